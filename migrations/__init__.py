@@ -1,0 +1,1 @@
+"""The numbered SQL migrations, shipped inside the memoryd package as memoryd.migrations."""

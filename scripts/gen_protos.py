@@ -1,0 +1,98 @@
+"""Generate the Python client from protos/ into clients/python/memoryd_client/v1/.
+
+    python scripts/gen_protos.py          # regenerate
+    python scripts/gen_protos.py --check  # exit 1 if the committed code is stale
+
+protoc names Python modules after the proto package (memoryd.v1), which would collide with the
+server package `memoryd`; the generated imports are therefore rewritten to memoryd_client.v1.
+The proto file names registered in the descriptor pool stay memoryd/v1/*.proto, as on the wire.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+import grpc_tools
+
+ROOT = Path(__file__).resolve().parent.parent
+PROTO_ROOT = ROOT / "protos"
+OUT_DIR = ROOT / "clients" / "python" / "memoryd_client" / "v1"
+INIT_TEXT = '"""Generated protobuf and gRPC modules for memoryd.v1 (do not edit)."""\n'
+# Only import statements and the module-name literals handed to the protobuf builder are
+# rewritten; full names such as "/memoryd.v1.MemoryService/AppendMessages" are the wire contract.
+IMPORT_PATTERN = re.compile(r"^(from|import) memoryd\.v1\b", re.MULTILINE)
+MODULE_LITERAL_PATTERN = re.compile(r"'memoryd\.v1\.(\w+_pb2)'")
+
+
+def _plugin(name: str) -> str:
+    scripts = Path(sysconfig.get_path("scripts"))
+    path = scripts / name
+    if not path.exists():
+        sys.exit(f"{name} not found in {scripts}: install the dev extras (pip install -e .[dev])")
+    return str(path)
+
+
+def generate(into: Path) -> dict[str, str]:
+    """Run protoc into `into` and return {file name: rewritten text}."""
+    protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in PROTO_ROOT.rglob("*.proto"))
+    well_known = Path(grpc_tools.__file__).parent / "_proto"
+    command = [
+        sys.executable,
+        "-m",
+        "grpc_tools.protoc",
+        f"-I{PROTO_ROOT}",
+        f"-I{well_known}",
+        f"--plugin=protoc-gen-mypy={_plugin('protoc-gen-mypy')}",
+        f"--plugin=protoc-gen-mypy_grpc={_plugin('protoc-gen-mypy_grpc')}",
+        f"--python_out={into}",
+        f"--grpc_python_out={into}",
+        f"--mypy_out={into}",
+        f"--mypy_grpc_out={into}",
+        *protos,
+    ]
+    result = subprocess.run(command, cwd=PROTO_ROOT, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        sys.exit(f"protoc failed:\n{result.stderr}")
+    generated = into / "memoryd" / "v1"
+    files = {"__init__.py": INIT_TEXT}
+    for path in sorted(generated.iterdir()):
+        text = path.read_text(encoding="utf-8")
+        text = IMPORT_PATTERN.sub(r"\1 memoryd_client.v1", text)
+        files[path.name] = MODULE_LITERAL_PATTERN.sub(r"'memoryd_client.v1.\1'", text)
+    return files
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if the committed code is stale")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        files = generate(Path(tmp))
+    if args.check:
+        committed = {p.name: p.read_text(encoding="utf-8") for p in OUT_DIR.glob("*.py*")}
+        stale = sorted(
+            n for n in files.keys() | committed.keys() if files.get(n) != committed.get(n)
+        )
+        if stale:
+            print("generated client is stale; run `make protos`:", ", ".join(stale))
+            return 1
+        print(f"generated client is up to date ({len(files)} files)")
+        return 0
+    if OUT_DIR.exists():
+        shutil.rmtree(OUT_DIR)
+    OUT_DIR.mkdir(parents=True)
+    for name, text in files.items():
+        (OUT_DIR / name).write_text(text, encoding="utf-8")
+    print(f"wrote {len(files)} files to {OUT_DIR.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

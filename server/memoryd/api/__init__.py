@@ -1,0 +1,1 @@
+"""gRPC transport: servicers validate and translate, then call the use cases."""

@@ -1,0 +1,166 @@
+"""Translation between protobuf messages and domain values; nothing here decides policy.
+
+Enum numbers outside the declared values (proto3 keeps unknown numbers) and timestamps outside
+0001..9999 are refused here with the field named, before any use case runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from google.protobuf import timestamp_pb2
+from memoryd_client.v1 import memory_service_pb2 as service_pb
+from memoryd_client.v1 import resources_pb2 as pb
+
+from memoryd.domain.conversation import (
+    ConversationKey,
+    HistoryScope,
+    agent_key,
+    conversation_key,
+    owner_key,
+)
+from memoryd.domain.messages import NewMessage, Role, StoredMessage, Trust
+from memoryd.errors import InvalidArgument
+from memoryd.storage.history_store import AppendOutcome, SearchHit
+
+ROLES = {
+    pb.ROLE_USER: Role.USER,
+    pb.ROLE_ASSISTANT: Role.ASSISTANT,
+    pb.ROLE_SYSTEM: Role.SYSTEM,
+    pb.ROLE_TOOL: Role.TOOL,
+}
+ROLE_NUMBERS = {role: number for number, role in ROLES.items()}
+TRUSTS = {
+    pb.TRUST_UNSPECIFIED: Trust.OPERATOR,
+    pb.TRUST_OPERATOR: Trust.OPERATOR,
+    pb.TRUST_GUEST: Trust.GUEST,
+}
+TRUST_NUMBERS = {Trust.OPERATOR: pb.TRUST_OPERATOR, Trust.GUEST: pb.TRUST_GUEST}
+OUTCOMES = {
+    AppendOutcome.STORED: service_pb.APPEND_OUTCOME_STORED,
+    AppendOutcome.DUPLICATE: service_pb.APPEND_OUTCOME_DUPLICATE,
+    AppendOutcome.SKIPPED_BLANK: service_pb.APPEND_OUTCOME_SKIPPED_BLANK,
+}
+
+
+def conversation_in(message: pb.Conversation, field: str = "conversation") -> ConversationKey:
+    """A request's conversation, validated, defaults filled in."""
+    return conversation_key(
+        agent_id=message.agent_id,
+        owner_id=message.owner_id,
+        channel=message.channel,
+        chat_id=message.chat_id,
+        thread_scope=message.thread_scope,
+        field=field,
+    )
+
+
+def required_conversation(
+    request: service_pb.ListMessagesRequest
+    | service_pb.AppendMessagesRequest
+    | service_pb.ClearConversationRequest
+    | service_pb.PurgeConversationRequest
+    | service_pb.GetConversationRequest,
+) -> ConversationKey:
+    """The conversation of a request that must name one."""
+    if not request.HasField("conversation"):
+        raise InvalidArgument("conversation is required (with channel and chat_id)")
+    return conversation_in(request.conversation)
+
+
+def search_scope_in(request: service_pb.SearchHistoryRequest) -> HistoryScope:
+    """The scope of a search: a conversation, an owner or an agent."""
+    which = request.WhichOneof("scope")
+    if which == "conversation":
+        return conversation_in(request.conversation)
+    if which == "owner":
+        return owner_key(agent_id=request.owner.agent_id, owner_id=request.owner.owner_id)
+    if which == "agent":
+        return agent_key(agent_id=request.agent.agent_id)
+    raise InvalidArgument("one of conversation, owner or agent is required")
+
+
+def new_message_in(message: service_pb.NewMessage, field: str) -> NewMessage:
+    """A message to append, with enums and time checked (limits are checked by the use case)."""
+    if message.role == pb.ROLE_UNSPECIFIED:
+        raise InvalidArgument(f"{field}.role is required")
+    role = ROLES.get(message.role)
+    if role is None:
+        raise InvalidArgument(f"{field}.role has unknown value {message.role}")
+    trust = TRUSTS.get(message.trust)
+    if trust is None:
+        raise InvalidArgument(f"{field}.trust has unknown value {message.trust}")
+    created_at = (
+        timestamp_in(message.created_at, f"{field}.created_at")
+        if message.HasField("created_at")
+        else None
+    )
+    return NewMessage(
+        sender=message.sender,
+        role=role,
+        kind=message.kind,
+        content=message.content,
+        metadata_json=message.metadata,
+        client_message_id=message.client_message_id or None,
+        created_at=created_at,
+        trust=trust,
+    )
+
+
+def timestamp_in(value: timestamp_pb2.Timestamp, field: str) -> dt.datetime:
+    """A client's timestamp as an aware datetime; out-of-range values are refused."""
+    try:
+        return value.ToDatetime(tzinfo=dt.UTC)
+    except (ValueError, OverflowError, OSError):
+        raise InvalidArgument(
+            f"{field} is out of range (seconds {value.seconds}, nanos {value.nanos})"
+        ) from None
+
+
+def timestamp_out(moment: dt.datetime) -> timestamp_pb2.Timestamp:
+    """An aware datetime as a protobuf Timestamp."""
+    value = timestamp_pb2.Timestamp()
+    value.FromDatetime(moment)
+    return value
+
+
+def conversation_out(key: ConversationKey) -> pb.Conversation:
+    """A conversation key as a protobuf message."""
+    return pb.Conversation(
+        agent_id=key.agent_id,
+        owner_id=key.owner_id,
+        channel=key.channel,
+        chat_id=key.chat_id,
+        thread_scope=key.thread_scope,
+    )
+
+
+def message_out(message: StoredMessage) -> pb.Message:
+    """A stored message as a protobuf message."""
+    return pb.Message(
+        id=message.id,
+        conversation=conversation_out(message.key),
+        sender=message.sender,
+        role=ROLE_NUMBERS[message.role],
+        kind=message.kind,
+        content=message.content,
+        metadata=message.metadata_json,
+        client_message_id=message.client_message_id or "",
+        created_at=timestamp_out(message.created_at),
+        trust=TRUST_NUMBERS[message.trust],
+    )
+
+
+def hit_out(hit: SearchHit) -> service_pb.HistoryHit:
+    """A search hit as a protobuf message."""
+    return service_pb.HistoryHit(
+        message=message_out(hit.message),
+        snippet=hit.snippet or "",
+        match=service_pb.MATCH_KIND_WORD if hit.word_match else service_pb.MATCH_KIND_SUBSTRING,
+        rank=hit.rank,
+    )
+
+
+def optional_timestamp_out(moment: dt.datetime | None) -> timestamp_pb2.Timestamp | None:
+    """A timestamp field that may be unset."""
+    return timestamp_out(moment) if moment is not None else None

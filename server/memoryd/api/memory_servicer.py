@@ -1,0 +1,108 @@
+"""memoryd.v1.MemoryService: validate and translate requests, call the use cases, translate back.
+
+Errors are raised, never turned into statuses here: memoryd.api.status does that for every RPC.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+from memoryd_client.v1 import memory_service_pb2 as service_pb
+from memoryd_client.v1 import memory_service_pb2_grpc as service_grpc
+
+from memoryd.api import convert
+from memoryd.services.history import HistoryService
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+class MemoryServicer(service_grpc.MemoryServiceServicer):
+    """The MemoryService RPCs."""
+
+    def __init__(self, history: HistoryService) -> None:
+        self._history = history
+
+    async def AppendMessages(
+        self, request: service_pb.AppendMessagesRequest, context: Context
+    ) -> service_pb.AppendMessagesResponse:
+        key = convert.required_conversation(request)
+        messages = [
+            convert.new_message_in(message, f"messages[{index}]")
+            for index, message in enumerate(request.messages)
+        ]
+        result = await self._history.append(key, messages)
+        return service_pb.AppendMessagesResponse(
+            results=[
+                service_pb.AppendResult(
+                    index=item.index,
+                    outcome=convert.OUTCOMES[item.outcome],
+                    message=convert.message_out(item.message) if item.message else None,
+                )
+                for item in result.messages
+            ],
+            history_version=result.history_version,
+        )
+
+    async def ListMessages(
+        self, request: service_pb.ListMessagesRequest, context: Context
+    ) -> service_pb.ListMessagesResponse:
+        key = convert.required_conversation(request)
+        page = await self._history.list_messages(
+            key,
+            requested_page_size=request.page_size,
+            page_token=request.page_token,
+            kinds=list(request.kinds),
+            all_history=request.all_history,
+        )
+        return service_pb.ListMessagesResponse(
+            messages=[convert.message_out(message) for message in page.messages],
+            next_page_token=page.next_page_token,
+        )
+
+    async def SearchHistory(
+        self, request: service_pb.SearchHistoryRequest, context: Context
+    ) -> service_pb.SearchHistoryResponse:
+        scope = convert.search_scope_in(request)
+        hits = await self._history.search(
+            scope, request.query, kinds=list(request.kinds), requested_limit=request.limit
+        )
+        return service_pb.SearchHistoryResponse(hits=[convert.hit_out(hit) for hit in hits])
+
+    async def ClearConversation(
+        self, request: service_pb.ClearConversationRequest, context: Context
+    ) -> service_pb.ClearConversationResponse:
+        key = convert.required_conversation(request)
+        cleared = await self._history.clear(key)
+        return service_pb.ClearConversationResponse(
+            notice=cleared.notice,
+            window_start_id=cleared.window.window_start_id,
+            history_version=cleared.window.history_version,
+        )
+
+    async def PurgeConversation(
+        self, request: service_pb.PurgeConversationRequest, context: Context
+    ) -> service_pb.PurgeConversationResponse:
+        key = convert.required_conversation(request)
+        purged = await self._history.purge(key)
+        return service_pb.PurgeConversationResponse(
+            messages_deleted=purged.messages_deleted,
+            conversation_deleted=purged.conversation_deleted,
+        )
+
+    async def GetConversation(
+        self, request: service_pb.GetConversationRequest, context: Context
+    ) -> service_pb.GetConversationResponse:
+        key = convert.required_conversation(request)
+        stats = await self._history.describe(key)
+        return service_pb.GetConversationResponse(
+            conversation=convert.conversation_out(key),
+            message_count=stats.message_count,
+            window_message_count=stats.window_message_count,
+            first_message_at=convert.optional_timestamp_out(stats.first_message_at),
+            last_message_at=convert.optional_timestamp_out(stats.last_message_at),
+            window_start_id=stats.window.window_start_id,
+            window_started_at=convert.optional_timestamp_out(stats.window.window_started_at),
+            history_version=stats.window.history_version,
+            last_message_id=stats.last_message_id,
+        )

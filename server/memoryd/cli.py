@@ -1,0 +1,69 @@
+"""The `memoryd` command.
+
+memoryd serve [--config PATH] [--listen HOST:PORT] [--home DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+
+from memoryd import __version__
+from memoryd.config import load_settings
+from memoryd.errors import StartupError
+from memoryd.logs import LogPipeline
+
+EXIT_USAGE = 2
+EXIT_STARTUP = 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line grammar."""
+    parser = argparse.ArgumentParser(
+        prog="memoryd", description="Long-term memory of conversational agents, over gRPC."
+    )
+    parser.add_argument("--version", action="version", version=f"memoryd {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = commands.add_parser("serve", help="run the gRPC server")
+    serve.add_argument(
+        "--config", metavar="PATH", help="TOML config file (default <home>/config.toml)"
+    )
+    serve.add_argument(
+        "--listen", metavar="HOST:PORT", help="address to listen on (127.0.0.1:50051)"
+    )
+    serve.add_argument("--home", metavar="DIR", help="data directory (default ~/.memoryd)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
+    return EXIT_USAGE  # pragma: no cover - argparse refuses unknown commands
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from memoryd.server import serve  # noqa: PLC0415 - grpc loads only for the server
+
+    try:
+        settings = load_settings(
+            os.environ, config_path=args.config, home=args.home, listen=args.listen
+        )
+    except StartupError as error:
+        print(f"memoryd: {error}", file=sys.stderr)  # noqa: T201 - the CLI's own output
+        return EXIT_USAGE
+    logs = LogPipeline(settings.server.log_level, settings.server.log_format)
+    try:
+        asyncio.run(serve(settings))
+    except StartupError as error:
+        logs.stop()
+        print(f"memoryd: {error}", file=sys.stderr)  # noqa: T201
+        return EXIT_STARTUP
+    except KeyboardInterrupt:  # a second Ctrl-C during shutdown
+        pass
+    logs.stop()
+    return 0

@@ -1,0 +1,254 @@
+"""Typed, frozen settings, loaded once at start-up.
+
+Sources, later ones winning: built-in defaults, the TOML file, environment variables, command-line
+flags. The file is `--config PATH`, else $MEMORYD_CONFIG, else `<home>/config.toml` when it exists.
+Every setting `[memoryd.<section>] <key>` can be overridden by `MEMORYD_<SECTION>_<KEY>`; the data
+directory by `MEMORYD_HOME`. Unknown keys are refused, so a typo never silently does nothing.
+
+    [memoryd]
+    home = "~/.memoryd"
+
+    [memoryd.server]
+    listen = "127.0.0.1:50051"
+
+    [memoryd.storage]
+    synchronous = "normal"          # or "full"
+
+    [memoryd.history]
+    max_conversation_history = "unbounded"   # or a positive integer
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from memoryd.errors import StartupError
+
+KIB = 1024
+MIB = 1024 * KIB
+UNBOUNDED = "unbounded"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """[memoryd.server]: the gRPC listener and process behaviour."""
+
+    listen: str = "127.0.0.1:50051"
+    grace_period_seconds: float = 10.0
+    max_request_bytes: int = 32 * MIB
+    reader_threads: int = 4
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["json", "text"] = "json"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StorageSettings:
+    """[memoryd.storage]: SQLite connection policy and the group-committing writer."""
+
+    synchronous: Literal["normal", "full"] = "normal"
+    busy_timeout_ms: int = 5000
+    group_commit_max_rows: int = 512
+    group_commit_max_wait_ms: float = 0.0
+    write_attempts: int = 3
+    write_retry_delay_ms: int = 100
+    secure_delete: bool = True
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HistorySettings:
+    """[memoryd.history]: conversation history limits and the hot window cache."""
+
+    max_conversation_history: int | None = None
+    max_content_bytes: int = 256 * KIB
+    max_metadata_bytes: int = 64 * KIB
+    max_messages_per_call: int = 100
+    cache_conversations: int = 1024
+    cache_messages_per_conversation: int = 200
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything memoryd is configured with."""
+
+    home: Path
+    config_path: Path | None = None
+    server: ServerSettings = ServerSettings()
+    storage: StorageSettings = StorageSettings()
+    history: HistorySettings = HistorySettings()
+
+    @property
+    def database_path(self) -> Path:
+        """The SQLite database, the source of truth."""
+        return self.home / "memory.db"
+
+
+SECTIONS: dict[str, type[Any]] = {
+    "server": ServerSettings,
+    "storage": StorageSettings,
+    "history": HistorySettings,
+}
+DEFAULT_HOME = "~/.memoryd"
+
+
+def load_settings(
+    env: Mapping[str, str],
+    *,
+    config_path: str | None = None,
+    home: str | None = None,
+    listen: str | None = None,
+) -> Settings:
+    """Build the settings from defaults, the config file, `env` and command-line values."""
+    home_text = home or env.get("MEMORYD_HOME")
+    default_home = Path(home_text or DEFAULT_HOME).expanduser()
+    path, document = _read_config_file(config_path or env.get("MEMORYD_CONFIG"), default_home)
+    table = _memoryd_table(document, path)
+
+    if home_text is None and "home" in table:
+        home_value = table["home"]
+        if not isinstance(home_value, str) or not home_value.strip():
+            raise StartupError(f"{_where(path)}memoryd.home must be a non-empty string")
+        default_home = Path(home_value).expanduser()
+    unknown = sorted(set(table) - {"home", *SECTIONS})
+    if unknown:
+        raise StartupError(f"{_where(path)}unknown setting memoryd.{unknown[0]}")
+
+    sections: dict[str, Any] = {}
+    for name, cls in SECTIONS.items():
+        values = table.get(name, {})
+        if not isinstance(values, dict):
+            raise StartupError(f"{_where(path)}[memoryd.{name}] must be a table")
+        sections[name] = _build_section(name, cls, values, env, path)
+    if listen is not None:
+        sections["server"] = dataclasses.replace(
+            sections["server"], listen=_check_listen(listen, "--listen")
+        )
+    return Settings(home=default_home.resolve(), config_path=path, **sections)
+
+
+def _read_config_file(explicit: str | None, home: Path) -> tuple[Path | None, dict[str, Any]]:
+    if explicit is not None:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise StartupError(f"config file {path} does not exist")
+    else:
+        path = home / "config.toml"
+        if not path.is_file():
+            return None, {}
+    try:
+        with path.open("rb") as handle:
+            return path, tomllib.load(handle)
+    except tomllib.TOMLDecodeError as error:
+        raise StartupError(f"config file {path} is not valid TOML: {error}") from None
+    except OSError as error:
+        raise StartupError(f"config file {path} cannot be read: {error.strerror}") from None
+
+
+def _memoryd_table(document: dict[str, Any], path: Path | None) -> dict[str, Any]:
+    extra = sorted(set(document) - {"memoryd"})
+    if extra:
+        raise StartupError(f"{_where(path)}unknown top-level table [{extra[0]}]; use [memoryd.*]")
+    table = document.get("memoryd", {})
+    if not isinstance(table, dict):
+        raise StartupError(f"{_where(path)}[memoryd] must be a table")
+    return table
+
+
+def _build_section(
+    name: str, cls: type[Any], values: dict[str, Any], env: Mapping[str, str], path: Path | None
+) -> Any:
+    hints = typing.get_type_hints(cls)
+    fields = {field.name for field in dataclasses.fields(cls)}
+    for key in values:
+        if key not in fields:
+            raise StartupError(f"{_where(path)}unknown setting memoryd.{name}.{key}")
+    prefix = f"MEMORYD_{name.upper()}_"
+    for variable in env:
+        if variable.startswith(prefix) and variable[len(prefix) :].lower() not in fields:
+            raise StartupError(f"unknown environment setting {variable}")
+    chosen: dict[str, Any] = {}
+    for key in sorted(fields):
+        label = f"memoryd.{name}.{key}"
+        variable = prefix + key.upper()
+        if variable in env:
+            chosen[key] = _coerce(_parse_env(env[variable]), hints[key], variable)
+        elif key in values:
+            chosen[key] = _coerce(values[key], hints[key], f"{_where(path)}{label}")
+    section = cls(**chosen)
+    _validate(name, section)
+    return section
+
+
+def _parse_env(text: str) -> Any:
+    """Environment values are strings; read numbers and booleans as TOML would."""
+    try:
+        return tomllib.loads(f"value = {text}")["value"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _coerce(value: Any, hint: Any, label: str) -> Any:  # noqa: PLR0911 - one branch per type
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is Literal:
+        if value not in args:
+            choices = ", ".join(repr(arg) for arg in args)
+            raise StartupError(f"{label} must be one of {choices}, got {value!r}")
+        return value
+    if origin in (types.UnionType, typing.Union) and type(None) in args:
+        # Optional limits are written as "unbounded" (or 0) for "no limit".
+        if value in (UNBOUNDED, 0):
+            return None
+        inner = next(arg for arg in args if arg is not type(None))
+        return _coerce(value, inner, f"{label} (a positive integer or {UNBOUNDED!r})")
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise StartupError(f"{label} must be true or false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise StartupError(f"{label} must be an integer, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise StartupError(f"{label} must be a number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise StartupError(f"{label} must be a string, got {value!r}")
+        return value
+    raise StartupError(f"{label}: unsupported setting type {hint!r}")  # pragma: no cover
+
+
+def _validate(name: str, section: Any) -> None:
+    for field in dataclasses.fields(section):
+        value = getattr(section, field.name)
+        label = f"memoryd.{name}.{field.name}"
+        is_number = isinstance(value, int | float) and not isinstance(value, bool)
+        if is_number and field.name.endswith(("_ms", "_seconds")):
+            if value < 0:
+                raise StartupError(f"{label} must not be negative, got {value}")
+        elif is_number and value <= 0:
+            raise StartupError(f"{label} must be positive, got {value}")
+    if isinstance(section, ServerSettings):
+        _check_listen(section.listen, "memoryd.server.listen")
+    if isinstance(section, StorageSettings) and section.write_attempts > 10:
+        raise StartupError("memoryd.storage.write_attempts must be at most 10")
+
+
+def _check_listen(value: str, label: str) -> str:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise StartupError(
+            f"{label} must be HOST:PORT (for example 127.0.0.1:50051), got {value!r}"
+        )
+    return value
+
+
+def _where(path: Path | None) -> str:
+    return f"config file {path}: " if path is not None else ""

@@ -1,0 +1,162 @@
+"""Conversation identity: the key every message, window and (later) review state hangs on.
+
+A conversation is (agent_id, owner_id, channel, chat_id, thread_scope). Identifiers are taken
+as given: never trimmed or case-folded, because " telegram" and "telegram" silently becoming one
+conversation (or two) is worse than refusing the first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import unicodedata
+
+from memoryd.errors import InvalidArgument
+
+DEFAULT_AGENT_ID = "main"
+DEFAULT_OWNER_ID = "default"
+DEFAULT_THREAD_SCOPE = "root"
+MAX_IDENTIFIER_CHARS = 256
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConversationKey:
+    """A validated conversation identity, defaults filled in."""
+
+    agent_id: str
+    owner_id: str
+    channel: str
+    chat_id: str
+    thread_scope: str
+
+    @property
+    def scope_id(self) -> str:
+        """The conversation scope id used by memory rows: `<channel>:<chat_id>:<thread_scope>`."""
+        return f"{self.channel}:{self.chat_id}:{self.thread_scope}"
+
+    def as_row(self) -> tuple[str, str, str, str, str]:
+        """The key columns, in table order."""
+        return (self.agent_id, self.owner_id, self.channel, self.chat_id, self.thread_scope)
+
+    def describe(self) -> str:
+        """A short human-readable name, for messages."""
+        return f"{self.scope_id} (agent {self.agent_id}, owner {self.owner_id})"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OwnerKey:
+    """Every conversation of one owner with one agent."""
+
+    agent_id: str
+    owner_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AgentKey:
+    """Every conversation of one agent."""
+
+    agent_id: str
+
+
+HistoryScope = ConversationKey | OwnerKey | AgentKey
+
+
+def conversation_key(
+    *,
+    agent_id: str,
+    owner_id: str,
+    channel: str,
+    chat_id: str,
+    thread_scope: str,
+    field: str = "conversation",
+) -> ConversationKey:
+    """Validate a conversation as sent by a client and fill in the defaults."""
+    channel = check_identifier(channel, f"{field}.channel", required=True)
+    if ":" in channel:
+        raise InvalidArgument(f"{field}.channel must not contain ':', got {channel!r}")
+    return ConversationKey(
+        agent_id=check_identifier(agent_id, f"{field}.agent_id") or DEFAULT_AGENT_ID,
+        owner_id=check_identifier(owner_id, f"{field}.owner_id") or DEFAULT_OWNER_ID,
+        channel=channel,
+        chat_id=check_identifier(chat_id, f"{field}.chat_id", required=True),
+        thread_scope=check_identifier(thread_scope, f"{field}.thread_scope")
+        or DEFAULT_THREAD_SCOPE,
+    )
+
+
+def owner_key(*, agent_id: str, owner_id: str, field: str = "owner") -> OwnerKey:
+    """Validate an owner scope and fill in the defaults."""
+    return OwnerKey(
+        agent_id=check_identifier(agent_id, f"{field}.agent_id") or DEFAULT_AGENT_ID,
+        owner_id=check_identifier(owner_id, f"{field}.owner_id") or DEFAULT_OWNER_ID,
+    )
+
+
+def agent_key(*, agent_id: str, field: str = "agent") -> AgentKey:
+    """Validate an agent scope and fill in the default."""
+    return AgentKey(agent_id=check_identifier(agent_id, f"{field}.agent_id") or DEFAULT_AGENT_ID)
+
+
+def check_identifier(value: str, field: str, *, required: bool = False) -> str:
+    """Return `value` if it is a usable identifier; "" is allowed unless `required`."""
+    if value == "":
+        if required:
+            raise InvalidArgument(f"{field} is required")
+        return value
+    if value.strip() == "":
+        raise InvalidArgument(f"{field} must not be blank")
+    if value != value.strip():
+        raise InvalidArgument(f"{field} must not start or end with whitespace, got {value!r}")
+    if len(value) > MAX_IDENTIFIER_CHARS:
+        raise InvalidArgument(
+            f"{field} is {len(value)} characters long; the limit is {MAX_IDENTIFIER_CHARS}"
+        )
+    if any(unicodedata.category(char) == "Cc" for char in value):
+        raise InvalidArgument(f"{field} must not contain control characters")
+    return value
+
+
+def search_scope_tokens(key: ConversationKey) -> str:
+    """The words that tag a conversation's messages in the word index, one per scope.
+
+    A search restricted to a conversation, an owner or an agent adds one of these words to the
+    full-text query, so the index itself narrows the candidates instead of a join filtering every
+    match. Tokens are digits after a letter: the porter tokenizer leaves them unchanged. A hash
+    collision could only add candidates, which the key columns then filter out, never lose one.
+    """
+    return " ".join(
+        (
+            conversation_scope_token(key),
+            owner_scope_token(OwnerKey(key.agent_id, key.owner_id)),
+            agent_scope_token(AgentKey(key.agent_id)),
+        )
+    )
+
+
+def conversation_scope_token(key: ConversationKey) -> str:
+    """The word index token of one conversation."""
+    return "c" + _digest(*key.as_row())
+
+
+def owner_scope_token(key: OwnerKey) -> str:
+    """The word index token of one owner of one agent."""
+    return "o" + _digest(key.agent_id, key.owner_id)
+
+
+def agent_scope_token(key: AgentKey) -> str:
+    """The word index token of one agent."""
+    return "a" + _digest(key.agent_id)
+
+
+def scope_token(scope: HistoryScope) -> str:
+    """The word index token of any history scope."""
+    if isinstance(scope, ConversationKey):
+        return conversation_scope_token(scope)
+    if isinstance(scope, OwnerKey):
+        return owner_scope_token(scope)
+    return agent_scope_token(scope)
+
+
+def _digest(*parts: str) -> str:
+    material = "\x00".join(parts).encode("utf-8")
+    return str(int.from_bytes(hashlib.blake2b(material, digest_size=8).digest(), "big"))

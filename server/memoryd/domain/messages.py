@@ -1,0 +1,184 @@
+"""Conversation messages: what a new message must satisfy, and what a stored one carries."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import json
+import re
+import unicodedata
+
+from memoryd.domain.conversation import ConversationKey, check_identifier
+from memoryd.errors import InvalidArgument
+
+DEFAULT_KIND = "chat_message"
+CHECKPOINT_KIND = "checkpoint_summary"
+SERVER_KINDS = frozenset({CHECKPOINT_KIND})
+KIND_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")
+MAX_SENDER_CHARS = 256
+
+
+class Role(enum.Enum):
+    """Who produced a message, in the chat-completions sense."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    TOOL = "tool"
+
+
+class Trust(enum.Enum):
+    """How far a message's author is trusted."""
+
+    OPERATOR = "operator"
+    GUEST = "guest"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MessageLimits:
+    """The configured limits a new message is checked against."""
+
+    max_content_bytes: int
+    max_metadata_bytes: int
+    max_messages_per_call: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NewMessage:
+    """A validated message, ready to store."""
+
+    sender: str
+    role: Role
+    kind: str
+    content: str
+    metadata_json: str
+    client_message_id: str | None
+    created_at: dt.datetime | None
+    trust: Trust
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A committed message row."""
+
+    id: int
+    key: ConversationKey
+    sender: str
+    role: Role
+    kind: str
+    content: str
+    metadata_json: str
+    client_message_id: str | None
+    created_at: dt.datetime
+    trust: Trust
+
+
+def check_new_message(message: NewMessage, field: str, limits: MessageLimits) -> NewMessage:
+    """Check one message as sent by a client; returns it with defaults filled in."""
+    if len(message.sender) > MAX_SENDER_CHARS:
+        raise InvalidArgument(
+            f"{field}.sender is {len(message.sender)} characters long; "
+            f"the limit is {MAX_SENDER_CHARS}"
+        )
+    if any(unicodedata.category(char) == "Cc" for char in message.sender):
+        raise InvalidArgument(f"{field}.sender must not contain control characters")
+    kind = check_kind(message.kind, f"{field}.kind")
+    if kind in SERVER_KINDS:
+        raise InvalidArgument(f"{field}.kind {kind!r} is reserved for the server")
+    size = len(message.content.encode("utf-8"))
+    if size > limits.max_content_bytes:
+        raise InvalidArgument(
+            f"{field}.content is {size} bytes; the limit is {limits.max_content_bytes} "
+            "(memoryd.history.max_content_bytes)"
+        )
+    client_id = check_identifier(message.client_message_id or "", f"{field}.client_message_id")
+    return dataclasses.replace(
+        message,
+        kind=kind,
+        metadata_json=check_metadata(
+            message.metadata_json, f"{field}.metadata", limits.max_metadata_bytes
+        ),
+        client_message_id=client_id or None,
+    )
+
+
+def check_message_count(count: int, limits: MessageLimits) -> None:
+    """An append carries at least one message and at most the configured number."""
+    if count == 0:
+        raise InvalidArgument("messages must contain at least one message")
+    if count > limits.max_messages_per_call:
+        raise InvalidArgument(
+            f"messages has {count} messages; the limit is {limits.max_messages_per_call} per call "
+            "(memoryd.history.max_messages_per_call)"
+        )
+
+
+def is_blank(content: str) -> bool:
+    """Blank content (after trimming) is skipped rather than stored."""
+    return content.strip() == ""
+
+
+def check_kind(kind: str, field: str) -> str:
+    """A kind is a short lowercase identifier; empty means chat_message."""
+    if kind == "":
+        return DEFAULT_KIND
+    if not KIND_PATTERN.fullmatch(kind):
+        raise InvalidArgument(
+            f"{field} must be lowercase letters, digits and '_', starting with a letter, "
+            f"at most 64 characters; got {kind!r}"
+        )
+    return kind
+
+
+def check_kinds(kinds: list[str], field: str) -> tuple[str, ...]:
+    """A kind filter: each entry a valid kind; duplicates removed, order kept."""
+    if "" in kinds:
+        raise InvalidArgument(f"{field}[{kinds.index('')}] must not be empty")
+    checked = [check_kind(kind, f"{field}[{index}]") for index, kind in enumerate(kinds)]
+    return tuple(dict.fromkeys(checked))
+
+
+def check_metadata(text: str, field: str, max_bytes: int) -> str:
+    """Metadata is the text of a JSON object; empty means {}. Returned as given."""
+    if text == "":
+        return "{}"
+    size = len(text.encode("utf-8"))
+    if size > max_bytes:
+        raise InvalidArgument(
+            f"{field} is {size} bytes; the limit is {max_bytes} "
+            "(memoryd.history.max_metadata_bytes)"
+        )
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as error:
+        raise InvalidArgument(
+            f"{field} is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}"
+        ) from None
+    except _NonStandardNumber as error:
+        raise InvalidArgument(f"{field} is not valid JSON: {error} is not a JSON number") from None
+    except RecursionError:
+        raise InvalidArgument(f"{field} is nested too deeply") from None
+    if not isinstance(value, dict):
+        raise InvalidArgument(f"{field} must be a JSON object, got {_json_type(value)}")
+    return text
+
+
+class _NonStandardNumber(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> object:
+    raise _NonStandardNumber(name)
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    return "a number"

@@ -1,0 +1,92 @@
+"""Turning any user text into safe full-text searches.
+
+User text never reaches FTS5 as syntax. The query is split on whitespace into words; each word
+that contains a letter or digit becomes one quoted FTS5 phrase (inner quotes doubled), so `AND`,
+`*`, `text:foo`, `"` and `C++` are plain words. Every word must match (in any order).
+
+When whole words find fewer hits than asked for, a substring search fills the rest: each word
+must occur in the content as typed (case-insensitively), which finds partial words, text written
+without spaces (Chinese, Japanese) and symbols or emoji the word index ignores. The trigram index
+can answer a `LIKE '%piece%'` for pieces of three or more characters without wildcards; so words
+are cut at LIKE's wildcard characters, and any word the pieces cannot fully decide is checked
+exactly with `instr`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import unicodedata
+
+from memoryd.errors import InvalidArgument
+
+MAX_QUERY_CHARS = 1024
+MAX_QUERY_WORDS = 32
+TRIGRAM = 3
+LIKE_WILDCARDS = "%_"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SearchPlan:
+    """How one query is searched: word stage, then substring stage."""
+
+    # FTS5 expression over the word index's content column; None when no word has a letter/digit.
+    word_expression: str | None
+    # Pieces (>= 3 characters, no LIKE wildcards) the trigram index can look up with LIKE.
+    trigram_pieces: tuple[str, ...]
+    # Words that must also be confirmed with an exact case-insensitive substring test.
+    exact_words: tuple[str, ...]
+
+    @property
+    def is_empty(self) -> bool:
+        """A blank query finds nothing."""
+        return self.word_expression is None and not self.trigram_pieces and not self.exact_words
+
+
+def plan_search(query: str, field: str = "query") -> SearchPlan:
+    """Plan the search of `query`; raises InvalidArgument only for over-long queries."""
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidArgument(
+            f"{field} is {len(query)} characters long; the limit is {MAX_QUERY_CHARS}"
+        )
+    cleaned = "".join(" " if unicodedata.category(char) == "Cc" else char for char in query)
+    words = list(dict.fromkeys(cleaned.split()))
+    if len(words) > MAX_QUERY_WORDS:
+        raise InvalidArgument(f"{field} has {len(words)} words; the limit is {MAX_QUERY_WORDS}")
+
+    phrases = [_quote(word) for word in words if any(_is_token_char(char) for char in word)]
+    trigram_pieces: list[str] = []
+    exact_words: list[str] = []
+    for word in words:
+        pieces = [piece for piece in _split_wildcards(word) if piece]
+        long_pieces = [piece for piece in pieces if len(piece) >= TRIGRAM]
+        trigram_pieces.extend(long_pieces)
+        # The LIKE pieces decide the word on their own only when the word is exactly one piece.
+        if long_pieces != [word]:
+            exact_words.append(word)
+    return SearchPlan(
+        word_expression=" ".join(phrases) if phrases else None,
+        trigram_pieces=tuple(dict.fromkeys(trigram_pieces)),
+        exact_words=tuple(exact_words),
+    )
+
+
+def like_pattern(piece: str) -> str:
+    """A LIKE pattern matching `piece` anywhere; pieces never contain wildcards."""
+    return f"%{piece}%"
+
+
+def _quote(word: str) -> str:
+    return '"' + word.replace('"', '""') + '"'
+
+
+def _is_token_char(char: str) -> bool:
+    # The unicode61 tokenizer's token characters: letters, numbers and private-use code points.
+    category = unicodedata.category(char)
+    return category[0] in "LN" or category == "Co"
+
+
+def _split_wildcards(word: str) -> list[str]:
+    pieces = [word]
+    for wildcard in LIKE_WILDCARDS:
+        pieces = [part for piece in pieces for part in piece.split(wildcard)]
+    return pieces

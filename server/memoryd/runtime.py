@@ -1,0 +1,115 @@
+"""The assembled service: the data directory, the database, the writer, the readers, the use cases.
+
+Opening takes an exclusive lock on the data directory (one memoryd per home: the design has one
+writer), creates the directory and database on first start, applies migrations, then starts the
+writer thread. Closing commits what is queued and closes every connection.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import logging
+import os
+from pathlib import Path
+
+import apsw
+
+from memoryd.config import Settings
+from memoryd.errors import StartupError
+from memoryd.services.history import HistoryService
+from memoryd.storage.connection import ConnectionSettings, open_connection, writer_policy
+from memoryd.storage.migrations import bundled_migrations, migrate, schema_version
+from memoryd.storage.readers import ReaderPool
+from memoryd.storage.writer import Writer, WriterSettings
+
+log = logging.getLogger("memoryd.runtime")
+LOCK_FILE = "memoryd.lock"
+
+
+@dataclasses.dataclass(slots=True)
+class Runtime:
+    """Everything a running server holds."""
+
+    settings: Settings
+    writer: Writer
+    readers: ReaderPool
+    history: HistoryService
+    schema_version: int
+    _lock_fd: int
+
+    @classmethod
+    def open(cls, settings: Settings) -> Runtime:
+        """Open (creating if needed) the data directory and database, ready to serve."""
+        lock_fd = _lock_home(settings.home)
+        try:
+            return cls._open_locked(settings, lock_fd)
+        except BaseException:
+            os.close(lock_fd)
+            raise
+
+    @classmethod
+    def _open_locked(cls, settings: Settings, lock_fd: int) -> Runtime:
+        connection_settings = ConnectionSettings(
+            path=settings.database_path,
+            busy_timeout_ms=settings.storage.busy_timeout_ms,
+            synchronous=settings.storage.synchronous,
+            secure_delete=settings.storage.secure_delete,
+        )
+        try:
+            connection = open_connection(connection_settings, writer_policy(connection_settings))
+        except apsw.Error as error:
+            raise StartupError(f"cannot open database {settings.database_path}: {error}") from error
+        try:
+            applied = migrate(connection, bundled_migrations())
+            version = schema_version(connection)
+        except BaseException:
+            connection.close()
+            raise
+        if applied:
+            log.info(
+                "applied migrations %s",
+                applied,
+                extra={"event": "migrated", "versions": applied, "schema_version": version},
+            )
+        writer = Writer(
+            connection,
+            WriterSettings(
+                max_rows=settings.storage.group_commit_max_rows,
+                max_wait_seconds=settings.storage.group_commit_max_wait_ms / 1000,
+                attempts=settings.storage.write_attempts,
+                retry_delay_seconds=settings.storage.write_retry_delay_ms / 1000,
+            ),
+        )
+        writer.start()
+        readers = ReaderPool(connection_settings, settings.server.reader_threads)
+        history = HistoryService(writer, readers, settings.history)
+        return cls(settings, writer, readers, history, version, lock_fd)
+
+    async def close(self) -> None:
+        """Commit what is queued, close every connection, release the data directory."""
+        try:
+            await self.writer.close()
+            self.readers.close()
+        finally:
+            os.close(self._lock_fd)
+
+
+def _lock_home(home: Path) -> int:
+    try:
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(home / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as error:
+        raise StartupError(f"cannot use data directory {home}: {error.strerror}") from error
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        raise StartupError(
+            f"another memoryd (pid {holder}) is already serving {home}; "
+            "stop it or use another --home"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode("ascii"))
+    return fd

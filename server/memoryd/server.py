@@ -1,0 +1,110 @@
+"""The gRPC server: services, health, reflection, and an orderly stop.
+
+On SIGTERM or SIGINT: health turns NOT_SERVING, new calls are refused, calls in flight get
+`grace_period_seconds` to finish, then the writer commits what is queued and the database closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from memoryd_client.v1 import (
+    compaction_service_pb2,
+    compaction_service_pb2_grpc,
+    memory_service_pb2,
+    memory_service_pb2_grpc,
+)
+
+from memoryd import __version__
+from memoryd.api.memory_servicer import MemoryServicer
+from memoryd.api.status import RpcInterceptor
+from memoryd.config import Settings
+from memoryd.errors import StartupError
+from memoryd.runtime import Runtime
+
+log = logging.getLogger("memoryd.server")
+
+SERVICE_NAMES = (
+    memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
+    compaction_service_pb2.DESCRIPTOR.services_by_name["CompactionService"].full_name,
+)
+
+
+class CompactionServicer(compaction_service_pb2_grpc.CompactionServiceServicer):
+    """memoryd.v1.CompactionService: no methods yet."""
+
+
+async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
+    """Run until `stop` is set (or SIGTERM/SIGINT), then shut down in order."""
+    stop = stop or asyncio.Event()
+    runtime = Runtime.open(settings)
+    try:
+        await _serve(settings, runtime, stop)
+    finally:
+        await runtime.close()
+        log.info("stopped", extra={"event": "stopped"})
+
+
+async def _serve(settings: Settings, runtime: Runtime, stop: asyncio.Event) -> None:
+    server = grpc.aio.server(
+        interceptors=[RpcInterceptor()],
+        options=[
+            ("grpc.max_receive_message_length", settings.server.max_request_bytes),
+            # Without this, a second server could bind the same port and steal half the calls.
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    memory_service_pb2_grpc.add_MemoryServiceServicer_to_server(
+        MemoryServicer(runtime.history), server
+    )
+    compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server(
+        CompactionServicer(), server
+    )
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    )
+    try:
+        port = server.add_insecure_port(settings.server.listen)
+    except RuntimeError as error:
+        raise StartupError(f"cannot listen on {settings.server.listen}: {error}") from error
+    await server.start()
+    for name in ("", *SERVICE_NAMES):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    host = settings.server.listen.rpartition(":")[0]
+    address = f"{host}:{port}"
+    log.info(
+        "memoryd %s serving on %s (data in %s)",
+        __version__,
+        address,
+        settings.home,
+        extra={
+            "event": "serving",
+            "address": address,
+            "home": str(settings.home),
+            "database": str(settings.database_path),
+            "schema_version": runtime.schema_version,
+        },
+    )
+
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        log.info(
+            "stopping: refusing new calls, %.1fs for calls in flight",
+            settings.server.grace_period_seconds,
+            extra={"event": "stopping"},
+        )
+        await health_servicer.enter_graceful_shutdown()
+        await server.stop(settings.server.grace_period_seconds)

@@ -1,0 +1,1 @@
+"""Use cases that combine domain rules with storage."""

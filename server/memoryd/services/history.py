@@ -1,0 +1,280 @@
+"""Conversation history use cases: append, list, search, clear (/new), purge, describe.
+
+Writes go through the single writer and are answered after commit; reads go to reader threads,
+and the first page of a window is served from the hot cache when it can answer exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import apsw
+
+from memoryd.config import HistorySettings
+from memoryd.domain.conversation import ConversationKey, HistoryScope
+from memoryd.domain.messages import (
+    MessageLimits,
+    NewMessage,
+    StoredMessage,
+    check_kinds,
+    check_message_count,
+    check_new_message,
+    is_blank,
+)
+from memoryd.domain.paging import PageCursor, decode_token, encode_token, fingerprint, page_size
+from memoryd.domain.search_query import plan_search
+from memoryd.domain.snippets import substring_snippet
+from memoryd.domain.timestamps import utc_now
+from memoryd.errors import InvalidArgument, NotFound
+from memoryd.services.window_cache import CachedWindow, WindowCache
+from memoryd.storage import history_store as store
+from memoryd.storage.readers import ReaderPool
+from memoryd.storage.writer import Writer
+
+CLEAR_NOTICE = "Started a fresh session. Long-term memory is preserved."
+DEFAULT_SEARCH_LIMIT = 10
+MAX_SEARCH_LIMIT = 100
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MessagePage:
+    """One page of ListMessages: messages oldest first, and the token to walk further back."""
+
+    messages: list[StoredMessage]
+    next_page_token: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClearResult:
+    """What /new did."""
+
+    notice: str
+    window: store.WindowState
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PurgeResult:
+    """What an erasure removed."""
+
+    messages_deleted: int
+    conversation_deleted: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _PageSlice:
+    newest_first: list[StoredMessage]
+    floor_id: int
+
+
+class HistoryService:
+    """Conversation history over the writer, the readers and the window cache."""
+
+    def __init__(self, writer: Writer, readers: ReaderPool, settings: HistorySettings) -> None:
+        self._writer = writer
+        self._readers = readers
+        self._cap = settings.max_conversation_history
+        self._limits = MessageLimits(
+            max_content_bytes=settings.max_content_bytes,
+            max_metadata_bytes=settings.max_metadata_bytes,
+            max_messages_per_call=settings.max_messages_per_call,
+        )
+        self.cache = WindowCache(
+            max_conversations=settings.cache_conversations,
+            per_conversation=settings.cache_messages_per_conversation,
+            window_cap=settings.max_conversation_history,
+        )
+
+    # --- writes -------------------------------------------------------------------------------
+
+    async def append(
+        self, key: ConversationKey, messages: Sequence[NewMessage]
+    ) -> store.AppendResult:
+        """Store every valid message of the call, or none; blank ones are skipped."""
+        check_message_count(len(messages), self._limits)
+        # Blank messages are checked too: a malformed request is refused as a whole.
+        checked = [
+            check_new_message(message, f"messages[{index}]", self._limits)
+            for index, message in enumerate(messages)
+        ]
+        prepared = [None if is_blank(message.content) else message for message in checked]
+        now = utc_now()
+        return await self._writer.submit(
+            lambda connection: store.append_messages(connection, key, prepared, now),
+            rows=max(1, sum(message is not None for message in prepared)),
+            after_commit=lambda result: self.cache.append(key, result.stored),
+        )
+
+    async def clear(self, key: ConversationKey) -> ClearResult:
+        """/new: a fresh window after the newest message; nothing is deleted."""
+        now = utc_now()
+        window = await self._writer.submit(
+            lambda connection: store.clear_window(connection, key, now),
+            after_commit=lambda _: self.cache.invalidate(key),
+        )
+        return ClearResult(CLEAR_NOTICE, window)
+
+    async def purge(self, key: ConversationKey) -> PurgeResult:
+        """Erase the conversation: messages, their index entries, the window record."""
+        deleted, conversation_deleted = await self._writer.submit(
+            lambda connection: store.purge_conversation(connection, key),
+            after_commit=lambda _: self.cache.invalidate(key),
+        )
+        return PurgeResult(deleted, conversation_deleted)
+
+    # --- reads --------------------------------------------------------------------------------
+
+    async def list_messages(
+        self,
+        key: ConversationKey,
+        *,
+        requested_page_size: int,
+        page_token: str,
+        kinds: list[str],
+        all_history: bool,
+    ) -> MessagePage:
+        """A page of the window (or of all history), oldest first, newest page first."""
+        size = page_size(requested_page_size)
+        kind_filter = check_kinds(kinds, "kinds")
+        bound_to = fingerprint(key, kind_filter, all_history=all_history)
+        if page_token:
+            cursor = decode_token(page_token, bound_to)
+            rows = await self._readers.read(
+                lambda connection: store.page(
+                    connection,
+                    key,
+                    before_id=cursor.before_id,
+                    floor_id=cursor.floor_id,
+                    kinds=kind_filter,
+                    limit=size + 1,
+                )
+            )
+            found = _PageSlice(rows, cursor.floor_id)
+        elif all_history:
+            rows = await self._readers.read(
+                lambda connection: store.page(
+                    connection, key, before_id=None, floor_id=0, kinds=kind_filter, limit=size + 1
+                )
+            )
+            found = _PageSlice(rows, 0)
+        else:
+            found = await self._first_window_page(key, size, kind_filter)
+        return _to_page(found, size, bound_to)
+
+    async def search(
+        self, scope: HistoryScope, query: str, *, kinds: list[str], requested_limit: int
+    ) -> list[store.SearchHit]:
+        """Whole-word matches by bm25, then substring matches newest first, up to the limit."""
+        if requested_limit < 0:
+            raise InvalidArgument(f"limit must not be negative, got {requested_limit}")
+        if requested_limit > MAX_SEARCH_LIMIT:
+            raise InvalidArgument(f"limit is {requested_limit}; the limit is {MAX_SEARCH_LIMIT}")
+        limit = requested_limit or DEFAULT_SEARCH_LIMIT
+        kind_filter = check_kinds(kinds, "kinds")
+        plan = plan_search(query)
+        if plan.is_empty:
+            return []
+
+        def run(connection: apsw.Connection) -> list[store.SearchHit]:
+            hits: list[store.SearchHit] = []
+            if plan.word_expression is not None:
+                hits = store.search_words(
+                    connection, scope, plan.word_expression, kind_filter, limit
+                )
+            if len(hits) < limit:
+                hits += store.search_substrings(
+                    connection,
+                    scope,
+                    plan,
+                    kind_filter,
+                    exclude_ids=[hit.message.id for hit in hits],
+                    limit=limit - len(hits),
+                )
+            return hits
+
+        hits = await self._readers.read(run)
+        words = plan.trigram_pieces + plan.exact_words
+        return [
+            hit
+            if hit.snippet is not None
+            else dataclasses.replace(hit, snippet=substring_snippet(hit.message.content, words))
+            for hit in hits
+        ]
+
+    async def describe(self, key: ConversationKey) -> store.ConversationStats:
+        """Counts, times, window and version of a conversation."""
+        stats = await self._readers.read(
+            lambda connection: store.conversation_stats(connection, key, self._cap)
+        )
+        if stats is None:
+            raise NotFound(f"conversation {key.describe()} has no record")
+        return stats
+
+    # --- the first page of a window -----------------------------------------------------------
+
+    async def _first_window_page(
+        self, key: ConversationKey, size: int, kinds: tuple[str, ...]
+    ) -> _PageSlice:
+        cached = self.cache.get(key)
+        if cached is not None:
+            found = self._page_from_cache(cached, size, kinds)
+            if found is not None:
+                return found
+            return await self._readers.read(
+                lambda connection: self._window_page(connection, key, size, kinds)
+            )
+        # A miss loads the window's tail into the cache and answers from the same snapshot.
+        self.cache.begin_load(key)
+        loaded: CachedWindow | None = None
+        try:
+            loaded, first_page = await self._readers.read(
+                lambda connection: self._load_window(connection, key, size, kinds)
+            )
+        finally:
+            self.cache.finish_load(key, loaded)
+        return first_page
+
+    def _load_window(
+        self, connection: apsw.Connection, key: ConversationKey, size: int, kinds: tuple[str, ...]
+    ) -> tuple[CachedWindow | None, _PageSlice]:
+        tail = store.window_tail(connection, key, self.cache.capacity, self._cap)
+        if tail.window is None:
+            return None, _PageSlice([], 0)
+        window = CachedWindow(tail.window.window_start_id, list(tail.messages), tail.complete)
+        found = self._page_from_cache(window, size, kinds)
+        return window, found or self._window_page(connection, key, size, kinds)
+
+    def _window_page(
+        self, connection: apsw.Connection, key: ConversationKey, size: int, kinds: tuple[str, ...]
+    ) -> _PageSlice:
+        state = store.window_state(connection, key)
+        if state is None:
+            return _PageSlice([], 0)
+        floor = store.window_floor(connection, key, state.window_start_id, self._cap)
+        rows = store.page(
+            connection, key, before_id=None, floor_id=floor, kinds=kinds, limit=size + 1
+        )
+        return _PageSlice(rows, floor)
+
+    def _page_from_cache(
+        self, window: CachedWindow, size: int, kinds: tuple[str, ...]
+    ) -> _PageSlice | None:
+        """The first page from a cached window, or None if the cache cannot answer exactly."""
+        messages = [m for m in window.messages if not kinds or m.kind in kinds]
+        if window.complete:
+            # The whole window is here: the walk may stop just below its oldest message.
+            floor = window.messages[0].id - 1 if window.messages else window.window_start_id
+            return _PageSlice(list(reversed(messages[-(size + 1) :])), floor)
+        if self._cap is None and len(messages) > size:
+            return _PageSlice(list(reversed(messages[-(size + 1) :])), window.window_start_id)
+        return None
+
+
+def _to_page(found: _PageSlice, size: int, bound_to: str) -> MessagePage:
+    rows = found.newest_first
+    more = len(rows) > size
+    rows = rows[:size]
+    token = ""
+    if more and rows:
+        token = encode_token(PageCursor(before_id=rows[-1].id, floor_id=found.floor_id), bound_to)
+    return MessagePage(list(reversed(rows)), token)

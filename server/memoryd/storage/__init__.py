@@ -1,0 +1,1 @@
+"""SQLite storage: connection policy, migrations, the single writer, readers and repositories."""

@@ -1,0 +1,107 @@
+"""Connection policy: small named functions, applied to every connection in one place.
+
+The writer and the readers share the policy; the writer alone sets journal mode (WAL persists in
+the database file) and secure_delete (so erased rows are overwritten, not left in free pages).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+import apsw
+
+Policy = Callable[[apsw.Connection], None]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConnectionSettings:
+    """What the connection policy depends on."""
+
+    path: Path
+    busy_timeout_ms: int
+    synchronous: Literal["normal", "full"]
+    secure_delete: bool
+
+
+def wal(connection: apsw.Connection) -> None:
+    """Write-ahead logging: readers never block the writer, nor the writer readers."""
+    mode = connection.execute("PRAGMA journal_mode = WAL").fetchall()[0][0]
+    if str(mode).lower() != "wal":
+        raise apsw.CantOpenError(f"could not switch {connection.filename} to WAL (got {mode})")
+
+
+def busy_timeout(milliseconds: int) -> Policy:
+    """Wait this long for a lock before SQLITE_BUSY."""
+
+    def apply(connection: apsw.Connection) -> None:
+        connection.set_busy_timeout(milliseconds)
+
+    return apply
+
+
+def foreign_keys(connection: apsw.Connection) -> None:
+    """Enforce foreign keys (SQLite leaves them off by default)."""
+    connection.execute("PRAGMA foreign_keys = ON")
+
+
+def synchronous(level: Literal["normal", "full"]) -> Policy:
+    """NORMAL is durable across application crashes in WAL mode; FULL also across power loss."""
+
+    def apply(connection: apsw.Connection) -> None:
+        connection.execute(f"PRAGMA synchronous = {level.upper()}")
+
+    return apply
+
+
+def secure_delete(*, enabled: bool) -> Policy:
+    """Overwrite deleted content with zeros, so a purge leaves nothing readable in the file."""
+
+    def apply(connection: apsw.Connection) -> None:
+        connection.execute(f"PRAGMA secure_delete = {'ON' if enabled else 'OFF'}")
+
+    return apply
+
+
+def no_double_quoted_strings(connection: apsw.Connection) -> None:
+    """A misspelled identifier in "quotes" is an error, not a silent string literal."""
+    connection.config(apsw.SQLITE_DBCONFIG_DQS_DML, 0)
+    connection.config(apsw.SQLITE_DBCONFIG_DQS_DDL, 0)
+
+
+def writer_policy(settings: ConnectionSettings) -> list[Policy]:
+    """The policy of the one connection that writes."""
+    return [
+        busy_timeout(settings.busy_timeout_ms),
+        wal,
+        synchronous(settings.synchronous),
+        foreign_keys,
+        secure_delete(enabled=settings.secure_delete),
+        no_double_quoted_strings,
+    ]
+
+
+def reader_policy(settings: ConnectionSettings) -> list[Policy]:
+    """The policy of read-only connections."""
+    return [busy_timeout(settings.busy_timeout_ms), foreign_keys, no_double_quoted_strings]
+
+
+def open_connection(
+    settings: ConnectionSettings, policy: list[Policy], *, read_only: bool = False
+) -> apsw.Connection:
+    """Open the database with `policy` applied, read-only or read-write (creating it)."""
+    flags = (
+        apsw.SQLITE_OPEN_READONLY
+        if read_only
+        else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    )
+    connection = apsw.Connection(str(settings.path), flags=flags)
+    try:
+        for apply in policy:
+            apply(connection)
+    except BaseException:
+        connection.close()
+        raise
+    return connection

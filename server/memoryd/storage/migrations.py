@@ -1,0 +1,133 @@
+"""Schema migrations: numbered plain SQL files, forward only, applied at start-up.
+
+`migrations/NNNN_name.sql` files ship inside the package as `memoryd.migrations`. Each pending
+file runs in one transaction together with its row in schema_migrations, so a crash leaves
+either the old schema or the new one. Re-running is a no-op. A database that has a version this
+code does not know (newer code wrote it) or whose applied file has changed since is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import importlib.resources
+import re
+from collections.abc import Iterable, Iterator
+
+import apsw
+
+from memoryd.domain.timestamps import to_text, utc_now
+from memoryd.errors import StartupError
+
+FILE_PATTERN = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
+BOOKKEEPING = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    checksum   TEXT NOT NULL,
+    applied_at TEXT NOT NULL
+) STRICT
+"""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Migration:
+    """One numbered SQL file."""
+
+    version: int
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        """sha256 of the file's text: an applied migration must never change."""
+        return hashlib.sha256(self.sql.encode("utf-8")).hexdigest()
+
+
+def bundled_migrations() -> list[Migration]:
+    """The migrations shipped with this version of memoryd, in order."""
+    folder = importlib.resources.files("memoryd.migrations")
+    found = []
+    for entry in folder.iterdir():
+        match = FILE_PATTERN.fullmatch(entry.name)
+        if match:
+            found.append(
+                Migration(int(match.group(1)), match.group(2), entry.read_text(encoding="utf-8"))
+            )
+    return check_sequence(found)
+
+
+def check_sequence(migrations: Iterable[Migration]) -> list[Migration]:
+    """Migrations must be numbered 1, 2, 3, ... with no gap or repeat."""
+    ordered = sorted(migrations, key=lambda migration: migration.version)
+    for expected, migration in enumerate(ordered, start=1):
+        if migration.version != expected:
+            raise StartupError(
+                f"migrations are not numbered 1..n: expected {expected:04d}, "
+                f"found {migration.version:04d}_{migration.name}.sql"
+            )
+    return ordered
+
+
+def migrate(connection: apsw.Connection, migrations: list[Migration]) -> list[int]:
+    """Bring the database up to the last of `migrations`; returns the versions applied."""
+    connection.execute(BOOKKEEPING)
+    applied = {
+        version: (name, checksum)
+        for version, name, checksum in connection.execute(
+            "SELECT version, name, checksum FROM schema_migrations"
+        )
+    }
+    known = {migration.version: migration for migration in migrations}
+    newer = sorted(set(applied) - set(known))
+    if newer:
+        raise StartupError(
+            f"database {connection.filename} has schema version {newer[-1]}, newer than this "
+            f"memoryd supports ({len(known)}); upgrade memoryd or use another --home"
+        )
+    for version, (name, checksum) in sorted(applied.items()):
+        if known[version].checksum != checksum:
+            raise StartupError(
+                f"migration {version:04d}_{name}.sql was changed after it was applied to "
+                f"{connection.filename}; write a new migration instead of editing an old one"
+            )
+
+    done = []
+    for migration in migrations:
+        if migration.version in applied:
+            continue
+        # BEGIN IMMEDIATE: if two servers start at once, the second waits and then finds the
+        # migration recorded.
+        with _immediate_transaction(connection):
+            recorded = connection.execute(
+                "SELECT 1 FROM schema_migrations WHERE version = ?", (migration.version,)
+            ).fetchall()
+            if recorded:
+                continue
+            connection.execute(migration.sql)
+            connection.execute(
+                "INSERT INTO schema_migrations (version, name, checksum, applied_at) "
+                "VALUES (?, ?, ?, ?)",
+                (migration.version, migration.name, migration.checksum, to_text(utc_now())),
+            )
+        done.append(migration.version)
+    return done
+
+
+def schema_version(connection: apsw.Connection) -> int:
+    """The highest applied migration, 0 for a new database."""
+    connection.execute(BOOKKEEPING)
+    row = connection.execute("SELECT max(version) FROM schema_migrations").fetchall()[0]
+    return int(row[0] or 0)
+
+
+@contextlib.contextmanager
+def _immediate_transaction(connection: apsw.Connection) -> Iterator[None]:
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
