@@ -41,7 +41,9 @@ class ServerSettings:
 
     listen: str = "127.0.0.1:50051"
     grace_period_seconds: float = 10.0
-    max_request_bytes: int = 32 * MIB
+    # gRPC's usual limit: AppendMessages echoes what it stores, so its answer is about as large as
+    # the request, and every client accepts 4 MiB answers by default.
+    max_request_bytes: int = 4 * MIB
     reader_threads: int = 4
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "text"] = "json"

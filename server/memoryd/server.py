@@ -13,12 +13,6 @@ import signal
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from memoryd_client.v1 import (
-    compaction_service_pb2,
-    compaction_service_pb2_grpc,
-    memory_service_pb2,
-    memory_service_pb2_grpc,
-)
 
 from memoryd import __version__
 from memoryd.api.memory_servicer import MemoryServicer
@@ -26,6 +20,12 @@ from memoryd.api.status import RpcInterceptor
 from memoryd.config import Settings
 from memoryd.errors import StartupError
 from memoryd.runtime import Runtime
+from memoryd_client.v1 import (
+    compaction_service_pb2,
+    compaction_service_pb2_grpc,
+    memory_service_pb2,
+    memory_service_pb2_grpc,
+)
 
 log = logging.getLogger("memoryd.server")
 

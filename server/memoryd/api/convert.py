@@ -9,8 +9,6 @@ from __future__ import annotations
 import datetime as dt
 
 from google.protobuf import timestamp_pb2
-from memoryd_client.v1 import memory_service_pb2 as service_pb
-from memoryd_client.v1 import resources_pb2 as pb
 
 from memoryd.domain.conversation import (
     ConversationKey,
@@ -22,6 +20,8 @@ from memoryd.domain.conversation import (
 from memoryd.domain.messages import NewMessage, Role, StoredMessage, Trust
 from memoryd.errors import InvalidArgument
 from memoryd.storage.history_store import AppendOutcome, SearchHit
+from memoryd_client.v1 import memory_service_pb2 as service_pb
+from memoryd_client.v1 import resources_pb2 as pb
 
 ROLES = {
     pb.ROLE_USER: Role.USER,

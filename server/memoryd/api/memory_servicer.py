@@ -8,11 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 import grpc
-from memoryd_client.v1 import memory_service_pb2 as service_pb
-from memoryd_client.v1 import memory_service_pb2_grpc as service_grpc
 
 from memoryd.api import convert
 from memoryd.services.history import HistoryService
+from memoryd_client.v1 import memory_service_pb2 as service_pb
+from memoryd_client.v1 import memory_service_pb2_grpc as service_grpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
 

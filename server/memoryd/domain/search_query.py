@@ -29,6 +29,8 @@ LIKE_WILDCARDS = "%_"
 class SearchPlan:
     """How one query is searched: word stage, then substring stage."""
 
+    # The query's words, as typed (control characters removed), without repeats.
+    words: tuple[str, ...]
     # FTS5 expression over the word index's content column; None when no word has a letter/digit.
     word_expression: str | None
     # Pieces (>= 3 characters, no LIKE wildcards) the trigram index can look up with LIKE.
@@ -39,7 +41,7 @@ class SearchPlan:
     @property
     def is_empty(self) -> bool:
         """A blank query finds nothing."""
-        return self.word_expression is None and not self.trigram_pieces and not self.exact_words
+        return not self.words
 
 
 def plan_search(query: str, field: str = "query") -> SearchPlan:
@@ -64,6 +66,7 @@ def plan_search(query: str, field: str = "query") -> SearchPlan:
         if long_pieces != [word]:
             exact_words.append(word)
     return SearchPlan(
+        words=tuple(words),
         word_expression=" ".join(phrases) if phrases else None,
         trigram_pieces=tuple(dict.fromkeys(trigram_pieces)),
         exact_words=tuple(exact_words),

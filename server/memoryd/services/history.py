@@ -193,11 +193,12 @@ class HistoryService:
             return hits
 
         hits = await self._readers.read(run)
-        words = plan.trigram_pieces + plan.exact_words
         return [
             hit
             if hit.snippet is not None
-            else dataclasses.replace(hit, snippet=substring_snippet(hit.message.content, words))
+            else dataclasses.replace(
+                hit, snippet=substring_snippet(hit.message.content, plan.words)
+            )
             for hit in hits
         ]
 

@@ -313,7 +313,8 @@ class SearchHistoryRequest(_message.Message):
     KINDS_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The text to look for. Any text is valid and is matched as plain words; it is never
-    interpreted as search syntax. Blank text finds nothing.
+    interpreted as search syntax. Control characters are ignored; blank text finds nothing. At
+    most 1024 characters and 32 words.
     """
     limit: _builtins.int
     """The most hits to return. 0 means 10; at most 100."""

@@ -78,6 +78,8 @@ class MemoryServiceServicer:
         every valid message of the call is stored, or none is. Messages whose content is blank after
         trimming are not stored and are reported as skipped. A client_message_id already stored in
         the conversation returns the stored row and stores nothing, so clients can retry safely.
+        The answer echoes the stored rows, so it is about as large as the request; requests are
+        limited to the server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -40,6 +40,8 @@ class MemoryServiceStub:
     every valid message of the call is stored, or none is. Messages whose content is blank after
     trimming are not stored and are reported as skipped. A client_message_id already stored in
     the conversation returns the stored row and stores nothing, so clients can retry safely.
+    The answer echoes the stored rows, so it is about as large as the request; requests are
+    limited to the server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond).
     """
     ListMessages: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListMessagesRequest, _memory_service_pb2.ListMessagesResponse]
     """ListMessages returns the conversation's current window, newest page first, each page in
@@ -75,6 +77,8 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     every valid message of the call is stored, or none is. Messages whose content is blank after
     trimming are not stored and are reported as skipped. A client_message_id already stored in
     the conversation returns the stored row and stores nothing, so clients can retry safely.
+    The answer echoes the stored rows, so it is about as large as the request; requests are
+    limited to the server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond).
     """
     ListMessages: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListMessagesRequest, _memory_service_pb2.ListMessagesResponse]  # type: ignore[assignment]
     """ListMessages returns the conversation's current window, newest page first, each page in
@@ -113,6 +117,8 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         every valid message of the call is stored, or none is. Messages whose content is blank after
         trimming are not stored and are reported as skipped. A client_message_id already stored in
         the conversation returns the stored row and stores nothing, so clients can retry safely.
+        The answer echoes the stored rows, so it is about as large as the request; requests are
+        limited to the server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond).
         """
 
     @_abc_1.abstractmethod

@@ -1,0 +1,128 @@
+"""A real memoryd server in a subprocess, on a free port, for tests and benchmarks.
+
+The server is started exactly as a user starts it (`python -m memoryd serve`), with its own data
+directory. Its stderr (JSON log lines) is collected by a thread, so tests can wait for events and
+assert on what was logged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+STARTUP_TIMEOUT = 30.0
+
+
+class ServerProcess:
+    """One running `memoryd serve`."""
+
+    def __init__(
+        self,
+        home: Path,
+        *,
+        config: str | None = None,
+        env: dict[str, str] | None = None,
+        listen: str = "127.0.0.1:0",
+    ) -> None:
+        self.home = home
+        self.home.mkdir(parents=True, exist_ok=True)
+        command = [
+            sys.executable,
+            "-m",
+            "memoryd",
+            "serve",
+            "--home",
+            str(home),
+            "--listen",
+            listen,
+        ]
+        if config is not None:
+            config_path = home.parent / f"{home.name}-config.toml"
+            config_path.write_text(config, encoding="utf-8")
+            command += ["--config", str(config_path)]
+        process_env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+        process_env.update(env or {})
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self.process = subprocess.Popen(
+            command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=process_env
+        )
+        self._reader = threading.Thread(target=self._collect, daemon=True)
+        self._reader.start()
+        self.address = ""
+
+    def _collect(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def events(self, name: str | None = None) -> list[dict[str, Any]]:
+        """The JSON log records so far (optionally only those with this `event`)."""
+        records = []
+        for line in list(self.lines):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if name is None or record.get("event") == name:
+                records.append(record)
+        return records
+
+    def wait_for_event(self, name: str, timeout: float = STARTUP_TIMEOUT) -> dict[str, Any]:
+        """Block until a log record with this event appears (or the process exits)."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                found = self.events(name)
+                if found:
+                    return found[-1]
+                if self.process.poll() is not None and not self._reader.is_alive():
+                    raise RuntimeError(
+                        f"memoryd exited with {self.process.returncode} before {name!r}:\n"
+                        + "\n".join(self.lines)
+                    )
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(
+                        f"no {name!r} event within {timeout}s:\n" + "\n".join(self.lines)
+                    )
+                self._changed.wait(min(remaining, 0.2))
+
+    def start(self) -> ServerProcess:
+        """Wait until the server serves; returns self."""
+        self.address = self.wait_for_event("serving")["address"]
+        return self
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM, wait for exit; returns the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+        self._reader.join(5)
+        return code
+
+    def wait_exit(self, timeout: float = STARTUP_TIMEOUT) -> int:
+        """Wait for the process to exit on its own (a refused start)."""
+        code = self.process.wait(timeout)
+        self._reader.join(5)
+        return code
+
+    @property
+    def output(self) -> str:
+        """Everything the server wrote to stderr."""
+        return "\n".join(self.lines)
