@@ -69,6 +69,13 @@ def generate(into: Path) -> dict[str, str]:
     return files
 
 
+def stale_files(generated: dict[str, str], out_dir: Path) -> list[str]:
+    """Files that differ between a fresh generation and `out_dir` (missing or extra count too)."""
+    committed = {p.name: p.read_text(encoding="utf-8") for p in out_dir.glob("*.py*")}
+    names = generated.keys() | committed.keys()
+    return sorted(name for name in names if generated.get(name) != committed.get(name))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if the committed code is stale")
@@ -76,10 +83,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         files = generate(Path(tmp))
     if args.check:
-        committed = {p.name: p.read_text(encoding="utf-8") for p in OUT_DIR.glob("*.py*")}
-        stale = sorted(
-            n for n in files.keys() | committed.keys() if files.get(n) != committed.get(n)
-        )
+        stale = stale_files(files, OUT_DIR)
         if stale:
             print("generated client is stale; run `make protos`:", ", ".join(stale))
             return 1

@@ -7,6 +7,7 @@ On SIGTERM or SIGINT: health turns NOT_SERVING, new calls are refused, calls in 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import signal
 
@@ -42,12 +43,31 @@ class CompactionServicer(compaction_service_pb2_grpc.CompactionServiceServicer):
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     """Run until `stop` is set (or SIGTERM/SIGINT), then shut down in order."""
     stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    # Installed for the whole run: a second signal while stopping must not cut the orderly stop
+    # short (the grace period bounds it; SIGKILL remains for an impatient operator).
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, _request_stop, stop)
     runtime = Runtime.open(settings)
     try:
         await _serve(settings, runtime, stop)
     finally:
         await runtime.close()
-        log.info("stopped", extra={"event": "stopped"})
+        stats = runtime.writer.stats
+        log.info(
+            "stopped after %d write groups (%d calls, %d rows, %d retries)",
+            stats.groups,
+            stats.jobs,
+            stats.rows,
+            stats.retries,
+            extra={"event": "stopped", "writer": dataclasses.asdict(stats)},
+        )
+
+
+def _request_stop(stop: asyncio.Event) -> None:
+    if stop.is_set():
+        log.info("already stopping", extra={"event": "stop_repeated"})
+    stop.set()
 
 
 async def _serve(settings: Settings, runtime: Runtime, stop: asyncio.Event) -> None:
@@ -93,14 +113,9 @@ async def _serve(settings: Settings, runtime: Runtime, stop: asyncio.Event) -> N
         },
     )
 
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
     try:
         await stop.wait()
     finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(signum)
         log.info(
             "stopping: refusing new calls, %.1fs for calls in flight",
             settings.server.grace_period_seconds,

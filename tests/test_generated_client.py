@@ -1,0 +1,103 @@
+"""The committed Python client matches protos/, and its public surface is pinned."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import memoryd_client
+from tests.conftest import ROOT
+
+
+def test_generated_code_is_up_to_date() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_protos.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_check_notices_edited_missing_and_extra_files(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import gen_protos  # noqa: PLC0415 - a script, imported for its functions
+    finally:
+        sys.path.pop(0)
+    committed = ROOT / "clients" / "python" / "memoryd_client" / "v1"
+    copy = tmp_path / "v1"
+    shutil.copytree(committed, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    with tempfile.TemporaryDirectory() as scratch:
+        fresh = gen_protos.generate(Path(scratch))
+    assert gen_protos.stale_files(fresh, copy) == []
+    edited = copy / "resources_pb2.py"
+    edited.write_text(edited.read_text() + "# edited\n")
+    (copy / "memory_service_pb2.pyi").unlink()
+    (copy / "leftover_pb2.py").write_text("")
+    assert gen_protos.stale_files(fresh, copy) == [
+        "leftover_pb2.py",
+        "memory_service_pb2.pyi",
+        "resources_pb2.py",
+    ]
+
+
+def test_public_surface() -> None:
+    assert sorted(memoryd_client.__all__) == [
+        "APPEND_OUTCOME_DUPLICATE",
+        "APPEND_OUTCOME_SKIPPED_BLANK",
+        "APPEND_OUTCOME_STORED",
+        "APPEND_OUTCOME_UNSPECIFIED",
+        "AgentScope",
+        "AppendMessagesRequest",
+        "AppendMessagesResponse",
+        "AppendOutcome",
+        "AppendResult",
+        "ClearConversationRequest",
+        "ClearConversationResponse",
+        "CompactionServiceStub",
+        "Conversation",
+        "DEFAULT_ADDRESS",
+        "GetConversationRequest",
+        "GetConversationResponse",
+        "HistoryHit",
+        "ListMessagesRequest",
+        "ListMessagesResponse",
+        "MATCH_KIND_SUBSTRING",
+        "MATCH_KIND_UNSPECIFIED",
+        "MATCH_KIND_WORD",
+        "MatchKind",
+        "MemoryServiceStub",
+        "Message",
+        "NewMessage",
+        "OwnerScope",
+        "PurgeConversationRequest",
+        "PurgeConversationResponse",
+        "ROLE_ASSISTANT",
+        "ROLE_SYSTEM",
+        "ROLE_TOOL",
+        "ROLE_UNSPECIFIED",
+        "ROLE_USER",
+        "Role",
+        "SearchHistoryRequest",
+        "SearchHistoryResponse",
+        "TRUST_GUEST",
+        "TRUST_OPERATOR",
+        "TRUST_UNSPECIFIED",
+        "Trust",
+        "connect",
+    ]
+    for name in memoryd_client.__all__:
+        assert hasattr(memoryd_client, name), name
+
+
+def test_wire_names_are_the_proto_package() -> None:
+    # The Python modules were moved to memoryd_client.v1; the wire contract stays memoryd.v1.
+    descriptor = memoryd_client.MemoryServiceStub.__module__
+    assert descriptor == "memoryd_client.v1.memory_service_pb2_grpc"
+    assert memoryd_client.Conversation.DESCRIPTOR.full_name == "memoryd.v1.Conversation"
+    service = memoryd_client.AppendMessagesRequest.DESCRIPTOR.file.services_by_name["MemoryService"]
+    assert service.full_name == "memoryd.v1.MemoryService"

@@ -1,0 +1,197 @@
+"""The server as an operator sees it: start, restart, stop under load, refusals, health."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+import memoryd_client as md
+from tests.helpers import append, user
+from tests.server_process import ServerProcess
+
+
+async def test_first_start_creates_the_data_directory_and_database(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    home = tmp_path / "deep" / "new" / "home"
+    server = start_server(home).start()
+    assert (home / "memory.db").is_file()
+    assert (home / "memory.db").stat().st_size > 0
+    assert server.events("serving")[0]["schema_version"] == 1
+    assert server.stop() == 0
+
+
+async def test_restart_with_the_same_home_keeps_everything(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    conversation = md.Conversation(channel="telegram", chat_id="persist")
+    first = start_server(home).start()
+    async with md.connect(first.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        await append(memory, conversation, user("before the clear", client_message_id="a"))
+        await memory.ClearConversation(md.ClearConversationRequest(conversation=conversation))
+        await append(memory, conversation, user("after the clear lighthouse"))
+        before = await memory.GetConversation(md.GetConversationRequest(conversation=conversation))
+    assert first.stop() == 0
+
+    second = start_server(home).start()
+    assert second.events("migrated") == []  # nothing left to migrate
+    async with md.connect(second.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        after = await memory.GetConversation(md.GetConversationRequest(conversation=conversation))
+        assert after == before
+        window = await memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
+        assert [m.content for m in window.messages] == ["after the clear lighthouse"]
+        history = await memory.ListMessages(
+            md.ListMessagesRequest(conversation=conversation, all_history=True)
+        )
+        assert [m.content for m in history.messages] == [
+            "before the clear",
+            "after the clear lighthouse",
+        ]
+        retry = await append(memory, conversation, user("before the clear", client_message_id="a"))
+        assert retry.results[0].outcome == md.APPEND_OUTCOME_DUPLICATE
+        hits = await memory.SearchHistory(
+            md.SearchHistoryRequest(query="lighthouse", conversation=conversation)
+        )
+        assert len(hits.hits) == 1
+
+
+async def test_stopping_under_load_loses_no_acknowledged_write(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    server = start_server(home).start()
+    conversation = md.Conversation(channel="telegram", chat_id="shutdown")
+    acknowledged: list[int] = []
+    refused: list[grpc.StatusCode] = []
+    busy = asyncio.Event()
+
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+
+        async def writer(task: int) -> None:
+            for index in range(1000):
+                try:
+                    response = await append(memory, conversation, user(f"{task}-{index}"))
+                except grpc.aio.AioRpcError as error:
+                    refused.append(error.code())
+                    return
+                acknowledged.append(response.results[0].message.id)
+                if len(acknowledged) >= 200:
+                    busy.set()
+
+        writers = [asyncio.create_task(writer(task)) for task in range(16)]
+        await busy.wait()
+        server.process.terminate()  # SIGTERM while 16 callers are writing
+        await asyncio.gather(*writers)
+
+    assert server.stop() == 0, server.output
+    assert refused, "the writers ran past the stop"
+    assert set(refused) <= {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED}
+    assert [event["msg"] for event in server.events("stopping")]
+
+    # Every acknowledged row is on disk.
+    database = sqlite3.connect(home / "memory.db")
+    stored = {row[0] for row in database.execute("SELECT id FROM messages")}
+    database.close()
+    assert set(acknowledged) <= stored
+
+    restarted = start_server(home).start()
+    async with md.connect(restarted.address) as channel:
+        state = await md.MemoryServiceStub(channel).GetConversation(
+            md.GetConversationRequest(conversation=conversation)
+        )
+        assert state.message_count == len(stored) >= len(acknowledged)
+
+
+async def test_health_and_reflection(server: ServerProcess, channel: grpc.aio.Channel) -> None:
+    health = health_pb2_grpc.HealthStub(channel)
+    for service in ("", "memoryd.v1.MemoryService", "memoryd.v1.CompactionService"):
+        response = await health.Check(health_pb2.HealthCheckRequest(service=service))
+        assert response.status == health_pb2.HealthCheckResponse.SERVING
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await health.Check(health_pb2.HealthCheckRequest(service="nope.Service"))
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_one_server_per_home(start_server: type[ServerProcess], tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    start_server(home).start()
+    second = start_server(home)
+    assert second.wait_exit() == 1
+    assert "another memoryd" in second.output
+    assert f"is already serving {home}" in second.output
+
+
+async def test_a_taken_port_is_refused(start_server: type[ServerProcess], tmp_path: Path) -> None:
+    first = start_server(tmp_path / "a").start()
+    second = start_server(tmp_path / "b", listen=first.address)
+    assert second.wait_exit() == 1
+    assert f"cannot listen on {first.address}" in second.output
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ("[memoryd.server]\nlisten = 'nowhere'\n", "memoryd.server.listen must be HOST:PORT"),
+        (
+            "[memoryd.storage]\nsynchronous = 'sometimes'\n",
+            "memoryd.storage.synchronous must be one of 'normal', 'full', got 'sometimes'",
+        ),
+        (
+            "[memoryd.history]\nmax_conversation_history = -3\n",
+            "memoryd.history.max_conversation_history must be positive, got -3",
+        ),
+        ("[memoryd.history]\nmax_histroy = 3\n", "unknown setting memoryd.history.max_histroy"),
+        ("[memoryd.server\n", "is not valid TOML"),
+    ],
+)
+async def test_bad_config_is_refused_before_starting(
+    start_server: type[ServerProcess], tmp_path: Path, config: str, message: str
+) -> None:
+    server = start_server(tmp_path / "home", config=config)
+    assert server.wait_exit() == 2
+    assert message in server.output
+    assert "Traceback" not in server.output
+
+
+async def test_environment_overrides_the_config_file(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    server = start_server(
+        tmp_path / "home",
+        config="[memoryd.history]\nmax_messages_per_call = 50\n",
+        env={"MEMORYD_HISTORY_MAX_MESSAGES_PER_CALL": "2"},
+    ).start()
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        conversation = md.Conversation(channel="telegram", chat_id="env")
+        await append(memory, conversation, user("a"), user("b"))
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await append(memory, conversation, user("a"), user("b"), user("c"))
+        assert caught.value.details() == (
+            "messages has 3 messages; the limit is 2 per call "
+            "(memoryd.history.max_messages_per_call)"
+        )
+
+
+async def test_full_synchronous_mode_is_applied(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    server = start_server(tmp_path / "home", config="[memoryd.storage]\nsynchronous = 'full'\n")
+    server.start()
+    async with md.connect(server.address) as channel:
+        response = await append(
+            md.MemoryServiceStub(channel), md.Conversation(channel="t", chat_id="1"), user("x")
+        )
+        assert response.results[0].outcome == md.APPEND_OUTCOME_STORED
+    database = sqlite3.connect(tmp_path / "home" / "memory.db")
+    assert database.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    database.close()

@@ -1,0 +1,99 @@
+"""Migrations: empty -> latest, re-run is a no-op, newer or edited schemas are refused."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import apsw
+import pytest
+
+from memoryd.errors import StartupError
+from memoryd.storage.migrations import Migration, bundled_migrations, check_sequence, migrate
+from tests.server_process import ServerProcess
+
+
+def test_bundled_migrations_are_numbered_from_one() -> None:
+    migrations = bundled_migrations()
+    assert [m.version for m in migrations] == list(range(1, len(migrations) + 1))
+    assert migrations[0].name == "conversation_history"
+
+
+def test_empty_to_latest_then_rerun_is_a_no_op(tmp_path: Path) -> None:
+    connection = apsw.Connection(str(tmp_path / "m.db"))
+    migrations = bundled_migrations()
+    assert migrate(connection, migrations) == [m.version for m in migrations]
+    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_schema")}
+    assert {"messages", "conversations", "messages_fts", "messages_trigram", "counters"} <= tables
+    recorded = list(connection.execute("SELECT version, name, checksum FROM schema_migrations"))
+    assert recorded == [(m.version, m.name, m.checksum) for m in migrations]
+    schema = list(connection.execute("SELECT sql FROM sqlite_schema ORDER BY name"))
+    assert migrate(connection, migrations) == []
+    assert list(connection.execute("SELECT sql FROM sqlite_schema ORDER BY name")) == schema
+    connection.close()
+
+
+def test_a_failing_migration_leaves_no_trace(tmp_path: Path) -> None:
+    connection = apsw.Connection(str(tmp_path / "m.db"))
+    good = Migration(1, "good", "CREATE TABLE a (x INTEGER) STRICT;")
+    bad = Migration(2, "bad", "CREATE TABLE b (x INTEGER) STRICT; INSERT INTO nowhere VALUES (1);")
+    with pytest.raises(apsw.SQLError):
+        migrate(connection, [good, bad])
+    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_schema")}
+    assert "a" in tables
+    assert "b" not in tables  # the failed file's statements rolled back with it
+    assert list(connection.execute("SELECT version FROM schema_migrations")) == [(1,)]
+    connection.close()
+
+
+def test_gaps_in_numbering_are_refused() -> None:
+    with pytest.raises(StartupError, match=r"expected 0002, found 0003_c\.sql"):
+        check_sequence([Migration(1, "a", ""), Migration(3, "c", "")])
+
+
+async def test_the_server_migrates_an_empty_home_and_not_again(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    first = start_server(home).start()
+    assert first.events("migrated")[0]["versions"] == [1]
+    assert first.stop() == 0
+    second = start_server(home).start()
+    assert second.events("migrated") == []
+    assert second.events("serving")[0]["schema_version"] == 1
+
+
+async def test_a_newer_database_is_refused(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    assert start_server(home).start().stop() == 0
+    database = sqlite3.connect(home / "memory.db")
+    with database:
+        database.execute(
+            "INSERT INTO schema_migrations VALUES (99, 'from_the_future', 'x', '2030-01-01')"
+        )
+    database.close()
+    server = start_server(home)
+    assert server.wait_exit() == 1
+    assert (
+        f"database {home / 'memory.db'} has schema version 99, newer than this memoryd supports"
+        in server.output
+    )
+    assert "upgrade memoryd or use another --home" in server.output
+
+
+async def test_an_edited_migration_is_refused(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    assert start_server(home).start().stop() == 0
+    database = sqlite3.connect(home / "memory.db")
+    with database:
+        database.execute("UPDATE schema_migrations SET checksum = 'edited' WHERE version = 1")
+    database.close()
+    server = start_server(home)
+    assert server.wait_exit() == 1
+    assert (
+        "migration 0001_conversation_history.sql was changed after it was applied" in server.output
+    )

@@ -1,0 +1,59 @@
+"""The README's grpcurl walkthrough, run verbatim with the real grpcurl against a fresh server."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from tests.conftest import ROOT
+from tests.server_process import ServerProcess
+
+SEPARATOR = "@@memoryd-walkthrough-block@@"
+FENCE = re.compile(r"```(\w+)\n(.*?)```", re.DOTALL)
+TIMESTAMP = re.compile(r'("created_at": )"[^"]+"')
+
+
+def walkthrough_blocks() -> list[tuple[str, str]]:
+    """(command, expected output) pairs between the walkthrough markers of README.md."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("<!-- walkthrough:start -->")[1].split("<!-- walkthrough:end -->")[0]
+    fences = FENCE.findall(section)
+    pairs = []
+    for (language, command), (output_language, output) in itertools.pairwise(fences):
+        if language == "sh":
+            assert output_language in ("text", "json"), "each command is followed by its output"
+            pairs.append((command, output))
+    return pairs
+
+
+def normalise(text: str) -> str:
+    """Timestamps differ from run to run; everything else must match."""
+    return TIMESTAMP.sub(r'\1"<time>"', text).strip()
+
+
+def test_the_walkthrough_has_the_promised_steps() -> None:
+    commands = " ".join(command for command, _ in walkthrough_blocks())
+    for step in (" list", " describe ", "/AppendMessages", "/ListMessages", "/SearchHistory"):
+        assert step in commands
+
+
+def test_the_walkthrough_runs_verbatim(
+    start_server: type[ServerProcess], tmp_path: Path, grpcurl: str
+) -> None:
+    server = start_server(tmp_path / "home").start()
+    blocks = walkthrough_blocks()
+    script = "set -euo pipefail\n" + f"\necho {SEPARATOR}\n".join(c for c, _ in blocks)
+    env = {k: v for k, v in os.environ.items() if k != "MEMORYD"}
+    env["MEMORYD"] = server.address
+    env["PATH"] = f"{Path(grpcurl).parent}:{env['PATH']}"
+    result = subprocess.run(
+        ["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    outputs = result.stdout.split(SEPARATOR + "\n")
+    assert len(outputs) == len(blocks)
+    for (command, expected), actual in zip(blocks, outputs, strict=True):
+        assert normalise(actual) == normalise(expected), command

@@ -1,0 +1,104 @@
+"""Transient storage failures: a held lock is retried, then reported as UNAVAILABLE, never lost.
+
+Another connection to the same database file holds SQLite's write lock, exactly as a second
+process (a backup, an admin shell) would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import grpc
+import pytest
+
+import memoryd_client as md
+from tests.helpers import append, user
+from tests.server_process import ServerProcess
+
+# busy_timeout 50 ms per attempt; retry delays 300 ms then 600 ms: about 1.05 s for 3 attempts.
+CONFIG = """
+[memoryd.storage]
+busy_timeout_ms = 50
+write_retry_delay_ms = 300
+write_attempts = 3
+"""
+
+
+@contextlib.contextmanager
+def write_lock(database: Path, seconds: float) -> Iterator[threading.Event]:
+    """Hold the database's write lock from another connection for `seconds` (in a thread)."""
+    taken = threading.Event()
+
+    def hold() -> None:
+        connection = apsw.Connection(str(database))
+        connection.execute("BEGIN IMMEDIATE")
+        taken.set()
+        time.sleep(seconds)
+        connection.execute("ROLLBACK")
+        connection.close()
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    taken.wait(5)
+    try:
+        yield taken
+    finally:
+        thread.join()
+
+
+@pytest.fixture
+def server(start_server: type[ServerProcess], tmp_path: Path) -> ServerProcess:
+    return start_server(tmp_path / "home", config=CONFIG).start()
+
+
+async def test_a_briefly_held_lock_is_retried_and_the_write_commits(server: ServerProcess) -> None:
+    conversation = md.Conversation(channel="telegram", chat_id="retry")
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        with write_lock(server.home / "memory.db", seconds=0.4):
+            started = time.monotonic()
+            response = await append(memory, conversation, user("survives a held lock"))
+            waited = time.monotonic() - started
+        assert response.results[0].outcome == md.APPEND_OUTCOME_STORED
+        assert waited >= 0.3  # it really waited for the lock
+        listed = await memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
+        assert [m.content for m in listed.messages] == ["survives a held lock"]
+    retries = server.events("write_retry")
+    assert retries
+    assert retries[0]["level"] == "warning"
+
+
+async def test_a_lock_held_past_every_attempt_is_unavailable_and_nothing_is_written(
+    server: ServerProcess,
+) -> None:
+    conversation = md.Conversation(channel="telegram", chat_id="give-up")
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        with write_lock(server.home / "memory.db", seconds=2.5):
+            results = await asyncio.gather(
+                *(append(memory, conversation, user(f"m{i}")) for i in range(5)),
+                return_exceptions=True,
+            )
+        for result in results:
+            assert isinstance(result, grpc.aio.AioRpcError)
+            assert result.code() == grpc.StatusCode.UNAVAILABLE
+            assert result.details() == (
+                "the database is unavailable (BusyError); nothing was written, retry later"
+            )
+        listed = await memory.ListMessages(
+            md.ListMessagesRequest(conversation=conversation, all_history=True)
+        )
+        assert list(listed.messages) == []
+        # The lock is gone: the same writes now succeed.
+        response = await append(memory, conversation, user("after the lock"))
+        assert response.results[0].outcome == md.APPEND_OUTCOME_STORED
+    failures = server.events("write_failed")
+    assert failures
+    assert failures[0]["level"] == "error"
+    assert failures[0]["attempts"] == 3
