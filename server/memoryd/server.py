@@ -10,14 +10,17 @@ import asyncio
 import dataclasses
 import logging
 import signal
+from typing import cast
 
 import grpc
+from google.protobuf import descriptor_pool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from memoryd import __version__
 from memoryd.api.memory_servicer import MemoryServicer
-from memoryd.api.status import RpcInterceptor
+from memoryd.api.reflection import MethodAwarePool
+from memoryd.api.status import RpcLog, add_service, log_rpc_with_logging
 from memoryd.config import Settings
 from memoryd.errors import StartupError
 from memoryd.runtime import Runtime
@@ -40,7 +43,11 @@ class CompactionServicer(compaction_service_pb2_grpc.CompactionServiceServicer):
     """memoryd.v1.CompactionService: no methods yet."""
 
 
-async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
+async def serve(
+    settings: Settings,
+    stop: asyncio.Event | None = None,
+    rpc_log: RpcLog = log_rpc_with_logging,
+) -> None:
     """Run until `stop` is set (or SIGTERM/SIGINT), then shut down in order."""
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -50,7 +57,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         loop.add_signal_handler(signum, _request_stop, stop)
     runtime = Runtime.open(settings)
     try:
-        await _serve(settings, runtime, stop)
+        await _serve(settings, runtime, stop, rpc_log)
     finally:
         await runtime.close()
         stats = runtime.writer.stats
@@ -70,26 +77,32 @@ def _request_stop(stop: asyncio.Event) -> None:
     stop.set()
 
 
-async def _serve(settings: Settings, runtime: Runtime, stop: asyncio.Event) -> None:
+async def _serve(
+    settings: Settings, runtime: Runtime, stop: asyncio.Event, rpc_log: RpcLog
+) -> None:
     server = grpc.aio.server(
-        interceptors=[RpcInterceptor()],
         options=[
             ("grpc.max_receive_message_length", settings.server.max_request_bytes),
             # Without this, a second server could bind the same port and steal half the calls.
             ("grpc.so_reuseport", 0),
         ],
     )
-    memory_service_pb2_grpc.add_MemoryServiceServicer_to_server(
-        MemoryServicer(runtime.history), server
-    )
-    compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server(
-        CompactionServicer(), server
-    )
     health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    reflection_servicer = reflection.aio.ReflectionServicer(
+        (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME),
+        # Duck-typed: it forwards everything but method lookups to the default pool.
+        pool=cast("descriptor_pool.DescriptorPool", MethodAwarePool()),
     )
+    for register, servicer in (
+        (
+            memory_service_pb2_grpc.add_MemoryServiceServicer_to_server,
+            MemoryServicer(runtime.history),
+        ),
+        (compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server, CompactionServicer()),
+        (health_pb2_grpc.add_HealthServicer_to_server, health_servicer),
+        (reflection_pb2_grpc.add_ServerReflectionServicer_to_server, reflection_servicer),
+    ):
+        add_service(server, register, servicer, rpc_log)
     try:
         port = server.add_insecure_port(settings.server.listen)
     except RuntimeError as error:

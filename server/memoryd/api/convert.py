@@ -17,12 +17,13 @@ from memoryd.domain.conversation import (
     conversation_key,
     owner_key,
 )
+from memoryd.domain.history import AppendOutcome, SearchHit
 from memoryd.domain.messages import NewMessage, Role, StoredMessage, Trust
 from memoryd.errors import InvalidArgument
-from memoryd.storage.history_store import AppendOutcome, SearchHit
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 from memoryd_client.v1 import resources_pb2 as pb
 
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 ROLES = {
     pb.ROLE_USER: Role.USER,
     pb.ROLE_ASSISTANT: Role.ASSISTANT,
@@ -118,10 +119,11 @@ def timestamp_in(value: timestamp_pb2.Timestamp, field: str) -> dt.datetime:
 
 
 def timestamp_out(moment: dt.datetime) -> timestamp_pb2.Timestamp:
-    """An aware datetime as a protobuf Timestamp."""
-    value = timestamp_pb2.Timestamp()
-    value.FromDatetime(moment)
-    return value
+    """An aware datetime as a protobuf Timestamp (integer arithmetic: no float rounding)."""
+    since = moment - EPOCH
+    return timestamp_pb2.Timestamp(
+        seconds=since.days * 86400 + since.seconds, nanos=since.microseconds * 1000
+    )
 
 
 def conversation_out(key: ConversationKey) -> pb.Conversation:

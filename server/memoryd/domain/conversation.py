@@ -8,8 +8,9 @@ conversation (or two) is worse than refusing the first.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
-import unicodedata
+import re
 
 from memoryd.errors import InvalidArgument
 
@@ -17,6 +18,8 @@ DEFAULT_AGENT_ID = "main"
 DEFAULT_OWNER_ID = "default"
 DEFAULT_THREAD_SCOPE = "root"
 MAX_IDENTIFIER_CHARS = 256
+# Unicode category Cc is exactly these two ranges; one regex scan beats a per-character lookup.
+CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -61,6 +64,7 @@ class AgentKey:
 HistoryScope = ConversationKey | OwnerKey | AgentKey
 
 
+@functools.lru_cache(maxsize=4096)  # adapters name the same few conversations over and over
 def conversation_key(
     *,
     agent_id: str,
@@ -111,11 +115,12 @@ def check_identifier(value: str, field: str, *, required: bool = False) -> str:
         raise InvalidArgument(
             f"{field} is {len(value)} characters long; the limit is {MAX_IDENTIFIER_CHARS}"
         )
-    if any(unicodedata.category(char) == "Cc" for char in value):
+    if CONTROL_CHARACTERS.search(value):
         raise InvalidArgument(f"{field} must not contain control characters")
     return value
 
 
+@functools.lru_cache(maxsize=4096)
 def search_scope_tokens(key: ConversationKey) -> str:
     """The words that tag a conversation's messages in the word index, one per scope.
 

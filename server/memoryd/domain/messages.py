@@ -7,9 +7,8 @@ import datetime as dt
 import enum
 import json
 import re
-import unicodedata
 
-from memoryd.domain.conversation import ConversationKey, check_identifier
+from memoryd.domain.conversation import CONTROL_CHARACTERS, ConversationKey, check_identifier
 from memoryd.errors import InvalidArgument
 
 DEFAULT_KIND = "chat_message"
@@ -81,7 +80,7 @@ def check_new_message(message: NewMessage, field: str, limits: MessageLimits) ->
             f"{field}.sender is {len(message.sender)} characters long; "
             f"the limit is {MAX_SENDER_CHARS}"
         )
-    if any(unicodedata.category(char) == "Cc" for char in message.sender):
+    if CONTROL_CHARACTERS.search(message.sender):
         raise InvalidArgument(f"{field}.sender must not contain control characters")
     kind = check_kind(message.kind, f"{field}.kind")
     if kind in SERVER_KINDS:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import unicodedata
 
+from memoryd.domain.conversation import CONTROL_CHARACTERS
 from memoryd.errors import InvalidArgument
 
 MAX_QUERY_CHARS = 1024
@@ -50,7 +51,7 @@ def plan_search(query: str, field: str = "query") -> SearchPlan:
         raise InvalidArgument(
             f"{field} is {len(query)} characters long; the limit is {MAX_QUERY_CHARS}"
         )
-    cleaned = "".join(" " if unicodedata.category(char) == "Cc" else char for char in query)
+    cleaned = CONTROL_CHARACTERS.sub(" ", query)
     words = list(dict.fromkeys(cleaned.split()))
     if len(words) > MAX_QUERY_WORDS:
         raise InvalidArgument(f"{field} has {len(words)} words; the limit is {MAX_QUERY_WORDS}")

@@ -19,8 +19,8 @@ def utc_now() -> dt.datetime:
 
 def to_text(moment: dt.datetime) -> str:
     """The stored text of an aware datetime."""
-    moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    text = moment.astimezone(UTC).isoformat(timespec="milliseconds")
+    return text.removesuffix("+00:00") + "Z"
 
 
 def from_text(text: str) -> dt.datetime:

@@ -7,12 +7,14 @@ and the first page of a window is served from the hot cache when it can answer e
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections.abc import Sequence
 
 import apsw
 
 from memoryd.config import HistorySettings
 from memoryd.domain.conversation import ConversationKey, HistoryScope
+from memoryd.domain.history import AppendResult, ConversationStats, SearchHit, WindowState
 from memoryd.domain.messages import (
     MessageLimits,
     NewMessage,
@@ -28,13 +30,27 @@ from memoryd.domain.snippets import substring_snippet
 from memoryd.domain.timestamps import utc_now
 from memoryd.errors import InvalidArgument, NotFound
 from memoryd.services.window_cache import CachedWindow, WindowCache
-from memoryd.storage import history_store as store
+from memoryd.storage import history_reads as reads
+from memoryd.storage import history_writes as writes
 from memoryd.storage.readers import ReaderPool
-from memoryd.storage.writer import Writer
+from memoryd.storage.writer import Batch, Writer
 
 CLEAR_NOTICE = "Started a fresh session. Long-term memory is preserved."
+
 DEFAULT_SEARCH_LIMIT = 10
 MAX_SEARCH_LIMIT = 100
+
+
+def _clear(
+    connection: apsw.Connection, payload: tuple[ConversationKey, dt.datetime]
+) -> WindowState:
+    return writes.clear_window(connection, *payload)
+
+
+# The kinds of writes this use case submits; consecutive appends in a group run as one batch.
+APPEND = Batch("append", writes.append_batch)
+CLEAR = Batch.each("clear", _clear)
+PURGE = Batch.each("purge", writes.purge_conversation)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -50,7 +66,7 @@ class ClearResult:
     """What /new did."""
 
     notice: str
-    window: store.WindowState
+    window: WindowState
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -87,9 +103,7 @@ class HistoryService:
 
     # --- writes -------------------------------------------------------------------------------
 
-    async def append(
-        self, key: ConversationKey, messages: Sequence[NewMessage]
-    ) -> store.AppendResult:
+    async def append(self, key: ConversationKey, messages: Sequence[NewMessage]) -> AppendResult:
         """Store every valid message of the call, or none; blank ones are skipped."""
         check_message_count(len(messages), self._limits)
         # Blank messages are checked too: a malformed request is refused as a whole.
@@ -100,7 +114,8 @@ class HistoryService:
         prepared = [None if is_blank(message.content) else message for message in checked]
         now = utc_now()
         return await self._writer.submit(
-            lambda connection: store.append_messages(connection, key, prepared, now),
+            APPEND,
+            writes.AppendRequest(key, tuple(prepared), now),
             rows=max(1, sum(message is not None for message in prepared)),
             after_commit=lambda result: self.cache.append(key, result.stored),
         )
@@ -109,7 +124,8 @@ class HistoryService:
         """/new: a fresh window after the newest message; nothing is deleted."""
         now = utc_now()
         window = await self._writer.submit(
-            lambda connection: store.clear_window(connection, key, now),
+            CLEAR,
+            (key, now),
             after_commit=lambda _: self.cache.invalidate(key),
         )
         return ClearResult(CLEAR_NOTICE, window)
@@ -117,7 +133,8 @@ class HistoryService:
     async def purge(self, key: ConversationKey) -> PurgeResult:
         """Erase the conversation: messages, their index entries, the window record."""
         deleted, conversation_deleted = await self._writer.submit(
-            lambda connection: store.purge_conversation(connection, key),
+            PURGE,
+            key,
             after_commit=lambda _: self.cache.invalidate(key),
         )
         return PurgeResult(deleted, conversation_deleted)
@@ -140,7 +157,7 @@ class HistoryService:
         if page_token:
             cursor = decode_token(page_token, bound_to)
             rows = await self._readers.read(
-                lambda connection: store.page(
+                lambda connection: reads.page(
                     connection,
                     key,
                     before_id=cursor.before_id,
@@ -152,7 +169,7 @@ class HistoryService:
             found = _PageSlice(rows, cursor.floor_id)
         elif all_history:
             rows = await self._readers.read(
-                lambda connection: store.page(
+                lambda connection: reads.page(
                     connection, key, before_id=None, floor_id=0, kinds=kind_filter, limit=size + 1
                 )
             )
@@ -163,7 +180,7 @@ class HistoryService:
 
     async def search(
         self, scope: HistoryScope, query: str, *, kinds: list[str], requested_limit: int
-    ) -> list[store.SearchHit]:
+    ) -> list[SearchHit]:
         """Whole-word matches by bm25, then substring matches newest first, up to the limit."""
         if requested_limit < 0:
             raise InvalidArgument(f"limit must not be negative, got {requested_limit}")
@@ -175,14 +192,14 @@ class HistoryService:
         if plan.is_empty:
             return []
 
-        def run(connection: apsw.Connection) -> list[store.SearchHit]:
-            hits: list[store.SearchHit] = []
+        def run(connection: apsw.Connection) -> list[SearchHit]:
+            hits: list[SearchHit] = []
             if plan.word_expression is not None:
-                hits = store.search_words(
+                hits = reads.search_words(
                     connection, scope, plan.word_expression, kind_filter, limit
                 )
             if len(hits) < limit:
-                hits += store.search_substrings(
+                hits += reads.search_substrings(
                     connection,
                     scope,
                     plan,
@@ -202,10 +219,10 @@ class HistoryService:
             for hit in hits
         ]
 
-    async def describe(self, key: ConversationKey) -> store.ConversationStats:
+    async def describe(self, key: ConversationKey) -> ConversationStats:
         """Counts, times, window and version of a conversation."""
         stats = await self._readers.read(
-            lambda connection: store.conversation_stats(connection, key, self._cap)
+            lambda connection: reads.conversation_stats(connection, key, self._cap)
         )
         if stats is None:
             raise NotFound(f"conversation {key.describe()} has no record")
@@ -238,7 +255,7 @@ class HistoryService:
     def _load_window(
         self, connection: apsw.Connection, key: ConversationKey, size: int, kinds: tuple[str, ...]
     ) -> tuple[CachedWindow | None, _PageSlice]:
-        tail = store.window_tail(connection, key, self.cache.capacity, self._cap)
+        tail = reads.window_tail(connection, key, self.cache.capacity, self._cap)
         if tail.window is None:
             return None, _PageSlice([], 0)
         window = CachedWindow(tail.window.window_start_id, list(tail.messages), tail.complete)
@@ -248,11 +265,11 @@ class HistoryService:
     def _window_page(
         self, connection: apsw.Connection, key: ConversationKey, size: int, kinds: tuple[str, ...]
     ) -> _PageSlice:
-        state = store.window_state(connection, key)
+        state = reads.window_state(connection, key)
         if state is None:
             return _PageSlice([], 0)
-        floor = store.window_floor(connection, key, state.window_start_id, self._cap)
-        rows = store.page(
+        floor = reads.window_floor(connection, key, state.window_start_id, self._cap)
+        rows = reads.page(
             connection, key, before_id=None, floor_id=floor, kinds=kinds, limit=size + 1
         )
         return _PageSlice(rows, floor)

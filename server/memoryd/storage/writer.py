@@ -1,10 +1,18 @@
 """The one writer: a thread that owns the only read-write connection and commits in groups.
 
-Callers on the event loop submit jobs (functions of the connection) and await their results.
-The thread takes every job waiting in the queue (up to `group_commit_max_rows` rows, optionally
-lingering `group_commit_max_wait_ms` for more), runs them in one transaction, each inside its
-own savepoint, commits once, and only then answers every caller. One job failing (bad input found
-late, a constraint) rolls back only its savepoint; the others commit.
+Callers on the event loop submit jobs and await their results. A job is a payload and its kind
+(a `Batch`): a function that carries out a list of payloads of that kind and returns their
+results in order. The thread takes every job waiting in the queue (up to
+`group_commit_max_rows` rows, optionally lingering `group_commit_max_wait_ms` for more), runs
+each run of consecutive jobs of one kind as a single call inside a savepoint, runs the
+`before_commit` steps once (bulk work such as full-text indexing), commits once, and only then
+answers every caller.
+
+Set-based batches matter here more than anywhere: every SQLite call releases the interpreter
+lock and must win it back from the event loop, so a group's cost follows the number of
+statements it runs, not the rows. If a batch fails for a non-transient reason, its savepoint is
+rolled back and its payloads are run one by one, each in its own savepoint, so one bad call gets
+its error and the others still commit.
 
 A transient failure (SQLITE_BUSY, a locked table, an I/O error, a full disk) rolls the whole
 group back and runs it again, up to `write_attempts` times with a growing delay; after that every
@@ -22,7 +30,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 import apsw
@@ -30,6 +38,7 @@ import apsw
 from memoryd.errors import Unavailable
 
 T = TypeVar("T")
+P = TypeVar("P")
 log = logging.getLogger("memoryd.storage.writer")
 
 TRANSIENT_ERRORS = (apsw.BusyError, apsw.LockedError, apsw.IOError, apsw.FullError)
@@ -57,9 +66,23 @@ class WriterStats:
     failed_groups: int = 0
 
 
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class Batch(Generic[P, T]):
+    """A kind of write: `run(connection, payloads)` returns one result per payload, in order."""
+
+    name: str
+    run: Callable[[apsw.Connection, list[P]], list[T]]
+
+    @classmethod
+    def each(cls, name: str, run_one: Callable[[apsw.Connection, P], T]) -> Batch[P, T]:
+        """A kind whose payloads are simply carried out one after the other."""
+        return cls(name, lambda connection, payloads: [run_one(connection, p) for p in payloads])
+
+
 @dataclasses.dataclass(slots=True)
-class _Job(Generic[T]):
-    run: Callable[[apsw.Connection], T]
+class _Job(Generic[P, T]):
+    batch: Batch[P, T]
+    payload: P
     after_commit: Callable[[T], None] | None
     rows: int
     loop: asyncio.AbstractEventLoop
@@ -70,9 +93,15 @@ class _Job(Generic[T]):
 class Writer:
     """Owns the read-write connection; see the module docstring."""
 
-    def __init__(self, connection: apsw.Connection, settings: WriterSettings) -> None:
+    def __init__(
+        self,
+        connection: apsw.Connection,
+        settings: WriterSettings,
+        before_commit: Sequence[Callable[[apsw.Connection], object]] = (),
+    ) -> None:
         self._connection = connection
         self._settings = settings
+        self._before_commit = tuple(before_commit)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closing = False
         self._thread = threading.Thread(target=self._run, name="memoryd-writer", daemon=True)
@@ -84,16 +113,19 @@ class Writer:
 
     async def submit(
         self,
-        run: Callable[[apsw.Connection], T],
+        batch: Batch[P, T],
+        payload: P,
         *,
         rows: int = 1,
         after_commit: Callable[[T], None] | None = None,
     ) -> T:
-        """Run `run(connection)` in the next group; return its result once committed."""
+        """Carry out `payload` in the next group; return its result once committed."""
         if self._closing:
             raise Unavailable("memoryd is shutting down; retry against another instance")
         loop = asyncio.get_running_loop()
-        job: _Job[T] = _Job(run, after_commit, max(rows, 1), loop, loop.create_future())
+        job: _Job[P, T] = _Job(
+            batch, payload, after_commit, max(rows, 1), loop, loop.create_future()
+        )
         self._queue.put(job)
         return await job.future
 
@@ -119,7 +151,7 @@ class Writer:
             if stop:
                 return
 
-    def _collect(self, first: _Job[Any]) -> tuple[list[_Job[Any]], bool]:
+    def _collect(self, first: _Job[Any, Any]) -> tuple[list[_Job[Any, Any]], bool]:
         group = [first]
         rows = first.rows
         deadline = time.monotonic() + self._settings.max_wait_seconds
@@ -139,15 +171,17 @@ class Writer:
             rows += item.rows
         return group, False
 
-    def _commit_group(self, group: list[_Job[Any]]) -> None:
+    def _commit_group(self, group: list[_Job[Any, Any]]) -> None:
         self.stats.groups += 1
         self.stats.jobs += len(group)
         self.stats.rows += sum(job.rows for job in group)
         for attempt in range(1, self._settings.attempts + 1):
             try:
                 self._connection.execute("BEGIN IMMEDIATE")
-                for job in group:
-                    job.outcome = self._run_job(job)
+                for run in _consecutive_runs(group):
+                    self._run_batch(run)
+                for step in self._before_commit:
+                    step(self._connection)
                 self._connection.execute("COMMIT")
             except TRANSIENT_ERRORS as error:
                 self._rollback()
@@ -184,17 +218,27 @@ class Writer:
                 self._deliver(group, None)
                 return
 
-    def _run_job(self, job: _Job[Any]) -> tuple[bool, Any]:
-        self._connection.execute("SAVEPOINT job")
+    def _run_batch(self, jobs: list[_Job[Any, Any]]) -> None:
+        """Run jobs of one kind as one call; on failure, isolate the failing job."""
+        self._connection.execute("SAVEPOINT batch")
         try:
-            value = job.run(self._connection)
+            results = jobs[0].batch.run(self._connection, [job.payload for job in jobs])
         except TRANSIENT_ERRORS:
             raise
-        except Exception as error:  # noqa: BLE001 - the job's own failure: undo only its savepoint
-            self._connection.execute("ROLLBACK TO job; RELEASE job")
-            return (False, error)
-        self._connection.execute("RELEASE job")
-        return (True, value)
+        except Exception as error:  # noqa: BLE001 - retried job by job below, to find the culprit
+            self._connection.execute("ROLLBACK TO batch; RELEASE batch")
+            if len(jobs) == 1:
+                jobs[0].outcome = (False, error)
+                return
+            for job in jobs:
+                self._run_batch([job])
+            return
+        self._connection.execute("RELEASE batch")
+        if len(results) != len(jobs):  # pragma: no cover - a defect in a Batch.run
+            message = f"{jobs[0].batch.name} returned {len(results)} results for {len(jobs)} jobs"
+            raise RuntimeError(message)
+        for job, result in zip(jobs, results, strict=True):
+            job.outcome = (True, result)
 
     def _rollback(self) -> None:
         if not self._connection.in_transaction:
@@ -204,7 +248,7 @@ class Writer:
         except apsw.Error:
             log.exception("rollback failed", extra={"event": "write_rollback_failed"})
 
-    def _after_commit(self, group: list[_Job[Any]]) -> None:
+    def _after_commit(self, group: list[_Job[Any, Any]]) -> None:
         for job in group:
             succeeded, value = job.outcome
             if succeeded and job.after_commit is not None:
@@ -213,8 +257,8 @@ class Writer:
                 except Exception:
                     log.exception("after-commit hook failed", extra={"event": "after_commit"})
 
-    def _deliver(self, group: list[_Job[Any]], override: tuple[bool, Any] | None) -> None:
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Job[Any], tuple[bool, Any]]]] = {}
+    def _deliver(self, group: list[_Job[Any, Any]], override: tuple[bool, Any] | None) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Job[Any, Any], tuple[bool, Any]]]] = {}
         for job in group:
             by_loop.setdefault(job.loop, []).append((job, override or job.outcome))
         for loop, answers in by_loop.items():
@@ -222,7 +266,18 @@ class Writer:
                 loop.call_soon_threadsafe(_resolve, answers)
 
 
-def _resolve(answers: list[tuple[_Job[Any], tuple[bool, Any]]]) -> None:
+def _consecutive_runs(group: list[_Job[Any, Any]]) -> list[list[_Job[Any, Any]]]:
+    """Split a group into runs of consecutive jobs of the same kind (order is kept)."""
+    runs: list[list[_Job[Any, Any]]] = []
+    for job in group:
+        if runs and runs[-1][0].batch is job.batch:
+            runs[-1].append(job)
+        else:
+            runs.append([job])
+    return runs
+
+
+def _resolve(answers: list[tuple[_Job[Any, Any], tuple[bool, Any]]]) -> None:
     for job, (succeeded, value) in answers:
         if job.future.done():  # the caller was cancelled; the write stands
             continue

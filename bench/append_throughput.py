@@ -1,0 +1,185 @@
+"""(a) AppendMessages throughput, one message per call, 32 concurrent callers, against a baseline.
+
+    python bench/append_throughput.py [--seconds 10] [--rounds 3] [--concurrency 32]
+
+The baseline is a do-nothing grpc.aio server on the same contract (bench/noop_server.py). Load
+comes from ghz (a Go gRPC load generator, far cheaper per call than a Python client, so the
+ratio measures the servers rather than the client), 32 workers on one HTTP/2 connection, each
+worker appending to its own conversation. Rounds alternate baseline and memoryd, so both see the
+same machine noise; the medians are compared.
+
+After the runs memoryd is stopped and its database opened: every acknowledged append (every OK
+ghz counted, warm-up included) must be a committed row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.server_process import ServerProcess  # noqa: E402 - after the path is set
+
+CALL = "memoryd.v1.MemoryService/AppendMessages"
+DATA = json.dumps(
+    {
+        "conversation": {"channel": "bench", "chat_id": "worker-{{.WorkerID}}"},
+        "messages": [
+            {
+                "sender": "ada",
+                "role": "ROLE_USER",
+                "content": "message {{.RequestNumber}}: please move the dentist appointment to "
+                "Friday and remind me about the deploy checklist",
+            }
+        ],
+    }
+)
+
+
+def ghz_binary() -> str:
+    """ghz from .tools/bin (make bench installs it) or PATH."""
+    found = shutil.which("ghz", path=str(ROOT / ".tools" / "bin")) or shutil.which("ghz")
+    if found is None:
+        sys.exit("ghz is not installed: run `make bench` (it installs ghz into .tools/bin)")
+    return found
+
+
+def run_ghz(address: str, *, seconds: float, concurrency: int) -> dict[str, Any]:
+    """One ghz run; returns its JSON report."""
+    result = subprocess.run(
+        [
+            ghz_binary(),
+            "--insecure",
+            "--call",
+            CALL,
+            "--data",
+            DATA,
+            "--import-paths",
+            str(ROOT / "protos"),
+            "--proto",
+            "memoryd/v1/memory_service.proto",
+            "--concurrency",
+            str(concurrency),
+            "--connections",
+            "1",
+            "--duration",
+            f"{seconds}s",
+            "--total",
+            "100000000",
+            "--format",
+            "json",
+            address,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    report: dict[str, Any] = json.loads(result.stdout)
+    return report
+
+
+def summary(report: dict[str, Any]) -> dict[str, float]:
+    """Calls per second, OK count, and latency percentiles (ms) of a ghz report."""
+    latencies = {
+        int(point["percentage"]): point["latency"] / 1e6
+        for point in report.get("latencyDistribution") or []
+    }
+    statuses = report.get("statusCodeDistribution") or {}
+    return {
+        "rps": report["rps"],
+        "ok": statuses.get("OK", 0),
+        "errors": sum(count for status, count in statuses.items() if status != "OK"),
+        "p50_ms": latencies.get(50, float("nan")),
+        "p99_ms": latencies.get(99, float("nan")),
+    }
+
+
+def start_noop() -> tuple[subprocess.Popen[str], str]:
+    """The baseline server; returns the process and its address."""
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "noop_server.py"), "127.0.0.1:0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    return process, process.stdout.readline().strip()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=32)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as scratch:
+        home = Path(scratch) / "home"
+        memoryd = ServerProcess(home).start()
+        noop, noop_address = start_noop()
+        try:
+            # Warm-up (not measured): connections, caches, the first FTS segments.
+            acknowledged = summary(
+                run_ghz(memoryd.address, seconds=2, concurrency=args.concurrency)
+            )["ok"]
+            run_ghz(noop_address, seconds=2, concurrency=args.concurrency)
+            baseline_runs, memoryd_runs = [], []
+            for _ in range(args.rounds):
+                baseline_runs.append(
+                    summary(
+                        run_ghz(noop_address, seconds=args.seconds, concurrency=args.concurrency)
+                    )
+                )
+                run = summary(
+                    run_ghz(memoryd.address, seconds=args.seconds, concurrency=args.concurrency)
+                )
+                acknowledged += run["ok"]
+                memoryd_runs.append(run)
+        finally:
+            noop.terminate()
+            noop.wait()
+            code = memoryd.stop()
+        if code != 0:
+            sys.exit(f"memoryd exited with {code}:\n{memoryd.output}")
+        database = sqlite3.connect(home / "memory.db")
+        stored = database.execute("SELECT count(*) FROM messages").fetchone()[0]
+        database.close()
+        writer = memoryd.events("stopped")[0]["writer"]
+
+    def median(runs: list[dict[str, float]], key: str) -> float:
+        return statistics.median(run[key] for run in runs)
+
+    ratio = median(memoryd_runs, "rps") / median(baseline_runs, "rps")
+    result = {
+        "benchmark": "append_throughput",
+        "concurrency": args.concurrency,
+        "seconds_per_round": args.seconds,
+        "rounds": args.rounds,
+        "baseline_rps": [round(run["rps"]) for run in baseline_runs],
+        "memoryd_rps": [round(run["rps"]) for run in memoryd_runs],
+        "ratio_of_medians": round(ratio, 3),
+        "memoryd_p50_ms": round(median(memoryd_runs, "p50_ms"), 2),
+        "memoryd_p99_ms": round(median(memoryd_runs, "p99_ms"), 2),
+        "baseline_p50_ms": round(median(baseline_runs, "p50_ms"), 2),
+        "memoryd_errors": sum(run["errors"] for run in memoryd_runs),
+        "acknowledged": acknowledged,
+        "committed_rows": stored,
+        "every_acknowledged_row_committed": stored == acknowledged,
+        "rows_per_commit": round(writer["rows"] / max(writer["groups"], 1), 1),
+        "target_ratio": 0.5,
+    }
+    print(json.dumps(result, indent=2))
+    return 0 if result["every_acknowledged_row_committed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""The shapes of conversation-history results, shared by storage, use cases and transport."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+
+from memoryd.domain.conversation import ConversationKey
+from memoryd.domain.messages import StoredMessage
+
+
+class AppendOutcome(enum.Enum):
+    """What happened to one message of an append."""
+
+    STORED = "stored"
+    DUPLICATE = "duplicate"
+    SKIPPED_BLANK = "skipped_blank"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AppendedMessage:
+    """The result for one message of an append, in request order."""
+
+    index: int
+    outcome: AppendOutcome
+    message: StoredMessage | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AppendResult:
+    """The result of one append call."""
+
+    key: ConversationKey
+    messages: tuple[AppendedMessage, ...]
+    history_version: int
+
+    @property
+    def stored(self) -> list[StoredMessage]:
+        """The rows this call stored (not the duplicates)."""
+        return [
+            item.message
+            for item in self.messages
+            if item.outcome is AppendOutcome.STORED and item.message is not None
+        ]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WindowState:
+    """A conversation's window, as stored on its row."""
+
+    window_start_id: int
+    window_started_at: dt.datetime | None
+    history_version: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConversationStats:
+    """What GetConversation reports."""
+
+    window: WindowState
+    message_count: int
+    window_message_count: int
+    first_message_at: dt.datetime | None
+    last_message_at: dt.datetime | None
+    last_message_id: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WindowTail:
+    """The newest messages of a conversation's window, oldest first."""
+
+    window: WindowState | None
+    messages: tuple[StoredMessage, ...]
+    # True when `messages` holds every message of the window.
+    complete: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One message found by a search."""
+
+    message: StoredMessage
+    snippet: str | None  # None: the use case builds a substring snippet
+    rank: float
+    word_match: bool

@@ -1,0 +1,231 @@
+"""Reads of conversation history, run on reader connections inside one read transaction.
+
+Searches always filter by the key columns too: the scope tokens in the word index only narrow
+the candidates, the columns decide.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from typing import Any
+
+import apsw
+
+from memoryd.domain.conversation import (
+    AgentKey,
+    ConversationKey,
+    HistoryScope,
+    OwnerKey,
+    scope_token,
+)
+from memoryd.domain.history import ConversationStats, SearchHit, WindowState, WindowTail
+from memoryd.domain.messages import StoredMessage
+from memoryd.domain.search_query import SearchPlan, like_pattern
+from memoryd.domain.snippets import ELLIPSIS, MARK, WORD_SNIPPET_TOKENS
+from memoryd.storage.history_rows import (
+    CONVERSATION_MATCH,
+    KEY_MATCH,
+    MESSAGE_COLUMN_COUNT,
+    MESSAGE_COLUMNS,
+    Row,
+    message_from_row,
+    one,
+    rows,
+    window_state_from_row,
+)
+
+
+def window_state(connection: apsw.Connection, key: ConversationKey) -> WindowState | None:
+    """The conversation's window, or None when it has no record."""
+    found = rows(
+        connection,
+        "SELECT window_start_id, window_started_at, history_version FROM conversations "
+        f"WHERE {CONVERSATION_MATCH}",
+        key.as_row(),
+    )
+    return window_state_from_row(found[0]) if found else None
+
+
+def window_floor(
+    connection: apsw.Connection, key: ConversationKey, window_start_id: int, cap: int | None
+) -> int:
+    """Messages above this id form the window: after its start, and the newest `cap` of those."""
+    if cap is None:
+        return window_start_id
+    found = rows(
+        connection,
+        f"SELECT m.id FROM messages AS m WHERE {KEY_MATCH} AND m.id > ? "
+        "ORDER BY m.id DESC LIMIT 1 OFFSET ?",
+        (*key.as_row(), window_start_id, cap),
+    )
+    return int(found[0][0]) if found else window_start_id
+
+
+def window_tail(
+    connection: apsw.Connection, key: ConversationKey, limit: int, cap: int | None
+) -> WindowTail:
+    """The newest `limit` messages of the window (for the hot cache), in one snapshot."""
+    window = window_state(connection, key)
+    if window is None:
+        return WindowTail(None, (), complete=True)
+    floor = window_floor(connection, key, window.window_start_id, cap)
+    newest = page(connection, key, before_id=None, floor_id=floor, kinds=(), limit=limit + 1)
+    complete = len(newest) <= limit
+    return WindowTail(window, tuple(reversed(newest[:limit])), complete)
+
+
+def page(
+    connection: apsw.Connection,
+    key: ConversationKey,
+    *,
+    before_id: int | None,
+    floor_id: int,
+    kinds: tuple[str, ...],
+    limit: int,
+) -> list[StoredMessage]:
+    """Up to `limit` messages with floor_id < id < before_id, newest first."""
+    sql = [f"SELECT {MESSAGE_COLUMNS} FROM messages AS m WHERE {KEY_MATCH} AND m.id > ?"]
+    params: list[Any] = [*key.as_row(), floor_id]
+    if before_id is not None:
+        sql.append("AND m.id < ?")
+        params.append(before_id)
+    _add_kinds(sql, params, kinds)
+    sql.append("ORDER BY m.id DESC LIMIT ?")
+    params.append(limit)
+    names = {key.as_row(): key}
+    return [message_from_row(row, names) for row in rows(connection, " ".join(sql), params)]
+
+
+def conversation_stats(
+    connection: apsw.Connection, key: ConversationKey, cap: int | None
+) -> ConversationStats | None:
+    """Counts, times and window of a conversation, or None when it has no record."""
+    window = window_state(connection, key)
+    if window is None:
+        return None
+    params = key.as_row()
+    total = one(connection, f"SELECT count(*) FROM messages AS m WHERE {KEY_MATCH}", params)[0]
+    in_window = one(
+        connection,
+        f"SELECT count(*) FROM messages AS m WHERE {KEY_MATCH} AND m.id > ?",
+        (*params, window.window_start_id),
+    )[0]
+    first = rows(
+        connection,
+        f"SELECT m.created_at FROM messages AS m WHERE {KEY_MATCH} ORDER BY m.id LIMIT 1",
+        params,
+    )
+    last = rows(
+        connection,
+        f"SELECT m.id, m.created_at FROM messages AS m WHERE {KEY_MATCH} "
+        "ORDER BY m.id DESC LIMIT 1",
+        params,
+    )
+    return ConversationStats(
+        window=window,
+        message_count=int(total),
+        window_message_count=int(in_window if cap is None else min(in_window, cap)),
+        first_message_at=dt.datetime.fromisoformat(first[0][0]) if first else None,
+        last_message_at=dt.datetime.fromisoformat(last[0][1]) if last else None,
+        last_message_id=int(last[0][0]) if last else 0,
+    )
+
+
+def search_words(
+    connection: apsw.Connection,
+    scope: HistoryScope,
+    expression: str,
+    kinds: tuple[str, ...],
+    limit: int,
+) -> list[SearchHit]:
+    """Whole-word matches of `expression` (already quoted), best bm25 first, then newest."""
+    match = f'content : ({expression}) AND scope : "{scope_token(scope)}"'
+    sql = [
+        (
+            f"SELECT {MESSAGE_COLUMNS}, "
+            f"snippet(messages_fts, 0, '{MARK}', '{MARK}', '{ELLIPSIS}', {WORD_SNIPPET_TOKENS}), "
+            "bm25(messages_fts, 1.0, 0.0) AS score "
+            "FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid "
+            "WHERE messages_fts MATCH ?"
+        )
+    ]
+    params: list[Any] = [match]
+    _add_scope(sql, params, scope)
+    _add_kinds(sql, params, kinds)
+    sql.append("ORDER BY score, m.id DESC LIMIT ?")
+    params.append(limit)
+    names: dict[Row, ConversationKey] = {}
+    return [
+        SearchHit(
+            message_from_row(row, names),
+            snippet=row[MESSAGE_COLUMN_COUNT],
+            rank=float(row[MESSAGE_COLUMN_COUNT + 1]),
+            word_match=True,
+        )
+        for row in rows(connection, " ".join(sql), params)
+    ]
+
+
+def search_substrings(
+    connection: apsw.Connection,
+    scope: HistoryScope,
+    plan: SearchPlan,
+    kinds: tuple[str, ...],
+    *,
+    exclude_ids: Iterable[int],
+    limit: int,
+) -> list[SearchHit]:
+    """Messages containing every word of the query as a substring, newest first."""
+    params: list[Any] = []
+    if plan.trigram_pieces:
+        # The trigram index answers LIKE '%piece%' (no ESCAPE: that would disable the index).
+        sql = [
+            f"SELECT {MESSAGE_COLUMNS} FROM messages_trigram AS t "
+            "JOIN messages AS m ON m.id = t.rowid WHERE "
+            + " AND ".join("t.content LIKE ?" for _ in plan.trigram_pieces)
+        ]
+        params.extend(like_pattern(piece) for piece in plan.trigram_pieces)
+    else:
+        sql = [f"SELECT {MESSAGE_COLUMNS} FROM messages AS m WHERE 1"]
+    for word in plan.exact_words:
+        sql.append("AND instr(lower(m.content), lower(?)) > 0")
+        params.append(word)
+    _add_scope(sql, params, scope)
+    _add_kinds(sql, params, kinds)
+    excluded = list(exclude_ids)
+    if excluded:
+        sql.append(f"AND m.id NOT IN ({_placeholders(len(excluded))})")
+        params.extend(excluded)
+    sql.append("ORDER BY m.id DESC LIMIT ?")
+    params.append(limit)
+    names: dict[Row, ConversationKey] = {}
+    return [
+        SearchHit(message_from_row(row, names), snippet=None, rank=0.0, word_match=False)
+        for row in rows(connection, " ".join(sql), params)
+    ]
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _add_scope(sql: list[str], params: list[Any], scope: HistoryScope) -> None:
+    if isinstance(scope, ConversationKey):
+        sql.append(f"AND {KEY_MATCH}")
+        params.extend(scope.as_row())
+    elif isinstance(scope, OwnerKey):
+        sql.append("AND m.agent_id = ? AND m.owner_id = ?")
+        params.extend((scope.agent_id, scope.owner_id))
+    elif isinstance(scope, AgentKey):
+        sql.append("AND m.agent_id = ?")
+        params.append(scope.agent_id)
+
+
+def _add_kinds(sql: list[str], params: list[Any], kinds: tuple[str, ...]) -> None:
+    if kinds:
+        sql.append(f"AND m.kind IN ({_placeholders(len(kinds))})")
+        params.extend(kinds)
+
+
+def _placeholders(count: int) -> str:
+    return ", ".join("?" * count)

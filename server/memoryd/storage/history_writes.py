@@ -1,0 +1,273 @@
+"""Writes of conversation history, run by the writer inside its transaction.
+
+Appends are set-based: one call stores the messages of every append in a write group with a
+fixed handful of statements (a duplicate check, one counter bump, one conversation upsert, one
+insert), whatever the number of messages. Rows travel as a single JSON array read with
+json_each, so each statement has one text and stays in SQLite's prepared-statement cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from collections.abc import Sequence
+
+import apsw
+
+from memoryd.domain.conversation import ConversationKey, search_scope_tokens
+from memoryd.domain.history import AppendedMessage, AppendOutcome, AppendResult, WindowState
+from memoryd.domain.messages import NewMessage, StoredMessage
+from memoryd.domain.timestamps import to_text
+from memoryd.storage.history_rows import (
+    CONVERSATION_MATCH,
+    KEY_MATCH,
+    MESSAGE_COLUMNS,
+    Row,
+    message_from_row,
+    one,
+    rows,
+    window_state_from_row,
+)
+
+# json_each rows are arrays; `->>` reads element N as an SQL value.
+_INSERT_MESSAGES = (
+    "INSERT INTO messages (agent_id, owner_id, channel, chat_id, thread_scope, sender, role, kind, "
+    "content, metadata_json, trust, client_message_id, created_at) "
+    "SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, "
+    "j.value ->> 5, j.value ->> 6, j.value ->> 7, j.value ->> 8, j.value ->> 9, j.value ->> 10, "
+    "j.value ->> 11, j.value ->> 12 FROM json_each(?) AS j ORDER BY j.key"
+)
+# `WHERE true` keeps SQLite from reading ON CONFLICT as a join constraint.
+_NEW_CONVERSATIONS = (
+    "INSERT INTO conversations (agent_id, owner_id, channel, chat_id, thread_scope, "
+    "search_scope, history_version, created_at) "
+    "SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, "
+    "j.value ->> 5, ?, ? FROM json_each(?) AS j WHERE true "
+)
+_CREATE_CONVERSATIONS = _NEW_CONVERSATIONS + "ON CONFLICT DO NOTHING"
+_UPSERT_CONVERSATIONS = (
+    _NEW_CONVERSATIONS + "ON CONFLICT (agent_id, owner_id, channel, chat_id, thread_scope) "
+    "DO UPDATE SET history_version = excluded.history_version"
+)
+_EXISTING_BY_CLIENT_ID = (
+    f"SELECT {MESSAGE_COLUMNS} FROM json_each(?) AS j JOIN messages AS m "
+    "ON m.agent_id = j.value ->> 0 AND m.owner_id = j.value ->> 1 AND m.channel = j.value ->> 2 "
+    "AND m.chat_id = j.value ->> 3 AND m.thread_scope = j.value ->> 4 "
+    "AND m.client_message_id = j.value ->> 5 AND m.client_message_id IS NOT NULL"
+)
+_VERSIONS = (
+    "SELECT c.agent_id, c.owner_id, c.channel, c.chat_id, c.thread_scope, c.history_version "
+    "FROM json_each(?) AS j JOIN conversations AS c "
+    "ON (c.agent_id, c.owner_id, c.channel, c.chat_id, c.thread_scope) = "
+    "(j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4)"
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AppendRequest:
+    """One AppendMessages call: None marks a blank message, which is skipped."""
+
+    key: ConversationKey
+    messages: tuple[NewMessage | None, ...]
+    now: dt.datetime
+
+
+@dataclasses.dataclass(slots=True)
+class _Slot:
+    """One message of one request, while the batch is planned."""
+
+    outcome: AppendOutcome
+    message: StoredMessage | None = None
+    # For a message stored by this batch: its position in the insert; for a duplicate of one.
+    insert_position: int | None = None
+
+
+def append_batch(connection: apsw.Connection, requests: list[AppendRequest]) -> list[AppendResult]:
+    """Store the messages of several appends at once; one result per request, in order."""
+    keys = {request.key.as_row(): request.key for request in requests}
+    existing = _existing_by_client_id(connection, requests, keys)
+    inserts: list[tuple[ConversationKey, NewMessage, str]] = []
+    claimed: dict[tuple[Row, str], int] = {}
+    plans: list[list[_Slot]] = []
+    for request in requests:
+        now_text = to_text(request.now)
+        slots = []
+        for message in request.messages:
+            if message is None:
+                slots.append(_Slot(AppendOutcome.SKIPPED_BLANK))
+                continue
+            client_key = (request.key.as_row(), message.client_message_id or "")
+            if message.client_message_id and client_key in existing:
+                slots.append(_Slot(AppendOutcome.DUPLICATE, existing[client_key]))
+            elif message.client_message_id and client_key in claimed:
+                slots.append(_Slot(AppendOutcome.DUPLICATE, insert_position=claimed[client_key]))
+            else:
+                if message.client_message_id:
+                    claimed[client_key] = len(inserts)
+                slots.append(_Slot(AppendOutcome.STORED, insert_position=len(inserts)))
+                created_at = to_text(message.created_at) if message.created_at else now_text
+                inserts.append((request.key, message, created_at))
+        plans.append(slots)
+
+    versions: dict[Row, int] = {}
+    stored: list[StoredMessage] = []
+    if inserts:
+        version = next_history_version(connection)
+        written = list(dict.fromkeys(key.as_row() for key, _, _ in inserts))
+        _upsert_conversations(connection, [keys[row] for row in written], version, requests[0].now)
+        versions = dict.fromkeys(written, version)
+        stored = _insert_messages(connection, inserts)
+    untouched = [row for row in keys if row not in versions]
+    if untouched:
+        versions.update(_current_versions(connection, untouched))
+
+    results = []
+    for request, slots in zip(requests, plans, strict=True):
+        appended = []
+        for index, slot in enumerate(slots):
+            row_message = slot.message
+            if slot.insert_position is not None:
+                row_message = stored[slot.insert_position]
+            appended.append(AppendedMessage(index, slot.outcome, row_message))
+        row = request.key.as_row()
+        results.append(AppendResult(request.key, tuple(appended), versions.get(row, 0)))
+    return results
+
+
+def clear_window(
+    connection: apsw.Connection, key: ConversationKey, now: dt.datetime
+) -> WindowState:
+    """Start a fresh window after the conversation's newest message."""
+    _upsert_conversations(connection, [key], None, now)
+    newest = one(connection, f"SELECT max(m.id) FROM messages AS m WHERE {KEY_MATCH}", key.as_row())
+    row = one(
+        connection,
+        "UPDATE conversations SET window_start_id = max(window_start_id, ?), "
+        "window_started_at = ?, history_version = ? "
+        f"WHERE {CONVERSATION_MATCH} "
+        "RETURNING window_start_id, window_started_at, history_version",
+        (newest[0] or 0, to_text(now), next_history_version(connection), *key.as_row()),
+    )
+    return window_state_from_row(row)
+
+
+def purge_conversation(connection: apsw.Connection, key: ConversationKey) -> tuple[int, bool]:
+    """Delete every message (the triggers remove their index entries), then the conversation."""
+    connection.execute(f"DELETE FROM messages AS m WHERE {KEY_MATCH}", key.as_row())
+    deleted = connection.changes()
+    connection.execute(f"DELETE FROM conversations WHERE {CONVERSATION_MATCH}", key.as_row())
+    return deleted, connection.changes() > 0
+
+
+def next_history_version(connection: apsw.Connection) -> int:
+    """A history version never handed out before (a global counter, never reused)."""
+    row = one(
+        connection,
+        "UPDATE counters SET value = value + 1 WHERE name = 'history_version' RETURNING value",
+    )
+    return int(row[0])
+
+
+def index_queued_messages(connection: apsw.Connection) -> int:
+    """Add every queued message to both full-text indexes; returns how many.
+
+    Runs once per write group, just before its commit (and once at start-up for rows another
+    tool may have inserted): one statement per index, so FTS5 writes one segment per group.
+    """
+    queued = one(connection, "SELECT count(*) FROM messages_index_queue")[0]
+    if not queued:
+        return 0
+    connection.execute(
+        "INSERT INTO messages_fts (rowid, content, scope) "
+        "SELECT m.id, m.content, c.search_scope FROM messages_index_queue AS q "
+        "JOIN messages AS m ON m.id = q.message_id "
+        "JOIN conversations AS c USING (agent_id, owner_id, channel, chat_id, thread_scope) "
+        "ORDER BY m.id"
+    )
+    connection.execute(
+        "INSERT INTO messages_trigram (rowid, content) "
+        "SELECT m.id, m.content FROM messages_index_queue AS q "
+        "JOIN messages AS m ON m.id = q.message_id ORDER BY m.id"
+    )
+    connection.execute("DELETE FROM messages_index_queue")
+    return int(queued)
+
+
+def _existing_by_client_id(
+    connection: apsw.Connection, requests: list[AppendRequest], keys: dict[Row, ConversationKey]
+) -> dict[tuple[Row, str], StoredMessage]:
+    wanted = {
+        (request.key.as_row(), message.client_message_id)
+        for request in requests
+        for message in request.messages
+        if message is not None and message.client_message_id
+    }
+    if not wanted:
+        return {}
+    found = rows(connection, _EXISTING_BY_CLIENT_ID, (json.dumps([[*k, c] for k, c in wanted]),))
+    shared = dict(keys)
+    return {(tuple(row[1:6]), row[11]): message_from_row(row, shared) for row in found}
+
+
+def _upsert_conversations(
+    connection: apsw.Connection,
+    keys: Sequence[ConversationKey],
+    version: int | None,
+    now: dt.datetime,
+) -> None:
+    """Create conversations that do not exist; set the version of all when one is given."""
+    payload = json.dumps([[*key.as_row(), search_scope_tokens(key)] for key in keys])
+    if version is None:
+        connection.execute(_CREATE_CONVERSATIONS, (0, to_text(now), payload))
+    else:
+        connection.execute(_UPSERT_CONVERSATIONS, (version, to_text(now), payload))
+
+
+def _insert_messages(
+    connection: apsw.Connection, inserts: list[tuple[ConversationKey, NewMessage, str]]
+) -> list[StoredMessage]:
+    payload = json.dumps(
+        [
+            [
+                *key.as_row(),
+                message.sender,
+                message.role.value,
+                message.kind,
+                message.content,
+                message.metadata_json,
+                message.trust.value,
+                message.client_message_id,
+                created_at,
+            ]
+            for key, message, created_at in inserts
+        ],
+        ensure_ascii=False,
+    )
+    connection.execute(_INSERT_MESSAGES, (payload,))
+    # One INSERT ... SELECT ... ORDER BY inserts its rows in that order, and AUTOINCREMENT gives
+    # each the next id: the ids are the consecutive run ending at last_insert_rowid().
+    count = connection.changes()
+    if count != len(inserts):  # pragma: no cover - would mean the statement skipped rows
+        raise RuntimeError(f"inserted {count} of {len(inserts)} messages")
+    first_id = connection.last_insert_rowid() - count + 1
+    return [
+        StoredMessage(
+            id=first_id + position,
+            key=key,
+            sender=message.sender,
+            role=message.role,
+            kind=message.kind,
+            content=message.content,
+            metadata_json=message.metadata_json,
+            client_message_id=message.client_message_id,
+            created_at=dt.datetime.fromisoformat(created_at),
+            trust=message.trust,
+        )
+        for position, (key, message, created_at) in enumerate(inserts)
+    ]
+
+
+def _current_versions(connection: apsw.Connection, keys: list[Row]) -> dict[Row, int]:
+    found = rows(connection, _VERSIONS, (json.dumps([list(row) for row in keys]),))
+    return {tuple(row[:5]): int(row[5]) for row in found}
