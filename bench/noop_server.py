@@ -1,7 +1,7 @@
 """The baseline for AppendMessages throughput: a grpc.aio server that does nothing.
 
-It serves the same memoryd.v1.MemoryService contract and answers AppendMessages with an empty response without looking at the
-request: the cost of gRPC itself in Python on this machine.
+It serves the same memoryd.v1.MemoryService contract and answers AppendMessages with an empty
+response without looking at the request: the cost of gRPC itself in Python on this machine.
 
     python bench/noop_server.py 127.0.0.1:0   # prints the bound address on stdout
 """
@@ -22,7 +22,9 @@ class NoopMemory(service_grpc.MemoryServiceServicer):
     """AppendMessages answers at once; nothing is validated or stored."""
 
     async def AppendMessages(  # noqa: N802 - the generated name
-        self, request: service_pb.AppendMessagesRequest, context: Any
+        self,
+        request: service_pb.AppendMessagesRequest,  # noqa: ARG002 - ignored on purpose
+        context: Any,  # noqa: ARG002
     ) -> service_pb.AppendMessagesResponse:
         return service_pb.AppendMessagesResponse()
 
