@@ -83,42 +83,38 @@ CREATE VIRTUAL TABLE messages_trigram USING fts5(
     tokenize = 'trigram case_sensitive 0', detail = 'none'
 );
 
--- New messages are indexed in bulk. The insert trigger only queues the id; the writer indexes the
--- whole queue with one statement per index just before each commit (see
--- memoryd.storage.history_store.index_queued_messages). FTS5 flushes its pending terms to a new
--- segment at every savepoint and statement journal, so indexing row by row in the trigger
--- wrote one segment per message; this writes one per group commit. Queue and indexes change in
--- the same transaction, so no committed message is ever missing from the indexes. Rows still
--- queued are not in the indexes, so the delete and update triggers only unindex rows that are
--- not queued.
-CREATE TABLE messages_index_queue (
-    message_id INTEGER PRIMARY KEY
-) STRICT;
-
+-- The triggers keep both indexes exact. FTS5 buffers new entries in memory and writes them as a
+-- new segment whenever a savepoint or statement journal opens, so a writer that inserts
+-- messages one statement per row writes one segment per message; memoryd inserts all the
+-- messages of a write group with one INSERT ... SELECT (memoryd.storage.history_writes), which
+-- writes one segment per group.
 CREATE TRIGGER messages_after_insert AFTER INSERT ON messages BEGIN
-    INSERT INTO messages_index_queue (message_id) VALUES (new.id);
+    INSERT INTO messages_fts (rowid, content, scope)
+        SELECT new.id, new.content, c.search_scope FROM conversations AS c
+        WHERE (c.agent_id, c.owner_id, c.channel, c.chat_id, c.thread_scope)
+            = (new.agent_id, new.owner_id, new.channel, new.chat_id, new.thread_scope);
+    INSERT INTO messages_trigram (rowid, content) VALUES (new.id, new.content);
 END;
 
 CREATE TRIGGER messages_after_delete AFTER DELETE ON messages BEGIN
     INSERT INTO messages_fts (messages_fts, rowid, content, scope)
         SELECT 'delete', old.id, old.content, c.search_scope FROM conversations AS c
         WHERE (c.agent_id, c.owner_id, c.channel, c.chat_id, c.thread_scope)
-            = (old.agent_id, old.owner_id, old.channel, old.chat_id, old.thread_scope)
-        AND NOT EXISTS (SELECT 1 FROM messages_index_queue WHERE message_id = old.id);
+            = (old.agent_id, old.owner_id, old.channel, old.chat_id, old.thread_scope);
     INSERT INTO messages_trigram (messages_trigram, rowid, content)
-        SELECT 'delete', old.id, old.content
-        WHERE NOT EXISTS (SELECT 1 FROM messages_index_queue WHERE message_id = old.id);
-    DELETE FROM messages_index_queue WHERE message_id = old.id;
+        VALUES ('delete', old.id, old.content);
 END;
 
 CREATE TRIGGER messages_after_update_content AFTER UPDATE OF content ON messages BEGIN
     INSERT INTO messages_fts (messages_fts, rowid, content, scope)
         SELECT 'delete', old.id, old.content, c.search_scope FROM conversations AS c
         WHERE (c.agent_id, c.owner_id, c.channel, c.chat_id, c.thread_scope)
-            = (old.agent_id, old.owner_id, old.channel, old.chat_id, old.thread_scope)
-        AND NOT EXISTS (SELECT 1 FROM messages_index_queue WHERE message_id = old.id);
+            = (old.agent_id, old.owner_id, old.channel, old.chat_id, old.thread_scope);
     INSERT INTO messages_trigram (messages_trigram, rowid, content)
-        SELECT 'delete', old.id, old.content
-        WHERE NOT EXISTS (SELECT 1 FROM messages_index_queue WHERE message_id = old.id);
-    INSERT OR IGNORE INTO messages_index_queue (message_id) VALUES (new.id);
+        VALUES ('delete', old.id, old.content);
+    INSERT INTO messages_fts (rowid, content, scope)
+        SELECT new.id, new.content, c.search_scope FROM conversations AS c
+        WHERE (c.agent_id, c.owner_id, c.channel, c.chat_id, c.thread_scope)
+            = (new.agent_id, new.owner_id, new.channel, new.chat_id, new.thread_scope);
+    INSERT INTO messages_trigram (rowid, content) VALUES (new.id, new.content);
 END;

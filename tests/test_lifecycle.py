@@ -195,3 +195,28 @@ async def test_full_synchronous_mode_is_applied(
     database = sqlite3.connect(tmp_path / "home" / "memory.db")
     assert database.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     database.close()
+
+
+async def test_one_structured_log_line_per_rpc(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    server = start_server(tmp_path / "home").start()
+    conversation = md.Conversation(channel="telegram", chat_id="logs")
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        await append(memory, conversation, user("logged"))
+        with pytest.raises(grpc.aio.AioRpcError):
+            await memory.ListMessages(md.ListMessagesRequest())
+        await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+    assert server.stop() == 0
+    lines = server.events("rpc")  # every line parsed as JSON
+    assert [(line["method"], line["status"]) for line in lines] == [
+        ("/memoryd.v1.MemoryService/AppendMessages", "OK"),
+        ("/memoryd.v1.MemoryService/ListMessages", "INVALID_ARGUMENT"),
+    ]  # health checks are logged at debug level only
+    for line in lines:
+        assert line["level"] == "info"
+        assert line["logger"] == "memoryd.rpc"
+        assert isinstance(line["duration_ms"], float)
+        assert line["duration_ms"] >= 0
+        assert line["msg"].startswith(line["method"] + " " + line["status"] + " ")

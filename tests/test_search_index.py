@@ -1,62 +1,54 @@
-"""The full-text indexes stay exact: bulk indexing per group, deletes and edits of queued rows."""
+"""The full-text indexes stay exact through set-based appends, deletes and edits."""
 
 from __future__ import annotations
 
-import sqlite3
+import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
 
 import apsw
 import pytest
 
-import memoryd_client as md
-from memoryd.storage.history_writes import index_queued_messages
+from memoryd.domain.conversation import ConversationKey
+from memoryd.domain.messages import NewMessage, Role, Trust
+from memoryd.storage.history_writes import AppendRequest, append_batch, purge_conversation
 from memoryd.storage.migrations import bundled_migrations, migrate
-from tests.helpers import append, user
-from tests.server_process import ServerProcess
 
-INSERT = (
-    "INSERT INTO messages (agent_id, owner_id, channel, chat_id, thread_scope, sender, role, kind, "
-    "content, trust, created_at) VALUES ('main', 'default', 't', 'c', 'root', 'ada', 'user', "
-    "'chat_message', ?, 'operator', '2026-01-01T00:00:00.000Z') RETURNING id"
-)
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 @pytest.fixture
 def database(tmp_path: Path) -> Iterator[apsw.Connection]:
-    """A migrated database with one conversation."""
+    """A migrated database, as the writer's connection sees it."""
     connection = apsw.Connection(str(tmp_path / "memory.db"))
     connection.execute("PRAGMA foreign_keys = ON")
     migrate(connection, bundled_migrations())
-    connection.execute(
-        "INSERT INTO conversations (agent_id, owner_id, channel, chat_id, thread_scope, "
-        "history_version, search_scope, created_at) "
-        "VALUES ('main', 'default', 't', 'c', 'root', 0, 'c1 o1 a1', 'x')"
-    )
     yield connection
     connection.close()
 
 
-def insert(connection: apsw.Connection, content: str) -> int:
-    return int(connection.execute(INSERT, (content,)).fetchall()[0][0])
+def key(chat: str) -> ConversationKey:
+    return ConversationKey("main", "default", "t", chat, "root")
+
+
+def message(content: str, client_id: str | None = None) -> NewMessage:
+    return NewMessage(
+        "ada", Role.USER, "chat_message", content, "{}", client_id, None, Trust.OPERATOR
+    )
 
 
 def word_hits(connection: apsw.Connection, word: str) -> list[int]:
-    return [
-        r[0]
-        for r in connection.execute(
-            "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (word,)
-        )
-    ]
+    found = connection.execute(
+        "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rowid", (word,)
+    )
+    return [row[0] for row in found]
 
 
 def substring_hits(connection: apsw.Connection, piece: str) -> list[int]:
-    return [
-        r[0]
-        for r in connection.execute(
-            "SELECT rowid FROM messages_trigram WHERE content LIKE ?", (f"%{piece}%",)
-        )
-    ]
+    found = connection.execute(
+        "SELECT rowid FROM messages_trigram WHERE content LIKE ? ORDER BY rowid", (f"%{piece}%",)
+    )
+    return [row[0] for row in found]
 
 
 def check_integrity(connection: apsw.Connection) -> None:
@@ -64,62 +56,49 @@ def check_integrity(connection: apsw.Connection) -> None:
         connection.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('integrity-check', 1)")
 
 
-def test_new_rows_are_queued_then_indexed_in_bulk(database: apsw.Connection) -> None:
+def test_a_batch_of_appends_is_indexed_with_ids_in_request_order(
+    database: apsw.Connection,
+) -> None:
+    requests = [
+        AppendRequest(key("a"), (message("walrus one"), None, message("walrus two")), NOW),
+        AppendRequest(key("b"), (message("walrus three", "x"), message("dup", "x")), NOW),
+    ]
     with database:
-        ids = [insert(database, f"walrus number {n}") for n in range(5)]
-        assert word_hits(database, "walrus") == []  # queued, not yet indexed
-        assert index_queued_messages(database) == 5
+        results = append_batch(database, requests)
+    stored = [item.message for result in results for item in result.messages if item.message]
+    assert [m.content for m in stored] == [
+        "walrus one",
+        "walrus two",
+        "walrus three",
+        "walrus three",
+    ]
+    ids = [m.id for m in stored[:3]]
+    assert ids == sorted(ids)
+    assert stored[3].id == stored[2].id  # the duplicate in the same batch is the first row
+    rows = dict(database.execute("SELECT id, content FROM messages").fetchall())
+    assert all(rows[m.id] == m.content for m in stored)
     assert word_hits(database, "walrus") == ids
     assert substring_hits(database, "alru") == ids
-    assert database.execute("SELECT count(*) FROM messages_index_queue").fetchall() == [(0,)]
     check_integrity(database)
 
 
-def test_deleting_a_queued_row_leaves_the_indexes_exact(database: apsw.Connection) -> None:
+def test_purge_and_edits_keep_the_indexes_exact(database: apsw.Connection) -> None:
     with database:
-        kept = insert(database, "kept platypus")
-        index_queued_messages(database)
-        queued = insert(database, "queued platypus")
-        database.execute("DELETE FROM messages WHERE id = ?", (queued,))
-        indexed_then_deleted = kept
-        database.execute("DELETE FROM messages WHERE id = ?", (indexed_then_deleted,))
-        assert index_queued_messages(database) == 0
-    assert word_hits(database, "platypus") == []
-    check_integrity(database)
-
-
-def test_editing_rows_reindexes_them(database: apsw.Connection) -> None:
-    with database:
-        indexed = insert(database, "old narwhal")
-        index_queued_messages(database)
-        queued = insert(database, "old beluga")
-        database.execute("UPDATE messages SET content = 'new narwhal' WHERE id = ?", (indexed,))
-        database.execute("UPDATE messages SET content = 'new beluga' WHERE id = ?", (queued,))
-        index_queued_messages(database)
-    assert word_hits(database, "old") == []
-    assert word_hits(database, "new") == [indexed, queued]
-    check_integrity(database)
-
-
-async def test_rows_written_by_another_tool_are_indexed_at_start(
-    start_server: type[ServerProcess], tmp_path: Path
-) -> None:
-    home = tmp_path / "home"
-    first = start_server(home).start()
-    conversation = md.Conversation(channel="t", chat_id="c")
-    async with md.connect(first.address) as channel:
-        await append(md.MemoryServiceStub(channel), conversation, user("written by memoryd"))
-    assert first.stop() == 0
-
-    database = sqlite3.connect(home / "memory.db")
-    with database:
-        database.execute(INSERT.removesuffix(" RETURNING id"), ("imported by hand: a manatee",))
-    database.close()
-
-    second = start_server(home).start()
-    assert second.events("index_recovered")[0]["messages"] == 1
-    async with md.connect(second.address) as channel:
-        response = await md.MemoryServiceStub(channel).SearchHistory(
-            md.SearchHistoryRequest(query="manatee", conversation=conversation)
+        (kept,), (_gone,) = (
+            result.stored
+            for result in append_batch(
+                database,
+                [
+                    AppendRequest(key("keep"), (message("old narwhal"),), NOW),
+                    AppendRequest(key("gone"), (message("secret platypus"),), NOW),
+                ],
+            )
         )
-        assert [hit.message.content for hit in response.hits] == ["imported by hand: a manatee"]
+    with database:
+        purge_conversation(database, key("gone"))
+        database.execute("UPDATE messages SET content = 'new narwhal' WHERE id = ?", (kept.id,))
+    assert word_hits(database, "platypus") == []
+    assert substring_hits(database, "platyp") == []
+    assert word_hits(database, "old") == []
+    assert word_hits(database, "new") == [kept.id]
+    check_integrity(database)

@@ -18,7 +18,6 @@ import apsw
 from memoryd.config import Settings
 from memoryd.errors import StartupError
 from memoryd.services.history import HistoryService
-from memoryd.storage import history_writes
 from memoryd.storage.connection import ConnectionSettings, open_connection, writer_policy
 from memoryd.storage.migrations import bundled_migrations, migrate, schema_version
 from memoryd.storage.readers import ReaderPool
@@ -64,8 +63,6 @@ class Runtime:
         try:
             applied = migrate(connection, bundled_migrations())
             version = schema_version(connection)
-            with connection:  # rows another tool inserted are indexed before anyone searches
-                recovered = history_writes.index_queued_messages(connection)
         except BaseException:
             connection.close()
             raise
@@ -75,12 +72,6 @@ class Runtime:
                 applied,
                 extra={"event": "migrated", "versions": applied, "schema_version": version},
             )
-        if recovered:
-            log.warning(
-                "indexed %d messages left unindexed",
-                recovered,
-                extra={"event": "index_recovered", "messages": recovered},
-            )
         writer = Writer(
             connection,
             WriterSettings(
@@ -89,7 +80,6 @@ class Runtime:
                 attempts=settings.storage.write_attempts,
                 retry_delay_seconds=settings.storage.write_retry_delay_ms / 1000,
             ),
-            before_commit=[history_writes.index_queued_messages],
         )
         writer.start()
         readers = ReaderPool(connection_settings, settings.server.reader_threads)

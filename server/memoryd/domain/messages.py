@@ -92,13 +92,17 @@ def check_new_message(message: NewMessage, field: str, limits: MessageLimits) ->
             "(memoryd.history.max_content_bytes)"
         )
     client_id = check_identifier(message.client_message_id or "", f"{field}.client_message_id")
-    return dataclasses.replace(
-        message,
+    return NewMessage(
+        sender=message.sender,
+        role=message.role,
         kind=kind,
+        content=message.content,
         metadata_json=check_metadata(
             message.metadata_json, f"{field}.metadata", limits.max_metadata_bytes
         ),
         client_message_id=client_id or None,
+        created_at=message.created_at,
+        trust=message.trust,
     )
 
 

@@ -169,31 +169,6 @@ def next_history_version(connection: apsw.Connection) -> int:
     return int(row[0])
 
 
-def index_queued_messages(connection: apsw.Connection) -> int:
-    """Add every queued message to both full-text indexes; returns how many.
-
-    Runs once per write group, just before its commit (and once at start-up for rows another
-    tool may have inserted): one statement per index, so FTS5 writes one segment per group.
-    """
-    queued = one(connection, "SELECT count(*) FROM messages_index_queue")[0]
-    if not queued:
-        return 0
-    connection.execute(
-        "INSERT INTO messages_fts (rowid, content, scope) "
-        "SELECT m.id, m.content, c.search_scope FROM messages_index_queue AS q "
-        "JOIN messages AS m ON m.id = q.message_id "
-        "JOIN conversations AS c USING (agent_id, owner_id, channel, chat_id, thread_scope) "
-        "ORDER BY m.id"
-    )
-    connection.execute(
-        "INSERT INTO messages_trigram (rowid, content) "
-        "SELECT m.id, m.content FROM messages_index_queue AS q "
-        "JOIN messages AS m ON m.id = q.message_id ORDER BY m.id"
-    )
-    connection.execute("DELETE FROM messages_index_queue")
-    return int(queued)
-
-
 def _existing_by_client_id(
     connection: apsw.Connection, requests: list[AppendRequest], keys: dict[Row, ConversationKey]
 ) -> dict[tuple[Row, str], StoredMessage]:

@@ -4,9 +4,8 @@ Callers on the event loop submit jobs and await their results. A job is a payloa
 (a `Batch`): a function that carries out a list of payloads of that kind and returns their
 results in order. The thread takes every job waiting in the queue (up to
 `group_commit_max_rows` rows, optionally lingering `group_commit_max_wait_ms` for more), runs
-each run of consecutive jobs of one kind as a single call inside a savepoint, runs the
-`before_commit` steps once (bulk work such as full-text indexing), commits once, and only then
-answers every caller.
+each run of consecutive jobs of one kind as a single call inside a savepoint, commits once, and
+only then answers every caller.
 
 Set-based batches matter here more than anywhere: every SQLite call releases the interpreter
 lock and must win it back from the event loop, so a group's cost follows the number of
@@ -30,7 +29,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 import apsw
@@ -97,11 +96,9 @@ class Writer:
         self,
         connection: apsw.Connection,
         settings: WriterSettings,
-        before_commit: Sequence[Callable[[apsw.Connection], object]] = (),
     ) -> None:
         self._connection = connection
         self._settings = settings
-        self._before_commit = tuple(before_commit)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closing = False
         self._thread = threading.Thread(target=self._run, name="memoryd-writer", daemon=True)
@@ -180,8 +177,6 @@ class Writer:
                 self._connection.execute("BEGIN IMMEDIATE")
                 for run in _consecutive_runs(group):
                     self._run_batch(run)
-                for step in self._before_commit:
-                    step(self._connection)
                 self._connection.execute("COMMIT")
             except TRANSIENT_ERRORS as error:
                 self._rollback()
