@@ -1,0 +1,134 @@
+"""The writer's contracts, on a real SQLite database: grouping, isolation, order, retries, close."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import apsw
+import pytest
+
+from memoryd.errors import Unavailable
+from memoryd.storage.connection import ConnectionSettings, open_connection, writer_policy
+from memoryd.storage.writer import Batch, Writer, WriterSettings
+
+
+def _insert_all(connection: apsw.Connection, values: list[str]) -> list[int]:
+    ids = []
+    for value in values:
+        if value == "boom":
+            raise ValueError("this payload is refused")
+        connection.execute("INSERT INTO items (value) VALUES (?)", (value,))
+        ids.append(connection.last_insert_rowid())
+    return ids
+
+
+INSERT = Batch("insert", _insert_all)
+CALLS: list[int] = []
+
+
+def _counting(connection: apsw.Connection, values: list[str]) -> list[int]:
+    CALLS.append(len(values))
+    return _insert_all(connection, values)
+
+
+COUNTED = Batch("counted", _counting)
+MARK = Batch.each(
+    "mark",
+    lambda connection, value: connection.execute("INSERT INTO items (value) VALUES (?)", (value,)),
+)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> ConnectionSettings:
+    return ConnectionSettings(
+        path=tmp_path / "w.db", busy_timeout_ms=20, synchronous="normal", secure_delete=True
+    )
+
+
+@pytest.fixture
+async def writer(settings: ConnectionSettings) -> AsyncIterator[Writer]:
+    connection = open_connection(settings, writer_policy(settings))
+    connection.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, value TEXT NOT NULL) STRICT")
+    started = Writer(connection, WriterSettings(512, 0.0, 3, 0.05))
+    started.start()
+    yield started
+    await started.close()
+
+
+def stored(settings: ConnectionSettings) -> list[str]:
+    connection = apsw.Connection(str(settings.path))
+    try:
+        return [row[0] for row in connection.execute("SELECT value FROM items ORDER BY id")]
+    finally:
+        connection.close()
+
+
+async def test_concurrent_jobs_share_one_batch_call(
+    writer: Writer, settings: ConnectionSettings
+) -> None:
+    CALLS.clear()
+    results = await asyncio.gather(*(writer.submit(COUNTED, f"v{i}") for i in range(50)))
+    assert len(set(results)) == 50  # one row id per job
+    assert sum(CALLS) == 50
+    assert len(CALLS) < 50  # grouped: fewer calls than jobs
+    assert sorted(stored(settings)) == sorted(f"v{i}" for i in range(50))
+
+
+async def test_a_failing_job_is_isolated_and_the_others_commit(
+    writer: Writer, settings: ConnectionSettings
+) -> None:
+    results = await asyncio.gather(
+        *(writer.submit(INSERT, value) for value in ("a", "b", "boom", "c")),
+        return_exceptions=True,
+    )
+    assert isinstance(results[2], ValueError)
+    assert all(isinstance(result, int) for i, result in enumerate(results) if i != 2)
+    assert stored(settings) == ["a", "b", "c"]
+    assert writer.stats.failed_groups == 0
+
+
+async def test_order_is_kept_across_kinds(writer: Writer, settings: ConnectionSettings) -> None:
+    await asyncio.gather(
+        writer.submit(INSERT, "1"),
+        writer.submit(MARK, "2"),
+        writer.submit(INSERT, "3"),
+        writer.submit(INSERT, "4"),
+        writer.submit(MARK, "5"),
+    )
+    assert stored(settings) == ["1", "2", "3", "4", "5"]
+
+
+async def test_after_commit_hooks_run_before_the_answer(writer: Writer) -> None:
+    seen: list[int] = []
+    result = await writer.submit(INSERT, "x", after_commit=seen.append)
+    assert seen == [result]
+
+
+async def test_a_held_lock_is_retried(writer: Writer, settings: ConnectionSettings) -> None:
+    other = apsw.Connection(str(settings.path))
+    other.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(0.1, lambda: other.execute("ROLLBACK"))
+    release.start()
+    started = time.monotonic()
+    await writer.submit(INSERT, "after the lock")
+    assert time.monotonic() - started >= 0.08
+    release.join()
+    other.close()
+    assert writer.stats.retries >= 1
+    assert stored(settings) == ["after the lock"]
+
+
+async def test_close_commits_what_is_queued_then_refuses(
+    writer: Writer, settings: ConnectionSettings
+) -> None:
+    pending = [asyncio.ensure_future(writer.submit(INSERT, f"q{i}")) for i in range(20)]
+    await asyncio.sleep(0)
+    await writer.close()
+    assert len(await asyncio.gather(*pending)) == 20
+    assert len(stored(settings)) == 20
+    with pytest.raises(Unavailable):
+        await writer.submit(INSERT, "late")
