@@ -19,11 +19,11 @@ from memoryd.domain.conversation import (
 )
 from memoryd.domain.history import AppendOutcome, SearchHit
 from memoryd.domain.messages import NewMessage, Role, StoredMessage, Trust
+from memoryd.domain.timestamps import EPOCH
 from memoryd.errors import InvalidArgument
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 from memoryd_client.v1 import resources_pb2 as pb
 
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 ROLES = {
     pb.ROLE_USER: Role.USER,
     pb.ROLE_ASSISTANT: Role.ASSISTANT,

@@ -7,22 +7,24 @@ reference schema's `%Y-%m-%dT%H:%M:%fZ`.
 from __future__ import annotations
 
 import datetime as dt
+import time
 
 UTC = dt.UTC
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def utc_now() -> dt.datetime:
     """The current time, in UTC, truncated to what is stored (milliseconds)."""
-    now = dt.datetime.now(UTC)
-    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+    return EPOCH + dt.timedelta(milliseconds=time.time_ns() // 1_000_000)
 
 
 def to_text(moment: dt.datetime) -> str:
-    """The stored text of an aware datetime."""
-    text = moment.astimezone(UTC).isoformat(timespec="milliseconds")
-    return text.removesuffix("+00:00") + "Z"
+    """The stored text of an aware datetime (sub-millisecond digits are dropped)."""
+    if moment.tzinfo is not UTC:
+        moment = moment.astimezone(UTC)
+    return moment.isoformat(timespec="milliseconds").removesuffix("+00:00") + "Z"
 
 
 def from_text(text: str) -> dt.datetime:
     """Parse the stored text back into an aware datetime."""
-    return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    return dt.datetime.fromisoformat(text)

@@ -6,7 +6,6 @@ the candidates, the columns decide.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterable
 from typing import Any
 
@@ -23,6 +22,7 @@ from memoryd.domain.history import ConversationStats, SearchHit, WindowState, Wi
 from memoryd.domain.messages import StoredMessage
 from memoryd.domain.search_query import SearchPlan, like_pattern
 from memoryd.domain.snippets import ELLIPSIS, MARK, WORD_SNIPPET_TOKENS
+from memoryd.domain.timestamps import from_text
 from memoryd.storage.history_rows import (
     CONVERSATION_MATCH,
     KEY_MATCH,
@@ -126,8 +126,8 @@ def conversation_stats(
         window=window,
         message_count=int(total),
         window_message_count=int(in_window if cap is None else min(in_window, cap)),
-        first_message_at=dt.datetime.fromisoformat(first[0][0]) if first else None,
-        last_message_at=dt.datetime.fromisoformat(last[0][1]) if last else None,
+        first_message_at=from_text(first[0][0]) if first else None,
+        last_message_at=from_text(last[0][1]) if last else None,
         last_message_id=int(last[0][0]) if last else 0,
     )
 

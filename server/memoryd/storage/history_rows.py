@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,6 +10,7 @@ import apsw
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.history import WindowState
 from memoryd.domain.messages import Role, StoredMessage, Trust
+from memoryd.domain.timestamps import from_text
 
 KEY_COLUMNS = ("agent_id", "owner_id", "channel", "chat_id", "thread_scope")
 # A message alias `m` restricted to one conversation (five parameters, in KEY_COLUMNS order).
@@ -51,7 +51,7 @@ def message_from_row(row: Row, keys: dict[Row, ConversationKey]) -> StoredMessag
         content=row[9],
         metadata_json=row[10],
         client_message_id=row[11],
-        created_at=dt.datetime.fromisoformat(row[12]),
+        created_at=from_text(row[12]),
         trust=Trust(row[13]),
     )
 
@@ -60,6 +60,6 @@ def window_state_from_row(row: Row) -> WindowState:
     """A WindowState from (window_start_id, window_started_at, history_version)."""
     return WindowState(
         window_start_id=int(row[0]),
-        window_started_at=dt.datetime.fromisoformat(row[1]) if row[1] else None,
+        window_started_at=from_text(row[1]) if row[1] else None,
         history_version=int(row[2]),
     )

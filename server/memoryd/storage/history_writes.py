@@ -18,7 +18,7 @@ import apsw
 from memoryd.domain.conversation import ConversationKey, search_scope_tokens
 from memoryd.domain.history import AppendedMessage, AppendOutcome, AppendResult, WindowState
 from memoryd.domain.messages import NewMessage, StoredMessage
-from memoryd.domain.timestamps import to_text
+from memoryd.domain.timestamps import from_text, to_text
 from memoryd.storage.history_rows import (
     CONVERSATION_MATCH,
     KEY_MATCH,
@@ -236,7 +236,7 @@ def _insert_messages(
             content=message.content,
             metadata_json=message.metadata_json,
             client_message_id=message.client_message_id,
-            created_at=dt.datetime.fromisoformat(created_at),
+            created_at=from_text(created_at),
             trust=message.trust,
         )
         for position, (key, message, created_at) in enumerate(inserts)
