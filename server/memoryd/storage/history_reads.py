@@ -35,6 +35,9 @@ from memoryd.storage.history_rows import (
     window_state_from_row,
 )
 
+# Scopes up to this many messages are searched for substrings by scanning them (~1 us a row).
+SCAN_LIMIT = 5000
+
 
 def window_state(connection: apsw.Connection, key: ConversationKey) -> WindowState | None:
     """The conversation's window, or None when it has no record."""
@@ -176,19 +179,30 @@ def search_substrings(
     exclude_ids: Iterable[int],
     limit: int,
 ) -> list[SearchHit]:
-    """Messages containing every word of the query as a substring, newest first."""
+    """Messages containing every word of the query as a substring, newest first.
+
+    A scope of at most SCAN_LIMIT messages (a conversation, usually an owner) is scanned
+    directly: cheaper than any index. A larger one goes through the trigram index, which only
+    pays off when it drives the query: its candidates newest first, each checked against the
+    scope, stopping at the limit. Left to itself, SQLite's planner prefers the scope's index and
+    runs the whole trigram search again for every message of the scope.
+    """
     params: list[Any] = []
-    if plan.trigram_pieces:
-        # The trigram index answers LIKE '%piece%' (no ESCAPE: that would disable the index).
+    if plan.trigram_pieces and not _scope_is_small(connection, scope):
+        # LIKE '%piece%' without ESCAPE: an ESCAPE clause would keep FTS5 from using the index.
         sql = [
             f"SELECT {MESSAGE_COLUMNS} FROM messages_trigram AS t "
-            "JOIN messages AS m ON m.id = t.rowid WHERE "
+            "CROSS JOIN messages AS m ON m.id = t.rowid WHERE "
             + " AND ".join("t.content LIKE ?" for _ in plan.trigram_pieces)
         ]
         params.extend(like_pattern(piece) for piece in plan.trigram_pieces)
+        order = "ORDER BY t.rowid DESC"
+        exact_words = plan.exact_words
     else:
         sql = [f"SELECT {MESSAGE_COLUMNS} FROM messages AS m WHERE 1"]
-    for word in plan.exact_words:
+        order = "ORDER BY m.id DESC"
+        exact_words = plan.words
+    for word in exact_words:
         sql.append("AND instr(lower(m.content), lower(?)) > 0")
         params.append(word)
     _add_scope(sql, params, scope)
@@ -197,13 +211,23 @@ def search_substrings(
     if excluded:
         sql.append(f"AND m.id NOT IN ({_placeholders(len(excluded))})")
         params.extend(excluded)
-    sql.append("ORDER BY m.id DESC LIMIT ?")
+    sql.append(f"{order} LIMIT ?")
     params.append(limit)
     names: dict[Row, ConversationKey] = {}
     return [
         SearchHit(message_from_row(row, names), snippet=None, rank=0.0, word_match=False)
         for row in rows(connection, " ".join(sql), params)
     ]
+
+
+def _scope_is_small(connection: apsw.Connection, scope: HistoryScope) -> bool:
+    """Whether the scope holds at most SCAN_LIMIT messages (counting stops just past it)."""
+    sql = ["SELECT count(*) FROM (SELECT 1 FROM messages AS m WHERE 1"]
+    params: list[Any] = []
+    _add_scope(sql, params, scope)
+    sql.append("LIMIT ?)")
+    params.append(SCAN_LIMIT + 1)
+    return int(one(connection, " ".join(sql), params)[0]) <= SCAN_LIMIT
 
 
 # --- helpers ----------------------------------------------------------------------------------

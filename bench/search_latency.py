@@ -1,0 +1,169 @@
+"""(b) SearchHistory latency over a 100k-message corpus with a realistic vocabulary.
+
+    python bench/search_latency.py [--messages 100000] [--queries 2000]
+
+The corpus (bench/corpus.py) is loaded through the real server with AppendMessages: 600
+conversations of 60 owners and two agents. Queries are what users type: one mid-frequency word,
+two words that occur together in a message, a partial word (the substring path), or non-English
+text; scoped to a conversation (60%), an owner (30%) or an agent (10%). They run one at a time
+through the generated client; latency is measured at the client (the full round trip) and, from
+the server's own RPC log lines, inside the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import grpc
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import corpus  # noqa: E402 - after the path is set
+import memoryd_client as md  # noqa: E402
+from tests.server_process import ServerProcess  # noqa: E402
+
+AGENTS = ("main", "helper")
+OWNERS = 60
+CONVERSATIONS = 600
+PER_CALL = 100
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """The value below which `fraction` of `values` fall (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def conversations(rng: random.Random) -> list[md.Conversation]:
+    """The corpus's conversations: most of agent main, a tenth of agent helper."""
+    found = []
+    for index in range(CONVERSATIONS):
+        agent = AGENTS[1] if index % 10 == 9 else AGENTS[0]
+        owner = f"owner-{rng.randrange(OWNERS)}"
+        channel = rng.choice(("telegram", "slack", "discord"))
+        found.append(md.Conversation(agent_id=agent, owner_id=owner, channel=channel, chat_id=f"c{index}"))
+    return found
+
+
+def load(memory: md.MemoryServiceStub, total: int, rng: random.Random) -> tuple[list, list[str]]:
+    """Append `total` messages; returns the conversations and the texts."""
+    words = corpus.vocabulary()
+    chats = conversations(rng)
+    texts = []
+    for start in range(0, total, PER_CALL):
+        chat = rng.choice(chats)
+        batch = [corpus.message_text(rng, words) for _ in range(min(PER_CALL, total - start))]
+        texts.extend(batch)
+        memory.AppendMessages(
+            md.AppendMessagesRequest(
+                conversation=chat,
+                messages=[
+                    md.NewMessage(role=rng.choice((md.ROLE_USER, md.ROLE_ASSISTANT)), sender="x", content=text)
+                    for text in batch
+                ],
+            )
+        )
+    return chats, texts
+
+
+def queries(rng: random.Random, chats: list, texts: list[str], count: int) -> list[tuple[str, str, md.SearchHistoryRequest]]:
+    """(kind, scope, request) triples."""
+    content = set(corpus.vocabulary().content_words())
+    made = []
+    for _ in range(count):
+        roll = rng.random()
+        text = rng.choice(texts)
+        words = [w.strip(".?!").lower() for w in text.split() if w.strip(".?!").lower() in content]
+        if roll < 0.5 and words:
+            kind, query = "one word", rng.choice(words)
+        elif roll < 0.75 and len(words) >= 2:
+            kind, query = "two words", " ".join(rng.sample(words, 2))
+        elif roll < 0.95 and words:
+            word = rng.choice([w for w in words if len(w) >= 6] or words)
+            kind, query = "partial word", word[: max(3, len(word) - 2)]
+        else:
+            kind, query = "non-English", rng.choice(("東京", "会議", "😀", "привет", "café"))
+        chat = rng.choice(chats)
+        scope_roll = rng.random()
+        if scope_roll < 0.6:
+            scope, request = "conversation", md.SearchHistoryRequest(query=query, conversation=chat)
+        elif scope_roll < 0.9:
+            scope = "owner"
+            request = md.SearchHistoryRequest(
+                query=query, owner=md.OwnerScope(agent_id=chat.agent_id, owner_id=chat.owner_id)
+            )
+        else:
+            scope, request = "agent", md.SearchHistoryRequest(query=query, agent=md.AgentScope(agent_id=chat.agent_id))
+        made.append((kind, scope, request))
+    return made
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=2000)
+    args = parser.parse_args()
+    rng = random.Random(2026)
+
+    with tempfile.TemporaryDirectory() as scratch:
+        server = ServerProcess(Path(scratch) / "home").start()
+        try:
+            with grpc.insecure_channel(server.address) as channel:
+                memory = md.MemoryServiceStub(channel)
+                started = time.perf_counter()
+                chats, texts = load(memory, args.messages, rng)
+                load_seconds = time.perf_counter() - started
+                planned = queries(rng, chats, texts, args.queries)
+                for _, _, request in planned[:200]:  # warm-up: page cache, statement caches
+                    memory.SearchHistory(request)
+                mark = len(server.events("rpc"))
+                client: dict[str, list[float]] = defaultdict(list)
+                hits: list[int] = []
+                for kind, scope, request in planned:
+                    begin = time.perf_counter()
+                    response = memory.SearchHistory(request)
+                    elapsed = (time.perf_counter() - begin) * 1000
+                    for key in ("all", f"kind: {kind}", f"scope: {scope}"):
+                        client[key].append(elapsed)
+                    hits.append(len(response.hits))
+        finally:
+            code = server.stop()
+        inside = [
+            line["duration_ms"]
+            for line in server.events("rpc")[mark:]
+            if line["method"].endswith("/SearchHistory")
+        ]
+        database_mb = (Path(scratch) / "home" / "memory.db").stat().st_size / 1e6
+    if code != 0:
+        sys.exit(f"memoryd exited with {code}")
+
+    result = {
+        "benchmark": "search_latency",
+        "messages": args.messages,
+        "queries": len(planned),
+        "load_messages_per_second": round(args.messages / load_seconds),
+        "database_mb": round(database_mb, 1),
+        "mean_hits": round(statistics.mean(hits), 2),
+        "client_ms": {
+            key: {"p50": round(percentile(v, 0.5), 2), "p99": round(percentile(v, 0.99), 2), "n": len(v)}
+            for key, v in sorted(client.items())
+        },
+        "server_ms": {"p50": round(percentile(inside, 0.5), 2), "p99": round(percentile(inside, 0.99), 2)},
+        "targets_ms": {"p50": 5, "p99": 25},
+    }
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""Substring search over scopes too large to scan: the trigram path, still exact and isolated."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+import pytest
+
+import memoryd_client as md
+from memoryd.storage.history_reads import SCAN_LIMIT
+from tests.helpers import append, user
+from tests.server_process import ServerProcess
+
+BIG = md.Conversation(agent_id="big", owner_id="ada", channel="telegram", chat_id="1")
+BIG_OTHER_OWNER = md.Conversation(agent_id="big", owner_id="bob", channel="slack", chat_id="2")
+OTHER_AGENT = md.Conversation(agent_id="other", owner_id="ada", channel="telegram", chat_id="1")
+
+
+@pytest.fixture(scope="module")
+async def memory(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[md.MemoryServiceStub]:
+    server = ServerProcess(tmp_path_factory.mktemp("large") / "home").start()
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        filler = [user(f"filler message number {n} about nothing") for n in range(100)]
+        for _ in range((SCAN_LIMIT // 100) + 1):
+            await append(memory, BIG, *filler)
+        await append(memory, BIG, user("an old zebrafishy note"), user("100% sure, a_b"))
+        await append(memory, BIG, *filler)
+        await append(memory, BIG, user("a newer zebrafishy note"))
+        await append(memory, BIG_OTHER_OWNER, user("bob's zebrafishy note"))
+        await append(memory, OTHER_AGENT, user("other agent zebrafishy note"))
+        yield memory
+    assert server.stop() == 0
+
+
+async def substrings(memory: md.MemoryServiceStub, query: str, **scope: object) -> list[str]:
+    """Contents found; partial words (no whole-word match) must come from the substring stage."""
+    response = await memory.SearchHistory(md.SearchHistoryRequest(query=query, **scope))  # type: ignore[arg-type]
+    if query in ("ebrafish", "umbe"):
+        assert all(hit.match == md.MATCH_KIND_SUBSTRING for hit in response.hits)
+    return [hit.message.content for hit in response.hits]
+
+
+async def test_partial_words_in_a_large_conversation(memory: md.MemoryServiceStub) -> None:
+    assert await substrings(memory, "ebrafish", conversation=BIG) == [
+        "a newer zebrafishy note",
+        "an old zebrafishy note",
+    ]
+
+
+async def test_large_agent_scope_stays_within_the_agent(memory: md.MemoryServiceStub) -> None:
+    assert await substrings(memory, "ebrafish", agent=md.AgentScope(agent_id="big")) == [
+        "bob's zebrafishy note",
+        "a newer zebrafishy note",
+        "an old zebrafishy note",
+    ]
+    assert await substrings(
+        memory, "ebrafish", owner=md.OwnerScope(agent_id="big", owner_id="bob")
+    ) == ["bob's zebrafishy note"]
+    assert await substrings(memory, "ebrafish", agent=md.AgentScope(agent_id="other")) == [
+        "other agent zebrafishy note"
+    ]
+
+
+async def test_the_limit_and_exact_wildcard_words(memory: md.MemoryServiceStub) -> None:
+    assert len(await substrings(memory, "umbe", agent=md.AgentScope(agent_id="big"), limit=7)) == 7
+    assert await substrings(memory, "0% sure", conversation=BIG) == ["100% sure, a_b"]
+    assert await substrings(memory, "a_b", conversation=BIG) == ["100% sure, a_b"]
+    assert await substrings(memory, "zebrafishy filler", conversation=BIG) == []
+
+
+async def test_no_match_in_a_large_scope_is_quick_and_empty(memory: md.MemoryServiceStub) -> None:
+    # Every trigram of this word is common in the scope, the word itself is not.
+    assert await substrings(memory, "umberfill", conversation=BIG, limit=5) == []
+    with pytest.raises(grpc.aio.AioRpcError):
+        await memory.SearchHistory(md.SearchHistoryRequest(query="x"), timeout=5)
