@@ -1,6 +1,7 @@
 # The one task runner: the README's commands and CI (.ci/run) call these targets.
 #   make serve   install everything, start memoryd on ~/.memoryd, 127.0.0.1:50051
 #   make test    install everything, then lint, type-check, buf lint/breaking, and run every test
+#   make bench   the benchmarks in bench/ (figures for the README's performance section)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3
@@ -9,6 +10,7 @@ BIN := $(VENV)/bin
 TOOLS := $(CURDIR)/.tools
 BUF_VERSION := 1.75.0
 GRPCURL_VERSION := v1.9.3
+GHZ_VERSION := v0.120.0
 PY_SOURCES := server scripts tests bench clients/python/memoryd_client/__init__.py
 
 .PHONY: serve test install tools lint typecheck buf-lint buf-breaking protos pytest bench clean
@@ -58,8 +60,12 @@ protos: install
 pytest: install tools
 	PATH="$(TOOLS)/bin:$$PATH" $(BIN)/pytest
 
-bench: install
+# Benchmarks (scripts, not tests): ghz drives the gRPC load. Figures go in the README.
+bench: install $(TOOLS)/bin/ghz
 	$(BIN)/python bench/run_all.py
+
+$(TOOLS)/bin/ghz:
+	GOBIN=$(TOOLS)/bin GOFLAGS=-mod=mod go install github.com/bojand/ghz/cmd/ghz@$(GHZ_VERSION)
 
 clean:
 	rm -rf $(VENV) $(TOOLS) .mypy_cache .ruff_cache .pytest_cache .hypothesis

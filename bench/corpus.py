@@ -38,7 +38,17 @@ SYLLABLES = (
     "ka ri to mo na ve lo sa tra den pol mar kin sel bro fen gal hut jor lum nex pra quo"
     " rin sto tul vin wex yor zan bel cor dra eth fro gul hen ist jak kol mek nor"
 ).split()
-EXTRAS = ("東京タワーに行きました", "明日は会議があります", "🎉", "😀", "🚀", "привет", "встреча", "café", "naïve")
+EXTRAS = (
+    "東京タワーに行きました",
+    "明日は会議があります",
+    "🎉",
+    "😀",
+    "🚀",
+    "привет",
+    "встреча",
+    "café",
+    "naïve",
+)
 ZIPF_EXPONENT = 1.07
 
 
@@ -52,7 +62,8 @@ class Vocabulary:
     def sample(self, rng: random.Random, count: int) -> list[str]:
         """`count` words drawn by frequency."""
         top = self.cumulative[-1]
-        return [self.words[bisect.bisect(self.cumulative, rng.random() * top)] for _ in range(count)]
+        picks = (bisect.bisect(self.cumulative, rng.random() * top) for _ in range(count))
+        return [self.words[index] for index in picks]
 
     def content_words(self, lowest_rank: int = 100, highest_rank: int = 5000) -> tuple[str, ...]:
         """Mid-frequency words: what people actually search for."""

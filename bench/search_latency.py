@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import corpus  # noqa: E402 - after the path is set
+
 import memoryd_client as md  # noqa: E402
 from tests.server_process import ServerProcess  # noqa: E402
 
@@ -51,7 +52,9 @@ def conversations(rng: random.Random) -> list[md.Conversation]:
         agent = AGENTS[1] if index % 10 == 9 else AGENTS[0]
         owner = f"owner-{rng.randrange(OWNERS)}"
         channel = rng.choice(("telegram", "slack", "discord"))
-        found.append(md.Conversation(agent_id=agent, owner_id=owner, channel=channel, chat_id=f"c{index}"))
+        found.append(
+            md.Conversation(agent_id=agent, owner_id=owner, channel=channel, chat_id=f"c{index}")
+        )
     return found
 
 
@@ -68,7 +71,9 @@ def load(memory: md.MemoryServiceStub, total: int, rng: random.Random) -> tuple[
             md.AppendMessagesRequest(
                 conversation=chat,
                 messages=[
-                    md.NewMessage(role=rng.choice((md.ROLE_USER, md.ROLE_ASSISTANT)), sender="x", content=text)
+                    md.NewMessage(
+                        role=rng.choice((md.ROLE_USER, md.ROLE_ASSISTANT)), sender="x", content=text
+                    )
                     for text in batch
                 ],
             )
@@ -76,7 +81,9 @@ def load(memory: md.MemoryServiceStub, total: int, rng: random.Random) -> tuple[
     return chats, texts
 
 
-def queries(rng: random.Random, chats: list, texts: list[str], count: int) -> list[tuple[str, str, md.SearchHistoryRequest]]:
+def queries(
+    rng: random.Random, chats: list, texts: list[str], count: int
+) -> list[tuple[str, str, md.SearchHistoryRequest]]:
     """(kind, scope, request) triples."""
     content = set(corpus.vocabulary().content_words())
     made = []
@@ -103,7 +110,10 @@ def queries(rng: random.Random, chats: list, texts: list[str], count: int) -> li
                 query=query, owner=md.OwnerScope(agent_id=chat.agent_id, owner_id=chat.owner_id)
             )
         else:
-            scope, request = "agent", md.SearchHistoryRequest(query=query, agent=md.AgentScope(agent_id=chat.agent_id))
+            scope, request = (
+                "agent",
+                md.SearchHistoryRequest(query=query, agent=md.AgentScope(agent_id=chat.agent_id)),
+            )
         made.append((kind, scope, request))
     return made
 
@@ -155,10 +165,17 @@ def main() -> int:
         "database_mb": round(database_mb, 1),
         "mean_hits": round(statistics.mean(hits), 2),
         "client_ms": {
-            key: {"p50": round(percentile(v, 0.5), 2), "p99": round(percentile(v, 0.99), 2), "n": len(v)}
+            key: {
+                "p50": round(percentile(v, 0.5), 2),
+                "p99": round(percentile(v, 0.99), 2),
+                "n": len(v),
+            }
             for key, v in sorted(client.items())
         },
-        "server_ms": {"p50": round(percentile(inside, 0.5), 2), "p99": round(percentile(inside, 0.99), 2)},
+        "server_ms": {
+            "p50": round(percentile(inside, 0.5), 2),
+            "p99": round(percentile(inside, 0.99), 2),
+        },
         "targets_ms": {"p50": 5, "p99": 25},
     }
     print(json.dumps(result, indent=2))

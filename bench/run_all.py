@@ -1,0 +1,71 @@
+"""Run every benchmark in one go and print the figures the README's performance section shows.
+
+    make bench        # installs ghz, then runs this
+    python bench/run_all.py [--quick]
+
+Each benchmark prints its own JSON document; this collects them and prints a summary table.
+The machine is shared and noisy: compare ratios and medians, not single absolute times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent
+
+
+def run(script: str, *args: str) -> dict[str, object]:
+    """Run one benchmark script and return its JSON result."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / script), *args], capture_output=True, text=True, check=True
+    )
+    document: dict[str, object] = json.loads(result.stdout)
+    return document
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="shorter runs, for a smoke check")
+    args = parser.parse_args()
+    append_args = ["--seconds", "4", "--rounds", "2"] if args.quick else ["--rounds", "5"]
+    search_args = ["--messages", "20000", "--queries", "500"] if args.quick else []
+
+    append = run("append_throughput.py", *append_args)
+    search = run("search_latency.py", *search_args)
+    print(json.dumps({"append_throughput": append, "search_latency": search}, indent=2))
+
+    client: Any = search["client_ms"]
+    server: Any = search["server_ms"]
+    appended: Any = append
+    print(f"\nmachine: {platform.machine()}, Python {platform.python_version()}")
+    print("| measure | memoryd | baseline or target |")
+    print("|---|---|---|")
+    print(
+        f"| AppendMessages, 1 message per call, {appended['concurrency']} callers, median of "
+        f"{appended['rounds']} rounds | {statistics.median(appended['memoryd_rps']):.0f} calls/s, "
+        f"p50 {appended['memoryd_p50_ms']} ms, p99 {appended['memoryd_p99_ms']} ms | do-nothing "
+        f"grpc.aio server: {statistics.median(appended['baseline_rps']):.0f} calls/s |"
+    )
+    print(f"| ratio of the medians | **{appended['ratio_of_medians']}** | at least 0.5 |")
+    print(
+        f"| acknowledged appends committed | {appended['every_acknowledged_row_committed']} "
+        f"({appended['acknowledged']} acknowledged, {appended['committed_rows']} rows) | all |"
+    )
+    print(
+        f"| SearchHistory, {search['messages']} messages, {search['queries']} queries | "
+        f"p50 **{client['all']['p50']} ms**, p99 **{client['all']['p99']} ms** at the client; "
+        f"p50 {server['p50']} ms, p99 {server['p99']} ms in the server | p50 < 5 ms, "
+        f"p99 < 25 ms |"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
