@@ -137,30 +137,36 @@ def conversation_out(key: ConversationKey) -> pb.Conversation:
     )
 
 
-def message_out(message: StoredMessage) -> pb.Message:
-    """A stored message as a protobuf message."""
-    return pb.Message(
-        id=message.id,
-        conversation=conversation_out(message.key),
-        sender=message.sender,
-        role=ROLE_NUMBERS[message.role],
-        kind=message.kind,
-        content=message.content,
-        metadata=message.metadata_json,
-        client_message_id=message.client_message_id or "",
-        created_at=timestamp_out(message.created_at),
-        trust=TRUST_NUMBERS[message.trust],
-    )
+def fill_message(target: pb.Message, message: StoredMessage) -> None:
+    """Write a stored message into `target`, a message field of a response being built.
+
+    Responses are filled in place (`results.add()`, then fields): building nested messages from
+    keyword arguments copies each of them and cost about a tenth of AppendMessages throughput.
+    """
+    target.id = message.id
+    conversation = target.conversation
+    conversation.agent_id, conversation.owner_id = message.key.agent_id, message.key.owner_id
+    conversation.channel, conversation.chat_id = message.key.channel, message.key.chat_id
+    conversation.thread_scope = message.key.thread_scope
+    target.sender = message.sender
+    target.role = ROLE_NUMBERS[message.role]
+    target.kind = message.kind
+    target.content = message.content
+    target.metadata = message.metadata_json
+    if message.client_message_id:
+        target.client_message_id = message.client_message_id
+    since = message.created_at - EPOCH
+    target.created_at.seconds = since.days * 86400 + since.seconds
+    target.created_at.nanos = since.microseconds * 1000
+    target.trust = TRUST_NUMBERS[message.trust]
 
 
-def hit_out(hit: SearchHit) -> service_pb.HistoryHit:
-    """A search hit as a protobuf message."""
-    return service_pb.HistoryHit(
-        message=message_out(hit.message),
-        snippet=hit.snippet or "",
-        match=service_pb.MATCH_KIND_WORD if hit.word_match else service_pb.MATCH_KIND_SUBSTRING,
-        rank=hit.rank,
-    )
+def fill_hit(target: service_pb.HistoryHit, hit: SearchHit) -> None:
+    """Write a search hit into `target`."""
+    fill_message(target.message, hit.message)
+    target.snippet = hit.snippet or ""
+    target.match = service_pb.MATCH_KIND_WORD if hit.word_match else service_pb.MATCH_KIND_SUBSTRING
+    target.rank = hit.rank
 
 
 def optional_timestamp_out(moment: dt.datetime | None) -> timestamp_pb2.Timestamp | None:

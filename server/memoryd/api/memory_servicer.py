@@ -32,17 +32,12 @@ class MemoryServicer(service_grpc.MemoryServiceServicer):
             for index, message in enumerate(request.messages)
         ]
         result = await self._history.append(key, messages)
-        return service_pb.AppendMessagesResponse(
-            results=[
-                service_pb.AppendResult(
-                    index=item.index,
-                    outcome=convert.OUTCOMES[item.outcome],
-                    message=convert.message_out(item.message) if item.message else None,
-                )
-                for item in result.messages
-            ],
-            history_version=result.history_version,
-        )
+        response = service_pb.AppendMessagesResponse(history_version=result.history_version)
+        for item in result.messages:
+            entry = response.results.add(index=item.index, outcome=convert.OUTCOMES[item.outcome])
+            if item.message is not None:
+                convert.fill_message(entry.message, item.message)
+        return response
 
     async def ListMessages(
         self, request: service_pb.ListMessagesRequest, context: Context
@@ -55,10 +50,10 @@ class MemoryServicer(service_grpc.MemoryServiceServicer):
             kinds=list(request.kinds),
             all_history=request.all_history,
         )
-        return service_pb.ListMessagesResponse(
-            messages=[convert.message_out(message) for message in page.messages],
-            next_page_token=page.next_page_token,
-        )
+        response = service_pb.ListMessagesResponse(next_page_token=page.next_page_token)
+        for message in page.messages:
+            convert.fill_message(response.messages.add(), message)
+        return response
 
     async def SearchHistory(
         self, request: service_pb.SearchHistoryRequest, context: Context
@@ -67,7 +62,10 @@ class MemoryServicer(service_grpc.MemoryServiceServicer):
         hits = await self._history.search(
             scope, request.query, kinds=list(request.kinds), requested_limit=request.limit
         )
-        return service_pb.SearchHistoryResponse(hits=[convert.hit_out(hit) for hit in hits])
+        response = service_pb.SearchHistoryResponse()
+        for hit in hits:
+            convert.fill_hit(response.hits.add(), hit)
+        return response
 
     async def ClearConversation(
         self, request: service_pb.ClearConversationRequest, context: Context

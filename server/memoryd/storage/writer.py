@@ -4,14 +4,15 @@ Callers on the event loop submit jobs and await their results. A job is a payloa
 (a `Batch`): a function that carries out a list of payloads of that kind and returns their
 results in order. The thread takes every job waiting in the queue (up to
 `group_commit_max_rows` rows, optionally lingering `group_commit_max_wait_ms` for more), runs
-each run of consecutive jobs of one kind as a single call inside a savepoint, commits once, and
-only then answers every caller.
+each run of consecutive jobs of one kind as a single call, commits once, and only then answers
+every caller.
 
 Set-based batches matter here more than anywhere: every SQLite call releases the interpreter
 lock and must win it back from the event loop, so a group's cost follows the number of
-statements it runs, not the rows. If a batch fails for a non-transient reason, its savepoint is
-rolled back and its payloads are run one by one, each in its own savepoint, so one bad call gets
-its error and the others still commit.
+statements it runs, not the rows. For the same reason a group that is a single batch (the
+common case) runs without a savepoint. If a batch fails for a non-transient reason, the group
+is rolled back and run again with a savepoint per batch, and a failing batch is re-run one
+payload at a time, each in its own savepoint: one bad call gets its error, the others commit.
 
 A transient failure (SQLITE_BUSY, a locked table, an I/O error, a full disk) rolls the whole
 group back and runs it again, up to `write_attempts` times with a growing delay; after that every
