@@ -220,3 +220,21 @@ async def test_one_structured_log_line_per_rpc(
         assert isinstance(line["duration_ms"], float)
         assert line["duration_ms"] >= 0
         assert line["msg"].startswith(line["method"] + " " + line["status"] + " ")
+
+
+async def test_health_turns_not_serving_when_stopping(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    server = start_server(tmp_path / "home").start()
+    async with md.connect(server.address) as channel:
+        watch = health_pb2_grpc.HealthStub(channel).Watch(
+            health_pb2.HealthCheckRequest(service="memoryd.v1.MemoryService")
+        )
+        first = await watch.read()
+        assert first.status == health_pb2.HealthCheckResponse.SERVING
+        server.process.terminate()
+        second = await asyncio.wait_for(watch.read(), timeout=10)
+        assert second.status == health_pb2.HealthCheckResponse.NOT_SERVING
+        watch.cancel()
+    assert server.stop() == 0
+    assert server.events("stopping")
