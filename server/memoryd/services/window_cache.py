@@ -54,8 +54,6 @@ class WindowCache:
         )
         self._pending: dict[ConversationKey, _PendingLoad] = {}
         self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
 
     @property
     def capacity(self) -> int:
@@ -67,10 +65,8 @@ class WindowCache:
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
-                self.misses += 1
                 return None
             self._entries.move_to_end(key)
-            self.hits += 1
             return CachedWindow(entry.window_start_id, list(entry.messages), entry.complete)
 
     def begin_load(self, key: ConversationKey) -> None:
