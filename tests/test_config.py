@@ -99,6 +99,11 @@ def test_unbounded_history(tmp_path: Path, value: str) -> None:
         ("", {"MEMORYD_SERVER_LISTN": "x"}, "unknown environment setting MEMORYD_SERVER_LISTN"),
         (
             "",
+            {"MEMORYD_SERVER_GRACE_PERIOD_SECONDS": "nan"},
+            "MEMORYD_SERVER_GRACE_PERIOD_SECONDS must be a finite number, got nan",
+        ),
+        (
+            "",
             {"MEMORYD_SERVER_READER_THREADS": "many"},
             "MEMORYD_SERVER_READER_THREADS must be an integer, got 'many'",
         ),

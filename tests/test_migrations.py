@@ -63,18 +63,25 @@ async def test_the_server_migrates_an_empty_home_and_not_again(
     assert second.events("serving")[0]["schema_version"] == 1
 
 
+def restart_after(start_server: type[ServerProcess], home: Path, sql: str) -> ServerProcess:
+    """Create a database with a real server, change it with `sql`, start a server on it again."""
+    assert start_server(home).start().stop() == 0
+    database = sqlite3.connect(home / "memory.db")
+    with database:
+        database.execute(sql)
+    database.close()
+    return start_server(home)
+
+
 async def test_a_newer_database_is_refused(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:
     home = tmp_path / "home"
-    assert start_server(home).start().stop() == 0
-    database = sqlite3.connect(home / "memory.db")
-    with database:
-        database.execute(
-            "INSERT INTO schema_migrations VALUES (99, 'from_the_future', 'x', '2030-01-01')"
-        )
-    database.close()
-    server = start_server(home)
+    server = restart_after(
+        start_server,
+        home,
+        "INSERT INTO schema_migrations VALUES (99, 'from_the_future', 'x', '2030-01-01')",
+    )
     assert server.wait_exit() == 1
     assert (
         f"database {home / 'memory.db'} has schema version 99, newer than this memoryd supports"
@@ -86,13 +93,11 @@ async def test_a_newer_database_is_refused(
 async def test_an_edited_migration_is_refused(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:
-    home = tmp_path / "home"
-    assert start_server(home).start().stop() == 0
-    database = sqlite3.connect(home / "memory.db")
-    with database:
-        database.execute("UPDATE schema_migrations SET checksum = 'edited' WHERE version = 1")
-    database.close()
-    server = start_server(home)
+    server = restart_after(
+        start_server,
+        tmp_path / "home",
+        "UPDATE schema_migrations SET checksum = 'edited' WHERE version = 1",
+    )
     assert server.wait_exit() == 1
     assert (
         "migration 0001_conversation_history.sql was changed after it was applied" in server.output

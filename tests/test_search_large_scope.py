@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import grpc
 import pytest
 
 import memoryd_client as md
@@ -70,8 +69,12 @@ async def test_the_limit_and_exact_wildcard_words(memory: md.MemoryServiceStub) 
     assert await substrings(memory, "zebrafishy filler", conversation=BIG) == []
 
 
-async def test_no_match_in_a_large_scope_is_quick_and_empty(memory: md.MemoryServiceStub) -> None:
-    # Every trigram of this word is common in the scope, the word itself is not.
-    assert await substrings(memory, "umberfill", conversation=BIG, limit=5) == []
-    with pytest.raises(grpc.aio.AioRpcError):
-        await memory.SearchHistory(md.SearchHistoryRequest(query="x"), timeout=5)
+async def test_no_match_in_a_large_scope_is_quick_and_empty(
+    memory: md.MemoryServiceStub,
+) -> None:
+    # Every trigram of this word is common in the scope, the word itself is not: the whole
+    # trigram candidate set is checked. (Driven from the scope instead, this took seconds.)
+    response = await memory.SearchHistory(
+        md.SearchHistoryRequest(query="umberfill", conversation=BIG, limit=5), timeout=2
+    )
+    assert list(response.hits) == []

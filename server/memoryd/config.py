@@ -21,6 +21,7 @@ directory by `MEMORYD_HOME`. Unknown keys are refused, so a typo never silently 
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 import types
 import typing
@@ -217,8 +218,12 @@ def _coerce(value: Any, hint: Any, label: str) -> Any:  # noqa: PLR0911 - one br
             raise StartupError(f"{label} must be an integer, got {value!r}")
         return value
     if hint is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise StartupError(f"{label} must be a number, got {value!r}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise StartupError(f"{label} must be a finite number, got {value!r}")
         return float(value)
     if hint is str:
         if not isinstance(value, str):
