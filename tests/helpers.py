@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import grpc
 import pytest
 
@@ -34,3 +36,37 @@ async def rpc_error(call: object) -> grpc.aio.AioRpcError:
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await call  # type: ignore[misc]
     return caught.value
+
+
+def fresh_conversation(**fields: str) -> md.Conversation:
+    """A conversation of an agent no other test uses (so its prompt files are its own)."""
+    fields.setdefault("agent_id", f"agent-{uuid.uuid4().hex[:10]}")
+    fields.setdefault("channel", "telegram")
+    fields.setdefault("chat_id", f"chat-{uuid.uuid4().hex[:8]}")
+    return md.Conversation(**fields)
+
+
+def owner_of(conversation: md.Conversation) -> md.OwnerScope:
+    """The agent and owner of a conversation, as an OwnerScope."""
+    return md.OwnerScope(agent_id=conversation.agent_id, owner_id=conversation.owner_id)
+
+
+async def store(
+    memory: md.MemoryServiceStub,
+    conversation: md.Conversation,
+    key: str,
+    value: str,
+    category: int = md.CATEGORY_UNSPECIFIED,
+    **fields: object,
+) -> md.Memory:
+    """StoreMemory from a conversation; returns the stored row."""
+    response = await memory.StoreMemory(
+        md.StoreMemoryRequest(
+            conversation=conversation,
+            key=key,
+            value=value,
+            category=category,  # type: ignore[arg-type]
+            **fields,  # type: ignore[arg-type]
+        )
+    )
+    return response.memory

@@ -18,6 +18,7 @@ from tests.helpers import append, rpc_error, user
         (errors.InvalidArgument("x"), grpc.StatusCode.INVALID_ARGUMENT),
         (errors.NotFound("x"), grpc.StatusCode.NOT_FOUND),
         (errors.AlreadyExists("x"), grpc.StatusCode.ALREADY_EXISTS),
+        (errors.PermissionDenied("x"), grpc.StatusCode.PERMISSION_DENIED),
         (errors.FailedPrecondition("x"), grpc.StatusCode.FAILED_PRECONDITION),
         (errors.ResourceExhausted("x"), grpc.StatusCode.RESOURCE_EXHAUSTED),
         (errors.Unavailable("x"), grpc.StatusCode.UNAVAILABLE),

@@ -56,11 +56,11 @@ async def test_the_server_migrates_an_empty_home_and_not_again(
 ) -> None:
     home = tmp_path / "home"
     first = start_server(home).start()
-    assert first.events("migrated")[0]["versions"] == [1]
+    assert first.events("migrated")[0]["versions"] == [1, 2]
     assert first.stop() == 0
     second = start_server(home).start()
     assert second.events("migrated") == []
-    assert second.events("serving")[0]["schema_version"] == 1
+    assert second.events("serving")[0]["schema_version"] == 2
 
 
 def restart_after(start_server: type[ServerProcess], home: Path, sql: str) -> ServerProcess:

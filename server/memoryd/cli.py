@@ -1,6 +1,8 @@
 """The `memoryd` command.
 
 memoryd serve [--config PATH] [--listen HOST:PORT] [--home DIR]
+memoryd memory list|show|forget|restore ...     (calls a running server; see client_commands)
+memoryd resource list|history|show|diff|rollback ...
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from memoryd import __version__
+from memoryd import __version__, client_commands
 from memoryd.config import load_settings
 from memoryd.errors import StartupError
 from memoryd.logs import LogPipeline
@@ -35,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--listen", metavar="HOST:PORT", help="address to listen on (127.0.0.1:50051)"
     )
     serve.add_argument("--home", metavar="DIR", help="data directory (default ~/.memoryd)")
+    client_commands.add_commands(commands)
     return parser
 
 
@@ -43,6 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
+    if args.command in ("memory", "resource"):
+        return client_commands.run(args, os.environ)
     return EXIT_USAGE  # pragma: no cover - argparse refuses unknown commands
 
 

@@ -4,6 +4,7 @@
     ├── InvalidArgument               INVALID_ARGUMENT   bad input; nothing was written
     ├── NotFound                      NOT_FOUND          no such row visible to the caller
     ├── AlreadyExists                 ALREADY_EXISTS     a unique key is taken
+    ├── PermissionDenied              PERMISSION_DENIED  the caller may not do this (trust, job)
     ├── FailedPrecondition            FAILED_PRECONDITION the system is not in a state to do it
     ├── ResourceExhausted             RESOURCE_EXHAUSTED a configured limit is reached
     └── Unavailable                   UNAVAILABLE        retry later (storage busy, shutting down)
@@ -27,6 +28,7 @@ class Code(enum.Enum):
     INVALID_ARGUMENT = "INVALID_ARGUMENT"
     NOT_FOUND = "NOT_FOUND"
     ALREADY_EXISTS = "ALREADY_EXISTS"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
     FAILED_PRECONDITION = "FAILED_PRECONDITION"
     RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
     UNAVAILABLE = "UNAVAILABLE"
@@ -59,6 +61,13 @@ class AlreadyExists(MemorydError):
     """A unique key is already taken."""
 
     code = Code.ALREADY_EXISTS
+
+
+class PermissionDenied(MemorydError):
+    """The caller is known but may not do this (a guest writing a directive, a job reading
+    history)."""
+
+    code = Code.PERMISSION_DENIED
 
 
 class FailedPrecondition(MemorydError):

@@ -16,8 +16,12 @@ from pathlib import Path
 import apsw
 
 from memoryd.config import Settings
+from memoryd.domain import tokens
 from memoryd.errors import StartupError
 from memoryd.services.history import HistoryService
+from memoryd.services.memory import MemoryService
+from memoryd.services.prompt_files import PromptFiles
+from memoryd.services.resources import ResourceService
 from memoryd.storage.connection import ConnectionSettings, open_connection, writer_policy
 from memoryd.storage.migrations import bundled_migrations, migrate, schema_version
 from memoryd.storage.readers import ReaderPool
@@ -35,6 +39,9 @@ class Runtime:
     writer: Writer
     readers: ReaderPool
     history: HistoryService
+    memory: MemoryService
+    prompts: PromptFiles
+    resources: ResourceService
     schema_version: int
     _lock_fd: int
 
@@ -81,10 +88,15 @@ class Runtime:
                 retry_delay_seconds=settings.storage.write_retry_delay_ms / 1000,
             ),
         )
-        writer.start()
         readers = ReaderPool(connection_settings, settings.server.reader_threads)
+        prompts = PromptFiles(settings.home, readers)
+        tokens.load()  # the first render must not pay for loading the encoding
+        _resync_prompt_files(prompts, connection)  # before the writer thread owns the connection
+        writer.start()
         history = HistoryService(writer, readers, settings.history)
-        return cls(settings, writer, readers, history, version, lock_fd)
+        memory = MemoryService(writer, readers, prompts, history)
+        resources = ResourceService(writer, readers, prompts)
+        return cls(settings, writer, readers, history, memory, prompts, resources, version, lock_fd)
 
     async def close(self) -> None:
         """Commit what is queued, close every connection, release the data directory."""
@@ -93,6 +105,16 @@ class Runtime:
             self.readers.close()
         finally:
             os.close(self._lock_fd)
+
+
+def _resync_prompt_files(prompts: PromptFiles, connection: apsw.Connection) -> None:
+    rewritten = prompts.resync(connection)
+    if rewritten:
+        log.info(
+            "rewrote %d prompt file(s) from their current revision",
+            rewritten,
+            extra={"event": "prompt_files_resynced", "files": rewritten},
+        )
 
 
 def _lock_home(home: Path) -> int:

@@ -1,6 +1,8 @@
 """memoryd.v1.MemoryService: validate and translate requests, call the use cases, translate back.
 
-Errors are raised, never turned into statuses here: memoryd.api.status does that for every RPC.
+The service's RPCs are grouped by use case: conversation history here, long-term memory in
+memoryd.api.memory_rpcs, resource versioning in memoryd.api.resource_rpcs. Errors are raised,
+never turned into statuses here: memoryd.api.status does that for every RPC.
 """
 
 from __future__ import annotations
@@ -10,17 +12,30 @@ from typing import Any
 import grpc
 
 from memoryd.api import convert
+from memoryd.api.memory_rpcs import MemoryRpcs
+from memoryd.api.resource_rpcs import ResourceRpcs
 from memoryd.services.history import HistoryService
+from memoryd.services.memory import MemoryService
+from memoryd.services.prompt_files import PromptFiles
+from memoryd.services.resources import ResourceService
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 from memoryd_client.v1 import memory_service_pb2_grpc as service_grpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
-class MemoryServicer(service_grpc.MemoryServiceServicer):
+class MemoryServicer(MemoryRpcs, ResourceRpcs, service_grpc.MemoryServiceServicer):
     """The MemoryService RPCs."""
 
-    def __init__(self, history: HistoryService) -> None:
+    def __init__(
+        self,
+        history: HistoryService,
+        memory: MemoryService,
+        prompts: PromptFiles,
+        resources: ResourceService,
+    ) -> None:
+        MemoryRpcs.__init__(self, memory, prompts)
+        ResourceRpcs.__init__(self, resources)
         self._history = history
 
     async def AppendMessages(

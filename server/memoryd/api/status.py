@@ -37,6 +37,7 @@ STATUS: dict[Code, grpc.StatusCode] = {
     Code.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
     Code.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
     Code.ALREADY_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
+    Code.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
     Code.FAILED_PRECONDITION: grpc.StatusCode.FAILED_PRECONDITION,
     Code.RESOURCE_EXHAUSTED: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Code.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,

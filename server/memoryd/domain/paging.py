@@ -77,3 +77,32 @@ def decode_token(token: str, bound_to: str, field: str = "page_token") -> PageCu
 
 def _is_id(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
+
+
+def memory_fingerprint(material: str) -> str:
+    """What a ListMemories token is bound to: the caller and every filter."""
+    return hashlib.blake2b(material.encode("utf-8"), digest_size=8).hexdigest()
+
+
+def encode_memory_token(after: tuple[str, int], bound_to: str) -> str:
+    """The opaque next_page_token of a listing: the last row's (updated_at, id)."""
+    payload = json.dumps(
+        {"v": TOKEN_VERSION, "u": after[0], "i": after[1], "h": bound_to}, separators=(",", ":")
+    ).encode("utf-8")
+    return base64.urlsafe_b64encode(payload).decode("ascii").rstrip("=")
+
+
+def decode_memory_token(token: str, bound_to: str, field: str = "page_token") -> tuple[str, int]:
+    """Read a listing token; anything malformed or issued for another request is refused."""
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (binascii.Error, ValueError):
+        raise InvalidArgument(f"{field} is malformed") from None
+    if not isinstance(payload, dict) or payload.get("v") != TOKEN_VERSION:
+        raise InvalidArgument(f"{field} is malformed")
+    updated, last_id, bound = payload.get("u"), payload.get("i"), payload.get("h")
+    if not (isinstance(updated, str) and _is_id(last_id) and isinstance(bound, str)):
+        raise InvalidArgument(f"{field} is malformed")
+    if bound != bound_to:
+        raise InvalidArgument(f"{field} was issued for a different caller or filter")
+    return updated, last_id

@@ -77,6 +77,94 @@ MATCH_KIND_SUBSTRING: MatchKind.ValueType  # 2
 """
 Global___MatchKind: _TypeAlias = MatchKind  # noqa: Y015
 
+class _ArchivedFilter:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ArchivedFilterEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ArchivedFilter.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ARCHIVED_FILTER_UNSPECIFIED: _ArchivedFilter.ValueType  # 0
+    """Not set: same as ARCHIVED_FILTER_ACTIVE."""
+    ARCHIVED_FILTER_ACTIVE: _ArchivedFilter.ValueType  # 1
+    """Rows that are not archived."""
+    ARCHIVED_FILTER_ARCHIVED: _ArchivedFilter.ValueType  # 2
+    """Archived rows only."""
+    ARCHIVED_FILTER_ALL: _ArchivedFilter.ValueType  # 3
+    """Every row."""
+
+class ArchivedFilter(_ArchivedFilter, metaclass=_ArchivedFilterEnumTypeWrapper):
+    """ArchivedFilter selects rows by archive state."""
+
+ARCHIVED_FILTER_UNSPECIFIED: ArchivedFilter.ValueType  # 0
+"""Not set: same as ARCHIVED_FILTER_ACTIVE."""
+ARCHIVED_FILTER_ACTIVE: ArchivedFilter.ValueType  # 1
+"""Rows that are not archived."""
+ARCHIVED_FILTER_ARCHIVED: ArchivedFilter.ValueType  # 2
+"""Archived rows only."""
+ARCHIVED_FILTER_ALL: ArchivedFilter.ValueType  # 3
+"""Every row."""
+Global___ArchivedFilter: _TypeAlias = ArchivedFilter  # noqa: Y015
+
+class _RecallScope:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RecallScopeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RecallScope.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RECALL_SCOPE_UNSPECIFIED: _RecallScope.ValueType  # 0
+    """Not set: same as RECALL_SCOPE_CURRENT."""
+    RECALL_SCOPE_CURRENT: _RecallScope.ValueType  # 1
+    """This conversation: its notes, and its messages."""
+    RECALL_SCOPE_OWNER: _RecallScope.ValueType  # 2
+    """The owner: owner-scope rows, and the messages of every conversation of the owner."""
+    RECALL_SCOPE_ALL: _RecallScope.ValueType  # 3
+    """Everything of the owner with this agent: rows of every scope except jobs, and every
+    conversation's messages. Never rows or messages of another owner.
+    """
+
+class RecallScope(_RecallScope, metaclass=_RecallScopeEnumTypeWrapper):
+    """RecallScope is how far a recall looks."""
+
+RECALL_SCOPE_UNSPECIFIED: RecallScope.ValueType  # 0
+"""Not set: same as RECALL_SCOPE_CURRENT."""
+RECALL_SCOPE_CURRENT: RecallScope.ValueType  # 1
+"""This conversation: its notes, and its messages."""
+RECALL_SCOPE_OWNER: RecallScope.ValueType  # 2
+"""The owner: owner-scope rows, and the messages of every conversation of the owner."""
+RECALL_SCOPE_ALL: RecallScope.ValueType  # 3
+"""Everything of the owner with this agent: rows of every scope except jobs, and every
+conversation's messages. Never rows or messages of another owner.
+"""
+Global___RecallScope: _TypeAlias = RecallScope  # noqa: Y015
+
+class _RecallSource:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RecallSourceEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RecallSource.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RECALL_SOURCE_UNSPECIFIED: _RecallSource.ValueType  # 0
+    """Not set: same as RECALL_SOURCE_MEMORIES."""
+    RECALL_SOURCE_MEMORIES: _RecallSource.ValueType  # 1
+    """Memory rows."""
+    RECALL_SOURCE_HISTORY: _RecallSource.ValueType  # 2
+    """Conversation history."""
+    RECALL_SOURCE_ALL: _RecallSource.ValueType  # 3
+    """Both, merged in turns up to the limit."""
+
+class RecallSource(_RecallSource, metaclass=_RecallSourceEnumTypeWrapper):
+    """RecallSource is what a recall searches."""
+
+RECALL_SOURCE_UNSPECIFIED: RecallSource.ValueType  # 0
+"""Not set: same as RECALL_SOURCE_MEMORIES."""
+RECALL_SOURCE_MEMORIES: RecallSource.ValueType  # 1
+"""Memory rows."""
+RECALL_SOURCE_HISTORY: RecallSource.ValueType  # 2
+"""Conversation history."""
+RECALL_SOURCE_ALL: RecallSource.ValueType  # 3
+"""Both, merged in turns up to the limit."""
+Global___RecallSource: _TypeAlias = RecallSource  # noqa: Y015
+
 @_typing.final
 class NewMessage(_message.Message):
     """NewMessage is a message to append."""
@@ -605,3 +693,1205 @@ class GetConversationResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetConversationResponse: _TypeAlias = GetConversationResponse  # noqa: Y015
+
+@_typing.final
+class StoreMemoryRequest(_message.Message):
+    """StoreMemoryRequest is one memory_store (or memory_add) call."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    OWNER_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
+    CATEGORY_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    SCOPE_TYPE_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    SOURCE_MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    trust: _resources_pb2.Trust.ValueType
+    """The trust of the writer. Unset means operator. A guest can never write or replace a
+    directive.
+    """
+    category: _resources_pb2.Category.ValueType
+    """The category. Unset (and no id) stores a note: CATEGORY_FACT at conversation scope, or at
+    scope_type when given.
+    """
+    key: _builtins.str
+    """The key, unique within the scope; trimmed, at most 256 characters. Required, except for a
+    note with an explicit scope_type, which gets "mem-<8 hex>" when blank.
+    """
+    value: _builtins.str
+    """The value; trimmed, not blank, at most 200 characters."""
+    id: _builtins.int
+    """Replace the value of this row (of the caller) instead of storing by key. Its category and
+    scope stay; category, if set, must be the row's.
+    """
+    scope_type: _resources_pb2.ScopeType.ValueType
+    """Where to store, overriding the category's default scope. The scope id always comes from
+    the caller (its owner, agent, conversation or job_id).
+    """
+    metadata: _builtins.str
+    """Caller metadata, the text of a JSON object. Empty keeps the stored metadata ("{}" for a new
+    row). At most 64 KiB.
+    """
+    job_id: _builtins.str
+    """The scheduled job writing, inside a job run: rows go to the job's scope "job:<job_id>" and
+    the job is registered as a memory source.
+    """
+    confidence: _builtins.float
+    """How sure the writer is, from 0 to 1. 0 means 1."""
+    session_id: _builtins.str
+    """The caller's session id, kept as provenance."""
+    run_id: _builtins.str
+    """The run writing the row (for example a job run id), kept as provenance."""
+    source_message_id: _builtins.int
+    """The message the fact was taken from, kept as provenance. 0 means none."""
+    @_builtins.property
+    def conversation(self) -> _resources_pb2.Conversation:
+        """The conversation the tool was called from (its agent and owner own the row)."""
+
+    @_builtins.property
+    def owner(self) -> _resources_pb2.OwnerScope:
+        """The agent and owner, when there is no conversation (an API or a job)."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _resources_pb2.Conversation | None = ...,
+        owner: _resources_pb2.OwnerScope | None = ...,
+        trust: _resources_pb2.Trust.ValueType = ...,
+        category: _resources_pb2.Category.ValueType = ...,
+        key: _builtins.str = ...,
+        value: _builtins.str = ...,
+        id: _builtins.int = ...,
+        scope_type: _resources_pb2.ScopeType.ValueType = ...,
+        metadata: _builtins.str = ...,
+        job_id: _builtins.str = ...,
+        confidence: _builtins.float = ...,
+        session_id: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        source_message_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "conversation", b"conversation", "owner", b"owner"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "category", b"category", "confidence", b"confidence", "conversation", b"conversation", "id", b"id", "job_id", b"job_id", "key", b"key", "metadata", b"metadata", "owner", b"owner", "run_id", b"run_id", "scope_type", b"scope_type", "session_id", b"session_id", "source_message_id", b"source_message_id", "trust", b"trust", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_caller: _TypeAlias = _typing.Literal["conversation", "owner"]  # noqa: Y015
+    _WhichOneofArgType_caller: _TypeAlias = _typing.Literal["caller", b"caller"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_caller) -> _WhichOneofReturnType_caller | None: ...
+
+Global___StoreMemoryRequest: _TypeAlias = StoreMemoryRequest  # noqa: Y015
+
+@_typing.final
+class StoreMemoryResponse(_message.Message):
+    """StoreMemoryResponse returns the stored row."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_FIELD_NUMBER: _builtins.int
+    CREATED_FIELD_NUMBER: _builtins.int
+    created: _builtins.bool
+    """Whether the row was created by this call (false: an existing row was updated)."""
+    @_builtins.property
+    def memory(self) -> _resources_pb2.Memory:
+        """The row as committed."""
+
+    def __init__(
+        self,
+        *,
+        memory: _resources_pb2.Memory | None = ...,
+        created: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created", b"created", "memory", b"memory"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreMemoryResponse: _TypeAlias = StoreMemoryResponse  # noqa: Y015
+
+@_typing.final
+class GetMemoryRequest(_message.Message):
+    """GetMemoryRequest names one row: by id, or by scope and key."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    OWNER_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    SCOPE_TYPE_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """The row's id. When 0, scope_type and key are used."""
+    scope_type: _resources_pb2.ScopeType.ValueType
+    """The scope to look the key up in."""
+    key: _builtins.str
+    """The key (trimmed)."""
+    job_id: _builtins.str
+    """The job, for SCOPE_TYPE_JOB lookups."""
+    @_builtins.property
+    def conversation(self) -> _resources_pb2.Conversation:
+        """The caller's conversation (needed to look up a conversation note by key)."""
+
+    @_builtins.property
+    def owner(self) -> _resources_pb2.OwnerScope:
+        """The agent and owner."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _resources_pb2.Conversation | None = ...,
+        owner: _resources_pb2.OwnerScope | None = ...,
+        id: _builtins.int = ...,
+        scope_type: _resources_pb2.ScopeType.ValueType = ...,
+        key: _builtins.str = ...,
+        job_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "conversation", b"conversation", "owner", b"owner"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "conversation", b"conversation", "id", b"id", "job_id", b"job_id", "key", b"key", "owner", b"owner", "scope_type", b"scope_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_caller: _TypeAlias = _typing.Literal["conversation", "owner"]  # noqa: Y015
+    _WhichOneofArgType_caller: _TypeAlias = _typing.Literal["caller", b"caller"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_caller) -> _WhichOneofReturnType_caller | None: ...
+
+Global___GetMemoryRequest: _TypeAlias = GetMemoryRequest  # noqa: Y015
+
+@_typing.final
+class GetMemoryResponse(_message.Message):
+    """GetMemoryResponse carries the row."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def memory(self) -> _resources_pb2.Memory:
+        """The row."""
+
+    def __init__(
+        self,
+        *,
+        memory: _resources_pb2.Memory | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetMemoryResponse: _TypeAlias = GetMemoryResponse  # noqa: Y015
+
+@_typing.final
+class ListMemoriesRequest(_message.Message):
+    """ListMemoriesRequest selects rows of the caller."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    OWNER_FIELD_NUMBER: _builtins.int
+    SCOPE_TYPE_FIELD_NUMBER: _builtins.int
+    CATEGORIES_FIELD_NUMBER: _builtins.int
+    ARCHIVED_FIELD_NUMBER: _builtins.int
+    KEY_PREFIX_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    PREVIEW_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    scope_type: _resources_pb2.ScopeType.ValueType
+    """Only rows of this scope type. Unset means every scope except jobs (unless job_id is set)."""
+    archived: Global___ArchivedFilter.ValueType
+    """Archived rows or not. Unset means active rows only."""
+    key_prefix: _builtins.str
+    """Only keys starting with this text (case-sensitive)."""
+    page_size: _builtins.int
+    """The most rows to return. 0 means 20; at most 1000."""
+    page_token: _builtins.str
+    """The next_page_token of a previous response to the same request."""
+    preview: _builtins.bool
+    """Return a 120-character preview of each value instead of the value."""
+    job_id: _builtins.str
+    """Only the rows of this scheduled job (SCOPE_TYPE_JOB)."""
+    @_builtins.property
+    def conversation(self) -> _resources_pb2.Conversation:
+        """The caller's conversation."""
+
+    @_builtins.property
+    def owner(self) -> _resources_pb2.OwnerScope:
+        """The agent and owner."""
+
+    @_builtins.property
+    def categories(self) -> _containers.RepeatedScalarFieldContainer[_resources_pb2.Category.ValueType]:
+        """Only rows of these categories. Empty means every category."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _resources_pb2.Conversation | None = ...,
+        owner: _resources_pb2.OwnerScope | None = ...,
+        scope_type: _resources_pb2.ScopeType.ValueType = ...,
+        categories: _abc.Iterable[_resources_pb2.Category.ValueType] | None = ...,
+        archived: Global___ArchivedFilter.ValueType = ...,
+        key_prefix: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        preview: _builtins.bool = ...,
+        job_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "conversation", b"conversation", "owner", b"owner"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archived", b"archived", "caller", b"caller", "categories", b"categories", "conversation", b"conversation", "job_id", b"job_id", "key_prefix", b"key_prefix", "owner", b"owner", "page_size", b"page_size", "page_token", b"page_token", "preview", b"preview", "scope_type", b"scope_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_caller: _TypeAlias = _typing.Literal["conversation", "owner"]  # noqa: Y015
+    _WhichOneofArgType_caller: _TypeAlias = _typing.Literal["caller", b"caller"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_caller) -> _WhichOneofReturnType_caller | None: ...
+
+Global___ListMemoriesRequest: _TypeAlias = ListMemoriesRequest  # noqa: Y015
+
+@_typing.final
+class ListedMemory(_message.Message):
+    """ListedMemory is one row of a listing."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_FIELD_NUMBER: _builtins.int
+    PREVIEW_FIELD_NUMBER: _builtins.int
+    preview: _builtins.str
+    """The first 120 characters of the value, with "..." when it is longer; only with preview."""
+    @_builtins.property
+    def memory(self) -> _resources_pb2.Memory:
+        """The row; its value is empty when a preview was asked for."""
+
+    def __init__(
+        self,
+        *,
+        memory: _resources_pb2.Memory | None = ...,
+        preview: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "preview", b"preview"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListedMemory: _TypeAlias = ListedMemory  # noqa: Y015
+
+@_typing.final
+class ListMemoriesResponse(_message.Message):
+    """ListMemoriesResponse is one page of rows."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORIES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Pass as page_token to get the next page; empty when there are no more."""
+    @_builtins.property
+    def memories(self) -> _containers.RepeatedCompositeFieldContainer[Global___ListedMemory]:
+        """The rows, most recently updated first."""
+
+    def __init__(
+        self,
+        *,
+        memories: _abc.Iterable[Global___ListedMemory] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memories", b"memories", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMemoriesResponse: _TypeAlias = ListMemoriesResponse  # noqa: Y015
+
+@_typing.final
+class UpdateMemoryRequest(_message.Message):
+    """UpdateMemoryRequest changes one row of the caller."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    OWNER_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    SCOPE_TYPE_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """The row's id. When 0, scope_type and key are used."""
+    scope_type: _resources_pb2.ScopeType.ValueType
+    """The scope to look the key up in."""
+    key: _builtins.str
+    """The key (trimmed)."""
+    job_id: _builtins.str
+    """The job, for SCOPE_TYPE_JOB lookups."""
+    value: _builtins.str
+    """The new value (trimmed, at most 200 characters). Blank keeps the stored value."""
+    metadata: _builtins.str
+    """A JSON object whose top-level keys replace the stored metadata's. Empty changes nothing."""
+    trust: _resources_pb2.Trust.ValueType
+    """The trust of the writer. Unset means operator. A guest cannot change a directive."""
+    @_builtins.property
+    def conversation(self) -> _resources_pb2.Conversation:
+        """The caller's conversation."""
+
+    @_builtins.property
+    def owner(self) -> _resources_pb2.OwnerScope:
+        """The agent and owner."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _resources_pb2.Conversation | None = ...,
+        owner: _resources_pb2.OwnerScope | None = ...,
+        id: _builtins.int = ...,
+        scope_type: _resources_pb2.ScopeType.ValueType = ...,
+        key: _builtins.str = ...,
+        job_id: _builtins.str = ...,
+        value: _builtins.str = ...,
+        metadata: _builtins.str = ...,
+        trust: _resources_pb2.Trust.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "conversation", b"conversation", "owner", b"owner"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "conversation", b"conversation", "id", b"id", "job_id", b"job_id", "key", b"key", "metadata", b"metadata", "owner", b"owner", "scope_type", b"scope_type", "trust", b"trust", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_caller: _TypeAlias = _typing.Literal["conversation", "owner"]  # noqa: Y015
+    _WhichOneofArgType_caller: _TypeAlias = _typing.Literal["caller", b"caller"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_caller) -> _WhichOneofReturnType_caller | None: ...
+
+Global___UpdateMemoryRequest: _TypeAlias = UpdateMemoryRequest  # noqa: Y015
+
+@_typing.final
+class UpdateMemoryResponse(_message.Message):
+    """UpdateMemoryResponse returns the updated row."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def memory(self) -> _resources_pb2.Memory:
+        """The row as committed."""
+
+    def __init__(
+        self,
+        *,
+        memory: _resources_pb2.Memory | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateMemoryResponse: _TypeAlias = UpdateMemoryResponse  # noqa: Y015
+
+@_typing.final
+class ArchiveMemoryRequest(_message.Message):
+    """ArchiveMemoryRequest forgets one row of the caller."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    OWNER_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    ARCHIVED_BY_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """The row's id. Required."""
+    reason: _builtins.str
+    """Why it is forgotten, kept with the row. At most 1024 characters."""
+    archived_by: _builtins.str
+    """Who archives it. Empty means "operator"."""
+    trust: _resources_pb2.Trust.ValueType
+    """The trust of the caller. Unset means operator. A guest cannot archive a directive."""
+    @_builtins.property
+    def conversation(self) -> _resources_pb2.Conversation:
+        """The caller's conversation."""
+
+    @_builtins.property
+    def owner(self) -> _resources_pb2.OwnerScope:
+        """The agent and owner."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _resources_pb2.Conversation | None = ...,
+        owner: _resources_pb2.OwnerScope | None = ...,
+        id: _builtins.int = ...,
+        reason: _builtins.str = ...,
+        archived_by: _builtins.str = ...,
+        trust: _resources_pb2.Trust.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "conversation", b"conversation", "owner", b"owner"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archived_by", b"archived_by", "caller", b"caller", "conversation", b"conversation", "id", b"id", "owner", b"owner", "reason", b"reason", "trust", b"trust"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_caller: _TypeAlias = _typing.Literal["conversation", "owner"]  # noqa: Y015
+    _WhichOneofArgType_caller: _TypeAlias = _typing.Literal["caller", b"caller"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_caller) -> _WhichOneofReturnType_caller | None: ...
+
+Global___ArchiveMemoryRequest: _TypeAlias = ArchiveMemoryRequest  # noqa: Y015
+
+@_typing.final
+class ArchiveMemoryResponse(_message.Message):
+    """ArchiveMemoryResponse returns the archived row."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def memory(self) -> _resources_pb2.Memory:
+        """The row as committed."""
+
+    def __init__(
+        self,
+        *,
+        memory: _resources_pb2.Memory | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ArchiveMemoryResponse: _TypeAlias = ArchiveMemoryResponse  # noqa: Y015
+
+@_typing.final
+class RestoreMemoryRequest(_message.Message):
+    """RestoreMemoryRequest un-archives one row of the caller."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    OWNER_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """The row's id. Required."""
+    trust: _resources_pb2.Trust.ValueType
+    """The trust of the caller. Unset means operator. A guest cannot restore a directive."""
+    @_builtins.property
+    def conversation(self) -> _resources_pb2.Conversation:
+        """The caller's conversation."""
+
+    @_builtins.property
+    def owner(self) -> _resources_pb2.OwnerScope:
+        """The agent and owner."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _resources_pb2.Conversation | None = ...,
+        owner: _resources_pb2.OwnerScope | None = ...,
+        id: _builtins.int = ...,
+        trust: _resources_pb2.Trust.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "conversation", b"conversation", "owner", b"owner"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "conversation", b"conversation", "id", b"id", "owner", b"owner", "trust", b"trust"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_caller: _TypeAlias = _typing.Literal["conversation", "owner"]  # noqa: Y015
+    _WhichOneofArgType_caller: _TypeAlias = _typing.Literal["caller", b"caller"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_caller) -> _WhichOneofReturnType_caller | None: ...
+
+Global___RestoreMemoryRequest: _TypeAlias = RestoreMemoryRequest  # noqa: Y015
+
+@_typing.final
+class RestoreMemoryResponse(_message.Message):
+    """RestoreMemoryResponse returns the restored row."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_FIELD_NUMBER: _builtins.int
+    NOTICE_FIELD_NUMBER: _builtins.int
+    notice: _builtins.str
+    """The text to show: "restored memory <id>"."""
+    @_builtins.property
+    def memory(self) -> _resources_pb2.Memory:
+        """The row as committed."""
+
+    def __init__(
+        self,
+        *,
+        memory: _resources_pb2.Memory | None = ...,
+        notice: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "notice", b"notice"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RestoreMemoryResponse: _TypeAlias = RestoreMemoryResponse  # noqa: Y015
+
+@_typing.final
+class DeleteMemoryRequest(_message.Message):
+    """DeleteMemoryRequest erases one row of the caller, by id or by scope and key."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    OWNER_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    SCOPE_TYPE_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """The row's id. When 0, scope_type and key are used."""
+    scope_type: _resources_pb2.ScopeType.ValueType
+    """The scope to look the key up in."""
+    key: _builtins.str
+    """The key (trimmed)."""
+    job_id: _builtins.str
+    """The job, for SCOPE_TYPE_JOB lookups."""
+    trust: _resources_pb2.Trust.ValueType
+    """The trust of the caller. Unset means operator. A guest cannot delete a directive."""
+    @_builtins.property
+    def conversation(self) -> _resources_pb2.Conversation:
+        """The caller's conversation."""
+
+    @_builtins.property
+    def owner(self) -> _resources_pb2.OwnerScope:
+        """The agent and owner."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _resources_pb2.Conversation | None = ...,
+        owner: _resources_pb2.OwnerScope | None = ...,
+        id: _builtins.int = ...,
+        scope_type: _resources_pb2.ScopeType.ValueType = ...,
+        key: _builtins.str = ...,
+        job_id: _builtins.str = ...,
+        trust: _resources_pb2.Trust.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "conversation", b"conversation", "owner", b"owner"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "conversation", b"conversation", "id", b"id", "job_id", b"job_id", "key", b"key", "owner", b"owner", "scope_type", b"scope_type", "trust", b"trust"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_caller: _TypeAlias = _typing.Literal["conversation", "owner"]  # noqa: Y015
+    _WhichOneofArgType_caller: _TypeAlias = _typing.Literal["caller", b"caller"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_caller) -> _WhichOneofReturnType_caller | None: ...
+
+Global___DeleteMemoryRequest: _TypeAlias = DeleteMemoryRequest  # noqa: Y015
+
+@_typing.final
+class DeleteMemoryResponse(_message.Message):
+    """DeleteMemoryResponse says whether a row was erased."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DELETED_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    deleted: _builtins.bool
+    """Whether a row was erased by this call."""
+    id: _builtins.int
+    """The erased row's id; 0 when nothing was erased."""
+    def __init__(
+        self,
+        *,
+        deleted: _builtins.bool = ...,
+        id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted", b"deleted", "id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteMemoryResponse: _TypeAlias = DeleteMemoryResponse  # noqa: Y015
+
+@_typing.final
+class RecallRequest(_message.Message):
+    """RecallRequest is one memory_recall call."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    QUERY_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    SCOPE_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    query: _builtins.str
+    """Full-text search text; takes priority over key. Any text is valid and is matched as plain
+    words (never as search syntax). At most 1024 characters and 32 words.
+    """
+    key: _builtins.str
+    """Exact key lookup, when query is blank. With neither, the scope's rows are listed, newest
+    first.
+    """
+    scope: Global___RecallScope.ValueType
+    """How far to look. Unset means RECALL_SCOPE_CURRENT."""
+    source: Global___RecallSource.ValueType
+    """What to search. Unset means RECALL_SOURCE_MEMORIES."""
+    limit: _builtins.int
+    """The most hits. 0 means 10; at most 50."""
+    job_id: _builtins.str
+    """Set inside a scheduled job run: only the job's own rows ("job:<job_id>") are readable, and
+    history is refused (PERMISSION_DENIED).
+    """
+    @_builtins.property
+    def conversation(self) -> _resources_pb2.Conversation:
+        """The conversation the tool was called from. Required."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _resources_pb2.Conversation | None = ...,
+        query: _builtins.str = ...,
+        key: _builtins.str = ...,
+        scope: Global___RecallScope.ValueType = ...,
+        source: Global___RecallSource.ValueType = ...,
+        limit: _builtins.int = ...,
+        job_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "job_id", b"job_id", "key", b"key", "limit", b"limit", "query", b"query", "scope", b"scope", "source", b"source"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecallRequest: _TypeAlias = RecallRequest  # noqa: Y015
+
+@_typing.final
+class RecallHit(_message.Message):
+    """RecallHit is one memory row or message found by Recall."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOURCE_FIELD_NUMBER: _builtins.int
+    MATCH_FIELD_NUMBER: _builtins.int
+    RANK_FIELD_NUMBER: _builtins.int
+    MEMORY_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    source: Global___RecallSource.ValueType
+    """Where the hit comes from: RECALL_SOURCE_MEMORIES or RECALL_SOURCE_HISTORY."""
+    match: Global___MatchKind.ValueType
+    """How the hit matched (word, substring); unset for key lookups and listings."""
+    rank: _builtins.float
+    """The bm25 rank of a word match (more negative is better); 0 otherwise."""
+    @_builtins.property
+    def memory(self) -> _resources_pb2.Memory:
+        """A memory row (source RECALL_SOURCE_MEMORIES)."""
+
+    @_builtins.property
+    def message(self) -> Global___HistoryHit:
+        """A message (source RECALL_SOURCE_HISTORY)."""
+
+    def __init__(
+        self,
+        *,
+        source: Global___RecallSource.ValueType = ...,
+        match: Global___MatchKind.ValueType = ...,
+        rank: _builtins.float = ...,
+        memory: _resources_pb2.Memory | None = ...,
+        message: Global___HistoryHit | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["item", b"item", "memory", b"memory", "message", b"message"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["item", b"item", "match", b"match", "memory", b"memory", "message", b"message", "rank", b"rank", "source", b"source"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_item: _TypeAlias = _typing.Literal["memory", "message"]  # noqa: Y015
+    _WhichOneofArgType_item: _TypeAlias = _typing.Literal["item", b"item"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_item) -> _WhichOneofReturnType_item | None: ...
+
+Global___RecallHit: _TypeAlias = RecallHit  # noqa: Y015
+
+@_typing.final
+class RecallResponse(_message.Message):
+    """RecallResponse lists the hits, best first."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HITS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def hits(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecallHit]:
+        """The hits. Within each source: word matches by rank (then newest), then partial matches by
+        the number of matching words (then newest). With RECALL_SOURCE_ALL the sources take turns.
+        """
+
+    def __init__(
+        self,
+        *,
+        hits: _abc.Iterable[Global___RecallHit] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hits", b"hits"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecallResponse: _TypeAlias = RecallResponse  # noqa: Y015
+
+@_typing.final
+class ListMemorySourcesRequest(_message.Message):
+    """ListMemorySourcesRequest selects memory sources of one owner of one agent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    SOURCE_TYPE_FIELD_NUMBER: _builtins.int
+    status: _builtins.str
+    """Only sources with this status ("active", "paused", "deleted"). Empty means every status."""
+    source_type: _builtins.str
+    """Only sources of this type ("conversation", "api", "scheduled_job", "memory_reviewer").
+    Empty means every type.
+    """
+    @_builtins.property
+    def owner(self) -> _resources_pb2.OwnerScope:
+        """The agent and owner."""
+
+    def __init__(
+        self,
+        *,
+        owner: _resources_pb2.OwnerScope | None = ...,
+        status: _builtins.str = ...,
+        source_type: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["owner", b"owner"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner", b"owner", "source_type", b"source_type", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMemorySourcesRequest: _TypeAlias = ListMemorySourcesRequest  # noqa: Y015
+
+@_typing.final
+class ListMemorySourcesResponse(_message.Message):
+    """ListMemorySourcesResponse lists the sources."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOURCES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def sources(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.MemorySource]:
+        """The sources, most recently updated first."""
+
+    def __init__(
+        self,
+        *,
+        sources: _abc.Iterable[_resources_pb2.MemorySource] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["sources", b"sources"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMemorySourcesResponse: _TypeAlias = ListMemorySourcesResponse  # noqa: Y015
+
+@_typing.final
+class GetPromptContextRequest(_message.Message):
+    """GetPromptContextRequest names whose memory goes into the next model call."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The agent. Empty means "main"."""
+    owner_id: _builtins.str
+    """The owner. Empty means "default"."""
+    trust: _resources_pb2.Trust.ValueType
+    """The trust of the conversation's current speaker. Guests receive no memory."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        owner_id: _builtins.str = ...,
+        trust: _resources_pb2.Trust.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "owner_id", b"owner_id", "trust", b"trust"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetPromptContextRequest: _TypeAlias = GetPromptContextRequest  # noqa: Y015
+
+@_typing.final
+class PromptFileUsage(_message.Message):
+    """PromptFileUsage is how full a prompt file is."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USED_CHARS_FIELD_NUMBER: _builtins.int
+    MAX_CHARS_FIELD_NUMBER: _builtins.int
+    USED_TOKENS_FIELD_NUMBER: _builtins.int
+    MAX_TOKENS_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    used_chars: _builtins.int
+    """Characters used."""
+    max_chars: _builtins.int
+    """The character budget (4 per token of the token budget)."""
+    used_tokens: _builtins.int
+    """Tokens used (cl100k_base)."""
+    max_tokens: _builtins.int
+    """The token budget."""
+    revision: _builtins.int
+    """The resource revision the text is; 0 when nothing was ever rendered."""
+    def __init__(
+        self,
+        *,
+        used_chars: _builtins.int = ...,
+        max_chars: _builtins.int = ...,
+        used_tokens: _builtins.int = ...,
+        max_tokens: _builtins.int = ...,
+        revision: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_chars", b"max_chars", "max_tokens", b"max_tokens", "revision", b"revision", "used_chars", b"used_chars", "used_tokens", b"used_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PromptFileUsage: _TypeAlias = PromptFileUsage  # noqa: Y015
+
+@_typing.final
+class GetPromptContextResponse(_message.Message):
+    """GetPromptContextResponse is the prompt context."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_MD_FIELD_NUMBER: _builtins.int
+    MEMORY_MD_FIELD_NUMBER: _builtins.int
+    CONTEXT_BLOCK_FIELD_NUMBER: _builtins.int
+    USER_USAGE_FIELD_NUMBER: _builtins.int
+    MEMORY_USAGE_FIELD_NUMBER: _builtins.int
+    WITHHELD_FIELD_NUMBER: _builtins.int
+    user_md: _builtins.str
+    """USER.md: identity, preferences, interests and goals. Empty for guests."""
+    memory_md: _builtins.str
+    """MEMORY.md: working rules and context. Empty for guests."""
+    context_block: _builtins.str
+    """Both files fenced in one <memory-context> block, to send as one system message. Empty for
+    guests and when both files are empty.
+    """
+    withheld: _builtins.bool
+    """True when the memory was withheld because the speaker is a guest."""
+    @_builtins.property
+    def user_usage(self) -> Global___PromptFileUsage:
+        """How full USER.md is."""
+
+    @_builtins.property
+    def memory_usage(self) -> Global___PromptFileUsage:
+        """How full MEMORY.md is."""
+
+    def __init__(
+        self,
+        *,
+        user_md: _builtins.str = ...,
+        memory_md: _builtins.str = ...,
+        context_block: _builtins.str = ...,
+        user_usage: Global___PromptFileUsage | None = ...,
+        memory_usage: Global___PromptFileUsage | None = ...,
+        withheld: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory_usage", b"memory_usage", "user_usage", b"user_usage"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["context_block", b"context_block", "memory_md", b"memory_md", "memory_usage", b"memory_usage", "user_md", b"user_md", "user_usage", b"user_usage", "withheld", b"withheld"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetPromptContextResponse: _TypeAlias = GetPromptContextResponse  # noqa: Y015
+
+@_typing.final
+class ListResourcesRequest(_message.Message):
+    """ListResourcesRequest selects resources of an agent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    SCOPE_ID_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The agent. Empty means "main"."""
+    type: _resources_pb2.ResourceType.ValueType
+    """Only this type. Unset means every type."""
+    scope_id: _builtins.str
+    """Only this scope (the owner id for prompt files). Empty means every scope."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        type: _resources_pb2.ResourceType.ValueType = ...,
+        scope_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "scope_id", b"scope_id", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListResourcesRequest: _TypeAlias = ListResourcesRequest  # noqa: Y015
+
+@_typing.final
+class ListResourcesResponse(_message.Message):
+    """ListResourcesResponse lists resources."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESOURCES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def resources(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Resource]:
+        """The resources, by type then scope."""
+
+    def __init__(
+        self,
+        *,
+        resources: _abc.Iterable[_resources_pb2.Resource] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["resources", b"resources"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListResourcesResponse: _TypeAlias = ListResourcesResponse  # noqa: Y015
+
+@_typing.final
+class ListRevisionsRequest(_message.Message):
+    """ListRevisionsRequest selects revisions of one resource."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REF_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    BEFORE_REVISION_FIELD_NUMBER: _builtins.int
+    limit: _builtins.int
+    """The most revisions to return. 0 means 20; at most 1000."""
+    before_revision: _builtins.int
+    """Only revisions below this number (to page further back). 0 means from the newest."""
+    @_builtins.property
+    def ref(self) -> _resources_pb2.ResourceRef:
+        """The resource."""
+
+    def __init__(
+        self,
+        *,
+        ref: _resources_pb2.ResourceRef | None = ...,
+        limit: _builtins.int = ...,
+        before_revision: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["before_revision", b"before_revision", "limit", b"limit", "ref", b"ref"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListRevisionsRequest: _TypeAlias = ListRevisionsRequest  # noqa: Y015
+
+@_typing.final
+class ListRevisionsResponse(_message.Message):
+    """ListRevisionsResponse lists revisions, newest first, without content."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REVISIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def revisions(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.ResourceRevision]:
+        """The revisions."""
+
+    def __init__(
+        self,
+        *,
+        revisions: _abc.Iterable[_resources_pb2.ResourceRevision] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["revisions", b"revisions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListRevisionsResponse: _TypeAlias = ListRevisionsResponse  # noqa: Y015
+
+@_typing.final
+class GetRevisionRequest(_message.Message):
+    """GetRevisionRequest names one revision."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REF_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    revision: _builtins.int
+    """The revision. 0 means the current one."""
+    @_builtins.property
+    def ref(self) -> _resources_pb2.ResourceRef:
+        """The resource."""
+
+    def __init__(
+        self,
+        *,
+        ref: _resources_pb2.ResourceRef | None = ...,
+        revision: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref", "revision", b"revision"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetRevisionRequest: _TypeAlias = GetRevisionRequest  # noqa: Y015
+
+@_typing.final
+class GetRevisionResponse(_message.Message):
+    """GetRevisionResponse carries the revision with its content."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REVISION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def revision(self) -> _resources_pb2.ResourceRevision:
+        """The revision."""
+
+    def __init__(
+        self,
+        *,
+        revision: _resources_pb2.ResourceRevision | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["revision", b"revision"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["revision", b"revision"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetRevisionResponse: _TypeAlias = GetRevisionResponse  # noqa: Y015
+
+@_typing.final
+class DiffRevisionsRequest(_message.Message):
+    """DiffRevisionsRequest names two revisions of one resource."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REF_FIELD_NUMBER: _builtins.int
+    FROM_REVISION_FIELD_NUMBER: _builtins.int
+    TO_REVISION_FIELD_NUMBER: _builtins.int
+    from_revision: _builtins.int
+    """The older side. Required."""
+    to_revision: _builtins.int
+    """The newer side. Required."""
+    @_builtins.property
+    def ref(self) -> _resources_pb2.ResourceRef:
+        """The resource."""
+
+    def __init__(
+        self,
+        *,
+        ref: _resources_pb2.ResourceRef | None = ...,
+        from_revision: _builtins.int = ...,
+        to_revision: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_revision", b"from_revision", "ref", b"ref", "to_revision", b"to_revision"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DiffRevisionsRequest: _TypeAlias = DiffRevisionsRequest  # noqa: Y015
+
+@_typing.final
+class DiffRevisionsResponse(_message.Message):
+    """DiffRevisionsResponse is the unified diff."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DIFF_FIELD_NUMBER: _builtins.int
+    FROM_LABEL_FIELD_NUMBER: _builtins.int
+    TO_LABEL_FIELD_NUMBER: _builtins.int
+    diff: _builtins.str
+    """The unified diff; empty when the contents are equal."""
+    from_label: _builtins.str
+    """The label of the older side: "<type> @ revision N (<time>)"."""
+    to_label: _builtins.str
+    """The label of the newer side."""
+    def __init__(
+        self,
+        *,
+        diff: _builtins.str = ...,
+        from_label: _builtins.str = ...,
+        to_label: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["diff", b"diff", "from_label", b"from_label", "to_label", b"to_label"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DiffRevisionsResponse: _TypeAlias = DiffRevisionsResponse  # noqa: Y015
+
+@_typing.final
+class RollbackResourceRequest(_message.Message):
+    """RollbackResourceRequest names the revision to go back to."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REF_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    revision: _builtins.int
+    """The revision whose content becomes current again. Required."""
+    @_builtins.property
+    def ref(self) -> _resources_pb2.ResourceRef:
+        """The resource."""
+
+    def __init__(
+        self,
+        *,
+        ref: _resources_pb2.ResourceRef | None = ...,
+        revision: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref", "revision", b"revision"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RollbackResourceRequest: _TypeAlias = RollbackResourceRequest  # noqa: Y015
+
+@_typing.final
+class RollbackResourceResponse(_message.Message):
+    """RollbackResourceResponse reports the rollback."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REVISION_FIELD_NUMBER: _builtins.int
+    CHANGED_FIELD_NUMBER: _builtins.int
+    NOTICE_FIELD_NUMBER: _builtins.int
+    changed: _builtins.bool
+    """Whether a new revision was committed."""
+    notice: _builtins.str
+    """The text to show, including the warning that the next rebuild from memory rows replaces a
+    rolled-back USER.md or MEMORY.md.
+    """
+    @_builtins.property
+    def revision(self) -> _resources_pb2.ResourceRevision:
+        """The revision now current: a new one, or the current one when it already had that content."""
+
+    def __init__(
+        self,
+        *,
+        revision: _resources_pb2.ResourceRevision | None = ...,
+        changed: _builtins.bool = ...,
+        notice: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["revision", b"revision"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changed", b"changed", "notice", b"notice", "revision", b"revision"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RollbackResourceResponse: _TypeAlias = RollbackResourceResponse  # noqa: Y015

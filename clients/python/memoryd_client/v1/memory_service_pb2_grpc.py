@@ -66,6 +66,81 @@ class MemoryServiceStub:
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetConversationRequest.SerializeToString,
                 response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetConversationResponse.FromString,
                 _registered_method=True)
+        self.StoreMemory = channel.unary_unary(
+                '/memoryd.v1.MemoryService/StoreMemory',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.StoreMemoryRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.StoreMemoryResponse.FromString,
+                _registered_method=True)
+        self.GetMemory = channel.unary_unary(
+                '/memoryd.v1.MemoryService/GetMemory',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetMemoryRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetMemoryResponse.FromString,
+                _registered_method=True)
+        self.ListMemories = channel.unary_unary(
+                '/memoryd.v1.MemoryService/ListMemories',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListMemoriesRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListMemoriesResponse.FromString,
+                _registered_method=True)
+        self.UpdateMemory = channel.unary_unary(
+                '/memoryd.v1.MemoryService/UpdateMemory',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.UpdateMemoryRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.UpdateMemoryResponse.FromString,
+                _registered_method=True)
+        self.ArchiveMemory = channel.unary_unary(
+                '/memoryd.v1.MemoryService/ArchiveMemory',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ArchiveMemoryRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ArchiveMemoryResponse.FromString,
+                _registered_method=True)
+        self.RestoreMemory = channel.unary_unary(
+                '/memoryd.v1.MemoryService/RestoreMemory',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.RestoreMemoryRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.RestoreMemoryResponse.FromString,
+                _registered_method=True)
+        self.DeleteMemory = channel.unary_unary(
+                '/memoryd.v1.MemoryService/DeleteMemory',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.DeleteMemoryRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.DeleteMemoryResponse.FromString,
+                _registered_method=True)
+        self.Recall = channel.unary_unary(
+                '/memoryd.v1.MemoryService/Recall',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.RecallRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.RecallResponse.FromString,
+                _registered_method=True)
+        self.ListMemorySources = channel.unary_unary(
+                '/memoryd.v1.MemoryService/ListMemorySources',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListMemorySourcesRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListMemorySourcesResponse.FromString,
+                _registered_method=True)
+        self.GetPromptContext = channel.unary_unary(
+                '/memoryd.v1.MemoryService/GetPromptContext',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetPromptContextRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetPromptContextResponse.FromString,
+                _registered_method=True)
+        self.ListResources = channel.unary_unary(
+                '/memoryd.v1.MemoryService/ListResources',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListResourcesRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListResourcesResponse.FromString,
+                _registered_method=True)
+        self.ListRevisions = channel.unary_unary(
+                '/memoryd.v1.MemoryService/ListRevisions',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListRevisionsRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListRevisionsResponse.FromString,
+                _registered_method=True)
+        self.GetRevision = channel.unary_unary(
+                '/memoryd.v1.MemoryService/GetRevision',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetRevisionRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetRevisionResponse.FromString,
+                _registered_method=True)
+        self.DiffRevisions = channel.unary_unary(
+                '/memoryd.v1.MemoryService/DiffRevisions',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.DiffRevisionsRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.DiffRevisionsResponse.FromString,
+                _registered_method=True)
+        self.RollbackResource = channel.unary_unary(
+                '/memoryd.v1.MemoryService/RollbackResource',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.RollbackResourceRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.RollbackResourceResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -127,6 +202,130 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StoreMemory(self, request, context):
+        """StoreMemory is the memory_store tool. With a category it stores a long-term fact: user
+        categories (identity, preference, interest, goal) at owner scope, work categories (context,
+        directive) at agent scope, unless scope_type says otherwise. With an id it replaces that
+        row's value. With neither it stores a conversation note (category fact, conversation
+        scope). A key already stored in the scope is updated in place and keeps its id (and is
+        un-archived). Refusals carry the reason and write nothing: INVALID_ARGUMENT for a bad
+        category, blank key or value, or a value over 200 characters; PERMISSION_DENIED for a guest
+        writing a directive; FAILED_PRECONDITION for a row that cannot be edited; NOT_FOUND for a
+        row that is not the caller's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetMemory(self, request, context):
+        """GetMemory returns one row of the caller, by id or by scope and key. Archived rows are
+        returned too (with archived set). A row of another agent or owner is NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListMemories(self, request, context):
+        """ListMemories lists the caller's rows, most recently updated first, in pages.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateMemory(self, request, context):
+        """UpdateMemory changes a row's value and/or metadata (shallow-merged into the stored object).
+        A blank value keeps the stored one. Archived rows are FAILED_PRECONDITION: restore first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ArchiveMemory(self, request, context):
+        """ArchiveMemory forgets a row: it is kept (and can be restored) but is never recalled or
+        rendered again. Archiving an archived row changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RestoreMemory(self, request, context):
+        """RestoreMemory un-archives a row of the caller and re-renders the prompt files.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteMemory(self, request, context):
+        """DeleteMemory erases a row and its search index entries. Deleting a row that does not exist
+        (or is not the caller's) succeeds and deletes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Recall(self, request, context):
+        """Recall is the memory_recall tool: full-text search (query) or key lookup (key) over memory
+        rows and/or conversation history of the caller. Archived rows never appear. Inside a
+        scheduled job (job_id set) only the job's own rows are readable.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListMemorySources(self, request, context):
+        """ListMemorySources lists the sources memory rows of the caller were written through,
+        including scheduled jobs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetPromptContext(self, request, context):
+        """GetPromptContext returns USER.md, MEMORY.md and the fenced <memory-context> block to put in
+        the next model call's system prompt. Guests receive nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListResources(self, request, context):
+        """ListResources lists an agent's versioned resources (USER.md, MEMORY.md, checkpoints).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListRevisions(self, request, context):
+        """ListRevisions lists a resource's revisions, newest first, without their content.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRevision(self, request, context):
+        """GetRevision returns one revision with its content.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DiffRevisions(self, request, context):
+        """DiffRevisions returns the unified diff between two revisions, labelled
+        "<type> @ revision N (<time>)".
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RollbackResource(self, request, context):
+        """RollbackResource commits a new revision with an earlier revision's content and rewrites the
+        file. Memory rows are not changed, so the next change to the agent's memory renders USER.md
+        and MEMORY.md from the rows again and replaces the rolled-back text; the notice says so.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -159,6 +358,81 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.GetConversation,
                     request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetConversationRequest.FromString,
                     response_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetConversationResponse.SerializeToString,
+            ),
+            'StoreMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.StoreMemory,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.StoreMemoryRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.StoreMemoryResponse.SerializeToString,
+            ),
+            'GetMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMemory,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetMemoryRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetMemoryResponse.SerializeToString,
+            ),
+            'ListMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMemories,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListMemoriesRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListMemoriesResponse.SerializeToString,
+            ),
+            'UpdateMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateMemory,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.UpdateMemoryRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.UpdateMemoryResponse.SerializeToString,
+            ),
+            'ArchiveMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.ArchiveMemory,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ArchiveMemoryRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.ArchiveMemoryResponse.SerializeToString,
+            ),
+            'RestoreMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.RestoreMemory,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.RestoreMemoryRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.RestoreMemoryResponse.SerializeToString,
+            ),
+            'DeleteMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteMemory,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.DeleteMemoryRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.DeleteMemoryResponse.SerializeToString,
+            ),
+            'Recall': grpc.unary_unary_rpc_method_handler(
+                    servicer.Recall,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.RecallRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.RecallResponse.SerializeToString,
+            ),
+            'ListMemorySources': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMemorySources,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListMemorySourcesRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListMemorySourcesResponse.SerializeToString,
+            ),
+            'GetPromptContext': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPromptContext,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetPromptContextRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetPromptContextResponse.SerializeToString,
+            ),
+            'ListResources': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListResources,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListResourcesRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListResourcesResponse.SerializeToString,
+            ),
+            'ListRevisions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRevisions,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListRevisionsRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListRevisionsResponse.SerializeToString,
+            ),
+            'GetRevision': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRevision,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetRevisionRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetRevisionResponse.SerializeToString,
+            ),
+            'DiffRevisions': grpc.unary_unary_rpc_method_handler(
+                    servicer.DiffRevisions,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.DiffRevisionsRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.DiffRevisionsResponse.SerializeToString,
+            ),
+            'RollbackResource': grpc.unary_unary_rpc_method_handler(
+                    servicer.RollbackResource,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.RollbackResourceRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.RollbackResourceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -325,6 +599,411 @@ class MemoryService:
             '/memoryd.v1.MemoryService/GetConversation',
             memoryd_dot_v1_dot_memory__service__pb2.GetConversationRequest.SerializeToString,
             memoryd_dot_v1_dot_memory__service__pb2.GetConversationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StoreMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/StoreMemory',
+            memoryd_dot_v1_dot_memory__service__pb2.StoreMemoryRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.StoreMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/GetMemory',
+            memoryd_dot_v1_dot_memory__service__pb2.GetMemoryRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.GetMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/ListMemories',
+            memoryd_dot_v1_dot_memory__service__pb2.ListMemoriesRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.ListMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/UpdateMemory',
+            memoryd_dot_v1_dot_memory__service__pb2.UpdateMemoryRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.UpdateMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ArchiveMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/ArchiveMemory',
+            memoryd_dot_v1_dot_memory__service__pb2.ArchiveMemoryRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.ArchiveMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RestoreMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/RestoreMemory',
+            memoryd_dot_v1_dot_memory__service__pb2.RestoreMemoryRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.RestoreMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/DeleteMemory',
+            memoryd_dot_v1_dot_memory__service__pb2.DeleteMemoryRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.DeleteMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Recall(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/Recall',
+            memoryd_dot_v1_dot_memory__service__pb2.RecallRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.RecallResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMemorySources(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/ListMemorySources',
+            memoryd_dot_v1_dot_memory__service__pb2.ListMemorySourcesRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.ListMemorySourcesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPromptContext(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/GetPromptContext',
+            memoryd_dot_v1_dot_memory__service__pb2.GetPromptContextRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.GetPromptContextResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListResources(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/ListResources',
+            memoryd_dot_v1_dot_memory__service__pb2.ListResourcesRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.ListResourcesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRevisions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/ListRevisions',
+            memoryd_dot_v1_dot_memory__service__pb2.ListRevisionsRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.ListRevisionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRevision(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/GetRevision',
+            memoryd_dot_v1_dot_memory__service__pb2.GetRevisionRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.GetRevisionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DiffRevisions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/DiffRevisions',
+            memoryd_dot_v1_dot_memory__service__pb2.DiffRevisionsRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.DiffRevisionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RollbackResource(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/RollbackResource',
+            memoryd_dot_v1_dot_memory__service__pb2.RollbackResourceRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.RollbackResourceResponse.FromString,
             options,
             channel_credentials,
             insecure,

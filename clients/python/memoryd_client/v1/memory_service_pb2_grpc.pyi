@@ -64,6 +64,65 @@ class MemoryServiceStub:
     """
     GetConversation: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetConversationRequest, _memory_service_pb2.GetConversationResponse]
     """GetConversation returns a conversation's counts, times, window start and history version."""
+    StoreMemory: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.StoreMemoryRequest, _memory_service_pb2.StoreMemoryResponse]
+    """StoreMemory is the memory_store tool. With a category it stores a long-term fact: user
+    categories (identity, preference, interest, goal) at owner scope, work categories (context,
+    directive) at agent scope, unless scope_type says otherwise. With an id it replaces that
+    row's value. With neither it stores a conversation note (category fact, conversation
+    scope). A key already stored in the scope is updated in place and keeps its id (and is
+    un-archived). Refusals carry the reason and write nothing: INVALID_ARGUMENT for a bad
+    category, blank key or value, or a value over 200 characters; PERMISSION_DENIED for a guest
+    writing a directive; FAILED_PRECONDITION for a row that cannot be edited; NOT_FOUND for a
+    row that is not the caller's.
+    """
+    GetMemory: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetMemoryRequest, _memory_service_pb2.GetMemoryResponse]
+    """GetMemory returns one row of the caller, by id or by scope and key. Archived rows are
+    returned too (with archived set). A row of another agent or owner is NOT_FOUND.
+    """
+    ListMemories: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemoriesRequest, _memory_service_pb2.ListMemoriesResponse]
+    """ListMemories lists the caller's rows, most recently updated first, in pages."""
+    UpdateMemory: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.UpdateMemoryRequest, _memory_service_pb2.UpdateMemoryResponse]
+    """UpdateMemory changes a row's value and/or metadata (shallow-merged into the stored object).
+    A blank value keeps the stored one. Archived rows are FAILED_PRECONDITION: restore first.
+    """
+    ArchiveMemory: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ArchiveMemoryRequest, _memory_service_pb2.ArchiveMemoryResponse]
+    """ArchiveMemory forgets a row: it is kept (and can be restored) but is never recalled or
+    rendered again. Archiving an archived row changes nothing.
+    """
+    RestoreMemory: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.RestoreMemoryRequest, _memory_service_pb2.RestoreMemoryResponse]
+    """RestoreMemory un-archives a row of the caller and re-renders the prompt files."""
+    DeleteMemory: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteMemoryRequest, _memory_service_pb2.DeleteMemoryResponse]
+    """DeleteMemory erases a row and its search index entries. Deleting a row that does not exist
+    (or is not the caller's) succeeds and deletes nothing.
+    """
+    Recall: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.RecallRequest, _memory_service_pb2.RecallResponse]
+    """Recall is the memory_recall tool: full-text search (query) or key lookup (key) over memory
+    rows and/or conversation history of the caller. Archived rows never appear. Inside a
+    scheduled job (job_id set) only the job's own rows are readable.
+    """
+    ListMemorySources: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemorySourcesRequest, _memory_service_pb2.ListMemorySourcesResponse]
+    """ListMemorySources lists the sources memory rows of the caller were written through,
+    including scheduled jobs.
+    """
+    GetPromptContext: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetPromptContextRequest, _memory_service_pb2.GetPromptContextResponse]
+    """GetPromptContext returns USER.md, MEMORY.md and the fenced <memory-context> block to put in
+    the next model call's system prompt. Guests receive nothing.
+    """
+    ListResources: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListResourcesRequest, _memory_service_pb2.ListResourcesResponse]
+    """ListResources lists an agent's versioned resources (USER.md, MEMORY.md, checkpoints)."""
+    ListRevisions: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListRevisionsRequest, _memory_service_pb2.ListRevisionsResponse]
+    """ListRevisions lists a resource's revisions, newest first, without their content."""
+    GetRevision: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetRevisionRequest, _memory_service_pb2.GetRevisionResponse]
+    """GetRevision returns one revision with its content."""
+    DiffRevisions: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.DiffRevisionsRequest, _memory_service_pb2.DiffRevisionsResponse]
+    """DiffRevisions returns the unified diff between two revisions, labelled
+    "<type> @ revision N (<time>)".
+    """
+    RollbackResource: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.RollbackResourceRequest, _memory_service_pb2.RollbackResourceResponse]
+    """RollbackResource commits a new revision with an earlier revision's content and rewrites the
+    file. Memory rows are not changed, so the next change to the agent's memory renders USER.md
+    and MEMORY.md from the rows again and replaces the rolled-back text; the notice says so.
+    """
 
 @_typing.type_check_only
 class MemoryServiceAsyncStub(MemoryServiceStub):
@@ -101,6 +160,65 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """
     GetConversation: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetConversationRequest, _memory_service_pb2.GetConversationResponse]  # type: ignore[assignment]
     """GetConversation returns a conversation's counts, times, window start and history version."""
+    StoreMemory: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.StoreMemoryRequest, _memory_service_pb2.StoreMemoryResponse]  # type: ignore[assignment]
+    """StoreMemory is the memory_store tool. With a category it stores a long-term fact: user
+    categories (identity, preference, interest, goal) at owner scope, work categories (context,
+    directive) at agent scope, unless scope_type says otherwise. With an id it replaces that
+    row's value. With neither it stores a conversation note (category fact, conversation
+    scope). A key already stored in the scope is updated in place and keeps its id (and is
+    un-archived). Refusals carry the reason and write nothing: INVALID_ARGUMENT for a bad
+    category, blank key or value, or a value over 200 characters; PERMISSION_DENIED for a guest
+    writing a directive; FAILED_PRECONDITION for a row that cannot be edited; NOT_FOUND for a
+    row that is not the caller's.
+    """
+    GetMemory: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetMemoryRequest, _memory_service_pb2.GetMemoryResponse]  # type: ignore[assignment]
+    """GetMemory returns one row of the caller, by id or by scope and key. Archived rows are
+    returned too (with archived set). A row of another agent or owner is NOT_FOUND.
+    """
+    ListMemories: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemoriesRequest, _memory_service_pb2.ListMemoriesResponse]  # type: ignore[assignment]
+    """ListMemories lists the caller's rows, most recently updated first, in pages."""
+    UpdateMemory: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.UpdateMemoryRequest, _memory_service_pb2.UpdateMemoryResponse]  # type: ignore[assignment]
+    """UpdateMemory changes a row's value and/or metadata (shallow-merged into the stored object).
+    A blank value keeps the stored one. Archived rows are FAILED_PRECONDITION: restore first.
+    """
+    ArchiveMemory: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ArchiveMemoryRequest, _memory_service_pb2.ArchiveMemoryResponse]  # type: ignore[assignment]
+    """ArchiveMemory forgets a row: it is kept (and can be restored) but is never recalled or
+    rendered again. Archiving an archived row changes nothing.
+    """
+    RestoreMemory: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.RestoreMemoryRequest, _memory_service_pb2.RestoreMemoryResponse]  # type: ignore[assignment]
+    """RestoreMemory un-archives a row of the caller and re-renders the prompt files."""
+    DeleteMemory: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteMemoryRequest, _memory_service_pb2.DeleteMemoryResponse]  # type: ignore[assignment]
+    """DeleteMemory erases a row and its search index entries. Deleting a row that does not exist
+    (or is not the caller's) succeeds and deletes nothing.
+    """
+    Recall: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.RecallRequest, _memory_service_pb2.RecallResponse]  # type: ignore[assignment]
+    """Recall is the memory_recall tool: full-text search (query) or key lookup (key) over memory
+    rows and/or conversation history of the caller. Archived rows never appear. Inside a
+    scheduled job (job_id set) only the job's own rows are readable.
+    """
+    ListMemorySources: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemorySourcesRequest, _memory_service_pb2.ListMemorySourcesResponse]  # type: ignore[assignment]
+    """ListMemorySources lists the sources memory rows of the caller were written through,
+    including scheduled jobs.
+    """
+    GetPromptContext: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetPromptContextRequest, _memory_service_pb2.GetPromptContextResponse]  # type: ignore[assignment]
+    """GetPromptContext returns USER.md, MEMORY.md and the fenced <memory-context> block to put in
+    the next model call's system prompt. Guests receive nothing.
+    """
+    ListResources: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListResourcesRequest, _memory_service_pb2.ListResourcesResponse]  # type: ignore[assignment]
+    """ListResources lists an agent's versioned resources (USER.md, MEMORY.md, checkpoints)."""
+    ListRevisions: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListRevisionsRequest, _memory_service_pb2.ListRevisionsResponse]  # type: ignore[assignment]
+    """ListRevisions lists a resource's revisions, newest first, without their content."""
+    GetRevision: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetRevisionRequest, _memory_service_pb2.GetRevisionResponse]  # type: ignore[assignment]
+    """GetRevision returns one revision with its content."""
+    DiffRevisions: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.DiffRevisionsRequest, _memory_service_pb2.DiffRevisionsResponse]  # type: ignore[assignment]
+    """DiffRevisions returns the unified diff between two revisions, labelled
+    "<type> @ revision N (<time>)".
+    """
+    RollbackResource: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.RollbackResourceRequest, _memory_service_pb2.RollbackResourceResponse]  # type: ignore[assignment]
+    """RollbackResource commits a new revision with an earlier revision's content and rewrites the
+    file. Memory rows are not changed, so the next change to the agent's memory renders USER.md
+    and MEMORY.md from the rows again and replaces the rolled-back text; the notice says so.
+    """
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     """MemoryService is what channel adapters call: conversation history now, long-term memory and
@@ -171,5 +289,154 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.GetConversationResponse, _abc.Awaitable[_memory_service_pb2.GetConversationResponse]]:
         """GetConversation returns a conversation's counts, times, window start and history version."""
+
+    @_abc_1.abstractmethod
+    def StoreMemory(
+        self,
+        request: _memory_service_pb2.StoreMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.StoreMemoryResponse, _abc.Awaitable[_memory_service_pb2.StoreMemoryResponse]]:
+        """StoreMemory is the memory_store tool. With a category it stores a long-term fact: user
+        categories (identity, preference, interest, goal) at owner scope, work categories (context,
+        directive) at agent scope, unless scope_type says otherwise. With an id it replaces that
+        row's value. With neither it stores a conversation note (category fact, conversation
+        scope). A key already stored in the scope is updated in place and keeps its id (and is
+        un-archived). Refusals carry the reason and write nothing: INVALID_ARGUMENT for a bad
+        category, blank key or value, or a value over 200 characters; PERMISSION_DENIED for a guest
+        writing a directive; FAILED_PRECONDITION for a row that cannot be edited; NOT_FOUND for a
+        row that is not the caller's.
+        """
+
+    @_abc_1.abstractmethod
+    def GetMemory(
+        self,
+        request: _memory_service_pb2.GetMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.GetMemoryResponse, _abc.Awaitable[_memory_service_pb2.GetMemoryResponse]]:
+        """GetMemory returns one row of the caller, by id or by scope and key. Archived rows are
+        returned too (with archived set). A row of another agent or owner is NOT_FOUND.
+        """
+
+    @_abc_1.abstractmethod
+    def ListMemories(
+        self,
+        request: _memory_service_pb2.ListMemoriesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ListMemoriesResponse, _abc.Awaitable[_memory_service_pb2.ListMemoriesResponse]]:
+        """ListMemories lists the caller's rows, most recently updated first, in pages."""
+
+    @_abc_1.abstractmethod
+    def UpdateMemory(
+        self,
+        request: _memory_service_pb2.UpdateMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.UpdateMemoryResponse, _abc.Awaitable[_memory_service_pb2.UpdateMemoryResponse]]:
+        """UpdateMemory changes a row's value and/or metadata (shallow-merged into the stored object).
+        A blank value keeps the stored one. Archived rows are FAILED_PRECONDITION: restore first.
+        """
+
+    @_abc_1.abstractmethod
+    def ArchiveMemory(
+        self,
+        request: _memory_service_pb2.ArchiveMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ArchiveMemoryResponse, _abc.Awaitable[_memory_service_pb2.ArchiveMemoryResponse]]:
+        """ArchiveMemory forgets a row: it is kept (and can be restored) but is never recalled or
+        rendered again. Archiving an archived row changes nothing.
+        """
+
+    @_abc_1.abstractmethod
+    def RestoreMemory(
+        self,
+        request: _memory_service_pb2.RestoreMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.RestoreMemoryResponse, _abc.Awaitable[_memory_service_pb2.RestoreMemoryResponse]]:
+        """RestoreMemory un-archives a row of the caller and re-renders the prompt files."""
+
+    @_abc_1.abstractmethod
+    def DeleteMemory(
+        self,
+        request: _memory_service_pb2.DeleteMemoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.DeleteMemoryResponse, _abc.Awaitable[_memory_service_pb2.DeleteMemoryResponse]]:
+        """DeleteMemory erases a row and its search index entries. Deleting a row that does not exist
+        (or is not the caller's) succeeds and deletes nothing.
+        """
+
+    @_abc_1.abstractmethod
+    def Recall(
+        self,
+        request: _memory_service_pb2.RecallRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.RecallResponse, _abc.Awaitable[_memory_service_pb2.RecallResponse]]:
+        """Recall is the memory_recall tool: full-text search (query) or key lookup (key) over memory
+        rows and/or conversation history of the caller. Archived rows never appear. Inside a
+        scheduled job (job_id set) only the job's own rows are readable.
+        """
+
+    @_abc_1.abstractmethod
+    def ListMemorySources(
+        self,
+        request: _memory_service_pb2.ListMemorySourcesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ListMemorySourcesResponse, _abc.Awaitable[_memory_service_pb2.ListMemorySourcesResponse]]:
+        """ListMemorySources lists the sources memory rows of the caller were written through,
+        including scheduled jobs.
+        """
+
+    @_abc_1.abstractmethod
+    def GetPromptContext(
+        self,
+        request: _memory_service_pb2.GetPromptContextRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.GetPromptContextResponse, _abc.Awaitable[_memory_service_pb2.GetPromptContextResponse]]:
+        """GetPromptContext returns USER.md, MEMORY.md and the fenced <memory-context> block to put in
+        the next model call's system prompt. Guests receive nothing.
+        """
+
+    @_abc_1.abstractmethod
+    def ListResources(
+        self,
+        request: _memory_service_pb2.ListResourcesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ListResourcesResponse, _abc.Awaitable[_memory_service_pb2.ListResourcesResponse]]:
+        """ListResources lists an agent's versioned resources (USER.md, MEMORY.md, checkpoints)."""
+
+    @_abc_1.abstractmethod
+    def ListRevisions(
+        self,
+        request: _memory_service_pb2.ListRevisionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ListRevisionsResponse, _abc.Awaitable[_memory_service_pb2.ListRevisionsResponse]]:
+        """ListRevisions lists a resource's revisions, newest first, without their content."""
+
+    @_abc_1.abstractmethod
+    def GetRevision(
+        self,
+        request: _memory_service_pb2.GetRevisionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.GetRevisionResponse, _abc.Awaitable[_memory_service_pb2.GetRevisionResponse]]:
+        """GetRevision returns one revision with its content."""
+
+    @_abc_1.abstractmethod
+    def DiffRevisions(
+        self,
+        request: _memory_service_pb2.DiffRevisionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.DiffRevisionsResponse, _abc.Awaitable[_memory_service_pb2.DiffRevisionsResponse]]:
+        """DiffRevisions returns the unified diff between two revisions, labelled
+        "<type> @ revision N (<time>)".
+        """
+
+    @_abc_1.abstractmethod
+    def RollbackResource(
+        self,
+        request: _memory_service_pb2.RollbackResourceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.RollbackResourceResponse, _abc.Awaitable[_memory_service_pb2.RollbackResourceResponse]]:
+        """RollbackResource commits a new revision with an earlier revision's content and rewrites the
+        file. Memory rows are not changed, so the next change to the agent's memory renders USER.md
+        and MEMORY.md from the rows again and replaces the rolled-back text; the notice says so.
+        """
 
 def add_MemoryServiceServicer_to_server(servicer: MemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -76,6 +76,148 @@ TRUST_GUEST: Trust.ValueType  # 2
 """Anyone else, for example another member of a group chat."""
 Global___Trust: _TypeAlias = Trust  # noqa: Y015
 
+class _Category:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _CategoryEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Category.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CATEGORY_UNSPECIFIED: _Category.ValueType  # 0
+    """Not set. StoreMemory without a category stores a conversation note (CATEGORY_FACT)."""
+    CATEGORY_IDENTITY: _Category.ValueType  # 1
+    """Who the user is: name, role, languages. Renders into USER.md (owner scope)."""
+    CATEGORY_PREFERENCE: _Category.ValueType  # 2
+    """How the user likes things done. Renders into USER.md (owner scope)."""
+    CATEGORY_INTEREST: _Category.ValueType  # 3
+    """What the user cares about. Renders into USER.md (owner scope)."""
+    CATEGORY_GOAL: _Category.ValueType  # 4
+    """What the user is working towards. Renders into USER.md (owner scope)."""
+    CATEGORY_CONTEXT: _Category.ValueType  # 5
+    """Facts about the work. Renders into MEMORY.md (owner, agent or conversation scope)."""
+    CATEGORY_DIRECTIVE: _Category.ValueType  # 6
+    """A standing rule set by the operator. Renders into MEMORY.md (owner or agent scope). Guests
+    can never write one.
+    """
+    CATEGORY_FACT: _Category.ValueType  # 7
+    """A note (key and value) that is never rendered into a prompt file."""
+    CATEGORY_JOB_RUN_SUMMARY: _Category.ValueType  # 8
+    """The summary of a scheduled job run, written by the job itself (job scope). Not editable."""
+
+class Category(_Category, metaclass=_CategoryEnumTypeWrapper):
+    """Category is what a memory row is about; it decides the prompt file and who may write it."""
+
+CATEGORY_UNSPECIFIED: Category.ValueType  # 0
+"""Not set. StoreMemory without a category stores a conversation note (CATEGORY_FACT)."""
+CATEGORY_IDENTITY: Category.ValueType  # 1
+"""Who the user is: name, role, languages. Renders into USER.md (owner scope)."""
+CATEGORY_PREFERENCE: Category.ValueType  # 2
+"""How the user likes things done. Renders into USER.md (owner scope)."""
+CATEGORY_INTEREST: Category.ValueType  # 3
+"""What the user cares about. Renders into USER.md (owner scope)."""
+CATEGORY_GOAL: Category.ValueType  # 4
+"""What the user is working towards. Renders into USER.md (owner scope)."""
+CATEGORY_CONTEXT: Category.ValueType  # 5
+"""Facts about the work. Renders into MEMORY.md (owner, agent or conversation scope)."""
+CATEGORY_DIRECTIVE: Category.ValueType  # 6
+"""A standing rule set by the operator. Renders into MEMORY.md (owner or agent scope). Guests
+can never write one.
+"""
+CATEGORY_FACT: Category.ValueType  # 7
+"""A note (key and value) that is never rendered into a prompt file."""
+CATEGORY_JOB_RUN_SUMMARY: Category.ValueType  # 8
+"""The summary of a scheduled job run, written by the job itself (job scope). Not editable."""
+Global___Category: _TypeAlias = Category  # noqa: Y015
+
+class _ScopeType:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ScopeTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ScopeType.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SCOPE_TYPE_UNSPECIFIED: _ScopeType.ValueType  # 0
+    """Not set."""
+    SCOPE_TYPE_OWNER: _ScopeType.ValueType  # 1
+    """The owner: facts about the human (scope_id = owner_id)."""
+    SCOPE_TYPE_AGENT: _ScopeType.ValueType  # 2
+    """The agent: working knowledge of the agent for this owner (scope_id = agent_id)."""
+    SCOPE_TYPE_CONVERSATION: _ScopeType.ValueType  # 3
+    """One conversation (scope_id = "<channel>:<chat_id>:<thread_scope>")."""
+    SCOPE_TYPE_JOB: _ScopeType.ValueType  # 4
+    """One scheduled job (scope_id = "job:<job_id>"); readable only inside that job."""
+
+class ScopeType(_ScopeType, metaclass=_ScopeTypeEnumTypeWrapper):
+    """ScopeType is which readers a memory row belongs to. Every row also belongs to one agent and
+    one owner: no scope is ever visible to another owner.
+    """
+
+SCOPE_TYPE_UNSPECIFIED: ScopeType.ValueType  # 0
+"""Not set."""
+SCOPE_TYPE_OWNER: ScopeType.ValueType  # 1
+"""The owner: facts about the human (scope_id = owner_id)."""
+SCOPE_TYPE_AGENT: ScopeType.ValueType  # 2
+"""The agent: working knowledge of the agent for this owner (scope_id = agent_id)."""
+SCOPE_TYPE_CONVERSATION: ScopeType.ValueType  # 3
+"""One conversation (scope_id = "<channel>:<chat_id>:<thread_scope>")."""
+SCOPE_TYPE_JOB: ScopeType.ValueType  # 4
+"""One scheduled job (scope_id = "job:<job_id>"); readable only inside that job."""
+Global___ScopeType: _TypeAlias = ScopeType  # noqa: Y015
+
+class _PromptTarget:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _PromptTargetEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_PromptTarget.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    PROMPT_TARGET_UNSPECIFIED: _PromptTarget.ValueType  # 0
+    """Not set; never returned."""
+    PROMPT_TARGET_NONE: _PromptTarget.ValueType  # 1
+    """The row is not rendered."""
+    PROMPT_TARGET_USER_MD: _PromptTarget.ValueType  # 2
+    """The row renders into USER.md."""
+    PROMPT_TARGET_MEMORY_MD: _PromptTarget.ValueType  # 3
+    """The row renders into MEMORY.md."""
+
+class PromptTarget(_PromptTarget, metaclass=_PromptTargetEnumTypeWrapper):
+    """PromptTarget is the prompt file a row renders into, derived from its category and scope."""
+
+PROMPT_TARGET_UNSPECIFIED: PromptTarget.ValueType  # 0
+"""Not set; never returned."""
+PROMPT_TARGET_NONE: PromptTarget.ValueType  # 1
+"""The row is not rendered."""
+PROMPT_TARGET_USER_MD: PromptTarget.ValueType  # 2
+"""The row renders into USER.md."""
+PROMPT_TARGET_MEMORY_MD: PromptTarget.ValueType  # 3
+"""The row renders into MEMORY.md."""
+Global___PromptTarget: _TypeAlias = PromptTarget  # noqa: Y015
+
+class _ResourceType:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ResourceTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ResourceType.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RESOURCE_TYPE_UNSPECIFIED: _ResourceType.ValueType  # 0
+    """Not set. Refused on input."""
+    RESOURCE_TYPE_USER_MD: _ResourceType.ValueType  # 1
+    """USER.md of one agent and owner."""
+    RESOURCE_TYPE_MEMORY_MD: _ResourceType.ValueType  # 2
+    """MEMORY.md of one agent and owner."""
+    RESOURCE_TYPE_CHECKPOINT: _ResourceType.ValueType  # 3
+    """A conversation's compaction checkpoint."""
+
+class ResourceType(_ResourceType, metaclass=_ResourceTypeEnumTypeWrapper):
+    """ResourceType is the kind of a versioned resource."""
+
+RESOURCE_TYPE_UNSPECIFIED: ResourceType.ValueType  # 0
+"""Not set. Refused on input."""
+RESOURCE_TYPE_USER_MD: ResourceType.ValueType  # 1
+"""USER.md of one agent and owner."""
+RESOURCE_TYPE_MEMORY_MD: ResourceType.ValueType  # 2
+"""MEMORY.md of one agent and owner."""
+RESOURCE_TYPE_CHECKPOINT: ResourceType.ValueType  # 3
+"""A conversation's compaction checkpoint."""
+Global___ResourceType: _TypeAlias = ResourceType  # noqa: Y015
+
 @_typing.final
 class Conversation(_message.Message):
     """Conversation identifies one conversation of one agent with one owner, everywhere in the API.
@@ -230,3 +372,343 @@ class Message(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Message: _TypeAlias = Message  # noqa: Y015
+
+@_typing.final
+class MemoryProvenance(_message.Message):
+    """MemoryProvenance says where a memory row came from."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOURCE_ID_FIELD_NUMBER: _builtins.int
+    SOURCE_TYPE_FIELD_NUMBER: _builtins.int
+    SOURCE_NAME_FIELD_NUMBER: _builtins.int
+    SOURCE_DESCRIPTION_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    SOURCE_MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    DETAILS_FIELD_NUMBER: _builtins.int
+    source_id: _builtins.str
+    """The memory source the row was written through, for example "conversation:telegram:42:root"
+    or "job:nightly-digest".
+    """
+    source_type: _builtins.str
+    """The kind of source: "conversation", "api", "scheduled_job" or "memory_reviewer"."""
+    source_name: _builtins.str
+    """The source's display name."""
+    source_description: _builtins.str
+    """The source's description."""
+    session_id: _builtins.str
+    """The caller's session id, when it gave one."""
+    run_id: _builtins.str
+    """The run that wrote the row (a scheduled job run or a review run), when any."""
+    source_message_id: _builtins.int
+    """The message the fact was taken from; 0 when none (or the message was purged)."""
+    details: _builtins.str
+    """Further provenance as the text of a JSON object (review run id, model, source message ids)."""
+    def __init__(
+        self,
+        *,
+        source_id: _builtins.str = ...,
+        source_type: _builtins.str = ...,
+        source_name: _builtins.str = ...,
+        source_description: _builtins.str = ...,
+        session_id: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        source_message_id: _builtins.int = ...,
+        details: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["details", b"details", "run_id", b"run_id", "session_id", b"session_id", "source_description", b"source_description", "source_id", b"source_id", "source_message_id", b"source_message_id", "source_name", b"source_name", "source_type", b"source_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemoryProvenance: _TypeAlias = MemoryProvenance  # noqa: Y015
+
+@_typing.final
+class Memory(_message.Message):
+    """Memory is one scoped long-term fact: a key and a value in a scope of one agent and one owner."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    SCOPE_TYPE_FIELD_NUMBER: _builtins.int
+    SCOPE_ID_FIELD_NUMBER: _builtins.int
+    CATEGORY_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_FIELD_NUMBER: _builtins.int
+    PROMPT_TARGET_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
+    PROVENANCE_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    UPDATED_AT_FIELD_NUMBER: _builtins.int
+    ARCHIVED_FIELD_NUMBER: _builtins.int
+    ARCHIVED_AT_FIELD_NUMBER: _builtins.int
+    ARCHIVED_BY_FIELD_NUMBER: _builtins.int
+    ARCHIVE_REASON_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """Server-assigned id, never reused."""
+    agent_id: _builtins.str
+    """The agent the row belongs to."""
+    owner_id: _builtins.str
+    """The owner the row belongs to."""
+    scope_type: Global___ScopeType.ValueType
+    """The kind of scope."""
+    scope_id: _builtins.str
+    """The scope's id: the owner id, the agent id, "<channel>:<chat_id>:<thread_scope>" or
+    "job:<job_id>".
+    """
+    category: Global___Category.ValueType
+    """The category."""
+    key: _builtins.str
+    """The key, unique within the scope."""
+    value: _builtins.str
+    """The value."""
+    confidence: _builtins.float
+    """How sure the writer was, from 0 to 1."""
+    prompt_target: Global___PromptTarget.ValueType
+    """The prompt file the row renders into (while it is not archived)."""
+    metadata: _builtins.str
+    """Caller metadata: the text of a JSON object, "{}" when none."""
+    trust: Global___Trust.ValueType
+    """The trust of the writer that last set the value."""
+    archived: _builtins.bool
+    """Whether the row is archived (forgotten: kept, but never recalled or rendered)."""
+    archived_by: _builtins.str
+    """Who archived it, for example "operator" or "memory_reviewer"; empty when it is not."""
+    archive_reason: _builtins.str
+    """Why it was archived; empty when it is not or no reason was given."""
+    @_builtins.property
+    def provenance(self) -> Global___MemoryProvenance:
+        """Where the row came from."""
+
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When the row was first stored."""
+
+    @_builtins.property
+    def updated_at(self) -> _timestamp_pb2.Timestamp:
+        """When the row last changed."""
+
+    @_builtins.property
+    def archived_at(self) -> _timestamp_pb2.Timestamp:
+        """When it was archived; unset when it is not."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        agent_id: _builtins.str = ...,
+        owner_id: _builtins.str = ...,
+        scope_type: Global___ScopeType.ValueType = ...,
+        scope_id: _builtins.str = ...,
+        category: Global___Category.ValueType = ...,
+        key: _builtins.str = ...,
+        value: _builtins.str = ...,
+        confidence: _builtins.float = ...,
+        prompt_target: Global___PromptTarget.ValueType = ...,
+        metadata: _builtins.str = ...,
+        trust: Global___Trust.ValueType = ...,
+        provenance: Global___MemoryProvenance | None = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        updated_at: _timestamp_pb2.Timestamp | None = ...,
+        archived: _builtins.bool = ...,
+        archived_at: _timestamp_pb2.Timestamp | None = ...,
+        archived_by: _builtins.str = ...,
+        archive_reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["archived_at", b"archived_at", "created_at", b"created_at", "provenance", b"provenance", "updated_at", b"updated_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "archive_reason", b"archive_reason", "archived", b"archived", "archived_at", b"archived_at", "archived_by", b"archived_by", "category", b"category", "confidence", b"confidence", "created_at", b"created_at", "id", b"id", "key", b"key", "metadata", b"metadata", "owner_id", b"owner_id", "prompt_target", b"prompt_target", "provenance", b"provenance", "scope_id", b"scope_id", "scope_type", b"scope_type", "trust", b"trust", "updated_at", b"updated_at", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Memory: _TypeAlias = Memory  # noqa: Y015
+
+@_typing.final
+class MemorySource(_message.Message):
+    """MemorySource is a source memory rows are written through: a conversation, the API, a
+    scheduled job or the reviewer.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    SOURCE_TYPE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    MEMORY_SCOPE_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    UPDATED_AT_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """The source id, for example "job:nightly-digest"."""
+    source_type: _builtins.str
+    """The kind: "conversation", "api", "scheduled_job" or "memory_reviewer"."""
+    name: _builtins.str
+    """Display name."""
+    description: _builtins.str
+    """Description."""
+    memory_scope: _builtins.str
+    """The scope id rows from this source are written to, for example "job:nightly-digest"."""
+    status: _builtins.str
+    """"active", "paused" or "deleted"."""
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When the source was first seen."""
+
+    @_builtins.property
+    def updated_at(self) -> _timestamp_pb2.Timestamp:
+        """When the source last changed."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        source_type: _builtins.str = ...,
+        name: _builtins.str = ...,
+        description: _builtins.str = ...,
+        memory_scope: _builtins.str = ...,
+        status: _builtins.str = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        updated_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "updated_at", b"updated_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "description", b"description", "id", b"id", "memory_scope", b"memory_scope", "name", b"name", "source_type", b"source_type", "status", b"status", "updated_at", b"updated_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemorySource: _TypeAlias = MemorySource  # noqa: Y015
+
+@_typing.final
+class ResourceRef(_message.Message):
+    """ResourceRef names one versioned resource."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    SCOPE_ID_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The agent. Empty means "main"."""
+    type: Global___ResourceType.ValueType
+    """The kind of resource. Required."""
+    scope_id: _builtins.str
+    """The scope within the agent: the owner id for USER.md and MEMORY.md (empty means "default")."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        type: Global___ResourceType.ValueType = ...,
+        scope_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "scope_id", b"scope_id", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResourceRef: _TypeAlias = ResourceRef  # noqa: Y015
+
+@_typing.final
+class Resource(_message.Message):
+    """Resource is a versioned resource and where it is rendered."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REF_FIELD_NUMBER: _builtins.int
+    PATH_FIELD_NUMBER: _builtins.int
+    CURRENT_REVISION_FIELD_NUMBER: _builtins.int
+    UPDATED_AT_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    """The file it is rendered to, relative to the server's data directory."""
+    current_revision: _builtins.int
+    """The revision the file holds now."""
+    @_builtins.property
+    def ref(self) -> Global___ResourceRef:
+        """Which resource."""
+
+    @_builtins.property
+    def updated_at(self) -> _timestamp_pb2.Timestamp:
+        """When the current revision was committed."""
+
+    def __init__(
+        self,
+        *,
+        ref: Global___ResourceRef | None = ...,
+        path: _builtins.str = ...,
+        current_revision: _builtins.int = ...,
+        updated_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref", "updated_at", b"updated_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["current_revision", b"current_revision", "path", b"path", "ref", b"ref", "updated_at", b"updated_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Resource: _TypeAlias = Resource  # noqa: Y015
+
+@_typing.final
+class ResourceRevision(_message.Message):
+    """ResourceRevision is one committed version of a resource."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REF_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    PARENT_REVISION_FIELD_NUMBER: _builtins.int
+    CONTENT_HASH_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    BYTE_SIZE_FIELD_NUMBER: _builtins.int
+    MUTATION_SOURCE_FIELD_NUMBER: _builtins.int
+    PROVENANCE_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    revision: _builtins.int
+    """The revision number, from 1."""
+    parent_revision: _builtins.int
+    """The revision it follows; 0 for the first."""
+    content_hash: _builtins.str
+    """The sha256 of the content, in hex."""
+    content: _builtins.str
+    """The full content; empty in listings."""
+    byte_size: _builtins.int
+    """The content's size in UTF-8 bytes."""
+    mutation_source: _builtins.str
+    """What made the revision: "memory_store", "memory_update", "memory_archive",
+    "memory_restore", "memory_delete", "rollback", ...
+    """
+    provenance: _builtins.str
+    """What caused it, as the text of a JSON object (memory ids, the rolled-back revision, ...)."""
+    @_builtins.property
+    def ref(self) -> Global___ResourceRef:
+        """Which resource."""
+
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When it was committed."""
+
+    def __init__(
+        self,
+        *,
+        ref: Global___ResourceRef | None = ...,
+        revision: _builtins.int = ...,
+        parent_revision: _builtins.int = ...,
+        content_hash: _builtins.str = ...,
+        content: _builtins.str = ...,
+        byte_size: _builtins.int = ...,
+        mutation_source: _builtins.str = ...,
+        provenance: _builtins.str = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "ref", b"ref"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["byte_size", b"byte_size", "content", b"content", "content_hash", b"content_hash", "created_at", b"created_at", "mutation_source", b"mutation_source", "parent_revision", b"parent_revision", "provenance", b"provenance", "ref", b"ref", "revision", b"revision"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResourceRevision: _TypeAlias = ResourceRevision  # noqa: Y015

@@ -1,0 +1,263 @@
+"""The long-term memory RPCs of memoryd.v1.MemoryService: translate, call, translate back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from memoryd.api import convert
+from memoryd.api import memory_convert as mc
+from memoryd.domain.conversation import check_identifier, owner_key
+from memoryd.domain.memories import (
+    Category,
+    ScopeType,
+    StoreRequest,
+    check_metadata,
+    check_reason,
+    preview,
+)
+from memoryd.domain.messages import Trust
+from memoryd.domain.prompt_files import MEMORY_MD, USER_MD, PromptFile, context_block
+from memoryd.errors import InvalidArgument
+from memoryd.services.memory import MemoryService, RecallRequest
+from memoryd.services.prompt_files import FileState, PromptFiles
+from memoryd.storage.memory_reads import ListFilter, Visible
+from memoryd_client.v1 import memory_service_pb2 as service_pb
+
+Context = grpc.aio.ServicerContext[Any, Any]
+RESTORED = "restored memory {id}"
+
+
+class MemoryRpcs:
+    """StoreMemory, GetMemory, ListMemories, Update/Archive/Restore/DeleteMemory, Recall,
+    ListMemorySources, GetPromptContext."""
+
+    def __init__(self, memory: MemoryService, prompts: PromptFiles) -> None:
+        self._memory = memory
+        self._prompts = prompts
+
+    async def StoreMemory(
+        self, request: service_pb.StoreMemoryRequest, context: Context
+    ) -> service_pb.StoreMemoryResponse:
+        caller = mc.caller_in(request, request.job_id)
+        if request.id < 0:
+            raise InvalidArgument(f"id must be positive, got {request.id}")
+        if request.source_message_id < 0:
+            raise InvalidArgument(
+                f"source_message_id must be positive, got {request.source_message_id}"
+            )
+        record, created = await self._memory.store(
+            StoreRequest(
+                caller=caller,
+                trust=mc.trust_in(request.trust),
+                category=mc.category_in(request.category),
+                key=request.key,
+                value=request.value,
+                id=request.id,
+                scope_type=mc.scope_type_in(request.scope_type),
+                metadata_json=request.metadata,
+                confidence=request.confidence,
+                session_id=_optional_text(request.session_id, "session_id"),
+                run_id=_optional_text(request.run_id, "run_id"),
+                source_message_id=request.source_message_id,
+            )
+        )
+        response = service_pb.StoreMemoryResponse(created=created)
+        mc.fill_memory(response.memory, record)
+        return response
+
+    async def GetMemory(
+        self, request: service_pb.GetMemoryRequest, context: Context
+    ) -> service_pb.GetMemoryResponse:
+        caller = mc.caller_in(request, request.job_id)
+        locator = mc.locator_in(caller, request.id, request.scope_type, request.key)
+        record = await self._memory.get(caller.owner, locator)
+        response = service_pb.GetMemoryResponse()
+        mc.fill_memory(response.memory, record)
+        return response
+
+    async def ListMemories(
+        self, request: service_pb.ListMemoriesRequest, context: Context
+    ) -> service_pb.ListMemoriesResponse:
+        caller = mc.caller_in(request, request.job_id)
+        scope_type = mc.scope_type_in(request.scope_type)
+        if caller.job_id is not None:
+            scope_type = ScopeType.JOB
+        scopes: tuple[tuple[ScopeType, str | None], ...] = ()
+        if scope_type is ScopeType.CONVERSATION and caller.conversation is not None:
+            scopes = ((scope_type, caller.conversation.scope_id),)
+        elif scope_type is ScopeType.JOB:
+            scopes = ((scope_type, caller.scope_id(ScopeType.JOB) if caller.job_id else None),)
+        elif scope_type is not None:
+            scopes = ((scope_type, None),)
+        archived = mc.enum_in(mc.ARCHIVED_FILTERS, request.archived, "archived")
+        categories = tuple(
+            _category(number, f"categories[{index}]")
+            for index, number in enumerate(request.categories)
+        )
+        page = await self._memory.list_memories(
+            Visible(caller.owner, scopes, archived),
+            ListFilter(categories, request.key_prefix),
+            requested_page_size=request.page_size,
+            page_token=request.page_token,
+        )
+        response = service_pb.ListMemoriesResponse(next_page_token=page.next_page_token)
+        for record in page.records:
+            item = response.memories.add()
+            mc.fill_memory(item.memory, record, with_value=not request.preview)
+            if request.preview:
+                item.preview = preview(record.value)
+        return response
+
+    async def UpdateMemory(
+        self, request: service_pb.UpdateMemoryRequest, context: Context
+    ) -> service_pb.UpdateMemoryResponse:
+        caller = mc.caller_in(request, request.job_id)
+        locator = mc.locator_in(caller, request.id, request.scope_type, request.key)
+        record = await self._memory.update(
+            caller.owner,
+            locator,
+            value=request.value,
+            metadata_json=check_metadata(request.metadata),
+            trust=mc.trust_in(request.trust),
+        )
+        response = service_pb.UpdateMemoryResponse()
+        mc.fill_memory(response.memory, record)
+        return response
+
+    async def ArchiveMemory(
+        self, request: service_pb.ArchiveMemoryRequest, context: Context
+    ) -> service_pb.ArchiveMemoryResponse:
+        caller = mc.caller_in(request)
+        archived_by = _optional_text(request.archived_by, "archived_by") or "operator"
+        record = await self._memory.archive(
+            caller.owner,
+            mc.required_id(request.id),
+            reason=check_reason(request.reason),
+            archived_by=archived_by,
+            trust=mc.trust_in(request.trust),
+        )
+        response = service_pb.ArchiveMemoryResponse()
+        mc.fill_memory(response.memory, record)
+        return response
+
+    async def RestoreMemory(
+        self, request: service_pb.RestoreMemoryRequest, context: Context
+    ) -> service_pb.RestoreMemoryResponse:
+        caller = mc.caller_in(request)
+        record = await self._memory.restore(
+            caller.owner, mc.required_id(request.id), trust=mc.trust_in(request.trust)
+        )
+        response = service_pb.RestoreMemoryResponse(notice=RESTORED.format(id=record.id))
+        mc.fill_memory(response.memory, record)
+        return response
+
+    async def DeleteMemory(
+        self, request: service_pb.DeleteMemoryRequest, context: Context
+    ) -> service_pb.DeleteMemoryResponse:
+        caller = mc.caller_in(request, request.job_id)
+        locator = mc.locator_in(caller, request.id, request.scope_type, request.key)
+        deleted = await self._memory.delete(caller.owner, locator, trust=mc.trust_in(request.trust))
+        return service_pb.DeleteMemoryResponse(deleted=bool(deleted), id=deleted)
+
+    async def Recall(
+        self, request: service_pb.RecallRequest, context: Context
+    ) -> service_pb.RecallResponse:
+        if not request.HasField("conversation"):
+            raise InvalidArgument("conversation is required (with channel and chat_id)")
+        caller = mc.conversation_caller(request.conversation, request.job_id)
+        scope = mc.enum_in(mc.RECALL_SCOPES, request.scope, "scope")
+        source = mc.enum_in(mc.RECALL_SOURCES, request.source, "source")
+        hits = await self._memory.recall(
+            RecallRequest(
+                caller=caller,
+                query=request.query,
+                key=request.key,
+                scope=scope,
+                source=source,
+                limit=request.limit,
+            )
+        )
+        response = service_pb.RecallResponse()
+        for hit in hits:
+            item = response.hits.add()
+            if hit.memory is not None:
+                item.source = service_pb.RECALL_SOURCE_MEMORIES
+                mc.fill_memory(item.memory, hit.memory.record)
+                item.rank = hit.memory.rank
+                if request.query.strip():
+                    item.match = (
+                        service_pb.MATCH_KIND_WORD
+                        if hit.memory.word_match
+                        else service_pb.MATCH_KIND_SUBSTRING
+                    )
+            elif hit.message is not None:
+                item.source = service_pb.RECALL_SOURCE_HISTORY
+                convert.fill_hit(item.message, hit.message)
+                item.rank = hit.message.rank
+                item.match = item.message.match
+        return response
+
+    async def ListMemorySources(
+        self, request: service_pb.ListMemorySourcesRequest, context: Context
+    ) -> service_pb.ListMemorySourcesResponse:
+        owner = owner_key(agent_id=request.owner.agent_id, owner_id=request.owner.owner_id)
+        for field, value, allowed in (
+            ("status", request.status, ("active", "paused", "deleted")),
+            (
+                "source_type",
+                request.source_type,
+                ("conversation", "api", "scheduled_job", "memory_reviewer"),
+            ),
+        ):
+            if value and value not in allowed:
+                raise InvalidArgument(f"{field} must be one of {', '.join(allowed)}; got {value!r}")
+        sources = await self._memory.sources(
+            owner, status=request.status, source_type=request.source_type
+        )
+        response = service_pb.ListMemorySourcesResponse()
+        for source in sources:
+            mc.fill_source(response.sources.add(), source)
+        return response
+
+    async def GetPromptContext(
+        self, request: service_pb.GetPromptContextRequest, context: Context
+    ) -> service_pb.GetPromptContextResponse:
+        owner = owner_key(agent_id=request.agent_id, owner_id=request.owner_id, field="request")
+        trust = mc.trust_in(request.trust)
+        response = service_pb.GetPromptContextResponse()
+        if trust is Trust.GUEST:
+            response.withheld = True
+            _fill_usage(response.user_usage, USER_MD, None)
+            _fill_usage(response.memory_usage, MEMORY_MD, None)
+            return response
+        state = await self._prompts.state(owner)
+        response.user_md = state.user_md.text
+        response.memory_md = state.memory_md.text
+        response.context_block = context_block(state.user_md.text, state.memory_md.text)
+        _fill_usage(response.user_usage, USER_MD, state.user_md)
+        _fill_usage(response.memory_usage, MEMORY_MD, state.memory_md)
+        return response
+
+
+def _fill_usage(
+    target: service_pb.PromptFileUsage, file: PromptFile, state: FileState | None
+) -> None:
+    target.max_chars = file.max_chars
+    target.max_tokens = file.max_tokens
+    if state is not None:
+        target.used_chars = len(state.text)
+        target.used_tokens = state.tokens
+        target.revision = state.revision
+
+
+def _category(number: int, field: str) -> Category:
+    category = mc.category_in(number, field)
+    if category is None:
+        raise InvalidArgument(f"{field} must not be CATEGORY_UNSPECIFIED")
+    return category
+
+
+def _optional_text(value: str, field: str) -> str:
+    return check_identifier(value, field)

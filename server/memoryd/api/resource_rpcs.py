@@ -1,0 +1,73 @@
+"""The resource versioning RPCs of memoryd.v1.MemoryService."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from memoryd.api import memory_convert as mc
+from memoryd.domain.conversation import check_identifier, owner_key
+from memoryd.services.resources import ResourceService
+from memoryd_client.v1 import memory_service_pb2 as service_pb
+from memoryd_client.v1 import resources_pb2 as pb
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+class ResourceRpcs:
+    """ListResources, ListRevisions, GetRevision, DiffRevisions, RollbackResource."""
+
+    def __init__(self, resources: ResourceService) -> None:
+        self._resources = resources
+
+    async def ListResources(
+        self, request: service_pb.ListResourcesRequest, context: Context
+    ) -> service_pb.ListResourcesResponse:
+        agent = owner_key(agent_id=request.agent_id, owner_id="", field="request").agent_id
+        kind = None
+        if request.type != pb.RESOURCE_TYPE_UNSPECIFIED:
+            kind = mc.enum_in(mc.RESOURCE_TYPES, request.type, "type")
+        found = await self._resources.list_resources(
+            agent,
+            kind,
+            check_identifier(request.scope_id, "scope_id"),
+        )
+        return service_pb.ListResourcesResponse(resources=[mc.resource_out(info) for info in found])
+
+    async def ListRevisions(
+        self, request: service_pb.ListRevisionsRequest, context: Context
+    ) -> service_pb.ListRevisionsResponse:
+        key = mc.resource_key_in(request.ref)
+        found = await self._resources.history(
+            key, limit=request.limit, before=request.before_revision
+        )
+        return service_pb.ListRevisionsResponse(
+            revisions=[mc.revision_out(revision, with_content=False) for revision in found]
+        )
+
+    async def GetRevision(
+        self, request: service_pb.GetRevisionRequest, context: Context
+    ) -> service_pb.GetRevisionResponse:
+        found = await self._resources.show(mc.resource_key_in(request.ref), request.revision)
+        return service_pb.GetRevisionResponse(revision=mc.revision_out(found, with_content=True))
+
+    async def DiffRevisions(
+        self, request: service_pb.DiffRevisionsRequest, context: Context
+    ) -> service_pb.DiffRevisionsResponse:
+        diff = await self._resources.diff(
+            mc.resource_key_in(request.ref), request.from_revision, request.to_revision
+        )
+        return service_pb.DiffRevisionsResponse(
+            diff=diff.text, from_label=diff.from_label, to_label=diff.to_label
+        )
+
+    async def RollbackResource(
+        self, request: service_pb.RollbackResourceRequest, context: Context
+    ) -> service_pb.RollbackResourceResponse:
+        done = await self._resources.rollback(mc.resource_key_in(request.ref), request.revision)
+        return service_pb.RollbackResourceResponse(
+            revision=mc.revision_out(done.revision, with_content=True),
+            changed=done.changed,
+            notice=done.notice,
+        )

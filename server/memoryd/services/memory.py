@@ -1,0 +1,413 @@
+"""Long-term memory use cases: store, get, list, update, archive, restore, delete, recall.
+
+Every write runs in the writer's transaction together with the re-render of the owner's prompt
+files (when the change can affect them) and the revisions it produces; after the commit the
+files are written and the caches updated, in commit order. A refused write raises before
+anything is changed, and the writer rolls back its savepoint, so nothing is half-written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Callable
+
+import apsw
+
+from memoryd.domain.conversation import HistoryScope, OwnerKey
+from memoryd.domain.history import SearchHit
+from memoryd.domain.memories import (
+    Caller,
+    MemoryRecord,
+    PromptTarget,
+    ScopeType,
+    StoreRequest,
+    admit_new,
+    check_value,
+)
+from memoryd.domain.messages import Trust
+from memoryd.domain.paging import decode_memory_token, encode_memory_token, memory_fingerprint
+from memoryd.domain.recall import (
+    DEFAULT_LIMIT,
+    HISTORY_REFUSED_IN_JOBS,
+    MAX_LIMIT,
+    RecallScope,
+    RecallSource,
+    fallback_words,
+    take_turns,
+)
+from memoryd.domain.search_query import plan_search
+from memoryd.domain.timestamps import to_text, utc_now
+from memoryd.errors import InvalidArgument, NotFound, PermissionDenied
+from memoryd.services.history import HistoryService
+from memoryd.services.prompt_files import CommittedRender, PromptFiles
+from memoryd.services.read_through import ReadThroughCache
+from memoryd.storage import memory_reads as reads
+from memoryd.storage import memory_writes as writes
+from memoryd.storage.memory_reads import ListFilter, RankedMemory, SourceRow, Visible
+from memoryd.storage.memory_rows import Locator
+from memoryd.storage.readers import ReaderPool
+from memoryd.storage.writer import Batch, Writer
+
+DEFAULT_LIST_SIZE = 20
+MAX_LIST_SIZE = 1000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Change:
+    """What a write did: the row after it (None when erased), the row before, the cause."""
+
+    record: MemoryRecord | None
+    before: MemoryRecord | None
+    mutation_source: str
+    owner: OwnerKey
+
+    @property
+    def memory_id(self) -> int:
+        """The row's id."""
+        found = self.record or self.before
+        return found.id if found is not None else 0
+
+    @property
+    def touches_prompt(self) -> bool:
+        """Whether the prompt files may change: the row rendered before or renders now."""
+        return any(
+            record is not None
+            and not record.archived
+            and record.prompt_target is not PromptTarget.NONE
+            for record in (self.record, self.before)
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Committed:
+    """A write's change and the prompt render committed with it (if any)."""
+
+    change: Change
+    render: CommittedRender | None
+
+    @property
+    def record(self) -> MemoryRecord:
+        """The row as committed, for writes that keep the row."""
+        if self.change.record is None:  # pragma: no cover - only deletes erase the row
+            message = f"{self.change.mutation_source} committed no row"
+            raise RuntimeError(message)
+        return self.change.record
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MemoryPage:
+    """One page of ListMemories."""
+
+    records: list[MemoryRecord]
+    next_page_token: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecallHit:
+    """A recalled row or message, best first."""
+
+    memory: RankedMemory | None = None
+    message: SearchHit | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecallRequest:
+    """A memory_recall call, translated from the wire."""
+
+    caller: Caller
+    query: str
+    key: str
+    scope: RecallScope
+    source: RecallSource
+    limit: int
+
+
+Mutation = Callable[[apsw.Connection, dt.datetime], Change]
+
+
+class MemoryService:
+    """Memory rows over the writer, the readers, the prompt files and the row cache."""
+
+    def __init__(
+        self,
+        writer: Writer,
+        readers: ReaderPool,
+        prompts: PromptFiles,
+        history: HistoryService,
+        cache_capacity: int = 65536,
+    ) -> None:
+        self._writer = writer
+        self._readers = readers
+        self._prompts = prompts
+        self._history = history
+        # The seed's ETS Store: rows by id, filled on reads, invalidated after every write.
+        self.rows: ReadThroughCache[int, MemoryRecord] = ReadThroughCache(cache_capacity)
+        self._batch: Batch[Mutation, Committed] = Batch.each("memory_write", self._run)
+
+    # --- writes ---------------------------------------------------------------------------------
+
+    async def store(self, request: StoreRequest) -> tuple[MemoryRecord, bool]:
+        """memory_store / memory_add: by id (replace the value) or by key (upsert)."""
+        caller = request.caller
+        if request.id:
+            value = check_value(request.value)
+
+            def replace(connection: apsw.Connection, now: dt.datetime) -> Change:
+                before = writes.require(connection, caller.owner, Locator(id=request.id))
+                if request.category is not None and request.category is not before.category:
+                    raise InvalidArgument(
+                        f"memory {request.id} is {before.category.value}; replacing its value "
+                        f"cannot make it {request.category.value}"
+                    )
+                stored = writes.set_value(
+                    connection,
+                    caller.owner,
+                    Locator(id=request.id),
+                    value=value,
+                    metadata_json=None,
+                    trust=request.trust,
+                    now=now,
+                )
+                return Change(stored.record, stored.before, "memory_store", caller.owner)
+
+            committed = await self._submit(replace)
+            return committed.record, False
+
+        fact = admit_new(request)
+
+        def upsert(connection: apsw.Connection, now: dt.datetime) -> Change:
+            stored = writes.upsert(connection, fact, caller, now)
+            if caller.job_id is not None and request.run_id:
+                writes.record_job_run(connection, caller, request.run_id, now)
+            return Change(stored.record, stored.before, "memory_store", caller.owner)
+
+        committed = await self._submit(upsert)
+        return committed.record, committed.change.before is None
+
+    async def update(
+        self,
+        owner: OwnerKey,
+        locator: Locator,
+        *,
+        value: str,
+        metadata_json: str | None,
+        trust: Trust,
+    ) -> MemoryRecord:
+        """memory_update: a blank value keeps the stored one; metadata is shallow-merged."""
+        new_value = check_value(value) if value.strip() else None
+
+        def update(connection: apsw.Connection, now: dt.datetime) -> Change:
+            stored = writes.set_value(
+                connection,
+                owner,
+                locator,
+                value=new_value,
+                metadata_json=metadata_json,
+                trust=trust,
+                now=now,
+            )
+            return Change(stored.record, stored.before, "memory_update", owner)
+
+        committed = await self._submit(update)
+        return committed.record
+
+    async def archive(
+        self, owner: OwnerKey, memory_id: int, *, reason: str | None, archived_by: str, trust: Trust
+    ) -> MemoryRecord:
+        """Forget a row (archived, kept)."""
+
+        def archive(connection: apsw.Connection, now: dt.datetime) -> Change:
+            stored = writes.archive(
+                connection,
+                owner,
+                memory_id,
+                reason=reason,
+                archived_by=archived_by,
+                trust=trust,
+                now=now,
+            )
+            return Change(stored.record, stored.before, "memory_archive", owner)
+
+        committed = await self._submit(archive)
+        return committed.record
+
+    async def restore(self, owner: OwnerKey, memory_id: int, *, trust: Trust) -> MemoryRecord:
+        """Un-archive a row of the caller; the prompt files are re-rendered."""
+
+        def restore(connection: apsw.Connection, _now: dt.datetime) -> Change:
+            stored = writes.restore(connection, owner, memory_id, trust=trust)
+            return Change(stored.record, stored.before, "memory_restore", owner)
+
+        committed = await self._submit(restore)
+        return committed.record
+
+    async def delete(self, owner: OwnerKey, locator: Locator, *, trust: Trust) -> int:
+        """Erase a row; returns its id, 0 when there was none (idempotent)."""
+
+        def delete(connection: apsw.Connection, _now: dt.datetime) -> Change:
+            before = writes.delete(connection, owner, locator, trust=trust)
+            return Change(None, before, "memory_delete", owner)
+
+        committed = await self._submit(delete)
+        return committed.change.memory_id
+
+    async def _submit(self, mutation: Mutation) -> Committed:
+        return await self._writer.submit(self._batch, mutation, after_commit=self._publish)
+
+    def _run(self, connection: apsw.Connection, mutation: Mutation) -> Committed:
+        now = utc_now()
+        change = mutation(connection, now)
+        render = None
+        if change.touches_prompt:
+            render = self._prompts.render_in_transaction(
+                connection,
+                change.owner,
+                mutation_source=change.mutation_source,
+                provenance={"memory_ids": [change.memory_id], "at": to_text(now)},
+                now=now,
+            )
+        return Committed(change, render)
+
+    def _publish(self, committed: Committed) -> None:
+        if committed.change.memory_id:
+            self.rows.invalidate(committed.change.memory_id)
+        if committed.render is not None:
+            self._prompts.publish(committed.render)
+
+    # --- reads ----------------------------------------------------------------------------------
+
+    async def get(self, owner: OwnerKey, locator: Locator) -> MemoryRecord:
+        """One row of the caller, archived or not."""
+        if locator.id:
+            cached = self.rows.get(locator.id)
+            if cached is None:
+                token = self.rows.begin()
+                cached = await self._readers.read(
+                    lambda connection: reads.get_by_id(connection, locator.id)
+                )
+                if cached is not None:
+                    self.rows.fill(locator.id, cached, token)
+            if cached is None or not cached.belongs_to(owner):
+                raise NotFound(f"{locator.describe()} not found")
+            return cached
+        found = await self._readers.read(lambda connection: writes.find(connection, owner, locator))
+        if found is None:
+            raise NotFound(f"{locator.describe()} not found")
+        return found
+
+    async def list_memories(
+        self,
+        visible: Visible,
+        filters: ListFilter,
+        *,
+        requested_page_size: int,
+        page_token: str,
+    ) -> MemoryPage:
+        """The caller's rows, most recently updated first, in pages."""
+        if requested_page_size < 0:
+            raise InvalidArgument(f"page_size must not be negative, got {requested_page_size}")
+        if requested_page_size > MAX_LIST_SIZE:
+            raise InvalidArgument(
+                f"page_size is {requested_page_size}; the limit is {MAX_LIST_SIZE}"
+            )
+        size = requested_page_size or DEFAULT_LIST_SIZE
+        bound_to = memory_fingerprint(repr((visible, filters)))
+        after = decode_memory_token(page_token, bound_to) if page_token else None
+        found = await self._readers.read(
+            lambda connection: reads.list_page(
+                connection, visible, filters, after=after, limit=size + 1
+            )
+        )
+        token = ""
+        if len(found) > size:
+            found = found[:size]
+            last = found[-1]
+            token = encode_memory_token((to_text(last.updated_at), last.id), bound_to)
+        return MemoryPage(found, token)
+
+    async def sources(self, owner: OwnerKey, *, status: str, source_type: str) -> list[SourceRow]:
+        """The owner's memory sources."""
+        return await self._readers.read(
+            lambda connection: reads.list_sources(
+                connection, owner, status=status, source_type=source_type
+            )
+        )
+
+    async def recall(self, request: RecallRequest) -> list[RecallHit]:
+        """memory_recall: query, else key, else the scope's rows; memories and/or history."""
+        caller = request.caller
+        if not 0 <= request.limit <= MAX_LIMIT:
+            raise InvalidArgument(f"limit must be between 0 and {MAX_LIMIT}, got {request.limit}")
+        limit = request.limit or DEFAULT_LIMIT
+        if caller.job_id is not None:
+            if request.source is not RecallSource.MEMORIES:
+                raise PermissionDenied(HISTORY_REFUSED_IN_JOBS)
+            if request.scope is not RecallScope.CURRENT:
+                raise PermissionDenied(
+                    f"scheduled jobs can read only their own scope job:{caller.job_id}"
+                )
+        memories: list[RecallHit] = []
+        messages: list[RecallHit] = []
+        if request.source in (RecallSource.MEMORIES, RecallSource.ALL):
+            visible = recall_visibility(caller, request.scope)
+            found = await self._recall_memories(visible, request.query, request.key, limit)
+            memories = [RecallHit(memory=hit) for hit in found]
+        if request.source in (RecallSource.HISTORY, RecallSource.ALL) and request.query.strip():
+            scope: HistoryScope = caller.owner
+            if request.scope is RecallScope.CURRENT:
+                if caller.conversation is None:
+                    raise InvalidArgument(
+                        "recalling this conversation's history needs a conversation"
+                    )
+                scope = caller.conversation
+            hits = await self._history.search(scope, request.query, kinds=[], requested_limit=limit)
+            messages = [RecallHit(message=hit) for hit in hits]
+        return take_turns(memories, messages, limit)
+
+    async def _recall_memories(
+        self, visible: Visible, query: str, key: str, limit: int
+    ) -> list[RankedMemory]:
+        if query.strip():
+            plan = plan_search(query)
+            words = fallback_words(query)
+
+            def search(connection: apsw.Connection) -> list[RankedMemory]:
+                hits: list[RankedMemory] = []
+                if plan.word_expression is not None:
+                    hits = reads.search_words(connection, visible, plan.word_expression, limit)
+                if len(hits) < limit and words:
+                    hits += reads.search_substrings(
+                        connection,
+                        visible,
+                        words,
+                        exclude_ids=[hit.record.id for hit in hits],
+                        limit=limit - len(hits),
+                    )
+                return hits
+
+            return await self._readers.read(search)
+        if key.strip():
+            wanted = key.strip()
+            found = await self._readers.read(
+                lambda connection: reads.by_key(connection, visible, wanted, limit)
+            )
+        else:
+            found = await self._readers.read(
+                lambda connection: reads.list_page(
+                    connection, visible, ListFilter(), after=None, limit=limit
+                )
+            )
+        return [RankedMemory(record, 0.0, word_match=False) for record in found]
+
+
+def recall_visibility(caller: Caller, scope: RecallScope) -> Visible:
+    """Which rows a recall sees: the job's own, the conversation's, the owner's, or all."""
+    if caller.job_id is not None:
+        return Visible(caller.owner, ((ScopeType.JOB, caller.scope_id(ScopeType.JOB)),))
+    if scope is RecallScope.CURRENT:
+        conversation_scope = caller.scope_id(ScopeType.CONVERSATION, "scope")
+        return Visible(caller.owner, ((ScopeType.CONVERSATION, conversation_scope),))
+    if scope is RecallScope.OWNER:
+        return Visible(caller.owner, ((ScopeType.OWNER, caller.owner.owner_id),))
+    return Visible(caller.owner)

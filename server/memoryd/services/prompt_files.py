@@ -1,0 +1,186 @@
+"""USER.md and MEMORY.md as a service: render in the write transaction, write after commit.
+
+A change that may affect an owner's prompt files re-renders both inside the same transaction as
+the change and commits a revision for each file whose text changed. After the commit (on the
+writer thread, so in commit order) the changed files are written by temp file + rename and the
+prompt cache takes the new text: the file on disk is always the last committed render.
+
+At start-up every prompt file is checked against its current revision and rewritten if it
+differs (a crash between commit and write, a hand edit), and stray temp files are removed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import logging
+import secrets
+from pathlib import Path
+
+import apsw
+
+from memoryd.domain import prompt_files as render_rules
+from memoryd.domain.conversation import OwnerKey
+from memoryd.domain.prompt_files import PROMPT_FILES, PromptFile
+from memoryd.domain.resources import ResourceKey, ResourceType, Revision, prompt_file_path
+from memoryd.domain.tokens import count_tokens
+from memoryd.services.read_through import ReadThroughCache
+from memoryd.storage import memory_reads, resource_store
+from memoryd.storage.readers import ReaderPool
+
+log = logging.getLogger("memoryd.prompt_files")
+TEMP_SUFFIX = ".tmp"
+PROMPT_TYPES = (ResourceType.USER_MD, ResourceType.MEMORY_MD)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FileState:
+    """One prompt file as the prompt sees it: text, tokens, revision."""
+
+    text: str
+    tokens: int
+    revision: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PromptState:
+    """Both prompt files of one owner."""
+
+    user_md: FileState
+    memory_md: FileState
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CommittedRender:
+    """What a write transaction rendered: the files' state and the revisions it committed."""
+
+    owner: OwnerKey
+    state: PromptState
+    revisions: tuple[tuple[str, Revision], ...]  # (relative path, revision) of changed files
+
+
+def resource_key(owner: OwnerKey, resource_type: ResourceType) -> ResourceKey:
+    """The resource of one owner's prompt file."""
+    return ResourceKey(owner.agent_id, resource_type, owner.owner_id)
+
+
+class PromptFiles:
+    """Renders, versions, writes and caches the prompt files."""
+
+    def __init__(self, home: Path, readers: ReaderPool, cache_capacity: int = 4096) -> None:
+        self._home = home
+        self._readers = readers
+        self.cache: ReadThroughCache[OwnerKey, PromptState] = ReadThroughCache(cache_capacity)
+
+    # --- inside the write transaction (writer thread) ------------------------------------------
+
+    def render_in_transaction(
+        self,
+        connection: apsw.Connection,
+        owner: OwnerKey,
+        *,
+        mutation_source: str,
+        provenance: dict[str, object],
+        now: dt.datetime,
+    ) -> CommittedRender:
+        """Render both files from the rows and commit a revision for each changed file."""
+        records = memory_reads.render_input(connection, owner)
+        details = json.dumps(provenance, separators=(",", ":"), sort_keys=True)
+        states: dict[ResourceType, FileState] = {}
+        changed: list[tuple[str, Revision]] = []
+        for file in PROMPT_FILES:
+            rendered = render_rules.render(file, records, count_tokens)
+            path = prompt_file_path(owner.agent_id, owner.owner_id, file.resource_type)
+            committed = resource_store.commit(
+                connection,
+                resource_key(owner, file.resource_type),
+                path=path,
+                content=rendered.text,
+                mutation_source=mutation_source,
+                provenance_json=details,
+                now=now,
+            )
+            if committed is not None:
+                changed.append((path, committed))
+                revision = committed.revision
+            else:
+                found = resource_store.current(connection, resource_key(owner, file.resource_type))
+                revision = found.revision if found else 0
+            states[file.resource_type] = FileState(rendered.text, rendered.tokens, revision)
+        state = PromptState(states[ResourceType.USER_MD], states[ResourceType.MEMORY_MD])
+        return CommittedRender(owner, state, tuple(changed))
+
+    # --- after commit (writer thread, commit order) --------------------------------------------
+
+    def publish(self, render: CommittedRender) -> None:
+        """Write the changed files and cache the committed state."""
+        for path, revision in render.revisions:
+            self.write_file(path, revision.content)
+        self.cache.put(render.owner, render.state)
+
+    def publish_revision(self, path: str, revision: Revision) -> None:
+        """A single committed revision (a rollback): write it, refresh the owner's cache."""
+        self.write_file(path, revision.content)
+        self.cache.invalidate(OwnerKey(revision.key.agent_id, revision.key.scope_id))
+
+    def write_file(self, relative: str, content: str) -> None:
+        """Temp file + rename: readers see the old file or the new one, never a mix."""
+        target = self._home / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
+        try:
+            with temp.open("w", encoding="utf-8", newline="") as handle:
+                handle.write(content)
+            temp.replace(target)
+        except OSError:
+            temp.unlink(missing_ok=True)
+            log.exception(
+                "could not write %s; it is rewritten from its revision at the next start",
+                target,
+                extra={"event": "prompt_file_write_failed", "path": str(target)},
+            )
+
+    # --- reads -----------------------------------------------------------------------------------
+
+    async def state(self, owner: OwnerKey) -> PromptState:
+        """The owner's prompt files as last committed (cached until a change)."""
+        cached = self.cache.get(owner)
+        if cached is not None:
+            return cached
+        token = self.cache.begin()
+        loaded = await self._readers.read(lambda connection: _load_state(connection, owner))
+        self.cache.fill(owner, loaded, token)
+        return loaded
+
+    # --- start-up --------------------------------------------------------------------------------
+
+    def resync(self, connection: apsw.Connection) -> int:
+        """Make every prompt file equal its current revision; returns the files rewritten."""
+        rewritten = 0
+        memory_root = self._home / "memory"
+        if memory_root.is_dir():
+            for stray in memory_root.rglob(f".*{TEMP_SUFFIX}"):
+                stray.unlink(missing_ok=True)
+        for path, revision in resource_store.all_current(connection, PROMPT_TYPES):
+            target = self._home / path
+            try:
+                on_disk = target.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                on_disk = None
+            if on_disk != revision.content:
+                self.write_file(path, revision.content)
+                rewritten += 1
+        return rewritten
+
+
+def _load_state(connection: apsw.Connection, owner: OwnerKey) -> PromptState:
+    files = {file.resource_type: _file_state(connection, owner, file) for file in PROMPT_FILES}
+    return PromptState(files[ResourceType.USER_MD], files[ResourceType.MEMORY_MD])
+
+
+def _file_state(connection: apsw.Connection, owner: OwnerKey, file: PromptFile) -> FileState:
+    found = resource_store.current(connection, resource_key(owner, file.resource_type))
+    if found is None:
+        return FileState("", 0, 0)
+    return FileState(found.content, count_tokens(found.content), found.revision)

@@ -1,0 +1,166 @@
+"""Resource versioning use cases: list, history, show, diff, rollback."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import apsw
+
+from memoryd.domain import resources as rules
+from memoryd.domain.resources import (
+    PROMPT_FILE_NAMES,
+    ResourceInfo,
+    ResourceKey,
+    ResourceType,
+    Revision,
+)
+from memoryd.domain.timestamps import utc_now
+from memoryd.errors import InvalidArgument, NotFound
+from memoryd.services.prompt_files import PromptFiles
+from memoryd.storage import resource_store as store
+from memoryd.storage.history_rows import rows
+from memoryd.storage.readers import ReaderPool
+from memoryd.storage.writer import Batch, Writer
+
+DEFAULT_HISTORY = 20
+MAX_HISTORY = 1000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Diff:
+    """A labelled unified diff."""
+
+    text: str
+    from_label: str
+    to_label: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Rollback:
+    """What a rollback did."""
+
+    revision: Revision
+    changed: bool
+    notice: str
+    path: str
+
+
+class ResourceService:
+    """Resource revisions over the readers and the writer."""
+
+    def __init__(self, writer: Writer, readers: ReaderPool, prompts: PromptFiles) -> None:
+        self._writer = writer
+        self._readers = readers
+        self._prompts = prompts
+        self._rollback: Batch[tuple[ResourceKey, int], Rollback] = Batch.each(
+            "resource_rollback", _rollback
+        )
+
+    async def list_resources(
+        self, agent_id: str, resource_type: ResourceType | None, scope_id: str
+    ) -> list[ResourceInfo]:
+        """An agent's resources."""
+        return await self._readers.read(
+            lambda connection: store.resources(connection, agent_id, resource_type, scope_id)
+        )
+
+    async def history(self, key: ResourceKey, *, limit: int, before: int) -> list[Revision]:
+        """Revisions newest first."""
+        if not 0 <= limit <= MAX_HISTORY:
+            raise InvalidArgument(f"limit must be between 0 and {MAX_HISTORY}, got {limit}")
+        if before < 0:
+            raise InvalidArgument(f"before_revision must not be negative, got {before}")
+        found = await self._readers.read(
+            lambda connection: store.revisions(
+                connection, key, before=before, limit=limit or DEFAULT_HISTORY
+            )
+        )
+        if not found and not before:
+            await self._require_resource(key)
+        return found
+
+    async def show(self, key: ResourceKey, number: int) -> Revision:
+        """One revision (0: the current one)."""
+        if number < 0:
+            raise InvalidArgument(f"revision must not be negative, got {number}")
+
+        def read(connection: apsw.Connection) -> Revision | None:
+            if number == 0:
+                return store.current(connection, key)
+            return store.revision(connection, key, number)
+
+        found = await self._readers.read(read)
+        if found is None:
+            raise NotFound(_missing(key, number))
+        return found
+
+    async def diff(self, key: ResourceKey, older: int, newer: int) -> Diff:
+        """The unified diff between two revisions."""
+        for name, number in (("from_revision", older), ("to_revision", newer)):
+            if number <= 0:
+                raise InvalidArgument(f"{name} is required (a revision number), got {number}")
+        first = await self.show(key, older)
+        second = await self.show(key, newer)
+        return Diff(rules.unified_diff(first, second), rules.label(first), rules.label(second))
+
+    async def rollback(self, key: ResourceKey, target: int) -> Rollback:
+        """A new revision with `target`'s content; the file is rewritten after commit."""
+        if target <= 0:
+            raise InvalidArgument(f"revision is required (a revision number), got {target}")
+        return await self._writer.submit(self._rollback, (key, target), after_commit=self._publish)
+
+    def _publish(self, done: Rollback) -> None:
+        if done.changed and done.revision.key.resource_type in PROMPT_FILE_NAMES:
+            self._prompts.publish_revision(done.path, done.revision)
+
+    async def _require_resource(self, key: ResourceKey) -> None:
+        found = await self._readers.read(
+            lambda connection: rows(
+                connection,
+                "SELECT 1 FROM resources WHERE agent_id = ? AND resource_type = ? AND scope_id = ?",
+                (key.agent_id, key.resource_type.value, key.scope_id),
+            )
+        )
+        if not found:
+            raise NotFound(f"{_describe(key)} has no revisions")
+
+
+def _rollback(connection: apsw.Connection, payload: tuple[ResourceKey, int]) -> Rollback:
+    key, target = payload
+    wanted = store.revision(connection, key, target)
+    if wanted is None:
+        raise NotFound(_missing(key, target))
+    path = rows(
+        connection,
+        "SELECT resource_path FROM resources WHERE agent_id = ? AND resource_type = ? "
+        "AND scope_id = ?",
+        (key.agent_id, key.resource_type.value, key.scope_id),
+    )[0][0]
+    committed = store.commit(
+        connection,
+        key,
+        path=path,
+        content=wanted.content,
+        mutation_source="rollback",
+        provenance_json=json.dumps({"rolled_back_to": target}),
+        now=utc_now(),
+    )
+    if committed is None:
+        current = store.current(connection, key)
+        if current is None:  # pragma: no cover - the target exists, so a current one does
+            raise NotFound(_missing(key, 0))
+        notice = rules.rollback_notice(key, target, current.revision, changed=False)
+        return Rollback(current, changed=False, notice=notice, path=path)
+    notice = rules.rollback_notice(key, target, committed.revision, changed=True)
+    return Rollback(committed, changed=True, notice=notice, path=path)
+
+
+def _describe(key: ResourceKey) -> str:
+    return f"{key.resource_type.value} of agent {key.agent_id} (scope {key.scope_id})"
+
+
+def _missing(key: ResourceKey, number: int) -> str:
+    if number == 0:
+        return f"{_describe(key)} has no revisions"
+    return f"{_describe(key)} has no revision {number}"

@@ -1,0 +1,223 @@
+"""Reads of memory rows: listings, recall (word index, then substring fallback), render input.
+
+Every query filters by the caller's agent and owner columns; the owner's token in the word index
+only narrows the candidates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import apsw
+
+from memoryd.domain.conversation import OwnerKey, owner_scope_token
+from memoryd.domain.memories import Category, MemoryRecord, ScopeType, SourceInfo
+from memoryd.storage.history_rows import rows
+from memoryd.storage.memory_rows import (
+    MEMORY_COLUMN_COUNT,
+    MEMORY_COLUMNS,
+    OWNER_MATCH,
+    memory_from_row,
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Visible:
+    """Which rows of one agent and owner a read may see."""
+
+    owner: OwnerKey
+    # (scope_type, scope_id) pairs, or a scope type with any id (scope_id None). Empty: all
+    # scopes except jobs.
+    scopes: tuple[tuple[ScopeType, str | None], ...] = ()
+    archived: bool | None = False  # None: both
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ListFilter:
+    """ListMemories' filters."""
+
+    categories: tuple[Category, ...] = ()
+    key_prefix: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RankedMemory:
+    """A recalled row: its bm25 rank (word match) or matching-word count (substring)."""
+
+    record: MemoryRecord
+    rank: float
+    word_match: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SourceRow:
+    """A memory source with its status and times."""
+
+    info: SourceInfo
+    status: str
+    created_at: str
+    updated_at: str
+
+
+def get_by_id(connection: apsw.Connection, memory_id: int) -> MemoryRecord | None:
+    """Any row by id (the caller's ownership is checked by the use case)."""
+    found = rows(
+        connection, f"SELECT {MEMORY_COLUMNS} FROM memories AS r WHERE r.id = ?", (memory_id,)
+    )
+    return memory_from_row(found[0]) if found else None
+
+
+def list_page(
+    connection: apsw.Connection,
+    visible: Visible,
+    filters: ListFilter,
+    *,
+    after: tuple[str, int] | None,
+    limit: int,
+) -> list[MemoryRecord]:
+    """Rows most recently updated first, after the (updated_at, id) cursor."""
+    sql = [f"SELECT {MEMORY_COLUMNS} FROM memories AS r WHERE {OWNER_MATCH}"]
+    params: list[Any] = [visible.owner.agent_id, visible.owner.owner_id]
+    _add_visible(sql, params, visible)
+    if filters.categories:
+        sql.append(f"AND r.category IN ({_placeholders(len(filters.categories))})")
+        params.extend(category.value for category in filters.categories)
+    if filters.key_prefix:
+        # substr() compares exactly: no LIKE wildcards, and case-sensitive.
+        sql.append("AND substr(r.key, 1, ?) = ?")
+        params.extend((len(filters.key_prefix), filters.key_prefix))
+    if after is not None:
+        sql.append("AND (r.updated_at, r.id) < (?, ?)")
+        params.extend(after)
+    sql.append("ORDER BY r.updated_at DESC, r.id DESC LIMIT ?")
+    params.append(limit)
+    return [memory_from_row(row) for row in rows(connection, " ".join(sql), params)]
+
+
+def search_words(
+    connection: apsw.Connection, visible: Visible, expression: str, limit: int
+) -> list[RankedMemory]:
+    """Whole-word matches over category, key and value: bm25, then newest, then id."""
+    match = (
+        f"{{category key value}} : ({expression}) AND "
+        f'search_scope : "{owner_scope_token(visible.owner)}"'
+    )
+    sql = [
+        (
+            f"SELECT {MEMORY_COLUMNS}, bm25(memories_fts, 1.0, 1.0, 1.0, 0.0) AS score "
+            "FROM memories_fts JOIN memories AS r ON r.id = memories_fts.rowid "
+            f"WHERE memories_fts MATCH ? AND {OWNER_MATCH}"
+        )
+    ]
+    params: list[Any] = [match, visible.owner.agent_id, visible.owner.owner_id]
+    _add_visible(sql, params, visible)
+    sql.append("ORDER BY score, r.updated_at DESC, r.id DESC LIMIT ?")
+    params.append(limit)
+    return [
+        RankedMemory(memory_from_row(row), float(row[MEMORY_COLUMN_COUNT]), word_match=True)
+        for row in rows(connection, " ".join(sql), params)
+    ]
+
+
+def search_substrings(
+    connection: apsw.Connection,
+    visible: Visible,
+    words: tuple[str, ...],
+    *,
+    exclude_ids: list[int],
+    limit: int,
+) -> list[RankedMemory]:
+    """Rows whose key or value contains any word: most matching words first, then newest.
+
+    Words are compared with instr() on lowercased text, never with LIKE, so no character of the
+    query acts as a wildcard. The scan is bounded by the owner's rows (an index range).
+    """
+    matches = " + ".join(
+        "(instr(lower(r.key), ?) > 0 OR instr(lower(r.value), ?) > 0)" for _ in words
+    )
+    sql = [f"SELECT {MEMORY_COLUMNS}, {matches} AS hits FROM memories AS r WHERE {OWNER_MATCH}"]
+    params: list[Any] = [param for word in words for param in (word, word)]
+    params.extend((visible.owner.agent_id, visible.owner.owner_id))
+    _add_visible(sql, params, visible)
+    if exclude_ids:
+        sql.append(f"AND r.id NOT IN ({_placeholders(len(exclude_ids))})")
+        params.extend(exclude_ids)
+    sql.append("AND hits > 0 ORDER BY hits DESC, r.updated_at DESC, r.id DESC LIMIT ?")
+    params.append(limit)
+    return [
+        RankedMemory(memory_from_row(row), 0.0, word_match=False)
+        for row in rows(connection, " ".join(sql), params)
+    ]
+
+
+def by_key(
+    connection: apsw.Connection, visible: Visible, key: str, limit: int
+) -> list[MemoryRecord]:
+    """Rows with exactly this key in the visible scopes, newest first."""
+    sql = [f"SELECT {MEMORY_COLUMNS} FROM memories AS r WHERE {OWNER_MATCH} AND r.key = ?"]
+    params: list[Any] = [visible.owner.agent_id, visible.owner.owner_id, key]
+    _add_visible(sql, params, visible)
+    sql.append("ORDER BY r.updated_at DESC, r.id DESC LIMIT ?")
+    params.append(limit)
+    return [memory_from_row(row) for row in rows(connection, " ".join(sql), params)]
+
+
+def render_input(connection: apsw.Connection, owner: OwnerKey) -> list[MemoryRecord]:
+    """The owner's active rows that render into a prompt file."""
+    return [
+        memory_from_row(row)
+        for row in rows(
+            connection,
+            f"SELECT {MEMORY_COLUMNS} FROM memories AS r WHERE {OWNER_MATCH} "
+            "AND r.archived_at IS NULL AND r.promote_target != 'none'",
+            (owner.agent_id, owner.owner_id),
+        )
+    ]
+
+
+def list_sources(
+    connection: apsw.Connection, owner: OwnerKey, *, status: str, source_type: str
+) -> list[SourceRow]:
+    """The owner's memory sources, most recently updated first."""
+    sql = [
+        (
+            "SELECT id, source_type, name, description, memory_scope, status, created_at, "
+            "updated_at FROM memory_sources WHERE agent_id = ? AND owner_id = ?"
+        )
+    ]
+    params: list[Any] = [owner.agent_id, owner.owner_id]
+    if status:
+        sql.append("AND status = ?")
+        params.append(status)
+    if source_type:
+        sql.append("AND source_type = ?")
+        params.append(source_type)
+    sql.append("ORDER BY updated_at DESC, id")
+    return [
+        SourceRow(SourceInfo(*row[:5]), row[5], row[6], row[7])
+        for row in rows(connection, " ".join(sql), params)
+    ]
+
+
+def _add_visible(sql: list[str], params: list[Any], visible: Visible) -> None:
+    if visible.archived is True:
+        sql.append("AND r.archived_at IS NOT NULL")
+    elif visible.archived is False:
+        sql.append("AND r.archived_at IS NULL")
+    if not visible.scopes:
+        sql.append("AND r.scope_type != 'job'")
+        return
+    clauses = []
+    for scope_type, scope_id in visible.scopes:
+        if scope_id is None:
+            clauses.append("r.scope_type = ?")
+            params.append(scope_type.value)
+        else:
+            clauses.append("(r.scope_type = ? AND r.scope_id = ?)")
+            params.extend((scope_type.value, scope_id))
+    sql.append(f"AND ({' OR '.join(clauses)})")
+
+
+def _placeholders(count: int) -> str:
+    return ", ".join("?" * count)

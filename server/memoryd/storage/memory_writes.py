@@ -1,0 +1,277 @@
+"""Writes of memory rows, run by the writer inside its transaction.
+
+Every function checks, before changing anything, that the row belongs to the caller's agent and
+owner (another owner's row is NOT_FOUND, exactly like a missing one) and that the caller may
+change it; a refused write changes nothing. Each returns the row as committed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+import apsw
+
+from memoryd.domain.conversation import OwnerKey, owner_scope_token
+from memoryd.domain.memories import (
+    Caller,
+    MemoryRecord,
+    NewFact,
+    check_directive_trust,
+    check_editable,
+    merge_metadata,
+    source_info,
+)
+from memoryd.domain.messages import Trust
+from memoryd.domain.timestamps import to_text
+from memoryd.errors import FailedPrecondition, InvalidArgument, NotFound
+from memoryd.storage.history_rows import rows
+from memoryd.storage.memory_rows import (
+    MEMORY_COLUMNS,
+    OWNER_MATCH,
+    RETURNED_COLUMNS,
+    Locator,
+    memory_from_row,
+)
+
+_UPSERT = (
+    "INSERT INTO memories AS r (agent_id, owner_id, scope_type, scope_id, category, key, value, "
+    "confidence, promote_target, metadata_json, trust, source_id, source_type, source_name, "
+    "source_description, session_id, run_id, source_message_id, search_scope, created_at, "
+    "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, coalesce(?, '{}'), ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+    "?, ?) ON CONFLICT (agent_id, owner_id, scope_type, scope_id, key) DO UPDATE SET "
+    "category = excluded.category, value = excluded.value, confidence = excluded.confidence, "
+    "promote_target = excluded.promote_target, "
+    "metadata_json = coalesce(?, r.metadata_json), trust = excluded.trust, "
+    "source_id = excluded.source_id, source_type = excluded.source_type, "
+    "source_name = excluded.source_name, source_description = excluded.source_description, "
+    "session_id = excluded.session_id, run_id = excluded.run_id, "
+    "source_message_id = excluded.source_message_id, updated_at = excluded.updated_at, "
+    "archived_at = NULL, archived_by = NULL, archive_reason = NULL "
+    f"RETURNING {RETURNED_COLUMNS}"
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Stored:
+    """A row as committed, what it was before (None when created)."""
+
+    record: MemoryRecord
+    before: MemoryRecord | None
+
+
+def find(connection: apsw.Connection, owner: OwnerKey, locator: Locator) -> MemoryRecord | None:
+    """The caller's row named by `locator`, or None."""
+    if locator.id:
+        sql = f"SELECT {MEMORY_COLUMNS} FROM memories AS r WHERE r.id = ? AND {OWNER_MATCH}"
+        params: tuple[object, ...] = (locator.id, owner.agent_id, owner.owner_id)
+    elif locator.scope_type is not None:
+        sql = (
+            f"SELECT {MEMORY_COLUMNS} FROM memories AS r WHERE {OWNER_MATCH} "
+            "AND r.scope_type = ? AND r.scope_id = ? AND r.key = ?"
+        )
+        params = (
+            owner.agent_id,
+            owner.owner_id,
+            locator.scope_type.value,
+            locator.scope_id,
+            locator.key,
+        )
+    else:
+        raise InvalidArgument("either id, or scope_type and key, are required")
+    found = rows(connection, sql, params)
+    return memory_from_row(found[0]) if found else None
+
+
+def require(connection: apsw.Connection, owner: OwnerKey, locator: Locator) -> MemoryRecord:
+    """The caller's row, or NOT_FOUND (the same answer whether it is missing or not theirs)."""
+    record = find(connection, owner, locator)
+    if record is None:
+        raise NotFound(f"{locator.describe()} not found")
+    return record
+
+
+def upsert(connection: apsw.Connection, fact: NewFact, caller: Caller, now: dt.datetime) -> Stored:
+    """Store `fact` by key: a new row, or the existing one updated in place (un-archived)."""
+    locator = Locator(scope_type=fact.scope_type, scope_id=fact.scope_id, key=fact.key)
+    before = find(connection, fact.owner, locator)
+    if before is not None:
+        check_editable(before)
+        check_directive_trust(before.category, fact.trust, "replace")
+    _check_source_message(connection, fact.owner, fact.provenance.source_message_id)
+    register_source(connection, caller, now)
+    provenance = fact.provenance
+    stamp = to_text(now)
+    found = rows(
+        connection,
+        _UPSERT,
+        (
+            fact.owner.agent_id,
+            fact.owner.owner_id,
+            fact.scope_type.value,
+            fact.scope_id,
+            fact.category.value,
+            fact.key,
+            fact.value,
+            fact.confidence,
+            fact.prompt_target.value,
+            fact.metadata_json,
+            fact.trust.value,
+            provenance.source_id,
+            provenance.source_type,
+            provenance.source_name,
+            provenance.source_description,
+            provenance.session_id,
+            provenance.run_id,
+            provenance.source_message_id,
+            owner_scope_token(fact.owner),
+            stamp,
+            stamp,
+            fact.metadata_json,
+        ),
+    )
+    return Stored(memory_from_row(found[0]), before)
+
+
+def set_value(
+    connection: apsw.Connection,
+    owner: OwnerKey,
+    locator: Locator,
+    *,
+    value: str | None,
+    metadata_json: str | None,
+    trust: Trust,
+    now: dt.datetime,
+) -> Stored:
+    """Replace the value and/or merge metadata of an existing, active row of the caller."""
+    before = require(connection, owner, locator)
+    check_editable(before)
+    check_directive_trust(before.category, trust, "replace")
+    if before.archived:
+        raise FailedPrecondition(f"memory {before.id} is archived; restore it first")
+    found = rows(
+        connection,
+        "UPDATE memories SET value = ?, metadata_json = ?, trust = ?, updated_at = ? "
+        f"WHERE id = ? RETURNING {RETURNED_COLUMNS}",
+        (
+            value if value is not None else before.value,
+            merge_metadata(before.metadata_json, metadata_json),
+            trust.value,
+            to_text(now),
+            before.id,
+        ),
+    )
+    return Stored(memory_from_row(found[0]), before)
+
+
+def archive(
+    connection: apsw.Connection,
+    owner: OwnerKey,
+    memory_id: int,
+    *,
+    reason: str | None,
+    archived_by: str,
+    trust: Trust,
+    now: dt.datetime,
+) -> Stored:
+    """Forget a row: archived, kept. Archiving an archived row changes nothing."""
+    before = require(connection, owner, Locator(id=memory_id))
+    check_directive_trust(before.category, trust, "archive")
+    if before.archived:
+        return Stored(before, before)
+    found = rows(
+        connection,
+        "UPDATE memories SET archived_at = ?, archived_by = ?, archive_reason = ? "
+        f"WHERE id = ? RETURNING {RETURNED_COLUMNS}",
+        (to_text(now), archived_by, reason, memory_id),
+    )
+    return Stored(memory_from_row(found[0]), before)
+
+
+def restore(
+    connection: apsw.Connection, owner: OwnerKey, memory_id: int, *, trust: Trust
+) -> Stored:
+    """Un-archive a row of the caller (Fermix skips this ownership check; memoryd does not)."""
+    before = require(connection, owner, Locator(id=memory_id))
+    check_directive_trust(before.category, trust, "restore")
+    if not before.archived:
+        return Stored(before, before)
+    found = rows(
+        connection,
+        "UPDATE memories SET archived_at = NULL, archived_by = NULL, archive_reason = NULL "
+        f"WHERE id = ? RETURNING {RETURNED_COLUMNS}",
+        (memory_id,),
+    )
+    return Stored(memory_from_row(found[0]), before)
+
+
+def delete(
+    connection: apsw.Connection, owner: OwnerKey, locator: Locator, *, trust: Trust
+) -> MemoryRecord | None:
+    """Erase a row of the caller and its index entries; None when there was none."""
+    before = find(connection, owner, locator)
+    if before is None:
+        return None
+    check_directive_trust(before.category, trust, "delete")
+    connection.execute("DELETE FROM memories WHERE id = ?", (before.id,))
+    return before
+
+
+def register_source(connection: apsw.Connection, caller: Caller, now: dt.datetime) -> None:
+    """Record the memory source (and for a job, the job and its run) the caller writes through."""
+    info = source_info(caller)
+    stamp = to_text(now)
+    owner = caller.owner
+    connection.execute(
+        "INSERT INTO memory_sources (agent_id, owner_id, id, source_type, name, description, "
+        "memory_scope, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT DO UPDATE SET updated_at = excluded.updated_at",
+        (
+            owner.agent_id,
+            owner.owner_id,
+            info.id,
+            info.source_type,
+            info.name,
+            info.description,
+            info.memory_scope,
+            stamp,
+            stamp,
+        ),
+    )
+    if caller.job_id is None:
+        return
+    connection.execute(
+        "INSERT INTO scheduled_jobs (agent_id, owner_id, job_id, name, memory_source_id, "
+        "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT DO UPDATE SET updated_at = excluded.updated_at",
+        (owner.agent_id, owner.owner_id, caller.job_id, caller.job_id, info.id, stamp, stamp),
+    )
+
+
+def record_job_run(
+    connection: apsw.Connection, caller: Caller, run_id: str, now: dt.datetime
+) -> None:
+    """Note a run of the caller's job (first write of the run)."""
+    if caller.job_id is None:
+        return
+    connection.execute(
+        "INSERT INTO job_runs (agent_id, owner_id, job_id, run_id, started_at) "
+        "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        (caller.owner.agent_id, caller.owner.owner_id, caller.job_id, run_id, to_text(now)),
+    )
+
+
+def _check_source_message(
+    connection: apsw.Connection, owner: OwnerKey, message_id: int | None
+) -> None:
+    if message_id is None:
+        return
+    found = rows(
+        connection,
+        "SELECT 1 FROM messages WHERE id = ? AND agent_id = ? AND owner_id = ?",
+        (message_id, owner.agent_id, owner.owner_id),
+    )
+    if not found:
+        raise InvalidArgument(
+            f"source_message_id {message_id} is not a stored message of this agent and owner"
+        )

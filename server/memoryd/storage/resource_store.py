@@ -1,0 +1,198 @@
+"""Versioned resources in SQLite: revisions are committed in the caller's write transaction."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import apsw
+
+from memoryd.domain.resources import ResourceInfo, ResourceKey, ResourceType, Revision, content_hash
+from memoryd.domain.timestamps import from_text, to_text
+from memoryd.storage.history_rows import Row, rows
+
+_REVISION_COLUMNS = (
+    "s.agent_id, s.resource_type, s.scope_id, v.revision, v.parent_revision, v.content_hash, "
+    "v.content, v.byte_size, v.mutation_source, v.provenance_json, v.created_at"
+)
+_KEY_MATCH = "s.agent_id = ? AND s.resource_type = ? AND s.scope_id = ?"
+
+
+def current(connection: apsw.Connection, key: ResourceKey) -> Revision | None:
+    """The resource's current revision, or None when it has none."""
+    found = rows(
+        connection,
+        f"SELECT {_REVISION_COLUMNS} FROM resources AS s JOIN resource_revisions AS v "
+        f"ON v.resource_id = s.id AND v.revision = s.current_revision WHERE {_KEY_MATCH}",
+        _key_params(key),
+    )
+    return _revision(found[0]) if found else None
+
+
+def revision(connection: apsw.Connection, key: ResourceKey, number: int) -> Revision | None:
+    """One revision, or None."""
+    found = rows(
+        connection,
+        f"SELECT {_REVISION_COLUMNS} FROM resources AS s JOIN resource_revisions AS v "
+        f"ON v.resource_id = s.id WHERE {_KEY_MATCH} AND v.revision = ?",
+        (*_key_params(key), number),
+    )
+    return _revision(found[0]) if found else None
+
+
+def revisions(
+    connection: apsw.Connection, key: ResourceKey, *, before: int, limit: int
+) -> list[Revision]:
+    """Revisions newest first, below `before` (0: from the newest), content included."""
+    sql = (
+        f"SELECT {_REVISION_COLUMNS} FROM resources AS s JOIN resource_revisions AS v "
+        f"ON v.resource_id = s.id WHERE {_KEY_MATCH}"
+    )
+    params: list[Any] = list(_key_params(key))
+    if before:
+        sql += " AND v.revision < ?"
+        params.append(before)
+    sql += " ORDER BY v.revision DESC LIMIT ?"
+    params.append(limit)
+    return [_revision(row) for row in rows(connection, sql, params)]
+
+
+def resources(
+    connection: apsw.Connection,
+    agent_id: str,
+    resource_type: ResourceType | None,
+    scope_id: str,
+) -> list[ResourceInfo]:
+    """An agent's resources, by type then scope."""
+    sql = (
+        "SELECT agent_id, resource_type, scope_id, resource_path, current_revision, updated_at "
+        "FROM resources WHERE agent_id = ?"
+    )
+    params: list[Any] = [agent_id]
+    if resource_type is not None:
+        sql += " AND resource_type = ?"
+        params.append(resource_type.value)
+    if scope_id:
+        sql += " AND scope_id = ?"
+        params.append(scope_id)
+    sql += " ORDER BY resource_type, scope_id"
+    return [
+        ResourceInfo(
+            ResourceKey(row[0], ResourceType(row[1]), row[2]), row[3], row[4], from_text(row[5])
+        )
+        for row in rows(connection, sql, params)
+    ]
+
+
+def all_current(
+    connection: apsw.Connection, types: tuple[ResourceType, ...]
+) -> list[tuple[str, Revision]]:
+    """(path, current revision) of every resource of these types."""
+    found = rows(
+        connection,
+        f"SELECT s.resource_path, {_REVISION_COLUMNS} FROM resources AS s "
+        "JOIN resource_revisions AS v ON v.resource_id = s.id AND v.revision = s.current_revision "
+        f"WHERE s.resource_type IN ({', '.join('?' * len(types))})",
+        [resource_type.value for resource_type in types],
+    )
+    return [(row[0], _revision(row[1:])) for row in found]
+
+
+def commit(
+    connection: apsw.Connection,
+    key: ResourceKey,
+    *,
+    path: str,
+    content: str,
+    mutation_source: str,
+    provenance_json: str,
+    now: dt.datetime,
+) -> Revision | None:
+    """Commit `content` as the next revision; None when it equals the current content.
+
+    A resource that never existed and would start empty is not created: an empty file and no
+    file read the same.
+    """
+    stamp = to_text(now)
+    digest = content_hash(content)
+    found = rows(
+        connection,
+        "SELECT s.id, s.current_revision, v.content_hash FROM resources AS s "
+        "LEFT JOIN resource_revisions AS v ON v.resource_id = s.id "
+        f"AND v.revision = s.current_revision WHERE {_KEY_MATCH}",
+        _key_params(key),
+    )
+    if (found and found[0][2] == digest) or (not found and content == ""):
+        return None
+    if found:
+        resource_id, parent = int(found[0][0]), int(found[0][1])
+    else:
+        resource_id = int(
+            rows(
+                connection,
+                "INSERT INTO resources (agent_id, resource_type, scope_id, resource_path, "
+                "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+                (*_key_params(key), path, stamp, stamp),
+            )[0][0]
+        )
+        parent = 0
+    number = _next_revision(connection, resource_id)
+    connection.execute(
+        "INSERT INTO resource_revisions (resource_id, revision, parent_revision, content_hash, "
+        "content, byte_size, mutation_source, provenance_json, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            resource_id,
+            number,
+            parent or None,
+            digest,
+            content,
+            len(content.encode("utf-8")),
+            mutation_source,
+            provenance_json,
+            stamp,
+        ),
+    )
+    connection.execute(
+        "UPDATE resources SET current_revision = ?, updated_at = ? WHERE id = ?",
+        (number, stamp, resource_id),
+    )
+    return Revision(
+        key,
+        number,
+        parent or None,
+        digest,
+        content,
+        len(content.encode("utf-8")),
+        mutation_source,
+        provenance_json,
+        from_text(stamp),
+    )
+
+
+def _next_revision(connection: apsw.Connection, resource_id: int) -> int:
+    # After a rollback the current revision is not the highest: numbers keep growing.
+    found = rows(
+        connection,
+        "SELECT coalesce(max(revision), 0) FROM resource_revisions WHERE resource_id = ?",
+        (resource_id,),
+    )
+    return int(found[0][0]) + 1
+
+
+def _key_params(key: ResourceKey) -> tuple[str, str, str]:
+    return (key.agent_id, key.resource_type.value, key.scope_id)
+
+
+def _revision(row: Row) -> Revision:
+    return Revision(
+        key=ResourceKey(row[0], ResourceType(row[1]), row[2]),
+        revision=row[3],
+        parent_revision=row[4],
+        content_hash=row[5],
+        content=row[6],
+        byte_size=row[7],
+        mutation_source=row[8],
+        provenance_json=row[9],
+        created_at=from_text(row[10]),
+    )
