@@ -43,8 +43,8 @@ class RecallSource(enum.Enum):
 
 
 def fallback_words(query: str) -> tuple[str, ...]:
-    """The query's words for the substring fallback, lowercased, without repeats."""
-    cleaned = CONTROL_CHARACTERS.sub(" ", query).lower()
+    """The query's words for the substring fallback, without repeats (case is folded in SQL)."""
+    cleaned = CONTROL_CHARACTERS.sub(" ", query)
     words = [word for word in _WORD_BREAKS.split(cleaned) if word]
     return tuple(dict.fromkeys(words))[:MAX_FALLBACK_WORDS]
 

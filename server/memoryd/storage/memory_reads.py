@@ -130,11 +130,12 @@ def search_substrings(
 ) -> list[RankedMemory]:
     """Rows whose key or value contains any word: most matching words first, then newest.
 
-    Words are compared with instr() on lowercased text, never with LIKE, so no character of the
-    query acts as a wildcard. The scan is bounded by the owner's rows (an index range).
+    Words are compared with instr() on text lowercased by SQLite (ASCII letters, as in history
+    search), never with LIKE, so no character of the query acts as a wildcard. The scan is
+    bounded by the owner's rows (an index range).
     """
     matches = " + ".join(
-        "(instr(lower(r.key), ?) > 0 OR instr(lower(r.value), ?) > 0)" for _ in words
+        "(instr(lower(r.key), lower(?)) > 0 OR instr(lower(r.value), lower(?)) > 0)" for _ in words
     )
     sql = [f"SELECT {MEMORY_COLUMNS}, {matches} AS hits FROM memories AS r WHERE {OWNER_MATCH}"]
     params: list[Any] = [param for word in words for param in (word, word)]
