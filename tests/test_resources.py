@@ -1,0 +1,198 @@
+"""Resource versioning through the RPCs and the `memoryd memory|resource` commands."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import grpc
+import pytest
+
+import memoryd_client as md
+from tests.helpers import fresh_conversation, rpc_error, store
+from tests.server_process import ServerProcess
+
+LABEL = r"user_md @ revision {n} \(\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{{3}}Z\)"
+
+
+def cli(server: ServerProcess, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memoryd", *args, "--address", server.address],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
+
+
+@pytest.fixture
+async def versioned(memory: md.MemoryServiceStub) -> md.Conversation:
+    """An agent whose USER.md has three revisions: tea, + chess, tea archived."""
+    conversation = fresh_conversation()
+    tea = await store(memory, conversation, "tea", "Prefers tea", md.CATEGORY_PREFERENCE)
+    await store(memory, conversation, "chess", "Likes chess", md.CATEGORY_INTEREST)
+    await memory.ArchiveMemory(md.ArchiveMemoryRequest(conversation=conversation, id=tea.id))
+    return conversation
+
+
+def user_ref(conversation: md.Conversation) -> md.ResourceRef:
+    return md.ResourceRef(agent_id=conversation.agent_id, type=md.RESOURCE_TYPE_USER_MD)
+
+
+async def test_diff_is_unified_and_labelled(
+    memory: md.MemoryServiceStub, versioned: md.Conversation
+) -> None:
+    diff = await memory.DiffRevisions(
+        md.DiffRevisionsRequest(ref=user_ref(versioned), from_revision=1, to_revision=2)
+    )
+    lines = diff.diff.split("\n")
+    assert re.fullmatch("--- " + LABEL.format(n=1), lines[0])
+    assert re.fullmatch(r"\+\+\+ " + LABEL.format(n=2), lines[1])
+    assert lines[2:] == [
+        "@@ -1,2 +1,5 @@",
+        " ## Preferences",
+        " - Prefers tea",
+        "+",
+        "+## Interests",
+        "+- Likes chess",
+    ]
+    assert diff.from_label == lines[0][4:]
+    same = await memory.DiffRevisions(
+        md.DiffRevisionsRequest(ref=user_ref(versioned), from_revision=2, to_revision=2)
+    )
+    assert same.diff == ""
+
+
+async def test_rollback_is_a_new_revision_and_the_next_rebuild_replaces_it(
+    memory: md.MemoryServiceStub, server: ServerProcess, versioned: md.Conversation
+) -> None:
+    done = await memory.RollbackResource(
+        md.RollbackResourceRequest(ref=user_ref(versioned), revision=1)
+    )
+    assert done.changed
+    assert (done.revision.revision, done.revision.parent_revision) == (4, 3)
+    assert done.revision.mutation_source == "rollback"
+    assert json.loads(done.revision.provenance) == {"rolled_back_to": 1}
+    assert done.notice == (
+        "Rolled back user_md to the content of revision 1 (new revision 4). Memory rows are "
+        "unchanged: the next change to this memory rebuilds USER.md from them and replaces this "
+        "content."
+    )
+    user_md = server.home / "memory" / versioned.agent_id / "USER.md"
+    assert user_md.read_text(encoding="utf-8") == "## Preferences\n- Prefers tea"
+    prompt = await memory.GetPromptContext(md.GetPromptContextRequest(agent_id=versioned.agent_id))
+    assert prompt.user_md == "## Preferences\n- Prefers tea" and prompt.user_usage.revision == 4
+    again = await memory.RollbackResource(
+        md.RollbackResourceRequest(ref=user_ref(versioned), revision=1)
+    )
+    assert not again.changed and again.revision.revision == 4
+    await store(memory, versioned, "goal", "Learn Go", md.CATEGORY_GOAL)
+    rebuilt = await memory.GetPromptContext(md.GetPromptContextRequest(agent_id=versioned.agent_id))
+    assert rebuilt.user_md == "## Interests\n- Likes chess\n\n## Goals\n- Learn Go"
+    assert user_md.read_text(encoding="utf-8") == rebuilt.user_md
+    history = await memory.ListRevisions(md.ListRevisionsRequest(ref=user_ref(versioned), limit=2))
+    assert [r.revision for r in history.revisions] == [5, 4]
+    older = await memory.ListRevisions(
+        md.ListRevisionsRequest(ref=user_ref(versioned), before_revision=4)
+    )
+    assert [r.revision for r in older.revisions] == [3, 2, 1]
+
+
+@pytest.mark.parametrize(
+    ("call", "status", "message"),
+    [
+        (
+            lambda m, ref: m.GetRevision(md.GetRevisionRequest(ref=ref, revision=99)),
+            grpc.StatusCode.NOT_FOUND,
+            "has no revision 99",
+        ),
+        (
+            lambda m, ref: m.RollbackResource(md.RollbackResourceRequest(ref=ref, revision=99)),
+            grpc.StatusCode.NOT_FOUND,
+            "has no revision 99",
+        ),
+        (
+            lambda m, ref: m.RollbackResource(md.RollbackResourceRequest(ref=ref)),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "revision is required",
+        ),
+        (
+            lambda m, ref: m.DiffRevisions(md.DiffRevisionsRequest(ref=ref, from_revision=1)),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "to_revision is required",
+        ),
+        (
+            lambda m, ref: m.GetRevision(md.GetRevisionRequest(ref=md.ResourceRef())),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "ref.type is required",
+        ),
+        (
+            lambda m, ref: m.ListRevisions(
+                md.ListRevisionsRequest(
+                    ref=md.ResourceRef(agent_id="nobody-here", type=md.RESOURCE_TYPE_MEMORY_MD)
+                )
+            ),
+            grpc.StatusCode.NOT_FOUND,
+            "has no revisions",
+        ),
+    ],
+)
+async def test_bad_resource_requests(
+    memory: md.MemoryServiceStub,
+    versioned: md.Conversation,
+    call: object,
+    status: grpc.StatusCode,
+    message: str,
+) -> None:
+    error = await rpc_error(call(memory, user_ref(versioned)))  # type: ignore[operator]
+    assert error.code() == status
+    assert message in (error.details() or "")
+
+
+async def test_the_cli_commands(server: ServerProcess, versioned: md.Conversation) -> None:
+    agent = ["--agent", versioned.agent_id]
+    listed = cli(server, "resource", "list", *agent)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout == f"user_md\tdefault\trevision 3\tmemory/{versioned.agent_id}/USER.md\n"
+    history = cli(server, "resource", "history", "user_md", "--limit", "2", *agent)
+    assert [line.split("\t")[0] for line in history.stdout.splitlines()] == ["3", "2"]
+    assert history.stdout.splitlines()[0].endswith("\tmemory_archive\t26 bytes")
+    shown = cli(server, "resource", "show", "user_md", "1", *agent)
+    assert shown.stdout == "## Preferences\n- Prefers tea\n"
+    diff = cli(server, "resource", "diff", "user_md", "2", "3", *agent)
+    assert diff.stdout.splitlines()[2:] == [
+        "@@ -1,5 +1,2 @@",
+        "-## Preferences",
+        "-- Prefers tea",
+        "-",
+        " ## Interests",
+        " - Likes chess",
+    ]
+    declined = cli(server, "resource", "rollback", "user_md", "1", *agent, stdin="n\n")
+    assert declined.returncode == 1
+    assert "Roll back user_md to revision 1? [y/N] rollback cancelled" in declined.stdout
+    assert "+## Preferences" in declined.stdout  # the preview
+    accepted = cli(server, "resource", "rollback", "user_md", "1", *agent, stdin="y\n")
+    assert accepted.returncode == 0 and "new revision 4" in accepted.stdout
+    as_json = json.loads(
+        cli(server, "resource", "rollback", "user_md", "2", "--yes", "--json", *agent).stdout
+    )
+    assert as_json["changed"] is True and as_json["revision"]["revision"] == "5"
+    memories = cli(server, "memory", "list", "--archived", "all", *agent)
+    tea_id = next(line.split("\t")[0] for line in memories.stdout.splitlines() if "tea" in line)
+    assert "(archived)" in memories.stdout
+    restored = cli(server, "memory", "restore", tea_id, *agent)
+    assert restored.stdout == f"restored memory {tea_id}\n"
+    shown_json = json.loads(cli(server, "memory", "show", tea_id, "--json", *agent).stdout)
+    assert shown_json["memory"]["key"] == "tea" and "archived" not in shown_json["memory"]
+    forgot = cli(server, "memory", "forget", tea_id, "--reason", "no longer true", *agent)
+    assert forgot.stdout == f"forgot memory {tea_id}\n"
+    missing = cli(server, "memory", "show", "999999999", *agent)
+    assert missing.returncode == 1
+    assert missing.stderr == "memoryd: NOT_FOUND: memory 999999999 not found\n"
+    for command in (["memory", "list"], ["resource", "list"], ["resource", "history", "user_md"]):
+        output = cli(server, *command, "--json", *agent)
+        assert output.returncode == 0 and isinstance(json.loads(output.stdout), dict)
