@@ -145,7 +145,8 @@ async def test_archive_and_restore(memory: md.MemoryServiceStub) -> None:
         md.RestoreMemoryRequest(conversation=conversation, id=row.id)
     )
     assert restored.notice == f"restored memory {row.id}"
-    assert not restored.memory.archived and restored.memory.archive_reason == ""
+    assert not restored.memory.archived
+    assert restored.memory.archive_reason == ""
     prompt = await memory.GetPromptContext(
         md.GetPromptContextRequest(agent_id=conversation.agent_id)
     )
@@ -210,7 +211,8 @@ async def test_two_owners_of_one_agent_never_see_each_others_rows(
     prompt = await memory.GetPromptContext(
         md.GetPromptContextRequest(agent_id=ada.agent_id, owner_id="bob")
     )
-    assert "Ada" not in prompt.context_block and "Bob's own fact" in prompt.user_md
+    assert "Ada" not in prompt.context_block
+    assert "Bob's own fact" in prompt.user_md
     sources = await memory.ListMemorySources(md.ListMemorySourcesRequest(owner=bob_owner))
     assert len(sources.sources) == 1
     resources = await memory.ListRevisions(

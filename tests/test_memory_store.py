@@ -67,7 +67,8 @@ async def test_upsert_on_the_key_keeps_the_id_and_the_first_created_at(
             conversation=conversation, category=md.CATEGORY_GOAL, key="run", value="Run 10k"
         )
     )
-    assert first.created and not second.created
+    assert first.created
+    assert not second.created
     assert second.memory.id == first.memory.id
     assert second.memory.value == "Run 10k"
     # OpenHermit reports created_at = now on upsert (FIX): memoryd reports the stored value.
@@ -81,7 +82,8 @@ async def test_re_storing_an_archived_key_un_archives_it(memory: md.MemoryServic
     await memory.ArchiveMemory(md.ArchiveMemoryRequest(owner=owner_of(conversation), id=row.id))
     again = await store(memory, conversation, "tz", "Lives in Porto", md.CATEGORY_IDENTITY)
     assert again.id == row.id
-    assert not again.archived and again.archived_by == ""
+    assert not again.archived
+    assert again.archived_by == ""
 
 
 async def test_with_an_id_the_value_is_replaced(memory: md.MemoryServiceStub) -> None:
@@ -197,7 +199,8 @@ async def test_a_guest_can_never_replace_a_directive(memory: md.MemoryServiceStu
         assert error.code() == grpc.StatusCode.PERMISSION_DENIED
         assert "directive" in (error.details() or "")
     kept = await memory.GetMemory(md.GetMemoryRequest(conversation=conversation, id=rule.id))
-    assert kept.memory.value == "Show a draft first" and not kept.memory.archived
+    assert kept.memory.value == "Show a draft first"
+    assert not kept.memory.archived
     assert kept.memory.category == md.CATEGORY_DIRECTIVE
 
 

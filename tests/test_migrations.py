@@ -102,3 +102,35 @@ async def test_an_edited_migration_is_refused(
     assert (
         "migration 0001_conversation_history.sql was changed after it was applied" in server.output
     )
+
+
+def test_a_version_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
+    """A database written before long-term memory keeps its messages and gains the new tables."""
+    connection = apsw.Connection(str(tmp_path / "memory.db"))
+    first, *rest = bundled_migrations()
+    assert migrate(connection, [first]) == [1]
+    connection.execute(
+        "INSERT INTO conversations (agent_id, owner_id, channel, chat_id, thread_scope, "
+        "history_version, search_scope, created_at) "
+        "VALUES ('main', 'default', 't', '1', 'root', 1, '', '2026-01-01T00:00:00.000Z')"
+    )
+    connection.execute(
+        "INSERT INTO messages (agent_id, owner_id, channel, chat_id, thread_scope, sender, role, "
+        "kind, content, trust, created_at) VALUES ('main', 'default', 't', '1', 'root', 'ada', "
+        "'user', 'chat_message', 'kept across the upgrade', 'operator', '2026-01-01T00:00:00.000Z')"
+    )
+    assert migrate(connection, [first, *rest]) == [2]
+    assert list(connection.execute("SELECT content FROM messages")) == [
+        ("kept across the upgrade",)
+    ]
+    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_schema")}
+    assert {
+        "memories",
+        "memories_fts",
+        "memory_sources",
+        "resources",
+        "resource_revisions",
+        "scheduled_jobs",
+        "job_runs",
+    } <= tables
+    connection.close()

@@ -13,7 +13,7 @@ from tests.server_process import ServerProcess
 
 SEPARATOR = "@@memoryd-walkthrough-block@@"
 FENCE = re.compile(r"```(\w+)\n(.*?)```", re.DOTALL)
-TIMESTAMP = re.compile(r'("created_at": )"[^"]+"')
+TIMESTAMP = re.compile(r'("(?:created|updated)_at": )"[^"]+"')
 
 
 def walkthrough_blocks() -> list[tuple[str, str]]:
@@ -36,7 +36,16 @@ def normalise(text: str) -> str:
 
 def test_the_walkthrough_has_the_promised_steps() -> None:
     commands = " ".join(command for command, _ in walkthrough_blocks())
-    for step in (" list", " describe ", "/AppendMessages", "/ListMessages", "/SearchHistory"):
+    for step in (
+        " list",
+        " describe ",
+        "/AppendMessages",
+        "/ListMessages",
+        "/SearchHistory",
+        "/StoreMemory",
+        "/Recall",
+        "/GetPromptContext",
+    ):
         assert step in commands
 
 

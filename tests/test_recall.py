@@ -142,9 +142,8 @@ async def test_source_all_takes_turns_between_memories_and_history(
     assert len(history) == 3
     assert all(hit.message.match == md.MATCH_KIND_WORD and hit.rank < 0 for hit in history)
     only_memories = await recall(memory, conversation, query="mango", limit=10)
-    assert len(only_memories) == 3 and all(
-        h.source == md.RECALL_SOURCE_MEMORIES for h in only_memories
-    )
+    assert len(only_memories) == 3
+    assert all(h.source == md.RECALL_SOURCE_MEMORIES for h in only_memories)
 
 
 async def test_inside_a_job_only_the_jobs_rows_are_readable(memory: md.MemoryServiceStub) -> None:

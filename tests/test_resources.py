@@ -84,11 +84,13 @@ async def test_rollback_is_a_new_revision_and_the_next_rebuild_replaces_it(
     user_md = server.home / "memory" / versioned.agent_id / "USER.md"
     assert user_md.read_text(encoding="utf-8") == "## Preferences\n- Prefers tea"
     prompt = await memory.GetPromptContext(md.GetPromptContextRequest(agent_id=versioned.agent_id))
-    assert prompt.user_md == "## Preferences\n- Prefers tea" and prompt.user_usage.revision == 4
+    assert prompt.user_md == "## Preferences\n- Prefers tea"
+    assert prompt.user_usage.revision == 4
     again = await memory.RollbackResource(
         md.RollbackResourceRequest(ref=user_ref(versioned), revision=1)
     )
-    assert not again.changed and again.revision.revision == 4
+    assert not again.changed
+    assert again.revision.revision == 4
     await store(memory, versioned, "goal", "Learn Go", md.CATEGORY_GOAL)
     rebuilt = await memory.GetPromptContext(md.GetPromptContextRequest(agent_id=versioned.agent_id))
     assert rebuilt.user_md == "## Interests\n- Likes chess\n\n## Goals\n- Learn Go"
@@ -125,12 +127,12 @@ async def test_rollback_is_a_new_revision_and_the_next_rebuild_replaces_it(
             "to_revision is required",
         ),
         (
-            lambda m, ref: m.GetRevision(md.GetRevisionRequest(ref=md.ResourceRef())),
+            lambda m, _ref: m.GetRevision(md.GetRevisionRequest(ref=md.ResourceRef())),
             grpc.StatusCode.INVALID_ARGUMENT,
             "ref.type is required",
         ),
         (
-            lambda m, ref: m.ListRevisions(
+            lambda m, _ref: m.ListRevisions(
                 md.ListRevisionsRequest(
                     ref=md.ResourceRef(agent_id="nobody-here", type=md.RESOURCE_TYPE_MEMORY_MD)
                 )
@@ -176,18 +178,21 @@ async def test_the_cli_commands(server: ServerProcess, versioned: md.Conversatio
     assert "Roll back user_md to revision 1? [y/N] rollback cancelled" in declined.stdout
     assert "+## Preferences" in declined.stdout  # the preview
     accepted = cli(server, "resource", "rollback", "user_md", "1", *agent, stdin="y\n")
-    assert accepted.returncode == 0 and "new revision 4" in accepted.stdout
+    assert accepted.returncode == 0
+    assert "new revision 4" in accepted.stdout
     as_json = json.loads(
         cli(server, "resource", "rollback", "user_md", "2", "--yes", "--json", *agent).stdout
     )
-    assert as_json["changed"] is True and as_json["revision"]["revision"] == "5"
+    assert as_json["changed"] is True
+    assert as_json["revision"]["revision"] == "5"
     memories = cli(server, "memory", "list", "--archived", "all", *agent)
     tea_id = next(line.split("\t")[0] for line in memories.stdout.splitlines() if "tea" in line)
     assert "(archived)" in memories.stdout
     restored = cli(server, "memory", "restore", tea_id, *agent)
     assert restored.stdout == f"restored memory {tea_id}\n"
     shown_json = json.loads(cli(server, "memory", "show", tea_id, "--json", *agent).stdout)
-    assert shown_json["memory"]["key"] == "tea" and "archived" not in shown_json["memory"]
+    assert shown_json["memory"]["key"] == "tea"
+    assert "archived" not in shown_json["memory"]
     forgot = cli(server, "memory", "forget", tea_id, "--reason", "no longer true", *agent)
     assert forgot.stdout == f"forgot memory {tea_id}\n"
     missing = cli(server, "memory", "show", "999999999", *agent)
@@ -195,4 +200,5 @@ async def test_the_cli_commands(server: ServerProcess, versioned: md.Conversatio
     assert missing.stderr == "memoryd: NOT_FOUND: memory 999999999 not found\n"
     for command in (["memory", "list"], ["resource", "list"], ["resource", "history", "user_md"]):
         output = cli(server, *command, "--json", *agent)
-        assert output.returncode == 0 and isinstance(json.loads(output.stdout), dict)
+        assert output.returncode == 0
+        assert isinstance(json.loads(output.stdout), dict)

@@ -1,0 +1,284 @@
+"""(c) Recall and GetPromptContext latency over 1M messages and 100k memory rows.
+
+    python bench/recall_latency.py [--messages 1000000] [--memories 100000] [--queries 2000]
+
+The corpus (bench/corpus.py's vocabulary) is bulk-loaded into a freshly migrated database with
+SQL in one transaction: through the RPCs it would take many minutes, and the load is not what
+is measured. The schema's own triggers build every index. 2,000 owners of two agents hold
+3,000 conversations; each owner has about 50 memory rows across the six categories, notes and
+scopes. Then a real server opens the database; 300 owners get one StoreMemory each, so their
+prompt files are rendered and versioned by the server itself.
+
+Recall queries are what a tool call sends: one mid-frequency word, two words, a partial word or
+non-English text; scope current / owner / all; source memories (60%), history (20%) or all
+(20%). GetPromptContext is called for the rendered owners (first call per owner loads the
+cache; the figure is every call after that). Latency is measured at the client and, from the
+server's RPC log lines, inside the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import apsw
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import corpus  # noqa: E402 - after the path is set
+from search_latency import percentile  # noqa: E402
+
+import memoryd_client as md  # noqa: E402
+from memoryd.domain.conversation import (  # noqa: E402
+    ConversationKey,
+    OwnerKey,
+    owner_scope_token,
+    search_scope_tokens,
+)
+from memoryd.domain.memories import Category, ScopeType, prompt_target  # noqa: E402
+from memoryd.storage.migrations import bundled_migrations, migrate  # noqa: E402
+from tests.server_process import ServerProcess  # noqa: E402
+
+AGENTS = ("main", "helper")
+OWNERS = 2000
+CONVERSATIONS = 3000
+RENDERED_OWNERS = 300
+STAMP = "2026-11-30T00:00:00.000Z"
+CATEGORIES = [c for c in Category if c is not Category.JOB_RUN_SUMMARY]
+
+
+def build(home: Path, messages: int, memories: int, rng: random.Random) -> dict[str, object]:
+    """Create and fill the database; returns what the queries need."""
+    home.mkdir(parents=True)
+    connection = apsw.Connection(str(home / "memory.db"))
+    connection.execute("PRAGMA journal_mode = WAL")
+    migrate(connection, bundled_migrations())
+    words = corpus.vocabulary()
+    chats = []
+    for index in range(CONVERSATIONS):
+        agent = AGENTS[1] if index % 10 == 9 else AGENTS[0]
+        owner = f"owner-{rng.randrange(OWNERS)}"
+        channel = rng.choice(("telegram", "slack", "discord"))
+        chats.append(ConversationKey(agent, owner, channel, f"c{index}", "root"))
+    texts: list[str] = []
+    with connection:
+        connection.executemany(
+            "INSERT INTO conversations (agent_id, owner_id, channel, chat_id, thread_scope, "
+            "history_version, search_scope, created_at) VALUES (?, ?, ?, ?, ?, 1, ?, ?)",
+            [(*chat.as_row(), search_scope_tokens(chat), STAMP) for chat in chats],
+        )
+
+        def message_rows():  # type: ignore[no-untyped-def]
+            for _ in range(messages):
+                chat = rng.choice(chats)
+                text = corpus.message_text(rng, words)
+                if len(texts) < 20000:
+                    texts.append(text)
+                role = rng.choice(("user", "assistant"))
+                yield (*chat.as_row(), "x", role, "chat_message", text, "operator", STAMP)
+
+        connection.executemany(
+            "INSERT INTO messages (agent_id, owner_id, channel, chat_id, thread_scope, sender, "
+            "role, kind, content, trust, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            message_rows(),
+        )
+        owners = sorted({OwnerKey(chat.agent_id, chat.owner_id) for chat in chats}, key=str)
+        chats_of: dict[OwnerKey, list[ConversationKey]] = defaultdict(list)
+        for chat in chats:
+            chats_of[OwnerKey(chat.agent_id, chat.owner_id)].append(chat)
+
+        def memory_rows():  # type: ignore[no-untyped-def]
+            for number in range(memories):
+                owner = owners[number % len(owners)]
+                category = rng.choice(CATEGORIES)
+                if category is Category.FACT:
+                    scope, scope_id = ScopeType.CONVERSATION, rng.choice(chats_of[owner]).scope_id
+                elif category in (Category.CONTEXT, Category.DIRECTIVE):
+                    scope, scope_id = ScopeType.AGENT, owner.agent_id
+                else:
+                    scope, scope_id = ScopeType.OWNER, owner.owner_id
+                value = corpus.message_text(rng, words)[:200]
+                yield (
+                    owner.agent_id,
+                    owner.owner_id,
+                    scope.value,
+                    scope_id,
+                    category.value,
+                    f"{category.value}-{number}",
+                    value,
+                    prompt_target(category, scope).value,
+                    "operator",
+                    owner_scope_token(owner),
+                    STAMP,
+                    STAMP,
+                )
+
+        connection.executemany(
+            "INSERT INTO memories (agent_id, owner_id, scope_type, scope_id, category, key, value, "
+            "promote_target, trust, search_scope, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            memory_rows(),
+        )
+        values = [row[0] for row in connection.execute("SELECT value FROM memories LIMIT 20000")]
+    connection.execute("PRAGMA optimize")
+    connection.close()
+    return {"chats": chats, "owners": owners, "texts": texts + values}
+
+
+def recall_requests(rng: random.Random, chats: list, texts: list[str], count: int) -> list:
+    """(kind, request) pairs."""
+    content = set(corpus.vocabulary().content_words())
+    made = []
+    for _ in range(count):
+        roll = rng.random()
+        words = [w.strip(".?!").lower() for w in rng.choice(texts).split()]
+        words = [w for w in words if w in content]
+        if roll < 0.5 and words:
+            kind, query = "one word", rng.choice(words)
+        elif roll < 0.75 and len(words) >= 2:
+            kind, query = "two words", " ".join(rng.sample(words, 2))
+        elif roll < 0.95 and words:
+            word = rng.choice([w for w in words if len(w) >= 6] or words)
+            kind, query = "partial word", word[: max(3, len(word) - 2)]
+        else:
+            kind, query = "non-English", rng.choice(("東京", "会議", "😀", "привет", "café"))
+        chat = rng.choice(chats)
+        scope = rng.choice((md.RECALL_SCOPE_CURRENT, md.RECALL_SCOPE_OWNER, md.RECALL_SCOPE_ALL))
+        source_roll = rng.random()
+        source = (
+            md.RECALL_SOURCE_MEMORIES
+            if source_roll < 0.6
+            else md.RECALL_SOURCE_HISTORY
+            if source_roll < 0.8
+            else md.RECALL_SOURCE_ALL
+        )
+        request = md.RecallRequest(
+            conversation=md.Conversation(
+                agent_id=chat.agent_id,
+                owner_id=chat.owner_id,
+                channel=chat.channel,
+                chat_id=chat.chat_id,
+            ),
+            query=query,
+            scope=scope,
+            source=source,
+        )
+        made.append(
+            (kind, md.RecallSource.Name(source).removeprefix("RECALL_SOURCE_").lower(), request)
+        )
+    return made
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--memories", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=2000)
+    args = parser.parse_args()
+    rng = random.Random(2027)
+    with tempfile.TemporaryDirectory() as scratch:
+        home = Path(scratch) / "home"
+        started = time.perf_counter()
+        built = build(home, args.messages, args.memories, rng)
+        build_seconds = time.perf_counter() - started
+        server = ServerProcess(home).start()
+        try:
+            with grpc.insecure_channel(server.address) as channel:
+                memory = md.MemoryServiceStub(channel)
+                owners = rng.sample(built["owners"], RENDERED_OWNERS)  # type: ignore[arg-type]
+                for owner in owners:
+                    memory.StoreMemory(
+                        md.StoreMemoryRequest(
+                            owner=md.OwnerScope(agent_id=owner.agent_id, owner_id=owner.owner_id),
+                            category=md.CATEGORY_PREFERENCE,
+                            key="bench",
+                            value="Prefers short answers",
+                        )
+                    )
+                planned = recall_requests(rng, built["chats"], built["texts"], args.queries)  # type: ignore[arg-type]
+                for _, _, request in planned[:200]:
+                    memory.Recall(request)
+                mark = len(server.events("rpc"))
+                client: dict[str, list[float]] = defaultdict(list)
+                for kind, source, request in planned:
+                    begin = time.perf_counter()
+                    memory.Recall(request)
+                    elapsed = (time.perf_counter() - begin) * 1000
+                    for key in ("all", f"kind: {kind}", f"source: {source}"):
+                        client[key].append(elapsed)
+                prompt_requests = [
+                    md.GetPromptContextRequest(agent_id=o.agent_id, owner_id=o.owner_id)
+                    for o in owners
+                ]
+                for request in prompt_requests:  # the first call per owner fills the cache
+                    memory.GetPromptContext(request)
+                # Baseline: the round trip of grpc's health check on the same channel, which does
+                # no work, interleaved with the measured calls.
+                health = health_pb2_grpc.HealthStub(channel)
+                prompt_ms: list[float] = []
+                health_ms: list[float] = []
+                for _ in range(5):
+                    for request in prompt_requests:
+                        begin = time.perf_counter()
+                        memory.GetPromptContext(request)
+                        middle = time.perf_counter()
+                        health.Check(health_pb2.HealthCheckRequest())
+                        prompt_ms.append((middle - begin) * 1000)
+                        health_ms.append((time.perf_counter() - middle) * 1000)
+        finally:
+            code = server.stop()
+        events = server.events("rpc")[mark:]
+        database_mb = (home / "memory.db").stat().st_size / 1e6
+    if code != 0:
+        sys.exit(f"memoryd exited with {code}")
+    inside = [e["duration_ms"] for e in events if e["method"].endswith("/Recall")]
+    prompt_inside = [e["duration_ms"] for e in events if e["method"].endswith("/GetPromptContext")]
+    result = {
+        "benchmark": "recall_latency",
+        "messages": args.messages,
+        "memories": args.memories,
+        "queries": len(planned),
+        "build_seconds": round(build_seconds, 1),
+        "database_mb": round(database_mb, 1),
+        "recall_client_ms": {
+            key: {
+                "p50": round(percentile(v, 0.5), 2),
+                "p99": round(percentile(v, 0.99), 2),
+                "n": len(v),
+            }
+            for key, v in sorted(client.items())
+        },
+        "recall_server_ms": {
+            "p50": round(percentile(inside, 0.5), 2),
+            "p99": round(percentile(inside, 0.99), 2),
+        },
+        "prompt_context_client_ms": {
+            "p50": round(percentile(prompt_ms, 0.5), 3),
+            "p99": round(percentile(prompt_ms, 0.99), 3),
+        },
+        "health_check_client_ms": {
+            "p50": round(percentile(health_ms, 0.5), 3),
+            "p99": round(percentile(health_ms, 0.99), 3),
+        },
+        "prompt_context_server_ms": {
+            "p50": round(percentile(prompt_inside, 0.5), 3),
+            "p99": round(percentile(prompt_inside, 0.99), 3),
+        },
+        "targets_ms": {"recall_p50": 5, "recall_p99": 30, "prompt_context_p50": 1},
+    }
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
