@@ -6,7 +6,7 @@ import apsw
 import grpc
 
 import memoryd_client as md
-from tests.helpers import append, rpc_error, user
+from tests.helpers import append, fresh_conversation, owner_of, rpc_error, store, user
 from tests.server_process import ServerProcess
 
 
@@ -145,3 +145,68 @@ async def test_a_purged_conversation_starts_afresh(
     assert after.history_version > before.history_version
     listed = await memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
     assert [m.content for m in listed.messages] == ["second life"]
+
+
+async def test_purge_erases_the_conversations_memory_rows_and_re_renders(
+    memory: md.MemoryServiceStub, server: ServerProcess
+) -> None:
+    conversation = fresh_conversation()
+    owner = owner_of(conversation)
+    sent = await append(memory, conversation, user("I moved to Porto last week"))
+    message_id = sent.results[0].message.id
+    note = await store(memory, conversation, "parking", "Spot B12 in the garage")
+    await store(
+        memory,
+        conversation,
+        "sprint",
+        "Sprint goal is the billing rewrite",
+        md.CATEGORY_CONTEXT,
+        scope_type=md.SCOPE_TYPE_CONVERSATION,
+    )
+    city = await store(
+        memory,
+        conversation,
+        "city",
+        "Lives in Porto",
+        md.CATEGORY_IDENTITY,
+        source_message_id=message_id,
+    )
+    before = await memory.GetPromptContext(
+        md.GetPromptContextRequest(agent_id=conversation.agent_id)
+    )
+    assert before.memory_md == "## Context\n- Sprint goal is the billing rewrite"
+    purged = await memory.PurgeConversation(md.PurgeConversationRequest(conversation=conversation))
+    assert (purged.messages_deleted, purged.conversation_deleted, purged.memories_deleted) == (
+        1,
+        True,
+        2,
+    )
+    after = await memory.GetPromptContext(
+        md.GetPromptContextRequest(agent_id=conversation.agent_id)
+    )
+    assert after.memory_md == ""
+    assert after.user_md == "## Identity\n- Lives in Porto"
+    memory_md = server.home / "memory" / conversation.agent_id / "MEMORY.md"
+    assert memory_md.read_text(encoding="utf-8") == ""
+    gone = await rpc_error(memory.GetMemory(md.GetMemoryRequest(owner=owner, id=note.id)))
+    assert gone.code() == grpc.StatusCode.NOT_FOUND
+    for query in ("garage", "billing", "moved last week"):
+        hits = await memory.Recall(
+            md.RecallRequest(
+                conversation=conversation,
+                query=query,
+                scope=md.RECALL_SCOPE_ALL,
+                source=md.RECALL_SOURCE_ALL,
+            )
+        )
+        assert list(hits.hits) == [], query
+    # The owner's fact stays, without its link to the erased message.
+    kept = await memory.GetMemory(md.GetMemoryRequest(owner=owner, id=city.id))
+    assert kept.memory.value == "Lives in Porto"
+    assert kept.memory.provenance.source_message_id == 0
+    revisions = await memory.ListRevisions(
+        md.ListRevisionsRequest(
+            ref=md.ResourceRef(agent_id=conversation.agent_id, type=md.RESOURCE_TYPE_MEMORY_MD)
+        )
+    )
+    assert revisions.revisions[0].mutation_source == "conversation_purge"

@@ -18,6 +18,7 @@ import apsw
 from memoryd.config import Settings
 from memoryd.domain import tokens
 from memoryd.errors import StartupError
+from memoryd.services.erasure import ErasureService
 from memoryd.services.history import HistoryService
 from memoryd.services.memory import MemoryService
 from memoryd.services.prompt_files import PromptFiles
@@ -42,6 +43,7 @@ class Runtime:
     memory: MemoryService
     prompts: PromptFiles
     resources: ResourceService
+    erasure: ErasureService
     schema_version: int
     _lock_fd: int
 
@@ -96,7 +98,19 @@ class Runtime:
         history = HistoryService(writer, readers, settings.history)
         memory = MemoryService(writer, readers, prompts, history)
         resources = ResourceService(writer, readers, prompts)
-        return cls(settings, writer, readers, history, memory, prompts, resources, version, lock_fd)
+        erasure = ErasureService(writer, history, memory, prompts)
+        return cls(
+            settings,
+            writer,
+            readers,
+            history,
+            memory,
+            prompts,
+            resources,
+            erasure,
+            version,
+            lock_fd,
+        )
 
     async def close(self) -> None:
         """Commit what is queued, close every connection, release the data directory."""

@@ -96,7 +96,13 @@ async def _serve(
     for register, servicer in (
         (
             memory_service_pb2_grpc.add_MemoryServiceServicer_to_server,
-            MemoryServicer(runtime.history, runtime.memory, runtime.prompts, runtime.resources),
+            MemoryServicer(
+                runtime.history,
+                runtime.memory,
+                runtime.prompts,
+                runtime.resources,
+                runtime.erasure,
+            ),
         ),
         (compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server, CompactionServicer()),
         (health_pb2_grpc.add_HealthServicer_to_server, health_servicer),

@@ -14,6 +14,7 @@ import grpc
 from memoryd.api import convert
 from memoryd.api.memory_rpcs import MemoryRpcs
 from memoryd.api.resource_rpcs import ResourceRpcs
+from memoryd.services.erasure import ErasureService
 from memoryd.services.history import HistoryService
 from memoryd.services.memory import MemoryService
 from memoryd.services.prompt_files import PromptFiles
@@ -33,10 +34,12 @@ class MemoryServicer(MemoryRpcs, ResourceRpcs, service_grpc.MemoryServiceService
         memory: MemoryService,
         prompts: PromptFiles,
         resources: ResourceService,
+        erasure: ErasureService,
     ) -> None:
         MemoryRpcs.__init__(self, memory, prompts)
         ResourceRpcs.__init__(self, resources)
         self._history = history
+        self._erasure = erasure
 
     async def AppendMessages(
         self, request: service_pb.AppendMessagesRequest, context: Context
@@ -97,10 +100,11 @@ class MemoryServicer(MemoryRpcs, ResourceRpcs, service_grpc.MemoryServiceService
         self, request: service_pb.PurgeConversationRequest, context: Context
     ) -> service_pb.PurgeConversationResponse:
         key = convert.required_conversation(request)
-        purged = await self._history.purge(key)
+        purged = await self._erasure.purge_conversation(key)
         return service_pb.PurgeConversationResponse(
             messages_deleted=purged.messages_deleted,
             conversation_deleted=purged.conversation_deleted,
+            memories_deleted=purged.memories_deleted,
         )
 
     async def GetConversation(

@@ -1,4 +1,6 @@
-"""Conversation history use cases: append, list, search, clear (/new), purge, describe.
+"""Conversation history use cases: append, list, search, clear (/new), describe.
+
+Purging a conversation also erases memory rows, so it lives in memoryd.services.erasure.
 
 Writes go through the single writer and are answered after commit; reads go to reader threads,
 and the first page of a window is served from the hot cache when it can answer exactly.
@@ -50,7 +52,6 @@ def _clear(
 # The kinds of writes this use case submits; consecutive appends in a group run as one batch.
 APPEND = Batch("append", writes.append_batch)
 CLEAR = Batch.each("clear", _clear)
-PURGE = Batch.each("purge", writes.purge_conversation)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -67,14 +68,6 @@ class ClearResult:
 
     notice: str
     window: WindowState
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class PurgeResult:
-    """What an erasure removed."""
-
-    messages_deleted: int
-    conversation_deleted: bool
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -129,15 +122,6 @@ class HistoryService:
             after_commit=lambda _: self.cache.invalidate(key),
         )
         return ClearResult(CLEAR_NOTICE, window)
-
-    async def purge(self, key: ConversationKey) -> PurgeResult:
-        """Erase the conversation: messages, their index entries, the window record."""
-        deleted, conversation_deleted = await self._writer.submit(
-            PURGE,
-            key,
-            after_commit=lambda _: self.cache.invalidate(key),
-        )
-        return PurgeResult(deleted, conversation_deleted)
 
     # --- reads --------------------------------------------------------------------------------
 

@@ -12,11 +12,12 @@ import datetime as dt
 
 import apsw
 
-from memoryd.domain.conversation import OwnerKey, owner_scope_token
+from memoryd.domain.conversation import ConversationKey, OwnerKey, owner_scope_token
 from memoryd.domain.memories import (
     Caller,
     MemoryRecord,
     NewFact,
+    ScopeType,
     check_directive_trust,
     check_editable,
     merge_metadata,
@@ -215,6 +216,19 @@ def delete(
     check_directive_trust(before.category, trust, "delete")
     connection.execute("DELETE FROM memories WHERE id = ?", (before.id,))
     return before
+
+
+def delete_conversation_scope(
+    connection: apsw.Connection, key: ConversationKey
+) -> list[MemoryRecord]:
+    """Erase every row scoped to one conversation (its notes and context); returns them."""
+    found = rows(
+        connection,
+        f"DELETE FROM memories WHERE agent_id = ? AND owner_id = ? AND scope_type = ? "
+        f"AND scope_id = ? RETURNING {RETURNED_COLUMNS}",
+        (key.agent_id, key.owner_id, ScopeType.CONVERSATION.value, key.scope_id),
+    )
+    return [memory_from_row(row) for row in found]
 
 
 def register_source(connection: apsw.Connection, caller: Caller, now: dt.datetime) -> None:

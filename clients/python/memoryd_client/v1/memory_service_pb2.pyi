@@ -588,19 +588,23 @@ class PurgeConversationResponse(_message.Message):
 
     MESSAGES_DELETED_FIELD_NUMBER: _builtins.int
     CONVERSATION_DELETED_FIELD_NUMBER: _builtins.int
+    MEMORIES_DELETED_FIELD_NUMBER: _builtins.int
     messages_deleted: _builtins.int
     """The message rows deleted, with their search index entries."""
     conversation_deleted: _builtins.bool
     """Whether the conversation's own record (window and version) existed and was deleted."""
+    memories_deleted: _builtins.int
+    """The memory rows of the conversation's scope deleted, with their search index entries."""
     def __init__(
         self,
         *,
         messages_deleted: _builtins.int = ...,
         conversation_deleted: _builtins.bool = ...,
+        memories_deleted: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_deleted", b"conversation_deleted", "messages_deleted", b"messages_deleted"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_deleted", b"conversation_deleted", "memories_deleted", b"memories_deleted", "messages_deleted", b"messages_deleted"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

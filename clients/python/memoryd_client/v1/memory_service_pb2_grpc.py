@@ -187,9 +187,12 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def PurgeConversation(self, request, context):
-        """PurgeConversation erases a conversation: every message row and its search index entries.
-        Nothing of the content can be found afterwards. Purging an unknown conversation removes
-        nothing and succeeds.
+        """PurgeConversation erases a conversation: every message row and its search index entries,
+        and the memory rows scoped to the conversation (its notes and conversation context), with
+        the prompt files re-rendered without them. Facts stored at owner or agent scope stay (they
+        belong to the owner) and lose only their link to the erased message. Nothing of the
+        content can be found afterwards. Purging an unknown conversation removes nothing and
+        succeeds.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -58,9 +58,12 @@ class MemoryServiceStub:
     searchable and reviewable; long-term memory is untouched.
     """
     PurgeConversation: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.PurgeConversationRequest, _memory_service_pb2.PurgeConversationResponse]
-    """PurgeConversation erases a conversation: every message row and its search index entries.
-    Nothing of the content can be found afterwards. Purging an unknown conversation removes
-    nothing and succeeds.
+    """PurgeConversation erases a conversation: every message row and its search index entries,
+    and the memory rows scoped to the conversation (its notes and conversation context), with
+    the prompt files re-rendered without them. Facts stored at owner or agent scope stay (they
+    belong to the owner) and lose only their link to the erased message. Nothing of the
+    content can be found afterwards. Purging an unknown conversation removes nothing and
+    succeeds.
     """
     GetConversation: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetConversationRequest, _memory_service_pb2.GetConversationResponse]
     """GetConversation returns a conversation's counts, times, window start and history version."""
@@ -154,9 +157,12 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     searchable and reviewable; long-term memory is untouched.
     """
     PurgeConversation: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.PurgeConversationRequest, _memory_service_pb2.PurgeConversationResponse]  # type: ignore[assignment]
-    """PurgeConversation erases a conversation: every message row and its search index entries.
-    Nothing of the content can be found afterwards. Purging an unknown conversation removes
-    nothing and succeeds.
+    """PurgeConversation erases a conversation: every message row and its search index entries,
+    and the memory rows scoped to the conversation (its notes and conversation context), with
+    the prompt files re-rendered without them. Facts stored at owner or agent scope stay (they
+    belong to the owner) and lose only their link to the erased message. Nothing of the
+    content can be found afterwards. Purging an unknown conversation removes nothing and
+    succeeds.
     """
     GetConversation: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetConversationRequest, _memory_service_pb2.GetConversationResponse]  # type: ignore[assignment]
     """GetConversation returns a conversation's counts, times, window start and history version."""
@@ -277,9 +283,12 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _memory_service_pb2.PurgeConversationRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.PurgeConversationResponse, _abc.Awaitable[_memory_service_pb2.PurgeConversationResponse]]:
-        """PurgeConversation erases a conversation: every message row and its search index entries.
-        Nothing of the content can be found afterwards. Purging an unknown conversation removes
-        nothing and succeeds.
+        """PurgeConversation erases a conversation: every message row and its search index entries,
+        and the memory rows scoped to the conversation (its notes and conversation context), with
+        the prompt files re-rendered without them. Facts stored at owner or agent scope stay (they
+        belong to the owner) and lose only their link to the erased message. Nothing of the
+        content can be found afterwards. Purging an unknown conversation removes nothing and
+        succeeds.
         """
 
     @_abc_1.abstractmethod
