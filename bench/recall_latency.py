@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import corpus  # noqa: E402 - after the path is set
+from append_throughput import ghz_binary, summary  # noqa: E402
 from search_latency import percentile  # noqa: E402
 
 import memoryd_client as md  # noqa: E402
@@ -179,6 +181,37 @@ def recall_requests(rng: random.Random, chats: list, texts: list[str], count: in
     return made
 
 
+def ghz_latency(
+    address: str, call: str, data: list[dict[str, str]], total: int
+) -> dict[str, float]:
+    """Latency of `call`, one at a time on one connection, from ghz (a Go client: its own cost
+    per call is far below the Python client's). ghz finds the method by server reflection and
+    sends the `data` messages in turn."""
+    result = subprocess.run(
+        [
+            ghz_binary(),
+            "--insecure",
+            "--call",
+            call,
+            "--data",
+            json.dumps(data),
+            "--concurrency",
+            "1",
+            "--connections",
+            "1",
+            "--total",
+            str(total),
+            "--format",
+            "json",
+            address,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return summary(json.loads(result.stdout))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1_000_000)
@@ -235,6 +268,11 @@ def main() -> int:
                         health.Check(health_pb2.HealthCheckRequest())
                         prompt_ms.append((middle - begin) * 1000)
                         health_ms.append((time.perf_counter() - middle) * 1000)
+                owner_data = [{"agent_id": o.agent_id, "owner_id": o.owner_id} for o in owners]
+                ghz_prompt = ghz_latency(
+                    server.address, "memoryd.v1.MemoryService.GetPromptContext", owner_data, 3000
+                )
+                ghz_health = ghz_latency(server.address, "grpc.health.v1.Health.Check", [{}], 3000)
         finally:
             code = server.stop()
         events = server.events("rpc")[mark:]
@@ -270,6 +308,8 @@ def main() -> int:
             "p50": round(percentile(health_ms, 0.5), 3),
             "p99": round(percentile(health_ms, 0.99), 3),
         },
+        "prompt_context_ghz_ms": {k: round(v, 3) for k, v in ghz_prompt.items()},
+        "health_check_ghz_ms": {k: round(v, 3) for k, v in ghz_health.items()},
         "prompt_context_server_ms": {
             "p50": round(percentile(prompt_inside, 0.5), 3),
             "p99": round(percentile(prompt_inside, 0.99), 3),

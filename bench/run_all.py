@@ -36,10 +36,19 @@ def main() -> int:
     args = parser.parse_args()
     append_args = ["--seconds", "4", "--rounds", "2"] if args.quick else ["--rounds", "5"]
     search_args = ["--messages", "20000", "--queries", "500"] if args.quick else []
+    recall_args = (
+        ["--messages", "50000", "--memories", "10000", "--queries", "500"] if args.quick else []
+    )
 
     append = run("append_throughput.py", *append_args)
     search = run("search_latency.py", *search_args)
-    print(json.dumps({"append_throughput": append, "search_latency": search}, indent=2))
+    recall = run("recall_latency.py", *recall_args)
+    print(
+        json.dumps(
+            {"append_throughput": append, "search_latency": search, "recall_latency": recall},
+            indent=2,
+        )
+    )
 
     client: Any = search["client_ms"]
     server: Any = search["server_ms"]
@@ -63,6 +72,21 @@ def main() -> int:
         f"p50 **{client['all']['p50']} ms**, p99 **{client['all']['p99']} ms** at the client; "
         f"p50 {server['p50']} ms, p99 {server['p99']} ms in the server | p50 < 5 ms, "
         f"p99 < 25 ms |"
+    )
+    recalled: Any = recall
+    print(
+        f"| Recall, {recalled['messages']} messages and {recalled['memories']} memory rows, "
+        f"{recalled['queries']} queries | p50 **{recalled['recall_client_ms']['all']['p50']} ms**, "
+        f"p99 **{recalled['recall_client_ms']['all']['p99']} ms** at the client; p50 "
+        f"{recalled['recall_server_ms']['p50']} ms, p99 {recalled['recall_server_ms']['p99']} ms "
+        "in the server | p50 < 5 ms, p99 < 30 ms |"
+    )
+    prompt: Any = recalled["prompt_context_ghz_ms"]
+    health: Any = recalled["health_check_ghz_ms"]
+    print(
+        f"| GetPromptContext, one at a time (ghz) | p50 **{prompt['p50_ms']} ms** at the client "
+        f"(p50 {recalled['prompt_context_server_ms']['p50']} ms in the server) | p50 < 1 ms; "
+        f"grpc health check on the same server: p50 {health['p50_ms']} ms |"
     )
     return 0
 

@@ -10,8 +10,9 @@ from memoryd.api import convert
 from memoryd.api import memory_convert as mc
 from memoryd.domain.conversation import check_identifier, owner_key
 from memoryd.domain.memories import (
+    SOURCE_STATUSES,
+    SOURCE_TYPES,
     Category,
-    ScopeType,
     StoreRequest,
     check_metadata,
     check_reason,
@@ -20,9 +21,9 @@ from memoryd.domain.memories import (
 from memoryd.domain.messages import Trust
 from memoryd.domain.prompt_files import MEMORY_MD, USER_MD, PromptFile, context_block
 from memoryd.errors import InvalidArgument
-from memoryd.services.memory import MemoryService, RecallRequest
+from memoryd.services.memory import MemoryService, RecallRequest, list_visibility
 from memoryd.services.prompt_files import FileState, PromptFiles
-from memoryd.storage.memory_reads import ListFilter, Visible
+from memoryd.storage.memory_reads import ListFilter
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -81,23 +82,13 @@ class MemoryRpcs:
         self, request: service_pb.ListMemoriesRequest, context: Context
     ) -> service_pb.ListMemoriesResponse:
         caller = mc.caller_in(request, request.job_id)
-        scope_type = mc.scope_type_in(request.scope_type)
-        if caller.job_id is not None:
-            scope_type = ScopeType.JOB
-        scopes: tuple[tuple[ScopeType, str | None], ...] = ()
-        if scope_type is ScopeType.CONVERSATION and caller.conversation is not None:
-            scopes = ((scope_type, caller.conversation.scope_id),)
-        elif scope_type is ScopeType.JOB:
-            scopes = ((scope_type, caller.scope_id(ScopeType.JOB) if caller.job_id else None),)
-        elif scope_type is not None:
-            scopes = ((scope_type, None),)
         archived = mc.enum_in(mc.ARCHIVED_FILTERS, request.archived, "archived")
         categories = tuple(
             _category(number, f"categories[{index}]")
             for index, number in enumerate(request.categories)
         )
         page = await self._memory.list_memories(
-            Visible(caller.owner, scopes, archived),
+            list_visibility(caller, mc.scope_type_in(request.scope_type), archived=archived),
             ListFilter(categories, request.key_prefix),
             requested_page_size=request.page_size,
             page_token=request.page_token,
@@ -204,12 +195,8 @@ class MemoryRpcs:
     ) -> service_pb.ListMemorySourcesResponse:
         owner = owner_key(agent_id=request.owner.agent_id, owner_id=request.owner.owner_id)
         for field, value, allowed in (
-            ("status", request.status, ("active", "paused", "deleted")),
-            (
-                "source_type",
-                request.source_type,
-                ("conversation", "api", "scheduled_job", "memory_reviewer"),
-            ),
+            ("status", request.status, SOURCE_STATUSES),
+            ("source_type", request.source_type, SOURCE_TYPES),
         ):
             if value and value not in allowed:
                 raise InvalidArgument(f"{field} must be one of {', '.join(allowed)}; got {value!r}")

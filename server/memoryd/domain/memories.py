@@ -60,7 +60,9 @@ class PromptTarget(enum.Enum):
 
 USER_BUCKET = frozenset({Category.IDENTITY, Category.PREFERENCE, Category.INTEREST, Category.GOAL})
 MEMORY_BUCKET = frozenset({Category.CONTEXT, Category.DIRECTIVE})
-RETIRED_CATEGORIES = ("project", "environment", "instruction", "correction", "episode")
+# What memory_sources may hold (the migration checks the same values).
+SOURCE_TYPES = ("conversation", "api", "scheduled_job", "memory_reviewer")
+SOURCE_STATUSES = ("active", "paused", "deleted")
 
 
 def prompt_target(category: Category, scope_type: ScopeType) -> PromptTarget:
@@ -76,17 +78,6 @@ def prompt_target(category: Category, scope_type: ScopeType) -> PromptTarget:
     if scope_type is ScopeType.CONVERSATION:
         return PromptTarget.MEMORY_MD if category is Category.CONTEXT else PromptTarget.NONE
     return PromptTarget.NONE
-
-
-def parse_category(name: str, field: str = "category") -> Category:
-    """A category by name (the reviewer's JSON); retired and unknown names are refused."""
-    try:
-        return Category(name)
-    except ValueError:
-        known = ", ".join(category.value for category in USER_BUCKET | MEMORY_BUCKET)
-        raise InvalidArgument(
-            f"{field} {name!r} is not a memory category; use one of {known}"
-        ) from None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -411,3 +411,17 @@ def recall_visibility(caller: Caller, scope: RecallScope) -> Visible:
     if scope is RecallScope.OWNER:
         return Visible(caller.owner, ((ScopeType.OWNER, caller.owner.owner_id),))
     return Visible(caller.owner)
+
+
+def list_visibility(
+    caller: Caller, scope_type: ScopeType | None, *, archived: bool | None
+) -> Visible:
+    """Which rows ListMemories shows: a job's own; one scope type (a conversation caller's own
+    conversation for SCOPE_TYPE_CONVERSATION); or every scope but jobs."""
+    if caller.job_id is not None:
+        return Visible(caller.owner, ((ScopeType.JOB, caller.scope_id(ScopeType.JOB)),), archived)
+    if scope_type is None:
+        return Visible(caller.owner, (), archived)
+    if scope_type is ScopeType.CONVERSATION and caller.conversation is not None:
+        return Visible(caller.owner, ((scope_type, caller.conversation.scope_id),), archived)
+    return Visible(caller.owner, ((scope_type, None),), archived)
