@@ -95,7 +95,8 @@ CREATE INDEX memories_by_source_message ON memories (source_message_id)
     WHERE source_message_id IS NOT NULL;
 
 -- Word index over category, key and value (porter stemming), with the owner token in a fourth
--- column that searches weight 0. Like messages, rows are written one statement per change.
+-- column that searches weight 0. Memory writes are few and one row each, so unlike messages
+-- (see 0001) one statement per change is fine; a bulk import should insert set-based.
 CREATE VIRTUAL TABLE memories_fts USING fts5(
     category, key, value, search_scope,
     content = 'memories', content_rowid = 'id',

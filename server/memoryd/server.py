@@ -97,11 +97,12 @@ async def _serve(
         (
             memory_service_pb2_grpc.add_MemoryServiceServicer_to_server,
             MemoryServicer(
-                runtime.history,
-                runtime.memory,
-                runtime.prompts,
-                runtime.resources,
-                runtime.erasure,
+                history=runtime.history,
+                memory=runtime.memory,
+                recall=runtime.recall,
+                prompts=runtime.prompts,
+                resources=runtime.resources,
+                erasure=runtime.erasure,
             ),
         ),
         (compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server, CompactionServicer()),

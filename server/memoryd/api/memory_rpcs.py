@@ -21,8 +21,9 @@ from memoryd.domain.memories import (
 from memoryd.domain.messages import Trust
 from memoryd.domain.prompt_files import MEMORY_MD, USER_MD, PromptFile, context_block
 from memoryd.errors import InvalidArgument
-from memoryd.services.memory import MemoryService, RecallRequest, list_visibility
+from memoryd.services.memory import MemoryService, list_visibility
 from memoryd.services.prompt_files import FileState, PromptFiles
+from memoryd.services.recall import RecallRequest, RecallService
 from memoryd.storage.memory_reads import ListFilter
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 
@@ -34,8 +35,9 @@ class MemoryRpcs:
     """StoreMemory, GetMemory, ListMemories, Update/Archive/Restore/DeleteMemory, Recall,
     ListMemorySources, GetPromptContext."""
 
-    def __init__(self, memory: MemoryService, prompts: PromptFiles) -> None:
+    def __init__(self, memory: MemoryService, recall: RecallService, prompts: PromptFiles) -> None:
         self._memory = memory
+        self._recall = recall
         self._prompts = prompts
 
     async def StoreMemory(
@@ -160,7 +162,7 @@ class MemoryRpcs:
         caller = mc.conversation_caller(request.conversation, request.job_id)
         scope = mc.enum_in(mc.RECALL_SCOPES, request.scope, "scope")
         source = mc.enum_in(mc.RECALL_SOURCES, request.source, "source")
-        hits = await self._memory.recall(
+        hits = await self._recall.recall(
             RecallRequest(
                 caller=caller,
                 query=request.query,

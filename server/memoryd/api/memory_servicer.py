@@ -18,6 +18,7 @@ from memoryd.services.erasure import ErasureService
 from memoryd.services.history import HistoryService
 from memoryd.services.memory import MemoryService
 from memoryd.services.prompt_files import PromptFiles
+from memoryd.services.recall import RecallService
 from memoryd.services.resources import ResourceService
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 from memoryd_client.v1 import memory_service_pb2_grpc as service_grpc
@@ -30,13 +31,15 @@ class MemoryServicer(MemoryRpcs, ResourceRpcs, service_grpc.MemoryServiceService
 
     def __init__(
         self,
+        *,
         history: HistoryService,
         memory: MemoryService,
+        recall: RecallService,
         prompts: PromptFiles,
         resources: ResourceService,
         erasure: ErasureService,
     ) -> None:
-        MemoryRpcs.__init__(self, memory, prompts)
+        MemoryRpcs.__init__(self, memory, recall, prompts)
         ResourceRpcs.__init__(self, resources)
         self._history = history
         self._erasure = erasure

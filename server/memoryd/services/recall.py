@@ -1,0 +1,139 @@
+"""Recall (the memory_recall tool): memory rows and/or conversation history of one caller.
+
+A query searches the word index (bm25, then newest) and, when that finds fewer than the limit,
+fills the rest with rows containing any of the query's words (partial words, keys, non-English
+text). Without a query a key is looked up exactly; with neither, the scope's rows are listed.
+With source=all the two sources take turns up to the limit. Inside a scheduled job only the
+job's own rows are readable and history is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import apsw
+
+from memoryd.domain.conversation import HistoryScope
+from memoryd.domain.history import SearchHit
+from memoryd.domain.memories import Caller, ScopeType
+from memoryd.domain.recall import (
+    DEFAULT_LIMIT,
+    HISTORY_REFUSED_IN_JOBS,
+    MAX_LIMIT,
+    RecallScope,
+    RecallSource,
+    fallback_words,
+    take_turns,
+)
+from memoryd.domain.search_query import plan_search
+from memoryd.errors import InvalidArgument, PermissionDenied
+from memoryd.services.history import HistoryService
+from memoryd.storage import memory_reads as reads
+from memoryd.storage.memory_reads import ListFilter, RankedMemory, Visible
+from memoryd.storage.readers import ReaderPool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecallHit:
+    """A recalled row or message, best first."""
+
+    memory: RankedMemory | None = None
+    message: SearchHit | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecallRequest:
+    """A memory_recall call, translated from the wire."""
+
+    caller: Caller
+    query: str
+    key: str
+    scope: RecallScope
+    source: RecallSource
+    limit: int
+
+
+class RecallService:
+    """Recall over the readers and the history search."""
+
+    def __init__(self, readers: ReaderPool, history: HistoryService) -> None:
+        self._readers = readers
+        self._history = history
+
+    async def recall(self, request: RecallRequest) -> list[RecallHit]:
+        """memory_recall: query, else key, else the scope's rows; memories and/or history."""
+        caller = request.caller
+        if not 0 <= request.limit <= MAX_LIMIT:
+            raise InvalidArgument(f"limit must be between 0 and {MAX_LIMIT}, got {request.limit}")
+        limit = request.limit or DEFAULT_LIMIT
+        if caller.job_id is not None:
+            if request.source is not RecallSource.MEMORIES:
+                raise PermissionDenied(HISTORY_REFUSED_IN_JOBS)
+            if request.scope is not RecallScope.CURRENT:
+                raise PermissionDenied(
+                    f"scheduled jobs can read only their own scope job:{caller.job_id}"
+                )
+        memories: list[RecallHit] = []
+        messages: list[RecallHit] = []
+        if request.source in (RecallSource.MEMORIES, RecallSource.ALL):
+            visible = recall_visibility(caller, request.scope)
+            found = await self._recall_memories(visible, request.query, request.key, limit)
+            memories = [RecallHit(memory=hit) for hit in found]
+        if request.source in (RecallSource.HISTORY, RecallSource.ALL) and request.query.strip():
+            scope: HistoryScope = caller.owner
+            if request.scope is RecallScope.CURRENT:
+                if caller.conversation is None:
+                    raise InvalidArgument(
+                        "recalling this conversation's history needs a conversation"
+                    )
+                scope = caller.conversation
+            hits = await self._history.search(scope, request.query, kinds=[], requested_limit=limit)
+            messages = [RecallHit(message=hit) for hit in hits]
+        return take_turns(memories, messages, limit)
+
+    async def _recall_memories(
+        self, visible: Visible, query: str, key: str, limit: int
+    ) -> list[RankedMemory]:
+        if query.strip():
+            plan = plan_search(query)
+            words = fallback_words(query)
+
+            def search(connection: apsw.Connection) -> list[RankedMemory]:
+                hits: list[RankedMemory] = []
+                if plan.word_expression is not None:
+                    hits = reads.search_words(connection, visible, plan.word_expression, limit)
+                if len(hits) < limit and words:
+                    hits += reads.search_substrings(
+                        connection,
+                        visible,
+                        words,
+                        exclude_ids=[hit.record.id for hit in hits],
+                        limit=limit - len(hits),
+                    )
+                return hits
+
+            return await self._readers.read(search)
+        if key.strip():
+            wanted = key.strip()
+            found = await self._readers.read(
+                lambda connection: reads.by_key(connection, visible, wanted, limit)
+            )
+        else:
+            found = await self._readers.read(
+                lambda connection: reads.list_page(
+                    connection, visible, ListFilter(), after=None, limit=limit
+                )
+            )
+        return [RankedMemory(record, 0.0, word_match=False) for record in found]
+
+
+def recall_visibility(caller: Caller, scope: RecallScope) -> Visible:
+    """Which rows a recall sees: the job's own, the conversation's, the owner's, or all."""
+    if caller.job_id is not None:
+        return Visible(caller.owner, ((ScopeType.JOB, caller.scope_id(ScopeType.JOB)),))
+    if scope is RecallScope.CURRENT:
+        conversation_scope = caller.scope_id(ScopeType.CONVERSATION, "scope")
+        return Visible(caller.owner, ((ScopeType.CONVERSATION, conversation_scope),))
+    if scope is RecallScope.OWNER:
+        return Visible(caller.owner, ((ScopeType.OWNER, caller.owner.owner_id),))
+    return Visible(caller.owner)
