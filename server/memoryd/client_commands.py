@@ -131,9 +131,13 @@ def _ref(args: argparse.Namespace) -> md.ResourceRef:
     return md.ResourceRef(agent_id=args.agent, type=number, scope_id=args.owner)
 
 
-def _emit_json(out: TextIO, message: Message) -> None:
-    document = json_format.MessageToDict(message, preserving_proto_field_name=True)
+def _json_answered(args: argparse.Namespace, out: TextIO, response: Message) -> bool:
+    """With --json, print the response as JSON and say so; the text answer is skipped."""
+    if not args.json:
+        return False
+    document = json_format.MessageToDict(response, preserving_proto_field_name=True)
     out.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    return True
 
 
 def _describe(memory: md.Memory) -> str:
@@ -156,9 +160,7 @@ def _memory_list(stub: md.MemoryServiceStub, args: argparse.Namespace, out: Text
     if args.scope:
         request.scope_type = md.ScopeType.Value(f"SCOPE_TYPE_{args.scope.upper()}")
     response = stub.ListMemories(request)
-    if args.json:
-        _emit_json(out, response)
-    else:
+    if not _json_answered(args, out, response):
         for item in response.memories:
             out.write(_describe(item.memory) + "\n")
     return 0
@@ -166,9 +168,7 @@ def _memory_list(stub: md.MemoryServiceStub, args: argparse.Namespace, out: Text
 
 def _memory_show(stub: md.MemoryServiceStub, args: argparse.Namespace, out: TextIO) -> int:
     response = stub.GetMemory(md.GetMemoryRequest(owner=_owner(args), id=args.id))
-    if args.json:
-        _emit_json(out, response)
-    else:
+    if not _json_answered(args, out, response):
         out.write(_describe(response.memory) + "\n")
     return 0
 
@@ -177,27 +177,21 @@ def _memory_forget(stub: md.MemoryServiceStub, args: argparse.Namespace, out: Te
     response = stub.ArchiveMemory(
         md.ArchiveMemoryRequest(owner=_owner(args), id=args.id, reason=args.reason)
     )
-    if args.json:
-        _emit_json(out, response)
-    else:
+    if not _json_answered(args, out, response):
         out.write(f"forgot memory {response.memory.id}\n")
     return 0
 
 
 def _memory_restore(stub: md.MemoryServiceStub, args: argparse.Namespace, out: TextIO) -> int:
     response = stub.RestoreMemory(md.RestoreMemoryRequest(owner=_owner(args), id=args.id))
-    if args.json:
-        _emit_json(out, response)
-    else:
+    if not _json_answered(args, out, response):
         out.write(response.notice + "\n")
     return 0
 
 
 def _resource_list(stub: md.MemoryServiceStub, args: argparse.Namespace, out: TextIO) -> int:
     response = stub.ListResources(md.ListResourcesRequest(agent_id=args.agent))
-    if args.json:
-        _emit_json(out, response)
-    else:
+    if not _json_answered(args, out, response):
         for resource in response.resources:
             kind = md.ResourceType.Name(resource.ref.type).removeprefix("RESOURCE_TYPE_").lower()
             out.write(
@@ -209,9 +203,7 @@ def _resource_list(stub: md.MemoryServiceStub, args: argparse.Namespace, out: Te
 
 def _resource_history(stub: md.MemoryServiceStub, args: argparse.Namespace, out: TextIO) -> int:
     response = stub.ListRevisions(md.ListRevisionsRequest(ref=_ref(args), limit=args.limit))
-    if args.json:
-        _emit_json(out, response)
-    else:
+    if not _json_answered(args, out, response):
         for revision in response.revisions:
             created = revision.created_at.ToJsonString()
             out.write(
@@ -223,9 +215,7 @@ def _resource_history(stub: md.MemoryServiceStub, args: argparse.Namespace, out:
 
 def _resource_show(stub: md.MemoryServiceStub, args: argparse.Namespace, out: TextIO) -> int:
     response = stub.GetRevision(md.GetRevisionRequest(ref=_ref(args), revision=args.revision))
-    if args.json:
-        _emit_json(out, response)
-    else:
+    if not _json_answered(args, out, response):
         out.write(response.revision.content + "\n")
     return 0
 
@@ -234,9 +224,7 @@ def _resource_diff(stub: md.MemoryServiceStub, args: argparse.Namespace, out: Te
     response = stub.DiffRevisions(
         md.DiffRevisionsRequest(ref=_ref(args), from_revision=args.older, to_revision=args.newer)
     )
-    if args.json:
-        _emit_json(out, response)
-    else:
+    if not _json_answered(args, out, response):
         out.write((response.diff or "(no differences)") + "\n")
     return 0
 
@@ -258,8 +246,6 @@ def _resource_rollback(stub: md.MemoryServiceStub, args: argparse.Namespace, out
             out.write("rollback cancelled\n")
             return EXIT_FAILED
     response = stub.RollbackResource(md.RollbackResourceRequest(ref=ref, revision=args.revision))
-    if args.json:
-        _emit_json(out, response)
-    else:
+    if not _json_answered(args, out, response):
         out.write(response.notice + "\n")
     return 0

@@ -16,13 +16,12 @@ from memoryd.domain.memories import (
     check_job_id,
     check_key,
 )
+from memoryd.domain.memory_queries import Locator, SourceRow
 from memoryd.domain.messages import Trust
 from memoryd.domain.recall import RecallScope, RecallSource
 from memoryd.domain.resources import ResourceInfo, ResourceKey, ResourceType, Revision
 from memoryd.domain.timestamps import from_text
 from memoryd.errors import InvalidArgument
-from memoryd.storage.memory_reads import SourceRow
-from memoryd.storage.memory_rows import Locator
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 from memoryd_client.v1 import resources_pb2 as pb
 

@@ -18,13 +18,13 @@ from memoryd.domain.memories import (
     check_reason,
     preview,
 )
+from memoryd.domain.memory_queries import ListFilter
 from memoryd.domain.messages import Trust
 from memoryd.domain.prompt_files import MEMORY_MD, USER_MD, PromptFile, context_block
 from memoryd.errors import InvalidArgument
 from memoryd.services.memory import MemoryService, list_visibility
 from memoryd.services.prompt_files import FileState, PromptFiles
 from memoryd.services.recall import RecallRequest, RecallService
-from memoryd.storage.memory_reads import ListFilter
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 
 Context = grpc.aio.ServicerContext[Any, Any]

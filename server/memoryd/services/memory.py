@@ -24,6 +24,7 @@ from memoryd.domain.memories import (
     admit_new,
     check_value,
 )
+from memoryd.domain.memory_queries import ListFilter, Locator, SourceRow, Visible
 from memoryd.domain.messages import Trust
 from memoryd.domain.paging import decode_memory_token, encode_memory_token, memory_fingerprint
 from memoryd.domain.timestamps import to_text, utc_now
@@ -32,8 +33,6 @@ from memoryd.services.prompt_files import CommittedRender, PromptFiles
 from memoryd.services.read_through import ReadThroughCache
 from memoryd.storage import memory_reads as reads
 from memoryd.storage import memory_writes as writes
-from memoryd.storage.memory_reads import ListFilter, SourceRow, Visible
-from memoryd.storage.memory_rows import Locator
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.writer import Batch, Writer
 

@@ -16,6 +16,7 @@ import apsw
 from memoryd.domain.conversation import HistoryScope
 from memoryd.domain.history import SearchHit
 from memoryd.domain.memories import Caller, ScopeType
+from memoryd.domain.memory_queries import ListFilter, RankedMemory, Visible
 from memoryd.domain.recall import (
     DEFAULT_LIMIT,
     HISTORY_REFUSED_IN_JOBS,
@@ -29,7 +30,6 @@ from memoryd.domain.search_query import plan_search
 from memoryd.errors import InvalidArgument, PermissionDenied
 from memoryd.services.history import HistoryService
 from memoryd.storage import memory_reads as reads
-from memoryd.storage.memory_reads import ListFilter, RankedMemory, Visible
 from memoryd.storage.readers import ReaderPool
 
 

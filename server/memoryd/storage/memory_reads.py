@@ -6,13 +6,13 @@ only narrows the candidates.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import apsw
 
 from memoryd.domain.conversation import OwnerKey, owner_scope_token
-from memoryd.domain.memories import Category, MemoryRecord, ScopeType, SourceInfo
+from memoryd.domain.memories import MemoryRecord, SourceInfo
+from memoryd.domain.memory_queries import ListFilter, RankedMemory, SourceRow, Visible
 from memoryd.storage.history_rows import rows
 from memoryd.storage.memory_rows import (
     MEMORY_COLUMN_COUNT,
@@ -20,44 +20,6 @@ from memoryd.storage.memory_rows import (
     OWNER_MATCH,
     memory_from_row,
 )
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Visible:
-    """Which rows of one agent and owner a read may see."""
-
-    owner: OwnerKey
-    # (scope_type, scope_id) pairs, or a scope type with any id (scope_id None). Empty: all
-    # scopes except jobs.
-    scopes: tuple[tuple[ScopeType, str | None], ...] = ()
-    archived: bool | None = False  # None: both
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ListFilter:
-    """ListMemories' filters."""
-
-    categories: tuple[Category, ...] = ()
-    key_prefix: str = ""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RankedMemory:
-    """A recalled row: its bm25 rank (word match) or matching-word count (substring)."""
-
-    record: MemoryRecord
-    rank: float
-    word_match: bool
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class SourceRow:
-    """A memory source with its status and times."""
-
-    info: SourceInfo
-    status: str
-    created_at: str
-    updated_at: str
 
 
 def get_by_id(connection: apsw.Connection, memory_id: int) -> MemoryRecord | None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from memoryd.domain.memories import (
     Category,
     MemoryRecord,
@@ -27,23 +25,6 @@ MEMORY_COLUMN_COUNT = 25
 RETURNED_COLUMNS = MEMORY_COLUMNS.replace("r.", "")
 # A memory alias `r` restricted to one agent and owner (two parameters).
 OWNER_MATCH = "r.agent_id = ? AND r.owner_id = ?"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Locator:
-    """A row named by id, or by scope and key, always within one agent and owner."""
-
-    id: int = 0
-    scope_type: ScopeType | None = None
-    scope_id: str = ""
-    key: str = ""
-
-    def describe(self) -> str:
-        """How the row was named, for messages."""
-        if self.id:
-            return f"memory {self.id}"
-        scope = self.scope_type.value if self.scope_type else "?"
-        return f"memory {self.key!r} in {scope} scope {self.scope_id}"
 
 
 def memory_from_row(row: Row) -> MemoryRecord:

@@ -23,6 +23,7 @@ from memoryd.domain.memories import (
     merge_metadata,
     source_info,
 )
+from memoryd.domain.memory_queries import Locator
 from memoryd.domain.messages import Trust
 from memoryd.domain.timestamps import to_text
 from memoryd.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -31,7 +32,6 @@ from memoryd.storage.memory_rows import (
     MEMORY_COLUMNS,
     OWNER_MATCH,
     RETURNED_COLUMNS,
-    Locator,
     memory_from_row,
 )
 

@@ -136,38 +136,38 @@ def commit(
             )[0][0]
         )
         parent = 0
-    number = _next_revision(connection, resource_id)
+    committed = Revision(
+        key=key,
+        revision=_next_revision(connection, resource_id),
+        parent_revision=parent or None,
+        content_hash=digest,
+        content=content,
+        byte_size=len(content.encode("utf-8")),
+        mutation_source=mutation_source,
+        provenance_json=provenance_json,
+        created_at=from_text(stamp),
+    )
     connection.execute(
         "INSERT INTO resource_revisions (resource_id, revision, parent_revision, content_hash, "
         "content, byte_size, mutation_source, provenance_json, created_at) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             resource_id,
-            number,
-            parent or None,
-            digest,
-            content,
-            len(content.encode("utf-8")),
-            mutation_source,
-            provenance_json,
+            committed.revision,
+            committed.parent_revision,
+            committed.content_hash,
+            committed.content,
+            committed.byte_size,
+            committed.mutation_source,
+            committed.provenance_json,
             stamp,
         ),
     )
     connection.execute(
         "UPDATE resources SET current_revision = ?, updated_at = ? WHERE id = ?",
-        (number, stamp, resource_id),
+        (committed.revision, stamp, resource_id),
     )
-    return Revision(
-        key,
-        number,
-        parent or None,
-        digest,
-        content,
-        len(content.encode("utf-8")),
-        mutation_source,
-        provenance_json,
-        from_text(stamp),
-    )
+    return committed
 
 
 def _next_revision(connection: apsw.Connection, resource_id: int) -> int:
