@@ -4,8 +4,14 @@ files on disk, revisions, and what guests receive."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
+
+import grpc
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import memoryd_client as md
 from tests.helpers import fresh_conversation, owner_of, store
@@ -277,3 +283,52 @@ async def test_a_restart_rewrites_files_from_their_current_revision(
     assert user_md.read_text(encoding="utf-8") == "## Identity\n- Name is Ada"
     assert sorted(p.name for p in user_md.parent.iterdir()) == ["USER.md"]
     assert restarted.events("prompt_files_resynced")[0]["files"] == 1
+
+
+SECTION_TITLES = {
+    "## Identity",
+    "## Preferences",
+    "## Interests",
+    "## Goals",
+    "## Working Rules",
+    "## Context",
+}
+
+
+@pytest.fixture(scope="module")
+def sync_stub(server: ServerProcess) -> Iterator[md.MemoryServiceStub]:
+    with grpc.insecure_channel(server.address) as channel:
+        yield md.MemoryServiceStub(channel)
+
+
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    key=st.text(max_size=40),
+    value=st.text(max_size=220),
+    category=st.sampled_from([md.CATEGORY_IDENTITY, md.CATEGORY_GOAL, md.CATEGORY_DIRECTIVE]),
+)
+def test_any_text_is_stored_or_refused_and_never_breaks_the_files(
+    sync_stub: md.MemoryServiceStub, key: str, value: str, category: int
+) -> None:
+    conversation = fresh_conversation()
+    try:
+        sync_stub.StoreMemory(
+            md.StoreMemoryRequest(
+                conversation=conversation,
+                category=category,  # type: ignore[arg-type]
+                key=key,
+                value=value,
+            )
+        )
+    except grpc.RpcError as error:
+        refused: grpc.Call = error  # type: ignore[assignment]
+        code = refused.code()
+        assert code == grpc.StatusCode.INVALID_ARGUMENT, refused.details()
+        return
+    prompt = sync_stub.GetPromptContext(md.GetPromptContextRequest(agent_id=conversation.agent_id))
+    for text in (prompt.user_md, prompt.memory_md):
+        for line in text.split("\n"):
+            # A value can never start a section or a line of its own.
+            assert line == "" or line in SECTION_TITLES or line.startswith("- "), line
