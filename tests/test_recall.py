@@ -325,3 +325,19 @@ def test_any_text_is_a_valid_recall(
     )
     for hit in response.hits:
         assert hit.memory.value in CORPUS
+
+
+async def test_partial_words_ignore_case_in_every_script(memory: md.MemoryServiceStub) -> None:
+    conversation = fresh_conversation()
+    await store(memory, conversation, "city", "Я живу в Москве")
+    await store(memory, conversation, "greek", "Ταξίδι στην ΑΘΗΝΑ")
+    await store(memory, conversation, "german", "Grüße aus STRASSE")
+    for query, expected in (
+        ("моск", "Я живу в Москве"),
+        ("МОСК", "Я живу в Москве"),
+        ("αθην", "Ταξίδι στην ΑΘΗΝΑ"),
+        ("GRÜ", "Grüße aus STRASSE"),
+    ):
+        hits = await recall(memory, conversation, query=query)
+        assert values(hits) == [expected], query
+        assert hits[0].match == md.MATCH_KIND_SUBSTRING

@@ -331,3 +331,12 @@ def test_any_text_round_trips_and_finds_itself(
     searchable = "".join(" " if unicodedata.category(char) == "Cc" else char for char in text)
     if 0 < len(searchable.split()) <= 32:
         assert [h.message.content for h in hits] == [text]
+
+
+async def test_partial_words_ignore_case_beyond_ascii(
+    memory: md.MemoryServiceStub, corpus: md.Conversation
+) -> None:
+    for query in ("моск", "МОСК", "мОсК"):
+        hits = await search(memory, query, conversation=corpus)
+        assert [hit.message.content for hit in hits] == ["Я живу в Москве и люблю привет"], query
+        assert hits[0].snippet == "Я живу в **Моск**ве и люблю привет"

@@ -26,6 +26,9 @@ class ConnectionSettings:
     secure_delete: bool
 
 
+FOLD_FUNCTION = "memoryd_fold"
+
+
 def wal(connection: apsw.Connection) -> None:
     """Write-ahead logging: readers never block the writer, nor the writer readers."""
     mode = connection.execute("PRAGMA journal_mode = WAL").fetchall()[0][0]
@@ -71,6 +74,20 @@ def no_double_quoted_strings(connection: apsw.Connection) -> None:
     connection.config(apsw.SQLITE_DBCONFIG_DQS_DDL, 0)
 
 
+def unicode_case_folding(connection: apsw.Connection) -> None:
+    """`memoryd_fold(text)`: Unicode case folding, which SQLite's lower() does only for ASCII.
+
+    Substring searches call it only for words with non-ASCII cased letters (memoryd.storage.
+    substrings): in Python it costs several times lower()'s price per row.
+    """
+    connection.create_scalar_function(FOLD_FUNCTION, _fold, 1, deterministic=True)
+
+
+def _fold(*values: object) -> str | None:
+    (value,) = values  # registered with exactly one argument
+    return value.casefold() if isinstance(value, str) else None
+
+
 def writer_policy(settings: ConnectionSettings) -> list[Policy]:
     """The policy of the one connection that writes."""
     return [
@@ -80,12 +97,18 @@ def writer_policy(settings: ConnectionSettings) -> list[Policy]:
         foreign_keys,
         secure_delete(enabled=settings.secure_delete),
         no_double_quoted_strings,
+        unicode_case_folding,
     ]
 
 
 def reader_policy(settings: ConnectionSettings) -> list[Policy]:
     """The policy of read-only connections."""
-    return [busy_timeout(settings.busy_timeout_ms), foreign_keys, no_double_quoted_strings]
+    return [
+        busy_timeout(settings.busy_timeout_ms),
+        foreign_keys,
+        no_double_quoted_strings,
+        unicode_case_folding,
+    ]
 
 
 def open_connection(

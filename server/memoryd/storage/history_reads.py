@@ -34,6 +34,7 @@ from memoryd.storage.history_rows import (
     rows,
     window_state_from_row,
 )
+from memoryd.storage.substrings import contains
 
 # Scopes up to this many messages are searched for substrings by scanning them (~1 us a row).
 SCAN_LIMIT = 5000
@@ -203,8 +204,9 @@ def search_substrings(
         order = "ORDER BY m.id DESC"
         exact_words = plan.words
     for word in exact_words:
-        sql.append("AND instr(lower(m.content), lower(?)) > 0")
-        params.append(word)
+        condition, param = contains("m.content", word)
+        sql.append(f"AND {condition}")
+        params.append(param)
     _add_scope(sql, params, scope)
     _add_kinds(sql, params, kinds)
     excluded = list(exclude_ids)

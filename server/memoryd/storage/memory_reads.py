@@ -20,6 +20,7 @@ from memoryd.storage.memory_rows import (
     OWNER_MATCH,
     memory_from_row,
 )
+from memoryd.storage.substrings import contains
 
 
 def get_by_id(connection: apsw.Connection, memory_id: int) -> MemoryRecord | None:
@@ -92,15 +93,19 @@ def search_substrings(
 ) -> list[RankedMemory]:
     """Rows whose key or value contains any word: most matching words first, then newest.
 
-    Words are compared with instr() on text lowercased by SQLite (ASCII letters, as in history
-    search), never with LIKE, so no character of the query acts as a wildcard. The scan is
-    bounded by the owner's rows (an index range).
+    Words are compared with instr() ignoring case (memoryd.storage.substrings), never with
+    LIKE, so no character of the query acts as a wildcard. The scan is bounded by the owner's
+    rows (an index range).
     """
-    matches = " + ".join(
-        "(instr(lower(r.key), lower(?)) > 0 OR instr(lower(r.value), lower(?)) > 0)" for _ in words
-    )
+    terms: list[str] = []
+    params: list[Any] = []
+    for word in words:
+        in_key, key_param = contains("r.key", word)
+        in_value, value_param = contains("r.value", word)
+        terms.append(f"({in_key} OR {in_value})")
+        params.extend((key_param, value_param))
+    matches = " + ".join(terms)
     sql = [f"SELECT {MEMORY_COLUMNS}, {matches} AS hits FROM memories AS r WHERE {OWNER_MATCH}"]
-    params: list[Any] = [param for word in words for param in (word, word)]
     params.extend((visible.owner.agent_id, visible.owner.owner_id))
     _add_visible(sql, params, visible)
     if exclude_ids:
