@@ -86,16 +86,12 @@ CallerRequest = (
 E = TypeVar("E")
 
 
-def caller_in(
-    request: CallerRequest, job_id: str = "", *, need_conversation: bool = False
-) -> Caller:
+def caller_in(request: CallerRequest, job_id: str = "") -> Caller:
     """The caller of a memory RPC: a conversation, or an owner (default main/default)."""
     which = request.WhichOneof("caller")
     if which == "conversation":
         return conversation_caller(request.conversation, job_id)
     job = check_job_id(job_id)
-    if need_conversation:
-        raise InvalidArgument("conversation is required (with channel and chat_id)")
     if which == "owner":
         owner = owner_key(agent_id=request.owner.agent_id, owner_id=request.owner.owner_id)
     else:

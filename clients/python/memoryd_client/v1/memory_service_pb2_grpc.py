@@ -26,8 +26,10 @@ if _version_not_supported:
 
 
 class MemoryServiceStub:
-    """MemoryService is what channel adapters call: conversation history now, long-term memory and
-    prompt context as they arrive. Every write is answered only after it is committed.
+    """MemoryService is what channel adapters call: conversation history, long-term memory, prompt
+    context and its revisions. Every write is answered only after it is committed. Memory RPCs
+    name their caller with a conversation or an owner (`caller`); unset means agent "main", owner
+    "default". A row of another agent or owner is never visible: it is NOT_FOUND.
     """
 
     def __init__(self, channel):
@@ -144,8 +146,10 @@ class MemoryServiceStub:
 
 
 class MemoryServiceServicer:
-    """MemoryService is what channel adapters call: conversation history now, long-term memory and
-    prompt context as they arrive. Every write is answered only after it is committed.
+    """MemoryService is what channel adapters call: conversation history, long-term memory, prompt
+    context and its revisions. Every write is answered only after it is committed. Memory RPCs
+    name their caller with a conversation or an owner (`caller`); unset means agent "main", owner
+    "default". A row of another agent or owner is never visible: it is NOT_FOUND.
     """
 
     def AppendMessages(self, request, context):
@@ -446,8 +450,10 @@ def add_MemoryServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class MemoryService:
-    """MemoryService is what channel adapters call: conversation history now, long-term memory and
-    prompt context as they arrive. Every write is answered only after it is committed.
+    """MemoryService is what channel adapters call: conversation history, long-term memory, prompt
+    context and its revisions. Every write is answered only after it is committed. Memory RPCs
+    name their caller with a conversation or an owner (`caller`); unset means agent "main", owner
+    "default". A row of another agent or owner is never visible: it is NOT_FOUND.
     """
 
     @staticmethod

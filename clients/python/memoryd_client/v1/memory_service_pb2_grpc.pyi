@@ -27,8 +27,10 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class MemoryServiceStub:
-    """MemoryService is what channel adapters call: conversation history now, long-term memory and
-    prompt context as they arrive. Every write is answered only after it is committed.
+    """MemoryService is what channel adapters call: conversation history, long-term memory, prompt
+    context and its revisions. Every write is answered only after it is committed. Memory RPCs
+    name their caller with a conversation or an owner (`caller`); unset means agent "main", owner
+    "default". A row of another agent or owner is never visible: it is NOT_FOUND.
     """
 
     @_typing.overload
@@ -129,8 +131,10 @@ class MemoryServiceStub:
 
 @_typing.type_check_only
 class MemoryServiceAsyncStub(MemoryServiceStub):
-    """MemoryService is what channel adapters call: conversation history now, long-term memory and
-    prompt context as they arrive. Every write is answered only after it is committed.
+    """MemoryService is what channel adapters call: conversation history, long-term memory, prompt
+    context and its revisions. Every write is answered only after it is committed. Memory RPCs
+    name their caller with a conversation or an owner (`caller`); unset means agent "main", owner
+    "default". A row of another agent or owner is never visible: it is NOT_FOUND.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -227,8 +231,10 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
-    """MemoryService is what channel adapters call: conversation history now, long-term memory and
-    prompt context as they arrive. Every write is answered only after it is committed.
+    """MemoryService is what channel adapters call: conversation history, long-term memory, prompt
+    context and its revisions. Every write is answered only after it is committed. Memory RPCs
+    name their caller with a conversation or an owner (`caller`); unset means agent "main", owner
+    "default". A row of another agent or owner is never visible: it is NOT_FOUND.
     """
 
     @_abc_1.abstractmethod
