@@ -228,3 +228,31 @@ async def test_two_owners_of_one_agent_never_see_each_others_rows(
     # Ada still has everything.
     mine = await memory.ListMemories(md.ListMemoriesRequest(conversation=ada))
     assert len(mine.memories) == 3
+
+
+async def test_reads_by_id_never_see_a_stale_row(memory: md.MemoryServiceStub) -> None:
+    """GetMemory by id is served from the row cache; every kind of write must reach it."""
+    conversation = fresh_conversation()
+    row = await store(memory, conversation, "k", "first", md.CATEGORY_CONTEXT)
+
+    async def get() -> md.Memory:
+        response = await memory.GetMemory(md.GetMemoryRequest(conversation=conversation, id=row.id))
+        return response.memory
+
+    assert (await get()).value == "first"
+    assert (await get()).value == "first"  # now cached
+    await store(memory, conversation, "k", "second", md.CATEGORY_CONTEXT)  # upsert by key
+    assert (await get()).value == "second"
+    await store(memory, conversation, "", "third", id=row.id)  # replace by id
+    assert (await get()).value == "third"
+    await memory.UpdateMemory(
+        md.UpdateMemoryRequest(conversation=conversation, id=row.id, metadata='{"a": 1}')
+    )
+    assert (await get()).metadata == '{"a":1}'
+    await memory.ArchiveMemory(md.ArchiveMemoryRequest(conversation=conversation, id=row.id))
+    assert (await get()).archived
+    await memory.RestoreMemory(md.RestoreMemoryRequest(conversation=conversation, id=row.id))
+    assert not (await get()).archived
+    await memory.DeleteMemory(md.DeleteMemoryRequest(conversation=conversation, id=row.id))
+    error = await rpc_error(get())
+    assert error.code() == grpc.StatusCode.NOT_FOUND
