@@ -6,8 +6,8 @@ The corpus (bench/corpus.py's vocabulary) is bulk-loaded into a freshly migrated
 SQL in one transaction: through the RPCs it would take many minutes, and the load is not what
 is measured. The schema's own triggers build every index. 3,000 conversations belong to 1,765
 (agent, owner) pairs (owners drawn from 2,000, two agents); each pair has about 57 memory rows
-across the six categories, notes and scopes. Then a real server opens the database; 300 owners get one StoreMemory each, so their
-prompt files are rendered and versioned by the server itself.
+across the six categories, notes and scopes. Then a real server opens the database; 300 owners
+get one StoreMemory each, so their prompt files are rendered and versioned by the server itself.
 
 Recall queries are what a tool call sends: one mid-frequency word, two words, a partial word or
 non-English text; scope current / owner / all; source memories (60%), history (20%) or all
