@@ -16,6 +16,15 @@ directory by `MEMORYD_HOME`. Unknown keys are refused, so a typo never silently 
 
     [memoryd.history]
     max_conversation_history = "unbounded"   # or a positive integer
+
+    [memoryd.memory]
+    review_interval_hours = 24      # 0: no background review (ReviewNow still works)
+
+    [[memoryd.providers]]           # the first is primary, the rest fallbacks, in order
+    name = "local"
+    base_url = "http://127.0.0.1:11434/v1"
+    model = "llama3.1"
+    api_key_env = "OLLAMA_API_KEY"  # the key is read from this variable, never from the file
 """
 
 from __future__ import annotations
@@ -76,6 +85,38 @@ class HistorySettings:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class MemorySettings:
+    """[memoryd.memory]: the background reviewer."""
+
+    # Whole hours between reviews of a conversation; 0 turns the background reviewer off.
+    review_interval_hours: float = 24.0
+    review_max_messages: int = 40
+    review_input_token_budget: int = 4000
+    review_failure_backoff_ms: int = 300_000
+    # Reviews running at once.
+    review_concurrency: int = 4
+    # OpenHermit's triggers, off unless set: completed turns since the last review, and minutes
+    # without a new message.
+    turn_interval: int | None = None
+    idle_timeout_minutes: float | None = None
+    # How often the scheduler looks for due reviews.
+    scheduler_tick_seconds: float = 5.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProviderSettings:
+    """One [[memoryd.providers]] entry: an OpenAI-compatible chat-completions endpoint."""
+
+    name: str
+    base_url: str
+    model: str
+    # The environment variable holding the API key; empty for endpoints without keys.
+    api_key_env: str = ""
+    context_window: int = 128_000
+    timeout_seconds: float = 90.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Settings:
     """Everything memoryd is configured with."""
 
@@ -84,6 +125,8 @@ class Settings:
     server: ServerSettings = ServerSettings()
     storage: StorageSettings = StorageSettings()
     history: HistorySettings = HistorySettings()
+    memory: MemorySettings = MemorySettings()
+    providers: tuple[ProviderSettings, ...] = ()
 
     @property
     def database_path(self) -> Path:
@@ -95,7 +138,10 @@ SECTIONS: dict[str, type[Any]] = {
     "server": ServerSettings,
     "storage": StorageSettings,
     "history": HistorySettings,
+    "memory": MemorySettings,
 }
+# Settings that may be 0 although they are not durations in _ms / _seconds.
+ZERO_ALLOWED = frozenset({"review_interval_hours"})
 DEFAULT_HOME = "~/.memoryd"
 
 
@@ -117,7 +163,7 @@ def load_settings(
         if not isinstance(home_value, str) or not home_value.strip():
             raise StartupError(f"{_where(path)}memoryd.home must be a non-empty string")
         default_home = Path(home_value).expanduser()
-    unknown = sorted(set(table) - {"home", *SECTIONS})
+    unknown = sorted(set(table) - {"home", "providers", *SECTIONS})
     if unknown:
         raise StartupError(f"{_where(path)}unknown setting memoryd.{unknown[0]}")
 
@@ -131,7 +177,41 @@ def load_settings(
         sections["server"] = dataclasses.replace(
             sections["server"], listen=_check_listen(listen, "--listen")
         )
-    return Settings(home=default_home.resolve(), config_path=path, **sections)
+    providers = _providers(table.get("providers", []), path)
+    return Settings(home=default_home.resolve(), config_path=path, providers=providers, **sections)
+
+
+def _providers(entries: Any, path: Path | None) -> tuple[ProviderSettings, ...]:
+    """[[memoryd.providers]]: every entry typed and checked; names unique."""
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise StartupError(f"{_where(path)}memoryd.providers must be an array of tables")
+    hints = typing.get_type_hints(ProviderSettings)
+    fields = {field.name for field in dataclasses.fields(ProviderSettings)}
+    required = {"name", "base_url", "model"}
+    providers: list[ProviderSettings] = []
+    for index, entry in enumerate(entries):
+        label = f"{_where(path)}memoryd.providers[{index}]"
+        unknown = sorted(set(entry) - fields)
+        if unknown:
+            raise StartupError(f"{label}: unknown setting {unknown[0]}")
+        missing = sorted(required - set(entry))
+        if missing:
+            raise StartupError(f"{label}: {missing[0]} is required")
+        values = {key: _coerce(value, hints[key], f"{label}.{key}") for key, value in entry.items()}
+        provider = ProviderSettings(**values)
+        for key in ("name", "base_url", "model"):
+            if not getattr(provider, key).strip():
+                raise StartupError(f"{label}.{key} must not be blank")
+        if not provider.base_url.startswith(("http://", "https://")):
+            raise StartupError(f"{label}.base_url must start with http:// or https://")
+        if provider.context_window <= 0 or provider.timeout_seconds <= 0:
+            raise StartupError(f"{label}: context_window and timeout_seconds must be positive")
+        providers.append(provider)
+    names = [provider.name for provider in providers]
+    for name in names:
+        if names.count(name) > 1:
+            raise StartupError(f"{_where(path)}memoryd.providers: name {name!r} is used twice")
+    return tuple(providers)
 
 
 def _read_config_file(explicit: str | None, home: Path) -> tuple[Path | None, dict[str, Any]]:
@@ -237,13 +317,15 @@ def _validate(name: str, section: Any) -> None:
         value = getattr(section, field.name)
         label = f"memoryd.{name}.{field.name}"
         is_number = isinstance(value, int | float) and not isinstance(value, bool)
-        if is_number and field.name.endswith(("_ms", "_seconds")):
+        if is_number and (field.name.endswith(("_ms", "_seconds")) or field.name in ZERO_ALLOWED):
             if value < 0:
                 raise StartupError(f"{label} must not be negative, got {value}")
         elif is_number and value <= 0:
             raise StartupError(f"{label} must be positive, got {value}")
     if isinstance(section, ServerSettings):
         _check_listen(section.listen, "memoryd.server.listen")
+    if isinstance(section, MemorySettings) and section.scheduler_tick_seconds <= 0:
+        raise StartupError("memoryd.memory.scheduler_tick_seconds must be positive")
     if isinstance(section, StorageSettings) and section.write_attempts > 10:
         raise StartupError("memoryd.storage.write_attempts must be at most 10")
 

@@ -1,0 +1,1 @@
+"""Model access: the provider chain over the openai client."""

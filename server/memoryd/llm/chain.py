@@ -1,0 +1,198 @@
+"""The provider chain: one chat-completions call, tried on the primary and then the fallbacks.
+
+Every provider is an OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, llama.cpp) reached with
+`openai.AsyncOpenAI` with its own timeout and no hidden retries. A provider that times out, cannot
+be reached, answers 429 or answers 5xx hands the call to the next one; any other failure (a 400,
+a 401, an answer that is not a chat completion) ends the call, because the next provider would
+most likely fail the same way. Every attempt is reported to `on_attempt` (a log line, and a row
+the caller commits with its result).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import openai
+
+from memoryd.config import ProviderSettings
+
+log = logging.getLogger("memoryd.llm")
+FALLBACK_ERRORS = (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A function call the model made."""
+
+    name: str
+    arguments: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Completion:
+    """A model's answer."""
+
+    text: str
+    tool_calls: tuple[ToolCall, ...]
+    provider: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Attempt:
+    """One call to one provider, for the record."""
+
+    agent: str
+    session_id: str
+    provider: str
+    model: str
+    latency_ms: float
+    prompt_tokens: int
+    completion_tokens: int
+    error: str | None
+
+
+class ModelUnavailableError(Exception):
+    """Every provider failed (or none is configured); the message says why."""
+
+
+class ProviderChain:
+    """The configured providers, primary first."""
+
+    def __init__(self, providers: Sequence[ProviderSettings], env: Mapping[str, str]) -> None:
+        self.providers = tuple(providers)
+        self._clients = [
+            openai.AsyncOpenAI(
+                base_url=provider.base_url,
+                # Local servers need no key, but the client insists on one.
+                api_key=env.get(provider.api_key_env, "") if provider.api_key_env else "none",
+                timeout=provider.timeout_seconds,
+                max_retries=0,
+            )
+            for provider in self.providers
+        ]
+
+    @property
+    def configured(self) -> bool:
+        """Whether any provider is configured."""
+        return bool(self.providers)
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        agent: str,
+        session_id: str,
+        tools: list[dict[str, Any]] | None = None,
+        on_attempt: Callable[[Attempt], None] | None = None,
+    ) -> Completion:
+        """Call the chain; raises ModelUnavailableError when no provider answered."""
+        if not self.providers:
+            raise ModelUnavailableError("no model provider is configured")
+        failures: list[str] = []
+        for provider, client in zip(self.providers, self._clients, strict=True):
+            started = time.perf_counter()
+            try:
+                request: dict[str, Any] = {"model": provider.model, "messages": messages}
+                if tools:
+                    request["tools"] = tools
+                response = await client.chat.completions.create(**request)
+                completion = _completion(response, provider, started)
+            except Exception as error:
+                latency = (time.perf_counter() - started) * 1000
+                reason = _describe(error)
+                _record(
+                    on_attempt,
+                    Attempt(
+                        agent,
+                        session_id,
+                        provider.name,
+                        provider.model,
+                        round(latency, 3),
+                        0,
+                        0,
+                        reason,
+                    ),
+                )
+                failures.append(f"{provider.name}: {reason}")
+                if _falls_back(error):
+                    continue
+                raise ModelUnavailableError("; ".join(failures)) from error
+            _record(
+                on_attempt,
+                Attempt(
+                    agent,
+                    session_id,
+                    provider.name,
+                    provider.model,
+                    completion.latency_ms,
+                    completion.prompt_tokens,
+                    completion.completion_tokens,
+                    None,
+                ),
+            )
+            return completion
+        raise ModelUnavailableError("; ".join(failures))
+
+    async def close(self) -> None:
+        """Close the HTTP clients."""
+        for client in self._clients:
+            await client.close()
+
+
+def _record(on_attempt: Callable[[Attempt], None] | None, attempt: Attempt) -> None:
+    log.info(
+        "model call %s via %s: %s",
+        attempt.session_id,
+        attempt.provider,
+        attempt.error or "ok",
+        extra={"event": "model_call", **dataclasses.asdict(attempt)},
+    )
+    if on_attempt is not None:
+        on_attempt(attempt)
+
+
+def _falls_back(error: Exception) -> bool:
+    if isinstance(error, FALLBACK_ERRORS):
+        return True
+    return isinstance(error, openai.APIStatusError) and error.status_code >= 500
+
+
+def _describe(error: Exception) -> str:
+    if isinstance(error, openai.APITimeoutError):
+        return "timed out"
+    if isinstance(error, openai.APIConnectionError):
+        return "cannot connect"
+    if isinstance(error, openai.APIStatusError):
+        return f"HTTP {error.status_code}"
+    return f"invalid answer ({type(error).__name__})"
+
+
+def _completion(response: Any, provider: ProviderSettings, started: float) -> Completion:
+    choices = getattr(response, "choices", None)
+    if not choices:
+        message = "the answer has no choices"
+        raise ValueError(message)
+    message = choices[0].message
+    calls = tuple(
+        ToolCall(call.function.name, call.function.arguments or "{}")
+        for call in (message.tool_calls or [])
+        if getattr(call, "function", None) is not None
+    )
+    usage = getattr(response, "usage", None)
+    return Completion(
+        text=message.content or "",
+        tool_calls=calls,
+        provider=provider.name,
+        model=provider.model,
+        prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+        completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        latency_ms=round((time.perf_counter() - started) * 1000, 3),
+    )

@@ -1,0 +1,1 @@
+"""Test utilities shipped with memoryd, for its own tests and for adapters' tests."""

@@ -1,0 +1,211 @@
+"""A real local HTTP server that speaks the OpenAI chat-completions protocol with scripted replies.
+
+    with FakeModel() as model:                 # listens on 127.0.0.1, a free port
+        model.reply("Nothing to save.")
+        model.reply(tool_calls=[ToolCall("memory_add", {"target": "user", ...})])
+        model.fail(500)                         # an HTTP error status
+        model.reply("late", delay_seconds=5)    # a slow reply (for timeouts)
+        model.garbage()                         # a body that is not JSON
+        ... point a provider's base_url at model.base_url ...
+        model.requests                          # every request body received, in order
+
+Scripted replies are served in order; when none is left, `default` answers (by default the
+literal "Nothing to save."), or `responder(request)` when one is set. Nothing here reaches the
+network beyond loopback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import http.server
+import json
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call the model makes: a function name and its arguments."""
+
+    name: str
+    arguments: dict[str, Any] | str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reply:
+    """One scripted answer."""
+
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    status: int = 200
+    delay_seconds: float = 0.0
+    raw_body: bytes | None = None
+    prompt_tokens: int = 100
+    completion_tokens: int = 20
+
+
+Responder = Callable[[dict[str, Any]], Reply]
+
+
+class FakeModel:
+    """The server; use as a context manager or call start() / stop()."""
+
+    def __init__(self, *, default: Reply | None = None, responder: Responder | None = None) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.default = default or Reply(content="Nothing to save.")
+        self.responder = responder
+        self._script: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-compatible base URL, for a provider's base_url."""
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def reply(
+        self,
+        content: str | None = None,
+        *,
+        tool_calls: list[ToolCall] | None = None,
+        delay_seconds: float = 0.0,
+        prompt_tokens: int = 100,
+        completion_tokens: int = 20,
+    ) -> None:
+        """Script a successful answer."""
+        self._push(
+            Reply(
+                content=content,
+                tool_calls=tuple(tool_calls or ()),
+                delay_seconds=delay_seconds,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+            )
+        )
+
+    def fail(self, status: int = 500, *, delay_seconds: float = 0.0) -> None:
+        """Script an HTTP error (429, 500, 503, ...)."""
+        self._push(Reply(status=status, delay_seconds=delay_seconds))
+
+    def garbage(self) -> None:
+        """Script a 200 whose body is not JSON."""
+        self._push(Reply(raw_body=b"<html>definitely not json"))
+
+    def start(self) -> FakeModel:
+        """Start serving in a background thread."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving."""
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> FakeModel:
+        return self.start()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _push(self, reply: Reply) -> None:
+        with self._lock:
+            self._script.append(reply)
+
+    def _next(self, request: dict[str, Any]) -> Reply:
+        with self._lock:
+            self.requests.append(request)
+            if self._script:
+                return self._script.popleft()
+        if self.responder is not None:
+            return self.responder(request)
+        return self.default
+
+    def _handler(self) -> type[http.server.BaseHTTPRequestHandler]:
+        model = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Quiet: tests read requests from `model.requests`."""
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    request = json.loads(self.rfile.read(length) or b"{}")
+                except ValueError:
+                    request = {}
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._send(404, b'{"error": {"message": "not found"}}')
+                    return
+                reply = model._next(request)
+                if reply.delay_seconds:
+                    time.sleep(reply.delay_seconds)
+                if reply.raw_body is not None:
+                    self._send(200, reply.raw_body)
+                elif reply.status != 200:
+                    error = {"error": {"message": f"scripted {reply.status}", "type": "server"}}
+                    self._send(reply.status, json.dumps(error).encode())
+                else:
+                    self._send(200, json.dumps(_completion(request, reply)).encode())
+
+            def _send(self, status: int, body: bytes) -> None:
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
+                    pass
+
+        return Handler
+
+
+def _completion(request: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": f"call_{index}",
+                "type": "function",
+                "function": {
+                    "name": call.name,
+                    "arguments": call.arguments
+                    if isinstance(call.arguments, str)
+                    else json.dumps(call.arguments),
+                },
+            }
+            for index, call in enumerate(reply.tool_calls)
+        ]
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.get("model", "fake"),
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        },
+    }
