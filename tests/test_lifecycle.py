@@ -22,7 +22,7 @@ async def test_first_start_creates_the_data_directory_and_database(
     server = start_server(home).start()
     assert (home / "memory.db").is_file()
     assert (home / "memory.db").stat().st_size > 0
-    assert server.events("serving")[0]["schema_version"] == 2
+    assert server.events("serving")[0]["schema_version"] == 3
     assert server.stop() == 0
 
 

@@ -23,6 +23,7 @@ from memoryd.domain.memories import (
     StoreRequest,
     admit_new,
     check_value,
+    source_info,
 )
 from memoryd.domain.memory_queries import ListFilter, Locator, SourceRow, Visible
 from memoryd.domain.messages import Trust
@@ -142,7 +143,7 @@ class MemoryService:
         fact = admit_new(request)
 
         def upsert(connection: apsw.Connection, now: dt.datetime) -> Change:
-            stored = writes.upsert(connection, fact, caller, now)
+            stored = writes.upsert(connection, fact, source_info(caller), now, job_id=caller.job_id)
             if caller.job_id is not None and request.run_id:
                 writes.record_job_run(connection, caller, request.run_id, now)
             return Change(stored.record, stored.before, "memory_store", caller.owner)

@@ -17,11 +17,12 @@ from memoryd.domain.memories import (
     Caller,
     MemoryRecord,
     NewFact,
+    Provenance,
     ScopeType,
+    SourceInfo,
     check_directive_trust,
     check_editable,
     merge_metadata,
-    source_info,
 )
 from memoryd.domain.memory_queries import Locator
 from memoryd.domain.messages import Trust
@@ -38,17 +39,18 @@ from memoryd.storage.memory_rows import (
 _UPSERT = (
     "INSERT INTO memories AS r (agent_id, owner_id, scope_type, scope_id, category, key, value, "
     "confidence, promote_target, metadata_json, trust, source_id, source_type, source_name, "
-    "source_description, session_id, run_id, source_message_id, search_scope, created_at, "
-    "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, coalesce(?, '{}'), ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-    "?, ?) ON CONFLICT (agent_id, owner_id, scope_type, scope_id, key) DO UPDATE SET "
-    "category = excluded.category, value = excluded.value, confidence = excluded.confidence, "
-    "promote_target = excluded.promote_target, "
+    "source_description, session_id, run_id, source_message_id, provenance_json, search_scope, "
+    "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, coalesce(?, '{}'), ?, ?, ?, ?, "
+    "?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (agent_id, owner_id, scope_type, scope_id, key) "
+    "DO UPDATE SET category = excluded.category, value = excluded.value, "
+    "confidence = excluded.confidence, promote_target = excluded.promote_target, "
     "metadata_json = coalesce(?, r.metadata_json), trust = excluded.trust, "
     "source_id = excluded.source_id, source_type = excluded.source_type, "
     "source_name = excluded.source_name, source_description = excluded.source_description, "
     "session_id = excluded.session_id, run_id = excluded.run_id, "
-    "source_message_id = excluded.source_message_id, updated_at = excluded.updated_at, "
-    "archived_at = NULL, archived_by = NULL, archive_reason = NULL "
+    "source_message_id = excluded.source_message_id, provenance_json = excluded.provenance_json, "
+    "updated_at = excluded.updated_at, archived_at = NULL, archived_by = NULL, "
+    "archive_reason = NULL "
     f"RETURNING {RETURNED_COLUMNS}"
 )
 
@@ -92,7 +94,14 @@ def require(connection: apsw.Connection, owner: OwnerKey, locator: Locator) -> M
     return record
 
 
-def upsert(connection: apsw.Connection, fact: NewFact, caller: Caller, now: dt.datetime) -> Stored:
+def upsert(
+    connection: apsw.Connection,
+    fact: NewFact,
+    source: SourceInfo,
+    now: dt.datetime,
+    *,
+    job_id: str | None = None,
+) -> Stored:
     """Store `fact` by key: a new row, or the existing one updated in place (un-archived)."""
     locator = Locator(scope_type=fact.scope_type, scope_id=fact.scope_id, key=fact.key)
     before = find(connection, fact.owner, locator)
@@ -100,7 +109,7 @@ def upsert(connection: apsw.Connection, fact: NewFact, caller: Caller, now: dt.d
         check_editable(before)
         check_directive_trust(before.category, fact.trust, "replace")
     _check_source_message(connection, fact.owner, fact.provenance.source_message_id)
-    register_source(connection, caller, now)
+    register_source(connection, fact.owner, source, now, job_id=job_id)
     provenance = fact.provenance
     stamp = to_text(now)
     found = rows(
@@ -125,6 +134,7 @@ def upsert(connection: apsw.Connection, fact: NewFact, caller: Caller, now: dt.d
             provenance.session_id,
             provenance.run_id,
             provenance.source_message_id,
+            provenance.details_json,
             owner_scope_token(fact.owner),
             stamp,
             stamp,
@@ -231,11 +241,16 @@ def delete_conversation_scope(
     return [memory_from_row(row) for row in found]
 
 
-def register_source(connection: apsw.Connection, caller: Caller, now: dt.datetime) -> None:
-    """Record the memory source (and for a job, the job and its run) the caller writes through."""
-    info = source_info(caller)
+def register_source(
+    connection: apsw.Connection,
+    owner: OwnerKey,
+    info: SourceInfo,
+    now: dt.datetime,
+    *,
+    job_id: str | None = None,
+) -> None:
+    """Record the memory source (and for a job, the job) rows are written through."""
     stamp = to_text(now)
-    owner = caller.owner
     connection.execute(
         "INSERT INTO memory_sources (agent_id, owner_id, id, source_type, name, description, "
         "memory_scope, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
@@ -252,13 +267,30 @@ def register_source(connection: apsw.Connection, caller: Caller, now: dt.datetim
             stamp,
         ),
     )
-    if caller.job_id is None:
+    if job_id is None:
         return
     connection.execute(
         "INSERT INTO scheduled_jobs (agent_id, owner_id, job_id, name, memory_source_id, "
         "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT DO UPDATE SET updated_at = excluded.updated_at",
-        (owner.agent_id, owner.owner_id, caller.job_id, caller.job_id, info.id, stamp, stamp),
+        (owner.agent_id, owner.owner_id, job_id, job_id, info.id, stamp, stamp),
+    )
+
+
+def set_provenance(connection: apsw.Connection, memory_id: int, provenance: Provenance) -> None:
+    """Record who last changed a row (the reviewer, when it replaces a value)."""
+    connection.execute(
+        "UPDATE memories SET source_id = ?, source_type = ?, source_name = ?, "
+        "source_description = ?, run_id = ?, provenance_json = ? WHERE id = ?",
+        (
+            provenance.source_id,
+            provenance.source_type,
+            provenance.source_name,
+            provenance.source_description,
+            provenance.run_id,
+            provenance.details_json,
+            memory_id,
+        ),
     )
 
 

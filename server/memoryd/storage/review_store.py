@@ -1,0 +1,416 @@
+"""Review state in SQLite: turn marks, claims, the cursor, runs and model calls.
+
+Every function runs inside a read or write transaction given by the caller; the writer runs the
+writes, so a claim, a cursor move and the operations of a review commit together or not at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from typing import Any
+
+import apsw
+
+from memoryd.domain.conversation import ConversationKey
+from memoryd.domain.review import InputMessage
+from memoryd.domain.timestamps import from_text, to_text
+from memoryd.llm.chain import Attempt
+from memoryd.storage.history_rows import CONVERSATION_MATCH, KEY_MATCH, Row, rows
+
+# The messages a review reads: user messages of operators, not marked guest or spoken.
+REVIEWABLE = (
+    "m.role = 'user' AND m.trust = 'operator' "
+    "AND coalesce(json_extract(m.metadata_json, '$.guest'), 0) NOT IN (1, 'true') "
+    "AND coalesce(json_extract(m.metadata_json, '$.spoken'), 0) NOT IN (1, 'true') "
+    "AND coalesce(json_extract(m.metadata_json, '$.trust'), '') != 'guest'"
+)
+_STATE_COLUMNS = (
+    "last_reviewed_message_id, last_reviewed_at, last_review_started_at, "
+    "last_review_completed_at, last_review_status, last_review_failed_at, failure_count, "
+    "last_error, pending_input, last_input_at, turns_since_review, claim_token, claimed_at"
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReviewState:
+    """A conversation's review state."""
+
+    last_reviewed_message_id: int = 0
+    last_reviewed_at: dt.datetime | None = None
+    last_review_started_at: dt.datetime | None = None
+    last_review_completed_at: dt.datetime | None = None
+    last_review_status: str | None = None
+    last_review_failed_at: dt.datetime | None = None
+    failure_count: int = 0
+    last_error: str | None = None
+    pending_input: bool = False
+    last_input_at: dt.datetime | None = None
+    turns_since_review: int = 0
+    claim_token: str | None = None
+    claimed_at: dt.datetime | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunRecord:
+    """A finished review, as committed."""
+
+    status: str
+    max_message_id: int
+    added: int = 0
+    replaced: int = 0
+    archived: int = 0
+    skipped: int = 0
+    tokens_in: int = 0
+    provider: str | None = None
+    model: str | None = None
+    error: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Usage:
+    """What the provider reported for a turn."""
+
+    peak_prompt_tokens: int | None
+    context_window: int | None
+
+
+def _time(text: str | None) -> dt.datetime | None:
+    return from_text(text) if text is not None else None
+
+
+def state(connection: apsw.Connection, key: ConversationKey) -> ReviewState | None:
+    """The review state, or None when the conversation was never marked or reviewed."""
+    found = rows(
+        connection,
+        f"SELECT {_STATE_COLUMNS} FROM memory_review_state WHERE {CONVERSATION_MATCH}",
+        key.as_row(),
+    )
+    return _state(found[0]) if found else None
+
+
+def _state(row: Row) -> ReviewState:
+    return ReviewState(
+        last_reviewed_message_id=row[0],
+        last_reviewed_at=_time(row[1]),
+        last_review_started_at=_time(row[2]),
+        last_review_completed_at=_time(row[3]),
+        last_review_status=row[4],
+        last_review_failed_at=_time(row[5]),
+        failure_count=row[6],
+        last_error=row[7],
+        pending_input=bool(row[8]),
+        last_input_at=_time(row[9]),
+        turns_since_review=row[10],
+        claim_token=row[11],
+        claimed_at=_time(row[12]),
+    )
+
+
+def mark_turn(
+    connection: apsw.Connection,
+    key: ConversationKey,
+    *,
+    usage: Usage,
+    new_input: bool,
+    now: dt.datetime,
+) -> None:
+    """A committed turn: its usage on the conversation; new input on the review state."""
+    connection.execute(
+        "UPDATE conversations SET completed_turns = completed_turns + 1, "
+        "peak_prompt_tokens = coalesce(?, peak_prompt_tokens), "
+        f"context_window = coalesce(?, context_window) WHERE {CONVERSATION_MATCH}",
+        (usage.peak_prompt_tokens, usage.context_window, *key.as_row()),
+    )
+    _ensure(connection, key)
+    connection.execute(
+        "UPDATE memory_review_state SET turns_since_review = turns_since_review + 1, "
+        "pending_input = max(pending_input, ?), "
+        "last_input_at = CASE WHEN ? THEN ? ELSE last_input_at END "
+        f"WHERE {CONVERSATION_MATCH}",
+        (int(new_input), int(new_input), to_text(now), *key.as_row()),
+    )
+
+
+def reviewable_after(
+    connection: apsw.Connection, key: ConversationKey, after_id: int, limit: int
+) -> list[InputMessage]:
+    """Reviewable messages after the cursor, oldest first."""
+    found = rows(
+        connection,
+        f"SELECT m.id, m.content FROM messages AS m WHERE {KEY_MATCH} AND m.id > ? "
+        f"AND {REVIEWABLE} ORDER BY m.id LIMIT ?",
+        (*key.as_row(), after_id, limit),
+    )
+    return [InputMessage(row[0], row[1]) for row in found]
+
+
+def conversation_texts(connection: apsw.Connection, key: ConversationKey) -> tuple[str, str]:
+    """(working memory, description) of a conversation; empty when it has no record."""
+    found = rows(
+        connection,
+        f"SELECT working_memory, description FROM conversations WHERE {CONVERSATION_MATCH}",
+        key.as_row(),
+    )
+    return (found[0][0], found[0][1]) if found else ("", "")
+
+
+def set_conversation_text(
+    connection: apsw.Connection, key: ConversationKey, column: str, text: str
+) -> None:
+    """Set working_memory or description."""
+    if column not in ("working_memory", "description"):  # pragma: no cover - a defect
+        message = f"not a conversation text column: {column}"
+        raise ValueError(message)
+    connection.execute(
+        f"UPDATE conversations SET {column} = ? WHERE {CONVERSATION_MATCH}", (text, *key.as_row())
+    )
+
+
+def claim(
+    connection: apsw.Connection,
+    key: ConversationKey,
+    token: str,
+    *,
+    now: dt.datetime,
+    stale_before: dt.datetime,
+) -> bool:
+    """Take the conversation's review claim, unless a fresh one is held."""
+    _ensure(connection, key)
+    found = rows(
+        connection,
+        "UPDATE memory_review_state SET claim_token = ?, claimed_at = ?, "
+        f"last_review_started_at = ? WHERE {CONVERSATION_MATCH} "
+        "AND (claim_token IS NULL OR claimed_at < ?) RETURNING 1",
+        (token, to_text(now), to_text(now), *key.as_row(), to_text(stale_before)),
+    )
+    return bool(found)
+
+
+def holds_claim(connection: apsw.Connection, key: ConversationKey, token: str) -> bool:
+    """Whether `token` still holds the claim (a stale claim may have been taken over)."""
+    found = rows(
+        connection,
+        f"SELECT 1 FROM memory_review_state WHERE {CONVERSATION_MATCH} AND claim_token = ?",
+        (*key.as_row(), token),
+    )
+    return bool(found)
+
+
+def release(connection: apsw.Connection, key: ConversationKey, token: str) -> None:
+    """Give the claim back without recording a review."""
+    connection.execute(
+        "UPDATE memory_review_state SET claim_token = NULL, claimed_at = NULL "
+        f"WHERE {CONVERSATION_MATCH} AND claim_token = ?",
+        (*key.as_row(), token),
+    )
+
+
+def clear_claims(connection: apsw.Connection) -> int:
+    """At start-up: no review is running, so every claim is a dead server's."""
+    connection.execute(
+        "UPDATE memory_review_state SET claim_token = NULL, claimed_at = NULL "
+        "WHERE claim_token IS NOT NULL"
+    )
+    return connection.changes()
+
+
+def start_run(
+    connection: apsw.Connection, key: ConversationKey, record: RunRecord, started: dt.datetime
+) -> int:
+    """Insert the run's row (counts are filled in by finish_run); returns its id."""
+    found = rows(
+        connection,
+        "INSERT INTO review_runs (agent_id, owner_id, channel, chat_id, thread_scope, status, "
+        "max_message_id, provider, model, error, started_at, completed_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (
+            *key.as_row(),
+            record.status,
+            record.max_message_id,
+            record.provider,
+            record.model,
+            record.error,
+            to_text(started),
+            to_text(started),
+        ),
+    )
+    return int(found[0][0])
+
+
+def finish_run(
+    connection: apsw.Connection,
+    run_id: int,
+    record: RunRecord,
+    attempts: list[Attempt],
+    now: dt.datetime,
+) -> None:
+    """The run's counts and status, and its model calls."""
+    connection.execute(
+        "UPDATE review_runs SET status = ?, ops_added = ?, ops_replaced = ?, ops_archived = ?, "
+        "ops_skipped = ?, tokens_in = ?, error = ?, completed_at = ? WHERE id = ?",
+        (
+            record.status,
+            record.added,
+            record.replaced,
+            record.archived,
+            record.skipped,
+            record.tokens_in,
+            record.error,
+            to_text(now),
+            run_id,
+        ),
+    )
+    connection.executemany(
+        "INSERT INTO model_calls (agent, session_id, provider, model, latency_ms, prompt_tokens, "
+        "completion_tokens, error, review_run_id, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                a.agent,
+                a.session_id,
+                a.provider,
+                a.model,
+                a.latency_ms,
+                a.prompt_tokens,
+                a.completion_tokens,
+                a.error,
+                run_id,
+                to_text(now),
+            )
+            for a in attempts
+        ],
+    )
+
+
+def record_success(
+    connection: apsw.Connection,
+    key: ConversationKey,
+    *,
+    status: str,
+    cursor: int,
+    more_pending: bool,
+    now: dt.datetime,
+) -> None:
+    """Move the cursor, reset the failures, release the claim."""
+    connection.execute(
+        "UPDATE memory_review_state SET "
+        "last_reviewed_message_id = max(last_reviewed_message_id, ?), last_reviewed_at = ?, "
+        "last_review_completed_at = ?, last_review_status = ?, "
+        "failure_count = 0, last_error = NULL, pending_input = ?, turns_since_review = 0, "
+        f"claim_token = NULL, claimed_at = NULL WHERE {CONVERSATION_MATCH}",
+        (cursor, to_text(now), to_text(now), status, int(more_pending), *key.as_row()),
+    )
+
+
+def record_failure(
+    connection: apsw.Connection, key: ConversationKey, *, error: str, now: dt.datetime
+) -> None:
+    """A failed review: the cursor stays, the failure counts, the claim is released."""
+    connection.execute(
+        "UPDATE memory_review_state SET last_review_status = 'failed', "
+        "last_review_failed_at = ?, last_review_completed_at = ?, "
+        "failure_count = failure_count + 1, last_error = ?, claim_token = NULL, claimed_at = NULL "
+        f"WHERE {CONVERSATION_MATCH}",
+        (to_text(now), to_text(now), error[:1000], *key.as_row()),
+    )
+
+
+def last_run(connection: apsw.Connection, key: ConversationKey) -> dict[str, Any] | None:
+    """The latest run of a conversation, with its model calls' totals."""
+    found = rows(
+        connection,
+        "SELECT r.id, r.status, r.max_message_id, r.ops_added, r.ops_replaced, r.ops_archived, "
+        "r.ops_skipped, r.tokens_in, r.provider, r.model, r.error, r.started_at, r.completed_at, "
+        "(SELECT count(*) FROM model_calls AS c WHERE c.review_run_id = r.id) "
+        "FROM review_runs AS r WHERE (r.agent_id, r.owner_id, r.channel, r.chat_id, "
+        "r.thread_scope) = (?, ?, ?, ?, ?) ORDER BY r.id DESC LIMIT 1",
+        key.as_row(),
+    )
+    if not found:
+        return None
+    names = (
+        "id",
+        "status",
+        "max_message_id",
+        "added",
+        "replaced",
+        "archived",
+        "skipped",
+        "tokens_in",
+        "provider",
+        "model",
+        "error",
+        "started_at",
+        "completed_at",
+        "model_calls",
+    )
+    return dict(zip(names, found[0], strict=True))
+
+
+def due(
+    connection: apsw.Connection,
+    *,
+    interval_before: dt.datetime,
+    backoff_before: dt.datetime,
+    stale_before: dt.datetime,
+    turn_interval: int | None,
+    idle_before: dt.datetime | None,
+    limit: int,
+) -> list[ConversationKey]:
+    """Conversations with new input whose review is due, oldest review first."""
+    triggers = ["(last_reviewed_at IS NULL OR last_reviewed_at <= ?)"]
+    params: list[Any] = [to_text(interval_before)]
+    if turn_interval is not None:
+        triggers.append("turns_since_review >= ?")
+        params.append(turn_interval)
+    if idle_before is not None:
+        triggers.append("last_input_at <= ?")
+        params.append(to_text(idle_before))
+    found = rows(
+        connection,
+        "SELECT agent_id, owner_id, channel, chat_id, thread_scope FROM memory_review_state "
+        "WHERE pending_input = 1 AND (claim_token IS NULL OR claimed_at < ?) "
+        "AND (failure_count = 0 OR last_review_failed_at <= ?) "
+        f"AND ({' OR '.join(triggers)}) ORDER BY last_reviewed_at NULLS FIRST LIMIT ?",
+        [to_text(stale_before), to_text(backoff_before), *params, limit],
+    )
+    return [ConversationKey(*row) for row in found]
+
+
+def candidates(
+    connection: apsw.Connection,
+    *,
+    agent_id: str | None,
+    owner_id: str | None,
+) -> list[ConversationKey]:
+    """Conversations (of one agent / owner, when given) with reviewable messages after the
+    cursor."""
+    sql = [
+        (
+            "SELECT c.agent_id, c.owner_id, c.channel, c.chat_id, c.thread_scope "
+            "FROM conversations AS c LEFT JOIN memory_review_state AS s "
+            "USING (agent_id, owner_id, channel, chat_id, thread_scope) "
+            "WHERE EXISTS (SELECT 1 FROM messages AS m WHERE m.agent_id = c.agent_id "
+            "AND m.owner_id = c.owner_id AND m.channel = c.channel AND m.chat_id = c.chat_id "
+            "AND m.thread_scope = c.thread_scope "
+            f"AND m.id > coalesce(s.last_reviewed_message_id, 0) AND {REVIEWABLE})"
+        )
+    ]
+    params: list[Any] = []
+    if agent_id is not None:
+        sql.append("AND c.agent_id = ?")
+        params.append(agent_id)
+    if owner_id is not None:
+        sql.append("AND c.owner_id = ?")
+        params.append(owner_id)
+    sql.append("ORDER BY c.id")
+    return [ConversationKey(*row) for row in rows(connection, " ".join(sql), params)]
+
+
+def _ensure(connection: apsw.Connection, key: ConversationKey) -> None:
+    connection.execute(
+        "INSERT INTO memory_review_state (agent_id, owner_id, channel, chat_id, thread_scope) "
+        "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        key.as_row(),
+    )
