@@ -14,6 +14,8 @@ import memoryd_client as md
 from tests.server_process import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
+# The fake model server and review-configured servers (fixtures `model`, `reviewing`).
+pytest_plugins = ["tests.review_helpers"]
 
 
 @pytest.fixture(scope="session")

@@ -63,7 +63,7 @@ def _serve(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     logs = LogPipeline(settings.server.log_level, settings.server.log_format)
     try:
-        asyncio.run(serve(settings, rpc_log=logs.rpc))
+        asyncio.run(serve(settings, rpc_log=logs.rpc, env=os.environ))
     except StartupError as error:
         logs.stop()
         print(f"memoryd: {error}", file=sys.stderr)  # noqa: T201

@@ -21,6 +21,7 @@ from google.protobuf.message import Message
 import memoryd_client as md
 
 EXIT_FAILED = 1
+EXIT_USAGE = 2
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 CATEGORY_NAMES = (
     "identity",
@@ -63,6 +64,20 @@ def add_commands(commands: Any) -> None:
     forget.add_argument("--reason", default="", help="why it is forgotten")
     restore = _command(memory_commands, "restore", "un-archive a row", _memory_restore, owner=True)
     restore.add_argument("id", type=int)
+
+    review = _command(
+        memory_commands,
+        "review",
+        "review conversations with new messages now",
+        _memory_review,
+        owner=True,
+    )
+    review.add_argument("--now", action="store_true", required=True, help="run the review now")
+    review.add_argument(
+        "--conversation",
+        metavar="CHANNEL:CHAT[:THREAD]",
+        help="only this conversation (the thread part may contain ':')",
+    )
 
     resource = commands.add_parser("resource", help="versioned USER.md / MEMORY.md revisions")
     resource_commands = resource.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -186,6 +201,43 @@ def _memory_restore(stub: md.MemoryServiceStub, args: argparse.Namespace, out: T
     response = stub.RestoreMemory(md.RestoreMemoryRequest(owner=_owner(args), id=args.id))
     if not _json_answered(args, out, response):
         out.write(response.notice + "\n")
+    return 0
+
+
+def conversation_arg(text: str, agent: str, owner: str) -> md.Conversation:
+    """`channel:chat_id[:thread]`, split into at most three parts; two parts mean thread root."""
+    parts = text.split(":", 2)
+    if len(parts) < 2 or not all(parts):
+        message = f"--conversation must be CHANNEL:CHAT[:THREAD], got {text!r}"
+        raise ValueError(message)
+    return md.Conversation(
+        agent_id=agent,
+        owner_id=owner,
+        channel=parts[0],
+        chat_id=parts[1],
+        thread_scope=parts[2] if len(parts) == 3 else "",
+    )
+
+
+def _memory_review(stub: md.MemoryServiceStub, args: argparse.Namespace, out: TextIO) -> int:
+    request = md.ReviewNowRequest(agent_id=args.agent, owner_id=args.owner)
+    if args.conversation:
+        try:
+            request.conversation.CopyFrom(
+                conversation_arg(args.conversation, args.agent, args.owner)
+            )
+        except ValueError as error:
+            print(f"memoryd: {error}", file=sys.stderr)  # noqa: T201 - CLI output
+            return EXIT_USAGE
+        request.ClearField("agent_id")
+        request.ClearField("owner_id")
+    response = stub.ReviewNow(request)
+    if args.json:
+        reviews = json_format.MessageToDict(response, preserving_proto_field_name=True)
+        document = {"checked": len(response.reviews), "reviews": reviews.get("reviews", [])}
+        out.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    else:
+        out.write(f"memory review completed: {len(response.reviews)} conversation(s) checked\n")
     return 0
 
 

@@ -11,6 +11,7 @@ import dataclasses
 import fcntl
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import apsw
@@ -18,12 +19,17 @@ import apsw
 from memoryd.config import Settings
 from memoryd.domain import tokens
 from memoryd.errors import StartupError
+from memoryd.llm.chain import ProviderChain
 from memoryd.services.erasure import ErasureService
 from memoryd.services.history import HistoryService
 from memoryd.services.memory import MemoryService
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.services.recall import RecallService
 from memoryd.services.resources import ResourceService
+from memoryd.services.review import Reviewer
+from memoryd.services.review_scheduler import ReviewScheduler
+from memoryd.services.turns import TurnService
+from memoryd.storage import review_store
 from memoryd.storage.connection import ConnectionSettings, open_connection, writer_policy
 from memoryd.storage.migrations import bundled_migrations, migrate, schema_version
 from memoryd.storage.readers import ReaderPool
@@ -46,21 +52,24 @@ class Runtime:
     prompts: PromptFiles
     resources: ResourceService
     erasure: ErasureService
+    reviewer: Reviewer
+    scheduler: ReviewScheduler
+    turns: TurnService
     schema_version: int
     _lock_fd: int
 
     @classmethod
-    def open(cls, settings: Settings) -> Runtime:
+    def open(cls, settings: Settings, env: Mapping[str, str]) -> Runtime:
         """Open (creating if needed) the data directory and database, ready to serve."""
         lock_fd = _lock_home(settings.home)
         try:
-            return cls._open_locked(settings, lock_fd)
+            return cls._open_locked(settings, env, lock_fd)
         except BaseException:
             os.close(lock_fd)
             raise
 
     @classmethod
-    def _open_locked(cls, settings: Settings, lock_fd: int) -> Runtime:
+    def _open_locked(cls, settings: Settings, env: Mapping[str, str], lock_fd: int) -> Runtime:
         connection_settings = ConnectionSettings(
             path=settings.database_path,
             busy_timeout_ms=settings.storage.busy_timeout_ms,
@@ -96,12 +105,23 @@ class Runtime:
         prompts = PromptFiles(settings.home, readers)
         tokens.load()  # the first render must not pay for loading the encoding
         _resync_prompt_files(prompts, connection)  # before the writer thread owns the connection
+        _clear_review_claims(connection)
         writer.start()
         history = HistoryService(writer, readers, settings.history)
         memory = MemoryService(writer, readers, prompts)
         recall = RecallService(readers, history)
         resources = ResourceService(writer, readers, prompts)
         erasure = ErasureService(writer, history, memory, prompts)
+        reviewer = Reviewer(
+            writer=writer,
+            readers=readers,
+            prompts=prompts,
+            memory=memory,
+            chain=ProviderChain(settings.providers, env),
+            settings=settings.memory,
+        )
+        scheduler = ReviewScheduler(reviewer, readers)
+        turns = TurnService(writer, history, scheduler.nudge)
         return cls(
             settings,
             writer,
@@ -112,6 +132,9 @@ class Runtime:
             prompts,
             resources,
             erasure,
+            reviewer,
+            scheduler,
+            turns,
             version,
             lock_fd,
         )
@@ -119,6 +142,8 @@ class Runtime:
     async def close(self) -> None:
         """Commit what is queued, close every connection, release the data directory."""
         try:
+            await self.scheduler.stop()
+            await self.reviewer.chain.close()
             await self.writer.close()
             self.readers.close()
         finally:
@@ -132,6 +157,19 @@ def _resync_prompt_files(prompts: PromptFiles, connection: apsw.Connection) -> N
             "rewrote %d prompt file(s) from their current revision",
             rewritten,
             extra={"event": "prompt_files_resynced", "files": rewritten},
+        )
+
+
+def _clear_review_claims(connection: apsw.Connection) -> None:
+    # One server per home (the lock): a claim left in the database is a stopped server's, and
+    # its review is retried.
+    with connection:
+        cleared = review_store.clear_claims(connection)
+    if cleared:
+        log.info(
+            "%d review(s) were interrupted by the last stop; they will run again",
+            cleared,
+            extra={"event": "review_claims_cleared", "claims": cleared},
         )
 
 

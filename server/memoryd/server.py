@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import logging
 import signal
+from collections.abc import Mapping
 from typing import cast
 
 import grpc
@@ -47,6 +48,7 @@ async def serve(
     settings: Settings,
     stop: asyncio.Event | None = None,
     rpc_log: RpcLog = log_rpc_with_logging,
+    env: Mapping[str, str] | None = None,
 ) -> None:
     """Run until `stop` is set (or SIGTERM/SIGINT), then shut down in order."""
     stop = stop or asyncio.Event()
@@ -55,7 +57,7 @@ async def serve(
     # short (the grace period bounds it; SIGKILL remains for an impatient operator).
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _request_stop, stop)
-    runtime = Runtime.open(settings)
+    runtime = Runtime.open(settings, env or {})
     try:
         await _serve(settings, runtime, stop, rpc_log)
     finally:
@@ -103,6 +105,9 @@ async def _serve(
                 prompts=runtime.prompts,
                 resources=runtime.resources,
                 erasure=runtime.erasure,
+                turns=runtime.turns,
+                scheduler=runtime.scheduler,
+                reviewer=runtime.reviewer,
             ),
         ),
         (compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server, CompactionServicer()),
@@ -132,6 +137,14 @@ async def _serve(
             "schema_version": runtime.schema_version,
         },
     )
+    if runtime.reviewer.chain.configured:
+        runtime.scheduler.start()
+    else:
+        log.warning(
+            "no model provider is configured: review and compaction are off "
+            "(add [[memoryd.providers]] to the config file, or run `memoryd setup`)",
+            extra={"event": "no_provider"},
+        )
 
     try:
         await stop.wait()
@@ -142,4 +155,5 @@ async def _serve(
             extra={"event": "stopping"},
         )
         await health_servicer.enter_graceful_shutdown()
+        await runtime.scheduler.stop()
         await server.stop(settings.server.grace_period_seconds)

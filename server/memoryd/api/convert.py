@@ -61,7 +61,9 @@ def required_conversation(
     | service_pb.AppendMessagesRequest
     | service_pb.ClearConversationRequest
     | service_pb.PurgeConversationRequest
-    | service_pb.GetConversationRequest,
+    | service_pb.GetConversationRequest
+    | service_pb.CommitTurnRequest
+    | service_pb.GetReviewStateRequest,
 ) -> ConversationKey:
     """The conversation of a request that must name one."""
     if not request.HasField("conversation"):

@@ -14,19 +14,23 @@ import grpc
 from memoryd.api import convert
 from memoryd.api.memory_rpcs import MemoryRpcs
 from memoryd.api.resource_rpcs import ResourceRpcs
+from memoryd.api.review_rpcs import ReviewRpcs
 from memoryd.services.erasure import ErasureService
 from memoryd.services.history import HistoryService
 from memoryd.services.memory import MemoryService
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.services.recall import RecallService
 from memoryd.services.resources import ResourceService
+from memoryd.services.review import Reviewer
+from memoryd.services.review_scheduler import ReviewScheduler
+from memoryd.services.turns import TurnService
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 from memoryd_client.v1 import memory_service_pb2_grpc as service_grpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
-class MemoryServicer(MemoryRpcs, ResourceRpcs, service_grpc.MemoryServiceServicer):
+class MemoryServicer(MemoryRpcs, ResourceRpcs, ReviewRpcs, service_grpc.MemoryServiceServicer):
     """The MemoryService RPCs."""
 
     def __init__(
@@ -38,9 +42,13 @@ class MemoryServicer(MemoryRpcs, ResourceRpcs, service_grpc.MemoryServiceService
         prompts: PromptFiles,
         resources: ResourceService,
         erasure: ErasureService,
+        turns: TurnService,
+        scheduler: ReviewScheduler,
+        reviewer: Reviewer,
     ) -> None:
         MemoryRpcs.__init__(self, memory, recall, prompts)
         ResourceRpcs.__init__(self, resources)
+        ReviewRpcs.__init__(self, turns, scheduler, reviewer)
         self._history = history
         self._erasure = erasure
 
@@ -125,4 +133,9 @@ class MemoryServicer(MemoryRpcs, ResourceRpcs, service_grpc.MemoryServiceService
             window_started_at=convert.optional_timestamp_out(stats.window.window_started_at),
             history_version=stats.window.history_version,
             last_message_id=stats.last_message_id,
+            working_memory=stats.working_memory,
+            description=stats.description,
+            completed_turns=stats.completed_turns,
+            peak_prompt_tokens=stats.peak_prompt_tokens,
+            context_window=stats.context_window,
         )

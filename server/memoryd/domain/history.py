@@ -64,6 +64,11 @@ class ConversationStats:
     first_message_at: dt.datetime | None
     last_message_at: dt.datetime | None
     last_message_id: int
+    working_memory: str = ""
+    description: str = ""
+    completed_turns: int = 0
+    peak_prompt_tokens: int = 0
+    context_window: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

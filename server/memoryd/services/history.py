@@ -96,14 +96,18 @@ class HistoryService:
 
     # --- writes -------------------------------------------------------------------------------
 
-    async def append(self, key: ConversationKey, messages: Sequence[NewMessage]) -> AppendResult:
-        """Store every valid message of the call, or none; blank ones are skipped."""
+    def check_messages(self, messages: Sequence[NewMessage]) -> list[NewMessage]:
+        """Every message checked against the limits (blank ones too: a malformed request is
+        refused as a whole)."""
         check_message_count(len(messages), self._limits)
-        # Blank messages are checked too: a malformed request is refused as a whole.
-        checked = [
+        return [
             check_new_message(message, f"messages[{index}]", self._limits)
             for index, message in enumerate(messages)
         ]
+
+    async def append(self, key: ConversationKey, messages: Sequence[NewMessage]) -> AppendResult:
+        """Store every valid message of the call, or none; blank ones are skipped."""
+        checked = self.check_messages(messages)
         prepared = [None if is_blank(message.content) else message for message in checked]
         now = utc_now()
         return await self._writer.submit(

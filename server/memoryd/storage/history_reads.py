@@ -126,7 +126,18 @@ def conversation_stats(
         "ORDER BY m.id DESC LIMIT 1",
         params,
     )
+    texts = one(
+        connection,
+        "SELECT working_memory, description, completed_turns, coalesce(peak_prompt_tokens, 0), "
+        f"coalesce(context_window, 0) FROM conversations WHERE {CONVERSATION_MATCH}",
+        params,
+    )
     return ConversationStats(
+        working_memory=texts[0],
+        description=texts[1],
+        completed_turns=texts[2],
+        peak_prompt_tokens=texts[3],
+        context_window=texts[4],
         window=window,
         message_count=int(total),
         window_message_count=int(in_window if cap is None else min(in_window, cap)),

@@ -57,6 +57,9 @@ class FakeModel:
 
     def __init__(self, *, default: Reply | None = None, responder: Responder | None = None) -> None:
         self.requests: list[dict[str, Any]] = []
+        # Requests being answered right now, and the most there ever were at once.
+        self.in_flight = 0
+        self.max_in_flight = 0
         self.default = default or Reply(content="Nothing to save.")
         self.responder = responder
         self._script: deque[Reply] = deque()
@@ -133,6 +136,15 @@ class FakeModel:
             return self.responder(request)
         return self.default
 
+    def _enter(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
     def _handler(self) -> type[http.server.BaseHTTPRequestHandler]:
         model = self
 
@@ -152,8 +164,15 @@ class FakeModel:
                     self._send(404, b'{"error": {"message": "not found"}}')
                     return
                 reply = model._next(request)
-                if reply.delay_seconds:
-                    time.sleep(reply.delay_seconds)
+                model._enter()
+                try:
+                    if reply.delay_seconds:
+                        time.sleep(reply.delay_seconds)
+                    self._answer(request, reply)
+                finally:
+                    model._leave()
+
+            def _answer(self, request: dict[str, Any], reply: Reply) -> None:
                 if reply.raw_body is not None:
                     self._send(200, reply.raw_body)
                 elif reply.status != 200:

@@ -165,6 +165,38 @@ RECALL_SOURCE_ALL: RecallSource.ValueType  # 3
 """Both, merged in turns up to the limit."""
 Global___RecallSource: _TypeAlias = RecallSource  # noqa: Y015
 
+class _ReviewStatus:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ReviewStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ReviewStatus.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    REVIEW_STATUS_UNSPECIFIED: _ReviewStatus.ValueType  # 0
+    """Never returned."""
+    REVIEW_STATUS_OK: _ReviewStatus.ValueType  # 1
+    """The model answered with operations; the admitted ones were applied."""
+    REVIEW_STATUS_NOTHING_TO_SAVE: _ReviewStatus.ValueType  # 2
+    """The model found nothing to save; the cursor moved."""
+    REVIEW_STATUS_SKIPPED: _ReviewStatus.ValueType  # 3
+    """The review did not run; the reason says why (no new messages, a concurrent run, ...)."""
+    REVIEW_STATUS_FAILED: _ReviewStatus.ValueType  # 4
+    """The review failed (no provider answered, broken JSON); nothing moved; it backs off."""
+
+class ReviewStatus(_ReviewStatus, metaclass=_ReviewStatusEnumTypeWrapper):
+    """ReviewStatus is how one review ended."""
+
+REVIEW_STATUS_UNSPECIFIED: ReviewStatus.ValueType  # 0
+"""Never returned."""
+REVIEW_STATUS_OK: ReviewStatus.ValueType  # 1
+"""The model answered with operations; the admitted ones were applied."""
+REVIEW_STATUS_NOTHING_TO_SAVE: ReviewStatus.ValueType  # 2
+"""The model found nothing to save; the cursor moved."""
+REVIEW_STATUS_SKIPPED: ReviewStatus.ValueType  # 3
+"""The review did not run; the reason says why (no new messages, a concurrent run, ...)."""
+REVIEW_STATUS_FAILED: ReviewStatus.ValueType  # 4
+"""The review failed (no provider answered, broken JSON); nothing moved; it backs off."""
+Global___ReviewStatus: _TypeAlias = ReviewStatus  # noqa: Y015
+
 @_typing.final
 class NewMessage(_message.Message):
     """NewMessage is a message to append."""
@@ -651,6 +683,11 @@ class GetConversationResponse(_message.Message):
     WINDOW_STARTED_AT_FIELD_NUMBER: _builtins.int
     HISTORY_VERSION_FIELD_NUMBER: _builtins.int
     LAST_MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    WORKING_MEMORY_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    COMPLETED_TURNS_FIELD_NUMBER: _builtins.int
+    PEAK_PROMPT_TOKENS_FIELD_NUMBER: _builtins.int
+    CONTEXT_WINDOW_FIELD_NUMBER: _builtins.int
     message_count: _builtins.int
     """Every stored message, including those before the window."""
     window_message_count: _builtins.int
@@ -661,6 +698,16 @@ class GetConversationResponse(_message.Message):
     """A number that changes (grows) whenever the window changes: an append, a clear, a compaction."""
     last_message_id: _builtins.int
     """The id of the latest stored message; 0 when there is none."""
+    working_memory: _builtins.str
+    """The conversation's working memory, written by the reviewer; empty when none."""
+    description: _builtins.str
+    """The conversation's short description, written by the reviewer; empty when none."""
+    completed_turns: _builtins.int
+    """Turns committed with CommitTurn."""
+    peak_prompt_tokens: _builtins.int
+    """The provider-reported peak prompt tokens of the latest turn that reported it; 0 when none."""
+    context_window: _builtins.int
+    """The context window reported with it; 0 when none."""
     @_builtins.property
     def conversation(self) -> _resources_pb2.Conversation:
         """The conversation, with defaults filled in."""
@@ -689,10 +736,15 @@ class GetConversationResponse(_message.Message):
         window_started_at: _timestamp_pb2.Timestamp | None = ...,
         history_version: _builtins.int = ...,
         last_message_id: _builtins.int = ...,
+        working_memory: _builtins.str = ...,
+        description: _builtins.str = ...,
+        completed_turns: _builtins.int = ...,
+        peak_prompt_tokens: _builtins.int = ...,
+        context_window: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "first_message_at", b"first_message_at", "last_message_at", b"last_message_at", "window_started_at", b"window_started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "first_message_at", b"first_message_at", "history_version", b"history_version", "last_message_at", b"last_message_at", "last_message_id", b"last_message_id", "message_count", b"message_count", "window_message_count", b"window_message_count", "window_start_id", b"window_start_id", "window_started_at", b"window_started_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed_turns", b"completed_turns", "context_window", b"context_window", "conversation", b"conversation", "description", b"description", "first_message_at", b"first_message_at", "history_version", b"history_version", "last_message_at", b"last_message_at", "last_message_id", b"last_message_id", "message_count", b"message_count", "peak_prompt_tokens", b"peak_prompt_tokens", "window_message_count", b"window_message_count", "window_start_id", b"window_start_id", "window_started_at", b"window_started_at", "working_memory", b"working_memory"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1899,3 +1951,407 @@ class RollbackResourceResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RollbackResourceResponse: _TypeAlias = RollbackResourceResponse  # noqa: Y015
+
+@_typing.final
+class TurnUsage(_message.Message):
+    """TurnUsage is what the model provider reported for a turn."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PEAK_PROMPT_TOKENS_FIELD_NUMBER: _builtins.int
+    CONTEXT_WINDOW_FIELD_NUMBER: _builtins.int
+    peak_prompt_tokens: _builtins.int
+    """The largest prompt, in tokens, sent to the model during the turn. 0 means not reported."""
+    context_window: _builtins.int
+    """The model's context window, in tokens. 0 means not reported."""
+    def __init__(
+        self,
+        *,
+        peak_prompt_tokens: _builtins.int = ...,
+        context_window: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["context_window", b"context_window", "peak_prompt_tokens", b"peak_prompt_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TurnUsage: _TypeAlias = TurnUsage  # noqa: Y015
+
+@_typing.final
+class CommitTurnRequest(_message.Message):
+    """CommitTurnRequest is one completed turn."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    USAGE_FIELD_NUMBER: _builtins.int
+    trust: _resources_pb2.Trust.ValueType
+    """The trust of the turn's speaker; messages without their own trust take it. Unset means
+    operator. A guest turn never starts a review.
+    """
+    @_builtins.property
+    def conversation(self) -> _resources_pb2.Conversation:
+        """The conversation. channel and chat_id are required."""
+
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___NewMessage]:
+        """The turn's messages, oldest first (the same rules as AppendMessages)."""
+
+    @_builtins.property
+    def usage(self) -> Global___TurnUsage:
+        """What the provider reported for the turn."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _resources_pb2.Conversation | None = ...,
+        trust: _resources_pb2.Trust.ValueType = ...,
+        messages: _abc.Iterable[Global___NewMessage] | None = ...,
+        usage: Global___TurnUsage | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "usage", b"usage"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "messages", b"messages", "trust", b"trust", "usage", b"usage"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommitTurnRequest: _TypeAlias = CommitTurnRequest  # noqa: Y015
+
+@_typing.final
+class CommitTurnResponse(_message.Message):
+    """CommitTurnResponse reports the stored messages."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    HISTORY_VERSION_FIELD_NUMBER: _builtins.int
+    REVIEW_PENDING_FIELD_NUMBER: _builtins.int
+    history_version: _builtins.int
+    """The conversation's history version after this call."""
+    review_pending: _builtins.bool
+    """Whether the turn brought input the reviewer will read."""
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___AppendResult]:
+        """One result per request message, in request order."""
+
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___AppendResult] | None = ...,
+        history_version: _builtins.int = ...,
+        review_pending: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["history_version", b"history_version", "results", b"results", "review_pending", b"review_pending"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommitTurnResponse: _TypeAlias = CommitTurnResponse  # noqa: Y015
+
+@_typing.final
+class ReviewNowRequest(_message.Message):
+    """ReviewNowRequest selects the conversations to review."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """Only conversations of this agent. Empty means every agent."""
+    owner_id: _builtins.str
+    """Only conversations of this owner. Empty means every owner."""
+    @_builtins.property
+    def conversation(self) -> _resources_pb2.Conversation:
+        """Only this conversation. Unset means every conversation (of agent_id / owner_id when set)."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _resources_pb2.Conversation | None = ...,
+        agent_id: _builtins.str = ...,
+        owner_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "conversation", b"conversation", "owner_id", b"owner_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReviewNowRequest: _TypeAlias = ReviewNowRequest  # noqa: Y015
+
+@_typing.final
+class ConversationReview(_message.Message):
+    """ConversationReview is the result of one conversation's review."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    OPS_ADDED_FIELD_NUMBER: _builtins.int
+    OPS_REPLACED_FIELD_NUMBER: _builtins.int
+    OPS_ARCHIVED_FIELD_NUMBER: _builtins.int
+    OPS_SKIPPED_FIELD_NUMBER: _builtins.int
+    TOKENS_IN_FIELD_NUMBER: _builtins.int
+    REVIEW_RUN_ID_FIELD_NUMBER: _builtins.int
+    PROVIDER_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    status: Global___ReviewStatus.ValueType
+    """How the review ended."""
+    reason: _builtins.str
+    """Why it was skipped or failed; empty otherwise."""
+    ops_added: _builtins.int
+    """Rows added."""
+    ops_replaced: _builtins.int
+    """Rows replaced."""
+    ops_archived: _builtins.int
+    """Rows archived."""
+    ops_skipped: _builtins.int
+    """Operations skipped as invalid."""
+    tokens_in: _builtins.int
+    """Tokens of the packed user messages."""
+    review_run_id: _builtins.int
+    """The review run's id; 0 when it did not run."""
+    provider: _builtins.str
+    """The provider that answered."""
+    model: _builtins.str
+    """The model that answered."""
+    @_builtins.property
+    def conversation(self) -> _resources_pb2.Conversation:
+        """The conversation."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _resources_pb2.Conversation | None = ...,
+        status: Global___ReviewStatus.ValueType = ...,
+        reason: _builtins.str = ...,
+        ops_added: _builtins.int = ...,
+        ops_replaced: _builtins.int = ...,
+        ops_archived: _builtins.int = ...,
+        ops_skipped: _builtins.int = ...,
+        tokens_in: _builtins.int = ...,
+        review_run_id: _builtins.int = ...,
+        provider: _builtins.str = ...,
+        model: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "model", b"model", "ops_added", b"ops_added", "ops_archived", b"ops_archived", "ops_replaced", b"ops_replaced", "ops_skipped", b"ops_skipped", "provider", b"provider", "reason", b"reason", "review_run_id", b"review_run_id", "status", b"status", "tokens_in", b"tokens_in"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConversationReview: _TypeAlias = ConversationReview  # noqa: Y015
+
+@_typing.final
+class ReviewNowResponse(_message.Message):
+    """ReviewNowResponse reports every conversation checked."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REVIEWS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def reviews(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConversationReview]:
+        """One result per conversation checked."""
+
+    def __init__(
+        self,
+        *,
+        reviews: _abc.Iterable[Global___ConversationReview] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reviews", b"reviews"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReviewNowResponse: _TypeAlias = ReviewNowResponse  # noqa: Y015
+
+@_typing.final
+class GetReviewStateRequest(_message.Message):
+    """GetReviewStateRequest names a conversation."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def conversation(self) -> _resources_pb2.Conversation:
+        """The conversation. channel and chat_id are required."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _resources_pb2.Conversation | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetReviewStateRequest: _TypeAlias = GetReviewStateRequest  # noqa: Y015
+
+@_typing.final
+class ReviewRun(_message.Message):
+    """ReviewRun is one finished review."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    MAX_MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    OPS_ADDED_FIELD_NUMBER: _builtins.int
+    OPS_REPLACED_FIELD_NUMBER: _builtins.int
+    OPS_ARCHIVED_FIELD_NUMBER: _builtins.int
+    OPS_SKIPPED_FIELD_NUMBER: _builtins.int
+    TOKENS_IN_FIELD_NUMBER: _builtins.int
+    PROVIDER_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    MODEL_CALLS_FIELD_NUMBER: _builtins.int
+    STARTED_AT_FIELD_NUMBER: _builtins.int
+    COMPLETED_AT_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """The run's id."""
+    status: Global___ReviewStatus.ValueType
+    """How it ended."""
+    max_message_id: _builtins.int
+    """The highest message id it read."""
+    ops_added: _builtins.int
+    """Rows added."""
+    ops_replaced: _builtins.int
+    """Rows replaced."""
+    ops_archived: _builtins.int
+    """Rows archived."""
+    ops_skipped: _builtins.int
+    """Operations skipped as invalid."""
+    tokens_in: _builtins.int
+    """Tokens of the packed user messages."""
+    provider: _builtins.str
+    """The provider that answered; empty when none did."""
+    model: _builtins.str
+    """The model that answered."""
+    error: _builtins.str
+    """Why it failed; empty otherwise."""
+    model_calls: _builtins.int
+    """The model calls it made (fallbacks included)."""
+    @_builtins.property
+    def started_at(self) -> _timestamp_pb2.Timestamp:
+        """When it started."""
+
+    @_builtins.property
+    def completed_at(self) -> _timestamp_pb2.Timestamp:
+        """When it finished."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        status: Global___ReviewStatus.ValueType = ...,
+        max_message_id: _builtins.int = ...,
+        ops_added: _builtins.int = ...,
+        ops_replaced: _builtins.int = ...,
+        ops_archived: _builtins.int = ...,
+        ops_skipped: _builtins.int = ...,
+        tokens_in: _builtins.int = ...,
+        provider: _builtins.str = ...,
+        model: _builtins.str = ...,
+        error: _builtins.str = ...,
+        model_calls: _builtins.int = ...,
+        started_at: _timestamp_pb2.Timestamp | None = ...,
+        completed_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["completed_at", b"completed_at", "started_at", b"started_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed_at", b"completed_at", "error", b"error", "id", b"id", "max_message_id", b"max_message_id", "model", b"model", "model_calls", b"model_calls", "ops_added", b"ops_added", "ops_archived", b"ops_archived", "ops_replaced", b"ops_replaced", "ops_skipped", b"ops_skipped", "provider", b"provider", "started_at", b"started_at", "status", b"status", "tokens_in", b"tokens_in"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReviewRun: _TypeAlias = ReviewRun  # noqa: Y015
+
+@_typing.final
+class GetReviewStateResponse(_message.Message):
+    """GetReviewStateResponse is a conversation's review state."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    LAST_REVIEWED_MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    LAST_REVIEWED_AT_FIELD_NUMBER: _builtins.int
+    LAST_REVIEW_STARTED_AT_FIELD_NUMBER: _builtins.int
+    LAST_REVIEW_COMPLETED_AT_FIELD_NUMBER: _builtins.int
+    LAST_REVIEW_STATUS_FIELD_NUMBER: _builtins.int
+    LAST_REVIEW_FAILED_AT_FIELD_NUMBER: _builtins.int
+    FAILURE_COUNT_FIELD_NUMBER: _builtins.int
+    LAST_ERROR_FIELD_NUMBER: _builtins.int
+    PENDING_INPUT_FIELD_NUMBER: _builtins.int
+    TURNS_SINCE_REVIEW_FIELD_NUMBER: _builtins.int
+    REVIEW_RUNNING_FIELD_NUMBER: _builtins.int
+    LAST_RUN_FIELD_NUMBER: _builtins.int
+    last_reviewed_message_id: _builtins.int
+    """Messages up to this id have been reviewed."""
+    last_review_status: Global___ReviewStatus.ValueType
+    """How the last review ended; unset when never."""
+    failure_count: _builtins.int
+    """Failures since the last success."""
+    last_error: _builtins.str
+    """The last failure's reason."""
+    pending_input: _builtins.bool
+    """Whether committed turns brought input not reviewed yet."""
+    turns_since_review: _builtins.int
+    """Turns committed since the last review."""
+    review_running: _builtins.bool
+    """Whether a review is running now."""
+    @_builtins.property
+    def conversation(self) -> _resources_pb2.Conversation:
+        """The conversation, with defaults filled in."""
+
+    @_builtins.property
+    def last_reviewed_at(self) -> _timestamp_pb2.Timestamp:
+        """When the last successful review finished; unset when never."""
+
+    @_builtins.property
+    def last_review_started_at(self) -> _timestamp_pb2.Timestamp:
+        """When the last review started; unset when never."""
+
+    @_builtins.property
+    def last_review_completed_at(self) -> _timestamp_pb2.Timestamp:
+        """When the last review finished (either way); unset when never."""
+
+    @_builtins.property
+    def last_review_failed_at(self) -> _timestamp_pb2.Timestamp:
+        """When the last failure happened; unset when never."""
+
+    @_builtins.property
+    def last_run(self) -> Global___ReviewRun:
+        """The latest review run; unset when none."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _resources_pb2.Conversation | None = ...,
+        last_reviewed_message_id: _builtins.int = ...,
+        last_reviewed_at: _timestamp_pb2.Timestamp | None = ...,
+        last_review_started_at: _timestamp_pb2.Timestamp | None = ...,
+        last_review_completed_at: _timestamp_pb2.Timestamp | None = ...,
+        last_review_status: Global___ReviewStatus.ValueType = ...,
+        last_review_failed_at: _timestamp_pb2.Timestamp | None = ...,
+        failure_count: _builtins.int = ...,
+        last_error: _builtins.str = ...,
+        pending_input: _builtins.bool = ...,
+        turns_since_review: _builtins.int = ...,
+        review_running: _builtins.bool = ...,
+        last_run: Global___ReviewRun | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "last_review_completed_at", b"last_review_completed_at", "last_review_failed_at", b"last_review_failed_at", "last_review_started_at", b"last_review_started_at", "last_reviewed_at", b"last_reviewed_at", "last_run", b"last_run"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "failure_count", b"failure_count", "last_error", b"last_error", "last_review_completed_at", b"last_review_completed_at", "last_review_failed_at", b"last_review_failed_at", "last_review_started_at", b"last_review_started_at", "last_review_status", b"last_review_status", "last_reviewed_at", b"last_reviewed_at", "last_reviewed_message_id", b"last_reviewed_message_id", "last_run", b"last_run", "pending_input", b"pending_input", "review_running", b"review_running", "turns_since_review", b"turns_since_review"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetReviewStateResponse: _TypeAlias = GetReviewStateResponse  # noqa: Y015

@@ -143,6 +143,21 @@ class MemoryServiceStub:
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.RollbackResourceRequest.SerializeToString,
                 response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.RollbackResourceResponse.FromString,
                 _registered_method=True)
+        self.CommitTurn = channel.unary_unary(
+                '/memoryd.v1.MemoryService/CommitTurn',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.CommitTurnRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.CommitTurnResponse.FromString,
+                _registered_method=True)
+        self.ReviewNow = channel.unary_unary(
+                '/memoryd.v1.MemoryService/ReviewNow',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ReviewNowRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ReviewNowResponse.FromString,
+                _registered_method=True)
+        self.GetReviewState = channel.unary_unary(
+                '/memoryd.v1.MemoryService/GetReviewState',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetReviewStateRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetReviewStateResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -333,6 +348,36 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CommitTurn(self, request, context):
+        """CommitTurn stores the messages of one completed turn (user and assistant, each with its
+        trust), records the provider-reported peak prompt tokens and context window of the turn,
+        and marks the conversation as having new input for the background reviewer. It returns as
+        soon as the turn is committed: review happens in the background, never on this call's path.
+        A guest turn never starts a review. A client_message_id makes retries safe, as in
+        AppendMessages.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReviewNow(self, request, context):
+        """ReviewNow runs the reviewer now on every conversation with new user messages (of one
+        conversation, agent or owner when given), past the review interval and the failure backoff
+        but never without new messages, and reports each conversation's result. FAILED_PRECONDITION
+        when no model provider is configured.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetReviewState(self, request, context):
+        """GetReviewState returns a conversation's review state: cursor, times, status, failures,
+        pending input and the latest review run.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -440,6 +485,21 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.RollbackResource,
                     request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.RollbackResourceRequest.FromString,
                     response_serializer=memoryd_dot_v1_dot_memory__service__pb2.RollbackResourceResponse.SerializeToString,
+            ),
+            'CommitTurn': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitTurn,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.CommitTurnRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.CommitTurnResponse.SerializeToString,
+            ),
+            'ReviewNow': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReviewNow,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ReviewNowRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.ReviewNowResponse.SerializeToString,
+            ),
+            'GetReviewState': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetReviewState,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetReviewStateRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetReviewStateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1013,6 +1073,87 @@ class MemoryService:
             '/memoryd.v1.MemoryService/RollbackResource',
             memoryd_dot_v1_dot_memory__service__pb2.RollbackResourceRequest.SerializeToString,
             memoryd_dot_v1_dot_memory__service__pb2.RollbackResourceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CommitTurn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/CommitTurn',
+            memoryd_dot_v1_dot_memory__service__pb2.CommitTurnRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.CommitTurnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReviewNow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/ReviewNow',
+            memoryd_dot_v1_dot_memory__service__pb2.ReviewNowRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.ReviewNowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetReviewState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/GetReviewState',
+            memoryd_dot_v1_dot_memory__service__pb2.GetReviewStateRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.GetReviewStateResponse.FromString,
             options,
             channel_credentials,
             insecure,

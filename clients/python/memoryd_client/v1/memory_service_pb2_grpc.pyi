@@ -128,6 +128,24 @@ class MemoryServiceStub:
     file. Memory rows are not changed, so the next change to the agent's memory renders USER.md
     and MEMORY.md from the rows again and replaces the rolled-back text; the notice says so.
     """
+    CommitTurn: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.CommitTurnRequest, _memory_service_pb2.CommitTurnResponse]
+    """CommitTurn stores the messages of one completed turn (user and assistant, each with its
+    trust), records the provider-reported peak prompt tokens and context window of the turn,
+    and marks the conversation as having new input for the background reviewer. It returns as
+    soon as the turn is committed: review happens in the background, never on this call's path.
+    A guest turn never starts a review. A client_message_id makes retries safe, as in
+    AppendMessages.
+    """
+    ReviewNow: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ReviewNowRequest, _memory_service_pb2.ReviewNowResponse]
+    """ReviewNow runs the reviewer now on every conversation with new user messages (of one
+    conversation, agent or owner when given), past the review interval and the failure backoff
+    but never without new messages, and reports each conversation's result. FAILED_PRECONDITION
+    when no model provider is configured.
+    """
+    GetReviewState: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetReviewStateRequest, _memory_service_pb2.GetReviewStateResponse]
+    """GetReviewState returns a conversation's review state: cursor, times, status, failures,
+    pending input and the latest review run.
+    """
 
 @_typing.type_check_only
 class MemoryServiceAsyncStub(MemoryServiceStub):
@@ -228,6 +246,24 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """RollbackResource commits a new revision with an earlier revision's content and rewrites the
     file. Memory rows are not changed, so the next change to the agent's memory renders USER.md
     and MEMORY.md from the rows again and replaces the rolled-back text; the notice says so.
+    """
+    CommitTurn: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.CommitTurnRequest, _memory_service_pb2.CommitTurnResponse]  # type: ignore[assignment]
+    """CommitTurn stores the messages of one completed turn (user and assistant, each with its
+    trust), records the provider-reported peak prompt tokens and context window of the turn,
+    and marks the conversation as having new input for the background reviewer. It returns as
+    soon as the turn is committed: review happens in the background, never on this call's path.
+    A guest turn never starts a review. A client_message_id makes retries safe, as in
+    AppendMessages.
+    """
+    ReviewNow: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ReviewNowRequest, _memory_service_pb2.ReviewNowResponse]  # type: ignore[assignment]
+    """ReviewNow runs the reviewer now on every conversation with new user messages (of one
+    conversation, agent or owner when given), past the review interval and the failure backoff
+    but never without new messages, and reports each conversation's result. FAILED_PRECONDITION
+    when no model provider is configured.
+    """
+    GetReviewState: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetReviewStateRequest, _memory_service_pb2.GetReviewStateResponse]  # type: ignore[assignment]
+    """GetReviewState returns a conversation's review state: cursor, times, status, failures,
+    pending input and the latest review run.
     """
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -452,6 +488,42 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         """RollbackResource commits a new revision with an earlier revision's content and rewrites the
         file. Memory rows are not changed, so the next change to the agent's memory renders USER.md
         and MEMORY.md from the rows again and replaces the rolled-back text; the notice says so.
+        """
+
+    @_abc_1.abstractmethod
+    def CommitTurn(
+        self,
+        request: _memory_service_pb2.CommitTurnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.CommitTurnResponse, _abc.Awaitable[_memory_service_pb2.CommitTurnResponse]]:
+        """CommitTurn stores the messages of one completed turn (user and assistant, each with its
+        trust), records the provider-reported peak prompt tokens and context window of the turn,
+        and marks the conversation as having new input for the background reviewer. It returns as
+        soon as the turn is committed: review happens in the background, never on this call's path.
+        A guest turn never starts a review. A client_message_id makes retries safe, as in
+        AppendMessages.
+        """
+
+    @_abc_1.abstractmethod
+    def ReviewNow(
+        self,
+        request: _memory_service_pb2.ReviewNowRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ReviewNowResponse, _abc.Awaitable[_memory_service_pb2.ReviewNowResponse]]:
+        """ReviewNow runs the reviewer now on every conversation with new user messages (of one
+        conversation, agent or owner when given), past the review interval and the failure backoff
+        but never without new messages, and reports each conversation's result. FAILED_PRECONDITION
+        when no model provider is configured.
+        """
+
+    @_abc_1.abstractmethod
+    def GetReviewState(
+        self,
+        request: _memory_service_pb2.GetReviewStateRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.GetReviewStateResponse, _abc.Awaitable[_memory_service_pb2.GetReviewStateResponse]]:
+        """GetReviewState returns a conversation's review state: cursor, times, status, failures,
+        pending input and the latest review run.
         """
 
 def add_MemoryServiceServicer_to_server(servicer: MemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

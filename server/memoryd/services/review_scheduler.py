@@ -1,0 +1,149 @@
+"""The scheduler: finds conversations whose review is due and runs them, a few at a time.
+
+Due means: a committed turn brought new input (pending), no live claim, past the failure
+backoff, and one trigger fired: the review interval since the last review (or never reviewed),
+OpenHermit's turn_interval completed turns, or idle_timeout_minutes without a new message.
+State lives in SQLite, so after a restart the same conversations are due again; claims of the
+previous process are cleared at start-up. `review_interval_hours = 0` turns it off; ReviewNow
+still works. A turn commit nudges the scheduler, so turn triggers do not wait for the next tick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import functools
+import logging
+
+from memoryd.domain.conversation import ConversationKey
+from memoryd.domain.timestamps import utc_now
+from memoryd.services.review import Reviewer, ReviewResult
+from memoryd.storage import review_store
+from memoryd.storage.readers import ReaderPool
+
+log = logging.getLogger("memoryd.review")
+
+
+class ReviewScheduler:
+    """Runs due reviews in the background with bounded concurrency."""
+
+    def __init__(self, reviewer: Reviewer, readers: ReaderPool) -> None:
+        self._reviewer = reviewer
+        self._readers = readers
+        self._settings = reviewer.settings
+        self._limit = asyncio.Semaphore(self._settings.review_concurrency)
+        self._running: dict[ConversationKey, asyncio.Task[ReviewResult | None]] = {}
+        self._wake = asyncio.Event()
+        self._loop_task: asyncio.Task[None] | None = None
+        self.completed = 0
+
+    @property
+    def enabled(self) -> bool:
+        """Background review runs only with a provider and a non-zero interval."""
+        return self._reviewer.chain.configured and self._settings.review_interval_hours > 0
+
+    def start(self) -> None:
+        """Start the background loop (on the running event loop)."""
+        if self.enabled and self._loop_task is None:
+            self._loop_task = asyncio.create_task(self._loop(), name="memoryd-review-scheduler")
+
+    def nudge(self) -> None:
+        """A turn was committed: look for due reviews now."""
+        self._wake.set()
+
+    async def stop(self) -> None:
+        """Stop looking, and cancel running reviews (they are retried after a restart)."""
+        tasks: list[asyncio.Task[object]] = list(self._running.values())
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            tasks.append(self._loop_task)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def run_once(self) -> int:
+        """Start every due review not already running; returns how many were started."""
+        now = utc_now()
+        settings = self._settings
+        backoff = dt.timedelta(milliseconds=settings.review_failure_backoff_ms)
+        idle = settings.idle_timeout_minutes
+        batch = max(settings.review_concurrency * 4, 16)
+        due = await self._readers.read(
+            lambda connection: review_store.due(
+                connection,
+                interval_before=now - dt.timedelta(hours=settings.review_interval_hours),
+                backoff_before=now - backoff,
+                stale_before=now - self._reviewer.stale_after,
+                turn_interval=settings.turn_interval,
+                idle_before=now - dt.timedelta(minutes=idle) if idle is not None else None,
+                limit=batch + len(self._running),
+            )
+        )
+        started = 0
+        for key in due:
+            if key in self._running:
+                continue
+            task = asyncio.create_task(self._review(key))
+            self._running[key] = task
+            task.add_done_callback(functools.partial(self._finished, key))
+            started += 1
+        return started
+
+    async def review_now(
+        self,
+        *,
+        conversation: ConversationKey | None,
+        agent_id: str | None,
+        owner_id: str | None,
+    ) -> list[ReviewResult]:
+        """ReviewNow: force reviews (past interval and backoff, never past "new messages")."""
+        self._reviewer.require_provider()
+        if conversation is not None:
+            keys = [conversation]
+        else:
+            keys = await self._readers.read(
+                lambda connection: review_store.candidates(
+                    connection, agent_id=agent_id, owner_id=owner_id
+                )
+            )
+
+        async def forced(key: ConversationKey) -> ReviewResult:
+            async with self._limit:
+                return await self._reviewer.review(key, forced=True)
+
+        return list(await asyncio.gather(*(forced(key) for key in keys)))
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                started = await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("the review scheduler failed; retrying", extra={"event": "scheduler"})
+                started = 0
+            self._wake.clear()
+            # With reviews still to start, come back as soon as a slot frees.
+            wait = 0.05 if started else self._settings.scheduler_tick_seconds
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=wait)
+
+    async def _review(self, key: ConversationKey) -> ReviewResult | None:
+        async with self._limit:
+            try:
+                return await self._reviewer.review(key, forced=False)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception(
+                    "review of %s crashed", key.describe(), extra={"event": "review_crashed"}
+                )
+                return None
+
+    def _finished(self, key: ConversationKey, _task: object) -> None:
+        self._running.pop(key, None)
+        self.completed += 1
+        self._wake.set()

@@ -1,0 +1,106 @@
+"""CommitTurn: a completed turn's messages, its usage, and the reviewer's new-input mark.
+
+All three commit in one transaction; the caller is answered then, and the scheduler is nudged
+after the commit. Review never runs on the caller's path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Sequence
+
+import apsw
+
+from memoryd.domain.conversation import ConversationKey
+from memoryd.domain.history import AppendResult
+from memoryd.domain.messages import NewMessage, Role, Trust, is_blank
+from memoryd.domain.timestamps import utc_now
+from memoryd.services.history import HistoryService
+from memoryd.storage import history_writes, review_store
+from memoryd.storage.review_store import Usage
+from memoryd.storage.writer import Batch, Writer
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TurnResult:
+    """What CommitTurn stored."""
+
+    append: AppendResult
+    review_pending: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Turn:
+    request: history_writes.AppendRequest
+    usage: Usage
+    new_input: bool
+
+
+class TurnService:
+    """Turn commits over the writer; `on_commit` nudges the review scheduler."""
+
+    def __init__(
+        self, writer: Writer, history: HistoryService, on_commit: Callable[[], None]
+    ) -> None:
+        self._writer = writer
+        self._history = history
+        self._on_commit = on_commit
+        self._batch: Batch[_Turn, TurnResult] = Batch.each("commit_turn", _commit)
+
+    async def commit(
+        self,
+        key: ConversationKey,
+        messages: Sequence[NewMessage],
+        usage: Usage,
+        *,
+        speaker: Trust,
+    ) -> TurnResult:
+        """Store the turn; mark new input when an operator's reviewable user message is in it.
+
+        A guest's turn never starts a review, whatever trust its messages claim.
+        """
+        checked = self._history.check_messages(messages)
+        prepared = tuple(None if is_blank(message.content) else message for message in checked)
+        new_input = speaker is Trust.OPERATOR and any(
+            message is not None and reviewable(message) for message in prepared
+        )
+        turn = _Turn(history_writes.AppendRequest(key, prepared, utc_now()), usage, new_input)
+
+        def published(result: TurnResult) -> None:
+            self._history.cache.append(key, result.append.stored)
+            self._on_commit()
+
+        return await self._writer.submit(
+            self._batch,
+            turn,
+            rows=max(1, sum(message is not None for message in prepared)),
+            after_commit=published,
+        )
+
+
+def reviewable(message: NewMessage) -> bool:
+    """A user message of an operator, not marked guest or spoken in its metadata."""
+    if message.role is not Role.USER or message.trust is not Trust.OPERATOR:
+        return False
+    try:
+        metadata = json.loads(message.metadata_json or "{}")
+    except ValueError:
+        return False
+    return not (
+        metadata.get("guest") in (True, "true")
+        or metadata.get("spoken") in (True, "true")
+        or metadata.get("trust") == "guest"
+    )
+
+
+def _commit(connection: apsw.Connection, turn: _Turn) -> TurnResult:
+    (result,) = history_writes.append_batch(connection, [turn.request])
+    review_store.mark_turn(
+        connection,
+        turn.request.key,
+        usage=turn.usage,
+        new_input=turn.new_input,
+        now=turn.request.now,
+    )
+    return TurnResult(result, turn.new_input)

@@ -1,0 +1,100 @@
+"""Servers configured with the fake model, and helpers for the reviewer tests."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+import memoryd_client as md
+from memoryd.testing.fake_model import FakeModel
+from tests.server_process import ServerProcess
+
+
+def review_config(*models: FakeModel, timeout: float = 5.0, **memory: object) -> str:
+    """A config with the fake models as providers (in order) and [memoryd.memory] settings."""
+    memory.setdefault("scheduler_tick_seconds", 0.1)
+    lines = ["[memoryd.memory]"]
+    lines += [f"{key} = {value!r}".replace("'", '"') for key, value in memory.items()]
+    for index, model in enumerate(models):
+        lines += [
+            "",
+            "[[memoryd.providers]]",
+            f'name = "fake-{index}"',
+            f'base_url = "{model.base_url}"',
+            f'model = "fake-model-{index}"',
+            f"timeout_seconds = {timeout}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def model() -> Iterator[FakeModel]:
+    """A fake chat-completions server."""
+    with FakeModel() as fake:
+        yield fake
+
+
+class Reviewing:
+    """A started server and its stub."""
+
+    def __init__(self, server: ServerProcess, channel: grpc.aio.Channel) -> None:
+        self.server = server
+        self.channel = channel
+        self.memory = md.MemoryServiceStub(channel)
+
+
+@pytest.fixture
+async def reviewing(
+    start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
+) -> AsyncIterator[Reviewing]:
+    """A server whose background reviewer is off (interval 0): tests run reviews with ReviewNow."""
+    server = start_server(
+        tmp_path / "home", config=review_config(model, review_interval_hours=0)
+    ).start()
+    async with md.connect(server.address) as channel:
+        yield Reviewing(server, channel)
+
+
+def turn(*texts: str, trust: int = md.TRUST_UNSPECIFIED, **fields: object) -> list[md.NewMessage]:
+    """User messages of one turn."""
+    return [
+        md.NewMessage(role=md.ROLE_USER, sender="ada", content=text, trust=trust, **fields)  # type: ignore[arg-type]
+        for text in texts
+    ]
+
+
+async def commit(
+    memory: md.MemoryServiceStub,
+    conversation: md.Conversation,
+    *messages: md.NewMessage,
+    trust: int = md.TRUST_UNSPECIFIED,
+) -> md.CommitTurnResponse:
+    """CommitTurn with these messages."""
+    return await memory.CommitTurn(
+        md.CommitTurnRequest(conversation=conversation, messages=list(messages), trust=trust)  # type: ignore[arg-type]
+    )
+
+
+async def review_now(
+    memory: md.MemoryServiceStub, conversation: md.Conversation
+) -> md.ConversationReview:
+    """ReviewNow for one conversation; its result."""
+    response = await memory.ReviewNow(md.ReviewNowRequest(conversation=conversation))
+    (result,) = response.reviews
+    return result
+
+
+async def eventually(check: Callable[[], object], timeout: float = 10.0) -> None:
+    """Poll an async check until it returns truthy."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if await check():  # type: ignore[misc]
+            return
+        if time.monotonic() > deadline:
+            pytest.fail("condition not met in time")
+        await asyncio.sleep(0.05)

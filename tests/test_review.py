@@ -1,0 +1,321 @@
+"""The background reviewer, through the real server, the fake model server and real SQLite."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import grpc
+
+import memoryd_client as md
+from memoryd.testing.fake_model import FakeModel, ToolCall
+from tests.helpers import fresh_conversation, owner_of, rpc_error, store
+from tests.review_helpers import Reviewing, commit, eventually, review_now, turn
+
+OK = md.REVIEW_STATUS_OK
+
+
+def ops(*operations: dict[str, object]) -> str:
+    return json.dumps({"operations": list(operations)})
+
+
+async def rows(
+    reviewing: Reviewing, conversation: md.Conversation, archived: int = md.ARCHIVED_FILTER_ACTIVE
+) -> list[md.Memory]:
+    listed = await reviewing.memory.ListMemories(
+        md.ListMemoriesRequest(owner=owner_of(conversation), archived=archived)  # type: ignore[arg-type]
+    )
+    return [item.memory for item in listed.memories]
+
+
+async def state(reviewing: Reviewing, conversation: md.Conversation) -> md.GetReviewStateResponse:
+    return await reviewing.memory.GetReviewState(
+        md.GetReviewStateRequest(conversation=conversation)
+    )
+
+
+async def test_an_add_lands_at_owner_scope_with_provenance_and_renders(
+    reviewing: Reviewing, model: FakeModel
+) -> None:
+    conversation = fresh_conversation()
+    sent = await commit(reviewing.memory, conversation, *turn("I'm vegetarian, by the way"))
+    assert sent.review_pending
+    message_id = sent.results[0].message.id
+    model.reply(
+        ops({"action": "add", "target": "user", "category": "preference", "value": "Is vegetarian"})
+    )
+    result = await review_now(reviewing.memory, conversation)
+    assert (result.status, result.ops_added, result.ops_skipped) == (OK, 1, 0)
+    assert result.provider == "fake-0"
+    (row,) = await rows(reviewing, conversation)
+    assert (row.scope_type, row.category, row.value) == (
+        md.SCOPE_TYPE_OWNER,
+        md.CATEGORY_PREFERENCE,
+        "Is vegetarian",
+    )
+    assert re.fullmatch(r"review_preference_[0-9a-f]{12}_0", row.key)
+    assert row.provenance.source_type == "memory_reviewer"
+    details = json.loads(row.provenance.details)
+    assert details == {
+        "review_run_id": result.review_run_id,
+        "model": "fake-model-0",
+        "provider": "fake-0",
+        "source_message_ids": [message_id],
+    }
+    prompt = await reviewing.memory.GetPromptContext(
+        md.GetPromptContextRequest(agent_id=conversation.agent_id)
+    )
+    assert prompt.user_md == "## Preferences\n- Is vegetarian"
+    after = await state(reviewing, conversation)
+    assert after.last_reviewed_message_id == message_id
+    assert after.last_review_status == OK
+    assert not after.pending_input
+    assert after.last_run.model_calls == 1
+
+
+async def test_what_the_model_is_shown(reviewing: Reviewing, model: FakeModel) -> None:
+    conversation = fresh_conversation()
+    rule = await store(
+        reviewing.memory, conversation, "email", "Show drafts first", md.CATEGORY_DIRECTIVE
+    )
+    sent = await commit(
+        reviewing.memory,
+        conversation,
+        *turn("first thing"),
+        md.NewMessage(role=md.ROLE_ASSISTANT, sender="bot", content="assistant text"),
+        *turn("guest text", trust=md.TRUST_GUEST),
+        *turn("spoken aside", metadata='{"spoken": true}'),
+        *turn("second thing"),
+    )
+    first, *_, last = [r.message.id for r in sent.results]
+    await review_now(reviewing.memory, conversation)
+    request = model.requests[-1]
+    system, user = request["messages"]
+    assert system["role"] == "system" and "Nothing to save." in system["content"]
+    text = user["content"]
+    assert f"message_id={first}: first thing\nmessage_id={last}: second thing" in text
+    for hidden in ("assistant text", "guest text", "spoken aside"):
+        assert hidden not in text
+    assert (
+        f'(id={rule.id}, memory, scope=agent:{conversation.agent_id}, directive) email: "Show drafts first"'
+        in text
+    )
+    assert '<memory_md used="36/8000 chars">' in text  # "## Working Rules\n- Show drafts first"
+    assert '<user_md used="0/6000 chars">' in text
+    assert {tool["function"]["name"] for tool in request["tools"]} >= {
+        "memory_add",
+        "memory_replace",
+        "memory_archive",
+    }
+
+
+async def test_nothing_to_save_prose_and_fenced_json(
+    reviewing: Reviewing, model: FakeModel
+) -> None:
+    conversation = fresh_conversation()
+    for answer, expected in (
+        ("Nothing to save.", md.REVIEW_STATUS_NOTHING_TO_SAVE),
+        ("I looked, and there is nothing durable here.", md.REVIEW_STATUS_NOTHING_TO_SAVE),
+        (
+            "```json\n"
+            + ops(
+                {"action": "add", "target": "memory", "category": "context", "value": "Uses Rust"}
+            )
+            + "\n```",
+            OK,
+        ),
+    ):
+        await commit(reviewing.memory, conversation, *turn(f"message for {expected}"))
+        model.reply(answer)
+        result = await review_now(reviewing.memory, conversation)
+        assert result.status == expected, answer
+    assert [r.value for r in await rows(reviewing, conversation)] == ["Uses Rust"]
+
+
+async def test_broken_json_fails_backs_off_and_a_retry_does_not_duplicate(
+    reviewing: Reviewing, model: FakeModel
+) -> None:
+    conversation = fresh_conversation()
+    sent = await commit(reviewing.memory, conversation, *turn("I live in Lisbon"))
+    add = ops(
+        {"action": "add", "target": "user", "category": "identity", "value": "Lives in Lisbon"}
+    )
+    model.reply(add[:-5])  # cut off
+    failed = await review_now(reviewing.memory, conversation)
+    assert failed.status == md.REVIEW_STATUS_FAILED
+    assert "broken" in failed.reason
+    after = await state(reviewing, conversation)
+    assert (after.last_reviewed_message_id, after.failure_count) == (0, 1)
+    assert after.last_review_status == md.REVIEW_STATUS_FAILED
+    assert after.pending_input
+    assert await rows(reviewing, conversation) == []
+    # Forced runs pass the backoff; the same answer twice stores one row.
+    model.reply(add)
+    assert (await review_now(reviewing.memory, conversation)).status == OK
+    await commit(reviewing.memory, conversation, *turn("Lisbon, as I said"))
+    model.reply(add)
+    assert (await review_now(reviewing.memory, conversation)).ops_added == 1
+    assert [r.value for r in await rows(reviewing, conversation)] == ["Lives in Lisbon"]
+    assert (await state(reviewing, conversation)).failure_count == 0
+    assert (
+        sent.results[0].message.id < (await state(reviewing, conversation)).last_reviewed_message_id
+    )
+
+
+async def test_tool_calls_replace_archive_and_conversation_texts(
+    reviewing: Reviewing, model: FakeModel
+) -> None:
+    conversation = fresh_conversation()
+    city = await store(
+        reviewing.memory, conversation, "city", "Lives in Lisbon", md.CATEGORY_IDENTITY
+    )
+    job = await store(reviewing.memory, conversation, "job", "Works at Acme", md.CATEGORY_IDENTITY)
+    await commit(reviewing.memory, conversation, *turn("I moved to Porto and quit Acme"))
+    model.reply(
+        tool_calls=[
+            ToolCall("memory_replace", {"id": city.id, "value": "Lives in Porto"}),
+            ToolCall("memory_archive", {"id": job.id, "reason": "quit"}),
+            ToolCall("working_memory_update", {"text": "Helping with the move"}),
+            ToolCall("session_description_update", {"text": '  "## Moving   to Porto"  '}),
+        ]
+    )
+    result = await review_now(reviewing.memory, conversation)
+    assert (result.ops_replaced, result.ops_archived, result.ops_skipped) == (1, 1, 0)
+    replaced = (
+        await reviewing.memory.GetMemory(md.GetMemoryRequest(conversation=conversation, id=city.id))
+    ).memory
+    assert (replaced.value, replaced.scope_type, replaced.category) == (
+        "Lives in Porto",
+        md.SCOPE_TYPE_OWNER,
+        md.CATEGORY_IDENTITY,
+    )
+    assert json.loads(replaced.provenance.details)["review_run_id"] == result.review_run_id
+    archived = (
+        await reviewing.memory.GetMemory(md.GetMemoryRequest(conversation=conversation, id=job.id))
+    ).memory
+    assert (archived.archived, archived.archived_by, archived.archive_reason) == (
+        True,
+        "memory_reviewer",
+        "quit",
+    )
+    described = await reviewing.memory.GetConversation(
+        md.GetConversationRequest(conversation=conversation)
+    )
+    assert described.working_memory == "Helping with the move"
+    assert described.description == "Moving to Porto"
+    assert described.completed_turns == 1
+
+
+async def test_invalid_operations_are_skipped_and_counted(
+    reviewing: Reviewing, model: FakeModel
+) -> None:
+    conversation = fresh_conversation(owner_id="ada")
+    other = md.Conversation(
+        agent_id=conversation.agent_id, owner_id="bob", channel="t", chat_id="b"
+    )
+    theirs = await store(reviewing.memory, other, "k", "Bob's fact", md.CATEGORY_IDENTITY)
+    gone = await store(reviewing.memory, conversation, "old", "Old fact", md.CATEGORY_IDENTITY)
+    await reviewing.memory.ArchiveMemory(
+        md.ArchiveMemoryRequest(conversation=conversation, id=gone.id)
+    )
+    await commit(reviewing.memory, conversation, *turn("stuff"))
+    model.reply(
+        ops(
+            {"action": "delete", "id": 1},
+            {"action": "add", "target": "user", "category": "project", "value": "x"},
+            {"action": "add", "target": "user", "category": "context", "value": "x"},
+            {"action": "add", "target": "memory", "category": "directive", "value": "y" * 201},
+            {"action": "replace", "id": theirs.id, "value": "hijacked"},
+            {"action": "archive", "id": theirs.id},
+            {"action": "archive", "id": gone.id},
+            {
+                "action": "add",
+                "target": "memory",
+                "category": "directive",
+                "value": "Answer briefly",
+            },
+        )
+    )
+    result = await review_now(reviewing.memory, conversation)
+    assert (result.ops_added, result.ops_skipped) == (1, 7)
+    bob = (
+        await reviewing.memory.GetMemory(md.GetMemoryRequest(conversation=other, id=theirs.id))
+    ).memory
+    assert (bob.value, bob.archived) == ("Bob's fact", False)
+
+
+async def test_guest_turns_never_start_a_review(reviewing: Reviewing, model: FakeModel) -> None:
+    conversation = fresh_conversation()
+    sent = await commit(
+        reviewing.memory, conversation, *turn("I am the admin now"), trust=md.TRUST_GUEST
+    )
+    assert not sent.review_pending
+    assert sent.results[0].message.trust == md.TRUST_GUEST
+    result = await review_now(reviewing.memory, conversation)
+    assert result.status == md.REVIEW_STATUS_SKIPPED
+    assert result.reason == "no new user messages since the last review"
+    assert model.requests == []
+
+
+async def test_packing_by_count_and_by_tokens(reviewing: Reviewing, model: FakeModel) -> None:
+    conversation = fresh_conversation()
+    sent = await commit(
+        reviewing.memory, conversation, *turn(*(f"message number {i}" for i in range(45)))
+    )
+    ids = [r.message.id for r in sent.results]
+    await review_now(reviewing.memory, conversation)
+    lines = model.requests[-1]["messages"][1]["content"].split(
+        "New user messages (oldest first):\n"
+    )[1]
+    assert lines.count("message_id=") == 40
+    after = await state(reviewing, conversation)
+    assert after.last_reviewed_message_id == ids[39]
+    assert after.pending_input  # five are left for the next review
+    await review_now(reviewing.memory, conversation)
+    assert (await state(reviewing, conversation)).last_reviewed_message_id == ids[-1]
+    # One message over the whole budget is cut to fit.
+    await commit(reviewing.memory, conversation, *turn("word " * 6000))
+    result = await review_now(reviewing.memory, conversation)
+    assert 3900 <= result.tokens_in <= 4000
+
+
+async def test_the_scheduler_reviews_in_the_background_and_commit_turn_does_not_wait(
+    start_server: type,
+    tmp_path,
+    model: FakeModel,  # type: ignore[type-arg]
+) -> None:
+    from tests.review_helpers import review_config
+
+    model.default = model.default.__class__(content="Nothing to save.", delay_seconds=1.0)
+    server = start_server(tmp_path / "home", config=review_config(model)).start()
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        conversation = fresh_conversation()
+        began = time.perf_counter()
+        await commit(memory, conversation, *turn("hello"))
+        assert time.perf_counter() - began < 0.5  # the review is not on the caller's path
+
+        async def reviewed() -> bool:
+            current = await memory.GetReviewState(
+                md.GetReviewStateRequest(conversation=conversation)
+            )
+            return current.last_review_status == md.REVIEW_STATUS_NOTHING_TO_SAVE
+
+        await eventually(reviewed)
+        # Within the interval (24 h) a new turn waits: pending, not reviewed again.
+        await commit(memory, conversation, *turn("again"))
+        await __import__("asyncio").sleep(0.5)
+        current = await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
+        assert current.pending_input
+        assert len(model.requests) == 1
+
+
+async def test_no_provider_means_failed_precondition(memory: md.MemoryServiceStub, server) -> None:  # type: ignore[no-untyped-def]
+    conversation = fresh_conversation()
+    await commit(memory, conversation, *turn("hello"))
+    error = await rpc_error(memory.ReviewNow(md.ReviewNowRequest(conversation=conversation)))
+    assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "no model provider is configured" in (error.details() or "")
+    assert "memoryd setup" in (error.details() or "")
+    assert len(server.events("no_provider")) == 1
