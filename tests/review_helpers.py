@@ -89,9 +89,9 @@ async def review_now(
     return result
 
 
-async def eventually(check: Callable[[], object], timeout: float = 10.0) -> None:
+async def eventually(check: Callable[[], object], within: float = 10.0) -> None:
     """Poll an async check until it returns truthy."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within
     while True:
         if await check():  # type: ignore[misc]
             return

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
+from pathlib import Path
 
 import grpc
 
 import memoryd_client as md
-from memoryd.testing.fake_model import FakeModel, ToolCall
+from memoryd.testing.fake_model import FakeModel, Reply, ToolCall
 from tests.helpers import fresh_conversation, owner_of, rpc_error, store
-from tests.review_helpers import Reviewing, commit, eventually, review_now, turn
+from tests.review_helpers import Reviewing, commit, eventually, review_config, review_now, turn
+from tests.server_process import ServerProcess
 
 OK = md.REVIEW_STATUS_OK
 
@@ -92,16 +95,16 @@ async def test_what_the_model_is_shown(reviewing: Reviewing, model: FakeModel) -
     await review_now(reviewing.memory, conversation)
     request = model.requests[-1]
     system, user = request["messages"]
-    assert system["role"] == "system" and "Nothing to save." in system["content"]
+    assert system["role"] == "system"
+    assert "Nothing to save." in system["content"]
     text = user["content"]
     assert f"message_id={first}: first thing\nmessage_id={last}: second thing" in text
     for hidden in ("assistant text", "guest text", "spoken aside"):
         assert hidden not in text
-    assert (
-        f'(id={rule.id}, memory, scope=agent:{conversation.agent_id}, directive) email: "Show drafts first"'
-        in text
-    )
-    assert '<memory_md used="36/8000 chars">' in text  # "## Working Rules\n- Show drafts first"
+    scope = f"scope=agent:{conversation.agent_id}"
+    assert f'(id={rule.id}, memory, {scope}, directive) email: "Show drafts first"' in text
+    # "## Working Rules\n- Show drafts first" is 36 characters.
+    assert '<memory_md used="36/8000 chars">' in text
     assert '<user_md used="0/6000 chars">' in text
     assert {tool["function"]["name"] for tool in request["tools"]} >= {
         "memory_add",
@@ -281,13 +284,11 @@ async def test_packing_by_count_and_by_tokens(reviewing: Reviewing, model: FakeM
 
 
 async def test_the_scheduler_reviews_in_the_background_and_commit_turn_does_not_wait(
-    start_server: type,
-    tmp_path,
-    model: FakeModel,  # type: ignore[type-arg]
+    start_server: type[ServerProcess],
+    tmp_path: Path,
+    model: FakeModel,
 ) -> None:
-    from tests.review_helpers import review_config
-
-    model.default = model.default.__class__(content="Nothing to save.", delay_seconds=1.0)
+    model.default = Reply(content="Nothing to save.", delay_seconds=1.0)
     server = start_server(tmp_path / "home", config=review_config(model)).start()
     async with md.connect(server.address) as channel:
         memory = md.MemoryServiceStub(channel)
@@ -305,13 +306,15 @@ async def test_the_scheduler_reviews_in_the_background_and_commit_turn_does_not_
         await eventually(reviewed)
         # Within the interval (24 h) a new turn waits: pending, not reviewed again.
         await commit(memory, conversation, *turn("again"))
-        await __import__("asyncio").sleep(0.5)
+        await asyncio.sleep(0.5)
         current = await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
         assert current.pending_input
         assert len(model.requests) == 1
 
 
-async def test_no_provider_means_failed_precondition(memory: md.MemoryServiceStub, server) -> None:  # type: ignore[no-untyped-def]
+async def test_no_provider_means_failed_precondition(
+    memory: md.MemoryServiceStub, server: ServerProcess
+) -> None:
     conversation = fresh_conversation()
     await commit(memory, conversation, *turn("hello"))
     error = await rpc_error(memory.ReviewNow(md.ReviewNowRequest(conversation=conversation)))
