@@ -1,0 +1,191 @@
+"""The reviewer under load, with a failing primary, across a restart, and from the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import memoryd_client as md
+from memoryd.testing.fake_model import FakeModel, Reply
+from tests.helpers import fresh_conversation, owner_of
+from tests.review_helpers import commit, eventually, review_config, turn
+from tests.server_process import ServerProcess
+
+ADD = json.dumps(
+    {
+        "operations": [
+            {"action": "add", "target": "user", "category": "goal", "value": "Run a marathon"}
+        ]
+    }
+)
+
+
+async def test_the_fallback_answers_when_the_primary_times_out(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    with FakeModel() as primary, FakeModel() as fallback:
+        primary.reply("too late", delay_seconds=3)
+        fallback.reply(ADD)
+        config = review_config(primary, fallback, timeout=1.0, review_interval_hours=0)
+        server = start_server(tmp_path / "home", config=config).start()
+        async with md.connect(server.address) as channel:
+            memory = md.MemoryServiceStub(channel)
+            conversation = fresh_conversation()
+            await commit(memory, conversation, *turn("I'm training for a marathon"))
+            response = await memory.ReviewNow(md.ReviewNowRequest(conversation=conversation))
+            (result,) = response.reviews
+            assert (result.status, result.provider, result.ops_added) == (
+                md.REVIEW_STATUS_OK,
+                "fake-1",
+                1,
+            )
+            state = await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
+            assert state.last_run.model_calls == 2
+            assert state.last_run.provider == "fake-1"
+        calls = server.events("model_call")
+        assert [(c["provider"], c["error"]) for c in calls] == [
+            ("fake-0", "timed out"),
+            ("fake-1", None),
+        ]
+        assert calls[0]["agent"] == "memory_reviewer"
+        assert calls[1]["session_id"].startswith(
+            f"memory_review:{conversation.agent_id}:telegram:{conversation.chat_id}:root:"
+        )
+        assert calls[1]["prompt_tokens"] == 100
+
+
+async def review_interrupted_then_restarted(
+    start_server: type[ServerProcess], home: Path, *, crash: bool
+) -> tuple[ServerProcess, md.Conversation, FakeModel]:
+    """A review waits on a slow model when the server stops (or is killed); then a restart."""
+    conversation = fresh_conversation()
+    with FakeModel(default=Reply(content=ADD, delay_seconds=30)) as model:
+        server = start_server(home, config=review_config(model)).start()
+        async with md.connect(server.address) as channel:
+            memory = md.MemoryServiceStub(channel)
+            await commit(memory, conversation, *turn("I'm training for a marathon"))
+
+            async def running() -> bool:
+                state = await memory.GetReviewState(
+                    md.GetReviewStateRequest(conversation=conversation)
+                )
+                return state.review_running
+
+            await eventually(running)
+        if crash:
+            server.process.send_signal(signal.SIGKILL)
+            server.wait_exit()
+        else:
+            assert server.stop() == 0
+    model = FakeModel(default=Reply(content=ADD)).start()
+    return start_server(home, config=review_config(model)).start(), conversation, model
+
+
+async def test_an_interrupted_review_runs_again_after_restart_without_duplicates(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    for crash in (False, True):
+        restarted, conversation, model = await review_interrupted_then_restarted(
+            start_server, tmp_path / f"home-{crash}", crash=crash
+        )
+        try:
+            if crash:  # the dead server's claim is cleared at start-up, not waited out
+                assert restarted.events("review_claims_cleared")[0]["claims"] == 1
+            async with md.connect(restarted.address) as channel:
+                memory = md.MemoryServiceStub(channel)
+
+                request = md.GetReviewStateRequest(conversation=conversation)
+
+                async def reviewed(
+                    memory: md.MemoryServiceStub = memory,
+                    request: md.GetReviewStateRequest = request,
+                ) -> bool:
+                    state = await memory.GetReviewState(request)
+                    return state.last_review_status == md.REVIEW_STATUS_OK
+
+                await eventually(reviewed)
+                listed = await memory.ListMemories(
+                    md.ListMemoriesRequest(owner=owner_of(conversation))
+                )
+                assert [item.memory.value for item in listed.memories] == ["Run a marathon"]
+                await asyncio.sleep(0.5)  # nothing new: no second review
+                assert len(model.requests) == 1
+        finally:
+            model.stop()
+
+
+async def test_many_due_conversations_are_reviewed_with_bounded_concurrency(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    with FakeModel(default=Reply(content="Nothing to save.", delay_seconds=0.05)) as model:
+        config = review_config(model, review_concurrency=3)
+        server = start_server(tmp_path / "home", config=config).start()
+        async with md.connect(server.address) as channel:
+            memory = md.MemoryServiceStub(channel)
+            conversations = [fresh_conversation() for _ in range(200)]
+            await asyncio.gather(
+                *(commit(memory, c, *turn(f"note {i}")) for i, c in enumerate(conversations))
+            )
+
+            async def all_reviewed() -> bool:
+                states = await asyncio.gather(
+                    *(
+                        memory.GetReviewState(md.GetReviewStateRequest(conversation=c))
+                        for c in conversations
+                    )
+                )
+                return all(s.last_review_status == md.REVIEW_STATUS_NOTHING_TO_SAVE for s in states)
+
+            await eventually(all_reviewed, within=60)
+        assert len(model.requests) == 200
+        assert model.max_in_flight == 3
+
+
+async def test_the_review_command(start_server: type[ServerProcess], tmp_path: Path) -> None:
+    with FakeModel(default=Reply(content=ADD)) as model:
+        server = start_server(
+            tmp_path / "home", config=review_config(model, review_interval_hours=0)
+        ).start()
+        async with md.connect(server.address) as channel:
+            memory = md.MemoryServiceStub(channel)
+            first = md.Conversation(channel="telegram", chat_id="42", thread_scope="a:b")
+            second = md.Conversation(channel="slack", chat_id="7")
+            for conversation in (first, second):
+                await commit(memory, conversation, *turn("I'm training for a marathon"))
+
+        def run(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "memoryd",
+                    "memory",
+                    "review",
+                    "--now",
+                    *args,
+                    "--address",
+                    server.address,
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=30,
+            )
+
+        only = run("--conversation", "telegram:42:a:b", "--json")
+        assert only.returncode == 0, only.stderr
+        document = json.loads(only.stdout)
+        assert document["checked"] == 1
+        assert document["reviews"][0]["conversation"]["thread_scope"] == "a:b"
+        assert document["reviews"][0]["status"] == "REVIEW_STATUS_OK"
+        everything = run()
+        assert everything.stdout == "memory review completed: 1 conversation(s) checked\n"
+        nothing = run()
+        assert nothing.stdout == "memory review completed: 0 conversation(s) checked\n"
+        bad = run("--conversation", "telegram")
+        assert bad.returncode == 2
+        assert "CHANNEL:CHAT[:THREAD]" in bad.stderr
