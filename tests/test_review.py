@@ -75,6 +75,13 @@ async def test_an_add_lands_at_owner_scope_with_provenance_and_renders(
     assert after.last_review_status == OK
     assert not after.pending_input
     assert after.last_run.model_calls == 1
+    revisions = await reviewing.memory.ListRevisions(
+        md.ListRevisionsRequest(
+            ref=md.ResourceRef(agent_id=conversation.agent_id, type=md.RESOURCE_TYPE_USER_MD)
+        )
+    )
+    assert revisions.revisions[0].mutation_source == "memory_review"
+    assert json.loads(revisions.revisions[0].provenance)["trigger"] == "memory_review"
 
 
 async def test_what_the_model_is_shown(reviewing: Reviewing, model: FakeModel) -> None:

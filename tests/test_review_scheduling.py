@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import memoryd_client as md
@@ -189,3 +190,90 @@ async def test_the_review_command(start_server: type[ServerProcess], tmp_path: P
         bad = run("--conversation", "telegram")
         assert bad.returncode == 2
         assert "CHANNEL:CHAT[:THREAD]" in bad.stderr
+
+
+async def test_a_failed_review_backs_off_before_the_scheduler_retries(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    with FakeModel(default=Reply(content=ADD)) as model:
+        model.garbage()
+        config = review_config(model, review_failure_backoff_ms=1500)
+        server = start_server(tmp_path / "home", config=config).start()
+        async with md.connect(server.address) as channel:
+            memory = md.MemoryServiceStub(channel)
+            conversation = fresh_conversation()
+            request = md.GetReviewStateRequest(conversation=conversation)
+            await commit(memory, conversation, *turn("I'm training for a marathon"))
+
+            async def failed() -> bool:
+                return (await memory.GetReviewState(request)).failure_count == 1
+
+            await eventually(failed)
+            failed_at = time.monotonic()
+
+            async def recovered() -> bool:
+                return (
+                    await memory.GetReviewState(request)
+                ).last_review_status == md.REVIEW_STATUS_OK
+
+            await eventually(recovered)
+            assert time.monotonic() - failed_at >= 1.2  # the backoff, less polling slack
+            assert len(model.requests) == 2
+
+
+async def test_turn_interval_triggers_a_review_before_the_interval(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    with FakeModel() as model:
+        config = review_config(model, turn_interval=2)
+        server = start_server(tmp_path / "home", config=config).start()
+        async with md.connect(server.address) as channel:
+            memory = md.MemoryServiceStub(channel)
+            conversation = fresh_conversation()
+            await commit(memory, conversation, *turn("one"))  # never reviewed: due at once
+            await eventually(lambda: asyncio.sleep(0, len(model.requests) == 1))
+            await commit(memory, conversation, *turn("two"))
+            await asyncio.sleep(0.4)
+            assert len(model.requests) == 1  # one turn since: the 24 h interval holds
+            await commit(memory, conversation, *turn("three"))
+            await eventually(lambda: asyncio.sleep(0, len(model.requests) == 2))
+
+
+async def test_one_review_per_conversation_at_a_time(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    with FakeModel(default=Reply(content="Nothing to save.", delay_seconds=1)) as model:
+        config = review_config(model, review_interval_hours=0)
+        server = start_server(tmp_path / "home", config=config).start()
+        async with md.connect(server.address) as channel:
+            memory = md.MemoryServiceStub(channel)
+            conversation = fresh_conversation()
+            await commit(memory, conversation, *turn("hello"))
+            request = md.ReviewNowRequest(conversation=conversation)
+            first, second = await asyncio.gather(
+                memory.ReviewNow(request), memory.ReviewNow(request)
+            )
+        statuses = sorted(r.reviews[0].status for r in (first, second))
+        assert statuses == [md.REVIEW_STATUS_NOTHING_TO_SAVE, md.REVIEW_STATUS_SKIPPED]
+        skipped = next(
+            r.reviews[0] for r in (first, second) if r.reviews[0].status == md.REVIEW_STATUS_SKIPPED
+        )
+        assert skipped.reason.startswith("concurrent_run")
+        assert len(model.requests) == 1
+
+
+async def test_idle_timeout_triggers_a_review_before_the_interval(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    with FakeModel() as model:
+        config = review_config(model, idle_timeout_minutes=0.02)  # 1.2 s
+        server = start_server(tmp_path / "home", config=config).start()
+        async with md.connect(server.address) as channel:
+            memory = md.MemoryServiceStub(channel)
+            conversation = fresh_conversation()
+            await commit(memory, conversation, *turn("one"))
+            await eventually(lambda: asyncio.sleep(0, len(model.requests) == 1))
+            await commit(memory, conversation, *turn("two"))
+            second_turn = time.monotonic()
+            await eventually(lambda: asyncio.sleep(0, len(model.requests) == 2))
+            assert time.monotonic() - second_turn >= 1.0

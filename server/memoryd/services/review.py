@@ -194,14 +194,30 @@ class Reviewer:
             raise NotFound(f"conversation {key.describe()} has no record")
         return described
 
+    def _trigger_fired(self, state: ReviewState, now: dt.datetime) -> bool:
+        """The interval (in whole hours) has passed, or one of OpenHermit's triggers fired."""
+        settings = self.settings
+        if state.last_reviewed_at is None:
+            return True
+        if (now - state.last_reviewed_at).total_seconds() // 3600 >= settings.review_interval_hours:
+            return True
+        if (
+            settings.turn_interval is not None
+            and state.turns_since_review >= settings.turn_interval
+        ):
+            return True
+        idle = settings.idle_timeout_minutes
+        return (
+            idle is not None
+            and state.last_input_at is not None
+            and now - state.last_input_at >= dt.timedelta(minutes=idle)
+        )
+
     def _gated(self, state: ReviewState | None, now: dt.datetime) -> str:
         if state is None:
             return ""
-        hours = self.settings.review_interval_hours
-        if hours > 0 and state.last_reviewed_at is not None:
-            elapsed = (now - state.last_reviewed_at).total_seconds() // 3600
-            if elapsed < hours:
-                return "under_interval"
+        if not self._trigger_fired(state, now):
+            return "under_interval"
         backoff = dt.timedelta(milliseconds=self.settings.review_failure_backoff_ms)
         failed_at = state.last_review_failed_at
         if state.failure_count and failed_at is not None and now - failed_at < backoff:
