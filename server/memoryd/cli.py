@@ -3,6 +3,7 @@
 memoryd serve [--config PATH] [--listen HOST:PORT] [--home DIR]
 memoryd memory list|show|forget|restore ...     (calls a running server; see client_commands)
 memoryd resource list|history|show|diff|rollback ...
+memoryd setup [...]; memoryd config show [--json]   (see setup_commands)
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from memoryd import __version__, client_commands
+from memoryd import __version__, client_commands, setup_commands
 from memoryd.config import load_settings
 from memoryd.errors import StartupError
 from memoryd.logs import LogPipeline
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--home", metavar="DIR", help="data directory (default ~/.memoryd)")
     client_commands.add_commands(commands)
+    setup_commands.add_commands(commands)
     return parser
 
 
@@ -48,6 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve(args)
     if args.command in ("memory", "resource"):
         return client_commands.run(args, os.environ)
+    if args.command in ("setup", "config"):
+        code: int = args.run(args, os.environ)
+        return code
     return EXIT_USAGE  # pragma: no cover - argparse refuses unknown commands
 
 

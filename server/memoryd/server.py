@@ -58,6 +58,12 @@ async def serve(
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _request_stop, stop)
     runtime = Runtime.open(settings, env or {})
+    for missing in runtime.reviewer.chain.missing_keys(env or {}):
+        log.warning(
+            "the API key of provider %s is not set: its calls will be refused",
+            missing,
+            extra={"event": "provider_key_missing", "provider": missing},
+        )
     try:
         await _serve(settings, runtime, stop, rpc_log)
     finally:

@@ -71,12 +71,21 @@ class ProviderChain:
         self._clients = [
             openai.AsyncOpenAI(
                 base_url=provider.base_url,
-                # Local servers need no key, but the client insists on one.
-                api_key=env.get(provider.api_key_env, "") if provider.api_key_env else "none",
+                # Local servers need no key, but the client insists on one; a missing key is
+                # reported by the endpoint (401) rather than by a crash here.
+                api_key=(env.get(provider.api_key_env) if provider.api_key_env else None) or "none",
                 timeout=provider.timeout_seconds,
                 max_retries=0,
             )
             for provider in self.providers
+        ]
+
+    def missing_keys(self, env: Mapping[str, str]) -> list[str]:
+        """`name: $VAR` of providers whose key variable is not set."""
+        return [
+            f"{p.name}: ${p.api_key_env}"
+            for p in self.providers
+            if p.api_key_env and not env.get(p.api_key_env)
         ]
 
     @property

@@ -1,0 +1,278 @@
+"""`memoryd setup` and `memoryd config show`: write the config file, show the effective settings.
+
+    memoryd setup [--home DIR] [--config PATH] [--name N] [--base-url URL] [--model M]
+                  [--api-key-env VAR] [--review-interval-hours H] [--skip-check] [--yes]
+
+Setup asks on a terminal for what no flag gave (the seed's setup wizard: the model endpoint and
+the review interval), checks that the endpoint answers a chat completion, and writes the config
+file: the new provider becomes the primary, other providers stay as fallbacks, every other
+setting in the file is kept. `config show` prints the settings memoryd would run with, from the
+same sources as `serve`, with secrets masked: API keys are never written to the file or shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import math
+import sys
+import tomllib
+import urllib.parse
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from memoryd.config import DEFAULT_HOME, ProviderSettings, Settings, load_settings
+from memoryd.errors import StartupError
+from memoryd.llm.chain import ModelUnavailableError, ProviderChain
+
+EXIT_FAILED = 1
+MASK = "********"
+
+
+def add_commands(commands: Any) -> None:
+    """Add `setup` and `config show` to the top-level parser."""
+    setup = commands.add_parser("setup", help="write the config file (model endpoint, review)")
+    setup.add_argument("--home", metavar="DIR", help="data directory (default ~/.memoryd)")
+    setup.add_argument("--config", metavar="PATH", help="the file to write (<home>/config.toml)")
+    setup.add_argument("--name", help="the provider's name (default: primary)")
+    setup.add_argument(
+        "--base-url", help="an OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1"
+    )
+    setup.add_argument("--model", help="the model name")
+    setup.add_argument("--api-key-env", help="the environment variable holding the API key")
+    setup.add_argument("--review-interval-hours", type=float, help="hours between reviews (0: off)")
+    setup.add_argument("--skip-check", action="store_true", help="do not call the endpoint")
+    setup.add_argument("--yes", action="store_true", help="never ask; use flags and defaults")
+    setup.set_defaults(run=run_setup)
+
+    config = commands.add_parser("config", help="inspect the configuration")
+    actions = config.add_subparsers(dest="action", required=True, metavar="ACTION")
+    show = actions.add_parser("show", help="print the effective settings, secrets masked")
+    show.add_argument("--config", metavar="PATH", help="TOML config file")
+    show.add_argument("--home", metavar="DIR", help="data directory")
+    show.add_argument("--json", action="store_true", help="print JSON")
+    show.set_defaults(run=run_show)
+
+
+# --- setup -----------------------------------------------------------------------------------
+
+
+def run_setup(
+    args: argparse.Namespace,
+    env: Mapping[str, str],
+    out: TextIO = sys.stdout,
+    ask: Callable[[str], str] | None = None,
+) -> int:
+    """Ask, check, write."""
+    interactive = not args.yes and sys.stdin.isatty()
+    prompt = ask or (input if interactive else None)
+    home = Path(args.home or env.get("MEMORYD_HOME") or DEFAULT_HOME).expanduser()
+    path = Path(args.config).expanduser() if args.config else home / "config.toml"
+    try:
+        document = _read(path)
+        answers = _answers(args, document, prompt)
+        provider = ProviderSettings(
+            name=answers["name"],
+            base_url=answers["base_url"],
+            model=answers["model"],
+            api_key_env=answers["api_key_env"],
+        )
+        _check_values(provider, answers["review_interval_hours"])
+    except (StartupError, ValueError) as error:
+        print(f"memoryd: {error}", file=sys.stderr)  # noqa: T201 - CLI output
+        return EXIT_FAILED
+    if not args.skip_check:
+        problem = asyncio.run(_check_endpoint(provider, env))
+        if problem:
+            print(  # noqa: T201 - CLI output
+                f"memoryd: {provider.base_url} did not answer: {problem} "
+                "(fix it, or pass --skip-check to write the file anyway)",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
+        out.write(f"{provider.base_url} answered with model {provider.model}\n")
+    _merge(document, provider, answers["review_interval_hours"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_text(to_toml(document), encoding="utf-8")
+    temp.replace(path)
+    out.write(f"wrote {path}\n")
+    if provider.api_key_env and provider.api_key_env not in env:
+        out.write(f"note: ${provider.api_key_env} is not set in this shell\n")
+    return 0
+
+
+def _answers(
+    args: argparse.Namespace, document: dict[str, Any], ask: Callable[[str], str] | None
+) -> dict[str, Any]:
+    table = document.get("memoryd", {})
+    current = (table.get("providers") or [{}])[0]
+    memory = table.get("memory", {})
+    questions: list[tuple[str, str, Any]] = [
+        ("base_url", "Model endpoint (OpenAI-compatible base URL)", current.get("base_url", "")),
+        ("model", "Model name", current.get("model", "")),
+        (
+            "api_key_env",
+            "Environment variable with the API key (empty: none)",
+            current.get("api_key_env", ""),
+        ),
+        (
+            "review_interval_hours",
+            "Review interval in hours (0 turns background review off)",
+            memory.get("review_interval_hours", 24),
+        ),
+    ]
+    answers: dict[str, Any] = {"name": args.name or current.get("name") or "primary"}
+    for key, question, default in questions:
+        given = getattr(args, key)
+        if given is None and ask is not None:
+            reply = ask(f"{question} [{default}]: ").strip()
+            given = reply or default
+        answers[key] = default if given is None else given
+    answers["review_interval_hours"] = float(answers["review_interval_hours"])
+    for key in ("base_url", "model"):
+        if not str(answers[key]).strip():
+            message = f"--{key.replace('_', '-')} is required"
+            raise ValueError(message)
+    return answers
+
+
+def _check_values(provider: ProviderSettings, hours: float) -> None:
+    if not provider.base_url.startswith(("http://", "https://")):
+        message = f"the base URL must start with http:// or https://, got {provider.base_url!r}"
+        raise ValueError(message)
+    if not math.isfinite(hours) or hours < 0:
+        message = f"the review interval must be 0 or more hours, got {hours}"
+        raise ValueError(message)
+
+
+async def _check_endpoint(provider: ProviderSettings, env: Mapping[str, str]) -> str:
+    checked = dataclasses.replace(provider, timeout_seconds=min(provider.timeout_seconds, 30))
+    chain = ProviderChain([checked], env)
+    try:
+        await chain.complete(
+            [{"role": "user", "content": "Reply with OK."}], agent="setup", session_id="setup"
+        )
+    except ModelUnavailableError as error:
+        return str(error)
+    finally:
+        await chain.close()
+    return ""
+
+
+def _read(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as error:
+        message = f"{path} is not valid TOML: {error}"
+        raise ValueError(message) from None
+
+
+def _merge(document: dict[str, Any], provider: ProviderSettings, hours: float) -> None:
+    table = document.setdefault("memoryd", {})
+    entry = {
+        "name": provider.name,
+        "base_url": provider.base_url,
+        "model": provider.model,
+    }
+    if provider.api_key_env:
+        entry["api_key_env"] = provider.api_key_env
+    others = [p for p in table.get("providers", []) if p.get("name") != provider.name]
+    table["providers"] = [entry, *others]
+    table.setdefault("memory", {})["review_interval_hours"] = (
+        int(hours) if float(hours).is_integer() else hours
+    )
+
+
+def to_toml(document: dict[str, Any]) -> str:
+    """TOML text for memoryd's config shape: tables of scalars, arrays of tables."""
+    lines: list[str] = []
+
+    def emit(prefix: str, table: dict[str, Any]) -> None:
+        scalars = {k: v for k, v in table.items() if not isinstance(v, dict | list)}
+        for key, value in scalars.items():
+            lines.append(f"{key} = {_toml_value(value)}")
+        for key, value in table.items():
+            name = f"{prefix}.{key}" if prefix else key
+            if isinstance(value, dict):
+                lines.extend(["", f"[{name}]"])
+                emit(name, value)
+            elif isinstance(value, list):
+                for item in value:
+                    lines.extend(["", f"[[{name}]]"])
+                    emit(name, item)
+
+    emit("", document)
+    return "\n".join(lines).lstrip("\n") + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+# --- config show -----------------------------------------------------------------------------
+
+
+def run_show(args: argparse.Namespace, env: Mapping[str, str], out: TextIO = sys.stdout) -> int:
+    """Print the effective settings."""
+    try:
+        settings = load_settings(env, config_path=args.config, home=args.home)
+    except StartupError as error:
+        print(f"memoryd: {error}", file=sys.stderr)  # noqa: T201 - CLI output
+        return EXIT_FAILED
+    shown = effective(settings, env)
+    if args.json:
+        out.write(json.dumps(shown, indent=2) + "\n")
+    else:
+        out.write(to_toml(shown))
+    return 0
+
+
+def effective(settings: Settings, env: Mapping[str, str]) -> dict[str, Any]:
+    """The settings as a document, secrets masked."""
+    memoryd: dict[str, Any] = {
+        "home": str(settings.home),
+        "config_file": str(settings.config_path) if settings.config_path else "(none)",
+    }
+    for name in ("server", "storage", "history", "memory"):
+        section = dataclasses.asdict(getattr(settings, name))
+        memoryd[name] = {k: ("unbounded" if v is None else v) for k, v in section.items()}
+    memoryd["providers"] = [
+        {
+            "name": p.name,
+            "base_url": mask_url(p.base_url),
+            "model": p.model,
+            "api_key_env": p.api_key_env or "(none)",
+            "api_key": (MASK if env.get(p.api_key_env) else "(not set)")
+            if p.api_key_env
+            else "(none)",
+            "context_window": p.context_window,
+            "timeout_seconds": p.timeout_seconds,
+        }
+        for p in settings.providers
+    ]
+    return {"memoryd": memoryd}
+
+
+def mask_url(url: str) -> str:
+    """A URL with any password (and key-like query values) masked."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = netloc.replace(f":{parts.password}@", f":{MASK}@")
+    query = urllib.parse.urlencode(
+        [
+            (k, MASK if any(s in k.lower() for s in ("key", "token", "secret")) else v)
+            for k, v in urllib.parse.parse_qsl(parts.query)
+        ]
+    )
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
