@@ -43,9 +43,15 @@ def main() -> int:
     append = run("append_throughput.py", *append_args)
     search = run("search_latency.py", *search_args)
     recall = run("recall_latency.py", *recall_args)
+    review = run("review_throughput.py", *(["--conversations", "200"] if args.quick else []))
     print(
         json.dumps(
-            {"append_throughput": append, "search_latency": search, "recall_latency": recall},
+            {
+                "append_throughput": append,
+                "search_latency": search,
+                "recall_latency": recall,
+                "review_throughput": review,
+            },
             indent=2,
         )
     )
@@ -87,6 +93,14 @@ def main() -> int:
         f"| GetPromptContext, one at a time (ghz) | p50 **{prompt['p50_ms']} ms** at the client "
         f"(p50 {recalled['prompt_context_server_ms']['p50']} ms in the server) | p50 < 1 ms; "
         f"grpc health check on the same server: p50 {health['p50_ms']} ms |"
+    )
+    reviewed: Any = review
+    print(
+        f"| background reviews, {reviewed['conversations']} due conversations, fake model "
+        f"answering at once, concurrency {reviewed['concurrency']} | "
+        f"{reviewed['reviews_per_second']} reviews/s; own time per review p50 "
+        f"**{reviewed['own_ms']['p50']} ms**, p99 {reviewed['own_ms']['p99']} ms | "
+        "own time p50 < 10 ms |"
     )
     return 0
 
