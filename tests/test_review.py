@@ -181,7 +181,13 @@ async def test_tool_calls_replace_archive_and_conversation_texts(
         reviewing.memory, conversation, "city", "Lives in Lisbon", md.CATEGORY_IDENTITY
     )
     job = await store(reviewing.memory, conversation, "job", "Works at Acme", md.CATEGORY_IDENTITY)
-    await commit(reviewing.memory, conversation, *turn("I moved to Porto and quit Acme"))
+    await reviewing.memory.CommitTurn(
+        md.CommitTurnRequest(
+            conversation=conversation,
+            messages=turn("I moved to Porto and quit Acme"),
+            usage=md.TurnUsage(peak_prompt_tokens=91_000, context_window=128_000),
+        )
+    )
     model.reply(
         tool_calls=[
             ToolCall("memory_replace", {"id": city.id, "value": "Lives in Porto"}),
@@ -215,6 +221,16 @@ async def test_tool_calls_replace_archive_and_conversation_texts(
     assert described.working_memory == "Helping with the move"
     assert described.description == "Moving to Porto"
     assert described.completed_turns == 1
+    assert (described.peak_prompt_tokens, described.context_window) == (91_000, 128_000)
+    # A description is one line of at most 80 characters.
+    await commit(reviewing.memory, conversation, *turn("more"))
+    model.reply(tool_calls=[ToolCall("session_description_update", {"text": "word " * 30})])
+    await review_now(reviewing.memory, conversation)
+    described = await reviewing.memory.GetConversation(
+        md.GetConversationRequest(conversation=conversation)
+    )
+    assert len(described.description) == 80
+    assert described.description.endswith("...")
 
 
 async def test_invalid_operations_are_skipped_and_counted(
