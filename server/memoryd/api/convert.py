@@ -7,6 +7,7 @@ Enum numbers outside the declared values (proto3 keeps unknown numbers) and time
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from google.protobuf import timestamp_pb2
 
@@ -17,7 +18,7 @@ from memoryd.domain.conversation import (
     conversation_key,
     owner_key,
 )
-from memoryd.domain.history import AppendOutcome, SearchHit
+from memoryd.domain.history import AppendOutcome, AppendResult, SearchHit
 from memoryd.domain.messages import NewMessage, Role, StoredMessage, Trust
 from memoryd.domain.timestamps import EPOCH
 from memoryd.errors import InvalidArgument
@@ -161,6 +162,14 @@ def fill_message(target: pb.Message, message: StoredMessage) -> None:
     target.created_at.seconds = since.days * 86400 + since.seconds
     target.created_at.nanos = since.microseconds * 1000
     target.trust = TRUST_NUMBERS[message.trust]
+
+
+def fill_append_results(target: Any, result: AppendResult) -> None:
+    """Append one `AppendResult` message per appended message to the repeated field `target`."""
+    for item in result.messages:
+        entry = target.add(index=item.index, outcome=OUTCOMES[item.outcome])
+        if item.message is not None:
+            fill_message(entry.message, item.message)
 
 
 def fill_hit(target: service_pb.HistoryHit, hit: SearchHit) -> None:

@@ -62,10 +62,7 @@ class MemoryServicer(MemoryRpcs, ResourceRpcs, ReviewRpcs, service_grpc.MemorySe
         ]
         result = await self._history.append(key, messages)
         response = service_pb.AppendMessagesResponse(history_version=result.history_version)
-        for item in result.messages:
-            entry = response.results.add(index=item.index, outcome=convert.OUTCOMES[item.outcome])
-            if item.message is not None:
-                convert.fill_message(entry.message, item.message)
+        convert.fill_append_results(response.results, result)
         return response
 
     async def ListMessages(

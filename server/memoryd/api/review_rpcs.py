@@ -59,10 +59,7 @@ class ReviewRpcs:
             history_version=result.append.history_version,
             review_pending=result.review_pending,
         )
-        for item in result.append.messages:
-            entry = response.results.add(index=item.index, outcome=convert.OUTCOMES[item.outcome])
-            if item.message is not None:
-                convert.fill_message(entry.message, item.message)
+        convert.fill_append_results(response.results, result.append)
         return response
 
     async def ReviewNow(

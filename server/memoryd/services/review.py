@@ -38,7 +38,7 @@ from memoryd.domain.memory_queries import Locator
 from memoryd.domain.messages import Trust
 from memoryd.domain.timestamps import utc_now
 from memoryd.domain.tokens import count_tokens, load
-from memoryd.errors import FailedPrecondition, NotFound
+from memoryd.errors import FailedPrecondition, MemorydError, NotFound
 from memoryd.llm.chain import Attempt, ModelUnavailableError, ProviderChain
 from memoryd.services.memory import MemoryService
 from memoryd.services.prompt_files import CommittedRender, PromptFiles
@@ -372,7 +372,21 @@ class Reviewer:
                     extra={"event": "review_op_skipped", "run": run_id},
                 )
                 continue
-            changed = _apply_one(connection, key, owner, admitted, provenance, now)
+            # A savepoint per operation: one that the store refuses after all (a row that changed
+            # under it) is skipped whole, and the others stand.
+            connection.execute("SAVEPOINT review_op")
+            try:
+                changed = _apply_one(connection, key, owner, admitted, provenance, now)
+            except MemorydError as error:
+                connection.execute("ROLLBACK TO review_op; RELEASE review_op")
+                counts["skipped"] += 1
+                log.info(
+                    "review operation refused: %s",
+                    error.message,
+                    extra={"event": "review_op_skipped", "run": run_id},
+                )
+                continue
+            connection.execute("RELEASE review_op")
             if changed is not None:
                 counts[_kind(admitted)] += 1
                 touched.append(changed.id)
