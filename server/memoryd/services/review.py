@@ -142,6 +142,7 @@ class Reviewer:
         self._release = Batch.each("review_release", _release)
         self._apply = Batch.each("review_apply", self._apply_in_transaction)
         self._fail = Batch.each("review_fail", _fail_in_transaction)
+        self._settle = Batch.each("review_settle", _settle)
         backoff = settings.review_failure_backoff_ms / 1000
         timeouts = sum(provider.timeout_seconds for provider in chain.providers)
         # A claim older than this belongs to a review that died: it may be taken over.
@@ -165,13 +166,17 @@ class Reviewer:
             if skip:
                 return ReviewResult(key, "skipped", skip)
         if not has_new:
+            if state is not None and state.pending_input:
+                # Nothing left to read (its messages were reviewed by a forced run, say): the
+                # scheduler must stop picking the conversation up.
+                await self._writer.submit(self._settle, key)
             return ReviewResult(key, "skipped", "no new user messages since the last review")
         token = secrets.token_hex(8)
         claimed = await self._writer.submit(self._claim, (key, token, now, now - self.stale_after))
         if not claimed:
             return ReviewResult(key, "skipped", "concurrent_run: another review is running")
         try:
-            return await self._claimed_review(key, token, state, now)
+            return await self._claimed_review(key, token, now)
         except BaseException:
             # Cancelled (the server is stopping) or a defect: give the claim back if we can.
             try:
@@ -225,11 +230,11 @@ class Reviewer:
         return ""
 
     async def _claimed_review(
-        self, key: ConversationKey, token: str, state: ReviewState | None, started: dt.datetime
+        self, key: ConversationKey, token: str, started: dt.datetime
     ) -> ReviewResult:
-        cursor = state.last_reviewed_message_id if state else 0
+        # Read after the claim: a review that finished in between has moved the cursor.
         snapshot = await self._readers.read(
-            lambda connection: _snapshot(connection, key, cursor, self.settings.review_max_messages)
+            lambda connection: _snapshot(connection, key, self.settings.review_max_messages)
         )
         begin = time.perf_counter()
         prompt_state = await self._prompts.state(OwnerKey(key.agent_id, key.owner_id))
@@ -520,9 +525,9 @@ def _gate_input(
     return state, bool(review_store.reviewable_after(connection, key, cursor, 1))
 
 
-def _snapshot(
-    connection: apsw.Connection, key: ConversationKey, cursor: int, limit: int
-) -> _Snapshot:
+def _snapshot(connection: apsw.Connection, key: ConversationKey, limit: int) -> _Snapshot:
+    state = review_store.state(connection, key)
+    cursor = state.last_reviewed_message_id if state else 0
     working_memory, description = review_store.conversation_texts(connection, key)
     return _Snapshot(
         review_store.reviewable_after(connection, key, cursor, limit),
@@ -542,6 +547,13 @@ def _claim(
 
 def _release(connection: apsw.Connection, payload: tuple[ConversationKey, str]) -> None:
     review_store.release(connection, *payload)
+
+
+def _settle(connection: apsw.Connection, key: ConversationKey) -> None:
+    state = review_store.state(connection, key)
+    cursor = state.last_reviewed_message_id if state else 0
+    if not review_store.reviewable_after(connection, key, cursor, 1):
+        review_store.clear_pending(connection, key)
 
 
 def _fail_in_transaction(connection: apsw.Connection, job: _FailJob) -> None:

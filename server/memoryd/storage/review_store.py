@@ -206,6 +206,14 @@ def release(connection: apsw.Connection, key: ConversationKey, token: str) -> No
     )
 
 
+def clear_pending(connection: apsw.Connection, key: ConversationKey) -> None:
+    """No reviewable input is left after the cursor."""
+    connection.execute(
+        f"UPDATE memory_review_state SET pending_input = 0 WHERE {CONVERSATION_MATCH}",
+        key.as_row(),
+    )
+
+
 def clear_claims(connection: apsw.Connection) -> int:
     """At start-up: no review is running, so every claim is a dead server's."""
     connection.execute(
