@@ -345,3 +345,20 @@ async def test_no_provider_means_failed_precondition(
     assert "no model provider is configured" in (error.details() or "")
     assert "memoryd setup" in (error.details() or "")
     assert len(server.events("no_provider")) == 1
+
+
+async def test_at_most_review_max_operations_are_applied(
+    reviewing: Reviewing, model: FakeModel
+) -> None:
+    conversation = fresh_conversation()
+    await commit(reviewing.memory, conversation, *turn("many facts"))
+    model.reply(
+        ops(
+            *(
+                {"action": "add", "target": "memory", "category": "context", "value": f"Fact {i}"}
+                for i in range(12)
+            )
+        )
+    )
+    result = await review_now(reviewing.memory, conversation)
+    assert (result.ops_added, result.ops_skipped) == (10, 2)

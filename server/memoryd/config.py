@@ -93,6 +93,9 @@ class MemorySettings:
     review_max_messages: int = 40
     review_input_token_budget: int = 4000
     review_failure_backoff_ms: int = 300_000
+    # At most this many operations of one answer are applied (OpenHermit's max_tool_calls); the
+    # rest are skipped and counted.
+    review_max_operations: int = 10
     # Reviews running at once.
     review_concurrency: int = 4
     # OpenHermit's triggers, off unless set: completed turns since the last review, and minutes

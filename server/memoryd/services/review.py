@@ -366,7 +366,9 @@ class Reviewer:
         counts = {"add": 0, "replace": 0, "archive": 0, "skipped": 0}
         touched: list[int] = []
         rendered = False
-        for index, operation in enumerate(job.operations):
+        limit = self.settings.review_max_operations
+        counts["skipped"] += max(0, len(job.operations) - limit)
+        for index, operation in enumerate(job.operations[:limit]):
             owned = _owned_rows(connection, owner, operation)
             admitted = rules.admit(operation, owned, index)
             if isinstance(admitted, str):
