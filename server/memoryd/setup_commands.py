@@ -132,7 +132,12 @@ def _answers(
             reply = ask(f"{question} [{default}]: ").strip()
             given = reply or default
         answers[key] = default if given is None else given
-    answers["review_interval_hours"] = float(answers["review_interval_hours"])
+    try:
+        answers["review_interval_hours"] = float(answers["review_interval_hours"])
+    except (TypeError, ValueError):
+        interval = answers["review_interval_hours"]
+        message = f"the review interval must be a number of hours, got {interval!r}"
+        raise ValueError(message) from None
     for key in ("base_url", "model"):
         if not str(answers[key]).strip():
             message = f"--{key.replace('_', '-')} is required"
@@ -167,10 +172,15 @@ def _read(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as error:
         message = f"{path} is not valid TOML: {error}"
         raise ValueError(message) from None
+    table = document.get("memoryd", {})
+    if not isinstance(table, dict) or not isinstance(table.get("providers", []), list):
+        message = f"{path} does not have memoryd's shape ([memoryd], [[memoryd.providers]])"
+        raise ValueError(message)  # noqa: TRY004 - reported like every other bad answer
+    return document
 
 
 def _merge(document: dict[str, Any], provider: ProviderSettings, hours: float) -> None:
