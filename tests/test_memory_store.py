@@ -282,3 +282,21 @@ async def test_a_conversation_note_needs_a_conversation(memory: md.MemoryService
     )
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "the caller must be a conversation" in (error.details() or "")
+
+
+async def test_replacing_a_value_never_changes_the_category(memory: md.MemoryServiceStub) -> None:
+    conversation = fresh_conversation()
+    row = await store(memory, conversation, "k", "v", md.CATEGORY_CONTEXT)
+    error = await rpc_error(
+        memory.StoreMemory(
+            md.StoreMemoryRequest(
+                conversation=conversation, id=row.id, value="x", category=md.CATEGORY_DIRECTIVE
+            )
+        )
+    )
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.details() == (
+        f"memory {row.id} is context; replacing its value cannot make it directive"
+    )
+    kept = await memory.GetMemory(md.GetMemoryRequest(conversation=conversation, id=row.id))
+    assert kept.memory.value == "v"

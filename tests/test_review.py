@@ -362,3 +362,53 @@ async def test_at_most_review_max_operations_are_applied(
     )
     result = await review_now(reviewing.memory, conversation)
     assert (result.ops_added, result.ops_skipped) == (10, 2)
+
+
+async def test_bad_turn_and_review_requests(reviewing: Reviewing) -> None:
+    unknown = fresh_conversation()
+    for call, status, message in (
+        (
+            reviewing.memory.GetReviewState(md.GetReviewStateRequest(conversation=unknown)),
+            grpc.StatusCode.NOT_FOUND,
+            "has no record",
+        ),
+        (
+            reviewing.memory.ReviewNow(md.ReviewNowRequest(conversation=unknown)),
+            grpc.StatusCode.NOT_FOUND,
+            "has no record",
+        ),
+        (
+            reviewing.memory.CommitTurn(md.CommitTurnRequest(conversation=unknown, trust=7)),  # type: ignore[arg-type]
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "trust has unknown value 7",
+        ),
+        (
+            reviewing.memory.CommitTurn(
+                md.CommitTurnRequest(
+                    conversation=unknown,
+                    messages=turn("hi"),
+                    usage=md.TurnUsage(peak_prompt_tokens=-1),
+                )
+            ),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "usage.peak_prompt_tokens must not be negative",
+        ),
+        (
+            reviewing.memory.CommitTurn(md.CommitTurnRequest(messages=turn("hi"))),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "conversation is required",
+        ),
+        (
+            reviewing.memory.ListMemorySources(md.ListMemorySourcesRequest(status="gone")),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "status must be one of active, paused, deleted",
+        ),
+    ):
+        error = await rpc_error(call)
+        assert error.code() == status, message
+        assert message in (error.details() or "")
+    # Nothing was stored by the refused turns.
+    missing = await rpc_error(
+        reviewing.memory.GetConversation(md.GetConversationRequest(conversation=unknown))
+    )
+    assert missing.code() == grpc.StatusCode.NOT_FOUND

@@ -8,8 +8,7 @@ import grpc
 
 from memoryd.api import convert
 from memoryd.domain.conversation import check_identifier
-from memoryd.domain.timestamps import from_text
-from memoryd.errors import InvalidArgument, NotFound
+from memoryd.errors import InvalidArgument
 from memoryd.services.review import Reviewer, ReviewResult
 from memoryd.services.review_scheduler import ReviewScheduler
 from memoryd.services.turns import TurnService
@@ -65,18 +64,16 @@ class ReviewRpcs:
     async def ReviewNow(
         self, request: service_pb.ReviewNowRequest, context: Context
     ) -> service_pb.ReviewNowResponse:
-        conversation = (
-            convert.conversation_in(request.conversation)
-            if request.HasField("conversation")
-            else None
-        )
+        conversation = None
+        if request.HasField("conversation"):
+            conversation = convert.conversation_in(request.conversation)
+            self._reviewer.require_provider()
+            await self._reviewer.describe(conversation)  # NOT_FOUND when it has no record
         results = await self._scheduler.review_now(
             conversation=conversation,
             agent_id=check_identifier(request.agent_id, "agent_id") or None,
             owner_id=check_identifier(request.owner_id, "owner_id") or None,
         )
-        if conversation is not None and results[0].reason == "the conversation has no record":
-            raise NotFound(f"conversation {conversation.describe()} has no record")
         response = service_pb.ReviewNowResponse()
         for result in results:
             fill_review(response.reviews.add(), result)
@@ -104,21 +101,25 @@ class ReviewRpcs:
             review_running=state.claim_token is not None,
         )
         if run is not None:
-            last = response.last_run
-            last.id = run["id"]
-            last.status = STATUSES[run["status"]]
-            last.max_message_id = run["max_message_id"]
-            last.ops_added = run["added"]
-            last.ops_replaced = run["replaced"]
-            last.ops_archived = run["archived"]
-            last.ops_skipped = run["skipped"]
-            last.tokens_in = run["tokens_in"]
-            last.provider = run["provider"] or ""
-            last.model = run["model"] or ""
-            last.error = run["error"] or ""
-            last.model_calls = run["model_calls"]
-            last.started_at.CopyFrom(convert.timestamp_out(from_text(run["started_at"])))
-            last.completed_at.CopyFrom(convert.timestamp_out(from_text(run["completed_at"])))
+            record = run.record
+            response.last_run.CopyFrom(
+                service_pb.ReviewRun(
+                    id=run.id,
+                    status=STATUSES[record.status],
+                    max_message_id=record.max_message_id,
+                    ops_added=record.added,
+                    ops_replaced=record.replaced,
+                    ops_archived=record.archived,
+                    ops_skipped=record.skipped,
+                    tokens_in=record.tokens_in,
+                    provider=record.provider or "",
+                    model=record.model or "",
+                    error=record.error or "",
+                    model_calls=run.model_calls,
+                    started_at=convert.timestamp_out(run.started_at),
+                    completed_at=convert.timestamp_out(run.completed_at),
+                )
+            )
         return response
 
 

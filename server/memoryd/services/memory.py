@@ -120,12 +120,6 @@ class MemoryService:
             value = check_value(request.value)
 
             def replace(connection: apsw.Connection, now: dt.datetime) -> Change:
-                before = writes.require(connection, caller.owner, Locator(id=request.id))
-                if request.category is not None and request.category is not before.category:
-                    raise InvalidArgument(
-                        f"memory {request.id} is {before.category.value}; replacing its value "
-                        f"cannot make it {request.category.value}"
-                    )
                 stored = writes.set_value(
                     connection,
                     caller.owner,
@@ -134,6 +128,7 @@ class MemoryService:
                     metadata_json=None,
                     trust=request.trust,
                     now=now,
+                    category=request.category,
                 )
                 return Change(stored.record, stored.before, "memory_store", caller.owner)
 

@@ -101,13 +101,11 @@ class PromptFiles:
                 provenance_json=details,
                 now=now,
             )
-            if committed is not None:
-                changed.append((path, committed))
-                revision = committed.revision
-            else:
-                found = resource_store.current(connection, resource_key(owner, file.resource_type))
-                revision = found.revision if found else 0
-            states[file.resource_type] = FileState(rendered.text, rendered.tokens, revision)
+            if committed.created is not None:
+                changed.append((path, committed.created))
+            states[file.resource_type] = FileState(
+                rendered.text, rendered.tokens, committed.current
+            )
         state = PromptState(states[ResourceType.USER_MD], states[ResourceType.MEMORY_MD])
         return CommittedRender(owner, state, tuple(changed))
 

@@ -146,14 +146,14 @@ def _rollback(connection: apsw.Connection, payload: tuple[ResourceKey, int]) -> 
         provenance_json=json.dumps({"rolled_back_to": target}),
         now=utc_now(),
     )
-    if committed is None:
-        current = store.current(connection, key)
+    if committed.created is None:
+        current = store.revision(connection, key, committed.current)
         if current is None:  # pragma: no cover - the target exists, so a current one does
             raise NotFound(_missing(key, 0))
         notice = rules.rollback_notice(key, target, current.revision, changed=False)
         return Rollback(current, changed=False, notice=notice, path=path)
-    notice = rules.rollback_notice(key, target, committed.revision, changed=True)
-    return Rollback(committed, changed=True, notice=notice, path=path)
+    notice = rules.rollback_notice(key, target, committed.current, changed=True)
+    return Rollback(committed.created, changed=True, notice=notice, path=path)
 
 
 def _describe(key: ResourceKey) -> str:

@@ -14,13 +14,13 @@ duplicate rows either.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime as dt
 import json
 import logging
 import secrets
 import time
-from typing import Any
 
 import apsw
 
@@ -45,7 +45,7 @@ from memoryd.services.prompt_files import CommittedRender, PromptFiles
 from memoryd.storage import memory_reads, memory_writes, review_store
 from memoryd.storage.history_rows import CONVERSATION_MATCH, rows
 from memoryd.storage.readers import ReaderPool
-from memoryd.storage.review_store import ReviewState, RunRecord
+from memoryd.storage.review_store import ReviewState, RunRecord, StoredRun
 from memoryd.storage.writer import Batch, Writer
 
 log = logging.getLogger("memoryd.review")
@@ -185,10 +185,10 @@ class Reviewer:
                 log.debug("could not release review claim", exc_info=True)
             raise
 
-    async def describe(self, key: ConversationKey) -> tuple[ReviewState, dict[str, Any] | None]:
+    async def describe(self, key: ConversationKey) -> tuple[ReviewState, StoredRun | None]:
         """A conversation's review state and its latest run; NOT_FOUND without a record."""
 
-        def read(connection: apsw.Connection) -> tuple[ReviewState, dict[str, Any] | None] | None:
+        def read(connection: apsw.Connection) -> tuple[ReviewState, StoredRun | None] | None:
             found = _gate_input(connection, key)
             if found is None:
                 return None
@@ -363,16 +363,18 @@ class Reviewer:
                 separators=(",", ":"),
             ),
         )
-        counts = {"add": 0, "replace": 0, "archive": 0, "skipped": 0}
+        # Rows changed, by the kind of operation (rules.Add, rules.Replace, rules.Archive).
+        changed_by: collections.Counter[type] = collections.Counter()
+        skipped = 0
         touched: list[int] = []
         rendered = False
         limit = self.settings.review_max_operations
-        counts["skipped"] += max(0, len(job.operations) - limit)
+        skipped += max(0, len(job.operations) - limit)
         for index, operation in enumerate(job.operations[:limit]):
             owned = _owned_rows(connection, owner, operation)
             admitted = rules.admit(operation, owned, index)
             if isinstance(admitted, str):
-                counts["skipped"] += 1
+                skipped += 1
                 log.info(
                     "review operation skipped: %s",
                     admitted,
@@ -386,7 +388,7 @@ class Reviewer:
                 changed = _apply_one(connection, key, owner, admitted, provenance, now)
             except MemorydError as error:
                 connection.execute("ROLLBACK TO review_op; RELEASE review_op")
-                counts["skipped"] += 1
+                skipped += 1
                 log.info(
                     "review operation refused: %s",
                     error.message,
@@ -395,7 +397,7 @@ class Reviewer:
                 continue
             connection.execute("RELEASE review_op")
             if changed is not None:
-                counts[_kind(admitted)] += 1
+                changed_by[type(admitted)] += 1
                 touched.append(changed.id)
                 rendered = rendered or changed.prompt_target.value != "none"
         more = bool(review_store.reviewable_after(connection, key, job.packed.max_message_id, 1))
@@ -410,10 +412,10 @@ class Reviewer:
         record = RunRecord(
             status,
             job.packed.max_message_id,
-            added=counts["add"],
-            replaced=counts["replace"],
-            archived=counts["archive"],
-            skipped=counts["skipped"],
+            added=changed_by[rules.Add],
+            replaced=changed_by[rules.Replace],
+            archived=changed_by[rules.Archive],
+            skipped=skipped,
             tokens_in=job.packed.tokens,
             provider=job.provider,
             model=job.model,
@@ -488,16 +490,6 @@ def _apply_one(  # noqa: PLR0917 - one operation and everything it is applied wi
     column = "working_memory" if isinstance(admitted, rules.SetWorkingMemory) else "description"
     review_store.set_conversation_text(connection, key, column, admitted.text)
     return None
-
-
-def _kind(admitted: rules.Admitted) -> str:
-    if isinstance(admitted, rules.Add):
-        return "add"
-    if isinstance(admitted, rules.Replace):
-        return "replace"
-    if isinstance(admitted, rules.Archive):
-        return "archive"
-    return "skipped_never"  # pragma: no cover - conversation texts are not counted
 
 
 def _owned_rows(

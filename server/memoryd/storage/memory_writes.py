@@ -15,6 +15,7 @@ import apsw
 from memoryd.domain.conversation import ConversationKey, OwnerKey, owner_scope_token
 from memoryd.domain.memories import (
     Caller,
+    Category,
     MemoryRecord,
     NewFact,
     Provenance,
@@ -153,9 +154,18 @@ def set_value(
     metadata_json: str | None,
     trust: Trust,
     now: dt.datetime,
+    category: Category | None = None,
 ) -> Stored:
-    """Replace the value and/or merge metadata of an existing, active row of the caller."""
+    """Replace the value and/or merge metadata of an existing, active row of the caller.
+
+    `category`, when given, must be the row's: replacing a value never changes what it is.
+    """
     before = require(connection, owner, locator)
+    if category is not None and category is not before.category:
+        raise InvalidArgument(
+            f"memory {before.id} is {before.category.value}; replacing its value cannot make "
+            f"it {category.value}"
+        )
     check_editable(before)
     check_directive_trust(before.category, trust, "replace")
     if before.archived:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -98,6 +99,14 @@ def all_current(
     return [(row[0], _revision(row[1:])) for row in found]
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Committed:
+    """The resource's current revision after a commit, and the revision it created (if any)."""
+
+    current: int
+    created: Revision | None
+
+
 def commit(
     connection: apsw.Connection,
     key: ResourceKey,
@@ -107,8 +116,8 @@ def commit(
     mutation_source: str,
     provenance_json: str,
     now: dt.datetime,
-) -> Revision | None:
-    """Commit `content` as the next revision; None when it equals the current content.
+) -> Committed:
+    """Commit `content` as the next revision, unless it equals the current content.
 
     A resource that never existed and would start empty is not created: an empty file and no
     file read the same.
@@ -122,8 +131,10 @@ def commit(
         f"AND v.revision = s.current_revision WHERE {_KEY_MATCH}",
         _key_params(key),
     )
-    if (found and found[0][2] == digest) or (not found and content == ""):
-        return None
+    if found and found[0][2] == digest:
+        return Committed(int(found[0][1]), None)
+    if not found and content == "":
+        return Committed(0, None)
     if found:
         resource_id, parent = int(found[0][0]), int(found[0][1])
     else:
@@ -167,7 +178,7 @@ def commit(
         "UPDATE resources SET current_revision = ?, updated_at = ? WHERE id = ?",
         (committed.revision, stamp, resource_id),
     )
-    return committed
+    return Committed(committed.revision, committed)
 
 
 def _next_revision(connection: apsw.Connection, resource_id: int) -> int:

@@ -324,8 +324,19 @@ def record_failure(
     )
 
 
-def last_run(connection: apsw.Connection, key: ConversationKey) -> dict[str, Any] | None:
-    """The latest run of a conversation, with its model calls' totals."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class StoredRun:
+    """A committed review run, with the number of model calls it made."""
+
+    id: int
+    record: RunRecord
+    model_calls: int
+    started_at: dt.datetime
+    completed_at: dt.datetime
+
+
+def last_run(connection: apsw.Connection, key: ConversationKey) -> StoredRun | None:
+    """The latest run of a conversation."""
     found = rows(
         connection,
         "SELECT r.id, r.status, r.max_message_id, r.ops_added, r.ops_replaced, r.ops_archived, "
@@ -337,23 +348,14 @@ def last_run(connection: apsw.Connection, key: ConversationKey) -> dict[str, Any
     )
     if not found:
         return None
-    names = (
-        "id",
-        "status",
-        "max_message_id",
-        "added",
-        "replaced",
-        "archived",
-        "skipped",
-        "tokens_in",
-        "provider",
-        "model",
-        "error",
-        "started_at",
-        "completed_at",
-        "model_calls",
+    row = found[0]
+    return StoredRun(
+        id=row[0],
+        record=RunRecord(*row[1:11]),
+        model_calls=row[13],
+        started_at=from_text(row[11]),
+        completed_at=from_text(row[12]),
     )
-    return dict(zip(names, found[0], strict=True))
 
 
 def due(
