@@ -151,12 +151,24 @@ class Runtime:
 
 
 def _resync_prompt_files(prompts: PromptFiles, connection: apsw.Connection) -> None:
-    rewritten = prompts.resync(connection)
-    if rewritten:
+    report = prompts.resync(connection)
+    if report.rewritten or report.moved:
         log.info(
-            "rewrote %d prompt file(s) from their current revision",
-            rewritten,
-            extra={"event": "prompt_files_resynced", "files": rewritten},
+            "rewrote %d prompt file(s) from their current revision (%d moved to a new path)",
+            report.rewritten,
+            report.moved,
+            extra={
+                "event": "prompt_files_resynced",
+                "files": report.rewritten,
+                "moved": report.moved,
+            },
+        )
+    if report.failed:
+        log.error(
+            "%d prompt file(s) could not be written; GetPromptContext still serves them, and "
+            "the next start tries again",
+            report.failed,
+            extra={"event": "prompt_files_unwritten", "files": report.failed},
         )
 
 

@@ -10,6 +10,7 @@ import dataclasses
 import datetime as dt
 import difflib
 import enum
+import functools
 import hashlib
 import urllib.parse
 
@@ -26,6 +27,10 @@ class ResourceType(enum.Enum):
 
 
 PROMPT_FILE_NAMES = {ResourceType.USER_MD: "USER.md", ResourceType.MEMORY_MD: "MEMORY.md"}
+# A path component is at most this many (ASCII) bytes: half of the usual 255-byte name limit,
+# leaving room for the writer's temp names and for filesystems with shorter limits.
+MAX_COMPONENT_CHARS = 128
+COMPONENT_HASH_CHARS = 24  # 96 bits of sha256
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -72,7 +77,7 @@ def prompt_file_path(agent_id: str, owner_id: str, resource_type: ResourceType) 
 
     The default owner's files are `memory/<agent>/USER.md` and `MEMORY.md`, as in Fermix; other
     owners of the agent get `memory/<agent>/owners/<owner>/`, so one owner's profile never
-    overwrites another's. Identifiers are percent-encoded into safe path components.
+    overwrites another's. Identifiers become path components with `path_component`.
     """
     name = PROMPT_FILE_NAMES[resource_type]
     folder = f"memory/{path_component(agent_id)}"
@@ -81,9 +86,31 @@ def prompt_file_path(agent_id: str, owner_id: str, resource_type: ResourceType) 
     return f"{folder}/{name}"
 
 
+@functools.lru_cache(maxsize=4096)  # every render names its owner's two files
 def path_component(identifier: str) -> str:
-    """An identifier as one path component that cannot climb or hide: `..` -> `%2E.`."""
-    encoded = urllib.parse.quote(identifier, safe="-_@+=,")
+    """An identifier as one path component that cannot climb, hide, or outgrow the filesystem.
+
+    The identifier is percent-encoded (`..` -> `%2E.`, `/` -> `%2F`). An identifier of 256
+    characters of a 4-byte script encodes to 3,072 bytes, past every filesystem's 255-byte name
+    limit, so an encoding longer than MAX_COMPONENT_CHARS keeps a readable prefix and ends with
+    `~` and a hash of the whole identifier. `~` is escaped in every other encoding, so a hashed
+    name never equals the plain name of another identifier.
+    """
+    encoded = _percent_encoded(identifier)
+    if len(encoded) <= MAX_COMPONENT_CHARS:
+        return encoded
+    digest = hashlib.sha256(identifier.encode("utf-8")).hexdigest()[:COMPONENT_HASH_CHARS]
+    room = MAX_COMPONENT_CHARS - COMPONENT_HASH_CHARS - 1
+    taken = 0
+    for end in range(1, len(identifier) + 1):  # whole characters, never half an escape
+        if len(_percent_encoded(identifier[:end])) > room:
+            break
+        taken = end
+    return f"{_percent_encoded(identifier[:taken])}~{digest}"
+
+
+def _percent_encoded(identifier: str) -> str:
+    encoded = urllib.parse.quote(identifier, safe="-_@+=,").replace("~", "%7E")
     if encoded.startswith("."):
         encoded = "%2E" + encoded[1:]
     return encoded

@@ -11,6 +11,7 @@ differs (a crash between commit and write, a hand edit), and stray temp files ar
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import json
@@ -112,32 +113,45 @@ class PromptFiles:
     # --- after commit (writer thread, commit order) --------------------------------------------
 
     def publish(self, render: CommittedRender) -> None:
-        """Write the changed files and cache the committed state."""
+        """Cache the committed state, then write the changed files.
+
+        The cache first: GetPromptContext must follow the database even when a file cannot be
+        written (a full disk, a path taken by something else); the file is rewritten from its
+        revision at the next start.
+        """
+        self.cache.put(render.owner, render.state)
         for path, revision in render.revisions:
             self.write_file(path, revision.content)
-        self.cache.put(render.owner, render.state)
 
     def publish_revision(self, path: str, revision: Revision) -> None:
-        """A single committed revision (a rollback): write it, refresh the owner's cache."""
-        self.write_file(path, revision.content)
+        """A single committed revision (a rollback): refresh the owner's cache, write the file."""
         self.cache.invalidate(OwnerKey(revision.key.agent_id, revision.key.scope_id))
+        self.write_file(path, revision.content)
 
-    def write_file(self, relative: str, content: str) -> None:
-        """Temp file + rename: readers see the old file or the new one, never a mix."""
+    def write_file(self, relative: str, content: str) -> bool:
+        """Temp file + rename: readers see the old file or the new one, never a mix.
+
+        Never raises: a file that cannot be written is logged and left to the next start's
+        resync. Returns whether it was written.
+        """
         target = self._home / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
         temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
         try:
+            target.parent.mkdir(parents=True, exist_ok=True)
             with temp.open("w", encoding="utf-8", newline="") as handle:
                 handle.write(content)
             temp.replace(target)
-        except OSError:
-            temp.unlink(missing_ok=True)
-            log.exception(
-                "could not write %s; it is rewritten from its revision at the next start",
+        except OSError as error:
+            with contextlib.suppress(OSError):
+                temp.unlink(missing_ok=True)
+            log.error(  # noqa: TRY400 - the reason is enough; a traceback adds nothing here
+                "could not write %s (%s); it is rewritten from its revision at the next start",
                 target,
+                error.strerror or error,
                 extra={"event": "prompt_file_write_failed", "path": str(target)},
             )
+            return False
+        return True
 
     # --- reads -----------------------------------------------------------------------------------
 
@@ -153,23 +167,65 @@ class PromptFiles:
 
     # --- start-up --------------------------------------------------------------------------------
 
-    def resync(self, connection: apsw.Connection) -> int:
-        """Make every prompt file equal its current revision; returns the files rewritten."""
-        rewritten = 0
-        memory_root = self._home / "memory"
-        if memory_root.is_dir():
-            for stray in memory_root.rglob(f".*{TEMP_SUFFIX}"):
-                stray.unlink(missing_ok=True)
-        for path, revision in resource_store.all_current(connection, PROMPT_TYPES):
+    def resync(self, connection: apsw.Connection) -> ResyncReport:
+        """Make every prompt file equal its current revision, at the path its key maps to.
+
+        Runs at start-up, before the writer owns the connection. A resource whose recorded path
+        is not the one its identifiers map to today (an older encoding) moves there: the row is
+        updated and the old file removed. A file that cannot be written is logged and counted,
+        never fatal: SQLite is the truth, and GetPromptContext serves it regardless.
+        """
+        report = ResyncReport()
+        self._remove_stray_temp_files()
+        for stored_path, revision in resource_store.all_current(connection, PROMPT_TYPES):
+            key = revision.key
+            path = prompt_file_path(key.agent_id, key.scope_id, key.resource_type)
+            if path != stored_path:
+                with connection:
+                    resource_store.set_path(connection, key, path)
+                self._remove_old_file(stored_path)
+                report.moved += 1
             target = self._home / path
             try:
                 on_disk = target.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError):
                 on_disk = None
-            if on_disk != revision.content:
-                self.write_file(path, revision.content)
-                rewritten += 1
-        return rewritten
+            if on_disk == revision.content:
+                continue
+            if self.write_file(path, revision.content):
+                report.rewritten += 1
+            else:
+                report.failed += 1
+        return report
+
+    def _remove_stray_temp_files(self) -> None:
+        memory_root = self._home / "memory"
+        try:
+            for stray in memory_root.rglob(f".*{TEMP_SUFFIX}"):
+                stray.unlink(missing_ok=True)
+        except OSError as error:
+            log.warning(
+                "could not remove stray temp files under %s: %s",
+                memory_root,
+                error,
+                extra={"event": "prompt_file_cleanup_failed"},
+            )
+
+    def _remove_old_file(self, relative: str) -> None:
+        old = self._home / relative
+        try:
+            old.unlink(missing_ok=True)
+        except OSError:  # an unreadable old path (too long for the filesystem): nothing there
+            return
+
+
+@dataclasses.dataclass(slots=True)
+class ResyncReport:
+    """What the start-up resync did."""
+
+    rewritten: int = 0
+    moved: int = 0
+    failed: int = 0
 
 
 def _load_state(connection: apsw.Connection, owner: OwnerKey) -> PromptState:

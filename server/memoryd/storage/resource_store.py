@@ -99,6 +99,13 @@ def all_current(
     return [(row[0], _revision(row[1:])) for row in found]
 
 
+def set_path(connection: apsw.Connection, key: ResourceKey, path: str) -> None:
+    """Record where a resource's file lives now."""
+    connection.execute(
+        f"UPDATE resources AS s SET resource_path = ? WHERE {_KEY_MATCH}", (path, *_key_params(key))
+    )
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Committed:
     """The resource's current revision after a commit, and the revision it created (if any)."""
