@@ -129,7 +129,7 @@ BAD_APPENDS = [
         md.AppendMessagesRequest(
             conversation=_conversation(), messages=[user("x", metadata="[" * 5000 + "]" * 5000)]
         ),
-        "messages[0].metadata is nested too deeply",
+        "messages[0].metadata is nested more than 64 levels deep",
         id="metadata-deep",
     ),
     pytest.param(

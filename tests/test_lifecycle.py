@@ -11,6 +11,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import memoryd_client as md
+from memoryd.storage.migrations import bundled_migrations
 from tests.helpers import append, user
 from tests.server_process import ServerProcess
 
@@ -22,7 +23,7 @@ async def test_first_start_creates_the_data_directory_and_database(
     server = start_server(home).start()
     assert (home / "memory.db").is_file()
     assert (home / "memory.db").stat().st_size > 0
-    assert server.events("serving")[0]["schema_version"] == 3
+    assert server.events("serving")[0]["schema_version"] == len(bundled_migrations())
     assert server.stop() == 0
 
 

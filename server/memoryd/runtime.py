@@ -18,6 +18,7 @@ import apsw
 
 from memoryd.config import Settings
 from memoryd.domain import tokens
+from memoryd.domain.paging import PageTokens
 from memoryd.errors import StartupError
 from memoryd.llm.chain import ProviderChain
 from memoryd.services.erasure import ErasureService
@@ -29,7 +30,7 @@ from memoryd.services.resources import ResourceService
 from memoryd.services.review import Reviewer
 from memoryd.services.review_scheduler import ReviewScheduler
 from memoryd.services.turns import TurnService
-from memoryd.storage import review_store
+from memoryd.storage import review_store, server_keys
 from memoryd.storage.connection import ConnectionSettings, open_connection, writer_policy
 from memoryd.storage.migrations import bundled_migrations, migrate, schema_version
 from memoryd.storage.readers import ReaderPool
@@ -102,13 +103,14 @@ class Runtime:
             ),
         )
         readers = ReaderPool(connection_settings, settings.server.reader_threads)
+        page_tokens = PageTokens(server_keys.page_token_key(connection))
         prompts = PromptFiles(settings.home, readers)
         tokens.load()  # the first render must not pay for loading the encoding
         _resync_prompt_files(prompts, connection)  # before the writer thread owns the connection
         _clear_review_claims(connection)
         writer.start()
-        history = HistoryService(writer, readers, settings.history)
-        memory = MemoryService(writer, readers, prompts)
+        history = HistoryService(writer, readers, settings.history, page_tokens)
+        memory = MemoryService(writer, readers, prompts, page_tokens)
         recall = RecallService(readers, history)
         resources = ResourceService(writer, readers, prompts)
         erasure = ErasureService(writer, history, memory, prompts)

@@ -17,6 +17,7 @@ import enum
 import json
 import secrets
 
+from memoryd.domain import json_text
 from memoryd.domain.conversation import ConversationKey, OwnerKey, check_identifier
 from memoryd.domain.messages import Trust
 from memoryd.errors import FailedPrecondition, InvalidArgument, PermissionDenied
@@ -227,26 +228,17 @@ def generated_key() -> str:
 
 
 def check_metadata(text: str, field: str = "metadata") -> str | None:
-    """A JSON object's text, normalised; empty means "not given" (None)."""
+    """A JSON object's text (memoryd.domain.json_text), normalised; empty means "not given"."""
     if text == "":
         return None
-    if len(text.encode("utf-8")) > MAX_METADATA_BYTES:
-        raise InvalidArgument(f"{field} is over {MAX_METADATA_BYTES} bytes")
-    try:
-        parsed = json.loads(text)
-    except ValueError as error:
-        raise InvalidArgument(f"{field} is not valid JSON: {error}") from None
-    if not isinstance(parsed, dict):
-        raise InvalidArgument(f"{field} must be a JSON object, got {type(parsed).__name__}")
-    return json.dumps(parsed, ensure_ascii=False, separators=(",", ":"))
+    return json_text.dump(json_text.parse_object(text, field, MAX_METADATA_BYTES))
 
 
 def merge_metadata(stored_json: str, update_json: str | None) -> str:
     """Shallow merge: the update's top-level keys replace the stored ones."""
     if update_json is None:
         return stored_json
-    merged = json.loads(stored_json) | json.loads(update_json)
-    return json.dumps(merged, ensure_ascii=False, separators=(",", ":"))
+    return json_text.dump(json.loads(stored_json) | json.loads(update_json))
 
 
 def check_confidence(confidence: float) -> float:

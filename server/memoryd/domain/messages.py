@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
-import json
 import re
 
+from memoryd.domain import json_text
 from memoryd.domain.conversation import CONTROL_CHARACTERS, ConversationKey, check_identifier
 from memoryd.errors import InvalidArgument
 
@@ -143,45 +143,11 @@ def check_kinds(kinds: list[str], field: str) -> tuple[str, ...]:
 
 
 def check_metadata(text: str, field: str, max_bytes: int) -> str:
-    """Metadata is the text of a JSON object; empty means {}. Returned as given."""
+    """Metadata is the text of a JSON object (memoryd.domain.json_text); empty means {}.
+
+    Returned as given: the adapter's text is what is stored and returned.
+    """
     if text == "":
         return "{}"
-    size = len(text.encode("utf-8"))
-    if size > max_bytes:
-        raise InvalidArgument(
-            f"{field} is {size} bytes; the limit is {max_bytes} "
-            "(memoryd.history.max_metadata_bytes)"
-        )
-    try:
-        value = json.loads(text, parse_constant=_refuse_constant)
-    except json.JSONDecodeError as error:
-        raise InvalidArgument(
-            f"{field} is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}"
-        ) from None
-    except _NonStandardNumber as error:
-        raise InvalidArgument(f"{field} is not valid JSON: {error} is not a JSON number") from None
-    except RecursionError:
-        raise InvalidArgument(f"{field} is nested too deeply") from None
-    if not isinstance(value, dict):
-        raise InvalidArgument(f"{field} must be a JSON object, got {_json_type(value)}")
+    json_text.parse_object(text, field, max_bytes, setting="memoryd.history.max_metadata_bytes")
     return text
-
-
-class _NonStandardNumber(ValueError):
-    pass
-
-
-def _refuse_constant(name: str) -> object:
-    raise _NonStandardNumber(name)
-
-
-def _json_type(value: object) -> str:
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    if value is None:
-        return "null"
-    return "a number"

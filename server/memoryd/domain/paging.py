@@ -1,10 +1,13 @@
-"""Page tokens for walking a conversation's messages backwards in time.
+"""Page tokens: where the next page of a listing starts, signed so no client can forge one.
 
-A token pins the walk: it carries the id to continue below and the floor the first page computed
-(the window start, or 0 for all history), so a /new in the middle of a walk does not shift the
-pages under the client. A fingerprint of the request binds the token to the conversation and
-filters it was issued for. Tokens are opaque to clients but not secret: forging one can only
-show messages of the conversation the client already named, which all_history shows anyway.
+A token carries a listing's cursor (for messages: the id to continue below and the floor the
+first page computed, so a /new in the middle of a walk does not shift the pages) and a
+fingerprint of the request it was issued for (conversation or caller, filters). It is
+`base64url(payload) "." base64url(mac)`, the MAC an HMAC-SHA256 over the listing's kind and the
+payload with the database's own key (table server_keys, made at its creation). Any token that
+was not issued by this database for this kind of listing is refused before its payload is read,
+so a forged token can never reach the JSON parser or SQL (nested JSON, lone surrogates, huge
+numbers): INVALID_ARGUMENT, whatever its content.
 """
 
 from __future__ import annotations
@@ -12,14 +15,16 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import enum
 import hashlib
+import hmac
 import json
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 from memoryd.domain.conversation import ConversationKey
 from memoryd.errors import InvalidArgument
 
-TOKEN_VERSION = 1
+TOKEN_VERSION = 2  # 1 was unsigned
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 1000
 
@@ -41,68 +46,114 @@ def page_size(requested: int, field: str = "page_size") -> int:
     return requested or DEFAULT_PAGE_SIZE
 
 
-def fingerprint(key: ConversationKey, kinds: tuple[str, ...], *, all_history: bool) -> str:
-    """What a token is bound to: the conversation, the kind filter and the history mode."""
-    material = json.dumps([key.as_row(), sorted(kinds), all_history]).encode("utf-8")
-    return hashlib.blake2b(material, digest_size=8).hexdigest()
+MAX_TOKEN_CHARS = 1024
+MAC_BYTES = 16
 
 
-def encode_token(cursor: PageCursor, bound_to: str) -> str:
-    """The opaque next_page_token."""
-    payload = json.dumps(
-        {"v": TOKEN_VERSION, "b": cursor.before_id, "f": cursor.floor_id, "h": bound_to},
-        separators=(",", ":"),
-    ).encode("ascii")
-    return base64.urlsafe_b64encode(payload).decode("ascii").rstrip("=")
+class TokenKind(enum.StrEnum):
+    """The listings that hand out tokens; a token of one kind is never read as another."""
+
+    MESSAGES = "messages"
+    MEMORIES = "memories"
 
 
-def decode_token(token: str, bound_to: str, field: str = "page_token") -> PageCursor:
-    """Read a token from a client; anything malformed or foreign is INVALID_ARGUMENT."""
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        payload = json.loads(raw)
-    except (binascii.Error, ValueError):
-        raise InvalidArgument(f"{field} is malformed") from None
-    if not isinstance(payload, dict) or payload.get("v") != TOKEN_VERSION:
-        raise InvalidArgument(f"{field} is malformed")
-    before, floor, bound = payload.get("b"), payload.get("f"), payload.get("h")
-    if not (_is_id(before) and _is_id(floor) and isinstance(bound, str)):
-        raise InvalidArgument(f"{field} is malformed")
-    if bound != bound_to:
-        raise InvalidArgument(
-            f"{field} was issued for a different conversation, kind filter or history mode"
+class PageTokens:
+    """Issues and reads signed page tokens with one secret key."""
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) < 16:  # pragma: no cover - the migration makes a 32-byte key
+            message = "the page token key must be at least 16 bytes"
+            raise ValueError(message)
+        self._key = key
+
+    def issue(self, kind: TokenKind, payload: dict[str, Any]) -> str:
+        """The opaque token for `payload`."""
+        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+        return f"{_b64(body)}.{_b64(self._mac(kind, body))}"
+
+    def read(self, kind: TokenKind, token: str, field: str) -> dict[str, Any]:
+        """The payload of a token this key issued for `kind`; anything else is refused."""
+        body_text, dot, mac_text = token.partition(".")
+        if len(token) > MAX_TOKEN_CHARS or not dot:
+            raise InvalidArgument(f"{field} is malformed")
+        try:
+            body = _unb64(body_text)
+            mac = _unb64(mac_text)
+        except (binascii.Error, ValueError):
+            raise InvalidArgument(f"{field} is malformed") from None
+        if not hmac.compare_digest(mac, self._mac(kind, body)):
+            raise InvalidArgument(
+                f"{field} was not issued by this server for this listing (altered, or from "
+                "another database); list again without a token"
+            )
+        payload: dict[str, Any] = json.loads(body)  # ours: signed above
+        if payload.get("v") != TOKEN_VERSION:
+            raise InvalidArgument(f"{field} is from another version of memoryd; list again")
+        return payload
+
+    def _mac(self, kind: TokenKind, body: bytes) -> bytes:
+        material = kind.encode("ascii") + b"\n" + body
+        return hmac.new(self._key, material, hashlib.sha256).digest()[:MAC_BYTES]
+
+    # --- the two listings --------------------------------------------------------------------
+
+    def messages_token(self, cursor: PageCursor, bound_to: str) -> str:
+        """ListMessages' next_page_token."""
+        return self.issue(
+            TokenKind.MESSAGES,
+            {"v": TOKEN_VERSION, "b": cursor.before_id, "f": cursor.floor_id, "h": bound_to},
         )
-    return PageCursor(before_id=before, floor_id=floor)
+
+    def messages_cursor(self, token: str, bound_to: str, field: str = "page_token") -> PageCursor:
+        """Where a ListMessages page_token continues."""
+        payload = self.read(TokenKind.MESSAGES, token, field)
+        before, floor = payload.get("b"), payload.get("f")
+        if not (_is_id(before) and _is_id(floor)):  # pragma: no cover - we signed it
+            raise InvalidArgument(f"{field} is malformed")
+        if payload.get("h") != bound_to:
+            raise InvalidArgument(
+                f"{field} was issued for a different conversation, kind filter or history mode"
+            )
+        return PageCursor(before_id=before, floor_id=floor)
+
+    def memories_token(self, after: tuple[str, int], bound_to: str) -> str:
+        """ListMemories' next_page_token: the last row's (updated_at, id)."""
+        return self.issue(
+            TokenKind.MEMORIES, {"v": TOKEN_VERSION, "u": after[0], "i": after[1], "h": bound_to}
+        )
+
+    def memories_cursor(
+        self, token: str, bound_to: str, field: str = "page_token"
+    ) -> tuple[str, int]:
+        """Where a ListMemories page_token continues."""
+        payload = self.read(TokenKind.MEMORIES, token, field)
+        updated, last_id = payload.get("u"), payload.get("i")
+        if not (isinstance(updated, str) and _is_id(last_id)):  # pragma: no cover - signed
+            raise InvalidArgument(f"{field} is malformed")
+        if payload.get("h") != bound_to:
+            raise InvalidArgument(f"{field} was issued for a different caller or filter")
+        return updated, last_id
+
+
+def fingerprint(key: ConversationKey, kinds: tuple[str, ...], *, all_history: bool) -> str:
+    """What a ListMessages token is bound to: the conversation, kinds and history mode."""
+    return memory_fingerprint(json.dumps([key.as_row(), sorted(kinds), all_history]))
+
+
+def memory_fingerprint(material: str) -> str:
+    """What a token is bound to, from a text naming the request."""
+    return hashlib.blake2b(material.encode("utf-8"), digest_size=8).hexdigest()
 
 
 def _is_id(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
 
 
-def memory_fingerprint(material: str) -> str:
-    """What a ListMemories token is bound to: the caller and every filter."""
-    return hashlib.blake2b(material.encode("utf-8"), digest_size=8).hexdigest()
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
 
 
-def encode_memory_token(after: tuple[str, int], bound_to: str) -> str:
-    """The opaque next_page_token of a listing: the last row's (updated_at, id)."""
-    payload = json.dumps(
-        {"v": TOKEN_VERSION, "u": after[0], "i": after[1], "h": bound_to}, separators=(",", ":")
-    ).encode("utf-8")
-    return base64.urlsafe_b64encode(payload).decode("ascii").rstrip("=")
-
-
-def decode_memory_token(token: str, bound_to: str, field: str = "page_token") -> tuple[str, int]:
-    """Read a listing token; anything malformed or issued for another request is refused."""
-    try:
-        payload = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-    except (binascii.Error, ValueError):
-        raise InvalidArgument(f"{field} is malformed") from None
-    if not isinstance(payload, dict) or payload.get("v") != TOKEN_VERSION:
-        raise InvalidArgument(f"{field} is malformed")
-    updated, last_id, bound = payload.get("u"), payload.get("i"), payload.get("h")
-    if not (isinstance(updated, str) and _is_id(last_id) and isinstance(bound, str)):
-        raise InvalidArgument(f"{field} is malformed")
-    if bound != bound_to:
-        raise InvalidArgument(f"{field} was issued for a different caller or filter")
-    return updated, last_id
+def _unb64(text: str) -> bytes:
+    if not text.isascii():
+        raise ValueError(text)
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))

@@ -26,7 +26,7 @@ from memoryd.domain.messages import (
     check_new_message,
     is_blank,
 )
-from memoryd.domain.paging import PageCursor, decode_token, encode_token, fingerprint, page_size
+from memoryd.domain.paging import PageCursor, PageTokens, fingerprint, page_size
 from memoryd.domain.search_query import plan_search
 from memoryd.domain.snippets import substring_snippet
 from memoryd.domain.timestamps import utc_now
@@ -79,8 +79,11 @@ class _PageSlice:
 class HistoryService:
     """Conversation history over the writer, the readers and the window cache."""
 
-    def __init__(self, writer: Writer, readers: ReaderPool, settings: HistorySettings) -> None:
+    def __init__(
+        self, writer: Writer, readers: ReaderPool, settings: HistorySettings, tokens: PageTokens
+    ) -> None:
         self._writer = writer
+        self._tokens = tokens
         self._readers = readers
         self._cap = settings.max_conversation_history
         self._limits = MessageLimits(
@@ -143,7 +146,7 @@ class HistoryService:
         kind_filter = check_kinds(kinds, "kinds")
         bound_to = fingerprint(key, kind_filter, all_history=all_history)
         if page_token:
-            cursor = decode_token(page_token, bound_to)
+            cursor = self._tokens.messages_cursor(page_token, bound_to)
             rows = await self._readers.read(
                 lambda connection: reads.page(
                     connection,
@@ -164,7 +167,7 @@ class HistoryService:
             found = _PageSlice(rows, 0)
         else:
             found = await self._first_window_page(key, size, kind_filter)
-        return _to_page(found, size, bound_to)
+        return self._to_page(found, size, bound_to)
 
     async def search(
         self, scope: HistoryScope, query: str, *, kinds: list[str], requested_limit: int
@@ -215,6 +218,16 @@ class HistoryService:
         if stats is None:
             raise NotFound(f"conversation {key.describe()} has no record")
         return stats
+
+    def _to_page(self, found: _PageSlice, size: int, bound_to: str) -> MessagePage:
+        rows = found.newest_first
+        more = len(rows) > size
+        rows = rows[:size]
+        token = ""
+        if more and rows:
+            cursor = PageCursor(before_id=rows[-1].id, floor_id=found.floor_id)
+            token = self._tokens.messages_token(cursor, bound_to)
+        return MessagePage(list(reversed(rows)), token)
 
     # --- the first page of a window -----------------------------------------------------------
 
@@ -274,13 +287,3 @@ class HistoryService:
         if self._cap is None and len(messages) > size:
             return _PageSlice(list(reversed(messages[-(size + 1) :])), window.window_start_id)
         return None
-
-
-def _to_page(found: _PageSlice, size: int, bound_to: str) -> MessagePage:
-    rows = found.newest_first
-    more = len(rows) > size
-    rows = rows[:size]
-    token = ""
-    if more and rows:
-        token = encode_token(PageCursor(before_id=rows[-1].id, floor_id=found.floor_id), bound_to)
-    return MessagePage(list(reversed(rows)), token)

@@ -27,7 +27,7 @@ from memoryd.domain.memories import (
 )
 from memoryd.domain.memory_queries import ListFilter, Locator, SourceRow, Visible
 from memoryd.domain.messages import Trust
-from memoryd.domain.paging import decode_memory_token, encode_memory_token, memory_fingerprint
+from memoryd.domain.paging import PageTokens, memory_fingerprint
 from memoryd.domain.timestamps import to_text, utc_now
 from memoryd.errors import InvalidArgument, NotFound
 from memoryd.services.prompt_files import CommittedRender, PromptFiles
@@ -102,9 +102,11 @@ class MemoryService:
         writer: Writer,
         readers: ReaderPool,
         prompts: PromptFiles,
+        tokens: PageTokens,
         cache_capacity: int = 65536,
     ) -> None:
         self._writer = writer
+        self._tokens = tokens
         self._readers = readers
         self._prompts = prompts
         # The seed's ETS Store: rows by id, filled on reads, invalidated after every write.
@@ -274,7 +276,7 @@ class MemoryService:
             )
         size = requested_page_size or DEFAULT_LIST_SIZE
         bound_to = memory_fingerprint(repr((visible, filters)))
-        after = decode_memory_token(page_token, bound_to) if page_token else None
+        after = self._tokens.memories_cursor(page_token, bound_to) if page_token else None
         found = await self._readers.read(
             lambda connection: reads.list_page(
                 connection, visible, filters, after=after, limit=size + 1
@@ -284,7 +286,7 @@ class MemoryService:
         if len(found) > size:
             found = found[:size]
             last = found[-1]
-            token = encode_memory_token((to_text(last.updated_at), last.id), bound_to)
+            token = self._tokens.memories_token((to_text(last.updated_at), last.id), bound_to)
         return MemoryPage(found, token)
 
     async def sources(self, owner: OwnerKey, *, status: str, source_type: str) -> list[SourceRow]:

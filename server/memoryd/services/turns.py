@@ -96,6 +96,9 @@ def reviewable(message: NewMessage) -> bool:
 
 def _commit(connection: apsw.Connection, turn: _Turn) -> TurnResult:
     (result,) = history_writes.append_batch(connection, [turn.request])
+    # A turn whose messages were all blank (a first turn that was only an image) stores no
+    # message, but the turn and its usage are still recorded on the conversation.
+    history_writes.ensure_conversation(connection, turn.request.key, turn.request.now)
     review_store.mark_turn(
         connection,
         turn.request.key,

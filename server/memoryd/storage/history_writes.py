@@ -139,7 +139,7 @@ def clear_window(
     connection: apsw.Connection, key: ConversationKey, now: dt.datetime
 ) -> WindowState:
     """Start a fresh window after the conversation's newest message."""
-    _upsert_conversations(connection, [key], None, now)
+    ensure_conversation(connection, key, now)
     newest = one(connection, f"SELECT max(m.id) FROM messages AS m WHERE {KEY_MATCH}", key.as_row())
     row = one(
         connection,
@@ -150,6 +150,13 @@ def clear_window(
         (newest[0] or 0, to_text(now), next_history_version(connection), *key.as_row()),
     )
     return window_state_from_row(row)
+
+
+def ensure_conversation(
+    connection: apsw.Connection, key: ConversationKey, now: dt.datetime
+) -> None:
+    """Create the conversation's record if it has none (a turn whose messages were all blank)."""
+    _upsert_conversations(connection, [key], None, now)
 
 
 def purge_conversation(connection: apsw.Connection, key: ConversationKey) -> tuple[int, bool]:
