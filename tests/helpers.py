@@ -23,11 +23,16 @@ def assistant(content: str, **fields: object) -> md.NewMessage:
 
 
 async def append(
-    memory: md.MemoryServiceStub, conversation: md.Conversation, *messages: md.NewMessage
+    memory: md.MemoryServiceStub,
+    conversation: md.Conversation,
+    *messages: md.NewMessage,
+    echo: bool = False,
 ) -> md.AppendMessagesResponse:
-    """Append messages and return the response."""
+    """Append messages and return the response (with the stored rows when `echo`)."""
     return await memory.AppendMessages(
-        md.AppendMessagesRequest(conversation=conversation, messages=list(messages))
+        md.AppendMessagesRequest(
+            conversation=conversation, messages=list(messages), echo_messages=echo
+        )
     )
 
 

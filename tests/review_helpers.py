@@ -73,10 +73,16 @@ async def commit(
     conversation: md.Conversation,
     *messages: md.NewMessage,
     trust: int = md.TRUST_UNSPECIFIED,
+    echo: bool = False,
 ) -> md.CommitTurnResponse:
-    """CommitTurn with these messages."""
+    """CommitTurn with these messages (the stored rows echoed when `echo`)."""
     return await memory.CommitTurn(
-        md.CommitTurnRequest(conversation=conversation, messages=list(messages), trust=trust)  # type: ignore[arg-type]
+        md.CommitTurnRequest(
+            conversation=conversation,
+            messages=list(messages),
+            trust=trust,  # type: ignore[arg-type]
+            echo_messages=echo,
+        )
     )
 
 

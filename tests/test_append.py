@@ -17,8 +17,11 @@ async def test_append_returns_committed_rows_with_ids_and_timestamps(
         conversation,
         user("I moved to Lisbon last spring", metadata='{"lang": "en"}'),
         assistant("Lisbon is lovely."),
+        echo=True,
     )
     first, second = response.results
+    assert not response.echo_truncated
+    assert (first.id, first.created_at) == (first.message.id, first.message.created_at)
     assert [r.outcome for r in response.results] == [md.APPEND_OUTCOME_STORED] * 2
     assert [r.index for r in response.results] == [0, 1]
     assert 0 < first.message.id < second.message.id
@@ -42,13 +45,27 @@ async def test_append_returns_committed_rows_with_ids_and_timestamps(
     assert listed.messages[0] == first.message
 
 
+async def test_without_echo_the_answer_carries_ids_and_times_only(
+    memory: md.MemoryServiceStub, conversation: md.Conversation
+) -> None:
+    response = await append(memory, conversation, user("x" * 200_000), user(" "))
+    stored, blank = response.results
+    assert not stored.HasField("message")
+    assert stored.id > 0
+    assert stored.created_at.seconds > 0
+    assert (blank.id, blank.HasField("created_at")) == (0, False)
+    assert response.ByteSize() < 100
+
+
 async def test_client_message_id_makes_retries_safe(
     memory: md.MemoryServiceStub, conversation: md.Conversation
 ) -> None:
     original = await append(
-        memory, conversation, user("book the dentist", client_message_id="tg-1")
+        memory, conversation, user("book the dentist", client_message_id="tg-1"), echo=True
     )
-    retry = await append(memory, conversation, user("book the dentist", client_message_id="tg-1"))
+    retry = await append(
+        memory, conversation, user("book the dentist", client_message_id="tg-1"), echo=True
+    )
     assert retry.results[0].outcome == md.APPEND_OUTCOME_DUPLICATE
     assert retry.results[0].message == original.results[0].message
     # Nothing new was stored, so the window did not change.
@@ -59,6 +76,7 @@ async def test_client_message_id_makes_retries_safe(
         conversation,
         user("first", client_message_id="tg-2"),
         user("second", client_message_id="tg-2"),
+        echo=True,
     )
     assert [r.outcome for r in both.results] == [
         md.APPEND_OUTCOME_STORED,
@@ -76,7 +94,7 @@ async def test_client_message_id_is_scoped_to_its_conversation(
     a = await append(memory, conversation, user("one", client_message_id="same"))
     b = await append(memory, other, user("two", client_message_id="same"))
     assert b.results[0].outcome == md.APPEND_OUTCOME_STORED
-    assert a.results[0].message.id != b.results[0].message.id
+    assert a.results[0].id != b.results[0].id
 
 
 async def test_blank_content_is_skipped_and_reported(
@@ -137,6 +155,7 @@ async def test_defaults_and_explicit_fields_round_trip(
             trust=md.TRUST_GUEST,
             client_message_id="x-1",
         ),
+        echo=True,
     )
     stored = response.results[0].message
     assert stored.conversation == conversation
@@ -153,6 +172,6 @@ async def test_unicode_and_large_content_round_trip(
 ) -> None:
     text = "🙂 東京 café\u200b — " + "x" * (256 * 1024 - 30)
     assert len(text.encode()) <= 256 * 1024
-    response = await append(memory, conversation, user(text))
+    response = await append(memory, conversation, user(text), echo=True)
     listed = await memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
     assert listed.messages[0].content == text == response.results[0].message.content

@@ -21,7 +21,7 @@ async def test_get_conversation_reports_counts_times_window_and_version(
     memory: md.MemoryServiceStub, conversation: md.Conversation
 ) -> None:
     appended = await append(memory, conversation, user("one"), user("two"))
-    first, second = (r.message for r in appended.results)
+    first, second = appended.results
     state = await describe(memory, conversation)
     assert state.conversation.chat_id == conversation.chat_id
     assert state.conversation.thread_scope == "root"
@@ -57,7 +57,7 @@ async def test_clear_moves_the_window_and_keeps_every_message(
     appended = await append(memory, conversation, user("old 1"), user("old 2"))
     cleared = await memory.ClearConversation(md.ClearConversationRequest(conversation=conversation))
     assert cleared.notice == "Started a fresh session. Long-term memory is preserved."
-    assert cleared.window_start_id == appended.results[-1].message.id
+    assert cleared.window_start_id == appended.results[-1].id
     await append(memory, conversation, user("new"))
     state = await describe(memory, conversation)
     assert (state.message_count, state.window_message_count) == (3, 1)
@@ -141,7 +141,7 @@ async def test_a_purged_conversation_starts_afresh(
     after = await append(memory, conversation, user("second life", client_message_id="k1"))
     assert after.results[0].outcome == md.APPEND_OUTCOME_STORED
     # Ids and versions are never reused.
-    assert after.results[0].message.id > before.results[0].message.id
+    assert after.results[0].id > before.results[0].id
     assert after.history_version > before.history_version
     listed = await memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
     assert [m.content for m in listed.messages] == ["second life"]
@@ -153,7 +153,7 @@ async def test_purge_erases_the_conversations_memory_rows_and_re_renders(
     conversation = fresh_conversation()
     owner = owner_of(conversation)
     sent = await append(memory, conversation, user("I moved to Porto last week"))
-    message_id = sent.results[0].message.id
+    message_id = sent.results[0].id
     note = await store(memory, conversation, "parking", "Spot B12 in the garage")
     await store(
         memory,

@@ -30,7 +30,7 @@ async def test_concurrent_appends_lose_and_duplicate_nothing(
             for index in range(APPENDS_PER_TASK):
                 content = f"task {task} message {index}"
                 response = await append(memory, conversation, user(content))
-                stored = response.results[0].message
+                stored = response.results[0]
                 # One caller's writes get strictly increasing ids.
                 assert stored.id > last_id
                 last_id = stored.id
@@ -79,7 +79,7 @@ async def test_the_same_client_id_from_many_callers_is_stored_once(
     outcomes = [r.results[0].outcome for r in responses]
     assert outcomes.count(md.APPEND_OUTCOME_STORED) == 1
     assert outcomes.count(md.APPEND_OUTCOME_DUPLICATE) == 39
-    assert len({r.results[0].message.id for r in responses}) == 1
+    assert len({r.results[0].id for r in responses}) == 1
     listed = await memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
     assert len(listed.messages) == 1
 

@@ -84,7 +84,7 @@ async def test_stopping_under_load_loses_no_acknowledged_write(
                 except grpc.aio.AioRpcError as error:
                     refused.append(error.code())
                     return
-                acknowledged.append(response.results[0].message.id)
+                acknowledged.append(response.results[0].id)
                 if len(acknowledged) >= 200:
                     busy.set()
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from google.protobuf import timestamp_pb2
 
+from memoryd.domain.answers import LIST_BUDGET_BYTES, message_bytes
 from memoryd.domain.conversation import (
     ConversationKey,
     HistoryScope,
@@ -164,12 +165,28 @@ def fill_message(target: pb.Message, message: StoredMessage) -> None:
     target.trust = TRUST_NUMBERS[message.trust]
 
 
-def fill_append_results(target: Any, result: AppendResult) -> None:
-    """Append one `AppendResult` message per appended message to the repeated field `target`."""
+def fill_append_results(target: Any, result: AppendResult, *, echo: bool) -> bool:
+    """Append one `AppendResult` per appended message to the repeated field `target`: outcome,
+    id and time, and with `echo` the row itself while it fits the answer. Returns whether an
+    echo was left out."""
+    budget = LIST_BUDGET_BYTES
+    truncated = False
     for item in result.messages:
         entry = target.add(index=item.index, outcome=OUTCOMES[item.outcome])
-        if item.message is not None:
-            fill_message(entry.message, item.message)
+        stored = item.message
+        if stored is None:
+            continue
+        entry.id = stored.id
+        since = stored.created_at - EPOCH
+        entry.created_at.seconds = since.days * 86400 + since.seconds
+        entry.created_at.nanos = since.microseconds * 1000
+        if echo:
+            budget -= message_bytes(stored)
+            if budget >= 0:
+                fill_message(entry.message, stored)
+            else:
+                truncated = True
+    return truncated
 
 
 def fill_hit(target: service_pb.HistoryHit, hit: SearchHit) -> None:

@@ -8,6 +8,7 @@ import grpc
 
 from memoryd.api import convert
 from memoryd.api import memory_convert as mc
+from memoryd.domain.answers import fitting, hit_bytes, memory_bytes
 from memoryd.domain.conversation import check_identifier, owner_key
 from memoryd.domain.memories import (
     SOURCE_STATUSES,
@@ -24,7 +25,7 @@ from memoryd.domain.prompt_files import MEMORY_MD, USER_MD, PromptFile, context_
 from memoryd.errors import InvalidArgument
 from memoryd.services.memory import MemoryService, list_visibility
 from memoryd.services.prompt_files import FileState, PromptFiles
-from memoryd.services.recall import RecallRequest, RecallService
+from memoryd.services.recall import RecallHit, RecallRequest, RecallService
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -172,8 +173,9 @@ class MemoryRpcs:
                 limit=request.limit,
             )
         )
-        response = service_pb.RecallResponse()
-        for hit in hits:
+        fit = fitting(hits, _recall_hit_bytes)
+        response = service_pb.RecallResponse(truncated=fit < len(hits))
+        for hit in hits[:fit]:
             item = response.hits.add()
             if hit.memory is not None:
                 item.source = service_pb.RECALL_SOURCE_MEMORIES
@@ -228,6 +230,12 @@ class MemoryRpcs:
         _fill_usage(response.user_usage, USER_MD, state.user_md)
         _fill_usage(response.memory_usage, MEMORY_MD, state.memory_md)
         return response
+
+
+def _recall_hit_bytes(hit: RecallHit) -> int:
+    if hit.memory is not None:
+        return memory_bytes(hit.memory.record)
+    return hit_bytes(hit.message) if hit.message is not None else 0
 
 
 def _fill_usage(

@@ -15,6 +15,7 @@ from memoryd.api import convert
 from memoryd.api.memory_rpcs import MemoryRpcs
 from memoryd.api.resource_rpcs import ResourceRpcs
 from memoryd.api.review_rpcs import ReviewRpcs
+from memoryd.domain.answers import fitting, hit_bytes
 from memoryd.services.erasure import ErasureService
 from memoryd.services.history import HistoryService
 from memoryd.services.memory import MemoryService
@@ -62,7 +63,9 @@ class MemoryServicer(MemoryRpcs, ResourceRpcs, ReviewRpcs, service_grpc.MemorySe
         ]
         result = await self._history.append(key, messages)
         response = service_pb.AppendMessagesResponse(history_version=result.history_version)
-        convert.fill_append_results(response.results, result)
+        response.echo_truncated = convert.fill_append_results(
+            response.results, result, echo=request.echo_messages
+        )
         return response
 
     async def ListMessages(
@@ -88,8 +91,9 @@ class MemoryServicer(MemoryRpcs, ResourceRpcs, ReviewRpcs, service_grpc.MemorySe
         hits = await self._history.search(
             scope, request.query, kinds=list(request.kinds), requested_limit=request.limit
         )
-        response = service_pb.SearchHistoryResponse()
-        for hit in hits:
+        fit = fitting(hits, hit_bytes)
+        response = service_pb.SearchHistoryResponse(truncated=fit < len(hits))
+        for hit in hits[:fit]:
             convert.fill_hit(response.hits.add(), hit)
         return response
 

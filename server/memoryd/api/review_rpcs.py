@@ -58,7 +58,9 @@ class ReviewRpcs:
             history_version=result.append.history_version,
             review_pending=result.review_pending,
         )
-        convert.fill_append_results(response.results, result.append)
+        response.echo_truncated = convert.fill_append_results(
+            response.results, result.append, echo=request.echo_messages
+        )
         return response
 
     async def ReviewNow(

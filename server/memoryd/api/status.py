@@ -6,6 +6,7 @@ start-up, so that every RPC
 - maps each memoryd error to its status (the table below is the only such mapping);
 - answers requests that are not valid protobuf (bad UTF-8 in a string, truncated bytes) with
   INVALID_ARGUMENT instead of grpc's default INTERNAL;
+- refuses to send an answer larger than a default client accepts (RESOURCE_EXHAUSTED);
 - turns any other exception into INTERNAL with a reference id, logging the traceback under that
   id and never sending it to the caller;
 - reports one line per RPC (method, status, duration) to the RPC log.
@@ -28,7 +29,8 @@ from typing import Any, Protocol
 import grpc
 from google.protobuf.message import DecodeError
 
-from memoryd.errors import Code, InvalidArgument, MemorydError
+from memoryd.domain.answers import MAX_ANSWER_BYTES
+from memoryd.errors import Code, InvalidArgument, MemorydError, ResourceExhausted
 
 log = logging.getLogger("memoryd.rpc")
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -167,6 +169,18 @@ def _check_request(request: Any) -> None:
         raise InvalidArgument(f"the request is not a valid protobuf message: {request.reason}")
 
 
+def _readable(response: Any) -> Any:
+    """The last guard of "no answer a default client cannot read": lists are cut by size where
+    they are built (memoryd.domain.answers); this refuses anything that still got through."""
+    size = response.ByteSize()  # 0.2 microseconds for a small answer
+    if size > MAX_ANSWER_BYTES:
+        raise ResourceExhausted(
+            f"the answer would be {size:,} bytes, more than the {MAX_ANSWER_BYTES:,} a gRPC "
+            "client accepts by default; ask for less (a smaller page_size or limit)"
+        )
+    return response
+
+
 def _wrap_handler(
     method: str, handler: grpc.RpcMethodHandler[Any, Any], rpc_log: RpcLog
 ) -> grpc.RpcMethodHandler[Any, Any]:
@@ -209,7 +223,7 @@ def _wrap(method: str, behavior: Any, level: int, rpc_log: RpcLog, *, unary_requ
         try:
             if unary_request:
                 _check_request(request)
-            return await behavior(request, context)
+            return _readable(await behavior(request, context))
         except (grpc.aio.AbortError, grpc.aio.UsageError):
             raise
         except Exception as error:  # noqa: BLE001 - the one place any error becomes a status

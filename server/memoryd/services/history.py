@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import apsw
 
 from memoryd.config import HistorySettings
+from memoryd.domain.answers import fitting, message_bytes
 from memoryd.domain.conversation import ConversationKey, HistoryScope
 from memoryd.domain.history import AppendResult, ConversationStats, SearchHit, WindowState
 from memoryd.domain.messages import (
@@ -220,9 +221,13 @@ class HistoryService:
         return stats
 
     def _to_page(self, found: _PageSlice, size: int, bound_to: str) -> MessagePage:
+        """At most `size` messages and LIST_BUDGET_BYTES; a token when more are left."""
         rows = found.newest_first
         more = len(rows) > size
         rows = rows[:size]
+        fit = fitting(rows, message_bytes)
+        more = more or fit < len(rows)
+        rows = rows[:fit]
         token = ""
         if more and rows:
             cursor = PageCursor(before_id=rows[-1].id, floor_id=found.floor_id)

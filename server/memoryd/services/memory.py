@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import apsw
 
+from memoryd.domain.answers import fitting, memory_bytes
 from memoryd.domain.conversation import OwnerKey
 from memoryd.domain.memories import (
     Caller,
@@ -282,9 +283,13 @@ class MemoryService:
                 connection, visible, filters, after=after, limit=size + 1
             )
         )
+        more = len(found) > size
+        found = found[:size]
+        fit = fitting(found, memory_bytes)  # a page also ends before the answer passes 4 MiB
+        more = more or fit < len(found)
+        found = found[:fit]
         token = ""
-        if len(found) > size:
-            found = found[:size]
+        if more and found:
             last = found[-1]
             token = self._tokens.memories_token((to_text(last.updated_at), last.id), bound_to)
         return MemoryPage(found, token)

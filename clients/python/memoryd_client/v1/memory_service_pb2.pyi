@@ -265,6 +265,11 @@ class AppendMessagesRequest(_message.Message):
 
     CONVERSATION_FIELD_NUMBER: _builtins.int
     MESSAGES_FIELD_NUMBER: _builtins.int
+    ECHO_MESSAGES_FIELD_NUMBER: _builtins.int
+    echo_messages: _builtins.bool
+    """Return each stored row (content and metadata included) in results[].message. Off, a result
+    carries the id and time only, so the answer stays small however large the request was.
+    """
     @_builtins.property
     def conversation(self) -> _resources_pb2.Conversation:
         """The conversation to append to. channel and chat_id are required."""
@@ -280,10 +285,11 @@ class AppendMessagesRequest(_message.Message):
         *,
         conversation: _resources_pb2.Conversation | None = ...,
         messages: _abc.Iterable[Global___NewMessage] | None = ...,
+        echo_messages: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "messages", b"messages"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "echo_messages", b"echo_messages", "messages", b"messages"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -298,13 +304,23 @@ class AppendResult(_message.Message):
     INDEX_FIELD_NUMBER: _builtins.int
     OUTCOME_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
     index: _builtins.int
     """The position of the message in the request, from 0."""
     outcome: Global___AppendOutcome.ValueType
     """What happened to it."""
+    id: _builtins.int
+    """The stored row's id (for STORED and DUPLICATE: the earlier row's); 0 for SKIPPED_BLANK."""
     @_builtins.property
     def message(self) -> _resources_pb2.Message:
-        """The stored row (for STORED and DUPLICATE); unset for SKIPPED_BLANK."""
+        """The stored row (for STORED and DUPLICATE), only when the request set echo_messages and the
+        row fit in the answer (see echo_truncated); unset otherwise.
+        """
+
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """The stored row's created_at; unset for SKIPPED_BLANK."""
 
     def __init__(
         self,
@@ -312,10 +328,12 @@ class AppendResult(_message.Message):
         index: _builtins.int = ...,
         outcome: Global___AppendOutcome.ValueType = ...,
         message: _resources_pb2.Message | None = ...,
+        id: _builtins.int = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "message", b"message"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["index", b"index", "message", b"message", "outcome", b"outcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "id", b"id", "index", b"index", "message", b"message", "outcome", b"outcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -329,8 +347,14 @@ class AppendMessagesResponse(_message.Message):
 
     RESULTS_FIELD_NUMBER: _builtins.int
     HISTORY_VERSION_FIELD_NUMBER: _builtins.int
+    ECHO_TRUNCATED_FIELD_NUMBER: _builtins.int
     history_version: _builtins.int
     """The conversation's history version after this call."""
+    echo_truncated: _builtins.bool
+    """True when echo_messages was set but some rows were left out of results[].message, because
+    the answer would have passed 4 MiB, what every gRPC client accepts by default. Their ids
+    are there; read them with ListMessages.
+    """
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___AppendResult]:
         """One result per request message, in request order."""
@@ -340,10 +364,11 @@ class AppendMessagesResponse(_message.Message):
         *,
         results: _abc.Iterable[Global___AppendResult] | None = ...,
         history_version: _builtins.int = ...,
+        echo_truncated: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["history_version", b"history_version", "results", b"results"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["echo_truncated", b"echo_truncated", "history_version", b"history_version", "results", b"results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -361,7 +386,9 @@ class ListMessagesRequest(_message.Message):
     KINDS_FIELD_NUMBER: _builtins.int
     ALL_HISTORY_FIELD_NUMBER: _builtins.int
     page_size: _builtins.int
-    """The most messages to return. 0 means 50; at most 1000."""
+    """The most messages to return. 0 means 50; at most 1000. A page also ends before the answer
+    would pass 4 MiB.
+    """
     page_token: _builtins.str
     """The next_page_token of a previous response to the same request, to walk further back."""
     all_history: _builtins.bool
@@ -437,7 +464,9 @@ class SearchHistoryRequest(_message.Message):
     most 1024 characters and 32 words.
     """
     limit: _builtins.int
-    """The most hits to return. 0 means 10; at most 100."""
+    """The most hits to return. 0 means 10; at most 100. Fewer are returned when more would make
+    the answer larger than 4 MiB (see truncated).
+    """
     @_builtins.property
     def conversation(self) -> _resources_pb2.Conversation:
         """The messages of one conversation, including those before its window."""
@@ -517,6 +546,11 @@ class SearchHistoryResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     HITS_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    truncated: _builtins.bool
+    """True when more hits were found than fit in one answer of 4 MiB; ask for a lower limit or a
+    narrower scope to see the rest.
+    """
     @_builtins.property
     def hits(self) -> _containers.RepeatedCompositeFieldContainer[Global___HistoryHit]:
         """The hits: word matches by rank, then substring matches newest first."""
@@ -525,10 +559,11 @@ class SearchHistoryResponse(_message.Message):
         self,
         *,
         hits: _abc.Iterable[Global___HistoryHit] | None = ...,
+        truncated: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["hits", b"hits"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hits", b"hits", "truncated", b"truncated"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -967,7 +1002,9 @@ class ListMemoriesRequest(_message.Message):
     key_prefix: _builtins.str
     """Only keys starting with this text (case-sensitive)."""
     page_size: _builtins.int
-    """The most rows to return. 0 means 20; at most 1000."""
+    """The most rows to return. 0 means 20; at most 1000. A page also ends (with a
+    next_page_token) before the answer would pass 4 MiB.
+    """
     page_token: _builtins.str
     """The next_page_token of a previous response to the same request."""
     preview: _builtins.bool
@@ -1473,6 +1510,9 @@ class RecallResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     HITS_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    truncated: _builtins.bool
+    """True when more hits were found than fit in one answer of 4 MiB; ask for a lower limit."""
     @_builtins.property
     def hits(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecallHit]:
         """The hits. Within each source: word matches by rank (then newest), then partial matches by
@@ -1483,10 +1523,11 @@ class RecallResponse(_message.Message):
         self,
         *,
         hits: _abc.Iterable[Global___RecallHit] | None = ...,
+        truncated: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["hits", b"hits"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hits", b"hits", "truncated", b"truncated"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1988,10 +2029,13 @@ class CommitTurnRequest(_message.Message):
     TRUST_FIELD_NUMBER: _builtins.int
     MESSAGES_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
+    ECHO_MESSAGES_FIELD_NUMBER: _builtins.int
     trust: _resources_pb2.Trust.ValueType
     """The trust of the turn's speaker; messages without their own trust take it. Unset means
     operator. A guest turn never starts a review.
     """
+    echo_messages: _builtins.bool
+    """Return each stored row in results[].message, as in AppendMessages."""
     @_builtins.property
     def conversation(self) -> _resources_pb2.Conversation:
         """The conversation. channel and chat_id are required."""
@@ -2011,10 +2055,11 @@ class CommitTurnRequest(_message.Message):
         trust: _resources_pb2.Trust.ValueType = ...,
         messages: _abc.Iterable[Global___NewMessage] | None = ...,
         usage: Global___TurnUsage | None = ...,
+        echo_messages: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "messages", b"messages", "trust", b"trust", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "echo_messages", b"echo_messages", "messages", b"messages", "trust", b"trust", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2029,10 +2074,15 @@ class CommitTurnResponse(_message.Message):
     RESULTS_FIELD_NUMBER: _builtins.int
     HISTORY_VERSION_FIELD_NUMBER: _builtins.int
     REVIEW_PENDING_FIELD_NUMBER: _builtins.int
+    ECHO_TRUNCATED_FIELD_NUMBER: _builtins.int
     history_version: _builtins.int
     """The conversation's history version after this call."""
     review_pending: _builtins.bool
     """Whether the turn brought input the reviewer will read."""
+    echo_truncated: _builtins.bool
+    """True when echo_messages was set but some rows did not fit in the answer, as in
+    AppendMessages.
+    """
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___AppendResult]:
         """One result per request message, in request order."""
@@ -2043,10 +2093,11 @@ class CommitTurnResponse(_message.Message):
         results: _abc.Iterable[Global___AppendResult] | None = ...,
         history_version: _builtins.int = ...,
         review_pending: _builtins.bool = ...,
+        echo_truncated: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["history_version", b"history_version", "results", b"results", "review_pending", b"review_pending"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["echo_truncated", b"echo_truncated", "history_version", b"history_version", "results", b"results", "review_pending", b"review_pending"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -171,9 +171,10 @@ class MemoryServiceServicer:
         """AppendMessages stores one or more messages at the end of a conversation, atomically: either
         every valid message of the call is stored, or none is. Messages whose content is blank after
         trimming are not stored and are reported as skipped. A client_message_id already stored in
-        the conversation returns the stored row and stores nothing, so clients can retry safely.
-        The answer echoes the stored rows, so it is about as large as the request; requests are
-        limited to the server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond).
+        the conversation returns the stored row's id and stores nothing, so clients can retry safely.
+        The answer carries each message's outcome, id and time; the rows themselves only when
+        echo_messages is set, and never more than fits a 4 MiB answer. Requests are limited to the
+        server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -182,7 +183,8 @@ class MemoryServiceServicer:
     def ListMessages(self, request, context):
         """ListMessages returns the conversation's current window, newest page first, each page in
         oldest-first order. Further pages walk back in time. With all_history set, paging walks every
-        stored message, including those before the window (after /new or compaction).
+        stored message, including those before the window (after /new or compaction). A page ends
+        early, with a next_page_token, when more messages would make the answer larger than 4 MiB.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -41,14 +41,16 @@ class MemoryServiceStub:
     """AppendMessages stores one or more messages at the end of a conversation, atomically: either
     every valid message of the call is stored, or none is. Messages whose content is blank after
     trimming are not stored and are reported as skipped. A client_message_id already stored in
-    the conversation returns the stored row and stores nothing, so clients can retry safely.
-    The answer echoes the stored rows, so it is about as large as the request; requests are
-    limited to the server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond).
+    the conversation returns the stored row's id and stores nothing, so clients can retry safely.
+    The answer carries each message's outcome, id and time; the rows themselves only when
+    echo_messages is set, and never more than fits a 4 MiB answer. Requests are limited to the
+    server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond).
     """
     ListMessages: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListMessagesRequest, _memory_service_pb2.ListMessagesResponse]
     """ListMessages returns the conversation's current window, newest page first, each page in
     oldest-first order. Further pages walk back in time. With all_history set, paging walks every
-    stored message, including those before the window (after /new or compaction).
+    stored message, including those before the window (after /new or compaction). A page ends
+    early, with a next_page_token, when more messages would make the answer larger than 4 MiB.
     """
     SearchHistory: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.SearchHistoryRequest, _memory_service_pb2.SearchHistoryResponse]
     """SearchHistory finds messages of a conversation, of an owner or of an agent by full-text
@@ -160,14 +162,16 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """AppendMessages stores one or more messages at the end of a conversation, atomically: either
     every valid message of the call is stored, or none is. Messages whose content is blank after
     trimming are not stored and are reported as skipped. A client_message_id already stored in
-    the conversation returns the stored row and stores nothing, so clients can retry safely.
-    The answer echoes the stored rows, so it is about as large as the request; requests are
-    limited to the server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond).
+    the conversation returns the stored row's id and stores nothing, so clients can retry safely.
+    The answer carries each message's outcome, id and time; the rows themselves only when
+    echo_messages is set, and never more than fits a 4 MiB answer. Requests are limited to the
+    server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond).
     """
     ListMessages: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListMessagesRequest, _memory_service_pb2.ListMessagesResponse]  # type: ignore[assignment]
     """ListMessages returns the conversation's current window, newest page first, each page in
     oldest-first order. Further pages walk back in time. With all_history set, paging walks every
-    stored message, including those before the window (after /new or compaction).
+    stored message, including those before the window (after /new or compaction). A page ends
+    early, with a next_page_token, when more messages would make the answer larger than 4 MiB.
     """
     SearchHistory: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.SearchHistoryRequest, _memory_service_pb2.SearchHistoryResponse]  # type: ignore[assignment]
     """SearchHistory finds messages of a conversation, of an owner or of an agent by full-text
@@ -282,9 +286,10 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         """AppendMessages stores one or more messages at the end of a conversation, atomically: either
         every valid message of the call is stored, or none is. Messages whose content is blank after
         trimming are not stored and are reported as skipped. A client_message_id already stored in
-        the conversation returns the stored row and stores nothing, so clients can retry safely.
-        The answer echoes the stored rows, so it is about as large as the request; requests are
-        limited to the server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond).
+        the conversation returns the stored row's id and stores nothing, so clients can retry safely.
+        The answer carries each message's outcome, id and time; the rows themselves only when
+        echo_messages is set, and never more than fits a 4 MiB answer. Requests are limited to the
+        server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond).
         """
 
     @_abc_1.abstractmethod
@@ -295,7 +300,8 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_memory_service_pb2.ListMessagesResponse, _abc.Awaitable[_memory_service_pb2.ListMessagesResponse]]:
         """ListMessages returns the conversation's current window, newest page first, each page in
         oldest-first order. Further pages walk back in time. With all_history set, paging walks every
-        stored message, including those before the window (after /new or compaction).
+        stored message, including those before the window (after /new or compaction). A page ends
+        early, with a next_page_token, when more messages would make the answer larger than 4 MiB.
         """
 
     @_abc_1.abstractmethod
