@@ -242,7 +242,14 @@ def _memory_review(stub: md.MemoryServiceStub, args: argparse.Namespace, out: Te
 
 
 def _resource_list(stub: md.MemoryServiceStub, args: argparse.Namespace, out: TextIO) -> int:
-    response = stub.ListResources(md.ListResourcesRequest(agent_id=args.agent))
+    response = md.ListResourcesResponse()
+    token = ""
+    while True:  # every page: an agent with many owners has many resources
+        page = stub.ListResources(md.ListResourcesRequest(agent_id=args.agent, page_token=token))
+        response.resources.extend(page.resources)
+        token = page.next_page_token
+        if not token:
+            break
     if not _json_answered(args, out, response):
         for resource in response.resources:
             kind = md.ResourceType.Name(resource.ref.type).removeprefix("RESOURCE_TYPE_").lower()

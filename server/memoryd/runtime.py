@@ -112,7 +112,7 @@ class Runtime:
         history = HistoryService(writer, readers, settings.history, page_tokens)
         memory = MemoryService(writer, readers, prompts, page_tokens)
         recall = RecallService(readers, history)
-        resources = ResourceService(writer, readers, prompts)
+        resources = ResourceService(writer, readers, prompts, page_tokens)
         erasure = ErasureService(writer, history, memory, prompts)
         reviewer = Reviewer(
             writer=writer,

@@ -204,11 +204,15 @@ class MemoryRpcs:
         ):
             if value and value not in allowed:
                 raise InvalidArgument(f"{field} must be one of {', '.join(allowed)}; got {value!r}")
-        sources = await self._memory.sources(
-            owner, status=request.status, source_type=request.source_type
+        page = await self._memory.sources(
+            owner,
+            status=request.status,
+            source_type=request.source_type,
+            requested_page_size=request.page_size,
+            page_token=request.page_token,
         )
-        response = service_pb.ListMemorySourcesResponse()
-        for source in sources:
+        response = service_pb.ListMemorySourcesResponse(next_page_token=page.next_page_token)
+        for source in page.sources:
             mc.fill_source(response.sources.add(), source)
         return response
 

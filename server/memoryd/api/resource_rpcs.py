@@ -28,22 +28,30 @@ class ResourceRpcs:
         kind = None
         if request.type != pb.RESOURCE_TYPE_UNSPECIFIED:
             kind = mc.enum_in(mc.RESOURCE_TYPES, request.type, "type")
-        found = await self._resources.list_resources(
+        page = await self._resources.list_resources(
             agent,
             kind,
             check_identifier(request.scope_id, "scope_id"),
+            requested_page_size=request.page_size,
+            page_token=request.page_token,
         )
-        return service_pb.ListResourcesResponse(resources=[mc.resource_out(info) for info in found])
+        return service_pb.ListResourcesResponse(
+            resources=[mc.resource_out(info) for info in page.resources],
+            next_page_token=page.next_page_token,
+        )
 
     async def ListRevisions(
         self, request: service_pb.ListRevisionsRequest, context: Context
     ) -> service_pb.ListRevisionsResponse:
         key = mc.resource_key_in(request.ref)
-        found = await self._resources.history(
+        page = await self._resources.history(
             key, limit=request.limit, before=request.before_revision
         )
         return service_pb.ListRevisionsResponse(
-            revisions=[mc.revision_out(revision, with_content=False) for revision in found]
+            revisions=[
+                mc.revision_out(revision, with_content=False) for revision in page.revisions
+            ],
+            next_before_revision=page.next_before,
         )
 
     async def GetRevision(

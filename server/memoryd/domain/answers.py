@@ -15,7 +15,9 @@ from typing import TypeVar
 
 from memoryd.domain.history import SearchHit
 from memoryd.domain.memories import MemoryRecord
+from memoryd.domain.memory_queries import SourceRow
 from memoryd.domain.messages import StoredMessage
+from memoryd.domain.resources import ResourceInfo, Revision
 
 T = TypeVar("T")
 MAX_ANSWER_BYTES = 4 * 1024 * 1024  # grpc.max_receive_message_length's default, in every client
@@ -74,6 +76,32 @@ def memory_bytes(record: MemoryRecord) -> int:
         source.details_json,
         record.archived_by,
         record.archive_reason,
+    )
+
+
+def source_bytes(source: SourceRow) -> int:
+    """An upper bound of a MemorySource on the wire."""
+    info = source.info
+    return _HIT_FRAMING * 2 + text_bytes(
+        info.id, info.source_type, info.name, info.description, info.memory_scope, source.status
+    )
+
+
+def resource_bytes(resource: ResourceInfo) -> int:
+    """An upper bound of a Resource on the wire."""
+    return _HIT_FRAMING * 2 + text_bytes(
+        resource.key.agent_id, resource.key.scope_id, resource.path
+    )
+
+
+def revision_bytes(revision: Revision) -> int:
+    """An upper bound of a ResourceRevision on the wire, without its content."""
+    return _MEMORY_FRAMING + text_bytes(
+        revision.key.agent_id,
+        revision.key.scope_id,
+        revision.content_hash,
+        revision.mutation_source,
+        revision.provenance_json,
     )
 
 

@@ -37,13 +37,19 @@ class PageCursor:
     floor_id: int
 
 
-def page_size(requested: int, field: str = "page_size") -> int:
+def page_size(
+    requested: int,
+    field: str = "page_size",
+    *,
+    default: int = DEFAULT_PAGE_SIZE,
+    maximum: int = MAX_PAGE_SIZE,
+) -> int:
     """The page size to use: 0 means the default; negative or too large is refused."""
     if requested < 0:
         raise InvalidArgument(f"{field} must not be negative, got {requested}")
-    if requested > MAX_PAGE_SIZE:
-        raise InvalidArgument(f"{field} is {requested}; the limit is {MAX_PAGE_SIZE}")
-    return requested or DEFAULT_PAGE_SIZE
+    if requested > maximum:
+        raise InvalidArgument(f"{field} is {requested}; the limit is {maximum}")
+    return requested or default
 
 
 MAX_TOKEN_CHARS = 1024
@@ -55,6 +61,8 @@ class TokenKind(enum.StrEnum):
 
     MESSAGES = "messages"
     MEMORIES = "memories"
+    SOURCES = "sources"
+    RESOURCES = "resources"
 
 
 class PageTokens:
@@ -133,6 +141,21 @@ class PageTokens:
         if payload.get("h") != bound_to:
             raise InvalidArgument(f"{field} was issued for a different caller or filter")
         return updated, last_id
+
+    # --- listings ordered by a few columns ------------------------------------------------------
+
+    def position_token(self, kind: TokenKind, position: tuple[str, ...], bound_to: str) -> str:
+        """A next_page_token holding the last item's ordering columns."""
+        return self.issue(kind, {"v": TOKEN_VERSION, "p": list(position), "h": bound_to})
+
+    def position(
+        self, kind: TokenKind, token: str, bound_to: str, field: str = "page_token"
+    ) -> tuple[str, ...]:
+        """The ordering columns a position token continues after."""
+        payload = self.read(kind, token, field)
+        if payload.get("h") != bound_to:
+            raise InvalidArgument(f"{field} was issued for a different request")
+        return tuple(str(part) for part in payload.get("p", ()))
 
 
 def fingerprint(key: ConversationKey, kinds: tuple[str, ...], *, all_history: bool) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import apsw
 
-from memoryd.domain.answers import fitting, memory_bytes
+from memoryd.domain.answers import fitting, memory_bytes, source_bytes
 from memoryd.domain.conversation import OwnerKey
 from memoryd.domain.memories import (
     Caller,
@@ -28,7 +28,7 @@ from memoryd.domain.memories import (
 )
 from memoryd.domain.memory_queries import ListFilter, Locator, SourceRow, Visible
 from memoryd.domain.messages import Trust
-from memoryd.domain.paging import PageTokens, memory_fingerprint
+from memoryd.domain.paging import PageTokens, TokenKind, memory_fingerprint, page_size
 from memoryd.domain.timestamps import to_text, utc_now
 from memoryd.errors import InvalidArgument, NotFound
 from memoryd.services.prompt_files import CommittedRender, PromptFiles
@@ -39,6 +39,7 @@ from memoryd.storage.readers import ReaderPool
 from memoryd.storage.writer import Batch, Writer
 
 DEFAULT_LIST_SIZE = 20
+DEFAULT_SOURCES_PAGE = 100
 MAX_LIST_SIZE = 1000
 
 
@@ -82,6 +83,14 @@ class Committed:
             message = f"{self.change.mutation_source} committed no row"
             raise RuntimeError(message)
         return self.change.record
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SourcePage:
+    """One page of ListMemorySources."""
+
+    sources: list[SourceRow]
+    next_page_token: str
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -294,13 +303,40 @@ class MemoryService:
             token = self._tokens.memories_token((to_text(last.updated_at), last.id), bound_to)
         return MemoryPage(found, token)
 
-    async def sources(self, owner: OwnerKey, *, status: str, source_type: str) -> list[SourceRow]:
-        """The owner's memory sources."""
-        return await self._readers.read(
+    async def sources(
+        self,
+        owner: OwnerKey,
+        *,
+        status: str,
+        source_type: str,
+        requested_page_size: int,
+        page_token: str,
+    ) -> SourcePage:
+        """The owner's memory sources, most recently updated first, in pages."""
+        size = page_size(requested_page_size, default=DEFAULT_SOURCES_PAGE, maximum=MAX_LIST_SIZE)
+        bound_to = memory_fingerprint(repr((owner, status, source_type)))
+        after = None
+        if page_token:
+            updated_at, source_id = self._tokens.position(TokenKind.SOURCES, page_token, bound_to)
+            after = (updated_at, source_id)
+        found = await self._readers.read(
             lambda connection: reads.list_sources(
-                connection, owner, status=status, source_type=source_type
+                connection,
+                owner,
+                status=status,
+                source_type=source_type,
+                after=after,
+                limit=size + 1,
             )
         )
+        kept = found[: fitting(found[:size], source_bytes)]
+        token = ""
+        if len(found) > len(kept):
+            last = kept[-1]
+            token = self._tokens.position_token(
+                TokenKind.SOURCES, (last.updated_at, last.info.id), bound_to
+            )
+        return SourcePage(kept, token)
 
 
 def list_visibility(

@@ -8,6 +8,8 @@ import json
 import apsw
 
 from memoryd.domain import resources as rules
+from memoryd.domain.answers import fitting, resource_bytes, revision_bytes
+from memoryd.domain.paging import PageTokens, TokenKind, memory_fingerprint, page_size
 from memoryd.domain.resources import (
     PROMPT_FILE_NAMES,
     ResourceInfo,
@@ -24,6 +26,7 @@ from memoryd.storage.readers import ReaderPool
 from memoryd.storage.writer import Batch, Writer
 
 DEFAULT_HISTORY = 20
+DEFAULT_RESOURCES_PAGE = 100
 MAX_HISTORY = 1000
 
 
@@ -34,6 +37,22 @@ class Diff:
     text: str
     from_label: str
     to_label: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ResourcePage:
+    """One page of ListResources."""
+
+    resources: list[ResourceInfo]
+    next_page_token: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RevisionPage:
+    """One page of ListRevisions."""
+
+    revisions: list[Revision]
+    next_before: int
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -49,8 +68,11 @@ class Rollback:
 class ResourceService:
     """Resource revisions over the readers and the writer."""
 
-    def __init__(self, writer: Writer, readers: ReaderPool, prompts: PromptFiles) -> None:
+    def __init__(
+        self, writer: Writer, readers: ReaderPool, prompts: PromptFiles, tokens: PageTokens
+    ) -> None:
         self._writer = writer
+        self._tokens = tokens
         self._readers = readers
         self._prompts = prompts
         self._rollback: Batch[tuple[ResourceKey, int], Rollback] = Batch.each(
@@ -58,27 +80,50 @@ class ResourceService:
         )
 
     async def list_resources(
-        self, agent_id: str, resource_type: ResourceType | None, scope_id: str
-    ) -> list[ResourceInfo]:
-        """An agent's resources."""
-        return await self._readers.read(
-            lambda connection: store.resources(connection, agent_id, resource_type, scope_id)
+        self,
+        agent_id: str,
+        resource_type: ResourceType | None,
+        scope_id: str,
+        *,
+        requested_page_size: int,
+        page_token: str,
+    ) -> ResourcePage:
+        """An agent's resources, by type then scope, in pages."""
+        size = page_size(requested_page_size, default=DEFAULT_RESOURCES_PAGE, maximum=MAX_HISTORY)
+        bound_to = memory_fingerprint(repr((agent_id, resource_type, scope_id)))
+        after = None
+        if page_token:
+            kind, scope = self._tokens.position(TokenKind.RESOURCES, page_token, bound_to)
+            after = (kind, scope)
+        found = await self._readers.read(
+            lambda connection: store.resources(
+                connection, agent_id, resource_type, scope_id, after=after, limit=size + 1
+            )
         )
+        kept = found[: fitting(found[:size], resource_bytes)]
+        token = ""
+        if len(found) > len(kept):
+            last = kept[-1].key
+            token = self._tokens.position_token(
+                TokenKind.RESOURCES, (last.resource_type.value, last.scope_id), bound_to
+            )
+        return ResourcePage(kept, token)
 
-    async def history(self, key: ResourceKey, *, limit: int, before: int) -> list[Revision]:
-        """Revisions newest first."""
+    async def history(self, key: ResourceKey, *, limit: int, before: int) -> RevisionPage:
+        """Revisions newest first; `next_before` continues further back (0: no more)."""
         if not 0 <= limit <= MAX_HISTORY:
             raise InvalidArgument(f"limit must be between 0 and {MAX_HISTORY}, got {limit}")
         if before < 0:
             raise InvalidArgument(f"before_revision must not be negative, got {before}")
+        size = limit or DEFAULT_HISTORY
         found = await self._readers.read(
-            lambda connection: store.revisions(
-                connection, key, before=before, limit=limit or DEFAULT_HISTORY
-            )
+            lambda connection: store.revisions(connection, key, before=before, limit=size + 1)
         )
         if not found and not before:
             await self._require_resource(key)
-        return found
+        kept = found[: fitting(found[:size], revision_bytes)]
+        next_before = kept[-1].revision if len(found) > len(kept) else 0
+        return RevisionPage(kept, next_before)
 
     async def show(self, key: ResourceKey, number: int) -> Revision:
         """One revision (0: the current one)."""

@@ -145,9 +145,16 @@ def render_input(connection: apsw.Connection, owner: OwnerKey) -> list[MemoryRec
 
 
 def list_sources(
-    connection: apsw.Connection, owner: OwnerKey, *, status: str, source_type: str
+    connection: apsw.Connection,
+    owner: OwnerKey,
+    *,
+    status: str,
+    source_type: str,
+    after: tuple[str, str] | None,
+    limit: int,
 ) -> list[SourceRow]:
-    """The owner's memory sources, most recently updated first."""
+    """The owner's memory sources, most recently updated first, after the (updated_at, id)
+    of the previous page's last one."""
     sql = [
         (
             "SELECT id, source_type, name, description, memory_scope, status, created_at, "
@@ -161,7 +168,11 @@ def list_sources(
     if source_type:
         sql.append("AND source_type = ?")
         params.append(source_type)
-    sql.append("ORDER BY updated_at DESC, id")
+    if after is not None:
+        sql.append("AND (updated_at < ? OR (updated_at = ? AND id > ?))")
+        params.extend((after[0], after[0], after[1]))
+    sql.append("ORDER BY updated_at DESC, id LIMIT ?")
+    params.append(limit)
     return [
         SourceRow(SourceInfo(*row[:5]), row[5], row[6], row[7])
         for row in rows(connection, " ".join(sql), params)

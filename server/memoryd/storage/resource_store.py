@@ -63,8 +63,11 @@ def resources(
     agent_id: str,
     resource_type: ResourceType | None,
     scope_id: str,
+    *,
+    after: tuple[str, str] | None = None,
+    limit: int = -1,
 ) -> list[ResourceInfo]:
-    """An agent's resources, by type then scope."""
+    """An agent's resources, by type then scope, after the previous page's (type, scope)."""
     sql = (
         "SELECT agent_id, resource_type, scope_id, resource_path, current_revision, updated_at "
         "FROM resources WHERE agent_id = ?"
@@ -76,7 +79,11 @@ def resources(
     if scope_id:
         sql += " AND scope_id = ?"
         params.append(scope_id)
-    sql += " ORDER BY resource_type, scope_id"
+    if after is not None:
+        sql += " AND (resource_type, scope_id) > (?, ?)"
+        params.extend(after)
+    sql += " ORDER BY resource_type, scope_id LIMIT ?"
+    params.append(limit)
     return [
         ResourceInfo(
             ResourceKey(row[0], ResourceType(row[1]), row[2]), row[3], row[4], from_text(row[5])

@@ -1542,12 +1542,20 @@ class ListMemorySourcesRequest(_message.Message):
     OWNER_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
     SOURCE_TYPE_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     status: _builtins.str
     """Only sources with this status ("active", "paused", "deleted"). Empty means every status."""
     source_type: _builtins.str
     """Only sources of this type ("conversation", "api", "scheduled_job", "memory_reviewer").
     Empty means every type.
     """
+    page_size: _builtins.int
+    """The most sources to return. 0 means 100; at most 1000. A page also ends (with a
+    next_page_token) before the answer would pass 4 MiB.
+    """
+    page_token: _builtins.str
+    """The next_page_token of a previous response to the same request."""
     @_builtins.property
     def owner(self) -> _resources_pb2.OwnerScope:
         """The agent and owner."""
@@ -1558,10 +1566,12 @@ class ListMemorySourcesRequest(_message.Message):
         owner: _resources_pb2.OwnerScope | None = ...,
         status: _builtins.str = ...,
         source_type: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["owner", b"owner"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner", b"owner", "source_type", b"source_type", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner", b"owner", "page_size", b"page_size", "page_token", b"page_token", "source_type", b"source_type", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1574,6 +1584,9 @@ class ListMemorySourcesResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     SOURCES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Pass as page_token to get the next page; empty when there are no more."""
     @_builtins.property
     def sources(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.MemorySource]:
         """The sources, most recently updated first."""
@@ -1582,10 +1595,11 @@ class ListMemorySourcesResponse(_message.Message):
         self,
         *,
         sources: _abc.Iterable[_resources_pb2.MemorySource] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["sources", b"sources"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "sources", b"sources"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1716,22 +1730,32 @@ class ListResourcesRequest(_message.Message):
     AGENT_ID_FIELD_NUMBER: _builtins.int
     TYPE_FIELD_NUMBER: _builtins.int
     SCOPE_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """The agent. Empty means "main"."""
     type: _resources_pb2.ResourceType.ValueType
     """Only this type. Unset means every type."""
     scope_id: _builtins.str
     """Only this scope (the owner id for prompt files). Empty means every scope."""
+    page_size: _builtins.int
+    """The most resources to return. 0 means 100; at most 1000. A page also ends (with a
+    next_page_token) before the answer would pass 4 MiB.
+    """
+    page_token: _builtins.str
+    """The next_page_token of a previous response to the same request."""
     def __init__(
         self,
         *,
         agent_id: _builtins.str = ...,
         type: _resources_pb2.ResourceType.ValueType = ...,
         scope_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "scope_id", b"scope_id", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "page_size", b"page_size", "page_token", b"page_token", "scope_id", b"scope_id", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1744,6 +1768,9 @@ class ListResourcesResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     RESOURCES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Pass as page_token to get the next page; empty when there are no more."""
     @_builtins.property
     def resources(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Resource]:
         """The resources, by type then scope."""
@@ -1752,10 +1779,11 @@ class ListResourcesResponse(_message.Message):
         self,
         *,
         resources: _abc.Iterable[_resources_pb2.Resource] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["resources", b"resources"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "resources", b"resources"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1771,7 +1799,9 @@ class ListRevisionsRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     BEFORE_REVISION_FIELD_NUMBER: _builtins.int
     limit: _builtins.int
-    """The most revisions to return. 0 means 20; at most 1000."""
+    """The most revisions to return. 0 means 20; at most 1000. Fewer are returned when more would
+    make the answer larger than 4 MiB (see next_before_revision).
+    """
     before_revision: _builtins.int
     """Only revisions below this number (to page further back). 0 means from the newest."""
     @_builtins.property
@@ -1800,6 +1830,9 @@ class ListRevisionsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     REVISIONS_FIELD_NUMBER: _builtins.int
+    NEXT_BEFORE_REVISION_FIELD_NUMBER: _builtins.int
+    next_before_revision: _builtins.int
+    """Pass as before_revision to continue further back; 0 when there are no older revisions."""
     @_builtins.property
     def revisions(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.ResourceRevision]:
         """The revisions."""
@@ -1808,10 +1841,11 @@ class ListRevisionsResponse(_message.Message):
         self,
         *,
         revisions: _abc.Iterable[_resources_pb2.ResourceRevision] | None = ...,
+        next_before_revision: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["revisions", b"revisions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_before_revision", b"next_before_revision", "revisions", b"revisions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
