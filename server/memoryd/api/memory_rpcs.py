@@ -22,6 +22,7 @@ from memoryd.domain.memories import (
 from memoryd.domain.memory_queries import ListFilter
 from memoryd.domain.messages import Trust
 from memoryd.domain.prompt_files import MEMORY_MD, USER_MD, PromptFile, context_block
+from memoryd.domain.quoting import clipped
 from memoryd.errors import InvalidArgument
 from memoryd.services.memory import MemoryService, list_visibility
 from memoryd.services.prompt_files import FileState, PromptFiles
@@ -203,7 +204,9 @@ class MemoryRpcs:
             ("source_type", request.source_type, SOURCE_TYPES),
         ):
             if value and value not in allowed:
-                raise InvalidArgument(f"{field} must be one of {', '.join(allowed)}; got {value!r}")
+                raise InvalidArgument(
+                    f"{field} must be one of {', '.join(allowed)}; got {clipped(value)}"
+                )
         page = await self._memory.sources(
             owner,
             status=request.status,

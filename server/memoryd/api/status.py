@@ -45,6 +45,9 @@ STATUS: dict[Code, grpc.StatusCode] = {
     Code.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
     Code.INTERNAL: grpc.StatusCode.INTERNAL,
 }
+# gRPC sends the message in a trailer; past 16 KiB of metadata the client reports
+# RESOURCE_EXHAUSTED instead of the real status.
+MAX_STATUS_MESSAGE_CHARS = 2048
 # Load balancers poll health and tools browse reflection: logged at debug, not info.
 QUIET_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
@@ -142,7 +145,7 @@ class _Call:
         """Abort the call with the status `error` maps to (raises grpc's AbortError)."""
         if isinstance(error, MemorydError):
             self.status = status_of(error)
-            await context.abort(self.status, error.message)
+            await context.abort(self.status, _bounded(error.message))
         reference = secrets.token_hex(4)
         self.status = grpc.StatusCode.INTERNAL
         log.error(
@@ -162,6 +165,14 @@ class _Call:
             self.status = context.code() or grpc.StatusCode.OK  # a handler may set_code itself
         duration_ms = round((time.perf_counter() - self.start) * 1000, 3)
         self.rpc_log(self.level, self.method, self.status.name, duration_ms)
+
+
+def _bounded(message: str) -> str:
+    """A status message short enough for any trailer. Messages quote client values clipped
+    (memoryd.domain.quoting); this only guards against a message that forgot to."""
+    if len(message) <= MAX_STATUS_MESSAGE_CHARS:
+        return message
+    return message[:MAX_STATUS_MESSAGE_CHARS] + f"... ({len(message):,} characters)"
 
 
 def _check_request(request: Any) -> None:

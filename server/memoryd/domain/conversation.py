@@ -12,6 +12,7 @@ import functools
 import hashlib
 import re
 
+from memoryd.domain.quoting import clipped, shortened
 from memoryd.errors import InvalidArgument
 
 DEFAULT_AGENT_ID = "main"
@@ -42,8 +43,11 @@ class ConversationKey:
         return (self.agent_id, self.owner_id, self.channel, self.chat_id, self.thread_scope)
 
     def describe(self) -> str:
-        """A short human-readable name, for messages."""
-        return f"{self.scope_id} (agent {self.agent_id}, owner {self.owner_id})"
+        """A short human-readable name, for messages (long identifiers shortened)."""
+        return (
+            f"{shortened(self.scope_id)} (agent {shortened(self.agent_id)}, "
+            f"owner {shortened(self.owner_id)})"
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -77,7 +81,7 @@ def conversation_key(
     """Validate a conversation as sent by a client and fill in the defaults."""
     channel = check_identifier(channel, f"{field}.channel", required=True)
     if ":" in channel:
-        raise InvalidArgument(f"{field}.channel must not contain ':', got {channel!r}")
+        raise InvalidArgument(f"{field}.channel must not contain ':', got {clipped(channel)}")
     return ConversationKey(
         agent_id=check_identifier(agent_id, f"{field}.agent_id") or DEFAULT_AGENT_ID,
         owner_id=check_identifier(owner_id, f"{field}.owner_id") or DEFAULT_OWNER_ID,
@@ -107,13 +111,15 @@ def check_identifier(value: str, field: str, *, required: bool = False) -> str:
         if required:
             raise InvalidArgument(f"{field} is required")
         return value
+    if len(value) > MAX_IDENTIFIER_CHARS:  # first: nothing longer is ever quoted back
+        raise InvalidArgument(
+            f"{field} is {len(value)} characters long; the limit is {MAX_IDENTIFIER_CHARS}"
+        )
     if value.strip() == "":
         raise InvalidArgument(f"{field} must not be blank")
     if value != value.strip():
-        raise InvalidArgument(f"{field} must not start or end with whitespace, got {value!r}")
-    if len(value) > MAX_IDENTIFIER_CHARS:
         raise InvalidArgument(
-            f"{field} is {len(value)} characters long; the limit is {MAX_IDENTIFIER_CHARS}"
+            f"{field} must not start or end with whitespace, got {clipped(value)}"
         )
     if CONTROL_CHARACTERS.search(value):
         raise InvalidArgument(f"{field} must not contain control characters")

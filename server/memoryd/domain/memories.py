@@ -20,6 +20,7 @@ import secrets
 from memoryd.domain import json_text
 from memoryd.domain.conversation import ConversationKey, OwnerKey, check_identifier
 from memoryd.domain.messages import Trust
+from memoryd.domain.quoting import shortened
 from memoryd.errors import FailedPrecondition, InvalidArgument, PermissionDenied
 
 MAX_VALUE_CHARS = 200
@@ -284,7 +285,8 @@ def admit_new(request: StoreRequest) -> NewFact:
     if caller.job_id is not None:
         if scope_type not in (None, ScopeType.JOB):
             raise PermissionDenied(
-                f"scheduled jobs write only to their own scope {job_scope_id(caller.job_id)}"
+                "scheduled jobs write only to their own scope "
+                f"{shortened(job_scope_id(caller.job_id))}"
             )
         scope_type = ScopeType.JOB
     if category is None:

@@ -7,6 +7,7 @@ import dataclasses
 
 from memoryd.domain.conversation import OwnerKey
 from memoryd.domain.memories import Category, MemoryRecord, ScopeType, SourceInfo
+from memoryd.domain.quoting import clipped, shortened
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -23,7 +24,7 @@ class Locator:
         if self.id:
             return f"memory {self.id}"
         scope = self.scope_type.value if self.scope_type else "?"
-        return f"memory {self.key!r} in {scope} scope {self.scope_id}"
+        return f"memory {clipped(self.key)} in {scope} scope {shortened(self.scope_id)}"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

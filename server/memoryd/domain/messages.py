@@ -9,6 +9,7 @@ import re
 
 from memoryd.domain import json_text
 from memoryd.domain.conversation import CONTROL_CHARACTERS, ConversationKey, check_identifier
+from memoryd.domain.quoting import clipped
 from memoryd.errors import InvalidArgument
 
 DEFAULT_KIND = "chat_message"
@@ -84,7 +85,7 @@ def check_new_message(message: NewMessage, field: str, limits: MessageLimits) ->
         raise InvalidArgument(f"{field}.sender must not contain control characters")
     kind = check_kind(message.kind, f"{field}.kind")
     if kind in SERVER_KINDS:
-        raise InvalidArgument(f"{field}.kind {kind!r} is reserved for the server")
+        raise InvalidArgument(f"{field}.kind {clipped(kind)} is reserved for the server")
     size = len(message.content.encode("utf-8"))
     if size > limits.max_content_bytes:
         raise InvalidArgument(
@@ -129,7 +130,7 @@ def check_kind(kind: str, field: str) -> str:
     if not KIND_PATTERN.fullmatch(kind):
         raise InvalidArgument(
             f"{field} must be lowercase letters, digits and '_', starting with a letter, "
-            f"at most 64 characters; got {kind!r}"
+            f"at most 64 characters; got {clipped(kind)}"
         )
     return kind
 

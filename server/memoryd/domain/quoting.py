@@ -15,3 +15,8 @@ def clipped(value: str, limit: int = QUOTE_CHARS) -> str:
     if len(value) <= limit:
         return repr(value)
     return f"{value[:limit]!r}... ({len(value):,} characters)"
+
+
+def shortened(value: str, limit: int = QUOTE_CHARS) -> str:
+    """`value` as it is, for names in a sentence; past `limit` characters, a prefix and "..."."""
+    return value if len(value) <= limit else f"{value[:limit]}..."

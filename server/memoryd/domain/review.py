@@ -31,6 +31,7 @@ from memoryd.domain.memories import (
     ScopeType,
 )
 from memoryd.domain.prompt_files import MEMORY_MD, USER_MD
+from memoryd.domain.quoting import clipped
 
 NOTHING_TO_SAVE = "Nothing to save."
 REVIEWER_AGENT = "memory_reviewer"
@@ -324,7 +325,7 @@ def admit(operation: Operation, owned: dict[int, MemoryRecord], index: int) -> A
     """
     admit_one = _ADMISSION.get(operation.action)
     if admit_one is None:
-        return f"unknown action {operation.action!r}"
+        return f"unknown action {clipped(str(operation.action))}"
     return admit_one(operation.fields, owned, index)
 
 
@@ -334,9 +335,9 @@ def _admit_add(
     target = fields.get("target")
     category = _category(fields.get("category"))
     if target not in ("user", "memory"):
-        return f"add: target must be user or memory, got {target!r}"
+        return f"add: target must be user or memory, got {clipped(str(target))}"
     if category is None:
-        return f"add: unknown category {fields.get('category')!r}"
+        return f"add: unknown category {clipped(str(fields.get('category')))}"
     if category not in (USER_BUCKET if target == "user" else MEMORY_BUCKET):
         return f"add: category {category.value} is not a {target} category"
     value = _value(fields.get("value"))
@@ -352,7 +353,7 @@ def _admit_replace(
     record = owned.get(_id(fields.get("id")))
     value = _value(fields.get("value"))
     if record is None:
-        return f"replace: no active row {fields.get('id')!r} of this owner"
+        return f"replace: no active row {clipped(str(fields.get('id')))} of this owner"
     if record.category is Category.JOB_RUN_SUMMARY:
         return f"replace: row {record.id} is a job run summary"
     if value is None:
@@ -365,7 +366,7 @@ def _admit_archive(
 ) -> Admitted | str:
     record = owned.get(_id(fields.get("id")))
     if record is None:
-        return f"archive: no active row {fields.get('id')!r} of this owner"
+        return f"archive: no active row {clipped(str(fields.get('id')))} of this owner"
     reason = fields.get("reason")
     return Archive(record.id, (reason.strip()[:1024] or None) if isinstance(reason, str) else None)
 

@@ -17,6 +17,7 @@ from memoryd.domain.conversation import HistoryScope
 from memoryd.domain.history import SearchHit
 from memoryd.domain.memories import Caller, ScopeType
 from memoryd.domain.memory_queries import ListFilter, RankedMemory, Visible
+from memoryd.domain.quoting import shortened
 from memoryd.domain.recall import (
     DEFAULT_LIMIT,
     HISTORY_REFUSED_IN_JOBS,
@@ -71,7 +72,7 @@ class RecallService:
                 raise PermissionDenied(HISTORY_REFUSED_IN_JOBS)
             if request.scope is not RecallScope.CURRENT:
                 raise PermissionDenied(
-                    f"scheduled jobs can read only their own scope job:{caller.job_id}"
+                    f"scheduled jobs can read only their own scope job:{shortened(caller.job_id)}"
                 )
         memories: list[RecallHit] = []
         messages: list[RecallHit] = []

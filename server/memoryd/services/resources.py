@@ -10,6 +10,7 @@ import apsw
 from memoryd.domain import resources as rules
 from memoryd.domain.answers import fitting, resource_bytes, revision_bytes
 from memoryd.domain.paging import PageTokens, TokenKind, memory_fingerprint, page_size
+from memoryd.domain.quoting import shortened
 from memoryd.domain.resources import (
     PROMPT_FILE_NAMES,
     ResourceInfo,
@@ -202,7 +203,10 @@ def _rollback(connection: apsw.Connection, payload: tuple[ResourceKey, int]) -> 
 
 
 def _describe(key: ResourceKey) -> str:
-    return f"{key.resource_type.value} of agent {key.agent_id} (scope {key.scope_id})"
+    return (
+        f"{key.resource_type.value} of agent {shortened(key.agent_id)} "
+        f"(scope {shortened(key.scope_id)})"
+    )
 
 
 def _missing(key: ResourceKey, number: int) -> str:
