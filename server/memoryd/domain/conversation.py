@@ -35,8 +35,14 @@ class ConversationKey:
 
     @property
     def scope_id(self) -> str:
-        """The conversation scope id used by memory rows: `<channel>:<chat_id>:<thread_scope>`."""
-        return f"{self.channel}:{self.chat_id}:{self.thread_scope}"
+        """The conversation scope id of memory rows: `<channel>:<chat_id>:<thread_scope>`.
+
+        `%` and `:` are percent-escaped in chat_id and thread_scope (the channel has no `:`), so
+        two conversations never share one: Matrix's (matrix, "!room:example.org", root) is
+        `matrix:!room%3Aexample.org:root`, and (matrix, "!room", "example.org:root") is
+        `matrix:!room:example.org%3Aroot`. Ids without either character read as in Fermix.
+        """
+        return f"{self.channel}:{_scope_part(self.chat_id)}:{_scope_part(self.thread_scope)}"
 
     def as_row(self) -> tuple[str, str, str, str, str]:
         """The key columns, in table order."""
@@ -48,6 +54,12 @@ class ConversationKey:
             f"{shortened(self.scope_id)} (agent {shortened(self.agent_id)}, "
             f"owner {shortened(self.owner_id)})"
         )
+
+
+def _scope_part(text: str) -> str:
+    if "%" in text or ":" in text:
+        return text.replace("%", "%25").replace(":", "%3A")
+    return text
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
