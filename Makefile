@@ -2,6 +2,7 @@
 #   make serve   install everything, start memoryd on ~/.memoryd, 127.0.0.1:50051
 #   make test    install everything, then lint, type-check, buf lint/breaking, and run every test
 #   make bench   the benchmarks in bench/ (figures for the README's performance section)
+#   make probes  the long hostile-client probes: 36,000 fuzzed calls, 20 SIGKILL rounds
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3
@@ -13,7 +14,7 @@ GRPCURL_VERSION := v1.9.3
 GHZ_VERSION := v0.120.0
 PY_SOURCES := server scripts tests bench clients/python/memoryd_client/__init__.py
 
-.PHONY: serve test install tools lint typecheck buf-lint buf-breaking protos pytest bench clean
+.PHONY: serve test install tools lint typecheck buf-lint buf-breaking protos pytest bench probes clean
 
 serve: install
 	$(BIN)/memoryd serve
@@ -63,6 +64,12 @@ pytest: install tools
 # Benchmarks (scripts, not tests): ghz drives the gRPC load. Figures go in the README.
 bench: install $(TOOLS)/bin/ghz
 	$(BIN)/python bench/run_all.py
+
+# The probes that `make test` runs briefly (tests/test_rpc_fuzz.py, tests/test_crash_recovery.py),
+# run long: every unary RPC fuzzed 1,500 times, then 20 rounds of SIGKILL under mixed load.
+probes: install
+	$(BIN)/python scripts/fuzz_rpcs.py --examples 1500
+	$(BIN)/python scripts/crash_rounds.py --rounds 20
 
 $(TOOLS)/bin/ghz:
 	GOBIN=$(TOOLS)/bin GOFLAGS=-mod=mod go install github.com/bojand/ghz/cmd/ghz@$(GHZ_VERSION)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import http.server
 import json
+import sys
 import threading
 import time
 import uuid
@@ -52,6 +53,14 @@ class Reply:
 Responder = Callable[[dict[str, Any]], Reply]
 
 
+class _QuietServer(http.server.ThreadingHTTPServer):
+    """A client that goes away mid-request (a memoryd killed by a crash test) is not news."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class FakeModel:
     """The server; use as a context manager or call start() / stop()."""
 
@@ -64,7 +73,7 @@ class FakeModel:
         self.responder = responder
         self._script: deque[Reply] = deque()
         self._lock = threading.Lock()
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = _QuietServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 

@@ -1,0 +1,345 @@
+"""A crash harness: SIGKILL the server at random moments under mixed load, restart, verify.
+
+Each round starts the server on the same home (with the fake model, so background reviews run),
+checks everything acknowledged so far, then runs a mixed load (appends with client ids, turns
+that start reviews, memory stores, clears, searches) and kills the server with SIGKILL at a
+random moment. With the server dead, the database is opened directly and must pass
+`PRAGMA integrity_check` and both FTS5 `integrity-check`s. After the last round the server
+starts once more and everything is verified a final time:
+
+- every acknowledged append is stored, exactly once (client ids and contents are unique);
+- every acknowledged store is there, with the last acknowledged value or a later attempted one;
+- no window starts before an acknowledged clear moved it;
+- the reviewer's rows are not duplicated by reviews re-run after a crash;
+- USER.md and MEMORY.md on disk equal what GetPromptContext serves.
+
+Shared by tests/test_crash_recovery.py (5 rounds in `make test`) and scripts/crash_rounds.py
+(20 rounds or more).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import hashlib
+import json
+import random
+import re
+from pathlib import Path
+from typing import Any
+
+import apsw
+import grpc
+
+import memoryd_client as md
+from memoryd.testing.fake_model import FakeModel, Reply
+from tests.review_helpers import review_config
+from tests.server_process import ServerProcess
+
+AGENT = "crash"
+CALL_TIMEOUT = 30.0  # a call that hangs is a defect: wait_for fails the round
+OWNERS = ("o1", "o2", "o3")
+CHATS = ("c1", "c2", "c3", "c4")
+_LINE = re.compile(r"^message_id=\d+: (.*)$", re.MULTILINE)
+
+
+def review_answer(request: dict[str, Any]) -> Reply:
+    """The fake model adds one fact per message it is shown, derived from the text alone."""
+    prompt = "\n".join(str(message.get("content", "")) for message in request["messages"])
+    operations = [
+        {
+            "action": "add",
+            "target": "user",
+            "category": "interest",
+            "value": f"Interested in {hashlib.sha256(text.encode()).hexdigest()[:10]}",
+        }
+        for text in _LINE.findall(prompt)
+    ]
+    return Reply(content=json.dumps({"operations": operations[:5]}) if operations else None)
+
+
+@dataclasses.dataclass
+class Ledger:
+    """What the server acknowledged (and, for stores, attempted), across every round."""
+
+    # (owner, chat) -> client id -> (message id, content)
+    appended: dict[tuple[str, str], dict[str, tuple[int, str]]] = dataclasses.field(
+        default_factory=lambda: collections.defaultdict(dict)
+    )
+    # (owner, key) -> values in the order they were sent, and how many were acknowledged
+    sent_values: dict[tuple[str, str], list[str]] = dataclasses.field(
+        default_factory=lambda: collections.defaultdict(list)
+    )
+    acked_values: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)
+    # (owner, chat) -> the highest window start an acknowledged clear answered
+    windows: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)
+    calls: int = 0
+    failures: int = 0
+
+
+def conversation(owner: str, chat: str) -> md.Conversation:
+    return md.Conversation(agent_id=AGENT, owner_id=owner, channel="t", chat_id=chat)
+
+
+class CrashHarness:
+    """Rounds of load and SIGKILL on one home; see the module docstring."""
+
+    def __init__(self, home: Path, model: FakeModel, seed: int) -> None:
+        self.home = home
+        self.config = review_config(model, turn_interval=1, review_concurrency=2)
+        self.random = random.Random(seed)
+        self.ledger = Ledger()
+        self.rounds = 0
+
+    # --- one round --------------------------------------------------------------------------
+
+    async def round(self, min_seconds: float = 0.3, max_seconds: float = 1.5) -> None:
+        """Start, verify, load, SIGKILL at a random moment, check the files offline."""
+        server = ServerProcess(self.home, config=self.config).start()
+        try:
+            async with md.connect(server.address) as channel:
+                await self.verify(md.MemoryServiceStub(channel))
+                stop = asyncio.Event()
+                workers = [
+                    asyncio.create_task(work(channel, stop))
+                    for work in self._workers()
+                    for _ in range(2)
+                ]
+                await asyncio.sleep(self.random.uniform(min_seconds, max_seconds))
+                server.process.kill()  # SIGKILL: no orderly stop, calls in flight are cut
+                server.process.wait()
+                stop.set()
+                await asyncio.gather(*workers)
+        finally:
+            if server.process.poll() is None:
+                server.process.kill()
+                server.process.wait()
+        self.rounds += 1
+        check_database(self.home / "memory.db")
+
+    async def finish(self) -> None:
+        """Start once more, verify everything, stop cleanly."""
+        server = ServerProcess(self.home, config=self.config).start()
+        try:
+            async with md.connect(server.address) as channel:
+                await self.verify(md.MemoryServiceStub(channel))
+        finally:
+            code = server.stop()
+        assert code == 0, server.output
+        check_database(self.home / "memory.db")
+
+    # --- the load ---------------------------------------------------------------------------
+
+    def _workers(self) -> list[Any]:
+        return [self._appends, self._turns, self._stores, self._clears, self._searches]
+
+    async def _call(self, call: Any) -> Any:
+        """One RPC; None when the server is gone (the write may or may not have committed)."""
+        self.ledger.calls += 1
+        try:
+            return await asyncio.wait_for(call, CALL_TIMEOUT)
+        except grpc.aio.AioRpcError as error:
+            if error.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+                raise AssertionError((error.code(), error.details())) from error
+            self.ledger.failures += 1
+            return None
+
+    async def _appends(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
+        stub = md.MemoryServiceStub(channel)
+        tag = f"r{self.rounds}-{self.random.getrandbits(32):08x}"
+        number = 0
+        while not stop.is_set():
+            owner, chat = self.random.choice(OWNERS), self.random.choice(CHATS)
+            batch = [
+                (f"{tag}-{number + offset}", f"append {tag} number {number + offset}")
+                for offset in range(self.random.randint(1, 4))
+            ]
+            number += len(batch)
+            response = await self._call(
+                stub.AppendMessages(
+                    md.AppendMessagesRequest(
+                        conversation=conversation(owner, chat),
+                        messages=[
+                            md.NewMessage(role=md.ROLE_USER, content=text, client_message_id=key)
+                            for key, text in batch
+                        ],
+                    )
+                )
+            )
+            if response is None:
+                return
+            for (key, text), result in zip(batch, response.results, strict=True):
+                self.ledger.appended[owner, chat][key] = (result.id, text)
+
+    async def _turns(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
+        stub = md.MemoryServiceStub(channel)
+        tag = f"t{self.rounds}-{self.random.getrandbits(32):08x}"
+        number = 0
+        while not stop.is_set():
+            owner, chat = self.random.choice(OWNERS), self.random.choice(CHATS)
+            key, text = f"{tag}-{number}", f"I enjoy hobby {tag} {number}"
+            number += 1
+            response = await self._call(
+                stub.CommitTurn(
+                    md.CommitTurnRequest(
+                        conversation=conversation(owner, chat),
+                        messages=[
+                            md.NewMessage(role=md.ROLE_USER, content=text, client_message_id=key)
+                        ],
+                    )
+                )
+            )
+            if response is None:
+                return
+            self.ledger.appended[owner, chat][key] = (response.results[0].id, text)
+
+    async def _stores(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
+        stub = md.MemoryServiceStub(channel)
+        tag = f"s{self.rounds}-{self.random.getrandbits(32):08x}"
+        number = 0
+        while not stop.is_set():
+            owner = self.random.choice(OWNERS)
+            key = f"{tag}-{number // 2}"  # every key is written twice: a create, then an upsert
+            value = f"value {number}"
+            number += 1
+            sent = self.ledger.sent_values[owner, key]
+            sent.append(value)
+            response = await self._call(
+                stub.StoreMemory(
+                    md.StoreMemoryRequest(
+                        conversation=conversation(owner, "c1"),
+                        category=md.CATEGORY_GOAL,
+                        key=key,
+                        value=value,
+                    )
+                )
+            )
+            if response is None:
+                return
+            self.ledger.acked_values[owner, key] = len(sent)
+
+    async def _clears(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
+        stub = md.MemoryServiceStub(channel)
+        while not stop.is_set():
+            await asyncio.sleep(self.random.uniform(0.05, 0.2))
+            owner, chat = self.random.choice(OWNERS), self.random.choice(CHATS)
+            response = await self._call(
+                stub.ClearConversation(
+                    md.ClearConversationRequest(conversation=conversation(owner, chat))
+                )
+            )
+            if response is None:
+                return
+            window = self.ledger.windows.get((owner, chat), 0)
+            self.ledger.windows[owner, chat] = max(window, response.window_start_id)
+
+    async def _searches(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
+        stub = md.MemoryServiceStub(channel)
+        while not stop.is_set():
+            owner = self.random.choice(OWNERS)
+            scope = md.OwnerScope(agent_id=AGENT, owner_id=owner)
+            query = self.random.choice(["append", "hobby", "numb", "value"])
+            found = await self._call(
+                stub.SearchHistory(md.SearchHistoryRequest(query=query, owner=scope))
+            )
+            if found is None:
+                return
+
+    # --- verification ------------------------------------------------------------------------
+
+    async def verify(self, stub: md.MemoryServiceStub) -> None:
+        """Everything acknowledged so far is there, once; the prompt files match the context."""
+        for (owner, chat), acked in self.ledger.appended.items():
+            stored = await all_messages(stub, conversation(owner, chat))
+            by_key = collections.Counter(m.client_message_id for m in stored)
+            assert all(count == 1 for key, count in by_key.items() if key), by_key.most_common(3)
+            contents = collections.Counter(m.content for m in stored)
+            found = {m.client_message_id: (m.id, m.content) for m in stored}
+            for key, (message_id, text) in acked.items():
+                assert found.get(key) == (message_id, text), (owner, chat, key)
+                assert contents[text] == 1, (owner, chat, text)
+            if (owner, chat) in self.ledger.windows:
+                described = await stub.GetConversation(
+                    md.GetConversationRequest(conversation=conversation(owner, chat))
+                )
+                assert described.window_start_id >= self.ledger.windows[owner, chat]
+        for owner in OWNERS:
+            await self._verify_memories(stub, owner)
+
+    async def _verify_memories(self, stub: md.MemoryServiceStub, owner: str) -> None:
+        rows = await all_memories(stub, owner)
+        values = {row.key: row.value for row in rows}
+        for (row_owner, key), acked in self.ledger.acked_values.items():
+            if row_owner == owner:
+                allowed = self.ledger.sent_values[owner, key][acked - 1 :]
+                assert values.get(key) in allowed, (owner, key, values.get(key), allowed)
+        reviewed = collections.Counter(
+            row.value for row in rows if row.provenance.source_type == "memory_reviewer"
+        )
+        assert all(count == 1 for count in reviewed.values()), reviewed.most_common(3)
+        await self._verify_prompt_files(stub, owner)
+
+    async def _verify_prompt_files(self, stub: md.MemoryServiceStub, owner: str) -> None:
+        """The files equal what GetPromptContext serves, once the writer has written them.
+
+        Reviews resume as soon as the server starts, and a file is written just after its
+        commit (the prompt cache first), so the two are compared until they agree.
+        """
+        folder = self.home / "memory" / AGENT / "owners" / owner
+        request = md.GetPromptContextRequest(agent_id=AGENT, owner_id=owner)
+        for _ in range(100):
+            prompt = await stub.GetPromptContext(request)
+            on_disk = [
+                (folder / name).read_text(encoding="utf-8") if (folder / name).exists() else ""
+                for name in ("USER.md", "MEMORY.md")
+            ]
+            if on_disk == [prompt.user_md, prompt.memory_md]:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError((owner, on_disk, prompt.user_md, prompt.memory_md))
+
+
+async def all_messages(stub: md.MemoryServiceStub, chat: md.Conversation) -> list[md.Message]:
+    """Every stored message of a conversation, oldest first."""
+    found: list[md.Message] = []
+    token = ""
+    while True:
+        page = await stub.ListMessages(
+            md.ListMessagesRequest(
+                conversation=chat, all_history=True, page_size=1000, page_token=token
+            )
+        )
+        found = list(page.messages) + found
+        token = page.next_page_token
+        if not token:
+            return found
+
+
+async def all_memories(stub: md.MemoryServiceStub, owner: str) -> list[md.Memory]:
+    """Every active row of an owner."""
+    found: list[md.Memory] = []
+    token = ""
+    while True:
+        page = await stub.ListMemories(
+            md.ListMemoriesRequest(
+                owner=md.OwnerScope(agent_id=AGENT, owner_id=owner),
+                page_size=1000,
+                page_token=token,
+            )
+        )
+        found += [item.memory for item in page.memories]
+        token = page.next_page_token
+        if not token:
+            return found
+
+
+def check_database(path: Path) -> None:
+    """The database file as a crash left it: SQLite's and both FTS5 indexes' integrity."""
+    connection = apsw.Connection(str(path))
+    try:
+        assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        for index in ("messages_fts", "messages_trigram", "memories_fts"):
+            connection.execute(f"INSERT INTO {index} ({index}) VALUES ('integrity-check')")
+    finally:
+        connection.close()
