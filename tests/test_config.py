@@ -128,3 +128,13 @@ def test_settings_are_frozen(tmp_path: Path) -> None:
     settings = load_settings({"MEMORYD_HOME": str(tmp_path)})
     with pytest.raises(AttributeError):
         settings.server.listen = "x"  # type: ignore[misc]
+
+
+def test_a_message_must_fit_one_answer(tmp_path: Path) -> None:
+    env = {"MEMORYD_HOME": str(tmp_path), "MEMORYD_HISTORY_MAX_CONTENT_BYTES": str(3 * 1024 * 1024)}
+    with pytest.raises(StartupError) as refused:
+        load_settings(env)
+    assert str(refused.value) == (
+        "memoryd.history.max_content_bytes + max_metadata_bytes is 3,211,264 bytes; at most "
+        "3,145,728, so that one message always fits in the 4 MiB answer every gRPC client accepts"
+    )

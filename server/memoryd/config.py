@@ -43,6 +43,8 @@ from memoryd.errors import StartupError
 KIB = 1024
 MIB = 1024 * KIB
 UNBOUNDED = "unbounded"
+# Content + metadata of one message: a message and its identifiers must fit one 4 MiB answer.
+MAX_MESSAGE_BYTES = 3 * MIB
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -51,8 +53,7 @@ class ServerSettings:
 
     listen: str = "127.0.0.1:50051"
     grace_period_seconds: float = 10.0
-    # gRPC's usual limit: AppendMessages echoes what it stores, so its answer is about as large as
-    # the request, and every client accepts 4 MiB answers by default.
+    # gRPC's usual limit. Answers never pass 4 MiB whatever this is (memoryd.domain.answers).
     max_request_bytes: int = 4 * MIB
     reader_threads: int = 4
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -176,12 +177,24 @@ def load_settings(
         if not isinstance(values, dict):
             raise StartupError(f"{_where(path)}[memoryd.{name}] must be a table")
         sections[name] = _build_section(name, cls, values, env, path)
+    _check_message_room(sections["history"], path)
     if listen is not None:
         sections["server"] = dataclasses.replace(
             sections["server"], listen=_check_listen(listen, "--listen")
         )
     providers = _providers(table.get("providers", []), path)
     return Settings(home=default_home.resolve(), config_path=path, providers=providers, **sections)
+
+
+def _check_message_room(history: HistorySettings, path: Path | None) -> None:
+    """One stored message must always fit in an answer a default client reads (4 MiB)."""
+    size = history.max_content_bytes + history.max_metadata_bytes
+    if size > MAX_MESSAGE_BYTES:
+        raise StartupError(
+            f"{_where(path)}memoryd.history.max_content_bytes + max_metadata_bytes is {size:,} "
+            f"bytes; at most {MAX_MESSAGE_BYTES:,}, so that one message always fits in the "
+            "4 MiB answer every gRPC client accepts"
+        )
 
 
 def _providers(entries: Any, path: Path | None) -> tuple[ProviderSettings, ...]:
