@@ -124,10 +124,16 @@ def timestamp_in(value: timestamp_pb2.Timestamp, field: str) -> dt.datetime:
 
 def timestamp_out(moment: dt.datetime) -> timestamp_pb2.Timestamp:
     """An aware datetime as a protobuf Timestamp (integer arithmetic: no float rounding)."""
+    stamp = timestamp_pb2.Timestamp()
+    set_timestamp(stamp, moment)
+    return stamp
+
+
+def set_timestamp(target: timestamp_pb2.Timestamp, moment: dt.datetime) -> None:
+    """Write `moment` into a Timestamp field of a message being filled in place."""
     since = moment - EPOCH
-    return timestamp_pb2.Timestamp(
-        seconds=since.days * 86400 + since.seconds, nanos=since.microseconds * 1000
-    )
+    target.seconds = since.days * 86400 + since.seconds
+    target.nanos = since.microseconds * 1000
 
 
 def conversation_out(key: ConversationKey) -> pb.Conversation:
@@ -159,9 +165,7 @@ def fill_message(target: pb.Message, message: StoredMessage) -> None:
     target.metadata = message.metadata_json
     if message.client_message_id:
         target.client_message_id = message.client_message_id
-    since = message.created_at - EPOCH
-    target.created_at.seconds = since.days * 86400 + since.seconds
-    target.created_at.nanos = since.microseconds * 1000
+    set_timestamp(target.created_at, message.created_at)
     target.trust = TRUST_NUMBERS[message.trust]
 
 
@@ -177,9 +181,7 @@ def fill_append_results(target: Any, result: AppendResult, *, echo: bool) -> boo
         if stored is None:
             continue
         entry.id = stored.id
-        since = stored.created_at - EPOCH
-        entry.created_at.seconds = since.days * 86400 + since.seconds
-        entry.created_at.nanos = since.microseconds * 1000
+        set_timestamp(entry.created_at, stored.created_at)
         if echo:
             budget -= message_bytes(stored)
             if budget >= 0:

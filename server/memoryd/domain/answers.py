@@ -105,6 +105,13 @@ def revision_bytes(revision: Revision) -> int:
     )
 
 
+def page_of(found: Sequence[T], size: int, item_bytes: Callable[[T], int]) -> tuple[list[T], bool]:
+    """A page of a listing read with one item more than `size`: at most `size` items and
+    LIST_BUDGET_BYTES, and whether items are left for the next page."""
+    kept = list(found[: fitting(found[:size], item_bytes)])
+    return kept, len(found) > len(kept)
+
+
 def fitting(items: Sequence[T], size: Callable[[T], int], budget: int = LIST_BUDGET_BYTES) -> int:
     """How many leading items fit in `budget`; at least one, so a list always moves on."""
     used = 0

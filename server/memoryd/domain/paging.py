@@ -103,7 +103,7 @@ class PageTokens:
         material = kind.encode("ascii") + b"\n" + body
         return hmac.new(self._key, material, hashlib.sha256).digest()[:MAC_BYTES]
 
-    # --- the two listings --------------------------------------------------------------------
+    # --- ListMessages and ListMemories ------------------------------------------------------
 
     def messages_token(self, cursor: PageCursor, bound_to: str) -> str:
         """ListMessages' next_page_token."""
@@ -160,10 +160,10 @@ class PageTokens:
 
 def fingerprint(key: ConversationKey, kinds: tuple[str, ...], *, all_history: bool) -> str:
     """What a ListMessages token is bound to: the conversation, kinds and history mode."""
-    return memory_fingerprint(json.dumps([key.as_row(), sorted(kinds), all_history]))
+    return request_fingerprint(json.dumps([key.as_row(), sorted(kinds), all_history]))
 
 
-def memory_fingerprint(material: str) -> str:
+def request_fingerprint(material: str) -> str:
     """What a token is bound to, from a text naming the request."""
     return hashlib.blake2b(material.encode("utf-8"), digest_size=8).hexdigest()
 

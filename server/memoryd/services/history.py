@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import apsw
 
 from memoryd.config import HistorySettings
-from memoryd.domain.answers import fitting, message_bytes
+from memoryd.domain.answers import message_bytes, page_of
 from memoryd.domain.conversation import ConversationKey, HistoryScope
 from memoryd.domain.history import AppendResult, ConversationStats, SearchHit, WindowState
 from memoryd.domain.messages import (
@@ -222,12 +222,7 @@ class HistoryService:
 
     def _to_page(self, found: _PageSlice, size: int, bound_to: str) -> MessagePage:
         """At most `size` messages and LIST_BUDGET_BYTES; a token when more are left."""
-        rows = found.newest_first
-        more = len(rows) > size
-        rows = rows[:size]
-        fit = fitting(rows, message_bytes)
-        more = more or fit < len(rows)
-        rows = rows[:fit]
+        rows, more = page_of(found.newest_first, size, message_bytes)
         token = ""
         if more and rows:
             cursor = PageCursor(before_id=rows[-1].id, floor_id=found.floor_id)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import apsw
 
-from memoryd.domain.answers import fitting, memory_bytes, source_bytes
+from memoryd.domain.answers import memory_bytes, page_of, source_bytes
 from memoryd.domain.conversation import OwnerKey
 from memoryd.domain.memories import (
     Caller,
@@ -28,7 +28,7 @@ from memoryd.domain.memories import (
 )
 from memoryd.domain.memory_queries import ListFilter, Locator, SourceRow, Visible
 from memoryd.domain.messages import Trust
-from memoryd.domain.paging import PageTokens, TokenKind, memory_fingerprint, page_size
+from memoryd.domain.paging import PageTokens, TokenKind, page_size, request_fingerprint
 from memoryd.domain.timestamps import to_text, utc_now
 from memoryd.errors import InvalidArgument, NotFound
 from memoryd.services.prompt_files import CommittedRender, PromptFiles
@@ -285,23 +285,19 @@ class MemoryService:
                 f"page_size is {requested_page_size}; the limit is {MAX_LIST_SIZE}"
             )
         size = requested_page_size or DEFAULT_LIST_SIZE
-        bound_to = memory_fingerprint(repr((visible, filters)))
+        bound_to = request_fingerprint(repr((visible, filters)))
         after = self._tokens.memories_cursor(page_token, bound_to) if page_token else None
         found = await self._readers.read(
             lambda connection: reads.list_page(
                 connection, visible, filters, after=after, limit=size + 1
             )
         )
-        more = len(found) > size
-        found = found[:size]
-        fit = fitting(found, memory_bytes)  # a page also ends before the answer passes 4 MiB
-        more = more or fit < len(found)
-        found = found[:fit]
+        kept, more = page_of(found, size, memory_bytes)
         token = ""
-        if more and found:
-            last = found[-1]
+        if more:
+            last = kept[-1]
             token = self._tokens.memories_token((to_text(last.updated_at), last.id), bound_to)
-        return MemoryPage(found, token)
+        return MemoryPage(kept, token)
 
     async def sources(
         self,
@@ -314,7 +310,7 @@ class MemoryService:
     ) -> SourcePage:
         """The owner's memory sources, most recently updated first, in pages."""
         size = page_size(requested_page_size, default=DEFAULT_SOURCES_PAGE, maximum=MAX_LIST_SIZE)
-        bound_to = memory_fingerprint(repr((owner, status, source_type)))
+        bound_to = request_fingerprint(repr((owner, status, source_type)))
         after = None
         if page_token:
             updated_at, source_id = self._tokens.position(TokenKind.SOURCES, page_token, bound_to)
@@ -329,9 +325,9 @@ class MemoryService:
                 limit=size + 1,
             )
         )
-        kept = found[: fitting(found[:size], source_bytes)]
+        kept, more = page_of(found, size, source_bytes)
         token = ""
-        if len(found) > len(kept):
+        if more:
             last = kept[-1]
             token = self._tokens.position_token(
                 TokenKind.SOURCES, (last.updated_at, last.info.id), bound_to

@@ -8,8 +8,8 @@ import json
 import apsw
 
 from memoryd.domain import resources as rules
-from memoryd.domain.answers import fitting, resource_bytes, revision_bytes
-from memoryd.domain.paging import PageTokens, TokenKind, memory_fingerprint, page_size
+from memoryd.domain.answers import page_of, resource_bytes, revision_bytes
+from memoryd.domain.paging import PageTokens, TokenKind, page_size, request_fingerprint
 from memoryd.domain.quoting import shortened
 from memoryd.domain.resources import (
     PROMPT_FILE_NAMES,
@@ -91,7 +91,7 @@ class ResourceService:
     ) -> ResourcePage:
         """An agent's resources, by type then scope, in pages."""
         size = page_size(requested_page_size, default=DEFAULT_RESOURCES_PAGE, maximum=MAX_HISTORY)
-        bound_to = memory_fingerprint(repr((agent_id, resource_type, scope_id)))
+        bound_to = request_fingerprint(repr((agent_id, resource_type, scope_id)))
         after = None
         if page_token:
             kind, scope = self._tokens.position(TokenKind.RESOURCES, page_token, bound_to)
@@ -101,9 +101,9 @@ class ResourceService:
                 connection, agent_id, resource_type, scope_id, after=after, limit=size + 1
             )
         )
-        kept = found[: fitting(found[:size], resource_bytes)]
+        kept, more = page_of(found, size, resource_bytes)
         token = ""
-        if len(found) > len(kept):
+        if more:
             last = kept[-1].key
             token = self._tokens.position_token(
                 TokenKind.RESOURCES, (last.resource_type.value, last.scope_id), bound_to
@@ -122,8 +122,8 @@ class ResourceService:
         )
         if not found and not before:
             await self._require_resource(key)
-        kept = found[: fitting(found[:size], revision_bytes)]
-        next_before = kept[-1].revision if len(found) > len(kept) else 0
+        kept, more = page_of(found, size, revision_bytes)
+        next_before = kept[-1].revision if more else 0
         return RevisionPage(kept, next_before)
 
     async def show(self, key: ResourceKey, number: int) -> Revision:
