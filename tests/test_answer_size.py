@@ -3,6 +3,8 @@ answered readably, and listings end pages by bytes as well as by count."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 import pytest
 
@@ -14,6 +16,18 @@ from tests.helpers import fresh_conversation, owner_of, rpc_error, store, user
 
 DEFAULT_CLIENT_LIMIT = 4 * 1024 * 1024
 WIDE = "😀" * 256  # 1 KiB of UTF-8: every answer row repeats the conversation's identifiers
+
+
+async def walk(call: Any, request: Any, field: str) -> list[list[Any]]:
+    """Every page of a listing, in order; each one readable by a default client."""
+    pages = []
+    while True:
+        page = await call(request)
+        assert page.ByteSize() <= DEFAULT_CLIENT_LIMIT
+        pages.append(list(getattr(page, field)))
+        if not page.next_page_token:
+            return pages
+        request.page_token = page.next_page_token
 
 
 def wide_conversation(tag: str) -> md.Conversation:
@@ -72,21 +86,14 @@ async def test_large_pages_end_by_bytes_and_the_walk_finds_everything(
     stored = await memory.AppendMessages(
         md.AppendMessagesRequest(conversation=conversation, messages=messages)
     )
-    seen: list[int] = []
-    token = ""
-    pages = 0
-    while True:
-        page = await memory.ListMessages(
-            md.ListMessagesRequest(conversation=conversation, page_size=1000, page_token=token)
-        )
-        assert page.ByteSize() <= DEFAULT_CLIENT_LIMIT
-        seen = [m.id for m in page.messages] + seen
-        pages += 1
-        token = page.next_page_token
-        if not token:
-            break
-    assert pages == 2
-    assert seen == [r.id for r in stored.results]
+    pages = await walk(
+        memory.ListMessages,
+        md.ListMessagesRequest(conversation=conversation, page_size=1000),
+        "messages",
+    )
+    assert len(pages) == 2
+    oldest_first = [m.id for page in reversed(pages) for m in page]  # newest page comes first
+    assert oldest_first == [r.id for r in stored.results]
 
     found = await memory.SearchHistory(
         md.SearchHistoryRequest(query="needle", conversation=conversation, limit=100)
@@ -110,21 +117,12 @@ async def test_memory_listings_end_pages_by_bytes(memory: md.MemoryServiceStub) 
     metadata = '{"blob":"' + "m" * 60_000 + '"}'
     for index in range(80):  # 80 rows of 60 KB: one page of 80 would be 4.8 MB
         await store(memory, chat, f"note-{index:02d}", "v", metadata=metadata)
-    keys: list[str] = []
-    token = ""
-    pages = 0
-    while True:
-        page = await memory.ListMemories(
-            md.ListMemoriesRequest(conversation=chat, page_size=1000, page_token=token)
-        )
-        assert page.ByteSize() <= DEFAULT_CLIENT_LIMIT
-        keys += [item.memory.key for item in page.memories]
-        pages += 1
-        token = page.next_page_token
-        if not token:
-            break
-    assert pages == 2
-    assert sorted(keys) == [f"note-{index:02d}" for index in range(80)]
+    pages = await walk(
+        memory.ListMemories, md.ListMemoriesRequest(conversation=chat, page_size=1000), "memories"
+    )
+    assert len(pages) == 2
+    keys = sorted(item.memory.key for page in pages for item in page)
+    assert keys == [f"note-{index:02d}" for index in range(80)]
 
 
 @pytest.mark.parametrize("page_size", [1, 2, 0])
@@ -141,32 +139,24 @@ async def test_sources_resources_and_revisions_come_in_pages(
         await store(memory, owned, "name", f"Name {index}", md.CATEGORY_IDENTITY)
     owner = owner_of(md.Conversation(agent_id=base.agent_id))
 
-    async def walk(call: object, request: object, field: str) -> list[object]:
-        items: list[object] = []
-        while True:
-            page = await call(request)  # type: ignore[operator]
-            items += list(getattr(page, field))
-            if not page.next_page_token:
-                return items
-            assert len(getattr(page, field)) == page_size
-            request.page_token = page.next_page_token  # type: ignore[attr-defined]
-
-    sources = await walk(
+    pages = await walk(
         memory.ListMemorySources,
         md.ListMemorySourcesRequest(owner=owner, page_size=page_size),
         "sources",
     )
-    assert sorted(source.id for source in sources) == [  # type: ignore[attr-defined]
+    assert all(len(page) == page_size for page in pages[:-1])
+    assert sorted(source.id for page in pages for source in page) == [
         "conversation:t:c0:root",
         "conversation:t:c1:root",
         "conversation:t:c2:root",
     ]
-    resources = await walk(
+    pages = await walk(
         memory.ListResources,
         md.ListResourcesRequest(agent_id=base.agent_id, page_size=page_size),
         "resources",
     )
-    assert [r.ref.scope_id for r in resources] == ["o0", "o1", "o2"]  # type: ignore[attr-defined]
+    assert all(len(page) == page_size for page in pages[:-1])
+    assert [r.ref.scope_id for page in pages for r in page] == ["o0", "o1", "o2"]
 
     ref = md.ResourceRef(agent_id=base.agent_id, type=md.RESOURCE_TYPE_USER_MD, scope_id="o0")
     for index in range(3):
