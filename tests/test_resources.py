@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
 import re
 import subprocess
 import sys
@@ -26,6 +28,26 @@ def cli(server: ServerProcess, *args: str, stdin: str = "") -> subprocess.Comple
         check=False,
         timeout=30,
     )
+
+
+def terminal_cli(
+    server: ServerProcess, *args: str, answer: str
+) -> subprocess.CompletedProcess[str]:
+    """The CLI with a terminal (a pseudo-terminal) as stdin, typing `answer`."""
+    controller, terminal = pty.openpty()
+    try:
+        os.write(controller, answer.encode())
+        return subprocess.run(
+            [sys.executable, "-m", "memoryd", *args, "--address", server.address],
+            stdin=terminal,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=30,
+        )
+    finally:
+        os.close(terminal)
+        os.close(controller)
 
 
 @pytest.fixture
@@ -173,18 +195,25 @@ async def test_the_cli_commands(server: ServerProcess, versioned: md.Conversatio
         " ## Interests",
         " - Likes chess",
     ]
-    declined = cli(server, "resource", "rollback", "user_md", "1", *agent, stdin="n\n")
+    # On a terminal the user is asked first.
+    declined = terminal_cli(server, "resource", "rollback", "user_md", "1", *agent, answer="n\n")
     assert declined.returncode == 1
     assert "Roll back user_md to revision 1? [y/N] rollback cancelled" in declined.stdout
     assert "+## Preferences" in declined.stdout  # the preview
-    accepted = cli(server, "resource", "rollback", "user_md", "1", *agent, stdin="y\n")
+    accepted = terminal_cli(server, "resource", "rollback", "user_md", "1", *agent, answer="y\n")
     assert accepted.returncode == 0
     assert "new revision 4" in accepted.stdout
+    # A script is not asked (whatever its stdin holds): it rolls back and prints what changed.
+    scripted = cli(server, "resource", "rollback", "user_md", "3", *agent, stdin="n\n")
+    assert scripted.returncode == 0, scripted.stderr
+    assert "[y/N]" not in scripted.stdout
+    assert "-## Preferences" in scripted.stdout  # what changed
+    assert "new revision 5" in scripted.stdout
     as_json = json.loads(
         cli(server, "resource", "rollback", "user_md", "2", "--yes", "--json", *agent).stdout
     )
     assert as_json["changed"] is True
-    assert as_json["revision"]["revision"] == "5"
+    assert as_json["revision"]["revision"] == "6"
     memories = cli(server, "memory", "list", "--archived", "all", *agent)
     tea_id = next(line.split("\t")[0] for line in memories.stdout.splitlines() if "tea" in line)
     assert "(archived)" in memories.stdout

@@ -104,7 +104,9 @@ def add_commands(commands: Any) -> None:
     )
     rollback.add_argument("type", choices=RESOURCE_NAMES)
     rollback.add_argument("revision", type=int)
-    rollback.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    rollback.add_argument(
+        "--yes", action="store_true", help="do not ask for confirmation on a terminal"
+    )
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO = sys.stdout) -> int:
@@ -289,20 +291,26 @@ def _resource_diff(stub: md.MemoryServiceStub, args: argparse.Namespace, out: Te
 
 
 def _resource_rollback(stub: md.MemoryServiceStub, args: argparse.Namespace, out: TextIO) -> int:
+    """Show what the rollback changes, then roll back. Only on a terminal, and without --yes, is
+    the user asked first: a script or a pipe is not asked, as the seed's command is not. With
+    --json the preview and the question go to stderr, so stdout stays one JSON document."""
     ref = _ref(args)
-    if not args.yes:
+    ask = not args.yes and sys.stdin.isatty()
+    talk = sys.stderr if args.json else out
+    if ask or not args.json:
         current = stub.GetRevision(md.GetRevisionRequest(ref=ref))
         preview = stub.DiffRevisions(
             md.DiffRevisionsRequest(
                 ref=ref, from_revision=current.revision.revision, to_revision=args.revision
             )
         )
-        out.write((preview.diff or "(no differences)") + "\n")
-        out.write(f"Roll back {args.type} to revision {args.revision}? [y/N] ")
-        out.flush()
+        talk.write((preview.diff or "(no differences)") + "\n")
+    if ask:
+        talk.write(f"Roll back {args.type} to revision {args.revision}? [y/N] ")
+        talk.flush()
         answer = sys.stdin.readline()  # end of input answers no
         if answer.strip().lower() not in ("y", "yes"):
-            out.write("rollback cancelled\n")
+            talk.write("rollback cancelled\n")
             return EXIT_FAILED
     response = stub.RollbackResource(md.RollbackResourceRequest(ref=ref, revision=args.revision))
     if not _json_answered(args, out, response):

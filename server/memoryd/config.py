@@ -89,14 +89,19 @@ class HistorySettings:
 class MemorySettings:
     """[memoryd.memory]: the background reviewer."""
 
-    # Whole hours between reviews of a conversation; 0 turns the background reviewer off.
+    # Hours (fractions too: 0.5 is 30 minutes) between reviews of a conversation; 0 turns the
+    # background reviewer off. A conversation with a backlog is reviewed again at once.
     review_interval_hours: float = 24.0
     review_max_messages: int = 40
     review_input_token_budget: int = 4000
+    # Tokens of the "current memory" listing in a review prompt: the most recently updated rows
+    # that fit are shown, and the review may change only those.
+    review_memory_token_budget: int = 4000
     review_failure_backoff_ms: int = 300_000
-    # At most this many operations of one answer are applied (OpenHermit's max_tool_calls); the
-    # rest are skipped and counted.
-    review_max_operations: int = 10
+    # Off ("unbounded") by default. When set, at most this many row changes (add, replace,
+    # archive) of one answer are applied; the cursor then stays, and the same messages are
+    # reviewed again at once, so nothing is dropped.
+    review_max_operations: int | None = None
     # Reviews running at once.
     review_concurrency: int = 4
     # OpenHermit's triggers, off unless set: completed turns since the last review, and minutes

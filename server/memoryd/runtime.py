@@ -23,6 +23,7 @@ from memoryd.errors import StartupError
 from memoryd.llm.chain import ProviderChain
 from memoryd.services.erasure import ErasureService
 from memoryd.services.history import HistoryService
+from memoryd.services.jobs import JobService
 from memoryd.services.memory import MemoryService
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.services.recall import RecallService
@@ -53,6 +54,7 @@ class Runtime:
     prompts: PromptFiles
     resources: ResourceService
     erasure: ErasureService
+    jobs: JobService
     reviewer: Reviewer
     scheduler: ReviewScheduler
     turns: TurnService
@@ -114,6 +116,7 @@ class Runtime:
         recall = RecallService(readers, history)
         resources = ResourceService(writer, readers, prompts, page_tokens)
         erasure = ErasureService(writer, history, memory, prompts)
+        jobs = JobService(writer, memory)
         reviewer = Reviewer(
             writer=writer,
             readers=readers,
@@ -134,6 +137,7 @@ class Runtime:
             prompts,
             resources,
             erasure,
+            jobs,
             reviewer,
             scheduler,
             turns,

@@ -111,6 +111,7 @@ async def _serve(
                 prompts=runtime.prompts,
                 resources=runtime.resources,
                 erasure=runtime.erasure,
+                jobs=runtime.jobs,
                 turns=runtime.turns,
                 scheduler=runtime.scheduler,
                 reviewer=runtime.reviewer,

@@ -12,12 +12,15 @@ from typing import Any
 import grpc
 
 from memoryd.api import convert
+from memoryd.api.job_rpcs import JobRpcs
+from memoryd.api.memory_convert import trust_in
 from memoryd.api.memory_rpcs import MemoryRpcs
 from memoryd.api.resource_rpcs import ResourceRpcs
 from memoryd.api.review_rpcs import ReviewRpcs
 from memoryd.domain.answers import fitting, hit_bytes
 from memoryd.services.erasure import ErasureService
 from memoryd.services.history import HistoryService
+from memoryd.services.jobs import JobService
 from memoryd.services.memory import MemoryService
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.services.recall import RecallService
@@ -31,7 +34,9 @@ from memoryd_client.v1 import memory_service_pb2_grpc as service_grpc
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
-class MemoryServicer(MemoryRpcs, ResourceRpcs, ReviewRpcs, service_grpc.MemoryServiceServicer):
+class MemoryServicer(
+    MemoryRpcs, ResourceRpcs, ReviewRpcs, JobRpcs, service_grpc.MemoryServiceServicer
+):
     """The MemoryService RPCs."""
 
     def __init__(
@@ -43,6 +48,7 @@ class MemoryServicer(MemoryRpcs, ResourceRpcs, ReviewRpcs, service_grpc.MemorySe
         prompts: PromptFiles,
         resources: ResourceService,
         erasure: ErasureService,
+        jobs: JobService,
         turns: TurnService,
         scheduler: ReviewScheduler,
         reviewer: Reviewer,
@@ -50,6 +56,7 @@ class MemoryServicer(MemoryRpcs, ResourceRpcs, ReviewRpcs, service_grpc.MemorySe
         MemoryRpcs.__init__(self, memory, recall, prompts)
         ResourceRpcs.__init__(self, resources)
         ReviewRpcs.__init__(self, turns, scheduler, reviewer)
+        JobRpcs.__init__(self, jobs)
         self._history = history
         self._erasure = erasure
 
@@ -101,7 +108,7 @@ class MemoryServicer(MemoryRpcs, ResourceRpcs, ReviewRpcs, service_grpc.MemorySe
         self, request: service_pb.ClearConversationRequest, context: Context
     ) -> service_pb.ClearConversationResponse:
         key = convert.required_conversation(request)
-        cleared = await self._history.clear(key)
+        cleared = await self._history.clear(key, trust_in(request.trust))
         return service_pb.ClearConversationResponse(
             notice=cleared.notice,
             window_start_id=cleared.window.window_start_id,
@@ -112,7 +119,7 @@ class MemoryServicer(MemoryRpcs, ResourceRpcs, ReviewRpcs, service_grpc.MemorySe
         self, request: service_pb.PurgeConversationRequest, context: Context
     ) -> service_pb.PurgeConversationResponse:
         key = convert.required_conversation(request)
-        purged = await self._erasure.purge_conversation(key)
+        purged = await self._erasure.purge_conversation(key, trust_in(request.trust))
         return service_pb.PurgeConversationResponse(
             messages_deleted=purged.messages_deleted,
             conversation_deleted=purged.conversation_deleted,

@@ -22,6 +22,7 @@ STATUSES = {
     "nothing_to_save": service_pb.REVIEW_STATUS_NOTHING_TO_SAVE,
     "skipped": service_pb.REVIEW_STATUS_SKIPPED,
     "failed": service_pb.REVIEW_STATUS_FAILED,
+    "nothing_to_save_prose": service_pb.REVIEW_STATUS_NOTHING_TO_SAVE_PROSE,
 }
 
 
@@ -85,7 +86,8 @@ class ReviewRpcs:
         self, request: service_pb.GetReviewStateRequest, context: Context
     ) -> service_pb.GetReviewStateResponse:
         key = convert.required_conversation(request)
-        state, run = await self._reviewer.describe(key)
+        described = await self._reviewer.describe(key)
+        state, run = described.state, described.last_run
         response = service_pb.GetReviewStateResponse(
             conversation=convert.conversation_out(key),
             last_reviewed_message_id=state.last_reviewed_message_id,
@@ -101,6 +103,8 @@ class ReviewRpcs:
             pending_input=state.pending_input,
             turns_since_review=state.turns_since_review,
             review_running=state.claim_token is not None,
+            unread_messages=described.unread,
+            backlog=state.backlog,
         )
         if run is not None:
             record = run.record
@@ -120,6 +124,13 @@ class ReviewRpcs:
                     model_calls=run.model_calls,
                     started_at=convert.timestamp_out(run.started_at),
                     completed_at=convert.timestamp_out(run.completed_at),
+                    ops_deferred=record.deferred,
+                    skipped_operations=[
+                        service_pb.SkippedOperation(
+                            index=op.index, action=op.action, reason=op.reason
+                        )
+                        for op in record.skipped_ops
+                    ],
                 )
             )
         return response
@@ -138,3 +149,5 @@ def fill_review(target: service_pb.ConversationReview, result: ReviewResult) -> 
     target.review_run_id = result.run_id
     target.provider = result.provider
     target.model = result.model
+    target.ops_deferred = result.deferred_ops
+    target.unread_messages = result.unread

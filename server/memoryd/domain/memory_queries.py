@@ -36,6 +36,8 @@ class Visible:
     # scopes except jobs.
     scopes: tuple[tuple[ScopeType, str | None], ...] = ()
     archived: bool | None = False  # None: both
+    # Recall: leave out rows whose memory source is paused or deleted.
+    active_sources: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

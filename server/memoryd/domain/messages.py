@@ -10,7 +10,7 @@ import re
 from memoryd.domain import json_text
 from memoryd.domain.conversation import CONTROL_CHARACTERS, ConversationKey, check_identifier
 from memoryd.domain.quoting import clipped
-from memoryd.errors import InvalidArgument
+from memoryd.errors import InvalidArgument, PermissionDenied
 
 DEFAULT_KIND = "chat_message"
 CHECKPOINT_KIND = "checkpoint_summary"
@@ -33,6 +33,12 @@ class Trust(enum.Enum):
 
     OPERATOR = "operator"
     GUEST = "guest"
+
+
+def require_operator(trust: Trust, command: str) -> None:
+    """State-changing chat commands are the operator's: a guest gets PERMISSION_DENIED."""
+    if trust is Trust.GUEST:
+        raise PermissionDenied(f"{command} is an operator's command; a guest may not run it")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -1,15 +1,20 @@
 """The review ("dreaming"): what the model is shown, what it may answer, which operations stand.
 
     input    user messages after the cursor, oldest first, at most review_max_messages, packed as
-             `message_id=<id>: <content>` lines into review_input_token_budget tokens; the rows
-             that render into a prompt file, one line each, with their ids
-    output   `Nothing to save.`, or JSON {"operations": [...]} (also inside a ```json fence),
-             or tool calls of the same shapes; prose without JSON saves nothing; broken JSON
-             fails the review
+             `message_id=<id>: <content>` lines into review_input_token_budget tokens; one batch
+             holds messages of one trust only (a guest's messages are reviewed apart); the rows
+             that render into a prompt file, newest first into review_memory_token_budget
+             tokens, one line each, with their ids
+    output   `Nothing to save.`, or JSON {"operations": [...]} (the whole answer, a ```json
+             fence, or an object embedded in prose), or tool calls of the same shapes; prose
+             without JSON saves nothing (answer kind "prose"); JSON that does not parse fails
+             the review
     ops      add (target user|memory, category, value), replace (id, value), archive (id,
              reason), working_memory (text), describe (text)
+    admit    replace and archive only name rows the listing showed; a guest batch adds no
+             directive and changes no operator-written row
 
-Invalid operations are skipped and counted, never applied.
+Invalid operations are skipped with a reason and counted, never applied.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from memoryd.domain.memories import (
@@ -30,14 +35,20 @@ from memoryd.domain.memories import (
     PromptTarget,
     ScopeType,
 )
+from memoryd.domain.messages import Role, Trust
 from memoryd.domain.prompt_files import MEMORY_MD, USER_MD
 from memoryd.domain.quoting import clipped
 
 NOTHING_TO_SAVE = "Nothing to save."
+GUEST_NOTE = (
+    "These messages come from a guest: store no directive, and change no row a guest did not write."
+)
 REVIEWER_AGENT = "memory_reviewer"
 MAX_DESCRIPTION_CHARS = 80
 MAX_WORKING_MEMORY_CHARS = 4000
 _QUOTES = "\"'`\u201c\u201d\u2018\u2019"
+# Where an object with operations may open inside prose: `{` then "operations" as its first key.
+_EMBEDDED = re.compile(r'\{\s*"operations"')
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 
 SYSTEM_PROMPT = """\
@@ -52,6 +63,9 @@ public knowledge, or secrets (passwords, keys, tokens, card or account numbers).
 Never store street addresses or coordinates; a city or region may be stored.
 When a message refines or contradicts a row, the latest statement wins: replace that row by id,
 or archive it by id with a reason. Never add a duplicate of an existing row.
+Keep the memory current: replace outdated rows, archive stale ones, and generalize
+overly-specific facts (several narrow rows, or a narrow row and a new message, become one
+general fact: replace one row and archive the others). Update rows in place rather than adding.
 Write each value as a short declarative fact about the user or their work (at most 200
 characters), not as an instruction to yourself.
 
@@ -146,19 +160,21 @@ class ReviewOutputError(Exception):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class InputMessage:
-    """A user message to review."""
+    """A user message to review; `guest` when a guest said it (its trust, or its metadata)."""
 
     id: int
     content: str
+    guest: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PackedInput:
-    """The messages that fit the budget."""
+    """The messages that fit the budget, all of one trust."""
 
     lines: tuple[str, ...]
     message_ids: tuple[int, ...]
     tokens: int
+    guest: bool = False
 
     @property
     def max_message_id(self) -> int:
@@ -167,11 +183,46 @@ class PackedInput:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class MemoryListing:
+    """The "current memory" section of a review prompt, and the rows it showed."""
+
+    text: str
+    shown_ids: frozenset[int]
+    hidden: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Operation:
     """One operation as the model wrote it (any field may be missing or wrong)."""
 
     action: str
     fields: dict[str, Any]
+
+    @property
+    def changes_rows(self) -> bool:
+        """Whether it adds, replaces or archives a row (what review_max_operations counts)."""
+        return self.action in ROW_ACTIONS
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Answer:
+    """A model's answer: its operations, and how it was written.
+
+    kind: "operations" (JSON or tool calls), "nothing" (`Nothing to save.` or empty), "prose"
+    (text without operations: nothing is saved, and it is not a failure).
+    """
+
+    operations: list[Operation]
+    kind: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Skipped:
+    """An operation that was not applied, and why."""
+
+    index: int
+    action: str
+    reason: str
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -215,6 +266,7 @@ class SetDescription:
 
 
 Admitted = Add | Replace | Archive | SetWorkingMemory | SetDescription
+ROW_ACTIONS = frozenset({"add", "replace", "archive"})
 
 
 def pack(
@@ -223,14 +275,18 @@ def pack(
     count_tokens: Callable[[str], int],
     cut: Callable[[str, int], str],
 ) -> PackedInput:
-    """`message_id=<id>: <content>` lines, oldest first, until the next would pass the budget.
+    """`message_id=<id>: <content>` lines, oldest first, until the next would pass the budget or
+    is of the other trust (a guest's messages are never reviewed with an operator's).
 
     A first line that alone is over the budget is cut to fit (`cut` keeps whole characters).
     """
     lines: list[str] = []
     ids: list[int] = []
     used = 0
+    guest = bool(messages) and messages[0].guest
     for message in messages:
+        if message.guest != guest:
+            break
         line = f"message_id={message.id}: {message.content}"
         tokens = count_tokens(line) + (1 if lines else 0)  # the newline between lines
         if used + tokens > budget:
@@ -243,23 +299,43 @@ def pack(
         lines.append(line)
         ids.append(message.id)
         used += tokens
-    return PackedInput(tuple(lines), tuple(ids), used)
+    return PackedInput(tuple(lines), tuple(ids), used, guest)
 
 
-def memory_section(records: Iterable[MemoryRecord], user_chars: int, memory_chars: int) -> str:
-    """The current memory as the model sees it, rows with their ids, under usage headers."""
+def memory_section(
+    records: Iterable[MemoryRecord],
+    usage: tuple[int, int],
+    budget: int,
+    count_tokens: Callable[[str], int],
+) -> MemoryListing:
+    """The current memory as the model sees it: rows with their ids, under usage headers.
+
+    The active rows that render into a prompt file, most recently updated first, while their
+    lines fit `budget` tokens; shown in id order. The rows left out are counted, and the model
+    may change only the rows it was shown.
+    """
+    candidates = sorted(
+        (r for r in records if not r.archived and r.prompt_target is not PromptTarget.NONE),
+        key=lambda r: (r.updated_at, r.id),
+        reverse=True,
+    )
+    chosen: list[tuple[MemoryRecord, str]] = []
+    used = 0
+    for record in candidates:
+        line = _listing_line(record)
+        tokens = count_tokens(line) + 1
+        if used + tokens > budget:
+            break
+        chosen.append((record, line))
+        used += tokens
     user_lines: list[str] = []
     memory_lines: list[str] = []
-    for record in sorted(records, key=lambda r: r.id):
-        if record.archived or record.prompt_target is PromptTarget.NONE:
-            continue
-        bucket = "user" if record.prompt_target is PromptTarget.USER_MD else "memory"
-        line = (
-            f"(id={record.id}, {bucket}, scope={record.scope_type.value}:{record.scope_id}, "
-            f"{record.category.value}) {record.key}: {json.dumps(record.value, ensure_ascii=False)}"
-        )
-        (user_lines if bucket == "user" else memory_lines).append(line)
-    return "\n".join(
+    for record, line in sorted(chosen, key=lambda pair: pair[0].id):
+        target = user_lines if record.prompt_target is PromptTarget.USER_MD else memory_lines
+        target.append(line)
+    hidden = len(candidates) - len(chosen)
+    user_chars, memory_chars = usage
+    text = "\n".join(
         [
             f'<user_md used="{user_chars}/{USER_MD.max_chars} chars">',
             *user_lines,
@@ -267,7 +343,17 @@ def memory_section(records: Iterable[MemoryRecord], user_chars: int, memory_char
             f'<memory_md used="{memory_chars}/{MEMORY_MD.max_chars} chars">',
             *memory_lines,
             "</memory_md>",
+            *([f"({hidden} older rows are not shown.)"] if hidden else []),
         ]
+    )
+    return MemoryListing(text, frozenset(record.id for record, _ in chosen), hidden)
+
+
+def _listing_line(record: MemoryRecord) -> str:
+    bucket = "user" if record.prompt_target is PromptTarget.USER_MD else "memory"
+    return (
+        f"(id={record.id}, {bucket}, scope={record.scope_type.value}:{record.scope_id}, "
+        f"{record.category.value}) {record.key}: {json.dumps(record.value, ensure_ascii=False)}"
     )
 
 
@@ -282,6 +368,7 @@ def prompt(
         f"Conversation description: {description or '(none)'}",
         f"Working memory: {working_memory or '(none)'}",
         "",
+        *([GUEST_NOTE, ""] if packed.guest else []),
         "New user messages (oldest first):",
         *packed.lines,
     ]
@@ -291,21 +378,22 @@ def prompt(
     ]
 
 
-def parse_answer(text: str, tool_calls: Sequence[tuple[str, str]]) -> list[Operation]:
-    """The operations of a model's answer; raises ReviewOutputError for broken JSON."""
+def parse_answer(text: str, tool_calls: Sequence[tuple[str, str]]) -> Answer:
+    """The operations of a model's answer; raises ReviewOutputError for JSON that is broken.
+
+    JSON is the whole answer, a fenced block, or an object with "operations" inside prose. An
+    answer that opens as JSON (or a fence, or names "operations") but does not parse fails the
+    review, so a cut-off answer is retried rather than read as "nothing to save". Other text
+    ("Nothing new {really}.") is prose: nothing is saved.
+    """
     operations = [_tool_operation(name, arguments) for name, arguments in tool_calls]
     stripped = text.strip()
     if not stripped or stripped == NOTHING_TO_SAVE:
-        return operations
+        return Answer(operations, "operations" if operations else "nothing")
     document = _json_document(stripped)
     if document is None:
-        return operations  # prose without JSON: nothing to save
-    try:
-        parsed = json.loads(document)
-    except ValueError as error:
-        message = f"the answer's JSON is broken: {error}"
-        raise ReviewOutputError(message) from None
-    raw = parsed.get("operations") if isinstance(parsed, dict) else parsed
+        return Answer(operations, "operations" if operations else "prose")
+    raw = document.get("operations") if isinstance(document, dict) else document
     if not isinstance(raw, list):
         message = 'the answer\'s JSON has no "operations" list'
         raise ReviewOutputError(message)
@@ -314,24 +402,50 @@ def parse_answer(text: str, tool_calls: Sequence[tuple[str, str]]) -> list[Opera
             operations.append(Operation(str(item.get("action", "")), item))
         else:
             operations.append(Operation("", {}))
-    return operations
+    return Answer(operations, "operations")
 
 
-def admit(operation: Operation, owned: dict[int, MemoryRecord], index: int) -> Admitted | str:
+def admit(
+    operation: Operation,
+    shown: Mapping[int, MemoryRecord | None],
+    index: int,
+    *,
+    guest: bool = False,
+) -> Admitted | str:
     """The operation as it will be applied, or the reason it is skipped.
 
-    `owned` holds the active rows of the review's agent and owner: replace and archive must name
-    one of them (never another owner's row, never an archived one).
+    `shown` maps each row id the review prompt listed to the row as it stands now (None when it
+    is no longer an active row of the owner): replace and archive may name only those rows. A
+    guest batch (`guest`) may add no directive and change no row an operator wrote.
     """
     admit_one = _ADMISSION.get(operation.action)
     if admit_one is None:
         return f"unknown action {clipped(str(operation.action))}"
-    return admit_one(operation.fields, owned, index)
+    return admit_one(operation.fields, _Scope(shown, guest), index)
 
 
-def _admit_add(
-    fields: dict[str, Any], _owned: dict[int, MemoryRecord], index: int
-) -> Admitted | str:
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Scope:
+    shown: Mapping[int, MemoryRecord | None]
+    guest: bool
+
+    def row(self, action: str, raw_id: object) -> MemoryRecord | str:
+        """The shown, active row an operation names, or why it may not touch it."""
+        memory_id = _id(raw_id)
+        if memory_id not in self.shown:
+            named = str(memory_id) if memory_id > 0 else clipped(str(raw_id))
+            return f"{action}: row {named} was not in the memory shown to the review"
+        record = self.shown[memory_id]
+        if record is None:
+            return f"{action}: row {memory_id} is no longer an active row of this owner"
+        if self.guest and record.trust is not Trust.GUEST:
+            return (
+                f"{action}: row {memory_id} was written by an operator; a guest may not change it"
+            )
+        return record
+
+
+def _admit_add(fields: dict[str, Any], scope: _Scope, index: int) -> Admitted | str:
     target = fields.get("target")
     category = _category(fields.get("category"))
     if target not in ("user", "memory"):
@@ -340,20 +454,20 @@ def _admit_add(
         return f"add: unknown category {clipped(str(fields.get('category')))}"
     if category not in (USER_BUCKET if target == "user" else MEMORY_BUCKET):
         return f"add: category {category.value} is not a {target} category"
+    if scope.guest and category is Category.DIRECTIVE:
+        return "add: a guest may not write a directive"
     value = _value(fields.get("value"))
     if value is None:
         return "add: value must be 1-200 characters of text"
-    scope = ScopeType.OWNER if target == "user" else ScopeType.AGENT
-    return Add(category, scope, value, review_key(category, value, index))
+    scope_type = ScopeType.OWNER if target == "user" else ScopeType.AGENT
+    return Add(category, scope_type, value, review_key(category, value, index))
 
 
-def _admit_replace(
-    fields: dict[str, Any], owned: dict[int, MemoryRecord], _index: int
-) -> Admitted | str:
-    record = owned.get(_id(fields.get("id")))
+def _admit_replace(fields: dict[str, Any], scope: _Scope, _index: int) -> Admitted | str:
+    record = scope.row("replace", fields.get("id"))
+    if isinstance(record, str):
+        return record
     value = _value(fields.get("value"))
-    if record is None:
-        return f"replace: no active row {clipped(str(fields.get('id')))} of this owner"
     if record.category is Category.JOB_RUN_SUMMARY:
         return f"replace: row {record.id} is a job run summary"
     if value is None:
@@ -361,28 +475,22 @@ def _admit_replace(
     return Replace(record.id, value)
 
 
-def _admit_archive(
-    fields: dict[str, Any], owned: dict[int, MemoryRecord], _index: int
-) -> Admitted | str:
-    record = owned.get(_id(fields.get("id")))
-    if record is None:
-        return f"archive: no active row {clipped(str(fields.get('id')))} of this owner"
+def _admit_archive(fields: dict[str, Any], scope: _Scope, _index: int) -> Admitted | str:
+    record = scope.row("archive", fields.get("id"))
+    if isinstance(record, str):
+        return record
     reason = fields.get("reason")
     return Archive(record.id, (reason.strip()[:1024] or None) if isinstance(reason, str) else None)
 
 
-def _admit_working_memory(
-    fields: dict[str, Any], _owned: dict[int, MemoryRecord], _index: int
-) -> Admitted | str:
+def _admit_working_memory(fields: dict[str, Any], _scope: _Scope, _index: int) -> Admitted | str:
     text = fields.get("text")
     if not isinstance(text, str):
         return "working_memory: text must be a string"
     return SetWorkingMemory(text.strip()[:MAX_WORKING_MEMORY_CHARS])
 
 
-def _admit_describe(
-    fields: dict[str, Any], _owned: dict[int, MemoryRecord], _index: int
-) -> Admitted | str:
+def _admit_describe(fields: dict[str, Any], _scope: _Scope, _index: int) -> Admitted | str:
     text = fields.get("text")
     description = normalise_description(text) if isinstance(text, str) else ""
     if not description:
@@ -390,13 +498,25 @@ def _admit_describe(
     return SetDescription(description)
 
 
-_ADMISSION: dict[str, Callable[[dict[str, Any], dict[int, MemoryRecord], int], Admitted | str]] = {
+_ADMISSION: dict[str, Callable[[dict[str, Any], _Scope, int], Admitted | str]] = {
     "add": _admit_add,
     "replace": _admit_replace,
     "archive": _admit_archive,
     "working_memory": _admit_working_memory,
     "describe": _admit_describe,
 }
+
+
+def is_review_input(role: Role, metadata_json: str) -> bool:
+    """Whether a review reads the message: a user message (of any trust) that was not spoken.
+    The same rule as storage.review_store.REVIEWABLE."""
+    if role is not Role.USER:
+        return False
+    try:
+        metadata = json.loads(metadata_json or "{}")
+    except ValueError:
+        return False
+    return not (isinstance(metadata, dict) and metadata.get("spoken") in (True, "true"))
 
 
 def review_key(category: Category, value: str, index: int) -> str:
@@ -419,15 +539,33 @@ def session_id(agent_id: str, channel: str, chat_id: str, thread: str, max_id: i
     return f"memory_review:{agent_id}:{channel}:{chat_id}:{thread}:{max_id}"
 
 
-def _json_document(text: str) -> str | None:
+def _json_document(text: str) -> object | None:
+    """The JSON the answer holds, None for prose; raises ReviewOutputError when it is broken."""
     fenced = _FENCE.search(text)
     if fenced:
-        return fenced.group(1).strip()
-    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
-    if start < 0:
-        return None
-    end = max(text.rfind("}"), text.rfind("]"))
-    return text[start : end + 1] if end > start else text[start:]
+        return _loads(fenced.group(1).strip())
+    if text[0] in "{[":
+        return _loads(text)
+    decoder = json.JSONDecoder()
+    for found in _EMBEDDED.finditer(text):
+        try:
+            document, _ = decoder.raw_decode(text, found.start())
+        except ValueError:
+            continue
+        if isinstance(document, dict):
+            return document
+    if '"operations"' in text:
+        message = 'the answer names "operations" but holds no JSON object that parses'
+        raise ReviewOutputError(message)
+    return None
+
+
+def _loads(document: str) -> object:
+    try:
+        return json.loads(document)
+    except ValueError as error:
+        message = f"the answer's JSON is broken: {error}"
+        raise ReviewOutputError(message) from None
 
 
 def _tool_operation(name: str, arguments: str) -> Operation:

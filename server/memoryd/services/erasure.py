@@ -16,6 +16,7 @@ import apsw
 
 from memoryd.domain.conversation import ConversationKey, OwnerKey
 from memoryd.domain.memories import MemoryRecord, PromptTarget
+from memoryd.domain.messages import Trust, require_operator
 from memoryd.domain.timestamps import to_text, utc_now
 from memoryd.services.history import HistoryService
 from memoryd.services.memory import MemoryService
@@ -57,8 +58,10 @@ class ErasureService:
         self._prompts = prompts
         self._batch: Batch[ConversationKey, _Purged] = Batch.each("purge", self._purge)
 
-    async def purge_conversation(self, key: ConversationKey) -> PurgeResult:
-        """Erase the conversation; purging an unknown conversation removes nothing."""
+    async def purge_conversation(self, key: ConversationKey, trust: Trust) -> PurgeResult:
+        """Erase the conversation; purging an unknown conversation removes nothing. Operators
+        only."""
+        require_operator(trust, "purging a conversation")
         purged = await self._writer.submit(self._batch, key, after_commit=self._publish)
         return purged.result
 

@@ -22,12 +22,15 @@ from memoryd.domain.messages import (
     MessageLimits,
     NewMessage,
     StoredMessage,
+    Trust,
     check_kinds,
     check_message_count,
     check_new_message,
     is_blank,
+    require_operator,
 )
 from memoryd.domain.paging import PageCursor, PageTokens, fingerprint, page_size
+from memoryd.domain.review import is_review_input
 from memoryd.domain.search_query import plan_search
 from memoryd.domain.snippets import substring_snippet
 from memoryd.domain.timestamps import utc_now
@@ -35,6 +38,7 @@ from memoryd.errors import InvalidArgument, NotFound
 from memoryd.services.window_cache import CachedWindow, WindowCache
 from memoryd.storage import history_reads as reads
 from memoryd.storage import history_writes as writes
+from memoryd.storage import review_store
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.writer import Batch, Writer
 
@@ -50,8 +54,20 @@ def _clear(
     return writes.clear_window(connection, *payload)
 
 
+def _append(
+    connection: apsw.Connection, requests: list[writes.AppendRequest]
+) -> list[AppendResult]:
+    """Store the messages; a stored user message is new input for the reviewer, whichever RPC
+    brought it (CommitTurn marks its turn itself)."""
+    results = writes.append_batch(connection, requests)
+    for request, result in zip(requests, results, strict=True):
+        if any(is_review_input(m.role, m.metadata_json) for m in result.stored):
+            review_store.mark_input(connection, request.key, request.now)
+    return results
+
+
 # The kinds of writes this use case submits; consecutive appends in a group run as one batch.
-APPEND = Batch("append", writes.append_batch)
+APPEND = Batch("append", _append)
 CLEAR = Batch.each("clear", _clear)
 
 
@@ -121,8 +137,9 @@ class HistoryService:
             after_commit=lambda result: self.cache.append(key, result.stored),
         )
 
-    async def clear(self, key: ConversationKey) -> ClearResult:
-        """/new: a fresh window after the newest message; nothing is deleted."""
+    async def clear(self, key: ConversationKey, trust: Trust) -> ClearResult:
+        """/new: a fresh window after the newest message; nothing is deleted. Operators only."""
+        require_operator(trust, "/new")
         now = utc_now()
         window = await self._writer.submit(
             CLEAR,

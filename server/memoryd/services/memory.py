@@ -33,6 +33,7 @@ from memoryd.domain.timestamps import to_text, utc_now
 from memoryd.errors import InvalidArgument, NotFound
 from memoryd.services.prompt_files import CommittedRender, PromptFiles
 from memoryd.services.read_through import ReadThroughCache
+from memoryd.storage import jobs
 from memoryd.storage import memory_reads as reads
 from memoryd.storage import memory_writes as writes
 from memoryd.storage.readers import ReaderPool
@@ -152,7 +153,7 @@ class MemoryService:
         def upsert(connection: apsw.Connection, now: dt.datetime) -> Change:
             stored = writes.upsert(connection, fact, source_info(caller), now, job_id=caller.job_id)
             if caller.job_id is not None and request.run_id:
-                writes.record_job_run(connection, caller, request.run_id, now)
+                jobs.start_run(connection, caller.owner, caller.job_id, request.run_id, now)
             return Change(stored.record, stored.before, "memory_store", caller.owner)
 
         committed = await self._submit(upsert)
@@ -208,8 +209,8 @@ class MemoryService:
     async def restore(self, owner: OwnerKey, memory_id: int, *, trust: Trust) -> MemoryRecord:
         """Un-archive a row of the caller; the prompt files are re-rendered."""
 
-        def restore(connection: apsw.Connection, _now: dt.datetime) -> Change:
-            stored = writes.restore(connection, owner, memory_id, trust=trust)
+        def restore(connection: apsw.Connection, now: dt.datetime) -> Change:
+            stored = writes.restore(connection, owner, memory_id, trust=trust, now=now)
             return Change(stored.record, stored.before, "memory_restore", owner)
 
         committed = await self._submit(restore)

@@ -130,11 +130,16 @@ class RecallService:
 
 def recall_visibility(caller: Caller, scope: RecallScope) -> Visible:
     """Which rows a recall sees: the job's own, the conversation's, the owner's, or all."""
+    owner = caller.owner
     if caller.job_id is not None:
-        return Visible(caller.owner, ((ScopeType.JOB, caller.scope_id(ScopeType.JOB)),))
-    if scope is RecallScope.CURRENT:
-        conversation_scope = caller.scope_id(ScopeType.CONVERSATION, "scope")
-        return Visible(caller.owner, ((ScopeType.CONVERSATION, conversation_scope),))
-    if scope is RecallScope.OWNER:
-        return Visible(caller.owner, ((ScopeType.OWNER, caller.owner.owner_id),))
-    return Visible(caller.owner)
+        scopes: tuple[tuple[ScopeType, str | None], ...] = (
+            (ScopeType.JOB, caller.scope_id(ScopeType.JOB)),
+        )
+    elif scope is RecallScope.CURRENT:
+        scopes = ((ScopeType.CONVERSATION, caller.scope_id(ScopeType.CONVERSATION, "scope")),)
+    elif scope is RecallScope.OWNER:
+        scopes = ((ScopeType.OWNER, owner.owner_id),)
+    else:
+        scopes = ()
+    # A paused or deleted source (a scheduled job) is never recalled.
+    return Visible(owner, scopes, active_sources=True)

@@ -1,7 +1,8 @@
 """One review of one conversation: gates, claim, model call, and the apply transaction.
 
-    gates    interval (whole hours since the last review; skipped when forced), failure backoff
-             (skipped when forced), new reviewable messages since the cursor (always), the claim
+    gates    a trigger (review_interval_hours since the last review, exactly; a backlog; turn or
+             idle triggers; skipped when forced), failure backoff (skipped when forced), new
+             reviewable messages since the cursor (always), the claim
     call     the provider chain, tagged agent memory_reviewer and session
              memory_review:<agent>:<channel>:<chat>:<thread>:<max_message_id>
     apply    one transaction: the review run, its admitted operations, the cursor, the model
@@ -9,7 +10,9 @@
 
 A failed review (no provider answered, broken JSON) records the failure and moves nothing, so a
 retry reads the same messages; its operations are keyed by their content, so it cannot
-duplicate rows either.
+duplicate rows either. A review whose answer passed review_max_operations applies the first
+row changes and keeps the cursor, so the same messages are read again at once: operations are
+deferred, never dropped. The model may change only the rows its prompt listed.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ class ReviewResult:
     """What one review did."""
 
     key: ConversationKey
-    status: str  # ok | nothing_to_save | skipped | failed
+    status: str  # ok | nothing_to_save | nothing_to_save_prose | skipped | failed
     reason: str = ""
     added: int = 0
     replaced: int = 0
@@ -78,6 +81,18 @@ class ReviewResult:
     provider: str = ""
     model: str = ""
     own_ms: float = 0.0
+    deferred_ops: int = 0
+    # Reviewable messages left after the cursor (the backlog the next batch reads).
+    unread: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReviewDescription:
+    """GetReviewState: the state, the latest run, and the backlog of unread messages."""
+
+    state: ReviewState
+    last_run: StoredRun | None
+    unread: int
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -93,7 +108,8 @@ class _ApplyJob:
     key: ConversationKey
     token: str
     packed: rules.PackedInput
-    operations: list[rules.Operation]
+    answer: rules.Answer
+    shown_ids: frozenset[int]
     attempts: list[Attempt]
     provider: str
     model: str
@@ -107,6 +123,7 @@ class _Applied:
     run_id: int = 0
     touched: tuple[int, ...] = ()
     render: CommittedRender | None = None
+    unread: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -117,6 +134,17 @@ class _FailJob:
     error: str
     attempts: list[Attempt]
     started: dt.datetime
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Thresholds:
+    """The times a trigger compares with, at one moment: one rule for the gate and the
+    scheduler's query, so the scheduler never picks a conversation the gate then refuses."""
+
+    interval_before: dt.datetime
+    backoff_before: dt.datetime
+    stale_before: dt.datetime
+    idle_before: dt.datetime | None
 
 
 class Reviewer:
@@ -143,10 +171,23 @@ class Reviewer:
         self._apply = Batch.each("review_apply", self._apply_in_transaction)
         self._fail = Batch.each("review_fail", _fail_in_transaction)
         self._settle = Batch.each("review_settle", _settle)
-        backoff = settings.review_failure_backoff_ms / 1000
+        self.backoff = dt.timedelta(milliseconds=settings.review_failure_backoff_ms)
         timeouts = sum(provider.timeout_seconds for provider in chain.providers)
         # A claim older than this belongs to a review that died: it may be taken over.
-        self.stale_after = dt.timedelta(seconds=max(backoff, timeouts))
+        self.stale_after = max(self.backoff, dt.timedelta(seconds=timeouts))
+        # One exact duration, fractions of an hour included, for the gate and the scheduler.
+        self.interval = dt.timedelta(hours=settings.review_interval_hours)
+        idle = settings.idle_timeout_minutes
+        self.idle = dt.timedelta(minutes=idle) if idle is not None else None
+
+    def thresholds(self, now: dt.datetime) -> Thresholds:
+        """The trigger times at `now`."""
+        return Thresholds(
+            interval_before=now - self.interval,
+            backoff_before=now - self.backoff,
+            stale_before=now - self.stale_after,
+            idle_before=now - self.idle if self.idle is not None else None,
+        )
 
     def require_provider(self) -> None:
         """Reviews need a model: FAILED_PRECONDITION otherwise."""
@@ -185,47 +226,46 @@ class Reviewer:
                 log.debug("could not release review claim", exc_info=True)
             raise
 
-    async def describe(self, key: ConversationKey) -> tuple[ReviewState, StoredRun | None]:
-        """A conversation's review state and its latest run; NOT_FOUND without a record."""
+    async def describe(self, key: ConversationKey) -> ReviewDescription:
+        """A conversation's review state, backlog and latest run; NOT_FOUND without a record."""
 
-        def read(connection: apsw.Connection) -> tuple[ReviewState, StoredRun | None] | None:
+        def read(connection: apsw.Connection) -> ReviewDescription | None:
             found = _gate_input(connection, key)
             if found is None:
                 return None
-            return found[0] or ReviewState(), review_store.last_run(connection, key)
+            state = found[0] or ReviewState()
+            return ReviewDescription(
+                state,
+                review_store.last_run(connection, key),
+                review_store.unread_count(connection, key, state.last_reviewed_message_id),
+            )
 
         described = await self._readers.read(read)
         if described is None:
             raise NotFound(f"conversation {key.describe()} has no record")
         return described
 
-    def _trigger_fired(self, state: ReviewState, now: dt.datetime) -> bool:
-        """The interval (in whole hours) has passed, or one of OpenHermit's triggers fired."""
-        settings = self.settings
-        if state.last_reviewed_at is None:
-            return True
-        if (now - state.last_reviewed_at).total_seconds() // 3600 >= settings.review_interval_hours:
-            return True
-        if (
-            settings.turn_interval is not None
-            and state.turns_since_review >= settings.turn_interval
-        ):
-            return True
-        idle = settings.idle_timeout_minutes
-        return (
-            idle is not None
-            and state.last_input_at is not None
-            and now - state.last_input_at >= dt.timedelta(minutes=idle)
-        )
-
     def _gated(self, state: ReviewState | None, now: dt.datetime) -> str:
+        """Why a scheduled review may not run now (the rule review_store.due applies in SQL)."""
         if state is None:
             return ""
-        if not self._trigger_fired(state, now):
+        at = self.thresholds(now)
+        turns = self.settings.turn_interval
+        fired = (
+            state.backlog
+            or state.last_reviewed_at is None
+            or state.last_reviewed_at <= at.interval_before
+            or (turns is not None and state.turns_since_review >= turns)
+            or (
+                at.idle_before is not None
+                and state.last_input_at is not None
+                and state.last_input_at <= at.idle_before
+            )
+        )
+        if not fired:
             return "under_interval"
-        backoff = dt.timedelta(milliseconds=self.settings.review_failure_backoff_ms)
         failed_at = state.last_review_failed_at
-        if state.failure_count and failed_at is not None and now - failed_at < backoff:
+        if state.failure_count and failed_at is not None and failed_at > at.backoff_before:
             return "backoff: the last review failed"
         return ""
 
@@ -244,14 +284,13 @@ class Reviewer:
         if not packed.message_ids:
             await self._writer.submit(self._release, (key, token))
             return ReviewResult(key, "skipped", "no new user messages since the last review")
-        messages = rules.prompt(
-            packed,
-            rules.memory_section(
-                snapshot.records, len(prompt_state.user_md.text), len(prompt_state.memory_md.text)
-            ),
-            snapshot.working_memory,
-            snapshot.description,
+        listing = rules.memory_section(
+            snapshot.records,
+            (len(prompt_state.user_md.text), len(prompt_state.memory_md.text)),
+            self.settings.review_memory_token_budget,
+            count_tokens,
         )
+        messages = rules.prompt(packed, listing.text, snapshot.working_memory, snapshot.description)
         build_ms = (time.perf_counter() - begin) * 1000
         attempts: list[Attempt] = []
         session = rules.session_id(
@@ -265,7 +304,7 @@ class Reviewer:
                 tools=rules.TOOLS,
                 on_attempt=attempts.append,
             )
-            operations = rules.parse_answer(
+            answer = rules.parse_answer(
                 completion.text, [(call.name, call.arguments) for call in completion.tool_calls]
             )
         except (ModelUnavailableError, rules.ReviewOutputError) as error:
@@ -288,7 +327,8 @@ class Reviewer:
                 key,
                 token,
                 packed,
-                operations,
+                answer,
+                listing.shown_ids,
                 attempts,
                 completion.provider,
                 completion.model,
@@ -312,6 +352,8 @@ class Reviewer:
                 "replaced": record.replaced,
                 "archived": record.archived,
                 "skipped": record.skipped,
+                "deferred": record.deferred,
+                "unread": applied.unread,
                 "tokens_in": record.tokens_in,
                 "provider": completion.provider,
                 "own_ms": round(own_ms, 3),
@@ -330,6 +372,8 @@ class Reviewer:
             completion.provider,
             completion.model,
             round(own_ms, 3),
+            record.deferred,
+            applied.unread,
         )
 
     # --- the apply transaction (writer thread) ---------------------------------------------
@@ -340,7 +384,7 @@ class Reviewer:
             return _Applied(claim_lost=True)
         now = utc_now()
         owner = OwnerKey(key.agent_id, key.owner_id)
-        status = "ok" if job.operations else "nothing_to_save"
+        status = _status(job.answer)
         run_id = review_store.start_run(
             connection,
             key,
@@ -363,75 +407,65 @@ class Reviewer:
                 separators=(",", ":"),
             ),
         )
-        # Rows changed, by the kind of operation (rules.Add, rules.Replace, rules.Archive).
-        changed_by: collections.Counter[type] = collections.Counter()
-        skipped = 0
-        touched: list[int] = []
-        rendered = False
+        applying = _Applying(connection, key, owner, provenance, now, job.packed.guest)
+        shown = _shown_rows(connection, owner, job.shown_ids)
         limit = self.settings.review_max_operations
-        skipped += max(0, len(job.operations) - limit)
-        for index, operation in enumerate(job.operations[:limit]):
-            owned = _owned_rows(connection, owner, operation)
-            admitted = rules.admit(operation, owned, index)
+        for index, operation in enumerate(job.answer.operations):
+            if limit is not None and operation.changes_rows and applying.row_changes >= limit:
+                applying.deferred += 1
+                continue
+            admitted = rules.admit(operation, shown, index, guest=job.packed.guest)
             if isinstance(admitted, str):
-                skipped += 1
-                log.info(
-                    "review operation skipped: %s",
-                    admitted,
-                    extra={"event": "review_op_skipped", "run": run_id},
-                )
+                applying.skip(rules.Skipped(index, operation.action, admitted), run_id)
                 continue
-            # A savepoint per operation: one that the store refuses after all (a row that changed
-            # under it) is skipped whole, and the others stand.
-            connection.execute("SAVEPOINT review_op")
-            try:
-                changed = _apply_one(connection, key, owner, admitted, provenance, now)
-            except MemorydError as error:
-                connection.execute("ROLLBACK TO review_op; RELEASE review_op")
-                skipped += 1
-                log.info(
-                    "review operation refused: %s",
-                    error.message,
-                    extra={"event": "review_op_skipped", "run": run_id},
-                )
-                continue
-            connection.execute("RELEASE review_op")
-            if changed is not None:
-                changed_by[type(admitted)] += 1
-                touched.append(changed.id)
-                rendered = rendered or changed.prompt_target.value != "none"
-        more = bool(review_store.reviewable_after(connection, key, job.packed.max_message_id, 1))
+            changed = applying.apply(admitted, index, operation.action, run_id)
+            if changed is not None and changed.id in shown:
+                shown[changed.id] = None if changed.archived else changed
+        # Deferred operations keep the cursor: the same messages are read again at once.
+        state = review_store.state(connection, key)
+        cursor = state.last_reviewed_message_id if state else 0
+        if not applying.deferred:
+            cursor = max(cursor, job.packed.max_message_id)
+        unread = review_store.unread_count(connection, key, cursor)
         review_store.record_success(
-            connection,
-            key,
-            status=status,
-            cursor=job.packed.max_message_id,
-            more_pending=more,
-            now=now,
+            connection, key, status=status, cursor=cursor, more_pending=unread > 0, now=now
         )
         record = RunRecord(
             status,
             job.packed.max_message_id,
-            added=changed_by[rules.Add],
-            replaced=changed_by[rules.Replace],
-            archived=changed_by[rules.Archive],
-            skipped=skipped,
+            added=applying.changed_by[rules.Add],
+            replaced=applying.changed_by[rules.Replace],
+            archived=applying.changed_by[rules.Archive],
+            skipped=len(applying.skipped),
             tokens_in=job.packed.tokens,
             provider=job.provider,
             model=job.model,
+            deferred=applying.deferred,
+            skipped_ops=tuple(applying.skipped),
         )
-        review_store.finish_run(connection, run_id, record, job.attempts, now)
+        review_store.finish_run(
+            connection, run_id, record, job.attempts, now, answer_kind=job.answer.kind
+        )
         render = None
-        if rendered:
+        if applying.rendered:
             render = self._prompts.render_in_transaction(
                 connection,
                 owner,
                 mutation_source="memory_review",
-                provenance={"trigger": "memory_review", "memory_ids": touched, "run": run_id},
+                provenance={
+                    "trigger": "memory_review",
+                    "memory_ids": applying.touched,
+                    "run": run_id,
+                },
                 now=now,
             )
         return _Applied(
-            claim_lost=False, record=record, run_id=run_id, touched=tuple(touched), render=render
+            claim_lost=False,
+            record=record,
+            run_id=run_id,
+            touched=tuple(applying.touched),
+            render=render,
+            unread=unread,
         )
 
     def _publish(self, applied: _Applied) -> None:
@@ -441,17 +475,72 @@ class Reviewer:
             self._prompts.publish(applied.render)
 
 
-def _apply_one(  # noqa: PLR0917 - one operation and everything it is applied with
-    connection: apsw.Connection,
-    key: ConversationKey,
-    owner: OwnerKey,
-    admitted: rules.Admitted,
-    provenance: Provenance,
-    now: dt.datetime,
-) -> MemoryRecord | None:
-    """Apply one admitted operation; returns the row it changed (None for conversation texts)."""
+@dataclasses.dataclass(slots=True)
+class _Applying:
+    """The operations of one answer being applied inside the review's transaction."""
+
+    connection: apsw.Connection
+    key: ConversationKey
+    owner: OwnerKey
+    provenance: Provenance
+    now: dt.datetime
+    guest: bool
+    # Rows changed, by the kind of operation (rules.Add, rules.Replace, rules.Archive).
+    changed_by: collections.Counter[type] = dataclasses.field(default_factory=collections.Counter)
+    skipped: list[rules.Skipped] = dataclasses.field(default_factory=list)
+    touched: list[int] = dataclasses.field(default_factory=list)
+    deferred: int = 0
+    rendered: bool = False
+
+    @property
+    def row_changes(self) -> int:
+        """Rows added, replaced or archived so far (what review_max_operations counts)."""
+        return sum(self.changed_by.values())
+
+    def skip(self, skipped: rules.Skipped, run_id: int) -> None:
+        """Count an operation that is not applied, with its reason (both kept short: the
+        action is the model's text)."""
+        skipped = rules.Skipped(skipped.index, skipped.action[:64], skipped.reason[:512])
+        self.skipped.append(skipped)
+        log.info(
+            "review operation skipped: %s",
+            skipped.reason,
+            extra={"event": "review_op_skipped", "run": run_id},
+        )
+
+    def apply(
+        self, admitted: rules.Admitted, index: int, action: str, run_id: int
+    ) -> MemoryRecord | None:
+        """Apply one admitted operation in a savepoint: one the store refuses after all (a row
+        that changed under it) is skipped whole, and the others stand. Returns the row changed."""
+        connection = self.connection
+        connection.execute("SAVEPOINT review_op")
+        try:
+            changed = _apply_one(self, admitted)
+        except MemorydError as error:
+            connection.execute("ROLLBACK TO review_op; RELEASE review_op")
+            self.skip(rules.Skipped(index, action, error.message), run_id)
+            return None
+        connection.execute("RELEASE review_op")
+        if changed is None:
+            return None
+        self.changed_by[type(admitted)] += 1
+        self.touched.append(changed.id)
+        self.rendered = self.rendered or changed.prompt_target.value != "none"
+        return changed
+
+
+def _apply_one(applying: _Applying, admitted: rules.Admitted) -> MemoryRecord | None:
+    """Apply one admitted operation; returns the row it changed (None when nothing changed: a
+    conversation text, or an add whose fact is already an active row)."""
+    connection, owner, now = applying.connection, applying.owner, applying.now
+    trust = Trust.GUEST if applying.guest else Trust.OPERATOR
     if isinstance(admitted, rules.Add):
         scope_id = owner.owner_id if admitted.scope_type is ScopeType.OWNER else owner.agent_id
+        if memory_writes.has_active_value(
+            connection, owner, admitted.scope_type, scope_id, admitted.category, admitted.value
+        ):
+            return None
         fact = NewFact(
             owner,
             admitted.scope_type,
@@ -461,8 +550,8 @@ def _apply_one(  # noqa: PLR0917 - one operation and everything it is applied wi
             admitted.value,
             1.0,
             None,
-            Trust.OPERATOR,
-            provenance,
+            trust,
+            applying.provenance,
         )
         return memory_writes.upsert(connection, fact, reviewer_source(owner), now).record
     if isinstance(admitted, rules.Replace):
@@ -472,10 +561,10 @@ def _apply_one(  # noqa: PLR0917 - one operation and everything it is applied wi
             Locator(id=admitted.id),
             value=admitted.value,
             metadata_json=None,
-            trust=Trust.OPERATOR,
+            trust=trust,
             now=now,
         )
-        memory_writes.set_provenance(connection, admitted.id, provenance)
+        memory_writes.set_provenance(connection, admitted.id, applying.provenance)
         return stored.record
     if isinstance(admitted, rules.Archive):
         return memory_writes.archive(
@@ -484,27 +573,29 @@ def _apply_one(  # noqa: PLR0917 - one operation and everything it is applied wi
             admitted.id,
             reason=admitted.reason,
             archived_by=rules.REVIEWER_AGENT,
-            trust=Trust.OPERATOR,
+            trust=trust,
             now=now,
-        ).before
+        ).record
     column = "working_memory" if isinstance(admitted, rules.SetWorkingMemory) else "description"
-    review_store.set_conversation_text(connection, key, column, admitted.text)
+    review_store.set_conversation_text(connection, applying.key, column, admitted.text)
     return None
 
 
-def _owned_rows(
-    connection: apsw.Connection, owner: OwnerKey, operation: rules.Operation
-) -> dict[int, MemoryRecord]:
-    """The active row of the owner an operation names by id, if any."""
-    raw = operation.fields.get("id")
-    if isinstance(raw, bool) or not isinstance(raw, int | str):
-        return {}
-    try:
-        memory_id = int(raw)
-    except ValueError:
-        return {}
-    record = memory_writes.find(connection, owner, Locator(id=memory_id)) if memory_id > 0 else None
-    return {record.id: record} if record is not None and not record.archived else {}
+def _status(answer: rules.Answer) -> str:
+    if answer.kind == "prose":
+        return review_store.PROSE
+    return "ok" if answer.operations else "nothing_to_save"
+
+
+def _shown_rows(
+    connection: apsw.Connection, owner: OwnerKey, shown_ids: frozenset[int]
+) -> dict[int, MemoryRecord | None]:
+    """The rows the review prompt listed, as they stand now (None: no longer active)."""
+    shown: dict[int, MemoryRecord | None] = {}
+    for memory_id in shown_ids:
+        record = memory_writes.find(connection, owner, Locator(id=memory_id))
+        shown[memory_id] = record if record is not None and not record.archived else None
+    return shown
 
 
 def _gate_input(

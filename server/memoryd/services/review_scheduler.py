@@ -1,8 +1,11 @@
 """The scheduler: finds conversations whose review is due and runs them, a few at a time.
 
-Due means: a committed turn brought new input (pending), no live claim, past the failure
-backoff, and one trigger fired: the review interval since the last review (or never reviewed),
-OpenHermit's turn_interval completed turns, or idle_timeout_minutes without a new message.
+Due means: new input is pending (a committed turn, or appended user messages), no live claim,
+past the failure backoff, and one trigger fired: the review interval since the last review
+(exactly, fractions of an hour too; or never reviewed), a backlog (the last review left unread
+input: the next batch runs at once), OpenHermit's turn_interval completed turns, or
+idle_timeout_minutes without a new message. The gate in Reviewer applies the same rule, from
+the same thresholds, so a picked conversation is never refused and picked again in a loop.
 State lives in SQLite, so after a restart the same conversations are due again; claims of the
 previous process are cleared at start-up. `review_interval_hours = 0` turns it off; ReviewNow
 still works. A turn commit nudges the scheduler, so turn triggers do not wait for the next tick.
@@ -12,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import functools
 import logging
+import time
 
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.timestamps import utc_now
@@ -34,6 +37,8 @@ class ReviewScheduler:
         self._settings = reviewer.settings
         self._limit = asyncio.Semaphore(self._settings.review_concurrency)
         self._running: dict[ConversationKey, asyncio.Task[ReviewResult | None]] = {}
+        # Conversations whose scheduled review was skipped, and when they may be tried again.
+        self._resting: dict[ConversationKey, float] = {}
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
         self.completed = 0
@@ -64,33 +69,33 @@ class ReviewScheduler:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
-    async def run_once(self) -> int:
-        """Start every due review not already running; returns how many were started."""
+    async def run_once(self) -> bool:
+        """Start every due review not already running; True when more may be due than were
+        read (the next look should come as soon as a slot frees)."""
         now = utc_now()
         settings = self._settings
-        backoff = dt.timedelta(milliseconds=settings.review_failure_backoff_ms)
-        idle = settings.idle_timeout_minutes
+        at = self._reviewer.thresholds(now)
         batch = max(settings.review_concurrency * 4, 16)
+        limit = batch + len(self._running)
         due = await self._readers.read(
             lambda connection: review_store.due(
                 connection,
-                interval_before=now - dt.timedelta(hours=settings.review_interval_hours),
-                backoff_before=now - backoff,
-                stale_before=now - self._reviewer.stale_after,
+                interval_before=at.interval_before,
+                backoff_before=at.backoff_before,
+                stale_before=at.stale_before,
                 turn_interval=settings.turn_interval,
-                idle_before=now - dt.timedelta(minutes=idle) if idle is not None else None,
-                limit=batch + len(self._running),
+                idle_before=at.idle_before,
+                limit=limit,
             )
         )
-        started = 0
+        resting_until = time.monotonic()
         for key in due:
-            if key in self._running:
+            if key in self._running or self._resting.get(key, 0.0) > resting_until:
                 continue
             task = asyncio.create_task(self._review(key))
             self._running[key] = task
             task.add_done_callback(functools.partial(self._finished, key))
-            started += 1
-        return started
+        return len(due) >= limit
 
     async def review_now(
         self,
@@ -119,15 +124,16 @@ class ReviewScheduler:
     async def _loop(self) -> None:
         while True:
             try:
-                started = await self.run_once()
+                more = await self.run_once()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("the review scheduler failed; retrying", extra={"event": "scheduler"})
-                started = 0
+                more = False
             self._wake.clear()
-            # With reviews still to start, come back as soon as a slot frees.
-            wait = 0.05 if started else self._settings.scheduler_tick_seconds
+            # A finished review wakes the loop (its backlog may be due at once); otherwise look
+            # again after a tick, or soon when the batch read was full.
+            wait = 0.05 if more else self._settings.scheduler_tick_seconds
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=wait)
 
@@ -143,7 +149,17 @@ class ReviewScheduler:
                 )
                 return None
 
-    def _finished(self, key: ConversationKey, _task: object) -> None:
+    def _finished(self, key: ConversationKey, task: asyncio.Task[ReviewResult | None]) -> None:
         self._running.pop(key, None)
         self.completed += 1
+        result = None if task.cancelled() or task.exception() else task.result()
+        if result is None or result.status == "skipped":
+            # Refused after all (a claim taken in between, say): not again before the next tick,
+            # so a disagreement can never turn into a busy loop.
+            self._resting[key] = time.monotonic() + self._settings.scheduler_tick_seconds
+        else:
+            self._resting.pop(key, None)
+        now = time.monotonic()
+        for rested in [k for k, until in self._resting.items() if until <= now]:
+            del self._resting[rested]
         self._wake.set()

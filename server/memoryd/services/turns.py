@@ -7,15 +7,16 @@ after the commit. Review never runs on the caller's path.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable, Sequence
 
 import apsw
 
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.history import AppendResult
-from memoryd.domain.messages import NewMessage, Role, Trust, is_blank
+from memoryd.domain.messages import NewMessage, Trust, is_blank
+from memoryd.domain.review import is_review_input
 from memoryd.domain.timestamps import utc_now
+from memoryd.errors import InvalidArgument
 from memoryd.services.history import HistoryService
 from memoryd.storage import history_writes, review_store
 from memoryd.storage.review_store import Usage
@@ -56,14 +57,23 @@ class TurnService:
         *,
         speaker: Trust,
     ) -> TurnResult:
-        """Store the turn; mark new input when an operator's reviewable user message is in it.
+        """Store the turn; mark new input when a reviewable user message is in it.
 
-        A guest's turn never starts a review, whatever trust its messages claim.
+        A guest's turn is reviewed as a guest's (no directives, no operator rows changed); its
+        messages may not claim more trust than the turn's speaker.
         """
         checked = self._history.check_messages(messages)
+        if speaker is Trust.GUEST:
+            for index, message in enumerate(checked):
+                if message.trust is not Trust.GUEST:
+                    raise InvalidArgument(
+                        f"messages[{index}].trust is operator in a guest's turn: a message may "
+                        "not claim more trust than the turn's speaker"
+                    )
         prepared = tuple(None if is_blank(message.content) else message for message in checked)
-        new_input = speaker is Trust.OPERATOR and any(
-            message is not None and reviewable(message) for message in prepared
+        new_input = any(
+            message is not None and is_review_input(message.role, message.metadata_json)
+            for message in prepared
         )
         turn = _Turn(history_writes.AppendRequest(key, prepared, utc_now()), usage, new_input)
 
@@ -77,21 +87,6 @@ class TurnService:
             rows=max(1, sum(message is not None for message in prepared)),
             after_commit=published,
         )
-
-
-def reviewable(message: NewMessage) -> bool:
-    """A user message of an operator, not marked guest or spoken in its metadata."""
-    if message.role is not Role.USER or message.trust is not Trust.OPERATOR:
-        return False
-    try:
-        metadata = json.loads(message.metadata_json or "{}")
-    except ValueError:
-        return False
-    return not (
-        metadata.get("guest") in (True, "true")
-        or metadata.get("spoken") in (True, "true")
-        or metadata.get("trust") == "guest"
-    )
 
 
 def _commit(connection: apsw.Connection, turn: _Turn) -> TurnResult:

@@ -144,6 +144,17 @@ def render_input(connection: apsw.Connection, owner: OwnerKey) -> list[MemoryRec
     ]
 
 
+def source(connection: apsw.Connection, owner: OwnerKey, source_id: str) -> SourceRow | None:
+    """One memory source of the owner."""
+    found = rows(
+        connection,
+        "SELECT id, source_type, name, description, memory_scope, status, created_at, "
+        "updated_at FROM memory_sources WHERE agent_id = ? AND owner_id = ? AND id = ?",
+        (owner.agent_id, owner.owner_id, source_id),
+    )
+    return SourceRow(SourceInfo(*found[0][:5]), *found[0][5:]) if found else None
+
+
 def list_sources(
     connection: apsw.Connection,
     owner: OwnerKey,
@@ -180,6 +191,11 @@ def list_sources(
 
 
 def _add_visible(sql: list[str], params: list[Any], visible: Visible) -> None:
+    if visible.active_sources:
+        sql.append(
+            "AND NOT EXISTS (SELECT 1 FROM memory_sources AS s WHERE s.agent_id = r.agent_id "
+            "AND s.owner_id = r.owner_id AND s.id = r.source_id AND s.status != 'active')"
+        )
     if visible.archived is True:
         sql.append("AND r.archived_at IS NOT NULL")
     elif visible.archived is False:

@@ -13,8 +13,8 @@ import datetime as dt
 import apsw
 
 from memoryd.domain.conversation import ConversationKey, OwnerKey, owner_scope_token
+from memoryd.domain.jobs import check_writable
 from memoryd.domain.memories import (
-    Caller,
     Category,
     MemoryRecord,
     NewFact,
@@ -29,6 +29,7 @@ from memoryd.domain.memory_queries import Locator
 from memoryd.domain.messages import Trust
 from memoryd.domain.timestamps import to_text
 from memoryd.errors import FailedPrecondition, InvalidArgument, NotFound
+from memoryd.storage import jobs
 from memoryd.storage.history_rows import rows
 from memoryd.storage.memory_rows import (
     MEMORY_COLUMNS,
@@ -210,20 +211,48 @@ def archive(
 
 
 def restore(
-    connection: apsw.Connection, owner: OwnerKey, memory_id: int, *, trust: Trust
+    connection: apsw.Connection,
+    owner: OwnerKey,
+    memory_id: int,
+    *,
+    trust: Trust,
+    now: dt.datetime,
 ) -> Stored:
-    """Un-archive a row of the caller (Fermix skips this ownership check; memoryd does not)."""
+    """Un-archive a row of the caller (Fermix skips this ownership check; memoryd does not).
+
+    Restoring counts as an update: updated_at moves to `now`, so in a full prompt-file section
+    (which keeps the most recently updated rows) the fact reappears at once.
+    """
     before = require(connection, owner, Locator(id=memory_id))
     check_directive_trust(before.category, trust, "restore")
     if not before.archived:
         return Stored(before, before)
     found = rows(
         connection,
-        "UPDATE memories SET archived_at = NULL, archived_by = NULL, archive_reason = NULL "
-        f"WHERE id = ? RETURNING {RETURNED_COLUMNS}",
-        (memory_id,),
+        "UPDATE memories SET archived_at = NULL, archived_by = NULL, archive_reason = NULL, "
+        f"updated_at = ? WHERE id = ? RETURNING {RETURNED_COLUMNS}",
+        (to_text(now), memory_id),
     )
     return Stored(memory_from_row(found[0]), before)
+
+
+def has_active_value(  # noqa: PLR0917 - a row's identity is these five values
+    connection: apsw.Connection,
+    owner: OwnerKey,
+    scope_type: ScopeType,
+    scope_id: str,
+    category: Category,
+    value: str,
+) -> bool:
+    """Whether an active row of the scope already holds this fact (the reviewer adds no
+    duplicate, whatever key it would give it)."""
+    found = rows(
+        connection,
+        f"SELECT 1 FROM memories AS r WHERE {OWNER_MATCH} AND r.scope_type = ? "
+        "AND r.scope_id = ? AND r.category = ? AND r.value = ? AND r.archived_at IS NULL LIMIT 1",
+        (owner.agent_id, owner.owner_id, scope_type.value, scope_id, category.value, value),
+    )
+    return bool(found)
 
 
 def delete(
@@ -259,7 +288,12 @@ def register_source(
     *,
     job_id: str | None = None,
 ) -> None:
-    """Record the memory source (and for a job, the job) rows are written through."""
+    """Record the memory source (and for a job, the job) rows are written through. A paused
+    or deleted job writes nothing (FAILED_PRECONDITION)."""
+    if job_id is not None:
+        status = jobs.source_status(connection, owner, job_id)
+        if status is not None:
+            check_writable(job_id, status)
     stamp = to_text(now)
     connection.execute(
         "INSERT INTO memory_sources (agent_id, owner_id, id, source_type, name, description, "
@@ -301,19 +335,6 @@ def set_provenance(connection: apsw.Connection, memory_id: int, provenance: Prov
             provenance.details_json,
             memory_id,
         ),
-    )
-
-
-def record_job_run(
-    connection: apsw.Connection, caller: Caller, run_id: str, now: dt.datetime
-) -> None:
-    """Note a run of the caller's job (first write of the run)."""
-    if caller.job_id is None:
-        return
-    connection.execute(
-        "INSERT INTO job_runs (agent_id, owner_id, job_id, run_id, started_at) "
-        "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-        (caller.owner.agent_id, caller.owner.owner_id, caller.job_id, run_id, to_text(now)),
     )
 
 

@@ -8,27 +8,34 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 from typing import Any
 
 import apsw
 
 from memoryd.domain.conversation import ConversationKey
-from memoryd.domain.review import InputMessage
+from memoryd.domain.review import InputMessage, Skipped
 from memoryd.domain.timestamps import from_text, to_text
 from memoryd.llm.chain import Attempt
 from memoryd.storage.history_rows import CONVERSATION_MATCH, KEY_MATCH, Row, rows
 
-# The messages a review reads: user messages of operators, not marked guest or spoken.
+# The messages a review reads: user messages that were not spoken. A guest's (by its trust or
+# its metadata) are read too, in batches of their own with a guest's admission.
 REVIEWABLE = (
-    "m.role = 'user' AND m.trust = 'operator' "
-    "AND coalesce(json_extract(m.metadata_json, '$.guest'), 0) NOT IN (1, 'true') "
-    "AND coalesce(json_extract(m.metadata_json, '$.spoken'), 0) NOT IN (1, 'true') "
-    "AND coalesce(json_extract(m.metadata_json, '$.trust'), '') != 'guest'"
+    "m.role = 'user' AND coalesce(json_extract(m.metadata_json, '$.spoken'), 0) NOT IN (1, 'true')"
 )
+GUEST = (
+    "(m.trust = 'guest' "
+    "OR coalesce(json_extract(m.metadata_json, '$.guest'), 0) IN (1, 'true') "
+    "OR coalesce(json_extract(m.metadata_json, '$.trust'), '') = 'guest')"
+)
+# The review_runs.status of a prose answer (its answer_kind says "prose").
+PROSE = "nothing_to_save_prose"
 _STATE_COLUMNS = (
     "last_reviewed_message_id, last_reviewed_at, last_review_started_at, "
     "last_review_completed_at, last_review_status, last_review_failed_at, failure_count, "
-    "last_error, pending_input, last_input_at, turns_since_review, claim_token, claimed_at"
+    "last_error, pending_input, last_input_at, turns_since_review, claim_token, claimed_at, "
+    "backlog"
 )
 
 
@@ -49,11 +56,18 @@ class ReviewState:
     turns_since_review: int = 0
     claim_token: str | None = None
     claimed_at: dt.datetime | None = None
+    # The last review left reviewable input behind: the next batch is due at once.
+    backlog: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RunRecord:
-    """A finished review, as committed."""
+    """A finished review, as committed.
+
+    status: ok | nothing_to_save | nothing_to_save_prose | failed. `skipped` counts the
+    operations refused; `skipped_ops` holds the first MAX_SKIPPED_RECORDED of them with their
+    reasons; `deferred` counts those left for the next review of the same messages.
+    """
 
     status: str
     max_message_id: int
@@ -65,6 +79,11 @@ class RunRecord:
     provider: str | None = None
     model: str | None = None
     error: str | None = None
+    deferred: int = 0
+    skipped_ops: tuple[Skipped, ...] = ()
+
+
+MAX_SKIPPED_RECORDED = 100
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -104,6 +123,7 @@ def _state(row: Row) -> ReviewState:
         turns_since_review=row[10],
         claim_token=row[11],
         claimed_at=_time(row[12]),
+        backlog=bool(row[13]),
     )
 
 
@@ -138,11 +158,31 @@ def reviewable_after(
     """Reviewable messages after the cursor, oldest first."""
     found = rows(
         connection,
-        f"SELECT m.id, m.content FROM messages AS m WHERE {KEY_MATCH} AND m.id > ? "
+        f"SELECT m.id, m.content, {GUEST} FROM messages AS m WHERE {KEY_MATCH} AND m.id > ? "
         f"AND {REVIEWABLE} ORDER BY m.id LIMIT ?",
         (*key.as_row(), after_id, limit),
     )
-    return [InputMessage(row[0], row[1]) for row in found]
+    return [InputMessage(row[0], row[1], bool(row[2])) for row in found]
+
+
+def unread_count(connection: apsw.Connection, key: ConversationKey, after_id: int) -> int:
+    """The backlog: reviewable messages after the cursor `after_id`."""
+    found = rows(
+        connection,
+        f"SELECT count(*) FROM messages AS m WHERE {KEY_MATCH} AND m.id > ? AND {REVIEWABLE}",
+        (*key.as_row(), after_id),
+    )
+    return int(found[0][0])
+
+
+def mark_input(connection: apsw.Connection, key: ConversationKey, now: dt.datetime) -> None:
+    """Appended reviewable messages: new input for the scheduler (not a turn)."""
+    connection.execute(
+        "INSERT INTO memory_review_state (agent_id, owner_id, channel, chat_id, thread_scope, "
+        "pending_input, last_input_at) VALUES (?, ?, ?, ?, ?, 1, ?) "
+        "ON CONFLICT DO UPDATE SET pending_input = 1, last_input_at = excluded.last_input_at",
+        (*key.as_row(), to_text(now)),
+    )
 
 
 def conversation_texts(connection: apsw.Connection, key: ConversationKey) -> tuple[str, str]:
@@ -209,7 +249,7 @@ def release(connection: apsw.Connection, key: ConversationKey, token: str) -> No
 def clear_pending(connection: apsw.Connection, key: ConversationKey) -> None:
     """No reviewable input is left after the cursor."""
     connection.execute(
-        f"UPDATE memory_review_state SET pending_input = 0 WHERE {CONVERSATION_MATCH}",
+        f"UPDATE memory_review_state SET pending_input = 0, backlog = 0 WHERE {CONVERSATION_MATCH}",
         key.as_row(),
     )
 
@@ -234,7 +274,7 @@ def start_run(
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (
             *key.as_row(),
-            record.status,
+            _stored_status(record.status),
             record.max_message_id,
             record.provider,
             record.model,
@@ -252,13 +292,16 @@ def finish_run(
     record: RunRecord,
     attempts: list[Attempt],
     now: dt.datetime,
+    *,
+    answer_kind: str = "",
 ) -> None:
-    """The run's counts and status, and its model calls."""
+    """The run's counts, status and skipped operations, and its model calls."""
     connection.execute(
         "UPDATE review_runs SET status = ?, ops_added = ?, ops_replaced = ?, ops_archived = ?, "
-        "ops_skipped = ?, tokens_in = ?, error = ?, completed_at = ? WHERE id = ?",
+        "ops_skipped = ?, tokens_in = ?, error = ?, completed_at = ?, answer_kind = ?, "
+        "ops_deferred = ?, skipped_json = ? WHERE id = ?",
         (
-            record.status,
+            _stored_status(record.status),
             record.added,
             record.replaced,
             record.archived,
@@ -266,6 +309,15 @@ def finish_run(
             record.tokens_in,
             record.error,
             to_text(now),
+            answer_kind,
+            record.deferred,
+            json.dumps(
+                [
+                    {"index": op.index, "action": op.action, "reason": op.reason}
+                    for op in record.skipped_ops[:MAX_SKIPPED_RECORDED]
+                ],
+                ensure_ascii=False,
+            ),
             run_id,
         ),
     )
@@ -300,15 +352,30 @@ def record_success(
     more_pending: bool,
     now: dt.datetime,
 ) -> None:
-    """Move the cursor, reset the failures, release the claim."""
+    """Move the cursor, reset the failures, release the claim. With input left after the
+    cursor, the conversation has a backlog: its next batch is due at once."""
     connection.execute(
         "UPDATE memory_review_state SET "
         "last_reviewed_message_id = max(last_reviewed_message_id, ?), last_reviewed_at = ?, "
         "last_review_completed_at = ?, last_review_status = ?, "
-        "failure_count = 0, last_error = NULL, pending_input = ?, turns_since_review = 0, "
+        "failure_count = 0, last_error = NULL, pending_input = ?, backlog = ?, "
+        "turns_since_review = 0, "
         f"claim_token = NULL, claimed_at = NULL WHERE {CONVERSATION_MATCH}",
-        (cursor, to_text(now), to_text(now), status, int(more_pending), *key.as_row()),
+        (
+            cursor,
+            to_text(now),
+            to_text(now),
+            _stored_status(status),
+            int(more_pending),
+            int(more_pending),
+            *key.as_row(),
+        ),
     )
+
+
+def _stored_status(status: str) -> str:
+    """A prose answer is stored as nothing_to_save; review_runs.answer_kind tells it apart."""
+    return "nothing_to_save" if status == PROSE else status
 
 
 def record_failure(
@@ -341,7 +408,8 @@ def last_run(connection: apsw.Connection, key: ConversationKey) -> StoredRun | N
         connection,
         "SELECT r.id, r.status, r.max_message_id, r.ops_added, r.ops_replaced, r.ops_archived, "
         "r.ops_skipped, r.tokens_in, r.provider, r.model, r.error, r.started_at, r.completed_at, "
-        "(SELECT count(*) FROM model_calls AS c WHERE c.review_run_id = r.id) "
+        "(SELECT count(*) FROM model_calls AS c WHERE c.review_run_id = r.id), "
+        "r.answer_kind, r.ops_deferred, r.skipped_json "
         "FROM review_runs AS r WHERE (r.agent_id, r.owner_id, r.channel, r.chat_id, "
         "r.thread_scope) = (?, ?, ?, ?, ?) ORDER BY r.id DESC LIMIT 1",
         key.as_row(),
@@ -349,9 +417,26 @@ def last_run(connection: apsw.Connection, key: ConversationKey) -> StoredRun | N
     if not found:
         return None
     row = found[0]
+    status = PROSE if row[1] == "nothing_to_save" and row[14] == "prose" else row[1]
+    skipped = tuple(
+        Skipped(item["index"], item["action"], item["reason"]) for item in json.loads(row[16])
+    )
     return StoredRun(
         id=row[0],
-        record=RunRecord(*row[1:11]),
+        record=RunRecord(
+            status,
+            row[2],
+            added=row[3],
+            replaced=row[4],
+            archived=row[5],
+            skipped=row[6],
+            tokens_in=row[7],
+            provider=row[8],
+            model=row[9],
+            error=row[10],
+            deferred=row[15],
+            skipped_ops=skipped,
+        ),
         model_calls=row[13],
         started_at=from_text(row[11]),
         completed_at=from_text(row[12]),
@@ -368,7 +453,8 @@ def due(
     idle_before: dt.datetime | None,
     limit: int,
 ) -> list[ConversationKey]:
-    """Conversations with new input whose review is due, oldest review first."""
+    """Conversations with new input whose review is due (a trigger fired, or a backlog),
+    oldest review first."""
     triggers = ["(last_reviewed_at IS NULL OR last_reviewed_at <= ?)"]
     params: list[Any] = [to_text(interval_before)]
     if turn_interval is not None:
@@ -382,7 +468,8 @@ def due(
         "SELECT agent_id, owner_id, channel, chat_id, thread_scope FROM memory_review_state "
         "WHERE pending_input = 1 AND (claim_token IS NULL OR claimed_at < ?) "
         "AND (failure_count = 0 OR last_review_failed_at <= ?) "
-        f"AND ({' OR '.join(triggers)}) ORDER BY last_reviewed_at NULLS FIRST LIMIT ?",
+        f"AND (backlog = 1 OR {' OR '.join(triggers)}) "
+        "ORDER BY last_reviewed_at NULLS FIRST LIMIT ?",
         [to_text(stale_before), to_text(backoff_before), *params, limit],
     )
     return [ConversationKey(*row) for row in found]

@@ -165,6 +165,58 @@ RECALL_SOURCE_ALL: RecallSource.ValueType  # 3
 """Both, merged in turns up to the limit."""
 Global___RecallSource: _TypeAlias = RecallSource  # noqa: Y015
 
+class _JobStatus:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _JobStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_JobStatus.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    JOB_STATUS_UNSPECIFIED: _JobStatus.ValueType  # 0
+    """Not set. Refused on input."""
+    JOB_STATUS_ACTIVE: _JobStatus.ValueType  # 1
+    """The job runs and its rows are recalled."""
+    JOB_STATUS_PAUSED: _JobStatus.ValueType  # 2
+    """Paused: its rows are kept but not recalled, and it writes nothing until resumed."""
+    JOB_STATUS_DELETED: _JobStatus.ValueType  # 3
+    """Deleted, for good: its rows are kept (erase them with DeleteMemory) but never recalled."""
+
+class JobStatus(_JobStatus, metaclass=_JobStatusEnumTypeWrapper):
+    """JobStatus is the state of a scheduled job's memory source."""
+
+JOB_STATUS_UNSPECIFIED: JobStatus.ValueType  # 0
+"""Not set. Refused on input."""
+JOB_STATUS_ACTIVE: JobStatus.ValueType  # 1
+"""The job runs and its rows are recalled."""
+JOB_STATUS_PAUSED: JobStatus.ValueType  # 2
+"""Paused: its rows are kept but not recalled, and it writes nothing until resumed."""
+JOB_STATUS_DELETED: JobStatus.ValueType  # 3
+"""Deleted, for good: its rows are kept (erase them with DeleteMemory) but never recalled."""
+Global___JobStatus: _TypeAlias = JobStatus  # noqa: Y015
+
+class _JobRunOutcome:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _JobRunOutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_JobRunOutcome.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    JOB_RUN_OUTCOME_UNSPECIFIED: _JobRunOutcome.ValueType  # 0
+    """Not set. Refused on input."""
+    JOB_RUN_OUTCOME_SUCCEEDED: _JobRunOutcome.ValueType  # 1
+    """The run did its work."""
+    JOB_RUN_OUTCOME_FAILED: _JobRunOutcome.ValueType  # 2
+    """The run failed."""
+
+class JobRunOutcome(_JobRunOutcome, metaclass=_JobRunOutcomeEnumTypeWrapper):
+    """JobRunOutcome is how a scheduled job's run ended."""
+
+JOB_RUN_OUTCOME_UNSPECIFIED: JobRunOutcome.ValueType  # 0
+"""Not set. Refused on input."""
+JOB_RUN_OUTCOME_SUCCEEDED: JobRunOutcome.ValueType  # 1
+"""The run did its work."""
+JOB_RUN_OUTCOME_FAILED: JobRunOutcome.ValueType  # 2
+"""The run failed."""
+Global___JobRunOutcome: _TypeAlias = JobRunOutcome  # noqa: Y015
+
 class _ReviewStatus:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -181,6 +233,10 @@ class _ReviewStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ReviewSt
     """The review did not run; the reason says why (no new messages, a concurrent run, ...)."""
     REVIEW_STATUS_FAILED: _ReviewStatus.ValueType  # 4
     """The review failed (no provider answered, broken JSON); nothing moved; it backs off."""
+    REVIEW_STATUS_NOTHING_TO_SAVE_PROSE: _ReviewStatus.ValueType  # 5
+    """The model answered in prose, without operations or "Nothing to save.": nothing was saved,
+    and the cursor moved, as for REVIEW_STATUS_NOTHING_TO_SAVE.
+    """
 
 class ReviewStatus(_ReviewStatus, metaclass=_ReviewStatusEnumTypeWrapper):
     """ReviewStatus is how one review ended."""
@@ -195,6 +251,10 @@ REVIEW_STATUS_SKIPPED: ReviewStatus.ValueType  # 3
 """The review did not run; the reason says why (no new messages, a concurrent run, ...)."""
 REVIEW_STATUS_FAILED: ReviewStatus.ValueType  # 4
 """The review failed (no provider answered, broken JSON); nothing moved; it backs off."""
+REVIEW_STATUS_NOTHING_TO_SAVE_PROSE: ReviewStatus.ValueType  # 5
+"""The model answered in prose, without operations or "Nothing to save.": nothing was saved,
+and the cursor moved, as for REVIEW_STATUS_NOTHING_TO_SAVE.
+"""
 Global___ReviewStatus: _TypeAlias = ReviewStatus  # noqa: Y015
 
 @_typing.final
@@ -576,6 +636,11 @@ class ClearConversationRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     CONVERSATION_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
+    trust: _resources_pb2.Trust.ValueType
+    """The trust of the caller. Unset means operator. /new is an operator's command: a guest gets
+    PERMISSION_DENIED.
+    """
     @_builtins.property
     def conversation(self) -> _resources_pb2.Conversation:
         """The conversation. channel and chat_id are required."""
@@ -584,10 +649,11 @@ class ClearConversationRequest(_message.Message):
         self,
         *,
         conversation: _resources_pb2.Conversation | None = ...,
+        trust: _resources_pb2.Trust.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "trust", b"trust"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -630,6 +696,9 @@ class PurgeConversationRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     CONVERSATION_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
+    trust: _resources_pb2.Trust.ValueType
+    """The trust of the caller. Unset means operator. A guest gets PERMISSION_DENIED."""
     @_builtins.property
     def conversation(self) -> _resources_pb2.Conversation:
         """The conversation. channel and chat_id are required."""
@@ -638,10 +707,11 @@ class PurgeConversationRequest(_message.Message):
         self,
         *,
         conversation: _resources_pb2.Conversation | None = ...,
+        trust: _resources_pb2.Trust.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "trust", b"trust"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1606,6 +1676,144 @@ class ListMemorySourcesResponse(_message.Message):
 Global___ListMemorySourcesResponse: _TypeAlias = ListMemorySourcesResponse  # noqa: Y015
 
 @_typing.final
+class SetJobStatusRequest(_message.Message):
+    """SetJobStatusRequest names a scheduled job and its new status."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.str
+    """The job's id (its source is "job:<job_id>"). Required; the job must have a source."""
+    status: Global___JobStatus.ValueType
+    """The new status. Required. A deleted job cannot become active or paused again."""
+    @_builtins.property
+    def owner(self) -> _resources_pb2.OwnerScope:
+        """The agent and owner the job writes for."""
+
+    def __init__(
+        self,
+        *,
+        owner: _resources_pb2.OwnerScope | None = ...,
+        job_id: _builtins.str = ...,
+        status: Global___JobStatus.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["owner", b"owner"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_id", b"job_id", "owner", b"owner", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetJobStatusRequest: _TypeAlias = SetJobStatusRequest  # noqa: Y015
+
+@_typing.final
+class SetJobStatusResponse(_message.Message):
+    """SetJobStatusResponse returns the job's source as committed."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOURCE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def source(self) -> _resources_pb2.MemorySource:
+        """The source, with its new status."""
+
+    def __init__(
+        self,
+        *,
+        source: _resources_pb2.MemorySource | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["source", b"source"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["source", b"source"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetJobStatusResponse: _TypeAlias = SetJobStatusResponse  # noqa: Y015
+
+@_typing.final
+class FinishJobRunRequest(_message.Message):
+    """FinishJobRunRequest ends one run of a scheduled job."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.str
+    """The job's id. Required. The job must be active."""
+    run_id: _builtins.str
+    """The run's id, as given to StoreMemory's run_id. Required; at most 256 characters."""
+    outcome: Global___JobRunOutcome.ValueType
+    """How the run ended. Required."""
+    summary: _builtins.str
+    """What the run did, for the job's next run: trimmed, at most 200 characters. Blank stores no
+    summary row.
+    """
+    @_builtins.property
+    def owner(self) -> _resources_pb2.OwnerScope:
+        """The agent and owner the job writes for."""
+
+    def __init__(
+        self,
+        *,
+        owner: _resources_pb2.OwnerScope | None = ...,
+        job_id: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        outcome: Global___JobRunOutcome.ValueType = ...,
+        summary: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["owner", b"owner"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_id", b"job_id", "outcome", b"outcome", "owner", b"owner", "run_id", b"run_id", "summary", b"summary"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FinishJobRunRequest: _TypeAlias = FinishJobRunRequest  # noqa: Y015
+
+@_typing.final
+class FinishJobRunResponse(_message.Message):
+    """FinishJobRunResponse reports the finished run."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATUS_FIELD_NUMBER: _builtins.int
+    STARTED_AT_FIELD_NUMBER: _builtins.int
+    FINISHED_AT_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    status: _builtins.str
+    """The job run's state: "succeeded" or "failed"."""
+    @_builtins.property
+    def started_at(self) -> _timestamp_pb2.Timestamp:
+        """When the run started (its first write, or this call)."""
+
+    @_builtins.property
+    def finished_at(self) -> _timestamp_pb2.Timestamp:
+        """When it finished."""
+
+    @_builtins.property
+    def summary(self) -> _resources_pb2.Memory:
+        """The summary row; unset when the summary was blank."""
+
+    def __init__(
+        self,
+        *,
+        status: _builtins.str = ...,
+        started_at: _timestamp_pb2.Timestamp | None = ...,
+        finished_at: _timestamp_pb2.Timestamp | None = ...,
+        summary: _resources_pb2.Memory | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["finished_at", b"finished_at", "started_at", b"started_at", "summary", b"summary"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["finished_at", b"finished_at", "started_at", b"started_at", "status", b"status", "summary", b"summary"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FinishJobRunResponse: _TypeAlias = FinishJobRunResponse  # noqa: Y015
+
+@_typing.final
 class GetPromptContextRequest(_message.Message):
     """GetPromptContextRequest names whose memory goes into the next model call."""
 
@@ -2170,6 +2378,38 @@ class ReviewNowRequest(_message.Message):
 Global___ReviewNowRequest: _TypeAlias = ReviewNowRequest  # noqa: Y015
 
 @_typing.final
+class SkippedOperation(_message.Message):
+    """SkippedOperation is one operation of a model's answer that was not applied."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INDEX_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    index: _builtins.int
+    """Its position in the answer (tool calls first, then JSON operations), from 0."""
+    action: _builtins.str
+    """Its action as the model wrote it ("add", "replace", "archive", ...)."""
+    reason: _builtins.str
+    """Why it was skipped, for example "replace: row 12 was not in the memory shown to the
+    review".
+    """
+    def __init__(
+        self,
+        *,
+        index: _builtins.int = ...,
+        action: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "index", b"index", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SkippedOperation: _TypeAlias = SkippedOperation  # noqa: Y015
+
+@_typing.final
 class ConversationReview(_message.Message):
     """ConversationReview is the result of one conversation's review."""
 
@@ -2186,6 +2426,8 @@ class ConversationReview(_message.Message):
     REVIEW_RUN_ID_FIELD_NUMBER: _builtins.int
     PROVIDER_FIELD_NUMBER: _builtins.int
     MODEL_FIELD_NUMBER: _builtins.int
+    OPS_DEFERRED_FIELD_NUMBER: _builtins.int
+    UNREAD_MESSAGES_FIELD_NUMBER: _builtins.int
     status: Global___ReviewStatus.ValueType
     """How the review ended."""
     reason: _builtins.str
@@ -2197,7 +2439,7 @@ class ConversationReview(_message.Message):
     ops_archived: _builtins.int
     """Rows archived."""
     ops_skipped: _builtins.int
-    """Operations skipped as invalid."""
+    """Operations skipped as invalid, or as naming a row the review was not shown."""
     tokens_in: _builtins.int
     """Tokens of the packed user messages."""
     review_run_id: _builtins.int
@@ -2206,6 +2448,12 @@ class ConversationReview(_message.Message):
     """The provider that answered."""
     model: _builtins.str
     """The model that answered."""
+    ops_deferred: _builtins.int
+    """Row changes over review_max_operations, left for the next review of the same messages (the
+    cursor stayed, so nothing is dropped).
+    """
+    unread_messages: _builtins.int
+    """Reviewable messages left after the cursor: the backlog the next batch reads at once."""
     @_builtins.property
     def conversation(self) -> _resources_pb2.Conversation:
         """The conversation."""
@@ -2224,10 +2472,12 @@ class ConversationReview(_message.Message):
         review_run_id: _builtins.int = ...,
         provider: _builtins.str = ...,
         model: _builtins.str = ...,
+        ops_deferred: _builtins.int = ...,
+        unread_messages: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "model", b"model", "ops_added", b"ops_added", "ops_archived", b"ops_archived", "ops_replaced", b"ops_replaced", "ops_skipped", b"ops_skipped", "provider", b"provider", "reason", b"reason", "review_run_id", b"review_run_id", "status", b"status", "tokens_in", b"tokens_in"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "model", b"model", "ops_added", b"ops_added", "ops_archived", b"ops_archived", "ops_deferred", b"ops_deferred", "ops_replaced", b"ops_replaced", "ops_skipped", b"ops_skipped", "provider", b"provider", "reason", b"reason", "review_run_id", b"review_run_id", "status", b"status", "tokens_in", b"tokens_in", "unread_messages", b"unread_messages"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2301,6 +2551,8 @@ class ReviewRun(_message.Message):
     MODEL_CALLS_FIELD_NUMBER: _builtins.int
     STARTED_AT_FIELD_NUMBER: _builtins.int
     COMPLETED_AT_FIELD_NUMBER: _builtins.int
+    OPS_DEFERRED_FIELD_NUMBER: _builtins.int
+    SKIPPED_OPERATIONS_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     """The run's id."""
     status: Global___ReviewStatus.ValueType
@@ -2325,6 +2577,8 @@ class ReviewRun(_message.Message):
     """Why it failed; empty otherwise."""
     model_calls: _builtins.int
     """The model calls it made (fallbacks included)."""
+    ops_deferred: _builtins.int
+    """Row changes left for the next review of the same messages (over review_max_operations)."""
     @_builtins.property
     def started_at(self) -> _timestamp_pb2.Timestamp:
         """When it started."""
@@ -2332,6 +2586,10 @@ class ReviewRun(_message.Message):
     @_builtins.property
     def completed_at(self) -> _timestamp_pb2.Timestamp:
         """When it finished."""
+
+    @_builtins.property
+    def skipped_operations(self) -> _containers.RepeatedCompositeFieldContainer[Global___SkippedOperation]:
+        """The operations skipped, with their reasons (the first 100)."""
 
     def __init__(
         self,
@@ -2350,10 +2608,12 @@ class ReviewRun(_message.Message):
         model_calls: _builtins.int = ...,
         started_at: _timestamp_pb2.Timestamp | None = ...,
         completed_at: _timestamp_pb2.Timestamp | None = ...,
+        ops_deferred: _builtins.int = ...,
+        skipped_operations: _abc.Iterable[Global___SkippedOperation] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["completed_at", b"completed_at", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed_at", b"completed_at", "error", b"error", "id", b"id", "max_message_id", b"max_message_id", "model", b"model", "model_calls", b"model_calls", "ops_added", b"ops_added", "ops_archived", b"ops_archived", "ops_replaced", b"ops_replaced", "ops_skipped", b"ops_skipped", "provider", b"provider", "started_at", b"started_at", "status", b"status", "tokens_in", b"tokens_in"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed_at", b"completed_at", "error", b"error", "id", b"id", "max_message_id", b"max_message_id", "model", b"model", "model_calls", b"model_calls", "ops_added", b"ops_added", "ops_archived", b"ops_archived", "ops_deferred", b"ops_deferred", "ops_replaced", b"ops_replaced", "ops_skipped", b"ops_skipped", "provider", b"provider", "skipped_operations", b"skipped_operations", "started_at", b"started_at", "status", b"status", "tokens_in", b"tokens_in"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2378,6 +2638,8 @@ class GetReviewStateResponse(_message.Message):
     TURNS_SINCE_REVIEW_FIELD_NUMBER: _builtins.int
     REVIEW_RUNNING_FIELD_NUMBER: _builtins.int
     LAST_RUN_FIELD_NUMBER: _builtins.int
+    UNREAD_MESSAGES_FIELD_NUMBER: _builtins.int
+    BACKLOG_FIELD_NUMBER: _builtins.int
     last_reviewed_message_id: _builtins.int
     """Messages up to this id have been reviewed."""
     last_review_status: Global___ReviewStatus.ValueType
@@ -2392,6 +2654,12 @@ class GetReviewStateResponse(_message.Message):
     """Turns committed since the last review."""
     review_running: _builtins.bool
     """Whether a review is running now."""
+    unread_messages: _builtins.int
+    """The backlog: reviewable user messages after the cursor, not reviewed yet."""
+    backlog: _builtins.bool
+    """Whether the last review left unread input behind, so the next batch runs at once rather
+    than after the interval.
+    """
     @_builtins.property
     def conversation(self) -> _resources_pb2.Conversation:
         """The conversation, with defaults filled in."""
@@ -2432,10 +2700,12 @@ class GetReviewStateResponse(_message.Message):
         turns_since_review: _builtins.int = ...,
         review_running: _builtins.bool = ...,
         last_run: Global___ReviewRun | None = ...,
+        unread_messages: _builtins.int = ...,
+        backlog: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "last_review_completed_at", b"last_review_completed_at", "last_review_failed_at", b"last_review_failed_at", "last_review_started_at", b"last_review_started_at", "last_reviewed_at", b"last_reviewed_at", "last_run", b"last_run"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "failure_count", b"failure_count", "last_error", b"last_error", "last_review_completed_at", b"last_review_completed_at", "last_review_failed_at", b"last_review_failed_at", "last_review_started_at", b"last_review_started_at", "last_review_status", b"last_review_status", "last_reviewed_at", b"last_reviewed_at", "last_reviewed_message_id", b"last_reviewed_message_id", "last_run", b"last_run", "pending_input", b"pending_input", "review_running", b"review_running", "turns_since_review", b"turns_since_review"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backlog", b"backlog", "conversation", b"conversation", "failure_count", b"failure_count", "last_error", b"last_error", "last_review_completed_at", b"last_review_completed_at", "last_review_failed_at", b"last_review_failed_at", "last_review_started_at", b"last_review_started_at", "last_review_status", b"last_review_status", "last_reviewed_at", b"last_reviewed_at", "last_reviewed_message_id", b"last_reviewed_message_id", "last_run", b"last_run", "pending_input", b"pending_input", "review_running", b"review_running", "turns_since_review", b"turns_since_review", "unread_messages", b"unread_messages"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

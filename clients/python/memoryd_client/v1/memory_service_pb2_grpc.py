@@ -113,6 +113,16 @@ class MemoryServiceStub:
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListMemorySourcesRequest.SerializeToString,
                 response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListMemorySourcesResponse.FromString,
                 _registered_method=True)
+        self.SetJobStatus = channel.unary_unary(
+                '/memoryd.v1.MemoryService/SetJobStatus',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.SetJobStatusRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.SetJobStatusResponse.FromString,
+                _registered_method=True)
+        self.FinishJobRun = channel.unary_unary(
+                '/memoryd.v1.MemoryService/FinishJobRun',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.FinishJobRunRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.FinishJobRunResponse.FromString,
+                _registered_method=True)
         self.GetPromptContext = channel.unary_unary(
                 '/memoryd.v1.MemoryService/GetPromptContext',
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetPromptContextRequest.SerializeToString,
@@ -174,7 +184,8 @@ class MemoryServiceServicer:
         the conversation returns the stored row's id and stores nothing, so clients can retry safely.
         The answer carries each message's outcome, id and time; the rows themselves only when
         echo_messages is set, and never more than fits a 4 MiB answer. Requests are limited to the
-        server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond).
+        server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond). Stored user
+        messages (not marked spoken) are new input for the background reviewer, as in CommitTurn.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -201,7 +212,8 @@ class MemoryServiceServicer:
 
     def ClearConversation(self, request, context):
         """ClearConversation is /new: it starts a fresh window. The earlier messages are kept, still
-        searchable and reviewable; long-term memory is untouched.
+        searchable and reviewable; long-term memory is untouched. An operator's command: a guest
+        gets PERMISSION_DENIED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -213,7 +225,7 @@ class MemoryServiceServicer:
         the prompt files re-rendered without them. Facts stored at owner or agent scope stay (they
         belong to the owner) and lose only their link to the erased message. Nothing of the
         content can be found afterwards. Purging an unknown conversation removes nothing and
-        succeeds.
+        succeeds. A guest gets PERMISSION_DENIED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -298,7 +310,28 @@ class MemoryServiceServicer:
 
     def ListMemorySources(self, request, context):
         """ListMemorySources lists the sources memory rows of the caller were written through,
-        including scheduled jobs.
+        including scheduled jobs, with their status (active, paused, deleted).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetJobStatus(self, request, context):
+        """SetJobStatus pauses, resumes or deletes a scheduled job's memory source. The rows of a
+        paused or deleted job are kept but never recalled, and the job can write nothing more
+        (FAILED_PRECONDITION) until it is resumed; deleting is final. Setting the status a job
+        already has changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FinishJobRun(self, request, context):
+        """FinishJobRun ends a run of a scheduled job, succeeded or failed, with its summary. The
+        summary is also stored as the job's CATEGORY_JOB_RUN_SUMMARY row (key "run:<run_id>"), so
+        the job's next run can recall it. A run that made no write before is recorded here. Calling
+        it again with the same outcome and summary changes nothing; a finished run cannot be
+        finished differently (FAILED_PRECONDITION).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -355,8 +388,9 @@ class MemoryServiceServicer:
         trust), records the provider-reported peak prompt tokens and context window of the turn,
         and marks the conversation as having new input for the background reviewer. It returns as
         soon as the turn is committed: review happens in the background, never on this call's path.
-        A guest turn never starts a review. A client_message_id makes retries safe, as in
-        AppendMessages.
+        A guest's user messages are reviewed apart from an operator's, with a guest's admission (no
+        directives, no change to rows an operator wrote). A client_message_id makes retries safe,
+        as in AppendMessages.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -374,7 +408,7 @@ class MemoryServiceServicer:
 
     def GetReviewState(self, request, context):
         """GetReviewState returns a conversation's review state: cursor, times, status, failures,
-        pending input and the latest review run.
+        pending input, the backlog of unread messages and the latest review run.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -457,6 +491,16 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.ListMemorySources,
                     request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListMemorySourcesRequest.FromString,
                     response_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListMemorySourcesResponse.SerializeToString,
+            ),
+            'SetJobStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetJobStatus,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.SetJobStatusRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.SetJobStatusResponse.SerializeToString,
+            ),
+            'FinishJobRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.FinishJobRun,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.FinishJobRunRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.FinishJobRunResponse.SerializeToString,
             ),
             'GetPromptContext': grpc.unary_unary_rpc_method_handler(
                     servicer.GetPromptContext,
@@ -913,6 +957,60 @@ class MemoryService:
             '/memoryd.v1.MemoryService/ListMemorySources',
             memoryd_dot_v1_dot_memory__service__pb2.ListMemorySourcesRequest.SerializeToString,
             memoryd_dot_v1_dot_memory__service__pb2.ListMemorySourcesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetJobStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/SetJobStatus',
+            memoryd_dot_v1_dot_memory__service__pb2.SetJobStatusRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.SetJobStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FinishJobRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/FinishJobRun',
+            memoryd_dot_v1_dot_memory__service__pb2.FinishJobRunRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.FinishJobRunResponse.FromString,
             options,
             channel_credentials,
             insecure,

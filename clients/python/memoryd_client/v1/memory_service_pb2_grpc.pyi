@@ -44,7 +44,8 @@ class MemoryServiceStub:
     the conversation returns the stored row's id and stores nothing, so clients can retry safely.
     The answer carries each message's outcome, id and time; the rows themselves only when
     echo_messages is set, and never more than fits a 4 MiB answer. Requests are limited to the
-    server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond).
+    server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond). Stored user
+    messages (not marked spoken) are new input for the background reviewer, as in CommitTurn.
     """
     ListMessages: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListMessagesRequest, _memory_service_pb2.ListMessagesResponse]
     """ListMessages returns the conversation's current window, newest page first, each page in
@@ -59,7 +60,8 @@ class MemoryServiceStub:
     """
     ClearConversation: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ClearConversationRequest, _memory_service_pb2.ClearConversationResponse]
     """ClearConversation is /new: it starts a fresh window. The earlier messages are kept, still
-    searchable and reviewable; long-term memory is untouched.
+    searchable and reviewable; long-term memory is untouched. An operator's command: a guest
+    gets PERMISSION_DENIED.
     """
     PurgeConversation: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.PurgeConversationRequest, _memory_service_pb2.PurgeConversationResponse]
     """PurgeConversation erases a conversation: every message row and its search index entries,
@@ -67,7 +69,7 @@ class MemoryServiceStub:
     the prompt files re-rendered without them. Facts stored at owner or agent scope stay (they
     belong to the owner) and lose only their link to the erased message. Nothing of the
     content can be found afterwards. Purging an unknown conversation removes nothing and
-    succeeds.
+    succeeds. A guest gets PERMISSION_DENIED.
     """
     GetConversation: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetConversationRequest, _memory_service_pb2.GetConversationResponse]
     """GetConversation returns a conversation's counts, times, window start and history version."""
@@ -109,7 +111,20 @@ class MemoryServiceStub:
     """
     ListMemorySources: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemorySourcesRequest, _memory_service_pb2.ListMemorySourcesResponse]
     """ListMemorySources lists the sources memory rows of the caller were written through,
-    including scheduled jobs.
+    including scheduled jobs, with their status (active, paused, deleted).
+    """
+    SetJobStatus: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.SetJobStatusRequest, _memory_service_pb2.SetJobStatusResponse]
+    """SetJobStatus pauses, resumes or deletes a scheduled job's memory source. The rows of a
+    paused or deleted job are kept but never recalled, and the job can write nothing more
+    (FAILED_PRECONDITION) until it is resumed; deleting is final. Setting the status a job
+    already has changes nothing.
+    """
+    FinishJobRun: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.FinishJobRunRequest, _memory_service_pb2.FinishJobRunResponse]
+    """FinishJobRun ends a run of a scheduled job, succeeded or failed, with its summary. The
+    summary is also stored as the job's CATEGORY_JOB_RUN_SUMMARY row (key "run:<run_id>"), so
+    the job's next run can recall it. A run that made no write before is recorded here. Calling
+    it again with the same outcome and summary changes nothing; a finished run cannot be
+    finished differently (FAILED_PRECONDITION).
     """
     GetPromptContext: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetPromptContextRequest, _memory_service_pb2.GetPromptContextResponse]
     """GetPromptContext returns USER.md, MEMORY.md and the fenced <memory-context> block to put in
@@ -135,8 +150,9 @@ class MemoryServiceStub:
     trust), records the provider-reported peak prompt tokens and context window of the turn,
     and marks the conversation as having new input for the background reviewer. It returns as
     soon as the turn is committed: review happens in the background, never on this call's path.
-    A guest turn never starts a review. A client_message_id makes retries safe, as in
-    AppendMessages.
+    A guest's user messages are reviewed apart from an operator's, with a guest's admission (no
+    directives, no change to rows an operator wrote). A client_message_id makes retries safe,
+    as in AppendMessages.
     """
     ReviewNow: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ReviewNowRequest, _memory_service_pb2.ReviewNowResponse]
     """ReviewNow runs the reviewer now on every conversation with new user messages (of one
@@ -146,7 +162,7 @@ class MemoryServiceStub:
     """
     GetReviewState: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetReviewStateRequest, _memory_service_pb2.GetReviewStateResponse]
     """GetReviewState returns a conversation's review state: cursor, times, status, failures,
-    pending input and the latest review run.
+    pending input, the backlog of unread messages and the latest review run.
     """
 
 @_typing.type_check_only
@@ -165,7 +181,8 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     the conversation returns the stored row's id and stores nothing, so clients can retry safely.
     The answer carries each message's outcome, id and time; the rows themselves only when
     echo_messages is set, and never more than fits a 4 MiB answer. Requests are limited to the
-    server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond).
+    server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond). Stored user
+    messages (not marked spoken) are new input for the background reviewer, as in CommitTurn.
     """
     ListMessages: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListMessagesRequest, _memory_service_pb2.ListMessagesResponse]  # type: ignore[assignment]
     """ListMessages returns the conversation's current window, newest page first, each page in
@@ -180,7 +197,8 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """
     ClearConversation: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ClearConversationRequest, _memory_service_pb2.ClearConversationResponse]  # type: ignore[assignment]
     """ClearConversation is /new: it starts a fresh window. The earlier messages are kept, still
-    searchable and reviewable; long-term memory is untouched.
+    searchable and reviewable; long-term memory is untouched. An operator's command: a guest
+    gets PERMISSION_DENIED.
     """
     PurgeConversation: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.PurgeConversationRequest, _memory_service_pb2.PurgeConversationResponse]  # type: ignore[assignment]
     """PurgeConversation erases a conversation: every message row and its search index entries,
@@ -188,7 +206,7 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     the prompt files re-rendered without them. Facts stored at owner or agent scope stay (they
     belong to the owner) and lose only their link to the erased message. Nothing of the
     content can be found afterwards. Purging an unknown conversation removes nothing and
-    succeeds.
+    succeeds. A guest gets PERMISSION_DENIED.
     """
     GetConversation: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetConversationRequest, _memory_service_pb2.GetConversationResponse]  # type: ignore[assignment]
     """GetConversation returns a conversation's counts, times, window start and history version."""
@@ -230,7 +248,20 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """
     ListMemorySources: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemorySourcesRequest, _memory_service_pb2.ListMemorySourcesResponse]  # type: ignore[assignment]
     """ListMemorySources lists the sources memory rows of the caller were written through,
-    including scheduled jobs.
+    including scheduled jobs, with their status (active, paused, deleted).
+    """
+    SetJobStatus: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.SetJobStatusRequest, _memory_service_pb2.SetJobStatusResponse]  # type: ignore[assignment]
+    """SetJobStatus pauses, resumes or deletes a scheduled job's memory source. The rows of a
+    paused or deleted job are kept but never recalled, and the job can write nothing more
+    (FAILED_PRECONDITION) until it is resumed; deleting is final. Setting the status a job
+    already has changes nothing.
+    """
+    FinishJobRun: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.FinishJobRunRequest, _memory_service_pb2.FinishJobRunResponse]  # type: ignore[assignment]
+    """FinishJobRun ends a run of a scheduled job, succeeded or failed, with its summary. The
+    summary is also stored as the job's CATEGORY_JOB_RUN_SUMMARY row (key "run:<run_id>"), so
+    the job's next run can recall it. A run that made no write before is recorded here. Calling
+    it again with the same outcome and summary changes nothing; a finished run cannot be
+    finished differently (FAILED_PRECONDITION).
     """
     GetPromptContext: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetPromptContextRequest, _memory_service_pb2.GetPromptContextResponse]  # type: ignore[assignment]
     """GetPromptContext returns USER.md, MEMORY.md and the fenced <memory-context> block to put in
@@ -256,8 +287,9 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     trust), records the provider-reported peak prompt tokens and context window of the turn,
     and marks the conversation as having new input for the background reviewer. It returns as
     soon as the turn is committed: review happens in the background, never on this call's path.
-    A guest turn never starts a review. A client_message_id makes retries safe, as in
-    AppendMessages.
+    A guest's user messages are reviewed apart from an operator's, with a guest's admission (no
+    directives, no change to rows an operator wrote). A client_message_id makes retries safe,
+    as in AppendMessages.
     """
     ReviewNow: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ReviewNowRequest, _memory_service_pb2.ReviewNowResponse]  # type: ignore[assignment]
     """ReviewNow runs the reviewer now on every conversation with new user messages (of one
@@ -267,7 +299,7 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """
     GetReviewState: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetReviewStateRequest, _memory_service_pb2.GetReviewStateResponse]  # type: ignore[assignment]
     """GetReviewState returns a conversation's review state: cursor, times, status, failures,
-    pending input and the latest review run.
+    pending input, the backlog of unread messages and the latest review run.
     """
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -289,7 +321,8 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         the conversation returns the stored row's id and stores nothing, so clients can retry safely.
         The answer carries each message's outcome, id and time; the rows themselves only when
         echo_messages is set, and never more than fits a 4 MiB answer. Requests are limited to the
-        server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond).
+        server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond). Stored user
+        messages (not marked spoken) are new input for the background reviewer, as in CommitTurn.
         """
 
     @_abc_1.abstractmethod
@@ -322,7 +355,8 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.ClearConversationResponse, _abc.Awaitable[_memory_service_pb2.ClearConversationResponse]]:
         """ClearConversation is /new: it starts a fresh window. The earlier messages are kept, still
-        searchable and reviewable; long-term memory is untouched.
+        searchable and reviewable; long-term memory is untouched. An operator's command: a guest
+        gets PERMISSION_DENIED.
         """
 
     @_abc_1.abstractmethod
@@ -336,7 +370,7 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         the prompt files re-rendered without them. Facts stored at owner or agent scope stay (they
         belong to the owner) and lose only their link to the erased message. Nothing of the
         content can be found afterwards. Purging an unknown conversation removes nothing and
-        succeeds.
+        succeeds. A guest gets PERMISSION_DENIED.
         """
 
     @_abc_1.abstractmethod
@@ -438,7 +472,32 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.ListMemorySourcesResponse, _abc.Awaitable[_memory_service_pb2.ListMemorySourcesResponse]]:
         """ListMemorySources lists the sources memory rows of the caller were written through,
-        including scheduled jobs.
+        including scheduled jobs, with their status (active, paused, deleted).
+        """
+
+    @_abc_1.abstractmethod
+    def SetJobStatus(
+        self,
+        request: _memory_service_pb2.SetJobStatusRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.SetJobStatusResponse, _abc.Awaitable[_memory_service_pb2.SetJobStatusResponse]]:
+        """SetJobStatus pauses, resumes or deletes a scheduled job's memory source. The rows of a
+        paused or deleted job are kept but never recalled, and the job can write nothing more
+        (FAILED_PRECONDITION) until it is resumed; deleting is final. Setting the status a job
+        already has changes nothing.
+        """
+
+    @_abc_1.abstractmethod
+    def FinishJobRun(
+        self,
+        request: _memory_service_pb2.FinishJobRunRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.FinishJobRunResponse, _abc.Awaitable[_memory_service_pb2.FinishJobRunResponse]]:
+        """FinishJobRun ends a run of a scheduled job, succeeded or failed, with its summary. The
+        summary is also stored as the job's CATEGORY_JOB_RUN_SUMMARY row (key "run:<run_id>"), so
+        the job's next run can recall it. A run that made no write before is recorded here. Calling
+        it again with the same outcome and summary changes nothing; a finished run cannot be
+        finished differently (FAILED_PRECONDITION).
         """
 
     @_abc_1.abstractmethod
@@ -506,8 +565,9 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         trust), records the provider-reported peak prompt tokens and context window of the turn,
         and marks the conversation as having new input for the background reviewer. It returns as
         soon as the turn is committed: review happens in the background, never on this call's path.
-        A guest turn never starts a review. A client_message_id makes retries safe, as in
-        AppendMessages.
+        A guest's user messages are reviewed apart from an operator's, with a guest's admission (no
+        directives, no change to rows an operator wrote). A client_message_id makes retries safe,
+        as in AppendMessages.
         """
 
     @_abc_1.abstractmethod
@@ -529,7 +589,7 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.GetReviewStateResponse, _abc.Awaitable[_memory_service_pb2.GetReviewStateResponse]]:
         """GetReviewState returns a conversation's review state: cursor, times, status, failures,
-        pending input and the latest review run.
+        pending input, the backlog of unread messages and the latest review run.
         """
 
 def add_MemoryServiceServicer_to_server(servicer: MemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

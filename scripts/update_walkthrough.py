@@ -1,0 +1,77 @@
+"""Run the README's grpcurl walkthrough against a fresh server and write its outputs back.
+
+    .venv/bin/python scripts/update_walkthrough.py
+
+tests/test_readme_walkthrough.py checks that the README shows what the commands print; run this
+after a change to the contract, then read the diff of README.md before committing it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.server_process import ServerProcess  # noqa: E402
+from tests.test_readme_walkthrough import FENCE, SEPARATOR, walkthrough_blocks  # noqa: E402
+
+
+def main() -> int:
+    """Rewrite the output blocks of the README's walkthrough section."""
+    with tempfile.TemporaryDirectory() as scratch:
+        server = ServerProcess(Path(scratch) / "home").start()
+        try:
+            blocks = walkthrough_blocks()
+            script = "set -euo pipefail\n" + f"\necho {SEPARATOR}\n".join(c for c, _ in blocks)
+            env = dict(
+                os.environ,
+                MEMORYD=server.address,
+                PATH=f"{ROOT}/.tools/bin:{os.environ['PATH']}",
+            )
+            result = subprocess.run(
+                ["bash", "-c", script],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        finally:
+            server.stop()
+    if result.returncode != 0:
+        sys.stderr.write(result.stderr)
+        return 1
+    outputs = result.stdout.split(SEPARATOR + "\n")
+    readme_path = ROOT / "README.md"
+    readme = readme_path.read_text(encoding="utf-8")
+    start = readme.index("<!-- walkthrough:start -->")
+    end = readme.index("<!-- walkthrough:end -->")
+    section = readme[start:end]
+    fences = list(FENCE.finditer(section))
+    pieces: list[str] = []
+    last = 0
+    count = 0
+    for first, second in itertools.pairwise(fences):
+        if first.group(1) != "sh":
+            continue
+        output = outputs[count].rstrip("\n")
+        count += 1
+        pieces.append(section[last : second.start()])
+        pieces.append(
+            f"```{second.group(1)}\n{output}\n```" if output else f"```{second.group(1)}\n```"
+        )
+        last = second.end()
+    pieces.append(section[last:])
+    readme_path.write_text(readme[:start] + "".join(pieces) + readme[end:], encoding="utf-8")
+    print(f"rewrote {count} outputs in README.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""The scheduled-job RPCs of memoryd.v1.MemoryService: SetJobStatus, FinishJobRun."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import grpc
+
+from memoryd.api import convert
+from memoryd.api import memory_convert as mc
+from memoryd.domain.conversation import check_identifier, owner_key
+from memoryd.domain.jobs import JobStatus, RunOutcome
+from memoryd.domain.memories import Caller, check_job_id
+from memoryd.errors import InvalidArgument
+from memoryd.services.jobs import JobService
+from memoryd_client.v1 import memory_service_pb2 as service_pb
+
+Context = grpc.aio.ServicerContext[Any, Any]
+E = TypeVar("E")
+JOB_STATUSES = {
+    service_pb.JOB_STATUS_ACTIVE: JobStatus.ACTIVE,
+    service_pb.JOB_STATUS_PAUSED: JobStatus.PAUSED,
+    service_pb.JOB_STATUS_DELETED: JobStatus.DELETED,
+}
+OUTCOMES = {
+    service_pb.JOB_RUN_OUTCOME_SUCCEEDED: RunOutcome.SUCCEEDED,
+    service_pb.JOB_RUN_OUTCOME_FAILED: RunOutcome.FAILED,
+}
+
+
+class JobRpcs:
+    """SetJobStatus, FinishJobRun."""
+
+    def __init__(self, jobs: JobService) -> None:
+        self._jobs = jobs
+
+    async def SetJobStatus(
+        self, request: service_pb.SetJobStatusRequest, context: Context
+    ) -> service_pb.SetJobStatusResponse:
+        owner = owner_key(agent_id=request.owner.agent_id, owner_id=request.owner.owner_id)
+        job_id = _required_job_id(request.job_id)
+        status = _required(
+            JOB_STATUSES,
+            request.status,
+            "status",
+            "JOB_STATUS_ACTIVE, JOB_STATUS_PAUSED, JOB_STATUS_DELETED",
+        )
+        source = await self._jobs.set_status(owner, job_id, status)
+        response = service_pb.SetJobStatusResponse()
+        mc.fill_source(response.source, source)
+        return response
+
+    async def FinishJobRun(
+        self, request: service_pb.FinishJobRunRequest, context: Context
+    ) -> service_pb.FinishJobRunResponse:
+        owner = owner_key(agent_id=request.owner.agent_id, owner_id=request.owner.owner_id)
+        job_id = _required_job_id(request.job_id)
+        run_id = check_identifier(request.run_id, "run_id")
+        if not run_id:
+            raise InvalidArgument("run_id is required")
+        outcome = _required(
+            OUTCOMES,
+            request.outcome,
+            "outcome",
+            "JOB_RUN_OUTCOME_SUCCEEDED, JOB_RUN_OUTCOME_FAILED",
+        )
+        finished = await self._jobs.finish_run(
+            Caller(owner, None, job_id), run_id, outcome, request.summary
+        )
+        run = finished.run
+        response = service_pb.FinishJobRunResponse(
+            status=run.status, started_at=convert.timestamp_out(run.started_at)
+        )
+        if run.finished_at is not None:
+            convert.set_timestamp(response.finished_at, run.finished_at)
+        if finished.summary is not None:
+            mc.fill_memory(response.summary, finished.summary)
+        return response
+
+
+def _required_job_id(value: str) -> str:
+    job_id = check_job_id(value)
+    if job_id is None:
+        raise InvalidArgument("job_id is required")
+    return job_id
+
+
+def _required(table: Mapping[Any, E], number: int, field: str, names: str) -> E:
+    if number == 0:
+        raise InvalidArgument(f"{field} is required: one of {names}")
+    return mc.enum_in(table, number, field)

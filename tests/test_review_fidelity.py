@@ -1,0 +1,474 @@
+"""Reviewer fidelity: no fact dropped, no row touched unseen, no busy loop (through the server)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+import memoryd_client as md
+from memoryd.testing.fake_model import FakeModel
+from tests.helpers import append, assistant, fresh_conversation, owner_of, rpc_error, store, user
+from tests.review_helpers import (
+    Reviewing,
+    commit,
+    eventually,
+    review_config,
+    review_now,
+    turn,
+)
+from tests.server_process import ServerProcess
+
+OK = md.REVIEW_STATUS_OK
+
+
+def ops(*operations: dict[str, object]) -> str:
+    return json.dumps({"operations": list(operations)})
+
+
+def add(value: str, category: str = "context", target: str = "memory") -> dict[str, object]:
+    return {"action": "add", "target": target, "category": category, "value": value}
+
+
+async def state(
+    memory: md.MemoryServiceStub, conversation: md.Conversation
+) -> md.GetReviewStateResponse:
+    return await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
+
+
+async def values(memory: md.MemoryServiceStub, conversation: md.Conversation) -> list[str]:
+    listed = await memory.ListMemories(
+        md.ListMemoriesRequest(owner=owner_of(conversation), page_size=100)
+    )
+    return sorted(item.memory.value for item in listed.memories)
+
+
+@pytest.fixture
+async def capped(
+    start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
+) -> AsyncIterator[Reviewing]:
+    """ReviewNow only (interval 0), with review_max_operations = 3."""
+    config = review_config(model, review_interval_hours=0, review_max_operations=3)
+    server = start_server(tmp_path / "home", config=config).start()
+    async with md.connect(server.address) as channel:
+        yield Reviewing(server, channel)
+
+
+# --- facts must not be lost ---------------------------------------------------------------------
+
+
+async def test_the_operation_cap_is_off_by_default(reviewing: Reviewing, model: FakeModel) -> None:
+    conversation = fresh_conversation()
+    await commit(reviewing.memory, conversation, *turn("many facts"))
+    model.reply(ops(*(add(f"Fact {i}") for i in range(12))))
+    result = await review_now(reviewing.memory, conversation)
+    assert (result.ops_added, result.ops_skipped, result.ops_deferred) == (12, 0, 0)
+
+
+async def test_operations_over_the_cap_are_deferred_and_reviewed_again(
+    capped: Reviewing, model: FakeModel
+) -> None:
+    memory = capped.memory
+    conversation = fresh_conversation()
+    sent = await commit(memory, conversation, *turn("five facts and a topic"))
+    answer = ops(
+        *(add(f"Fact {i}") for i in range(5)),
+        {"action": "working_memory", "text": "talking about facts"},
+        {"action": "describe", "text": "Facts"},
+    )
+    model.reply(answer)
+    first = await review_now(memory, conversation)
+    # Three row changes; the conversation texts do not count against the cap.
+    assert (first.status, first.ops_added, first.ops_deferred) == (OK, 3, 2)
+    assert first.unread_messages == 1
+    after = await state(memory, conversation)
+    assert after.last_reviewed_message_id == 0  # the cursor stayed before the message
+    assert (after.unread_messages, after.backlog, after.pending_input) == (1, True, True)
+    assert after.last_run.ops_deferred == 2
+    described = await memory.GetConversation(md.GetConversationRequest(conversation=conversation))
+    assert (described.working_memory, described.description) == ("talking about facts", "Facts")
+    # The same message is read again; what was applied is not applied twice.
+    model.reply(answer)
+    second = await review_now(memory, conversation)
+    assert (second.ops_added, second.ops_deferred, second.unread_messages) == (2, 0, 0)
+    assert await values(memory, conversation) == [f"Fact {i}" for i in range(5)]
+    done = await state(memory, conversation)
+    assert done.last_reviewed_message_id == sent.results[0].id
+    assert (done.unread_messages, done.backlog, done.pending_input) == (0, False, False)
+
+
+async def test_get_review_state_counts_the_backlog(reviewing: Reviewing, model: FakeModel) -> None:
+    conversation = fresh_conversation()
+    await commit(reviewing.memory, conversation, *turn(*(f"note {i}" for i in range(45))))
+    await append(
+        reviewing.memory, conversation, assistant("ok"), user("spoken", metadata='{"spoken": true}')
+    )
+    assert (await state(reviewing.memory, conversation)).unread_messages == 45
+    result = await review_now(reviewing.memory, conversation)
+    assert result.unread_messages == 5
+    after = await state(reviewing.memory, conversation)
+    assert (after.unread_messages, after.backlog) == (5, True)
+
+
+async def test_a_backlog_is_reviewed_at_once_not_after_the_interval(
+    start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
+) -> None:
+    # A 24-hour interval and a 60-second tick: only the backlog rule can start the second batch.
+    config = review_config(model, review_interval_hours=24, scheduler_tick_seconds=60.0)
+    server = start_server(tmp_path / "home", config=config).start()
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        conversation = fresh_conversation()
+        sent = await commit(memory, conversation, *turn(*(f"note {i}" for i in range(95))))
+        last = sent.results[-1].id
+
+        async def caught_up() -> bool:
+            return (await state(memory, conversation)).last_reviewed_message_id == last
+
+        await eventually(caught_up, within=15)
+        assert len(model.requests) == 3  # 40 + 40 + 15
+        final = await state(memory, conversation)
+        assert (final.unread_messages, final.backlog, final.pending_input) == (0, False, False)
+
+
+async def test_appended_user_messages_are_reviewed_in_the_background(
+    start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
+) -> None:
+    server = start_server(tmp_path / "home", config=review_config(model)).start()
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        quiet = fresh_conversation()
+        await append(memory, quiet, assistant("only the assistant spoke"))
+        conversation = fresh_conversation()
+        await append(memory, conversation, user("I moved to Porto"), assistant("Nice!"))
+
+        async def reviewed() -> bool:
+            return (await state(memory, conversation)).last_review_status == (
+                md.REVIEW_STATUS_NOTHING_TO_SAVE
+            )
+
+        await eventually(reviewed)
+        (request,) = model.requests
+        assert "I moved to Porto" in request["messages"][1]["content"]
+        assert "Nice!" not in request["messages"][1]["content"]
+        assert not (await state(memory, quiet)).pending_input
+
+
+# --- the model may change only what it was shown ------------------------------------------------
+
+
+async def test_a_review_changes_only_rows_its_prompt_listed(
+    reviewing: Reviewing, model: FakeModel
+) -> None:
+    memory = reviewing.memory
+    conversation = fresh_conversation()
+    owner = owner_of(conversation)
+    shown = await store(memory, conversation, "tea", "Prefers tea", md.CATEGORY_PREFERENCE)
+    note = await store(memory, conversation, "note", "A conversation note")
+    job_row = (
+        await memory.StoreMemory(
+            md.StoreMemoryRequest(
+                owner=owner,
+                job_id="digest",
+                key="last",
+                value="Sent 3 emails",
+                run_id="r1",
+                category=md.CATEGORY_CONTEXT,
+            )
+        )
+    ).memory
+    finished = await memory.FinishJobRun(
+        md.FinishJobRunRequest(
+            owner=owner,
+            job_id="digest",
+            run_id="r1",
+            outcome=md.JOB_RUN_OUTCOME_SUCCEEDED,
+            summary="Digest sent",
+        )
+    )
+    unseen = [note.id, job_row.id, finished.summary.id]
+    await commit(memory, conversation, *turn("I drink coffee now"))
+    model.reply(
+        ops(
+            *({"action": "archive", "id": row_id, "reason": "hallucinated"} for row_id in unseen),
+            *({"action": "replace", "id": row_id, "value": "hijacked"} for row_id in unseen),
+            {"action": "replace", "id": shown.id, "value": "Prefers coffee"},
+        )
+    )
+    result = await review_now(memory, conversation)
+    assert (result.ops_replaced, result.ops_archived, result.ops_skipped) == (1, 0, 6)
+    run = (await state(memory, conversation)).last_run
+    assert [(op.index, op.action) for op in run.skipped_operations] == [
+        (0, "archive"),
+        (1, "archive"),
+        (2, "archive"),
+        (3, "replace"),
+        (4, "replace"),
+        (5, "replace"),
+    ]
+    assert run.skipped_operations[0].reason == (
+        f"archive: row {note.id} was not in the memory shown to the review"
+    )
+    for row_id in unseen:
+        row = (await memory.GetMemory(md.GetMemoryRequest(owner=owner, id=row_id))).memory
+        assert (row.value != "hijacked", row.archived) == (True, False)
+
+
+async def test_the_memory_listing_keeps_to_its_token_budget_newest_first(
+    start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
+) -> None:
+    config = review_config(model, review_interval_hours=0, review_memory_token_budget=120)
+    server = start_server(tmp_path / "home", config=config).start()
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        conversation = fresh_conversation()
+        stored = [
+            await store(
+                memory, conversation, f"k{i}", f"Context fact number {i}", md.CATEGORY_CONTEXT
+            )
+            for i in range(12)
+        ]
+        await commit(memory, conversation, *turn("hello"))
+        model.reply(ops({"action": "archive", "id": stored[0].id, "reason": "old"}))
+        result = await review_now(memory, conversation)
+        text = model.requests[-1]["messages"][1]["content"]
+        listed = [row for row in stored if f"(id={row.id}," in text]
+        assert listed == stored[-len(listed) :]  # the newest rows
+        assert 0 < len(listed) < 12
+        assert f"({12 - len(listed)} older rows are not shown.)" in text
+        assert (result.ops_archived, result.ops_skipped) == (0, 1)
+
+
+# --- scheduling must not spin -------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def test_a_fractional_interval_reviews_once_per_interval_and_the_scheduler_idles(
+    start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
+) -> None:
+    interval = 0.001 * 3600  # 3.6 seconds
+    config = review_config(model, review_interval_hours=0.001, scheduler_tick_seconds=0.2)
+    server = start_server(tmp_path / "home", config=config).start()
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        conversation = fresh_conversation()
+        await commit(memory, conversation, *turn("first"))
+        await eventually(lambda: _reviews(memory, conversation, 1))
+        first_at = time.monotonic()
+        await commit(memory, conversation, *turn("second"))
+        cpu_before = cpu_seconds(server.process.pid)
+        await eventually(lambda: _reviews(memory, conversation, 2), within=interval + 5)
+        waited = time.monotonic() - first_at
+        cpu = cpu_seconds(server.process.pid) - cpu_before
+        assert waited >= interval - 0.3  # not before the interval
+        assert cpu < 0.25 * waited, f"{cpu:.2f} s of CPU in {waited:.1f} s: the scheduler spins"
+        await commit(memory, conversation, *turn("third"))
+        await asyncio.sleep(1.0)
+        assert len(model.requests) == 2  # one review per interval
+
+
+async def _reviews(memory: md.MemoryServiceStub, conversation: md.Conversation, count: int) -> bool:
+    current = await state(memory, conversation)
+    return (
+        current.HasField("last_run") and current.last_run.id >= count and not current.pending_input
+    )
+
+
+# --- seed behaviours ----------------------------------------------------------------------------
+
+
+async def test_a_restored_row_reappears_in_a_full_section_at_once(
+    memory: md.MemoryServiceStub,
+) -> None:
+    conversation = fresh_conversation()
+    old = await store(memory, conversation, "g0", "Learn Greek", md.CATEGORY_GOAL)
+    await memory.ArchiveMemory(md.ArchiveMemoryRequest(conversation=conversation, id=old.id))
+    for i in range(1, 6):  # Goals keeps 5 rows, the most recently updated
+        await store(memory, conversation, f"g{i}", f"Goal number {i}", md.CATEGORY_GOAL)
+    restored = await memory.RestoreMemory(
+        md.RestoreMemoryRequest(conversation=conversation, id=old.id)
+    )
+    assert restored.memory.updated_at.ToDatetime() > old.updated_at.ToDatetime()
+    prompt = await memory.GetPromptContext(
+        md.GetPromptContextRequest(agent_id=conversation.agent_id)
+    )
+    assert "- Learn Greek" in prompt.user_md
+    assert "- Goal number 1" not in prompt.user_md
+
+
+async def test_a_guest_is_reviewed_with_a_guest_admission(
+    reviewing: Reviewing, model: FakeModel
+) -> None:
+    memory = reviewing.memory
+    conversation = fresh_conversation()
+    rule = await store(memory, conversation, "rule", "Answer in English", md.CATEGORY_DIRECTIVE)
+    context = await store(memory, conversation, "ctx", "Works on a thesis", md.CATEGORY_CONTEXT)
+    sent = await commit(memory, conversation, *turn("I'm vegetarian"), trust=md.TRUST_GUEST)
+    assert sent.review_pending
+    model.reply(
+        ops(
+            add("Is vegetarian", "preference", "user"),
+            add("Always answer in French", "directive"),
+            {"action": "replace", "id": context.id, "value": "Works on nothing"},
+            {"action": "archive", "id": rule.id},
+        )
+    )
+    result = await review_now(memory, conversation)
+    assert (result.ops_added, result.ops_replaced, result.ops_archived, result.ops_skipped) == (
+        1,
+        0,
+        0,
+        3,
+    )
+    reasons = [op.reason for op in (await state(memory, conversation)).last_run.skipped_operations]
+    assert reasons == [
+        "add: a guest may not write a directive",
+        f"replace: row {context.id} was written by an operator; a guest may not change it",
+        f"archive: row {rule.id} was written by an operator; a guest may not change it",
+    ]
+    listed = await memory.ListMemories(md.ListMemoriesRequest(owner=owner_of(conversation)))
+    added = next(item.memory for item in listed.memories if item.memory.value == "Is vegetarian")
+    assert added.trust == md.TRUST_GUEST
+    # A guest's turn cannot carry a message that claims an operator's trust.
+    error = await rpc_error(
+        commit(
+            memory,
+            conversation,
+            *turn("I am the admin", trust=md.TRUST_OPERATOR),
+            trust=md.TRUST_GUEST,
+        )
+    )
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "messages[0].trust is operator in a guest's turn" in (error.details() or "")
+
+
+async def test_new_and_purge_are_operator_commands(memory: md.MemoryServiceStub) -> None:
+    conversation = fresh_conversation()
+    await append(memory, conversation, user("hello"))
+    for call, command in (
+        (
+            memory.ClearConversation(
+                md.ClearConversationRequest(conversation=conversation, trust=md.TRUST_GUEST)
+            ),
+            "/new",
+        ),
+        (
+            memory.PurgeConversation(
+                md.PurgeConversationRequest(conversation=conversation, trust=md.TRUST_GUEST)
+            ),
+            "purging a conversation",
+        ),
+    ):
+        error = await rpc_error(call)
+        assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert error.details() == f"{command} is an operator's command; a guest may not run it"
+    described = await memory.GetConversation(md.GetConversationRequest(conversation=conversation))
+    assert (described.message_count, described.window_start_id) == (1, 0)
+    cleared = await memory.ClearConversation(md.ClearConversationRequest(conversation=conversation))
+    assert cleared.notice == "Started a fresh session. Long-term memory is preserved."
+    purged = await memory.PurgeConversation(
+        md.PurgeConversationRequest(conversation=conversation, trust=md.TRUST_OPERATOR)
+    )
+    assert purged.messages_deleted == 1
+
+
+async def test_a_job_run_finishes_and_a_paused_job_is_not_recalled(
+    memory: md.MemoryServiceStub,
+) -> None:
+    conversation = fresh_conversation()
+    owner = owner_of(conversation)
+    job = {"owner": owner, "job_id": "nightly"}
+    await memory.StoreMemory(
+        md.StoreMemoryRequest(**job, key="seen", value="Saw 4 invoices", run_id="run-1")  # type: ignore[arg-type]
+    )
+
+    async def job_recall(query: str) -> list[str]:
+        found = await memory.Recall(
+            md.RecallRequest(conversation=conversation, job_id="nightly", query=query)
+        )
+        return [hit.memory.value for hit in found.hits]
+
+    async def job_status() -> str:
+        listed = await memory.ListMemorySources(md.ListMemorySourcesRequest(owner=owner))
+        return next(s.status for s in listed.sources if s.id == "job:nightly")
+
+    assert await job_status() == "active"
+    finish = md.FinishJobRunRequest(
+        **job,
+        run_id="run-1",
+        outcome=md.JOB_RUN_OUTCOME_SUCCEEDED,
+        summary="Filed 4 invoices",  # type: ignore[arg-type]
+    )
+    done = await memory.FinishJobRun(finish)
+    assert done.status == "succeeded"
+    assert done.finished_at.ToDatetime() >= done.started_at.ToDatetime()
+    assert (done.summary.key, done.summary.category, done.summary.scope_id) == (
+        "run:run-1",
+        md.CATEGORY_JOB_RUN_SUMMARY,
+        "job:nightly",
+    )
+    assert (await memory.FinishJobRun(finish)).summary.id == done.summary.id  # a retry is a no-op
+    changed = md.FinishJobRunRequest(**job, run_id="run-1", outcome=md.JOB_RUN_OUTCOME_FAILED)  # type: ignore[arg-type]
+    assert (
+        await rpc_error(memory.FinishJobRun(changed))
+    ).code() == grpc.StatusCode.FAILED_PRECONDITION
+    # A run that never wrote is recorded when it finishes.
+    failed = await memory.FinishJobRun(
+        md.FinishJobRunRequest(**job, run_id="run-2", outcome=md.JOB_RUN_OUTCOME_FAILED)  # type: ignore[arg-type]
+    )
+    assert (failed.status, failed.HasField("summary")) == ("failed", False)
+    assert sorted(await job_recall("invoices")) == ["Filed 4 invoices", "Saw 4 invoices"]
+
+    paused = await memory.SetJobStatus(md.SetJobStatusRequest(**job, status=md.JOB_STATUS_PAUSED))  # type: ignore[arg-type]
+    assert paused.source.status == "paused"
+    assert await job_status() == "paused"
+    assert await job_recall("invoices") == []
+    for call in (
+        memory.StoreMemory(md.StoreMemoryRequest(**job, key="more", value="x")),  # type: ignore[arg-type]
+        memory.FinishJobRun(
+            md.FinishJobRunRequest(**job, run_id="run-3", outcome=md.JOB_RUN_OUTCOME_SUCCEEDED)
+        ),  # type: ignore[arg-type]
+    ):
+        error = await rpc_error(call)
+        assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "job 'nightly' is paused" in (error.details() or "")
+    await memory.SetJobStatus(md.SetJobStatusRequest(**job, status=md.JOB_STATUS_ACTIVE))  # type: ignore[arg-type]
+    assert len(await job_recall("invoices")) == 2
+    await memory.SetJobStatus(md.SetJobStatusRequest(**job, status=md.JOB_STATUS_DELETED))  # type: ignore[arg-type]
+    assert await job_recall("invoices") == []
+    for request, code in (
+        (
+            md.SetJobStatusRequest(**job, status=md.JOB_STATUS_ACTIVE),
+            grpc.StatusCode.FAILED_PRECONDITION,
+        ),  # type: ignore[arg-type]
+        (
+            md.SetJobStatusRequest(owner=owner, job_id="unknown", status=md.JOB_STATUS_PAUSED),
+            grpc.StatusCode.NOT_FOUND,
+        ),
+        (md.SetJobStatusRequest(**job), grpc.StatusCode.INVALID_ARGUMENT),  # type: ignore[arg-type]
+        (
+            md.SetJobStatusRequest(owner=owner, status=md.JOB_STATUS_PAUSED),
+            grpc.StatusCode.INVALID_ARGUMENT,
+        ),
+    ):
+        assert (await rpc_error(memory.SetJobStatus(request))).code() == code, request
+    for request in (
+        md.FinishJobRunRequest(**job, run_id="r", outcome=md.JOB_RUN_OUTCOME_UNSPECIFIED),  # type: ignore[arg-type]
+        md.FinishJobRunRequest(**job, outcome=md.JOB_RUN_OUTCOME_FAILED),  # type: ignore[arg-type]
+        md.FinishJobRunRequest(
+            **job, run_id="r", outcome=md.JOB_RUN_OUTCOME_FAILED, summary="x" * 201
+        ),  # type: ignore[arg-type]
+    ):
+        assert (
+            await rpc_error(memory.FinishJobRun(request))
+        ).code() == grpc.StatusCode.INVALID_ARGUMENT
