@@ -199,6 +199,11 @@ class Operation:
     fields: dict[str, Any]
 
     @property
+    def named_id(self) -> int:
+        """The row id the operation names (0 when none, or not an id)."""
+        return _id(self.fields.get("id"))
+
+    @property
     def changes_rows(self) -> bool:
         """Whether it adds, replaces or archives a row (what review_max_operations counts)."""
         return self.action in ROW_ACTIONS

@@ -408,7 +408,7 @@ class Reviewer:
             ),
         )
         applying = _Applying(connection, key, owner, provenance, now, job.packed.guest)
-        shown = _shown_rows(connection, owner, job.shown_ids)
+        shown = _shown_rows(connection, owner, job.shown_ids, job.answer.operations)
         limit = self.settings.review_max_operations
         for index, operation in enumerate(job.answer.operations):
             if limit is not None and operation.changes_rows and applying.row_changes >= limit:
@@ -588,11 +588,15 @@ def _status(answer: rules.Answer) -> str:
 
 
 def _shown_rows(
-    connection: apsw.Connection, owner: OwnerKey, shown_ids: frozenset[int]
+    connection: apsw.Connection,
+    owner: OwnerKey,
+    shown_ids: frozenset[int],
+    operations: list[rules.Operation],
 ) -> dict[int, MemoryRecord | None]:
-    """The rows the review prompt listed, as they stand now (None: no longer active)."""
-    shown: dict[int, MemoryRecord | None] = {}
-    for memory_id in shown_ids:
+    """The rows the review prompt listed; those the operations name, as they stand now (None:
+    no longer active). Only named rows are read."""
+    shown: dict[int, MemoryRecord | None] = dict.fromkeys(shown_ids)
+    for memory_id in {op.named_id for op in operations} & shown_ids:
         record = memory_writes.find(connection, owner, Locator(id=memory_id))
         shown[memory_id] = record if record is not None and not record.archived else None
     return shown
