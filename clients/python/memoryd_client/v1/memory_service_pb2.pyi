@@ -2274,7 +2274,8 @@ class CommitTurnRequest(_message.Message):
     ECHO_MESSAGES_FIELD_NUMBER: _builtins.int
     trust: _resources_pb2.Trust.ValueType
     """The trust of the turn's speaker; messages without their own trust take it. Unset means
-    operator. A guest turn never starts a review.
+    operator. A guest's turn is reviewed with a guest's admission, and none of its messages may
+    claim operator trust.
     """
     echo_messages: _builtins.bool
     """Return each stored row in results[].message, as in AppendMessages."""
