@@ -82,7 +82,8 @@ class ReviewResult:
     model: str = ""
     own_ms: float = 0.0
     deferred_ops: int = 0
-    # Reviewable messages left after the cursor (the backlog the next batch reads).
+    # Reviewable messages left after the cursor (the backlog the next batch reads); counted for
+    # ReviewNow's answer only.
     unread: int = 0
 
 
@@ -123,7 +124,7 @@ class _Applied:
     run_id: int = 0
     touched: tuple[int, ...] = ()
     render: CommittedRender | None = None
-    unread: int = 0
+    more: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -225,6 +226,16 @@ class Reviewer:
             except Exception:  # the writer may be closed; start-up clears every claim
                 log.debug("could not release review claim", exc_info=True)
             raise
+
+    async def unread(self, key: ConversationKey) -> int:
+        """The backlog: reviewable messages after the cursor."""
+
+        def read(connection: apsw.Connection) -> int:
+            state = review_store.state(connection, key)
+            cursor = state.last_reviewed_message_id if state else 0
+            return review_store.unread_count(connection, key, cursor)
+
+        return await self._readers.read(read)
 
     async def describe(self, key: ConversationKey) -> ReviewDescription:
         """A conversation's review state, backlog and latest run; NOT_FOUND without a record."""
@@ -353,7 +364,7 @@ class Reviewer:
                 "archived": record.archived,
                 "skipped": record.skipped,
                 "deferred": record.deferred,
-                "unread": applied.unread,
+                "more": applied.more,
                 "tokens_in": record.tokens_in,
                 "provider": completion.provider,
                 "own_ms": round(own_ms, 3),
@@ -373,7 +384,6 @@ class Reviewer:
             completion.model,
             round(own_ms, 3),
             record.deferred,
-            applied.unread,
         )
 
     # --- the apply transaction (writer thread) ---------------------------------------------
@@ -426,9 +436,11 @@ class Reviewer:
         cursor = state.last_reviewed_message_id if state else 0
         if not applying.deferred:
             cursor = max(cursor, job.packed.max_message_id)
-        unread = review_store.unread_count(connection, key, cursor)
+        # Only whether input is left (one row read): counting the backlog here would rescan it
+        # in every batch. ReviewNow and GetReviewState count it on demand.
+        more = bool(review_store.reviewable_after(connection, key, cursor, 1))
         review_store.record_success(
-            connection, key, status=status, cursor=cursor, more_pending=unread > 0, now=now
+            connection, key, status=status, cursor=cursor, more_pending=more, now=now
         )
         record = RunRecord(
             status,
@@ -465,7 +477,7 @@ class Reviewer:
             run_id=run_id,
             touched=tuple(applying.touched),
             render=render,
-            unread=unread,
+            more=more,
         )
 
     def _publish(self, applied: _Applied) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import time
@@ -117,7 +118,8 @@ class ReviewScheduler:
 
         async def forced(key: ConversationKey) -> ReviewResult:
             async with self._limit:
-                return await self._reviewer.review(key, forced=True)
+                result = await self._reviewer.review(key, forced=True)
+            return dataclasses.replace(result, unread=await self._reviewer.unread(key))
 
         return list(await asyncio.gather(*(forced(key) for key in keys)))
 
