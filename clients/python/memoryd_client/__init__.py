@@ -122,7 +122,7 @@ from memoryd_client.v1.memory_service_pb2 import (
     UpdateMemoryResponse,
 )
 from memoryd_client.v1.memory_service_pb2_grpc import MemoryServiceStub
-from memoryd_client.v1.resources_pb2 import (
+from memoryd_client.v1.records_pb2 import (
     CATEGORY_CONTEXT,
     CATEGORY_DIRECTIVE,
     CATEGORY_FACT,

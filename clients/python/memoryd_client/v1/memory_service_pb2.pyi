@@ -9,7 +9,7 @@ from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
-from memoryd_client.v1 import resources_pb2 as _resources_pb2
+from memoryd_client.v1 import records_pb2 as _records_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -273,7 +273,7 @@ class NewMessage(_message.Message):
     TRUST_FIELD_NUMBER: _builtins.int
     sender: _builtins.str
     """Who sent the message (a user name, "assistant", a tool name). At most 256 characters."""
-    role: _resources_pb2.Role.ValueType
+    role: _records_pb2.Role.ValueType
     """The role of the message. Required."""
     kind: _builtins.str
     """The kind of message: lowercase letters, digits and '_', starting with a letter, at most 64
@@ -291,7 +291,7 @@ class NewMessage(_message.Message):
     """An idempotency key, unique within the conversation: a message whose key is already stored
     is not stored again and the stored row is returned. Empty means none. At most 256 characters.
     """
-    trust: _resources_pb2.Trust.ValueType
+    trust: _records_pb2.Trust.ValueType
     """The trust of the sender. Unset means operator."""
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp:
@@ -301,13 +301,13 @@ class NewMessage(_message.Message):
         self,
         *,
         sender: _builtins.str = ...,
-        role: _resources_pb2.Role.ValueType = ...,
+        role: _records_pb2.Role.ValueType = ...,
         kind: _builtins.str = ...,
         content: _builtins.str = ...,
         metadata: _builtins.str = ...,
         client_message_id: _builtins.str = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
-        trust: _resources_pb2.Trust.ValueType = ...,
+        trust: _records_pb2.Trust.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -331,7 +331,7 @@ class AppendMessagesRequest(_message.Message):
     carries the id and time only, so the answer stays small however large the request was.
     """
     @_builtins.property
-    def conversation(self) -> _resources_pb2.Conversation:
+    def conversation(self) -> _records_pb2.Conversation:
         """The conversation to append to. channel and chat_id are required."""
 
     @_builtins.property
@@ -343,7 +343,7 @@ class AppendMessagesRequest(_message.Message):
     def __init__(
         self,
         *,
-        conversation: _resources_pb2.Conversation | None = ...,
+        conversation: _records_pb2.Conversation | None = ...,
         messages: _abc.Iterable[Global___NewMessage] | None = ...,
         echo_messages: _builtins.bool = ...,
     ) -> None: ...
@@ -373,7 +373,7 @@ class AppendResult(_message.Message):
     id: _builtins.int
     """The stored row's id (for STORED and DUPLICATE: the earlier row's); 0 for SKIPPED_BLANK."""
     @_builtins.property
-    def message(self) -> _resources_pb2.Message:
+    def message(self) -> _records_pb2.Message:
         """The stored row (for STORED and DUPLICATE), only when the request set echo_messages and the
         row fit in the answer (see echo_truncated); unset otherwise.
         """
@@ -387,7 +387,7 @@ class AppendResult(_message.Message):
         *,
         index: _builtins.int = ...,
         outcome: Global___AppendOutcome.ValueType = ...,
-        message: _resources_pb2.Message | None = ...,
+        message: _records_pb2.Message | None = ...,
         id: _builtins.int = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
@@ -454,7 +454,7 @@ class ListMessagesRequest(_message.Message):
     all_history: _builtins.bool
     """Walk every stored message of the conversation, not only the current window."""
     @_builtins.property
-    def conversation(self) -> _resources_pb2.Conversation:
+    def conversation(self) -> _records_pb2.Conversation:
         """The conversation. channel and chat_id are required."""
 
     @_builtins.property
@@ -464,7 +464,7 @@ class ListMessagesRequest(_message.Message):
     def __init__(
         self,
         *,
-        conversation: _resources_pb2.Conversation | None = ...,
+        conversation: _records_pb2.Conversation | None = ...,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
         kinds: _abc.Iterable[_builtins.str] | None = ...,
@@ -489,13 +489,13 @@ class ListMessagesResponse(_message.Message):
     next_page_token: _builtins.str
     """Pass as page_token to get the page of older messages; empty when there are no more."""
     @_builtins.property
-    def messages(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Message]:
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[_records_pb2.Message]:
         """The messages of this page, oldest first."""
 
     def __init__(
         self,
         *,
-        messages: _abc.Iterable[_resources_pb2.Message] | None = ...,
+        messages: _abc.Iterable[_records_pb2.Message] | None = ...,
         next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
@@ -528,15 +528,15 @@ class SearchHistoryRequest(_message.Message):
     the answer larger than 4 MiB (see truncated).
     """
     @_builtins.property
-    def conversation(self) -> _resources_pb2.Conversation:
+    def conversation(self) -> _records_pb2.Conversation:
         """The messages of one conversation, including those before its window."""
 
     @_builtins.property
-    def owner(self) -> _resources_pb2.OwnerScope:
+    def owner(self) -> _records_pb2.OwnerScope:
         """The messages of every conversation of one owner with one agent."""
 
     @_builtins.property
-    def agent(self) -> _resources_pb2.AgentScope:
+    def agent(self) -> _records_pb2.AgentScope:
         """The messages of every conversation of one agent."""
 
     @_builtins.property
@@ -547,9 +547,9 @@ class SearchHistoryRequest(_message.Message):
         self,
         *,
         query: _builtins.str = ...,
-        conversation: _resources_pb2.Conversation | None = ...,
-        owner: _resources_pb2.OwnerScope | None = ...,
-        agent: _resources_pb2.AgentScope | None = ...,
+        conversation: _records_pb2.Conversation | None = ...,
+        owner: _records_pb2.OwnerScope | None = ...,
+        agent: _records_pb2.AgentScope | None = ...,
         limit: _builtins.int = ...,
         kinds: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
@@ -580,13 +580,13 @@ class HistoryHit(_message.Message):
     rank: _builtins.float
     """The bm25 rank of a word match (more negative is a better match); 0 for substring matches."""
     @_builtins.property
-    def message(self) -> _resources_pb2.Message:
+    def message(self) -> _records_pb2.Message:
         """The message."""
 
     def __init__(
         self,
         *,
-        message: _resources_pb2.Message | None = ...,
+        message: _records_pb2.Message | None = ...,
         snippet: _builtins.str = ...,
         match: Global___MatchKind.ValueType = ...,
         rank: _builtins.float = ...,
@@ -637,19 +637,19 @@ class ClearConversationRequest(_message.Message):
 
     CONVERSATION_FIELD_NUMBER: _builtins.int
     TRUST_FIELD_NUMBER: _builtins.int
-    trust: _resources_pb2.Trust.ValueType
+    trust: _records_pb2.Trust.ValueType
     """The trust of the caller. Unset means operator. /new is an operator's command: a guest gets
     PERMISSION_DENIED.
     """
     @_builtins.property
-    def conversation(self) -> _resources_pb2.Conversation:
+    def conversation(self) -> _records_pb2.Conversation:
         """The conversation. channel and chat_id are required."""
 
     def __init__(
         self,
         *,
-        conversation: _resources_pb2.Conversation | None = ...,
-        trust: _resources_pb2.Trust.ValueType = ...,
+        conversation: _records_pb2.Conversation | None = ...,
+        trust: _records_pb2.Trust.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -697,17 +697,17 @@ class PurgeConversationRequest(_message.Message):
 
     CONVERSATION_FIELD_NUMBER: _builtins.int
     TRUST_FIELD_NUMBER: _builtins.int
-    trust: _resources_pb2.Trust.ValueType
+    trust: _records_pb2.Trust.ValueType
     """The trust of the caller. Unset means operator. A guest gets PERMISSION_DENIED."""
     @_builtins.property
-    def conversation(self) -> _resources_pb2.Conversation:
+    def conversation(self) -> _records_pb2.Conversation:
         """The conversation. channel and chat_id are required."""
 
     def __init__(
         self,
         *,
-        conversation: _resources_pb2.Conversation | None = ...,
-        trust: _resources_pb2.Trust.ValueType = ...,
+        conversation: _records_pb2.Conversation | None = ...,
+        trust: _records_pb2.Trust.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -755,13 +755,13 @@ class GetConversationRequest(_message.Message):
 
     CONVERSATION_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def conversation(self) -> _resources_pb2.Conversation:
+    def conversation(self) -> _records_pb2.Conversation:
         """The conversation. channel and chat_id are required."""
 
     def __init__(
         self,
         *,
-        conversation: _resources_pb2.Conversation | None = ...,
+        conversation: _records_pb2.Conversation | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -814,7 +814,7 @@ class GetConversationResponse(_message.Message):
     context_window: _builtins.int
     """The context window reported with it; 0 when none."""
     @_builtins.property
-    def conversation(self) -> _resources_pb2.Conversation:
+    def conversation(self) -> _records_pb2.Conversation:
         """The conversation, with defaults filled in."""
 
     @_builtins.property
@@ -832,7 +832,7 @@ class GetConversationResponse(_message.Message):
     def __init__(
         self,
         *,
-        conversation: _resources_pb2.Conversation | None = ...,
+        conversation: _records_pb2.Conversation | None = ...,
         message_count: _builtins.int = ...,
         window_message_count: _builtins.int = ...,
         first_message_at: _timestamp_pb2.Timestamp | None = ...,
@@ -875,11 +875,11 @@ class StoreMemoryRequest(_message.Message):
     SESSION_ID_FIELD_NUMBER: _builtins.int
     RUN_ID_FIELD_NUMBER: _builtins.int
     SOURCE_MESSAGE_ID_FIELD_NUMBER: _builtins.int
-    trust: _resources_pb2.Trust.ValueType
+    trust: _records_pb2.Trust.ValueType
     """The trust of the writer. Unset means operator. A guest can never write or replace a
     directive.
     """
-    category: _resources_pb2.Category.ValueType
+    category: _records_pb2.Category.ValueType
     """The category. Unset (and no id) stores a note: CATEGORY_FACT at conversation scope, or at
     scope_type when given.
     """
@@ -893,7 +893,7 @@ class StoreMemoryRequest(_message.Message):
     """Replace the value of this row (of the caller) instead of storing by key. Its category and
     scope stay; category, if set, must be the row's.
     """
-    scope_type: _resources_pb2.ScopeType.ValueType
+    scope_type: _records_pb2.ScopeType.ValueType
     """Where to store, overriding the category's default scope. The scope id always comes from
     the caller (its owner, agent, conversation or job_id).
     """
@@ -914,24 +914,24 @@ class StoreMemoryRequest(_message.Message):
     source_message_id: _builtins.int
     """The message the fact was taken from, kept as provenance. 0 means none."""
     @_builtins.property
-    def conversation(self) -> _resources_pb2.Conversation:
+    def conversation(self) -> _records_pb2.Conversation:
         """The conversation the tool was called from (its agent and owner own the row)."""
 
     @_builtins.property
-    def owner(self) -> _resources_pb2.OwnerScope:
+    def owner(self) -> _records_pb2.OwnerScope:
         """The agent and owner, when there is no conversation (an API or a job)."""
 
     def __init__(
         self,
         *,
-        conversation: _resources_pb2.Conversation | None = ...,
-        owner: _resources_pb2.OwnerScope | None = ...,
-        trust: _resources_pb2.Trust.ValueType = ...,
-        category: _resources_pb2.Category.ValueType = ...,
+        conversation: _records_pb2.Conversation | None = ...,
+        owner: _records_pb2.OwnerScope | None = ...,
+        trust: _records_pb2.Trust.ValueType = ...,
+        category: _records_pb2.Category.ValueType = ...,
         key: _builtins.str = ...,
         value: _builtins.str = ...,
         id: _builtins.int = ...,
-        scope_type: _resources_pb2.ScopeType.ValueType = ...,
+        scope_type: _records_pb2.ScopeType.ValueType = ...,
         metadata: _builtins.str = ...,
         job_id: _builtins.str = ...,
         confidence: _builtins.float = ...,
@@ -960,13 +960,13 @@ class StoreMemoryResponse(_message.Message):
     created: _builtins.bool
     """Whether the row was created by this call (false: an existing row was updated)."""
     @_builtins.property
-    def memory(self) -> _resources_pb2.Memory:
+    def memory(self) -> _records_pb2.Memory:
         """The row as committed."""
 
     def __init__(
         self,
         *,
-        memory: _resources_pb2.Memory | None = ...,
+        memory: _records_pb2.Memory | None = ...,
         created: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
@@ -991,27 +991,27 @@ class GetMemoryRequest(_message.Message):
     JOB_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     """The row's id. When 0, scope_type and key are used."""
-    scope_type: _resources_pb2.ScopeType.ValueType
+    scope_type: _records_pb2.ScopeType.ValueType
     """The scope to look the key up in."""
     key: _builtins.str
     """The key (trimmed)."""
     job_id: _builtins.str
     """The job, for SCOPE_TYPE_JOB lookups."""
     @_builtins.property
-    def conversation(self) -> _resources_pb2.Conversation:
+    def conversation(self) -> _records_pb2.Conversation:
         """The caller's conversation (needed to look up a conversation note by key)."""
 
     @_builtins.property
-    def owner(self) -> _resources_pb2.OwnerScope:
+    def owner(self) -> _records_pb2.OwnerScope:
         """The agent and owner."""
 
     def __init__(
         self,
         *,
-        conversation: _resources_pb2.Conversation | None = ...,
-        owner: _resources_pb2.OwnerScope | None = ...,
+        conversation: _records_pb2.Conversation | None = ...,
+        owner: _records_pb2.OwnerScope | None = ...,
         id: _builtins.int = ...,
-        scope_type: _resources_pb2.ScopeType.ValueType = ...,
+        scope_type: _records_pb2.ScopeType.ValueType = ...,
         key: _builtins.str = ...,
         job_id: _builtins.str = ...,
     ) -> None: ...
@@ -1033,13 +1033,13 @@ class GetMemoryResponse(_message.Message):
 
     MEMORY_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def memory(self) -> _resources_pb2.Memory:
+    def memory(self) -> _records_pb2.Memory:
         """The row."""
 
     def __init__(
         self,
         *,
-        memory: _resources_pb2.Memory | None = ...,
+        memory: _records_pb2.Memory | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -1065,7 +1065,7 @@ class ListMemoriesRequest(_message.Message):
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     PREVIEW_FIELD_NUMBER: _builtins.int
     JOB_ID_FIELD_NUMBER: _builtins.int
-    scope_type: _resources_pb2.ScopeType.ValueType
+    scope_type: _records_pb2.ScopeType.ValueType
     """Only rows of this scope type. Unset means every scope except jobs (unless job_id is set)."""
     archived: Global___ArchivedFilter.ValueType
     """Archived rows or not. Unset means active rows only."""
@@ -1082,24 +1082,24 @@ class ListMemoriesRequest(_message.Message):
     job_id: _builtins.str
     """Only the rows of this scheduled job (SCOPE_TYPE_JOB)."""
     @_builtins.property
-    def conversation(self) -> _resources_pb2.Conversation:
+    def conversation(self) -> _records_pb2.Conversation:
         """The caller's conversation."""
 
     @_builtins.property
-    def owner(self) -> _resources_pb2.OwnerScope:
+    def owner(self) -> _records_pb2.OwnerScope:
         """The agent and owner."""
 
     @_builtins.property
-    def categories(self) -> _containers.RepeatedScalarFieldContainer[_resources_pb2.Category.ValueType]:
+    def categories(self) -> _containers.RepeatedScalarFieldContainer[_records_pb2.Category.ValueType]:
         """Only rows of these categories. Empty means every category."""
 
     def __init__(
         self,
         *,
-        conversation: _resources_pb2.Conversation | None = ...,
-        owner: _resources_pb2.OwnerScope | None = ...,
-        scope_type: _resources_pb2.ScopeType.ValueType = ...,
-        categories: _abc.Iterable[_resources_pb2.Category.ValueType] | None = ...,
+        conversation: _records_pb2.Conversation | None = ...,
+        owner: _records_pb2.OwnerScope | None = ...,
+        scope_type: _records_pb2.ScopeType.ValueType = ...,
+        categories: _abc.Iterable[_records_pb2.Category.ValueType] | None = ...,
         archived: Global___ArchivedFilter.ValueType = ...,
         key_prefix: _builtins.str = ...,
         page_size: _builtins.int = ...,
@@ -1128,13 +1128,13 @@ class ListedMemory(_message.Message):
     preview: _builtins.str
     """The first 120 characters of the value, with "..." when it is longer; only with preview."""
     @_builtins.property
-    def memory(self) -> _resources_pb2.Memory:
+    def memory(self) -> _records_pb2.Memory:
         """The row; its value is empty when a preview was asked for."""
 
     def __init__(
         self,
         *,
-        memory: _resources_pb2.Memory | None = ...,
+        memory: _records_pb2.Memory | None = ...,
         preview: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
@@ -1190,7 +1190,7 @@ class UpdateMemoryRequest(_message.Message):
     TRUST_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     """The row's id. When 0, scope_type and key are used."""
-    scope_type: _resources_pb2.ScopeType.ValueType
+    scope_type: _records_pb2.ScopeType.ValueType
     """The scope to look the key up in."""
     key: _builtins.str
     """The key (trimmed)."""
@@ -1200,28 +1200,28 @@ class UpdateMemoryRequest(_message.Message):
     """The new value (trimmed, at most 200 characters). Blank keeps the stored value."""
     metadata: _builtins.str
     """A JSON object whose top-level keys replace the stored metadata's. Empty changes nothing."""
-    trust: _resources_pb2.Trust.ValueType
+    trust: _records_pb2.Trust.ValueType
     """The trust of the writer. Unset means operator. A guest cannot change a directive."""
     @_builtins.property
-    def conversation(self) -> _resources_pb2.Conversation:
+    def conversation(self) -> _records_pb2.Conversation:
         """The caller's conversation."""
 
     @_builtins.property
-    def owner(self) -> _resources_pb2.OwnerScope:
+    def owner(self) -> _records_pb2.OwnerScope:
         """The agent and owner."""
 
     def __init__(
         self,
         *,
-        conversation: _resources_pb2.Conversation | None = ...,
-        owner: _resources_pb2.OwnerScope | None = ...,
+        conversation: _records_pb2.Conversation | None = ...,
+        owner: _records_pb2.OwnerScope | None = ...,
         id: _builtins.int = ...,
-        scope_type: _resources_pb2.ScopeType.ValueType = ...,
+        scope_type: _records_pb2.ScopeType.ValueType = ...,
         key: _builtins.str = ...,
         job_id: _builtins.str = ...,
         value: _builtins.str = ...,
         metadata: _builtins.str = ...,
-        trust: _resources_pb2.Trust.ValueType = ...,
+        trust: _records_pb2.Trust.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "conversation", b"conversation", "owner", b"owner"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -1241,13 +1241,13 @@ class UpdateMemoryResponse(_message.Message):
 
     MEMORY_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def memory(self) -> _resources_pb2.Memory:
+    def memory(self) -> _records_pb2.Memory:
         """The row as committed."""
 
     def __init__(
         self,
         *,
-        memory: _resources_pb2.Memory | None = ...,
+        memory: _records_pb2.Memory | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -1275,25 +1275,25 @@ class ArchiveMemoryRequest(_message.Message):
     """Why it is forgotten, kept with the row. At most 1024 characters."""
     archived_by: _builtins.str
     """Who archives it. Empty means "operator"."""
-    trust: _resources_pb2.Trust.ValueType
+    trust: _records_pb2.Trust.ValueType
     """The trust of the caller. Unset means operator. A guest cannot archive a directive."""
     @_builtins.property
-    def conversation(self) -> _resources_pb2.Conversation:
+    def conversation(self) -> _records_pb2.Conversation:
         """The caller's conversation."""
 
     @_builtins.property
-    def owner(self) -> _resources_pb2.OwnerScope:
+    def owner(self) -> _records_pb2.OwnerScope:
         """The agent and owner."""
 
     def __init__(
         self,
         *,
-        conversation: _resources_pb2.Conversation | None = ...,
-        owner: _resources_pb2.OwnerScope | None = ...,
+        conversation: _records_pb2.Conversation | None = ...,
+        owner: _records_pb2.OwnerScope | None = ...,
         id: _builtins.int = ...,
         reason: _builtins.str = ...,
         archived_by: _builtins.str = ...,
-        trust: _resources_pb2.Trust.ValueType = ...,
+        trust: _records_pb2.Trust.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "conversation", b"conversation", "owner", b"owner"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -1313,13 +1313,13 @@ class ArchiveMemoryResponse(_message.Message):
 
     MEMORY_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def memory(self) -> _resources_pb2.Memory:
+    def memory(self) -> _records_pb2.Memory:
         """The row as committed."""
 
     def __init__(
         self,
         *,
-        memory: _resources_pb2.Memory | None = ...,
+        memory: _records_pb2.Memory | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -1341,23 +1341,23 @@ class RestoreMemoryRequest(_message.Message):
     TRUST_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     """The row's id. Required."""
-    trust: _resources_pb2.Trust.ValueType
+    trust: _records_pb2.Trust.ValueType
     """The trust of the caller. Unset means operator. A guest cannot restore a directive."""
     @_builtins.property
-    def conversation(self) -> _resources_pb2.Conversation:
+    def conversation(self) -> _records_pb2.Conversation:
         """The caller's conversation."""
 
     @_builtins.property
-    def owner(self) -> _resources_pb2.OwnerScope:
+    def owner(self) -> _records_pb2.OwnerScope:
         """The agent and owner."""
 
     def __init__(
         self,
         *,
-        conversation: _resources_pb2.Conversation | None = ...,
-        owner: _resources_pb2.OwnerScope | None = ...,
+        conversation: _records_pb2.Conversation | None = ...,
+        owner: _records_pb2.OwnerScope | None = ...,
         id: _builtins.int = ...,
-        trust: _resources_pb2.Trust.ValueType = ...,
+        trust: _records_pb2.Trust.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "conversation", b"conversation", "owner", b"owner"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -1380,13 +1380,13 @@ class RestoreMemoryResponse(_message.Message):
     notice: _builtins.str
     """The text to show: "restored memory <id>"."""
     @_builtins.property
-    def memory(self) -> _resources_pb2.Memory:
+    def memory(self) -> _records_pb2.Memory:
         """The row as committed."""
 
     def __init__(
         self,
         *,
-        memory: _resources_pb2.Memory | None = ...,
+        memory: _records_pb2.Memory | None = ...,
         notice: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
@@ -1412,32 +1412,32 @@ class DeleteMemoryRequest(_message.Message):
     TRUST_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     """The row's id. When 0, scope_type and key are used."""
-    scope_type: _resources_pb2.ScopeType.ValueType
+    scope_type: _records_pb2.ScopeType.ValueType
     """The scope to look the key up in."""
     key: _builtins.str
     """The key (trimmed)."""
     job_id: _builtins.str
     """The job, for SCOPE_TYPE_JOB lookups."""
-    trust: _resources_pb2.Trust.ValueType
+    trust: _records_pb2.Trust.ValueType
     """The trust of the caller. Unset means operator. A guest cannot delete a directive."""
     @_builtins.property
-    def conversation(self) -> _resources_pb2.Conversation:
+    def conversation(self) -> _records_pb2.Conversation:
         """The caller's conversation."""
 
     @_builtins.property
-    def owner(self) -> _resources_pb2.OwnerScope:
+    def owner(self) -> _records_pb2.OwnerScope:
         """The agent and owner."""
 
     def __init__(
         self,
         *,
-        conversation: _resources_pb2.Conversation | None = ...,
-        owner: _resources_pb2.OwnerScope | None = ...,
+        conversation: _records_pb2.Conversation | None = ...,
+        owner: _records_pb2.OwnerScope | None = ...,
         id: _builtins.int = ...,
-        scope_type: _resources_pb2.ScopeType.ValueType = ...,
+        scope_type: _records_pb2.ScopeType.ValueType = ...,
         key: _builtins.str = ...,
         job_id: _builtins.str = ...,
-        trust: _resources_pb2.Trust.ValueType = ...,
+        trust: _records_pb2.Trust.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "conversation", b"conversation", "owner", b"owner"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -1507,13 +1507,13 @@ class RecallRequest(_message.Message):
     history is refused (PERMISSION_DENIED).
     """
     @_builtins.property
-    def conversation(self) -> _resources_pb2.Conversation:
+    def conversation(self) -> _records_pb2.Conversation:
         """The conversation the tool was called from. Required."""
 
     def __init__(
         self,
         *,
-        conversation: _resources_pb2.Conversation | None = ...,
+        conversation: _records_pb2.Conversation | None = ...,
         query: _builtins.str = ...,
         key: _builtins.str = ...,
         scope: Global___RecallScope.ValueType = ...,
@@ -1547,7 +1547,7 @@ class RecallHit(_message.Message):
     rank: _builtins.float
     """The bm25 rank of a word match (more negative is better); 0 otherwise."""
     @_builtins.property
-    def memory(self) -> _resources_pb2.Memory:
+    def memory(self) -> _records_pb2.Memory:
         """A memory row (source RECALL_SOURCE_MEMORIES)."""
 
     @_builtins.property
@@ -1560,7 +1560,7 @@ class RecallHit(_message.Message):
         source: Global___RecallSource.ValueType = ...,
         match: Global___MatchKind.ValueType = ...,
         rank: _builtins.float = ...,
-        memory: _resources_pb2.Memory | None = ...,
+        memory: _records_pb2.Memory | None = ...,
         message: Global___HistoryHit | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["item", b"item", "memory", b"memory", "message", b"message"]  # noqa: Y015
@@ -1627,13 +1627,13 @@ class ListMemorySourcesRequest(_message.Message):
     page_token: _builtins.str
     """The next_page_token of a previous response to the same request."""
     @_builtins.property
-    def owner(self) -> _resources_pb2.OwnerScope:
+    def owner(self) -> _records_pb2.OwnerScope:
         """The agent and owner."""
 
     def __init__(
         self,
         *,
-        owner: _resources_pb2.OwnerScope | None = ...,
+        owner: _records_pb2.OwnerScope | None = ...,
         status: _builtins.str = ...,
         source_type: _builtins.str = ...,
         page_size: _builtins.int = ...,
@@ -1658,13 +1658,13 @@ class ListMemorySourcesResponse(_message.Message):
     next_page_token: _builtins.str
     """Pass as page_token to get the next page; empty when there are no more."""
     @_builtins.property
-    def sources(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.MemorySource]:
+    def sources(self) -> _containers.RepeatedCompositeFieldContainer[_records_pb2.MemorySource]:
         """The sources, most recently updated first."""
 
     def __init__(
         self,
         *,
-        sources: _abc.Iterable[_resources_pb2.MemorySource] | None = ...,
+        sources: _abc.Iterable[_records_pb2.MemorySource] | None = ...,
         next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
@@ -1689,13 +1689,13 @@ class SetJobStatusRequest(_message.Message):
     status: Global___JobStatus.ValueType
     """The new status. Required. A deleted job cannot become active or paused again."""
     @_builtins.property
-    def owner(self) -> _resources_pb2.OwnerScope:
+    def owner(self) -> _records_pb2.OwnerScope:
         """The agent and owner the job writes for."""
 
     def __init__(
         self,
         *,
-        owner: _resources_pb2.OwnerScope | None = ...,
+        owner: _records_pb2.OwnerScope | None = ...,
         job_id: _builtins.str = ...,
         status: Global___JobStatus.ValueType = ...,
     ) -> None: ...
@@ -1715,13 +1715,13 @@ class SetJobStatusResponse(_message.Message):
 
     SOURCE_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def source(self) -> _resources_pb2.MemorySource:
+    def source(self) -> _records_pb2.MemorySource:
         """The source, with its new status."""
 
     def __init__(
         self,
         *,
-        source: _resources_pb2.MemorySource | None = ...,
+        source: _records_pb2.MemorySource | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["source", b"source"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -1753,13 +1753,13 @@ class FinishJobRunRequest(_message.Message):
     summary row.
     """
     @_builtins.property
-    def owner(self) -> _resources_pb2.OwnerScope:
+    def owner(self) -> _records_pb2.OwnerScope:
         """The agent and owner the job writes for."""
 
     def __init__(
         self,
         *,
-        owner: _resources_pb2.OwnerScope | None = ...,
+        owner: _records_pb2.OwnerScope | None = ...,
         job_id: _builtins.str = ...,
         run_id: _builtins.str = ...,
         outcome: Global___JobRunOutcome.ValueType = ...,
@@ -1794,7 +1794,7 @@ class FinishJobRunResponse(_message.Message):
         """When it finished."""
 
     @_builtins.property
-    def summary(self) -> _resources_pb2.Memory:
+    def summary(self) -> _records_pb2.Memory:
         """The summary row; unset when the summary was blank."""
 
     def __init__(
@@ -1803,7 +1803,7 @@ class FinishJobRunResponse(_message.Message):
         status: _builtins.str = ...,
         started_at: _timestamp_pb2.Timestamp | None = ...,
         finished_at: _timestamp_pb2.Timestamp | None = ...,
-        summary: _resources_pb2.Memory | None = ...,
+        summary: _records_pb2.Memory | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["finished_at", b"finished_at", "started_at", b"started_at", "summary", b"summary"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -1826,14 +1826,14 @@ class GetPromptContextRequest(_message.Message):
     """The agent. Empty means "main"."""
     owner_id: _builtins.str
     """The owner. Empty means "default"."""
-    trust: _resources_pb2.Trust.ValueType
+    trust: _records_pb2.Trust.ValueType
     """The trust of the conversation's current speaker. Guests receive no memory."""
     def __init__(
         self,
         *,
         agent_id: _builtins.str = ...,
         owner_id: _builtins.str = ...,
-        trust: _resources_pb2.Trust.ValueType = ...,
+        trust: _records_pb2.Trust.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -1942,7 +1942,7 @@ class ListResourcesRequest(_message.Message):
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """The agent. Empty means "main"."""
-    type: _resources_pb2.ResourceType.ValueType
+    type: _records_pb2.ResourceType.ValueType
     """Only this type. Unset means every type."""
     scope_id: _builtins.str
     """Only this scope (the owner id for prompt files). Empty means every scope."""
@@ -1956,7 +1956,7 @@ class ListResourcesRequest(_message.Message):
         self,
         *,
         agent_id: _builtins.str = ...,
-        type: _resources_pb2.ResourceType.ValueType = ...,
+        type: _records_pb2.ResourceType.ValueType = ...,
         scope_id: _builtins.str = ...,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
@@ -1980,13 +1980,13 @@ class ListResourcesResponse(_message.Message):
     next_page_token: _builtins.str
     """Pass as page_token to get the next page; empty when there are no more."""
     @_builtins.property
-    def resources(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Resource]:
+    def resources(self) -> _containers.RepeatedCompositeFieldContainer[_records_pb2.Resource]:
         """The resources, by type then scope."""
 
     def __init__(
         self,
         *,
-        resources: _abc.Iterable[_resources_pb2.Resource] | None = ...,
+        resources: _abc.Iterable[_records_pb2.Resource] | None = ...,
         next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
@@ -2013,13 +2013,13 @@ class ListRevisionsRequest(_message.Message):
     before_revision: _builtins.int
     """Only revisions below this number (to page further back). 0 means from the newest."""
     @_builtins.property
-    def ref(self) -> _resources_pb2.ResourceRef:
+    def ref(self) -> _records_pb2.ResourceRef:
         """The resource."""
 
     def __init__(
         self,
         *,
-        ref: _resources_pb2.ResourceRef | None = ...,
+        ref: _records_pb2.ResourceRef | None = ...,
         limit: _builtins.int = ...,
         before_revision: _builtins.int = ...,
     ) -> None: ...
@@ -2042,13 +2042,13 @@ class ListRevisionsResponse(_message.Message):
     next_before_revision: _builtins.int
     """Pass as before_revision to continue further back; 0 when there are no older revisions."""
     @_builtins.property
-    def revisions(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.ResourceRevision]:
+    def revisions(self) -> _containers.RepeatedCompositeFieldContainer[_records_pb2.ResourceRevision]:
         """The revisions."""
 
     def __init__(
         self,
         *,
-        revisions: _abc.Iterable[_resources_pb2.ResourceRevision] | None = ...,
+        revisions: _abc.Iterable[_records_pb2.ResourceRevision] | None = ...,
         next_before_revision: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
@@ -2070,13 +2070,13 @@ class GetRevisionRequest(_message.Message):
     revision: _builtins.int
     """The revision. 0 means the current one."""
     @_builtins.property
-    def ref(self) -> _resources_pb2.ResourceRef:
+    def ref(self) -> _records_pb2.ResourceRef:
         """The resource."""
 
     def __init__(
         self,
         *,
-        ref: _resources_pb2.ResourceRef | None = ...,
+        ref: _records_pb2.ResourceRef | None = ...,
         revision: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref"]  # noqa: Y015
@@ -2095,13 +2095,13 @@ class GetRevisionResponse(_message.Message):
 
     REVISION_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def revision(self) -> _resources_pb2.ResourceRevision:
+    def revision(self) -> _records_pb2.ResourceRevision:
         """The revision."""
 
     def __init__(
         self,
         *,
-        revision: _resources_pb2.ResourceRevision | None = ...,
+        revision: _records_pb2.ResourceRevision | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["revision", b"revision"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -2125,13 +2125,13 @@ class DiffRevisionsRequest(_message.Message):
     to_revision: _builtins.int
     """The newer side. Required."""
     @_builtins.property
-    def ref(self) -> _resources_pb2.ResourceRef:
+    def ref(self) -> _records_pb2.ResourceRef:
         """The resource."""
 
     def __init__(
         self,
         *,
-        ref: _resources_pb2.ResourceRef | None = ...,
+        ref: _records_pb2.ResourceRef | None = ...,
         from_revision: _builtins.int = ...,
         to_revision: _builtins.int = ...,
     ) -> None: ...
@@ -2184,13 +2184,13 @@ class RollbackResourceRequest(_message.Message):
     revision: _builtins.int
     """The revision whose content becomes current again. Required."""
     @_builtins.property
-    def ref(self) -> _resources_pb2.ResourceRef:
+    def ref(self) -> _records_pb2.ResourceRef:
         """The resource."""
 
     def __init__(
         self,
         *,
-        ref: _resources_pb2.ResourceRef | None = ...,
+        ref: _records_pb2.ResourceRef | None = ...,
         revision: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref"]  # noqa: Y015
@@ -2217,13 +2217,13 @@ class RollbackResourceResponse(_message.Message):
     rolled-back USER.md or MEMORY.md.
     """
     @_builtins.property
-    def revision(self) -> _resources_pb2.ResourceRevision:
+    def revision(self) -> _records_pb2.ResourceRevision:
         """The revision now current: a new one, or the current one when it already had that content."""
 
     def __init__(
         self,
         *,
-        revision: _resources_pb2.ResourceRevision | None = ...,
+        revision: _records_pb2.ResourceRevision | None = ...,
         changed: _builtins.bool = ...,
         notice: _builtins.str = ...,
     ) -> None: ...
@@ -2272,7 +2272,7 @@ class CommitTurnRequest(_message.Message):
     MESSAGES_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
     ECHO_MESSAGES_FIELD_NUMBER: _builtins.int
-    trust: _resources_pb2.Trust.ValueType
+    trust: _records_pb2.Trust.ValueType
     """The trust of the turn's speaker; messages without their own trust take it. Unset means
     operator. A guest's turn is reviewed with a guest's admission, and none of its messages may
     claim operator trust.
@@ -2280,7 +2280,7 @@ class CommitTurnRequest(_message.Message):
     echo_messages: _builtins.bool
     """Return each stored row in results[].message, as in AppendMessages."""
     @_builtins.property
-    def conversation(self) -> _resources_pb2.Conversation:
+    def conversation(self) -> _records_pb2.Conversation:
         """The conversation. channel and chat_id are required."""
 
     @_builtins.property
@@ -2294,8 +2294,8 @@ class CommitTurnRequest(_message.Message):
     def __init__(
         self,
         *,
-        conversation: _resources_pb2.Conversation | None = ...,
-        trust: _resources_pb2.Trust.ValueType = ...,
+        conversation: _records_pb2.Conversation | None = ...,
+        trust: _records_pb2.Trust.ValueType = ...,
         messages: _abc.Iterable[Global___NewMessage] | None = ...,
         usage: Global___TurnUsage | None = ...,
         echo_messages: _builtins.bool = ...,
@@ -2360,13 +2360,13 @@ class ReviewNowRequest(_message.Message):
     owner_id: _builtins.str
     """Only conversations of this owner. Empty means every owner."""
     @_builtins.property
-    def conversation(self) -> _resources_pb2.Conversation:
+    def conversation(self) -> _records_pb2.Conversation:
         """Only this conversation. Unset means every conversation (of agent_id / owner_id when set)."""
 
     def __init__(
         self,
         *,
-        conversation: _resources_pb2.Conversation | None = ...,
+        conversation: _records_pb2.Conversation | None = ...,
         agent_id: _builtins.str = ...,
         owner_id: _builtins.str = ...,
     ) -> None: ...
@@ -2456,13 +2456,13 @@ class ConversationReview(_message.Message):
     unread_messages: _builtins.int
     """Reviewable messages left after the cursor: the backlog the next batch reads at once."""
     @_builtins.property
-    def conversation(self) -> _resources_pb2.Conversation:
+    def conversation(self) -> _records_pb2.Conversation:
         """The conversation."""
 
     def __init__(
         self,
         *,
-        conversation: _resources_pb2.Conversation | None = ...,
+        conversation: _records_pb2.Conversation | None = ...,
         status: Global___ReviewStatus.ValueType = ...,
         reason: _builtins.str = ...,
         ops_added: _builtins.int = ...,
@@ -2516,13 +2516,13 @@ class GetReviewStateRequest(_message.Message):
 
     CONVERSATION_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def conversation(self) -> _resources_pb2.Conversation:
+    def conversation(self) -> _records_pb2.Conversation:
         """The conversation. channel and chat_id are required."""
 
     def __init__(
         self,
         *,
-        conversation: _resources_pb2.Conversation | None = ...,
+        conversation: _records_pb2.Conversation | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -2662,7 +2662,7 @@ class GetReviewStateResponse(_message.Message):
     than after the interval.
     """
     @_builtins.property
-    def conversation(self) -> _resources_pb2.Conversation:
+    def conversation(self) -> _records_pb2.Conversation:
         """The conversation, with defaults filled in."""
 
     @_builtins.property
@@ -2688,7 +2688,7 @@ class GetReviewStateResponse(_message.Message):
     def __init__(
         self,
         *,
-        conversation: _resources_pb2.Conversation | None = ...,
+        conversation: _records_pb2.Conversation | None = ...,
         last_reviewed_message_id: _builtins.int = ...,
         last_reviewed_at: _timestamp_pb2.Timestamp | None = ...,
         last_review_started_at: _timestamp_pb2.Timestamp | None = ...,

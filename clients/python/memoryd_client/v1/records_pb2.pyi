@@ -220,7 +220,10 @@ Global___ResourceType: _TypeAlias = ResourceType  # noqa: Y015
 
 @_typing.final
 class Conversation(_message.Message):
-    """Conversation identifies one conversation of one agent with one owner, everywhere in the API.
+    """The records memoryd keeps and every service shares: conversations and their scopes, messages,
+    long-term memory rows and their sources, and the versioned prompt files (resources).
+
+    Conversation identifies one conversation of one agent with one owner, everywhere in the API.
     Identifier fields must not be blank, must not start or end with whitespace, must not contain
     control characters, and are at most 256 characters long.
     """
