@@ -80,7 +80,7 @@ def build(home: Path, messages: int, memories: int, rng: random.Random) -> dict[
             [(*chat.as_row(), search_scope_tokens(chat), STAMP) for chat in chats],
         )
 
-        def message_rows():  # type: ignore[no-untyped-def]
+        def message_rows():
             for _ in range(messages):
                 chat = rng.choice(chats)
                 text = corpus.message_text(rng, words)
@@ -99,7 +99,7 @@ def build(home: Path, messages: int, memories: int, rng: random.Random) -> dict[
         for chat in chats:
             chats_of[OwnerKey(chat.agent_id, chat.owner_id)].append(chat)
 
-        def memory_rows():  # type: ignore[no-untyped-def]
+        def memory_rows():
             for number in range(memories):
                 owner = owners[number % len(owners)]
                 category = rng.choice(CATEGORIES)
@@ -228,7 +228,7 @@ def main() -> int:
         try:
             with grpc.insecure_channel(server.address) as channel:
                 memory = md.MemoryServiceStub(channel)
-                owners = rng.sample(built["owners"], RENDERED_OWNERS)  # type: ignore[arg-type]
+                owners = rng.sample(built["owners"], RENDERED_OWNERS)
                 for owner in owners:
                     memory.StoreMemory(
                         md.StoreMemoryRequest(
@@ -238,7 +238,7 @@ def main() -> int:
                             value="Prefers short answers",
                         )
                     )
-                planned = recall_requests(rng, built["chats"], built["texts"], args.queries)  # type: ignore[arg-type]
+                planned = recall_requests(rng, built["chats"], built["texts"], args.queries)
                 for _, _, request in planned[:200]:
                     memory.Recall(request)
                 mark = len(server.events("rpc"))

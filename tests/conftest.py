@@ -52,7 +52,7 @@ def start_server(tmp_path: Path) -> Iterator[type[ServerProcess]]:
 
     class Tracked(ServerProcess):
         def __init__(self, *args: object, **kwargs: object) -> None:
-            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            super().__init__(*args, **kwargs)
             started.append(self)
 
     yield Tracked

@@ -13,13 +13,13 @@ import memoryd_client as md
 def user(content: str, **fields: object) -> md.NewMessage:
     """A user message."""
     fields.setdefault("sender", "ada")
-    return md.NewMessage(role=md.ROLE_USER, content=content, **fields)  # type: ignore[arg-type]
+    return md.NewMessage(role=md.ROLE_USER, content=content, **fields)
 
 
 def assistant(content: str, **fields: object) -> md.NewMessage:
     """An assistant message."""
     fields.setdefault("sender", "assistant")
-    return md.NewMessage(role=md.ROLE_ASSISTANT, content=content, **fields)  # type: ignore[arg-type]
+    return md.NewMessage(role=md.ROLE_ASSISTANT, content=content, **fields)
 
 
 async def append(
@@ -39,7 +39,7 @@ async def append(
 async def rpc_error(call: object) -> grpc.aio.AioRpcError:
     """Await a call that must fail, and return its error."""
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await call  # type: ignore[misc]
+        await call
     return caught.value
 
 
@@ -70,8 +70,8 @@ async def store(
             conversation=conversation,
             key=key,
             value=value,
-            category=category,  # type: ignore[arg-type]
-            **fields,  # type: ignore[arg-type]
+            category=category,
+            **fields,
         )
     )
     return response.memory

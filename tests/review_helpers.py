@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 import memoryd_client as md
 from memoryd.testing.fake_model import FakeModel
+from tests.helpers import fresh_conversation
 from tests.server_process import ServerProcess
 
 
@@ -63,7 +65,7 @@ async def reviewing(
 def turn(*texts: str, trust: int = md.TRUST_UNSPECIFIED, **fields: object) -> list[md.NewMessage]:
     """User messages of one turn."""
     return [
-        md.NewMessage(role=md.ROLE_USER, sender="ada", content=text, trust=trust, **fields)  # type: ignore[arg-type]
+        md.NewMessage(role=md.ROLE_USER, sender="ada", content=text, trust=trust, **fields)
         for text in texts
     ]
 
@@ -80,7 +82,7 @@ async def commit(
         md.CommitTurnRequest(
             conversation=conversation,
             messages=list(messages),
-            trust=trust,  # type: ignore[arg-type]
+            trust=trust,
             echo_messages=echo,
         )
     )
@@ -96,11 +98,31 @@ async def review_now(
 
 
 async def eventually(check: Callable[[], object], within: float = 10.0) -> None:
-    """Poll an async check until it returns truthy."""
+    """Poll a check until it holds: a plain predicate, or a coroutine function."""
     deadline = time.monotonic() + within
     while True:
-        if await check():  # type: ignore[misc]
+        outcome = check()
+        if inspect.isawaitable(outcome):
+            outcome = await outcome
+        if outcome:
             return
         if time.monotonic() > deadline:
             pytest.fail("condition not met in time")
         await asyncio.sleep(0.05)
+
+
+async def after_a_scheduler_pass(memory: md.MemoryServiceStub) -> None:
+    """Return once the background scheduler has made a pass that began after this call.
+
+    A fresh conversation (never reviewed, so due at once) is committed and waited for: every
+    conversation that was due before it has been claimed by then. A test that checks that a
+    conversation was *not* reviewed checks its state after this, instead of sleeping.
+    """
+    witness = fresh_conversation()
+    await commit(memory, witness, *turn("a witness of the scheduler's pass"))
+
+    async def reviewed() -> bool:
+        state = await memory.GetReviewState(md.GetReviewStateRequest(conversation=witness))
+        return state.HasField("last_run")
+
+    await eventually(reviewed)

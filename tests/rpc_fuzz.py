@@ -253,7 +253,7 @@ class Target:
         try:
             answer = self._raw[method](payload, timeout=self.timeout)
         except grpc.RpcError as error:
-            failed: grpc.Call = error  # type: ignore[assignment]
+            failed: grpc.Call = error
             self._check_refusal(method, failed.code(), failed.details() or "", case)
             return
         self.statuses["OK"] = self.statuses.get("OK", 0) + 1

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memoryd.log_events import Event
+
 STARTUP_TIMEOUT = 30.0
 
 
@@ -101,7 +103,7 @@ class ServerProcess:
 
     def start(self) -> ServerProcess:
         """Wait until the server serves; returns self."""
-        self.address = self.wait_for_event("serving")["address"]
+        self.address = self.wait_for_event(Event.SERVING)["address"]
         return self
 
     def stop(self, timeout: float = 30.0) -> int:

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import memoryd_client as md
+from memoryd.log_events import Event
 from tests.helpers import append, user
 from tests.server_process import ServerProcess
 
@@ -59,7 +60,7 @@ async def test_concurrent_appends_lose_and_duplicate_nothing(
         assert total == TASKS * APPENDS_PER_TASK
 
     assert server.stop() == 0
-    (stopped,) = server.events("stopped")
+    (stopped,) = server.events(Event.STOPPED)
     writer_stats = stopped["writer"]
     assert writer_stats["jobs"] == TASKS * APPENDS_PER_TASK
     # 64 callers at once: commits are shared, far fewer groups than calls. (Usually a fifth or

@@ -34,14 +34,14 @@ def test_the_check_notices_edited_missing_and_extra_files(tmp_path: Path) -> Non
     with tempfile.TemporaryDirectory() as scratch:
         fresh = gen_protos.generate(Path(scratch))
     assert gen_protos.stale_files(fresh, copy) == []
-    edited = copy / "resources_pb2.py"
+    edited = copy / "records_pb2.py"
     edited.write_text(edited.read_text() + "# edited\n")
     (copy / "memory_service_pb2.pyi").unlink()
     (copy / "leftover_pb2.py").write_text("")
     assert gen_protos.stale_files(fresh, copy) == [
         "leftover_pb2.py",
         "memory_service_pb2.pyi",
-        "resources_pb2.py",
+        "records_pb2.py",
     ]
 
 

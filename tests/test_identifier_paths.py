@@ -10,6 +10,7 @@ from urllib.parse import quote
 import pytest
 
 import memoryd_client as md
+from memoryd.log_events import Event
 from tests.helpers import store
 from tests.server_process import ServerProcess
 
@@ -65,7 +66,7 @@ async def test_maximum_length_identifiers_of_every_script_are_written_and_surviv
             assert (home / path).read_text(encoding="utf-8") == "## Identity\n- v2"
             paths[identifier, identifier] = path
     assert len(set(paths.values())) == len(paths)  # distinct identifiers, distinct files
-    assert server.events("prompt_file_write_failed") == []
+    assert server.events(Event.PROMPT_FILE_WRITE_FAILED) == []
     assert server.stop() == 0
 
     restarted = start_server(home).start()
@@ -74,7 +75,7 @@ async def test_maximum_length_identifiers_of_every_script_are_written_and_surviv
         for (agent_id, owner_id), path in paths.items():
             assert await prompt_text(stub, agent_id, owner_id) == "## Identity\n- v2"
             assert (home / path).read_text(encoding="utf-8") == "## Identity\n- v2"
-    assert restarted.events("prompt_files_resynced") == []
+    assert restarted.events(Event.PROMPT_FILES_RESYNCED) == []
 
 
 async def test_an_unwritable_prompt_file_neither_stops_start_up_nor_stales_the_context(
@@ -93,12 +94,12 @@ async def test_an_unwritable_prompt_file_neither_stops_start_up_nor_stales_the_c
         assert await prompt_text(stub, "blocked", "") == "## Identity\n- v1"
         await store(stub, chat, "name", "v2", md.CATEGORY_IDENTITY)
         assert await prompt_text(stub, "blocked", "") == "## Identity\n- v2"
-    server.wait_for_event("prompt_file_write_failed")  # logged off the event loop
+    server.wait_for_event(Event.PROMPT_FILE_WRITE_FAILED)  # logged off the event loop
     assert "Traceback" not in server.output
     assert server.stop() == 0
 
     restarted = start_server(home).start()
-    assert restarted.events("prompt_files_unwritten")[0]["files"] == 1
+    assert restarted.events(Event.PROMPT_FILES_UNWRITTEN)[0]["files"] == 1
     async with md.connect(restarted.address) as channel:
         stub = md.MemoryServiceStub(channel)
         assert await prompt_text(stub, "blocked", "") == "## Identity\n- v2"
@@ -106,7 +107,7 @@ async def test_an_unwritable_prompt_file_neither_stops_start_up_nor_stales_the_c
 
     blocker.unlink()
     healed = start_server(home).start()
-    assert healed.events("prompt_files_resynced")[0]["files"] == 1
+    assert healed.events(Event.PROMPT_FILES_RESYNCED)[0]["files"] == 1
     assert (blocker / "USER.md").read_text(encoding="utf-8") == "## Identity\n- v2"
 
 
@@ -142,7 +143,7 @@ async def test_a_resource_recorded_at_an_old_path_moves_to_its_path_at_start_up(
         (home / recorded).write_text("## Identity\n- Ada", encoding="utf-8")
 
     restarted = start_server(home).start()
-    resynced = restarted.events("prompt_files_resynced")[0]
+    resynced = restarted.events(Event.PROMPT_FILES_RESYNCED)[0]
     assert (resynced["files"], resynced["moved"]) == (1, 1)
     assert (home / path).read_text(encoding="utf-8") == "## Identity\n- Ada"
     assert not (owner_id == "a~b" and (home / recorded).exists())

@@ -11,6 +11,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import memoryd_client as md
+from memoryd.log_events import Event
 from memoryd.storage.migrations import bundled_migrations
 from tests.helpers import append, user
 from tests.server_process import ServerProcess
@@ -23,7 +24,7 @@ async def test_first_start_creates_the_data_directory_and_database(
     server = start_server(home).start()
     assert (home / "memory.db").is_file()
     assert (home / "memory.db").stat().st_size > 0
-    assert server.events("serving")[0]["schema_version"] == len(bundled_migrations())
+    assert server.events(Event.SERVING)[0]["schema_version"] == len(bundled_migrations())
     assert server.stop() == 0
 
 
@@ -42,7 +43,7 @@ async def test_restart_with_the_same_home_keeps_everything(
     assert first.stop() == 0
 
     second = start_server(home).start()
-    assert second.events("migrated") == []  # nothing left to migrate
+    assert second.events(Event.MIGRATED) == []  # nothing left to migrate
     async with md.connect(second.address) as channel:
         memory = md.MemoryServiceStub(channel)
         after = await memory.GetConversation(md.GetConversationRequest(conversation=conversation))
@@ -96,7 +97,7 @@ async def test_stopping_under_load_loses_no_acknowledged_write(
     assert server.stop() == 0, server.output
     assert refused, "the writers ran past the stop"
     assert set(refused) <= {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED}
-    assert [event["msg"] for event in server.events("stopping")]
+    assert [event["msg"] for event in server.events(Event.STOPPING)]
 
     # Every acknowledged row is on disk.
     database = sqlite3.connect(home / "memory.db")
@@ -210,7 +211,7 @@ async def test_one_structured_log_line_per_rpc(
             await memory.ListMessages(md.ListMessagesRequest())
         await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
     assert server.stop() == 0
-    lines = server.events("rpc")  # every line parsed as JSON
+    lines = server.events(Event.RPC)  # every line parsed as JSON
     assert [(line["method"], line["status"]) for line in lines] == [
         ("/memoryd.v1.MemoryService/AppendMessages", "OK"),
         ("/memoryd.v1.MemoryService/ListMessages", "INVALID_ARGUMENT"),
@@ -238,4 +239,4 @@ async def test_health_turns_not_serving_when_stopping(
         assert second.status == health_pb2.HealthCheckResponse.NOT_SERVING
         watch.cancel()
     assert server.stop() == 0
-    assert server.events("stopping")
+    assert server.events(Event.STOPPING)

@@ -154,7 +154,7 @@ async def test_refusals_are_precise_and_write_nothing(
 ) -> None:
     conversation = fresh_conversation()
     error = await rpc_error(
-        memory.StoreMemory(md.StoreMemoryRequest(conversation=conversation, **fields))  # type: ignore[arg-type]
+        memory.StoreMemory(md.StoreMemoryRequest(conversation=conversation, **fields))
     )
     assert error.code() == status
     assert message in (error.details() or "")
@@ -175,7 +175,7 @@ async def test_a_guest_can_never_replace_a_directive(memory: md.MemoryServiceStu
     attempts = [
         memory.StoreMemory(
             md.StoreMemoryRequest(conversation=conversation, id=rule.id, value="x", **guest)
-        ),  # type: ignore[arg-type]
+        ),
         # The same key through the upsert path, under another category.
         memory.StoreMemory(
             md.StoreMemoryRequest(
@@ -183,16 +183,16 @@ async def test_a_guest_can_never_replace_a_directive(memory: md.MemoryServiceStu
                 category=md.CATEGORY_CONTEXT,
                 key="email",
                 value="x",
-                **guest,  # type: ignore[arg-type]
+                **guest,
             )
         ),
         memory.UpdateMemory(
             md.UpdateMemoryRequest(conversation=conversation, id=rule.id, value="x", **guest)
-        ),  # type: ignore[arg-type]
+        ),
         memory.ArchiveMemory(
             md.ArchiveMemoryRequest(conversation=conversation, id=rule.id, **guest)
-        ),  # type: ignore[arg-type]
-        memory.DeleteMemory(md.DeleteMemoryRequest(conversation=conversation, id=rule.id, **guest)),  # type: ignore[arg-type]
+        ),
+        memory.DeleteMemory(md.DeleteMemoryRequest(conversation=conversation, id=rule.id, **guest)),
     ]
     for attempt in attempts:
         error = await rpc_error(attempt)

@@ -9,6 +9,7 @@ import apsw
 import pytest
 
 from memoryd.errors import StartupError
+from memoryd.log_events import Event
 from memoryd.storage.migrations import Migration, bundled_migrations, check_sequence, migrate
 from tests.server_process import ServerProcess
 
@@ -57,11 +58,11 @@ async def test_the_server_migrates_an_empty_home_and_not_again(
     home = tmp_path / "home"
     first = start_server(home).start()
     latest = len(bundled_migrations())
-    assert first.events("migrated")[0]["versions"] == list(range(1, latest + 1))
+    assert first.events(Event.MIGRATED)[0]["versions"] == list(range(1, latest + 1))
     assert first.stop() == 0
     second = start_server(home).start()
-    assert second.events("migrated") == []
-    assert second.events("serving")[0]["schema_version"] == latest
+    assert second.events(Event.MIGRATED) == []
+    assert second.events(Event.SERVING)[0]["schema_version"] == latest
 
 
 def restart_after(start_server: type[ServerProcess], home: Path, sql: str) -> ServerProcess:

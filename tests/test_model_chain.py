@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from memoryd.config import ProviderSettings
-from memoryd.llm.chain import Attempt, ModelUnavailableError, ProviderChain
+from memoryd.domain.model_calls import Attempt
+from memoryd.llm.chain import ModelUnavailableError, ProviderChain
 from memoryd.testing.fake_model import FakeModel, ToolCall
 
 
@@ -38,8 +39,8 @@ async def test_fallbacks_on_5xx_429_timeouts_and_unreachable_servers() -> None:
         attempts: list[Attempt] = []
         for expected in ("one", "two", "three"):
             completion = await call(chain, attempts)
-            assert completion.text == expected  # type: ignore[attr-defined]
-            assert completion.provider == "secondary"  # type: ignore[attr-defined]
+            assert completion.text == expected
+            assert completion.provider == "secondary"
         assert [(a.provider, a.error) for a in attempts] == [
             ("primary", "HTTP 503"),
             ("secondary", None),
@@ -75,8 +76,8 @@ async def test_tool_calls_and_keys_from_the_environment() -> None:
         )
         chain = ProviderChain([settings], {"MY_KEY": "secret"})
         completion = await call(chain)
-        assert completion.tool_calls[0].name == "memory_add"  # type: ignore[attr-defined]
-        assert '"target": "user"' in completion.tool_calls[0].arguments  # type: ignore[attr-defined]
+        assert completion.tool_calls[0].name == "memory_add"
+        assert '"target": "user"' in completion.tool_calls[0].arguments
         await chain.close()
 
 

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memoryd_client as md
+from memoryd.log_events import Event
 from tests.helpers import fresh_conversation, owner_of, store
 from tests.server_process import ServerProcess
 
@@ -33,7 +34,7 @@ async def context(
     return await memory.GetPromptContext(
         md.GetPromptContextRequest(
             agent_id=conversation.agent_id, owner_id=conversation.owner_id, trust=trust
-        )  # type: ignore[arg-type]
+        )
     )
 
 
@@ -282,7 +283,7 @@ async def test_a_restart_rewrites_files_from_their_current_revision(
     restarted = start_server(tmp_path / "home").start()
     assert user_md.read_text(encoding="utf-8") == "## Identity\n- Name is Ada"
     assert sorted(p.name for p in user_md.parent.iterdir()) == ["USER.md"]
-    assert restarted.events("prompt_files_resynced")[0]["files"] == 1
+    assert restarted.events(Event.PROMPT_FILES_RESYNCED)[0]["files"] == 1
 
 
 SECTION_TITLES = {
@@ -317,13 +318,13 @@ def test_any_text_is_stored_or_refused_and_never_breaks_the_files(
         sync_stub.StoreMemory(
             md.StoreMemoryRequest(
                 conversation=conversation,
-                category=category,  # type: ignore[arg-type]
+                category=category,
                 key=key,
                 value=value,
             )
         )
     except grpc.RpcError as error:
-        refused: grpc.Call = error  # type: ignore[assignment]
+        refused: grpc.Call = error
         code = refused.code()
         assert code == grpc.StatusCode.INVALID_ARGUMENT, refused.details()
         return

@@ -19,7 +19,7 @@ from tests.test_search import CORPUS, HOSTILE
 async def recall(
     memory: md.MemoryServiceStub, conversation: md.Conversation, **fields: object
 ) -> list[md.RecallHit]:
-    response = await memory.Recall(md.RecallRequest(conversation=conversation, **fields))  # type: ignore[arg-type]
+    response = await memory.Recall(md.RecallRequest(conversation=conversation, **fields))
     return list(response.hits)
 
 
@@ -199,7 +199,7 @@ async def test_bad_recalls_are_invalid_arguments(
 ) -> None:
     error = await rpc_error(
         memory.Recall(md.RecallRequest(conversation=fresh_conversation(), **fields))
-    )  # type: ignore[arg-type]
+    )
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error.details() == message
 

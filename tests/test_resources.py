@@ -171,7 +171,7 @@ async def test_bad_resource_requests(
     status: grpc.StatusCode,
     message: str,
 ) -> None:
-    error = await rpc_error(call(memory, user_ref(versioned)))  # type: ignore[operator]
+    error = await rpc_error(call(memory, user_ref(versioned)))
     assert error.code() == status
     assert message in (error.details() or "")
 

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import time
 from pathlib import Path
 
 import grpc
 
 import memoryd_client as md
 from memoryd.domain import review as rules
+from memoryd.log_events import Event
 from memoryd.testing.fake_model import FakeModel, Reply, ToolCall
 from tests.helpers import fresh_conversation, owner_of, rpc_error, store
-from tests.review_helpers import Reviewing, commit, eventually, review_config, review_now, turn
+from tests.review_helpers import (
+    Reviewing,
+    after_a_scheduler_pass,
+    commit,
+    eventually,
+    review_config,
+    review_now,
+    turn,
+)
 from tests.server_process import ServerProcess
 
 OK = md.REVIEW_STATUS_OK
@@ -28,7 +35,7 @@ async def rows(
     reviewing: Reviewing, conversation: md.Conversation, archived: int = md.ARCHIVED_FILTER_ACTIVE
 ) -> list[md.Memory]:
     listed = await reviewing.memory.ListMemories(
-        md.ListMemoriesRequest(owner=owner_of(conversation), archived=archived)  # type: ignore[arg-type]
+        md.ListMemoriesRequest(owner=owner_of(conversation), archived=archived)
     )
     return [item.memory for item in listed.memories]
 
@@ -324,9 +331,13 @@ async def test_the_scheduler_reviews_in_the_background_and_commit_turn_does_not_
     async with md.connect(server.address) as channel:
         memory = md.MemoryServiceStub(channel)
         conversation = fresh_conversation()
-        began = time.perf_counter()
-        await commit(memory, conversation, *turn("hello"))
-        assert time.perf_counter() - began < 0.5  # the review is not on the caller's path
+        committed = await commit(memory, conversation, *turn("hello"))
+        # The review is not on the caller's path: CommitTurn is answered before the model is
+        # (it takes a second), with the review pending and no run recorded yet.
+        assert committed.review_pending
+        before = await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
+        assert before.pending_input
+        assert not before.HasField("last_run")
 
         async def reviewed() -> bool:
             current = await memory.GetReviewState(
@@ -335,12 +346,14 @@ async def test_the_scheduler_reviews_in_the_background_and_commit_turn_does_not_
             return current.last_review_status == md.REVIEW_STATUS_NOTHING_TO_SAVE
 
         await eventually(reviewed)
-        # Within the interval (24 h) a new turn waits: pending, not reviewed again.
+        first = await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
+        # Within the interval (24 h) a new turn waits: pending, not claimed, not reviewed again.
         await commit(memory, conversation, *turn("again"))
-        await asyncio.sleep(0.5)
+        await after_a_scheduler_pass(memory)
         current = await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
         assert current.pending_input
-        assert len(model.requests) == 1
+        assert not current.review_running
+        assert current.last_run.id == first.last_run.id
 
 
 async def test_no_provider_means_failed_precondition(
@@ -352,7 +365,7 @@ async def test_no_provider_means_failed_precondition(
     assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "no model provider is configured" in (error.details() or "")
     assert "memoryd setup" in (error.details() or "")
-    assert len(server.events("no_provider")) == 1
+    assert len(server.events(Event.NO_PROVIDER)) == 1
 
 
 async def test_bad_turn_and_review_requests(reviewing: Reviewing) -> None:
@@ -369,7 +382,7 @@ async def test_bad_turn_and_review_requests(reviewing: Reviewing) -> None:
             "has no record",
         ),
         (
-            reviewing.memory.CommitTurn(md.CommitTurnRequest(conversation=unknown, trust=7)),  # type: ignore[arg-type]
+            reviewing.memory.CommitTurn(md.CommitTurnRequest(conversation=unknown, trust=7)),
             grpc.StatusCode.INVALID_ARGUMENT,
             "trust has unknown value 7",
         ),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import time
@@ -17,6 +16,7 @@ from memoryd.testing.fake_model import FakeModel
 from tests.helpers import append, assistant, fresh_conversation, owner_of, rpc_error, store, user
 from tests.review_helpers import (
     Reviewing,
+    after_a_scheduler_pass,
     commit,
     eventually,
     review_config,
@@ -272,9 +272,14 @@ async def test_a_fractional_interval_reviews_once_per_interval_and_the_scheduler
         cpu = cpu_seconds(server.process.pid) - cpu_before
         assert waited >= interval - 0.3  # not before the interval
         assert cpu < 0.25 * waited, f"{cpu:.2f} s of CPU in {waited:.1f} s: the scheduler spins"
+        second = await state(memory, conversation)
         await commit(memory, conversation, *turn("third"))
-        await asyncio.sleep(1.0)
-        assert len(model.requests) == 2  # one review per interval
+        await after_a_scheduler_pass(memory)
+        # One review per interval: the third turn waits for the next one.
+        waiting = await state(memory, conversation)
+        assert waiting.pending_input
+        assert not waiting.review_running
+        assert waiting.last_run.id == second.last_run.id
 
 
 async def _reviews(memory: md.MemoryServiceStub, conversation: md.Conversation, count: int) -> bool:
@@ -389,7 +394,7 @@ async def test_a_job_run_finishes_and_a_paused_job_is_not_recalled(
     owner = owner_of(conversation)
     job = {"owner": owner, "job_id": "nightly"}
     await memory.StoreMemory(
-        md.StoreMemoryRequest(**job, key="seen", value="Saw 4 invoices", run_id="run-1")  # type: ignore[arg-type]
+        md.StoreMemoryRequest(**job, key="seen", value="Saw 4 invoices", run_id="run-1")
     )
 
     async def job_recall(query: str) -> list[str]:
@@ -407,7 +412,7 @@ async def test_a_job_run_finishes_and_a_paused_job_is_not_recalled(
         **job,
         run_id="run-1",
         outcome=md.JOB_RUN_OUTCOME_SUCCEEDED,
-        summary="Filed 4 invoices",  # type: ignore[arg-type]
+        summary="Filed 4 invoices",
     )
     done = await memory.FinishJobRun(finish)
     assert done.status == "succeeded"
@@ -418,44 +423,44 @@ async def test_a_job_run_finishes_and_a_paused_job_is_not_recalled(
         "job:nightly",
     )
     assert (await memory.FinishJobRun(finish)).summary.id == done.summary.id  # a retry is a no-op
-    changed = md.FinishJobRunRequest(**job, run_id="run-1", outcome=md.JOB_RUN_OUTCOME_FAILED)  # type: ignore[arg-type]
+    changed = md.FinishJobRunRequest(**job, run_id="run-1", outcome=md.JOB_RUN_OUTCOME_FAILED)
     assert (
         await rpc_error(memory.FinishJobRun(changed))
     ).code() == grpc.StatusCode.FAILED_PRECONDITION
     # A run that never wrote is recorded when it finishes.
     failed = await memory.FinishJobRun(
-        md.FinishJobRunRequest(**job, run_id="run-2", outcome=md.JOB_RUN_OUTCOME_FAILED)  # type: ignore[arg-type]
+        md.FinishJobRunRequest(**job, run_id="run-2", outcome=md.JOB_RUN_OUTCOME_FAILED)
     )
     assert (failed.status, failed.HasField("summary")) == ("failed", False)
     assert sorted(await job_recall("invoices")) == ["Filed 4 invoices", "Saw 4 invoices"]
 
-    paused = await memory.SetJobStatus(md.SetJobStatusRequest(**job, status=md.JOB_STATUS_PAUSED))  # type: ignore[arg-type]
+    paused = await memory.SetJobStatus(md.SetJobStatusRequest(**job, status=md.JOB_STATUS_PAUSED))
     assert paused.source.status == "paused"
     assert await job_status() == "paused"
     assert await job_recall("invoices") == []
     for call in (
-        memory.StoreMemory(md.StoreMemoryRequest(**job, key="more", value="x")),  # type: ignore[arg-type]
+        memory.StoreMemory(md.StoreMemoryRequest(**job, key="more", value="x")),
         memory.FinishJobRun(
             md.FinishJobRunRequest(**job, run_id="run-3", outcome=md.JOB_RUN_OUTCOME_SUCCEEDED)
-        ),  # type: ignore[arg-type]
+        ),
     ):
         error = await rpc_error(call)
         assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert "job 'nightly' is paused" in (error.details() or "")
-    await memory.SetJobStatus(md.SetJobStatusRequest(**job, status=md.JOB_STATUS_ACTIVE))  # type: ignore[arg-type]
+    await memory.SetJobStatus(md.SetJobStatusRequest(**job, status=md.JOB_STATUS_ACTIVE))
     assert len(await job_recall("invoices")) == 2
-    await memory.SetJobStatus(md.SetJobStatusRequest(**job, status=md.JOB_STATUS_DELETED))  # type: ignore[arg-type]
+    await memory.SetJobStatus(md.SetJobStatusRequest(**job, status=md.JOB_STATUS_DELETED))
     assert await job_recall("invoices") == []
     for request, code in (
         (
             md.SetJobStatusRequest(**job, status=md.JOB_STATUS_ACTIVE),
             grpc.StatusCode.FAILED_PRECONDITION,
-        ),  # type: ignore[arg-type]
+        ),
         (
             md.SetJobStatusRequest(owner=owner, job_id="unknown", status=md.JOB_STATUS_PAUSED),
             grpc.StatusCode.NOT_FOUND,
         ),
-        (md.SetJobStatusRequest(**job), grpc.StatusCode.INVALID_ARGUMENT),  # type: ignore[arg-type]
+        (md.SetJobStatusRequest(**job), grpc.StatusCode.INVALID_ARGUMENT),
         (
             md.SetJobStatusRequest(owner=owner, status=md.JOB_STATUS_PAUSED),
             grpc.StatusCode.INVALID_ARGUMENT,
@@ -463,11 +468,11 @@ async def test_a_job_run_finishes_and_a_paused_job_is_not_recalled(
     ):
         assert (await rpc_error(memory.SetJobStatus(request))).code() == code, request
     for request in (
-        md.FinishJobRunRequest(**job, run_id="r", outcome=md.JOB_RUN_OUTCOME_UNSPECIFIED),  # type: ignore[arg-type]
-        md.FinishJobRunRequest(**job, outcome=md.JOB_RUN_OUTCOME_FAILED),  # type: ignore[arg-type]
+        md.FinishJobRunRequest(**job, run_id="r", outcome=md.JOB_RUN_OUTCOME_UNSPECIFIED),
+        md.FinishJobRunRequest(**job, outcome=md.JOB_RUN_OUTCOME_FAILED),
         md.FinishJobRunRequest(
             **job, run_id="r", outcome=md.JOB_RUN_OUTCOME_FAILED, summary="x" * 201
-        ),  # type: ignore[arg-type]
+        ),
     ):
         assert (
             await rpc_error(memory.FinishJobRun(request))

@@ -11,9 +11,10 @@ import time
 from pathlib import Path
 
 import memoryd_client as md
+from memoryd.log_events import Event
 from memoryd.testing.fake_model import FakeModel, Reply
 from tests.helpers import fresh_conversation, owner_of
-from tests.review_helpers import commit, eventually, review_config, turn
+from tests.review_helpers import after_a_scheduler_pass, commit, eventually, review_config, turn
 from tests.server_process import ServerProcess
 
 ADD = json.dumps(
@@ -47,7 +48,7 @@ async def test_the_fallback_answers_when_the_primary_times_out(
             state = await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
             assert state.last_run.model_calls == 2
             assert state.last_run.provider == "fake-1"
-        calls = server.events("model_call")
+        calls = server.events(Event.MODEL_CALL)
         assert [(c["provider"], c["error"]) for c in calls] == [
             ("fake-0", "timed out"),
             ("fake-1", None),
@@ -95,7 +96,7 @@ async def test_an_interrupted_review_runs_again_after_restart_without_duplicates
         )
         try:
             if crash:  # the dead server's claim is cleared at start-up, not waited out
-                assert restarted.events("review_claims_cleared")[0]["claims"] == 1
+                assert restarted.events(Event.REVIEW_CLAIMS_CLEARED)[0]["claims"] == 1
             async with md.connect(restarted.address) as channel:
                 memory = md.MemoryServiceStub(channel)
 
@@ -113,8 +114,13 @@ async def test_an_interrupted_review_runs_again_after_restart_without_duplicates
                     md.ListMemoriesRequest(owner=owner_of(conversation))
                 )
                 assert [item.memory.value for item in listed.memories] == ["Run a marathon"]
-                await asyncio.sleep(0.5)  # nothing new: no second review
-                assert len(model.requests) == 1
+                # Nothing new: no second review.
+                first = await memory.GetReviewState(request)
+                await after_a_scheduler_pass(memory)
+                again = await memory.GetReviewState(request)
+                assert not again.review_running
+                assert again.last_run.id == first.last_run.id
+                assert len(model.requests) == 2  # the first review and the witness's
         finally:
             model.stop()
 
@@ -231,12 +237,17 @@ async def test_turn_interval_triggers_a_review_before_the_interval(
             memory = md.MemoryServiceStub(channel)
             conversation = fresh_conversation()
             await commit(memory, conversation, *turn("one"))  # never reviewed: due at once
-            await eventually(lambda: asyncio.sleep(0, len(model.requests) == 1))
+            await eventually(lambda: len(model.requests) == 1)
             await commit(memory, conversation, *turn("two"))
-            await asyncio.sleep(0.4)
-            assert len(model.requests) == 1  # one turn since: the 24 h interval holds
+            await after_a_scheduler_pass(memory)
+            # One turn since: the 24 h interval holds (the second request is the witness's).
+            request = md.GetReviewStateRequest(conversation=conversation)
+            waiting = await memory.GetReviewState(request)
+            assert waiting.pending_input
+            assert not waiting.review_running
+            assert waiting.last_run.id == 1
             await commit(memory, conversation, *turn("three"))
-            await eventually(lambda: asyncio.sleep(0, len(model.requests) == 2))
+            await eventually(lambda: len(model.requests) == 3)
 
 
 async def test_one_review_per_conversation_at_a_time(
@@ -272,8 +283,8 @@ async def test_idle_timeout_triggers_a_review_before_the_interval(
             memory = md.MemoryServiceStub(channel)
             conversation = fresh_conversation()
             await commit(memory, conversation, *turn("one"))
-            await eventually(lambda: asyncio.sleep(0, len(model.requests) == 1))
+            await eventually(lambda: len(model.requests) == 1)
             await commit(memory, conversation, *turn("two"))
             second_turn = time.monotonic()
-            await eventually(lambda: asyncio.sleep(0, len(model.requests) == 2))
+            await eventually(lambda: len(model.requests) == 2)
             assert time.monotonic() - second_turn >= 1.0

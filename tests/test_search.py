@@ -245,8 +245,8 @@ async def test_scopes_isolate_conversations_owners_and_agents(
         await append(memory, conversation, user(text))
 
     async def found(**scope: object) -> set[str]:
-        hits_word = await search(memory, word, **scope)  # type: ignore[arg-type]
-        hits_part = await search(memory, word[1:-1], **scope)  # type: ignore[arg-type]
+        hits_word = await search(memory, word, **scope)
+        hits_part = await search(memory, word[1:-1], **scope)
         assert {h.message.content for h in hits_word} == {h.message.content for h in hits_part}
         return {h.message.content for h in hits_word}
 

@@ -33,7 +33,14 @@ def key(chat: str) -> ConversationKey:
 
 def message(content: str, client_id: str | None = None) -> NewMessage:
     return NewMessage(
-        "ada", Role.USER, "chat_message", content, "{}", client_id, None, Trust.OPERATOR
+        sender="ada",
+        role=Role.USER,
+        kind="chat_message",
+        content=content,
+        metadata_json="{}",
+        client_message_id=client_id,
+        created_at=None,
+        trust=Trust.OPERATOR,
     )
 
 

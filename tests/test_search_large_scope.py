@@ -35,7 +35,7 @@ async def memory(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[md.M
 
 async def substrings(memory: md.MemoryServiceStub, query: str, **scope: object) -> list[str]:
     """Contents found; partial words (no whole-word match) must come from the substring stage."""
-    response = await memory.SearchHistory(md.SearchHistoryRequest(query=query, **scope))  # type: ignore[arg-type]
+    response = await memory.SearchHistory(md.SearchHistoryRequest(query=query, **scope))
     if query in ("ebrafish", "umbe"):
         assert all(hit.match == md.MATCH_KIND_SUBSTRING for hit in response.hits)
     return [hit.message.content for hit in response.hits]

@@ -11,7 +11,7 @@ from argparse import Namespace
 from io import StringIO
 from pathlib import Path
 
-from memoryd.setup_commands import run_setup
+from memoryd.cli.setup_commands import run_setup
 from memoryd.testing.fake_model import FakeModel
 
 

@@ -18,6 +18,7 @@ import grpc
 import pytest
 
 import memoryd_client as md
+from memoryd.log_events import Event
 from tests.helpers import append, user
 from tests.server_process import ServerProcess
 
@@ -69,7 +70,7 @@ async def test_a_briefly_held_lock_is_retried_and_the_write_commits(server: Serv
         assert waited >= 0.3  # it really waited for the lock
         listed = await memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
         assert [m.content for m in listed.messages] == ["survives a held lock"]
-    retries = server.events("write_retry")
+    retries = server.events(Event.WRITE_RETRY)
     assert retries
     assert retries[0]["level"] == "warning"
 
@@ -89,7 +90,7 @@ async def test_a_lock_held_past_every_attempt_is_unavailable_and_nothing_is_writ
             assert isinstance(result, grpc.aio.AioRpcError)
             assert result.code() == grpc.StatusCode.UNAVAILABLE
             assert result.details() == (
-                "the database is unavailable (BusyError); nothing was written, retry later"
+                "the database is busy (BusyError); nothing was written, retry later"
             )
         listed = await memory.ListMessages(
             md.ListMessagesRequest(conversation=conversation, all_history=True)
@@ -98,7 +99,7 @@ async def test_a_lock_held_past_every_attempt_is_unavailable_and_nothing_is_writ
         # The lock is gone: the same writes now succeed.
         response = await append(memory, conversation, user("after the lock"))
         assert response.results[0].outcome == md.APPEND_OUTCOME_STORED
-    failures = server.events("write_failed")
+    failures = server.events(Event.WRITE_FAILED)
     assert failures
     assert failures[0]["level"] == "error"
     assert failures[0]["attempts"] == 3

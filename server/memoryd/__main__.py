@@ -1,5 +1,5 @@
 """`python -m memoryd` is the `memoryd` command."""
 
-from memoryd.cli import main
+from memoryd.cli.main import main
 
 raise SystemExit(main())

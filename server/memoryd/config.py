@@ -47,7 +47,7 @@ UNBOUNDED = "unbounded"
 MAX_MESSAGE_BYTES = 3 * MIB
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ServerSettings:
     """[memoryd.server]: the gRPC listener and process behaviour."""
 
@@ -60,7 +60,7 @@ class ServerSettings:
     log_format: Literal["json", "text"] = "json"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class StorageSettings:
     """[memoryd.storage]: SQLite connection policy and the group-committing writer."""
 
@@ -73,7 +73,7 @@ class StorageSettings:
     secure_delete: bool = True
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class HistorySettings:
     """[memoryd.history]: conversation history limits and the hot window cache."""
 
@@ -85,7 +85,7 @@ class HistorySettings:
     cache_messages_per_conversation: int = 200
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class MemorySettings:
     """[memoryd.memory]: the background reviewer."""
 
@@ -112,7 +112,7 @@ class MemorySettings:
     scheduler_tick_seconds: float = 5.0
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ProviderSettings:
     """One [[memoryd.providers]] entry: an OpenAI-compatible chat-completions endpoint."""
 
@@ -125,7 +125,7 @@ class ProviderSettings:
     timeout_seconds: float = 90.0
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
     """Everything memoryd is configured with."""
 

@@ -3,7 +3,6 @@
     MemorydError                      (never raised itself)
     ├── InvalidArgument               INVALID_ARGUMENT   bad input; nothing was written
     ├── NotFound                      NOT_FOUND          no such row visible to the caller
-    ├── AlreadyExists                 ALREADY_EXISTS     a unique key is taken
     ├── PermissionDenied              PERMISSION_DENIED  the caller may not do this (trust, job)
     ├── FailedPrecondition            FAILED_PRECONDITION the system is not in a state to do it
     ├── ResourceExhausted             RESOURCE_EXHAUSTED a configured limit is reached
@@ -27,7 +26,6 @@ class Code(enum.Enum):
 
     INVALID_ARGUMENT = "INVALID_ARGUMENT"
     NOT_FOUND = "NOT_FOUND"
-    ALREADY_EXISTS = "ALREADY_EXISTS"
     PERMISSION_DENIED = "PERMISSION_DENIED"
     FAILED_PRECONDITION = "FAILED_PRECONDITION"
     RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
@@ -55,12 +53,6 @@ class NotFound(MemorydError):
     """The named thing does not exist, or is not visible to this caller."""
 
     code = Code.NOT_FOUND
-
-
-class AlreadyExists(MemorydError):
-    """A unique key is already taken."""
-
-    code = Code.ALREADY_EXISTS
 
 
 class PermissionDenied(MemorydError):

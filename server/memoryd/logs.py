@@ -17,6 +17,8 @@ import threading
 import time
 from typing import Any, TextIO
 
+from memoryd.log_events import Event
+
 # Attributes every LogRecord has; anything else on a record came from `extra`.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "message",
@@ -133,11 +135,13 @@ class LogPipeline:
             self._records.put((time.time(), level, method, status, duration_ms))
 
     def _format(self, record: logging.LogRecord | RpcLine) -> str:
-        if isinstance(record, tuple):
-            return self._format_rpc(*record)
         try:
+            if isinstance(record, tuple):
+                return self._format_rpc(*record)
             return self._formatter.format(record)
         except Exception:  # noqa: BLE001 - a bad log call must not kill the log thread
+            if isinstance(record, tuple):
+                return f"unformattable RPC log line: {record!r}"
             return f"unformattable log record from {record.name}: {record.msg!r}"
 
     def _format_rpc(
@@ -151,7 +155,7 @@ class LogPipeline:
         # is exact and several times cheaper than json.dumps for the busiest line there is.
         return (
             f'{{"ts": "{_utc_stamp(when)}", "level": "{logging.getLevelName(level).lower()}", '
-            f'"logger": "memoryd.rpc", "msg": "{message}", "event": "rpc", '
+            f'"logger": "memoryd.rpc", "msg": "{message}", "event": "{Event.RPC}", '
             f'"method": "{method}", "status": "{status}", "duration_ms": {duration_ms}}}'
         )
 

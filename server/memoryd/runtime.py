@@ -21,10 +21,11 @@ from memoryd.domain import tokens
 from memoryd.domain.paging import PageTokens
 from memoryd.errors import StartupError
 from memoryd.llm.chain import ProviderChain
+from memoryd.log_events import Event
 from memoryd.services.erasure import ErasureService
 from memoryd.services.history import HistoryService
 from memoryd.services.jobs import JobService
-from memoryd.services.memory import MemoryService
+from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.services.recall import RecallService
 from memoryd.services.resources import ResourceService
@@ -41,7 +42,7 @@ log = logging.getLogger("memoryd.runtime")
 LOCK_FILE = "memoryd.lock"
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class Runtime:
     """Everything a running server holds."""
 
@@ -49,7 +50,7 @@ class Runtime:
     writer: Writer
     readers: ReaderPool
     history: HistoryService
-    memory: MemoryService
+    memory: LongTermMemory
     recall: RecallService
     prompts: PromptFiles
     resources: ResourceService
@@ -93,7 +94,7 @@ class Runtime:
             log.info(
                 "applied migrations %s",
                 applied,
-                extra={"event": "migrated", "versions": applied, "schema_version": version},
+                extra={"event": Event.MIGRATED, "versions": applied, "schema_version": version},
             )
         writer = Writer(
             connection,
@@ -112,7 +113,7 @@ class Runtime:
         _clear_review_claims(connection)
         writer.start()
         history = HistoryService(writer, readers, settings.history, page_tokens)
-        memory = MemoryService(writer, readers, prompts, page_tokens)
+        memory = LongTermMemory(writer, readers, prompts, page_tokens)
         recall = RecallService(readers, history)
         resources = ResourceService(writer, readers, prompts, page_tokens)
         erasure = ErasureService(writer, history, memory, prompts)
@@ -128,21 +129,21 @@ class Runtime:
         scheduler = ReviewScheduler(reviewer, readers)
         turns = TurnService(writer, history, scheduler.nudge)
         return cls(
-            settings,
-            writer,
-            readers,
-            history,
-            memory,
-            recall,
-            prompts,
-            resources,
-            erasure,
-            jobs,
-            reviewer,
-            scheduler,
-            turns,
-            version,
-            lock_fd,
+            settings=settings,
+            writer=writer,
+            readers=readers,
+            history=history,
+            memory=memory,
+            recall=recall,
+            prompts=prompts,
+            resources=resources,
+            erasure=erasure,
+            jobs=jobs,
+            reviewer=reviewer,
+            scheduler=scheduler,
+            turns=turns,
+            schema_version=version,
+            _lock_fd=lock_fd,
         )
 
     async def close(self) -> None:
@@ -164,7 +165,7 @@ def _resync_prompt_files(prompts: PromptFiles, connection: apsw.Connection) -> N
             report.rewritten,
             report.moved,
             extra={
-                "event": "prompt_files_resynced",
+                "event": Event.PROMPT_FILES_RESYNCED,
                 "files": report.rewritten,
                 "moved": report.moved,
             },
@@ -174,7 +175,7 @@ def _resync_prompt_files(prompts: PromptFiles, connection: apsw.Connection) -> N
             "%d prompt file(s) could not be written; GetPromptContext still serves them, and "
             "the next start tries again",
             report.failed,
-            extra={"event": "prompt_files_unwritten", "files": report.failed},
+            extra={"event": Event.PROMPT_FILES_UNWRITTEN, "files": report.failed},
         )
 
 
@@ -187,7 +188,7 @@ def _clear_review_claims(connection: apsw.Connection) -> None:
         log.info(
             "%d review(s) were interrupted by the last stop; they will run again",
             cleared,
-            extra={"event": "review_claims_cleared", "claims": cleared},
+            extra={"event": Event.REVIEW_CLAIMS_CLEARED, "claims": cleared},
         )
 
 

@@ -19,11 +19,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from memoryd import __version__
-from memoryd.api.memory_servicer import MemoryServicer
 from memoryd.api.reflection import MethodAwarePool
+from memoryd.api.servicer import CompactionServicer, MemoryServicer
 from memoryd.api.status import RpcLog, add_service, log_rpc_with_logging
 from memoryd.config import Settings
 from memoryd.errors import StartupError
+from memoryd.log_events import Event
 from memoryd.runtime import Runtime
 from memoryd_client.v1 import (
     compaction_service_pb2,
@@ -38,10 +39,6 @@ SERVICE_NAMES = (
     memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
     compaction_service_pb2.DESCRIPTOR.services_by_name["CompactionService"].full_name,
 )
-
-
-class CompactionServicer(compaction_service_pb2_grpc.CompactionServiceServicer):
-    """memoryd.v1.CompactionService: no methods yet."""
 
 
 async def serve(
@@ -62,7 +59,7 @@ async def serve(
         log.warning(
             "the API key of provider %s is not set: its calls will be refused",
             missing,
-            extra={"event": "provider_key_missing", "provider": missing},
+            extra={"event": Event.PROVIDER_KEY_MISSING, "provider": missing},
         )
     try:
         await _serve(settings, runtime, stop, rpc_log)
@@ -75,13 +72,13 @@ async def serve(
             stats.jobs,
             stats.rows,
             stats.retries,
-            extra={"event": "stopped", "writer": dataclasses.asdict(stats)},
+            extra={"event": Event.STOPPED, "writer": dataclasses.asdict(stats)},
         )
 
 
 def _request_stop(stop: asyncio.Event) -> None:
     if stop.is_set():
-        log.info("already stopping", extra={"event": "stop_repeated"})
+        log.info("already stopping", extra={"event": Event.STOP_REPEATED})
     stop.set()
 
 
@@ -137,7 +134,7 @@ async def _serve(
         address,
         settings.home,
         extra={
-            "event": "serving",
+            "event": Event.SERVING,
             "address": address,
             "home": str(settings.home),
             "database": str(settings.database_path),
@@ -150,7 +147,7 @@ async def _serve(
         log.warning(
             "no model provider is configured: review and compaction are off "
             "(add [[memoryd.providers]] to the config file, or run `memoryd setup`)",
-            extra={"event": "no_provider"},
+            extra={"event": Event.NO_PROVIDER},
         )
 
     try:
@@ -159,7 +156,7 @@ async def _serve(
         log.info(
             "stopping: refusing new calls, %.1fs for calls in flight",
             settings.server.grace_period_seconds,
-            extra={"event": "stopping"},
+            extra={"event": Event.STOPPING},
         )
         await health_servicer.enter_graceful_shutdown()
         await runtime.scheduler.stop()

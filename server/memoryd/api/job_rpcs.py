@@ -2,31 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 import grpc
 
 from memoryd.api import convert
 from memoryd.api import memory_convert as mc
+from memoryd.api.enum_tables import JOB_RUN_OUTCOME, JOB_STATUS
 from memoryd.domain.conversation import check_identifier, owner_key
-from memoryd.domain.jobs import JobStatus, RunOutcome
 from memoryd.domain.memories import Caller, check_job_id
 from memoryd.errors import InvalidArgument
 from memoryd.services.jobs import JobService
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 
 Context = grpc.aio.ServicerContext[Any, Any]
-E = TypeVar("E")
-JOB_STATUSES = {
-    service_pb.JOB_STATUS_ACTIVE: JobStatus.ACTIVE,
-    service_pb.JOB_STATUS_PAUSED: JobStatus.PAUSED,
-    service_pb.JOB_STATUS_DELETED: JobStatus.DELETED,
-}
-OUTCOMES = {
-    service_pb.JOB_RUN_OUTCOME_SUCCEEDED: RunOutcome.SUCCEEDED,
-    service_pb.JOB_RUN_OUTCOME_FAILED: RunOutcome.FAILED,
-}
 
 
 class JobRpcs:
@@ -40,12 +29,7 @@ class JobRpcs:
     ) -> service_pb.SetJobStatusResponse:
         owner = owner_key(agent_id=request.owner.agent_id, owner_id=request.owner.owner_id)
         job_id = _required_job_id(request.job_id)
-        status = _required(
-            JOB_STATUSES,
-            request.status,
-            "status",
-            "JOB_STATUS_ACTIVE, JOB_STATUS_PAUSED, JOB_STATUS_DELETED",
-        )
+        status = JOB_STATUS.value(request.status, "status")
         source = await self._jobs.set_status(owner, job_id, status)
         response = service_pb.SetJobStatusResponse()
         mc.fill_source(response.source, source)
@@ -59,12 +43,7 @@ class JobRpcs:
         run_id = check_identifier(request.run_id, "run_id")
         if not run_id:
             raise InvalidArgument("run_id is required")
-        outcome = _required(
-            OUTCOMES,
-            request.outcome,
-            "outcome",
-            "JOB_RUN_OUTCOME_SUCCEEDED, JOB_RUN_OUTCOME_FAILED",
-        )
+        outcome = JOB_RUN_OUTCOME.value(request.outcome, "outcome")
         finished = await self._jobs.finish_run(
             Caller(owner, None, job_id), run_id, outcome, request.summary
         )
@@ -84,9 +63,3 @@ def _required_job_id(value: str) -> str:
     if job_id is None:
         raise InvalidArgument("job_id is required")
     return job_id
-
-
-def _required(table: Mapping[Any, E], number: int, field: str, names: str) -> E:
-    if number == 0:
-        raise InvalidArgument(f"{field} is required: one of {names}")
-    return mc.enum_in(table, number, field)

@@ -1,78 +1,24 @@
-"""Translation of long-term memory and resource messages; nothing here decides policy."""
+"""Translation of long-term memory messages: callers, row locators, memory rows and sources.
+Nothing here decides policy."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, TypeVar
-
-from memoryd.api.convert import TRUST_NUMBERS, TRUSTS, conversation_in, timestamp_out
-from memoryd.domain.conversation import DEFAULT_OWNER_ID, OwnerKey, check_identifier, owner_key
+from memoryd.api.convert import conversation_in, timestamp_out
+from memoryd.api.enum_tables import CATEGORY, PROMPT_TARGET, SCOPE_TYPE, TRUST
+from memoryd.domain.conversation import OwnerKey, owner_key
 from memoryd.domain.memories import (
     Caller,
     Category,
     MemoryRecord,
-    PromptTarget,
     ScopeType,
     check_job_id,
     check_key,
 )
 from memoryd.domain.memory_queries import Locator, SourceRow
-from memoryd.domain.messages import Trust
-from memoryd.domain.recall import RecallScope, RecallSource
-from memoryd.domain.resources import ResourceInfo, ResourceKey, ResourceType, Revision
 from memoryd.domain.timestamps import from_text
 from memoryd.errors import InvalidArgument
 from memoryd_client.v1 import memory_service_pb2 as service_pb
-from memoryd_client.v1 import resources_pb2 as pb
-
-CATEGORIES = {
-    pb.CATEGORY_IDENTITY: Category.IDENTITY,
-    pb.CATEGORY_PREFERENCE: Category.PREFERENCE,
-    pb.CATEGORY_INTEREST: Category.INTEREST,
-    pb.CATEGORY_GOAL: Category.GOAL,
-    pb.CATEGORY_CONTEXT: Category.CONTEXT,
-    pb.CATEGORY_DIRECTIVE: Category.DIRECTIVE,
-    pb.CATEGORY_FACT: Category.FACT,
-    pb.CATEGORY_JOB_RUN_SUMMARY: Category.JOB_RUN_SUMMARY,
-}
-CATEGORY_NUMBERS = {category: number for number, category in CATEGORIES.items()}
-SCOPE_TYPES = {
-    pb.SCOPE_TYPE_OWNER: ScopeType.OWNER,
-    pb.SCOPE_TYPE_AGENT: ScopeType.AGENT,
-    pb.SCOPE_TYPE_CONVERSATION: ScopeType.CONVERSATION,
-    pb.SCOPE_TYPE_JOB: ScopeType.JOB,
-}
-SCOPE_TYPE_NUMBERS = {scope: number for number, scope in SCOPE_TYPES.items()}
-TARGET_NUMBERS = {
-    PromptTarget.NONE: pb.PROMPT_TARGET_NONE,
-    PromptTarget.USER_MD: pb.PROMPT_TARGET_USER_MD,
-    PromptTarget.MEMORY_MD: pb.PROMPT_TARGET_MEMORY_MD,
-}
-RECALL_SCOPES = {
-    service_pb.RECALL_SCOPE_UNSPECIFIED: RecallScope.CURRENT,
-    service_pb.RECALL_SCOPE_CURRENT: RecallScope.CURRENT,
-    service_pb.RECALL_SCOPE_OWNER: RecallScope.OWNER,
-    service_pb.RECALL_SCOPE_ALL: RecallScope.ALL,
-}
-RECALL_SOURCES = {
-    service_pb.RECALL_SOURCE_UNSPECIFIED: RecallSource.MEMORIES,
-    service_pb.RECALL_SOURCE_MEMORIES: RecallSource.MEMORIES,
-    service_pb.RECALL_SOURCE_HISTORY: RecallSource.HISTORY,
-    service_pb.RECALL_SOURCE_ALL: RecallSource.ALL,
-}
-ARCHIVED_FILTERS: dict[int, bool | None] = {
-    service_pb.ARCHIVED_FILTER_UNSPECIFIED: False,
-    service_pb.ARCHIVED_FILTER_ACTIVE: False,
-    service_pb.ARCHIVED_FILTER_ARCHIVED: True,
-    service_pb.ARCHIVED_FILTER_ALL: None,
-}
-RESOURCE_TYPES = {
-    pb.RESOURCE_TYPE_USER_MD: ResourceType.USER_MD,
-    pb.RESOURCE_TYPE_MEMORY_MD: ResourceType.MEMORY_MD,
-    pb.RESOURCE_TYPE_CHECKPOINT: ResourceType.CHECKPOINT,
-}
-RESOURCE_TYPE_NUMBERS = {kind: number for number, kind in RESOURCE_TYPES.items()}
-
+from memoryd_client.v1 import records_pb2 as pb
 
 CallerRequest = (
     service_pb.StoreMemoryRequest
@@ -83,7 +29,6 @@ CallerRequest = (
     | service_pb.RestoreMemoryRequest
     | service_pb.DeleteMemoryRequest
 )
-E = TypeVar("E")
 
 
 def caller_in(request: CallerRequest, job_id: str = "") -> Caller:
@@ -105,35 +50,22 @@ def conversation_caller(conversation: pb.Conversation, job_id: str = "") -> Call
     return Caller(OwnerKey(key.agent_id, key.owner_id), key, check_job_id(job_id))
 
 
-def enum_in(table: Mapping[Any, E], number: int, field: str) -> E:
-    """An enum value from a request, refusing numbers the contract does not declare."""
-    if number not in table:
-        raise InvalidArgument(f"{field} has unknown value {number}")
-    return table[number]
-
-
 def category_in(number: int, field: str = "category") -> Category | None:
     """A category, or None when unset."""
-    if number == pb.CATEGORY_UNSPECIFIED:
-        return None
-    if number not in CATEGORIES:
-        raise InvalidArgument(
-            f"{field} has unknown value {number}; use identity, preference, interest, goal, "
-            "context or directive"
-        )
-    return enum_in(CATEGORIES, number, field)
+    return CATEGORY.optional(number, field)
+
+
+def required_category(number: int, field: str) -> Category:
+    """A category that must be set."""
+    category = CATEGORY.optional(number, field)
+    if category is None:
+        raise InvalidArgument(f"{field} must not be CATEGORY_UNSPECIFIED")
+    return category
 
 
 def scope_type_in(number: int, field: str = "scope_type") -> ScopeType | None:
     """A scope type, or None when unset."""
-    if number == pb.SCOPE_TYPE_UNSPECIFIED:
-        return None
-    return enum_in(SCOPE_TYPES, number, field)
-
-
-def trust_in(number: int, field: str = "trust") -> Trust:
-    """A trust; unset means operator."""
-    return enum_in(TRUSTS, number, field)
+    return SCOPE_TYPE.optional(number, field)
 
 
 def locator_in(caller: Caller, memory_id: int, scope_type_number: int, key: str) -> Locator:
@@ -160,16 +92,16 @@ def fill_memory(target: pb.Memory, record: MemoryRecord, *, with_value: bool = T
     target.id = record.id
     target.agent_id = record.agent_id
     target.owner_id = record.owner_id
-    target.scope_type = SCOPE_TYPE_NUMBERS[record.scope_type]
+    target.scope_type = SCOPE_TYPE.number(record.scope_type)
     target.scope_id = record.scope_id
-    target.category = CATEGORY_NUMBERS[record.category]
+    target.category = CATEGORY.number(record.category)
     target.key = record.key
     if with_value:
         target.value = record.value
     target.confidence = record.confidence
-    target.prompt_target = TARGET_NUMBERS[record.prompt_target]
+    target.prompt_target = PROMPT_TARGET.number(record.prompt_target)
     target.metadata = record.metadata_json
-    target.trust = TRUST_NUMBERS[record.trust]
+    target.trust = TRUST.number(record.trust)
     source = record.provenance
     provenance = target.provenance
     provenance.source_id = source.source_id or ""
@@ -199,51 +131,3 @@ def fill_source(target: pb.MemorySource, source: SourceRow) -> None:
     target.status = source.status
     target.created_at.CopyFrom(timestamp_out(from_text(source.created_at)))
     target.updated_at.CopyFrom(timestamp_out(from_text(source.updated_at)))
-
-
-def resource_key_in(ref: pb.ResourceRef, field: str = "ref") -> ResourceKey:
-    """A resource named by a request; the scope of a prompt file defaults to "default"."""
-    if ref.type == pb.RESOURCE_TYPE_UNSPECIFIED:
-        raise InvalidArgument(f"{field}.type is required")
-    kind = RESOURCE_TYPES.get(ref.type)
-    if kind is None:
-        raise InvalidArgument(f"{field}.type has unknown value {ref.type}")
-    agent = owner_key(agent_id=ref.agent_id, owner_id="", field=field).agent_id
-    scope = check_identifier(ref.scope_id, f"{field}.scope_id")
-    if not scope:
-        if kind is ResourceType.CHECKPOINT:
-            raise InvalidArgument(f"{field}.scope_id is required for checkpoints")
-        scope = DEFAULT_OWNER_ID
-    return ResourceKey(agent, kind, scope)
-
-
-def resource_ref_out(key: ResourceKey) -> pb.ResourceRef:
-    """A resource key as a protobuf message."""
-    return pb.ResourceRef(
-        agent_id=key.agent_id, type=RESOURCE_TYPE_NUMBERS[key.resource_type], scope_id=key.scope_id
-    )
-
-
-def revision_out(revision: Revision, *, with_content: bool) -> pb.ResourceRevision:
-    """A revision as a protobuf message."""
-    return pb.ResourceRevision(
-        ref=resource_ref_out(revision.key),
-        revision=revision.revision,
-        parent_revision=revision.parent_revision or 0,
-        content_hash=revision.content_hash,
-        content=revision.content if with_content else "",
-        byte_size=revision.byte_size,
-        mutation_source=revision.mutation_source,
-        provenance=revision.provenance_json,
-        created_at=timestamp_out(revision.created_at),
-    )
-
-
-def resource_out(info: ResourceInfo) -> pb.Resource:
-    """A resource as a protobuf message."""
-    return pb.Resource(
-        ref=resource_ref_out(info.key),
-        path=info.path,
-        current_revision=info.current_revision,
-        updated_at=timestamp_out(info.updated_at),
-    )

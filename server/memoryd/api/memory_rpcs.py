@@ -8,23 +8,23 @@ import grpc
 
 from memoryd.api import convert
 from memoryd.api import memory_convert as mc
+from memoryd.api.enum_tables import ARCHIVED_FILTER, MATCH_KIND, RECALL_SCOPE, RECALL_SOURCE
+from memoryd.api.history_convert import fill_hit
 from memoryd.domain.answers import fitting, hit_bytes, memory_bytes
 from memoryd.domain.conversation import check_identifier, owner_key
 from memoryd.domain.memories import (
     SOURCE_STATUSES,
     SOURCE_TYPES,
-    Category,
     StoreRequest,
     check_metadata,
     check_reason,
     preview,
 )
 from memoryd.domain.memory_queries import ListFilter
-from memoryd.domain.messages import Trust
 from memoryd.domain.prompt_files import MEMORY_MD, USER_MD, PromptFile, context_block
 from memoryd.domain.quoting import clipped
 from memoryd.errors import InvalidArgument
-from memoryd.services.memory import MemoryService, list_visibility
+from memoryd.services.long_term_memory import LongTermMemory, list_visibility
 from memoryd.services.prompt_files import FileState, PromptFiles
 from memoryd.services.recall import RecallHit, RecallRequest, RecallService
 from memoryd_client.v1 import memory_service_pb2 as service_pb
@@ -37,7 +37,7 @@ class MemoryRpcs:
     """StoreMemory, GetMemory, ListMemories, Update/Archive/Restore/DeleteMemory, Recall,
     ListMemorySources, GetPromptContext."""
 
-    def __init__(self, memory: MemoryService, recall: RecallService, prompts: PromptFiles) -> None:
+    def __init__(self, memory: LongTermMemory, recall: RecallService, prompts: PromptFiles) -> None:
         self._memory = memory
         self._recall = recall
         self._prompts = prompts
@@ -55,7 +55,7 @@ class MemoryRpcs:
         record, created = await self._memory.store(
             StoreRequest(
                 caller=caller,
-                trust=mc.trust_in(request.trust),
+                trust=convert.trust_in(request.trust),
                 category=mc.category_in(request.category),
                 key=request.key,
                 value=request.value,
@@ -86,9 +86,9 @@ class MemoryRpcs:
         self, request: service_pb.ListMemoriesRequest, context: Context
     ) -> service_pb.ListMemoriesResponse:
         caller = mc.caller_in(request, request.job_id)
-        archived = mc.enum_in(mc.ARCHIVED_FILTERS, request.archived, "archived")
+        archived = ARCHIVED_FILTER.value(request.archived, "archived")
         categories = tuple(
-            _category(number, f"categories[{index}]")
+            mc.required_category(number, f"categories[{index}]")
             for index, number in enumerate(request.categories)
         )
         page = await self._memory.list_memories(
@@ -115,7 +115,7 @@ class MemoryRpcs:
             locator,
             value=request.value,
             metadata_json=check_metadata(request.metadata),
-            trust=mc.trust_in(request.trust),
+            trust=convert.trust_in(request.trust),
         )
         response = service_pb.UpdateMemoryResponse()
         mc.fill_memory(response.memory, record)
@@ -131,7 +131,7 @@ class MemoryRpcs:
             mc.required_id(request.id),
             reason=check_reason(request.reason),
             archived_by=archived_by,
-            trust=mc.trust_in(request.trust),
+            trust=convert.trust_in(request.trust),
         )
         response = service_pb.ArchiveMemoryResponse()
         mc.fill_memory(response.memory, record)
@@ -142,7 +142,7 @@ class MemoryRpcs:
     ) -> service_pb.RestoreMemoryResponse:
         caller = mc.caller_in(request)
         record = await self._memory.restore(
-            caller.owner, mc.required_id(request.id), trust=mc.trust_in(request.trust)
+            caller.owner, mc.required_id(request.id), trust=convert.trust_in(request.trust)
         )
         response = service_pb.RestoreMemoryResponse(notice=RESTORED.format(id=record.id))
         mc.fill_memory(response.memory, record)
@@ -153,17 +153,18 @@ class MemoryRpcs:
     ) -> service_pb.DeleteMemoryResponse:
         caller = mc.caller_in(request, request.job_id)
         locator = mc.locator_in(caller, request.id, request.scope_type, request.key)
-        deleted = await self._memory.delete(caller.owner, locator, trust=mc.trust_in(request.trust))
+        deleted = await self._memory.delete(
+            caller.owner, locator, trust=convert.trust_in(request.trust)
+        )
         return service_pb.DeleteMemoryResponse(deleted=bool(deleted), id=deleted)
 
     async def Recall(
         self, request: service_pb.RecallRequest, context: Context
     ) -> service_pb.RecallResponse:
-        if not request.HasField("conversation"):
-            raise InvalidArgument("conversation is required (with channel and chat_id)")
+        convert.required_conversation(request)
         caller = mc.conversation_caller(request.conversation, request.job_id)
-        scope = mc.enum_in(mc.RECALL_SCOPES, request.scope, "scope")
-        source = mc.enum_in(mc.RECALL_SOURCES, request.source, "source")
+        scope = RECALL_SCOPE.value(request.scope, "scope")
+        source = RECALL_SOURCE.value(request.source, "source")
         hits = await self._recall.recall(
             RecallRequest(
                 caller=caller,
@@ -183,14 +184,10 @@ class MemoryRpcs:
                 mc.fill_memory(item.memory, hit.memory.record)
                 item.rank = hit.memory.rank
                 if request.query.strip():
-                    item.match = (
-                        service_pb.MATCH_KIND_WORD
-                        if hit.memory.word_match
-                        else service_pb.MATCH_KIND_SUBSTRING
-                    )
+                    item.match = MATCH_KIND.number(hit.memory.word_match)
             elif hit.message is not None:
                 item.source = service_pb.RECALL_SOURCE_HISTORY
-                convert.fill_hit(item.message, hit.message)
+                fill_hit(item.message, hit.message)
                 item.rank = hit.message.rank
                 item.match = item.message.match
         return response
@@ -223,14 +220,13 @@ class MemoryRpcs:
         self, request: service_pb.GetPromptContextRequest, context: Context
     ) -> service_pb.GetPromptContextResponse:
         owner = owner_key(agent_id=request.agent_id, owner_id=request.owner_id, field="request")
-        trust = mc.trust_in(request.trust)
+        state = await self._prompts.context_for(owner, convert.trust_in(request.trust))
         response = service_pb.GetPromptContextResponse()
-        if trust is Trust.GUEST:
+        if state is None:
             response.withheld = True
             _fill_usage(response.user_usage, USER_MD, None)
             _fill_usage(response.memory_usage, MEMORY_MD, None)
             return response
-        state = await self._prompts.state(owner)
         response.user_md = state.user_md.text
         response.memory_md = state.memory_md.text
         response.context_block = context_block(state.user_md.text, state.memory_md.text)
@@ -254,13 +250,6 @@ def _fill_usage(
         target.used_chars = len(state.text)
         target.used_tokens = state.tokens
         target.revision = state.revision
-
-
-def _category(number: int, field: str) -> Category:
-    category = mc.category_in(number, field)
-    if category is None:
-        raise InvalidArgument(f"{field} must not be CATEGORY_UNSPECIFIED")
-    return category
 
 
 def _optional_text(value: str, field: str) -> str:

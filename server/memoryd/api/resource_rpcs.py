@@ -6,11 +6,12 @@ from typing import Any
 
 import grpc
 
-from memoryd.api import memory_convert as mc
+from memoryd.api import resource_convert as rc
+from memoryd.api.enum_tables import RESOURCE_TYPE
 from memoryd.domain.conversation import check_identifier, owner_key
 from memoryd.services.resources import ResourceService
 from memoryd_client.v1 import memory_service_pb2 as service_pb
-from memoryd_client.v1 import resources_pb2 as pb
+from memoryd_client.v1 import records_pb2 as pb
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -27,7 +28,7 @@ class ResourceRpcs:
         agent = owner_key(agent_id=request.agent_id, owner_id="", field="request").agent_id
         kind = None
         if request.type != pb.RESOURCE_TYPE_UNSPECIFIED:
-            kind = mc.enum_in(mc.RESOURCE_TYPES, request.type, "type")
+            kind = RESOURCE_TYPE.value(request.type, "type")
         page = await self._resources.list_resources(
             agent,
             kind,
@@ -36,20 +37,20 @@ class ResourceRpcs:
             page_token=request.page_token,
         )
         return service_pb.ListResourcesResponse(
-            resources=[mc.resource_out(info) for info in page.resources],
+            resources=[rc.resource_out(info) for info in page.resources],
             next_page_token=page.next_page_token,
         )
 
     async def ListRevisions(
         self, request: service_pb.ListRevisionsRequest, context: Context
     ) -> service_pb.ListRevisionsResponse:
-        key = mc.resource_key_in(request.ref)
+        key = rc.resource_key_in(request.ref)
         page = await self._resources.history(
             key, limit=request.limit, before=request.before_revision
         )
         return service_pb.ListRevisionsResponse(
             revisions=[
-                mc.revision_out(revision, with_content=False) for revision in page.revisions
+                rc.revision_out(revision, with_content=False) for revision in page.revisions
             ],
             next_before_revision=page.next_before,
         )
@@ -57,14 +58,14 @@ class ResourceRpcs:
     async def GetRevision(
         self, request: service_pb.GetRevisionRequest, context: Context
     ) -> service_pb.GetRevisionResponse:
-        found = await self._resources.show(mc.resource_key_in(request.ref), request.revision)
-        return service_pb.GetRevisionResponse(revision=mc.revision_out(found, with_content=True))
+        found = await self._resources.show(rc.resource_key_in(request.ref), request.revision)
+        return service_pb.GetRevisionResponse(revision=rc.revision_out(found, with_content=True))
 
     async def DiffRevisions(
         self, request: service_pb.DiffRevisionsRequest, context: Context
     ) -> service_pb.DiffRevisionsResponse:
         diff = await self._resources.diff(
-            mc.resource_key_in(request.ref), request.from_revision, request.to_revision
+            rc.resource_key_in(request.ref), request.from_revision, request.to_revision
         )
         return service_pb.DiffRevisionsResponse(
             diff=diff.text, from_label=diff.from_label, to_label=diff.to_label
@@ -73,9 +74,9 @@ class ResourceRpcs:
     async def RollbackResource(
         self, request: service_pb.RollbackResourceRequest, context: Context
     ) -> service_pb.RollbackResourceResponse:
-        done = await self._resources.rollback(mc.resource_key_in(request.ref), request.revision)
+        done = await self._resources.rollback(rc.resource_key_in(request.ref), request.revision)
         return service_pb.RollbackResourceResponse(
-            revision=mc.revision_out(done.revision, with_content=True),
+            revision=rc.revision_out(done.revision, with_content=True),
             changed=done.changed,
             notice=done.notice,
         )

@@ -31,6 +31,7 @@ from google.protobuf.message import DecodeError
 
 from memoryd.domain.answers import MAX_ANSWER_BYTES
 from memoryd.errors import Code, InvalidArgument, MemorydError, ResourceExhausted
+from memoryd.log_events import Event
 
 log = logging.getLogger("memoryd.rpc")
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -38,7 +39,6 @@ Context = grpc.aio.ServicerContext[Any, Any]
 STATUS: dict[Code, grpc.StatusCode] = {
     Code.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
     Code.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
-    Code.ALREADY_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
     Code.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
     Code.FAILED_PRECONDITION: grpc.StatusCode.FAILED_PRECONDITION,
     Code.RESOURCE_EXHAUSTED: grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -67,7 +67,12 @@ def log_rpc_with_logging(level: int, method: str, status: str, duration_ms: floa
             method,
             status,
             duration_ms,
-            extra={"event": "rpc", "method": method, "status": status, "duration_ms": duration_ms},
+            extra={
+                "event": Event.RPC,
+                "method": method,
+                "status": status,
+                "duration_ms": duration_ms,
+            },
         )
 
 
@@ -153,7 +158,7 @@ class _Call:
             self.method,
             reference,
             exc_info=error,
-            extra={"event": "rpc_error", "method": self.method, "ref": reference},
+            extra={"event": Event.RPC_ERROR, "method": self.method, "ref": reference},
         )
         await context.abort(
             self.status, f"internal error (reference {reference}); the server log has the details"

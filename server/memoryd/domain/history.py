@@ -54,7 +54,7 @@ class WindowState:
     history_version: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ConversationStats:
     """What GetConversation reports."""
 

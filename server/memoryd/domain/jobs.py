@@ -33,7 +33,7 @@ class RunOutcome(enum.StrEnum):
     FAILED = "failed"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class JobRun:
     """A run of a scheduled job."""
 

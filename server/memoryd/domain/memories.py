@@ -117,7 +117,7 @@ def check_job_id(job_id: str, field: str = "job_id") -> str | None:
     return check_identifier(job_id, field) or None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Provenance:
     """Where a row came from."""
 
@@ -131,7 +131,7 @@ class Provenance:
     details_json: str = "{}"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryRecord:
     """A stored memory row."""
 
@@ -164,7 +164,7 @@ class MemoryRecord:
         return self.agent_id == owner.agent_id and self.owner_id == owner.owner_id
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class NewFact:
     """An admitted write by key: store or upsert this row."""
 
@@ -185,7 +185,7 @@ class NewFact:
         return prompt_target(self.category, self.scope_type)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class StoreRequest:
     """A StoreMemory call, translated from the wire."""
 
@@ -326,7 +326,7 @@ def admit_new(request: StoreRequest) -> NewFact:
     )
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class SourceInfo:
     """A memory source as registered in memory_sources."""
 
@@ -352,11 +352,29 @@ def source_info(caller: Caller) -> SourceInfo:
     """The memory source a caller writes through: its job, its conversation, or the API."""
     if caller.job_id is not None:
         scope = job_scope_id(caller.job_id)
-        return SourceInfo(scope, "scheduled_job", caller.job_id, "scheduled job", scope)
+        return SourceInfo(
+            id=scope,
+            source_type="scheduled_job",
+            name=caller.job_id,
+            description="scheduled job",
+            memory_scope=scope,
+        )
     if caller.conversation is not None:
         scope = caller.conversation.scope_id
-        return SourceInfo(f"conversation:{scope}", "conversation", scope, "conversation", scope)
-    return SourceInfo("api", "api", "api", "written through the API", caller.owner.owner_id)
+        return SourceInfo(
+            id=f"conversation:{scope}",
+            source_type="conversation",
+            name=scope,
+            description="conversation",
+            memory_scope=scope,
+        )
+    return SourceInfo(
+        id="api",
+        source_type="api",
+        name="api",
+        description="written through the API",
+        memory_scope=caller.owner.owner_id,
+    )
 
 
 def preview(value: str) -> str:

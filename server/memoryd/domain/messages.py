@@ -50,7 +50,22 @@ class MessageLimits:
     max_messages_per_call: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SentMessage:
+    """A message as a client sent it, before its limits are checked; trust None means the
+    client did not say (the use case decides: operator, or the turn's speaker)."""
+
+    sender: str
+    role: Role
+    kind: str
+    content: str
+    metadata_json: str
+    client_message_id: str | None
+    created_at: dt.datetime | None
+    trust: Trust | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class NewMessage:
     """A validated message, ready to store."""
 
@@ -64,7 +79,7 @@ class NewMessage:
     trust: Trust
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class StoredMessage:
     """A committed message row."""
 
@@ -80,8 +95,11 @@ class StoredMessage:
     trust: Trust
 
 
-def check_new_message(message: NewMessage, field: str, limits: MessageLimits) -> NewMessage:
-    """Check one message as sent by a client; returns it with defaults filled in."""
+def check_new_message(
+    message: SentMessage, field: str, limits: MessageLimits, *, default_trust: Trust
+) -> NewMessage:
+    """Check one message as sent by a client; returns it with defaults filled in (its trust
+    is `default_trust` when the client did not give one)."""
     if len(message.sender) > MAX_SENDER_CHARS:
         raise InvalidArgument(
             f"{field}.sender is {len(message.sender)} characters long; "
@@ -109,7 +127,7 @@ def check_new_message(message: NewMessage, field: str, limits: MessageLimits) ->
         ),
         client_message_id=client_id or None,
         created_at=message.created_at,
-        trust=message.trust,
+        trust=message.trust or default_trust,
     )
 
 

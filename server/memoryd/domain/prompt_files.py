@@ -42,7 +42,7 @@ class Section:
     cap: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class PromptFile:
     """One of the two prompt files."""
 
@@ -60,25 +60,28 @@ class PromptFile:
 
 
 USER_MD = PromptFile(
-    ResourceType.USER_MD,
-    "USER.md",
-    PromptTarget.USER_MD,
-    (
+    resource_type=ResourceType.USER_MD,
+    file_name="USER.md",
+    target=PromptTarget.USER_MD,
+    sections=(
         Section("Identity", Category.IDENTITY, 6),
         Section("Preferences", Category.PREFERENCE, 6),
         Section("Interests", Category.INTEREST, 6),
         Section("Goals", Category.GOAL, 5),
     ),
-    1500,
-    "USER PROFILE (who the user is)",
+    max_tokens=1500,
+    header="USER PROFILE (who the user is)",
 )
 MEMORY_MD = PromptFile(
-    ResourceType.MEMORY_MD,
-    "MEMORY.md",
-    PromptTarget.MEMORY_MD,
-    (Section("Working Rules", Category.DIRECTIVE, 8), Section("Context", Category.CONTEXT, 12)),
-    2000,
-    "MEMORY (agent's working notes)",
+    resource_type=ResourceType.MEMORY_MD,
+    file_name="MEMORY.md",
+    target=PromptTarget.MEMORY_MD,
+    sections=(
+        Section("Working Rules", Category.DIRECTIVE, 8),
+        Section("Context", Category.CONTEXT, 12),
+    ),
+    max_tokens=2000,
+    header="MEMORY (agent's working notes)",
 )
 PROMPT_FILES = (USER_MD, MEMORY_MD)
 

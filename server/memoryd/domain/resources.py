@@ -42,7 +42,7 @@ class ResourceKey:
     scope_id: str
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Revision:
     """One committed revision."""
 

@@ -38,6 +38,7 @@ from memoryd.domain.memories import (
 from memoryd.domain.messages import Role, Trust
 from memoryd.domain.prompt_files import MEMORY_MD, USER_MD
 from memoryd.domain.quoting import clipped
+from memoryd.domain.review_runs import AnswerKind
 
 NOTHING_TO_SAVE = "Nothing to save."
 GUEST_NOTE = (
@@ -211,26 +212,20 @@ class Operation:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Answer:
-    """A model's answer: its operations, and how it was written.
-
-    kind: "operations" (JSON or tool calls), "nothing" (`Nothing to save.` or empty), "prose"
-    (text without operations: nothing is saved, and it is not a failure).
-    """
+    """A model's answer: its operations, and how it was written."""
 
     operations: list[Operation]
-    kind: str
+    kind: AnswerKind
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Skipped:
-    """An operation that was not applied, and why."""
+    """Admission's refusal: the operation is not applied, for this reason."""
 
-    index: int
-    action: str
     reason: str
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Add:
     """An admitted add."""
 
@@ -394,10 +389,10 @@ def parse_answer(text: str, tool_calls: Sequence[tuple[str, str]]) -> Answer:
     operations = [_tool_operation(name, arguments) for name, arguments in tool_calls]
     stripped = text.strip()
     if not stripped or stripped == NOTHING_TO_SAVE:
-        return Answer(operations, "operations" if operations else "nothing")
+        return Answer(operations, AnswerKind.OPERATIONS if operations else AnswerKind.NOTHING)
     document = _json_document(stripped)
     if document is None:
-        return Answer(operations, "operations" if operations else "prose")
+        return Answer(operations, AnswerKind.OPERATIONS if operations else AnswerKind.PROSE)
     raw = document.get("operations") if isinstance(document, dict) else document
     if not isinstance(raw, list):
         message = 'the answer\'s JSON has no "operations" list'
@@ -407,7 +402,7 @@ def parse_answer(text: str, tool_calls: Sequence[tuple[str, str]]) -> Answer:
             operations.append(Operation(str(item.get("action", "")), item))
         else:
             operations.append(Operation("", {}))
-    return Answer(operations, "operations")
+    return Answer(operations, AnswerKind.OPERATIONS)
 
 
 def admit(
@@ -416,8 +411,8 @@ def admit(
     index: int,
     *,
     guest: bool = False,
-) -> Admitted | str:
-    """The operation as it will be applied, or the reason it is skipped.
+) -> Admitted | Skipped:
+    """The operation as it will be applied, or why it is skipped.
 
     `shown` maps each row id the review prompt listed to the row as it stands now (None when it
     is no longer an active row of the owner): replace and archive may name only those rows. A
@@ -425,7 +420,7 @@ def admit(
     """
     admit_one = _ADMISSION.get(operation.action)
     if admit_one is None:
-        return f"unknown action {clipped(str(operation.action))}"
+        return Skipped(f"unknown action {clipped(str(operation.action))}")
     return admit_one(operation.fields, _Scope(shown, guest), index)
 
 
@@ -434,76 +429,83 @@ class _Scope:
     shown: Mapping[int, MemoryRecord | None]
     guest: bool
 
-    def row(self, action: str, raw_id: object) -> MemoryRecord | str:
+    def row(self, action: str, raw_id: object) -> MemoryRecord | Skipped:
         """The shown, active row an operation names, or why it may not touch it."""
         memory_id = _id(raw_id)
         if memory_id not in self.shown:
             named = str(memory_id) if memory_id > 0 else clipped(str(raw_id))
-            return f"{action}: row {named} was not in the memory shown to the review"
+            return Skipped(f"{action}: row {named} was not in the memory shown to the review")
         record = self.shown[memory_id]
         if record is None:
-            return f"{action}: row {memory_id} is no longer an active row of this owner"
+            return Skipped(f"{action}: row {memory_id} is no longer an active row of this owner")
         if self.guest and record.trust is not Trust.GUEST:
-            return (
+            return Skipped(
                 f"{action}: row {memory_id} was written by an operator; a guest may not change it"
             )
         return record
 
 
-def _admit_add(fields: dict[str, Any], scope: _Scope, index: int) -> Admitted | str:
+def _admit_add(fields: dict[str, Any], scope: _Scope, index: int) -> Admitted | Skipped:
     target = fields.get("target")
     category = _category(fields.get("category"))
     if target not in ("user", "memory"):
-        return f"add: target must be user or memory, got {clipped(str(target))}"
+        return Skipped(f"add: target must be user or memory, got {clipped(str(target))}")
     if category is None:
-        return f"add: unknown category {clipped(str(fields.get('category')))}"
+        return Skipped(f"add: unknown category {clipped(str(fields.get('category')))}")
     if category not in (USER_BUCKET if target == "user" else MEMORY_BUCKET):
-        return f"add: category {category.value} is not a {target} category"
+        return Skipped(f"add: category {category.value} is not a {target} category")
     if scope.guest and category is Category.DIRECTIVE:
-        return "add: a guest may not write a directive"
+        return Skipped("add: a guest may not write a directive")
     value = _value(fields.get("value"))
     if value is None:
-        return "add: value must be 1-200 characters of text"
+        return Skipped("add: value must be 1-200 characters of text")
     scope_type = ScopeType.OWNER if target == "user" else ScopeType.AGENT
-    return Add(category, scope_type, value, review_key(category, value, index))
+    return Add(
+        category=category,
+        scope_type=scope_type,
+        value=value,
+        key=review_key(category, value, index),
+    )
 
 
-def _admit_replace(fields: dict[str, Any], scope: _Scope, _index: int) -> Admitted | str:
+def _admit_replace(fields: dict[str, Any], scope: _Scope, _index: int) -> Admitted | Skipped:
     record = scope.row("replace", fields.get("id"))
-    if isinstance(record, str):
+    if isinstance(record, Skipped):
         return record
     value = _value(fields.get("value"))
     if record.category is Category.JOB_RUN_SUMMARY:
-        return f"replace: row {record.id} is a job run summary"
+        return Skipped(f"replace: row {record.id} is a job run summary")
     if value is None:
-        return "replace: value must be 1-200 characters of text"
+        return Skipped("replace: value must be 1-200 characters of text")
     return Replace(record.id, value)
 
 
-def _admit_archive(fields: dict[str, Any], scope: _Scope, _index: int) -> Admitted | str:
+def _admit_archive(fields: dict[str, Any], scope: _Scope, _index: int) -> Admitted | Skipped:
     record = scope.row("archive", fields.get("id"))
-    if isinstance(record, str):
+    if isinstance(record, Skipped):
         return record
     reason = fields.get("reason")
     return Archive(record.id, (reason.strip()[:1024] or None) if isinstance(reason, str) else None)
 
 
-def _admit_working_memory(fields: dict[str, Any], _scope: _Scope, _index: int) -> Admitted | str:
+def _admit_working_memory(
+    fields: dict[str, Any], _scope: _Scope, _index: int
+) -> Admitted | Skipped:
     text = fields.get("text")
     if not isinstance(text, str):
-        return "working_memory: text must be a string"
+        return Skipped("working_memory: text must be a string")
     return SetWorkingMemory(text.strip()[:MAX_WORKING_MEMORY_CHARS])
 
 
-def _admit_describe(fields: dict[str, Any], _scope: _Scope, _index: int) -> Admitted | str:
+def _admit_describe(fields: dict[str, Any], _scope: _Scope, _index: int) -> Admitted | Skipped:
     text = fields.get("text")
     description = normalise_description(text) if isinstance(text, str) else ""
     if not description:
-        return "describe: text must be non-blank text"
+        return Skipped("describe: text must be non-blank text")
     return SetDescription(description)
 
 
-_ADMISSION: dict[str, Callable[[dict[str, Any], _Scope, int], Admitted | str]] = {
+_ADMISSION: dict[str, Callable[[dict[str, Any], _Scope, int], Admitted | Skipped]] = {
     "add": _admit_add,
     "replace": _admit_replace,
     "archive": _admit_archive,

@@ -19,6 +19,8 @@ from typing import Any
 import openai
 
 from memoryd.config import ProviderSettings
+from memoryd.domain.model_calls import Attempt
+from memoryd.log_events import Event
 
 log = logging.getLogger("memoryd.llm")
 FALLBACK_ERRORS = (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError)
@@ -32,7 +34,7 @@ class ToolCall:
     arguments: str
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Completion:
     """A model's answer."""
 
@@ -43,20 +45,6 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     latency_ms: float
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Attempt:
-    """One call to one provider, for the record."""
-
-    agent: str
-    session_id: str
-    provider: str
-    model: str
-    latency_ms: float
-    prompt_tokens: int
-    completion_tokens: int
-    error: str | None
 
 
 class ModelUnavailableError(Exception):
@@ -120,14 +108,14 @@ class ProviderChain:
                 _record(
                     on_attempt,
                     Attempt(
-                        agent,
-                        session_id,
-                        provider.name,
-                        provider.model,
-                        round(latency, 3),
-                        0,
-                        0,
-                        reason,
+                        agent=agent,
+                        session_id=session_id,
+                        provider=provider.name,
+                        model=provider.model,
+                        latency_ms=round(latency, 3),
+                        prompt_tokens=0,
+                        completion_tokens=0,
+                        error=reason,
                     ),
                 )
                 failures.append(f"{provider.name}: {reason}")
@@ -137,14 +125,14 @@ class ProviderChain:
             _record(
                 on_attempt,
                 Attempt(
-                    agent,
-                    session_id,
-                    provider.name,
-                    provider.model,
-                    completion.latency_ms,
-                    completion.prompt_tokens,
-                    completion.completion_tokens,
-                    None,
+                    agent=agent,
+                    session_id=session_id,
+                    provider=provider.name,
+                    model=provider.model,
+                    latency_ms=completion.latency_ms,
+                    prompt_tokens=completion.prompt_tokens,
+                    completion_tokens=completion.completion_tokens,
+                    error=None,
                 ),
             )
             return completion
@@ -162,7 +150,7 @@ def _record(on_attempt: Callable[[Attempt], None] | None, attempt: Attempt) -> N
         attempt.session_id,
         attempt.provider,
         attempt.error or "ok",
-        extra={"event": "model_call", **dataclasses.asdict(attempt)},
+        extra={"event": Event.MODEL_CALL, **dataclasses.asdict(attempt)},
     )
     if on_attempt is not None:
         on_attempt(attempt)

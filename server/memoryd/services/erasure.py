@@ -19,7 +19,7 @@ from memoryd.domain.memories import MemoryRecord, PromptTarget
 from memoryd.domain.messages import Trust, require_operator
 from memoryd.domain.timestamps import to_text, utc_now
 from memoryd.services.history import HistoryService
-from memoryd.services.memory import MemoryService
+from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.services.prompt_files import CommittedRender, PromptFiles
 from memoryd.storage import history_writes, memory_writes
 from memoryd.storage.writer import Batch, Writer
@@ -49,7 +49,7 @@ class ErasureService:
         self,
         writer: Writer,
         history: HistoryService,
-        memory: MemoryService,
+        memory: LongTermMemory,
         prompts: PromptFiles,
     ) -> None:
         self._writer = writer

@@ -21,6 +21,7 @@ from memoryd.domain.history import AppendResult, ConversationStats, SearchHit, W
 from memoryd.domain.messages import (
     MessageLimits,
     NewMessage,
+    SentMessage,
     StoredMessage,
     Trust,
     check_kinds,
@@ -116,18 +117,23 @@ class HistoryService:
 
     # --- writes -------------------------------------------------------------------------------
 
-    def check_messages(self, messages: Sequence[NewMessage]) -> list[NewMessage]:
+    def check_messages(
+        self, messages: Sequence[SentMessage], *, default_trust: Trust
+    ) -> list[NewMessage]:
         """Every message checked against the limits (blank ones too: a malformed request is
-        refused as a whole)."""
+        refused as a whole); a message that does not say its trust gets `default_trust`."""
         check_message_count(len(messages), self._limits)
         return [
-            check_new_message(message, f"messages[{index}]", self._limits)
+            check_new_message(
+                message, f"messages[{index}]", self._limits, default_trust=default_trust
+            )
             for index, message in enumerate(messages)
         ]
 
-    async def append(self, key: ConversationKey, messages: Sequence[NewMessage]) -> AppendResult:
-        """Store every valid message of the call, or none; blank ones are skipped."""
-        checked = self.check_messages(messages)
+    async def append(self, key: ConversationKey, messages: Sequence[SentMessage]) -> AppendResult:
+        """Store every valid message of the call, or none; blank ones are skipped. A message
+        that does not say its trust is an operator's."""
+        checked = self.check_messages(messages, default_trust=Trust.OPERATOR)
         prepared = [None if is_blank(message.content) else message for message in checked]
         now = utc_now()
         return await self._writer.submit(

@@ -34,7 +34,7 @@ from memoryd.domain.memories import (
 from memoryd.domain.memory_queries import Locator, SourceRow
 from memoryd.domain.messages import Trust
 from memoryd.domain.timestamps import utc_now
-from memoryd.services.memory import MemoryService
+from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.storage import jobs, memory_reads, memory_writes
 from memoryd.storage.writer import Batch, Writer
 
@@ -47,7 +47,7 @@ class FinishedRun:
     summary: MemoryRecord | None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class _Finish:
     caller: Caller
     job_id: str
@@ -59,7 +59,7 @@ class _Finish:
 class JobService:
     """Job sources and runs over the writer; row caches are kept by the memory service."""
 
-    def __init__(self, writer: Writer, memory: MemoryService) -> None:
+    def __init__(self, writer: Writer, memory: LongTermMemory) -> None:
         self._writer = writer
         self._memory = memory
         self._set_status = Batch.each("job_status", _set_status)
@@ -79,7 +79,9 @@ class JobService:
         text = check_value(summary, "summary") if summary.strip() else ""
         return await self._writer.submit(
             self._finish,
-            _Finish(caller, caller.job_id, run_id, outcome, text),
+            _Finish(
+                caller=caller, job_id=caller.job_id, run_id=run_id, outcome=outcome, summary=text
+            ),
             after_commit=self._invalidate,
         )
 

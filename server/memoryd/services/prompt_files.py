@@ -23,9 +23,11 @@ import apsw
 
 from memoryd.domain import prompt_files as render_rules
 from memoryd.domain.conversation import OwnerKey
+from memoryd.domain.messages import Trust
 from memoryd.domain.prompt_files import PROMPT_FILES, PromptFile
 from memoryd.domain.resources import ResourceKey, ResourceType, Revision, prompt_file_path
 from memoryd.domain.tokens import count_tokens
+from memoryd.log_events import Event
 from memoryd.services.read_through import ReadThroughCache
 from memoryd.storage import memory_reads, resource_store
 from memoryd.storage.readers import ReaderPool
@@ -148,12 +150,19 @@ class PromptFiles:
                 "could not write %s (%s); it is rewritten from its revision at the next start",
                 target,
                 error.strerror or error,
-                extra={"event": "prompt_file_write_failed", "path": str(target)},
+                extra={"event": Event.PROMPT_FILE_WRITE_FAILED, "path": str(target)},
             )
             return False
         return True
 
     # --- reads -----------------------------------------------------------------------------------
+
+    async def context_for(self, owner: OwnerKey, trust: Trust) -> PromptState | None:
+        """The owner's prompt files for the next model call; None for a guest, from whom the
+        owner's profile and the agent's notes are withheld."""
+        if trust is Trust.GUEST:
+            return None
+        return await self.state(owner)
 
     async def state(self, owner: OwnerKey) -> PromptState:
         """The owner's prompt files as last committed (cached until a change)."""
@@ -208,7 +217,7 @@ class PromptFiles:
                 "could not remove stray temp files under %s: %s",
                 memory_root,
                 error,
-                extra={"event": "prompt_file_cleanup_failed"},
+                extra={"event": Event.PROMPT_FILE_CLEANUP_FAILED},
             )
 
     def _remove_old_file(self, relative: str) -> None:

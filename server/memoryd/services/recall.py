@@ -42,7 +42,7 @@ class RecallHit:
     message: SearchHit | None = None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class RecallRequest:
     """A memory_recall call, translated from the wire."""
 

@@ -22,7 +22,6 @@ from memoryd.domain.timestamps import utc_now
 from memoryd.errors import InvalidArgument, NotFound
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.storage import resource_store as store
-from memoryd.storage.history_rows import rows
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.writer import Batch, Writer
 
@@ -161,14 +160,8 @@ class ResourceService:
             self._prompts.publish_revision(done.path, done.revision)
 
     async def _require_resource(self, key: ResourceKey) -> None:
-        found = await self._readers.read(
-            lambda connection: rows(
-                connection,
-                "SELECT 1 FROM resources WHERE agent_id = ? AND resource_type = ? AND scope_id = ?",
-                (key.agent_id, key.resource_type.value, key.scope_id),
-            )
-        )
-        if not found:
+        found = await self._readers.read(lambda connection: store.path(connection, key))
+        if found is None:
             raise NotFound(f"{_describe(key)} has no revisions")
 
 
@@ -177,12 +170,9 @@ def _rollback(connection: apsw.Connection, payload: tuple[ResourceKey, int]) -> 
     wanted = store.revision(connection, key, target)
     if wanted is None:
         raise NotFound(_missing(key, target))
-    path = rows(
-        connection,
-        "SELECT resource_path FROM resources WHERE agent_id = ? AND resource_type = ? "
-        "AND scope_id = ?",
-        (key.agent_id, key.resource_type.value, key.scope_id),
-    )[0][0]
+    path = store.path(connection, key)
+    if path is None:  # pragma: no cover - the revision exists, so its resource does
+        raise NotFound(_missing(key, 0))
     committed = store.commit(
         connection,
         key,

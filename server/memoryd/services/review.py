@@ -33,22 +33,33 @@ from memoryd.domain.conversation import ConversationKey, OwnerKey
 from memoryd.domain.memories import (
     MemoryRecord,
     NewFact,
+    PromptTarget,
     Provenance,
     ScopeType,
     SourceInfo,
 )
 from memoryd.domain.memory_queries import Locator
 from memoryd.domain.messages import Trust
+from memoryd.domain.model_calls import Attempt
+from memoryd.domain.review_runs import (
+    AnswerKind,
+    ReviewState,
+    ReviewStatus,
+    RunRecord,
+    SkippedOperation,
+    SkipReason,
+    StoredRun,
+)
 from memoryd.domain.timestamps import utc_now
 from memoryd.domain.tokens import count_tokens, load
 from memoryd.errors import FailedPrecondition, MemorydError, NotFound
-from memoryd.llm.chain import Attempt, ModelUnavailableError, ProviderChain
-from memoryd.services.memory import MemoryService
+from memoryd.llm.chain import ModelUnavailableError, ProviderChain
+from memoryd.log_events import Event
+from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.services.prompt_files import CommittedRender, PromptFiles
-from memoryd.storage import memory_reads, memory_writes, review_store
-from memoryd.storage.history_rows import CONVERSATION_MATCH, rows
+from memoryd.storage import history_reads, memory_reads, memory_writes, review_store
 from memoryd.storage.readers import ReaderPool
-from memoryd.storage.review_store import ReviewState, RunRecord, StoredRun
+from memoryd.storage.sql import savepoint
 from memoryd.storage.writer import Batch, Writer
 
 log = logging.getLogger("memoryd.review")
@@ -61,16 +72,20 @@ NO_PROVIDER = (
 def reviewer_source(owner: OwnerKey) -> SourceInfo:
     """The memory source of every row the reviewer writes."""
     return SourceInfo(
-        "memory_reviewer", "memory_reviewer", "memory reviewer", "background review", owner.owner_id
+        id="memory_reviewer",
+        source_type="memory_reviewer",
+        name="memory reviewer",
+        description="background review",
+        memory_scope=owner.owner_id,
     )
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ReviewResult:
-    """What one review did."""
+    """What one review did (`reason`: why it was skipped, or why it failed)."""
 
     key: ConversationKey
-    status: str  # ok | nothing_to_save | nothing_to_save_prose | skipped | failed
+    status: ReviewStatus
     reason: str = ""
     added: int = 0
     replaced: int = 0
@@ -87,7 +102,7 @@ class ReviewResult:
     unread: int = 0
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ReviewDescription:
     """GetReviewState: the state, the latest run, and the backlog of unread messages."""
 
@@ -96,7 +111,7 @@ class ReviewDescription:
     unread: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class _Snapshot:
     messages: list[rules.InputMessage]
     records: list[MemoryRecord]
@@ -104,7 +119,7 @@ class _Snapshot:
     description: str
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class _ApplyJob:
     key: ConversationKey
     token: str
@@ -117,7 +132,7 @@ class _ApplyJob:
     started: dt.datetime
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class _Applied:
     claim_lost: bool
     record: RunRecord | None = None
@@ -127,7 +142,7 @@ class _Applied:
     more: bool = False
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class _FailJob:
     key: ConversationKey
     token: str
@@ -157,7 +172,7 @@ class Reviewer:
         writer: Writer,
         readers: ReaderPool,
         prompts: PromptFiles,
-        memory: MemoryService,
+        memory: LongTermMemory,
         chain: ProviderChain,
         settings: MemorySettings,
     ) -> None:
@@ -201,22 +216,22 @@ class Reviewer:
         now = utc_now()
         found = await self._readers.read(lambda connection: _gate_input(connection, key))
         if found is None:
-            return ReviewResult(key, "skipped", "the conversation has no record")
+            return _skipped(key, SkipReason.NO_RECORD)
         state, has_new = found
         if not forced:
             skip = self._gated(state, now)
-            if skip:
-                return ReviewResult(key, "skipped", skip)
+            if skip is not None:
+                return _skipped(key, skip)
         if not has_new:
             if state is not None and state.pending_input:
                 # Nothing left to read (its messages were reviewed by a forced run, say): the
                 # scheduler must stop picking the conversation up.
                 await self._writer.submit(self._settle, key)
-            return ReviewResult(key, "skipped", "no new user messages since the last review")
+            return _skipped(key, SkipReason.NO_NEW_INPUT)
         token = secrets.token_hex(8)
         claimed = await self._writer.submit(self._claim, (key, token, now, now - self.stale_after))
         if not claimed:
-            return ReviewResult(key, "skipped", "concurrent_run: another review is running")
+            return _skipped(key, SkipReason.CONCURRENT_RUN)
         try:
             return await self._claimed_review(key, token, now)
         except BaseException:
@@ -231,8 +246,7 @@ class Reviewer:
         """The backlog: reviewable messages after the cursor."""
 
         def read(connection: apsw.Connection) -> int:
-            state = review_store.state(connection, key)
-            cursor = state.last_reviewed_message_id if state else 0
+            cursor = review_store.cursor(connection, key)
             return review_store.unread_count(connection, key, cursor)
 
         return await self._readers.read(read)
@@ -246,9 +260,9 @@ class Reviewer:
                 return None
             state = found[0] or ReviewState()
             return ReviewDescription(
-                state,
-                review_store.last_run(connection, key),
-                review_store.unread_count(connection, key, state.last_reviewed_message_id),
+                state=state,
+                last_run=review_store.last_run(connection, key),
+                unread=review_store.unread_count(connection, key, state.cursor),
             )
 
         described = await self._readers.read(read)
@@ -256,10 +270,10 @@ class Reviewer:
             raise NotFound(f"conversation {key.describe()} has no record")
         return described
 
-    def _gated(self, state: ReviewState | None, now: dt.datetime) -> str:
+    def _gated(self, state: ReviewState | None, now: dt.datetime) -> SkipReason | None:
         """Why a scheduled review may not run now (the rule review_store.due applies in SQL)."""
         if state is None:
-            return ""
+            return None
         at = self.thresholds(now)
         turns = self.settings.turn_interval
         fired = (
@@ -274,11 +288,11 @@ class Reviewer:
             )
         )
         if not fired:
-            return "under_interval"
+            return SkipReason.UNDER_INTERVAL
         failed_at = state.last_review_failed_at
         if state.failure_count and failed_at is not None and failed_at > at.backoff_before:
-            return "backoff: the last review failed"
-        return ""
+            return SkipReason.BACKOFF
+        return None
 
     async def _claimed_review(
         self, key: ConversationKey, token: str, started: dt.datetime
@@ -294,7 +308,7 @@ class Reviewer:
         )
         if not packed.message_ids:
             await self._writer.submit(self._release, (key, token))
-            return ReviewResult(key, "skipped", "no new user messages since the last review")
+            return _skipped(key, SkipReason.NO_NEW_INPUT)
         listing = rules.memory_section(
             snapshot.records,
             (len(prompt_state.user_md.text), len(prompt_state.memory_md.text)),
@@ -322,41 +336,50 @@ class Reviewer:
             reason = str(error)
             await self._writer.submit(
                 self._fail,
-                _FailJob(key, token, packed.max_message_id, reason, attempts, started),
+                _FailJob(
+                    key=key,
+                    token=token,
+                    max_message_id=packed.max_message_id,
+                    error=reason,
+                    attempts=attempts,
+                    started=started,
+                ),
             )
             log.warning(
                 "review of %s failed: %s",
                 key.describe(),
                 reason,
-                extra={"event": "review_failed", "session_id": session, "error": reason},
+                extra={"event": Event.REVIEW_FAILED, "session_id": session, "error": reason},
             )
-            return ReviewResult(key, "failed", reason, tokens_in=packed.tokens)
+            return ReviewResult(
+                key=key, status=ReviewStatus.FAILED, reason=reason, tokens_in=packed.tokens
+            )
         begin = time.perf_counter()
         applied = await self._writer.submit(
             self._apply,
             _ApplyJob(
-                key,
-                token,
-                packed,
-                answer,
-                listing.shown_ids,
-                attempts,
-                completion.provider,
-                completion.model,
-                started,
+                key=key,
+                token=token,
+                packed=packed,
+                answer=answer,
+                shown_ids=listing.shown_ids,
+                attempts=attempts,
+                provider=completion.provider,
+                model=completion.model,
+                started=started,
             ),
             after_commit=self._publish,
         )
         own_ms = build_ms + (time.perf_counter() - begin) * 1000
         if applied.claim_lost or applied.record is None:
-            return ReviewResult(key, "skipped", "concurrent_run: the claim was taken over")
+            return _skipped(key, SkipReason.CLAIM_TAKEN_OVER)
         record = applied.record
         log.info(
             "reviewed %s: %s",
             key.describe(),
             record.status,
             extra={
-                "event": "review",
+                "event": Event.REVIEW,
                 "session_id": session,
                 "status": record.status,
                 "added": record.added,
@@ -371,19 +394,18 @@ class Reviewer:
             },
         )
         return ReviewResult(
-            key,
-            record.status,
-            "",
-            record.added,
-            record.replaced,
-            record.archived,
-            record.skipped,
-            record.tokens_in,
-            applied.run_id,
-            completion.provider,
-            completion.model,
-            round(own_ms, 3),
-            record.deferred,
+            key=key,
+            status=record.status,
+            added=record.added,
+            replaced=record.replaced,
+            archived=record.archived,
+            skipped_ops=record.skipped,
+            tokens_in=record.tokens_in,
+            run_id=applied.run_id,
+            provider=completion.provider,
+            model=completion.model,
+            own_ms=round(own_ms, 3),
+            deferred_ops=record.deferred,
         )
 
     # --- the apply transaction (writer thread) ---------------------------------------------
@@ -398,7 +420,12 @@ class Reviewer:
         run_id = review_store.start_run(
             connection,
             key,
-            RunRecord(status, job.packed.max_message_id, provider=job.provider, model=job.model),
+            RunRecord(
+                status=status,
+                max_message_id=job.packed.max_message_id,
+                provider=job.provider,
+                model=job.model,
+            ),
             job.started,
         )
         provenance = Provenance(
@@ -417,7 +444,14 @@ class Reviewer:
                 separators=(",", ":"),
             ),
         )
-        applying = _Applying(connection, key, owner, provenance, now, job.packed.guest)
+        applying = _Applying(
+            connection=connection,
+            key=key,
+            owner=owner,
+            provenance=provenance,
+            now=now,
+            guest=job.packed.guest,
+        )
         shown = _shown_rows(connection, owner, job.shown_ids, job.answer.operations)
         limit = self.settings.review_max_operations
         for index, operation in enumerate(job.answer.operations):
@@ -425,26 +459,25 @@ class Reviewer:
                 applying.deferred += 1
                 continue
             admitted = rules.admit(operation, shown, index, guest=job.packed.guest)
-            if isinstance(admitted, str):
-                applying.skip(rules.Skipped(index, operation.action, admitted), run_id)
+            if isinstance(admitted, rules.Skipped):
+                applying.skip(SkippedOperation(index, operation.action, admitted.reason), run_id)
                 continue
             changed = applying.apply(admitted, index, operation.action, run_id)
             if changed is not None and changed.id in shown:
                 shown[changed.id] = None if changed.archived else changed
         # Deferred operations keep the cursor: the same messages are read again at once.
-        state = review_store.state(connection, key)
-        cursor = state.last_reviewed_message_id if state else 0
+        cursor = review_store.cursor(connection, key)
         if not applying.deferred:
             cursor = max(cursor, job.packed.max_message_id)
         # Only whether input is left (one row read): counting the backlog here would rescan it
         # in every batch. ReviewNow and GetReviewState count it on demand.
-        more = bool(review_store.reviewable_after(connection, key, cursor, 1))
+        more = review_store.has_input_after(connection, key, cursor)
         review_store.record_success(
             connection, key, status=status, cursor=cursor, more_pending=more, now=now
         )
         record = RunRecord(
-            status,
-            job.packed.max_message_id,
+            status=status,
+            max_message_id=job.packed.max_message_id,
             added=applying.changed_by[rules.Add],
             replaced=applying.changed_by[rules.Replace],
             archived=applying.changed_by[rules.Archive],
@@ -487,7 +520,7 @@ class Reviewer:
             self._prompts.publish(applied.render)
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class _Applying:
     """The operations of one answer being applied inside the review's transaction."""
 
@@ -499,7 +532,7 @@ class _Applying:
     guest: bool
     # Rows changed, by the kind of operation (rules.Add, rules.Replace, rules.Archive).
     changed_by: collections.Counter[type] = dataclasses.field(default_factory=collections.Counter)
-    skipped: list[rules.Skipped] = dataclasses.field(default_factory=list)
+    skipped: list[SkippedOperation] = dataclasses.field(default_factory=list)
     touched: list[int] = dataclasses.field(default_factory=list)
     deferred: int = 0
     rendered: bool = False
@@ -509,15 +542,15 @@ class _Applying:
         """Rows added, replaced or archived so far (what review_max_operations counts)."""
         return sum(self.changed_by.values())
 
-    def skip(self, skipped: rules.Skipped, run_id: int) -> None:
+    def skip(self, skipped: SkippedOperation, run_id: int) -> None:
         """Count an operation that is not applied, with its reason (both kept short: the
         action is the model's text)."""
-        skipped = rules.Skipped(skipped.index, skipped.action[:64], skipped.reason[:512])
+        skipped = SkippedOperation(skipped.index, skipped.action[:64], skipped.reason[:512])
         self.skipped.append(skipped)
         log.info(
             "review operation skipped: %s",
             skipped.reason,
-            extra={"event": "review_op_skipped", "run": run_id},
+            extra={"event": Event.REVIEW_OP_SKIPPED, "run": run_id},
         )
 
     def apply(
@@ -525,20 +558,17 @@ class _Applying:
     ) -> MemoryRecord | None:
         """Apply one admitted operation in a savepoint: one the store refuses after all (a row
         that changed under it) is skipped whole, and the others stand. Returns the row changed."""
-        connection = self.connection
-        connection.execute("SAVEPOINT review_op")
         try:
-            changed = _apply_one(self, admitted)
+            with savepoint(self.connection, "review_op"):
+                changed = _apply_one(self, admitted)
         except MemorydError as error:
-            connection.execute("ROLLBACK TO review_op; RELEASE review_op")
-            self.skip(rules.Skipped(index, action, error.message), run_id)
+            self.skip(SkippedOperation(index, action, error.message), run_id)
             return None
-        connection.execute("RELEASE review_op")
         if changed is None:
             return None
         self.changed_by[type(admitted)] += 1
         self.touched.append(changed.id)
-        self.rendered = self.rendered or changed.prompt_target.value != "none"
+        self.rendered = self.rendered or changed.prompt_target is not PromptTarget.NONE
         return changed
 
 
@@ -554,16 +584,16 @@ def _apply_one(applying: _Applying, admitted: rules.Admitted) -> MemoryRecord | 
         ):
             return None
         fact = NewFact(
-            owner,
-            admitted.scope_type,
-            scope_id,
-            admitted.category,
-            admitted.key,
-            admitted.value,
-            1.0,
-            None,
-            trust,
-            applying.provenance,
+            owner=owner,
+            scope_type=admitted.scope_type,
+            scope_id=scope_id,
+            category=admitted.category,
+            key=admitted.key,
+            value=admitted.value,
+            confidence=1.0,
+            metadata_json=None,
+            trust=trust,
+            provenance=applying.provenance,
         )
         return memory_writes.upsert(connection, fact, reviewer_source(owner), now).record
     if isinstance(admitted, rules.Replace):
@@ -593,10 +623,14 @@ def _apply_one(applying: _Applying, admitted: rules.Admitted) -> MemoryRecord | 
     return None
 
 
-def _status(answer: rules.Answer) -> str:
-    if answer.kind == "prose":
-        return review_store.PROSE
-    return "ok" if answer.operations else "nothing_to_save"
+def _status(answer: rules.Answer) -> ReviewStatus:
+    if answer.kind is AnswerKind.PROSE:
+        return ReviewStatus.NOTHING_TO_SAVE_PROSE
+    return ReviewStatus.OK if answer.operations else ReviewStatus.NOTHING_TO_SAVE
+
+
+def _skipped(key: ConversationKey, reason: SkipReason) -> ReviewResult:
+    return ReviewResult(key=key, status=ReviewStatus.SKIPPED, reason=reason)
 
 
 def _shown_rows(
@@ -617,24 +651,21 @@ def _shown_rows(
 def _gate_input(
     connection: apsw.Connection, key: ConversationKey
 ) -> tuple[ReviewState | None, bool] | None:
-    if not rows(
-        connection, f"SELECT 1 FROM conversations WHERE {CONVERSATION_MATCH}", key.as_row()
-    ):
+    if history_reads.window_state(connection, key) is None:
         return None
     state = review_store.state(connection, key)
-    cursor = state.last_reviewed_message_id if state else 0
-    return state, bool(review_store.reviewable_after(connection, key, cursor, 1))
+    cursor = state.cursor if state is not None else 0
+    return state, review_store.has_input_after(connection, key, cursor)
 
 
 def _snapshot(connection: apsw.Connection, key: ConversationKey, limit: int) -> _Snapshot:
-    state = review_store.state(connection, key)
-    cursor = state.last_reviewed_message_id if state else 0
+    cursor = review_store.cursor(connection, key)
     working_memory, description = review_store.conversation_texts(connection, key)
     return _Snapshot(
-        review_store.reviewable_after(connection, key, cursor, limit),
-        memory_reads.render_input(connection, OwnerKey(key.agent_id, key.owner_id)),
-        working_memory,
-        description,
+        messages=review_store.reviewable_after(connection, key, cursor, limit),
+        records=memory_reads.render_input(connection, OwnerKey(key.agent_id, key.owner_id)),
+        working_memory=working_memory,
+        description=description,
     )
 
 
@@ -651,9 +682,7 @@ def _release(connection: apsw.Connection, payload: tuple[ConversationKey, str]) 
 
 
 def _settle(connection: apsw.Connection, key: ConversationKey) -> None:
-    state = review_store.state(connection, key)
-    cursor = state.last_reviewed_message_id if state else 0
-    if not review_store.reviewable_after(connection, key, cursor, 1):
+    if not review_store.has_input_after(connection, key, review_store.cursor(connection, key)):
         review_store.clear_pending(connection, key)
 
 
@@ -661,7 +690,9 @@ def _fail_in_transaction(connection: apsw.Connection, job: _FailJob) -> None:
     if not review_store.holds_claim(connection, job.key, job.token):
         return
     now = utc_now()
-    record = RunRecord("failed", job.max_message_id, error=job.error)
+    record = RunRecord(
+        status=ReviewStatus.FAILED, max_message_id=job.max_message_id, error=job.error
+    )
     run_id = review_store.start_run(connection, job.key, record, job.started)
     review_store.finish_run(connection, run_id, record, job.attempts, now)
     review_store.record_failure(connection, job.key, error=job.error, now=now)

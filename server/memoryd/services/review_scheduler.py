@@ -22,6 +22,7 @@ import time
 
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.timestamps import utc_now
+from memoryd.log_events import Event
 from memoryd.services.review import Reviewer, ReviewResult
 from memoryd.storage import review_store
 from memoryd.storage.readers import ReaderPool
@@ -105,9 +106,14 @@ class ReviewScheduler:
         agent_id: str | None,
         owner_id: str | None,
     ) -> list[ReviewResult]:
-        """ReviewNow: force reviews (past interval and backoff, never past "new messages")."""
+        """ReviewNow: force reviews (past interval and backoff, never past "new messages").
+
+        One conversation must have a record (NOT_FOUND); without one, every conversation of the
+        agent (and owner) with pending input is reviewed.
+        """
         self._reviewer.require_provider()
         if conversation is not None:
+            await self._reviewer.describe(conversation)  # NOT_FOUND when it has no record
             keys = [conversation]
         else:
             keys = await self._readers.read(
@@ -130,7 +136,9 @@ class ReviewScheduler:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("the review scheduler failed; retrying", extra={"event": "scheduler"})
+                log.exception(
+                    "the review scheduler failed; retrying", extra={"event": Event.SCHEDULER}
+                )
                 more = False
             self._wake.clear()
             # A finished review wakes the loop (its backlog may be due at once); otherwise look
@@ -147,7 +155,7 @@ class ReviewScheduler:
                 raise
             except Exception:
                 log.exception(
-                    "review of %s crashed", key.describe(), extra={"event": "review_crashed"}
+                    "review of %s crashed", key.describe(), extra={"event": Event.REVIEW_CRASHED}
                 )
                 return None
 

@@ -13,13 +13,13 @@ import apsw
 
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.history import AppendResult
-from memoryd.domain.messages import NewMessage, Trust, is_blank
+from memoryd.domain.messages import SentMessage, Trust, is_blank
 from memoryd.domain.review import is_review_input
 from memoryd.domain.timestamps import utc_now
+from memoryd.domain.turns import TurnUsage
 from memoryd.errors import InvalidArgument
 from memoryd.services.history import HistoryService
 from memoryd.storage import history_writes, review_store
-from memoryd.storage.review_store import Usage
 from memoryd.storage.writer import Batch, Writer
 
 
@@ -34,7 +34,7 @@ class TurnResult:
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Turn:
     request: history_writes.AppendRequest
-    usage: Usage
+    usage: TurnUsage
     new_input: bool
 
 
@@ -52,17 +52,18 @@ class TurnService:
     async def commit(
         self,
         key: ConversationKey,
-        messages: Sequence[NewMessage],
-        usage: Usage,
+        messages: Sequence[SentMessage],
+        usage: TurnUsage,
         *,
         speaker: Trust,
     ) -> TurnResult:
         """Store the turn; mark new input when a reviewable user message is in it.
 
-        A guest's turn is reviewed as a guest's (no directives, no operator rows changed); its
-        messages may not claim more trust than the turn's speaker.
+        A message that does not say its trust has the speaker's. A guest's turn is reviewed as
+        a guest's (no directives, no operator rows changed); its messages may not claim more
+        trust than the turn's speaker.
         """
-        checked = self._history.check_messages(messages)
+        checked = self._history.check_messages(messages, default_trust=speaker)
         if speaker is Trust.GUEST:
             for index, message in enumerate(checked):
                 if message.trust is not Trust.GUEST:

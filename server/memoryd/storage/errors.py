@@ -1,10 +1,9 @@
 """Where SQLite's errors become memoryd's: only storage sees apsw exceptions.
 
-    apsw.BusyError, LockedError, IOError, FullError  -> Unavailable   (transient)
-
-Reads are translated here. Writes are translated by the writer (memoryd.storage.writer), which
-retries transient failures before giving up with Unavailable. Anything else is a defect and stays
-as it is; the api layer turns it into INTERNAL without showing its text to the caller.
+One table says which of SQLite's failures are transient (the same call may succeed later) and
+what each means to a caller; reads and writes both answer those with Unavailable. The writer
+(memoryd.storage.writer) retries them before giving up; a read gives up at once. Anything else
+is a defect and stays as it is: the api layer turns it into INTERNAL without showing its text.
 """
 
 from __future__ import annotations
@@ -16,13 +15,29 @@ import apsw
 
 from memoryd.errors import Unavailable
 
+# SQLite's transient failures, and what each means.
+TRANSIENT: dict[type[apsw.Error], str] = {
+    apsw.BusyError: "the database is busy",
+    apsw.LockedError: "the database is locked",
+    apsw.IOError: "the disk failed (I/O error)",
+    apsw.FullError: "the disk is full",
+}
+TRANSIENT_ERRORS = tuple(TRANSIENT)
+
+
+def unavailable(error: BaseException, *, doing: str) -> Unavailable:
+    """The Unavailable a transient failure gives the caller; `doing` says what did not happen."""
+    meaning = next(
+        (text for kind, text in TRANSIENT.items() if isinstance(error, kind)),
+        "the database is unavailable",
+    )
+    return Unavailable(f"{meaning} ({type(error).__name__}); {doing}, retry later")
+
 
 @contextlib.contextmanager
 def translate_read_errors() -> Iterator[None]:
-    """Reads fail transiently when the database is locked or the disk misbehaves."""
+    """A read that fails transiently answers Unavailable."""
     try:
         yield
-    except (apsw.BusyError, apsw.LockedError) as error:
-        raise Unavailable(f"the database is busy ({type(error).__name__}); retry later") from error
-    except apsw.IOError as error:
-        raise Unavailable("the database could not be read (I/O error); retry later") from error
+    except TRANSIENT_ERRORS as error:
+        raise unavailable(error, doing="nothing was read") from error

@@ -23,17 +23,13 @@ from memoryd.domain.messages import StoredMessage
 from memoryd.domain.search_query import SearchPlan, like_pattern
 from memoryd.domain.snippets import ELLIPSIS, MARK, WORD_SNIPPET_TOKENS
 from memoryd.domain.timestamps import from_text
-from memoryd.storage.history_rows import (
-    CONVERSATION_MATCH,
-    KEY_MATCH,
-    MESSAGE_COLUMN_COUNT,
+from memoryd.storage.message_rows import (
+    MESSAGE,
     MESSAGE_COLUMNS,
-    Row,
     message_from_row,
-    one,
-    rows,
     window_state_from_row,
 )
+from memoryd.storage.sql import CONVERSATION_MATCH, KEY_MATCH, Row, one, rows
 from memoryd.storage.substrings import contains
 
 # Scopes up to this many messages are searched for substrings by scanning them (~1 us a row).
@@ -174,8 +170,8 @@ def search_words(
     return [
         SearchHit(
             message_from_row(row, names),
-            snippet=row[MESSAGE_COLUMN_COUNT],
-            rank=float(row[MESSAGE_COLUMN_COUNT + 1]),
+            snippet=MESSAGE.after(row, 0),
+            rank=float(MESSAGE.after(row, 1)),
             word_match=True,
         )
         for row in rows(connection, " ".join(sql), params)

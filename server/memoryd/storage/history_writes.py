@@ -19,16 +19,12 @@ from memoryd.domain.conversation import ConversationKey, search_scope_tokens
 from memoryd.domain.history import AppendedMessage, AppendOutcome, AppendResult, WindowState
 from memoryd.domain.messages import NewMessage, StoredMessage
 from memoryd.domain.timestamps import from_text, to_text
-from memoryd.storage.history_rows import (
-    CONVERSATION_MATCH,
-    KEY_MATCH,
+from memoryd.storage.message_rows import (
     MESSAGE_COLUMNS,
-    Row,
     message_from_row,
-    one,
-    rows,
     window_state_from_row,
 )
+from memoryd.storage.sql import CONVERSATION_MATCH, KEY_MATCH, Row, one, rows
 
 # json_each rows are arrays; `->>` reads element N as an SQL value.
 _INSERT_MESSAGES = (
@@ -189,7 +185,8 @@ def _existing_by_client_id(
         return {}
     found = rows(connection, _EXISTING_BY_CLIENT_ID, (json.dumps([[*k, c] for k, c in wanted]),))
     shared = dict(keys)
-    return {(tuple(row[1:6]), row[11]): message_from_row(row, shared) for row in found}
+    stored = (message_from_row(row, shared) for row in found)
+    return {(message.key.as_row(), message.client_message_id or ""): message for message in stored}
 
 
 def _upsert_conversations(

@@ -15,7 +15,7 @@ from memoryd.domain.memories import job_scope_id
 from memoryd.domain.quoting import clipped
 from memoryd.domain.timestamps import from_text, to_text
 from memoryd.errors import NotFound
-from memoryd.storage.history_rows import rows
+from memoryd.storage.sql import rows
 
 
 def source_status(connection: apsw.Connection, owner: OwnerKey, job_id: str) -> JobStatus | None:
@@ -78,12 +78,12 @@ def start_run(
     )
     status, started_at, finished_at, summary = found[0]
     return JobRun(
-        job_id,
-        run_id,
-        status,
-        from_text(started_at),
-        from_text(finished_at) if finished_at is not None else None,
-        summary,
+        job_id=job_id,
+        run_id=run_id,
+        status=status,
+        started_at=from_text(started_at),
+        finished_at=from_text(finished_at) if finished_at is not None else None,
+        summary=summary,
     )
 
 
@@ -109,4 +109,11 @@ def finish_run(  # noqa: PLR0917 - the run and how it ended
             run.run_id,
         ),
     )
-    return JobRun(run.job_id, run.run_id, outcome.value, run.started_at, now, summary)
+    return JobRun(
+        job_id=run.job_id,
+        run_id=run.run_id,
+        status=outcome.value,
+        started_at=run.started_at,
+        finished_at=now,
+        summary=summary,
+    )

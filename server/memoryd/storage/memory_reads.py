@@ -13,13 +13,13 @@ import apsw
 from memoryd.domain.conversation import OwnerKey, owner_scope_token
 from memoryd.domain.memories import MemoryRecord, SourceInfo
 from memoryd.domain.memory_queries import ListFilter, RankedMemory, SourceRow, Visible
-from memoryd.storage.history_rows import rows
 from memoryd.storage.memory_rows import (
-    MEMORY_COLUMN_COUNT,
+    MEMORY,
     MEMORY_COLUMNS,
     OWNER_MATCH,
     memory_from_row,
 )
+from memoryd.storage.sql import Row, rows
 from memoryd.storage.substrings import contains
 
 
@@ -78,7 +78,7 @@ def search_words(
     sql.append("ORDER BY score, r.updated_at DESC, r.id DESC LIMIT ?")
     params.append(limit)
     return [
-        RankedMemory(memory_from_row(row), float(row[MEMORY_COLUMN_COUNT]), word_match=True)
+        RankedMemory(memory_from_row(row), float(MEMORY.after(row, 0)), word_match=True)
         for row in rows(connection, " ".join(sql), params)
     ]
 
@@ -152,7 +152,7 @@ def source(connection: apsw.Connection, owner: OwnerKey, source_id: str) -> Sour
         "updated_at FROM memory_sources WHERE agent_id = ? AND owner_id = ? AND id = ?",
         (owner.agent_id, owner.owner_id, source_id),
     )
-    return SourceRow(SourceInfo(*found[0][:5]), *found[0][5:]) if found else None
+    return _source_row(found[0]) if found else None
 
 
 def list_sources(
@@ -184,10 +184,21 @@ def list_sources(
         params.extend((after[0], after[0], after[1]))
     sql.append("ORDER BY updated_at DESC, id LIMIT ?")
     params.append(limit)
-    return [
-        SourceRow(SourceInfo(*row[:5]), row[5], row[6], row[7])
-        for row in rows(connection, " ".join(sql), params)
-    ]
+    return [_source_row(row) for row in rows(connection, " ".join(sql), params)]
+
+
+def _source_row(row: Row) -> SourceRow:
+    """A SourceRow from (id, source_type, name, description, memory_scope, status, created_at,
+    updated_at)."""
+    source_id, source_type, name, description, memory_scope, status, created, updated = row
+    info = SourceInfo(
+        id=source_id,
+        source_type=source_type,
+        name=name,
+        description=description,
+        memory_scope=memory_scope,
+    )
+    return SourceRow(info, status, created, updated)
 
 
 def _add_visible(sql: list[str], params: list[Any], visible: Visible) -> None:

@@ -30,13 +30,13 @@ from memoryd.domain.messages import Trust
 from memoryd.domain.timestamps import to_text
 from memoryd.errors import FailedPrecondition, InvalidArgument, NotFound
 from memoryd.storage import jobs
-from memoryd.storage.history_rows import rows
 from memoryd.storage.memory_rows import (
     MEMORY_COLUMNS,
     OWNER_MATCH,
     RETURNED_COLUMNS,
     memory_from_row,
 )
+from memoryd.storage.sql import rows
 
 _UPSERT = (
     "INSERT INTO memories AS r (agent_id, owner_id, scope_type, scope_id, category, key, value, "

@@ -10,7 +10,7 @@ import apsw
 
 from memoryd.domain.resources import ResourceInfo, ResourceKey, ResourceType, Revision, content_hash
 from memoryd.domain.timestamps import from_text, to_text
-from memoryd.storage.history_rows import Row, rows
+from memoryd.storage.sql import Row, rows
 
 _REVISION_COLUMNS = (
     "s.agent_id, s.resource_type, s.scope_id, v.revision, v.parent_revision, v.content_hash, "
@@ -104,6 +104,17 @@ def all_current(
         [resource_type.value for resource_type in types],
     )
     return [(row[0], _revision(row[1:])) for row in found]
+
+
+def path(connection: apsw.Connection, key: ResourceKey) -> str | None:
+    """The file a resource is rendered to, or None when it has no revisions."""
+    found = rows(
+        connection,
+        "SELECT resource_path FROM resources WHERE agent_id = ? AND resource_type = ? "
+        "AND scope_id = ?",
+        _key_params(key),
+    )
+    return str(found[0][0]) if found else None
 
 
 def set_path(connection: apsw.Connection, key: ResourceKey, path: str) -> None:

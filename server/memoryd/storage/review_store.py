@@ -6,7 +6,6 @@ writes, so a claim, a cursor move and the operations of a review commit together
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 from typing import Any
@@ -14,10 +13,20 @@ from typing import Any
 import apsw
 
 from memoryd.domain.conversation import ConversationKey
-from memoryd.domain.review import InputMessage, Skipped
+from memoryd.domain.model_calls import Attempt
+from memoryd.domain.review import InputMessage
+from memoryd.domain.review_runs import (
+    MAX_SKIPPED_RECORDED,
+    AnswerKind,
+    ReviewState,
+    ReviewStatus,
+    RunRecord,
+    SkippedOperation,
+    StoredRun,
+)
 from memoryd.domain.timestamps import from_text, to_text
-from memoryd.llm.chain import Attempt
-from memoryd.storage.history_rows import CONVERSATION_MATCH, KEY_MATCH, Row, rows
+from memoryd.domain.turns import TurnUsage
+from memoryd.storage.sql import CONVERSATION_MATCH, KEY_MATCH, Columns, Row, rows
 
 # The messages a review reads: user messages that were not spoken. A guest's (by its trust or
 # its metadata) are read too, in batches of their own with a guest's admission.
@@ -29,69 +38,46 @@ GUEST = (
     "OR coalesce(json_extract(m.metadata_json, '$.guest'), 0) IN (1, 'true') "
     "OR coalesce(json_extract(m.metadata_json, '$.trust'), '') = 'guest')"
 )
-# The review_runs.status of a prose answer (its answer_kind says "prose").
-PROSE = "nothing_to_save_prose"
-_STATE_COLUMNS = (
-    "last_reviewed_message_id, last_reviewed_at, last_review_started_at, "
-    "last_review_completed_at, last_review_status, last_review_failed_at, failure_count, "
-    "last_error, pending_input, last_input_at, turns_since_review, claim_token, claimed_at, "
-    "backlog"
+_STATE = Columns(
+    "s",
+    (
+        "last_reviewed_message_id",
+        "last_reviewed_at",
+        "last_review_started_at",
+        "last_review_completed_at",
+        "last_review_status",
+        "last_review_failed_at",
+        "failure_count",
+        "last_error",
+        "pending_input",
+        "last_input_at",
+        "turns_since_review",
+        "claim_token",
+        "claimed_at",
+        "backlog",
+    ),
 )
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ReviewState:
-    """A conversation's review state."""
-
-    last_reviewed_message_id: int = 0
-    last_reviewed_at: dt.datetime | None = None
-    last_review_started_at: dt.datetime | None = None
-    last_review_completed_at: dt.datetime | None = None
-    last_review_status: str | None = None
-    last_review_failed_at: dt.datetime | None = None
-    failure_count: int = 0
-    last_error: str | None = None
-    pending_input: bool = False
-    last_input_at: dt.datetime | None = None
-    turns_since_review: int = 0
-    claim_token: str | None = None
-    claimed_at: dt.datetime | None = None
-    # The last review left reviewable input behind: the next batch is due at once.
-    backlog: bool = False
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RunRecord:
-    """A finished review, as committed.
-
-    status: ok | nothing_to_save | nothing_to_save_prose | failed. `skipped` counts the
-    operations refused; `skipped_ops` holds the first MAX_SKIPPED_RECORDED of them with their
-    reasons; `deferred` counts those left for the next review of the same messages.
-    """
-
-    status: str
-    max_message_id: int
-    added: int = 0
-    replaced: int = 0
-    archived: int = 0
-    skipped: int = 0
-    tokens_in: int = 0
-    provider: str | None = None
-    model: str | None = None
-    error: str | None = None
-    deferred: int = 0
-    skipped_ops: tuple[Skipped, ...] = ()
-
-
-MAX_SKIPPED_RECORDED = 100
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Usage:
-    """What the provider reported for a turn."""
-
-    peak_prompt_tokens: int | None
-    context_window: int | None
+_RUN = Columns(
+    "r",
+    (
+        "id",
+        "status",
+        "max_message_id",
+        "ops_added",
+        "ops_replaced",
+        "ops_archived",
+        "ops_skipped",
+        "tokens_in",
+        "provider",
+        "model",
+        "error",
+        "started_at",
+        "completed_at",
+        "answer_kind",
+        "ops_deferred",
+        "skipped_json",
+    ),
+)
 
 
 def _time(text: str | None) -> dt.datetime | None:
@@ -102,28 +88,36 @@ def state(connection: apsw.Connection, key: ConversationKey) -> ReviewState | No
     """The review state, or None when the conversation was never marked or reviewed."""
     found = rows(
         connection,
-        f"SELECT {_STATE_COLUMNS} FROM memory_review_state WHERE {CONVERSATION_MATCH}",
+        f"SELECT {_STATE.select} FROM memory_review_state AS s WHERE {CONVERSATION_MATCH}",
         key.as_row(),
     )
     return _state(found[0]) if found else None
 
 
+def cursor(connection: apsw.Connection, key: ConversationKey) -> int:
+    """The id of the last reviewed message (0 before the first review)."""
+    found = state(connection, key)
+    return found.cursor if found is not None else 0
+
+
 def _state(row: Row) -> ReviewState:
+    column = _STATE.named(row)
+    status = column["last_review_status"]
     return ReviewState(
-        last_reviewed_message_id=row[0],
-        last_reviewed_at=_time(row[1]),
-        last_review_started_at=_time(row[2]),
-        last_review_completed_at=_time(row[3]),
-        last_review_status=row[4],
-        last_review_failed_at=_time(row[5]),
-        failure_count=row[6],
-        last_error=row[7],
-        pending_input=bool(row[8]),
-        last_input_at=_time(row[9]),
-        turns_since_review=row[10],
-        claim_token=row[11],
-        claimed_at=_time(row[12]),
-        backlog=bool(row[13]),
+        last_reviewed_message_id=column["last_reviewed_message_id"],
+        last_reviewed_at=_time(column["last_reviewed_at"]),
+        last_review_started_at=_time(column["last_review_started_at"]),
+        last_review_completed_at=_time(column["last_review_completed_at"]),
+        last_review_status=ReviewStatus(status) if status is not None else None,
+        last_review_failed_at=_time(column["last_review_failed_at"]),
+        failure_count=column["failure_count"],
+        last_error=column["last_error"],
+        pending_input=bool(column["pending_input"]),
+        last_input_at=_time(column["last_input_at"]),
+        turns_since_review=column["turns_since_review"],
+        claim_token=column["claim_token"],
+        claimed_at=_time(column["claimed_at"]),
+        backlog=bool(column["backlog"]),
     )
 
 
@@ -131,7 +125,7 @@ def mark_turn(
     connection: apsw.Connection,
     key: ConversationKey,
     *,
-    usage: Usage,
+    usage: TurnUsage,
     new_input: bool,
     now: dt.datetime,
 ) -> None:
@@ -163,6 +157,11 @@ def reviewable_after(
         (*key.as_row(), after_id, limit),
     )
     return [InputMessage(row[0], row[1], bool(row[2])) for row in found]
+
+
+def has_input_after(connection: apsw.Connection, key: ConversationKey, after_id: int) -> bool:
+    """Whether any reviewable message follows `after_id` (one row read)."""
+    return bool(reviewable_after(connection, key, after_id, 1))
 
 
 def unread_count(connection: apsw.Connection, key: ConversationKey, after_id: int) -> int:
@@ -293,7 +292,7 @@ def finish_run(
     attempts: list[Attempt],
     now: dt.datetime,
     *,
-    answer_kind: str = "",
+    answer_kind: AnswerKind | None = None,
 ) -> None:
     """The run's counts, status and skipped operations, and its model calls."""
     connection.execute(
@@ -309,7 +308,7 @@ def finish_run(
             record.tokens_in,
             record.error,
             to_text(now),
-            answer_kind,
+            answer_kind.value if answer_kind is not None else "",
             record.deferred,
             json.dumps(
                 [
@@ -347,7 +346,7 @@ def record_success(
     connection: apsw.Connection,
     key: ConversationKey,
     *,
-    status: str,
+    status: ReviewStatus,
     cursor: int,
     more_pending: bool,
     now: dt.datetime,
@@ -373,9 +372,11 @@ def record_success(
     )
 
 
-def _stored_status(status: str) -> str:
+def _stored_status(status: ReviewStatus) -> str:
     """A prose answer is stored as nothing_to_save; review_runs.answer_kind tells it apart."""
-    return "nothing_to_save" if status == PROSE else status
+    if status is ReviewStatus.NOTHING_TO_SAVE_PROSE:
+        return ReviewStatus.NOTHING_TO_SAVE.value
+    return status.value
 
 
 def record_failure(
@@ -391,25 +392,12 @@ def record_failure(
     )
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class StoredRun:
-    """A committed review run, with the number of model calls it made."""
-
-    id: int
-    record: RunRecord
-    model_calls: int
-    started_at: dt.datetime
-    completed_at: dt.datetime
-
-
 def last_run(connection: apsw.Connection, key: ConversationKey) -> StoredRun | None:
     """The latest run of a conversation."""
     found = rows(
         connection,
-        "SELECT r.id, r.status, r.max_message_id, r.ops_added, r.ops_replaced, r.ops_archived, "
-        "r.ops_skipped, r.tokens_in, r.provider, r.model, r.error, r.started_at, r.completed_at, "
-        "(SELECT count(*) FROM model_calls AS c WHERE c.review_run_id = r.id), "
-        "r.answer_kind, r.ops_deferred, r.skipped_json "
+        f"SELECT {_RUN.select}, "
+        "(SELECT count(*) FROM model_calls AS c WHERE c.review_run_id = r.id) "
         "FROM review_runs AS r WHERE (r.agent_id, r.owner_id, r.channel, r.chat_id, "
         "r.thread_scope) = (?, ?, ?, ?, ?) ORDER BY r.id DESC LIMIT 1",
         key.as_row(),
@@ -417,29 +405,33 @@ def last_run(connection: apsw.Connection, key: ConversationKey) -> StoredRun | N
     if not found:
         return None
     row = found[0]
-    status = PROSE if row[1] == "nothing_to_save" and row[14] == "prose" else row[1]
+    column = _RUN.named(row)
+    status = ReviewStatus(column["status"])
+    if status is ReviewStatus.NOTHING_TO_SAVE and column["answer_kind"] == AnswerKind.PROSE:
+        status = ReviewStatus.NOTHING_TO_SAVE_PROSE
     skipped = tuple(
-        Skipped(item["index"], item["action"], item["reason"]) for item in json.loads(row[16])
+        SkippedOperation(item["index"], item["action"], item["reason"])
+        for item in json.loads(column["skipped_json"])
     )
     return StoredRun(
-        id=row[0],
+        id=column["id"],
         record=RunRecord(
-            status,
-            row[2],
-            added=row[3],
-            replaced=row[4],
-            archived=row[5],
-            skipped=row[6],
-            tokens_in=row[7],
-            provider=row[8],
-            model=row[9],
-            error=row[10],
-            deferred=row[15],
+            status=status,
+            max_message_id=column["max_message_id"],
+            added=column["ops_added"],
+            replaced=column["ops_replaced"],
+            archived=column["ops_archived"],
+            skipped=column["ops_skipped"],
+            tokens_in=column["tokens_in"],
+            provider=column["provider"],
+            model=column["model"],
+            error=column["error"],
+            deferred=column["ops_deferred"],
             skipped_ops=skipped,
         ),
-        model_calls=row[13],
-        started_at=from_text(row[11]),
-        completed_at=from_text(row[12]),
+        model_calls=_RUN.after(row, 0),
+        started_at=from_text(column["started_at"]),
+        completed_at=from_text(column["completed_at"]),
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import apsw
 
-from memoryd.storage.history_rows import one
+from memoryd.storage.sql import one
 
 
 def page_token_key(connection: apsw.Connection) -> bytes:

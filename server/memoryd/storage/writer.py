@@ -36,12 +36,13 @@ from typing import Any, Generic, TypeVar
 import apsw
 
 from memoryd.errors import Unavailable
+from memoryd.log_events import Event
+from memoryd.storage.errors import TRANSIENT_ERRORS, unavailable
 
 T = TypeVar("T")
 P = TypeVar("P")
 log = logging.getLogger("memoryd.storage.writer")
 
-TRANSIENT_ERRORS = (apsw.BusyError, apsw.LockedError, apsw.IOError, apsw.FullError)
 _STOP = object()
 
 
@@ -59,7 +60,7 @@ class WriterSettings:
     retry_delay_seconds: float
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class WriterStats:
     """Counters, for logs and benchmarks."""
 
@@ -83,7 +84,7 @@ class Batch(Generic[P, T]):
         return cls(name, lambda connection, payloads: [run_one(connection, p) for p in payloads])
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class _Job(Generic[P, T]):
     batch: Batch[P, T]
     payload: P
@@ -126,7 +127,12 @@ class Writer:
             raise Unavailable("memoryd is shutting down; retry against another instance")
         loop = asyncio.get_running_loop()
         job: _Job[P, T] = _Job(
-            batch, payload, after_commit, max(rows, 1), loop, loop.create_future()
+            batch=batch,
+            payload=payload,
+            after_commit=after_commit,
+            rows=max(rows, 1),
+            loop=loop,
+            future=loop.create_future(),
         )
         self._queue.put(job)
         return await job.future
@@ -202,14 +208,14 @@ class Writer:
                     "write attempt %d failed, retrying: %s",
                     attempt,
                     error,
-                    extra={"event": "write_retry", "attempt": attempt, "jobs": len(group)},
+                    extra={"event": Event.WRITE_RETRY, "attempt": attempt, "jobs": len(group)},
                 )
                 time.sleep(self._settings.retry_delay_seconds * attempt)
                 attempt += 1
             except Exception as error:  # BEGIN/COMMIT itself failed for a non-transient reason
                 self._rollback()
                 self.stats.failed_groups += 1
-                log.exception("write group failed", extra={"event": "write_failed"})
+                log.exception("write group failed", extra={"event": Event.WRITE_FAILED})
                 self._deliver(group, (False, error))
                 return
             else:
@@ -223,13 +229,9 @@ class Writer:
             "write failed after %d attempts: %s",
             attempts,
             error,
-            extra={"event": "write_failed", "attempts": attempts, "jobs": len(group)},
+            extra={"event": Event.WRITE_FAILED, "attempts": attempts, "jobs": len(group)},
         )
-        failure = Unavailable(
-            f"the database is unavailable ({type(error).__name__}); nothing was written, "
-            "retry later"
-        )
-        self._deliver(group, (False, failure))
+        self._deliver(group, (False, unavailable(error, doing="nothing was written")))
 
     def _run_batch(self, jobs: list[_Job[Any, Any]], *, guarded: bool) -> None:
         """Run jobs of one kind as one call; guarded, a failure is isolated to its job."""
@@ -272,7 +274,7 @@ class Writer:
         try:
             self._connection.execute("ROLLBACK")
         except apsw.Error:
-            log.exception("rollback failed", extra={"event": "write_rollback_failed"})
+            log.exception("rollback failed", extra={"event": Event.WRITE_ROLLBACK_FAILED})
 
     def _after_commit(self, group: list[_Job[Any, Any]]) -> None:
         for job in group:
@@ -281,7 +283,7 @@ class Writer:
                 try:
                     job.after_commit(value)
                 except Exception:
-                    log.exception("after-commit hook failed", extra={"event": "after_commit"})
+                    log.exception("after-commit hook failed", extra={"event": Event.AFTER_COMMIT})
 
     def _deliver(self, group: list[_Job[Any, Any]], override: tuple[bool, Any] | None) -> None:
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Job[Any, Any], tuple[bool, Any]]]] = {}

@@ -37,7 +37,7 @@ class ToolCall:
     arguments: dict[str, Any] | str
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Reply:
     """One scripted answer."""
 

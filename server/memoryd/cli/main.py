@@ -1,7 +1,7 @@
 """The `memoryd` command.
 
 memoryd serve [--config PATH] [--listen HOST:PORT] [--home DIR]
-memoryd memory list|show|forget|restore ...     (calls a running server; see client_commands)
+memoryd memory list|show|forget|restore ...     (calls a running server; see remote_commands)
 memoryd resource list|history|show|diff|rollback ...
 memoryd setup [...]; memoryd config show [--json]   (see setup_commands)
 """
@@ -14,7 +14,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from memoryd import __version__, client_commands, setup_commands
+from memoryd import __version__
+from memoryd.cli import remote_commands, setup_commands
 from memoryd.config import load_settings
 from memoryd.errors import StartupError
 from memoryd.logs import LogPipeline
@@ -38,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--listen", metavar="HOST:PORT", help="address to listen on (127.0.0.1:50051)"
     )
     serve.add_argument("--home", metavar="DIR", help="data directory (default ~/.memoryd)")
-    client_commands.add_commands(commands)
+    remote_commands.add_commands(commands)
     setup_commands.add_commands(commands)
     return parser
 
@@ -49,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         return _serve(args)
     if args.command in ("memory", "resource"):
-        return client_commands.run(args, os.environ)
+        return remote_commands.run(args, os.environ)
     if args.command in ("setup", "config"):
         code: int = args.run(args, os.environ)
         return code

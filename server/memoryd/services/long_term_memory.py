@@ -105,7 +105,7 @@ class MemoryPage:
 Mutation = Callable[[apsw.Connection, dt.datetime], Change]
 
 
-class MemoryService:
+class LongTermMemory:
     """Memory rows over the writer, the readers, the prompt files and the row cache."""
 
     def __init__(

@@ -1,0 +1,109 @@
+"""Translation of conversation-history messages: new messages in; stored messages, append
+results and search hits out. Nothing here decides policy."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from memoryd.api.convert import conversation_in, set_timestamp, timestamp_in
+from memoryd.api.enum_tables import APPEND_OUTCOME, MATCH_KIND, MESSAGE_TRUST, ROLE, TRUST
+from memoryd.domain.answers import LIST_BUDGET_BYTES, message_bytes
+from memoryd.domain.conversation import HistoryScope, agent_key, owner_key
+from memoryd.domain.history import AppendResult, SearchHit
+from memoryd.domain.messages import SentMessage, StoredMessage
+from memoryd.errors import InvalidArgument
+from memoryd_client.v1 import memory_service_pb2 as service_pb
+from memoryd_client.v1 import records_pb2 as pb
+
+
+def search_scope_in(request: service_pb.SearchHistoryRequest) -> HistoryScope:
+    """The scope of a search: a conversation, an owner or an agent."""
+    which = request.WhichOneof("scope")
+    if which == "conversation":
+        return conversation_in(request.conversation)
+    if which == "owner":
+        return owner_key(agent_id=request.owner.agent_id, owner_id=request.owner.owner_id)
+    if which == "agent":
+        return agent_key(agent_id=request.agent.agent_id)
+    raise InvalidArgument("one of conversation, owner or agent is required")
+
+
+def sent_messages_in(messages: Iterable[service_pb.NewMessage]) -> list[SentMessage]:
+    """The messages of an append or a turn, as sent (limits are checked by the use case)."""
+    return [
+        sent_message_in(message, f"messages[{index}]") for index, message in enumerate(messages)
+    ]
+
+
+def sent_message_in(message: service_pb.NewMessage, field: str) -> SentMessage:
+    """A message to append, with enums and time checked; an unset trust stays unset."""
+    role = ROLE.value(message.role, f"{field}.role")
+    trust = MESSAGE_TRUST.value(message.trust, f"{field}.trust")
+    created_at = (
+        timestamp_in(message.created_at, f"{field}.created_at")
+        if message.HasField("created_at")
+        else None
+    )
+    return SentMessage(
+        sender=message.sender,
+        role=role,
+        kind=message.kind,
+        content=message.content,
+        metadata_json=message.metadata,
+        client_message_id=message.client_message_id or None,
+        created_at=created_at,
+        trust=trust,
+    )
+
+
+def fill_message(target: pb.Message, message: StoredMessage) -> None:
+    """Write a stored message into `target`, a message field of a response being built.
+
+    Responses are filled in place (`results.add()`, then fields): building nested messages from
+    keyword arguments copies each of them and cost about a tenth of AppendMessages throughput.
+    """
+    target.id = message.id
+    conversation = target.conversation
+    conversation.agent_id, conversation.owner_id = message.key.agent_id, message.key.owner_id
+    conversation.channel, conversation.chat_id = message.key.channel, message.key.chat_id
+    conversation.thread_scope = message.key.thread_scope
+    target.sender = message.sender
+    target.role = ROLE.number(message.role)
+    target.kind = message.kind
+    target.content = message.content
+    target.metadata = message.metadata_json
+    if message.client_message_id:
+        target.client_message_id = message.client_message_id
+    set_timestamp(target.created_at, message.created_at)
+    target.trust = TRUST.number(message.trust)
+
+
+def fill_append_results(target: Any, result: AppendResult, *, echo: bool) -> bool:
+    """Append one `AppendResult` per appended message to the repeated field `target`: outcome,
+    id and time, and with `echo` the row itself while it fits the answer. Returns whether an
+    echo was left out."""
+    budget = LIST_BUDGET_BYTES
+    truncated = False
+    for item in result.messages:
+        entry = target.add(index=item.index, outcome=APPEND_OUTCOME.number(item.outcome))
+        stored = item.message
+        if stored is None:
+            continue
+        entry.id = stored.id
+        set_timestamp(entry.created_at, stored.created_at)
+        if echo:
+            budget -= message_bytes(stored)
+            if budget >= 0:
+                fill_message(entry.message, stored)
+            else:
+                truncated = True
+    return truncated
+
+
+def fill_hit(target: service_pb.HistoryHit, hit: SearchHit) -> None:
+    """Write a search hit into `target`."""
+    fill_message(target.message, hit.message)
+    target.snippet = hit.snippet or ""
+    target.match = MATCH_KIND.number(hit.word_match)
+    target.rank = hit.rank

@@ -1,0 +1,98 @@
+"""Translation of turn and review messages: a turn's usage in; review results, review state and
+runs out. Nothing here decides policy."""
+
+from __future__ import annotations
+
+from memoryd.api.convert import conversation_out, optional_timestamp_out, timestamp_out
+from memoryd.api.enum_tables import REVIEW_STATUS
+from memoryd.domain.conversation import ConversationKey
+from memoryd.domain.review_runs import StoredRun
+from memoryd.domain.turns import TurnUsage
+from memoryd.errors import InvalidArgument
+from memoryd.services.review import ReviewDescription, ReviewResult
+from memoryd_client.v1 import memory_service_pb2 as service_pb
+
+
+def turn_usage_in(usage: service_pb.TurnUsage) -> TurnUsage:
+    """What the provider reported for a turn (0: not reported)."""
+    for field in ("peak_prompt_tokens", "context_window"):
+        if getattr(usage, field) < 0:
+            raise InvalidArgument(f"usage.{field} must not be negative")
+    return TurnUsage(
+        peak_prompt_tokens=usage.peak_prompt_tokens or None,
+        context_window=usage.context_window or None,
+    )
+
+
+def fill_review(target: service_pb.ConversationReview, result: ReviewResult) -> None:
+    """Write one review's result into `target`."""
+    target.conversation.CopyFrom(conversation_out(result.key))
+    target.status = REVIEW_STATUS.number(result.status)
+    target.reason = result.reason
+    target.ops_added = result.added
+    target.ops_replaced = result.replaced
+    target.ops_archived = result.archived
+    target.ops_skipped = result.skipped_ops
+    target.tokens_in = result.tokens_in
+    target.review_run_id = result.run_id
+    target.provider = result.provider
+    target.model = result.model
+    target.ops_deferred = result.deferred_ops
+    target.unread_messages = result.unread
+
+
+def review_state_out(
+    key: ConversationKey, described: ReviewDescription
+) -> service_pb.GetReviewStateResponse:
+    """GetReviewState's answer: the state, the backlog and the latest run."""
+    state = described.state
+    status = state.last_review_status
+    response = service_pb.GetReviewStateResponse(
+        conversation=conversation_out(key),
+        last_reviewed_message_id=state.last_reviewed_message_id,
+        last_reviewed_at=optional_timestamp_out(state.last_reviewed_at),
+        last_review_started_at=optional_timestamp_out(state.last_review_started_at),
+        last_review_completed_at=optional_timestamp_out(state.last_review_completed_at),
+        last_review_status=(
+            REVIEW_STATUS.number(status)
+            if status is not None
+            else service_pb.REVIEW_STATUS_UNSPECIFIED
+        ),
+        last_review_failed_at=optional_timestamp_out(state.last_review_failed_at),
+        failure_count=state.failure_count,
+        last_error=state.last_error or "",
+        pending_input=state.pending_input,
+        turns_since_review=state.turns_since_review,
+        review_running=state.claim_token is not None,
+        unread_messages=described.unread,
+        backlog=state.backlog,
+    )
+    if described.last_run is not None:
+        response.last_run.CopyFrom(run_out(described.last_run))
+    return response
+
+
+def run_out(run: StoredRun) -> service_pb.ReviewRun:
+    """A committed review run."""
+    record = run.record
+    return service_pb.ReviewRun(
+        id=run.id,
+        status=REVIEW_STATUS.number(record.status),
+        max_message_id=record.max_message_id,
+        ops_added=record.added,
+        ops_replaced=record.replaced,
+        ops_archived=record.archived,
+        ops_skipped=record.skipped,
+        tokens_in=record.tokens_in,
+        provider=record.provider or "",
+        model=record.model or "",
+        error=record.error or "",
+        model_calls=run.model_calls,
+        started_at=timestamp_out(run.started_at),
+        completed_at=timestamp_out(run.completed_at),
+        ops_deferred=record.deferred,
+        skipped_operations=[
+            service_pb.SkippedOperation(index=op.index, action=op.action, reason=op.reason)
+            for op in record.skipped_ops
+        ],
+    )

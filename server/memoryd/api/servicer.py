@@ -1,0 +1,61 @@
+"""The servicers: each gRPC service assembled from its RPC groups (no handler lives here).
+
+memoryd.v1.MemoryService has one group per use case, each in a file of its own: history_rpcs,
+memory_rpcs, resource_rpcs, review_rpcs and job_rpcs. Errors are raised, never turned into
+statuses by a handler: memoryd.api.status does that for every RPC.
+"""
+
+from __future__ import annotations
+
+from memoryd.api.history_rpcs import HistoryRpcs
+from memoryd.api.job_rpcs import JobRpcs
+from memoryd.api.memory_rpcs import MemoryRpcs
+from memoryd.api.resource_rpcs import ResourceRpcs
+from memoryd.api.review_rpcs import ReviewRpcs
+from memoryd.services.erasure import ErasureService
+from memoryd.services.history import HistoryService
+from memoryd.services.jobs import JobService
+from memoryd.services.long_term_memory import LongTermMemory
+from memoryd.services.prompt_files import PromptFiles
+from memoryd.services.recall import RecallService
+from memoryd.services.resources import ResourceService
+from memoryd.services.review import Reviewer
+from memoryd.services.review_scheduler import ReviewScheduler
+from memoryd.services.turns import TurnService
+from memoryd_client.v1 import compaction_service_pb2_grpc as compaction_grpc
+from memoryd_client.v1 import memory_service_pb2_grpc as service_grpc
+
+
+class MemoryServicer(
+    HistoryRpcs,
+    MemoryRpcs,
+    ResourceRpcs,
+    ReviewRpcs,
+    JobRpcs,
+    service_grpc.MemoryServiceServicer,
+):
+    """memoryd.v1.MemoryService."""
+
+    def __init__(
+        self,
+        *,
+        history: HistoryService,
+        memory: LongTermMemory,
+        recall: RecallService,
+        prompts: PromptFiles,
+        resources: ResourceService,
+        erasure: ErasureService,
+        jobs: JobService,
+        turns: TurnService,
+        scheduler: ReviewScheduler,
+        reviewer: Reviewer,
+    ) -> None:
+        HistoryRpcs.__init__(self, history, erasure)
+        MemoryRpcs.__init__(self, memory, recall, prompts)
+        ResourceRpcs.__init__(self, resources)
+        ReviewRpcs.__init__(self, turns, scheduler, reviewer)
+        JobRpcs.__init__(self, jobs)
+
+
+class CompactionServicer(compaction_grpc.CompactionServiceServicer):
+    """memoryd.v1.CompactionService: no methods yet."""

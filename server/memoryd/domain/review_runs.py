@@ -1,0 +1,110 @@
+"""What a review records: its status, why it was skipped, the operations it refused, the
+conversation's review state, and the committed run."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+
+
+class ReviewStatus(enum.StrEnum):
+    """How a review ended (the value is what review_runs.status stores, PROSE aside)."""
+
+    OK = "ok"
+    NOTHING_TO_SAVE = "nothing_to_save"
+    # Stored as nothing_to_save with answer_kind "prose": the model wrote text, saved nothing.
+    NOTHING_TO_SAVE_PROSE = "nothing_to_save_prose"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+
+
+class SkipReason(enum.StrEnum):
+    """Why a review did not run (ReviewNow reports the text)."""
+
+    NO_RECORD = "the conversation has no record"
+    UNDER_INTERVAL = "under_interval"
+    BACKOFF = "backoff: the last review failed"
+    NO_NEW_INPUT = "no new user messages since the last review"
+    CONCURRENT_RUN = "concurrent_run: another review is running"
+    CLAIM_TAKEN_OVER = "concurrent_run: the claim was taken over"
+
+
+class AnswerKind(enum.StrEnum):
+    """How a model's answer was written (review_runs.answer_kind)."""
+
+    OPERATIONS = "operations"  # JSON or tool calls
+    NOTHING = "nothing"  # `Nothing to save.` or empty
+    PROSE = "prose"  # text without operations: nothing is saved, and it is not a failure
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SkippedOperation:
+    """An operation of an answer that was not applied, and why."""
+
+    index: int
+    action: str
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ReviewState:
+    """A conversation's review state."""
+
+    last_reviewed_message_id: int = 0
+    last_reviewed_at: dt.datetime | None = None
+    last_review_started_at: dt.datetime | None = None
+    last_review_completed_at: dt.datetime | None = None
+    last_review_status: ReviewStatus | None = None
+    last_review_failed_at: dt.datetime | None = None
+    failure_count: int = 0
+    last_error: str | None = None
+    pending_input: bool = False
+    last_input_at: dt.datetime | None = None
+    turns_since_review: int = 0
+    claim_token: str | None = None
+    claimed_at: dt.datetime | None = None
+    # The last review left reviewable input behind: the next batch is due at once.
+    backlog: bool = False
+
+    @property
+    def cursor(self) -> int:
+        """The id of the last reviewed message (0 before the first review)."""
+        return self.last_reviewed_message_id
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class RunRecord:
+    """A finished review, as committed.
+
+    `skipped` counts the operations refused; `skipped_ops` holds the first MAX_SKIPPED_RECORDED
+    of them with their reasons; `deferred` counts those left for the next review of the same
+    messages.
+    """
+
+    status: ReviewStatus
+    max_message_id: int
+    added: int = 0
+    replaced: int = 0
+    archived: int = 0
+    skipped: int = 0
+    tokens_in: int = 0
+    provider: str | None = None
+    model: str | None = None
+    error: str | None = None
+    deferred: int = 0
+    skipped_ops: tuple[SkippedOperation, ...] = ()
+
+
+MAX_SKIPPED_RECORDED = 100
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class StoredRun:
+    """A committed review run, with the number of model calls it made."""
+
+    id: int
+    record: RunRecord
+    model_calls: int
+    started_at: dt.datetime
+    completed_at: dt.datetime

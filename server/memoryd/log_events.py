@@ -1,0 +1,38 @@
+"""The names of the events memoryd logs: the `event` key of each structured log record.
+
+Operators alert and dashboards filter on them, so they are part of the interface: a name is
+changed only deliberately. Tests look records up by these constants.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Event(enum.StrEnum):
+    """An `event` value of a log record."""
+
+    AFTER_COMMIT = "after_commit"
+    MIGRATED = "migrated"
+    MODEL_CALL = "model_call"
+    NO_PROVIDER = "no_provider"
+    PROMPT_FILE_CLEANUP_FAILED = "prompt_file_cleanup_failed"
+    PROMPT_FILE_WRITE_FAILED = "prompt_file_write_failed"
+    PROMPT_FILES_RESYNCED = "prompt_files_resynced"
+    PROMPT_FILES_UNWRITTEN = "prompt_files_unwritten"
+    PROVIDER_KEY_MISSING = "provider_key_missing"
+    REVIEW = "review"
+    REVIEW_CLAIMS_CLEARED = "review_claims_cleared"
+    REVIEW_CRASHED = "review_crashed"
+    REVIEW_FAILED = "review_failed"
+    REVIEW_OP_SKIPPED = "review_op_skipped"
+    RPC = "rpc"
+    RPC_ERROR = "rpc_error"
+    SCHEDULER = "scheduler"
+    SERVING = "serving"
+    STOP_REPEATED = "stop_repeated"
+    STOPPED = "stopped"
+    STOPPING = "stopping"
+    WRITE_FAILED = "write_failed"
+    WRITE_RETRY = "write_retry"
+    WRITE_ROLLBACK_FAILED = "write_rollback_failed"
