@@ -1,0 +1,264 @@
+"""The pure domain rules as specifications, without a server: query quoting, page tokens, the
+reviewer's answer parsing and admission, and prompt-file rendering. Hypothesis tries what a
+careless or hostile client (or model) could send."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import string
+
+import apsw
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memoryd.domain import review as rules
+from memoryd.domain.memories import (
+    MAX_VALUE_CHARS,
+    Category,
+    MemoryRecord,
+    Provenance,
+    ScopeType,
+    prompt_target,
+)
+from memoryd.domain.messages import Trust
+from memoryd.domain.paging import PageCursor, PageTokens, TokenKind
+from memoryd.domain.prompt_files import MEMORY_MD, USER_MD, render
+from memoryd.domain.review_runs import AnswerKind
+from memoryd.domain.search_query import MAX_QUERY_WORDS, plan_search
+from memoryd.domain.tokens import count_tokens
+from memoryd.errors import InvalidArgument
+
+# Text as people and attackers type it: FTS5 syntax, quotes, wildcards, other scripts, emoji.
+HOSTILE = st.text(
+    alphabet=st.one_of(
+        st.sampled_from(list("\"*:^()-+{}[]%_\\'NEAR AND OR NOT ")),
+        st.characters(codec="utf-8", exclude_categories=("Cs",)),
+    ),
+    max_size=80,
+)
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+@pytest.fixture(scope="module")
+def fts() -> apsw.Connection:
+    """An FTS5 table tokenized like messages_fts."""
+    connection = apsw.Connection(":memory:")
+    connection.execute(
+        "CREATE VIRTUAL TABLE t USING fts5(content, "
+        "tokenize = 'porter unicode61 remove_diacritics 2')"
+    )
+    return connection
+
+
+# --- query quoting -------------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(query=HOSTILE)
+def test_any_query_is_ordinary_text_that_finds_itself(fts: apsw.Connection, query: str) -> None:
+    if len(query.split()) > MAX_QUERY_WORDS:  # only over-long queries are refused
+        with pytest.raises(InvalidArgument, match=f"the limit is {MAX_QUERY_WORDS}"):
+            plan_search(query)
+        return
+    plan = plan_search(query)
+    if plan.word_expression is None:
+        return
+    fts.execute("DELETE FROM t")
+    fts.execute("INSERT INTO t (rowid, content) VALUES (1, ?)", (query,))
+    found = fts.execute(
+        "SELECT rowid FROM t WHERE t MATCH ?", (f"content : ({plan.word_expression})",)
+    ).fetchall()
+    assert found == [(1,)]
+
+
+def test_fts_syntax_in_a_query_is_quoted_as_words() -> None:
+    plan = plan_search('C++ AND "quoted" text:foo NEAR(a b) *')
+    assert plan.word_expression == '"C++" "AND" """quoted""" "text:foo" "NEAR(a" "b)"'
+    assert plan.words[-1] == "*"  # no letter or digit: substring stage only
+
+
+def test_like_wildcards_in_a_word_are_checked_exactly() -> None:
+    plan = plan_search("100% a_b plain")
+    assert plan.trigram_pieces == ("100", "plain")
+    assert plan.exact_words == ("100%", "a_b")
+
+
+# --- page tokens ---------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(before=st.integers(1, 2**62), floor=st.integers(0, 2**62), bound=st.text(max_size=40))
+def test_a_page_token_reads_back_as_issued(before: int, floor: int, bound: str) -> None:
+    tokens = PageTokens(b"k" * 32)
+    cursor = PageCursor(before_id=before, floor_id=floor)
+    assert tokens.messages_cursor(tokens.messages_token(cursor, bound), bound) == cursor
+
+
+@settings(max_examples=300, deadline=None)
+@given(position=st.integers(0, 200), char=st.sampled_from(string.ascii_letters + "._-=+/"))
+def test_an_altered_page_token_is_refused(position: int, char: str) -> None:
+    tokens = PageTokens(b"k" * 32)
+    token = tokens.messages_token(PageCursor(before_id=42, floor_id=7), "conversation")
+    index = position % len(token)
+    forged = token[:index] + char + token[index + 1 :]
+    if forged == token:
+        return
+    with pytest.raises(InvalidArgument, match="page_token"):
+        tokens.messages_cursor(forged, "conversation")
+
+
+@settings(max_examples=300, deadline=None)
+@given(token=st.text(max_size=1100))
+def test_any_text_as_a_page_token_is_invalid_argument(token: str) -> None:
+    with pytest.raises(InvalidArgument):
+        PageTokens(b"k" * 32).messages_cursor(token, "conversation")
+
+
+def test_a_page_token_is_bound_to_its_key_listing_and_request() -> None:
+    tokens = PageTokens(b"k" * 32)
+    token = tokens.messages_token(PageCursor(before_id=9, floor_id=0), "mine")
+    with pytest.raises(InvalidArgument, match="not issued by this server"):
+        PageTokens(b"o" * 32).messages_cursor(token, "mine")
+    with pytest.raises(InvalidArgument, match="not issued by this server"):
+        tokens.position(TokenKind.SOURCES, token, "mine")
+    with pytest.raises(InvalidArgument, match="different conversation"):
+        tokens.messages_cursor(token, "yours")
+
+
+# --- the reviewer's answer -----------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.one_of(HOSTILE, st.text(max_size=200)))
+def test_any_answer_parses_or_fails_as_review_output(text: str) -> None:
+    try:
+        answer = rules.parse_answer(text, [])
+    except rules.ReviewOutputError:
+        return
+    assert answer.kind in set(AnswerKind)
+    assert answer.kind is AnswerKind.OPERATIONS or not answer.operations
+
+
+def test_an_answer_is_json_a_fence_or_json_inside_prose() -> None:
+    operation = {"action": "add", "target": "user", "category": "goal", "value": "Run"}
+    document = json.dumps({"operations": [operation]})
+    for text in (document, f"```json\n{document}\n```", f"Here you go: {document} Thanks."):
+        answer = rules.parse_answer(text, [])
+        assert answer.kind is AnswerKind.OPERATIONS
+        assert [op.fields for op in answer.operations] == [operation]
+    assert rules.parse_answer(rules.NOTHING_TO_SAVE, []).kind is AnswerKind.NOTHING
+    assert rules.parse_answer("Nothing new {really}.", []).kind is AnswerKind.PROSE
+    with pytest.raises(rules.ReviewOutputError):
+        rules.parse_answer('{"operations": [', [])  # cut off: retried, never "nothing"
+
+
+def _record(
+    memory_id: int,
+    *,
+    trust: Trust = Trust.OPERATOR,
+    category: Category = Category.GOAL,
+    scope_type: ScopeType = ScopeType.OWNER,
+    value: str = "Run a marathon",
+) -> MemoryRecord:
+    return MemoryRecord(
+        id=memory_id,
+        agent_id="main",
+        owner_id="default",
+        scope_type=scope_type,
+        scope_id="default" if scope_type is ScopeType.OWNER else "main",
+        category=category,
+        key=f"k{memory_id}",
+        value=value,
+        confidence=1.0,
+        prompt_target=prompt_target(category, scope_type),
+        metadata_json="{}",
+        trust=trust,
+        provenance=Provenance(),
+        created_at=NOW,
+        updated_at=NOW,
+        archived_at=None,
+        archived_by=None,
+        archive_reason=None,
+    )
+
+
+FIELDS = st.dictionaries(
+    st.sampled_from(["action", "target", "category", "value", "id", "reason", "text"]),
+    st.one_of(st.none(), st.integers(), st.text(max_size=300), st.booleans(), st.lists(st.none())),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    action=st.sampled_from(["add", "replace", "archive", "working_memory", "describe", "drop"]),
+    fields=FIELDS,
+    guest=st.booleans(),
+)
+def test_admission_never_raises_and_changes_only_shown_rows(
+    action: str, fields: dict[str, object], guest: bool
+) -> None:
+    shown = {1: _record(1), 2: None, 3: _record(3, trust=Trust.GUEST)}
+    admitted = rules.admit(rules.Operation(action, fields), shown, 0, guest=guest)
+    if isinstance(admitted, rules.Skipped):
+        assert admitted.reason
+        return
+    if isinstance(admitted, rules.Replace | rules.Archive):
+        assert admitted.id in (1, 3)  # listed and still active
+        assert not guest or admitted.id == 3  # a guest changes only a guest's row
+    if isinstance(admitted, rules.Add):
+        assert 1 <= len(admitted.value) <= MAX_VALUE_CHARS
+        assert not (guest and admitted.category is Category.DIRECTIVE)
+
+
+def test_admission_says_why_an_operation_is_skipped() -> None:
+    shown = {1: _record(1)}
+
+    def reason(action: str, guest: bool = False, **fields: object) -> str:
+        admitted = rules.admit(rules.Operation(action, dict(fields)), shown, 0, guest=guest)
+        assert isinstance(admitted, rules.Skipped)
+        return admitted.reason
+
+    assert reason("replace", id=9, value="x") == (
+        "replace: row 9 was not in the memory shown to the review"
+    )
+    assert reason("archive", guest=True, id=1) == (
+        "archive: row 1 was written by an operator; a guest may not change it"
+    )
+    assert reason("add", guest=True, target="memory", category="directive", value="Be brief") == (
+        "add: a guest may not write a directive"
+    )
+    assert reason("explode") == "unknown action 'explode'"
+
+
+# --- prompt files ----------------------------------------------------------------------------
+
+VALUES = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=250
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=st.lists(VALUES, max_size=40), categories=st.lists(st.sampled_from(Category)))
+def test_a_rendered_prompt_file_fits_its_budget_and_no_value_starts_a_section(
+    values: list[str], categories: list[Category]
+) -> None:
+    records = [
+        _record(
+            index + 1,
+            value=value,
+            category=categories[index % len(categories)] if categories else Category.GOAL,
+            scope_type=ScopeType.OWNER if index % 2 else ScopeType.AGENT,
+        )
+        for index, value in enumerate(values)
+    ]
+    for file in (USER_MD, MEMORY_MD):
+        rendered = render(file, records, count_tokens)
+        assert rendered.tokens <= file.max_tokens
+        assert rendered.tokens == count_tokens(rendered.text)
+        titles = [section.title for section in file.sections]
+        headings = [line[3:] for line in rendered.text.splitlines() if line.startswith("## ")]
+        assert headings == [title for title in titles if title in headings]  # declared order
+        for line in rendered.text.splitlines():
+            assert line == "" or line.startswith(("- ", "## "))

@@ -1,0 +1,133 @@
+"""The shape of the code, kept by tests: layers import only downwards, every RPC of the contract
+has a handler, and every enum table covers its protobuf enum and its domain enum."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+from memoryd.api import enum_tables
+from memoryd.api.servicer import CompactionServicer, MemoryServicer
+from memoryd.errors import InvalidArgument
+from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2, records_pb2
+from memoryd_client.v1 import compaction_service_pb2_grpc as compaction_grpc
+from memoryd_client.v1 import memory_service_pb2_grpc as service_grpc
+
+PACKAGE = Path(__file__).resolve().parent.parent / "server" / "memoryd"
+# What each layer must never import (a module, or any module below it).
+FORBIDDEN = {
+    "domain": (
+        "grpc",
+        "apsw",
+        "openai",
+        "memoryd_client",
+        "memoryd.config",
+        "memoryd.api",
+        "memoryd.services",
+        "memoryd.storage",
+        "memoryd.llm",
+    ),
+    "storage": (
+        "grpc",
+        "openai",
+        "memoryd_client",
+        "memoryd.api",
+        "memoryd.services",
+        "memoryd.llm",
+    ),
+    "llm": ("grpc", "apsw", "memoryd_client", "memoryd.api", "memoryd.services", "memoryd.storage"),
+    "services": ("grpc", "memoryd_client", "memoryd.api"),
+    "api": ("apsw", "openai", "memoryd.storage", "memoryd.llm"),
+}
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.append((node.lineno, node.module))
+            found.extend((node.lineno, f"{node.module}.{alias.name}") for alias in node.names)
+    return found
+
+
+def _violations(layer: str) -> list[str]:
+    return [
+        f"{path.relative_to(PACKAGE)}:{line} imports {module}"
+        for path in sorted((PACKAGE / layer).rglob("*.py"))
+        for line, module in _imports(path)
+        if any(module == banned or module.startswith(f"{banned}.") for banned in FORBIDDEN[layer])
+    ]
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_a_layer_imports_nothing_above_it(layer: str) -> None:
+    assert _violations(layer) == []
+
+
+def test_the_import_check_sees_a_forbidden_import(tmp_path: Path) -> None:
+    # The check itself must be able to fail: both import forms are seen, relative ones are not.
+    module = tmp_path / "probe.py"
+    module.write_text("import apsw\nfrom memoryd.storage import sql\nfrom . import sibling\n")
+    assert [name for _, name in _imports(module)] == [
+        "apsw",
+        "memoryd.storage",
+        "memoryd.storage.sql",
+    ]
+
+
+SERVICES = (
+    (memory_service_pb2, "MemoryService", MemoryServicer, service_grpc.MemoryServiceServicer),
+    (
+        compaction_service_pb2,
+        "CompactionService",
+        CompactionServicer,
+        compaction_grpc.CompactionServiceServicer,
+    ),
+)
+
+
+@pytest.mark.parametrize(("module", "name", "servicer", "base"), SERVICES)
+def test_every_rpc_of_the_contract_has_a_handler(
+    module: object, name: str, servicer: type, base: type
+) -> None:
+    # A misspelt mixin method would leave the generated base's, which answers UNIMPLEMENTED.
+    methods = module.DESCRIPTOR.services_by_name[name].methods_by_name
+    unimplemented = [
+        method for method in methods if getattr(servicer, method) is getattr(base, method)
+    ]
+    assert unimplemented == []
+    handlers = {
+        member
+        for member, value in inspect.getmembers(servicer, inspect.isfunction)
+        if member[:1].isupper()
+    }
+    assert handlers - set(methods) == set(), "a handler that no RPC of the contract calls"
+
+
+@pytest.mark.parametrize("name", sorted(enum_tables.TABLES))
+def test_an_enum_table_covers_its_enum_in_both_directions(name: str) -> None:
+    table = enum_tables.TABLES[name]
+    declared = {number for _, number in table.proto.items() if number}
+    assert set(table.values) - {0} == declared
+    if table.domain is not None:
+        assert set(table.numbers) == set(table.domain)
+    for number in declared:
+        assert table.number(table.value(number, "field")) == number
+    unknown = max(declared) + 1
+    with pytest.raises(InvalidArgument, match=f"field has unknown value {unknown}"):
+        table.value(unknown, "field")
+
+
+def test_every_enum_of_the_contract_has_a_table() -> None:
+    declared = {
+        enum.full_name
+        for module in (records_pb2, memory_service_pb2, compaction_service_pb2)
+        for enum in module.DESCRIPTOR.enum_types_by_name.values()
+    }
+    tabled = {table.proto.DESCRIPTOR.full_name for table in enum_tables.TABLES.values()}
+    assert declared == tabled
