@@ -10,12 +10,26 @@ import apsw
 
 from memoryd.domain.resources import ResourceInfo, ResourceKey, ResourceType, Revision, content_hash
 from memoryd.domain.timestamps import from_text, to_text
-from memoryd.storage.sql import Row, rows
+from memoryd.storage.sql import Columns, Row, rows
 
-_REVISION_COLUMNS = (
-    "s.agent_id, s.resource_type, s.scope_id, v.revision, v.parent_revision, v.content_hash, "
-    "v.content, v.byte_size, v.mutation_source, v.provenance_json, v.created_at"
+# A revision joined with its resource (aliases s and v).
+_REVISION = Columns(
+    "v",
+    (
+        "s.agent_id",
+        "s.resource_type",
+        "s.scope_id",
+        "revision",
+        "parent_revision",
+        "content_hash",
+        "content",
+        "byte_size",
+        "mutation_source",
+        "provenance_json",
+        "created_at",
+    ),
 )
+_REVISION_COLUMNS = _REVISION.select
 _KEY_MATCH = "s.agent_id = ? AND s.resource_type = ? AND s.scope_id = ?"
 
 
@@ -221,14 +235,17 @@ def _key_params(key: ResourceKey) -> tuple[str, str, str]:
 
 
 def _revision(row: Row) -> Revision:
+    column = _REVISION.named(row)
     return Revision(
-        key=ResourceKey(row[0], ResourceType(row[1]), row[2]),
-        revision=row[3],
-        parent_revision=row[4],
-        content_hash=row[5],
-        content=row[6],
-        byte_size=row[7],
-        mutation_source=row[8],
-        provenance_json=row[9],
-        created_at=from_text(row[10]),
+        key=ResourceKey(
+            column["agent_id"], ResourceType(column["resource_type"]), column["scope_id"]
+        ),
+        revision=column["revision"],
+        parent_revision=column["parent_revision"],
+        content_hash=column["content_hash"],
+        content=column["content"],
+        byte_size=column["byte_size"],
+        mutation_source=column["mutation_source"],
+        provenance_json=column["provenance_json"],
+        created_at=from_text(column["created_at"]),
     )

@@ -31,15 +31,16 @@ def one(connection: apsw.Connection, sql: str, params: Sequence[Any] = ()) -> Ro
 class Columns:
     """A table's select list built from one tuple of names, and its rows read by name.
 
-    `select` qualifies each name with the query's table alias; `returning` is the same list for
-    RETURNING clauses, which cannot name an alias. Queries may select more values after these:
-    `after(row, n)` is the n-th of them, counted from 0.
+    `select` qualifies each name with the query's table alias (a name that names its own, as
+    in `v.revision` of a join, keeps it); `returning` is the same list for RETURNING clauses,
+    which cannot name an alias. Rows are read by the bare names. Queries may select more values
+    after these: `after(row, n)` is the n-th of them, counted from 0.
     """
 
     def __init__(self, alias: str, names: tuple[str, ...]) -> None:
-        self.names = names
-        self.select = ", ".join(f"{alias}.{name}" for name in names)
-        self.returning = ", ".join(names)
+        self.names = tuple(name.rpartition(".")[2] for name in names)
+        self.select = ", ".join(name if "." in name else f"{alias}.{name}" for name in names)
+        self.returning = ", ".join(self.names)
 
     def named(self, row: Row) -> dict[str, Any]:
         """The row's values by column name."""
