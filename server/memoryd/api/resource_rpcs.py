@@ -11,7 +11,6 @@ from memoryd.api.enum_tables import RESOURCE_TYPE
 from memoryd.domain.conversation import check_identifier, owner_key
 from memoryd.services.resources import ResourceService
 from memoryd_client.v1 import memory_service_pb2 as service_pb
-from memoryd_client.v1 import records_pb2 as pb
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -26,9 +25,7 @@ class ResourceRpcs:
         self, request: service_pb.ListResourcesRequest, context: Context
     ) -> service_pb.ListResourcesResponse:
         agent = owner_key(agent_id=request.agent_id, owner_id="", field="request").agent_id
-        kind = None
-        if request.type != pb.RESOURCE_TYPE_UNSPECIFIED:
-            kind = RESOURCE_TYPE.value(request.type, "type")
+        kind = RESOURCE_TYPE.optional(request.type, "type")
         page = await self._resources.list_resources(
             agent,
             kind,
