@@ -177,6 +177,11 @@ def _b64(data: bytes) -> str:
 
 
 def _unb64(text: str) -> bytes:
+    """The bytes of unpadded URL-safe base64, in its one canonical spelling: a token whose
+    unused trailing bits were changed decodes to the same bytes, and is refused all the same."""
     if not text.isascii():
         raise ValueError(text)
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64(data) != text:
+        raise ValueError(text)
+    return data
