@@ -1,19 +1,26 @@
-"""The baseline for AppendMessages throughput: a grpc.aio server that does nothing.
+"""Baselines: a grpc.aio server that does nothing but answer.
 
-It serves the same memoryd.v1.MemoryService contract and answers AppendMessages with an empty
-response without looking at the request: the cost of gRPC itself in Python on this machine.
+It serves the same memoryd.v1 contract: AppendMessages with an empty response, and, given a
+file, ComposeContext with that serialized answer, without looking at the request: the cost of
+gRPC itself in Python on this machine (and of moving that answer). Server reflection is on, for
+ghz.
 
-    python bench/noop_server.py 127.0.0.1:0   # prints the bound address on stdout
+    python bench/noop_server.py 127.0.0.1:0 [COMPOSE_ANSWER_FILE]   # prints the bound address
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import grpc
+from grpc_reflection.v1alpha import reflection
 
+from memoryd.api.reflection import MethodAwarePool
+from memoryd_client.v1 import compaction_service_pb2 as compaction_pb
+from memoryd_client.v1 import compaction_service_pb2_grpc as compaction_grpc
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 from memoryd_client.v1 import memory_service_pb2_grpc as service_grpc
 
@@ -29,9 +36,31 @@ class NoopMemory(service_grpc.MemoryServiceServicer):
         return service_pb.AppendMessagesResponse()
 
 
-async def main(listen: str) -> None:
+class CannedCompaction(compaction_grpc.CompactionServiceServicer):
+    """ComposeContext answers with the same prepared answer every time."""
+
+    def __init__(self, answer: compaction_pb.ComposeContextResponse) -> None:
+        self._answer = answer
+
+    async def ComposeContext(  # noqa: N802 - the generated name
+        self,
+        request: compaction_pb.ComposeContextRequest,  # noqa: ARG002 - ignored on purpose
+        context: Any,  # noqa: ARG002
+    ) -> compaction_pb.ComposeContextResponse:
+        return self._answer
+
+
+async def main(listen: str, compose_answer: bytes | None) -> None:
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     service_grpc.add_MemoryServiceServicer_to_server(NoopMemory(), server)
+    names = [service_pb.DESCRIPTOR.services_by_name["MemoryService"].full_name]
+    if compose_answer is not None:
+        answer = compaction_pb.ComposeContextResponse.FromString(compose_answer)
+        compaction_grpc.add_CompactionServiceServicer_to_server(CannedCompaction(answer), server)
+        names.append(compaction_pb.DESCRIPTOR.services_by_name["CompactionService"].full_name)
+    reflection.enable_server_reflection(
+        [*names, reflection.SERVICE_NAME], server, pool=cast("Any", MethodAwarePool())
+    )
     port = server.add_insecure_port(listen)
     await server.start()
     print(f"{listen.rpartition(':')[0]}:{port}", flush=True)
@@ -39,4 +68,9 @@ async def main(listen: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1:0"))
+    asyncio.run(
+        main(
+            sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1:0",
+            Path(sys.argv[2]).read_bytes() if len(sys.argv) > 2 else None,
+        )
+    )

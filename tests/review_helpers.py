@@ -17,11 +17,20 @@ from tests.helpers import fresh_conversation
 from tests.server_process import ServerProcess
 
 
-def review_config(*models: FakeModel, timeout: float = 5.0, **memory: object) -> str:
-    """A config with the fake models as providers (in order) and [memoryd.memory] settings."""
+def review_config(
+    *models: FakeModel,
+    timeout: float = 5.0,
+    compaction: dict[str, object] | None = None,
+    **memory: object,
+) -> str:
+    """A config with the fake models as providers (in order), [memoryd.memory] settings and
+    [memoryd.compaction] settings."""
     memory.setdefault("scheduler_tick_seconds", 0.1)
     lines = ["[memoryd.memory]"]
-    lines += [f"{key} = {value!r}".replace("'", '"') for key, value in memory.items()]
+    lines += [_setting(key, value) for key, value in memory.items()]
+    if compaction:
+        lines += ["", "[memoryd.compaction]"]
+        lines += [_setting(key, value) for key, value in compaction.items()]
     for index, model in enumerate(models):
         lines += [
             "",
@@ -32,6 +41,12 @@ def review_config(*models: FakeModel, timeout: float = 5.0, **memory: object) ->
             f"timeout_seconds = {timeout}",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _setting(key: str, value: object) -> str:
+    if isinstance(value, bool):
+        return f"{key} = {str(value).lower()}"
+    return f"{key} = {value!r}".replace("'", '"')
 
 
 @pytest.fixture

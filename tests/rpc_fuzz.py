@@ -25,10 +25,15 @@ from google.protobuf.message import Message
 from hypothesis import strategies as st
 
 import memoryd_client as md
-from memoryd_client.v1 import memory_service_pb2
+from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2
 
-SERVICE = memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"]
-METHODS = [method.name for method in SERVICE.methods]
+SERVICES = (
+    memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"],
+    compaction_service_pb2.DESCRIPTOR.services_by_name["CompactionService"],
+)
+# "Service.Method" of every RPC of the contract.
+RPCS = {f"{service.name}.{rpc.name}": rpc for service in SERVICES for rpc in service.methods}
+METHODS = list(RPCS)
 # Rows of this owner are made before fuzzing; the fuzzer never names it, so they must survive.
 VICTIM = md.Conversation(agent_id="main", owner_id="victim", channel="t", chat_id="victim")
 # U+FFFF is 3 bytes in UTF-8, as a surrogate is: swapping the bytes keeps every length prefix.
@@ -220,7 +225,7 @@ class Case:
 
 def cases(method: str) -> st.SearchStrategy[Case]:
     """Calls of one RPC."""
-    input_type = SERVICE.methods_by_name[method].input_type
+    input_type = RPCS[method].input_type
     return st.builds(
         Case,
         request=requests(input_type),
@@ -239,7 +244,7 @@ class Target:
         self.statuses: dict[str, int] = {}
         self._raw = {
             method: channel.unary_unary(
-                f"/{SERVICE.full_name}/{method}",
+                f"/{RPCS[method].containing_service.full_name}/{RPCS[method].name}",
                 request_serializer=lambda payload: payload,
                 response_deserializer=lambda payload: payload,
             )

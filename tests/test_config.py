@@ -19,6 +19,10 @@ def test_defaults(tmp_path: Path) -> None:
     assert settings.storage.synchronous == "normal"
     assert settings.history.max_conversation_history is None
     assert settings.history.max_content_bytes == 256 * 1024
+    assert (settings.compaction.enabled, settings.compaction.threshold) == (True, 0.85)
+    assert settings.compaction.reasoning_effort == "medium"
+    assert settings.compaction.context_entry_limit == 10
+    assert settings.compaction.failure_backoff_seconds == 60
 
 
 def test_home_defaults_to_dot_memoryd(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -93,6 +97,23 @@ def test_unbounded_history(tmp_path: Path, value: str) -> None:
             "[memoryd.history]\nmax_conversation_history = 'lots'\n",
             {},
             "max_conversation_history (a positive integer or 'unbounded') must be an integer",
+        ),
+        (
+            "[memoryd.compaction]\nthreshold = 1.5\n",
+            {},
+            "memoryd.compaction.threshold must be between 0.1 and 1.0 (a fraction of the "
+            "context window), got 1.5",
+        ),
+        (
+            "",
+            {"MEMORYD_COMPACTION_THRESHOLD": "0.05"},
+            "memoryd.compaction.threshold must be between 0.1 and 1.0",
+        ),
+        (
+            "[memoryd.compaction]\nreasoning_effort = 'max'\n",
+            {},
+            "memoryd.compaction.reasoning_effort must be one of 'none', 'minimal', 'low', "
+            "'medium', 'high', got 'max'",
         ),
         ("[memoryd.nope]\n", {}, "unknown setting memoryd.nope"),
         ("[other]\n", {}, "unknown top-level table [other]"),

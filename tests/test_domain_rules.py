@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memoryd.domain import compaction
 from memoryd.domain import review as rules
 from memoryd.domain.memories import (
     MAX_VALUE_CHARS,
@@ -22,11 +23,12 @@ from memoryd.domain.memories import (
     ScopeType,
     prompt_target,
 )
-from memoryd.domain.messages import Trust
+from memoryd.domain.messages import Role, Trust
 from memoryd.domain.paging import PageCursor, PageTokens, TokenKind
 from memoryd.domain.prompt_files import MEMORY_MD, USER_MD, render
 from memoryd.domain.review_runs import AnswerKind
 from memoryd.domain.search_query import MAX_QUERY_WORDS, plan_search
+from memoryd.domain.timestamps import to_text
 from memoryd.domain.tokens import count_tokens
 from memoryd.errors import InvalidArgument
 
@@ -262,3 +264,85 @@ def test_a_rendered_prompt_file_fits_its_budget_and_no_value_starts_a_section(
         assert headings == [title for title in titles if title in headings]  # declared order
         for line in rendered.text.splitlines():
             assert line == "" or line.startswith(("- ", "## "))
+
+
+# --- compaction ------------------------------------------------------------------------------
+
+
+def _message(message_id: int, tokens: int, role: Role = Role.USER) -> compaction.WindowMessage:
+    return compaction.WindowMessage(
+        id=message_id,
+        role=role,
+        kind="chat_message",
+        sender="ada",
+        content=f"m{message_id}",
+        metadata_json="{}",
+        tokens=tokens,
+        created_at=to_text(NOW),
+        answer_bytes=64,
+    )
+
+
+def test_the_budget_keeps_the_newest_half_and_summarises_the_rest() -> None:
+    assert (compaction.budget(2001), compaction.summary_budget(1000)) == (1000, 250)
+    assert compaction.summary_budget(100) == 64
+    assert (compaction.limit(0.85, 1000), compaction.trigger(0.85, 100)) == (850, 85)
+    window = [_message(i, 100) for i in range(1, 7)]
+    selected = compaction.select([], window, 400)  # kept total within 200
+    assert [m.id for m in selected.summarized] == [1, 2, 3, 4]
+    assert [m.id for m in selected.kept] == [5, 6]
+    huge = compaction.select([], [_message(1, 10), _message(2, 5000)], 400)
+    assert [m.id for m in huge.kept] == [2]  # the newest message is always kept
+
+
+def test_a_tool_result_stays_with_its_call() -> None:
+    window = [
+        _message(1, 100),
+        _message(2, 100, Role.ASSISTANT),  # the call
+        _message(3, 100, Role.TOOL),
+        _message(4, 100, Role.TOOL),
+        _message(5, 50, Role.ASSISTANT),
+    ]
+    selected = compaction.select([], window, 500)  # 250 keeps 5, 4, and 3 would pass it
+    assert [m.id for m in selected.kept] == [2, 3, 4, 5]
+    composed = compaction.compose([], [], window, limit_tokens=200)
+    # The newest fit (5, 4) but a window may not start at a tool result: 4 is left out too.
+    assert [message.id for message in composed.messages] == [5]
+    assert (composed.omitted_messages, composed.omitted_tokens) == (4, 400)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    tokens=st.lists(st.integers(1, 300), min_size=1, max_size=30),
+    roles=st.lists(st.sampled_from([Role.USER, Role.ASSISTANT, Role.TOOL]), min_size=30),
+    total_budget=st.integers(2, 2000),
+)
+def test_selection_splits_the_window_without_losing_a_message(
+    tokens: list[int], roles: list[Role], total_budget: int
+) -> None:
+    window = [_message(i + 1, n, roles[i]) for i, n in enumerate(tokens)]
+    selected = compaction.select([], window, total_budget)
+    assert [*selected.summarized, *selected.kept] == window
+    assert selected.kept
+    assert selected.kept[0].role is not Role.TOOL or not selected.summarized
+
+
+def test_the_backoff_holds_until_its_deadline() -> None:
+    failed = NOW + dt.timedelta(seconds=60)
+
+    def reason(now: dt.datetime, peak: int | None = 900) -> str | None:
+        return compaction.skip_reason(
+            enabled=True, peak_prompt_tokens=peak, trigger_tokens=850, backoff_until=failed, now=now
+        )
+
+    assert (
+        reason(NOW) == f"a compaction failed; automatic compaction waits until {failed.isoformat()}"
+    )
+    assert reason(failed - dt.timedelta(microseconds=1)) is not None
+    assert reason(failed) is None
+    assert (
+        reason(failed, peak=849) == "the last peak of 849 prompt tokens is under the trigger of 850"
+    )
+    assert reason(failed, peak=None) == (
+        "no prompt tokens recorded yet: CommitTurn reports the first measurement"
+    )

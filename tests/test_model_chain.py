@@ -93,3 +93,31 @@ async def test_every_provider_down_and_no_provider() -> None:
         await chain.close()
     with pytest.raises(ModelUnavailableError, match="no model provider is configured"):
         await call(ProviderChain([], {}))
+
+
+async def test_an_endpoint_that_refuses_tools_or_reasoning_effort_is_asked_again_without() -> None:
+    tools = [{"type": "function", "function": {"name": "memory_add", "parameters": {}}}]
+    with FakeModel(refuse=frozenset({"tools"})) as model:
+        model.reply("Nothing to save.")
+        chain = ProviderChain([provider("local", model)], {})
+        attempts: list[Attempt] = []
+        completion = await chain.complete(
+            [{"role": "user", "content": "hi"}],
+            agent="memory_reviewer",
+            session_id="s-1",
+            tools=tools,
+            reasoning_effort="medium",
+            on_attempt=attempts.append,
+        )
+        assert completion.text == "Nothing to save."
+        refused, plain = model.requests
+        assert (refused["tools"], refused["reasoning_effort"]) == (tools, "medium")
+        assert "tools" not in plain
+        assert "reasoning_effort" not in plain
+        assert [a.error for a in attempts] == ["HTTP 400", None]
+        # A request without optional parameters that gets a 400 is not asked again.
+        model.refuse = frozenset({"messages"})
+        with pytest.raises(ModelUnavailableError, match="local: HTTP 400"):
+            await call(chain)
+        assert len(model.requests) == 3
+        await chain.close()

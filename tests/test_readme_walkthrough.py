@@ -45,6 +45,7 @@ def test_the_walkthrough_has_the_promised_steps() -> None:
         "/StoreMemory",
         "/Recall",
         "/GetPromptContext",
+        "/ComposeContext",
     ):
         assert step in commands
 

@@ -41,6 +41,7 @@ def message(content: str, client_id: str | None = None) -> NewMessage:
         client_message_id=client_id,
         created_at=None,
         trust=Trust.OPERATOR,
+        tokens=len(content.split()),
     )
 
 

@@ -20,6 +20,9 @@ directory by `MEMORYD_HOME`. Unknown keys are refused, so a typo never silently 
     [memoryd.memory]
     review_interval_hours = 24      # 0: no background review (ReviewNow still works)
 
+    [memoryd.compaction]
+    threshold = 0.85                # compact at this fraction of the context window
+
     [[memoryd.providers]]           # the first is primary, the rest fallbacks, in order
     name = "local"
     base_url = "http://127.0.0.1:11434/v1"
@@ -113,6 +116,27 @@ class MemorySettings:
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionSettings:
+    """[memoryd.compaction]: keeping conversations inside their model's context window."""
+
+    # Automatic compaction (Preflight, and the check after CommitTurn); /compact always works.
+    enabled: bool = True
+    # Compact when a turn's peak prompt tokens reach this fraction of the context window; the
+    # composed context never passes it either. 0.1 to 1.0.
+    threshold: float = 0.85
+    # Sent with the summary call only ("none": not sent). An endpoint that refuses it (HTTP 400)
+    # is asked again without it.
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] = "medium"
+    # The most recently updated agent-scope memory rows in the composed context.
+    context_entry_limit: int = 10
+    # After a failed compaction, automatic compaction of that conversation waits this long.
+    failure_backoff_seconds: float = 60.0
+    # Before the window moves past unreviewed user messages, they are reviewed (in batches of
+    # review_max_messages) for at most this long; compaction then goes ahead regardless.
+    review_catch_up_seconds: float = 60.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ProviderSettings:
     """One [[memoryd.providers]] entry: an OpenAI-compatible chat-completions endpoint."""
 
@@ -135,6 +159,7 @@ class Settings:
     storage: StorageSettings = StorageSettings()
     history: HistorySettings = HistorySettings()
     memory: MemorySettings = MemorySettings()
+    compaction: CompactionSettings = CompactionSettings()
     providers: tuple[ProviderSettings, ...] = ()
 
     @property
@@ -148,6 +173,7 @@ SECTIONS: dict[str, type[Any]] = {
     "storage": StorageSettings,
     "history": HistorySettings,
     "memory": MemorySettings,
+    "compaction": CompactionSettings,
 }
 # Settings that may be 0 although they are not durations in _ms / _seconds.
 ZERO_ALLOWED = frozenset({"review_interval_hours"})
@@ -347,6 +373,11 @@ def _validate(name: str, section: Any) -> None:
         _check_listen(section.listen, "memoryd.server.listen")
     if isinstance(section, MemorySettings) and section.scheduler_tick_seconds <= 0:
         raise StartupError("memoryd.memory.scheduler_tick_seconds must be positive")
+    if isinstance(section, CompactionSettings) and not 0.1 <= section.threshold <= 1.0:
+        raise StartupError(
+            f"memoryd.compaction.threshold must be between 0.1 and 1.0 (a fraction of the "
+            f"context window), got {section.threshold}"
+        )
     if isinstance(section, StorageSettings) and section.write_attempts > 10:
         raise StartupError("memoryd.storage.write_attempts must be at most 10")
 

@@ -18,10 +18,13 @@ import apsw
 
 from memoryd.config import Settings
 from memoryd.domain import tokens
+from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.paging import PageTokens
+from memoryd.domain.turns import TurnUsage
 from memoryd.errors import StartupError
 from memoryd.llm.chain import ProviderChain
 from memoryd.log_events import Event
+from memoryd.services.compaction import Compactor
 from memoryd.services.erasure import ErasureService
 from memoryd.services.history import HistoryService
 from memoryd.services.jobs import JobService
@@ -32,7 +35,7 @@ from memoryd.services.resources import ResourceService
 from memoryd.services.review import Reviewer
 from memoryd.services.review_scheduler import ReviewScheduler
 from memoryd.services.turns import TurnService
-from memoryd.storage import review_store, server_keys
+from memoryd.storage import compaction_store, review_store, server_keys
 from memoryd.storage.connection import ConnectionSettings, open_connection, writer_policy
 from memoryd.storage.migrations import bundled_migrations, migrate, schema_version
 from memoryd.storage.readers import ReaderPool
@@ -59,6 +62,7 @@ class Runtime:
     reviewer: Reviewer
     scheduler: ReviewScheduler
     turns: TurnService
+    compactor: Compactor
     schema_version: int
     _lock_fd: int
 
@@ -111,6 +115,7 @@ class Runtime:
         tokens.load()  # the first render must not pay for loading the encoding
         _resync_prompt_files(prompts, connection)  # before the writer thread owns the connection
         _clear_review_claims(connection)
+        _count_stored_tokens(connection)
         writer.start()
         history = HistoryService(writer, readers, settings.history, page_tokens)
         memory = LongTermMemory(writer, readers, prompts, page_tokens)
@@ -127,7 +132,21 @@ class Runtime:
             settings=settings.memory,
         )
         scheduler = ReviewScheduler(reviewer, readers)
-        turns = TurnService(writer, history, scheduler.nudge)
+        compactor = Compactor(
+            writer=writer,
+            readers=readers,
+            history=history,
+            prompts=prompts,
+            reviewer=reviewer,
+            chain=reviewer.chain,
+            settings=settings.compaction,
+        )
+
+        def turn_committed(key: ConversationKey, usage: TurnUsage) -> None:
+            scheduler.nudge()
+            compactor.after_turn(key, usage)
+
+        turns = TurnService(writer, history, turn_committed)
         return cls(
             settings=settings,
             writer=writer,
@@ -142,6 +161,7 @@ class Runtime:
             reviewer=reviewer,
             scheduler=scheduler,
             turns=turns,
+            compactor=compactor,
             schema_version=version,
             _lock_fd=lock_fd,
         )
@@ -150,6 +170,7 @@ class Runtime:
         """Commit what is queued, close every connection, release the data directory."""
         try:
             await self.scheduler.stop()
+            await self.compactor.close()
             await self.reviewer.chain.close()
             await self.writer.close()
             self.readers.close()
@@ -210,3 +231,20 @@ def _lock_home(home: Path) -> int:
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode("ascii"))
     return fd
+
+
+def _count_stored_tokens(connection: apsw.Connection) -> None:
+    """Count the tokens of messages stored before counts existed (once, after the upgrade)."""
+    counted = 0
+    while batch := compaction_store.uncounted(connection, 5000):
+        with connection:
+            compaction_store.set_token_counts(
+                connection, [(message_id, tokens.count_tokens(text)) for message_id, text in batch]
+            )
+        counted += len(batch)
+    if counted:
+        log.info(
+            "counted the tokens of %d stored messages",
+            counted,
+            extra={"event": Event.TOKENS_COUNTED, "messages": counted},
+        )

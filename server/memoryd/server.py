@@ -114,7 +114,10 @@ async def _serve(
                 reviewer=runtime.reviewer,
             ),
         ),
-        (compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server, CompactionServicer()),
+        (
+            compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server,
+            CompactionServicer(compactor=runtime.compactor),
+        ),
         (health_pb2_grpc.add_HealthServicer_to_server, health_servicer),
         (reflection_pb2_grpc.add_ServerReflectionServicer_to_server, reflection_servicer),
     ):

@@ -15,6 +15,7 @@ from memoryd.domain.conversation import ConversationKey, conversation_key
 from memoryd.domain.messages import Trust
 from memoryd.domain.timestamps import EPOCH
 from memoryd.errors import InvalidArgument
+from memoryd_client.v1 import compaction_service_pb2 as compaction_pb
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 from memoryd_client.v1 import records_pb2 as pb
 
@@ -39,7 +40,11 @@ def required_conversation(
     | service_pb.GetConversationRequest
     | service_pb.CommitTurnRequest
     | service_pb.GetReviewStateRequest
-    | service_pb.RecallRequest,
+    | service_pb.RecallRequest
+    | compaction_pb.ComposeContextRequest
+    | compaction_pb.PreflightRequest
+    | compaction_pb.CompactRequest
+    | compaction_pb.GetCompactionStateRequest,
 ) -> ConversationKey:
     """The conversation of a request that must name one."""
     if not request.HasField("conversation"):

@@ -12,6 +12,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
+from memoryd.domain.compaction import Outcome, PartKind
 from memoryd.domain.history import AppendOutcome
 from memoryd.domain.jobs import JobStatus, RunOutcome
 from memoryd.domain.memories import Category, PromptTarget, ScopeType
@@ -20,6 +21,7 @@ from memoryd.domain.recall import RecallScope, RecallSource
 from memoryd.domain.resources import ResourceType
 from memoryd.domain.review_runs import ReviewStatus
 from memoryd.errors import InvalidArgument
+from memoryd_client.v1 import compaction_service_pb2 as compaction_pb
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 from memoryd_client.v1 import records_pb2 as pb
 
@@ -216,6 +218,28 @@ REVIEW_STATUS = EnumTable(
         service_pb.REVIEW_STATUS_FAILED: ReviewStatus.FAILED,
     },
     domain=ReviewStatus,
+)
+CONTEXT_PART_KIND = EnumTable(
+    compaction_pb.ContextPartKind,
+    {
+        compaction_pb.CONTEXT_PART_KIND_MEMORY_CONTEXT: PartKind.MEMORY_CONTEXT,
+        compaction_pb.CONTEXT_PART_KIND_WORKING_MEMORY: PartKind.WORKING_MEMORY,
+        compaction_pb.CONTEXT_PART_KIND_RECENT_ENTRIES: PartKind.RECENT_ENTRIES,
+        compaction_pb.CONTEXT_PART_KIND_CHECKPOINT_SUMMARY: PartKind.CHECKPOINT_SUMMARY,
+        compaction_pb.CONTEXT_PART_KIND_MESSAGE: PartKind.MESSAGE,
+    },
+    domain=PartKind,
+)
+COMPACTION_OUTCOME = EnumTable(
+    compaction_pb.CompactionOutcome,
+    {
+        compaction_pb.COMPACTION_OUTCOME_COMPACTED: Outcome.COMPACTED,
+        compaction_pb.COMPACTION_OUTCOME_NOTHING_TO_COMPACT: Outcome.NOTHING_TO_COMPACT,
+        compaction_pb.COMPACTION_OUTCOME_CONVERSATION_CHANGED: Outcome.CONVERSATION_CHANGED,
+        compaction_pb.COMPACTION_OUTCOME_FAILED: Outcome.FAILED,
+        compaction_pb.COMPACTION_OUTCOME_SKIPPED: Outcome.SKIPPED,
+    },
+    domain=Outcome,
 )
 TABLES: dict[str, EnumTable[Any, Any]] = {
     name: table for name, table in dict(globals()).items() if isinstance(table, EnumTable)

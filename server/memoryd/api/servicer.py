@@ -1,17 +1,20 @@
 """The servicers: each gRPC service assembled from its RPC groups (no handler lives here).
 
 memoryd.v1.MemoryService has one group per use case, each in a file of its own: history_rpcs,
-memory_rpcs, resource_rpcs, review_rpcs and job_rpcs. Errors are raised, never turned into
+memory_rpcs, resource_rpcs, review_rpcs and job_rpcs; memoryd.v1.CompactionService's handlers
+are compaction_rpcs. Errors are raised, never turned into
 statuses by a handler: memoryd.api.status does that for every RPC.
 """
 
 from __future__ import annotations
 
+from memoryd.api.compaction_rpcs import CompactionRpcs
 from memoryd.api.history_rpcs import HistoryRpcs
 from memoryd.api.job_rpcs import JobRpcs
 from memoryd.api.memory_rpcs import MemoryRpcs
 from memoryd.api.resource_rpcs import ResourceRpcs
 from memoryd.api.review_rpcs import ReviewRpcs
+from memoryd.services.compaction import Compactor
 from memoryd.services.erasure import ErasureService
 from memoryd.services.history import HistoryService
 from memoryd.services.jobs import JobService
@@ -57,5 +60,8 @@ class MemoryServicer(
         JobRpcs.__init__(self, jobs)
 
 
-class CompactionServicer(compaction_grpc.CompactionServiceServicer):
-    """memoryd.v1.CompactionService: no methods yet."""
+class CompactionServicer(CompactionRpcs, compaction_grpc.CompactionServiceServicer):
+    """memoryd.v1.CompactionService."""
+
+    def __init__(self, *, compactor: Compactor) -> None:
+        CompactionRpcs.__init__(self, compactor)

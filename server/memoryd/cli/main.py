@@ -3,6 +3,7 @@
 memoryd serve [--config PATH] [--listen HOST:PORT] [--home DIR]
 memoryd memory list|show|forget|restore ...     (calls a running server; see remote_commands)
 memoryd resource list|history|show|diff|rollback ...
+memoryd compact|context --conversation CHANNEL:CHAT[:THREAD] ...   (CompactionService)
 memoryd setup [...]; memoryd config show [--json]   (see setup_commands)
 """
 
@@ -49,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
-    if args.command in ("memory", "resource"):
+    if args.command in ("memory", "resource", "compact", "context"):
         return remote_commands.run(args, os.environ)
     if args.command in ("setup", "config"):
         code: int = args.run(args, os.environ)

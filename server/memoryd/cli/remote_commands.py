@@ -1,4 +1,5 @@
-"""`memoryd memory ...` and `memoryd resource ...`: commands that call a running server.
+"""`memoryd memory ...`, `memoryd resource ...`, `memoryd compact` and `memoryd context`:
+commands that call a running server.
 
 They speak gRPC to `--address` (default $MEMORYD_ADDRESS, else 127.0.0.1:50051) with the
 generated client, print a short text answer, or with `--json` the response as JSON (protobuf's
@@ -9,6 +10,7 @@ and exits 1.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Callable, Mapping
@@ -35,7 +37,17 @@ CATEGORY_NAMES = (
 )
 SCOPE_NAMES = ("owner", "agent", "conversation", "job")
 RESOURCE_NAMES = ("user_md", "memory_md", "checkpoint")
-Command = Callable[[md.MemoryServiceStub, argparse.Namespace, TextIO], int]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Stubs:
+    """The services a command may call, over one channel."""
+
+    memory: md.MemoryServiceStub
+    compaction: md.CompactionServiceStub
+
+
+Command = Callable[[Stubs, argparse.Namespace, TextIO], int]
 
 
 def add_commands(commands: Any) -> None:
@@ -73,11 +85,23 @@ def add_commands(commands: Any) -> None:
         owner=True,
     )
     review.add_argument("--now", action="store_true", required=True, help="run the review now")
-    review.add_argument(
-        "--conversation",
-        metavar="CHANNEL:CHAT[:THREAD]",
-        help="only this conversation (the thread part may contain ':')",
+    _conversation_option(review, required=False)
+
+    compact = _command(
+        commands, "compact", "compact a conversation now (/compact)", _compact, owner=True
     )
+    _conversation_option(compact, required=True)
+    compact.add_argument("--window", type=int, default=0, help="the model's context window")
+    context = _command(
+        commands,
+        "context",
+        "print the context the next model call of a conversation receives",
+        _context,
+        owner=True,
+    )
+    _conversation_option(context, required=True)
+    context.add_argument("--window", type=int, default=0, help="the model's context window")
+    context.add_argument("--guest", action="store_true", help="as a guest would be answered")
 
     resource = commands.add_parser("resource", help="versioned USER.md / MEMORY.md revisions")
     resource_commands = resource.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -114,9 +138,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO = sys.stdo
     address = args.address or env.get("MEMORYD_ADDRESS") or DEFAULT_ADDRESS
     command: Command = args.run
     with grpc.insecure_channel(address) as channel:
-        stub = md.MemoryServiceStub(channel)
+        stubs = Stubs(md.MemoryServiceStub(channel), md.CompactionServiceStub(channel))
         try:
-            return command(stub, args, out)
+            return command(stubs, args, out)
         except grpc.RpcError as error:
             code = error.code().name if isinstance(error, grpc.Call) else "UNKNOWN"
             details = error.details() if isinstance(error, grpc.Call) else str(error)
@@ -137,6 +161,24 @@ def _command(
         parser.add_argument("--owner", default="", help="the owner (default default)")
     parser.set_defaults(run=handler)
     return parser
+
+
+def _conversation_option(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    parser.add_argument(
+        "--conversation",
+        metavar="CHANNEL:CHAT[:THREAD]",
+        required=required,
+        help=("the" if required else "only this") + " conversation (the thread may contain ':')",
+    )
+
+
+def _conversation(args: argparse.Namespace) -> md.Conversation | None:
+    """The --conversation of a command, or None after saying why it is malformed."""
+    try:
+        return conversation_arg(args.conversation, args.agent, args.owner)
+    except ValueError as error:
+        print(f"memoryd: {error}", file=sys.stderr)  # noqa: T201 - CLI output
+        return None
 
 
 def _owner(args: argparse.Namespace) -> md.OwnerScope:
@@ -166,7 +208,7 @@ def _describe(memory: md.Memory) -> str:
     )
 
 
-def _memory_list(stub: md.MemoryServiceStub, args: argparse.Namespace, out: TextIO) -> int:
+def _memory_list(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
     request = md.ListMemoriesRequest(
         owner=_owner(args),
         categories=[md.Category.Value(f"CATEGORY_{name.upper()}") for name in args.category],
@@ -176,22 +218,22 @@ def _memory_list(stub: md.MemoryServiceStub, args: argparse.Namespace, out: Text
     )
     if args.scope:
         request.scope_type = md.ScopeType.Value(f"SCOPE_TYPE_{args.scope.upper()}")
-    response = stub.ListMemories(request)
+    response = stubs.memory.ListMemories(request)
     if not _json_answered(args, out, response):
         for item in response.memories:
             out.write(_describe(item.memory) + "\n")
     return 0
 
 
-def _memory_show(stub: md.MemoryServiceStub, args: argparse.Namespace, out: TextIO) -> int:
-    response = stub.GetMemory(md.GetMemoryRequest(owner=_owner(args), id=args.id))
+def _memory_show(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
+    response = stubs.memory.GetMemory(md.GetMemoryRequest(owner=_owner(args), id=args.id))
     if not _json_answered(args, out, response):
         out.write(_describe(response.memory) + "\n")
     return 0
 
 
-def _memory_forget(stub: md.MemoryServiceStub, args: argparse.Namespace, out: TextIO) -> int:
-    response = stub.ArchiveMemory(
+def _memory_forget(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
+    response = stubs.memory.ArchiveMemory(
         md.ArchiveMemoryRequest(owner=_owner(args), id=args.id, reason=args.reason)
     )
     if not _json_answered(args, out, response):
@@ -199,8 +241,8 @@ def _memory_forget(stub: md.MemoryServiceStub, args: argparse.Namespace, out: Te
     return 0
 
 
-def _memory_restore(stub: md.MemoryServiceStub, args: argparse.Namespace, out: TextIO) -> int:
-    response = stub.RestoreMemory(md.RestoreMemoryRequest(owner=_owner(args), id=args.id))
+def _memory_restore(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
+    response = stubs.memory.RestoreMemory(md.RestoreMemoryRequest(owner=_owner(args), id=args.id))
     if not _json_answered(args, out, response):
         out.write(response.notice + "\n")
     return 0
@@ -221,19 +263,16 @@ def conversation_arg(text: str, agent: str, owner: str) -> md.Conversation:
     )
 
 
-def _memory_review(stub: md.MemoryServiceStub, args: argparse.Namespace, out: TextIO) -> int:
+def _memory_review(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
     request = md.ReviewNowRequest(agent_id=args.agent, owner_id=args.owner)
     if args.conversation:
-        try:
-            request.conversation.CopyFrom(
-                conversation_arg(args.conversation, args.agent, args.owner)
-            )
-        except ValueError as error:
-            print(f"memoryd: {error}", file=sys.stderr)  # noqa: T201 - CLI output
+        conversation = _conversation(args)
+        if conversation is None:
             return EXIT_USAGE
+        request.conversation.CopyFrom(conversation)
         request.ClearField("agent_id")
         request.ClearField("owner_id")
-    response = stub.ReviewNow(request)
+    response = stubs.memory.ReviewNow(request)
     if args.json:
         reviews = json_format.MessageToDict(response, preserving_proto_field_name=True)
         document = {"checked": len(response.reviews), "reviews": reviews.get("reviews", [])}
@@ -243,11 +282,13 @@ def _memory_review(stub: md.MemoryServiceStub, args: argparse.Namespace, out: Te
     return 0
 
 
-def _resource_list(stub: md.MemoryServiceStub, args: argparse.Namespace, out: TextIO) -> int:
+def _resource_list(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
     response = md.ListResourcesResponse()
     token = ""
     while True:  # every page: an agent with many owners has many resources
-        page = stub.ListResources(md.ListResourcesRequest(agent_id=args.agent, page_token=token))
+        page = stubs.memory.ListResources(
+            md.ListResourcesRequest(agent_id=args.agent, page_token=token)
+        )
         response.resources.extend(page.resources)
         token = page.next_page_token
         if not token:
@@ -262,8 +303,8 @@ def _resource_list(stub: md.MemoryServiceStub, args: argparse.Namespace, out: Te
     return 0
 
 
-def _resource_history(stub: md.MemoryServiceStub, args: argparse.Namespace, out: TextIO) -> int:
-    response = stub.ListRevisions(md.ListRevisionsRequest(ref=_ref(args), limit=args.limit))
+def _resource_history(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
+    response = stubs.memory.ListRevisions(md.ListRevisionsRequest(ref=_ref(args), limit=args.limit))
     if not _json_answered(args, out, response):
         for revision in response.revisions:
             created = revision.created_at.ToJsonString()
@@ -274,15 +315,17 @@ def _resource_history(stub: md.MemoryServiceStub, args: argparse.Namespace, out:
     return 0
 
 
-def _resource_show(stub: md.MemoryServiceStub, args: argparse.Namespace, out: TextIO) -> int:
-    response = stub.GetRevision(md.GetRevisionRequest(ref=_ref(args), revision=args.revision))
+def _resource_show(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
+    response = stubs.memory.GetRevision(
+        md.GetRevisionRequest(ref=_ref(args), revision=args.revision)
+    )
     if not _json_answered(args, out, response):
         out.write(response.revision.content + "\n")
     return 0
 
 
-def _resource_diff(stub: md.MemoryServiceStub, args: argparse.Namespace, out: TextIO) -> int:
-    response = stub.DiffRevisions(
+def _resource_diff(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
+    response = stubs.memory.DiffRevisions(
         md.DiffRevisionsRequest(ref=_ref(args), from_revision=args.older, to_revision=args.newer)
     )
     if not _json_answered(args, out, response):
@@ -290,7 +333,7 @@ def _resource_diff(stub: md.MemoryServiceStub, args: argparse.Namespace, out: Te
     return 0
 
 
-def _resource_rollback(stub: md.MemoryServiceStub, args: argparse.Namespace, out: TextIO) -> int:
+def _resource_rollback(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
     """Show what the rollback changes, then roll back. Only on a terminal, and without --yes, is
     the user asked first: a script or a pipe is not asked, as the seed's command is not. With
     --json the preview and the question go to stderr, so stdout stays one JSON document."""
@@ -298,8 +341,8 @@ def _resource_rollback(stub: md.MemoryServiceStub, args: argparse.Namespace, out
     ask = not args.yes and sys.stdin.isatty()
     talk = sys.stderr if args.json else out
     if ask or not args.json:
-        current = stub.GetRevision(md.GetRevisionRequest(ref=ref))
-        preview = stub.DiffRevisions(
+        current = stubs.memory.GetRevision(md.GetRevisionRequest(ref=ref))
+        preview = stubs.memory.DiffRevisions(
             md.DiffRevisionsRequest(
                 ref=ref, from_revision=current.revision.revision, to_revision=args.revision
             )
@@ -312,7 +355,54 @@ def _resource_rollback(stub: md.MemoryServiceStub, args: argparse.Namespace, out
         if answer.strip().lower() not in ("y", "yes"):
             talk.write("rollback cancelled\n")
             return EXIT_FAILED
-    response = stub.RollbackResource(md.RollbackResourceRequest(ref=ref, revision=args.revision))
+    response = stubs.memory.RollbackResource(
+        md.RollbackResourceRequest(ref=ref, revision=args.revision)
+    )
     if not _json_answered(args, out, response):
         out.write(response.notice + "\n")
+    return 0
+
+
+def _compact(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
+    """/compact. Exits 1 when it failed or the conversation changed meanwhile (run it again)."""
+    conversation = _conversation(args)
+    if conversation is None:
+        return EXIT_USAGE
+    response = stubs.compaction.Compact(
+        md.CompactRequest(conversation=conversation, context_window=args.window)
+    )
+    if not _json_answered(args, out, response):
+        out.write(response.message + "\n")
+    done = (md.COMPACTION_OUTCOME_COMPACTED, md.COMPACTION_OUTCOME_NOTHING_TO_COMPACT)
+    return 0 if response.outcome in done else EXIT_FAILED
+
+
+def _context(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
+    """The composed context: each part as `--- role (what, N tokens)` and its text."""
+    conversation = _conversation(args)
+    if conversation is None:
+        return EXIT_USAGE
+    response = stubs.compaction.ComposeContext(
+        md.ComposeContextRequest(
+            conversation=conversation,
+            context_window=args.window,
+            trust=md.TRUST_GUEST if args.guest else md.TRUST_OPERATOR,
+        )
+    )
+    if _json_answered(args, out, response):
+        return 0
+    for part in response.parts:
+        role = md.Role.Name(part.role).removeprefix("ROLE_").lower()
+        what = md.ContextPartKind.Name(part.kind).removeprefix("CONTEXT_PART_KIND_").lower()
+        out.write(f"--- {role} ({what}, {part.tokens:,} tokens)\n{part.content}\n")
+    left_out = (
+        f"; {response.omitted_messages:,} older messages ({response.omitted_tokens:,} tokens) "
+        "left out"
+        if response.omitted_messages
+        else ""
+    )
+    out.write(
+        f"=== {response.total_tokens:,} of {response.limit_tokens:,} tokens "
+        f"(context window {response.context_window:,}){left_out}\n"
+    )
     return 0

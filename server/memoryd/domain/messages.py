@@ -10,6 +10,7 @@ import re
 from memoryd.domain import json_text
 from memoryd.domain.conversation import CONTROL_CHARACTERS, ConversationKey, check_identifier
 from memoryd.domain.quoting import clipped
+from memoryd.domain.tokens import count_tokens
 from memoryd.errors import InvalidArgument, PermissionDenied
 
 DEFAULT_KIND = "chat_message"
@@ -77,6 +78,8 @@ class NewMessage:
     client_message_id: str | None
     created_at: dt.datetime | None
     trust: Trust
+    # Tokens of the content, counted once here and stored with the row.
+    tokens: int
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,6 +131,7 @@ def check_new_message(
         client_message_id=client_id or None,
         created_at=message.created_at,
         trust=message.trust or default_trust,
+        tokens=count_tokens(message.content),
     )
 
 

@@ -88,60 +88,102 @@ class ProviderChain:
         agent: str,
         session_id: str,
         tools: list[dict[str, Any]] | None = None,
+        reasoning_effort: str | None = None,
         on_attempt: Callable[[Attempt], None] | None = None,
     ) -> Completion:
-        """Call the chain; raises ModelUnavailableError when no provider answered."""
+        """Call the chain; raises ModelUnavailableError when no provider answered.
+
+        `tools` and `reasoning_effort` are optional parameters: an endpoint that refuses a
+        request carrying them (HTTP 400: Ollama and llama.cpp refuse some) is asked once more
+        without them, and the refusal is logged.
+        """
         if not self.providers:
             raise ModelUnavailableError("no model provider is configured")
+        optional: dict[str, Any] = {}
+        if tools:
+            optional["tools"] = tools
+        if reasoning_effort:
+            optional["reasoning_effort"] = reasoning_effort
+        call = _Call(agent, session_id, on_attempt)
         failures: list[str] = []
         for provider, client in zip(self.providers, self._clients, strict=True):
-            started = time.perf_counter()
+            request: dict[str, Any] = {"model": provider.model, "messages": messages, **optional}
             try:
-                request: dict[str, Any] = {"model": provider.model, "messages": messages}
-                if tools:
-                    request["tools"] = tools
-                response = await client.chat.completions.create(**request)
-                completion = _completion(response, provider, started)
+                try:
+                    return await call.attempt(client, provider, request)
+                except openai.BadRequestError:
+                    if not optional:
+                        raise
+                    log.warning(
+                        "%s refused the request with %s (HTTP 400); asking again without",
+                        provider.name,
+                        ", ".join(sorted(optional)),
+                        extra={
+                            "event": Event.MODEL_PARAMETER_REFUSED,
+                            "provider": provider.name,
+                            "parameters": sorted(optional),
+                        },
+                    )
+                    plain = {key: value for key, value in request.items() if key not in optional}
+                    return await call.attempt(client, provider, plain)
             except Exception as error:
-                latency = (time.perf_counter() - started) * 1000
-                reason = _describe(error)
-                _record(
-                    on_attempt,
-                    Attempt(
-                        agent=agent,
-                        session_id=session_id,
-                        provider=provider.name,
-                        model=provider.model,
-                        latency_ms=round(latency, 3),
-                        prompt_tokens=0,
-                        completion_tokens=0,
-                        error=reason,
-                    ),
-                )
-                failures.append(f"{provider.name}: {reason}")
+                failures.append(f"{provider.name}: {_describe(error)}")
                 if _falls_back(error):
                     continue
                 raise ModelUnavailableError("; ".join(failures)) from error
-            _record(
-                on_attempt,
-                Attempt(
-                    agent=agent,
-                    session_id=session_id,
-                    provider=provider.name,
-                    model=provider.model,
-                    latency_ms=completion.latency_ms,
-                    prompt_tokens=completion.prompt_tokens,
-                    completion_tokens=completion.completion_tokens,
-                    error=None,
-                ),
-            )
-            return completion
         raise ModelUnavailableError("; ".join(failures))
 
     async def close(self) -> None:
         """Close the HTTP clients."""
         for client in self._clients:
             await client.close()
+
+
+class _Call:
+    """One call of the chain: each request to a provider is an attempt, recorded."""
+
+    def __init__(
+        self, agent: str, session_id: str, on_attempt: Callable[[Attempt], None] | None
+    ) -> None:
+        self._agent = agent
+        self._session_id = session_id
+        self._on_attempt = on_attempt
+
+    async def attempt(
+        self, client: openai.AsyncOpenAI, provider: ProviderSettings, request: dict[str, Any]
+    ) -> Completion:
+        """One request; its attempt is recorded whether it answers or raises."""
+        started = time.perf_counter()
+        try:
+            response = await client.chat.completions.create(**request)
+            completion = _completion(response, provider, started)
+        except Exception as error:
+            self._record(provider, round((time.perf_counter() - started) * 1000, 3), error=error)
+            raise
+        self._record(provider, completion.latency_ms, completion=completion)
+        return completion
+
+    def _record(
+        self,
+        provider: ProviderSettings,
+        latency_ms: float,
+        *,
+        completion: Completion | None = None,
+        error: Exception | None = None,
+    ) -> None:
+        _record(
+            self._on_attempt,
+            Attempt(
+                agent=self._agent,
+                session_id=self._session_id,
+                provider=provider.name,
+                model=provider.model,
+                latency_ms=latency_ms,
+                prompt_tokens=completion.prompt_tokens if completion is not None else 0,
+                completion_tokens=completion.completion_tokens if completion is not None else 0,
+                error=_describe(error) if error is not None else None,
+            ),
+        )
 
 
 def _record(on_attempt: Callable[[Attempt], None] | None, attempt: Attempt) -> None:

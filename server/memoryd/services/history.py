@@ -115,6 +115,11 @@ class HistoryService:
             window_cap=settings.max_conversation_history,
         )
 
+    @property
+    def window_cap(self) -> int | None:
+        """memoryd.history.max_conversation_history: a window's most messages (None: no cap)."""
+        return self._cap
+
     # --- writes -------------------------------------------------------------------------------
 
     def check_messages(

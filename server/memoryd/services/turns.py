@@ -1,7 +1,8 @@
 """CommitTurn: a completed turn's messages, its usage, and the reviewer's new-input mark.
 
-All three commit in one transaction; the caller is answered then, and the scheduler is nudged
-after the commit. Review never runs on the caller's path.
+All three commit in one transaction; then the review scheduler is nudged and the compaction
+check starts in the background, and the caller is answered. Neither review nor compaction runs
+on the caller's path.
 """
 
 from __future__ import annotations
@@ -39,10 +40,14 @@ class _Turn:
 
 
 class TurnService:
-    """Turn commits over the writer; `on_commit` nudges the review scheduler."""
+    """Turn commits over the writer; `on_commit(key, usage)` runs once a turn is committed (the
+    review scheduler's nudge, the compaction check), on the event loop."""
 
     def __init__(
-        self, writer: Writer, history: HistoryService, on_commit: Callable[[], None]
+        self,
+        writer: Writer,
+        history: HistoryService,
+        on_commit: Callable[[ConversationKey, TurnUsage], None],
     ) -> None:
         self._writer = writer
         self._history = history
@@ -78,16 +83,15 @@ class TurnService:
         )
         turn = _Turn(history_writes.AppendRequest(key, prepared, utc_now()), usage, new_input)
 
-        def published(result: TurnResult) -> None:
-            self._history.cache.append(key, result.append.stored)
-            self._on_commit()
-
-        return await self._writer.submit(
+        result = await self._writer.submit(
             self._batch,
             turn,
             rows=max(1, sum(message is not None for message in prepared)),
-            after_commit=published,
+            after_commit=lambda done: self._history.cache.append(key, done.append.stored),
         )
+        # On the event loop, once committed: the review scheduler and the compaction check.
+        self._on_commit(key, usage)
+        return result
 
 
 def _commit(connection: apsw.Connection, turn: _Turn) -> TurnResult:

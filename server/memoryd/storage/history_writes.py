@@ -29,10 +29,10 @@ from memoryd.storage.sql import CONVERSATION_MATCH, KEY_MATCH, Row, one, rows
 # json_each rows are arrays; `->>` reads element N as an SQL value.
 _INSERT_MESSAGES = (
     "INSERT INTO messages (agent_id, owner_id, channel, chat_id, thread_scope, sender, role, kind, "
-    "content, metadata_json, trust, client_message_id, created_at) "
+    "content, metadata_json, trust, client_message_id, created_at, token_count) "
     "SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, "
     "j.value ->> 5, j.value ->> 6, j.value ->> 7, j.value ->> 8, j.value ->> 9, j.value ->> 10, "
-    "j.value ->> 11, j.value ->> 12 FROM json_each(?) AS j ORDER BY j.key"
+    "j.value ->> 11, j.value ->> 12, j.value ->> 13 FROM json_each(?) AS j ORDER BY j.key"
 )
 # `WHERE true` keeps SQLite from reading ON CONFLICT as a join constraint.
 _NEW_CONVERSATIONS = (
@@ -140,10 +140,16 @@ def clear_window(
     row = one(
         connection,
         "UPDATE conversations SET window_start_id = max(window_start_id, ?), "
-        "window_started_at = ?, history_version = ? "
-        f"WHERE {CONVERSATION_MATCH} "
+        "session_start_id = max(session_start_id, ?), window_started_at = ?, "
+        f"history_version = ? WHERE {CONVERSATION_MATCH} "
         "RETURNING window_start_id, window_started_at, history_version",
-        (newest[0] or 0, to_text(now), next_history_version(connection), *key.as_row()),
+        (
+            newest[0] or 0,
+            newest[0] or 0,
+            to_text(now),
+            next_history_version(connection),
+            *key.as_row(),
+        ),
     )
     return window_state_from_row(row)
 
@@ -218,6 +224,7 @@ def _insert_messages(
                 message.trust.value,
                 message.client_message_id,
                 created_at,
+                message.tokens,
             ]
             for key, message, created_at in inserts
         ],

@@ -227,3 +227,16 @@ def _add_visible(sql: list[str], params: list[Any], visible: Visible) -> None:
 
 def _placeholders(count: int) -> str:
     return ", ".join("?" * count)
+
+
+def recent_agent_entries(
+    connection: apsw.Connection, owner: OwnerKey, limit: int
+) -> list[tuple[str, str]]:
+    """(key, value) of the owner's most recently updated active agent-scope rows."""
+    found = rows(
+        connection,
+        f"SELECT r.key, r.value FROM memories AS r WHERE {OWNER_MATCH} AND r.scope_type = 'agent' "
+        "AND r.archived_at IS NULL ORDER BY r.updated_at DESC, r.id DESC LIMIT ?",
+        (owner.agent_id, owner.owner_id, limit),
+    )
+    return [(str(row[0]), str(row[1])) for row in found]

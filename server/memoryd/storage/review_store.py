@@ -164,6 +164,18 @@ def has_input_after(connection: apsw.Connection, key: ConversationKey, after_id:
     return bool(reviewable_after(connection, key, after_id, 1))
 
 
+def unread_through(connection: apsw.Connection, key: ConversationKey, through_id: int) -> bool:
+    """Whether a reviewable message after the review cursor has an id up to `through_id`."""
+    after_id = cursor(connection, key)
+    found = rows(
+        connection,
+        f"SELECT 1 FROM messages AS m WHERE {KEY_MATCH} AND m.id > ? AND m.id <= ? "
+        f"AND {REVIEWABLE} LIMIT 1",
+        (*key.as_row(), after_id, through_id),
+    )
+    return bool(found)
+
+
 def unread_count(connection: apsw.Connection, key: ConversationKey, after_id: int) -> int:
     """The backlog: reviewable messages after the cursor `after_id`."""
     found = rows(

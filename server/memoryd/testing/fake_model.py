@@ -8,6 +8,7 @@
         model.garbage()                         # a body that is not JSON
         ... point a provider's base_url at model.base_url ...
         model.requests                          # every request body received, in order
+        FakeModel(refuse=frozenset({"tools"}))  # answer 400 to requests carrying a parameter
 
 Scripted replies are served in order; when none is left, `default` answers (by default the
 literal "Nothing to save."), or `responder(request)` when one is set. Nothing here reaches the
@@ -64,8 +65,17 @@ class _QuietServer(http.server.ThreadingHTTPServer):
 class FakeModel:
     """The server; use as a context manager or call start() / stop()."""
 
-    def __init__(self, *, default: Reply | None = None, responder: Responder | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        default: Reply | None = None,
+        responder: Responder | None = None,
+        refuse: frozenset[str] = frozenset(),
+    ) -> None:
         self.requests: list[dict[str, Any]] = []
+        # Request parameters answered with HTTP 400, as Ollama and llama.cpp do for some
+        # (reasoning_effort, tools); such a request does not use up a scripted reply.
+        self.refuse = refuse
         # Requests being answered right now, and the most there ever were at once.
         self.in_flight = 0
         self.max_in_flight = 0
@@ -171,6 +181,13 @@ class FakeModel:
                     request = {}
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, b'{"error": {"message": "not found"}}')
+                    return
+                refused = sorted(model.refuse & set(request))
+                if refused:
+                    with model._lock:
+                        model.requests.append(request)
+                    message = f"unrecognized request argument: {refused[0]}"
+                    self._send(400, json.dumps({"error": {"message": message}}).encode())
                     return
                 reply = model._next(request)
                 model._enter()

@@ -3,6 +3,514 @@
 isort:skip_file
 """
 
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from memoryd_client.v1 import records_pb2 as _records_pb2
+import builtins as _builtins
+import sys
+import typing as _typing
+
+if sys.version_info >= (3, 11):
+    from typing import TypeAlias as _TypeAlias, Never as _Never
+else:
+    from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _ContextPartKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ContextPartKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ContextPartKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CONTEXT_PART_KIND_UNSPECIFIED: _ContextPartKind.ValueType  # 0
+    """Not used."""
+    CONTEXT_PART_KIND_MEMORY_CONTEXT: _ContextPartKind.ValueType  # 1
+    """The <memory-context> block: USER.md and MEMORY.md, fenced as recalled background."""
+    CONTEXT_PART_KIND_WORKING_MEMORY: _ContextPartKind.ValueType  # 2
+    """The conversation's working memory, as a read-only block."""
+    CONTEXT_PART_KIND_RECENT_ENTRIES: _ContextPartKind.ValueType  # 3
+    """The most recently updated agent-scope memory rows, each as "## <key>\\n<value>"."""
+    CONTEXT_PART_KIND_CHECKPOINT_SUMMARY: _ContextPartKind.ValueType  # 4
+    """The latest checkpoint: "Conversation checkpoint summary:\\n<summary>"."""
+    CONTEXT_PART_KIND_MESSAGE: _ContextPartKind.ValueType  # 5
+    """A message of the window."""
+
+class ContextPartKind(_ContextPartKind, metaclass=_ContextPartKindEnumTypeWrapper):
+    """ContextPartKind says what a part of the composed context is."""
+
+CONTEXT_PART_KIND_UNSPECIFIED: ContextPartKind.ValueType  # 0
+"""Not used."""
+CONTEXT_PART_KIND_MEMORY_CONTEXT: ContextPartKind.ValueType  # 1
+"""The <memory-context> block: USER.md and MEMORY.md, fenced as recalled background."""
+CONTEXT_PART_KIND_WORKING_MEMORY: ContextPartKind.ValueType  # 2
+"""The conversation's working memory, as a read-only block."""
+CONTEXT_PART_KIND_RECENT_ENTRIES: ContextPartKind.ValueType  # 3
+"""The most recently updated agent-scope memory rows, each as "## <key>\\n<value>"."""
+CONTEXT_PART_KIND_CHECKPOINT_SUMMARY: ContextPartKind.ValueType  # 4
+"""The latest checkpoint: "Conversation checkpoint summary:\\n<summary>"."""
+CONTEXT_PART_KIND_MESSAGE: ContextPartKind.ValueType  # 5
+"""A message of the window."""
+Global___ContextPartKind: _TypeAlias = ContextPartKind  # noqa: Y015
+
+class _CompactionOutcome:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _CompactionOutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CompactionOutcome.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    COMPACTION_OUTCOME_UNSPECIFIED: _CompactionOutcome.ValueType  # 0
+    """Not used."""
+    COMPACTION_OUTCOME_COMPACTED: _CompactionOutcome.ValueType  # 1
+    """Older messages were summarised into a new checkpoint and the window moved past them."""
+    COMPACTION_OUTCOME_NOTHING_TO_COMPACT: _CompactionOutcome.ValueType  # 2
+    """There was nothing older than what the budget keeps."""
+    COMPACTION_OUTCOME_CONVERSATION_CHANGED: _CompactionOutcome.ValueType  # 3
+    """The history changed while the model summarised; nothing was stored."""
+    COMPACTION_OUTCOME_FAILED: _CompactionOutcome.ValueType  # 4
+    """The model call failed (or answered nothing); nothing was stored, and automatic compaction
+    of the conversation backs off.
+    """
+    COMPACTION_OUTCOME_SKIPPED: _CompactionOutcome.ValueType  # 5
+    """Preflight only: no compaction was due (see reason)."""
+
+class CompactionOutcome(_CompactionOutcome, metaclass=_CompactionOutcomeEnumTypeWrapper):
+    """CompactionOutcome says what a Preflight or Compact call did."""
+
+COMPACTION_OUTCOME_UNSPECIFIED: CompactionOutcome.ValueType  # 0
+"""Not used."""
+COMPACTION_OUTCOME_COMPACTED: CompactionOutcome.ValueType  # 1
+"""Older messages were summarised into a new checkpoint and the window moved past them."""
+COMPACTION_OUTCOME_NOTHING_TO_COMPACT: CompactionOutcome.ValueType  # 2
+"""There was nothing older than what the budget keeps."""
+COMPACTION_OUTCOME_CONVERSATION_CHANGED: CompactionOutcome.ValueType  # 3
+"""The history changed while the model summarised; nothing was stored."""
+COMPACTION_OUTCOME_FAILED: CompactionOutcome.ValueType  # 4
+"""The model call failed (or answered nothing); nothing was stored, and automatic compaction
+of the conversation backs off.
+"""
+COMPACTION_OUTCOME_SKIPPED: CompactionOutcome.ValueType  # 5
+"""Preflight only: no compaction was due (see reason)."""
+Global___CompactionOutcome: _TypeAlias = CompactionOutcome  # noqa: Y015
+
+@_typing.final
+class ComposeContextRequest(_message.Message):
+    """ComposeContextRequest names the conversation whose next model call is being prepared."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
+    CONTEXT_WINDOW_FIELD_NUMBER: _builtins.int
+    trust: _records_pb2.Trust.ValueType
+    """Who speaks next; a guest never receives the memory block. Unset means operator."""
+    context_window: _builtins.int
+    """The model's context window in tokens; 0 uses the one last reported, else the provider's."""
+    @_builtins.property
+    def conversation(self) -> _records_pb2.Conversation:
+        """The conversation (channel and chat_id are required)."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _records_pb2.Conversation | None = ...,
+        trust: _records_pb2.Trust.ValueType = ...,
+        context_window: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["context_window", b"context_window", "conversation", b"conversation", "trust", b"trust"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ComposeContextRequest: _TypeAlias = ComposeContextRequest  # noqa: Y015
+
+@_typing.final
+class ContextPart(_message.Message):
+    """ContextPart is one message of the composed context."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    TOKENS_FIELD_NUMBER: _builtins.int
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    SENDER_FIELD_NUMBER: _builtins.int
+    MESSAGE_KIND_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
+    kind: Global___ContextPartKind.ValueType
+    """What the part is."""
+    role: _records_pb2.Role.ValueType
+    """The role to send it with: system for the blocks, the message's own role otherwise."""
+    content: _builtins.str
+    """The text to send."""
+    tokens: _builtins.int
+    """Its tokens (tiktoken cl100k_base, content only), counted once when it was stored."""
+    message_id: _builtins.int
+    """For a message: its id; 0 for the blocks. A checkpoint summary carries its message's id."""
+    sender: _builtins.str
+    """For a message: its sender, kind and metadata (a JSON object), for tool calls and the like."""
+    message_kind: _builtins.str
+    """For a message: its kind."""
+    metadata: _builtins.str
+    """For a message: its metadata, a JSON object."""
+    def __init__(
+        self,
+        *,
+        kind: Global___ContextPartKind.ValueType = ...,
+        role: _records_pb2.Role.ValueType = ...,
+        content: _builtins.str = ...,
+        tokens: _builtins.int = ...,
+        message_id: _builtins.int = ...,
+        sender: _builtins.str = ...,
+        message_kind: _builtins.str = ...,
+        metadata: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "kind", b"kind", "message_id", b"message_id", "message_kind", b"message_kind", "metadata", b"metadata", "role", b"role", "sender", b"sender", "tokens", b"tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ContextPart: _TypeAlias = ContextPart  # noqa: Y015
+
+@_typing.final
+class ComposeContextResponse(_message.Message):
+    """ComposeContextResponse is the composed context, ready to send."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTS_FIELD_NUMBER: _builtins.int
+    TOTAL_TOKENS_FIELD_NUMBER: _builtins.int
+    LIMIT_TOKENS_FIELD_NUMBER: _builtins.int
+    CONTEXT_WINDOW_FIELD_NUMBER: _builtins.int
+    HISTORY_VERSION_FIELD_NUMBER: _builtins.int
+    OMITTED_MESSAGES_FIELD_NUMBER: _builtins.int
+    OMITTED_TOKENS_FIELD_NUMBER: _builtins.int
+    MEMORY_WITHHELD_FIELD_NUMBER: _builtins.int
+    total_tokens: _builtins.int
+    """The sum of the parts' tokens; never more than limit_tokens."""
+    limit_tokens: _builtins.int
+    """threshold x context window: the most the composed context may take."""
+    context_window: _builtins.int
+    """The context window used."""
+    history_version: _builtins.int
+    """The conversation's history version when the context was read."""
+    omitted_messages: _builtins.int
+    """Window messages left out of this answer (the oldest), to stay within limit_tokens; the next
+    Preflight or post-delivery check compacts them. They stay in history.
+    """
+    omitted_tokens: _builtins.int
+    """Their tokens."""
+    memory_withheld: _builtins.bool
+    """True when the memory block was withheld because a guest speaks next."""
+    @_builtins.property
+    def parts(self) -> _containers.RepeatedCompositeFieldContainer[Global___ContextPart]:
+        """The parts, in the order to send them."""
+
+    def __init__(
+        self,
+        *,
+        parts: _abc.Iterable[Global___ContextPart] | None = ...,
+        total_tokens: _builtins.int = ...,
+        limit_tokens: _builtins.int = ...,
+        context_window: _builtins.int = ...,
+        history_version: _builtins.int = ...,
+        omitted_messages: _builtins.int = ...,
+        omitted_tokens: _builtins.int = ...,
+        memory_withheld: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["context_window", b"context_window", "history_version", b"history_version", "limit_tokens", b"limit_tokens", "memory_withheld", b"memory_withheld", "omitted_messages", b"omitted_messages", "omitted_tokens", b"omitted_tokens", "parts", b"parts", "total_tokens", b"total_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ComposeContextResponse: _TypeAlias = ComposeContextResponse  # noqa: Y015
+
+@_typing.final
+class PreflightRequest(_message.Message):
+    """PreflightRequest is the check before a turn."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    CONTEXT_WINDOW_FIELD_NUMBER: _builtins.int
+    context_window: _builtins.int
+    """The model's context window in tokens; 0 uses the one last reported, else the provider's."""
+    @_builtins.property
+    def conversation(self) -> _records_pb2.Conversation:
+        """The conversation (channel and chat_id are required)."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _records_pb2.Conversation | None = ...,
+        context_window: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["context_window", b"context_window", "conversation", b"conversation"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PreflightRequest: _TypeAlias = PreflightRequest  # noqa: Y015
+
+@_typing.final
+class PreflightResponse(_message.Message):
+    """PreflightResponse says whether the pre-flight check compacted."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    NOTICE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    PEAK_PROMPT_TOKENS_FIELD_NUMBER: _builtins.int
+    TRIGGER_TOKENS_FIELD_NUMBER: _builtins.int
+    TOKENS_BEFORE_FIELD_NUMBER: _builtins.int
+    TOKENS_AFTER_FIELD_NUMBER: _builtins.int
+    outcome: Global___CompactionOutcome.ValueType
+    """What it did."""
+    notice: _builtins.str
+    """When it compacted: "Trimmed older conversation history to stay within the context window."
+    (send it to the chat); otherwise empty.
+    """
+    reason: _builtins.str
+    """Why it skipped, or why it failed."""
+    peak_prompt_tokens: _builtins.int
+    """The previous turn's recorded peak prompt tokens; 0 when none was recorded."""
+    trigger_tokens: _builtins.int
+    """threshold x context window: the peak that triggers compaction."""
+    tokens_before: _builtins.int
+    """The window's tokens before and after, when it compacted."""
+    tokens_after: _builtins.int
+    """The window's tokens after compacting."""
+    def __init__(
+        self,
+        *,
+        outcome: Global___CompactionOutcome.ValueType = ...,
+        notice: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        peak_prompt_tokens: _builtins.int = ...,
+        trigger_tokens: _builtins.int = ...,
+        tokens_before: _builtins.int = ...,
+        tokens_after: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["notice", b"notice", "outcome", b"outcome", "peak_prompt_tokens", b"peak_prompt_tokens", "reason", b"reason", "tokens_after", b"tokens_after", "tokens_before", b"tokens_before", "trigger_tokens", b"trigger_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PreflightResponse: _TypeAlias = PreflightResponse  # noqa: Y015
+
+@_typing.final
+class CompactRequest(_message.Message):
+    """CompactRequest is /compact."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
+    CONTEXT_WINDOW_FIELD_NUMBER: _builtins.int
+    trust: _records_pb2.Trust.ValueType
+    """Who runs the command; a guest gets PERMISSION_DENIED. Unset means operator."""
+    context_window: _builtins.int
+    """The model's context window in tokens; 0 uses the one last reported, else the provider's."""
+    @_builtins.property
+    def conversation(self) -> _records_pb2.Conversation:
+        """The conversation (channel and chat_id are required)."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _records_pb2.Conversation | None = ...,
+        trust: _records_pb2.Trust.ValueType = ...,
+        context_window: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["context_window", b"context_window", "conversation", b"conversation", "trust", b"trust"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CompactRequest: _TypeAlias = CompactRequest  # noqa: Y015
+
+@_typing.final
+class CompactResponse(_message.Message):
+    """CompactResponse is the outcome of /compact."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    TOKENS_BEFORE_FIELD_NUMBER: _builtins.int
+    TOKENS_AFTER_FIELD_NUMBER: _builtins.int
+    CHECKPOINT_ID_FIELD_NUMBER: _builtins.int
+    outcome: Global___CompactionOutcome.ValueType
+    """What it did (never SKIPPED)."""
+    message: _builtins.str
+    """The text to show, exactly as documented on Compact."""
+    tokens_before: _builtins.int
+    """The window's tokens before compacting."""
+    tokens_after: _builtins.int
+    """The window's tokens after compacting (equal to tokens_before when nothing was stored)."""
+    checkpoint_id: _builtins.int
+    """The new checkpoint's message id, when it compacted."""
+    def __init__(
+        self,
+        *,
+        outcome: Global___CompactionOutcome.ValueType = ...,
+        message: _builtins.str = ...,
+        tokens_before: _builtins.int = ...,
+        tokens_after: _builtins.int = ...,
+        checkpoint_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_id", b"checkpoint_id", "message", b"message", "outcome", b"outcome", "tokens_after", b"tokens_after", "tokens_before", b"tokens_before"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CompactResponse: _TypeAlias = CompactResponse  # noqa: Y015
+
+@_typing.final
+class GetCompactionStateRequest(_message.Message):
+    """GetCompactionStateRequest names a conversation."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def conversation(self) -> _records_pb2.Conversation:
+        """The conversation (channel and chat_id are required)."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _records_pb2.Conversation | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetCompactionStateRequest: _TypeAlias = GetCompactionStateRequest  # noqa: Y015
+
+@_typing.final
+class Checkpoint(_message.Message):
+    """Checkpoint is a stored compaction summary."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    FIRST_MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    LAST_MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    TOKENS_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """The id of its message (sender compactor, role system, kind checkpoint_summary)."""
+    first_message_id: _builtins.int
+    """The first and last ids of the messages it summarises (its predecessor's summary included)."""
+    last_message_id: _builtins.int
+    """The last id it summarises."""
+    tokens: _builtins.int
+    """The summary's tokens."""
+    revision: _builtins.int
+    """The resource revision it was also stored as (a checkpoint resource of the conversation)."""
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When it was made."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        first_message_id: _builtins.int = ...,
+        last_message_id: _builtins.int = ...,
+        tokens: _builtins.int = ...,
+        revision: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "first_message_id", b"first_message_id", "id", b"id", "last_message_id", b"last_message_id", "revision", b"revision", "tokens", b"tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Checkpoint: _TypeAlias = Checkpoint  # noqa: Y015
+
+@_typing.final
+class GetCompactionStateResponse(_message.Message):
+    """GetCompactionStateResponse is a conversation's compaction state."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    ENABLED_FIELD_NUMBER: _builtins.int
+    THRESHOLD_FIELD_NUMBER: _builtins.int
+    CONTEXT_WINDOW_FIELD_NUMBER: _builtins.int
+    BUDGET_TOKENS_FIELD_NUMBER: _builtins.int
+    TRIGGER_TOKENS_FIELD_NUMBER: _builtins.int
+    PEAK_PROMPT_TOKENS_FIELD_NUMBER: _builtins.int
+    CHECKPOINT_FIELD_NUMBER: _builtins.int
+    WINDOW_START_ID_FIELD_NUMBER: _builtins.int
+    BACKOFF_UNTIL_FIELD_NUMBER: _builtins.int
+    LAST_ERROR_FIELD_NUMBER: _builtins.int
+    enabled: _builtins.bool
+    """Whether automatic compaction (Preflight, after CommitTurn) is on."""
+    threshold: _builtins.float
+    """The trigger, as a fraction of the context window."""
+    context_window: _builtins.int
+    """The context window in use: the one last reported with CommitTurn, else the provider's."""
+    budget_tokens: _builtins.int
+    """trunc(0.5 x context window): what the kept messages and the summary share."""
+    trigger_tokens: _builtins.int
+    """threshold x context window."""
+    peak_prompt_tokens: _builtins.int
+    """The last turn's recorded peak prompt tokens; 0 when none (reset by a compaction)."""
+    window_start_id: _builtins.int
+    """The window starts after this message id."""
+    last_error: _builtins.str
+    """Why the last compaction failed; empty after a success."""
+    @_builtins.property
+    def conversation(self) -> _records_pb2.Conversation:
+        """The conversation."""
+
+    @_builtins.property
+    def checkpoint(self) -> Global___Checkpoint:
+        """The latest checkpoint of the current session; unset when there is none."""
+
+    @_builtins.property
+    def backoff_until(self) -> _timestamp_pb2.Timestamp:
+        """Until then automatic compaction waits, after a failure; unset when it need not wait."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _records_pb2.Conversation | None = ...,
+        enabled: _builtins.bool = ...,
+        threshold: _builtins.float = ...,
+        context_window: _builtins.int = ...,
+        budget_tokens: _builtins.int = ...,
+        trigger_tokens: _builtins.int = ...,
+        peak_prompt_tokens: _builtins.int = ...,
+        checkpoint: Global___Checkpoint | None = ...,
+        window_start_id: _builtins.int = ...,
+        backoff_until: _timestamp_pb2.Timestamp | None = ...,
+        last_error: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["backoff_until", b"backoff_until", "checkpoint", b"checkpoint", "conversation", b"conversation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backoff_until", b"backoff_until", "budget_tokens", b"budget_tokens", "checkpoint", b"checkpoint", "context_window", b"context_window", "conversation", b"conversation", "enabled", b"enabled", "last_error", b"last_error", "peak_prompt_tokens", b"peak_prompt_tokens", "threshold", b"threshold", "trigger_tokens", b"trigger_tokens", "window_start_id", b"window_start_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetCompactionStateResponse: _TypeAlias = GetCompactionStateResponse  # noqa: Y015

@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from memoryd_client.v1 import compaction_service_pb2 as memoryd_dot_v1_dot_compaction__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -25,9 +26,17 @@ if _version_not_supported:
 
 
 class CompactionServiceStub:
-    """CompactionService will summarise conversations that outgrow the model's context window, moving
-    the window without deleting any message. It has no methods yet; its name is reserved so that
-    adapters and reflection see the final shape of the API.
+    """CompactionService keeps each conversation inside its model's context window and composes the
+    context an adapter sends with the next model call. Compaction summarises older messages into
+    a checkpoint and moves the window past them; no message is renumbered or deleted, and
+    ListMessages with all_history and SearchHistory still find every message. Before the window
+    moves past user messages the reviewer has not read, they are reviewed first. Compaction
+    never changes working memory or long-term memory.
+
+    The context window of a call is the request's context_window when set, else the one last
+    reported with CommitTurn, else the primary provider's configured context_window. The
+    compaction budget is half of it; the trigger and the composed context's limit are
+    `threshold` (memoryd.compaction.threshold, 0.85 by default) of it.
     """
 
     def __init__(self, channel):
@@ -36,17 +45,107 @@ class CompactionServiceStub:
         Args:
             channel: A grpc.Channel.
         """
+        self.ComposeContext = channel.unary_unary(
+                '/memoryd.v1.CompactionService/ComposeContext',
+                request_serializer=memoryd_dot_v1_dot_compaction__service__pb2.ComposeContextRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_compaction__service__pb2.ComposeContextResponse.FromString,
+                _registered_method=True)
+        self.Preflight = channel.unary_unary(
+                '/memoryd.v1.CompactionService/Preflight',
+                request_serializer=memoryd_dot_v1_dot_compaction__service__pb2.PreflightRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_compaction__service__pb2.PreflightResponse.FromString,
+                _registered_method=True)
+        self.Compact = channel.unary_unary(
+                '/memoryd.v1.CompactionService/Compact',
+                request_serializer=memoryd_dot_v1_dot_compaction__service__pb2.CompactRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_compaction__service__pb2.CompactResponse.FromString,
+                _registered_method=True)
+        self.GetCompactionState = channel.unary_unary(
+                '/memoryd.v1.CompactionService/GetCompactionState',
+                request_serializer=memoryd_dot_v1_dot_compaction__service__pb2.GetCompactionStateRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_compaction__service__pb2.GetCompactionStateResponse.FromString,
+                _registered_method=True)
 
 
 class CompactionServiceServicer:
-    """CompactionService will summarise conversations that outgrow the model's context window, moving
-    the window without deleting any message. It has no methods yet; its name is reserved so that
-    adapters and reflection see the final shape of the API.
+    """CompactionService keeps each conversation inside its model's context window and composes the
+    context an adapter sends with the next model call. Compaction summarises older messages into
+    a checkpoint and moves the window past them; no message is renumbered or deleted, and
+    ListMessages with all_history and SearchHistory still find every message. Before the window
+    moves past user messages the reviewer has not read, they are reviewed first. Compaction
+    never changes working memory or long-term memory.
+
+    The context window of a call is the request's context_window when set, else the one last
+    reported with CommitTurn, else the primary provider's configured context_window. The
+    compaction budget is half of it; the trigger and the composed context's limit are
+    `threshold` (memoryd.compaction.threshold, 0.85 by default) of it.
     """
+
+    def ComposeContext(self, request, context):
+        """ComposeContext returns what the next model call receives, in order: the <memory-context>
+        block (never for a guest), the conversation's working memory, the most recently updated
+        agent-scope memory rows, the latest checkpoint summary, then the window's messages, oldest
+        first. The total never exceeds threshold x context window: when the window would, its
+        oldest messages are left out of the answer (never out of history) and counted in
+        omitted_messages. It needs no model provider.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Preflight(self, request, context):
+        """Preflight is called before a turn: when the previous turn's recorded peak prompt tokens
+        reach threshold x context window, it compacts now and returns the notice "Trimmed older
+        conversation history to stay within the context window." Without a measurement, while a
+        failed compaction's backoff runs, or with automatic compaction disabled, it skips and says
+        why. FAILED_PRECONDITION without a model provider.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Compact(self, request, context):
+        """Compact is /compact: it compacts now, whatever the recorded peak and the backoff. An
+        operator's command: a guest gets PERMISSION_DENIED. The answer's message is one of
+        "Compacted: 12,345 -> 6,789 tokens.", "Nothing to compact (N tokens).", "Conversation
+        changed while compacting; run /compact again." or "Compaction failed: <reason>".
+        FAILED_PRECONDITION without a model provider.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCompactionState(self, request, context):
+        """GetCompactionState returns a conversation's threshold, budget, last recorded peak, latest
+        checkpoint and backoff deadline. NOT_FOUND for a conversation without a record.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
 
 
 def add_CompactionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
+            'ComposeContext': grpc.unary_unary_rpc_method_handler(
+                    servicer.ComposeContext,
+                    request_deserializer=memoryd_dot_v1_dot_compaction__service__pb2.ComposeContextRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_compaction__service__pb2.ComposeContextResponse.SerializeToString,
+            ),
+            'Preflight': grpc.unary_unary_rpc_method_handler(
+                    servicer.Preflight,
+                    request_deserializer=memoryd_dot_v1_dot_compaction__service__pb2.PreflightRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_compaction__service__pb2.PreflightResponse.SerializeToString,
+            ),
+            'Compact': grpc.unary_unary_rpc_method_handler(
+                    servicer.Compact,
+                    request_deserializer=memoryd_dot_v1_dot_compaction__service__pb2.CompactRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_compaction__service__pb2.CompactResponse.SerializeToString,
+            ),
+            'GetCompactionState': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCompactionState,
+                    request_deserializer=memoryd_dot_v1_dot_compaction__service__pb2.GetCompactionStateRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_compaction__service__pb2.GetCompactionStateResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'memoryd.v1.CompactionService', rpc_method_handlers)
@@ -56,7 +155,123 @@ def add_CompactionServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class CompactionService:
-    """CompactionService will summarise conversations that outgrow the model's context window, moving
-    the window without deleting any message. It has no methods yet; its name is reserved so that
-    adapters and reflection see the final shape of the API.
+    """CompactionService keeps each conversation inside its model's context window and composes the
+    context an adapter sends with the next model call. Compaction summarises older messages into
+    a checkpoint and moves the window past them; no message is renumbered or deleted, and
+    ListMessages with all_history and SearchHistory still find every message. Before the window
+    moves past user messages the reviewer has not read, they are reviewed first. Compaction
+    never changes working memory or long-term memory.
+
+    The context window of a call is the request's context_window when set, else the one last
+    reported with CommitTurn, else the primary provider's configured context_window. The
+    compaction budget is half of it; the trigger and the composed context's limit are
+    `threshold` (memoryd.compaction.threshold, 0.85 by default) of it.
     """
+
+    @staticmethod
+    def ComposeContext(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.CompactionService/ComposeContext',
+            memoryd_dot_v1_dot_compaction__service__pb2.ComposeContextRequest.SerializeToString,
+            memoryd_dot_v1_dot_compaction__service__pb2.ComposeContextResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Preflight(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.CompactionService/Preflight',
+            memoryd_dot_v1_dot_compaction__service__pb2.PreflightRequest.SerializeToString,
+            memoryd_dot_v1_dot_compaction__service__pb2.PreflightResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Compact(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.CompactionService/Compact',
+            memoryd_dot_v1_dot_compaction__service__pb2.CompactRequest.SerializeToString,
+            memoryd_dot_v1_dot_compaction__service__pb2.CompactResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCompactionState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.CompactionService/GetCompactionState',
+            memoryd_dot_v1_dot_compaction__service__pb2.GetCompactionStateRequest.SerializeToString,
+            memoryd_dot_v1_dot_compaction__service__pb2.GetCompactionStateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

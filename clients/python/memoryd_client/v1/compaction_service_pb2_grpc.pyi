@@ -5,6 +5,7 @@ isort:skip_file
 
 from collections import abc as _abc
 from grpc import aio as _aio
+from memoryd_client.v1 import compaction_service_pb2 as _compaction_service_pb2
 import abc as _abc_1
 import grpc as _grpc
 import sys
@@ -26,31 +27,155 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class CompactionServiceStub:
-    """CompactionService will summarise conversations that outgrow the model's context window, moving
-    the window without deleting any message. It has no methods yet; its name is reserved so that
-    adapters and reflection see the final shape of the API.
+    """CompactionService keeps each conversation inside its model's context window and composes the
+    context an adapter sends with the next model call. Compaction summarises older messages into
+    a checkpoint and moves the window past them; no message is renumbered or deleted, and
+    ListMessages with all_history and SearchHistory still find every message. Before the window
+    moves past user messages the reviewer has not read, they are reviewed first. Compaction
+    never changes working memory or long-term memory.
+
+    The context window of a call is the request's context_window when set, else the one last
+    reported with CommitTurn, else the primary provider's configured context_window. The
+    compaction budget is half of it; the trigger and the composed context's limit are
+    `threshold` (memoryd.compaction.threshold, 0.85 by default) of it.
     """
 
     @_typing.overload
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> CompactionServiceAsyncStub: ...
+    ComposeContext: _grpc.UnaryUnaryMultiCallable[_compaction_service_pb2.ComposeContextRequest, _compaction_service_pb2.ComposeContextResponse]
+    """ComposeContext returns what the next model call receives, in order: the <memory-context>
+    block (never for a guest), the conversation's working memory, the most recently updated
+    agent-scope memory rows, the latest checkpoint summary, then the window's messages, oldest
+    first. The total never exceeds threshold x context window: when the window would, its
+    oldest messages are left out of the answer (never out of history) and counted in
+    omitted_messages. It needs no model provider.
+    """
+    Preflight: _grpc.UnaryUnaryMultiCallable[_compaction_service_pb2.PreflightRequest, _compaction_service_pb2.PreflightResponse]
+    """Preflight is called before a turn: when the previous turn's recorded peak prompt tokens
+    reach threshold x context window, it compacts now and returns the notice "Trimmed older
+    conversation history to stay within the context window." Without a measurement, while a
+    failed compaction's backoff runs, or with automatic compaction disabled, it skips and says
+    why. FAILED_PRECONDITION without a model provider.
+    """
+    Compact: _grpc.UnaryUnaryMultiCallable[_compaction_service_pb2.CompactRequest, _compaction_service_pb2.CompactResponse]
+    """Compact is /compact: it compacts now, whatever the recorded peak and the backoff. An
+    operator's command: a guest gets PERMISSION_DENIED. The answer's message is one of
+    "Compacted: 12,345 -> 6,789 tokens.", "Nothing to compact (N tokens).", "Conversation
+    changed while compacting; run /compact again." or "Compaction failed: <reason>".
+    FAILED_PRECONDITION without a model provider.
+    """
+    GetCompactionState: _grpc.UnaryUnaryMultiCallable[_compaction_service_pb2.GetCompactionStateRequest, _compaction_service_pb2.GetCompactionStateResponse]
+    """GetCompactionState returns a conversation's threshold, budget, last recorded peak, latest
+    checkpoint and backoff deadline. NOT_FOUND for a conversation without a record.
+    """
 
 @_typing.type_check_only
 class CompactionServiceAsyncStub(CompactionServiceStub):
-    """CompactionService will summarise conversations that outgrow the model's context window, moving
-    the window without deleting any message. It has no methods yet; its name is reserved so that
-    adapters and reflection see the final shape of the API.
+    """CompactionService keeps each conversation inside its model's context window and composes the
+    context an adapter sends with the next model call. Compaction summarises older messages into
+    a checkpoint and moves the window past them; no message is renumbered or deleted, and
+    ListMessages with all_history and SearchHistory still find every message. Before the window
+    moves past user messages the reviewer has not read, they are reviewed first. Compaction
+    never changes working memory or long-term memory.
+
+    The context window of a call is the request's context_window when set, else the one last
+    reported with CommitTurn, else the primary provider's configured context_window. The
+    compaction budget is half of it; the trigger and the composed context's limit are
+    `threshold` (memoryd.compaction.threshold, 0.85 by default) of it.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
-
-class CompactionServiceServicer(metaclass=_abc_1.ABCMeta):
-    """CompactionService will summarise conversations that outgrow the model's context window, moving
-    the window without deleting any message. It has no methods yet; its name is reserved so that
-    adapters and reflection see the final shape of the API.
+    ComposeContext: _aio.UnaryUnaryMultiCallable[_compaction_service_pb2.ComposeContextRequest, _compaction_service_pb2.ComposeContextResponse]  # type: ignore[assignment]
+    """ComposeContext returns what the next model call receives, in order: the <memory-context>
+    block (never for a guest), the conversation's working memory, the most recently updated
+    agent-scope memory rows, the latest checkpoint summary, then the window's messages, oldest
+    first. The total never exceeds threshold x context window: when the window would, its
+    oldest messages are left out of the answer (never out of history) and counted in
+    omitted_messages. It needs no model provider.
+    """
+    Preflight: _aio.UnaryUnaryMultiCallable[_compaction_service_pb2.PreflightRequest, _compaction_service_pb2.PreflightResponse]  # type: ignore[assignment]
+    """Preflight is called before a turn: when the previous turn's recorded peak prompt tokens
+    reach threshold x context window, it compacts now and returns the notice "Trimmed older
+    conversation history to stay within the context window." Without a measurement, while a
+    failed compaction's backoff runs, or with automatic compaction disabled, it skips and says
+    why. FAILED_PRECONDITION without a model provider.
+    """
+    Compact: _aio.UnaryUnaryMultiCallable[_compaction_service_pb2.CompactRequest, _compaction_service_pb2.CompactResponse]  # type: ignore[assignment]
+    """Compact is /compact: it compacts now, whatever the recorded peak and the backoff. An
+    operator's command: a guest gets PERMISSION_DENIED. The answer's message is one of
+    "Compacted: 12,345 -> 6,789 tokens.", "Nothing to compact (N tokens).", "Conversation
+    changed while compacting; run /compact again." or "Compaction failed: <reason>".
+    FAILED_PRECONDITION without a model provider.
+    """
+    GetCompactionState: _aio.UnaryUnaryMultiCallable[_compaction_service_pb2.GetCompactionStateRequest, _compaction_service_pb2.GetCompactionStateResponse]  # type: ignore[assignment]
+    """GetCompactionState returns a conversation's threshold, budget, last recorded peak, latest
+    checkpoint and backoff deadline. NOT_FOUND for a conversation without a record.
     """
 
-    ...
+class CompactionServiceServicer(metaclass=_abc_1.ABCMeta):
+    """CompactionService keeps each conversation inside its model's context window and composes the
+    context an adapter sends with the next model call. Compaction summarises older messages into
+    a checkpoint and moves the window past them; no message is renumbered or deleted, and
+    ListMessages with all_history and SearchHistory still find every message. Before the window
+    moves past user messages the reviewer has not read, they are reviewed first. Compaction
+    never changes working memory or long-term memory.
+
+    The context window of a call is the request's context_window when set, else the one last
+    reported with CommitTurn, else the primary provider's configured context_window. The
+    compaction budget is half of it; the trigger and the composed context's limit are
+    `threshold` (memoryd.compaction.threshold, 0.85 by default) of it.
+    """
+
+    @_abc_1.abstractmethod
+    def ComposeContext(
+        self,
+        request: _compaction_service_pb2.ComposeContextRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compaction_service_pb2.ComposeContextResponse, _abc.Awaitable[_compaction_service_pb2.ComposeContextResponse]]:
+        """ComposeContext returns what the next model call receives, in order: the <memory-context>
+        block (never for a guest), the conversation's working memory, the most recently updated
+        agent-scope memory rows, the latest checkpoint summary, then the window's messages, oldest
+        first. The total never exceeds threshold x context window: when the window would, its
+        oldest messages are left out of the answer (never out of history) and counted in
+        omitted_messages. It needs no model provider.
+        """
+
+    @_abc_1.abstractmethod
+    def Preflight(
+        self,
+        request: _compaction_service_pb2.PreflightRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compaction_service_pb2.PreflightResponse, _abc.Awaitable[_compaction_service_pb2.PreflightResponse]]:
+        """Preflight is called before a turn: when the previous turn's recorded peak prompt tokens
+        reach threshold x context window, it compacts now and returns the notice "Trimmed older
+        conversation history to stay within the context window." Without a measurement, while a
+        failed compaction's backoff runs, or with automatic compaction disabled, it skips and says
+        why. FAILED_PRECONDITION without a model provider.
+        """
+
+    @_abc_1.abstractmethod
+    def Compact(
+        self,
+        request: _compaction_service_pb2.CompactRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compaction_service_pb2.CompactResponse, _abc.Awaitable[_compaction_service_pb2.CompactResponse]]:
+        """Compact is /compact: it compacts now, whatever the recorded peak and the backoff. An
+        operator's command: a guest gets PERMISSION_DENIED. The answer's message is one of
+        "Compacted: 12,345 -> 6,789 tokens.", "Nothing to compact (N tokens).", "Conversation
+        changed while compacting; run /compact again." or "Compaction failed: <reason>".
+        FAILED_PRECONDITION without a model provider.
+        """
+
+    @_abc_1.abstractmethod
+    def GetCompactionState(
+        self,
+        request: _compaction_service_pb2.GetCompactionStateRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compaction_service_pb2.GetCompactionStateResponse, _abc.Awaitable[_compaction_service_pb2.GetCompactionStateResponse]]:
+        """GetCompactionState returns a conversation's threshold, budget, last recorded peak, latest
+        checkpoint and backoff deadline. NOT_FOUND for a conversation without a record.
+        """
 
 def add_CompactionServiceServicer_to_server(servicer: CompactionServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

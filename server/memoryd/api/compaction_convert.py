@@ -1,0 +1,174 @@
+"""Translation of compaction messages: the composed context, compaction outcomes and state.
+Nothing here decides policy."""
+
+from __future__ import annotations
+
+import collections
+
+from memoryd.api.convert import conversation_out, set_timestamp
+from memoryd.api.enum_tables import COMPACTION_OUTCOME, CONTEXT_PART_KIND, ROLE
+from memoryd.domain.compaction import PartKind, WindowMessage
+from memoryd.domain.conversation import ConversationKey
+from memoryd.domain.timestamps import from_text
+from memoryd.services.compaction import (
+    CompactionDescription,
+    CompactResult,
+    ComposedContext,
+    PreflightResult,
+)
+from memoryd_client.v1 import compaction_service_pb2 as pb
+
+
+def context_out(key: ConversationKey, composed: ComposedContext) -> pb.ComposeContextResponse:
+    """ComposeContext's answer. The last answer of each conversation is kept by its stamp (equal
+    stamps, equal answers); a message's part is serialized once and kept (a stored message
+    never changes), so a new answer of hundreds of messages is mostly joined, not built."""
+    return _ANSWERS.answer(key, composed)
+
+
+def _build(composed: ComposedContext) -> pb.ComposeContextResponse:
+    composition = composed.composition
+    head = pb.ComposeContextResponse(
+        parts=[
+            pb.ContextPart(
+                kind=CONTEXT_PART_KIND.number(block.kind),
+                role=ROLE.number(block.role),
+                content=block.content,
+                tokens=block.tokens,
+            )
+            for block in composition.blocks
+        ],
+        total_tokens=composition.total_tokens,
+        limit_tokens=composed.limit_tokens,
+        context_window=composed.context_window,
+        history_version=composed.history_version,
+        omitted_messages=composition.omitted_messages,
+        omitted_tokens=composition.omitted_tokens,
+        memory_withheld=composed.memory_withheld,
+    )
+    messages = b"".join(_PARTS.of(message) for message in composition.messages)
+    return pb.ComposeContextResponse.FromString(head.SerializeToString() + messages)
+
+
+class _SerializedParts:
+    """The ContextPart of each message recently composed, serialized as a `parts` field entry,
+    by message id. Used on the event loop only."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._entries: collections.OrderedDict[int, bytes] = collections.OrderedDict()
+
+    def of(self, message: WindowMessage) -> bytes:
+        """The `parts` entry of a message (tag, length, ContextPart)."""
+        found = self._entries.get(message.id)
+        if found is not None:
+            self._entries.move_to_end(message.id)
+            return found
+        part = pb.ContextPart(
+            kind=_MESSAGE_KIND,
+            role=ROLE.number(message.role),
+            content=message.content,
+            tokens=message.tokens,
+            message_id=message.id,
+            sender=message.sender,
+            message_kind=message.kind,
+            metadata=message.metadata_json,
+        ).SerializeToString()
+        entry = _PARTS_TAG + _varint(len(part)) + part
+        self._entries[message.id] = entry
+        if len(self._entries) > self._capacity:
+            self._entries.popitem(last=False)
+        return entry
+
+
+class _Answers:
+    """The last ComposeContext answer of each conversation, by stamp. Used on the event loop
+    only; an answer handed to gRPC is never changed afterwards."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._entries: collections.OrderedDict[
+            ConversationKey, tuple[object, pb.ComposeContextResponse]
+        ] = collections.OrderedDict()
+
+    def answer(self, key: ConversationKey, composed: ComposedContext) -> pb.ComposeContextResponse:
+        """The answer for `composed`, built once per stamp."""
+        found = self._entries.get(key)
+        if found is not None and found[0] == composed.stamp:
+            self._entries.move_to_end(key)
+            return found[1]
+        response = _build(composed)
+        self._entries[key] = (composed.stamp, response)
+        self._entries.move_to_end(key)
+        if len(self._entries) > self._capacity:
+            self._entries.popitem(last=False)
+        return response
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+# ComposeContextResponse.parts is field 1, length-delimited: tag (1 << 3) | 2.
+_PARTS_TAG = bytes([(pb.ComposeContextResponse.PARTS_FIELD_NUMBER << 3) | 2])
+_MESSAGE_KIND = CONTEXT_PART_KIND.number(PartKind.MESSAGE)
+_PARTS = _SerializedParts(capacity=50_000)
+_ANSWERS = _Answers(capacity=256)
+
+
+def preflight_out(result: PreflightResult) -> pb.PreflightResponse:
+    """Preflight's answer."""
+    return pb.PreflightResponse(
+        outcome=COMPACTION_OUTCOME.number(result.outcome),
+        notice=result.notice,
+        reason=result.reason,
+        peak_prompt_tokens=result.peak_prompt_tokens,
+        trigger_tokens=result.trigger_tokens,
+        tokens_before=result.tokens_before,
+        tokens_after=result.tokens_after,
+    )
+
+
+def compact_out(result: CompactResult) -> pb.CompactResponse:
+    """Compact's answer."""
+    return pb.CompactResponse(
+        outcome=COMPACTION_OUTCOME.number(result.outcome),
+        message=result.message,
+        tokens_before=result.tokens_before,
+        tokens_after=result.tokens_after,
+        checkpoint_id=result.checkpoint_id,
+    )
+
+
+def state_out(
+    key: ConversationKey, described: CompactionDescription
+) -> pb.GetCompactionStateResponse:
+    """GetCompactionState's answer."""
+    response = pb.GetCompactionStateResponse(
+        conversation=conversation_out(key),
+        enabled=described.enabled,
+        threshold=described.threshold,
+        context_window=described.context_window,
+        budget_tokens=described.budget_tokens,
+        trigger_tokens=described.trigger_tokens,
+        peak_prompt_tokens=described.peak_prompt_tokens,
+        window_start_id=described.window_start_id,
+        last_error=described.last_error,
+    )
+    if described.backoff_until is not None:
+        set_timestamp(response.backoff_until, described.backoff_until)
+    checkpoint = described.checkpoint
+    if checkpoint is not None:
+        target = response.checkpoint
+        target.id = checkpoint.message.id
+        set_timestamp(target.created_at, from_text(checkpoint.message.created_at))
+        target.first_message_id = checkpoint.first_message_id
+        target.last_message_id = checkpoint.last_message_id
+        target.tokens = checkpoint.message.tokens
+        target.revision = checkpoint.revision
+    return response

@@ -1,0 +1,47 @@
+"""The RPCs of memoryd.v1.CompactionService: ComposeContext, Preflight, Compact,
+GetCompactionState."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from memoryd.api import compaction_convert as cc
+from memoryd.api import convert
+from memoryd.services.compaction import Compactor
+from memoryd_client.v1 import compaction_service_pb2 as pb
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+class CompactionRpcs:
+    """ComposeContext, Preflight, Compact, GetCompactionState."""
+
+    def __init__(self, compactor: Compactor) -> None:
+        self._compactor = compactor
+
+    async def ComposeContext(
+        self, request: pb.ComposeContextRequest, context: Context
+    ) -> pb.ComposeContextResponse:
+        key = convert.required_conversation(request)
+        trust = convert.trust_in(request.trust)
+        composed = await self._compactor.compose(key, trust, request.context_window)
+        return cc.context_out(key, composed)
+
+    async def Preflight(
+        self, request: pb.PreflightRequest, context: Context
+    ) -> pb.PreflightResponse:
+        key = convert.required_conversation(request)
+        return cc.preflight_out(await self._compactor.preflight(key, request.context_window))
+
+    async def Compact(self, request: pb.CompactRequest, context: Context) -> pb.CompactResponse:
+        key = convert.required_conversation(request)
+        trust = convert.trust_in(request.trust)
+        return cc.compact_out(await self._compactor.compact(key, trust, request.context_window))
+
+    async def GetCompactionState(
+        self, request: pb.GetCompactionStateRequest, context: Context
+    ) -> pb.GetCompactionStateResponse:
+        key = convert.required_conversation(request)
+        return cc.state_out(key, await self._compactor.describe(key))

@@ -1,0 +1,624 @@
+"""Compaction and context composition: ComposeContext, Preflight, Compact, GetCompactionState,
+and the check after each committed turn.
+
+    compose   read the window (newest first, as far as the limit reaches), the prompt files, the
+              working memory, the recent agent-scope rows and the latest checkpoint; no model
+    compact   one at a time per conversation: read the window and its history version, select,
+              review the user messages about to leave the window that the reviewer has not read
+              (in its batches, within review_catch_up_seconds), summarise with the provider
+              chain, then in one transaction: check the version, store the checkpoint (a message
+              and a checkpoint revision), move the window, reset the recorded peak
+    after     CommitTurn calls `after_turn` once the turn is committed; a due compaction runs in
+              the background, never on the caller's path
+
+A failed compaction stores nothing and records the failure; automatic compactions of that
+conversation wait failure_backoff_seconds. A compaction never changes working memory or
+long-term memory, and never renumbers or deletes a message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import datetime as dt
+import functools
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import apsw
+
+from memoryd.config import CompactionSettings
+from memoryd.domain import compaction as rules
+from memoryd.domain.conversation import ConversationKey, OwnerKey
+from memoryd.domain.messages import Trust, require_operator
+from memoryd.domain.prompt_files import context_block
+from memoryd.domain.review_runs import ReviewStatus, SkipReason
+from memoryd.domain.timestamps import utc_now
+from memoryd.domain.tokens import count_tokens
+from memoryd.domain.turns import TurnUsage
+from memoryd.errors import FailedPrecondition, InvalidArgument, NotFound
+from memoryd.llm.chain import ModelUnavailableError, ProviderChain
+from memoryd.log_events import Event
+from memoryd.services.history import HistoryService
+from memoryd.services.prompt_files import PromptFiles
+from memoryd.services.review import NO_PROVIDER, Reviewer
+from memoryd.storage import compaction_store as store
+from memoryd.storage import memory_reads, review_store
+from memoryd.storage.readers import ReaderPool
+from memoryd.storage.writer import Batch, Writer
+
+log = logging.getLogger("memoryd.compaction")
+# Block texts repeat from call to call (the prompt files change rarely): count each once.
+_count_block = functools.lru_cache(maxsize=4096)(count_tokens)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ComposedContext:
+    """ComposeContext's answer. Two answers for one conversation with equal stamps are equal."""
+
+    composition: rules.Composition
+    limit_tokens: int
+    context_window: int
+    history_version: int
+    memory_withheld: bool
+    stamp: tuple[object, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class CompactResult:
+    """What one compaction did."""
+
+    outcome: rules.Outcome
+    message: str
+    tokens_before: int = 0
+    tokens_after: int = 0
+    checkpoint_id: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class PreflightResult:
+    """What the pre-flight check did."""
+
+    outcome: rules.Outcome
+    notice: str
+    reason: str
+    peak_prompt_tokens: int
+    trigger_tokens: int
+    tokens_before: int = 0
+    tokens_after: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointInfo:
+    """The latest checkpoint of a session."""
+
+    message: rules.WindowMessage
+    first_message_id: int
+    last_message_id: int
+    revision: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionDescription:
+    """GetCompactionState's answer."""
+
+    enabled: bool
+    threshold: float
+    context_window: int
+    budget_tokens: int
+    trigger_tokens: int
+    peak_prompt_tokens: int
+    checkpoint: CheckpointInfo | None
+    window_start_id: int
+    backoff_until: dt.datetime | None
+    last_error: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _Snapshot:
+    record: store.CompactionRow
+    protected: list[rules.WindowMessage]
+    candidates: list[rules.WindowMessage]
+    checkpoint: rules.WindowMessage | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _StoreJob:
+    key: ConversationKey
+    expected_version: int
+    summary: str
+    covers: tuple[int, int]
+    first_kept_id: int
+    now: dt.datetime
+
+
+class Compactor:
+    """Compaction and composition over the writer, the readers, the reviewer and the model."""
+
+    def __init__(
+        self,
+        *,
+        writer: Writer,
+        readers: ReaderPool,
+        history: HistoryService,
+        prompts: PromptFiles,
+        reviewer: Reviewer,
+        chain: ProviderChain,
+        settings: CompactionSettings,
+        now: Callable[[], dt.datetime] = utc_now,
+    ) -> None:
+        self._writer = writer
+        self._readers = readers
+        self._history = history
+        self._prompts = prompts
+        self._reviewer = reviewer
+        self._chain = chain
+        self.settings = settings
+        self._now = now
+        self.backoff = dt.timedelta(seconds=settings.failure_backoff_seconds)
+        self._locks: dict[ConversationKey, asyncio.Lock] = {}
+        self._composed = _Compositions(capacity=256)
+        self._background: set[asyncio.Task[None]] = set()
+        self._store = Batch.each("compaction_store", _store)
+        self._fail = Batch.each("compaction_fail", _fail)
+        self._reset = Batch.each("compaction_reset_peak", store.reset_peak)
+
+    # --- composition ---------------------------------------------------------------------------
+
+    async def compose(
+        self, key: ConversationKey, trust: Trust, requested_window: int
+    ) -> ComposedContext:
+        """What the next model call receives (no model is called).
+
+        The last composition of each conversation is kept with its stamp (history version,
+        limit, working memory, recent entries, memory block): any change of those gives another
+        stamp, so a kept composition is returned only when it is exactly what would be built.
+        """
+        owner = OwnerKey(key.agent_id, key.owner_id)
+        state = await self._prompts.context_for(owner, trust)
+        memory_text = context_block(state.user_md.text, state.memory_md.text) if state else ""
+
+        def read(connection: apsw.Connection) -> ComposedContext:
+            record = _record(connection, key)
+            window = self.context_window(requested_window, record.context_window)
+            limit_tokens = rules.limit(self.settings.threshold, window)
+            entries = (
+                ()
+                if state is None
+                else tuple(
+                    memory_reads.recent_agent_entries(
+                        connection, owner, self.settings.context_entry_limit
+                    )
+                )
+            )
+            stamp = (
+                record.history_version,
+                limit_tokens,
+                record.working_memory,
+                entries,
+                memory_text,
+                state is None,
+            )
+            kept = self._composed.get(key, stamp)
+            if kept is not None:
+                return kept
+            protected = store.protected(connection, key, record.session_start_id)
+            after = max(record.window_start_id, protected[-1].id if protected else 0)
+            newest, older = store.newest_within(
+                connection, key, after, limit_tokens, self._history.window_cap
+            )
+            blocks = [
+                rules.block(rules.PartKind.MEMORY_CONTEXT, memory_text, _count_block),
+                rules.block(
+                    rules.PartKind.WORKING_MEMORY,
+                    rules.working_memory_text(record.working_memory),
+                    _count_block,
+                ),
+                rules.block(
+                    rules.PartKind.RECENT_ENTRIES, rules.recent_entries_text(entries), _count_block
+                ),
+                _checkpoint_block(_checkpoint_of(connection, record)),
+            ]
+            composed = ComposedContext(
+                composition=rules.compose(
+                    [part for part in blocks if part is not None],
+                    protected,
+                    newest,
+                    limit_tokens=limit_tokens,
+                    older_omitted=older,
+                    max_messages=self._history.window_cap,
+                ),
+                limit_tokens=limit_tokens,
+                context_window=window,
+                history_version=record.history_version,
+                memory_withheld=state is None,
+                stamp=stamp,
+            )
+            self._composed.put(key, stamp, composed)
+            return composed
+
+        return await self._readers.read(read)
+
+    def context_window(self, requested: int, recorded: int | None) -> int:
+        """The request's window, else the one last reported, else the primary provider's."""
+        if requested < 0:
+            raise InvalidArgument(f"context_window must not be negative, got {requested}")
+        if requested:
+            return requested
+        if recorded:
+            return recorded
+        if self._chain.providers:
+            return self._chain.providers[0].context_window
+        raise InvalidArgument(
+            "context_window is required: none was reported with CommitTurn, and no model "
+            "provider (with its context_window) is configured"
+        )
+
+    # --- compaction ------------------------------------------------------------------------------
+
+    async def preflight(self, key: ConversationKey, requested_window: int) -> PreflightResult:
+        """Compact before a turn when the previous turn's peak reached the trigger."""
+        self.require_provider()
+        record = await self._readers.read(lambda connection: _record(connection, key))
+        window = self.context_window(requested_window, record.context_window)
+        trigger = rules.trigger(self.settings.threshold, window)
+        peak = record.peak_prompt_tokens
+        skip = rules.skip_reason(
+            enabled=self.settings.enabled,
+            peak_prompt_tokens=peak,
+            trigger_tokens=trigger,
+            backoff_until=self._backoff_until(record),
+            now=self._now(),
+        )
+        if skip is not None:
+            return PreflightResult(
+                outcome=rules.Outcome.SKIPPED,
+                notice="",
+                reason=skip,
+                peak_prompt_tokens=peak or 0,
+                trigger_tokens=trigger,
+            )
+        done = await self._compact(key, window)
+        return PreflightResult(
+            outcome=done.outcome,
+            notice=rules.PREFLIGHT_NOTICE if done.outcome is rules.Outcome.COMPACTED else "",
+            reason="" if done.outcome is rules.Outcome.COMPACTED else done.message,
+            peak_prompt_tokens=peak or 0,
+            trigger_tokens=trigger,
+            tokens_before=done.tokens_before,
+            tokens_after=done.tokens_after,
+        )
+
+    async def compact(
+        self, key: ConversationKey, trust: Trust, requested_window: int
+    ) -> CompactResult:
+        """/compact: compact now, whatever the peak and the backoff. Operators only."""
+        require_operator(trust, "/compact")
+        self.require_provider()
+        record = await self._readers.read(lambda connection: _record(connection, key))
+        return await self._compact(
+            key, self.context_window(requested_window, record.context_window)
+        )
+
+    def after_turn(self, key: ConversationKey, usage: TurnUsage) -> None:
+        """A turn was committed: compact in the background when its peak reached the trigger."""
+        if not self.settings.enabled or not self._chain.configured or key in self._locks:
+            return
+        task = asyncio.get_running_loop().create_task(self._after_turn(key, usage))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _after_turn(self, key: ConversationKey, usage: TurnUsage) -> None:
+        try:
+            record = await self._readers.read(lambda connection: _record(connection, key))
+            window = self.context_window(usage.context_window or 0, record.context_window)
+            skip = rules.skip_reason(
+                enabled=self.settings.enabled,
+                peak_prompt_tokens=record.peak_prompt_tokens,
+                trigger_tokens=rules.trigger(self.settings.threshold, window),
+                backoff_until=self._backoff_until(record),
+                now=self._now(),
+            )
+            if skip is None:
+                await self._compact(key, window)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception(
+                "compaction after a turn of %s failed",
+                key.describe(),
+                extra={"event": Event.COMPACTION_FAILED},
+            )
+
+    async def close(self) -> None:
+        """Stop the background compactions (a compaction never half-commits)."""
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+
+    def require_provider(self) -> None:
+        """Compaction needs a model: FAILED_PRECONDITION otherwise."""
+        if not self._chain.configured:
+            raise FailedPrecondition(NO_PROVIDER)
+
+    async def _compact(self, key: ConversationKey, window: int) -> CompactResult:
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        try:
+            async with lock:
+                return await self._compact_locked(key, window)
+        finally:
+            if not lock.locked() and self._locks.get(key) is lock:
+                del self._locks[key]
+
+    async def _compact_locked(self, key: ConversationKey, window: int) -> CompactResult:
+        snapshot = await self._readers.read(lambda connection: _snapshot(connection, key))
+        budget = rules.budget(window)
+        selection = rules.select(snapshot.protected, snapshot.candidates, budget)
+        previous = snapshot.checkpoint
+        before = _tokens(snapshot.protected, snapshot.candidates) + (
+            previous.tokens if previous else 0
+        )
+        if not selection.summarized:
+            await self._writer.submit(self._reset, key)
+            return CompactResult(
+                outcome=rules.Outcome.NOTHING_TO_COMPACT,
+                message=rules.nothing_text(before),
+                tokens_before=before,
+                tokens_after=before,
+            )
+        boundary = selection.summarized[-1].id
+        await self._catch_up_reviews(key, boundary)
+        started = time.perf_counter()
+        try:
+            summary = await self._summarise(key, previous, selection, budget, boundary)
+        except (ModelUnavailableError, _EmptySummaryError) as error:
+            reason = str(error)
+            await self._writer.submit(self._fail, (key, reason, self._now()))
+            log.warning(
+                "compaction of %s failed: %s",
+                key.describe(),
+                reason,
+                extra={"event": Event.COMPACTION_FAILED, "error": reason},
+            )
+            return CompactResult(
+                outcome=rules.Outcome.FAILED,
+                message=rules.failed_text(reason),
+                tokens_before=before,
+                tokens_after=before,
+            )
+        first = _covered_from(previous) or selection.summarized[0].id
+        stored = await self._writer.submit(
+            self._store,
+            _StoreJob(
+                key=key,
+                expected_version=snapshot.record.history_version,
+                summary=summary,
+                covers=(first, boundary),
+                first_kept_id=selection.kept[0].id if selection.kept else boundary + 1,
+                now=self._now(),
+            ),
+            after_commit=lambda _: self._history.cache.invalidate(key),
+        )
+        if stored is None:
+            return CompactResult(
+                outcome=rules.Outcome.CONVERSATION_CHANGED,
+                message=rules.CHANGED,
+                tokens_before=before,
+                tokens_after=before,
+            )
+        after = _tokens(selection.protected, selection.kept) + count_tokens(summary)
+        log.info(
+            "compacted %s: %d -> %d tokens",
+            key.describe(),
+            before,
+            after,
+            extra={
+                "event": Event.COMPACTION,
+                "summarized": len(selection.summarized),
+                "kept": len(selection.kept),
+                "checkpoint_id": stored.id,
+                "tokens_before": before,
+                "tokens_after": after,
+                "ms": round((time.perf_counter() - started) * 1000, 1),
+            },
+        )
+        return CompactResult(
+            outcome=rules.Outcome.COMPACTED,
+            message=rules.compacted_text(before, after),
+            tokens_before=before,
+            tokens_after=after,
+            checkpoint_id=stored.id,
+        )
+
+    async def _summarise(
+        self,
+        key: ConversationKey,
+        previous: rules.WindowMessage | None,
+        selection: rules.Selection,
+        budget: int,
+        boundary: int,
+    ) -> str:
+        effort = self.settings.reasoning_effort
+        completion = await self._chain.complete(
+            rules.summary_prompt(
+                previous.content if previous else None,
+                selection.summarized,
+                rules.summary_budget(budget),
+            ),
+            agent=rules.COMPACTOR,
+            session_id=(
+                f"compaction:{key.agent_id}:{key.channel}:{key.chat_id}:{key.thread_scope}:"
+                f"{boundary}"
+            ),
+            reasoning_effort=None if effort == "none" else effort,
+        )
+        summary = completion.text.strip()
+        if not summary:
+            raise _EmptySummaryError("the model answered with an empty summary")
+        return summary
+
+    async def _catch_up_reviews(self, key: ConversationKey, boundary: int) -> None:
+        """Review the user messages about to leave the window that the reviewer has not read,
+        in its batches, within review_catch_up_seconds. A failed review does not stop the
+        compaction: the messages stay in the review queue (its cursor is not the window)."""
+        deadline = time.monotonic() + self.settings.review_catch_up_seconds
+        while time.monotonic() < deadline:
+            unread = await self._readers.read(
+                lambda connection: review_store.unread_through(connection, key, boundary)
+            )
+            if not unread:
+                return
+            result = await self._reviewer.review(key, forced=True)
+            if result.status is ReviewStatus.SKIPPED and result.reason == SkipReason.CONCURRENT_RUN:
+                await asyncio.sleep(0.1)  # the scheduler's review is reading them now
+                continue
+            if result.status in (ReviewStatus.FAILED, ReviewStatus.SKIPPED):
+                log.warning(
+                    "compaction of %s goes ahead without reviewing first: %s",
+                    key.describe(),
+                    result.reason,
+                    extra={"event": Event.COMPACTION, "review": result.status.value},
+                )
+                return
+
+    # --- state ---------------------------------------------------------------------------------
+
+    async def describe(self, key: ConversationKey) -> CompactionDescription:
+        """GetCompactionState."""
+
+        def read(connection: apsw.Connection) -> tuple[store.CompactionRow, CheckpointInfo | None]:
+            record = _record(connection, key)
+            message = _checkpoint_of(connection, record)
+            if message is None:
+                return record, None
+            first, last = _covers(message)
+            info = CheckpointInfo(
+                message=message,
+                first_message_id=first,
+                last_message_id=last,
+                revision=store.checkpoint_revision(connection, key),
+            )
+            return record, info
+
+        record, checkpoint = await self._readers.read(read)
+        window = record.context_window or (
+            self._chain.providers[0].context_window if self._chain.providers else 0
+        )
+        return CompactionDescription(
+            enabled=self.settings.enabled,
+            threshold=self.settings.threshold,
+            context_window=window,
+            budget_tokens=rules.budget(window),
+            trigger_tokens=rules.trigger(self.settings.threshold, window),
+            peak_prompt_tokens=record.peak_prompt_tokens or 0,
+            checkpoint=checkpoint,
+            window_start_id=record.window_start_id,
+            backoff_until=self._backoff_until(record),
+            last_error=record.error or "",
+        )
+
+    def _backoff_until(self, record: store.CompactionRow) -> dt.datetime | None:
+        if record.failed_at is None:
+            return None
+        until = record.failed_at + self.backoff
+        return until if until > self._now() else None
+
+
+class _Compositions:
+    """The last composition of each conversation, with its stamp. Reader threads share it."""
+
+    def __init__(self, *, capacity: int) -> None:
+        self._capacity = capacity
+        self._entries: collections.OrderedDict[ConversationKey, tuple[object, ComposedContext]] = (
+            collections.OrderedDict()
+        )
+        self._lock = threading.Lock()
+
+    def get(self, key: ConversationKey, stamp: object) -> ComposedContext | None:
+        """The composition stamped `stamp`, or None."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry[0] != stamp:
+                return None
+            self._entries.move_to_end(key)
+            return entry[1]
+
+    def put(self, key: ConversationKey, stamp: object, composed: ComposedContext) -> None:
+        """Keep a composition (the least recently used conversation goes when full)."""
+        with self._lock:
+            self._entries[key] = (stamp, composed)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
+
+
+class _EmptySummaryError(Exception):
+    """The model answered, with nothing."""
+
+
+def _record(connection: apsw.Connection, key: ConversationKey) -> store.CompactionRow:
+    found = store.conversation(connection, key)
+    if found is None:
+        raise NotFound(f"conversation {key.describe()} has no record")
+    return found
+
+
+def _checkpoint_of(
+    connection: apsw.Connection, record: store.CompactionRow
+) -> rules.WindowMessage | None:
+    """The session's latest checkpoint (one made before /new belongs to the old session)."""
+    if record.checkpoint_id <= record.session_start_id:
+        return None
+    return store.message(connection, record.checkpoint_id)
+
+
+def _snapshot(connection: apsw.Connection, key: ConversationKey) -> _Snapshot:
+    record = _record(connection, key)
+    protected = store.protected(connection, key, record.session_start_id)
+    after = max(record.window_start_id, protected[-1].id if protected else 0)
+    return _Snapshot(
+        record=record,
+        protected=protected,
+        candidates=store.window(connection, key, after),
+        checkpoint=_checkpoint_of(connection, record),
+    )
+
+
+def _checkpoint_block(checkpoint: rules.WindowMessage | None) -> rules.Part | None:
+    if checkpoint is None:
+        return None
+    text = rules.checkpoint_text(checkpoint.content)
+    return rules.Part(rules.PartKind.CHECKPOINT_SUMMARY, checkpoint.role, text, _count_block(text))
+
+
+def _covers(message: rules.WindowMessage) -> tuple[int, int]:
+    details = json.loads(message.metadata_json or "{}")
+    return int(details.get("first_message_id", 0)), int(details.get("last_message_id", 0))
+
+
+def _covered_from(previous: rules.WindowMessage | None) -> int:
+    return _covers(previous)[0] if previous is not None else 0
+
+
+def _tokens(*groups: list[rules.WindowMessage] | tuple[rules.WindowMessage, ...]) -> int:
+    return sum(message.tokens for group in groups for message in group)
+
+
+def _store(connection: apsw.Connection, job: _StoreJob) -> store.StoredCheckpoint | None:
+    return store.store_checkpoint(
+        connection,
+        job.key,
+        expected_version=job.expected_version,
+        summary=job.summary,
+        covers=job.covers,
+        first_kept_id=job.first_kept_id,
+        now=job.now,
+    )
+
+
+def _fail(connection: apsw.Connection, payload: tuple[ConversationKey, str, dt.datetime]) -> None:
+    store.record_failure(connection, *payload)
