@@ -75,6 +75,19 @@ def load(memory: md.MemoryServiceStub, messages: int, rng: random.Random) -> int
     return stored
 
 
+def compose_from_python(address: str, calls: int) -> list[float]:
+    """ComposeContext from the generated Python client (ms each)."""
+    request = md.ComposeContextRequest(conversation=CONVERSATION, context_window=WINDOW)
+    spent: list[float] = []
+    with grpc.insecure_channel(address) as channel:
+        compose = md.CompactionServiceStub(channel).ComposeContext
+        for _ in range(calls):
+            began = time.perf_counter()
+            compose(request)
+            spent.append((time.perf_counter() - began) * 1000)
+    return spent
+
+
 def python_client(address: str, calls: int) -> tuple[list[float], list[float]]:
     """The same two calls from the generated Python client, alternating (ms each)."""
     compose_ms: list[float] = []
@@ -155,6 +168,7 @@ def main() -> int:
                 )
                 for _ in range(args.rounds)
             ]
+            floor_python = compose_from_python(canned_address, args.calls)
         finally:
             canned.terminate()
             canned.wait()
@@ -183,6 +197,7 @@ def main() -> int:
         "same_answer_from_a_do_nothing_server_ghz_ms": {
             "p50": round(statistics.median(run["p50_ms"] for run in floor_runs), 3),
             "p99": round(statistics.median(run["p99_ms"] for run in floor_runs), 3),
+            "python_client_p50": round(percentile(floor_python, 0.5), 3),
         },
         "python_client_ms": {
             "compose_p50": round(percentile(python_compose, 0.5), 3),

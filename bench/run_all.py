@@ -44,6 +44,9 @@ def main() -> int:
     search = run("search_latency.py", *search_args)
     recall = run("recall_latency.py", *recall_args)
     review = run("review_throughput.py", *(["--conversations", "200"] if args.quick else []))
+    compose = run(
+        "compose_latency.py", *(["--calls", "500", "--rounds", "1"] if args.quick else [])
+    )
     print(
         json.dumps(
             {
@@ -51,6 +54,7 @@ def main() -> int:
                 "search_latency": search,
                 "recall_latency": recall,
                 "review_throughput": review,
+                "compose_latency": compose,
             },
             indent=2,
         )
@@ -101,6 +105,18 @@ def main() -> int:
         f"{reviewed['reviews_per_second']} reviews/s; own time per review p50 "
         f"**{reviewed['own_ms']['p50']} ms**, p99 {reviewed['own_ms']['p99']} ms | "
         "own time p50 < 10 ms |"
+    )
+    composed: Any = compose
+    floor: Any = composed["same_answer_from_a_do_nothing_server_ghz_ms"]
+    python: Any = composed["python_client_ms"]
+    print(
+        f"| ComposeContext, {composed['messages']} messages, {composed['context_window']}-token "
+        f"window ({composed['answer_bytes']} bytes), one at a time (ghz) | p50 "
+        f"**{composed['compose_ghz_ms']['p50']} ms**, p99 {composed['compose_ghz_ms']['p99']} ms "
+        f"(p50 {composed['compose_server_ms']['p50']} ms in the server; Python client p50 "
+        f"{python['compose_p50']} ms) | health check p50 "
+        f"{composed['health_check_ghz_ms']['p50']} ms (Python client {python['health_p50']} ms); "
+        f"the same answer from a do-nothing server p50 {floor['p50']} ms |"
     )
     return 0
 

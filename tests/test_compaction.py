@@ -736,3 +736,46 @@ async def test_the_window_cap_bounds_the_composed_messages_too(
         )
     assert [part.content for part in composed.parts] == texts[-3:]
     assert composed.omitted_messages == 3
+
+
+async def test_a_failed_catch_up_review_leaves_the_messages_queued_and_compaction_goes_on(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    def answer(request: dict[str, Any]) -> Reply:
+        if "compact a conversation" in request["messages"][0]["content"]:
+            return Reply(content=SUMMARY)
+        return Reply(status=500)  # every review fails
+
+    with FakeModel(responder=answer) as model:
+        async for compacting in start(start_server, tmp_path / "home", model):
+            conversation = fresh_conversation()
+            await append(
+                compacting.memory,
+                conversation,
+                md.NewMessage(role=md.ROLE_USER, sender="ada", content="I moved to Porto."),
+                *(
+                    md.NewMessage(role=md.ROLE_ASSISTANT, sender="bot", content=words(300))
+                    for _ in range(4)
+                ),
+            )
+            before = await compacting.memory.GetConversation(
+                md.GetConversationRequest(conversation=conversation)
+            )
+            compacted = await compacting.compact(conversation)
+            assert compacted.outcome == md.COMPACTION_OUTCOME_COMPACTED
+            review = await compacting.memory.GetReviewState(
+                md.GetReviewStateRequest(conversation=conversation)
+            )
+            assert review.last_review_status == md.REVIEW_STATUS_FAILED
+            assert review.unread_messages == 1  # still queued: the cursor is not the window
+            after = await compacting.memory.GetConversation(
+                md.GetConversationRequest(conversation=conversation)
+            )
+            assert (after.working_memory, after.description) == (
+                before.working_memory,
+                before.description,
+            )
+            listed = await compacting.memory.ListMemories(
+                md.ListMemoriesRequest(owner=owner_of(conversation))
+            )
+            assert list(listed.memories) == []  # compaction writes no long-term memory
