@@ -119,6 +119,14 @@ def words(count: int, word: str = "apple") -> str:
     return text
 
 
+def filler(count: int, tokens: int, word: str = "apple") -> list[md.NewMessage]:
+    """Assistant messages of `tokens` tokens each (no review reads them)."""
+    return [
+        md.NewMessage(role=md.ROLE_ASSISTANT, sender="bot", content=words(tokens, word))
+        for _ in range(count)
+    ]
+
+
 def kinds(response: md.ComposeContextResponse) -> list[int]:
     return [part.kind for part in response.parts]
 
@@ -319,10 +327,7 @@ async def test_compact_outcomes_nothing_changed_and_failed(compacting: Compactin
     await append(
         compacting.memory,
         conversation,
-        *(
-            md.NewMessage(role=md.ROLE_ASSISTANT, sender="bot", content=words(400))
-            for _ in range(3)
-        ),
+        *filler(3, 400),
     )
     compacting.model.fail(500)
     failed = await compacting.compact(conversation)
@@ -422,10 +427,7 @@ async def test_commit_turn_compacts_in_the_background_without_waiting(
             await append(
                 compacting.memory,
                 conversation,
-                *(
-                    md.NewMessage(role=md.ROLE_ASSISTANT, sender="bot", content=words(300))
-                    for _ in range(6)
-                ),
+                *filler(6, 300),
             )
             committed = await compacting.memory.CommitTurn(
                 md.CommitTurnRequest(
@@ -461,10 +463,7 @@ async def test_a_failure_backs_off_automatic_compaction_but_not_compact(
             await append(
                 compacting.memory,
                 conversation,
-                *(
-                    md.NewMessage(role=md.ROLE_ASSISTANT, sender="bot", content=words(300))
-                    for _ in range(4)
-                ),
+                *filler(4, 300),
             )
             await compacting.memory.CommitTurn(
                 md.CommitTurnRequest(
@@ -579,10 +578,7 @@ async def test_a_preference_only_in_the_compacted_part_reaches_user_md(
                 compacting.memory,
                 conversation,
                 md.NewMessage(role=md.ROLE_USER, sender="ada", content="I drink only green tea."),
-                *(
-                    md.NewMessage(role=md.ROLE_ASSISTANT, sender="bot", content=words(300))
-                    for _ in range(4)
-                ),
+                *filler(4, 300),
             )
             compacted = await compacting.compact(conversation)
             assert compacted.outcome == md.COMPACTION_OUTCOME_COMPACTED
@@ -606,10 +602,7 @@ async def test_an_endpoint_that_refuses_reasoning_effort_still_compacts(
             await append(
                 compacting.memory,
                 conversation,
-                *(
-                    md.NewMessage(role=md.ROLE_ASSISTANT, sender="bot", content=words(300))
-                    for _ in range(4)
-                ),
+                *filler(4, 300),
             )
             compacted = await compacting.compact(conversation)
             assert compacted.outcome == md.COMPACTION_OUTCOME_COMPACTED
@@ -655,10 +648,7 @@ async def test_the_command_line_prints_the_context_and_compacts(compacting: Comp
         compacting.memory,
         conversation,
         md.NewMessage(role=md.ROLE_USER, sender="ada", content="Book the 9:40 train."),
-        *(
-            md.NewMessage(role=md.ROLE_ASSISTANT, sender="bot", content=words(300))
-            for _ in range(4)
-        ),
+        *filler(4, 300),
     )
     where = [
         "--agent",
@@ -753,10 +743,7 @@ async def test_a_failed_catch_up_review_leaves_the_messages_queued_and_compactio
                 compacting.memory,
                 conversation,
                 md.NewMessage(role=md.ROLE_USER, sender="ada", content="I moved to Porto."),
-                *(
-                    md.NewMessage(role=md.ROLE_ASSISTANT, sender="bot", content=words(300))
-                    for _ in range(4)
-                ),
+                *filler(4, 300),
             )
             before = await compacting.memory.GetConversation(
                 md.GetConversationRequest(conversation=conversation)
@@ -779,3 +766,33 @@ async def test_a_failed_catch_up_review_leaves_the_messages_queued_and_compactio
                 md.ListMemoriesRequest(owner=owner_of(conversation))
             )
             assert list(listed.memories) == []  # compaction writes no long-term memory
+
+
+async def test_a_kept_composition_is_never_stale(compacting: Compacting) -> None:
+    conversation = fresh_conversation()
+    owner = owner_of(conversation)
+    await append(compacting.memory, conversation, *filler(2, 40))
+    first = await compacting.compose(conversation)
+    assert await compacting.compose(conversation) == first  # nothing changed: the same answer
+    await compacting.memory.StoreMemory(
+        md.StoreMemoryRequest(owner=owner, category=md.CATEGORY_CONTEXT, key="k", value="v1")
+    )
+    stored = await compacting.compose(conversation)
+    assert "## k\nv1" in stored.parts[1].content
+    assert md.CONTEXT_PART_KIND_MEMORY_CONTEXT in kinds(stored)
+    guest = await compacting.compose(conversation, trust=md.TRUST_GUEST)
+    assert kinds(guest) == [md.CONTEXT_PART_KIND_MESSAGE] * 2
+    await compacting.memory.UpdateMemory(
+        md.UpdateMemoryRequest(owner=owner, scope_type=md.SCOPE_TYPE_AGENT, key="k", value="v2")
+    )
+    assert "## k\nv2" in (await compacting.compose(conversation)).parts[1].content
+    await append(compacting.memory, conversation, md.NewMessage(role=md.ROLE_USER, content="new"))
+    appended = await compacting.compose(conversation)
+    assert appended.parts[-1].content == "new"
+    assert appended.history_version > first.history_version
+    smaller = await compacting.compose(conversation, context_window=150)
+    assert smaller.limit_tokens == 127
+    assert (smaller.omitted_messages, smaller.omitted_tokens) == (1, 40)
+    other = fresh_conversation()
+    await append(compacting.memory, other, md.NewMessage(role=md.ROLE_USER, content="elsewhere"))
+    assert [p.content for p in (await compacting.compose(other)).parts] == ["elsewhere"]

@@ -101,8 +101,10 @@ def test_unbounded_history(tmp_path: Path, value: str) -> None:
         (
             "[memoryd.compaction]\nthreshold = 1.5\n",
             {},
-            "memoryd.compaction.threshold must be between 0.1 and 1.0 (a fraction of the "
-            "context window), got 1.5",
+            (
+                "memoryd.compaction.threshold must be between 0.1 and 1.0 (a fraction of the "
+                "context window), got 1.5"
+            ),
         ),
         (
             "",
@@ -112,8 +114,10 @@ def test_unbounded_history(tmp_path: Path, value: str) -> None:
         (
             "[memoryd.compaction]\nreasoning_effort = 'max'\n",
             {},
-            "memoryd.compaction.reasoning_effort must be one of 'none', 'minimal', 'low', "
-            "'medium', 'high', got 'max'",
+            (
+                "memoryd.compaction.reasoning_effort must be one of 'none', 'minimal', 'low', "
+                "'medium', 'high', got 'max'"
+            ),
         ),
         ("[memoryd.nope]\n", {}, "unknown setting memoryd.nope"),
         ("[other]\n", {}, "unknown top-level table [other]"),

@@ -36,6 +36,7 @@ from memoryd.services.review import Reviewer
 from memoryd.services.review_scheduler import ReviewScheduler
 from memoryd.services.turns import TurnService
 from memoryd.storage import compaction_store, review_store, server_keys
+from memoryd.storage.changes import DatabaseChanges
 from memoryd.storage.connection import ConnectionSettings, open_connection, writer_policy
 from memoryd.storage.migrations import bundled_migrations, migrate, schema_version
 from memoryd.storage.readers import ReaderPool
@@ -63,6 +64,7 @@ class Runtime:
     scheduler: ReviewScheduler
     turns: TurnService
     compactor: Compactor
+    changes: DatabaseChanges
     schema_version: int
     _lock_fd: int
 
@@ -132,6 +134,7 @@ class Runtime:
             settings=settings.memory,
         )
         scheduler = ReviewScheduler(reviewer, readers)
+        changes = DatabaseChanges(connection_settings)
         compactor = Compactor(
             writer=writer,
             readers=readers,
@@ -140,6 +143,7 @@ class Runtime:
             reviewer=reviewer,
             chain=reviewer.chain,
             settings=settings.compaction,
+            changes=changes,
         )
 
         def turn_committed(key: ConversationKey, usage: TurnUsage) -> None:
@@ -162,6 +166,7 @@ class Runtime:
             scheduler=scheduler,
             turns=turns,
             compactor=compactor,
+            changes=changes,
             schema_version=version,
             _lock_fd=lock_fd,
         )
@@ -174,6 +179,7 @@ class Runtime:
             await self.reviewer.chain.close()
             await self.writer.close()
             self.readers.close()
+            self.changes.close()
         finally:
             os.close(self._lock_fd)
 

@@ -48,6 +48,7 @@ from memoryd.services.prompt_files import PromptFiles
 from memoryd.services.review import NO_PROVIDER, Reviewer
 from memoryd.storage import compaction_store as store
 from memoryd.storage import memory_reads, review_store
+from memoryd.storage.changes import DatabaseChanges
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.writer import Batch, Writer
 
@@ -149,6 +150,7 @@ class Compactor:
         reviewer: Reviewer,
         chain: ProviderChain,
         settings: CompactionSettings,
+        changes: DatabaseChanges,
         now: Callable[[], dt.datetime] = utc_now,
     ) -> None:
         self._writer = writer
@@ -161,6 +163,7 @@ class Compactor:
         self._now = now
         self.backoff = dt.timedelta(seconds=settings.failure_backoff_seconds)
         self._locks: dict[ConversationKey, asyncio.Lock] = {}
+        self._changes = changes
         self._composed = _Compositions(capacity=256)
         self._background: set[asyncio.Task[None]] = set()
         self._store = Batch.each("compaction_store", _store)
@@ -181,6 +184,12 @@ class Compactor:
         owner = OwnerKey(key.agent_id, key.owner_id)
         state = await self._prompts.context_for(owner, trust)
         memory_text = context_block(state.user_md.text, state.memory_md.text) if state else ""
+        # Nothing committed since the kept composition was read: it is still exact (no read).
+        request = (requested_window, state is None, memory_text)
+        committed = self._changes.stamp()
+        unchanged = self._composed.unchanged(key, request, committed)
+        if unchanged is not None:
+            return unchanged
 
         def read(connection: apsw.Connection) -> ComposedContext:
             record = _record(connection, key)
@@ -205,6 +214,7 @@ class Compactor:
             )
             kept = self._composed.get(key, stamp)
             if kept is not None:
+                self._composed.put(key, stamp, kept, request, committed)
                 return kept
             protected = store.protected(connection, key, record.session_start_id)
             after = max(record.window_start_id, protected[-1].id if protected else 0)
@@ -238,7 +248,7 @@ class Compactor:
                 memory_withheld=state is None,
                 stamp=stamp,
             )
-            self._composed.put(key, stamp, composed)
+            self._composed.put(key, stamp, composed, request, committed)
             return composed
 
         return await self._readers.read(read)
@@ -267,13 +277,7 @@ class Compactor:
         window = self.context_window(requested_window, record.context_window)
         trigger = rules.trigger(self.settings.threshold, window)
         peak = record.peak_prompt_tokens
-        skip = rules.skip_reason(
-            enabled=self.settings.enabled,
-            peak_prompt_tokens=peak,
-            trigger_tokens=trigger,
-            backoff_until=self._backoff_until(record),
-            now=self._now(),
-        )
+        skip = self._skip_reason(record, window)
         if skip is not None:
             return PreflightResult(
                 outcome=rules.Outcome.SKIPPED,
@@ -316,14 +320,7 @@ class Compactor:
         try:
             record = await self._readers.read(lambda connection: _record(connection, key))
             window = self.context_window(usage.context_window or 0, record.context_window)
-            skip = rules.skip_reason(
-                enabled=self.settings.enabled,
-                peak_prompt_tokens=record.peak_prompt_tokens,
-                trigger_tokens=rules.trigger(self.settings.threshold, window),
-                backoff_until=self._backoff_until(record),
-                now=self._now(),
-            )
-            if skip is None:
+            if self._skip_reason(record, window) is None:
                 await self._compact(key, window)
         except asyncio.CancelledError:
             raise
@@ -521,6 +518,16 @@ class Compactor:
             last_error=record.error or "",
         )
 
+    def _skip_reason(self, record: store.CompactionRow, window: int) -> str | None:
+        """Why an automatic compaction does not run now (None: it runs)."""
+        return rules.skip_reason(
+            enabled=self.settings.enabled,
+            peak_prompt_tokens=record.peak_prompt_tokens,
+            trigger_tokens=rules.trigger(self.settings.threshold, window),
+            backoff_until=self._backoff_until(record),
+            now=self._now(),
+        )
+
     def _backoff_until(self, record: store.CompactionRow) -> dt.datetime | None:
         if record.failed_at is None:
             return None
@@ -529,31 +536,59 @@ class Compactor:
 
 
 class _Compositions:
-    """The last composition of each conversation, with its stamp. Reader threads share it."""
+    """The last composition of each conversation: its stamp, the request it answered, and the
+    database's commit count before it was read. Reader threads and the event loop share it."""
 
     def __init__(self, *, capacity: int) -> None:
         self._capacity = capacity
-        self._entries: collections.OrderedDict[ConversationKey, tuple[object, ComposedContext]] = (
-            collections.OrderedDict()
-        )
+        self._entries: collections.OrderedDict[ConversationKey, _Kept] = collections.OrderedDict()
         self._lock = threading.Lock()
+
+    def unchanged(
+        self, key: ConversationKey, request: tuple[object, ...], committed: int | None
+    ) -> ComposedContext | None:
+        """The kept composition for the same request when nothing was committed since it was
+        read, or None."""
+        if committed is None:
+            return None
+        with self._lock:
+            kept = self._entries.get(key)
+            if kept is None or kept.committed != committed or kept.request != request:
+                return None
+            self._entries.move_to_end(key)
+            return kept.composed
 
     def get(self, key: ConversationKey, stamp: object) -> ComposedContext | None:
         """The composition stamped `stamp`, or None."""
         with self._lock:
-            entry = self._entries.get(key)
-            if entry is None or entry[0] != stamp:
+            kept = self._entries.get(key)
+            if kept is None or kept.stamp != stamp:
                 return None
             self._entries.move_to_end(key)
-            return entry[1]
+            return kept.composed
 
-    def put(self, key: ConversationKey, stamp: object, composed: ComposedContext) -> None:
+    def put(
+        self,
+        key: ConversationKey,
+        stamp: object,
+        composed: ComposedContext,
+        request: tuple[object, ...],
+        committed: int | None,
+    ) -> None:
         """Keep a composition (the least recently used conversation goes when full)."""
         with self._lock:
-            self._entries[key] = (stamp, composed)
+            self._entries[key] = _Kept(stamp, composed, request, committed)
             self._entries.move_to_end(key)
             while len(self._entries) > self._capacity:
                 self._entries.popitem(last=False)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Kept:
+    stamp: object
+    composed: ComposedContext
+    request: tuple[object, ...]
+    committed: int | None
 
 
 class _EmptySummaryError(Exception):
