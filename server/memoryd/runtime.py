@@ -27,6 +27,7 @@ from memoryd.log_events import Event
 from memoryd.services.compaction import Compactor
 from memoryd.services.erasure import ErasureService
 from memoryd.services.history import HistoryService
+from memoryd.services.ingest import IngestService
 from memoryd.services.jobs import JobService
 from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.services.prompt_files import PromptFiles
@@ -59,6 +60,7 @@ class Runtime:
     prompts: PromptFiles
     resources: ResourceService
     erasure: ErasureService
+    ingest: IngestService
     jobs: JobService
     reviewer: Reviewer
     scheduler: ReviewScheduler
@@ -124,6 +126,7 @@ class Runtime:
         recall = RecallService(readers, history)
         resources = ResourceService(writer, readers, prompts, page_tokens)
         erasure = ErasureService(writer, history, memory, prompts)
+        ingest = IngestService(history)
         jobs = JobService(writer, memory)
         reviewer = Reviewer(
             writer=writer,
@@ -161,6 +164,7 @@ class Runtime:
             prompts=prompts,
             resources=resources,
             erasure=erasure,
+            ingest=ingest,
             jobs=jobs,
             reviewer=reviewer,
             scheduler=scheduler,

@@ -108,6 +108,7 @@ async def _serve(
                 prompts=runtime.prompts,
                 resources=runtime.resources,
                 erasure=runtime.erasure,
+                ingest=runtime.ingest,
                 jobs=runtime.jobs,
                 turns=runtime.turns,
                 scheduler=runtime.scheduler,

@@ -1,9 +1,9 @@
-"""Translation of conversation-history messages: new messages in; stored messages, append
-results and search hits out. Nothing here decides policy."""
+"""Translation of conversation-history messages: new messages and import batches in; stored
+messages, append results, search hits and import counts out. Nothing here decides policy."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from memoryd.api.convert import conversation_in, set_timestamp, timestamp_in
@@ -13,6 +13,7 @@ from memoryd.domain.conversation import HistoryScope, agent_key, owner_key
 from memoryd.domain.history import AppendResult, SearchHit
 from memoryd.domain.messages import SentMessage, StoredMessage
 from memoryd.errors import InvalidArgument
+from memoryd.services.ingest import IngestItem, IngestReport
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 from memoryd_client.v1 import records_pb2 as pb
 
@@ -107,3 +108,41 @@ def fill_hit(target: service_pb.HistoryHit, hit: SearchHit) -> None:
     target.snippet = hit.snippet or ""
     target.match = MATCH_KIND.number(hit.word_match)
     target.rank = hit.rank
+
+
+async def ingest_batches(
+    requests: AsyncIterator[service_pb.IngestMessagesRequest],
+) -> AsyncIterator[list[IngestItem]]:
+    """IngestMessages' batches; a message that cannot be translated carries why."""
+    async for request in requests:
+        yield [_ingest_item(item, index) for index, item in enumerate(request.messages)]
+
+
+def _ingest_item(item: service_pb.IngestedMessage, index: int) -> IngestItem:
+    field = f"messages[{index}]"
+    if not item.HasField("conversation"):
+        return IngestItem(
+            None, None, f"{field}.conversation is required (with channel and chat_id)"
+        )
+    try:
+        key = conversation_in(item.conversation, f"{field}.conversation")
+        message = sent_message_in(item.message, f"{field}.message")
+    except InvalidArgument as error:
+        return IngestItem(None, None, error.message)
+    return IngestItem(key, message)
+
+
+def ingest_out(report: IngestReport) -> service_pb.IngestMessagesResponse:
+    """IngestMessages' answer."""
+    return service_pb.IngestMessagesResponse(
+        batches=report.batches,
+        received=report.received,
+        stored=report.stored,
+        duplicates=report.duplicates,
+        blank=report.blank,
+        rejected=report.rejected,
+        rejections=[
+            service_pb.IngestRejection(batch=r.batch, index=r.index, reason=r.reason)
+            for r in report.rejections
+        ],
+    )

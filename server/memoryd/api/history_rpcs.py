@@ -1,8 +1,9 @@
-"""The conversation-history RPCs of memoryd.v1.MemoryService: AppendMessages, ListMessages,
-SearchHistory, ClearConversation, PurgeConversation, GetConversation."""
+"""The conversation-history RPCs of memoryd.v1.MemoryService: AppendMessages, IngestMessages,
+ListMessages, SearchHistory, ClearConversation, PurgeConversation, GetConversation."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -12,24 +13,30 @@ from memoryd.api.history_convert import (
     fill_append_results,
     fill_hit,
     fill_message,
+    ingest_batches,
+    ingest_out,
     search_scope_in,
     sent_messages_in,
 )
 from memoryd.domain.answers import fitting, hit_bytes
 from memoryd.services.erasure import ErasureService
 from memoryd.services.history import HistoryService
+from memoryd.services.ingest import IngestService
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
 class HistoryRpcs:
-    """AppendMessages, ListMessages, SearchHistory, ClearConversation, PurgeConversation,
-    GetConversation."""
+    """AppendMessages, IngestMessages, ListMessages, SearchHistory, ClearConversation,
+    PurgeConversation, GetConversation."""
 
-    def __init__(self, history: HistoryService, erasure: ErasureService) -> None:
+    def __init__(
+        self, history: HistoryService, erasure: ErasureService, ingest: IngestService
+    ) -> None:
         self._history = history
         self._erasure = erasure
+        self._ingest = ingest
 
     async def AppendMessages(
         self, request: service_pb.AppendMessagesRequest, context: Context
@@ -41,6 +48,12 @@ class HistoryRpcs:
             response.results, result, echo=request.echo_messages
         )
         return response
+
+    async def IngestMessages(
+        self, request_iterator: AsyncIterator[service_pb.IngestMessagesRequest], context: Context
+    ) -> service_pb.IngestMessagesResponse:
+        report = await self._ingest.ingest(ingest_batches(request_iterator))
+        return ingest_out(report)
 
     async def ListMessages(
         self, request: service_pb.ListMessagesRequest, context: Context

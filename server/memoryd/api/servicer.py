@@ -17,6 +17,7 @@ from memoryd.api.review_rpcs import ReviewRpcs
 from memoryd.services.compaction import Compactor
 from memoryd.services.erasure import ErasureService
 from memoryd.services.history import HistoryService
+from memoryd.services.ingest import IngestService
 from memoryd.services.jobs import JobService
 from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.services.prompt_files import PromptFiles
@@ -48,12 +49,13 @@ class MemoryServicer(
         prompts: PromptFiles,
         resources: ResourceService,
         erasure: ErasureService,
+        ingest: IngestService,
         jobs: JobService,
         turns: TurnService,
         scheduler: ReviewScheduler,
         reviewer: Reviewer,
     ) -> None:
-        HistoryRpcs.__init__(self, history, erasure)
+        HistoryRpcs.__init__(self, history, erasure, ingest)
         MemoryRpcs.__init__(self, memory, recall, prompts)
         ResourceRpcs.__init__(self, resources)
         ReviewRpcs.__init__(self, turns, scheduler, reviewer)

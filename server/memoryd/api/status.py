@@ -185,6 +185,13 @@ def _check_request(request: Any) -> None:
         raise InvalidArgument(f"the request is not a valid protobuf message: {request.reason}")
 
 
+async def _checked(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """A client stream whose messages are refused, in order, when one cannot be parsed."""
+    async for request in requests:
+        _check_request(request)
+        yield request
+
+
 def _readable(response: Any) -> Any:
     """The last guard of "no answer a default client cannot read": lists are cut by size where
     they are built (memoryd.domain.answers); this refuses anything that still got through."""
@@ -208,8 +215,7 @@ def _wrap_handler(
         if behavior is not None:
             wrapped = _wrap(method, behavior, level, rpc_log, unary_request=unary_request)
             replaced = replaced._replace(**{kind: wrapped})
-    if unary_request:
-        replaced = replaced._replace(request_deserializer=_tolerant(handler.request_deserializer))
+    replaced = replaced._replace(request_deserializer=_tolerant(handler.request_deserializer))
     result: grpc.RpcMethodHandler[Any, Any] = replaced
     return result
 
@@ -223,6 +229,8 @@ def _wrap(method: str, behavior: Any, level: int, rpc_log: RpcLog, *, unary_requ
             try:
                 if unary_request:
                     _check_request(request)
+                else:
+                    request = _checked(request)
                 async for response in behavior(request, context):
                     yield response
             except (grpc.aio.AbortError, grpc.aio.UsageError):
@@ -239,6 +247,8 @@ def _wrap(method: str, behavior: Any, level: int, rpc_log: RpcLog, *, unary_requ
         try:
             if unary_request:
                 _check_request(request)
+            else:
+                request = _checked(request)
             return _readable(await behavior(request, context))
         except (grpc.aio.AbortError, grpc.aio.UsageError):
             raise

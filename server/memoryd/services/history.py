@@ -139,14 +139,24 @@ class HistoryService:
         """Store every valid message of the call, or none; blank ones are skipped. A message
         that does not say its trust is an operator's."""
         checked = self.check_messages(messages, default_trust=Trust.OPERATOR)
-        prepared = [None if is_blank(message.content) else message for message in checked]
-        now = utc_now()
+        return await self.append_checked(key, checked)
+
+    async def append_checked(
+        self, key: ConversationKey, messages: Sequence[NewMessage]
+    ) -> AppendResult:
+        """Store messages already checked (blank ones are skipped), answered once committed.
+        Calls made together are committed together."""
+        prepared = [None if is_blank(message.content) else message for message in messages]
         return await self._writer.submit(
             APPEND,
-            writes.AppendRequest(key, tuple(prepared), now),
+            writes.AppendRequest(key, tuple(prepared), utc_now()),
             rows=max(1, sum(message is not None for message in prepared)),
             after_commit=lambda result: self.cache.append(key, result.stored),
         )
+
+    def check_message(self, message: SentMessage, field: str) -> NewMessage:
+        """One message checked against the limits; unset trust means operator."""
+        return check_new_message(message, field, self._limits, default_trust=Trust.OPERATOR)
 
     async def clear(self, key: ConversationKey, trust: Trust) -> ClearResult:
         """/new: a fresh window after the newest message; nothing is deleted. Operators only."""

@@ -435,6 +435,138 @@ class AppendMessagesResponse(_message.Message):
 Global___AppendMessagesResponse: _TypeAlias = AppendMessagesResponse  # noqa: Y015
 
 @_typing.final
+class IngestedMessage(_message.Message):
+    """IngestedMessage is one message of an import and the conversation it belongs to."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def conversation(self) -> _records_pb2.Conversation:
+        """The conversation (channel and chat_id are required)."""
+
+    @_builtins.property
+    def message(self) -> Global___NewMessage:
+        """The message, as AppendMessages takes it."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _records_pb2.Conversation | None = ...,
+        message: Global___NewMessage | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "message", b"message"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "message", b"message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IngestedMessage: _TypeAlias = IngestedMessage  # noqa: Y015
+
+@_typing.final
+class IngestMessagesRequest(_message.Message):
+    """IngestMessagesRequest is one batch of an import."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___IngestedMessage]:
+        """At most 1,000 messages, of any conversations, in the order to store them."""
+
+    def __init__(
+        self,
+        *,
+        messages: _abc.Iterable[Global___IngestedMessage] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages", b"messages"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IngestMessagesRequest: _TypeAlias = IngestMessagesRequest  # noqa: Y015
+
+@_typing.final
+class IngestRejection(_message.Message):
+    """IngestRejection is a message that was not stored, and why."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BATCH_FIELD_NUMBER: _builtins.int
+    INDEX_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    batch: _builtins.int
+    """The batch's position in the stream, from 0."""
+    index: _builtins.int
+    """The message's position in its batch, from 0."""
+    reason: _builtins.str
+    """Why it was rejected (the same text AppendMessages would refuse it with)."""
+    def __init__(
+        self,
+        *,
+        batch: _builtins.int = ...,
+        index: _builtins.int = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "index", b"index", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IngestRejection: _TypeAlias = IngestRejection  # noqa: Y015
+
+@_typing.final
+class IngestMessagesResponse(_message.Message):
+    """IngestMessagesResponse counts what an import did."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BATCHES_FIELD_NUMBER: _builtins.int
+    RECEIVED_FIELD_NUMBER: _builtins.int
+    STORED_FIELD_NUMBER: _builtins.int
+    DUPLICATES_FIELD_NUMBER: _builtins.int
+    BLANK_FIELD_NUMBER: _builtins.int
+    REJECTED_FIELD_NUMBER: _builtins.int
+    REJECTIONS_FIELD_NUMBER: _builtins.int
+    batches: _builtins.int
+    """Batches read."""
+    received: _builtins.int
+    """Messages read."""
+    stored: _builtins.int
+    """Messages stored."""
+    duplicates: _builtins.int
+    """Messages whose client_message_id was already stored in their conversation."""
+    blank: _builtins.int
+    """Messages whose content was blank (not stored, as in AppendMessages)."""
+    rejected: _builtins.int
+    """Messages that were invalid (not stored)."""
+    @_builtins.property
+    def rejections(self) -> _containers.RepeatedCompositeFieldContainer[Global___IngestRejection]:
+        """The first 100 rejections."""
+
+    def __init__(
+        self,
+        *,
+        batches: _builtins.int = ...,
+        received: _builtins.int = ...,
+        stored: _builtins.int = ...,
+        duplicates: _builtins.int = ...,
+        blank: _builtins.int = ...,
+        rejected: _builtins.int = ...,
+        rejections: _abc.Iterable[Global___IngestRejection] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batches", b"batches", "blank", b"blank", "duplicates", b"duplicates", "received", b"received", "rejected", b"rejected", "rejections", b"rejections", "stored", b"stored"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IngestMessagesResponse: _TypeAlias = IngestMessagesResponse  # noqa: Y015
+
+@_typing.final
 class ListMessagesRequest(_message.Message):
     """ListMessagesRequest selects a page of a conversation's messages."""
 

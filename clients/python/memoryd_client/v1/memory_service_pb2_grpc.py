@@ -43,6 +43,11 @@ class MemoryServiceStub:
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.AppendMessagesRequest.SerializeToString,
                 response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.AppendMessagesResponse.FromString,
                 _registered_method=True)
+        self.IngestMessages = channel.stream_unary(
+                '/memoryd.v1.MemoryService/IngestMessages',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.IngestMessagesRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.IngestMessagesResponse.FromString,
+                _registered_method=True)
         self.ListMessages = channel.unary_unary(
                 '/memoryd.v1.MemoryService/ListMessages',
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListMessagesRequest.SerializeToString,
@@ -186,6 +191,21 @@ class MemoryServiceServicer:
         echo_messages is set, and never more than fits a 4 MiB answer. Requests are limited to the
         server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond). Stored user
         messages (not marked spoken) are new input for the background reviewer, as in CommitTurn.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def IngestMessages(self, request_iterator, context):
+        """IngestMessages imports existing histories: a stream of batches of messages for any
+        conversations. Each batch is stored (in one transaction with the batches of other callers)
+        before the next is read, so a slow database slows the sender. A message is checked on its
+        own: one that is invalid is rejected and counted (with its reason, for the first 100), and
+        the rest of its batch is stored. A client_message_id already stored in its conversation is
+        skipped as a duplicate, so an import that was cut off can be sent again whole. created_at is
+        kept. The answer, after the last batch, counts what was received, stored, skipped and
+        rejected. A batch of more than 1,000 messages ends the stream with INVALID_ARGUMENT; every
+        batch stored before stays stored.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -422,6 +442,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.AppendMessagesRequest.FromString,
                     response_serializer=memoryd_dot_v1_dot_memory__service__pb2.AppendMessagesResponse.SerializeToString,
             ),
+            'IngestMessages': grpc.stream_unary_rpc_method_handler(
+                    servicer.IngestMessages,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.IngestMessagesRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.IngestMessagesResponse.SerializeToString,
+            ),
             'ListMessages': grpc.unary_unary_rpc_method_handler(
                     servicer.ListMessages,
                     request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListMessagesRequest.FromString,
@@ -579,6 +604,33 @@ class MemoryService:
             '/memoryd.v1.MemoryService/AppendMessages',
             memoryd_dot_v1_dot_memory__service__pb2.AppendMessagesRequest.SerializeToString,
             memoryd_dot_v1_dot_memory__service__pb2.AppendMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IngestMessages(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/memoryd.v1.MemoryService/IngestMessages',
+            memoryd_dot_v1_dot_memory__service__pb2.IngestMessagesRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.IngestMessagesResponse.FromString,
             options,
             channel_credentials,
             insecure,

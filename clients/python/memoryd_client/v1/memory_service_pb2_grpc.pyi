@@ -47,6 +47,17 @@ class MemoryServiceStub:
     server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond). Stored user
     messages (not marked spoken) are new input for the background reviewer, as in CommitTurn.
     """
+    IngestMessages: _grpc.StreamUnaryMultiCallable[_memory_service_pb2.IngestMessagesRequest, _memory_service_pb2.IngestMessagesResponse]
+    """IngestMessages imports existing histories: a stream of batches of messages for any
+    conversations. Each batch is stored (in one transaction with the batches of other callers)
+    before the next is read, so a slow database slows the sender. A message is checked on its
+    own: one that is invalid is rejected and counted (with its reason, for the first 100), and
+    the rest of its batch is stored. A client_message_id already stored in its conversation is
+    skipped as a duplicate, so an import that was cut off can be sent again whole. created_at is
+    kept. The answer, after the last batch, counts what was received, stored, skipped and
+    rejected. A batch of more than 1,000 messages ends the stream with INVALID_ARGUMENT; every
+    batch stored before stays stored.
+    """
     ListMessages: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListMessagesRequest, _memory_service_pb2.ListMessagesResponse]
     """ListMessages returns the conversation's current window, newest page first, each page in
     oldest-first order. Further pages walk back in time. With all_history set, paging walks every
@@ -183,6 +194,17 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     echo_messages is set, and never more than fits a 4 MiB answer. Requests are limited to the
     server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond). Stored user
     messages (not marked spoken) are new input for the background reviewer, as in CommitTurn.
+    """
+    IngestMessages: _aio.StreamUnaryMultiCallable[_memory_service_pb2.IngestMessagesRequest, _memory_service_pb2.IngestMessagesResponse]  # type: ignore[assignment]
+    """IngestMessages imports existing histories: a stream of batches of messages for any
+    conversations. Each batch is stored (in one transaction with the batches of other callers)
+    before the next is read, so a slow database slows the sender. A message is checked on its
+    own: one that is invalid is rejected and counted (with its reason, for the first 100), and
+    the rest of its batch is stored. A client_message_id already stored in its conversation is
+    skipped as a duplicate, so an import that was cut off can be sent again whole. created_at is
+    kept. The answer, after the last batch, counts what was received, stored, skipped and
+    rejected. A batch of more than 1,000 messages ends the stream with INVALID_ARGUMENT; every
+    batch stored before stays stored.
     """
     ListMessages: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListMessagesRequest, _memory_service_pb2.ListMessagesResponse]  # type: ignore[assignment]
     """ListMessages returns the conversation's current window, newest page first, each page in
@@ -323,6 +345,23 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         echo_messages is set, and never more than fits a 4 MiB answer. Requests are limited to the
         server's max_request_bytes (4 MiB by default, RESOURCE_EXHAUSTED beyond). Stored user
         messages (not marked spoken) are new input for the background reviewer, as in CommitTurn.
+        """
+
+    @_abc_1.abstractmethod
+    def IngestMessages(
+        self,
+        request_iterator: _MaybeAsyncIterator[_memory_service_pb2.IngestMessagesRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.IngestMessagesResponse, _abc.Awaitable[_memory_service_pb2.IngestMessagesResponse]]:
+        """IngestMessages imports existing histories: a stream of batches of messages for any
+        conversations. Each batch is stored (in one transaction with the batches of other callers)
+        before the next is read, so a slow database slows the sender. A message is checked on its
+        own: one that is invalid is rejected and counted (with its reason, for the first 100), and
+        the rest of its batch is stored. A client_message_id already stored in its conversation is
+        skipped as a duplicate, so an import that was cut off can be sent again whole. created_at is
+        kept. The answer, after the last batch, counts what was received, stored, skipped and
+        rejected. A batch of more than 1,000 messages ends the stream with INVALID_ARGUMENT; every
+        batch stored before stays stored.
         """
 
     @_abc_1.abstractmethod

@@ -1,0 +1,107 @@
+"""IngestMessages: a stream of batches of messages for any conversations, imported.
+
+Each batch is checked message by message (an invalid one is rejected and counted, the rest
+stored), grouped by conversation in order, and stored through the writer: the appends of one
+batch are submitted together, so they commit together (with other callers' writes), and the
+next batch is read only once they are committed. A slow database therefore slows the sender
+(HTTP/2 flow control), and memory stays bounded by one batch. Duplicate client_message_ids are
+skipped as AppendMessages skips them, so a cut-off import can be sent again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+
+from memoryd.domain.conversation import ConversationKey
+from memoryd.domain.history import AppendOutcome
+from memoryd.domain.messages import NewMessage, SentMessage
+from memoryd.errors import InvalidArgument
+from memoryd.services.history import HistoryService
+
+MAX_BATCH_MESSAGES = 1000
+MAX_REJECTIONS_REPORTED = 100
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class IngestItem:
+    """One message of a batch as translated from the wire: the conversation and message, or why
+    it could not be translated."""
+
+    conversation: ConversationKey | None
+    message: SentMessage | None
+    refused: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Rejection:
+    """A message that was not stored, and why."""
+
+    batch: int
+    index: int
+    reason: str
+
+
+@dataclasses.dataclass(slots=True)
+class IngestReport:
+    """What an import did."""
+
+    batches: int = 0
+    received: int = 0
+    stored: int = 0
+    duplicates: int = 0
+    blank: int = 0
+    rejected: int = 0
+    rejections: list[Rejection] = dataclasses.field(default_factory=list)
+
+    def reject(self, batch: int, index: int, reason: str) -> None:
+        """Count a rejected message (its reason is kept for the first ones)."""
+        self.rejected += 1
+        if len(self.rejections) < MAX_REJECTIONS_REPORTED:
+            self.rejections.append(Rejection(batch, index, reason))
+
+
+class IngestService:
+    """Imports over the history use cases."""
+
+    def __init__(self, history: HistoryService) -> None:
+        self._history = history
+
+    async def ingest(self, batches: AsyncIterator[list[IngestItem]]) -> IngestReport:
+        """Store every batch in turn; returns the counts."""
+        report = IngestReport()
+        async for items in batches:
+            if len(items) > MAX_BATCH_MESSAGES:
+                raise InvalidArgument(
+                    f"batch {report.batches} has {len(items):,} messages; the limit is "
+                    f"{MAX_BATCH_MESSAGES:,} (the {report.batches} batches before it are stored)"
+                )
+            await self._store(report.batches, items, report)
+            report.batches += 1
+        return report
+
+    async def _store(self, batch: int, items: list[IngestItem], report: IngestReport) -> None:
+        report.received += len(items)
+        groups: dict[ConversationKey, list[NewMessage]] = {}
+        for index, item in enumerate(items):
+            if item.conversation is None or item.message is None:
+                report.reject(batch, index, item.refused)
+                continue
+            try:
+                checked = self._history.check_message(item.message, f"messages[{index}]")
+            except InvalidArgument as error:
+                report.reject(batch, index, error.message)
+                continue
+            groups.setdefault(item.conversation, []).append(checked)
+        results = await asyncio.gather(
+            *(self._history.append_checked(key, messages) for key, messages in groups.items())
+        )
+        for result in results:
+            for appended in result.messages:
+                if appended.outcome is AppendOutcome.STORED:
+                    report.stored += 1
+                elif appended.outcome is AppendOutcome.DUPLICATE:
+                    report.duplicates += 1
+                else:
+                    report.blank += 1
