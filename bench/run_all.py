@@ -47,6 +47,7 @@ def main() -> int:
     compose = run(
         "compose_latency.py", *(["--calls", "500", "--rounds", "1"] if args.quick else [])
     )
+    ingest = run("ingest_throughput.py", *(["--messages", "20000"] if args.quick else []))
     print(
         json.dumps(
             {
@@ -55,6 +56,7 @@ def main() -> int:
                 "recall_latency": recall,
                 "review_throughput": review,
                 "compose_latency": compose,
+                "ingest_throughput": ingest,
             },
             indent=2,
         )
@@ -117,6 +119,14 @@ def main() -> int:
         f"{python['compose_p50']} ms) | health check p50 "
         f"{composed['health_check_ghz_ms']['p50']} ms (Python client {python['health_p50']} ms); "
         f"the same answer from a do-nothing server p50 {floor['p50']} ms |"
+    )
+    ingested: Any = ingest
+    print(
+        f"| IngestMessages, {ingested['messages']} messages in batches of {ingested['batch']}, "
+        f"{ingested['streams']} streams | {ingested['ingest_messages_per_second']} messages/s "
+        f"(server peak RSS {ingested['server_peak_rss_mb']} MB) | raw APSW into the same schema: "
+        f"{ingested['raw_apsw_messages_per_second']} messages/s; ratio "
+        f"**{ingested['ratio']}**, target at least 0.7 |"
     )
     return 0
 

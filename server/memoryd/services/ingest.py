@@ -2,10 +2,11 @@
 
 Each batch is checked message by message (an invalid one is rejected and counted, the rest
 stored), grouped by conversation in order, and stored through the writer: the appends of one
-batch are submitted together, so they commit together (with other callers' writes), and the
-next batch is read only once they are committed. A slow database therefore slows the sender
-(HTTP/2 flow control), and memory stays bounded by one batch. Duplicate client_message_ids are
-skipped as AppendMessages skips them, so a cut-off import can be sent again.
+batch are submitted together, so they commit together (with other callers' writes). The next
+batch is read and checked while one is committed, never further ahead: a slow database slows
+the sender (HTTP/2 flow control), and memory stays bounded by two batches. Duplicate
+client_message_ids are skipped as AppendMessages skips them, so a cut-off import can be sent
+again.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import dataclasses
 from collections.abc import AsyncIterator
 
 from memoryd.domain.conversation import ConversationKey
-from memoryd.domain.history import AppendOutcome
+from memoryd.domain.history import AppendOutcome, AppendResult
 from memoryd.domain.messages import NewMessage, SentMessage
 from memoryd.errors import InvalidArgument
 from memoryd.services.history import HistoryService
@@ -69,19 +70,37 @@ class IngestService:
         self._history = history
 
     async def ingest(self, batches: AsyncIterator[list[IngestItem]]) -> IngestReport:
-        """Store every batch in turn; returns the counts."""
+        """Store every batch in turn; returns the counts. While one batch is being committed,
+        the next is read and checked (never more than one ahead), so order is kept."""
         report = IngestReport()
-        async for items in batches:
-            if len(items) > MAX_BATCH_MESSAGES:
-                raise InvalidArgument(
-                    f"batch {report.batches} has {len(items):,} messages; the limit is "
-                    f"{MAX_BATCH_MESSAGES:,} (the {report.batches} batches before it are stored)"
+        in_flight: asyncio.Future[list[AppendResult]] | None = None
+        try:
+            async for items in batches:
+                if len(items) > MAX_BATCH_MESSAGES:
+                    raise InvalidArgument(
+                        f"batch {report.batches} has {len(items):,} messages; the limit is "
+                        f"{MAX_BATCH_MESSAGES:,} (the {report.batches} batches before it are "
+                        "stored)"
+                    )
+                groups = self._checked(report.batches, items, report)
+                if in_flight is not None:
+                    _count(await in_flight, report)
+                in_flight = asyncio.gather(
+                    *(self._history.append_checked(key, group) for key, group in groups.items())
                 )
-            await self._store(report.batches, items, report)
-            report.batches += 1
+                report.batches += 1
+            if in_flight is not None:
+                _count(await in_flight, report)
+                in_flight = None
+        finally:
+            if in_flight is not None:  # the stream failed: the batch in flight still commits
+                await asyncio.gather(in_flight, return_exceptions=True)
         return report
 
-    async def _store(self, batch: int, items: list[IngestItem], report: IngestReport) -> None:
+    def _checked(
+        self, batch: int, items: list[IngestItem], report: IngestReport
+    ) -> dict[ConversationKey, list[NewMessage]]:
+        """The batch's valid messages by conversation, in order; the others rejected."""
         report.received += len(items)
         groups: dict[ConversationKey, list[NewMessage]] = {}
         for index, item in enumerate(items):
@@ -94,14 +113,15 @@ class IngestService:
                 report.reject(batch, index, error.message)
                 continue
             groups.setdefault(item.conversation, []).append(checked)
-        results = await asyncio.gather(
-            *(self._history.append_checked(key, messages) for key, messages in groups.items())
-        )
-        for result in results:
-            for appended in result.messages:
-                if appended.outcome is AppendOutcome.STORED:
-                    report.stored += 1
-                elif appended.outcome is AppendOutcome.DUPLICATE:
-                    report.duplicates += 1
-                else:
-                    report.blank += 1
+        return groups
+
+
+def _count(results: list[AppendResult], report: IngestReport) -> None:
+    for result in results:
+        for appended in result.messages:
+            if appended.outcome is AppendOutcome.STORED:
+                report.stored += 1
+            elif appended.outcome is AppendOutcome.DUPLICATE:
+                report.duplicates += 1
+            else:
+                report.blank += 1

@@ -1,0 +1,160 @@
+"""(f) IngestMessages messages/s against the raw APSW batched-insert rate into the same schema.
+
+    python bench/ingest_throughput.py [--messages 100000] [--batch 1000] [--streams 2]
+
+The ceiling: a freshly migrated database (the schema's triggers keep both full-text indexes),
+the conversations created, then the messages inserted straight through APSW, one set-based
+INSERT (json_each) per transaction of `--batch` rows, their tokens counted as memoryd counts
+them: what SQLite itself does with this schema on this machine, nothing else.
+memoryd: a real server, the same messages (bench/corpus.py's vocabulary, 3-40 words, in 200
+conversations) sent with IngestMessages in batches of `--batch` by `--streams` concurrent
+streams, from the generated Python client. Reported: messages/s of both, their ratio, and the
+server's peak RSS. Target: at least 0.7 of the raw rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import apsw
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import corpus  # noqa: E402 - after the path is set
+
+import memoryd_client as md  # noqa: E402
+from memoryd.domain.conversation import conversation_key, search_scope_tokens  # noqa: E402
+from memoryd.domain.tokens import count_tokens  # noqa: E402
+from memoryd.storage.migrations import bundled_migrations, migrate  # noqa: E402
+from tests.server_process import ServerProcess  # noqa: E402
+
+CONVERSATIONS = 200
+STAMP = "2026-11-30T00:00:00.000000Z"
+
+
+def messages(count: int, rng: random.Random) -> list[tuple[str, str]]:
+    """(chat_id, content) of the messages to store."""
+    words = corpus.vocabulary()
+    return [
+        (f"chat-{rng.randrange(CONVERSATIONS)}", corpus.message_text(rng, words))
+        for _ in range(count)
+    ]
+
+
+def raw_rate(folder: Path, items: list[tuple[str, str]], batch: int) -> float:
+    """Messages/s into a migrated database straight through APSW, `batch` rows a transaction."""
+    connection = apsw.Connection(str(folder / "raw.db"))
+    connection.execute("PRAGMA journal_mode = WAL").fetchall()
+    connection.execute("PRAGMA synchronous = NORMAL")
+    migrate(connection, bundled_migrations())
+    with connection:
+        for n in range(CONVERSATIONS):
+            key = conversation_key(
+                agent_id="main", owner_id="", channel="bench", chat_id=f"chat-{n}", thread_scope=""
+            )
+            connection.execute(
+                "INSERT INTO conversations (agent_id, owner_id, channel, chat_id, thread_scope, "
+                "search_scope, history_version, created_at) VALUES (?, ?, ?, ?, ?, ?, 1, ?)",
+                (*key.as_row(), search_scope_tokens(key), STAMP),
+            )
+    began = time.perf_counter()
+    for start in range(0, len(items), batch):
+        rows = [
+            [chat, text, STAMP, count_tokens(text)] for chat, text in items[start : start + batch]
+        ]
+        with connection:
+            # One set-based statement per batch (json_each), the fastest way into this schema.
+            connection.execute(
+                "INSERT INTO messages (agent_id, owner_id, channel, chat_id, thread_scope, sender, "
+                "role, kind, content, metadata_json, trust, created_at, token_count) "
+                "SELECT 'main', 'default', 'bench', j.value ->> 0, 'root', 'ada', 'user', "
+                "'chat_message', j.value ->> 1, '{}', 'operator', j.value ->> 2, j.value ->> 3 "
+                "FROM json_each(?) AS j ORDER BY j.key",
+                (json.dumps(rows, ensure_ascii=False),),
+            )
+    spent = time.perf_counter() - began
+    connection.close()
+    return len(items) / spent
+
+
+async def ingest_rate(
+    address: str, items: list[tuple[str, str]], batch: int, streams: int
+) -> tuple[float, int]:
+    """Messages/s of IngestMessages over `streams` concurrent streams; and the stored count."""
+
+    async def requests(part: list[tuple[str, str]]) -> AsyncIterator[md.IngestMessagesRequest]:
+        for start in range(0, len(part), batch):
+            yield md.IngestMessagesRequest(
+                messages=[
+                    md.IngestedMessage(
+                        conversation=md.Conversation(channel="bench", chat_id=chat),
+                        message=md.NewMessage(role=md.ROLE_USER, sender="ada", content=text),
+                    )
+                    for chat, text in part[start : start + batch]
+                ]
+            )
+
+    share = -(-len(items) // streams)
+    parts = [items[n : n + share] for n in range(0, len(items), share)]
+    async with md.connect(address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        began = time.perf_counter()
+        reports = await asyncio.gather(*(memory.IngestMessages(requests(p)) for p in parts))
+        spent = time.perf_counter() - began
+    return len(items) / spent, sum(report.stored for report in reports)
+
+
+def peak_rss_mb(pid: int) -> float:
+    """The process's peak resident set size (Linux /proc), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="ascii").splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--streams", type=int, default=2)
+    args = parser.parse_args()
+    items = messages(args.messages, random.Random(2029))
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch)
+        raw = raw_rate(folder, items, args.batch)
+        server = ServerProcess(folder / "home").start()
+        try:
+            ingested, stored = asyncio.run(
+                ingest_rate(server.address, items, args.batch, args.streams)
+            )
+            rss = peak_rss_mb(server.process.pid)
+        finally:
+            server.stop()
+    result = {
+        "benchmark": "ingest_throughput",
+        "messages": args.messages,
+        "batch": args.batch,
+        "streams": args.streams,
+        "raw_apsw_messages_per_second": round(raw),
+        "ingest_messages_per_second": round(ingested),
+        "ratio": round(ingested / raw, 3),
+        "stored": stored,
+        "server_peak_rss_mb": round(rss, 1),
+        "target_ratio": 0.7,
+    }
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
