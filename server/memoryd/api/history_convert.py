@@ -9,7 +9,7 @@ from typing import Any
 from memoryd.api.convert import conversation_in, set_timestamp, timestamp_in
 from memoryd.api.enum_tables import APPEND_OUTCOME, MATCH_KIND, MESSAGE_TRUST, ROLE, TRUST
 from memoryd.domain.answers import LIST_BUDGET_BYTES, message_bytes
-from memoryd.domain.conversation import HistoryScope, agent_key, owner_key
+from memoryd.domain.conversation import ConversationKey, HistoryScope, agent_key, owner_key
 from memoryd.domain.history import AppendResult, SearchHit
 from memoryd.domain.messages import SentMessage, StoredMessage
 from memoryd.errors import InvalidArgument
@@ -113,19 +113,32 @@ def fill_hit(target: service_pb.HistoryHit, hit: SearchHit) -> None:
 async def ingest_batches(
     requests: AsyncIterator[service_pb.IngestMessagesRequest],
 ) -> AsyncIterator[list[IngestItem]]:
-    """IngestMessages' batches; a message that cannot be translated carries why."""
+    """IngestMessages' batches; a message that cannot be translated carries why. An import
+    names few conversations many times: each is validated once per batch."""
     async for request in requests:
-        yield [_ingest_item(item, index) for index, item in enumerate(request.messages)]
+        keys: dict[tuple[str, ...], ConversationKey | str] = {}
+        yield [_ingest_item(item, index, keys) for index, item in enumerate(request.messages)]
 
 
-def _ingest_item(item: service_pb.IngestedMessage, index: int) -> IngestItem:
+def _ingest_item(
+    item: service_pb.IngestedMessage, index: int, keys: dict[tuple[str, ...], ConversationKey | str]
+) -> IngestItem:
     field = f"messages[{index}]"
     if not item.HasField("conversation"):
-        return IngestItem(
-            None, None, f"{field}.conversation is required (with channel and chat_id)"
-        )
+        reason = f"{field}.conversation is required (with channel and chat_id)"
+        return IngestItem(None, None, reason)
+    sent = item.conversation
+    names = (sent.agent_id, sent.owner_id, sent.channel, sent.chat_id, sent.thread_scope)
+    key = keys.get(names)
+    if key is None:
+        try:
+            key = conversation_in(sent, "conversation")
+        except InvalidArgument as error:
+            key = error.message
+        keys[names] = key
+    if isinstance(key, str):
+        return IngestItem(None, None, f"{field}.{key}")
     try:
-        key = conversation_in(item.conversation, f"{field}.conversation")
         message = sent_message_in(item.message, f"{field}.message")
     except InvalidArgument as error:
         return IngestItem(None, None, error.message)

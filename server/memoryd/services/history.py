@@ -69,6 +69,8 @@ def _append(
 
 # The kinds of writes this use case submits; consecutive appends in a group run as one batch.
 APPEND = Batch("append", _append)
+# The appends of many conversations as one job (an import's batch).
+APPEND_MANY = Batch.each("append_many", _append)
 CLEAR = Batch.each("clear", _clear)
 
 
@@ -152,6 +154,32 @@ class HistoryService:
             writes.AppendRequest(key, tuple(prepared), utc_now()),
             rows=max(1, sum(message is not None for message in prepared)),
             after_commit=lambda result: self.cache.append(key, result.stored),
+        )
+
+    async def append_checked_many(
+        self, groups: Sequence[tuple[ConversationKey, Sequence[NewMessage]]]
+    ) -> list[AppendResult]:
+        """Store checked messages of many conversations in one transaction (blank ones are
+        skipped), answered once committed; one result per group, in order."""
+        now = utc_now()
+        requests = [
+            writes.AppendRequest(
+                key,
+                tuple(None if is_blank(message.content) else message for message in messages),
+                now,
+            )
+            for key, messages in groups
+        ]
+
+        def published(results: list[AppendResult]) -> None:
+            for result in results:
+                self.cache.append(result.key, result.stored)
+
+        return await self._writer.submit(
+            APPEND_MANY,
+            requests,
+            rows=max(1, sum(len(request.messages) for request in requests)),
+            after_commit=published,
         )
 
     def check_message(self, message: SentMessage, field: str) -> NewMessage:

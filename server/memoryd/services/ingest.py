@@ -1,8 +1,8 @@
 """IngestMessages: a stream of batches of messages for any conversations, imported.
 
 Each batch is checked message by message (an invalid one is rejected and counted, the rest
-stored), grouped by conversation in order, and stored through the writer: the appends of one
-batch are submitted together, so they commit together (with other callers' writes). The next
+stored), grouped by conversation in order, and stored through the writer as one job: a batch
+commits in one transaction. The next
 batch is read and checked while one is committed, never further ahead: a slow database slows
 the sender (HTTP/2 flow control), and memory stays bounded by two batches. Duplicate
 client_message_ids are skipped as AppendMessages skips them, so a cut-off import can be sent
@@ -85,8 +85,8 @@ class IngestService:
                 groups = self._checked(report.batches, items, report)
                 if in_flight is not None:
                     _count(await in_flight, report)
-                in_flight = asyncio.gather(
-                    *(self._history.append_checked(key, group) for key, group in groups.items())
+                in_flight = asyncio.ensure_future(
+                    self._history.append_checked_many(list(groups.items()))
                 )
                 report.batches += 1
             if in_flight is not None:
