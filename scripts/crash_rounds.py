@@ -41,6 +41,7 @@ async def run(rounds: int, seed: int) -> dict[str, object]:
             "calls": ledger.calls,
             "cut_by_a_kill": ledger.failures,
             "appends_acknowledged": sum(len(acked) for acked in ledger.appended.values()),
+            "imported_acknowledged": sum(len(acked) for acked in ledger.ingested.values()),
             "stores_acknowledged": len(ledger.acked_values),
             "clears_acknowledged": len(ledger.windows),
             "model_calls": len(model.requests),

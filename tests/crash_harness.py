@@ -1,13 +1,14 @@
 """A crash harness: SIGKILL the server at random moments under mixed load, restart, verify.
 
 Each round starts the server on the same home (with the fake model, so background reviews run),
-checks everything acknowledged so far, then runs a mixed load (appends with client ids, turns
-that start reviews, memory stores, clears, searches) and kills the server with SIGKILL at a
-random moment. With the server dead, the database is opened directly and must pass
+checks everything acknowledged so far, then runs a mixed load (appends with client ids, imports
+through IngestMessages, turns that start reviews, memory stores, clears, searches) and kills the
+server with SIGKILL at a random moment. With the server dead, the database is opened directly and must pass
 `PRAGMA integrity_check` and both FTS5 `integrity-check`s. After the last round the server
 starts once more and everything is verified a final time:
 
 - every acknowledged append is stored, exactly once (client ids and contents are unique);
+- every message of an answered import is stored, exactly once;
 - every acknowledged store is there, with the last acknowledged value or a later attempted one;
 - no window starts before an acknowledged clear moved it;
 - the reviewer's rows are not duplicated by reviews re-run after a crash;
@@ -26,6 +27,7 @@ import hashlib
 import json
 import random
 import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +67,10 @@ class Ledger:
 
     # (owner, chat) -> client id -> (message id, content)
     appended: dict[tuple[str, str], dict[str, tuple[int, str]]] = dataclasses.field(
+        default_factory=lambda: collections.defaultdict(dict)
+    )
+    # (owner, chat) -> client id -> content, of imports whose stream was answered
+    ingested: dict[tuple[str, str], dict[str, str]] = dataclasses.field(
         default_factory=lambda: collections.defaultdict(dict)
     )
     # (owner, key) -> values in the order they were sent, and how many were acknowledged
@@ -132,7 +138,14 @@ class CrashHarness:
     # --- the load ---------------------------------------------------------------------------
 
     def _workers(self) -> list[Any]:
-        return [self._appends, self._turns, self._stores, self._clears, self._searches]
+        return [
+            self._appends,
+            self._ingests,
+            self._turns,
+            self._stores,
+            self._clears,
+            self._searches,
+        ]
 
     async def _call(self, call: Any) -> Any:
         """One RPC; None when the server is gone (the write may or may not have committed)."""
@@ -171,6 +184,44 @@ class CrashHarness:
                 return
             for (key, text), result in zip(batch, response.results, strict=True):
                 self.ledger.appended[owner, chat][key] = (result.id, text)
+
+    async def _ingests(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
+        """Imports of a few batches each; an answered stream acknowledges all its messages."""
+        stub = md.MemoryServiceStub(channel)
+        tag = f"i{self.rounds}-{self.random.getrandbits(32):08x}"
+        number = 0
+        while not stop.is_set():
+            sent: list[tuple[str, str, str, str]] = []  # owner, chat, client id, content
+            batches = []
+            for _ in range(self.random.randint(1, 3)):
+                batch = []
+                for _ in range(self.random.randint(1, 20)):
+                    owner, chat = self.random.choice(OWNERS), self.random.choice(CHATS)
+                    key, text = f"{tag}-{number}", f"ingest {tag} number {number}"
+                    number += 1
+                    sent.append((owner, chat, key, text))
+                    batch.append(
+                        md.IngestedMessage(
+                            conversation=conversation(owner, chat),
+                            message=md.NewMessage(
+                                role=md.ROLE_USER, content=text, client_message_id=key
+                            ),
+                        )
+                    )
+                batches.append(md.IngestMessagesRequest(messages=batch))
+
+            async def stream(
+                batches: list[md.IngestMessagesRequest] = batches,
+            ) -> AsyncIterator[md.IngestMessagesRequest]:
+                for batch in batches:
+                    yield batch
+
+            response = await self._call(stub.IngestMessages(stream()))
+            if response is None:
+                return
+            assert (response.stored, response.rejected) == (len(sent), 0)
+            for owner, chat, key, text in sent:
+                self.ledger.ingested[owner, chat][key] = text
 
     async def _turns(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
         stub = md.MemoryServiceStub(channel)
@@ -264,6 +315,11 @@ class CrashHarness:
                     md.GetConversationRequest(conversation=conversation(owner, chat))
                 )
                 assert described.window_start_id >= self.ledger.windows[owner, chat]
+        for (owner, chat), imported in self.ledger.ingested.items():
+            stored = await all_messages(stub, conversation(owner, chat))
+            found = collections.Counter((m.client_message_id, m.content) for m in stored)
+            for key, text in imported.items():
+                assert found[key, text] == 1, (owner, chat, key)
         for owner in OWNERS:
             await self._verify_memories(stub, owner)
 
