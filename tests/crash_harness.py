@@ -4,8 +4,8 @@ Each round starts the server on the same home (with the fake model, so backgroun
 checks everything acknowledged so far, then runs a mixed load (appends with client ids, imports
 through IngestMessages, turns that start reviews, memory stores, clears, searches) and kills the
 server with SIGKILL at a random moment. With the server dead, the database is opened directly
-and must pass `PRAGMA integrity_check` and both FTS5 `integrity-check`s. After the last round the server
-starts once more and everything is verified a final time:
+and must pass `PRAGMA integrity_check` and both FTS5 `integrity-check`s. After the last round
+the server starts once more and everything is verified a final time:
 
 - every acknowledged append is stored, exactly once (client ids and contents are unique);
 - every message of an answered import is stored, exactly once;
