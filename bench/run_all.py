@@ -48,6 +48,7 @@ def main() -> int:
         "compose_latency.py", *(["--calls", "500", "--rounds", "1"] if args.quick else [])
     )
     ingest = run("ingest_throughput.py", *(["--messages", "20000"] if args.quick else []))
+    transcript = run("transcript_latency.py", *(["--seconds", "3"] if args.quick else []))
     print(
         json.dumps(
             {
@@ -57,6 +58,7 @@ def main() -> int:
                 "review_throughput": review,
                 "compose_latency": compose,
                 "ingest_throughput": ingest,
+                "transcript_latency": transcript,
             },
             indent=2,
         )
@@ -127,6 +129,13 @@ def main() -> int:
         f"(server peak RSS {ingested['server_peak_rss_mb']} MB) | raw APSW into the same schema: "
         f"{ingested['raw_apsw_messages_per_second']} messages/s; ratio "
         f"**{ingested['ratio']}**, target at least 0.7 |"
+    )
+    spoken: Any = transcript
+    print(
+        f"| StreamTranscript, {spoken['streams']} streams, {spoken['target_rate']:.0f} finals/s "
+        f"asked | {spoken['finals_per_second']} finals/s; acknowledgement p50 "
+        f"{spoken['ack_ms']['p50']} ms, p99 **{spoken['ack_ms']['p99']} ms** (server peak RSS "
+        f"{spoken['server_peak_rss_mb']} MB) | p99 < 20 ms at 1,000 finals/s |"
     )
     return 0
 

@@ -137,6 +137,19 @@ class CompactionSettings:
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class RealtimeSettings:
+    """[memoryd.realtime]: StreamTranscript."""
+
+    # Store final transcript segments (off by default, as in the seed: finals are then only
+    # acknowledged).
+    persist_transcripts: bool = False
+    # Transcript streams open at once; one more is RESOURCE_EXHAUSTED.
+    max_streams: int = 256
+    # The largest segment text.
+    max_segment_bytes: int = 64 * KIB
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ProviderSettings:
     """One [[memoryd.providers]] entry: an OpenAI-compatible chat-completions endpoint."""
 
@@ -160,6 +173,7 @@ class Settings:
     history: HistorySettings = HistorySettings()
     memory: MemorySettings = MemorySettings()
     compaction: CompactionSettings = CompactionSettings()
+    realtime: RealtimeSettings = RealtimeSettings()
     providers: tuple[ProviderSettings, ...] = ()
 
     @property
@@ -174,6 +188,7 @@ SECTIONS: dict[str, type[Any]] = {
     "history": HistorySettings,
     "memory": MemorySettings,
     "compaction": CompactionSettings,
+    "realtime": RealtimeSettings,
 }
 # Settings that may be 0 although they are not durations in _ms / _seconds.
 ZERO_ALLOWED = frozenset({"review_interval_hours"})

@@ -35,6 +35,7 @@ from memoryd.services.recall import RecallService
 from memoryd.services.resources import ResourceService
 from memoryd.services.review import Reviewer
 from memoryd.services.review_scheduler import ReviewScheduler
+from memoryd.services.transcripts import TranscriptService
 from memoryd.services.turns import TurnService
 from memoryd.storage import compaction_store, review_store, server_keys
 from memoryd.storage.changes import DatabaseChanges
@@ -65,6 +66,7 @@ class Runtime:
     reviewer: Reviewer
     scheduler: ReviewScheduler
     turns: TurnService
+    transcripts: TranscriptService
     compactor: Compactor
     changes: DatabaseChanges
     schema_version: int
@@ -154,6 +156,13 @@ class Runtime:
             compactor.after_turn(key, usage)
 
         turns = TurnService(writer, history, turn_committed)
+        transcripts = TranscriptService(
+            writer=writer,
+            readers=readers,
+            history=history,
+            settings=settings.realtime,
+            on_input=scheduler.nudge,
+        )
         return cls(
             settings=settings,
             writer=writer,
@@ -169,6 +178,7 @@ class Runtime:
             reviewer=reviewer,
             scheduler=scheduler,
             turns=turns,
+            transcripts=transcripts,
             compactor=compactor,
             changes=changes,
             schema_version=version,

@@ -90,6 +90,13 @@ async def _serve(
             ("grpc.max_receive_message_length", settings.server.max_request_bytes),
             # Without this, a second server could bind the same port and steal half the calls.
             ("grpc.so_reuseport", 0),
+            # Long-lived streams (transcripts) stay open while idle: the server pings every
+            # 60 s and gives up after 20 s without an answer; clients may ping every 10 s.
+            ("grpc.keepalive_time_ms", 60_000),
+            ("grpc.keepalive_timeout_ms", 20_000),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+            ("grpc.http2.max_pings_without_data", 0),
         ],
     )
     health_servicer = health.aio.HealthServicer()
@@ -113,6 +120,7 @@ async def _serve(
                 turns=runtime.turns,
                 scheduler=runtime.scheduler,
                 reviewer=runtime.reviewer,
+                transcripts=runtime.transcripts,
             ),
         ),
         (

@@ -20,6 +20,7 @@ from memoryd.domain.messages import Role, Trust
 from memoryd.domain.recall import RecallScope, RecallSource
 from memoryd.domain.resources import ResourceType
 from memoryd.domain.review_runs import ReviewStatus
+from memoryd.domain.transcripts import Speaker
 from memoryd.errors import InvalidArgument
 from memoryd_client.v1 import compaction_service_pb2 as compaction_pb
 from memoryd_client.v1 import memory_service_pb2 as service_pb
@@ -240,6 +241,11 @@ COMPACTION_OUTCOME = EnumTable(
         compaction_pb.COMPACTION_OUTCOME_SKIPPED: Outcome.SKIPPED,
     },
     domain=Outcome,
+)
+SPEAKER = EnumTable(
+    service_pb.Speaker,
+    {service_pb.SPEAKER_USER: Speaker.USER, service_pb.SPEAKER_ASSISTANT: Speaker.ASSISTANT},
+    domain=Speaker,
 )
 TABLES: dict[str, EnumTable[Any, Any]] = {
     name: table for name, table in dict(globals()).items() if isinstance(table, EnumTable)

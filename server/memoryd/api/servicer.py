@@ -1,9 +1,9 @@
 """The servicers: each gRPC service assembled from its RPC groups (no handler lives here).
 
 memoryd.v1.MemoryService has one group per use case, each in a file of its own: history_rpcs,
-memory_rpcs, resource_rpcs, review_rpcs and job_rpcs; memoryd.v1.CompactionService's handlers
-are compaction_rpcs. Errors are raised, never turned into
-statuses by a handler: memoryd.api.status does that for every RPC.
+memory_rpcs, resource_rpcs, review_rpcs, job_rpcs and transcript_rpcs. The handlers of
+memoryd.v1.CompactionService are compaction_rpcs. Errors are raised, never turned into statuses
+by a handler: memoryd.api.status does that for every RPC.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from memoryd.api.job_rpcs import JobRpcs
 from memoryd.api.memory_rpcs import MemoryRpcs
 from memoryd.api.resource_rpcs import ResourceRpcs
 from memoryd.api.review_rpcs import ReviewRpcs
+from memoryd.api.transcript_rpcs import TranscriptRpcs
 from memoryd.services.compaction import Compactor
 from memoryd.services.erasure import ErasureService
 from memoryd.services.history import HistoryService
@@ -25,6 +26,7 @@ from memoryd.services.recall import RecallService
 from memoryd.services.resources import ResourceService
 from memoryd.services.review import Reviewer
 from memoryd.services.review_scheduler import ReviewScheduler
+from memoryd.services.transcripts import TranscriptService
 from memoryd.services.turns import TurnService
 from memoryd_client.v1 import compaction_service_pb2_grpc as compaction_grpc
 from memoryd_client.v1 import memory_service_pb2_grpc as service_grpc
@@ -36,6 +38,7 @@ class MemoryServicer(
     ResourceRpcs,
     ReviewRpcs,
     JobRpcs,
+    TranscriptRpcs,
     service_grpc.MemoryServiceServicer,
 ):
     """memoryd.v1.MemoryService."""
@@ -54,12 +57,14 @@ class MemoryServicer(
         turns: TurnService,
         scheduler: ReviewScheduler,
         reviewer: Reviewer,
+        transcripts: TranscriptService,
     ) -> None:
         HistoryRpcs.__init__(self, history, erasure, ingest)
         MemoryRpcs.__init__(self, memory, recall, prompts)
         ResourceRpcs.__init__(self, resources)
         ReviewRpcs.__init__(self, turns, scheduler, reviewer)
         JobRpcs.__init__(self, jobs)
+        TranscriptRpcs.__init__(self, transcripts)
 
 
 class CompactionServicer(CompactionRpcs, compaction_grpc.CompactionServiceServicer):

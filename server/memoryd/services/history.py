@@ -55,7 +55,7 @@ def _clear(
     return writes.clear_window(connection, *payload)
 
 
-def _append(
+def store_appends(
     connection: apsw.Connection, requests: list[writes.AppendRequest]
 ) -> list[AppendResult]:
     """Store the messages; a stored user message is new input for the reviewer, whichever RPC
@@ -68,9 +68,9 @@ def _append(
 
 
 # The kinds of writes this use case submits; consecutive appends in a group run as one batch.
-APPEND = Batch("append", _append)
+APPEND = Batch("append", store_appends)
 # The appends of many conversations as one job (an import's batch).
-APPEND_MANY = Batch.each("append_many", _append)
+APPEND_MANY = Batch.each("append_many", store_appends)
 CLEAR = Batch.each("clear", _clear)
 
 

@@ -49,6 +49,30 @@ APPEND_OUTCOME_SKIPPED_BLANK: AppendOutcome.ValueType  # 3
 """The content was blank after trimming; nothing was stored."""
 Global___AppendOutcome: _TypeAlias = AppendOutcome  # noqa: Y015
 
+class _Speaker:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SpeakerEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Speaker.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SPEAKER_UNSPECIFIED: _Speaker.ValueType  # 0
+    """Not set (refused)."""
+    SPEAKER_USER: _Speaker.ValueType  # 1
+    """The user."""
+    SPEAKER_ASSISTANT: _Speaker.ValueType  # 2
+    """The assistant."""
+
+class Speaker(_Speaker, metaclass=_SpeakerEnumTypeWrapper):
+    """Speaker says who spoke a transcript segment."""
+
+SPEAKER_UNSPECIFIED: Speaker.ValueType  # 0
+"""Not set (refused)."""
+SPEAKER_USER: Speaker.ValueType  # 1
+"""The user."""
+SPEAKER_ASSISTANT: Speaker.ValueType  # 2
+"""The assistant."""
+Global___Speaker: _TypeAlias = Speaker  # noqa: Y015
+
 class _MatchKind:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -565,6 +589,229 @@ class IngestMessagesResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___IngestMessagesResponse: _TypeAlias = IngestMessagesResponse  # noqa: Y015
+
+@_typing.final
+class TranscriptOpen(_message.Message):
+    """TranscriptOpen opens a transcript session."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEVICE_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    THREAD_SCOPE_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
+    device_id: _builtins.str
+    """The device the voice front end runs on (the conversation's chat_id is "local:<device_id>")."""
+    session_id: _builtins.str
+    """The client's id of the session, used to resume it after a reconnect."""
+    agent_id: _builtins.str
+    """The agent; empty means "main"."""
+    owner_id: _builtins.str
+    """The owner; empty means "default"."""
+    thread_scope: _builtins.str
+    """The conversation's thread; empty means "root"."""
+    model: _builtins.str
+    """The realtime model, recorded with each final."""
+    trust: _records_pb2.Trust.ValueType
+    """Who speaks as the user: a guest's finals are stored with guest trust. Unset means operator."""
+    def __init__(
+        self,
+        *,
+        device_id: _builtins.str = ...,
+        session_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        owner_id: _builtins.str = ...,
+        thread_scope: _builtins.str = ...,
+        model: _builtins.str = ...,
+        trust: _records_pb2.Trust.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "device_id", b"device_id", "model", b"model", "owner_id", b"owner_id", "session_id", b"session_id", "thread_scope", b"thread_scope", "trust", b"trust"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TranscriptOpen: _TypeAlias = TranscriptOpen  # noqa: Y015
+
+@_typing.final
+class TranscriptSegment(_message.Message):
+    """TranscriptSegment is a piece of an utterance, or its final text."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQ_FIELD_NUMBER: _builtins.int
+    SPEAKER_FIELD_NUMBER: _builtins.int
+    PARTIAL_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    START_MS_FIELD_NUMBER: _builtins.int
+    END_MS_FIELD_NUMBER: _builtins.int
+    USAGE_FIELD_NUMBER: _builtins.int
+    seq: _builtins.int
+    """The utterance's number in the session (at least 1); its partials and final share it."""
+    speaker: Global___Speaker.ValueType
+    """Who spoke it."""
+    partial: _builtins.bool
+    """True for a partial (never stored); false for the utterance's final text."""
+    text: _builtins.str
+    """The text."""
+    start_ms: _builtins.int
+    """When the utterance started and ended, in milliseconds from the session's start (optional)."""
+    end_ms: _builtins.int
+    """When the utterance ended."""
+    @_builtins.property
+    def usage(self) -> Global___TurnUsage:
+        """What the realtime model reported (optional), recorded with the final."""
+
+    def __init__(
+        self,
+        *,
+        seq: _builtins.int = ...,
+        speaker: Global___Speaker.ValueType = ...,
+        partial: _builtins.bool = ...,
+        text: _builtins.str = ...,
+        start_ms: _builtins.int = ...,
+        end_ms: _builtins.int = ...,
+        usage: Global___TurnUsage | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_ms", b"end_ms", "partial", b"partial", "seq", b"seq", "speaker", b"speaker", "start_ms", b"start_ms", "text", b"text", "usage", b"usage"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TranscriptSegment: _TypeAlias = TranscriptSegment  # noqa: Y015
+
+@_typing.final
+class TranscriptEnd(_message.Message):
+    """TranscriptEnd closes the session."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TranscriptEnd: _TypeAlias = TranscriptEnd  # noqa: Y015
+
+@_typing.final
+class StreamTranscriptRequest(_message.Message):
+    """StreamTranscriptRequest is one message of a transcript stream."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OPEN_FIELD_NUMBER: _builtins.int
+    SEGMENT_FIELD_NUMBER: _builtins.int
+    END_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def open(self) -> Global___TranscriptOpen:
+        """The first message, and only the first."""
+
+    @_builtins.property
+    def segment(self) -> Global___TranscriptSegment:
+        """A segment."""
+
+    @_builtins.property
+    def end(self) -> Global___TranscriptEnd:
+        """The last message."""
+
+    def __init__(
+        self,
+        *,
+        open: Global___TranscriptOpen | None = ...,
+        segment: Global___TranscriptSegment | None = ...,
+        end: Global___TranscriptEnd | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["end", b"end", "kind", b"kind", "open", b"open", "segment", b"segment"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end", b"end", "kind", b"kind", "open", b"open", "segment", b"segment"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["open", "segment", "end"]  # noqa: Y015
+    _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
+
+Global___StreamTranscriptRequest: _TypeAlias = StreamTranscriptRequest  # noqa: Y015
+
+@_typing.final
+class TranscriptTotals(_message.Message):
+    """TranscriptTotals counts what one connection of a session did."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEGMENTS_FIELD_NUMBER: _builtins.int
+    FINALS_STORED_FIELD_NUMBER: _builtins.int
+    DUPLICATES_FIELD_NUMBER: _builtins.int
+    segments: _builtins.int
+    """Segments received."""
+    finals_stored: _builtins.int
+    """Finals stored."""
+    duplicates: _builtins.int
+    """Finals skipped as already committed (a replay after a resume)."""
+    def __init__(
+        self,
+        *,
+        segments: _builtins.int = ...,
+        finals_stored: _builtins.int = ...,
+        duplicates: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["duplicates", b"duplicates", "finals_stored", b"finals_stored", "segments", b"segments"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TranscriptTotals: _TypeAlias = TranscriptTotals  # noqa: Y015
+
+@_typing.final
+class StreamTranscriptResponse(_message.Message):
+    """StreamTranscriptResponse acknowledges a transcript stream's progress."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COMMITTED_SEQ_FIELD_NUMBER: _builtins.int
+    PERSISTED_FIELD_NUMBER: _builtins.int
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    RESUMED_FIELD_NUMBER: _builtins.int
+    TOTALS_FIELD_NUMBER: _builtins.int
+    committed_seq: _builtins.int
+    """Every utterance up to this seq has its final committed (or processed, with persistence
+    off); 0 before the first.
+    """
+    persisted: _builtins.bool
+    """Whether finals are stored ([memoryd.realtime] persist_transcripts)."""
+    resumed: _builtins.bool
+    """The first answer only: true when the session_id was known (a resume)."""
+    @_builtins.property
+    def conversation(self) -> _records_pb2.Conversation:
+        """The first answer only: the conversation the session writes to."""
+
+    @_builtins.property
+    def totals(self) -> Global___TranscriptTotals:
+        """The answer to `end` only: the connection's totals."""
+
+    def __init__(
+        self,
+        *,
+        committed_seq: _builtins.int = ...,
+        persisted: _builtins.bool = ...,
+        conversation: _records_pb2.Conversation | None = ...,
+        resumed: _builtins.bool = ...,
+        totals: Global___TranscriptTotals | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "totals", b"totals"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["committed_seq", b"committed_seq", "conversation", b"conversation", "persisted", b"persisted", "resumed", b"resumed", "totals", b"totals"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StreamTranscriptResponse: _TypeAlias = StreamTranscriptResponse  # noqa: Y015
 
 @_typing.final
 class ListMessagesRequest(_message.Message):

@@ -48,6 +48,11 @@ class MemoryServiceStub:
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.IngestMessagesRequest.SerializeToString,
                 response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.IngestMessagesResponse.FromString,
                 _registered_method=True)
+        self.StreamTranscript = channel.stream_stream(
+                '/memoryd.v1.MemoryService/StreamTranscript',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.StreamTranscriptRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.StreamTranscriptResponse.FromString,
+                _registered_method=True)
         self.ListMessages = channel.unary_unary(
                 '/memoryd.v1.MemoryService/ListMessages',
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListMessagesRequest.SerializeToString,
@@ -206,6 +211,24 @@ class MemoryServiceServicer:
         kept. The answer, after the last batch, counts what was received, stored, skipped and
         rejected. A batch of more than 1,000 messages ends the stream with INVALID_ARGUMENT; every
         batch stored before stays stored.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StreamTranscript(self, request_iterator, context):
+        """StreamTranscript takes a realtime voice transcript as it is spoken. The first message opens
+        the session (`open`); then come segments: the partials of an utterance and its final share
+        its seq, and seqs increase from one utterance to the next. Partials are never stored; a final
+        is stored as a message of kind voice_turn in the conversation of channel "realtime", chat_id
+        "local:<device_id>" when [memoryd.realtime] persist_transcripts is on (off by default: then
+        nothing is written and acknowledgements say persisted false). Every answer carries
+        committed_seq: every utterance up to it has its final committed (or, with persistence off,
+        processed). Finals commit through the group-committing writer and are acknowledged as they
+        commit. A client that reconnects with the same session_id is told the committed seq in the
+        first answer and replays from there; finals at or below it are skipped as duplicates. `end`
+        closes the session with its totals. Bad input ends the stream with INVALID_ARGUMENT, and
+        everything acknowledged before it stays.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -447,6 +470,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.IngestMessagesRequest.FromString,
                     response_serializer=memoryd_dot_v1_dot_memory__service__pb2.IngestMessagesResponse.SerializeToString,
             ),
+            'StreamTranscript': grpc.stream_stream_rpc_method_handler(
+                    servicer.StreamTranscript,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.StreamTranscriptRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.StreamTranscriptResponse.SerializeToString,
+            ),
             'ListMessages': grpc.unary_unary_rpc_method_handler(
                     servicer.ListMessages,
                     request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListMessagesRequest.FromString,
@@ -631,6 +659,33 @@ class MemoryService:
             '/memoryd.v1.MemoryService/IngestMessages',
             memoryd_dot_v1_dot_memory__service__pb2.IngestMessagesRequest.SerializeToString,
             memoryd_dot_v1_dot_memory__service__pb2.IngestMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamTranscript(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/memoryd.v1.MemoryService/StreamTranscript',
+            memoryd_dot_v1_dot_memory__service__pb2.StreamTranscriptRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.StreamTranscriptResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -58,6 +58,20 @@ class MemoryServiceStub:
     rejected. A batch of more than 1,000 messages ends the stream with INVALID_ARGUMENT; every
     batch stored before stays stored.
     """
+    StreamTranscript: _grpc.StreamStreamMultiCallable[_memory_service_pb2.StreamTranscriptRequest, _memory_service_pb2.StreamTranscriptResponse]
+    """StreamTranscript takes a realtime voice transcript as it is spoken. The first message opens
+    the session (`open`); then come segments: the partials of an utterance and its final share
+    its seq, and seqs increase from one utterance to the next. Partials are never stored; a final
+    is stored as a message of kind voice_turn in the conversation of channel "realtime", chat_id
+    "local:<device_id>" when [memoryd.realtime] persist_transcripts is on (off by default: then
+    nothing is written and acknowledgements say persisted false). Every answer carries
+    committed_seq: every utterance up to it has its final committed (or, with persistence off,
+    processed). Finals commit through the group-committing writer and are acknowledged as they
+    commit. A client that reconnects with the same session_id is told the committed seq in the
+    first answer and replays from there; finals at or below it are skipped as duplicates. `end`
+    closes the session with its totals. Bad input ends the stream with INVALID_ARGUMENT, and
+    everything acknowledged before it stays.
+    """
     ListMessages: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListMessagesRequest, _memory_service_pb2.ListMessagesResponse]
     """ListMessages returns the conversation's current window, newest page first, each page in
     oldest-first order. Further pages walk back in time. With all_history set, paging walks every
@@ -205,6 +219,20 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     kept. The answer, after the last batch, counts what was received, stored, skipped and
     rejected. A batch of more than 1,000 messages ends the stream with INVALID_ARGUMENT; every
     batch stored before stays stored.
+    """
+    StreamTranscript: _aio.StreamStreamMultiCallable[_memory_service_pb2.StreamTranscriptRequest, _memory_service_pb2.StreamTranscriptResponse]  # type: ignore[assignment]
+    """StreamTranscript takes a realtime voice transcript as it is spoken. The first message opens
+    the session (`open`); then come segments: the partials of an utterance and its final share
+    its seq, and seqs increase from one utterance to the next. Partials are never stored; a final
+    is stored as a message of kind voice_turn in the conversation of channel "realtime", chat_id
+    "local:<device_id>" when [memoryd.realtime] persist_transcripts is on (off by default: then
+    nothing is written and acknowledgements say persisted false). Every answer carries
+    committed_seq: every utterance up to it has its final committed (or, with persistence off,
+    processed). Finals commit through the group-committing writer and are acknowledged as they
+    commit. A client that reconnects with the same session_id is told the committed seq in the
+    first answer and replays from there; finals at or below it are skipped as duplicates. `end`
+    closes the session with its totals. Bad input ends the stream with INVALID_ARGUMENT, and
+    everything acknowledged before it stays.
     """
     ListMessages: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListMessagesRequest, _memory_service_pb2.ListMessagesResponse]  # type: ignore[assignment]
     """ListMessages returns the conversation's current window, newest page first, each page in
@@ -362,6 +390,26 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         kept. The answer, after the last batch, counts what was received, stored, skipped and
         rejected. A batch of more than 1,000 messages ends the stream with INVALID_ARGUMENT; every
         batch stored before stays stored.
+        """
+
+    @_abc_1.abstractmethod
+    def StreamTranscript(
+        self,
+        request_iterator: _MaybeAsyncIterator[_memory_service_pb2.StreamTranscriptRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_memory_service_pb2.StreamTranscriptResponse], _abc.AsyncIterator[_memory_service_pb2.StreamTranscriptResponse]]:
+        """StreamTranscript takes a realtime voice transcript as it is spoken. The first message opens
+        the session (`open`); then come segments: the partials of an utterance and its final share
+        its seq, and seqs increase from one utterance to the next. Partials are never stored; a final
+        is stored as a message of kind voice_turn in the conversation of channel "realtime", chat_id
+        "local:<device_id>" when [memoryd.realtime] persist_transcripts is on (off by default: then
+        nothing is written and acknowledgements say persisted false). Every answer carries
+        committed_seq: every utterance up to it has its final committed (or, with persistence off,
+        processed). Finals commit through the group-committing writer and are acknowledged as they
+        commit. A client that reconnects with the same session_id is told the committed seq in the
+        first answer and replays from there; finals at or below it are skipped as duplicates. `end`
+        closes the session with its totals. Bad input ends the stream with INVALID_ARGUMENT, and
+        everything acknowledged before it stays.
         """
 
     @_abc_1.abstractmethod

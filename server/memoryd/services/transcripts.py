@@ -1,0 +1,169 @@
+"""StreamTranscript: realtime voice transcripts, acknowledged as they commit.
+
+One connection reads its segments in order. A final is stored (with persistence on) by the
+group-committing writer, in the same transaction as the session's committed seq, and
+acknowledged once committed; the next segment is read only then, so a slow database slows the
+sender through HTTP/2 flow control and memory stays bounded. Many streams share transactions.
+With persistence off nothing is written: finals are acknowledged as processed, and a session's
+committed seq is remembered by this process only.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+from collections.abc import AsyncIterator, Callable
+
+import apsw
+
+from memoryd.config import RealtimeSettings
+from memoryd.domain.history import AppendOutcome, AppendResult
+from memoryd.domain.messages import NewMessage, is_blank
+from memoryd.domain.timestamps import utc_now
+from memoryd.domain.transcripts import (
+    Ack,
+    Ending,
+    Opening,
+    Progress,
+    Segment,
+    Session,
+    Speaker,
+    Totals,
+    final_message,
+    open_session,
+)
+from memoryd.errors import InvalidArgument, ResourceExhausted
+from memoryd.services.history import HistoryService, store_appends
+from memoryd.storage import history_writes as writes
+from memoryd.storage import transcript_store as store
+from memoryd.storage.readers import ReaderPool
+from memoryd.storage.writer import Batch, Writer
+
+Event = Opening | Segment | Ending
+# Sessions remembered without persistence (by this process only).
+REMEMBERED_SESSIONS = 10_000
+
+
+class TranscriptService:
+    """Transcript streams over the writer, the readers and the history use cases."""
+
+    def __init__(
+        self,
+        *,
+        writer: Writer,
+        readers: ReaderPool,
+        history: HistoryService,
+        settings: RealtimeSettings,
+        on_input: Callable[[], None],
+    ) -> None:
+        self._writer = writer
+        self._readers = readers
+        self._history = history
+        self.settings = settings
+        self._on_input = on_input
+        self._open = 0
+        self._remembered: collections.OrderedDict[tuple[str, ...], int] = collections.OrderedDict()
+        self._final = Batch.each("transcript_final", _store_final)
+
+    async def run(self, events: AsyncIterator[Event]) -> AsyncIterator[Ack]:
+        """Acknowledgements for one connection's messages (the first one must open)."""
+        first = await anext(aiter(events), None)
+        if first is None:
+            return
+        if not isinstance(first, Opening):
+            raise InvalidArgument("the first message must be `open`, which opens the session")
+        if self._open >= self.settings.max_streams:
+            raise ResourceExhausted(
+                f"{self._open} transcript streams are open; the limit is "
+                f"{self.settings.max_streams} (memoryd.realtime.max_streams)"
+            )
+        self._open += 1
+        try:
+            async for ack in self._session(open_session(first), events):
+                yield ack
+        finally:
+            self._open -= 1
+
+    async def _session(self, session: Session, events: AsyncIterator[Event]) -> AsyncIterator[Ack]:
+        persisted = self.settings.persist_transcripts
+        known = await self._committed(session)
+        committed = known or 0
+        yield Ack(
+            committed_seq=committed,
+            persisted=persisted,
+            conversation=session.key,
+            resumed=known is not None,
+        )
+        progress = Progress(max_text_bytes=self.settings.max_segment_bytes)
+        totals = Totals()
+        async for event in events:
+            if isinstance(event, Opening):
+                raise InvalidArgument("the session is open already: `open` comes only first")
+            if isinstance(event, Ending):
+                yield Ack(committed_seq=committed, persisted=persisted, totals=totals)
+                return
+            totals.segments += 1
+            speaker = progress.check(event)
+            if event.partial:
+                continue
+            if event.seq <= committed:
+                totals.duplicates += 1
+                continue
+            if persisted:
+                stored = await self._store(session, event, speaker)
+                totals.finals_stored += stored
+            else:
+                self._remember(session, event.seq)
+            committed = event.seq
+            yield Ack(committed_seq=committed, persisted=persisted)
+
+    async def _store(self, session: Session, segment: Segment, speaker: Speaker) -> int:
+        """Commit a final (a blank one only moves the committed seq); 1 when it was stored."""
+        message: NewMessage | None = None
+        if not is_blank(segment.text):
+            message = self._history.check_message(
+                final_message(session, segment, speaker), "segment"
+            )
+        key = session.key
+        result = await self._writer.submit(
+            self._final,
+            (session, message, segment.seq, utc_now()),
+            after_commit=lambda done: (
+                self._history.cache.append(key, done.stored) if done is not None else None
+            ),
+        )
+        stored = result is not None and result.messages[0].outcome is AppendOutcome.STORED
+        if stored and speaker is Speaker.USER:
+            self._on_input()
+        return int(stored)
+
+    async def _committed(self, session: Session) -> int | None:
+        if not self.settings.persist_transcripts:
+            return self._remembered.get(_session_id(session))
+        return await self._readers.read(lambda connection: store.committed_seq(connection, session))
+
+    def _remember(self, session: Session, seq: int) -> None:
+        name = _session_id(session)
+        self._remembered[name] = seq
+        self._remembered.move_to_end(name)
+        while len(self._remembered) > REMEMBERED_SESSIONS:
+            self._remembered.popitem(last=False)
+
+
+def _session_id(session: Session) -> tuple[str, ...]:
+    opening = session.opening
+    return (session.key.agent_id, session.key.owner_id, opening.device_id, opening.session_id)
+
+
+def _store_final(
+    connection: apsw.Connection,
+    payload: tuple[Session, NewMessage | None, int, dt.datetime],
+) -> AppendResult | None:
+    session, message, seq, now = payload
+    result = None
+    if message is not None:
+        (result,) = store_appends(connection, [writes.AppendRequest(session.key, (message,), now)])
+    else:
+        writes.ensure_conversation(connection, session.key, now)
+    store.advance(connection, session, seq, now)
+    return result
