@@ -42,6 +42,7 @@ async def run(rounds: int, seed: int) -> dict[str, object]:
             "cut_by_a_kill": ledger.failures,
             "appends_acknowledged": sum(len(acked) for acked in ledger.appended.values()),
             "imported_acknowledged": sum(len(acked) for acked in ledger.ingested.values()),
+            "transcript_finals_acknowledged": sum(len(f) for f in ledger.spoken.values()),
             "stores_acknowledged": len(ledger.acked_values),
             "clears_acknowledged": len(ledger.windows),
             "model_calls": len(model.requests),

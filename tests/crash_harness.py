@@ -9,6 +9,7 @@ the server starts once more and everything is verified a final time:
 
 - every acknowledged append is stored, exactly once (client ids and contents are unique);
 - every message of an answered import is stored, exactly once;
+- every acknowledged transcript final is stored, exactly once, across resumed sessions;
 - every acknowledged store is there, with the last acknowledged value or a later attempted one;
 - no window starts before an acknowledged clear moved it;
 - the reviewer's rows are not duplicated by reviews re-run after a crash;
@@ -73,6 +74,10 @@ class Ledger:
     ingested: dict[tuple[str, str], dict[str, str]] = dataclasses.field(
         default_factory=lambda: collections.defaultdict(dict)
     )
+    # device -> seq -> text of transcript finals whose commit was acknowledged
+    spoken: dict[str, dict[int, str]] = dataclasses.field(
+        default_factory=lambda: collections.defaultdict(dict)
+    )
     # (owner, key) -> values in the order they were sent, and how many were acknowledged
     sent_values: dict[tuple[str, str], list[str]] = dataclasses.field(
         default_factory=lambda: collections.defaultdict(list)
@@ -93,10 +98,14 @@ class CrashHarness:
 
     def __init__(self, home: Path, model: FakeModel, seed: int) -> None:
         self.home = home
-        self.config = review_config(model, turn_interval=1, review_concurrency=2)
+        self.config = (
+            review_config(model, turn_interval=1, review_concurrency=2)
+            + "\n[memoryd.realtime]\npersist_transcripts = true\n"
+        )
         self.random = random.Random(seed)
         self.ledger = Ledger()
         self.rounds = 0
+        self.devices = 0
 
     # --- one round --------------------------------------------------------------------------
 
@@ -141,6 +150,7 @@ class CrashHarness:
         return [
             self._appends,
             self._ingests,
+            self._transcripts,
             self._turns,
             self._stores,
             self._clears,
@@ -222,6 +232,51 @@ class CrashHarness:
             assert (response.stored, response.rejected) == (len(sent), 0)
             for owner, chat, key, text in sent:
                 self.ledger.ingested[owner, chat][key] = text
+
+    async def _transcripts(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
+        """One session per worker and round, resumed by later rounds: the acknowledged finals
+        must be there once, whatever the kill cut."""
+        stub = md.MemoryServiceStub(channel)
+        # The two workers of a round take devices 0 and 1: every round resumes their sessions.
+        self.devices += 1
+        device = f"dev-{self.devices % 2}"
+        queue: asyncio.Queue[md.StreamTranscriptRequest | None] = asyncio.Queue()
+
+        async def send() -> AsyncIterator[md.StreamTranscriptRequest]:
+            while (request := await queue.get()) is not None:
+                yield request
+
+        call = stub.StreamTranscript(send())
+        await queue.put(
+            md.StreamTranscriptRequest(
+                open=md.TranscriptOpen(device_id=device, session_id=f"session-{device}")
+            )
+        )
+        try:
+            first = await asyncio.wait_for(call.read(), CALL_TIMEOUT)
+            if first is grpc.aio.EOF:
+                return
+            seq = first.committed_seq
+            while not stop.is_set():
+                seq += 1
+                text = f"spoken by {device} number {seq}"
+                speaker = md.SPEAKER_USER if seq % 2 else md.SPEAKER_ASSISTANT
+                await queue.put(
+                    md.StreamTranscriptRequest(
+                        segment=md.TranscriptSegment(seq=seq, speaker=speaker, text=text)
+                    )
+                )
+                ack = await asyncio.wait_for(call.read(), CALL_TIMEOUT)
+                if ack is grpc.aio.EOF:
+                    return
+                assert ack.committed_seq == seq
+                self.ledger.spoken[device][seq] = text
+        except grpc.aio.AioRpcError as error:
+            if error.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+                raise AssertionError((error.code(), error.details())) from error
+        finally:
+            await queue.put(None)
+            call.cancel()
 
     async def _turns(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
         stub = md.MemoryServiceStub(channel)
@@ -315,6 +370,12 @@ class CrashHarness:
                     md.GetConversationRequest(conversation=conversation(owner, chat))
                 )
                 assert described.window_start_id >= self.ledger.windows[owner, chat]
+        for device, finals in self.ledger.spoken.items():
+            realtime = md.Conversation(agent_id="", channel="realtime", chat_id=f"local:{device}")
+            stored = await all_messages(stub, realtime)
+            found = collections.Counter(m.content for m in stored)
+            for text in finals.values():
+                assert found[text] == 1, (device, text)
         for (owner, chat), imported in self.ledger.ingested.items():
             stored = await all_messages(stub, conversation(owner, chat))
             found = collections.Counter((m.client_message_id, m.content) for m in stored)

@@ -24,5 +24,6 @@ async def test_nothing_acknowledged_is_lost_across_sigkills(tmp_path: Path) -> N
     acknowledged = sum(len(acked) for acked in ledger.appended.values())
     assert acknowledged > 0, f"seed {seed}: no append was acknowledged"
     assert ledger.ingested, f"seed {seed}: no import was answered"
+    assert ledger.spoken, f"seed {seed}: no transcript final was acknowledged"
     assert ledger.acked_values, f"seed {seed}: no store was acknowledged"
     assert model.requests, f"seed {seed}: no review ran"
