@@ -591,6 +591,12 @@ async def test_a_preference_only_in_the_compacted_part_reaches_user_md(
                 md.GetReviewStateRequest(conversation=conversation)
             )
             assert review.unread_messages == 0
+            # reasoning_effort goes with the summary call only, never with the review's.
+            summary_calls = compaction_requests(model)
+            review_calls = [r for r in model.requests if r not in summary_calls]
+            assert [r["reasoning_effort"] for r in summary_calls] == ["medium"]
+            assert review_calls
+            assert all("reasoning_effort" not in r for r in review_calls)
 
 
 async def test_an_endpoint_that_refuses_reasoning_effort_still_compacts(
