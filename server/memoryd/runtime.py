@@ -36,6 +36,7 @@ from memoryd.services.resources import ResourceService
 from memoryd.services.review import Reviewer
 from memoryd.services.review_scheduler import ReviewScheduler
 from memoryd.services.transcripts import TranscriptService
+from memoryd.services.transfer import TransferService
 from memoryd.services.turns import TurnService
 from memoryd.storage import compaction_store, review_store, server_keys
 from memoryd.storage.changes import DatabaseChanges
@@ -67,6 +68,7 @@ class Runtime:
     scheduler: ReviewScheduler
     turns: TurnService
     transcripts: TranscriptService
+    transfer: TransferService
     compactor: Compactor
     changes: DatabaseChanges
     schema_version: int
@@ -163,6 +165,14 @@ class Runtime:
             settings=settings.realtime,
             on_input=scheduler.nudge,
         )
+        transfer = TransferService(
+            writer=writer,
+            readers=readers,
+            connection_settings=connection_settings,
+            history=history,
+            memory=memory,
+            prompts=prompts,
+        )
         return cls(
             settings=settings,
             writer=writer,
@@ -179,6 +189,7 @@ class Runtime:
             scheduler=scheduler,
             turns=turns,
             transcripts=transcripts,
+            transfer=transfer,
             compactor=compactor,
             changes=changes,
             schema_version=version,

@@ -121,6 +121,7 @@ async def _serve(
                 scheduler=runtime.scheduler,
                 reviewer=runtime.reviewer,
                 transcripts=runtime.transcripts,
+                transfer=runtime.transfer,
             ),
         ),
         (

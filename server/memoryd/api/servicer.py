@@ -1,9 +1,9 @@
 """The servicers: each gRPC service assembled from its RPC groups (no handler lives here).
 
 memoryd.v1.MemoryService has one group per use case, each in a file of its own: history_rpcs,
-memory_rpcs, resource_rpcs, review_rpcs, job_rpcs and transcript_rpcs. The handlers of
-memoryd.v1.CompactionService are compaction_rpcs. Errors are raised, never turned into statuses
-by a handler: memoryd.api.status does that for every RPC.
+memory_rpcs, resource_rpcs, review_rpcs, job_rpcs, transcript_rpcs and transfer_rpcs. The
+handlers of memoryd.v1.CompactionService are compaction_rpcs. Errors are raised, never turned
+into statuses by a handler: memoryd.api.status does that for every RPC.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from memoryd.api.memory_rpcs import MemoryRpcs
 from memoryd.api.resource_rpcs import ResourceRpcs
 from memoryd.api.review_rpcs import ReviewRpcs
 from memoryd.api.transcript_rpcs import TranscriptRpcs
+from memoryd.api.transfer_rpcs import TransferRpcs
 from memoryd.services.compaction import Compactor
 from memoryd.services.erasure import ErasureService
 from memoryd.services.history import HistoryService
@@ -27,6 +28,7 @@ from memoryd.services.resources import ResourceService
 from memoryd.services.review import Reviewer
 from memoryd.services.review_scheduler import ReviewScheduler
 from memoryd.services.transcripts import TranscriptService
+from memoryd.services.transfer import TransferService
 from memoryd.services.turns import TurnService
 from memoryd_client.v1 import compaction_service_pb2_grpc as compaction_grpc
 from memoryd_client.v1 import memory_service_pb2_grpc as service_grpc
@@ -39,6 +41,7 @@ class MemoryServicer(
     ReviewRpcs,
     JobRpcs,
     TranscriptRpcs,
+    TransferRpcs,
     service_grpc.MemoryServiceServicer,
 ):
     """memoryd.v1.MemoryService."""
@@ -58,6 +61,7 @@ class MemoryServicer(
         scheduler: ReviewScheduler,
         reviewer: Reviewer,
         transcripts: TranscriptService,
+        transfer: TransferService,
     ) -> None:
         HistoryRpcs.__init__(self, history, erasure, ingest)
         MemoryRpcs.__init__(self, memory, recall, prompts)
@@ -65,6 +69,7 @@ class MemoryServicer(
         ReviewRpcs.__init__(self, turns, scheduler, reviewer)
         JobRpcs.__init__(self, jobs)
         TranscriptRpcs.__init__(self, transcripts)
+        TransferRpcs.__init__(self, transfer)
 
 
 class CompactionServicer(CompactionRpcs, compaction_grpc.CompactionServiceServicer):

@@ -4,6 +4,7 @@ memoryd serve [--config PATH] [--listen HOST:PORT] [--home DIR]
 memoryd memory list|show|forget|restore ...     (calls a running server; see remote_commands)
 memoryd resource list|history|show|diff|rollback ...
 memoryd compact|context --conversation CHANNEL:CHAT[:THREAD] ...   (CompactionService)
+memoryd export [--agent A] [--owner O] [FILE]; memoryd import FILE   (see transfer_commands)
 memoryd setup [...]; memoryd config show [--json]   (see setup_commands)
 """
 
@@ -16,7 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from memoryd import __version__
-from memoryd.cli import remote_commands, setup_commands
+from memoryd.cli import remote_commands, setup_commands, transfer_commands
 from memoryd.config import load_settings
 from memoryd.errors import StartupError
 from memoryd.logs import LogPipeline
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--home", metavar="DIR", help="data directory (default ~/.memoryd)")
     remote_commands.add_commands(commands)
+    transfer_commands.add_commands(commands, remote_commands.common_options)
     setup_commands.add_commands(commands)
     return parser
 
@@ -50,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
-    if args.command in ("memory", "resource", "compact", "context"):
+    if args.command in ("memory", "resource", "compact", "context", "export", "import"):
         return remote_commands.run(args, os.environ)
     if args.command in ("setup", "config"):
         code: int = args.run(args, os.environ)

@@ -1,5 +1,5 @@
-"""`memoryd memory ...`, `memoryd resource ...`, `memoryd compact` and `memoryd context`:
-commands that call a running server.
+"""`memoryd memory ...`, `memoryd resource ...`, `memoryd compact`, `memoryd context` (and
+`memoryd export` / `import`, in transfer_commands): commands that call a running server.
 
 They speak gRPC to `--address` (default $MEMORYD_ADDRESS, else 127.0.0.1:50051) with the
 generated client, print a short text answer, or with `--json` the response as JSON (protobuf's
@@ -25,6 +25,8 @@ import memoryd_client as md
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 DEFAULT_ADDRESS = "127.0.0.1:50051"
+# An export chunk stays under 1 MiB, but one record may be as large as the largest message.
+MAX_RECEIVE_BYTES = 64 * 1024 * 1024
 CATEGORY_NAMES = (
     "identity",
     "preference",
@@ -137,7 +139,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO = sys.stdo
     """Run a client command against the server."""
     address = args.address or env.get("MEMORYD_ADDRESS") or DEFAULT_ADDRESS
     command: Command = args.run
-    with grpc.insecure_channel(address) as channel:
+    options = [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
+    with grpc.insecure_channel(address, options=options) as channel:
         stubs = Stubs(md.MemoryServiceStub(channel), md.CompactionServiceStub(channel))
         try:
             return command(stubs, args, out)
@@ -152,15 +155,20 @@ def _command(
     group: Any, name: str, help_text: str, handler: Command, *, owner: bool
 ) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = group.add_parser(name, help=help_text)
-    parser.add_argument(
-        "--address", help=f"server address (default $MEMORYD_ADDRESS or {DEFAULT_ADDRESS})"
-    )
-    parser.add_argument("--json", action="store_true", help="print the response as JSON")
+    common_options(parser)
     if owner:
         parser.add_argument("--agent", default="", help="the agent (default main)")
         parser.add_argument("--owner", default="", help="the owner (default default)")
     parser.set_defaults(run=handler)
     return parser
+
+
+def common_options(parser: argparse.ArgumentParser) -> None:
+    """--address and --json, which every command that calls the server takes."""
+    parser.add_argument(
+        "--address", help=f"server address (default $MEMORYD_ADDRESS or {DEFAULT_ADDRESS})"
+    )
+    parser.add_argument("--json", action="store_true", help="print the response as JSON")
 
 
 def _conversation_option(parser: argparse.ArgumentParser, *, required: bool) -> None:

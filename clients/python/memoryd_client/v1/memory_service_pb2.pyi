@@ -591,6 +591,154 @@ class IngestMessagesResponse(_message.Message):
 Global___IngestMessagesResponse: _TypeAlias = IngestMessagesResponse  # noqa: Y015
 
 @_typing.final
+class ExportDataRequest(_message.Message):
+    """ExportDataRequest selects what an export holds."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """Only this agent ("" = every agent)."""
+    owner_id: _builtins.str
+    """Only this owner ("" = every owner)."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        owner_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "owner_id", b"owner_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportDataRequest: _TypeAlias = ExportDataRequest  # noqa: Y015
+
+@_typing.final
+class ExportDataResponse(_message.Message):
+    """ExportDataResponse is a chunk of an export's lines."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LINES_FIELD_NUMBER: _builtins.int
+    TOTAL_RECORDS_FIELD_NUMBER: _builtins.int
+    total_records: _builtins.int
+    """How many records the whole export holds (the header not counted), for progress."""
+    @_builtins.property
+    def lines(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Lines of JSON Lines, without their newlines, in order; the first line of the first chunk is
+        the header.
+        """
+
+    def __init__(
+        self,
+        *,
+        lines: _abc.Iterable[_builtins.str] | None = ...,
+        total_records: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lines", b"lines", "total_records", b"total_records"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportDataResponse: _TypeAlias = ExportDataResponse  # noqa: Y015
+
+@_typing.final
+class ImportDataRequest(_message.Message):
+    """ImportDataRequest is a chunk of an export's lines."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LINES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def lines(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """At most 10,000 lines, without their newlines; the first line of the first request is the
+        header.
+        """
+
+    def __init__(
+        self,
+        *,
+        lines: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lines", b"lines"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportDataRequest: _TypeAlias = ImportDataRequest  # noqa: Y015
+
+@_typing.final
+class ImportedRecords(_message.Message):
+    """ImportedRecords counts one kind of record of an import."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECORD_FIELD_NUMBER: _builtins.int
+    STORED_FIELD_NUMBER: _builtins.int
+    PRESENT_FIELD_NUMBER: _builtins.int
+    record: _builtins.str
+    """The record kind, as written in the lines ("message", "memory", ...)."""
+    stored: _builtins.int
+    """Records stored."""
+    present: _builtins.int
+    """Records already stored with the same values (skipped)."""
+    def __init__(
+        self,
+        *,
+        record: _builtins.str = ...,
+        stored: _builtins.int = ...,
+        present: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["present", b"present", "record", b"record", "stored", b"stored"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportedRecords: _TypeAlias = ImportedRecords  # noqa: Y015
+
+@_typing.final
+class ImportDataResponse(_message.Message):
+    """ImportDataResponse counts what an import did."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LINES_FIELD_NUMBER: _builtins.int
+    STORED_FIELD_NUMBER: _builtins.int
+    PRESENT_FIELD_NUMBER: _builtins.int
+    RECORDS_FIELD_NUMBER: _builtins.int
+    lines: _builtins.int
+    """Lines read, the header included."""
+    stored: _builtins.int
+    """Records stored, of every kind."""
+    present: _builtins.int
+    """Records already present, of every kind."""
+    @_builtins.property
+    def records(self) -> _containers.RepeatedCompositeFieldContainer[Global___ImportedRecords]:
+        """The counts by kind, in file order (kinds the import did not hold are left out)."""
+
+    def __init__(
+        self,
+        *,
+        lines: _builtins.int = ...,
+        stored: _builtins.int = ...,
+        present: _builtins.int = ...,
+        records: _abc.Iterable[Global___ImportedRecords] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lines", b"lines", "present", b"present", "records", b"records", "stored", b"stored"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportDataResponse: _TypeAlias = ImportDataResponse  # noqa: Y015
+
+@_typing.final
 class TranscriptOpen(_message.Message):
     """TranscriptOpen opens a transcript session."""
 

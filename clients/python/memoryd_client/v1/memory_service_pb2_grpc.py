@@ -53,6 +53,16 @@ class MemoryServiceStub:
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.StreamTranscriptRequest.SerializeToString,
                 response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.StreamTranscriptResponse.FromString,
                 _registered_method=True)
+        self.ExportData = channel.unary_stream(
+                '/memoryd.v1.MemoryService/ExportData',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ExportDataRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ExportDataResponse.FromString,
+                _registered_method=True)
+        self.ImportData = channel.stream_unary(
+                '/memoryd.v1.MemoryService/ImportData',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ImportDataRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ImportDataResponse.FromString,
+                _registered_method=True)
         self.ListMessages = channel.unary_unary(
                 '/memoryd.v1.MemoryService/ListMessages',
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListMessagesRequest.SerializeToString,
@@ -229,6 +239,32 @@ class MemoryServiceServicer:
         first answer and replays from there; finals at or below it are skipped as duplicates. `end`
         closes the session with its totals. Bad input ends the stream with INVALID_ARGUMENT, and
         everything acknowledged before it stays.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExportData(self, request, context):
+        """ExportData streams every record of an agent (or of all agents), optionally of one owner, as
+        the lines of a JSON Lines export (`memoryd export`), all from one snapshot. The first line is
+        the header; each other line is one record (conversation, review_state, message,
+        memory_source, scheduled_job, job_run, memory, review_run, resource, resource_revision,
+        transcript_session) with ids, times, trust, metadata, provenance, archive state and
+        revisions as stored, parents first. Two exports of the same data are byte-identical. At most
+        two exports run at once (RESOURCE_EXHAUSTED beyond). An operator's call.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ImportData(self, request_iterator, context):
+        """ImportData stores the lines of an export (`memoryd import`), the header first. Each request
+        is stored in one transaction, and the next is read while one commits. Records keep their ids,
+        times and provenance, so an export imported into an empty data directory exports again byte
+        for byte. A record already stored with the same values is counted as present and skipped,
+        so an import that was cut off can be sent again whole; one stored with other values ends the
+        stream with FAILED_PRECONDITION, and a malformed line with INVALID_ARGUMENT, each naming the
+        line; the requests stored before stay stored. An operator's call.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -475,6 +511,16 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.StreamTranscriptRequest.FromString,
                     response_serializer=memoryd_dot_v1_dot_memory__service__pb2.StreamTranscriptResponse.SerializeToString,
             ),
+            'ExportData': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportData,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ExportDataRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.ExportDataResponse.SerializeToString,
+            ),
+            'ImportData': grpc.stream_unary_rpc_method_handler(
+                    servicer.ImportData,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ImportDataRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.ImportDataResponse.SerializeToString,
+            ),
             'ListMessages': grpc.unary_unary_rpc_method_handler(
                     servicer.ListMessages,
                     request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListMessagesRequest.FromString,
@@ -686,6 +732,60 @@ class MemoryService:
             '/memoryd.v1.MemoryService/StreamTranscript',
             memoryd_dot_v1_dot_memory__service__pb2.StreamTranscriptRequest.SerializeToString,
             memoryd_dot_v1_dot_memory__service__pb2.StreamTranscriptResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportData(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/ExportData',
+            memoryd_dot_v1_dot_memory__service__pb2.ExportDataRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.ExportDataResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportData(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/memoryd.v1.MemoryService/ImportData',
+            memoryd_dot_v1_dot_memory__service__pb2.ImportDataRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.ImportDataResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -72,6 +72,24 @@ class MemoryServiceStub:
     closes the session with its totals. Bad input ends the stream with INVALID_ARGUMENT, and
     everything acknowledged before it stays.
     """
+    ExportData: _grpc.UnaryStreamMultiCallable[_memory_service_pb2.ExportDataRequest, _memory_service_pb2.ExportDataResponse]
+    """ExportData streams every record of an agent (or of all agents), optionally of one owner, as
+    the lines of a JSON Lines export (`memoryd export`), all from one snapshot. The first line is
+    the header; each other line is one record (conversation, review_state, message,
+    memory_source, scheduled_job, job_run, memory, review_run, resource, resource_revision,
+    transcript_session) with ids, times, trust, metadata, provenance, archive state and
+    revisions as stored, parents first. Two exports of the same data are byte-identical. At most
+    two exports run at once (RESOURCE_EXHAUSTED beyond). An operator's call.
+    """
+    ImportData: _grpc.StreamUnaryMultiCallable[_memory_service_pb2.ImportDataRequest, _memory_service_pb2.ImportDataResponse]
+    """ImportData stores the lines of an export (`memoryd import`), the header first. Each request
+    is stored in one transaction, and the next is read while one commits. Records keep their ids,
+    times and provenance, so an export imported into an empty data directory exports again byte
+    for byte. A record already stored with the same values is counted as present and skipped,
+    so an import that was cut off can be sent again whole; one stored with other values ends the
+    stream with FAILED_PRECONDITION, and a malformed line with INVALID_ARGUMENT, each naming the
+    line; the requests stored before stay stored. An operator's call.
+    """
     ListMessages: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListMessagesRequest, _memory_service_pb2.ListMessagesResponse]
     """ListMessages returns the conversation's current window, newest page first, each page in
     oldest-first order. Further pages walk back in time. With all_history set, paging walks every
@@ -233,6 +251,24 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     first answer and replays from there; finals at or below it are skipped as duplicates. `end`
     closes the session with its totals. Bad input ends the stream with INVALID_ARGUMENT, and
     everything acknowledged before it stays.
+    """
+    ExportData: _aio.UnaryStreamMultiCallable[_memory_service_pb2.ExportDataRequest, _memory_service_pb2.ExportDataResponse]  # type: ignore[assignment]
+    """ExportData streams every record of an agent (or of all agents), optionally of one owner, as
+    the lines of a JSON Lines export (`memoryd export`), all from one snapshot. The first line is
+    the header; each other line is one record (conversation, review_state, message,
+    memory_source, scheduled_job, job_run, memory, review_run, resource, resource_revision,
+    transcript_session) with ids, times, trust, metadata, provenance, archive state and
+    revisions as stored, parents first. Two exports of the same data are byte-identical. At most
+    two exports run at once (RESOURCE_EXHAUSTED beyond). An operator's call.
+    """
+    ImportData: _aio.StreamUnaryMultiCallable[_memory_service_pb2.ImportDataRequest, _memory_service_pb2.ImportDataResponse]  # type: ignore[assignment]
+    """ImportData stores the lines of an export (`memoryd import`), the header first. Each request
+    is stored in one transaction, and the next is read while one commits. Records keep their ids,
+    times and provenance, so an export imported into an empty data directory exports again byte
+    for byte. A record already stored with the same values is counted as present and skipped,
+    so an import that was cut off can be sent again whole; one stored with other values ends the
+    stream with FAILED_PRECONDITION, and a malformed line with INVALID_ARGUMENT, each naming the
+    line; the requests stored before stay stored. An operator's call.
     """
     ListMessages: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListMessagesRequest, _memory_service_pb2.ListMessagesResponse]  # type: ignore[assignment]
     """ListMessages returns the conversation's current window, newest page first, each page in
@@ -410,6 +446,36 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         first answer and replays from there; finals at or below it are skipped as duplicates. `end`
         closes the session with its totals. Bad input ends the stream with INVALID_ARGUMENT, and
         everything acknowledged before it stays.
+        """
+
+    @_abc_1.abstractmethod
+    def ExportData(
+        self,
+        request: _memory_service_pb2.ExportDataRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_memory_service_pb2.ExportDataResponse], _abc.AsyncIterator[_memory_service_pb2.ExportDataResponse]]:
+        """ExportData streams every record of an agent (or of all agents), optionally of one owner, as
+        the lines of a JSON Lines export (`memoryd export`), all from one snapshot. The first line is
+        the header; each other line is one record (conversation, review_state, message,
+        memory_source, scheduled_job, job_run, memory, review_run, resource, resource_revision,
+        transcript_session) with ids, times, trust, metadata, provenance, archive state and
+        revisions as stored, parents first. Two exports of the same data are byte-identical. At most
+        two exports run at once (RESOURCE_EXHAUSTED beyond). An operator's call.
+        """
+
+    @_abc_1.abstractmethod
+    def ImportData(
+        self,
+        request_iterator: _MaybeAsyncIterator[_memory_service_pb2.ImportDataRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ImportDataResponse, _abc.Awaitable[_memory_service_pb2.ImportDataResponse]]:
+        """ImportData stores the lines of an export (`memoryd import`), the header first. Each request
+        is stored in one transaction, and the next is read while one commits. Records keep their ids,
+        times and provenance, so an export imported into an empty data directory exports again byte
+        for byte. A record already stored with the same values is counted as present and skipped,
+        so an import that was cut off can be sent again whole; one stored with other values ends the
+        stream with FAILED_PRECONDITION, and a malformed line with INVALID_ARGUMENT, each naming the
+        line; the requests stored before stay stored. An operator's call.
         """
 
     @_abc_1.abstractmethod

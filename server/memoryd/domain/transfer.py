@@ -1,0 +1,383 @@
+"""The export format: what `memoryd export` writes and `memoryd import` reads back.
+
+JSON Lines, UTF-8. The first line is the header; every other line is one record:
+
+    {"format":"memoryd-export","version":1,"agent_id":"main","owner_id":""}
+    {"record":"conversation","agent_id":"main","owner_id":"ada","channel":"telegram",...}
+    {"record":"message","id":42,"agent_id":"main",...,"created_at":"2026-11-30T16:17:31.000000Z"}
+
+A record holds every stored column of its row except those memoryd derives again on import
+(search tokens, token counts, internal row numbers, a running review's claim), in a fixed order,
+so exporting the same data twice gives the same bytes. Records come parents first (a
+conversation before its messages, a resource before its revisions), which is also the order an
+import needs. Ids, times, trust, metadata, provenance, archive state and revisions are kept as
+stored: an import into an empty data directory exports again byte for byte.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from typing import Any
+
+from memoryd.domain.conversation import check_identifier
+from memoryd.domain.quoting import clipped
+from memoryd.errors import InvalidArgument
+
+FORMAT = "memoryd-export"
+VERSION = 1
+Value = str | int | float | None
+
+_CONVERSATION_KEY = ("agent_id", "owner_id", "channel", "chat_id", "thread_scope")
+
+
+class Kind(enum.Enum):
+    """The record kinds, in the order they are written and must be read."""
+
+    CONVERSATION = "conversation"
+    REVIEW_STATE = "review_state"
+    MESSAGE = "message"
+    MEMORY_SOURCE = "memory_source"
+    SCHEDULED_JOB = "scheduled_job"
+    JOB_RUN = "job_run"
+    MEMORY = "memory"
+    REVIEW_RUN = "review_run"
+    RESOURCE = "resource"
+    RESOURCE_REVISION = "resource_revision"
+    TRANSCRIPT_SESSION = "transcript_session"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Shape:
+    """A kind's columns (in line order), the ones that identify a row, and the identifiers that
+    must be usable ones (checked as the API checks them)."""
+
+    columns: tuple[str, ...]
+    identity: tuple[str, ...]
+    identifiers: tuple[str, ...]
+
+
+SHAPES: dict[Kind, Shape] = {
+    Kind.CONVERSATION: Shape(
+        (
+            *_CONVERSATION_KEY,
+            "window_start_id",
+            "window_started_at",
+            "session_start_id",
+            "checkpoint_id",
+            "history_version",
+            "working_memory",
+            "description",
+            "peak_prompt_tokens",
+            "context_window",
+            "completed_turns",
+            "compaction_failed_at",
+            "compaction_error",
+            "created_at",
+        ),
+        _CONVERSATION_KEY,
+        _CONVERSATION_KEY,
+    ),
+    Kind.REVIEW_STATE: Shape(
+        (
+            *_CONVERSATION_KEY,
+            "last_reviewed_message_id",
+            "last_reviewed_at",
+            "last_review_started_at",
+            "last_review_completed_at",
+            "last_review_status",
+            "last_review_failed_at",
+            "failure_count",
+            "last_error",
+            "pending_input",
+            "backlog",
+            "last_input_at",
+            "turns_since_review",
+        ),
+        _CONVERSATION_KEY,
+        _CONVERSATION_KEY,
+    ),
+    Kind.MESSAGE: Shape(
+        (
+            "id",
+            *_CONVERSATION_KEY,
+            "sender",
+            "role",
+            "kind",
+            "content",
+            "metadata_json",
+            "trust",
+            "client_message_id",
+            "created_at",
+        ),
+        ("id",),
+        _CONVERSATION_KEY,
+    ),
+    Kind.MEMORY_SOURCE: Shape(
+        (
+            "agent_id",
+            "owner_id",
+            "id",
+            "source_type",
+            "name",
+            "description",
+            "memory_scope",
+            "status",
+            "created_at",
+            "updated_at",
+        ),
+        ("agent_id", "owner_id", "id"),
+        ("agent_id", "owner_id"),
+    ),
+    Kind.SCHEDULED_JOB: Shape(
+        (
+            "agent_id",
+            "owner_id",
+            "job_id",
+            "name",
+            "status",
+            "memory_source_id",
+            "created_at",
+            "updated_at",
+        ),
+        ("agent_id", "owner_id", "job_id"),
+        ("agent_id", "owner_id", "job_id"),
+    ),
+    Kind.JOB_RUN: Shape(
+        (
+            "id",
+            "agent_id",
+            "owner_id",
+            "job_id",
+            "run_id",
+            "status",
+            "summary",
+            "started_at",
+            "finished_at",
+        ),
+        ("id",),
+        ("agent_id", "owner_id", "job_id"),
+    ),
+    Kind.MEMORY: Shape(
+        (
+            "id",
+            "agent_id",
+            "owner_id",
+            "scope_type",
+            "scope_id",
+            "category",
+            "key",
+            "value",
+            "confidence",
+            "promote_target",
+            "metadata_json",
+            "trust",
+            "source_id",
+            "source_type",
+            "source_name",
+            "source_description",
+            "session_id",
+            "run_id",
+            "source_message_id",
+            "provenance_json",
+            "archived_at",
+            "archived_by",
+            "archive_reason",
+            "created_at",
+            "updated_at",
+        ),
+        ("id",),
+        ("agent_id", "owner_id"),
+    ),
+    Kind.REVIEW_RUN: Shape(
+        (
+            "id",
+            *_CONVERSATION_KEY,
+            "status",
+            "answer_kind",
+            "max_message_id",
+            "ops_added",
+            "ops_replaced",
+            "ops_archived",
+            "ops_skipped",
+            "ops_deferred",
+            "skipped_json",
+            "tokens_in",
+            "provider",
+            "model",
+            "error",
+            "started_at",
+            "completed_at",
+        ),
+        ("id",),
+        _CONVERSATION_KEY,
+    ),
+    Kind.RESOURCE: Shape(
+        (
+            "agent_id",
+            "resource_type",
+            "scope_id",
+            "resource_path",
+            "current_revision",
+            "created_at",
+            "updated_at",
+        ),
+        ("agent_id", "resource_type", "scope_id"),
+        ("agent_id", "scope_id"),
+    ),
+    Kind.RESOURCE_REVISION: Shape(
+        (
+            "agent_id",
+            "resource_type",
+            "scope_id",
+            "revision",
+            "parent_revision",
+            "content_hash",
+            "content",
+            "byte_size",
+            "mutation_source",
+            "provenance_json",
+            "created_at",
+        ),
+        ("agent_id", "resource_type", "scope_id", "revision"),
+        ("agent_id", "scope_id"),
+    ),
+    Kind.TRANSCRIPT_SESSION: Shape(
+        (
+            "agent_id",
+            "owner_id",
+            "device_id",
+            "session_id",
+            "committed_seq",
+            "created_at",
+            "updated_at",
+        ),
+        ("agent_id", "owner_id", "device_id", "session_id"),
+        ("agent_id", "owner_id", "device_id", "session_id"),
+    ),
+}
+ORDER = {kind: position for position, kind in enumerate(Kind)}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Selection:
+    """What an export covers: one agent or all ("" ), one owner or all ("")."""
+
+    agent_id: str
+    owner_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Record:
+    """One record of an import: its line number (1 is the header), kind and values in the
+    kind's column order."""
+
+    line: int
+    kind: Kind
+    values: tuple[Value, ...]
+
+    def named(self, column: str) -> Value:
+        """The value of one column."""
+        return self.values[SHAPES[self.kind].columns.index(column)]
+
+
+def selection(agent_id: str, owner_id: str) -> Selection:
+    """The checked selection of an export."""
+    return Selection(check_identifier(agent_id, "agent_id"), check_identifier(owner_id, "owner_id"))
+
+
+def header_line(chosen: Selection) -> str:
+    """The first line of an export."""
+    return _encode(
+        {
+            "format": FORMAT,
+            "version": VERSION,
+            "agent_id": chosen.agent_id,
+            "owner_id": chosen.owner_id,
+        }
+    )
+
+
+def record_line(kind: Kind, values: tuple[Value, ...]) -> str:
+    """One record as its line (without the newline)."""
+    return _encode({"record": kind.value, **dict(zip(SHAPES[kind].columns, values, strict=True))})
+
+
+def parse_header(line: str) -> Selection:
+    """Check the first line of an import; returns the selection the export was made with."""
+    document = _decode(line, 1)
+    if document.get("format") != FORMAT:
+        raise InvalidArgument(
+            f'line 1 is not a memoryd export header: it must be {{"format": "{FORMAT}", ...}}'
+        )
+    version = document.get("version")
+    if version != VERSION:
+        raise InvalidArgument(
+            f"line 1: export format version {clipped(str(version))} is not supported; this "
+            f"memoryd reads version {VERSION}"
+        )
+    agent, owner = document.get("agent_id", ""), document.get("owner_id", "")
+    if not isinstance(agent, str) or not isinstance(owner, str):
+        raise InvalidArgument("line 1: agent_id and owner_id must be strings")
+    return selection(agent, owner)
+
+
+def parse_record(line: str, number: int, previous: Kind | None) -> Record:
+    """One record line, checked: a known kind in file order, exactly its columns, scalar values,
+    usable identifiers. Constraints on values (enumerations, JSON columns, references) are the
+    database's, checked when the record is stored."""
+    document = _decode(line, number)
+    name = document.pop("record", None)
+    try:
+        kind = Kind(name)
+    except ValueError:
+        known = ", ".join(kind.value for kind in Kind)
+        raise InvalidArgument(
+            f"line {number}: unknown record {clipped(str(name))}; records are {known}"
+        ) from None
+    if previous is not None and ORDER[kind] < ORDER[previous]:
+        raise InvalidArgument(
+            f"line {number}: a {kind.value} record after {previous.value} records; an export "
+            "lists parents first, in the order: " + ", ".join(kind.value for kind in Kind)
+        )
+    shape = SHAPES[kind]
+    missing = [column for column in shape.columns if column not in document]
+    extra = sorted(set(document) - set(shape.columns))
+    if missing or extra:
+        problems = [f"missing {', '.join(missing)}"] if missing else []
+        problems += [f"unknown {', '.join(clipped(column) for column in extra)}"] if extra else []
+        raise InvalidArgument(f"line {number}: {kind.value} record: {'; '.join(problems)}")
+    values = tuple(document[column] for column in shape.columns)
+    for column, value in zip(shape.columns, values, strict=True):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, str | int | float)
+        ):
+            raise InvalidArgument(
+                f"line {number}: {kind.value} record: {column} must be a string, a number or "
+                f"null, got {type(value).__name__}"
+            )
+    for column in shape.identifiers:
+        value = document[column]
+        if not isinstance(value, str):
+            raise InvalidArgument(f"line {number}: {kind.value} record: {column} must be a string")
+        check_identifier(value, f"line {number}: {kind.value} record: {column}", required=True)
+    return Record(number, kind, values)
+
+
+def _encode(document: dict[str, Any]) -> str:
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _decode(line: str, number: int) -> dict[str, Any]:
+    try:
+        document = json.loads(line, parse_constant=_refuse_constant)
+    except ValueError as error:
+        raise InvalidArgument(f"line {number} is not JSON: {error}") from None
+    if not isinstance(document, dict):
+        raise InvalidArgument(f"line {number} must be a JSON object")
+    return document
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a number JSON allows")

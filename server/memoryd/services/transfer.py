@@ -1,0 +1,262 @@
+"""Export and import: every record of an agent (or of one owner), out as JSON Lines and back.
+
+An export reads one snapshot: a thread with its own read-only connection holds one read
+transaction for the whole export and hands chunks of lines to the event loop through a small
+bounded queue, so a slow reader slows the export (HTTP/2 flow control) and memory stays bounded;
+writers are never blocked (WAL). An import stores each chunk of lines it receives as one writer
+job (one transaction), checking the next chunk while one commits, never further ahead. Rows
+already stored with the same values are skipped, so an import cut off part-way can be run
+again; any other refusal names the line, and the chunks before it stay stored.
+
+After an import the caches forget what it touched, and the prompt files it brought are written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import queue
+import threading
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+
+import apsw
+
+from memoryd.domain.conversation import OwnerKey
+from memoryd.domain.resources import PROMPT_FILE_NAMES, ResourceKey
+from memoryd.domain.transfer import (
+    Kind,
+    Record,
+    Selection,
+    header_line,
+    parse_header,
+    parse_record,
+    record_line,
+)
+from memoryd.errors import InvalidArgument, ResourceExhausted, Unavailable
+from memoryd.services.history import HistoryService
+from memoryd.services.long_term_memory import LongTermMemory
+from memoryd.services.prompt_files import PromptFiles
+from memoryd.storage import resource_store
+from memoryd.storage import transfer_store as store
+from memoryd.storage.connection import ConnectionSettings, open_connection, reader_policy
+from memoryd.storage.errors import translate_read_errors
+from memoryd.storage.readers import ReaderPool
+from memoryd.storage.writer import Batch, Writer
+
+MAX_EXPORTS = 2
+CHUNK_LINES = 500
+CHUNK_CHARS = 1024 * 1024
+MAX_IMPORT_CHUNK_LINES = 10_000
+_QUEUED_CHUNKS = 4
+_PUT_WAIT_SECONDS = 0.5
+_NOTHING_YET = object()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ExportChunk:
+    """Lines of an export; the first chunk also says how many records follow the header."""
+
+    lines: list[str]
+    total_records: int
+
+
+@dataclasses.dataclass(slots=True)
+class ImportReport:
+    """What an import did: records stored and already present, by kind."""
+
+    lines: int = 0
+    stored: Counter[Kind] = dataclasses.field(default_factory=Counter)
+    present: Counter[Kind] = dataclasses.field(default_factory=Counter)
+
+
+_Item = ExportChunk | BaseException | None
+
+
+class TransferService:
+    """Export over its own read-only connections, import through the writer."""
+
+    def __init__(
+        self,
+        *,
+        writer: Writer,
+        readers: ReaderPool,
+        connection_settings: ConnectionSettings,
+        history: HistoryService,
+        memory: LongTermMemory,
+        prompts: PromptFiles,
+    ) -> None:
+        self._writer = writer
+        self._readers = readers
+        self._connection_settings = connection_settings
+        self._history = history
+        self._memory = memory
+        self._prompts = prompts
+        self._exports = 0
+        self._store = Batch.each("import", store.store)
+
+    # --- export ----------------------------------------------------------------------------------
+
+    async def export(self, chosen: Selection) -> AsyncIterator[ExportChunk]:
+        """The export of `chosen`, in chunks, from one snapshot."""
+        if self._exports >= MAX_EXPORTS:
+            raise ResourceExhausted(
+                f"{self._exports} exports are running; at most {MAX_EXPORTS} run at once, retry "
+                "when one has finished"
+            )
+        self._exports += 1
+        chunks: queue.Queue[_Item] = queue.Queue(_QUEUED_CHUNKS)
+        stop = threading.Event()
+
+        def put(item: _Item) -> bool:
+            """Hand an item over, waiting while the queue is full; False once the export was
+            abandoned."""
+            while not stop.is_set():
+                try:
+                    chunks.put(item, timeout=_PUT_WAIT_SECONDS)
+                except queue.Full:
+                    continue
+                return True
+            return False
+
+        def produce() -> None:
+            try:
+                for chunk in self._read_snapshot(chosen):
+                    if not put(chunk):
+                        return
+                put(None)
+            except BaseException as error:  # noqa: BLE001 - handed to the caller, not lost
+                put(error)
+
+        thread = threading.Thread(target=produce, name="memoryd-export", daemon=True)
+        thread.start()
+        try:
+            while True:
+                item = await asyncio.to_thread(_take, chunks)
+                if item is None:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                if isinstance(item, ExportChunk):
+                    yield item
+        finally:
+            stop.set()
+            self._exports -= 1
+
+    def _read_snapshot(self, chosen: Selection) -> Iterator[ExportChunk]:
+        connection = open_connection(
+            self._connection_settings, reader_policy(self._connection_settings), read_only=True
+        )
+        try:
+            with translate_read_errors():
+                connection.execute("BEGIN")
+                try:
+                    yield from _chunks(connection, chosen)
+                finally:
+                    connection.execute("COMMIT")
+        finally:
+            connection.close()
+
+    # --- import ----------------------------------------------------------------------------------
+
+    async def import_lines(self, chunks: AsyncIterator[list[str]]) -> ImportReport:
+        """Store every chunk of lines in turn (the first line is the header)."""
+        report = ImportReport()
+        previous: Kind | None = None
+        in_flight: asyncio.Future[store.Stored] | None = None
+        touched: set[ResourceKey] = set()
+        try:
+            async for lines in chunks:
+                if len(lines) > MAX_IMPORT_CHUNK_LINES:
+                    raise InvalidArgument(
+                        f"a chunk of {len(lines):,} lines; the limit is "
+                        f"{MAX_IMPORT_CHUNK_LINES:,} (the {report.lines:,} lines before it are "
+                        "stored)"
+                    )
+                records: list[Record] = []
+                for line in lines:
+                    report.lines += 1
+                    if report.lines == 1:
+                        parse_header(line)
+                        continue
+                    record = parse_record(line, report.lines, previous)
+                    previous = record.kind
+                    records.append(record)
+                if in_flight is not None:
+                    _count(await in_flight, report, touched)
+                    in_flight = None
+                if records:
+                    in_flight = asyncio.ensure_future(
+                        self._writer.submit(
+                            self._store, records, rows=len(records), after_commit=self._forget
+                        )
+                    )
+            if in_flight is not None:
+                _count(await in_flight, report, touched)
+                in_flight = None
+            if report.lines == 0:
+                raise InvalidArgument("the import is empty: the first line must be the header")
+        finally:
+            if in_flight is not None:  # the stream failed: the chunk in flight still commits
+                done = await asyncio.gather(in_flight, return_exceptions=True)
+                if isinstance(done[0], store.Stored):
+                    _count(done[0], report, touched)
+            with contextlib.suppress(Unavailable):
+                await self._write_prompt_files(touched)
+        return report
+
+    def _forget(self, stored: store.Stored) -> None:
+        """After a commit: the caches drop what the import changed."""
+        for key in stored.conversations:
+            self._history.cache.invalidate(key)
+        for memory_id in stored.memory_ids:
+            self._memory.rows.invalidate(memory_id)
+        for resource in stored.resources:
+            self._prompts.cache.invalidate(OwnerKey(resource.agent_id, resource.scope_id))
+
+    async def _write_prompt_files(self, keys: set[ResourceKey]) -> None:
+        prompt_keys = [key for key in keys if key.resource_type in PROMPT_FILE_NAMES]
+        if not prompt_keys:
+            return
+
+        def current(connection: apsw.Connection) -> list[tuple[str, str]]:
+            found = []
+            for key in prompt_keys:
+                path = resource_store.path(connection, key)
+                revision = resource_store.current(connection, key)
+                if path and revision is not None:
+                    found.append((path, revision.content))
+            return found
+
+        for path, content in await self._readers.read(current):
+            await asyncio.to_thread(self._prompts.write_file, path, content)
+
+
+def _take(chunks: queue.Queue[_Item]) -> _Item | object:
+    """The next item, or _NOTHING_YET after a short wait (so no thread waits forever on an
+    abandoned export)."""
+    try:
+        return chunks.get(timeout=_PUT_WAIT_SECONDS)
+    except queue.Empty:
+        return _NOTHING_YET
+
+
+def _chunks(connection: apsw.Connection, chosen: Selection) -> Iterator[ExportChunk]:
+    total = store.count(connection, chosen)
+    lines = [header_line(chosen)]
+    size = len(lines[0])
+    for kind, row in store.read(connection, chosen):
+        line = record_line(kind, tuple(row))
+        if lines and (len(lines) >= CHUNK_LINES or size + len(line) > CHUNK_CHARS):
+            yield ExportChunk(lines, total)
+            lines, size = [], 0
+        lines.append(line)
+        size += len(line)
+    yield ExportChunk(lines, total)
+
+
+def _count(stored: store.Stored, report: ImportReport, touched: set[ResourceKey]) -> None:
+    report.stored.update(stored.stored)
+    report.present.update(stored.present)
+    touched.update(stored.resources)

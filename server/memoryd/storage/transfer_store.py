@@ -1,0 +1,332 @@
+"""SQL of export and import: every kind of record read from its table, and stored back.
+
+An export reads every kind in one read transaction (one snapshot), in file order. An import
+stores a batch of records kind by kind, set-based (one INSERT ... SELECT per run of a kind, so
+the word indexes get one segment per batch, as appends do): rows already there with exactly the
+same values are counted as present and skipped, so a cut-off import can be run again; a row
+that is there with other values is a conflict. Columns memoryd derives are computed here:
+search tokens and token counts, and a revision's resource id from its key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from typing import cast
+
+import apsw
+
+from memoryd.domain.conversation import (
+    ConversationKey,
+    OwnerKey,
+    owner_scope_token,
+    search_scope_tokens,
+)
+from memoryd.domain.resources import ResourceKey, ResourceType
+from memoryd.domain.tokens import count_tokens
+from memoryd.domain.transfer import SHAPES, Kind, Record, Selection, Value
+from memoryd.errors import FailedPrecondition, InvalidArgument
+from memoryd.storage.sql import Row, rows, savepoint
+
+_OWNED = "(:agent = '' OR t.agent_id = :agent) AND (:owner = '' OR t.owner_id = :owner)"
+# A resource belongs to an owner when it is one of the owner's prompt files, or the checkpoint
+# of one of the owner's conversations (:scopes holds their [agent, scope id] pairs).
+_RESOURCE_SELECTED = (
+    "(:agent = '' OR s.agent_id = :agent) AND (:owner = '' "
+    "OR (s.resource_type <> 'checkpoint' AND s.scope_id = :owner) "
+    "OR (s.resource_type = 'checkpoint' AND EXISTS (SELECT 1 FROM json_each(:scopes) AS o "
+    "WHERE o.value ->> 0 = s.agent_id AND o.value ->> 1 = s.scope_id)))"
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Table:
+    """Where a kind's rows live: the FROM clause (alias t, or s for resources), the filter of a
+    selection, the order, the table written to, and the derived columns added on insert."""
+
+    source: str
+    selected: str
+    order: str
+    table: str
+    derived: tuple[str, ...] = ()
+
+
+_TABLES: dict[Kind, _Table] = {
+    Kind.CONVERSATION: _Table(
+        "conversations AS t", _OWNED, "t.id", "conversations", ("search_scope",)
+    ),
+    Kind.REVIEW_STATE: _Table(
+        "memory_review_state AS t",
+        _OWNED,
+        "t.agent_id, t.owner_id, t.channel, t.chat_id, t.thread_scope",
+        "memory_review_state",
+    ),
+    Kind.MESSAGE: _Table("messages AS t", _OWNED, "t.id", "messages", ("token_count",)),
+    Kind.MEMORY_SOURCE: _Table(
+        "memory_sources AS t", _OWNED, "t.agent_id, t.owner_id, t.id", "memory_sources"
+    ),
+    Kind.SCHEDULED_JOB: _Table(
+        "scheduled_jobs AS t", _OWNED, "t.agent_id, t.owner_id, t.job_id", "scheduled_jobs"
+    ),
+    Kind.JOB_RUN: _Table("job_runs AS t", _OWNED, "t.id", "job_runs"),
+    Kind.MEMORY: _Table("memories AS t", _OWNED, "t.id", "memories", ("search_scope",)),
+    Kind.REVIEW_RUN: _Table("review_runs AS t", _OWNED, "t.id", "review_runs"),
+    Kind.RESOURCE: _Table(
+        "resources AS s",
+        _RESOURCE_SELECTED,
+        "s.agent_id, s.resource_type, s.scope_id",
+        "resources",
+    ),
+    Kind.RESOURCE_REVISION: _Table(
+        "resource_revisions AS t JOIN resources AS s ON s.id = t.resource_id",
+        _RESOURCE_SELECTED,
+        "s.agent_id, s.resource_type, s.scope_id, t.revision",
+        "resource_revisions",
+        ("resource_id",),
+    ),
+    Kind.TRANSCRIPT_SESSION: _Table(
+        "transcript_sessions AS t",
+        _OWNED,
+        "t.agent_id, t.owner_id, t.device_id, t.session_id",
+        "transcript_sessions",
+    ),
+}
+# Columns read from the resource (alias s) rather than the kind's own table.
+_RESOURCE_KEY = ("agent_id", "resource_type", "scope_id")
+
+
+def _select_list(kind: Kind) -> str:
+    alias = "s" if kind is Kind.RESOURCE else "t"
+    return ", ".join(
+        f"s.{column}"
+        if kind is Kind.RESOURCE_REVISION and column in _RESOURCE_KEY
+        else f"{alias}.{column}"
+        for column in SHAPES[kind].columns
+    )
+
+
+# --- export --------------------------------------------------------------------------------------
+
+
+def _parameters(connection: apsw.Connection, chosen: Selection) -> dict[str, str]:
+    scopes = (
+        [
+            [agent, ConversationKey(agent, owner, channel, chat, thread).scope_id]
+            for agent, owner, channel, chat, thread in connection.execute(
+                "SELECT agent_id, owner_id, channel, chat_id, thread_scope FROM conversations "
+                "AS t WHERE " + _OWNED,
+                {"agent": chosen.agent_id, "owner": chosen.owner_id},
+            )
+        ]
+        if chosen.owner_id
+        else []
+    )
+    return {"agent": chosen.agent_id, "owner": chosen.owner_id, "scopes": json.dumps(scopes)}
+
+
+def count(connection: apsw.Connection, chosen: Selection) -> int:
+    """How many records an export of `chosen` holds (in the caller's read transaction)."""
+    parameters = _parameters(connection, chosen)
+    total = 0
+    for table in _TABLES.values():
+        sql = f"SELECT count(*) FROM {table.source} WHERE {table.selected}"
+        total += cast("int", connection.execute(sql, parameters).fetchall()[0][0])
+    return total
+
+
+def read(connection: apsw.Connection, chosen: Selection) -> Iterator[tuple[Kind, Row]]:
+    """Every record of `chosen`, in file order (in the caller's read transaction)."""
+    parameters = _parameters(connection, chosen)
+    for kind, table in _TABLES.items():
+        sql = (
+            f"SELECT {_select_list(kind)} FROM {table.source} WHERE {table.selected} "
+            f"ORDER BY {table.order}"
+        )
+        for row in connection.execute(sql, parameters):
+            yield kind, row
+
+
+# --- import --------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(slots=True)
+class Stored:
+    """What storing a batch did: records stored and already present, by kind, and what the
+    caches and files must learn after the commit."""
+
+    stored: Counter[Kind] = dataclasses.field(default_factory=Counter)
+    present: Counter[Kind] = dataclasses.field(default_factory=Counter)
+    conversations: set[ConversationKey] = dataclasses.field(default_factory=set)
+    memory_ids: set[int] = dataclasses.field(default_factory=set)
+    resources: set[ResourceKey] = dataclasses.field(default_factory=set)
+
+
+def store(connection: apsw.Connection, records: Sequence[Record]) -> Stored:
+    """Store a batch of records (in file order) in the caller's transaction."""
+    done = Stored()
+    start = 0
+    while start < len(records):
+        kind = records[start].kind
+        end = start
+        while end < len(records) and records[end].kind is kind:
+            end += 1
+        _store_run(connection, kind, records[start:end], done)
+        start = end
+    if done.stored[Kind.CONVERSATION]:
+        # Versions are never reused: the counter stays above every imported conversation's.
+        connection.execute(
+            "UPDATE counters SET value = max(value, "
+            "(SELECT coalesce(max(history_version), 0) FROM conversations)) "
+            "WHERE name = 'history_version'"
+        )
+    return done
+
+
+def _store_run(
+    connection: apsw.Connection, kind: Kind, records: Sequence[Record], done: Stored
+) -> None:
+    existing = _existing(connection, kind, records)
+    new: list[Record] = []
+    seen: set[tuple[Value, ...]] = set()
+    for record in records:
+        identity = _identity(kind, record.values)
+        found = existing.get(identity)
+        if found is None:
+            if identity in seen:
+                raise InvalidArgument(
+                    f"line {record.line}: the same {kind.value} "
+                    f"({_describe(kind, identity)}) as an earlier line"
+                )
+            seen.add(identity)
+            new.append(record)
+        elif found == record.values:
+            done.present[kind] += 1
+        else:
+            raise FailedPrecondition(
+                f"line {record.line}: a {kind.value} with the same identity "
+                f"({_describe(kind, identity)}) is already stored with other values; import "
+                "into an empty data directory, or remove the stored one first"
+            )
+    if not new:
+        return
+    try:
+        with savepoint(connection, "import_run"):
+            _insert(connection, kind, new)
+    except apsw.ConstraintError:
+        for record in new:  # find the line that cannot be stored, and say why
+            try:
+                with savepoint(connection, "import_one"):
+                    _insert(connection, kind, [record])
+            except apsw.ConstraintError as error:
+                raise _refusal(record, error) from None
+        raise  # pragma: no cover - the rows fail together but never one by one
+    done.stored[kind] += len(new)
+    _remember(kind, new, done)
+
+
+def _existing(
+    connection: apsw.Connection, kind: Kind, records: Sequence[Record]
+) -> dict[tuple[Value, ...], tuple[Value, ...]]:
+    """The stored rows with the identity of one of `records`, by identity."""
+    shape = SHAPES[kind]
+    alias = "s" if kind is Kind.RESOURCE else "t"
+    targets = ", ".join(
+        f"{'s' if kind is Kind.RESOURCE_REVISION and column in _RESOURCE_KEY else alias}.{column}"
+        for column in shape.identity
+    )
+    picks = ", ".join(f"j.value ->> {index}" for index in range(len(shape.identity)))
+    wanted = json.dumps([_identity(kind, record.values) for record in records])
+    found = rows(
+        connection,
+        f"SELECT {_select_list(kind)} FROM {_TABLES[kind].source} WHERE ({targets}) IN "
+        f"(SELECT {picks} FROM json_each(?) AS j)",
+        (wanted,),
+    )
+    return {_identity(kind, row): tuple(row) for row in found}
+
+
+def _identity(kind: Kind, values: Sequence[Value]) -> tuple[Value, ...]:
+    columns = SHAPES[kind].columns
+    return tuple(values[columns.index(column)] for column in SHAPES[kind].identity)
+
+
+def _insert(connection: apsw.Connection, kind: Kind, records: Sequence[Record]) -> None:
+    table = _TABLES[kind]
+    columns = (*SHAPES[kind].columns, *table.derived)
+    if kind is Kind.RESOURCE_REVISION:  # the resource is named by its key
+        columns = tuple(column for column in columns if column not in _RESOURCE_KEY)
+        picks = [f"j.value ->> {SHAPES[kind].columns.index(c)}" for c in columns[:-1]]
+        picks.append(
+            "(SELECT id FROM resources WHERE agent_id = j.value ->> 0 "
+            "AND resource_type = j.value ->> 1 AND scope_id = j.value ->> 2)"
+        )
+    else:
+        picks = [f"j.value ->> {index}" for index in range(len(columns))]
+    payload = json.dumps(
+        [[*record.values, *_derived(kind, record)] for record in records], ensure_ascii=False
+    )
+    connection.execute(
+        f"INSERT INTO {table.table} ({', '.join(columns)}) "
+        f"SELECT {', '.join(picks)} FROM json_each(?) AS j ORDER BY j.key",
+        (payload,),
+    )
+
+
+def _derived(kind: Kind, record: Record) -> list[Value]:
+    if kind is Kind.CONVERSATION:
+        return [search_scope_tokens(_conversation(record))]
+    if kind is Kind.MESSAGE:
+        content = record.named("content")
+        return [count_tokens(content) if isinstance(content, str) else None]
+    if kind is Kind.MEMORY:
+        owner = OwnerKey(str(record.named("agent_id")), str(record.named("owner_id")))
+        return [owner_scope_token(owner)]
+    return []
+
+
+def _conversation(record: Record) -> ConversationKey:
+    agent, owner, channel, chat, thread = (
+        str(record.named(column))
+        for column in ("agent_id", "owner_id", "channel", "chat_id", "thread_scope")
+    )
+    return ConversationKey(agent, owner, channel, chat, thread)
+
+
+def _remember(kind: Kind, records: Sequence[Record], done: Stored) -> None:
+    for record in records:
+        if kind in (Kind.CONVERSATION, Kind.MESSAGE, Kind.REVIEW_STATE):
+            done.conversations.add(_conversation(record))
+        elif kind is Kind.MEMORY:
+            done.memory_ids.add(int(record.named("id") or 0))
+        elif kind in (Kind.RESOURCE, Kind.RESOURCE_REVISION):
+            resource_type = ResourceType(record.named("resource_type"))
+            done.resources.add(
+                ResourceKey(
+                    str(record.named("agent_id")), resource_type, str(record.named("scope_id"))
+                )
+            )
+
+
+def _describe(kind: Kind, identity: tuple[Value, ...]) -> str:
+    return ", ".join(
+        f"{column} {value!r}" for column, value in zip(SHAPES[kind].identity, identity, strict=True)
+    )
+
+
+def _refusal(record: Record, error: apsw.ConstraintError) -> InvalidArgument | FailedPrecondition:
+    reason = str(error).removeprefix("ConstraintError: ")
+    if "UNIQUE" in reason:
+        return FailedPrecondition(
+            f"line {record.line}: the {record.kind.value} conflicts with a stored row "
+            f"({reason}); import into an empty data directory"
+        )
+    if "FOREIGN KEY" in reason:
+        return InvalidArgument(
+            f"line {record.line}: the {record.kind.value} refers to a row that is neither "
+            "stored nor earlier in the file (a conversation, message, job or resource)"
+        )
+    return InvalidArgument(
+        f"line {record.line}: the {record.kind.value} cannot be stored: {reason}"
+    )

@@ -1,0 +1,511 @@
+"""`memoryd export` / `memoryd import` through the real servers and the real CLI: a round trip into
+an empty data directory exports again byte for byte (ids, times, trust, metadata, archive state,
+provenance, revisions, review state, checkpoints, transcript sessions); a re-import stores
+nothing twice; an owner's export holds that owner only; every malformed or conflicting line is
+refused with its line number, and nothing of the refused chunk is stored."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import fcntl
+import json
+import os
+import pty
+import struct
+import subprocess
+import sys
+import termios
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+
+import grpc
+import pytest
+from google.protobuf import timestamp_pb2
+
+import memoryd_client as md
+from memoryd.testing.fake_model import FakeModel
+from tests.helpers import append, rpc_error
+from tests.review_helpers import commit, review_config, review_now, turn
+from tests.server_process import ServerProcess
+from tests.test_resources import cli
+
+SUMMARY = "Ada is planning a rail trip to Lisbon in May."
+REALTIME = "\n[memoryd.realtime]\npersist_transcripts = true\n"
+QUIET = review_config(review_interval_hours=0) + REALTIME  # no provider, reviewer idle
+
+
+def ops(*operations: dict[str, object]) -> str:
+    return json.dumps({"operations": list(operations)})
+
+
+def owner_conversation(owner: str, chat: str, channel: str = "telegram") -> md.Conversation:
+    return md.Conversation(agent_id="main", owner_id=owner, channel=channel, chat_id=chat)
+
+
+async def transcript(memory: md.MemoryServiceStub, owner: str) -> None:
+    async def send() -> AsyncIterator[md.StreamTranscriptRequest]:
+        yield md.StreamTranscriptRequest(
+            open=md.TranscriptOpen(
+                device_id="kitchen", session_id="s-1", owner_id=owner, model="rt"
+            )
+        )
+        for seq, (speaker, text) in enumerate(
+            [(md.SPEAKER_USER, "what's the weather"), (md.SPEAKER_ASSISTANT, "sunny, 21°C")], 1
+        ):
+            yield md.StreamTranscriptRequest(
+                segment=md.TranscriptSegment(seq=seq, speaker=speaker, text=text)
+            )
+        yield md.StreamTranscriptRequest(end=md.TranscriptEnd())
+
+    async for _ in memory.StreamTranscript(send()):
+        pass
+
+
+async def fill(memory: md.MemoryServiceStub, model: FakeModel) -> None:
+    """Every kind of record, with the odd values an export must carry unchanged."""
+    ada = owner_conversation("ada", "ada-chat")
+    sent = await commit(memory, ada, *turn("I'm vegetarian, by the way"))
+    model.reply(
+        ops({"action": "add", "target": "user", "category": "preference", "value": "Vegetarian"})
+    )
+    await review_now(memory, ada)
+    stored = await memory.StoreMemory(
+        md.StoreMemoryRequest(
+            conversation=ada,
+            category=md.CATEGORY_CONTEXT,
+            key="project",
+            value="Migrating the café's tills — 日本語 too 🚆",
+            metadata='{"tags": ["work"], "weight": 0.25}',
+            confidence=0.8,
+            source_message_id=sent.results[0].id,
+        )
+    )
+    spare = await memory.StoreMemory(
+        md.StoreMemoryRequest(conversation=ada, category=md.CATEGORY_GOAL, key="g", value="Run")
+    )
+    await memory.ArchiveMemory(
+        md.ArchiveMemoryRequest(conversation=ada, id=spare.memory.id, reason="done")
+    )
+    ref = md.ResourceRef(agent_id="main", type=md.RESOURCE_TYPE_USER_MD, scope_id="ada")
+    await memory.RollbackResource(md.RollbackResourceRequest(ref=ref, revision=1))
+    del stored
+
+    owner = md.OwnerScope(agent_id="main", owner_id="ada")
+    await memory.StoreMemory(
+        md.StoreMemoryRequest(
+            owner=owner,
+            job_id="digest",
+            run_id="run-1",
+            category=md.CATEGORY_JOB_RUN_SUMMARY,
+            key="run-1",
+            value="Sent 3 digests",
+        )
+    )
+    await memory.FinishJobRun(
+        md.FinishJobRunRequest(
+            owner=owner,
+            job_id="digest",
+            run_id="run-1",
+            outcome=md.JOB_RUN_OUTCOME_SUCCEEDED,
+            summary="3 sent",
+        )
+    )
+
+    bob = owner_conversation("bob", "grp:42", channel="discord")
+    await append(
+        memory,
+        bob,
+        md.NewMessage(
+            role=md.ROLE_USER,
+            sender="bob",
+            content="東京で会いましょう 🍣\nline two\ttabbed",
+            metadata='{"reply_to": 7, "nested": {"x": [1, 2.5, null]}}',
+            client_message_id="discord-1",
+            trust=md.TRUST_GUEST,
+        ),
+    )
+    await memory.ClearConversation(md.ClearConversationRequest(conversation=bob))
+    await append(memory, bob, md.NewMessage(role=md.ROLE_USER, sender="bob", content="again"))
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(dt.datetime(2019, 5, 4, 3, 2, 1, 123456, tzinfo=dt.UTC))
+
+    async def ingest() -> AsyncIterator[md.IngestMessagesRequest]:
+        yield md.IngestMessagesRequest(
+            messages=[
+                md.IngestedMessage(
+                    conversation=bob,
+                    message=md.NewMessage(
+                        role=md.ROLE_ASSISTANT, sender="bot", content="old", created_at=stamp
+                    ),
+                )
+            ]
+        )
+
+    await memory.IngestMessages(ingest())
+    await transcript(memory, "ada")
+
+
+async def compacted(memory: md.MemoryServiceStub, model: FakeModel, channel: object) -> None:
+    """A conversation with a checkpoint (a moved window and a checkpoint resource)."""
+    long = owner_conversation("ada", "long-chat")
+    words = " ".join(["trip"] * 300)
+    await append(
+        memory,
+        long,
+        *[md.NewMessage(role=md.ROLE_USER, sender="ada", content=words) for _ in range(4)],
+    )
+    model.reply("Nothing to save.")
+    await review_now(memory, long)
+    model.reply(SUMMARY)
+    compaction = md.CompactionServiceStub(channel)
+    done = await compaction.Compact(md.CompactRequest(conversation=long, context_window=1200))
+    assert done.outcome == md.COMPACTION_OUTCOME_COMPACTED, done.message
+
+
+def run_cli(server: ServerProcess, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    done = cli(server, *args, stdin=stdin)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def partial_files(folder: Path) -> list[str]:
+    return [path.name for path in folder.iterdir() if path.name.endswith(".partial")]
+
+
+def prompt_files(home: Path) -> dict[str, str]:
+    return {
+        str(path.relative_to(home)): path.read_text(encoding="utf-8")
+        for path in sorted((home / "memory").rglob("*.md"))
+    }
+
+
+@pytest.fixture
+async def source(start_server: type[ServerProcess], tmp_path: Path) -> AsyncIterator[ServerProcess]:
+    """A server holding every kind of record (its reviewer runs only when asked)."""
+    with FakeModel() as model:
+        server = start_server(
+            tmp_path / "source", config=review_config(model, review_interval_hours=0) + REALTIME
+        ).start()
+        async with md.connect(server.address) as channel:
+            memory = md.MemoryServiceStub(channel)
+            await fill(memory, model)
+            await compacted(memory, model, channel)
+        yield server
+
+
+async def test_an_export_imported_into_an_empty_home_exports_again_byte_for_byte(
+    source: ServerProcess, start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    first = tmp_path / "first.jsonl"
+    exported = run_cli(source, "export", str(first), "--json")
+    summary = json.loads(exported.stdout)
+    lines = first.read_text(encoding="utf-8").splitlines()
+    assert summary["records"] == len(lines) - 1
+    assert json.loads(lines[0]) == {
+        "format": "memoryd-export",
+        "version": 1,
+        "agent_id": "",
+        "owner_id": "",
+    }
+    kinds = {json.loads(line)["record"] for line in lines[1:]}
+    assert kinds == {
+        "conversation",
+        "review_state",
+        "message",
+        "memory_source",
+        "scheduled_job",
+        "job_run",
+        "memory",
+        "review_run",
+        "resource",
+        "resource_revision",
+        "transcript_session",
+    }
+    assert "東京で会いましょう 🍣\\nline two\\ttabbed" in first.read_text(encoding="utf-8")
+    assert oct(first.stat().st_mode & 0o777) == "0o600"
+    assert partial_files(tmp_path) == []
+
+    target = start_server(tmp_path / "target", config=QUIET).start()
+    imported = run_cli(target, "import", str(first), "--json")
+    counts = json.loads(imported.stdout)
+    assert (counts["lines"], counts["stored"], counts["present"]) == (len(lines), len(lines) - 1, 0)
+
+    second = tmp_path / "second.jsonl"
+    run_cli(target, "export", str(second))
+    assert second.read_bytes() == first.read_bytes()
+    assert prompt_files(target.home) == prompt_files(source.home)
+    assert prompt_files(target.home)  # USER.md and MEMORY.md were written
+    # Importing the same file again stores nothing twice.
+    again = run_cli(target, "import", str(first))
+    assert f"imported 0 records ({len(lines) - 1:,} already present)" in again.stdout
+
+    # The imported rows are served: search (the word indexes), the window, the prompt context.
+    async with md.connect(target.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        found = await memory.SearchHistory(
+            md.SearchHistoryRequest(
+                conversation=owner_conversation("bob", "grp:42", channel="discord"), query="東京"
+            )
+        )
+        assert [hit.message.content for hit in found.hits] == [
+            "東京で会いましょう 🍣\nline two\ttabbed"
+        ]
+        hits = await memory.Recall(
+            md.RecallRequest(
+                conversation=owner_conversation("ada", "ada-chat"),
+                query="café",
+                scope=md.RECALL_SCOPE_ALL,
+            )
+        )
+        assert any("café" in hit.memory.value for hit in hits.hits)
+        context = await memory.GetPromptContext(
+            md.GetPromptContextRequest(agent_id="main", owner_id="ada")
+        )
+        assert "Vegetarian" in context.user_md
+        # A new message after the import gets an id above every imported one.
+        appended = await append(
+            memory, owner_conversation("ada", "ada-chat"), *turn("new after import")
+        )
+        top = max(json.loads(line).get("id", 0) for line in lines[1:] if '"message"' in line)
+        assert appended.results[0].id > top
+
+
+async def test_an_owners_export_holds_that_owner_only_and_round_trips(
+    source: ServerProcess, start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    ada = tmp_path / "ada.jsonl"
+    run_cli(source, "export", "--agent", "main", "--owner", "ada", str(ada))
+    records = [json.loads(line) for line in ada.read_text(encoding="utf-8").splitlines()[1:]]
+    owners = {r.get("owner_id", r.get("scope_id")) for r in records if r["record"] != "resource"}
+    assert "bob" not in str(owners)
+    assert any(r["record"] == "resource" and r["resource_type"] == "checkpoint" for r in records)
+    assert any(r["record"] == "transcript_session" for r in records)
+
+    target = start_server(tmp_path / "target", config=QUIET).start()
+    run_cli(target, "import", str(ada))
+    again = tmp_path / "again.jsonl"
+    run_cli(target, "export", "--agent", "main", "--owner", "ada", str(again))
+    assert again.read_bytes() == ada.read_bytes()
+
+
+async def test_export_to_stdout_and_plain_progress_lines(source: ServerProcess) -> None:
+    done = run_cli(source, "export", "--owner", "bob")
+    lines = done.stdout.splitlines()
+    assert json.loads(lines[0])["owner_id"] == "bob"
+    assert {json.loads(line)["record"] for line in lines[1:]} >= {"conversation", "message"}
+    assert f"export: {len(lines) - 1:,} of {len(lines) - 1:,} records" in done.stderr
+    assert f"exported {len(lines) - 1:,} records to stdout" in done.stderr
+
+
+def on_a_terminal(*command: str) -> tuple[int, str]:
+    """Run `command` with a pseudo-terminal as stderr; its exit status and what it showed."""
+    controller, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    try:
+        done = subprocess.run(
+            command, stderr=terminal, stdout=subprocess.PIPE, check=False, timeout=30
+        )
+        os.close(terminal)
+        shown = b""
+        while True:
+            try:
+                piece = os.read(controller, 65536)
+            except OSError:  # the terminal is closed and drained
+                break
+            if not piece:
+                break
+            shown += piece
+    finally:
+        os.close(controller)
+    return done.returncode, shown.decode("utf-8", "replace")
+
+
+async def test_a_terminal_shows_a_progress_bar_with_rate_and_eta(
+    source: ServerProcess, tmp_path: Path
+) -> None:
+    code, shown = await asyncio.to_thread(
+        on_a_terminal,
+        sys.executable,
+        "-m",
+        "memoryd",
+        "export",
+        str(tmp_path / "out.jsonl"),
+        "--address",
+        source.address,
+    )
+    assert code == 0
+    assert "export: 100%" in shown
+    assert "records/s" in shown
+
+
+def header(**fields: object) -> str:
+    document = {"format": "memoryd-export", "version": 1, "agent_id": "", "owner_id": ""}
+    document.update(fields)
+    return json.dumps(document)
+
+
+def conversation_line(chat: str, **fields: object) -> str:
+    record: dict[str, object] = {
+        "record": "conversation",
+        "agent_id": "main",
+        "owner_id": "eve",
+        "channel": "telegram",
+        "chat_id": chat,
+        "thread_scope": "root",
+        "window_start_id": 0,
+        "window_started_at": None,
+        "session_start_id": 0,
+        "checkpoint_id": 0,
+        "history_version": 5,
+        "working_memory": "",
+        "description": "",
+        "peak_prompt_tokens": None,
+        "context_window": None,
+        "completed_turns": 0,
+        "compaction_failed_at": None,
+        "compaction_error": None,
+        "created_at": "2026-01-01T00:00:00.000000Z",
+    }
+    record.update(fields)
+    return json.dumps(record, ensure_ascii=False)
+
+
+def message_line(message_id: int, chat: str, **fields: object) -> str:
+    record: dict[str, object] = {
+        "record": "message",
+        "id": message_id,
+        "agent_id": "main",
+        "owner_id": "eve",
+        "channel": "telegram",
+        "chat_id": chat,
+        "thread_scope": "root",
+        "sender": "eve",
+        "role": "user",
+        "kind": "message",
+        "content": f"hello {message_id}",
+        "metadata_json": "{}",
+        "trust": "operator",
+        "client_message_id": None,
+        "created_at": "2026-01-01T00:00:01.000000Z",
+    }
+    record.update(fields)
+    return json.dumps(record, ensure_ascii=False)
+
+
+async def import_lines(
+    memory: md.MemoryServiceStub, *chunks: Iterable[str]
+) -> md.ImportDataResponse:
+    async def send() -> AsyncIterator[md.ImportDataRequest]:
+        for chunk in chunks:
+            yield md.ImportDataRequest(lines=list(chunk))
+
+    return await memory.ImportData(send())
+
+
+BAD_LINES = [
+    ("", "the import is empty: the first line must be the header"),
+    ('{"format": "other"}', "line 1 is not a memoryd export header"),
+    (header(version=2), "line 1: export format version '2' is not supported"),
+    ("not json", "line 2 is not JSON"),
+    ('{"record": "spaceship"}', "line 2: unknown record 'spaceship'; records are conversation"),
+    (
+        conversation_line("c", history_version={"n": 1}),
+        "line 2: conversation record: history_version must be a string, a number or null, got dict",
+    ),
+    (
+        conversation_line("c", extra=1).replace('"description": "", ', ""),
+        "line 2: conversation record: missing description; unknown 'extra'",
+    ),
+    (conversation_line(" padded"), "line 2: conversation record: chat_id must not start or end"),
+    (
+        conversation_line("c", owner_id="x" * 300),
+        "line 2: conversation record: owner_id is 300 characters long; the limit is 256",
+    ),
+    (
+        message_line(1, "nowhere"),
+        "line 2: the message refers to a row that is neither stored nor earlier in the file",
+    ),
+    (
+        conversation_line("c", completed_turns="many"),
+        "line 2: the conversation cannot be stored: cannot store TEXT value in INTEGER column",
+    ),
+]
+
+
+@pytest.mark.parametrize(("line", "expected"), BAD_LINES)
+async def test_a_malformed_line_is_refused_with_its_number_and_nothing_is_stored(
+    memory: md.MemoryServiceStub, line: str, expected: str
+) -> None:
+    chunks = [[line]] if not line or line.startswith('{"format') else [[header(), line]]
+    if line == "":
+        chunks = []
+    error = await rpc_error(import_lines(memory, *chunks))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert expected in (error.details() or "")
+
+
+async def test_records_out_of_order_a_bad_enum_and_a_conflict_are_refused_precisely(
+    memory: md.MemoryServiceStub,
+) -> None:
+    order = await rpc_error(
+        import_lines(memory, [header(), message_line(9_000_001, "o"), conversation_line("o")])
+    )
+    assert order.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "line 3: a conversation record after message records" in (order.details() or "")
+
+    role = await rpc_error(
+        import_lines(
+            memory,
+            [header(), conversation_line("r"), message_line(9_000_002, "r", role="robot")],
+        )
+    )
+    assert role.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "line 3: the message cannot be stored: CHECK constraint failed: role IN" in (
+        role.details() or ""
+    )
+    # The chunk was refused whole: its conversation was not stored either.
+    fetched = await rpc_error(
+        memory.GetConversation(
+            md.GetConversationRequest(conversation=owner_conversation("eve", "r"))
+        )
+    )
+    assert fetched.code() == grpc.StatusCode.NOT_FOUND
+
+    stored = await import_lines(
+        memory, [header(), conversation_line("k"), message_line(9_000_003, "k")]
+    )
+    assert (stored.stored, stored.present) == (2, 0)
+    present = await import_lines(
+        memory, [header(), conversation_line("k"), message_line(9_000_003, "k")]
+    )
+    assert (present.stored, present.present) == (0, 2)
+    assert [(r.record, r.stored, r.present) for r in present.records] == [
+        ("conversation", 0, 1),
+        ("message", 0, 1),
+    ]
+    conflict = await rpc_error(
+        import_lines(
+            memory,
+            [header(), conversation_line("k"), message_line(9_000_003, "k", content="changed")],
+        )
+    )
+    assert conflict.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert (
+        "line 3: a message with the same identity (id 9000003) is already stored with other "
+        "values" in (conflict.details() or "")
+    )
+    twice = await rpc_error(
+        import_lines(
+            memory,
+            [header(), conversation_line("t"), message_line(9_000_004, "t")],
+            [message_line(9_000_004, "t", sender="mallory")],
+        )
+    )
+    assert twice.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "line 4: a message with the same identity (id 9000004)" in (twice.details() or "")
+    # The first chunk was stored before the second was refused.
+    listed = await memory.ListMessages(
+        md.ListMessagesRequest(conversation=owner_conversation("eve", "t"))
+    )
+    assert [m.content for m in listed.messages] == ["hello 9000004"]
