@@ -63,7 +63,7 @@ class TranscriptService:
         self._on_input = on_input
         self._open = 0
         self._remembered: collections.OrderedDict[tuple[str, ...], int] = collections.OrderedDict()
-        self._final = Batch.each("transcript_final", _store_final)
+        self._final = Batch("transcript_final", _store_finals)
 
     async def run(self, events: AsyncIterator[Event]) -> AsyncIterator[Ack]:
         """Acknowledgements for one connection's messages (the first one must open)."""
@@ -155,15 +155,24 @@ def _session_id(session: Session) -> tuple[str, ...]:
     return (session.key.agent_id, session.key.owner_id, opening.device_id, opening.session_id)
 
 
-def _store_final(
+def _store_finals(
     connection: apsw.Connection,
-    payload: tuple[Session, NewMessage | None, int, dt.datetime],
-) -> AppendResult | None:
-    session, message, seq, now = payload
-    result = None
-    if message is not None:
-        (result,) = store_appends(connection, [writes.AppendRequest(session.key, (message,), now)])
-    else:
-        writes.ensure_conversation(connection, session.key, now)
-    store.advance(connection, session, seq, now)
-    return result
+    payloads: list[tuple[Session, NewMessage | None, int, dt.datetime]],
+) -> list[AppendResult | None]:
+    """The finals of a group, set-based: one append of every stored final, one advance of every
+    session's committed seq. A blank final (None) only advances its session."""
+    results: list[AppendResult | None] = [None] * len(payloads)
+    appends = [
+        (index, writes.AppendRequest(session.key, (message,), now))
+        for index, (session, message, _, now) in enumerate(payloads)
+        if message is not None
+    ]
+    if appends:
+        stored = store_appends(connection, [request for _, request in appends])
+        for (index, _), result in zip(appends, stored, strict=True):
+            results[index] = result
+    for session, message, _, now in payloads:
+        if message is None:
+            writes.ensure_conversation(connection, session.key, now)
+    store.advance(connection, [(session, seq, now) for session, _, seq, now in payloads])
+    return results

@@ -4,6 +4,7 @@ transaction as the finals it covers."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import apsw
 
@@ -29,13 +30,19 @@ def committed_seq(connection: apsw.Connection, session: Session) -> int | None:
     return int(found[0][0]) if found else None
 
 
-def advance(connection: apsw.Connection, session: Session, seq: int, now: dt.datetime) -> None:
-    """Every utterance up to `seq` has its final committed (the count never goes down)."""
-    stamp = to_text(now)
+def advance(connection: apsw.Connection, moves: list[tuple[Session, int, dt.datetime]]) -> None:
+    """Every utterance up to its seq has its final committed, for each (session, seq, now); one
+    statement for all of them (the count never goes down)."""
+    payload = json.dumps(
+        [[*_params(session), seq, to_text(now)] for session, seq, now in moves], ensure_ascii=False
+    )
     connection.execute(
         "INSERT INTO transcript_sessions (agent_id, owner_id, device_id, session_id, "
-        "committed_seq, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+        "committed_seq, created_at, updated_at) "
+        "SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, "
+        "j.value ->> 5, j.value ->> 5 FROM json_each(?) AS j WHERE true ORDER BY j.key "
         "ON CONFLICT (agent_id, owner_id, device_id, session_id) DO UPDATE SET "
-        "committed_seq = max(committed_seq, excluded.committed_seq), updated_at = ?",
-        (*_params(session), seq, stamp, stamp, stamp),
+        "committed_seq = max(committed_seq, excluded.committed_seq), "
+        "updated_at = excluded.updated_at",
+        (payload,),
     )
