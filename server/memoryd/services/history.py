@@ -61,9 +61,14 @@ def store_appends(
     """Store the messages; a stored user message is new input for the reviewer, whichever RPC
     brought it (CommitTurn marks its turn itself)."""
     results = writes.append_batch(connection, requests)
-    for request, result in zip(requests, results, strict=True):
-        if any(is_review_input(m.role, m.metadata_json) for m in result.stored):
-            review_store.mark_input(connection, request.key, request.now)
+    review_store.mark_input(
+        connection,
+        [
+            (request.key, request.now)
+            for request, result in zip(requests, results, strict=True)
+            if any(is_review_input(m.role, m.metadata_json) for m in result.stored)
+        ],
+    )
     return results
 
 

@@ -186,13 +186,21 @@ def unread_count(connection: apsw.Connection, key: ConversationKey, after_id: in
     return int(found[0][0])
 
 
-def mark_input(connection: apsw.Connection, key: ConversationKey, now: dt.datetime) -> None:
-    """Appended reviewable messages: new input for the scheduler (not a turn)."""
+def mark_input(
+    connection: apsw.Connection, inputs: list[tuple[ConversationKey, dt.datetime]]
+) -> None:
+    """Appended reviewable messages: new input for the scheduler (not a turn), for each
+    (conversation, time); one statement for all of them."""
+    if not inputs:
+        return
+    payload = json.dumps([[*key.as_row(), to_text(now)] for key, now in inputs])
     connection.execute(
         "INSERT INTO memory_review_state (agent_id, owner_id, channel, chat_id, thread_scope, "
-        "pending_input, last_input_at) VALUES (?, ?, ?, ?, ?, 1, ?) "
+        "pending_input, last_input_at) SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, "
+        "j.value ->> 3, j.value ->> 4, 1, j.value ->> 5 FROM json_each(?) AS j WHERE true "
+        "ORDER BY j.key "
         "ON CONFLICT DO UPDATE SET pending_input = 1, last_input_at = excluded.last_input_at",
-        (*key.as_row(), to_text(now)),
+        (payload,),
     )
 
 
