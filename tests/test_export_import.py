@@ -422,6 +422,13 @@ BAD_LINES = [
         conversation_line("c", owner_id="x" * 300),
         "line 2: conversation record: owner_id is 300 characters long; the limit is 256",
     ),
+    ("[" * 100_000, "line 2 nests too deeply to be a record"),
+    ("[1]", "line 2 must be a JSON object"),
+    ('{"record": "message", "id": NaN}', "line 2 is not JSON: NaN is not a number JSON allows"),
+    (
+        conversation_line("c", channel="tele:gram"),
+        "line 2: conversation record: channel must not contain ':', got 'tele:gram'",
+    ),
     (
         message_line(1, "nowhere"),
         "line 2: the message refers to a row that is neither stored nor earlier in the file",

@@ -362,6 +362,12 @@ def parse_record(line: str, number: int, previous: Kind | None) -> Record:
         if not isinstance(value, str):
             raise InvalidArgument(f"line {number}: {kind.value} record: {column} must be a string")
         check_identifier(value, f"line {number}: {kind.value} record: {column}", required=True)
+    channel = document.get("channel")
+    if "channel" in shape.identifiers and isinstance(channel, str) and ":" in channel:
+        raise InvalidArgument(
+            f"line {number}: {kind.value} record: channel must not contain ':', got "
+            f"{clipped(channel)}"
+        )
     return Record(number, kind, values)
 
 
@@ -374,6 +380,8 @@ def _decode(line: str, number: int) -> dict[str, Any]:
         document = json.loads(line, parse_constant=_refuse_constant)
     except ValueError as error:
         raise InvalidArgument(f"line {number} is not JSON: {error}") from None
+    except RecursionError:
+        raise InvalidArgument(f"line {number} nests too deeply to be a record") from None
     if not isinstance(document, dict):
         raise InvalidArgument(f"line {number} must be a JSON object")
     return document
