@@ -516,3 +516,47 @@ async def test_records_out_of_order_a_bad_enum_and_a_conflict_are_refused_precis
         md.ListMessagesRequest(conversation=owner_conversation("eve", "t"))
     )
     assert [m.content for m in listed.messages] == ["hello 9000004"]
+
+
+def compact(line: str) -> str:
+    return json.dumps(json.loads(line), ensure_ascii=False, separators=(",", ":"))
+
+
+async def test_an_import_cut_by_sigkill_is_run_again_and_completes_exactly(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    lines = [compact(header()), compact(conversation_line("big", history_version=1))]
+    lines += [
+        compact(message_line(n, "big", content=f"message {n} 東京 🚆", client_message_id=f"c{n}"))
+        for n in range(1, 40_001)
+    ]
+    source = tmp_path / "big.jsonl"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    home = tmp_path / "home"
+    server = start_server(home, config=QUIET).start()
+    command = [sys.executable, "-m", "memoryd", "import", str(source), "--address", server.address]
+    importing = await asyncio.create_subprocess_exec(
+        *command, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        while True:  # kill once part of the import has committed
+            listed = await memory.ListMessages(
+                md.ListMessagesRequest(conversation=owner_conversation("eve", "big"), page_size=1)
+            )
+            if listed.messages and listed.messages[-1].id > 5_000:
+                break
+            await asyncio.sleep(0.05)
+    server.process.kill()
+    _, said = await asyncio.wait_for(importing.communicate(), 30)
+    assert importing.returncode == 1
+    assert b"memoryd: UNAVAILABLE" in said
+
+    restarted = start_server(home, config=QUIET).start()
+    done = run_cli(restarted, "import", str(source), "--json")
+    counts = json.loads(done.stdout)
+    assert counts["stored"] + counts["present"] == len(lines) - 1
+    assert counts["present"] > 0
+    again = tmp_path / "again.jsonl"
+    run_cli(restarted, "export", str(again))
+    assert again.read_bytes() == source.read_bytes()
