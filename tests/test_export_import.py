@@ -430,7 +430,7 @@ BAD_LINES = [
         "line 2: conversation record: channel must not contain ':', got 'tele:gram'",
     ),
     (
-        message_line(1, "nowhere"),
+        message_line(9_100_001, "nowhere"),
         "line 2: the message refers to a row that is neither stored nor earlier in the file",
     ),
     (
