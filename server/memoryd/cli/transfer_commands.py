@@ -25,7 +25,7 @@ from tqdm import tqdm
 
 import memoryd_client as md
 
-CHUNK_LINES = 500
+CHUNK_LINES = 2000
 CHUNK_CHARS = 1024 * 1024
 PLAIN_EVERY_SECONDS = 5.0
 

@@ -21,8 +21,15 @@ import enum
 import json
 from typing import Any
 
-from memoryd.domain.conversation import check_identifier
+from memoryd.domain.conversation import (
+    ConversationKey,
+    OwnerKey,
+    check_identifier,
+    owner_scope_token,
+    search_scope_tokens,
+)
 from memoryd.domain.quoting import clipped
+from memoryd.domain.tokens import count_tokens
 from memoryd.errors import InvalidArgument
 
 FORMAT = "memoryd-export"
@@ -50,12 +57,13 @@ class Kind(enum.Enum):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Shape:
-    """A kind's columns (in line order), the ones that identify a row, and the identifiers that
-    must be usable ones (checked as the API checks them)."""
+    """A kind's columns (in line order), the ones that identify a row, the identifiers that must
+    be usable ones (checked as the API checks them), and the columns memoryd derives again."""
 
     columns: tuple[str, ...]
     identity: tuple[str, ...]
     identifiers: tuple[str, ...]
+    derived: tuple[str, ...] = ()
 
 
 SHAPES: dict[Kind, Shape] = {
@@ -78,6 +86,7 @@ SHAPES: dict[Kind, Shape] = {
         ),
         _CONVERSATION_KEY,
         _CONVERSATION_KEY,
+        ("search_scope",),
     ),
     Kind.REVIEW_STATE: Shape(
         (
@@ -113,6 +122,7 @@ SHAPES: dict[Kind, Shape] = {
         ),
         ("id",),
         _CONVERSATION_KEY,
+        ("token_count",),
     ),
     Kind.MEMORY_SOURCE: Shape(
         (
@@ -189,6 +199,7 @@ SHAPES: dict[Kind, Shape] = {
         ),
         ("id",),
         ("agent_id", "owner_id"),
+        ("search_scope",),
     ),
     Kind.REVIEW_RUN: Shape(
         (
@@ -276,6 +287,7 @@ class Record:
     line: int
     kind: Kind
     values: tuple[Value, ...]
+    derived: tuple[Value, ...] = ()
 
     def named(self, column: str) -> Value:
         """The value of one column."""
@@ -368,7 +380,27 @@ def parse_record(line: str, number: int, previous: Kind | None) -> Record:
             f"line {number}: {kind.value} record: channel must not contain ':', got "
             f"{clipped(channel)}"
         )
-    return Record(number, kind, values)
+    record = Record(number, kind, values)
+    return dataclasses.replace(record, derived=_derived(record))
+
+
+def conversation_of(record: Record) -> ConversationKey:
+    """The conversation a conversation, review state, message or review run record belongs to."""
+    agent, owner, channel, chat, thread = (str(record.named(c)) for c in _CONVERSATION_KEY)
+    return ConversationKey(agent, owner, channel, chat, thread)
+
+
+def _derived(record: Record) -> tuple[Value, ...]:
+    """The values of the kind's derived columns (Shape.derived), as memoryd computes them."""
+    if record.kind is Kind.CONVERSATION:
+        return (search_scope_tokens(conversation_of(record)),)
+    if record.kind is Kind.MESSAGE:
+        content = record.named("content")
+        return (count_tokens(content) if isinstance(content, str) else None,)
+    if record.kind is Kind.MEMORY:
+        owner = OwnerKey(str(record.named("agent_id")), str(record.named("owner_id")))
+        return (owner_scope_token(owner),)
+    return ()
 
 
 def _encode(document: dict[str, Any]) -> str:

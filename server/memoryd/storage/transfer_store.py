@@ -18,17 +18,11 @@ from typing import cast
 
 import apsw
 
-from memoryd.domain.conversation import (
-    ConversationKey,
-    OwnerKey,
-    owner_scope_token,
-    search_scope_tokens,
-)
+from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.resources import ResourceKey, ResourceType
-from memoryd.domain.tokens import count_tokens
-from memoryd.domain.transfer import SHAPES, Kind, Record, Selection, Value
+from memoryd.domain.transfer import SHAPES, Kind, Record, Selection, Value, conversation_of
 from memoryd.errors import FailedPrecondition, InvalidArgument
-from memoryd.storage.sql import Row, rows, savepoint
+from memoryd.storage.sql import Row, rows
 
 _OWNED = "(:agent = '' OR t.agent_id = :agent) AND (:owner = '' OR t.owner_id = :owner)"
 # A resource belongs to an owner when it is one of the owner's prompt files, or the checkpoint
@@ -44,26 +38,23 @@ _RESOURCE_SELECTED = (
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Table:
     """Where a kind's rows live: the FROM clause (alias t, or s for resources), the filter of a
-    selection, the order, the table written to, and the derived columns added on insert."""
+    selection, the order, and the table written to."""
 
     source: str
     selected: str
     order: str
     table: str
-    derived: tuple[str, ...] = ()
 
 
 _TABLES: dict[Kind, _Table] = {
-    Kind.CONVERSATION: _Table(
-        "conversations AS t", _OWNED, "t.id", "conversations", ("search_scope",)
-    ),
+    Kind.CONVERSATION: _Table("conversations AS t", _OWNED, "t.id", "conversations"),
     Kind.REVIEW_STATE: _Table(
         "memory_review_state AS t",
         _OWNED,
         "t.agent_id, t.owner_id, t.channel, t.chat_id, t.thread_scope",
         "memory_review_state",
     ),
-    Kind.MESSAGE: _Table("messages AS t", _OWNED, "t.id", "messages", ("token_count",)),
+    Kind.MESSAGE: _Table("messages AS t", _OWNED, "t.id", "messages"),
     Kind.MEMORY_SOURCE: _Table(
         "memory_sources AS t", _OWNED, "t.agent_id, t.owner_id, t.id", "memory_sources"
     ),
@@ -71,7 +62,7 @@ _TABLES: dict[Kind, _Table] = {
         "scheduled_jobs AS t", _OWNED, "t.agent_id, t.owner_id, t.job_id", "scheduled_jobs"
     ),
     Kind.JOB_RUN: _Table("job_runs AS t", _OWNED, "t.id", "job_runs"),
-    Kind.MEMORY: _Table("memories AS t", _OWNED, "t.id", "memories", ("search_scope",)),
+    Kind.MEMORY: _Table("memories AS t", _OWNED, "t.id", "memories"),
     Kind.REVIEW_RUN: _Table("review_runs AS t", _OWNED, "t.id", "review_runs"),
     Kind.RESOURCE: _Table(
         "resources AS s",
@@ -84,7 +75,6 @@ _TABLES: dict[Kind, _Table] = {
         _RESOURCE_SELECTED,
         "s.agent_id, s.resource_type, s.scope_id, t.revision",
         "resource_revisions",
-        ("resource_id",),
     ),
     Kind.TRANSCRIPT_SESSION: _Table(
         "transcript_sessions AS t",
@@ -211,14 +201,14 @@ def _store_run(
             )
     if not new:
         return
+    # A failing INSERT changes nothing (SQLite undoes the statement); a row that fails alone
+    # says why. The writer rolls back the whole job when this raises.
     try:
-        with savepoint(connection, "import_run"):
-            _insert(connection, kind, new)
+        _insert(connection, kind, new)
     except apsw.ConstraintError:
-        for record in new:  # find the line that cannot be stored, and say why
+        for record in new:
             try:
-                with savepoint(connection, "import_one"):
-                    _insert(connection, kind, [record])
+                _insert(connection, kind, [record])
             except apsw.ConstraintError as error:
                 raise _refusal(record, error) from None
         raise  # pragma: no cover - the rows fail together but never one by one
@@ -253,51 +243,31 @@ def _identity(kind: Kind, values: Sequence[Value]) -> tuple[Value, ...]:
 
 
 def _insert(connection: apsw.Connection, kind: Kind, records: Sequence[Record]) -> None:
-    table = _TABLES[kind]
-    columns = (*SHAPES[kind].columns, *table.derived)
+    shape = SHAPES[kind]
+    columns = (*shape.columns, *shape.derived)
+    picks = [f"j.value ->> {index}" for index in range(len(columns))]
     if kind is Kind.RESOURCE_REVISION:  # the resource is named by its key
-        columns = tuple(column for column in columns if column not in _RESOURCE_KEY)
-        picks = [f"j.value ->> {SHAPES[kind].columns.index(c)}" for c in columns[:-1]]
+        keep = [index for index, column in enumerate(columns) if column not in _RESOURCE_KEY]
+        columns = (*(columns[index] for index in keep), "resource_id")
+        picks = [picks[index] for index in keep]
         picks.append(
             "(SELECT id FROM resources WHERE agent_id = j.value ->> 0 "
             "AND resource_type = j.value ->> 1 AND scope_id = j.value ->> 2)"
         )
-    else:
-        picks = [f"j.value ->> {index}" for index in range(len(columns))]
     payload = json.dumps(
-        [[*record.values, *_derived(kind, record)] for record in records], ensure_ascii=False
+        [[*record.values, *record.derived] for record in records], ensure_ascii=False
     )
     connection.execute(
-        f"INSERT INTO {table.table} ({', '.join(columns)}) "
+        f"INSERT INTO {_TABLES[kind].table} ({', '.join(columns)}) "
         f"SELECT {', '.join(picks)} FROM json_each(?) AS j ORDER BY j.key",
         (payload,),
     )
 
 
-def _derived(kind: Kind, record: Record) -> list[Value]:
-    if kind is Kind.CONVERSATION:
-        return [search_scope_tokens(_conversation(record))]
-    if kind is Kind.MESSAGE:
-        content = record.named("content")
-        return [count_tokens(content) if isinstance(content, str) else None]
-    if kind is Kind.MEMORY:
-        owner = OwnerKey(str(record.named("agent_id")), str(record.named("owner_id")))
-        return [owner_scope_token(owner)]
-    return []
-
-
-def _conversation(record: Record) -> ConversationKey:
-    agent, owner, channel, chat, thread = (
-        str(record.named(column))
-        for column in ("agent_id", "owner_id", "channel", "chat_id", "thread_scope")
-    )
-    return ConversationKey(agent, owner, channel, chat, thread)
-
-
 def _remember(kind: Kind, records: Sequence[Record], done: Stored) -> None:
     for record in records:
         if kind in (Kind.CONVERSATION, Kind.MESSAGE, Kind.REVIEW_STATE):
-            done.conversations.add(_conversation(record))
+            done.conversations.add(conversation_of(record))
         elif kind is Kind.MEMORY:
             done.memory_ids.add(int(record.named("id") or 0))
         elif kind in (Kind.RESOURCE, Kind.RESOURCE_REVISION):
