@@ -49,6 +49,7 @@ def main() -> int:
     )
     ingest = run("ingest_throughput.py", *(["--messages", "20000"] if args.quick else []))
     transcript = run("transcript_latency.py", *(["--seconds", "3"] if args.quick else []))
+    transfer = run("transfer_throughput.py", *(["--messages", "20000"] if args.quick else []))
     print(
         json.dumps(
             {
@@ -59,6 +60,7 @@ def main() -> int:
                 "compose_latency": compose,
                 "ingest_throughput": ingest,
                 "transcript_latency": transcript,
+                "transfer_throughput": transfer,
             },
             indent=2,
         )
@@ -136,6 +138,15 @@ def main() -> int:
         f"asked | {spoken['finals_per_second']} finals/s; acknowledgement p50 "
         f"{spoken['ack_ms']['p50']} ms, p99 **{spoken['ack_ms']['p99']} ms** (server peak RSS "
         f"{spoken['server_peak_rss_mb']} MB) | p99 < 20 ms at 1,000 finals/s |"
+    )
+    moved: Any = transfer
+    print(
+        f"| memoryd import / export, {moved['records']} records | import "
+        f"{moved['import_records_per_second']} records/s, export "
+        f"{moved['export_records_per_second']} records/s (identical: "
+        f"{moved['export_identical_to_the_file']}) | IngestMessages of the same messages: "
+        f"{moved['ingest_messages_per_second']} messages/s; ratio "
+        f"{moved['import_to_ingest_ratio']} |"
     )
     return 0
 
