@@ -1,0 +1,172 @@
+package memoryd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
+
+	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v1"
+)
+
+// DefaultTimeout is the deadline of a unary call whose context has none.
+const DefaultTimeout = 10 * time.Second
+
+// Options configure a connection.
+type Options struct {
+	// Token is sent as `authorization: Bearer <token>` with every call ("" sends none).
+	Token string
+	// Timeout is the deadline of unary calls whose context has none (0: DefaultTimeout).
+	Timeout time.Duration
+	// TLS, when set, secures the connection; nil connects in plain text (loopback, tests).
+	TLS credentials.TransportCredentials
+	// DialOptions are added after memoryd's own.
+	DialOptions []grpc.DialOption
+}
+
+// Client is a connection to memoryd and its two services.
+type Client struct {
+	conn       *grpc.ClientConn
+	Memory     pb.MemoryServiceClient
+	Compaction pb.CompactionServiceClient
+}
+
+// Dial connects to memoryd at address ("host:port").
+func Dial(address string, options Options) (*Client, error) {
+	timeout := options.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	transport := options.TLS
+	if transport == nil {
+		transport = insecure.NewCredentials()
+	}
+	dial := []grpc.DialOption{
+		grpc.WithTransportCredentials(transport),
+		grpc.WithDefaultServiceConfig(ServiceConfig()),
+		grpc.WithChainUnaryInterceptor(unaryDefaults(options.Token, timeout)),
+		grpc.WithChainStreamInterceptor(streamDefaults(options.Token)),
+	}
+	conn, err := grpc.NewClient(address, append(dial, options.DialOptions...)...)
+	if err != nil {
+		return nil, fmt.Errorf("memoryd: cannot connect to %s: %w", address, err)
+	}
+	return &Client{
+		conn:       conn,
+		Memory:     pb.NewMemoryServiceClient(conn),
+		Compaction: pb.NewCompactionServiceClient(conn),
+	}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+func withToken(ctx context.Context, token string) context.Context {
+	if token == "" {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+}
+
+func unaryDefaults(token string, timeout time.Duration) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
+		invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		return invoker(withToken(ctx, token), method, req, reply, cc, opts...)
+	}
+}
+
+func streamDefaults(token string) grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
+		streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		return streamer(withToken(ctx, token), desc, cc, method, opts...)
+	}
+}
+
+// ServiceConfig is the gRPC service config memoryd's clients use: the calls the contract marks
+// idempotent (idempotency_level NO_SIDE_EFFECTS or IDEMPOTENT) are retried on UNAVAILABLE, up to
+// four attempts with a growing backoff. Other calls are never retried: a write that may have
+// committed is for the caller to send again (with a client_message_id, it is skipped).
+func ServiceConfig() string {
+	var names []map[string]string
+	for _, file := range []protoreflect.FileDescriptor{
+		pb.File_memoryd_v1_memory_service_proto, pb.File_memoryd_v1_compaction_service_proto,
+	} {
+		services := file.Services()
+		for i := 0; i < services.Len(); i++ {
+			methods := services.Get(i).Methods()
+			for j := 0; j < methods.Len(); j++ {
+				method := methods.Get(j)
+				if method.IsStreamingClient() || method.IsStreamingServer() {
+					continue
+				}
+				options, _ := method.Options().(*descriptorpb.MethodOptions)
+				level := options.GetIdempotencyLevel()
+				if level == descriptorpb.MethodOptions_NO_SIDE_EFFECTS ||
+					level == descriptorpb.MethodOptions_IDEMPOTENT {
+					names = append(names, map[string]string{
+						"service": string(services.Get(i).FullName()),
+						"method":  string(method.Name()),
+					})
+				}
+			}
+		}
+	}
+	sort.Slice(names, func(a, b int) bool {
+		return names[a]["service"]+names[a]["method"] < names[b]["service"]+names[b]["method"]
+	})
+	config := map[string]any{
+		"methodConfig": []any{map[string]any{
+			"name": names,
+			"retryPolicy": map[string]any{
+				"maxAttempts":          4,
+				"initialBackoff":       "0.1s",
+				"maxBackoff":           "1s",
+				"backoffMultiplier":    2,
+				"retryableStatusCodes": []string{"UNAVAILABLE"},
+			},
+		}},
+	}
+	text, _ := json.Marshal(config)
+	return string(text)
+}
+
+// Error is a status memoryd answered with: its code and the server's message.
+type Error struct {
+	Code    codes.Code
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("memoryd: %s: %s", e.Code, e.Message) }
+
+// AsError turns a call's error into an *Error (nil when err is nil; ok false when err carries
+// no gRPC status).
+func AsError(err error) (*Error, bool) {
+	if err == nil {
+		return nil, false
+	}
+	var typed *Error
+	if errors.As(err, &typed) {
+		return typed, true
+	}
+	found, ok := status.FromError(err)
+	if !ok {
+		return nil, false
+	}
+	return &Error{Code: found.Code(), Message: found.Message()}, true
+}

@@ -1,0 +1,11 @@
+// Package memoryd is the Go client of memoryd, the long-term memory of conversational agents.
+//
+// The generated stubs live in package memorydv1 (gen/memoryd/v1); this package adds what every
+// adapter needs around them: Dial with a bearer token and a default deadline, retries of the
+// idempotent calls through the gRPC service config, a Conversation helper, and a transcript
+// stream that resumes after a reconnect and replays what was not acknowledged.
+//
+//	client, err := memoryd.Dial("127.0.0.1:50051", memoryd.Options{})
+//	chat := client.Conversation(memoryd.Key{Channel: "telegram", ChatID: "42"})
+//	_, err = chat.Append(ctx, memoryd.User("ada", "I'm vegetarian"))
+package memoryd

@@ -1,0 +1,170 @@
+package memoryd
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+
+	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v1"
+)
+
+// MaxReconnects bounds the reconnects of one call of a Transcript.
+const MaxReconnects = 5
+
+// Transcript is a StreamTranscript session that survives a cut stream: finals are kept until an
+// acknowledgement covers them, and after a reconnect (same session id) the server's committed
+// seq says which to send again. Partials are never stored, so none is replayed. Not safe for
+// concurrent use.
+type Transcript struct {
+	client    *Client
+	ctx       context.Context
+	open      *pb.TranscriptOpen
+	stream    pb.MemoryService_StreamTranscriptClient
+	cancel    context.CancelFunc
+	pending   []*pb.TranscriptSegment
+	committed int64
+	// Resumed says the last (re)connection found the session already known to the server.
+	Resumed bool
+	// Persisted says the server stores finals ([memoryd.realtime] persist_transcripts).
+	Persisted bool
+	// Reconnects counts the streams opened after the first.
+	Reconnects int
+}
+
+// OpenTranscript opens (or resumes) a session; ctx bounds the whole session.
+func (c *Client) OpenTranscript(ctx context.Context, open *pb.TranscriptOpen) (*Transcript, error) {
+	t := &Transcript{client: c, ctx: ctx, open: open}
+	if err := t.connect(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Committed is the highest seq whose final (and every one before it) the server has committed.
+func (t *Transcript) Committed() int64 { return t.committed }
+
+func (t *Transcript) connect() error {
+	if t.cancel != nil {
+		t.cancel()
+	}
+	streamCtx, cancel := context.WithCancel(t.ctx)
+	stream, err := t.client.Memory.StreamTranscript(streamCtx)
+	if err == nil {
+		err = stream.Send(&pb.StreamTranscriptRequest{Kind: &pb.StreamTranscriptRequest_Open{Open: t.open}})
+	}
+	var first *pb.StreamTranscriptResponse
+	if err == nil {
+		first, err = stream.Recv()
+	}
+	if err != nil {
+		cancel()
+		return err
+	}
+	t.stream, t.cancel = stream, cancel
+	t.Resumed, t.Persisted = first.GetResumed(), first.GetPersisted()
+	t.acknowledge(first.GetCommittedSeq())
+	return nil
+}
+
+func (t *Transcript) acknowledge(seq int64) {
+	if seq > t.committed {
+		t.committed = seq
+	}
+	kept := t.pending[:0]
+	for _, segment := range t.pending {
+		if segment.GetSeq() > t.committed {
+			kept = append(kept, segment)
+		}
+	}
+	t.pending = kept
+}
+
+// Partial sends a partial segment (never stored; lost, harmlessly, if the stream is cut).
+func (t *Transcript) Partial(seq int64, speaker pb.Speaker, text string) error {
+	segment := &pb.TranscriptSegment{Seq: seq, Speaker: speaker, Partial: true, Text: text}
+	return t.stream.Send(&pb.StreamTranscriptRequest{Kind: &pb.StreamTranscriptRequest_Segment{Segment: segment}})
+}
+
+// Final sends a final segment and returns once the server acknowledged it (committed it, with
+// persistence on). A cut stream is reopened and every unacknowledged final sent again.
+func (t *Transcript) Final(seq int64, speaker pb.Speaker, text string) error {
+	t.pending = append(t.pending, &pb.TranscriptSegment{Seq: seq, Speaker: speaker, Text: text})
+	return t.flush()
+}
+
+func (t *Transcript) flush() error {
+	for attempt := 0; ; attempt++ {
+		err := t.sendPending()
+		if err == nil {
+			return nil
+		}
+		failure, _ := AsError(err)
+		retryable := failure == nil || failure.Code == codes.Unavailable || failure.Code == codes.Canceled
+		if !retryable || t.ctx.Err() != nil || attempt >= MaxReconnects {
+			return err
+		}
+		if err := t.reconnect(); err != nil && attempt >= MaxReconnects {
+			return err
+		}
+	}
+}
+
+func (t *Transcript) sendPending() error {
+	for len(t.pending) > 0 {
+		segment := t.pending[0]
+		request := &pb.StreamTranscriptRequest{Kind: &pb.StreamTranscriptRequest_Segment{Segment: segment}}
+		if err := t.stream.Send(request); err != nil {
+			return t.statusOf(err)
+		}
+		ack, err := t.stream.Recv()
+		if err != nil {
+			return err
+		}
+		t.acknowledge(ack.GetCommittedSeq())
+		if t.committed < segment.GetSeq() {
+			return fmt.Errorf("memoryd: final %d was answered with committed seq %d", segment.GetSeq(), t.committed)
+		}
+	}
+	return nil
+}
+
+// statusOf: a Send that fails reports io.EOF; the stream's status comes from Recv.
+func (t *Transcript) statusOf(err error) error {
+	if _, recvErr := t.stream.Recv(); recvErr != nil {
+		return recvErr
+	}
+	return err
+}
+
+func (t *Transcript) reconnect() error {
+	t.Reconnects++
+	return t.connect()
+}
+
+// Cut drops the current stream as a network failure would (the next Final reconnects).
+func (t *Transcript) Cut() {
+	if t.cancel != nil {
+		t.cancel()
+	}
+}
+
+// End closes the session cleanly and returns its totals (of the last stream).
+func (t *Transcript) End() (*pb.TranscriptTotals, error) {
+	if err := t.flush(); err != nil {
+		return nil, err
+	}
+	end := &pb.StreamTranscriptRequest{Kind: &pb.StreamTranscriptRequest_End{End: &pb.TranscriptEnd{}}}
+	if err := t.stream.Send(end); err != nil {
+		return nil, t.statusOf(err)
+	}
+	last, err := t.stream.Recv()
+	if err != nil {
+		return nil, err
+	}
+	if err := t.stream.CloseSend(); err != nil {
+		return nil, err
+	}
+	t.cancel()
+	return last.GetTotals(), nil
+}

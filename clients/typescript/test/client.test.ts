@@ -1,0 +1,115 @@
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+
+import {
+  AppendOutcome,
+  Category,
+  Code,
+  ConnectError,
+  MemoryService,
+  RecallScope,
+  Speaker,
+  assistant,
+  connect,
+  isIdempotent,
+  user,
+  type Memoryd,
+} from "../src/index.js";
+import { startServer, unique, type Server } from "./server.js";
+
+let server: Server;
+let memoryd: Memoryd;
+
+before(async () => {
+  server = await startServer();
+  memoryd = connect(server.address);
+});
+
+after(async () => {
+  await server.stop();
+});
+
+test("append, list and search keep text byte for byte", async () => {
+  const chat = memoryd.conversation({ ownerId: "ts-tests", channel: "telegram", chatId: unique("chat") });
+  const text = "Meet me in 東京 at 🍣 time, naïve café";
+  const appended = await chat.append(user("ada", text), assistant("bot", "Booked."));
+  assert.deepEqual(
+    appended.results.map((result) => result.outcome),
+    [AppendOutcome.STORED, AppendOutcome.STORED],
+  );
+  const listed = await chat.list(10);
+  assert.deepEqual(
+    listed.messages.map((message) => message.content),
+    [text, "Booked."],
+  );
+  const found = await chat.search("東京");
+  assert.deepEqual(
+    found.hits.map((hit) => hit.message?.content),
+    [text],
+  );
+});
+
+test("store, recall, the prompt context and the composed context", async () => {
+  const chat = memoryd.conversation({ ownerId: unique("owner"), channel: "telegram", chatId: "c" });
+  await chat.store({ category: Category.PREFERENCE, key: "diet", value: "Vegetarian, no fish" });
+  const recalled = await chat.recall("vegetarian", RecallScope.OWNER);
+  assert.deepEqual(
+    recalled.hits.map((hit) => (hit.item.case === "memory" ? hit.item.value.value : "")),
+    ["Vegetarian, no fish"],
+  );
+  const prompt = await chat.promptContext();
+  assert.match(prompt.userMd, /Vegetarian, no fish/);
+  await chat.commitTurn(user("ada", "what should I cook?"), assistant("bot", "Dal."));
+  const composed = await chat.compose(8000);
+  assert.match(composed.parts[0].content, /Vegetarian, no fish/);
+  assert.equal(composed.parts.at(-1)?.content, "Dal.");
+});
+
+test("an error is a ConnectError with the status and the server's message", async () => {
+  await assert.rejects(
+    memoryd.memory.appendMessages({ conversation: { chatId: "x" }, messages: [user("ada", "hi")] }),
+    (error: unknown) => {
+      assert.ok(error instanceof ConnectError);
+      assert.equal(error.code, Code.InvalidArgument);
+      assert.match(error.rawMessage, /conversation\.channel is required/);
+      return true;
+    },
+  );
+});
+
+test("only the calls the contract marks idempotent are retried", () => {
+  const methods = MemoryService.method;
+  assert.ok(isIdempotent(methods.listMessages));
+  assert.ok(isIdempotent(methods.recall));
+  assert.ok(!isIdempotent(methods.appendMessages));
+  assert.ok(!isIdempotent(methods.commitTurn));
+  assert.ok(!isIdempotent(methods.streamTranscript));
+});
+
+test("a transcript cut mid-stream resumes without loss or duplicate", async () => {
+  const device = unique("kitchen");
+  const session = await memoryd.openTranscript({
+    deviceId: device,
+    sessionId: "s-1",
+    ownerId: "ts-tests",
+    model: "rt",
+  });
+  assert.ok(session.persisted, "the server must store transcripts (persist_transcripts)");
+  session.partial(1, Speaker.USER, "what's the");
+  await session.final(1, Speaker.USER, "what's the weather");
+  await session.final(2, Speaker.ASSISTANT, "sunny, 21°C");
+  session.sendWithoutWaiting(3, Speaker.USER, "and tomorrow?");
+  session.cut();
+  await session.final(4, Speaker.ASSISTANT, "rain 雨");
+  assert.equal(session.committed, 4n);
+  assert.ok(session.reconnects >= 1);
+  await session.end();
+  const listed = await memoryd.memory.listMessages({
+    conversation: { ownerId: "ts-tests", channel: "realtime", chatId: `local:${device}` },
+    pageSize: 100,
+  });
+  assert.deepEqual(
+    listed.messages.map((message) => message.content),
+    ["what's the weather", "sunny, 21°C", "and tomorrow?", "rain 雨"],
+  );
+});
