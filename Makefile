@@ -1,6 +1,9 @@
 # The one task runner: the README's commands and CI (.ci/run) call these targets.
 #   make serve   install everything, start memoryd on ~/.memoryd, 127.0.0.1:50051
 #   make test    install everything, then lint, type-check, buf lint/breaking, and run every test
+#                (the server's pytest suite, then the Go and TypeScript clients' own suites)
+#   make protos  regenerate the Python, Go and TypeScript clients from protos/
+#   make baseline  record the released contract (protos/baseline.binpb) that buf breaking guards
 #   make bench   the benchmarks in bench/ (figures for the README's performance section)
 #   make probes  the long hostile-client probes: 36,000 fuzzed calls, 20 SIGKILL rounds
 SHELL := /bin/bash
@@ -12,14 +15,19 @@ TOOLS := $(CURDIR)/.tools
 BUF_VERSION := 1.75.0
 GRPCURL_VERSION := v1.9.3
 GHZ_VERSION := v0.120.0
+PROTOC_GEN_GO_VERSION := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
+TS_CLIENT := clients/typescript
+GO_CLIENT := clients/go
 PY_SOURCES := server scripts tests bench clients/python/memoryd_client/__init__.py
 
-.PHONY: serve test install tools lint typecheck buf-lint buf-breaking protos pytest bench probes clean
+.PHONY: serve test install tools lint typecheck buf-lint buf-breaking baseline protos pytest \
+	client-tests go-test ts-test bench probes clean
 
 serve: install
 	$(BIN)/memoryd serve
 
-test: install tools lint typecheck buf-lint buf-breaking pytest
+test: install tools lint typecheck buf-lint buf-breaking pytest client-tests
 
 install: $(VENV)/.installed
 
@@ -29,7 +37,19 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --constraint constraints.txt --editable '.[dev]'
 	touch $@
 
-tools: $(TOOLS)/bin/grpcurl $(TOOLS)/bin/buf
+tools: $(TOOLS)/bin/grpcurl $(TOOLS)/bin/buf $(TOOLS)/bin/protoc-gen-go $(TOOLS)/bin/protoc-gen-go-grpc \
+	$(TS_CLIENT)/node_modules/.installed
+
+$(TOOLS)/bin/protoc-gen-go:
+	GOBIN=$(TOOLS)/bin GOFLAGS=-mod=mod go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+
+$(TOOLS)/bin/protoc-gen-go-grpc:
+	GOBIN=$(TOOLS)/bin GOFLAGS=-mod=mod go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+
+# The TypeScript client's packages, exactly as its lockfile says (protoc-gen-es among them).
+$(TS_CLIENT)/node_modules/.installed: $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json
+	npm ci --silent --no-audit --no-fund --prefix $(TS_CLIENT)
+	touch $@
 
 $(TOOLS)/bin/grpcurl:
 	GOBIN=$(TOOLS)/bin GOFLAGS=-mod=mod go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
@@ -49,17 +69,30 @@ typecheck: install
 buf-lint: tools
 	$(TOOLS)/bin/buf lint
 
-# Against the last commit: a change to protos/ in the working tree must not break the contract.
+# Against the released contract: protos/ in the working tree must not break it.
 buf-breaking: tools
-	if git rev-parse --verify --quiet HEAD >/dev/null; then \
-		$(TOOLS)/bin/buf breaking --against '.git#ref=HEAD'; fi
+	$(TOOLS)/bin/buf breaking --against protos/baseline.binpb
 
-# Regenerate clients/python/memoryd_client/v1 from protos/ (the tests fail when it is stale).
-protos: install
+# Run deliberately when a version is released: the contract buf-breaking guards from then on.
+baseline: tools
+	$(TOOLS)/bin/buf build --exclude-source-info -o protos/baseline.binpb
+
+# Regenerate every client from protos/ (tests/test_generated_client.py fails when one is stale).
+protos: install tools
 	$(BIN)/python scripts/gen_protos.py
 
 pytest: install tools
 	PATH="$(TOOLS)/bin:$$PATH" $(BIN)/pytest
+
+# The clients' own suites, each against a memoryd it starts with this checkout's Python.
+client-tests: go-test ts-test
+
+go-test: install
+	cd $(GO_CLIENT) && MEMORYD_PYTHON=$(CURDIR)/$(BIN)/python GOFLAGS=-mod=mod go vet ./... \
+		&& MEMORYD_PYTHON=$(CURDIR)/$(BIN)/python GOFLAGS=-mod=mod go test -count=1 ./...
+
+ts-test: install tools
+	cd $(TS_CLIENT) && MEMORYD_PYTHON=$(CURDIR)/$(BIN)/python npm test --silent
 
 # Benchmarks (scripts, not tests): ghz drives the gRPC load. Figures go in the README.
 bench: install $(TOOLS)/bin/ghz

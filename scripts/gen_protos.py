@@ -1,11 +1,16 @@
-"""Generate the Python client from protos/ into clients/python/memoryd_client/v1/.
+"""Generate every client from protos/: Python, Go and TypeScript (`make protos`).
 
     python scripts/gen_protos.py          # regenerate
-    python scripts/gen_protos.py --check  # exit 1 if the committed code is stale
+    python scripts/gen_protos.py --check  # exit 1 if any committed generated file is stale
 
-protoc names Python modules after the proto package (memoryd.v1), which would collide with the
-server package `memoryd`; the generated imports are therefore rewritten to memoryd_client.v1.
-The proto file names registered in the descriptor pool stay memoryd/v1/*.proto, as on the wire.
+Python: grpc_tools.protoc into clients/python/memoryd_client/v1/. protoc names Python modules
+after the proto package (memoryd.v1), which would collide with the server package `memoryd`; the
+generated imports are therefore rewritten to memoryd_client.v1. The proto file names registered
+in the descriptor pool stay memoryd/v1/*.proto, as on the wire.
+
+Go and TypeScript: `buf generate` with buf.gen.yaml (local plugins only: protoc-gen-go and
+protoc-gen-go-grpc from .tools/bin, protoc-gen-es from clients/typescript/node_modules; `make
+tools` installs them) into clients/go/gen/ and clients/typescript/src/gen/.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ import grpc_tools
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "protos"
 OUT_DIR = ROOT / "clients" / "python" / "memoryd_client" / "v1"
+# The folders buf.gen.yaml writes, relative to the repository.
+BUF_OUTPUTS = ("clients/go/gen", "clients/typescript/src/gen")
 INIT_TEXT = '"""Generated protobuf and gRPC modules for memoryd.v1 (do not edit)."""\n'
 # Only import statements and the module-name literals handed to the protobuf builder are
 # rewritten; full names such as "/memoryd.v1.MemoryService/AppendMessages" are the wire contract.
@@ -76,25 +83,70 @@ def stale_files(generated: dict[str, str], out_dir: Path) -> list[str]:
     return sorted(name for name in names if generated.get(name) != committed.get(name))
 
 
+def buf_binary() -> str:
+    """buf from .tools/bin (`make tools`), else from PATH."""
+    local = ROOT / ".tools" / "bin" / "buf"
+    found = str(local) if local.exists() else shutil.which("buf")
+    if found is None:
+        sys.exit("buf not found: run `make tools`")
+    return found
+
+
+def generate_buf(into: Path) -> dict[str, str]:
+    """Run buf.gen.yaml with `into` as the output base; {path relative to the repo: text}."""
+    result = subprocess.run(
+        [buf_binary(), "generate", "--template", "buf.gen.yaml", "--output", str(into)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        sys.exit(f"buf generate failed (run `make tools`?):\n{result.stderr}")
+    return _tree(into)
+
+
+def _tree(base: Path) -> dict[str, str]:
+    return {
+        str(path.relative_to(base)): path.read_text(encoding="utf-8")
+        for output in BUF_OUTPUTS
+        for path in sorted((base / output).rglob("*"))
+        if path.is_file()
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if the committed code is stale")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        files = generate(Path(tmp))
+    with tempfile.TemporaryDirectory() as python, tempfile.TemporaryDirectory() as other:
+        files = generate(Path(python))
+        others = generate_buf(Path(other))
     if args.check:
         stale = stale_files(files, OUT_DIR)
+        committed = _tree(ROOT)
+        stale += sorted(
+            name
+            for name in others.keys() | committed.keys()
+            if others.get(name) != committed.get(name)
+        )
         if stale:
-            print("generated client is stale; run `make protos`:", ", ".join(stale))
+            print("generated clients are stale; run `make protos`:", ", ".join(stale))
             return 1
-        print(f"generated client is up to date ({len(files)} files)")
+        print(f"generated clients are up to date ({len(files) + len(others)} files)")
         return 0
     if OUT_DIR.exists():
         shutil.rmtree(OUT_DIR)
     OUT_DIR.mkdir(parents=True)
     for name, text in files.items():
         (OUT_DIR / name).write_text(text, encoding="utf-8")
-    print(f"wrote {len(files)} files to {OUT_DIR.relative_to(ROOT)}")
+    for output in BUF_OUTPUTS:
+        shutil.rmtree(ROOT / output, ignore_errors=True)
+    for name, text in others.items():
+        target = ROOT / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    print(f"wrote {len(files)} Python files and {len(others)} Go and TypeScript files")
     return 0
 
 

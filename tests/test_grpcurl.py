@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import subprocess
+import time
+from pathlib import Path
 
+import grpc
 import pytest
+from google.protobuf import descriptor_pb2
+from grpc_reflection.v1alpha import reflection_pb2
 
 from tests.server_process import ServerProcess
 
@@ -59,3 +64,68 @@ def test_health_check(grpcurl: str, server: ServerProcess) -> None:
     result = grpcurl_run(grpcurl, server.address, "grpc.health.v1.Health/Check")
     assert result.returncode == 0, result.stderr
     assert '"status": "SERVING"' in result.stdout
+
+
+REFLECTION_VERSIONS = ("grpc.reflection.v1", "grpc.reflection.v1alpha")
+
+
+@pytest.mark.parametrize("version", REFLECTION_VERSIONS)
+async def test_both_reflection_versions_list_and_describe(
+    server: ServerProcess, version: str
+) -> None:
+    """The same reflection answers as grpc.reflection.v1 and v1alpha (same messages)."""
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        info = channel.stream_stream(
+            f"/{version}.ServerReflection/ServerReflectionInfo",
+            request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+            response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+        )
+        requests = [
+            reflection_pb2.ServerReflectionRequest(list_services=""),
+            reflection_pb2.ServerReflectionRequest(
+                file_containing_symbol="memoryd.v1.MemoryService.ExportData"
+            ),
+            reflection_pb2.ServerReflectionRequest(
+                file_containing_symbol=f"{version}.ServerReflection"
+            ),
+        ]
+        listed, method, service = [answer async for answer in info(iter(requests))]
+    names = {entry.name for entry in listed.list_services_response.service}
+    assert names >= {
+        "memoryd.v1.MemoryService",
+        "memoryd.v1.CompactionService",
+        "grpc.health.v1.Health",
+        *(f"{v}.ServerReflection" for v in REFLECTION_VERSIONS),
+    }
+    (found,) = [
+        descriptor_pb2.FileDescriptorProto.FromString(raw)
+        for raw in method.file_descriptor_response.file_descriptor_proto
+        if descriptor_pb2.FileDescriptorProto.FromString(raw).name
+        == "memoryd/v1/memory_service.proto"
+    ]
+    assert "ExportData" in [m.name for m in found.service[0].method]
+    files = [
+        descriptor_pb2.FileDescriptorProto.FromString(raw)
+        for raw in service.file_descriptor_response.file_descriptor_proto
+    ]
+    assert f"{version}.ServerReflection".rsplit(".", 1)[0] in [f.package for f in files]
+
+
+def test_grpcurl_uses_reflection_v1(
+    grpcurl: str, start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    # Reflection calls are logged at debug level.
+    server = start_server(tmp_path / "home", config='[memoryd.server]\nlog_level = "debug"\n')
+    server.start()
+    before = len(server.events("rpc"))
+    result = grpcurl_run(grpcurl, server.address, "list")
+    assert result.returncode == 0, result.stderr
+    assert "grpc.reflection.v1.ServerReflection" in result.stdout.splitlines()
+    v1 = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
+    deadline = time.monotonic() + 10
+    methods: list[str] = []
+    while v1 not in methods and time.monotonic() < deadline:  # the log line follows the call
+        time.sleep(0.05)
+        methods = [event["method"] for event in server.events("rpc")[before:]]
+    assert v1 in methods
+    assert "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo" not in methods

@@ -19,7 +19,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from memoryd import __version__
-from memoryd.api.reflection import MethodAwarePool
+from memoryd.api.reflection import (
+    V1_SERVICE_NAME,
+    MethodAwarePool,
+    add_v1_servicer_to_server,
+    register_v1_descriptors,
+)
 from memoryd.api.servicer import CompactionServicer, MemoryServicer
 from memoryd.api.status import RpcLog, add_service, log_rpc_with_logging
 from memoryd.config import Settings
@@ -100,8 +105,9 @@ async def _serve(
         ],
     )
     health_servicer = health.aio.HealthServicer()
+    register_v1_descriptors()
     reflection_servicer = reflection.aio.ReflectionServicer(
-        (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME),
+        (*SERVICE_NAMES, health.SERVICE_NAME, V1_SERVICE_NAME, reflection.SERVICE_NAME),
         # Duck-typed: it forwards everything but method lookups to the default pool.
         pool=cast("descriptor_pool.DescriptorPool", MethodAwarePool()),
     )
@@ -130,6 +136,7 @@ async def _serve(
         ),
         (health_pb2_grpc.add_HealthServicer_to_server, health_servicer),
         (reflection_pb2_grpc.add_ServerReflectionServicer_to_server, reflection_servicer),
+        (add_v1_servicer_to_server, reflection_servicer),
     ):
         add_service(server, register, servicer, rpc_log)
     try:

@@ -1,4 +1,4 @@
-"""Server reflection that also resolves method names.
+"""Server reflection that also resolves method names, served as grpc.reflection.v1 and v1alpha.
 
 grpcio-reflection asks the protobuf descriptor pool for the file containing a symbol, and the
 pool does not index methods: `grpcurl describe memoryd.v1.MemoryService.AppendMessages` and
@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.protobuf import descriptor, descriptor_pool
+import grpc
+from google.protobuf import descriptor, descriptor_pb2, descriptor_pool
+from grpc_reflection.v1alpha import reflection_pb2
 
 
 class MethodAwarePool:
@@ -35,3 +37,50 @@ class MethodAwarePool:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._pool, name)
+
+
+# --- grpc.reflection.v1 ------------------------------------------------------------------------
+# grpcio-reflection serves only grpc.reflection.v1alpha. v1 has the same messages under another
+# package, so the same servicer answers both: its v1alpha messages go over the wire unchanged.
+# Newer tools (grpcurl, buf curl, grpcui, Postman) ask v1 first.
+
+V1_SERVICE_NAME = "grpc.reflection.v1.ServerReflection"
+_V1ALPHA = ".grpc.reflection.v1alpha."
+_V1 = ".grpc.reflection.v1."
+
+
+def register_v1_descriptors(pool: descriptor_pool.DescriptorPool | None = None) -> None:
+    """Add grpc/reflection/v1/reflection.proto to the pool (v1alpha's file, renamed), so that
+    reflection describes the v1 service too. Adding it twice is a no-op."""
+    target = pool or descriptor_pool.Default()
+    try:
+        target.FindFileByName("grpc/reflection/v1/reflection.proto")
+    except KeyError:
+        pass
+    else:
+        return
+    proto = descriptor_pb2.FileDescriptorProto()
+    reflection_pb2.DESCRIPTOR.CopyToProto(proto)
+    proto.name = "grpc/reflection/v1/reflection.proto"
+    proto.package = "grpc.reflection.v1"
+    proto.ClearField("options")
+    for message in proto.message_type:
+        for field in message.field:
+            if field.HasField("type_name"):
+                field.type_name = field.type_name.replace(_V1ALPHA, _V1)
+    for service in proto.service:
+        for method in service.method:
+            method.input_type = method.input_type.replace(_V1ALPHA, _V1)
+            method.output_type = method.output_type.replace(_V1ALPHA, _V1)
+    target.Add(proto)
+
+
+def add_v1_servicer_to_server(servicer: Any, server: Any) -> None:
+    """Register the v1alpha reflection servicer as grpc.reflection.v1.ServerReflection too (the
+    shape of a generated add_*_to_server, so memoryd.api.status can wrap it)."""
+    handler = grpc.stream_stream_rpc_method_handler(
+        servicer.ServerReflectionInfo,
+        request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
+        response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
+    )
+    server.add_registered_method_handlers(V1_SERVICE_NAME, {"ServerReflectionInfo": handler})
