@@ -19,7 +19,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 TS_CLIENT := clients/typescript
 GO_CLIENT := clients/go
-PY_SOURCES := server scripts tests bench clients/python/memoryd_client/__init__.py
+PY_SOURCES := server scripts tests bench clients/python/memoryd_client
 
 .PHONY: serve test install tools lint typecheck buf-lint buf-breaking baseline protos pytest \
 	client-tests go-test ts-test bench probes clean
@@ -31,10 +31,12 @@ test: install tools lint typecheck buf-lint buf-breaking pytest client-tests
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml constraints.txt
+# The client first: the server depends on memoryd-client, found here rather than on an index.
+$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet --constraint constraints.txt --editable '.[dev]'
+	$(BIN)/python -m pip install --quiet --constraint constraints.txt \
+		--editable clients/python --editable '.[dev]'
 	touch $@
 
 tools: $(TOOLS)/bin/grpcurl $(TOOLS)/bin/buf $(TOOLS)/bin/protoc-gen-go $(TOOLS)/bin/protoc-gen-go-grpc \

@@ -1,0 +1,237 @@
+"""`connect` and `Conversation`: the channel every adapter opens, and one conversation's calls.
+
+The channel sends a bearer token with every call when one is given, gives unary calls a default
+deadline, and retries the calls the contract marks idempotent (idempotency_level NO_SIDE_EFFECTS
+or IDEMPOTENT) on UNAVAILABLE through the gRPC service config; writes are never retried (send
+them again with a client_message_id, and the server skips what it stored).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import grpc
+from google.protobuf import descriptor_pb2
+from google.protobuf.descriptor import FileDescriptor
+
+from memoryd_client.v1 import compaction_service_pb2 as compaction_pb
+from memoryd_client.v1 import compaction_service_pb2_grpc as compaction_grpc
+from memoryd_client.v1 import memory_service_pb2 as memory_pb
+from memoryd_client.v1 import memory_service_pb2_grpc as memory_grpc
+from memoryd_client.v1 import records_pb2 as records_pb
+
+DEFAULT_ADDRESS = "127.0.0.1:50051"
+DEFAULT_TIMEOUT_SECONDS = 30.0
+RETRY_ATTEMPTS = 4
+_IDEMPOTENT = (
+    descriptor_pb2.MethodOptions.NO_SIDE_EFFECTS,
+    descriptor_pb2.MethodOptions.IDEMPOTENT,
+)
+
+
+def idempotent_methods() -> list[tuple[str, str]]:
+    """(service, method) of every unary call the contract marks idempotent."""
+    found = []
+    files: Sequence[FileDescriptor] = (memory_pb.DESCRIPTOR, compaction_pb.DESCRIPTOR)
+    for file in files:
+        for service in file.services_by_name.values():
+            for method in service.methods:
+                if method.client_streaming or method.server_streaming:
+                    continue
+                options = descriptor_pb2.MethodOptions.FromString(
+                    method.GetOptions().SerializeToString()
+                )
+                if options.idempotency_level in _IDEMPOTENT:
+                    found.append((service.full_name, method.name))
+    return sorted(found)
+
+
+def service_config() -> str:
+    """The gRPC service config: idempotent calls retried on UNAVAILABLE with a growing delay."""
+    return json.dumps(
+        {
+            "methodConfig": [
+                {
+                    "name": [
+                        {"service": service, "method": method}
+                        for service, method in idempotent_methods()
+                    ],
+                    "retryPolicy": {
+                        "maxAttempts": RETRY_ATTEMPTS,
+                        "initialBackoff": "0.1s",
+                        "maxBackoff": "1s",
+                        "backoffMultiplier": 2,
+                        "retryableStatusCodes": ["UNAVAILABLE"],
+                    },
+                }
+            ]
+        }
+    )
+
+
+def _details(details: grpc.aio.ClientCallDetails, metadata: Any, timeout: float | None) -> Any:
+    return grpc.aio.ClientCallDetails(
+        method=details.method,
+        timeout=timeout,
+        metadata=metadata,
+        credentials=details.credentials,
+        wait_for_ready=details.wait_for_ready,
+    )
+
+
+def _with_token(details: grpc.aio.ClientCallDetails, token: str | None) -> Any:
+    if not token:
+        return details.metadata
+    metadata = grpc.aio.Metadata(*(details.metadata or ()))
+    metadata.add("authorization", f"Bearer {token}")
+    return metadata
+
+
+class _UnaryDefaults(grpc.aio.UnaryUnaryClientInterceptor):
+    def __init__(self, token: str | None, timeout: float | None) -> None:
+        self._token = token
+        self._timeout = timeout
+
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        timeout = details.timeout if details.timeout is not None else self._timeout
+        return await continuation(
+            _details(details, _with_token(details, self._token), timeout), request
+        )
+
+
+class _StreamToken(
+    grpc.aio.UnaryStreamClientInterceptor,
+    grpc.aio.StreamUnaryClientInterceptor,
+    grpc.aio.StreamStreamClientInterceptor,
+):
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    def _call(self, details: Any) -> Any:
+        return _details(details, _with_token(details, self._token), details.timeout)
+
+    async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(self._call(details), request)
+
+    async def intercept_stream_unary(self, continuation: Any, details: Any, requests: Any) -> Any:
+        return await continuation(self._call(details), requests)
+
+    async def intercept_stream_stream(self, continuation: Any, details: Any, requests: Any) -> Any:
+        return await continuation(self._call(details), requests)
+
+
+def connect(
+    address: str = DEFAULT_ADDRESS,
+    *,
+    token: str | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT_SECONDS,
+    credentials: grpc.ChannelCredentials | None = None,
+    options: Sequence[tuple[str, Any]] = (),
+) -> grpc.aio.Channel:
+    """An asyncio channel to memoryd (use `async with`).
+
+    `token` is sent as `authorization: Bearer <token>`; `timeout` is the deadline of unary calls
+    that set none (None: no default); `credentials` secure the channel (None: plain text, for
+    loopback and tests); `options` are added to memoryd's own channel options.
+    """
+    interceptors: list[Any] = [_UnaryDefaults(token, timeout)]
+    if token:
+        interceptors.append(_StreamToken(token))
+    channel_options = [
+        ("grpc.service_config", service_config()),
+        ("grpc.enable_retries", 1),
+        *options,
+    ]
+    if credentials is None:
+        return grpc.aio.insecure_channel(
+            address, options=channel_options, interceptors=interceptors
+        )
+    return grpc.aio.secure_channel(
+        address, credentials, options=channel_options, interceptors=interceptors
+    )
+
+
+class Conversation:
+    """One conversation's calls over a channel, with its key filled in."""
+
+    def __init__(self, channel: grpc.aio.Channel, key: records_pb.Conversation) -> None:
+        self.key = key
+        self.memory = memory_grpc.MemoryServiceStub(channel)
+        self.compaction = compaction_grpc.CompactionServiceStub(channel)
+
+    async def append(self, *messages: memory_pb.NewMessage) -> memory_pb.AppendMessagesResponse:
+        """Store messages (all valid ones, or none)."""
+        request = memory_pb.AppendMessagesRequest(conversation=self.key, messages=messages)
+        response: memory_pb.AppendMessagesResponse = await self.memory.AppendMessages(request)
+        return response
+
+    async def commit_turn(self, *messages: memory_pb.NewMessage) -> memory_pb.CommitTurnResponse:
+        """Store one turn's messages and mark the conversation for review."""
+        request = memory_pb.CommitTurnRequest(conversation=self.key, messages=messages)
+        response: memory_pb.CommitTurnResponse = await self.memory.CommitTurn(request)
+        return response
+
+    async def list(self, page_size: int = 50) -> memory_pb.ListMessagesResponse:
+        """The newest page of the current window, oldest first."""
+        request = memory_pb.ListMessagesRequest(conversation=self.key, page_size=page_size)
+        response: memory_pb.ListMessagesResponse = await self.memory.ListMessages(request)
+        return response
+
+    async def search(self, query: str) -> memory_pb.SearchHistoryResponse:
+        """Messages of this conversation matching `query` (plain words, never syntax)."""
+        request = memory_pb.SearchHistoryRequest(conversation=self.key, query=query)
+        response: memory_pb.SearchHistoryResponse = await self.memory.SearchHistory(request)
+        return response
+
+    async def store(
+        self, category: records_pb.Category.ValueType, value: str, key: str = "", **fields: Any
+    ) -> memory_pb.StoreMemoryResponse:
+        """Keep a fact learnt in this conversation."""
+        request = memory_pb.StoreMemoryRequest(
+            conversation=self.key, category=category, key=key, value=value, **fields
+        )
+        response: memory_pb.StoreMemoryResponse = await self.memory.StoreMemory(request)
+        return response
+
+    async def recall(
+        self,
+        query: str = "",
+        scope: memory_pb.RecallScope.ValueType = memory_pb.RECALL_SCOPE_CURRENT,
+        **fields: Any,
+    ) -> memory_pb.RecallResponse:
+        """What is known that matches `query`."""
+        request = memory_pb.RecallRequest(conversation=self.key, query=query, scope=scope, **fields)
+        response: memory_pb.RecallResponse = await self.memory.Recall(request)
+        return response
+
+    async def compose(self, context_window: int) -> compaction_pb.ComposeContextResponse:
+        """The context of the next model call, for a model of `context_window` tokens."""
+        request = compaction_pb.ComposeContextRequest(
+            conversation=self.key, context_window=context_window
+        )
+        response: compaction_pb.ComposeContextResponse = await self.compaction.ComposeContext(
+            request
+        )
+        return response
+
+    async def prompt_context(self) -> memory_pb.GetPromptContextResponse:
+        """The owner's USER.md and MEMORY.md."""
+        request = memory_pb.GetPromptContextRequest(
+            agent_id=self.key.agent_id, owner_id=self.key.owner_id
+        )
+        response: memory_pb.GetPromptContextResponse = await self.memory.GetPromptContext(request)
+        return response
+
+
+def user(sender: str, content: str, **fields: Any) -> memory_pb.NewMessage:
+    """A user message from `sender`."""
+    return memory_pb.NewMessage(role=records_pb.ROLE_USER, sender=sender, content=content, **fields)
+
+
+def assistant(sender: str, content: str, **fields: Any) -> memory_pb.NewMessage:
+    """An assistant message from `sender`."""
+    return memory_pb.NewMessage(
+        role=records_pb.ROLE_ASSISTANT, sender=sender, content=content, **fields
+    )
