@@ -19,7 +19,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 TS_CLIENT := clients/typescript
 GO_CLIENT := clients/go
-PY_SOURCES := server scripts tests bench clients/python/memoryd_client
+PY_SOURCES := server scripts tests bench clients/python/memoryd_client clients/python/examples
 
 .PHONY: serve test install tools lint typecheck buf-lint buf-breaking baseline protos pytest \
 	client-tests go-test ts-test bench probes clean

@@ -1,4 +1,4 @@
-"""The Go and TypeScript clients against the real server, across languages: a message appended by
+"""The clients against the real server, across languages: a message appended by
 one is recalled by the other byte for byte (emoji, CJK, combining marks), and each language's
 console adapter example runs a conversation (the TypeScript one with a voice transcript cut and
 resumed). The clients' own suites run in `make client-tests`."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -100,3 +101,13 @@ def test_the_typescript_console_adapter_streams_a_transcript_and_resumes(
         "voice: committed 2 (reconnects 1)",
         "voice: 1 finals stored",
     ]
+
+
+def test_the_python_console_adapter_commits_turns_and_prints_what_is_known(
+    server: ServerProcess,
+) -> None:
+    chat = f"py-{uuid.uuid4().hex[:8]}"
+    example = ROOT / "clients" / "python" / "examples" / "adapter.py"
+    command = [sys.executable, str(example), "--address", server.address, "--owner", "ada"]
+    shown = run([*command, "--chat", chat], ROOT, stdin="hello\nI live in 東京\n")
+    assert shown.splitlines()[:2] == ["assistant: echo: hello", "assistant: echo: I live in 東京"]
