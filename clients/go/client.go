@@ -21,7 +21,7 @@ import (
 )
 
 // DefaultTimeout is the deadline of a unary call whose context has none.
-const DefaultTimeout = 10 * time.Second
+const DefaultTimeout = 30 * time.Second
 
 // Options configure a connection.
 type Options struct {

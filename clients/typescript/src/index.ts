@@ -36,14 +36,14 @@ export { Transcript, type TranscriptOpenInit } from "./transcript.js";
 import { Transcript, type TranscriptOpenInit } from "./transcript.js";
 
 /** The deadline of a call that sets none. */
-export const DEFAULT_TIMEOUT_MS = 10_000;
+export const DEFAULT_TIMEOUT_MS = 30_000;
 /** Attempts of an idempotent call that fails with UNAVAILABLE. */
 export const RETRY_ATTEMPTS = 4;
 
 export interface Options {
   /** Sent as `authorization: Bearer <token>` with every call. */
   token?: string;
-  /** The deadline of calls that set none (default 10 s; streams have none). */
+  /** The deadline of calls that set none (default 30 s; streams have none). */
   timeoutMs?: number;
   /** "https" for TLS (default "http", plain text: loopback, tests). */
   scheme?: "http" | "https";
