@@ -3,6 +3,7 @@ package memoryd
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -104,9 +105,14 @@ func (t *Transcript) flush() error {
 		if !retryable || t.ctx.Err() != nil || attempt >= MaxReconnects {
 			return err
 		}
-		if err := t.reconnect(); err != nil && attempt >= MaxReconnects {
-			return err
+		if attempt > 0 { // the first reconnect is at once, later ones wait longer each time
+			select {
+			case <-time.After(time.Duration(100<<(attempt-1)) * time.Millisecond):
+			case <-t.ctx.Done():
+				return t.ctx.Err()
+			}
 		}
+		_ = t.reconnect() // a failed reconnect is tried again on the next attempt
 	}
 }
 

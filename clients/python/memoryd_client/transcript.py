@@ -114,8 +114,10 @@ class Transcript:
                     raise
             else:
                 return
+            if attempt > 0:  # the first reconnect is at once, later ones wait longer each time
+                await asyncio.sleep(0.1 * 2 ** (attempt - 1))
             self.reconnects += 1
-            with contextlib.suppress(grpc.aio.AioRpcError):
+            with contextlib.suppress(grpc.aio.AioRpcError):  # tried again on the next attempt
                 await self._connect()
 
     async def _send_pending(self) -> None:

@@ -175,13 +175,15 @@ export class Transcript {
         if (!retryable || attempt >= MAX_RECONNECTS) {
           throw failure;
         }
+        if (attempt > 0) {
+          // The first reconnect is at once, later ones wait longer each time.
+          await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** (attempt - 1)));
+        }
         this.reconnects++;
         try {
           await this.connect();
-        } catch (reconnectError) {
-          if (attempt + 1 >= MAX_RECONNECTS) {
-            throw ConnectError.from(reconnectError);
-          }
+        } catch {
+          // tried again on the next attempt
         }
       }
     }
