@@ -23,6 +23,12 @@ directory by `MEMORYD_HOME`. Unknown keys are refused, so a typo never silently 
     [memoryd.compaction]
     threshold = 0.85                # compact at this fraction of the context window
 
+    [[memoryd.auth.tokens]]         # when any is set, every call needs a bearer token
+    token_env = "MEMORYD_TELEGRAM_TOKEN"   # or token = "..." (at least 16 characters)
+    role = "adapter"                # or "admin" (the CLI, operators)
+    agents = ["main"]               # the agents it may touch; ["*"] for every agent
+    max_trust = "guest"             # optional: the highest trust its calls may claim
+
     [[memoryd.providers]]           # the first is primary, the rest fallbacks, in order
     name = "local"
     base_url = "http://127.0.0.1:11434/v1"
@@ -33,6 +39,8 @@ directory by `MEMORYD_HOME`. Unknown keys are refused, so a typo never silently 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import ipaddress
 import math
 import tomllib
 import types
@@ -61,6 +69,9 @@ class ServerSettings:
     reader_threads: int = 4
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "text"] = "json"
+    # Serve a non-loopback address without tokens (`memoryd serve --insecure`): anyone who can
+    # reach it may read and erase everything. Off: such a start is refused.
+    insecure: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,6 +173,40 @@ class ProviderSettings:
     timeout_seconds: float = 90.0
 
 
+MIN_TOKEN_CHARS = 16
+ANY_AGENT = "*"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class TokenSettings:
+    """One [[memoryd.auth.tokens]] entry. The token itself is kept only as its SHA-256."""
+
+    digest: bytes
+    role: Literal["admin", "adapter"]
+    # None: every agent ("*").
+    agents: frozenset[str] | None
+    max_trust: Literal["operator", "guest"] | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        """What logs name the token by: the first 8 hex digits of its SHA-256."""
+        return self.digest.hex()[:8]
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class AuthSettings:
+    """[memoryd.auth]: who may call. No tokens: no authentication, loopback only."""
+
+    tokens: tuple[TokenSettings, ...] = ()
+    # The file the CLI reads its token from when $MEMORYD_TOKEN is not set.
+    cli_token_file: str = ""
+
+
+def token_digest(token: str) -> bytes:
+    """The SHA-256 a token is kept and compared as."""
+    return hashlib.sha256(token.encode("utf-8")).digest()
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
     """Everything memoryd is configured with."""
@@ -174,6 +219,7 @@ class Settings:
     memory: MemorySettings = MemorySettings()
     compaction: CompactionSettings = CompactionSettings()
     realtime: RealtimeSettings = RealtimeSettings()
+    auth: AuthSettings = AuthSettings()
     providers: tuple[ProviderSettings, ...] = ()
 
     @property
@@ -213,7 +259,7 @@ def load_settings(
         if not isinstance(home_value, str) or not home_value.strip():
             raise StartupError(f"{_where(path)}memoryd.home must be a non-empty string")
         default_home = Path(home_value).expanduser()
-    unknown = sorted(set(table) - {"home", "providers", *SECTIONS})
+    unknown = sorted(set(table) - {"home", "providers", "auth", *SECTIONS})
     if unknown:
         raise StartupError(f"{_where(path)}unknown setting memoryd.{unknown[0]}")
 
@@ -229,7 +275,14 @@ def load_settings(
             sections["server"], listen=_check_listen(listen, "--listen")
         )
     providers = _providers(table.get("providers", []), path)
-    return Settings(home=default_home.resolve(), config_path=path, providers=providers, **sections)
+    auth = _auth(table.get("auth", {}), env, path)
+    return Settings(
+        home=default_home.resolve(),
+        config_path=path,
+        providers=providers,
+        auth=auth,
+        **sections,
+    )
 
 
 def _check_message_room(history: HistorySettings, path: Path | None) -> None:
@@ -274,6 +327,102 @@ def _providers(entries: Any, path: Path | None) -> tuple[ProviderSettings, ...]:
         if names.count(name) > 1:
             raise StartupError(f"{_where(path)}memoryd.providers: name {name!r} is used twice")
     return tuple(providers)
+
+
+def cli_token(env: Mapping[str, str]) -> str | None:
+    """The token the CLI sends: $MEMORYD_TOKEN, else the file named by [memoryd.auth]
+    cli_token_file in the config file ($MEMORYD_CONFIG, else <home>/config.toml). The config is
+    read without checking the server's own tokens, whose variables the CLI does not have."""
+    if env.get("MEMORYD_TOKEN"):
+        return env["MEMORYD_TOKEN"].strip()
+    home = Path(env.get("MEMORYD_HOME") or DEFAULT_HOME).expanduser()
+    try:
+        path, document = _read_config_file(env.get("MEMORYD_CONFIG"), home)
+    except StartupError:
+        return None
+    auth = document.get("memoryd", {}).get("auth", {}) if path else {}
+    named = auth.get("cli_token_file") if isinstance(auth, dict) else None
+    if not isinstance(named, str) or not named:
+        return None
+    try:
+        return Path(named).expanduser().read_text(encoding="utf-8").strip() or None
+    except OSError as error:
+        raise StartupError(
+            f"memoryd.auth.cli_token_file {named} cannot be read: {error.strerror}"
+        ) from None
+
+
+def _auth(table: Any, env: Mapping[str, str], path: Path | None) -> AuthSettings:
+    """[memoryd.auth]: the tokens, each checked; a token is never kept in plain text."""
+    where = _where(path)
+    if not isinstance(table, dict):
+        raise StartupError(f"{where}[memoryd.auth] must be a table")
+    unknown = sorted(set(table) - {"tokens", "cli_token_file"})
+    if unknown:
+        raise StartupError(f"{where}unknown setting memoryd.auth.{unknown[0]}")
+    cli_file = table.get("cli_token_file", "")
+    if not isinstance(cli_file, str):
+        raise StartupError(f"{where}memoryd.auth.cli_token_file must be a string")
+    entries = table.get("tokens", [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise StartupError(f"{where}memoryd.auth.tokens must be an array of tables")
+    tokens = [_token(entry, index, env, where) for index, entry in enumerate(entries)]
+    digests = [token.digest for token in tokens]
+    for index, digest in enumerate(digests):
+        if digests.index(digest) != index:
+            raise StartupError(
+                f"{where}memoryd.auth.tokens[{index}] has the same token as "
+                f"memoryd.auth.tokens[{digests.index(digest)}]; every caller needs its own"
+            )
+    return AuthSettings(tokens=tuple(tokens), cli_token_file=cli_file)
+
+
+def _token(entry: dict[str, Any], index: int, env: Mapping[str, str], where: str) -> TokenSettings:
+    label = f"{where}memoryd.auth.tokens[{index}]"
+    unknown = sorted(set(entry) - {"token", "token_env", "role", "agents", "max_trust"})
+    if unknown:
+        raise StartupError(f"{label}: unknown setting {unknown[0]}")
+    if ("token" in entry) == ("token_env" in entry):
+        raise StartupError(f"{label}: set exactly one of token and token_env")
+    if "token_env" in entry:
+        variable = entry["token_env"]
+        if not isinstance(variable, str) or not variable:
+            raise StartupError(f"{label}.token_env must name an environment variable")
+        if not env.get(variable):
+            raise StartupError(f"{label}.token_env: the environment variable {variable} is not set")
+        token = env[variable]
+        source = f"${variable}"
+    else:
+        token = entry["token"]
+        source = f"{label}.token"
+        if not isinstance(token, str):
+            raise StartupError(f"{label}.token must be a string")
+    if len(token) < MIN_TOKEN_CHARS or token != token.strip():
+        raise StartupError(
+            f"{source}: a token must be at least {MIN_TOKEN_CHARS} characters, without leading "
+            "or trailing whitespace (make one with: openssl rand -hex 32)"
+        )
+    role = entry.get("role")
+    if role not in ("admin", "adapter"):
+        raise StartupError(f'{label}.role must be "admin" or "adapter"')
+    agents = entry.get("agents")
+    if (
+        not isinstance(agents, list)
+        or not agents
+        or not all(isinstance(a, str) and a.strip() == a and a for a in agents)
+    ):
+        raise StartupError(f'{label}.agents must be a list of agent ids, or ["*"]')
+    if ANY_AGENT in agents and len(agents) > 1:
+        raise StartupError(f'{label}.agents: "*" stands alone (it means every agent)')
+    max_trust = entry.get("max_trust")
+    if max_trust not in (None, "operator", "guest"):
+        raise StartupError(f'{label}.max_trust must be "operator" or "guest"')
+    return TokenSettings(
+        digest=token_digest(token),
+        role=role,
+        agents=None if agents == [ANY_AGENT] else frozenset(agents),
+        max_trust=max_trust,
+    )
 
 
 def _read_config_file(explicit: str | None, home: Path) -> tuple[Path | None, dict[str, Any]]:
@@ -395,6 +544,29 @@ def _validate(name: str, section: Any) -> None:
         )
     if isinstance(section, StorageSettings) and section.write_attempts > 10:
         raise StartupError("memoryd.storage.write_attempts must be at most 10")
+
+
+def is_loopback(listen: str) -> bool:
+    """Whether HOST:PORT only listens on this machine (127.0.0.0/8, ::1, localhost)."""
+    host = listen.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
+
+
+def check_exposure(settings: Settings) -> None:
+    """Without tokens, memoryd serves only this machine unless told otherwise."""
+    server = settings.server
+    if settings.auth.tokens or server.insecure or is_loopback(server.listen):
+        return
+    raise StartupError(
+        f"refusing to serve {server.listen} without authentication: anyone who can reach it "
+        "could read and erase every conversation. Configure [[memoryd.auth.tokens]], listen on "
+        "a loopback address (127.0.0.1), or start with --insecure if that is really wanted"
+    )
 
 
 def _check_listen(value: str, label: str) -> str:

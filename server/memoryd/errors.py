@@ -3,6 +3,7 @@
     MemorydError                      (never raised itself)
     ├── InvalidArgument               INVALID_ARGUMENT   bad input; nothing was written
     ├── NotFound                      NOT_FOUND          no such row visible to the caller
+    ├── Unauthenticated               UNAUTHENTICATED    no valid bearer token (tokens are set)
     ├── PermissionDenied              PERMISSION_DENIED  the caller may not do this (trust, job)
     ├── FailedPrecondition            FAILED_PRECONDITION the system is not in a state to do it
     ├── ResourceExhausted             RESOURCE_EXHAUSTED a configured limit is reached
@@ -26,6 +27,7 @@ class Code(enum.Enum):
 
     INVALID_ARGUMENT = "INVALID_ARGUMENT"
     NOT_FOUND = "NOT_FOUND"
+    UNAUTHENTICATED = "UNAUTHENTICATED"
     PERMISSION_DENIED = "PERMISSION_DENIED"
     FAILED_PRECONDITION = "FAILED_PRECONDITION"
     RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
@@ -53,6 +55,12 @@ class NotFound(MemorydError):
     """The named thing does not exist, or is not visible to this caller."""
 
     code = Code.NOT_FOUND
+
+
+class Unauthenticated(MemorydError):
+    """Tokens are configured and the call carries none that is valid."""
+
+    code = Code.UNAUTHENTICATED
 
 
 class PermissionDenied(MemorydError):

@@ -78,7 +78,7 @@ def _skip_unused_record_fields() -> None:
 
 
 # A per-RPC line as queued by LogPipeline.rpc: (time, level, method, status, duration_ms).
-RpcLine = tuple[float, int, str, str, float]
+RpcLine = tuple[float, int, str, str, float, str]
 
 
 class LogPipeline:
@@ -129,34 +129,38 @@ class LogPipeline:
             if stop:
                 return
 
-    def rpc(self, level: int, method: str, status: str, duration_ms: float) -> None:
+    def rpc(
+        self, level: int, method: str, status: str, duration_ms: float, caller: str = ""
+    ) -> None:
         """The RPC log (memoryd.api.status.RpcLog): one line per call, at `level`."""
         if level >= self._level:
-            self._records.put((time.time(), level, method, status, duration_ms))
+            self._records.put((time.time(), level, method, status, duration_ms, caller))
 
     def _format(self, record: logging.LogRecord | RpcLine) -> str:
         try:
             if isinstance(record, tuple):
-                return self._format_rpc(*record)
+                return self._format_rpc(record)
             return self._formatter.format(record)
         except Exception:  # noqa: BLE001 - a bad log call must not kill the log thread
             if isinstance(record, tuple):
                 return f"unformattable RPC log line: {record!r}"
             return f"unformattable log record from {record.name}: {record.msg!r}"
 
-    def _format_rpc(
-        self, when: float, level: int, method: str, status: str, duration_ms: float
-    ) -> str:
+    def _format_rpc(self, line: RpcLine) -> str:
+        when, level, method, status, duration_ms, caller = line
         message = f"{method} {status} {duration_ms:.3f}ms"
         if not self._json:
             stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
-            return f"{stamp} {logging.getLevelName(level)} memoryd.rpc: {message}"
+            who = f" (token {caller})" if caller else ""
+            return f"{stamp} {logging.getLevelName(level)} memoryd.rpc: {message}{who}"
+        # A fingerprint is 8 hex digits: nothing to escape either.
+        token = f', "token": "{caller}"' if caller else ""
         # Method and status names are plain ASCII identifiers: nothing to escape, so a template
         # is exact and several times cheaper than json.dumps for the busiest line there is.
         return (
             f'{{"ts": "{_utc_stamp(when)}", "level": "{logging.getLevelName(level).lower()}", '
             f'"logger": "memoryd.rpc", "msg": "{message}", "event": "{Event.RPC}", '
-            f'"method": "{method}", "status": "{status}", "duration_ms": {duration_ms}}}'
+            f'"method": "{method}", "status": "{status}", "duration_ms": {duration_ms}{token}}}'
         )
 
     def stop(self) -> None:

@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import signal
 from collections.abc import Mapping
-from typing import cast
+from typing import Any, cast
 
 import grpc
 from google.protobuf import descriptor_pool
@@ -19,6 +19,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from memoryd import __version__
+from memoryd.api.auth import Authorizer
 from memoryd.api.reflection import (
     V1_SERVICE_NAME,
     MethodAwarePool,
@@ -27,7 +28,7 @@ from memoryd.api.reflection import (
 )
 from memoryd.api.servicer import CompactionServicer, MemoryServicer
 from memoryd.api.status import RpcLog, add_service, log_rpc_with_logging
-from memoryd.config import Settings
+from memoryd.config import Settings, check_exposure
 from memoryd.errors import StartupError
 from memoryd.log_events import Event
 from memoryd.runtime import Runtime
@@ -53,6 +54,7 @@ async def serve(
     env: Mapping[str, str] | None = None,
 ) -> None:
     """Run until `stop` is set (or SIGTERM/SIGINT), then shut down in order."""
+    check_exposure(settings)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     # Installed for the whole run: a second signal while stopping must not cut the orderly stop
@@ -111,7 +113,9 @@ async def _serve(
         # Duck-typed: it forwards everything but method lookups to the default pool.
         pool=cast("descriptor_pool.DescriptorPool", MethodAwarePool()),
     )
-    for register, servicer in (
+    # With tokens, memoryd's own services are guarded; health and reflection stay open.
+    guard = Authorizer(settings.auth.tokens) if settings.auth.tokens else None
+    guarded: tuple[tuple[Any, object], ...] = (
         (
             memory_service_pb2_grpc.add_MemoryServiceServicer_to_server,
             MemoryServicer(
@@ -134,6 +138,10 @@ async def _serve(
             compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server,
             CompactionServicer(compactor=runtime.compactor),
         ),
+    )
+    for register, servicer in guarded:
+        add_service(server, register, servicer, rpc_log, guard)
+    for register, servicer in (
         (health_pb2_grpc.add_HealthServicer_to_server, health_servicer),
         (reflection_pb2_grpc.add_ServerReflectionServicer_to_server, reflection_servicer),
         (add_v1_servicer_to_server, reflection_servicer),

@@ -9,6 +9,8 @@ start-up, so that every RPC
 - refuses to send an answer larger than a default client accepts (RESOURCE_EXHAUSTED);
 - turns any other exception into INTERNAL with a reference id, logging the traceback under that
   id and never sending it to the caller;
+- with tokens configured, authenticates the caller and admits its request (memoryd.api.auth),
+  every message of a client stream included;
 - reports one line per RPC (method, status, duration) to the RPC log.
 
 Wrapping at registration rather than in a grpc.aio server interceptor matters for speed: an
@@ -29,6 +31,7 @@ from typing import Any, Protocol
 import grpc
 from google.protobuf.message import DecodeError
 
+from memoryd.api.auth import Authorizer
 from memoryd.domain.answers import MAX_ANSWER_BYTES
 from memoryd.errors import Code, InvalidArgument, MemorydError, ResourceExhausted
 from memoryd.log_events import Event
@@ -39,6 +42,7 @@ Context = grpc.aio.ServicerContext[Any, Any]
 STATUS: dict[Code, grpc.StatusCode] = {
     Code.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
     Code.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    Code.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
     Code.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
     Code.FAILED_PRECONDITION: grpc.StatusCode.FAILED_PRECONDITION,
     Code.RESOURCE_EXHAUSTED: grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -53,27 +57,28 @@ QUIET_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
 
 class RpcLog(Protocol):
-    """Where the per-RPC line goes: (logging level, method, status name, duration in ms)."""
+    """Where the per-RPC line goes: (logging level, method, status name, duration in ms, the
+    caller's token fingerprint or "")."""
 
-    def __call__(self, level: int, method: str, status: str, duration_ms: float) -> None: ...
+    def __call__(
+        self, level: int, method: str, status: str, duration_ms: float, caller: str = ""
+    ) -> None: ...
 
 
-def log_rpc_with_logging(level: int, method: str, status: str, duration_ms: float) -> None:
+def log_rpc_with_logging(
+    level: int, method: str, status: str, duration_ms: float, caller: str = ""
+) -> None:
     """The plain RpcLog: a record on the memoryd.rpc logger."""
     if log.isEnabledFor(level):
-        log.log(
-            level,
-            "%s %s %.3fms",
-            method,
-            status,
-            duration_ms,
-            extra={
-                "event": Event.RPC,
-                "method": method,
-                "status": status,
-                "duration_ms": duration_ms,
-            },
-        )
+        extra: dict[str, object] = {
+            "event": Event.RPC,
+            "method": method,
+            "status": status,
+            "duration_ms": duration_ms,
+        }
+        if caller:
+            extra["token"] = caller
+        log.log(level, "%s %s %.3fms", method, status, duration_ms, extra=extra)
 
 
 def status_of(error: MemorydError) -> grpc.StatusCode:
@@ -101,13 +106,15 @@ def add_service(
     register: Callable[[Any, Any], None],
     servicer: object,
     rpc_log: RpcLog = log_rpc_with_logging,
+    guard: Authorizer | None = None,
 ) -> None:
-    """Register `servicer` with the generated `register` function, every handler wrapped."""
+    """Register `servicer` with the generated `register` function, every handler wrapped;
+    with a `guard`, every call is authenticated and its request admitted first."""
     registrar = _Registrar()
     register(servicer, registrar)
     for service, handlers in registrar.services.items():
         wrapped = {
-            method: _wrap_handler(f"/{service}/{method}", handler, rpc_log)
+            method: _wrap_handler(f"/{service}/{method}", handler, rpc_log, guard)
             for method, handler in handlers.items()
         }
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, wrapped),))
@@ -137,7 +144,7 @@ def _tolerant(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], A
 class _Call:
     """Bookkeeping for one RPC: the status it ended with and the log line."""
 
-    __slots__ = ("level", "method", "rpc_log", "start", "status")
+    __slots__ = ("caller", "level", "method", "rpc_log", "start", "status")
 
     def __init__(self, method: str, level: int, rpc_log: RpcLog) -> None:
         self.method = method
@@ -145,6 +152,7 @@ class _Call:
         self.rpc_log = rpc_log
         self.start = time.perf_counter()
         self.status = grpc.StatusCode.OK
+        self.caller = ""
 
     async def fail(self, context: Context, error: BaseException) -> None:
         """Abort the call with the status `error` maps to (raises grpc's AbortError)."""
@@ -169,7 +177,7 @@ class _Call:
         if self.status == grpc.StatusCode.OK:
             self.status = context.code() or grpc.StatusCode.OK  # a handler may set_code itself
         duration_ms = round((time.perf_counter() - self.start) * 1000, 3)
-        self.rpc_log(self.level, self.method, self.status.name, duration_ms)
+        self.rpc_log(self.level, self.method, self.status.name, duration_ms, self.caller)
 
 
 def _bounded(message: str) -> str:
@@ -185,11 +193,28 @@ def _check_request(request: Any) -> None:
         raise InvalidArgument(f"the request is not a valid protobuf message: {request.reason}")
 
 
-async def _checked(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    """A client stream whose messages are refused, in order, when one cannot be parsed."""
+async def _checked(
+    requests: AsyncIterator[Any], admit: Callable[[Any], None] | None
+) -> AsyncIterator[Any]:
+    """A client stream whose messages are refused, in order, when one cannot be parsed (or, with
+    tokens, is not admitted)."""
     async for request in requests:
         _check_request(request)
+        if admit is not None:
+            admit(request)
         yield request
+
+
+def _admission(
+    guard: Authorizer | None, method: str, call: _Call, context: Context
+) -> Callable[[Any], None] | None:
+    """Authenticate the call; the check each of its requests then goes through (None: no
+    tokens are configured, every call is admitted)."""
+    if guard is None:
+        return None
+    caller = guard.caller(context.invocation_metadata())
+    call.caller = caller.fingerprint
+    return lambda request: guard.admit(caller, method, request)
 
 
 def _readable(response: Any) -> Any:
@@ -205,7 +230,10 @@ def _readable(response: Any) -> Any:
 
 
 def _wrap_handler(
-    method: str, handler: grpc.RpcMethodHandler[Any, Any], rpc_log: RpcLog
+    method: str,
+    handler: grpc.RpcMethodHandler[Any, Any],
+    rpc_log: RpcLog,
+    guard: Authorizer | None,
 ) -> grpc.RpcMethodHandler[Any, Any]:
     replaced: Any = handler
     unary_request = not handler.request_streaming
@@ -213,24 +241,37 @@ def _wrap_handler(
     for kind in ("unary_unary", "unary_stream", "stream_unary", "stream_stream"):
         behavior = getattr(handler, kind)
         if behavior is not None:
-            wrapped = _wrap(method, behavior, level, rpc_log, unary_request=unary_request)
+            wrapped = _wrap(
+                method, behavior, level, rpc_log, guard=guard, unary_request=unary_request
+            )
             replaced = replaced._replace(**{kind: wrapped})
     replaced = replaced._replace(request_deserializer=_tolerant(handler.request_deserializer))
     result: grpc.RpcMethodHandler[Any, Any] = replaced
     return result
 
 
-def _wrap(method: str, behavior: Any, level: int, rpc_log: RpcLog, *, unary_request: bool) -> Any:
+def _wrap(
+    method: str,
+    behavior: Any,
+    level: int,
+    rpc_log: RpcLog,
+    *,
+    guard: Authorizer | None,
+    unary_request: bool,
+) -> Any:
     """The same bookkeeping around a coroutine handler or an async-generator handler."""
     if inspect.isasyncgenfunction(behavior):
 
         async def stream(request: Any, context: Context) -> AsyncIterator[Any]:
             call = _Call(method, level, rpc_log)
             try:
+                admit = _admission(guard, method, call, context)
                 if unary_request:
                     _check_request(request)
+                    if admit is not None:
+                        admit(request)
                 else:
-                    request = _checked(request)
+                    request = _checked(request, admit)
                 async for response in behavior(request, context):
                     yield response
             except (grpc.aio.AbortError, grpc.aio.UsageError):
@@ -245,10 +286,13 @@ def _wrap(method: str, behavior: Any, level: int, rpc_log: RpcLog, *, unary_requ
     async def unary(request: Any, context: Context) -> Any:
         call = _Call(method, level, rpc_log)
         try:
+            admit = _admission(guard, method, call, context)
             if unary_request:
                 _check_request(request)
+                if admit is not None:
+                    admit(request)
             else:
-                request = _checked(request)
+                request = _checked(request, admit)
             return _readable(await behavior(request, context))
         except (grpc.aio.AbortError, grpc.aio.UsageError):
             raise

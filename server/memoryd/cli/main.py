@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import sys
 from collections.abc import Sequence
@@ -41,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--listen", metavar="HOST:PORT", help="address to listen on (127.0.0.1:50051)"
     )
     serve.add_argument("--home", metavar="DIR", help="data directory (default ~/.memoryd)")
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve a non-loopback address without tokens (anyone who can reach it may read "
+        "and erase everything)",
+    )
     remote_commands.add_commands(commands)
     transfer_commands.add_commands(commands, remote_commands.common_options)
     setup_commands.add_commands(commands)
@@ -67,6 +74,10 @@ def _serve(args: argparse.Namespace) -> int:
         settings = load_settings(
             os.environ, config_path=args.config, home=args.home, listen=args.listen
         )
+        if args.insecure:
+            settings = dataclasses.replace(
+                settings, server=dataclasses.replace(settings.server, insecure=True)
+            )
     except StartupError as error:
         print(f"memoryd: {error}", file=sys.stderr)  # noqa: T201 - the CLI's own output
         return EXIT_USAGE

@@ -10,6 +10,7 @@ and exits 1.
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import json
 import sys
@@ -21,6 +22,8 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 import memoryd_client as md
+from memoryd.config import cli_token
+from memoryd.errors import StartupError
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -135,12 +138,63 @@ def add_commands(commands: Any) -> None:
     )
 
 
+class _Bearer(
+    grpc.UnaryUnaryClientInterceptor,
+    grpc.UnaryStreamClientInterceptor,
+    grpc.StreamUnaryClientInterceptor,
+    grpc.StreamStreamClientInterceptor,
+):
+    """Sends the CLI's token with every call."""
+
+    def __init__(self, token: str) -> None:
+        self._header = ("authorization", f"Bearer {token}")
+
+    def _details(self, details: Any) -> Any:
+        return _CallDetails(
+            details.method,
+            details.timeout,
+            [*(details.metadata or ()), self._header],
+            details.credentials,
+            details.wait_for_ready,
+            details.compression,
+        )
+
+    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+        return continuation(self._details(details), request)
+
+    def intercept_stream_unary(self, continuation: Any, details: Any, requests: Any) -> Any:
+        return continuation(self._details(details), requests)
+
+    def intercept_stream_stream(self, continuation: Any, details: Any, requests: Any) -> Any:
+        return continuation(self._details(details), requests)
+
+
+class _CallDetails(
+    collections.namedtuple(
+        "_CallDetails",
+        ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression"),
+    ),
+    grpc.ClientCallDetails,
+):
+    """grpc.ClientCallDetails with the token added."""
+
+
 def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO = sys.stdout) -> int:
-    """Run a client command against the server."""
+    """Run a client command against the server (with $MEMORYD_TOKEN or the configured token
+    file's token, when there is one)."""
     address = args.address or env.get("MEMORYD_ADDRESS") or DEFAULT_ADDRESS
     command: Command = args.run
     options = [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
-    with grpc.insecure_channel(address, options=options) as channel:
+    try:
+        token = cli_token(env)
+    except StartupError as error:
+        print(f"memoryd: {error}", file=sys.stderr)  # noqa: T201 - CLI output
+        return EXIT_USAGE
+    with grpc.insecure_channel(address, options=options) as plain:
+        channel = grpc.intercept_channel(plain, _Bearer(token)) if token else plain
         stubs = Stubs(md.MemoryServiceStub(channel), md.CompactionServiceStub(channel))
         try:
             return command(stubs, args, out)

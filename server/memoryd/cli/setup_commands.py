@@ -270,6 +270,19 @@ def effective(settings: Settings, env: Mapping[str, str]) -> dict[str, Any]:
         }
         for p in settings.providers
     ]
+    # Tokens are never shown, not even masked: each by its fingerprint (as the RPC log names it).
+    memoryd["auth"] = {
+        "cli_token_file": settings.auth.cli_token_file or "(none)",
+        "tokens": [
+            {
+                "fingerprint": token.fingerprint,
+                "role": token.role,
+                "agents": sorted(token.agents) if token.agents is not None else ["*"],
+                "max_trust": token.max_trust or "(any)",
+            }
+            for token in settings.auth.tokens
+        ],
+    }
     return {"memoryd": memoryd}
 
 
