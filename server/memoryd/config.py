@@ -72,6 +72,11 @@ class ServerSettings:
     # Serve a non-loopback address without tokens (`memoryd serve --insecure`): anyone who can
     # reach it may read and erase everything. Off: such a start is refused.
     insecure: bool = False
+    # TLS: the server's certificate chain and key (PEM files). With tls_client_ca, clients must
+    # present a certificate signed by that CA (mutual TLS).
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_client_ca: str = ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -535,6 +540,7 @@ def _validate(name: str, section: Any) -> None:
             raise StartupError(f"{label} must be positive, got {value}")
     if isinstance(section, ServerSettings):
         _check_listen(section.listen, "memoryd.server.listen")
+        _check_tls(section)
     if isinstance(section, MemorySettings) and section.scheduler_tick_seconds <= 0:
         raise StartupError("memoryd.memory.scheduler_tick_seconds must be positive")
     if isinstance(section, CompactionSettings) and not 0.1 <= section.threshold <= 1.0:
@@ -558,15 +564,31 @@ def is_loopback(listen: str) -> bool:
 
 
 def check_exposure(settings: Settings) -> None:
-    """Without tokens, memoryd serves only this machine unless told otherwise."""
+    """Without authentication (tokens, or client certificates under mutual TLS), memoryd serves
+    only this machine unless told otherwise. TLS alone authenticates the server, not callers."""
     server = settings.server
-    if settings.auth.tokens or server.insecure or is_loopback(server.listen):
+    authenticated = bool(settings.auth.tokens or server.tls_client_ca)
+    if authenticated or server.insecure or is_loopback(server.listen):
         return
     raise StartupError(
         f"refusing to serve {server.listen} without authentication: anyone who can reach it "
-        "could read and erase every conversation. Configure [[memoryd.auth.tokens]], listen on "
-        "a loopback address (127.0.0.1), or start with --insecure if that is really wanted"
+        "could read and erase every conversation. Configure [[memoryd.auth.tokens]] (or mutual "
+        "TLS, [memoryd.server] tls_client_ca), listen on a loopback address (127.0.0.1), or "
+        "start with --insecure if that is really wanted"
     )
+
+
+def _check_tls(server: ServerSettings) -> None:
+    if bool(server.tls_cert) != bool(server.tls_key):
+        raise StartupError("memoryd.server.tls_cert and tls_key go together: set both or neither")
+    if server.tls_client_ca and not server.tls_cert:
+        raise StartupError(
+            "memoryd.server.tls_client_ca needs tls_cert and tls_key (mutual TLS is TLS first)"
+        )
+    for name in ("tls_cert", "tls_key", "tls_client_ca"):
+        value = getattr(server, name)
+        if value and not Path(value).expanduser().is_file():
+            raise StartupError(f"memoryd.server.{name}: {value} is not a readable file")
 
 
 def _check_listen(value: str, label: str) -> str:

@@ -10,7 +10,9 @@ import asyncio
 import dataclasses
 import logging
 import signal
+import ssl
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, cast
 
 import grpc
@@ -28,7 +30,7 @@ from memoryd.api.reflection import (
 )
 from memoryd.api.servicer import CompactionServicer, MemoryServicer
 from memoryd.api.status import RpcLog, add_service, log_rpc_with_logging
-from memoryd.config import Settings, check_exposure
+from memoryd.config import ServerSettings, Settings, check_exposure
 from memoryd.errors import StartupError
 from memoryd.log_events import Event
 from memoryd.runtime import Runtime
@@ -81,6 +83,41 @@ async def serve(
             stats.retries,
             extra={"event": Event.STOPPED, "writer": dataclasses.asdict(stats)},
         )
+
+
+def server_credentials(server: ServerSettings) -> grpc.ServerCredentials | None:
+    """TLS credentials from [memoryd.server] tls_cert / tls_key (and tls_client_ca: a client
+    must then present a certificate that CA signed); None for plain text."""
+    if not server.tls_cert:
+        return None
+
+    def read(name: str) -> bytes:
+        path = Path(getattr(server, name)).expanduser()
+        try:
+            return path.read_bytes()
+        except OSError as error:
+            raise StartupError(
+                f"memoryd.server.{name}: cannot read {path}: {error.strerror}"
+            ) from None
+
+    client_ca = read("tls_client_ca") if server.tls_client_ca else None
+    try:  # gRPC only finds out when it binds, and says "Failed to bind": check the pair first
+        ssl.create_default_context().load_cert_chain(
+            Path(server.tls_cert).expanduser(), Path(server.tls_key).expanduser()
+        )
+    except (ssl.SSLError, OSError) as error:
+        raise StartupError(
+            f"the TLS certificate or key cannot be used ({server.tls_cert}, {server.tls_key}): "
+            f"{error}"
+        ) from None
+    try:
+        return grpc.ssl_server_credentials(
+            [(read("tls_key"), read("tls_cert"))],
+            root_certificates=client_ca,
+            require_client_auth=client_ca is not None,
+        )
+    except (RuntimeError, ValueError) as error:
+        raise StartupError(f"the TLS certificate or key cannot be used: {error}") from None
 
 
 def _request_stop(stop: asyncio.Event) -> None:
@@ -148,7 +185,11 @@ async def _serve(
     ):
         add_service(server, register, servicer, rpc_log)
     try:
-        port = server.add_insecure_port(settings.server.listen)
+        credentials = server_credentials(settings.server)
+        if credentials is None:
+            port = server.add_insecure_port(settings.server.listen)
+        else:
+            port = server.add_secure_port(settings.server.listen, credentials)
     except RuntimeError as error:
         raise StartupError(f"cannot listen on {settings.server.listen}: {error}") from error
     await server.start()
@@ -167,6 +208,14 @@ async def _serve(
             "home": str(settings.home),
             "database": str(settings.database_path),
             "schema_version": runtime.schema_version,
+            "tls": (
+                "mutual"
+                if settings.server.tls_client_ca
+                else "on"
+                if settings.server.tls_cert
+                else "off"
+            ),
+            "tokens": len(settings.auth.tokens),
         },
     )
     if runtime.reviewer.chain.configured:

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, TextIO
 
 import grpc
@@ -182,6 +183,19 @@ class _CallDetails(
     """grpc.ClientCallDetails with the token added."""
 
 
+def _tls(env: Mapping[str, str]) -> grpc.ChannelCredentials | None:
+    """TLS for a server that serves it: $MEMORYD_TLS_CA (the CA that signed the server's
+    certificate), and for mutual TLS $MEMORYD_TLS_CERT / $MEMORYD_TLS_KEY (the client's)."""
+    ca, cert, key = (env.get(f"MEMORYD_TLS_{name}") for name in ("CA", "CERT", "KEY"))
+    if not (ca or cert):
+        return None
+    return grpc.ssl_channel_credentials(
+        root_certificates=Path(ca).read_bytes() if ca else None,
+        private_key=Path(key).read_bytes() if key else None,
+        certificate_chain=Path(cert).read_bytes() if cert else None,
+    )
+
+
 def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO = sys.stdout) -> int:
     """Run a client command against the server (with $MEMORYD_TOKEN or the configured token
     file's token, when there is one)."""
@@ -193,7 +207,17 @@ def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO = sys.stdo
     except StartupError as error:
         print(f"memoryd: {error}", file=sys.stderr)  # noqa: T201 - CLI output
         return EXIT_USAGE
-    with grpc.insecure_channel(address, options=options) as plain:
+    try:
+        tls = _tls(env)
+    except OSError as error:
+        print(f"memoryd: cannot read a TLS file: {error}", file=sys.stderr)  # noqa: T201
+        return EXIT_USAGE
+    opened = (
+        grpc.secure_channel(address, tls, options=options)
+        if tls is not None
+        else grpc.insecure_channel(address, options=options)
+    )
+    with opened as plain:
         channel = grpc.intercept_channel(plain, _Bearer(token)) if token else plain
         stubs = Stubs(md.MemoryServiceStub(channel), md.CompactionServiceStub(channel))
         try:
