@@ -32,9 +32,12 @@ class ServerProcess:
         config: str | None = None,
         env: dict[str, str] | None = None,
         listen: str = "127.0.0.1:0",
+        create_home: bool = True,
+        umask: int | None = None,
     ) -> None:
         self.home = home
-        self.home.mkdir(parents=True, exist_ok=True)
+        if create_home:
+            self.home.mkdir(parents=True, exist_ok=True)
         command = [
             sys.executable,
             "-m",
@@ -46,6 +49,7 @@ class ServerProcess:
             listen,
         ]
         if config is not None:
+            home.parent.mkdir(parents=True, exist_ok=True)
             config_path = home.parent / f"{home.name}-config.toml"
             config_path.write_text(config, encoding="utf-8")
             command += ["--config", str(config_path)]
@@ -54,7 +58,12 @@ class ServerProcess:
         self.lines: list[str] = []
         self._changed = threading.Condition()
         self.process = subprocess.Popen(
-            command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=process_env
+            command,
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+            env=process_env,
+            umask=-1 if umask is None else umask,
         )
         self._reader = threading.Thread(target=self._collect, daemon=True)
         self._reader.start()

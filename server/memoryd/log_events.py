@@ -13,6 +13,7 @@ class Event(enum.StrEnum):
     """An `event` value of a log record."""
 
     AFTER_COMMIT = "after_commit"
+    HOME_READABLE = "home_readable"
     MIGRATED = "migrated"
     MODEL_CALL = "model_call"
     MODEL_PARAMETER_REFUSED = "model_parameter_refused"
