@@ -63,7 +63,7 @@ METHODS: list[MethodDescriptor] = [
     for service in module.DESCRIPTOR.services_by_name.values()
     for method in service.methods
 ]
-ADMIN_ONLY = {"ExportData", "ImportData"}
+ADMIN_ONLY = {"ExportData", "ImportData", "PurgeOwner"}
 
 
 def fingerprint(token: str) -> str:

@@ -130,7 +130,7 @@ class Runtime:
         memory = LongTermMemory(writer, readers, prompts, page_tokens)
         recall = RecallService(readers, history)
         resources = ResourceService(writer, readers, prompts, page_tokens)
-        erasure = ErasureService(writer, history, memory, prompts)
+        erasure = ErasureService(writer, history, memory, prompts, connection_settings)
         ingest = IngestService(history)
         jobs = JobService(writer, memory)
         reviewer = Reviewer(

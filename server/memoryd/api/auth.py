@@ -9,7 +9,7 @@ read for what it names, generically, so that no RPC can be forgotten:
 - every field of type memoryd.v1.Trust: a claim above the token's max_trust is
   PERMISSION_DENIED, and an unset one becomes the token's max_trust (the use case's default,
   operator, could otherwise exceed it);
-- the operators' RPCs (export, import) need role admin.
+- the operators' RPCs (export, import, PurgeOwner) need role admin.
 
 Agent-wide calls (SearchHistory of an agent, ListResources across owners, ReviewNow without a
 conversation, PurgeConversation) are thereby allowed to an admin and to an adapter whose token
@@ -37,6 +37,7 @@ ADMIN_ONLY = frozenset(
     {
         "/memoryd.v1.MemoryService/ExportData",
         "/memoryd.v1.MemoryService/ImportData",
+        "/memoryd.v1.MemoryService/PurgeOwner",
     }
 )
 TRUST_ENUM = records_pb2.Trust.DESCRIPTOR.full_name

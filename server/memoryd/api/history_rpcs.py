@@ -1,5 +1,5 @@
 """The conversation-history RPCs of memoryd.v1.MemoryService: AppendMessages, IngestMessages,
-ListMessages, SearchHistory, ClearConversation, PurgeConversation, GetConversation."""
+ListMessages, SearchHistory, ClearConversation, PurgeConversation, PurgeOwner, GetConversation."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from memoryd.api.history_convert import (
     sent_messages_in,
 )
 from memoryd.domain.answers import fitting, hit_bytes
+from memoryd.domain.conversation import check_identifier, owner_key
 from memoryd.services.erasure import ErasureService
 from memoryd.services.history import HistoryService
 from memoryd.services.ingest import IngestService
@@ -29,7 +30,7 @@ Context = grpc.aio.ServicerContext[Any, Any]
 
 class HistoryRpcs:
     """AppendMessages, IngestMessages, ListMessages, SearchHistory, ClearConversation,
-    PurgeConversation, GetConversation."""
+    PurgeConversation, PurgeOwner, GetConversation."""
 
     def __init__(
         self, history: HistoryService, erasure: ErasureService, ingest: IngestService
@@ -104,6 +105,21 @@ class HistoryRpcs:
             messages_deleted=purged.messages_deleted,
             conversation_deleted=purged.conversation_deleted,
             memories_deleted=purged.memories_deleted,
+        )
+
+    async def PurgeOwner(
+        self, request: service_pb.PurgeOwnerRequest, context: Context
+    ) -> service_pb.PurgeOwnerResponse:
+        check_identifier(request.owner_id, "owner_id", required=True)
+        owner = owner_key(agent_id=request.agent_id, owner_id=request.owner_id, field="request")
+        receipt = await self._erasure.purge_owner(owner)
+        return service_pb.PurgeOwnerResponse(
+            erased=[
+                service_pb.ErasedRows(table=table, rows=rows)
+                for table, rows in sorted(receipt.counts.items())
+            ],
+            prompt_files_removed=receipt.files_removed,
+            wal_truncated=receipt.wal_truncated,
         )
 
     async def GetConversation(

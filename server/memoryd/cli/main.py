@@ -5,6 +5,7 @@ memoryd memory list|show|forget|restore ...     (calls a running server; see rem
 memoryd resource list|history|show|diff|rollback ...
 memoryd compact|context --conversation CHANNEL:CHAT[:THREAD] ...   (CompactionService)
 memoryd export [--agent A] [--owner O] [FILE]; memoryd import FILE   (see transfer_commands)
+memoryd purge-owner AGENT OWNER [--yes]
 memoryd setup [...]; memoryd config show [--json]   (see setup_commands)
 """
 
@@ -59,7 +60,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
-    if args.command in ("memory", "resource", "compact", "context", "export", "import"):
+    if args.command in (
+        "memory",
+        "resource",
+        "compact",
+        "context",
+        "export",
+        "import",
+        "purge-owner",
+    ):
         return remote_commands.run(args, os.environ)
     if args.command in ("setup", "config"):
         code: int = args.run(args, os.environ)

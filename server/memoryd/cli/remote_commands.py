@@ -109,6 +109,15 @@ def add_commands(commands: Any) -> None:
     context.add_argument("--window", type=int, default=0, help="the model's context window")
     context.add_argument("--guest", action="store_true", help="as a guest would be answered")
 
+    purge = commands.add_parser(
+        "purge-owner", help="erase everything of one owner of one agent, and print the receipt"
+    )
+    common_options(purge)
+    purge.add_argument("agent", help="the agent")
+    purge.add_argument("owner", help="the owner")
+    purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    purge.set_defaults(run=_purge_owner)
+
     resource = commands.add_parser("resource", help="versioned USER.md / MEMORY.md revisions")
     resource_commands = resource.add_subparsers(dest="action", required=True, metavar="ACTION")
     listed = _command(resource_commands, "list", "list resources", _resource_list, owner=False)
@@ -446,6 +455,29 @@ def _resource_rollback(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> i
     )
     if not _json_answered(args, out, response):
         out.write(response.notice + "\n")
+    return 0
+
+
+def _purge_owner(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
+    """PurgeOwner. Asks first only on a terminal without --yes (a script is not asked)."""
+    if not args.yes and sys.stdin.isatty():
+        talk = sys.stderr if args.json else out
+        talk.write(
+            f"Erase everything of owner {args.owner!r} of agent {args.agent!r} (messages, memory, "
+            "prompt files, revisions)? This cannot be undone. [y/N] "
+        )
+        talk.flush()
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            talk.write("nothing was erased\n")
+            return EXIT_FAILED
+    response = stubs.memory.PurgeOwner(
+        md.PurgeOwnerRequest(agent_id=args.agent, owner_id=args.owner)
+    )
+    if not _json_answered(args, out, response):
+        for item in response.erased:
+            out.write(f"{item.table}\t{item.rows}\n")
+        out.write(f"prompt files removed\t{response.prompt_files_removed}\n")
+        out.write(f"WAL truncated\t{'yes' if response.wal_truncated else 'no'}\n")
     return 0
 
 

@@ -221,11 +221,18 @@ class PromptFiles:
             )
 
     def _remove_old_file(self, relative: str) -> None:
+        self.remove_file(relative)
+
+    def remove_file(self, relative: str) -> bool:
+        """Delete a prompt file (an erased owner's); whether one was there."""
         old = self._home / relative
         try:
-            old.unlink(missing_ok=True)
+            old.unlink()
+        except FileNotFoundError:
+            return False
         except OSError:  # an unreadable old path (too long for the filesystem): nothing there
-            return
+            return False
+        return True
 
 
 @dataclasses.dataclass(slots=True)

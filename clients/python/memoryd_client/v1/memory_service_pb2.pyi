@@ -1275,6 +1275,92 @@ class PurgeConversationResponse(_message.Message):
 Global___PurgeConversationResponse: _TypeAlias = PurgeConversationResponse  # noqa: Y015
 
 @_typing.final
+class PurgeOwnerRequest(_message.Message):
+    """PurgeOwnerRequest names the owner to erase."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The agent ("" = main)."""
+    owner_id: _builtins.str
+    """The owner. Required: "" is refused rather than taken as the default owner."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        owner_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "owner_id", b"owner_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PurgeOwnerRequest: _TypeAlias = PurgeOwnerRequest  # noqa: Y015
+
+@_typing.final
+class ErasedRows(_message.Message):
+    """ErasedRows counts the rows an erasure removed from one table."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TABLE_FIELD_NUMBER: _builtins.int
+    ROWS_FIELD_NUMBER: _builtins.int
+    table: _builtins.str
+    """The table (messages, memories, resource_revisions, ...)."""
+    rows: _builtins.int
+    """Rows removed."""
+    def __init__(
+        self,
+        *,
+        table: _builtins.str = ...,
+        rows: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["rows", b"rows", "table", b"table"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ErasedRows: _TypeAlias = ErasedRows  # noqa: Y015
+
+@_typing.final
+class PurgeOwnerResponse(_message.Message):
+    """PurgeOwnerResponse is the receipt of an owner's erasure."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERASED_FIELD_NUMBER: _builtins.int
+    PROMPT_FILES_REMOVED_FIELD_NUMBER: _builtins.int
+    WAL_TRUNCATED_FIELD_NUMBER: _builtins.int
+    prompt_files_removed: _builtins.int
+    """Prompt files deleted from the data directory."""
+    wal_truncated: _builtins.bool
+    """Whether the WAL was checkpointed and truncated (false: readers held it; the next
+    checkpoint empties it).
+    """
+    @_builtins.property
+    def erased(self) -> _containers.RepeatedCompositeFieldContainer[Global___ErasedRows]:
+        """Rows removed per table, tables in alphabetical order (a table with none is listed with 0)."""
+
+    def __init__(
+        self,
+        *,
+        erased: _abc.Iterable[Global___ErasedRows] | None = ...,
+        prompt_files_removed: _builtins.int = ...,
+        wal_truncated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["erased", b"erased", "prompt_files_removed", b"prompt_files_removed", "wal_truncated", b"wal_truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PurgeOwnerResponse: _TypeAlias = PurgeOwnerResponse  # noqa: Y015
+
+@_typing.final
 class GetConversationRequest(_message.Message):
     """GetConversationRequest names a conversation."""
 

@@ -83,6 +83,11 @@ class MemoryServiceStub:
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.PurgeConversationRequest.SerializeToString,
                 response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.PurgeConversationResponse.FromString,
                 _registered_method=True)
+        self.PurgeOwner = channel.unary_unary(
+                '/memoryd.v1.MemoryService/PurgeOwner',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.PurgeOwnerRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.PurgeOwnerResponse.FromString,
+                _registered_method=True)
         self.GetConversation = channel.unary_unary(
                 '/memoryd.v1.MemoryService/GetConversation',
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetConversationRequest.SerializeToString,
@@ -305,6 +310,19 @@ class MemoryServiceServicer:
         belong to the owner) and lose only their link to the erased message. Nothing of the
         content can be found afterwards. Purging an unknown conversation removes nothing and
         succeeds. A guest gets PERMISSION_DENIED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PurgeOwner(self, request, context):
+        """PurgeOwner erases everything of one owner of one agent: every conversation and message,
+        memory row, memory source, scheduled job and run, review state and run, transcript session,
+        the owner's USER.md and MEMORY.md with every revision (and their files), and the checkpoint
+        summaries of the owner's conversations. The word indexes are rewritten without them and the
+        WAL is checkpointed and truncated, so the erased text is in neither database file. Other
+        owners' files never quoted this owner and are untouched. The answer is a receipt with the
+        rows removed per table. An operator's call (a token with role admin, once tokens are set).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -540,6 +558,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.PurgeConversation,
                     request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.PurgeConversationRequest.FromString,
                     response_serializer=memoryd_dot_v1_dot_memory__service__pb2.PurgeConversationResponse.SerializeToString,
+            ),
+            'PurgeOwner': grpc.unary_unary_rpc_method_handler(
+                    servicer.PurgeOwner,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.PurgeOwnerRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.PurgeOwnerResponse.SerializeToString,
             ),
             'GetConversation': grpc.unary_unary_rpc_method_handler(
                     servicer.GetConversation,
@@ -894,6 +917,33 @@ class MemoryService:
             '/memoryd.v1.MemoryService/PurgeConversation',
             memoryd_dot_v1_dot_memory__service__pb2.PurgeConversationRequest.SerializeToString,
             memoryd_dot_v1_dot_memory__service__pb2.PurgeConversationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PurgeOwner(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/PurgeOwner',
+            memoryd_dot_v1_dot_memory__service__pb2.PurgeOwnerRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.PurgeOwnerResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -114,6 +114,15 @@ class MemoryServiceStub:
     content can be found afterwards. Purging an unknown conversation removes nothing and
     succeeds. A guest gets PERMISSION_DENIED.
     """
+    PurgeOwner: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.PurgeOwnerRequest, _memory_service_pb2.PurgeOwnerResponse]
+    """PurgeOwner erases everything of one owner of one agent: every conversation and message,
+    memory row, memory source, scheduled job and run, review state and run, transcript session,
+    the owner's USER.md and MEMORY.md with every revision (and their files), and the checkpoint
+    summaries of the owner's conversations. The word indexes are rewritten without them and the
+    WAL is checkpointed and truncated, so the erased text is in neither database file. Other
+    owners' files never quoted this owner and are untouched. The answer is a receipt with the
+    rows removed per table. An operator's call (a token with role admin, once tokens are set).
+    """
     GetConversation: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetConversationRequest, _memory_service_pb2.GetConversationResponse]
     """GetConversation returns a conversation's counts, times, window start and history version."""
     StoreMemory: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.StoreMemoryRequest, _memory_service_pb2.StoreMemoryResponse]
@@ -293,6 +302,15 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     belong to the owner) and lose only their link to the erased message. Nothing of the
     content can be found afterwards. Purging an unknown conversation removes nothing and
     succeeds. A guest gets PERMISSION_DENIED.
+    """
+    PurgeOwner: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.PurgeOwnerRequest, _memory_service_pb2.PurgeOwnerResponse]  # type: ignore[assignment]
+    """PurgeOwner erases everything of one owner of one agent: every conversation and message,
+    memory row, memory source, scheduled job and run, review state and run, transcript session,
+    the owner's USER.md and MEMORY.md with every revision (and their files), and the checkpoint
+    summaries of the owner's conversations. The word indexes are rewritten without them and the
+    WAL is checkpointed and truncated, so the erased text is in neither database file. Other
+    owners' files never quoted this owner and are untouched. The answer is a receipt with the
+    rows removed per table. An operator's call (a token with role admin, once tokens are set).
     """
     GetConversation: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetConversationRequest, _memory_service_pb2.GetConversationResponse]  # type: ignore[assignment]
     """GetConversation returns a conversation's counts, times, window start and history version."""
@@ -524,6 +542,21 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         belong to the owner) and lose only their link to the erased message. Nothing of the
         content can be found afterwards. Purging an unknown conversation removes nothing and
         succeeds. A guest gets PERMISSION_DENIED.
+        """
+
+    @_abc_1.abstractmethod
+    def PurgeOwner(
+        self,
+        request: _memory_service_pb2.PurgeOwnerRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.PurgeOwnerResponse, _abc.Awaitable[_memory_service_pb2.PurgeOwnerResponse]]:
+        """PurgeOwner erases everything of one owner of one agent: every conversation and message,
+        memory row, memory source, scheduled job and run, review state and run, transcript session,
+        the owner's USER.md and MEMORY.md with every revision (and their files), and the checkpoint
+        summaries of the owner's conversations. The word indexes are rewritten without them and the
+        WAL is checkpointed and truncated, so the erased text is in neither database file. Other
+        owners' files never quoted this owner and are untouched. The answer is a receipt with the
+        rows removed per table. An operator's call (a token with role admin, once tokens are set).
         """
 
     @_abc_1.abstractmethod

@@ -2550,6 +2550,181 @@ func (x *PurgeConversationResponse) GetMemoriesDeleted() int64 {
 	return 0
 }
 
+// PurgeOwnerRequest names the owner to erase.
+type PurgeOwnerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent ("" = main).
+	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The owner. Required: "" is refused rather than taken as the default owner.
+	OwnerId       string `protobuf:"bytes,2,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeOwnerRequest) Reset() {
+	*x = PurgeOwnerRequest{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeOwnerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeOwnerRequest) ProtoMessage() {}
+
+func (x *PurgeOwnerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeOwnerRequest.ProtoReflect.Descriptor instead.
+func (*PurgeOwnerRequest) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *PurgeOwnerRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *PurgeOwnerRequest) GetOwnerId() string {
+	if x != nil {
+		return x.OwnerId
+	}
+	return ""
+}
+
+// ErasedRows counts the rows an erasure removed from one table.
+type ErasedRows struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The table (messages, memories, resource_revisions, ...).
+	Table string `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	// Rows removed.
+	Rows          int64 `protobuf:"varint,2,opt,name=rows,proto3" json:"rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ErasedRows) Reset() {
+	*x = ErasedRows{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ErasedRows) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ErasedRows) ProtoMessage() {}
+
+func (x *ErasedRows) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ErasedRows.ProtoReflect.Descriptor instead.
+func (*ErasedRows) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ErasedRows) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *ErasedRows) GetRows() int64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+// PurgeOwnerResponse is the receipt of an owner's erasure.
+type PurgeOwnerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Rows removed per table, tables in alphabetical order (a table with none is listed with 0).
+	Erased []*ErasedRows `protobuf:"bytes,1,rep,name=erased,proto3" json:"erased,omitempty"`
+	// Prompt files deleted from the data directory.
+	PromptFilesRemoved int64 `protobuf:"varint,2,opt,name=prompt_files_removed,json=promptFilesRemoved,proto3" json:"prompt_files_removed,omitempty"`
+	// Whether the WAL was checkpointed and truncated (false: readers held it; the next
+	// checkpoint empties it).
+	WalTruncated  bool `protobuf:"varint,3,opt,name=wal_truncated,json=walTruncated,proto3" json:"wal_truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeOwnerResponse) Reset() {
+	*x = PurgeOwnerResponse{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeOwnerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeOwnerResponse) ProtoMessage() {}
+
+func (x *PurgeOwnerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeOwnerResponse.ProtoReflect.Descriptor instead.
+func (*PurgeOwnerResponse) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *PurgeOwnerResponse) GetErased() []*ErasedRows {
+	if x != nil {
+		return x.Erased
+	}
+	return nil
+}
+
+func (x *PurgeOwnerResponse) GetPromptFilesRemoved() int64 {
+	if x != nil {
+		return x.PromptFilesRemoved
+	}
+	return 0
+}
+
+func (x *PurgeOwnerResponse) GetWalTruncated() bool {
+	if x != nil {
+		return x.WalTruncated
+	}
+	return false
+}
+
 // GetConversationRequest names a conversation.
 type GetConversationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2561,7 +2736,7 @@ type GetConversationRequest struct {
 
 func (x *GetConversationRequest) Reset() {
 	*x = GetConversationRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[28]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2573,7 +2748,7 @@ func (x *GetConversationRequest) String() string {
 func (*GetConversationRequest) ProtoMessage() {}
 
 func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[28]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2586,7 +2761,7 @@ func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConversationRequest.ProtoReflect.Descriptor instead.
 func (*GetConversationRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{28}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetConversationRequest) GetConversation() *Conversation {
@@ -2634,7 +2809,7 @@ type GetConversationResponse struct {
 
 func (x *GetConversationResponse) Reset() {
 	*x = GetConversationResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[29]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2646,7 +2821,7 @@ func (x *GetConversationResponse) String() string {
 func (*GetConversationResponse) ProtoMessage() {}
 
 func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[29]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2659,7 +2834,7 @@ func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConversationResponse.ProtoReflect.Descriptor instead.
 func (*GetConversationResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{29}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetConversationResponse) GetConversation() *Conversation {
@@ -2808,7 +2983,7 @@ type StoreMemoryRequest struct {
 
 func (x *StoreMemoryRequest) Reset() {
 	*x = StoreMemoryRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[30]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2820,7 +2995,7 @@ func (x *StoreMemoryRequest) String() string {
 func (*StoreMemoryRequest) ProtoMessage() {}
 
 func (x *StoreMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[30]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2833,7 +3008,7 @@ func (x *StoreMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreMemoryRequest.ProtoReflect.Descriptor instead.
 func (*StoreMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{30}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StoreMemoryRequest) GetCaller() isStoreMemoryRequest_Caller {
@@ -2976,7 +3151,7 @@ type StoreMemoryResponse struct {
 
 func (x *StoreMemoryResponse) Reset() {
 	*x = StoreMemoryResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[31]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2988,7 +3163,7 @@ func (x *StoreMemoryResponse) String() string {
 func (*StoreMemoryResponse) ProtoMessage() {}
 
 func (x *StoreMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[31]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3001,7 +3176,7 @@ func (x *StoreMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreMemoryResponse.ProtoReflect.Descriptor instead.
 func (*StoreMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{31}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StoreMemoryResponse) GetMemory() *Memory {
@@ -3042,7 +3217,7 @@ type GetMemoryRequest struct {
 
 func (x *GetMemoryRequest) Reset() {
 	*x = GetMemoryRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[32]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3054,7 +3229,7 @@ func (x *GetMemoryRequest) String() string {
 func (*GetMemoryRequest) ProtoMessage() {}
 
 func (x *GetMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[32]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3067,7 +3242,7 @@ func (x *GetMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMemoryRequest.ProtoReflect.Descriptor instead.
 func (*GetMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{32}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetMemoryRequest) GetCaller() isGetMemoryRequest_Caller {
@@ -3152,7 +3327,7 @@ type GetMemoryResponse struct {
 
 func (x *GetMemoryResponse) Reset() {
 	*x = GetMemoryResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[33]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3164,7 +3339,7 @@ func (x *GetMemoryResponse) String() string {
 func (*GetMemoryResponse) ProtoMessage() {}
 
 func (x *GetMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[33]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3177,7 +3352,7 @@ func (x *GetMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMemoryResponse.ProtoReflect.Descriptor instead.
 func (*GetMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{33}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetMemoryResponse) GetMemory() *Memory {
@@ -3220,7 +3395,7 @@ type ListMemoriesRequest struct {
 
 func (x *ListMemoriesRequest) Reset() {
 	*x = ListMemoriesRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[34]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3232,7 +3407,7 @@ func (x *ListMemoriesRequest) String() string {
 func (*ListMemoriesRequest) ProtoMessage() {}
 
 func (x *ListMemoriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[34]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3245,7 +3420,7 @@ func (x *ListMemoriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMemoriesRequest.ProtoReflect.Descriptor instead.
 func (*ListMemoriesRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{34}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListMemoriesRequest) GetCaller() isListMemoriesRequest_Caller {
@@ -3360,7 +3535,7 @@ type ListedMemory struct {
 
 func (x *ListedMemory) Reset() {
 	*x = ListedMemory{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[35]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3372,7 +3547,7 @@ func (x *ListedMemory) String() string {
 func (*ListedMemory) ProtoMessage() {}
 
 func (x *ListedMemory) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[35]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3385,7 +3560,7 @@ func (x *ListedMemory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListedMemory.ProtoReflect.Descriptor instead.
 func (*ListedMemory) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{35}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListedMemory) GetMemory() *Memory {
@@ -3415,7 +3590,7 @@ type ListMemoriesResponse struct {
 
 func (x *ListMemoriesResponse) Reset() {
 	*x = ListMemoriesResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[36]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3427,7 +3602,7 @@ func (x *ListMemoriesResponse) String() string {
 func (*ListMemoriesResponse) ProtoMessage() {}
 
 func (x *ListMemoriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[36]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3440,7 +3615,7 @@ func (x *ListMemoriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMemoriesResponse.ProtoReflect.Descriptor instead.
 func (*ListMemoriesResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{36}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListMemoriesResponse) GetMemories() []*ListedMemory {
@@ -3487,7 +3662,7 @@ type UpdateMemoryRequest struct {
 
 func (x *UpdateMemoryRequest) Reset() {
 	*x = UpdateMemoryRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[37]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3499,7 +3674,7 @@ func (x *UpdateMemoryRequest) String() string {
 func (*UpdateMemoryRequest) ProtoMessage() {}
 
 func (x *UpdateMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[37]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3512,7 +3687,7 @@ func (x *UpdateMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMemoryRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{37}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *UpdateMemoryRequest) GetCaller() isUpdateMemoryRequest_Caller {
@@ -3618,7 +3793,7 @@ type UpdateMemoryResponse struct {
 
 func (x *UpdateMemoryResponse) Reset() {
 	*x = UpdateMemoryResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[38]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3630,7 +3805,7 @@ func (x *UpdateMemoryResponse) String() string {
 func (*UpdateMemoryResponse) ProtoMessage() {}
 
 func (x *UpdateMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[38]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3643,7 +3818,7 @@ func (x *UpdateMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMemoryResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{38}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UpdateMemoryResponse) GetMemory() *Memory {
@@ -3677,7 +3852,7 @@ type ArchiveMemoryRequest struct {
 
 func (x *ArchiveMemoryRequest) Reset() {
 	*x = ArchiveMemoryRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[39]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3689,7 +3864,7 @@ func (x *ArchiveMemoryRequest) String() string {
 func (*ArchiveMemoryRequest) ProtoMessage() {}
 
 func (x *ArchiveMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[39]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3702,7 +3877,7 @@ func (x *ArchiveMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveMemoryRequest.ProtoReflect.Descriptor instead.
 func (*ArchiveMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{39}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ArchiveMemoryRequest) GetCaller() isArchiveMemoryRequest_Caller {
@@ -3787,7 +3962,7 @@ type ArchiveMemoryResponse struct {
 
 func (x *ArchiveMemoryResponse) Reset() {
 	*x = ArchiveMemoryResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[40]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3799,7 +3974,7 @@ func (x *ArchiveMemoryResponse) String() string {
 func (*ArchiveMemoryResponse) ProtoMessage() {}
 
 func (x *ArchiveMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[40]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3812,7 +3987,7 @@ func (x *ArchiveMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveMemoryResponse.ProtoReflect.Descriptor instead.
 func (*ArchiveMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{40}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ArchiveMemoryResponse) GetMemory() *Memory {
@@ -3842,7 +4017,7 @@ type RestoreMemoryRequest struct {
 
 func (x *RestoreMemoryRequest) Reset() {
 	*x = RestoreMemoryRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[41]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3854,7 +4029,7 @@ func (x *RestoreMemoryRequest) String() string {
 func (*RestoreMemoryRequest) ProtoMessage() {}
 
 func (x *RestoreMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[41]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3867,7 +4042,7 @@ func (x *RestoreMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreMemoryRequest.ProtoReflect.Descriptor instead.
 func (*RestoreMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{41}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RestoreMemoryRequest) GetCaller() isRestoreMemoryRequest_Caller {
@@ -3940,7 +4115,7 @@ type RestoreMemoryResponse struct {
 
 func (x *RestoreMemoryResponse) Reset() {
 	*x = RestoreMemoryResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[42]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3952,7 +4127,7 @@ func (x *RestoreMemoryResponse) String() string {
 func (*RestoreMemoryResponse) ProtoMessage() {}
 
 func (x *RestoreMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[42]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3965,7 +4140,7 @@ func (x *RestoreMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreMemoryResponse.ProtoReflect.Descriptor instead.
 func (*RestoreMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{42}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RestoreMemoryResponse) GetMemory() *Memory {
@@ -4008,7 +4183,7 @@ type DeleteMemoryRequest struct {
 
 func (x *DeleteMemoryRequest) Reset() {
 	*x = DeleteMemoryRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[43]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4020,7 +4195,7 @@ func (x *DeleteMemoryRequest) String() string {
 func (*DeleteMemoryRequest) ProtoMessage() {}
 
 func (x *DeleteMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[43]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4033,7 +4208,7 @@ func (x *DeleteMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMemoryRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{43}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DeleteMemoryRequest) GetCaller() isDeleteMemoryRequest_Caller {
@@ -4127,7 +4302,7 @@ type DeleteMemoryResponse struct {
 
 func (x *DeleteMemoryResponse) Reset() {
 	*x = DeleteMemoryResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[44]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4139,7 +4314,7 @@ func (x *DeleteMemoryResponse) String() string {
 func (*DeleteMemoryResponse) ProtoMessage() {}
 
 func (x *DeleteMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[44]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4152,7 +4327,7 @@ func (x *DeleteMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMemoryResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{44}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DeleteMemoryResponse) GetDeleted() bool {
@@ -4195,7 +4370,7 @@ type RecallRequest struct {
 
 func (x *RecallRequest) Reset() {
 	*x = RecallRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[45]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4207,7 +4382,7 @@ func (x *RecallRequest) String() string {
 func (*RecallRequest) ProtoMessage() {}
 
 func (x *RecallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[45]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4220,7 +4395,7 @@ func (x *RecallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecallRequest.ProtoReflect.Descriptor instead.
 func (*RecallRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{45}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RecallRequest) GetConversation() *Conversation {
@@ -4294,7 +4469,7 @@ type RecallHit struct {
 
 func (x *RecallHit) Reset() {
 	*x = RecallHit{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[46]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4306,7 +4481,7 @@ func (x *RecallHit) String() string {
 func (*RecallHit) ProtoMessage() {}
 
 func (x *RecallHit) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[46]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4319,7 +4494,7 @@ func (x *RecallHit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecallHit.ProtoReflect.Descriptor instead.
 func (*RecallHit) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{46}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RecallHit) GetSource() RecallSource {
@@ -4400,7 +4575,7 @@ type RecallResponse struct {
 
 func (x *RecallResponse) Reset() {
 	*x = RecallResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[47]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4412,7 +4587,7 @@ func (x *RecallResponse) String() string {
 func (*RecallResponse) ProtoMessage() {}
 
 func (x *RecallResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[47]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4425,7 +4600,7 @@ func (x *RecallResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecallResponse.ProtoReflect.Descriptor instead.
 func (*RecallResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{47}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RecallResponse) GetHits() []*RecallHit {
@@ -4463,7 +4638,7 @@ type ListMemorySourcesRequest struct {
 
 func (x *ListMemorySourcesRequest) Reset() {
 	*x = ListMemorySourcesRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[48]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4475,7 +4650,7 @@ func (x *ListMemorySourcesRequest) String() string {
 func (*ListMemorySourcesRequest) ProtoMessage() {}
 
 func (x *ListMemorySourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[48]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4488,7 +4663,7 @@ func (x *ListMemorySourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMemorySourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListMemorySourcesRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{48}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListMemorySourcesRequest) GetOwner() *OwnerScope {
@@ -4539,7 +4714,7 @@ type ListMemorySourcesResponse struct {
 
 func (x *ListMemorySourcesResponse) Reset() {
 	*x = ListMemorySourcesResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[49]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4551,7 +4726,7 @@ func (x *ListMemorySourcesResponse) String() string {
 func (*ListMemorySourcesResponse) ProtoMessage() {}
 
 func (x *ListMemorySourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[49]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4564,7 +4739,7 @@ func (x *ListMemorySourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMemorySourcesResponse.ProtoReflect.Descriptor instead.
 func (*ListMemorySourcesResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{49}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListMemorySourcesResponse) GetSources() []*MemorySource {
@@ -4596,7 +4771,7 @@ type SetJobStatusRequest struct {
 
 func (x *SetJobStatusRequest) Reset() {
 	*x = SetJobStatusRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[50]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4608,7 +4783,7 @@ func (x *SetJobStatusRequest) String() string {
 func (*SetJobStatusRequest) ProtoMessage() {}
 
 func (x *SetJobStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[50]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4621,7 +4796,7 @@ func (x *SetJobStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetJobStatusRequest.ProtoReflect.Descriptor instead.
 func (*SetJobStatusRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{50}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SetJobStatusRequest) GetOwner() *OwnerScope {
@@ -4656,7 +4831,7 @@ type SetJobStatusResponse struct {
 
 func (x *SetJobStatusResponse) Reset() {
 	*x = SetJobStatusResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[51]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4668,7 +4843,7 @@ func (x *SetJobStatusResponse) String() string {
 func (*SetJobStatusResponse) ProtoMessage() {}
 
 func (x *SetJobStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[51]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4681,7 +4856,7 @@ func (x *SetJobStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetJobStatusResponse.ProtoReflect.Descriptor instead.
 func (*SetJobStatusResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{51}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SetJobStatusResponse) GetSource() *MemorySource {
@@ -4711,7 +4886,7 @@ type FinishJobRunRequest struct {
 
 func (x *FinishJobRunRequest) Reset() {
 	*x = FinishJobRunRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[52]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4723,7 +4898,7 @@ func (x *FinishJobRunRequest) String() string {
 func (*FinishJobRunRequest) ProtoMessage() {}
 
 func (x *FinishJobRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[52]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4736,7 +4911,7 @@ func (x *FinishJobRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishJobRunRequest.ProtoReflect.Descriptor instead.
 func (*FinishJobRunRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{52}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *FinishJobRunRequest) GetOwner() *OwnerScope {
@@ -4791,7 +4966,7 @@ type FinishJobRunResponse struct {
 
 func (x *FinishJobRunResponse) Reset() {
 	*x = FinishJobRunResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[53]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4803,7 +4978,7 @@ func (x *FinishJobRunResponse) String() string {
 func (*FinishJobRunResponse) ProtoMessage() {}
 
 func (x *FinishJobRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[53]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4816,7 +4991,7 @@ func (x *FinishJobRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishJobRunResponse.ProtoReflect.Descriptor instead.
 func (*FinishJobRunResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{53}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *FinishJobRunResponse) GetStatus() string {
@@ -4862,7 +5037,7 @@ type GetPromptContextRequest struct {
 
 func (x *GetPromptContextRequest) Reset() {
 	*x = GetPromptContextRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[54]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4874,7 +5049,7 @@ func (x *GetPromptContextRequest) String() string {
 func (*GetPromptContextRequest) ProtoMessage() {}
 
 func (x *GetPromptContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[54]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4887,7 +5062,7 @@ func (x *GetPromptContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptContextRequest.ProtoReflect.Descriptor instead.
 func (*GetPromptContextRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{54}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetPromptContextRequest) GetAgentId() string {
@@ -4930,7 +5105,7 @@ type PromptFileUsage struct {
 
 func (x *PromptFileUsage) Reset() {
 	*x = PromptFileUsage{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[55]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4942,7 +5117,7 @@ func (x *PromptFileUsage) String() string {
 func (*PromptFileUsage) ProtoMessage() {}
 
 func (x *PromptFileUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[55]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4955,7 +5130,7 @@ func (x *PromptFileUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptFileUsage.ProtoReflect.Descriptor instead.
 func (*PromptFileUsage) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{55}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *PromptFileUsage) GetUsedChars() int32 {
@@ -5015,7 +5190,7 @@ type GetPromptContextResponse struct {
 
 func (x *GetPromptContextResponse) Reset() {
 	*x = GetPromptContextResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[56]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5027,7 +5202,7 @@ func (x *GetPromptContextResponse) String() string {
 func (*GetPromptContextResponse) ProtoMessage() {}
 
 func (x *GetPromptContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[56]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5040,7 +5215,7 @@ func (x *GetPromptContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptContextResponse.ProtoReflect.Descriptor instead.
 func (*GetPromptContextResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{56}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetPromptContextResponse) GetUserMd() string {
@@ -5105,7 +5280,7 @@ type ListResourcesRequest struct {
 
 func (x *ListResourcesRequest) Reset() {
 	*x = ListResourcesRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[57]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5117,7 +5292,7 @@ func (x *ListResourcesRequest) String() string {
 func (*ListResourcesRequest) ProtoMessage() {}
 
 func (x *ListResourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[57]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5130,7 +5305,7 @@ func (x *ListResourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListResourcesRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{57}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListResourcesRequest) GetAgentId() string {
@@ -5181,7 +5356,7 @@ type ListResourcesResponse struct {
 
 func (x *ListResourcesResponse) Reset() {
 	*x = ListResourcesResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[58]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5193,7 +5368,7 @@ func (x *ListResourcesResponse) String() string {
 func (*ListResourcesResponse) ProtoMessage() {}
 
 func (x *ListResourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[58]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5206,7 +5381,7 @@ func (x *ListResourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourcesResponse.ProtoReflect.Descriptor instead.
 func (*ListResourcesResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{58}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListResourcesResponse) GetResources() []*Resource {
@@ -5239,7 +5414,7 @@ type ListRevisionsRequest struct {
 
 func (x *ListRevisionsRequest) Reset() {
 	*x = ListRevisionsRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[59]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5251,7 +5426,7 @@ func (x *ListRevisionsRequest) String() string {
 func (*ListRevisionsRequest) ProtoMessage() {}
 
 func (x *ListRevisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[59]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5264,7 +5439,7 @@ func (x *ListRevisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRevisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListRevisionsRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{59}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListRevisionsRequest) GetRef() *ResourceRef {
@@ -5301,7 +5476,7 @@ type ListRevisionsResponse struct {
 
 func (x *ListRevisionsResponse) Reset() {
 	*x = ListRevisionsResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[60]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5313,7 +5488,7 @@ func (x *ListRevisionsResponse) String() string {
 func (*ListRevisionsResponse) ProtoMessage() {}
 
 func (x *ListRevisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[60]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5326,7 +5501,7 @@ func (x *ListRevisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRevisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListRevisionsResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{60}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ListRevisionsResponse) GetRevisions() []*ResourceRevision {
@@ -5356,7 +5531,7 @@ type GetRevisionRequest struct {
 
 func (x *GetRevisionRequest) Reset() {
 	*x = GetRevisionRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[61]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5368,7 +5543,7 @@ func (x *GetRevisionRequest) String() string {
 func (*GetRevisionRequest) ProtoMessage() {}
 
 func (x *GetRevisionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[61]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5381,7 +5556,7 @@ func (x *GetRevisionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRevisionRequest.ProtoReflect.Descriptor instead.
 func (*GetRevisionRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{61}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetRevisionRequest) GetRef() *ResourceRef {
@@ -5409,7 +5584,7 @@ type GetRevisionResponse struct {
 
 func (x *GetRevisionResponse) Reset() {
 	*x = GetRevisionResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[62]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5421,7 +5596,7 @@ func (x *GetRevisionResponse) String() string {
 func (*GetRevisionResponse) ProtoMessage() {}
 
 func (x *GetRevisionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[62]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5434,7 +5609,7 @@ func (x *GetRevisionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRevisionResponse.ProtoReflect.Descriptor instead.
 func (*GetRevisionResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{62}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetRevisionResponse) GetRevision() *ResourceRevision {
@@ -5459,7 +5634,7 @@ type DiffRevisionsRequest struct {
 
 func (x *DiffRevisionsRequest) Reset() {
 	*x = DiffRevisionsRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[63]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5471,7 +5646,7 @@ func (x *DiffRevisionsRequest) String() string {
 func (*DiffRevisionsRequest) ProtoMessage() {}
 
 func (x *DiffRevisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[63]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5484,7 +5659,7 @@ func (x *DiffRevisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRevisionsRequest.ProtoReflect.Descriptor instead.
 func (*DiffRevisionsRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{63}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *DiffRevisionsRequest) GetRef() *ResourceRef {
@@ -5523,7 +5698,7 @@ type DiffRevisionsResponse struct {
 
 func (x *DiffRevisionsResponse) Reset() {
 	*x = DiffRevisionsResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[64]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5535,7 +5710,7 @@ func (x *DiffRevisionsResponse) String() string {
 func (*DiffRevisionsResponse) ProtoMessage() {}
 
 func (x *DiffRevisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[64]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5548,7 +5723,7 @@ func (x *DiffRevisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRevisionsResponse.ProtoReflect.Descriptor instead.
 func (*DiffRevisionsResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{64}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *DiffRevisionsResponse) GetDiff() string {
@@ -5585,7 +5760,7 @@ type RollbackResourceRequest struct {
 
 func (x *RollbackResourceRequest) Reset() {
 	*x = RollbackResourceRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[65]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5597,7 +5772,7 @@ func (x *RollbackResourceRequest) String() string {
 func (*RollbackResourceRequest) ProtoMessage() {}
 
 func (x *RollbackResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[65]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5610,7 +5785,7 @@ func (x *RollbackResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackResourceRequest.ProtoReflect.Descriptor instead.
 func (*RollbackResourceRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{65}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *RollbackResourceRequest) GetRef() *ResourceRef {
@@ -5643,7 +5818,7 @@ type RollbackResourceResponse struct {
 
 func (x *RollbackResourceResponse) Reset() {
 	*x = RollbackResourceResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[66]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5655,7 +5830,7 @@ func (x *RollbackResourceResponse) String() string {
 func (*RollbackResourceResponse) ProtoMessage() {}
 
 func (x *RollbackResourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[66]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5668,7 +5843,7 @@ func (x *RollbackResourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackResourceResponse.ProtoReflect.Descriptor instead.
 func (*RollbackResourceResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{66}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *RollbackResourceResponse) GetRevision() *ResourceRevision {
@@ -5705,7 +5880,7 @@ type TurnUsage struct {
 
 func (x *TurnUsage) Reset() {
 	*x = TurnUsage{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[67]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5717,7 +5892,7 @@ func (x *TurnUsage) String() string {
 func (*TurnUsage) ProtoMessage() {}
 
 func (x *TurnUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[67]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5730,7 +5905,7 @@ func (x *TurnUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnUsage.ProtoReflect.Descriptor instead.
 func (*TurnUsage) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{67}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *TurnUsage) GetPeakPromptTokens() int64 {
@@ -5768,7 +5943,7 @@ type CommitTurnRequest struct {
 
 func (x *CommitTurnRequest) Reset() {
 	*x = CommitTurnRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[68]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5780,7 +5955,7 @@ func (x *CommitTurnRequest) String() string {
 func (*CommitTurnRequest) ProtoMessage() {}
 
 func (x *CommitTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[68]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5793,7 +5968,7 @@ func (x *CommitTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitTurnRequest.ProtoReflect.Descriptor instead.
 func (*CommitTurnRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{68}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CommitTurnRequest) GetConversation() *Conversation {
@@ -5849,7 +6024,7 @@ type CommitTurnResponse struct {
 
 func (x *CommitTurnResponse) Reset() {
 	*x = CommitTurnResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[69]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5861,7 +6036,7 @@ func (x *CommitTurnResponse) String() string {
 func (*CommitTurnResponse) ProtoMessage() {}
 
 func (x *CommitTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[69]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5874,7 +6049,7 @@ func (x *CommitTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitTurnResponse.ProtoReflect.Descriptor instead.
 func (*CommitTurnResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{69}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CommitTurnResponse) GetResults() []*AppendResult {
@@ -5920,7 +6095,7 @@ type ReviewNowRequest struct {
 
 func (x *ReviewNowRequest) Reset() {
 	*x = ReviewNowRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[70]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5932,7 +6107,7 @@ func (x *ReviewNowRequest) String() string {
 func (*ReviewNowRequest) ProtoMessage() {}
 
 func (x *ReviewNowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[70]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5945,7 +6120,7 @@ func (x *ReviewNowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewNowRequest.ProtoReflect.Descriptor instead.
 func (*ReviewNowRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{70}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ReviewNowRequest) GetConversation() *Conversation {
@@ -5985,7 +6160,7 @@ type SkippedOperation struct {
 
 func (x *SkippedOperation) Reset() {
 	*x = SkippedOperation{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[71]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5997,7 +6172,7 @@ func (x *SkippedOperation) String() string {
 func (*SkippedOperation) ProtoMessage() {}
 
 func (x *SkippedOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[71]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6010,7 +6185,7 @@ func (x *SkippedOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkippedOperation.ProtoReflect.Descriptor instead.
 func (*SkippedOperation) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{71}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SkippedOperation) GetIndex() int32 {
@@ -6070,7 +6245,7 @@ type ConversationReview struct {
 
 func (x *ConversationReview) Reset() {
 	*x = ConversationReview{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[72]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6082,7 +6257,7 @@ func (x *ConversationReview) String() string {
 func (*ConversationReview) ProtoMessage() {}
 
 func (x *ConversationReview) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[72]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6095,7 +6270,7 @@ func (x *ConversationReview) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConversationReview.ProtoReflect.Descriptor instead.
 func (*ConversationReview) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{72}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ConversationReview) GetConversation() *Conversation {
@@ -6200,7 +6375,7 @@ type ReviewNowResponse struct {
 
 func (x *ReviewNowResponse) Reset() {
 	*x = ReviewNowResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[73]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6212,7 +6387,7 @@ func (x *ReviewNowResponse) String() string {
 func (*ReviewNowResponse) ProtoMessage() {}
 
 func (x *ReviewNowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[73]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6225,7 +6400,7 @@ func (x *ReviewNowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewNowResponse.ProtoReflect.Descriptor instead.
 func (*ReviewNowResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{73}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ReviewNowResponse) GetReviews() []*ConversationReview {
@@ -6246,7 +6421,7 @@ type GetReviewStateRequest struct {
 
 func (x *GetReviewStateRequest) Reset() {
 	*x = GetReviewStateRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[74]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6258,7 +6433,7 @@ func (x *GetReviewStateRequest) String() string {
 func (*GetReviewStateRequest) ProtoMessage() {}
 
 func (x *GetReviewStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[74]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6271,7 +6446,7 @@ func (x *GetReviewStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReviewStateRequest.ProtoReflect.Descriptor instead.
 func (*GetReviewStateRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{74}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetReviewStateRequest) GetConversation() *Conversation {
@@ -6322,7 +6497,7 @@ type ReviewRun struct {
 
 func (x *ReviewRun) Reset() {
 	*x = ReviewRun{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[75]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6334,7 +6509,7 @@ func (x *ReviewRun) String() string {
 func (*ReviewRun) ProtoMessage() {}
 
 func (x *ReviewRun) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[75]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6347,7 +6522,7 @@ func (x *ReviewRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewRun.ProtoReflect.Descriptor instead.
 func (*ReviewRun) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{75}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ReviewRun) GetId() int64 {
@@ -6502,7 +6677,7 @@ type GetReviewStateResponse struct {
 
 func (x *GetReviewStateResponse) Reset() {
 	*x = GetReviewStateResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[76]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6514,7 +6689,7 @@ func (x *GetReviewStateResponse) String() string {
 func (*GetReviewStateResponse) ProtoMessage() {}
 
 func (x *GetReviewStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[76]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6527,7 +6702,7 @@ func (x *GetReviewStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReviewStateResponse.ProtoReflect.Descriptor instead.
 func (*GetReviewStateResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{76}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *GetReviewStateResponse) GetConversation() *Conversation {
@@ -6781,7 +6956,18 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x19PurgeConversationResponse\x12)\n" +
 	"\x10messages_deleted\x18\x01 \x01(\x03R\x0fmessagesDeleted\x121\n" +
 	"\x14conversation_deleted\x18\x02 \x01(\bR\x13conversationDeleted\x12)\n" +
-	"\x10memories_deleted\x18\x03 \x01(\x03R\x0fmemoriesDeleted\"V\n" +
+	"\x10memories_deleted\x18\x03 \x01(\x03R\x0fmemoriesDeleted\"I\n" +
+	"\x11PurgeOwnerRequest\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x19\n" +
+	"\bowner_id\x18\x02 \x01(\tR\aownerId\"6\n" +
+	"\n" +
+	"ErasedRows\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x12\n" +
+	"\x04rows\x18\x02 \x01(\x03R\x04rows\"\x9b\x01\n" +
+	"\x12PurgeOwnerResponse\x12.\n" +
+	"\x06erased\x18\x01 \x03(\v2\x16.memoryd.v1.ErasedRowsR\x06erased\x120\n" +
+	"\x14prompt_files_removed\x18\x02 \x01(\x03R\x12promptFilesRemoved\x12#\n" +
+	"\rwal_truncated\x18\x03 \x01(\bR\fwalTruncated\"V\n" +
 	"\x16GetConversationRequest\x12<\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\"\xc0\x05\n" +
 	"\x17GetConversationResponse\x12<\n" +
@@ -7138,7 +7324,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x1dREVIEW_STATUS_NOTHING_TO_SAVE\x10\x02\x12\x19\n" +
 	"\x15REVIEW_STATUS_SKIPPED\x10\x03\x12\x18\n" +
 	"\x14REVIEW_STATUS_FAILED\x10\x04\x12'\n" +
-	"#REVIEW_STATUS_NOTHING_TO_SAVE_PROSE\x10\x052\xea\x14\n" +
+	"#REVIEW_STATUS_NOTHING_TO_SAVE_PROSE\x10\x052\xbc\x15\n" +
 	"\rMemoryService\x12W\n" +
 	"\x0eAppendMessages\x12!.memoryd.v1.AppendMessagesRequest\x1a\".memoryd.v1.AppendMessagesResponse\x12Y\n" +
 	"\x0eIngestMessages\x12!.memoryd.v1.IngestMessagesRequest\x1a\".memoryd.v1.IngestMessagesResponse(\x01\x12a\n" +
@@ -7150,7 +7336,9 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\fListMessages\x12\x1f.memoryd.v1.ListMessagesRequest\x1a .memoryd.v1.ListMessagesResponse\"\x03\x90\x02\x01\x12Y\n" +
 	"\rSearchHistory\x12 .memoryd.v1.SearchHistoryRequest\x1a!.memoryd.v1.SearchHistoryResponse\"\x03\x90\x02\x01\x12`\n" +
 	"\x11ClearConversation\x12$.memoryd.v1.ClearConversationRequest\x1a%.memoryd.v1.ClearConversationResponse\x12e\n" +
-	"\x11PurgeConversation\x12$.memoryd.v1.PurgeConversationRequest\x1a%.memoryd.v1.PurgeConversationResponse\"\x03\x90\x02\x02\x12_\n" +
+	"\x11PurgeConversation\x12$.memoryd.v1.PurgeConversationRequest\x1a%.memoryd.v1.PurgeConversationResponse\"\x03\x90\x02\x02\x12P\n" +
+	"\n" +
+	"PurgeOwner\x12\x1d.memoryd.v1.PurgeOwnerRequest\x1a\x1e.memoryd.v1.PurgeOwnerResponse\"\x03\x90\x02\x02\x12_\n" +
 	"\x0fGetConversation\x12\".memoryd.v1.GetConversationRequest\x1a#.memoryd.v1.GetConversationResponse\"\x03\x90\x02\x01\x12N\n" +
 	"\vStoreMemory\x12\x1e.memoryd.v1.StoreMemoryRequest\x1a\x1f.memoryd.v1.StoreMemoryResponse\x12M\n" +
 	"\tGetMemory\x12\x1c.memoryd.v1.GetMemoryRequest\x1a\x1d.memoryd.v1.GetMemoryResponse\"\x03\x90\x02\x01\x12V\n" +
@@ -7190,7 +7378,7 @@ func file_memoryd_v1_memory_service_proto_rawDescGZIP() []byte {
 }
 
 var file_memoryd_v1_memory_service_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_memoryd_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
+var file_memoryd_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
 var file_memoryd_v1_memory_service_proto_goTypes = []any{
 	(AppendOutcome)(0),                // 0: memoryd.v1.AppendOutcome
 	(Speaker)(0),                      // 1: memoryd.v1.Speaker
@@ -7229,261 +7417,267 @@ var file_memoryd_v1_memory_service_proto_goTypes = []any{
 	(*ClearConversationResponse)(nil), // 34: memoryd.v1.ClearConversationResponse
 	(*PurgeConversationRequest)(nil),  // 35: memoryd.v1.PurgeConversationRequest
 	(*PurgeConversationResponse)(nil), // 36: memoryd.v1.PurgeConversationResponse
-	(*GetConversationRequest)(nil),    // 37: memoryd.v1.GetConversationRequest
-	(*GetConversationResponse)(nil),   // 38: memoryd.v1.GetConversationResponse
-	(*StoreMemoryRequest)(nil),        // 39: memoryd.v1.StoreMemoryRequest
-	(*StoreMemoryResponse)(nil),       // 40: memoryd.v1.StoreMemoryResponse
-	(*GetMemoryRequest)(nil),          // 41: memoryd.v1.GetMemoryRequest
-	(*GetMemoryResponse)(nil),         // 42: memoryd.v1.GetMemoryResponse
-	(*ListMemoriesRequest)(nil),       // 43: memoryd.v1.ListMemoriesRequest
-	(*ListedMemory)(nil),              // 44: memoryd.v1.ListedMemory
-	(*ListMemoriesResponse)(nil),      // 45: memoryd.v1.ListMemoriesResponse
-	(*UpdateMemoryRequest)(nil),       // 46: memoryd.v1.UpdateMemoryRequest
-	(*UpdateMemoryResponse)(nil),      // 47: memoryd.v1.UpdateMemoryResponse
-	(*ArchiveMemoryRequest)(nil),      // 48: memoryd.v1.ArchiveMemoryRequest
-	(*ArchiveMemoryResponse)(nil),     // 49: memoryd.v1.ArchiveMemoryResponse
-	(*RestoreMemoryRequest)(nil),      // 50: memoryd.v1.RestoreMemoryRequest
-	(*RestoreMemoryResponse)(nil),     // 51: memoryd.v1.RestoreMemoryResponse
-	(*DeleteMemoryRequest)(nil),       // 52: memoryd.v1.DeleteMemoryRequest
-	(*DeleteMemoryResponse)(nil),      // 53: memoryd.v1.DeleteMemoryResponse
-	(*RecallRequest)(nil),             // 54: memoryd.v1.RecallRequest
-	(*RecallHit)(nil),                 // 55: memoryd.v1.RecallHit
-	(*RecallResponse)(nil),            // 56: memoryd.v1.RecallResponse
-	(*ListMemorySourcesRequest)(nil),  // 57: memoryd.v1.ListMemorySourcesRequest
-	(*ListMemorySourcesResponse)(nil), // 58: memoryd.v1.ListMemorySourcesResponse
-	(*SetJobStatusRequest)(nil),       // 59: memoryd.v1.SetJobStatusRequest
-	(*SetJobStatusResponse)(nil),      // 60: memoryd.v1.SetJobStatusResponse
-	(*FinishJobRunRequest)(nil),       // 61: memoryd.v1.FinishJobRunRequest
-	(*FinishJobRunResponse)(nil),      // 62: memoryd.v1.FinishJobRunResponse
-	(*GetPromptContextRequest)(nil),   // 63: memoryd.v1.GetPromptContextRequest
-	(*PromptFileUsage)(nil),           // 64: memoryd.v1.PromptFileUsage
-	(*GetPromptContextResponse)(nil),  // 65: memoryd.v1.GetPromptContextResponse
-	(*ListResourcesRequest)(nil),      // 66: memoryd.v1.ListResourcesRequest
-	(*ListResourcesResponse)(nil),     // 67: memoryd.v1.ListResourcesResponse
-	(*ListRevisionsRequest)(nil),      // 68: memoryd.v1.ListRevisionsRequest
-	(*ListRevisionsResponse)(nil),     // 69: memoryd.v1.ListRevisionsResponse
-	(*GetRevisionRequest)(nil),        // 70: memoryd.v1.GetRevisionRequest
-	(*GetRevisionResponse)(nil),       // 71: memoryd.v1.GetRevisionResponse
-	(*DiffRevisionsRequest)(nil),      // 72: memoryd.v1.DiffRevisionsRequest
-	(*DiffRevisionsResponse)(nil),     // 73: memoryd.v1.DiffRevisionsResponse
-	(*RollbackResourceRequest)(nil),   // 74: memoryd.v1.RollbackResourceRequest
-	(*RollbackResourceResponse)(nil),  // 75: memoryd.v1.RollbackResourceResponse
-	(*TurnUsage)(nil),                 // 76: memoryd.v1.TurnUsage
-	(*CommitTurnRequest)(nil),         // 77: memoryd.v1.CommitTurnRequest
-	(*CommitTurnResponse)(nil),        // 78: memoryd.v1.CommitTurnResponse
-	(*ReviewNowRequest)(nil),          // 79: memoryd.v1.ReviewNowRequest
-	(*SkippedOperation)(nil),          // 80: memoryd.v1.SkippedOperation
-	(*ConversationReview)(nil),        // 81: memoryd.v1.ConversationReview
-	(*ReviewNowResponse)(nil),         // 82: memoryd.v1.ReviewNowResponse
-	(*GetReviewStateRequest)(nil),     // 83: memoryd.v1.GetReviewStateRequest
-	(*ReviewRun)(nil),                 // 84: memoryd.v1.ReviewRun
-	(*GetReviewStateResponse)(nil),    // 85: memoryd.v1.GetReviewStateResponse
-	(Role)(0),                         // 86: memoryd.v1.Role
-	(*timestamppb.Timestamp)(nil),     // 87: google.protobuf.Timestamp
-	(Trust)(0),                        // 88: memoryd.v1.Trust
-	(*Conversation)(nil),              // 89: memoryd.v1.Conversation
-	(*Message)(nil),                   // 90: memoryd.v1.Message
-	(*OwnerScope)(nil),                // 91: memoryd.v1.OwnerScope
-	(*AgentScope)(nil),                // 92: memoryd.v1.AgentScope
-	(Category)(0),                     // 93: memoryd.v1.Category
-	(ScopeType)(0),                    // 94: memoryd.v1.ScopeType
-	(*Memory)(nil),                    // 95: memoryd.v1.Memory
-	(*MemorySource)(nil),              // 96: memoryd.v1.MemorySource
-	(ResourceType)(0),                 // 97: memoryd.v1.ResourceType
-	(*Resource)(nil),                  // 98: memoryd.v1.Resource
-	(*ResourceRef)(nil),               // 99: memoryd.v1.ResourceRef
-	(*ResourceRevision)(nil),          // 100: memoryd.v1.ResourceRevision
+	(*PurgeOwnerRequest)(nil),         // 37: memoryd.v1.PurgeOwnerRequest
+	(*ErasedRows)(nil),                // 38: memoryd.v1.ErasedRows
+	(*PurgeOwnerResponse)(nil),        // 39: memoryd.v1.PurgeOwnerResponse
+	(*GetConversationRequest)(nil),    // 40: memoryd.v1.GetConversationRequest
+	(*GetConversationResponse)(nil),   // 41: memoryd.v1.GetConversationResponse
+	(*StoreMemoryRequest)(nil),        // 42: memoryd.v1.StoreMemoryRequest
+	(*StoreMemoryResponse)(nil),       // 43: memoryd.v1.StoreMemoryResponse
+	(*GetMemoryRequest)(nil),          // 44: memoryd.v1.GetMemoryRequest
+	(*GetMemoryResponse)(nil),         // 45: memoryd.v1.GetMemoryResponse
+	(*ListMemoriesRequest)(nil),       // 46: memoryd.v1.ListMemoriesRequest
+	(*ListedMemory)(nil),              // 47: memoryd.v1.ListedMemory
+	(*ListMemoriesResponse)(nil),      // 48: memoryd.v1.ListMemoriesResponse
+	(*UpdateMemoryRequest)(nil),       // 49: memoryd.v1.UpdateMemoryRequest
+	(*UpdateMemoryResponse)(nil),      // 50: memoryd.v1.UpdateMemoryResponse
+	(*ArchiveMemoryRequest)(nil),      // 51: memoryd.v1.ArchiveMemoryRequest
+	(*ArchiveMemoryResponse)(nil),     // 52: memoryd.v1.ArchiveMemoryResponse
+	(*RestoreMemoryRequest)(nil),      // 53: memoryd.v1.RestoreMemoryRequest
+	(*RestoreMemoryResponse)(nil),     // 54: memoryd.v1.RestoreMemoryResponse
+	(*DeleteMemoryRequest)(nil),       // 55: memoryd.v1.DeleteMemoryRequest
+	(*DeleteMemoryResponse)(nil),      // 56: memoryd.v1.DeleteMemoryResponse
+	(*RecallRequest)(nil),             // 57: memoryd.v1.RecallRequest
+	(*RecallHit)(nil),                 // 58: memoryd.v1.RecallHit
+	(*RecallResponse)(nil),            // 59: memoryd.v1.RecallResponse
+	(*ListMemorySourcesRequest)(nil),  // 60: memoryd.v1.ListMemorySourcesRequest
+	(*ListMemorySourcesResponse)(nil), // 61: memoryd.v1.ListMemorySourcesResponse
+	(*SetJobStatusRequest)(nil),       // 62: memoryd.v1.SetJobStatusRequest
+	(*SetJobStatusResponse)(nil),      // 63: memoryd.v1.SetJobStatusResponse
+	(*FinishJobRunRequest)(nil),       // 64: memoryd.v1.FinishJobRunRequest
+	(*FinishJobRunResponse)(nil),      // 65: memoryd.v1.FinishJobRunResponse
+	(*GetPromptContextRequest)(nil),   // 66: memoryd.v1.GetPromptContextRequest
+	(*PromptFileUsage)(nil),           // 67: memoryd.v1.PromptFileUsage
+	(*GetPromptContextResponse)(nil),  // 68: memoryd.v1.GetPromptContextResponse
+	(*ListResourcesRequest)(nil),      // 69: memoryd.v1.ListResourcesRequest
+	(*ListResourcesResponse)(nil),     // 70: memoryd.v1.ListResourcesResponse
+	(*ListRevisionsRequest)(nil),      // 71: memoryd.v1.ListRevisionsRequest
+	(*ListRevisionsResponse)(nil),     // 72: memoryd.v1.ListRevisionsResponse
+	(*GetRevisionRequest)(nil),        // 73: memoryd.v1.GetRevisionRequest
+	(*GetRevisionResponse)(nil),       // 74: memoryd.v1.GetRevisionResponse
+	(*DiffRevisionsRequest)(nil),      // 75: memoryd.v1.DiffRevisionsRequest
+	(*DiffRevisionsResponse)(nil),     // 76: memoryd.v1.DiffRevisionsResponse
+	(*RollbackResourceRequest)(nil),   // 77: memoryd.v1.RollbackResourceRequest
+	(*RollbackResourceResponse)(nil),  // 78: memoryd.v1.RollbackResourceResponse
+	(*TurnUsage)(nil),                 // 79: memoryd.v1.TurnUsage
+	(*CommitTurnRequest)(nil),         // 80: memoryd.v1.CommitTurnRequest
+	(*CommitTurnResponse)(nil),        // 81: memoryd.v1.CommitTurnResponse
+	(*ReviewNowRequest)(nil),          // 82: memoryd.v1.ReviewNowRequest
+	(*SkippedOperation)(nil),          // 83: memoryd.v1.SkippedOperation
+	(*ConversationReview)(nil),        // 84: memoryd.v1.ConversationReview
+	(*ReviewNowResponse)(nil),         // 85: memoryd.v1.ReviewNowResponse
+	(*GetReviewStateRequest)(nil),     // 86: memoryd.v1.GetReviewStateRequest
+	(*ReviewRun)(nil),                 // 87: memoryd.v1.ReviewRun
+	(*GetReviewStateResponse)(nil),    // 88: memoryd.v1.GetReviewStateResponse
+	(Role)(0),                         // 89: memoryd.v1.Role
+	(*timestamppb.Timestamp)(nil),     // 90: google.protobuf.Timestamp
+	(Trust)(0),                        // 91: memoryd.v1.Trust
+	(*Conversation)(nil),              // 92: memoryd.v1.Conversation
+	(*Message)(nil),                   // 93: memoryd.v1.Message
+	(*OwnerScope)(nil),                // 94: memoryd.v1.OwnerScope
+	(*AgentScope)(nil),                // 95: memoryd.v1.AgentScope
+	(Category)(0),                     // 96: memoryd.v1.Category
+	(ScopeType)(0),                    // 97: memoryd.v1.ScopeType
+	(*Memory)(nil),                    // 98: memoryd.v1.Memory
+	(*MemorySource)(nil),              // 99: memoryd.v1.MemorySource
+	(ResourceType)(0),                 // 100: memoryd.v1.ResourceType
+	(*Resource)(nil),                  // 101: memoryd.v1.Resource
+	(*ResourceRef)(nil),               // 102: memoryd.v1.ResourceRef
+	(*ResourceRevision)(nil),          // 103: memoryd.v1.ResourceRevision
 }
 var file_memoryd_v1_memory_service_proto_depIdxs = []int32{
-	86,  // 0: memoryd.v1.NewMessage.role:type_name -> memoryd.v1.Role
-	87,  // 1: memoryd.v1.NewMessage.created_at:type_name -> google.protobuf.Timestamp
-	88,  // 2: memoryd.v1.NewMessage.trust:type_name -> memoryd.v1.Trust
-	89,  // 3: memoryd.v1.AppendMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
+	89,  // 0: memoryd.v1.NewMessage.role:type_name -> memoryd.v1.Role
+	90,  // 1: memoryd.v1.NewMessage.created_at:type_name -> google.protobuf.Timestamp
+	91,  // 2: memoryd.v1.NewMessage.trust:type_name -> memoryd.v1.Trust
+	92,  // 3: memoryd.v1.AppendMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
 	9,   // 4: memoryd.v1.AppendMessagesRequest.messages:type_name -> memoryd.v1.NewMessage
 	0,   // 5: memoryd.v1.AppendResult.outcome:type_name -> memoryd.v1.AppendOutcome
-	90,  // 6: memoryd.v1.AppendResult.message:type_name -> memoryd.v1.Message
-	87,  // 7: memoryd.v1.AppendResult.created_at:type_name -> google.protobuf.Timestamp
+	93,  // 6: memoryd.v1.AppendResult.message:type_name -> memoryd.v1.Message
+	90,  // 7: memoryd.v1.AppendResult.created_at:type_name -> google.protobuf.Timestamp
 	11,  // 8: memoryd.v1.AppendMessagesResponse.results:type_name -> memoryd.v1.AppendResult
-	89,  // 9: memoryd.v1.IngestedMessage.conversation:type_name -> memoryd.v1.Conversation
+	92,  // 9: memoryd.v1.IngestedMessage.conversation:type_name -> memoryd.v1.Conversation
 	9,   // 10: memoryd.v1.IngestedMessage.message:type_name -> memoryd.v1.NewMessage
 	13,  // 11: memoryd.v1.IngestMessagesRequest.messages:type_name -> memoryd.v1.IngestedMessage
 	15,  // 12: memoryd.v1.IngestMessagesResponse.rejections:type_name -> memoryd.v1.IngestRejection
 	20,  // 13: memoryd.v1.ImportDataResponse.records:type_name -> memoryd.v1.ImportedRecords
-	88,  // 14: memoryd.v1.TranscriptOpen.trust:type_name -> memoryd.v1.Trust
+	91,  // 14: memoryd.v1.TranscriptOpen.trust:type_name -> memoryd.v1.Trust
 	1,   // 15: memoryd.v1.TranscriptSegment.speaker:type_name -> memoryd.v1.Speaker
-	76,  // 16: memoryd.v1.TranscriptSegment.usage:type_name -> memoryd.v1.TurnUsage
+	79,  // 16: memoryd.v1.TranscriptSegment.usage:type_name -> memoryd.v1.TurnUsage
 	22,  // 17: memoryd.v1.StreamTranscriptRequest.open:type_name -> memoryd.v1.TranscriptOpen
 	23,  // 18: memoryd.v1.StreamTranscriptRequest.segment:type_name -> memoryd.v1.TranscriptSegment
 	24,  // 19: memoryd.v1.StreamTranscriptRequest.end:type_name -> memoryd.v1.TranscriptEnd
-	89,  // 20: memoryd.v1.StreamTranscriptResponse.conversation:type_name -> memoryd.v1.Conversation
+	92,  // 20: memoryd.v1.StreamTranscriptResponse.conversation:type_name -> memoryd.v1.Conversation
 	26,  // 21: memoryd.v1.StreamTranscriptResponse.totals:type_name -> memoryd.v1.TranscriptTotals
-	89,  // 22: memoryd.v1.ListMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
-	90,  // 23: memoryd.v1.ListMessagesResponse.messages:type_name -> memoryd.v1.Message
-	89,  // 24: memoryd.v1.SearchHistoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	91,  // 25: memoryd.v1.SearchHistoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	92,  // 26: memoryd.v1.SearchHistoryRequest.agent:type_name -> memoryd.v1.AgentScope
-	90,  // 27: memoryd.v1.HistoryHit.message:type_name -> memoryd.v1.Message
+	92,  // 22: memoryd.v1.ListMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
+	93,  // 23: memoryd.v1.ListMessagesResponse.messages:type_name -> memoryd.v1.Message
+	92,  // 24: memoryd.v1.SearchHistoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	94,  // 25: memoryd.v1.SearchHistoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	95,  // 26: memoryd.v1.SearchHistoryRequest.agent:type_name -> memoryd.v1.AgentScope
+	93,  // 27: memoryd.v1.HistoryHit.message:type_name -> memoryd.v1.Message
 	2,   // 28: memoryd.v1.HistoryHit.match:type_name -> memoryd.v1.MatchKind
 	31,  // 29: memoryd.v1.SearchHistoryResponse.hits:type_name -> memoryd.v1.HistoryHit
-	89,  // 30: memoryd.v1.ClearConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	88,  // 31: memoryd.v1.ClearConversationRequest.trust:type_name -> memoryd.v1.Trust
-	89,  // 32: memoryd.v1.PurgeConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	88,  // 33: memoryd.v1.PurgeConversationRequest.trust:type_name -> memoryd.v1.Trust
-	89,  // 34: memoryd.v1.GetConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	89,  // 35: memoryd.v1.GetConversationResponse.conversation:type_name -> memoryd.v1.Conversation
-	87,  // 36: memoryd.v1.GetConversationResponse.first_message_at:type_name -> google.protobuf.Timestamp
-	87,  // 37: memoryd.v1.GetConversationResponse.last_message_at:type_name -> google.protobuf.Timestamp
-	87,  // 38: memoryd.v1.GetConversationResponse.window_started_at:type_name -> google.protobuf.Timestamp
-	89,  // 39: memoryd.v1.StoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	91,  // 40: memoryd.v1.StoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	88,  // 41: memoryd.v1.StoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	93,  // 42: memoryd.v1.StoreMemoryRequest.category:type_name -> memoryd.v1.Category
-	94,  // 43: memoryd.v1.StoreMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	95,  // 44: memoryd.v1.StoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	89,  // 45: memoryd.v1.GetMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	91,  // 46: memoryd.v1.GetMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	94,  // 47: memoryd.v1.GetMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	95,  // 48: memoryd.v1.GetMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	89,  // 49: memoryd.v1.ListMemoriesRequest.conversation:type_name -> memoryd.v1.Conversation
-	91,  // 50: memoryd.v1.ListMemoriesRequest.owner:type_name -> memoryd.v1.OwnerScope
-	94,  // 51: memoryd.v1.ListMemoriesRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	93,  // 52: memoryd.v1.ListMemoriesRequest.categories:type_name -> memoryd.v1.Category
-	3,   // 53: memoryd.v1.ListMemoriesRequest.archived:type_name -> memoryd.v1.ArchivedFilter
-	95,  // 54: memoryd.v1.ListedMemory.memory:type_name -> memoryd.v1.Memory
-	44,  // 55: memoryd.v1.ListMemoriesResponse.memories:type_name -> memoryd.v1.ListedMemory
-	89,  // 56: memoryd.v1.UpdateMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	91,  // 57: memoryd.v1.UpdateMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	94,  // 58: memoryd.v1.UpdateMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	88,  // 59: memoryd.v1.UpdateMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	95,  // 60: memoryd.v1.UpdateMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	89,  // 61: memoryd.v1.ArchiveMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	91,  // 62: memoryd.v1.ArchiveMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	88,  // 63: memoryd.v1.ArchiveMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	95,  // 64: memoryd.v1.ArchiveMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	89,  // 65: memoryd.v1.RestoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	91,  // 66: memoryd.v1.RestoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	88,  // 67: memoryd.v1.RestoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	95,  // 68: memoryd.v1.RestoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	89,  // 69: memoryd.v1.DeleteMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	91,  // 70: memoryd.v1.DeleteMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	94,  // 71: memoryd.v1.DeleteMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	88,  // 72: memoryd.v1.DeleteMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	89,  // 73: memoryd.v1.RecallRequest.conversation:type_name -> memoryd.v1.Conversation
-	4,   // 74: memoryd.v1.RecallRequest.scope:type_name -> memoryd.v1.RecallScope
-	5,   // 75: memoryd.v1.RecallRequest.source:type_name -> memoryd.v1.RecallSource
-	5,   // 76: memoryd.v1.RecallHit.source:type_name -> memoryd.v1.RecallSource
-	2,   // 77: memoryd.v1.RecallHit.match:type_name -> memoryd.v1.MatchKind
-	95,  // 78: memoryd.v1.RecallHit.memory:type_name -> memoryd.v1.Memory
-	31,  // 79: memoryd.v1.RecallHit.message:type_name -> memoryd.v1.HistoryHit
-	55,  // 80: memoryd.v1.RecallResponse.hits:type_name -> memoryd.v1.RecallHit
-	91,  // 81: memoryd.v1.ListMemorySourcesRequest.owner:type_name -> memoryd.v1.OwnerScope
-	96,  // 82: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
-	91,  // 83: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
-	6,   // 84: memoryd.v1.SetJobStatusRequest.status:type_name -> memoryd.v1.JobStatus
-	96,  // 85: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
-	91,  // 86: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
-	7,   // 87: memoryd.v1.FinishJobRunRequest.outcome:type_name -> memoryd.v1.JobRunOutcome
-	87,  // 88: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	87,  // 89: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
-	95,  // 90: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
-	88,  // 91: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
-	64,  // 92: memoryd.v1.GetPromptContextResponse.user_usage:type_name -> memoryd.v1.PromptFileUsage
-	64,  // 93: memoryd.v1.GetPromptContextResponse.memory_usage:type_name -> memoryd.v1.PromptFileUsage
-	97,  // 94: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
-	98,  // 95: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
-	99,  // 96: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	100, // 97: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
-	99,  // 98: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
-	100, // 99: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	99,  // 100: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	99,  // 101: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
-	100, // 102: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	89,  // 103: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
-	88,  // 104: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
-	9,   // 105: memoryd.v1.CommitTurnRequest.messages:type_name -> memoryd.v1.NewMessage
-	76,  // 106: memoryd.v1.CommitTurnRequest.usage:type_name -> memoryd.v1.TurnUsage
-	11,  // 107: memoryd.v1.CommitTurnResponse.results:type_name -> memoryd.v1.AppendResult
-	89,  // 108: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
-	89,  // 109: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
-	8,   // 110: memoryd.v1.ConversationReview.status:type_name -> memoryd.v1.ReviewStatus
-	81,  // 111: memoryd.v1.ReviewNowResponse.reviews:type_name -> memoryd.v1.ConversationReview
-	89,  // 112: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
-	8,   // 113: memoryd.v1.ReviewRun.status:type_name -> memoryd.v1.ReviewStatus
-	87,  // 114: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
-	87,  // 115: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
-	80,  // 116: memoryd.v1.ReviewRun.skipped_operations:type_name -> memoryd.v1.SkippedOperation
-	89,  // 117: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
-	87,  // 118: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
-	87,  // 119: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
-	87,  // 120: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
-	8,   // 121: memoryd.v1.GetReviewStateResponse.last_review_status:type_name -> memoryd.v1.ReviewStatus
-	87,  // 122: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
-	84,  // 123: memoryd.v1.GetReviewStateResponse.last_run:type_name -> memoryd.v1.ReviewRun
-	10,  // 124: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
-	14,  // 125: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
-	25,  // 126: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
-	17,  // 127: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
-	19,  // 128: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
-	28,  // 129: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
-	30,  // 130: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
-	33,  // 131: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
-	35,  // 132: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
-	37,  // 133: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
-	39,  // 134: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
-	41,  // 135: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
-	43,  // 136: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
-	46,  // 137: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
-	48,  // 138: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
-	50,  // 139: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
-	52,  // 140: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
-	54,  // 141: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
-	57,  // 142: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
-	59,  // 143: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
-	61,  // 144: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
-	63,  // 145: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
-	66,  // 146: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
-	68,  // 147: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
-	70,  // 148: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
-	72,  // 149: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
-	74,  // 150: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
-	77,  // 151: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
-	79,  // 152: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
-	83,  // 153: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
-	12,  // 154: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
-	16,  // 155: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
-	27,  // 156: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
-	18,  // 157: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
-	21,  // 158: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
-	29,  // 159: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
-	32,  // 160: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
-	34,  // 161: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
-	36,  // 162: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
-	38,  // 163: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
-	40,  // 164: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
-	42,  // 165: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
-	45,  // 166: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
-	47,  // 167: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
-	49,  // 168: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
-	51,  // 169: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
-	53,  // 170: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
-	56,  // 171: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
-	58,  // 172: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
-	60,  // 173: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
-	62,  // 174: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
-	65,  // 175: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
-	67,  // 176: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
-	69,  // 177: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
-	71,  // 178: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
-	73,  // 179: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
-	75,  // 180: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
-	78,  // 181: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
-	82,  // 182: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
-	85,  // 183: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
-	154, // [154:184] is the sub-list for method output_type
-	124, // [124:154] is the sub-list for method input_type
-	124, // [124:124] is the sub-list for extension type_name
-	124, // [124:124] is the sub-list for extension extendee
-	0,   // [0:124] is the sub-list for field type_name
+	92,  // 30: memoryd.v1.ClearConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	91,  // 31: memoryd.v1.ClearConversationRequest.trust:type_name -> memoryd.v1.Trust
+	92,  // 32: memoryd.v1.PurgeConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	91,  // 33: memoryd.v1.PurgeConversationRequest.trust:type_name -> memoryd.v1.Trust
+	38,  // 34: memoryd.v1.PurgeOwnerResponse.erased:type_name -> memoryd.v1.ErasedRows
+	92,  // 35: memoryd.v1.GetConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	92,  // 36: memoryd.v1.GetConversationResponse.conversation:type_name -> memoryd.v1.Conversation
+	90,  // 37: memoryd.v1.GetConversationResponse.first_message_at:type_name -> google.protobuf.Timestamp
+	90,  // 38: memoryd.v1.GetConversationResponse.last_message_at:type_name -> google.protobuf.Timestamp
+	90,  // 39: memoryd.v1.GetConversationResponse.window_started_at:type_name -> google.protobuf.Timestamp
+	92,  // 40: memoryd.v1.StoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	94,  // 41: memoryd.v1.StoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	91,  // 42: memoryd.v1.StoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	96,  // 43: memoryd.v1.StoreMemoryRequest.category:type_name -> memoryd.v1.Category
+	97,  // 44: memoryd.v1.StoreMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	98,  // 45: memoryd.v1.StoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	92,  // 46: memoryd.v1.GetMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	94,  // 47: memoryd.v1.GetMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	97,  // 48: memoryd.v1.GetMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	98,  // 49: memoryd.v1.GetMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	92,  // 50: memoryd.v1.ListMemoriesRequest.conversation:type_name -> memoryd.v1.Conversation
+	94,  // 51: memoryd.v1.ListMemoriesRequest.owner:type_name -> memoryd.v1.OwnerScope
+	97,  // 52: memoryd.v1.ListMemoriesRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	96,  // 53: memoryd.v1.ListMemoriesRequest.categories:type_name -> memoryd.v1.Category
+	3,   // 54: memoryd.v1.ListMemoriesRequest.archived:type_name -> memoryd.v1.ArchivedFilter
+	98,  // 55: memoryd.v1.ListedMemory.memory:type_name -> memoryd.v1.Memory
+	47,  // 56: memoryd.v1.ListMemoriesResponse.memories:type_name -> memoryd.v1.ListedMemory
+	92,  // 57: memoryd.v1.UpdateMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	94,  // 58: memoryd.v1.UpdateMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	97,  // 59: memoryd.v1.UpdateMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	91,  // 60: memoryd.v1.UpdateMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	98,  // 61: memoryd.v1.UpdateMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	92,  // 62: memoryd.v1.ArchiveMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	94,  // 63: memoryd.v1.ArchiveMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	91,  // 64: memoryd.v1.ArchiveMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	98,  // 65: memoryd.v1.ArchiveMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	92,  // 66: memoryd.v1.RestoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	94,  // 67: memoryd.v1.RestoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	91,  // 68: memoryd.v1.RestoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	98,  // 69: memoryd.v1.RestoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	92,  // 70: memoryd.v1.DeleteMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	94,  // 71: memoryd.v1.DeleteMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	97,  // 72: memoryd.v1.DeleteMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	91,  // 73: memoryd.v1.DeleteMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	92,  // 74: memoryd.v1.RecallRequest.conversation:type_name -> memoryd.v1.Conversation
+	4,   // 75: memoryd.v1.RecallRequest.scope:type_name -> memoryd.v1.RecallScope
+	5,   // 76: memoryd.v1.RecallRequest.source:type_name -> memoryd.v1.RecallSource
+	5,   // 77: memoryd.v1.RecallHit.source:type_name -> memoryd.v1.RecallSource
+	2,   // 78: memoryd.v1.RecallHit.match:type_name -> memoryd.v1.MatchKind
+	98,  // 79: memoryd.v1.RecallHit.memory:type_name -> memoryd.v1.Memory
+	31,  // 80: memoryd.v1.RecallHit.message:type_name -> memoryd.v1.HistoryHit
+	58,  // 81: memoryd.v1.RecallResponse.hits:type_name -> memoryd.v1.RecallHit
+	94,  // 82: memoryd.v1.ListMemorySourcesRequest.owner:type_name -> memoryd.v1.OwnerScope
+	99,  // 83: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
+	94,  // 84: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
+	6,   // 85: memoryd.v1.SetJobStatusRequest.status:type_name -> memoryd.v1.JobStatus
+	99,  // 86: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
+	94,  // 87: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
+	7,   // 88: memoryd.v1.FinishJobRunRequest.outcome:type_name -> memoryd.v1.JobRunOutcome
+	90,  // 89: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	90,  // 90: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
+	98,  // 91: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
+	91,  // 92: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
+	67,  // 93: memoryd.v1.GetPromptContextResponse.user_usage:type_name -> memoryd.v1.PromptFileUsage
+	67,  // 94: memoryd.v1.GetPromptContextResponse.memory_usage:type_name -> memoryd.v1.PromptFileUsage
+	100, // 95: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
+	101, // 96: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
+	102, // 97: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	103, // 98: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
+	102, // 99: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
+	103, // 100: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	102, // 101: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	102, // 102: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
+	103, // 103: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	92,  // 104: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
+	91,  // 105: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
+	9,   // 106: memoryd.v1.CommitTurnRequest.messages:type_name -> memoryd.v1.NewMessage
+	79,  // 107: memoryd.v1.CommitTurnRequest.usage:type_name -> memoryd.v1.TurnUsage
+	11,  // 108: memoryd.v1.CommitTurnResponse.results:type_name -> memoryd.v1.AppendResult
+	92,  // 109: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
+	92,  // 110: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
+	8,   // 111: memoryd.v1.ConversationReview.status:type_name -> memoryd.v1.ReviewStatus
+	84,  // 112: memoryd.v1.ReviewNowResponse.reviews:type_name -> memoryd.v1.ConversationReview
+	92,  // 113: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
+	8,   // 114: memoryd.v1.ReviewRun.status:type_name -> memoryd.v1.ReviewStatus
+	90,  // 115: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
+	90,  // 116: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
+	83,  // 117: memoryd.v1.ReviewRun.skipped_operations:type_name -> memoryd.v1.SkippedOperation
+	92,  // 118: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
+	90,  // 119: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
+	90,  // 120: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
+	90,  // 121: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
+	8,   // 122: memoryd.v1.GetReviewStateResponse.last_review_status:type_name -> memoryd.v1.ReviewStatus
+	90,  // 123: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
+	87,  // 124: memoryd.v1.GetReviewStateResponse.last_run:type_name -> memoryd.v1.ReviewRun
+	10,  // 125: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
+	14,  // 126: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
+	25,  // 127: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
+	17,  // 128: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
+	19,  // 129: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
+	28,  // 130: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
+	30,  // 131: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
+	33,  // 132: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
+	35,  // 133: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
+	37,  // 134: memoryd.v1.MemoryService.PurgeOwner:input_type -> memoryd.v1.PurgeOwnerRequest
+	40,  // 135: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
+	42,  // 136: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
+	44,  // 137: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
+	46,  // 138: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
+	49,  // 139: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
+	51,  // 140: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
+	53,  // 141: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
+	55,  // 142: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
+	57,  // 143: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
+	60,  // 144: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
+	62,  // 145: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
+	64,  // 146: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
+	66,  // 147: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
+	69,  // 148: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
+	71,  // 149: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
+	73,  // 150: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
+	75,  // 151: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
+	77,  // 152: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
+	80,  // 153: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
+	82,  // 154: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
+	86,  // 155: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
+	12,  // 156: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
+	16,  // 157: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
+	27,  // 158: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
+	18,  // 159: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
+	21,  // 160: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
+	29,  // 161: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
+	32,  // 162: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
+	34,  // 163: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
+	36,  // 164: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
+	39,  // 165: memoryd.v1.MemoryService.PurgeOwner:output_type -> memoryd.v1.PurgeOwnerResponse
+	41,  // 166: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
+	43,  // 167: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
+	45,  // 168: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
+	48,  // 169: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
+	50,  // 170: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
+	52,  // 171: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
+	54,  // 172: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
+	56,  // 173: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
+	59,  // 174: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
+	61,  // 175: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
+	63,  // 176: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
+	65,  // 177: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
+	68,  // 178: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
+	70,  // 179: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
+	72,  // 180: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
+	74,  // 181: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
+	76,  // 182: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
+	78,  // 183: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
+	81,  // 184: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
+	85,  // 185: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
+	88,  // 186: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
+	156, // [156:187] is the sub-list for method output_type
+	125, // [125:156] is the sub-list for method input_type
+	125, // [125:125] is the sub-list for extension type_name
+	125, // [125:125] is the sub-list for extension extendee
+	0,   // [0:125] is the sub-list for field type_name
 }
 
 func init() { file_memoryd_v1_memory_service_proto_init() }
@@ -7502,35 +7696,35 @@ func file_memoryd_v1_memory_service_proto_init() {
 		(*SearchHistoryRequest_Owner)(nil),
 		(*SearchHistoryRequest_Agent)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[30].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[33].OneofWrappers = []any{
 		(*StoreMemoryRequest_Conversation)(nil),
 		(*StoreMemoryRequest_Owner)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[32].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[35].OneofWrappers = []any{
 		(*GetMemoryRequest_Conversation)(nil),
 		(*GetMemoryRequest_Owner)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[34].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[37].OneofWrappers = []any{
 		(*ListMemoriesRequest_Conversation)(nil),
 		(*ListMemoriesRequest_Owner)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[37].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[40].OneofWrappers = []any{
 		(*UpdateMemoryRequest_Conversation)(nil),
 		(*UpdateMemoryRequest_Owner)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[39].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[42].OneofWrappers = []any{
 		(*ArchiveMemoryRequest_Conversation)(nil),
 		(*ArchiveMemoryRequest_Owner)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[41].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[44].OneofWrappers = []any{
 		(*RestoreMemoryRequest_Conversation)(nil),
 		(*RestoreMemoryRequest_Owner)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[43].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[46].OneofWrappers = []any{
 		(*DeleteMemoryRequest_Conversation)(nil),
 		(*DeleteMemoryRequest_Owner)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[46].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[49].OneofWrappers = []any{
 		(*RecallHit_Memory)(nil),
 		(*RecallHit_Message)(nil),
 	}
@@ -7540,7 +7734,7 @@ func file_memoryd_v1_memory_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memoryd_v1_memory_service_proto_rawDesc), len(file_memoryd_v1_memory_service_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   77,
+			NumMessages:   80,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	MemoryService_SearchHistory_FullMethodName     = "/memoryd.v1.MemoryService/SearchHistory"
 	MemoryService_ClearConversation_FullMethodName = "/memoryd.v1.MemoryService/ClearConversation"
 	MemoryService_PurgeConversation_FullMethodName = "/memoryd.v1.MemoryService/PurgeConversation"
+	MemoryService_PurgeOwner_FullMethodName        = "/memoryd.v1.MemoryService/PurgeOwner"
 	MemoryService_GetConversation_FullMethodName   = "/memoryd.v1.MemoryService/GetConversation"
 	MemoryService_StoreMemory_FullMethodName       = "/memoryd.v1.MemoryService/StoreMemory"
 	MemoryService_GetMemory_FullMethodName         = "/memoryd.v1.MemoryService/GetMemory"
@@ -128,6 +129,14 @@ type MemoryServiceClient interface {
 	// content can be found afterwards. Purging an unknown conversation removes nothing and
 	// succeeds. A guest gets PERMISSION_DENIED.
 	PurgeConversation(ctx context.Context, in *PurgeConversationRequest, opts ...grpc.CallOption) (*PurgeConversationResponse, error)
+	// PurgeOwner erases everything of one owner of one agent: every conversation and message,
+	// memory row, memory source, scheduled job and run, review state and run, transcript session,
+	// the owner's USER.md and MEMORY.md with every revision (and their files), and the checkpoint
+	// summaries of the owner's conversations. The word indexes are rewritten without them and the
+	// WAL is checkpointed and truncated, so the erased text is in neither database file. Other
+	// owners' files never quoted this owner and are untouched. The answer is a receipt with the
+	// rows removed per table. An operator's call (a token with role admin, once tokens are set).
+	PurgeOwner(ctx context.Context, in *PurgeOwnerRequest, opts ...grpc.CallOption) (*PurgeOwnerResponse, error)
 	// GetConversation returns a conversation's counts, times, window start and history version.
 	GetConversation(ctx context.Context, in *GetConversationRequest, opts ...grpc.CallOption) (*GetConversationResponse, error)
 	// StoreMemory is the memory_store tool. With a category it stores a long-term fact: user
@@ -318,6 +327,16 @@ func (c *memoryServiceClient) PurgeConversation(ctx context.Context, in *PurgeCo
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(PurgeConversationResponse)
 	err := c.cc.Invoke(ctx, MemoryService_PurgeConversation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *memoryServiceClient) PurgeOwner(ctx context.Context, in *PurgeOwnerRequest, opts ...grpc.CallOption) (*PurgeOwnerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PurgeOwnerResponse)
+	err := c.cc.Invoke(ctx, MemoryService_PurgeOwner_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -611,6 +630,14 @@ type MemoryServiceServer interface {
 	// content can be found afterwards. Purging an unknown conversation removes nothing and
 	// succeeds. A guest gets PERMISSION_DENIED.
 	PurgeConversation(context.Context, *PurgeConversationRequest) (*PurgeConversationResponse, error)
+	// PurgeOwner erases everything of one owner of one agent: every conversation and message,
+	// memory row, memory source, scheduled job and run, review state and run, transcript session,
+	// the owner's USER.md and MEMORY.md with every revision (and their files), and the checkpoint
+	// summaries of the owner's conversations. The word indexes are rewritten without them and the
+	// WAL is checkpointed and truncated, so the erased text is in neither database file. Other
+	// owners' files never quoted this owner and are untouched. The answer is a receipt with the
+	// rows removed per table. An operator's call (a token with role admin, once tokens are set).
+	PurgeOwner(context.Context, *PurgeOwnerRequest) (*PurgeOwnerResponse, error)
 	// GetConversation returns a conversation's counts, times, window start and history version.
 	GetConversation(context.Context, *GetConversationRequest) (*GetConversationResponse, error)
 	// StoreMemory is the memory_store tool. With a category it stores a long-term fact: user
@@ -725,6 +752,9 @@ func (UnimplementedMemoryServiceServer) ClearConversation(context.Context, *Clea
 }
 func (UnimplementedMemoryServiceServer) PurgeConversation(context.Context, *PurgeConversationRequest) (*PurgeConversationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PurgeConversation not implemented")
+}
+func (UnimplementedMemoryServiceServer) PurgeOwner(context.Context, *PurgeOwnerRequest) (*PurgeOwnerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PurgeOwner not implemented")
 }
 func (UnimplementedMemoryServiceServer) GetConversation(context.Context, *GetConversationRequest) (*GetConversationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetConversation not implemented")
@@ -928,6 +958,24 @@ func _MemoryService_PurgeConversation_Handler(srv interface{}, ctx context.Conte
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(MemoryServiceServer).PurgeConversation(ctx, req.(*PurgeConversationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MemoryService_PurgeOwner_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PurgeOwnerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).PurgeOwner(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_PurgeOwner_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).PurgeOwner(ctx, req.(*PurgeOwnerRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1336,6 +1384,10 @@ var MemoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PurgeConversation",
 			Handler:    _MemoryService_PurgeConversation_Handler,
+		},
+		{
+			MethodName: "PurgeOwner",
+			Handler:    _MemoryService_PurgeOwner_Handler,
 		},
 		{
 			MethodName: "GetConversation",

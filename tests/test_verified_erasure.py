@@ -1,0 +1,223 @@
+"""Verified erasure through the real server: after PurgeOwner (and after PurgeConversation) a
+unique marker written by the erased owner is in neither memory.db nor memory.db-wal, byte for
+byte, while another owner's marker, written alongside, still is (so the search can find what is
+there). The receipt counts every table; the owner's prompt files are gone from the disk."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+import memoryd_client as md
+from memoryd.testing.fake_model import FakeModel
+from tests.review_helpers import review_config
+from tests.server_process import ServerProcess
+from tests.test_resources import cli
+
+CONFIG_EXTRA = "\n[memoryd.realtime]\npersist_transcripts = true\n"
+
+
+def raw(home: Path) -> bytes:
+    """Every byte of the database and its WAL, as they are on disk now."""
+    found = b""
+    for name in ("memory.db", "memory.db-wal"):
+        path = home / name
+        if path.exists():
+            found += path.read_bytes()
+    return found
+
+
+class Served:
+    """A started server, its stubs and its fake model."""
+
+    def __init__(self, server: ServerProcess, channel: grpc.aio.Channel, model: FakeModel) -> None:
+        self.server = server
+        self.channel = channel
+        self.memory = md.MemoryServiceStub(channel)
+        self.compaction = md.CompactionServiceStub(channel)
+        self.model = model
+
+
+@pytest.fixture
+async def served(start_server: type[ServerProcess], tmp_path: Path) -> AsyncIterator[Served]:
+    with FakeModel() as model:
+        config = review_config(model, review_interval_hours=0) + CONFIG_EXTRA
+        server = start_server(tmp_path / "home", config=config).start()
+        async with md.connect(server.address) as channel:
+            yield Served(server, channel, model)
+
+
+async def fill(served: Served, owner: str, marker: str) -> None:
+    """The marker in every place an owner's words can be: messages, a memory row rendered into
+    USER.md, a conversation note, a voice transcript, a checkpoint summary, a job run."""
+    chat = md.Conversation(owner_id=owner, channel="telegram", chat_id=f"{owner}-chat")
+    memory = served.memory
+    await memory.AppendMessages(
+        md.AppendMessagesRequest(
+            conversation=chat,
+            messages=[md.user(owner, f"my code word is {marker}") for _ in range(3)],
+        )
+    )
+    await memory.StoreMemory(
+        md.StoreMemoryRequest(
+            conversation=chat, category=md.CATEGORY_PREFERENCE, key="word", value=f"Uses {marker}"
+        )
+    )
+    await memory.StoreMemory(
+        md.StoreMemoryRequest(conversation=chat, key="note", value=f"note {marker}")
+    )
+    await memory.StoreMemory(
+        md.StoreMemoryRequest(
+            owner=md.OwnerScope(owner_id=owner),
+            job_id="digest",
+            run_id="r1",
+            category=md.CATEGORY_JOB_RUN_SUMMARY,
+            key="r1",
+            value=f"digest {marker}",
+        )
+    )
+
+    async def voice() -> AsyncIterator[md.StreamTranscriptRequest]:
+        yield md.StreamTranscriptRequest(
+            open=md.TranscriptOpen(device_id=f"{owner}-dev", session_id="s", owner_id=owner)
+        )
+        yield md.StreamTranscriptRequest(
+            segment=md.TranscriptSegment(seq=1, speaker=md.SPEAKER_USER, text=f"said {marker}")
+        )
+        yield md.StreamTranscriptRequest(end=md.TranscriptEnd())
+
+    async for _ in memory.StreamTranscript(voice()):
+        pass
+    long = md.Conversation(owner_id=owner, channel="telegram", chat_id=f"{owner}-long")
+    words = " ".join(["trip"] * 300)
+    await memory.AppendMessages(
+        md.AppendMessagesRequest(
+            conversation=long, messages=[md.user(owner, words) for _ in range(4)]
+        )
+    )
+    served.model.reply("Nothing to save.")
+    await memory.ReviewNow(md.ReviewNowRequest(conversation=long))
+    served.model.reply(f"The user planned a trip; code word {marker}.")
+    compacted = await served.compaction.Compact(
+        md.CompactRequest(conversation=long, context_window=1200)
+    )
+    assert compacted.outcome == md.COMPACTION_OUTCOME_COMPACTED, compacted.message
+
+
+async def test_purge_owner_leaves_no_byte_of_the_owner_in_the_database_files(
+    served: Served,
+) -> None:
+    victim, keeper = "victim", "keeper"
+    gone, kept = f"zq{uuid.uuid4().hex[:12]}gone", f"zq{uuid.uuid4().hex[:12]}kept"
+    await fill(served, victim, gone)
+    await fill(served, keeper, kept)
+    home = served.server.home
+    assert gone.encode() in raw(home)  # the search finds what is there
+    user_md = home / "memory" / "main" / "owners" / victim / "USER.md"
+    assert gone in user_md.read_text(encoding="utf-8")
+
+    checkpoint = md.ResourceRef(
+        agent_id="main", type=md.RESOURCE_TYPE_CHECKPOINT, scope_id="telegram:victim-long:root"
+    )
+    summaries = await served.memory.ListRevisions(md.ListRevisionsRequest(ref=checkpoint))
+    assert len(summaries.revisions) == 1
+
+    done = cli(served.server, "purge-owner", "main", victim, "--json")
+    assert done.returncode == 0, done.stderr
+    receipt = json.loads(done.stdout)
+    erased = {item["table"]: int(item.get("rows", 0)) for item in receipt["erased"]}
+    assert erased["messages"] >= 9  # 3 + the transcript's + 4 long + the checkpoint message
+    assert erased["conversations"] == 3
+    assert erased["memories"] >= 3
+    assert erased["resource_revisions"] >= 2  # USER.md's, and the checkpoint summary
+    assert erased["transcript_sessions"] == 1
+    assert erased["scheduled_jobs"] == 1
+    assert int(receipt["prompt_files_removed"]) == 1  # USER.md (nothing went to MEMORY.md)
+    assert receipt["wal_truncated"] is True
+
+    data = raw(home)
+    assert gone.encode() not in data
+    assert kept.encode() in data
+    assert not user_md.exists()
+    assert (home / "memory" / "main" / "owners" / keeper / "USER.md").exists()
+    listed = await served.memory.ListMessages(
+        md.ListMessagesRequest(
+            conversation=md.Conversation(owner_id=victim, channel="telegram", chat_id="victim-chat")
+        )
+    )
+    assert list(listed.messages) == []
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await served.memory.ListRevisions(md.ListRevisionsRequest(ref=checkpoint))
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+    prompt = await served.memory.GetPromptContext(md.GetPromptContextRequest(owner_id=victim))
+    assert gone not in prompt.user_md
+    recalled = await served.memory.Recall(
+        md.RecallRequest(
+            conversation=md.Conversation(
+                owner_id=keeper, channel="telegram", chat_id="keeper-chat"
+            ),
+            query=kept,
+            scope=md.RECALL_SCOPE_ALL,
+        )
+    )
+    assert recalled.hits  # the other owner is untouched
+
+    again = cli(served.server, "purge-owner", "main", victim, "--json")
+    assert again.returncode == 0, again.stderr
+    assert all(int(item.get("rows", 0)) == 0 for item in json.loads(again.stdout)["erased"])
+
+
+async def test_purge_owner_needs_an_owner(served: Served) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await served.memory.PurgeOwner(md.PurgeOwnerRequest(agent_id="main"))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert caught.value.details() == "owner_id is required"
+
+
+async def test_purge_conversation_scrubs_too_and_old_revisions_that_quoted_it_go(
+    served: Served,
+) -> None:
+    gone = f"zq{uuid.uuid4().hex[:12]}conv"
+    chat = md.Conversation(owner_id="ada", channel="telegram", chat_id="to-purge")
+    other = md.Conversation(owner_id="ada", channel="telegram", chat_id="stays")
+    memory = served.memory
+    await memory.AppendMessages(
+        md.AppendMessagesRequest(conversation=chat, messages=[md.user("ada", f"said {gone}")])
+    )
+    await memory.StoreMemory(
+        md.StoreMemoryRequest(
+            conversation=chat,
+            scope_type=md.SCOPE_TYPE_CONVERSATION,
+            category=md.CATEGORY_CONTEXT,
+            key="ctx",
+            value=f"Context {gone}",
+        )
+    )
+    # A later change renders MEMORY.md again: the older revision still quotes the row.
+    await memory.StoreMemory(
+        md.StoreMemoryRequest(
+            conversation=other, category=md.CATEGORY_CONTEXT, key="later", value="Later context"
+        )
+    )
+    ref = md.ResourceRef(agent_id="main", type=md.RESOURCE_TYPE_MEMORY_MD, scope_id="ada")
+    revisions = await memory.ListRevisions(md.ListRevisionsRequest(ref=ref, limit=50))
+    contents = [
+        (await memory.GetRevision(md.GetRevisionRequest(ref=ref, revision=r.revision))).revision
+        for r in revisions.revisions
+    ]
+    quoted = [r.revision for r in contents if gone in r.content]
+    assert quoted, "the conversation context was rendered into MEMORY.md"
+    assert gone.encode() in raw(served.server.home)
+
+    purged = await memory.PurgeConversation(md.PurgeConversationRequest(conversation=chat))
+    assert (purged.messages_deleted, purged.memories_deleted) == (1, 1)
+    assert gone.encode() not in raw(served.server.home)
+    left = await memory.ListRevisions(md.ListRevisionsRequest(ref=ref, limit=50))
+    assert not {r.revision for r in left.revisions} & set(quoted)
+    current = await memory.GetRevision(md.GetRevisionRequest(ref=ref))
+    assert "Later context" in current.revision.content
