@@ -83,8 +83,10 @@ baseline: tools
 protos: install tools
 	$(BIN)/python scripts/gen_protos.py
 
+# The shared server's data directory stays in .test-leftover/ for `memoryd check` afterwards.
 pytest: install tools
-	PATH="$(TOOLS)/bin:$$PATH" $(BIN)/pytest
+	PATH="$(TOOLS)/bin:$$PATH" MEMORYD_TEST_LEFTOVER=$(CURDIR)/.test-leftover $(BIN)/pytest
+	$(BIN)/memoryd check --home $(CURDIR)/.test-leftover/home
 
 # The clients' own suites, each against a memoryd it starts with this checkout's Python.
 client-tests: go-test ts-test
@@ -110,4 +112,4 @@ $(TOOLS)/bin/ghz:
 	GOBIN=$(TOOLS)/bin GOFLAGS=-mod=mod go install github.com/bojand/ghz/cmd/ghz@$(GHZ_VERSION)
 
 clean:
-	rm -rf $(VENV) $(TOOLS) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) $(TOOLS) .mypy_cache .ruff_cache .pytest_cache .hypothesis .test-leftover

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -20,8 +21,16 @@ pytest_plugins = ["tests.review_helpers"]
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """A memoryd server shared by the tests that do not restart or reconfigure one."""
-    process = ServerProcess(tmp_path_factory.mktemp("shared") / "home").start()
+    """A memoryd server shared by the tests that do not restart or reconfigure one. With
+    $MEMORYD_TEST_LEFTOVER its data directory is that folder (emptied first) and stays after the
+    run: `make test` then runs `memoryd check` on what the whole suite left behind."""
+    leftover = os.environ.get("MEMORYD_TEST_LEFTOVER")
+    if leftover:
+        shutil.rmtree(leftover, ignore_errors=True)
+        home = Path(leftover) / "home"
+    else:
+        home = tmp_path_factory.mktemp("shared") / "home"
+    process = ServerProcess(home).start()
     yield process
     assert process.stop() == 0, process.output
 

@@ -334,6 +334,20 @@ def _providers(entries: Any, path: Path | None) -> tuple[ProviderSettings, ...]:
     return tuple(providers)
 
 
+def data_home(env: Mapping[str, str], *, home: str | None, config_path: str | None) -> Path:
+    """The data directory, as `serve` would find it (--home, $MEMORYD_HOME, [memoryd] home in
+    the config file, ~/.memoryd), without checking the rest of the settings."""
+    chosen = home or env.get("MEMORYD_HOME")
+    if chosen:
+        return Path(chosen).expanduser().resolve()
+    default = Path(DEFAULT_HOME).expanduser()
+    path, document = _read_config_file(config_path or env.get("MEMORYD_CONFIG"), default)
+    configured = document.get("memoryd", {}).get("home") if path else None
+    if isinstance(configured, str) and configured.strip():
+        return Path(configured).expanduser().resolve()
+    return default.resolve()
+
+
 def cli_token(env: Mapping[str, str]) -> str | None:
     """The token the CLI sends: $MEMORYD_TOKEN, else the file named by [memoryd.auth]
     cli_token_file in the config file ($MEMORYD_CONFIG, else <home>/config.toml). The config is

@@ -6,6 +6,7 @@ memoryd resource list|history|show|diff|rollback ...
 memoryd compact|context --conversation CHANNEL:CHAT[:THREAD] ...   (CompactionService)
 memoryd export [--agent A] [--owner O] [FILE]; memoryd import FILE   (see transfer_commands)
 memoryd purge-owner AGENT OWNER [--yes]
+memoryd backup PATH | restore PATH | check   [--home DIR]   (see data_commands)
 memoryd setup [...]; memoryd config show [--json]   (see setup_commands)
 """
 
@@ -19,7 +20,7 @@ import sys
 from collections.abc import Sequence
 
 from memoryd import __version__
-from memoryd.cli import remote_commands, setup_commands, transfer_commands
+from memoryd.cli import data_commands, remote_commands, setup_commands, transfer_commands
 from memoryd.config import load_settings
 from memoryd.errors import StartupError
 from memoryd.logs import LogPipeline
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     remote_commands.add_commands(commands)
     transfer_commands.add_commands(commands, remote_commands.common_options)
+    data_commands.add_commands(commands)
     setup_commands.add_commands(commands)
     return parser
 
@@ -70,6 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "purge-owner",
     ):
         return remote_commands.run(args, os.environ)
+    if args.command in ("backup", "restore", "check"):
+        return data_commands.run(args, os.environ)
     if args.command in ("setup", "config"):
         code: int = args.run(args, os.environ)
         return code

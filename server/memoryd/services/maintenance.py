@@ -1,0 +1,181 @@
+"""Operations on a data directory: `memoryd backup`, `restore` and `check`.
+
+They run in the CLI's process, on the database file. A backup and a check work while a server is
+serving (a snapshot through SQLite's backup API); a restore refuses to run while one holds the
+data directory, checks the backup first, and keeps the database it replaces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+
+from memoryd.domain import prompt_files as render_rules
+from memoryd.domain.conversation import OwnerKey
+from memoryd.domain.prompt_files import PROMPT_FILES
+from memoryd.domain.resources import ResourceKey, prompt_file_path
+from memoryd.domain.tokens import count_tokens
+from memoryd.errors import FailedPrecondition, InvalidArgument
+from memoryd.storage import maintenance, memory_reads, resource_store
+from memoryd.storage.migrations import bundled_migrations, schema_version
+from memoryd.storage.sql import rows
+
+DATABASE = "memory.db"
+LOCK_FILE = "memoryd.lock"
+
+
+@dataclasses.dataclass(slots=True)
+class CheckReport:
+    """What `memoryd check` found: problems (unhealthy), notes (worth knowing), and counts."""
+
+    problems: list[str] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    schema_version: int = 0
+    messages: int = 0
+    memories: int = 0
+    prompt_files: int = 0
+
+    @property
+    def healthy(self) -> bool:
+        """No problem was found."""
+        return not self.problems
+
+
+def backup(home: Path, target: Path) -> int:
+    """An online backup of the data directory's database to `target`; its size in bytes."""
+    database = _database(home)
+    if target.resolve() == database.resolve():
+        raise InvalidArgument("the backup must not be written over the database itself")
+    return maintenance.backup(database, target)
+
+
+def check(home: Path) -> CheckReport:
+    """Integrity, every word index, no orphaned rows, a known schema, prompt files equal to a
+    fresh render of their rows (and to the files on disk) — on a snapshot of the database."""
+    report = CheckReport()
+    try:
+        with maintenance.snapshot(_database(home)) as connection:
+            _check_database(connection, report)
+            _check_prompt_files(connection, home, report)
+    except apsw.Error as error:
+        report.problems.append(f"the database cannot be read: {error}")
+    return report
+
+
+def restore(home: Path, source: Path) -> Path | None:
+    """Replace the data directory's database with the backup at `source`, after checking it.
+    Refused while a server holds the directory. Returns where the replaced database was kept
+    (None when there was none)."""
+    if not source.is_file():
+        raise InvalidArgument(f"{source} is not a file")
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with _home_locked(home):
+        verdict = CheckReport()
+        try:
+            with maintenance.snapshot(source) as connection:
+                _check_database(connection, verdict)
+        except apsw.Error as error:
+            raise FailedPrecondition(
+                f"{source} is not a usable memoryd database, nothing was changed: {error}"
+            ) from None
+        if not verdict.healthy:
+            raise FailedPrecondition(
+                f"{source} failed its checks, nothing was changed: " + "; ".join(verdict.problems)
+            )
+        database = home / DATABASE
+        kept = None
+        if database.exists():
+            stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+            kept = home / f"{DATABASE}.replaced-{stamp}"
+            for suffix in ("", "-wal", "-shm"):
+                current = Path(f"{database}{suffix}")
+                if current.exists():
+                    current.replace(Path(f"{kept}{suffix}"))
+        maintenance.backup(source, database)
+        return kept
+
+
+def _check_database(connection: apsw.Connection, report: CheckReport) -> None:
+    report.problems += maintenance.problems(connection)
+    report.schema_version = schema_version(connection)
+    known = len(bundled_migrations())
+    if report.schema_version > known:
+        report.problems.append(
+            f"schema version {report.schema_version} is newer than this memoryd knows ({known})"
+        )
+    elif report.schema_version < known:
+        report.notes.append(
+            f"schema version {report.schema_version}; the server migrates it to {known} at start"
+        )
+    report.messages = int(rows(connection, "SELECT count(*) FROM messages")[0][0])
+    report.memories = int(rows(connection, "SELECT count(*) FROM memories")[0][0])
+
+
+def _check_prompt_files(connection: apsw.Connection, home: Path, report: CheckReport) -> None:
+    owners = rows(
+        connection,
+        "SELECT agent_id, owner_id FROM memories UNION SELECT agent_id, scope_id FROM resources "
+        "WHERE resource_type IN ('user_md', 'memory_md') ORDER BY 1, 2",
+    )
+    for agent_id, owner_id in owners:
+        owner = OwnerKey(agent_id, owner_id)
+        records = memory_reads.render_input(connection, owner)
+        for file in PROMPT_FILES:
+            rendered = render_rules.render(file, records, count_tokens).text
+            key = ResourceKey(agent_id, file.resource_type, owner_id)
+            current = resource_store.current(connection, key)
+            label = f"{file.file_name} of agent {agent_id!r}, owner {owner_id!r}"
+            if current is None:
+                if rendered.strip():
+                    report.problems.append(f"{label} has rows to show but no revision")
+                continue
+            report.prompt_files += 1
+            if current.content != rendered:
+                if current.mutation_source == "rollback":
+                    report.notes.append(
+                        f"{label} is a rollback to an earlier revision; the next change of its "
+                        "rows renders it again"
+                    )
+                else:
+                    report.problems.append(f"{label} differs from a fresh render of its rows")
+            path = home / prompt_file_path(agent_id, owner_id, file.resource_type)
+            try:
+                on_disk = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                on_disk = None
+            if on_disk != current.content:
+                report.problems.append(
+                    f"{label}: the file {path} is not its current revision (a server rewrites "
+                    "it when it starts)"
+                )
+
+
+def _database(home: Path) -> Path:
+    database = home / DATABASE
+    if not database.is_file():
+        raise InvalidArgument(f"there is no memoryd database in {home}")
+    return database
+
+
+@contextlib.contextmanager
+def _home_locked(home: Path) -> Iterator[None]:
+    """Hold the data directory's lock as a server does, so none starts meanwhile."""
+    descriptor = os.open(home / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(descriptor, 32).decode("ascii", "replace").strip() or "unknown"
+            raise FailedPrecondition(
+                f"a memoryd (pid {holder}) is serving {home}; stop it before restoring"
+            ) from None
+        yield
+    finally:
+        os.close(descriptor)
