@@ -59,6 +59,8 @@ async def test_a_backup_under_write_load_restores_healthy_with_every_earlier_wri
                     md.user("ada", f"message {turn} of writer {channel_number}")
                 )
                 acknowledged.extend(result.id for result in done.results)
+                if len(acknowledged) >= 200:
+                    warmed_up.set()
 
     writers = [asyncio.create_task(load(n)) for n in range(4)]
     await warmed_up.wait()
