@@ -8,6 +8,7 @@ and a check run while a server is serving; a restore refuses to while one holds 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO = sys.stdo
 def _check(args: argparse.Namespace, out: TextIO, home: Path) -> int:
     report = maintenance.check(home)
     if args.json:
-        document = {"healthy": report.healthy, "home": str(home), **vars_of(report)}
+        document = {"healthy": report.healthy, "home": str(home), **dataclasses.asdict(report)}
         out.write(json.dumps(document, indent=2) + "\n")
     else:
         out.write(
@@ -86,18 +87,6 @@ def _check(args: argparse.Namespace, out: TextIO, home: Path) -> int:
             out.write(f"note: {note}\n")
         out.write("healthy\n" if report.healthy else f"{len(report.problems)} problem(s)\n")
     return 0 if report.healthy else EXIT_FAILED
-
-
-def vars_of(report: maintenance.CheckReport) -> dict[str, object]:
-    """The report's fields."""
-    return {
-        "problems": report.problems,
-        "notes": report.notes,
-        "schema_version": report.schema_version,
-        "messages": report.messages,
-        "memories": report.memories,
-        "prompt_files": report.prompt_files,
-    }
 
 
 def _say(args: argparse.Namespace, out: TextIO, document: dict[str, object], text: str) -> int:
