@@ -17,7 +17,7 @@ import memoryd_client as md
 from memoryd.testing.fake_model import FakeModel
 from tests.review_helpers import review_config
 from tests.server_process import ServerProcess
-from tests.test_resources import cli
+from tests.test_resources import cli, terminal_cli
 
 CONFIG_EXTRA = "\n[memoryd.realtime]\npersist_transcripts = true\n"
 
@@ -221,3 +221,21 @@ async def test_purge_conversation_scrubs_too_and_old_revisions_that_quoted_it_go
     assert not {r.revision for r in left.revisions} & set(quoted)
     current = await memory.GetRevision(md.GetRevisionRequest(ref=ref))
     assert "Later context" in current.revision.content
+
+
+async def test_purge_owner_asks_first_on_a_terminal(served: Served) -> None:
+    chat = md.Conversation(owner_id="asked", channel="telegram", chat_id="c")
+    await served.memory.AppendMessages(
+        md.AppendMessagesRequest(conversation=chat, messages=[md.user("asked", "hello")])
+    )
+    declined = terminal_cli(served.server, "purge-owner", "main", "asked", answer="n\n")
+    assert declined.returncode == 1
+    assert "Erase everything of owner 'asked' of agent 'main'" in declined.stdout
+    assert "nothing was erased" in declined.stdout
+    listed = await served.memory.ListMessages(md.ListMessagesRequest(conversation=chat))
+    assert [m.content for m in listed.messages] == ["hello"]
+    accepted = terminal_cli(served.server, "purge-owner", "main", "asked", answer="y\n")
+    assert accepted.returncode == 0, accepted.stderr
+    assert "messages\t1" in accepted.stdout
+    listed = await served.memory.ListMessages(md.ListMessagesRequest(conversation=chat))
+    assert list(listed.messages) == []
