@@ -32,6 +32,7 @@ ADMIN = "admin-token-0123456789abcdef"
 MAIN_GUEST = "main-guest-token-0123456789"
 OTHER = "other-agent-token-0123456789"
 ENV_TOKEN = "env-held-adapter-token-0123"
+MAIN_ADMIN = "main-only-admin-token-012345"
 CONFIG = f"""
 [memoryd.realtime]
 persist_transcripts = true
@@ -51,6 +52,11 @@ max_trust = "guest"
 token = "{OTHER}"
 role = "adapter"
 agents = ["other"]
+
+[[memoryd.auth.tokens]]
+token = "{MAIN_ADMIN}"
+role = "admin"
+agents = ["main"]
 
 [[memoryd.auth.tokens]]
 token_env = "TEST_ADAPTER_TOKEN"
@@ -226,6 +232,30 @@ async def test_refusals_say_why(channel: grpc.aio.Channel, guarded: ServerProces
     assert "ExportData is an operator's call: it needs a token with role admin" in (
         caught.value.details() or ""
     )
+
+
+async def test_an_admin_of_one_agent_can_not_export_or_import_every_agent(
+    channel: grpc.aio.Channel,
+) -> None:
+    memory = md.MemoryServiceStub(channel)
+    main_admin = (("authorization", f"Bearer {MAIN_ADMIN}"),)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await memory.ExportData(md.ExportDataRequest(), metadata=main_admin).read()
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "ExportData of every agent needs a token for every agent" in (
+        caught.value.details() or ""
+    )
+    own = memory.ExportData(md.ExportDataRequest(agent_id="main"), metadata=main_admin)
+    first = await own.read()
+    assert first.lines[0].startswith('{"format":"memoryd-export"')
+    own.cancel()
+
+    async def lines() -> AsyncIterator[md.ImportDataRequest]:
+        yield md.ImportDataRequest(lines=['{"format": "memoryd-export", "version": 1}'])
+
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await memory.ImportData(lines(), metadata=main_admin)
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
 
 
 async def test_an_unset_trust_becomes_the_tokens_ceiling(channel: grpc.aio.Channel) -> None:

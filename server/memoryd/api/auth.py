@@ -9,7 +9,8 @@ read for what it names, generically, so that no RPC can be forgotten:
 - every field of type memoryd.v1.Trust: a claim above the token's max_trust is
   PERMISSION_DENIED, and an unset one becomes the token's max_trust (the use case's default,
   operator, could otherwise exceed it);
-- the operators' RPCs (export, import, PurgeOwner) need role admin.
+- the operators' RPCs (export, import, PurgeOwner) need role admin; an import, and an export of
+  every agent (empty agent_id), need a token for every agent as well.
 
 Agent-wide calls (SearchHistory of an agent, ListResources across owners, ReviewNow without a
 conversation, PurgeConversation) are thereby allowed to an admin and to an adapter whose token
@@ -40,6 +41,11 @@ ADMIN_ONLY = frozenset(
         "/memoryd.v1.MemoryService/PurgeOwner",
     }
 )
+# Calls that reach every agent: ImportData's lines may name any agent (they are not protobuf
+# fields the walk below can read), and ExportData with an empty agent_id exports every agent.
+# They need a token for every agent ("*"), not only role admin.
+EVERY_AGENT = frozenset({"/memoryd.v1.MemoryService/ImportData"})
+EVERY_AGENT_WHEN_EMPTY = frozenset({"/memoryd.v1.MemoryService/ExportData"})
 TRUST_ENUM = records_pb2.Trust.DESCRIPTOR.full_name
 _TRUST_NUMBER = {"operator": records_pb2.TRUST_OPERATOR, "guest": records_pb2.TRUST_GUEST}
 _TRUST_RANK = {records_pb2.TRUST_GUEST: 0, records_pb2.TRUST_OPERATOR: 1}
@@ -102,6 +108,15 @@ class Authorizer:
             raise PermissionDenied(
                 f"{method.rpartition('/')[2]} is an operator's call: it needs a token with role "
                 f"admin (this one, {caller.fingerprint}, is {caller.role})"
+            )
+        if caller.agents is not None and (
+            method in EVERY_AGENT
+            or (method in EVERY_AGENT_WHEN_EMPTY and not getattr(request, "agent_id", "x"))
+        ):
+            raise PermissionDenied(
+                f"{method.rpartition('/')[2]} of every agent needs a token for every agent "
+                f'(agents = ["*"]); the token {caller.fingerprint} covers '
+                f"{', '.join(sorted(caller.agents))}"
             )
         agents: set[str] = set()
         self._walk(caller, request, agents)
