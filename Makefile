@@ -5,7 +5,7 @@
 #   make protos  regenerate the Python, Go and TypeScript clients from protos/
 #   make baseline  record the released contract (protos/baseline.binpb) that buf breaking guards
 #   make bench   the benchmarks in bench/ (figures for the README's performance section)
-#   make probes  the long hostile-client probes: 36,000 fuzzed calls, 20 SIGKILL rounds
+#   make probes  the long hostile-client probes: 52,500 fuzzed calls, 20 SIGKILL rounds
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3

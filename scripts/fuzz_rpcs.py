@@ -1,6 +1,6 @@
 """Fuzz every unary RPC of a fresh memoryd server for a long time (make test runs a short one).
 
-    python scripts/fuzz_rpcs.py [--examples 1500]   # per RPC: 24 RPCs x 1500 = 36,000 calls
+    python scripts/fuzz_rpcs.py [--examples 1500]   # per RPC: 35 unary RPCs x 1500 = 52,500 calls
 
 Requests are drawn from the message descriptors (tests/rpc_fuzz.py). Exits 1 on the first call
 answered INTERNAL or UNKNOWN, leaking internals, or too large; prints a JSON summary (calls,
