@@ -242,7 +242,7 @@ async def test_an_admin_of_one_agent_can_not_export_or_import_every_agent(
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await memory.ExportData(md.ExportDataRequest(), metadata=main_admin).read()
     assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
-    assert "ExportData of every agent needs a token for every agent" in (
+    assert "ExportData of every agent (an empty agent_id): it needs a token for every agent" in (
         caught.value.details() or ""
     )
     own = memory.ExportData(md.ExportDataRequest(agent_id="main"), metadata=main_admin)
@@ -256,6 +256,9 @@ async def test_an_admin_of_one_agent_can_not_export_or_import_every_agent(
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await memory.ImportData(lines(), metadata=main_admin)
     assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "ImportData may write any agent's data: it needs a token for every agent" in (
+        caught.value.details() or ""
+    )
 
 
 async def test_an_unset_trust_becomes_the_tokens_ceiling(channel: grpc.aio.Channel) -> None:

@@ -109,15 +109,20 @@ class Authorizer:
                 f"{method.rpartition('/')[2]} is an operator's call: it needs a token with role "
                 f"admin (this one, {caller.fingerprint}, is {caller.role})"
             )
-        if caller.agents is not None and (
-            method in EVERY_AGENT
-            or (method in EVERY_AGENT_WHEN_EMPTY and not getattr(request, "agent_id", "x"))
-        ):
-            raise PermissionDenied(
-                f"{method.rpartition('/')[2]} of every agent needs a token for every agent "
-                f'(agents = ["*"]); the token {caller.fingerprint} covers '
-                f"{', '.join(sorted(caller.agents))}"
+        if caller.agents is not None:
+            name = method.rpartition("/")[2]
+            reach = (
+                f"{name} may write any agent's data"
+                if method in EVERY_AGENT
+                else f"{name} of every agent (an empty agent_id)"
+                if method in EVERY_AGENT_WHEN_EMPTY and not getattr(request, "agent_id", "x")
+                else ""
             )
+            if reach:
+                raise PermissionDenied(
+                    f'{reach}: it needs a token for every agent (agents = ["*"]); the token '
+                    f"{caller.fingerprint} covers {', '.join(sorted(caller.agents))}"
+                )
         agents: set[str] = set()
         self._walk(caller, request, agents)
         if caller.agents is None:
