@@ -237,11 +237,19 @@ async def test_turn_interval_triggers_a_review_before_the_interval(
             memory = md.MemoryServiceStub(channel)
             conversation = fresh_conversation()
             await commit(memory, conversation, *turn("one"))  # never reviewed: due at once
-            await eventually(lambda: len(model.requests) == 1)
+            request = md.GetReviewStateRequest(conversation=conversation)
+
+            async def first_review_recorded() -> bool:
+                # Recorded, not only asked: a review that records after "two" is committed
+                # leaves input behind (a backlog), which is reviewed again at once.
+                state = await memory.GetReviewState(request)
+                return state.last_run.id == 1 and not state.review_running
+
+            await eventually(first_review_recorded)
+            assert len(model.requests) == 1
             await commit(memory, conversation, *turn("two"))
             await after_a_scheduler_pass(memory)
             # One turn since: the 24 h interval holds (the second request is the witness's).
-            request = md.GetReviewStateRequest(conversation=conversation)
             waiting = await memory.GetReviewState(request)
             assert waiting.pending_input
             assert not waiting.review_running
