@@ -48,6 +48,8 @@ async def test_the_fallback_answers_when_the_primary_times_out(
             state = await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
             assert state.last_run.model_calls == 2
             assert state.last_run.provider == "fake-1"
+            # The log lines are written by the log thread a moment after the calls.
+            await eventually(lambda: len(server.events(Event.MODEL_CALL)) >= 2)
         calls = server.events(Event.MODEL_CALL)
         assert [(c["provider"], c["error"]) for c in calls] == [
             ("fake-0", "timed out"),
