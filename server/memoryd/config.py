@@ -49,6 +49,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from memoryd.data_directory import DATABASE_FILE
 from memoryd.errors import StartupError
 
 KIB = 1024
@@ -230,7 +231,7 @@ class Settings:
     @property
     def database_path(self) -> Path:
         """The SQLite database, the source of truth."""
-        return self.home / "memory.db"
+        return self.home / DATABASE_FILE
 
 
 SECTIONS: dict[str, type[Any]] = {

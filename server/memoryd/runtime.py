@@ -8,7 +8,6 @@ writer thread. Closing commits what is queued and closes every connection.
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import logging
 import os
 from collections.abc import Mapping
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import apsw
 
+from memoryd import data_directory
 from memoryd.config import Settings
 from memoryd.domain import tokens
 from memoryd.domain.conversation import ConversationKey
@@ -46,7 +46,6 @@ from memoryd.storage.readers import ReaderPool
 from memoryd.storage.writer import Writer, WriterSettings
 
 log = logging.getLogger("memoryd.runtime")
-LOCK_FILE = "memoryd.lock"
 
 
 @dataclasses.dataclass(slots=True, kw_only=True)
@@ -263,7 +262,7 @@ def private_files(home: Path) -> None:
             extra={"event": Event.HOME_READABLE, "home": str(home), "mode": oct(mode & 0o777)},
         )
     for path in [
-        *(home / name for name in (LOCK_FILE, "memory.db", "memory.db-wal", "memory.db-shm")),
+        *(home / name for name in (data_directory.LOCK_FILE, *data_directory.DATABASE_FILES)),
         *_tree(home / "memory"),
     ]:
         try:
@@ -284,22 +283,14 @@ def _tree(root: Path) -> list[Path]:
 
 def _lock_home(home: Path) -> int:
     try:
-        home.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(home / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError as error:
-        raise StartupError(f"cannot use data directory {home}: {error.strerror}") from error
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.read(fd, 32).decode("ascii", "replace").strip() or "unknown"
-        os.close(fd)
+        return data_directory.lock(home)
+    except data_directory.Locked as locked:
         raise StartupError(
-            f"another memoryd (pid {holder}) is already serving {home}; "
+            f"another memoryd (pid {locked.holder}) is already serving {home}; "
             "stop it or use another --home"
         ) from None
-    os.ftruncate(fd, 0)
-    os.write(fd, str(os.getpid()).encode("ascii"))
-    return fd
+    except OSError as error:
+        raise StartupError(f"cannot use data directory {home}: {error.strerror}") from error
 
 
 def _count_stored_tokens(connection: apsw.Connection) -> None:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import apsw
 
+from memoryd import data_directory
 from memoryd.domain import prompt_files as render_rules
 from memoryd.domain.conversation import OwnerKey
 from memoryd.domain.prompt_files import PROMPT_FILES
@@ -27,8 +27,7 @@ from memoryd.storage import maintenance, memory_reads, resource_store
 from memoryd.storage.migrations import bundled_migrations, schema_version
 from memoryd.storage.sql import rows
 
-DATABASE = "memory.db"
-LOCK_FILE = "memoryd.lock"
+DATABASE = data_directory.DATABASE_FILE
 
 
 @dataclasses.dataclass(slots=True)
@@ -75,7 +74,6 @@ def restore(home: Path, source: Path) -> Path | None:
     (None when there was none)."""
     if not source.is_file():
         raise InvalidArgument(f"{source} is not a file")
-    home.mkdir(mode=0o700, parents=True, exist_ok=True)
     with _home_locked(home):
         verdict = CheckReport()
         try:
@@ -167,15 +165,13 @@ def _database(home: Path) -> Path:
 @contextlib.contextmanager
 def _home_locked(home: Path) -> Iterator[None]:
     """Hold the data directory's lock as a server does, so none starts meanwhile."""
-    descriptor = os.open(home / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(descriptor, 32).decode("ascii", "replace").strip() or "unknown"
-            raise FailedPrecondition(
-                f"a memoryd (pid {holder}) is serving {home}; stop it before restoring"
-            ) from None
+        descriptor = data_directory.lock(home)
+    except data_directory.Locked as locked:
+        raise FailedPrecondition(
+            f"a memoryd (pid {locked.holder}) is serving {home}; stop it before restoring"
+        ) from None
+    try:
         yield
     finally:
         os.close(descriptor)

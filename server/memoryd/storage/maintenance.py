@@ -16,9 +16,8 @@ from pathlib import Path
 
 import apsw
 
+from memoryd.storage.scrub import FTS_INDEXES
 from memoryd.storage.sql import rows
-
-FTS_INDEXES = ("messages_fts", "messages_trigram", "memories_fts")
 
 
 def backup(source: Path, target: Path) -> int:

@@ -1,0 +1,41 @@
+"""The data directory's own files, and its lock: one process works on a directory at a time.
+
+A server holds the lock for as long as it serves (`memoryd serve`), and `memoryd restore` while it
+swaps the database; the lock file holds the holder's pid, so a refusal can name it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+DATABASE_FILE = "memory.db"
+LOCK_FILE = "memoryd.lock"
+# The database and the files SQLite keeps beside it in WAL mode.
+DATABASE_FILES = (DATABASE_FILE, f"{DATABASE_FILE}-wal", f"{DATABASE_FILE}-shm")
+
+
+class Locked(Exception):
+    """Another process holds the data directory."""
+
+    def __init__(self, holder: str) -> None:
+        super().__init__(holder)
+        self.holder = holder
+
+
+def lock(home: Path) -> int:
+    """Take the data directory's lock (creating the directory 0700 if needed) and write our pid
+    into it; returns the descriptor that holds it (close it to release). Raises Locked with the
+    holder's pid when another process has it, OSError when the directory cannot be used."""
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    descriptor = os.open(home / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(descriptor, 32).decode("ascii", "replace").strip() or "unknown"
+        os.close(descriptor)
+        raise Locked(holder) from None
+    os.ftruncate(descriptor, 0)
+    os.write(descriptor, str(os.getpid()).encode("ascii"))
+    return descriptor
