@@ -16,12 +16,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from memoryd.cli.remote_commands import EXIT_FAILED
 from memoryd.config import data_home
 from memoryd.errors import MemorydError, StartupError
 from memoryd.services import maintenance
-
-EXIT_FAILED = 1
-EXIT_USAGE = 2
 
 
 def add_commands(commands: Any) -> None:
