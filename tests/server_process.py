@@ -52,6 +52,7 @@ class ServerProcess:
             home.parent.mkdir(parents=True, exist_ok=True)
             config_path = home.parent / f"{home.name}-config.toml"
             config_path.write_text(config, encoding="utf-8")
+            config_path.chmod(0o600)  # a config holding tokens must be private to be served
             command += ["--config", str(config_path)]
         process_env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
         process_env.update(env or {})

@@ -6,6 +6,7 @@ non-loopback address is refused; the CLI sends its token."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -25,6 +26,7 @@ import memoryd_client as md
 from memoryd.config import check_exposure, load_settings
 from memoryd.errors import StartupError
 from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2
+from tests.review_helpers import eventually
 from tests.server_process import ServerProcess
 from tests.test_resources import cli
 
@@ -175,30 +177,6 @@ async def channel(guarded: ServerProcess) -> AsyncIterator[grpc.aio.Channel]:
         yield opened
 
 
-@pytest.mark.parametrize("method", METHODS, ids=lambda method: method.name)
-async def test_every_rpc_is_guarded(channel: grpc.aio.Channel, method: MethodDescriptor) -> None:
-    empty = request_class(method)()
-    assert await call(channel, method, empty, None) == grpc.StatusCode.UNAUTHENTICATED
-    assert await call(channel, method, empty, "wrong-token-0123456789") == (
-        grpc.StatusCode.UNAUTHENTICATED
-    )
-    # The request names the default agent (main), which this token does not cover.
-    assert await call(channel, method, empty, OTHER) == grpc.StatusCode.PERMISSION_DENIED
-    admitted = await call(channel, method, empty, ADMIN)
-    assert admitted not in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
-    adapter = await call(channel, method, empty, MAIN_GUEST)
-    if method.name in ADMIN_ONLY:
-        assert adapter == grpc.StatusCode.PERMISSION_DENIED
-    else:
-        assert adapter not in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
-    claiming = claiming_operator(method)
-    if claiming is not None:
-        assert await call(channel, method, claiming, MAIN_GUEST) == (
-            grpc.StatusCode.PERMISSION_DENIED
-        )
-        assert await call(channel, method, claiming, ADMIN) != grpc.StatusCode.PERMISSION_DENIED
-
-
 async def test_refusals_say_why(channel: grpc.aio.Channel, guarded: ServerProcess) -> None:
     memory = md.MemoryServiceStub(channel)
     chat = md.Conversation(channel="telegram", chat_id="auth")
@@ -315,12 +293,23 @@ async def test_health_and_reflection_stay_open(channel: grpc.aio.Channel) -> Non
     assert health.status == health_pb2.HealthCheckResponse.SERVING
 
 
-def test_the_log_names_tokens_by_fingerprint_only(guarded: ServerProcess) -> None:
+async def test_the_log_names_tokens_by_fingerprint_only(
+    guarded: ServerProcess, channel: grpc.aio.Channel
+) -> None:
+    memory = md.MemoryServiceStub(channel)
+    for token in (ADMIN, MAIN_GUEST, OTHER, ENV_TOKEN):
+        with contextlib.suppress(grpc.aio.AioRpcError):
+            await memory.ListResources(
+                md.ListResourcesRequest(), metadata=(("authorization", f"Bearer {token}"),)
+            )
+
+    def logged() -> set[object]:
+        return {event.get("token") for event in guarded.events("rpc")}
+
+    await eventually(lambda: fingerprint(ADMIN) in logged() and fingerprint(OTHER) in logged())
     output = guarded.output
     for token in (ADMIN, MAIN_GUEST, OTHER, ENV_TOKEN):
         assert token not in output
-    tokens = {event.get("token") for event in guarded.events("rpc")}
-    assert fingerprint(ADMIN) in tokens
 
 
 def test_the_cli_sends_its_token(guarded: ServerProcess, tmp_path: Path) -> None:

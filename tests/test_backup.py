@@ -150,3 +150,45 @@ async def test_check_finds_an_edited_prompt_file_and_orphaned_rows(
     assert "USER.md of agent 'main', owner 'default': the file" in found.stdout
     assert "orphaned row: memory_review_state" in found.stdout
     assert found.stdout.splitlines()[-1] == "2 problem(s)"
+
+
+async def test_a_purge_names_the_replaced_databases_that_may_hold_the_owner(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    marker = "zqreplacedowner"
+    chat = md.Conversation(owner_id="victim", channel="telegram", chat_id="c")
+    server = start_server(home).start()
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        await memory.AppendMessages(
+            md.AppendMessagesRequest(conversation=chat, messages=[md.user("v", marker)])
+        )
+    backup = tmp_path / "copy.db"
+    assert memoryd("backup", str(backup), "--home", str(home)).returncode == 0
+    server.stop()
+    assert memoryd("restore", str(backup), "--home", str(home)).returncode == 0
+    replaced = sorted(path.name for path in home.glob("memory.db.replaced-*"))
+    assert replaced
+    (home / "memory" / "notes.txt").parent.mkdir(exist_ok=True)
+    (home / "memory" / "notes.txt").write_text("an operator's file", encoding="utf-8")
+
+    server = start_server(home).start()
+    async with md.connect(server.address) as channel:
+        receipt = await md.MemoryServiceStub(channel).PurgeOwner(
+            md.PurgeOwnerRequest(owner_id="victim")
+        )
+    assert receipt.wal_truncated
+    assert list(receipt.residual_files) == sorted([*replaced, "memory/notes.txt"])
+    report = json.loads(memoryd("check", "--home", str(home), "--json").stdout)
+    assert report["replaced_databases"] == replaced
+    assert any("memoryd discard-replaced" in note for note in report["notes"])
+    held = b"".join((home / name).read_bytes() for name in replaced)
+    assert marker.encode() in held  # why the receipt names them
+
+    discarded = memoryd("discard-replaced", "--home", str(home), "--json")
+    assert discarded.returncode == 0, discarded.stderr
+    assert sorted(Path(p).name for p in json.loads(discarded.stdout)["removed"]) == replaced
+    assert not list(home.glob("memory.db.replaced-*"))
+    files = b"".join(p.read_bytes() for p in home.rglob("*") if p.is_file())
+    assert marker.encode() not in files

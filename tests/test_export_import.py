@@ -204,7 +204,7 @@ async def test_an_export_imported_into_an_empty_home_exports_again_byte_for_byte
     assert summary["records"] == len(lines) - 1
     assert json.loads(lines[0]) == {
         "format": "memoryd-export",
-        "version": 1,
+        "version": 2,
         "agent_id": "",
         "owner_id": "",
     }
@@ -340,7 +340,7 @@ async def test_a_terminal_shows_a_progress_bar_with_rate_and_eta(
 
 
 def header(**fields: object) -> str:
-    document = {"format": "memoryd-export", "version": 1, "agent_id": "", "owner_id": ""}
+    document = {"format": "memoryd-export", "version": 2, "agent_id": "", "owner_id": ""}
     document.update(fields)
     return json.dumps(document)
 
@@ -406,7 +406,10 @@ async def import_lines(
 BAD_LINES = [
     ("", "the import is empty: the first line must be the header"),
     ('{"format": "other"}', "line 1 is not a memoryd export header"),
-    (header(version=2), "line 1: export format version '2' is not supported"),
+    (
+        header(version=3),
+        "line 1: export format version '3' is not supported; this memoryd reads versions 1, 2",
+    ),
     ("not json", "line 2 is not JSON"),
     ('{"record": "spaceship"}', "line 2: unknown record 'spaceship'; records are conversation"),
     (
@@ -560,3 +563,133 @@ async def test_an_import_cut_by_sigkill_is_run_again_and_completes_exactly(
     again = tmp_path / "again.jsonl"
     run_cli(restarted, "export", str(again))
     assert again.read_bytes() == source.read_bytes()
+
+
+def resource_line(scope: str, path: str, resource_type: str = "user_md") -> str:
+    return json.dumps(
+        {
+            "record": "resource",
+            "agent_id": "main",
+            "resource_type": resource_type,
+            "scope_id": scope,
+            "resource_path": path,
+            "current_revision": 1,
+            "created_at": "2026-01-01T00:00:00.000000Z",
+            "updated_at": "2026-01-01T00:00:00.000000Z",
+        }
+    )
+
+
+def revision_line(
+    scope: str, revision: int, content: str, provenance: object, **fields: object
+) -> str:
+    record = {
+        "record": "resource_revision",
+        "agent_id": "main",
+        "resource_type": "user_md",
+        "scope_id": scope,
+        "revision": revision,
+        "parent_revision": revision - 1 or None,
+        "content_hash": "0" * 64,
+        "content": content,
+        "byte_size": len(content),
+        "mutation_source": "import",
+        "provenance_json": json.dumps(provenance),
+        "created_at": "2026-01-01T00:00:00.000000Z",
+    }
+    record.update(fields)
+    return json.dumps(record)
+
+
+async def test_an_import_never_chooses_where_a_file_is_written(
+    memory: md.MemoryServiceStub, server: ServerProcess, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    link = server.home / "memory" / "link"
+    link.parent.mkdir(exist_ok=True)
+    link.symlink_to(outside, target_is_directory=True)
+    victim = server.home / "memory" / "main" / "owners" / "victim" / "USER.md"
+    await memory.StoreMemory(
+        md.StoreMemoryRequest(
+            owner=md.OwnerScope(owner_id="victim"),
+            category=md.CATEGORY_IDENTITY,
+            key="n",
+            value="Victim's own name",
+        )
+    )
+    before = victim.read_text(encoding="utf-8")
+    for path in (
+        str(outside / "USER.md"),
+        "../../outside/USER.md",
+        "memory/link/USER.md",
+        "memory/main/owners/victim/USER.md",
+    ):
+        error = await rpc_error(
+            import_lines(
+                memory,
+                [
+                    header(),
+                    resource_line("attacker", path),
+                    revision_line("attacker", 1, "written by an import", {}),
+                ],
+            )
+        )
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, path
+        assert (
+            "line 2: resource record: resource_path must be 'memory/main/owners/attacker/USER.md'"
+        ) in (error.details() or "")
+    assert list(outside.iterdir()) == []
+    assert victim.read_text(encoding="utf-8") == before
+    assert not (server.home / "memory" / "main" / "owners" / "attacker").exists()
+    link.unlink()
+
+
+async def test_a_version_1_export_has_its_shared_checkpoints_split_by_owner(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    lines = [header(version=1), *(conversation_line("shared", owner_id=o) for o in ("eve", "bob"))]
+    for number, owner in ((9_500_001, "eve"), (9_500_002, "bob")):
+        lines.append(
+            message_line(
+                number,
+                "shared",
+                owner_id=owner,
+                role="system",
+                kind="checkpoint_summary",
+                content=f"summary of {owner}",
+            )
+        )
+    old = "telegram:shared:root"
+    lines.append(resource_line(old, "", "checkpoint"))
+    for revision, (checkpoint, owner) in enumerate(((9_500_001, "eve"), (9_500_002, "bob")), 1):
+        lines.append(
+            revision_line(
+                old,
+                revision,
+                f"summary of {owner}",
+                {"checkpoint_id": checkpoint},
+                resource_type="checkpoint",
+            )
+        )
+    server = start_server(tmp_path / "home").start()
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        done = await import_lines(memory, lines)
+        assert done.stored == len(lines) - 1
+        listed = await memory.ListResources(
+            md.ListResourcesRequest(type=md.RESOURCE_TYPE_CHECKPOINT)
+        )
+        assert sorted(r.ref.scope_id for r in listed.resources) == [
+            "bob:telegram:shared:root",
+            "eve:telegram:shared:root",
+        ]
+        for owner, revision in (("eve", 1), ("bob", 2)):
+            ref = md.ResourceRef(
+                type=md.RESOURCE_TYPE_CHECKPOINT, scope_id=f"{owner}:telegram:shared:root"
+            )
+            found = await memory.GetRevision(md.GetRevisionRequest(ref=ref))
+            assert (found.revision.revision, found.revision.content) == (
+                revision,
+                f"summary of {owner}",
+            )

@@ -136,3 +136,64 @@ def test_a_version_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
         "job_runs",
     } <= tables
     connection.close()
+
+
+def test_0009_splits_a_shared_checkpoint_resource_by_owner(tmp_path: Path) -> None:
+    """Two owners in one chat shared a checkpoint resource; each gets its own, revision
+    numbers kept, a rollback following the revision it went back to, an orphan dropped."""
+    connection = apsw.Connection(str(tmp_path / "m.db"))
+    migrations = bundled_migrations()
+    migrate(connection, migrations[:8])
+    stamp = "2026-11-30T10:00:00.000000Z"
+    for owner in ("vic:tim", "keeper"):
+        connection.execute(
+            "INSERT INTO conversations (agent_id, owner_id, channel, chat_id, thread_scope, "
+            "search_scope, history_version, created_at) "
+            "VALUES ('main', ?, 'telegram', 'c', 'root', '', 1, ?)",
+            (owner, stamp),
+        )
+    ids = {}
+    for owner in ("vic:tim", "keeper"):
+        connection.execute(
+            "INSERT INTO messages (agent_id, owner_id, channel, chat_id, thread_scope, sender, "
+            "role, kind, content, trust, created_at) VALUES ('main', ?, 'telegram', 'c', "
+            "'root', 'compactor', 'system', 'checkpoint_summary', ?, 'operator', ?)",
+            (owner, f"summary of {owner}", stamp),
+        )
+        ids[owner] = connection.last_insert_rowid()
+    connection.execute(
+        "INSERT INTO resources (agent_id, resource_type, scope_id, resource_path, "
+        "current_revision, created_at, updated_at) VALUES ('main', 'checkpoint', "
+        "'telegram:c:root', '', 4, ?, ?)",
+        (stamp, stamp),
+    )
+    shared = connection.last_insert_rowid()
+    revisions = [
+        (1, None, f'{{"checkpoint_id":{ids["vic:tim"]}}}'),
+        (2, 1, f'{{"checkpoint_id":{ids["keeper"]}}}'),
+        (3, 2, '{"rolled_back_to":1}'),
+        (4, 3, '{"checkpoint_id":999999}'),  # its message was erased
+    ]
+    for number, parent, provenance in revisions:
+        connection.execute(
+            "INSERT INTO resource_revisions (resource_id, revision, parent_revision, "
+            "content_hash, content, byte_size, mutation_source, provenance_json, created_at) "
+            "VALUES (?, ?, ?, 'h', ?, 1, 'compaction', ?, ?)",
+            (shared, number, parent, f"content {number}", provenance, stamp),
+        )
+    assert migrate(connection, migrations) == [m.version for m in migrations[8:]]
+    found = sorted(
+        connection.execute(
+            "SELECT s.scope_id, s.current_revision, v.revision, v.parent_revision FROM "
+            "resources AS s JOIN resource_revisions AS v ON v.resource_id = s.id "
+            "WHERE s.resource_type = 'checkpoint'"
+        )
+    )
+    assert found == [
+        ("keeper:telegram:c:root", 2, 2, None),
+        ("vic%3Atim:telegram:c:root", 3, 1, None),
+        ("vic%3Atim:telegram:c:root", 3, 3, 1),
+    ]
+    left = connection.execute("SELECT count(*) FROM resources WHERE id = ?", (shared,))
+    assert left.fetchall() == [(0,)]
+    connection.close()

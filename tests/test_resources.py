@@ -97,7 +97,11 @@ async def test_rollback_is_a_new_revision_and_the_next_rebuild_replaces_it(
     assert done.changed
     assert (done.revision.revision, done.revision.parent_revision) == (4, 3)
     assert done.revision.mutation_source == "rollback"
-    assert json.loads(done.revision.provenance) == {"rolled_back_to": 1}
+    # A rollback keeps the record of what the content renders, for erasure to find it.
+    first = await memory.GetRevision(md.GetRevisionRequest(ref=user_ref(versioned), revision=1))
+    rendered = json.loads(first.revision.provenance)["rendered"]
+    assert len(rendered) == 1
+    assert json.loads(done.revision.provenance) == {"rolled_back_to": 1, "rendered": rendered}
     assert done.notice == (
         "Rolled back user_md to the content of revision 1 (new revision 4). Memory rows are "
         "unchanged: the next change to this memory rebuilds USER.md from them and replaces this "

@@ -269,3 +269,34 @@ async def _rpc_error(call: Any) -> grpc.aio.AioRpcError:
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await call
     return caught.value
+
+
+async def test_one_agent_can_not_take_every_stream_slot(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    config = "[memoryd.realtime]\nmax_streams = 10\nmax_streams_per_agent = 2\n"
+    server = start_server(tmp_path / "home", config=config).start()
+    async with md.connect(server.address) as channel:
+        stub = md.MemoryServiceStub(channel)
+        held: list[Any] = []
+        for _ in range(2):
+            # Open, and keep open: the stream holds its slot until it ends.
+            stream = stub.StreamTranscript()
+            await stream.write(opening(device(), agent_id="hog"))
+            assert (await stream.read()).committed_seq == 0
+            held.append(stream)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await exchange(stub, [opening(device(), agent_id="hog"), END])
+        assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert caught.value.details() == (
+            "2 transcript streams of agent 'hog' are open; the limit is 2 per agent "
+            "(memoryd.realtime.max_streams_per_agent)"
+        )
+        answers = await exchange(stub, [opening(device(), agent_id="other"), END])
+        assert answers[-1].HasField("totals")  # another agent still gets a slot
+        for stream in held:
+            await stream.write(END)
+            await stream.done_writing()
+            assert (await stream.read()).HasField("totals")
+        answers = await exchange(stub, [opening(device(), agent_id="hog"), END])
+        assert answers[-1].HasField("totals")  # the slots came back

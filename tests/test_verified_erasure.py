@@ -22,6 +22,11 @@ from tests.test_resources import cli, terminal_cli
 CONFIG_EXTRA = "\n[memoryd.realtime]\npersist_transcripts = true\n"
 
 
+def every_file(home: Path) -> bytes:
+    """Every byte of every file under the data directory."""
+    return b"".join(path.read_bytes() for path in sorted(home.rglob("*")) if path.is_file())
+
+
 def raw(home: Path) -> bytes:
     """Every byte of the database and its WAL, as they are on disk now."""
     found = b""
@@ -122,7 +127,9 @@ async def test_purge_owner_leaves_no_byte_of_the_owner_in_the_database_files(
     assert gone in user_md.read_text(encoding="utf-8")
 
     checkpoint = md.ResourceRef(
-        agent_id="main", type=md.RESOURCE_TYPE_CHECKPOINT, scope_id="telegram:victim-long:root"
+        agent_id="main",
+        type=md.RESOURCE_TYPE_CHECKPOINT,
+        scope_id="victim:telegram:victim-long:root",
     )
     summaries = await served.memory.ListRevisions(md.ListRevisionsRequest(ref=checkpoint))
     assert len(summaries.revisions) == 1
@@ -239,3 +246,117 @@ async def test_purge_owner_asks_first_on_a_terminal(served: Served) -> None:
     assert "messages\t1" in accepted.stdout
     listed = await served.memory.ListMessages(md.ListMessagesRequest(conversation=chat))
     assert list(listed.messages) == []
+
+
+async def compacted(served: Served, conversation: md.Conversation, summary: str) -> md.Checkpoint:
+    """Long messages in `conversation`, reviewed, then compacted into `summary`."""
+    words = " ".join(["trip"] * 300)
+    await served.memory.AppendMessages(
+        md.AppendMessagesRequest(
+            conversation=conversation, messages=[md.user("ada", words) for _ in range(4)]
+        )
+    )
+    await served.memory.ReviewNow(md.ReviewNowRequest(conversation=conversation))
+    served.model.reply(summary)
+    done = await served.compaction.Compact(
+        md.CompactRequest(conversation=conversation, context_window=1200)
+    )
+    assert done.outcome == md.COMPACTION_OUTCOME_COMPACTED, done.message
+    state = await served.compaction.GetCompactionState(
+        md.GetCompactionStateRequest(conversation=conversation)
+    )
+    return state.checkpoint
+
+
+async def test_purge_conversation_erases_every_revision_that_rendered_its_rows(
+    served: Served,
+) -> None:
+    """The red team's four cases: an earlier value of an updated row, a row archived before the
+    purge, a value with a line break, and a checkpoint revision made by a rollback."""
+    marks = [f"zq{uuid.uuid4().hex[:10]}m{n}" for n in range(4)]
+    earlier, archived, broken, rolled_back = marks
+    kept = f"zq{uuid.uuid4().hex[:10]}kept"
+    chat = md.Conversation(owner_id="ada", channel="telegram", chat_id="purged")
+    stays = md.Conversation(owner_id="ada", channel="telegram", chat_id="stays")
+    memory = served.memory
+
+    async def context(key: str, value: str, conversation: md.Conversation = chat) -> int:
+        stored = await memory.StoreMemory(
+            md.StoreMemoryRequest(
+                conversation=conversation,
+                scope_type=md.SCOPE_TYPE_CONVERSATION,
+                category=md.CATEGORY_CONTEXT,
+                key=key,
+                value=value,
+            )
+        )
+        return stored.memory.id
+
+    updated = await context("earlier", f"Earlier {earlier}")
+    await memory.UpdateMemory(
+        md.UpdateMemoryRequest(conversation=chat, id=updated, value="Replaced since")
+    )
+    gone = await context("archived", f"Archived {archived}")
+    await memory.ArchiveMemory(md.ArchiveMemoryRequest(conversation=chat, id=gone))
+    await context("broken", f"First line {broken}\nsecond line")
+    await context("kept", f"Kept {kept}", stays)
+    first = await compacted(served, chat, f"Summary one {rolled_back}")
+    await compacted(served, chat, "Summary two")
+    back = await memory.RollbackResource(
+        md.RollbackResourceRequest(ref=first.resource, revision=first.revision)
+    )
+    assert rolled_back in back.revision.content
+    files = every_file(served.server.home)
+    assert all(mark.encode() in files for mark in marks)
+
+    purged = await memory.PurgeConversation(md.PurgeConversationRequest(conversation=chat))
+    assert purged.memories_deleted == 3
+    assert purged.wal_truncated
+    assert list(purged.residual_files) == []
+    files = every_file(served.server.home)
+    for mark in marks:
+        assert mark.encode() not in files, mark
+    assert kept.encode() in files
+    ref = md.ResourceRef(agent_id="main", type=md.RESOURCE_TYPE_MEMORY_MD, scope_id="ada")
+    current = await memory.GetRevision(md.GetRevisionRequest(ref=ref))
+    assert current.revision.content == f"## Context\n- Kept {kept}"
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await memory.ListRevisions(md.ListRevisionsRequest(ref=first.resource))
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_two_owners_in_one_chat_keep_their_own_checkpoints_through_rollback_and_purge(
+    served: Served,
+) -> None:
+    victim_mark, keeper_mark = (f"zq{uuid.uuid4().hex[:10]}{who}" for who in ("v", "k"))
+    victim = md.Conversation(owner_id="victim", channel="telegram", chat_id="shared")
+    keeper = md.Conversation(owner_id="keeper", channel="telegram", chat_id="shared")
+    mine = await compacted(served, victim, f"Victim said {victim_mark}")
+    theirs = await compacted(served, keeper, f"Keeper said {keeper_mark}")
+    assert mine.resource.scope_id == "victim:telegram:shared:root"
+    assert theirs.resource.scope_id == "keeper:telegram:shared:root"
+    listed = await served.memory.ListRevisions(md.ListRevisionsRequest(ref=theirs.resource))
+    assert [r.revision for r in listed.revisions] == [theirs.revision]
+    # The keeper's resource holds none of the victim's revisions to roll back to.
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await served.memory.RollbackResource(
+            md.RollbackResourceRequest(ref=theirs.resource, revision=theirs.revision + 1)
+        )
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+    await compacted(served, victim, "Victim again")
+    await served.memory.RollbackResource(
+        md.RollbackResourceRequest(ref=mine.resource, revision=mine.revision)
+    )
+
+    done = cli(served.server, "purge-owner", "main", "victim", "--json")
+    assert done.returncode == 0, done.stderr
+    files = every_file(served.server.home)
+    assert victim_mark.encode() not in files
+    assert keeper_mark.encode() in files
+    state = await served.compaction.GetCompactionState(
+        md.GetCompactionStateRequest(conversation=keeper)
+    )
+    current = await served.memory.GetRevision(
+        md.GetRevisionRequest(ref=state.checkpoint.resource, revision=state.checkpoint.revision)
+    )
+    assert current.revision.content == f"Keeper said {keeper_mark}"

@@ -70,8 +70,12 @@ class ServerSettings:
     reader_threads: int = 4
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "text"] = "json"
-    # Serve a non-loopback address without tokens (`memoryd serve --insecure`): anyone who can
-    # reach it may read and erase everything. Off: such a start is refused.
+    # How log lines name agents, owners and conversations: as adapters do ("plain"), or as keyed
+    # hashes ("hashed"), so that an erased owner's ids are not left in the log (memoryd.log_names).
+    log_identifiers: Literal["plain", "hashed"] = "plain"
+    # Serve a non-loopback address without tokens (anyone who can reach it may read and erase
+    # everything), or with tokens but without TLS (tokens and content travel in clear text):
+    # `memoryd serve --insecure`. Off: such a start is refused.
     insecure: bool = False
     # TLS: the server's certificate chain and key (PEM files). With tls_client_ca, clients must
     # present a certificate signed by that CA (mutual TLS).
@@ -162,6 +166,9 @@ class RealtimeSettings:
     persist_transcripts: bool = False
     # Transcript streams open at once; one more is RESOURCE_EXHAUSTED.
     max_streams: int = 256
+    # Transcript streams of one agent open at once, so that one adapter cannot take every slot
+    # and starve the other agents; one more is RESOURCE_EXHAUSTED.
+    max_streams_per_agent: int = 64
     # The largest segment text.
     max_segment_bytes: int = 64 * KIB
 
@@ -206,6 +213,9 @@ class AuthSettings:
     tokens: tuple[TokenSettings, ...] = ()
     # The file the CLI reads its token from when $MEMORYD_TOKEN is not set.
     cli_token_file: str = ""
+    # Whether a token is written in the config file itself (`token = "..."`, not token_env):
+    # then the file must be private (check_private_settings).
+    tokens_in_file: bool = False
 
 
 def token_digest(token: str) -> bytes:
@@ -394,7 +404,11 @@ def _auth(table: Any, env: Mapping[str, str], path: Path | None) -> AuthSettings
                 f"{where}memoryd.auth.tokens[{index}] has the same token as "
                 f"memoryd.auth.tokens[{digests.index(digest)}]; every caller needs its own"
             )
-    return AuthSettings(tokens=tuple(tokens), cli_token_file=cli_file)
+    return AuthSettings(
+        tokens=tuple(tokens),
+        cli_token_file=cli_file,
+        tokens_in_file=any("token" in entry for entry in entries),
+    )
 
 
 def _token(entry: dict[str, Any], index: int, env: Mapping[str, str], where: str) -> TokenSettings:
@@ -580,17 +594,70 @@ def is_loopback(listen: str) -> bool:
 
 def check_exposure(settings: Settings) -> None:
     """Without authentication (tokens, or client certificates under mutual TLS), memoryd serves
-    only this machine unless told otherwise. TLS alone authenticates the server, not callers."""
+    only this machine unless told otherwise; and tokens, like everything a call carries, cross
+    a network only inside TLS. TLS alone authenticates the server, not callers."""
     server = settings.server
-    authenticated = bool(settings.auth.tokens or server.tls_client_ca)
-    if authenticated or server.insecure or is_loopback(server.listen):
+    if server.insecure or is_loopback(server.listen):
         return
-    raise StartupError(
-        f"refusing to serve {server.listen} without authentication: anyone who can reach it "
-        "could read and erase every conversation. Configure [[memoryd.auth.tokens]] (or mutual "
-        "TLS, [memoryd.server] tls_client_ca), listen on a loopback address (127.0.0.1), or "
-        "start with --insecure if that is really wanted"
-    )
+    if not (settings.auth.tokens or server.tls_client_ca):
+        raise StartupError(
+            f"refusing to serve {server.listen} without authentication: anyone who can reach "
+            "it could read and erase every conversation. Configure [[memoryd.auth.tokens]] (or "
+            "mutual TLS, [memoryd.server] tls_client_ca), listen on a loopback address "
+            "(127.0.0.1), or start with --insecure if that is really wanted"
+        )
+    if not server.tls_cert:
+        raise StartupError(
+            f"refusing to serve {server.listen} with tokens but without TLS: every bearer token "
+            "and every conversation would cross the network in clear text, for anyone on the "
+            "path to read and replay. Set [memoryd.server] tls_cert and tls_key, listen on a "
+            "loopback address behind a TLS-terminating proxy, or start with --insecure if that "
+            "is really wanted"
+        )
+
+
+def check_private_settings(settings: Settings) -> None:
+    """Refuse, as ssh does, files whose secrets or powers others could take: a config file
+    others can write (they could add their own admin token), a config file holding a token that
+    others can read, and a TLS private key others can read. Each refusal names the file and the
+    chmod that fixes it."""
+    path = settings.config_path
+    if path is not None:
+        mode = _mode(path)
+        folder = _mode(path.parent)
+        if mode & 0o022:
+            raise StartupError(
+                f"config file {path} can be written by other users (mode {mode:04o}): they "
+                f"could give themselves a token. Run: chmod go-w {path}"
+            )
+        if folder & 0o022 and not folder & 0o1000:
+            raise StartupError(
+                f"config file {path} is in a folder other users can write (mode {folder:04o}): "
+                f"they could replace it. Run: chmod go-w {path.parent}"
+            )
+        if settings.auth.tokens_in_file and mode & 0o044:
+            raise StartupError(
+                f"config file {path} holds a token and other users can read it (mode "
+                f"{mode:04o}). Run: chmod 600 {path} (or keep the token in the environment, "
+                "token_env)"
+            )
+    key = settings.server.tls_key
+    if key:
+        key_path = Path(key).expanduser()
+        mode = _mode(key_path)
+        if mode & 0o077:
+            raise StartupError(
+                f"memoryd.server.tls_key {key_path} can be read or written by other users "
+                f"(mode {mode:04o}): anyone who reads it can impersonate this server. Run: "
+                f"chmod 600 {key_path}"
+            )
+
+
+def _mode(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:  # unreadable or gone: the read that follows says so
+        return 0
 
 
 def _check_tls(server: ServerSettings) -> None:

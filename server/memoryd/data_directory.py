@@ -39,3 +39,36 @@ def lock(home: Path) -> int:
     os.ftruncate(descriptor, 0)
     os.write(descriptor, str(os.getpid()).encode("ascii"))
     return descriptor
+
+
+CONFIG_FILE = "config.toml"
+REPLACED_PREFIX = f"{DATABASE_FILE}.replaced-"
+PROMPT_FILE_NAMES = frozenset({"USER.md", "MEMORY.md"})
+
+
+def replaced_databases(home: Path) -> list[Path]:
+    """The databases `memoryd restore` replaced (with their -wal and -shm), oldest first."""
+    try:
+        return sorted(path for path in home.iterdir() if path.name.startswith(REPLACED_PREFIX))
+    except OSError:
+        return []
+
+
+def residual_files(home: Path, *, wal_truncated: bool) -> list[str]:
+    """Files in the data directory (relative to it) that may still hold erased data: anything
+    memoryd does not keep itself (replaced databases, stray temp files, whatever else was put
+    there), and the WAL while it is not truncated. The database (scrubbed), its shared-memory
+    index, the lock, the config file and the other owners' prompt files are left out: they
+    hold none of what an erasure removed."""
+    kept = {DATABASE_FILE, f"{DATABASE_FILE}-shm", LOCK_FILE, CONFIG_FILE}
+    if wal_truncated:
+        kept.add(f"{DATABASE_FILE}-wal")
+    found: list[str] = []
+    for folder, _directories, files in os.walk(home):
+        for name in files:
+            relative = (Path(folder) / name).relative_to(home)
+            in_prompts = relative.parts[0] == "memory" and name in PROMPT_FILE_NAMES
+            if str(relative) in kept or in_prompts:
+                continue
+            found.append(str(relative))
+    return sorted(found)

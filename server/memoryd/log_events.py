@@ -41,3 +41,7 @@ class Event(enum.StrEnum):
     WRITE_FAILED = "write_failed"
     WRITE_RETRY = "write_retry"
     WRITE_ROLLBACK_FAILED = "write_rollback_failed"
+    WAL_TRUNCATED = "wal_truncated"
+    CHECKPOINTS_SPLIT = "checkpoints_split"
+    CHECKPOINTS_NOT_SPLIT = "checkpoints_not_split"
+    WAL_TRUNCATE_FAILED = "wal_truncate_failed"

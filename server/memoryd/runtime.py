@@ -15,13 +15,13 @@ from pathlib import Path
 
 import apsw
 
-from memoryd import data_directory
+from memoryd import data_directory, log_names
 from memoryd.config import Settings
 from memoryd.domain import tokens
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.paging import PageTokens
 from memoryd.domain.turns import TurnUsage
-from memoryd.errors import StartupError
+from memoryd.errors import FailedPrecondition, StartupError
 from memoryd.llm.chain import ProviderChain
 from memoryd.log_events import Event
 from memoryd.services.compaction import Compactor
@@ -38,7 +38,7 @@ from memoryd.services.review_scheduler import ReviewScheduler
 from memoryd.services.transcripts import TranscriptService
 from memoryd.services.transfer import TransferService
 from memoryd.services.turns import TurnService
-from memoryd.storage import compaction_store, review_store, server_keys
+from memoryd.storage import compaction_store, review_store, scrub, server_keys, transfer_store
 from memoryd.storage.changes import DatabaseChanges
 from memoryd.storage.connection import ConnectionSettings, open_connection, writer_policy
 from memoryd.storage.migrations import bundled_migrations, migrate, schema_version
@@ -119,17 +119,29 @@ class Runtime:
         )
         readers = ReaderPool(connection_settings, settings.server.reader_threads)
         page_tokens = PageTokens(server_keys.page_token_key(connection))
+        hashed_names = settings.server.log_identifiers == "hashed"
+        log_names.use(server_keys.log_names_key(connection) if hashed_names else None)
         prompts = PromptFiles(settings.home, readers)
         tokens.load()  # the first render must not pay for loading the encoding
         _resync_prompt_files(prompts, connection)  # before the writer thread owns the connection
         _clear_review_claims(connection)
+        _finish_scrubs(connection)
+        _split_old_checkpoints(connection)
         _count_stored_tokens(connection)
         writer.start()
         history = HistoryService(writer, readers, settings.history, page_tokens)
         memory = LongTermMemory(writer, readers, prompts, page_tokens)
         recall = RecallService(readers, history)
         resources = ResourceService(writer, readers, prompts, page_tokens)
-        erasure = ErasureService(writer, history, memory, prompts, connection_settings)
+        erasure = ErasureService(
+            home=settings.home,
+            writer=writer,
+            readers=readers,
+            history=history,
+            memory=memory,
+            prompts=prompts,
+            connection_settings=connection_settings,
+        )
         ingest = IngestService(history)
         jobs = JobService(writer, memory)
         reviewer = Reviewer(
@@ -200,6 +212,7 @@ class Runtime:
         """Commit what is queued, close every connection, release the data directory."""
         try:
             await self.scheduler.stop()
+            await self.erasure.close()
             await self.compactor.close()
             await self.reviewer.chain.close()
             await self.writer.close()
@@ -207,6 +220,35 @@ class Runtime:
             self.changes.close()
         finally:
             os.close(self._lock_fd)
+
+
+def _split_old_checkpoints(connection: apsw.Connection) -> None:
+    """Checkpoint resources of the version 1 format left by an import that stopped before it
+    split them (memoryd.storage.transfer_store): split them now."""
+    try:
+        with connection:
+            split = transfer_store.split_old_checkpoints(connection)
+    except FailedPrecondition as error:
+        log.warning("%s", error.message, extra={"event": Event.CHECKPOINTS_NOT_SPLIT})
+        return
+    if split:
+        log.info(
+            "split checkpoint resources of an older format by owner",
+            extra={"event": Event.CHECKPOINTS_SPLIT},
+        )
+
+
+def _finish_scrubs(connection: apsw.Connection) -> None:
+    """Erasures that ended before their WAL was truncated (readers held it, then the server
+    stopped): truncate now, before anything reads, and clear them."""
+    through = scrub.newest_pending(connection)
+    if through and scrub.truncate_wal(connection):
+        with connection:
+            scrub.clear_pending(connection, through)
+        log.info(
+            "truncated the WAL for erasures recorded before the last stop",
+            extra={"event": Event.WAL_TRUNCATED},
+        )
 
 
 def _resync_prompt_files(prompts: PromptFiles, connection: apsw.Connection) -> None:

@@ -21,6 +21,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from memoryd import __version__
+from memoryd.api.access import declarations
 from memoryd.api.auth import Authorizer
 from memoryd.api.reflection import (
     V1_SERVICE_NAME,
@@ -30,7 +31,7 @@ from memoryd.api.reflection import (
 )
 from memoryd.api.servicer import CompactionServicer, MemoryServicer
 from memoryd.api.status import RpcLog, add_service, log_rpc_with_logging
-from memoryd.config import ServerSettings, Settings, check_exposure
+from memoryd.config import ServerSettings, Settings, check_exposure, check_private_settings
 from memoryd.errors import StartupError
 from memoryd.log_events import Event
 from memoryd.runtime import Runtime
@@ -57,6 +58,7 @@ async def serve(
 ) -> None:
     """Run until `stop` is set (or SIGTERM/SIGINT), then shut down in order."""
     check_exposure(settings)
+    check_private_settings(settings)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     # Installed for the whole run: a second signal while stopping must not cut the orderly stop
@@ -150,8 +152,10 @@ async def _serve(
         # Duck-typed: it forwards everything but method lookups to the default pool.
         pool=cast("descriptor_pool.DescriptorPool", MethodAwarePool()),
     )
-    # With tokens, memoryd's own services are guarded; health and reflection stay open.
-    guard = Authorizer(settings.auth.tokens) if settings.auth.tokens else None
+    # Every RPC's declared access, read (and checked) whether tokens are configured or not. With
+    # tokens, memoryd's own services are guarded by it; health and reflection stay open.
+    access = declarations((memory_service_pb2, compaction_service_pb2))
+    guard = Authorizer(settings.auth.tokens, access) if settings.auth.tokens else None
     guarded: tuple[tuple[Any, object], ...] = (
         (
             memory_service_pb2_grpc.add_MemoryServiceServicer_to_server,

@@ -1,21 +1,26 @@
 """Who may call: bearer tokens, the agents each covers, the trust each may claim.
 
 With tokens configured ([[memoryd.auth.tokens]]), every call except health and reflection needs
-`authorization: Bearer <token>`: none or an unknown one is UNAUTHENTICATED. The request is then
-read for what it names, generically, so that no RPC can be forgotten:
+`authorization: Bearer <token>`: none or an unknown one is UNAUTHENTICATED. The call is then
+admitted by its RPC's declared access (memoryd.api.access: the `(memoryd.v1.access)` option in
+the contract), and its request is read for what it names:
 
+- an admin-only RPC needs role admin;
+- an RPC not open to guests refuses a token capped at guest trust (max_trust = "guest");
+- a request that reaches every agent (as its RPC's own reading says, memoryd.api.access
+  EVERY_AGENT) needs a token for every agent;
 - every `agent_id` field of the request and of the messages it holds (empty means the default
-  agent, main): each must be one of the token's agents, else PERMISSION_DENIED;
+  agent, read by memoryd.domain.conversation.agent_or_default as every use case reads it) must
+  be one of the token's agents;
 - every field of type memoryd.v1.Trust: a claim above the token's max_trust is
   PERMISSION_DENIED, and an unset one becomes the token's max_trust (the use case's default,
   operator, could otherwise exceed it);
-- the operators' RPCs (export, import, PurgeOwner) need role admin; an import, and an export of
-  every agent (empty agent_id), need a token for every agent as well.
+- fields declared `guest_ignored` (a turn's usage, a context window) are cleared from a
+  guest-capped token's requests: its figures never trigger a compaction.
 
-Agent-wide calls (SearchHistory of an agent, ListResources across owners, ReviewNow without a
-conversation, PurgeConversation) are thereby allowed to an admin and to an adapter whose token
-covers the agent. Tokens are compared as SHA-256 digests in constant time and never logged; the
-RPC log names a caller by its token's fingerprint.
+Every refusal happens before the handler runs, so a refused call changes nothing. Tokens are
+compared as SHA-256 digests in constant time and never logged; the RPC log names a caller by
+its token's fingerprint.
 """
 
 from __future__ import annotations
@@ -28,24 +33,13 @@ from typing import Any
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
+from memoryd.api.access import EVERY_AGENT, Declared, Reach
 from memoryd.config import TokenSettings, token_digest
-from memoryd.domain.conversation import DEFAULT_AGENT_ID
+from memoryd.domain.conversation import agent_or_default
 from memoryd.domain.quoting import clipped
 from memoryd.errors import PermissionDenied, Unauthenticated
-from memoryd_client.v1 import records_pb2
+from memoryd_client.v1 import access_pb2, records_pb2
 
-ADMIN_ONLY = frozenset(
-    {
-        "/memoryd.v1.MemoryService/ExportData",
-        "/memoryd.v1.MemoryService/ImportData",
-        "/memoryd.v1.MemoryService/PurgeOwner",
-    }
-)
-# Calls that reach every agent: ImportData's lines may name any agent (they are not protobuf
-# fields the walk below can read), and ExportData with an empty agent_id exports every agent.
-# They need a token for every agent ("*"), not only role admin.
-EVERY_AGENT = frozenset({"/memoryd.v1.MemoryService/ImportData"})
-EVERY_AGENT_WHEN_EMPTY = frozenset({"/memoryd.v1.MemoryService/ExportData"})
 TRUST_ENUM = records_pb2.Trust.DESCRIPTOR.full_name
 _TRUST_NUMBER = {"operator": records_pb2.TRUST_OPERATOR, "guest": records_pb2.TRUST_GUEST}
 _TRUST_RANK = {records_pb2.TRUST_GUEST: 0, records_pb2.TRUST_OPERATOR: 1}
@@ -54,31 +48,36 @@ _BEARER = "bearer "
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Fields:
-    """What matters in one message type: its agent_id fields, Trust fields, message fields."""
+    """What matters in one message type: its agent_id fields, Trust fields, the fields ignored
+    from guests, and its message fields."""
 
     agents: tuple[str, ...]
     trusts: tuple[str, ...]
+    guest_ignored: tuple[str, ...]
     nested: tuple[FieldDescriptor, ...]
 
 
 @functools.cache
 def _fields(descriptor: Descriptor) -> _Fields:
-    agents, trusts, nested = [], [], []
+    agents, trusts, ignored, nested = [], [], [], []
     for field in descriptor.fields:
+        if field.GetOptions().Extensions[access_pb2.guest_ignored]:
+            ignored.append(field.name)
         if field.name == "agent_id" and field.type == FieldDescriptor.TYPE_STRING:
             agents.append(field.name)
         elif field.enum_type is not None and field.enum_type.full_name == TRUST_ENUM:
             trusts.append(field.name)
         elif field.message_type is not None and field.message_type.full_name.startswith("memoryd."):
             nested.append(field)
-    return _Fields(tuple(agents), tuple(trusts), tuple(nested))
+    return _Fields(tuple(agents), tuple(trusts), tuple(ignored), tuple(nested))
 
 
 class Authorizer:
     """The configured tokens, and the check every RPC's request goes through."""
 
-    def __init__(self, tokens: tuple[TokenSettings, ...]) -> None:
+    def __init__(self, tokens: tuple[TokenSettings, ...], access: dict[str, Declared]) -> None:
         self._tokens = tokens
+        self._access = access
 
     def caller(self, metadata: Any) -> TokenSettings:
         """The token the call carries (UNAUTHENTICATED when none is valid)."""
@@ -103,31 +102,38 @@ class Authorizer:
         return found
 
     def admit(self, caller: TokenSettings, method: str, request: Message) -> None:
-        """Refuse a request the caller may not make; fill unset trust with its max_trust."""
-        if method in ADMIN_ONLY and caller.role != "admin":
+        """Refuse a request the caller may not make (by the RPC's declared access and what the
+        request names); fill unset trust with the caller's max_trust and clear the fields
+        ignored from guests."""
+        access = self._access[method]
+        name = access.name
+        if access.admin_only and caller.role != "admin":
             raise PermissionDenied(
-                f"{method.rpartition('/')[2]} is an operator's call: it needs a token with role "
-                f"admin (this one, {caller.fingerprint}, is {caller.role})"
+                f"{name} is an operator's call: it needs a token with role admin (this one, "
+                f"{caller.fingerprint}, is {caller.role})"
             )
-        if caller.agents is not None:
-            name = method.rpartition("/")[2]
-            reach = (
-                f"{name} may write any agent's data"
-                if method in EVERY_AGENT
-                else f"{name} of every agent (an empty agent_id)"
-                if method in EVERY_AGENT_WHEN_EMPTY and not getattr(request, "agent_id", "x")
-                else ""
+        if caller.max_trust == "guest" and not access.guests:
+            raise PermissionDenied(
+                f"{name} is not open to a token capped at guest trust (this one, "
+                f'{caller.fingerprint}, has max_trust = "guest"): it '
+                + (
+                    "changes what an operator set up"
+                    if access.writes
+                    else "reads beyond what a guest may see"
+                )
             )
-            if reach:
+        if caller.agents is not None and access.reach is Reach.EVERY_AGENT:
+            every = EVERY_AGENT[name]
+            if every.reaches(request):
                 raise PermissionDenied(
-                    f'{reach}: it needs a token for every agent (agents = ["*"]); the token '
-                    f"{caller.fingerprint} covers {', '.join(sorted(caller.agents))}"
+                    f'{every.refusal}: it needs a token for every agent (agents = ["*"]); the '
+                    f"token {caller.fingerprint} covers {', '.join(sorted(caller.agents))}"
                 )
         agents: set[str] = set()
         self._walk(caller, request, agents)
         if caller.agents is None:
             return
-        for agent in sorted(agents or {DEFAULT_AGENT_ID}):
+        for agent in sorted(agents or {agent_or_default("")}):
             if agent not in caller.agents:
                 raise PermissionDenied(
                     f"the token {caller.fingerprint} may not touch agent {clipped(agent)}; it "
@@ -137,7 +143,10 @@ class Authorizer:
     def _walk(self, caller: TokenSettings, message: Message, agents: set[str]) -> None:
         fields = _fields(message.DESCRIPTOR)
         for name in fields.agents:
-            agents.add(getattr(message, name) or DEFAULT_AGENT_ID)
+            agents.add(agent_or_default(getattr(message, name)))
+        if caller.max_trust == "guest":
+            for name in fields.guest_ignored:
+                message.ClearField(name)
         if fields.trusts and caller.max_trust is not None:
             ceiling = _TRUST_NUMBER[caller.max_trust]
             for name in fields.trusts:

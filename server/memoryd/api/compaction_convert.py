@@ -7,8 +7,10 @@ import collections
 
 from memoryd.api.convert import conversation_out, set_timestamp
 from memoryd.api.enum_tables import COMPACTION_OUTCOME, CONTEXT_PART_KIND, ROLE
+from memoryd.api.resource_convert import resource_ref_out
 from memoryd.domain.compaction import PartKind, WindowMessage
 from memoryd.domain.conversation import ConversationKey
+from memoryd.domain.resources import checkpoint_resource
 from memoryd.domain.timestamps import from_text
 from memoryd.services.compaction import (
     CompactionDescription,
@@ -171,4 +173,5 @@ def state_out(
         target.last_message_id = checkpoint.last_message_id
         target.tokens = checkpoint.message.tokens
         target.revision = checkpoint.revision
+        target.resource.CopyFrom(resource_ref_out(checkpoint_resource(key)))
     return response

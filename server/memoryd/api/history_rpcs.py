@@ -77,7 +77,11 @@ class HistoryRpcs:
     ) -> service_pb.SearchHistoryResponse:
         scope = search_scope_in(request)
         hits = await self._history.search(
-            scope, request.query, kinds=list(request.kinds), requested_limit=request.limit
+            scope,
+            request.query,
+            kinds=list(request.kinds),
+            requested_limit=request.limit,
+            trust=convert.trust_in(request.trust),
         )
         fit = fitting(hits, hit_bytes)
         response = service_pb.SearchHistoryResponse(truncated=fit < len(hits))
@@ -105,6 +109,8 @@ class HistoryRpcs:
             messages_deleted=purged.messages_deleted,
             conversation_deleted=purged.conversation_deleted,
             memories_deleted=purged.memories_deleted,
+            wal_truncated=purged.wal_truncated,
+            residual_files=purged.residual_files,
         )
 
     async def PurgeOwner(
@@ -120,6 +126,7 @@ class HistoryRpcs:
             ],
             prompt_files_removed=receipt.files_removed,
             wal_truncated=receipt.wal_truncated,
+            residual_files=receipt.residual_files,
         )
 
     async def GetConversation(

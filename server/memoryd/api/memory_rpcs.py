@@ -77,7 +77,7 @@ class MemoryRpcs:
     ) -> service_pb.GetMemoryResponse:
         caller = mc.caller_in(request, request.job_id)
         locator = mc.locator_in(caller, request.id, request.scope_type, request.key)
-        record = await self._memory.get(caller.owner, locator)
+        record = await self._memory.get(caller, locator, convert.trust_in(request.trust))
         response = service_pb.GetMemoryResponse()
         mc.fill_memory(response.memory, record)
         return response
@@ -92,7 +92,12 @@ class MemoryRpcs:
             for index, number in enumerate(request.categories)
         )
         page = await self._memory.list_memories(
-            list_visibility(caller, mc.scope_type_in(request.scope_type), archived=archived),
+            list_visibility(
+                caller,
+                mc.scope_type_in(request.scope_type),
+                archived=archived,
+                trust=convert.trust_in(request.trust),
+            ),
             ListFilter(categories, request.key_prefix),
             requested_page_size=request.page_size,
             page_token=request.page_token,
@@ -173,6 +178,7 @@ class MemoryRpcs:
                 scope=scope,
                 source=source,
                 limit=request.limit,
+                trust=convert.trust_in(request.trust),
             )
         )
         fit = fitting(hits, _recall_hit_bytes)

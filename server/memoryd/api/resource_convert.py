@@ -6,7 +6,14 @@ from __future__ import annotations
 from memoryd.api.convert import timestamp_out
 from memoryd.api.enum_tables import RESOURCE_TYPE
 from memoryd.domain.conversation import DEFAULT_OWNER_ID, check_identifier, owner_key
-from memoryd.domain.resources import ResourceInfo, ResourceKey, ResourceType, Revision
+from memoryd.domain.quoting import clipped
+from memoryd.domain.resources import (
+    ResourceInfo,
+    ResourceKey,
+    ResourceType,
+    Revision,
+    is_checkpoint_scope,
+)
 from memoryd.errors import InvalidArgument
 from memoryd_client.v1 import records_pb2 as pb
 
@@ -16,9 +23,13 @@ def resource_key_in(ref: pb.ResourceRef, field: str = "ref") -> ResourceKey:
     kind = RESOURCE_TYPE.value(ref.type, f"{field}.type")
     agent = owner_key(agent_id=ref.agent_id, owner_id="", field=field).agent_id
     scope = check_identifier(ref.scope_id, f"{field}.scope_id")
+    if kind is ResourceType.CHECKPOINT and not is_checkpoint_scope(scope):
+        raise InvalidArgument(
+            f"{field}.scope_id of a checkpoint is <owner>:<channel>:<chat_id>:<thread> (with % "
+            "and : escaped in the owner, chat_id and thread; GetCompactionState's "
+            f"checkpoint.resource names it), got {clipped(scope) if scope else 'nothing'}"
+        )
     if not scope:
-        if kind is ResourceType.CHECKPOINT:
-            raise InvalidArgument(f"{field}.scope_id is required for checkpoints")
         scope = DEFAULT_OWNER_ID
     return ResourceKey(agent, kind, scope)
 

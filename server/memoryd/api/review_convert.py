@@ -1,12 +1,17 @@
-"""Translation of turn and review messages: a turn's usage in; review results, review state and
-runs out. Nothing here decides policy."""
+"""Translation of turn and review messages: a turn's usage and ReviewNow's selection in; review
+results, review state and runs out. Nothing here decides policy."""
 
 from __future__ import annotations
 
-from memoryd.api.convert import conversation_out, optional_timestamp_out, timestamp_out
+from memoryd.api.convert import (
+    conversation_in,
+    conversation_out,
+    optional_timestamp_out,
+    timestamp_out,
+)
 from memoryd.api.enum_tables import REVIEW_STATUS
-from memoryd.domain.conversation import ConversationKey
-from memoryd.domain.review_runs import StoredRun
+from memoryd.domain.conversation import ConversationKey, check_identifier
+from memoryd.domain.review_runs import ReviewSelection, StoredRun
 from memoryd.domain.turns import TurnUsage
 from memoryd.errors import InvalidArgument
 from memoryd.services.review import ReviewDescription, ReviewResult
@@ -21,6 +26,19 @@ def turn_usage_in(usage: service_pb.TurnUsage) -> TurnUsage:
     return TurnUsage(
         peak_prompt_tokens=usage.peak_prompt_tokens or None,
         context_window=usage.context_window or None,
+    )
+
+
+def review_selection(request: service_pb.ReviewNowRequest) -> ReviewSelection:
+    """The conversations a ReviewNow request selects: its conversation, else its agent and
+    owner, where an empty one means any (so no conversation and no agent is every agent). The
+    guard reads the request with this function too (memoryd.api.access.EVERY_AGENT)."""
+    if request.HasField("conversation"):
+        return ReviewSelection(conversation_in(request.conversation), None, None)
+    return ReviewSelection(
+        None,
+        check_identifier(request.agent_id, "agent_id") or None,
+        check_identifier(request.owner_id, "owner_id") or None,
     )
 
 

@@ -8,8 +8,12 @@ import grpc
 
 from memoryd.api import convert
 from memoryd.api.history_convert import fill_append_results, sent_messages_in
-from memoryd.api.review_convert import fill_review, review_state_out, turn_usage_in
-from memoryd.domain.conversation import check_identifier
+from memoryd.api.review_convert import (
+    fill_review,
+    review_selection,
+    review_state_out,
+    turn_usage_in,
+)
 from memoryd.services.review import Reviewer
 from memoryd.services.review_scheduler import ReviewScheduler
 from memoryd.services.turns import TurnService
@@ -47,14 +51,7 @@ class ReviewRpcs:
     async def ReviewNow(
         self, request: service_pb.ReviewNowRequest, context: Context
     ) -> service_pb.ReviewNowResponse:
-        conversation = None
-        if request.HasField("conversation"):
-            conversation = convert.conversation_in(request.conversation)
-        results = await self._scheduler.review_now(
-            conversation=conversation,
-            agent_id=check_identifier(request.agent_id, "agent_id") or None,
-            owner_id=check_identifier(request.owner_id, "owner_id") or None,
-        )
+        results = await self._scheduler.review_now(review_selection(request))
         response = service_pb.ReviewNowResponse()
         for result in results:
             fill_review(response.reviews.add(), result)

@@ -1,4 +1,5 @@
-"""`memoryd backup PATH`, `memoryd restore PATH` and `memoryd check`: the data directory itself.
+"""`memoryd backup PATH`, `restore PATH`, `discard-replaced` and `check`: the data directory
+itself.
 
 They work on the database file of `--home` (as `serve` finds it), not through a server. A backup
 and a check run while a server is serving; a restore refuses to while one holds the directory.
@@ -28,7 +29,16 @@ def add_commands(commands: Any) -> None:
     backup.add_argument("path", help="the backup file to write (created 0600)")
     restore = _command(commands, "restore", "replace the database with a checked backup")
     restore.add_argument("path", help="the backup file")
+    _command(
+        commands,
+        "discard-replaced",
+        "delete the databases restore replaced (they may hold erased data)",
+    )
     _command(commands, "check", "check the data: integrity, indexes, orphans, prompt files")
+    names = _command(
+        commands, "log-name", 'what hashed log lines call these ids (log_identifiers = "hashed")'
+    )
+    names.add_argument("ids", nargs="+", metavar="ID", help="an agent, owner or scope id")
 
 
 def _command(commands: Any, name: str, help_text: str) -> argparse.ArgumentParser:
@@ -55,13 +65,30 @@ def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO = sys.stdo
             )
         if args.command == "restore":
             kept = maintenance.restore(home, Path(args.path))
-            where = f"; the replaced database is kept as {kept}" if kept else ""
+            where = (
+                f"; the replaced database is kept as {kept} (it may hold data erased later: "
+                "`memoryd discard-replaced` deletes it)"
+                if kept
+                else ""
+            )
             return _say(
                 args,
                 out,
                 {"restored": str(Path(args.path).resolve()), "kept": str(kept) if kept else None},
                 f"restored {home / maintenance.DATABASE} from {args.path}{where}",
             )
+        if args.command == "discard-replaced":
+            removed = maintenance.discard_replaced(home)
+            return _say(
+                args,
+                out,
+                {"removed": [str(path) for path in removed]},
+                "\n".join(f"removed {path}" for path in removed)
+                or f"{home} holds no replaced database",
+            )
+        if args.command == "log-name":
+            named = maintenance.log_names(home, args.ids)
+            return _say(args, out, named, "\n".join(f"{n}  {i}" for i, n in named.items()))
         return _check(args, out, home)
     except (MemorydError, StartupError) as error:
         text = error.message if isinstance(error, MemorydError) else str(error)
@@ -87,6 +114,6 @@ def _check(args: argparse.Namespace, out: TextIO, home: Path) -> int:
     return 0 if report.healthy else EXIT_FAILED
 
 
-def _say(args: argparse.Namespace, out: TextIO, document: dict[str, object], text: str) -> int:
+def _say(args: argparse.Namespace, out: TextIO, document: Mapping[str, object], text: str) -> int:
     out.write((json.dumps(document, indent=2) if args.json else text) + "\n")
     return 0

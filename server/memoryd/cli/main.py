@@ -6,7 +6,8 @@ memoryd resource list|history|show|diff|rollback ...
 memoryd compact|context --conversation CHANNEL:CHAT[:THREAD] ...   (CompactionService)
 memoryd export [--agent A] [--owner O] [FILE]; memoryd import FILE   (see transfer_commands)
 memoryd purge-owner AGENT OWNER [--yes]
-memoryd backup PATH | restore PATH | check   [--home DIR]   (see data_commands)
+memoryd backup PATH | restore PATH | discard-replaced | check | log-name ID...  [--home DIR]
+                                                 (see data_commands)
 memoryd setup [...]; memoryd config show [--json]   (see setup_commands)
 """
 
@@ -48,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--insecure",
         action="store_true",
         help="serve a non-loopback address without tokens (anyone who can reach it may read "
-        "and erase everything)",
+        "and erase everything), or with tokens but without TLS (they cross the network in clear)",
     )
     remote_commands.add_commands(commands)
     transfer_commands.add_commands(commands, remote_commands.common_options)
@@ -72,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "purge-owner",
     ):
         return remote_commands.run(args, os.environ)
-    if args.command in ("backup", "restore", "check"):
+    if args.command in ("backup", "restore", "discard-replaced", "check", "log-name"):
         return data_commands.run(args, os.environ)
     if args.command in ("setup", "config"):
         code: int = args.run(args, os.environ)

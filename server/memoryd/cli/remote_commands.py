@@ -477,7 +477,10 @@ def _purge_owner(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
         for item in response.erased:
             out.write(f"{item.table}\t{item.rows}\n")
         out.write(f"prompt files removed\t{response.prompt_files_removed}\n")
-        out.write(f"WAL truncated\t{'yes' if response.wal_truncated else 'no'}\n")
+        truncated = response.wal_truncated
+        out.write(f"WAL truncated\t{'yes' if truncated else 'no (readers hold it; retried)'}\n")
+        for path in response.residual_files:
+            out.write(f"may still hold the owner's data\t{path}\n")
     return 0
 
 

@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import json
 import math
+import os
 import sys
 import tomllib
 import urllib.parse
@@ -95,14 +96,29 @@ def run_setup(
             return EXIT_FAILED
         out.write(f"{provider.base_url} answered with model {provider.model}\n")
     _merge(document, provider, answers["review_interval_hours"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.tmp")
-    temp.write_text(to_toml(document), encoding="utf-8")
-    temp.replace(path)
+    write_private(path, to_toml(document))
     out.write(f"wrote {path}\n")
     if provider.api_key_env and provider.api_key_env not in env:
         out.write(f"note: ${provider.api_key_env} is not set in this shell\n")
     return 0
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write the config file 0600 in a folder created 0700, whatever the caller's umask: it may
+    hold tokens, and whoever can write it can give themselves one (`serve` refuses a config
+    file that others can write, or read when it holds a token)."""
+    if not path.parent.exists():
+        path.parent.mkdir(mode=0o700, parents=True)
+        path.parent.chmod(0o700)  # mkdir's mode is filtered by the umask
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(descriptor, 0o600)
+        os.write(descriptor, text.encode("utf-8"))
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+    temp.replace(path)
 
 
 def _answers(
@@ -204,7 +220,7 @@ def to_toml(document: dict[str, Any]) -> str:
     lines: list[str] = []
 
     def emit(prefix: str, table: dict[str, Any]) -> None:
-        scalars = {k: v for k, v in table.items() if not isinstance(v, dict | list)}
+        scalars = {k: v for k, v in table.items() if not _is_table(v)}
         for key, value in scalars.items():
             lines.append(f"{key} = {_toml_value(value)}")
         for key, value in table.items():
@@ -212,7 +228,7 @@ def to_toml(document: dict[str, Any]) -> str:
             if isinstance(value, dict):
                 lines.extend(["", f"[{name}]"])
                 emit(name, value)
-            elif isinstance(value, list):
+            elif _is_table(value):
                 for item in value:
                     lines.extend(["", f"[[{name}]]"])
                     emit(name, item)
@@ -221,7 +237,16 @@ def to_toml(document: dict[str, Any]) -> str:
     return "\n".join(lines).lstrip("\n") + "\n"
 
 
+def _is_table(value: Any) -> bool:
+    """A table, or an array of tables (`[[...]]`); an array of scalars is a value."""
+    return isinstance(value, dict) or (
+        isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
+    )
+
+
 def _toml_value(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):

@@ -42,7 +42,7 @@ class ConversationKey:
         `matrix:!room%3Aexample.org:root`, and (matrix, "!room", "example.org:root") is
         `matrix:!room:example.org%3Aroot`. Ids without either character read as in Fermix.
         """
-        return f"{self.channel}:{_scope_part(self.chat_id)}:{_scope_part(self.thread_scope)}"
+        return f"{self.channel}:{scope_part(self.chat_id)}:{scope_part(self.thread_scope)}"
 
     def as_row(self) -> tuple[str, str, str, str, str]:
         """The key columns, in table order."""
@@ -56,7 +56,8 @@ class ConversationKey:
         )
 
 
-def _scope_part(text: str) -> str:
+def scope_part(text: str) -> str:
+    """An identifier as one ':'-separated part of a scope id: `%` and `:` percent-escaped."""
     if "%" in text or ":" in text:
         return text.replace("%", "%25").replace(":", "%3A")
     return text
@@ -80,6 +81,12 @@ class AgentKey:
 HistoryScope = ConversationKey | OwnerKey | AgentKey
 
 
+def agent_or_default(agent_id: str) -> str:
+    """An agent_id as every reader of a request takes it: empty means the default agent. The
+    guard (memoryd.api.auth) and every key below read it with this one function."""
+    return agent_id or DEFAULT_AGENT_ID
+
+
 @functools.lru_cache(maxsize=4096)  # adapters name the same few conversations over and over
 def conversation_key(
     *,
@@ -95,7 +102,7 @@ def conversation_key(
     if ":" in channel:
         raise InvalidArgument(f"{field}.channel must not contain ':', got {clipped(channel)}")
     return ConversationKey(
-        agent_id=check_identifier(agent_id, f"{field}.agent_id") or DEFAULT_AGENT_ID,
+        agent_id=agent_or_default(check_identifier(agent_id, f"{field}.agent_id")),
         owner_id=check_identifier(owner_id, f"{field}.owner_id") or DEFAULT_OWNER_ID,
         channel=channel,
         chat_id=check_identifier(chat_id, f"{field}.chat_id", required=True),
@@ -107,14 +114,14 @@ def conversation_key(
 def owner_key(*, agent_id: str, owner_id: str, field: str = "owner") -> OwnerKey:
     """Validate an owner scope and fill in the defaults."""
     return OwnerKey(
-        agent_id=check_identifier(agent_id, f"{field}.agent_id") or DEFAULT_AGENT_ID,
+        agent_id=agent_or_default(check_identifier(agent_id, f"{field}.agent_id")),
         owner_id=check_identifier(owner_id, f"{field}.owner_id") or DEFAULT_OWNER_ID,
     )
 
 
 def agent_key(*, agent_id: str, field: str = "agent") -> AgentKey:
     """Validate an agent scope and fill in the default."""
-    return AgentKey(agent_id=check_identifier(agent_id, f"{field}.agent_id") or DEFAULT_AGENT_ID)
+    return AgentKey(agent_id=agent_or_default(check_identifier(agent_id, f"{field}.agent_id")))
 
 
 def check_identifier(value: str, field: str, *, required: bool = False) -> str:

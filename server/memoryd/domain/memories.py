@@ -269,6 +269,19 @@ def check_directive_trust(category: Category, trust: Trust, action: str) -> None
         )
 
 
+def check_guest_may_change(record: MemoryRecord, trust: Trust, action: str) -> None:
+    """A guest changes only rows a guest wrote: never a directive, never an operator's row (the
+    reviewer's guest admission, memoryd.domain.review, applies the same rule)."""
+    if trust is not Trust.GUEST:
+        return
+    check_directive_trust(record.category, trust, action)
+    if record.trust is not Trust.GUEST:
+        raise PermissionDenied(
+            f"guests cannot {action} memory {record.id}: an operator wrote it, and a guest "
+            "changes only what a guest wrote"
+        )
+
+
 def check_editable(record: MemoryRecord) -> None:
     """Job run summaries are the job's record of what it did: never edited through the API."""
     if record.category is Category.JOB_RUN_SUMMARY:

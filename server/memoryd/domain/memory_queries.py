@@ -1,13 +1,32 @@
 """Descriptions of memory reads and writes, shared by the api, the use cases and storage:
-which rows a read may see, how a row is named, what a recall or a listing returns."""
+which rows a read may see, how a row is named, what a recall or a listing returns.
+
+A guest reads only what GetPromptContext and ComposeContext would give it: of the memory rows,
+the notes of its own conversation (conversation scope, rendered into no prompt file). The
+owner's profile, the agent's notes and a conversation's context rows all render into USER.md
+or MEMORY.md, which a guest never receives, so no read returns them to a guest either.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 
 from memoryd.domain.conversation import OwnerKey
-from memoryd.domain.memories import Category, MemoryRecord, ScopeType, SourceInfo
+from memoryd.domain.memories import (
+    Caller,
+    Category,
+    MemoryRecord,
+    PromptTarget,
+    ScopeType,
+    SourceInfo,
+)
 from memoryd.domain.quoting import clipped, shortened
+from memoryd.errors import PermissionDenied
+
+GUEST_READS_ONE_CONVERSATION = (
+    "a guest reads the notes of its own conversation only: name the conversation (as the "
+    "caller), without a job or another scope_type"
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -38,6 +57,44 @@ class Visible:
     archived: bool | None = False  # None: both
     # Recall: leave out rows whose memory source is paused or deleted.
     active_sources: bool = False
+    # Only rows that render into no prompt file (what a guest may read).
+    unrendered_only: bool = False
+
+
+def guest_visibility(
+    caller: Caller, scope_type: ScopeType | None, *, archived: bool | None, active_sources: bool
+) -> Visible:
+    """What a guest's read sees: the notes of the caller's conversation (PERMISSION_DENIED
+    without a conversation caller, inside a job, or for another scope type)."""
+    conversation = caller.conversation
+    if (
+        conversation is None
+        or caller.job_id is not None
+        or scope_type
+        not in (
+            None,
+            ScopeType.CONVERSATION,
+        )
+    ):
+        raise PermissionDenied(GUEST_READS_ONE_CONVERSATION)
+    return Visible(
+        caller.owner,
+        ((ScopeType.CONVERSATION, conversation.scope_id),),
+        archived,
+        active_sources=active_sources,
+        unrendered_only=True,
+    )
+
+
+def visible_to_guest(record: MemoryRecord, caller: Caller) -> bool:
+    """Whether a guest in `caller`'s conversation may read `record`."""
+    return (
+        caller.conversation is not None
+        and caller.job_id is None
+        and record.scope_type is ScopeType.CONVERSATION
+        and record.scope_id == caller.conversation.scope_id
+        and record.prompt_target is PromptTarget.NONE
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -88,11 +88,13 @@ PROMPT_FILES = (USER_MD, MEMORY_MD)
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RenderedFile:
-    """A prompt file's text and its size."""
+    """A prompt file's text, its size, and the rows it shows (by id, in order): what a revision
+    records as its provenance, so that an erasure finds every revision that quoted a row."""
 
     file: PromptFile
     text: str
     tokens: int
+    memory_ids: tuple[int, ...] = ()
 
 
 def rows_for(file: PromptFile, records: Iterable[MemoryRecord]) -> list[MemoryRecord]:
@@ -119,6 +121,7 @@ def render(
     chosen = rows_for(file, records)
     text = ""
     tokens = 0
+    shown: list[int] = []
     for section in file.sections:
         items = [record for record in chosen if record.category is section.category]
         started = False
@@ -134,9 +137,10 @@ def render(
                 )
             candidate_tokens = count_tokens(candidate)
             if candidate_tokens > file.max_tokens:
-                return RenderedFile(file, text, tokens)
+                return RenderedFile(file, text, tokens, tuple(shown))
             text, tokens, started = candidate, candidate_tokens, True
-    return RenderedFile(file, text, tokens)
+            shown.append(record.id)
+    return RenderedFile(file, text, tokens, tuple(shown))
 
 
 def render_value(value: str) -> str:

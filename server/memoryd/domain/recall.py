@@ -21,6 +21,10 @@ DEFAULT_LIMIT = 10
 MAX_LIMIT = 50
 MAX_FALLBACK_WORDS = 32
 _WORD_BREAKS = re.compile(r"[\s/,;:]+")
+GUEST_RECALLS_ONE_CONVERSATION = (
+    "a guest recalls within its own conversation only (scope RECALL_SCOPE_CURRENT): the "
+    "owner's profile and the agent's notes are withheld from guests"
+)
 HISTORY_REFUSED_IN_JOBS = (
     "Scheduled jobs cannot access conversation history; use source=memories scoped to job:self."
 )

@@ -12,9 +12,10 @@ import difflib
 import enum
 import functools
 import hashlib
+import json
 import urllib.parse
 
-from memoryd.domain.conversation import DEFAULT_OWNER_ID
+from memoryd.domain.conversation import DEFAULT_OWNER_ID, ConversationKey, scope_part
 from memoryd.domain.timestamps import to_text
 
 
@@ -65,6 +66,52 @@ class ResourceInfo:
     path: str
     current_revision: int
     updated_at: dt.datetime
+
+
+def checkpoint_owner_prefix(owner_id: str) -> str:
+    """How every checkpoint scope id of one owner starts: `<owner>:` (the owner escaped)."""
+    return f"{scope_part(owner_id)}:"
+
+
+def checkpoint_resource(key: ConversationKey) -> ResourceKey:
+    """A conversation's checkpoint resource: one per owner, as the conversation is.
+
+    Its scope id is `<owner>:<channel>:<chat_id>:<thread>`, the conversation's scope id after
+    its owner, so two owners in one chat never share a checkpoint or its revisions.
+    """
+    return ResourceKey(
+        key.agent_id,
+        ResourceType.CHECKPOINT,
+        checkpoint_owner_prefix(key.owner_id) + key.scope_id,
+    )
+
+
+def is_checkpoint_scope(scope_id: str) -> bool:
+    """Whether a scope id has the shape of a checkpoint's (owner, channel, chat, thread)."""
+    return scope_id.count(":") == 3  # each part has its `:` escaped
+
+
+# What a rollback revision keeps of the revision it goes back to: the record of what the
+# content quotes (its rendered rows, its checkpoint and range), which erasure relies on.
+QUOTED_PROVENANCE = (
+    "rendered",
+    "checkpoint_id",
+    "conversation",
+    "first_message_id",
+    "last_message_id",
+)
+
+
+def rollback_provenance(target: Revision) -> str:
+    """The provenance of a rollback to `target`: `rolled_back_to`, and what `target` quotes."""
+    try:
+        source = json.loads(target.provenance_json)
+    except ValueError:
+        source = {}
+    kept = {
+        key: source[key] for key in QUOTED_PROVENANCE if isinstance(source, dict) and key in source
+    }
+    return json.dumps({"rolled_back_to": target.revision, **kept}, separators=(",", ":"))
 
 
 def content_hash(content: str) -> str:

@@ -1,11 +1,13 @@
 """What a review records: its status, why it was skipped, the operations it refused, the
-conversation's review state, and the committed run."""
+conversation's review state, and the committed run; and which conversations ReviewNow reviews."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
 import enum
+
+from memoryd.domain.conversation import ConversationKey
 
 
 class ReviewStatus(enum.StrEnum):
@@ -17,6 +19,21 @@ class ReviewStatus(enum.StrEnum):
     NOTHING_TO_SAVE_PROSE = "nothing_to_save_prose"
     SKIPPED = "skipped"
     FAILED = "failed"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReviewSelection:
+    """Which conversations ReviewNow reviews: one, or those of an agent and/or an owner (None:
+    any). With neither a conversation nor an agent it reaches every agent."""
+
+    conversation: ConversationKey | None
+    agent_id: str | None
+    owner_id: str | None
+
+    @property
+    def every_agent(self) -> bool:
+        """Whether the selection reaches every agent's conversations."""
+        return self.conversation is None and self.agent_id is None
 
 
 class SkipReason(enum.StrEnum):

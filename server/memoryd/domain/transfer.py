@@ -12,6 +12,13 @@ so exporting the same data twice gives the same bytes. Records come parents firs
 conversation before its messages, a resource before its revisions), which is also the order an
 import needs. Ids, times, trust, metadata, provenance, archive state and revisions are kept as
 stored: an import into an empty data directory exports again byte for byte.
+
+Version 2 names each checkpoint resource by its owner and conversation
+(memoryd.domain.resources.checkpoint_resource); version 1 named it by the conversation alone.
+A version 1 file is still read: its checkpoint resources are split by owner after the import,
+by the statements of migration 0009. A resource's path is never taken from a line: it is
+derived from the resource's key, and a line whose path differs from it is refused, so an
+import can never make memoryd write, or later erase, a file anywhere else.
 """
 
 from __future__ import annotations
@@ -29,11 +36,18 @@ from memoryd.domain.conversation import (
     search_scope_tokens,
 )
 from memoryd.domain.quoting import clipped
+from memoryd.domain.resources import (
+    PROMPT_FILE_NAMES,
+    ResourceType,
+    is_checkpoint_scope,
+    prompt_file_path,
+)
 from memoryd.domain.tokens import count_tokens
 from memoryd.errors import InvalidArgument
 
 FORMAT = "memoryd-export"
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
 Value = str | int | float | None
 
 _CONVERSATION_KEY = ("agent_id", "owner_id", "channel", "chat_id", "thread_scope")
@@ -278,6 +292,11 @@ class Selection:
     agent_id: str
     owner_id: str
 
+    @property
+    def every_agent(self) -> bool:
+        """Whether the export holds every agent's records."""
+        return not self.agent_id
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Record:
@@ -316,26 +335,34 @@ def record_line(kind: Kind, values: tuple[Value, ...]) -> str:
     return _encode({"record": kind.value, **dict(zip(SHAPES[kind].columns, values, strict=True))})
 
 
-def parse_header(line: str) -> Selection:
-    """Check the first line of an import; returns the selection the export was made with."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class Header:
+    """An export's first line: what it selected, and its format version."""
+
+    selection: Selection
+    version: int
+
+
+def parse_header(line: str) -> Header:
+    """Check the first line of an import."""
     document = _decode(line, 1)
     if document.get("format") != FORMAT:
         raise InvalidArgument(
             f'line 1 is not a memoryd export header: it must be {{"format": "{FORMAT}", ...}}'
         )
     version = document.get("version")
-    if version != VERSION:
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
         raise InvalidArgument(
             f"line 1: export format version {clipped(str(version))} is not supported; this "
-            f"memoryd reads version {VERSION}"
+            f"memoryd reads versions {', '.join(str(v) for v in READABLE_VERSIONS)}"
         )
     agent, owner = document.get("agent_id", ""), document.get("owner_id", "")
     if not isinstance(agent, str) or not isinstance(owner, str):
         raise InvalidArgument("line 1: agent_id and owner_id must be strings")
-    return selection(agent, owner)
+    return Header(selection(agent, owner), int(version))
 
 
-def parse_record(line: str, number: int, previous: Kind | None) -> Record:
+def parse_record(line: str, number: int, previous: Kind | None, version: int = VERSION) -> Record:
     """One record line, checked: a known kind in file order, exactly its columns, scalar values,
     usable identifiers. Constraints on values (enumerations, JSON columns, references) are the
     database's, checked when the record is stored."""
@@ -381,7 +408,44 @@ def parse_record(line: str, number: int, previous: Kind | None) -> Record:
             f"{clipped(channel)}"
         )
     record = Record(number, kind, values)
+    if kind in (Kind.RESOURCE, Kind.RESOURCE_REVISION):
+        _check_resource(record, version)
     return dataclasses.replace(record, derived=_derived(record))
+
+
+def _check_resource(record: Record, version: int) -> None:
+    """A resource's type, a checkpoint's scope id of the file's version, and (for a resource)
+    the path its key maps to: never another."""
+    where = f"line {record.line}: {record.kind.value} record"
+    try:
+        resource_type = ResourceType(record.named("resource_type"))
+    except ValueError:
+        known = ", ".join(kind.value for kind in ResourceType)
+        raise InvalidArgument(f"{where}: resource_type must be one of {known}") from None
+    scope = str(record.named("scope_id"))
+    if resource_type is ResourceType.CHECKPOINT:
+        shape, fits = (
+            ("<owner>:<channel>:<chat_id>:<thread>", is_checkpoint_scope(scope))
+            if version >= VERSION
+            else ("<channel>:<chat_id>:<thread>", scope.count(":") == 2)
+        )
+        if not fits:
+            raise InvalidArgument(
+                f"{where}: a version {version} checkpoint scope_id is {shape}, got {clipped(scope)}"
+            )
+    if record.kind is not Kind.RESOURCE:
+        return
+    expected = (
+        prompt_file_path(str(record.named("agent_id")), scope, resource_type)
+        if resource_type in PROMPT_FILE_NAMES
+        else ""
+    )
+    if record.named("resource_path") != expected:
+        raise InvalidArgument(
+            f"{where}: resource_path must be {expected!r}, the path its agent, type and scope "
+            "map to (memoryd derives every path; a line never chooses one), got "
+            f"{clipped(str(record.named('resource_path')))}"
+        )
 
 
 def conversation_of(record: Record) -> ConversationKey:

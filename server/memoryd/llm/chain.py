@@ -18,6 +18,7 @@ from typing import Any
 
 import openai
 
+from memoryd import log_names
 from memoryd.config import ProviderSettings
 from memoryd.domain.model_calls import Attempt
 from memoryd.log_events import Event
@@ -187,12 +188,13 @@ class _Call:
 
 
 def _record(on_attempt: Callable[[Attempt], None] | None, attempt: Attempt) -> None:
+    session = log_names.name(attempt.session_id)
     log.info(
         "model call %s via %s: %s",
-        attempt.session_id,
+        session,
         attempt.provider,
         attempt.error or "ok",
-        extra={"event": Event.MODEL_CALL, **dataclasses.asdict(attempt)},
+        extra={"event": Event.MODEL_CALL, **dataclasses.asdict(attempt), "session_id": session},
     )
     if on_attempt is not None:
         on_attempt(attempt)

@@ -31,6 +31,7 @@ from collections.abc import Callable
 
 import apsw
 
+from memoryd import log_names
 from memoryd.config import CompactionSettings
 from memoryd.domain import compaction as rules
 from memoryd.domain.conversation import ConversationKey, OwnerKey
@@ -327,7 +328,7 @@ class Compactor:
         except Exception:
             log.exception(
                 "compaction after a turn of %s failed",
-                key.describe(),
+                log_names.conversation(key),
                 extra={"event": Event.COMPACTION_FAILED},
             )
 
@@ -377,7 +378,7 @@ class Compactor:
             await self._writer.submit(self._fail, (key, reason, self._now()))
             log.warning(
                 "compaction of %s failed: %s",
-                key.describe(),
+                log_names.conversation(key),
                 reason,
                 extra={"event": Event.COMPACTION_FAILED, "error": reason},
             )
@@ -410,7 +411,7 @@ class Compactor:
         after = _tokens(selection.protected, selection.kept) + count_tokens(summary)
         log.info(
             "compacted %s: %d -> %d tokens",
-            key.describe(),
+            log_names.conversation(key),
             before,
             after,
             extra={
@@ -476,7 +477,7 @@ class Compactor:
             if result.status in (ReviewStatus.FAILED, ReviewStatus.SKIPPED):
                 log.warning(
                     "compaction of %s goes ahead without reviewing first: %s",
-                    key.describe(),
+                    log_names.conversation(key),
                     result.reason,
                     extra={"event": Event.COMPACTION, "review": result.status.value},
                 )

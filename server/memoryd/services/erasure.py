@@ -8,29 +8,48 @@ the owner's prompt files without it. After the commit the caches forget what was
 files are rewritten. Facts at owner or agent scope that were learnt in the conversation are the
 owner's and stay; they only lose their link to the purged message (source_message_id).
 
-Both scrub (memoryd.storage.scrub): the conversation's checkpoint summaries and every older
-revision of the owner's prompt files that quoted an erased row go too, the word indexes are
-optimized in the same transaction, and after the commit the WAL is checkpointed and truncated,
-so the erased text is in neither file.
+Both scrub (memoryd.storage.scrub): the conversation's checkpoint resource with every revision
+goes too, and every older revision of the owner's prompt files that rendered an erased row (as
+the revision's provenance recorded when it was written, never by searching its text), the word
+indexes are optimized in the same transaction, and after the commit the WAL is checkpointed and
+truncated, so the erased text is in neither file.
+
+The truncation never waits: readers on an older snapshot (an open export) would make it hold
+the write lock, and every writer behind it, until they let go. It is tried at once; when
+readers hold the WAL, the receipt says so (wal_truncated false) and a background task tries
+again with growing pauses until it succeeds. Each erasure records itself in pending_scrubs in
+its own transaction and is cleared only by a truncation after it, so a crash meanwhile leaves
+the record for the next start, which truncates before serving, and `memoryd check` reports it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import logging
+from pathlib import Path
 
 import apsw
 
+from memoryd.data_directory import residual_files
 from memoryd.domain.conversation import ConversationKey, OwnerKey
-from memoryd.domain.memories import MemoryRecord, PromptTarget
+from memoryd.domain.memories import PromptTarget
 from memoryd.domain.messages import Trust, require_operator
 from memoryd.domain.timestamps import to_text, utc_now
+from memoryd.log_events import Event
 from memoryd.services.history import HistoryService
 from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.services.prompt_files import CommittedRender, PromptFiles
 from memoryd.storage import history_writes, memory_writes, scrub
 from memoryd.storage.connection import ConnectionSettings, open_connection, writer_policy
+from memoryd.storage.readers import ReaderPool
 from memoryd.storage.writer import Batch, Writer
+
+log = logging.getLogger("memoryd.erasure")
+# Pauses between background truncation attempts: growing, then steady.
+RETRY_FIRST_SECONDS = 0.2
+RETRY_MAX_SECONDS = 5.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -40,16 +59,20 @@ class PurgeResult:
     messages_deleted: int
     conversation_deleted: bool
     memories_deleted: int
+    wal_truncated: bool = False
+    residual_files: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class OwnerReceipt:
-    """What PurgeOwner removed: rows by table, prompt files deleted, and whether the WAL was
-    truncated (False: readers kept it busy; the next checkpoint empties it)."""
+    """What PurgeOwner removed: rows by table, prompt files deleted, whether the WAL is
+    truncated yet (False: readers hold it; it is retried in the background), and the files of
+    the data directory that may still hold the owner's data."""
 
     counts: dict[str, int]
     files_removed: int
     wal_truncated: bool
+    residual_files: tuple[str, ...]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -65,29 +88,41 @@ class ErasureService:
 
     def __init__(
         self,
+        *,
+        home: Path,
         writer: Writer,
+        readers: ReaderPool,
         history: HistoryService,
         memory: LongTermMemory,
         prompts: PromptFiles,
         connection_settings: ConnectionSettings,
     ) -> None:
-        self._connection_settings = connection_settings
+        self._home = home
+        # The truncation's own connection never waits (see the module's docstring).
+        self._no_wait = dataclasses.replace(connection_settings, busy_timeout_ms=0)
         self._writer = writer
+        self._readers = readers
         self._history = history
         self._memory = memory
         self._prompts = prompts
+        self._retrying: asyncio.Task[None] | None = None
         self._batch: Batch[ConversationKey, _Purged] = Batch.each("purge", self._purge)
         self._owner_batch: Batch[OwnerKey, scrub.OwnerErased] = Batch.each(
-            "purge_owner", scrub.purge_owner
+            "purge_owner", _purge_owner
         )
+        self._clear: Batch[int, None] = Batch.each("scrub_cleared", scrub.clear_pending)
 
     async def purge_conversation(self, key: ConversationKey, trust: Trust) -> PurgeResult:
         """Erase the conversation; purging an unknown conversation removes nothing. Operators
         only."""
         require_operator(trust, "purging a conversation")
         purged = await self._writer.submit(self._batch, key, after_commit=self._publish)
-        await self._truncate_wal()
-        return purged.result
+        truncated = await self.scrub_wal()
+        return dataclasses.replace(
+            purged.result,
+            wal_truncated=truncated,
+            residual_files=tuple(residual_files(self._home, wal_truncated=truncated)),
+        )
 
     async def purge_owner(self, owner: OwnerKey) -> OwnerReceipt:
         """Erase everything of one owner of one agent, and scrub the files."""
@@ -95,16 +130,73 @@ class ErasureService:
             self._owner_batch, owner, after_commit=self._publish_owner
         )
         removed = sum(await asyncio.gather(*(self._remove_file(f) for f in erased.files)))
-        return OwnerReceipt(erased.counts, removed, await self._truncate_wal())
+        truncated = await self.scrub_wal()
+        return OwnerReceipt(
+            erased.counts,
+            removed,
+            truncated,
+            tuple(residual_files(self._home, wal_truncated=truncated)),
+        )
+
+    async def scrub_wal(self) -> bool:
+        """Truncate the WAL now if no reader holds it, clearing the erasures recorded before;
+        otherwise leave it to the background and return False."""
+        if await self._truncate_once():
+            return True
+        if self._retrying is None or self._retrying.done():
+            self._retrying = asyncio.get_running_loop().create_task(self._retry())
+        return False
+
+    async def close(self) -> None:
+        """Stop retrying (the next start truncates what is still recorded)."""
+        if self._retrying is not None:
+            self._retrying.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._retrying
+
+    async def _retry(self) -> None:
+        pause = RETRY_FIRST_SECONDS
+        while True:
+            await asyncio.sleep(pause)
+            try:
+                if await self._truncate_once():
+                    log.info(
+                        "the WAL is truncated: erased text is in neither database file",
+                        extra={"event": Event.WAL_TRUNCATED},
+                    )
+                    return
+            except Exception:
+                log.exception(
+                    "truncating the WAL failed", extra={"event": Event.WAL_TRUNCATE_FAILED}
+                )
+            pause = min(pause * 2, RETRY_MAX_SECONDS)
+
+    async def _truncate_once(self) -> bool:
+        """One truncation attempt; on success the erasures recorded before it are cleared."""
+        through = await self._readers.read(scrub.newest_pending)
+
+        def run() -> bool:
+            connection = open_connection(self._no_wait, writer_policy(self._no_wait))
+            try:
+                return scrub.truncate_wal(connection)
+            finally:
+                connection.close()
+
+        if not await asyncio.to_thread(run):
+            return False
+        if through:
+            await self._writer.submit(self._clear, through)
+        return True
 
     def _purge(self, connection: apsw.Connection, key: ConversationKey) -> _Purged:
-        scrub.delete_checkpoint_revisions(connection, key)
+        now = utc_now()
+        scrub.delete_checkpoints(connection, key)
         deleted, conversation_deleted = history_writes.purge_conversation(connection, key)
         erased = memory_writes.delete_conversation_scope(connection, key)
         render = None
-        rendered = [record for record in erased if _rendered(record)]
-        if rendered:
-            now = utc_now()
+        # Rows that render (or rendered before they were archived) may be quoted by revisions.
+        quoted = [r.id for r in erased if r.prompt_target is not PromptTarget.NONE]
+        if quoted:
             render = self._prompts.render_in_transaction(
                 connection,
                 OwnerKey(key.agent_id, key.owner_id),
@@ -116,14 +208,13 @@ class ErasureService:
                 },
                 now=now,
             )
-            # Older revisions that quoted the erased rows go; the new one no longer does.
-            scrub.delete_quoting_revisions(
-                connection,
-                OwnerKey(key.agent_id, key.owner_id),
-                [record.value for record in rendered],
+            # Older revisions that rendered the erased rows go; the new one no longer does.
+            scrub.delete_rendering_revisions(
+                connection, OwnerKey(key.agent_id, key.owner_id), quoted
             )
         if deleted or erased:
             scrub.optimize_indexes(connection)
+            scrub.record_pending(connection, "a conversation", to_text(now))
         result = PurgeResult(deleted, conversation_deleted, len(erased))
         return _Purged(key, result, tuple(record.id for record in erased), render)
 
@@ -137,21 +228,6 @@ class ErasureService:
     async def _remove_file(self, relative: str) -> int:
         return int(await asyncio.to_thread(self._prompts.remove_file, relative))
 
-    async def _truncate_wal(self) -> bool:
-        """Checkpoint and truncate the WAL from a connection of its own (the writer's belongs to
-        its thread; a checkpoint is not a write of rows)."""
-
-        def run() -> bool:
-            connection = open_connection(
-                self._connection_settings, writer_policy(self._connection_settings)
-            )
-            try:
-                return scrub.truncate_wal(connection)
-            finally:
-                connection.close()
-
-        return await asyncio.to_thread(run)
-
     def _publish(self, purged: _Purged) -> None:
         self._history.cache.invalidate(purged.key)
         for memory_id in purged.memory_ids:
@@ -160,5 +236,7 @@ class ErasureService:
             self._prompts.publish(purged.render)
 
 
-def _rendered(record: MemoryRecord) -> bool:
-    return not record.archived and record.prompt_target is not PromptTarget.NONE
+def _purge_owner(connection: apsw.Connection, owner: OwnerKey) -> scrub.OwnerErased:
+    erased = scrub.purge_owner(connection, owner)
+    scrub.record_pending(connection, "an owner", to_text(utc_now()))
+    return erased

@@ -35,7 +35,7 @@ from memoryd.domain.review import is_review_input
 from memoryd.domain.search_query import plan_search
 from memoryd.domain.snippets import substring_snippet
 from memoryd.domain.timestamps import utc_now
-from memoryd.errors import InvalidArgument, NotFound
+from memoryd.errors import InvalidArgument, NotFound, PermissionDenied
 from memoryd.services.window_cache import CachedWindow, WindowCache
 from memoryd.storage import history_reads as reads
 from memoryd.storage import history_writes as writes
@@ -242,9 +242,21 @@ class HistoryService:
         return self._to_page(found, size, bound_to)
 
     async def search(
-        self, scope: HistoryScope, query: str, *, kinds: list[str], requested_limit: int
+        self,
+        scope: HistoryScope,
+        query: str,
+        *,
+        kinds: list[str],
+        requested_limit: int,
+        trust: Trust = Trust.OPERATOR,
     ) -> list[SearchHit]:
-        """Whole-word matches by bm25, then substring matches newest first, up to the limit."""
+        """Whole-word matches by bm25, then substring matches newest first, up to the limit. A
+        guest searches one conversation only."""
+        if trust is Trust.GUEST and not isinstance(scope, ConversationKey):
+            raise PermissionDenied(
+                "a guest searches one conversation only: an owner's or an agent's history "
+                "holds conversations a guest was never part of"
+            )
         if requested_limit < 0:
             raise InvalidArgument(f"limit must not be negative, got {requested_limit}")
         if requested_limit > MAX_SEARCH_LIMIT:

@@ -26,7 +26,14 @@ from memoryd.domain.memories import (
     check_value,
     source_info,
 )
-from memoryd.domain.memory_queries import ListFilter, Locator, SourceRow, Visible
+from memoryd.domain.memory_queries import (
+    ListFilter,
+    Locator,
+    SourceRow,
+    Visible,
+    guest_visibility,
+    visible_to_guest,
+)
 from memoryd.domain.messages import Trust
 from memoryd.domain.paging import PageTokens, TokenKind, page_size, request_fingerprint
 from memoryd.domain.timestamps import to_text, utc_now
@@ -251,8 +258,15 @@ class LongTermMemory:
 
     # --- reads ----------------------------------------------------------------------------------
 
-    async def get(self, owner: OwnerKey, locator: Locator) -> MemoryRecord:
-        """One row of the caller, archived or not."""
+    async def get(self, caller: Caller, locator: Locator, trust: Trust) -> MemoryRecord:
+        """One row of the caller, archived or not; to a guest, only its conversation's notes
+        (any other row is NOT_FOUND, as a row of another owner is)."""
+        record = await self._get(caller.owner, locator)
+        if trust is Trust.GUEST and not visible_to_guest(record, caller):
+            raise NotFound(f"{locator.describe()} not found")
+        return record
+
+    async def _get(self, owner: OwnerKey, locator: Locator) -> MemoryRecord:
         if locator.id:
             cached = self.rows.get(locator.id)
             if cached is None:
@@ -337,10 +351,13 @@ class LongTermMemory:
 
 
 def list_visibility(
-    caller: Caller, scope_type: ScopeType | None, *, archived: bool | None
+    caller: Caller, scope_type: ScopeType | None, *, archived: bool | None, trust: Trust
 ) -> Visible:
-    """Which rows ListMemories shows: a job's own; one scope type (a conversation caller's own
-    conversation for SCOPE_TYPE_CONVERSATION); or every scope but jobs."""
+    """Which rows ListMemories shows: to a guest, its conversation's notes; a job's own; one
+    scope type (a conversation caller's own conversation for SCOPE_TYPE_CONVERSATION); or every
+    scope but jobs."""
+    if trust is Trust.GUEST:
+        return guest_visibility(caller, scope_type, archived=archived, active_sources=False)
     if caller.job_id is not None:
         return Visible(caller.owner, ((ScopeType.JOB, caller.scope_id(ScopeType.JOB)),), archived)
     if scope_type is None:

@@ -23,11 +23,13 @@ from memoryd.domain.prompt_files import PROMPT_FILES
 from memoryd.domain.resources import ResourceKey, prompt_file_path
 from memoryd.domain.tokens import count_tokens
 from memoryd.errors import FailedPrecondition, InvalidArgument
-from memoryd.storage import maintenance, memory_reads, resource_store
+from memoryd.log_names import hashed
+from memoryd.storage import maintenance, memory_reads, resource_store, scrub, server_keys
 from memoryd.storage.migrations import bundled_migrations, schema_version
 from memoryd.storage.sql import rows
 
 DATABASE = data_directory.DATABASE_FILE
+PENDING_SCRUBS_VERSION = 10  # the migration that records erasures waiting for the WAL
 
 
 @dataclasses.dataclass(slots=True)
@@ -36,6 +38,10 @@ class CheckReport:
 
     problems: list[str] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
+    # Erasures whose text may still be in the WAL: (erased_at, what), oldest first.
+    erasures_waiting: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    # Databases `memoryd restore` replaced, still in the data directory.
+    replaced_databases: list[str] = dataclasses.field(default_factory=list)
     schema_version: int = 0
     messages: int = 0
     memories: int = 0
@@ -63,9 +69,56 @@ def check(home: Path) -> CheckReport:
         with maintenance.snapshot(_database(home)) as connection:
             _check_database(connection, report)
             _check_prompt_files(connection, home, report)
+            _check_erasures(connection, report)
     except apsw.Error as error:
         report.problems.append(f"the database cannot be read: {error}")
+    _check_replaced(home, report)
     return report
+
+
+def discard_replaced(home: Path) -> list[Path]:
+    """Delete the databases `memoryd restore` replaced (they may hold what was erased since);
+    returns what was deleted."""
+    removed = []
+    for path in data_directory.replaced_databases(home):
+        path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
+def log_names(home: Path, identifiers: list[str]) -> dict[str, str]:
+    """What log lines written with log_identifiers = "hashed" call each identifier."""
+    with maintenance.snapshot(_database(home)) as connection:
+        if schema_version(connection) < PENDING_SCRUBS_VERSION:
+            raise FailedPrecondition(
+                f"the database in {home} has no log key yet: start the server once to migrate it"
+            )
+        key = server_keys.log_names_key(connection)
+    return {identifier: hashed(identifier, key) for identifier in identifiers}
+
+
+def _check_erasures(connection: apsw.Connection, report: CheckReport) -> None:
+    if schema_version(connection) < PENDING_SCRUBS_VERSION:
+        return
+    report.erasures_waiting = scrub.pending(connection)
+    if report.erasures_waiting:
+        since = report.erasures_waiting[0][0]
+        report.notes.append(
+            f"{len(report.erasures_waiting)} erasure(s) since {since} wait for the WAL to be "
+            "truncated: until readers on an older snapshot (an open export) let go, the erased "
+            f"text may still be in {DATABASE}-wal; the server retries, and truncates at its "
+            "next start"
+        )
+
+
+def _check_replaced(home: Path, report: CheckReport) -> None:
+    report.replaced_databases = [path.name for path in data_directory.replaced_databases(home)]
+    if report.replaced_databases:
+        report.notes.append(
+            f"{', '.join(report.replaced_databases)}: what `memoryd restore` replaced, kept in "
+            "the data directory; it may hold data erased since (`memoryd discard-replaced` "
+            "deletes it)"
+        )
 
 
 def restore(home: Path, source: Path) -> Path | None:
@@ -91,7 +144,7 @@ def restore(home: Path, source: Path) -> Path | None:
         kept = None
         if database.exists():
             stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-            kept = home / f"{DATABASE}.replaced-{stamp}"
+            kept = home / f"{data_directory.REPLACED_PREFIX}{stamp}"
             for suffix in ("", "-wal", "-shm"):
                 current = Path(f"{database}{suffix}")
                 if current.exists():

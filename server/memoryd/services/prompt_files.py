@@ -87,9 +87,9 @@ class PromptFiles:
         provenance: dict[str, object],
         now: dt.datetime,
     ) -> CommittedRender:
-        """Render both files from the rows and commit a revision for each changed file."""
+        """Render both files from the rows and commit a revision for each changed file. Each
+        revision's provenance records the rows it renders (`rendered`, ids in order)."""
         records = memory_reads.render_input(connection, owner)
-        details = json.dumps(provenance, separators=(",", ":"), sort_keys=True)
         states: dict[ResourceType, FileState] = {}
         changed: list[tuple[str, Revision]] = []
         for file in PROMPT_FILES:
@@ -101,7 +101,11 @@ class PromptFiles:
                 path=path,
                 content=rendered.text,
                 mutation_source=mutation_source,
-                provenance_json=details,
+                provenance_json=json.dumps(
+                    {**provenance, "rendered": list(rendered.memory_ids)},
+                    separators=(",", ":"),
+                    sort_keys=True,
+                ),
                 now=now,
             )
             if committed.created is not None:

@@ -16,10 +16,12 @@ import apsw
 from memoryd.domain.conversation import HistoryScope
 from memoryd.domain.history import SearchHit
 from memoryd.domain.memories import Caller, ScopeType
-from memoryd.domain.memory_queries import ListFilter, RankedMemory, Visible
+from memoryd.domain.memory_queries import ListFilter, RankedMemory, Visible, guest_visibility
+from memoryd.domain.messages import Trust
 from memoryd.domain.quoting import shortened
 from memoryd.domain.recall import (
     DEFAULT_LIMIT,
+    GUEST_RECALLS_ONE_CONVERSATION,
     HISTORY_REFUSED_IN_JOBS,
     MAX_LIMIT,
     RecallScope,
@@ -52,6 +54,7 @@ class RecallRequest:
     scope: RecallScope
     source: RecallSource
     limit: int
+    trust: Trust
 
 
 class RecallService:
@@ -74,10 +77,12 @@ class RecallService:
                 raise PermissionDenied(
                     f"scheduled jobs can read only their own scope job:{shortened(caller.job_id)}"
                 )
+        if request.trust is Trust.GUEST and request.scope is not RecallScope.CURRENT:
+            raise PermissionDenied(GUEST_RECALLS_ONE_CONVERSATION)
         memories: list[RecallHit] = []
         messages: list[RecallHit] = []
         if request.source in (RecallSource.MEMORIES, RecallSource.ALL):
-            visible = recall_visibility(caller, request.scope)
+            visible = recall_visibility(caller, request.scope, request.trust)
             found = await self._recall_memories(visible, request.query, request.key, limit)
             memories = [RecallHit(memory=hit) for hit in found]
         if request.source in (RecallSource.HISTORY, RecallSource.ALL) and request.query.strip():
@@ -88,7 +93,9 @@ class RecallService:
                         "recalling this conversation's history needs a conversation"
                     )
                 scope = caller.conversation
-            hits = await self._history.search(scope, request.query, kinds=[], requested_limit=limit)
+            hits = await self._history.search(
+                scope, request.query, kinds=[], requested_limit=limit, trust=request.trust
+            )
             messages = [RecallHit(message=hit) for hit in hits]
         return take_turns(memories, messages, limit)
 
@@ -128,8 +135,11 @@ class RecallService:
         return [RankedMemory(record, 0.0, word_match=False) for record in found]
 
 
-def recall_visibility(caller: Caller, scope: RecallScope) -> Visible:
-    """Which rows a recall sees: the job's own, the conversation's, the owner's, or all."""
+def recall_visibility(caller: Caller, scope: RecallScope, trust: Trust) -> Visible:
+    """Which rows a recall sees: the job's own, the conversation's, the owner's, or all; a
+    guest's, only the conversation's notes."""
+    if trust is Trust.GUEST:
+        return guest_visibility(caller, None, archived=False, active_sources=True)
     owner = caller.owner
     if caller.job_id is not None:
         scopes: tuple[tuple[ScopeType, str | None], ...] = (

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import apsw
 
@@ -179,7 +178,7 @@ def _rollback(connection: apsw.Connection, payload: tuple[ResourceKey, int]) -> 
         path=path,
         content=wanted.content,
         mutation_source="rollback",
-        provenance_json=json.dumps({"rolled_back_to": target}),
+        provenance_json=rules.rollback_provenance(wanted),
         now=utc_now(),
     )
     if committed.created is None:

@@ -27,6 +27,7 @@ import time
 
 import apsw
 
+from memoryd import log_names
 from memoryd.config import MemorySettings
 from memoryd.domain import review as rules
 from memoryd.domain.conversation import ConversationKey, OwnerKey
@@ -347,9 +348,13 @@ class Reviewer:
             )
             log.warning(
                 "review of %s failed: %s",
-                key.describe(),
+                log_names.conversation(key),
                 reason,
-                extra={"event": Event.REVIEW_FAILED, "session_id": session, "error": reason},
+                extra={
+                    "event": Event.REVIEW_FAILED,
+                    "session_id": log_names.name(session),
+                    "error": reason,
+                },
             )
             return ReviewResult(
                 key=key, status=ReviewStatus.FAILED, reason=reason, tokens_in=packed.tokens
@@ -376,11 +381,11 @@ class Reviewer:
         record = applied.record
         log.info(
             "reviewed %s: %s",
-            key.describe(),
+            log_names.conversation(key),
             record.status,
             extra={
                 "event": Event.REVIEW,
-                "session_id": session,
+                "session_id": log_names.name(session),
                 "status": record.status,
                 "added": record.added,
                 "replaced": record.replaced,

@@ -20,7 +20,9 @@ import functools
 import logging
 import time
 
+from memoryd import log_names
 from memoryd.domain.conversation import ConversationKey
+from memoryd.domain.review_runs import ReviewSelection
 from memoryd.domain.timestamps import utc_now
 from memoryd.log_events import Event
 from memoryd.services.review import Reviewer, ReviewResult
@@ -99,26 +101,20 @@ class ReviewScheduler:
             task.add_done_callback(functools.partial(self._finished, key))
         return len(due) >= limit
 
-    async def review_now(
-        self,
-        *,
-        conversation: ConversationKey | None,
-        agent_id: str | None,
-        owner_id: str | None,
-    ) -> list[ReviewResult]:
+    async def review_now(self, chosen: ReviewSelection) -> list[ReviewResult]:
         """ReviewNow: force reviews (past interval and backoff, never past "new messages").
 
         One conversation must have a record (NOT_FOUND); without one, every conversation of the
         agent (and owner) with pending input is reviewed.
         """
         self._reviewer.require_provider()
-        if conversation is not None:
-            await self._reviewer.describe(conversation)  # NOT_FOUND when it has no record
-            keys = [conversation]
+        if chosen.conversation is not None:
+            await self._reviewer.describe(chosen.conversation)  # NOT_FOUND without a record
+            keys = [chosen.conversation]
         else:
             keys = await self._readers.read(
                 lambda connection: review_store.candidates(
-                    connection, agent_id=agent_id, owner_id=owner_id
+                    connection, agent_id=chosen.agent_id, owner_id=chosen.owner_id
                 )
             )
 
@@ -155,7 +151,9 @@ class ReviewScheduler:
                 raise
             except Exception:
                 log.exception(
-                    "review of %s crashed", key.describe(), extra={"event": Event.REVIEW_CRASHED}
+                    "review of %s crashed",
+                    log_names.conversation(key),
+                    extra={"event": Event.REVIEW_CRASHED},
                 )
                 return None
 

@@ -19,6 +19,7 @@ import apsw
 from memoryd.config import RealtimeSettings
 from memoryd.domain.history import AppendOutcome, AppendResult
 from memoryd.domain.messages import NewMessage, is_blank
+from memoryd.domain.quoting import clipped
 from memoryd.domain.timestamps import utc_now
 from memoryd.domain.transcripts import (
     Ack,
@@ -62,6 +63,7 @@ class TranscriptService:
         self.settings = settings
         self._on_input = on_input
         self._open = 0
+        self._open_by_agent: collections.Counter[str] = collections.Counter()
         self._remembered: collections.OrderedDict[tuple[str, ...], int] = collections.OrderedDict()
         self._final = Batch("transcript_final", _store_finals)
 
@@ -72,17 +74,30 @@ class TranscriptService:
             return
         if not isinstance(first, Opening):
             raise InvalidArgument("the first message must be `open`, which opens the session")
+        session = open_session(first)
+        agent = session.key.agent_id
         if self._open >= self.settings.max_streams:
             raise ResourceExhausted(
                 f"{self._open} transcript streams are open; the limit is "
                 f"{self.settings.max_streams} (memoryd.realtime.max_streams)"
             )
+        if self._open_by_agent[agent] >= self.settings.max_streams_per_agent:
+            raise ResourceExhausted(
+                f"{self._open_by_agent[agent]} transcript streams of agent "
+                f"{clipped(agent)} are open; the limit is "
+                f"{self.settings.max_streams_per_agent} per agent "
+                "(memoryd.realtime.max_streams_per_agent)"
+            )
         self._open += 1
+        self._open_by_agent[agent] += 1
         try:
-            async for ack in self._session(open_session(first), events):
+            async for ack in self._session(session, events):
                 yield ack
         finally:
             self._open -= 1
+            self._open_by_agent[agent] -= 1
+            if not self._open_by_agent[agent]:
+                del self._open_by_agent[agent]
 
     async def _session(self, session: Session, events: AsyncIterator[Event]) -> AsyncIterator[Ack]:
         persisted = self.settings.persist_transcripts

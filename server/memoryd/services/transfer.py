@@ -26,6 +26,7 @@ import apsw
 from memoryd.domain.conversation import OwnerKey
 from memoryd.domain.resources import PROMPT_FILE_NAMES, ResourceKey
 from memoryd.domain.transfer import (
+    VERSION,
     Kind,
     Record,
     Selection,
@@ -95,6 +96,7 @@ class TransferService:
         self._prompts = prompts
         self._exports = 0
         self._store = Batch.each("import", store.store)
+        self._split = Batch.each("import_split_checkpoints", _split_checkpoints)
 
     # --- export ----------------------------------------------------------------------------------
 
@@ -163,6 +165,7 @@ class TransferService:
     async def import_lines(self, chunks: AsyncIterator[list[str]]) -> ImportReport:
         """Store every chunk of lines in turn (the first line is the header)."""
         report = ImportReport()
+        version = VERSION
         previous: Kind | None = None
         in_flight: asyncio.Future[store.Stored] | None = None
         touched: set[ResourceKey] = set()
@@ -178,9 +181,9 @@ class TransferService:
                 for line in lines:
                     report.lines += 1
                     if report.lines == 1:
-                        parse_header(line)
+                        version = parse_header(line).version
                         continue
-                    record = parse_record(line, report.lines, previous)
+                    record = parse_record(line, report.lines, previous, version)
                     previous = record.kind
                     records.append(record)
                 if in_flight is not None:
@@ -202,6 +205,8 @@ class TransferService:
                 done = await asyncio.gather(in_flight, return_exceptions=True)
                 if isinstance(done[0], store.Stored):
                     _count(done[0], report, touched)
+            if version < VERSION:  # what was stored is brought to this version's shape
+                await self._writer.submit(self._split, None)
             with contextlib.suppress(Unavailable):
                 await self._write_prompt_files(touched)
         return report
@@ -231,6 +236,10 @@ class TransferService:
 
         for path, content in await self._readers.read(current):
             await asyncio.to_thread(self._prompts.write_file, path, content)
+
+
+def _split_checkpoints(connection: apsw.Connection, _payload: None) -> bool:
+    return store.split_old_checkpoints(connection)
 
 
 def _take(chunks: queue.Queue[_Item]) -> _Item | object:

@@ -15,7 +15,7 @@ import apsw
 from memoryd.domain.compaction import COMPACTOR, MESSAGE_OVERHEAD_BYTES, WindowMessage
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.messages import CHECKPOINT_KIND, NewMessage, Role, Trust
-from memoryd.domain.resources import ResourceKey, ResourceType
+from memoryd.domain.resources import checkpoint_resource
 from memoryd.domain.timestamps import from_text, to_text
 from memoryd.domain.tokens import count_tokens
 from memoryd.storage import history_writes, resource_store
@@ -212,7 +212,7 @@ def store_checkpoint(
     )
     committed = resource_store.commit(
         connection,
-        ResourceKey(key.agent_id, ResourceType.CHECKPOINT, key.scope_id),
+        checkpoint_resource(key),
         path="",
         content=summary,
         mutation_source="compaction",
@@ -229,9 +229,7 @@ def store_checkpoint(
 
 def checkpoint_revision(connection: apsw.Connection, key: ConversationKey) -> int:
     """The conversation's checkpoint resource's current revision (0: none)."""
-    found = resource_store.current(
-        connection, ResourceKey(key.agent_id, ResourceType.CHECKPOINT, key.scope_id)
-    )
+    found = resource_store.current(connection, checkpoint_resource(key))
     return found.revision if found is not None else 0
 
 

@@ -207,6 +207,8 @@ def _add_visible(sql: list[str], params: list[Any], visible: Visible) -> None:
             "AND NOT EXISTS (SELECT 1 FROM memory_sources AS s WHERE s.agent_id = r.agent_id "
             "AND s.owner_id = r.owner_id AND s.id = r.source_id AND s.status != 'active')"
         )
+    if visible.unrendered_only:
+        sql.append("AND r.promote_target = 'none'")
     if visible.archived is True:
         sql.append("AND r.archived_at IS NOT NULL")
     elif visible.archived is False:

@@ -21,8 +21,8 @@ from memoryd.domain.memories import (
     Provenance,
     ScopeType,
     SourceInfo,
-    check_directive_trust,
     check_editable,
+    check_guest_may_change,
     merge_metadata,
 )
 from memoryd.domain.memory_queries import Locator
@@ -109,7 +109,7 @@ def upsert(
     before = find(connection, fact.owner, locator)
     if before is not None:
         check_editable(before)
-        check_directive_trust(before.category, fact.trust, "replace")
+        check_guest_may_change(before, fact.trust, "replace")
     _check_source_message(connection, fact.owner, fact.provenance.source_message_id)
     register_source(connection, fact.owner, source, now, job_id=job_id)
     provenance = fact.provenance
@@ -168,7 +168,7 @@ def set_value(
             f"it {category.value}"
         )
     check_editable(before)
-    check_directive_trust(before.category, trust, "replace")
+    check_guest_may_change(before, trust, "replace")
     if before.archived:
         raise FailedPrecondition(f"memory {before.id} is archived; restore it first")
     found = rows(
@@ -198,7 +198,7 @@ def archive(
 ) -> Stored:
     """Forget a row: archived, kept. Archiving an archived row changes nothing."""
     before = require(connection, owner, Locator(id=memory_id))
-    check_directive_trust(before.category, trust, "archive")
+    check_guest_may_change(before, trust, "archive")
     if before.archived:
         return Stored(before, before)
     found = rows(
@@ -224,7 +224,7 @@ def restore(
     (which keeps the most recently updated rows) the fact reappears at once.
     """
     before = require(connection, owner, Locator(id=memory_id))
-    check_directive_trust(before.category, trust, "restore")
+    check_guest_may_change(before, trust, "restore")
     if not before.archived:
         return Stored(before, before)
     found = rows(
@@ -262,7 +262,7 @@ def delete(
     before = find(connection, owner, locator)
     if before is None:
         return None
-    check_directive_trust(before.category, trust, "delete")
+    check_guest_may_change(before, trust, "delete")
     connection.execute("DELETE FROM memories WHERE id = ?", (before.id,))
     return before
 

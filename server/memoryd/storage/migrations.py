@@ -58,6 +58,12 @@ def bundled_migrations() -> list[Migration]:
     return check_sequence(found)
 
 
+def migration_sql(version: int) -> str:
+    """The text of one bundled migration (some are written to be run again on data an import
+    brought in the old shape)."""
+    return bundled_migrations()[version - 1].sql
+
+
 def check_sequence(migrations: Iterable[Migration]) -> list[Migration]:
     """Migrations must be numbered 1, 2, 3, ... with no gap or repeat."""
     ordered = sorted(migrations, key=lambda migration: migration.version)

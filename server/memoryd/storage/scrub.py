@@ -12,20 +12,20 @@ overwrites freed content with zeros, so the database file holds no copy either.
 from __future__ import annotations
 
 import dataclasses
-import time
+import json
 
 import apsw
 
 from memoryd.domain.conversation import ConversationKey, OwnerKey
+from memoryd.domain.resources import checkpoint_owner_prefix, checkpoint_resource
 from memoryd.storage.sql import rows
 
 FTS_INDEXES = ("messages_fts", "messages_trigram", "memories_fts")
 _OWNER = "agent_id = ? AND owner_id = ?"
-# A checkpoint revision belongs to the owner whose message is its checkpoint.
-_OWNERS_CHECKPOINT_REVISIONS = (
-    "resource_id IN (SELECT id FROM resources WHERE agent_id = ? AND resource_type = 'checkpoint') "
-    "AND CAST(json_extract(provenance_json, '$.checkpoint_id') AS INTEGER) IN "
-    "(SELECT id FROM messages WHERE agent_id = ? AND owner_id = ?)"
+# The checkpoint resources of one owner: their scope ids start with the owner.
+_OWNERS_CHECKPOINTS = (
+    "SELECT id FROM resources WHERE agent_id = ? AND resource_type = 'checkpoint' "
+    "AND substr(scope_id, 1, length(?)) = ?"
 )
 
 
@@ -72,12 +72,14 @@ def purge_owner(connection: apsw.Connection, owner: OwnerKey) -> OwnerErased:
         connection.execute(sql, params)
         counts[table] = counts.get(table, 0) + connection.changes()
 
-    # Checkpoint summaries first: they are found through the owner's messages.
+    prefix = checkpoint_owner_prefix(owner.owner_id)
+    checkpoints = (owner.agent_id, prefix, prefix)
     delete(
         "resource_revisions",
-        f"DELETE FROM resource_revisions WHERE {_OWNERS_CHECKPOINT_REVISIONS}",
-        (owner.agent_id, *pair),
+        f"DELETE FROM resource_revisions WHERE resource_id IN ({_OWNERS_CHECKPOINTS})",
+        checkpoints,
     )
+    delete("resources", f"DELETE FROM resources WHERE id IN ({_OWNERS_CHECKPOINTS})", checkpoints)
     delete(
         "resource_revisions",
         "DELETE FROM resource_revisions WHERE resource_id IN (SELECT id FROM resources "
@@ -90,8 +92,6 @@ def purge_owner(connection: apsw.Connection, owner: OwnerKey) -> OwnerErased:
         "AND resource_type IN ('user_md', 'memory_md')",
         pair,
     )
-    delete("resources", _EMPTIED_CHECKPOINTS, (owner.agent_id,))
-    _recount_checkpoints(connection, owner.agent_id)
     delete("memories", f"DELETE FROM memories WHERE {_OWNER}", pair)
     delete("memory_sources", f"DELETE FROM memory_sources WHERE {_OWNER}", pair)
     delete("job_runs", f"DELETE FROM job_runs WHERE {_OWNER}", pair)
@@ -111,57 +111,43 @@ def purge_owner(connection: apsw.Connection, owner: OwnerKey) -> OwnerErased:
     return OwnerErased(owner, counts, conversations, memory_ids, files)
 
 
-_EMPTIED_CHECKPOINTS = (
-    "DELETE FROM resources WHERE agent_id = ? AND resource_type = 'checkpoint' AND NOT EXISTS "
-    "(SELECT 1 FROM resource_revisions AS v WHERE v.resource_id = resources.id)"
-)
-
-
-def _recount_checkpoints(connection: apsw.Connection, agent_id: str) -> None:
-    """A shared checkpoint resource that lost revisions points at its newest remaining one."""
-    connection.execute(
-        "UPDATE resources SET current_revision = (SELECT max(revision) FROM resource_revisions "
-        "AS v WHERE v.resource_id = resources.id) WHERE agent_id = ? "
-        "AND resource_type = 'checkpoint' AND current_revision NOT IN "
-        "(SELECT revision FROM resource_revisions AS v WHERE v.resource_id = resources.id)",
-        (agent_id,),
-    )
-
-
-def delete_checkpoint_revisions(connection: apsw.Connection, key: ConversationKey) -> int:
-    """The checkpoint summaries of one conversation (before its messages are deleted)."""
+def delete_checkpoints(connection: apsw.Connection, key: ConversationKey) -> int:
+    """The conversation's checkpoint resource with every revision (its summaries, rollbacks
+    included); returns how many revisions went."""
+    resource = checkpoint_resource(key)
     connection.execute(
         "DELETE FROM resource_revisions WHERE resource_id IN (SELECT id FROM resources "
-        "WHERE agent_id = ? AND resource_type = 'checkpoint' AND scope_id = ?) "
-        "AND CAST(json_extract(provenance_json, '$.checkpoint_id') AS INTEGER) IN "
-        "(SELECT id FROM messages WHERE agent_id = ? AND owner_id = ? AND channel = ? "
-        "AND chat_id = ? AND thread_scope = ?)",
-        (key.agent_id, key.scope_id, *key.as_row()),
+        "WHERE agent_id = ? AND resource_type = 'checkpoint' AND scope_id = ?)",
+        (resource.agent_id, resource.scope_id),
     )
     removed = connection.changes()
-    connection.execute(_EMPTIED_CHECKPOINTS, (key.agent_id,))
-    _recount_checkpoints(connection, key.agent_id)
+    connection.execute(
+        "DELETE FROM resources WHERE agent_id = ? AND resource_type = 'checkpoint' "
+        "AND scope_id = ?",
+        (resource.agent_id, resource.scope_id),
+    )
     return removed
 
 
-def delete_quoting_revisions(
-    connection: apsw.Connection, owner: OwnerKey, quoted: list[str]
+def delete_rendering_revisions(
+    connection: apsw.Connection, owner: OwnerKey, memory_ids: list[int]
 ) -> int:
-    """Revisions of the owner's prompt files whose text quotes any of `quoted` (erased rows'
-    values), except each file's current revision (already re-rendered without them). Returns
-    how many were removed."""
-    removed = 0
-    for text in quoted:
-        connection.execute(
-            "DELETE FROM resource_revisions AS v WHERE v.resource_id IN (SELECT s.id FROM "
-            "resources AS s WHERE s.agent_id = ? AND s.scope_id = ? "
-            "AND s.resource_type IN ('user_md', 'memory_md')) "
-            "AND instr(v.content, ?) > 0 AND v.revision <> (SELECT s.current_revision FROM "
-            "resources AS s WHERE s.id = v.resource_id)",
-            (owner.agent_id, owner.owner_id, text),
-        )
-        removed += connection.changes()
-    return removed
+    """Revisions of the owner's prompt files that rendered any of `memory_ids` (erased rows), as
+    each revision's provenance records (`rendered`), except each file's current revision (which
+    the caller re-rendered without them). A revision written before memoryd recorded what it
+    rendered is taken to quote them. Returns how many were removed."""
+    connection.execute(
+        "DELETE FROM resource_revisions AS v WHERE v.resource_id IN (SELECT s.id FROM "
+        "resources AS s WHERE s.agent_id = ? AND s.scope_id = ? "
+        "AND s.resource_type IN ('user_md', 'memory_md')) "
+        "AND v.revision <> (SELECT s.current_revision FROM resources AS s "
+        "WHERE s.id = v.resource_id) "
+        "AND (json_type(v.provenance_json, '$.rendered') IS NOT 'array' OR EXISTS "
+        "(SELECT 1 FROM json_each(v.provenance_json, '$.rendered') AS r "
+        "WHERE r.value IN (SELECT value FROM json_each(?))))",
+        (owner.agent_id, owner.owner_id, json.dumps(memory_ids)),
+    )
+    return connection.changes()
 
 
 def optimize_indexes(connection: apsw.Connection) -> None:
@@ -170,12 +156,38 @@ def optimize_indexes(connection: apsw.Connection) -> None:
         connection.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")
 
 
-def truncate_wal(connection: apsw.Connection, attempts: int = 20) -> bool:
+def truncate_wal(connection: apsw.Connection) -> bool:
     """Checkpoint the WAL into the database and truncate it to nothing (outside any
-    transaction). Readers can hold it up: tried a few times; False if it never completed."""
-    for _ in range(attempts):
+    transaction), without waiting: `connection` should have no busy timeout, so a writer or a
+    reader on an older snapshot makes it return False at once instead of holding the write lock
+    while it waits (which would stall every writer). The caller tries again later."""
+    try:
         busy, _log, _done = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0]
-        if busy == 0:
-            return True
-        time.sleep(0.05)
-    return False
+    except apsw.BusyError:
+        return False
+    return busy == 0
+
+
+def record_pending(connection: apsw.Connection, what: str, now: str) -> None:
+    """Note, in the erasure's own transaction, that its text may be in the WAL until a
+    truncation after it succeeds."""
+    connection.execute("INSERT INTO pending_scrubs (erased_at, what) VALUES (?, ?)", (now, what))
+
+
+def newest_pending(connection: apsw.Connection) -> int:
+    """The id of the newest erasure still waiting for a truncation (0: none)."""
+    found = rows(connection, "SELECT coalesce(max(id), 0) FROM pending_scrubs")[0][0]
+    return found if isinstance(found, int) else 0
+
+
+def clear_pending(connection: apsw.Connection, through: int) -> None:
+    """The erasures up to `through` are scrubbed: a truncation after them succeeded."""
+    connection.execute("DELETE FROM pending_scrubs WHERE id <= ?", (through,))
+
+
+def pending(connection: apsw.Connection) -> list[tuple[str, str]]:
+    """(erased_at, what) of every erasure still waiting for a truncation, oldest first."""
+    return [
+        (str(row[0]), str(row[1]))
+        for row in rows(connection, "SELECT erased_at, what FROM pending_scrubs ORDER BY id")
+    ]

@@ -9,5 +9,14 @@ from memoryd.storage.sql import one
 
 def page_token_key(connection: apsw.Connection) -> bytes:
     """The key that signs page tokens."""
-    value = one(connection, "SELECT value FROM server_keys WHERE name = 'page_tokens'")[0]
+    return _key(connection, "page_tokens")
+
+
+def log_names_key(connection: apsw.Connection) -> bytes:
+    """The key of the hashed identifiers in the log (memoryd.log_names)."""
+    return _key(connection, "log_names")
+
+
+def _key(connection: apsw.Connection, name: str) -> bytes:
+    value = one(connection, "SELECT value FROM server_keys WHERE name = ?", (name,))[0]
     return bytes(value)

@@ -19,20 +19,26 @@ from typing import cast
 import apsw
 
 from memoryd.domain.conversation import ConversationKey
-from memoryd.domain.resources import ResourceKey, ResourceType
+from memoryd.domain.resources import ResourceKey, ResourceType, checkpoint_owner_prefix
 from memoryd.domain.transfer import SHAPES, Kind, Record, Selection, Value, conversation_of
 from memoryd.errors import FailedPrecondition, InvalidArgument
-from memoryd.storage.sql import Row, rows
+from memoryd.storage.migrations import migration_sql
+from memoryd.storage.sql import Row, rows, savepoint
 
 _OWNED = "(:agent = '' OR t.agent_id = :agent) AND (:owner = '' OR t.owner_id = :owner)"
 # A resource belongs to an owner when it is one of the owner's prompt files, or the checkpoint
-# of one of the owner's conversations (:scopes holds their [agent, scope id] pairs).
+# of one of the owner's conversations (its scope id starts with the owner, :prefix).
 _RESOURCE_SELECTED = (
     "(:agent = '' OR s.agent_id = :agent) AND (:owner = '' "
     "OR (s.resource_type <> 'checkpoint' AND s.scope_id = :owner) "
-    "OR (s.resource_type = 'checkpoint' AND EXISTS (SELECT 1 FROM json_each(:scopes) AS o "
-    "WHERE o.value ->> 0 = s.agent_id AND o.value ->> 1 = s.scope_id)))"
+    "OR (s.resource_type = 'checkpoint' AND substr(s.scope_id, 1, length(:prefix)) = :prefix))"
 )
+# A checkpoint resource of the version 1 format: its scope id does not name the owner.
+_OLD_CHECKPOINTS = (
+    "SELECT 1 FROM resources WHERE resource_type = 'checkpoint' "
+    "AND length(scope_id) - length(replace(scope_id, ':', '')) = 2 LIMIT 1"
+)
+SPLIT_MIGRATION = 9
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -100,25 +106,17 @@ def _select_list(kind: Kind) -> str:
 # --- export --------------------------------------------------------------------------------------
 
 
-def _parameters(connection: apsw.Connection, chosen: Selection) -> dict[str, str]:
-    scopes = (
-        [
-            [agent, ConversationKey(agent, owner, channel, chat, thread).scope_id]
-            for agent, owner, channel, chat, thread in connection.execute(
-                "SELECT agent_id, owner_id, channel, chat_id, thread_scope FROM conversations "
-                "AS t WHERE " + _OWNED,
-                {"agent": chosen.agent_id, "owner": chosen.owner_id},
-            )
-        ]
-        if chosen.owner_id
-        else []
-    )
-    return {"agent": chosen.agent_id, "owner": chosen.owner_id, "scopes": json.dumps(scopes)}
+def _parameters(chosen: Selection) -> dict[str, str]:
+    return {
+        "agent": chosen.agent_id,
+        "owner": chosen.owner_id,
+        "prefix": checkpoint_owner_prefix(chosen.owner_id),
+    }
 
 
 def count(connection: apsw.Connection, chosen: Selection) -> int:
     """How many records an export of `chosen` holds (in the caller's read transaction)."""
-    parameters = _parameters(connection, chosen)
+    parameters = _parameters(chosen)
     total = 0
     for table in _TABLES.values():
         sql = f"SELECT count(*) FROM {table.source} WHERE {table.selected}"
@@ -128,7 +126,7 @@ def count(connection: apsw.Connection, chosen: Selection) -> int:
 
 def read(connection: apsw.Connection, chosen: Selection) -> Iterator[tuple[Kind, Row]]:
     """Every record of `chosen`, in file order (in the caller's read transaction)."""
-    parameters = _parameters(connection, chosen)
+    parameters = _parameters(chosen)
     for kind, table in _TABLES.items():
         sql = (
             f"SELECT {_select_list(kind)} FROM {table.source} WHERE {table.selected} "
@@ -139,6 +137,23 @@ def read(connection: apsw.Connection, chosen: Selection) -> Iterator[tuple[Kind,
 
 
 # --- import --------------------------------------------------------------------------------------
+
+
+def split_old_checkpoints(connection: apsw.Connection) -> bool:
+    """Split checkpoint resources of the version 1 format by owner, with migration 0009's own
+    statements (in the caller's transaction); whether there were any. FAILED_PRECONDITION when
+    a split revision would land on a stored one of the same number."""
+    if not rows(connection, _OLD_CHECKPOINTS):
+        return False
+    try:
+        with savepoint(connection, "checkpoint_split"):
+            connection.execute(migration_sql(SPLIT_MIGRATION))
+    except apsw.ConstraintError:
+        raise FailedPrecondition(
+            "the version 1 export's checkpoints, once split by owner, collide with stored "
+            "checkpoint revisions; import it into an empty data directory"
+        ) from None
+    return True
 
 
 @dataclasses.dataclass(slots=True)

@@ -23,44 +23,53 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+from memoryd_client.v1 import access_pb2 as memoryd_dot_v1_dot_access__pb2
 from memoryd_client.v1 import records_pb2 as memoryd_dot_v1_dot_records__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#memoryd/v1/compaction_service.proto\x12\nmemoryd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18memoryd/v1/records.proto\"\x81\x01\n\x15\x43omposeContextRequest\x12.\n\x0c\x63onversation\x18\x01 \x01(\x0b\x32\x18.memoryd.v1.Conversation\x12 \n\x05trust\x18\x02 \x01(\x0e\x32\x11.memoryd.v1.Trust\x12\x16\n\x0e\x63ontext_window\x18\x03 \x01(\x03\"\xc5\x01\n\x0b\x43ontextPart\x12)\n\x04kind\x18\x01 \x01(\x0e\x32\x1b.memoryd.v1.ContextPartKind\x12\x1e\n\x04role\x18\x02 \x01(\x0e\x32\x10.memoryd.v1.Role\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x0e\n\x06tokens\x18\x04 \x01(\x03\x12\x12\n\nmessage_id\x18\x05 \x01(\x03\x12\x0e\n\x06sender\x18\x06 \x01(\t\x12\x14\n\x0cmessage_kind\x18\x07 \x01(\t\x12\x10\n\x08metadata\x18\x08 \x01(\t\"\xe8\x01\n\x16\x43omposeContextResponse\x12&\n\x05parts\x18\x01 \x03(\x0b\x32\x17.memoryd.v1.ContextPart\x12\x14\n\x0ctotal_tokens\x18\x02 \x01(\x03\x12\x14\n\x0climit_tokens\x18\x03 \x01(\x03\x12\x16\n\x0e\x63ontext_window\x18\x04 \x01(\x03\x12\x17\n\x0fhistory_version\x18\x05 \x01(\x03\x12\x18\n\x10omitted_messages\x18\x06 \x01(\x05\x12\x16\n\x0eomitted_tokens\x18\x07 \x01(\x03\x12\x17\n\x0fmemory_withheld\x18\x08 \x01(\x08\"Z\n\x10PreflightRequest\x12.\n\x0c\x63onversation\x18\x01 \x01(\x0b\x32\x18.memoryd.v1.Conversation\x12\x16\n\x0e\x63ontext_window\x18\x02 \x01(\x03\"\xc4\x01\n\x11PreflightResponse\x12.\n\x07outcome\x18\x01 \x01(\x0e\x32\x1d.memoryd.v1.CompactionOutcome\x12\x0e\n\x06notice\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x1a\n\x12peak_prompt_tokens\x18\x04 \x01(\x03\x12\x16\n\x0etrigger_tokens\x18\x05 \x01(\x03\x12\x15\n\rtokens_before\x18\x06 \x01(\x03\x12\x14\n\x0ctokens_after\x18\x07 \x01(\x03\"z\n\x0e\x43ompactRequest\x12.\n\x0c\x63onversation\x18\x01 \x01(\x0b\x32\x18.memoryd.v1.Conversation\x12 \n\x05trust\x18\x02 \x01(\x0e\x32\x11.memoryd.v1.Trust\x12\x16\n\x0e\x63ontext_window\x18\x03 \x01(\x03\"\x96\x01\n\x0f\x43ompactResponse\x12.\n\x07outcome\x18\x01 \x01(\x0e\x32\x1d.memoryd.v1.CompactionOutcome\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x15\n\rtokens_before\x18\x03 \x01(\x03\x12\x14\n\x0ctokens_after\x18\x04 \x01(\x03\x12\x15\n\rcheckpoint_id\x18\x05 \x01(\x03\"K\n\x19GetCompactionStateRequest\x12.\n\x0c\x63onversation\x18\x01 \x01(\x0b\x32\x18.memoryd.v1.Conversation\"\x9d\x01\n\nCheckpoint\x12\n\n\x02id\x18\x01 \x01(\x03\x12.\n\ncreated_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x66irst_message_id\x18\x03 \x01(\x03\x12\x17\n\x0flast_message_id\x18\x04 \x01(\x03\x12\x0e\n\x06tokens\x18\x05 \x01(\x03\x12\x10\n\x08revision\x18\x06 \x01(\x03\"\xdf\x02\n\x1aGetCompactionStateResponse\x12.\n\x0c\x63onversation\x18\x01 \x01(\x0b\x32\x18.memoryd.v1.Conversation\x12\x0f\n\x07\x65nabled\x18\x02 \x01(\x08\x12\x11\n\tthreshold\x18\x03 \x01(\x01\x12\x16\n\x0e\x63ontext_window\x18\x04 \x01(\x03\x12\x15\n\rbudget_tokens\x18\x05 \x01(\x03\x12\x16\n\x0etrigger_tokens\x18\x06 \x01(\x03\x12\x1a\n\x12peak_prompt_tokens\x18\x07 \x01(\x03\x12*\n\ncheckpoint\x18\x08 \x01(\x0b\x32\x16.memoryd.v1.Checkpoint\x12\x17\n\x0fwindow_start_id\x18\t \x01(\x03\x12\x31\n\rbackoff_until\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nlast_error\x18\x0b \x01(\t*\xef\x01\n\x0f\x43ontextPartKind\x12!\n\x1d\x43ONTEXT_PART_KIND_UNSPECIFIED\x10\x00\x12$\n CONTEXT_PART_KIND_MEMORY_CONTEXT\x10\x01\x12$\n CONTEXT_PART_KIND_WORKING_MEMORY\x10\x02\x12$\n CONTEXT_PART_KIND_RECENT_ENTRIES\x10\x03\x12(\n$CONTEXT_PART_KIND_CHECKPOINT_SUMMARY\x10\x04\x12\x1d\n\x19\x43ONTEXT_PART_KIND_MESSAGE\x10\x05*\xf0\x01\n\x11\x43ompactionOutcome\x12\"\n\x1e\x43OMPACTION_OUTCOME_UNSPECIFIED\x10\x00\x12 \n\x1c\x43OMPACTION_OUTCOME_COMPACTED\x10\x01\x12)\n%COMPACTION_OUTCOME_NOTHING_TO_COMPACT\x10\x02\x12+\n\'COMPACTION_OUTCOME_CONVERSATION_CHANGED\x10\x03\x12\x1d\n\x19\x43OMPACTION_OUTCOME_FAILED\x10\x04\x12\x1e\n\x1a\x43OMPACTION_OUTCOME_SKIPPED\x10\x05\x32\xe9\x02\n\x11\x43ompactionService\x12\\\n\x0e\x43omposeContext\x12!.memoryd.v1.ComposeContextRequest\x1a\".memoryd.v1.ComposeContextResponse\"\x03\x90\x02\x01\x12H\n\tPreflight\x12\x1c.memoryd.v1.PreflightRequest\x1a\x1d.memoryd.v1.PreflightResponse\x12\x42\n\x07\x43ompact\x12\x1a.memoryd.v1.CompactRequest\x1a\x1b.memoryd.v1.CompactResponse\x12h\n\x12GetCompactionState\x12%.memoryd.v1.GetCompactionStateRequest\x1a&.memoryd.v1.GetCompactionStateResponse\"\x03\x90\x02\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#memoryd/v1/compaction_service.proto\x12\nmemoryd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17memoryd/v1/access.proto\x1a\x18memoryd/v1/records.proto\"\x87\x01\n\x15\x43omposeContextRequest\x12.\n\x0c\x63onversation\x18\x01 \x01(\x0b\x32\x18.memoryd.v1.Conversation\x12 \n\x05trust\x18\x02 \x01(\x0e\x32\x11.memoryd.v1.Trust\x12\x1c\n\x0e\x63ontext_window\x18\x03 \x01(\x03\x42\x04\xc8\xf3\x18\x01\"\xc5\x01\n\x0b\x43ontextPart\x12)\n\x04kind\x18\x01 \x01(\x0e\x32\x1b.memoryd.v1.ContextPartKind\x12\x1e\n\x04role\x18\x02 \x01(\x0e\x32\x10.memoryd.v1.Role\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x0e\n\x06tokens\x18\x04 \x01(\x03\x12\x12\n\nmessage_id\x18\x05 \x01(\x03\x12\x0e\n\x06sender\x18\x06 \x01(\t\x12\x14\n\x0cmessage_kind\x18\x07 \x01(\t\x12\x10\n\x08metadata\x18\x08 \x01(\t\"\xe8\x01\n\x16\x43omposeContextResponse\x12&\n\x05parts\x18\x01 \x03(\x0b\x32\x17.memoryd.v1.ContextPart\x12\x14\n\x0ctotal_tokens\x18\x02 \x01(\x03\x12\x14\n\x0climit_tokens\x18\x03 \x01(\x03\x12\x16\n\x0e\x63ontext_window\x18\x04 \x01(\x03\x12\x17\n\x0fhistory_version\x18\x05 \x01(\x03\x12\x18\n\x10omitted_messages\x18\x06 \x01(\x05\x12\x16\n\x0eomitted_tokens\x18\x07 \x01(\x03\x12\x17\n\x0fmemory_withheld\x18\x08 \x01(\x08\"`\n\x10PreflightRequest\x12.\n\x0c\x63onversation\x18\x01 \x01(\x0b\x32\x18.memoryd.v1.Conversation\x12\x1c\n\x0e\x63ontext_window\x18\x02 \x01(\x03\x42\x04\xc8\xf3\x18\x01\"\xc4\x01\n\x11PreflightResponse\x12.\n\x07outcome\x18\x01 \x01(\x0e\x32\x1d.memoryd.v1.CompactionOutcome\x12\x0e\n\x06notice\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x1a\n\x12peak_prompt_tokens\x18\x04 \x01(\x03\x12\x16\n\x0etrigger_tokens\x18\x05 \x01(\x03\x12\x15\n\rtokens_before\x18\x06 \x01(\x03\x12\x14\n\x0ctokens_after\x18\x07 \x01(\x03\"z\n\x0e\x43ompactRequest\x12.\n\x0c\x63onversation\x18\x01 \x01(\x0b\x32\x18.memoryd.v1.Conversation\x12 \n\x05trust\x18\x02 \x01(\x0e\x32\x11.memoryd.v1.Trust\x12\x16\n\x0e\x63ontext_window\x18\x03 \x01(\x03\"\x96\x01\n\x0f\x43ompactResponse\x12.\n\x07outcome\x18\x01 \x01(\x0e\x32\x1d.memoryd.v1.CompactionOutcome\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x15\n\rtokens_before\x18\x03 \x01(\x03\x12\x14\n\x0ctokens_after\x18\x04 \x01(\x03\x12\x15\n\rcheckpoint_id\x18\x05 \x01(\x03\"K\n\x19GetCompactionStateRequest\x12.\n\x0c\x63onversation\x18\x01 \x01(\x0b\x32\x18.memoryd.v1.Conversation\"\xc8\x01\n\nCheckpoint\x12\n\n\x02id\x18\x01 \x01(\x03\x12.\n\ncreated_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x66irst_message_id\x18\x03 \x01(\x03\x12\x17\n\x0flast_message_id\x18\x04 \x01(\x03\x12\x0e\n\x06tokens\x18\x05 \x01(\x03\x12\x10\n\x08revision\x18\x06 \x01(\x03\x12)\n\x08resource\x18\x07 \x01(\x0b\x32\x17.memoryd.v1.ResourceRef\"\xdf\x02\n\x1aGetCompactionStateResponse\x12.\n\x0c\x63onversation\x18\x01 \x01(\x0b\x32\x18.memoryd.v1.Conversation\x12\x0f\n\x07\x65nabled\x18\x02 \x01(\x08\x12\x11\n\tthreshold\x18\x03 \x01(\x01\x12\x16\n\x0e\x63ontext_window\x18\x04 \x01(\x03\x12\x15\n\rbudget_tokens\x18\x05 \x01(\x03\x12\x16\n\x0etrigger_tokens\x18\x06 \x01(\x03\x12\x1a\n\x12peak_prompt_tokens\x18\x07 \x01(\x03\x12*\n\ncheckpoint\x18\x08 \x01(\x0b\x32\x16.memoryd.v1.Checkpoint\x12\x17\n\x0fwindow_start_id\x18\t \x01(\x03\x12\x31\n\rbackoff_until\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nlast_error\x18\x0b \x01(\t*\xef\x01\n\x0f\x43ontextPartKind\x12!\n\x1d\x43ONTEXT_PART_KIND_UNSPECIFIED\x10\x00\x12$\n CONTEXT_PART_KIND_MEMORY_CONTEXT\x10\x01\x12$\n CONTEXT_PART_KIND_WORKING_MEMORY\x10\x02\x12$\n CONTEXT_PART_KIND_RECENT_ENTRIES\x10\x03\x12(\n$CONTEXT_PART_KIND_CHECKPOINT_SUMMARY\x10\x04\x12\x1d\n\x19\x43ONTEXT_PART_KIND_MESSAGE\x10\x05*\xf0\x01\n\x11\x43ompactionOutcome\x12\"\n\x1e\x43OMPACTION_OUTCOME_UNSPECIFIED\x10\x00\x12 \n\x1c\x43OMPACTION_OUTCOME_COMPACTED\x10\x01\x12)\n%COMPACTION_OUTCOME_NOTHING_TO_COMPACT\x10\x02\x12+\n\'COMPACTION_OUTCOME_CONVERSATION_CHANGED\x10\x03\x12\x1d\n\x19\x43OMPACTION_OUTCOME_FAILED\x10\x04\x12\x1e\n\x1a\x43OMPACTION_OUTCOME_SKIPPED\x10\x05\x32\x97\x03\n\x11\x43ompactionService\x12\x66\n\x0e\x43omposeContext\x12!.memoryd.v1.ComposeContextRequest\x1a\".memoryd.v1.ComposeContextResponse\"\r\x90\x02\x01\xc2\xf3\x18\x06\x08\x01\x18\x01 \x01\x12V\n\tPreflight\x12\x1c.memoryd.v1.PreflightRequest\x1a\x1d.memoryd.v1.PreflightResponse\"\x0c\xc2\xf3\x18\x08\x08\x01\x10\x01\x18\x01 \x01\x12N\n\x07\x43ompact\x12\x1a.memoryd.v1.CompactRequest\x1a\x1b.memoryd.v1.CompactResponse\"\n\xc2\xf3\x18\x06\x08\x01\x10\x01 \x01\x12r\n\x12GetCompactionState\x12%.memoryd.v1.GetCompactionStateRequest\x1a&.memoryd.v1.GetCompactionStateResponse\"\r\x90\x02\x01\xc2\xf3\x18\x06\x08\x01\x18\x01 \x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'memoryd_client.v1.compaction_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_COMPOSECONTEXTREQUEST'].fields_by_name['context_window']._loaded_options = None
+  _globals['_COMPOSECONTEXTREQUEST'].fields_by_name['context_window']._serialized_options = b'\310\363\030\001'
+  _globals['_PREFLIGHTREQUEST'].fields_by_name['context_window']._loaded_options = None
+  _globals['_PREFLIGHTREQUEST'].fields_by_name['context_window']._serialized_options = b'\310\363\030\001'
   _globals['_COMPACTIONSERVICE'].methods_by_name['ComposeContext']._loaded_options = None
-  _globals['_COMPACTIONSERVICE'].methods_by_name['ComposeContext']._serialized_options = b'\220\002\001'
+  _globals['_COMPACTIONSERVICE'].methods_by_name['ComposeContext']._serialized_options = b'\220\002\001\302\363\030\006\010\001\030\001 \001'
+  _globals['_COMPACTIONSERVICE'].methods_by_name['Preflight']._loaded_options = None
+  _globals['_COMPACTIONSERVICE'].methods_by_name['Preflight']._serialized_options = b'\302\363\030\010\010\001\020\001\030\001 \001'
+  _globals['_COMPACTIONSERVICE'].methods_by_name['Compact']._loaded_options = None
+  _globals['_COMPACTIONSERVICE'].methods_by_name['Compact']._serialized_options = b'\302\363\030\006\010\001\020\001 \001'
   _globals['_COMPACTIONSERVICE'].methods_by_name['GetCompactionState']._loaded_options = None
-  _globals['_COMPACTIONSERVICE'].methods_by_name['GetCompactionState']._serialized_options = b'\220\002\001'
-  _globals['_CONTEXTPARTKIND']._serialized_start=1837
-  _globals['_CONTEXTPARTKIND']._serialized_end=2076
-  _globals['_COMPACTIONOUTCOME']._serialized_start=2079
-  _globals['_COMPACTIONOUTCOME']._serialized_end=2319
-  _globals['_COMPOSECONTEXTREQUEST']._serialized_start=111
-  _globals['_COMPOSECONTEXTREQUEST']._serialized_end=240
-  _globals['_CONTEXTPART']._serialized_start=243
-  _globals['_CONTEXTPART']._serialized_end=440
-  _globals['_COMPOSECONTEXTRESPONSE']._serialized_start=443
-  _globals['_COMPOSECONTEXTRESPONSE']._serialized_end=675
-  _globals['_PREFLIGHTREQUEST']._serialized_start=677
-  _globals['_PREFLIGHTREQUEST']._serialized_end=767
-  _globals['_PREFLIGHTRESPONSE']._serialized_start=770
-  _globals['_PREFLIGHTRESPONSE']._serialized_end=966
-  _globals['_COMPACTREQUEST']._serialized_start=968
-  _globals['_COMPACTREQUEST']._serialized_end=1090
-  _globals['_COMPACTRESPONSE']._serialized_start=1093
-  _globals['_COMPACTRESPONSE']._serialized_end=1243
-  _globals['_GETCOMPACTIONSTATEREQUEST']._serialized_start=1245
-  _globals['_GETCOMPACTIONSTATEREQUEST']._serialized_end=1320
-  _globals['_CHECKPOINT']._serialized_start=1323
-  _globals['_CHECKPOINT']._serialized_end=1480
-  _globals['_GETCOMPACTIONSTATERESPONSE']._serialized_start=1483
-  _globals['_GETCOMPACTIONSTATERESPONSE']._serialized_end=1834
-  _globals['_COMPACTIONSERVICE']._serialized_start=2322
-  _globals['_COMPACTIONSERVICE']._serialized_end=2683
+  _globals['_COMPACTIONSERVICE'].methods_by_name['GetCompactionState']._serialized_options = b'\220\002\001\302\363\030\006\010\001\030\001 \001'
+  _globals['_CONTEXTPARTKIND']._serialized_start=1917
+  _globals['_CONTEXTPARTKIND']._serialized_end=2156
+  _globals['_COMPACTIONOUTCOME']._serialized_start=2159
+  _globals['_COMPACTIONOUTCOME']._serialized_end=2399
+  _globals['_COMPOSECONTEXTREQUEST']._serialized_start=136
+  _globals['_COMPOSECONTEXTREQUEST']._serialized_end=271
+  _globals['_CONTEXTPART']._serialized_start=274
+  _globals['_CONTEXTPART']._serialized_end=471
+  _globals['_COMPOSECONTEXTRESPONSE']._serialized_start=474
+  _globals['_COMPOSECONTEXTRESPONSE']._serialized_end=706
+  _globals['_PREFLIGHTREQUEST']._serialized_start=708
+  _globals['_PREFLIGHTREQUEST']._serialized_end=804
+  _globals['_PREFLIGHTRESPONSE']._serialized_start=807
+  _globals['_PREFLIGHTRESPONSE']._serialized_end=1003
+  _globals['_COMPACTREQUEST']._serialized_start=1005
+  _globals['_COMPACTREQUEST']._serialized_end=1127
+  _globals['_COMPACTRESPONSE']._serialized_start=1130
+  _globals['_COMPACTRESPONSE']._serialized_end=1280
+  _globals['_GETCOMPACTIONSTATEREQUEST']._serialized_start=1282
+  _globals['_GETCOMPACTIONSTATEREQUEST']._serialized_end=1357
+  _globals['_CHECKPOINT']._serialized_start=1360
+  _globals['_CHECKPOINT']._serialized_end=1560
+  _globals['_GETCOMPACTIONSTATERESPONSE']._serialized_start=1563
+  _globals['_GETCOMPACTIONSTATERESPONSE']._serialized_end=1914
+  _globals['_COMPACTIONSERVICE']._serialized_start=2402
+  _globals['_COMPACTIONSERVICE']._serialized_end=2809
 # @@protoc_insertion_point(module_scope)

@@ -109,7 +109,9 @@ class ComposeContextRequest(_message.Message):
     trust: _records_pb2.Trust.ValueType
     """Who speaks next; a guest never receives the memory block. Unset means operator."""
     context_window: _builtins.int
-    """The model's context window in tokens; 0 uses the one last reported, else the provider's."""
+    """The model's context window in tokens; 0 uses the one last reported, else the provider's.
+    Ignored from a token capped at guest trust.
+    """
     @_builtins.property
     def conversation(self) -> _records_pb2.Conversation:
         """The conversation (channel and chat_id are required)."""
@@ -242,7 +244,9 @@ class PreflightRequest(_message.Message):
     CONVERSATION_FIELD_NUMBER: _builtins.int
     CONTEXT_WINDOW_FIELD_NUMBER: _builtins.int
     context_window: _builtins.int
-    """The model's context window in tokens; 0 uses the one last reported, else the provider's."""
+    """The model's context window in tokens; 0 uses the one last reported, else the provider's.
+    Ignored from a token capped at guest trust: a guest's figures never trigger a compaction.
+    """
     @_builtins.property
     def conversation(self) -> _records_pb2.Conversation:
         """The conversation (channel and chat_id are required)."""
@@ -415,6 +419,7 @@ class Checkpoint(_message.Message):
     LAST_MESSAGE_ID_FIELD_NUMBER: _builtins.int
     TOKENS_FIELD_NUMBER: _builtins.int
     REVISION_FIELD_NUMBER: _builtins.int
+    RESOURCE_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     """The id of its message (sender compactor, role system, kind checkpoint_summary)."""
     first_message_id: _builtins.int
@@ -429,6 +434,10 @@ class Checkpoint(_message.Message):
     def created_at(self) -> _timestamp_pb2.Timestamp:
         """When it was made."""
 
+    @_builtins.property
+    def resource(self) -> _records_pb2.ResourceRef:
+        """The checkpoint resource of the conversation's owner, for ListRevisions and GetRevision."""
+
     def __init__(
         self,
         *,
@@ -438,10 +447,11 @@ class Checkpoint(_message.Message):
         last_message_id: _builtins.int = ...,
         tokens: _builtins.int = ...,
         revision: _builtins.int = ...,
+        resource: _records_pb2.ResourceRef | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "resource", b"resource"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "first_message_id", b"first_message_id", "id", b"id", "last_message_id", b"last_message_id", "revision", b"revision", "tokens", b"tokens"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "first_message_id", b"first_message_id", "id", b"id", "last_message_id", b"last_message_id", "resource", b"resource", "revision", b"revision", "tokens", b"tokens"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1045,6 +1045,7 @@ class SearchHistoryRequest(_message.Message):
     AGENT_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     KINDS_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The text to look for. Any text is valid and is matched as plain words; it is never
     interpreted as search syntax. Control characters are ignored; blank text finds nothing. At
@@ -1053,6 +1054,10 @@ class SearchHistoryRequest(_message.Message):
     limit: _builtins.int
     """The most hits to return. 0 means 10; at most 100. Fewer are returned when more would make
     the answer larger than 4 MiB (see truncated).
+    """
+    trust: _records_pb2.Trust.ValueType
+    """The trust of the reader. Unset means operator. A guest searches one conversation only
+    (PERMISSION_DENIED for an owner or agent scope).
     """
     @_builtins.property
     def conversation(self) -> _records_pb2.Conversation:
@@ -1079,10 +1084,11 @@ class SearchHistoryRequest(_message.Message):
         agent: _records_pb2.AgentScope | None = ...,
         limit: _builtins.int = ...,
         kinds: _abc.Iterable[_builtins.str] | None = ...,
+        trust: _records_pb2.Trust.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "conversation", b"conversation", "owner", b"owner", "scope", b"scope"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "conversation", b"conversation", "kinds", b"kinds", "limit", b"limit", "owner", b"owner", "query", b"query", "scope", b"scope"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "conversation", b"conversation", "kinds", b"kinds", "limit", b"limit", "owner", b"owner", "query", b"query", "scope", b"scope", "trust", b"trust"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_scope: _TypeAlias = _typing.Literal["conversation", "owner", "agent"]  # noqa: Y015
     _WhichOneofArgType_scope: _TypeAlias = _typing.Literal["scope", b"scope"]  # noqa: Y015
@@ -1253,22 +1259,38 @@ class PurgeConversationResponse(_message.Message):
     MESSAGES_DELETED_FIELD_NUMBER: _builtins.int
     CONVERSATION_DELETED_FIELD_NUMBER: _builtins.int
     MEMORIES_DELETED_FIELD_NUMBER: _builtins.int
+    WAL_TRUNCATED_FIELD_NUMBER: _builtins.int
+    RESIDUAL_FILES_FIELD_NUMBER: _builtins.int
     messages_deleted: _builtins.int
     """The message rows deleted, with their search index entries."""
     conversation_deleted: _builtins.bool
     """Whether the conversation's own record (window and version) existed and was deleted."""
     memories_deleted: _builtins.int
     """The memory rows of the conversation's scope deleted, with their search index entries."""
+    wal_truncated: _builtins.bool
+    """Whether the WAL was checkpointed and truncated, so the erased text is in neither database
+    file. False while readers (an open export) hold an older snapshot: the server truncates it
+    in the background as soon as they let go, and `memoryd check` reports the wait meanwhile.
+    """
+    @_builtins.property
+    def residual_files(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Files in the data directory (relative to it) that may still hold what was erased: the
+        databases `memoryd restore` replaced (`memoryd discard-replaced` deletes them), files
+        memoryd did not write, and memory.db-wal while wal_truncated is false.
+        """
+
     def __init__(
         self,
         *,
         messages_deleted: _builtins.int = ...,
         conversation_deleted: _builtins.bool = ...,
         memories_deleted: _builtins.int = ...,
+        wal_truncated: _builtins.bool = ...,
+        residual_files: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_deleted", b"conversation_deleted", "memories_deleted", b"memories_deleted", "messages_deleted", b"messages_deleted"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_deleted", b"conversation_deleted", "memories_deleted", b"memories_deleted", "messages_deleted", b"messages_deleted", "residual_files", b"residual_files", "wal_truncated", b"wal_truncated"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1335,15 +1357,24 @@ class PurgeOwnerResponse(_message.Message):
     ERASED_FIELD_NUMBER: _builtins.int
     PROMPT_FILES_REMOVED_FIELD_NUMBER: _builtins.int
     WAL_TRUNCATED_FIELD_NUMBER: _builtins.int
+    RESIDUAL_FILES_FIELD_NUMBER: _builtins.int
     prompt_files_removed: _builtins.int
     """Prompt files deleted from the data directory."""
     wal_truncated: _builtins.bool
-    """Whether the WAL was checkpointed and truncated (false: readers held it; the next
-    checkpoint empties it).
+    """Whether the WAL was checkpointed and truncated, so the erased text is in neither database
+    file. False while readers (an open export) hold an older snapshot: the server truncates it
+    in the background as soon as they let go, and `memoryd check` reports the wait meanwhile.
     """
     @_builtins.property
     def erased(self) -> _containers.RepeatedCompositeFieldContainer[Global___ErasedRows]:
         """Rows removed per table, tables in alphabetical order (a table with none is listed with 0)."""
+
+    @_builtins.property
+    def residual_files(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Files in the data directory (relative to it) that may still hold what was erased: the
+        databases `memoryd restore` replaced (`memoryd discard-replaced` deletes them), files
+        memoryd did not write, and memory.db-wal while wal_truncated is false.
+        """
 
     def __init__(
         self,
@@ -1351,10 +1382,11 @@ class PurgeOwnerResponse(_message.Message):
         erased: _abc.Iterable[Global___ErasedRows] | None = ...,
         prompt_files_removed: _builtins.int = ...,
         wal_truncated: _builtins.bool = ...,
+        residual_files: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["erased", b"erased", "prompt_files_removed", b"prompt_files_removed", "wal_truncated", b"wal_truncated"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["erased", b"erased", "prompt_files_removed", b"prompt_files_removed", "residual_files", b"residual_files", "wal_truncated", b"wal_truncated"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1602,6 +1634,7 @@ class GetMemoryRequest(_message.Message):
     SCOPE_TYPE_FIELD_NUMBER: _builtins.int
     KEY_FIELD_NUMBER: _builtins.int
     JOB_ID_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     """The row's id. When 0, scope_type and key are used."""
     scope_type: _records_pb2.ScopeType.ValueType
@@ -1610,6 +1643,11 @@ class GetMemoryRequest(_message.Message):
     """The key (trimmed)."""
     job_id: _builtins.str
     """The job, for SCOPE_TYPE_JOB lookups."""
+    trust: _records_pb2.Trust.ValueType
+    """The trust of the reader. Unset means operator. A guest sees only the notes of the caller's
+    conversation (conversation-scope rows that render into no prompt file); any other row is
+    NOT_FOUND to it.
+    """
     @_builtins.property
     def conversation(self) -> _records_pb2.Conversation:
         """The caller's conversation (needed to look up a conversation note by key)."""
@@ -1627,10 +1665,11 @@ class GetMemoryRequest(_message.Message):
         scope_type: _records_pb2.ScopeType.ValueType = ...,
         key: _builtins.str = ...,
         job_id: _builtins.str = ...,
+        trust: _records_pb2.Trust.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "conversation", b"conversation", "owner", b"owner"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "conversation", b"conversation", "id", b"id", "job_id", b"job_id", "key", b"key", "owner", b"owner", "scope_type", b"scope_type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "conversation", b"conversation", "id", b"id", "job_id", b"job_id", "key", b"key", "owner", b"owner", "scope_type", b"scope_type", "trust", b"trust"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_caller: _TypeAlias = _typing.Literal["conversation", "owner"]  # noqa: Y015
     _WhichOneofArgType_caller: _TypeAlias = _typing.Literal["caller", b"caller"]  # noqa: Y015
@@ -1678,6 +1717,7 @@ class ListMemoriesRequest(_message.Message):
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     PREVIEW_FIELD_NUMBER: _builtins.int
     JOB_ID_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
     scope_type: _records_pb2.ScopeType.ValueType
     """Only rows of this scope type. Unset means every scope except jobs (unless job_id is set)."""
     archived: Global___ArchivedFilter.ValueType
@@ -1694,6 +1734,11 @@ class ListMemoriesRequest(_message.Message):
     """Return a 120-character preview of each value instead of the value."""
     job_id: _builtins.str
     """Only the rows of this scheduled job (SCOPE_TYPE_JOB)."""
+    trust: _records_pb2.Trust.ValueType
+    """The trust of the reader. Unset means operator. A guest lists only the notes of the caller's
+    conversation (conversation-scope rows that render into no prompt file): it needs a
+    conversation caller, and any other scope_type or a job is PERMISSION_DENIED.
+    """
     @_builtins.property
     def conversation(self) -> _records_pb2.Conversation:
         """The caller's conversation."""
@@ -1719,10 +1764,11 @@ class ListMemoriesRequest(_message.Message):
         page_token: _builtins.str = ...,
         preview: _builtins.bool = ...,
         job_id: _builtins.str = ...,
+        trust: _records_pb2.Trust.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "conversation", b"conversation", "owner", b"owner"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archived", b"archived", "caller", b"caller", "categories", b"categories", "conversation", b"conversation", "job_id", b"job_id", "key_prefix", b"key_prefix", "owner", b"owner", "page_size", b"page_size", "page_token", b"page_token", "preview", b"preview", "scope_type", b"scope_type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archived", b"archived", "caller", b"caller", "categories", b"categories", "conversation", b"conversation", "job_id", b"job_id", "key_prefix", b"key_prefix", "owner", b"owner", "page_size", b"page_size", "page_token", b"page_token", "preview", b"preview", "scope_type", b"scope_type", "trust", b"trust"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_caller: _TypeAlias = _typing.Literal["conversation", "owner"]  # noqa: Y015
     _WhichOneofArgType_caller: _TypeAlias = _typing.Literal["caller", b"caller"]  # noqa: Y015
@@ -2101,6 +2147,7 @@ class RecallRequest(_message.Message):
     SOURCE_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     JOB_ID_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """Full-text search text; takes priority over key. Any text is valid and is matched as plain
     words (never as search syntax). At most 1024 characters and 32 words.
@@ -2119,6 +2166,12 @@ class RecallRequest(_message.Message):
     """Set inside a scheduled job run: only the job's own rows ("job:<job_id>") are readable, and
     history is refused (PERMISSION_DENIED).
     """
+    trust: _records_pb2.Trust.ValueType
+    """The trust of whoever the recall is for. Unset means operator. A guest recalls within the
+    conversation only (RECALL_SCOPE_CURRENT; another scope is PERMISSION_DENIED), and of its
+    rows only the notes that render into no prompt file: what GetPromptContext and
+    ComposeContext withhold from a guest, Recall withholds too.
+    """
     @_builtins.property
     def conversation(self) -> _records_pb2.Conversation:
         """The conversation the tool was called from. Required."""
@@ -2133,10 +2186,11 @@ class RecallRequest(_message.Message):
         source: Global___RecallSource.ValueType = ...,
         limit: _builtins.int = ...,
         job_id: _builtins.str = ...,
+        trust: _records_pb2.Trust.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "job_id", b"job_id", "key", b"key", "limit", b"limit", "query", b"query", "scope", b"scope", "source", b"source"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "job_id", b"job_id", "key", b"key", "limit", b"limit", "query", b"query", "scope", b"scope", "source", b"source", "trust", b"trust"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2902,7 +2956,9 @@ class CommitTurnRequest(_message.Message):
 
     @_builtins.property
     def usage(self) -> Global___TurnUsage:
-        """What the provider reported for the turn."""
+        """What the provider reported for the turn. Ignored from a token capped at guest trust: a
+        guest's figures never trigger a compaction.
+        """
 
     def __init__(
         self,

@@ -602,7 +602,11 @@ class ResourceRef(_message.Message):
     type: Global___ResourceType.ValueType
     """The kind of resource. Required."""
     scope_id: _builtins.str
-    """The scope within the agent: the owner id for USER.md and MEMORY.md (empty means "default")."""
+    """The scope within the agent: the owner id for USER.md and MEMORY.md (empty means "default");
+    for a checkpoint, the owner and the conversation, `<owner>:<channel>:<chat_id>:<thread>`
+    with `%` and `:` percent-escaped in the owner, chat_id and thread (GetCompactionState's
+    Checkpoint.resource names it).
+    """
     def __init__(
         self,
         *,

@@ -161,6 +161,7 @@ type ComposeContextRequest struct {
 	// Who speaks next; a guest never receives the memory block. Unset means operator.
 	Trust Trust `protobuf:"varint,2,opt,name=trust,proto3,enum=memoryd.v1.Trust" json:"trust,omitempty"`
 	// The model's context window in tokens; 0 uses the one last reported, else the provider's.
+	// Ignored from a token capped at guest trust.
 	ContextWindow int64 `protobuf:"varint,3,opt,name=context_window,json=contextWindow,proto3" json:"context_window,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -442,6 +443,7 @@ type PreflightRequest struct {
 	// The conversation (channel and chat_id are required).
 	Conversation *Conversation `protobuf:"bytes,1,opt,name=conversation,proto3" json:"conversation,omitempty"`
 	// The model's context window in tokens; 0 uses the one last reported, else the provider's.
+	// Ignored from a token capped at guest trust: a guest's figures never trigger a compaction.
 	ContextWindow int64 `protobuf:"varint,2,opt,name=context_window,json=contextWindow,proto3" json:"context_window,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -798,7 +800,9 @@ type Checkpoint struct {
 	// The summary's tokens.
 	Tokens int64 `protobuf:"varint,5,opt,name=tokens,proto3" json:"tokens,omitempty"`
 	// The resource revision it was also stored as (a checkpoint resource of the conversation).
-	Revision      int64 `protobuf:"varint,6,opt,name=revision,proto3" json:"revision,omitempty"`
+	Revision int64 `protobuf:"varint,6,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The checkpoint resource of the conversation's owner, for ListRevisions and GetRevision.
+	Resource      *ResourceRef `protobuf:"bytes,7,opt,name=resource,proto3" json:"resource,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -873,6 +877,13 @@ func (x *Checkpoint) GetRevision() int64 {
 		return x.Revision
 	}
 	return 0
+}
+
+func (x *Checkpoint) GetResource() *ResourceRef {
+	if x != nil {
+		return x.Resource
+	}
+	return nil
 }
 
 // GetCompactionStateResponse is a conversation's compaction state.
@@ -1016,11 +1027,11 @@ var File_memoryd_v1_compaction_service_proto protoreflect.FileDescriptor
 const file_memoryd_v1_compaction_service_proto_rawDesc = "" +
 	"\n" +
 	"#memoryd/v1/compaction_service.proto\x12\n" +
-	"memoryd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18memoryd/v1/records.proto\"\xa5\x01\n" +
+	"memoryd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17memoryd/v1/access.proto\x1a\x18memoryd/v1/records.proto\"\xab\x01\n" +
 	"\x15ComposeContextRequest\x12<\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x12'\n" +
-	"\x05trust\x18\x02 \x01(\x0e2\x11.memoryd.v1.TrustR\x05trust\x12%\n" +
-	"\x0econtext_window\x18\x03 \x01(\x03R\rcontextWindow\"\x8c\x02\n" +
+	"\x05trust\x18\x02 \x01(\x0e2\x11.memoryd.v1.TrustR\x05trust\x12+\n" +
+	"\x0econtext_window\x18\x03 \x01(\x03B\x04\xc8\xf3\x18\x01R\rcontextWindow\"\x8c\x02\n" +
 	"\vContextPart\x12/\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1b.memoryd.v1.ContextPartKindR\x04kind\x12$\n" +
 	"\x04role\x18\x02 \x01(\x0e2\x10.memoryd.v1.RoleR\x04role\x12\x18\n" +
@@ -1039,10 +1050,10 @@ const file_memoryd_v1_compaction_service_proto_rawDesc = "" +
 	"\x0fhistory_version\x18\x05 \x01(\x03R\x0ehistoryVersion\x12)\n" +
 	"\x10omitted_messages\x18\x06 \x01(\x05R\x0fomittedMessages\x12%\n" +
 	"\x0eomitted_tokens\x18\a \x01(\x03R\romittedTokens\x12'\n" +
-	"\x0fmemory_withheld\x18\b \x01(\bR\x0ememoryWithheld\"w\n" +
+	"\x0fmemory_withheld\x18\b \x01(\bR\x0ememoryWithheld\"}\n" +
 	"\x10PreflightRequest\x12<\n" +
-	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x12%\n" +
-	"\x0econtext_window\x18\x02 \x01(\x03R\rcontextWindow\"\x99\x02\n" +
+	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x12+\n" +
+	"\x0econtext_window\x18\x02 \x01(\x03B\x04\xc8\xf3\x18\x01R\rcontextWindow\"\x99\x02\n" +
 	"\x11PreflightResponse\x127\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2\x1d.memoryd.v1.CompactionOutcomeR\aoutcome\x12\x16\n" +
 	"\x06notice\x18\x02 \x01(\tR\x06notice\x12\x16\n" +
@@ -1062,7 +1073,7 @@ const file_memoryd_v1_compaction_service_proto_rawDesc = "" +
 	"\ftokens_after\x18\x04 \x01(\x03R\vtokensAfter\x12#\n" +
 	"\rcheckpoint_id\x18\x05 \x01(\x03R\fcheckpointId\"Y\n" +
 	"\x19GetCompactionStateRequest\x12<\n" +
-	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\"\xdd\x01\n" +
+	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\"\x92\x02\n" +
 	"\n" +
 	"Checkpoint\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x129\n" +
@@ -1071,7 +1082,8 @@ const file_memoryd_v1_compaction_service_proto_rawDesc = "" +
 	"\x10first_message_id\x18\x03 \x01(\x03R\x0efirstMessageId\x12&\n" +
 	"\x0flast_message_id\x18\x04 \x01(\x03R\rlastMessageId\x12\x16\n" +
 	"\x06tokens\x18\x05 \x01(\x03R\x06tokens\x12\x1a\n" +
-	"\brevision\x18\x06 \x01(\x03R\brevision\"\xf3\x03\n" +
+	"\brevision\x18\x06 \x01(\x03R\brevision\x123\n" +
+	"\bresource\x18\a \x01(\v2\x17.memoryd.v1.ResourceRefR\bresource\"\xf3\x03\n" +
 	"\x1aGetCompactionStateResponse\x12<\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x12\x18\n" +
 	"\aenabled\x18\x02 \x01(\bR\aenabled\x12\x1c\n" +
@@ -1101,12 +1113,13 @@ const file_memoryd_v1_compaction_service_proto_rawDesc = "" +
 	"%COMPACTION_OUTCOME_NOTHING_TO_COMPACT\x10\x02\x12+\n" +
 	"'COMPACTION_OUTCOME_CONVERSATION_CHANGED\x10\x03\x12\x1d\n" +
 	"\x19COMPACTION_OUTCOME_FAILED\x10\x04\x12\x1e\n" +
-	"\x1aCOMPACTION_OUTCOME_SKIPPED\x10\x052\xe9\x02\n" +
-	"\x11CompactionService\x12\\\n" +
-	"\x0eComposeContext\x12!.memoryd.v1.ComposeContextRequest\x1a\".memoryd.v1.ComposeContextResponse\"\x03\x90\x02\x01\x12H\n" +
-	"\tPreflight\x12\x1c.memoryd.v1.PreflightRequest\x1a\x1d.memoryd.v1.PreflightResponse\x12B\n" +
-	"\aCompact\x12\x1a.memoryd.v1.CompactRequest\x1a\x1b.memoryd.v1.CompactResponse\x12h\n" +
-	"\x12GetCompactionState\x12%.memoryd.v1.GetCompactionStateRequest\x1a&.memoryd.v1.GetCompactionStateResponse\"\x03\x90\x02\x01B\xb1\x01\n" +
+	"\x1aCOMPACTION_OUTCOME_SKIPPED\x10\x052\x97\x03\n" +
+	"\x11CompactionService\x12f\n" +
+	"\x0eComposeContext\x12!.memoryd.v1.ComposeContextRequest\x1a\".memoryd.v1.ComposeContextResponse\"\r\xc2\xf3\x18\x06\b\x01\x18\x01 \x01\x90\x02\x01\x12V\n" +
+	"\tPreflight\x12\x1c.memoryd.v1.PreflightRequest\x1a\x1d.memoryd.v1.PreflightResponse\"\f\xc2\xf3\x18\b\b\x01\x10\x01\x18\x01 \x01\x12N\n" +
+	"\aCompact\x12\x1a.memoryd.v1.CompactRequest\x1a\x1b.memoryd.v1.CompactResponse\"\n" +
+	"\xc2\xf3\x18\x06\b\x01\x10\x01 \x01\x12r\n" +
+	"\x12GetCompactionState\x12%.memoryd.v1.GetCompactionStateRequest\x1a&.memoryd.v1.GetCompactionStateResponse\"\r\xc2\xf3\x18\x06\b\x01\x18\x01 \x01\x90\x02\x01B\xb1\x01\n" +
 	"\x0ecom.memoryd.v1B\x16CompactionServiceProtoP\x01Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1\xa2\x02\x03MXX\xaa\x02\n" +
 	"Memoryd.V1\xca\x02\n" +
 	"Memoryd\\V1\xe2\x02\x16Memoryd\\V1\\GPBMetadata\xea\x02\vMemoryd::V1b\x06proto3"
@@ -1142,6 +1155,7 @@ var file_memoryd_v1_compaction_service_proto_goTypes = []any{
 	(Trust)(0),                         // 13: memoryd.v1.Trust
 	(Role)(0),                          // 14: memoryd.v1.Role
 	(*timestamppb.Timestamp)(nil),      // 15: google.protobuf.Timestamp
+	(*ResourceRef)(nil),                // 16: memoryd.v1.ResourceRef
 }
 var file_memoryd_v1_compaction_service_proto_depIdxs = []int32{
 	12, // 0: memoryd.v1.ComposeContextRequest.conversation:type_name -> memoryd.v1.Conversation
@@ -1156,22 +1170,23 @@ var file_memoryd_v1_compaction_service_proto_depIdxs = []int32{
 	1,  // 9: memoryd.v1.CompactResponse.outcome:type_name -> memoryd.v1.CompactionOutcome
 	12, // 10: memoryd.v1.GetCompactionStateRequest.conversation:type_name -> memoryd.v1.Conversation
 	15, // 11: memoryd.v1.Checkpoint.created_at:type_name -> google.protobuf.Timestamp
-	12, // 12: memoryd.v1.GetCompactionStateResponse.conversation:type_name -> memoryd.v1.Conversation
-	10, // 13: memoryd.v1.GetCompactionStateResponse.checkpoint:type_name -> memoryd.v1.Checkpoint
-	15, // 14: memoryd.v1.GetCompactionStateResponse.backoff_until:type_name -> google.protobuf.Timestamp
-	2,  // 15: memoryd.v1.CompactionService.ComposeContext:input_type -> memoryd.v1.ComposeContextRequest
-	5,  // 16: memoryd.v1.CompactionService.Preflight:input_type -> memoryd.v1.PreflightRequest
-	7,  // 17: memoryd.v1.CompactionService.Compact:input_type -> memoryd.v1.CompactRequest
-	9,  // 18: memoryd.v1.CompactionService.GetCompactionState:input_type -> memoryd.v1.GetCompactionStateRequest
-	4,  // 19: memoryd.v1.CompactionService.ComposeContext:output_type -> memoryd.v1.ComposeContextResponse
-	6,  // 20: memoryd.v1.CompactionService.Preflight:output_type -> memoryd.v1.PreflightResponse
-	8,  // 21: memoryd.v1.CompactionService.Compact:output_type -> memoryd.v1.CompactResponse
-	11, // 22: memoryd.v1.CompactionService.GetCompactionState:output_type -> memoryd.v1.GetCompactionStateResponse
-	19, // [19:23] is the sub-list for method output_type
-	15, // [15:19] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	16, // 12: memoryd.v1.Checkpoint.resource:type_name -> memoryd.v1.ResourceRef
+	12, // 13: memoryd.v1.GetCompactionStateResponse.conversation:type_name -> memoryd.v1.Conversation
+	10, // 14: memoryd.v1.GetCompactionStateResponse.checkpoint:type_name -> memoryd.v1.Checkpoint
+	15, // 15: memoryd.v1.GetCompactionStateResponse.backoff_until:type_name -> google.protobuf.Timestamp
+	2,  // 16: memoryd.v1.CompactionService.ComposeContext:input_type -> memoryd.v1.ComposeContextRequest
+	5,  // 17: memoryd.v1.CompactionService.Preflight:input_type -> memoryd.v1.PreflightRequest
+	7,  // 18: memoryd.v1.CompactionService.Compact:input_type -> memoryd.v1.CompactRequest
+	9,  // 19: memoryd.v1.CompactionService.GetCompactionState:input_type -> memoryd.v1.GetCompactionStateRequest
+	4,  // 20: memoryd.v1.CompactionService.ComposeContext:output_type -> memoryd.v1.ComposeContextResponse
+	6,  // 21: memoryd.v1.CompactionService.Preflight:output_type -> memoryd.v1.PreflightResponse
+	8,  // 22: memoryd.v1.CompactionService.Compact:output_type -> memoryd.v1.CompactResponse
+	11, // 23: memoryd.v1.CompactionService.GetCompactionState:output_type -> memoryd.v1.GetCompactionStateResponse
+	20, // [20:24] is the sub-list for method output_type
+	16, // [16:20] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_memoryd_v1_compaction_service_proto_init() }
@@ -1179,6 +1194,7 @@ func file_memoryd_v1_compaction_service_proto_init() {
 	if File_memoryd_v1_compaction_service_proto != nil {
 		return
 	}
+	file_memoryd_v1_access_proto_init()
 	file_memoryd_v1_records_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -2067,7 +2067,10 @@ type SearchHistoryRequest struct {
 	// the answer larger than 4 MiB (see truncated).
 	Limit int32 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
 	// Only messages of these kinds. Empty means every kind.
-	Kinds         []string `protobuf:"bytes,6,rep,name=kinds,proto3" json:"kinds,omitempty"`
+	Kinds []string `protobuf:"bytes,6,rep,name=kinds,proto3" json:"kinds,omitempty"`
+	// The trust of the reader. Unset means operator. A guest searches one conversation only
+	// (PERMISSION_DENIED for an owner or agent scope).
+	Trust         Trust `protobuf:"varint,7,opt,name=trust,proto3,enum=memoryd.v1.Trust" json:"trust,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2155,6 +2158,13 @@ func (x *SearchHistoryRequest) GetKinds() []string {
 		return x.Kinds
 	}
 	return nil
+}
+
+func (x *SearchHistoryRequest) GetTrust() Trust {
+	if x != nil {
+		return x.Trust
+	}
+	return Trust_TRUST_UNSPECIFIED
 }
 
 type isSearchHistoryRequest_Scope interface {
@@ -2495,8 +2505,16 @@ type PurgeConversationResponse struct {
 	ConversationDeleted bool `protobuf:"varint,2,opt,name=conversation_deleted,json=conversationDeleted,proto3" json:"conversation_deleted,omitempty"`
 	// The memory rows of the conversation's scope deleted, with their search index entries.
 	MemoriesDeleted int64 `protobuf:"varint,3,opt,name=memories_deleted,json=memoriesDeleted,proto3" json:"memories_deleted,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Whether the WAL was checkpointed and truncated, so the erased text is in neither database
+	// file. False while readers (an open export) hold an older snapshot: the server truncates it
+	// in the background as soon as they let go, and `memoryd check` reports the wait meanwhile.
+	WalTruncated bool `protobuf:"varint,4,opt,name=wal_truncated,json=walTruncated,proto3" json:"wal_truncated,omitempty"`
+	// Files in the data directory (relative to it) that may still hold what was erased: the
+	// databases `memoryd restore` replaced (`memoryd discard-replaced` deletes them), files
+	// memoryd did not write, and memory.db-wal while wal_truncated is false.
+	ResidualFiles []string `protobuf:"bytes,5,rep,name=residual_files,json=residualFiles,proto3" json:"residual_files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PurgeConversationResponse) Reset() {
@@ -2548,6 +2566,20 @@ func (x *PurgeConversationResponse) GetMemoriesDeleted() int64 {
 		return x.MemoriesDeleted
 	}
 	return 0
+}
+
+func (x *PurgeConversationResponse) GetWalTruncated() bool {
+	if x != nil {
+		return x.WalTruncated
+	}
+	return false
+}
+
+func (x *PurgeConversationResponse) GetResidualFiles() []string {
+	if x != nil {
+		return x.ResidualFiles
+	}
+	return nil
 }
 
 // PurgeOwnerRequest names the owner to erase.
@@ -2667,9 +2699,14 @@ type PurgeOwnerResponse struct {
 	Erased []*ErasedRows `protobuf:"bytes,1,rep,name=erased,proto3" json:"erased,omitempty"`
 	// Prompt files deleted from the data directory.
 	PromptFilesRemoved int64 `protobuf:"varint,2,opt,name=prompt_files_removed,json=promptFilesRemoved,proto3" json:"prompt_files_removed,omitempty"`
-	// Whether the WAL was checkpointed and truncated (false: readers held it; the next
-	// checkpoint empties it).
-	WalTruncated  bool `protobuf:"varint,3,opt,name=wal_truncated,json=walTruncated,proto3" json:"wal_truncated,omitempty"`
+	// Whether the WAL was checkpointed and truncated, so the erased text is in neither database
+	// file. False while readers (an open export) hold an older snapshot: the server truncates it
+	// in the background as soon as they let go, and `memoryd check` reports the wait meanwhile.
+	WalTruncated bool `protobuf:"varint,3,opt,name=wal_truncated,json=walTruncated,proto3" json:"wal_truncated,omitempty"`
+	// Files in the data directory (relative to it) that may still hold what was erased: the
+	// databases `memoryd restore` replaced (`memoryd discard-replaced` deletes them), files
+	// memoryd did not write, and memory.db-wal while wal_truncated is false.
+	ResidualFiles []string `protobuf:"bytes,4,rep,name=residual_files,json=residualFiles,proto3" json:"residual_files,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2723,6 +2760,13 @@ func (x *PurgeOwnerResponse) GetWalTruncated() bool {
 		return x.WalTruncated
 	}
 	return false
+}
+
+func (x *PurgeOwnerResponse) GetResidualFiles() []string {
+	if x != nil {
+		return x.ResidualFiles
+	}
+	return nil
 }
 
 // GetConversationRequest names a conversation.
@@ -3210,7 +3254,11 @@ type GetMemoryRequest struct {
 	// The key (trimmed).
 	Key string `protobuf:"bytes,5,opt,name=key,proto3" json:"key,omitempty"`
 	// The job, for SCOPE_TYPE_JOB lookups.
-	JobId         string `protobuf:"bytes,6,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	JobId string `protobuf:"bytes,6,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The trust of the reader. Unset means operator. A guest sees only the notes of the caller's
+	// conversation (conversation-scope rows that render into no prompt file); any other row is
+	// NOT_FOUND to it.
+	Trust         Trust `protobuf:"varint,7,opt,name=trust,proto3,enum=memoryd.v1.Trust" json:"trust,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3296,6 +3344,13 @@ func (x *GetMemoryRequest) GetJobId() string {
 		return x.JobId
 	}
 	return ""
+}
+
+func (x *GetMemoryRequest) GetTrust() Trust {
+	if x != nil {
+		return x.Trust
+	}
+	return Trust_TRUST_UNSPECIFIED
 }
 
 type isGetMemoryRequest_Caller interface {
@@ -3388,7 +3443,11 @@ type ListMemoriesRequest struct {
 	// Return a 120-character preview of each value instead of the value.
 	Preview bool `protobuf:"varint,9,opt,name=preview,proto3" json:"preview,omitempty"`
 	// Only the rows of this scheduled job (SCOPE_TYPE_JOB).
-	JobId         string `protobuf:"bytes,10,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	JobId string `protobuf:"bytes,10,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The trust of the reader. Unset means operator. A guest lists only the notes of the caller's
+	// conversation (conversation-scope rows that render into no prompt file): it needs a
+	// conversation caller, and any other scope_type or a job is PERMISSION_DENIED.
+	Trust         Trust `protobuf:"varint,11,opt,name=trust,proto3,enum=memoryd.v1.Trust" json:"trust,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3502,6 +3561,13 @@ func (x *ListMemoriesRequest) GetJobId() string {
 		return x.JobId
 	}
 	return ""
+}
+
+func (x *ListMemoriesRequest) GetTrust() Trust {
+	if x != nil {
+		return x.Trust
+	}
+	return Trust_TRUST_UNSPECIFIED
 }
 
 type isListMemoriesRequest_Caller interface {
@@ -4363,7 +4429,12 @@ type RecallRequest struct {
 	Limit int32 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
 	// Set inside a scheduled job run: only the job's own rows ("job:<job_id>") are readable, and
 	// history is refused (PERMISSION_DENIED).
-	JobId         string `protobuf:"bytes,7,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	JobId string `protobuf:"bytes,7,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The trust of whoever the recall is for. Unset means operator. A guest recalls within the
+	// conversation only (RECALL_SCOPE_CURRENT; another scope is PERMISSION_DENIED), and of its
+	// rows only the notes that render into no prompt file: what GetPromptContext and
+	// ComposeContext withhold from a guest, Recall withholds too.
+	Trust         Trust `protobuf:"varint,8,opt,name=trust,proto3,enum=memoryd.v1.Trust" json:"trust,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4445,6 +4516,13 @@ func (x *RecallRequest) GetJobId() string {
 		return x.JobId
 	}
 	return ""
+}
+
+func (x *RecallRequest) GetTrust() Trust {
+	if x != nil {
+		return x.Trust
+	}
+	return Trust_TRUST_UNSPECIFIED
 }
 
 // RecallHit is one memory row or message found by Recall.
@@ -5933,7 +6011,8 @@ type CommitTurnRequest struct {
 	Trust Trust `protobuf:"varint,2,opt,name=trust,proto3,enum=memoryd.v1.Trust" json:"trust,omitempty"`
 	// The turn's messages, oldest first (the same rules as AppendMessages).
 	Messages []*NewMessage `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
-	// What the provider reported for the turn.
+	// What the provider reported for the turn. Ignored from a token capped at guest trust: a
+	// guest's figures never trigger a compaction.
 	Usage *TurnUsage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
 	// Return each stored row in results[].message, as in AppendMessages.
 	EchoMessages  bool `protobuf:"varint,5,opt,name=echo_messages,json=echoMessages,proto3" json:"echo_messages,omitempty"`
@@ -6815,7 +6894,7 @@ var File_memoryd_v1_memory_service_proto protoreflect.FileDescriptor
 const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\n" +
 	"\x1fmemoryd/v1/memory_service.proto\x12\n" +
-	"memoryd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18memoryd/v1/records.proto\"\xa4\x02\n" +
+	"memoryd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17memoryd/v1/access.proto\x1a\x18memoryd/v1/records.proto\"\xa4\x02\n" +
 	"\n" +
 	"NewMessage\x12\x16\n" +
 	"\x06sender\x18\x01 \x01(\tR\x06sender\x12$\n" +
@@ -6925,14 +7004,15 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"allHistory\"o\n" +
 	"\x14ListMessagesResponse\x12/\n" +
 	"\bmessages\x18\x01 \x03(\v2\x13.memoryd.v1.MessageR\bmessages\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x81\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xaa\x02\n" +
 	"\x14SearchHistoryRequest\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x12>\n" +
 	"\fconversation\x18\x02 \x01(\v2\x18.memoryd.v1.ConversationH\x00R\fconversation\x12.\n" +
 	"\x05owner\x18\x03 \x01(\v2\x16.memoryd.v1.OwnerScopeH\x00R\x05owner\x12.\n" +
 	"\x05agent\x18\x04 \x01(\v2\x16.memoryd.v1.AgentScopeH\x00R\x05agent\x12\x14\n" +
 	"\x05limit\x18\x05 \x01(\x05R\x05limit\x12\x14\n" +
-	"\x05kinds\x18\x06 \x03(\tR\x05kindsB\a\n" +
+	"\x05kinds\x18\x06 \x03(\tR\x05kinds\x12'\n" +
+	"\x05trust\x18\a \x01(\x0e2\x11.memoryd.v1.TrustR\x05trustB\a\n" +
 	"\x05scope\"\x96\x01\n" +
 	"\n" +
 	"HistoryHit\x12-\n" +
@@ -6952,22 +7032,25 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x0fhistory_version\x18\x03 \x01(\x03R\x0ehistoryVersion\"\x81\x01\n" +
 	"\x18PurgeConversationRequest\x12<\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x12'\n" +
-	"\x05trust\x18\x02 \x01(\x0e2\x11.memoryd.v1.TrustR\x05trust\"\xa4\x01\n" +
+	"\x05trust\x18\x02 \x01(\x0e2\x11.memoryd.v1.TrustR\x05trust\"\xf0\x01\n" +
 	"\x19PurgeConversationResponse\x12)\n" +
 	"\x10messages_deleted\x18\x01 \x01(\x03R\x0fmessagesDeleted\x121\n" +
 	"\x14conversation_deleted\x18\x02 \x01(\bR\x13conversationDeleted\x12)\n" +
-	"\x10memories_deleted\x18\x03 \x01(\x03R\x0fmemoriesDeleted\"I\n" +
+	"\x10memories_deleted\x18\x03 \x01(\x03R\x0fmemoriesDeleted\x12#\n" +
+	"\rwal_truncated\x18\x04 \x01(\bR\fwalTruncated\x12%\n" +
+	"\x0eresidual_files\x18\x05 \x03(\tR\rresidualFiles\"I\n" +
 	"\x11PurgeOwnerRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\"6\n" +
 	"\n" +
 	"ErasedRows\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x12\n" +
-	"\x04rows\x18\x02 \x01(\x03R\x04rows\"\x9b\x01\n" +
+	"\x04rows\x18\x02 \x01(\x03R\x04rows\"\xc2\x01\n" +
 	"\x12PurgeOwnerResponse\x12.\n" +
 	"\x06erased\x18\x01 \x03(\v2\x16.memoryd.v1.ErasedRowsR\x06erased\x120\n" +
 	"\x14prompt_files_removed\x18\x02 \x01(\x03R\x12promptFilesRemoved\x12#\n" +
-	"\rwal_truncated\x18\x03 \x01(\bR\fwalTruncated\"V\n" +
+	"\rwal_truncated\x18\x03 \x01(\bR\fwalTruncated\x12%\n" +
+	"\x0eresidual_files\x18\x04 \x03(\tR\rresidualFiles\"V\n" +
 	"\x16GetConversationRequest\x12<\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\"\xc0\x05\n" +
 	"\x17GetConversationResponse\x12<\n" +
@@ -7009,7 +7092,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x06caller\"[\n" +
 	"\x13StoreMemoryResponse\x12*\n" +
 	"\x06memory\x18\x01 \x01(\v2\x12.memoryd.v1.MemoryR\x06memory\x12\x18\n" +
-	"\acreated\x18\x02 \x01(\bR\acreated\"\xfb\x01\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"\xa4\x02\n" +
 	"\x10GetMemoryRequest\x12>\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationH\x00R\fconversation\x12.\n" +
 	"\x05owner\x18\x02 \x01(\v2\x16.memoryd.v1.OwnerScopeH\x00R\x05owner\x12\x0e\n" +
@@ -7017,10 +7100,11 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\n" +
 	"scope_type\x18\x04 \x01(\x0e2\x15.memoryd.v1.ScopeTypeR\tscopeType\x12\x10\n" +
 	"\x03key\x18\x05 \x01(\tR\x03key\x12\x15\n" +
-	"\x06job_id\x18\x06 \x01(\tR\x05jobIdB\b\n" +
+	"\x06job_id\x18\x06 \x01(\tR\x05jobId\x12'\n" +
+	"\x05trust\x18\a \x01(\x0e2\x11.memoryd.v1.TrustR\x05trustB\b\n" +
 	"\x06caller\"?\n" +
 	"\x11GetMemoryResponse\x12*\n" +
-	"\x06memory\x18\x01 \x01(\v2\x12.memoryd.v1.MemoryR\x06memory\"\xbf\x03\n" +
+	"\x06memory\x18\x01 \x01(\v2\x12.memoryd.v1.MemoryR\x06memory\"\xe8\x03\n" +
 	"\x13ListMemoriesRequest\x12>\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationH\x00R\fconversation\x12.\n" +
 	"\x05owner\x18\x02 \x01(\v2\x16.memoryd.v1.OwnerScopeH\x00R\x05owner\x124\n" +
@@ -7037,7 +7121,8 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"page_token\x18\b \x01(\tR\tpageToken\x12\x18\n" +
 	"\apreview\x18\t \x01(\bR\apreview\x12\x15\n" +
 	"\x06job_id\x18\n" +
-	" \x01(\tR\x05jobIdB\b\n" +
+	" \x01(\tR\x05jobId\x12'\n" +
+	"\x05trust\x18\v \x01(\x0e2\x11.memoryd.v1.TrustR\x05trustB\b\n" +
 	"\x06caller\"T\n" +
 	"\fListedMemory\x12*\n" +
 	"\x06memory\x18\x01 \x01(\v2\x12.memoryd.v1.MemoryR\x06memory\x12\x18\n" +
@@ -7091,7 +7176,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x06caller\"@\n" +
 	"\x14DeleteMemoryResponse\x12\x18\n" +
 	"\adeleted\x18\x01 \x01(\bR\adeleted\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\x03R\x02id\"\x83\x02\n" +
+	"\x02id\x18\x02 \x01(\x03R\x02id\"\xac\x02\n" +
 	"\rRecallRequest\x12<\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12\x10\n" +
@@ -7099,7 +7184,8 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x05scope\x18\x04 \x01(\x0e2\x17.memoryd.v1.RecallScopeR\x05scope\x120\n" +
 	"\x06source\x18\x05 \x01(\x0e2\x18.memoryd.v1.RecallSourceR\x06source\x12\x14\n" +
 	"\x05limit\x18\x06 \x01(\x05R\x05limit\x12\x15\n" +
-	"\x06job_id\x18\a \x01(\tR\x05jobId\"\xe8\x01\n" +
+	"\x06job_id\x18\a \x01(\tR\x05jobId\x12'\n" +
+	"\x05trust\x18\b \x01(\x0e2\x11.memoryd.v1.TrustR\x05trust\"\xe8\x01\n" +
 	"\tRecallHit\x120\n" +
 	"\x06source\x18\x01 \x01(\x0e2\x18.memoryd.v1.RecallSourceR\x06source\x12+\n" +
 	"\x05match\x18\x02 \x01(\x0e2\x15.memoryd.v1.MatchKindR\x05match\x12\x12\n" +
@@ -7202,12 +7288,12 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x06notice\x18\x03 \x01(\tR\x06notice\"`\n" +
 	"\tTurnUsage\x12,\n" +
 	"\x12peak_prompt_tokens\x18\x01 \x01(\x03R\x10peakPromptTokens\x12%\n" +
-	"\x0econtext_window\x18\x02 \x01(\x03R\rcontextWindow\"\x80\x02\n" +
+	"\x0econtext_window\x18\x02 \x01(\x03R\rcontextWindow\"\x86\x02\n" +
 	"\x11CommitTurnRequest\x12<\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x12'\n" +
 	"\x05trust\x18\x02 \x01(\x0e2\x11.memoryd.v1.TrustR\x05trust\x122\n" +
-	"\bmessages\x18\x03 \x03(\v2\x16.memoryd.v1.NewMessageR\bmessages\x12+\n" +
-	"\x05usage\x18\x04 \x01(\v2\x15.memoryd.v1.TurnUsageR\x05usage\x12#\n" +
+	"\bmessages\x18\x03 \x03(\v2\x16.memoryd.v1.NewMessageR\bmessages\x121\n" +
+	"\x05usage\x18\x04 \x01(\v2\x15.memoryd.v1.TurnUsageB\x04\xc8\xf3\x18\x01R\x05usage\x12#\n" +
 	"\recho_messages\x18\x05 \x01(\bR\fechoMessages\"\xbf\x01\n" +
 	"\x12CommitTurnResponse\x122\n" +
 	"\aresults\x18\x01 \x03(\v2\x18.memoryd.v1.AppendResultR\aresults\x12'\n" +
@@ -7324,43 +7410,48 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x1dREVIEW_STATUS_NOTHING_TO_SAVE\x10\x02\x12\x19\n" +
 	"\x15REVIEW_STATUS_SKIPPED\x10\x03\x12\x18\n" +
 	"\x14REVIEW_STATUS_FAILED\x10\x04\x12'\n" +
-	"#REVIEW_STATUS_NOTHING_TO_SAVE_PROSE\x10\x052\xbc\x15\n" +
-	"\rMemoryService\x12W\n" +
-	"\x0eAppendMessages\x12!.memoryd.v1.AppendMessagesRequest\x1a\".memoryd.v1.AppendMessagesResponse\x12Y\n" +
-	"\x0eIngestMessages\x12!.memoryd.v1.IngestMessagesRequest\x1a\".memoryd.v1.IngestMessagesResponse(\x01\x12a\n" +
-	"\x10StreamTranscript\x12#.memoryd.v1.StreamTranscriptRequest\x1a$.memoryd.v1.StreamTranscriptResponse(\x010\x01\x12M\n" +
+	"#REVIEW_STATUS_NOTHING_TO_SAVE_PROSE\x10\x052\x90\x18\n" +
+	"\rMemoryService\x12e\n" +
+	"\x0eAppendMessages\x12!.memoryd.v1.AppendMessagesRequest\x1a\".memoryd.v1.AppendMessagesResponse\"\f\xc2\xf3\x18\b\b\x01\x10\x01\x18\x01 \x01\x12e\n" +
+	"\x0eIngestMessages\x12!.memoryd.v1.IngestMessagesRequest\x1a\".memoryd.v1.IngestMessagesResponse\"\n" +
+	"\xc2\xf3\x18\x06\b\x01\x10\x01 \x03(\x01\x12o\n" +
+	"\x10StreamTranscript\x12#.memoryd.v1.StreamTranscriptRequest\x1a$.memoryd.v1.StreamTranscriptResponse\"\f\xc2\xf3\x18\b\b\x01\x10\x01\x18\x01 \x01(\x010\x01\x12W\n" +
 	"\n" +
-	"ExportData\x12\x1d.memoryd.v1.ExportDataRequest\x1a\x1e.memoryd.v1.ExportDataResponse0\x01\x12M\n" +
+	"ExportData\x12\x1d.memoryd.v1.ExportDataRequest\x1a\x1e.memoryd.v1.ExportDataResponse\"\b\xc2\xf3\x18\x04\b\x02 \x040\x01\x12Y\n" +
 	"\n" +
-	"ImportData\x12\x1d.memoryd.v1.ImportDataRequest\x1a\x1e.memoryd.v1.ImportDataResponse(\x01\x12V\n" +
-	"\fListMessages\x12\x1f.memoryd.v1.ListMessagesRequest\x1a .memoryd.v1.ListMessagesResponse\"\x03\x90\x02\x01\x12Y\n" +
-	"\rSearchHistory\x12 .memoryd.v1.SearchHistoryRequest\x1a!.memoryd.v1.SearchHistoryResponse\"\x03\x90\x02\x01\x12`\n" +
-	"\x11ClearConversation\x12$.memoryd.v1.ClearConversationRequest\x1a%.memoryd.v1.ClearConversationResponse\x12e\n" +
-	"\x11PurgeConversation\x12$.memoryd.v1.PurgeConversationRequest\x1a%.memoryd.v1.PurgeConversationResponse\"\x03\x90\x02\x02\x12P\n" +
+	"ImportData\x12\x1d.memoryd.v1.ImportDataRequest\x1a\x1e.memoryd.v1.ImportDataResponse\"\n" +
+	"\xc2\xf3\x18\x06\b\x02\x10\x01 \x04(\x01\x12`\n" +
+	"\fListMessages\x12\x1f.memoryd.v1.ListMessagesRequest\x1a .memoryd.v1.ListMessagesResponse\"\r\xc2\xf3\x18\x06\b\x01\x18\x01 \x01\x90\x02\x01\x12c\n" +
+	"\rSearchHistory\x12 .memoryd.v1.SearchHistoryRequest\x1a!.memoryd.v1.SearchHistoryResponse\"\r\xc2\xf3\x18\x06\b\x01\x18\x01 \x03\x90\x02\x01\x12l\n" +
+	"\x11ClearConversation\x12$.memoryd.v1.ClearConversationRequest\x1a%.memoryd.v1.ClearConversationResponse\"\n" +
+	"\xc2\xf3\x18\x06\b\x01\x10\x01 \x01\x12o\n" +
+	"\x11PurgeConversation\x12$.memoryd.v1.PurgeConversationRequest\x1a%.memoryd.v1.PurgeConversationResponse\"\r\xc2\xf3\x18\x06\b\x01\x10\x01 \x01\x90\x02\x02\x12Z\n" +
 	"\n" +
-	"PurgeOwner\x12\x1d.memoryd.v1.PurgeOwnerRequest\x1a\x1e.memoryd.v1.PurgeOwnerResponse\"\x03\x90\x02\x02\x12_\n" +
-	"\x0fGetConversation\x12\".memoryd.v1.GetConversationRequest\x1a#.memoryd.v1.GetConversationResponse\"\x03\x90\x02\x01\x12N\n" +
-	"\vStoreMemory\x12\x1e.memoryd.v1.StoreMemoryRequest\x1a\x1f.memoryd.v1.StoreMemoryResponse\x12M\n" +
-	"\tGetMemory\x12\x1c.memoryd.v1.GetMemoryRequest\x1a\x1d.memoryd.v1.GetMemoryResponse\"\x03\x90\x02\x01\x12V\n" +
-	"\fListMemories\x12\x1f.memoryd.v1.ListMemoriesRequest\x1a .memoryd.v1.ListMemoriesResponse\"\x03\x90\x02\x01\x12Q\n" +
-	"\fUpdateMemory\x12\x1f.memoryd.v1.UpdateMemoryRequest\x1a .memoryd.v1.UpdateMemoryResponse\x12T\n" +
-	"\rArchiveMemory\x12 .memoryd.v1.ArchiveMemoryRequest\x1a!.memoryd.v1.ArchiveMemoryResponse\x12T\n" +
-	"\rRestoreMemory\x12 .memoryd.v1.RestoreMemoryRequest\x1a!.memoryd.v1.RestoreMemoryResponse\x12V\n" +
-	"\fDeleteMemory\x12\x1f.memoryd.v1.DeleteMemoryRequest\x1a .memoryd.v1.DeleteMemoryResponse\"\x03\x90\x02\x02\x12D\n" +
-	"\x06Recall\x12\x19.memoryd.v1.RecallRequest\x1a\x1a.memoryd.v1.RecallResponse\"\x03\x90\x02\x01\x12e\n" +
-	"\x11ListMemorySources\x12$.memoryd.v1.ListMemorySourcesRequest\x1a%.memoryd.v1.ListMemorySourcesResponse\"\x03\x90\x02\x01\x12V\n" +
-	"\fSetJobStatus\x12\x1f.memoryd.v1.SetJobStatusRequest\x1a .memoryd.v1.SetJobStatusResponse\"\x03\x90\x02\x02\x12V\n" +
-	"\fFinishJobRun\x12\x1f.memoryd.v1.FinishJobRunRequest\x1a .memoryd.v1.FinishJobRunResponse\"\x03\x90\x02\x02\x12b\n" +
-	"\x10GetPromptContext\x12#.memoryd.v1.GetPromptContextRequest\x1a$.memoryd.v1.GetPromptContextResponse\"\x03\x90\x02\x01\x12Y\n" +
-	"\rListResources\x12 .memoryd.v1.ListResourcesRequest\x1a!.memoryd.v1.ListResourcesResponse\"\x03\x90\x02\x01\x12Y\n" +
-	"\rListRevisions\x12 .memoryd.v1.ListRevisionsRequest\x1a!.memoryd.v1.ListRevisionsResponse\"\x03\x90\x02\x01\x12S\n" +
-	"\vGetRevision\x12\x1e.memoryd.v1.GetRevisionRequest\x1a\x1f.memoryd.v1.GetRevisionResponse\"\x03\x90\x02\x01\x12Y\n" +
-	"\rDiffRevisions\x12 .memoryd.v1.DiffRevisionsRequest\x1a!.memoryd.v1.DiffRevisionsResponse\"\x03\x90\x02\x01\x12]\n" +
-	"\x10RollbackResource\x12#.memoryd.v1.RollbackResourceRequest\x1a$.memoryd.v1.RollbackResourceResponse\x12K\n" +
+	"PurgeOwner\x12\x1d.memoryd.v1.PurgeOwnerRequest\x1a\x1e.memoryd.v1.PurgeOwnerResponse\"\r\xc2\xf3\x18\x06\b\x02\x10\x01 \x02\x90\x02\x02\x12i\n" +
+	"\x0fGetConversation\x12\".memoryd.v1.GetConversationRequest\x1a#.memoryd.v1.GetConversationResponse\"\r\xc2\xf3\x18\x06\b\x01\x18\x01 \x01\x90\x02\x01\x12\\\n" +
+	"\vStoreMemory\x12\x1e.memoryd.v1.StoreMemoryRequest\x1a\x1f.memoryd.v1.StoreMemoryResponse\"\f\xc2\xf3\x18\b\b\x01\x10\x01\x18\x01 \x02\x12W\n" +
+	"\tGetMemory\x12\x1c.memoryd.v1.GetMemoryRequest\x1a\x1d.memoryd.v1.GetMemoryResponse\"\r\xc2\xf3\x18\x06\b\x01\x18\x01 \x02\x90\x02\x01\x12`\n" +
+	"\fListMemories\x12\x1f.memoryd.v1.ListMemoriesRequest\x1a .memoryd.v1.ListMemoriesResponse\"\r\xc2\xf3\x18\x06\b\x01\x18\x01 \x02\x90\x02\x01\x12_\n" +
+	"\fUpdateMemory\x12\x1f.memoryd.v1.UpdateMemoryRequest\x1a .memoryd.v1.UpdateMemoryResponse\"\f\xc2\xf3\x18\b\b\x01\x10\x01\x18\x01 \x02\x12b\n" +
+	"\rArchiveMemory\x12 .memoryd.v1.ArchiveMemoryRequest\x1a!.memoryd.v1.ArchiveMemoryResponse\"\f\xc2\xf3\x18\b\b\x01\x10\x01\x18\x01 \x02\x12b\n" +
+	"\rRestoreMemory\x12 .memoryd.v1.RestoreMemoryRequest\x1a!.memoryd.v1.RestoreMemoryResponse\"\f\xc2\xf3\x18\b\b\x01\x10\x01\x18\x01 \x02\x12b\n" +
+	"\fDeleteMemory\x12\x1f.memoryd.v1.DeleteMemoryRequest\x1a .memoryd.v1.DeleteMemoryResponse\"\x0f\xc2\xf3\x18\b\b\x01\x10\x01\x18\x01 \x02\x90\x02\x02\x12N\n" +
+	"\x06Recall\x12\x19.memoryd.v1.RecallRequest\x1a\x1a.memoryd.v1.RecallResponse\"\r\xc2\xf3\x18\x06\b\x01\x18\x01 \x02\x90\x02\x01\x12m\n" +
+	"\x11ListMemorySources\x12$.memoryd.v1.ListMemorySourcesRequest\x1a%.memoryd.v1.ListMemorySourcesResponse\"\v\xc2\xf3\x18\x04\b\x01 \x02\x90\x02\x01\x12`\n" +
+	"\fSetJobStatus\x12\x1f.memoryd.v1.SetJobStatusRequest\x1a .memoryd.v1.SetJobStatusResponse\"\r\xc2\xf3\x18\x06\b\x01\x10\x01 \x02\x90\x02\x02\x12`\n" +
+	"\fFinishJobRun\x12\x1f.memoryd.v1.FinishJobRunRequest\x1a .memoryd.v1.FinishJobRunResponse\"\r\xc2\xf3\x18\x06\b\x01\x10\x01 \x02\x90\x02\x02\x12l\n" +
+	"\x10GetPromptContext\x12#.memoryd.v1.GetPromptContextRequest\x1a$.memoryd.v1.GetPromptContextResponse\"\r\xc2\xf3\x18\x06\b\x01\x18\x01 \x02\x90\x02\x01\x12a\n" +
+	"\rListResources\x12 .memoryd.v1.ListResourcesRequest\x1a!.memoryd.v1.ListResourcesResponse\"\v\xc2\xf3\x18\x04\b\x01 \x03\x90\x02\x01\x12a\n" +
+	"\rListRevisions\x12 .memoryd.v1.ListRevisionsRequest\x1a!.memoryd.v1.ListRevisionsResponse\"\v\xc2\xf3\x18\x04\b\x01 \x02\x90\x02\x01\x12[\n" +
+	"\vGetRevision\x12\x1e.memoryd.v1.GetRevisionRequest\x1a\x1f.memoryd.v1.GetRevisionResponse\"\v\xc2\xf3\x18\x04\b\x01 \x02\x90\x02\x01\x12a\n" +
+	"\rDiffRevisions\x12 .memoryd.v1.DiffRevisionsRequest\x1a!.memoryd.v1.DiffRevisionsResponse\"\v\xc2\xf3\x18\x04\b\x01 \x02\x90\x02\x01\x12i\n" +
+	"\x10RollbackResource\x12#.memoryd.v1.RollbackResourceRequest\x1a$.memoryd.v1.RollbackResourceResponse\"\n" +
+	"\xc2\xf3\x18\x06\b\x01\x10\x01 \x02\x12Y\n" +
 	"\n" +
-	"CommitTurn\x12\x1d.memoryd.v1.CommitTurnRequest\x1a\x1e.memoryd.v1.CommitTurnResponse\x12H\n" +
-	"\tReviewNow\x12\x1c.memoryd.v1.ReviewNowRequest\x1a\x1d.memoryd.v1.ReviewNowResponse\x12\\\n" +
-	"\x0eGetReviewState\x12!.memoryd.v1.GetReviewStateRequest\x1a\".memoryd.v1.GetReviewStateResponse\"\x03\x90\x02\x01B\xad\x01\n" +
+	"CommitTurn\x12\x1d.memoryd.v1.CommitTurnRequest\x1a\x1e.memoryd.v1.CommitTurnResponse\"\f\xc2\xf3\x18\b\b\x01\x10\x01\x18\x01 \x01\x12T\n" +
+	"\tReviewNow\x12\x1c.memoryd.v1.ReviewNowRequest\x1a\x1d.memoryd.v1.ReviewNowResponse\"\n" +
+	"\xc2\xf3\x18\x06\b\x01\x10\x01 \x04\x12f\n" +
+	"\x0eGetReviewState\x12!.memoryd.v1.GetReviewStateRequest\x1a\".memoryd.v1.GetReviewStateResponse\"\r\xc2\xf3\x18\x06\b\x01\x18\x01 \x01\x90\x02\x01B\xad\x01\n" +
 	"\x0ecom.memoryd.v1B\x12MemoryServiceProtoP\x01Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1\xa2\x02\x03MXX\xaa\x02\n" +
 	"Memoryd.V1\xca\x02\n" +
 	"Memoryd\\V1\xe2\x02\x16Memoryd\\V1\\GPBMetadata\xea\x02\vMemoryd::V1b\x06proto3"
@@ -7513,171 +7604,175 @@ var file_memoryd_v1_memory_service_proto_depIdxs = []int32{
 	92,  // 24: memoryd.v1.SearchHistoryRequest.conversation:type_name -> memoryd.v1.Conversation
 	94,  // 25: memoryd.v1.SearchHistoryRequest.owner:type_name -> memoryd.v1.OwnerScope
 	95,  // 26: memoryd.v1.SearchHistoryRequest.agent:type_name -> memoryd.v1.AgentScope
-	93,  // 27: memoryd.v1.HistoryHit.message:type_name -> memoryd.v1.Message
-	2,   // 28: memoryd.v1.HistoryHit.match:type_name -> memoryd.v1.MatchKind
-	31,  // 29: memoryd.v1.SearchHistoryResponse.hits:type_name -> memoryd.v1.HistoryHit
-	92,  // 30: memoryd.v1.ClearConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	91,  // 31: memoryd.v1.ClearConversationRequest.trust:type_name -> memoryd.v1.Trust
-	92,  // 32: memoryd.v1.PurgeConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	91,  // 33: memoryd.v1.PurgeConversationRequest.trust:type_name -> memoryd.v1.Trust
-	38,  // 34: memoryd.v1.PurgeOwnerResponse.erased:type_name -> memoryd.v1.ErasedRows
-	92,  // 35: memoryd.v1.GetConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	92,  // 36: memoryd.v1.GetConversationResponse.conversation:type_name -> memoryd.v1.Conversation
-	90,  // 37: memoryd.v1.GetConversationResponse.first_message_at:type_name -> google.protobuf.Timestamp
-	90,  // 38: memoryd.v1.GetConversationResponse.last_message_at:type_name -> google.protobuf.Timestamp
-	90,  // 39: memoryd.v1.GetConversationResponse.window_started_at:type_name -> google.protobuf.Timestamp
-	92,  // 40: memoryd.v1.StoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	94,  // 41: memoryd.v1.StoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	91,  // 42: memoryd.v1.StoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	96,  // 43: memoryd.v1.StoreMemoryRequest.category:type_name -> memoryd.v1.Category
-	97,  // 44: memoryd.v1.StoreMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	98,  // 45: memoryd.v1.StoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	92,  // 46: memoryd.v1.GetMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	94,  // 47: memoryd.v1.GetMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	97,  // 48: memoryd.v1.GetMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	98,  // 49: memoryd.v1.GetMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	92,  // 50: memoryd.v1.ListMemoriesRequest.conversation:type_name -> memoryd.v1.Conversation
-	94,  // 51: memoryd.v1.ListMemoriesRequest.owner:type_name -> memoryd.v1.OwnerScope
-	97,  // 52: memoryd.v1.ListMemoriesRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	96,  // 53: memoryd.v1.ListMemoriesRequest.categories:type_name -> memoryd.v1.Category
-	3,   // 54: memoryd.v1.ListMemoriesRequest.archived:type_name -> memoryd.v1.ArchivedFilter
-	98,  // 55: memoryd.v1.ListedMemory.memory:type_name -> memoryd.v1.Memory
-	47,  // 56: memoryd.v1.ListMemoriesResponse.memories:type_name -> memoryd.v1.ListedMemory
-	92,  // 57: memoryd.v1.UpdateMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	94,  // 58: memoryd.v1.UpdateMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	97,  // 59: memoryd.v1.UpdateMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	91,  // 60: memoryd.v1.UpdateMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	98,  // 61: memoryd.v1.UpdateMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	92,  // 62: memoryd.v1.ArchiveMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	94,  // 63: memoryd.v1.ArchiveMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	91,  // 64: memoryd.v1.ArchiveMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	98,  // 65: memoryd.v1.ArchiveMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	92,  // 66: memoryd.v1.RestoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	94,  // 67: memoryd.v1.RestoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	91,  // 68: memoryd.v1.RestoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	98,  // 69: memoryd.v1.RestoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	92,  // 70: memoryd.v1.DeleteMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	94,  // 71: memoryd.v1.DeleteMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	97,  // 72: memoryd.v1.DeleteMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	91,  // 73: memoryd.v1.DeleteMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	92,  // 74: memoryd.v1.RecallRequest.conversation:type_name -> memoryd.v1.Conversation
-	4,   // 75: memoryd.v1.RecallRequest.scope:type_name -> memoryd.v1.RecallScope
-	5,   // 76: memoryd.v1.RecallRequest.source:type_name -> memoryd.v1.RecallSource
-	5,   // 77: memoryd.v1.RecallHit.source:type_name -> memoryd.v1.RecallSource
-	2,   // 78: memoryd.v1.RecallHit.match:type_name -> memoryd.v1.MatchKind
-	98,  // 79: memoryd.v1.RecallHit.memory:type_name -> memoryd.v1.Memory
-	31,  // 80: memoryd.v1.RecallHit.message:type_name -> memoryd.v1.HistoryHit
-	58,  // 81: memoryd.v1.RecallResponse.hits:type_name -> memoryd.v1.RecallHit
-	94,  // 82: memoryd.v1.ListMemorySourcesRequest.owner:type_name -> memoryd.v1.OwnerScope
-	99,  // 83: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
-	94,  // 84: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
-	6,   // 85: memoryd.v1.SetJobStatusRequest.status:type_name -> memoryd.v1.JobStatus
-	99,  // 86: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
-	94,  // 87: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
-	7,   // 88: memoryd.v1.FinishJobRunRequest.outcome:type_name -> memoryd.v1.JobRunOutcome
-	90,  // 89: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	90,  // 90: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
-	98,  // 91: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
-	91,  // 92: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
-	67,  // 93: memoryd.v1.GetPromptContextResponse.user_usage:type_name -> memoryd.v1.PromptFileUsage
-	67,  // 94: memoryd.v1.GetPromptContextResponse.memory_usage:type_name -> memoryd.v1.PromptFileUsage
-	100, // 95: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
-	101, // 96: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
-	102, // 97: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	103, // 98: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
-	102, // 99: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
-	103, // 100: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	102, // 101: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	102, // 102: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
-	103, // 103: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	92,  // 104: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
-	91,  // 105: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
-	9,   // 106: memoryd.v1.CommitTurnRequest.messages:type_name -> memoryd.v1.NewMessage
-	79,  // 107: memoryd.v1.CommitTurnRequest.usage:type_name -> memoryd.v1.TurnUsage
-	11,  // 108: memoryd.v1.CommitTurnResponse.results:type_name -> memoryd.v1.AppendResult
-	92,  // 109: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
-	92,  // 110: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
-	8,   // 111: memoryd.v1.ConversationReview.status:type_name -> memoryd.v1.ReviewStatus
-	84,  // 112: memoryd.v1.ReviewNowResponse.reviews:type_name -> memoryd.v1.ConversationReview
-	92,  // 113: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
-	8,   // 114: memoryd.v1.ReviewRun.status:type_name -> memoryd.v1.ReviewStatus
-	90,  // 115: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
-	90,  // 116: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
-	83,  // 117: memoryd.v1.ReviewRun.skipped_operations:type_name -> memoryd.v1.SkippedOperation
-	92,  // 118: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
-	90,  // 119: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
-	90,  // 120: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
-	90,  // 121: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
-	8,   // 122: memoryd.v1.GetReviewStateResponse.last_review_status:type_name -> memoryd.v1.ReviewStatus
-	90,  // 123: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
-	87,  // 124: memoryd.v1.GetReviewStateResponse.last_run:type_name -> memoryd.v1.ReviewRun
-	10,  // 125: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
-	14,  // 126: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
-	25,  // 127: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
-	17,  // 128: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
-	19,  // 129: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
-	28,  // 130: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
-	30,  // 131: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
-	33,  // 132: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
-	35,  // 133: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
-	37,  // 134: memoryd.v1.MemoryService.PurgeOwner:input_type -> memoryd.v1.PurgeOwnerRequest
-	40,  // 135: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
-	42,  // 136: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
-	44,  // 137: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
-	46,  // 138: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
-	49,  // 139: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
-	51,  // 140: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
-	53,  // 141: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
-	55,  // 142: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
-	57,  // 143: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
-	60,  // 144: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
-	62,  // 145: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
-	64,  // 146: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
-	66,  // 147: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
-	69,  // 148: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
-	71,  // 149: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
-	73,  // 150: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
-	75,  // 151: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
-	77,  // 152: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
-	80,  // 153: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
-	82,  // 154: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
-	86,  // 155: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
-	12,  // 156: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
-	16,  // 157: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
-	27,  // 158: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
-	18,  // 159: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
-	21,  // 160: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
-	29,  // 161: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
-	32,  // 162: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
-	34,  // 163: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
-	36,  // 164: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
-	39,  // 165: memoryd.v1.MemoryService.PurgeOwner:output_type -> memoryd.v1.PurgeOwnerResponse
-	41,  // 166: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
-	43,  // 167: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
-	45,  // 168: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
-	48,  // 169: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
-	50,  // 170: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
-	52,  // 171: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
-	54,  // 172: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
-	56,  // 173: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
-	59,  // 174: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
-	61,  // 175: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
-	63,  // 176: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
-	65,  // 177: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
-	68,  // 178: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
-	70,  // 179: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
-	72,  // 180: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
-	74,  // 181: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
-	76,  // 182: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
-	78,  // 183: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
-	81,  // 184: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
-	85,  // 185: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
-	88,  // 186: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
-	156, // [156:187] is the sub-list for method output_type
-	125, // [125:156] is the sub-list for method input_type
-	125, // [125:125] is the sub-list for extension type_name
-	125, // [125:125] is the sub-list for extension extendee
-	0,   // [0:125] is the sub-list for field type_name
+	91,  // 27: memoryd.v1.SearchHistoryRequest.trust:type_name -> memoryd.v1.Trust
+	93,  // 28: memoryd.v1.HistoryHit.message:type_name -> memoryd.v1.Message
+	2,   // 29: memoryd.v1.HistoryHit.match:type_name -> memoryd.v1.MatchKind
+	31,  // 30: memoryd.v1.SearchHistoryResponse.hits:type_name -> memoryd.v1.HistoryHit
+	92,  // 31: memoryd.v1.ClearConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	91,  // 32: memoryd.v1.ClearConversationRequest.trust:type_name -> memoryd.v1.Trust
+	92,  // 33: memoryd.v1.PurgeConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	91,  // 34: memoryd.v1.PurgeConversationRequest.trust:type_name -> memoryd.v1.Trust
+	38,  // 35: memoryd.v1.PurgeOwnerResponse.erased:type_name -> memoryd.v1.ErasedRows
+	92,  // 36: memoryd.v1.GetConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	92,  // 37: memoryd.v1.GetConversationResponse.conversation:type_name -> memoryd.v1.Conversation
+	90,  // 38: memoryd.v1.GetConversationResponse.first_message_at:type_name -> google.protobuf.Timestamp
+	90,  // 39: memoryd.v1.GetConversationResponse.last_message_at:type_name -> google.protobuf.Timestamp
+	90,  // 40: memoryd.v1.GetConversationResponse.window_started_at:type_name -> google.protobuf.Timestamp
+	92,  // 41: memoryd.v1.StoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	94,  // 42: memoryd.v1.StoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	91,  // 43: memoryd.v1.StoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	96,  // 44: memoryd.v1.StoreMemoryRequest.category:type_name -> memoryd.v1.Category
+	97,  // 45: memoryd.v1.StoreMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	98,  // 46: memoryd.v1.StoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	92,  // 47: memoryd.v1.GetMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	94,  // 48: memoryd.v1.GetMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	97,  // 49: memoryd.v1.GetMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	91,  // 50: memoryd.v1.GetMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	98,  // 51: memoryd.v1.GetMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	92,  // 52: memoryd.v1.ListMemoriesRequest.conversation:type_name -> memoryd.v1.Conversation
+	94,  // 53: memoryd.v1.ListMemoriesRequest.owner:type_name -> memoryd.v1.OwnerScope
+	97,  // 54: memoryd.v1.ListMemoriesRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	96,  // 55: memoryd.v1.ListMemoriesRequest.categories:type_name -> memoryd.v1.Category
+	3,   // 56: memoryd.v1.ListMemoriesRequest.archived:type_name -> memoryd.v1.ArchivedFilter
+	91,  // 57: memoryd.v1.ListMemoriesRequest.trust:type_name -> memoryd.v1.Trust
+	98,  // 58: memoryd.v1.ListedMemory.memory:type_name -> memoryd.v1.Memory
+	47,  // 59: memoryd.v1.ListMemoriesResponse.memories:type_name -> memoryd.v1.ListedMemory
+	92,  // 60: memoryd.v1.UpdateMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	94,  // 61: memoryd.v1.UpdateMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	97,  // 62: memoryd.v1.UpdateMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	91,  // 63: memoryd.v1.UpdateMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	98,  // 64: memoryd.v1.UpdateMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	92,  // 65: memoryd.v1.ArchiveMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	94,  // 66: memoryd.v1.ArchiveMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	91,  // 67: memoryd.v1.ArchiveMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	98,  // 68: memoryd.v1.ArchiveMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	92,  // 69: memoryd.v1.RestoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	94,  // 70: memoryd.v1.RestoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	91,  // 71: memoryd.v1.RestoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	98,  // 72: memoryd.v1.RestoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	92,  // 73: memoryd.v1.DeleteMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	94,  // 74: memoryd.v1.DeleteMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	97,  // 75: memoryd.v1.DeleteMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	91,  // 76: memoryd.v1.DeleteMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	92,  // 77: memoryd.v1.RecallRequest.conversation:type_name -> memoryd.v1.Conversation
+	4,   // 78: memoryd.v1.RecallRequest.scope:type_name -> memoryd.v1.RecallScope
+	5,   // 79: memoryd.v1.RecallRequest.source:type_name -> memoryd.v1.RecallSource
+	91,  // 80: memoryd.v1.RecallRequest.trust:type_name -> memoryd.v1.Trust
+	5,   // 81: memoryd.v1.RecallHit.source:type_name -> memoryd.v1.RecallSource
+	2,   // 82: memoryd.v1.RecallHit.match:type_name -> memoryd.v1.MatchKind
+	98,  // 83: memoryd.v1.RecallHit.memory:type_name -> memoryd.v1.Memory
+	31,  // 84: memoryd.v1.RecallHit.message:type_name -> memoryd.v1.HistoryHit
+	58,  // 85: memoryd.v1.RecallResponse.hits:type_name -> memoryd.v1.RecallHit
+	94,  // 86: memoryd.v1.ListMemorySourcesRequest.owner:type_name -> memoryd.v1.OwnerScope
+	99,  // 87: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
+	94,  // 88: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
+	6,   // 89: memoryd.v1.SetJobStatusRequest.status:type_name -> memoryd.v1.JobStatus
+	99,  // 90: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
+	94,  // 91: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
+	7,   // 92: memoryd.v1.FinishJobRunRequest.outcome:type_name -> memoryd.v1.JobRunOutcome
+	90,  // 93: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	90,  // 94: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
+	98,  // 95: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
+	91,  // 96: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
+	67,  // 97: memoryd.v1.GetPromptContextResponse.user_usage:type_name -> memoryd.v1.PromptFileUsage
+	67,  // 98: memoryd.v1.GetPromptContextResponse.memory_usage:type_name -> memoryd.v1.PromptFileUsage
+	100, // 99: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
+	101, // 100: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
+	102, // 101: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	103, // 102: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
+	102, // 103: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
+	103, // 104: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	102, // 105: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	102, // 106: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
+	103, // 107: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	92,  // 108: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
+	91,  // 109: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
+	9,   // 110: memoryd.v1.CommitTurnRequest.messages:type_name -> memoryd.v1.NewMessage
+	79,  // 111: memoryd.v1.CommitTurnRequest.usage:type_name -> memoryd.v1.TurnUsage
+	11,  // 112: memoryd.v1.CommitTurnResponse.results:type_name -> memoryd.v1.AppendResult
+	92,  // 113: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
+	92,  // 114: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
+	8,   // 115: memoryd.v1.ConversationReview.status:type_name -> memoryd.v1.ReviewStatus
+	84,  // 116: memoryd.v1.ReviewNowResponse.reviews:type_name -> memoryd.v1.ConversationReview
+	92,  // 117: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
+	8,   // 118: memoryd.v1.ReviewRun.status:type_name -> memoryd.v1.ReviewStatus
+	90,  // 119: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
+	90,  // 120: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
+	83,  // 121: memoryd.v1.ReviewRun.skipped_operations:type_name -> memoryd.v1.SkippedOperation
+	92,  // 122: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
+	90,  // 123: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
+	90,  // 124: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
+	90,  // 125: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
+	8,   // 126: memoryd.v1.GetReviewStateResponse.last_review_status:type_name -> memoryd.v1.ReviewStatus
+	90,  // 127: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
+	87,  // 128: memoryd.v1.GetReviewStateResponse.last_run:type_name -> memoryd.v1.ReviewRun
+	10,  // 129: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
+	14,  // 130: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
+	25,  // 131: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
+	17,  // 132: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
+	19,  // 133: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
+	28,  // 134: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
+	30,  // 135: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
+	33,  // 136: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
+	35,  // 137: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
+	37,  // 138: memoryd.v1.MemoryService.PurgeOwner:input_type -> memoryd.v1.PurgeOwnerRequest
+	40,  // 139: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
+	42,  // 140: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
+	44,  // 141: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
+	46,  // 142: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
+	49,  // 143: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
+	51,  // 144: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
+	53,  // 145: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
+	55,  // 146: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
+	57,  // 147: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
+	60,  // 148: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
+	62,  // 149: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
+	64,  // 150: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
+	66,  // 151: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
+	69,  // 152: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
+	71,  // 153: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
+	73,  // 154: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
+	75,  // 155: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
+	77,  // 156: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
+	80,  // 157: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
+	82,  // 158: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
+	86,  // 159: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
+	12,  // 160: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
+	16,  // 161: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
+	27,  // 162: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
+	18,  // 163: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
+	21,  // 164: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
+	29,  // 165: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
+	32,  // 166: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
+	34,  // 167: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
+	36,  // 168: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
+	39,  // 169: memoryd.v1.MemoryService.PurgeOwner:output_type -> memoryd.v1.PurgeOwnerResponse
+	41,  // 170: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
+	43,  // 171: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
+	45,  // 172: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
+	48,  // 173: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
+	50,  // 174: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
+	52,  // 175: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
+	54,  // 176: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
+	56,  // 177: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
+	59,  // 178: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
+	61,  // 179: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
+	63,  // 180: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
+	65,  // 181: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
+	68,  // 182: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
+	70,  // 183: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
+	72,  // 184: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
+	74,  // 185: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
+	76,  // 186: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
+	78,  // 187: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
+	81,  // 188: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
+	85,  // 189: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
+	88,  // 190: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
+	160, // [160:191] is the sub-list for method output_type
+	129, // [129:160] is the sub-list for method input_type
+	129, // [129:129] is the sub-list for extension type_name
+	129, // [129:129] is the sub-list for extension extendee
+	0,   // [0:129] is the sub-list for field type_name
 }
 
 func init() { file_memoryd_v1_memory_service_proto_init() }
@@ -7685,6 +7780,7 @@ func file_memoryd_v1_memory_service_proto_init() {
 	if File_memoryd_v1_memory_service_proto != nil {
 		return
 	}
+	file_memoryd_v1_access_proto_init()
 	file_memoryd_v1_records_proto_init()
 	file_memoryd_v1_memory_service_proto_msgTypes[16].OneofWrappers = []any{
 		(*StreamTranscriptRequest_Open)(nil),

@@ -1141,7 +1141,10 @@ type ResourceRef struct {
 	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
 	// The kind of resource. Required.
 	Type ResourceType `protobuf:"varint,2,opt,name=type,proto3,enum=memoryd.v1.ResourceType" json:"type,omitempty"`
-	// The scope within the agent: the owner id for USER.md and MEMORY.md (empty means "default").
+	// The scope within the agent: the owner id for USER.md and MEMORY.md (empty means "default");
+	// for a checkpoint, the owner and the conversation, `<owner>:<channel>:<chat_id>:<thread>`
+	// with `%` and `:` percent-escaped in the owner, chat_id and thread (GetCompactionState's
+	// Checkpoint.resource names it).
 	ScopeId       string `protobuf:"bytes,3,opt,name=scope_id,json=scopeId,proto3" json:"scope_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -511,7 +511,10 @@ export type ResourceRef = Message$1<"memoryd.v1.ResourceRef"> & {
   type: ResourceType;
 
   /**
-   * The scope within the agent: the owner id for USER.md and MEMORY.md (empty means "default").
+   * The scope within the agent: the owner id for USER.md and MEMORY.md (empty means "default");
+   * for a checkpoint, the owner and the conversation, `<owner>:<channel>:<chat_id>:<thread>`
+   * with `%` and `:` percent-escaped in the owner, chat_id and thread (GetCompactionState's
+   * Checkpoint.resource names it).
    *
    * @generated from field: string scope_id = 3;
    */

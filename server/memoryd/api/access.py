@@ -1,0 +1,145 @@
+"""Who may call what: each RPC's access, declared in the contract and read from its descriptors.
+
+Every RPC of memoryd.v1 carries the method option `(memoryd.v1.access)`
+(protos/memoryd/v1/access.proto): who may call it (any token, or only an admin's), whether it
+writes, whether a token capped at guest trust may call it, and how far it reaches.
+`declarations` reads them once, when the server starts, and refuses to start on an RPC without
+one; the guard (memoryd.api.auth) admits every call by them, and the README's security table is
+printed from them (`markdown_table`, scripts/update_access_table.py).
+
+Some RPCs declared to reach every agent do so only for some requests: ReviewNow and ExportData
+with an empty agent_id. Which requests those are is said by the same functions their handlers
+read the request with (`EVERY_AGENT`), so the guard and the service never read an empty field
+two ways.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable, Iterable
+from types import ModuleType
+from typing import Any
+
+from google.protobuf.descriptor import MethodDescriptor
+
+from memoryd.api.review_convert import review_selection
+from memoryd.domain.transfer import selection
+from memoryd.errors import StartupError
+from memoryd_client.v1 import access_pb2
+
+
+class Reach(enum.Enum):
+    """How much of the stored data one call can touch (memoryd.v1.Reach)."""
+
+    CONVERSATION = "one conversation"
+    OWNER = "one owner"
+    AGENT = "one agent"
+    EVERY_AGENT = "every agent"
+
+
+_REACH = {
+    access_pb2.REACH_CONVERSATION: Reach.CONVERSATION,
+    access_pb2.REACH_OWNER: Reach.OWNER,
+    access_pb2.REACH_AGENT: Reach.AGENT,
+    access_pb2.REACH_EVERY_AGENT: Reach.EVERY_AGENT,
+}
+_CALLER = {access_pb2.CALLER_ROLE_ADAPTER: False, access_pb2.CALLER_ROLE_ADMIN: True}
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class EveryAgent:
+    """When a request of an RPC that can reach every agent does, and how a refusal says so."""
+
+    reaches: Callable[[Any], bool]
+    refusal: str
+
+
+# The RPCs declared REACH_EVERY_AGENT, each with the reading of its request that its handler
+# uses too (memoryd.api.review_convert.review_selection, memoryd.domain.transfer.selection).
+EVERY_AGENT: dict[str, EveryAgent] = {
+    "ReviewNow": EveryAgent(
+        reaches=lambda request: review_selection(request).every_agent,
+        refusal="ReviewNow of every agent (no conversation and an empty agent_id)",
+    ),
+    "ExportData": EveryAgent(
+        reaches=lambda request: selection(request.agent_id, request.owner_id).every_agent,
+        refusal="ExportData of every agent (an empty agent_id)",
+    ),
+    # Its lines may name any agent; they are not fields a guard can read.
+    "ImportData": EveryAgent(
+        reaches=lambda _request: True, refusal="ImportData may write any agent's data"
+    ),
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Declared:
+    """One RPC's access, as its method option declares it."""
+
+    service: str
+    name: str
+    admin_only: bool
+    writes: bool
+    guests: bool
+    reach: Reach
+
+    @property
+    def path(self) -> str:
+        """The method's path on the wire: /memoryd.v1.MemoryService/AppendMessages."""
+        return f"/{self.service}/{self.name}"
+
+
+def declared(method: MethodDescriptor) -> Declared:
+    """The access `method` declares; StartupError when it declares none (or an unset value)."""
+    options = method.GetOptions()
+    label = f"{method.containing_service.full_name}.{method.name}"
+    if not options.HasExtension(access_pb2.access):
+        raise StartupError(
+            f"{label} declares no access: every RPC needs option (memoryd.v1.access) in its proto"
+        )
+    access = options.Extensions[access_pb2.access]
+    if access.caller not in _CALLER or access.reach not in _REACH:
+        raise StartupError(f"{label}: its access declaration leaves caller or reach unset")
+    found = Declared(
+        service=method.containing_service.full_name,
+        name=method.name,
+        admin_only=_CALLER[access.caller],
+        writes=access.writes,
+        guests=access.guests,
+        reach=_REACH[access.reach],
+    )
+    if (found.reach is Reach.EVERY_AGENT) != (found.name in EVERY_AGENT):
+        raise StartupError(
+            f"{label}: an RPC that can reach every agent needs its reading in "
+            "memoryd.api.access.EVERY_AGENT, and only such an RPC has one"
+        )
+    return found
+
+
+def declarations(modules: Iterable[ModuleType]) -> dict[str, Declared]:
+    """Every RPC of the services in these generated modules, by its path."""
+    found: dict[str, Declared] = {}
+    for module in modules:
+        for service in module.DESCRIPTOR.services_by_name.values():
+            for method in service.methods:
+                access = declared(method)
+                found[access.path] = access
+    return found
+
+
+def markdown_table(access: Iterable[Declared]) -> str:
+    """The README's security table: one row per RPC, in the contract's order."""
+    rows = [
+        f"| `{item.service.rpartition('.')[2]}.{item.name}` "
+        f"| {'admin' if item.admin_only else 'adapter or admin'} "
+        f"| {'yes' if item.writes else 'no'} "
+        f"| {'allowed' if item.guests else 'refused'} "
+        f"| {item.reach.value} |"
+        for item in access
+    ]
+    header = [
+        "| RPC | who may call | writes | guest-capped token | reach |",
+        "|---|---|---|---|---|",
+    ]
+    return "\n".join(header + rows)
