@@ -4,7 +4,8 @@
 
 In-process, no server: the cost per call of finding the caller's token among three (SHA-256 and
 a constant-time comparison with each) and of admitting an AppendMessages request of 1 and of 100
-messages (every agent_id and Trust field visited, unset trust filled in). Compare with the
+messages by its declared access (memoryd.api.access), every agent_id, Trust and guest_ignored
+field visited, unset trust filled in, for a guest-capped token. Compare with the
 server's CPU time per acknowledged append that bench/append_throughput.py reports (~800 us).
 """
 
@@ -21,8 +22,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import memoryd_client as md  # noqa: E402
+from memoryd.api.access import declarations  # noqa: E402
 from memoryd.api.auth import Authorizer  # noqa: E402
 from memoryd.config import TokenSettings, token_digest  # noqa: E402
+from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2  # noqa: E402
+
+APPEND = "/memoryd.v1.MemoryService/AppendMessages"
 
 
 def main() -> int:
@@ -38,7 +43,7 @@ def main() -> int:
         )
         for n in range(3)
     )
-    guard = Authorizer(tokens)
+    guard = Authorizer(tokens, declarations((memory_service_pb2, compaction_service_pb2)))
     metadata = (("authorization", "Bearer token-2-0123456789abcdef"),)
     chat = md.Conversation(channel="telegram", chat_id="42")
 
@@ -56,9 +61,9 @@ def main() -> int:
     result = {
         "benchmark": "auth_overhead",
         "authenticate_us": per_call_us(lambda: guard.caller(metadata), rounds),
-        "admit_1_message_us": per_call_us(lambda: guard.admit(tokens[2], "/m", one), rounds),
+        "admit_1_message_us": per_call_us(lambda: guard.admit(tokens[2], APPEND, one), rounds),
         "admit_100_messages_us": per_call_us(
-            lambda: guard.admit(tokens[2], "/m", hundred), max(rounds // 10, 1)
+            lambda: guard.admit(tokens[2], APPEND, hundred), max(rounds // 10, 1)
         ),
     }
     print(json.dumps(result, indent=2))
