@@ -47,7 +47,10 @@ from memoryd.storage.readers import ReaderPool
 from memoryd.storage.writer import Batch, Writer
 
 log = logging.getLogger("memoryd.erasure")
-# Pauses between background truncation attempts: growing, then steady.
+# Right after the purge a few quick tries (a writer's group may hold the lock for a moment),
+# then background attempts with growing, then steady, pauses.
+QUICK_TRIES = 5
+QUICK_PAUSE_SECONDS = 0.02
 RETRY_FIRST_SECONDS = 0.2
 RETRY_MAX_SECONDS = 5.0
 
@@ -141,8 +144,11 @@ class ErasureService:
     async def scrub_wal(self) -> bool:
         """Truncate the WAL now if no reader holds it, clearing the erasures recorded before;
         otherwise leave it to the background and return False."""
-        if await self._truncate_once():
-            return True
+        for attempt in range(QUICK_TRIES):
+            if await self._truncate_once():
+                return True
+            if attempt + 1 < QUICK_TRIES:
+                await asyncio.sleep(QUICK_PAUSE_SECONDS)
         if self._retrying is None or self._retrying.done():
             self._retrying = asyncio.get_running_loop().create_task(self._retry())
         return False
