@@ -42,6 +42,15 @@ def memoryd(
     )
 
 
+def serve(
+    folder: Path, config: Path, listen: str = "127.0.0.1:0"
+) -> subprocess.CompletedProcess[str]:
+    """`memoryd serve` with this config, expected to refuse to start."""
+    return memoryd(
+        "serve", "--home", str(folder / "home"), "--config", str(config), "--listen", listen
+    )
+
+
 @pytest.mark.parametrize("umask", [0o000, 0o022])
 def test_setup_writes_a_private_home_and_config_whatever_the_umask(
     tmp_path: Path, umask: int
@@ -105,15 +114,7 @@ def test_serve_refuses_a_config_others_can_take(
     config = tmp_path / "config.toml"
     config.write_text(text, encoding="utf-8")
     config.chmod(file_mode)
-    done = memoryd(
-        "serve",
-        "--home",
-        str(tmp_path / "home"),
-        "--config",
-        str(config),
-        "--listen",
-        "127.0.0.1:0",
-    )
+    done = serve(tmp_path, config)
     assert done.returncode == 1
     assert f"config file {config} {expected}" in done.stderr
     assert "Run: chmod" in done.stderr
@@ -137,15 +138,7 @@ def test_serve_refuses_a_tls_key_others_can_read(tmp_path: Path) -> None:
         f'[memoryd.server]\ntls_cert = "{pair.cert}"\ntls_key = "{pair.key}"\n', encoding="utf-8"
     )
     config.chmod(0o600)
-    done = memoryd(
-        "serve",
-        "--home",
-        str(tmp_path / "home"),
-        "--config",
-        str(config),
-        "--listen",
-        "127.0.0.1:0",
-    )
+    done = serve(tmp_path, config)
     assert done.returncode == 1
     assert f"memoryd.server.tls_key {pair.key} can be read or written by other users" in done.stderr
     assert f"chmod 600 {pair.key}" in done.stderr
@@ -155,8 +148,6 @@ def test_tokens_on_a_network_address_need_tls(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text(TOKEN, encoding="utf-8")
     config.chmod(0o600)
-    refused = memoryd(
-        "serve", "--home", str(tmp_path / "home"), "--config", str(config), "--listen", "0.0.0.0:0"
-    )
+    refused = serve(tmp_path, config, listen="0.0.0.0:0")
     assert refused.returncode == 1
     assert "refusing to serve 0.0.0.0:0 with tokens but without TLS" in refused.stderr
