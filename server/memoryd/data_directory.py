@@ -10,6 +10,8 @@ import fcntl
 import os
 from pathlib import Path
 
+from memoryd.domain.resources import PROMPT_FILE_NAMES
+
 DATABASE_FILE = "memory.db"
 LOCK_FILE = "memoryd.lock"
 # The database and the files SQLite keeps beside it in WAL mode.
@@ -43,7 +45,7 @@ def lock(home: Path) -> int:
 
 CONFIG_FILE = "config.toml"
 REPLACED_PREFIX = f"{DATABASE_FILE}.replaced-"
-PROMPT_FILE_NAMES = frozenset({"USER.md", "MEMORY.md"})
+RENDERED_FILE_NAMES = frozenset(PROMPT_FILE_NAMES.values())
 
 
 def replaced_databases(home: Path) -> list[Path]:
@@ -67,7 +69,7 @@ def residual_files(home: Path, *, wal_truncated: bool) -> list[str]:
     for folder, _directories, files in os.walk(home):
         for name in files:
             relative = (Path(folder) / name).relative_to(home)
-            in_prompts = relative.parts[0] == "memory" and name in PROMPT_FILE_NAMES
+            in_prompts = relative.parts[0] == "memory" and name in RENDERED_FILE_NAMES
             if str(relative) in kept or in_prompts:
                 continue
             found.append(str(relative))

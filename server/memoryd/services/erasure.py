@@ -244,5 +244,6 @@ class ErasureService:
 
 def _purge_owner(connection: apsw.Connection, owner: OwnerKey) -> scrub.OwnerErased:
     erased = scrub.purge_owner(connection, owner)
-    scrub.record_pending(connection, "an owner", to_text(utc_now()))
+    if any(erased.counts.values()):
+        scrub.record_pending(connection, "an owner", to_text(utc_now()))
     return erased
