@@ -32,11 +32,15 @@ test: install tools lint typecheck buf-lint buf-breaking pytest client-tests
 install: $(VENV)/.installed
 
 # The client first: the server depends on memoryd-client, found here rather than on an index.
-$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml constraints.txt
+# The embedded model's package is built first from its pinned, hash-checked source (see
+# scripts/build_model_package.py), then installed from packages/ like the client.
+$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml constraints.txt \
+		packages/memoryd-model-bge-small/pyproject.toml scripts/build_model_package.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python scripts/build_model_package.py
 	$(BIN)/python -m pip install --quiet --constraint constraints.txt \
-		--editable clients/python --editable '.[dev]'
+		./packages/memoryd-model-bge-small --editable clients/python --editable '.[dev]'
 	touch $@
 
 tools: $(TOOLS)/bin/grpcurl $(TOOLS)/bin/buf $(TOOLS)/bin/protoc-gen-go $(TOOLS)/bin/protoc-gen-go-grpc \

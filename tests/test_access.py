@@ -304,6 +304,8 @@ REQUESTS: dict[str, Builder] = {
     ),
     "ReviewNow": lambda t: md.ReviewNowRequest(conversation=t.conversation),
     "GetReviewState": lambda t: md.GetReviewStateRequest(conversation=t.conversation),
+    "GetEmbeddingStatus": lambda _t: md.GetEmbeddingStatusRequest(),
+    "ReindexEmbeddings": lambda _t: md.ReindexEmbeddingsRequest(),
     "ComposeContext": lambda t: md.ComposeContextRequest(conversation=t.conversation),
     "Preflight": lambda t: md.PreflightRequest(conversation=t.conversation),
     "Compact": lambda t: md.CompactRequest(conversation=t.conversation),
@@ -314,7 +316,11 @@ EVERY_AGENT: dict[str, list[Callable[[], Message | list[Message]]]] = {
     "ReviewNow": [md.ReviewNowRequest, lambda: md.ReviewNowRequest(owner_id="victim")],
     "ExportData": [md.ExportDataRequest, lambda: md.ExportDataRequest(owner_id="victim")],
     "ImportData": [lambda: [md.ImportDataRequest(lines=lines_for("main"))]],
+    "GetEmbeddingStatus": [md.GetEmbeddingStatusRequest],
+    "ReindexEmbeddings": [md.ReindexEmbeddingsRequest],
 }
+# The RPCs whose every request reaches every agent: only a token for every agent calls them.
+WHOLE_DATABASE = ("ImportData", "GetEmbeddingStatus", "ReindexEmbeddings")
 
 
 def test_every_rpc_has_a_request_in_the_matrix() -> None:
@@ -414,7 +420,7 @@ async def test_the_red_team_matrix(
                 assert "is not open to a token capped at guest trust" in guest.details, guest
         mine = build(main.operators)
         own = await call(channel, method, mine, MAIN_ADMIN if access.admin_only else MAIN)
-        if method.name == "ImportData":  # only a token for every agent imports
+        if method.name in WHOLE_DATABASE:
             assert own.code == grpc.StatusCode.PERMISSION_DENIED, own
             own = await call(channel, method, mine, ADMIN)
         assert own.code not in ADMITTED_NOT, own

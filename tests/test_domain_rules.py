@@ -77,8 +77,12 @@ def test_any_query_is_ordinary_text_that_finds_itself(fts: apsw.Connection, quer
 
 def test_fts_syntax_in_a_query_is_quoted_as_words() -> None:
     plan = plan_search('C++ AND "quoted" text:foo NEAR(a b) *')
-    assert plan.word_expression == '"C++" "AND" """quoted""" "text:foo" "NEAR(a" "b)"'
+    # "AND" is an English function word: with other words beside it, it is no alternative.
+    assert plan.word_expression == '"C++" """quoted""" "text:foo" "NEAR(a" "b)"'
+    assert plan.any_word_expression == '"C++" OR """quoted""" OR "text:foo" OR "NEAR(a" OR "b)"'
     assert plan.words[-1] == "*"  # no letter or digit: substring stage only
+    assert plan_search("AND OR NOT").word_expression == '"AND" "OR" "NOT"'
+    assert plan_search("the when").any_word_expression == '"the" OR "when"'
 
 
 def test_like_wildcards_in_a_word_are_checked_exactly() -> None:

@@ -19,6 +19,8 @@ from tests.test_search import CORPUS, HOSTILE
 async def recall(
     memory: md.MemoryServiceStub, conversation: md.Conversation, **fields: object
 ) -> list[md.RecallHit]:
+    """Recall by words (tests/test_retrieval.py tests recall by meaning)."""
+    fields.setdefault("mode", md.SEARCH_MODE_LEXICAL)
     response = await memory.Recall(md.RecallRequest(conversation=conversation, **fields))
     return list(response.hits)
 

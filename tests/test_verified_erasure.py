@@ -10,6 +10,7 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import apsw
 import grpc
 import pytest
 
@@ -18,6 +19,7 @@ from memoryd.testing.fake_model import FakeModel
 from tests.review_helpers import review_config
 from tests.server_process import ServerProcess
 from tests.test_resources import cli, terminal_cli
+from tests.test_retrieval import embedded
 
 CONFIG_EXTRA = "\n[memoryd.realtime]\npersist_transcripts = true\n"
 
@@ -25,6 +27,23 @@ CONFIG_EXTRA = "\n[memoryd.realtime]\npersist_transcripts = true\n"
 def every_file(home: Path) -> bytes:
     """Every byte of every file under the data directory."""
     return b"".join(path.read_bytes() for path in sorted(home.rglob("*")) if path.is_file())
+
+
+def vectors_of(home: Path, owner: str) -> int:
+    """The owner's message and memory-row vectors in the database, and any vector whose message
+    or row is gone (there must be none)."""
+    connection = apsw.Connection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        (count,) = connection.execute(
+            "SELECT (SELECT count(*) FROM message_vectors AS v LEFT JOIN messages AS m "
+            "ON m.id = v.message_id WHERE m.id IS NULL OR m.owner_id = ?) + "
+            "(SELECT count(*) FROM memory_vectors AS v LEFT JOIN memories AS r "
+            "ON r.id = v.memory_id WHERE r.id IS NULL OR r.owner_id = ?)",
+            (owner, owner),
+        ).fetchone()
+    finally:
+        connection.close()
+    return int(count)
 
 
 def raw(home: Path) -> bytes:
@@ -133,6 +152,8 @@ async def test_purge_owner_leaves_no_byte_of_the_owner_in_the_database_files(
     )
     summaries = await served.memory.ListRevisions(md.ListRevisionsRequest(ref=checkpoint))
     assert len(summaries.revisions) == 1
+    await embedded(served.memory)  # every message and row has its vector
+    assert vectors_of(home, victim) > 0
 
     done = cli(served.server, "purge-owner", "main", victim, "--json")
     assert done.returncode == 0, done.stderr
@@ -144,12 +165,16 @@ async def test_purge_owner_leaves_no_byte_of_the_owner_in_the_database_files(
     assert erased["resource_revisions"] >= 2  # USER.md's, and the checkpoint summary
     assert erased["transcript_sessions"] == 1
     assert erased["scheduled_jobs"] == 1
+    assert erased["message_vectors"] >= 9
+    assert erased["memory_vectors"] >= 3
     assert int(receipt["prompt_files_removed"]) == 1  # USER.md (nothing went to MEMORY.md)
     assert receipt["wal_truncated"] is True
 
     data = raw(home)
     assert gone.encode() not in data
     assert kept.encode() in data
+    assert vectors_of(home, victim) == 0
+    assert vectors_of(home, keeper) > 0
     assert not user_md.exists()
     assert (home / "memory" / "main" / "owners" / keeper / "USER.md").exists()
     listed = await served.memory.ListMessages(
@@ -220,10 +245,13 @@ async def test_purge_conversation_scrubs_too_and_old_revisions_that_quoted_it_go
     quoted = [r.revision for r in contents if gone in r.content]
     assert quoted, "the conversation context was rendered into MEMORY.md"
     assert gone.encode() in raw(served.server.home)
+    await embedded(memory)
+    assert vectors_of(served.server.home, "ada") == 3  # the message, and two rows
 
     purged = await memory.PurgeConversation(md.PurgeConversationRequest(conversation=chat))
     assert (purged.messages_deleted, purged.memories_deleted) == (1, 1)
     assert gone.encode() not in raw(served.server.home)
+    assert vectors_of(served.server.home, "ada") == 1  # the row of the other conversation
     left = await memory.ListRevisions(md.ListRevisionsRequest(ref=ref, limit=50))
     assert not {r.revision for r in left.revisions} & set(quoted)
     current = await memory.GetRevision(md.GetRevisionRequest(ref=ref))

@@ -23,6 +23,9 @@ directory by `MEMORYD_HOME`. Unknown keys are refused, so a typo never silently 
     [memoryd.compaction]
     threshold = 0.85                # compact at this fraction of the context window
 
+    [memoryd.search]
+    embeddings = "embedded"         # or "provider" (an /embeddings endpoint), or "off"
+
     [[memoryd.auth.tokens]]         # when any is set, every call needs a bearer token
     token_env = "MEMORYD_TELEGRAM_TOKEN"   # or token = "..." (at least 16 characters)
     role = "adapter"                # or "admin" (the CLI, operators)
@@ -174,6 +177,24 @@ class RealtimeSettings:
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SearchSettings:
+    """[memoryd.search]: semantic search (vectors made in the background) beside the words."""
+
+    # "embedded": bge-small-en-v1.5 inside the memoryd-model-bge-small package, on this machine;
+    # "provider": the /embeddings endpoint of a [[memoryd.providers]] entry; "off": words only.
+    embeddings: Literal["embedded", "provider", "off"] = "embedded"
+    # With "provider": the entry's name (empty: the first entry) and the embedding model's name.
+    embedding_provider: str = ""
+    embedding_model: str = ""
+    # Messages or rows the background embedder reads and embeds at a time.
+    embedding_batch: int = 64
+    # Threads of the embedded model (each call uses up to this many cores).
+    embedding_threads: int = 2
+    # Vectors of recently searched scopes kept in memory, in MiB (least recently used dropped).
+    vector_cache_mb: int = 256
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ProviderSettings:
     """One [[memoryd.providers]] entry: an OpenAI-compatible chat-completions endpoint."""
 
@@ -235,6 +256,7 @@ class Settings:
     memory: MemorySettings = MemorySettings()
     compaction: CompactionSettings = CompactionSettings()
     realtime: RealtimeSettings = RealtimeSettings()
+    search: SearchSettings = SearchSettings()
     auth: AuthSettings = AuthSettings()
     providers: tuple[ProviderSettings, ...] = ()
 
@@ -251,6 +273,7 @@ SECTIONS: dict[str, type[Any]] = {
     "memory": MemorySettings,
     "compaction": CompactionSettings,
     "realtime": RealtimeSettings,
+    "search": SearchSettings,
 }
 # Settings that may be 0 although they are not durations in _ms / _seconds.
 ZERO_ALLOWED = frozenset({"review_interval_hours"})
@@ -291,6 +314,7 @@ def load_settings(
             sections["server"], listen=_check_listen(listen, "--listen")
         )
     providers = _providers(table.get("providers", []), path)
+    _check_embedding_provider(sections["search"], providers, path)
     auth = _auth(table.get("auth", {}), env, path)
     return Settings(
         home=default_home.resolve(),
@@ -309,6 +333,39 @@ def _check_message_room(history: HistorySettings, path: Path | None) -> None:
             f"{_where(path)}memoryd.history.max_content_bytes + max_metadata_bytes is {size:,} "
             f"bytes; at most {MAX_MESSAGE_BYTES:,}, so that one message always fits in the "
             "4 MiB answer every gRPC client accepts"
+        )
+
+
+def embedding_provider(settings: Settings) -> ProviderSettings | None:
+    """The provider whose /embeddings endpoint makes the vectors (embeddings = "provider")."""
+    search = settings.search
+    if search.embeddings != "provider":
+        return None
+    for provider in settings.providers:
+        if provider.name == search.embedding_provider or not search.embedding_provider:
+            return provider
+    return None
+
+
+def _check_embedding_provider(
+    search: SearchSettings, providers: tuple[ProviderSettings, ...], path: Path | None
+) -> None:
+    if search.embeddings != "provider":
+        return
+    where = f"{_where(path)}memoryd.search"
+    if not search.embedding_model.strip():
+        raise StartupError(
+            f'{where}.embedding_model must name the model for embeddings = "provider"'
+        )
+    names = [provider.name for provider in providers]
+    if not names:
+        raise StartupError(
+            f'{where}.embeddings = "provider" needs a [[memoryd.providers]] entry to call'
+        )
+    if search.embedding_provider and search.embedding_provider not in names:
+        raise StartupError(
+            f"{where}.embedding_provider {search.embedding_provider!r} is not a provider's name "
+            f"({', '.join(names)})"
         )
 
 

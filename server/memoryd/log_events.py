@@ -45,3 +45,5 @@ class Event(enum.StrEnum):
     CHECKPOINTS_SPLIT = "checkpoints_split"
     CHECKPOINTS_NOT_SPLIT = "checkpoints_not_split"
     WAL_TRUNCATE_FAILED = "wal_truncate_failed"
+    EMBEDDED = "embedded"
+    EMBEDDING_FAILED = "embedding_failed"

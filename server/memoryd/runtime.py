@@ -16,15 +16,17 @@ from pathlib import Path
 import apsw
 
 from memoryd import data_directory, log_names
-from memoryd.config import Settings
+from memoryd.config import MIB, Settings
 from memoryd.domain import tokens
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.paging import PageTokens
 from memoryd.domain.turns import TurnUsage
 from memoryd.errors import FailedPrecondition, StartupError
 from memoryd.llm.chain import ProviderChain
+from memoryd.llm.embeddings import build_embedder
 from memoryd.log_events import Event
 from memoryd.services.compaction import Compactor
+from memoryd.services.embedding import EmbeddingService
 from memoryd.services.erasure import ErasureService
 from memoryd.services.history import HistoryService
 from memoryd.services.ingest import IngestService
@@ -35,6 +37,8 @@ from memoryd.services.recall import RecallService
 from memoryd.services.resources import ResourceService
 from memoryd.services.review import Reviewer
 from memoryd.services.review_scheduler import ReviewScheduler
+from memoryd.services.search import HistorySearch, QueryVectors
+from memoryd.services.semantic import VectorCache
 from memoryd.services.transcripts import TranscriptService
 from memoryd.services.transfer import TransferService
 from memoryd.services.turns import TurnService
@@ -56,6 +60,8 @@ class Runtime:
     writer: Writer
     readers: ReaderPool
     history: HistoryService
+    search: HistorySearch
+    embedding: EmbeddingService
     memory: LongTermMemory
     recall: RecallService
     prompts: PromptFiles
@@ -131,7 +137,13 @@ class Runtime:
         writer.start()
         history = HistoryService(writer, readers, settings.history, page_tokens)
         memory = LongTermMemory(writer, readers, prompts, page_tokens)
-        recall = RecallService(readers, history)
+        changes = DatabaseChanges(connection_settings)
+        embedding = EmbeddingService(
+            build_embedder(settings, env), writer, readers, changes, settings.search.embedding_batch
+        )
+        query_vectors = QueryVectors(embedding, VectorCache(settings.search.vector_cache_mb * MIB))
+        search = HistorySearch(readers, query_vectors)
+        recall = RecallService(readers, search)
         resources = ResourceService(writer, readers, prompts, page_tokens)
         erasure = ErasureService(
             home=settings.home,
@@ -141,6 +153,7 @@ class Runtime:
             memory=memory,
             prompts=prompts,
             connection_settings=connection_settings,
+            vectors=query_vectors.cache,
         )
         ingest = IngestService(history)
         jobs = JobService(writer, memory)
@@ -153,7 +166,6 @@ class Runtime:
             settings=settings.memory,
         )
         scheduler = ReviewScheduler(reviewer, readers)
-        changes = DatabaseChanges(connection_settings)
         compactor = Compactor(
             writer=writer,
             readers=readers,
@@ -190,6 +202,8 @@ class Runtime:
             writer=writer,
             readers=readers,
             history=history,
+            search=search,
+            embedding=embedding,
             memory=memory,
             recall=recall,
             prompts=prompts,
@@ -212,6 +226,7 @@ class Runtime:
         """Commit what is queued, close every connection, release the data directory."""
         try:
             await self.scheduler.stop()
+            await self.embedding.stop()
             await self.erasure.close()
             await self.compactor.close()
             await self.reviewer.chain.close()

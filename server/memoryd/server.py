@@ -161,6 +161,8 @@ async def _serve(
             memory_service_pb2_grpc.add_MemoryServiceServicer_to_server,
             MemoryServicer(
                 history=runtime.history,
+                search=runtime.search,
+                embedding=runtime.embedding,
                 memory=runtime.memory,
                 recall=runtime.recall,
                 prompts=runtime.prompts,
@@ -222,6 +224,7 @@ async def _serve(
             "tokens": len(settings.auth.tokens),
         },
     )
+    await runtime.embedding.start()
     if runtime.reviewer.chain.configured:
         runtime.scheduler.start()
     else:

@@ -66,6 +66,13 @@ EVERY_AGENT: dict[str, EveryAgent] = {
         reaches=lambda request: selection(request.agent_id, request.owner_id).every_agent,
         refusal="ExportData of every agent (an empty agent_id)",
     ),
+    # The embedding queue and its vectors are the whole database's.
+    "GetEmbeddingStatus": EveryAgent(
+        reaches=lambda _request: True, refusal="GetEmbeddingStatus reports on every agent"
+    ),
+    "ReindexEmbeddings": EveryAgent(
+        reaches=lambda _request: True, refusal="ReindexEmbeddings embeds every agent's data"
+    ),
     # Its lines may name any agent; they are not fields a guard can read.
     "ImportData": EveryAgent(
         reaches=lambda _request: True, refusal="ImportData may write any agent's data"

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
 from memoryd.domain.compaction import Outcome, PartKind
+from memoryd.domain.fusion import MatchKind, SearchMode
 from memoryd.domain.history import AppendOutcome
 from memoryd.domain.jobs import JobStatus, RunOutcome
 from memoryd.domain.memories import Category, PromptTarget, ScopeType
@@ -154,11 +155,27 @@ APPEND_OUTCOME = EnumTable(
     },
     domain=AppendOutcome,
 )
-# Word matches rank by relevance; substring matches (partial words, other scripts) by time.
+# Word matches rank by relevance; substring matches (partial words, other scripts) by time;
+# semantic matches by the nearness of their vectors.
 MATCH_KIND = EnumTable(
     service_pb.MatchKind,
-    {service_pb.MATCH_KIND_WORD: True, service_pb.MATCH_KIND_SUBSTRING: False},
-    domain=None,
+    {
+        service_pb.MATCH_KIND_WORD: MatchKind.WORD,
+        service_pb.MATCH_KIND_SUBSTRING: MatchKind.SUBSTRING,
+        service_pb.MATCH_KIND_SEMANTIC: MatchKind.SEMANTIC,
+        service_pb.MATCH_KIND_NEIGHBOUR: MatchKind.NEIGHBOUR,
+    },
+    domain=MatchKind,
+)
+SEARCH_MODE = EnumTable(
+    service_pb.SearchMode,
+    {
+        service_pb.SEARCH_MODE_UNSPECIFIED: SearchMode.DEFAULT,
+        service_pb.SEARCH_MODE_LEXICAL: SearchMode.LEXICAL,
+        service_pb.SEARCH_MODE_SEMANTIC: SearchMode.SEMANTIC,
+        service_pb.SEARCH_MODE_HYBRID: SearchMode.HYBRID,
+    },
+    domain=SearchMode,
 )
 ARCHIVED_FILTER: EnumTable[service_pb.ArchivedFilter.ValueType, bool | None] = EnumTable(
     service_pb.ArchivedFilter,

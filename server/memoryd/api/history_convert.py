@@ -10,6 +10,7 @@ from memoryd.api.convert import conversation_in, set_timestamp, timestamp_in
 from memoryd.api.enum_tables import APPEND_OUTCOME, MATCH_KIND, MESSAGE_TRUST, ROLE, TRUST
 from memoryd.domain.answers import LIST_BUDGET_BYTES, message_bytes
 from memoryd.domain.conversation import ConversationKey, HistoryScope, agent_key, owner_key
+from memoryd.domain.fusion import Scores
 from memoryd.domain.history import AppendResult, SearchHit
 from memoryd.domain.messages import SentMessage, StoredMessage
 from memoryd.errors import InvalidArgument
@@ -106,8 +107,19 @@ def fill_hit(target: service_pb.HistoryHit, hit: SearchHit) -> None:
     """Write a search hit into `target`."""
     fill_message(target.message, hit.message)
     target.snippet = hit.snippet or ""
-    target.match = MATCH_KIND.number(hit.word_match)
+    target.match = MATCH_KIND.number(hit.matches[0])
     target.rank = hit.rank
+    target.matches.extend(MATCH_KIND.number(kind) for kind in hit.matches)
+    fill_scores(target.scores, hit.scores)
+
+
+def fill_scores(target: service_pb.HitScores, scores: Scores) -> None:
+    """Write the figures a hit was ranked by into `target`."""
+    target.bm25 = scores.bm25
+    target.similarity = scores.similarity
+    target.fused = scores.fused
+    target.lexical_rank = scores.lexical_rank
+    target.semantic_rank = scores.semantic_rank
 
 
 async def ingest_batches(

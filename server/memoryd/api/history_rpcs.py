@@ -11,14 +11,11 @@ import grpc
 from memoryd.api import convert
 from memoryd.api.history_convert import (
     fill_append_results,
-    fill_hit,
     fill_message,
     ingest_batches,
     ingest_out,
-    search_scope_in,
     sent_messages_in,
 )
-from memoryd.domain.answers import fitting, hit_bytes
 from memoryd.domain.conversation import check_identifier, owner_key
 from memoryd.services.erasure import ErasureService
 from memoryd.services.history import HistoryService
@@ -29,8 +26,8 @@ Context = grpc.aio.ServicerContext[Any, Any]
 
 
 class HistoryRpcs:
-    """AppendMessages, IngestMessages, ListMessages, SearchHistory, ClearConversation,
-    PurgeConversation, PurgeOwner, GetConversation."""
+    """AppendMessages, IngestMessages, ListMessages, ClearConversation, PurgeConversation,
+    PurgeOwner, GetConversation."""
 
     def __init__(
         self, history: HistoryService, erasure: ErasureService, ingest: IngestService
@@ -70,23 +67,6 @@ class HistoryRpcs:
         response = service_pb.ListMessagesResponse(next_page_token=page.next_page_token)
         for message in page.messages:
             fill_message(response.messages.add(), message)
-        return response
-
-    async def SearchHistory(
-        self, request: service_pb.SearchHistoryRequest, context: Context
-    ) -> service_pb.SearchHistoryResponse:
-        scope = search_scope_in(request)
-        hits = await self._history.search(
-            scope,
-            request.query,
-            kinds=list(request.kinds),
-            requested_limit=request.limit,
-            trust=convert.trust_in(request.trust),
-        )
-        fit = fitting(hits, hit_bytes)
-        response = service_pb.SearchHistoryResponse(truncated=fit < len(hits))
-        for hit in hits[:fit]:
-            fill_hit(response.hits.add(), hit)
         return response
 
     async def ClearConversation(

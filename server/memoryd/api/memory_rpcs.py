@@ -8,8 +8,14 @@ import grpc
 
 from memoryd.api import convert
 from memoryd.api import memory_convert as mc
-from memoryd.api.enum_tables import ARCHIVED_FILTER, MATCH_KIND, RECALL_SCOPE, RECALL_SOURCE
-from memoryd.api.history_convert import fill_hit
+from memoryd.api.enum_tables import (
+    ARCHIVED_FILTER,
+    MATCH_KIND,
+    RECALL_SCOPE,
+    RECALL_SOURCE,
+    SEARCH_MODE,
+)
+from memoryd.api.history_convert import fill_hit, fill_scores
 from memoryd.domain.answers import fitting, hit_bytes, memory_bytes
 from memoryd.domain.conversation import check_identifier, owner_key
 from memoryd.domain.memories import (
@@ -179,6 +185,7 @@ class MemoryRpcs:
                 source=source,
                 limit=request.limit,
                 trust=convert.trust_in(request.trust),
+                mode=SEARCH_MODE.value(request.mode, "mode"),
             )
         )
         fit = fitting(hits, _recall_hit_bytes)
@@ -190,12 +197,16 @@ class MemoryRpcs:
                 mc.fill_memory(item.memory, hit.memory.record)
                 item.rank = hit.memory.rank
                 if request.query.strip():
-                    item.match = MATCH_KIND.number(hit.memory.word_match)
+                    item.match = MATCH_KIND.number(hit.memory.matches[0])
+                    item.matches.extend(MATCH_KIND.number(kind) for kind in hit.memory.matches)
+                    fill_scores(item.scores, hit.memory.scores)
             elif hit.message is not None:
                 item.source = service_pb.RECALL_SOURCE_HISTORY
                 fill_hit(item.message, hit.message)
                 item.rank = hit.message.rank
                 item.match = item.message.match
+                item.matches.extend(item.message.matches)
+                item.scores.CopyFrom(item.message.scores)
         return response
 
     async def ListMemorySources(

@@ -1,9 +1,9 @@
 """The servicers: each gRPC service assembled from its RPC groups (no handler lives here).
 
 memoryd.v1.MemoryService has one group per use case, each in a file of its own: history_rpcs,
-memory_rpcs, resource_rpcs, review_rpcs, job_rpcs, transcript_rpcs and transfer_rpcs. The
-handlers of memoryd.v1.CompactionService are compaction_rpcs. Errors are raised, never turned
-into statuses by a handler: memoryd.api.status does that for every RPC.
+search_rpcs, memory_rpcs, resource_rpcs, review_rpcs, job_rpcs, transcript_rpcs and
+transfer_rpcs. The handlers of memoryd.v1.CompactionService are compaction_rpcs. Errors are
+raised, never turned into statuses by a handler: memoryd.api.status does that for every RPC.
 """
 
 from __future__ import annotations
@@ -14,9 +14,11 @@ from memoryd.api.job_rpcs import JobRpcs
 from memoryd.api.memory_rpcs import MemoryRpcs
 from memoryd.api.resource_rpcs import ResourceRpcs
 from memoryd.api.review_rpcs import ReviewRpcs
+from memoryd.api.search_rpcs import SearchRpcs
 from memoryd.api.transcript_rpcs import TranscriptRpcs
 from memoryd.api.transfer_rpcs import TransferRpcs
 from memoryd.services.compaction import Compactor
+from memoryd.services.embedding import EmbeddingService
 from memoryd.services.erasure import ErasureService
 from memoryd.services.history import HistoryService
 from memoryd.services.ingest import IngestService
@@ -27,6 +29,7 @@ from memoryd.services.recall import RecallService
 from memoryd.services.resources import ResourceService
 from memoryd.services.review import Reviewer
 from memoryd.services.review_scheduler import ReviewScheduler
+from memoryd.services.search import HistorySearch
 from memoryd.services.transcripts import TranscriptService
 from memoryd.services.transfer import TransferService
 from memoryd.services.turns import TurnService
@@ -36,6 +39,7 @@ from memoryd_client.v1 import memory_service_pb2_grpc as service_grpc
 
 class MemoryServicer(
     HistoryRpcs,
+    SearchRpcs,
     MemoryRpcs,
     ResourceRpcs,
     ReviewRpcs,
@@ -50,6 +54,8 @@ class MemoryServicer(
         self,
         *,
         history: HistoryService,
+        search: HistorySearch,
+        embedding: EmbeddingService,
         memory: LongTermMemory,
         recall: RecallService,
         prompts: PromptFiles,
@@ -64,6 +70,7 @@ class MemoryServicer(
         transfer: TransferService,
     ) -> None:
         HistoryRpcs.__init__(self, history, erasure, ingest)
+        SearchRpcs.__init__(self, search, embedding)
         MemoryRpcs.__init__(self, memory, recall, prompts)
         ResourceRpcs.__init__(self, resources)
         ReviewRpcs.__init__(self, turns, scheduler, reviewer)

@@ -6,6 +6,8 @@ memoryd resource list|history|show|diff|rollback ...
 memoryd compact|context --conversation CHANNEL:CHAT[:THREAD] ...   (CompactionService)
 memoryd export [--agent A] [--owner O] [FILE]; memoryd import FILE   (see transfer_commands)
 memoryd purge-owner AGENT OWNER [--yes]
+memoryd search QUERY [--conversation C] [--mode M]; memoryd embeddings; memoryd reindex
+                                                 (see search_commands)
 memoryd backup PATH | restore PATH | discard-replaced | check | log-name ID...  [--home DIR]
                                                  (see data_commands)
 memoryd setup [...]; memoryd config show [--json]   (see setup_commands)
@@ -21,7 +23,13 @@ import sys
 from collections.abc import Sequence
 
 from memoryd import __version__
-from memoryd.cli import data_commands, remote_commands, setup_commands, transfer_commands
+from memoryd.cli import (
+    data_commands,
+    remote_commands,
+    search_commands,
+    setup_commands,
+    transfer_commands,
+)
 from memoryd.config import load_settings
 from memoryd.errors import StartupError
 from memoryd.logs import LogPipeline
@@ -53,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     remote_commands.add_commands(commands)
     transfer_commands.add_commands(commands, remote_commands.common_options)
+    search_commands.add_commands(commands, remote_commands.common_options)
     data_commands.add_commands(commands)
     setup_commands.add_commands(commands)
     return parser
@@ -71,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "export",
         "import",
         "purge-owner",
+        *search_commands.COMMANDS,
     ):
         return remote_commands.run(args, os.environ)
     if args.command in ("backup", "restore", "discard-replaced", "check", "log-name"):

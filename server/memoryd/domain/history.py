@@ -7,6 +7,7 @@ import datetime as dt
 import enum
 
 from memoryd.domain.conversation import ConversationKey
+from memoryd.domain.fusion import NO_SCORES, MatchKind, Scores
 from memoryd.domain.messages import StoredMessage
 
 
@@ -89,3 +90,17 @@ class SearchHit:
     snippet: str | None  # None: the use case builds a substring snippet
     rank: float
     word_match: bool
+    # False for a hit only the meaning ranking (or a neighbour's match) found.
+    lexical: bool = True
+    semantic: bool = False
+    scores: Scores = NO_SCORES
+
+    @property
+    def matches(self) -> tuple[MatchKind, ...]:
+        """Every way the hit matched, the lexical way first."""
+        found = []
+        if self.lexical:
+            found.append(MatchKind.WORD if self.word_match else MatchKind.SUBSTRING)
+        if self.semantic:
+            found.append(MatchKind.SEMANTIC)
+        return tuple(found) or (MatchKind.NEIGHBOUR,)

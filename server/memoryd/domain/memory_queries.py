@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from memoryd.domain.conversation import OwnerKey
+from memoryd.domain.fusion import NO_SCORES, MatchKind, Scores
 from memoryd.domain.memories import (
     Caller,
     Category,
@@ -112,6 +113,20 @@ class RankedMemory:
     record: MemoryRecord
     rank: float
     word_match: bool
+    # False for a row only the meaning ranking found.
+    lexical: bool = True
+    semantic: bool = False
+    scores: Scores = NO_SCORES
+
+    @property
+    def matches(self) -> tuple[MatchKind, ...]:
+        """Every way the row matched, the lexical way first."""
+        found = []
+        if self.lexical:
+            found.append(MatchKind.WORD if self.word_match else MatchKind.SUBSTRING)
+        if self.semantic:
+            found.append(MatchKind.SEMANTIC)
+        return tuple(found) or (MatchKind.NEIGHBOUR,)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

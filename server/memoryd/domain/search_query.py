@@ -2,7 +2,11 @@
 
 User text never reaches FTS5 as syntax. The query is split on whitespace into words; each word
 that contains a letter or digit becomes one quoted FTS5 phrase (inner quotes doubled), so `AND`,
-`*`, `text:foo`, `"` and `C++` are plain words. Every word must match (in any order).
+`*`, `text:foo`, `"` and `C++` are plain words. The words are alternatives: messages holding all
+of them come first, then those holding any of them, each ranked by bm25, so that a hit with more
+of the words, or rarer ones, ranks higher, and a word the message lacks ("when", "did") never
+hides it. English function words ("when", "did", "the") count only when the query has nothing
+else: they would otherwise rank chatter that shares them above the message that answers.
 
 When whole words find fewer hits than asked for, a substring search fills the rest: each word
 must occur in the content as typed (case-insensitively), which finds partial words, text written
@@ -20,6 +24,19 @@ import unicodedata
 from memoryd.domain.conversation import CONTROL_CHARACTERS
 from memoryd.errors import InvalidArgument
 
+# English function words: never alternatives on their own when a query has other words.
+STOP_WORDS = frozenset(
+    (  # noqa: SIM905 - a word list reads better as text
+        "a about above after again against all am an and any are as at be because been before "
+        "being below between both but by can could did do does doing down during each few for "
+        "from further had has have having he her here hers herself him himself his how i if "
+        "in into is it its itself just me more most my myself no nor not now of off on once "
+        "only or other our ours ourselves out over own same she should so some such than that "
+        "the their theirs them themselves then there these they this those through to too "
+        "under until up very was we were what when where which while who whom why will with "
+        "would you your yours yourself yourselves"
+    ).split()
+)
 MAX_QUERY_CHARS = 1024
 MAX_QUERY_WORDS = 32
 TRIGRAM = 3
@@ -32,8 +49,11 @@ class SearchPlan:
 
     # The query's words, as typed (control characters removed), without repeats.
     words: tuple[str, ...]
-    # FTS5 expression over the word index's content column; None when no word has a letter/digit.
+    # FTS5 expression requiring every word; None when no word has a letter or digit.
     word_expression: str | None
+    # FTS5 expression accepting any of the words; None when there is at most one such word
+    # (then it would find what word_expression finds).
+    any_word_expression: str | None
     # Pieces (>= 3 characters, no LIKE wildcards) the trigram index can look up with LIKE.
     trigram_pieces: tuple[str, ...]
     # Words that must also be confirmed with an exact case-insensitive substring test.
@@ -56,7 +76,9 @@ def plan_search(query: str, field: str = "query") -> SearchPlan:
     if len(words) > MAX_QUERY_WORDS:
         raise InvalidArgument(f"{field} has {len(words)} words; the limit is {MAX_QUERY_WORDS}")
 
-    phrases = [_quote(word) for word in words if any(_is_token_char(char) for char in word)]
+    tokens = [word for word in words if any(_is_token_char(char) for char in word)]
+    content = [word for word in tokens if _folded(word) not in STOP_WORDS]
+    phrases = [_quote(word) for word in content or tokens]
     trigram_pieces: list[str] = []
     exact_words: list[str] = []
     for word in words:
@@ -69,9 +91,14 @@ def plan_search(query: str, field: str = "query") -> SearchPlan:
     return SearchPlan(
         words=tuple(words),
         word_expression=" ".join(phrases) if phrases else None,
+        any_word_expression=" OR ".join(phrases) if len(phrases) > 1 else None,
         trigram_pieces=tuple(dict.fromkeys(trigram_pieces)),
         exact_words=tuple(exact_words),
     )
+
+
+def _folded(word: str) -> str:
+    return "".join(char for char in word.casefold() if _is_token_char(char))
 
 
 def like_pattern(piece: str) -> str:

@@ -41,6 +41,7 @@ from memoryd.log_events import Event
 from memoryd.services.history import HistoryService
 from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.services.prompt_files import CommittedRender, PromptFiles
+from memoryd.services.semantic import VectorCache
 from memoryd.storage import history_writes, memory_writes, scrub
 from memoryd.storage.connection import ConnectionSettings, open_connection, writer_policy
 from memoryd.storage.readers import ReaderPool
@@ -99,8 +100,10 @@ class ErasureService:
         memory: LongTermMemory,
         prompts: PromptFiles,
         connection_settings: ConnectionSettings,
+        vectors: VectorCache,
     ) -> None:
         self._home = home
+        self._vectors = vectors
         # The truncation's own connection never waits (see the module's docstring).
         self._no_wait = dataclasses.replace(connection_settings, busy_timeout_ms=0)
         self._writer = writer
@@ -230,6 +233,7 @@ class ErasureService:
         for memory_id in erased.memory_ids:
             self._memory.rows.invalidate(memory_id)
         self._prompts.cache.invalidate(erased.owner)
+        self._vectors.clear()
 
     async def _remove_file(self, relative: str) -> int:
         return int(await asyncio.to_thread(self._prompts.remove_file, relative))
@@ -240,6 +244,7 @@ class ErasureService:
             self._memory.rows.invalidate(memory_id)
         if purged.render is not None:
             self._prompts.publish(purged.render)
+        self._vectors.clear()  # no copy of an erased vector stays in memory
 
 
 def _purge_owner(connection: apsw.Connection, owner: OwnerKey) -> scrub.OwnerErased:

@@ -16,8 +16,8 @@ import apsw
 
 from memoryd.config import HistorySettings
 from memoryd.domain.answers import message_bytes, page_of
-from memoryd.domain.conversation import ConversationKey, HistoryScope
-from memoryd.domain.history import AppendResult, ConversationStats, SearchHit, WindowState
+from memoryd.domain.conversation import ConversationKey
+from memoryd.domain.history import AppendResult, ConversationStats, WindowState
 from memoryd.domain.messages import (
     MessageLimits,
     NewMessage,
@@ -32,10 +32,8 @@ from memoryd.domain.messages import (
 )
 from memoryd.domain.paging import PageCursor, PageTokens, fingerprint, page_size
 from memoryd.domain.review import is_review_input
-from memoryd.domain.search_query import plan_search
-from memoryd.domain.snippets import substring_snippet
 from memoryd.domain.timestamps import utc_now
-from memoryd.errors import InvalidArgument, NotFound, PermissionDenied
+from memoryd.errors import NotFound
 from memoryd.services.window_cache import CachedWindow, WindowCache
 from memoryd.storage import history_reads as reads
 from memoryd.storage import history_writes as writes
@@ -44,9 +42,6 @@ from memoryd.storage.readers import ReaderPool
 from memoryd.storage.writer import Batch, Writer
 
 CLEAR_NOTICE = "Started a fresh session. Long-term memory is preserved."
-
-DEFAULT_SEARCH_LIMIT = 10
-MAX_SEARCH_LIMIT = 100
 
 
 def _clear(
@@ -240,59 +235,6 @@ class HistoryService:
         else:
             found = await self._first_window_page(key, size, kind_filter)
         return self._to_page(found, size, bound_to)
-
-    async def search(
-        self,
-        scope: HistoryScope,
-        query: str,
-        *,
-        kinds: list[str],
-        requested_limit: int,
-        trust: Trust = Trust.OPERATOR,
-    ) -> list[SearchHit]:
-        """Whole-word matches by bm25, then substring matches newest first, up to the limit. A
-        guest searches one conversation only."""
-        if trust is Trust.GUEST and not isinstance(scope, ConversationKey):
-            raise PermissionDenied(
-                "a guest searches one conversation only: an owner's or an agent's history "
-                "holds conversations a guest was never part of"
-            )
-        if requested_limit < 0:
-            raise InvalidArgument(f"limit must not be negative, got {requested_limit}")
-        if requested_limit > MAX_SEARCH_LIMIT:
-            raise InvalidArgument(f"limit is {requested_limit}; the limit is {MAX_SEARCH_LIMIT}")
-        limit = requested_limit or DEFAULT_SEARCH_LIMIT
-        kind_filter = check_kinds(kinds, "kinds")
-        plan = plan_search(query)
-        if plan.is_empty:
-            return []
-
-        def run(connection: apsw.Connection) -> list[SearchHit]:
-            hits: list[SearchHit] = []
-            if plan.word_expression is not None:
-                hits = reads.search_words(
-                    connection, scope, plan.word_expression, kind_filter, limit
-                )
-            if len(hits) < limit:
-                hits += reads.search_substrings(
-                    connection,
-                    scope,
-                    plan,
-                    kind_filter,
-                    exclude_ids=[hit.message.id for hit in hits],
-                    limit=limit - len(hits),
-                )
-            return hits
-
-        hits = await self._readers.read(run)
-        return [
-            hit
-            if hit.snippet is not None
-            else dataclasses.replace(
-                hit, snippet=substring_snippet(hit.message.content, plan.words)
-            )
-            for hit in hits
-        ]
 
     async def describe(self, key: ConversationKey) -> ConversationStats:
         """Counts, times, window and version of a conversation."""

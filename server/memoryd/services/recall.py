@@ -1,10 +1,12 @@
 """Recall (the memory_recall tool): memory rows and/or conversation history of one caller.
 
-A query searches the word index (bm25, then newest) and, when that finds fewer than the limit,
-fills the rest with rows containing any of the query's words (partial words, keys, non-English
-text). Without a query a key is looked up exactly; with neither, the scope's rows are listed.
-With source=all the two sources take turns up to the limit. Inside a scheduled job only the
-job's own rows are readable and history is refused.
+A query searches the word index (rows with every word, then any word, each by bm25, then
+newest) and, when that finds fewer than the limit, fills the rest with rows containing any of the
+query's words (partial words, keys, non-English text). With vectors (hybrid, the default, or
+semantic), the rows nearest in meaning are fused in as SearchHistory fuses messages. Without a
+query a key is looked up exactly; with neither, the scope's rows are listed. With source=all the
+two sources take turns up to the limit. Inside a scheduled job only the job's own rows are
+readable and history is refused.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import dataclasses
 import apsw
 
 from memoryd.domain.conversation import HistoryScope
+from memoryd.domain.fusion import FUSION_DEPTH, Scores, SearchMode, fuse
 from memoryd.domain.history import SearchHit
 from memoryd.domain.memories import Caller, ScopeType
 from memoryd.domain.memory_queries import ListFilter, RankedMemory, Visible, guest_visibility
@@ -29,9 +32,10 @@ from memoryd.domain.recall import (
     fallback_words,
     take_turns,
 )
-from memoryd.domain.search_query import plan_search
+from memoryd.domain.search_query import SearchPlan, plan_search
 from memoryd.errors import InvalidArgument, PermissionDenied
-from memoryd.services.history import HistoryService
+from memoryd.services.search import HistorySearch
+from memoryd.services.semantic import nearest_memories
 from memoryd.storage import memory_reads as reads
 from memoryd.storage.readers import ReaderPool
 
@@ -55,12 +59,13 @@ class RecallRequest:
     source: RecallSource
     limit: int
     trust: Trust
+    mode: SearchMode = SearchMode.DEFAULT
 
 
 class RecallService:
     """Recall over the readers and the history search."""
 
-    def __init__(self, readers: ReaderPool, history: HistoryService) -> None:
+    def __init__(self, readers: ReaderPool, history: HistorySearch) -> None:
         self._readers = readers
         self._history = history
 
@@ -83,7 +88,9 @@ class RecallService:
         messages: list[RecallHit] = []
         if request.source in (RecallSource.MEMORIES, RecallSource.ALL):
             visible = recall_visibility(caller, request.scope, request.trust)
-            found = await self._recall_memories(visible, request.query, request.key, limit)
+            found = await self._recall_memories(
+                visible, request.query, request.key, limit, request.mode
+            )
             memories = [RecallHit(memory=hit) for hit in found]
         if request.source in (RecallSource.HISTORY, RecallSource.ALL) and request.query.strip():
             scope: HistoryScope = caller.owner
@@ -94,31 +101,35 @@ class RecallService:
                     )
                 scope = caller.conversation
             hits = await self._history.search(
-                scope, request.query, kinds=[], requested_limit=limit, trust=request.trust
+                scope,
+                request.query,
+                kinds=[],
+                requested_limit=limit,
+                trust=request.trust,
+                mode=request.mode,
             )
             messages = [RecallHit(message=hit) for hit in hits]
         return take_turns(memories, messages, limit)
 
     async def _recall_memories(
-        self, visible: Visible, query: str, key: str, limit: int
+        self, visible: Visible, query: str, key: str, limit: int, mode: SearchMode
     ) -> list[RankedMemory]:
         if query.strip():
             plan = plan_search(query)
             words = fallback_words(query)
+            meaning = await self._history.vectors.meaning(query, mode)
+            if meaning is None and mode is SearchMode.SEMANTIC:
+                return []
+            depth = limit if meaning is None else max(limit, FUSION_DEPTH)
 
             def search(connection: apsw.Connection) -> list[RankedMemory]:
                 hits: list[RankedMemory] = []
-                if plan.word_expression is not None:
-                    hits = reads.search_words(connection, visible, plan.word_expression, limit)
-                if len(hits) < limit and words:
-                    hits += reads.search_substrings(
-                        connection,
-                        visible,
-                        words,
-                        exclude_ids=[hit.record.id for hit in hits],
-                        limit=limit - len(hits),
-                    )
-                return hits
+                if mode is not SearchMode.SEMANTIC:
+                    hits = lexical_memories(connection, visible, plan, words, depth)
+                if meaning is None:
+                    return hits
+                nearest = nearest_memories(connection, meaning[0], visible, meaning[1], depth)
+                return fused_memories(connection, hits, nearest, limit)
 
             return await self._readers.read(search)
         if key.strip():
@@ -153,3 +164,67 @@ def recall_visibility(caller: Caller, scope: RecallScope, trust: Trust) -> Visib
         scopes = ()
     # A paused or deleted source (a scheduled job) is never recalled.
     return Visible(owner, scopes, active_sources=True)
+
+
+def lexical_memories(
+    connection: apsw.Connection,
+    visible: Visible,
+    plan: SearchPlan,
+    words: tuple[str, ...],
+    limit: int,
+) -> list[RankedMemory]:
+    """Rows with every word, then any word (each by bm25), then substring matches."""
+    hits: list[RankedMemory] = []
+    if plan.word_expression is not None:
+        hits = reads.search_words(connection, visible, plan.word_expression, limit)
+    if plan.any_word_expression is not None and len(hits) < limit:
+        hits += reads.search_words(
+            connection,
+            visible,
+            plan.any_word_expression,
+            limit - len(hits),
+            exclude_ids=[hit.record.id for hit in hits],
+        )
+    if len(hits) < limit and words:
+        hits += reads.search_substrings(
+            connection,
+            visible,
+            words,
+            exclude_ids=[hit.record.id for hit in hits],
+            limit=limit - len(hits),
+        )
+    return [
+        dataclasses.replace(hit, scores=Scores(bm25=hit.rank, lexical_rank=place))
+        for place, hit in enumerate(hits, start=1)
+    ]
+
+
+def fused_memories(
+    connection: apsw.Connection,
+    lexical: list[RankedMemory],
+    nearest: list[tuple[int, float]],
+    limit: int,
+) -> list[RankedMemory]:
+    """Both rankings of rows as one, best first (memoryd.domain.fusion)."""
+    by_id = {hit.record.id: hit for hit in lexical}
+    ranking = fuse([(hit.record.id, hit.rank) for hit in lexical], nearest)[:limit]
+    loaded = reads.by_ids(connection, [item for item, _ in ranking if item not in by_id])
+    hits: list[RankedMemory] = []
+    for item, scores in ranking:
+        found = by_id.get(item)
+        if found is not None:
+            hits.append(
+                dataclasses.replace(found, semantic=scores.semantic_rank > 0, scores=scores)
+            )
+        elif item in loaded:
+            hits.append(
+                RankedMemory(
+                    loaded[item],
+                    0.0,
+                    word_match=False,
+                    lexical=False,
+                    semantic=True,
+                    scores=scores,
+                )
+            )
+    return hits

@@ -6,7 +6,7 @@ the candidates, the columns decide.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import apsw
@@ -29,8 +29,11 @@ from memoryd.storage.message_rows import (
     message_from_row,
     window_state_from_row,
 )
-from memoryd.storage.sql import CONVERSATION_MATCH, KEY_MATCH, Row, one, rows
+from memoryd.storage.sql import CONVERSATION_MATCH, KEY_COLUMNS, KEY_MATCH, Row, one, rows
 from memoryd.storage.substrings import contains
+
+# The sender's weight in bm25, against 1.0 for the content (tuned on LoCoMo conversations 1-5).
+SENDER_WEIGHT = 1.0
 
 # Scopes up to this many messages are searched for substrings by scanning them (~1 us a row).
 SCAN_LIMIT = 5000
@@ -149,14 +152,17 @@ def search_words(
     expression: str,
     kinds: tuple[str, ...],
     limit: int,
+    *,
+    exclude_ids: Iterable[int] = (),
 ) -> list[SearchHit]:
-    """Whole-word matches of `expression` (already quoted), best bm25 first, then newest."""
-    match = f'content : ({expression}) AND scope : "{scope_token(scope)}"'
+    """Whole-word matches of `expression` (already quoted) in the content or the sender, best
+    bm25 first, then newest. The sender counts for SENDER_WEIGHT of the content."""
+    match = f'{{content sender}} : ({expression}) AND scope : "{scope_token(scope)}"'
     sql = [
         (
             f"SELECT {MESSAGE_COLUMNS}, "
             f"snippet(messages_fts, 0, '{MARK}', '{MARK}', '{ELLIPSIS}', {WORD_SNIPPET_TOKENS}), "
-            "bm25(messages_fts, 1.0, 0.0) AS score "
+            f"bm25(messages_fts, 1.0, {SENDER_WEIGHT}, 0.0) AS score "
             "FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid "
             "WHERE messages_fts MATCH ?"
         )
@@ -164,6 +170,7 @@ def search_words(
     params: list[Any] = [match]
     _add_scope(sql, params, scope)
     _add_kinds(sql, params, kinds)
+    _add_excluded(sql, params, exclude_ids)
     sql.append("ORDER BY score, m.id DESC LIMIT ?")
     params.append(limit)
     names: dict[Row, ConversationKey] = {}
@@ -216,10 +223,7 @@ def search_substrings(
         params.append(param)
     _add_scope(sql, params, scope)
     _add_kinds(sql, params, kinds)
-    excluded = list(exclude_ids)
-    if excluded:
-        sql.append(f"AND m.id NOT IN ({_placeholders(len(excluded))})")
-        params.extend(excluded)
+    _add_excluded(sql, params, exclude_ids)
     sql.append(f"{order} LIMIT ?")
     params.append(limit)
     names: dict[Row, ConversationKey] = {}
@@ -227,6 +231,46 @@ def search_substrings(
         SearchHit(message_from_row(row, names), snippet=None, rank=0.0, word_match=False)
         for row in rows(connection, " ".join(sql), params)
     ]
+
+
+def messages_by_ids(
+    connection: apsw.Connection,
+    scope: HistoryScope,
+    message_ids: Sequence[int],
+    kinds: tuple[str, ...],
+) -> dict[int, StoredMessage]:
+    """The messages of the scope (and kinds) among these ids, by id."""
+    if not message_ids:
+        return {}
+    sql = [
+        (
+            f"SELECT {MESSAGE_COLUMNS} FROM messages AS m "
+            f"WHERE m.id IN ({_placeholders(len(message_ids))})"
+        )
+    ]
+    params: list[Any] = list(message_ids)
+    _add_scope(sql, params, scope)
+    _add_kinds(sql, params, kinds)
+    names: dict[Row, ConversationKey] = {}
+    found = (message_from_row(row, names) for row in rows(connection, " ".join(sql), params))
+    return {message.id: message for message in found}
+
+
+def neighbours(
+    connection: apsw.Connection, message_ids: Sequence[int]
+) -> dict[int, tuple[int | None, int | None]]:
+    """The previous and the next message of each message in its own conversation."""
+    if not message_ids:
+        return {}
+    same = " AND ".join(f"n.{column} = m.{column}" for column in KEY_COLUMNS)
+    found = rows(
+        connection,
+        f"SELECT m.id, (SELECT max(n.id) FROM messages AS n WHERE {same} AND n.id < m.id), "
+        f"(SELECT min(n.id) FROM messages AS n WHERE {same} AND n.id > m.id) "
+        f"FROM messages AS m WHERE m.id IN ({_placeholders(len(message_ids))})",
+        list(message_ids),
+    )
+    return {int(row[0]): (row[1], row[2]) for row in found}
 
 
 def _scope_is_small(connection: apsw.Connection, scope: HistoryScope) -> bool:
@@ -258,6 +302,13 @@ def _add_kinds(sql: list[str], params: list[Any], kinds: tuple[str, ...]) -> Non
     if kinds:
         sql.append(f"AND m.kind IN ({_placeholders(len(kinds))})")
         params.extend(kinds)
+
+
+def _add_excluded(sql: list[str], params: list[Any], exclude_ids: Iterable[int]) -> None:
+    excluded = list(exclude_ids)
+    if excluded:
+        sql.append(f"AND m.id NOT IN ({_placeholders(len(excluded))})")
+        params.extend(excluded)
 
 
 def _placeholders(count: int) -> str:

@@ -6,6 +6,7 @@ only narrows the candidates.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import apsw
@@ -59,7 +60,12 @@ def list_page(
 
 
 def search_words(
-    connection: apsw.Connection, visible: Visible, expression: str, limit: int
+    connection: apsw.Connection,
+    visible: Visible,
+    expression: str,
+    limit: int,
+    *,
+    exclude_ids: Sequence[int] = (),
 ) -> list[RankedMemory]:
     """Whole-word matches over category, key and value: bm25, then newest, then id."""
     match = (
@@ -75,12 +81,29 @@ def search_words(
     ]
     params: list[Any] = [match, visible.owner.agent_id, visible.owner.owner_id]
     _add_visible(sql, params, visible)
+    if exclude_ids:
+        sql.append(f"AND r.id NOT IN ({_placeholders(len(exclude_ids))})")
+        params.extend(exclude_ids)
     sql.append("ORDER BY score, r.updated_at DESC, r.id DESC LIMIT ?")
     params.append(limit)
     return [
         RankedMemory(memory_from_row(row), float(MEMORY.after(row, 0)), word_match=True)
         for row in rows(connection, " ".join(sql), params)
     ]
+
+
+def by_ids(connection: apsw.Connection, memory_ids: Sequence[int]) -> dict[int, MemoryRecord]:
+    """Rows by id (the ids come from a search that already applied the caller's visibility)."""
+    if not memory_ids:
+        return {}
+    found = rows(
+        connection,
+        f"SELECT {MEMORY_COLUMNS} FROM memories AS r "
+        f"WHERE r.id IN ({_placeholders(len(memory_ids))})",
+        list(memory_ids),
+    )
+    records = (memory_from_row(row) for row in found)
+    return {record.id: record for record in records}
 
 
 def search_substrings(
@@ -199,6 +222,14 @@ def _source_row(row: Row) -> SourceRow:
         memory_scope=memory_scope,
     )
     return SourceRow(info, status, created, updated)
+
+
+def visible_conditions(visible: Visible) -> tuple[str, list[Any]]:
+    """The conditions (each starting with AND) on rows `r` that the caller may see."""
+    sql: list[str] = []
+    params: list[Any] = []
+    _add_visible(sql, params, visible)
+    return " ".join(sql), params
 
 
 def _add_visible(sql: list[str], params: list[Any], visible: Visible) -> None:

@@ -92,6 +92,17 @@ def purge_owner(connection: apsw.Connection, owner: OwnerKey) -> OwnerErased:
         "AND resource_type IN ('user_md', 'memory_md')",
         pair,
     )
+    # Their vectors would go with them (ON DELETE CASCADE); deleted first, the receipt counts them.
+    delete(
+        "memory_vectors",
+        f"DELETE FROM memory_vectors WHERE memory_id IN (SELECT id FROM memories WHERE {_OWNER})",
+        pair,
+    )
+    delete(
+        "message_vectors",
+        f"DELETE FROM message_vectors WHERE message_id IN (SELECT id FROM messages WHERE {_OWNER})",
+        pair,
+    )
     delete("memories", f"DELETE FROM memories WHERE {_OWNER}", pair)
     delete("memory_sources", f"DELETE FROM memory_sources WHERE {_OWNER}", pair)
     delete("job_runs", f"DELETE FROM job_runs WHERE {_OWNER}", pair)

@@ -73,6 +73,42 @@ SPEAKER_ASSISTANT: Speaker.ValueType  # 2
 """The assistant."""
 Global___Speaker: _TypeAlias = Speaker  # noqa: Y015
 
+class _SearchMode:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SearchModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SearchMode.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SEARCH_MODE_UNSPECIFIED: _SearchMode.ValueType  # 0
+    """Not set: SEARCH_MODE_HYBRID when embeddings are on, else SEARCH_MODE_LEXICAL."""
+    SEARCH_MODE_LEXICAL: _SearchMode.ValueType  # 1
+    """Words only: whole words by bm25, then substrings."""
+    SEARCH_MODE_SEMANTIC: _SearchMode.ValueType  # 2
+    """Meaning only: the nearest vectors of the embedding model. Messages without a vector yet
+    are not found. FAILED_PRECONDITION when embeddings are off.
+    """
+    SEARCH_MODE_HYBRID: _SearchMode.ValueType  # 3
+    """Both rankings fused; what has no vector yet is still found by its words. Same as lexical
+    when embeddings are off.
+    """
+
+class SearchMode(_SearchMode, metaclass=_SearchModeEnumTypeWrapper):
+    """SearchMode says how a search ranks what it finds."""
+
+SEARCH_MODE_UNSPECIFIED: SearchMode.ValueType  # 0
+"""Not set: SEARCH_MODE_HYBRID when embeddings are on, else SEARCH_MODE_LEXICAL."""
+SEARCH_MODE_LEXICAL: SearchMode.ValueType  # 1
+"""Words only: whole words by bm25, then substrings."""
+SEARCH_MODE_SEMANTIC: SearchMode.ValueType  # 2
+"""Meaning only: the nearest vectors of the embedding model. Messages without a vector yet
+are not found. FAILED_PRECONDITION when embeddings are off.
+"""
+SEARCH_MODE_HYBRID: SearchMode.ValueType  # 3
+"""Both rankings fused; what has no vector yet is still found by its words. Same as lexical
+when embeddings are off.
+"""
+Global___SearchMode: _TypeAlias = SearchMode  # noqa: Y015
+
 class _MatchKind:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -82,10 +118,18 @@ class _MatchKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MatchKind.V
     MATCH_KIND_UNSPECIFIED: _MatchKind.ValueType  # 0
     """Never returned."""
     MATCH_KIND_WORD: _MatchKind.ValueType  # 1
-    """Every word of the query matched whole words (with English stemming), ranked by bm25."""
+    """Words of the query matched whole words (with English stemming), ranked by bm25: hits
+    holding every word first, then hits holding any of them.
+    """
     MATCH_KIND_SUBSTRING: _MatchKind.ValueType  # 2
     """Every word of the query matched as a substring: partial words, text without word breaks
     (Chinese, Japanese), symbols and emoji. Ordered newest first, after the word matches.
+    """
+    MATCH_KIND_SEMANTIC: _MatchKind.ValueType  # 3
+    """The hit's meaning is near the query's: its vector is among the query's nearest."""
+    MATCH_KIND_NEIGHBOUR: _MatchKind.ValueType  # 4
+    """Hybrid search only: the hit matched neither way, but a message right before or after it in
+    its conversation did (the question before an answer, the reply after a question).
     """
 
 class MatchKind(_MatchKind, metaclass=_MatchKindEnumTypeWrapper):
@@ -94,10 +138,18 @@ class MatchKind(_MatchKind, metaclass=_MatchKindEnumTypeWrapper):
 MATCH_KIND_UNSPECIFIED: MatchKind.ValueType  # 0
 """Never returned."""
 MATCH_KIND_WORD: MatchKind.ValueType  # 1
-"""Every word of the query matched whole words (with English stemming), ranked by bm25."""
+"""Words of the query matched whole words (with English stemming), ranked by bm25: hits
+holding every word first, then hits holding any of them.
+"""
 MATCH_KIND_SUBSTRING: MatchKind.ValueType  # 2
 """Every word of the query matched as a substring: partial words, text without word breaks
 (Chinese, Japanese), symbols and emoji. Ordered newest first, after the word matches.
+"""
+MATCH_KIND_SEMANTIC: MatchKind.ValueType  # 3
+"""The hit's meaning is near the query's: its vector is among the query's nearest."""
+MATCH_KIND_NEIGHBOUR: MatchKind.ValueType  # 4
+"""Hybrid search only: the hit matched neither way, but a message right before or after it in
+its conversation did (the question before an answer, the reply after a question).
 """
 Global___MatchKind: _TypeAlias = MatchKind  # noqa: Y015
 
@@ -1046,6 +1098,7 @@ class SearchHistoryRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     KINDS_FIELD_NUMBER: _builtins.int
     TRUST_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The text to look for. Any text is valid and is matched as plain words; it is never
     interpreted as search syntax. Control characters are ignored; blank text finds nothing. At
@@ -1059,6 +1112,8 @@ class SearchHistoryRequest(_message.Message):
     """The trust of the reader. Unset means operator. A guest searches one conversation only
     (PERMISSION_DENIED for an owner or agent scope).
     """
+    mode: Global___SearchMode.ValueType
+    """Which rankings to use. Unset means hybrid when embeddings are on, else lexical."""
     @_builtins.property
     def conversation(self) -> _records_pb2.Conversation:
         """The messages of one conversation, including those before its window."""
@@ -1085,16 +1140,60 @@ class SearchHistoryRequest(_message.Message):
         limit: _builtins.int = ...,
         kinds: _abc.Iterable[_builtins.str] | None = ...,
         trust: _records_pb2.Trust.ValueType = ...,
+        mode: Global___SearchMode.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "conversation", b"conversation", "owner", b"owner", "scope", b"scope"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "conversation", b"conversation", "kinds", b"kinds", "limit", b"limit", "owner", b"owner", "query", b"query", "scope", b"scope", "trust", b"trust"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "conversation", b"conversation", "kinds", b"kinds", "limit", b"limit", "mode", b"mode", "owner", b"owner", "query", b"query", "scope", b"scope", "trust", b"trust"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_scope: _TypeAlias = _typing.Literal["conversation", "owner", "agent"]  # noqa: Y015
     _WhichOneofArgType_scope: _TypeAlias = _typing.Literal["scope", b"scope"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_scope) -> _WhichOneofReturnType_scope | None: ...
 
 Global___SearchHistoryRequest: _TypeAlias = SearchHistoryRequest  # noqa: Y015
+
+@_typing.final
+class HitScores(_message.Message):
+    """HitScores are the figures a hit was ranked by; a figure is 0 when its ranking did not find
+    the hit.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BM25_FIELD_NUMBER: _builtins.int
+    SIMILARITY_FIELD_NUMBER: _builtins.int
+    FUSED_FIELD_NUMBER: _builtins.int
+    LEXICAL_RANK_FIELD_NUMBER: _builtins.int
+    SEMANTIC_RANK_FIELD_NUMBER: _builtins.int
+    bm25: _builtins.float
+    """The bm25 rank of a word match (more negative is better)."""
+    similarity: _builtins.float
+    """The cosine similarity of the query's and the hit's vectors (-1 to 1, higher is better)."""
+    fused: _builtins.float
+    """The score hybrid hits are ordered by (higher is better): the words' and the meaning's
+    scores, each scaled to 0..1 for the query, weighted and summed, plus a share of the best
+    neighbour's. Semantic search: the similarity. Lexical: 0.
+    """
+    lexical_rank: _builtins.int
+    """The hit's place (1 = first) in the lexical ranking; 0 when absent from it."""
+    semantic_rank: _builtins.int
+    """The hit's place (1 = first) in the semantic ranking; 0 when absent from it."""
+    def __init__(
+        self,
+        *,
+        bm25: _builtins.float = ...,
+        similarity: _builtins.float = ...,
+        fused: _builtins.float = ...,
+        lexical_rank: _builtins.int = ...,
+        semantic_rank: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bm25", b"bm25", "fused", b"fused", "lexical_rank", b"lexical_rank", "semantic_rank", b"semantic_rank", "similarity", b"similarity"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HitScores: _TypeAlias = HitScores  # noqa: Y015
 
 @_typing.final
 class HistoryHit(_message.Message):
@@ -1106,15 +1205,25 @@ class HistoryHit(_message.Message):
     SNIPPET_FIELD_NUMBER: _builtins.int
     MATCH_FIELD_NUMBER: _builtins.int
     RANK_FIELD_NUMBER: _builtins.int
+    MATCHES_FIELD_NUMBER: _builtins.int
+    SCORES_FIELD_NUMBER: _builtins.int
     snippet: _builtins.str
     """An excerpt of the content around the match, with matched text between "**" markers."""
     match: Global___MatchKind.ValueType
-    """How the message matched."""
+    """How the message matched; with several ways, the first of matches."""
     rank: _builtins.float
-    """The bm25 rank of a word match (more negative is a better match); 0 for substring matches."""
+    """The bm25 rank of a word match (more negative is a better match); 0 otherwise."""
     @_builtins.property
     def message(self) -> _records_pb2.Message:
         """The message."""
+
+    @_builtins.property
+    def matches(self) -> _containers.RepeatedScalarFieldContainer[Global___MatchKind.ValueType]:
+        """Every way the message matched: word or substring, and semantic; or neighbour alone."""
+
+    @_builtins.property
+    def scores(self) -> Global___HitScores:
+        """The figures the hit was ranked by."""
 
     def __init__(
         self,
@@ -1123,10 +1232,12 @@ class HistoryHit(_message.Message):
         snippet: _builtins.str = ...,
         match: Global___MatchKind.ValueType = ...,
         rank: _builtins.float = ...,
+        matches: _abc.Iterable[Global___MatchKind.ValueType] | None = ...,
+        scores: Global___HitScores | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["message", b"message", "scores", b"scores"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["match", b"match", "message", b"message", "rank", b"rank", "snippet", b"snippet"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["match", b"match", "matches", b"matches", "message", b"message", "rank", b"rank", "scores", b"scores", "snippet", b"snippet"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1146,7 +1257,9 @@ class SearchHistoryResponse(_message.Message):
     """
     @_builtins.property
     def hits(self) -> _containers.RepeatedCompositeFieldContainer[Global___HistoryHit]:
-        """The hits: word matches by rank, then substring matches newest first."""
+        """The hits, best first. Lexical: word matches by rank, then substring matches newest first.
+        Semantic: by similarity. Hybrid: by the fused score.
+        """
 
     def __init__(
         self,
@@ -2148,6 +2261,7 @@ class RecallRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     JOB_ID_FIELD_NUMBER: _builtins.int
     TRUST_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """Full-text search text; takes priority over key. Any text is valid and is matched as plain
     words (never as search syntax). At most 1024 characters and 32 words.
@@ -2172,6 +2286,10 @@ class RecallRequest(_message.Message):
     rows only the notes that render into no prompt file: what GetPromptContext and
     ComposeContext withhold from a guest, Recall withholds too.
     """
+    mode: Global___SearchMode.ValueType
+    """Which rankings a query uses, for rows and messages alike. Unset means hybrid when
+    embeddings are on, else lexical.
+    """
     @_builtins.property
     def conversation(self) -> _records_pb2.Conversation:
         """The conversation the tool was called from. Required."""
@@ -2187,10 +2305,11 @@ class RecallRequest(_message.Message):
         limit: _builtins.int = ...,
         job_id: _builtins.str = ...,
         trust: _records_pb2.Trust.ValueType = ...,
+        mode: Global___SearchMode.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "job_id", b"job_id", "key", b"key", "limit", b"limit", "query", b"query", "scope", b"scope", "source", b"source", "trust", b"trust"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "job_id", b"job_id", "key", b"key", "limit", b"limit", "mode", b"mode", "query", b"query", "scope", b"scope", "source", b"source", "trust", b"trust"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2205,6 +2324,8 @@ class RecallHit(_message.Message):
     SOURCE_FIELD_NUMBER: _builtins.int
     MATCH_FIELD_NUMBER: _builtins.int
     RANK_FIELD_NUMBER: _builtins.int
+    MATCHES_FIELD_NUMBER: _builtins.int
+    SCORES_FIELD_NUMBER: _builtins.int
     MEMORY_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     source: Global___RecallSource.ValueType
@@ -2213,6 +2334,14 @@ class RecallHit(_message.Message):
     """How the hit matched (word, substring); unset for key lookups and listings."""
     rank: _builtins.float
     """The bm25 rank of a word match (more negative is better); 0 otherwise."""
+    @_builtins.property
+    def matches(self) -> _containers.RepeatedScalarFieldContainer[Global___MatchKind.ValueType]:
+        """Every way the hit matched; empty for key lookups and listings."""
+
+    @_builtins.property
+    def scores(self) -> Global___HitScores:
+        """The figures the hit was ranked by; unset for key lookups and listings."""
+
     @_builtins.property
     def memory(self) -> _records_pb2.Memory:
         """A memory row (source RECALL_SOURCE_MEMORIES)."""
@@ -2227,12 +2356,14 @@ class RecallHit(_message.Message):
         source: Global___RecallSource.ValueType = ...,
         match: Global___MatchKind.ValueType = ...,
         rank: _builtins.float = ...,
+        matches: _abc.Iterable[Global___MatchKind.ValueType] | None = ...,
+        scores: Global___HitScores | None = ...,
         memory: _records_pb2.Memory | None = ...,
         message: Global___HistoryHit | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["item", b"item", "memory", b"memory", "message", b"message"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["item", b"item", "memory", b"memory", "message", b"message", "scores", b"scores"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["item", b"item", "match", b"match", "memory", b"memory", "message", b"message", "rank", b"rank", "source", b"source"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["item", b"item", "match", b"match", "matches", b"matches", "memory", b"memory", "message", b"message", "rank", b"rank", "scores", b"scores", "source", b"source"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_item: _TypeAlias = _typing.Literal["memory", "message"]  # noqa: Y015
     _WhichOneofArgType_item: _TypeAlias = _typing.Literal["item", b"item"]  # noqa: Y015
@@ -3380,3 +3511,121 @@ class GetReviewStateResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetReviewStateResponse: _TypeAlias = GetReviewStateResponse  # noqa: Y015
+
+@_typing.final
+class GetEmbeddingStatusRequest(_message.Message):
+    """GetEmbeddingStatusRequest asks for the state of semantic search."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetEmbeddingStatusRequest: _TypeAlias = GetEmbeddingStatusRequest  # noqa: Y015
+
+@_typing.final
+class GetEmbeddingStatusResponse(_message.Message):
+    """GetEmbeddingStatusResponse is the state of semantic search."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENABLED_FIELD_NUMBER: _builtins.int
+    PROVIDER_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    DIMENSION_FIELD_NUMBER: _builtins.int
+    EMBEDDED_MESSAGES_FIELD_NUMBER: _builtins.int
+    EMBEDDED_MEMORIES_FIELD_NUMBER: _builtins.int
+    PENDING_MESSAGES_FIELD_NUMBER: _builtins.int
+    PENDING_MEMORIES_FIELD_NUMBER: _builtins.int
+    OTHER_MODEL_VECTORS_FIELD_NUMBER: _builtins.int
+    LAST_ERROR_FIELD_NUMBER: _builtins.int
+    enabled: _builtins.bool
+    """Whether embeddings are on (a provider is configured)."""
+    provider: _builtins.str
+    """The provider ("embedded", "openai") whose vectors searches compare."""
+    model: _builtins.str
+    """The provider's model name."""
+    dimension: _builtins.int
+    """The vectors' dimension; 0 before the first vector."""
+    embedded_messages: _builtins.int
+    """Messages with a vector of the model."""
+    embedded_memories: _builtins.int
+    """Memory rows with a vector of the model."""
+    pending_messages: _builtins.int
+    """Messages waiting for one."""
+    pending_memories: _builtins.int
+    """Memory rows waiting for one."""
+    other_model_vectors: _builtins.int
+    """Vectors of other (earlier) models, never compared with the current one's."""
+    last_error: _builtins.str
+    """The last failure of the background embedder, if the last attempt failed."""
+    def __init__(
+        self,
+        *,
+        enabled: _builtins.bool = ...,
+        provider: _builtins.str = ...,
+        model: _builtins.str = ...,
+        dimension: _builtins.int = ...,
+        embedded_messages: _builtins.int = ...,
+        embedded_memories: _builtins.int = ...,
+        pending_messages: _builtins.int = ...,
+        pending_memories: _builtins.int = ...,
+        other_model_vectors: _builtins.int = ...,
+        last_error: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dimension", b"dimension", "embedded_memories", b"embedded_memories", "embedded_messages", b"embedded_messages", "enabled", b"enabled", "last_error", b"last_error", "model", b"model", "other_model_vectors", b"other_model_vectors", "pending_memories", b"pending_memories", "pending_messages", b"pending_messages", "provider", b"provider"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetEmbeddingStatusResponse: _TypeAlias = GetEmbeddingStatusResponse  # noqa: Y015
+
+@_typing.final
+class ReindexEmbeddingsRequest(_message.Message):
+    """ReindexEmbeddingsRequest asks for every vector to be made again."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReindexEmbeddingsRequest: _TypeAlias = ReindexEmbeddingsRequest  # noqa: Y015
+
+@_typing.final
+class ReindexEmbeddingsResponse(_message.Message):
+    """ReindexEmbeddingsResponse says how much waits to be embedded."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUED_MESSAGES_FIELD_NUMBER: _builtins.int
+    QUEUED_MEMORIES_FIELD_NUMBER: _builtins.int
+    queued_messages: _builtins.int
+    """Messages queued for the background embedder."""
+    queued_memories: _builtins.int
+    """Memory rows queued for the background embedder."""
+    def __init__(
+        self,
+        *,
+        queued_messages: _builtins.int = ...,
+        queued_memories: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["queued_memories", b"queued_memories", "queued_messages", b"queued_messages"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReindexEmbeddingsResponse: _TypeAlias = ReindexEmbeddingsResponse  # noqa: Y015

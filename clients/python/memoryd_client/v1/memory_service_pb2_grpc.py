@@ -188,6 +188,16 @@ class MemoryServiceStub:
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ReviewNowRequest.SerializeToString,
                 response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ReviewNowResponse.FromString,
                 _registered_method=True)
+        self.GetEmbeddingStatus = channel.unary_unary(
+                '/memoryd.v1.MemoryService/GetEmbeddingStatus',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetEmbeddingStatusRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetEmbeddingStatusResponse.FromString,
+                _registered_method=True)
+        self.ReindexEmbeddings = channel.unary_unary(
+                '/memoryd.v1.MemoryService/ReindexEmbeddings',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ReindexEmbeddingsRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ReindexEmbeddingsResponse.FromString,
+                _registered_method=True)
         self.GetReviewState = channel.unary_unary(
                 '/memoryd.v1.MemoryService/GetReviewState',
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetReviewStateRequest.SerializeToString,
@@ -286,9 +296,10 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SearchHistory(self, request, context):
-        """SearchHistory finds messages of a conversation, of an owner or of an agent by full-text
-        search ranked by bm25, with a snippet. Any text is a valid query; it is never read as search
-        syntax. When whole words find fewer than the limit, partial words fill the rest.
+        """SearchHistory finds messages of a conversation, of an owner or of an agent by their words
+        (bm25, with a snippet), by their meaning (nearest vectors), or both fused (the default when
+        embeddings are on). Any text is a valid query; it is never read as search syntax. When
+        whole words find fewer than the limit, partial words fill the rest.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -397,8 +408,8 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Recall(self, request, context):
-        """Recall is the memory_recall tool: full-text search (query) or key lookup (key) over memory
-        rows and/or conversation history of the caller. Archived rows never appear. Inside a
+        """Recall is the memory_recall tool: search by words and meaning (query) or key lookup (key)
+        over memory rows and/or conversation history of the caller. Archived rows never appear. Inside a
         scheduled job (job_id set) only the job's own rows are readable.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -498,6 +509,23 @@ class MemoryServiceServicer:
         conversation, agent or owner when given), past the review interval and the failure backoff
         but never without new messages, and reports each conversation's result. FAILED_PRECONDITION
         when no model provider is configured.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetEmbeddingStatus(self, request, context):
+        """GetEmbeddingStatus reports semantic search: the embedding model, how many messages and
+        memory rows have a vector of it, and how many wait in the background queue.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReindexEmbeddings(self, request, context):
+        """ReindexEmbeddings embeds every message and memory row again with the configured model, in
+        the background; searches keep using the words (and the vectors already made) meanwhile.
+        FAILED_PRECONDITION when embeddings are off.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -663,6 +691,16 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.ReviewNow,
                     request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ReviewNowRequest.FromString,
                     response_serializer=memoryd_dot_v1_dot_memory__service__pb2.ReviewNowResponse.SerializeToString,
+            ),
+            'GetEmbeddingStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetEmbeddingStatus,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetEmbeddingStatusRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetEmbeddingStatusResponse.SerializeToString,
+            ),
+            'ReindexEmbeddings': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReindexEmbeddings,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ReindexEmbeddingsRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.ReindexEmbeddingsResponse.SerializeToString,
             ),
             'GetReviewState': grpc.unary_unary_rpc_method_handler(
                     servicer.GetReviewState,
@@ -1484,6 +1522,60 @@ class MemoryService:
             '/memoryd.v1.MemoryService/ReviewNow',
             memoryd_dot_v1_dot_memory__service__pb2.ReviewNowRequest.SerializeToString,
             memoryd_dot_v1_dot_memory__service__pb2.ReviewNowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetEmbeddingStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/GetEmbeddingStatus',
+            memoryd_dot_v1_dot_memory__service__pb2.GetEmbeddingStatusRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.GetEmbeddingStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReindexEmbeddings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/ReindexEmbeddings',
+            memoryd_dot_v1_dot_memory__service__pb2.ReindexEmbeddingsRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.ReindexEmbeddingsResponse.FromString,
             options,
             channel_credentials,
             insecure,

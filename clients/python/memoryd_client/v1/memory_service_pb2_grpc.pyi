@@ -97,9 +97,10 @@ class MemoryServiceStub:
     early, with a next_page_token, when more messages would make the answer larger than 4 MiB.
     """
     SearchHistory: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.SearchHistoryRequest, _memory_service_pb2.SearchHistoryResponse]
-    """SearchHistory finds messages of a conversation, of an owner or of an agent by full-text
-    search ranked by bm25, with a snippet. Any text is a valid query; it is never read as search
-    syntax. When whole words find fewer than the limit, partial words fill the rest.
+    """SearchHistory finds messages of a conversation, of an owner or of an agent by their words
+    (bm25, with a snippet), by their meaning (nearest vectors), or both fused (the default when
+    embeddings are on). Any text is a valid query; it is never read as search syntax. When
+    whole words find fewer than the limit, partial words fill the rest.
     """
     ClearConversation: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ClearConversationRequest, _memory_service_pb2.ClearConversationResponse]
     """ClearConversation is /new: it starts a fresh window. The earlier messages are kept, still
@@ -157,8 +158,8 @@ class MemoryServiceStub:
     (or is not the caller's) succeeds and deletes nothing.
     """
     Recall: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.RecallRequest, _memory_service_pb2.RecallResponse]
-    """Recall is the memory_recall tool: full-text search (query) or key lookup (key) over memory
-    rows and/or conversation history of the caller. Archived rows never appear. Inside a
+    """Recall is the memory_recall tool: search by words and meaning (query) or key lookup (key)
+    over memory rows and/or conversation history of the caller. Archived rows never appear. Inside a
     scheduled job (job_id set) only the job's own rows are readable.
     """
     ListMemorySources: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemorySourcesRequest, _memory_service_pb2.ListMemorySourcesResponse]
@@ -211,6 +212,15 @@ class MemoryServiceStub:
     conversation, agent or owner when given), past the review interval and the failure backoff
     but never without new messages, and reports each conversation's result. FAILED_PRECONDITION
     when no model provider is configured.
+    """
+    GetEmbeddingStatus: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetEmbeddingStatusRequest, _memory_service_pb2.GetEmbeddingStatusResponse]
+    """GetEmbeddingStatus reports semantic search: the embedding model, how many messages and
+    memory rows have a vector of it, and how many wait in the background queue.
+    """
+    ReindexEmbeddings: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ReindexEmbeddingsRequest, _memory_service_pb2.ReindexEmbeddingsResponse]
+    """ReindexEmbeddings embeds every message and memory row again with the configured model, in
+    the background; searches keep using the words (and the vectors already made) meanwhile.
+    FAILED_PRECONDITION when embeddings are off.
     """
     GetReviewState: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetReviewStateRequest, _memory_service_pb2.GetReviewStateResponse]
     """GetReviewState returns a conversation's review state: cursor, times, status, failures,
@@ -286,9 +296,10 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     early, with a next_page_token, when more messages would make the answer larger than 4 MiB.
     """
     SearchHistory: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.SearchHistoryRequest, _memory_service_pb2.SearchHistoryResponse]  # type: ignore[assignment]
-    """SearchHistory finds messages of a conversation, of an owner or of an agent by full-text
-    search ranked by bm25, with a snippet. Any text is a valid query; it is never read as search
-    syntax. When whole words find fewer than the limit, partial words fill the rest.
+    """SearchHistory finds messages of a conversation, of an owner or of an agent by their words
+    (bm25, with a snippet), by their meaning (nearest vectors), or both fused (the default when
+    embeddings are on). Any text is a valid query; it is never read as search syntax. When
+    whole words find fewer than the limit, partial words fill the rest.
     """
     ClearConversation: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ClearConversationRequest, _memory_service_pb2.ClearConversationResponse]  # type: ignore[assignment]
     """ClearConversation is /new: it starts a fresh window. The earlier messages are kept, still
@@ -346,8 +357,8 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     (or is not the caller's) succeeds and deletes nothing.
     """
     Recall: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.RecallRequest, _memory_service_pb2.RecallResponse]  # type: ignore[assignment]
-    """Recall is the memory_recall tool: full-text search (query) or key lookup (key) over memory
-    rows and/or conversation history of the caller. Archived rows never appear. Inside a
+    """Recall is the memory_recall tool: search by words and meaning (query) or key lookup (key)
+    over memory rows and/or conversation history of the caller. Archived rows never appear. Inside a
     scheduled job (job_id set) only the job's own rows are readable.
     """
     ListMemorySources: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListMemorySourcesRequest, _memory_service_pb2.ListMemorySourcesResponse]  # type: ignore[assignment]
@@ -400,6 +411,15 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     conversation, agent or owner when given), past the review interval and the failure backoff
     but never without new messages, and reports each conversation's result. FAILED_PRECONDITION
     when no model provider is configured.
+    """
+    GetEmbeddingStatus: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetEmbeddingStatusRequest, _memory_service_pb2.GetEmbeddingStatusResponse]  # type: ignore[assignment]
+    """GetEmbeddingStatus reports semantic search: the embedding model, how many messages and
+    memory rows have a vector of it, and how many wait in the background queue.
+    """
+    ReindexEmbeddings: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ReindexEmbeddingsRequest, _memory_service_pb2.ReindexEmbeddingsResponse]  # type: ignore[assignment]
+    """ReindexEmbeddings embeds every message and memory row again with the configured model, in
+    the background; searches keep using the words (and the vectors already made) meanwhile.
+    FAILED_PRECONDITION when embeddings are off.
     """
     GetReviewState: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetReviewStateRequest, _memory_service_pb2.GetReviewStateResponse]  # type: ignore[assignment]
     """GetReviewState returns a conversation's review state: cursor, times, status, failures,
@@ -514,9 +534,10 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _memory_service_pb2.SearchHistoryRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.SearchHistoryResponse, _abc.Awaitable[_memory_service_pb2.SearchHistoryResponse]]:
-        """SearchHistory finds messages of a conversation, of an owner or of an agent by full-text
-        search ranked by bm25, with a snippet. Any text is a valid query; it is never read as search
-        syntax. When whole words find fewer than the limit, partial words fill the rest.
+        """SearchHistory finds messages of a conversation, of an owner or of an agent by their words
+        (bm25, with a snippet), by their meaning (nearest vectors), or both fused (the default when
+        embeddings are on). Any text is a valid query; it is never read as search syntax. When
+        whole words find fewer than the limit, partial words fill the rest.
         """
 
     @_abc_1.abstractmethod
@@ -646,8 +667,8 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _memory_service_pb2.RecallRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.RecallResponse, _abc.Awaitable[_memory_service_pb2.RecallResponse]]:
-        """Recall is the memory_recall tool: full-text search (query) or key lookup (key) over memory
-        rows and/or conversation history of the caller. Archived rows never appear. Inside a
+        """Recall is the memory_recall tool: search by words and meaning (query) or key lookup (key)
+        over memory rows and/or conversation history of the caller. Archived rows never appear. Inside a
         scheduled job (job_id set) only the job's own rows are readable.
         """
 
@@ -766,6 +787,27 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         conversation, agent or owner when given), past the review interval and the failure backoff
         but never without new messages, and reports each conversation's result. FAILED_PRECONDITION
         when no model provider is configured.
+        """
+
+    @_abc_1.abstractmethod
+    def GetEmbeddingStatus(
+        self,
+        request: _memory_service_pb2.GetEmbeddingStatusRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.GetEmbeddingStatusResponse, _abc.Awaitable[_memory_service_pb2.GetEmbeddingStatusResponse]]:
+        """GetEmbeddingStatus reports semantic search: the embedding model, how many messages and
+        memory rows have a vector of it, and how many wait in the background queue.
+        """
+
+    @_abc_1.abstractmethod
+    def ReindexEmbeddings(
+        self,
+        request: _memory_service_pb2.ReindexEmbeddingsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ReindexEmbeddingsResponse, _abc.Awaitable[_memory_service_pb2.ReindexEmbeddingsResponse]]:
+        """ReindexEmbeddings embeds every message and memory row again with the configured model, in
+        the background; searches keep using the words (and the vectors already made) meanwhile.
+        FAILED_PRECONDITION when embeddings are off.
         """
 
     @_abc_1.abstractmethod

@@ -132,17 +132,82 @@ func (Speaker) EnumDescriptor() ([]byte, []int) {
 	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{1}
 }
 
+// SearchMode says how a search ranks what it finds.
+type SearchMode int32
+
+const (
+	// Not set: SEARCH_MODE_HYBRID when embeddings are on, else SEARCH_MODE_LEXICAL.
+	SearchMode_SEARCH_MODE_UNSPECIFIED SearchMode = 0
+	// Words only: whole words by bm25, then substrings.
+	SearchMode_SEARCH_MODE_LEXICAL SearchMode = 1
+	// Meaning only: the nearest vectors of the embedding model. Messages without a vector yet
+	// are not found. FAILED_PRECONDITION when embeddings are off.
+	SearchMode_SEARCH_MODE_SEMANTIC SearchMode = 2
+	// Both rankings fused; what has no vector yet is still found by its words. Same as lexical
+	// when embeddings are off.
+	SearchMode_SEARCH_MODE_HYBRID SearchMode = 3
+)
+
+// Enum value maps for SearchMode.
+var (
+	SearchMode_name = map[int32]string{
+		0: "SEARCH_MODE_UNSPECIFIED",
+		1: "SEARCH_MODE_LEXICAL",
+		2: "SEARCH_MODE_SEMANTIC",
+		3: "SEARCH_MODE_HYBRID",
+	}
+	SearchMode_value = map[string]int32{
+		"SEARCH_MODE_UNSPECIFIED": 0,
+		"SEARCH_MODE_LEXICAL":     1,
+		"SEARCH_MODE_SEMANTIC":    2,
+		"SEARCH_MODE_HYBRID":      3,
+	}
+)
+
+func (x SearchMode) Enum() *SearchMode {
+	p := new(SearchMode)
+	*p = x
+	return p
+}
+
+func (x SearchMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SearchMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_memoryd_v1_memory_service_proto_enumTypes[2].Descriptor()
+}
+
+func (SearchMode) Type() protoreflect.EnumType {
+	return &file_memoryd_v1_memory_service_proto_enumTypes[2]
+}
+
+func (x SearchMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SearchMode.Descriptor instead.
+func (SearchMode) EnumDescriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{2}
+}
+
 // MatchKind says how a search hit matched the query.
 type MatchKind int32
 
 const (
 	// Never returned.
 	MatchKind_MATCH_KIND_UNSPECIFIED MatchKind = 0
-	// Every word of the query matched whole words (with English stemming), ranked by bm25.
+	// Words of the query matched whole words (with English stemming), ranked by bm25: hits
+	// holding every word first, then hits holding any of them.
 	MatchKind_MATCH_KIND_WORD MatchKind = 1
 	// Every word of the query matched as a substring: partial words, text without word breaks
 	// (Chinese, Japanese), symbols and emoji. Ordered newest first, after the word matches.
 	MatchKind_MATCH_KIND_SUBSTRING MatchKind = 2
+	// The hit's meaning is near the query's: its vector is among the query's nearest.
+	MatchKind_MATCH_KIND_SEMANTIC MatchKind = 3
+	// Hybrid search only: the hit matched neither way, but a message right before or after it in
+	// its conversation did (the question before an answer, the reply after a question).
+	MatchKind_MATCH_KIND_NEIGHBOUR MatchKind = 4
 )
 
 // Enum value maps for MatchKind.
@@ -151,11 +216,15 @@ var (
 		0: "MATCH_KIND_UNSPECIFIED",
 		1: "MATCH_KIND_WORD",
 		2: "MATCH_KIND_SUBSTRING",
+		3: "MATCH_KIND_SEMANTIC",
+		4: "MATCH_KIND_NEIGHBOUR",
 	}
 	MatchKind_value = map[string]int32{
 		"MATCH_KIND_UNSPECIFIED": 0,
 		"MATCH_KIND_WORD":        1,
 		"MATCH_KIND_SUBSTRING":   2,
+		"MATCH_KIND_SEMANTIC":    3,
+		"MATCH_KIND_NEIGHBOUR":   4,
 	}
 )
 
@@ -170,11 +239,11 @@ func (x MatchKind) String() string {
 }
 
 func (MatchKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_memoryd_v1_memory_service_proto_enumTypes[2].Descriptor()
+	return file_memoryd_v1_memory_service_proto_enumTypes[3].Descriptor()
 }
 
 func (MatchKind) Type() protoreflect.EnumType {
-	return &file_memoryd_v1_memory_service_proto_enumTypes[2]
+	return &file_memoryd_v1_memory_service_proto_enumTypes[3]
 }
 
 func (x MatchKind) Number() protoreflect.EnumNumber {
@@ -183,7 +252,7 @@ func (x MatchKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MatchKind.Descriptor instead.
 func (MatchKind) EnumDescriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{2}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{3}
 }
 
 // ArchivedFilter selects rows by archive state.
@@ -227,11 +296,11 @@ func (x ArchivedFilter) String() string {
 }
 
 func (ArchivedFilter) Descriptor() protoreflect.EnumDescriptor {
-	return file_memoryd_v1_memory_service_proto_enumTypes[3].Descriptor()
+	return file_memoryd_v1_memory_service_proto_enumTypes[4].Descriptor()
 }
 
 func (ArchivedFilter) Type() protoreflect.EnumType {
-	return &file_memoryd_v1_memory_service_proto_enumTypes[3]
+	return &file_memoryd_v1_memory_service_proto_enumTypes[4]
 }
 
 func (x ArchivedFilter) Number() protoreflect.EnumNumber {
@@ -240,7 +309,7 @@ func (x ArchivedFilter) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ArchivedFilter.Descriptor instead.
 func (ArchivedFilter) EnumDescriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{3}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{4}
 }
 
 // RecallScope is how far a recall looks.
@@ -285,11 +354,11 @@ func (x RecallScope) String() string {
 }
 
 func (RecallScope) Descriptor() protoreflect.EnumDescriptor {
-	return file_memoryd_v1_memory_service_proto_enumTypes[4].Descriptor()
+	return file_memoryd_v1_memory_service_proto_enumTypes[5].Descriptor()
 }
 
 func (RecallScope) Type() protoreflect.EnumType {
-	return &file_memoryd_v1_memory_service_proto_enumTypes[4]
+	return &file_memoryd_v1_memory_service_proto_enumTypes[5]
 }
 
 func (x RecallScope) Number() protoreflect.EnumNumber {
@@ -298,7 +367,7 @@ func (x RecallScope) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RecallScope.Descriptor instead.
 func (RecallScope) EnumDescriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{4}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{5}
 }
 
 // RecallSource is what a recall searches.
@@ -342,11 +411,11 @@ func (x RecallSource) String() string {
 }
 
 func (RecallSource) Descriptor() protoreflect.EnumDescriptor {
-	return file_memoryd_v1_memory_service_proto_enumTypes[5].Descriptor()
+	return file_memoryd_v1_memory_service_proto_enumTypes[6].Descriptor()
 }
 
 func (RecallSource) Type() protoreflect.EnumType {
-	return &file_memoryd_v1_memory_service_proto_enumTypes[5]
+	return &file_memoryd_v1_memory_service_proto_enumTypes[6]
 }
 
 func (x RecallSource) Number() protoreflect.EnumNumber {
@@ -355,7 +424,7 @@ func (x RecallSource) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RecallSource.Descriptor instead.
 func (RecallSource) EnumDescriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{5}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{6}
 }
 
 // JobStatus is the state of a scheduled job's memory source.
@@ -399,11 +468,11 @@ func (x JobStatus) String() string {
 }
 
 func (JobStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_memoryd_v1_memory_service_proto_enumTypes[6].Descriptor()
+	return file_memoryd_v1_memory_service_proto_enumTypes[7].Descriptor()
 }
 
 func (JobStatus) Type() protoreflect.EnumType {
-	return &file_memoryd_v1_memory_service_proto_enumTypes[6]
+	return &file_memoryd_v1_memory_service_proto_enumTypes[7]
 }
 
 func (x JobStatus) Number() protoreflect.EnumNumber {
@@ -412,7 +481,7 @@ func (x JobStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use JobStatus.Descriptor instead.
 func (JobStatus) EnumDescriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{6}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{7}
 }
 
 // JobRunOutcome is how a scheduled job's run ended.
@@ -452,11 +521,11 @@ func (x JobRunOutcome) String() string {
 }
 
 func (JobRunOutcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_memoryd_v1_memory_service_proto_enumTypes[7].Descriptor()
+	return file_memoryd_v1_memory_service_proto_enumTypes[8].Descriptor()
 }
 
 func (JobRunOutcome) Type() protoreflect.EnumType {
-	return &file_memoryd_v1_memory_service_proto_enumTypes[7]
+	return &file_memoryd_v1_memory_service_proto_enumTypes[8]
 }
 
 func (x JobRunOutcome) Number() protoreflect.EnumNumber {
@@ -465,7 +534,7 @@ func (x JobRunOutcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use JobRunOutcome.Descriptor instead.
 func (JobRunOutcome) EnumDescriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{7}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{8}
 }
 
 // ReviewStatus is how one review ended.
@@ -518,11 +587,11 @@ func (x ReviewStatus) String() string {
 }
 
 func (ReviewStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_memoryd_v1_memory_service_proto_enumTypes[8].Descriptor()
+	return file_memoryd_v1_memory_service_proto_enumTypes[9].Descriptor()
 }
 
 func (ReviewStatus) Type() protoreflect.EnumType {
-	return &file_memoryd_v1_memory_service_proto_enumTypes[8]
+	return &file_memoryd_v1_memory_service_proto_enumTypes[9]
 }
 
 func (x ReviewStatus) Number() protoreflect.EnumNumber {
@@ -531,7 +600,7 @@ func (x ReviewStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReviewStatus.Descriptor instead.
 func (ReviewStatus) EnumDescriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{8}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{9}
 }
 
 // NewMessage is a message to append.
@@ -2070,7 +2139,9 @@ type SearchHistoryRequest struct {
 	Kinds []string `protobuf:"bytes,6,rep,name=kinds,proto3" json:"kinds,omitempty"`
 	// The trust of the reader. Unset means operator. A guest searches one conversation only
 	// (PERMISSION_DENIED for an owner or agent scope).
-	Trust         Trust `protobuf:"varint,7,opt,name=trust,proto3,enum=memoryd.v1.Trust" json:"trust,omitempty"`
+	Trust Trust `protobuf:"varint,7,opt,name=trust,proto3,enum=memoryd.v1.Trust" json:"trust,omitempty"`
+	// Which rankings to use. Unset means hybrid when embeddings are on, else lexical.
+	Mode          SearchMode `protobuf:"varint,8,opt,name=mode,proto3,enum=memoryd.v1.SearchMode" json:"mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2167,6 +2238,13 @@ func (x *SearchHistoryRequest) GetTrust() Trust {
 	return Trust_TRUST_UNSPECIFIED
 }
 
+func (x *SearchHistoryRequest) GetMode() SearchMode {
+	if x != nil {
+		return x.Mode
+	}
+	return SearchMode_SEARCH_MODE_UNSPECIFIED
+}
+
 type isSearchHistoryRequest_Scope interface {
 	isSearchHistoryRequest_Scope()
 }
@@ -2192,6 +2270,91 @@ func (*SearchHistoryRequest_Owner) isSearchHistoryRequest_Scope() {}
 
 func (*SearchHistoryRequest_Agent) isSearchHistoryRequest_Scope() {}
 
+// HitScores are the figures a hit was ranked by; a figure is 0 when its ranking did not find
+// the hit.
+type HitScores struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bm25 rank of a word match (more negative is better).
+	Bm25 float64 `protobuf:"fixed64,1,opt,name=bm25,proto3" json:"bm25,omitempty"`
+	// The cosine similarity of the query's and the hit's vectors (-1 to 1, higher is better).
+	Similarity float64 `protobuf:"fixed64,2,opt,name=similarity,proto3" json:"similarity,omitempty"`
+	// The score hybrid hits are ordered by (higher is better): the words' and the meaning's
+	// scores, each scaled to 0..1 for the query, weighted and summed, plus a share of the best
+	// neighbour's. Semantic search: the similarity. Lexical: 0.
+	Fused float64 `protobuf:"fixed64,3,opt,name=fused,proto3" json:"fused,omitempty"`
+	// The hit's place (1 = first) in the lexical ranking; 0 when absent from it.
+	LexicalRank int32 `protobuf:"varint,4,opt,name=lexical_rank,json=lexicalRank,proto3" json:"lexical_rank,omitempty"`
+	// The hit's place (1 = first) in the semantic ranking; 0 when absent from it.
+	SemanticRank  int32 `protobuf:"varint,5,opt,name=semantic_rank,json=semanticRank,proto3" json:"semantic_rank,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HitScores) Reset() {
+	*x = HitScores{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HitScores) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HitScores) ProtoMessage() {}
+
+func (x *HitScores) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HitScores.ProtoReflect.Descriptor instead.
+func (*HitScores) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *HitScores) GetBm25() float64 {
+	if x != nil {
+		return x.Bm25
+	}
+	return 0
+}
+
+func (x *HitScores) GetSimilarity() float64 {
+	if x != nil {
+		return x.Similarity
+	}
+	return 0
+}
+
+func (x *HitScores) GetFused() float64 {
+	if x != nil {
+		return x.Fused
+	}
+	return 0
+}
+
+func (x *HitScores) GetLexicalRank() int32 {
+	if x != nil {
+		return x.LexicalRank
+	}
+	return 0
+}
+
+func (x *HitScores) GetSemanticRank() int32 {
+	if x != nil {
+		return x.SemanticRank
+	}
+	return 0
+}
+
 // HistoryHit is one message found by SearchHistory.
 type HistoryHit struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2199,17 +2362,21 @@ type HistoryHit struct {
 	Message *Message `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
 	// An excerpt of the content around the match, with matched text between "**" markers.
 	Snippet string `protobuf:"bytes,2,opt,name=snippet,proto3" json:"snippet,omitempty"`
-	// How the message matched.
+	// How the message matched; with several ways, the first of matches.
 	Match MatchKind `protobuf:"varint,3,opt,name=match,proto3,enum=memoryd.v1.MatchKind" json:"match,omitempty"`
-	// The bm25 rank of a word match (more negative is a better match); 0 for substring matches.
-	Rank          float64 `protobuf:"fixed64,4,opt,name=rank,proto3" json:"rank,omitempty"`
+	// The bm25 rank of a word match (more negative is a better match); 0 otherwise.
+	Rank float64 `protobuf:"fixed64,4,opt,name=rank,proto3" json:"rank,omitempty"`
+	// Every way the message matched: word or substring, and semantic; or neighbour alone.
+	Matches []MatchKind `protobuf:"varint,5,rep,packed,name=matches,proto3,enum=memoryd.v1.MatchKind" json:"matches,omitempty"`
+	// The figures the hit was ranked by.
+	Scores        *HitScores `protobuf:"bytes,6,opt,name=scores,proto3" json:"scores,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HistoryHit) Reset() {
 	*x = HistoryHit{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[22]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2221,7 +2388,7 @@ func (x *HistoryHit) String() string {
 func (*HistoryHit) ProtoMessage() {}
 
 func (x *HistoryHit) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[22]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2234,7 +2401,7 @@ func (x *HistoryHit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryHit.ProtoReflect.Descriptor instead.
 func (*HistoryHit) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{22}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HistoryHit) GetMessage() *Message {
@@ -2265,10 +2432,25 @@ func (x *HistoryHit) GetRank() float64 {
 	return 0
 }
 
+func (x *HistoryHit) GetMatches() []MatchKind {
+	if x != nil {
+		return x.Matches
+	}
+	return nil
+}
+
+func (x *HistoryHit) GetScores() *HitScores {
+	if x != nil {
+		return x.Scores
+	}
+	return nil
+}
+
 // SearchHistoryResponse lists the hits, best first.
 type SearchHistoryResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The hits: word matches by rank, then substring matches newest first.
+	// The hits, best first. Lexical: word matches by rank, then substring matches newest first.
+	// Semantic: by similarity. Hybrid: by the fused score.
 	Hits []*HistoryHit `protobuf:"bytes,1,rep,name=hits,proto3" json:"hits,omitempty"`
 	// True when more hits were found than fit in one answer of 4 MiB; ask for a lower limit or a
 	// narrower scope to see the rest.
@@ -2279,7 +2461,7 @@ type SearchHistoryResponse struct {
 
 func (x *SearchHistoryResponse) Reset() {
 	*x = SearchHistoryResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[23]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2291,7 +2473,7 @@ func (x *SearchHistoryResponse) String() string {
 func (*SearchHistoryResponse) ProtoMessage() {}
 
 func (x *SearchHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[23]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2304,7 +2486,7 @@ func (x *SearchHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchHistoryResponse.ProtoReflect.Descriptor instead.
 func (*SearchHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{23}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SearchHistoryResponse) GetHits() []*HistoryHit {
@@ -2335,7 +2517,7 @@ type ClearConversationRequest struct {
 
 func (x *ClearConversationRequest) Reset() {
 	*x = ClearConversationRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[24]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2347,7 +2529,7 @@ func (x *ClearConversationRequest) String() string {
 func (*ClearConversationRequest) ProtoMessage() {}
 
 func (x *ClearConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[24]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2360,7 +2542,7 @@ func (x *ClearConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearConversationRequest.ProtoReflect.Descriptor instead.
 func (*ClearConversationRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{24}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ClearConversationRequest) GetConversation() *Conversation {
@@ -2392,7 +2574,7 @@ type ClearConversationResponse struct {
 
 func (x *ClearConversationResponse) Reset() {
 	*x = ClearConversationResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[25]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2404,7 +2586,7 @@ func (x *ClearConversationResponse) String() string {
 func (*ClearConversationResponse) ProtoMessage() {}
 
 func (x *ClearConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[25]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2417,7 +2599,7 @@ func (x *ClearConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearConversationResponse.ProtoReflect.Descriptor instead.
 func (*ClearConversationResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{25}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ClearConversationResponse) GetNotice() string {
@@ -2454,7 +2636,7 @@ type PurgeConversationRequest struct {
 
 func (x *PurgeConversationRequest) Reset() {
 	*x = PurgeConversationRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[26]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2466,7 +2648,7 @@ func (x *PurgeConversationRequest) String() string {
 func (*PurgeConversationRequest) ProtoMessage() {}
 
 func (x *PurgeConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[26]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2479,7 +2661,7 @@ func (x *PurgeConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeConversationRequest.ProtoReflect.Descriptor instead.
 func (*PurgeConversationRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{26}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PurgeConversationRequest) GetConversation() *Conversation {
@@ -2519,7 +2701,7 @@ type PurgeConversationResponse struct {
 
 func (x *PurgeConversationResponse) Reset() {
 	*x = PurgeConversationResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[27]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2531,7 +2713,7 @@ func (x *PurgeConversationResponse) String() string {
 func (*PurgeConversationResponse) ProtoMessage() {}
 
 func (x *PurgeConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[27]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2544,7 +2726,7 @@ func (x *PurgeConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeConversationResponse.ProtoReflect.Descriptor instead.
 func (*PurgeConversationResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{27}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PurgeConversationResponse) GetMessagesDeleted() int64 {
@@ -2595,7 +2777,7 @@ type PurgeOwnerRequest struct {
 
 func (x *PurgeOwnerRequest) Reset() {
 	*x = PurgeOwnerRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[28]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2607,7 +2789,7 @@ func (x *PurgeOwnerRequest) String() string {
 func (*PurgeOwnerRequest) ProtoMessage() {}
 
 func (x *PurgeOwnerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[28]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2620,7 +2802,7 @@ func (x *PurgeOwnerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeOwnerRequest.ProtoReflect.Descriptor instead.
 func (*PurgeOwnerRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{28}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PurgeOwnerRequest) GetAgentId() string {
@@ -2650,7 +2832,7 @@ type ErasedRows struct {
 
 func (x *ErasedRows) Reset() {
 	*x = ErasedRows{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[29]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2662,7 +2844,7 @@ func (x *ErasedRows) String() string {
 func (*ErasedRows) ProtoMessage() {}
 
 func (x *ErasedRows) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[29]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2675,7 +2857,7 @@ func (x *ErasedRows) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErasedRows.ProtoReflect.Descriptor instead.
 func (*ErasedRows) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{29}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ErasedRows) GetTable() string {
@@ -2713,7 +2895,7 @@ type PurgeOwnerResponse struct {
 
 func (x *PurgeOwnerResponse) Reset() {
 	*x = PurgeOwnerResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[30]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2725,7 +2907,7 @@ func (x *PurgeOwnerResponse) String() string {
 func (*PurgeOwnerResponse) ProtoMessage() {}
 
 func (x *PurgeOwnerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[30]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2738,7 +2920,7 @@ func (x *PurgeOwnerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeOwnerResponse.ProtoReflect.Descriptor instead.
 func (*PurgeOwnerResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{30}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PurgeOwnerResponse) GetErased() []*ErasedRows {
@@ -2780,7 +2962,7 @@ type GetConversationRequest struct {
 
 func (x *GetConversationRequest) Reset() {
 	*x = GetConversationRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[31]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2792,7 +2974,7 @@ func (x *GetConversationRequest) String() string {
 func (*GetConversationRequest) ProtoMessage() {}
 
 func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[31]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2805,7 +2987,7 @@ func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConversationRequest.ProtoReflect.Descriptor instead.
 func (*GetConversationRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{31}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetConversationRequest) GetConversation() *Conversation {
@@ -2853,7 +3035,7 @@ type GetConversationResponse struct {
 
 func (x *GetConversationResponse) Reset() {
 	*x = GetConversationResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[32]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2865,7 +3047,7 @@ func (x *GetConversationResponse) String() string {
 func (*GetConversationResponse) ProtoMessage() {}
 
 func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[32]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2878,7 +3060,7 @@ func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConversationResponse.ProtoReflect.Descriptor instead.
 func (*GetConversationResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{32}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetConversationResponse) GetConversation() *Conversation {
@@ -3027,7 +3209,7 @@ type StoreMemoryRequest struct {
 
 func (x *StoreMemoryRequest) Reset() {
 	*x = StoreMemoryRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[33]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3039,7 +3221,7 @@ func (x *StoreMemoryRequest) String() string {
 func (*StoreMemoryRequest) ProtoMessage() {}
 
 func (x *StoreMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[33]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3052,7 +3234,7 @@ func (x *StoreMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreMemoryRequest.ProtoReflect.Descriptor instead.
 func (*StoreMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{33}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StoreMemoryRequest) GetCaller() isStoreMemoryRequest_Caller {
@@ -3195,7 +3377,7 @@ type StoreMemoryResponse struct {
 
 func (x *StoreMemoryResponse) Reset() {
 	*x = StoreMemoryResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[34]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3207,7 +3389,7 @@ func (x *StoreMemoryResponse) String() string {
 func (*StoreMemoryResponse) ProtoMessage() {}
 
 func (x *StoreMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[34]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3220,7 +3402,7 @@ func (x *StoreMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreMemoryResponse.ProtoReflect.Descriptor instead.
 func (*StoreMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{34}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StoreMemoryResponse) GetMemory() *Memory {
@@ -3265,7 +3447,7 @@ type GetMemoryRequest struct {
 
 func (x *GetMemoryRequest) Reset() {
 	*x = GetMemoryRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[35]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3277,7 +3459,7 @@ func (x *GetMemoryRequest) String() string {
 func (*GetMemoryRequest) ProtoMessage() {}
 
 func (x *GetMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[35]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3290,7 +3472,7 @@ func (x *GetMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMemoryRequest.ProtoReflect.Descriptor instead.
 func (*GetMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{35}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetMemoryRequest) GetCaller() isGetMemoryRequest_Caller {
@@ -3382,7 +3564,7 @@ type GetMemoryResponse struct {
 
 func (x *GetMemoryResponse) Reset() {
 	*x = GetMemoryResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[36]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3394,7 +3576,7 @@ func (x *GetMemoryResponse) String() string {
 func (*GetMemoryResponse) ProtoMessage() {}
 
 func (x *GetMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[36]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3407,7 +3589,7 @@ func (x *GetMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMemoryResponse.ProtoReflect.Descriptor instead.
 func (*GetMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{36}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetMemoryResponse) GetMemory() *Memory {
@@ -3454,7 +3636,7 @@ type ListMemoriesRequest struct {
 
 func (x *ListMemoriesRequest) Reset() {
 	*x = ListMemoriesRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[37]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3466,7 +3648,7 @@ func (x *ListMemoriesRequest) String() string {
 func (*ListMemoriesRequest) ProtoMessage() {}
 
 func (x *ListMemoriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[37]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3479,7 +3661,7 @@ func (x *ListMemoriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMemoriesRequest.ProtoReflect.Descriptor instead.
 func (*ListMemoriesRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{37}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListMemoriesRequest) GetCaller() isListMemoriesRequest_Caller {
@@ -3601,7 +3783,7 @@ type ListedMemory struct {
 
 func (x *ListedMemory) Reset() {
 	*x = ListedMemory{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[38]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3613,7 +3795,7 @@ func (x *ListedMemory) String() string {
 func (*ListedMemory) ProtoMessage() {}
 
 func (x *ListedMemory) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[38]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3626,7 +3808,7 @@ func (x *ListedMemory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListedMemory.ProtoReflect.Descriptor instead.
 func (*ListedMemory) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{38}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListedMemory) GetMemory() *Memory {
@@ -3656,7 +3838,7 @@ type ListMemoriesResponse struct {
 
 func (x *ListMemoriesResponse) Reset() {
 	*x = ListMemoriesResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[39]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3668,7 +3850,7 @@ func (x *ListMemoriesResponse) String() string {
 func (*ListMemoriesResponse) ProtoMessage() {}
 
 func (x *ListMemoriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[39]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3681,7 +3863,7 @@ func (x *ListMemoriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMemoriesResponse.ProtoReflect.Descriptor instead.
 func (*ListMemoriesResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{39}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListMemoriesResponse) GetMemories() []*ListedMemory {
@@ -3728,7 +3910,7 @@ type UpdateMemoryRequest struct {
 
 func (x *UpdateMemoryRequest) Reset() {
 	*x = UpdateMemoryRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[40]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3740,7 +3922,7 @@ func (x *UpdateMemoryRequest) String() string {
 func (*UpdateMemoryRequest) ProtoMessage() {}
 
 func (x *UpdateMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[40]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3753,7 +3935,7 @@ func (x *UpdateMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMemoryRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{40}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UpdateMemoryRequest) GetCaller() isUpdateMemoryRequest_Caller {
@@ -3859,7 +4041,7 @@ type UpdateMemoryResponse struct {
 
 func (x *UpdateMemoryResponse) Reset() {
 	*x = UpdateMemoryResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[41]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3871,7 +4053,7 @@ func (x *UpdateMemoryResponse) String() string {
 func (*UpdateMemoryResponse) ProtoMessage() {}
 
 func (x *UpdateMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[41]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3884,7 +4066,7 @@ func (x *UpdateMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMemoryResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{41}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UpdateMemoryResponse) GetMemory() *Memory {
@@ -3918,7 +4100,7 @@ type ArchiveMemoryRequest struct {
 
 func (x *ArchiveMemoryRequest) Reset() {
 	*x = ArchiveMemoryRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[42]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3930,7 +4112,7 @@ func (x *ArchiveMemoryRequest) String() string {
 func (*ArchiveMemoryRequest) ProtoMessage() {}
 
 func (x *ArchiveMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[42]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3943,7 +4125,7 @@ func (x *ArchiveMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveMemoryRequest.ProtoReflect.Descriptor instead.
 func (*ArchiveMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{42}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ArchiveMemoryRequest) GetCaller() isArchiveMemoryRequest_Caller {
@@ -4028,7 +4210,7 @@ type ArchiveMemoryResponse struct {
 
 func (x *ArchiveMemoryResponse) Reset() {
 	*x = ArchiveMemoryResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[43]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4040,7 +4222,7 @@ func (x *ArchiveMemoryResponse) String() string {
 func (*ArchiveMemoryResponse) ProtoMessage() {}
 
 func (x *ArchiveMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[43]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4053,7 +4235,7 @@ func (x *ArchiveMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveMemoryResponse.ProtoReflect.Descriptor instead.
 func (*ArchiveMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{43}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ArchiveMemoryResponse) GetMemory() *Memory {
@@ -4083,7 +4265,7 @@ type RestoreMemoryRequest struct {
 
 func (x *RestoreMemoryRequest) Reset() {
 	*x = RestoreMemoryRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[44]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4095,7 +4277,7 @@ func (x *RestoreMemoryRequest) String() string {
 func (*RestoreMemoryRequest) ProtoMessage() {}
 
 func (x *RestoreMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[44]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4108,7 +4290,7 @@ func (x *RestoreMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreMemoryRequest.ProtoReflect.Descriptor instead.
 func (*RestoreMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{44}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RestoreMemoryRequest) GetCaller() isRestoreMemoryRequest_Caller {
@@ -4181,7 +4363,7 @@ type RestoreMemoryResponse struct {
 
 func (x *RestoreMemoryResponse) Reset() {
 	*x = RestoreMemoryResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[45]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4193,7 +4375,7 @@ func (x *RestoreMemoryResponse) String() string {
 func (*RestoreMemoryResponse) ProtoMessage() {}
 
 func (x *RestoreMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[45]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4206,7 +4388,7 @@ func (x *RestoreMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreMemoryResponse.ProtoReflect.Descriptor instead.
 func (*RestoreMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{45}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RestoreMemoryResponse) GetMemory() *Memory {
@@ -4249,7 +4431,7 @@ type DeleteMemoryRequest struct {
 
 func (x *DeleteMemoryRequest) Reset() {
 	*x = DeleteMemoryRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[46]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4261,7 +4443,7 @@ func (x *DeleteMemoryRequest) String() string {
 func (*DeleteMemoryRequest) ProtoMessage() {}
 
 func (x *DeleteMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[46]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4274,7 +4456,7 @@ func (x *DeleteMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMemoryRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{46}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DeleteMemoryRequest) GetCaller() isDeleteMemoryRequest_Caller {
@@ -4368,7 +4550,7 @@ type DeleteMemoryResponse struct {
 
 func (x *DeleteMemoryResponse) Reset() {
 	*x = DeleteMemoryResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[47]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4380,7 +4562,7 @@ func (x *DeleteMemoryResponse) String() string {
 func (*DeleteMemoryResponse) ProtoMessage() {}
 
 func (x *DeleteMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[47]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4393,7 +4575,7 @@ func (x *DeleteMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMemoryResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{47}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DeleteMemoryResponse) GetDeleted() bool {
@@ -4434,14 +4616,17 @@ type RecallRequest struct {
 	// conversation only (RECALL_SCOPE_CURRENT; another scope is PERMISSION_DENIED), and of its
 	// rows only the notes that render into no prompt file: what GetPromptContext and
 	// ComposeContext withhold from a guest, Recall withholds too.
-	Trust         Trust `protobuf:"varint,8,opt,name=trust,proto3,enum=memoryd.v1.Trust" json:"trust,omitempty"`
+	Trust Trust `protobuf:"varint,8,opt,name=trust,proto3,enum=memoryd.v1.Trust" json:"trust,omitempty"`
+	// Which rankings a query uses, for rows and messages alike. Unset means hybrid when
+	// embeddings are on, else lexical.
+	Mode          SearchMode `protobuf:"varint,9,opt,name=mode,proto3,enum=memoryd.v1.SearchMode" json:"mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RecallRequest) Reset() {
 	*x = RecallRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[48]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4453,7 +4638,7 @@ func (x *RecallRequest) String() string {
 func (*RecallRequest) ProtoMessage() {}
 
 func (x *RecallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[48]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4466,7 +4651,7 @@ func (x *RecallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecallRequest.ProtoReflect.Descriptor instead.
 func (*RecallRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{48}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RecallRequest) GetConversation() *Conversation {
@@ -4525,6 +4710,13 @@ func (x *RecallRequest) GetTrust() Trust {
 	return Trust_TRUST_UNSPECIFIED
 }
 
+func (x *RecallRequest) GetMode() SearchMode {
+	if x != nil {
+		return x.Mode
+	}
+	return SearchMode_SEARCH_MODE_UNSPECIFIED
+}
+
 // RecallHit is one memory row or message found by Recall.
 type RecallHit struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4534,6 +4726,10 @@ type RecallHit struct {
 	Match MatchKind `protobuf:"varint,2,opt,name=match,proto3,enum=memoryd.v1.MatchKind" json:"match,omitempty"`
 	// The bm25 rank of a word match (more negative is better); 0 otherwise.
 	Rank float64 `protobuf:"fixed64,3,opt,name=rank,proto3" json:"rank,omitempty"`
+	// Every way the hit matched; empty for key lookups and listings.
+	Matches []MatchKind `protobuf:"varint,6,rep,packed,name=matches,proto3,enum=memoryd.v1.MatchKind" json:"matches,omitempty"`
+	// The figures the hit was ranked by; unset for key lookups and listings.
+	Scores *HitScores `protobuf:"bytes,7,opt,name=scores,proto3" json:"scores,omitempty"`
 	// The hit.
 	//
 	// Types that are valid to be assigned to Item:
@@ -4547,7 +4743,7 @@ type RecallHit struct {
 
 func (x *RecallHit) Reset() {
 	*x = RecallHit{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[49]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4559,7 +4755,7 @@ func (x *RecallHit) String() string {
 func (*RecallHit) ProtoMessage() {}
 
 func (x *RecallHit) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[49]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4572,7 +4768,7 @@ func (x *RecallHit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecallHit.ProtoReflect.Descriptor instead.
 func (*RecallHit) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{49}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RecallHit) GetSource() RecallSource {
@@ -4594,6 +4790,20 @@ func (x *RecallHit) GetRank() float64 {
 		return x.Rank
 	}
 	return 0
+}
+
+func (x *RecallHit) GetMatches() []MatchKind {
+	if x != nil {
+		return x.Matches
+	}
+	return nil
+}
+
+func (x *RecallHit) GetScores() *HitScores {
+	if x != nil {
+		return x.Scores
+	}
+	return nil
 }
 
 func (x *RecallHit) GetItem() isRecallHit_Item {
@@ -4653,7 +4863,7 @@ type RecallResponse struct {
 
 func (x *RecallResponse) Reset() {
 	*x = RecallResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[50]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4665,7 +4875,7 @@ func (x *RecallResponse) String() string {
 func (*RecallResponse) ProtoMessage() {}
 
 func (x *RecallResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[50]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4678,7 +4888,7 @@ func (x *RecallResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecallResponse.ProtoReflect.Descriptor instead.
 func (*RecallResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{50}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RecallResponse) GetHits() []*RecallHit {
@@ -4716,7 +4926,7 @@ type ListMemorySourcesRequest struct {
 
 func (x *ListMemorySourcesRequest) Reset() {
 	*x = ListMemorySourcesRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[51]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4728,7 +4938,7 @@ func (x *ListMemorySourcesRequest) String() string {
 func (*ListMemorySourcesRequest) ProtoMessage() {}
 
 func (x *ListMemorySourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[51]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4741,7 +4951,7 @@ func (x *ListMemorySourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMemorySourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListMemorySourcesRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{51}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListMemorySourcesRequest) GetOwner() *OwnerScope {
@@ -4792,7 +5002,7 @@ type ListMemorySourcesResponse struct {
 
 func (x *ListMemorySourcesResponse) Reset() {
 	*x = ListMemorySourcesResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[52]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4804,7 +5014,7 @@ func (x *ListMemorySourcesResponse) String() string {
 func (*ListMemorySourcesResponse) ProtoMessage() {}
 
 func (x *ListMemorySourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[52]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4817,7 +5027,7 @@ func (x *ListMemorySourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMemorySourcesResponse.ProtoReflect.Descriptor instead.
 func (*ListMemorySourcesResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{52}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListMemorySourcesResponse) GetSources() []*MemorySource {
@@ -4849,7 +5059,7 @@ type SetJobStatusRequest struct {
 
 func (x *SetJobStatusRequest) Reset() {
 	*x = SetJobStatusRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[53]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4861,7 +5071,7 @@ func (x *SetJobStatusRequest) String() string {
 func (*SetJobStatusRequest) ProtoMessage() {}
 
 func (x *SetJobStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[53]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4874,7 +5084,7 @@ func (x *SetJobStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetJobStatusRequest.ProtoReflect.Descriptor instead.
 func (*SetJobStatusRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{53}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SetJobStatusRequest) GetOwner() *OwnerScope {
@@ -4909,7 +5119,7 @@ type SetJobStatusResponse struct {
 
 func (x *SetJobStatusResponse) Reset() {
 	*x = SetJobStatusResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[54]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4921,7 +5131,7 @@ func (x *SetJobStatusResponse) String() string {
 func (*SetJobStatusResponse) ProtoMessage() {}
 
 func (x *SetJobStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[54]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4934,7 +5144,7 @@ func (x *SetJobStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetJobStatusResponse.ProtoReflect.Descriptor instead.
 func (*SetJobStatusResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{54}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SetJobStatusResponse) GetSource() *MemorySource {
@@ -4964,7 +5174,7 @@ type FinishJobRunRequest struct {
 
 func (x *FinishJobRunRequest) Reset() {
 	*x = FinishJobRunRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[55]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4976,7 +5186,7 @@ func (x *FinishJobRunRequest) String() string {
 func (*FinishJobRunRequest) ProtoMessage() {}
 
 func (x *FinishJobRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[55]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4989,7 +5199,7 @@ func (x *FinishJobRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishJobRunRequest.ProtoReflect.Descriptor instead.
 func (*FinishJobRunRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{55}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *FinishJobRunRequest) GetOwner() *OwnerScope {
@@ -5044,7 +5254,7 @@ type FinishJobRunResponse struct {
 
 func (x *FinishJobRunResponse) Reset() {
 	*x = FinishJobRunResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[56]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5056,7 +5266,7 @@ func (x *FinishJobRunResponse) String() string {
 func (*FinishJobRunResponse) ProtoMessage() {}
 
 func (x *FinishJobRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[56]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5069,7 +5279,7 @@ func (x *FinishJobRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishJobRunResponse.ProtoReflect.Descriptor instead.
 func (*FinishJobRunResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{56}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *FinishJobRunResponse) GetStatus() string {
@@ -5115,7 +5325,7 @@ type GetPromptContextRequest struct {
 
 func (x *GetPromptContextRequest) Reset() {
 	*x = GetPromptContextRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[57]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5127,7 +5337,7 @@ func (x *GetPromptContextRequest) String() string {
 func (*GetPromptContextRequest) ProtoMessage() {}
 
 func (x *GetPromptContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[57]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5140,7 +5350,7 @@ func (x *GetPromptContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptContextRequest.ProtoReflect.Descriptor instead.
 func (*GetPromptContextRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{57}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *GetPromptContextRequest) GetAgentId() string {
@@ -5183,7 +5393,7 @@ type PromptFileUsage struct {
 
 func (x *PromptFileUsage) Reset() {
 	*x = PromptFileUsage{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[58]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5195,7 +5405,7 @@ func (x *PromptFileUsage) String() string {
 func (*PromptFileUsage) ProtoMessage() {}
 
 func (x *PromptFileUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[58]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5208,7 +5418,7 @@ func (x *PromptFileUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptFileUsage.ProtoReflect.Descriptor instead.
 func (*PromptFileUsage) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{58}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *PromptFileUsage) GetUsedChars() int32 {
@@ -5268,7 +5478,7 @@ type GetPromptContextResponse struct {
 
 func (x *GetPromptContextResponse) Reset() {
 	*x = GetPromptContextResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[59]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5280,7 +5490,7 @@ func (x *GetPromptContextResponse) String() string {
 func (*GetPromptContextResponse) ProtoMessage() {}
 
 func (x *GetPromptContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[59]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5293,7 +5503,7 @@ func (x *GetPromptContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptContextResponse.ProtoReflect.Descriptor instead.
 func (*GetPromptContextResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{59}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetPromptContextResponse) GetUserMd() string {
@@ -5358,7 +5568,7 @@ type ListResourcesRequest struct {
 
 func (x *ListResourcesRequest) Reset() {
 	*x = ListResourcesRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[60]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5370,7 +5580,7 @@ func (x *ListResourcesRequest) String() string {
 func (*ListResourcesRequest) ProtoMessage() {}
 
 func (x *ListResourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[60]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5383,7 +5593,7 @@ func (x *ListResourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListResourcesRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{60}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListResourcesRequest) GetAgentId() string {
@@ -5434,7 +5644,7 @@ type ListResourcesResponse struct {
 
 func (x *ListResourcesResponse) Reset() {
 	*x = ListResourcesResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[61]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5446,7 +5656,7 @@ func (x *ListResourcesResponse) String() string {
 func (*ListResourcesResponse) ProtoMessage() {}
 
 func (x *ListResourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[61]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5459,7 +5669,7 @@ func (x *ListResourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourcesResponse.ProtoReflect.Descriptor instead.
 func (*ListResourcesResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{61}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListResourcesResponse) GetResources() []*Resource {
@@ -5492,7 +5702,7 @@ type ListRevisionsRequest struct {
 
 func (x *ListRevisionsRequest) Reset() {
 	*x = ListRevisionsRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[62]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5504,7 +5714,7 @@ func (x *ListRevisionsRequest) String() string {
 func (*ListRevisionsRequest) ProtoMessage() {}
 
 func (x *ListRevisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[62]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5517,7 +5727,7 @@ func (x *ListRevisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRevisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListRevisionsRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{62}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ListRevisionsRequest) GetRef() *ResourceRef {
@@ -5554,7 +5764,7 @@ type ListRevisionsResponse struct {
 
 func (x *ListRevisionsResponse) Reset() {
 	*x = ListRevisionsResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[63]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5566,7 +5776,7 @@ func (x *ListRevisionsResponse) String() string {
 func (*ListRevisionsResponse) ProtoMessage() {}
 
 func (x *ListRevisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[63]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5579,7 +5789,7 @@ func (x *ListRevisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRevisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListRevisionsResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{63}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListRevisionsResponse) GetRevisions() []*ResourceRevision {
@@ -5609,7 +5819,7 @@ type GetRevisionRequest struct {
 
 func (x *GetRevisionRequest) Reset() {
 	*x = GetRevisionRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[64]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5621,7 +5831,7 @@ func (x *GetRevisionRequest) String() string {
 func (*GetRevisionRequest) ProtoMessage() {}
 
 func (x *GetRevisionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[64]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5634,7 +5844,7 @@ func (x *GetRevisionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRevisionRequest.ProtoReflect.Descriptor instead.
 func (*GetRevisionRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{64}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetRevisionRequest) GetRef() *ResourceRef {
@@ -5662,7 +5872,7 @@ type GetRevisionResponse struct {
 
 func (x *GetRevisionResponse) Reset() {
 	*x = GetRevisionResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[65]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5674,7 +5884,7 @@ func (x *GetRevisionResponse) String() string {
 func (*GetRevisionResponse) ProtoMessage() {}
 
 func (x *GetRevisionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[65]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5687,7 +5897,7 @@ func (x *GetRevisionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRevisionResponse.ProtoReflect.Descriptor instead.
 func (*GetRevisionResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{65}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetRevisionResponse) GetRevision() *ResourceRevision {
@@ -5712,7 +5922,7 @@ type DiffRevisionsRequest struct {
 
 func (x *DiffRevisionsRequest) Reset() {
 	*x = DiffRevisionsRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[66]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5724,7 +5934,7 @@ func (x *DiffRevisionsRequest) String() string {
 func (*DiffRevisionsRequest) ProtoMessage() {}
 
 func (x *DiffRevisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[66]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5737,7 +5947,7 @@ func (x *DiffRevisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRevisionsRequest.ProtoReflect.Descriptor instead.
 func (*DiffRevisionsRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{66}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *DiffRevisionsRequest) GetRef() *ResourceRef {
@@ -5776,7 +5986,7 @@ type DiffRevisionsResponse struct {
 
 func (x *DiffRevisionsResponse) Reset() {
 	*x = DiffRevisionsResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[67]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5788,7 +5998,7 @@ func (x *DiffRevisionsResponse) String() string {
 func (*DiffRevisionsResponse) ProtoMessage() {}
 
 func (x *DiffRevisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[67]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5801,7 +6011,7 @@ func (x *DiffRevisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRevisionsResponse.ProtoReflect.Descriptor instead.
 func (*DiffRevisionsResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{67}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *DiffRevisionsResponse) GetDiff() string {
@@ -5838,7 +6048,7 @@ type RollbackResourceRequest struct {
 
 func (x *RollbackResourceRequest) Reset() {
 	*x = RollbackResourceRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[68]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5850,7 +6060,7 @@ func (x *RollbackResourceRequest) String() string {
 func (*RollbackResourceRequest) ProtoMessage() {}
 
 func (x *RollbackResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[68]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5863,7 +6073,7 @@ func (x *RollbackResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackResourceRequest.ProtoReflect.Descriptor instead.
 func (*RollbackResourceRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{68}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *RollbackResourceRequest) GetRef() *ResourceRef {
@@ -5896,7 +6106,7 @@ type RollbackResourceResponse struct {
 
 func (x *RollbackResourceResponse) Reset() {
 	*x = RollbackResourceResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[69]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5908,7 +6118,7 @@ func (x *RollbackResourceResponse) String() string {
 func (*RollbackResourceResponse) ProtoMessage() {}
 
 func (x *RollbackResourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[69]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5921,7 +6131,7 @@ func (x *RollbackResourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackResourceResponse.ProtoReflect.Descriptor instead.
 func (*RollbackResourceResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{69}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *RollbackResourceResponse) GetRevision() *ResourceRevision {
@@ -5958,7 +6168,7 @@ type TurnUsage struct {
 
 func (x *TurnUsage) Reset() {
 	*x = TurnUsage{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[70]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5970,7 +6180,7 @@ func (x *TurnUsage) String() string {
 func (*TurnUsage) ProtoMessage() {}
 
 func (x *TurnUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[70]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5983,7 +6193,7 @@ func (x *TurnUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnUsage.ProtoReflect.Descriptor instead.
 func (*TurnUsage) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{70}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *TurnUsage) GetPeakPromptTokens() int64 {
@@ -6022,7 +6232,7 @@ type CommitTurnRequest struct {
 
 func (x *CommitTurnRequest) Reset() {
 	*x = CommitTurnRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[71]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6034,7 +6244,7 @@ func (x *CommitTurnRequest) String() string {
 func (*CommitTurnRequest) ProtoMessage() {}
 
 func (x *CommitTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[71]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6047,7 +6257,7 @@ func (x *CommitTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitTurnRequest.ProtoReflect.Descriptor instead.
 func (*CommitTurnRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{71}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CommitTurnRequest) GetConversation() *Conversation {
@@ -6103,7 +6313,7 @@ type CommitTurnResponse struct {
 
 func (x *CommitTurnResponse) Reset() {
 	*x = CommitTurnResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[72]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6115,7 +6325,7 @@ func (x *CommitTurnResponse) String() string {
 func (*CommitTurnResponse) ProtoMessage() {}
 
 func (x *CommitTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[72]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6128,7 +6338,7 @@ func (x *CommitTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitTurnResponse.ProtoReflect.Descriptor instead.
 func (*CommitTurnResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{72}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CommitTurnResponse) GetResults() []*AppendResult {
@@ -6174,7 +6384,7 @@ type ReviewNowRequest struct {
 
 func (x *ReviewNowRequest) Reset() {
 	*x = ReviewNowRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[73]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6186,7 +6396,7 @@ func (x *ReviewNowRequest) String() string {
 func (*ReviewNowRequest) ProtoMessage() {}
 
 func (x *ReviewNowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[73]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6199,7 +6409,7 @@ func (x *ReviewNowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewNowRequest.ProtoReflect.Descriptor instead.
 func (*ReviewNowRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{73}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ReviewNowRequest) GetConversation() *Conversation {
@@ -6239,7 +6449,7 @@ type SkippedOperation struct {
 
 func (x *SkippedOperation) Reset() {
 	*x = SkippedOperation{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[74]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6251,7 +6461,7 @@ func (x *SkippedOperation) String() string {
 func (*SkippedOperation) ProtoMessage() {}
 
 func (x *SkippedOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[74]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6264,7 +6474,7 @@ func (x *SkippedOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkippedOperation.ProtoReflect.Descriptor instead.
 func (*SkippedOperation) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{74}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SkippedOperation) GetIndex() int32 {
@@ -6324,7 +6534,7 @@ type ConversationReview struct {
 
 func (x *ConversationReview) Reset() {
 	*x = ConversationReview{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[75]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6336,7 +6546,7 @@ func (x *ConversationReview) String() string {
 func (*ConversationReview) ProtoMessage() {}
 
 func (x *ConversationReview) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[75]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6349,7 +6559,7 @@ func (x *ConversationReview) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConversationReview.ProtoReflect.Descriptor instead.
 func (*ConversationReview) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{75}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ConversationReview) GetConversation() *Conversation {
@@ -6454,7 +6664,7 @@ type ReviewNowResponse struct {
 
 func (x *ReviewNowResponse) Reset() {
 	*x = ReviewNowResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[76]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6466,7 +6676,7 @@ func (x *ReviewNowResponse) String() string {
 func (*ReviewNowResponse) ProtoMessage() {}
 
 func (x *ReviewNowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[76]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6479,7 +6689,7 @@ func (x *ReviewNowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewNowResponse.ProtoReflect.Descriptor instead.
 func (*ReviewNowResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{76}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ReviewNowResponse) GetReviews() []*ConversationReview {
@@ -6500,7 +6710,7 @@ type GetReviewStateRequest struct {
 
 func (x *GetReviewStateRequest) Reset() {
 	*x = GetReviewStateRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[77]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6512,7 +6722,7 @@ func (x *GetReviewStateRequest) String() string {
 func (*GetReviewStateRequest) ProtoMessage() {}
 
 func (x *GetReviewStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[77]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6525,7 +6735,7 @@ func (x *GetReviewStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReviewStateRequest.ProtoReflect.Descriptor instead.
 func (*GetReviewStateRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{77}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *GetReviewStateRequest) GetConversation() *Conversation {
@@ -6576,7 +6786,7 @@ type ReviewRun struct {
 
 func (x *ReviewRun) Reset() {
 	*x = ReviewRun{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[78]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6588,7 +6798,7 @@ func (x *ReviewRun) String() string {
 func (*ReviewRun) ProtoMessage() {}
 
 func (x *ReviewRun) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[78]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6601,7 +6811,7 @@ func (x *ReviewRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewRun.ProtoReflect.Descriptor instead.
 func (*ReviewRun) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{78}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ReviewRun) GetId() int64 {
@@ -6756,7 +6966,7 @@ type GetReviewStateResponse struct {
 
 func (x *GetReviewStateResponse) Reset() {
 	*x = GetReviewStateResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[79]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6768,7 +6978,7 @@ func (x *GetReviewStateResponse) String() string {
 func (*GetReviewStateResponse) ProtoMessage() {}
 
 func (x *GetReviewStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[79]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6781,7 +6991,7 @@ func (x *GetReviewStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReviewStateResponse.ProtoReflect.Descriptor instead.
 func (*GetReviewStateResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{79}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *GetReviewStateResponse) GetConversation() *Conversation {
@@ -6887,6 +7097,262 @@ func (x *GetReviewStateResponse) GetBacklog() bool {
 		return x.Backlog
 	}
 	return false
+}
+
+// GetEmbeddingStatusRequest asks for the state of semantic search.
+type GetEmbeddingStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetEmbeddingStatusRequest) Reset() {
+	*x = GetEmbeddingStatusRequest{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetEmbeddingStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetEmbeddingStatusRequest) ProtoMessage() {}
+
+func (x *GetEmbeddingStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetEmbeddingStatusRequest.ProtoReflect.Descriptor instead.
+func (*GetEmbeddingStatusRequest) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{81}
+}
+
+// GetEmbeddingStatusResponse is the state of semantic search.
+type GetEmbeddingStatusResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether embeddings are on (a provider is configured).
+	Enabled bool `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	// The provider ("embedded", "openai") whose vectors searches compare.
+	Provider string `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	// The provider's model name.
+	Model string `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	// The vectors' dimension; 0 before the first vector.
+	Dimension int32 `protobuf:"varint,4,opt,name=dimension,proto3" json:"dimension,omitempty"`
+	// Messages with a vector of the model.
+	EmbeddedMessages int64 `protobuf:"varint,5,opt,name=embedded_messages,json=embeddedMessages,proto3" json:"embedded_messages,omitempty"`
+	// Memory rows with a vector of the model.
+	EmbeddedMemories int64 `protobuf:"varint,6,opt,name=embedded_memories,json=embeddedMemories,proto3" json:"embedded_memories,omitempty"`
+	// Messages waiting for one.
+	PendingMessages int64 `protobuf:"varint,7,opt,name=pending_messages,json=pendingMessages,proto3" json:"pending_messages,omitempty"`
+	// Memory rows waiting for one.
+	PendingMemories int64 `protobuf:"varint,8,opt,name=pending_memories,json=pendingMemories,proto3" json:"pending_memories,omitempty"`
+	// Vectors of other (earlier) models, never compared with the current one's.
+	OtherModelVectors int64 `protobuf:"varint,9,opt,name=other_model_vectors,json=otherModelVectors,proto3" json:"other_model_vectors,omitempty"`
+	// The last failure of the background embedder, if the last attempt failed.
+	LastError     string `protobuf:"bytes,10,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetEmbeddingStatusResponse) Reset() {
+	*x = GetEmbeddingStatusResponse{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetEmbeddingStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetEmbeddingStatusResponse) ProtoMessage() {}
+
+func (x *GetEmbeddingStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetEmbeddingStatusResponse.ProtoReflect.Descriptor instead.
+func (*GetEmbeddingStatusResponse) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *GetEmbeddingStatusResponse) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *GetEmbeddingStatusResponse) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *GetEmbeddingStatusResponse) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *GetEmbeddingStatusResponse) GetDimension() int32 {
+	if x != nil {
+		return x.Dimension
+	}
+	return 0
+}
+
+func (x *GetEmbeddingStatusResponse) GetEmbeddedMessages() int64 {
+	if x != nil {
+		return x.EmbeddedMessages
+	}
+	return 0
+}
+
+func (x *GetEmbeddingStatusResponse) GetEmbeddedMemories() int64 {
+	if x != nil {
+		return x.EmbeddedMemories
+	}
+	return 0
+}
+
+func (x *GetEmbeddingStatusResponse) GetPendingMessages() int64 {
+	if x != nil {
+		return x.PendingMessages
+	}
+	return 0
+}
+
+func (x *GetEmbeddingStatusResponse) GetPendingMemories() int64 {
+	if x != nil {
+		return x.PendingMemories
+	}
+	return 0
+}
+
+func (x *GetEmbeddingStatusResponse) GetOtherModelVectors() int64 {
+	if x != nil {
+		return x.OtherModelVectors
+	}
+	return 0
+}
+
+func (x *GetEmbeddingStatusResponse) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+// ReindexEmbeddingsRequest asks for every vector to be made again.
+type ReindexEmbeddingsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReindexEmbeddingsRequest) Reset() {
+	*x = ReindexEmbeddingsRequest{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReindexEmbeddingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReindexEmbeddingsRequest) ProtoMessage() {}
+
+func (x *ReindexEmbeddingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReindexEmbeddingsRequest.ProtoReflect.Descriptor instead.
+func (*ReindexEmbeddingsRequest) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{83}
+}
+
+// ReindexEmbeddingsResponse says how much waits to be embedded.
+type ReindexEmbeddingsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Messages queued for the background embedder.
+	QueuedMessages int64 `protobuf:"varint,1,opt,name=queued_messages,json=queuedMessages,proto3" json:"queued_messages,omitempty"`
+	// Memory rows queued for the background embedder.
+	QueuedMemories int64 `protobuf:"varint,2,opt,name=queued_memories,json=queuedMemories,proto3" json:"queued_memories,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ReindexEmbeddingsResponse) Reset() {
+	*x = ReindexEmbeddingsResponse{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReindexEmbeddingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReindexEmbeddingsResponse) ProtoMessage() {}
+
+func (x *ReindexEmbeddingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReindexEmbeddingsResponse.ProtoReflect.Descriptor instead.
+func (*ReindexEmbeddingsResponse) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *ReindexEmbeddingsResponse) GetQueuedMessages() int64 {
+	if x != nil {
+		return x.QueuedMessages
+	}
+	return 0
+}
+
+func (x *ReindexEmbeddingsResponse) GetQueuedMemories() int64 {
+	if x != nil {
+		return x.QueuedMemories
+	}
+	return 0
 }
 
 var File_memoryd_v1_memory_service_proto protoreflect.FileDescriptor
@@ -7004,7 +7470,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"allHistory\"o\n" +
 	"\x14ListMessagesResponse\x12/\n" +
 	"\bmessages\x18\x01 \x03(\v2\x13.memoryd.v1.MessageR\bmessages\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xaa\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd6\x02\n" +
 	"\x14SearchHistoryRequest\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x12>\n" +
 	"\fconversation\x18\x02 \x01(\v2\x18.memoryd.v1.ConversationH\x00R\fconversation\x12.\n" +
@@ -7012,14 +7478,25 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x05agent\x18\x04 \x01(\v2\x16.memoryd.v1.AgentScopeH\x00R\x05agent\x12\x14\n" +
 	"\x05limit\x18\x05 \x01(\x05R\x05limit\x12\x14\n" +
 	"\x05kinds\x18\x06 \x03(\tR\x05kinds\x12'\n" +
-	"\x05trust\x18\a \x01(\x0e2\x11.memoryd.v1.TrustR\x05trustB\a\n" +
-	"\x05scope\"\x96\x01\n" +
+	"\x05trust\x18\a \x01(\x0e2\x11.memoryd.v1.TrustR\x05trust\x12*\n" +
+	"\x04mode\x18\b \x01(\x0e2\x16.memoryd.v1.SearchModeR\x04modeB\a\n" +
+	"\x05scope\"\x9d\x01\n" +
+	"\tHitScores\x12\x12\n" +
+	"\x04bm25\x18\x01 \x01(\x01R\x04bm25\x12\x1e\n" +
+	"\n" +
+	"similarity\x18\x02 \x01(\x01R\n" +
+	"similarity\x12\x14\n" +
+	"\x05fused\x18\x03 \x01(\x01R\x05fused\x12!\n" +
+	"\flexical_rank\x18\x04 \x01(\x05R\vlexicalRank\x12#\n" +
+	"\rsemantic_rank\x18\x05 \x01(\x05R\fsemanticRank\"\xf6\x01\n" +
 	"\n" +
 	"HistoryHit\x12-\n" +
 	"\amessage\x18\x01 \x01(\v2\x13.memoryd.v1.MessageR\amessage\x12\x18\n" +
 	"\asnippet\x18\x02 \x01(\tR\asnippet\x12+\n" +
 	"\x05match\x18\x03 \x01(\x0e2\x15.memoryd.v1.MatchKindR\x05match\x12\x12\n" +
-	"\x04rank\x18\x04 \x01(\x01R\x04rank\"a\n" +
+	"\x04rank\x18\x04 \x01(\x01R\x04rank\x12/\n" +
+	"\amatches\x18\x05 \x03(\x0e2\x15.memoryd.v1.MatchKindR\amatches\x12-\n" +
+	"\x06scores\x18\x06 \x01(\v2\x15.memoryd.v1.HitScoresR\x06scores\"a\n" +
 	"\x15SearchHistoryResponse\x12*\n" +
 	"\x04hits\x18\x01 \x03(\v2\x16.memoryd.v1.HistoryHitR\x04hits\x12\x1c\n" +
 	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"\x81\x01\n" +
@@ -7176,7 +7653,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x06caller\"@\n" +
 	"\x14DeleteMemoryResponse\x12\x18\n" +
 	"\adeleted\x18\x01 \x01(\bR\adeleted\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\x03R\x02id\"\xac\x02\n" +
+	"\x02id\x18\x02 \x01(\x03R\x02id\"\xd8\x02\n" +
 	"\rRecallRequest\x12<\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12\x10\n" +
@@ -7185,11 +7662,14 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x06source\x18\x05 \x01(\x0e2\x18.memoryd.v1.RecallSourceR\x06source\x12\x14\n" +
 	"\x05limit\x18\x06 \x01(\x05R\x05limit\x12\x15\n" +
 	"\x06job_id\x18\a \x01(\tR\x05jobId\x12'\n" +
-	"\x05trust\x18\b \x01(\x0e2\x11.memoryd.v1.TrustR\x05trust\"\xe8\x01\n" +
+	"\x05trust\x18\b \x01(\x0e2\x11.memoryd.v1.TrustR\x05trust\x12*\n" +
+	"\x04mode\x18\t \x01(\x0e2\x16.memoryd.v1.SearchModeR\x04mode\"\xc8\x02\n" +
 	"\tRecallHit\x120\n" +
 	"\x06source\x18\x01 \x01(\x0e2\x18.memoryd.v1.RecallSourceR\x06source\x12+\n" +
 	"\x05match\x18\x02 \x01(\x0e2\x15.memoryd.v1.MatchKindR\x05match\x12\x12\n" +
-	"\x04rank\x18\x03 \x01(\x01R\x04rank\x12,\n" +
+	"\x04rank\x18\x03 \x01(\x01R\x04rank\x12/\n" +
+	"\amatches\x18\x06 \x03(\x0e2\x15.memoryd.v1.MatchKindR\amatches\x12-\n" +
+	"\x06scores\x18\a \x01(\v2\x15.memoryd.v1.HitScoresR\x06scores\x12,\n" +
 	"\x06memory\x18\x04 \x01(\v2\x12.memoryd.v1.MemoryH\x00R\x06memory\x122\n" +
 	"\amessage\x18\x05 \x01(\v2\x16.memoryd.v1.HistoryHitH\x00R\amessageB\x06\n" +
 	"\x04item\"Y\n" +
@@ -7366,7 +7846,25 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x0ereview_running\x18\f \x01(\bR\rreviewRunning\x120\n" +
 	"\blast_run\x18\r \x01(\v2\x15.memoryd.v1.ReviewRunR\alastRun\x12'\n" +
 	"\x0funread_messages\x18\x0e \x01(\x03R\x0eunreadMessages\x12\x18\n" +
-	"\abacklog\x18\x0f \x01(\bR\abacklog*\x8a\x01\n" +
+	"\abacklog\x18\x0f \x01(\bR\abacklog\"\x1b\n" +
+	"\x19GetEmbeddingStatusRequest\"\x85\x03\n" +
+	"\x1aGetEmbeddingStatusResponse\x12\x18\n" +
+	"\aenabled\x18\x01 \x01(\bR\aenabled\x12\x1a\n" +
+	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x14\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\x12\x1c\n" +
+	"\tdimension\x18\x04 \x01(\x05R\tdimension\x12+\n" +
+	"\x11embedded_messages\x18\x05 \x01(\x03R\x10embeddedMessages\x12+\n" +
+	"\x11embedded_memories\x18\x06 \x01(\x03R\x10embeddedMemories\x12)\n" +
+	"\x10pending_messages\x18\a \x01(\x03R\x0fpendingMessages\x12)\n" +
+	"\x10pending_memories\x18\b \x01(\x03R\x0fpendingMemories\x12.\n" +
+	"\x13other_model_vectors\x18\t \x01(\x03R\x11otherModelVectors\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\n" +
+	" \x01(\tR\tlastError\"\x1a\n" +
+	"\x18ReindexEmbeddingsRequest\"m\n" +
+	"\x19ReindexEmbeddingsResponse\x12'\n" +
+	"\x0fqueued_messages\x18\x01 \x01(\x03R\x0equeuedMessages\x12'\n" +
+	"\x0fqueued_memories\x18\x02 \x01(\x03R\x0equeuedMemories*\x8a\x01\n" +
 	"\rAppendOutcome\x12\x1e\n" +
 	"\x1aAPPEND_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15APPEND_OUTCOME_STORED\x10\x01\x12\x1c\n" +
@@ -7375,11 +7873,19 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\aSpeaker\x12\x17\n" +
 	"\x13SPEAKER_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fSPEAKER_USER\x10\x01\x12\x15\n" +
-	"\x11SPEAKER_ASSISTANT\x10\x02*V\n" +
+	"\x11SPEAKER_ASSISTANT\x10\x02*t\n" +
+	"\n" +
+	"SearchMode\x12\x1b\n" +
+	"\x17SEARCH_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13SEARCH_MODE_LEXICAL\x10\x01\x12\x18\n" +
+	"\x14SEARCH_MODE_SEMANTIC\x10\x02\x12\x16\n" +
+	"\x12SEARCH_MODE_HYBRID\x10\x03*\x89\x01\n" +
 	"\tMatchKind\x12\x1a\n" +
 	"\x16MATCH_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fMATCH_KIND_WORD\x10\x01\x12\x18\n" +
-	"\x14MATCH_KIND_SUBSTRING\x10\x02*\x84\x01\n" +
+	"\x14MATCH_KIND_SUBSTRING\x10\x02\x12\x17\n" +
+	"\x13MATCH_KIND_SEMANTIC\x10\x03\x12\x18\n" +
+	"\x14MATCH_KIND_NEIGHBOUR\x10\x04*\x84\x01\n" +
 	"\x0eArchivedFilter\x12\x1f\n" +
 	"\x1bARCHIVED_FILTER_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ARCHIVED_FILTER_ACTIVE\x10\x01\x12\x1c\n" +
@@ -7410,7 +7916,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x1dREVIEW_STATUS_NOTHING_TO_SAVE\x10\x02\x12\x19\n" +
 	"\x15REVIEW_STATUS_SKIPPED\x10\x03\x12\x18\n" +
 	"\x14REVIEW_STATUS_FAILED\x10\x04\x12'\n" +
-	"#REVIEW_STATUS_NOTHING_TO_SAVE_PROSE\x10\x052\x90\x18\n" +
+	"#REVIEW_STATUS_NOTHING_TO_SAVE_PROSE\x10\x052\xf0\x19\n" +
 	"\rMemoryService\x12e\n" +
 	"\x0eAppendMessages\x12!.memoryd.v1.AppendMessagesRequest\x1a\".memoryd.v1.AppendMessagesResponse\"\f\xc2\xf3\x18\b\b\x01\x10\x01\x18\x01 \x01\x12e\n" +
 	"\x0eIngestMessages\x12!.memoryd.v1.IngestMessagesRequest\x1a\".memoryd.v1.IngestMessagesResponse\"\n" +
@@ -7450,7 +7956,10 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\n" +
 	"CommitTurn\x12\x1d.memoryd.v1.CommitTurnRequest\x1a\x1e.memoryd.v1.CommitTurnResponse\"\f\xc2\xf3\x18\b\b\x01\x10\x01\x18\x01 \x01\x12T\n" +
 	"\tReviewNow\x12\x1c.memoryd.v1.ReviewNowRequest\x1a\x1d.memoryd.v1.ReviewNowResponse\"\n" +
-	"\xc2\xf3\x18\x06\b\x01\x10\x01 \x04\x12f\n" +
+	"\xc2\xf3\x18\x06\b\x01\x10\x01 \x04\x12p\n" +
+	"\x12GetEmbeddingStatus\x12%.memoryd.v1.GetEmbeddingStatusRequest\x1a&.memoryd.v1.GetEmbeddingStatusResponse\"\v\xc2\xf3\x18\x04\b\x02 \x04\x90\x02\x01\x12l\n" +
+	"\x11ReindexEmbeddings\x12$.memoryd.v1.ReindexEmbeddingsRequest\x1a%.memoryd.v1.ReindexEmbeddingsResponse\"\n" +
+	"\xc2\xf3\x18\x06\b\x02\x10\x01 \x04\x12f\n" +
 	"\x0eGetReviewState\x12!.memoryd.v1.GetReviewStateRequest\x1a\".memoryd.v1.GetReviewStateResponse\"\r\xc2\xf3\x18\x06\b\x01\x18\x01 \x01\x90\x02\x01B\xad\x01\n" +
 	"\x0ecom.memoryd.v1B\x12MemoryServiceProtoP\x01Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1\xa2\x02\x03MXX\xaa\x02\n" +
 	"Memoryd.V1\xca\x02\n" +
@@ -7468,311 +7977,327 @@ func file_memoryd_v1_memory_service_proto_rawDescGZIP() []byte {
 	return file_memoryd_v1_memory_service_proto_rawDescData
 }
 
-var file_memoryd_v1_memory_service_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_memoryd_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
+var file_memoryd_v1_memory_service_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
+var file_memoryd_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
 var file_memoryd_v1_memory_service_proto_goTypes = []any{
-	(AppendOutcome)(0),                // 0: memoryd.v1.AppendOutcome
-	(Speaker)(0),                      // 1: memoryd.v1.Speaker
-	(MatchKind)(0),                    // 2: memoryd.v1.MatchKind
-	(ArchivedFilter)(0),               // 3: memoryd.v1.ArchivedFilter
-	(RecallScope)(0),                  // 4: memoryd.v1.RecallScope
-	(RecallSource)(0),                 // 5: memoryd.v1.RecallSource
-	(JobStatus)(0),                    // 6: memoryd.v1.JobStatus
-	(JobRunOutcome)(0),                // 7: memoryd.v1.JobRunOutcome
-	(ReviewStatus)(0),                 // 8: memoryd.v1.ReviewStatus
-	(*NewMessage)(nil),                // 9: memoryd.v1.NewMessage
-	(*AppendMessagesRequest)(nil),     // 10: memoryd.v1.AppendMessagesRequest
-	(*AppendResult)(nil),              // 11: memoryd.v1.AppendResult
-	(*AppendMessagesResponse)(nil),    // 12: memoryd.v1.AppendMessagesResponse
-	(*IngestedMessage)(nil),           // 13: memoryd.v1.IngestedMessage
-	(*IngestMessagesRequest)(nil),     // 14: memoryd.v1.IngestMessagesRequest
-	(*IngestRejection)(nil),           // 15: memoryd.v1.IngestRejection
-	(*IngestMessagesResponse)(nil),    // 16: memoryd.v1.IngestMessagesResponse
-	(*ExportDataRequest)(nil),         // 17: memoryd.v1.ExportDataRequest
-	(*ExportDataResponse)(nil),        // 18: memoryd.v1.ExportDataResponse
-	(*ImportDataRequest)(nil),         // 19: memoryd.v1.ImportDataRequest
-	(*ImportedRecords)(nil),           // 20: memoryd.v1.ImportedRecords
-	(*ImportDataResponse)(nil),        // 21: memoryd.v1.ImportDataResponse
-	(*TranscriptOpen)(nil),            // 22: memoryd.v1.TranscriptOpen
-	(*TranscriptSegment)(nil),         // 23: memoryd.v1.TranscriptSegment
-	(*TranscriptEnd)(nil),             // 24: memoryd.v1.TranscriptEnd
-	(*StreamTranscriptRequest)(nil),   // 25: memoryd.v1.StreamTranscriptRequest
-	(*TranscriptTotals)(nil),          // 26: memoryd.v1.TranscriptTotals
-	(*StreamTranscriptResponse)(nil),  // 27: memoryd.v1.StreamTranscriptResponse
-	(*ListMessagesRequest)(nil),       // 28: memoryd.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),      // 29: memoryd.v1.ListMessagesResponse
-	(*SearchHistoryRequest)(nil),      // 30: memoryd.v1.SearchHistoryRequest
-	(*HistoryHit)(nil),                // 31: memoryd.v1.HistoryHit
-	(*SearchHistoryResponse)(nil),     // 32: memoryd.v1.SearchHistoryResponse
-	(*ClearConversationRequest)(nil),  // 33: memoryd.v1.ClearConversationRequest
-	(*ClearConversationResponse)(nil), // 34: memoryd.v1.ClearConversationResponse
-	(*PurgeConversationRequest)(nil),  // 35: memoryd.v1.PurgeConversationRequest
-	(*PurgeConversationResponse)(nil), // 36: memoryd.v1.PurgeConversationResponse
-	(*PurgeOwnerRequest)(nil),         // 37: memoryd.v1.PurgeOwnerRequest
-	(*ErasedRows)(nil),                // 38: memoryd.v1.ErasedRows
-	(*PurgeOwnerResponse)(nil),        // 39: memoryd.v1.PurgeOwnerResponse
-	(*GetConversationRequest)(nil),    // 40: memoryd.v1.GetConversationRequest
-	(*GetConversationResponse)(nil),   // 41: memoryd.v1.GetConversationResponse
-	(*StoreMemoryRequest)(nil),        // 42: memoryd.v1.StoreMemoryRequest
-	(*StoreMemoryResponse)(nil),       // 43: memoryd.v1.StoreMemoryResponse
-	(*GetMemoryRequest)(nil),          // 44: memoryd.v1.GetMemoryRequest
-	(*GetMemoryResponse)(nil),         // 45: memoryd.v1.GetMemoryResponse
-	(*ListMemoriesRequest)(nil),       // 46: memoryd.v1.ListMemoriesRequest
-	(*ListedMemory)(nil),              // 47: memoryd.v1.ListedMemory
-	(*ListMemoriesResponse)(nil),      // 48: memoryd.v1.ListMemoriesResponse
-	(*UpdateMemoryRequest)(nil),       // 49: memoryd.v1.UpdateMemoryRequest
-	(*UpdateMemoryResponse)(nil),      // 50: memoryd.v1.UpdateMemoryResponse
-	(*ArchiveMemoryRequest)(nil),      // 51: memoryd.v1.ArchiveMemoryRequest
-	(*ArchiveMemoryResponse)(nil),     // 52: memoryd.v1.ArchiveMemoryResponse
-	(*RestoreMemoryRequest)(nil),      // 53: memoryd.v1.RestoreMemoryRequest
-	(*RestoreMemoryResponse)(nil),     // 54: memoryd.v1.RestoreMemoryResponse
-	(*DeleteMemoryRequest)(nil),       // 55: memoryd.v1.DeleteMemoryRequest
-	(*DeleteMemoryResponse)(nil),      // 56: memoryd.v1.DeleteMemoryResponse
-	(*RecallRequest)(nil),             // 57: memoryd.v1.RecallRequest
-	(*RecallHit)(nil),                 // 58: memoryd.v1.RecallHit
-	(*RecallResponse)(nil),            // 59: memoryd.v1.RecallResponse
-	(*ListMemorySourcesRequest)(nil),  // 60: memoryd.v1.ListMemorySourcesRequest
-	(*ListMemorySourcesResponse)(nil), // 61: memoryd.v1.ListMemorySourcesResponse
-	(*SetJobStatusRequest)(nil),       // 62: memoryd.v1.SetJobStatusRequest
-	(*SetJobStatusResponse)(nil),      // 63: memoryd.v1.SetJobStatusResponse
-	(*FinishJobRunRequest)(nil),       // 64: memoryd.v1.FinishJobRunRequest
-	(*FinishJobRunResponse)(nil),      // 65: memoryd.v1.FinishJobRunResponse
-	(*GetPromptContextRequest)(nil),   // 66: memoryd.v1.GetPromptContextRequest
-	(*PromptFileUsage)(nil),           // 67: memoryd.v1.PromptFileUsage
-	(*GetPromptContextResponse)(nil),  // 68: memoryd.v1.GetPromptContextResponse
-	(*ListResourcesRequest)(nil),      // 69: memoryd.v1.ListResourcesRequest
-	(*ListResourcesResponse)(nil),     // 70: memoryd.v1.ListResourcesResponse
-	(*ListRevisionsRequest)(nil),      // 71: memoryd.v1.ListRevisionsRequest
-	(*ListRevisionsResponse)(nil),     // 72: memoryd.v1.ListRevisionsResponse
-	(*GetRevisionRequest)(nil),        // 73: memoryd.v1.GetRevisionRequest
-	(*GetRevisionResponse)(nil),       // 74: memoryd.v1.GetRevisionResponse
-	(*DiffRevisionsRequest)(nil),      // 75: memoryd.v1.DiffRevisionsRequest
-	(*DiffRevisionsResponse)(nil),     // 76: memoryd.v1.DiffRevisionsResponse
-	(*RollbackResourceRequest)(nil),   // 77: memoryd.v1.RollbackResourceRequest
-	(*RollbackResourceResponse)(nil),  // 78: memoryd.v1.RollbackResourceResponse
-	(*TurnUsage)(nil),                 // 79: memoryd.v1.TurnUsage
-	(*CommitTurnRequest)(nil),         // 80: memoryd.v1.CommitTurnRequest
-	(*CommitTurnResponse)(nil),        // 81: memoryd.v1.CommitTurnResponse
-	(*ReviewNowRequest)(nil),          // 82: memoryd.v1.ReviewNowRequest
-	(*SkippedOperation)(nil),          // 83: memoryd.v1.SkippedOperation
-	(*ConversationReview)(nil),        // 84: memoryd.v1.ConversationReview
-	(*ReviewNowResponse)(nil),         // 85: memoryd.v1.ReviewNowResponse
-	(*GetReviewStateRequest)(nil),     // 86: memoryd.v1.GetReviewStateRequest
-	(*ReviewRun)(nil),                 // 87: memoryd.v1.ReviewRun
-	(*GetReviewStateResponse)(nil),    // 88: memoryd.v1.GetReviewStateResponse
-	(Role)(0),                         // 89: memoryd.v1.Role
-	(*timestamppb.Timestamp)(nil),     // 90: google.protobuf.Timestamp
-	(Trust)(0),                        // 91: memoryd.v1.Trust
-	(*Conversation)(nil),              // 92: memoryd.v1.Conversation
-	(*Message)(nil),                   // 93: memoryd.v1.Message
-	(*OwnerScope)(nil),                // 94: memoryd.v1.OwnerScope
-	(*AgentScope)(nil),                // 95: memoryd.v1.AgentScope
-	(Category)(0),                     // 96: memoryd.v1.Category
-	(ScopeType)(0),                    // 97: memoryd.v1.ScopeType
-	(*Memory)(nil),                    // 98: memoryd.v1.Memory
-	(*MemorySource)(nil),              // 99: memoryd.v1.MemorySource
-	(ResourceType)(0),                 // 100: memoryd.v1.ResourceType
-	(*Resource)(nil),                  // 101: memoryd.v1.Resource
-	(*ResourceRef)(nil),               // 102: memoryd.v1.ResourceRef
-	(*ResourceRevision)(nil),          // 103: memoryd.v1.ResourceRevision
+	(AppendOutcome)(0),                 // 0: memoryd.v1.AppendOutcome
+	(Speaker)(0),                       // 1: memoryd.v1.Speaker
+	(SearchMode)(0),                    // 2: memoryd.v1.SearchMode
+	(MatchKind)(0),                     // 3: memoryd.v1.MatchKind
+	(ArchivedFilter)(0),                // 4: memoryd.v1.ArchivedFilter
+	(RecallScope)(0),                   // 5: memoryd.v1.RecallScope
+	(RecallSource)(0),                  // 6: memoryd.v1.RecallSource
+	(JobStatus)(0),                     // 7: memoryd.v1.JobStatus
+	(JobRunOutcome)(0),                 // 8: memoryd.v1.JobRunOutcome
+	(ReviewStatus)(0),                  // 9: memoryd.v1.ReviewStatus
+	(*NewMessage)(nil),                 // 10: memoryd.v1.NewMessage
+	(*AppendMessagesRequest)(nil),      // 11: memoryd.v1.AppendMessagesRequest
+	(*AppendResult)(nil),               // 12: memoryd.v1.AppendResult
+	(*AppendMessagesResponse)(nil),     // 13: memoryd.v1.AppendMessagesResponse
+	(*IngestedMessage)(nil),            // 14: memoryd.v1.IngestedMessage
+	(*IngestMessagesRequest)(nil),      // 15: memoryd.v1.IngestMessagesRequest
+	(*IngestRejection)(nil),            // 16: memoryd.v1.IngestRejection
+	(*IngestMessagesResponse)(nil),     // 17: memoryd.v1.IngestMessagesResponse
+	(*ExportDataRequest)(nil),          // 18: memoryd.v1.ExportDataRequest
+	(*ExportDataResponse)(nil),         // 19: memoryd.v1.ExportDataResponse
+	(*ImportDataRequest)(nil),          // 20: memoryd.v1.ImportDataRequest
+	(*ImportedRecords)(nil),            // 21: memoryd.v1.ImportedRecords
+	(*ImportDataResponse)(nil),         // 22: memoryd.v1.ImportDataResponse
+	(*TranscriptOpen)(nil),             // 23: memoryd.v1.TranscriptOpen
+	(*TranscriptSegment)(nil),          // 24: memoryd.v1.TranscriptSegment
+	(*TranscriptEnd)(nil),              // 25: memoryd.v1.TranscriptEnd
+	(*StreamTranscriptRequest)(nil),    // 26: memoryd.v1.StreamTranscriptRequest
+	(*TranscriptTotals)(nil),           // 27: memoryd.v1.TranscriptTotals
+	(*StreamTranscriptResponse)(nil),   // 28: memoryd.v1.StreamTranscriptResponse
+	(*ListMessagesRequest)(nil),        // 29: memoryd.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),       // 30: memoryd.v1.ListMessagesResponse
+	(*SearchHistoryRequest)(nil),       // 31: memoryd.v1.SearchHistoryRequest
+	(*HitScores)(nil),                  // 32: memoryd.v1.HitScores
+	(*HistoryHit)(nil),                 // 33: memoryd.v1.HistoryHit
+	(*SearchHistoryResponse)(nil),      // 34: memoryd.v1.SearchHistoryResponse
+	(*ClearConversationRequest)(nil),   // 35: memoryd.v1.ClearConversationRequest
+	(*ClearConversationResponse)(nil),  // 36: memoryd.v1.ClearConversationResponse
+	(*PurgeConversationRequest)(nil),   // 37: memoryd.v1.PurgeConversationRequest
+	(*PurgeConversationResponse)(nil),  // 38: memoryd.v1.PurgeConversationResponse
+	(*PurgeOwnerRequest)(nil),          // 39: memoryd.v1.PurgeOwnerRequest
+	(*ErasedRows)(nil),                 // 40: memoryd.v1.ErasedRows
+	(*PurgeOwnerResponse)(nil),         // 41: memoryd.v1.PurgeOwnerResponse
+	(*GetConversationRequest)(nil),     // 42: memoryd.v1.GetConversationRequest
+	(*GetConversationResponse)(nil),    // 43: memoryd.v1.GetConversationResponse
+	(*StoreMemoryRequest)(nil),         // 44: memoryd.v1.StoreMemoryRequest
+	(*StoreMemoryResponse)(nil),        // 45: memoryd.v1.StoreMemoryResponse
+	(*GetMemoryRequest)(nil),           // 46: memoryd.v1.GetMemoryRequest
+	(*GetMemoryResponse)(nil),          // 47: memoryd.v1.GetMemoryResponse
+	(*ListMemoriesRequest)(nil),        // 48: memoryd.v1.ListMemoriesRequest
+	(*ListedMemory)(nil),               // 49: memoryd.v1.ListedMemory
+	(*ListMemoriesResponse)(nil),       // 50: memoryd.v1.ListMemoriesResponse
+	(*UpdateMemoryRequest)(nil),        // 51: memoryd.v1.UpdateMemoryRequest
+	(*UpdateMemoryResponse)(nil),       // 52: memoryd.v1.UpdateMemoryResponse
+	(*ArchiveMemoryRequest)(nil),       // 53: memoryd.v1.ArchiveMemoryRequest
+	(*ArchiveMemoryResponse)(nil),      // 54: memoryd.v1.ArchiveMemoryResponse
+	(*RestoreMemoryRequest)(nil),       // 55: memoryd.v1.RestoreMemoryRequest
+	(*RestoreMemoryResponse)(nil),      // 56: memoryd.v1.RestoreMemoryResponse
+	(*DeleteMemoryRequest)(nil),        // 57: memoryd.v1.DeleteMemoryRequest
+	(*DeleteMemoryResponse)(nil),       // 58: memoryd.v1.DeleteMemoryResponse
+	(*RecallRequest)(nil),              // 59: memoryd.v1.RecallRequest
+	(*RecallHit)(nil),                  // 60: memoryd.v1.RecallHit
+	(*RecallResponse)(nil),             // 61: memoryd.v1.RecallResponse
+	(*ListMemorySourcesRequest)(nil),   // 62: memoryd.v1.ListMemorySourcesRequest
+	(*ListMemorySourcesResponse)(nil),  // 63: memoryd.v1.ListMemorySourcesResponse
+	(*SetJobStatusRequest)(nil),        // 64: memoryd.v1.SetJobStatusRequest
+	(*SetJobStatusResponse)(nil),       // 65: memoryd.v1.SetJobStatusResponse
+	(*FinishJobRunRequest)(nil),        // 66: memoryd.v1.FinishJobRunRequest
+	(*FinishJobRunResponse)(nil),       // 67: memoryd.v1.FinishJobRunResponse
+	(*GetPromptContextRequest)(nil),    // 68: memoryd.v1.GetPromptContextRequest
+	(*PromptFileUsage)(nil),            // 69: memoryd.v1.PromptFileUsage
+	(*GetPromptContextResponse)(nil),   // 70: memoryd.v1.GetPromptContextResponse
+	(*ListResourcesRequest)(nil),       // 71: memoryd.v1.ListResourcesRequest
+	(*ListResourcesResponse)(nil),      // 72: memoryd.v1.ListResourcesResponse
+	(*ListRevisionsRequest)(nil),       // 73: memoryd.v1.ListRevisionsRequest
+	(*ListRevisionsResponse)(nil),      // 74: memoryd.v1.ListRevisionsResponse
+	(*GetRevisionRequest)(nil),         // 75: memoryd.v1.GetRevisionRequest
+	(*GetRevisionResponse)(nil),        // 76: memoryd.v1.GetRevisionResponse
+	(*DiffRevisionsRequest)(nil),       // 77: memoryd.v1.DiffRevisionsRequest
+	(*DiffRevisionsResponse)(nil),      // 78: memoryd.v1.DiffRevisionsResponse
+	(*RollbackResourceRequest)(nil),    // 79: memoryd.v1.RollbackResourceRequest
+	(*RollbackResourceResponse)(nil),   // 80: memoryd.v1.RollbackResourceResponse
+	(*TurnUsage)(nil),                  // 81: memoryd.v1.TurnUsage
+	(*CommitTurnRequest)(nil),          // 82: memoryd.v1.CommitTurnRequest
+	(*CommitTurnResponse)(nil),         // 83: memoryd.v1.CommitTurnResponse
+	(*ReviewNowRequest)(nil),           // 84: memoryd.v1.ReviewNowRequest
+	(*SkippedOperation)(nil),           // 85: memoryd.v1.SkippedOperation
+	(*ConversationReview)(nil),         // 86: memoryd.v1.ConversationReview
+	(*ReviewNowResponse)(nil),          // 87: memoryd.v1.ReviewNowResponse
+	(*GetReviewStateRequest)(nil),      // 88: memoryd.v1.GetReviewStateRequest
+	(*ReviewRun)(nil),                  // 89: memoryd.v1.ReviewRun
+	(*GetReviewStateResponse)(nil),     // 90: memoryd.v1.GetReviewStateResponse
+	(*GetEmbeddingStatusRequest)(nil),  // 91: memoryd.v1.GetEmbeddingStatusRequest
+	(*GetEmbeddingStatusResponse)(nil), // 92: memoryd.v1.GetEmbeddingStatusResponse
+	(*ReindexEmbeddingsRequest)(nil),   // 93: memoryd.v1.ReindexEmbeddingsRequest
+	(*ReindexEmbeddingsResponse)(nil),  // 94: memoryd.v1.ReindexEmbeddingsResponse
+	(Role)(0),                          // 95: memoryd.v1.Role
+	(*timestamppb.Timestamp)(nil),      // 96: google.protobuf.Timestamp
+	(Trust)(0),                         // 97: memoryd.v1.Trust
+	(*Conversation)(nil),               // 98: memoryd.v1.Conversation
+	(*Message)(nil),                    // 99: memoryd.v1.Message
+	(*OwnerScope)(nil),                 // 100: memoryd.v1.OwnerScope
+	(*AgentScope)(nil),                 // 101: memoryd.v1.AgentScope
+	(Category)(0),                      // 102: memoryd.v1.Category
+	(ScopeType)(0),                     // 103: memoryd.v1.ScopeType
+	(*Memory)(nil),                     // 104: memoryd.v1.Memory
+	(*MemorySource)(nil),               // 105: memoryd.v1.MemorySource
+	(ResourceType)(0),                  // 106: memoryd.v1.ResourceType
+	(*Resource)(nil),                   // 107: memoryd.v1.Resource
+	(*ResourceRef)(nil),                // 108: memoryd.v1.ResourceRef
+	(*ResourceRevision)(nil),           // 109: memoryd.v1.ResourceRevision
 }
 var file_memoryd_v1_memory_service_proto_depIdxs = []int32{
-	89,  // 0: memoryd.v1.NewMessage.role:type_name -> memoryd.v1.Role
-	90,  // 1: memoryd.v1.NewMessage.created_at:type_name -> google.protobuf.Timestamp
-	91,  // 2: memoryd.v1.NewMessage.trust:type_name -> memoryd.v1.Trust
-	92,  // 3: memoryd.v1.AppendMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
-	9,   // 4: memoryd.v1.AppendMessagesRequest.messages:type_name -> memoryd.v1.NewMessage
+	95,  // 0: memoryd.v1.NewMessage.role:type_name -> memoryd.v1.Role
+	96,  // 1: memoryd.v1.NewMessage.created_at:type_name -> google.protobuf.Timestamp
+	97,  // 2: memoryd.v1.NewMessage.trust:type_name -> memoryd.v1.Trust
+	98,  // 3: memoryd.v1.AppendMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
+	10,  // 4: memoryd.v1.AppendMessagesRequest.messages:type_name -> memoryd.v1.NewMessage
 	0,   // 5: memoryd.v1.AppendResult.outcome:type_name -> memoryd.v1.AppendOutcome
-	93,  // 6: memoryd.v1.AppendResult.message:type_name -> memoryd.v1.Message
-	90,  // 7: memoryd.v1.AppendResult.created_at:type_name -> google.protobuf.Timestamp
-	11,  // 8: memoryd.v1.AppendMessagesResponse.results:type_name -> memoryd.v1.AppendResult
-	92,  // 9: memoryd.v1.IngestedMessage.conversation:type_name -> memoryd.v1.Conversation
-	9,   // 10: memoryd.v1.IngestedMessage.message:type_name -> memoryd.v1.NewMessage
-	13,  // 11: memoryd.v1.IngestMessagesRequest.messages:type_name -> memoryd.v1.IngestedMessage
-	15,  // 12: memoryd.v1.IngestMessagesResponse.rejections:type_name -> memoryd.v1.IngestRejection
-	20,  // 13: memoryd.v1.ImportDataResponse.records:type_name -> memoryd.v1.ImportedRecords
-	91,  // 14: memoryd.v1.TranscriptOpen.trust:type_name -> memoryd.v1.Trust
+	99,  // 6: memoryd.v1.AppendResult.message:type_name -> memoryd.v1.Message
+	96,  // 7: memoryd.v1.AppendResult.created_at:type_name -> google.protobuf.Timestamp
+	12,  // 8: memoryd.v1.AppendMessagesResponse.results:type_name -> memoryd.v1.AppendResult
+	98,  // 9: memoryd.v1.IngestedMessage.conversation:type_name -> memoryd.v1.Conversation
+	10,  // 10: memoryd.v1.IngestedMessage.message:type_name -> memoryd.v1.NewMessage
+	14,  // 11: memoryd.v1.IngestMessagesRequest.messages:type_name -> memoryd.v1.IngestedMessage
+	16,  // 12: memoryd.v1.IngestMessagesResponse.rejections:type_name -> memoryd.v1.IngestRejection
+	21,  // 13: memoryd.v1.ImportDataResponse.records:type_name -> memoryd.v1.ImportedRecords
+	97,  // 14: memoryd.v1.TranscriptOpen.trust:type_name -> memoryd.v1.Trust
 	1,   // 15: memoryd.v1.TranscriptSegment.speaker:type_name -> memoryd.v1.Speaker
-	79,  // 16: memoryd.v1.TranscriptSegment.usage:type_name -> memoryd.v1.TurnUsage
-	22,  // 17: memoryd.v1.StreamTranscriptRequest.open:type_name -> memoryd.v1.TranscriptOpen
-	23,  // 18: memoryd.v1.StreamTranscriptRequest.segment:type_name -> memoryd.v1.TranscriptSegment
-	24,  // 19: memoryd.v1.StreamTranscriptRequest.end:type_name -> memoryd.v1.TranscriptEnd
-	92,  // 20: memoryd.v1.StreamTranscriptResponse.conversation:type_name -> memoryd.v1.Conversation
-	26,  // 21: memoryd.v1.StreamTranscriptResponse.totals:type_name -> memoryd.v1.TranscriptTotals
-	92,  // 22: memoryd.v1.ListMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
-	93,  // 23: memoryd.v1.ListMessagesResponse.messages:type_name -> memoryd.v1.Message
-	92,  // 24: memoryd.v1.SearchHistoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	94,  // 25: memoryd.v1.SearchHistoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	95,  // 26: memoryd.v1.SearchHistoryRequest.agent:type_name -> memoryd.v1.AgentScope
-	91,  // 27: memoryd.v1.SearchHistoryRequest.trust:type_name -> memoryd.v1.Trust
-	93,  // 28: memoryd.v1.HistoryHit.message:type_name -> memoryd.v1.Message
-	2,   // 29: memoryd.v1.HistoryHit.match:type_name -> memoryd.v1.MatchKind
-	31,  // 30: memoryd.v1.SearchHistoryResponse.hits:type_name -> memoryd.v1.HistoryHit
-	92,  // 31: memoryd.v1.ClearConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	91,  // 32: memoryd.v1.ClearConversationRequest.trust:type_name -> memoryd.v1.Trust
-	92,  // 33: memoryd.v1.PurgeConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	91,  // 34: memoryd.v1.PurgeConversationRequest.trust:type_name -> memoryd.v1.Trust
-	38,  // 35: memoryd.v1.PurgeOwnerResponse.erased:type_name -> memoryd.v1.ErasedRows
-	92,  // 36: memoryd.v1.GetConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	92,  // 37: memoryd.v1.GetConversationResponse.conversation:type_name -> memoryd.v1.Conversation
-	90,  // 38: memoryd.v1.GetConversationResponse.first_message_at:type_name -> google.protobuf.Timestamp
-	90,  // 39: memoryd.v1.GetConversationResponse.last_message_at:type_name -> google.protobuf.Timestamp
-	90,  // 40: memoryd.v1.GetConversationResponse.window_started_at:type_name -> google.protobuf.Timestamp
-	92,  // 41: memoryd.v1.StoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	94,  // 42: memoryd.v1.StoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	91,  // 43: memoryd.v1.StoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	96,  // 44: memoryd.v1.StoreMemoryRequest.category:type_name -> memoryd.v1.Category
-	97,  // 45: memoryd.v1.StoreMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	98,  // 46: memoryd.v1.StoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	92,  // 47: memoryd.v1.GetMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	94,  // 48: memoryd.v1.GetMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	97,  // 49: memoryd.v1.GetMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	91,  // 50: memoryd.v1.GetMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	98,  // 51: memoryd.v1.GetMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	92,  // 52: memoryd.v1.ListMemoriesRequest.conversation:type_name -> memoryd.v1.Conversation
-	94,  // 53: memoryd.v1.ListMemoriesRequest.owner:type_name -> memoryd.v1.OwnerScope
-	97,  // 54: memoryd.v1.ListMemoriesRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	96,  // 55: memoryd.v1.ListMemoriesRequest.categories:type_name -> memoryd.v1.Category
-	3,   // 56: memoryd.v1.ListMemoriesRequest.archived:type_name -> memoryd.v1.ArchivedFilter
-	91,  // 57: memoryd.v1.ListMemoriesRequest.trust:type_name -> memoryd.v1.Trust
-	98,  // 58: memoryd.v1.ListedMemory.memory:type_name -> memoryd.v1.Memory
-	47,  // 59: memoryd.v1.ListMemoriesResponse.memories:type_name -> memoryd.v1.ListedMemory
-	92,  // 60: memoryd.v1.UpdateMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	94,  // 61: memoryd.v1.UpdateMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	97,  // 62: memoryd.v1.UpdateMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	91,  // 63: memoryd.v1.UpdateMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	98,  // 64: memoryd.v1.UpdateMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	92,  // 65: memoryd.v1.ArchiveMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	94,  // 66: memoryd.v1.ArchiveMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	91,  // 67: memoryd.v1.ArchiveMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	98,  // 68: memoryd.v1.ArchiveMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	92,  // 69: memoryd.v1.RestoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	94,  // 70: memoryd.v1.RestoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	91,  // 71: memoryd.v1.RestoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	98,  // 72: memoryd.v1.RestoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	92,  // 73: memoryd.v1.DeleteMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	94,  // 74: memoryd.v1.DeleteMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	97,  // 75: memoryd.v1.DeleteMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	91,  // 76: memoryd.v1.DeleteMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	92,  // 77: memoryd.v1.RecallRequest.conversation:type_name -> memoryd.v1.Conversation
-	4,   // 78: memoryd.v1.RecallRequest.scope:type_name -> memoryd.v1.RecallScope
-	5,   // 79: memoryd.v1.RecallRequest.source:type_name -> memoryd.v1.RecallSource
-	91,  // 80: memoryd.v1.RecallRequest.trust:type_name -> memoryd.v1.Trust
-	5,   // 81: memoryd.v1.RecallHit.source:type_name -> memoryd.v1.RecallSource
-	2,   // 82: memoryd.v1.RecallHit.match:type_name -> memoryd.v1.MatchKind
-	98,  // 83: memoryd.v1.RecallHit.memory:type_name -> memoryd.v1.Memory
-	31,  // 84: memoryd.v1.RecallHit.message:type_name -> memoryd.v1.HistoryHit
-	58,  // 85: memoryd.v1.RecallResponse.hits:type_name -> memoryd.v1.RecallHit
-	94,  // 86: memoryd.v1.ListMemorySourcesRequest.owner:type_name -> memoryd.v1.OwnerScope
-	99,  // 87: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
-	94,  // 88: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
-	6,   // 89: memoryd.v1.SetJobStatusRequest.status:type_name -> memoryd.v1.JobStatus
-	99,  // 90: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
-	94,  // 91: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
-	7,   // 92: memoryd.v1.FinishJobRunRequest.outcome:type_name -> memoryd.v1.JobRunOutcome
-	90,  // 93: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	90,  // 94: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
-	98,  // 95: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
-	91,  // 96: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
-	67,  // 97: memoryd.v1.GetPromptContextResponse.user_usage:type_name -> memoryd.v1.PromptFileUsage
-	67,  // 98: memoryd.v1.GetPromptContextResponse.memory_usage:type_name -> memoryd.v1.PromptFileUsage
-	100, // 99: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
-	101, // 100: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
-	102, // 101: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	103, // 102: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
-	102, // 103: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
-	103, // 104: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	102, // 105: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	102, // 106: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
-	103, // 107: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	92,  // 108: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
-	91,  // 109: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
-	9,   // 110: memoryd.v1.CommitTurnRequest.messages:type_name -> memoryd.v1.NewMessage
-	79,  // 111: memoryd.v1.CommitTurnRequest.usage:type_name -> memoryd.v1.TurnUsage
-	11,  // 112: memoryd.v1.CommitTurnResponse.results:type_name -> memoryd.v1.AppendResult
-	92,  // 113: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
-	92,  // 114: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
-	8,   // 115: memoryd.v1.ConversationReview.status:type_name -> memoryd.v1.ReviewStatus
-	84,  // 116: memoryd.v1.ReviewNowResponse.reviews:type_name -> memoryd.v1.ConversationReview
-	92,  // 117: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
-	8,   // 118: memoryd.v1.ReviewRun.status:type_name -> memoryd.v1.ReviewStatus
-	90,  // 119: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
-	90,  // 120: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
-	83,  // 121: memoryd.v1.ReviewRun.skipped_operations:type_name -> memoryd.v1.SkippedOperation
-	92,  // 122: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
-	90,  // 123: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
-	90,  // 124: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
-	90,  // 125: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
-	8,   // 126: memoryd.v1.GetReviewStateResponse.last_review_status:type_name -> memoryd.v1.ReviewStatus
-	90,  // 127: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
-	87,  // 128: memoryd.v1.GetReviewStateResponse.last_run:type_name -> memoryd.v1.ReviewRun
-	10,  // 129: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
-	14,  // 130: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
-	25,  // 131: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
-	17,  // 132: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
-	19,  // 133: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
-	28,  // 134: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
-	30,  // 135: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
-	33,  // 136: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
-	35,  // 137: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
-	37,  // 138: memoryd.v1.MemoryService.PurgeOwner:input_type -> memoryd.v1.PurgeOwnerRequest
-	40,  // 139: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
-	42,  // 140: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
-	44,  // 141: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
-	46,  // 142: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
-	49,  // 143: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
-	51,  // 144: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
-	53,  // 145: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
-	55,  // 146: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
-	57,  // 147: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
-	60,  // 148: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
-	62,  // 149: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
-	64,  // 150: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
-	66,  // 151: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
-	69,  // 152: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
-	71,  // 153: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
-	73,  // 154: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
-	75,  // 155: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
-	77,  // 156: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
-	80,  // 157: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
-	82,  // 158: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
-	86,  // 159: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
-	12,  // 160: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
-	16,  // 161: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
-	27,  // 162: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
-	18,  // 163: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
-	21,  // 164: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
-	29,  // 165: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
-	32,  // 166: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
-	34,  // 167: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
-	36,  // 168: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
-	39,  // 169: memoryd.v1.MemoryService.PurgeOwner:output_type -> memoryd.v1.PurgeOwnerResponse
-	41,  // 170: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
-	43,  // 171: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
-	45,  // 172: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
-	48,  // 173: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
-	50,  // 174: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
-	52,  // 175: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
-	54,  // 176: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
-	56,  // 177: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
-	59,  // 178: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
-	61,  // 179: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
-	63,  // 180: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
-	65,  // 181: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
-	68,  // 182: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
-	70,  // 183: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
-	72,  // 184: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
-	74,  // 185: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
-	76,  // 186: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
-	78,  // 187: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
-	81,  // 188: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
-	85,  // 189: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
-	88,  // 190: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
-	160, // [160:191] is the sub-list for method output_type
-	129, // [129:160] is the sub-list for method input_type
-	129, // [129:129] is the sub-list for extension type_name
-	129, // [129:129] is the sub-list for extension extendee
-	0,   // [0:129] is the sub-list for field type_name
+	81,  // 16: memoryd.v1.TranscriptSegment.usage:type_name -> memoryd.v1.TurnUsage
+	23,  // 17: memoryd.v1.StreamTranscriptRequest.open:type_name -> memoryd.v1.TranscriptOpen
+	24,  // 18: memoryd.v1.StreamTranscriptRequest.segment:type_name -> memoryd.v1.TranscriptSegment
+	25,  // 19: memoryd.v1.StreamTranscriptRequest.end:type_name -> memoryd.v1.TranscriptEnd
+	98,  // 20: memoryd.v1.StreamTranscriptResponse.conversation:type_name -> memoryd.v1.Conversation
+	27,  // 21: memoryd.v1.StreamTranscriptResponse.totals:type_name -> memoryd.v1.TranscriptTotals
+	98,  // 22: memoryd.v1.ListMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
+	99,  // 23: memoryd.v1.ListMessagesResponse.messages:type_name -> memoryd.v1.Message
+	98,  // 24: memoryd.v1.SearchHistoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	100, // 25: memoryd.v1.SearchHistoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	101, // 26: memoryd.v1.SearchHistoryRequest.agent:type_name -> memoryd.v1.AgentScope
+	97,  // 27: memoryd.v1.SearchHistoryRequest.trust:type_name -> memoryd.v1.Trust
+	2,   // 28: memoryd.v1.SearchHistoryRequest.mode:type_name -> memoryd.v1.SearchMode
+	99,  // 29: memoryd.v1.HistoryHit.message:type_name -> memoryd.v1.Message
+	3,   // 30: memoryd.v1.HistoryHit.match:type_name -> memoryd.v1.MatchKind
+	3,   // 31: memoryd.v1.HistoryHit.matches:type_name -> memoryd.v1.MatchKind
+	32,  // 32: memoryd.v1.HistoryHit.scores:type_name -> memoryd.v1.HitScores
+	33,  // 33: memoryd.v1.SearchHistoryResponse.hits:type_name -> memoryd.v1.HistoryHit
+	98,  // 34: memoryd.v1.ClearConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	97,  // 35: memoryd.v1.ClearConversationRequest.trust:type_name -> memoryd.v1.Trust
+	98,  // 36: memoryd.v1.PurgeConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	97,  // 37: memoryd.v1.PurgeConversationRequest.trust:type_name -> memoryd.v1.Trust
+	40,  // 38: memoryd.v1.PurgeOwnerResponse.erased:type_name -> memoryd.v1.ErasedRows
+	98,  // 39: memoryd.v1.GetConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	98,  // 40: memoryd.v1.GetConversationResponse.conversation:type_name -> memoryd.v1.Conversation
+	96,  // 41: memoryd.v1.GetConversationResponse.first_message_at:type_name -> google.protobuf.Timestamp
+	96,  // 42: memoryd.v1.GetConversationResponse.last_message_at:type_name -> google.protobuf.Timestamp
+	96,  // 43: memoryd.v1.GetConversationResponse.window_started_at:type_name -> google.protobuf.Timestamp
+	98,  // 44: memoryd.v1.StoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	100, // 45: memoryd.v1.StoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	97,  // 46: memoryd.v1.StoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	102, // 47: memoryd.v1.StoreMemoryRequest.category:type_name -> memoryd.v1.Category
+	103, // 48: memoryd.v1.StoreMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	104, // 49: memoryd.v1.StoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	98,  // 50: memoryd.v1.GetMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	100, // 51: memoryd.v1.GetMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	103, // 52: memoryd.v1.GetMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	97,  // 53: memoryd.v1.GetMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	104, // 54: memoryd.v1.GetMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	98,  // 55: memoryd.v1.ListMemoriesRequest.conversation:type_name -> memoryd.v1.Conversation
+	100, // 56: memoryd.v1.ListMemoriesRequest.owner:type_name -> memoryd.v1.OwnerScope
+	103, // 57: memoryd.v1.ListMemoriesRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	102, // 58: memoryd.v1.ListMemoriesRequest.categories:type_name -> memoryd.v1.Category
+	4,   // 59: memoryd.v1.ListMemoriesRequest.archived:type_name -> memoryd.v1.ArchivedFilter
+	97,  // 60: memoryd.v1.ListMemoriesRequest.trust:type_name -> memoryd.v1.Trust
+	104, // 61: memoryd.v1.ListedMemory.memory:type_name -> memoryd.v1.Memory
+	49,  // 62: memoryd.v1.ListMemoriesResponse.memories:type_name -> memoryd.v1.ListedMemory
+	98,  // 63: memoryd.v1.UpdateMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	100, // 64: memoryd.v1.UpdateMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	103, // 65: memoryd.v1.UpdateMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	97,  // 66: memoryd.v1.UpdateMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	104, // 67: memoryd.v1.UpdateMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	98,  // 68: memoryd.v1.ArchiveMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	100, // 69: memoryd.v1.ArchiveMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	97,  // 70: memoryd.v1.ArchiveMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	104, // 71: memoryd.v1.ArchiveMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	98,  // 72: memoryd.v1.RestoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	100, // 73: memoryd.v1.RestoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	97,  // 74: memoryd.v1.RestoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	104, // 75: memoryd.v1.RestoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	98,  // 76: memoryd.v1.DeleteMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	100, // 77: memoryd.v1.DeleteMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	103, // 78: memoryd.v1.DeleteMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	97,  // 79: memoryd.v1.DeleteMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	98,  // 80: memoryd.v1.RecallRequest.conversation:type_name -> memoryd.v1.Conversation
+	5,   // 81: memoryd.v1.RecallRequest.scope:type_name -> memoryd.v1.RecallScope
+	6,   // 82: memoryd.v1.RecallRequest.source:type_name -> memoryd.v1.RecallSource
+	97,  // 83: memoryd.v1.RecallRequest.trust:type_name -> memoryd.v1.Trust
+	2,   // 84: memoryd.v1.RecallRequest.mode:type_name -> memoryd.v1.SearchMode
+	6,   // 85: memoryd.v1.RecallHit.source:type_name -> memoryd.v1.RecallSource
+	3,   // 86: memoryd.v1.RecallHit.match:type_name -> memoryd.v1.MatchKind
+	3,   // 87: memoryd.v1.RecallHit.matches:type_name -> memoryd.v1.MatchKind
+	32,  // 88: memoryd.v1.RecallHit.scores:type_name -> memoryd.v1.HitScores
+	104, // 89: memoryd.v1.RecallHit.memory:type_name -> memoryd.v1.Memory
+	33,  // 90: memoryd.v1.RecallHit.message:type_name -> memoryd.v1.HistoryHit
+	60,  // 91: memoryd.v1.RecallResponse.hits:type_name -> memoryd.v1.RecallHit
+	100, // 92: memoryd.v1.ListMemorySourcesRequest.owner:type_name -> memoryd.v1.OwnerScope
+	105, // 93: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
+	100, // 94: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
+	7,   // 95: memoryd.v1.SetJobStatusRequest.status:type_name -> memoryd.v1.JobStatus
+	105, // 96: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
+	100, // 97: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
+	8,   // 98: memoryd.v1.FinishJobRunRequest.outcome:type_name -> memoryd.v1.JobRunOutcome
+	96,  // 99: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	96,  // 100: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
+	104, // 101: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
+	97,  // 102: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
+	69,  // 103: memoryd.v1.GetPromptContextResponse.user_usage:type_name -> memoryd.v1.PromptFileUsage
+	69,  // 104: memoryd.v1.GetPromptContextResponse.memory_usage:type_name -> memoryd.v1.PromptFileUsage
+	106, // 105: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
+	107, // 106: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
+	108, // 107: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	109, // 108: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
+	108, // 109: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
+	109, // 110: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	108, // 111: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	108, // 112: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
+	109, // 113: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	98,  // 114: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
+	97,  // 115: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
+	10,  // 116: memoryd.v1.CommitTurnRequest.messages:type_name -> memoryd.v1.NewMessage
+	81,  // 117: memoryd.v1.CommitTurnRequest.usage:type_name -> memoryd.v1.TurnUsage
+	12,  // 118: memoryd.v1.CommitTurnResponse.results:type_name -> memoryd.v1.AppendResult
+	98,  // 119: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
+	98,  // 120: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
+	9,   // 121: memoryd.v1.ConversationReview.status:type_name -> memoryd.v1.ReviewStatus
+	86,  // 122: memoryd.v1.ReviewNowResponse.reviews:type_name -> memoryd.v1.ConversationReview
+	98,  // 123: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
+	9,   // 124: memoryd.v1.ReviewRun.status:type_name -> memoryd.v1.ReviewStatus
+	96,  // 125: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
+	96,  // 126: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
+	85,  // 127: memoryd.v1.ReviewRun.skipped_operations:type_name -> memoryd.v1.SkippedOperation
+	98,  // 128: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
+	96,  // 129: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
+	96,  // 130: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
+	96,  // 131: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
+	9,   // 132: memoryd.v1.GetReviewStateResponse.last_review_status:type_name -> memoryd.v1.ReviewStatus
+	96,  // 133: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
+	89,  // 134: memoryd.v1.GetReviewStateResponse.last_run:type_name -> memoryd.v1.ReviewRun
+	11,  // 135: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
+	15,  // 136: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
+	26,  // 137: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
+	18,  // 138: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
+	20,  // 139: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
+	29,  // 140: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
+	31,  // 141: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
+	35,  // 142: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
+	37,  // 143: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
+	39,  // 144: memoryd.v1.MemoryService.PurgeOwner:input_type -> memoryd.v1.PurgeOwnerRequest
+	42,  // 145: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
+	44,  // 146: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
+	46,  // 147: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
+	48,  // 148: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
+	51,  // 149: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
+	53,  // 150: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
+	55,  // 151: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
+	57,  // 152: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
+	59,  // 153: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
+	62,  // 154: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
+	64,  // 155: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
+	66,  // 156: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
+	68,  // 157: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
+	71,  // 158: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
+	73,  // 159: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
+	75,  // 160: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
+	77,  // 161: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
+	79,  // 162: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
+	82,  // 163: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
+	84,  // 164: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
+	91,  // 165: memoryd.v1.MemoryService.GetEmbeddingStatus:input_type -> memoryd.v1.GetEmbeddingStatusRequest
+	93,  // 166: memoryd.v1.MemoryService.ReindexEmbeddings:input_type -> memoryd.v1.ReindexEmbeddingsRequest
+	88,  // 167: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
+	13,  // 168: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
+	17,  // 169: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
+	28,  // 170: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
+	19,  // 171: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
+	22,  // 172: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
+	30,  // 173: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
+	34,  // 174: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
+	36,  // 175: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
+	38,  // 176: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
+	41,  // 177: memoryd.v1.MemoryService.PurgeOwner:output_type -> memoryd.v1.PurgeOwnerResponse
+	43,  // 178: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
+	45,  // 179: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
+	47,  // 180: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
+	50,  // 181: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
+	52,  // 182: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
+	54,  // 183: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
+	56,  // 184: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
+	58,  // 185: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
+	61,  // 186: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
+	63,  // 187: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
+	65,  // 188: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
+	67,  // 189: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
+	70,  // 190: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
+	72,  // 191: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
+	74,  // 192: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
+	76,  // 193: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
+	78,  // 194: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
+	80,  // 195: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
+	83,  // 196: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
+	87,  // 197: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
+	92,  // 198: memoryd.v1.MemoryService.GetEmbeddingStatus:output_type -> memoryd.v1.GetEmbeddingStatusResponse
+	94,  // 199: memoryd.v1.MemoryService.ReindexEmbeddings:output_type -> memoryd.v1.ReindexEmbeddingsResponse
+	90,  // 200: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
+	168, // [168:201] is the sub-list for method output_type
+	135, // [135:168] is the sub-list for method input_type
+	135, // [135:135] is the sub-list for extension type_name
+	135, // [135:135] is the sub-list for extension extendee
+	0,   // [0:135] is the sub-list for field type_name
 }
 
 func init() { file_memoryd_v1_memory_service_proto_init() }
@@ -7792,35 +8317,35 @@ func file_memoryd_v1_memory_service_proto_init() {
 		(*SearchHistoryRequest_Owner)(nil),
 		(*SearchHistoryRequest_Agent)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[33].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[34].OneofWrappers = []any{
 		(*StoreMemoryRequest_Conversation)(nil),
 		(*StoreMemoryRequest_Owner)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[35].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[36].OneofWrappers = []any{
 		(*GetMemoryRequest_Conversation)(nil),
 		(*GetMemoryRequest_Owner)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[37].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[38].OneofWrappers = []any{
 		(*ListMemoriesRequest_Conversation)(nil),
 		(*ListMemoriesRequest_Owner)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[40].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[41].OneofWrappers = []any{
 		(*UpdateMemoryRequest_Conversation)(nil),
 		(*UpdateMemoryRequest_Owner)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[42].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[43].OneofWrappers = []any{
 		(*ArchiveMemoryRequest_Conversation)(nil),
 		(*ArchiveMemoryRequest_Owner)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[44].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[45].OneofWrappers = []any{
 		(*RestoreMemoryRequest_Conversation)(nil),
 		(*RestoreMemoryRequest_Owner)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[46].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[47].OneofWrappers = []any{
 		(*DeleteMemoryRequest_Conversation)(nil),
 		(*DeleteMemoryRequest_Owner)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[49].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[50].OneofWrappers = []any{
 		(*RecallHit_Memory)(nil),
 		(*RecallHit_Message)(nil),
 	}
@@ -7829,8 +8354,8 @@ func file_memoryd_v1_memory_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memoryd_v1_memory_service_proto_rawDesc), len(file_memoryd_v1_memory_service_proto_rawDesc)),
-			NumEnums:      9,
-			NumMessages:   80,
+			NumEnums:      10,
+			NumMessages:   85,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

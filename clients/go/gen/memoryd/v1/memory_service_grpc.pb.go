@@ -19,37 +19,39 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	MemoryService_AppendMessages_FullMethodName    = "/memoryd.v1.MemoryService/AppendMessages"
-	MemoryService_IngestMessages_FullMethodName    = "/memoryd.v1.MemoryService/IngestMessages"
-	MemoryService_StreamTranscript_FullMethodName  = "/memoryd.v1.MemoryService/StreamTranscript"
-	MemoryService_ExportData_FullMethodName        = "/memoryd.v1.MemoryService/ExportData"
-	MemoryService_ImportData_FullMethodName        = "/memoryd.v1.MemoryService/ImportData"
-	MemoryService_ListMessages_FullMethodName      = "/memoryd.v1.MemoryService/ListMessages"
-	MemoryService_SearchHistory_FullMethodName     = "/memoryd.v1.MemoryService/SearchHistory"
-	MemoryService_ClearConversation_FullMethodName = "/memoryd.v1.MemoryService/ClearConversation"
-	MemoryService_PurgeConversation_FullMethodName = "/memoryd.v1.MemoryService/PurgeConversation"
-	MemoryService_PurgeOwner_FullMethodName        = "/memoryd.v1.MemoryService/PurgeOwner"
-	MemoryService_GetConversation_FullMethodName   = "/memoryd.v1.MemoryService/GetConversation"
-	MemoryService_StoreMemory_FullMethodName       = "/memoryd.v1.MemoryService/StoreMemory"
-	MemoryService_GetMemory_FullMethodName         = "/memoryd.v1.MemoryService/GetMemory"
-	MemoryService_ListMemories_FullMethodName      = "/memoryd.v1.MemoryService/ListMemories"
-	MemoryService_UpdateMemory_FullMethodName      = "/memoryd.v1.MemoryService/UpdateMemory"
-	MemoryService_ArchiveMemory_FullMethodName     = "/memoryd.v1.MemoryService/ArchiveMemory"
-	MemoryService_RestoreMemory_FullMethodName     = "/memoryd.v1.MemoryService/RestoreMemory"
-	MemoryService_DeleteMemory_FullMethodName      = "/memoryd.v1.MemoryService/DeleteMemory"
-	MemoryService_Recall_FullMethodName            = "/memoryd.v1.MemoryService/Recall"
-	MemoryService_ListMemorySources_FullMethodName = "/memoryd.v1.MemoryService/ListMemorySources"
-	MemoryService_SetJobStatus_FullMethodName      = "/memoryd.v1.MemoryService/SetJobStatus"
-	MemoryService_FinishJobRun_FullMethodName      = "/memoryd.v1.MemoryService/FinishJobRun"
-	MemoryService_GetPromptContext_FullMethodName  = "/memoryd.v1.MemoryService/GetPromptContext"
-	MemoryService_ListResources_FullMethodName     = "/memoryd.v1.MemoryService/ListResources"
-	MemoryService_ListRevisions_FullMethodName     = "/memoryd.v1.MemoryService/ListRevisions"
-	MemoryService_GetRevision_FullMethodName       = "/memoryd.v1.MemoryService/GetRevision"
-	MemoryService_DiffRevisions_FullMethodName     = "/memoryd.v1.MemoryService/DiffRevisions"
-	MemoryService_RollbackResource_FullMethodName  = "/memoryd.v1.MemoryService/RollbackResource"
-	MemoryService_CommitTurn_FullMethodName        = "/memoryd.v1.MemoryService/CommitTurn"
-	MemoryService_ReviewNow_FullMethodName         = "/memoryd.v1.MemoryService/ReviewNow"
-	MemoryService_GetReviewState_FullMethodName    = "/memoryd.v1.MemoryService/GetReviewState"
+	MemoryService_AppendMessages_FullMethodName     = "/memoryd.v1.MemoryService/AppendMessages"
+	MemoryService_IngestMessages_FullMethodName     = "/memoryd.v1.MemoryService/IngestMessages"
+	MemoryService_StreamTranscript_FullMethodName   = "/memoryd.v1.MemoryService/StreamTranscript"
+	MemoryService_ExportData_FullMethodName         = "/memoryd.v1.MemoryService/ExportData"
+	MemoryService_ImportData_FullMethodName         = "/memoryd.v1.MemoryService/ImportData"
+	MemoryService_ListMessages_FullMethodName       = "/memoryd.v1.MemoryService/ListMessages"
+	MemoryService_SearchHistory_FullMethodName      = "/memoryd.v1.MemoryService/SearchHistory"
+	MemoryService_ClearConversation_FullMethodName  = "/memoryd.v1.MemoryService/ClearConversation"
+	MemoryService_PurgeConversation_FullMethodName  = "/memoryd.v1.MemoryService/PurgeConversation"
+	MemoryService_PurgeOwner_FullMethodName         = "/memoryd.v1.MemoryService/PurgeOwner"
+	MemoryService_GetConversation_FullMethodName    = "/memoryd.v1.MemoryService/GetConversation"
+	MemoryService_StoreMemory_FullMethodName        = "/memoryd.v1.MemoryService/StoreMemory"
+	MemoryService_GetMemory_FullMethodName          = "/memoryd.v1.MemoryService/GetMemory"
+	MemoryService_ListMemories_FullMethodName       = "/memoryd.v1.MemoryService/ListMemories"
+	MemoryService_UpdateMemory_FullMethodName       = "/memoryd.v1.MemoryService/UpdateMemory"
+	MemoryService_ArchiveMemory_FullMethodName      = "/memoryd.v1.MemoryService/ArchiveMemory"
+	MemoryService_RestoreMemory_FullMethodName      = "/memoryd.v1.MemoryService/RestoreMemory"
+	MemoryService_DeleteMemory_FullMethodName       = "/memoryd.v1.MemoryService/DeleteMemory"
+	MemoryService_Recall_FullMethodName             = "/memoryd.v1.MemoryService/Recall"
+	MemoryService_ListMemorySources_FullMethodName  = "/memoryd.v1.MemoryService/ListMemorySources"
+	MemoryService_SetJobStatus_FullMethodName       = "/memoryd.v1.MemoryService/SetJobStatus"
+	MemoryService_FinishJobRun_FullMethodName       = "/memoryd.v1.MemoryService/FinishJobRun"
+	MemoryService_GetPromptContext_FullMethodName   = "/memoryd.v1.MemoryService/GetPromptContext"
+	MemoryService_ListResources_FullMethodName      = "/memoryd.v1.MemoryService/ListResources"
+	MemoryService_ListRevisions_FullMethodName      = "/memoryd.v1.MemoryService/ListRevisions"
+	MemoryService_GetRevision_FullMethodName        = "/memoryd.v1.MemoryService/GetRevision"
+	MemoryService_DiffRevisions_FullMethodName      = "/memoryd.v1.MemoryService/DiffRevisions"
+	MemoryService_RollbackResource_FullMethodName   = "/memoryd.v1.MemoryService/RollbackResource"
+	MemoryService_CommitTurn_FullMethodName         = "/memoryd.v1.MemoryService/CommitTurn"
+	MemoryService_ReviewNow_FullMethodName          = "/memoryd.v1.MemoryService/ReviewNow"
+	MemoryService_GetEmbeddingStatus_FullMethodName = "/memoryd.v1.MemoryService/GetEmbeddingStatus"
+	MemoryService_ReindexEmbeddings_FullMethodName  = "/memoryd.v1.MemoryService/ReindexEmbeddings"
+	MemoryService_GetReviewState_FullMethodName     = "/memoryd.v1.MemoryService/GetReviewState"
 )
 
 // MemoryServiceClient is the client API for MemoryService service.
@@ -114,9 +116,10 @@ type MemoryServiceClient interface {
 	// stored message, including those before the window (after /new or compaction). A page ends
 	// early, with a next_page_token, when more messages would make the answer larger than 4 MiB.
 	ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error)
-	// SearchHistory finds messages of a conversation, of an owner or of an agent by full-text
-	// search ranked by bm25, with a snippet. Any text is a valid query; it is never read as search
-	// syntax. When whole words find fewer than the limit, partial words fill the rest.
+	// SearchHistory finds messages of a conversation, of an owner or of an agent by their words
+	// (bm25, with a snippet), by their meaning (nearest vectors), or both fused (the default when
+	// embeddings are on). Any text is a valid query; it is never read as search syntax. When
+	// whole words find fewer than the limit, partial words fill the rest.
 	SearchHistory(ctx context.Context, in *SearchHistoryRequest, opts ...grpc.CallOption) (*SearchHistoryResponse, error)
 	// ClearConversation is /new: it starts a fresh window. The earlier messages are kept, still
 	// searchable and reviewable; long-term memory is untouched. An operator's command: a guest
@@ -165,8 +168,8 @@ type MemoryServiceClient interface {
 	// DeleteMemory erases a row and its search index entries. Deleting a row that does not exist
 	// (or is not the caller's) succeeds and deletes nothing.
 	DeleteMemory(ctx context.Context, in *DeleteMemoryRequest, opts ...grpc.CallOption) (*DeleteMemoryResponse, error)
-	// Recall is the memory_recall tool: full-text search (query) or key lookup (key) over memory
-	// rows and/or conversation history of the caller. Archived rows never appear. Inside a
+	// Recall is the memory_recall tool: search by words and meaning (query) or key lookup (key)
+	// over memory rows and/or conversation history of the caller. Archived rows never appear. Inside a
 	// scheduled job (job_id set) only the job's own rows are readable.
 	Recall(ctx context.Context, in *RecallRequest, opts ...grpc.CallOption) (*RecallResponse, error)
 	// ListMemorySources lists the sources memory rows of the caller were written through,
@@ -212,6 +215,13 @@ type MemoryServiceClient interface {
 	// but never without new messages, and reports each conversation's result. FAILED_PRECONDITION
 	// when no model provider is configured.
 	ReviewNow(ctx context.Context, in *ReviewNowRequest, opts ...grpc.CallOption) (*ReviewNowResponse, error)
+	// GetEmbeddingStatus reports semantic search: the embedding model, how many messages and
+	// memory rows have a vector of it, and how many wait in the background queue.
+	GetEmbeddingStatus(ctx context.Context, in *GetEmbeddingStatusRequest, opts ...grpc.CallOption) (*GetEmbeddingStatusResponse, error)
+	// ReindexEmbeddings embeds every message and memory row again with the configured model, in
+	// the background; searches keep using the words (and the vectors already made) meanwhile.
+	// FAILED_PRECONDITION when embeddings are off.
+	ReindexEmbeddings(ctx context.Context, in *ReindexEmbeddingsRequest, opts ...grpc.CallOption) (*ReindexEmbeddingsResponse, error)
 	// GetReviewState returns a conversation's review state: cursor, times, status, failures,
 	// pending input, the backlog of unread messages and the latest review run.
 	GetReviewState(ctx context.Context, in *GetReviewStateRequest, opts ...grpc.CallOption) (*GetReviewStateResponse, error)
@@ -543,6 +553,26 @@ func (c *memoryServiceClient) ReviewNow(ctx context.Context, in *ReviewNowReques
 	return out, nil
 }
 
+func (c *memoryServiceClient) GetEmbeddingStatus(ctx context.Context, in *GetEmbeddingStatusRequest, opts ...grpc.CallOption) (*GetEmbeddingStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetEmbeddingStatusResponse)
+	err := c.cc.Invoke(ctx, MemoryService_GetEmbeddingStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *memoryServiceClient) ReindexEmbeddings(ctx context.Context, in *ReindexEmbeddingsRequest, opts ...grpc.CallOption) (*ReindexEmbeddingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReindexEmbeddingsResponse)
+	err := c.cc.Invoke(ctx, MemoryService_ReindexEmbeddings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *memoryServiceClient) GetReviewState(ctx context.Context, in *GetReviewStateRequest, opts ...grpc.CallOption) (*GetReviewStateResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetReviewStateResponse)
@@ -615,9 +645,10 @@ type MemoryServiceServer interface {
 	// stored message, including those before the window (after /new or compaction). A page ends
 	// early, with a next_page_token, when more messages would make the answer larger than 4 MiB.
 	ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error)
-	// SearchHistory finds messages of a conversation, of an owner or of an agent by full-text
-	// search ranked by bm25, with a snippet. Any text is a valid query; it is never read as search
-	// syntax. When whole words find fewer than the limit, partial words fill the rest.
+	// SearchHistory finds messages of a conversation, of an owner or of an agent by their words
+	// (bm25, with a snippet), by their meaning (nearest vectors), or both fused (the default when
+	// embeddings are on). Any text is a valid query; it is never read as search syntax. When
+	// whole words find fewer than the limit, partial words fill the rest.
 	SearchHistory(context.Context, *SearchHistoryRequest) (*SearchHistoryResponse, error)
 	// ClearConversation is /new: it starts a fresh window. The earlier messages are kept, still
 	// searchable and reviewable; long-term memory is untouched. An operator's command: a guest
@@ -666,8 +697,8 @@ type MemoryServiceServer interface {
 	// DeleteMemory erases a row and its search index entries. Deleting a row that does not exist
 	// (or is not the caller's) succeeds and deletes nothing.
 	DeleteMemory(context.Context, *DeleteMemoryRequest) (*DeleteMemoryResponse, error)
-	// Recall is the memory_recall tool: full-text search (query) or key lookup (key) over memory
-	// rows and/or conversation history of the caller. Archived rows never appear. Inside a
+	// Recall is the memory_recall tool: search by words and meaning (query) or key lookup (key)
+	// over memory rows and/or conversation history of the caller. Archived rows never appear. Inside a
 	// scheduled job (job_id set) only the job's own rows are readable.
 	Recall(context.Context, *RecallRequest) (*RecallResponse, error)
 	// ListMemorySources lists the sources memory rows of the caller were written through,
@@ -713,6 +744,13 @@ type MemoryServiceServer interface {
 	// but never without new messages, and reports each conversation's result. FAILED_PRECONDITION
 	// when no model provider is configured.
 	ReviewNow(context.Context, *ReviewNowRequest) (*ReviewNowResponse, error)
+	// GetEmbeddingStatus reports semantic search: the embedding model, how many messages and
+	// memory rows have a vector of it, and how many wait in the background queue.
+	GetEmbeddingStatus(context.Context, *GetEmbeddingStatusRequest) (*GetEmbeddingStatusResponse, error)
+	// ReindexEmbeddings embeds every message and memory row again with the configured model, in
+	// the background; searches keep using the words (and the vectors already made) meanwhile.
+	// FAILED_PRECONDITION when embeddings are off.
+	ReindexEmbeddings(context.Context, *ReindexEmbeddingsRequest) (*ReindexEmbeddingsResponse, error)
 	// GetReviewState returns a conversation's review state: cursor, times, status, failures,
 	// pending input, the backlog of unread messages and the latest review run.
 	GetReviewState(context.Context, *GetReviewStateRequest) (*GetReviewStateResponse, error)
@@ -815,6 +853,12 @@ func (UnimplementedMemoryServiceServer) CommitTurn(context.Context, *CommitTurnR
 }
 func (UnimplementedMemoryServiceServer) ReviewNow(context.Context, *ReviewNowRequest) (*ReviewNowResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReviewNow not implemented")
+}
+func (UnimplementedMemoryServiceServer) GetEmbeddingStatus(context.Context, *GetEmbeddingStatusRequest) (*GetEmbeddingStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetEmbeddingStatus not implemented")
+}
+func (UnimplementedMemoryServiceServer) ReindexEmbeddings(context.Context, *ReindexEmbeddingsRequest) (*ReindexEmbeddingsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReindexEmbeddings not implemented")
 }
 func (UnimplementedMemoryServiceServer) GetReviewState(context.Context, *GetReviewStateRequest) (*GetReviewStateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetReviewState not implemented")
@@ -1340,6 +1384,42 @@ func _MemoryService_ReviewNow_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MemoryService_GetEmbeddingStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetEmbeddingStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).GetEmbeddingStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_GetEmbeddingStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).GetEmbeddingStatus(ctx, req.(*GetEmbeddingStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MemoryService_ReindexEmbeddings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReindexEmbeddingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).ReindexEmbeddings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_ReindexEmbeddings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).ReindexEmbeddings(ctx, req.(*ReindexEmbeddingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _MemoryService_GetReviewState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetReviewStateRequest)
 	if err := dec(in); err != nil {
@@ -1468,6 +1548,14 @@ var MemoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReviewNow",
 			Handler:    _MemoryService_ReviewNow_Handler,
+		},
+		{
+			MethodName: "GetEmbeddingStatus",
+			Handler:    _MemoryService_GetEmbeddingStatus_Handler,
+		},
+		{
+			MethodName: "ReindexEmbeddings",
+			Handler:    _MemoryService_ReindexEmbeddings_Handler,
 		},
 		{
 			MethodName: "GetReviewState",

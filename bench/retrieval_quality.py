@@ -1,0 +1,319 @@
+"""Retrieval quality on LoCoMo: recall@k of annotated evidence, through the real server.
+
+    python bench/retrieval_quality.py PATH/TO/locomo10.json [--modes lexical,semantic,hybrid]
+
+LoCoMo (Maharana et al., ACL 2024) is CC BY-NC 4.0, so it is never committed; fetch it with
+`git clone https://github.com/snap-research/LoCoMo` and pass `LoCoMo/data/locomo10.json`.
+
+Each of the ten conversations is appended to one memoryd conversation through AppendMessages
+(sender = speaker, created_at = the session's date plus ten seconds a turn, client_message_id =
+the dialog id). The server embeds them in the background; the script waits until the embedding
+queue is empty. Then every question is sent, as typed, to SearchHistory scoped to its
+conversation, once per mode. The metric is the paper's: the mean over questions of the fraction
+of a question's evidence turns found in the top k.
+
+Tuning is allowed on conversations 1-5 only (conv-26, conv-30, conv-41, conv-42, conv-43);
+every figure is reported for 1-5, 6-10 and all ten. In the same run, a baseline: plain SQLite
+FTS5 over the same turns (porter stemming, the question's words OR-ed, ranked by bm25), and the
+paper's DRAGON row (Table 3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+import apsw
+import grpc
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import memoryd_client as md  # noqa: E402 - after the path is set
+from tests.server_process import ServerProcess  # noqa: E402
+
+KS = (1, 5, 10, 25, 50)
+DEVELOPMENT = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43")
+DRAGON = {"5": 56.7, "10": 66.2, "25": 76.7, "50": 82.7}
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+MODES = {
+    "lexical": md.SEARCH_MODE_LEXICAL,
+    "semantic": md.SEARCH_MODE_SEMANTIC,
+    "hybrid": md.SEARCH_MODE_HYBRID,
+}
+SESSION = re.compile(r"session_(\d+)$")
+BATCH = 100
+
+
+class Turn:
+    """One dialog turn."""
+
+    def __init__(self, dia_id: str, speaker: str, text: str, created_at: datetime.datetime):
+        self.dia_id = dia_id
+        self.speaker = speaker
+        self.text = text
+        self.created_at = created_at
+
+
+class Question:
+    """One annotated question."""
+
+    def __init__(self, sample: str, text: str, evidence: set[str], category: int):
+        self.sample = sample
+        self.text = text
+        self.evidence = evidence
+        self.category = category
+
+
+def session_date(text: str) -> datetime.datetime:
+    """'1:56 pm on 8 May, 2023' as a UTC time."""
+    parsed = datetime.datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y")
+    return parsed.replace(tzinfo=datetime.UTC)
+
+
+def load_dataset(path: Path) -> tuple[dict[str, list[Turn]], list[Question]]:
+    """The turns of each conversation, in order, and the questions with usable evidence."""
+    records = json.loads(path.read_text(encoding="utf-8"))
+    conversations: dict[str, list[Turn]] = {}
+    questions: list[Question] = []
+    for record in records:
+        sample = record["sample_id"]
+        dialog = record["conversation"]
+        sessions = sorted(
+            (int(match.group(1)), name)
+            for name in dialog
+            if (match := SESSION.match(name)) and dialog[name]
+        )
+        turns: list[Turn] = []
+        for _, name in sessions:
+            start = session_date(dialog[f"{name}_date_time"])
+            for offset, turn in enumerate(dialog[name]):
+                turns.append(
+                    Turn(
+                        turn["dia_id"],
+                        turn["speaker"],
+                        turn["text"],
+                        start + datetime.timedelta(seconds=10 * offset),
+                    )
+                )
+        conversations[sample] = turns
+        known = {turn.dia_id for turn in turns}
+        for qa in record["qa"]:
+            evidence = {
+                part.strip()
+                for item in qa.get("evidence", [])
+                for part in re.split(r"[;,]", item)
+                if part.strip() in known
+            }
+            if evidence:
+                questions.append(Question(sample, qa["question"], evidence, qa["category"]))
+    return conversations, questions
+
+
+def conversation_of(sample: str) -> md.Conversation:
+    return md.Conversation(agent_id="bench", owner_id=sample, channel="locomo", chat_id=sample)
+
+
+def append_all(memory: md.MemoryServiceStub, conversations: dict[str, list[Turn]]) -> float:
+    """Append every turn; returns the seconds it took."""
+    started = time.perf_counter()
+    for sample, turns in conversations.items():
+        speakers = list(dict.fromkeys(turn.speaker for turn in turns))
+        for start in range(0, len(turns), BATCH):
+            batch = turns[start : start + BATCH]
+            request = md.AppendMessagesRequest(conversation=conversation_of(sample))
+            for turn in batch:
+                message = request.messages.add(
+                    role=md.ROLE_USER if turn.speaker == speakers[0] else md.ROLE_ASSISTANT,
+                    sender=turn.speaker,
+                    content=turn.text,
+                    client_message_id=turn.dia_id,
+                )
+                message.created_at.FromDatetime(turn.created_at)
+            memory.AppendMessages(request)
+    return time.perf_counter() - started
+
+
+def wait_for_embeddings(admin: md.MemoryServiceStub, timeout: float = 1800.0) -> float:
+    """Wait until the server has embedded every message; returns the seconds waited."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout:
+        status = admin.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+        if not status.enabled or status.pending_messages + status.pending_memories == 0:
+            return time.perf_counter() - started
+        time.sleep(0.5)
+    sys.exit("the embedding queue did not drain in time")
+
+
+def recall_at(ranked: list[str], evidence: set[str], k: int) -> float:
+    return len(evidence.intersection(ranked[:k])) / len(evidence)
+
+
+def summarise(questions: list[Question], rankings: list[list[str]]) -> dict[str, object]:
+    """recall@k in percent for conversations 1-5, 6-10, all, and per category (all)."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for index, question in enumerate(questions):
+        half = "conversations 1-5" if question.sample in DEVELOPMENT else "conversations 6-10"
+        groups[half].append(index)
+        groups["all ten"].append(index)
+        groups[f"category {question.category} ({CATEGORIES[question.category]})"].append(index)
+    table: dict[str, object] = {}
+    for name in sorted(groups, key=lambda n: (not n.startswith("conv"), n != "all ten", n)):
+        members = groups[name]
+        table[name] = {
+            str(k): round(
+                100
+                * statistics.mean(
+                    recall_at(rankings[i], questions[i].evidence, k) for i in members
+                ),
+                1,
+            )
+            for k in KS
+        } | {"questions": len(members)}
+    return table
+
+
+def plain_fts5(conversations: dict[str, list[Turn]], questions: list[Question]) -> list[list[str]]:
+    """The baseline: FTS5 over the same turns, the question's words OR-ed, ranked by bm25."""
+    connection = apsw.Connection(":memory:")
+    connection.execute(
+        "CREATE VIRTUAL TABLE t USING fts5(content, sample UNINDEXED, dia UNINDEXED, "
+        "tokenize = 'porter unicode61 remove_diacritics 2')"
+    )
+    with connection:
+        for sample, turns in conversations.items():
+            connection.executemany(
+                "INSERT INTO t (content, sample, dia) VALUES (?, ?, ?)",
+                [(turn.text, sample, turn.dia_id) for turn in turns],
+            )
+    rankings = []
+    for question in questions:
+        words = re.findall(r"\w+", question.text)
+        expression = " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
+        found = connection.execute(
+            "SELECT dia FROM t WHERE t MATCH ? AND sample = ? ORDER BY bm25(t) LIMIT ?",
+            (expression, question.sample, max(KS)),
+        ).fetchall()
+        rankings.append([row[0] for row in found])
+    return rankings
+
+
+def through_server(
+    memory: md.MemoryServiceStub, questions: list[Question], mode: int
+) -> tuple[list[list[str]], list[float]]:
+    """Rankings and client latencies (ms) of SearchHistory in one mode."""
+    rankings, latencies = [], []
+    for question in questions:
+        request = md.SearchHistoryRequest(
+            query=question.text,
+            conversation=conversation_of(question.sample),
+            limit=max(KS),
+            mode=mode,
+        )
+        began = time.perf_counter()
+        response = memory.SearchHistory(request)
+        latencies.append((time.perf_counter() - began) * 1000)
+        rankings.append([hit.message.client_message_id for hit in response.hits])
+    return rankings, latencies
+
+
+def peak_rss_mb(pid: int) -> dict[str, float]:
+    """The server's resident memory now and at its peak (Linux /proc), in MB."""
+    status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+    found = {}
+    for line in status.splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            found["now" if name == "VmRSS" else "peak"] = round(int(value.split()[0]) / 1024, 1)
+    return found
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def run_server(
+    path_config: str,
+    conversations: dict[str, list[Turn]],
+    questions: list[Question],
+    modes: list[str],
+    log: Callable[[str], None],
+) -> dict[str, object]:
+    """Load through a real server and measure each mode."""
+    results: dict[str, object] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        server = ServerProcess(Path(scratch) / "home", config=path_config).start()
+        try:
+            with grpc.insecure_channel(server.address) as channel:
+                memory = md.MemoryServiceStub(channel)
+                admin = memory
+                append_seconds = append_all(memory, conversations)
+                log(f"appended in {append_seconds:.1f} s; embedding")
+                embed_seconds = wait_for_embeddings(admin) if modes != ["lexical"] else 0.0
+                turns = sum(len(t) for t in conversations.values())
+                results["load"] = {
+                    "turns": turns,
+                    "append_seconds": round(append_seconds, 2),
+                    "embedding_seconds_after_append": round(embed_seconds, 1),
+                    "embedded_messages_per_second": round(turns / embed_seconds, 1)
+                    if embed_seconds
+                    else None,
+                }
+                for name in modes:
+                    rankings, latencies = through_server(memory, questions, MODES[name])
+                    log(f"{name}: done")
+                    results[f"memoryd {name}"] = summarise(questions, rankings) | {
+                        "client_ms": {
+                            "p50": round(percentile(latencies, 0.5), 2),
+                            "p99": round(percentile(latencies, 0.99), 2),
+                        }
+                    }
+            results["server_rss_mb"] = peak_rss_mb(server.process.pid)
+        finally:
+            code = server.stop()
+    if code != 0:
+        sys.exit(f"memoryd exited with {code}")
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dataset", type=Path, help="LoCoMo's data/locomo10.json")
+    parser.add_argument("--modes", default="lexical,semantic,hybrid")
+    parser.add_argument("--config", type=Path, help="a memoryd config file (default: defaults)")
+    args = parser.parse_args()
+    conversations, questions = load_dataset(args.dataset)
+    modes = [mode for mode in args.modes.split(",") if mode]
+    for mode in modes:
+        if mode not in MODES:
+            sys.exit(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+
+    def log(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    config = args.config.read_text(encoding="utf-8") if args.config else ""
+    result: dict[str, object] = {
+        "benchmark": "retrieval_quality",
+        "questions": len(questions),
+        "plain FTS5 (words OR-ed, bm25)": summarise(
+            questions, plain_fts5(conversations, questions)
+        ),
+        "DRAGON (paper, Table 3)": DRAGON,
+    }
+    result |= run_server(config, conversations, questions, modes, log)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

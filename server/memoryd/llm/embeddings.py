@@ -1,0 +1,206 @@
+"""Embedding providers: text to L2-normalised vectors, on this machine or at an endpoint.
+
+- `EmbeddedModel`: bge-small-en-v1.5 (int8 ONNX, 384 dimensions) from the memoryd-model-bge-small
+  package, run with onnxruntime on its own threads; loaded on first use, never downloaded.
+- `EndpointEmbedder`: any OpenAI-compatible `/embeddings` endpoint (OpenAI, Ollama, vLLM,
+  text-embeddings-inference) of a configured provider, with its key from the environment.
+
+Both answer `embed(texts, queries=...)` with one row a text. A provider that fails raises
+`EmbeddingUnavailableError` with a reason fit for a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import importlib
+import threading
+from collections.abc import Mapping, Sequence
+from types import ModuleType
+from typing import Any, Protocol
+
+import numpy as np
+
+from memoryd.config import ProviderSettings, SearchSettings, Settings, embedding_provider
+from memoryd.domain.vectors import Floats, normalised
+from memoryd.errors import StartupError
+from memoryd.llm.wordpiece import WordPiece
+
+MODEL_PACKAGE = "memoryd_model_bge_small"
+# Inputs longer than this many tokens are cut: chat messages rarely are, and the cost of a call
+# grows with its longest input.
+MAX_TOKENS = 256
+# Whether search queries get BAAI's retrieval instruction in front (tuned on LoCoMo 1-5).
+USE_QUERY_INSTRUCTION = True
+# Texts of one model call, shortest first: longer batches pad more and gain nothing on two cores
+# (measured: 8 of 64 context texts a call, 50 texts/s; 16 of 16, 32 texts/s).
+MODEL_BATCH = 8
+
+
+class EmbeddingUnavailableError(Exception):
+    """The provider could not embed; the message says why."""
+
+
+class Embedder(Protocol):
+    """Text to vectors."""
+
+    @property
+    def provider(self) -> str:
+        """ "embedded", or the provider entry's name."""
+
+    @property
+    def model(self) -> str:
+        """The model's name, stored with each vector."""
+
+    async def embed(self, texts: Sequence[str], *, queries: bool) -> Floats:
+        """One L2-normalised row a text; `queries` when the texts are search queries."""
+
+    async def close(self) -> None:
+        """Release what the provider holds."""
+
+
+def build_embedder(settings: Settings, env: Mapping[str, str]) -> Embedder | None:
+    """The configured provider, or None when embeddings are off."""
+    search = settings.search
+    if search.embeddings == "off":
+        return None
+    if search.embeddings == "embedded":
+        return EmbeddedModel(search, _model_package())
+    provider = embedding_provider(settings)
+    if provider is None:  # load_settings checked it; a hand-built Settings may not have
+        raise StartupError('memoryd.search.embeddings = "provider" names no configured provider')
+    return EndpointEmbedder(provider, search.embedding_model, env)
+
+
+def _model_package() -> ModuleType:
+    try:
+        package = importlib.import_module(MODEL_PACKAGE)
+    except ImportError as error:
+        raise StartupError(
+            'memoryd.search.embeddings = "embedded" needs the memoryd-model-bge-small package '
+            '(`make install` builds and installs it); or set embeddings to "provider" or '
+            f'"off" ({error})'
+        ) from error
+    for path in (package.MODEL, package.VOCABULARY):
+        if not path.is_file():
+            raise StartupError(
+                f"the embedded model's file {path} is missing; reinstall memoryd-model-bge-small"
+            )
+    return package
+
+
+class EmbeddedModel:
+    """bge-small-en-v1.5 on onnxruntime; see the module docstring."""
+
+    def __init__(self, settings: SearchSettings, package: ModuleType) -> None:
+        self._package = package
+        self._threads = settings.embedding_threads
+        self._session: Any = None
+        self._tokenizer: WordPiece | None = None
+        self._loading = threading.Lock()
+        # Two workers: a search's query need not wait for a background batch to finish.
+        self._pool = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="memoryd-embed")
+
+    @property
+    def provider(self) -> str:
+        return "embedded"
+
+    @property
+    def model(self) -> str:
+        return str(self._package.NAME)
+
+    async def embed(self, texts: Sequence[str], *, queries: bool) -> Floats:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, self.embed_now, list(texts), queries)
+
+    def embed_now(self, texts: list[str], queries: bool) -> Floats:  # noqa: FBT001
+        """The vectors, computed on the calling thread."""
+        session, tokenizer = self._loaded()
+        prefix = str(self._package.QUERY_INSTRUCTION) if queries and USE_QUERY_INSTRUCTION else ""
+        encoded = [tokenizer.encode(prefix + text, MAX_TOKENS) for text in texts]
+        vectors = np.zeros((len(texts), int(self._package.DIMENSION)), dtype=np.float32)
+        # Shortest first, so that each call pads its inputs the least.
+        order = sorted(range(len(texts)), key=lambda index: len(encoded[index]))
+        for start in range(0, len(order), MODEL_BATCH):
+            chosen = order[start : start + MODEL_BATCH]
+            width = max(len(encoded[index]) for index in chosen)
+            ids = np.zeros((len(chosen), width), dtype=np.int64)
+            mask = np.zeros_like(ids)
+            for row, index in enumerate(chosen):
+                ids[row, : len(encoded[index])] = encoded[index]
+                mask[row, : len(encoded[index])] = 1
+            hidden = session.run(
+                None,
+                {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+            )[0]
+            vectors[chosen] = hidden[:, 0, :]  # the [CLS] token's state
+        return normalised(vectors)
+
+    def _loaded(self) -> tuple[Any, WordPiece]:
+        with self._loading:
+            if self._session is None or self._tokenizer is None:
+                import onnxruntime  # noqa: PLC0415 - 0.2 s and 60 MB, paid only when used
+
+                options = onnxruntime.SessionOptions()
+                options.intra_op_num_threads = self._threads
+                options.inter_op_num_threads = 1
+                options.log_severity_level = 3
+                self._session = onnxruntime.InferenceSession(
+                    str(self._package.MODEL), options, providers=["CPUExecutionProvider"]
+                )
+                self._tokenizer = WordPiece.from_file(self._package.VOCABULARY)
+            return self._session, self._tokenizer
+
+    async def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+class EndpointEmbedder:
+    """An OpenAI-compatible /embeddings endpoint."""
+
+    def __init__(self, settings: ProviderSettings, model: str, env: Mapping[str, str]) -> None:
+        import openai  # noqa: PLC0415 - only servers that use an endpoint pay for it
+
+        self._settings = settings
+        self._model = model
+        self._openai = openai
+        self._client = openai.AsyncOpenAI(
+            base_url=settings.base_url,
+            api_key=env.get(settings.api_key_env, "") if settings.api_key_env else "none",
+            timeout=settings.timeout_seconds,
+            max_retries=0,
+        )
+
+    @property
+    def provider(self) -> str:
+        return self._settings.name
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    async def embed(self, texts: Sequence[str], *, queries: bool) -> Floats:  # noqa: ARG002
+        try:
+            answer = await self._client.embeddings.create(
+                model=self._model, input=list(texts), encoding_format="float"
+            )
+        except self._openai.APIError as error:
+            raise EmbeddingUnavailableError(
+                f"provider {self._settings.name!r} ({self._settings.base_url}) could not embed: "
+                f"{type(error).__name__}: {error}"
+            ) from error
+        rows = sorted(answer.data, key=lambda item: item.index)
+        if len(rows) != len(texts) or not rows:
+            raise EmbeddingUnavailableError(
+                f"provider {self._settings.name!r} answered {len(rows)} vectors for "
+                f"{len(texts)} texts"
+            )
+        widths = {len(row.embedding) for row in rows}
+        if len(widths) != 1 or 0 in widths:
+            raise EmbeddingUnavailableError(
+                f"provider {self._settings.name!r} answered vectors of dimensions {sorted(widths)}"
+            )
+        return normalised(np.asarray([row.embedding for row in rows], dtype=np.float32))
+
+    async def close(self) -> None:
+        await self._client.close()

@@ -1,0 +1,305 @@
+"""The background embedder: every message and memory row gets a vector, and no write waits for it.
+
+One task reads what waits (messages after the model's cursor, oldest first; memory rows without a
+vector of the model), embeds a batch, and commits the vectors through the writer; then the next.
+When nothing waits it sleeps, looking every POLL_SECONDS at the database's commit count
+(memoryd.storage.changes, a few microseconds) and for work only once the count moved: any write
+of any use case wakes it, with no hook in each of them. A failing provider is
+retried with a growing pause (up to a minute), and its reason is kept for GetEmbeddingStatus;
+searches meanwhile find what has no vector by its words.
+
+The model row (provider, model, dimension) is made with the first vector. A changed model gets a
+row of its own, with its cursor at 0: everything is embedded again in the background, and until
+then searches compare only the new model's vectors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+
+import apsw
+
+from memoryd.domain.vectors import Floats, quantise, to_blob
+from memoryd.errors import FailedPrecondition
+from memoryd.llm.embeddings import Embedder, EmbeddingUnavailableError
+from memoryd.log_events import Event
+from memoryd.storage import vector_store as store
+from memoryd.storage.changes import DatabaseChanges
+from memoryd.storage.readers import ReaderPool
+from memoryd.storage.writer import Batch, Writer
+
+log = logging.getLogger("memoryd.embedding")
+
+POLL_SECONDS = 0.2
+MAX_BACKOFF_SECONDS = 60.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class EmbeddingStatus:
+    """What GetEmbeddingStatus answers."""
+
+    enabled: bool
+    provider: str
+    model: str
+    dimension: int
+    counts: store.VectorCounts | None
+    last_error: str
+
+
+def message_text(message: store.MessageText) -> str:
+    """What a message's vector is made of: the end of the message before it, then who said it
+    and what. The context is what answers are about ("What did you paint?" before "A sunset"):
+    on LoCoMo it lifts recall@10 of the meaning alone from 57 to 59 and fused from 73 to 75."""
+    said = _said(message.sender, message.content)
+    if message.previous_content is None:
+        return said
+    return f"{_said(message.previous_sender or '', message.previous_content)}\n{said}"
+
+
+def _said(sender: str, content: str) -> str:
+    return f"{sender}: {content}" if sender.strip() else content
+
+
+def memory_text(key: str, value: str) -> str:
+    """What a memory row's vector is made of: its key in words, and its value."""
+    return f"{key.replace('_', ' ')}: {value}"
+
+
+class EmbeddingService:
+    """The embedder task and the model row searches compare against."""
+
+    def __init__(
+        self,
+        embedder: Embedder | None,
+        writer: Writer,
+        readers: ReaderPool,
+        changes: DatabaseChanges,
+        batch: int,
+    ) -> None:
+        self.embedder = embedder
+        self._writer = writer
+        self._readers = readers
+        self._changes = changes
+        self._batch = batch
+        self.model: store.EmbeddingModel | None = None
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._last_error = ""
+        self._store_messages: Batch[tuple[int, list[tuple[int, float, bytes]], int], int] = (
+            Batch.each("store message vectors", self._write_messages)
+        )
+        self._store_memories: Batch[
+            tuple[int, list[tuple[store.MemoryText, float, bytes]]], int
+        ] = Batch.each("store memory vectors", self._write_memories)
+        self._ensure: Batch[int, store.EmbeddingModel] = Batch.each("embedding model", self._row)
+        self._restart: Batch[int, tuple[int, int]] = Batch.each("reindex", store.restart)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether a provider is configured."""
+        return self.embedder is not None
+
+    async def start(self) -> None:
+        """Find the model's row (if it has vectors already) and start the task."""
+        if self.embedder is None:
+            return
+        embedder = self.embedder
+        self.model = await self._readers.read(
+            lambda connection: store.find_model(connection, embedder.provider, embedder.model)
+        )
+        self._task = asyncio.create_task(self._run(), name="memoryd-embedder")
+
+    def nudge(self) -> None:
+        """Look for work now rather than when the commit count next moves."""
+        self._wake.set()
+
+    async def stop(self) -> None:
+        """Stop the task (a batch in flight is dropped; it is embedded again next start)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self.embedder is not None:
+            await self.embedder.close()
+
+    async def status(self) -> EmbeddingStatus:
+        """The provider, the model, and how much is embedded and waiting."""
+        if self.embedder is None:
+            return EmbeddingStatus(
+                enabled=False, provider="", model="", dimension=0, counts=None, last_error=""
+            )
+        model = self.model
+        counts = await self._readers.read(
+            lambda connection: store.counts(
+                connection,
+                None if model is None else model.id,
+                0 if model is None else model.message_cursor,
+            )
+        )
+        return EmbeddingStatus(
+            enabled=True,
+            provider=self.embedder.provider,
+            model=self.embedder.model,
+            dimension=0 if model is None else model.dimension,
+            counts=counts,
+            last_error=self._last_error,
+        )
+
+    async def reindex(self) -> tuple[int, int]:
+        """Queue every message and row again for the current model."""
+        if self.embedder is None:
+            raise FailedPrecondition(
+                'embeddings are off (memoryd.search.embeddings = "off"): nothing to reindex'
+            )
+        if self.model is None:
+            return await self._readers.read(_everything)
+        queued = await self._writer.submit(self._restart, self.model.id)
+        self.model = dataclasses.replace(self.model, message_cursor=0)
+        self.nudge()
+        return queued
+
+    async def query_vector(self, text: str) -> tuple[store.EmbeddingModel, Floats] | None:
+        """The query's vector and the model it may be compared within; None when no vector of
+        the current model exists yet (or embeddings are off)."""
+        if self.embedder is None or self.model is None:
+            return None
+        vectors = await self.embedder.embed([text], queries=True)
+        if vectors.shape[1] != self.model.dimension:
+            return None
+        return self.model, vectors[0]
+
+    def _provider(self) -> Embedder:
+        if self.embedder is None:
+            raise FailedPrecondition('embeddings are off (memoryd.search.embeddings = "off")')
+        return self.embedder
+
+    # --- the task ---------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        backoff = 0.0
+        while True:
+            try:
+                worked = await self._step()
+            except EmbeddingUnavailableError as error:
+                backoff = min(MAX_BACKOFF_SECONDS, max(1.0, backoff * 2))
+                self._last_error = str(error)
+                log.warning(
+                    "embedding failed; retrying in %.0f s: %s",
+                    backoff,
+                    error,
+                    extra={"event": Event.EMBEDDING_FAILED, "retry_seconds": backoff},
+                )
+                await asyncio.sleep(backoff)
+                continue
+            backoff = 0.0
+            self._last_error = ""
+            if not worked:
+                await self._idle()
+
+    async def _idle(self) -> None:
+        """Until the commit count moves or a nudge comes."""
+        self._wake.clear()
+        seen = self._changes.stamp()
+        while not self._wake.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), POLL_SECONDS)
+            now = self._changes.stamp()
+            if now is None or now != seen:
+                return
+
+    async def _step(self) -> bool:
+        """Embed one batch; False when nothing waits."""
+        cursor = 0 if self.model is None else self.model.message_cursor
+        messages = await self._readers.read(
+            lambda connection: store.waiting_messages(connection, cursor, self._batch)
+        )
+        if messages:
+            await self._embed_messages(messages)
+            return True
+        if self.model is None:
+            return False
+        model_id = self.model.id
+        memories = await self._readers.read(
+            lambda connection: store.waiting_memories(connection, model_id, self._batch)
+        )
+        if memories:
+            await self._embed_memories(memories)
+            return True
+        return False
+
+    async def _embed_messages(self, messages: list[store.MessageText]) -> None:
+        embedder = self._provider()
+        started = time.perf_counter()
+        found = await embedder.embed([message_text(message) for message in messages], queries=False)
+        model = await self._model_for(found.shape[1])
+        quantised = quantise(found)
+        vectors = [
+            (message.id, float(quantised.scales[row]), to_blob(quantised.components[row]))
+            for row, message in enumerate(messages)
+        ]
+        through = messages[-1].id
+        await self._writer.submit(
+            self._store_messages, (model.id, vectors, through), rows=max(1, len(vectors))
+        )
+        self.model = dataclasses.replace(model, message_cursor=max(model.message_cursor, through))
+        log.debug(
+            "embedded %d messages",
+            len(vectors),
+            extra={
+                "event": Event.EMBEDDED,
+                "messages": len(vectors),
+                "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+            },
+        )
+
+    async def _embed_memories(self, memories: list[store.MemoryText]) -> None:
+        embedder = self._provider()
+        found = await embedder.embed(
+            [memory_text(text.key, text.value) for text in memories], queries=False
+        )
+        model = await self._model_for(found.shape[1])
+        quantised = quantise(found)
+        vectors = [
+            (text, float(quantised.scales[row]), to_blob(quantised.components[row]))
+            for row, text in enumerate(memories)
+        ]
+        await self._writer.submit(self._store_memories, (model.id, vectors), rows=len(vectors))
+
+    async def _model_for(self, dimension: int) -> store.EmbeddingModel:
+        """The current model's row for vectors of `dimension` (made when new)."""
+        if self.model is not None and dimension == self.model.dimension:
+            return self.model
+        self.model = await self._writer.submit(self._ensure, dimension)
+        return self.model
+
+    # --- writes (writer thread) -------------------------------------------------------------
+
+    def _row(self, connection: apsw.Connection, dimension: int) -> store.EmbeddingModel:
+        embedder = self._provider()
+        return store.model_row(connection, embedder.provider, embedder.model, dimension)
+
+    @staticmethod
+    def _write_messages(
+        connection: apsw.Connection, payload: tuple[int, list[tuple[int, float, bytes]], int]
+    ) -> int:
+        model_id, vectors, through = payload
+        return store.store_message_vectors(connection, model_id, vectors, through)
+
+    @staticmethod
+    def _write_memories(
+        connection: apsw.Connection,
+        payload: tuple[int, list[tuple[store.MemoryText, float, bytes]]],
+    ) -> int:
+        model_id, vectors = payload
+        return store.store_memory_vectors(connection, model_id, vectors)
+
+
+def _everything(connection: apsw.Connection) -> tuple[int, int]:
+    """Everything waits already when no vector was ever made."""
+    counts = store.counts(connection, None, 0)
+    return counts.pending_messages, counts.pending_memories

@@ -1,0 +1,195 @@
+"""Nearest vectors of a scope: exact search over the scope's vectors, kept in memory.
+
+A scope (a conversation, an owner's, an agent's messages) is loaded once from SQLite into
+arrays, then only the vectors written since are added (their seq is past the one loaded); the
+least recently searched scopes leave when the cache passes its budget. A scope of up to
+EXACT_LIMIT vectors is compared exactly with the query; a larger one is first narrowed to the
+CANDIDATES nearest by the Hamming distance of sign bits, and those are compared exactly. No
+approximate index to build or tune: the figures are in the README.
+
+Everything runs on a reader thread inside one read transaction; the found ids are read back
+from messages in the same transaction, so an erased message is never returned even while a stale
+copy of its vector is still cached.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import threading
+
+import apsw
+import numpy as np
+
+from memoryd.domain.conversation import HistoryScope
+from memoryd.domain.memory_queries import Visible
+from memoryd.domain.vectors import (
+    Floats,
+    Ids,
+    Int8s,
+    Words,
+    from_blobs,
+    hamming,
+    restored,
+    sign_words,
+)
+from memoryd.storage import vector_store as store
+
+EXACT_LIMIT = 20_000
+CANDIDATES = 1_000
+GROWTH = 1.5
+
+
+@dataclasses.dataclass(slots=True)
+class _Scope:
+    """One scope's vectors, in arrays with room to grow."""
+
+    last_seq: int
+    size: int
+    ids: Ids
+    scales: Floats
+    components: Int8s
+    words: Words
+
+    @property
+    def max_id(self) -> int:
+        return int(self.ids[self.size - 1]) if self.size else 0
+
+    @property
+    def nbytes(self) -> int:
+        return int(
+            self.ids.nbytes + self.scales.nbytes + self.components.nbytes + self.words.nbytes
+        )
+
+    def append(self, ids: Ids, scales: Floats, components: Int8s) -> None:
+        needed = self.size + len(ids)
+        if needed > len(self.ids):
+            room = max(needed, int(len(self.ids) * GROWTH) + 16)
+            self.ids = _grown(self.ids, room)
+            self.scales = _grown(self.scales, room)
+            self.components = _grown(self.components, room)
+            self.words = _grown(self.words, room)
+        end = self.size + len(ids)
+        self.ids[self.size : end] = ids
+        self.scales[self.size : end] = scales
+        self.components[self.size : end] = components
+        self.words[self.size : end] = sign_words(components)
+        self.size = end
+
+
+class VectorCache:
+    """Scopes' vectors by (model, scope), least recently used out first, within a budget."""
+
+    def __init__(self, budget_bytes: int) -> None:
+        self._budget = budget_bytes
+        self._entries: collections.OrderedDict[tuple[int, HistoryScope], _Scope] = (
+            collections.OrderedDict()
+        )
+        self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        """Forget every scope (after an erasure, so that nothing of it stays in memory)."""
+        with self._lock:
+            self._entries.clear()
+
+    def nearest(
+        self,
+        connection: apsw.Connection,
+        model: store.EmbeddingModel,
+        scope: HistoryScope,
+        query: Floats,
+        depth: int,
+    ) -> list[tuple[int, float]]:
+        """(message id, cosine similarity) of the scope's `depth` nearest messages, best first."""
+        with self._lock:
+            entry = self._current(connection, model, scope)
+            return _nearest(entry, query, depth)
+
+    def _current(
+        self, connection: apsw.Connection, model: store.EmbeddingModel, scope: HistoryScope
+    ) -> _Scope:
+        key = (model.id, scope)
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            newest = store.newest_seq(connection)
+            if newest > entry.last_seq:
+                fresh = store.scope_vectors(connection, scope, model.id, entry.last_seq)
+                ids, scales, components = _arrays(fresh, model.dimension)
+                if len(ids) and int(ids.min()) <= entry.max_id:
+                    entry = None  # vectors made again (a reindex): load the scope afresh
+                else:
+                    entry.append(ids, scales, components)
+                    entry.last_seq = newest
+        if entry is None:
+            newest = store.newest_seq(connection)
+            loaded = store.scope_vectors(connection, scope, model.id, 0)
+            ids, scales, components = _arrays(loaded, model.dimension)
+            entry = _Scope(
+                last_seq=newest,
+                size=0,
+                ids=np.zeros(0, dtype=np.int64),
+                scales=np.zeros(0, dtype=np.float32),
+                components=np.zeros((0, model.dimension), dtype=np.int8),
+                words=np.zeros((0, (model.dimension + 63) // 64), dtype=np.uint64),
+            )
+            entry.append(ids, scales, components)
+        if entry.nbytes <= self._budget:
+            self._entries[key] = entry
+            self._shrink()
+        return entry
+
+    def _shrink(self) -> None:
+        total = sum(entry.nbytes for entry in self._entries.values())
+        while total > self._budget and len(self._entries) > 1:
+            _, dropped = self._entries.popitem(last=False)
+            total -= dropped.nbytes
+
+
+def nearest_memories(
+    connection: apsw.Connection,
+    model: store.EmbeddingModel,
+    visible: Visible,
+    query: Floats,
+    depth: int,
+) -> list[tuple[int, float]]:
+    """(row id, cosine similarity) of the caller's `depth` nearest memory rows, best first. An
+    owner's rows are few: read and compared on every call."""
+    found = store.visible_memory_vectors(connection, visible, model.id)
+    ids, scales, components = _arrays(found, model.dimension)
+    if not len(ids):
+        return []
+    similarities = restored(scales, components) @ query
+    return _best(ids, similarities, depth)
+
+
+def _nearest(entry: _Scope, query: Floats, depth: int) -> list[tuple[int, float]]:
+    if not entry.size:
+        return []
+    ids = entry.ids[: entry.size]
+    if entry.size <= EXACT_LIMIT:
+        similarities = restored(entry.scales[: entry.size], entry.components[: entry.size]) @ query
+        return _best(ids, similarities, depth)
+    signs = sign_words(np.where(query >= 0, 1, -1).astype(np.int8)[None, :])[0]
+    distances = hamming(entry.words[: entry.size], signs)
+    count = max(CANDIDATES, depth)
+    chosen = np.argpartition(distances, count)[:count]
+    similarities = restored(entry.scales[chosen], entry.components[chosen]) @ query
+    return _best(ids[chosen], similarities, depth)
+
+
+def _best(ids: Ids, similarities: Floats, depth: int) -> list[tuple[int, float]]:
+    top = np.argpartition(-similarities, depth)[:depth] if len(ids) > depth else np.arange(len(ids))
+    ordered = top[np.lexsort((-ids[top], -similarities[top]))]
+    return [(int(ids[index]), float(similarities[index])) for index in ordered]
+
+
+def _arrays(found: store.StoredVectors, dimension: int) -> tuple[Ids, Floats, Int8s]:
+    ids = np.fromiter((row[1] for row in found.rows), dtype=np.int64, count=len(found.rows))
+    scales = np.fromiter((row[2] for row in found.rows), dtype=np.float32, count=len(found.rows))
+    return ids, scales, from_blobs([row[3] for row in found.rows], dimension)
+
+
+def _grown(array: np.ndarray, rows: int) -> np.ndarray:
+    grown = np.zeros((rows, *array.shape[1:]), dtype=array.dtype)
+    grown[: len(array)] = array
+    return grown

@@ -1,0 +1,280 @@
+"""Vectors of messages and memory rows (migration 0012): the embedder's queue, writes and reads.
+
+The queue of messages is a cursor per model: every message with a higher id waits. The queue of
+memory rows is the rows without a vector of the model (a change of a row drops its vectors). A
+write stores only vectors whose source is still there and unchanged, so a row edited, or a
+message erased, while its vector was being computed never gets a stale one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import apsw
+
+from memoryd.domain.conversation import AgentKey, ConversationKey, HistoryScope, OwnerKey
+from memoryd.domain.memory_queries import Visible
+from memoryd.domain.timestamps import to_text, utc_now
+from memoryd.storage.memory_reads import visible_conditions
+from memoryd.storage.sql import KEY_COLUMNS, KEY_MATCH, Row, one, rows
+
+# The end of the previous message a message's vector is made with, in characters.
+CONTEXT_CHARS = 300
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EmbeddingModel:
+    """One model's row: its id and its message cursor."""
+
+    id: int
+    provider: str
+    model: str
+    dimension: int
+    message_cursor: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MessageText:
+    """A message waiting for its vector, and the one before it in its conversation."""
+
+    id: int
+    sender: str
+    content: str
+    previous_sender: str | None
+    previous_content: str | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MemoryText:
+    """A memory row waiting for its vector, with the text the vector is made of."""
+
+    id: int
+    key: str
+    value: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StoredVectors:
+    """Vectors read back: (seq or id, message or row id, scale, int8 bytes) per vector."""
+
+    rows: list[Row]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class VectorCounts:
+    """What GetEmbeddingStatus reports of the database."""
+
+    embedded_messages: int
+    embedded_memories: int
+    pending_messages: int
+    pending_memories: int
+    other_model_vectors: int
+
+
+# --- the embedder's side (writer connection unless said otherwise) ----------------------------
+
+
+def model_row(
+    connection: apsw.Connection, provider: str, model: str, dimension: int
+) -> EmbeddingModel:
+    """The model's row, created on its first use."""
+    connection.execute(
+        "INSERT INTO embedding_models (provider, model, dimension, created_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (provider, model, dimension) DO NOTHING",
+        (provider, model, dimension, to_text(utc_now())),
+    )
+    found = one(
+        connection,
+        "SELECT id, provider, model, dimension, message_cursor FROM embedding_models "
+        "WHERE provider = ? AND model = ? AND dimension = ?",
+        (provider, model, dimension),
+    )
+    return EmbeddingModel(*found)
+
+
+def find_model(connection: apsw.Connection, provider: str, model: str) -> EmbeddingModel | None:
+    """The newest row of this provider's model (any dimension), or None before its first vector."""
+    found = rows(
+        connection,
+        "SELECT id, provider, model, dimension, message_cursor FROM embedding_models "
+        "WHERE provider = ? AND model = ? ORDER BY id DESC LIMIT 1",
+        (provider, model),
+    )
+    return EmbeddingModel(*found[0]) if found else None
+
+
+def waiting_messages(connection: apsw.Connection, cursor: int, limit: int) -> list[MessageText]:
+    """Messages after the cursor, oldest first, each with the one before it (reader)."""
+    same = " AND ".join(f"p.{column} = m.{column}" for column in KEY_COLUMNS)
+    previous = f"FROM messages AS p WHERE {same} AND p.id < m.id ORDER BY p.id DESC LIMIT 1"
+    found = rows(
+        connection,
+        f"SELECT m.id, m.sender, m.content, (SELECT p.sender {previous}), "
+        f"(SELECT substr(p.content, -{CONTEXT_CHARS}) {previous}) "
+        "FROM messages AS m WHERE m.id > ? ORDER BY m.id LIMIT ?",
+        (cursor, limit),
+    )
+    return [MessageText(int(row[0]), str(row[1]), str(row[2]), row[3], row[4]) for row in found]
+
+
+def waiting_memories(connection: apsw.Connection, model_id: int, limit: int) -> list[MemoryText]:
+    """Memory rows without a vector of the model (reader)."""
+    found = rows(
+        connection,
+        "SELECT r.id, r.key, r.value FROM memories AS r WHERE NOT EXISTS "
+        "(SELECT 1 FROM memory_vectors AS v WHERE v.memory_id = r.id AND v.model_id = ?) "
+        "ORDER BY r.id LIMIT ?",
+        (model_id, limit),
+    )
+    return [MemoryText(int(row[0]), str(row[1]), str(row[2])) for row in found]
+
+
+def store_message_vectors(
+    connection: apsw.Connection,
+    model_id: int,
+    vectors: Sequence[tuple[int, float, bytes]],
+    cursor: int,
+) -> int:
+    """Store (message id, scale, int8 bytes) of messages that still exist; move the cursor."""
+    connection.executemany(
+        "INSERT OR REPLACE INTO message_vectors (message_id, model_id, scale, vector) "
+        "SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM messages WHERE id = ?1)",
+        [(message_id, model_id, scale, blob) for message_id, scale, blob in vectors],
+    )
+    connection.execute(
+        "UPDATE embedding_models SET message_cursor = max(message_cursor, ?) WHERE id = ?",
+        (cursor, model_id),
+    )
+    return len(vectors)
+
+
+def store_memory_vectors(
+    connection: apsw.Connection,
+    model_id: int,
+    vectors: Sequence[tuple[MemoryText, float, bytes]],
+) -> int:
+    """Store the vectors of rows whose key and value are still the ones embedded."""
+    connection.executemany(
+        "INSERT OR REPLACE INTO memory_vectors (memory_id, model_id, scale, vector) "
+        "SELECT ?1, ?2, ?3, ?4 WHERE EXISTS "
+        "(SELECT 1 FROM memories WHERE id = ?1 AND key = ?5 AND value = ?6)",
+        [(text.id, model_id, scale, blob, text.key, text.value) for text, scale, blob in vectors],
+    )
+    return len(vectors)
+
+
+def restart(connection: apsw.Connection, model_id: int) -> tuple[int, int]:
+    """Queue everything again for the model: the message cursor back to 0 (the old vectors
+    serve searches until replaced), the rows' vectors dropped. Returns what is queued."""
+    connection.execute("UPDATE embedding_models SET message_cursor = 0 WHERE id = ?", (model_id,))
+    connection.execute("DELETE FROM memory_vectors WHERE model_id = ?", (model_id,))
+    messages = one(connection, "SELECT count(*) FROM messages")[0]
+    memories = one(connection, "SELECT count(*) FROM memories")[0]
+    return int(messages), int(memories)
+
+
+def counts(connection: apsw.Connection, model_id: int | None, cursor: int) -> VectorCounts:
+    """Embedded and waiting messages and rows of the model (reader)."""
+    model = -1 if model_id is None else model_id
+    return VectorCounts(
+        embedded_messages=int(
+            one(connection, "SELECT count(*) FROM message_vectors WHERE model_id = ?", (model,))[0]
+        ),
+        embedded_memories=int(
+            one(connection, "SELECT count(*) FROM memory_vectors WHERE model_id = ?", (model,))[0]
+        ),
+        pending_messages=int(
+            one(connection, "SELECT count(*) FROM messages WHERE id > ?", (cursor,))[0]
+        ),
+        pending_memories=int(
+            one(
+                connection,
+                "SELECT count(*) FROM memories AS r WHERE NOT EXISTS (SELECT 1 FROM "
+                "memory_vectors AS v WHERE v.memory_id = r.id AND v.model_id = ?)",
+                (model,),
+            )[0]
+        ),
+        other_model_vectors=int(
+            one(
+                connection,
+                "SELECT (SELECT count(*) FROM message_vectors WHERE model_id != ?) + "
+                "(SELECT count(*) FROM memory_vectors WHERE model_id != ?)",
+                (model, model),
+            )[0]
+        ),
+    )
+
+
+# --- searches (reader connections) ------------------------------------------------------------
+
+
+def scope_vectors(
+    connection: apsw.Connection, scope: HistoryScope, model_id: int, after_seq: int
+) -> StoredVectors:
+    """(seq, message id, scale, vector) of the scope's messages written after `after_seq`, in
+    seq order. The first load walks the scope's messages; a later one walks only the vectors
+    written since (CROSS JOIN keeps that order), which are few."""
+    condition, params = _scope_condition(scope)
+    if after_seq == 0:
+        sql = (
+            "SELECT v.seq, v.message_id, v.scale, v.vector FROM messages AS m "
+            "JOIN message_vectors AS v ON v.message_id = m.id AND v.model_id = ? "
+            f"WHERE {condition} ORDER BY v.seq"
+        )
+        found = rows(connection, sql, (model_id, *params))
+    else:
+        sql = (
+            "SELECT v.seq, v.message_id, v.scale, v.vector FROM message_vectors AS v "
+            "CROSS JOIN messages AS m ON m.id = v.message_id "
+            f"WHERE v.model_id = ? AND v.seq > ? AND {condition} ORDER BY v.seq"
+        )
+        found = rows(connection, sql, (model_id, after_seq, *params))
+    return StoredVectors(found)
+
+
+def newest_seq(connection: apsw.Connection) -> int:
+    """The seq of the newest message vector (0 when none)."""
+    return int(one(connection, "SELECT coalesce(max(seq), 0) FROM message_vectors")[0])
+
+
+def message_vectors_of(
+    connection: apsw.Connection, model_id: int, message_ids: Sequence[int]
+) -> StoredVectors:
+    """(message id, message id, scale, vector) of these messages, where they have one."""
+    if not message_ids:
+        return StoredVectors([])
+    marks = ", ".join("?" * len(message_ids))
+    found = rows(
+        connection,
+        "SELECT message_id, message_id, scale, vector FROM message_vectors "
+        f"WHERE model_id = ? AND message_id IN ({marks})",
+        (model_id, *message_ids),
+    )
+    return StoredVectors(found)
+
+
+def visible_memory_vectors(
+    connection: apsw.Connection, visible: Visible, model_id: int
+) -> StoredVectors:
+    """(row id, row id, scale, vector) of every row the caller may see."""
+    conditions, params = visible_conditions(visible)
+    found = rows(
+        connection,
+        "SELECT r.id, r.id, v.scale, v.vector FROM memories AS r "
+        "JOIN memory_vectors AS v ON v.memory_id = r.id AND v.model_id = ? "
+        f"WHERE r.agent_id = ? AND r.owner_id = ? {conditions}",
+        (model_id, visible.owner.agent_id, visible.owner.owner_id, *params),
+    )
+    return StoredVectors(found)
+
+
+def _scope_condition(scope: HistoryScope) -> tuple[str, tuple[Any, ...]]:
+    if isinstance(scope, ConversationKey):
+        return KEY_MATCH, scope.as_row()
+    if isinstance(scope, OwnerKey):
+        return "m.agent_id = ? AND m.owner_id = ?", (scope.agent_id, scope.owner_id)
+    if isinstance(scope, AgentKey):
+        return "m.agent_id = ?", (scope.agent_id,)
+    raise TypeError(f"not a history scope: {scope!r}")

@@ -1,0 +1,70 @@
+"""A small retrieval fixture of memoryd's own: a conversation and the questions it answers.
+
+Each question names the one message that answers it and the rank (1 = first) that message must
+reach, in hybrid search with the embedded model. They cover what agents ask: questions as typed
+(words the answer lacks), paraphrases (no word in common), names (the sender), dates, Chinese and
+Japanese text, and typos.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+MAYA = "Maya"
+TOM = "Tom"
+
+# (sender, text), in order.
+MESSAGES: tuple[tuple[str, str], ...] = (
+    (MAYA, "Morning! The weather is finally warm enough for the balcony."),
+    (TOM, "Nice. I finished the Berlin marathon in under four hours on Sunday."),
+    (MAYA, "Congratulations! That's a huge achievement."),
+    (MAYA, "I love sushi, especially salmon nigiri, I could eat it every day."),
+    (TOM, "Ha, I'm more of a pizza person myself."),
+    (MAYA, "My dentist appointment is on 14 March at 9am, so I'll be late to work."),
+    (TOM, "Good luck with that. I adopted a grey kitten last week, her name is Pixel."),
+    (MAYA, "Pixel is such a cute name for a cat."),
+    (MAYA, "I went to my first pottery class yesterday and made a wobbly bowl."),
+    (TOM, "Can you recommend a good restaurant near the central station?"),
+    (MAYA, "Try the little Vietnamese place on Hill Street, their pho is great."),
+    (TOM, "来月東京に引っ越します。"),
+    (MAYA, "Wow, Tokyo! Are you moving for the new job?"),
+    (TOM, "Yes, I got an offer from a robotics company there."),
+    (MAYA, "My sister Lena is getting married in Lisbon in September."),
+    (TOM, "Lisbon in September sounds lovely."),
+    (MAYA, "I've been learning the violin for three years now."),
+    (TOM, "I keep forgetting to water my tomato plants on the balcony."),
+    (MAYA, "The quarterly report is due on Friday, I'm stressed about it."),
+    (TOM, "Take a break this weekend, maybe go hiking in the hills."),
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Question:
+    """A query, the index in MESSAGES of its answer, and the rank the answer must reach."""
+
+    query: str
+    answer: int
+    within: int
+    # Whether the words alone (lexical mode) rank the answer within `within`: False for
+    # paraphrases and typos, which only meaning finds.
+    words_find_it: bool
+
+
+QUESTIONS: tuple[Question, ...] = (
+    # Questions as typed: "When", "did", "go", "the" are not in the answer.
+    Question("When did Maya go to the pottery class?", 8, 1, words_find_it=True),
+    Question("What did Tom name his kitten?", 6, 1, words_find_it=True),
+    # Paraphrases: no word in common with the answer.
+    Question("what food does she like", 3, 2, words_find_it=False),
+    Question("how did the long-distance run go", 1, 3, words_find_it=False),
+    Question("which musical instrument does she play", 16, 3, words_find_it=False),
+    # A name that only the sender holds, and a topic.
+    Question("Tom marathon", 1, 1, words_find_it=True),
+    # Dates.
+    Question("dentist appointment date", 5, 1, words_find_it=True),
+    Question("When is the wedding in Lisbon?", 14, 2, words_find_it=True),
+    # Chinese and Japanese text without word breaks.
+    Question("東京", 11, 1, words_find_it=True),
+    # Typos.
+    Question("restaurnt recomendation", 9, 3, words_find_it=False),
+)
