@@ -21,12 +21,17 @@ from tests.server_process import ServerProcess
 TIMEOUT = 60.0
 
 
-def provider_config(endpoint: FakeEmbeddings, model: str = "fake-embed", **search: str) -> str:
+def provider_config(
+    endpoint: FakeEmbeddings, model: str = "fake-embed", **search: str | float
+) -> str:
     lines = [
         "[memoryd.search]",
         'embeddings = "provider"',
         f'embedding_model = "{model}"',
-        *(f'{key} = "{value}"' for key, value in search.items()),
+        *(
+            f'{key} = "{value}"' if isinstance(value, str) else f"{key} = {value}"
+            for key, value in search.items()
+        ),
         "",
         "[[memoryd.providers]]",
         'name = "vectors"',
@@ -156,6 +161,44 @@ async def test_a_new_model_embeds_again_and_never_compares_with_the_old_one(
             assert [list(hit.matches) for hit in hybrid.hits] == [[md.MATCH_KIND_WORD]]
     finally:
         assert second.stop() == 0, second.output
+
+
+async def test_a_scope_too_large_for_the_cache_is_searched_by_its_words(
+    tmp_path: Path, endpoint: FakeEmbeddings, conversation: md.Conversation
+) -> None:
+    # 0.01 MiB holds 124 vectors of 64 dimensions (84 bytes each).
+    config = provider_config(endpoint, vector_cache_mb=0.01)
+    server = ServerProcess(tmp_path / "home", config=config).start()
+    try:
+        async with md.connect(server.address) as channel:
+            memory = md.MemoryServiceStub(channel)
+            for start in range(0, 200, 100):
+                await append(
+                    memory, conversation, *(user(f"filler {n}") for n in range(start, start + 100))
+                )
+            await append(memory, conversation, user("the violin case"))
+            await caught_up(memory, least=201)
+            error = await rpc_error(
+                memory.SearchHistory(
+                    md.SearchHistoryRequest(
+                        query="violin", conversation=conversation, mode=md.SEARCH_MODE_SEMANTIC
+                    )
+                )
+            )
+            assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+            assert error.details() == (
+                "this scope has more than 124 vectors, more than memoryd.search.vector_cache_mb "
+                "(0.01 MiB) holds: search it by words (mode lexical), narrow the scope, or raise "
+                "vector_cache_mb"
+            )
+            hybrid = await memory.SearchHistory(
+                md.SearchHistoryRequest(query="violin", conversation=conversation)
+            )
+            assert [(h.message.content, list(h.matches)) for h in hybrid.hits] == [
+                ("the violin case", [md.MATCH_KIND_WORD])
+            ]
+    finally:
+        assert server.stop() == 0, server.output
 
 
 async def test_reindex_embeds_everything_again(

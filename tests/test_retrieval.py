@@ -139,7 +139,7 @@ async def test_semantic_finds_a_paraphrase_and_says_how(
     hits = await ranked(memory, story, "what food does she like", md.SEARCH_MODE_SEMANTIC)
     place = rank_of(hits, 3)
     assert place is not None
-    assert place <= 2
+    assert place <= 3
     first = hits[0]
     assert first.match == md.MATCH_KIND_SEMANTIC
     assert list(first.matches) == [md.MATCH_KIND_SEMANTIC]

@@ -191,7 +191,8 @@ class SearchSettings:
     # Threads of the embedded model (each call uses up to this many cores).
     embedding_threads: int = 2
     # Vectors of recently searched scopes kept in memory, in MiB (least recently used dropped).
-    vector_cache_mb: int = 256
+    # A scope with more vectors than fit is searched by its words (semantic: refused, saying so).
+    vector_cache_mb: float = 256.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 import apsw
 
 from memoryd import data_directory, log_names
-from memoryd.config import MIB, Settings
+from memoryd.config import Settings
 from memoryd.domain import tokens
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.paging import PageTokens
@@ -141,7 +141,9 @@ class Runtime:
         embedding = EmbeddingService(
             build_embedder(settings, env), writer, readers, changes, settings.search.embedding_batch
         )
-        query_vectors = QueryVectors(embedding, VectorCache(settings.search.vector_cache_mb * MIB))
+        query_vectors = QueryVectors(
+            embedding, VectorCache(settings.search.vector_cache_mb)
+        )
         search = HistorySearch(readers, query_vectors)
         recall = RecallService(readers, search)
         resources = ResourceService(writer, readers, prompts, page_tokens)

@@ -51,7 +51,8 @@ def restored(scales: Floats, components: Int8s) -> Floats:
 
 
 def sign_words(components: Int8s) -> Words:
-    """Each row's sign bits, packed into 64-bit words (the dimension padded to 64)."""
+    """Each row's sign bits, packed into 64-bit words (the dimension padded to 64): one row of
+    words a row of components."""
     bits = np.packbits(components >= 0, axis=1)
     padding = (-bits.shape[1]) % 8
     if padding:
@@ -59,11 +60,13 @@ def sign_words(components: Int8s) -> Words:
     return np.ascontiguousarray(bits).view(np.uint64)
 
 
-def hamming(words: Words, query: Words) -> npt.NDArray[np.int64]:
-    """The Hamming distance of each row of `words` to the one row `query`."""
-    distances: npt.NDArray[np.int64] = np.bitwise_count(np.bitwise_xor(words, query)).sum(
-        axis=1, dtype=np.int64
-    )
+def hamming(columns: Words, query: Words) -> npt.NDArray[np.uint16]:
+    """The Hamming distance to the words `query` of each vector, whose words are the columns of
+    `columns` (one row per word: summing whole rows is five times faster than summing across
+    each vector's few words)."""
+    distances: npt.NDArray[np.uint16] = np.bitwise_count(columns[0] ^ query[0]).astype(np.uint16)
+    for row in range(1, len(query)):
+        distances += np.bitwise_count(columns[row] ^ query[row])
     return distances
 
 

@@ -4,11 +4,13 @@ Lexical: messages holding every word of the query, then any of them (each ranked
 sender counting too), then substring matches newest first. Semantic: the scope's nearest vectors
 of the configured model. Hybrid (the default whenever vectors exist) reads both rankings to
 FUSION_DEPTH at least and fuses them (memoryd.domain.fusion); a message without a vector yet is
-still found by its words.
+still found by its words. A scope whose vectors do not fit in memory.search.vector_cache_mb is
+searched by its words alone (semantic mode: FAILED_PRECONDITION saying so).
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import dataclasses
 import threading
@@ -24,7 +26,7 @@ from memoryd.domain.snippets import substring_snippet
 from memoryd.domain.vectors import Floats
 from memoryd.errors import FailedPrecondition, InvalidArgument, PermissionDenied
 from memoryd.services.embedding import EmbeddingService
-from memoryd.services.semantic import VectorCache
+from memoryd.services.semantic import ScopeTooLargeError, VectorCache
 from memoryd.storage import history_reads as reads
 from memoryd.storage import vector_store
 from memoryd.storage.readers import ReaderPool
@@ -53,6 +55,13 @@ class QueryVectors:
     def enabled(self) -> bool:
         """Whether embeddings are on."""
         return self.embedding.enabled
+
+    def could_mean(self, mode: SearchMode) -> bool:
+        """Whether `mode` may use meaning now: embeddings on and vectors exist (semantic mode
+        with embeddings off is refused, by meaning())."""
+        if mode is SearchMode.SEMANTIC:
+            return True
+        return self.enabled and self.embedding.model is not None
 
     async def meaning(self, query: str, mode: SearchMode) -> Meaning | None:
         """The model and the query's vector when `mode` uses meaning and vectors exist."""
@@ -116,31 +125,80 @@ class HistorySearch:
             if mode is SearchMode.SEMANTIC and not self.vectors.enabled:
                 raise FailedPrecondition(EMBEDDINGS_OFF)
             return []
-        meaning = await self.vectors.meaning(query, mode)
-        if meaning is None and mode is SearchMode.SEMANTIC:
-            return []  # no vector of the model exists yet
+        if mode is SearchMode.LEXICAL or not self.vectors.could_mean(mode):
+            hits = await self._readers.read(
+                lambda connection: lexical(connection, scope, plan, kind_filter, limit)
+            )
+            return _snippets_filled(hits, plan)
+        depth = max(limit, FUSION_DEPTH)
+        # The query's vector is computed while a reader finds the words (two cores).
+        meaning_call = asyncio.ensure_future(self.vectors.meaning(query, mode))
+        try:
+            words: list[SearchHit] = []
+            if mode is not SearchMode.SEMANTIC:
+                words = await self._readers.read(
+                    lambda connection: lexical(
+                        connection,
+                        scope,
+                        plan,
+                        kind_filter,
+                        depth,
+                        snippets=False,
+                        substrings_to=limit,
+                    )
+                )
+            meaning = await meaning_call
+        finally:
+            meaning_call.cancel()
+        if meaning is None:  # no vector of the model yet: the words alone
+            if mode is SearchMode.SEMANTIC:
+                return []
+            return await self._readers.read(
+                lambda connection: _with_word_snippets(connection, words[:limit], plan)
+            )
+
+        model, vector = meaning
 
         def run(connection: apsw.Connection) -> list[SearchHit]:
-            if meaning is None:
-                return lexical(connection, scope, plan, kind_filter, limit)
-            depth = max(limit, FUSION_DEPTH)
-            nearest = self.vectors.cache.nearest(
-                connection, meaning[0], scope, meaning[1], depth * (2 if kind_filter else 1)
-            )
+            try:
+                nearest = self.vectors.cache.nearest(
+                    connection, model, scope, vector, depth * (2 if kind_filter else 1)
+                )
+            except ScopeTooLargeError as error:
+                if mode is SearchMode.SEMANTIC:
+                    raise FailedPrecondition(str(error)) from error
+                return _with_word_snippets(connection, words[:limit], plan)
             if mode is SearchMode.SEMANTIC:
                 return semantic_only(connection, scope, nearest, kind_filter, limit)
-            words = lexical(connection, scope, plan, kind_filter, depth)
-            return fused(connection, scope, words, nearest, kinds=kind_filter, limit=limit)
+            hits = fused(connection, scope, words, nearest, kinds=kind_filter, limit=limit)
+            return _with_word_snippets(connection, hits, plan)
 
-        hits = await self._readers.read(run)
-        return [
-            hit
-            if hit.snippet is not None
-            else dataclasses.replace(
-                hit, snippet=substring_snippet(hit.message.content, plan.words)
-            )
-            for hit in hits
-        ]
+        return _snippets_filled(await self._readers.read(run), plan)
+
+
+def _with_word_snippets(
+    connection: apsw.Connection, hits: list[SearchHit], plan: SearchPlan
+) -> list[SearchHit]:
+    """FTS5's snippets for the word matches among the final hits (made for these few only)."""
+    expression = plan.any_word_expression or plan.word_expression
+    wanted = [hit.message.id for hit in hits if hit.lexical and hit.word_match]
+    if expression is None or not wanted:
+        return hits
+    found = reads.word_snippets(connection, expression, wanted)
+    return [
+        dataclasses.replace(hit, snippet=found[hit.message.id]) if hit.message.id in found else hit
+        for hit in hits
+    ]
+
+
+def _snippets_filled(hits: list[SearchHit], plan: SearchPlan) -> list[SearchHit]:
+    """Hits without a snippet get one around the query's words (or the content's start)."""
+    return [
+        hit
+        if hit.snippet is not None
+        else dataclasses.replace(hit, snippet=substring_snippet(hit.message.content, plan.words))
+        for hit in hits
+    ]
 
 
 def lexical(
@@ -149,11 +207,20 @@ def lexical(
     plan: SearchPlan,
     kinds: tuple[str, ...],
     limit: int,
+    *,
+    snippets: bool = True,
+    substrings_to: int | None = None,
 ) -> list[SearchHit]:
-    """Every word, then any word (each by bm25), then substrings newest first."""
+    """Every word, then any word (each by bm25), then substrings newest first, up to
+    `substrings_to` hits when given (a scan of a large scope; the meaning fills hybrid hits).
+    Without `snippets`, word matches come without one (fusion keeps few of them)."""
     hits: list[SearchHit] = []
+    widest = plan.any_word_expression or plan.word_expression
+    narrow = widest is not None and reads.narrow_by_token(connection, scope, widest)
     if plan.word_expression is not None:
-        hits = reads.search_words(connection, scope, plan.word_expression, kinds, limit)
+        hits = reads.search_words(
+            connection, scope, plan.word_expression, kinds, limit, snippets=snippets, narrow=narrow
+        )
     if plan.any_word_expression is not None and len(hits) < limit:
         hits += reads.search_words(
             connection,
@@ -162,15 +229,18 @@ def lexical(
             kinds,
             limit - len(hits),
             exclude_ids=[hit.message.id for hit in hits],
+            snippets=snippets,
+            narrow=narrow,
         )
-    if len(hits) < limit:
+    fill = limit if substrings_to is None else min(limit, substrings_to)
+    if len(hits) < fill:
         hits += reads.search_substrings(
             connection,
             scope,
             plan,
             kinds,
             exclude_ids=[hit.message.id for hit in hits],
-            limit=limit - len(hits),
+            limit=fill - len(hits),
         )
     for place, hit in enumerate(hits, start=1):
         hits[place - 1] = dataclasses.replace(hit, scores=Scores(bm25=hit.rank, lexical_rank=place))

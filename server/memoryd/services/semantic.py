@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import threading
+import time
 
 import apsw
 import numpy as np
@@ -35,7 +36,20 @@ from memoryd.domain.vectors import (
 )
 from memoryd.storage import vector_store as store
 
-EXACT_LIMIT = 20_000
+
+# Bytes a cached vector takes: its id, scale, int8 components and sign words.
+def vector_bytes(dimension: int) -> int:
+    """The memory one cached vector of `dimension` takes."""
+    return 8 + 4 + dimension + 8 * ((dimension + 63) // 64)
+
+
+class ScopeTooLargeError(Exception):
+    """The scope's vectors do not fit in the cache's budget; the message says what to do."""
+
+
+# A scope found too large is not counted again for this long.
+TOO_LARGE_SECONDS = 60.0
+EXACT_LIMIT = 4_096
 CANDIDATES = 1_000
 GROWTH = 1.5
 
@@ -49,6 +63,7 @@ class _Scope:
     ids: Ids
     scales: Floats
     components: Int8s
+    # The sign words, one row per word and one column per vector (memoryd.domain.vectors).
     words: Words
 
     @property
@@ -68,29 +83,35 @@ class _Scope:
             self.ids = _grown(self.ids, room)
             self.scales = _grown(self.scales, room)
             self.components = _grown(self.components, room)
-            self.words = _grown(self.words, room)
+            words = np.zeros((self.words.shape[0], room), dtype=np.uint64)
+            words[:, : self.size] = self.words[:, : self.size]
+            self.words = words
         end = self.size + len(ids)
         self.ids[self.size : end] = ids
         self.scales[self.size : end] = scales
         self.components[self.size : end] = components
-        self.words[self.size : end] = sign_words(components)
+        self.words[:, self.size : end] = sign_words(components).T
         self.size = end
 
 
 class VectorCache:
     """Scopes' vectors by (model, scope), least recently used out first, within a budget."""
 
-    def __init__(self, budget_bytes: int) -> None:
-        self._budget = budget_bytes
+    def __init__(self, budget_mb: float) -> None:
+        self._budget_mb = budget_mb
+        self._budget = int(budget_mb * (1 << 20))
         self._entries: collections.OrderedDict[tuple[int, HistoryScope], _Scope] = (
             collections.OrderedDict()
         )
         self._lock = threading.Lock()
+        # Scopes whose vectors would not fit, and when that was found.
+        self._too_large: dict[tuple[int, HistoryScope], tuple[float, str]] = {}
 
     def clear(self) -> None:
         """Forget every scope (after an erasure, so that nothing of it stays in memory)."""
         with self._lock:
             self._entries.clear()
+            self._too_large.clear()
 
     def nearest(
         self,
@@ -121,6 +142,7 @@ class VectorCache:
                     entry.append(ids, scales, components)
                     entry.last_seq = newest
         if entry is None:
+            self._check_size(connection, model, scope)
             newest = store.newest_seq(connection)
             loaded = store.scope_vectors(connection, scope, model.id, 0)
             ids, scales, components = _arrays(loaded, model.dimension)
@@ -130,13 +152,35 @@ class VectorCache:
                 ids=np.zeros(0, dtype=np.int64),
                 scales=np.zeros(0, dtype=np.float32),
                 components=np.zeros((0, model.dimension), dtype=np.int8),
-                words=np.zeros((0, (model.dimension + 63) // 64), dtype=np.uint64),
+                words=np.zeros(((model.dimension + 63) // 64, 0), dtype=np.uint64),
             )
             entry.append(ids, scales, components)
         if entry.nbytes <= self._budget:
             self._entries[key] = entry
             self._shrink()
         return entry
+
+    def _check_size(
+        self, connection: apsw.Connection, model: store.EmbeddingModel, scope: HistoryScope
+    ) -> None:
+        """Refuse (ScopeTooLargeError) a scope whose vectors would not fit in the budget, before
+        reading them; the verdict is kept for TOO_LARGE_SECONDS."""
+        key = (model.id, scope)
+        now = time.monotonic()
+        known = self._too_large.get(key)
+        if known is not None and now - known[0] < TOO_LARGE_SECONDS:
+            raise ScopeTooLargeError(known[1])
+        fits = self._budget // vector_bytes(model.dimension)
+        if store.scope_vector_count(connection, scope, model.id, fits + 1) <= fits:
+            self._too_large.pop(key, None)
+            return
+        reason = (
+            f"this scope has more than {fits:,} vectors, more than memoryd.search.vector_cache_mb "
+            f"({self._budget_mb:g} MiB) holds: search it by words (mode lexical), "
+            "narrow the scope, or raise vector_cache_mb"
+        )
+        self._too_large[key] = (now, reason)
+        raise ScopeTooLargeError(reason)
 
     def _shrink(self) -> None:
         total = sum(entry.nbytes for entry in self._entries.values())
@@ -170,7 +214,7 @@ def _nearest(entry: _Scope, query: Floats, depth: int) -> list[tuple[int, float]
         similarities = restored(entry.scales[: entry.size], entry.components[: entry.size]) @ query
         return _best(ids, similarities, depth)
     signs = sign_words(np.where(query >= 0, 1, -1).astype(np.int8)[None, :])[0]
-    distances = hamming(entry.words[: entry.size], signs)
+    distances = hamming(entry.words[:, : entry.size], signs)
     count = max(CANDIDATES, depth)
     chosen = np.argpartition(distances, count)[:count]
     similarities = restored(entry.scales[chosen], entry.components[chosen]) @ query

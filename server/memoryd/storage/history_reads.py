@@ -35,6 +35,12 @@ from memoryd.storage.substrings import contains
 # The sender's weight in bm25, against 1.0 for the content (tuned on LoCoMo conversations 1-5).
 SENDER_WEIGHT = 1.0
 
+_SNIPPET = f"snippet(messages_fts, 0, '{MARK}', '{MARK}', '{ELLIPSIS}', {WORD_SNIPPET_TOKENS})"
+
+# Words in at most this many messages of the whole index are searched without the scope's token
+# in a large scope (narrow_by_token).
+RARE_WORDS = 20_000
+
 # Scopes up to this many messages are searched for substrings by scanning them (~1 us a row).
 SCAN_LIMIT = 5000
 
@@ -154,14 +160,23 @@ def search_words(
     limit: int,
     *,
     exclude_ids: Iterable[int] = (),
+    snippets: bool = True,
+    narrow: bool = True,
 ) -> list[SearchHit]:
     """Whole-word matches of `expression` (already quoted) in the content or the sender, best
-    bm25 first, then newest. The sender counts for SENDER_WEIGHT of the content."""
-    match = f'{{content sender}} : ({expression}) AND scope : "{scope_token(scope)}"'
+    bm25 first, then newest. The sender counts for SENDER_WEIGHT of the content. Without
+    `snippets`, a hit's snippet is None (word_snippets makes them for the hits kept).
+
+    With `narrow` the word index itself is narrowed to the scope by its token (cheap for a
+    scope of a few thousand messages); without, only the join is (cheaper for a large scope and
+    words in few messages: intersecting a 100,000-message scope's token costs 10 ms)."""
+    match = f"{{content sender}} : ({expression})"
+    if narrow:
+        match += f' AND scope : "{scope_token(scope)}"'
+    snippet = _SNIPPET if snippets else "NULL"
     sql = [
         (
-            f"SELECT {MESSAGE_COLUMNS}, "
-            f"snippet(messages_fts, 0, '{MARK}', '{MARK}', '{ELLIPSIS}', {WORD_SNIPPET_TOKENS}), "
+            f"SELECT {MESSAGE_COLUMNS}, {snippet}, "
             f"bm25(messages_fts, 1.0, {SENDER_WEIGHT}, 0.0) AS score "
             "FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid "
             "WHERE messages_fts MATCH ?"
@@ -183,6 +198,19 @@ def search_words(
         )
         for row in rows(connection, " ".join(sql), params)
     ]
+
+
+def word_snippets(
+    connection: apsw.Connection, expression: str, message_ids: Sequence[int]
+) -> dict[int, str]:
+    """FTS5's snippet of each of these messages for `expression`, where it matches."""
+    found = rows(
+        connection,
+        f"SELECT rowid, {_SNIPPET} FROM messages_fts WHERE messages_fts MATCH ? "
+        f"AND rowid IN ({_placeholders(len(message_ids))})",
+        (f"{{content sender}} : ({expression})", *message_ids),
+    )
+    return {int(row[0]): str(row[1]) for row in found}
 
 
 def search_substrings(
@@ -271,6 +299,20 @@ def neighbours(
         list(message_ids),
     )
     return {int(row[0]): (row[1], row[2]) for row in found}
+
+
+def narrow_by_token(connection: apsw.Connection, scope: HistoryScope, expression: str) -> bool:
+    """Whether word searches of `expression` in `scope` should be narrowed by the scope's token
+    in the word index (see search_words): yes for a small scope, or for words in very many
+    messages; no for a large scope and words in few (counting stops just past RARE_WORDS)."""
+    if _scope_is_small(connection, scope):
+        return True
+    (matching,) = one(
+        connection,
+        "SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)",
+        (f"{{content sender}} : ({expression})", RARE_WORDS + 1),
+    )
+    return int(matching) > RARE_WORDS
 
 
 def _scope_is_small(connection: apsw.Connection, scope: HistoryScope) -> bool:

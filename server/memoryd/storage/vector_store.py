@@ -234,6 +234,20 @@ def scope_vectors(
     return StoredVectors(found)
 
 
+def scope_vector_count(
+    connection: apsw.Connection, scope: HistoryScope, model_id: int, stop_at: int
+) -> int:
+    """How many of the scope's messages have a vector of the model, counting up to `stop_at`."""
+    condition, params = _scope_condition(scope)
+    (count,) = one(
+        connection,
+        "SELECT count(*) FROM (SELECT 1 FROM messages AS m JOIN message_vectors AS v "
+        f"ON v.message_id = m.id AND v.model_id = ? WHERE {condition} LIMIT ?)",
+        (model_id, *params, stop_at),
+    )
+    return int(count)
+
+
 def newest_seq(connection: apsw.Connection) -> int:
     """The seq of the newest message vector (0 when none)."""
     return int(one(connection, "SELECT coalesce(max(seq), 0) FROM message_vectors")[0])
