@@ -18,7 +18,10 @@ CONVERSATIONS = 8
 async def test_concurrent_appends_lose_and_duplicate_nothing(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:
-    server = start_server(tmp_path / "home").start()
+    # Embeddings off: the background embedder's writes would count in the writer's jobs.
+    server = start_server(
+        tmp_path / "home", config='[memoryd.search]\nembeddings = "off"\n'
+    ).start()
     conversations = [md.Conversation(channel="load", chat_id=f"c{i}") for i in range(CONVERSATIONS)]
     acknowledged: dict[str, list[tuple[int, str]]] = {c.chat_id: [] for c in conversations}
 

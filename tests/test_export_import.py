@@ -29,6 +29,7 @@ from tests.helpers import append, rpc_error
 from tests.review_helpers import commit, review_config, review_now, turn
 from tests.server_process import ServerProcess
 from tests.test_resources import cli
+from tests.test_retrieval import embedded
 
 SUMMARY = "Ada is planning a rail trip to Lisbon in May."
 REALTIME = "\n[memoryd.realtime]\npersist_transcripts = true\n"
@@ -245,7 +246,9 @@ async def test_an_export_imported_into_an_empty_home_exports_again_byte_for_byte
         memory = md.MemoryServiceStub(channel)
         found = await memory.SearchHistory(
             md.SearchHistoryRequest(
-                conversation=owner_conversation("bob", "grp:42", channel="discord"), query="東京"
+                conversation=owner_conversation("bob", "grp:42", channel="discord"),
+                query="東京",
+                mode=md.SEARCH_MODE_LEXICAL,
             )
         )
         assert [hit.message.content for hit in found.hits] == [
@@ -263,6 +266,11 @@ async def test_an_export_imported_into_an_empty_home_exports_again_byte_for_byte
             md.GetPromptContextRequest(agent_id="main", owner_id="ada")
         )
         assert "Vegetarian" in context.user_md
+        # Vectors are not exported: the imported messages and rows are embedded again.
+        status = await embedded(memory)
+        messages = sum('"message"' in line for line in lines[1:])
+        assert status.embedded_messages >= messages > 0
+        assert status.embedded_memories > 0
         # A new message after the import gets an id above every imported one.
         appended = await append(
             memory, owner_conversation("ada", "ada-chat"), *turn("new after import")

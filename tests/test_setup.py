@@ -63,6 +63,7 @@ def test_setup_with_flags_checks_the_endpoint_and_writes_the_file(tmp_path: Path
     written = tomllib.loads((home / "config.toml").read_text(encoding="utf-8"))
     assert written["memoryd"]["server"] == {"listen": "127.0.0.1:6000"}  # kept
     assert written["memoryd"]["memory"] == {"review_interval_hours": 12}
+    assert written["memoryd"]["search"] == {"embeddings": "embedded"}  # the default
     # The primary is replaced (it keeps its name); the fallback stays.
     assert [p["name"] for p in written["memoryd"]["providers"]] == ["main", "backup"]
     assert written["memoryd"]["providers"][0] == {
@@ -97,7 +98,7 @@ def test_setup_refuses_an_endpoint_that_does_not_answer(tmp_path: Path) -> None:
 
 def test_setup_asks_for_what_no_flag_gave(tmp_path: Path) -> None:
     with FakeModel() as model:
-        answers = iter([model.base_url, "qwen", "", "0"])
+        answers = iter([model.base_url, "qwen", "", "0", "provider", "nomic-embed-text"])
         asked: list[str] = []
 
         def ask(question: str) -> str:
@@ -113,16 +114,24 @@ def test_setup_asks_for_what_no_flag_gave(tmp_path: Path) -> None:
             model=None,
             api_key_env=None,
             review_interval_hours=None,
+            embeddings=None,
+            embedding_model=None,
             skip_check=False,
             yes=False,
         )
         assert run_setup(args, {}, out, ask) == 0
     assert asked[0].startswith("Model endpoint (OpenAI-compatible base URL)")
     assert asked[3] == "Review interval in hours (0 turns background review off) [24]: "
+    assert asked[4].startswith("Semantic search: embedded (a small model on this machine)")
+    assert asked[5] == "Embedding model of the endpoint []: "
     written = tomllib.loads((tmp_path / "home" / "config.toml").read_text(encoding="utf-8"))
     assert written["memoryd"]["memory"]["review_interval_hours"] == 0
     assert written["memoryd"]["providers"][0]["model"] == "qwen"
     assert "api_key_env" not in written["memoryd"]["providers"][0]
+    assert written["memoryd"]["search"] == {
+        "embeddings": "provider",
+        "embedding_model": "nomic-embed-text",
+    }
 
 
 def test_config_show_masks_secrets(tmp_path: Path) -> None:

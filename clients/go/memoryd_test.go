@@ -121,7 +121,9 @@ func TestAppendListSearchKeepTextByteForByte(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(found.GetHits()) != 1 || found.GetHits()[0].GetMessage().GetContent() != text {
+	// The word match comes first; once vectors are made, hybrid search may add the other
+	// message of the conversation by its meaning.
+	if len(found.GetHits()) < 1 || found.GetHits()[0].GetMessage().GetContent() != text {
 		t.Fatalf("search found %v", found.GetHits())
 	}
 }

@@ -141,9 +141,7 @@ class Runtime:
         embedding = EmbeddingService(
             build_embedder(settings, env), writer, readers, changes, settings.search.embedding_batch
         )
-        query_vectors = QueryVectors(
-            embedding, VectorCache(settings.search.vector_cache_mb)
-        )
+        query_vectors = QueryVectors(embedding, VectorCache(settings.search.vector_cache_mb))
         search = HistorySearch(readers, query_vectors)
         recall = RecallService(readers, search)
         resources = ResourceService(writer, readers, prompts, page_tokens)

@@ -43,10 +43,9 @@ test("append, list and search keep text byte for byte", async () => {
     [text, "Booked."],
   );
   const found = await chat.search("東京");
-  assert.deepEqual(
-    found.hits.map((hit) => hit.message?.content),
-    [text],
-  );
+  // The word match comes first; once vectors are made, hybrid search may add the other message
+  // of the conversation by its meaning.
+  assert.equal(found.hits[0]?.message?.content, text);
 });
 
 test("store, recall, the prompt context and the composed context", async () => {

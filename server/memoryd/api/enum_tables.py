@@ -175,7 +175,8 @@ SEARCH_MODE = EnumTable(
         service_pb.SEARCH_MODE_SEMANTIC: SearchMode.SEMANTIC,
         service_pb.SEARCH_MODE_HYBRID: SearchMode.HYBRID,
     },
-    domain=SearchMode,
+    # SearchMode.DEFAULT has no number of its own: leaving the field unset means it.
+    domain=None,
 )
 ARCHIVED_FILTER: EnumTable[service_pb.ArchivedFilter.ValueType, bool | None] = EnumTable(
     service_pb.ArchivedFilter,

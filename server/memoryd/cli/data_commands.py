@@ -106,6 +106,13 @@ def _check(args: argparse.Namespace, out: TextIO, home: Path) -> int:
             f"{home}: schema {report.schema_version}, {report.messages:,} messages, "
             f"{report.memories:,} memory rows, {report.prompt_files} prompt files\n"
         )
+        for model in report.embedding_models:
+            out.write(
+                f"vectors of {model['model']} ({model['provider']}, {model['dimension']} "
+                f"dimensions): {model['embedded_messages']:,} messages and "
+                f"{model['embedded_memories']:,} rows embedded, "
+                f"{model['waiting_messages']:,} and {model['waiting_memories']:,} waiting\n"
+            )
         for problem in report.problems:
             out.write(f"problem: {problem}\n")
         for note in report.notes:

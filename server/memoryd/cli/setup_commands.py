@@ -33,9 +33,14 @@ EXIT_FAILED = 1
 MASK = "********"
 
 
+EMBEDDINGS = ("embedded", "provider", "off")
+
+
 def add_commands(commands: Any) -> None:
     """Add `setup` and `config show` to the top-level parser."""
-    setup = commands.add_parser("setup", help="write the config file (model endpoint, review)")
+    setup = commands.add_parser(
+        "setup", help="write the config file (model endpoint, review, embeddings)"
+    )
     setup.add_argument("--home", metavar="DIR", help="data directory (default ~/.memoryd)")
     setup.add_argument("--config", metavar="PATH", help="the file to write (<home>/config.toml)")
     setup.add_argument("--name", help="the provider's name (default: primary)")
@@ -45,6 +50,12 @@ def add_commands(commands: Any) -> None:
     setup.add_argument("--model", help="the model name")
     setup.add_argument("--api-key-env", help="the environment variable holding the API key")
     setup.add_argument("--review-interval-hours", type=float, help="hours between reviews (0: off)")
+    setup.add_argument(
+        "--embeddings",
+        choices=EMBEDDINGS,
+        help="semantic search: the embedded model (default), the endpoint's /embeddings, or off",
+    )
+    setup.add_argument("--embedding-model", help='the endpoint\'s embedding model ("provider")')
     setup.add_argument("--skip-check", action="store_true", help="do not call the endpoint")
     setup.add_argument("--yes", action="store_true", help="never ask; use flags and defaults")
     setup.set_defaults(run=run_setup)
@@ -82,6 +93,7 @@ def run_setup(
             api_key_env=answers["api_key_env"],
         )
         _check_values(provider, answers["review_interval_hours"])
+        search = _search_answers(args, document, prompt)
     except (StartupError, ValueError) as error:
         print(f"memoryd: {error}", file=sys.stderr)  # noqa: T201 - CLI output
         return EXIT_FAILED
@@ -96,6 +108,7 @@ def run_setup(
             return EXIT_FAILED
         out.write(f"{provider.base_url} answered with model {provider.model}\n")
     _merge(document, provider, answers["review_interval_hours"])
+    document["memoryd"].setdefault("search", {}).update(search)
     write_private(path, to_toml(document))
     out.write(f"wrote {path}\n")
     if provider.api_key_env and provider.api_key_env not in env:
@@ -158,6 +171,37 @@ def _answers(
         if not str(answers[key]).strip():
             message = f"--{key.replace('_', '-')} is required"
             raise ValueError(message)
+    return answers
+
+
+def _search_answers(
+    args: argparse.Namespace, document: dict[str, Any], ask: Callable[[str], str] | None
+) -> dict[str, str]:
+    """[memoryd.search]: which embeddings, and the endpoint's model for "provider"."""
+    current = document.get("memoryd", {}).get("search", {})
+    choice = args.embeddings
+    default = current.get("embeddings", "embedded")
+    if choice is None and ask is not None:
+        reply = ask(
+            "Semantic search: embedded (a small model on this machine), provider (the "
+            f"endpoint's /embeddings) or off [{default}]: "
+        ).strip()
+        choice = reply or default
+    choice = choice or default
+    if choice not in EMBEDDINGS:
+        message = f"embeddings must be one of {', '.join(EMBEDDINGS)}, got {choice!r}"
+        raise ValueError(message)
+    answers = {"embeddings": choice}
+    if choice == "provider":
+        model = args.embedding_model
+        known = current.get("embedding_model", "")
+        if model is None and ask is not None:
+            model = ask(f"Embedding model of the endpoint [{known}]: ").strip() or known
+        model = model or known
+        if not str(model).strip():
+            message = "--embedding-model is required with --embeddings provider"
+            raise ValueError(message)
+        answers["embedding_model"] = str(model)
     return answers
 
 
@@ -278,7 +322,7 @@ def effective(settings: Settings, env: Mapping[str, str]) -> dict[str, Any]:
         "home": str(settings.home),
         "config_file": str(settings.config_path) if settings.config_path else "(none)",
     }
-    for name in ("server", "storage", "history", "memory"):
+    for name in ("server", "storage", "history", "memory", "search"):
         section = dataclasses.asdict(getattr(settings, name))
         memoryd[name] = {k: ("unbounded" if v is None else v) for k, v in section.items()}
     memoryd["providers"] = [

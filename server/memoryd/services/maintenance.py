@@ -24,12 +24,20 @@ from memoryd.domain.resources import ResourceKey, prompt_file_path
 from memoryd.domain.tokens import count_tokens
 from memoryd.errors import FailedPrecondition, InvalidArgument
 from memoryd.log_names import hashed
-from memoryd.storage import maintenance, memory_reads, resource_store, scrub, server_keys
+from memoryd.storage import (
+    maintenance,
+    memory_reads,
+    resource_store,
+    scrub,
+    server_keys,
+    vector_store,
+)
 from memoryd.storage.migrations import bundled_migrations, schema_version
 from memoryd.storage.sql import rows
 
 DATABASE = data_directory.DATABASE_FILE
 PENDING_SCRUBS_VERSION = 10  # the migration that records erasures waiting for the WAL
+VECTORS_VERSION = 12  # the migration that adds vectors
 
 
 @dataclasses.dataclass(slots=True)
@@ -42,6 +50,8 @@ class CheckReport:
     erasures_waiting: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     # Databases `memoryd restore` replaced, still in the data directory.
     replaced_databases: list[str] = dataclasses.field(default_factory=list)
+    # Each embedding model's vectors and queue, newest model first (semantic search).
+    embedding_models: list[dict[str, object]] = dataclasses.field(default_factory=list)
     schema_version: int = 0
     messages: int = 0
     memories: int = 0
@@ -70,6 +80,7 @@ def check(home: Path) -> CheckReport:
             _check_database(connection, report)
             _check_prompt_files(connection, home, report)
             _check_erasures(connection, report)
+            _check_vectors(connection, report)
     except apsw.Error as error:
         report.problems.append(f"the database cannot be read: {error}")
     _check_replaced(home, report)
@@ -95,6 +106,35 @@ def log_names(home: Path, identifiers: list[str]) -> dict[str, str]:
             )
         key = server_keys.log_names_key(connection)
     return {identifier: hashed(identifier, key) for identifier in identifiers}
+
+
+def _check_vectors(connection: apsw.Connection, report: CheckReport) -> None:
+    """The embedding models' progress, and no vector of a message or row that is gone."""
+    if schema_version(connection) < VECTORS_VERSION:
+        return
+    report.embedding_models = [
+        {
+            "provider": provider,
+            "model": model,
+            "dimension": dimension,
+            "embedded_messages": counts.embedded_messages,
+            "waiting_messages": counts.pending_messages,
+            "embedded_memories": counts.embedded_memories,
+            "waiting_memories": counts.pending_memories,
+        }
+        for provider, model, dimension, counts in vector_store.model_progress(connection)
+    ]
+    if report.embedding_models:
+        newest = report.embedding_models[0]
+        waiting = int(str(newest["waiting_messages"])) + int(str(newest["waiting_memories"]))
+        if waiting:
+            report.notes.append(
+                f"{waiting:,} message(s) and row(s) wait for a vector of {newest['model']} "
+                "(the server embeds them in the background; searches find them by words meanwhile)"
+            )
+    orphans = vector_store.orphaned_vectors(connection)
+    if orphans:
+        report.problems.append(f"{orphans} vector(s) of messages or memory rows that are gone")
 
 
 def _check_erasures(connection: apsw.Connection, report: CheckReport) -> None:

@@ -207,6 +207,33 @@ def counts(connection: apsw.Connection, model_id: int | None, cursor: int) -> Ve
     )
 
 
+def model_progress(
+    connection: apsw.Connection,
+) -> list[tuple[str, str, int, VectorCounts]]:
+    """(provider, model, dimension, counts) of every model row, newest first (memoryd check)."""
+    found = rows(
+        connection,
+        "SELECT id, provider, model, dimension, message_cursor FROM embedding_models "
+        "ORDER BY id DESC",
+    )
+    return [
+        (str(row[1]), str(row[2]), int(row[3]), counts(connection, int(row[0]), int(row[4])))
+        for row in found
+    ]
+
+
+def orphaned_vectors(connection: apsw.Connection) -> int:
+    """Vectors whose message or memory row is gone (foreign keys make this 0)."""
+    (count,) = one(
+        connection,
+        "SELECT (SELECT count(*) FROM message_vectors AS v WHERE NOT EXISTS "
+        "(SELECT 1 FROM messages AS m WHERE m.id = v.message_id)) + "
+        "(SELECT count(*) FROM memory_vectors AS v WHERE NOT EXISTS "
+        "(SELECT 1 FROM memories AS r WHERE r.id = v.memory_id))",
+    )
+    return int(count)
+
+
 # --- searches (reader connections) ------------------------------------------------------------
 
 
