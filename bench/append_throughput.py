@@ -8,8 +8,13 @@ ratio measures the servers rather than the client), 32 workers on one HTTP/2 con
 worker appending to its own conversation. Rounds alternate baseline and memoryd, so both see the
 same machine noise; the medians are compared.
 
-After the runs memoryd is stopped and its database opened: every acknowledged append (every OK
-ghz counted, warm-up included) must be a committed row.
+Two memoryd servers take part: one with the default settings, whose background embedder makes a
+vector of every appended message while the appends go on, and one with embeddings off, as
+memoryd was before semantic search: writes must be acknowledged as fast with the embedder as
+without it (the embedder only reads, then commits a batch of vectors now and then).
+
+After the runs each memoryd is stopped and its database opened: every acknowledged append
+(every OK ghz counted, warm-up included) must be a committed row.
 """
 
 from __future__ import annotations
@@ -130,70 +135,85 @@ def main() -> int:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as scratch:
-        home = Path(scratch) / "home"
-        memoryd = ServerProcess(home).start()
+        servers = {
+            "memoryd": ServerProcess(Path(scratch) / "home").start(),
+            "embeddings_off": ServerProcess(
+                Path(scratch) / "off", config='[memoryd.search]\nembeddings = "off"\n'
+            ).start(),
+        }
         noop, noop_address = start_noop()
+        acknowledged = dict.fromkeys(servers, 0)
+        cancelled = dict.fromkeys(servers, 0)
+        runs: dict[str, list[dict[str, float]]] = {name: [] for name in ("baseline", *servers)}
         try:
             # Warm-up (not measured): connections, caches, the first FTS segments.
-            warm_up = summary(run_ghz(memoryd.address, seconds=2, concurrency=args.concurrency))
-            acknowledged, warm_up_errors = warm_up["ok"], warm_up["errors"]
+            for name, server in servers.items():
+                warm_up = summary(run_ghz(server.address, seconds=2, concurrency=args.concurrency))
+                acknowledged[name] += int(warm_up["ok"])
+                cancelled[name] += int(warm_up["errors"])
             run_ghz(noop_address, seconds=2, concurrency=args.concurrency)
-            baseline_runs, memoryd_runs = [], []
             for _ in range(args.rounds):
-                baseline_runs.append(
+                runs["baseline"].append(
                     summary(
                         run_ghz(noop_address, seconds=args.seconds, concurrency=args.concurrency)
                     )
                 )
-                cpu_before = cpu_seconds(memoryd.process.pid)
-                run = summary(
-                    run_ghz(memoryd.address, seconds=args.seconds, concurrency=args.concurrency)
-                )
-                used = cpu_seconds(memoryd.process.pid) - cpu_before
-                run["cpu_us_per_call"] = used / max(run["ok"], 1) * 1e6
-                acknowledged += run["ok"]
-                memoryd_runs.append(run)
+                for name, server in servers.items():
+                    cpu_before = cpu_seconds(server.process.pid)
+                    run = summary(
+                        run_ghz(server.address, seconds=args.seconds, concurrency=args.concurrency)
+                    )
+                    used = cpu_seconds(server.process.pid) - cpu_before
+                    run["cpu_us_per_call"] = used / max(run["ok"], 1) * 1e6
+                    acknowledged[name] += int(run["ok"])
+                    cancelled[name] += int(run["errors"])
+                    runs[name].append(run)
         finally:
             noop.terminate()
             noop.wait()
-            code = memoryd.stop()
-        if code != 0:
-            sys.exit(f"memoryd exited with {code}:\n{memoryd.output}")
-        database = sqlite3.connect(home / "memory.db")
-        stored = database.execute("SELECT count(*) FROM messages").fetchone()[0]
-        database.close()
-        writer = memoryd.events("stopped")[0]["writer"]
+            codes = {name: server.stop() for name, server in servers.items()}
+        if any(codes.values()):
+            sys.exit(f"memoryd exited with {codes}")
+        stored, writers = {}, {}
+        for name, server in servers.items():
+            database = sqlite3.connect(server.home / "memory.db")
+            stored[name] = database.execute("SELECT count(*) FROM messages").fetchone()[0]
+            database.close()
+            writers[name] = server.events("stopped")[0]["writer"]
 
-    def median(runs: list[dict[str, float]], key: str) -> float:
-        return statistics.median(run[key] for run in runs)
+    def median(name: str, key: str) -> float:
+        return statistics.median(run[key] for run in runs[name])
 
-    ratio = median(memoryd_runs, "rps") / median(baseline_runs, "rps")
-    cancelled = warm_up_errors + sum(run["errors"] for run in memoryd_runs)
-    result = {
+    result: dict[str, object] = {
         "benchmark": "append_throughput",
         "concurrency": args.concurrency,
         "seconds_per_round": args.seconds,
         "rounds": args.rounds,
-        "baseline_rps": [round(run["rps"]) for run in baseline_runs],
-        "memoryd_rps": [round(run["rps"]) for run in memoryd_runs],
-        "ratio_of_medians": round(ratio, 3),
-        "memoryd_p50_ms": round(median(memoryd_runs, "p50_ms"), 2),
-        "memoryd_p99_ms": round(median(memoryd_runs, "p99_ms"), 2),
-        # The server process's CPU time (all threads) per acknowledged call: steadier than
-        # calls per second on a shared machine.
-        "memoryd_cpu_us_per_call": round(median(memoryd_runs, "cpu_us_per_call")),
-        "baseline_p50_ms": round(median(baseline_runs, "p50_ms"), 2),
-        "memoryd_errors": cancelled,
-        "acknowledged": acknowledged,
-        "committed_rows": stored,
-        # ghz cancels the calls in flight when a timed round ends: those may have committed
-        # without being answered, so rows may exceed acknowledgements by at most that many.
-        "every_acknowledged_row_committed": acknowledged <= stored <= acknowledged + cancelled,
-        "rows_per_commit": round(writer["rows"] / max(writer["groups"], 1), 1),
+        "baseline_rps": [round(run["rps"]) for run in runs["baseline"]],
+        "baseline_p50_ms": round(median("baseline", "p50_ms"), 2),
         "target_ratio": 0.5,
     }
+    for name in servers:
+        # ghz cancels the calls in flight when a timed round ends: those may have committed
+        # without being answered, so rows may exceed acknowledgements by at most that many.
+        committed = acknowledged[name] <= stored[name] <= acknowledged[name] + cancelled[name]
+        result[name] = {
+            "rps": [round(run["rps"]) for run in runs[name]],
+            "ratio_of_medians": round(median(name, "rps") / median("baseline", "rps"), 3),
+            "p50_ms": round(median(name, "p50_ms"), 2),
+            "p99_ms": round(median(name, "p99_ms"), 2),
+            # The server process's CPU time (all threads) per acknowledged call: steadier than
+            # calls per second on a shared machine (the embedder's work is in it).
+            "cpu_us_per_call": round(median(name, "cpu_us_per_call")),
+            "errors": cancelled[name],
+            "acknowledged": acknowledged[name],
+            "committed_rows": stored[name],
+            "every_acknowledged_row_committed": committed,
+            "rows_per_commit": round(writers[name]["rows"] / max(writers[name]["groups"], 1), 1),
+        }
+    ok = all(result[name]["every_acknowledged_row_committed"] for name in servers)  # type: ignore[index]
     print(json.dumps(result, indent=2))
-    return 0 if result["every_acknowledged_row_committed"] else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -122,11 +122,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=2000)
+    parser.add_argument(
+        "--embeddings",
+        default="off",
+        choices=("off", "embedded"),
+        help="off (default): the words alone, as before semantic search, with no background "
+        "embedding competing for the cores; embedded: the default server, embedding meanwhile",
+    )
     args = parser.parse_args()
     rng = random.Random(2026)
 
     with tempfile.TemporaryDirectory() as scratch:
-        server = ServerProcess(Path(scratch) / "home").start()
+        server = ServerProcess(
+            Path(scratch) / "home", env={"MEMORYD_SEARCH_EMBEDDINGS": args.embeddings}
+        ).start()
         try:
             with grpc.insecure_channel(server.address) as channel:
                 memory = md.MemoryServiceStub(channel)
@@ -134,6 +143,8 @@ def main() -> int:
                 chats, texts = load(memory, args.messages, rng)
                 load_seconds = time.perf_counter() - started
                 planned = queries(rng, chats, texts, args.queries)
+                for _, _, request in planned:  # lexical: the figures stay the words' own
+                    request.mode = md.SEARCH_MODE_LEXICAL
                 for _, _, request in planned[:200]:  # warm-up: page cache, statement caches
                     memory.SearchHistory(request)
                 mark = len(server.events("rpc"))

@@ -215,8 +215,9 @@ def lexical(
     `substrings_to` hits when given (a scan of a large scope; the meaning fills hybrid hits).
     Without `snippets`, word matches come without one (fusion keeps few of them)."""
     hits: list[SearchHit] = []
+    small = reads.scope_is_small(connection, scope)
     widest = plan.any_word_expression or plan.word_expression
-    narrow = widest is not None and reads.narrow_by_token(connection, scope, widest)
+    narrow = widest is not None and reads.narrow_by_token(connection, widest, small=small)
     if plan.word_expression is not None:
         hits = reads.search_words(
             connection, scope, plan.word_expression, kinds, limit, snippets=snippets, narrow=narrow
@@ -241,6 +242,7 @@ def lexical(
             kinds,
             exclude_ids=[hit.message.id for hit in hits],
             limit=fill - len(hits),
+            small=small,
         )
     for place, hit in enumerate(hits, start=1):
         hits[place - 1] = dataclasses.replace(hit, scores=Scores(bm25=hit.rank, lexical_rank=place))

@@ -35,6 +35,7 @@ from memoryd.domain.vectors import (
     sign_words,
 )
 from memoryd.storage import vector_store as store
+from memoryd.storage.sql import Row
 
 
 # Bytes a cached vector takes: its id, scale, int8 components and sign words.
@@ -134,18 +135,17 @@ class VectorCache:
         if entry is not None:
             newest = store.newest_seq(connection)
             if newest > entry.last_seq:
-                fresh = store.scope_vectors(connection, scope, model.id, entry.last_seq)
-                ids, scales, components = _arrays(fresh, model.dimension)
-                if len(ids) and int(ids.min()) <= entry.max_id:
-                    entry = None  # vectors made again (a reindex): load the scope afresh
-                else:
+                for chunk in store.scope_vectors(connection, scope, model.id, entry.last_seq):
+                    ids, scales, components = _arrays(chunk, model.dimension)
+                    if int(ids.min()) <= entry.max_id:
+                        entry = None  # vectors made again (a reindex): load the scope afresh
+                        break
                     entry.append(ids, scales, components)
+                if entry is not None:
                     entry.last_seq = newest
         if entry is None:
             self._check_size(connection, model, scope)
             newest = store.newest_seq(connection)
-            loaded = store.scope_vectors(connection, scope, model.id, 0)
-            ids, scales, components = _arrays(loaded, model.dimension)
             entry = _Scope(
                 last_seq=newest,
                 size=0,
@@ -154,7 +154,8 @@ class VectorCache:
                 components=np.zeros((0, model.dimension), dtype=np.int8),
                 words=np.zeros(((model.dimension + 63) // 64, 0), dtype=np.uint64),
             )
-            entry.append(ids, scales, components)
+            for chunk in store.scope_vectors(connection, scope, model.id, 0):
+                entry.append(*_arrays(chunk, model.dimension))
         if entry.nbytes <= self._budget:
             self._entries[key] = entry
             self._shrink()
@@ -199,7 +200,7 @@ def nearest_memories(
     """(row id, cosine similarity) of the caller's `depth` nearest memory rows, best first. An
     owner's rows are few: read and compared on every call."""
     found = store.visible_memory_vectors(connection, visible, model.id)
-    ids, scales, components = _arrays(found, model.dimension)
+    ids, scales, components = _arrays(found.rows, model.dimension)
     if not len(ids):
         return []
     similarities = restored(scales, components) @ query
@@ -227,10 +228,11 @@ def _best(ids: Ids, similarities: Floats, depth: int) -> list[tuple[int, float]]
     return [(int(ids[index]), float(similarities[index])) for index in ordered]
 
 
-def _arrays(found: store.StoredVectors, dimension: int) -> tuple[Ids, Floats, Int8s]:
-    ids = np.fromiter((row[1] for row in found.rows), dtype=np.int64, count=len(found.rows))
-    scales = np.fromiter((row[2] for row in found.rows), dtype=np.float32, count=len(found.rows))
-    return ids, scales, from_blobs([row[3] for row in found.rows], dimension)
+def _arrays(rows: list[Row], dimension: int) -> tuple[Ids, Floats, Int8s]:
+    """(_, id, scale, vector) rows as arrays."""
+    ids = np.fromiter((row[1] for row in rows), dtype=np.int64, count=len(rows))
+    scales = np.fromiter((row[2] for row in rows), dtype=np.float32, count=len(rows))
+    return ids, scales, from_blobs([row[3] for row in rows], dimension)
 
 
 def _grown(array: np.ndarray, rows: int) -> np.ndarray:

@@ -221,8 +221,10 @@ def search_substrings(
     *,
     exclude_ids: Iterable[int],
     limit: int,
+    small: bool | None = None,
 ) -> list[SearchHit]:
-    """Messages containing every word of the query as a substring, newest first.
+    """Messages containing every word of the query as a substring, newest first. `small` is
+    scope_is_small's answer when the caller has it.
 
     A scope of at most SCAN_LIMIT messages (a conversation, usually an owner) is scanned
     directly: cheaper than any index. A larger one goes through the trigram index, which only
@@ -231,7 +233,7 @@ def search_substrings(
     runs the whole trigram search again for every message of the scope.
     """
     params: list[Any] = []
-    if plan.trigram_pieces and not _scope_is_small(connection, scope):
+    if plan.trigram_pieces and not (scope_is_small(connection, scope) if small is None else small):
         # LIKE '%piece%' without ESCAPE: an ESCAPE clause would keep FTS5 from using the index.
         sql = [
             f"SELECT {MESSAGE_COLUMNS} FROM messages_trigram AS t "
@@ -301,11 +303,12 @@ def neighbours(
     return {int(row[0]): (row[1], row[2]) for row in found}
 
 
-def narrow_by_token(connection: apsw.Connection, scope: HistoryScope, expression: str) -> bool:
+def narrow_by_token(connection: apsw.Connection, expression: str, *, small: bool) -> bool:
     """Whether word searches of `expression` in `scope` should be narrowed by the scope's token
     in the word index (see search_words): yes for a small scope, or for words in very many
-    messages; no for a large scope and words in few (counting stops just past RARE_WORDS)."""
-    if _scope_is_small(connection, scope):
+    messages; no for a large scope and words in few (counting stops just past RARE_WORDS).
+    `small` is scope_is_small's answer."""
+    if small:
         return True
     (matching,) = one(
         connection,
@@ -315,7 +318,7 @@ def narrow_by_token(connection: apsw.Connection, scope: HistoryScope, expression
     return int(matching) > RARE_WORDS
 
 
-def _scope_is_small(connection: apsw.Connection, scope: HistoryScope) -> bool:
+def scope_is_small(connection: apsw.Connection, scope: HistoryScope) -> bool:
     """Whether the scope holds at most SCAN_LIMIT messages (counting stops just past it)."""
     sql = ["SELECT count(*) FROM (SELECT 1 FROM messages AS m WHERE 1"]
     params: list[Any] = []

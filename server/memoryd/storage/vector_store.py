@@ -9,7 +9,8 @@ message erased, while its vector was being computed never gets a stale one.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import apsw
@@ -22,6 +23,8 @@ from memoryd.storage.sql import KEY_COLUMNS, KEY_MATCH, Row, one, rows
 
 # The end of the previous message a message's vector is made with, in characters.
 CONTEXT_CHARS = 300
+# Rows of a scope's vectors read at a time.
+LOAD_CHUNK = 8192
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -239,10 +242,11 @@ def orphaned_vectors(connection: apsw.Connection) -> int:
 
 def scope_vectors(
     connection: apsw.Connection, scope: HistoryScope, model_id: int, after_seq: int
-) -> StoredVectors:
+) -> Iterator[list[Row]]:
     """(seq, message id, scale, vector) of the scope's messages written after `after_seq`, in
-    seq order. The first load walks the scope's messages; a later one walks only the vectors
-    written since (CROSS JOIN keeps that order), which are few."""
+    chunks of LOAD_CHUNK rows (a large scope is never all in Python objects at once). The first
+    load walks the scope's messages; a later one walks only the vectors written since (CROSS
+    JOIN keeps that order), which are few."""
     condition, params = _scope_condition(scope)
     if after_seq == 0:
         sql = (
@@ -250,15 +254,16 @@ def scope_vectors(
             "JOIN message_vectors AS v ON v.message_id = m.id AND v.model_id = ? "
             f"WHERE {condition} ORDER BY v.seq"
         )
-        found = rows(connection, sql, (model_id, *params))
+        cursor = connection.execute(sql, (model_id, *params))
     else:
         sql = (
             "SELECT v.seq, v.message_id, v.scale, v.vector FROM message_vectors AS v "
             "CROSS JOIN messages AS m ON m.id = v.message_id "
             f"WHERE v.model_id = ? AND v.seq > ? AND {condition} ORDER BY v.seq"
         )
-        found = rows(connection, sql, (model_id, after_seq, *params))
-    return StoredVectors(found)
+        cursor = connection.execute(sql, (model_id, after_seq, *params))
+    while chunk := list(itertools.islice(cursor, LOAD_CHUNK)):
+        yield chunk
 
 
 def scope_vector_count(
@@ -278,22 +283,6 @@ def scope_vector_count(
 def newest_seq(connection: apsw.Connection) -> int:
     """The seq of the newest message vector (0 when none)."""
     return int(one(connection, "SELECT coalesce(max(seq), 0) FROM message_vectors")[0])
-
-
-def message_vectors_of(
-    connection: apsw.Connection, model_id: int, message_ids: Sequence[int]
-) -> StoredVectors:
-    """(message id, message id, scale, vector) of these messages, where they have one."""
-    if not message_ids:
-        return StoredVectors([])
-    marks = ", ".join("?" * len(message_ids))
-    found = rows(
-        connection,
-        "SELECT message_id, message_id, scale, vector FROM message_vectors "
-        f"WHERE model_id = ? AND message_id IN ({marks})",
-        (model_id, *message_ids),
-    )
-    return StoredVectors(found)
 
 
 def visible_memory_vectors(
