@@ -34,6 +34,7 @@ from memoryd.services.jobs import JobService
 from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.services.recall import RecallService
+from memoryd.services.recalled_context import RecalledContext
 from memoryd.services.resources import ResourceService
 from memoryd.services.review import Reviewer
 from memoryd.services.review_scheduler import ReviewScheduler
@@ -75,6 +76,7 @@ class Runtime:
     transcripts: TranscriptService
     transfer: TransferService
     compactor: Compactor
+    recalled: RecalledContext
     changes: DatabaseChanges
     schema_version: int
     _lock_fd: int
@@ -217,6 +219,7 @@ class Runtime:
             transcripts=transcripts,
             transfer=transfer,
             compactor=compactor,
+            recalled=RecalledContext(compactor, search, recall),
             changes=changes,
             schema_version=version,
             _lock_fd=lock_fd,

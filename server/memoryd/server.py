@@ -179,7 +179,7 @@ async def _serve(
         ),
         (
             compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server,
-            CompactionServicer(compactor=runtime.compactor),
+            CompactionServicer(compactor=runtime.compactor, recalled=runtime.recalled),
         ),
     )
     for register, servicer in guarded:

@@ -10,6 +10,7 @@ import grpc
 from memoryd.api import compaction_convert as cc
 from memoryd.api import convert
 from memoryd.services.compaction import Compactor
+from memoryd.services.recalled_context import RecalledContext
 from memoryd_client.v1 import compaction_service_pb2 as pb
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -18,15 +19,18 @@ Context = grpc.aio.ServicerContext[Any, Any]
 class CompactionRpcs:
     """ComposeContext, Preflight, Compact, GetCompactionState."""
 
-    def __init__(self, compactor: Compactor) -> None:
+    def __init__(self, compactor: Compactor, recalled: RecalledContext) -> None:
         self._compactor = compactor
+        self._recalled = recalled
 
     async def ComposeContext(
         self, request: pb.ComposeContextRequest, context: Context
     ) -> pb.ComposeContextResponse:
         key = convert.required_conversation(request)
         trust = convert.trust_in(request.trust)
-        composed = await self._compactor.compose(key, trust, request.context_window)
+        composed = await self._recalled.compose(
+            key, trust, request.context_window, request.recall_tokens
+        )
         return cc.context_out(key, composed)
 
     async def Preflight(

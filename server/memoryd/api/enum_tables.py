@@ -246,6 +246,7 @@ CONTEXT_PART_KIND = EnumTable(
         compaction_pb.CONTEXT_PART_KIND_RECENT_ENTRIES: PartKind.RECENT_ENTRIES,
         compaction_pb.CONTEXT_PART_KIND_CHECKPOINT_SUMMARY: PartKind.CHECKPOINT_SUMMARY,
         compaction_pb.CONTEXT_PART_KIND_MESSAGE: PartKind.MESSAGE,
+        compaction_pb.CONTEXT_PART_KIND_RECALLED: PartKind.RECALLED,
     },
     domain=PartKind,
 )

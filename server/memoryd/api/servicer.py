@@ -26,6 +26,7 @@ from memoryd.services.jobs import JobService
 from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.services.recall import RecallService
+from memoryd.services.recalled_context import RecalledContext
 from memoryd.services.resources import ResourceService
 from memoryd.services.review import Reviewer
 from memoryd.services.review_scheduler import ReviewScheduler
@@ -82,5 +83,5 @@ class MemoryServicer(
 class CompactionServicer(CompactionRpcs, compaction_grpc.CompactionServiceServicer):
     """memoryd.v1.CompactionService."""
 
-    def __init__(self, *, compactor: Compactor) -> None:
-        CompactionRpcs.__init__(self, compactor)
+    def __init__(self, *, compactor: Compactor, recalled: RecalledContext) -> None:
+        CompactionRpcs.__init__(self, compactor, recalled)

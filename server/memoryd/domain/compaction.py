@@ -32,6 +32,10 @@ CHANGED = "Conversation changed while compacting; run /compact again."
 CHECKPOINT_HEADER = "Conversation checkpoint summary:\n"
 WORKING_MEMORY_HEADER = "Session-local working memory (read-only context):\n"
 RECENT_ENTRIES_HEADER = "Recent long-term memory entries (read-only context):\n"
+RECALLED_HEADER = (
+    "Recalled from long-term memory and from earlier in this conversation, as relevant to the "
+    "newest message (background, may be outdated):\n"
+)
 MIN_SUMMARY_TOKENS = 64
 # What a part's fields other than its texts take in an answer, at most.
 BLOCK_OVERHEAD_BYTES = 16
@@ -168,6 +172,7 @@ class PartKind(enum.Enum):
     RECENT_ENTRIES = "recent_entries"
     CHECKPOINT_SUMMARY = "checkpoint_summary"
     MESSAGE = "message"
+    RECALLED = "recalled"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -197,6 +202,22 @@ def recent_entries_text(entries: Sequence[tuple[str, str]]) -> str:
     if not entries:
         return ""
     return RECENT_ENTRIES_HEADER + "\n\n".join(f"## {key}\n{value}" for key, value in entries)
+
+
+def recalled_part(
+    lines: Sequence[str], budget: int, count_tokens: Callable[[str], int]
+) -> Part | None:
+    """The Recalled block: as many of `lines` (best first) as fit in `budget` tokens with the
+    header, or None when not one fits."""
+    kept: list[str] = []
+    text = ""
+    for line in lines:
+        candidate = RECALLED_HEADER + "\n".join([*kept, line])
+        if count_tokens(candidate) > budget:
+            continue
+        kept.append(line)
+        text = candidate
+    return Part(PartKind.RECALLED, Role.SYSTEM, text, count_tokens(text)) if kept else None
 
 
 def checkpoint_text(summary: str) -> str:

@@ -174,7 +174,7 @@ class Compactor:
     # --- composition ---------------------------------------------------------------------------
 
     async def compose(
-        self, key: ConversationKey, trust: Trust, requested_window: int
+        self, key: ConversationKey, trust: Trust, requested_window: int, reserve_tokens: int = 0
     ) -> ComposedContext:
         """What the next model call receives (no model is called).
 
@@ -186,7 +186,7 @@ class Compactor:
         state = await self._prompts.context_for(owner, trust)
         memory_text = context_block(state.user_md.text, state.memory_md.text) if state else ""
         # Nothing committed since the kept composition was read: it is still exact (no read).
-        request = (requested_window, state is None, memory_text)
+        request = (requested_window, state is None, memory_text, reserve_tokens)
         committed = self._changes.stamp()
         unchanged = self._composed.unchanged(key, request, committed)
         if unchanged is not None:
@@ -195,7 +195,12 @@ class Compactor:
         def read(connection: apsw.Connection) -> ComposedContext:
             record = _record(connection, key)
             window = self.context_window(requested_window, record.context_window)
-            limit_tokens = rules.limit(self.settings.threshold, window)
+            limit_tokens = rules.limit(self.settings.threshold, window) - reserve_tokens
+            if limit_tokens <= 0:
+                raise InvalidArgument(
+                    f"recall_tokens is {reserve_tokens:,}: it leaves no room in the context "
+                    f"limit of {limit_tokens + reserve_tokens:,} tokens"
+                )
             entries = (
                 ()
                 if state is None

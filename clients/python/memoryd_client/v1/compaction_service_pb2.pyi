@@ -39,6 +39,8 @@ class _ContextPartKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Conte
     """The latest checkpoint: "Conversation checkpoint summary:\\n<summary>"."""
     CONTEXT_PART_KIND_MESSAGE: _ContextPartKind.ValueType  # 5
     """A message of the window."""
+    CONTEXT_PART_KIND_RECALLED: _ContextPartKind.ValueType  # 6
+    """The Recalled block (recall_tokens): relevant rows and earlier messages, as background."""
 
 class ContextPartKind(_ContextPartKind, metaclass=_ContextPartKindEnumTypeWrapper):
     """ContextPartKind says what a part of the composed context is."""
@@ -55,6 +57,8 @@ CONTEXT_PART_KIND_CHECKPOINT_SUMMARY: ContextPartKind.ValueType  # 4
 """The latest checkpoint: "Conversation checkpoint summary:\\n<summary>"."""
 CONTEXT_PART_KIND_MESSAGE: ContextPartKind.ValueType  # 5
 """A message of the window."""
+CONTEXT_PART_KIND_RECALLED: ContextPartKind.ValueType  # 6
+"""The Recalled block (recall_tokens): relevant rows and earlier messages, as background."""
 Global___ContextPartKind: _TypeAlias = ContextPartKind  # noqa: Y015
 
 class _CompactionOutcome:
@@ -106,11 +110,20 @@ class ComposeContextRequest(_message.Message):
     CONVERSATION_FIELD_NUMBER: _builtins.int
     TRUST_FIELD_NUMBER: _builtins.int
     CONTEXT_WINDOW_FIELD_NUMBER: _builtins.int
+    RECALL_TOKENS_FIELD_NUMBER: _builtins.int
     trust: _records_pb2.Trust.ValueType
     """Who speaks next; a guest never receives the memory block. Unset means operator."""
     context_window: _builtins.int
     """The model's context window in tokens; 0 uses the one last reported, else the provider's.
     Ignored from a token capped at guest trust.
+    """
+    recall_tokens: _builtins.int
+    """At most this many tokens of a "Recalled" block: the memory rows, and the messages from
+    outside the window (those compacted away included), that are most relevant to the newest
+    user message, by hybrid search. Its budget comes out of the context limit, before the
+    window's messages are chosen. 0 (the default): no such block, and the composed context is
+    exactly what it is without this field, so that prompt caches stay stable. A guest gets no
+    memory rows in it, as it gets no memory block.
     """
     @_builtins.property
     def conversation(self) -> _records_pb2.Conversation:
@@ -122,10 +135,11 @@ class ComposeContextRequest(_message.Message):
         conversation: _records_pb2.Conversation | None = ...,
         trust: _records_pb2.Trust.ValueType = ...,
         context_window: _builtins.int = ...,
+        recall_tokens: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["context_window", b"context_window", "conversation", b"conversation", "trust", b"trust"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["context_window", b"context_window", "conversation", b"conversation", "recall_tokens", b"recall_tokens", "trust", b"trust"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -38,6 +38,8 @@ const (
 	ContextPartKind_CONTEXT_PART_KIND_CHECKPOINT_SUMMARY ContextPartKind = 4
 	// A message of the window.
 	ContextPartKind_CONTEXT_PART_KIND_MESSAGE ContextPartKind = 5
+	// The Recalled block (recall_tokens): relevant rows and earlier messages, as background.
+	ContextPartKind_CONTEXT_PART_KIND_RECALLED ContextPartKind = 6
 )
 
 // Enum value maps for ContextPartKind.
@@ -49,6 +51,7 @@ var (
 		3: "CONTEXT_PART_KIND_RECENT_ENTRIES",
 		4: "CONTEXT_PART_KIND_CHECKPOINT_SUMMARY",
 		5: "CONTEXT_PART_KIND_MESSAGE",
+		6: "CONTEXT_PART_KIND_RECALLED",
 	}
 	ContextPartKind_value = map[string]int32{
 		"CONTEXT_PART_KIND_UNSPECIFIED":        0,
@@ -57,6 +60,7 @@ var (
 		"CONTEXT_PART_KIND_RECENT_ENTRIES":     3,
 		"CONTEXT_PART_KIND_CHECKPOINT_SUMMARY": 4,
 		"CONTEXT_PART_KIND_MESSAGE":            5,
+		"CONTEXT_PART_KIND_RECALLED":           6,
 	}
 )
 
@@ -163,6 +167,13 @@ type ComposeContextRequest struct {
 	// The model's context window in tokens; 0 uses the one last reported, else the provider's.
 	// Ignored from a token capped at guest trust.
 	ContextWindow int64 `protobuf:"varint,3,opt,name=context_window,json=contextWindow,proto3" json:"context_window,omitempty"`
+	// At most this many tokens of a "Recalled" block: the memory rows, and the messages from
+	// outside the window (those compacted away included), that are most relevant to the newest
+	// user message, by hybrid search. Its budget comes out of the context limit, before the
+	// window's messages are chosen. 0 (the default): no such block, and the composed context is
+	// exactly what it is without this field, so that prompt caches stay stable. A guest gets no
+	// memory rows in it, as it gets no memory block.
+	RecallTokens  int64 `protobuf:"varint,4,opt,name=recall_tokens,json=recallTokens,proto3" json:"recall_tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -214,6 +225,13 @@ func (x *ComposeContextRequest) GetTrust() Trust {
 func (x *ComposeContextRequest) GetContextWindow() int64 {
 	if x != nil {
 		return x.ContextWindow
+	}
+	return 0
+}
+
+func (x *ComposeContextRequest) GetRecallTokens() int64 {
+	if x != nil {
+		return x.RecallTokens
 	}
 	return 0
 }
@@ -1027,11 +1045,12 @@ var File_memoryd_v1_compaction_service_proto protoreflect.FileDescriptor
 const file_memoryd_v1_compaction_service_proto_rawDesc = "" +
 	"\n" +
 	"#memoryd/v1/compaction_service.proto\x12\n" +
-	"memoryd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17memoryd/v1/access.proto\x1a\x18memoryd/v1/records.proto\"\xab\x01\n" +
+	"memoryd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17memoryd/v1/access.proto\x1a\x18memoryd/v1/records.proto\"\xd0\x01\n" +
 	"\x15ComposeContextRequest\x12<\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x12'\n" +
 	"\x05trust\x18\x02 \x01(\x0e2\x11.memoryd.v1.TrustR\x05trust\x12+\n" +
-	"\x0econtext_window\x18\x03 \x01(\x03B\x04\xc8\xf3\x18\x01R\rcontextWindow\"\x8c\x02\n" +
+	"\x0econtext_window\x18\x03 \x01(\x03B\x04\xc8\xf3\x18\x01R\rcontextWindow\x12#\n" +
+	"\rrecall_tokens\x18\x04 \x01(\x03R\frecallTokens\"\x8c\x02\n" +
 	"\vContextPart\x12/\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1b.memoryd.v1.ContextPartKindR\x04kind\x12$\n" +
 	"\x04role\x18\x02 \x01(\x0e2\x10.memoryd.v1.RoleR\x04role\x12\x18\n" +
@@ -1099,14 +1118,15 @@ const file_memoryd_v1_compaction_service_proto_rawDesc = "" +
 	"\rbackoff_until\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\fbackoffUntil\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\v \x01(\tR\tlastError*\xef\x01\n" +
+	"last_error\x18\v \x01(\tR\tlastError*\x8f\x02\n" +
 	"\x0fContextPartKind\x12!\n" +
 	"\x1dCONTEXT_PART_KIND_UNSPECIFIED\x10\x00\x12$\n" +
 	" CONTEXT_PART_KIND_MEMORY_CONTEXT\x10\x01\x12$\n" +
 	" CONTEXT_PART_KIND_WORKING_MEMORY\x10\x02\x12$\n" +
 	" CONTEXT_PART_KIND_RECENT_ENTRIES\x10\x03\x12(\n" +
 	"$CONTEXT_PART_KIND_CHECKPOINT_SUMMARY\x10\x04\x12\x1d\n" +
-	"\x19CONTEXT_PART_KIND_MESSAGE\x10\x05*\xf0\x01\n" +
+	"\x19CONTEXT_PART_KIND_MESSAGE\x10\x05\x12\x1e\n" +
+	"\x1aCONTEXT_PART_KIND_RECALLED\x10\x06*\xf0\x01\n" +
 	"\x11CompactionOutcome\x12\"\n" +
 	"\x1eCOMPACTION_OUTCOME_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cCOMPACTION_OUTCOME_COMPACTED\x10\x01\x12)\n" +
