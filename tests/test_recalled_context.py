@@ -51,7 +51,9 @@ async def moved_on(memory: md.MemoryServiceStub) -> md.Conversation:
             conversation=conversation,
             messages=[
                 md.NewMessage(
-                    sender="ada", role=md.ROLE_USER, content="What should I order for dinner tonight?"
+                    sender="ada",
+                    role=md.ROLE_USER,
+                    content="What should I order for dinner tonight?",
                 )
             ],
         )
