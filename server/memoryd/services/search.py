@@ -153,9 +153,10 @@ class HistorySearch:
         if meaning is None:  # no vector of the model yet: the words alone
             if mode is SearchMode.SEMANTIC:
                 return []
-            return await self._readers.read(
+            hits = await self._readers.read(
                 lambda connection: _with_word_snippets(connection, words[:limit], plan)
             )
+            return _snippets_filled(hits, plan)
 
         model, vector = meaning
 
