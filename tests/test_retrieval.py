@@ -17,6 +17,8 @@ import pytest
 import memoryd_client as md
 from tests import retrieval_fixture as fixture
 from tests.helpers import rpc_error
+from tests.server_process import ServerProcess
+from tests.test_resources import cli
 
 EMBEDDING_TIMEOUT = 120.0
 
@@ -222,3 +224,42 @@ async def test_status_reports_the_embedded_model(memory: md.MemoryServiceStub) -
     assert status.dimension == 384
     assert status.embedded_messages >= len(fixture.MESSAGES)
     assert status.last_error == ""
+
+
+async def test_the_command_line_searches_and_reports(
+    server: ServerProcess, story: md.Conversation
+) -> None:
+    chat = f"{story.channel}:{story.chat_id}"
+    found = cli(
+        server,
+        "search",
+        "what food does she like",
+        "--agent",
+        "retrieval",
+        "--conversation",
+        chat,
+        "--mode",
+        "semantic",
+        "--limit",
+        "3",
+    )
+    assert found.returncode == 0, found.stderr
+    lines = found.stdout.splitlines()
+    assert len(lines) == 3
+    assert all("\tsemantic\t" in line for line in lines)
+    assert any("I love sushi" in line for line in lines)
+    words = cli(
+        server,
+        "search",
+        "pottery",
+        "--agent",
+        "retrieval",
+        "--conversation",
+        chat,
+        "--mode",
+        "lexical",
+    )
+    assert words.stdout.splitlines()[0].split("\t")[1] == "word"
+    status = cli(server, "embeddings")
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.startswith("model bge-small-en-v1.5-int8 (embedded, 384 dimensions)\n")
