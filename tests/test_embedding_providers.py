@@ -93,12 +93,15 @@ async def test_an_endpoint_makes_the_vectors_and_searches_compare_them(
             )
             assert status.embedded_messages == 3
             # Only the last message's vector holds "deadline" (each vector holds the message
-            # before it too, as context).
+            # before it too, as context, so "violin" is in two).
             assert (await semantic(memory, conversation, "deadline"))[0] == TEXTS[2]
             sent = [request for request in endpoint.requests if request["model"] == "fake-embed"]
             texts = [text for request in sent for text in request["input"]]
-            assert any(text.endswith(": violin lessons on monday") for text in texts)
-            assert any("zebra crossing downtown\n" in text for text in texts)
+            # Each text is the message, then the end of the one before it.
+            assert any(
+                text == "ada: violin lessons on monday\nada: zebra crossing downtown"
+                for text in texts
+            ), texts
     finally:
         assert server.stop() == 0, server.output
 
@@ -220,7 +223,10 @@ async def test_reindex_embeds_everything_again(
             status = await caught_up(memory, least=3)
             assert (status.embedded_messages, status.embedded_memories) == (3, 1)
             again = [text for r in endpoint.requests[before:] for text in r["input"]]
-            assert sum(text.endswith(": violin lessons on monday") for text in again) == 1
+            assert (
+                sum(text.split("\n")[0].endswith(": violin lessons on monday") for text in again)
+                == 1
+            )
             assert "pet: a zebra" in again
     finally:
         assert server.stop() == 0, server.output

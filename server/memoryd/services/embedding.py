@@ -51,13 +51,14 @@ class EmbeddingStatus:
 
 
 def message_text(message: store.MessageText) -> str:
-    """What a message's vector is made of: the end of the message before it, then who said it
-    and what. The context is what answers are about ("What did you paint?" before "A sunset"):
-    on LoCoMo it lifts recall@10 of the meaning alone from 57 to 59 and fused from 73 to 75."""
+    """What a message's vector is made of: who said it and what, then the end of the message
+    before it, which is what an answer is about ("A sunset" after "What did you paint?"). On
+    LoCoMo's conversations 1-5, recall@10 of the meaning alone: 57 without the context, 58 with
+    it first, 62 with it after the message; fused, 73 without it and 75 with it."""
     said = _said(message.sender, message.content)
     if message.previous_content is None:
         return said
-    return f"{_said(message.previous_sender or '', message.previous_content)}\n{said}"
+    return f"{said}\n{_said(message.previous_sender or '', message.previous_content)}"
 
 
 def _said(sender: str, content: str) -> str:
