@@ -106,7 +106,9 @@ async def test_purge_erases_rows_and_index_entries(
     assert (await rpc_error(describe(memory, conversation))).code() == grpc.StatusCode.NOT_FOUND
     # The neighbour is untouched.
     response = await memory.SearchHistory(
-        md.SearchHistoryRequest(query="zebrafish", conversation=neighbour)
+        md.SearchHistoryRequest(
+            query="zebrafish", conversation=neighbour, mode=md.SEARCH_MODE_LEXICAL
+        )
     )
     assert [h.message.content for h in response.hits] == ["the neighbour keeps zebrafish"]
 
@@ -197,6 +199,7 @@ async def test_purge_erases_the_conversations_memory_rows_and_re_renders(
                 query=query,
                 scope=md.RECALL_SCOPE_ALL,
                 source=md.RECALL_SOURCE_ALL,
+                mode=md.SEARCH_MODE_LEXICAL,
             )
         )
         assert list(hits.hits) == [], query

@@ -46,7 +46,9 @@ async def test_conversations_whose_parts_join_alike_keep_their_own_notes(
     assert await note(memory, first, "n") == "A's note"
     assert await note(memory, second, "n") == "B's note"
 
-    recalled = await memory.Recall(md.RecallRequest(conversation=first, query="note"))
+    recalled = await memory.Recall(
+        md.RecallRequest(conversation=first, query="note", mode=md.SEARCH_MODE_LEXICAL)
+    )
     assert [hit.memory.value for hit in recalled.hits] == ["A's note"]
     listed = await memory.ListMemories(
         md.ListMemoriesRequest(conversation=second, scope_type=md.SCOPE_TYPE_CONVERSATION)

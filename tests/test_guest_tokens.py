@@ -220,7 +220,12 @@ async def test_a_guest_reads_nothing_that_the_prompt_withholds_from_it(served: S
             )
         assert caught.value.code() == grpc.StatusCode.NOT_FOUND, name
     recalled = await memory.Recall(
-        md.RecallRequest(conversation=chat, query="Lisbon", source=md.RECALL_SOURCE_ALL),
+        md.RecallRequest(
+            conversation=chat,
+            query="Lisbon",
+            source=md.RECALL_SOURCE_ALL,
+            mode=md.SEARCH_MODE_LEXICAL,  # what the words find, whatever the embedder did yet
+        ),
         metadata=AS_GUEST,
     )
     found = {hit.memory.id for hit in recalled.hits if hit.HasField("memory")}

@@ -60,7 +60,9 @@ async def test_restart_with_the_same_home_keeps_everything(
         retry = await append(memory, conversation, user("before the clear", client_message_id="a"))
         assert retry.results[0].outcome == md.APPEND_OUTCOME_DUPLICATE
         hits = await memory.SearchHistory(
-            md.SearchHistoryRequest(query="lighthouse", conversation=conversation)
+            md.SearchHistoryRequest(
+                query="lighthouse", conversation=conversation, mode=md.SEARCH_MODE_LEXICAL
+            )
         )
         assert len(hits.hits) == 1
 

@@ -163,7 +163,9 @@ async def test_delete_erases_the_row_and_is_idempotent(memory: md.MemoryServiceS
         memory.GetMemory(md.GetMemoryRequest(conversation=conversation, id=row.id))
     )
     assert gone.code() == grpc.StatusCode.NOT_FOUND
-    hits = await memory.Recall(md.RecallRequest(conversation=conversation, query="platypus"))
+    hits = await memory.Recall(
+        md.RecallRequest(conversation=conversation, query="platypus", mode=md.SEARCH_MODE_LEXICAL)
+    )
     assert list(hits.hits) == []
     again = await store(memory, conversation, "k", "ephemeral platypus")
     assert again.id > row.id  # ids are never reused
