@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
+import apsw
 import pytest
 
 import memoryd_client as md
-from memoryd.storage.history_reads import SCAN_LIMIT
+from memoryd.domain.conversation import AgentKey, ConversationKey, OwnerKey
+from memoryd.storage import history_reads as reads
+from memoryd.storage.history_reads import INDEX_FIRST, SCAN_LIMIT
 from tests.helpers import append, user
 from tests.server_process import ServerProcess
 
@@ -17,8 +21,13 @@ OTHER_AGENT = md.Conversation(agent_id="other", owner_id="ada", channel="telegra
 
 
 @pytest.fixture(scope="module")
-async def memory(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[md.MemoryServiceStub]:
-    server = ServerProcess(tmp_path_factory.mktemp("large") / "home").start()
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("large") / "home"
+
+
+@pytest.fixture(scope="module")
+async def memory(home: Path) -> AsyncIterator[md.MemoryServiceStub]:
+    server = ServerProcess(home).start()
     async with md.connect(server.address) as channel:
         memory = md.MemoryServiceStub(channel)
         filler = [user(f"filler message number {n} about nothing") for n in range(100)]
@@ -28,6 +37,8 @@ async def memory(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[md.M
         await append(memory, BIG, *filler)
         await append(memory, BIG, user("a newer zebrafishy note"))
         await append(memory, BIG_OTHER_OWNER, user("bob's zebrafishy note"))
+        # Ranks far below every short filler message: outside the index's best INDEX_FIRST.
+        await append(memory, BIG_OTHER_OWNER, user("a filler in " + "a very long message " * 40))
         await append(memory, OTHER_AGENT, user("other agent zebrafishy note"))
         yield memory
     assert server.stop() == 0
@@ -85,3 +96,48 @@ async def test_no_match_in_a_large_scope_is_quick_and_empty(
         timeout=2,
     )
     assert list(response.hits) == []
+
+
+async def test_ranking_in_the_index_first_finds_exactly_what_the_join_finds(
+    memory: md.MemoryServiceStub, home: Path
+) -> None:
+    """A large scope's common words are ranked in the word index alone, then checked against
+    the scope; when too few are in it, the join answers. Either way: the join's answer."""
+    await memory.SearchHistory(md.SearchHistoryRequest(query="filler", conversation=BIG))
+    scopes = {
+        "conversation": ConversationKey("big", "ada", "telegram", "1", "root"),
+        "agent": AgentKey("big"),
+        "a scope with few of the index's best": OwnerKey("big", "bob"),
+        "another agent": AgentKey("other"),
+    }
+    expressions = ['"filler"', '"filler" OR "zebrafishy"', '"number" OR "note"', '"nothing"']
+    connection = apsw.Connection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        (filler,) = connection.execute(
+            "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'filler'"
+        ).fetchone()
+        assert filler > INDEX_FIRST  # the index's best do not hold every match
+        bob = reads.rank_words(
+            connection, scopes["a scope with few of the index's best"], '"filler"', (), 10
+        )
+        assert len(bob) == 1  # found by the join, after the index's best held none of bob's
+        for name, scope in scopes.items():
+            for expression in expressions:
+                for limit, excluded in ((10, []), (50, [1, 2, 3]), (100, [])):
+                    first = reads.rank_words(
+                        connection,
+                        scope,
+                        expression,
+                        (),
+                        limit,
+                        exclude_ids=excluded,
+                        narrow=False,
+                        index_first=True,
+                    )
+                    joined = reads.rank_words(
+                        connection, scope, expression, (), limit, exclude_ids=excluded, narrow=False
+                    )
+                    assert first == joined, (name, expression, limit)
+                    assert all(item not in excluded for item, _ in first)
+    finally:
+        connection.close()

@@ -64,6 +64,8 @@ class FusionWeights:
 WEIGHTS = FusionWeights()
 # How deep each ranking is read before fusing, at least.
 FUSION_DEPTH = 50
+# The place of a hit a ranking did not find, when ties are broken by the best place.
+NOWHERE = 1 << 30
 
 # (previous, next) message of a message in its conversation; None at either end.
 Neighbours = Mapping[int, tuple[int | None, int | None]]
@@ -74,10 +76,12 @@ def fuse(
     semantic: Sequence[tuple[int, float]],
     neighbours: Neighbours | None = None,
     weights: FusionWeights = WEIGHTS,
+    *,
+    keep: int | None = None,
 ) -> list[tuple[int, Scores]]:
     """(id, bm25) best first (bm25 0: a substring match) and (id, similarity) best first, as
-    one ranking, best first. With `neighbours`, conversation context counts too (and the
-    neighbours themselves become candidates)."""
+    one ranking, best first (its first `keep` when given). With `neighbours`, conversation
+    context counts too (and the neighbours themselves become candidates)."""
     words = _scaled_words(lexical, weights.substring)
     meaning = _scaled_similarities(semantic)
     own = {
@@ -85,35 +89,38 @@ def fuse(
         + (1 - weights.lexical) * meaning.get(item, 0.0)
         for item in (*words, *meaning)
     }
-    candidates = dict.fromkeys(own)
+    fused = dict(own)
     if neighbours:
-        for item in list(own):
+        for item in own:
             for near in neighbours.get(item, (None, None)):
                 if near is not None:
-                    candidates.setdefault(near)
+                    fused.setdefault(near, 0.0)
+        for item in fused:
+            context = [own.get(n, 0.0) for n in neighbours.get(item, (None, None)) if n is not None]
+            fused[item] += weights.neighbour * max(context, default=0.0)
     lexical_places = {item: place for place, (item, _) in enumerate(lexical, start=1)}
     semantic_places = {item: place for place, (item, _) in enumerate(semantic, start=1)}
+
+    def order(item: int) -> tuple[float, int, int]:
+        places = (lexical_places.get(item, NOWHERE), semantic_places.get(item, NOWHERE))
+        return (-fused[item], min(places), -item)
+
+    ranked = sorted(fused, key=order)[:keep]
     bm25 = dict(lexical)
     similarity = dict(semantic)
-    found: list[tuple[int, Scores]] = []
-    for item in candidates:
-        score = own.get(item, 0.0)
-        if neighbours:
-            context = [own.get(n, 0.0) for n in neighbours.get(item, (None, None)) if n is not None]
-            score += weights.neighbour * max(context, default=0.0)
-        found.append(
-            (
-                item,
-                Scores(
-                    bm25=bm25.get(item, 0.0),
-                    similarity=similarity.get(item, 0.0),
-                    fused=score,
-                    lexical_rank=lexical_places.get(item, 0),
-                    semantic_rank=semantic_places.get(item, 0),
-                ),
-            )
+    return [
+        (
+            item,
+            Scores(
+                bm25=bm25.get(item, 0.0),
+                similarity=similarity.get(item, 0.0),
+                fused=fused[item],
+                lexical_rank=lexical_places.get(item, 0),
+                semantic_rank=semantic_places.get(item, 0),
+            ),
         )
-    return sorted(found, key=lambda entry: (-entry[1].fused, _first_place(entry[1]), -entry[0]))
+        for item in ranked
+    ]
 
 
 def _scaled_words(lexical: Sequence[tuple[int, float]], substring: float) -> dict[int, float]:
@@ -131,8 +138,3 @@ def _scaled_similarities(semantic: Sequence[tuple[int, float]]) -> dict[int, flo
     if top - bottom <= 1e-9:
         return {item: 1.0 for item, _ in semantic}
     return {item: (similarity - bottom) / (top - bottom) for item, similarity in semantic}
-
-
-def _first_place(scores: Scores) -> int:
-    places = [place for place in (scores.lexical_rank, scores.semantic_rank) if place]
-    return min(places, default=1 << 30)

@@ -58,11 +58,23 @@ class SearchPlan:
     trigram_pieces: tuple[str, ...]
     # Words that must also be confirmed with an exact case-insensitive substring test.
     exact_words: tuple[str, ...]
+    # The quoted FTS5 phrases the two expressions are made of.
+    phrases: tuple[str, ...] = ()
 
     @property
     def is_empty(self) -> bool:
         """A blank query finds nothing."""
         return not self.words
+
+    def without_common(self, common: frozenset[str]) -> SearchPlan:
+        """This plan with the `common` phrases (words in very many messages) left out of the
+        any-word stage, when rarer ones remain: a message holding only a common word would rank
+        low for its small idf anyway, and reading every message that holds it is what makes a
+        search of a large scope slow. The every-word stage keeps them."""
+        kept = [phrase for phrase in self.phrases if phrase not in common]
+        if not kept or len(kept) == len(self.phrases):
+            return self
+        return dataclasses.replace(self, any_word_expression=" OR ".join(kept))
 
 
 def plan_search(query: str, field: str = "query") -> SearchPlan:
@@ -94,6 +106,7 @@ def plan_search(query: str, field: str = "query") -> SearchPlan:
         any_word_expression=" OR ".join(phrases) if len(phrases) > 1 else None,
         trigram_pieces=tuple(dict.fromkeys(trigram_pieces)),
         exact_words=tuple(exact_words),
+        phrases=tuple(phrases),
     )
 
 

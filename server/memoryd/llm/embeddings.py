@@ -146,6 +146,10 @@ class EmbeddedModel:
                 options.intra_op_num_threads = self._threads
                 options.inter_op_num_threads = 1
                 options.log_severity_level = 3
+                # Idle threads sleep instead of spinning: a query's embedding then shares the
+                # two cores with the reader finding its words (measured: 6.7 ms beside a busy
+                # reader, against 10.7 ms with spinning; 5.2 against 4.9 ms alone).
+                options.add_session_config_entry("session.intra_op.allow_spinning", "0")
                 self._session = onnxruntime.InferenceSession(
                     str(self._package.MODEL), options, providers=["CPUExecutionProvider"]
                 )

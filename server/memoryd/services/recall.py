@@ -207,7 +207,7 @@ def fused_memories(
 ) -> list[RankedMemory]:
     """Both rankings of rows as one, best first (memoryd.domain.fusion)."""
     by_id = {hit.record.id: hit for hit in lexical}
-    ranking = fuse([(hit.record.id, hit.rank) for hit in lexical], nearest)[:limit]
+    ranking = fuse([(hit.record.id, hit.rank) for hit in lexical], nearest, keep=limit)
     loaded = reads.by_ids(connection, [item for item, _ in ranking if item not in by_id])
     hits: list[RankedMemory] = []
     for item, scores in ranking:

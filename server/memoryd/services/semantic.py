@@ -33,6 +33,7 @@ from memoryd.domain.vectors import (
     hamming,
     restored,
     sign_words,
+    smallest,
 )
 from memoryd.storage import vector_store as store
 from memoryd.storage.sql import Row
@@ -161,6 +162,13 @@ class VectorCache:
             self._shrink()
         return entry
 
+    def known_too_large(self, model: store.EmbeddingModel, scope: HistoryScope) -> bool:
+        """Whether the scope was found too large for the budget within TOO_LARGE_SECONDS (a
+        hybrid search of it then goes straight to its words, with no query vector to make)."""
+        with self._lock:
+            known = self._too_large.get((model.id, scope))
+        return known is not None and time.monotonic() - known[0] < TOO_LARGE_SECONDS
+
     def _check_size(
         self, connection: apsw.Connection, model: store.EmbeddingModel, scope: HistoryScope
     ) -> None:
@@ -212,14 +220,16 @@ def _nearest(entry: _Scope, query: Floats, depth: int) -> list[tuple[int, float]
         return []
     ids = entry.ids[: entry.size]
     if entry.size <= EXACT_LIMIT:
-        similarities = restored(entry.scales[: entry.size], entry.components[: entry.size]) @ query
-        return _best(ids, similarities, depth)
+        return _best(ids, _similarities(entry, slice(0, entry.size), query), depth)
     signs = sign_words(np.where(query >= 0, 1, -1).astype(np.int8)[None, :])[0]
-    distances = hamming(entry.words[:, : entry.size], signs)
-    count = max(CANDIDATES, depth)
-    chosen = np.argpartition(distances, count)[:count]
-    similarities = restored(entry.scales[chosen], entry.components[chosen]) @ query
-    return _best(ids[chosen], similarities, depth)
+    chosen = smallest(hamming(entry.words[:, : entry.size], signs), max(CANDIDATES, depth))
+    return _best(ids[chosen], _similarities(entry, chosen, query), depth)
+
+
+def _similarities(entry: _Scope, chosen: slice | Ids, query: Floats) -> Floats:
+    """Cosine similarities of the chosen vectors to the query (the scale applied last)."""
+    found: Floats = (entry.components[chosen].astype(np.float32) @ query) * entry.scales[chosen]
+    return found
 
 
 def _best(ids: Ids, similarities: Floats, depth: int) -> list[tuple[int, float]]:
