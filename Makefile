@@ -1,5 +1,6 @@
 # The one task runner: the README's commands and CI (.ci/run) call these targets.
 #   make serve   install everything, start memoryd on ~/.memoryd, 127.0.0.1:50051
+#                (make serve DATA=/some/folder PORT=50052 for another folder or port)
 #   make test    install everything, then lint, type-check, buf lint/breaking, and run every test
 #                (the server's pytest suite, then the Go and TypeScript clients' own suites)
 #   make protos  regenerate the Python, Go and TypeScript clients from protos/
@@ -24,8 +25,9 @@ PY_SOURCES := server scripts tests bench clients/python/memoryd_client clients/p
 .PHONY: serve test install tools lint typecheck buf-lint buf-breaking baseline protos pytest \
 	client-tests go-test ts-test bench probes clean
 
+# make serve DATA=/path/to/data PORT=50052: another data directory or port (on 127.0.0.1).
 serve: install
-	$(BIN)/memoryd serve
+	$(BIN)/memoryd serve $(if $(DATA),--home "$(DATA)") $(if $(PORT),--listen "127.0.0.1:$(PORT)")
 
 test: install tools lint typecheck buf-lint buf-breaking pytest client-tests
 

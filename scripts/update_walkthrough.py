@@ -31,7 +31,7 @@ def main() -> int:
             script = "set -euo pipefail\n" + f"\necho {SEPARATOR}\n".join(c for c, _ in blocks)
             env = dict(
                 os.environ,
-                MEMORYD=server.address,
+                MEMORYD_ADDRESS=server.address,
                 PATH=f"{ROOT}/.tools/bin:{os.environ['PATH']}",
             )
             result = subprocess.run(

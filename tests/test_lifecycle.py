@@ -138,7 +138,8 @@ async def test_a_taken_port_is_refused(start_server: type[ServerProcess], tmp_pa
     first = start_server(tmp_path / "a").start()
     second = start_server(tmp_path / "b", listen=first.address)
     assert second.wait_exit() == 1
-    assert f"cannot listen on {first.address}" in second.output
+    assert f"cannot listen on {first.address}: address already in use" in second.output
+    assert "GRPC_VERBOSITY" not in second.output
 
 
 @pytest.mark.parametrize(

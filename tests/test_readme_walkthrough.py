@@ -56,9 +56,9 @@ def test_the_walkthrough_runs_verbatim(
     server = start_server(tmp_path / "home").start()
     blocks = walkthrough_blocks()
     script = "set -euo pipefail\n" + f"\necho {SEPARATOR}\n".join(c for c, _ in blocks)
-    env = {k: v for k, v in os.environ.items() if k != "MEMORYD"}
-    env["MEMORYD"] = server.address
-    env["PATH"] = f"{Path(grpcurl).parent}:{env['PATH']}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD")}
+    env["MEMORYD_ADDRESS"] = server.address  # the one name the walkthrough and the CLI read
+    env["PATH"] = f"{Path(grpcurl).parent}:{ROOT / '.tools' / 'bin'}:{env['PATH']}"  # and buf
     result = subprocess.run(
         ["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, check=False
     )

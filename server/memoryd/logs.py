@@ -150,7 +150,9 @@ class LogPipeline:
         when, level, method, status, duration_ms, caller = line
         message = f"{method} {status} {duration_ms:.3f}ms"
         if not self._json:
-            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
+            # The same stamp as logging.Formatter's asctime, milliseconds included.
+            seconds = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
+            stamp = f"{seconds},{_millis(when):03d}"
             who = f" (token {caller})" if caller else ""
             return f"{stamp} {logging.getLevelName(level)} memoryd.rpc: {message}{who}"
         # A fingerprint is 8 hex digits: nothing to escape either.
@@ -168,3 +170,7 @@ class LogPipeline:
         self._logger.removeHandler(self._handler)
         self._records.put(_STOP)
         self._thread.join()
+
+
+def _millis(when: float) -> int:
+    return int(when * 1000) % 1000

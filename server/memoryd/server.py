@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import logging
 import signal
+import socket
 import ssl
 from collections.abc import Mapping
 from pathlib import Path
@@ -85,6 +87,27 @@ async def serve(
             stats.retries,
             extra={"event": Event.STOPPED, "writer": dataclasses.asdict(stats)},
         )
+
+
+def _bind_failure(listen: str) -> str:
+    """Why gRPC could not bind `listen` (it says only "Failed to bind"), found by binding the
+    same address with a plain socket."""
+    host, _, port = listen.rpartition(":")
+    host = host.strip("[]") or "0.0.0.0"  # noqa: S104 - only a probe, closed at once
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((host, int(port)))
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
+            return (
+                "address already in use (another memoryd or another program listens there; "
+                "choose another address with --listen HOST:PORT, or make serve PORT=...)"
+            )
+        return error.strerror or str(error)
+    except ValueError as error:
+        return str(error)
+    return "gRPC could not bind it (set GRPC_VERBOSITY=debug to see why)"
 
 
 def server_credentials(server: ServerSettings) -> grpc.ServerCredentials | None:
@@ -197,7 +220,9 @@ async def _serve(
         else:
             port = server.add_secure_port(settings.server.listen, credentials)
     except RuntimeError as error:
-        raise StartupError(f"cannot listen on {settings.server.listen}: {error}") from error
+        raise StartupError(
+            f"cannot listen on {settings.server.listen}: {_bind_failure(settings.server.listen)}"
+        ) from error
     await server.start()
     for name in ("", *SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -229,8 +254,10 @@ async def _serve(
         runtime.scheduler.start()
     else:
         log.warning(
-            "no model provider is configured: review and compaction are off "
-            "(add [[memoryd.providers]] to the config file, or run `memoryd setup`)",
+            "no model provider is configured: messages, search and the memory rows you store "
+            "work; learning facts (review) and compaction need a model. Connect one with "
+            "`memoryd setup --base-url http://127.0.0.1:11434/v1 --model llama3.2` (Ollama; or "
+            "any OpenAI-compatible URL), then restart",
             extra={"event": Event.NO_PROVIDER},
         )
 

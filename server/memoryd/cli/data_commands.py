@@ -55,6 +55,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO = sys.stdo
     os.umask(0o077)  # a backup holds everything the server holds
     try:
         home = data_home(env, home=args.home, config_path=args.config)
+        if args.command != "restore":  # a restore may make it
+            _check_home(home)
         if args.command == "backup":
             size = maintenance.backup(home, Path(args.path))
             return _say(
@@ -94,6 +96,14 @@ def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO = sys.stdo
         text = error.message if isinstance(error, MemorydError) else str(error)
         print(f"memoryd: {text}", file=sys.stderr)  # noqa: T201 - CLI output
         return EXIT_FAILED
+
+
+def _check_home(home: Path) -> None:
+    if not home.is_dir():
+        raise StartupError(
+            f"there is no data directory at {home}: pass the server's --home (or set "
+            "MEMORYD_HOME), or start the server once to create it"
+        )
 
 
 def _check(args: argparse.Namespace, out: TextIO, home: Path) -> int:

@@ -68,10 +68,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command; returns the process exit code."""
+    """Run the command; returns the process exit code. A file or folder that cannot be read or
+    written ends it with one line saying which, never a traceback."""
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
+    try:
+        return _client_command(args)
+    except OSError as error:
+        print(f"memoryd {args.command}: {file_error(error)}", file=sys.stderr)  # noqa: T201
+        return EXIT_STARTUP
+
+
+def file_error(error: OSError) -> str:
+    """An OSError as one line: what went wrong, and with which path."""
+    what = error.strerror or type(error).__name__
+    return f"{what}: {error.filename}" if error.filename else f"{what}: {error}"
+
+
+def _client_command(args: argparse.Namespace) -> int:
     if args.command in (
         "memory",
         "resource",

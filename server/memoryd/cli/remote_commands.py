@@ -28,7 +28,8 @@ from memoryd.errors import StartupError
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-DEFAULT_ADDRESS = "127.0.0.1:50051"
+DEFAULT_PORT = 50051
+DEFAULT_ADDRESS = f"127.0.0.1:{DEFAULT_PORT}"
 # An export chunk stays under 1 MiB, but one record may be as large as the largest message.
 MAX_RECEIVE_BYTES = 64 * 1024 * 1024
 CATEGORY_NAMES = (
@@ -89,6 +90,7 @@ def add_commands(commands: Any) -> None:
         "review conversations with new messages now",
         _memory_review,
         owner=True,
+        every=True,
     )
     review.add_argument("--now", action="store_true", required=True, help="run the review now")
     _conversation_option(review, required=False)
@@ -208,7 +210,8 @@ def _tls(env: Mapping[str, str]) -> grpc.ChannelCredentials | None:
 def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO = sys.stdout) -> int:
     """Run a client command against the server (with $MEMORYD_TOKEN or the configured token
     file's token, when there is one)."""
-    address = args.address or env.get("MEMORYD_ADDRESS") or DEFAULT_ADDRESS
+    given, source = _given_address(args, env)
+    address = with_port(given)
     command: Command = args.run
     options = [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
     try:
@@ -232,20 +235,48 @@ def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO = sys.stdo
         try:
             return command(stubs, args, out)
         except grpc.RpcError as error:
-            code = error.code().name if isinstance(error, grpc.Call) else "UNKNOWN"
+            code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
             details = error.details() if isinstance(error, grpc.Call) else str(error)
-            print(f"memoryd: {code}: {details}", file=sys.stderr)  # noqa: T201 - CLI output
+            if code is grpc.StatusCode.UNAVAILABLE:
+                details = (
+                    f"cannot reach memoryd at {address} ({source}): {details}. Is it running "
+                    "(make serve)? Point the command elsewhere with --address HOST:PORT or "
+                    "MEMORYD_ADDRESS=HOST:PORT"
+                )
+            print(f"memoryd: {code.name}: {details}", file=sys.stderr)  # noqa: T201 - CLI output
             return EXIT_FAILED
 
 
+def _given_address(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str, str]:
+    """The address asked for, and where it came from (said when it cannot be reached)."""
+    if args.address:
+        return args.address, "from --address"
+    if env.get("MEMORYD_ADDRESS"):
+        return env["MEMORYD_ADDRESS"], "from $MEMORYD_ADDRESS"
+    return DEFAULT_ADDRESS, "the default; --address and $MEMORYD_ADDRESS are unset"
+
+
+def with_port(address: str) -> str:
+    """`address` with memoryd's default port when it names none: gRPC alone would go to 443.
+    A gRPC target with a scheme (unix:, dns:, ipv4:) is taken as it is."""
+    if ":" in address and not address.startswith("["):  # host:port, or scheme:...
+        return address
+    if address.startswith("[") and "]:" in address:  # [v6]:port
+        return address
+    return f"{address}:{DEFAULT_PORT}"
+
+
 def _command(
-    group: Any, name: str, help_text: str, handler: Command, *, owner: bool
+    group: Any, name: str, help_text: str, handler: Command, *, owner: bool, every: bool = False
 ) -> argparse.ArgumentParser:
+    """A subcommand; with `owner`, --agent and --owner, which default to main and default, or
+    with `every` to every agent and every owner (what an unset field means to the RPC)."""
     parser: argparse.ArgumentParser = group.add_parser(name, help=help_text)
     common_options(parser)
     if owner:
-        parser.add_argument("--agent", default="", help="the agent (default main)")
-        parser.add_argument("--owner", default="", help="the owner (default default)")
+        agent, owner_name = ("every agent", "every owner") if every else ("main", "default")
+        parser.add_argument("--agent", default="", help=f"the agent (default: {agent})")
+        parser.add_argument("--owner", default="", help=f"the owner (default: {owner_name})")
     parser.set_defaults(run=handler)
     return parser
 
@@ -317,6 +348,8 @@ def _memory_list(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
     if not _json_answered(args, out, response):
         for item in response.memories:
             out.write(_describe(item.memory) + "\n")
+        if not response.memories:
+            out.write("no memory rows match\n")
     return 0
 
 

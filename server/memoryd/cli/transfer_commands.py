@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import os
 import sys
@@ -81,11 +82,12 @@ class Progress:
         elif time.monotonic() - self._said_at >= PLAIN_EVERY_SECONDS:
             self._say()
 
-    def close(self) -> None:
-        """The end: the bar closes; a plain line says the last count."""
+    def close(self, *, finished: bool) -> None:
+        """The end: the bar closes; a plain line says the last count, when the transfer
+        finished (a failed one says only why it failed)."""
         if self._bar is not None:
             self._bar.close()
-        else:
+        elif finished:
             self._say()
 
     def _say(self) -> None:
@@ -99,10 +101,14 @@ def export_command(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
     """Stream the export into FILE (renamed into place when complete) or stdout."""
     to_stdout = args.file == "-"
     talk = sys.stderr if to_stdout else out
+    folder = Path(args.file).resolve().parent
+    if not to_stdout and not folder.is_dir():  # before anything is asked of the server
+        raise FileNotFoundError(errno.ENOENT, "no such folder", str(folder))
     progress = Progress("export", sys.stderr)
     started = time.monotonic()
     request = md.ExportDataRequest(agent_id=args.agent, owner_id=args.owner)
     records = 0
+    finished = False
     try:
         with _destination(args.file, out) as target:
             for chunk in stubs.memory.ExportData(request):
@@ -113,8 +119,9 @@ def export_command(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
                 done = len(chunk.lines) - (1 if records == 0 and chunk.lines else 0)
                 records += len(chunk.lines)
                 progress.advance(done)
+        finished = True
     finally:
-        progress.close()
+        progress.close(finished=finished)
     summary = {
         "records": max(records - 1, 0),
         "file": "" if to_stdout else str(Path(args.file).resolve()),
@@ -138,11 +145,13 @@ def import_command(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
     else:
         source = Path(args.file).open(encoding="utf-8", newline="\n")  # noqa: SIM115
         progress.total(max(_count_lines(Path(args.file)) - 1, 0))
+    finished = False
     try:
         with source:
             response = stubs.memory.ImportData(_chunks(source, progress))
+        finished = True
     finally:
-        progress.close()
+        progress.close(finished=finished)
     if args.json:
         summary = {
             "lines": response.lines,
