@@ -27,6 +27,7 @@ import grpc
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "clients" / "python"))  # this tree's client, whatever the server
 
 import corpus  # noqa: E402 - after the path is set
 

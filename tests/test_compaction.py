@@ -20,7 +20,7 @@ import memoryd_client as md
 from memoryd.domain.compaction import PREFLIGHT_NOTICE
 from memoryd.domain.tokens import count_tokens
 from memoryd.log_events import Event
-from memoryd.services.review import NO_PROVIDER
+from memoryd.services.review import no_provider
 from memoryd.testing.fake_model import FakeModel, Reply
 from tests.helpers import append, fresh_conversation, owner_of, rpc_error
 from tests.review_helpers import eventually, review_config, turn
@@ -640,7 +640,7 @@ async def test_without_a_provider_compose_works_and_compaction_says_how_to_confi
         ):
             error = await rpc_error(call)
             assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
-            assert error.details() == NO_PROVIDER
+            assert error.details() == no_provider("compaction")
         missing = await rpc_error(
             compaction.ComposeContext(md.ComposeContextRequest(conversation=conversation))
         )

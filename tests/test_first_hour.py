@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from memoryd.cli.remote_commands import with_port
+from memoryd.log_events import Event
 from tests.server_process import ServerProcess
 
 TOKEN = "first-hour-admin-token-0123456789"
@@ -71,6 +72,10 @@ def test_the_cli_and_the_walkthrough_read_the_same_address(
     listed = memoryd("memory", "list", env={"MEMORYD_ADDRESS": server.address})
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout == "no memory rows match\n"  # not an empty screen
+    # Without a model, one line at start-up says what works and the one command to connect one.
+    (said,) = server.events(Event.NO_PROVIDER)
+    assert "messages, search and the memory rows you store work" in said["msg"]
+    assert "memoryd setup --base-url http://127.0.0.1:11434/v1" in said["msg"]
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
     assert "$MEMORYD_ADDRESS" in readme
     assert '"$MEMORYD"' not in readme  # the walkthrough's old name, which the CLI never read

@@ -158,3 +158,30 @@ def test_config_show_masks_secrets(tmp_path: Path) -> None:
     text = memoryd("config", "show", home=home)
     assert "[[memoryd.providers]]" in text.stdout
     assert 'api_key = "(not set)"' in text.stdout
+
+
+def test_config_show_shows_every_section_and_where_each_value_came_from(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        "[memoryd.compaction]\nthreshold = 0.7\n\n[memoryd.realtime]\npersist_transcripts = true\n",
+        encoding="utf-8",
+    )
+    env = {"MEMORYD_SERVER_LOG_LEVEL": "debug"}
+    shown = memoryd("config", "show", "--json", home=home, env=env)
+    assert shown.returncode == 0, shown.stderr
+    answer = json.loads(shown.stdout)
+    document, origins = answer["memoryd"], answer["origins"]
+    for section in ("server", "storage", "history", "memory", "compaction", "realtime", "search"):
+        assert section in document, section
+    assert document["compaction"]["threshold"] == 0.7
+    assert document["realtime"]["persist_transcripts"] is True
+    assert origins["memoryd.compaction.threshold"] == "file"
+    assert origins["memoryd.realtime.persist_transcripts"] == "file"
+    assert origins["memoryd.server.log_level"] == "environment"
+    assert origins["memoryd.history.max_content_bytes"] == "default"
+    assert origins["memoryd.home"] == "flag"
+    text = memoryd("config", "show", home=home, env=env).stdout
+    assert "[memoryd.compaction]\n" in text
+    assert "threshold = 0.7  # file\n" in text
+    assert 'log_level = "debug"  # environment\n' in text

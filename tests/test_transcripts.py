@@ -167,6 +167,40 @@ async def test_a_cut_stream_resumes_after_a_restart_without_loss_or_duplicates(
     assert [m.content for m in stored] == [f"utterance {s}" for s in (1, 2, 3, 4)]
 
 
+async def test_an_idle_stream_ends_at_shutdown_with_a_status_that_says_reconnect(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    dev = device()
+    server = start_server(tmp_path / "home", config=PERSIST).start()
+    async with md.connect(server.address) as channel:
+        stub = md.MemoryServiceStub(channel)
+        sent = asyncio.Queue[md.StreamTranscriptRequest]()
+
+        async def send() -> AsyncIterator[md.StreamTranscriptRequest]:
+            while True:
+                yield await sent.get()
+
+        call = stub.StreamTranscript(send())
+        await sent.put(opening(dev, "idle"))
+        assert (await call.read()).committed_seq == 0
+        await sent.put(segment(1, "said before the shutdown"))
+        assert (await call.read()).committed_seq == 1
+        began = asyncio.get_running_loop().time()
+        stopping = asyncio.ensure_future(asyncio.to_thread(server.stop))
+        with pytest.raises(grpc.aio.AioRpcError) as ended:
+            await call.read()
+        assert ended.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert "reconnect" in (ended.value.details() or "")
+        assert await stopping == 0
+        # Well inside the 10 s grace period an open stream used to hold.
+        assert asyncio.get_running_loop().time() - began < 5
+        call.cancel()
+    restarted = start_server(tmp_path / "home", config=PERSIST).start()
+    async with md.connect(restarted.address) as channel:
+        stored = await history(md.MemoryServiceStub(channel), realtime(dev))
+    assert [m.content for m in stored] == ["said before the shutdown"]
+
+
 async def test_voice_turns_feed_the_reviewer_and_reach_user_md(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:

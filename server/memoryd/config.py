@@ -326,6 +326,44 @@ def load_settings(
     )
 
 
+def setting_origins(
+    env: Mapping[str, str],
+    *,
+    config_path: str | None = None,
+    home: str | None = None,
+    listen: str | None = None,
+) -> dict[str, str]:
+    """Where each sectioned setting and the home come from, as load_settings chooses them:
+    "flag", "environment", "file" or "default", by dotted name (memoryd.server.listen).
+    Call it after load_settings accepted the same arguments."""
+    home_text = home or env.get("MEMORYD_HOME")
+    default_home = Path(home_text or DEFAULT_HOME).expanduser()
+    path, document = _read_config_file(config_path or env.get("MEMORYD_CONFIG"), default_home)
+    table = _memoryd_table(document, path)
+    origins = {
+        "memoryd.home": "flag"
+        if home
+        else "environment"
+        if env.get("MEMORYD_HOME")
+        else "file"
+        if "home" in table
+        else "default"
+    }
+    for name, cls in SECTIONS.items():
+        values = table.get(name, {})
+        for field in dataclasses.fields(cls):
+            if f"MEMORYD_{name.upper()}_{field.name.upper()}" in env:
+                origin = "environment"
+            elif field.name in values:
+                origin = "file"
+            else:
+                origin = "default"
+            origins[f"memoryd.{name}.{field.name}"] = origin
+    if listen is not None:
+        origins["memoryd.server.listen"] = "flag"
+    return origins
+
+
 def _check_message_room(history: HistorySettings, path: Path | None) -> None:
     """One stored message must always fit in an answer a default client reads (4 MiB)."""
     size = history.max_content_bytes + history.max_metadata_bytes

@@ -270,5 +270,6 @@ async def _serve(
             extra={"event": Event.STOPPING},
         )
         await health_servicer.enter_graceful_shutdown()
+        runtime.transcripts.stop_streams()  # idle streams would hold the whole grace period
         await runtime.scheduler.stop()
         await server.stop(settings.server.grace_period_seconds)

@@ -25,7 +25,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from memoryd.config import DEFAULT_HOME, ProviderSettings, Settings, load_settings
+from memoryd.config import (
+    DEFAULT_HOME,
+    SECTIONS,
+    ProviderSettings,
+    Settings,
+    load_settings,
+    setting_origins,
+)
 from memoryd.errors import StartupError
 from memoryd.llm.chain import ModelUnavailableError, ProviderChain
 
@@ -259,14 +266,18 @@ def _merge(document: dict[str, Any], provider: ProviderSettings, hours: float) -
     )
 
 
-def to_toml(document: dict[str, Any]) -> str:
-    """TOML text for memoryd's config shape: tables of scalars, arrays of tables."""
+def to_toml(document: dict[str, Any], origins: Mapping[str, str] | None = None) -> str:
+    """TOML text for memoryd's config shape: tables of scalars, arrays of tables; with
+    `origins`, each value that has one is followed by a comment saying where it came from."""
     lines: list[str] = []
+    said = origins or {}
 
     def emit(prefix: str, table: dict[str, Any]) -> None:
         scalars = {k: v for k, v in table.items() if not _is_table(v)}
         for key, value in scalars.items():
-            lines.append(f"{key} = {_toml_value(value)}")
+            origin = said.get(f"{prefix}.{key}" if prefix else key)
+            note = f"  # {origin}" if origin else ""
+            lines.append(f"{key} = {_toml_value(value)}{note}")
         for key, value in table.items():
             name = f"{prefix}.{key}" if prefix else key
             if isinstance(value, dict):
@@ -308,11 +319,12 @@ def run_show(args: argparse.Namespace, env: Mapping[str, str], out: TextIO = sys
     except StartupError as error:
         print(f"memoryd: {error}", file=sys.stderr)  # noqa: T201 - CLI output
         return EXIT_FAILED
+    origins = setting_origins(env, config_path=args.config, home=args.home)
     shown = effective(settings, env)
     if args.json:
-        out.write(json.dumps(shown, indent=2) + "\n")
+        out.write(json.dumps({**shown, "origins": origins}, indent=2) + "\n")
     else:
-        out.write(to_toml(shown))
+        out.write(to_toml(shown, origins))
     return 0
 
 
@@ -322,7 +334,7 @@ def effective(settings: Settings, env: Mapping[str, str]) -> dict[str, Any]:
         "home": str(settings.home),
         "config_file": str(settings.config_path) if settings.config_path else "(none)",
     }
-    for name in ("server", "storage", "history", "memory", "search"):
+    for name in SECTIONS:
         section = dataclasses.asdict(getattr(settings, name))
         memoryd[name] = {k: ("unbounded" if v is None else v) for k, v in section.items()}
     memoryd["providers"] = [

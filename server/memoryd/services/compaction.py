@@ -46,7 +46,7 @@ from memoryd.llm.chain import ModelUnavailableError, ProviderChain
 from memoryd.log_events import Event
 from memoryd.services.history import HistoryService
 from memoryd.services.prompt_files import PromptFiles
-from memoryd.services.review import NO_PROVIDER, Reviewer
+from memoryd.services.review import Reviewer, no_provider
 from memoryd.storage import compaction_store as store
 from memoryd.storage import memory_reads, review_store
 from memoryd.storage.changes import DatabaseChanges
@@ -346,7 +346,7 @@ class Compactor:
     def require_provider(self) -> None:
         """Compaction needs a model: FAILED_PRECONDITION otherwise."""
         if not self._chain.configured:
-            raise FailedPrecondition(NO_PROVIDER)
+            raise FailedPrecondition(no_provider("compaction"))
 
     async def _compact(self, key: ConversationKey, window: int) -> CompactResult:
         lock = self._locks.setdefault(key, asyncio.Lock())

@@ -64,10 +64,17 @@ from memoryd.storage.sql import savepoint
 from memoryd.storage.writer import Batch, Writer
 
 log = logging.getLogger("memoryd.review")
-NO_PROVIDER = (
-    "no model provider is configured, so review is off: add a [[memoryd.providers]] entry "
-    "(name, base_url, model, api_key_env) to the config file, or run `memoryd setup`"
-)
+
+
+def no_provider(work: str) -> str:
+    """What a call needing a model is told when none is configured; `work` is what is off."""
+    return (
+        f"no model provider is configured, so {work} is off: add a [[memoryd.providers]] entry "
+        "(name, base_url, model, api_key_env) to the config file, or run `memoryd setup`"
+    )
+
+
+NO_PROVIDER = no_provider("review")
 
 
 def reviewer_source(owner: OwnerKey) -> SourceInfo:

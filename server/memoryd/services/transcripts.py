@@ -10,6 +10,7 @@ committed seq is remembered by this process only.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import datetime as dt
 from collections.abc import AsyncIterator, Callable
@@ -33,7 +34,7 @@ from memoryd.domain.transcripts import (
     final_message,
     open_session,
 )
-from memoryd.errors import InvalidArgument, ResourceExhausted
+from memoryd.errors import InvalidArgument, ResourceExhausted, Unavailable
 from memoryd.services.history import HistoryService, store_appends
 from memoryd.storage import history_writes as writes
 from memoryd.storage import transcript_store as store
@@ -43,6 +44,10 @@ from memoryd.storage.writer import Batch, Writer
 Event = Opening | Segment | Ending
 # Sessions remembered without persistence (by this process only).
 REMEMBERED_SESSIONS = 10_000
+STOPPING = (
+    "memoryd is shutting down: reconnect and open the session again; it resumes after the "
+    "last acknowledged seq, which is committed"
+)
 
 
 class TranscriptService:
@@ -66,6 +71,12 @@ class TranscriptService:
         self._open_by_agent: collections.Counter[str] = collections.Counter()
         self._remembered: collections.OrderedDict[tuple[str, ...], int] = collections.OrderedDict()
         self._final = Batch("transcript_final", _store_finals)
+        self._stopping = asyncio.Event()
+
+    def stop_streams(self) -> None:
+        """End every open stream now with UNAVAILABLE (the server is stopping): an idle stream
+        would otherwise hold the shutdown for the whole grace period."""
+        self._stopping.set()
 
     async def run(self, events: AsyncIterator[Event]) -> AsyncIterator[Ack]:
         """Acknowledgements for one connection's messages (the first one must open)."""
@@ -111,7 +122,7 @@ class TranscriptService:
         )
         progress = Progress(max_text_bytes=self.settings.max_segment_bytes)
         totals = Totals()
-        async for event in events:
+        async for event in self._until_stopping(events):
             if isinstance(event, Opening):
                 raise InvalidArgument("the session is open already: `open` comes only first")
             if isinstance(event, Ending):
@@ -131,6 +142,25 @@ class TranscriptService:
                 self._remember(session, event.seq)
             committed = event.seq
             yield Ack(committed_seq=committed, persisted=persisted)
+
+    async def _until_stopping(self, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
+        """The stream's events until it ends, or until the server stops (then UNAVAILABLE, the
+        status that tells a client to reconnect)."""
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            while True:
+                following = asyncio.ensure_future(anext(events))
+                await asyncio.wait((following, stopping), return_when=asyncio.FIRST_COMPLETED)
+                if not following.done():
+                    following.cancel()
+                    raise Unavailable(STOPPING)
+                try:
+                    event = following.result()
+                except StopAsyncIteration:
+                    return
+                yield event
+        finally:
+            stopping.cancel()
 
     async def _store(self, session: Session, segment: Segment, speaker: Speaker) -> int:
         """Commit a final (a blank one only moves the committed seq); 1 when it was stored."""
