@@ -152,8 +152,18 @@ async def test_compose_context_orders_blocks_then_messages_with_their_tokens(
         )
     )
     for key, value in (("deploys", "Deploys go out on Tuesdays"), ("style", "Answers briefly")):
-        await compacting.memory.StoreMemory(
+        await compacting.memory.StoreMemory(  # agent-scope rows that MEMORY.md renders
             md.StoreMemoryRequest(owner=owner, category=md.CATEGORY_CONTEXT, key=key, value=value)
+        )
+    for key, value in (("launch", "Launch the beta in May"), ("hiring", "Hire two engineers")):
+        await compacting.memory.StoreMemory(  # agent-scope rows no prompt file renders
+            md.StoreMemoryRequest(
+                owner=owner,
+                category=md.CATEGORY_GOAL,
+                scope_type=md.SCOPE_TYPE_AGENT,
+                key=key,
+                value=value,
+            )
         )
     compacting.model.reply(
         json.dumps({"operations": [{"action": "working_memory", "text": "Drafting the Q3 plan"}]})
@@ -185,8 +195,13 @@ async def test_compose_context_orders_blocks_then_messages_with_their_tokens(
     assert "Drinks oat flat whites" in memory_block.content
     assert working.content.endswith("\nDrafting the Q3 plan")
     assert entries.content.endswith(
-        "## style\nAnswers briefly\n\n## deploys\nDeploys go out on Tuesdays"
+        "## hiring\nHire two engineers\n\n## launch\nLaunch the beta in May"
     )  # most recently updated first
+    # A row in MEMORY.md is sent once: in the memory block, not again as a recent entry.
+    everything = "\n".join(part.content for part in composed.parts)
+    for value in ("Deploys go out on Tuesdays", "Answers briefly"):
+        assert value in memory_block.content
+        assert everything.count(value) == 1, value
     assert all(part.role == md.ROLE_SYSTEM for part in (memory_block, working, entries, system))
     assert (user.role, user.content, user.sender) == (md.ROLE_USER, "Where were we?", "ada")
     assert assistant.message_id > user.message_id > system.message_id > 0

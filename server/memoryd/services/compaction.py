@@ -206,7 +206,10 @@ class Compactor:
                 if state is None
                 else tuple(
                     memory_reads.recent_agent_entries(
-                        connection, owner, self.settings.context_entry_limit
+                        connection,
+                        owner,
+                        self.settings.context_entry_limit,
+                        leaving_out=state.memory_md.memory_ids,  # sent once, in MEMORY.md
                     )
                 )
             )

@@ -44,6 +44,8 @@ class FileState:
     text: str
     tokens: int
     revision: int
+    # The memory rows the text renders, in order (the revision's `rendered` provenance).
+    memory_ids: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -111,7 +113,7 @@ class PromptFiles:
             if committed.created is not None:
                 changed.append((path, committed.created))
             states[file.resource_type] = FileState(
-                rendered.text, rendered.tokens, committed.current
+                rendered.text, rendered.tokens, committed.current, tuple(rendered.memory_ids)
             )
         state = PromptState(states[ResourceType.USER_MD], states[ResourceType.MEMORY_MD])
         return CommittedRender(owner, state, tuple(changed))
@@ -257,4 +259,18 @@ def _file_state(connection: apsw.Connection, owner: OwnerKey, file: PromptFile) 
     found = resource_store.current(connection, resource_key(owner, file.resource_type))
     if found is None:
         return FileState("", 0, 0)
-    return FileState(found.content, count_tokens(found.content), found.revision)
+    return FileState(
+        found.content, count_tokens(found.content), found.revision, rendered_ids(found)
+    )
+
+
+def rendered_ids(revision: Revision) -> tuple[int, ...]:
+    """The rows a revision renders, from its provenance (none when it does not say: a revision
+    written before rows were recorded)."""
+    try:
+        listed = json.loads(revision.provenance_json).get("rendered")
+    except (ValueError, AttributeError):
+        return ()
+    if not isinstance(listed, list):
+        return ()
+    return tuple(item for item in listed if isinstance(item, int))

@@ -6,6 +6,7 @@ only narrows the candidates.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -263,13 +264,16 @@ def _placeholders(count: int) -> str:
 
 
 def recent_agent_entries(
-    connection: apsw.Connection, owner: OwnerKey, limit: int
+    connection: apsw.Connection, owner: OwnerKey, limit: int, *, leaving_out: Sequence[int] = ()
 ) -> list[tuple[str, str]]:
-    """(key, value) of the owner's most recently updated active agent-scope rows."""
+    """(key, value) of the owner's most recently updated active agent-scope rows, apart from
+    the rows `leaving_out` (those the memory block shows already)."""
+    skipped = list(leaving_out)
     found = rows(
         connection,
         f"SELECT r.key, r.value FROM memories AS r WHERE {OWNER_MATCH} AND r.scope_type = 'agent' "
-        "AND r.archived_at IS NULL ORDER BY r.updated_at DESC, r.id DESC LIMIT ?",
-        (owner.agent_id, owner.owner_id, limit),
+        "AND r.archived_at IS NULL AND r.id NOT IN (SELECT value FROM json_each(?)) "
+        "ORDER BY r.updated_at DESC, r.id DESC LIMIT ?",
+        (owner.agent_id, owner.owner_id, json.dumps(skipped), limit),
     )
     return [(str(row[0]), str(row[1])) for row in found]
