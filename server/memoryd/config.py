@@ -85,6 +85,10 @@ class ServerSettings:
     tls_cert: str = ""
     tls_key: str = ""
     tls_client_ca: str = ""
+    # Refuse every call that writes (FAILED_PRECONDITION, saying so) and run no background
+    # writer (reviews, compaction, embeddings), for demos, evaluations and maintenance windows.
+    # Reads keep working.
+    read_only: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -21,6 +21,7 @@ class Event(enum.StrEnum):
     COMPACTION_FAILED = "compaction_failed"
     TOKENS_COUNTED = "tokens_counted"
     NO_PROVIDER = "no_provider"
+    READ_ONLY = "read_only"
     PROMPT_FILE_CLEANUP_FAILED = "prompt_file_cleanup_failed"
     PROMPT_FILE_WRITE_FAILED = "prompt_file_write_failed"
     PROMPT_FILES_RESYNCED = "prompt_files_resynced"

@@ -205,8 +205,10 @@ async def _serve(
             CompactionServicer(compactor=runtime.compactor, recalled=runtime.recalled),
         ),
     )
+    read_only = settings.server.read_only
+    writing = frozenset(path for path, item in access.items() if item.writes and read_only)
     for register, servicer in guarded:
-        add_service(server, register, servicer, rpc_log, guard)
+        add_service(server, register, servicer, rpc_log, guard, refused=writing)
     for register, servicer in (
         (health_pb2_grpc.add_HealthServicer_to_server, health_servicer),
         (reflection_pb2_grpc.add_ServerReflectionServicer_to_server, reflection_servicer),
@@ -249,17 +251,7 @@ async def _serve(
             "tokens": len(settings.auth.tokens),
         },
     )
-    await runtime.embedding.start()
-    if runtime.reviewer.chain.configured:
-        runtime.scheduler.start()
-    else:
-        log.warning(
-            "no model provider is configured: messages, search and the memory rows you store "
-            "work; learning facts (review) and compaction need a model. Connect one with "
-            "`memoryd setup --base-url http://127.0.0.1:11434/v1 --model llama3.2` (Ollama; or "
-            "any OpenAI-compatible URL), then restart",
-            extra={"event": Event.NO_PROVIDER},
-        )
+    await _start_background(settings, runtime)
 
     try:
         await stop.wait()
@@ -273,3 +265,26 @@ async def _serve(
         runtime.transcripts.stop_streams()  # idle streams would hold the whole grace period
         await runtime.scheduler.stop()
         await server.stop(settings.server.grace_period_seconds)
+
+
+async def _start_background(settings: Settings, runtime: Runtime) -> None:
+    """The background writers (embeddings, scheduled reviews), unless the server is read-only;
+    one line says what is off."""
+    await runtime.embedding.start(background=not settings.server.read_only)
+    if settings.server.read_only:
+        log.warning(
+            "read-only: calls that write are refused, and reviews, compaction and embeddings "
+            "do not run; searches use the vectors there are (memoryd.server.read_only = true)",
+            extra={"event": Event.READ_ONLY},
+        )
+        return
+    if runtime.reviewer.chain.configured:
+        runtime.scheduler.start()
+        return
+    log.warning(
+        "no model provider is configured: messages, search and the memory rows you store "
+        "work; learning facts (review) and compaction need a model. Connect one with "
+        "`memoryd setup --base-url http://127.0.0.1:11434/v1 --model llama3.2` (Ollama; or "
+        "any OpenAI-compatible URL), then restart",
+        extra={"event": Event.NO_PROVIDER},
+    )

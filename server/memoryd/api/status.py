@@ -33,7 +33,13 @@ from google.protobuf.message import DecodeError
 
 from memoryd.api.auth import Authorizer
 from memoryd.domain.answers import MAX_ANSWER_BYTES
-from memoryd.errors import Code, InvalidArgument, MemorydError, ResourceExhausted
+from memoryd.errors import (
+    Code,
+    FailedPrecondition,
+    InvalidArgument,
+    MemorydError,
+    ResourceExhausted,
+)
 from memoryd.log_events import Event
 
 log = logging.getLogger("memoryd.rpc")
@@ -101,20 +107,35 @@ class _Registrar:
         """The generated code registers the same handlers both ways; the dict is enough."""
 
 
+READ_ONLY = (
+    "memoryd is read-only (memoryd.server.read_only = true): calls that write are refused "
+    "until it is turned off and the server restarted; reads work"
+)
+
+
 def add_service(
     server: grpc.aio.Server,
     register: Callable[[Any, Any], None],
     servicer: object,
     rpc_log: RpcLog = log_rpc_with_logging,
     guard: Authorizer | None = None,
+    *,
+    refused: frozenset[str] = frozenset(),
 ) -> None:
     """Register `servicer` with the generated `register` function, every handler wrapped;
-    with a `guard`, every call is authenticated and its request admitted first."""
+    with a `guard`, every call is authenticated and its request admitted first; a method in
+    `refused` (the writing ones of a read-only server) then answers FAILED_PRECONDITION."""
     registrar = _Registrar()
     register(servicer, registrar)
     for service, handlers in registrar.services.items():
         wrapped = {
-            method: _wrap_handler(f"/{service}/{method}", handler, rpc_log, guard)
+            method: _wrap_handler(
+                f"/{service}/{method}",
+                handler,
+                rpc_log,
+                guard,
+                refused=f"/{service}/{method}" in refused,
+            )
             for method, handler in handlers.items()
         }
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, wrapped),))
@@ -206,15 +227,18 @@ async def _checked(
 
 
 def _admission(
-    guard: Authorizer | None, method: str, call: _Call, context: Context
+    guard: Authorizer | None, method: str, call: _Call, context: Context, *, refused: bool
 ) -> Callable[[Any], None] | None:
-    """Authenticate the call; the check each of its requests then goes through (None: no
-    tokens are configured, every call is admitted)."""
-    if guard is None:
-        return None
-    caller = guard.caller(context.invocation_metadata())
-    call.caller = caller.fingerprint
-    return lambda request: guard.admit(caller, method, request)
+    """Authenticate the call, then refuse it if its method is refused; the check each of its
+    requests then goes through (None: no tokens are configured, every call is admitted)."""
+    admit: Callable[[Any], None] | None = None
+    if guard is not None:
+        caller = guard.caller(context.invocation_metadata())
+        call.caller = caller.fingerprint
+        admit = lambda request: guard.admit(caller, method, request)  # noqa: E731
+    if refused:
+        raise FailedPrecondition(READ_ONLY)
+    return admit
 
 
 def _readable(response: Any) -> Any:
@@ -234,6 +258,8 @@ def _wrap_handler(
     handler: grpc.RpcMethodHandler[Any, Any],
     rpc_log: RpcLog,
     guard: Authorizer | None,
+    *,
+    refused: bool,
 ) -> grpc.RpcMethodHandler[Any, Any]:
     replaced: Any = handler
     unary_request = not handler.request_streaming
@@ -242,7 +268,13 @@ def _wrap_handler(
         behavior = getattr(handler, kind)
         if behavior is not None:
             wrapped = _wrap(
-                method, behavior, level, rpc_log, guard=guard, unary_request=unary_request
+                method,
+                behavior,
+                level,
+                rpc_log,
+                guard=guard,
+                unary_request=unary_request,
+                refused=refused,
             )
             replaced = replaced._replace(**{kind: wrapped})
     replaced = replaced._replace(request_deserializer=_tolerant(handler.request_deserializer))
@@ -258,6 +290,7 @@ def _wrap(
     *,
     guard: Authorizer | None,
     unary_request: bool,
+    refused: bool,
 ) -> Any:
     """The same bookkeeping around a coroutine handler or an async-generator handler."""
     if inspect.isasyncgenfunction(behavior):
@@ -265,7 +298,7 @@ def _wrap(
         async def stream(request: Any, context: Context) -> AsyncIterator[Any]:
             call = _Call(method, level, rpc_log)
             try:
-                admit = _admission(guard, method, call, context)
+                admit = _admission(guard, method, call, context, refused=refused)
                 if unary_request:
                     _check_request(request)
                     if admit is not None:
@@ -286,7 +319,7 @@ def _wrap(
     async def unary(request: Any, context: Context) -> Any:
         call = _Call(method, level, rpc_log)
         try:
-            admit = _admission(guard, method, call, context)
+            admit = _admission(guard, method, call, context, refused=refused)
             if unary_request:
                 _check_request(request)
                 if admit is not None:

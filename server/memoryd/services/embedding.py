@@ -104,15 +104,17 @@ class EmbeddingService:
         """Whether a provider is configured."""
         return self.embedder is not None
 
-    async def start(self) -> None:
-        """Find the model's row (if it has vectors already) and start the task."""
+    async def start(self, *, background: bool = True) -> None:
+        """Find the model's row (if it has vectors already), so that searches compare with
+        them, and start the task that embeds what waits (not on a read-only server)."""
         if self.embedder is None:
             return
         embedder = self.embedder
         self.model = await self._readers.read(
             lambda connection: store.find_model(connection, embedder.provider, embedder.model)
         )
-        self._task = asyncio.create_task(self._run(), name="memoryd-embedder")
+        if background:
+            self._task = asyncio.create_task(self._run(), name="memoryd-embedder")
 
     def nudge(self) -> None:
         """Look for work now rather than when the commit count next moves."""

@@ -1,0 +1,115 @@
+"""Read-only mode through the real server: every RPC that writes, by its declared access, is
+refused with FAILED_PRECONDITION saying why, and changes nothing; every read keeps working,
+search included; no background writer runs."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import apsw
+import grpc
+
+import memoryd_client as md
+from memoryd.api.access import declarations
+from memoryd.api.status import READ_ONLY
+from memoryd.log_events import Event
+from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2
+from tests.helpers import append, user
+from tests.server_process import ServerProcess
+
+CHAT = md.Conversation(channel="telegram", chat_id="read-only")
+WRITING = sorted(
+    path
+    for path, item in declarations((memory_service_pb2, compaction_service_pb2)).items()
+    if item.writes
+)
+
+
+def counts(home: Path) -> tuple[int, ...]:
+    connection = apsw.Connection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return tuple(
+            connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            for table in ("messages", "memories", "resource_revisions", "conversations")
+        )
+    finally:
+        connection.close()
+
+
+async def empty_call(channel: grpc.aio.Channel, path: str, streaming: tuple[bool, bool]) -> Any:
+    """Call `path` with empty requests, whatever its shape; the error it ends with."""
+    client_streaming, server_streaming = streaming
+
+    async def nothing() -> AsyncIterator[bytes]:
+        yield b""
+
+    try:
+        if client_streaming and server_streaming:
+            async for _ in channel.stream_stream(path)(nothing(), timeout=15):
+                pass
+        elif client_streaming:
+            await channel.stream_unary(path)(nothing(), timeout=15)
+        elif server_streaming:
+            async for _ in channel.unary_stream(path)(b"", timeout=15):
+                pass
+        else:
+            await channel.unary_unary(path)(b"", timeout=15)
+    except grpc.aio.AioRpcError as error:
+        return error
+    return None
+
+
+def shapes() -> dict[str, tuple[bool, bool]]:
+    found = {}
+    for module in (memory_service_pb2, compaction_service_pb2):
+        for service in module.DESCRIPTOR.services_by_name.values():
+            for method in service.methods:
+                path = f"/{service.full_name}/{method.name}"
+                found[path] = (method.client_streaming, method.server_streaming)
+    return found
+
+
+async def test_a_read_only_server_refuses_every_write_and_keeps_every_read(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    writable = start_server(home).start()
+    async with md.connect(writable.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        await append(memory, CHAT, user("I love sushi"))
+        await memory.StoreMemory(
+            md.StoreMemoryRequest(category=md.CATEGORY_PREFERENCE, key="food", value="sushi")
+        )
+    assert writable.stop() == 0
+    before = counts(home)
+
+    server = start_server(home, config="[memoryd.server]\nread_only = true\n").start()
+    assert len(server.events(Event.READ_ONLY)) == 1
+    assert not server.events(Event.NO_PROVIDER)  # nothing would run anyway
+    assert len(WRITING) > 20
+    async with md.connect(server.address) as channel:
+        every = shapes()
+        for path in WRITING:
+            error = await empty_call(channel, path, every[path])
+            assert error is not None, path
+            assert error.code() == grpc.StatusCode.FAILED_PRECONDITION, (path, error.details())
+            assert error.details() == READ_ONLY, path
+        memory = md.MemoryServiceStub(channel)
+        listed = await memory.ListMessages(md.ListMessagesRequest(conversation=CHAT))
+        assert [m.content for m in listed.messages] == ["I love sushi"]
+        found = await memory.SearchHistory(
+            md.SearchHistoryRequest(query="sushi", conversation=CHAT)
+        )
+        assert [hit.message.content for hit in found.hits] == ["I love sushi"]
+        rows = await memory.ListMemories(md.ListMemoriesRequest())
+        assert [item.memory.value for item in rows.memories] == ["sushi"]
+        context = await memory.GetPromptContext(md.GetPromptContextRequest())
+        assert "sushi" in context.context_block
+        composed = await md.CompactionServiceStub(channel).ComposeContext(
+            md.ComposeContextRequest(conversation=CHAT, context_window=8000)
+        )
+        assert any("I love sushi" in part.content for part in composed.parts)
+    assert server.stop() == 0
+    assert counts(home) == before
