@@ -799,14 +799,19 @@ async def test_a_kept_composition_is_never_stale(compacting: Compacting) -> None
         md.StoreMemoryRequest(owner=owner, category=md.CATEGORY_CONTEXT, key="k", value="v1")
     )
     stored = await compacting.compose(conversation)
-    assert "## k\nv1" in stored.parts[1].content
-    assert md.CONTEXT_PART_KIND_MEMORY_CONTEXT in kinds(stored)
+    # The row renders into MEMORY.md: the memory block has it, and it is not repeated as a
+    # recent entry.
+    assert kinds(stored)[0] == md.CONTEXT_PART_KIND_MEMORY_CONTEXT
+    assert "v1" in stored.parts[0].content
+    assert md.CONTEXT_PART_KIND_RECENT_ENTRIES not in kinds(stored)
     guest = await compacting.compose(conversation, trust=md.TRUST_GUEST)
     assert kinds(guest) == [md.CONTEXT_PART_KIND_MESSAGE] * 2
     await compacting.memory.UpdateMemory(
         md.UpdateMemoryRequest(owner=owner, scope_type=md.SCOPE_TYPE_AGENT, key="k", value="v2")
     )
-    assert "## k\nv2" in (await compacting.compose(conversation)).parts[1].content
+    updated = (await compacting.compose(conversation)).parts[0].content
+    assert "v2" in updated
+    assert "v1" not in updated
     await append(compacting.memory, conversation, md.NewMessage(role=md.ROLE_USER, content="new"))
     appended = await compacting.compose(conversation)
     assert appended.parts[-1].content == "new"
