@@ -33,6 +33,8 @@ OUT_DIR = ROOT / "clients" / "python" / "memoryd_client" / "v1"
 SURFACE = ROOT / "clients" / "python" / "memoryd_client" / "_surface.py"
 # The folders buf.gen.yaml writes, relative to the repository.
 BUF_OUTPUTS = ("clients/go/gen", "clients/typescript/src/gen")
+# The descriptors of memoryd's protos with their comments (source info), shipped with the client.
+DESCRIPTOR_SET = "descriptor_set.binpb"
 INIT_TEXT = '"""Generated protobuf and gRPC modules for memoryd.v1 (do not edit)."""\n'
 # Only import statements and the module-name literals handed to the protobuf builder are
 # rewritten; full names such as "/memoryd.v1.MemoryService/AppendMessages" are the wire contract.
@@ -49,7 +51,8 @@ def _plugin(name: str) -> str:
 
 
 def generate(into: Path) -> dict[str, str]:
-    """Run protoc into `into` and return {file name: rewritten text}."""
+    """Run protoc into `into` and return {file name: rewritten text}; the descriptor set is
+    left in `into` (DESCRIPTOR_SET)."""
     protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in PROTO_ROOT.rglob("*.proto"))
     well_known = Path(grpc_tools.__file__).parent / "_proto"
     command = [
@@ -64,6 +67,9 @@ def generate(into: Path) -> dict[str, str]:
         f"--grpc_python_out={into}",
         f"--mypy_out={into}",
         f"--mypy_grpc_out={into}",
+        # Reflection serves the protos' comments from this set (memoryd.api.reflection).
+        "--include_source_info",
+        f"--descriptor_set_out={into / DESCRIPTOR_SET}",
         *protos,
     ]
     result = subprocess.run(command, cwd=PROTO_ROOT, capture_output=True, text=True, check=False)
@@ -170,11 +176,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as python, tempfile.TemporaryDirectory() as other:
         files = generate(Path(python))
         others = generate_buf(Path(other))
+        descriptor_set = (Path(python) / DESCRIPTOR_SET).read_bytes()
     surface = surface_text(files)
     if args.check:
         stale = stale_files(files, OUT_DIR)
         if not SURFACE.exists() or SURFACE.read_text(encoding="utf-8") != surface:
             stale.append(str(SURFACE.relative_to(ROOT)))
+        committed_set = OUT_DIR / DESCRIPTOR_SET
+        if not committed_set.exists() or committed_set.read_bytes() != descriptor_set:
+            stale.append(DESCRIPTOR_SET)
         committed = _tree(ROOT)
         stale += sorted(
             name
@@ -184,13 +194,14 @@ def main() -> int:
         if stale:
             print("generated clients are stale; run `make protos`:", ", ".join(stale))
             return 1
-        print(f"generated clients are up to date ({len(files) + len(others)} files)")
+        print(f"generated clients are up to date ({len(files) + len(others) + 1} files)")
         return 0
     if OUT_DIR.exists():
         shutil.rmtree(OUT_DIR)
     OUT_DIR.mkdir(parents=True)
     for name, text in files.items():
         (OUT_DIR / name).write_text(text, encoding="utf-8")
+    (OUT_DIR / DESCRIPTOR_SET).write_bytes(descriptor_set)
     SURFACE.write_text(surface, encoding="utf-8")
     for output in BUF_OUTPUTS:
         shutil.rmtree(ROOT / output, ignore_errors=True)
@@ -198,7 +209,9 @@ def main() -> int:
         target = ROOT / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
-    print(f"wrote {len(files)} Python files and {len(others)} Go and TypeScript files")
+    print(
+        f"wrote {len(files)} Python files, {DESCRIPTOR_SET}, {len(others)} Go and TypeScript files"
+    )
     return 0
 
 

@@ -129,3 +129,19 @@ def test_grpcurl_uses_reflection_v1(
         methods = [event["method"] for event in server.events("rpc")[before:]]
     assert v1 in methods
     assert "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo" not in methods
+
+
+def test_describe_shows_the_protos_comments(grpcurl: str, server: ServerProcess) -> None:
+    """Reflection serves the descriptors with their source info, so tools show the comments."""
+    message = grpcurl_run(grpcurl, server.address, "describe", "memoryd.v1.StoreMemoryRequest")
+    assert message.returncode == 0, message.stderr
+    text = message.stdout
+    assert "// StoreMemoryRequest is one memory_store (or memory_add) call." in text
+    assert "// The trust of the writer. Unset means operator." in text
+    method = grpcurl_run(grpcurl, server.address, "describe", "memoryd.v1.MemoryService.GetMemory")
+    assert method.returncode == 0, method.stderr
+    assert "// GetMemory returns one row of the caller, by id or by scope and key." in method.stdout
+    # Files outside memoryd (health) are served as before.
+    health = grpcurl_run(grpcurl, server.address, "describe", "grpc.health.v1.Health")
+    assert health.returncode == 0, health.stderr
+    assert "grpc.health.v1.Health is a service:" in health.stdout

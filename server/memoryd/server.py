@@ -27,6 +27,7 @@ from memoryd.api.access import declarations
 from memoryd.api.auth import Authorizer
 from memoryd.api.reflection import (
     V1_SERVICE_NAME,
+    CommentedReflection,
     MethodAwarePool,
     add_v1_servicer_to_server,
     register_v1_descriptors,
@@ -170,7 +171,7 @@ async def _serve(
     )
     health_servicer = health.aio.HealthServicer()
     register_v1_descriptors()
-    reflection_servicer = reflection.aio.ReflectionServicer(
+    reflection_servicer = CommentedReflection(
         (*SERVICE_NAMES, health.SERVICE_NAME, V1_SERVICE_NAME, reflection.SERVICE_NAME),
         # Duck-typed: it forwards everything but method lookups to the default pool.
         pool=cast("descriptor_pool.DescriptorPool", MethodAwarePool()),

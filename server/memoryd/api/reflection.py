@@ -1,18 +1,27 @@
-"""Server reflection that also resolves method names, served as grpc.reflection.v1 and v1alpha.
+"""Server reflection that also resolves method names and serves the protos' comments, as
+grpc.reflection.v1 and v1alpha.
 
 grpcio-reflection asks the protobuf descriptor pool for the file containing a symbol, and the
 pool does not index methods: `grpcurl describe memoryd.v1.MemoryService.AppendMessages` and
 load tools that look a method up (ghz) fail with "Symbol not found". This pool answers a method
 name with its service's file and passes everything else to the default pool.
+
+The pool's descriptors carry no comments, so `grpcurl describe`, Evans and grpcui would show bare
+fields. memoryd's own files are answered instead from the descriptor set generated with them
+(with source info), which the client package ships (scripts/gen_protos.py).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from importlib import resources
+from typing import Any, cast
 
 import grpc
 from google.protobuf import descriptor, descriptor_pb2, descriptor_pool
-from grpc_reflection.v1alpha import reflection_pb2
+from grpc_reflection.v1alpha import reflection, reflection_pb2
+
+DESCRIPTOR_SET = "descriptor_set.binpb"
 
 
 class MethodAwarePool:
@@ -37,6 +46,48 @@ class MethodAwarePool:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._pool, name)
+
+
+def commented_files() -> dict[str, bytes]:
+    """{proto file name: its serialized FileDescriptorProto with source info}, for memoryd's
+    own protos."""
+    data = (resources.files("memoryd_client.v1") / DESCRIPTOR_SET).read_bytes()
+    files = descriptor_pb2.FileDescriptorSet.FromString(data)
+    return {file.name: file.SerializeToString() for file in files.file}
+
+
+def with_comments(
+    response: reflection_pb2.ServerReflectionResponse, commented: Mapping[str, bytes]
+) -> reflection_pb2.ServerReflectionResponse:
+    """`response` with each of memoryd's files replaced by its commented version."""
+    if not response.HasField("file_descriptor_response"):
+        return response
+    files = response.file_descriptor_response.file_descriptor_proto
+    for index, serialized in enumerate(files):
+        name = descriptor_pb2.FileDescriptorProto.FromString(serialized).name
+        if name in commented:
+            files[index] = commented[name]
+    return response
+
+
+class CommentedReflection(reflection.aio.ReflectionServicer):
+    """The reflection servicer, answering memoryd's files with their comments."""
+
+    def __init__(self, service_names: tuple[str, ...], pool: Any) -> None:
+        super().__init__(service_names, pool=pool)
+        self._commented = commented_files()
+
+    async def ServerReflectionInfo(  # type: ignore[override]  # noqa: N802
+        self,
+        request_iterator: AsyncIterable[reflection_pb2.ServerReflectionRequest],
+        context: Any,
+    ) -> AsyncIterator[reflection_pb2.ServerReflectionResponse]:
+        # The base is an async generator; its stub declares a coroutine.
+        answers = cast(
+            "AsyncIterable[Any]", super().ServerReflectionInfo(request_iterator, context)
+        )
+        async for response in answers:
+            yield with_comments(response, self._commented)
 
 
 # --- grpc.reflection.v1 ------------------------------------------------------------------------
