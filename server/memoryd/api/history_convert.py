@@ -14,7 +14,7 @@ from memoryd.domain.fusion import Scores
 from memoryd.domain.history import AppendResult, SearchHit
 from memoryd.domain.messages import SentMessage, StoredMessage
 from memoryd.errors import InvalidArgument
-from memoryd.services.ingest import IngestItem, IngestReport
+from memoryd.services.ingest import IngestBatch, IngestItem, IngestReport
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 from memoryd_client.v1 import records_pb2 as pb
 
@@ -124,12 +124,13 @@ def fill_scores(target: service_pb.HitScores, scores: Scores) -> None:
 
 async def ingest_batches(
     requests: AsyncIterator[service_pb.IngestMessagesRequest],
-) -> AsyncIterator[list[IngestItem]]:
+) -> AsyncIterator[IngestBatch]:
     """IngestMessages' batches; a message that cannot be translated carries why. An import
     names few conversations many times: each is validated once per batch."""
     async for request in requests:
         keys: dict[tuple[str, ...], ConversationKey | str] = {}
-        yield [_ingest_item(item, index, keys) for index, item in enumerate(request.messages)]
+        items = [_ingest_item(item, index, keys) for index, item in enumerate(request.messages)]
+        yield IngestBatch(items, request.as_reviewed)
 
 
 def _ingest_item(
@@ -166,6 +167,8 @@ def ingest_out(report: IngestReport) -> service_pb.IngestMessagesResponse:
         duplicates=report.duplicates,
         blank=report.blank,
         rejected=report.rejected,
+        queued_for_review=report.queued_for_review,
+        stored_as_reviewed=report.stored_as_reviewed,
         rejections=[
             service_pb.IngestRejection(batch=r.batch, index=r.index, reason=r.reason)
             for r in report.rejections

@@ -8,7 +8,7 @@ from typing import Any
 import grpc
 
 from memoryd.domain.transfer import Kind, selection
-from memoryd.services.transfer import ImportReport, TransferService
+from memoryd.services.transfer import ImportChunk, ImportReport, TransferService
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -36,9 +36,11 @@ class TransferRpcs:
         return _report_out(report)
 
 
-async def _lines(requests: AsyncIterator[service_pb.ImportDataRequest]) -> AsyncIterator[list[str]]:
+async def _lines(
+    requests: AsyncIterator[service_pb.ImportDataRequest],
+) -> AsyncIterator[ImportChunk]:
     async for request in requests:
-        yield list(request.lines)
+        yield ImportChunk(list(request.lines), request.as_reviewed)
 
 
 def _report_out(report: ImportReport) -> service_pb.ImportDataResponse:
@@ -46,6 +48,7 @@ def _report_out(report: ImportReport) -> service_pb.ImportDataResponse:
         lines=report.lines,
         stored=sum(report.stored.values()),
         present=sum(report.present.values()),
+        stored_as_reviewed=report.stored_as_reviewed,
     )
     for kind in Kind:
         if report.stored[kind] or report.present[kind]:

@@ -51,6 +51,12 @@ def add_commands(commands: Any, common: Any) -> None:
     imported = commands.add_parser("import", help="read an export back into the server")
     common(imported)
     imported.add_argument("file", help="the export to read ('-' for stdin)")
+    imported.add_argument(
+        "--as-reviewed",
+        action="store_true",
+        help="store messages as already reviewed where the file carries no review state of "
+        "their conversation (old history that should cost no model calls)",
+    )
     imported.set_defaults(run=import_command)
 
 
@@ -148,7 +154,9 @@ def import_command(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
     finished = False
     try:
         with source:
-            response = stubs.memory.ImportData(_chunks(source, progress))
+            response = stubs.memory.ImportData(
+                _chunks(source, progress, as_reviewed=args.as_reviewed)
+            )
         finished = True
     finally:
         progress.close(finished=finished)
@@ -157,6 +165,7 @@ def import_command(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
             "lines": response.lines,
             "stored": response.stored,
             "present": response.present,
+            "stored_as_reviewed": response.stored_as_reviewed,
             "records": [
                 {"record": item.record, "stored": item.stored, "present": item.present}
                 for item in response.records
@@ -171,6 +180,8 @@ def import_command(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
     )
     for item in response.records:
         out.write(f"  {item.record}\t{item.stored:,} stored\t{item.present:,} present\n")
+    if args.as_reviewed:
+        out.write(f"  {response.stored_as_reviewed:,} messages stored as already reviewed\n")
     return 0
 
 
@@ -201,21 +212,23 @@ def _destination(file: str, stdout: TextIO) -> Iterator[TextIO]:
         raise
 
 
-def _chunks(source: TextIO, progress: Progress) -> Iterator[md.ImportDataRequest]:
+def _chunks(
+    source: TextIO, progress: Progress, *, as_reviewed: bool = False
+) -> Iterator[md.ImportDataRequest]:
     lines: list[str] = []
     size = 0
     first = True
     for raw in source:
         line = raw.removesuffix("\n").removesuffix("\r")
         if len(lines) >= CHUNK_LINES or (lines and size + len(line) > CHUNK_CHARS):
-            yield md.ImportDataRequest(lines=lines)
+            yield md.ImportDataRequest(lines=lines, as_reviewed=as_reviewed)
             progress.advance(len(lines) - (1 if first else 0))
             first = False
             lines, size = [], 0
         lines.append(line)
         size += len(line)
     if lines:
-        yield md.ImportDataRequest(lines=lines)
+        yield md.ImportDataRequest(lines=lines, as_reviewed=as_reviewed)
         progress.advance(len(lines) - (1 if first else 0))
 
 

@@ -35,6 +35,8 @@ class AppendResult:
     key: ConversationKey
     messages: tuple[AppendedMessage, ...]
     history_version: int
+    # Asked to store its messages as already reviewed, and it could (no unread input before).
+    passed_over: bool = False
 
     @property
     def stored(self) -> list[StoredMessage]:

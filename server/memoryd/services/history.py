@@ -54,14 +54,20 @@ def store_appends(
     connection: apsw.Connection, requests: list[writes.AppendRequest]
 ) -> list[AppendResult]:
     """Store the messages; a stored user message is new input for the reviewer, whichever RPC
-    brought it (CommitTurn marks its turn itself)."""
+    brought it (CommitTurn marks its turn itself), unless it is stored as already reviewed."""
     results = writes.append_batch(connection, requests)
+    for index, (request, result) in enumerate(zip(requests, results, strict=True)):
+        stored = result.stored
+        if request.as_reviewed and stored:
+            passed = review_store.pass_over(connection, request.key, [m.id for m in stored])
+            results[index] = dataclasses.replace(result, passed_over=passed)
     review_store.mark_input(
         connection,
         [
             (request.key, request.now)
             for request, result in zip(requests, results, strict=True)
-            if any(is_review_input(m.role, m.metadata_json) for m in result.stored)
+            if not result.passed_over
+            and any(is_review_input(m.role, m.metadata_json) for m in result.stored)
         ],
     )
     return results
@@ -157,16 +163,21 @@ class HistoryService:
         )
 
     async def append_checked_many(
-        self, groups: Sequence[tuple[ConversationKey, Sequence[NewMessage]]]
+        self,
+        groups: Sequence[tuple[ConversationKey, Sequence[NewMessage]]],
+        *,
+        as_reviewed: bool = False,
     ) -> list[AppendResult]:
         """Store checked messages of many conversations in one transaction (blank ones are
-        skipped), answered once committed; one result per group, in order."""
+        skipped), answered once committed; one result per group, in order. `as_reviewed`
+        stores them as already reviewed where the review cursor allows (AppendResult says)."""
         now = utc_now()
         requests = [
             writes.AppendRequest(
                 key,
                 tuple(None if is_blank(message.content) else message for message in messages),
                 now,
+                as_reviewed,
             )
             for key, messages in groups
         ]

@@ -6,7 +6,7 @@ commits in one transaction. The next
 batch is read and checked while one is committed, never further ahead: a slow database slows
 the sender (HTTP/2 flow control), and memory stays bounded by two batches. Duplicate
 client_message_ids are skipped as AppendMessages skips them, so a cut-off import can be sent
-again.
+again. A batch may be stored as already reviewed (a backfill that should cost no model calls).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.history import AppendOutcome, AppendResult
 from memoryd.domain.messages import NewMessage, SentMessage
+from memoryd.domain.review import is_review_input
 from memoryd.errors import InvalidArgument
 from memoryd.services.history import HistoryService
 
@@ -33,6 +34,14 @@ class IngestItem:
     conversation: ConversationKey | None
     message: SentMessage | None
     refused: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class IngestBatch:
+    """One request of the stream: its messages, and whether to store them as reviewed."""
+
+    items: list[IngestItem]
+    as_reviewed: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -55,6 +64,8 @@ class IngestReport:
     blank: int = 0
     rejected: int = 0
     rejections: list[Rejection] = dataclasses.field(default_factory=list)
+    queued_for_review: int = 0
+    stored_as_reviewed: int = 0
 
     def reject(self, batch: int, index: int, reason: str) -> None:
         """Count a rejected message (its reason is kept for the first ones)."""
@@ -69,13 +80,14 @@ class IngestService:
     def __init__(self, history: HistoryService) -> None:
         self._history = history
 
-    async def ingest(self, batches: AsyncIterator[list[IngestItem]]) -> IngestReport:
+    async def ingest(self, batches: AsyncIterator[IngestBatch]) -> IngestReport:
         """Store every batch in turn; returns the counts. While one batch is being committed,
         the next is read and checked (never more than one ahead), so order is kept."""
         report = IngestReport()
         in_flight: asyncio.Future[list[AppendResult]] | None = None
         try:
-            async for items in batches:
+            async for batch in batches:
+                items = batch.items
                 if len(items) > MAX_BATCH_MESSAGES:
                     raise InvalidArgument(
                         f"batch {report.batches} has {len(items):,} messages; the limit is "
@@ -86,7 +98,9 @@ class IngestService:
                 if in_flight is not None:
                     _count(await in_flight, report)
                 in_flight = asyncio.ensure_future(
-                    self._history.append_checked_many(list(groups.items()))
+                    self._history.append_checked_many(
+                        list(groups.items()), as_reviewed=batch.as_reviewed
+                    )
                 )
                 report.batches += 1
             if in_flight is not None:
@@ -118,6 +132,11 @@ class IngestService:
 
 def _count(results: list[AppendResult], report: IngestReport) -> None:
     for result in results:
+        read = sum(is_review_input(m.role, m.metadata_json) for m in result.stored)
+        if result.passed_over:
+            report.stored_as_reviewed += read
+        else:
+            report.queued_for_review += read
         for appended in result.messages:
             if appended.outcome is AppendOutcome.STORED:
                 report.stored += 1

@@ -9,6 +9,8 @@ already stored with the same values are skipped, so an import cut off part-way c
 again; any other refusal names the line, and the chunks before it stay stored.
 
 After an import the caches forget what it touched, and the prompt files it brought are written.
+An import may store old messages as already reviewed, in conversations whose review state the
+file does not carry (an export's own cursor is kept as it is).
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ from collections.abc import AsyncIterator, Iterator
 
 import apsw
 
-from memoryd.domain.conversation import OwnerKey
+from memoryd.domain.conversation import ConversationKey, OwnerKey
 from memoryd.domain.resources import PROMPT_FILE_NAMES, ResourceKey
 from memoryd.domain.transfer import (
     VERSION,
     Kind,
     Record,
     Selection,
+    conversation_of,
     header_line,
     parse_header,
     parse_record,
@@ -39,7 +42,7 @@ from memoryd.errors import InvalidArgument, ResourceExhausted, Unavailable
 from memoryd.services.history import HistoryService
 from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.services.prompt_files import PromptFiles
-from memoryd.storage import resource_store
+from memoryd.storage import resource_store, review_store
 from memoryd.storage import transfer_store as store
 from memoryd.storage.connection import ConnectionSettings, open_connection, reader_policy
 from memoryd.storage.errors import translate_read_errors
@@ -70,6 +73,62 @@ class ImportReport:
     lines: int = 0
     stored: Counter[Kind] = dataclasses.field(default_factory=Counter)
     present: Counter[Kind] = dataclasses.field(default_factory=Counter)
+    stored_as_reviewed: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ImportChunk:
+    """One request of an import: its lines, and whether to store their messages as reviewed."""
+
+    lines: list[str]
+    as_reviewed: bool = False
+
+
+@dataclasses.dataclass(slots=True)
+class _Reading:
+    """Where an import's reading stands: the file's version, the last kind read, and the
+    conversations whose review state the file carries."""
+
+    version: int = VERSION
+    previous: Kind | None = None
+    file_states: set[ConversationKey] = dataclasses.field(default_factory=set)
+
+    def records(self, lines: list[str], report: ImportReport) -> list[Record]:
+        """The records of a chunk of lines, checked (the first line of the import is the
+        header); counts the lines."""
+        records: list[Record] = []
+        for line in lines:
+            report.lines += 1
+            if report.lines == 1:
+                self.version = parse_header(line).version
+                continue
+            record = parse_record(line, report.lines, self.previous, self.version)
+            self.previous = record.kind
+            records.append(record)
+            if record.kind is Kind.REVIEW_STATE:
+                self.file_states.add(conversation_of(record))
+        return records
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _StoreJob:
+    """A chunk's records, and the conversations whose messages to pass over for review."""
+
+    records: list[Record]
+    as_reviewed: bool
+    # Conversations whose review state comes from the file: their cursor is kept.
+    file_states: frozenset[ConversationKey]
+
+
+def _store_chunk(connection: apsw.Connection, job: _StoreJob) -> store.Stored:
+    done = store.store(connection, job.records)
+    if job.as_reviewed:
+        for key, messages in done.messages.items():
+            if key in job.file_states:
+                continue
+            if review_store.pass_over(connection, key, [message_id for message_id, _ in messages]):
+                done.passed_over += sum(read for _, read in messages)
+    return done
 
 
 _Item = ExportChunk | BaseException | None
@@ -95,7 +154,7 @@ class TransferService:
         self._memory = memory
         self._prompts = prompts
         self._exports = 0
-        self._store = Batch.each("import", store.store)
+        self._store = Batch.each("import", _store_chunk)
         self._split = Batch.each("import_split_checkpoints", _split_checkpoints)
 
     # --- export ----------------------------------------------------------------------------------
@@ -162,37 +221,32 @@ class TransferService:
 
     # --- import ----------------------------------------------------------------------------------
 
-    async def import_lines(self, chunks: AsyncIterator[list[str]]) -> ImportReport:
+    async def import_lines(self, chunks: AsyncIterator[ImportChunk]) -> ImportReport:
         """Store every chunk of lines in turn (the first line is the header)."""
         report = ImportReport()
-        version = VERSION
-        previous: Kind | None = None
+        reading = _Reading()
         in_flight: asyncio.Future[store.Stored] | None = None
         touched: set[ResourceKey] = set()
         try:
-            async for lines in chunks:
+            async for chunk in chunks:
+                lines = chunk.lines
                 if len(lines) > MAX_IMPORT_CHUNK_LINES:
                     raise InvalidArgument(
                         f"a chunk of {len(lines):,} lines; the limit is "
                         f"{MAX_IMPORT_CHUNK_LINES:,} (the {report.lines:,} lines before it are "
                         "stored)"
                     )
-                records: list[Record] = []
-                for line in lines:
-                    report.lines += 1
-                    if report.lines == 1:
-                        version = parse_header(line).version
-                        continue
-                    record = parse_record(line, report.lines, previous, version)
-                    previous = record.kind
-                    records.append(record)
+                records = reading.records(lines, report)
                 if in_flight is not None:
                     _count(await in_flight, report, touched)
                     in_flight = None
                 if records:
                     in_flight = asyncio.ensure_future(
                         self._writer.submit(
-                            self._store, records, rows=len(records), after_commit=self._forget
+                            self._store,
+                            _StoreJob(records, chunk.as_reviewed, frozenset(reading.file_states)),
+                            rows=len(records),
+                            after_commit=self._forget,
                         )
                     )
             if in_flight is not None:
@@ -205,7 +259,7 @@ class TransferService:
                 done = await asyncio.gather(in_flight, return_exceptions=True)
                 if isinstance(done[0], store.Stored):
                     _count(done[0], report, touched)
-            if version < VERSION:  # what was stored is brought to this version's shape
+            if reading.version < VERSION:  # what was stored is brought to this version's shape
                 await self._writer.submit(self._split, None)
             with contextlib.suppress(Unavailable):
                 await self._write_prompt_files(touched)
@@ -268,4 +322,5 @@ def _chunks(connection: apsw.Connection, chosen: Selection) -> Iterator[ExportCh
 def _count(stored: store.Stored, report: ImportReport, touched: set[ResourceKey]) -> None:
     report.stored.update(stored.stored)
     report.present.update(stored.present)
+    report.stored_as_reviewed += stored.passed_over
     touched.update(stored.resources)

@@ -67,6 +67,8 @@ class AppendRequest:
     key: ConversationKey
     messages: tuple[NewMessage | None, ...]
     now: dt.datetime
+    # Store the messages as already reviewed (a backfill), where the review cursor allows.
+    as_reviewed: bool = False
 
 
 @dataclasses.dataclass(slots=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import apsw
@@ -184,6 +185,30 @@ def unread_count(connection: apsw.Connection, key: ConversationKey, after_id: in
         (*key.as_row(), after_id),
     )
     return int(found[0][0])
+
+
+def pass_over(connection: apsw.Connection, key: ConversationKey, ids: Sequence[int]) -> bool:
+    """Count the messages `ids` (just stored) as reviewed by moving the cursor past them, unless
+    other unread input lies before the last of them (the review reads in order, so it would be
+    passed over too); whether the cursor moved."""
+    if not ids:
+        return False
+    last_id = max(ids)
+    others = rows(
+        connection,
+        f"SELECT 1 FROM messages AS m WHERE {KEY_MATCH} AND m.id > ? AND m.id <= ? "
+        f"AND {REVIEWABLE} AND m.id NOT IN (SELECT value FROM json_each(?)) LIMIT 1",
+        (*key.as_row(), cursor(connection, key), last_id, json.dumps(list(ids))),
+    )
+    if others:
+        return False
+    _ensure(connection, key)
+    connection.execute(
+        "UPDATE memory_review_state SET last_reviewed_message_id = "
+        f"max(coalesce(last_reviewed_message_id, 0), ?) WHERE {CONVERSATION_MATCH}",
+        (last_id, *key.as_row()),
+    )
+    return True
 
 
 def mark_input(

@@ -19,7 +19,9 @@ from typing import cast
 import apsw
 
 from memoryd.domain.conversation import ConversationKey
+from memoryd.domain.messages import Role
 from memoryd.domain.resources import ResourceKey, ResourceType, checkpoint_owner_prefix
+from memoryd.domain.review import is_review_input
 from memoryd.domain.transfer import SHAPES, Kind, Record, Selection, Value, conversation_of
 from memoryd.errors import FailedPrecondition, InvalidArgument
 from memoryd.storage.migrations import migration_sql
@@ -166,6 +168,12 @@ class Stored:
     conversations: set[ConversationKey] = dataclasses.field(default_factory=set)
     memory_ids: set[int] = dataclasses.field(default_factory=set)
     resources: set[ResourceKey] = dataclasses.field(default_factory=set)
+    # The stored messages by conversation: (id, whether a review reads it).
+    messages: dict[ConversationKey, list[tuple[int, bool]]] = dataclasses.field(
+        default_factory=dict
+    )
+    # Messages a review would read, stored as already reviewed (set by the import's job).
+    passed_over: int = 0
 
 
 def store(connection: apsw.Connection, records: Sequence[Record]) -> Stored:
@@ -283,6 +291,11 @@ def _remember(kind: Kind, records: Sequence[Record], done: Stored) -> None:
     for record in records:
         if kind in (Kind.CONVERSATION, Kind.MESSAGE, Kind.REVIEW_STATE):
             done.conversations.add(conversation_of(record))
+        if kind is Kind.MESSAGE:
+            read = is_review_input(Role(record.named("role")), str(record.named("metadata_json")))
+            done.messages.setdefault(conversation_of(record), []).append(
+                (int(record.named("id") or 0), read)
+            )
         elif kind is Kind.MEMORY:
             done.memory_ids.add(int(record.named("id") or 0))
         elif kind in (Kind.RESOURCE, Kind.RESOURCE_REVISION):

@@ -547,6 +547,14 @@ class IngestMessagesRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     MESSAGES_FIELD_NUMBER: _builtins.int
+    AS_REVIEWED_FIELD_NUMBER: _builtins.int
+    as_reviewed: _builtins.bool
+    """Store this batch's messages as already reviewed: the background review never reads them,
+    so a backfill of old history costs no model calls. It holds in each conversation whose
+    review has no unread input before the batch; where it has, the batch is left for review
+    with that input (counted in queued_for_review), since the review reads in order. Off by
+    default: what users said is what memoryd learns from.
+    """
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___IngestedMessage]:
         """At most 1,000 messages, of any conversations, in the order to store them."""
@@ -555,10 +563,11 @@ class IngestMessagesRequest(_message.Message):
         self,
         *,
         messages: _abc.Iterable[Global___IngestedMessage] | None = ...,
+        as_reviewed: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages", b"messages"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_reviewed", b"as_reviewed", "messages", b"messages"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -607,6 +616,8 @@ class IngestMessagesResponse(_message.Message):
     BLANK_FIELD_NUMBER: _builtins.int
     REJECTED_FIELD_NUMBER: _builtins.int
     REJECTIONS_FIELD_NUMBER: _builtins.int
+    QUEUED_FOR_REVIEW_FIELD_NUMBER: _builtins.int
+    STORED_AS_REVIEWED_FIELD_NUMBER: _builtins.int
     batches: _builtins.int
     """Batches read."""
     received: _builtins.int
@@ -619,6 +630,12 @@ class IngestMessagesResponse(_message.Message):
     """Messages whose content was blank (not stored, as in AppendMessages)."""
     rejected: _builtins.int
     """Messages that were invalid (not stored)."""
+    queued_for_review: _builtins.int
+    """Stored messages the background review will read (user messages, not spoken): each review
+    reads up to review_max_messages of them (40 by default) in one model call.
+    """
+    stored_as_reviewed: _builtins.int
+    """Stored messages the review would read, stored as already reviewed instead (as_reviewed)."""
     @_builtins.property
     def rejections(self) -> _containers.RepeatedCompositeFieldContainer[Global___IngestRejection]:
         """The first 100 rejections."""
@@ -633,10 +650,12 @@ class IngestMessagesResponse(_message.Message):
         blank: _builtins.int = ...,
         rejected: _builtins.int = ...,
         rejections: _abc.Iterable[Global___IngestRejection] | None = ...,
+        queued_for_review: _builtins.int = ...,
+        stored_as_reviewed: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["batches", b"batches", "blank", b"blank", "duplicates", b"duplicates", "received", b"received", "rejected", b"rejected", "rejections", b"rejections", "stored", b"stored"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batches", b"batches", "blank", b"blank", "duplicates", b"duplicates", "queued_for_review", b"queued_for_review", "received", b"received", "rejected", b"rejected", "rejections", b"rejections", "stored", b"stored", "stored_as_reviewed", b"stored_as_reviewed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -705,6 +724,14 @@ class ImportDataRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     LINES_FIELD_NUMBER: _builtins.int
+    AS_REVIEWED_FIELD_NUMBER: _builtins.int
+    as_reviewed: _builtins.bool
+    """Store the messages of these lines as already reviewed when the file holds no review state
+    of their conversation (an export carries its review cursor, which is kept as it is): the
+    background review never reads them, so importing old history costs no model calls. It
+    holds in each conversation whose review has no other unread input before them (the review
+    reads in order). Off by default.
+    """
     @_builtins.property
     def lines(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """At most 10,000 lines, without their newlines; the first line of the first request is the
@@ -715,10 +742,11 @@ class ImportDataRequest(_message.Message):
         self,
         *,
         lines: _abc.Iterable[_builtins.str] | None = ...,
+        as_reviewed: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["lines", b"lines"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_reviewed", b"as_reviewed", "lines", b"lines"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -764,12 +792,15 @@ class ImportDataResponse(_message.Message):
     STORED_FIELD_NUMBER: _builtins.int
     PRESENT_FIELD_NUMBER: _builtins.int
     RECORDS_FIELD_NUMBER: _builtins.int
+    STORED_AS_REVIEWED_FIELD_NUMBER: _builtins.int
     lines: _builtins.int
     """Lines read, the header included."""
     stored: _builtins.int
     """Records stored, of every kind."""
     present: _builtins.int
     """Records already present, of every kind."""
+    stored_as_reviewed: _builtins.int
+    """Stored messages the review would read, stored as already reviewed instead (as_reviewed)."""
     @_builtins.property
     def records(self) -> _containers.RepeatedCompositeFieldContainer[Global___ImportedRecords]:
         """The counts by kind, in file order (kinds the import did not hold are left out)."""
@@ -781,10 +812,11 @@ class ImportDataResponse(_message.Message):
         stored: _builtins.int = ...,
         present: _builtins.int = ...,
         records: _abc.Iterable[Global___ImportedRecords] | None = ...,
+        stored_as_reviewed: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["lines", b"lines", "present", b"present", "records", b"records", "stored", b"stored"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lines", b"lines", "present", b"present", "records", b"records", "stored", b"stored", "stored_as_reviewed", b"stored_as_reviewed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

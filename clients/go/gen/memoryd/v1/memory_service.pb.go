@@ -990,7 +990,13 @@ func (x *IngestedMessage) GetMessage() *NewMessage {
 type IngestMessagesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// At most 1,000 messages, of any conversations, in the order to store them.
-	Messages      []*IngestedMessage `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	Messages []*IngestedMessage `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// Store this batch's messages as already reviewed: the background review never reads them,
+	// so a backfill of old history costs no model calls. It holds in each conversation whose
+	// review has no unread input before the batch; where it has, the batch is left for review
+	// with that input (counted in queued_for_review), since the review reads in order. Off by
+	// default: what users said is what memoryd learns from.
+	AsReviewed    bool `protobuf:"varint,2,opt,name=as_reviewed,json=asReviewed,proto3" json:"as_reviewed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1030,6 +1036,13 @@ func (x *IngestMessagesRequest) GetMessages() []*IngestedMessage {
 		return x.Messages
 	}
 	return nil
+}
+
+func (x *IngestMessagesRequest) GetAsReviewed() bool {
+	if x != nil {
+		return x.AsReviewed
+	}
+	return false
 }
 
 // IngestRejection is a message that was not stored, and why.
@@ -1112,9 +1125,14 @@ type IngestMessagesResponse struct {
 	// Messages that were invalid (not stored).
 	Rejected int64 `protobuf:"varint,6,opt,name=rejected,proto3" json:"rejected,omitempty"`
 	// The first 100 rejections.
-	Rejections    []*IngestRejection `protobuf:"bytes,7,rep,name=rejections,proto3" json:"rejections,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Rejections []*IngestRejection `protobuf:"bytes,7,rep,name=rejections,proto3" json:"rejections,omitempty"`
+	// Stored messages the background review will read (user messages, not spoken): each review
+	// reads up to review_max_messages of them (40 by default) in one model call.
+	QueuedForReview int64 `protobuf:"varint,8,opt,name=queued_for_review,json=queuedForReview,proto3" json:"queued_for_review,omitempty"`
+	// Stored messages the review would read, stored as already reviewed instead (as_reviewed).
+	StoredAsReviewed int64 `protobuf:"varint,9,opt,name=stored_as_reviewed,json=storedAsReviewed,proto3" json:"stored_as_reviewed,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *IngestMessagesResponse) Reset() {
@@ -1194,6 +1212,20 @@ func (x *IngestMessagesResponse) GetRejections() []*IngestRejection {
 		return x.Rejections
 	}
 	return nil
+}
+
+func (x *IngestMessagesResponse) GetQueuedForReview() int64 {
+	if x != nil {
+		return x.QueuedForReview
+	}
+	return 0
+}
+
+func (x *IngestMessagesResponse) GetStoredAsReviewed() int64 {
+	if x != nil {
+		return x.StoredAsReviewed
+	}
+	return 0
 }
 
 // ExportDataRequest selects what an export holds.
@@ -1312,7 +1344,13 @@ type ImportDataRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// At most 10,000 lines, without their newlines; the first line of the first request is the
 	// header.
-	Lines         []string `protobuf:"bytes,1,rep,name=lines,proto3" json:"lines,omitempty"`
+	Lines []string `protobuf:"bytes,1,rep,name=lines,proto3" json:"lines,omitempty"`
+	// Store the messages of these lines as already reviewed when the file holds no review state
+	// of their conversation (an export carries its review cursor, which is kept as it is): the
+	// background review never reads them, so importing old history costs no model calls. It
+	// holds in each conversation whose review has no other unread input before them (the review
+	// reads in order). Off by default.
+	AsReviewed    bool `protobuf:"varint,2,opt,name=as_reviewed,json=asReviewed,proto3" json:"as_reviewed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1352,6 +1390,13 @@ func (x *ImportDataRequest) GetLines() []string {
 		return x.Lines
 	}
 	return nil
+}
+
+func (x *ImportDataRequest) GetAsReviewed() bool {
+	if x != nil {
+		return x.AsReviewed
+	}
+	return false
 }
 
 // ImportedRecords counts one kind of record of an import.
@@ -1428,9 +1473,11 @@ type ImportDataResponse struct {
 	// Records already present, of every kind.
 	Present int64 `protobuf:"varint,3,opt,name=present,proto3" json:"present,omitempty"`
 	// The counts by kind, in file order (kinds the import did not hold are left out).
-	Records       []*ImportedRecords `protobuf:"bytes,4,rep,name=records,proto3" json:"records,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Records []*ImportedRecords `protobuf:"bytes,4,rep,name=records,proto3" json:"records,omitempty"`
+	// Stored messages the review would read, stored as already reviewed instead (as_reviewed).
+	StoredAsReviewed int64 `protobuf:"varint,5,opt,name=stored_as_reviewed,json=storedAsReviewed,proto3" json:"stored_as_reviewed,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ImportDataResponse) Reset() {
@@ -1489,6 +1536,13 @@ func (x *ImportDataResponse) GetRecords() []*ImportedRecords {
 		return x.Records
 	}
 	return nil
+}
+
+func (x *ImportDataResponse) GetStoredAsReviewed() int64 {
+	if x != nil {
+		return x.StoredAsReviewed
+	}
+	return 0
 }
 
 // TranscriptOpen opens a transcript session.
@@ -7389,13 +7443,15 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x0eecho_truncated\x18\x03 \x01(\bR\rechoTruncated\"\x81\x01\n" +
 	"\x0fIngestedMessage\x12<\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x120\n" +
-	"\amessage\x18\x02 \x01(\v2\x16.memoryd.v1.NewMessageR\amessage\"P\n" +
+	"\amessage\x18\x02 \x01(\v2\x16.memoryd.v1.NewMessageR\amessage\"q\n" +
 	"\x15IngestMessagesRequest\x127\n" +
-	"\bmessages\x18\x01 \x03(\v2\x1b.memoryd.v1.IngestedMessageR\bmessages\"U\n" +
+	"\bmessages\x18\x01 \x03(\v2\x1b.memoryd.v1.IngestedMessageR\bmessages\x12\x1f\n" +
+	"\vas_reviewed\x18\x02 \x01(\bR\n" +
+	"asReviewed\"U\n" +
 	"\x0fIngestRejection\x12\x14\n" +
 	"\x05batch\x18\x01 \x01(\x03R\x05batch\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x05R\x05index\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xf5\x01\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xcf\x02\n" +
 	"\x16IngestMessagesResponse\x12\x18\n" +
 	"\abatches\x18\x01 \x01(\x03R\abatches\x12\x1a\n" +
 	"\breceived\x18\x02 \x01(\x03R\breceived\x12\x16\n" +
@@ -7407,24 +7463,29 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\brejected\x18\x06 \x01(\x03R\brejected\x12;\n" +
 	"\n" +
 	"rejections\x18\a \x03(\v2\x1b.memoryd.v1.IngestRejectionR\n" +
-	"rejections\"I\n" +
+	"rejections\x12*\n" +
+	"\x11queued_for_review\x18\b \x01(\x03R\x0fqueuedForReview\x12,\n" +
+	"\x12stored_as_reviewed\x18\t \x01(\x03R\x10storedAsReviewed\"I\n" +
 	"\x11ExportDataRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\"O\n" +
 	"\x12ExportDataResponse\x12\x14\n" +
 	"\x05lines\x18\x01 \x03(\tR\x05lines\x12#\n" +
-	"\rtotal_records\x18\x02 \x01(\x03R\ftotalRecords\")\n" +
+	"\rtotal_records\x18\x02 \x01(\x03R\ftotalRecords\"J\n" +
 	"\x11ImportDataRequest\x12\x14\n" +
-	"\x05lines\x18\x01 \x03(\tR\x05lines\"[\n" +
+	"\x05lines\x18\x01 \x03(\tR\x05lines\x12\x1f\n" +
+	"\vas_reviewed\x18\x02 \x01(\bR\n" +
+	"asReviewed\"[\n" +
 	"\x0fImportedRecords\x12\x16\n" +
 	"\x06record\x18\x01 \x01(\tR\x06record\x12\x16\n" +
 	"\x06stored\x18\x02 \x01(\x03R\x06stored\x12\x18\n" +
-	"\apresent\x18\x03 \x01(\x03R\apresent\"\x93\x01\n" +
+	"\apresent\x18\x03 \x01(\x03R\apresent\"\xc1\x01\n" +
 	"\x12ImportDataResponse\x12\x14\n" +
 	"\x05lines\x18\x01 \x01(\x03R\x05lines\x12\x16\n" +
 	"\x06stored\x18\x02 \x01(\x03R\x06stored\x12\x18\n" +
 	"\apresent\x18\x03 \x01(\x03R\apresent\x125\n" +
-	"\arecords\x18\x04 \x03(\v2\x1b.memoryd.v1.ImportedRecordsR\arecords\"\xe4\x01\n" +
+	"\arecords\x18\x04 \x03(\v2\x1b.memoryd.v1.ImportedRecordsR\arecords\x12,\n" +
+	"\x12stored_as_reviewed\x18\x05 \x01(\x03R\x10storedAsReviewed\"\xe4\x01\n" +
 	"\x0eTranscriptOpen\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x1d\n" +
 	"\n" +
