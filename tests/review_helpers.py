@@ -69,9 +69,10 @@ class Reviewing:
 async def reviewing(
     start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
 ) -> AsyncIterator[Reviewing]:
-    """A server whose background reviewer is off (interval 0): tests run reviews with ReviewNow."""
+    """A server whose background reviewer is off (enabled = false): tests run reviews with
+    ReviewNow."""
     server = start_server(
-        tmp_path / "home", config=review_config(model, review_interval_hours=0)
+        tmp_path / "home", config=review_config(model, enabled=False)
     ).start()
     async with md.connect(server.address) as channel:
         yield Reviewing(server, channel)

@@ -67,7 +67,7 @@ def summaries_or_nothing(request: dict[str, Any]) -> Reply:
 async def start(
     start_server: type[ServerProcess], home: Path, model: FakeModel, **compaction: object
 ) -> AsyncIterator[Compacting]:
-    config = review_config(model, review_interval_hours=0, compaction=compaction or None)
+    config = review_config(model, enabled=False, compaction=compaction or None)
     server = start_server(home, config=config).start()
     async with md.connect(server.address) as channel:
         yield Compacting(server, channel, model)

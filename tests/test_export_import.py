@@ -33,7 +33,7 @@ from tests.test_retrieval import embedded
 
 SUMMARY = "Ada is planning a rail trip to Lisbon in May."
 REALTIME = "\n[memoryd.realtime]\npersist_transcripts = true\n"
-QUIET = review_config(review_interval_hours=0) + REALTIME  # no provider, reviewer idle
+QUIET = review_config(enabled=False) + REALTIME  # no provider, reviewer idle
 
 
 def ops(*operations: dict[str, object]) -> str:
@@ -186,7 +186,7 @@ async def source(start_server: type[ServerProcess], tmp_path: Path) -> AsyncIter
     """A server holding every kind of record (its reviewer runs only when asked)."""
     with FakeModel() as model:
         server = start_server(
-            tmp_path / "source", config=review_config(model, review_interval_hours=0) + REALTIME
+            tmp_path / "source", config=review_config(model, enabled=False) + REALTIME
         ).start()
         async with md.connect(server.address) as channel:
             memory = md.MemoryServiceStub(channel)

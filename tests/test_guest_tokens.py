@@ -52,7 +52,7 @@ def guarded(
     tmp_path_factory: pytest.TempPathFactory, fake_model: FakeModel
 ) -> Iterator[ServerProcess]:
     home: Path = tmp_path_factory.mktemp("guests") / "home"
-    config = review_config(fake_model, review_interval_hours=0) + TOKENS
+    config = review_config(fake_model, enabled=False) + TOKENS
     server = ServerProcess(home, config=config).start()
     yield server
     server.stop()

@@ -37,7 +37,7 @@ async def test_hashed_identifiers_keep_ids_out_of_the_log(
         agent_id="agent-zqa", owner_id="owner-zqo", channel="telegram", chat_id="chat-zqc"
     )
     with FakeModel() as model:
-        config = review_config(model, review_interval_hours=0)
+        config = review_config(model, enabled=False)
         config += '\n[memoryd.server]\nlog_identifiers = "hashed"\n'
         server = start_server(tmp_path / "home", config=config).start()
         async with md.connect(server.address) as channel:

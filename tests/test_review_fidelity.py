@@ -54,7 +54,7 @@ async def capped(
     start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
 ) -> AsyncIterator[Reviewing]:
     """ReviewNow only (interval 0), with review_max_operations = 3."""
-    config = review_config(model, review_interval_hours=0, review_max_operations=3)
+    config = review_config(model, enabled=False, review_max_operations=3)
     server = start_server(tmp_path / "home", config=config).start()
     async with md.connect(server.address) as channel:
         yield Reviewing(server, channel)
@@ -223,7 +223,7 @@ async def test_a_review_changes_only_rows_its_prompt_listed(
 async def test_the_memory_listing_keeps_to_its_token_budget_newest_first(
     start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
 ) -> None:
-    config = review_config(model, review_interval_hours=0, review_memory_token_budget=120)
+    config = review_config(model, enabled=False, review_memory_token_budget=120)
     server = start_server(tmp_path / "home", config=config).start()
     async with md.connect(server.address) as channel:
         memory = md.MemoryServiceStub(channel)

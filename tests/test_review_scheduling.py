@@ -32,7 +32,7 @@ async def test_the_fallback_answers_when_the_primary_times_out(
     with FakeModel() as primary, FakeModel() as fallback:
         primary.reply("too late", delay_seconds=3)
         fallback.reply(ADD)
-        config = review_config(primary, fallback, timeout=1.0, review_interval_hours=0)
+        config = review_config(primary, fallback, timeout=1.0, enabled=False)
         server = start_server(tmp_path / "home", config=config).start()
         async with md.connect(server.address) as channel:
             memory = md.MemoryServiceStub(channel)
@@ -157,7 +157,7 @@ async def test_many_due_conversations_are_reviewed_with_bounded_concurrency(
 async def test_the_review_command(start_server: type[ServerProcess], tmp_path: Path) -> None:
     with FakeModel(default=Reply(content=ADD)) as model:
         server = start_server(
-            tmp_path / "home", config=review_config(model, review_interval_hours=0)
+            tmp_path / "home", config=review_config(model, enabled=False)
         ).start()
         async with md.connect(server.address) as channel:
             memory = md.MemoryServiceStub(channel)
@@ -264,7 +264,7 @@ async def test_one_review_per_conversation_at_a_time(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:
     with FakeModel(default=Reply(content="Nothing to save.", delay_seconds=1)) as model:
-        config = review_config(model, review_interval_hours=0)
+        config = review_config(model, enabled=False)
         server = start_server(tmp_path / "home", config=config).start()
         async with md.connect(server.address) as channel:
             memory = md.MemoryServiceStub(channel)

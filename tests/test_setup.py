@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import pty
+import select
 import subprocess
 import sys
+import time
 import tomllib
 from argparse import Namespace
 from io import StringIO
@@ -121,7 +125,9 @@ def test_setup_asks_for_what_no_flag_gave(tmp_path: Path) -> None:
         )
         assert run_setup(args, {}, out, ask) == 0
     assert asked[0].startswith("Model endpoint (OpenAI-compatible base URL)")
-    assert asked[3] == "Review interval in hours (0 turns background review off) [24]: "
+    assert asked[3] == (
+        "Review interval in hours, the longest a fact waits (0: turn and idle triggers only) [24]: "
+    )
     assert asked[4].startswith("Semantic search: embedded (a small model on this machine)")
     assert asked[5] == "Embedding model of the endpoint []: "
     written = tomllib.loads((tmp_path / "home" / "config.toml").read_text(encoding="utf-8"))
@@ -185,3 +191,126 @@ def test_config_show_shows_every_section_and_where_each_value_came_from(tmp_path
     assert "[memoryd.compaction]\n" in text
     assert "threshold = 0.7  # file\n" in text
     assert 'log_level = "debug"  # environment\n' in text
+
+
+class Terminal:
+    """`memoryd ARGS` on a pseudo-terminal: wait for what it shows, type answers."""
+
+    def __init__(self, *args: str, home: Path) -> None:
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+        self._controller, terminal = pty.openpty()
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "memoryd", *args, "--home", str(home)],
+            stdin=terminal,
+            stdout=terminal,
+            stderr=terminal,
+            env=environment,
+            close_fds=True,
+        )
+        os.close(terminal)
+        self.shown = ""
+
+    def expect(self, text: str, timeout: float = 30.0) -> None:
+        """Read until `text` has been shown."""
+        deadline = time.monotonic() + timeout
+        while text not in self.shown:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self._controller], [], [], left)[0]:
+                raise AssertionError(f"{text!r} never shown; the terminal showed:\n{self.shown}")
+            try:
+                piece = os.read(self._controller, 65536)
+            except OSError:  # the program ended
+                piece = b""
+            if not piece:
+                raise AssertionError(f"{text!r} never shown; the terminal showed:\n{self.shown}")
+            self.shown += piece.decode("utf-8", "replace")
+
+    def type(self, answer: str) -> None:
+        os.write(self._controller, answer.encode() + b"\r")
+
+    def finish(self) -> int:
+        """Wait for the exit status (what is left to show is read)."""
+        code = self._process.wait(timeout=60)
+        with contextlib.suppress(OSError):
+            while piece := os.read(self._controller, 65536):
+                self.shown += piece.decode("utf-8", "replace")
+        os.close(self._controller)
+        return code
+
+
+COMMENTED = """\
+# memoryd for the family bots: ask Ana before changing the port.
+[memoryd.server]
+listen = "127.0.0.1:6000"  # the bots use this one
+
+# The model, on the desk machine.
+[[memoryd.providers]]
+name = "primary"
+base_url = "http://127.0.0.1:9/v1"
+model = "old"
+context_window = 32000  # the card's limit
+"""
+
+
+def test_setup_on_a_terminal_asks_again_offers_to_write_and_keeps_comments(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    config = home / "config.toml"
+    config.write_text(COMMENTED, encoding="utf-8")
+    config.chmod(0o600)
+    dead = "http://127.0.0.1:9/v1"
+    terminal = Terminal("setup", home=home)
+    terminal.expect("Model endpoint (OpenAI-compatible base URL) [http://127.0.0.1:9/v1]: ")
+    terminal.type("127.0.0.1:11434")  # no scheme: asked again at once, nothing lost
+    terminal.expect("the base URL must start with http:// or https://, got '127.0.0.1:11434'")
+    terminal.expect("try again")
+    terminal.type("")  # the file's endpoint
+    terminal.expect("Model name [old]: ")
+    terminal.type("qwen2.5")
+    terminal.expect("Environment variable with the API key (empty: none) []: ")
+    terminal.type("")
+    terminal.expect("Review interval in hours")
+    terminal.type("soon")
+    terminal.expect("the review interval must be a number of hours, got 'soon'; try again")
+    terminal.type("6")
+    terminal.expect("Semantic search")
+    terminal.type("")
+    terminal.expect(f"memoryd: {dead} did not answer: primary: cannot connect")
+    terminal.expect("Write the file anyway? [y/N]: ")
+    terminal.type("y")
+    assert terminal.finish() == 0, terminal.shown
+    text = config.read_text(encoding="utf-8")
+    for comment in (
+        "# memoryd for the family bots: ask Ana before changing the port.",
+        'listen = "127.0.0.1:6000"  # the bots use this one',
+        "# The model, on the desk machine.",
+        "context_window = 32000  # the card's limit",
+    ):
+        assert comment in text
+    written = tomllib.loads(text)
+    assert written["memoryd"]["providers"] == [
+        {"name": "primary", "base_url": dead, "model": "qwen2.5", "context_window": 32000}
+    ]
+    assert written["memoryd"]["memory"] == {"review_interval_hours": 6}
+    # Run again: the file is still the user's, comments and all.
+    again = memoryd("setup", "--yes", "--skip-check", "--model", "qwen3", home=home)
+    assert again.returncode == 0, again.stderr
+    assert "# The model, on the desk machine." in config.read_text(encoding="utf-8")
+
+
+def test_setup_on_a_terminal_writes_nothing_when_told_not_to(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    terminal = Terminal("setup", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", home=home)
+    terminal.expect("Environment variable with the API key")
+    terminal.type("")
+    terminal.expect("Review interval in hours")
+    terminal.type("")
+    terminal.expect("Semantic search")
+    terminal.type("")
+    terminal.expect("Write the file anyway? [y/N]: ")
+    terminal.type("")
+    assert terminal.finish() == 1
+    assert "nothing written to" in terminal.shown
+    assert not (home / "config.toml").exists()

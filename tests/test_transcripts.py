@@ -216,7 +216,7 @@ async def test_voice_turns_feed_the_reviewer_and_reach_user_md(
         return Reply(content=json.dumps({"operations": [add]}))
 
     with FakeModel(responder=answer) as model:
-        config = review_config(model, review_interval_hours=0) + PERSIST
+        config = review_config(model, enabled=False) + PERSIST
         server = start_server(tmp_path / "home", config=config).start()
         async with md.connect(server.address) as channel:
             stub = md.MemoryServiceStub(channel)

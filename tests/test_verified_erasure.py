@@ -70,7 +70,7 @@ class Served:
 @pytest.fixture
 async def served(start_server: type[ServerProcess], tmp_path: Path) -> AsyncIterator[Served]:
     with FakeModel() as model:
-        config = review_config(model, review_interval_hours=0) + CONFIG_EXTRA
+        config = review_config(model, enabled=False) + CONFIG_EXTRA
         server = start_server(tmp_path / "home", config=config).start()
         async with md.connect(server.address) as channel:
             yield Served(server, channel, model)

@@ -18,7 +18,8 @@ directory by `MEMORYD_HOME`. Unknown keys are refused, so a typo never silently 
     max_conversation_history = "unbounded"   # or a positive integer
 
     [memoryd.memory]
-    review_interval_hours = 24      # 0: no background review (ReviewNow still works)
+    enabled = true                  # false: no background review (ReviewNow still works)
+    review_interval_hours = 24      # the longest a fact waits; also 5 turns, or 10 idle minutes
 
     [memoryd.compaction]
     threshold = 0.85                # compact at this fraction of the context window
@@ -120,8 +121,15 @@ class HistorySettings:
 class MemorySettings:
     """[memoryd.memory]: the background reviewer."""
 
-    # Hours (fractions too: 0.5 is 30 minutes) between reviews of a conversation; 0 turns the
-    # background reviewer off. A conversation with a backlog is reviewed again at once.
+    # Background review; off leaves ReviewNow (`memoryd memory review`) working.
+    enabled: bool = True
+    # Reviews use this provider (a [[memoryd.providers]] name) first, or, when it names no
+    # provider, the primary provider with this model (a cheaper one, say); the other providers
+    # stay fallbacks. Empty: the chain as configured.
+    model: str = ""
+    # Hours (fractions too: 0.5 is 30 minutes) since the last review after which a conversation
+    # with new input is reviewed: the longest a fact waits. 0: no time trigger (the turn, idle
+    # and passive triggers still fire). A conversation with a backlog is reviewed again at once.
     review_interval_hours: float = 24.0
     review_max_messages: int = 40
     review_input_token_budget: int = 4000
@@ -135,10 +143,12 @@ class MemorySettings:
     review_max_operations: int | None = None
     # Reviews running at once.
     review_concurrency: int = 4
-    # OpenHermit's triggers, off unless set: completed turns since the last review, and minutes
-    # without a new message.
-    turn_interval: int | None = None
-    idle_timeout_minutes: float | None = None
+    # OpenHermit's triggers, at its values (0 turns one off): completed turns since the last
+    # review; minutes without a new message; user messages stored without an agent turn
+    # (AppendMessages in a group chat the agent only reads) since the last review.
+    turn_interval: int | None = 5
+    idle_timeout_minutes: float | None = 10.0
+    passive_turn_interval: int | None = 20
     # How often the scheduler looks for due reviews.
     scheduler_tick_seconds: float = 5.0
 
@@ -210,6 +220,19 @@ class ProviderSettings:
     api_key_env: str = ""
     context_window: int = 128_000
     timeout_seconds: float = 90.0
+
+
+def review_providers(
+    providers: tuple[ProviderSettings, ...], model: str
+) -> tuple[ProviderSettings, ...]:
+    """The chain reviews use ([memoryd.memory] model): the provider of that name first, or the
+    primary with that model; the others follow as fallbacks. Empty: the chain as configured."""
+    if not model or not providers:
+        return providers
+    named = [provider for provider in providers if provider.name == model]
+    if named:
+        return (named[0], *(provider for provider in providers if provider is not named[0]))
+    return (dataclasses.replace(providers[0], model=model), *providers[1:])
 
 
 MIN_TOKEN_CHARS = 16
@@ -320,6 +343,11 @@ def load_settings(
         )
     providers = _providers(table.get("providers", []), path)
     _check_embedding_provider(sections["search"], providers, path)
+    if sections["memory"].model and not providers:
+        raise StartupError(
+            f"{_where(path)}memoryd.memory.model is {sections['memory'].model!r}, but no "
+            "[[memoryd.providers]] is configured to run it"
+        )
     auth = _auth(table.get("auth", {}), env, path)
     return Settings(
         home=default_home.resolve(),

@@ -22,6 +22,7 @@ class Event(enum.StrEnum):
     TOKENS_COUNTED = "tokens_counted"
     NO_PROVIDER = "no_provider"
     READ_ONLY = "read_only"
+    BACKGROUND_REVIEW_OFF = "background_review_off"
     PROMPT_FILE_CLEANUP_FAILED = "prompt_file_cleanup_failed"
     PROMPT_FILE_WRITE_FAILED = "prompt_file_write_failed"
     PROMPT_FILES_RESYNCED = "prompt_files_resynced"

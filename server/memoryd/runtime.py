@@ -16,7 +16,7 @@ from pathlib import Path
 import apsw
 
 from memoryd import data_directory, log_names
-from memoryd.config import Settings
+from memoryd.config import Settings, review_providers
 from memoryd.domain import tokens
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.paging import PageTokens
@@ -164,7 +164,7 @@ class Runtime:
             readers=readers,
             prompts=prompts,
             memory=memory,
-            chain=ProviderChain(settings.providers, env),
+            chain=ProviderChain(review_providers(settings.providers, settings.memory.model), env),
             settings=settings.memory,
         )
         scheduler = ReviewScheduler(reviewer, readers)
@@ -174,7 +174,11 @@ class Runtime:
             history=history,
             prompts=prompts,
             reviewer=reviewer,
-            chain=reviewer.chain,
+            chain=(
+                reviewer.chain
+                if not settings.memory.model
+                else ProviderChain(settings.providers, env)
+            ),
             settings=settings.compaction,
             changes=changes,
         )
@@ -233,6 +237,8 @@ class Runtime:
             await self.erasure.close()
             await self.compactor.close()
             await self.reviewer.chain.close()
+            if self.compactor.chain is not self.reviewer.chain:
+                await self.compactor.chain.close()
             await self.writer.close()
             self.readers.close()
             self.changes.close()

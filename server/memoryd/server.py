@@ -280,7 +280,14 @@ async def _start_background(settings: Settings, runtime: Runtime) -> None:
         )
         return
     if runtime.reviewer.chain.configured:
-        runtime.scheduler.start()
+        if runtime.scheduler.enabled:
+            runtime.scheduler.start()
+        else:
+            log.info(
+                "background review is off (memoryd.memory.enabled = false, or no trigger is "
+                "set): reviews run when asked (ReviewNow, `memoryd memory review`)",
+                extra={"event": Event.BACKGROUND_REVIEW_OFF},
+            )
         return
     log.warning(
         "no model provider is configured: messages, search and the memory rows you store "

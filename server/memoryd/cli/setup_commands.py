@@ -4,10 +4,13 @@
                   [--api-key-env VAR] [--review-interval-hours H] [--skip-check] [--yes]
 
 Setup asks on a terminal for what no flag gave (the seed's setup wizard: the model endpoint and
-the review interval), checks that the endpoint answers a chat completion, and writes the config
-file: the new provider becomes the primary, other providers stay as fallbacks, every other
-setting in the file is kept. `config show` prints the settings memoryd would run with, from the
-same sources as `serve`, with secrets masked: API keys are never written to the file or shown.
+the review interval), asking again at once when an answer cannot be used, checks that the
+endpoint answers a chat completion (on a terminal, offering to write the file anyway when it
+does not), and writes the config file: the new provider becomes the primary, other providers
+stay as fallbacks, every other setting in the file is kept, and so are its comments and layout
+(tomlkit edits the file in place). `config show` prints the settings memoryd would run with,
+from the same sources as `serve`, with secrets masked: API keys are never written to the file
+or shown.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
+
+import tomlkit
 
 from memoryd.config import (
     DEFAULT_HOME,
@@ -56,7 +61,11 @@ def add_commands(commands: Any) -> None:
     )
     setup.add_argument("--model", help="the model name")
     setup.add_argument("--api-key-env", help="the environment variable holding the API key")
-    setup.add_argument("--review-interval-hours", type=float, help="hours between reviews (0: off)")
+    setup.add_argument(
+        "--review-interval-hours",
+        type=float,
+        help="the longest a fact waits for review, in hours (0: only the turn and idle triggers)",
+    )
     setup.add_argument(
         "--embeddings",
         choices=EMBEDDINGS,
@@ -99,7 +108,6 @@ def run_setup(
             model=answers["model"],
             api_key_env=answers["api_key_env"],
         )
-        _check_values(provider, answers["review_interval_hours"])
         search = _search_answers(args, document, prompt)
     except (StartupError, ValueError) as error:
         print(f"memoryd: {error}", file=sys.stderr)  # noqa: T201 - CLI output
@@ -107,16 +115,22 @@ def run_setup(
     if not args.skip_check:
         problem = asyncio.run(_check_endpoint(provider, env))
         if problem:
-            print(  # noqa: T201 - CLI output
-                f"memoryd: {provider.base_url} did not answer: {problem} "
-                "(fix it, or pass --skip-check to write the file anyway)",
-                file=sys.stderr,
-            )
-            return EXIT_FAILED
-        out.write(f"{provider.base_url} answered with model {provider.model}\n")
+            said = f"memoryd: {provider.base_url} did not answer: {problem}"
+            if prompt is None:
+                print(  # noqa: T201 - CLI output
+                    f"{said} (fix it, or pass --skip-check to write the file anyway)",
+                    file=sys.stderr,
+                )
+                return EXIT_FAILED
+            print(said, file=sys.stderr)  # noqa: T201 - CLI output
+            if prompt("Write the file anyway? [y/N]: ").strip().lower() not in ("y", "yes"):
+                print(f"memoryd: nothing written to {path}", file=sys.stderr)  # noqa: T201
+                return EXIT_FAILED
+        else:
+            out.write(f"{provider.base_url} answered with model {provider.model}\n")
     _merge(document, provider, answers["review_interval_hours"])
     document["memoryd"].setdefault("search", {}).update(search)
-    write_private(path, to_toml(document))
+    write_private(path, tomlkit.dumps(document))
     out.write(f"wrote {path}\n")
     if provider.api_key_env and provider.api_key_env not in env:
         out.write(f"note: ${provider.api_key_env} is not set in this shell\n")
@@ -142,8 +156,10 @@ def write_private(path: Path, text: str) -> None:
 
 
 def _answers(
-    args: argparse.Namespace, document: dict[str, Any], ask: Callable[[str], str] | None
+    args: argparse.Namespace, document: Any, ask: Callable[[str], str] | None
 ) -> dict[str, Any]:
+    """The provider's and the interval's answers: flags first, then a terminal's (asked again
+    until usable), then what the file holds. Raises ValueError for an unusable value."""
     table = document.get("memoryd", {})
     current = (table.get("providers") or [{}])[0]
     memory = table.get("memory", {})
@@ -157,7 +173,7 @@ def _answers(
         ),
         (
             "review_interval_hours",
-            "Review interval in hours (0 turns background review off)",
+            "Review interval in hours, the longest a fact waits (0: turn and idle triggers only)",
             memory.get("review_interval_hours", 24),
         ),
     ]
@@ -165,20 +181,42 @@ def _answers(
     for key, question, default in questions:
         given = getattr(args, key)
         if given is None and ask is not None:
-            reply = ask(f"{question} [{default}]: ").strip()
-            given = reply or default
-        answers[key] = default if given is None else given
-    try:
-        answers["review_interval_hours"] = float(answers["review_interval_hours"])
-    except (TypeError, ValueError):
-        interval = answers["review_interval_hours"]
-        message = f"the review interval must be a number of hours, got {interval!r}"
-        raise ValueError(message) from None
-    for key in ("base_url", "model"):
-        if not str(answers[key]).strip():
-            message = f"--{key.replace('_', '-')} is required"
-            raise ValueError(message)
+            answers[key] = _asked(ask, key, f"{question} [{default}]: ", default)
+        else:
+            answers[key] = _usable(key, default if given is None else given)
     return answers
+
+
+def _asked(ask: Callable[[str], str], key: str, question: str, default: Any) -> Any:
+    """A terminal's answer, asked again until it can be used (an empty one takes `default`)."""
+    while True:
+        reply = ask(question).strip() or str(default)
+        try:
+            return _usable(key, reply)
+        except ValueError as error:
+            print(f"memoryd: {error}; try again", file=sys.stderr)  # noqa: T201 - CLI output
+
+
+def _usable(key: str, value: Any) -> Any:
+    """One answer, checked (and the interval read as a number); ValueError says why not."""
+    if key == "review_interval_hours":
+        try:
+            hours = float(value)
+        except (TypeError, ValueError):
+            message = f"the review interval must be a number of hours, got {value!r}"
+            raise ValueError(message) from None
+        if not math.isfinite(hours) or hours < 0:
+            message = f"the review interval must be 0 or more hours, got {value!r}"
+            raise ValueError(message)
+        return hours
+    text = str(value).strip()
+    if key in ("base_url", "model") and not text:
+        message = f"--{key.replace('_', '-')} is required"
+        raise ValueError(message)
+    if key == "base_url" and not text.startswith(("http://", "https://")):
+        message = f"the base URL must start with http:// or https://, got {text!r}"
+        raise ValueError(message)
+    return text
 
 
 def _search_answers(
@@ -212,15 +250,6 @@ def _search_answers(
     return answers
 
 
-def _check_values(provider: ProviderSettings, hours: float) -> None:
-    if not provider.base_url.startswith(("http://", "https://")):
-        message = f"the base URL must start with http:// or https://, got {provider.base_url!r}"
-        raise ValueError(message)
-    if not math.isfinite(hours) or hours < 0:
-        message = f"the review interval must be 0 or more hours, got {hours}"
-        raise ValueError(message)
-
-
 async def _check_endpoint(provider: ProviderSettings, env: Mapping[str, str]) -> str:
     checked = dataclasses.replace(provider, timeout_seconds=min(provider.timeout_seconds, 30))
     chain = ProviderChain([checked], env)
@@ -235,32 +264,43 @@ async def _check_endpoint(provider: ProviderSettings, env: Mapping[str, str]) ->
     return ""
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read(path: Path) -> tomlkit.TOMLDocument:
+    """The config file as an editable document that keeps its comments (empty when none)."""
     if not path.is_file():
-        return {}
+        return tomlkit.document()
+    text = path.read_text(encoding="utf-8")
     try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
+        plain = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         message = f"{path} is not valid TOML: {error}"
         raise ValueError(message) from None
-    table = document.get("memoryd", {})
+    table = plain.get("memoryd", {})
     if not isinstance(table, dict) or not isinstance(table.get("providers", []), list):
         message = f"{path} does not have memoryd's shape ([memoryd], [[memoryd.providers]])"
         raise ValueError(message)  # noqa: TRY004 - reported like every other bad answer
-    return document
+    return tomlkit.parse(text)
 
 
-def _merge(document: dict[str, Any], provider: ProviderSettings, hours: float) -> None:
+def _merge(document: Any, provider: ProviderSettings, hours: float) -> None:
+    """The provider becomes the primary (an entry of its name is updated in place, keeping its
+    other settings and comments), and the interval is set."""
     table = document.setdefault("memoryd", {})
-    entry = {
-        "name": provider.name,
-        "base_url": provider.base_url,
-        "model": provider.model,
-    }
+    if "providers" not in table:
+        table["providers"] = tomlkit.aot()
+    providers = table["providers"]
+    entry = next((p for p in providers if p.get("name") == provider.name), None)
+    if entry is None:
+        entry = tomlkit.table()
+        entry["name"] = provider.name
+    else:
+        providers.remove(entry)
+    entry["base_url"] = provider.base_url
+    entry["model"] = provider.model
     if provider.api_key_env:
         entry["api_key_env"] = provider.api_key_env
-    others = [p for p in table.get("providers", []) if p.get("name") != provider.name]
-    table["providers"] = [entry, *others]
+    elif "api_key_env" in entry:
+        del entry["api_key_env"]
+    providers.insert(0, entry)
     table.setdefault("memory", {})["review_interval_hours"] = (
         int(hours) if float(hours).is_integer() else hours
     )

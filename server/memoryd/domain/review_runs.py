@@ -79,6 +79,8 @@ class ReviewState:
     pending_input: bool = False
     last_input_at: dt.datetime | None = None
     turns_since_review: int = 0
+    # User messages stored without an agent turn since the last review.
+    passive_since_review: int = 0
     claim_token: str | None = None
     claimed_at: dt.datetime | None = None
     # The last review left reviewable input behind: the next batch is due at once.

@@ -159,7 +159,7 @@ class Compactor:
         self._history = history
         self._prompts = prompts
         self._reviewer = reviewer
-        self._chain = chain
+        self.chain = chain
         self.settings = settings
         self._now = now
         self.backoff = dt.timedelta(seconds=settings.failure_backoff_seconds)
@@ -270,8 +270,8 @@ class Compactor:
             return requested
         if recorded:
             return recorded
-        if self._chain.providers:
-            return self._chain.providers[0].context_window
+        if self.chain.providers:
+            return self.chain.providers[0].context_window
         raise InvalidArgument(
             "context_window is required: none was reported with CommitTurn, and no model "
             "provider (with its context_window) is configured"
@@ -319,7 +319,7 @@ class Compactor:
 
     def after_turn(self, key: ConversationKey, usage: TurnUsage) -> None:
         """A turn was committed: compact in the background when its peak reached the trigger."""
-        if not self.settings.enabled or not self._chain.configured or key in self._locks:
+        if not self.settings.enabled or not self.chain.configured or key in self._locks:
             return
         task = asyncio.get_running_loop().create_task(self._after_turn(key, usage))
         self._background.add(task)
@@ -348,7 +348,7 @@ class Compactor:
 
     def require_provider(self) -> None:
         """Compaction needs a model: FAILED_PRECONDITION otherwise."""
-        if not self._chain.configured:
+        if not self.chain.configured:
             raise FailedPrecondition(no_provider("compaction"))
 
     async def _compact(self, key: ConversationKey, window: int) -> CompactResult:
@@ -449,7 +449,7 @@ class Compactor:
         boundary: int,
     ) -> str:
         effort = self.settings.reasoning_effort
-        completion = await self._chain.complete(
+        completion = await self.chain.complete(
             rules.summary_prompt(
                 previous.content if previous else None,
                 selection.summarized,
@@ -512,7 +512,7 @@ class Compactor:
 
         record, checkpoint = await self._readers.read(read)
         window = record.context_window or (
-            self._chain.providers[0].context_window if self._chain.providers else 0
+            self.chain.providers[0].context_window if self.chain.providers else 0
         )
         return CompactionDescription(
             enabled=self.settings.enabled,

@@ -61,15 +61,12 @@ def store_appends(
         if request.as_reviewed and stored:
             passed = review_store.pass_over(connection, request.key, [m.id for m in stored])
             results[index] = dataclasses.replace(result, passed_over=passed)
-    review_store.mark_input(
-        connection,
-        [
-            (request.key, request.now)
-            for request, result in zip(requests, results, strict=True)
-            if not result.passed_over
-            and any(is_review_input(m.role, m.metadata_json) for m in result.stored)
-        ],
-    )
+    inputs = []
+    for request, result in zip(requests, results, strict=True):
+        read = sum(is_review_input(m.role, m.metadata_json) for m in result.stored)
+        if read and not result.passed_over:
+            inputs.append((request.key, request.now, read))
+    review_store.mark_input(connection, inputs)
     return results
 
 

@@ -165,7 +165,7 @@ class Thresholds:
     """The times a trigger compares with, at one moment: one rule for the gate and the
     scheduler's query, so the scheduler never picks a conversation the gate then refuses."""
 
-    interval_before: dt.datetime
+    interval_before: dt.datetime | None
     backoff_before: dt.datetime
     stale_before: dt.datetime
     idle_before: dt.datetime | None
@@ -200,14 +200,15 @@ class Reviewer:
         # A claim older than this belongs to a review that died: it may be taken over.
         self.stale_after = max(self.backoff, dt.timedelta(seconds=timeouts))
         # One exact duration, fractions of an hour included, for the gate and the scheduler.
-        self.interval = dt.timedelta(hours=settings.review_interval_hours)
+        hours = settings.review_interval_hours
+        self.interval = dt.timedelta(hours=hours) if hours > 0 else None
         idle = settings.idle_timeout_minutes
         self.idle = dt.timedelta(minutes=idle) if idle is not None else None
 
     def thresholds(self, now: dt.datetime) -> Thresholds:
         """The trigger times at `now`."""
         return Thresholds(
-            interval_before=now - self.interval,
+            interval_before=now - self.interval if self.interval is not None else None,
             backoff_before=now - self.backoff,
             stale_before=now - self.stale_after,
             idle_before=now - self.idle if self.idle is not None else None,
@@ -284,11 +285,15 @@ class Reviewer:
             return None
         at = self.thresholds(now)
         turns = self.settings.turn_interval
+        passive = self.settings.passive_turn_interval
         fired = (
             state.backlog
-            or state.last_reviewed_at is None
-            or state.last_reviewed_at <= at.interval_before
+            or (
+                at.interval_before is not None
+                and (state.last_reviewed_at is None or state.last_reviewed_at <= at.interval_before)
+            )
             or (turns is not None and state.turns_since_review >= turns)
+            or (passive is not None and state.passive_since_review >= passive)
             or (
                 at.idle_before is not None
                 and state.last_input_at is not None

@@ -3,12 +3,14 @@
 Due means: new input is pending (a committed turn, or appended user messages), no live claim,
 past the failure backoff, and one trigger fired: the review interval since the last review
 (exactly, fractions of an hour too; or never reviewed), a backlog (the last review left unread
-input: the next batch runs at once), OpenHermit's turn_interval completed turns, or
-idle_timeout_minutes without a new message. The gate in Reviewer applies the same rule, from
-the same thresholds, so a picked conversation is never refused and picked again in a loop.
-State lives in SQLite, so after a restart the same conversations are due again; claims of the
-previous process are cleared at start-up. `review_interval_hours = 0` turns it off; ReviewNow
-still works. A turn commit nudges the scheduler, so turn triggers do not wait for the next tick.
+input: the next batch runs at once), OpenHermit's turn_interval completed turns,
+passive_turn_interval user messages stored without a turn, or idle_timeout_minutes without a
+new message. The gate in Reviewer applies the same rule, from the same thresholds, so a picked
+conversation is never refused and picked again in a loop. State lives in SQLite, so after a
+restart the same conversations are due again; claims of the previous process are cleared at
+start-up. `enabled = false` turns it off (ReviewNow still works); `review_interval_hours = 0`
+turns only the time trigger off. A turn commit nudges the scheduler, so turn triggers do not
+wait for the next tick.
 """
 
 from __future__ import annotations
@@ -49,8 +51,15 @@ class ReviewScheduler:
 
     @property
     def enabled(self) -> bool:
-        """Background review runs only with a provider and a non-zero interval."""
-        return self._reviewer.chain.configured and self._settings.review_interval_hours > 0
+        """Background review runs with a provider, when it is enabled and a trigger is set."""
+        settings = self._settings
+        triggers = (
+            settings.review_interval_hours > 0,
+            settings.turn_interval is not None,
+            settings.idle_timeout_minutes is not None,
+            settings.passive_turn_interval is not None,
+        )
+        return self._reviewer.chain.configured and settings.enabled and any(triggers)
 
     def start(self) -> None:
         """Start the background loop (on the running event loop)."""
@@ -88,6 +97,7 @@ class ReviewScheduler:
                 backoff_before=at.backoff_before,
                 stale_before=at.stale_before,
                 turn_interval=settings.turn_interval,
+                passive_interval=settings.passive_turn_interval,
                 idle_before=at.idle_before,
                 limit=limit,
             )

@@ -53,6 +53,7 @@ _STATE = Columns(
         "pending_input",
         "last_input_at",
         "turns_since_review",
+        "passive_since_review",
         "claim_token",
         "claimed_at",
         "backlog",
@@ -116,6 +117,7 @@ def _state(row: Row) -> ReviewState:
         pending_input=bool(column["pending_input"]),
         last_input_at=_time(column["last_input_at"]),
         turns_since_review=column["turns_since_review"],
+        passive_since_review=column["passive_since_review"],
         claim_token=column["claim_token"],
         claimed_at=_time(column["claimed_at"]),
         backlog=bool(column["backlog"]),
@@ -212,19 +214,21 @@ def pass_over(connection: apsw.Connection, key: ConversationKey, ids: Sequence[i
 
 
 def mark_input(
-    connection: apsw.Connection, inputs: list[tuple[ConversationKey, dt.datetime]]
+    connection: apsw.Connection, inputs: list[tuple[ConversationKey, dt.datetime, int]]
 ) -> None:
-    """Appended reviewable messages: new input for the scheduler (not a turn), for each
-    (conversation, time); one statement for all of them."""
+    """Appended reviewable messages, stored without an agent turn: new input for the scheduler,
+    for each (conversation, time, how many), counted for the passive trigger; one statement
+    for all of them."""
     if not inputs:
         return
-    payload = json.dumps([[*key.as_row(), to_text(now)] for key, now in inputs])
+    payload = json.dumps([[*key.as_row(), to_text(now), count] for key, now, count in inputs])
     connection.execute(
         "INSERT INTO memory_review_state (agent_id, owner_id, channel, chat_id, thread_scope, "
-        "pending_input, last_input_at) SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, "
-        "j.value ->> 3, j.value ->> 4, 1, j.value ->> 5 FROM json_each(?) AS j WHERE true "
-        "ORDER BY j.key "
-        "ON CONFLICT DO UPDATE SET pending_input = 1, last_input_at = excluded.last_input_at",
+        "pending_input, last_input_at, passive_since_review) SELECT j.value ->> 0, "
+        "j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, 1, j.value ->> 5, "
+        "j.value ->> 6 FROM json_each(?) AS j WHERE true ORDER BY j.key "
+        "ON CONFLICT DO UPDATE SET pending_input = 1, last_input_at = excluded.last_input_at, "
+        "passive_since_review = passive_since_review + excluded.passive_since_review",
         (payload,),
     )
 
@@ -403,7 +407,7 @@ def record_success(
         "last_reviewed_message_id = max(last_reviewed_message_id, ?), last_reviewed_at = ?, "
         "last_review_completed_at = ?, last_review_status = ?, "
         "failure_count = 0, last_error = NULL, pending_input = ?, backlog = ?, "
-        "turns_since_review = 0, "
+        "turns_since_review = 0, passive_since_review = 0, "
         f"claim_token = NULL, claimed_at = NULL WHERE {CONVERSATION_MATCH}",
         (
             cursor,
@@ -483,20 +487,27 @@ def last_run(connection: apsw.Connection, key: ConversationKey) -> StoredRun | N
 def due(
     connection: apsw.Connection,
     *,
-    interval_before: dt.datetime,
+    interval_before: dt.datetime | None,
     backoff_before: dt.datetime,
     stale_before: dt.datetime,
     turn_interval: int | None,
+    passive_interval: int | None,
     idle_before: dt.datetime | None,
     limit: int,
 ) -> list[ConversationKey]:
     """Conversations with new input whose review is due (a trigger fired, or a backlog),
     oldest review first."""
-    triggers = ["(last_reviewed_at IS NULL OR last_reviewed_at <= ?)"]
-    params: list[Any] = [to_text(interval_before)]
+    triggers = ["backlog = 1"]
+    params: list[Any] = []
+    if interval_before is not None:
+        triggers.append("(last_reviewed_at IS NULL OR last_reviewed_at <= ?)")
+        params.append(to_text(interval_before))
     if turn_interval is not None:
         triggers.append("turns_since_review >= ?")
         params.append(turn_interval)
+    if passive_interval is not None:
+        triggers.append("passive_since_review >= ?")
+        params.append(passive_interval)
     if idle_before is not None:
         triggers.append("last_input_at <= ?")
         params.append(to_text(idle_before))
@@ -505,7 +516,7 @@ def due(
         "SELECT agent_id, owner_id, channel, chat_id, thread_scope FROM memory_review_state "
         "WHERE pending_input = 1 AND (claim_token IS NULL OR claimed_at < ?) "
         "AND (failure_count = 0 OR last_review_failed_at <= ?) "
-        f"AND (backlog = 1 OR {' OR '.join(triggers)}) "
+        f"AND ({' OR '.join(triggers)}) "
         "ORDER BY last_reviewed_at NULLS FIRST LIMIT ?",
         [to_text(stale_before), to_text(backoff_before), *params, limit],
     )
