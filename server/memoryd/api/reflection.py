@@ -48,12 +48,18 @@ class MethodAwarePool:
         return getattr(self._pool, name)
 
 
-def commented_files() -> dict[str, bytes]:
+def commented_files(pool: Any) -> dict[str, bytes]:
     """{proto file name: its serialized FileDescriptorProto with source info}, for memoryd's
-    own protos."""
+    own protos. Each is the pool's descriptor (what reflection served before, without
+    protoc's json_name, so tools keep printing the proto field names) with the set's comments."""
     data = (resources.files("memoryd_client.v1") / DESCRIPTOR_SET).read_bytes()
-    files = descriptor_pb2.FileDescriptorSet.FromString(data)
-    return {file.name: file.SerializeToString() for file in files.file}
+    commented = {}
+    for file in descriptor_pb2.FileDescriptorSet.FromString(data).file:
+        served = descriptor_pb2.FileDescriptorProto()
+        pool.FindFileByName(file.name).CopyToProto(served)
+        served.source_code_info.CopyFrom(file.source_code_info)
+        commented[file.name] = served.SerializeToString()
+    return commented
 
 
 def with_comments(
@@ -75,7 +81,7 @@ class CommentedReflection(reflection.aio.ReflectionServicer):
 
     def __init__(self, service_names: tuple[str, ...], pool: Any) -> None:
         super().__init__(service_names, pool=pool)
-        self._commented = commented_files()
+        self._commented = commented_files(pool)
 
     async def ServerReflectionInfo(  # type: ignore[override]  # noqa: N802
         self,
