@@ -71,9 +71,7 @@ async def reviewing(
 ) -> AsyncIterator[Reviewing]:
     """A server whose background reviewer is off (enabled = false): tests run reviews with
     ReviewNow."""
-    server = start_server(
-        tmp_path / "home", config=review_config(model, enabled=False)
-    ).start()
+    server = start_server(tmp_path / "home", config=review_config(model, enabled=False)).start()
     async with md.connect(server.address) as channel:
         yield Reviewing(server, channel)
 

@@ -417,7 +417,10 @@ async def test_preflight_compacts_on_the_recorded_peak_and_the_peak_is_reset(
     )
     under = await compacting.compaction.Preflight(md.PreflightRequest(conversation=conversation))
     assert under.outcome == md.COMPACTION_OUTCOME_SKIPPED
-    assert under.reason == "the last peak of 1,600 prompt tokens is under the trigger of 3,400"
+    assert under.reason == (
+        "the last peak of 1,600 prompt tokens is under the trigger of 3,400, and the composed "
+        "context leaves no message out"
+    )
     # Against a 1,800-token window the same peak reaches the trigger (1,530).
     hot = await compacting.compaction.Preflight(
         md.PreflightRequest(conversation=conversation, context_window=1800)
@@ -431,6 +434,51 @@ async def test_preflight_compacts_on_the_recorded_peak_and_the_peak_is_reset(
         md.PreflightRequest(conversation=conversation, context_window=1800)
     )
     assert reset.outcome == md.COMPACTION_OUTCOME_SKIPPED
+
+
+async def test_messages_the_composed_context_leaves_out_trigger_compaction(
+    compacting: Compacting,
+) -> None:
+    """The issue's adapter: it sends the composed context plus a 50-token system prompt, so its
+    peak (1,650) stays under the trigger (1,700) while ComposeContext leaves the oldest
+    messages out. Omission triggers compaction too: nothing leaves the context unsummarised."""
+    user = [
+        md.NewMessage(role=md.ROLE_USER, sender="ada", content=words(160, WORDS[n]))
+        for n in range(14)
+    ]
+    before_turn, after_turn = fresh_conversation(), fresh_conversation()
+    for conversation in (before_turn, after_turn):
+        await append(compacting.memory, conversation, *user)
+        composed = await compacting.compose(conversation)
+        assert (composed.omitted_messages, composed.total_tokens) == (4, 1600)
+
+    # Preflight compacts before any peak is reported.
+    flight = await compacting.compaction.Preflight(
+        md.PreflightRequest(conversation=before_turn, context_window=WINDOW)
+    )
+    assert flight.outcome == md.COMPACTION_OUTCOME_COMPACTED, flight.reason
+    assert compaction_requests(compacting.model)
+    state = await compacting.state(before_turn)
+    listed = await compacting.memory.ListMessages(
+        md.ListMessagesRequest(conversation=before_turn, all_history=True, page_size=100)
+    )
+    assert state.checkpoint.first_message_id == listed.messages[0].id
+    assert (await compacting.compose(before_turn)).omitted_messages == 0
+
+    # After a turn whose peak is under the trigger, the check after delivery compacts.
+    await compacting.memory.CommitTurn(
+        md.CommitTurnRequest(
+            conversation=after_turn,
+            messages=[md.NewMessage(role=md.ROLE_ASSISTANT, sender="bot", content="ok")],
+            usage=md.TurnUsage(peak_prompt_tokens=1600 + 50, context_window=WINDOW),
+        )
+    )
+
+    async def checkpointed() -> bool:
+        return (await compacting.state(after_turn)).HasField("checkpoint")
+
+    await eventually(checkpointed)
+    assert (await compacting.compose(after_turn)).omitted_messages == 0
 
 
 async def test_commit_turn_compacts_in_the_background_without_waiting(

@@ -334,9 +334,14 @@ def test_selection_splits_the_window_without_losing_a_message(
 def test_the_backoff_holds_until_its_deadline() -> None:
     failed = NOW + dt.timedelta(seconds=60)
 
-    def reason(now: dt.datetime, peak: int | None = 900) -> str | None:
+    def reason(now: dt.datetime, peak: int | None = 900, omitted: int = 0) -> str | None:
         return compaction.skip_reason(
-            enabled=True, peak_prompt_tokens=peak, trigger_tokens=850, backoff_until=failed, now=now
+            enabled=True,
+            peak_prompt_tokens=peak,
+            trigger_tokens=850,
+            omitted_messages=omitted,
+            backoff_until=failed,
+            now=now,
         )
 
     assert (
@@ -344,9 +349,14 @@ def test_the_backoff_holds_until_its_deadline() -> None:
     )
     assert reason(failed - dt.timedelta(microseconds=1)) is not None
     assert reason(failed) is None
-    assert (
-        reason(failed, peak=849) == "the last peak of 849 prompt tokens is under the trigger of 850"
+    assert reason(failed, peak=849) == (
+        "the last peak of 849 prompt tokens is under the trigger of 850, and the composed "
+        "context leaves no message out"
     )
     assert reason(failed, peak=None) == (
         "no prompt tokens recorded yet: CommitTurn reports the first measurement"
     )
+    # Messages left out of the composed context trigger it too, under the peak or before one.
+    assert reason(failed, peak=849, omitted=3) is None
+    assert reason(failed, peak=None, omitted=1) is None
+    assert reason(NOW, peak=849, omitted=3) is not None  # the backoff still holds

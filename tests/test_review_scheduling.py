@@ -156,9 +156,7 @@ async def test_many_due_conversations_are_reviewed_with_bounded_concurrency(
 
 async def test_the_review_command(start_server: type[ServerProcess], tmp_path: Path) -> None:
     with FakeModel(default=Reply(content=ADD)) as model:
-        server = start_server(
-            tmp_path / "home", config=review_config(model, enabled=False)
-        ).start()
+        server = start_server(tmp_path / "home", config=review_config(model, enabled=False)).start()
         async with md.connect(server.address) as channel:
             memory = md.MemoryServiceStub(channel)
             first = md.Conversation(channel="telegram", chat_id="42", thread_scope="a:b")

@@ -293,19 +293,23 @@ def skip_reason(
     enabled: bool,
     peak_prompt_tokens: int | None,
     trigger_tokens: int,
+    omitted_messages: int,
     backoff_until: dt.datetime | None,
     now: dt.datetime,
 ) -> str | None:
-    """Why an automatic compaction (Preflight, after a turn) does not run now; None: it runs."""
+    """Why an automatic compaction (Preflight, after a turn) does not run now; None: it runs.
+    Two things trigger one: the last peak reached the trigger, or the composed context leaves
+    messages of the window out (they would otherwise be neither shown nor summarised)."""
     if not enabled:
         return "automatic compaction is disabled (memoryd.compaction.enabled)"
-    if peak_prompt_tokens is None:
-        return "no prompt tokens recorded yet: CommitTurn reports the first measurement"
-    if peak_prompt_tokens < trigger_tokens:
-        return (
-            f"the last peak of {peak_prompt_tokens:,} prompt tokens is under the trigger of "
-            f"{trigger_tokens:,}"
-        )
+    if not omitted_messages:
+        if peak_prompt_tokens is None:
+            return "no prompt tokens recorded yet: CommitTurn reports the first measurement"
+        if peak_prompt_tokens < trigger_tokens:
+            return (
+                f"the last peak of {peak_prompt_tokens:,} prompt tokens is under the trigger of "
+                f"{trigger_tokens:,}, and the composed context leaves no message out"
+            )
     if backoff_until is not None and now < backoff_until:
         return f"a compaction failed; automatic compaction waits until {backoff_until.isoformat()}"
     return None

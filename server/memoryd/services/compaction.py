@@ -286,7 +286,7 @@ class Compactor:
         window = self.context_window(requested_window, record.context_window)
         trigger = rules.trigger(self.settings.threshold, window)
         peak = record.peak_prompt_tokens
-        skip = self._skip_reason(record, window)
+        skip = await self._skip_reason(key, record, window)
         if skip is not None:
             return PreflightResult(
                 outcome=rules.Outcome.SKIPPED,
@@ -329,7 +329,7 @@ class Compactor:
         try:
             record = await self._readers.read(lambda connection: _record(connection, key))
             window = self.context_window(usage.context_window or 0, record.context_window)
-            if self._skip_reason(record, window) is None:
+            if await self._skip_reason(key, record, window) is None:
                 await self._compact(key, window)
         except asyncio.CancelledError:
             raise
@@ -527,15 +527,31 @@ class Compactor:
             last_error=record.error or "",
         )
 
-    def _skip_reason(self, record: store.CompactionRow, window: int) -> str | None:
+    async def _skip_reason(
+        self, key: ConversationKey, record: store.CompactionRow, window: int
+    ) -> str | None:
         """Why an automatic compaction does not run now (None: it runs)."""
+        trigger = rules.trigger(self.settings.threshold, window)
+        peak = record.peak_prompt_tokens
+        under = peak is None or peak < trigger
+        omitted = await self._omitted(key, window) if self.settings.enabled and under else 0
         return rules.skip_reason(
             enabled=self.settings.enabled,
-            peak_prompt_tokens=record.peak_prompt_tokens,
-            trigger_tokens=rules.trigger(self.settings.threshold, window),
+            peak_prompt_tokens=peak,
+            trigger_tokens=trigger,
+            omitted_messages=omitted,
             backoff_until=self._backoff_until(record),
             now=self._now(),
         )
+
+    async def _omitted(self, key: ConversationKey, window: int) -> int:
+        """How many of the window's messages the composed context leaves out (as an operator
+        sees it: the largest blocks; usually the composition the adapter just read)."""
+        try:
+            composed = await self.compose(key, Trust.OPERATOR, window)
+        except InvalidArgument:  # the blocks alone overflow: compaction cannot help that
+            return 0
+        return composed.composition.omitted_messages
 
     def _backoff_until(self, record: store.CompactionRow) -> dt.datetime | None:
         if record.failed_at is None:
