@@ -40,6 +40,7 @@ from memoryd.services.review import Reviewer
 from memoryd.services.review_scheduler import ReviewScheduler
 from memoryd.services.search import HistorySearch, QueryVectors
 from memoryd.services.semantic import VectorCache
+from memoryd.services.sessions import Sessions
 from memoryd.services.transcripts import TranscriptService
 from memoryd.services.transfer import TransferService
 from memoryd.services.turns import TurnService
@@ -69,6 +70,7 @@ class Runtime:
     resources: ResourceService
     erasure: ErasureService
     ingest: IngestService
+    sessions: Sessions
     jobs: JobService
     reviewer: Reviewer
     scheduler: ReviewScheduler
@@ -216,6 +218,7 @@ class Runtime:
             resources=resources,
             erasure=erasure,
             ingest=ingest,
+            sessions=Sessions(history, reviewer, settings.compaction.review_catch_up_seconds),
             jobs=jobs,
             reviewer=reviewer,
             scheduler=scheduler,

@@ -193,6 +193,7 @@ async def _serve(
                 resources=runtime.resources,
                 erasure=runtime.erasure,
                 ingest=runtime.ingest,
+                sessions=runtime.sessions,
                 jobs=runtime.jobs,
                 turns=runtime.turns,
                 scheduler=runtime.scheduler,

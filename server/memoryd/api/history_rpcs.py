@@ -17,9 +17,11 @@ from memoryd.api.history_convert import (
     sent_messages_in,
 )
 from memoryd.domain.conversation import check_identifier, owner_key
+from memoryd.domain.history import EndedSession
 from memoryd.services.erasure import ErasureService
 from memoryd.services.history import HistoryService
 from memoryd.services.ingest import IngestService
+from memoryd.services.sessions import Sessions
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -30,10 +32,15 @@ class HistoryRpcs:
     PurgeOwner, GetConversation."""
 
     def __init__(
-        self, history: HistoryService, erasure: ErasureService, ingest: IngestService
+        self,
+        history: HistoryService,
+        erasure: ErasureService,
+        ingest: IngestService,
+        sessions: Sessions,
     ) -> None:
         self._history = history
         self._erasure = erasure
+        self._sessions = sessions
         self._ingest = ingest
 
     async def AppendMessages(
@@ -73,7 +80,7 @@ class HistoryRpcs:
         self, request: service_pb.ClearConversationRequest, context: Context
     ) -> service_pb.ClearConversationResponse:
         key = convert.required_conversation(request)
-        cleared = await self._history.clear(key, convert.trust_in(request.trust))
+        cleared = await self._sessions.new_session(key, convert.trust_in(request.trust))
         return service_pb.ClearConversationResponse(
             notice=cleared.notice,
             window_start_id=cleared.window.window_start_id,
@@ -129,4 +136,17 @@ class HistoryRpcs:
             completed_turns=stats.completed_turns,
             peak_prompt_tokens=stats.peak_prompt_tokens,
             context_window=stats.context_window,
+            previous_session=_ended_session_out(stats.previous_session),
         )
+
+
+def _ended_session_out(ended: EndedSession | None) -> service_pb.EndedSession | None:
+    if ended is None:
+        return None
+    return service_pb.EndedSession(
+        started_after_id=ended.started_after_id,
+        last_message_id=ended.last_message_id,
+        working_memory=ended.working_memory,
+        description=ended.description,
+        ended_at=convert.timestamp_out(ended.ended_at),
+    )

@@ -31,6 +31,7 @@ from memoryd.services.resources import ResourceService
 from memoryd.services.review import Reviewer
 from memoryd.services.review_scheduler import ReviewScheduler
 from memoryd.services.search import HistorySearch
+from memoryd.services.sessions import Sessions
 from memoryd.services.transcripts import TranscriptService
 from memoryd.services.transfer import TransferService
 from memoryd.services.turns import TurnService
@@ -63,6 +64,7 @@ class MemoryServicer(
         resources: ResourceService,
         erasure: ErasureService,
         ingest: IngestService,
+        sessions: Sessions,
         jobs: JobService,
         turns: TurnService,
         scheduler: ReviewScheduler,
@@ -70,7 +72,7 @@ class MemoryServicer(
         transcripts: TranscriptService,
         transfer: TransferService,
     ) -> None:
-        HistoryRpcs.__init__(self, history, erasure, ingest)
+        HistoryRpcs.__init__(self, history, erasure, ingest, sessions)
         SearchRpcs.__init__(self, search, embedding)
         MemoryRpcs.__init__(self, memory, recall, prompts)
         ResourceRpcs.__init__(self, resources)

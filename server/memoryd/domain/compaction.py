@@ -31,6 +31,7 @@ PREFLIGHT_NOTICE = "Trimmed older conversation history to stay within the contex
 CHANGED = "Conversation changed while compacting; run /compact again."
 CHECKPOINT_HEADER = "Conversation checkpoint summary:\n"
 WORKING_MEMORY_HEADER = "Session-local working memory (read-only context):\n"
+DESCRIPTION_LABEL = "Session description: "
 RECENT_ENTRIES_HEADER = "Recent long-term memory entries (read-only context):\n"
 RECALLED_HEADER = (
     "Recalled from long-term memory and from earlier in this conversation, as relevant to the "
@@ -192,9 +193,13 @@ def block(kind: PartKind, text: str, count_tokens: Callable[[str], int]) -> Part
     return Part(kind, Role.SYSTEM, text, count_tokens(text))
 
 
-def working_memory_text(working_memory: str) -> str:
-    """The working-memory block's text ("" when there is none)."""
-    return f"{WORKING_MEMORY_HEADER}{working_memory}" if working_memory.strip() else ""
+def working_memory_text(working_memory: str, description: str = "") -> str:
+    """The working-memory block's text: the session's description, then its working memory
+    ("" when it has neither)."""
+    lines = [f"{DESCRIPTION_LABEL}{description}"] if description.strip() else []
+    if working_memory.strip():
+        lines.append(working_memory)
+    return WORKING_MEMORY_HEADER + "\n\n".join(lines) if lines else ""
 
 
 def recent_entries_text(entries: Sequence[tuple[str, str]]) -> str:

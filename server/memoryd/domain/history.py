@@ -58,6 +58,18 @@ class WindowState:
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class EndedSession:
+    """A session that `/new` ended: its messages (ids after started_after_id, up to
+    last_message_id) and its working memory and description, kept."""
+
+    started_after_id: int
+    last_message_id: int
+    working_memory: str
+    description: str
+    ended_at: dt.datetime
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ConversationStats:
     """What GetConversation reports."""
 
@@ -72,6 +84,7 @@ class ConversationStats:
     completed_turns: int = 0
     peak_prompt_tokens: int = 0
     context_window: int = 0
+    previous_session: EndedSession | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -541,6 +541,14 @@ def normalise_description(text: str) -> str:
     return collapsed
 
 
+def session_description(written: str, first_user_message: str | None) -> str:
+    """A session's description: the reviewer's, else (OpenHermit's fallback) its first user
+    message, normalised; "" when there is neither."""
+    if written:
+        return written
+    return normalise_description(first_user_message) if first_user_message else ""
+
+
 def session_id(agent_id: str, channel: str, chat_id: str, thread: str, max_id: int) -> str:
     """The tag of a review's model call."""
     return f"memory_review:{agent_id}:{channel}:{chat_id}:{thread}:{max_id}"

@@ -67,6 +67,7 @@ class Kind(enum.Enum):
     RESOURCE = "resource"
     RESOURCE_REVISION = "resource_revision"
     TRANSCRIPT_SESSION = "transcript_session"
+    ENDED_SESSION = "ended_session"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -280,6 +281,19 @@ SHAPES: dict[Kind, Shape] = {
         ),
         ("agent_id", "owner_id", "device_id", "session_id"),
         ("agent_id", "owner_id", "device_id", "session_id"),
+    ),
+    Kind.ENDED_SESSION: Shape(
+        (
+            "id",
+            *_CONVERSATION_KEY,
+            "started_after_id",
+            "last_message_id",
+            "working_memory",
+            "description",
+            "ended_at",
+        ),
+        ("id",),
+        _CONVERSATION_KEY,
     ),
 }
 ORDER = {kind: position for position, kind in enumerate(Kind)}

@@ -37,7 +37,6 @@ from memoryd.domain import compaction as rules
 from memoryd.domain.conversation import ConversationKey, OwnerKey
 from memoryd.domain.messages import Trust, require_operator
 from memoryd.domain.prompt_files import context_block
-from memoryd.domain.review_runs import ReviewStatus, SkipReason
 from memoryd.domain.timestamps import utc_now
 from memoryd.domain.tokens import count_tokens
 from memoryd.domain.turns import TurnUsage
@@ -48,7 +47,7 @@ from memoryd.services.history import HistoryService
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.services.review import Reviewer, no_provider
 from memoryd.storage import compaction_store as store
-from memoryd.storage import memory_reads, review_store
+from memoryd.storage import memory_reads
 from memoryd.storage.changes import DatabaseChanges
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.writer import Batch, Writer
@@ -217,6 +216,7 @@ class Compactor:
                 record.history_version,
                 limit_tokens,
                 record.working_memory,
+                record.description,
                 entries,
                 memory_text,
                 state is None,
@@ -234,7 +234,7 @@ class Compactor:
                 rules.block(rules.PartKind.MEMORY_CONTEXT, memory_text, _count_block),
                 rules.block(
                     rules.PartKind.WORKING_MEMORY,
-                    rules.working_memory_text(record.working_memory),
+                    rules.working_memory_text(record.working_memory, record.description),
                     _count_block,
                 ),
                 rules.block(
@@ -377,7 +377,12 @@ class Compactor:
                 tokens_after=before,
             )
         boundary = selection.summarized[-1].id
-        await self._catch_up_reviews(key, boundary)
+        await self._reviewer.catch_up(
+            key,
+            through_id=boundary,
+            seconds=self.settings.review_catch_up_seconds,
+            before="compaction",
+        )
         started = time.perf_counter()
         try:
             summary = await self._summarise(key, previous, selection, budget, boundary)
@@ -466,30 +471,6 @@ class Compactor:
         if not summary:
             raise _EmptySummaryError("the model answered with an empty summary")
         return summary
-
-    async def _catch_up_reviews(self, key: ConversationKey, boundary: int) -> None:
-        """Review the user messages about to leave the window that the reviewer has not read,
-        in its batches, within review_catch_up_seconds. A failed review does not stop the
-        compaction: the messages stay in the review queue (its cursor is not the window)."""
-        deadline = time.monotonic() + self.settings.review_catch_up_seconds
-        while time.monotonic() < deadline:
-            unread = await self._readers.read(
-                lambda connection: review_store.unread_through(connection, key, boundary)
-            )
-            if not unread:
-                return
-            result = await self._reviewer.review(key, forced=True)
-            if result.status is ReviewStatus.SKIPPED and result.reason == SkipReason.CONCURRENT_RUN:
-                await asyncio.sleep(0.1)  # the scheduler's review is reading them now
-                continue
-            if result.status in (ReviewStatus.FAILED, ReviewStatus.SKIPPED):
-                log.warning(
-                    "compaction of %s goes ahead without reviewing first: %s",
-                    log_names.conversation(key),
-                    result.reason,
-                    extra={"event": Event.COMPACTION, "review": result.status.value},
-                )
-                return
 
     # --- state ---------------------------------------------------------------------------------
 

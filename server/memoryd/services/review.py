@@ -17,6 +17,7 @@ deferred, never dropped. The model may change only the rows its prompt listed.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import dataclasses
 import datetime as dt
@@ -125,6 +126,7 @@ class _Snapshot:
     records: list[MemoryRecord]
     working_memory: str
     description: str
+    session_start_id: int
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,6 +140,8 @@ class _ApplyJob:
     provider: str
     model: str
     started: dt.datetime
+    # The session the review read: a working memory or description it writes belongs to it.
+    session_start_id: int
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -250,6 +254,39 @@ class Reviewer:
             except Exception:  # the writer may be closed; start-up clears every claim
                 log.debug("could not release review claim", exc_info=True)
             raise
+
+    async def catch_up(
+        self, key: ConversationKey, *, through_id: int | None, seconds: float, before: str
+    ) -> None:
+        """Review the user messages up to `through_id` (None: every one) that the reviewer has
+        not read, in its batches, for at most `seconds`; `before` names what waits ("compaction",
+        "/new"). A failed review stops the catch-up but loses nothing: the messages stay in the
+        review queue (its cursor is not the window)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+
+            def unread(connection: apsw.Connection) -> bool:
+                if through_id is None:
+                    return review_store.has_input_after(
+                        connection, key, review_store.cursor(connection, key)
+                    )
+                return review_store.unread_through(connection, key, through_id)
+
+            if not await self._readers.read(unread):
+                return
+            result = await self.review(key, forced=True)
+            if result.status is ReviewStatus.SKIPPED and result.reason == SkipReason.CONCURRENT_RUN:
+                await asyncio.sleep(0.1)  # the scheduler's review is reading them now
+                continue
+            if result.status in (ReviewStatus.FAILED, ReviewStatus.SKIPPED):
+                log.warning(
+                    "%s of %s goes ahead without reviewing first: %s",
+                    before,
+                    log_names.conversation(key),
+                    result.reason,
+                    extra={"event": Event.REVIEW_CATCH_UP, "review": result.status.value},
+                )
+                return
 
     async def unread(self, key: ConversationKey) -> int:
         """The backlog: reviewable messages after the cursor."""
@@ -384,6 +421,7 @@ class Reviewer:
                 provider=completion.provider,
                 model=completion.model,
                 started=started,
+                session_start_id=snapshot.session_start_id,
             ),
             after_commit=self._publish,
         )
@@ -468,6 +506,7 @@ class Reviewer:
             provenance=provenance,
             now=now,
             guest=job.packed.guest,
+            session_ended=review_store.session_start(connection, key) != job.session_start_id,
         )
         shown = _shown_rows(connection, owner, job.shown_ids, job.answer.operations)
         limit = self.settings.review_max_operations
@@ -547,6 +586,8 @@ class _Applying:
     provenance: Provenance
     now: dt.datetime
     guest: bool
+    # `/new` started another session while the review ran: its session texts are not written.
+    session_ended: bool
     # Rows changed, by the kind of operation (rules.Add, rules.Replace, rules.Archive).
     changed_by: collections.Counter[type] = dataclasses.field(default_factory=collections.Counter)
     skipped: list[SkippedOperation] = dataclasses.field(default_factory=list)
@@ -636,6 +677,11 @@ def _apply_one(applying: _Applying, admitted: rules.Admitted) -> MemoryRecord | 
             now=now,
         ).record
     column = "working_memory" if isinstance(admitted, rules.SetWorkingMemory) else "description"
+    if applying.session_ended:
+        raise FailedPrecondition(
+            f"the session ended (/new) while the review ran; its {column.replace('_', ' ')} "
+            "is not carried into the new session"
+        )
     review_store.set_conversation_text(connection, applying.key, column, admitted.text)
     return None
 
@@ -683,6 +729,7 @@ def _snapshot(connection: apsw.Connection, key: ConversationKey, limit: int) -> 
         records=memory_reads.render_input(connection, OwnerKey(key.agent_id, key.owner_id)),
         working_memory=working_memory,
         description=description,
+        session_start_id=review_store.session_start(connection, key),
     )
 
 

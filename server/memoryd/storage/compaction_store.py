@@ -33,6 +33,7 @@ _CONVERSATION = Columns(
         "compaction_failed_at",
         "compaction_error",
         "working_memory",
+        "description",
     ),
 )
 _MESSAGE = Columns(
@@ -64,6 +65,9 @@ class CompactionRow:
     failed_at: dt.datetime | None
     error: str | None
     working_memory: str
+    # The reviewer's description of the session ("" until it writes one). The fallback from the
+    # first user message is not composed: that message is in the context, or in its summary.
+    description: str
 
 
 def conversation(connection: apsw.Connection, key: ConversationKey) -> CompactionRow | None:
@@ -87,6 +91,7 @@ def conversation(connection: apsw.Connection, key: ConversationKey) -> Compactio
         failed_at=from_text(failed_at) if failed_at is not None else None,
         error=column["compaction_error"],
         working_memory=column["working_memory"],
+        description=column["description"],
     )
 
 

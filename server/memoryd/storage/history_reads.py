@@ -18,8 +18,15 @@ from memoryd.domain.conversation import (
     OwnerKey,
     scope_token,
 )
-from memoryd.domain.history import ConversationStats, SearchHit, WindowState, WindowTail
+from memoryd.domain.history import (
+    ConversationStats,
+    EndedSession,
+    SearchHit,
+    WindowState,
+    WindowTail,
+)
 from memoryd.domain.messages import StoredMessage
+from memoryd.domain.review import session_description
 from memoryd.domain.search_query import SearchPlan, like_pattern
 from memoryd.domain.snippets import ELLIPSIS, MARK, WORD_SNIPPET_TOKENS
 from memoryd.domain.timestamps import from_text
@@ -139,12 +146,14 @@ def conversation_stats(
     texts = one(
         connection,
         "SELECT working_memory, description, completed_turns, coalesce(peak_prompt_tokens, 0), "
-        f"coalesce(context_window, 0) FROM conversations WHERE {CONVERSATION_MATCH}",
+        "coalesce(context_window, 0), session_start_id FROM conversations "
+        f"WHERE {CONVERSATION_MATCH}",
         params,
     )
     return ConversationStats(
         working_memory=texts[0],
-        description=texts[1],
+        description=described(connection, key, texts[1], texts[5]),
+        previous_session=last_ended_session(connection, key),
         completed_turns=texts[2],
         peak_prompt_tokens=texts[3],
         context_window=texts[4],
@@ -154,6 +163,41 @@ def conversation_stats(
         first_message_at=from_text(first[0][0]) if first else None,
         last_message_at=from_text(last[0][1]) if last else None,
         last_message_id=int(last[0][0]) if last else 0,
+    )
+
+
+def described(
+    connection: apsw.Connection, key: ConversationKey, written: str, session_start_id: int
+) -> str:
+    """The session's description: the reviewer's, else from its first user message."""
+    if written:
+        return written
+    first = rows(
+        connection,
+        f"SELECT m.content FROM messages AS m WHERE {KEY_MATCH} AND m.id > ? "
+        "AND m.role = 'user' ORDER BY m.id LIMIT 1",
+        (*key.as_row(), session_start_id),
+    )
+    return session_description("", first[0][0] if first else None)
+
+
+def last_ended_session(connection: apsw.Connection, key: ConversationKey) -> EndedSession | None:
+    """The session `/new` ended last, or None."""
+    found = rows(
+        connection,
+        "SELECT started_after_id, last_message_id, working_memory, description, ended_at "
+        f"FROM ended_sessions WHERE {CONVERSATION_MATCH} ORDER BY id DESC LIMIT 1",
+        key.as_row(),
+    )
+    if not found:
+        return None
+    started, last, working_memory, description, ended_at = found[0]
+    return EndedSession(
+        started_after_id=started,
+        last_message_id=last,
+        working_memory=working_memory,
+        description=description,
+        ended_at=from_text(ended_at),
     )
 
 

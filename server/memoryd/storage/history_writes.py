@@ -19,6 +19,7 @@ from memoryd.domain.conversation import ConversationKey, search_scope_tokens
 from memoryd.domain.history import AppendedMessage, AppendOutcome, AppendResult, WindowState
 from memoryd.domain.messages import NewMessage, StoredMessage
 from memoryd.domain.timestamps import from_text, to_text
+from memoryd.storage.history_reads import described
 from memoryd.storage.message_rows import (
     MESSAGE_COLUMNS,
     message_from_row,
@@ -136,13 +137,16 @@ def append_batch(connection: apsw.Connection, requests: list[AppendRequest]) -> 
 def clear_window(
     connection: apsw.Connection, key: ConversationKey, now: dt.datetime
 ) -> WindowState:
-    """Start a fresh window after the conversation's newest message."""
+    """Start a fresh window and session after the conversation's newest message: the ending
+    session's working memory and description are kept (ended_sessions), the new one has none."""
     ensure_conversation(connection, key, now)
     newest = one(connection, f"SELECT max(m.id) FROM messages AS m WHERE {KEY_MATCH}", key.as_row())
+    _end_session(connection, key, newest[0] or 0, now)
     row = one(
         connection,
         "UPDATE conversations SET window_start_id = max(window_start_id, ?), "
         "session_start_id = max(session_start_id, ?), window_started_at = ?, "
+        "working_memory = '', description = '', "
         f"history_version = ? WHERE {CONVERSATION_MATCH} "
         "RETURNING window_start_id, window_started_at, history_version",
         (
@@ -154,6 +158,33 @@ def clear_window(
         ),
     )
     return window_state_from_row(row)
+
+
+def _end_session(
+    connection: apsw.Connection, key: ConversationKey, newest: int, now: dt.datetime
+) -> None:
+    """Keep the ending session's texts, unless it had neither messages nor texts."""
+    started, working_memory, written = one(
+        connection,
+        "SELECT session_start_id, working_memory, description FROM conversations "
+        f"WHERE {CONVERSATION_MATCH}",
+        key.as_row(),
+    )
+    if newest <= started and not working_memory and not written:
+        return
+    connection.execute(
+        "INSERT INTO ended_sessions (agent_id, owner_id, channel, chat_id, thread_scope, "
+        "started_after_id, last_message_id, working_memory, description, ended_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            *key.as_row(),
+            started,
+            max(newest, started),
+            working_memory,
+            described(connection, key, written, started),
+            to_text(now),
+        ),
+    )
 
 
 def ensure_conversation(

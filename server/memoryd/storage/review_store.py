@@ -243,6 +243,16 @@ def conversation_texts(connection: apsw.Connection, key: ConversationKey) -> tup
     return (found[0][0], found[0][1]) if found else ("", "")
 
 
+def session_start(connection: apsw.Connection, key: ConversationKey) -> int:
+    """The id after which the conversation's current session starts (0 when it has no record)."""
+    found = rows(
+        connection,
+        f"SELECT session_start_id FROM conversations WHERE {CONVERSATION_MATCH}",
+        key.as_row(),
+    )
+    return int(found[0][0]) if found else 0
+
+
 def set_conversation_text(
     connection: apsw.Connection, key: ConversationKey, column: str, text: str
 ) -> None:

@@ -90,6 +90,7 @@ _TABLES: dict[Kind, _Table] = {
         "t.agent_id, t.owner_id, t.device_id, t.session_id",
         "transcript_sessions",
     ),
+    Kind.ENDED_SESSION: _Table("ended_sessions AS t", _OWNED, "t.id", "ended_sessions"),
 }
 # Columns read from the resource (alias s) rather than the kind's own table.
 _RESOURCE_KEY = ("agent_id", "resource_type", "scope_id")
@@ -289,7 +290,7 @@ def _insert(connection: apsw.Connection, kind: Kind, records: Sequence[Record]) 
 
 def _remember(kind: Kind, records: Sequence[Record], done: Stored) -> None:
     for record in records:
-        if kind in (Kind.CONVERSATION, Kind.MESSAGE, Kind.REVIEW_STATE):
+        if kind in (Kind.CONVERSATION, Kind.MESSAGE, Kind.REVIEW_STATE, Kind.ENDED_SESSION):
             done.conversations.add(conversation_of(record))
         if kind is Kind.MESSAGE:
             read = is_review_input(Role(record.named("role")), str(record.named("metadata_json")))

@@ -1583,6 +1583,7 @@ class GetConversationResponse(_message.Message):
     COMPLETED_TURNS_FIELD_NUMBER: _builtins.int
     PEAK_PROMPT_TOKENS_FIELD_NUMBER: _builtins.int
     CONTEXT_WINDOW_FIELD_NUMBER: _builtins.int
+    PREVIOUS_SESSION_FIELD_NUMBER: _builtins.int
     message_count: _builtins.int
     """Every stored message, including those before the window."""
     window_message_count: _builtins.int
@@ -1594,9 +1595,13 @@ class GetConversationResponse(_message.Message):
     last_message_id: _builtins.int
     """The id of the latest stored message; 0 when there is none."""
     working_memory: _builtins.str
-    """The conversation's working memory, written by the reviewer; empty when none."""
+    """The session's working memory, written by the reviewer; empty when none. Each session has
+    its own: `/new` starts one without, and keeps the old one in previous_session.
+    """
     description: _builtins.str
-    """The conversation's short description, written by the reviewer; empty when none."""
+    """The session's short description, written by the reviewer; until it writes one, the
+    session's first user message (one line, at most 80 characters); empty when neither.
+    """
     completed_turns: _builtins.int
     """Turns committed with CommitTurn."""
     peak_prompt_tokens: _builtins.int
@@ -1619,6 +1624,12 @@ class GetConversationResponse(_message.Message):
     def window_started_at(self) -> _timestamp_pb2.Timestamp:
         """When the window was last moved; unset when it never was."""
 
+    @_builtins.property
+    def previous_session(self) -> Global___EndedSession:
+        """The session `/new` ended last, with its working memory and description; unset when none.
+        Every ended session is kept (and exported) until the conversation is erased.
+        """
+
     def __init__(
         self,
         *,
@@ -1636,14 +1647,55 @@ class GetConversationResponse(_message.Message):
         completed_turns: _builtins.int = ...,
         peak_prompt_tokens: _builtins.int = ...,
         context_window: _builtins.int = ...,
+        previous_session: Global___EndedSession | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "first_message_at", b"first_message_at", "last_message_at", b"last_message_at", "window_started_at", b"window_started_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "first_message_at", b"first_message_at", "last_message_at", b"last_message_at", "previous_session", b"previous_session", "window_started_at", b"window_started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed_turns", b"completed_turns", "context_window", b"context_window", "conversation", b"conversation", "description", b"description", "first_message_at", b"first_message_at", "history_version", b"history_version", "last_message_at", b"last_message_at", "last_message_id", b"last_message_id", "message_count", b"message_count", "peak_prompt_tokens", b"peak_prompt_tokens", "window_message_count", b"window_message_count", "window_start_id", b"window_start_id", "window_started_at", b"window_started_at", "working_memory", b"working_memory"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed_turns", b"completed_turns", "context_window", b"context_window", "conversation", b"conversation", "description", b"description", "first_message_at", b"first_message_at", "history_version", b"history_version", "last_message_at", b"last_message_at", "last_message_id", b"last_message_id", "message_count", b"message_count", "peak_prompt_tokens", b"peak_prompt_tokens", "previous_session", b"previous_session", "window_message_count", b"window_message_count", "window_start_id", b"window_start_id", "window_started_at", b"window_started_at", "working_memory", b"working_memory"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetConversationResponse: _TypeAlias = GetConversationResponse  # noqa: Y015
+
+@_typing.final
+class EndedSession(_message.Message):
+    """EndedSession is a session of a conversation that `/new` ended."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STARTED_AFTER_ID_FIELD_NUMBER: _builtins.int
+    LAST_MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    WORKING_MEMORY_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    ENDED_AT_FIELD_NUMBER: _builtins.int
+    started_after_id: _builtins.int
+    """Its messages have ids after this one."""
+    last_message_id: _builtins.int
+    """... up to this one."""
+    working_memory: _builtins.str
+    """Its working memory when it ended."""
+    description: _builtins.str
+    """Its description when it ended (the reviewer's, or from its first user message)."""
+    @_builtins.property
+    def ended_at(self) -> _timestamp_pb2.Timestamp:
+        """When `/new` ended it."""
+
+    def __init__(
+        self,
+        *,
+        started_after_id: _builtins.int = ...,
+        last_message_id: _builtins.int = ...,
+        working_memory: _builtins.str = ...,
+        description: _builtins.str = ...,
+        ended_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ended_at", b"ended_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "ended_at", b"ended_at", "last_message_id", b"last_message_id", "started_after_id", b"started_after_id", "working_memory", b"working_memory"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EndedSession: _TypeAlias = EndedSession  # noqa: Y015
 
 @_typing.final
 class StoreMemoryRequest(_message.Message):

@@ -3073,9 +3073,11 @@ type GetConversationResponse struct {
 	HistoryVersion int64 `protobuf:"varint,8,opt,name=history_version,json=historyVersion,proto3" json:"history_version,omitempty"`
 	// The id of the latest stored message; 0 when there is none.
 	LastMessageId int64 `protobuf:"varint,9,opt,name=last_message_id,json=lastMessageId,proto3" json:"last_message_id,omitempty"`
-	// The conversation's working memory, written by the reviewer; empty when none.
+	// The session's working memory, written by the reviewer; empty when none. Each session has
+	// its own: `/new` starts one without, and keeps the old one in previous_session.
 	WorkingMemory string `protobuf:"bytes,10,opt,name=working_memory,json=workingMemory,proto3" json:"working_memory,omitempty"`
-	// The conversation's short description, written by the reviewer; empty when none.
+	// The session's short description, written by the reviewer; until it writes one, the
+	// session's first user message (one line, at most 80 characters); empty when neither.
 	Description string `protobuf:"bytes,11,opt,name=description,proto3" json:"description,omitempty"`
 	// Turns committed with CommitTurn.
 	CompletedTurns int64 `protobuf:"varint,12,opt,name=completed_turns,json=completedTurns,proto3" json:"completed_turns,omitempty"`
@@ -3083,8 +3085,11 @@ type GetConversationResponse struct {
 	PeakPromptTokens int64 `protobuf:"varint,13,opt,name=peak_prompt_tokens,json=peakPromptTokens,proto3" json:"peak_prompt_tokens,omitempty"`
 	// The context window reported with it; 0 when none.
 	ContextWindow int64 `protobuf:"varint,14,opt,name=context_window,json=contextWindow,proto3" json:"context_window,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The session `/new` ended last, with its working memory and description; unset when none.
+	// Every ended session is kept (and exported) until the conversation is erased.
+	PreviousSession *EndedSession `protobuf:"bytes,15,opt,name=previous_session,json=previousSession,proto3" json:"previous_session,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *GetConversationResponse) Reset() {
@@ -3215,6 +3220,95 @@ func (x *GetConversationResponse) GetContextWindow() int64 {
 	return 0
 }
 
+func (x *GetConversationResponse) GetPreviousSession() *EndedSession {
+	if x != nil {
+		return x.PreviousSession
+	}
+	return nil
+}
+
+// EndedSession is a session of a conversation that `/new` ended.
+type EndedSession struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its messages have ids after this one.
+	StartedAfterId int64 `protobuf:"varint,1,opt,name=started_after_id,json=startedAfterId,proto3" json:"started_after_id,omitempty"`
+	// ... up to this one.
+	LastMessageId int64 `protobuf:"varint,2,opt,name=last_message_id,json=lastMessageId,proto3" json:"last_message_id,omitempty"`
+	// Its working memory when it ended.
+	WorkingMemory string `protobuf:"bytes,3,opt,name=working_memory,json=workingMemory,proto3" json:"working_memory,omitempty"`
+	// Its description when it ended (the reviewer's, or from its first user message).
+	Description string `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	// When `/new` ended it.
+	EndedAt       *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndedSession) Reset() {
+	*x = EndedSession{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndedSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndedSession) ProtoMessage() {}
+
+func (x *EndedSession) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndedSession.ProtoReflect.Descriptor instead.
+func (*EndedSession) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *EndedSession) GetStartedAfterId() int64 {
+	if x != nil {
+		return x.StartedAfterId
+	}
+	return 0
+}
+
+func (x *EndedSession) GetLastMessageId() int64 {
+	if x != nil {
+		return x.LastMessageId
+	}
+	return 0
+}
+
+func (x *EndedSession) GetWorkingMemory() string {
+	if x != nil {
+		return x.WorkingMemory
+	}
+	return ""
+}
+
+func (x *EndedSession) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *EndedSession) GetEndedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndedAt
+	}
+	return nil
+}
+
 // StoreMemoryRequest is one memory_store (or memory_add) call.
 type StoreMemoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3263,7 +3357,7 @@ type StoreMemoryRequest struct {
 
 func (x *StoreMemoryRequest) Reset() {
 	*x = StoreMemoryRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[34]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3275,7 +3369,7 @@ func (x *StoreMemoryRequest) String() string {
 func (*StoreMemoryRequest) ProtoMessage() {}
 
 func (x *StoreMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[34]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3288,7 +3382,7 @@ func (x *StoreMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreMemoryRequest.ProtoReflect.Descriptor instead.
 func (*StoreMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{34}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StoreMemoryRequest) GetCaller() isStoreMemoryRequest_Caller {
@@ -3431,7 +3525,7 @@ type StoreMemoryResponse struct {
 
 func (x *StoreMemoryResponse) Reset() {
 	*x = StoreMemoryResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[35]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3443,7 +3537,7 @@ func (x *StoreMemoryResponse) String() string {
 func (*StoreMemoryResponse) ProtoMessage() {}
 
 func (x *StoreMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[35]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3456,7 +3550,7 @@ func (x *StoreMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreMemoryResponse.ProtoReflect.Descriptor instead.
 func (*StoreMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{35}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StoreMemoryResponse) GetMemory() *Memory {
@@ -3501,7 +3595,7 @@ type GetMemoryRequest struct {
 
 func (x *GetMemoryRequest) Reset() {
 	*x = GetMemoryRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[36]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3513,7 +3607,7 @@ func (x *GetMemoryRequest) String() string {
 func (*GetMemoryRequest) ProtoMessage() {}
 
 func (x *GetMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[36]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3526,7 +3620,7 @@ func (x *GetMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMemoryRequest.ProtoReflect.Descriptor instead.
 func (*GetMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{36}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetMemoryRequest) GetCaller() isGetMemoryRequest_Caller {
@@ -3618,7 +3712,7 @@ type GetMemoryResponse struct {
 
 func (x *GetMemoryResponse) Reset() {
 	*x = GetMemoryResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[37]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3630,7 +3724,7 @@ func (x *GetMemoryResponse) String() string {
 func (*GetMemoryResponse) ProtoMessage() {}
 
 func (x *GetMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[37]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3643,7 +3737,7 @@ func (x *GetMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMemoryResponse.ProtoReflect.Descriptor instead.
 func (*GetMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{37}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetMemoryResponse) GetMemory() *Memory {
@@ -3690,7 +3784,7 @@ type ListMemoriesRequest struct {
 
 func (x *ListMemoriesRequest) Reset() {
 	*x = ListMemoriesRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[38]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3702,7 +3796,7 @@ func (x *ListMemoriesRequest) String() string {
 func (*ListMemoriesRequest) ProtoMessage() {}
 
 func (x *ListMemoriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[38]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3715,7 +3809,7 @@ func (x *ListMemoriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMemoriesRequest.ProtoReflect.Descriptor instead.
 func (*ListMemoriesRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{38}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListMemoriesRequest) GetCaller() isListMemoriesRequest_Caller {
@@ -3837,7 +3931,7 @@ type ListedMemory struct {
 
 func (x *ListedMemory) Reset() {
 	*x = ListedMemory{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[39]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3849,7 +3943,7 @@ func (x *ListedMemory) String() string {
 func (*ListedMemory) ProtoMessage() {}
 
 func (x *ListedMemory) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[39]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3862,7 +3956,7 @@ func (x *ListedMemory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListedMemory.ProtoReflect.Descriptor instead.
 func (*ListedMemory) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{39}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListedMemory) GetMemory() *Memory {
@@ -3892,7 +3986,7 @@ type ListMemoriesResponse struct {
 
 func (x *ListMemoriesResponse) Reset() {
 	*x = ListMemoriesResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[40]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3904,7 +3998,7 @@ func (x *ListMemoriesResponse) String() string {
 func (*ListMemoriesResponse) ProtoMessage() {}
 
 func (x *ListMemoriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[40]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3917,7 +4011,7 @@ func (x *ListMemoriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMemoriesResponse.ProtoReflect.Descriptor instead.
 func (*ListMemoriesResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{40}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListMemoriesResponse) GetMemories() []*ListedMemory {
@@ -3964,7 +4058,7 @@ type UpdateMemoryRequest struct {
 
 func (x *UpdateMemoryRequest) Reset() {
 	*x = UpdateMemoryRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[41]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3976,7 +4070,7 @@ func (x *UpdateMemoryRequest) String() string {
 func (*UpdateMemoryRequest) ProtoMessage() {}
 
 func (x *UpdateMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[41]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3989,7 +4083,7 @@ func (x *UpdateMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMemoryRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{41}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UpdateMemoryRequest) GetCaller() isUpdateMemoryRequest_Caller {
@@ -4095,7 +4189,7 @@ type UpdateMemoryResponse struct {
 
 func (x *UpdateMemoryResponse) Reset() {
 	*x = UpdateMemoryResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[42]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4107,7 +4201,7 @@ func (x *UpdateMemoryResponse) String() string {
 func (*UpdateMemoryResponse) ProtoMessage() {}
 
 func (x *UpdateMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[42]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4120,7 +4214,7 @@ func (x *UpdateMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMemoryResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{42}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *UpdateMemoryResponse) GetMemory() *Memory {
@@ -4154,7 +4248,7 @@ type ArchiveMemoryRequest struct {
 
 func (x *ArchiveMemoryRequest) Reset() {
 	*x = ArchiveMemoryRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[43]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4166,7 +4260,7 @@ func (x *ArchiveMemoryRequest) String() string {
 func (*ArchiveMemoryRequest) ProtoMessage() {}
 
 func (x *ArchiveMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[43]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4179,7 +4273,7 @@ func (x *ArchiveMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveMemoryRequest.ProtoReflect.Descriptor instead.
 func (*ArchiveMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{43}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ArchiveMemoryRequest) GetCaller() isArchiveMemoryRequest_Caller {
@@ -4264,7 +4358,7 @@ type ArchiveMemoryResponse struct {
 
 func (x *ArchiveMemoryResponse) Reset() {
 	*x = ArchiveMemoryResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[44]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4276,7 +4370,7 @@ func (x *ArchiveMemoryResponse) String() string {
 func (*ArchiveMemoryResponse) ProtoMessage() {}
 
 func (x *ArchiveMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[44]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4289,7 +4383,7 @@ func (x *ArchiveMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveMemoryResponse.ProtoReflect.Descriptor instead.
 func (*ArchiveMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{44}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ArchiveMemoryResponse) GetMemory() *Memory {
@@ -4319,7 +4413,7 @@ type RestoreMemoryRequest struct {
 
 func (x *RestoreMemoryRequest) Reset() {
 	*x = RestoreMemoryRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[45]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4331,7 +4425,7 @@ func (x *RestoreMemoryRequest) String() string {
 func (*RestoreMemoryRequest) ProtoMessage() {}
 
 func (x *RestoreMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[45]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4344,7 +4438,7 @@ func (x *RestoreMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreMemoryRequest.ProtoReflect.Descriptor instead.
 func (*RestoreMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{45}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RestoreMemoryRequest) GetCaller() isRestoreMemoryRequest_Caller {
@@ -4417,7 +4511,7 @@ type RestoreMemoryResponse struct {
 
 func (x *RestoreMemoryResponse) Reset() {
 	*x = RestoreMemoryResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[46]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4429,7 +4523,7 @@ func (x *RestoreMemoryResponse) String() string {
 func (*RestoreMemoryResponse) ProtoMessage() {}
 
 func (x *RestoreMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[46]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4442,7 +4536,7 @@ func (x *RestoreMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreMemoryResponse.ProtoReflect.Descriptor instead.
 func (*RestoreMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{46}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RestoreMemoryResponse) GetMemory() *Memory {
@@ -4485,7 +4579,7 @@ type DeleteMemoryRequest struct {
 
 func (x *DeleteMemoryRequest) Reset() {
 	*x = DeleteMemoryRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[47]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4497,7 +4591,7 @@ func (x *DeleteMemoryRequest) String() string {
 func (*DeleteMemoryRequest) ProtoMessage() {}
 
 func (x *DeleteMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[47]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4510,7 +4604,7 @@ func (x *DeleteMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMemoryRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{47}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DeleteMemoryRequest) GetCaller() isDeleteMemoryRequest_Caller {
@@ -4604,7 +4698,7 @@ type DeleteMemoryResponse struct {
 
 func (x *DeleteMemoryResponse) Reset() {
 	*x = DeleteMemoryResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[48]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4616,7 +4710,7 @@ func (x *DeleteMemoryResponse) String() string {
 func (*DeleteMemoryResponse) ProtoMessage() {}
 
 func (x *DeleteMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[48]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4629,7 +4723,7 @@ func (x *DeleteMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMemoryResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{48}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DeleteMemoryResponse) GetDeleted() bool {
@@ -4680,7 +4774,7 @@ type RecallRequest struct {
 
 func (x *RecallRequest) Reset() {
 	*x = RecallRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[49]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4692,7 +4786,7 @@ func (x *RecallRequest) String() string {
 func (*RecallRequest) ProtoMessage() {}
 
 func (x *RecallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[49]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4705,7 +4799,7 @@ func (x *RecallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecallRequest.ProtoReflect.Descriptor instead.
 func (*RecallRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{49}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RecallRequest) GetConversation() *Conversation {
@@ -4797,7 +4891,7 @@ type RecallHit struct {
 
 func (x *RecallHit) Reset() {
 	*x = RecallHit{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[50]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4809,7 +4903,7 @@ func (x *RecallHit) String() string {
 func (*RecallHit) ProtoMessage() {}
 
 func (x *RecallHit) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[50]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4822,7 +4916,7 @@ func (x *RecallHit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecallHit.ProtoReflect.Descriptor instead.
 func (*RecallHit) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{50}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RecallHit) GetSource() RecallSource {
@@ -4917,7 +5011,7 @@ type RecallResponse struct {
 
 func (x *RecallResponse) Reset() {
 	*x = RecallResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[51]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4929,7 +5023,7 @@ func (x *RecallResponse) String() string {
 func (*RecallResponse) ProtoMessage() {}
 
 func (x *RecallResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[51]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4942,7 +5036,7 @@ func (x *RecallResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecallResponse.ProtoReflect.Descriptor instead.
 func (*RecallResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{51}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RecallResponse) GetHits() []*RecallHit {
@@ -4980,7 +5074,7 @@ type ListMemorySourcesRequest struct {
 
 func (x *ListMemorySourcesRequest) Reset() {
 	*x = ListMemorySourcesRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[52]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4992,7 +5086,7 @@ func (x *ListMemorySourcesRequest) String() string {
 func (*ListMemorySourcesRequest) ProtoMessage() {}
 
 func (x *ListMemorySourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[52]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5005,7 +5099,7 @@ func (x *ListMemorySourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMemorySourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListMemorySourcesRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{52}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListMemorySourcesRequest) GetOwner() *OwnerScope {
@@ -5056,7 +5150,7 @@ type ListMemorySourcesResponse struct {
 
 func (x *ListMemorySourcesResponse) Reset() {
 	*x = ListMemorySourcesResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[53]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5068,7 +5162,7 @@ func (x *ListMemorySourcesResponse) String() string {
 func (*ListMemorySourcesResponse) ProtoMessage() {}
 
 func (x *ListMemorySourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[53]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5081,7 +5175,7 @@ func (x *ListMemorySourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMemorySourcesResponse.ProtoReflect.Descriptor instead.
 func (*ListMemorySourcesResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{53}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListMemorySourcesResponse) GetSources() []*MemorySource {
@@ -5113,7 +5207,7 @@ type SetJobStatusRequest struct {
 
 func (x *SetJobStatusRequest) Reset() {
 	*x = SetJobStatusRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[54]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5125,7 +5219,7 @@ func (x *SetJobStatusRequest) String() string {
 func (*SetJobStatusRequest) ProtoMessage() {}
 
 func (x *SetJobStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[54]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5138,7 +5232,7 @@ func (x *SetJobStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetJobStatusRequest.ProtoReflect.Descriptor instead.
 func (*SetJobStatusRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{54}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SetJobStatusRequest) GetOwner() *OwnerScope {
@@ -5173,7 +5267,7 @@ type SetJobStatusResponse struct {
 
 func (x *SetJobStatusResponse) Reset() {
 	*x = SetJobStatusResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[55]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5185,7 +5279,7 @@ func (x *SetJobStatusResponse) String() string {
 func (*SetJobStatusResponse) ProtoMessage() {}
 
 func (x *SetJobStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[55]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5198,7 +5292,7 @@ func (x *SetJobStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetJobStatusResponse.ProtoReflect.Descriptor instead.
 func (*SetJobStatusResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{55}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SetJobStatusResponse) GetSource() *MemorySource {
@@ -5228,7 +5322,7 @@ type FinishJobRunRequest struct {
 
 func (x *FinishJobRunRequest) Reset() {
 	*x = FinishJobRunRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[56]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5240,7 +5334,7 @@ func (x *FinishJobRunRequest) String() string {
 func (*FinishJobRunRequest) ProtoMessage() {}
 
 func (x *FinishJobRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[56]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5253,7 +5347,7 @@ func (x *FinishJobRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishJobRunRequest.ProtoReflect.Descriptor instead.
 func (*FinishJobRunRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{56}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *FinishJobRunRequest) GetOwner() *OwnerScope {
@@ -5308,7 +5402,7 @@ type FinishJobRunResponse struct {
 
 func (x *FinishJobRunResponse) Reset() {
 	*x = FinishJobRunResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[57]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5320,7 +5414,7 @@ func (x *FinishJobRunResponse) String() string {
 func (*FinishJobRunResponse) ProtoMessage() {}
 
 func (x *FinishJobRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[57]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5333,7 +5427,7 @@ func (x *FinishJobRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishJobRunResponse.ProtoReflect.Descriptor instead.
 func (*FinishJobRunResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{57}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *FinishJobRunResponse) GetStatus() string {
@@ -5379,7 +5473,7 @@ type GetPromptContextRequest struct {
 
 func (x *GetPromptContextRequest) Reset() {
 	*x = GetPromptContextRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[58]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5391,7 +5485,7 @@ func (x *GetPromptContextRequest) String() string {
 func (*GetPromptContextRequest) ProtoMessage() {}
 
 func (x *GetPromptContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[58]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5404,7 +5498,7 @@ func (x *GetPromptContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptContextRequest.ProtoReflect.Descriptor instead.
 func (*GetPromptContextRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{58}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetPromptContextRequest) GetAgentId() string {
@@ -5447,7 +5541,7 @@ type PromptFileUsage struct {
 
 func (x *PromptFileUsage) Reset() {
 	*x = PromptFileUsage{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[59]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5459,7 +5553,7 @@ func (x *PromptFileUsage) String() string {
 func (*PromptFileUsage) ProtoMessage() {}
 
 func (x *PromptFileUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[59]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5472,7 +5566,7 @@ func (x *PromptFileUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptFileUsage.ProtoReflect.Descriptor instead.
 func (*PromptFileUsage) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{59}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *PromptFileUsage) GetUsedChars() int32 {
@@ -5532,7 +5626,7 @@ type GetPromptContextResponse struct {
 
 func (x *GetPromptContextResponse) Reset() {
 	*x = GetPromptContextResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[60]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5544,7 +5638,7 @@ func (x *GetPromptContextResponse) String() string {
 func (*GetPromptContextResponse) ProtoMessage() {}
 
 func (x *GetPromptContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[60]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5557,7 +5651,7 @@ func (x *GetPromptContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptContextResponse.ProtoReflect.Descriptor instead.
 func (*GetPromptContextResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{60}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetPromptContextResponse) GetUserMd() string {
@@ -5622,7 +5716,7 @@ type ListResourcesRequest struct {
 
 func (x *ListResourcesRequest) Reset() {
 	*x = ListResourcesRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[61]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5634,7 +5728,7 @@ func (x *ListResourcesRequest) String() string {
 func (*ListResourcesRequest) ProtoMessage() {}
 
 func (x *ListResourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[61]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5647,7 +5741,7 @@ func (x *ListResourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListResourcesRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{61}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListResourcesRequest) GetAgentId() string {
@@ -5698,7 +5792,7 @@ type ListResourcesResponse struct {
 
 func (x *ListResourcesResponse) Reset() {
 	*x = ListResourcesResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[62]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5710,7 +5804,7 @@ func (x *ListResourcesResponse) String() string {
 func (*ListResourcesResponse) ProtoMessage() {}
 
 func (x *ListResourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[62]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5723,7 +5817,7 @@ func (x *ListResourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourcesResponse.ProtoReflect.Descriptor instead.
 func (*ListResourcesResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{62}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ListResourcesResponse) GetResources() []*Resource {
@@ -5756,7 +5850,7 @@ type ListRevisionsRequest struct {
 
 func (x *ListRevisionsRequest) Reset() {
 	*x = ListRevisionsRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[63]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5768,7 +5862,7 @@ func (x *ListRevisionsRequest) String() string {
 func (*ListRevisionsRequest) ProtoMessage() {}
 
 func (x *ListRevisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[63]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5781,7 +5875,7 @@ func (x *ListRevisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRevisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListRevisionsRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{63}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListRevisionsRequest) GetRef() *ResourceRef {
@@ -5818,7 +5912,7 @@ type ListRevisionsResponse struct {
 
 func (x *ListRevisionsResponse) Reset() {
 	*x = ListRevisionsResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[64]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5830,7 +5924,7 @@ func (x *ListRevisionsResponse) String() string {
 func (*ListRevisionsResponse) ProtoMessage() {}
 
 func (x *ListRevisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[64]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5843,7 +5937,7 @@ func (x *ListRevisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRevisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListRevisionsResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{64}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListRevisionsResponse) GetRevisions() []*ResourceRevision {
@@ -5873,7 +5967,7 @@ type GetRevisionRequest struct {
 
 func (x *GetRevisionRequest) Reset() {
 	*x = GetRevisionRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[65]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5885,7 +5979,7 @@ func (x *GetRevisionRequest) String() string {
 func (*GetRevisionRequest) ProtoMessage() {}
 
 func (x *GetRevisionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[65]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5898,7 +5992,7 @@ func (x *GetRevisionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRevisionRequest.ProtoReflect.Descriptor instead.
 func (*GetRevisionRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{65}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetRevisionRequest) GetRef() *ResourceRef {
@@ -5926,7 +6020,7 @@ type GetRevisionResponse struct {
 
 func (x *GetRevisionResponse) Reset() {
 	*x = GetRevisionResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[66]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5938,7 +6032,7 @@ func (x *GetRevisionResponse) String() string {
 func (*GetRevisionResponse) ProtoMessage() {}
 
 func (x *GetRevisionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[66]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5951,7 +6045,7 @@ func (x *GetRevisionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRevisionResponse.ProtoReflect.Descriptor instead.
 func (*GetRevisionResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{66}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetRevisionResponse) GetRevision() *ResourceRevision {
@@ -5976,7 +6070,7 @@ type DiffRevisionsRequest struct {
 
 func (x *DiffRevisionsRequest) Reset() {
 	*x = DiffRevisionsRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[67]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5988,7 +6082,7 @@ func (x *DiffRevisionsRequest) String() string {
 func (*DiffRevisionsRequest) ProtoMessage() {}
 
 func (x *DiffRevisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[67]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6001,7 +6095,7 @@ func (x *DiffRevisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRevisionsRequest.ProtoReflect.Descriptor instead.
 func (*DiffRevisionsRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{67}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *DiffRevisionsRequest) GetRef() *ResourceRef {
@@ -6040,7 +6134,7 @@ type DiffRevisionsResponse struct {
 
 func (x *DiffRevisionsResponse) Reset() {
 	*x = DiffRevisionsResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[68]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6052,7 +6146,7 @@ func (x *DiffRevisionsResponse) String() string {
 func (*DiffRevisionsResponse) ProtoMessage() {}
 
 func (x *DiffRevisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[68]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6065,7 +6159,7 @@ func (x *DiffRevisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRevisionsResponse.ProtoReflect.Descriptor instead.
 func (*DiffRevisionsResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{68}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *DiffRevisionsResponse) GetDiff() string {
@@ -6102,7 +6196,7 @@ type RollbackResourceRequest struct {
 
 func (x *RollbackResourceRequest) Reset() {
 	*x = RollbackResourceRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[69]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6114,7 +6208,7 @@ func (x *RollbackResourceRequest) String() string {
 func (*RollbackResourceRequest) ProtoMessage() {}
 
 func (x *RollbackResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[69]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6127,7 +6221,7 @@ func (x *RollbackResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackResourceRequest.ProtoReflect.Descriptor instead.
 func (*RollbackResourceRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{69}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *RollbackResourceRequest) GetRef() *ResourceRef {
@@ -6160,7 +6254,7 @@ type RollbackResourceResponse struct {
 
 func (x *RollbackResourceResponse) Reset() {
 	*x = RollbackResourceResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[70]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6172,7 +6266,7 @@ func (x *RollbackResourceResponse) String() string {
 func (*RollbackResourceResponse) ProtoMessage() {}
 
 func (x *RollbackResourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[70]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6185,7 +6279,7 @@ func (x *RollbackResourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackResourceResponse.ProtoReflect.Descriptor instead.
 func (*RollbackResourceResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{70}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *RollbackResourceResponse) GetRevision() *ResourceRevision {
@@ -6222,7 +6316,7 @@ type TurnUsage struct {
 
 func (x *TurnUsage) Reset() {
 	*x = TurnUsage{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[71]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6234,7 +6328,7 @@ func (x *TurnUsage) String() string {
 func (*TurnUsage) ProtoMessage() {}
 
 func (x *TurnUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[71]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6247,7 +6341,7 @@ func (x *TurnUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnUsage.ProtoReflect.Descriptor instead.
 func (*TurnUsage) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{71}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *TurnUsage) GetPeakPromptTokens() int64 {
@@ -6286,7 +6380,7 @@ type CommitTurnRequest struct {
 
 func (x *CommitTurnRequest) Reset() {
 	*x = CommitTurnRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[72]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6298,7 +6392,7 @@ func (x *CommitTurnRequest) String() string {
 func (*CommitTurnRequest) ProtoMessage() {}
 
 func (x *CommitTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[72]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6311,7 +6405,7 @@ func (x *CommitTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitTurnRequest.ProtoReflect.Descriptor instead.
 func (*CommitTurnRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{72}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CommitTurnRequest) GetConversation() *Conversation {
@@ -6367,7 +6461,7 @@ type CommitTurnResponse struct {
 
 func (x *CommitTurnResponse) Reset() {
 	*x = CommitTurnResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[73]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6379,7 +6473,7 @@ func (x *CommitTurnResponse) String() string {
 func (*CommitTurnResponse) ProtoMessage() {}
 
 func (x *CommitTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[73]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6392,7 +6486,7 @@ func (x *CommitTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitTurnResponse.ProtoReflect.Descriptor instead.
 func (*CommitTurnResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{73}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *CommitTurnResponse) GetResults() []*AppendResult {
@@ -6438,7 +6532,7 @@ type ReviewNowRequest struct {
 
 func (x *ReviewNowRequest) Reset() {
 	*x = ReviewNowRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[74]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6450,7 +6544,7 @@ func (x *ReviewNowRequest) String() string {
 func (*ReviewNowRequest) ProtoMessage() {}
 
 func (x *ReviewNowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[74]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6463,7 +6557,7 @@ func (x *ReviewNowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewNowRequest.ProtoReflect.Descriptor instead.
 func (*ReviewNowRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{74}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ReviewNowRequest) GetConversation() *Conversation {
@@ -6503,7 +6597,7 @@ type SkippedOperation struct {
 
 func (x *SkippedOperation) Reset() {
 	*x = SkippedOperation{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[75]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6515,7 +6609,7 @@ func (x *SkippedOperation) String() string {
 func (*SkippedOperation) ProtoMessage() {}
 
 func (x *SkippedOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[75]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6528,7 +6622,7 @@ func (x *SkippedOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkippedOperation.ProtoReflect.Descriptor instead.
 func (*SkippedOperation) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{75}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *SkippedOperation) GetIndex() int32 {
@@ -6588,7 +6682,7 @@ type ConversationReview struct {
 
 func (x *ConversationReview) Reset() {
 	*x = ConversationReview{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[76]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6600,7 +6694,7 @@ func (x *ConversationReview) String() string {
 func (*ConversationReview) ProtoMessage() {}
 
 func (x *ConversationReview) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[76]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6613,7 +6707,7 @@ func (x *ConversationReview) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConversationReview.ProtoReflect.Descriptor instead.
 func (*ConversationReview) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{76}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ConversationReview) GetConversation() *Conversation {
@@ -6718,7 +6812,7 @@ type ReviewNowResponse struct {
 
 func (x *ReviewNowResponse) Reset() {
 	*x = ReviewNowResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[77]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6730,7 +6824,7 @@ func (x *ReviewNowResponse) String() string {
 func (*ReviewNowResponse) ProtoMessage() {}
 
 func (x *ReviewNowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[77]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6743,7 +6837,7 @@ func (x *ReviewNowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewNowResponse.ProtoReflect.Descriptor instead.
 func (*ReviewNowResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{77}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ReviewNowResponse) GetReviews() []*ConversationReview {
@@ -6764,7 +6858,7 @@ type GetReviewStateRequest struct {
 
 func (x *GetReviewStateRequest) Reset() {
 	*x = GetReviewStateRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[78]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6776,7 +6870,7 @@ func (x *GetReviewStateRequest) String() string {
 func (*GetReviewStateRequest) ProtoMessage() {}
 
 func (x *GetReviewStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[78]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6789,7 +6883,7 @@ func (x *GetReviewStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReviewStateRequest.ProtoReflect.Descriptor instead.
 func (*GetReviewStateRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{78}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *GetReviewStateRequest) GetConversation() *Conversation {
@@ -6840,7 +6934,7 @@ type ReviewRun struct {
 
 func (x *ReviewRun) Reset() {
 	*x = ReviewRun{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[79]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6852,7 +6946,7 @@ func (x *ReviewRun) String() string {
 func (*ReviewRun) ProtoMessage() {}
 
 func (x *ReviewRun) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[79]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6865,7 +6959,7 @@ func (x *ReviewRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewRun.ProtoReflect.Descriptor instead.
 func (*ReviewRun) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{79}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ReviewRun) GetId() int64 {
@@ -7020,7 +7114,7 @@ type GetReviewStateResponse struct {
 
 func (x *GetReviewStateResponse) Reset() {
 	*x = GetReviewStateResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[80]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7032,7 +7126,7 @@ func (x *GetReviewStateResponse) String() string {
 func (*GetReviewStateResponse) ProtoMessage() {}
 
 func (x *GetReviewStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[80]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7045,7 +7139,7 @@ func (x *GetReviewStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReviewStateResponse.ProtoReflect.Descriptor instead.
 func (*GetReviewStateResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{80}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *GetReviewStateResponse) GetConversation() *Conversation {
@@ -7162,7 +7256,7 @@ type GetEmbeddingStatusRequest struct {
 
 func (x *GetEmbeddingStatusRequest) Reset() {
 	*x = GetEmbeddingStatusRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[81]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7174,7 +7268,7 @@ func (x *GetEmbeddingStatusRequest) String() string {
 func (*GetEmbeddingStatusRequest) ProtoMessage() {}
 
 func (x *GetEmbeddingStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[81]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7187,7 +7281,7 @@ func (x *GetEmbeddingStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEmbeddingStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetEmbeddingStatusRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{81}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{82}
 }
 
 // GetEmbeddingStatusResponse is the state of semantic search.
@@ -7219,7 +7313,7 @@ type GetEmbeddingStatusResponse struct {
 
 func (x *GetEmbeddingStatusResponse) Reset() {
 	*x = GetEmbeddingStatusResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[82]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7231,7 +7325,7 @@ func (x *GetEmbeddingStatusResponse) String() string {
 func (*GetEmbeddingStatusResponse) ProtoMessage() {}
 
 func (x *GetEmbeddingStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[82]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7244,7 +7338,7 @@ func (x *GetEmbeddingStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEmbeddingStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetEmbeddingStatusResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{82}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *GetEmbeddingStatusResponse) GetEnabled() bool {
@@ -7326,7 +7420,7 @@ type ReindexEmbeddingsRequest struct {
 
 func (x *ReindexEmbeddingsRequest) Reset() {
 	*x = ReindexEmbeddingsRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[83]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7338,7 +7432,7 @@ func (x *ReindexEmbeddingsRequest) String() string {
 func (*ReindexEmbeddingsRequest) ProtoMessage() {}
 
 func (x *ReindexEmbeddingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[83]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7351,7 +7445,7 @@ func (x *ReindexEmbeddingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReindexEmbeddingsRequest.ProtoReflect.Descriptor instead.
 func (*ReindexEmbeddingsRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{83}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{84}
 }
 
 // ReindexEmbeddingsResponse says how much waits to be embedded.
@@ -7367,7 +7461,7 @@ type ReindexEmbeddingsResponse struct {
 
 func (x *ReindexEmbeddingsResponse) Reset() {
 	*x = ReindexEmbeddingsResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[84]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7379,7 +7473,7 @@ func (x *ReindexEmbeddingsResponse) String() string {
 func (*ReindexEmbeddingsResponse) ProtoMessage() {}
 
 func (x *ReindexEmbeddingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[84]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7392,7 +7486,7 @@ func (x *ReindexEmbeddingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReindexEmbeddingsResponse.ProtoReflect.Descriptor instead.
 func (*ReindexEmbeddingsResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{84}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ReindexEmbeddingsResponse) GetQueuedMessages() int64 {
@@ -7590,7 +7684,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\rwal_truncated\x18\x03 \x01(\bR\fwalTruncated\x12%\n" +
 	"\x0eresidual_files\x18\x04 \x03(\tR\rresidualFiles\"V\n" +
 	"\x16GetConversationRequest\x12<\n" +
-	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\"\xc0\x05\n" +
+	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\"\x85\x06\n" +
 	"\x17GetConversationResponse\x12<\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x12#\n" +
 	"\rmessage_count\x18\x02 \x01(\x03R\fmessageCount\x120\n" +
@@ -7606,7 +7700,14 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\vdescription\x18\v \x01(\tR\vdescription\x12'\n" +
 	"\x0fcompleted_turns\x18\f \x01(\x03R\x0ecompletedTurns\x12,\n" +
 	"\x12peak_prompt_tokens\x18\r \x01(\x03R\x10peakPromptTokens\x12%\n" +
-	"\x0econtext_window\x18\x0e \x01(\x03R\rcontextWindow\"\x8c\x04\n" +
+	"\x0econtext_window\x18\x0e \x01(\x03R\rcontextWindow\x12C\n" +
+	"\x10previous_session\x18\x0f \x01(\v2\x18.memoryd.v1.EndedSessionR\x0fpreviousSession\"\xe0\x01\n" +
+	"\fEndedSession\x12(\n" +
+	"\x10started_after_id\x18\x01 \x01(\x03R\x0estartedAfterId\x12&\n" +
+	"\x0flast_message_id\x18\x02 \x01(\x03R\rlastMessageId\x12%\n" +
+	"\x0eworking_memory\x18\x03 \x01(\tR\rworkingMemory\x12 \n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x125\n" +
+	"\bended_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\"\x8c\x04\n" +
 	"\x12StoreMemoryRequest\x12>\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationH\x00R\fconversation\x12.\n" +
 	"\x05owner\x18\x0e \x01(\v2\x16.memoryd.v1.OwnerScopeH\x00R\x05owner\x12'\n" +
@@ -8039,7 +8140,7 @@ func file_memoryd_v1_memory_service_proto_rawDescGZIP() []byte {
 }
 
 var file_memoryd_v1_memory_service_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_memoryd_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
+var file_memoryd_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
 var file_memoryd_v1_memory_service_proto_goTypes = []any{
 	(AppendOutcome)(0),                 // 0: memoryd.v1.AppendOutcome
 	(Speaker)(0),                       // 1: memoryd.v1.Speaker
@@ -8085,280 +8186,283 @@ var file_memoryd_v1_memory_service_proto_goTypes = []any{
 	(*PurgeOwnerResponse)(nil),         // 41: memoryd.v1.PurgeOwnerResponse
 	(*GetConversationRequest)(nil),     // 42: memoryd.v1.GetConversationRequest
 	(*GetConversationResponse)(nil),    // 43: memoryd.v1.GetConversationResponse
-	(*StoreMemoryRequest)(nil),         // 44: memoryd.v1.StoreMemoryRequest
-	(*StoreMemoryResponse)(nil),        // 45: memoryd.v1.StoreMemoryResponse
-	(*GetMemoryRequest)(nil),           // 46: memoryd.v1.GetMemoryRequest
-	(*GetMemoryResponse)(nil),          // 47: memoryd.v1.GetMemoryResponse
-	(*ListMemoriesRequest)(nil),        // 48: memoryd.v1.ListMemoriesRequest
-	(*ListedMemory)(nil),               // 49: memoryd.v1.ListedMemory
-	(*ListMemoriesResponse)(nil),       // 50: memoryd.v1.ListMemoriesResponse
-	(*UpdateMemoryRequest)(nil),        // 51: memoryd.v1.UpdateMemoryRequest
-	(*UpdateMemoryResponse)(nil),       // 52: memoryd.v1.UpdateMemoryResponse
-	(*ArchiveMemoryRequest)(nil),       // 53: memoryd.v1.ArchiveMemoryRequest
-	(*ArchiveMemoryResponse)(nil),      // 54: memoryd.v1.ArchiveMemoryResponse
-	(*RestoreMemoryRequest)(nil),       // 55: memoryd.v1.RestoreMemoryRequest
-	(*RestoreMemoryResponse)(nil),      // 56: memoryd.v1.RestoreMemoryResponse
-	(*DeleteMemoryRequest)(nil),        // 57: memoryd.v1.DeleteMemoryRequest
-	(*DeleteMemoryResponse)(nil),       // 58: memoryd.v1.DeleteMemoryResponse
-	(*RecallRequest)(nil),              // 59: memoryd.v1.RecallRequest
-	(*RecallHit)(nil),                  // 60: memoryd.v1.RecallHit
-	(*RecallResponse)(nil),             // 61: memoryd.v1.RecallResponse
-	(*ListMemorySourcesRequest)(nil),   // 62: memoryd.v1.ListMemorySourcesRequest
-	(*ListMemorySourcesResponse)(nil),  // 63: memoryd.v1.ListMemorySourcesResponse
-	(*SetJobStatusRequest)(nil),        // 64: memoryd.v1.SetJobStatusRequest
-	(*SetJobStatusResponse)(nil),       // 65: memoryd.v1.SetJobStatusResponse
-	(*FinishJobRunRequest)(nil),        // 66: memoryd.v1.FinishJobRunRequest
-	(*FinishJobRunResponse)(nil),       // 67: memoryd.v1.FinishJobRunResponse
-	(*GetPromptContextRequest)(nil),    // 68: memoryd.v1.GetPromptContextRequest
-	(*PromptFileUsage)(nil),            // 69: memoryd.v1.PromptFileUsage
-	(*GetPromptContextResponse)(nil),   // 70: memoryd.v1.GetPromptContextResponse
-	(*ListResourcesRequest)(nil),       // 71: memoryd.v1.ListResourcesRequest
-	(*ListResourcesResponse)(nil),      // 72: memoryd.v1.ListResourcesResponse
-	(*ListRevisionsRequest)(nil),       // 73: memoryd.v1.ListRevisionsRequest
-	(*ListRevisionsResponse)(nil),      // 74: memoryd.v1.ListRevisionsResponse
-	(*GetRevisionRequest)(nil),         // 75: memoryd.v1.GetRevisionRequest
-	(*GetRevisionResponse)(nil),        // 76: memoryd.v1.GetRevisionResponse
-	(*DiffRevisionsRequest)(nil),       // 77: memoryd.v1.DiffRevisionsRequest
-	(*DiffRevisionsResponse)(nil),      // 78: memoryd.v1.DiffRevisionsResponse
-	(*RollbackResourceRequest)(nil),    // 79: memoryd.v1.RollbackResourceRequest
-	(*RollbackResourceResponse)(nil),   // 80: memoryd.v1.RollbackResourceResponse
-	(*TurnUsage)(nil),                  // 81: memoryd.v1.TurnUsage
-	(*CommitTurnRequest)(nil),          // 82: memoryd.v1.CommitTurnRequest
-	(*CommitTurnResponse)(nil),         // 83: memoryd.v1.CommitTurnResponse
-	(*ReviewNowRequest)(nil),           // 84: memoryd.v1.ReviewNowRequest
-	(*SkippedOperation)(nil),           // 85: memoryd.v1.SkippedOperation
-	(*ConversationReview)(nil),         // 86: memoryd.v1.ConversationReview
-	(*ReviewNowResponse)(nil),          // 87: memoryd.v1.ReviewNowResponse
-	(*GetReviewStateRequest)(nil),      // 88: memoryd.v1.GetReviewStateRequest
-	(*ReviewRun)(nil),                  // 89: memoryd.v1.ReviewRun
-	(*GetReviewStateResponse)(nil),     // 90: memoryd.v1.GetReviewStateResponse
-	(*GetEmbeddingStatusRequest)(nil),  // 91: memoryd.v1.GetEmbeddingStatusRequest
-	(*GetEmbeddingStatusResponse)(nil), // 92: memoryd.v1.GetEmbeddingStatusResponse
-	(*ReindexEmbeddingsRequest)(nil),   // 93: memoryd.v1.ReindexEmbeddingsRequest
-	(*ReindexEmbeddingsResponse)(nil),  // 94: memoryd.v1.ReindexEmbeddingsResponse
-	(Role)(0),                          // 95: memoryd.v1.Role
-	(*timestamppb.Timestamp)(nil),      // 96: google.protobuf.Timestamp
-	(Trust)(0),                         // 97: memoryd.v1.Trust
-	(*Conversation)(nil),               // 98: memoryd.v1.Conversation
-	(*Message)(nil),                    // 99: memoryd.v1.Message
-	(*OwnerScope)(nil),                 // 100: memoryd.v1.OwnerScope
-	(*AgentScope)(nil),                 // 101: memoryd.v1.AgentScope
-	(Category)(0),                      // 102: memoryd.v1.Category
-	(ScopeType)(0),                     // 103: memoryd.v1.ScopeType
-	(*Memory)(nil),                     // 104: memoryd.v1.Memory
-	(*MemorySource)(nil),               // 105: memoryd.v1.MemorySource
-	(ResourceType)(0),                  // 106: memoryd.v1.ResourceType
-	(*Resource)(nil),                   // 107: memoryd.v1.Resource
-	(*ResourceRef)(nil),                // 108: memoryd.v1.ResourceRef
-	(*ResourceRevision)(nil),           // 109: memoryd.v1.ResourceRevision
+	(*EndedSession)(nil),               // 44: memoryd.v1.EndedSession
+	(*StoreMemoryRequest)(nil),         // 45: memoryd.v1.StoreMemoryRequest
+	(*StoreMemoryResponse)(nil),        // 46: memoryd.v1.StoreMemoryResponse
+	(*GetMemoryRequest)(nil),           // 47: memoryd.v1.GetMemoryRequest
+	(*GetMemoryResponse)(nil),          // 48: memoryd.v1.GetMemoryResponse
+	(*ListMemoriesRequest)(nil),        // 49: memoryd.v1.ListMemoriesRequest
+	(*ListedMemory)(nil),               // 50: memoryd.v1.ListedMemory
+	(*ListMemoriesResponse)(nil),       // 51: memoryd.v1.ListMemoriesResponse
+	(*UpdateMemoryRequest)(nil),        // 52: memoryd.v1.UpdateMemoryRequest
+	(*UpdateMemoryResponse)(nil),       // 53: memoryd.v1.UpdateMemoryResponse
+	(*ArchiveMemoryRequest)(nil),       // 54: memoryd.v1.ArchiveMemoryRequest
+	(*ArchiveMemoryResponse)(nil),      // 55: memoryd.v1.ArchiveMemoryResponse
+	(*RestoreMemoryRequest)(nil),       // 56: memoryd.v1.RestoreMemoryRequest
+	(*RestoreMemoryResponse)(nil),      // 57: memoryd.v1.RestoreMemoryResponse
+	(*DeleteMemoryRequest)(nil),        // 58: memoryd.v1.DeleteMemoryRequest
+	(*DeleteMemoryResponse)(nil),       // 59: memoryd.v1.DeleteMemoryResponse
+	(*RecallRequest)(nil),              // 60: memoryd.v1.RecallRequest
+	(*RecallHit)(nil),                  // 61: memoryd.v1.RecallHit
+	(*RecallResponse)(nil),             // 62: memoryd.v1.RecallResponse
+	(*ListMemorySourcesRequest)(nil),   // 63: memoryd.v1.ListMemorySourcesRequest
+	(*ListMemorySourcesResponse)(nil),  // 64: memoryd.v1.ListMemorySourcesResponse
+	(*SetJobStatusRequest)(nil),        // 65: memoryd.v1.SetJobStatusRequest
+	(*SetJobStatusResponse)(nil),       // 66: memoryd.v1.SetJobStatusResponse
+	(*FinishJobRunRequest)(nil),        // 67: memoryd.v1.FinishJobRunRequest
+	(*FinishJobRunResponse)(nil),       // 68: memoryd.v1.FinishJobRunResponse
+	(*GetPromptContextRequest)(nil),    // 69: memoryd.v1.GetPromptContextRequest
+	(*PromptFileUsage)(nil),            // 70: memoryd.v1.PromptFileUsage
+	(*GetPromptContextResponse)(nil),   // 71: memoryd.v1.GetPromptContextResponse
+	(*ListResourcesRequest)(nil),       // 72: memoryd.v1.ListResourcesRequest
+	(*ListResourcesResponse)(nil),      // 73: memoryd.v1.ListResourcesResponse
+	(*ListRevisionsRequest)(nil),       // 74: memoryd.v1.ListRevisionsRequest
+	(*ListRevisionsResponse)(nil),      // 75: memoryd.v1.ListRevisionsResponse
+	(*GetRevisionRequest)(nil),         // 76: memoryd.v1.GetRevisionRequest
+	(*GetRevisionResponse)(nil),        // 77: memoryd.v1.GetRevisionResponse
+	(*DiffRevisionsRequest)(nil),       // 78: memoryd.v1.DiffRevisionsRequest
+	(*DiffRevisionsResponse)(nil),      // 79: memoryd.v1.DiffRevisionsResponse
+	(*RollbackResourceRequest)(nil),    // 80: memoryd.v1.RollbackResourceRequest
+	(*RollbackResourceResponse)(nil),   // 81: memoryd.v1.RollbackResourceResponse
+	(*TurnUsage)(nil),                  // 82: memoryd.v1.TurnUsage
+	(*CommitTurnRequest)(nil),          // 83: memoryd.v1.CommitTurnRequest
+	(*CommitTurnResponse)(nil),         // 84: memoryd.v1.CommitTurnResponse
+	(*ReviewNowRequest)(nil),           // 85: memoryd.v1.ReviewNowRequest
+	(*SkippedOperation)(nil),           // 86: memoryd.v1.SkippedOperation
+	(*ConversationReview)(nil),         // 87: memoryd.v1.ConversationReview
+	(*ReviewNowResponse)(nil),          // 88: memoryd.v1.ReviewNowResponse
+	(*GetReviewStateRequest)(nil),      // 89: memoryd.v1.GetReviewStateRequest
+	(*ReviewRun)(nil),                  // 90: memoryd.v1.ReviewRun
+	(*GetReviewStateResponse)(nil),     // 91: memoryd.v1.GetReviewStateResponse
+	(*GetEmbeddingStatusRequest)(nil),  // 92: memoryd.v1.GetEmbeddingStatusRequest
+	(*GetEmbeddingStatusResponse)(nil), // 93: memoryd.v1.GetEmbeddingStatusResponse
+	(*ReindexEmbeddingsRequest)(nil),   // 94: memoryd.v1.ReindexEmbeddingsRequest
+	(*ReindexEmbeddingsResponse)(nil),  // 95: memoryd.v1.ReindexEmbeddingsResponse
+	(Role)(0),                          // 96: memoryd.v1.Role
+	(*timestamppb.Timestamp)(nil),      // 97: google.protobuf.Timestamp
+	(Trust)(0),                         // 98: memoryd.v1.Trust
+	(*Conversation)(nil),               // 99: memoryd.v1.Conversation
+	(*Message)(nil),                    // 100: memoryd.v1.Message
+	(*OwnerScope)(nil),                 // 101: memoryd.v1.OwnerScope
+	(*AgentScope)(nil),                 // 102: memoryd.v1.AgentScope
+	(Category)(0),                      // 103: memoryd.v1.Category
+	(ScopeType)(0),                     // 104: memoryd.v1.ScopeType
+	(*Memory)(nil),                     // 105: memoryd.v1.Memory
+	(*MemorySource)(nil),               // 106: memoryd.v1.MemorySource
+	(ResourceType)(0),                  // 107: memoryd.v1.ResourceType
+	(*Resource)(nil),                   // 108: memoryd.v1.Resource
+	(*ResourceRef)(nil),                // 109: memoryd.v1.ResourceRef
+	(*ResourceRevision)(nil),           // 110: memoryd.v1.ResourceRevision
 }
 var file_memoryd_v1_memory_service_proto_depIdxs = []int32{
-	95,  // 0: memoryd.v1.NewMessage.role:type_name -> memoryd.v1.Role
-	96,  // 1: memoryd.v1.NewMessage.created_at:type_name -> google.protobuf.Timestamp
-	97,  // 2: memoryd.v1.NewMessage.trust:type_name -> memoryd.v1.Trust
-	98,  // 3: memoryd.v1.AppendMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
+	96,  // 0: memoryd.v1.NewMessage.role:type_name -> memoryd.v1.Role
+	97,  // 1: memoryd.v1.NewMessage.created_at:type_name -> google.protobuf.Timestamp
+	98,  // 2: memoryd.v1.NewMessage.trust:type_name -> memoryd.v1.Trust
+	99,  // 3: memoryd.v1.AppendMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
 	10,  // 4: memoryd.v1.AppendMessagesRequest.messages:type_name -> memoryd.v1.NewMessage
 	0,   // 5: memoryd.v1.AppendResult.outcome:type_name -> memoryd.v1.AppendOutcome
-	99,  // 6: memoryd.v1.AppendResult.message:type_name -> memoryd.v1.Message
-	96,  // 7: memoryd.v1.AppendResult.created_at:type_name -> google.protobuf.Timestamp
+	100, // 6: memoryd.v1.AppendResult.message:type_name -> memoryd.v1.Message
+	97,  // 7: memoryd.v1.AppendResult.created_at:type_name -> google.protobuf.Timestamp
 	12,  // 8: memoryd.v1.AppendMessagesResponse.results:type_name -> memoryd.v1.AppendResult
-	98,  // 9: memoryd.v1.IngestedMessage.conversation:type_name -> memoryd.v1.Conversation
+	99,  // 9: memoryd.v1.IngestedMessage.conversation:type_name -> memoryd.v1.Conversation
 	10,  // 10: memoryd.v1.IngestedMessage.message:type_name -> memoryd.v1.NewMessage
 	14,  // 11: memoryd.v1.IngestMessagesRequest.messages:type_name -> memoryd.v1.IngestedMessage
 	16,  // 12: memoryd.v1.IngestMessagesResponse.rejections:type_name -> memoryd.v1.IngestRejection
 	21,  // 13: memoryd.v1.ImportDataResponse.records:type_name -> memoryd.v1.ImportedRecords
-	97,  // 14: memoryd.v1.TranscriptOpen.trust:type_name -> memoryd.v1.Trust
+	98,  // 14: memoryd.v1.TranscriptOpen.trust:type_name -> memoryd.v1.Trust
 	1,   // 15: memoryd.v1.TranscriptSegment.speaker:type_name -> memoryd.v1.Speaker
-	81,  // 16: memoryd.v1.TranscriptSegment.usage:type_name -> memoryd.v1.TurnUsage
+	82,  // 16: memoryd.v1.TranscriptSegment.usage:type_name -> memoryd.v1.TurnUsage
 	23,  // 17: memoryd.v1.StreamTranscriptRequest.open:type_name -> memoryd.v1.TranscriptOpen
 	24,  // 18: memoryd.v1.StreamTranscriptRequest.segment:type_name -> memoryd.v1.TranscriptSegment
 	25,  // 19: memoryd.v1.StreamTranscriptRequest.end:type_name -> memoryd.v1.TranscriptEnd
-	98,  // 20: memoryd.v1.StreamTranscriptResponse.conversation:type_name -> memoryd.v1.Conversation
+	99,  // 20: memoryd.v1.StreamTranscriptResponse.conversation:type_name -> memoryd.v1.Conversation
 	27,  // 21: memoryd.v1.StreamTranscriptResponse.totals:type_name -> memoryd.v1.TranscriptTotals
-	98,  // 22: memoryd.v1.ListMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
-	99,  // 23: memoryd.v1.ListMessagesResponse.messages:type_name -> memoryd.v1.Message
-	98,  // 24: memoryd.v1.SearchHistoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	100, // 25: memoryd.v1.SearchHistoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	101, // 26: memoryd.v1.SearchHistoryRequest.agent:type_name -> memoryd.v1.AgentScope
-	97,  // 27: memoryd.v1.SearchHistoryRequest.trust:type_name -> memoryd.v1.Trust
+	99,  // 22: memoryd.v1.ListMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
+	100, // 23: memoryd.v1.ListMessagesResponse.messages:type_name -> memoryd.v1.Message
+	99,  // 24: memoryd.v1.SearchHistoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	101, // 25: memoryd.v1.SearchHistoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	102, // 26: memoryd.v1.SearchHistoryRequest.agent:type_name -> memoryd.v1.AgentScope
+	98,  // 27: memoryd.v1.SearchHistoryRequest.trust:type_name -> memoryd.v1.Trust
 	2,   // 28: memoryd.v1.SearchHistoryRequest.mode:type_name -> memoryd.v1.SearchMode
-	99,  // 29: memoryd.v1.HistoryHit.message:type_name -> memoryd.v1.Message
+	100, // 29: memoryd.v1.HistoryHit.message:type_name -> memoryd.v1.Message
 	3,   // 30: memoryd.v1.HistoryHit.match:type_name -> memoryd.v1.MatchKind
 	3,   // 31: memoryd.v1.HistoryHit.matches:type_name -> memoryd.v1.MatchKind
 	32,  // 32: memoryd.v1.HistoryHit.scores:type_name -> memoryd.v1.HitScores
 	33,  // 33: memoryd.v1.SearchHistoryResponse.hits:type_name -> memoryd.v1.HistoryHit
-	98,  // 34: memoryd.v1.ClearConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	97,  // 35: memoryd.v1.ClearConversationRequest.trust:type_name -> memoryd.v1.Trust
-	98,  // 36: memoryd.v1.PurgeConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	97,  // 37: memoryd.v1.PurgeConversationRequest.trust:type_name -> memoryd.v1.Trust
+	99,  // 34: memoryd.v1.ClearConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	98,  // 35: memoryd.v1.ClearConversationRequest.trust:type_name -> memoryd.v1.Trust
+	99,  // 36: memoryd.v1.PurgeConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	98,  // 37: memoryd.v1.PurgeConversationRequest.trust:type_name -> memoryd.v1.Trust
 	40,  // 38: memoryd.v1.PurgeOwnerResponse.erased:type_name -> memoryd.v1.ErasedRows
-	98,  // 39: memoryd.v1.GetConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	98,  // 40: memoryd.v1.GetConversationResponse.conversation:type_name -> memoryd.v1.Conversation
-	96,  // 41: memoryd.v1.GetConversationResponse.first_message_at:type_name -> google.protobuf.Timestamp
-	96,  // 42: memoryd.v1.GetConversationResponse.last_message_at:type_name -> google.protobuf.Timestamp
-	96,  // 43: memoryd.v1.GetConversationResponse.window_started_at:type_name -> google.protobuf.Timestamp
-	98,  // 44: memoryd.v1.StoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	100, // 45: memoryd.v1.StoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	97,  // 46: memoryd.v1.StoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	102, // 47: memoryd.v1.StoreMemoryRequest.category:type_name -> memoryd.v1.Category
-	103, // 48: memoryd.v1.StoreMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	104, // 49: memoryd.v1.StoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	98,  // 50: memoryd.v1.GetMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	100, // 51: memoryd.v1.GetMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	103, // 52: memoryd.v1.GetMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	97,  // 53: memoryd.v1.GetMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	104, // 54: memoryd.v1.GetMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	98,  // 55: memoryd.v1.ListMemoriesRequest.conversation:type_name -> memoryd.v1.Conversation
-	100, // 56: memoryd.v1.ListMemoriesRequest.owner:type_name -> memoryd.v1.OwnerScope
-	103, // 57: memoryd.v1.ListMemoriesRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	102, // 58: memoryd.v1.ListMemoriesRequest.categories:type_name -> memoryd.v1.Category
-	4,   // 59: memoryd.v1.ListMemoriesRequest.archived:type_name -> memoryd.v1.ArchivedFilter
-	97,  // 60: memoryd.v1.ListMemoriesRequest.trust:type_name -> memoryd.v1.Trust
-	104, // 61: memoryd.v1.ListedMemory.memory:type_name -> memoryd.v1.Memory
-	49,  // 62: memoryd.v1.ListMemoriesResponse.memories:type_name -> memoryd.v1.ListedMemory
-	98,  // 63: memoryd.v1.UpdateMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	100, // 64: memoryd.v1.UpdateMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	103, // 65: memoryd.v1.UpdateMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	97,  // 66: memoryd.v1.UpdateMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	104, // 67: memoryd.v1.UpdateMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	98,  // 68: memoryd.v1.ArchiveMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	100, // 69: memoryd.v1.ArchiveMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	97,  // 70: memoryd.v1.ArchiveMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	104, // 71: memoryd.v1.ArchiveMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	98,  // 72: memoryd.v1.RestoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	100, // 73: memoryd.v1.RestoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	97,  // 74: memoryd.v1.RestoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	104, // 75: memoryd.v1.RestoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	98,  // 76: memoryd.v1.DeleteMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	100, // 77: memoryd.v1.DeleteMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	103, // 78: memoryd.v1.DeleteMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	97,  // 79: memoryd.v1.DeleteMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	98,  // 80: memoryd.v1.RecallRequest.conversation:type_name -> memoryd.v1.Conversation
-	5,   // 81: memoryd.v1.RecallRequest.scope:type_name -> memoryd.v1.RecallScope
-	6,   // 82: memoryd.v1.RecallRequest.source:type_name -> memoryd.v1.RecallSource
-	97,  // 83: memoryd.v1.RecallRequest.trust:type_name -> memoryd.v1.Trust
-	2,   // 84: memoryd.v1.RecallRequest.mode:type_name -> memoryd.v1.SearchMode
-	6,   // 85: memoryd.v1.RecallHit.source:type_name -> memoryd.v1.RecallSource
-	3,   // 86: memoryd.v1.RecallHit.match:type_name -> memoryd.v1.MatchKind
-	3,   // 87: memoryd.v1.RecallHit.matches:type_name -> memoryd.v1.MatchKind
-	32,  // 88: memoryd.v1.RecallHit.scores:type_name -> memoryd.v1.HitScores
-	104, // 89: memoryd.v1.RecallHit.memory:type_name -> memoryd.v1.Memory
-	33,  // 90: memoryd.v1.RecallHit.message:type_name -> memoryd.v1.HistoryHit
-	60,  // 91: memoryd.v1.RecallResponse.hits:type_name -> memoryd.v1.RecallHit
-	100, // 92: memoryd.v1.ListMemorySourcesRequest.owner:type_name -> memoryd.v1.OwnerScope
-	105, // 93: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
-	100, // 94: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
-	7,   // 95: memoryd.v1.SetJobStatusRequest.status:type_name -> memoryd.v1.JobStatus
-	105, // 96: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
-	100, // 97: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
-	8,   // 98: memoryd.v1.FinishJobRunRequest.outcome:type_name -> memoryd.v1.JobRunOutcome
-	96,  // 99: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	96,  // 100: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
-	104, // 101: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
-	97,  // 102: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
-	69,  // 103: memoryd.v1.GetPromptContextResponse.user_usage:type_name -> memoryd.v1.PromptFileUsage
-	69,  // 104: memoryd.v1.GetPromptContextResponse.memory_usage:type_name -> memoryd.v1.PromptFileUsage
-	106, // 105: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
-	107, // 106: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
-	108, // 107: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	109, // 108: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
-	108, // 109: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
-	109, // 110: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	108, // 111: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	108, // 112: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
-	109, // 113: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	98,  // 114: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
-	97,  // 115: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
-	10,  // 116: memoryd.v1.CommitTurnRequest.messages:type_name -> memoryd.v1.NewMessage
-	81,  // 117: memoryd.v1.CommitTurnRequest.usage:type_name -> memoryd.v1.TurnUsage
-	12,  // 118: memoryd.v1.CommitTurnResponse.results:type_name -> memoryd.v1.AppendResult
-	98,  // 119: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
-	98,  // 120: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
-	9,   // 121: memoryd.v1.ConversationReview.status:type_name -> memoryd.v1.ReviewStatus
-	86,  // 122: memoryd.v1.ReviewNowResponse.reviews:type_name -> memoryd.v1.ConversationReview
-	98,  // 123: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
-	9,   // 124: memoryd.v1.ReviewRun.status:type_name -> memoryd.v1.ReviewStatus
-	96,  // 125: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
-	96,  // 126: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
-	85,  // 127: memoryd.v1.ReviewRun.skipped_operations:type_name -> memoryd.v1.SkippedOperation
-	98,  // 128: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
-	96,  // 129: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
-	96,  // 130: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
-	96,  // 131: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
-	9,   // 132: memoryd.v1.GetReviewStateResponse.last_review_status:type_name -> memoryd.v1.ReviewStatus
-	96,  // 133: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
-	89,  // 134: memoryd.v1.GetReviewStateResponse.last_run:type_name -> memoryd.v1.ReviewRun
-	11,  // 135: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
-	15,  // 136: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
-	26,  // 137: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
-	18,  // 138: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
-	20,  // 139: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
-	29,  // 140: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
-	31,  // 141: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
-	35,  // 142: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
-	37,  // 143: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
-	39,  // 144: memoryd.v1.MemoryService.PurgeOwner:input_type -> memoryd.v1.PurgeOwnerRequest
-	42,  // 145: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
-	44,  // 146: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
-	46,  // 147: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
-	48,  // 148: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
-	51,  // 149: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
-	53,  // 150: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
-	55,  // 151: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
-	57,  // 152: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
-	59,  // 153: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
-	62,  // 154: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
-	64,  // 155: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
-	66,  // 156: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
-	68,  // 157: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
-	71,  // 158: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
-	73,  // 159: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
-	75,  // 160: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
-	77,  // 161: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
-	79,  // 162: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
-	82,  // 163: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
-	84,  // 164: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
-	91,  // 165: memoryd.v1.MemoryService.GetEmbeddingStatus:input_type -> memoryd.v1.GetEmbeddingStatusRequest
-	93,  // 166: memoryd.v1.MemoryService.ReindexEmbeddings:input_type -> memoryd.v1.ReindexEmbeddingsRequest
-	88,  // 167: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
-	13,  // 168: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
-	17,  // 169: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
-	28,  // 170: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
-	19,  // 171: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
-	22,  // 172: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
-	30,  // 173: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
-	34,  // 174: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
-	36,  // 175: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
-	38,  // 176: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
-	41,  // 177: memoryd.v1.MemoryService.PurgeOwner:output_type -> memoryd.v1.PurgeOwnerResponse
-	43,  // 178: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
-	45,  // 179: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
-	47,  // 180: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
-	50,  // 181: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
-	52,  // 182: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
-	54,  // 183: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
-	56,  // 184: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
-	58,  // 185: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
-	61,  // 186: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
-	63,  // 187: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
-	65,  // 188: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
-	67,  // 189: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
-	70,  // 190: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
-	72,  // 191: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
-	74,  // 192: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
-	76,  // 193: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
-	78,  // 194: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
-	80,  // 195: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
-	83,  // 196: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
-	87,  // 197: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
-	92,  // 198: memoryd.v1.MemoryService.GetEmbeddingStatus:output_type -> memoryd.v1.GetEmbeddingStatusResponse
-	94,  // 199: memoryd.v1.MemoryService.ReindexEmbeddings:output_type -> memoryd.v1.ReindexEmbeddingsResponse
-	90,  // 200: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
-	168, // [168:201] is the sub-list for method output_type
-	135, // [135:168] is the sub-list for method input_type
-	135, // [135:135] is the sub-list for extension type_name
-	135, // [135:135] is the sub-list for extension extendee
-	0,   // [0:135] is the sub-list for field type_name
+	99,  // 39: memoryd.v1.GetConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	99,  // 40: memoryd.v1.GetConversationResponse.conversation:type_name -> memoryd.v1.Conversation
+	97,  // 41: memoryd.v1.GetConversationResponse.first_message_at:type_name -> google.protobuf.Timestamp
+	97,  // 42: memoryd.v1.GetConversationResponse.last_message_at:type_name -> google.protobuf.Timestamp
+	97,  // 43: memoryd.v1.GetConversationResponse.window_started_at:type_name -> google.protobuf.Timestamp
+	44,  // 44: memoryd.v1.GetConversationResponse.previous_session:type_name -> memoryd.v1.EndedSession
+	97,  // 45: memoryd.v1.EndedSession.ended_at:type_name -> google.protobuf.Timestamp
+	99,  // 46: memoryd.v1.StoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	101, // 47: memoryd.v1.StoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	98,  // 48: memoryd.v1.StoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	103, // 49: memoryd.v1.StoreMemoryRequest.category:type_name -> memoryd.v1.Category
+	104, // 50: memoryd.v1.StoreMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	105, // 51: memoryd.v1.StoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	99,  // 52: memoryd.v1.GetMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	101, // 53: memoryd.v1.GetMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	104, // 54: memoryd.v1.GetMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	98,  // 55: memoryd.v1.GetMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	105, // 56: memoryd.v1.GetMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	99,  // 57: memoryd.v1.ListMemoriesRequest.conversation:type_name -> memoryd.v1.Conversation
+	101, // 58: memoryd.v1.ListMemoriesRequest.owner:type_name -> memoryd.v1.OwnerScope
+	104, // 59: memoryd.v1.ListMemoriesRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	103, // 60: memoryd.v1.ListMemoriesRequest.categories:type_name -> memoryd.v1.Category
+	4,   // 61: memoryd.v1.ListMemoriesRequest.archived:type_name -> memoryd.v1.ArchivedFilter
+	98,  // 62: memoryd.v1.ListMemoriesRequest.trust:type_name -> memoryd.v1.Trust
+	105, // 63: memoryd.v1.ListedMemory.memory:type_name -> memoryd.v1.Memory
+	50,  // 64: memoryd.v1.ListMemoriesResponse.memories:type_name -> memoryd.v1.ListedMemory
+	99,  // 65: memoryd.v1.UpdateMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	101, // 66: memoryd.v1.UpdateMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	104, // 67: memoryd.v1.UpdateMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	98,  // 68: memoryd.v1.UpdateMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	105, // 69: memoryd.v1.UpdateMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	99,  // 70: memoryd.v1.ArchiveMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	101, // 71: memoryd.v1.ArchiveMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	98,  // 72: memoryd.v1.ArchiveMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	105, // 73: memoryd.v1.ArchiveMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	99,  // 74: memoryd.v1.RestoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	101, // 75: memoryd.v1.RestoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	98,  // 76: memoryd.v1.RestoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	105, // 77: memoryd.v1.RestoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	99,  // 78: memoryd.v1.DeleteMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	101, // 79: memoryd.v1.DeleteMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	104, // 80: memoryd.v1.DeleteMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	98,  // 81: memoryd.v1.DeleteMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	99,  // 82: memoryd.v1.RecallRequest.conversation:type_name -> memoryd.v1.Conversation
+	5,   // 83: memoryd.v1.RecallRequest.scope:type_name -> memoryd.v1.RecallScope
+	6,   // 84: memoryd.v1.RecallRequest.source:type_name -> memoryd.v1.RecallSource
+	98,  // 85: memoryd.v1.RecallRequest.trust:type_name -> memoryd.v1.Trust
+	2,   // 86: memoryd.v1.RecallRequest.mode:type_name -> memoryd.v1.SearchMode
+	6,   // 87: memoryd.v1.RecallHit.source:type_name -> memoryd.v1.RecallSource
+	3,   // 88: memoryd.v1.RecallHit.match:type_name -> memoryd.v1.MatchKind
+	3,   // 89: memoryd.v1.RecallHit.matches:type_name -> memoryd.v1.MatchKind
+	32,  // 90: memoryd.v1.RecallHit.scores:type_name -> memoryd.v1.HitScores
+	105, // 91: memoryd.v1.RecallHit.memory:type_name -> memoryd.v1.Memory
+	33,  // 92: memoryd.v1.RecallHit.message:type_name -> memoryd.v1.HistoryHit
+	61,  // 93: memoryd.v1.RecallResponse.hits:type_name -> memoryd.v1.RecallHit
+	101, // 94: memoryd.v1.ListMemorySourcesRequest.owner:type_name -> memoryd.v1.OwnerScope
+	106, // 95: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
+	101, // 96: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
+	7,   // 97: memoryd.v1.SetJobStatusRequest.status:type_name -> memoryd.v1.JobStatus
+	106, // 98: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
+	101, // 99: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
+	8,   // 100: memoryd.v1.FinishJobRunRequest.outcome:type_name -> memoryd.v1.JobRunOutcome
+	97,  // 101: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	97,  // 102: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
+	105, // 103: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
+	98,  // 104: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
+	70,  // 105: memoryd.v1.GetPromptContextResponse.user_usage:type_name -> memoryd.v1.PromptFileUsage
+	70,  // 106: memoryd.v1.GetPromptContextResponse.memory_usage:type_name -> memoryd.v1.PromptFileUsage
+	107, // 107: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
+	108, // 108: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
+	109, // 109: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	110, // 110: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
+	109, // 111: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
+	110, // 112: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	109, // 113: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	109, // 114: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
+	110, // 115: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	99,  // 116: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
+	98,  // 117: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
+	10,  // 118: memoryd.v1.CommitTurnRequest.messages:type_name -> memoryd.v1.NewMessage
+	82,  // 119: memoryd.v1.CommitTurnRequest.usage:type_name -> memoryd.v1.TurnUsage
+	12,  // 120: memoryd.v1.CommitTurnResponse.results:type_name -> memoryd.v1.AppendResult
+	99,  // 121: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
+	99,  // 122: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
+	9,   // 123: memoryd.v1.ConversationReview.status:type_name -> memoryd.v1.ReviewStatus
+	87,  // 124: memoryd.v1.ReviewNowResponse.reviews:type_name -> memoryd.v1.ConversationReview
+	99,  // 125: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
+	9,   // 126: memoryd.v1.ReviewRun.status:type_name -> memoryd.v1.ReviewStatus
+	97,  // 127: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
+	97,  // 128: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
+	86,  // 129: memoryd.v1.ReviewRun.skipped_operations:type_name -> memoryd.v1.SkippedOperation
+	99,  // 130: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
+	97,  // 131: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
+	97,  // 132: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
+	97,  // 133: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
+	9,   // 134: memoryd.v1.GetReviewStateResponse.last_review_status:type_name -> memoryd.v1.ReviewStatus
+	97,  // 135: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
+	90,  // 136: memoryd.v1.GetReviewStateResponse.last_run:type_name -> memoryd.v1.ReviewRun
+	11,  // 137: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
+	15,  // 138: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
+	26,  // 139: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
+	18,  // 140: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
+	20,  // 141: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
+	29,  // 142: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
+	31,  // 143: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
+	35,  // 144: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
+	37,  // 145: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
+	39,  // 146: memoryd.v1.MemoryService.PurgeOwner:input_type -> memoryd.v1.PurgeOwnerRequest
+	42,  // 147: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
+	45,  // 148: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
+	47,  // 149: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
+	49,  // 150: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
+	52,  // 151: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
+	54,  // 152: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
+	56,  // 153: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
+	58,  // 154: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
+	60,  // 155: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
+	63,  // 156: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
+	65,  // 157: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
+	67,  // 158: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
+	69,  // 159: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
+	72,  // 160: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
+	74,  // 161: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
+	76,  // 162: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
+	78,  // 163: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
+	80,  // 164: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
+	83,  // 165: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
+	85,  // 166: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
+	92,  // 167: memoryd.v1.MemoryService.GetEmbeddingStatus:input_type -> memoryd.v1.GetEmbeddingStatusRequest
+	94,  // 168: memoryd.v1.MemoryService.ReindexEmbeddings:input_type -> memoryd.v1.ReindexEmbeddingsRequest
+	89,  // 169: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
+	13,  // 170: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
+	17,  // 171: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
+	28,  // 172: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
+	19,  // 173: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
+	22,  // 174: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
+	30,  // 175: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
+	34,  // 176: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
+	36,  // 177: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
+	38,  // 178: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
+	41,  // 179: memoryd.v1.MemoryService.PurgeOwner:output_type -> memoryd.v1.PurgeOwnerResponse
+	43,  // 180: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
+	46,  // 181: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
+	48,  // 182: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
+	51,  // 183: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
+	53,  // 184: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
+	55,  // 185: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
+	57,  // 186: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
+	59,  // 187: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
+	62,  // 188: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
+	64,  // 189: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
+	66,  // 190: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
+	68,  // 191: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
+	71,  // 192: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
+	73,  // 193: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
+	75,  // 194: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
+	77,  // 195: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
+	79,  // 196: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
+	81,  // 197: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
+	84,  // 198: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
+	88,  // 199: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
+	93,  // 200: memoryd.v1.MemoryService.GetEmbeddingStatus:output_type -> memoryd.v1.GetEmbeddingStatusResponse
+	95,  // 201: memoryd.v1.MemoryService.ReindexEmbeddings:output_type -> memoryd.v1.ReindexEmbeddingsResponse
+	91,  // 202: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
+	170, // [170:203] is the sub-list for method output_type
+	137, // [137:170] is the sub-list for method input_type
+	137, // [137:137] is the sub-list for extension type_name
+	137, // [137:137] is the sub-list for extension extendee
+	0,   // [0:137] is the sub-list for field type_name
 }
 
 func init() { file_memoryd_v1_memory_service_proto_init() }
@@ -8378,35 +8482,35 @@ func file_memoryd_v1_memory_service_proto_init() {
 		(*SearchHistoryRequest_Owner)(nil),
 		(*SearchHistoryRequest_Agent)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[34].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[35].OneofWrappers = []any{
 		(*StoreMemoryRequest_Conversation)(nil),
 		(*StoreMemoryRequest_Owner)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[36].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[37].OneofWrappers = []any{
 		(*GetMemoryRequest_Conversation)(nil),
 		(*GetMemoryRequest_Owner)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[38].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[39].OneofWrappers = []any{
 		(*ListMemoriesRequest_Conversation)(nil),
 		(*ListMemoriesRequest_Owner)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[41].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[42].OneofWrappers = []any{
 		(*UpdateMemoryRequest_Conversation)(nil),
 		(*UpdateMemoryRequest_Owner)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[43].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[44].OneofWrappers = []any{
 		(*ArchiveMemoryRequest_Conversation)(nil),
 		(*ArchiveMemoryRequest_Owner)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[45].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[46].OneofWrappers = []any{
 		(*RestoreMemoryRequest_Conversation)(nil),
 		(*RestoreMemoryRequest_Owner)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[47].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[48].OneofWrappers = []any{
 		(*DeleteMemoryRequest_Conversation)(nil),
 		(*DeleteMemoryRequest_Owner)(nil),
 	}
-	file_memoryd_v1_memory_service_proto_msgTypes[50].OneofWrappers = []any{
+	file_memoryd_v1_memory_service_proto_msgTypes[51].OneofWrappers = []any{
 		(*RecallHit_Memory)(nil),
 		(*RecallHit_Message)(nil),
 	}
@@ -8416,7 +8520,7 @@ func file_memoryd_v1_memory_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memoryd_v1_memory_service_proto_rawDesc), len(file_memoryd_v1_memory_service_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   85,
+			NumMessages:   86,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
