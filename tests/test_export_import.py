@@ -222,6 +222,7 @@ async def test_an_export_imported_into_an_empty_home_exports_again_byte_for_byte
         "resource",
         "resource_revision",
         "transcript_session",
+        "ended_session",
     }
     assert "東京で会いましょう 🍣\\nline two\\ttabbed" in first.read_text(encoding="utf-8")
     assert oct(first.stat().st_mode & 0o777) == "0o600"

@@ -1669,9 +1669,9 @@ class EndedSession(_message.Message):
     DESCRIPTION_FIELD_NUMBER: _builtins.int
     ENDED_AT_FIELD_NUMBER: _builtins.int
     started_after_id: _builtins.int
-    """Its messages have ids after this one."""
+    """Its messages have ids after this one (0: it was the conversation's first session)."""
     last_message_id: _builtins.int
-    """... up to this one."""
+    """The id of its last message."""
     working_memory: _builtins.str
     """Its working memory when it ended."""
     description: _builtins.str

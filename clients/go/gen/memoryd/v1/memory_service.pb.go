@@ -3230,9 +3230,9 @@ func (x *GetConversationResponse) GetPreviousSession() *EndedSession {
 // EndedSession is a session of a conversation that `/new` ended.
 type EndedSession struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Its messages have ids after this one.
+	// Its messages have ids after this one (0: it was the conversation's first session).
 	StartedAfterId int64 `protobuf:"varint,1,opt,name=started_after_id,json=startedAfterId,proto3" json:"started_after_id,omitempty"`
-	// ... up to this one.
+	// The id of its last message.
 	LastMessageId int64 `protobuf:"varint,2,opt,name=last_message_id,json=lastMessageId,proto3" json:"last_message_id,omitempty"`
 	// Its working memory when it ended.
 	WorkingMemory string `protobuf:"bytes,3,opt,name=working_memory,json=workingMemory,proto3" json:"working_memory,omitempty"`

@@ -1531,14 +1531,14 @@ export const GetConversationResponseSchema: GenMessage<GetConversationResponse> 
  */
 export type EndedSession = Message<"memoryd.v1.EndedSession"> & {
   /**
-   * Its messages have ids after this one.
+   * Its messages have ids after this one (0: it was the conversation's first session).
    *
    * @generated from field: int64 started_after_id = 1;
    */
   startedAfterId: bigint;
 
   /**
-   * ... up to this one.
+   * The id of its last message.
    *
    * @generated from field: int64 last_message_id = 2;
    */
