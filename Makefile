@@ -22,7 +22,7 @@ TS_CLIENT := clients/typescript
 GO_CLIENT := clients/go
 PY_SOURCES := server scripts tests bench clients/python/memoryd_client clients/python/examples
 
-.PHONY: serve test install tools lint typecheck buf-lint buf-breaking baseline protos pytest \
+.PHONY: serve test check install tools lint typecheck buf-lint buf-breaking baseline protos pytest \
 	client-tests go-test ts-test bench probes clean
 
 # make serve DATA=/path/to/data PORT=50052: another data directory or port (on 127.0.0.1).
@@ -30,6 +30,11 @@ serve: install
 	$(BIN)/memoryd serve $(if $(DATA),--home "$(DATA)") $(if $(PORT),--listen "127.0.0.1:$(PORT)")
 
 test: install tools lint typecheck buf-lint buf-breaking pytest client-tests
+
+# The inner loop (under a minute): lint, types, the contract's lint, and the tests that use the
+# one shared server (those that start their own server or a subprocess are marked slow).
+check: install tools lint typecheck buf-lint
+	PATH="$(TOOLS)/bin:$$PATH" $(BIN)/pytest -q -m "not slow"
 
 install: $(VENV)/.installed
 

@@ -1,9 +1,12 @@
-"""Shared fixtures: one real memoryd server for the session, its generated client, fresh ids."""
+"""Shared fixtures: one real memoryd server for the session, its generated client, fresh ids;
+and the `slow` marker, set on every test that starts its own server or a subprocess."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
+import types
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -17,6 +20,74 @@ from tests.server_process import ServerProcess
 ROOT = Path(__file__).resolve().parent.parent
 # The fake model server and review-configured servers (fixtures `model`, `reviewing`).
 pytest_plugins = ["tests.review_helpers"]
+
+
+# --- the slow marker ---------------------------------------------------------------------------
+# A test is slow when it, or a fixture it uses, starts its own server or a subprocess: found by
+# following the names their code uses through the helpers of this test package, down to one of
+# LAUNCHERS. The one shared server (SHARED) does not count.
+SLOW_FIXTURES = frozenset({"start_server", "grpcurl"})
+SHARED = frozenset({"server", "channel", "memory"})
+LAUNCHERS = frozenset({"subprocess", "ServerProcess", "pty", "start_server"})
+
+
+def _names(code: types.CodeType) -> set[str]:
+    """The global and attribute names a code object and its nested functions use."""
+    found = set(code.co_names)
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            found |= _names(constant)
+    return found
+
+
+def launches(target: object, seen: set[int] | None = None) -> bool:
+    """Whether calling `target` (a test, or a helper of this package) may start a process."""
+    seen = set() if seen is None else seen
+    if id(target) in seen:
+        return False
+    seen.add(id(target))
+    if inspect.isclass(target):
+        return any(
+            launches(member, seen) for member in vars(target).values() if inspect.isfunction(member)
+        )
+    function = inspect.unwrap(target)  # type: ignore[arg-type]
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return False
+    names = _names(code)
+    if names & LAUNCHERS:
+        return True
+    namespace = getattr(function, "__globals__", {})
+    helpers = (namespace.get(name) for name in names)
+    return any(
+        launches(helper, seen)
+        for helper in helpers
+        if (inspect.isfunction(helper) or inspect.isclass(helper))
+        and (getattr(helper, "__module__", "") or "").startswith("tests.")
+    )
+
+
+def _slow(item: pytest.Item) -> bool:
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if fixtures & SLOW_FIXTURES:
+        return True
+    function = getattr(item, "function", None)
+    if function is not None and launches(function):
+        return True
+    definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    return any(
+        launches(definition.func)
+        for name, found in definitions.items()
+        if name not in SHARED
+        for definition in found
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests that start their own server or a subprocess `slow`."""
+    for item in items:
+        if _slow(item):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,9 @@ from memoryd.domain.answers import MAX_ANSWER_BYTES
 from memoryd.errors import ResourceExhausted
 from tests.helpers import fresh_conversation, owner_of, rpc_error, store, user
 
+# Builds answers of megabytes: run by `make test`, not by `make check`.
+pytestmark = pytest.mark.slow
+
 DEFAULT_CLIENT_LIMIT = 4 * 1024 * 1024
 WIDE = "😀" * 256  # 1 KiB of UTF-8: every answer row repeats the conversation's identifiers
 

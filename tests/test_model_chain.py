@@ -25,6 +25,7 @@ async def call(chain: ProviderChain, attempts: list[Attempt] | None = None) -> o
     )
 
 
+@pytest.mark.slow  # waits out real timeouts
 async def test_fallbacks_on_5xx_429_timeouts_and_unreachable_servers() -> None:
     with FakeModel() as primary, FakeModel() as secondary:
         primary.fail(503)

@@ -141,6 +141,7 @@ async def test_idempotent_calls_are_retried_writes_never_and_the_token_is_sent(
     assert {entry.get("authorization") for entry in peer.metadata} == {"Bearer s3cret"}
 
 
+@pytest.mark.slow  # waits out the default deadline
 async def test_unary_calls_get_the_default_deadline(scripted: tuple[Scripted, str]) -> None:
     _, address = scripted
     async with md.connect(address, timeout=0.3) as channel:

@@ -310,6 +310,7 @@ def sync_noted(sync_stub: md.MemoryServiceStub) -> md.Conversation:
     return conversation
 
 
+@pytest.mark.slow  # hundreds of calls through the server
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

@@ -299,6 +299,7 @@ def sync_corpus(sync_memory: md.MemoryServiceStub) -> md.Conversation:
     return conversation
 
 
+@pytest.mark.slow  # hundreds of calls through the server
 @settings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -314,6 +315,7 @@ def test_any_text_is_a_valid_query(
         assert hit.match in md.MatchKind.values()[1:]
 
 
+@pytest.mark.slow  # hundreds of calls through the server
 @settings(
     max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

@@ -15,6 +15,9 @@ from memoryd.storage.history_reads import INDEX_FIRST, SCAN_LIMIT
 from tests.helpers import append, user
 from tests.server_process import ServerProcess
 
+# Builds scopes of tens of thousands of messages: run by `make test`, not by `make check`.
+pytestmark = pytest.mark.slow
+
 BIG = md.Conversation(agent_id="big", owner_id="ada", channel="telegram", chat_id="1")
 BIG_OTHER_OWNER = md.Conversation(agent_id="big", owner_id="bob", channel="slack", chat_id="2")
 OTHER_AGENT = md.Conversation(agent_id="other", owner_id="ada", channel="telegram", chat_id="1")

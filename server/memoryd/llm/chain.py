@@ -6,6 +6,9 @@ be reached, answers 429 or answers 5xx hands the call to the next one; any other
 a 401, an answer that is not a chat completion) ends the call, because the next provider would
 most likely fail the same way. Every attempt is reported to `on_attempt` (a log line, and a row
 the caller commits with its result).
+
+The openai package is imported only when a chain with providers is built: it costs about 0.9 s,
+which a server without a provider, and every CLI command, would otherwise pay at start.
 """
 
 from __future__ import annotations
@@ -14,17 +17,25 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
-
-import openai
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from memoryd import log_names
 from memoryd.config import ProviderSettings
 from memoryd.domain.model_calls import Attempt
 from memoryd.log_events import Event
 
+if TYPE_CHECKING:
+    import openai
+
 log = logging.getLogger("memoryd.llm")
-FALLBACK_ERRORS = (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError)
+
+
+def _sdk() -> ModuleType:
+    """The openai package, imported on first use."""
+    import openai  # noqa: PLC0415 - see the module's docstring
+
+    return openai
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -57,8 +68,9 @@ class ProviderChain:
 
     def __init__(self, providers: Sequence[ProviderSettings], env: Mapping[str, str]) -> None:
         self.providers = tuple(providers)
+        sdk = _sdk() if self.providers else None
         self._clients = [
-            openai.AsyncOpenAI(
+            sdk.AsyncOpenAI(
                 base_url=provider.base_url,
                 # Local servers need no key, but the client insists on one; a missing key is
                 # reported by the endpoint (401) rather than by a crash here.
@@ -67,6 +79,7 @@ class ProviderChain:
                 max_retries=0,
             )
             for provider in self.providers
+            if sdk is not None
         ]
 
     def missing_keys(self, env: Mapping[str, str]) -> list[str]:
@@ -112,7 +125,7 @@ class ProviderChain:
             try:
                 try:
                     return await call.attempt(client, provider, request)
-                except openai.BadRequestError:
+                except _sdk().BadRequestError:
                     if not optional:
                         raise
                     log.warning(
@@ -201,17 +214,19 @@ def _record(on_attempt: Callable[[Attempt], None] | None, attempt: Attempt) -> N
 
 
 def _falls_back(error: Exception) -> bool:
-    if isinstance(error, FALLBACK_ERRORS):
+    sdk = _sdk()
+    if isinstance(error, sdk.APITimeoutError | sdk.APIConnectionError | sdk.RateLimitError):
         return True
-    return isinstance(error, openai.APIStatusError) and error.status_code >= 500
+    return isinstance(error, sdk.APIStatusError) and error.status_code >= 500
 
 
 def _describe(error: Exception) -> str:
-    if isinstance(error, openai.APITimeoutError):
+    sdk = _sdk()
+    if isinstance(error, sdk.APITimeoutError):
         return "timed out"
-    if isinstance(error, openai.APIConnectionError):
+    if isinstance(error, sdk.APIConnectionError):
         return "cannot connect"
-    if isinstance(error, openai.APIStatusError):
+    if isinstance(error, sdk.APIStatusError):
         return f"HTTP {error.status_code}"
     return f"invalid answer ({type(error).__name__})"
 
