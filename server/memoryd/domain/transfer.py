@@ -73,12 +73,15 @@ class Kind(enum.Enum):
 @dataclasses.dataclass(frozen=True, slots=True)
 class Shape:
     """A kind's columns (in line order), the ones that identify a row, the identifiers that must
-    be usable ones (checked as the API checks them), and the columns memoryd derives again."""
+    be usable ones (checked as the API checks them), the columns memoryd derives again, and the
+    table's columns deliberately left out (internal row numbers, a running review's working
+    state). tests/test_export_shapes.py checks that these name every column of the table."""
 
     columns: tuple[str, ...]
     identity: tuple[str, ...]
     identifiers: tuple[str, ...]
     derived: tuple[str, ...] = ()
+    kept_out: tuple[str, ...] = ()
 
 
 SHAPES: dict[Kind, Shape] = {
@@ -102,6 +105,7 @@ SHAPES: dict[Kind, Shape] = {
         _CONVERSATION_KEY,
         _CONVERSATION_KEY,
         ("search_scope",),
+        ("id",),  # a row number; conversations are named by their key
     ),
     Kind.REVIEW_STATE: Shape(
         (
@@ -121,6 +125,8 @@ SHAPES: dict[Kind, Shape] = {
         ),
         _CONVERSATION_KEY,
         _CONVERSATION_KEY,
+        # A running review's claim; the passive trigger's count (migration 0013) restarts at 0.
+        kept_out=("claim_token", "claimed_at", "passive_since_review"),
     ),
     Kind.MESSAGE: Shape(
         (
@@ -251,6 +257,7 @@ SHAPES: dict[Kind, Shape] = {
         ),
         ("agent_id", "resource_type", "scope_id"),
         ("agent_id", "scope_id"),
+        kept_out=("id",),  # a row number; resources are named by their key
     ),
     Kind.RESOURCE_REVISION: Shape(
         (
@@ -268,6 +275,7 @@ SHAPES: dict[Kind, Shape] = {
         ),
         ("agent_id", "resource_type", "scope_id", "revision"),
         ("agent_id", "scope_id"),
+        kept_out=("resource_id",),  # the resource is named by its key (read from it)
     ),
     Kind.TRANSCRIPT_SESSION: Shape(
         (
