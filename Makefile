@@ -22,7 +22,7 @@ TS_CLIENT := clients/typescript
 GO_CLIENT := clients/go
 PY_SOURCES := server scripts tests bench clients/python/memoryd_client clients/python/examples
 
-.PHONY: serve test check install tools lint typecheck buf-lint buf-breaking baseline protos pytest \
+.PHONY: serve test check fmt install tools lint typecheck buf-lint buf-breaking baseline protos pytest \
 	client-tests go-test ts-test bench probes clean
 
 # make serve DATA=/path/to/data PORT=50052: another data directory or port (on 127.0.0.1).
@@ -71,6 +71,11 @@ $(TOOLS)/bin/buf:
 	mkdir -p $(TOOLS)/npm $(TOOLS)/bin
 	npm install --silent --no-audit --no-fund --prefix $(TOOLS)/npm @bufbuild/buf@$(BUF_VERSION)
 	ln -sf $(TOOLS)/npm/node_modules/.bin/buf $@
+
+# Format and fix what ruff can, in place (lint checks the same without changing anything).
+fmt: install
+	$(BIN)/ruff format $(PY_SOURCES)
+	$(BIN)/ruff check --fix $(PY_SOURCES)
 
 lint: install
 	$(BIN)/ruff check $(PY_SOURCES)
