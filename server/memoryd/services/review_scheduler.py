@@ -96,8 +96,8 @@ class ReviewScheduler:
                 interval_before=at.interval_before,
                 backoff_before=at.backoff_before,
                 stale_before=at.stale_before,
-                turn_interval=settings.turn_interval,
-                passive_interval=settings.passive_turn_interval,
+                turn_interval=at.turn_interval,
+                passive_interval=at.passive_interval,
                 idle_before=at.idle_before,
                 limit=limit,
             )

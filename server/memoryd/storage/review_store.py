@@ -525,7 +525,7 @@ def due(
         connection,
         "SELECT agent_id, owner_id, channel, chat_id, thread_scope FROM memory_review_state "
         "WHERE pending_input = 1 AND (claim_token IS NULL OR claimed_at < ?) "
-        "AND (failure_count = 0 OR last_review_failed_at <= ?) "
+        "AND (failure_count = 0 OR last_review_failed_at IS NULL OR last_review_failed_at <= ?) "
         f"AND ({' OR '.join(triggers)}) "
         "ORDER BY last_reviewed_at NULLS FIRST LIMIT ?",
         [to_text(stale_before), to_text(backoff_before), *params, limit],
