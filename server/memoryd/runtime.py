@@ -26,6 +26,7 @@ from memoryd.llm.chain import ProviderChain
 from memoryd.llm.embeddings import build_embedder
 from memoryd.log_events import Event
 from memoryd.services.compaction import Compactor
+from memoryd.services.context_composer import ContextComposer
 from memoryd.services.embedding import EmbeddingService
 from memoryd.services.erasure import ErasureService
 from memoryd.services.history import HistoryService
@@ -170,6 +171,14 @@ class Runtime:
             settings=settings.memory,
         )
         scheduler = ReviewScheduler(reviewer, readers)
+        composer = ContextComposer(
+            readers=readers,
+            history=history,
+            prompts=prompts,
+            settings=settings.compaction,
+            changes=changes,
+            default_window=settings.providers[0].context_window if settings.providers else None,
+        )
         compactor = Compactor(
             writer=writer,
             readers=readers,
@@ -182,7 +191,7 @@ class Runtime:
                 else ProviderChain(settings.providers, env)
             ),
             settings=settings.compaction,
-            changes=changes,
+            composer=composer,
         )
 
         def turn_committed(key: ConversationKey, usage: TurnUsage) -> None:
@@ -226,7 +235,7 @@ class Runtime:
             transcripts=transcripts,
             transfer=transfer,
             compactor=compactor,
-            recalled=RecalledContext(compactor, search, recall),
+            recalled=RecalledContext(composer, search, recall),
             changes=changes,
             schema_version=version,
             _lock_fd=lock_fd,

@@ -12,12 +12,8 @@ from memoryd.domain.compaction import PartKind, WindowMessage
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.resources import checkpoint_resource
 from memoryd.domain.timestamps import from_text
-from memoryd.services.compaction import (
-    CompactionDescription,
-    CompactResult,
-    ComposedContext,
-    PreflightResult,
-)
+from memoryd.services.compaction import CompactionDescription, CompactResult, PreflightResult
+from memoryd.services.context_composer import ComposedContext
 from memoryd_client.v1 import compaction_service_pb2 as pb
 
 

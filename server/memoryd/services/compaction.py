@@ -1,8 +1,6 @@
-"""Compaction and context composition: ComposeContext, Preflight, Compact, GetCompactionState,
-and the check after each committed turn.
+"""Compaction: Preflight, Compact, GetCompactionState, and the check after each committed turn
+(ComposeContext is services.context_composer).
 
-    compose   read the window (newest first, as far as the limit reaches), the prompt files, the
-              working memory, the recent agent-scope rows and the latest checkpoint; no model
     compact   one at a time per conversation: read the window and its history version, select,
               review the user messages about to leave the window that the reviewer has not read
               (in its batches, within review_catch_up_seconds), summarise with the provider
@@ -19,13 +17,10 @@ long-term memory, and never renumbers or deletes a message.
 from __future__ import annotations
 
 import asyncio
-import collections
 import dataclasses
 import datetime as dt
-import functools
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable
 
@@ -34,39 +29,27 @@ import apsw
 from memoryd import log_names
 from memoryd.config import CompactionSettings
 from memoryd.domain import compaction as rules
-from memoryd.domain.conversation import ConversationKey, OwnerKey
+from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.messages import Trust, require_operator
-from memoryd.domain.prompt_files import context_block
 from memoryd.domain.timestamps import utc_now
 from memoryd.domain.tokens import count_tokens
 from memoryd.domain.turns import TurnUsage
-from memoryd.errors import FailedPrecondition, InvalidArgument, NotFound
+from memoryd.errors import FailedPrecondition, InvalidArgument
 from memoryd.llm.chain import ModelUnavailableError, ProviderChain
 from memoryd.log_events import Event
+from memoryd.services.context_composer import (
+    ContextComposer,
+    conversation_record,
+    session_checkpoint,
+)
 from memoryd.services.history import HistoryService
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.services.review import Reviewer, no_provider
 from memoryd.storage import compaction_store as store
-from memoryd.storage import memory_reads
-from memoryd.storage.changes import DatabaseChanges
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.writer import Batch, Writer
 
 log = logging.getLogger("memoryd.compaction")
-# Block texts repeat from call to call (the prompt files change rarely): count each once.
-_count_block = functools.lru_cache(maxsize=4096)(count_tokens)
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class ComposedContext:
-    """ComposeContext's answer. Two answers for one conversation with equal stamps are equal."""
-
-    composition: rules.Composition
-    limit_tokens: int
-    context_window: int
-    history_version: int
-    memory_withheld: bool
-    stamp: tuple[object, ...]
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,7 +133,7 @@ class Compactor:
         reviewer: Reviewer,
         chain: ProviderChain,
         settings: CompactionSettings,
-        changes: DatabaseChanges,
+        composer: ContextComposer,
         now: Callable[[], dt.datetime] = utc_now,
     ) -> None:
         self._writer = writer
@@ -163,127 +146,19 @@ class Compactor:
         self._now = now
         self.backoff = dt.timedelta(seconds=settings.failure_backoff_seconds)
         self._locks: dict[ConversationKey, asyncio.Lock] = {}
-        self._changes = changes
-        self._composed = _Compositions(capacity=256)
+        self.composer = composer
         self._background: set[asyncio.Task[None]] = set()
         self._store = Batch.each("compaction_store", _store)
         self._fail = Batch.each("compaction_fail", _fail)
         self._reset = Batch.each("compaction_reset_peak", store.reset_peak)
-
-    # --- composition ---------------------------------------------------------------------------
-
-    async def compose(
-        self, key: ConversationKey, trust: Trust, requested_window: int, reserve_tokens: int = 0
-    ) -> ComposedContext:
-        """What the next model call receives (no model is called).
-
-        The last composition of each conversation is kept with its stamp (history version,
-        limit, working memory, recent entries, memory block): any change of those gives another
-        stamp, so a kept composition is returned only when it is exactly what would be built.
-        """
-        owner = OwnerKey(key.agent_id, key.owner_id)
-        state = await self._prompts.context_for(owner, trust)
-        memory_text = context_block(state.user_md.text, state.memory_md.text) if state else ""
-        # Nothing committed since the kept composition was read: it is still exact (no read).
-        request = (requested_window, state is None, memory_text, reserve_tokens)
-        committed = self._changes.stamp()
-        unchanged = self._composed.unchanged(key, request, committed)
-        if unchanged is not None:
-            return unchanged
-
-        def read(connection: apsw.Connection) -> ComposedContext:
-            record = _record(connection, key)
-            window = self.context_window(requested_window, record.context_window)
-            limit_tokens = rules.limit(self.settings.threshold, window) - reserve_tokens
-            if limit_tokens <= 0:
-                raise InvalidArgument(
-                    f"recall_tokens is {reserve_tokens:,}: it leaves no room in the context "
-                    f"limit of {limit_tokens + reserve_tokens:,} tokens"
-                )
-            entries = (
-                ()
-                if state is None
-                else tuple(
-                    memory_reads.recent_agent_entries(
-                        connection,
-                        owner,
-                        self.settings.context_entry_limit,
-                        leaving_out=state.memory_md.memory_ids,  # sent once, in MEMORY.md
-                    )
-                )
-            )
-            stamp = (
-                record.history_version,
-                limit_tokens,
-                record.working_memory,
-                record.description,
-                entries,
-                memory_text,
-                state is None,
-            )
-            kept = self._composed.get(key, stamp)
-            if kept is not None:
-                self._composed.put(key, stamp, kept, request, committed)
-                return kept
-            protected = store.protected(connection, key, record.session_start_id)
-            after = max(record.window_start_id, protected[-1].id if protected else 0)
-            newest, older = store.newest_within(
-                connection, key, after, limit_tokens, self._history.window_cap
-            )
-            blocks = [
-                rules.block(rules.PartKind.MEMORY_CONTEXT, memory_text, _count_block),
-                rules.block(
-                    rules.PartKind.WORKING_MEMORY,
-                    rules.working_memory_text(record.working_memory, record.description),
-                    _count_block,
-                ),
-                rules.block(
-                    rules.PartKind.RECENT_ENTRIES, rules.recent_entries_text(entries), _count_block
-                ),
-                _checkpoint_block(_checkpoint_of(connection, record)),
-            ]
-            composed = ComposedContext(
-                composition=rules.compose(
-                    [part for part in blocks if part is not None],
-                    protected,
-                    newest,
-                    limit_tokens=limit_tokens,
-                    older_omitted=older,
-                    max_messages=self._history.window_cap,
-                ),
-                limit_tokens=limit_tokens,
-                context_window=window,
-                history_version=record.history_version,
-                memory_withheld=state is None,
-                stamp=stamp,
-            )
-            self._composed.put(key, stamp, composed, request, committed)
-            return composed
-
-        return await self._readers.read(read)
-
-    def context_window(self, requested: int, recorded: int | None) -> int:
-        """The request's window, else the one last reported, else the primary provider's."""
-        if requested < 0:
-            raise InvalidArgument(f"context_window must not be negative, got {requested}")
-        if requested:
-            return requested
-        if recorded:
-            return recorded
-        if self.chain.providers:
-            return self.chain.providers[0].context_window
-        raise InvalidArgument(
-            "context_window is required: none was reported with CommitTurn, and no model "
-            "provider (with its context_window) is configured"
-        )
 
     # --- compaction ------------------------------------------------------------------------------
 
     async def preflight(self, key: ConversationKey, requested_window: int) -> PreflightResult:
         """Compact before a turn when the previous turn's peak reached the trigger."""
         self.require_provider()
-        record = await self._readers.read(lambda connection: _record(connection, key))
-        window = self.context_window(requested_window, record.context_window)
+        record = await self._readers.read(lambda connection: conversation_record(connection, key))
+        window = self.composer.context_window(requested_window, record.context_window)
         trigger = rules.trigger(self.settings.threshold, window)
         peak = record.peak_prompt_tokens
         skip = await self._skip_reason(key, record, window)
@@ -312,9 +187,9 @@ class Compactor:
         """/compact: compact now, whatever the peak and the backoff. Operators only."""
         require_operator(trust, "/compact")
         self.require_provider()
-        record = await self._readers.read(lambda connection: _record(connection, key))
+        record = await self._readers.read(lambda connection: conversation_record(connection, key))
         return await self._compact(
-            key, self.context_window(requested_window, record.context_window)
+            key, self.composer.context_window(requested_window, record.context_window)
         )
 
     def after_turn(self, key: ConversationKey, usage: TurnUsage) -> None:
@@ -327,8 +202,10 @@ class Compactor:
 
     async def _after_turn(self, key: ConversationKey, usage: TurnUsage) -> None:
         try:
-            record = await self._readers.read(lambda connection: _record(connection, key))
-            window = self.context_window(usage.context_window or 0, record.context_window)
+            record = await self._readers.read(
+                lambda connection: conversation_record(connection, key)
+            )
+            window = self.composer.context_window(usage.context_window or 0, record.context_window)
             if await self._skip_reason(key, record, window) is None:
                 await self._compact(key, window)
         except asyncio.CancelledError:
@@ -478,8 +355,8 @@ class Compactor:
         """GetCompactionState."""
 
         def read(connection: apsw.Connection) -> tuple[store.CompactionRow, CheckpointInfo | None]:
-            record = _record(connection, key)
-            message = _checkpoint_of(connection, record)
+            record = conversation_record(connection, key)
+            message = session_checkpoint(connection, record)
             if message is None:
                 return record, None
             first, last = _covers(message)
@@ -529,7 +406,7 @@ class Compactor:
         """How many of the window's messages the composed context leaves out (as an operator
         sees it: the largest blocks; usually the composition the adapter just read)."""
         try:
-            composed = await self.compose(key, Trust.OPERATOR, window)
+            composed = await self.composer.compose(key, Trust.OPERATOR, window)
         except InvalidArgument:  # the blocks alone overflow: compaction cannot help that
             return 0
         return composed.composition.omitted_messages
@@ -541,99 +418,20 @@ class Compactor:
         return until if until > self._now() else None
 
 
-class _Compositions:
-    """The last composition of each conversation: its stamp, the request it answered, and the
-    database's commit count before it was read. Reader threads and the event loop share it."""
-
-    def __init__(self, *, capacity: int) -> None:
-        self._capacity = capacity
-        self._entries: collections.OrderedDict[ConversationKey, _Kept] = collections.OrderedDict()
-        self._lock = threading.Lock()
-
-    def unchanged(
-        self, key: ConversationKey, request: tuple[object, ...], committed: int | None
-    ) -> ComposedContext | None:
-        """The kept composition for the same request when nothing was committed since it was
-        read, or None."""
-        if committed is None:
-            return None
-        with self._lock:
-            kept = self._entries.get(key)
-            if kept is None or kept.committed != committed or kept.request != request:
-                return None
-            self._entries.move_to_end(key)
-            return kept.composed
-
-    def get(self, key: ConversationKey, stamp: object) -> ComposedContext | None:
-        """The composition stamped `stamp`, or None."""
-        with self._lock:
-            kept = self._entries.get(key)
-            if kept is None or kept.stamp != stamp:
-                return None
-            self._entries.move_to_end(key)
-            return kept.composed
-
-    def put(
-        self,
-        key: ConversationKey,
-        stamp: object,
-        composed: ComposedContext,
-        request: tuple[object, ...],
-        committed: int | None,
-    ) -> None:
-        """Keep a composition (the least recently used conversation goes when full)."""
-        with self._lock:
-            self._entries[key] = _Kept(stamp, composed, request, committed)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._capacity:
-                self._entries.popitem(last=False)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Kept:
-    stamp: object
-    composed: ComposedContext
-    request: tuple[object, ...]
-    committed: int | None
-
-
 class _EmptySummaryError(Exception):
     """The model answered, with nothing."""
 
 
-def _record(connection: apsw.Connection, key: ConversationKey) -> store.CompactionRow:
-    found = store.conversation(connection, key)
-    if found is None:
-        raise NotFound(f"conversation {key.describe()} has no record")
-    return found
-
-
-def _checkpoint_of(
-    connection: apsw.Connection, record: store.CompactionRow
-) -> rules.WindowMessage | None:
-    """The session's latest checkpoint (one made before /new belongs to the old session)."""
-    if record.checkpoint_id <= record.session_start_id:
-        return None
-    return store.message(connection, record.checkpoint_id)
-
-
 def _snapshot(connection: apsw.Connection, key: ConversationKey) -> _Snapshot:
-    record = _record(connection, key)
+    record = conversation_record(connection, key)
     protected = store.protected(connection, key, record.session_start_id)
     after = max(record.window_start_id, protected[-1].id if protected else 0)
     return _Snapshot(
         record=record,
         protected=protected,
         candidates=store.window(connection, key, after),
-        checkpoint=_checkpoint_of(connection, record),
+        checkpoint=session_checkpoint(connection, record),
     )
-
-
-def _checkpoint_block(checkpoint: rules.WindowMessage | None) -> rules.Part | None:
-    if checkpoint is None:
-        return None
-    text = rules.checkpoint_text(checkpoint.content)
-    return rules.Part(rules.PartKind.CHECKPOINT_SUMMARY, checkpoint.role, text, _count_block(text))
 
 
 def _covers(message: rules.WindowMessage) -> tuple[int, int]:

@@ -22,7 +22,7 @@ from memoryd.domain.recall import RecallScope, RecallSource
 from memoryd.domain.search_query import MAX_QUERY_CHARS, MAX_QUERY_WORDS
 from memoryd.domain.tokens import count_tokens
 from memoryd.errors import InvalidArgument
-from memoryd.services.compaction import Compactor, ComposedContext
+from memoryd.services.context_composer import ComposedContext, ContextComposer
 from memoryd.services.recall import RecallRequest, RecallService
 from memoryd.services.search import HistorySearch
 
@@ -41,11 +41,13 @@ def query_of(messages: Sequence[rules.WindowMessage]) -> str | None:
 
 
 class RecalledContext:
-    """ComposeContext with or without the Recalled block, over the compactor, the search and
+    """ComposeContext with or without the Recalled block, over the composer, the search and
     recall use cases."""
 
-    def __init__(self, compactor: Compactor, search: HistorySearch, recall: RecallService) -> None:
-        self._compactor = compactor
+    def __init__(
+        self, composer: ContextComposer, search: HistorySearch, recall: RecallService
+    ) -> None:
+        self._composer = composer
         self._search = search
         self._recall = recall
 
@@ -56,7 +58,7 @@ class RecalledContext:
         left of the limit, and the Recalled block in those tokens."""
         if recall_tokens < 0:
             raise InvalidArgument(f"recall_tokens must not be negative, got {recall_tokens}")
-        composed = await self._compactor.compose(
+        composed = await self._composer.compose(
             key, trust, requested_window, reserve_tokens=recall_tokens
         )
         if not recall_tokens:
