@@ -3,17 +3,12 @@ GetCompactionState."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import grpc
-
 from memoryd.api import compaction_convert as cc
 from memoryd.api import convert
+from memoryd.api.context import Context
 from memoryd.services.compaction import Compactor
 from memoryd.services.recalled_context import RecalledContext
 from memoryd_client.v1 import compaction_service_pb2 as pb
-
-Context = grpc.aio.ServicerContext[Any, Any]
 
 
 class CompactionRpcs:

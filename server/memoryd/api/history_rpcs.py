@@ -4,11 +4,9 @@ ListMessages, SearchHistory, ClearConversation, PurgeConversation, PurgeOwner, G
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
-
-import grpc
 
 from memoryd.api import convert
+from memoryd.api.context import Context
 from memoryd.api.history_convert import (
     fill_append_results,
     fill_message,
@@ -23,8 +21,6 @@ from memoryd.services.history import HistoryService
 from memoryd.services.ingest import IngestService
 from memoryd.services.sessions import Sessions
 from memoryd_client.v1 import memory_service_pb2 as service_pb
-
-Context = grpc.aio.ServicerContext[Any, Any]
 
 
 class HistoryRpcs:

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import grpc
-
 from memoryd.api import convert
 from memoryd.api import memory_convert as mc
+from memoryd.api.context import Context
 from memoryd.api.enum_tables import JOB_RUN_OUTCOME, JOB_STATUS
 from memoryd.domain.conversation import check_identifier, owner_key
 from memoryd.domain.memories import Caller, check_job_id
 from memoryd.errors import InvalidArgument
 from memoryd.services.jobs import JobService
 from memoryd_client.v1 import memory_service_pb2 as service_pb
-
-Context = grpc.aio.ServicerContext[Any, Any]
 
 
 class JobRpcs:

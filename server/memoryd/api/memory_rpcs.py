@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import grpc
-
 from memoryd.api import convert
 from memoryd.api import memory_convert as mc
+from memoryd.api.context import Context
 from memoryd.api.enum_tables import (
     ARCHIVED_FILTER,
     MATCH_KIND,
@@ -35,7 +32,6 @@ from memoryd.services.prompt_files import FileState, PromptFiles
 from memoryd.services.recall import RecallHit, RecallRequest, RecallService
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 
-Context = grpc.aio.ServicerContext[Any, Any]
 RESTORED = "restored memory {id}"
 
 

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import grpc
-
 from memoryd.api import resource_convert as rc
+from memoryd.api.context import Context
 from memoryd.api.enum_tables import RESOURCE_TYPE
 from memoryd.domain.conversation import check_identifier, owner_key
 from memoryd.services.resources import ResourceService
 from memoryd_client.v1 import memory_service_pb2 as service_pb
-
-Context = grpc.aio.ServicerContext[Any, Any]
 
 
 class ResourceRpcs:

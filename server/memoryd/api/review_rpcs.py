@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import grpc
-
 from memoryd.api import convert
+from memoryd.api.context import Context
 from memoryd.api.history_convert import fill_append_results, sent_messages_in
 from memoryd.api.review_convert import (
     fill_review,
@@ -18,8 +15,6 @@ from memoryd.services.review import Reviewer
 from memoryd.services.review_scheduler import ReviewScheduler
 from memoryd.services.turns import TurnService
 from memoryd_client.v1 import memory_service_pb2 as service_pb
-
-Context = grpc.aio.ServicerContext[Any, Any]
 
 
 class ReviewRpcs:

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import grpc
-
 from memoryd.api import convert
+from memoryd.api.context import Context
 from memoryd.api.enum_tables import SEARCH_MODE
 from memoryd.api.history_convert import fill_hit, search_scope_in
 from memoryd.domain.answers import fitting, hit_bytes
 from memoryd.services.embedding import EmbeddingService
 from memoryd.services.search import HistorySearch
 from memoryd_client.v1 import memory_service_pb2 as service_pb
-
-Context = grpc.aio.ServicerContext[Any, Any]
 
 
 class SearchRpcs:

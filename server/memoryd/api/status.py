@@ -32,6 +32,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from memoryd.api.auth import Authorizer
+from memoryd.api.context import Context
 from memoryd.domain.answers import MAX_ANSWER_BYTES
 from memoryd.errors import (
     Code,
@@ -43,7 +44,6 @@ from memoryd.errors import (
 from memoryd.log_events import Event
 
 log = logging.getLogger("memoryd.rpc")
-Context = grpc.aio.ServicerContext[Any, Any]
 
 STATUS: dict[Code, grpc.StatusCode] = {
     Code.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
-import grpc
-
+from memoryd.api.context import Context
 from memoryd.domain.transfer import Kind, selection
 from memoryd.services.transfer import ImportChunk, ImportReport, TransferService
 from memoryd_client.v1 import memory_service_pb2 as service_pb
-
-Context = grpc.aio.ServicerContext[Any, Any]
 
 
 class TransferRpcs:

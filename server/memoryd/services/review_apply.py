@@ -305,13 +305,14 @@ def _apply_one(applying: _Applying, admitted: rules.Admitted) -> MemoryRecord | 
             trust=trust,
             now=now,
         ).record
-    column = "working_memory" if isinstance(admitted, rules.SetWorkingMemory) else "description"
+    working = isinstance(admitted, rules.SetWorkingMemory)
     if applying.session_ended:
         raise FailedPrecondition(
-            f"the session ended (/new) while the review ran; its {column.replace('_', ' ')} "
-            "is not carried into the new session"
+            "the session ended (/new) while the review ran; its "
+            f"{'working memory' if working else 'description'} is not carried into the new session"
         )
-    review_store.set_conversation_text(connection, applying.key, column, admitted.text)
+    store = review_store.set_working_memory if working else review_store.set_description
+    store(connection, applying.key, admitted.text)
     return None
 
 

@@ -253,15 +253,19 @@ def session_start(connection: apsw.Connection, key: ConversationKey) -> int:
     return int(found[0][0]) if found else 0
 
 
-def set_conversation_text(
-    connection: apsw.Connection, key: ConversationKey, column: str, text: str
-) -> None:
-    """Set working_memory or description."""
-    if column not in ("working_memory", "description"):  # pragma: no cover - a defect
-        message = f"not a conversation text column: {column}"
-        raise ValueError(message)
+def set_working_memory(connection: apsw.Connection, key: ConversationKey, text: str) -> None:
+    """Set the session's working memory."""
     connection.execute(
-        f"UPDATE conversations SET {column} = ? WHERE {CONVERSATION_MATCH}", (text, *key.as_row())
+        f"UPDATE conversations SET working_memory = ? WHERE {CONVERSATION_MATCH}",
+        (text, *key.as_row()),
+    )
+
+
+def set_description(connection: apsw.Connection, key: ConversationKey, text: str) -> None:
+    """Set the session's description."""
+    connection.execute(
+        f"UPDATE conversations SET description = ? WHERE {CONVERSATION_MATCH}",
+        (text, *key.as_row()),
     )
 
 
