@@ -75,3 +75,33 @@ async def store(
         )
     )
     return response.memory
+
+
+def client_stream(
+    address: str,
+    path: str,
+    requests: list[bytes],
+    *,
+    server_streaming: bool,
+    metadata: tuple[tuple[str, str], ...] | None = None,
+    timeout: float = 15,
+) -> tuple[grpc.StatusCode, str, bytes]:
+    """A client-streaming call through the synchronous client: (status, details, the first
+    answer). The asyncio client reports INTERNAL ("Internal error from Core") instead of the
+    server's status when one of its writes lands after the server ended the call, as a refusal
+    does before reading anything (grpc/grpc#36066); a test of the server's status uses this."""
+    with grpc.insecure_channel(address) as channel:
+        try:
+            if server_streaming:
+                rpc = channel.stream_stream(path)(
+                    iter(requests), metadata=metadata, timeout=timeout
+                )
+                answer = next(iter(rpc), b"")
+                rpc.cancel()
+            else:
+                answer = channel.stream_unary(path)(
+                    iter(requests), metadata=metadata, timeout=timeout
+                )
+        except grpc.RpcError as error:
+            return error.code(), error.details() or "", b""
+    return grpc.StatusCode.OK, "", answer

@@ -10,6 +10,7 @@ answer to an admitted call holds any of its text.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import uuid
@@ -28,6 +29,7 @@ from memoryd.api.access import Declared, declarations, declared, markdown_table
 from memoryd.errors import StartupError
 from memoryd.testing.fake_model import FakeModel
 from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2
+from tests.helpers import client_stream
 from tests.review_helpers import review_config
 from tests.server_process import ServerProcess
 
@@ -337,6 +339,7 @@ class Outcome:
 
 async def call(
     channel: grpc.aio.Channel,
+    address: str,
     method: MethodDescriptor,
     built: Message | list[Message],
     token: str | None,
@@ -347,23 +350,19 @@ async def call(
     serialize = type(requests[0]).SerializeToString
     options: dict[str, Any] = {"metadata": bearer(token), "timeout": 15}
     answers = b""
-
-    async def stream() -> AsyncIterator[Message]:
-        for request in requests:
-            yield request
+    if method.client_streaming:  # the synchronous client reports the server's status
+        code, details, answers = await asyncio.to_thread(
+            client_stream,
+            address,
+            path,
+            [request.SerializeToString() for request in requests],
+            server_streaming=method.server_streaming,
+            metadata=options["metadata"],
+        )
+        return Outcome(code, details, answers)
 
     try:
-        if method.client_streaming and method.server_streaming:
-            rpc = channel.stream_stream(path, request_serializer=serialize)(stream(), **options)
-            async for answer in rpc:
-                answers += answer
-                break
-            rpc.cancel()
-        elif method.client_streaming:
-            answers = await channel.stream_unary(path, request_serializer=serialize)(
-                stream(), **options
-            )
-        elif method.server_streaming:
+        if method.server_streaming:
             rpc = channel.unary_stream(path, request_serializer=serialize)(requests[0], **options)
             async for answer in rpc:
                 answers += answer
@@ -399,19 +398,19 @@ async def test_the_red_team_matrix(
     async with grpc.aio.insecure_channel(guarded.address) as channel:
         # Refused: no token, a forged one, main's adapter and main's admin aiming at other.
         for token in (None, FORGED):
-            refused = await call(channel, method, build(other), token)
+            refused = await call(channel, guarded.address, method, build(other), token)
             assert refused.code == grpc.StatusCode.UNAUTHENTICATED, (token, refused)
         for token in (MAIN, MAIN_ADMIN, MAIN_GUEST):
-            refused = await call(channel, method, build(other), token)
+            refused = await call(channel, guarded.address, method, build(other), token)
             assert refused.code == grpc.StatusCode.PERMISSION_DENIED, (token, refused)
         for every in EVERY_AGENT.get(method.name, []):
             for token in (MAIN, MAIN_ADMIN, MAIN_GUEST):
-                refused = await call(channel, method, every(), token)
+                refused = await call(channel, guarded.address, method, every(), token)
                 assert refused.code == grpc.StatusCode.PERMISSION_DENIED, (token, refused)
                 if token == MAIN_ADMIN:
                     assert "needs a token for every agent" in refused.details, refused
         # Aimed at main: the guest-capped token as declared, then main's own tokens.
-        guest = await call(channel, method, build(main), MAIN_GUEST)
+        guest = await call(channel, guarded.address, method, build(main), MAIN_GUEST)
         if access.guests:
             assert guest.code not in ADMITTED_NOT, guest
         else:
@@ -419,13 +418,15 @@ async def test_the_red_team_matrix(
             if not access.admin_only:  # an admin's call is refused for its role first
                 assert "is not open to a token capped at guest trust" in guest.details, guest
         mine = build(main.operators)
-        own = await call(channel, method, mine, MAIN_ADMIN if access.admin_only else MAIN)
+        own = await call(
+            channel, guarded.address, method, mine, MAIN_ADMIN if access.admin_only else MAIN
+        )
         if method.name in WHOLE_DATABASE:
             assert own.code == grpc.StatusCode.PERMISSION_DENIED, own
-            own = await call(channel, method, mine, ADMIN)
+            own = await call(channel, guarded.address, method, mine, ADMIN)
         assert own.code not in ADMITTED_NOT, own
         if access.admin_only:
-            adapter = await call(channel, method, mine, MAIN)
+            adapter = await call(channel, guarded.address, method, mine, MAIN)
             assert adapter.code == grpc.StatusCode.PERMISSION_DENIED, adapter
             assert "is an operator's call" in adapter.details
         for outcome in (guest, own):

@@ -131,46 +131,6 @@ def claiming_operator(method: MethodDescriptor) -> Message | None:
     return request
 
 
-async def call(
-    channel: grpc.aio.Channel, method: MethodDescriptor, request: Message, token: str | None
-) -> grpc.StatusCode:
-    """The status a call ends with (its first answer is enough for a server stream)."""
-    metadata = (("authorization", f"Bearer {token}"),) if token is not None else None
-    path = path_of(method)
-    serialize = type(request).SerializeToString
-    if method.client_streaming:
-
-        async def one() -> AsyncIterator[Message]:
-            yield request
-
-        if method.server_streaming:
-            stream = channel.stream_stream(path, request_serializer=serialize)(
-                one(), metadata=metadata, timeout=10
-            )
-        else:
-            stream = channel.stream_unary(path, request_serializer=serialize)(
-                one(), metadata=metadata, timeout=10
-            )
-    elif method.server_streaming:
-        stream = channel.unary_stream(path, request_serializer=serialize)(
-            request, metadata=metadata, timeout=10
-        )
-    else:
-        stream = channel.unary_unary(path, request_serializer=serialize)(
-            request, metadata=metadata, timeout=10
-        )
-    try:
-        if method.server_streaming:
-            async for _ in stream:
-                break
-            stream.cancel()
-        else:
-            await stream
-    except grpc.aio.AioRpcError as error:
-        return error.code()
-    return grpc.StatusCode.OK
-
-
 @pytest.fixture
 async def channel(guarded: ServerProcess) -> AsyncIterator[grpc.aio.Channel]:
     async with grpc.aio.insecure_channel(guarded.address) as opened:

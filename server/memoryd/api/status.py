@@ -293,18 +293,24 @@ def _wrap(
     refused: bool,
 ) -> Any:
     """The same bookkeeping around a coroutine handler or an async-generator handler."""
+
+    def admitted(request: Any, call: _Call, context: Context) -> Any:
+        """The request once admitted: the caller's token and the read-only switch, then a
+        unary request's checks (a stream's are applied to each message as it is read)."""
+        admit = _admission(guard, method, call, context, refused=refused)
+        if not unary_request:
+            return _checked(request, admit)
+        _check_request(request)
+        if admit is not None:
+            admit(request)
+        return request
+
     if inspect.isasyncgenfunction(behavior):
 
         async def stream(request: Any, context: Context) -> AsyncIterator[Any]:
             call = _Call(method, level, rpc_log)
             try:
-                admit = _admission(guard, method, call, context, refused=refused)
-                if unary_request:
-                    _check_request(request)
-                    if admit is not None:
-                        admit(request)
-                else:
-                    request = _checked(request, admit)
+                request = admitted(request, call, context)
                 async for response in behavior(request, context):
                     yield response
             except (grpc.aio.AbortError, grpc.aio.UsageError):
@@ -319,13 +325,7 @@ def _wrap(
     async def unary(request: Any, context: Context) -> Any:
         call = _Call(method, level, rpc_log)
         try:
-            admit = _admission(guard, method, call, context, refused=refused)
-            if unary_request:
-                _check_request(request)
-                if admit is not None:
-                    admit(request)
-            else:
-                request = _checked(request, admit)
+            request = admitted(request, call, context)
             return _readable(await behavior(request, context))
         except (grpc.aio.AbortError, grpc.aio.UsageError):
             raise
