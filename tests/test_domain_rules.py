@@ -14,7 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memoryd.domain import compaction
-from memoryd.domain import review as rules
+from memoryd.domain import review_admission as admission
+from memoryd.domain import review_answer as answers
+from memoryd.domain import review_prompt as prompts
 from memoryd.domain.memories import (
     MAX_VALUE_CHARS,
     Category,
@@ -140,8 +142,8 @@ def test_a_page_token_is_bound_to_its_key_listing_and_request() -> None:
 @given(text=st.one_of(HOSTILE, st.text(max_size=200)))
 def test_any_answer_parses_or_fails_as_review_output(text: str) -> None:
     try:
-        answer = rules.parse_answer(text, [])
-    except rules.ReviewOutputError:
+        answer = answers.parse_answer(text, [])
+    except answers.ReviewOutputError:
         return
     assert answer.kind in set(AnswerKind)
     assert answer.kind is AnswerKind.OPERATIONS or not answer.operations
@@ -151,13 +153,13 @@ def test_an_answer_is_json_a_fence_or_json_inside_prose() -> None:
     operation = {"action": "add", "target": "user", "category": "goal", "value": "Run"}
     document = json.dumps({"operations": [operation]})
     for text in (document, f"```json\n{document}\n```", f"Here you go: {document} Thanks."):
-        answer = rules.parse_answer(text, [])
+        answer = answers.parse_answer(text, [])
         assert answer.kind is AnswerKind.OPERATIONS
         assert [op.fields for op in answer.operations] == [operation]
-    assert rules.parse_answer(rules.NOTHING_TO_SAVE, []).kind is AnswerKind.NOTHING
-    assert rules.parse_answer("Nothing new {really}.", []).kind is AnswerKind.PROSE
-    with pytest.raises(rules.ReviewOutputError):
-        rules.parse_answer('{"operations": [', [])  # cut off: retried, never "nothing"
+    assert answers.parse_answer(prompts.NOTHING_TO_SAVE, []).kind is AnswerKind.NOTHING
+    assert answers.parse_answer("Nothing new {really}.", []).kind is AnswerKind.PROSE
+    with pytest.raises(answers.ReviewOutputError):
+        answers.parse_answer('{"operations": [', [])  # cut off: retried, never "nothing"
 
 
 def _record(
@@ -206,14 +208,14 @@ def test_admission_never_raises_and_changes_only_shown_rows(
     action: str, fields: dict[str, object], guest: bool
 ) -> None:
     shown = {1: _record(1), 2: None, 3: _record(3, trust=Trust.GUEST)}
-    admitted = rules.admit(rules.Operation(action, fields), shown, 0, guest=guest)
-    if isinstance(admitted, rules.Skipped):
+    admitted = admission.admit(answers.Operation(action, fields), shown, 0, guest=guest)
+    if isinstance(admitted, admission.Skipped):
         assert admitted.reason
         return
-    if isinstance(admitted, rules.Replace | rules.Archive):
+    if isinstance(admitted, admission.Replace | admission.Archive):
         assert admitted.id in (1, 3)  # listed and still active
         assert not guest or admitted.id == 3  # a guest changes only a guest's row
-    if isinstance(admitted, rules.Add):
+    if isinstance(admitted, admission.Add):
         assert 1 <= len(admitted.value) <= MAX_VALUE_CHARS
         assert not (guest and admitted.category is Category.DIRECTIVE)
 
@@ -222,8 +224,8 @@ def test_admission_says_why_an_operation_is_skipped() -> None:
     shown = {1: _record(1)}
 
     def reason(action: str, guest: bool = False, **fields: object) -> str:
-        admitted = rules.admit(rules.Operation(action, dict(fields)), shown, 0, guest=guest)
-        assert isinstance(admitted, rules.Skipped)
+        admitted = admission.admit(answers.Operation(action, dict(fields)), shown, 0, guest=guest)
+        assert isinstance(admitted, admission.Skipped)
         return admitted.reason
 
     assert reason("replace", id=9, value="x") == (

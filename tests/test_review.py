@@ -9,7 +9,7 @@ from pathlib import Path
 import grpc
 
 import memoryd_client as md
-from memoryd.domain import review as rules
+from memoryd.domain import review_prompt as prompts
 from memoryd.log_events import Event
 from memoryd.testing.fake_model import FakeModel, Reply, ToolCall
 from tests.helpers import fresh_conversation, owner_of, rpc_error, store
@@ -116,7 +116,7 @@ async def test_what_the_model_is_shown(reviewing: Reviewing, model: FakeModel) -
     assert f"message_id={first}: first thing\nmessage_id={last}: second thing" in text
     for hidden in ("assistant text", "guest text", "spoken aside"):
         assert hidden not in text
-    assert rules.GUEST_NOTE not in text
+    assert prompts.GUEST_NOTE not in text
     scope = f"scope=agent:{conversation.agent_id}"
     assert f'(id={rule.id}, memory, {scope}, directive) email: "Show drafts first"' in text
     # "## Working Rules\n- Show drafts first" is 36 characters.
@@ -133,7 +133,7 @@ async def test_what_the_model_is_shown(reviewing: Reviewing, model: FakeModel) -
     await review_now(reviewing.memory, conversation)
     text = model.requests[-1]["messages"][1]["content"]
     assert text.endswith(
-        f"{rules.GUEST_NOTE}\n\nNew user messages (oldest first):\nmessage_id={guest}: guest text"
+        f"{prompts.GUEST_NOTE}\n\nNew user messages (oldest first):\nmessage_id={guest}: guest text"
     )
 
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.messages import Role
-from memoryd.domain.review import is_review_input
 from memoryd.domain.review_gate import Thresholds, gate
+from memoryd.domain.review_prompt import is_review_input
 from memoryd.domain.review_runs import ReviewState
 from memoryd.domain.timestamps import to_text
 from memoryd.storage import history_writes, review_store

@@ -271,7 +271,7 @@ def check_directive_trust(category: Category, trust: Trust, action: str) -> None
 
 def check_guest_may_change(record: MemoryRecord, trust: Trust, action: str) -> None:
     """A guest changes only rows a guest wrote: never a directive, never an operator's row (the
-    reviewer's guest admission, memoryd.domain.review, applies the same rule)."""
+    reviewer's guest admission, memoryd.domain.review_admission, applies the same rule)."""
     if trust is not Trust.GUEST:
         return
     check_directive_trust(record.category, trust, action)

@@ -31,7 +31,7 @@ from memoryd.domain.messages import (
     require_operator,
 )
 from memoryd.domain.paging import PageCursor, PageTokens, fingerprint, page_size
-from memoryd.domain.review import is_review_input
+from memoryd.domain.review_prompt import is_review_input
 from memoryd.domain.timestamps import utc_now
 from memoryd.errors import NotFound
 from memoryd.services.window_cache import CachedWindow, WindowCache

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.history import AppendOutcome, AppendResult
 from memoryd.domain.messages import NewMessage, SentMessage
-from memoryd.domain.review import is_review_input
+from memoryd.domain.review_prompt import is_review_input
 from memoryd.errors import InvalidArgument
 from memoryd.services.history import HistoryService
 

@@ -28,7 +28,8 @@ import apsw
 
 from memoryd import log_names
 from memoryd.config import MemorySettings
-from memoryd.domain import review as rules
+from memoryd.domain import review_answer as answers
+from memoryd.domain import review_prompt as prompts
 from memoryd.domain.conversation import ConversationKey, OwnerKey
 from memoryd.domain.memories import (
     MemoryRecord,
@@ -106,7 +107,7 @@ class ReviewDescription:
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class _Snapshot:
-    messages: list[rules.InputMessage]
+    messages: list[prompts.InputMessage]
     records: list[MemoryRecord]
     working_memory: str
     description: str
@@ -269,36 +270,38 @@ class Reviewer:
         )
         begin = time.perf_counter()
         prompt_state = await self._prompts.state(OwnerKey(key.agent_id, key.owner_id))
-        packed = rules.pack(
+        packed = prompts.pack(
             snapshot.messages, self.settings.review_input_token_budget, count_tokens, _cut
         )
         if not packed.message_ids:
             await self._writer.submit(self._release, (key, token))
             return _skipped(key, SkipReason.NO_NEW_INPUT)
-        listing = rules.memory_section(
+        listing = prompts.memory_section(
             snapshot.records,
             (len(prompt_state.user_md.text), len(prompt_state.memory_md.text)),
             self.settings.review_memory_token_budget,
             count_tokens,
         )
-        messages = rules.prompt(packed, listing.text, snapshot.working_memory, snapshot.description)
+        messages = prompts.prompt(
+            packed, listing.text, snapshot.working_memory, snapshot.description
+        )
         build_ms = (time.perf_counter() - begin) * 1000
         attempts: list[Attempt] = []
-        session = rules.session_id(
+        session = prompts.session_id(
             key.agent_id, key.channel, key.chat_id, key.thread_scope, packed.max_message_id
         )
         try:
             completion = await self.chain.complete(
                 messages,
-                agent=rules.REVIEWER_AGENT,
+                agent=prompts.REVIEWER_AGENT,
                 session_id=session,
-                tools=rules.TOOLS,
+                tools=prompts.TOOLS,
                 on_attempt=attempts.append,
             )
-            answer = rules.parse_answer(
+            answer = answers.parse_answer(
                 completion.text, [(call.name, call.arguments) for call in completion.tool_calls]
             )
-        except (ModelUnavailableError, rules.ReviewOutputError) as error:
+        except (ModelUnavailableError, answers.ReviewOutputError) as error:
             reason = str(error)
             await self._writer.submit(
                 self._fail,

@@ -13,7 +13,9 @@ import logging
 
 import apsw
 
-from memoryd.domain import review as rules
+from memoryd.domain import review_admission as admission
+from memoryd.domain import review_answer as answers
+from memoryd.domain import review_prompt as prompts
 from memoryd.domain.conversation import ConversationKey, OwnerKey
 from memoryd.domain.memories import (
     MemoryRecord,
@@ -56,8 +58,8 @@ class ApplyJob:
 
     key: ConversationKey
     token: str
-    packed: rules.PackedInput
-    answer: rules.Answer
+    packed: prompts.PackedInput
+    answer: answers.Answer
     shown_ids: frozenset[int]
     attempts: list[Attempt]
     provider: str
@@ -149,8 +151,8 @@ def apply_answer(
         if limit is not None and operation.changes_rows and applying.row_changes >= limit:
             applying.deferred += 1
             continue
-        admitted = rules.admit(operation, shown, index, guest=job.packed.guest)
-        if isinstance(admitted, rules.Skipped):
+        admitted = admission.admit(operation, shown, index, guest=job.packed.guest)
+        if isinstance(admitted, admission.Skipped):
             applying.skip(SkippedOperation(index, operation.action, admitted.reason), run_id)
             continue
         changed = applying.apply(admitted, index, operation.action, run_id)
@@ -169,9 +171,9 @@ def apply_answer(
     record = RunRecord(
         status=status,
         max_message_id=job.packed.max_message_id,
-        added=applying.changed_by[rules.Add],
-        replaced=applying.changed_by[rules.Replace],
-        archived=applying.changed_by[rules.Archive],
+        added=applying.changed_by[admission.Add],
+        replaced=applying.changed_by[admission.Replace],
+        archived=applying.changed_by[admission.Archive],
         skipped=len(applying.skipped),
         tokens_in=job.packed.tokens,
         provider=job.provider,
@@ -217,7 +219,7 @@ class _Applying:
     guest: bool
     # `/new` started another session while the review ran: its session texts are not written.
     session_ended: bool
-    # Rows changed, by the kind of operation (rules.Add, rules.Replace, rules.Archive).
+    # Rows changed, by the kind of operation (admission.Add, admission.Replace, admission.Archive).
     changed_by: collections.Counter[type] = dataclasses.field(default_factory=collections.Counter)
     skipped: list[SkippedOperation] = dataclasses.field(default_factory=list)
     touched: list[int] = dataclasses.field(default_factory=list)
@@ -241,7 +243,7 @@ class _Applying:
         )
 
     def apply(
-        self, admitted: rules.Admitted, index: int, action: str, run_id: int
+        self, admitted: admission.Admitted, index: int, action: str, run_id: int
     ) -> MemoryRecord | None:
         """Apply one admitted operation in a savepoint: one the store refuses after all (a row
         that changed under it) is skipped whole, and the others stand. Returns the row changed."""
@@ -259,12 +261,12 @@ class _Applying:
         return changed
 
 
-def _apply_one(applying: _Applying, admitted: rules.Admitted) -> MemoryRecord | None:
+def _apply_one(applying: _Applying, admitted: admission.Admitted) -> MemoryRecord | None:
     """Apply one admitted operation; returns the row it changed (None when nothing changed: a
     conversation text, or an add whose fact is already an active row)."""
     connection, owner, now = applying.connection, applying.owner, applying.now
     trust = Trust.GUEST if applying.guest else Trust.OPERATOR
-    if isinstance(admitted, rules.Add):
+    if isinstance(admitted, admission.Add):
         scope_id = owner.owner_id if admitted.scope_type is ScopeType.OWNER else owner.agent_id
         if memory_writes.has_active_value(
             connection, owner, admitted.scope_type, scope_id, admitted.category, admitted.value
@@ -283,7 +285,7 @@ def _apply_one(applying: _Applying, admitted: rules.Admitted) -> MemoryRecord | 
             provenance=applying.provenance,
         )
         return memory_writes.upsert(connection, fact, reviewer_source(owner), now).record
-    if isinstance(admitted, rules.Replace):
+    if isinstance(admitted, admission.Replace):
         stored = memory_writes.set_value(
             connection,
             owner,
@@ -295,17 +297,17 @@ def _apply_one(applying: _Applying, admitted: rules.Admitted) -> MemoryRecord | 
         )
         memory_writes.set_provenance(connection, admitted.id, applying.provenance)
         return stored.record
-    if isinstance(admitted, rules.Archive):
+    if isinstance(admitted, admission.Archive):
         return memory_writes.archive(
             connection,
             owner,
             admitted.id,
             reason=admitted.reason,
-            archived_by=rules.REVIEWER_AGENT,
+            archived_by=prompts.REVIEWER_AGENT,
             trust=trust,
             now=now,
         ).record
-    working = isinstance(admitted, rules.SetWorkingMemory)
+    working = isinstance(admitted, admission.SetWorkingMemory)
     if applying.session_ended:
         raise FailedPrecondition(
             "the session ended (/new) while the review ran; its "
@@ -316,7 +318,7 @@ def _apply_one(applying: _Applying, admitted: rules.Admitted) -> MemoryRecord | 
     return None
 
 
-def _status(answer: rules.Answer) -> ReviewStatus:
+def _status(answer: answers.Answer) -> ReviewStatus:
     if answer.kind is AnswerKind.PROSE:
         return ReviewStatus.NOTHING_TO_SAVE_PROSE
     return ReviewStatus.OK if answer.operations else ReviewStatus.NOTHING_TO_SAVE
@@ -326,7 +328,7 @@ def _shown_rows(
     connection: apsw.Connection,
     owner: OwnerKey,
     shown_ids: frozenset[int],
-    operations: list[rules.Operation],
+    operations: list[answers.Operation],
 ) -> dict[int, MemoryRecord | None]:
     """The rows the review prompt listed; those the operations name, as they stand now (None:
     no longer active). Only named rows are read."""

@@ -15,7 +15,7 @@ import apsw
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.history import AppendResult
 from memoryd.domain.messages import SentMessage, Trust, is_blank
-from memoryd.domain.review import is_review_input
+from memoryd.domain.review_prompt import is_review_input
 from memoryd.domain.timestamps import utc_now
 from memoryd.domain.turns import TurnUsage
 from memoryd.errors import InvalidArgument

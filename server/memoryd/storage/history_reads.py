@@ -26,7 +26,7 @@ from memoryd.domain.history import (
     WindowTail,
 )
 from memoryd.domain.messages import StoredMessage
-from memoryd.domain.review import session_description
+from memoryd.domain.review_admission import session_description
 from memoryd.domain.search_query import SearchPlan, like_pattern
 from memoryd.domain.snippets import ELLIPSIS, MARK, WORD_SNIPPET_TOKENS
 from memoryd.domain.timestamps import from_text

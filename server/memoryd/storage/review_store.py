@@ -15,7 +15,7 @@ import apsw
 
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.model_calls import Attempt
-from memoryd.domain.review import InputMessage
+from memoryd.domain.review_prompt import InputMessage
 from memoryd.domain.review_runs import (
     MAX_SKIPPED_RECORDED,
     AnswerKind,

@@ -21,7 +21,7 @@ import apsw
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.messages import Role
 from memoryd.domain.resources import ResourceKey, ResourceType, checkpoint_owner_prefix
-from memoryd.domain.review import is_review_input
+from memoryd.domain.review_prompt import is_review_input
 from memoryd.domain.transfer import SHAPES, Kind, Record, Selection, Value, conversation_of
 from memoryd.errors import FailedPrecondition, InvalidArgument
 from memoryd.storage.migrations import migration_sql
