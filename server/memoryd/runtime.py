@@ -45,6 +45,7 @@ from memoryd.services.sessions import Sessions
 from memoryd.services.transcripts import TranscriptService
 from memoryd.services.transfer import TransferService
 from memoryd.services.turns import TurnService
+from memoryd.services.use_cases import Services
 from memoryd.storage import compaction_store, review_store, scrub, server_keys, transfer_store
 from memoryd.storage.changes import DatabaseChanges
 from memoryd.storage.connection import ConnectionSettings, open_connection, writer_policy
@@ -62,24 +63,7 @@ class Runtime:
     settings: Settings
     writer: Writer
     readers: ReaderPool
-    history: HistoryService
-    search: HistorySearch
-    embedding: EmbeddingService
-    memory: LongTermMemory
-    recall: RecallService
-    prompts: PromptFiles
-    resources: ResourceService
-    erasure: ErasureService
-    ingest: IngestService
-    sessions: Sessions
-    jobs: JobService
-    reviewer: Reviewer
-    scheduler: ReviewScheduler
-    turns: TurnService
-    transcripts: TranscriptService
-    transfer: TransferService
-    compactor: Compactor
-    recalled: RecalledContext
+    services: Services
     changes: DatabaseChanges
     schema_version: int
     _lock_fd: int
@@ -214,10 +198,7 @@ class Runtime:
             memory=memory,
             prompts=prompts,
         )
-        return cls(
-            settings=settings,
-            writer=writer,
-            readers=readers,
+        services = Services(
             history=history,
             search=search,
             embedding=embedding,
@@ -236,6 +217,12 @@ class Runtime:
             transfer=transfer,
             compactor=compactor,
             recalled=RecalledContext(composer, search, recall),
+        )
+        return cls(
+            settings=settings,
+            writer=writer,
+            readers=readers,
+            services=services,
             changes=changes,
             schema_version=version,
             _lock_fd=lock_fd,
@@ -244,13 +231,14 @@ class Runtime:
     async def close(self) -> None:
         """Commit what is queued, close every connection, release the data directory."""
         try:
-            await self.scheduler.stop()
-            await self.embedding.stop()
-            await self.erasure.close()
-            await self.compactor.close()
-            await self.reviewer.chain.close()
-            if self.compactor.chain is not self.reviewer.chain:
-                await self.compactor.chain.close()
+            services = self.services
+            await services.scheduler.stop()
+            await services.embedding.stop()
+            await services.erasure.close()
+            await services.compactor.close()
+            await services.reviewer.chain.close()
+            if services.compactor.chain is not services.reviewer.chain:
+                await services.compactor.chain.close()
             await self.writer.close()
             self.readers.close()
             self.changes.close()

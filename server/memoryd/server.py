@@ -69,7 +69,7 @@ async def serve(
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _request_stop, stop)
     runtime = Runtime.open(settings, env or {})
-    for missing in runtime.reviewer.chain.missing_keys(env or {}):
+    for missing in runtime.services.reviewer.chain.missing_keys(env or {}):
         log.warning(
             "the API key of provider %s is not set: its calls will be refused",
             missing,
@@ -183,28 +183,11 @@ async def _serve(
     guarded: tuple[tuple[Any, object], ...] = (
         (
             memory_service_pb2_grpc.add_MemoryServiceServicer_to_server,
-            MemoryServicer(
-                history=runtime.history,
-                search=runtime.search,
-                embedding=runtime.embedding,
-                memory=runtime.memory,
-                recall=runtime.recall,
-                prompts=runtime.prompts,
-                resources=runtime.resources,
-                erasure=runtime.erasure,
-                ingest=runtime.ingest,
-                sessions=runtime.sessions,
-                jobs=runtime.jobs,
-                turns=runtime.turns,
-                scheduler=runtime.scheduler,
-                reviewer=runtime.reviewer,
-                transcripts=runtime.transcripts,
-                transfer=runtime.transfer,
-            ),
+            MemoryServicer(runtime.services),
         ),
         (
             compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server,
-            CompactionServicer(compactor=runtime.compactor, recalled=runtime.recalled),
+            CompactionServicer(runtime.services),
         ),
     )
     read_only = settings.server.read_only
@@ -264,15 +247,16 @@ async def _serve(
             extra={"event": Event.STOPPING},
         )
         await health_servicer.enter_graceful_shutdown()
-        runtime.transcripts.stop_streams()  # idle streams would hold the whole grace period
-        await runtime.scheduler.stop()
+        # Idle streams would hold the whole grace period.
+        runtime.services.transcripts.stop_streams()
+        await runtime.services.scheduler.stop()
         await server.stop(settings.server.grace_period_seconds)
 
 
 async def _start_background(settings: Settings, runtime: Runtime) -> None:
     """The background writers (embeddings, scheduled reviews), unless the server is read-only;
     one line says what is off."""
-    await runtime.embedding.start(background=not settings.server.read_only)
+    await runtime.services.embedding.start(background=not settings.server.read_only)
     if settings.server.read_only:
         log.warning(
             "read-only: calls that write are refused, and reviews, compaction and embeddings "
@@ -280,9 +264,9 @@ async def _start_background(settings: Settings, runtime: Runtime) -> None:
             extra={"event": Event.READ_ONLY},
         )
         return
-    if runtime.reviewer.chain.configured:
-        if runtime.scheduler.enabled:
-            runtime.scheduler.start()
+    if runtime.services.reviewer.chain.configured:
+        if runtime.services.scheduler.enabled:
+            runtime.services.scheduler.start()
         else:
             log.info(
                 "background review is off (memoryd.memory.enabled = false, or no trigger is "
