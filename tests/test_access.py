@@ -428,7 +428,7 @@ async def test_the_red_team_matrix(
         if access.admin_only:
             adapter = await call(channel, guarded.address, method, mine, MAIN)
             assert adapter.code == grpc.StatusCode.PERMISSION_DENIED, adapter
-            assert "is an operator's call" in adapter.details
+            assert "is an admin's call" in adapter.details
         for outcome in (guest, own):
             assert SECRET.encode() not in outcome.answers
     assert await export_of(memory, "other") == before, "a refused call changed agent other"

@@ -167,7 +167,7 @@ async def test_refusals_say_why(channel: grpc.aio.Channel, guarded: ServerProces
             md.ExportDataRequest(), metadata=(("authorization", f"Bearer {MAIN_GUEST}"),)
         ).read()
     assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
-    assert "ExportData is an operator's call: it needs a token with role admin" in (
+    assert "ExportData is an admin's call: it needs a token with role admin" in (
         caught.value.details() or ""
     )
 
@@ -284,7 +284,7 @@ def test_the_cli_sends_its_token(guarded: ServerProcess, tmp_path: Path) -> None
     assert cli_with(guarded, env, "resource", "list", "--json").returncode == 0
     assert cli_with(guarded, {"MEMORYD_TOKEN": ADMIN}, "export").returncode == 0
     denied = cli_with(guarded, {"MEMORYD_TOKEN": MAIN_GUEST}, "export")
-    assert "memoryd: PERMISSION_DENIED: ExportData is an operator's call" in denied.stderr
+    assert "memoryd: PERMISSION_DENIED: ExportData is an admin's call" in denied.stderr
 
 
 def cli_with(server: ServerProcess, env: dict[str, str], *args: str) -> Any:

@@ -118,7 +118,7 @@ class HistorySettings:
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class MemorySettings:
+class ReviewSettings:
     """[memoryd.memory]: the background reviewer."""
 
     # Background review; off leaves ReviewNow (`memoryd memory review`) working.
@@ -281,7 +281,7 @@ class Settings:
     server: ServerSettings = ServerSettings()
     storage: StorageSettings = StorageSettings()
     history: HistorySettings = HistorySettings()
-    memory: MemorySettings = MemorySettings()
+    memory: ReviewSettings = ReviewSettings()
     compaction: CompactionSettings = CompactionSettings()
     realtime: RealtimeSettings = RealtimeSettings()
     search: SearchSettings = SearchSettings()
@@ -298,7 +298,7 @@ SECTIONS: dict[str, type[Any]] = {
     "server": ServerSettings,
     "storage": StorageSettings,
     "history": HistorySettings,
-    "memory": MemorySettings,
+    "memory": ReviewSettings,
     "compaction": CompactionSettings,
     "realtime": RealtimeSettings,
     "search": SearchSettings,
@@ -698,7 +698,7 @@ def _validate(name: str, section: Any) -> None:
     if isinstance(section, ServerSettings):
         _check_listen(section.listen, "memoryd.server.listen")
         _check_tls(section)
-    if isinstance(section, MemorySettings) and section.scheduler_tick_seconds <= 0:
+    if isinstance(section, ReviewSettings) and section.scheduler_tick_seconds <= 0:
         raise StartupError("memoryd.memory.scheduler_tick_seconds must be positive")
     if isinstance(section, CompactionSettings) and not 0.1 <= section.threshold <= 1.0:
         raise StartupError(

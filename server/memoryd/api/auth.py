@@ -109,7 +109,7 @@ class Authorizer:
         name = access.name
         if access.admin_only and caller.role != "admin":
             raise PermissionDenied(
-                f"{name} is an operator's call: it needs a token with role admin (this one, "
+                f"{name} is an admin's call: it needs a token with role admin (this one, "
                 f"{caller.fingerprint}, is {caller.role})"
             )
         if caller.max_trust == "guest" and not access.guests:

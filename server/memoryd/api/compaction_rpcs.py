@@ -43,4 +43,4 @@ class CompactionRpcs:
         self, request: pb.GetCompactionStateRequest, context: Context
     ) -> pb.GetCompactionStateResponse:
         key = convert.required_conversation(request)
-        return cc.state_out(key, await self._compactor.describe(key))
+        return cc.state_out(key, await self._compactor.state(key))

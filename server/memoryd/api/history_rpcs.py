@@ -116,7 +116,7 @@ class HistoryRpcs:
         self, request: service_pb.GetConversationRequest, context: Context
     ) -> service_pb.GetConversationResponse:
         key = convert.required_conversation(request)
-        stats = await self._history.describe(key)
+        stats = await self._history.state(key)
         return service_pb.GetConversationResponse(
             conversation=convert.conversation_out(key),
             message_count=stats.message_count,

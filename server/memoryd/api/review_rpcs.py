@@ -56,4 +56,4 @@ class ReviewRpcs:
         self, request: service_pb.GetReviewStateRequest, context: Context
     ) -> service_pb.GetReviewStateResponse:
         key = convert.required_conversation(request)
-        return review_state_out(key, await self._reviewer.describe(key))
+        return review_state_out(key, await self._reviewer.state(key))

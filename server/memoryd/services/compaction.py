@@ -351,7 +351,7 @@ class Compactor:
 
     # --- state ---------------------------------------------------------------------------------
 
-    async def describe(self, key: ConversationKey) -> CompactionDescription:
+    async def state(self, key: ConversationKey) -> CompactionDescription:
         """GetCompactionState."""
 
         def read(connection: apsw.Connection) -> tuple[store.CompactionRow, CheckpointInfo | None]:

@@ -244,7 +244,7 @@ class HistoryService:
             found = await self._first_window_page(key, size, kind_filter)
         return self._to_page(found, size, bound_to)
 
-    async def describe(self, key: ConversationKey) -> ConversationStats:
+    async def state(self, key: ConversationKey) -> ConversationStats:
         """Counts, times, window and version of a conversation."""
         stats = await self._readers.read(
             lambda connection: reads.conversation_stats(connection, key, self._cap)

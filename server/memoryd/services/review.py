@@ -27,7 +27,7 @@ import time
 import apsw
 
 from memoryd import log_names
-from memoryd.config import MemorySettings
+from memoryd.config import ReviewSettings
 from memoryd.domain import review_answer as answers
 from memoryd.domain import review_prompt as prompts
 from memoryd.domain.conversation import ConversationKey, OwnerKey
@@ -125,7 +125,7 @@ class Reviewer:
         prompts: PromptFiles,
         memory: LongTermMemory,
         chain: ProviderChain,
-        settings: MemorySettings,
+        settings: ReviewSettings,
     ) -> None:
         self._writer = writer
         self._readers = readers
@@ -238,7 +238,7 @@ class Reviewer:
 
         return await self._readers.read(read)
 
-    async def describe(self, key: ConversationKey) -> ReviewDescription:
+    async def state(self, key: ConversationKey) -> ReviewDescription:
         """A conversation's review state, backlog and latest run; NOT_FOUND without a record."""
 
         def read(connection: apsw.Connection) -> ReviewDescription | None:

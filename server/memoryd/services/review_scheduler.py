@@ -119,7 +119,7 @@ class ReviewScheduler:
         """
         self._reviewer.require_provider()
         if chosen.conversation is not None:
-            await self._reviewer.describe(chosen.conversation)  # NOT_FOUND without a record
+            await self._reviewer.state(chosen.conversation)  # NOT_FOUND without a record
             keys = [chosen.conversation]
         else:
             keys = await self._readers.read(

@@ -30,7 +30,7 @@ class _CallerRoleEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CallerRole
     CALLER_ROLE_ADAPTER: _CallerRole.ValueType  # 1
     """Any token: role adapter or role admin."""
     CALLER_ROLE_ADMIN: _CallerRole.ValueType  # 2
-    """Only a token with role admin: an operator's call."""
+    """Only a token with role admin."""
 
 class CallerRole(_CallerRole, metaclass=_CallerRoleEnumTypeWrapper):
     """CallerRole is who may call an RPC."""
@@ -40,7 +40,7 @@ CALLER_ROLE_UNSPECIFIED: CallerRole.ValueType  # 0
 CALLER_ROLE_ADAPTER: CallerRole.ValueType  # 1
 """Any token: role adapter or role admin."""
 CALLER_ROLE_ADMIN: CallerRole.ValueType  # 2
-"""Only a token with role admin: an operator's call."""
+"""Only a token with role admin."""
 Global___CallerRole: _TypeAlias = CallerRole  # noqa: Y015
 
 class _Reach:

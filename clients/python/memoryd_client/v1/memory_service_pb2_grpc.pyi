@@ -79,7 +79,7 @@ class MemoryServiceStub:
     memory_source, scheduled_job, job_run, memory, review_run, resource, resource_revision,
     transcript_session) with ids, times, trust, metadata, provenance, archive state and
     revisions as stored, parents first. Two exports of the same data are byte-identical. At most
-    two exports run at once (RESOURCE_EXHAUSTED beyond). An operator's call.
+    two exports run at once (RESOURCE_EXHAUSTED beyond). A call for a token with role admin.
     """
     ImportData: _grpc.StreamUnaryMultiCallable[_memory_service_pb2.ImportDataRequest, _memory_service_pb2.ImportDataResponse]
     """ImportData stores the lines of an export (`memoryd import`), the header first. Each request
@@ -88,7 +88,7 @@ class MemoryServiceStub:
     for byte. A record already stored with the same values is counted as present and skipped,
     so an import that was cut off can be sent again whole; one stored with other values ends the
     stream with FAILED_PRECONDITION, and a malformed line with INVALID_ARGUMENT, each naming the
-    line; the requests stored before stay stored. An operator's call.
+    line; the requests stored before stay stored. A call for a token with role admin.
     """
     ListMessages: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListMessagesRequest, _memory_service_pb2.ListMessagesResponse]
     """ListMessages returns the conversation's current window, newest page first, each page in
@@ -122,7 +122,7 @@ class MemoryServiceStub:
     summaries of the owner's conversations. The word indexes are rewritten without them and the
     WAL is checkpointed and truncated, so the erased text is in neither database file. Other
     owners' files never quoted this owner and are untouched. The answer is a receipt with the
-    rows removed per table. An operator's call (a token with role admin, once tokens are set).
+    rows removed per table. A call for a token with role admin (once tokens are set).
     """
     GetConversation: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetConversationRequest, _memory_service_pb2.GetConversationResponse]
     """GetConversation returns a conversation's counts, times, window start and history version."""
@@ -278,7 +278,7 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     memory_source, scheduled_job, job_run, memory, review_run, resource, resource_revision,
     transcript_session) with ids, times, trust, metadata, provenance, archive state and
     revisions as stored, parents first. Two exports of the same data are byte-identical. At most
-    two exports run at once (RESOURCE_EXHAUSTED beyond). An operator's call.
+    two exports run at once (RESOURCE_EXHAUSTED beyond). A call for a token with role admin.
     """
     ImportData: _aio.StreamUnaryMultiCallable[_memory_service_pb2.ImportDataRequest, _memory_service_pb2.ImportDataResponse]  # type: ignore[assignment]
     """ImportData stores the lines of an export (`memoryd import`), the header first. Each request
@@ -287,7 +287,7 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     for byte. A record already stored with the same values is counted as present and skipped,
     so an import that was cut off can be sent again whole; one stored with other values ends the
     stream with FAILED_PRECONDITION, and a malformed line with INVALID_ARGUMENT, each naming the
-    line; the requests stored before stay stored. An operator's call.
+    line; the requests stored before stay stored. A call for a token with role admin.
     """
     ListMessages: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListMessagesRequest, _memory_service_pb2.ListMessagesResponse]  # type: ignore[assignment]
     """ListMessages returns the conversation's current window, newest page first, each page in
@@ -321,7 +321,7 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     summaries of the owner's conversations. The word indexes are rewritten without them and the
     WAL is checkpointed and truncated, so the erased text is in neither database file. Other
     owners' files never quoted this owner and are untouched. The answer is a receipt with the
-    rows removed per table. An operator's call (a token with role admin, once tokens are set).
+    rows removed per table. A call for a token with role admin (once tokens are set).
     """
     GetConversation: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetConversationRequest, _memory_service_pb2.GetConversationResponse]  # type: ignore[assignment]
     """GetConversation returns a conversation's counts, times, window start and history version."""
@@ -498,7 +498,7 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         memory_source, scheduled_job, job_run, memory, review_run, resource, resource_revision,
         transcript_session) with ids, times, trust, metadata, provenance, archive state and
         revisions as stored, parents first. Two exports of the same data are byte-identical. At most
-        two exports run at once (RESOURCE_EXHAUSTED beyond). An operator's call.
+        two exports run at once (RESOURCE_EXHAUSTED beyond). A call for a token with role admin.
         """
 
     @_abc_1.abstractmethod
@@ -513,7 +513,7 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         for byte. A record already stored with the same values is counted as present and skipped,
         so an import that was cut off can be sent again whole; one stored with other values ends the
         stream with FAILED_PRECONDITION, and a malformed line with INVALID_ARGUMENT, each naming the
-        line; the requests stored before stay stored. An operator's call.
+        line; the requests stored before stay stored. A call for a token with role admin.
         """
 
     @_abc_1.abstractmethod
@@ -577,7 +577,7 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         summaries of the owner's conversations. The word indexes are rewritten without them and the
         WAL is checkpointed and truncated, so the erased text is in neither database file. Other
         owners' files never quoted this owner and are untouched. The answer is a receipt with the
-        rows removed per table. An operator's call (a token with role admin, once tokens are set).
+        rows removed per table. A call for a token with role admin (once tokens are set).
         """
 
     @_abc_1.abstractmethod

@@ -30,7 +30,7 @@ const (
 	CallerRole_CALLER_ROLE_UNSPECIFIED CallerRole = 0
 	// Any token: role adapter or role admin.
 	CallerRole_CALLER_ROLE_ADAPTER CallerRole = 1
-	// Only a token with role admin: an operator's call.
+	// Only a token with role admin.
 	CallerRole_CALLER_ROLE_ADMIN CallerRole = 2
 )
 

@@ -101,7 +101,7 @@ type MemoryServiceClient interface {
 	// memory_source, scheduled_job, job_run, memory, review_run, resource, resource_revision,
 	// transcript_session) with ids, times, trust, metadata, provenance, archive state and
 	// revisions as stored, parents first. Two exports of the same data are byte-identical. At most
-	// two exports run at once (RESOURCE_EXHAUSTED beyond). An operator's call.
+	// two exports run at once (RESOURCE_EXHAUSTED beyond). A call for a token with role admin.
 	ExportData(ctx context.Context, in *ExportDataRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportDataResponse], error)
 	// ImportData stores the lines of an export (`memoryd import`), the header first. Each request
 	// is stored in one transaction, and the next is read while one commits. Records keep their ids,
@@ -109,7 +109,7 @@ type MemoryServiceClient interface {
 	// for byte. A record already stored with the same values is counted as present and skipped,
 	// so an import that was cut off can be sent again whole; one stored with other values ends the
 	// stream with FAILED_PRECONDITION, and a malformed line with INVALID_ARGUMENT, each naming the
-	// line; the requests stored before stay stored. An operator's call.
+	// line; the requests stored before stay stored. A call for a token with role admin.
 	ImportData(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ImportDataRequest, ImportDataResponse], error)
 	// ListMessages returns the conversation's current window, newest page first, each page in
 	// oldest-first order. Further pages walk back in time. With all_history set, paging walks every
@@ -138,7 +138,7 @@ type MemoryServiceClient interface {
 	// summaries of the owner's conversations. The word indexes are rewritten without them and the
 	// WAL is checkpointed and truncated, so the erased text is in neither database file. Other
 	// owners' files never quoted this owner and are untouched. The answer is a receipt with the
-	// rows removed per table. An operator's call (a token with role admin, once tokens are set).
+	// rows removed per table. A call for a token with role admin (once tokens are set).
 	PurgeOwner(ctx context.Context, in *PurgeOwnerRequest, opts ...grpc.CallOption) (*PurgeOwnerResponse, error)
 	// GetConversation returns a conversation's counts, times, window start and history version.
 	GetConversation(ctx context.Context, in *GetConversationRequest, opts ...grpc.CallOption) (*GetConversationResponse, error)
@@ -630,7 +630,7 @@ type MemoryServiceServer interface {
 	// memory_source, scheduled_job, job_run, memory, review_run, resource, resource_revision,
 	// transcript_session) with ids, times, trust, metadata, provenance, archive state and
 	// revisions as stored, parents first. Two exports of the same data are byte-identical. At most
-	// two exports run at once (RESOURCE_EXHAUSTED beyond). An operator's call.
+	// two exports run at once (RESOURCE_EXHAUSTED beyond). A call for a token with role admin.
 	ExportData(*ExportDataRequest, grpc.ServerStreamingServer[ExportDataResponse]) error
 	// ImportData stores the lines of an export (`memoryd import`), the header first. Each request
 	// is stored in one transaction, and the next is read while one commits. Records keep their ids,
@@ -638,7 +638,7 @@ type MemoryServiceServer interface {
 	// for byte. A record already stored with the same values is counted as present and skipped,
 	// so an import that was cut off can be sent again whole; one stored with other values ends the
 	// stream with FAILED_PRECONDITION, and a malformed line with INVALID_ARGUMENT, each naming the
-	// line; the requests stored before stay stored. An operator's call.
+	// line; the requests stored before stay stored. A call for a token with role admin.
 	ImportData(grpc.ClientStreamingServer[ImportDataRequest, ImportDataResponse]) error
 	// ListMessages returns the conversation's current window, newest page first, each page in
 	// oldest-first order. Further pages walk back in time. With all_history set, paging walks every
@@ -667,7 +667,7 @@ type MemoryServiceServer interface {
 	// summaries of the owner's conversations. The word indexes are rewritten without them and the
 	// WAL is checkpointed and truncated, so the erased text is in neither database file. Other
 	// owners' files never quoted this owner and are untouched. The answer is a receipt with the
-	// rows removed per table. An operator's call (a token with role admin, once tokens are set).
+	// rows removed per table. A call for a token with role admin (once tokens are set).
 	PurgeOwner(context.Context, *PurgeOwnerRequest) (*PurgeOwnerResponse, error)
 	// GetConversation returns a conversation's counts, times, window start and history version.
 	GetConversation(context.Context, *GetConversationRequest) (*GetConversationResponse, error)

@@ -83,7 +83,7 @@ export enum CallerRole {
   ADAPTER = 1,
 
   /**
-   * Only a token with role admin: an operator's call.
+   * Only a token with role admin.
    *
    * @generated from enum value: CALLER_ROLE_ADMIN = 2;
    */

@@ -4460,7 +4460,7 @@ export const MemoryService: GenService<{
    * memory_source, scheduled_job, job_run, memory, review_run, resource, resource_revision,
    * transcript_session) with ids, times, trust, metadata, provenance, archive state and
    * revisions as stored, parents first. Two exports of the same data are byte-identical. At most
-   * two exports run at once (RESOURCE_EXHAUSTED beyond). An operator's call.
+   * two exports run at once (RESOURCE_EXHAUSTED beyond). A call for a token with role admin.
    *
    * @generated from rpc memoryd.v1.MemoryService.ExportData
    */
@@ -4476,7 +4476,7 @@ export const MemoryService: GenService<{
    * for byte. A record already stored with the same values is counted as present and skipped,
    * so an import that was cut off can be sent again whole; one stored with other values ends the
    * stream with FAILED_PRECONDITION, and a malformed line with INVALID_ARGUMENT, each naming the
-   * line; the requests stored before stay stored. An operator's call.
+   * line; the requests stored before stay stored. A call for a token with role admin.
    *
    * @generated from rpc memoryd.v1.MemoryService.ImportData
    */
@@ -4545,7 +4545,7 @@ export const MemoryService: GenService<{
    * summaries of the owner's conversations. The word indexes are rewritten without them and the
    * WAL is checkpointed and truncated, so the erased text is in neither database file. Other
    * owners' files never quoted this owner and are untouched. The answer is a receipt with the
-   * rows removed per table. An operator's call (a token with role admin, once tokens are set).
+   * rows removed per table. A call for a token with role admin (once tokens are set).
    *
    * @generated from rpc memoryd.v1.MemoryService.PurgeOwner
    */
