@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import dataclasses
+import io
+import sys
 import uuid
+from collections.abc import Mapping
 
 import grpc
 import pytest
 
 import memoryd_client as md
+from memoryd.cli.main import main
 
 
 def user(content: str, **fields: object) -> md.NewMessage:
@@ -105,3 +111,34 @@ def client_stream(
         except grpc.RpcError as error:
             return error.code(), error.details() or "", b""
     return grpc.StatusCode.OK, "", answer
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Ran:
+    """What a CLI command did: its exit code and what it wrote."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_memoryd(*argv: str, env: Mapping[str, str] | None = None, stdin: str = "") -> Ran:
+    """`memoryd ARGV` in this process: memoryd.cli.main.main with `env` (default os.environ),
+    stdin, stdout and stderr swapped for the call. It runs in a thread of its own, so a
+    command's own event loop (setup checks an endpoint with asyncio.run) never meets the test's;
+    the entry point itself is tested as a subprocess in tests/test_first_hour.py."""
+
+    def call() -> Ran:
+        out, err = io.StringIO(), io.StringIO()
+        saved = sys.stdin, sys.stdout, sys.stderr
+        sys.stdin, sys.stdout, sys.stderr = io.StringIO(stdin), out, err
+        try:
+            code = main(list(argv), env, out)
+        except SystemExit as exit:  # argparse: --help, or a usage error
+            code = exit.code if isinstance(exit.code, int) else 0 if exit.code is None else 2
+        finally:
+            sys.stdin, sys.stdout, sys.stderr = saved
+        return Ran(code, out.getvalue(), err.getvalue())
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(call).result(timeout=120)

@@ -10,8 +10,6 @@ import contextlib
 import hashlib
 import json
 import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ import memoryd_client as md
 from memoryd.config import check_exposure, load_settings
 from memoryd.errors import StartupError
 from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2
+from tests.helpers import Ran, run_memoryd
 from tests.review_helpers import eventually
 from tests.server_process import ServerProcess
 from tests.test_resources import cli
@@ -287,15 +286,9 @@ def test_the_cli_sends_its_token(guarded: ServerProcess, tmp_path: Path) -> None
     assert "memoryd: PERMISSION_DENIED: ExportData is an admin's call" in denied.stderr
 
 
-def cli_with(server: ServerProcess, env: dict[str, str], *args: str) -> Any:
-    return subprocess.run(
-        [sys.executable, "-m", "memoryd", *args, "--address", server.address],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=30,
-        env={**{k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}, **env},
-    )
+def cli_with(server: ServerProcess, env: dict[str, str], *args: str) -> Ran:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+    return run_memoryd(*args, "--address", server.address, env={**clean, **env})
 
 
 @pytest.mark.parametrize("listen", ["0.0.0.0:50051", "[::]:50051", "memoryd.example:50051"])
@@ -365,18 +358,13 @@ def test_config_show_lists_tokens_by_fingerprint(tmp_path: Path) -> None:
     assert ADMIN not in done.stdout
 
 
-def cli_with_config(home: Path, config: Path) -> Any:
+def cli_with_config(home: Path, config: Path) -> Ran:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
     env |= {
         "MEMORYD_HOME": str(home),
         "MEMORYD_CONFIG": str(config),
         "TEST_ADAPTER_TOKEN": ENV_TOKEN,
     }
-    return subprocess.run(
-        [sys.executable, "-m", "memoryd", "config", "show", "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-        timeout=30,
-    )
+    shown = run_memoryd("config", "show", "--json", env=env)
+    assert shown.returncode == 0, shown.stderr
+    return shown

@@ -9,25 +9,19 @@ import asyncio
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import apsw
 
 import memoryd_client as md
+from tests.helpers import Ran, run_memoryd
 from tests.server_process import ServerProcess
 
 
-def memoryd(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
-    return subprocess.run(
-        [sys.executable, "-m", "memoryd", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-        env=env,
+def memoryd(*args: str) -> Ran:
+    """`memoryd ARGS` in this process, without the caller's MEMORYD_ variables."""
+    return run_memoryd(
+        *args, env={k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
     )
 
 

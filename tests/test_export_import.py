@@ -25,7 +25,7 @@ from google.protobuf import timestamp_pb2
 
 import memoryd_client as md
 from memoryd.testing.fake_model import FakeModel
-from tests.helpers import append, rpc_error
+from tests.helpers import Ran, append, rpc_error
 from tests.review_helpers import commit, review_config, review_now, turn
 from tests.server_process import ServerProcess
 from tests.test_resources import cli
@@ -164,7 +164,7 @@ async def compacted(memory: md.MemoryServiceStub, model: FakeModel, channel: obj
     assert done.outcome == md.COMPACTION_OUTCOME_COMPACTED, done.message
 
 
-def run_cli(server: ServerProcess, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+def run_cli(server: ServerProcess, *args: str, stdin: str = "") -> Ran:
     done = cli(server, *args, stdin=stdin)
     assert done.returncode == 0, done.stderr
     return done

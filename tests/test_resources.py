@@ -13,21 +13,15 @@ import grpc
 import pytest
 
 import memoryd_client as md
-from tests.helpers import fresh_conversation, rpc_error, store
+from tests.helpers import Ran, fresh_conversation, rpc_error, run_memoryd, store
 from tests.server_process import ServerProcess
 
 LABEL = r"user_md @ revision {n} \(\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{{3}}Z\)"
 
 
-def cli(server: ServerProcess, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "memoryd", *args, "--address", server.address],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=30,
-    )
+def cli(server: ServerProcess, *args: str, stdin: str = "") -> Ran:
+    """A CLI command against `server`, in this process."""
+    return run_memoryd(*args, "--address", server.address, stdin=stdin)
 
 
 def terminal_cli(

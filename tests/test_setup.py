@@ -17,22 +17,14 @@ from pathlib import Path
 
 from memoryd.cli.setup_commands import run_setup
 from memoryd.testing.fake_model import FakeModel
+from tests.helpers import Ran, run_memoryd
 
 
-def memoryd(
-    *args: str, home: Path, stdin: str = "", env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
+def memoryd(*args: str, home: Path, stdin: str = "", env: dict[str, str] | None = None) -> Ran:
+    """`memoryd ARGS --home HOME` in this process, without the caller's MEMORYD_ variables."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
     environment.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "memoryd", *args, "--home", str(home)],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-        env=environment,
-    )
+    return run_memoryd(*args, "--home", str(home), env=environment, stdin=stdin)
 
 
 def test_setup_with_flags_checks_the_endpoint_and_writes_the_file(tmp_path: Path) -> None:

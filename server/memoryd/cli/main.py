@@ -20,7 +20,8 @@ import asyncio
 import dataclasses
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TextIO
 
 from memoryd import __version__
 from memoryd.cli import (
@@ -67,14 +68,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command; returns the process exit code. A file or folder that cannot be read or
-    written ends it with one line saying which, never a traceback."""
+def main(
+    argv: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    out: TextIO | None = None,
+) -> int:
+    """Run the command; returns the process exit code. `env` (default os.environ) is where
+    settings and tokens are read from, `out` (default stdout) where results are written;
+    refusals and progress go to stderr. A file or folder that cannot be read or written ends it
+    with one line saying which, never a traceback."""
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
     try:
-        return _client_command(args)
+        return _client_command(
+            args, os.environ if env is None else env, sys.stdout if out is None else out
+        )
     except OSError as error:
         print(f"memoryd {args.command}: {file_error(error)}", file=sys.stderr)  # noqa: T201
         return EXIT_STARTUP
@@ -86,7 +95,7 @@ def file_error(error: OSError) -> str:
     return f"{what}: {error.filename}" if error.filename else f"{what}: {error}"
 
 
-def _client_command(args: argparse.Namespace) -> int:
+def _client_command(args: argparse.Namespace, env: Mapping[str, str], out: TextIO) -> int:
     if args.command in (
         "memory",
         "resource",
@@ -97,11 +106,11 @@ def _client_command(args: argparse.Namespace) -> int:
         "purge-owner",
         *search_commands.COMMANDS,
     ):
-        return remote_commands.run(args, os.environ)
+        return remote_commands.run(args, env, out)
     if args.command in ("backup", "restore", "discard-replaced", "check", "log-name"):
-        return data_commands.run(args, os.environ)
+        return data_commands.run(args, env, out)
     if args.command in ("setup", "config"):
-        code: int = args.run(args, os.environ)
+        code: int = args.run(args, env, out)
         return code
     return EXIT_USAGE  # pragma: no cover - argparse refuses unknown commands
 
