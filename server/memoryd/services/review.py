@@ -56,7 +56,7 @@ from memoryd.services.review_apply import (
     apply_answer,
     record_failure,
 )
-from memoryd.storage import history_reads, memory_reads, review_store
+from memoryd.storage import history_reads, memory_reads, review_run_store, review_store
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.writer import Batch, Writer
 
@@ -248,7 +248,7 @@ class Reviewer:
             state = found[0] or ReviewState()
             return ReviewDescription(
                 state=state,
-                last_run=review_store.last_run(connection, key),
+                last_run=review_run_store.last_run(connection, key),
                 unread=review_store.unread_count(connection, key, state.cursor),
             )
 

@@ -33,7 +33,7 @@ from memoryd.domain.timestamps import utc_now
 from memoryd.errors import FailedPrecondition, MemorydError
 from memoryd.log_events import Event
 from memoryd.services.prompt_files import CommittedRender, PromptFiles
-from memoryd.storage import memory_writes, review_store
+from memoryd.storage import memory_writes, review_run_store, review_store
 from memoryd.storage.sql import savepoint
 
 log = logging.getLogger("memoryd.review")
@@ -109,7 +109,7 @@ def apply_answer(
     now = utc_now()
     owner = OwnerKey(key.agent_id, key.owner_id)
     status = _status(job.answer)
-    run_id = review_store.start_run(
+    run_id = review_run_store.start_run(
         connection,
         key,
         RunRecord(
@@ -181,7 +181,7 @@ def apply_answer(
         deferred=applying.deferred,
         skipped_ops=tuple(applying.skipped),
     )
-    review_store.finish_run(
+    review_run_store.finish_run(
         connection, run_id, record, job.attempts, now, answer_kind=job.answer.kind
     )
     render = None
@@ -347,6 +347,6 @@ def record_failure(connection: apsw.Connection, job: FailJob) -> None:
     record = RunRecord(
         status=ReviewStatus.FAILED, max_message_id=job.max_message_id, error=job.error
     )
-    run_id = review_store.start_run(connection, job.key, record, job.started)
-    review_store.finish_run(connection, run_id, record, job.attempts, now)
+    run_id = review_run_store.start_run(connection, job.key, record, job.started)
+    review_run_store.finish_run(connection, run_id, record, job.attempts, now)
     review_store.record_failure(connection, job.key, error=job.error, now=now)

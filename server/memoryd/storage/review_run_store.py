@@ -1,0 +1,180 @@
+"""Review runs in SQLite: a run's record, its skipped operations and its model calls.
+
+Every function runs inside a transaction given by the caller (the writer's, for the review's
+own transaction; a reader's for last_run).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import apsw
+
+from memoryd.domain.conversation import ConversationKey
+from memoryd.domain.model_calls import Attempt
+from memoryd.domain.review_runs import (
+    MAX_SKIPPED_RECORDED,
+    AnswerKind,
+    ReviewStatus,
+    RunRecord,
+    SkippedOperation,
+    StoredRun,
+)
+from memoryd.domain.timestamps import from_text, to_text
+from memoryd.storage.sql import Columns, rows
+
+# The messages a review reads: user messages that were not spoken. A guest's (by its trust or
+# its metadata) are read too, in batches of their own with a guest's admission.
+
+_RUN = Columns(
+    "r",
+    (
+        "id",
+        "status",
+        "max_message_id",
+        "ops_added",
+        "ops_replaced",
+        "ops_archived",
+        "ops_skipped",
+        "tokens_in",
+        "provider",
+        "model",
+        "error",
+        "started_at",
+        "completed_at",
+        "answer_kind",
+        "ops_deferred",
+        "skipped_json",
+    ),
+)
+
+
+def start_run(
+    connection: apsw.Connection, key: ConversationKey, record: RunRecord, started: dt.datetime
+) -> int:
+    """Insert the run's row (counts are filled in by finish_run); returns its id."""
+    found = rows(
+        connection,
+        "INSERT INTO review_runs (agent_id, owner_id, channel, chat_id, thread_scope, status, "
+        "max_message_id, provider, model, error, started_at, completed_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (
+            *key.as_row(),
+            stored_status(record.status),
+            record.max_message_id,
+            record.provider,
+            record.model,
+            record.error,
+            to_text(started),
+            to_text(started),
+        ),
+    )
+    return int(found[0][0])
+
+
+def finish_run(
+    connection: apsw.Connection,
+    run_id: int,
+    record: RunRecord,
+    attempts: list[Attempt],
+    now: dt.datetime,
+    *,
+    answer_kind: AnswerKind | None = None,
+) -> None:
+    """The run's counts, status and skipped operations, and its model calls."""
+    connection.execute(
+        "UPDATE review_runs SET status = ?, ops_added = ?, ops_replaced = ?, ops_archived = ?, "
+        "ops_skipped = ?, tokens_in = ?, error = ?, completed_at = ?, answer_kind = ?, "
+        "ops_deferred = ?, skipped_json = ? WHERE id = ?",
+        (
+            stored_status(record.status),
+            record.added,
+            record.replaced,
+            record.archived,
+            record.skipped,
+            record.tokens_in,
+            record.error,
+            to_text(now),
+            answer_kind.value if answer_kind is not None else "",
+            record.deferred,
+            json.dumps(
+                [
+                    {"index": op.index, "action": op.action, "reason": op.reason}
+                    for op in record.skipped_ops[:MAX_SKIPPED_RECORDED]
+                ],
+                ensure_ascii=False,
+            ),
+            run_id,
+        ),
+    )
+    connection.executemany(
+        "INSERT INTO model_calls (agent, session_id, provider, model, latency_ms, prompt_tokens, "
+        "completion_tokens, error, review_run_id, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                a.agent,
+                a.session_id,
+                a.provider,
+                a.model,
+                a.latency_ms,
+                a.prompt_tokens,
+                a.completion_tokens,
+                a.error,
+                run_id,
+                to_text(now),
+            )
+            for a in attempts
+        ],
+    )
+
+
+def stored_status(status: ReviewStatus) -> str:
+    """A prose answer is stored as nothing_to_save; review_runs.answer_kind tells it apart."""
+    if status is ReviewStatus.NOTHING_TO_SAVE_PROSE:
+        return ReviewStatus.NOTHING_TO_SAVE.value
+    return status.value
+
+
+def last_run(connection: apsw.Connection, key: ConversationKey) -> StoredRun | None:
+    """The latest run of a conversation."""
+    found = rows(
+        connection,
+        f"SELECT {_RUN.select}, "
+        "(SELECT count(*) FROM model_calls AS c WHERE c.review_run_id = r.id) "
+        "FROM review_runs AS r WHERE (r.agent_id, r.owner_id, r.channel, r.chat_id, "
+        "r.thread_scope) = (?, ?, ?, ?, ?) ORDER BY r.id DESC LIMIT 1",
+        key.as_row(),
+    )
+    if not found:
+        return None
+    row = found[0]
+    column = _RUN.named(row)
+    status = ReviewStatus(column["status"])
+    if status is ReviewStatus.NOTHING_TO_SAVE and column["answer_kind"] == AnswerKind.PROSE:
+        status = ReviewStatus.NOTHING_TO_SAVE_PROSE
+    skipped = tuple(
+        SkippedOperation(item["index"], item["action"], item["reason"])
+        for item in json.loads(column["skipped_json"])
+    )
+    return StoredRun(
+        id=column["id"],
+        record=RunRecord(
+            status=status,
+            max_message_id=column["max_message_id"],
+            added=column["ops_added"],
+            replaced=column["ops_replaced"],
+            archived=column["ops_archived"],
+            skipped=column["ops_skipped"],
+            tokens_in=column["tokens_in"],
+            provider=column["provider"],
+            model=column["model"],
+            error=column["error"],
+            deferred=column["ops_deferred"],
+            skipped_ops=skipped,
+        ),
+        model_calls=_RUN.after(row, 0),
+        started_at=from_text(column["started_at"]),
+        completed_at=from_text(column["completed_at"]),
+    )
