@@ -10,8 +10,8 @@ import pytest
 
 import memoryd_client as md
 from memoryd.domain.conversation import AgentKey, ConversationKey, OwnerKey
-from memoryd.storage import history_reads as reads
-from memoryd.storage.history_reads import INDEX_FIRST, SCAN_LIMIT
+from memoryd.storage import search_reads as reads
+from memoryd.storage.search_reads import INDEX_FIRST, SCAN_LIMIT
 from tests.helpers import append, user
 from tests.server_process import ServerProcess
 

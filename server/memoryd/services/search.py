@@ -37,7 +37,7 @@ from memoryd.services.word_search import (
     with_word_snippets,
     word_order,
 )
-from memoryd.storage import history_reads as reads
+from memoryd.storage import search_reads as reads
 from memoryd.storage import vector_store
 from memoryd.storage.readers import ReaderPool
 

@@ -15,7 +15,7 @@ from memoryd.domain.history import SearchHit
 from memoryd.domain.messages import StoredMessage
 from memoryd.domain.search_query import SearchPlan
 from memoryd.domain.snippets import substring_snippet
-from memoryd.storage import history_reads as reads
+from memoryd.storage import search_reads as reads
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -65,3 +65,15 @@ def savepoint(connection: apsw.Connection, name: str) -> Iterator[None]:
         connection.execute(f"ROLLBACK TO {name}; RELEASE {name}")
         raise
     connection.execute(f"RELEASE {name}")
+
+
+def placeholders(count: int) -> str:
+    """`?, ?, ...`: `count` parameters of an IN list."""
+    return ", ".join("?" * count)
+
+
+def add_kinds(sql: list[str], params: list[Any], kinds: tuple[str, ...]) -> None:
+    """Narrow a query of messages (alias m) to these kinds, when any are given."""
+    if kinds:
+        sql.append(f"AND m.kind IN ({placeholders(len(kinds))})")
+        params.extend(kinds)

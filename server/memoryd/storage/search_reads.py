@@ -1,0 +1,350 @@
+"""Searches of conversation history (words, substrings, the neighbours of hits), run on reader
+connections inside one read transaction.
+
+Searches always filter by the key columns too: the scope tokens in the word index only narrow
+the candidates, the columns decide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import apsw
+
+from memoryd.domain.conversation import (
+    AgentKey,
+    ConversationKey,
+    HistoryScope,
+    OwnerKey,
+    scope_token,
+)
+from memoryd.domain.history import (
+    SearchHit,
+)
+from memoryd.domain.messages import StoredMessage
+from memoryd.domain.search_query import SearchPlan, like_pattern
+from memoryd.domain.snippets import ELLIPSIS, MARK, WORD_SNIPPET_TOKENS
+from memoryd.storage.message_rows import (
+    MESSAGE,
+    MESSAGE_COLUMNS,
+    message_from_row,
+)
+from memoryd.storage.sql import KEY_COLUMNS, KEY_MATCH, Row, add_kinds, one, placeholders, rows
+from memoryd.storage.substrings import contains
+
+# The sender's weight in bm25, against 1.0 for the content (tuned on LoCoMo conversations 1-5).
+SENDER_WEIGHT = 1.0
+
+_SNIPPET = f"snippet(messages_fts, 0, '{MARK}', '{MARK}', '{ELLIPSIS}', {WORD_SNIPPET_TOKENS})"
+
+# Words in at most this many messages of the whole index are searched without the scope's token
+# in a large scope (see services.word_search.WordSearch).
+RARE_WORDS = 20_000
+
+# A large scope's word searches first read this many of the whole index's best matches (see
+# rank_words), checked against the scope IN_SCOPE_CHUNK at a time.
+INDEX_FIRST = 1000
+IN_SCOPE_CHUNK = 100
+
+# Scopes up to this many messages are searched for substrings by scanning them (~1 us a row).
+SCAN_LIMIT = 5000
+
+
+def search_words(
+    connection: apsw.Connection,
+    scope: HistoryScope,
+    expression: str,
+    kinds: tuple[str, ...],
+    limit: int,
+    *,
+    exclude_ids: Iterable[int] = (),
+    narrow: bool = True,
+) -> list[SearchHit]:
+    """Whole-word matches of `expression` (already quoted) in the content or the sender, with
+    their snippets, best bm25 first, then newest. The sender counts for SENDER_WEIGHT of the
+    content.
+
+    With `narrow` the word index itself is narrowed to the scope by its token (cheap for a
+    scope of a few thousand messages); without, only the join is (cheaper for a large scope and
+    words in few messages: intersecting a 100,000-message scope's token costs 10 ms)."""
+    sql, params = _word_query(
+        f"{MESSAGE_COLUMNS}, {_SNIPPET}",
+        scope,
+        expression,
+        kinds,
+        limit,
+        exclude_ids=exclude_ids,
+        narrow=narrow,
+    )
+    names: dict[Row, ConversationKey] = {}
+    return [
+        SearchHit(
+            message_from_row(row, names),
+            snippet=MESSAGE.after(row, 0),
+            rank=float(MESSAGE.after(row, 1)),
+            word_match=True,
+        )
+        for row in rows(connection, sql, params)
+    ]
+
+
+def rank_words(
+    connection: apsw.Connection,
+    scope: HistoryScope,
+    expression: str,
+    kinds: tuple[str, ...],
+    limit: int,
+    *,
+    exclude_ids: Iterable[int] = (),
+    narrow: bool = True,
+    index_first: bool = False,
+) -> list[tuple[int, float]]:
+    """search_words' ranking alone: (message id, bm25) best first, no message read (a fused
+    search keeps few of them; messages_by_ids reads those).
+
+    With `index_first` (for a large scope), the word index's own best INDEX_FIRST matches are
+    read without the join first, then checked against the scope: when `limit` of them are in
+    it, or the index had no more, they are exactly the scope's best, at half the cost of
+    joining every match (bm25 is the same in both, and ties go newest first in both).
+    Otherwise the join answers."""
+    excluded = set(exclude_ids)
+    if index_first:
+        best = rows(
+            connection,
+            f"SELECT rowid, bm25(messages_fts, 1.0, {SENDER_WEIGHT}, 0.0) AS score "
+            "FROM messages_fts WHERE messages_fts MATCH ? ORDER BY score, rowid DESC LIMIT ?",
+            (f"{{content sender}} : ({expression})", INDEX_FIRST),
+        )
+        candidates = [(int(row[0]), float(row[1])) for row in best if row[0] not in excluded]
+        found = _in_scope(connection, scope, candidates, kinds, limit)
+        if len(found) >= limit or len(best) < INDEX_FIRST:
+            return found
+    sql, params = _word_query(
+        "m.id", scope, expression, kinds, limit, exclude_ids=excluded, narrow=narrow
+    )
+    return [(int(row[0]), float(row[1])) for row in rows(connection, sql, params)]
+
+
+def _in_scope(
+    connection: apsw.Connection,
+    scope: HistoryScope,
+    ranked: list[tuple[int, float]],
+    kinds: tuple[str, ...],
+    limit: int,
+) -> list[tuple[int, float]]:
+    """The first `limit` of `ranked` that are messages of the scope and kinds, in order; read
+    a chunk at a time (most searches need the first chunk only)."""
+    found: list[tuple[int, float]] = []
+    for start in range(0, len(ranked), IN_SCOPE_CHUNK):
+        chunk = ranked[start : start + IN_SCOPE_CHUNK]
+        sql = [
+            (
+                "SELECT m.id FROM messages AS m NOT INDEXED "
+                f"WHERE m.id IN ({placeholders(len(chunk))})"
+            )
+        ]
+        params: list[Any] = [item for item, _ in chunk]
+        _add_scope(sql, params, scope)
+        add_kinds(sql, params, kinds)
+        inside = {int(row[0]) for row in rows(connection, " ".join(sql), params)}
+        found += [entry for entry in chunk if entry[0] in inside]
+        if len(found) >= limit:
+            break
+    return found[:limit]
+
+
+def _word_query(
+    columns: str,
+    scope: HistoryScope,
+    expression: str,
+    kinds: tuple[str, ...],
+    limit: int,
+    *,
+    exclude_ids: Iterable[int],
+    narrow: bool,
+) -> tuple[str, list[Any]]:
+    """The SQL of search_words and rank_words: `columns`, then the bm25 score."""
+    match = f"{{content sender}} : ({expression})"
+    if narrow:
+        match += f' AND scope : "{scope_token(scope)}"'
+    sql = [
+        (
+            f"SELECT {columns}, bm25(messages_fts, 1.0, {SENDER_WEIGHT}, 0.0) AS score "
+            "FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid "
+            "WHERE messages_fts MATCH ?"
+        )
+    ]
+    params: list[Any] = [match]
+    _add_scope(sql, params, scope)
+    add_kinds(sql, params, kinds)
+    _add_excluded(sql, params, exclude_ids)
+    sql.append("ORDER BY score, m.id DESC LIMIT ?")
+    params.append(limit)
+    return " ".join(sql), params
+
+
+def word_snippets(
+    connection: apsw.Connection, expression: str, message_ids: Sequence[int]
+) -> dict[int, str]:
+    """FTS5's snippet of each of these messages for `expression`, where it matches."""
+    found = rows(
+        connection,
+        f"SELECT rowid, {_SNIPPET} FROM messages_fts WHERE messages_fts MATCH ? "
+        f"AND rowid IN ({placeholders(len(message_ids))})",
+        (f"{{content sender}} : ({expression})", *message_ids),
+    )
+    return {int(row[0]): str(row[1]) for row in found}
+
+
+def search_substrings(
+    connection: apsw.Connection,
+    scope: HistoryScope,
+    plan: SearchPlan,
+    kinds: tuple[str, ...],
+    *,
+    exclude_ids: Iterable[int],
+    limit: int,
+    small: bool | None = None,
+) -> list[SearchHit]:
+    """Messages containing every word of the query as a substring, newest first. `small` is
+    scope_is_small's answer when the caller has it.
+
+    A scope of at most SCAN_LIMIT messages (a conversation, usually an owner) is scanned
+    directly: cheaper than any index. A larger one goes through the trigram index, which only
+    pays off when it drives the query: its candidates newest first, each checked against the
+    scope, stopping at the limit. Left to itself, SQLite's planner prefers the scope's index and
+    runs the whole trigram search again for every message of the scope.
+    """
+    params: list[Any] = []
+    if plan.trigram_pieces and not (scope_is_small(connection, scope) if small is None else small):
+        # LIKE '%piece%' without ESCAPE: an ESCAPE clause would keep FTS5 from using the index.
+        sql = [
+            f"SELECT {MESSAGE_COLUMNS} FROM messages_trigram AS t "
+            "CROSS JOIN messages AS m ON m.id = t.rowid WHERE "
+            + " AND ".join("t.content LIKE ?" for _ in plan.trigram_pieces)
+        ]
+        params.extend(like_pattern(piece) for piece in plan.trigram_pieces)
+        order = "ORDER BY t.rowid DESC"
+        exact_words = plan.exact_words
+    else:
+        sql = [f"SELECT {MESSAGE_COLUMNS} FROM messages AS m WHERE 1"]
+        order = "ORDER BY m.id DESC"
+        exact_words = plan.words
+    for word in exact_words:
+        condition, param = contains("m.content", word)
+        sql.append(f"AND {condition}")
+        params.append(param)
+    _add_scope(sql, params, scope)
+    add_kinds(sql, params, kinds)
+    _add_excluded(sql, params, exclude_ids)
+    sql.append(f"{order} LIMIT ?")
+    params.append(limit)
+    names: dict[Row, ConversationKey] = {}
+    return [
+        SearchHit(message_from_row(row, names), snippet=None, rank=0.0, word_match=False)
+        for row in rows(connection, " ".join(sql), params)
+    ]
+
+
+def messages_by_ids(
+    connection: apsw.Connection,
+    scope: HistoryScope,
+    message_ids: Sequence[int],
+    kinds: tuple[str, ...],
+) -> dict[int, StoredMessage]:
+    """The messages of the scope (and kinds) among these ids, by id. Looked up by id only: left
+    to itself, SQLite's planner (which has no statistics) reads an agent's whole index instead
+    of 50 rows by id (140 ms in an agent of 1,000,000 messages)."""
+    if not message_ids:
+        return {}
+    sql = [
+        (
+            f"SELECT {MESSAGE_COLUMNS} FROM messages AS m NOT INDEXED "
+            f"WHERE m.id IN ({placeholders(len(message_ids))})"
+        )
+    ]
+    params: list[Any] = list(message_ids)
+    _add_scope(sql, params, scope)
+    add_kinds(sql, params, kinds)
+    names: dict[Row, ConversationKey] = {}
+    found = (message_from_row(row, names) for row in rows(connection, " ".join(sql), params))
+    return {message.id: message for message in found}
+
+
+def neighbours(
+    connection: apsw.Connection, message_ids: Sequence[int]
+) -> dict[int, tuple[int | None, int | None]]:
+    """The previous and the next message of each message in its own conversation."""
+    if not message_ids:
+        return {}
+    same = " AND ".join(f"n.{column} = m.{column}" for column in KEY_COLUMNS)
+    found = rows(
+        connection,
+        f"SELECT m.id, (SELECT max(n.id) FROM messages AS n WHERE {same} AND n.id < m.id), "
+        f"(SELECT min(n.id) FROM messages AS n WHERE {same} AND n.id > m.id) "
+        f"FROM messages AS m WHERE m.id IN ({placeholders(len(message_ids))})",
+        list(message_ids),
+    )
+    return {int(row[0]): (row[1], row[2]) for row in found}
+
+
+def word_matches(connection: apsw.Connection, expression: str) -> int:
+    """How many messages of the whole index match `expression`, counted only to just past
+    RARE_WORDS (the questions asked of it: narrow by the scope's token? rank index first?)."""
+    (matching,) = one(
+        connection,
+        "SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)",
+        (f"{{content sender}} : ({expression})", RARE_WORDS + 1),
+    )
+    return int(matching)
+
+
+def common_phrases(connection: apsw.Connection, phrases: Sequence[str]) -> frozenset[str]:
+    """The phrases found in more than RARE_WORDS messages of the whole index (counting stops
+    just past it), for SearchPlan.without_common."""
+    return frozenset(
+        phrase
+        for phrase in phrases
+        if int(
+            one(
+                connection,
+                "SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? "
+                "LIMIT ?)",
+                (f"{{content sender}} : {phrase}", RARE_WORDS + 1),
+            )[0]
+        )
+        > RARE_WORDS
+    )
+
+
+def scope_is_small(connection: apsw.Connection, scope: HistoryScope) -> bool:
+    """Whether the scope holds at most SCAN_LIMIT messages (counting stops just past it)."""
+    sql = ["SELECT count(*) FROM (SELECT 1 FROM messages AS m WHERE 1"]
+    params: list[Any] = []
+    _add_scope(sql, params, scope)
+    sql.append("LIMIT ?)")
+    params.append(SCAN_LIMIT + 1)
+    return int(one(connection, " ".join(sql), params)[0]) <= SCAN_LIMIT
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _add_scope(sql: list[str], params: list[Any], scope: HistoryScope) -> None:
+    if isinstance(scope, ConversationKey):
+        sql.append(f"AND {KEY_MATCH}")
+        params.extend(scope.as_row())
+    elif isinstance(scope, OwnerKey):
+        sql.append("AND m.agent_id = ? AND m.owner_id = ?")
+        params.extend((scope.agent_id, scope.owner_id))
+    elif isinstance(scope, AgentKey):
+        sql.append("AND m.agent_id = ?")
+        params.append(scope.agent_id)
+
+
+def _add_excluded(sql: list[str], params: list[Any], exclude_ids: Iterable[int]) -> None:
+    excluded = list(exclude_ids)
+    if excluded:
+        sql.append(f"AND m.id NOT IN ({placeholders(len(excluded))})")
+        params.extend(excluded)
