@@ -35,6 +35,8 @@ class AppendResult:
     key: ConversationKey
     messages: tuple[AppendedMessage, ...]
     history_version: int
+    # Stored messages a review reads (user messages, not spoken), counted as they are stored.
+    review_input: int = 0
     # Asked to store its messages as already reviewed, and it could (no unread input before).
     passed_over: bool = False
 

@@ -56,15 +56,17 @@ def store_appends(
     """Store the messages; a stored user message is new input for the reviewer, whichever RPC
     brought it (CommitTurn marks its turn itself), unless it is stored as already reviewed."""
     results = writes.append_batch(connection, requests)
+    inputs = []
     for index, (request, result) in enumerate(zip(requests, results, strict=True)):
         stored = result.stored
-        if request.as_reviewed and stored:
-            passed = review_store.pass_over(connection, request.key, [m.id for m in stored])
-            results[index] = dataclasses.replace(result, passed_over=passed)
-    inputs = []
-    for request, result in zip(requests, results, strict=True):
-        read = sum(is_review_input(m.role, m.metadata_json) for m in result.stored)
-        if read and not result.passed_over:
+        read = sum(is_review_input(m.role, m.metadata_json) for m in stored)
+        passed = bool(
+            request.as_reviewed
+            and stored
+            and review_store.pass_over(connection, request.key, [m.id for m in stored])
+        )
+        results[index] = dataclasses.replace(result, review_input=read, passed_over=passed)
+        if read and not passed:
             inputs.append((request.key, request.now, read))
     review_store.mark_input(connection, inputs)
     return results

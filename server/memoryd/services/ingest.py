@@ -18,7 +18,6 @@ from collections.abc import AsyncIterator
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.history import AppendOutcome, AppendResult
 from memoryd.domain.messages import NewMessage, SentMessage
-from memoryd.domain.review_prompt import is_review_input
 from memoryd.errors import InvalidArgument
 from memoryd.services.history import HistoryService
 
@@ -132,11 +131,10 @@ class IngestService:
 
 def _count(results: list[AppendResult], report: IngestReport) -> None:
     for result in results:
-        read = sum(is_review_input(m.role, m.metadata_json) for m in result.stored)
         if result.passed_over:
-            report.stored_as_reviewed += read
+            report.stored_as_reviewed += result.review_input
         else:
-            report.queued_for_review += read
+            report.queued_for_review += result.review_input
         for appended in result.messages:
             if appended.outcome is AppendOutcome.STORED:
                 report.stored += 1
