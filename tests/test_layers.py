@@ -1,10 +1,12 @@
-"""The shape of the code, kept by tests: layers import only downwards, every RPC of the contract
-has a handler, and every enum table covers its protobuf enum and its domain enum."""
+"""The shape of the code, kept by tests: layers import only downwards, only storage knows the
+database, every RPC of the contract has a handler, and every enum table covers its protobuf
+enum and its domain enum."""
 
 from __future__ import annotations
 
 import ast
 import inspect
+import re
 from pathlib import Path
 
 import pytest
@@ -39,9 +41,26 @@ FORBIDDEN = {
         "memoryd.llm",
     ),
     "llm": ("grpc", "apsw", "memoryd_client", "memoryd.api", "memoryd.services", "memoryd.storage"),
-    "services": ("grpc", "memoryd_client", "memoryd.api"),
+    "services": (
+        "grpc",
+        "apsw",
+        "memoryd_client",
+        "memoryd.api",
+        "memoryd.storage.connection.open_connection",
+        "memoryd.storage.connection.reader_policy",
+        "memoryd.storage.connection.writer_policy",
+    ),
     "api": ("apsw", "openai", "memoryd.storage", "memoryd.llm"),
 }
+# The layers above storage: no SQL, no apsw (FORBIDDEN), no connection of their own.
+ABOVE_STORAGE = ("services", "api")
+# A string that is SQL: a statement's first word, or a clause naming a table or column.
+SQL = re.compile(
+    r"^\s*(SELECT|INSERT|UPDATE|DELETE|REPLACE|CREATE|DROP|ALTER|PRAGMA|BEGIN|COMMIT|ROLLBACK"
+    r"|SAVEPOINT|RELEASE|WITH|VACUUM)\b|\b(FROM|WHERE|SET|VALUES|JOIN)\s+[a-z_]+"
+)
+# Calls that open a database connection.
+OPENERS = ("open_connection", "Connection", "connect")
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
@@ -67,6 +86,61 @@ def _violations(layer: str) -> list[str]:
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN))
 def test_a_layer_imports_nothing_above_it(layer: str) -> None:
     assert _violations(layer) == []
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, kinds)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+
+
+def _database_uses(path: Path) -> list[str]:
+    """SQL string constants (docstrings aside) and connection openers in one module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = _docstrings(tree)
+    found = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+            and SQL.search(node.value)
+        ):
+            found.append(f"{path.name}:{node.lineno} SQL {node.value[:40]!r}")
+        elif isinstance(node, ast.Call):
+            name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+            if name in OPENERS:
+                found.append(f"{path.name}:{node.lineno} opens a connection ({name})")
+    return found
+
+
+@pytest.mark.parametrize("layer", ABOVE_STORAGE)
+def test_only_storage_writes_sql_and_opens_connections(layer: str) -> None:
+    assert [
+        use for path in sorted((PACKAGE / layer).rglob("*.py")) for use in _database_uses(path)
+    ] == []
+
+
+def test_the_database_check_sees_sql_and_openers(tmp_path: Path) -> None:
+    module = tmp_path / "probe.py"
+    module.write_text(
+        '"""SELECT in a docstring is prose."""\n'
+        'COUNT = "SELECT count(*) FROM messages"\n'
+        'def f(c):\n    c.execute("UPDATE memories SET value = ?")\n'
+        '    return "the value set by the user", open_connection(s), apsw.Connection(p)\n'
+    )
+    assert _database_uses(module) == [
+        "probe.py:2 SQL 'SELECT count(*) FROM messages'",
+        "probe.py:4 SQL 'UPDATE memories SET value = ?'",
+        "probe.py:5 opens a connection (open_connection)",
+        "probe.py:5 opens a connection (Connection)",
+    ]
 
 
 def test_the_import_check_sees_a_forbidden_import(tmp_path: Path) -> None:

@@ -13,8 +13,6 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-import apsw
-
 from memoryd import data_directory, log_names
 from memoryd.config import Settings, review_providers
 from memoryd.domain import tokens
@@ -48,12 +46,35 @@ from memoryd.services.turns import TurnService
 from memoryd.services.use_cases import Services
 from memoryd.storage import compaction_store, review_store, scrub, server_keys, transfer_store
 from memoryd.storage.changes import DatabaseChanges
-from memoryd.storage.connection import ConnectionSettings, open_connection, writer_policy
-from memoryd.storage.migrations import bundled_migrations, migrate, schema_version
+from memoryd.storage.connection import ConnectionSettings
+from memoryd.storage.database import Database
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.writer import Writer, WriterSettings
 
 log = logging.getLogger("memoryd.runtime")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Models:
+    """The provider chains memoryd calls: the reviewer's, and compaction's (the same chain
+    unless the review has a model of its own). The runtime owns and closes them."""
+
+    review: ProviderChain
+    compaction: ProviderChain
+
+    @classmethod
+    def build(cls, settings: Settings, env: Mapping[str, str]) -> Models:
+        """The chains of the configured providers, in the configured order."""
+        review = ProviderChain(review_providers(settings.providers, settings.memory.model), env)
+        if not settings.memory.model:
+            return cls(review, review)
+        return cls(review, ProviderChain(settings.providers, env))
+
+    async def close(self) -> None:
+        """Close each chain's HTTP clients."""
+        await self.review.close()
+        if self.compaction is not self.review:
+            await self.compaction.close()
 
 
 @dataclasses.dataclass(slots=True, kw_only=True)
@@ -63,6 +84,7 @@ class Runtime:
     settings: Settings
     writer: Writer
     readers: ReaderPool
+    models: Models
     services: Services
     changes: DatabaseChanges
     schema_version: int
@@ -74,157 +96,59 @@ class Runtime:
         private_files(settings.home)
         lock_fd = _lock_home(settings.home)
         try:
-            return cls._open_locked(settings, env, lock_fd)
+            database = _open_database(settings)
         except BaseException:
+            os.close(lock_fd)
+            raise
+        try:
+            return cls._build(settings, env, database, lock_fd)
+        except BaseException:
+            database.close()
             os.close(lock_fd)
             raise
 
     @classmethod
-    def _open_locked(cls, settings: Settings, env: Mapping[str, str], lock_fd: int) -> Runtime:
-        connection_settings = ConnectionSettings(
-            path=settings.database_path,
-            busy_timeout_ms=settings.storage.busy_timeout_ms,
-            synchronous=settings.storage.synchronous,
-            secure_delete=settings.storage.secure_delete,
-        )
-        try:
-            connection = open_connection(connection_settings, writer_policy(connection_settings))
-        except apsw.Error as error:
-            raise StartupError(f"cannot open database {settings.database_path}: {error}") from error
-        try:
-            applied = migrate(connection, bundled_migrations())
-            version = schema_version(connection)
-        except BaseException:
-            connection.close()
-            raise
-        if applied:
-            log.info(
-                "applied migrations %s",
-                applied,
-                extra={"event": Event.MIGRATED, "versions": applied, "schema_version": version},
-            )
-        writer = Writer(
-            connection,
+    def _build(
+        cls, settings: Settings, env: Mapping[str, str], database: Database, lock_fd: int
+    ) -> Runtime:
+        """Recover what the last stop left, then assemble the use cases on the database."""
+        readers = database.readers(settings.server.reader_threads)
+        prompts = PromptFiles(settings.home, readers)
+        page_tokens = PageTokens(server_keys.page_token_key(database.autocommit))
+        hashed_names = settings.server.log_identifiers == "hashed"
+        log_names.use(server_keys.log_names_key(database.autocommit) if hashed_names else None)
+        tokens.load()  # the first render must not pay for loading the encoding
+        _recover(database, prompts)
+        writer = database.writer(
             WriterSettings(
                 max_rows=settings.storage.group_commit_max_rows,
                 max_wait_seconds=settings.storage.group_commit_max_wait_ms / 1000,
                 attempts=settings.storage.write_attempts,
                 retry_delay_seconds=settings.storage.write_retry_delay_ms / 1000,
-            ),
+            )
         )
-        readers = ReaderPool(connection_settings, settings.server.reader_threads)
-        page_tokens = PageTokens(server_keys.page_token_key(connection))
-        hashed_names = settings.server.log_identifiers == "hashed"
-        log_names.use(server_keys.log_names_key(connection) if hashed_names else None)
-        prompts = PromptFiles(settings.home, readers)
-        tokens.load()  # the first render must not pay for loading the encoding
-        _resync_prompt_files(prompts, connection)  # before the writer thread owns the connection
-        _clear_review_claims(connection)
-        _finish_scrubs(connection)
-        _split_old_checkpoints(connection)
-        _count_stored_tokens(connection)
         writer.start()
-        history = HistoryService(writer, readers, settings.history, page_tokens)
-        memory = LongTermMemory(writer, readers, prompts, page_tokens)
-        changes = DatabaseChanges(connection_settings)
-        embedding = EmbeddingService(
-            build_embedder(settings, env), writer, readers, changes, settings.search.embedding_batch
-        )
-        query_vectors = QueryVectors(embedding, VectorCache(settings.search.vector_cache_mb))
-        search = HistorySearch(readers, query_vectors)
-        recall = RecallService(readers, search)
-        resources = ResourceService(writer, readers, prompts, page_tokens)
-        erasure = ErasureService(
-            home=settings.home,
+        changes = database.changes()
+        models = Models.build(settings, env)
+        services = _services(
+            settings,
+            env,
+            database=database,
             writer=writer,
             readers=readers,
-            history=history,
-            memory=memory,
-            prompts=prompts,
-            connection_settings=connection_settings,
-            vectors=query_vectors.cache,
-        )
-        ingest = IngestService(history)
-        jobs = JobService(writer, memory)
-        reviewer = Reviewer(
-            writer=writer,
-            readers=readers,
-            prompts=prompts,
-            memory=memory,
-            chain=ProviderChain(review_providers(settings.providers, settings.memory.model), env),
-            settings=settings.memory,
-        )
-        scheduler = ReviewScheduler(reviewer, readers)
-        composer = ContextComposer(
-            readers=readers,
-            history=history,
-            prompts=prompts,
-            settings=settings.compaction,
             changes=changes,
-            default_window=settings.providers[0].context_window if settings.providers else None,
-        )
-        compactor = Compactor(
-            writer=writer,
-            readers=readers,
-            history=history,
             prompts=prompts,
-            reviewer=reviewer,
-            chain=(
-                reviewer.chain
-                if not settings.memory.model
-                else ProviderChain(settings.providers, env)
-            ),
-            settings=settings.compaction,
-            composer=composer,
-        )
-
-        def turn_committed(key: ConversationKey, usage: TurnUsage) -> None:
-            scheduler.nudge()
-            compactor.after_turn(key, usage)
-
-        turns = TurnService(writer, history, turn_committed)
-        transcripts = TranscriptService(
-            writer=writer,
-            readers=readers,
-            history=history,
-            settings=settings.realtime,
-            on_input=scheduler.nudge,
-        )
-        transfer = TransferService(
-            writer=writer,
-            readers=readers,
-            connection_settings=connection_settings,
-            history=history,
-            memory=memory,
-            prompts=prompts,
-        )
-        services = Services(
-            history=history,
-            search=search,
-            embedding=embedding,
-            memory=memory,
-            recall=recall,
-            prompts=prompts,
-            resources=resources,
-            erasure=erasure,
-            ingest=ingest,
-            sessions=Sessions(history, reviewer, settings.compaction.review_catch_up_seconds),
-            jobs=jobs,
-            reviewer=reviewer,
-            scheduler=scheduler,
-            turns=turns,
-            transcripts=transcripts,
-            transfer=transfer,
-            compactor=compactor,
-            recalled=RecalledContext(composer, search, recall),
+            page_tokens=page_tokens,
+            models=models,
         )
         return cls(
             settings=settings,
             writer=writer,
             readers=readers,
+            models=models,
             services=services,
             changes=changes,
-            schema_version=version,
+            schema_version=database.schema_version,
             _lock_fd=lock_fd,
         )
 
@@ -236,9 +160,7 @@ class Runtime:
             await services.embedding.stop()
             await services.erasure.close()
             await services.compactor.close()
-            await services.reviewer.chain.close()
-            if services.compactor.chain is not services.reviewer.chain:
-                await services.compactor.chain.close()
+            await self.models.close()
             await self.writer.close()
             self.readers.close()
             self.changes.close()
@@ -246,12 +168,140 @@ class Runtime:
             os.close(self._lock_fd)
 
 
-def _split_old_checkpoints(connection: apsw.Connection) -> None:
+def _open_database(settings: Settings) -> Database:
+    database = Database.open(
+        ConnectionSettings(
+            path=settings.database_path,
+            busy_timeout_ms=settings.storage.busy_timeout_ms,
+            synchronous=settings.storage.synchronous,
+            secure_delete=settings.storage.secure_delete,
+        )
+    )
+    if database.applied:
+        log.info(
+            "applied migrations %s",
+            database.applied,
+            extra={
+                "event": Event.MIGRATED,
+                "versions": database.applied,
+                "schema_version": database.schema_version,
+            },
+        )
+    return database
+
+
+def _recover(database: Database, prompts: PromptFiles) -> None:
+    """What the last stop left undone, before the writer thread owns the connection."""
+    _resync_prompt_files(prompts, database)
+    _clear_review_claims(database)
+    _finish_scrubs(database)
+    _split_old_checkpoints(database)
+    _count_stored_tokens(database)
+
+
+def _services(
+    settings: Settings,
+    env: Mapping[str, str],
+    *,
+    database: Database,
+    writer: Writer,
+    readers: ReaderPool,
+    changes: DatabaseChanges,
+    prompts: PromptFiles,
+    page_tokens: PageTokens,
+    models: Models,
+) -> Services:
+    """Every use case, each built once on the parts it needs."""
+    history = HistoryService(writer, readers, settings.history, page_tokens)
+    memory = LongTermMemory(writer, readers, prompts, page_tokens)
+    embedding = EmbeddingService(
+        build_embedder(settings, env), writer, readers, changes, settings.search.embedding_batch
+    )
+    query_vectors = QueryVectors(embedding, VectorCache(settings.search.vector_cache_mb))
+    search = HistorySearch(readers, query_vectors)
+    recall = RecallService(readers, search)
+    reviewer = Reviewer(
+        writer=writer,
+        readers=readers,
+        prompts=prompts,
+        memory=memory,
+        chain=models.review,
+        settings=settings.memory,
+    )
+    scheduler = ReviewScheduler(reviewer, readers)
+    composer = ContextComposer(
+        readers=readers,
+        history=history,
+        prompts=prompts,
+        settings=settings.compaction,
+        changes=changes,
+        default_window=settings.providers[0].context_window if settings.providers else None,
+    )
+    compactor = Compactor(
+        writer=writer,
+        readers=readers,
+        history=history,
+        prompts=prompts,
+        reviewer=reviewer,
+        chain=models.compaction,
+        settings=settings.compaction,
+        composer=composer,
+    )
+
+    def turn_committed(key: ConversationKey, usage: TurnUsage) -> None:
+        scheduler.nudge()
+        compactor.after_turn(key, usage)
+
+    return Services(
+        history=history,
+        search=search,
+        embedding=embedding,
+        memory=memory,
+        recall=recall,
+        prompts=prompts,
+        resources=ResourceService(writer, readers, prompts, page_tokens),
+        erasure=ErasureService(
+            home=settings.home,
+            writer=writer,
+            readers=readers,
+            history=history,
+            memory=memory,
+            prompts=prompts,
+            connection_settings=database.settings,
+            vectors=query_vectors.cache,
+        ),
+        ingest=IngestService(history),
+        sessions=Sessions(history, reviewer, settings.compaction.review_catch_up_seconds),
+        jobs=JobService(writer, memory),
+        reviewer=reviewer,
+        scheduler=scheduler,
+        turns=TurnService(writer, history, turn_committed),
+        transcripts=TranscriptService(
+            writer=writer,
+            readers=readers,
+            history=history,
+            settings=settings.realtime,
+            on_input=scheduler.nudge,
+        ),
+        transfer=TransferService(
+            writer=writer,
+            readers=readers,
+            connection_settings=database.settings,
+            history=history,
+            memory=memory,
+            prompts=prompts,
+        ),
+        compactor=compactor,
+        recalled=RecalledContext(composer, search, recall),
+    )
+
+
+def _split_old_checkpoints(database: Database) -> None:
     """Checkpoint resources of the version 1 format left by an import that stopped before it
     split them (memoryd.storage.transfer_store): split them now."""
     try:
-        with connection:
-            split = transfer_store.split_old_checkpoints(connection)
+        with database.transaction() as transaction:
+            split = transfer_store.split_old_checkpoints(transaction)
     except FailedPrecondition as error:
         log.warning("%s", error.message, extra={"event": Event.CHECKPOINTS_NOT_SPLIT})
         return
@@ -262,21 +312,21 @@ def _split_old_checkpoints(connection: apsw.Connection) -> None:
         )
 
 
-def _finish_scrubs(connection: apsw.Connection) -> None:
+def _finish_scrubs(database: Database) -> None:
     """Erasures that ended before their WAL was truncated (readers held it, then the server
     stopped): truncate now, before anything reads, and clear them."""
-    through = scrub.newest_pending(connection)
-    if through and scrub.truncate_wal(connection):
-        with connection:
-            scrub.clear_pending(connection, through)
+    through = scrub.newest_pending(database.autocommit)
+    if through and scrub.truncate_wal(database.autocommit):
+        with database.transaction() as transaction:
+            scrub.clear_pending(transaction, through)
         log.info(
             "truncated the WAL for erasures recorded before the last stop",
             extra={"event": Event.WAL_TRUNCATED},
         )
 
 
-def _resync_prompt_files(prompts: PromptFiles, connection: apsw.Connection) -> None:
-    report = prompts.resync(connection)
+def _resync_prompt_files(prompts: PromptFiles, database: Database) -> None:
+    report = prompts.resync(database)
     if report.rewritten or report.moved:
         log.info(
             "rewrote %d prompt file(s) from their current revision (%d moved to a new path)",
@@ -297,11 +347,11 @@ def _resync_prompt_files(prompts: PromptFiles, connection: apsw.Connection) -> N
         )
 
 
-def _clear_review_claims(connection: apsw.Connection) -> None:
+def _clear_review_claims(database: Database) -> None:
     # One server per home (the lock): a claim left in the database is a stopped server's, and
     # its review is retried.
-    with connection:
-        cleared = review_store.clear_claims(connection)
+    with database.transaction() as transaction:
+        cleared = review_store.clear_claims(transaction)
     if cleared:
         log.info(
             "%d review(s) were interrupted by the last stop; they will run again",
@@ -359,13 +409,13 @@ def _lock_home(home: Path) -> int:
         raise StartupError(f"cannot use data directory {home}: {error.strerror}") from error
 
 
-def _count_stored_tokens(connection: apsw.Connection) -> None:
+def _count_stored_tokens(database: Database) -> None:
     """Count the tokens of messages stored before counts existed (once, after the upgrade)."""
     counted = 0
-    while batch := compaction_store.uncounted(connection, 5000):
-        with connection:
+    while batch := compaction_store.uncounted(database.autocommit, 5000):
+        with database.transaction() as transaction:
             compaction_store.set_token_counts(
-                connection, [(message_id, tokens.count_tokens(text)) for message_id, text in batch]
+                transaction, [(message_id, tokens.count_tokens(text)) for message_id, text in batch]
             )
         counted += len(batch)
     if counted:

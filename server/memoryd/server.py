@@ -69,7 +69,7 @@ async def serve(
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _request_stop, stop)
     runtime = Runtime.open(settings, env or {})
-    for missing in runtime.services.reviewer.chain.missing_keys(env or {}):
+    for missing in runtime.models.review.missing_keys(env or {}):
         log.warning(
             "the API key of provider %s is not set: its calls will be refused",
             missing,
@@ -264,7 +264,7 @@ async def _start_background(settings: Settings, runtime: Runtime) -> None:
             extra={"event": Event.READ_ONLY},
         )
         return
-    if runtime.services.reviewer.chain.configured:
+    if runtime.services.reviewer.configured:
         if runtime.services.scheduler.enabled:
             runtime.services.scheduler.start()
         else:

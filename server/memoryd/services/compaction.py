@@ -24,8 +24,6 @@ import logging
 import time
 from collections.abc import Callable
 
-import apsw
-
 from memoryd import log_names
 from memoryd.config import CompactionSettings
 from memoryd.domain import compaction as rules
@@ -47,6 +45,7 @@ from memoryd.services.prompt_files import PromptFiles
 from memoryd.services.review import Reviewer, no_provider
 from memoryd.storage import compaction_store as store
 from memoryd.storage.readers import ReaderPool
+from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Batch, Writer
 
 log = logging.getLogger("memoryd.compaction")
@@ -141,7 +140,7 @@ class Compactor:
         self._history = history
         self._prompts = prompts
         self._reviewer = reviewer
-        self.chain = chain
+        self._chain = chain
         self.settings = settings
         self._now = now
         self.backoff = dt.timedelta(seconds=settings.failure_backoff_seconds)
@@ -194,7 +193,7 @@ class Compactor:
 
     def after_turn(self, key: ConversationKey, usage: TurnUsage) -> None:
         """A turn was committed: compact in the background when its peak reached the trigger."""
-        if not self.settings.enabled or not self.chain.configured or key in self._locks:
+        if not self.settings.enabled or not self._chain.configured or key in self._locks:
             return
         task = asyncio.get_running_loop().create_task(self._after_turn(key, usage))
         self._background.add(task)
@@ -225,7 +224,7 @@ class Compactor:
 
     def require_provider(self) -> None:
         """Compaction needs a model: FAILED_PRECONDITION otherwise."""
-        if not self.chain.configured:
+        if not self._chain.configured:
             raise FailedPrecondition(no_provider("compaction"))
 
     async def _compact(self, key: ConversationKey, window: int) -> CompactResult:
@@ -331,7 +330,7 @@ class Compactor:
         boundary: int,
     ) -> str:
         effort = self.settings.reasoning_effort
-        completion = await self.chain.complete(
+        completion = await self._chain.complete(
             rules.summary_prompt(
                 previous.content if previous else None,
                 selection.summarized,
@@ -354,7 +353,7 @@ class Compactor:
     async def state(self, key: ConversationKey) -> CompactionDescription:
         """GetCompactionState."""
 
-        def read(connection: apsw.Connection) -> tuple[store.CompactionRow, CheckpointInfo | None]:
+        def read(connection: Transaction) -> tuple[store.CompactionRow, CheckpointInfo | None]:
             record = conversation_record(connection, key)
             message = session_checkpoint(connection, record)
             if message is None:
@@ -370,7 +369,7 @@ class Compactor:
 
         record, checkpoint = await self._readers.read(read)
         window = record.context_window or (
-            self.chain.providers[0].context_window if self.chain.providers else 0
+            self._chain.providers[0].context_window if self._chain.providers else 0
         )
         return CompactionDescription(
             enabled=self.settings.enabled,
@@ -422,7 +421,7 @@ class _EmptySummaryError(Exception):
     """The model answered, with nothing."""
 
 
-def _snapshot(connection: apsw.Connection, key: ConversationKey) -> _Snapshot:
+def _snapshot(connection: Transaction, key: ConversationKey) -> _Snapshot:
     record = conversation_record(connection, key)
     protected = store.protected(connection, key, record.session_start_id)
     after = max(record.window_start_id, protected[-1].id if protected else 0)
@@ -447,7 +446,7 @@ def _tokens(*groups: list[rules.WindowMessage] | tuple[rules.WindowMessage, ...]
     return sum(message.tokens for group in groups for message in group)
 
 
-def _store(connection: apsw.Connection, job: _StoreJob) -> store.StoredCheckpoint | None:
+def _store(connection: Transaction, job: _StoreJob) -> store.StoredCheckpoint | None:
     return store.store_checkpoint(
         connection,
         job.key,
@@ -459,5 +458,5 @@ def _store(connection: apsw.Connection, job: _StoreJob) -> store.StoredCheckpoin
     )
 
 
-def _fail(connection: apsw.Connection, payload: tuple[ConversationKey, str, dt.datetime]) -> None:
+def _fail(connection: Transaction, payload: tuple[ConversationKey, str, dt.datetime]) -> None:
     store.record_failure(connection, *payload)

@@ -17,8 +17,6 @@ import dataclasses
 import functools
 import threading
 
-import apsw
-
 from memoryd.config import CompactionSettings
 from memoryd.domain import compaction as rules
 from memoryd.domain.conversation import ConversationKey, OwnerKey
@@ -32,6 +30,7 @@ from memoryd.storage import compaction_store as store
 from memoryd.storage import memory_reads
 from memoryd.storage.changes import DatabaseChanges
 from memoryd.storage.readers import ReaderPool
+from memoryd.storage.transaction import Transaction
 
 # Block texts repeat from call to call (the prompt files change rarely): count each once.
 _count_block = functools.lru_cache(maxsize=4096)(count_tokens)
@@ -90,7 +89,7 @@ class ContextComposer:
         if unchanged is not None:
             return unchanged
 
-        def read(connection: apsw.Connection) -> ComposedContext:
+        def read(connection: Transaction) -> ComposedContext:
             record = conversation_record(connection, key)
             window = self.context_window(requested_window, record.context_window)
             limit_tokens = rules.limit(self.settings.threshold, window) - reserve_tokens
@@ -233,7 +232,7 @@ class _Kept:
     committed: int | None
 
 
-def conversation_record(connection: apsw.Connection, key: ConversationKey) -> store.CompactionRow:
+def conversation_record(connection: Transaction, key: ConversationKey) -> store.CompactionRow:
     """The conversation's compaction record; NOT_FOUND without one."""
     found = store.conversation(connection, key)
     if found is None:
@@ -242,7 +241,7 @@ def conversation_record(connection: apsw.Connection, key: ConversationKey) -> st
 
 
 def session_checkpoint(
-    connection: apsw.Connection, record: store.CompactionRow
+    connection: Transaction, record: store.CompactionRow
 ) -> rules.WindowMessage | None:
     """The session's latest checkpoint (one made before /new belongs to the old session)."""
     if record.checkpoint_id <= record.session_start_id:

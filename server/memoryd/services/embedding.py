@@ -21,8 +21,6 @@ import dataclasses
 import logging
 import time
 
-import apsw
-
 from memoryd.domain.vectors import Floats, quantise, to_blob
 from memoryd.errors import FailedPrecondition
 from memoryd.llm.embeddings import Embedder, EmbeddingUnavailableError
@@ -30,6 +28,7 @@ from memoryd.log_events import Event
 from memoryd.storage import vector_store as store
 from memoryd.storage.changes import DatabaseChanges
 from memoryd.storage.readers import ReaderPool
+from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Batch, Writer
 
 log = logging.getLogger("memoryd.embedding")
@@ -282,27 +281,27 @@ class EmbeddingService:
 
     # --- writes (writer thread) -------------------------------------------------------------
 
-    def _row(self, connection: apsw.Connection, dimension: int) -> store.EmbeddingModel:
+    def _row(self, connection: Transaction, dimension: int) -> store.EmbeddingModel:
         embedder = self._provider()
         return store.model_row(connection, embedder.provider, embedder.model, dimension)
 
     @staticmethod
     def _write_messages(
-        connection: apsw.Connection, payload: tuple[int, list[tuple[int, float, bytes]], int]
+        connection: Transaction, payload: tuple[int, list[tuple[int, float, bytes]], int]
     ) -> int:
         model_id, vectors, through = payload
         return store.store_message_vectors(connection, model_id, vectors, through)
 
     @staticmethod
     def _write_memories(
-        connection: apsw.Connection,
+        connection: Transaction,
         payload: tuple[int, list[tuple[store.MemoryText, float, bytes]]],
     ) -> int:
         model_id, vectors = payload
         return store.store_memory_vectors(connection, model_id, vectors)
 
 
-def _everything(connection: apsw.Connection) -> tuple[int, int]:
+def _everything(connection: Transaction) -> tuple[int, int]:
     """Everything waits already when no vector was ever made."""
     counts = store.counts(connection, None, 0)
     return counts.pending_messages, counts.pending_memories

@@ -30,8 +30,6 @@ import dataclasses
 import logging
 from pathlib import Path
 
-import apsw
-
 from memoryd.data_directory import residual_files
 from memoryd.domain.conversation import ConversationKey, OwnerKey
 from memoryd.domain.memories import PromptTarget
@@ -42,9 +40,10 @@ from memoryd.services.history import HistoryService
 from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.services.prompt_files import CommittedRender, PromptFiles
 from memoryd.services.semantic import VectorCache
-from memoryd.storage import history_writes, memory_writes, scrub
-from memoryd.storage.connection import ConnectionSettings, open_connection, writer_policy
+from memoryd.storage import database, history_writes, memory_writes, scrub
+from memoryd.storage.connection import ConnectionSettings
 from memoryd.storage.readers import ReaderPool
+from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Batch, Writer
 
 log = logging.getLogger("memoryd.erasure")
@@ -105,7 +104,7 @@ class ErasureService:
         self._home = home
         self._vectors = vectors
         # The truncation's own connection never waits (see the module's docstring).
-        self._no_wait = dataclasses.replace(connection_settings, busy_timeout_ms=0)
+        self._connection_settings = connection_settings
         self._writer = writer
         self._readers = readers
         self._history = history
@@ -184,20 +183,13 @@ class ErasureService:
         """One truncation attempt; on success the erasures recorded before it are cleared."""
         through = await self._readers.read(scrub.newest_pending)
 
-        def run() -> bool:
-            connection = open_connection(self._no_wait, writer_policy(self._no_wait))
-            try:
-                return scrub.truncate_wal(connection)
-            finally:
-                connection.close()
-
-        if not await asyncio.to_thread(run):
+        if not await asyncio.to_thread(database.truncate_wal, self._connection_settings):
             return False
         if through:
             await self._writer.submit(self._clear, through)
         return True
 
-    def _purge(self, connection: apsw.Connection, key: ConversationKey) -> _Purged:
+    def _purge(self, connection: Transaction, key: ConversationKey) -> _Purged:
         now = utc_now()
         scrub.delete_checkpoints(connection, key)
         deleted, conversation_deleted = history_writes.purge_conversation(connection, key)
@@ -247,7 +239,7 @@ class ErasureService:
         self._vectors.clear()  # no copy of an erased vector stays in memory
 
 
-def _purge_owner(connection: apsw.Connection, owner: OwnerKey) -> scrub.OwnerErased:
+def _purge_owner(connection: Transaction, owner: OwnerKey) -> scrub.OwnerErased:
     erased = scrub.purge_owner(connection, owner)
     if any(erased.counts.values()):
         scrub.record_pending(connection, "an owner", to_text(utc_now()))

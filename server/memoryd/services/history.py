@@ -12,8 +12,6 @@ import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 
-import apsw
-
 from memoryd.config import HistorySettings
 from memoryd.domain.answers import message_bytes, page_of
 from memoryd.domain.conversation import ConversationKey
@@ -39,19 +37,18 @@ from memoryd.storage import history_reads as reads
 from memoryd.storage import history_writes as writes
 from memoryd.storage import review_store
 from memoryd.storage.readers import ReaderPool
+from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Batch, Writer
 
 CLEAR_NOTICE = "Started a fresh session. Long-term memory is preserved."
 
 
-def _clear(
-    connection: apsw.Connection, payload: tuple[ConversationKey, dt.datetime]
-) -> WindowState:
+def _clear(connection: Transaction, payload: tuple[ConversationKey, dt.datetime]) -> WindowState:
     return writes.clear_window(connection, *payload)
 
 
 def store_appends(
-    connection: apsw.Connection, requests: list[writes.AppendRequest]
+    connection: Transaction, requests: list[writes.AppendRequest]
 ) -> list[AppendResult]:
     """Store the messages; a stored user message is new input for the reviewer, whichever RPC
     brought it (CommitTurn marks its turn itself), unless it is stored as already reviewed."""
@@ -289,7 +286,7 @@ class HistoryService:
         return first_page
 
     def _load_window(
-        self, connection: apsw.Connection, key: ConversationKey, size: int, kinds: tuple[str, ...]
+        self, connection: Transaction, key: ConversationKey, size: int, kinds: tuple[str, ...]
     ) -> tuple[CachedWindow | None, _PageSlice]:
         tail = reads.window_tail(connection, key, self.cache.capacity, self._cap)
         if tail.window is None:
@@ -299,7 +296,7 @@ class HistoryService:
         return window, found or self._window_page(connection, key, size, kinds)
 
     def _window_page(
-        self, connection: apsw.Connection, key: ConversationKey, size: int, kinds: tuple[str, ...]
+        self, connection: Transaction, key: ConversationKey, size: int, kinds: tuple[str, ...]
     ) -> _PageSlice:
         state = reads.window_state(connection, key)
         if state is None:

@@ -9,8 +9,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
-import apsw
-
 from memoryd.domain.conversation import OwnerKey
 from memoryd.domain.jobs import (
     JobRun,
@@ -36,6 +34,7 @@ from memoryd.domain.messages import Trust
 from memoryd.domain.timestamps import utc_now
 from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.storage import jobs, memory_reads, memory_writes
+from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Batch, Writer
 
 
@@ -91,7 +90,7 @@ class JobService:
 
 
 def _set_status(
-    connection: apsw.Connection, payload: tuple[OwnerKey, str, JobStatus, dt.datetime]
+    connection: Transaction, payload: tuple[OwnerKey, str, JobStatus, dt.datetime]
 ) -> SourceRow:
     owner, job_id, status, now = payload
     current = jobs.require_status(connection, owner, job_id)
@@ -105,7 +104,7 @@ def _set_status(
     return source
 
 
-def _finish(connection: apsw.Connection, job: _Finish) -> FinishedRun:
+def _finish(connection: Transaction, job: _Finish) -> FinishedRun:
     caller = job.caller
     owner = caller.owner
     job_id = job.job_id

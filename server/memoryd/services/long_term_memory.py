@@ -12,8 +12,6 @@ import dataclasses
 import datetime as dt
 from collections.abc import Callable
 
-import apsw
-
 from memoryd.domain.answers import memory_bytes, page_of, source_bytes
 from memoryd.domain.conversation import OwnerKey
 from memoryd.domain.memories import (
@@ -44,6 +42,7 @@ from memoryd.storage import jobs
 from memoryd.storage import memory_reads as reads
 from memoryd.storage import memory_writes as writes
 from memoryd.storage.readers import ReaderPool
+from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Batch, Writer
 
 DEFAULT_LIST_SIZE = 20
@@ -109,7 +108,7 @@ class MemoryPage:
     next_page_token: str
 
 
-Mutation = Callable[[apsw.Connection, dt.datetime], Change]
+Mutation = Callable[[Transaction, dt.datetime], Change]
 
 
 class LongTermMemory:
@@ -139,7 +138,7 @@ class LongTermMemory:
         if request.id:
             value = check_value(request.value)
 
-            def replace(connection: apsw.Connection, now: dt.datetime) -> Change:
+            def replace(connection: Transaction, now: dt.datetime) -> Change:
                 stored = writes.set_value(
                     connection,
                     caller.owner,
@@ -157,7 +156,7 @@ class LongTermMemory:
 
         fact = admit_new(request)
 
-        def upsert(connection: apsw.Connection, now: dt.datetime) -> Change:
+        def upsert(connection: Transaction, now: dt.datetime) -> Change:
             stored = writes.upsert(connection, fact, source_info(caller), now, job_id=caller.job_id)
             if caller.job_id is not None and request.run_id:
                 jobs.start_run(connection, caller.owner, caller.job_id, request.run_id, now)
@@ -178,7 +177,7 @@ class LongTermMemory:
         """memory_update: a blank value keeps the stored one; metadata is shallow-merged."""
         new_value = check_value(value) if value.strip() else None
 
-        def update(connection: apsw.Connection, now: dt.datetime) -> Change:
+        def update(connection: Transaction, now: dt.datetime) -> Change:
             stored = writes.set_value(
                 connection,
                 owner,
@@ -198,7 +197,7 @@ class LongTermMemory:
     ) -> MemoryRecord:
         """Forget a row (archived, kept)."""
 
-        def archive(connection: apsw.Connection, now: dt.datetime) -> Change:
+        def archive(connection: Transaction, now: dt.datetime) -> Change:
             stored = writes.archive(
                 connection,
                 owner,
@@ -216,7 +215,7 @@ class LongTermMemory:
     async def restore(self, owner: OwnerKey, memory_id: int, *, trust: Trust) -> MemoryRecord:
         """Un-archive a row of the caller; the prompt files are re-rendered."""
 
-        def restore(connection: apsw.Connection, now: dt.datetime) -> Change:
+        def restore(connection: Transaction, now: dt.datetime) -> Change:
             stored = writes.restore(connection, owner, memory_id, trust=trust, now=now)
             return Change(stored.record, stored.before, "memory_restore", owner)
 
@@ -226,7 +225,7 @@ class LongTermMemory:
     async def delete(self, owner: OwnerKey, locator: Locator, *, trust: Trust) -> int:
         """Erase a row; returns its id, 0 when there was none (idempotent)."""
 
-        def delete(connection: apsw.Connection, _now: dt.datetime) -> Change:
+        def delete(connection: Transaction, _now: dt.datetime) -> Change:
             before = writes.delete(connection, owner, locator, trust=trust)
             return Change(None, before, "memory_delete", owner)
 
@@ -236,7 +235,7 @@ class LongTermMemory:
     async def _submit(self, mutation: Mutation) -> Committed:
         return await self._writer.submit(self._batch, mutation, after_commit=self._publish)
 
-    def _run(self, connection: apsw.Connection, mutation: Mutation) -> Committed:
+    def _run(self, connection: Transaction, mutation: Mutation) -> Committed:
         now = utc_now()
         change = mutation(connection, now)
         render = None

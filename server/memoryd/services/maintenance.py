@@ -14,11 +14,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import apsw
-
 from memoryd import data_directory
 from memoryd.domain import prompt_files as render_rules
-from memoryd.domain.conversation import OwnerKey
 from memoryd.domain.prompt_files import PROMPT_FILES
 from memoryd.domain.resources import ResourceKey, prompt_file_path
 from memoryd.domain.tokens import count_tokens
@@ -33,7 +30,7 @@ from memoryd.storage import (
     vector_store,
 )
 from memoryd.storage.migrations import bundled_migrations, schema_version
-from memoryd.storage.sql import rows
+from memoryd.storage.transaction import Transaction
 
 DATABASE = data_directory.DATABASE_FILE
 PENDING_SCRUBS_VERSION = 10  # the migration that records erasures waiting for the WAL
@@ -81,7 +78,7 @@ def check(home: Path) -> CheckReport:
             _check_prompt_files(connection, home, report)
             _check_erasures(connection, report)
             _check_vectors(connection, report)
-    except apsw.Error as error:
+    except maintenance.Unreadable as error:
         report.problems.append(f"the database cannot be read: {error}")
     _check_replaced(home, report)
     return report
@@ -108,7 +105,7 @@ def log_names(home: Path, identifiers: list[str]) -> dict[str, str]:
     return {identifier: hashed(identifier, key) for identifier in identifiers}
 
 
-def _check_vectors(connection: apsw.Connection, report: CheckReport) -> None:
+def _check_vectors(connection: Transaction, report: CheckReport) -> None:
     """The embedding models' progress, and no vector of a message or row that is gone."""
     if schema_version(connection) < VECTORS_VERSION:
         return
@@ -137,7 +134,7 @@ def _check_vectors(connection: apsw.Connection, report: CheckReport) -> None:
         report.problems.append(f"{orphans} vector(s) of messages or memory rows that are gone")
 
 
-def _check_erasures(connection: apsw.Connection, report: CheckReport) -> None:
+def _check_erasures(connection: Transaction, report: CheckReport) -> None:
     if schema_version(connection) < PENDING_SCRUBS_VERSION:
         return
     report.erasures_waiting = scrub.pending(connection)
@@ -172,7 +169,7 @@ def restore(home: Path, source: Path) -> Path | None:
         try:
             with maintenance.snapshot(source) as connection:
                 _check_database(connection, verdict)
-        except apsw.Error as error:
+        except maintenance.Unreadable as error:
             raise FailedPrecondition(
                 f"{source} is not a usable memoryd database, nothing was changed: {error}"
             ) from None
@@ -193,7 +190,7 @@ def restore(home: Path, source: Path) -> Path | None:
         return kept
 
 
-def _check_database(connection: apsw.Connection, report: CheckReport) -> None:
+def _check_database(connection: Transaction, report: CheckReport) -> None:
     report.problems += maintenance.problems(connection)
     report.schema_version = schema_version(connection)
     known = len(bundled_migrations())
@@ -205,18 +202,12 @@ def _check_database(connection: apsw.Connection, report: CheckReport) -> None:
         report.notes.append(
             f"schema version {report.schema_version}; the server migrates it to {known} at start"
         )
-    report.messages = int(rows(connection, "SELECT count(*) FROM messages")[0][0])
-    report.memories = int(rows(connection, "SELECT count(*) FROM memories")[0][0])
+    report.messages, report.memories = maintenance.counts(connection)
 
 
-def _check_prompt_files(connection: apsw.Connection, home: Path, report: CheckReport) -> None:
-    owners = rows(
-        connection,
-        "SELECT agent_id, owner_id FROM memories UNION SELECT agent_id, scope_id FROM resources "
-        "WHERE resource_type IN ('user_md', 'memory_md') ORDER BY 1, 2",
-    )
-    for agent_id, owner_id in owners:
-        owner = OwnerKey(agent_id, owner_id)
+def _check_prompt_files(connection: Transaction, home: Path, report: CheckReport) -> None:
+    for owner in maintenance.prompt_file_owners(connection):
+        agent_id, owner_id = owner.agent_id, owner.owner_id
         records = memory_reads.render_input(connection, owner)
         for file in PROMPT_FILES:
             rendered = render_rules.render(file, records, count_tokens).text

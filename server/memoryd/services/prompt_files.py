@@ -19,8 +19,6 @@ import logging
 import secrets
 from pathlib import Path
 
-import apsw
-
 from memoryd.domain import prompt_files as render_rules
 from memoryd.domain.conversation import OwnerKey
 from memoryd.domain.messages import Trust
@@ -30,7 +28,9 @@ from memoryd.domain.tokens import count_tokens
 from memoryd.log_events import Event
 from memoryd.services.read_through import ReadThroughCache
 from memoryd.storage import memory_reads, resource_store
+from memoryd.storage.database import Database
 from memoryd.storage.readers import ReaderPool
+from memoryd.storage.transaction import Transaction
 
 log = logging.getLogger("memoryd.prompt_files")
 TEMP_SUFFIX = ".tmp"
@@ -82,7 +82,7 @@ class PromptFiles:
 
     def render_in_transaction(
         self,
-        connection: apsw.Connection,
+        connection: Transaction,
         owner: OwnerKey,
         *,
         mutation_source: str,
@@ -182,7 +182,7 @@ class PromptFiles:
 
     # --- start-up --------------------------------------------------------------------------------
 
-    def resync(self, connection: apsw.Connection) -> ResyncReport:
+    def resync(self, database: Database) -> ResyncReport:
         """Make every prompt file equal its current revision, at the path its key maps to.
 
         Runs at start-up, before the writer owns the connection. A resource whose recorded path
@@ -192,12 +192,12 @@ class PromptFiles:
         """
         report = ResyncReport()
         self._remove_stray_temp_files()
-        for stored_path, revision in resource_store.all_current(connection, PROMPT_TYPES):
+        for stored_path, revision in resource_store.all_current(database.autocommit, PROMPT_TYPES):
             key = revision.key
             path = prompt_file_path(key.agent_id, key.scope_id, key.resource_type)
             if path != stored_path:
-                with connection:
-                    resource_store.set_path(connection, key, path)
+                with database.transaction() as transaction:
+                    resource_store.set_path(transaction, key, path)
                 self._remove_old_file(stored_path)
                 report.moved += 1
             target = self._home / path
@@ -250,12 +250,12 @@ class ResyncReport:
     failed: int = 0
 
 
-def _load_state(connection: apsw.Connection, owner: OwnerKey) -> PromptState:
+def _load_state(connection: Transaction, owner: OwnerKey) -> PromptState:
     files = {file.resource_type: _file_state(connection, owner, file) for file in PROMPT_FILES}
     return PromptState(files[ResourceType.USER_MD], files[ResourceType.MEMORY_MD])
 
 
-def _file_state(connection: apsw.Connection, owner: OwnerKey, file: PromptFile) -> FileState:
+def _file_state(connection: Transaction, owner: OwnerKey, file: PromptFile) -> FileState:
     found = resource_store.current(connection, resource_key(owner, file.resource_type))
     if found is None:
         return FileState("", 0, 0)

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import apsw
-
 from memoryd.domain.conversation import HistoryScope
 from memoryd.domain.fusion import FUSION_DEPTH, Scores, SearchMode, fuse
 from memoryd.domain.history import SearchHit
@@ -38,6 +36,7 @@ from memoryd.services.search import HistorySearch
 from memoryd.services.semantic import nearest_memories
 from memoryd.storage import memory_reads as reads
 from memoryd.storage.readers import ReaderPool
+from memoryd.storage.transaction import Transaction
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -122,7 +121,7 @@ class RecallService:
                 return []
             depth = limit if meaning is None else max(limit, FUSION_DEPTH)
 
-            def search(connection: apsw.Connection) -> list[RankedMemory]:
+            def search(connection: Transaction) -> list[RankedMemory]:
                 hits: list[RankedMemory] = []
                 if mode is not SearchMode.SEMANTIC:
                     hits = lexical_memories(connection, visible, plan, words, depth)
@@ -167,7 +166,7 @@ def recall_visibility(caller: Caller, scope: RecallScope, trust: Trust) -> Visib
 
 
 def lexical_memories(
-    connection: apsw.Connection,
+    connection: Transaction,
     visible: Visible,
     plan: SearchPlan,
     words: tuple[str, ...],
@@ -200,7 +199,7 @@ def lexical_memories(
 
 
 def fused_memories(
-    connection: apsw.Connection,
+    connection: Transaction,
     lexical: list[RankedMemory],
     nearest: list[tuple[int, float]],
     limit: int,

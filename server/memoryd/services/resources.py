@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import apsw
-
 from memoryd.domain import resources as rules
 from memoryd.domain.answers import page_of, resource_bytes, revision_bytes
 from memoryd.domain.paging import PageTokens, TokenKind, page_size, request_fingerprint
@@ -22,6 +20,7 @@ from memoryd.errors import InvalidArgument, NotFound
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.storage import resource_store as store
 from memoryd.storage.readers import ReaderPool
+from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Batch, Writer
 
 DEFAULT_HISTORY = 20
@@ -129,7 +128,7 @@ class ResourceService:
         if number < 0:
             raise InvalidArgument(f"revision must not be negative, got {number}")
 
-        def read(connection: apsw.Connection) -> Revision | None:
+        def read(connection: Transaction) -> Revision | None:
             if number == 0:
                 return store.current(connection, key)
             return store.revision(connection, key, number)
@@ -164,7 +163,7 @@ class ResourceService:
             raise NotFound(f"{_describe(key)} has no revisions")
 
 
-def _rollback(connection: apsw.Connection, payload: tuple[ResourceKey, int]) -> Rollback:
+def _rollback(connection: Transaction, payload: tuple[ResourceKey, int]) -> Rollback:
     key, target = payload
     wanted = store.revision(connection, key, target)
     if wanted is None:

@@ -24,8 +24,6 @@ import logging
 import secrets
 import time
 
-import apsw
-
 from memoryd import log_names
 from memoryd.config import ReviewSettings
 from memoryd.domain import review_answer as answers
@@ -58,6 +56,7 @@ from memoryd.services.review_apply import (
 )
 from memoryd.storage import history_reads, memory_reads, review_run_store, review_store
 from memoryd.storage.readers import ReaderPool
+from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Batch, Writer
 
 log = logging.getLogger("memoryd.review")
@@ -131,7 +130,7 @@ class Reviewer:
         self._readers = readers
         self._prompts = prompts
         self._memory = memory
-        self.chain = chain
+        self._chain = chain
         self.settings = settings
         self._claim = Batch.each("review_claim", _claim)
         self._release = Batch.each("review_release", _release)
@@ -159,9 +158,14 @@ class Reviewer:
             passive_interval=self.settings.passive_turn_interval,
         )
 
+    @property
+    def configured(self) -> bool:
+        """A model is configured: reviews can run."""
+        return self._chain.configured
+
     def require_provider(self) -> None:
         """Reviews need a model: FAILED_PRECONDITION otherwise."""
-        if not self.chain.configured:
+        if not self._chain.configured:
             raise FailedPrecondition(NO_PROVIDER)
 
     async def review(self, key: ConversationKey, *, forced: bool) -> ReviewResult:
@@ -206,7 +210,7 @@ class Reviewer:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
 
-            def unread(connection: apsw.Connection) -> bool:
+            def unread(connection: Transaction) -> bool:
                 if through_id is None:
                     return review_store.has_input_after(
                         connection, key, review_store.cursor(connection, key)
@@ -232,7 +236,7 @@ class Reviewer:
     async def unread(self, key: ConversationKey) -> int:
         """The backlog: reviewable messages after the cursor."""
 
-        def read(connection: apsw.Connection) -> int:
+        def read(connection: Transaction) -> int:
             cursor = review_store.cursor(connection, key)
             return review_store.unread_count(connection, key, cursor)
 
@@ -241,7 +245,7 @@ class Reviewer:
     async def state(self, key: ConversationKey) -> ReviewDescription:
         """A conversation's review state, backlog and latest run; NOT_FOUND without a record."""
 
-        def read(connection: apsw.Connection) -> ReviewDescription | None:
+        def read(connection: Transaction) -> ReviewDescription | None:
             found = _gate_input(connection, key)
             if found is None:
                 return None
@@ -291,7 +295,7 @@ class Reviewer:
             key.agent_id, key.channel, key.chat_id, key.thread_scope, packed.max_message_id
         )
         try:
-            completion = await self.chain.complete(
+            completion = await self._chain.complete(
                 messages,
                 agent=prompts.REVIEWER_AGENT,
                 session_id=session,
@@ -382,7 +386,7 @@ class Reviewer:
             deferred_ops=record.deferred,
         )
 
-    def _apply_in_transaction(self, connection: apsw.Connection, job: ApplyJob) -> Applied:
+    def _apply_in_transaction(self, connection: Transaction, job: ApplyJob) -> Applied:
         return apply_answer(
             connection,
             job,
@@ -402,7 +406,7 @@ def _skipped(key: ConversationKey, reason: SkipReason) -> ReviewResult:
 
 
 def _gate_input(
-    connection: apsw.Connection, key: ConversationKey
+    connection: Transaction, key: ConversationKey
 ) -> tuple[ReviewState | None, bool] | None:
     if history_reads.window_state(connection, key) is None:
         return None
@@ -411,7 +415,7 @@ def _gate_input(
     return state, review_store.has_input_after(connection, key, cursor)
 
 
-def _snapshot(connection: apsw.Connection, key: ConversationKey, limit: int) -> _Snapshot:
+def _snapshot(connection: Transaction, key: ConversationKey, limit: int) -> _Snapshot:
     cursor = review_store.cursor(connection, key)
     working_memory, description = review_store.conversation_texts(connection, key)
     return _Snapshot(
@@ -424,18 +428,18 @@ def _snapshot(connection: apsw.Connection, key: ConversationKey, limit: int) -> 
 
 
 def _claim(
-    connection: apsw.Connection,
+    connection: Transaction,
     payload: tuple[ConversationKey, str, dt.datetime, dt.datetime],
 ) -> bool:
     key, token, now, stale_before = payload
     return review_store.claim(connection, key, token, now=now, stale_before=stale_before)
 
 
-def _release(connection: apsw.Connection, payload: tuple[ConversationKey, str]) -> None:
+def _release(connection: Transaction, payload: tuple[ConversationKey, str]) -> None:
     review_store.release(connection, *payload)
 
 
-def _settle(connection: apsw.Connection, key: ConversationKey) -> None:
+def _settle(connection: Transaction, key: ConversationKey) -> None:
     if not review_store.has_input_after(connection, key, review_store.cursor(connection, key)):
         review_store.clear_pending(connection, key)
 

@@ -11,8 +11,6 @@ import datetime as dt
 import json
 import logging
 
-import apsw
-
 from memoryd.domain import review_admission as admission
 from memoryd.domain import review_answer as answers
 from memoryd.domain import review_prompt as prompts
@@ -35,6 +33,7 @@ from memoryd.log_events import Event
 from memoryd.services.prompt_files import CommittedRender, PromptFiles
 from memoryd.storage import memory_writes, review_run_store, review_store
 from memoryd.storage.sql import savepoint
+from memoryd.storage.transaction import Transaction
 
 log = logging.getLogger("memoryd.review")
 # The memory source of every row the reviewer writes, and of its rows' provenance.
@@ -94,7 +93,7 @@ class FailJob:
 
 
 def apply_answer(
-    connection: apsw.Connection,
+    connection: Transaction,
     job: ApplyJob,
     *,
     max_operations: int | None,
@@ -211,7 +210,7 @@ def apply_answer(
 class _Applying:
     """The operations of one answer being applied inside the review's transaction."""
 
-    connection: apsw.Connection
+    connection: Transaction
     key: ConversationKey
     owner: OwnerKey
     provenance: Provenance
@@ -325,7 +324,7 @@ def _status(answer: answers.Answer) -> ReviewStatus:
 
 
 def _shown_rows(
-    connection: apsw.Connection,
+    connection: Transaction,
     owner: OwnerKey,
     shown_ids: frozenset[int],
     operations: list[answers.Operation],
@@ -339,7 +338,7 @@ def _shown_rows(
     return shown
 
 
-def record_failure(connection: apsw.Connection, job: FailJob) -> None:
+def record_failure(connection: Transaction, job: FailJob) -> None:
     """Record a failed review (its run and model calls), unless the claim was lost."""
     if not review_store.holds_claim(connection, job.key, job.token):
         return

@@ -59,7 +59,7 @@ class ReviewScheduler:
             settings.idle_timeout_minutes is not None,
             settings.passive_turn_interval is not None,
         )
-        return self._reviewer.chain.configured and settings.enabled and any(triggers)
+        return self._reviewer.configured and settings.enabled and any(triggers)
 
     def start(self) -> None:
         """Start the background loop (on the running event loop)."""

@@ -15,8 +15,6 @@ import asyncio
 import collections
 import threading
 
-import apsw
-
 from memoryd.domain.conversation import ConversationKey, HistoryScope
 from memoryd.domain.fusion import FUSION_DEPTH, Scores, SearchMode, fuse
 from memoryd.domain.history import SearchHit
@@ -40,6 +38,7 @@ from memoryd.services.word_search import (
 from memoryd.storage import search_reads as reads
 from memoryd.storage import vector_store
 from memoryd.storage.readers import ReaderPool
+from memoryd.storage.transaction import Transaction
 
 DEFAULT_SEARCH_LIMIT = 10
 MAX_SEARCH_LIMIT = 100
@@ -165,7 +164,7 @@ class HistorySearch:
         finally:
             nearest_call.cancel()
 
-        def finish(connection: apsw.Connection) -> list[SearchHit]:
+        def finish(connection: Transaction) -> list[SearchHit]:
             if nearest is None:  # no meaning to compare: the words alone
                 hits = fused(connection, scope, words, [], kinds=kind_filter, limit=limit)
             elif mode is SearchMode.SEMANTIC:
@@ -189,7 +188,7 @@ class HistorySearch:
             return None
         model, vector = meaning
 
-        def run(connection: apsw.Connection) -> list[tuple[int, float]] | None:
+        def run(connection: Transaction) -> list[tuple[int, float]] | None:
             try:
                 return self.vectors.cache.nearest(connection, model, scope, vector, depth)
             except ScopeTooLargeError as error:
@@ -201,7 +200,7 @@ class HistorySearch:
 
 
 def fused(
-    connection: apsw.Connection,
+    connection: Transaction,
     scope: HistoryScope,
     words: WordRanking,
     nearest: list[tuple[int, float]],
@@ -227,7 +226,7 @@ def fused(
 
 
 def semantic_only(
-    connection: apsw.Connection,
+    connection: Transaction,
     scope: HistoryScope,
     nearest: list[tuple[int, float]],
     kinds: tuple[str, ...],

@@ -19,7 +19,6 @@ import dataclasses
 import threading
 import time
 
-import apsw
 import numpy as np
 
 from memoryd.domain.conversation import HistoryScope
@@ -37,6 +36,7 @@ from memoryd.domain.vectors import (
 )
 from memoryd.storage import vector_store as store
 from memoryd.storage.sql import Row
+from memoryd.storage.transaction import Transaction
 
 
 # Bytes a cached vector takes: its id, scale, int8 components and sign words.
@@ -117,7 +117,7 @@ class VectorCache:
 
     def nearest(
         self,
-        connection: apsw.Connection,
+        connection: Transaction,
         model: store.EmbeddingModel,
         scope: HistoryScope,
         query: Floats,
@@ -129,7 +129,7 @@ class VectorCache:
             return _nearest(entry, query, depth)
 
     def _current(
-        self, connection: apsw.Connection, model: store.EmbeddingModel, scope: HistoryScope
+        self, connection: Transaction, model: store.EmbeddingModel, scope: HistoryScope
     ) -> _Scope:
         key = (model.id, scope)
         entry = self._entries.pop(key, None)
@@ -170,7 +170,7 @@ class VectorCache:
         return known is not None and time.monotonic() - known[0] < TOO_LARGE_SECONDS
 
     def _check_size(
-        self, connection: apsw.Connection, model: store.EmbeddingModel, scope: HistoryScope
+        self, connection: Transaction, model: store.EmbeddingModel, scope: HistoryScope
     ) -> None:
         """Refuse (ScopeTooLargeError) a scope whose vectors would not fit in the budget, before
         reading them; the verdict is kept for TOO_LARGE_SECONDS."""
@@ -199,7 +199,7 @@ class VectorCache:
 
 
 def nearest_memories(
-    connection: apsw.Connection,
+    connection: Transaction,
     model: store.EmbeddingModel,
     visible: Visible,
     query: Floats,

@@ -31,7 +31,7 @@ class Sessions:
         """/new: review the ending session's unread input (time-bounded), then start a fresh
         window and session. Operators only."""
         require_operator(trust, "/new")
-        if self._reviewer.chain.configured and self._reviewer.settings.enabled:
+        if self._reviewer.configured and self._reviewer.settings.enabled:
             await self._reviewer.catch_up(
                 key, through_id=None, seconds=self._catch_up_seconds, before="/new"
             )

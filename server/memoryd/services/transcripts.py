@@ -15,8 +15,6 @@ import collections
 import datetime as dt
 from collections.abc import AsyncIterator, Callable
 
-import apsw
-
 from memoryd.config import RealtimeSettings
 from memoryd.domain.history import AppendOutcome, AppendResult
 from memoryd.domain.messages import NewMessage, is_blank
@@ -39,6 +37,7 @@ from memoryd.services.history import HistoryService, store_appends
 from memoryd.storage import history_writes as writes
 from memoryd.storage import transcript_store as store
 from memoryd.storage.readers import ReaderPool
+from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Batch, Writer
 
 Event = Opening | Segment | Ending
@@ -201,7 +200,7 @@ def _session_id(session: Session) -> tuple[str, ...]:
 
 
 def _store_finals(
-    connection: apsw.Connection,
+    connection: Transaction,
     payloads: list[tuple[Session, NewMessage | None, int, dt.datetime]],
 ) -> list[AppendResult | None]:
     """The finals of a group, set-based: one append of every stored final, one advance of every

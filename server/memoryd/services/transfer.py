@@ -23,8 +23,6 @@ import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 
-import apsw
-
 from memoryd.domain.conversation import ConversationKey, OwnerKey
 from memoryd.domain.resources import PROMPT_FILE_NAMES, ResourceKey
 from memoryd.domain.transfer import (
@@ -42,11 +40,11 @@ from memoryd.errors import InvalidArgument, ResourceExhausted, Unavailable
 from memoryd.services.history import HistoryService
 from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.services.prompt_files import PromptFiles
-from memoryd.storage import resource_store, review_store
+from memoryd.storage import database, resource_store, review_store
 from memoryd.storage import transfer_store as store
-from memoryd.storage.connection import ConnectionSettings, open_connection, reader_policy
-from memoryd.storage.errors import translate_read_errors
+from memoryd.storage.connection import ConnectionSettings
 from memoryd.storage.readers import ReaderPool
+from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Batch, Writer
 
 MAX_EXPORTS = 2
@@ -120,7 +118,7 @@ class _StoreJob:
     file_states: frozenset[ConversationKey]
 
 
-def _store_chunk(connection: apsw.Connection, job: _StoreJob) -> store.Stored:
+def _store_chunk(connection: Transaction, job: _StoreJob) -> store.Stored:
     done = store.store(connection, job.records)
     if job.as_reviewed:
         for key, messages in done.messages.items():
@@ -206,18 +204,8 @@ class TransferService:
             self._exports -= 1
 
     def _read_snapshot(self, chosen: Selection) -> Iterator[ExportChunk]:
-        connection = open_connection(
-            self._connection_settings, reader_policy(self._connection_settings), read_only=True
-        )
-        try:
-            with translate_read_errors():
-                connection.execute("BEGIN")
-                try:
-                    yield from _chunks(connection, chosen)
-                finally:
-                    connection.execute("COMMIT")
-        finally:
-            connection.close()
+        with database.read_snapshot(self._connection_settings) as transaction:
+            yield from _chunks(transaction, chosen)
 
     # --- import ----------------------------------------------------------------------------------
 
@@ -279,7 +267,7 @@ class TransferService:
         if not prompt_keys:
             return
 
-        def current(connection: apsw.Connection) -> list[tuple[str, str]]:
+        def current(connection: Transaction) -> list[tuple[str, str]]:
             found = []
             for key in prompt_keys:
                 path = resource_store.path(connection, key)
@@ -292,7 +280,7 @@ class TransferService:
             await asyncio.to_thread(self._prompts.write_file, path, content)
 
 
-def _split_checkpoints(connection: apsw.Connection, _payload: None) -> bool:
+def _split_checkpoints(connection: Transaction, _payload: None) -> bool:
     return store.split_old_checkpoints(connection)
 
 
@@ -305,7 +293,7 @@ def _take(chunks: queue.Queue[_Item]) -> _Item | object:
         return _NOTHING_YET
 
 
-def _chunks(connection: apsw.Connection, chosen: Selection) -> Iterator[ExportChunk]:
+def _chunks(connection: Transaction, chosen: Selection) -> Iterator[ExportChunk]:
     total = store.count(connection, chosen)
     lines = [header_line(chosen)]
     size = len(lines[0])

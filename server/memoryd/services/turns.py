@@ -10,8 +10,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-import apsw
-
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.history import AppendResult
 from memoryd.domain.messages import SentMessage, Trust, is_blank
@@ -21,6 +19,7 @@ from memoryd.domain.turns import TurnUsage
 from memoryd.errors import InvalidArgument
 from memoryd.services.history import HistoryService
 from memoryd.storage import history_writes, review_store
+from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Batch, Writer
 
 
@@ -94,7 +93,7 @@ class TurnService:
         return result
 
 
-def _commit(connection: apsw.Connection, turn: _Turn) -> TurnResult:
+def _commit(connection: Transaction, turn: _Turn) -> TurnResult:
     (result,) = history_writes.append_batch(connection, [turn.request])
     # A turn whose messages were all blank (a first turn that was only an image) stores no
     # message, but the turn and its usage are still recorded on the conversation.

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import apsw
-
 from memoryd.domain.conversation import HistoryScope
 from memoryd.domain.fusion import Scores
 from memoryd.domain.history import SearchHit
@@ -16,6 +14,7 @@ from memoryd.domain.messages import StoredMessage
 from memoryd.domain.search_query import SearchPlan
 from memoryd.domain.snippets import substring_snippet
 from memoryd.storage import search_reads as reads
+from memoryd.storage.transaction import Transaction
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -39,9 +38,7 @@ class WordSearch:
     index_first: bool
 
     @classmethod
-    def prepare(
-        cls, connection: apsw.Connection, scope: HistoryScope, plan: SearchPlan
-    ) -> WordSearch:
+    def prepare(cls, connection: Transaction, scope: HistoryScope, plan: SearchPlan) -> WordSearch:
         """The way to search `plan` in `scope`."""
         small = reads.scope_is_small(connection, scope)
         highlighted = plan.any_word_expression or plan.word_expression
@@ -74,7 +71,7 @@ class WordRanking:
 
 
 def rank_lexical(
-    connection: apsw.Connection,
+    connection: Transaction,
     scope: HistoryScope,
     way: WordSearch,
     kinds: tuple[str, ...],
@@ -140,7 +137,7 @@ def word_order(words: WordRanking) -> list[tuple[int, Scores]]:
 
 
 def hits_of(
-    connection: apsw.Connection,
+    connection: Transaction,
     scope: HistoryScope,
     words: WordRanking,
     ranking: list[tuple[int, Scores]],
@@ -177,7 +174,7 @@ def hits_of(
 
 
 def first_found(
-    connection: apsw.Connection,
+    connection: Transaction,
     scope: HistoryScope,
     ids: list[int],
     kinds: tuple[str, ...],
@@ -202,7 +199,7 @@ def first_found(
 
 
 def with_word_snippets(
-    connection: apsw.Connection, hits: list[SearchHit], plan: SearchPlan
+    connection: Transaction, hits: list[SearchHit], plan: SearchPlan
 ) -> list[SearchHit]:
     """FTS5's snippets for the word matches among the final hits that have none yet (made for
     these few only)."""
@@ -230,7 +227,7 @@ def snippets_filled(hits: list[SearchHit], plan: SearchPlan) -> list[SearchHit]:
 
 
 def lexical(
-    connection: apsw.Connection,
+    connection: Transaction,
     scope: HistoryScope,
     plan: SearchPlan,
     kinds: tuple[str, ...],

@@ -10,8 +10,6 @@ import dataclasses
 import datetime as dt
 import json
 
-import apsw
-
 from memoryd.domain.compaction import COMPACTOR, MESSAGE_OVERHEAD_BYTES, WindowMessage
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.messages import CHECKPOINT_KIND, NewMessage, Role, Trust
@@ -20,6 +18,7 @@ from memoryd.domain.timestamps import from_text, to_text
 from memoryd.domain.tokens import count_tokens
 from memoryd.storage import history_writes, resource_store
 from memoryd.storage.sql import CONVERSATION_MATCH, KEY_MATCH, Columns, Row, one, rows
+from memoryd.storage.transaction import Transaction
 
 _CONVERSATION = Columns(
     "c",
@@ -70,7 +69,7 @@ class CompactionRow:
     description: str
 
 
-def conversation(connection: apsw.Connection, key: ConversationKey) -> CompactionRow | None:
+def conversation(connection: Transaction, key: ConversationKey) -> CompactionRow | None:
     """The conversation's window and compaction record, or None when it has none."""
     found = rows(
         connection,
@@ -96,7 +95,7 @@ def conversation(connection: apsw.Connection, key: ConversationKey) -> Compactio
 
 
 def protected(
-    connection: apsw.Connection, key: ConversationKey, session_start_id: int
+    connection: Transaction, key: ConversationKey, session_start_id: int
 ) -> list[WindowMessage]:
     """The session's leading system messages (before its first message of another role)."""
     params = key.as_row()
@@ -112,14 +111,14 @@ def protected(
     ]
 
 
-def window(connection: apsw.Connection, key: ConversationKey, after_id: int) -> list[WindowMessage]:
+def window(connection: Transaction, key: ConversationKey, after_id: int) -> list[WindowMessage]:
     """Every message of the window after `after_id`, oldest first (checkpoints aside)."""
     sql = f"{_SELECT} FROM messages AS m WHERE {_WINDOW} AND m.id > ? ORDER BY m.id"
     return [_message(row) for row in rows(connection, sql, (*key.as_row(), after_id))]
 
 
 def newest_within(
-    connection: apsw.Connection,
+    connection: Transaction,
     key: ConversationKey,
     after_id: int,
     tokens: int,
@@ -157,7 +156,7 @@ def newest_within(
         before = found[-1].id
 
 
-def message(connection: apsw.Connection, message_id: int) -> WindowMessage | None:
+def message(connection: Transaction, message_id: int) -> WindowMessage | None:
     """One message by id."""
     found = rows(connection, f"{_SELECT} FROM messages AS m WHERE m.id = ?", (message_id,))
     return _message(found[0]) if found else None
@@ -173,7 +172,7 @@ class StoredCheckpoint:
 
 
 def store_checkpoint(
-    connection: apsw.Connection,
+    connection: Transaction,
     key: ConversationKey,
     *,
     expected_version: int,
@@ -232,13 +231,13 @@ def store_checkpoint(
     )
 
 
-def checkpoint_revision(connection: apsw.Connection, key: ConversationKey) -> int:
+def checkpoint_revision(connection: Transaction, key: ConversationKey) -> int:
     """The conversation's checkpoint resource's current revision (0: none)."""
     found = resource_store.current(connection, checkpoint_resource(key))
     return found.revision if found is not None else 0
 
 
-def reset_peak(connection: apsw.Connection, key: ConversationKey) -> None:
+def reset_peak(connection: Transaction, key: ConversationKey) -> None:
     """Forget the recorded peak (after a compaction that found nothing to do)."""
     connection.execute(
         f"UPDATE conversations SET peak_prompt_tokens = NULL WHERE {CONVERSATION_MATCH}",
@@ -247,7 +246,7 @@ def reset_peak(connection: apsw.Connection, key: ConversationKey) -> None:
 
 
 def record_failure(
-    connection: apsw.Connection, key: ConversationKey, error: str, now: dt.datetime
+    connection: Transaction, key: ConversationKey, error: str, now: dt.datetime
 ) -> None:
     """A failed compaction: automatic ones back off from `now`."""
     connection.execute(
@@ -257,7 +256,7 @@ def record_failure(
     )
 
 
-def uncounted(connection: apsw.Connection, limit: int) -> list[tuple[int, str]]:
+def uncounted(connection: Transaction, limit: int) -> list[tuple[int, str]]:
     """Messages stored before token counts existed: (id, content), at most `limit`."""
     found = rows(
         connection,
@@ -267,7 +266,7 @@ def uncounted(connection: apsw.Connection, limit: int) -> list[tuple[int, str]]:
     return [(int(row[0]), str(row[1])) for row in found]
 
 
-def set_token_counts(connection: apsw.Connection, counts: list[tuple[int, int]]) -> None:
+def set_token_counts(connection: Transaction, counts: list[tuple[int, int]]) -> None:
     """Store counted tokens: (id, tokens) pairs."""
     connection.executemany(
         "UPDATE messages SET token_count = ? WHERE id = ?",

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import apsw
-
 from memoryd.domain.conversation import (
     ConversationKey,
 )
@@ -26,9 +24,10 @@ from memoryd.storage.message_rows import (
     window_state_from_row,
 )
 from memoryd.storage.sql import CONVERSATION_MATCH, KEY_MATCH, add_kinds, one, rows
+from memoryd.storage.transaction import Transaction
 
 
-def window_state(connection: apsw.Connection, key: ConversationKey) -> WindowState | None:
+def window_state(connection: Transaction, key: ConversationKey) -> WindowState | None:
     """The conversation's window, or None when it has no record."""
     found = rows(
         connection,
@@ -40,7 +39,7 @@ def window_state(connection: apsw.Connection, key: ConversationKey) -> WindowSta
 
 
 def window_floor(
-    connection: apsw.Connection, key: ConversationKey, window_start_id: int, cap: int | None
+    connection: Transaction, key: ConversationKey, window_start_id: int, cap: int | None
 ) -> int:
     """Messages above this id form the window: after its start, and the newest `cap` of those."""
     if cap is None:
@@ -55,7 +54,7 @@ def window_floor(
 
 
 def window_tail(
-    connection: apsw.Connection, key: ConversationKey, limit: int, cap: int | None
+    connection: Transaction, key: ConversationKey, limit: int, cap: int | None
 ) -> WindowTail:
     """The newest `limit` messages of the window (for the hot cache), in one snapshot."""
     window = window_state(connection, key)
@@ -68,7 +67,7 @@ def window_tail(
 
 
 def page(
-    connection: apsw.Connection,
+    connection: Transaction,
     key: ConversationKey,
     *,
     before_id: int | None,
@@ -90,7 +89,7 @@ def page(
 
 
 def conversation_stats(
-    connection: apsw.Connection, key: ConversationKey, cap: int | None
+    connection: Transaction, key: ConversationKey, cap: int | None
 ) -> ConversationStats | None:
     """Counts, times and window of a conversation, or None when it has no record."""
     window = window_state(connection, key)
@@ -138,7 +137,7 @@ def conversation_stats(
 
 
 def described(
-    connection: apsw.Connection, key: ConversationKey, written: str, session_start_id: int
+    connection: Transaction, key: ConversationKey, written: str, session_start_id: int
 ) -> str:
     """The session's description: the reviewer's, else from its first user message."""
     if written:
@@ -152,7 +151,7 @@ def described(
     return session_description("", first[0][0] if first else None)
 
 
-def last_ended_session(connection: apsw.Connection, key: ConversationKey) -> EndedSession | None:
+def last_ended_session(connection: Transaction, key: ConversationKey) -> EndedSession | None:
     """The session `/new` ended last, or None."""
     found = rows(
         connection,

@@ -13,8 +13,6 @@ import datetime as dt
 import json
 from collections.abc import Sequence
 
-import apsw
-
 from memoryd.domain.conversation import ConversationKey, search_scope_tokens
 from memoryd.domain.history import AppendedMessage, AppendOutcome, AppendResult, WindowState
 from memoryd.domain.messages import NewMessage, StoredMessage
@@ -26,6 +24,7 @@ from memoryd.storage.message_rows import (
     window_state_from_row,
 )
 from memoryd.storage.sql import CONVERSATION_MATCH, KEY_MATCH, Row, one, rows
+from memoryd.storage.transaction import Transaction
 
 # json_each rows are arrays; `->>` reads element N as an SQL value.
 _INSERT_MESSAGES = (
@@ -82,7 +81,7 @@ class _Slot:
     insert_position: int | None = None
 
 
-def append_batch(connection: apsw.Connection, requests: list[AppendRequest]) -> list[AppendResult]:
+def append_batch(connection: Transaction, requests: list[AppendRequest]) -> list[AppendResult]:
     """Store the messages of several appends at once; one result per request, in order."""
     keys = {request.key.as_row(): request.key for request in requests}
     existing = _existing_by_client_id(connection, requests, keys)
@@ -134,9 +133,7 @@ def append_batch(connection: apsw.Connection, requests: list[AppendRequest]) -> 
     return results
 
 
-def clear_window(
-    connection: apsw.Connection, key: ConversationKey, now: dt.datetime
-) -> WindowState:
+def clear_window(connection: Transaction, key: ConversationKey, now: dt.datetime) -> WindowState:
     """Start a fresh window and session after the conversation's newest message: the ending
     session's working memory and description are kept (ended_sessions), the new one has none."""
     ensure_conversation(connection, key, now)
@@ -161,7 +158,7 @@ def clear_window(
 
 
 def _end_session(
-    connection: apsw.Connection, key: ConversationKey, newest: int, now: dt.datetime
+    connection: Transaction, key: ConversationKey, newest: int, now: dt.datetime
 ) -> None:
     """Keep the ending session's texts, unless it had neither messages nor texts."""
     started, working_memory, written = one(
@@ -187,14 +184,12 @@ def _end_session(
     )
 
 
-def ensure_conversation(
-    connection: apsw.Connection, key: ConversationKey, now: dt.datetime
-) -> None:
+def ensure_conversation(connection: Transaction, key: ConversationKey, now: dt.datetime) -> None:
     """Create the conversation's record if it has none (a turn whose messages were all blank)."""
     _upsert_conversations(connection, [key], None, now)
 
 
-def purge_conversation(connection: apsw.Connection, key: ConversationKey) -> tuple[int, bool]:
+def purge_conversation(connection: Transaction, key: ConversationKey) -> tuple[int, bool]:
     """Delete every message (the triggers remove their index entries), then the conversation."""
     connection.execute(f"DELETE FROM messages AS m WHERE {KEY_MATCH}", key.as_row())
     deleted = connection.changes()
@@ -202,7 +197,7 @@ def purge_conversation(connection: apsw.Connection, key: ConversationKey) -> tup
     return deleted, connection.changes() > 0
 
 
-def next_history_version(connection: apsw.Connection) -> int:
+def next_history_version(connection: Transaction) -> int:
     """A history version never handed out before (a global counter, never reused)."""
     row = one(
         connection,
@@ -212,7 +207,7 @@ def next_history_version(connection: apsw.Connection) -> int:
 
 
 def _existing_by_client_id(
-    connection: apsw.Connection, requests: list[AppendRequest], keys: dict[Row, ConversationKey]
+    connection: Transaction, requests: list[AppendRequest], keys: dict[Row, ConversationKey]
 ) -> dict[tuple[Row, str], StoredMessage]:
     wanted = {
         (request.key.as_row(), message.client_message_id)
@@ -229,7 +224,7 @@ def _existing_by_client_id(
 
 
 def _upsert_conversations(
-    connection: apsw.Connection,
+    connection: Transaction,
     keys: Sequence[ConversationKey],
     version: int | None,
     now: dt.datetime,
@@ -243,7 +238,7 @@ def _upsert_conversations(
 
 
 def _insert_messages(
-    connection: apsw.Connection, inserts: list[tuple[ConversationKey, NewMessage, str]]
+    connection: Transaction, inserts: list[tuple[ConversationKey, NewMessage, str]]
 ) -> list[StoredMessage]:
     payload = json.dumps(
         [
@@ -287,6 +282,6 @@ def _insert_messages(
     ]
 
 
-def _current_versions(connection: apsw.Connection, keys: list[Row]) -> dict[Row, int]:
+def _current_versions(connection: Transaction, keys: list[Row]) -> dict[Row, int]:
     found = rows(connection, _VERSIONS, (json.dumps([list(row) for row in keys]),))
     return {tuple(row[:5]): int(row[5]) for row in found}

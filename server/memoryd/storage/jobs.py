@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-import apsw
-
 from memoryd.domain.conversation import OwnerKey
 from memoryd.domain.jobs import JobRun, JobStatus, RunOutcome
 from memoryd.domain.memories import job_scope_id
@@ -16,9 +14,10 @@ from memoryd.domain.quoting import clipped
 from memoryd.domain.timestamps import from_text, to_text
 from memoryd.errors import NotFound
 from memoryd.storage.sql import rows
+from memoryd.storage.transaction import Transaction
 
 
-def source_status(connection: apsw.Connection, owner: OwnerKey, job_id: str) -> JobStatus | None:
+def source_status(connection: Transaction, owner: OwnerKey, job_id: str) -> JobStatus | None:
     """The status of the job's memory source; None when the job never wrote."""
     found = rows(
         connection,
@@ -29,7 +28,7 @@ def source_status(connection: apsw.Connection, owner: OwnerKey, job_id: str) -> 
     return JobStatus(found[0][0]) if found else None
 
 
-def require_status(connection: apsw.Connection, owner: OwnerKey, job_id: str) -> JobStatus:
+def require_status(connection: Transaction, owner: OwnerKey, job_id: str) -> JobStatus:
     """The status of a job that has a memory source; NOT_FOUND otherwise."""
     status = source_status(connection, owner, job_id)
     if status is None:
@@ -41,7 +40,7 @@ def require_status(connection: apsw.Connection, owner: OwnerKey, job_id: str) ->
 
 
 def set_status(
-    connection: apsw.Connection,
+    connection: Transaction,
     owner: OwnerKey,
     job_id: str,
     status: JobStatus,
@@ -62,7 +61,7 @@ def set_status(
 
 
 def start_run(
-    connection: apsw.Connection, owner: OwnerKey, job_id: str, run_id: str, now: dt.datetime
+    connection: Transaction, owner: OwnerKey, job_id: str, run_id: str, now: dt.datetime
 ) -> JobRun:
     """The run, recorded as running when it is new."""
     connection.execute(
@@ -88,7 +87,7 @@ def start_run(
 
 
 def finish_run(  # noqa: PLR0917 - the run and how it ended
-    connection: apsw.Connection,
+    connection: Transaction,
     owner: OwnerKey,
     run: JobRun,
     outcome: RunOutcome,

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import apsw
 
+from memoryd.domain.conversation import OwnerKey
 from memoryd.storage.scrub import FTS_INDEXES
 from memoryd.storage.sql import rows
+from memoryd.storage.transaction import Transaction
 
 
 def backup(source: Path, target: Path) -> int:
@@ -44,7 +46,11 @@ def backup(source: Path, target: Path) -> int:
     return target.stat().st_size
 
 
-def problems(connection: apsw.Connection) -> list[str]:
+class Unreadable(Exception):
+    """The file is not a database SQLite can read (or not one at all); the text says why."""
+
+
+def problems(connection: Transaction) -> list[str]:
     """What is wrong with a database: SQLite's integrity check, every word index's own check,
     and rows that refer to rows that are not there. Empty when it is healthy."""
     found = [
@@ -62,18 +68,47 @@ def problems(connection: apsw.Connection) -> list[str]:
     return found
 
 
+def counts(connection: Transaction) -> tuple[int, int]:
+    """How many messages and memory rows the database holds."""
+    return (
+        int(rows(connection, "SELECT count(*) FROM messages")[0][0]),
+        int(rows(connection, "SELECT count(*) FROM memories")[0][0]),
+    )
+
+
+def prompt_file_owners(connection: Transaction) -> list[OwnerKey]:
+    """Every owner that has memory rows or a prompt file, in order."""
+    found = rows(
+        connection,
+        "SELECT agent_id, owner_id FROM memories UNION SELECT agent_id, scope_id FROM resources "
+        "WHERE resource_type IN ('user_md', 'memory_md') ORDER BY 1, 2",
+    )
+    return [OwnerKey(agent_id, owner_id) for agent_id, owner_id in found]
+
+
 @contextlib.contextmanager
-def snapshot(database: Path) -> Iterator[apsw.Connection]:
+def snapshot(database: Path) -> Iterator[Transaction]:
     """A private copy of the database (a backup beside it, deleted afterwards), open read-write:
     FTS5 checks itself through an INSERT, which a read-only connection refuses and which on the
-    live database would hold the server's writer up for as long as the check runs."""
+    live database would hold the server's writer up for as long as the check runs. A file
+    SQLite cannot read raises Unreadable, from the copy or from any read in the block."""
     copy = database.with_name(f".check-{secrets.token_hex(4)}.db")
-    backup(database, copy)
-    connection = apsw.Connection(str(copy))
+    try:
+        backup(database, copy)
+        connection = apsw.Connection(str(copy))
+    except apsw.Error as error:
+        _remove(copy)
+        raise Unreadable(str(error)) from error
     try:
         yield connection
+    except apsw.Error as error:
+        raise Unreadable(str(error)) from error
     finally:
         connection.close()
-        for leftover in (copy, Path(f"{copy}-wal"), Path(f"{copy}-shm")):
-            with contextlib.suppress(OSError):
-                leftover.unlink()
+        _remove(copy)
+
+
+def _remove(copy: Path) -> None:
+    for leftover in (copy, Path(f"{copy}-wal"), Path(f"{copy}-shm")):
+        with contextlib.suppress(OSError):
+            leftover.unlink()

@@ -10,8 +10,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import apsw
-
 from memoryd.domain.conversation import OwnerKey, owner_scope_token
 from memoryd.domain.memories import MemoryRecord, SourceInfo
 from memoryd.domain.memory_queries import ListFilter, RankedMemory, SourceRow, Visible
@@ -23,9 +21,10 @@ from memoryd.storage.memory_rows import (
 )
 from memoryd.storage.sql import Row, rows
 from memoryd.storage.substrings import contains
+from memoryd.storage.transaction import Transaction
 
 
-def get_by_id(connection: apsw.Connection, memory_id: int) -> MemoryRecord | None:
+def get_by_id(connection: Transaction, memory_id: int) -> MemoryRecord | None:
     """Any row by id (the caller's ownership is checked by the use case)."""
     found = rows(
         connection, f"SELECT {MEMORY_COLUMNS} FROM memories AS r WHERE r.id = ?", (memory_id,)
@@ -34,7 +33,7 @@ def get_by_id(connection: apsw.Connection, memory_id: int) -> MemoryRecord | Non
 
 
 def list_page(
-    connection: apsw.Connection,
+    connection: Transaction,
     visible: Visible,
     filters: ListFilter,
     *,
@@ -61,7 +60,7 @@ def list_page(
 
 
 def search_words(
-    connection: apsw.Connection,
+    connection: Transaction,
     visible: Visible,
     expression: str,
     limit: int,
@@ -93,7 +92,7 @@ def search_words(
     ]
 
 
-def by_ids(connection: apsw.Connection, memory_ids: Sequence[int]) -> dict[int, MemoryRecord]:
+def by_ids(connection: Transaction, memory_ids: Sequence[int]) -> dict[int, MemoryRecord]:
     """Rows by id (the ids come from a search that already applied the caller's visibility)."""
     if not memory_ids:
         return {}
@@ -108,7 +107,7 @@ def by_ids(connection: apsw.Connection, memory_ids: Sequence[int]) -> dict[int, 
 
 
 def search_substrings(
-    connection: apsw.Connection,
+    connection: Transaction,
     visible: Visible,
     words: tuple[str, ...],
     *,
@@ -143,9 +142,7 @@ def search_substrings(
     ]
 
 
-def by_key(
-    connection: apsw.Connection, visible: Visible, key: str, limit: int
-) -> list[MemoryRecord]:
+def by_key(connection: Transaction, visible: Visible, key: str, limit: int) -> list[MemoryRecord]:
     """Rows with exactly this key in the visible scopes, newest first."""
     sql = [f"SELECT {MEMORY_COLUMNS} FROM memories AS r WHERE {OWNER_MATCH} AND r.key = ?"]
     params: list[Any] = [visible.owner.agent_id, visible.owner.owner_id, key]
@@ -155,7 +152,7 @@ def by_key(
     return [memory_from_row(row) for row in rows(connection, " ".join(sql), params)]
 
 
-def render_input(connection: apsw.Connection, owner: OwnerKey) -> list[MemoryRecord]:
+def render_input(connection: Transaction, owner: OwnerKey) -> list[MemoryRecord]:
     """The owner's active rows that render into a prompt file."""
     return [
         memory_from_row(row)
@@ -168,7 +165,7 @@ def render_input(connection: apsw.Connection, owner: OwnerKey) -> list[MemoryRec
     ]
 
 
-def source(connection: apsw.Connection, owner: OwnerKey, source_id: str) -> SourceRow | None:
+def source(connection: Transaction, owner: OwnerKey, source_id: str) -> SourceRow | None:
     """One memory source of the owner."""
     found = rows(
         connection,
@@ -180,7 +177,7 @@ def source(connection: apsw.Connection, owner: OwnerKey, source_id: str) -> Sour
 
 
 def list_sources(
-    connection: apsw.Connection,
+    connection: Transaction,
     owner: OwnerKey,
     *,
     status: str,
@@ -264,7 +261,7 @@ def _placeholders(count: int) -> str:
 
 
 def recent_agent_entries(
-    connection: apsw.Connection, owner: OwnerKey, limit: int, *, leaving_out: Sequence[int] = ()
+    connection: Transaction, owner: OwnerKey, limit: int, *, leaving_out: Sequence[int] = ()
 ) -> list[tuple[str, str]]:
     """(key, value) of the owner's most recently updated active agent-scope rows, apart from
     the rows `leaving_out` (those the memory block shows already)."""

@@ -10,8 +10,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
-import apsw
-
 from memoryd.domain.conversation import ConversationKey, OwnerKey, owner_scope_token
 from memoryd.domain.jobs import check_writable
 from memoryd.domain.memories import (
@@ -37,6 +35,7 @@ from memoryd.storage.memory_rows import (
     memory_from_row,
 )
 from memoryd.storage.sql import rows
+from memoryd.storage.transaction import Transaction
 
 _UPSERT = (
     "INSERT INTO memories AS r (agent_id, owner_id, scope_type, scope_id, category, key, value, "
@@ -65,7 +64,7 @@ class Stored:
     before: MemoryRecord | None
 
 
-def find(connection: apsw.Connection, owner: OwnerKey, locator: Locator) -> MemoryRecord | None:
+def find(connection: Transaction, owner: OwnerKey, locator: Locator) -> MemoryRecord | None:
     """The caller's row named by `locator`, or None."""
     if locator.id:
         sql = f"SELECT {MEMORY_COLUMNS} FROM memories AS r WHERE r.id = ? AND {OWNER_MATCH}"
@@ -88,7 +87,7 @@ def find(connection: apsw.Connection, owner: OwnerKey, locator: Locator) -> Memo
     return memory_from_row(found[0]) if found else None
 
 
-def require(connection: apsw.Connection, owner: OwnerKey, locator: Locator) -> MemoryRecord:
+def require(connection: Transaction, owner: OwnerKey, locator: Locator) -> MemoryRecord:
     """The caller's row, or NOT_FOUND (the same answer whether it is missing or not theirs)."""
     record = find(connection, owner, locator)
     if record is None:
@@ -97,7 +96,7 @@ def require(connection: apsw.Connection, owner: OwnerKey, locator: Locator) -> M
 
 
 def upsert(
-    connection: apsw.Connection,
+    connection: Transaction,
     fact: NewFact,
     source: SourceInfo,
     now: dt.datetime,
@@ -147,7 +146,7 @@ def upsert(
 
 
 def set_value(
-    connection: apsw.Connection,
+    connection: Transaction,
     owner: OwnerKey,
     locator: Locator,
     *,
@@ -187,7 +186,7 @@ def set_value(
 
 
 def archive(
-    connection: apsw.Connection,
+    connection: Transaction,
     owner: OwnerKey,
     memory_id: int,
     *,
@@ -211,7 +210,7 @@ def archive(
 
 
 def restore(
-    connection: apsw.Connection,
+    connection: Transaction,
     owner: OwnerKey,
     memory_id: int,
     *,
@@ -237,7 +236,7 @@ def restore(
 
 
 def has_active_value(  # noqa: PLR0917 - a row's identity is these five values
-    connection: apsw.Connection,
+    connection: Transaction,
     owner: OwnerKey,
     scope_type: ScopeType,
     scope_id: str,
@@ -256,7 +255,7 @@ def has_active_value(  # noqa: PLR0917 - a row's identity is these five values
 
 
 def delete(
-    connection: apsw.Connection, owner: OwnerKey, locator: Locator, *, trust: Trust
+    connection: Transaction, owner: OwnerKey, locator: Locator, *, trust: Trust
 ) -> MemoryRecord | None:
     """Erase a row of the caller and its index entries; None when there was none."""
     before = find(connection, owner, locator)
@@ -267,9 +266,7 @@ def delete(
     return before
 
 
-def delete_conversation_scope(
-    connection: apsw.Connection, key: ConversationKey
-) -> list[MemoryRecord]:
+def delete_conversation_scope(connection: Transaction, key: ConversationKey) -> list[MemoryRecord]:
     """Erase every row scoped to one conversation (its notes and context); returns them."""
     found = rows(
         connection,
@@ -281,7 +278,7 @@ def delete_conversation_scope(
 
 
 def register_source(
-    connection: apsw.Connection,
+    connection: Transaction,
     owner: OwnerKey,
     info: SourceInfo,
     now: dt.datetime,
@@ -321,7 +318,7 @@ def register_source(
     )
 
 
-def set_provenance(connection: apsw.Connection, memory_id: int, provenance: Provenance) -> None:
+def set_provenance(connection: Transaction, memory_id: int, provenance: Provenance) -> None:
     """Record who last changed a row (the reviewer, when it replaces a value)."""
     connection.execute(
         "UPDATE memories SET source_id = ?, source_type = ?, source_name = ?, "
@@ -338,9 +335,7 @@ def set_provenance(connection: apsw.Connection, memory_id: int, provenance: Prov
     )
 
 
-def _check_source_message(
-    connection: apsw.Connection, owner: OwnerKey, message_id: int | None
-) -> None:
+def _check_source_message(connection: Transaction, owner: OwnerKey, message_id: int | None) -> None:
     if message_id is None:
         return
     found = rows(

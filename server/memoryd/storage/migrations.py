@@ -19,6 +19,7 @@ import apsw
 
 from memoryd.domain.timestamps import to_text, utc_now
 from memoryd.errors import StartupError
+from memoryd.storage.transaction import Transaction
 
 FILE_PATTERN = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
 BOOKKEEPING = """
@@ -121,7 +122,7 @@ def migrate(connection: apsw.Connection, migrations: list[Migration]) -> list[in
     return done
 
 
-def schema_version(connection: apsw.Connection) -> int:
+def schema_version(connection: Transaction) -> int:
     """The highest applied migration, 0 for a new database."""
     connection.execute(BOOKKEEPING)
     row = connection.execute("SELECT max(version) FROM schema_migrations").fetchall()[0]

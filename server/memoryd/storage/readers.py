@@ -17,6 +17,7 @@ import apsw
 from memoryd.errors import Unavailable
 from memoryd.storage.connection import ConnectionSettings, open_connection, reader_policy
 from memoryd.storage.errors import translate_read_errors
+from memoryd.storage.transaction import Transaction
 
 T = TypeVar("T")
 
@@ -34,14 +35,14 @@ class ReaderPool:
             max_workers=threads, thread_name_prefix="memoryd-reader"
         )
 
-    async def read(self, run: Callable[[apsw.Connection], T]) -> T:
+    async def read(self, run: Callable[[Transaction], T]) -> T:
         """Run `run(connection)` in one read transaction on a reader thread."""
         if self._closed:
             raise Unavailable("memoryd is shutting down; retry against another instance")
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self._read, run)
 
-    def _read(self, run: Callable[[apsw.Connection], T]) -> T:
+    def _read(self, run: Callable[[Transaction], T]) -> T:
         connection = self._connection()
         with translate_read_errors():
             connection.execute("BEGIN")

@@ -6,11 +6,10 @@ import dataclasses
 import datetime as dt
 from typing import Any
 
-import apsw
-
 from memoryd.domain.resources import ResourceInfo, ResourceKey, ResourceType, Revision, content_hash
 from memoryd.domain.timestamps import from_text, to_text
 from memoryd.storage.sql import Columns, Row, rows
+from memoryd.storage.transaction import Transaction
 
 # A revision joined with its resource (aliases s and v).
 _REVISION = Columns(
@@ -33,7 +32,7 @@ _REVISION_COLUMNS = _REVISION.select
 _KEY_MATCH = "s.agent_id = ? AND s.resource_type = ? AND s.scope_id = ?"
 
 
-def current(connection: apsw.Connection, key: ResourceKey) -> Revision | None:
+def current(connection: Transaction, key: ResourceKey) -> Revision | None:
     """The resource's current revision, or None when it has none."""
     found = rows(
         connection,
@@ -44,7 +43,7 @@ def current(connection: apsw.Connection, key: ResourceKey) -> Revision | None:
     return _revision(found[0]) if found else None
 
 
-def revision(connection: apsw.Connection, key: ResourceKey, number: int) -> Revision | None:
+def revision(connection: Transaction, key: ResourceKey, number: int) -> Revision | None:
     """One revision, or None."""
     found = rows(
         connection,
@@ -56,7 +55,7 @@ def revision(connection: apsw.Connection, key: ResourceKey, number: int) -> Revi
 
 
 def revisions(
-    connection: apsw.Connection, key: ResourceKey, *, before: int, limit: int
+    connection: Transaction, key: ResourceKey, *, before: int, limit: int
 ) -> list[Revision]:
     """Revisions newest first, below `before` (0: from the newest), content included."""
     sql = (
@@ -73,7 +72,7 @@ def revisions(
 
 
 def resources(
-    connection: apsw.Connection,
+    connection: Transaction,
     agent_id: str,
     resource_type: ResourceType | None,
     scope_id: str,
@@ -107,7 +106,7 @@ def resources(
 
 
 def all_current(
-    connection: apsw.Connection, types: tuple[ResourceType, ...]
+    connection: Transaction, types: tuple[ResourceType, ...]
 ) -> list[tuple[str, Revision]]:
     """(path, current revision) of every resource of these types."""
     found = rows(
@@ -120,7 +119,7 @@ def all_current(
     return [(row[0], _revision(row[1:])) for row in found]
 
 
-def path(connection: apsw.Connection, key: ResourceKey) -> str | None:
+def path(connection: Transaction, key: ResourceKey) -> str | None:
     """The file a resource is rendered to, or None when it has no revisions."""
     found = rows(
         connection,
@@ -131,7 +130,7 @@ def path(connection: apsw.Connection, key: ResourceKey) -> str | None:
     return str(found[0][0]) if found else None
 
 
-def set_path(connection: apsw.Connection, key: ResourceKey, path: str) -> None:
+def set_path(connection: Transaction, key: ResourceKey, path: str) -> None:
     """Record where a resource's file lives now."""
     connection.execute(
         f"UPDATE resources AS s SET resource_path = ? WHERE {_KEY_MATCH}", (path, *_key_params(key))
@@ -147,7 +146,7 @@ class Committed:
 
 
 def commit(
-    connection: apsw.Connection,
+    connection: Transaction,
     key: ResourceKey,
     *,
     path: str,
@@ -220,7 +219,7 @@ def commit(
     return Committed(committed.revision, committed)
 
 
-def _next_revision(connection: apsw.Connection, resource_id: int) -> int:
+def _next_revision(connection: Transaction, resource_id: int) -> int:
     # After a rollback the current revision is not the highest: numbers keep growing.
     found = rows(
         connection,

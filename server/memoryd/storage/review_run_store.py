@@ -9,8 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-import apsw
-
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.model_calls import Attempt
 from memoryd.domain.review_runs import (
@@ -23,6 +21,7 @@ from memoryd.domain.review_runs import (
 )
 from memoryd.domain.timestamps import from_text, to_text
 from memoryd.storage.sql import Columns, rows
+from memoryd.storage.transaction import Transaction
 
 # The messages a review reads: user messages that were not spoken. A guest's (by its trust or
 # its metadata) are read too, in batches of their own with a guest's admission.
@@ -51,7 +50,7 @@ _RUN = Columns(
 
 
 def start_run(
-    connection: apsw.Connection, key: ConversationKey, record: RunRecord, started: dt.datetime
+    connection: Transaction, key: ConversationKey, record: RunRecord, started: dt.datetime
 ) -> int:
     """Insert the run's row (counts are filled in by finish_run); returns its id."""
     found = rows(
@@ -74,7 +73,7 @@ def start_run(
 
 
 def finish_run(
-    connection: apsw.Connection,
+    connection: Transaction,
     run_id: int,
     record: RunRecord,
     attempts: list[Attempt],
@@ -137,7 +136,7 @@ def stored_status(status: ReviewStatus) -> str:
     return status.value
 
 
-def last_run(connection: apsw.Connection, key: ConversationKey) -> StoredRun | None:
+def last_run(connection: Transaction, key: ConversationKey) -> StoredRun | None:
     """The latest run of a conversation."""
     found = rows(
         connection,

@@ -12,8 +12,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import apsw
-
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.review_prompt import InputMessage
 from memoryd.domain.review_runs import (
@@ -24,6 +22,7 @@ from memoryd.domain.timestamps import from_text, to_text
 from memoryd.domain.turns import TurnUsage
 from memoryd.storage.review_run_store import stored_status
 from memoryd.storage.sql import CONVERSATION_MATCH, KEY_MATCH, Columns, Row, rows
+from memoryd.storage.transaction import Transaction
 
 # The messages a review reads: user messages that were not spoken. A guest's (by its trust or
 # its metadata) are read too, in batches of their own with a guest's admission.
@@ -61,7 +60,7 @@ def _time(text: str | None) -> dt.datetime | None:
     return from_text(text) if text is not None else None
 
 
-def state(connection: apsw.Connection, key: ConversationKey) -> ReviewState | None:
+def state(connection: Transaction, key: ConversationKey) -> ReviewState | None:
     """The review state, or None when the conversation was never marked or reviewed."""
     found = rows(
         connection,
@@ -71,7 +70,7 @@ def state(connection: apsw.Connection, key: ConversationKey) -> ReviewState | No
     return _state(found[0]) if found else None
 
 
-def cursor(connection: apsw.Connection, key: ConversationKey) -> int:
+def cursor(connection: Transaction, key: ConversationKey) -> int:
     """The id of the last reviewed message (0 before the first review)."""
     found = state(connection, key)
     return found.cursor if found is not None else 0
@@ -100,7 +99,7 @@ def _state(row: Row) -> ReviewState:
 
 
 def mark_turn(
-    connection: apsw.Connection,
+    connection: Transaction,
     key: ConversationKey,
     *,
     usage: TurnUsage,
@@ -125,7 +124,7 @@ def mark_turn(
 
 
 def reviewable_after(
-    connection: apsw.Connection, key: ConversationKey, after_id: int, limit: int
+    connection: Transaction, key: ConversationKey, after_id: int, limit: int
 ) -> list[InputMessage]:
     """Reviewable messages after the cursor, oldest first."""
     found = rows(
@@ -137,12 +136,12 @@ def reviewable_after(
     return [InputMessage(row[0], row[1], bool(row[2])) for row in found]
 
 
-def has_input_after(connection: apsw.Connection, key: ConversationKey, after_id: int) -> bool:
+def has_input_after(connection: Transaction, key: ConversationKey, after_id: int) -> bool:
     """Whether any reviewable message follows `after_id` (one row read)."""
     return bool(reviewable_after(connection, key, after_id, 1))
 
 
-def unread_through(connection: apsw.Connection, key: ConversationKey, through_id: int) -> bool:
+def unread_through(connection: Transaction, key: ConversationKey, through_id: int) -> bool:
     """Whether a reviewable message after the review cursor has an id up to `through_id`."""
     after_id = cursor(connection, key)
     found = rows(
@@ -154,7 +153,7 @@ def unread_through(connection: apsw.Connection, key: ConversationKey, through_id
     return bool(found)
 
 
-def unread_count(connection: apsw.Connection, key: ConversationKey, after_id: int) -> int:
+def unread_count(connection: Transaction, key: ConversationKey, after_id: int) -> int:
     """The backlog: reviewable messages after the cursor `after_id`."""
     found = rows(
         connection,
@@ -164,7 +163,7 @@ def unread_count(connection: apsw.Connection, key: ConversationKey, after_id: in
     return int(found[0][0])
 
 
-def pass_over(connection: apsw.Connection, key: ConversationKey, ids: Sequence[int]) -> bool:
+def pass_over(connection: Transaction, key: ConversationKey, ids: Sequence[int]) -> bool:
     """Count the messages `ids` (just stored) as reviewed by moving the cursor past them, unless
     other unread input lies before the last of them (the review reads in order, so it would be
     passed over too); whether the cursor moved."""
@@ -189,7 +188,7 @@ def pass_over(connection: apsw.Connection, key: ConversationKey, ids: Sequence[i
 
 
 def mark_input(
-    connection: apsw.Connection, inputs: list[tuple[ConversationKey, dt.datetime, int]]
+    connection: Transaction, inputs: list[tuple[ConversationKey, dt.datetime, int]]
 ) -> None:
     """Appended reviewable messages, stored without an agent turn: new input for the scheduler,
     for each (conversation, time, how many), counted for the passive trigger; one statement
@@ -208,7 +207,7 @@ def mark_input(
     )
 
 
-def conversation_texts(connection: apsw.Connection, key: ConversationKey) -> tuple[str, str]:
+def conversation_texts(connection: Transaction, key: ConversationKey) -> tuple[str, str]:
     """(working memory, description) of a conversation; empty when it has no record."""
     found = rows(
         connection,
@@ -218,7 +217,7 @@ def conversation_texts(connection: apsw.Connection, key: ConversationKey) -> tup
     return (found[0][0], found[0][1]) if found else ("", "")
 
 
-def session_start(connection: apsw.Connection, key: ConversationKey) -> int:
+def session_start(connection: Transaction, key: ConversationKey) -> int:
     """The id after which the conversation's current session starts (0 when it has no record)."""
     found = rows(
         connection,
@@ -228,7 +227,7 @@ def session_start(connection: apsw.Connection, key: ConversationKey) -> int:
     return int(found[0][0]) if found else 0
 
 
-def set_working_memory(connection: apsw.Connection, key: ConversationKey, text: str) -> None:
+def set_working_memory(connection: Transaction, key: ConversationKey, text: str) -> None:
     """Set the session's working memory."""
     connection.execute(
         f"UPDATE conversations SET working_memory = ? WHERE {CONVERSATION_MATCH}",
@@ -236,7 +235,7 @@ def set_working_memory(connection: apsw.Connection, key: ConversationKey, text: 
     )
 
 
-def set_description(connection: apsw.Connection, key: ConversationKey, text: str) -> None:
+def set_description(connection: Transaction, key: ConversationKey, text: str) -> None:
     """Set the session's description."""
     connection.execute(
         f"UPDATE conversations SET description = ? WHERE {CONVERSATION_MATCH}",
@@ -245,7 +244,7 @@ def set_description(connection: apsw.Connection, key: ConversationKey, text: str
 
 
 def claim(
-    connection: apsw.Connection,
+    connection: Transaction,
     key: ConversationKey,
     token: str,
     *,
@@ -264,7 +263,7 @@ def claim(
     return bool(found)
 
 
-def holds_claim(connection: apsw.Connection, key: ConversationKey, token: str) -> bool:
+def holds_claim(connection: Transaction, key: ConversationKey, token: str) -> bool:
     """Whether `token` still holds the claim (a stale claim may have been taken over)."""
     found = rows(
         connection,
@@ -274,7 +273,7 @@ def holds_claim(connection: apsw.Connection, key: ConversationKey, token: str) -
     return bool(found)
 
 
-def release(connection: apsw.Connection, key: ConversationKey, token: str) -> None:
+def release(connection: Transaction, key: ConversationKey, token: str) -> None:
     """Give the claim back without recording a review."""
     connection.execute(
         "UPDATE memory_review_state SET claim_token = NULL, claimed_at = NULL "
@@ -283,7 +282,7 @@ def release(connection: apsw.Connection, key: ConversationKey, token: str) -> No
     )
 
 
-def clear_pending(connection: apsw.Connection, key: ConversationKey) -> None:
+def clear_pending(connection: Transaction, key: ConversationKey) -> None:
     """No reviewable input is left after the cursor."""
     connection.execute(
         f"UPDATE memory_review_state SET pending_input = 0, backlog = 0 WHERE {CONVERSATION_MATCH}",
@@ -291,7 +290,7 @@ def clear_pending(connection: apsw.Connection, key: ConversationKey) -> None:
     )
 
 
-def clear_claims(connection: apsw.Connection) -> int:
+def clear_claims(connection: Transaction) -> int:
     """At start-up: no review is running, so every claim is a dead server's."""
     connection.execute(
         "UPDATE memory_review_state SET claim_token = NULL, claimed_at = NULL "
@@ -301,7 +300,7 @@ def clear_claims(connection: apsw.Connection) -> int:
 
 
 def record_success(
-    connection: apsw.Connection,
+    connection: Transaction,
     key: ConversationKey,
     *,
     status: ReviewStatus,
@@ -331,7 +330,7 @@ def record_success(
 
 
 def record_failure(
-    connection: apsw.Connection, key: ConversationKey, *, error: str, now: dt.datetime
+    connection: Transaction, key: ConversationKey, *, error: str, now: dt.datetime
 ) -> None:
     """A failed review: the cursor stays, the failure counts, the claim is released."""
     connection.execute(
@@ -344,7 +343,7 @@ def record_failure(
 
 
 def due(
-    connection: apsw.Connection,
+    connection: Transaction,
     *,
     interval_before: dt.datetime | None,
     backoff_before: dt.datetime,
@@ -383,7 +382,7 @@ def due(
 
 
 def candidates(
-    connection: apsw.Connection,
+    connection: Transaction,
     *,
     agent_id: str | None,
     owner_id: str | None,
@@ -412,7 +411,7 @@ def candidates(
     return [ConversationKey(*row) for row in rows(connection, " ".join(sql), params)]
 
 
-def _ensure(connection: apsw.Connection, key: ConversationKey) -> None:
+def _ensure(connection: Transaction, key: ConversationKey) -> None:
     connection.execute(
         "INSERT INTO memory_review_state (agent_id, owner_id, channel, chat_id, thread_scope) "
         "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",

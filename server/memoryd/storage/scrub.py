@@ -19,6 +19,7 @@ import apsw
 from memoryd.domain.conversation import ConversationKey, OwnerKey
 from memoryd.domain.resources import checkpoint_owner_prefix, checkpoint_resource
 from memoryd.storage.sql import rows
+from memoryd.storage.transaction import Transaction
 
 FTS_INDEXES = ("messages_fts", "messages_trigram", "memories_fts")
 _OWNER = "agent_id = ? AND owner_id = ?"
@@ -41,7 +42,7 @@ class OwnerErased:
     files: tuple[str, ...]
 
 
-def purge_owner(connection: apsw.Connection, owner: OwnerKey) -> OwnerErased:
+def purge_owner(connection: Transaction, owner: OwnerKey) -> OwnerErased:
     """Delete everything of one owner of one agent (in the caller's transaction), then optimize
     the word indexes."""
     pair = (owner.agent_id, owner.owner_id)
@@ -122,7 +123,7 @@ def purge_owner(connection: apsw.Connection, owner: OwnerKey) -> OwnerErased:
     return OwnerErased(owner, counts, conversations, memory_ids, files)
 
 
-def delete_checkpoints(connection: apsw.Connection, key: ConversationKey) -> int:
+def delete_checkpoints(connection: Transaction, key: ConversationKey) -> int:
     """The conversation's checkpoint resource with every revision (its summaries, rollbacks
     included); returns how many revisions went."""
     resource = checkpoint_resource(key)
@@ -141,7 +142,7 @@ def delete_checkpoints(connection: apsw.Connection, key: ConversationKey) -> int
 
 
 def delete_rendering_revisions(
-    connection: apsw.Connection, owner: OwnerKey, memory_ids: list[int]
+    connection: Transaction, owner: OwnerKey, memory_ids: list[int]
 ) -> int:
     """Revisions of the owner's prompt files that rendered any of `memory_ids` (erased rows), as
     each revision's provenance records (`rendered`), except each file's current revision (which
@@ -161,13 +162,13 @@ def delete_rendering_revisions(
     return connection.changes()
 
 
-def optimize_indexes(connection: apsw.Connection) -> None:
+def optimize_indexes(connection: Transaction) -> None:
     """Merge every word index into one segment, dropping deleted entries from the file."""
     for index in FTS_INDEXES:
         connection.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")
 
 
-def truncate_wal(connection: apsw.Connection) -> bool:
+def truncate_wal(connection: Transaction) -> bool:
     """Checkpoint the WAL into the database and truncate it to nothing (outside any
     transaction), without waiting: `connection` should have no busy timeout, so a writer or a
     reader on an older snapshot makes it return False at once instead of holding the write lock
@@ -179,24 +180,24 @@ def truncate_wal(connection: apsw.Connection) -> bool:
     return busy == 0
 
 
-def record_pending(connection: apsw.Connection, what: str, now: str) -> None:
+def record_pending(connection: Transaction, what: str, now: str) -> None:
     """Note, in the erasure's own transaction, that its text may be in the WAL until a
     truncation after it succeeds."""
     connection.execute("INSERT INTO pending_scrubs (erased_at, what) VALUES (?, ?)", (now, what))
 
 
-def newest_pending(connection: apsw.Connection) -> int:
+def newest_pending(connection: Transaction) -> int:
     """The id of the newest erasure still waiting for a truncation (0: none)."""
     found = rows(connection, "SELECT coalesce(max(id), 0) FROM pending_scrubs")[0][0]
     return found if isinstance(found, int) else 0
 
 
-def clear_pending(connection: apsw.Connection, through: int) -> None:
+def clear_pending(connection: Transaction, through: int) -> None:
     """The erasures up to `through` are scrubbed: a truncation after them succeeded."""
     connection.execute("DELETE FROM pending_scrubs WHERE id <= ?", (through,))
 
 
-def pending(connection: apsw.Connection) -> list[tuple[str, str]]:
+def pending(connection: Transaction) -> list[tuple[str, str]]:
     """(erased_at, what) of every erasure still waiting for a truncation, oldest first."""
     return [
         (str(row[0]), str(row[1]))

@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import apsw
-
 from memoryd.domain.conversation import (
     AgentKey,
     ConversationKey,
@@ -32,6 +30,7 @@ from memoryd.storage.message_rows import (
 )
 from memoryd.storage.sql import KEY_COLUMNS, KEY_MATCH, Row, add_kinds, one, placeholders, rows
 from memoryd.storage.substrings import contains
+from memoryd.storage.transaction import Transaction
 
 # The sender's weight in bm25, against 1.0 for the content (tuned on LoCoMo conversations 1-5).
 SENDER_WEIGHT = 1.0
@@ -52,7 +51,7 @@ SCAN_LIMIT = 5000
 
 
 def search_words(
-    connection: apsw.Connection,
+    connection: Transaction,
     scope: HistoryScope,
     expression: str,
     kinds: tuple[str, ...],
@@ -90,7 +89,7 @@ def search_words(
 
 
 def rank_words(
-    connection: apsw.Connection,
+    connection: Transaction,
     scope: HistoryScope,
     expression: str,
     kinds: tuple[str, ...],
@@ -127,7 +126,7 @@ def rank_words(
 
 
 def _in_scope(
-    connection: apsw.Connection,
+    connection: Transaction,
     scope: HistoryScope,
     ranked: list[tuple[int, float]],
     kinds: tuple[str, ...],
@@ -185,7 +184,7 @@ def _word_query(
 
 
 def word_snippets(
-    connection: apsw.Connection, expression: str, message_ids: Sequence[int]
+    connection: Transaction, expression: str, message_ids: Sequence[int]
 ) -> dict[int, str]:
     """FTS5's snippet of each of these messages for `expression`, where it matches."""
     found = rows(
@@ -198,7 +197,7 @@ def word_snippets(
 
 
 def search_substrings(
-    connection: apsw.Connection,
+    connection: Transaction,
     scope: HistoryScope,
     plan: SearchPlan,
     kinds: tuple[str, ...],
@@ -248,7 +247,7 @@ def search_substrings(
 
 
 def messages_by_ids(
-    connection: apsw.Connection,
+    connection: Transaction,
     scope: HistoryScope,
     message_ids: Sequence[int],
     kinds: tuple[str, ...],
@@ -273,7 +272,7 @@ def messages_by_ids(
 
 
 def neighbours(
-    connection: apsw.Connection, message_ids: Sequence[int]
+    connection: Transaction, message_ids: Sequence[int]
 ) -> dict[int, tuple[int | None, int | None]]:
     """The previous and the next message of each message in its own conversation."""
     if not message_ids:
@@ -289,7 +288,7 @@ def neighbours(
     return {int(row[0]): (row[1], row[2]) for row in found}
 
 
-def word_matches(connection: apsw.Connection, expression: str) -> int:
+def word_matches(connection: Transaction, expression: str) -> int:
     """How many messages of the whole index match `expression`, counted only to just past
     RARE_WORDS (the questions asked of it: narrow by the scope's token? rank index first?)."""
     (matching,) = one(
@@ -300,7 +299,7 @@ def word_matches(connection: apsw.Connection, expression: str) -> int:
     return int(matching)
 
 
-def common_phrases(connection: apsw.Connection, phrases: Sequence[str]) -> frozenset[str]:
+def common_phrases(connection: Transaction, phrases: Sequence[str]) -> frozenset[str]:
     """The phrases found in more than RARE_WORDS messages of the whole index (counting stops
     just past it), for SearchPlan.without_common."""
     return frozenset(
@@ -318,7 +317,7 @@ def common_phrases(connection: apsw.Connection, phrases: Sequence[str]) -> froze
     )
 
 
-def scope_is_small(connection: apsw.Connection, scope: HistoryScope) -> bool:
+def scope_is_small(connection: Transaction, scope: HistoryScope) -> bool:
     """Whether the scope holds at most SCAN_LIMIT messages (counting stops just past it)."""
     sql = ["SELECT count(*) FROM (SELECT 1 FROM messages AS m WHERE 1"]
     params: list[Any] = []

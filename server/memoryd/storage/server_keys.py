@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import apsw
-
 from memoryd.storage.sql import one
+from memoryd.storage.transaction import Transaction
 
 
-def page_token_key(connection: apsw.Connection) -> bytes:
+def page_token_key(connection: Transaction) -> bytes:
     """The key that signs page tokens."""
     return _key(connection, "page_tokens")
 
 
-def log_names_key(connection: apsw.Connection) -> bytes:
+def log_names_key(connection: Transaction) -> bytes:
     """The key of the hashed identifiers in the log (memoryd.log_names)."""
     return _key(connection, "log_names")
 
 
-def _key(connection: apsw.Connection, name: str) -> bytes:
+def _key(connection: Transaction, name: str) -> bytes:
     value = one(connection, "SELECT value FROM server_keys WHERE name = ?", (name,))[0]
     return bytes(value)

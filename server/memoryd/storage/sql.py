@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import apsw
+from memoryd.storage.transaction import Transaction
 
 Row = tuple[Any, ...]
 KEY_COLUMNS = ("agent_id", "owner_id", "channel", "chat_id", "thread_scope")
@@ -17,13 +17,13 @@ KEY_MATCH = " AND ".join(f"m.{column} = ?" for column in KEY_COLUMNS)
 CONVERSATION_MATCH = "(agent_id, owner_id, channel, chat_id, thread_scope) = (?, ?, ?, ?, ?)"
 
 
-def rows(connection: apsw.Connection, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+def rows(connection: Transaction, sql: str, params: Sequence[Any] = ()) -> list[Row]:
     """Every row of a statement."""
     found: list[Row] = connection.execute(sql, params).fetchall()
     return found
 
 
-def one(connection: apsw.Connection, sql: str, params: Sequence[Any] = ()) -> Row:
+def one(connection: Transaction, sql: str, params: Sequence[Any] = ()) -> Row:
     """The single row a statement always returns (an aggregate, a RETURNING of a known row)."""
     return rows(connection, sql, params)[0]
 
@@ -52,7 +52,7 @@ class Columns:
 
 
 @contextmanager
-def savepoint(connection: apsw.Connection, name: str) -> Iterator[None]:
+def savepoint(connection: Transaction, name: str) -> Iterator[None]:
     """A nested transaction: released when the block ends, rolled back to when it raises.
 
     Inside a write transaction, one failing step undoes only its own changes; the exception

@@ -6,11 +6,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-import apsw
-
 from memoryd.domain.timestamps import to_text
 from memoryd.domain.transcripts import Session
 from memoryd.storage.sql import rows
+from memoryd.storage.transaction import Transaction
 
 _SESSION_MATCH = "agent_id = ? AND owner_id = ? AND device_id = ? AND session_id = ?"
 
@@ -20,7 +19,7 @@ def _params(session: Session) -> tuple[str, str, str, str]:
     return (key.agent_id, key.owner_id, opening.device_id, opening.session_id)
 
 
-def committed_seq(connection: apsw.Connection, session: Session) -> int | None:
+def committed_seq(connection: Transaction, session: Session) -> int | None:
     """The session's committed seq, or None when the session is new."""
     found = rows(
         connection,
@@ -30,7 +29,7 @@ def committed_seq(connection: apsw.Connection, session: Session) -> int | None:
     return int(found[0][0]) if found else None
 
 
-def advance(connection: apsw.Connection, moves: list[tuple[Session, int, dt.datetime]]) -> None:
+def advance(connection: Transaction, moves: list[tuple[Session, int, dt.datetime]]) -> None:
     """Every utterance up to its seq has its final committed, for each (session, seq, now); one
     statement for all of them (the count never goes down)."""
     payload = json.dumps(

@@ -26,6 +26,7 @@ from memoryd.domain.transfer import SHAPES, Kind, Record, Selection, Value, conv
 from memoryd.errors import FailedPrecondition, InvalidArgument
 from memoryd.storage.migrations import migration_sql
 from memoryd.storage.sql import Row, rows, savepoint
+from memoryd.storage.transaction import Transaction
 
 _OWNED = "(:agent = '' OR t.agent_id = :agent) AND (:owner = '' OR t.owner_id = :owner)"
 # A resource belongs to an owner when it is one of the owner's prompt files, or the checkpoint
@@ -117,7 +118,7 @@ def _parameters(chosen: Selection) -> dict[str, str]:
     }
 
 
-def count(connection: apsw.Connection, chosen: Selection) -> int:
+def count(connection: Transaction, chosen: Selection) -> int:
     """How many records an export of `chosen` holds (in the caller's read transaction)."""
     parameters = _parameters(chosen)
     total = 0
@@ -127,7 +128,7 @@ def count(connection: apsw.Connection, chosen: Selection) -> int:
     return total
 
 
-def read(connection: apsw.Connection, chosen: Selection) -> Iterator[tuple[Kind, Row]]:
+def read(connection: Transaction, chosen: Selection) -> Iterator[tuple[Kind, Row]]:
     """Every record of `chosen`, in file order (in the caller's read transaction)."""
     parameters = _parameters(chosen)
     for kind, table in _TABLES.items():
@@ -142,7 +143,7 @@ def read(connection: apsw.Connection, chosen: Selection) -> Iterator[tuple[Kind,
 # --- import --------------------------------------------------------------------------------------
 
 
-def split_old_checkpoints(connection: apsw.Connection) -> bool:
+def split_old_checkpoints(connection: Transaction) -> bool:
     """Split checkpoint resources of the version 1 format by owner, with migration 0009's own
     statements (in the caller's transaction); whether there were any. FAILED_PRECONDITION when
     a split revision would land on a stored one of the same number."""
@@ -177,7 +178,7 @@ class Stored:
     passed_over: int = 0
 
 
-def store(connection: apsw.Connection, records: Sequence[Record]) -> Stored:
+def store(connection: Transaction, records: Sequence[Record]) -> Stored:
     """Store a batch of records (in file order) in the caller's transaction."""
     done = Stored()
     start = 0
@@ -199,7 +200,7 @@ def store(connection: apsw.Connection, records: Sequence[Record]) -> Stored:
 
 
 def _store_run(
-    connection: apsw.Connection, kind: Kind, records: Sequence[Record], done: Stored
+    connection: Transaction, kind: Kind, records: Sequence[Record], done: Stored
 ) -> None:
     existing = _existing(connection, kind, records)
     new: list[Record] = []
@@ -241,7 +242,7 @@ def _store_run(
 
 
 def _existing(
-    connection: apsw.Connection, kind: Kind, records: Sequence[Record]
+    connection: Transaction, kind: Kind, records: Sequence[Record]
 ) -> dict[tuple[Value, ...], tuple[Value, ...]]:
     """The stored rows with the identity of one of `records`, by identity."""
     shape = SHAPES[kind]
@@ -266,7 +267,7 @@ def _identity(kind: Kind, values: Sequence[Value]) -> tuple[Value, ...]:
     return tuple(values[columns.index(column)] for column in SHAPES[kind].identity)
 
 
-def _insert(connection: apsw.Connection, kind: Kind, records: Sequence[Record]) -> None:
+def _insert(connection: Transaction, kind: Kind, records: Sequence[Record]) -> None:
     shape = SHAPES[kind]
     columns = (*shape.columns, *shape.derived)
     picks = [f"j.value ->> {index}" for index in range(len(columns))]

@@ -13,13 +13,12 @@ import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import apsw
-
 from memoryd.domain.conversation import AgentKey, ConversationKey, HistoryScope, OwnerKey
 from memoryd.domain.memory_queries import Visible
 from memoryd.domain.timestamps import to_text, utc_now
 from memoryd.storage.memory_reads import visible_conditions
 from memoryd.storage.sql import KEY_COLUMNS, KEY_MATCH, Row, one, rows
+from memoryd.storage.transaction import Transaction
 
 # The end of the previous message a message's vector is made with, in characters.
 CONTEXT_CHARS = 300
@@ -79,9 +78,7 @@ class VectorCounts:
 # --- the embedder's side (writer connection unless said otherwise) ----------------------------
 
 
-def model_row(
-    connection: apsw.Connection, provider: str, model: str, dimension: int
-) -> EmbeddingModel:
+def model_row(connection: Transaction, provider: str, model: str, dimension: int) -> EmbeddingModel:
     """The model's row, created on its first use."""
     connection.execute(
         "INSERT INTO embedding_models (provider, model, dimension, created_at) VALUES (?, ?, ?, ?) "
@@ -97,7 +94,7 @@ def model_row(
     return EmbeddingModel(*found)
 
 
-def find_model(connection: apsw.Connection, provider: str, model: str) -> EmbeddingModel | None:
+def find_model(connection: Transaction, provider: str, model: str) -> EmbeddingModel | None:
     """The newest row of this provider's model (any dimension), or None before its first vector."""
     found = rows(
         connection,
@@ -108,7 +105,7 @@ def find_model(connection: apsw.Connection, provider: str, model: str) -> Embedd
     return EmbeddingModel(*found[0]) if found else None
 
 
-def waiting_messages(connection: apsw.Connection, cursor: int, limit: int) -> list[MessageText]:
+def waiting_messages(connection: Transaction, cursor: int, limit: int) -> list[MessageText]:
     """Messages after the cursor, oldest first, each with the one before it (reader)."""
     same = " AND ".join(f"p.{column} = m.{column}" for column in KEY_COLUMNS)
     previous = f"FROM messages AS p WHERE {same} AND p.id < m.id ORDER BY p.id DESC LIMIT 1"
@@ -122,7 +119,7 @@ def waiting_messages(connection: apsw.Connection, cursor: int, limit: int) -> li
     return [MessageText(int(row[0]), str(row[1]), str(row[2]), row[3], row[4]) for row in found]
 
 
-def waiting_memories(connection: apsw.Connection, model_id: int, limit: int) -> list[MemoryText]:
+def waiting_memories(connection: Transaction, model_id: int, limit: int) -> list[MemoryText]:
     """Memory rows without a vector of the model (reader)."""
     found = rows(
         connection,
@@ -135,7 +132,7 @@ def waiting_memories(connection: apsw.Connection, model_id: int, limit: int) -> 
 
 
 def store_message_vectors(
-    connection: apsw.Connection,
+    connection: Transaction,
     model_id: int,
     vectors: Sequence[tuple[int, float, bytes]],
     cursor: int,
@@ -154,7 +151,7 @@ def store_message_vectors(
 
 
 def store_memory_vectors(
-    connection: apsw.Connection,
+    connection: Transaction,
     model_id: int,
     vectors: Sequence[tuple[MemoryText, float, bytes]],
 ) -> int:
@@ -168,7 +165,7 @@ def store_memory_vectors(
     return len(vectors)
 
 
-def restart(connection: apsw.Connection, model_id: int) -> tuple[int, int]:
+def restart(connection: Transaction, model_id: int) -> tuple[int, int]:
     """Queue everything again for the model: the message cursor back to 0 (the old vectors
     serve searches until replaced), the rows' vectors dropped. Returns what is queued."""
     connection.execute("UPDATE embedding_models SET message_cursor = 0 WHERE id = ?", (model_id,))
@@ -178,7 +175,7 @@ def restart(connection: apsw.Connection, model_id: int) -> tuple[int, int]:
     return int(messages), int(memories)
 
 
-def counts(connection: apsw.Connection, model_id: int | None, cursor: int) -> VectorCounts:
+def counts(connection: Transaction, model_id: int | None, cursor: int) -> VectorCounts:
     """Embedded and waiting messages and rows of the model (reader)."""
     model = -1 if model_id is None else model_id
     return VectorCounts(
@@ -211,7 +208,7 @@ def counts(connection: apsw.Connection, model_id: int | None, cursor: int) -> Ve
 
 
 def model_progress(
-    connection: apsw.Connection,
+    connection: Transaction,
 ) -> list[tuple[str, str, int, VectorCounts]]:
     """(provider, model, dimension, counts) of every model row, newest first (memoryd check)."""
     found = rows(
@@ -225,7 +222,7 @@ def model_progress(
     ]
 
 
-def orphaned_vectors(connection: apsw.Connection) -> int:
+def orphaned_vectors(connection: Transaction) -> int:
     """Vectors whose message or memory row is gone (foreign keys make this 0)."""
     (count,) = one(
         connection,
@@ -241,7 +238,7 @@ def orphaned_vectors(connection: apsw.Connection) -> int:
 
 
 def scope_vectors(
-    connection: apsw.Connection, scope: HistoryScope, model_id: int, after_seq: int
+    connection: Transaction, scope: HistoryScope, model_id: int, after_seq: int
 ) -> Iterator[list[Row]]:
     """(seq, message id, scale, vector) of the scope's messages written after `after_seq`, in
     chunks of LOAD_CHUNK rows (a large scope is never all in Python objects at once). The first
@@ -267,7 +264,7 @@ def scope_vectors(
 
 
 def scope_vector_count(
-    connection: apsw.Connection, scope: HistoryScope, model_id: int, stop_at: int
+    connection: Transaction, scope: HistoryScope, model_id: int, stop_at: int
 ) -> int:
     """How many of the scope's messages have a vector of the model, counting up to `stop_at`."""
     condition, params = _scope_condition(scope)
@@ -280,13 +277,13 @@ def scope_vector_count(
     return int(count)
 
 
-def newest_seq(connection: apsw.Connection) -> int:
+def newest_seq(connection: Transaction) -> int:
     """The seq of the newest message vector (0 when none)."""
     return int(one(connection, "SELECT coalesce(max(seq), 0) FROM message_vectors")[0])
 
 
 def visible_memory_vectors(
-    connection: apsw.Connection, visible: Visible, model_id: int
+    connection: Transaction, visible: Visible, model_id: int
 ) -> StoredVectors:
     """(row id, row id, scale, vector) of every row the caller may see."""
     conditions, params = visible_conditions(visible)

@@ -38,6 +38,7 @@ import apsw
 from memoryd.errors import Unavailable
 from memoryd.log_events import Event
 from memoryd.storage.errors import TRANSIENT_ERRORS, unavailable
+from memoryd.storage.transaction import Transaction
 
 T = TypeVar("T")
 P = TypeVar("P")
@@ -76,10 +77,10 @@ class Batch(Generic[P, T]):
     """A kind of write: `run(connection, payloads)` returns one result per payload, in order."""
 
     name: str
-    run: Callable[[apsw.Connection, list[P]], list[T]]
+    run: Callable[[Transaction, list[P]], list[T]]
 
     @classmethod
-    def each(cls, name: str, run_one: Callable[[apsw.Connection, P], T]) -> Batch[P, T]:
+    def each(cls, name: str, run_one: Callable[[Transaction, P], T]) -> Batch[P, T]:
         """A kind whose payloads are simply carried out one after the other."""
         return cls(name, lambda connection, payloads: [run_one(connection, p) for p in payloads])
 

@@ -1,0 +1,35 @@
+"""The handle services hold while storage lends them the database: one open transaction.
+
+The writer lends its connection inside a write transaction, a reader inside a read
+transaction. Services pass the handle on to storage's repository functions and never use it
+themselves: no SQL is written outside `storage/` (`tests/test_layers.py` keeps it so), so the
+methods below are the ones those repository functions need. An apsw connection satisfies the
+Protocol as it is; a second backend brings its own handle with the same methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+import apsw
+
+
+class Transaction(Protocol):
+    """An open transaction: statements run in it and commit, or roll back, with it."""
+
+    def execute(self, statements: str, bindings: Any = None, /) -> apsw.Cursor:
+        """Run statements with their parameters; the cursor yields the rows."""
+        ...
+
+    def executemany(self, statements: str, sequenceofbindings: Iterable[Any], /) -> apsw.Cursor:
+        """Run one statement once per set of parameters."""
+        ...
+
+    def changes(self) -> int:
+        """How many rows the last statement inserted, updated or deleted."""
+        ...
+
+    def last_insert_rowid(self) -> int:
+        """The rowid of the last row inserted."""
+        ...
