@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 
 import apsw
@@ -13,10 +13,11 @@ import pytest
 
 from memoryd.errors import Unavailable
 from memoryd.storage.connection import ConnectionSettings, open_connection, writer_policy
+from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Batch, Writer, WriterSettings
 
 
-def _insert_all(connection: apsw.Connection, values: list[str]) -> list[int]:
+def _insert_all(connection: Transaction, values: list[str]) -> list[int]:
     ids = []
     for value in values:
         if value == "boom":
@@ -30,16 +31,24 @@ INSERT = Batch("insert", _insert_all)
 CALLS: list[int] = []
 
 
-def _counting(connection: apsw.Connection, values: list[str]) -> list[int]:
+def _counting(connection: Transaction, values: list[str]) -> list[int]:
     CALLS.append(len(values))
     return _insert_all(connection, values)
 
 
 COUNTED = Batch("counted", _counting)
-MARK = Batch.each(
-    "mark",
-    lambda connection, value: connection.execute("INSERT INTO items (value) VALUES (?)", (value,)),
-)
+
+
+def mark(writer: Writer, value: str) -> Awaitable[int]:
+    """A closure job: one row, its id."""
+
+    def work(connection: Transaction) -> int:
+        if value == "boom":
+            raise ValueError("this closure is refused")
+        connection.execute("INSERT INTO items (value) VALUES (?)", (value,))
+        return connection.last_insert_rowid()
+
+    return writer.run("mark", work)
 
 
 @pytest.fixture
@@ -94,12 +103,25 @@ async def test_a_failing_job_is_isolated_and_the_others_commit(
 async def test_order_is_kept_across_kinds(writer: Writer, settings: ConnectionSettings) -> None:
     await asyncio.gather(
         writer.submit(INSERT, "1"),
-        writer.submit(MARK, "2"),
+        mark(writer, "2"),
         writer.submit(INSERT, "3"),
         writer.submit(INSERT, "4"),
-        writer.submit(MARK, "5"),
+        mark(writer, "5"),
     )
     assert stored(settings) == ["1", "2", "3", "4", "5"]
+
+
+async def test_a_failing_closure_is_isolated_and_the_others_commit(
+    writer: Writer, settings: ConnectionSettings
+) -> None:
+    results = await asyncio.gather(
+        *(mark(writer, value) for value in ("a", "boom", "b")),
+        writer.submit(INSERT, "c"),
+        return_exceptions=True,
+    )
+    assert isinstance(results[1], ValueError)
+    assert [isinstance(result, int) for result in results] == [True, False, True, True]
+    assert stored(settings) == ["a", "b", "c"]
 
 
 async def test_after_commit_hooks_run_before_the_answer(writer: Writer) -> None:

@@ -16,6 +16,7 @@ import datetime as dt
 import enum
 import json
 import secrets
+from collections.abc import Sequence
 
 from memoryd.domain import json_text
 from memoryd.domain.conversation import ConversationKey, OwnerKey, check_identifier
@@ -387,6 +388,43 @@ def source_info(caller: Caller) -> SourceInfo:
         name="api",
         description="written through the API",
         memory_scope=caller.owner.owner_id,
+    )
+
+
+# The memory source of every row the reviewer writes, and of its rows' provenance.
+REVIEWER = SourceInfo(
+    id="memory_reviewer",
+    source_type="memory_reviewer",
+    name="memory reviewer",
+    description="background review",
+    memory_scope="",
+)
+
+
+def reviewer_source(owner: OwnerKey) -> SourceInfo:
+    """The reviewer's memory source, scoped to the owner."""
+    return dataclasses.replace(REVIEWER, memory_scope=owner.owner_id)
+
+
+def reviewer_provenance(
+    run_id: int, *, model: str, provider: str, message_ids: Sequence[int]
+) -> Provenance:
+    """The provenance of what one review run writes: the run, its model, the messages read."""
+    return Provenance(
+        source_id=REVIEWER.id,
+        source_type=REVIEWER.source_type,
+        source_name=REVIEWER.name,
+        source_description=REVIEWER.description,
+        run_id=str(run_id),
+        details_json=json.dumps(
+            {
+                "review_run_id": run_id,
+                "model": model,
+                "provider": provider,
+                "source_message_ids": list(message_ids),
+            },
+            separators=(",", ":"),
+        ),
     )
 
 

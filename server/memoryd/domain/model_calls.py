@@ -4,6 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 
+from memoryd.domain.conversation import ConversationKey
+
+
+def session_id(purpose: str, key: ConversationKey, through_id: int) -> str:
+    """The tag of a model call about one conversation's messages up to `through_id`: what the
+    provider's logs and the review run record show ("memory_review:…", "compaction:…")."""
+    return f"{purpose}:{key.agent_id}:{key.channel}:{key.chat_id}:{key.thread_scope}:{through_id}"
+
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Attempt:

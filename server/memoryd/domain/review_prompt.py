@@ -281,8 +281,3 @@ def is_review_input(role: Role, metadata_json: str) -> bool:
     except ValueError:
         return False
     return not (isinstance(metadata, dict) and metadata.get("spoken") in (True, "true"))
-
-
-def session_id(agent_id: str, channel: str, chat_id: str, thread: str, max_id: int) -> str:
-    """The tag of a review's model call."""
-    return f"memory_review:{agent_id}:{channel}:{chat_id}:{thread}:{max_id}"

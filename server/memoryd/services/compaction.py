@@ -27,6 +27,7 @@ from collections.abc import Callable
 from memoryd import log_names
 from memoryd.config import CompactionSettings
 from memoryd.domain import compaction as rules
+from memoryd.domain import model_calls
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.messages import Trust, require_operator
 from memoryd.domain.timestamps import utc_now
@@ -46,7 +47,7 @@ from memoryd.services.review import Reviewer, no_provider
 from memoryd.storage import compaction_store as store
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
-from memoryd.storage.writer import Batch, Writer
+from memoryd.storage.writer import Writer
 
 log = logging.getLogger("memoryd.compaction")
 
@@ -109,16 +110,6 @@ class _Snapshot:
     checkpoint: rules.WindowMessage | None
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class _StoreJob:
-    key: ConversationKey
-    expected_version: int
-    summary: str
-    covers: tuple[int, int]
-    first_kept_id: int
-    now: dt.datetime
-
-
 class Compactor:
     """Compaction and composition over the writer, the readers, the reviewer and the model."""
 
@@ -147,9 +138,6 @@ class Compactor:
         self._locks: dict[ConversationKey, asyncio.Lock] = {}
         self.composer = composer
         self._background: set[asyncio.Task[None]] = set()
-        self._store = Batch.each("compaction_store", _store)
-        self._fail = Batch.each("compaction_fail", _fail)
-        self._reset = Batch.each("compaction_reset_peak", store.reset_peak)
 
     # --- compaction ------------------------------------------------------------------------------
 
@@ -245,7 +233,9 @@ class Compactor:
             previous.tokens if previous else 0
         )
         if not selection.summarized:
-            await self._writer.submit(self._reset, key)
+            await self._writer.run(
+                "compaction_reset_peak", lambda transaction: store.reset_peak(transaction, key)
+            )
             return CompactResult(
                 outcome=rules.Outcome.NOTHING_TO_COMPACT,
                 message=rules.nothing_text(before),
@@ -264,7 +254,11 @@ class Compactor:
             summary = await self._summarise(key, previous, selection, budget, boundary)
         except (ModelUnavailableError, _EmptySummaryError) as error:
             reason = str(error)
-            await self._writer.submit(self._fail, (key, reason, self._now()))
+            now = self._now()
+            await self._writer.run(
+                "compaction_fail",
+                lambda transaction: store.record_failure(transaction, key, reason, now),
+            )
             log.warning(
                 "compaction of %s failed: %s",
                 log_names.conversation(key),
@@ -278,15 +272,18 @@ class Compactor:
                 tokens_after=before,
             )
         first = _covered_from(previous) or selection.summarized[0].id
-        stored = await self._writer.submit(
-            self._store,
-            _StoreJob(
-                key=key,
+        first_kept_id = selection.kept[0].id if selection.kept else boundary + 1
+        now = self._now()
+        stored = await self._writer.run(
+            "compaction_store",
+            lambda transaction: store.store_checkpoint(
+                transaction,
+                key,
                 expected_version=snapshot.record.history_version,
                 summary=summary,
                 covers=(first, boundary),
-                first_kept_id=selection.kept[0].id if selection.kept else boundary + 1,
-                now=self._now(),
+                first_kept_id=first_kept_id,
+                now=now,
             ),
             after_commit=lambda _: self._history.cache.invalidate(key),
         )
@@ -337,10 +334,7 @@ class Compactor:
                 rules.summary_budget(budget),
             ),
             agent=rules.COMPACTOR,
-            session_id=(
-                f"compaction:{key.agent_id}:{key.channel}:{key.chat_id}:{key.thread_scope}:"
-                f"{boundary}"
-            ),
+            session_id=model_calls.session_id("compaction", key, boundary),
             reasoning_effort=None if effort == "none" else effort,
         )
         summary = completion.text.strip()
@@ -444,19 +438,3 @@ def _covered_from(previous: rules.WindowMessage | None) -> int:
 
 def _tokens(*groups: list[rules.WindowMessage] | tuple[rules.WindowMessage, ...]) -> int:
     return sum(message.tokens for group in groups for message in group)
-
-
-def _store(connection: Transaction, job: _StoreJob) -> store.StoredCheckpoint | None:
-    return store.store_checkpoint(
-        connection,
-        job.key,
-        expected_version=job.expected_version,
-        summary=job.summary,
-        covers=job.covers,
-        first_kept_id=job.first_kept_id,
-        now=job.now,
-    )
-
-
-def _fail(connection: Transaction, payload: tuple[ConversationKey, str, dt.datetime]) -> None:
-    store.record_failure(connection, *payload)

@@ -29,7 +29,7 @@ from memoryd.storage import vector_store as store
 from memoryd.storage.changes import DatabaseChanges
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
-from memoryd.storage.writer import Batch, Writer
+from memoryd.storage.writer import Writer
 
 log = logging.getLogger("memoryd.embedding")
 
@@ -89,14 +89,6 @@ class EmbeddingService:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._last_error = ""
-        self._store_messages: Batch[tuple[int, list[tuple[int, float, bytes]], int], int] = (
-            Batch.each("store message vectors", self._write_messages)
-        )
-        self._store_memories: Batch[
-            tuple[int, list[tuple[store.MemoryText, float, bytes]]], int
-        ] = Batch.each("store memory vectors", self._write_memories)
-        self._ensure: Batch[int, store.EmbeddingModel] = Batch.each("embedding model", self._row)
-        self._restart: Batch[int, tuple[int, int]] = Batch.each("reindex", store.restart)
 
     @property
     def enabled(self) -> bool:
@@ -160,7 +152,10 @@ class EmbeddingService:
             )
         if self.model is None:
             return await self._readers.read(_everything)
-        queued = await self._writer.submit(self._restart, self.model.id)
+        model_id = self.model.id
+        queued = await self._writer.run(
+            "reindex", lambda transaction: store.restart(transaction, model_id)
+        )
         self.model = dataclasses.replace(self.model, message_cursor=0)
         self.nudge()
         return queued
@@ -245,8 +240,12 @@ class EmbeddingService:
             for row, message in enumerate(messages)
         ]
         through = messages[-1].id
-        await self._writer.submit(
-            self._store_messages, (model.id, vectors, through), rows=max(1, len(vectors))
+        await self._writer.run(
+            "store message vectors",
+            lambda transaction: store.store_message_vectors(
+                transaction, model.id, vectors, through
+            ),
+            rows=max(1, len(vectors)),
         )
         self.model = dataclasses.replace(model, message_cursor=max(model.message_cursor, through))
         log.debug(
@@ -270,35 +269,24 @@ class EmbeddingService:
             (text, float(quantised.scales[row]), to_blob(quantised.components[row]))
             for row, text in enumerate(memories)
         ]
-        await self._writer.submit(self._store_memories, (model.id, vectors), rows=len(vectors))
+        await self._writer.run(
+            "store memory vectors",
+            lambda transaction: store.store_memory_vectors(transaction, model.id, vectors),
+            rows=len(vectors),
+        )
 
     async def _model_for(self, dimension: int) -> store.EmbeddingModel:
         """The current model's row for vectors of `dimension` (made when new)."""
         if self.model is not None and dimension == self.model.dimension:
             return self.model
-        self.model = await self._writer.submit(self._ensure, dimension)
-        return self.model
-
-    # --- writes (writer thread) -------------------------------------------------------------
-
-    def _row(self, connection: Transaction, dimension: int) -> store.EmbeddingModel:
         embedder = self._provider()
-        return store.model_row(connection, embedder.provider, embedder.model, dimension)
-
-    @staticmethod
-    def _write_messages(
-        connection: Transaction, payload: tuple[int, list[tuple[int, float, bytes]], int]
-    ) -> int:
-        model_id, vectors, through = payload
-        return store.store_message_vectors(connection, model_id, vectors, through)
-
-    @staticmethod
-    def _write_memories(
-        connection: Transaction,
-        payload: tuple[int, list[tuple[store.MemoryText, float, bytes]]],
-    ) -> int:
-        model_id, vectors = payload
-        return store.store_memory_vectors(connection, model_id, vectors)
+        self.model = await self._writer.run(
+            "embedding model",
+            lambda transaction: store.model_row(
+                transaction, embedder.provider, embedder.model, dimension
+            ),
+        )
+        return self.model
 
 
 def _everything(connection: Transaction) -> tuple[int, int]:

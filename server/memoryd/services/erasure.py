@@ -44,7 +44,7 @@ from memoryd.storage import database, history_writes, memory_writes, scrub
 from memoryd.storage.connection import ConnectionSettings
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
-from memoryd.storage.writer import Batch, Writer
+from memoryd.storage.writer import Writer
 
 log = logging.getLogger("memoryd.erasure")
 # Right after the purge a few quick tries (a writer's group may hold the lock for a moment),
@@ -111,17 +111,14 @@ class ErasureService:
         self._memory = memory
         self._prompts = prompts
         self._retrying: asyncio.Task[None] | None = None
-        self._batch: Batch[ConversationKey, _Purged] = Batch.each("purge", self._purge)
-        self._owner_batch: Batch[OwnerKey, scrub.OwnerErased] = Batch.each(
-            "purge_owner", _purge_owner
-        )
-        self._clear: Batch[int, None] = Batch.each("scrub_cleared", scrub.clear_pending)
 
     async def purge_conversation(self, key: ConversationKey, trust: Trust) -> PurgeResult:
         """Erase the conversation; purging an unknown conversation removes nothing. Operators
         only."""
         require_operator(trust, "purging a conversation")
-        purged = await self._writer.submit(self._batch, key, after_commit=self._publish)
+        purged = await self._writer.run(
+            "purge", lambda transaction: self._purge(transaction, key), after_commit=self._publish
+        )
         truncated = await self.scrub_wal()
         return dataclasses.replace(
             purged.result,
@@ -131,8 +128,10 @@ class ErasureService:
 
     async def purge_owner(self, owner: OwnerKey) -> OwnerReceipt:
         """Erase everything of one owner of one agent, and scrub the files."""
-        erased = await self._writer.submit(
-            self._owner_batch, owner, after_commit=self._publish_owner
+        erased = await self._writer.run(
+            "purge_owner",
+            lambda transaction: _purge_owner(transaction, owner),
+            after_commit=self._publish_owner,
         )
         removed = sum(await asyncio.gather(*(self._remove_file(f) for f in erased.files)))
         truncated = await self.scrub_wal()
@@ -186,7 +185,9 @@ class ErasureService:
         if not await asyncio.to_thread(database.truncate_wal, self._connection_settings):
             return False
         if through:
-            await self._writer.submit(self._clear, through)
+            await self._writer.run(
+                "scrub_cleared", lambda transaction: scrub.clear_pending(transaction, through)
+            )
         return True
 
     def _purge(self, connection: Transaction, key: ConversationKey) -> _Purged:

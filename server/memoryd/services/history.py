@@ -9,7 +9,6 @@ and the first page of a window is served from the hot cache when it can answer e
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 from collections.abc import Sequence
 
 from memoryd.config import HistorySettings
@@ -43,10 +42,6 @@ from memoryd.storage.writer import Batch, Writer
 CLEAR_NOTICE = "Started a fresh session. Long-term memory is preserved."
 
 
-def _clear(connection: Transaction, payload: tuple[ConversationKey, dt.datetime]) -> WindowState:
-    return writes.clear_window(connection, *payload)
-
-
 def store_appends(
     connection: Transaction, requests: list[writes.AppendRequest]
 ) -> list[AppendResult]:
@@ -69,11 +64,8 @@ def store_appends(
     return results
 
 
-# The kinds of writes this use case submits; consecutive appends in a group run as one batch.
+# Appends are set-based: the consecutive appends of a group run as one batch.
 APPEND = Batch("append", store_appends)
-# The appends of many conversations as one job (an import's batch).
-APPEND_MANY = Batch.each("append_many", store_appends)
-CLEAR = Batch.each("clear", _clear)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -182,9 +174,9 @@ class HistoryService:
             for result in results:
                 self.cache.append(result.key, result.stored)
 
-        return await self._writer.submit(
-            APPEND_MANY,
-            requests,
+        return await self._writer.run(
+            "append_many",
+            lambda transaction: store_appends(transaction, requests),
             rows=max(1, sum(len(request.messages) for request in requests)),
             after_commit=published,
         )
@@ -197,9 +189,9 @@ class HistoryService:
         """/new: a fresh window after the newest message; nothing is deleted. Operators only."""
         require_operator(trust, "/new")
         now = utc_now()
-        window = await self._writer.submit(
-            CLEAR,
-            (key, now),
+        window = await self._writer.run(
+            "clear",
+            lambda transaction: writes.clear_window(transaction, key, now),
             after_commit=lambda _: self.cache.invalidate(key),
         )
         return ClearResult(CLEAR_NOTICE, window)

@@ -35,7 +35,7 @@ from memoryd.domain.timestamps import utc_now
 from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.storage import jobs, memory_reads, memory_writes
 from memoryd.storage.transaction import Transaction
-from memoryd.storage.writer import Batch, Writer
+from memoryd.storage.writer import Writer
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -61,12 +61,13 @@ class JobService:
     def __init__(self, writer: Writer, memory: LongTermMemory) -> None:
         self._writer = writer
         self._memory = memory
-        self._set_status = Batch.each("job_status", _set_status)
-        self._finish = Batch.each("job_finish", _finish)
 
     async def set_status(self, owner: OwnerKey, job_id: str, status: JobStatus) -> SourceRow:
         """Pause, resume or delete the job's source; NOT_FOUND when the job never wrote."""
-        return await self._writer.submit(self._set_status, (owner, job_id, status, utc_now()))
+        now = utc_now()
+        return await self._writer.run(
+            "job_status", lambda transaction: _set_status(transaction, owner, job_id, status, now)
+        )
 
     async def finish_run(
         self, caller: Caller, run_id: str, outcome: RunOutcome, summary: str
@@ -76,11 +77,12 @@ class JobService:
             message = "finish_run needs a job's caller"
             raise ValueError(message)
         text = check_value(summary, "summary") if summary.strip() else ""
-        return await self._writer.submit(
-            self._finish,
-            _Finish(
-                caller=caller, job_id=caller.job_id, run_id=run_id, outcome=outcome, summary=text
-            ),
+        job = _Finish(
+            caller=caller, job_id=caller.job_id, run_id=run_id, outcome=outcome, summary=text
+        )
+        return await self._writer.run(
+            "job_finish",
+            lambda transaction: _finish(transaction, job),
             after_commit=self._invalidate,
         )
 
@@ -90,9 +92,8 @@ class JobService:
 
 
 def _set_status(
-    connection: Transaction, payload: tuple[OwnerKey, str, JobStatus, dt.datetime]
+    connection: Transaction, owner: OwnerKey, job_id: str, status: JobStatus, now: dt.datetime
 ) -> SourceRow:
-    owner, job_id, status, now = payload
     current = jobs.require_status(connection, owner, job_id)
     check_transition(job_id, current, status)
     if current is not status:

@@ -43,7 +43,7 @@ from memoryd.storage import memory_reads as reads
 from memoryd.storage import memory_writes as writes
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
-from memoryd.storage.writer import Batch, Writer
+from memoryd.storage.writer import Writer
 
 DEFAULT_LIST_SIZE = 20
 DEFAULT_SOURCES_PAGE = 100
@@ -128,7 +128,6 @@ class LongTermMemory:
         self._prompts = prompts
         # The seed's ETS Store: rows by id, filled on reads, invalidated after every write.
         self.rows: ReadThroughCache[int, MemoryRecord] = ReadThroughCache(cache_capacity)
-        self._batch: Batch[Mutation, Committed] = Batch.each("memory_write", self._run)
 
     # --- writes ---------------------------------------------------------------------------------
 
@@ -233,7 +232,11 @@ class LongTermMemory:
         return committed.change.memory_id
 
     async def _submit(self, mutation: Mutation) -> Committed:
-        return await self._writer.submit(self._batch, mutation, after_commit=self._publish)
+        return await self._writer.run(
+            "memory_write",
+            lambda transaction: self._run(transaction, mutation),
+            after_commit=self._publish,
+        )
 
     def _run(self, connection: Transaction, mutation: Mutation) -> Committed:
         now = utc_now()

@@ -21,7 +21,7 @@ from memoryd.services.prompt_files import PromptFiles
 from memoryd.storage import resource_store as store
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
-from memoryd.storage.writer import Batch, Writer
+from memoryd.storage.writer import Writer
 
 DEFAULT_HISTORY = 20
 DEFAULT_RESOURCES_PAGE = 100
@@ -73,9 +73,6 @@ class ResourceService:
         self._tokens = tokens
         self._readers = readers
         self._prompts = prompts
-        self._rollback: Batch[tuple[ResourceKey, int], Rollback] = Batch.each(
-            "resource_rollback", _rollback
-        )
 
     async def list_resources(
         self,
@@ -151,7 +148,11 @@ class ResourceService:
         """A new revision with `target`'s content; the file is rewritten after commit."""
         if target <= 0:
             raise InvalidArgument(f"revision is required (a revision number), got {target}")
-        return await self._writer.submit(self._rollback, (key, target), after_commit=self._publish)
+        return await self._writer.run(
+            "resource_rollback",
+            lambda transaction: _rollback(transaction, key, target),
+            after_commit=self._publish,
+        )
 
     def _publish(self, done: Rollback) -> None:
         if done.changed and done.revision.key.resource_type in PROMPT_FILE_NAMES:
@@ -163,8 +164,7 @@ class ResourceService:
             raise NotFound(f"{_describe(key)} has no revisions")
 
 
-def _rollback(connection: Transaction, payload: tuple[ResourceKey, int]) -> Rollback:
-    key, target = payload
+def _rollback(connection: Transaction, key: ResourceKey, target: int) -> Rollback:
     wanted = store.revision(connection, key, target)
     if wanted is None:
         raise NotFound(_missing(key, target))

@@ -26,6 +26,7 @@ import time
 
 from memoryd import log_names
 from memoryd.config import ReviewSettings
+from memoryd.domain import model_calls
 from memoryd.domain import review_answer as answers
 from memoryd.domain import review_prompt as prompts
 from memoryd.domain.conversation import ConversationKey, OwnerKey
@@ -57,7 +58,7 @@ from memoryd.services.review_apply import (
 from memoryd.storage import history_reads, memory_reads, review_run_store, review_store
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
-from memoryd.storage.writer import Batch, Writer
+from memoryd.storage.writer import Writer
 
 log = logging.getLogger("memoryd.review")
 
@@ -132,11 +133,6 @@ class Reviewer:
         self._memory = memory
         self._chain = chain
         self.settings = settings
-        self._claim = Batch.each("review_claim", _claim)
-        self._release = Batch.each("review_release", _release)
-        self._apply = Batch.each("review_apply", self._apply_in_transaction)
-        self._fail = Batch.each("review_fail", record_failure)
-        self._settle = Batch.each("review_settle", _settle)
         self.backoff = dt.timedelta(milliseconds=settings.review_failure_backoff_ms)
         timeouts = sum(provider.timeout_seconds for provider in chain.providers)
         # A claim older than this belongs to a review that died: it may be taken over.
@@ -184,10 +180,18 @@ class Reviewer:
             if state is not None and state.pending_input:
                 # Nothing left to read (its messages were reviewed by a forced run, say): the
                 # scheduler must stop picking the conversation up.
-                await self._writer.submit(self._settle, key)
+                await self._writer.run(
+                    "review_settle", lambda transaction: _settle(transaction, key)
+                )
             return _skipped(key, SkipReason.NO_NEW_INPUT)
         token = secrets.token_hex(8)
-        claimed = await self._writer.submit(self._claim, (key, token, now, now - self.stale_after))
+        stale_before = now - self.stale_after
+        claimed = await self._writer.run(
+            "review_claim",
+            lambda transaction: review_store.claim(
+                transaction, key, token, now=now, stale_before=stale_before
+            ),
+        )
         if not claimed:
             return _skipped(key, SkipReason.CONCURRENT_RUN)
         try:
@@ -195,7 +199,7 @@ class Reviewer:
         except BaseException:
             # Cancelled (the server is stopping) or a defect: give the claim back if we can.
             try:
-                await self._writer.submit(self._release, (key, token))
+                await self._release(key, token)
             except Exception:  # the writer may be closed; start-up clears every claim
                 log.debug("could not release review claim", exc_info=True)
             raise
@@ -278,7 +282,7 @@ class Reviewer:
             snapshot.messages, self.settings.review_input_token_budget, count_tokens, _cut
         )
         if not packed.message_ids:
-            await self._writer.submit(self._release, (key, token))
+            await self._release(key, token)
             return _skipped(key, SkipReason.NO_NEW_INPUT)
         listing = prompts.memory_section(
             snapshot.records,
@@ -291,9 +295,7 @@ class Reviewer:
         )
         build_ms = (time.perf_counter() - begin) * 1000
         attempts: list[Attempt] = []
-        session = prompts.session_id(
-            key.agent_id, key.channel, key.chat_id, key.thread_scope, packed.max_message_id
-        )
+        session = model_calls.session_id("memory_review", key, packed.max_message_id)
         try:
             completion = await self._chain.complete(
                 messages,
@@ -307,16 +309,16 @@ class Reviewer:
             )
         except (ModelUnavailableError, answers.ReviewOutputError) as error:
             reason = str(error)
-            await self._writer.submit(
-                self._fail,
-                FailJob(
-                    key=key,
-                    token=token,
-                    max_message_id=packed.max_message_id,
-                    error=reason,
-                    attempts=attempts,
-                    started=started,
-                ),
+            failed = FailJob(
+                key=key,
+                token=token,
+                max_message_id=packed.max_message_id,
+                error=reason,
+                attempts=attempts,
+                started=started,
+            )
+            await self._writer.run(
+                "review_fail", lambda transaction: record_failure(transaction, failed)
             )
             log.warning(
                 "review of %s failed: %s",
@@ -332,20 +334,21 @@ class Reviewer:
                 key=key, status=ReviewStatus.FAILED, reason=reason, tokens_in=packed.tokens
             )
         begin = time.perf_counter()
-        applied = await self._writer.submit(
-            self._apply,
-            ApplyJob(
-                key=key,
-                token=token,
-                packed=packed,
-                answer=answer,
-                shown_ids=listing.shown_ids,
-                attempts=attempts,
-                provider=completion.provider,
-                model=completion.model,
-                started=started,
-                session_start_id=snapshot.session_start_id,
-            ),
+        job = ApplyJob(
+            key=key,
+            token=token,
+            packed=packed,
+            answer=answer,
+            shown_ids=listing.shown_ids,
+            attempts=attempts,
+            provider=completion.provider,
+            model=completion.model,
+            started=started,
+            session_start_id=snapshot.session_start_id,
+        )
+        applied = await self._writer.run(
+            "review_apply",
+            lambda transaction: self._apply_in_transaction(transaction, job),
             after_commit=self._publish,
         )
         own_ms = build_ms + (time.perf_counter() - begin) * 1000
@@ -384,6 +387,11 @@ class Reviewer:
             model=completion.model,
             own_ms=round(own_ms, 3),
             deferred_ops=record.deferred,
+        )
+
+    async def _release(self, key: ConversationKey, token: str) -> None:
+        await self._writer.run(
+            "review_release", lambda transaction: review_store.release(transaction, key, token)
         )
 
     def _apply_in_transaction(self, connection: Transaction, job: ApplyJob) -> Applied:
@@ -425,18 +433,6 @@ def _snapshot(connection: Transaction, key: ConversationKey, limit: int) -> _Sna
         description=description,
         session_start_id=review_store.session_start(connection, key),
     )
-
-
-def _claim(
-    connection: Transaction,
-    payload: tuple[ConversationKey, str, dt.datetime, dt.datetime],
-) -> bool:
-    key, token, now, stale_before = payload
-    return review_store.claim(connection, key, token, now=now, stale_before=stale_before)
-
-
-def _release(connection: Transaction, payload: tuple[ConversationKey, str]) -> None:
-    review_store.release(connection, *payload)
 
 
 def _settle(connection: Transaction, key: ConversationKey) -> None:

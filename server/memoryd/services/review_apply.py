@@ -8,7 +8,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import datetime as dt
-import json
 import logging
 
 from memoryd.domain import review_admission as admission
@@ -21,7 +20,8 @@ from memoryd.domain.memories import (
     PromptTarget,
     Provenance,
     ScopeType,
-    SourceInfo,
+    reviewer_provenance,
+    reviewer_source,
 )
 from memoryd.domain.memory_queries import Locator
 from memoryd.domain.messages import Trust
@@ -36,19 +36,6 @@ from memoryd.storage.sql import savepoint
 from memoryd.storage.transaction import Transaction
 
 log = logging.getLogger("memoryd.review")
-# The memory source of every row the reviewer writes, and of its rows' provenance.
-REVIEWER = SourceInfo(
-    id="memory_reviewer",
-    source_type="memory_reviewer",
-    name="memory reviewer",
-    description="background review",
-    memory_scope="",
-)
-
-
-def reviewer_source(owner: OwnerKey) -> SourceInfo:
-    """The reviewer's memory source, scoped to the owner."""
-    return dataclasses.replace(REVIEWER, memory_scope=owner.owner_id)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,21 +106,8 @@ def apply_answer(
         ),
         job.started,
     )
-    provenance = Provenance(
-        source_id=REVIEWER.id,
-        source_type=REVIEWER.source_type,
-        source_name=REVIEWER.name,
-        source_description=REVIEWER.description,
-        run_id=str(run_id),
-        details_json=json.dumps(
-            {
-                "review_run_id": run_id,
-                "model": job.model,
-                "provider": job.provider,
-                "source_message_ids": list(job.packed.message_ids),
-            },
-            separators=(",", ":"),
-        ),
+    provenance = reviewer_provenance(
+        run_id, model=job.model, provider=job.provider, message_ids=job.packed.message_ids
     )
     applying = _Applying(
         connection=connection,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import queue
 import threading
 from collections import Counter
@@ -45,7 +46,7 @@ from memoryd.storage import transfer_store as store
 from memoryd.storage.connection import ConnectionSettings
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
-from memoryd.storage.writer import Batch, Writer
+from memoryd.storage.writer import Writer
 
 MAX_EXPORTS = 2
 CHUNK_LINES = 500
@@ -152,8 +153,6 @@ class TransferService:
         self._memory = memory
         self._prompts = prompts
         self._exports = 0
-        self._store = Batch.each("import", _store_chunk)
-        self._split = Batch.each("import_split_checkpoints", _split_checkpoints)
 
     # --- export ----------------------------------------------------------------------------------
 
@@ -229,10 +228,11 @@ class TransferService:
                     _count(await in_flight, report, touched)
                     in_flight = None
                 if records:
+                    job = _StoreJob(records, chunk.as_reviewed, frozenset(reading.file_states))
                     in_flight = asyncio.ensure_future(
-                        self._writer.submit(
-                            self._store,
-                            _StoreJob(records, chunk.as_reviewed, frozenset(reading.file_states)),
+                        self._writer.run(
+                            "import",
+                            functools.partial(_store_chunk, job=job),
                             rows=len(records),
                             after_commit=self._forget,
                         )
@@ -248,7 +248,7 @@ class TransferService:
                 if isinstance(done[0], store.Stored):
                     _count(done[0], report, touched)
             if reading.version < VERSION:  # what was stored is brought to this version's shape
-                await self._writer.submit(self._split, None)
+                await self._writer.run("import_split_checkpoints", store.split_old_checkpoints)
             with contextlib.suppress(Unavailable):
                 await self._write_prompt_files(touched)
         return report
@@ -278,10 +278,6 @@ class TransferService:
 
         for path, content in await self._readers.read(current):
             await asyncio.to_thread(self._prompts.write_file, path, content)
-
-
-def _split_checkpoints(connection: Transaction, _payload: None) -> bool:
-    return store.split_old_checkpoints(connection)
 
 
 def _take(chunks: queue.Queue[_Item]) -> _Item | object:

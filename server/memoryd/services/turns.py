@@ -20,7 +20,7 @@ from memoryd.errors import InvalidArgument
 from memoryd.services.history import HistoryService
 from memoryd.storage import history_writes, review_store
 from memoryd.storage.transaction import Transaction
-from memoryd.storage.writer import Batch, Writer
+from memoryd.storage.writer import Writer
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -51,7 +51,6 @@ class TurnService:
         self._writer = writer
         self._history = history
         self._on_commit = on_commit
-        self._batch: Batch[_Turn, TurnResult] = Batch.each("commit_turn", _commit)
 
     async def commit(
         self,
@@ -82,9 +81,9 @@ class TurnService:
         )
         turn = _Turn(history_writes.AppendRequest(key, prepared, utc_now()), usage, new_input)
 
-        result = await self._writer.submit(
-            self._batch,
-            turn,
+        result = await self._writer.run(
+            "commit_turn",
+            lambda transaction: _commit(transaction, turn),
             rows=max(1, sum(message is not None for message in prepared)),
             after_commit=lambda done: self._history.cache.append(key, done.append.stored),
         )

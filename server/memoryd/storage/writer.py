@@ -1,11 +1,13 @@
 """The one writer: a thread that owns the only read-write connection and commits in groups.
 
-Callers on the event loop submit jobs and await their results. A job is a payload and its kind
-(a `Batch`): a function that carries out a list of payloads of that kind and returns their
-results in order. The thread takes every job waiting in the queue (up to
-`group_commit_max_rows` rows, optionally lingering `group_commit_max_wait_ms` for more), runs
-each run of consecutive jobs of one kind as a single call, commits once, and only then answers
-every caller.
+Callers on the event loop submit jobs and await their results. Most jobs are a closure over
+the transaction (`run(name, work)`). The set-based kinds, appends and transcript finals, are a
+payload and its kind (a `Batch`, through `submit`): a function that carries out a list of
+payloads of that kind in a few statements and returns their results in order.
+
+The thread takes every job waiting in the queue (up to `group_commit_max_rows` rows, optionally
+lingering `group_commit_max_wait_ms` for more), runs each run of consecutive jobs of one kind as
+a single call, commits once, and only then answers every caller.
 
 Set-based batches matter here more than anywhere: every SQLite call releases the interpreter
 lock and must win it back from the event loop, so a group's cost follows the number of
@@ -74,15 +76,15 @@ class WriterStats:
 
 @dataclasses.dataclass(frozen=True, slots=True, eq=False)
 class Batch(Generic[P, T]):
-    """A kind of write: `run(connection, payloads)` returns one result per payload, in order."""
+    """A set-based kind of write: `run(transaction, payloads)` returns one result per payload,
+    in order, in fewer statements than one call per payload would take."""
 
     name: str
     run: Callable[[Transaction, list[P]], list[T]]
 
-    @classmethod
-    def each(cls, name: str, run_one: Callable[[Transaction, P], T]) -> Batch[P, T]:
-        """A kind whose payloads are simply carried out one after the other."""
-        return cls(name, lambda connection, payloads: [run_one(connection, p) for p in payloads])
+
+def _each(transaction: Transaction, works: list[Callable[[Transaction], Any]]) -> list[Any]:
+    return [work(transaction) for work in works]
 
 
 @dataclasses.dataclass(slots=True, kw_only=True)
@@ -109,11 +111,31 @@ class Writer:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closing = False
         self._thread = threading.Thread(target=self._run, name="memoryd-writer", daemon=True)
+        self._closures: dict[str, Batch[Callable[[Transaction], Any], Any]] = {}
         self.stats = WriterStats()
 
     def start(self) -> None:
         """Start the writer thread; the connection is used only from it from now on."""
         self._thread.start()
+
+    async def run(
+        self,
+        name: str,
+        work: Callable[[Transaction], T],
+        *,
+        rows: int = 1,
+        after_commit: Callable[[T], None] | None = None,
+    ) -> T:
+        """Run `work(transaction)` in the next group; return its result once committed.
+
+        `name` says what the work is (consecutive works of one name run as one call, as a
+        batch's payloads do); `rows` is how many rows it writes, for the group's bound.
+        """
+        kind = self._closures.get(name)
+        if kind is None:
+            kind = self._closures.setdefault(name, Batch(name, _each))
+        result: T = await self.submit(kind, work, rows=rows, after_commit=after_commit)
+        return result
 
     async def submit(
         self,
