@@ -1,9 +1,11 @@
-"""Run the README's grpcurl walkthrough against a fresh server and write its outputs back.
+"""Run the grpcurl walkthrough (docs/walkthrough.md) against a fresh server and write its
+outputs back.
 
     .venv/bin/python scripts/update_walkthrough.py
 
-tests/test_readme_walkthrough.py checks that the README shows what the commands print; run this
-after a change to the contract, then read the diff of README.md before committing it.
+tests/test_readme_walkthrough.py checks that the page shows what the commands print, and that the
+README's one call is one of its steps; run this after a change to the contract, then read the
+diff before committing it (and copy the README's step again if it changed).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.server_process import ServerProcess  # noqa: E402
-from tests.test_readme_walkthrough import FENCE, SEPARATOR, walkthrough_blocks  # noqa: E402
+from tests.test_readme_walkthrough import FENCE, SEPARATOR, WALKTHROUGH, walkthrough_blocks  # noqa: E402
 
 
 def main() -> int:
@@ -48,7 +50,7 @@ def main() -> int:
         sys.stderr.write(result.stderr)
         return 1
     outputs = result.stdout.split(SEPARATOR + "\n")
-    readme_path = ROOT / "README.md"
+    readme_path = WALKTHROUGH
     readme = readme_path.read_text(encoding="utf-8")
     start = readme.index("<!-- walkthrough:start -->")
     end = readme.index("<!-- walkthrough:end -->")
@@ -69,7 +71,7 @@ def main() -> int:
         last = second.end()
     pieces.append(section[last:])
     readme_path.write_text(readme[:start] + "".join(pieces) + readme[end:], encoding="utf-8")
-    print(f"rewrote {count} outputs in README.md")
+    print(f"rewrote {count} outputs in {WALKTHROUGH.relative_to(ROOT)}")
     return 0
 
 

@@ -108,13 +108,13 @@ def test_an_rpc_without_a_declaration_stops_the_start() -> None:
     assert "grpc.health.v1.Health.Check declares no access" in str(caught.value)
 
 
-def test_the_readme_security_table_is_the_declarations() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_security_page_table_is_the_declarations() -> None:
+    page = (ROOT / "docs" / "security.md").read_text(encoding="utf-8")
     start, end = "<!-- access:start -->\n", "\n<!-- access:end -->"
-    assert start in readme, "README.md has no access table (scripts/update_access_table.py)"
-    current = readme.split(start, 1)[1].split(end, 1)[0]
+    assert start in page, "docs/security.md has no access table (scripts/gen_docs.py)"
+    current = page.split(start, 1)[1].split(end, 1)[0]
     assert current == markdown_table(ACCESS.values()), (
-        "the README's access table is stale: run .venv/bin/python scripts/update_access_table.py"
+        "the access table of docs/security.md is stale: run .venv/bin/python scripts/gen_docs.py"
     )
 
 

@@ -1,4 +1,5 @@
-"""The README's grpcurl walkthrough, run verbatim with the real grpcurl against a fresh server."""
+"""The grpcurl walkthrough (docs/walkthrough.md), run verbatim with the real grpcurl against a
+fresh server; the README's one call is one of its steps."""
 
 from __future__ import annotations
 
@@ -11,15 +12,16 @@ from pathlib import Path
 from tests.conftest import ROOT
 from tests.server_process import ServerProcess
 
+WALKTHROUGH = ROOT / "docs" / "walkthrough.md"
 SEPARATOR = "@@memoryd-walkthrough-block@@"
 FENCE = re.compile(r"```(\w+)\n(.*?)```", re.DOTALL)
 TIMESTAMP = re.compile(r'("(?:created|updated)_at": )"[^"]+"')
 
 
-def walkthrough_blocks() -> list[tuple[str, str]]:
-    """(command, expected output) pairs between the walkthrough markers of README.md."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("<!-- walkthrough:start -->")[1].split("<!-- walkthrough:end -->")[0]
+def walkthrough_blocks(page: Path = WALKTHROUGH) -> list[tuple[str, str]]:
+    """(command, expected output) pairs between the walkthrough markers of a page."""
+    text = page.read_text(encoding="utf-8")
+    section = text.split("<!-- walkthrough:start -->")[1].split("<!-- walkthrough:end -->")[0]
     fences = FENCE.findall(section)
     pairs = []
     for (language, command), (output_language, output) in itertools.pairwise(fences):
@@ -48,6 +50,11 @@ def test_the_walkthrough_has_the_promised_steps() -> None:
         "/ComposeContext",
     ):
         assert step in commands
+
+
+def test_the_readme_call_is_a_step_of_the_walkthrough() -> None:
+    (call,) = walkthrough_blocks(ROOT / "README.md")
+    assert call in walkthrough_blocks()
 
 
 def test_the_walkthrough_runs_verbatim(

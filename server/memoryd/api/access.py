@@ -5,7 +5,7 @@ Every RPC of memoryd.v1 carries the method option `(memoryd.v1.access)`
 writes, whether a token capped at guest trust may call it, and how far it reaches.
 `declarations` reads them once, when the server starts, and refuses to start on an RPC without
 one; the guard (memoryd.api.auth) admits every call by them, and the README's security table is
-printed from them (`markdown_table`, scripts/update_access_table.py).
+printed from them (`markdown_table`, scripts/gen_docs.py into docs/security.md).
 
 Some RPCs declared to reach every agent do so only for some requests: ReviewNow and ExportData
 with an empty agent_id. Which requests those are is said by the same functions their handlers

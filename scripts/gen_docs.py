@@ -1,0 +1,314 @@
+"""Write the generated parts of docs/ from their sources, or check that they are current.
+
+    .venv/bin/python scripts/gen_docs.py          # rewrite them
+    .venv/bin/python scripts/gen_docs.py --check  # exit 1 naming each stale file (make test)
+
+Each generated part sits between `<!-- NAME:start -->` and `<!-- NAME:end -->` markers in a
+hand-written page, so the prose around it stays the author's:
+    docs/api.md            `api`: every service, RPC, message and enum of memoryd.v1, with the
+                           protos' own comments (from the descriptor set built with source info)
+    docs/configuration.md  `settings`: every [memoryd.*] setting, its type, default and the
+                           comment above its field in memoryd/config/settings.py
+    docs/security.md       `access`: who may call each RPC, from its (memoryd.v1.access) option
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import io
+import sys
+import tokenize
+import typing
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import descriptor_pb2
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+DESCRIPTOR_SET = ROOT / "clients/python/memoryd_client/v1/descriptor_set.binpb"
+SETTINGS_SOURCE = ROOT / "server/memoryd/config/settings.py"
+PACKAGE = "memoryd.v1"
+
+# Field numbers of descriptor.proto, as source-code-info paths name them.
+MESSAGE_TYPE, ENUM_TYPE, SERVICE = 4, 5, 6
+MESSAGE_FIELD, MESSAGE_NESTED, MESSAGE_ENUM = 2, 3, 4
+ENUM_VALUE, SERVICE_METHOD = 2, 2
+
+
+# --- the API reference ---------------------------------------------------------------------------
+
+
+class _Comments:
+    """The leading comment of each element of one .proto file, by its source path."""
+
+    def __init__(self, file: descriptor_pb2.FileDescriptorProto) -> None:
+        self._by_path = {
+            tuple(location.path): location.leading_comments
+            for location in file.source_code_info.location
+        }
+
+    def of(self, *path: int) -> str:
+        text = self._by_path.get(tuple(path), "")
+        lines = text.strip("\n").split("\n")
+        return "\n".join(line.removeprefix(" ") for line in lines).strip()
+
+
+_SCALARS = {
+    value: name.removeprefix("TYPE_").lower()
+    for name, value in descriptor_pb2.FieldDescriptorProto.Type.items()
+}
+
+
+def _type_name(field: descriptor_pb2.FieldDescriptorProto) -> str:
+    if field.type_name:
+        name = field.type_name.removeprefix(f".{PACKAGE}.").lstrip(".")
+        return f"[{name}](#{_anchor(name)})" if not name.startswith("google.") else f"`{name}`"
+    return f"`{_SCALARS[field.type]}`"
+
+
+def _anchor(name: str) -> str:
+    return name.lower().replace(".", "")
+
+
+def _cell(text: str) -> str:
+    """A comment as one table cell: one line, pipes escaped."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _message(
+    lines: list[str],
+    message: descriptor_pb2.DescriptorProto,
+    comments: _Comments,
+    path: tuple[int, ...],
+    prefix: str,
+) -> None:
+    name = f"{prefix}{message.name}"
+    if message.options.map_entry:  # a map field's entry: the field names its types already
+        return
+    lines += [f"### {name}", ""]
+    described = comments.of(*path)
+    if described:
+        lines += [described, ""]
+    if message.field:
+        lines += ["| field | type | description |", "|---|---|---|"]
+        for index, field in enumerate(message.field):
+            kind = _type_name(field)
+            if field.label == descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED:
+                kind = f"repeated {kind}"
+            if field.HasField("oneof_index") and not field.proto3_optional:
+                kind += f" (oneof `{message.oneof_decl[field.oneof_index].name}`)"
+            if field.options.deprecated:
+                kind += " (deprecated)"
+            comment = _cell(comments.of(*path, MESSAGE_FIELD, index))
+            lines.append(f"| `{field.name}` | {kind} | {comment} |")
+        lines.append("")
+    for index, nested in enumerate(message.nested_type):
+        _message(lines, nested, comments, (*path, MESSAGE_NESTED, index), f"{name}.")
+    for index, enum in enumerate(message.enum_type):
+        _enum(lines, enum, comments, (*path, MESSAGE_ENUM, index), f"{name}.")
+
+
+def _enum(
+    lines: list[str],
+    enum: descriptor_pb2.EnumDescriptorProto,
+    comments: _Comments,
+    path: tuple[int, ...],
+    prefix: str,
+) -> None:
+    lines += [f"### {prefix}{enum.name}", ""]
+    described = comments.of(*path)
+    if described:
+        lines += [described, ""]
+    lines += ["| value | number | description |", "|---|---|---|"]
+    for index, value in enumerate(enum.value):
+        comment = _cell(comments.of(*path, ENUM_VALUE, index))
+        lines.append(f"| `{value.name}` | {value.number} | {comment} |")
+    lines.append("")
+
+
+def api_reference() -> str:
+    """The reference of every memoryd.v1 file: services first, then messages and enums."""
+    files = descriptor_pb2.FileDescriptorSet.FromString(DESCRIPTOR_SET.read_bytes()).file
+    ours = sorted(
+        (file for file in files if file.package == PACKAGE),
+        key=lambda file: (not file.service, file.name),
+    )
+    lines: list[str] = []
+    for file in ours:
+        comments = _Comments(file)
+        lines += [f"## {file.name.removeprefix('memoryd/v1/')}", ""]
+        for s_index, service in enumerate(file.service):
+            lines += [f"### service {service.name}", ""]
+            described = comments.of(SERVICE, s_index)
+            if described:
+                lines += [described, ""]
+            for m_index, method in enumerate(service.method):
+                request = method.input_type.removeprefix(f".{PACKAGE}.")
+                response = method.output_type.removeprefix(f".{PACKAGE}.")
+                sends = "stream " if method.client_streaming else ""
+                answers = "stream " if method.server_streaming else ""
+                signature = f"`rpc {method.name}({sends}{request}) returns ({answers}{response})`"
+                links = f"[{request}](#{_anchor(request)}) → [{response}](#{_anchor(response)})"
+                lines += [f"#### {service.name}.{method.name}", "", f"{signature} — {links}", ""]
+                described = comments.of(SERVICE, s_index, SERVICE_METHOD, m_index)
+                if described:
+                    lines += [described, ""]
+        for index, message in enumerate(file.message_type):
+            _message(lines, message, comments, (MESSAGE_TYPE, index), "")
+        for index, enum in enumerate(file.enum_type):
+            _enum(lines, enum, comments, (ENUM_TYPE, index), "")
+    return "\n".join(lines).rstrip()
+
+
+# --- the settings reference ----------------------------------------------------------------------
+
+
+def _field_comments(source: str) -> dict[tuple[str, str], str]:
+    """The comment block right above each field of each class, by (class, field). A field right
+    below another, with no comment of its own, shares that one's (one comment for a group)."""
+    comments: dict[int, str] = {}
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT and token.line.strip().startswith("#"):
+            comments[token.start[0]] = token.string.lstrip("#").strip()
+    found: dict[tuple[str, str], str] = {}
+    for node in ast.parse(source).body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        previous: tuple[int, str] = (0, "")
+        for statement in node.body:
+            if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+                block: list[str] = []
+                line = statement.lineno - 1
+                while line in comments:
+                    block.insert(0, comments[line])
+                    line -= 1
+                text = " ".join(block)
+                if not text and previous[0] == statement.lineno - 1:
+                    text = previous[1]
+                found[(node.name, statement.target.id)] = text
+                previous = (statement.end_lineno or statement.lineno, text)
+    return found
+
+
+def _type_text(hint: Any) -> str:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Literal:
+        return " \\| ".join(f'`"{arg}"`' for arg in args)
+    if type(None) in args:
+        inner = next(arg for arg in args if arg is not type(None))
+        return f'{_type_text(inner)} or `"unbounded"`'
+    return {bool: "boolean", int: "integer", float: "number", str: "string"}.get(hint, str(hint))
+
+
+def _default_text(field: dataclasses.Field[Any]) -> str:
+    if field.default is dataclasses.MISSING:
+        return "required"
+    value = field.default
+    if value is None:
+        return '`"unbounded"`'
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, str):
+        return f'`"{value}"`'
+    if isinstance(value, float) and value.is_integer():
+        return f"`{int(value)}`"
+    return f"`{value}`"
+
+
+def settings_reference() -> str:
+    """One table per section: key, type, default, environment variable, and the field's comment."""
+    from memoryd.config import SECTIONS, ProviderSettings  # noqa: PLC0415
+
+    comments = _field_comments(SETTINGS_SOURCE.read_text(encoding="utf-8"))
+    tables: list[tuple[str, type[Any], str | None]] = [
+        (f"[memoryd.{name}]", cls, f"MEMORYD_{name.upper()}_") for name, cls in SECTIONS.items()
+    ]
+    tables.append(("[[memoryd.providers]]", ProviderSettings, None))
+    lines: list[str] = []
+    for title, cls, prefix in tables:
+        hints = typing.get_type_hints(cls)
+        summary = (cls.__doc__ or "").split(":", 1)[-1].strip()
+        lines += [f"### {title}", "", summary[:1].upper() + summary[1:], ""]
+        header = "| key | type | default | meaning |"
+        if prefix:
+            header = "| key | type | default | environment | meaning |"
+        lines += [header, "|---|---|---|---|" + ("---|" if prefix else "")]
+        for field in dataclasses.fields(cls):
+            comment = _cell(comments.get((cls.__name__, field.name), ""))
+            if not comment:
+                sys.exit(
+                    f"{cls.__name__}.{field.name} has no comment above it in {SETTINGS_SOURCE}"
+                )
+            cells = [f"`{field.name}`", _type_text(hints[field.name]), _default_text(field)]
+            if prefix:
+                cells.append(f"`{prefix}{field.name.upper()}`")
+            lines.append("| " + " | ".join([*cells, comment]) + " |")
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
+def access_table() -> str:
+    """Who may call each RPC, from the contract's declarations."""
+    from memoryd.api.access import declarations, markdown_table  # noqa: PLC0415
+    from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2  # noqa: PLC0415
+
+    return markdown_table(declarations((memory_service_pb2, compaction_service_pb2)).values())
+
+
+# --- markers -------------------------------------------------------------------------------------
+
+PARTS: tuple[tuple[str, str, Callable[[], str]], ...] = (
+    ("api.md", "api", api_reference),
+    ("configuration.md", "settings", settings_reference),
+    ("security.md", "access", access_table),
+)
+
+
+def replaced(text: str, name: str, body: str, page: str) -> str:
+    """`text` with the part between NAME's markers replaced by `body`."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    if start not in text or end not in text:
+        sys.exit(f"docs/{page} has no {start} ... {end} markers")
+    before, rest = text.split(start, 1)
+    _, after = rest.split(end, 1)
+    return f"{before}{start}\n{body}\n{end}{after}"
+
+
+def stale_pages(parts: Iterable[tuple[str, str, Callable[[], str]]], *, write: bool) -> list[str]:
+    """The pages whose generated part differs from a fresh generation (rewritten if `write`)."""
+    stale = []
+    for page, name, generate in parts:
+        path = DOCS / page
+        current = path.read_text(encoding="utf-8")
+        fresh = replaced(current, name, generate(), page)
+        if fresh != current:
+            stale.append(f"docs/{page}")
+            if write:
+                path.write_text(fresh, encoding="utf-8")
+    return stale
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Rewrite the generated parts, or with --check report the stale ones."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true", help="fail if a page is stale")
+    args = parser.parse_args(argv)
+    stale = stale_pages(PARTS, write=not args.check)
+    if args.check and stale:
+        print(
+            f"stale: {', '.join(stale)}; run .venv/bin/python scripts/gen_docs.py",
+            file=sys.stderr,
+        )
+        return 1
+    for page in stale:
+        print(f"wrote {page}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

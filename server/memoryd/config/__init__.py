@@ -1,0 +1,69 @@
+"""Typed, frozen settings, loaded once at start-up.
+
+settings   the sections' dataclasses and their rules (start here for what can be set)
+document   the one reader of the config file
+loading    defaults, then the file, the environment and flags, typed and checked
+tokens     [memoryd.auth]: bearer tokens, kept only as digests
+exposure   the refusals that keep an exposed or readable setup from starting
+"""
+
+from memoryd.config.exposure import check_exposure, check_private_settings, is_loopback
+from memoryd.config.loading import cli_token, data_home, load_settings, setting_origins
+from memoryd.config.settings import (
+    DEFAULT_HOME,
+    KIB,
+    MAX_MESSAGE_BYTES,
+    MIB,
+    SECTIONS,
+    UNBOUNDED,
+    CompactionSettings,
+    HistorySettings,
+    ProviderSettings,
+    RealtimeSettings,
+    ReviewSettings,
+    SearchSettings,
+    ServerSettings,
+    Settings,
+    StorageSettings,
+    embedding_provider,
+    review_providers,
+)
+from memoryd.config.tokens import (
+    ANY_AGENT,
+    MIN_TOKEN_CHARS,
+    AuthSettings,
+    TokenSettings,
+    token_digest,
+)
+
+__all__ = [
+    "ANY_AGENT",
+    "DEFAULT_HOME",
+    "KIB",
+    "MAX_MESSAGE_BYTES",
+    "MIB",
+    "MIN_TOKEN_CHARS",
+    "SECTIONS",
+    "UNBOUNDED",
+    "AuthSettings",
+    "CompactionSettings",
+    "HistorySettings",
+    "ProviderSettings",
+    "RealtimeSettings",
+    "ReviewSettings",
+    "SearchSettings",
+    "ServerSettings",
+    "Settings",
+    "StorageSettings",
+    "TokenSettings",
+    "check_exposure",
+    "check_private_settings",
+    "cli_token",
+    "data_home",
+    "embedding_provider",
+    "is_loopback",
+    "load_settings",
+    "review_providers",
+    "setting_origins",
+    "token_digest",
+]

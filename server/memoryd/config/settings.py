@@ -1,0 +1,385 @@
+"""The settings memoryd is configured with: one frozen dataclass per section, each checking
+its own rules (`validate`) once its values are typed.
+
+Sources, later ones winning: built-in defaults, the TOML file, environment variables, command-line
+flags. The file is `--config PATH`, else $MEMORYD_CONFIG, else `<home>/config.toml` when it exists.
+Every setting `[memoryd.<section>] <key>` can be overridden by `MEMORYD_<SECTION>_<KEY>`; the data
+directory by `MEMORYD_HOME`. Unknown keys are refused, so a typo never silently does nothing.
+
+    [memoryd]
+    home = "~/.memoryd"
+
+    [memoryd.server]
+    listen = "127.0.0.1:50051"
+
+    [memoryd.storage]
+    synchronous = "normal"          # or "full"
+
+    [memoryd.history]
+    max_conversation_history = "unbounded"   # or a positive integer
+
+    [memoryd.memory]
+    enabled = true                  # false: no background review (ReviewNow still works)
+    review_interval_hours = 24      # the longest a fact waits; also 5 turns, or 10 idle minutes
+
+    [memoryd.compaction]
+    threshold = 0.85                # compact at this fraction of the context window
+
+    [memoryd.search]
+    embeddings = "embedded"         # or "provider" (an /embeddings endpoint), or "off"
+
+    [[memoryd.auth.tokens]]         # when any is set, every call needs a bearer token
+    token_env = "MEMORYD_TELEGRAM_TOKEN"   # or token = "..." (at least 16 characters)
+    role = "adapter"                # or "admin" (the CLI, operators)
+    agents = ["main"]               # the agents it may touch; ["*"] for every agent
+    max_trust = "guest"             # optional: the highest trust its calls may claim
+
+    [[memoryd.providers]]           # the first is primary, the rest fallbacks, in order
+    name = "local"
+    base_url = "http://127.0.0.1:11434/v1"
+    model = "llama3.1"
+    api_key_env = "OLLAMA_API_KEY"  # the key is read from this variable, never from the file
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Literal
+
+from memoryd.config.tokens import AuthSettings
+from memoryd.data_directory import DATABASE_FILE
+from memoryd.errors import StartupError
+
+KIB = 1024
+MIB = 1024 * KIB
+UNBOUNDED = "unbounded"
+# Content + metadata of one message: a message and its identifiers must fit one 4 MiB answer.
+MAX_MESSAGE_BYTES = 3 * MIB
+DEFAULT_HOME = "~/.memoryd"
+
+
+class Section:
+    """What every [memoryd.<section>] table is: typed values, and the rules between them."""
+
+    __slots__ = ()
+
+    @classmethod
+    def fields(cls) -> tuple[dataclasses.Field[Any], ...]:
+        """The section's settings, in declaration order."""
+        return dataclasses.fields(cls)  # type: ignore[arg-type]  # every Section is a dataclass
+
+    def validate(self) -> None:
+        """Refuse values that are each well typed but make no sense (StartupError)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ServerSettings(Section):
+    """[memoryd.server]: the gRPC listener and process behaviour."""
+
+    # The address to serve on, HOST:PORT (`--listen`). A non-loopback address needs tokens and
+    # TLS, or `insecure`.
+    listen: str = "127.0.0.1:50051"
+    # On SIGTERM or SIGINT, how long calls in flight get to finish.
+    grace_period_seconds: float = 10.0
+    # The largest request accepted (4 MiB, gRPC's usual limit). Answers never pass 4 MiB,
+    # whatever this is (memoryd.domain.answers).
+    max_request_bytes: int = 4 * MIB
+    # Read-only connections, each on its own thread, so reads never block the event loop.
+    reader_threads: int = 4
+    # Structured logs on stderr: the lowest level written, and one JSON object per line or text.
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["json", "text"] = "json"
+    # How log lines name agents, owners and conversations: as adapters do ("plain"), or as keyed
+    # hashes ("hashed"), so that an erased owner's ids are not left in the log (memoryd.log_names).
+    log_identifiers: Literal["plain", "hashed"] = "plain"
+    # Serve a non-loopback address without tokens (anyone who can reach it may read and erase
+    # everything), or with tokens but without TLS (tokens and content travel in clear text):
+    # `memoryd serve --insecure`. Off: such a start is refused.
+    insecure: bool = False
+    # TLS: the server's certificate chain and key (PEM files). With tls_client_ca, clients must
+    # present a certificate signed by that CA (mutual TLS).
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_client_ca: str = ""
+    # Refuse every call that writes (FAILED_PRECONDITION, saying so) and run no background
+    # writer (reviews, compaction, embeddings), for demos, evaluations and maintenance windows.
+    # Reads keep working.
+    read_only: bool = False
+
+    def validate(self) -> None:
+        """The address is HOST:PORT; TLS files go together and exist."""
+        check_listen(self.listen, "memoryd.server.listen")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise StartupError(
+                "memoryd.server.tls_cert and tls_key go together: set both or neither"
+            )
+        if self.tls_client_ca and not self.tls_cert:
+            raise StartupError(
+                "memoryd.server.tls_client_ca needs tls_cert and tls_key (mutual TLS is TLS first)"
+            )
+        for name in ("tls_cert", "tls_key", "tls_client_ca"):
+            value = getattr(self, name)
+            if value and not Path(value).expanduser().is_file():
+                raise StartupError(f"memoryd.server.{name}: {value} is not a readable file")
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class StorageSettings(Section):
+    """[memoryd.storage]: SQLite connection policy and the group-committing writer."""
+
+    # SQLite's durability: "normal" survives a crash of memoryd (WAL), "full" also power loss.
+    synchronous: Literal["normal", "full"] = "normal"
+    # How long a connection waits for a lock before its attempt fails.
+    busy_timeout_ms: int = 5000
+    # The most rows one transaction of the writer commits for the writes queued together.
+    group_commit_max_rows: int = 512
+    # How long the writer lingers for more writes before it commits a group (0: not at all).
+    group_commit_max_wait_ms: float = 0.0
+    # Attempts of a write that fails transiently (busy, locked, I/O, disk full), then
+    # UNAVAILABLE; at most 10.
+    write_attempts: int = 3
+    # The pause before the next attempt, growing with each.
+    write_retry_delay_ms: int = 100
+    # Erased rows are overwritten in the database file, not only unlinked.
+    secure_delete: bool = True
+
+    def validate(self) -> None:
+        """A bounded number of write attempts."""
+        if self.write_attempts > 10:
+            raise StartupError("memoryd.storage.write_attempts must be at most 10")
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class HistorySettings(Section):
+    """[memoryd.history]: conversation history limits and the hot window cache."""
+
+    # The most messages of a conversation's window; "unbounded" (the default) or a positive
+    # integer. Older messages stay stored and searchable.
+    max_conversation_history: int | None = None
+    # The largest content and metadata of one message; together at most 3 MiB, so that one
+    # message always fits in a 4 MiB answer.
+    max_content_bytes: int = 256 * KIB
+    max_metadata_bytes: int = 64 * KIB
+    # The most messages of one AppendMessages call.
+    max_messages_per_call: int = 100
+    # The hot window cache: conversations kept, and their newest messages each.
+    cache_conversations: int = 1024
+    cache_messages_per_conversation: int = 200
+
+    def validate(self) -> None:
+        """One stored message must always fit in an answer a default client reads (4 MiB)."""
+        size = self.max_content_bytes + self.max_metadata_bytes
+        if size > MAX_MESSAGE_BYTES:
+            raise StartupError(
+                f"memoryd.history.max_content_bytes + max_metadata_bytes is {size:,} bytes; at "
+                f"most {MAX_MESSAGE_BYTES:,}, so that one message always fits in the 4 MiB "
+                "answer every gRPC client accepts"
+            )
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ReviewSettings(Section):
+    """[memoryd.memory]: the background reviewer."""
+
+    # Background review; off leaves ReviewNow (`memoryd memory review`) working.
+    enabled: bool = True
+    # Reviews use this provider (a [[memoryd.providers]] name) first, or, when it names no
+    # provider, the primary provider with this model (a cheaper one, say); the other providers
+    # stay fallbacks. Empty: the chain as configured.
+    model: str = ""
+    # Hours (fractions too: 0.5 is 30 minutes) since the last review after which a conversation
+    # with new input is reviewed: the longest a fact waits. 0: no time trigger (the turn, idle
+    # and passive triggers still fire). A conversation with a backlog is reviewed again at once.
+    review_interval_hours: float = 24.0
+    # The most messages, and tokens of messages, one review reads; a backlog is read in turns.
+    review_max_messages: int = 40
+    review_input_token_budget: int = 4000
+    # Tokens of the "current memory" listing in a review prompt: the most recently updated rows
+    # that fit are shown, and the review may change only those.
+    review_memory_token_budget: int = 4000
+    # After a failed review, the conversation's next review waits this long.
+    review_failure_backoff_ms: int = 300_000
+    # Off ("unbounded") by default. When set, at most this many row changes (add, replace,
+    # archive) of one answer are applied; the cursor then stays, and the same messages are
+    # reviewed again at once, so nothing is dropped.
+    review_max_operations: int | None = None
+    # Reviews running at once.
+    review_concurrency: int = 4
+    # OpenHermit's triggers, at its values (0 turns one off). Completed turns since the last
+    # review after which new input is reviewed.
+    turn_interval: int | None = 5
+    # Minutes without a new message after which unread input is reviewed.
+    idle_timeout_minutes: float | None = 10.0
+    # User messages stored without an agent turn (AppendMessages in a group chat the agent only
+    # reads) since the last review after which they are reviewed.
+    passive_turn_interval: int | None = 20
+    # How often the scheduler looks for due reviews.
+    scheduler_tick_seconds: float = 5.0
+
+    def validate(self) -> None:
+        """The scheduler ticks."""
+        if self.scheduler_tick_seconds <= 0:
+            raise StartupError("memoryd.memory.scheduler_tick_seconds must be positive")
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionSettings(Section):
+    """[memoryd.compaction]: keeping conversations inside their model's context window."""
+
+    # Automatic compaction (Preflight, and the check after CommitTurn); /compact always works.
+    enabled: bool = True
+    # Compact when a turn's peak prompt tokens reach this fraction of the context window; the
+    # composed context never passes it either. 0.1 to 1.0.
+    threshold: float = 0.85
+    # Sent with the summary call only ("none": not sent). An endpoint that refuses it (HTTP 400)
+    # is asked again without it.
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] = "medium"
+    # The most recently updated agent-scope memory rows in the composed context.
+    context_entry_limit: int = 10
+    # After a failed compaction, automatic compaction of that conversation waits this long.
+    failure_backoff_seconds: float = 60.0
+    # Before the window moves past unreviewed user messages, they are reviewed (in batches of
+    # review_max_messages) for at most this long; compaction then goes ahead regardless.
+    review_catch_up_seconds: float = 60.0
+
+    def validate(self) -> None:
+        """The threshold is a fraction of the context window."""
+        if not 0.1 <= self.threshold <= 1.0:
+            raise StartupError(
+                f"memoryd.compaction.threshold must be between 0.1 and 1.0 (a fraction of the "
+                f"context window), got {self.threshold}"
+            )
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class RealtimeSettings(Section):
+    """[memoryd.realtime]: StreamTranscript."""
+
+    # Store final transcript segments (off by default, as in the seed: finals are then only
+    # acknowledged).
+    persist_transcripts: bool = False
+    # Transcript streams open at once; one more is RESOURCE_EXHAUSTED.
+    max_streams: int = 256
+    # Transcript streams of one agent open at once, so that one adapter cannot take every slot
+    # and starve the other agents; one more is RESOURCE_EXHAUSTED.
+    max_streams_per_agent: int = 64
+    # The largest segment text.
+    max_segment_bytes: int = 64 * KIB
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SearchSettings(Section):
+    """[memoryd.search]: semantic search (vectors made in the background) beside the words."""
+
+    # "embedded": bge-small-en-v1.5 inside the memoryd-model-bge-small package, on this machine;
+    # "provider": the /embeddings endpoint of a [[memoryd.providers]] entry; "off": words only.
+    embeddings: Literal["embedded", "provider", "off"] = "embedded"
+    # With "provider": the [[memoryd.providers]] entry's name (empty: the first entry).
+    embedding_provider: str = ""
+    # With "provider": the embedding model's name (required), e.g. nomic-embed-text on Ollama.
+    embedding_model: str = ""
+    # Messages or rows the background embedder reads and embeds at a time.
+    embedding_batch: int = 64
+    # Threads of the embedded model (each call uses up to this many cores).
+    embedding_threads: int = 2
+    # Vectors of recently searched scopes kept in memory, in MiB (least recently used dropped).
+    # A scope with more vectors than fit is searched by its words (semantic: refused, saying so).
+    vector_cache_mb: float = 256.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderSettings:
+    """One [[memoryd.providers]] entry: an OpenAI-compatible chat-completions endpoint."""
+
+    # Unique: what logs, review runs and [memoryd.memory] model call the entry.
+    name: str
+    # The endpoint's base URL, http:// or https:// (for example http://127.0.0.1:11434/v1).
+    base_url: str
+    # The chat model to call.
+    model: str
+    # The environment variable holding the API key; empty for endpoints without keys.
+    api_key_env: str = ""
+    # The model's context window in tokens, where a caller does not say (compaction's budget).
+    context_window: int = 128_000
+    # One call's time limit; then the next provider in the chain is tried.
+    timeout_seconds: float = 90.0
+
+    def validate(self, label: str) -> None:
+        """Names and addresses that can be called; positive limits."""
+        for key in ("name", "base_url", "model"):
+            if not getattr(self, key).strip():
+                raise StartupError(f"{label}.{key} must not be blank")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise StartupError(f"{label}.base_url must start with http:// or https://")
+        if self.context_window <= 0 or self.timeout_seconds <= 0:
+            raise StartupError(f"{label}: context_window and timeout_seconds must be positive")
+
+
+def review_providers(
+    providers: tuple[ProviderSettings, ...], model: str
+) -> tuple[ProviderSettings, ...]:
+    """The chain reviews use ([memoryd.memory] model): the provider of that name first, or the
+    primary with that model; the others follow as fallbacks. Empty: the chain as configured."""
+    if not model or not providers:
+        return providers
+    named = [provider for provider in providers if provider.name == model]
+    if named:
+        return (named[0], *(provider for provider in providers if provider is not named[0]))
+    return (dataclasses.replace(providers[0], model=model), *providers[1:])
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """Everything memoryd is configured with."""
+
+    home: Path
+    config_path: Path | None = None
+    server: ServerSettings = ServerSettings()
+    storage: StorageSettings = StorageSettings()
+    history: HistorySettings = HistorySettings()
+    memory: ReviewSettings = ReviewSettings()
+    compaction: CompactionSettings = CompactionSettings()
+    realtime: RealtimeSettings = RealtimeSettings()
+    search: SearchSettings = SearchSettings()
+    auth: AuthSettings = AuthSettings()  # noqa: RUF009 - frozen, so one shared default is safe
+    providers: tuple[ProviderSettings, ...] = ()
+
+    @property
+    def database_path(self) -> Path:
+        """The SQLite database, the source of truth."""
+        return self.home / DATABASE_FILE
+
+
+def embedding_provider(settings: Settings) -> ProviderSettings | None:
+    """The provider whose /embeddings endpoint makes the vectors (embeddings = "provider")."""
+    search = settings.search
+    if search.embeddings != "provider":
+        return None
+    for provider in settings.providers:
+        if provider.name == search.embedding_provider or not search.embedding_provider:
+            return provider
+    return None
+
+
+SECTIONS: dict[str, type[Section]] = {
+    "server": ServerSettings,
+    "storage": StorageSettings,
+    "history": HistorySettings,
+    "memory": ReviewSettings,
+    "compaction": CompactionSettings,
+    "realtime": RealtimeSettings,
+    "search": SearchSettings,
+}
+# Settings that may be 0 although they are not durations in _ms / _seconds.
+ZERO_ALLOWED = frozenset({"review_interval_hours"})
+
+
+def check_listen(value: str, label: str) -> str:
+    """HOST:PORT, or StartupError naming `label`."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise StartupError(
+            f"{label} must be HOST:PORT (for example 127.0.0.1:50051), got {value!r}"
+        )
+    return value
