@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.cli.remote_commands import with_port
+from memoryd.cli.remote import with_port
 from memoryd.log_events import Event
 from tests.server_process import ServerProcess
 

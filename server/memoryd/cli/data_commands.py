@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from memoryd.cli.remote_commands import EXIT_FAILED
+from memoryd.cli.remote import EXIT_FAILED
 from memoryd.config import data_home
 from memoryd.errors import MemorydError, StartupError
 from memoryd.services import maintenance

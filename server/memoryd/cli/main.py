@@ -1,7 +1,7 @@
 """The `memoryd` command.
 
 memoryd serve [--config PATH] [--listen HOST:PORT] [--home DIR]
-memoryd memory list|show|forget|restore ...     (calls a running server; see remote_commands)
+memoryd memory list|show|forget|restore ...     (calls a running server; see cli/remote)
 memoryd resource list|history|show|diff|rollback ...
 memoryd compact|context --conversation CHANNEL:CHAT[:THREAD] ...   (CompactionService)
 memoryd export [--agent A] [--owner O] [FILE]; memoryd import FILE   (see transfer_commands)
@@ -25,8 +25,11 @@ from typing import TextIO
 
 from memoryd import __version__
 from memoryd.cli import (
+    conversation_commands,
     data_commands,
-    remote_commands,
+    memory_commands,
+    remote,
+    resource_commands,
     search_commands,
     setup_commands,
     transfer_commands,
@@ -60,9 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve a non-loopback address without tokens (anyone who can reach it may read "
         "and erase everything), or with tokens but without TLS (they cross the network in clear)",
     )
-    remote_commands.add_commands(commands)
-    transfer_commands.add_commands(commands, remote_commands.common_options)
-    search_commands.add_commands(commands, remote_commands.common_options)
+    memory_commands.add_commands(commands)
+    conversation_commands.add_commands(commands)
+    resource_commands.add_commands(commands)
+    transfer_commands.add_commands(commands, remote.common_options)
+    search_commands.add_commands(commands, remote.common_options)
     data_commands.add_commands(commands)
     setup_commands.add_commands(commands)
     return parser
@@ -106,7 +111,7 @@ def _client_command(args: argparse.Namespace, env: Mapping[str, str], out: TextI
         "purge-owner",
         *search_commands.COMMANDS,
     ):
-        return remote_commands.run(args, env, out)
+        return remote.run(args, env, out)
     if args.command in ("backup", "restore", "discard-replaced", "check", "log-name"):
         return data_commands.run(args, env, out)
     if args.command in ("setup", "config"):

@@ -3,7 +3,7 @@
 `search` runs SearchHistory (hybrid by default) and prints each hit with how it matched;
 `embeddings` prints the model and the embedding queue (GetEmbeddingStatus); `reindex` makes every
 vector again in the background (ReindexEmbeddings, after a change of the model behind a
-provider's name). They call a running server, as remote_commands do.
+provider's name). They call a running server, as remote's commands do.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, TextIO
 from google.protobuf import json_format
 
 import memoryd_client as md
-from memoryd.cli.remote_commands import Stubs, conversation_arg
+from memoryd.cli.remote import Stubs, conversation_arg
 
 MODES = {
     "hybrid": md.SEARCH_MODE_HYBRID,

@@ -32,7 +32,7 @@ PLAIN_EVERY_SECONDS = 5.0
 
 
 class Stubs(Protocol):
-    """The services these commands call (remote_commands.Stubs)."""
+    """The services these commands call (remote.Stubs)."""
 
     memory: md.MemoryServiceStub
 
