@@ -6,7 +6,7 @@ from __future__ import annotations
 import apsw
 import pytest
 
-from memoryd.domain.transfer import SHAPES, Kind
+from memoryd.domain.export_shapes import SHAPES, Kind
 from memoryd.storage.migrations import bundled_migrations, migrate
 from memoryd.storage.transfer_store import _RESOURCE_KEY, _TABLES
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from memoryd.api.context import Context
-from memoryd.domain.transfer import Kind, selection
+from memoryd.domain.export_shapes import Kind
+from memoryd.domain.transfer import selection
 from memoryd.services.transfer import ImportChunk, ImportReport, TransferService
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 

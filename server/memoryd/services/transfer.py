@@ -25,10 +25,10 @@ from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 
 from memoryd.domain.conversation import ConversationKey, OwnerKey
+from memoryd.domain.export_shapes import Kind
 from memoryd.domain.resources import PROMPT_FILE_NAMES, ResourceKey
 from memoryd.domain.transfer import (
     VERSION,
-    Kind,
     Record,
     Selection,
     conversation_of,

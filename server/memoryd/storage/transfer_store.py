@@ -19,10 +19,11 @@ from typing import cast
 import apsw
 
 from memoryd.domain.conversation import ConversationKey
+from memoryd.domain.export_shapes import SHAPES, Kind
 from memoryd.domain.messages import Role
 from memoryd.domain.resources import ResourceKey, ResourceType, checkpoint_owner_prefix
 from memoryd.domain.review_prompt import is_review_input
-from memoryd.domain.transfer import SHAPES, Kind, Record, Selection, Value, conversation_of
+from memoryd.domain.transfer import Record, Selection, Value, conversation_of
 from memoryd.errors import FailedPrecondition, InvalidArgument
 from memoryd.storage.migrations import migration_sql
 from memoryd.storage.sql import Row, rows, savepoint
