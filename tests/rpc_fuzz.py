@@ -9,7 +9,7 @@ message.
 
 The invariant (`Target.check`): the server answers every request, never with INTERNAL or
 UNKNOWN, never with a status message that carries a traceback, a path, SQL or more than a
-short message, and never with an answer larger than a default client accepts. Shared by
+short message, never without the machine-readable details (ErrorInfo), and never with an answer larger than a default client accepts. Shared by
 tests/test_rpc_fuzz.py (a bounded run in `make test`) and scripts/fuzz_rpcs.py (a long run).
 """
 
@@ -260,6 +260,8 @@ class Target:
         except grpc.RpcError as error:
             failed: grpc.Call = error
             self._check_refusal(method, failed.code(), failed.details() or "", case)
+            # Every refusal of memoryd's says why to a program too (memoryd.api.error_details).
+            assert md.error_details(error) is not None, (method, failed.code(), failed.details())
             return
         self.statuses["OK"] = self.statuses.get("OK", 0) + 1
         assert len(answer) <= 4 * 1024 * 1024, (method, len(answer))

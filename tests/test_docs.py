@@ -67,6 +67,14 @@ def test_every_relative_link_resolves(page: Path) -> None:
     assert missing == []
 
 
+def test_every_error_reason_is_documented() -> None:
+    from memoryd.errors import Reason  # noqa: PLC0415
+
+    api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    section = api.split("## Errors a program can read", 1)[1].split("\n## ", 1)[0]
+    assert [reason for reason in Reason if f"`{reason}`" not in section] == []
+
+
 def test_the_readme_is_a_front_page() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(readme.splitlines()) <= 200

@@ -113,7 +113,7 @@ REFUSALS = [
     (
         {"category": md.CATEGORY_GOAL, "key": "k", "value": "x" * 201},
         grpc.StatusCode.INVALID_ARGUMENT,
-        "value_too_long: value is 201 characters; the limit is 200",
+        "value is 201 characters; the limit is 200",
     ),
     (
         {"category": md.CATEGORY_DIRECTIVE, "key": "k", "value": "v", "trust": md.TRUST_GUEST},

@@ -9,7 +9,8 @@ every adapter needs around them.
 
 `connect` sends the bearer token, gives unary calls a default deadline and retries the calls the
 contract marks idempotent; `ConversationClient` fills in a conversation's key; `Transcript` is a
-realtime transcript stream that resumes after a cut. Every message, enum and stub of memoryd.v1
+realtime transcript stream that resumes after a cut; `error_details` reads a refusal's reason
+and field. Every message, enum and stub of memoryd.v1
 is importable from here by name (memoryd_client._surface, generated from the descriptors); the
 generated modules live in memoryd_client.v1 (regenerate with `make protos`).
 """
@@ -28,6 +29,7 @@ from memoryd_client.client import (
     user,
 )
 from memoryd_client.client import Conversation as ConversationClient
+from memoryd_client.errors import ErrorDetails, error_details
 from memoryd_client.transcript import Transcript, TranscriptError
 
 __all__ = [*_generated]  # noqa: PLE0604 - _surface.__all__ is a list of names
@@ -35,10 +37,12 @@ __all__ += [
     "DEFAULT_ADDRESS",
     "DEFAULT_TIMEOUT_SECONDS",
     "ConversationClient",
+    "ErrorDetails",
     "Transcript",
     "TranscriptError",
     "assistant",
     "connect",
+    "error_details",
     "idempotent_methods",
     "service_config",
     "user",

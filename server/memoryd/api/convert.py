@@ -14,7 +14,7 @@ from memoryd.api.enum_tables import TRUST
 from memoryd.domain.conversation import ConversationKey, conversation_key
 from memoryd.domain.messages import Trust
 from memoryd.domain.timestamps import EPOCH
-from memoryd.errors import InvalidArgument
+from memoryd.errors import InvalidArgument, Reason
 from memoryd_client.v1 import compaction_service_pb2 as compaction_pb
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 from memoryd_client.v1 import records_pb2 as pb
@@ -48,7 +48,11 @@ def required_conversation(
 ) -> ConversationKey:
     """The conversation of a request that must name one."""
     if not request.HasField("conversation"):
-        raise InvalidArgument("conversation is required (with channel and chat_id)")
+        raise InvalidArgument(
+            "conversation is required (with channel and chat_id)",
+            reason=Reason.REQUIRED,
+            field="conversation",
+        )
     return conversation_in(request.conversation)
 
 
@@ -63,7 +67,9 @@ def timestamp_in(value: timestamp_pb2.Timestamp, field: str) -> dt.datetime:
         return value.ToDatetime(tzinfo=dt.UTC)
     except (ValueError, OverflowError, OSError):
         raise InvalidArgument(
-            f"{field} is out of range (seconds {value.seconds}, nanos {value.nanos})"
+            f"{field} is out of range (seconds {value.seconds}, nanos {value.nanos})",
+            reason=Reason.OUT_OF_RANGE,
+            field=field,
         ) from None
 
 

@@ -22,7 +22,7 @@ from memoryd.domain.recall import RecallScope, RecallSource
 from memoryd.domain.resources import ResourceType
 from memoryd.domain.review_runs import ReviewStatus
 from memoryd.domain.transcripts import Speaker
-from memoryd.errors import InvalidArgument
+from memoryd.errors import InvalidArgument, Reason
 from memoryd_client.v1 import compaction_service_pb2 as compaction_pb
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 from memoryd_client.v1 import records_pb2 as pb
@@ -61,9 +61,15 @@ class EnumTable(Generic[N, V]):
             return self.values[number]
         if number == 0:
             names = f": one of {self.names()}" if self._list_names else ""
-            raise InvalidArgument(f"{field} is required{names}")
+            raise InvalidArgument(
+                f"{field} is required{names}", reason=Reason.REQUIRED, field=field
+            )
         hint = f"; {self._hint}" if self._hint else ""
-        raise InvalidArgument(f"{field} has unknown value {number}{hint}")
+        raise InvalidArgument(
+            f"{field} has unknown value {number}{hint}",
+            reason=Reason.UNKNOWN_ENUM_VALUE,
+            field=field,
+        )
 
     def optional(self, number: int, field: str) -> V | None:
         """The value of a number from a request, or None when it was left unset."""

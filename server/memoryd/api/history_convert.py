@@ -13,7 +13,7 @@ from memoryd.domain.conversation import ConversationKey, HistoryScope, agent_key
 from memoryd.domain.fusion import Scores
 from memoryd.domain.history import AppendResult, SearchHit
 from memoryd.domain.messages import SentMessage, StoredMessage
-from memoryd.errors import InvalidArgument
+from memoryd.errors import InvalidArgument, Reason
 from memoryd.services.ingest import IngestBatch, IngestItem, IngestReport
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 from memoryd_client.v1 import records_pb2 as pb
@@ -28,7 +28,7 @@ def search_scope_in(request: service_pb.SearchHistoryRequest) -> HistoryScope:
         return owner_key(agent_id=request.owner.agent_id, owner_id=request.owner.owner_id)
     if which == "agent":
         return agent_key(agent_id=request.agent.agent_id)
-    raise InvalidArgument("one of conversation, owner or agent is required")
+    raise InvalidArgument("one of conversation, owner or agent is required", reason=Reason.REQUIRED)
 
 
 def sent_messages_in(messages: Iterable[service_pb.NewMessage]) -> list[SentMessage]:

@@ -8,7 +8,7 @@ from memoryd.api.context import Context
 from memoryd.api.enum_tables import JOB_RUN_OUTCOME, JOB_STATUS
 from memoryd.domain.conversation import check_identifier, owner_key
 from memoryd.domain.memories import Caller, check_job_id
-from memoryd.errors import InvalidArgument
+from memoryd.errors import InvalidArgument, Reason
 from memoryd.services.jobs import JobService
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 
@@ -37,7 +37,7 @@ class JobRpcs:
         job_id = _required_job_id(request.job_id)
         run_id = check_identifier(request.run_id, "run_id")
         if not run_id:
-            raise InvalidArgument("run_id is required")
+            raise InvalidArgument("run_id is required", reason=Reason.REQUIRED, field="run_id")
         outcome = JOB_RUN_OUTCOME.value(request.outcome, "outcome")
         finished = await self._jobs.finish_run(
             Caller(owner, None, job_id), run_id, outcome, request.summary
@@ -56,5 +56,5 @@ class JobRpcs:
 def _required_job_id(value: str) -> str:
     job_id = check_job_id(value)
     if job_id is None:
-        raise InvalidArgument("job_id is required")
+        raise InvalidArgument("job_id is required", reason=Reason.REQUIRED, field="job_id")
     return job_id

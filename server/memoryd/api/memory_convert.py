@@ -16,7 +16,7 @@ from memoryd.domain.memories import (
 )
 from memoryd.domain.memory_queries import Locator, SourceRow
 from memoryd.domain.timestamps import from_text
-from memoryd.errors import InvalidArgument
+from memoryd.errors import InvalidArgument, Reason
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 from memoryd_client.v1 import records_pb2 as pb
 
@@ -59,7 +59,7 @@ def required_category(number: int, field: str) -> Category:
     """A category that must be set."""
     category = CATEGORY.optional(number, field)
     if category is None:
-        raise InvalidArgument(f"{field} must not be CATEGORY_UNSPECIFIED")
+        raise InvalidArgument(f"{field} must not be CATEGORY_UNSPECIFIED", field=field)
     return category
 
 
@@ -71,7 +71,9 @@ def scope_type_in(number: int, field: str = "scope_type") -> ScopeType | None:
 def locator_in(caller: Caller, memory_id: int, scope_type_number: int, key: str) -> Locator:
     """A row named by id, or by scope type and key within the caller's scope."""
     if memory_id < 0:
-        raise InvalidArgument(f"id must be positive, got {memory_id}")
+        raise InvalidArgument(
+            f"id must be positive, got {memory_id}", reason=Reason.OUT_OF_RANGE, field="id"
+        )
     if memory_id:
         return Locator(id=memory_id)
     scope_type = scope_type_in(scope_type_number)
@@ -83,7 +85,11 @@ def locator_in(caller: Caller, memory_id: int, scope_type_number: int, key: str)
 def required_id(memory_id: int) -> int:
     """A row id that must be given."""
     if memory_id <= 0:
-        raise InvalidArgument(f"id is required (a positive memory id), got {memory_id}")
+        raise InvalidArgument(
+            f"id is required (a positive memory id), got {memory_id}",
+            reason=Reason.REQUIRED,
+            field="id",
+        )
     return memory_id
 
 

@@ -26,7 +26,7 @@ from memoryd.domain.memories import (
 from memoryd.domain.memory_queries import ListFilter
 from memoryd.domain.prompt_files import MEMORY_MD, USER_MD, PromptFile, context_block
 from memoryd.domain.quoting import clipped
-from memoryd.errors import InvalidArgument
+from memoryd.errors import InvalidArgument, Reason
 from memoryd.services.long_term_memory import LongTermMemory, list_visibility
 from memoryd.services.prompt_files import FileState, PromptFiles
 from memoryd.services.recall import RecallHit, RecallRequest, RecallService
@@ -49,10 +49,14 @@ class MemoryRpcs:
     ) -> service_pb.StoreMemoryResponse:
         caller = mc.caller_in(request, request.job_id)
         if request.id < 0:
-            raise InvalidArgument(f"id must be positive, got {request.id}")
+            raise InvalidArgument(
+                f"id must be positive, got {request.id}", reason=Reason.OUT_OF_RANGE, field="id"
+            )
         if request.source_message_id < 0:
             raise InvalidArgument(
-                f"source_message_id must be positive, got {request.source_message_id}"
+                f"source_message_id must be positive, got {request.source_message_id}",
+                reason=Reason.OUT_OF_RANGE,
+                field="source_message_id",
             )
         record, created = await self._memory.store(
             StoreRequest(
@@ -215,7 +219,8 @@ class MemoryRpcs:
         ):
             if value and value not in allowed:
                 raise InvalidArgument(
-                    f"{field} must be one of {', '.join(allowed)}; got {clipped(value)}"
+                    f"{field} must be one of {', '.join(allowed)}; got {clipped(value)}",
+                    field=field,
                 )
         page = await self._memory.sources(
             owner,

@@ -27,7 +27,8 @@ def resource_key_in(ref: pb.ResourceRef, field: str = "ref") -> ResourceKey:
         raise InvalidArgument(
             f"{field}.scope_id of a checkpoint is <owner>:<channel>:<chat_id>:<thread> (with % "
             "and : escaped in the owner, chat_id and thread; GetCompactionState's "
-            f"checkpoint.resource names it), got {clipped(scope) if scope else 'nothing'}"
+            f"checkpoint.resource names it), got {clipped(scope) if scope else 'nothing'}",
+            field=f"{field}.scope_id",
         )
     if not scope:
         scope = DEFAULT_OWNER_ID

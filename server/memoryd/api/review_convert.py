@@ -13,7 +13,7 @@ from memoryd.api.enum_tables import REVIEW_STATUS
 from memoryd.domain.conversation import ConversationKey, check_identifier
 from memoryd.domain.review_runs import ReviewSelection, StoredRun
 from memoryd.domain.turns import TurnUsage
-from memoryd.errors import InvalidArgument
+from memoryd.errors import InvalidArgument, Reason
 from memoryd.services.review import ReviewDescription, ReviewResult
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 
@@ -22,7 +22,7 @@ def turn_usage_in(usage: service_pb.TurnUsage) -> TurnUsage:
     """What the provider reported for a turn (0: not reported)."""
     for field in ("peak_prompt_tokens", "context_window"):
         if getattr(usage, field) < 0:
-            raise InvalidArgument(f"usage.{field} must not be negative")
+            raise InvalidArgument(f"usage.{field} must not be negative", reason=Reason.OUT_OF_RANGE)
     return TurnUsage(
         peak_prompt_tokens=usage.peak_prompt_tokens or None,
         context_window=usage.context_window or None,

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import grpc
 from google.protobuf.message import DecodeError
 
+from memoryd.api import error_details
 from memoryd.api.auth import Authorizer
 from memoryd.api.context import Context
 from memoryd.domain.answers import MAX_ANSWER_BYTES
@@ -39,6 +40,7 @@ from memoryd.errors import (
     FailedPrecondition,
     InvalidArgument,
     MemorydError,
+    Reason,
     ResourceExhausted,
 )
 from memoryd.log_events import Event
@@ -179,7 +181,9 @@ class _Call:
         """Abort the call with the status `error` maps to (raises grpc's AbortError)."""
         if isinstance(error, MemorydError):
             self.status = status_of(error)
-            await context.abort(self.status, _bounded(error.message))
+            message = _bounded(error.message)
+            details = error_details.of_error(self.status.value[0], message, error)
+            await context.abort(self.status, message, ((error_details.TRAILER, details),))
         reference = secrets.token_hex(4)
         self.status = grpc.StatusCode.INTERNAL
         log.error(
@@ -189,9 +193,11 @@ class _Call:
             exc_info=error,
             extra={"event": Event.RPC_ERROR, "method": self.method, "ref": reference},
         )
-        await context.abort(
-            self.status, f"internal error (reference {reference}); the server log has the details"
+        message = f"internal error (reference {reference}); the server log has the details"
+        details = error_details.status_details(
+            self.status.value[0], message, Reason.INTERNAL, metadata={"reference": reference}
         )
+        await context.abort(self.status, message, ((error_details.TRAILER, details),))
 
     def finish(self, context: Context) -> None:
         """Report the RPC's line."""
@@ -237,7 +243,7 @@ def _admission(
         call.caller = caller.fingerprint
         admit = lambda request: guard.admit(caller, method, request)  # noqa: E731
     if refused:
-        raise FailedPrecondition(READ_ONLY)
+        raise FailedPrecondition(READ_ONLY, reason=Reason.READ_ONLY)
     return admit
 
 

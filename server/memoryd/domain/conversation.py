@@ -13,7 +13,7 @@ import hashlib
 import re
 
 from memoryd.domain.quoting import clipped, shortened
-from memoryd.errors import InvalidArgument
+from memoryd.errors import InvalidArgument, Reason
 
 DEFAULT_AGENT_ID = "main"
 DEFAULT_OWNER_ID = "default"
@@ -100,7 +100,10 @@ def conversation_key(
     """Validate a conversation as sent by a client and fill in the defaults."""
     channel = check_identifier(channel, f"{field}.channel", required=True)
     if ":" in channel:
-        raise InvalidArgument(f"{field}.channel must not contain ':', got {clipped(channel)}")
+        raise InvalidArgument(
+            f"{field}.channel must not contain ':', got {clipped(channel)}",
+            field=f"{field}.channel",
+        )
     return ConversationKey(
         agent_id=agent_or_default(check_identifier(agent_id, f"{field}.agent_id")),
         owner_id=check_identifier(owner_id, f"{field}.owner_id") or DEFAULT_OWNER_ID,
@@ -128,20 +131,28 @@ def check_identifier(value: str, field: str, *, required: bool = False) -> str:
     """Return `value` if it is a usable identifier; "" is allowed unless `required`."""
     if value == "":
         if required:
-            raise InvalidArgument(f"{field} is required")
+            raise InvalidArgument(f"{field} is required", reason=Reason.REQUIRED, field=field)
         return value
     if len(value) > MAX_IDENTIFIER_CHARS:  # first: nothing longer is ever quoted back
         raise InvalidArgument(
-            f"{field} is {len(value)} characters long; the limit is {MAX_IDENTIFIER_CHARS}"
+            f"{field} is {len(value)} characters long; the limit is {MAX_IDENTIFIER_CHARS}",
+            reason=Reason.VALUE_TOO_LONG,
+            field=field,
         )
     if value.strip() == "":
-        raise InvalidArgument(f"{field} must not be blank")
+        raise InvalidArgument(f"{field} must not be blank", reason=Reason.BLANK, field=field)
     if value != value.strip():
         raise InvalidArgument(
-            f"{field} must not start or end with whitespace, got {clipped(value)}"
+            f"{field} must not start or end with whitespace, got {clipped(value)}",
+            reason=Reason.INVALID_IDENTIFIER,
+            field=field,
         )
     if CONTROL_CHARACTERS.search(value):
-        raise InvalidArgument(f"{field} must not contain control characters")
+        raise InvalidArgument(
+            f"{field} must not contain control characters",
+            reason=Reason.INVALID_IDENTIFIER,
+            field=field,
+        )
     return value
 
 

@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from memoryd.domain.quoting import clipped
-from memoryd.errors import InvalidArgument
+from memoryd.errors import InvalidArgument, Reason
 
 MAX_DEPTH = 64
 # CPython refuses to convert longer digit strings (sys.get_int_max_str_digits).
@@ -36,23 +36,32 @@ def parse_object(
     size = len(text.encode("utf-8"))
     if size > max_bytes:
         where = f" ({setting})" if setting else ""
-        raise InvalidArgument(f"{field} is {size} bytes; the limit is {max_bytes}{where}")
+        raise InvalidArgument(
+            f"{field} is {size} bytes; the limit is {max_bytes}{where}",
+            reason=Reason.VALUE_TOO_LONG,
+            field=field,
+        )
     try:
         value = json.loads(
             text, parse_constant=_refuse_constant, parse_int=_integer, parse_float=_finite
         )
     except json.JSONDecodeError as error:
         raise InvalidArgument(
-            f"{field} is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}"
+            f"{field} is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}",
+            field=field,
         ) from None
     except _Refused as error:
-        raise InvalidArgument(f"{field} is not valid JSON: {error}") from None
+        raise InvalidArgument(f"{field} is not valid JSON: {error}", field=field) from None
     except RecursionError:
-        raise InvalidArgument(f"{field} is nested more than {MAX_DEPTH} levels deep") from None
+        raise InvalidArgument(
+            f"{field} is nested more than {MAX_DEPTH} levels deep", field=field
+        ) from None
     if not isinstance(value, dict):
-        raise InvalidArgument(f"{field} must be a JSON object, got {_json_type(value)}")
+        raise InvalidArgument(
+            f"{field} must be a JSON object, got {_json_type(value)}", field=field
+        )
     if _depth(value) > MAX_DEPTH:
-        raise InvalidArgument(f"{field} is nested more than {MAX_DEPTH} levels deep")
+        raise InvalidArgument(f"{field} is nested more than {MAX_DEPTH} levels deep", field=field)
     if "\\u" in text:  # only escapes can produce a lone surrogate; skip the check otherwise
         try:
             json.dumps(value, ensure_ascii=False).encode("utf-8")
@@ -61,7 +70,8 @@ def parse_object(
             escape = "".join(f"\\u{ord(character):04x}" for character in bad)
             raise InvalidArgument(
                 f"{field} holds an unpaired UTF-16 surrogate ({escape}), which is not a "
-                "Unicode character"
+                "Unicode character",
+                field=field,
             ) from None
     return value
 

@@ -22,7 +22,7 @@ from memoryd.domain import json_text
 from memoryd.domain.conversation import ConversationKey, OwnerKey, check_identifier
 from memoryd.domain.messages import Trust
 from memoryd.domain.quoting import shortened
-from memoryd.errors import FailedPrecondition, InvalidArgument, PermissionDenied
+from memoryd.errors import FailedPrecondition, InvalidArgument, PermissionDenied, Reason
 
 MAX_VALUE_CHARS = 200
 MAX_KEY_CHARS = 256
@@ -100,11 +100,13 @@ class Caller:
         if scope_type is ScopeType.CONVERSATION:
             if self.conversation is None:
                 raise InvalidArgument(
-                    f"{field} is conversation, so the caller must be a conversation"
+                    f"{field} is conversation, so the caller must be a conversation", field=field
                 )
             return self.conversation.scope_id
         if self.job_id is None:
-            raise InvalidArgument(f"{field} is job, so job_id is required")
+            raise InvalidArgument(
+                f"{field} is job, so job_id is required", reason=Reason.REQUIRED, field=field
+            )
         return job_scope_id(self.job_id)
 
 
@@ -208,10 +210,12 @@ def check_value(value: str, field: str = "value") -> str:
     """A value, trimmed; blank or over 200 characters is refused."""
     trimmed = value.strip()
     if not trimmed:
-        raise InvalidArgument(f"{field} must not be blank")
+        raise InvalidArgument(f"{field} must not be blank", reason=Reason.BLANK, field=field)
     if len(trimmed) > MAX_VALUE_CHARS:
         raise InvalidArgument(
-            f"value_too_long: {field} is {len(trimmed)} characters; the limit is {MAX_VALUE_CHARS}"
+            f"{field} is {len(trimmed)} characters; the limit is {MAX_VALUE_CHARS}",
+            reason=Reason.VALUE_TOO_LONG,
+            field=field,
         )
     return trimmed
 
@@ -220,7 +224,7 @@ def check_key(key: str, field: str = "key") -> str:
     """A key, trimmed; blank, over-long or with control characters is refused."""
     trimmed = key.strip()
     if not trimmed:
-        raise InvalidArgument(f"{field} must not be blank")
+        raise InvalidArgument(f"{field} must not be blank", reason=Reason.BLANK, field=field)
     return check_identifier(trimmed, field)
 
 
@@ -248,7 +252,11 @@ def check_confidence(confidence: float) -> float:
     if confidence == 0:
         return 1.0
     if not 0 < confidence <= 1:
-        raise InvalidArgument(f"confidence must be between 0 and 1, got {confidence}")
+        raise InvalidArgument(
+            f"confidence must be between 0 and 1, got {confidence}",
+            reason=Reason.OUT_OF_RANGE,
+            field="confidence",
+        )
     return confidence
 
 
@@ -257,7 +265,9 @@ def check_reason(reason: str) -> str | None:
     trimmed = reason.strip()
     if len(trimmed) > MAX_REASON_CHARS:
         raise InvalidArgument(
-            f"reason is {len(trimmed)} characters; the limit is {MAX_REASON_CHARS}"
+            f"reason is {len(trimmed)} characters; the limit is {MAX_REASON_CHARS}",
+            reason=Reason.VALUE_TOO_LONG,
+            field="reason",
         )
     return trimmed or None
 

@@ -11,7 +11,7 @@ from memoryd.domain import json_text
 from memoryd.domain.conversation import CONTROL_CHARACTERS, ConversationKey, check_identifier
 from memoryd.domain.quoting import clipped
 from memoryd.domain.tokens import count_tokens
-from memoryd.errors import InvalidArgument, PermissionDenied
+from memoryd.errors import InvalidArgument, PermissionDenied, Reason
 
 DEFAULT_KIND = "chat_message"
 CHECKPOINT_KIND = "checkpoint_summary"
@@ -39,7 +39,10 @@ class Trust(enum.Enum):
 def require_operator(trust: Trust, command: str) -> None:
     """State-changing chat commands are the operator's: a guest gets PERMISSION_DENIED."""
     if trust is Trust.GUEST:
-        raise PermissionDenied(f"{command} is an operator's command; a guest may not run it")
+        raise PermissionDenied(
+            f"{command} is an operator's command; a guest may not run it",
+            reason=Reason.OPERATOR_ONLY,
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -106,18 +109,28 @@ def check_new_message(
     if len(message.sender) > MAX_SENDER_CHARS:
         raise InvalidArgument(
             f"{field}.sender is {len(message.sender)} characters long; "
-            f"the limit is {MAX_SENDER_CHARS}"
+            f"the limit is {MAX_SENDER_CHARS}",
+            reason=Reason.VALUE_TOO_LONG,
+            field=f"{field}.sender",
         )
     if CONTROL_CHARACTERS.search(message.sender):
-        raise InvalidArgument(f"{field}.sender must not contain control characters")
+        raise InvalidArgument(
+            f"{field}.sender must not contain control characters",
+            reason=Reason.INVALID_IDENTIFIER,
+            field=f"{field}.sender",
+        )
     kind = check_kind(message.kind, f"{field}.kind")
     if kind in SERVER_KINDS:
-        raise InvalidArgument(f"{field}.kind {clipped(kind)} is reserved for the server")
+        raise InvalidArgument(
+            f"{field}.kind {clipped(kind)} is reserved for the server", field=f"{field}.kind"
+        )
     size = len(message.content.encode("utf-8"))
     if size > limits.max_content_bytes:
         raise InvalidArgument(
             f"{field}.content is {size} bytes; the limit is {limits.max_content_bytes} "
-            "(memoryd.history.max_content_bytes)"
+            "(memoryd.history.max_content_bytes)",
+            reason=Reason.VALUE_TOO_LONG,
+            field=f"{field}.content",
         )
     client_id = check_identifier(message.client_message_id or "", f"{field}.client_message_id")
     return NewMessage(
@@ -138,11 +151,13 @@ def check_new_message(
 def check_message_count(count: int, limits: MessageLimits) -> None:
     """An append carries at least one message and at most the configured number."""
     if count == 0:
-        raise InvalidArgument("messages must contain at least one message")
+        raise InvalidArgument("messages must contain at least one message", field="messages")
     if count > limits.max_messages_per_call:
         raise InvalidArgument(
             f"messages has {count} messages; the limit is {limits.max_messages_per_call} per call "
-            "(memoryd.history.max_messages_per_call)"
+            "(memoryd.history.max_messages_per_call)",
+            reason=Reason.VALUE_TOO_LONG,
+            field="messages",
         )
 
 
@@ -158,7 +173,8 @@ def check_kind(kind: str, field: str) -> str:
     if not KIND_PATTERN.fullmatch(kind):
         raise InvalidArgument(
             f"{field} must be lowercase letters, digits and '_', starting with a letter, "
-            f"at most 64 characters; got {clipped(kind)}"
+            f"at most 64 characters; got {clipped(kind)}",
+            field=field,
         )
     return kind
 
@@ -166,7 +182,11 @@ def check_kind(kind: str, field: str) -> str:
 def check_kinds(kinds: list[str], field: str) -> tuple[str, ...]:
     """A kind filter: each entry a valid kind; duplicates removed, order kept."""
     if "" in kinds:
-        raise InvalidArgument(f"{field}[{kinds.index('')}] must not be empty")
+        raise InvalidArgument(
+            f"{field}[{kinds.index('')}] must not be empty",
+            reason=Reason.BLANK,
+            field=f"{field}[{kinds.index('')}]",
+        )
     checked = [check_kind(kind, f"{field}[{index}]") for index, kind in enumerate(kinds)]
     return tuple(dict.fromkeys(checked))
 

@@ -22,7 +22,7 @@ import json
 from typing import Any, TypeGuard
 
 from memoryd.domain.conversation import ConversationKey
-from memoryd.errors import InvalidArgument
+from memoryd.errors import InvalidArgument, Reason
 
 TOKEN_VERSION = 2  # 1 was unsigned
 DEFAULT_PAGE_SIZE = 50
@@ -46,9 +46,17 @@ def page_size(
 ) -> int:
     """The page size to use: 0 means the default; negative or too large is refused."""
     if requested < 0:
-        raise InvalidArgument(f"{field} must not be negative, got {requested}")
+        raise InvalidArgument(
+            f"{field} must not be negative, got {requested}",
+            reason=Reason.OUT_OF_RANGE,
+            field=field,
+        )
     if requested > maximum:
-        raise InvalidArgument(f"{field} is {requested}; the limit is {maximum}")
+        raise InvalidArgument(
+            f"{field} is {requested}; the limit is {maximum}",
+            reason=Reason.OUT_OF_RANGE,
+            field=field,
+        )
     return requested or default
 
 
@@ -83,20 +91,30 @@ class PageTokens:
         """The payload of a token this key issued for `kind`; anything else is refused."""
         body_text, dot, mac_text = token.partition(".")
         if len(token) > MAX_TOKEN_CHARS or not dot:
-            raise InvalidArgument(f"{field} is malformed")
+            raise InvalidArgument(
+                f"{field} is malformed", reason=Reason.INVALID_PAGE_TOKEN, field=field
+            )
         try:
             body = _unb64(body_text)
             mac = _unb64(mac_text)
         except (binascii.Error, ValueError):
-            raise InvalidArgument(f"{field} is malformed") from None
+            raise InvalidArgument(
+                f"{field} is malformed", reason=Reason.INVALID_PAGE_TOKEN, field=field
+            ) from None
         if not hmac.compare_digest(mac, self._mac(kind, body)):
             raise InvalidArgument(
                 f"{field} was not issued by this server for this listing (altered, or from "
-                "another database); list again without a token"
+                "another database); list again without a token",
+                reason=Reason.INVALID_PAGE_TOKEN,
+                field=field,
             )
         payload: dict[str, Any] = json.loads(body)  # ours: signed above
         if payload.get("v") != TOKEN_VERSION:
-            raise InvalidArgument(f"{field} is from another version of memoryd; list again")
+            raise InvalidArgument(
+                f"{field} is from another version of memoryd; list again",
+                reason=Reason.INVALID_PAGE_TOKEN,
+                field=field,
+            )
         return payload
 
     def _mac(self, kind: TokenKind, body: bytes) -> bytes:
@@ -117,10 +135,14 @@ class PageTokens:
         payload = self.read(TokenKind.MESSAGES, token, field)
         before, floor = payload.get("b"), payload.get("f")
         if not (_is_id(before) and _is_id(floor)):  # pragma: no cover - we signed it
-            raise InvalidArgument(f"{field} is malformed")
+            raise InvalidArgument(
+                f"{field} is malformed", reason=Reason.INVALID_PAGE_TOKEN, field=field
+            )
         if payload.get("h") != bound_to:
             raise InvalidArgument(
-                f"{field} was issued for a different conversation, kind filter or history mode"
+                f"{field} was issued for a different conversation, kind filter or history mode",
+                reason=Reason.INVALID_PAGE_TOKEN,
+                field=field,
             )
         return PageCursor(before_id=before, floor_id=floor)
 
@@ -137,9 +159,15 @@ class PageTokens:
         payload = self.read(TokenKind.MEMORIES, token, field)
         updated, last_id = payload.get("u"), payload.get("i")
         if not (isinstance(updated, str) and _is_id(last_id)):  # pragma: no cover - signed
-            raise InvalidArgument(f"{field} is malformed")
+            raise InvalidArgument(
+                f"{field} is malformed", reason=Reason.INVALID_PAGE_TOKEN, field=field
+            )
         if payload.get("h") != bound_to:
-            raise InvalidArgument(f"{field} was issued for a different caller or filter")
+            raise InvalidArgument(
+                f"{field} was issued for a different caller or filter",
+                reason=Reason.INVALID_PAGE_TOKEN,
+                field=field,
+            )
         return updated, last_id
 
     # --- listings ordered by a few columns ------------------------------------------------------
@@ -154,7 +182,11 @@ class PageTokens:
         """The ordering columns a position token continues after."""
         payload = self.read(kind, token, field)
         if payload.get("h") != bound_to:
-            raise InvalidArgument(f"{field} was issued for a different request")
+            raise InvalidArgument(
+                f"{field} was issued for a different request",
+                reason=Reason.INVALID_PAGE_TOKEN,
+                field=field,
+            )
         return tuple(str(part) for part in payload.get("p", ()))
 
 

@@ -22,7 +22,7 @@ import dataclasses
 import unicodedata
 
 from memoryd.domain.conversation import CONTROL_CHARACTERS
-from memoryd.errors import InvalidArgument
+from memoryd.errors import InvalidArgument, Reason
 
 # English function words: never alternatives on their own when a query has other words.
 STOP_WORDS = frozenset(
@@ -81,12 +81,18 @@ def plan_search(query: str, field: str = "query") -> SearchPlan:
     """Plan the search of `query`; raises InvalidArgument only for over-long queries."""
     if len(query) > MAX_QUERY_CHARS:
         raise InvalidArgument(
-            f"{field} is {len(query)} characters long; the limit is {MAX_QUERY_CHARS}"
+            f"{field} is {len(query)} characters long; the limit is {MAX_QUERY_CHARS}",
+            reason=Reason.VALUE_TOO_LONG,
+            field=field,
         )
     cleaned = CONTROL_CHARACTERS.sub(" ", query)
     words = list(dict.fromkeys(cleaned.split()))
     if len(words) > MAX_QUERY_WORDS:
-        raise InvalidArgument(f"{field} has {len(words)} words; the limit is {MAX_QUERY_WORDS}")
+        raise InvalidArgument(
+            f"{field} has {len(words)} words; the limit is {MAX_QUERY_WORDS}",
+            reason=Reason.VALUE_TOO_LONG,
+            field=field,
+        )
 
     tokens = [word for word in words if any(_is_token_char(char) for char in word)]
     content = [word for word in tokens if _folded(word) not in STOP_WORDS]

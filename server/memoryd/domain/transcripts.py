@@ -19,7 +19,7 @@ import json
 from memoryd.domain.conversation import ConversationKey, check_identifier, conversation_key
 from memoryd.domain.messages import Role, SentMessage, Trust
 from memoryd.domain.turns import TurnUsage
-from memoryd.errors import InvalidArgument
+from memoryd.errors import InvalidArgument, Reason
 
 CHANNEL = "realtime"
 KIND = "voice_turn"
@@ -98,7 +98,11 @@ class Progress:
     def check(self, segment: Segment) -> Speaker:
         """The segment's speaker, once the segment is known to follow the rules."""
         if segment.seq < 1:
-            raise InvalidArgument(f"segment.seq must be at least 1, got {segment.seq}")
+            raise InvalidArgument(
+                f"segment.seq must be at least 1, got {segment.seq}",
+                reason=Reason.OUT_OF_RANGE,
+                field="segment.seq",
+            )
         if segment.seq < self.last_seq:
             raise InvalidArgument(
                 f"segment.seq {segment.seq} is lower than seq {self.last_seq}, sent before"
@@ -106,12 +110,16 @@ class Progress:
         if segment.seq == self.last_final:
             raise InvalidArgument(f"segment.seq {segment.seq} already had its final")
         if segment.speaker is None:
-            raise InvalidArgument("segment.speaker must be SPEAKER_USER or SPEAKER_ASSISTANT")
+            raise InvalidArgument(
+                "segment.speaker must be SPEAKER_USER or SPEAKER_ASSISTANT", field="segment.speaker"
+            )
         size = len(segment.text.encode("utf-8"))
         if size > self.max_text_bytes:
             raise InvalidArgument(
                 f"segment.text is {size} bytes; the limit is {self.max_text_bytes} "
-                "(memoryd.realtime.max_segment_bytes)"
+                "(memoryd.realtime.max_segment_bytes)",
+                reason=Reason.VALUE_TOO_LONG,
+                field="segment.text",
             )
         self.last_seq = segment.seq
         if not segment.partial:

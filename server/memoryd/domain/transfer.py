@@ -210,7 +210,7 @@ def _check_resource(record: Record, version: int) -> None:
         raise InvalidArgument(
             f"{where}: resource_path must be {expected!r}, the path its agent, type and scope "
             "map to (memoryd derives every path; a line never chooses one), got "
-            f"{clipped(str(record.named('resource_path')))}"
+            f"{clipped(str(record.named('resource_path')))}",
         )
 
 

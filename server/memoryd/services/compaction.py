@@ -33,7 +33,7 @@ from memoryd.domain.messages import Trust, require_operator
 from memoryd.domain.timestamps import utc_now
 from memoryd.domain.tokens import count_tokens
 from memoryd.domain.turns import TurnUsage
-from memoryd.errors import FailedPrecondition, InvalidArgument
+from memoryd.errors import FailedPrecondition, InvalidArgument, Reason
 from memoryd.llm.chain import ModelUnavailableError, ProviderChain
 from memoryd.log_events import Event
 from memoryd.services.context_composer import (
@@ -213,7 +213,7 @@ class Compactor:
     def require_provider(self) -> None:
         """Compaction needs a model: FAILED_PRECONDITION otherwise."""
         if not self._chain.configured:
-            raise FailedPrecondition(no_provider("compaction"))
+            raise FailedPrecondition(no_provider("compaction"), reason=Reason.NO_MODEL_PROVIDER)
 
     async def _compact(self, key: ConversationKey, window: int) -> CompactResult:
         lock = self._locks.setdefault(key, asyncio.Lock())

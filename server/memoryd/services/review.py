@@ -43,7 +43,7 @@ from memoryd.domain.review_runs import (
 )
 from memoryd.domain.timestamps import utc_now
 from memoryd.domain.tokens import count_tokens, load
-from memoryd.errors import FailedPrecondition, NotFound
+from memoryd.errors import FailedPrecondition, NotFound, Reason
 from memoryd.llm.chain import ModelUnavailableError, ProviderChain
 from memoryd.log_events import Event
 from memoryd.services.long_term_memory import LongTermMemory
@@ -162,7 +162,7 @@ class Reviewer:
     def require_provider(self) -> None:
         """Reviews need a model: FAILED_PRECONDITION otherwise."""
         if not self._chain.configured:
-            raise FailedPrecondition(NO_PROVIDER)
+            raise FailedPrecondition(NO_PROVIDER, reason=Reason.NO_MODEL_PROVIDER)
 
     async def review(self, key: ConversationKey, *, forced: bool) -> ReviewResult:
         """Review one conversation if its gates allow; never raises for a failed review."""
