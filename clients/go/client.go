@@ -3,17 +3,14 @@ package memoryd
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 
@@ -42,8 +39,10 @@ type Client struct {
 	Compaction pb.CompactionServiceClient
 }
 
-// Dial connects to memoryd at address ("host:port").
-func Dial(address string, options Options) (*Client, error) {
+// NewClient makes a client of memoryd at target ("host:port", or any gRPC target such as
+// "dns:///memoryd.internal:50051"). As grpc.NewClient, it does not connect: the first call
+// does, and reconnects as needed. Close releases it.
+func NewClient(target string, options Options) (*Client, error) {
 	timeout := options.Timeout
 	if timeout == 0 {
 		timeout = DefaultTimeout
@@ -58,9 +57,9 @@ func Dial(address string, options Options) (*Client, error) {
 		grpc.WithChainUnaryInterceptor(unaryDefaults(options.Token, timeout)),
 		grpc.WithChainStreamInterceptor(streamDefaults(options.Token)),
 	}
-	conn, err := grpc.NewClient(address, append(dial, options.DialOptions...)...)
+	conn, err := grpc.NewClient(target, append(dial, options.DialOptions...)...)
 	if err != nil {
-		return nil, fmt.Errorf("memoryd: cannot connect to %s: %w", address, err)
+		return nil, fmt.Errorf("memoryd: cannot make a client of %s: %w", target, err)
 	}
 	return &Client{
 		conn:       conn,
@@ -144,29 +143,4 @@ func ServiceConfig() string {
 	}
 	text, _ := json.Marshal(config)
 	return string(text)
-}
-
-// Error is a status memoryd answered with: its code and the server's message.
-type Error struct {
-	Code    codes.Code
-	Message string
-}
-
-func (e *Error) Error() string { return fmt.Sprintf("memoryd: %s: %s", e.Code, e.Message) }
-
-// AsError turns a call's error into an *Error (nil when err is nil; ok false when err carries
-// no gRPC status).
-func AsError(err error) (*Error, bool) {
-	if err == nil {
-		return nil, false
-	}
-	var typed *Error
-	if errors.As(err, &typed) {
-		return typed, true
-	}
-	found, ok := status.FromError(err)
-	if !ok {
-		return nil, false
-	}
-	return &Error{Code: found.Code(), Message: found.Message()}, true
 }

@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v1"
 )
@@ -87,7 +89,7 @@ func startServer() (string, func(), error) {
 
 func connect(t *testing.T) *Client {
 	t.Helper()
-	client, err := Dial(address, Options{})
+	client, err := NewClient(address, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,12 +171,17 @@ func TestErrorsCarryTheStatusAndTheServersMessage(t *testing.T) {
 		Conversation: &pb.Conversation{ChatId: "x"},
 		Messages:     []*pb.NewMessage{User("ada", "hi")},
 	})
-	failure, ok := AsError(err)
-	if !ok || failure.Code != codes.InvalidArgument || !strings.Contains(failure.Message, "conversation.channel is required") {
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "conversation.channel is required") {
 		t.Fatalf("got %v", err)
 	}
-	if !strings.HasPrefix(failure.Error(), "memoryd: InvalidArgument: ") {
-		t.Fatalf("error text %q", failure.Error())
+	var info *errdetails.ErrorInfo
+	for _, detail := range status.Convert(err).Details() {
+		if found, ok := detail.(*errdetails.ErrorInfo); ok {
+			info = found
+		}
+	}
+	if info == nil || info.GetReason() != "REQUIRED" || info.GetMetadata()["field"] != "conversation.channel" || info.GetDomain() != "memoryd" {
+		t.Fatalf("error details %v", info)
 	}
 }
 
@@ -204,13 +211,13 @@ func TestATranscriptCutMidStreamResumesWithoutLossOrDuplicate(t *testing.T) {
 	if !session.Persisted {
 		t.Skip("the server does not store transcripts (persist_transcripts is off)")
 	}
-	if err := session.Partial(1, pb.Speaker_SPEAKER_USER, "what's the"); err != nil {
+	if err := session.Partial(ctx, 1, pb.Speaker_SPEAKER_USER, "what's the"); err != nil {
 		t.Fatal(err)
 	}
-	if err := session.Final(1, pb.Speaker_SPEAKER_USER, "what's the weather"); err != nil {
+	if err := session.Final(ctx, 1, pb.Speaker_SPEAKER_USER, "what's the weather"); err != nil {
 		t.Fatal(err)
 	}
-	if err := session.Final(2, pb.Speaker_SPEAKER_ASSISTANT, "sunny, 21°C"); err != nil {
+	if err := session.Final(ctx, 2, pb.Speaker_SPEAKER_ASSISTANT, "sunny, 21°C"); err != nil {
 		t.Fatal(err)
 	}
 	// Final 3 is sent, then the stream is cut before its acknowledgement is read.
@@ -220,13 +227,13 @@ func TestATranscriptCutMidStreamResumesWithoutLossOrDuplicate(t *testing.T) {
 		t.Fatal(err)
 	}
 	session.Cut()
-	if err := session.Final(4, pb.Speaker_SPEAKER_ASSISTANT, "rain 雨"); err != nil {
+	if err := session.Final(ctx, 4, pb.Speaker_SPEAKER_ASSISTANT, "rain 雨"); err != nil {
 		t.Fatal(err)
 	}
 	if session.Reconnects != 1 || !session.Resumed || session.Committed() != 4 {
 		t.Fatalf("reconnects %d, resumed %v, committed %d", session.Reconnects, session.Resumed, session.Committed())
 	}
-	if _, err := session.End(); err != nil {
+	if _, err := session.End(ctx); err != nil {
 		t.Fatal(err)
 	}
 	listed, err := client.Memory.ListMessages(ctx, &pb.ListMessagesRequest{

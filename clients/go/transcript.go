@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v1"
 )
@@ -16,10 +17,10 @@ const MaxReconnects = 5
 // Transcript is a StreamTranscript session that survives a cut stream: finals are kept until an
 // acknowledgement covers them, and after a reconnect (same session id) the server's committed
 // seq says which to send again. Partials are never stored, so none is replayed. Not safe for
-// concurrent use.
+// concurrent use. Each call takes its own context: cancelling it ends that call (the stream is
+// cut, and the finals not yet acknowledged are sent again by the next call).
 type Transcript struct {
 	client    *Client
-	ctx       context.Context
 	open      *pb.TranscriptOpen
 	stream    pb.MemoryService_StreamTranscriptClient
 	cancel    context.CancelFunc
@@ -33,10 +34,16 @@ type Transcript struct {
 	Reconnects int
 }
 
-// OpenTranscript opens (or resumes) a session; ctx bounds the whole session.
+// OpenTranscript opens (or resumes) a session; ctx bounds the opening. The session lasts until
+// End, or until the client is closed.
 func (c *Client) OpenTranscript(ctx context.Context, open *pb.TranscriptOpen) (*Transcript, error) {
-	t := &Transcript{client: c, ctx: ctx, open: open}
+	t := &Transcript{client: c, open: open}
+	stop := context.AfterFunc(ctx, t.Cut)
+	defer stop()
 	if err := t.connect(); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, err
 	}
 	return t, nil
@@ -49,7 +56,7 @@ func (t *Transcript) connect() error {
 	if t.cancel != nil {
 		t.cancel()
 	}
-	streamCtx, cancel := context.WithCancel(t.ctx)
+	streamCtx, cancel := context.WithCancel(context.Background())
 	stream, err := t.client.Memory.StreamTranscript(streamCtx)
 	if err == nil {
 		err = stream.Send(&pb.StreamTranscriptRequest{Kind: &pb.StreamTranscriptRequest_Open{Open: t.open}})
@@ -82,34 +89,45 @@ func (t *Transcript) acknowledge(seq int64) {
 }
 
 // Partial sends a partial segment (never stored; lost, harmlessly, if the stream is cut).
-func (t *Transcript) Partial(seq int64, speaker pb.Speaker, text string) error {
+func (t *Transcript) Partial(ctx context.Context, seq int64, speaker pb.Speaker, text string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	segment := &pb.TranscriptSegment{Seq: seq, Speaker: speaker, Partial: true, Text: text}
 	return t.stream.Send(&pb.StreamTranscriptRequest{Kind: &pb.StreamTranscriptRequest_Segment{Segment: segment}})
 }
 
 // Final sends a final segment and returns once the server acknowledged it (committed it, with
 // persistence on). A cut stream is reopened and every unacknowledged final sent again.
-func (t *Transcript) Final(seq int64, speaker pb.Speaker, text string) error {
+func (t *Transcript) Final(ctx context.Context, seq int64, speaker pb.Speaker, text string) error {
 	t.pending = append(t.pending, &pb.TranscriptSegment{Seq: seq, Speaker: speaker, Text: text})
-	return t.flush()
+	return t.flush(ctx)
 }
 
-func (t *Transcript) flush() error {
+func (t *Transcript) flush(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, t.Cut) // a cancelled call cuts the stream it waits on
+	defer stop()
 	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		err := t.sendPending()
 		if err == nil {
 			return nil
 		}
-		failure, _ := AsError(err)
-		retryable := failure == nil || failure.Code == codes.Unavailable || failure.Code == codes.Canceled
-		if !retryable || t.ctx.Err() != nil || attempt >= MaxReconnects {
+		code := status.Code(err)
+		retryable := code == codes.Unknown || code == codes.Unavailable || code == codes.Canceled
+		if !retryable || ctx.Err() != nil || attempt >= MaxReconnects {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			return err
 		}
 		if attempt > 0 { // the first reconnect is at once, later ones wait longer each time
 			select {
 			case <-time.After(time.Duration(100<<(attempt-1)) * time.Millisecond):
-			case <-t.ctx.Done():
-				return t.ctx.Err()
+			case <-ctx.Done():
+				return ctx.Err()
 			}
 		}
 		_ = t.reconnect() // a failed reconnect is tried again on the next attempt
@@ -156,10 +174,12 @@ func (t *Transcript) Cut() {
 }
 
 // End closes the session cleanly and returns its totals (of the last stream).
-func (t *Transcript) End() (*pb.TranscriptTotals, error) {
-	if err := t.flush(); err != nil {
+func (t *Transcript) End(ctx context.Context) (*pb.TranscriptTotals, error) {
+	if err := t.flush(ctx); err != nil {
 		return nil, err
 	}
+	stop := context.AfterFunc(ctx, t.Cut)
+	defer stop()
 	end := &pb.StreamTranscriptRequest{Kind: &pb.StreamTranscriptRequest_End{End: &pb.TranscriptEnd{}}}
 	if err := t.stream.Send(end); err != nil {
 		return nil, t.statusOf(err)

@@ -16,7 +16,7 @@ from memoryd.domain.compaction import Outcome, PartKind
 from memoryd.domain.fusion import MatchKind, SearchMode
 from memoryd.domain.history import AppendOutcome
 from memoryd.domain.jobs import JobStatus, RunOutcome
-from memoryd.domain.memories import Category, PromptTarget, ScopeType
+from memoryd.domain.memories import Category, PromptTarget, ScopeType, SourceType
 from memoryd.domain.messages import Role, Trust
 from memoryd.domain.recall import RecallScope, RecallSource
 from memoryd.domain.resources import ResourceType
@@ -223,6 +223,26 @@ JOB_STATUS = EnumTable(
     },
     domain=JobStatus,
     list_names=True,
+)
+SOURCE_TYPE = EnumTable(
+    pb.SourceType,
+    {
+        pb.SOURCE_TYPE_CONVERSATION: SourceType.CONVERSATION,
+        pb.SOURCE_TYPE_API: SourceType.API,
+        pb.SOURCE_TYPE_SCHEDULED_JOB: SourceType.SCHEDULED_JOB,
+        pb.SOURCE_TYPE_MEMORY_REVIEWER: SourceType.MEMORY_REVIEWER,
+    },
+    domain=SourceType,
+)
+# A memory source's state: the same values as a job's status (only jobs are ever paused).
+SOURCE_STATE = EnumTable(
+    pb.SourceState,
+    {
+        pb.SOURCE_STATE_ACTIVE: JobStatus.ACTIVE,
+        pb.SOURCE_STATE_PAUSED: JobStatus.PAUSED,
+        pb.SOURCE_STATE_DELETED: JobStatus.DELETED,
+    },
+    domain=JobStatus,
 )
 JOB_RUN_OUTCOME = EnumTable(
     service_pb.JobRunOutcome,

@@ -41,9 +41,7 @@ def status_details(
         info.metadata["field"] = field
     status.details.add().Pack(info)
     if field and invalid_argument:
-        violation = BadRequest.FieldViolation(
-            field=field, description=message, reason=reason.value
-        )
+        violation = BadRequest.FieldViolation(field=field, description=message, reason=reason.value)
         status.details.add().Pack(BadRequest(field_violations=[violation]))
     return status.SerializeToString()
 

@@ -7,6 +7,7 @@ from memoryd.api import memory_convert as mc
 from memoryd.api.context import Context
 from memoryd.api.enum_tables import JOB_RUN_OUTCOME, JOB_STATUS
 from memoryd.domain.conversation import check_identifier, owner_key
+from memoryd.domain.jobs import RunOutcome
 from memoryd.domain.memories import Caller, check_job_id
 from memoryd.errors import InvalidArgument, Reason
 from memoryd.services.jobs import JobService
@@ -44,7 +45,9 @@ class JobRpcs:
         )
         run = finished.run
         response = service_pb.FinishJobRunResponse(
-            status=run.status, started_at=convert.timestamp_out(run.started_at)
+            status=run.status,
+            outcome=JOB_RUN_OUTCOME.number(RunOutcome(run.status)),
+            started_at=convert.timestamp_out(run.started_at),
         )
         if run.finished_at is not None:
             convert.set_timestamp(response.finished_at, run.finished_at)

@@ -3,18 +3,30 @@ Nothing here decides policy."""
 
 from __future__ import annotations
 
+import enum
+from typing import TypeVar
+
 from memoryd.api.convert import conversation_in, timestamp_out
-from memoryd.api.enum_tables import CATEGORY, PROMPT_TARGET, SCOPE_TYPE, TRUST
+from memoryd.api.enum_tables import (
+    CATEGORY,
+    PROMPT_TARGET,
+    SCOPE_TYPE,
+    SOURCE_STATE,
+    SOURCE_TYPE,
+    TRUST,
+)
 from memoryd.domain.conversation import OwnerKey, owner_key
 from memoryd.domain.memories import (
     Caller,
     Category,
     MemoryRecord,
     ScopeType,
+    SourceType,
     check_job_id,
     check_key,
 )
 from memoryd.domain.memory_queries import Locator, SourceRow
+from memoryd.domain.quoting import clipped
 from memoryd.domain.timestamps import from_text
 from memoryd.errors import InvalidArgument, Reason
 from memoryd_client.v1 import memory_service_pb2 as service_pb
@@ -112,6 +124,9 @@ def fill_memory(target: pb.Memory, record: MemoryRecord, *, with_value: bool = T
     provenance = target.provenance
     provenance.source_id = source.source_id or ""
     provenance.source_type = source.source_type or ""
+    known = {member.value for member in SourceType}
+    if source.source_type in known:
+        provenance.type = SOURCE_TYPE.number(SourceType(source.source_type))
     provenance.source_name = source.source_name or ""
     provenance.source_description = source.source_description or ""
     provenance.session_id = source.session_id or ""
@@ -131,9 +146,37 @@ def fill_source(target: pb.MemorySource, source: SourceRow) -> None:
     """Write a memory source into `target`."""
     target.id = source.info.id
     target.source_type = source.info.source_type
+    target.type = SOURCE_TYPE.number(source.info.source_type)
     target.name = source.info.name
     target.description = source.info.description
     target.memory_scope = source.info.memory_scope
     target.status = source.status
+    target.state = SOURCE_STATE.number(source.status)
     target.created_at.CopyFrom(timestamp_out(from_text(source.created_at)))
     target.updated_at.CopyFrom(timestamp_out(from_text(source.updated_at)))
+
+
+E = TypeVar("E", bound=enum.StrEnum)
+
+
+def filter_value(
+    kind: type[E], text: str, text_field: str, chosen: E | None, enum_field: str
+) -> E | None:
+    """A listing filter sent as the deprecated text, as the enum, or as both (which must agree);
+    None when neither is set."""
+    named = None
+    if text:
+        try:
+            named = kind(text)
+        except ValueError:
+            raise InvalidArgument(
+                f"{text_field} must be one of {', '.join(kind)}; got {clipped(text)}",
+                reason=Reason.UNKNOWN_ENUM_VALUE,
+                field=text_field,
+            ) from None
+    if named is not None and chosen is not None and named is not chosen:
+        raise InvalidArgument(
+            f"{text_field} {clipped(text)} and {enum_field} disagree; set {enum_field} alone",
+            field=enum_field,
+        )
+    return chosen or named

@@ -11,13 +11,15 @@ from memoryd.api.enum_tables import (
     RECALL_SCOPE,
     RECALL_SOURCE,
     SEARCH_MODE,
+    SOURCE_STATE,
+    SOURCE_TYPE,
 )
 from memoryd.api.history_convert import fill_hit, fill_scores
 from memoryd.domain.answers import fitting, hit_bytes, memory_bytes
 from memoryd.domain.conversation import check_identifier, owner_key
+from memoryd.domain.jobs import JobStatus
 from memoryd.domain.memories import (
-    SOURCE_STATUSES,
-    SOURCE_TYPES,
+    SourceType,
     StoreRequest,
     check_metadata,
     check_reason,
@@ -25,7 +27,6 @@ from memoryd.domain.memories import (
 )
 from memoryd.domain.memory_queries import ListFilter
 from memoryd.domain.prompt_files import MEMORY_MD, USER_MD, PromptFile, context_block
-from memoryd.domain.quoting import clipped
 from memoryd.errors import InvalidArgument, Reason
 from memoryd.services.long_term_memory import LongTermMemory, list_visibility
 from memoryd.services.prompt_files import FileState, PromptFiles
@@ -213,19 +214,24 @@ class MemoryRpcs:
         self, request: service_pb.ListMemorySourcesRequest, context: Context
     ) -> service_pb.ListMemorySourcesResponse:
         owner = owner_key(agent_id=request.owner.agent_id, owner_id=request.owner.owner_id)
-        for field, value, allowed in (
-            ("status", request.status, SOURCE_STATUSES),
-            ("source_type", request.source_type, SOURCE_TYPES),
-        ):
-            if value and value not in allowed:
-                raise InvalidArgument(
-                    f"{field} must be one of {', '.join(allowed)}; got {clipped(value)}",
-                    field=field,
-                )
+        status = mc.filter_value(
+            JobStatus,
+            request.status,
+            "status",
+            SOURCE_STATE.optional(request.state, "state"),
+            "state",
+        )
+        source_type = mc.filter_value(
+            SourceType,
+            request.source_type,
+            "source_type",
+            SOURCE_TYPE.optional(request.type, "type"),
+            "type",
+        )
         page = await self._memory.sources(
             owner,
-            status=request.status,
-            source_type=request.source_type,
+            status=status,
+            source_type=source_type,
             requested_page_size=request.page_size,
             page_token=request.page_token,
         )

@@ -38,13 +38,18 @@ class ResourceRpcs:
     ) -> service_pb.ListRevisionsResponse:
         key = rc.resource_key_in(request.ref)
         page = await self._resources.history(
-            key, limit=request.limit, before=request.before_revision
+            key,
+            requested_page_size=request.page_size,
+            page_token=request.page_token,
+            limit=request.limit,
+            before=request.before_revision,
         )
         return service_pb.ListRevisionsResponse(
             revisions=[
                 rc.revision_out(revision, with_content=False) for revision in page.revisions
             ],
             next_before_revision=page.next_before,
+            next_page_token=page.next_page_token,
         )
 
     async def GetRevision(

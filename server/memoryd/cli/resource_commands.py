@@ -74,7 +74,8 @@ def _resource_list(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _resource_history(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
-    response = stubs.memory.ListRevisions(md.ListRevisionsRequest(ref=_ref(args), limit=args.limit))
+    request = md.ListRevisionsRequest(ref=_ref(args), page_size=args.limit)
+    response = stubs.memory.ListRevisions(request)
     if not json_answered(args, out, response):
         for revision in response.revisions:
             created = revision.created_at.ToJsonString()

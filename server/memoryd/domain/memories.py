@@ -63,9 +63,16 @@ class PromptTarget(enum.Enum):
 
 USER_BUCKET = frozenset({Category.IDENTITY, Category.PREFERENCE, Category.INTEREST, Category.GOAL})
 MEMORY_BUCKET = frozenset({Category.CONTEXT, Category.DIRECTIVE})
+
+
 # What memory_sources may hold (the migration checks the same values).
-SOURCE_TYPES = ("conversation", "api", "scheduled_job", "memory_reviewer")
-SOURCE_STATUSES = ("active", "paused", "deleted")
+class SourceType(enum.StrEnum):
+    """The kind of a memory source (memory_sources.source_type)."""
+
+    CONVERSATION = "conversation"
+    API = "api"
+    SCHEDULED_JOB = "scheduled_job"
+    MEMORY_REVIEWER = "memory_reviewer"
 
 
 def prompt_target(category: Category, scope_type: ScopeType) -> PromptTarget:
@@ -355,7 +362,7 @@ class SourceInfo:
     """A memory source as registered in memory_sources."""
 
     id: str
-    source_type: str
+    source_type: SourceType
     name: str
     description: str
     memory_scope: str
@@ -378,7 +385,7 @@ def source_info(caller: Caller) -> SourceInfo:
         scope = job_scope_id(caller.job_id)
         return SourceInfo(
             id=scope,
-            source_type="scheduled_job",
+            source_type=SourceType.SCHEDULED_JOB,
             name=caller.job_id,
             description="scheduled job",
             memory_scope=scope,
@@ -387,14 +394,14 @@ def source_info(caller: Caller) -> SourceInfo:
         scope = caller.conversation.scope_id
         return SourceInfo(
             id=f"conversation:{scope}",
-            source_type="conversation",
+            source_type=SourceType.CONVERSATION,
             name=scope,
             description="conversation",
             memory_scope=scope,
         )
     return SourceInfo(
         id="api",
-        source_type="api",
+        source_type=SourceType.API,
         name="api",
         description="written through the API",
         memory_scope=caller.owner.owner_id,
@@ -404,7 +411,7 @@ def source_info(caller: Caller) -> SourceInfo:
 # The memory source of every row the reviewer writes, and of its rows' provenance.
 REVIEWER = SourceInfo(
     id="memory_reviewer",
-    source_type="memory_reviewer",
+    source_type=SourceType.MEMORY_REVIEWER,
     name="memory reviewer",
     description="background review",
     memory_scope="",

@@ -13,6 +13,7 @@ import dataclasses
 
 from memoryd.domain.conversation import OwnerKey
 from memoryd.domain.fusion import NO_SCORES, MatchKind, Scores
+from memoryd.domain.jobs import JobStatus
 from memoryd.domain.memories import (
     Caller,
     Category,
@@ -134,6 +135,6 @@ class SourceRow:
     """A memory source with its status and times."""
 
     info: SourceInfo
-    status: str
+    status: JobStatus
     created_at: str
     updated_at: str

@@ -71,6 +71,7 @@ class TokenKind(enum.StrEnum):
     MEMORIES = "memories"
     SOURCES = "sources"
     RESOURCES = "resources"
+    REVISIONS = "revisions"
 
 
 class PageTokens:

@@ -43,6 +43,21 @@ class ResourceKey:
     scope_id: str
 
 
+class MutationSource(enum.StrEnum):
+    """What made a revision (resource_revisions.mutation_source). Revisions imported from an
+    export keep the text they were stored with, so a read revision's is a plain str."""
+
+    MEMORY_STORE = "memory_store"
+    MEMORY_UPDATE = "memory_update"
+    MEMORY_ARCHIVE = "memory_archive"
+    MEMORY_RESTORE = "memory_restore"
+    MEMORY_DELETE = "memory_delete"
+    MEMORY_REVIEW = "memory_review"
+    ROLLBACK = "rollback"
+    CONVERSATION_PURGE = "conversation_purge"
+    COMPACTION = "compaction"
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Revision:
     """One committed revision."""

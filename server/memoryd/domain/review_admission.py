@@ -25,7 +25,7 @@ from memoryd.domain.memories import (
 )
 from memoryd.domain.messages import Trust
 from memoryd.domain.quoting import clipped
-from memoryd.domain.review_answer import Operation, category_of, id_of, value_of
+from memoryd.domain.review_answer import Operation, ReviewAction, category_of, id_of, value_of
 
 MAX_DESCRIPTION_CHARS = 80
 MAX_WORKING_MEMORY_CHARS = 4000
@@ -146,7 +146,7 @@ def _admit_add(fields: dict[str, Any], scope: _Scope, index: int) -> Admitted | 
 
 
 def _admit_replace(fields: dict[str, Any], scope: _Scope, _index: int) -> Admitted | Skipped:
-    record = scope.row("replace", fields.get("id"))
+    record = scope.row(ReviewAction.REPLACE, fields.get("id"))
     if isinstance(record, Skipped):
         return record
     value = value_of(fields.get("value"))
@@ -158,7 +158,7 @@ def _admit_replace(fields: dict[str, Any], scope: _Scope, _index: int) -> Admitt
 
 
 def _admit_archive(fields: dict[str, Any], scope: _Scope, _index: int) -> Admitted | Skipped:
-    record = scope.row("archive", fields.get("id"))
+    record = scope.row(ReviewAction.ARCHIVE, fields.get("id"))
     if isinstance(record, Skipped):
         return record
     reason = fields.get("reason")
@@ -183,11 +183,11 @@ def _admit_describe(fields: dict[str, Any], _scope: _Scope, _index: int) -> Admi
 
 
 _ADMISSION: dict[str, Callable[[dict[str, Any], _Scope, int], Admitted | Skipped]] = {
-    "add": _admit_add,
-    "replace": _admit_replace,
-    "archive": _admit_archive,
-    "working_memory": _admit_working_memory,
-    "describe": _admit_describe,
+    ReviewAction.ADD: _admit_add,
+    ReviewAction.REPLACE: _admit_replace,
+    ReviewAction.ARCHIVE: _admit_archive,
+    ReviewAction.WORKING_MEMORY: _admit_working_memory,
+    ReviewAction.DESCRIBE: _admit_describe,
 }
 
 

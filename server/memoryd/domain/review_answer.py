@@ -7,6 +7,7 @@ the review, so a cut-off answer is retried rather than read as "nothing to save"
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import re
 from collections.abc import Sequence
@@ -22,12 +23,25 @@ from memoryd.domain.review_runs import AnswerKind
 # Where an object with operations may open inside prose: `{` then "operations" as its first key.
 _EMBEDDED = re.compile(r'\{\s*"operations"')
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+class ReviewAction(enum.StrEnum):
+    """The operations a review answer may hold (an answer's `action`, or its tool's)."""
+
+    ADD = "add"
+    REPLACE = "replace"
+    ARCHIVE = "archive"
+    WORKING_MEMORY = "working_memory"
+    DESCRIBE = "describe"
+
+
+# The review's tools (memoryd.domain.review_prompt.TOOLS) and the operation each one is.
 TOOL_ACTIONS = {
-    "memory_add": "add",
-    "memory_replace": "replace",
-    "memory_archive": "archive",
-    "working_memory_update": "working_memory",
-    "session_description_update": "describe",
+    "memory_add": ReviewAction.ADD,
+    "memory_replace": ReviewAction.REPLACE,
+    "memory_archive": ReviewAction.ARCHIVE,
+    "working_memory_update": ReviewAction.WORKING_MEMORY,
+    "session_description_update": ReviewAction.DESCRIBE,
 }
 
 
@@ -61,7 +75,7 @@ class Answer:
     kind: AnswerKind
 
 
-ROW_ACTIONS = frozenset({"add", "replace", "archive"})
+ROW_ACTIONS = frozenset({ReviewAction.ADD, ReviewAction.REPLACE, ReviewAction.ARCHIVE})
 
 
 def parse_answer(text: str, tool_calls: Sequence[tuple[str, str]]) -> Answer:

@@ -37,14 +37,25 @@ class ReviewSelection:
 
 
 class SkipReason(enum.StrEnum):
-    """Why a review did not run (ReviewNow reports the text)."""
+    """Why a review did not run: a slug; ReviewNow reports its text (SKIP_TEXT)."""
 
-    NO_RECORD = "the conversation has no record"
+    NO_RECORD = "no_record"
     UNDER_INTERVAL = "under_interval"
-    BACKOFF = "backoff: the last review failed"
-    NO_NEW_INPUT = "no new user messages since the last review"
-    CONCURRENT_RUN = "concurrent_run: another review is running"
-    CLAIM_TAKEN_OVER = "concurrent_run: the claim was taken over"
+    BACKOFF = "backoff"
+    NO_NEW_INPUT = "no_new_input"
+    CONCURRENT_RUN = "concurrent_run"
+    CLAIM_TAKEN_OVER = "claim_taken_over"
+
+
+# What ReviewNow says for each skip (its `reason`), the one place the prose lives.
+SKIP_TEXT: dict[SkipReason, str] = {
+    SkipReason.NO_RECORD: "the conversation has no record",
+    SkipReason.UNDER_INTERVAL: "under_interval",
+    SkipReason.BACKOFF: "backoff: the last review failed",
+    SkipReason.NO_NEW_INPUT: "no new user messages since the last review",
+    SkipReason.CONCURRENT_RUN: "concurrent_run: another review is running",
+    SkipReason.CLAIM_TAKEN_OVER: "concurrent_run: the claim was taken over",
+}
 
 
 class AnswerKind(enum.StrEnum):

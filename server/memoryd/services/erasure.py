@@ -34,6 +34,7 @@ from memoryd.data_directory import residual_files
 from memoryd.domain.conversation import ConversationKey, OwnerKey
 from memoryd.domain.memories import PromptTarget
 from memoryd.domain.messages import Trust, require_operator
+from memoryd.domain.resources import MutationSource
 from memoryd.domain.timestamps import to_text, utc_now
 from memoryd.log_events import Event
 from memoryd.services.history import HistoryService
@@ -202,7 +203,7 @@ class ErasureService:
             render = self._prompts.render_in_transaction(
                 connection,
                 OwnerKey(key.agent_id, key.owner_id),
-                mutation_source="conversation_purge",
+                mutation_source=MutationSource.CONVERSATION_PURGE,
                 provenance={
                     "memory_ids": [record.id for record in erased],
                     "conversation": key.scope_id,

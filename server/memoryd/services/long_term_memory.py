@@ -14,11 +14,13 @@ from collections.abc import Callable
 
 from memoryd.domain.answers import memory_bytes, page_of, source_bytes
 from memoryd.domain.conversation import OwnerKey
+from memoryd.domain.jobs import JobStatus
 from memoryd.domain.memories import (
     Caller,
     MemoryRecord,
     PromptTarget,
     ScopeType,
+    SourceType,
     StoreRequest,
     admit_new,
     check_value,
@@ -34,6 +36,7 @@ from memoryd.domain.memory_queries import (
 )
 from memoryd.domain.messages import Trust
 from memoryd.domain.paging import PageTokens, TokenKind, page_size, request_fingerprint
+from memoryd.domain.resources import MutationSource
 from memoryd.domain.timestamps import to_text, utc_now
 from memoryd.errors import InvalidArgument, NotFound
 from memoryd.services.prompt_files import CommittedRender, PromptFiles
@@ -56,7 +59,7 @@ class Change:
 
     record: MemoryRecord | None
     before: MemoryRecord | None
-    mutation_source: str
+    mutation_source: MutationSource
     owner: OwnerKey
 
     @property
@@ -148,7 +151,9 @@ class LongTermMemory:
                     now=now,
                     category=request.category,
                 )
-                return Change(stored.record, stored.before, "memory_store", caller.owner)
+                return Change(
+                    stored.record, stored.before, MutationSource.MEMORY_STORE, caller.owner
+                )
 
             committed = await self._submit(replace)
             return committed.record, False
@@ -159,7 +164,7 @@ class LongTermMemory:
             stored = writes.upsert(connection, fact, source_info(caller), now, job_id=caller.job_id)
             if caller.job_id is not None and request.run_id:
                 jobs.start_run(connection, caller.owner, caller.job_id, request.run_id, now)
-            return Change(stored.record, stored.before, "memory_store", caller.owner)
+            return Change(stored.record, stored.before, MutationSource.MEMORY_STORE, caller.owner)
 
         committed = await self._submit(upsert)
         return committed.record, committed.change.before is None
@@ -186,7 +191,7 @@ class LongTermMemory:
                 trust=trust,
                 now=now,
             )
-            return Change(stored.record, stored.before, "memory_update", owner)
+            return Change(stored.record, stored.before, MutationSource.MEMORY_UPDATE, owner)
 
         committed = await self._submit(update)
         return committed.record
@@ -206,7 +211,7 @@ class LongTermMemory:
                 trust=trust,
                 now=now,
             )
-            return Change(stored.record, stored.before, "memory_archive", owner)
+            return Change(stored.record, stored.before, MutationSource.MEMORY_ARCHIVE, owner)
 
         committed = await self._submit(archive)
         return committed.record
@@ -216,7 +221,7 @@ class LongTermMemory:
 
         def restore(connection: Transaction, now: dt.datetime) -> Change:
             stored = writes.restore(connection, owner, memory_id, trust=trust, now=now)
-            return Change(stored.record, stored.before, "memory_restore", owner)
+            return Change(stored.record, stored.before, MutationSource.MEMORY_RESTORE, owner)
 
         committed = await self._submit(restore)
         return committed.record
@@ -226,7 +231,7 @@ class LongTermMemory:
 
         def delete(connection: Transaction, _now: dt.datetime) -> Change:
             before = writes.delete(connection, owner, locator, trust=trust)
-            return Change(None, before, "memory_delete", owner)
+            return Change(None, before, MutationSource.MEMORY_DELETE, owner)
 
         committed = await self._submit(delete)
         return committed.change.memory_id
@@ -320,14 +325,15 @@ class LongTermMemory:
         self,
         owner: OwnerKey,
         *,
-        status: str,
-        source_type: str,
+        status: JobStatus | None,
+        source_type: SourceType | None,
         requested_page_size: int,
         page_token: str,
     ) -> SourcePage:
-        """The owner's memory sources, most recently updated first, in pages."""
+        """The owner's memory sources, most recently updated first, in pages; None: any."""
         size = page_size(requested_page_size, default=DEFAULT_SOURCES_PAGE, maximum=MAX_LIST_SIZE)
-        bound_to = request_fingerprint(repr((owner, status, source_type)))
+        status_text, type_text = str(status or ""), str(source_type or "")
+        bound_to = request_fingerprint(repr((owner, status_text, type_text)))
         after = None
         if page_token:
             updated_at, source_id = self._tokens.position(TokenKind.SOURCES, page_token, bound_to)
@@ -336,8 +342,8 @@ class LongTermMemory:
             lambda connection: reads.list_sources(
                 connection,
                 owner,
-                status=status,
-                source_type=source_type,
+                status=status_text,
+                source_type=type_text,
                 after=after,
                 limit=size + 1,
             )

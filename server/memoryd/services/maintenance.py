@@ -17,7 +17,7 @@ from pathlib import Path
 from memoryd import data_directory
 from memoryd.domain import prompt_files as render_rules
 from memoryd.domain.prompt_files import PROMPT_FILES
-from memoryd.domain.resources import ResourceKey, prompt_file_path
+from memoryd.domain.resources import MutationSource, ResourceKey, prompt_file_path
 from memoryd.domain.tokens import count_tokens
 from memoryd.errors import FailedPrecondition, InvalidArgument
 from memoryd.log_names import hashed
@@ -220,7 +220,7 @@ def _check_prompt_files(connection: Transaction, home: Path, report: CheckReport
                 continue
             report.prompt_files += 1
             if current.content != rendered:
-                if current.mutation_source == "rollback":
+                if current.mutation_source == MutationSource.ROLLBACK:
                     report.notes.append(
                         f"{label} is a rollback to an earlier revision; the next change of its "
                         "rows renders it again"

@@ -23,7 +23,13 @@ from memoryd.domain import prompt_files as render_rules
 from memoryd.domain.conversation import OwnerKey
 from memoryd.domain.messages import Trust
 from memoryd.domain.prompt_files import PROMPT_FILES, PromptFile
-from memoryd.domain.resources import ResourceKey, ResourceType, Revision, prompt_file_path
+from memoryd.domain.resources import (
+    MutationSource,
+    ResourceKey,
+    ResourceType,
+    Revision,
+    prompt_file_path,
+)
 from memoryd.domain.tokens import count_tokens
 from memoryd.log_events import Event
 from memoryd.services.read_through import ReadThroughCache
@@ -85,7 +91,7 @@ class PromptFiles:
         connection: Transaction,
         owner: OwnerKey,
         *,
-        mutation_source: str,
+        mutation_source: MutationSource,
         provenance: dict[str, object],
         now: dt.datetime,
     ) -> CommittedRender:

@@ -10,13 +10,14 @@ from memoryd.domain.paging import PageTokens, TokenKind, page_size, request_fing
 from memoryd.domain.quoting import shortened
 from memoryd.domain.resources import (
     PROMPT_FILE_NAMES,
+    MutationSource,
     ResourceInfo,
     ResourceKey,
     ResourceType,
     Revision,
 )
 from memoryd.domain.timestamps import utc_now
-from memoryd.errors import InvalidArgument, NotFound
+from memoryd.errors import InvalidArgument, NotFound, Reason
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.storage import resource_store as store
 from memoryd.storage.readers import ReaderPool
@@ -51,6 +52,7 @@ class RevisionPage:
 
     revisions: list[Revision]
     next_before: int
+    next_page_token: str
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -104,13 +106,39 @@ class ResourceService:
             )
         return ResourcePage(kept, token)
 
-    async def history(self, key: ResourceKey, *, limit: int, before: int) -> RevisionPage:
-        """Revisions newest first; `next_before` continues further back (0: no more)."""
+    async def history(
+        self,
+        key: ResourceKey,
+        *,
+        requested_page_size: int = 0,
+        page_token: str = "",
+        limit: int = 0,
+        before: int = 0,
+    ) -> RevisionPage:
+        """Revisions newest first, in pages: `next_page_token` (or, for the deprecated fields,
+        `next_before`) continues further back; both are empty when there is no more."""
         if not 0 <= limit <= MAX_HISTORY:
-            raise InvalidArgument(f"limit must be between 0 and {MAX_HISTORY}, got {limit}")
+            raise InvalidArgument(
+                f"limit must be between 0 and {MAX_HISTORY}, got {limit}",
+                reason=Reason.OUT_OF_RANGE,
+                field="limit",
+            )
         if before < 0:
-            raise InvalidArgument(f"before_revision must not be negative, got {before}")
-        size = limit or DEFAULT_HISTORY
+            raise InvalidArgument(
+                f"before_revision must not be negative, got {before}",
+                reason=Reason.OUT_OF_RANGE,
+                field="before_revision",
+            )
+        if before and page_token:
+            raise InvalidArgument(
+                "before_revision and page_token may not be combined; pass page_token alone",
+                field="before_revision",
+            )
+        size = page_size(requested_page_size or limit, default=DEFAULT_HISTORY, maximum=MAX_HISTORY)
+        bound_to = request_fingerprint(repr(key))
+        if page_token:
+            (position,) = self._tokens.position(TokenKind.REVISIONS, page_token, bound_to)
+            before = int(position)
         found = await self._readers.read(
             lambda connection: store.revisions(connection, key, before=before, limit=size + 1)
         )
@@ -118,7 +146,12 @@ class ResourceService:
             await self._require_resource(key)
         kept, more = page_of(found, size, revision_bytes)
         next_before = kept[-1].revision if more else 0
-        return RevisionPage(kept, next_before)
+        token = (
+            self._tokens.position_token(TokenKind.REVISIONS, (str(next_before),), bound_to)
+            if more
+            else ""
+        )
+        return RevisionPage(kept, next_before, token)
 
     async def show(self, key: ResourceKey, number: int) -> Revision:
         """One revision (0: the current one)."""
@@ -176,7 +209,7 @@ def _rollback(connection: Transaction, key: ResourceKey, target: int) -> Rollbac
         key,
         path=path,
         content=wanted.content,
-        mutation_source="rollback",
+        mutation_source=MutationSource.ROLLBACK,
         provenance_json=rules.rollback_provenance(wanted),
         now=utc_now(),
     )

@@ -36,6 +36,7 @@ from memoryd.domain.memories import (
 from memoryd.domain.model_calls import Attempt
 from memoryd.domain.review_gate import Thresholds, gate
 from memoryd.domain.review_runs import (
+    SKIP_TEXT,
     ReviewState,
     ReviewStatus,
     SkipReason,
@@ -76,11 +77,13 @@ NO_PROVIDER = no_provider("review")
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ReviewResult:
-    """What one review did (`reason`: why it was skipped, or why it failed)."""
+    """What one review did (`reason`: why it was skipped, or why it failed, as text; `skip`:
+    why it was skipped)."""
 
     key: ConversationKey
     status: ReviewStatus
     reason: str = ""
+    skip: SkipReason | None = None
     added: int = 0
     replaced: int = 0
     archived: int = 0
@@ -224,7 +227,7 @@ class Reviewer:
             if not await self._readers.read(unread):
                 return
             result = await self.review(key, forced=True)
-            if result.status is ReviewStatus.SKIPPED and result.reason == SkipReason.CONCURRENT_RUN:
+            if result.skip is SkipReason.CONCURRENT_RUN:
                 await asyncio.sleep(0.1)  # the scheduler's review is reading them now
                 continue
             if result.status in (ReviewStatus.FAILED, ReviewStatus.SKIPPED):
@@ -410,7 +413,7 @@ class Reviewer:
 
 
 def _skipped(key: ConversationKey, reason: SkipReason) -> ReviewResult:
-    return ReviewResult(key=key, status=ReviewStatus.SKIPPED, reason=reason)
+    return ReviewResult(key=key, status=ReviewStatus.SKIPPED, reason=SKIP_TEXT[reason], skip=reason)
 
 
 def _gate_input(

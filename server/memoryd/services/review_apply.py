@@ -26,6 +26,7 @@ from memoryd.domain.memories import (
 from memoryd.domain.memory_queries import Locator
 from memoryd.domain.messages import Trust
 from memoryd.domain.model_calls import Attempt
+from memoryd.domain.resources import MutationSource
 from memoryd.domain.review_runs import AnswerKind, ReviewStatus, RunRecord, SkippedOperation
 from memoryd.domain.timestamps import utc_now
 from memoryd.errors import FailedPrecondition, MemorydError
@@ -162,7 +163,7 @@ def apply_answer(
         render = prompts.render_in_transaction(
             connection,
             owner,
-            mutation_source="memory_review",
+            mutation_source=MutationSource.MEMORY_REVIEW,
             provenance={
                 "trigger": "memory_review",
                 "memory_ids": applying.touched,

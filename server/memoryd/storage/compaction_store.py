@@ -13,7 +13,7 @@ import json
 from memoryd.domain.compaction import COMPACTOR, MESSAGE_OVERHEAD_BYTES, WindowMessage
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.messages import CHECKPOINT_KIND, NewMessage, Role, Trust
-from memoryd.domain.resources import checkpoint_resource
+from memoryd.domain.resources import MutationSource, checkpoint_resource
 from memoryd.domain.timestamps import from_text, to_text
 from memoryd.domain.tokens import count_tokens
 from memoryd.storage import history_writes, resource_store
@@ -219,7 +219,7 @@ def store_checkpoint(
         checkpoint_resource(key),
         path="",
         content=summary,
-        mutation_source="compaction",
+        mutation_source=MutationSource.COMPACTION,
         provenance_json=json.dumps(
             {"checkpoint_id": stored.id, "conversation": key.scope_id, **json.loads(details)},
             separators=(",", ":"),

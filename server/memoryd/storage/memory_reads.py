@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from memoryd.domain.conversation import OwnerKey, owner_scope_token
-from memoryd.domain.memories import MemoryRecord, SourceInfo
+from memoryd.domain.jobs import JobStatus
+from memoryd.domain.memories import MemoryRecord, SourceInfo, SourceType
 from memoryd.domain.memory_queries import ListFilter, RankedMemory, SourceRow, Visible
 from memoryd.storage.memory_rows import (
     MEMORY,
@@ -214,12 +215,12 @@ def _source_row(row: Row) -> SourceRow:
     source_id, source_type, name, description, memory_scope, status, created, updated = row
     info = SourceInfo(
         id=source_id,
-        source_type=source_type,
+        source_type=SourceType(source_type),
         name=name,
         description=description,
         memory_scope=memory_scope,
     )
-    return SourceRow(info, status, created, updated)
+    return SourceRow(info, JobStatus(status), created, updated)
 
 
 def visible_conditions(visible: Visible) -> tuple[str, list[Any]]:

@@ -6,7 +6,14 @@ import dataclasses
 import datetime as dt
 from typing import Any
 
-from memoryd.domain.resources import ResourceInfo, ResourceKey, ResourceType, Revision, content_hash
+from memoryd.domain.resources import (
+    MutationSource,
+    ResourceInfo,
+    ResourceKey,
+    ResourceType,
+    Revision,
+    content_hash,
+)
 from memoryd.domain.timestamps import from_text, to_text
 from memoryd.storage.sql import Columns, Row, rows
 from memoryd.storage.transaction import Transaction
@@ -151,7 +158,7 @@ def commit(
     *,
     path: str,
     content: str,
-    mutation_source: str,
+    mutation_source: MutationSource,
     provenance_json: str,
     now: dt.datetime,
 ) -> Committed:

@@ -18,6 +18,9 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	memoryd "github.com/memoryd/memoryd/clients/go"
 	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v1"
 )
@@ -27,7 +30,7 @@ func main() {
 	owner := flag.String("owner", "default", "the user")
 	chatID := flag.String("chat", "console", "the chat id")
 	flag.Parse()
-	client, err := memoryd.Dial(*address, memoryd.Options{Token: os.Getenv("MEMORYD_TOKEN")})
+	client, err := memoryd.NewClient(*address, memoryd.Options{Token: os.Getenv("MEMORYD_TOKEN")})
 	if err != nil {
 		fail(err)
 	}
@@ -102,8 +105,7 @@ func answer(ctx context.Context, composed *pb.ComposeContextResponse, text strin
 }
 
 func isNotFound(err error) bool {
-	failure, ok := memoryd.AsError(err)
-	return ok && failure.Code.String() == "NotFound"
+	return status.Code(err) == codes.NotFound
 }
 
 func envOr(name, fallback string) string {

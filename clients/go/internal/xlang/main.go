@@ -20,7 +20,7 @@ func main() {
 		os.Exit(2)
 	}
 	action, address, owner, chatID, text := os.Args[1], os.Args[2], os.Args[3], os.Args[4], os.Args[5]
-	client, err := memoryd.Dial(address, memoryd.Options{})
+	client, err := memoryd.NewClient(address, memoryd.Options{})
 	if err != nil {
 		fail(err)
 	}

@@ -19,6 +19,11 @@ if sys.version_info >= (3, 11):
 else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
+if sys.version_info >= (3, 13):
+    from warnings import deprecated as _deprecated
+else:
+    from typing_extensions import deprecated as _deprecated
+
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class _AppendOutcome:
@@ -2496,18 +2501,50 @@ class ListMemorySourcesRequest(_message.Message):
     SOURCE_TYPE_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
-    status: _builtins.str
-    """Only sources with this status ("active", "paused", "deleted"). Empty means every status."""
-    source_type: _builtins.str
-    """Only sources of this type ("conversation", "api", "scheduled_job", "memory_reviewer").
-    Empty means every type.
-    """
+    STATE_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def status(self) -> _builtins.str:
+        """Only sources with this status as text ("active", "paused", "deleted"). Empty means every
+        status. Deprecated: set state.
+        """
+
+    @status.setter
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def status(self, value: _builtins.str) -> None:
+        """Only sources with this status as text ("active", "paused", "deleted"). Empty means every
+        status. Deprecated: set state.
+        """
+
+    @_builtins.property
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def source_type(self) -> _builtins.str:
+        """Only sources of this type as text ("conversation", "api", "scheduled_job",
+        "memory_reviewer"). Empty means every type. Deprecated: set type.
+        """
+
+    @source_type.setter
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def source_type(self, value: _builtins.str) -> None:
+        """Only sources of this type as text ("conversation", "api", "scheduled_job",
+        "memory_reviewer"). Empty means every type. Deprecated: set type.
+        """
+
     page_size: _builtins.int
     """The most sources to return. 0 means 100; at most 1000. A page also ends (with a
     next_page_token) before the answer would pass 4 MiB.
     """
     page_token: _builtins.str
     """The next_page_token of a previous response to the same request."""
+    state: _records_pb2.SourceState.ValueType
+    """Only sources in this state. Unset means every state. When status is also set, they must
+    agree.
+    """
+    type: _records_pb2.SourceType.ValueType
+    """Only sources of this type. Unset means every type. When source_type is also set, they must
+    agree.
+    """
     @_builtins.property
     def owner(self) -> _records_pb2.OwnerScope:
         """The agent and owner."""
@@ -2520,10 +2557,12 @@ class ListMemorySourcesRequest(_message.Message):
         source_type: _builtins.str = ...,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
+        state: _records_pb2.SourceState.ValueType = ...,
+        type: _records_pb2.SourceType.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["owner", b"owner"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner", b"owner", "page_size", b"page_size", "page_token", b"page_token", "source_type", b"source_type", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner", b"owner", "page_size", b"page_size", "page_token", b"page_token", "source_type", b"source_type", "state", b"state", "status", b"status", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2665,8 +2704,19 @@ class FinishJobRunResponse(_message.Message):
     STARTED_AT_FIELD_NUMBER: _builtins.int
     FINISHED_AT_FIELD_NUMBER: _builtins.int
     SUMMARY_FIELD_NUMBER: _builtins.int
-    status: _builtins.str
-    """The job run's state: "succeeded" or "failed"."""
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def status(self) -> _builtins.str:
+        """How the run ended, as text: "succeeded" or "failed". Deprecated: read outcome."""
+
+    @status.setter
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def status(self, value: _builtins.str) -> None:
+        """How the run ended, as text: "succeeded" or "failed". Deprecated: read outcome."""
+
+    outcome: Global___JobRunOutcome.ValueType
+    """How the run ended."""
     @_builtins.property
     def started_at(self) -> _timestamp_pb2.Timestamp:
         """When the run started (its first write, or this call)."""
@@ -2686,10 +2736,11 @@ class FinishJobRunResponse(_message.Message):
         started_at: _timestamp_pb2.Timestamp | None = ...,
         finished_at: _timestamp_pb2.Timestamp | None = ...,
         summary: _records_pb2.Memory | None = ...,
+        outcome: Global___JobRunOutcome.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["finished_at", b"finished_at", "started_at", b"started_at", "summary", b"summary"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["finished_at", b"finished_at", "started_at", b"started_at", "status", b"status", "summary", b"summary"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["finished_at", b"finished_at", "outcome", b"outcome", "started_at", b"started_at", "status", b"status", "summary", b"summary"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2888,12 +2939,42 @@ class ListRevisionsRequest(_message.Message):
     REF_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     BEFORE_REVISION_FIELD_NUMBER: _builtins.int
-    limit: _builtins.int
-    """The most revisions to return. 0 means 20; at most 1000. Fewer are returned when more would
-    make the answer larger than 4 MiB (see next_before_revision).
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def limit(self) -> _builtins.int:
+        """The most revisions to return, as page_size does. Deprecated: set page_size; when both are
+        set, page_size wins.
+        """
+
+    @limit.setter
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def limit(self, value: _builtins.int) -> None:
+        """The most revisions to return, as page_size does. Deprecated: set page_size; when both are
+        set, page_size wins.
+        """
+
+    @_builtins.property
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def before_revision(self) -> _builtins.int:
+        """Only revisions below this number (to page further back). 0 means from the newest.
+        Deprecated: pass next_page_token as page_token; the two may not be combined.
+        """
+
+    @before_revision.setter
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def before_revision(self, value: _builtins.int) -> None:
+        """Only revisions below this number (to page further back). 0 means from the newest.
+        Deprecated: pass next_page_token as page_token; the two may not be combined.
+        """
+
+    page_size: _builtins.int
+    """The most revisions to return. 0 means 20; at most 1000. A page also ends (with a
+    next_page_token) before the answer would pass 4 MiB.
     """
-    before_revision: _builtins.int
-    """Only revisions below this number (to page further back). 0 means from the newest."""
+    page_token: _builtins.str
+    """The next_page_token of a previous response to the same resource."""
     @_builtins.property
     def ref(self) -> _records_pb2.ResourceRef:
         """The resource."""
@@ -2904,10 +2985,12 @@ class ListRevisionsRequest(_message.Message):
         ref: _records_pb2.ResourceRef | None = ...,
         limit: _builtins.int = ...,
         before_revision: _builtins.int = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["before_revision", b"before_revision", "limit", b"limit", "ref", b"ref"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["before_revision", b"before_revision", "limit", b"limit", "page_size", b"page_size", "page_token", b"page_token", "ref", b"ref"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2921,8 +3004,23 @@ class ListRevisionsResponse(_message.Message):
 
     REVISIONS_FIELD_NUMBER: _builtins.int
     NEXT_BEFORE_REVISION_FIELD_NUMBER: _builtins.int
-    next_before_revision: _builtins.int
-    """Pass as before_revision to continue further back; 0 when there are no older revisions."""
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def next_before_revision(self) -> _builtins.int:
+        """Pass as before_revision to continue further back; 0 when there are no older revisions.
+        Deprecated: read next_page_token.
+        """
+
+    @next_before_revision.setter
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def next_before_revision(self, value: _builtins.int) -> None:
+        """Pass as before_revision to continue further back; 0 when there are no older revisions.
+        Deprecated: read next_page_token.
+        """
+
+    next_page_token: _builtins.str
+    """Pass as page_token to get the next, older page; empty when there are no older revisions."""
     @_builtins.property
     def revisions(self) -> _containers.RepeatedCompositeFieldContainer[_records_pb2.ResourceRevision]:
         """The revisions."""
@@ -2932,10 +3030,11 @@ class ListRevisionsResponse(_message.Message):
         *,
         revisions: _abc.Iterable[_records_pb2.ResourceRevision] | None = ...,
         next_before_revision: _builtins.int = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_before_revision", b"next_before_revision", "revisions", b"revisions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_before_revision", b"next_before_revision", "next_page_token", b"next_page_token", "revisions", b"revisions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

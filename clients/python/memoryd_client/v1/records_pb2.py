@@ -25,25 +25,35 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18memoryd/v1/records.proto\x12\nmemoryd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"j\n\x0c\x43onversation\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x10\n\x08owner_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63hannel\x18\x03 \x01(\t\x12\x0f\n\x07\x63hat_id\x18\x04 \x01(\t\x12\x14\n\x0cthread_scope\x18\x05 \x01(\t\"0\n\nOwnerScope\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x10\n\x08owner_id\x18\x02 \x01(\t\"\x1e\n\nAgentScope\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"\x93\x02\n\x07Message\x12\n\n\x02id\x18\x01 \x01(\x03\x12.\n\x0c\x63onversation\x18\x02 \x01(\x0b\x32\x18.memoryd.v1.Conversation\x12\x0e\n\x06sender\x18\x03 \x01(\t\x12\x1e\n\x04role\x18\x04 \x01(\x0e\x32\x10.memoryd.v1.Role\x12\x0c\n\x04kind\x18\x05 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x06 \x01(\t\x12\x10\n\x08metadata\x18\x07 \x01(\t\x12\x19\n\x11\x63lient_message_id\x18\x08 \x01(\t\x12.\n\ncreated_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12 \n\x05trust\x18\n \x01(\x0e\x32\x11.memoryd.v1.Trust\"\xbb\x01\n\x10MemoryProvenance\x12\x11\n\tsource_id\x18\x01 \x01(\t\x12\x13\n\x0bsource_type\x18\x02 \x01(\t\x12\x13\n\x0bsource_name\x18\x03 \x01(\t\x12\x1a\n\x12source_description\x18\x04 \x01(\t\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x0e\n\x06run_id\x18\x06 \x01(\t\x12\x19\n\x11source_message_id\x18\x07 \x01(\x03\x12\x0f\n\x07\x64\x65tails\x18\x08 \x01(\t\"\xb4\x04\n\x06Memory\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x10\n\x08owner_id\x18\x03 \x01(\t\x12)\n\nscope_type\x18\x04 \x01(\x0e\x32\x15.memoryd.v1.ScopeType\x12\x10\n\x08scope_id\x18\x05 \x01(\t\x12&\n\x08\x63\x61tegory\x18\x06 \x01(\x0e\x32\x14.memoryd.v1.Category\x12\x0b\n\x03key\x18\x07 \x01(\t\x12\r\n\x05value\x18\x08 \x01(\t\x12\x12\n\nconfidence\x18\t \x01(\x01\x12/\n\rprompt_target\x18\n \x01(\x0e\x32\x18.memoryd.v1.PromptTarget\x12\x10\n\x08metadata\x18\x0b \x01(\t\x12 \n\x05trust\x18\x0c \x01(\x0e\x32\x11.memoryd.v1.Trust\x12\x30\n\nprovenance\x18\r \x01(\x0b\x32\x1c.memoryd.v1.MemoryProvenance\x12.\n\ncreated_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08\x61rchived\x18\x10 \x01(\x08\x12/\n\x0b\x61rchived_at\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0b\x61rchived_by\x18\x12 \x01(\t\x12\x16\n\x0e\x61rchive_reason\x18\x13 \x01(\t\"\xd8\x01\n\x0cMemorySource\x12\n\n\x02id\x18\x01 \x01(\t\x12\x13\n\x0bsource_type\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x14\n\x0cmemory_scope\x18\x05 \x01(\t\x12\x0e\n\x06status\x18\x06 \x01(\t\x12.\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"Y\n\x0bResourceRef\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12&\n\x04type\x18\x02 \x01(\x0e\x32\x18.memoryd.v1.ResourceType\x12\x10\n\x08scope_id\x18\x03 \x01(\t\"\x88\x01\n\x08Resource\x12$\n\x03ref\x18\x01 \x01(\x0b\x32\x17.memoryd.v1.ResourceRef\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x18\n\x10\x63urrent_revision\x18\x03 \x01(\x03\x12.\n\nupdated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xfa\x01\n\x10ResourceRevision\x12$\n\x03ref\x18\x01 \x01(\x0b\x32\x17.memoryd.v1.ResourceRef\x12\x10\n\x08revision\x18\x02 \x01(\x03\x12\x17\n\x0fparent_revision\x18\x03 \x01(\x03\x12\x14\n\x0c\x63ontent_hash\x18\x04 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x05 \x01(\t\x12\x11\n\tbyte_size\x18\x06 \x01(\x03\x12\x17\n\x0fmutation_source\x18\x07 \x01(\t\x12\x12\n\nprovenance\x18\x08 \x01(\t\x12.\n\ncreated_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp*_\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n\tROLE_USER\x10\x01\x12\x12\n\x0eROLE_ASSISTANT\x10\x02\x12\x0f\n\x0bROLE_SYSTEM\x10\x03\x12\r\n\tROLE_TOOL\x10\x04*C\n\x05Trust\x12\x15\n\x11TRUST_UNSPECIFIED\x10\x00\x12\x12\n\x0eTRUST_OPERATOR\x10\x01\x12\x0f\n\x0bTRUST_GUEST\x10\x02*\xdd\x01\n\x08\x43\x61tegory\x12\x18\n\x14\x43\x41TEGORY_UNSPECIFIED\x10\x00\x12\x15\n\x11\x43\x41TEGORY_IDENTITY\x10\x01\x12\x17\n\x13\x43\x41TEGORY_PREFERENCE\x10\x02\x12\x15\n\x11\x43\x41TEGORY_INTEREST\x10\x03\x12\x11\n\rCATEGORY_GOAL\x10\x04\x12\x14\n\x10\x43\x41TEGORY_CONTEXT\x10\x05\x12\x16\n\x12\x43\x41TEGORY_DIRECTIVE\x10\x06\x12\x11\n\rCATEGORY_FACT\x10\x07\x12\x1c\n\x18\x43\x41TEGORY_JOB_RUN_SUMMARY\x10\x08*\x84\x01\n\tScopeType\x12\x1a\n\x16SCOPE_TYPE_UNSPECIFIED\x10\x00\x12\x14\n\x10SCOPE_TYPE_OWNER\x10\x01\x12\x14\n\x10SCOPE_TYPE_AGENT\x10\x02\x12\x1b\n\x17SCOPE_TYPE_CONVERSATION\x10\x03\x12\x12\n\x0eSCOPE_TYPE_JOB\x10\x04*}\n\x0cPromptTarget\x12\x1d\n\x19PROMPT_TARGET_UNSPECIFIED\x10\x00\x12\x16\n\x12PROMPT_TARGET_NONE\x10\x01\x12\x19\n\x15PROMPT_TARGET_USER_MD\x10\x02\x12\x1b\n\x17PROMPT_TARGET_MEMORY_MD\x10\x03*\x83\x01\n\x0cResourceType\x12\x1d\n\x19RESOURCE_TYPE_UNSPECIFIED\x10\x00\x12\x19\n\x15RESOURCE_TYPE_USER_MD\x10\x01\x12\x1b\n\x17RESOURCE_TYPE_MEMORY_MD\x10\x02\x12\x1c\n\x18RESOURCE_TYPE_CHECKPOINT\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18memoryd/v1/records.proto\x12\nmemoryd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"j\n\x0c\x43onversation\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x10\n\x08owner_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63hannel\x18\x03 \x01(\t\x12\x0f\n\x07\x63hat_id\x18\x04 \x01(\t\x12\x14\n\x0cthread_scope\x18\x05 \x01(\t\"0\n\nOwnerScope\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x10\n\x08owner_id\x18\x02 \x01(\t\"\x1e\n\nAgentScope\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"\x93\x02\n\x07Message\x12\n\n\x02id\x18\x01 \x01(\x03\x12.\n\x0c\x63onversation\x18\x02 \x01(\x0b\x32\x18.memoryd.v1.Conversation\x12\x0e\n\x06sender\x18\x03 \x01(\t\x12\x1e\n\x04role\x18\x04 \x01(\x0e\x32\x10.memoryd.v1.Role\x12\x0c\n\x04kind\x18\x05 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x06 \x01(\t\x12\x10\n\x08metadata\x18\x07 \x01(\t\x12\x19\n\x11\x63lient_message_id\x18\x08 \x01(\t\x12.\n\ncreated_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12 \n\x05trust\x18\n \x01(\x0e\x32\x11.memoryd.v1.Trust\"\xe5\x01\n\x10MemoryProvenance\x12\x11\n\tsource_id\x18\x01 \x01(\t\x12\x17\n\x0bsource_type\x18\x02 \x01(\tB\x02\x18\x01\x12\x13\n\x0bsource_name\x18\x03 \x01(\t\x12\x1a\n\x12source_description\x18\x04 \x01(\t\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x0e\n\x06run_id\x18\x06 \x01(\t\x12\x19\n\x11source_message_id\x18\x07 \x01(\x03\x12\x0f\n\x07\x64\x65tails\x18\x08 \x01(\t\x12$\n\x04type\x18\t \x01(\x0e\x32\x16.memoryd.v1.SourceType\"\xb4\x04\n\x06Memory\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x10\n\x08owner_id\x18\x03 \x01(\t\x12)\n\nscope_type\x18\x04 \x01(\x0e\x32\x15.memoryd.v1.ScopeType\x12\x10\n\x08scope_id\x18\x05 \x01(\t\x12&\n\x08\x63\x61tegory\x18\x06 \x01(\x0e\x32\x14.memoryd.v1.Category\x12\x0b\n\x03key\x18\x07 \x01(\t\x12\r\n\x05value\x18\x08 \x01(\t\x12\x12\n\nconfidence\x18\t \x01(\x01\x12/\n\rprompt_target\x18\n \x01(\x0e\x32\x18.memoryd.v1.PromptTarget\x12\x10\n\x08metadata\x18\x0b \x01(\t\x12 \n\x05trust\x18\x0c \x01(\x0e\x32\x11.memoryd.v1.Trust\x12\x30\n\nprovenance\x18\r \x01(\x0b\x32\x1c.memoryd.v1.MemoryProvenance\x12.\n\ncreated_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08\x61rchived\x18\x10 \x01(\x08\x12/\n\x0b\x61rchived_at\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0b\x61rchived_by\x18\x12 \x01(\t\x12\x16\n\x0e\x61rchive_reason\x18\x13 \x01(\t\"\xae\x02\n\x0cMemorySource\x12\n\n\x02id\x18\x01 \x01(\t\x12\x17\n\x0bsource_type\x18\x02 \x01(\tB\x02\x18\x01\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x14\n\x0cmemory_scope\x18\x05 \x01(\t\x12\x12\n\x06status\x18\x06 \x01(\tB\x02\x18\x01\x12.\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12$\n\x04type\x18\t \x01(\x0e\x32\x16.memoryd.v1.SourceType\x12&\n\x05state\x18\n \x01(\x0e\x32\x17.memoryd.v1.SourceState\"Y\n\x0bResourceRef\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12&\n\x04type\x18\x02 \x01(\x0e\x32\x18.memoryd.v1.ResourceType\x12\x10\n\x08scope_id\x18\x03 \x01(\t\"\x88\x01\n\x08Resource\x12$\n\x03ref\x18\x01 \x01(\x0b\x32\x17.memoryd.v1.ResourceRef\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x18\n\x10\x63urrent_revision\x18\x03 \x01(\x03\x12.\n\nupdated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xfa\x01\n\x10ResourceRevision\x12$\n\x03ref\x18\x01 \x01(\x0b\x32\x17.memoryd.v1.ResourceRef\x12\x10\n\x08revision\x18\x02 \x01(\x03\x12\x17\n\x0fparent_revision\x18\x03 \x01(\x03\x12\x14\n\x0c\x63ontent_hash\x18\x04 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x05 \x01(\t\x12\x11\n\tbyte_size\x18\x06 \x01(\x03\x12\x17\n\x0fmutation_source\x18\x07 \x01(\t\x12\x12\n\nprovenance\x18\x08 \x01(\t\x12.\n\ncreated_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp*_\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n\tROLE_USER\x10\x01\x12\x12\n\x0eROLE_ASSISTANT\x10\x02\x12\x0f\n\x0bROLE_SYSTEM\x10\x03\x12\r\n\tROLE_TOOL\x10\x04*C\n\x05Trust\x12\x15\n\x11TRUST_UNSPECIFIED\x10\x00\x12\x12\n\x0eTRUST_OPERATOR\x10\x01\x12\x0f\n\x0bTRUST_GUEST\x10\x02*\xdd\x01\n\x08\x43\x61tegory\x12\x18\n\x14\x43\x41TEGORY_UNSPECIFIED\x10\x00\x12\x15\n\x11\x43\x41TEGORY_IDENTITY\x10\x01\x12\x17\n\x13\x43\x41TEGORY_PREFERENCE\x10\x02\x12\x15\n\x11\x43\x41TEGORY_INTEREST\x10\x03\x12\x11\n\rCATEGORY_GOAL\x10\x04\x12\x14\n\x10\x43\x41TEGORY_CONTEXT\x10\x05\x12\x16\n\x12\x43\x41TEGORY_DIRECTIVE\x10\x06\x12\x11\n\rCATEGORY_FACT\x10\x07\x12\x1c\n\x18\x43\x41TEGORY_JOB_RUN_SUMMARY\x10\x08*\x84\x01\n\tScopeType\x12\x1a\n\x16SCOPE_TYPE_UNSPECIFIED\x10\x00\x12\x14\n\x10SCOPE_TYPE_OWNER\x10\x01\x12\x14\n\x10SCOPE_TYPE_AGENT\x10\x02\x12\x1b\n\x17SCOPE_TYPE_CONVERSATION\x10\x03\x12\x12\n\x0eSCOPE_TYPE_JOB\x10\x04*}\n\x0cPromptTarget\x12\x1d\n\x19PROMPT_TARGET_UNSPECIFIED\x10\x00\x12\x16\n\x12PROMPT_TARGET_NONE\x10\x01\x12\x19\n\x15PROMPT_TARGET_USER_MD\x10\x02\x12\x1b\n\x17PROMPT_TARGET_MEMORY_MD\x10\x03*\x9c\x01\n\nSourceType\x12\x1b\n\x17SOURCE_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n\x18SOURCE_TYPE_CONVERSATION\x10\x01\x12\x13\n\x0fSOURCE_TYPE_API\x10\x02\x12\x1d\n\x19SOURCE_TYPE_SCHEDULED_JOB\x10\x03\x12\x1f\n\x1bSOURCE_TYPE_MEMORY_REVIEWER\x10\x04*w\n\x0bSourceState\x12\x1c\n\x18SOURCE_STATE_UNSPECIFIED\x10\x00\x12\x17\n\x13SOURCE_STATE_ACTIVE\x10\x01\x12\x17\n\x13SOURCE_STATE_PAUSED\x10\x02\x12\x18\n\x14SOURCE_STATE_DELETED\x10\x03*\x83\x01\n\x0cResourceType\x12\x1d\n\x19RESOURCE_TYPE_UNSPECIFIED\x10\x00\x12\x19\n\x15RESOURCE_TYPE_USER_MD\x10\x01\x12\x1b\n\x17RESOURCE_TYPE_MEMORY_MD\x10\x02\x12\x1c\n\x18RESOURCE_TYPE_CHECKPOINT\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'memoryd_client.v1.records_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ROLE']._serialized_start=2000
-  _globals['_ROLE']._serialized_end=2095
-  _globals['_TRUST']._serialized_start=2097
-  _globals['_TRUST']._serialized_end=2164
-  _globals['_CATEGORY']._serialized_start=2167
-  _globals['_CATEGORY']._serialized_end=2388
-  _globals['_SCOPETYPE']._serialized_start=2391
-  _globals['_SCOPETYPE']._serialized_end=2523
-  _globals['_PROMPTTARGET']._serialized_start=2525
-  _globals['_PROMPTTARGET']._serialized_end=2650
-  _globals['_RESOURCETYPE']._serialized_start=2653
-  _globals['_RESOURCETYPE']._serialized_end=2784
+  _globals['_MEMORYPROVENANCE'].fields_by_name['source_type']._loaded_options = None
+  _globals['_MEMORYPROVENANCE'].fields_by_name['source_type']._serialized_options = b'\030\001'
+  _globals['_MEMORYSOURCE'].fields_by_name['source_type']._loaded_options = None
+  _globals['_MEMORYSOURCE'].fields_by_name['source_type']._serialized_options = b'\030\001'
+  _globals['_MEMORYSOURCE'].fields_by_name['status']._loaded_options = None
+  _globals['_MEMORYSOURCE'].fields_by_name['status']._serialized_options = b'\030\001'
+  _globals['_ROLE']._serialized_start=2128
+  _globals['_ROLE']._serialized_end=2223
+  _globals['_TRUST']._serialized_start=2225
+  _globals['_TRUST']._serialized_end=2292
+  _globals['_CATEGORY']._serialized_start=2295
+  _globals['_CATEGORY']._serialized_end=2516
+  _globals['_SCOPETYPE']._serialized_start=2519
+  _globals['_SCOPETYPE']._serialized_end=2651
+  _globals['_PROMPTTARGET']._serialized_start=2653
+  _globals['_PROMPTTARGET']._serialized_end=2778
+  _globals['_SOURCETYPE']._serialized_start=2781
+  _globals['_SOURCETYPE']._serialized_end=2937
+  _globals['_SOURCESTATE']._serialized_start=2939
+  _globals['_SOURCESTATE']._serialized_end=3058
+  _globals['_RESOURCETYPE']._serialized_start=3061
+  _globals['_RESOURCETYPE']._serialized_end=3192
   _globals['_CONVERSATION']._serialized_start=73
   _globals['_CONVERSATION']._serialized_end=179
   _globals['_OWNERSCOPE']._serialized_start=181
@@ -53,15 +63,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MESSAGE']._serialized_start=264
   _globals['_MESSAGE']._serialized_end=539
   _globals['_MEMORYPROVENANCE']._serialized_start=542
-  _globals['_MEMORYPROVENANCE']._serialized_end=729
-  _globals['_MEMORY']._serialized_start=732
-  _globals['_MEMORY']._serialized_end=1296
-  _globals['_MEMORYSOURCE']._serialized_start=1299
-  _globals['_MEMORYSOURCE']._serialized_end=1515
-  _globals['_RESOURCEREF']._serialized_start=1517
-  _globals['_RESOURCEREF']._serialized_end=1606
-  _globals['_RESOURCE']._serialized_start=1609
-  _globals['_RESOURCE']._serialized_end=1745
-  _globals['_RESOURCEREVISION']._serialized_start=1748
-  _globals['_RESOURCEREVISION']._serialized_end=1998
+  _globals['_MEMORYPROVENANCE']._serialized_end=771
+  _globals['_MEMORY']._serialized_start=774
+  _globals['_MEMORY']._serialized_end=1338
+  _globals['_MEMORYSOURCE']._serialized_start=1341
+  _globals['_MEMORYSOURCE']._serialized_end=1643
+  _globals['_RESOURCEREF']._serialized_start=1645
+  _globals['_RESOURCEREF']._serialized_end=1734
+  _globals['_RESOURCE']._serialized_start=1737
+  _globals['_RESOURCE']._serialized_end=1873
+  _globals['_RESOURCEREVISION']._serialized_start=1876
+  _globals['_RESOURCEREVISION']._serialized_end=2126
 # @@protoc_insertion_point(module_scope)

@@ -16,6 +16,11 @@ if sys.version_info >= (3, 11):
 else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
+if sys.version_info >= (3, 13):
+    from warnings import deprecated as _deprecated
+else:
+    from typing_extensions import deprecated as _deprecated
+
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class _Role:
@@ -189,6 +194,66 @@ PROMPT_TARGET_USER_MD: PromptTarget.ValueType  # 2
 PROMPT_TARGET_MEMORY_MD: PromptTarget.ValueType  # 3
 """The row renders into MEMORY.md."""
 Global___PromptTarget: _TypeAlias = PromptTarget  # noqa: Y015
+
+class _SourceType:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SourceTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SourceType.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SOURCE_TYPE_UNSPECIFIED: _SourceType.ValueType  # 0
+    """Unset: in a filter, every type."""
+    SOURCE_TYPE_CONVERSATION: _SourceType.ValueType  # 1
+    """A conversation's writes (its adapter, memory tools in the conversation)."""
+    SOURCE_TYPE_API: _SourceType.ValueType  # 2
+    """Writes through the API without a conversation or job."""
+    SOURCE_TYPE_SCHEDULED_JOB: _SourceType.ValueType  # 3
+    """A scheduled job's writes, and its run summaries."""
+    SOURCE_TYPE_MEMORY_REVIEWER: _SourceType.ValueType  # 4
+    """The background reviewer."""
+
+class SourceType(_SourceType, metaclass=_SourceTypeEnumTypeWrapper):
+    """SourceType is the kind of a memory source."""
+
+SOURCE_TYPE_UNSPECIFIED: SourceType.ValueType  # 0
+"""Unset: in a filter, every type."""
+SOURCE_TYPE_CONVERSATION: SourceType.ValueType  # 1
+"""A conversation's writes (its adapter, memory tools in the conversation)."""
+SOURCE_TYPE_API: SourceType.ValueType  # 2
+"""Writes through the API without a conversation or job."""
+SOURCE_TYPE_SCHEDULED_JOB: SourceType.ValueType  # 3
+"""A scheduled job's writes, and its run summaries."""
+SOURCE_TYPE_MEMORY_REVIEWER: SourceType.ValueType  # 4
+"""The background reviewer."""
+Global___SourceType: _TypeAlias = SourceType  # noqa: Y015
+
+class _SourceState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SourceStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SourceState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SOURCE_STATE_UNSPECIFIED: _SourceState.ValueType  # 0
+    """Unset: in a filter, every state."""
+    SOURCE_STATE_ACTIVE: _SourceState.ValueType  # 1
+    """Rows are written and recalled."""
+    SOURCE_STATE_PAUSED: _SourceState.ValueType  # 2
+    """A paused job: it writes nothing, and its rows are kept but not recalled."""
+    SOURCE_STATE_DELETED: _SourceState.ValueType  # 3
+    """A deleted job: as paused, for good."""
+
+class SourceState(_SourceState, metaclass=_SourceStateEnumTypeWrapper):
+    """SourceState is whether a memory source's rows are written and recalled."""
+
+SOURCE_STATE_UNSPECIFIED: SourceState.ValueType  # 0
+"""Unset: in a filter, every state."""
+SOURCE_STATE_ACTIVE: SourceState.ValueType  # 1
+"""Rows are written and recalled."""
+SOURCE_STATE_PAUSED: SourceState.ValueType  # 2
+"""A paused job: it writes nothing, and its rows are kept but not recalled."""
+SOURCE_STATE_DELETED: SourceState.ValueType  # 3
+"""A deleted job: as paused, for good."""
+Global___SourceState: _TypeAlias = SourceState  # noqa: Y015
 
 class _ResourceType:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -390,12 +455,25 @@ class MemoryProvenance(_message.Message):
     RUN_ID_FIELD_NUMBER: _builtins.int
     SOURCE_MESSAGE_ID_FIELD_NUMBER: _builtins.int
     DETAILS_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
     source_id: _builtins.str
     """The memory source the row was written through, for example "conversation:telegram:42:root"
     or "job:nightly-digest".
     """
-    source_type: _builtins.str
-    """The kind of source: "conversation", "api", "scheduled_job" or "memory_reviewer"."""
+    @_builtins.property
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def source_type(self) -> _builtins.str:
+        """The kind of source as text: "conversation", "api", "scheduled_job" or "memory_reviewer".
+        Deprecated: read type.
+        """
+
+    @source_type.setter
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def source_type(self, value: _builtins.str) -> None:
+        """The kind of source as text: "conversation", "api", "scheduled_job" or "memory_reviewer".
+        Deprecated: read type.
+        """
+
     source_name: _builtins.str
     """The source's display name."""
     source_description: _builtins.str
@@ -408,6 +486,8 @@ class MemoryProvenance(_message.Message):
     """The message the fact was taken from; 0 when none (or the message was purged)."""
     details: _builtins.str
     """Further provenance as the text of a JSON object (review run id, model, source message ids)."""
+    type: Global___SourceType.ValueType
+    """The kind of source the row was written through."""
     def __init__(
         self,
         *,
@@ -419,10 +499,11 @@ class MemoryProvenance(_message.Message):
         run_id: _builtins.str = ...,
         source_message_id: _builtins.int = ...,
         details: _builtins.str = ...,
+        type: Global___SourceType.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["details", b"details", "run_id", b"run_id", "session_id", b"session_id", "source_description", b"source_description", "source_id", b"source_id", "source_message_id", b"source_message_id", "source_name", b"source_name", "source_type", b"source_type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["details", b"details", "run_id", b"run_id", "session_id", b"session_id", "source_description", b"source_description", "source_id", b"source_id", "source_message_id", b"source_message_id", "source_name", b"source_name", "source_type", b"source_type", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -548,18 +629,46 @@ class MemorySource(_message.Message):
     STATUS_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
     UPDATED_AT_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The source id, for example "job:nightly-digest"."""
-    source_type: _builtins.str
-    """The kind: "conversation", "api", "scheduled_job" or "memory_reviewer"."""
+    @_builtins.property
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def source_type(self) -> _builtins.str:
+        """The kind as text: "conversation", "api", "scheduled_job" or "memory_reviewer".
+        Deprecated: read type.
+        """
+
+    @source_type.setter
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def source_type(self, value: _builtins.str) -> None:
+        """The kind as text: "conversation", "api", "scheduled_job" or "memory_reviewer".
+        Deprecated: read type.
+        """
+
     name: _builtins.str
     """Display name."""
     description: _builtins.str
     """Description."""
     memory_scope: _builtins.str
     """The scope id rows from this source are written to, for example "job:nightly-digest"."""
-    status: _builtins.str
-    """"active", "paused" or "deleted"."""
+    @_builtins.property
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def status(self) -> _builtins.str:
+        """The state as text: "active", "paused" or "deleted". Deprecated: read state."""
+
+    @status.setter
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def status(self, value: _builtins.str) -> None:
+        """The state as text: "active", "paused" or "deleted". Deprecated: read state."""
+
+    type: Global___SourceType.ValueType
+    """The kind of source."""
+    state: Global___SourceState.ValueType
+    """Whether rows are written through it: only a scheduled job's source is ever paused or
+    deleted (SetJobStatus).
+    """
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp:
         """When the source was first seen."""
@@ -579,10 +688,12 @@ class MemorySource(_message.Message):
         status: _builtins.str = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
         updated_at: _timestamp_pb2.Timestamp | None = ...,
+        type: Global___SourceType.ValueType = ...,
+        state: Global___SourceState.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "description", b"description", "id", b"id", "memory_scope", b"memory_scope", "name", b"name", "source_type", b"source_type", "status", b"status", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "description", b"description", "id", b"id", "memory_scope", b"memory_scope", "name", b"name", "source_type", b"source_type", "state", b"state", "status", b"status", "type", b"type", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -5058,16 +5058,27 @@ type ListMemorySourcesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The agent and owner.
 	Owner *OwnerScope `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	// Only sources with this status ("active", "paused", "deleted"). Empty means every status.
+	// Only sources with this status as text ("active", "paused", "deleted"). Empty means every
+	// status. Deprecated: set state.
+	//
+	// Deprecated: Marked as deprecated in memoryd/v1/memory_service.proto.
 	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
-	// Only sources of this type ("conversation", "api", "scheduled_job", "memory_reviewer").
-	// Empty means every type.
+	// Only sources of this type as text ("conversation", "api", "scheduled_job",
+	// "memory_reviewer"). Empty means every type. Deprecated: set type.
+	//
+	// Deprecated: Marked as deprecated in memoryd/v1/memory_service.proto.
 	SourceType string `protobuf:"bytes,3,opt,name=source_type,json=sourceType,proto3" json:"source_type,omitempty"`
 	// The most sources to return. 0 means 100; at most 1000. A page also ends (with a
 	// next_page_token) before the answer would pass 4 MiB.
 	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The next_page_token of a previous response to the same request.
-	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only sources in this state. Unset means every state. When status is also set, they must
+	// agree.
+	State SourceState `protobuf:"varint,6,opt,name=state,proto3,enum=memoryd.v1.SourceState" json:"state,omitempty"`
+	// Only sources of this type. Unset means every type. When source_type is also set, they must
+	// agree.
+	Type          SourceType `protobuf:"varint,7,opt,name=type,proto3,enum=memoryd.v1.SourceType" json:"type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5109,6 +5120,7 @@ func (x *ListMemorySourcesRequest) GetOwner() *OwnerScope {
 	return nil
 }
 
+// Deprecated: Marked as deprecated in memoryd/v1/memory_service.proto.
 func (x *ListMemorySourcesRequest) GetStatus() string {
 	if x != nil {
 		return x.Status
@@ -5116,6 +5128,7 @@ func (x *ListMemorySourcesRequest) GetStatus() string {
 	return ""
 }
 
+// Deprecated: Marked as deprecated in memoryd/v1/memory_service.proto.
 func (x *ListMemorySourcesRequest) GetSourceType() string {
 	if x != nil {
 		return x.SourceType
@@ -5135,6 +5148,20 @@ func (x *ListMemorySourcesRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *ListMemorySourcesRequest) GetState() SourceState {
+	if x != nil {
+		return x.State
+	}
+	return SourceState_SOURCE_STATE_UNSPECIFIED
+}
+
+func (x *ListMemorySourcesRequest) GetType() SourceType {
+	if x != nil {
+		return x.Type
+	}
+	return SourceType_SOURCE_TYPE_UNSPECIFIED
 }
 
 // ListMemorySourcesResponse lists the sources.
@@ -5388,14 +5415,18 @@ func (x *FinishJobRunRequest) GetSummary() string {
 // FinishJobRunResponse reports the finished run.
 type FinishJobRunResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The job run's state: "succeeded" or "failed".
+	// How the run ended, as text: "succeeded" or "failed". Deprecated: read outcome.
+	//
+	// Deprecated: Marked as deprecated in memoryd/v1/memory_service.proto.
 	Status string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
 	// When the run started (its first write, or this call).
 	StartedAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
 	// When it finished.
 	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
 	// The summary row; unset when the summary was blank.
-	Summary       *Memory `protobuf:"bytes,4,opt,name=summary,proto3" json:"summary,omitempty"`
+	Summary *Memory `protobuf:"bytes,4,opt,name=summary,proto3" json:"summary,omitempty"`
+	// How the run ended.
+	Outcome       JobRunOutcome `protobuf:"varint,5,opt,name=outcome,proto3,enum=memoryd.v1.JobRunOutcome" json:"outcome,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5430,6 +5461,7 @@ func (*FinishJobRunResponse) Descriptor() ([]byte, []int) {
 	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{58}
 }
 
+// Deprecated: Marked as deprecated in memoryd/v1/memory_service.proto.
 func (x *FinishJobRunResponse) GetStatus() string {
 	if x != nil {
 		return x.Status
@@ -5456,6 +5488,13 @@ func (x *FinishJobRunResponse) GetSummary() *Memory {
 		return x.Summary
 	}
 	return nil
+}
+
+func (x *FinishJobRunResponse) GetOutcome() JobRunOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return JobRunOutcome_JOB_RUN_OUTCOME_UNSPECIFIED
 }
 
 // GetPromptContextRequest names whose memory goes into the next model call.
@@ -5839,13 +5878,23 @@ type ListRevisionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The resource.
 	Ref *ResourceRef `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
-	// The most revisions to return. 0 means 20; at most 1000. Fewer are returned when more would
-	// make the answer larger than 4 MiB (see next_before_revision).
+	// The most revisions to return, as page_size does. Deprecated: set page_size; when both are
+	// set, page_size wins.
+	//
+	// Deprecated: Marked as deprecated in memoryd/v1/memory_service.proto.
 	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
 	// Only revisions below this number (to page further back). 0 means from the newest.
+	// Deprecated: pass next_page_token as page_token; the two may not be combined.
+	//
+	// Deprecated: Marked as deprecated in memoryd/v1/memory_service.proto.
 	BeforeRevision int64 `protobuf:"varint,3,opt,name=before_revision,json=beforeRevision,proto3" json:"before_revision,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The most revisions to return. 0 means 20; at most 1000. A page also ends (with a
+	// next_page_token) before the answer would pass 4 MiB.
+	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of a previous response to the same resource.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListRevisionsRequest) Reset() {
@@ -5885,6 +5934,7 @@ func (x *ListRevisionsRequest) GetRef() *ResourceRef {
 	return nil
 }
 
+// Deprecated: Marked as deprecated in memoryd/v1/memory_service.proto.
 func (x *ListRevisionsRequest) GetLimit() int32 {
 	if x != nil {
 		return x.Limit
@@ -5892,11 +5942,26 @@ func (x *ListRevisionsRequest) GetLimit() int32 {
 	return 0
 }
 
+// Deprecated: Marked as deprecated in memoryd/v1/memory_service.proto.
 func (x *ListRevisionsRequest) GetBeforeRevision() int64 {
 	if x != nil {
 		return x.BeforeRevision
 	}
 	return 0
+}
+
+func (x *ListRevisionsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRevisionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
 }
 
 // ListRevisionsResponse lists revisions, newest first, without content.
@@ -5905,9 +5970,14 @@ type ListRevisionsResponse struct {
 	// The revisions.
 	Revisions []*ResourceRevision `protobuf:"bytes,1,rep,name=revisions,proto3" json:"revisions,omitempty"`
 	// Pass as before_revision to continue further back; 0 when there are no older revisions.
+	// Deprecated: read next_page_token.
+	//
+	// Deprecated: Marked as deprecated in memoryd/v1/memory_service.proto.
 	NextBeforeRevision int64 `protobuf:"varint,2,opt,name=next_before_revision,json=nextBeforeRevision,proto3" json:"next_before_revision,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Pass as page_token to get the next, older page; empty when there are no older revisions.
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListRevisionsResponse) Reset() {
@@ -5947,11 +6017,19 @@ func (x *ListRevisionsResponse) GetRevisions() []*ResourceRevision {
 	return nil
 }
 
+// Deprecated: Marked as deprecated in memoryd/v1/memory_service.proto.
 func (x *ListRevisionsResponse) GetNextBeforeRevision() int64 {
 	if x != nil {
 		return x.NextBeforeRevision
 	}
 	return 0
+}
+
+func (x *ListRevisionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // GetRevisionRequest names one revision.
@@ -7837,15 +7915,17 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x04item\"Y\n" +
 	"\x0eRecallResponse\x12)\n" +
 	"\x04hits\x18\x01 \x03(\v2\x15.memoryd.v1.RecallHitR\x04hits\x12\x1c\n" +
-	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"\xbd\x01\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"\xa0\x02\n" +
 	"\x18ListMemorySourcesRequest\x12,\n" +
-	"\x05owner\x18\x01 \x01(\v2\x16.memoryd.v1.OwnerScopeR\x05owner\x12\x16\n" +
-	"\x06status\x18\x02 \x01(\tR\x06status\x12\x1f\n" +
-	"\vsource_type\x18\x03 \x01(\tR\n" +
+	"\x05owner\x18\x01 \x01(\v2\x16.memoryd.v1.OwnerScopeR\x05owner\x12\x1a\n" +
+	"\x06status\x18\x02 \x01(\tB\x02\x18\x01R\x06status\x12#\n" +
+	"\vsource_type\x18\x03 \x01(\tB\x02\x18\x01R\n" +
 	"sourceType\x12\x1b\n" +
 	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x05 \x01(\tR\tpageToken\"w\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\x12-\n" +
+	"\x05state\x18\x06 \x01(\x0e2\x17.memoryd.v1.SourceStateR\x05state\x12*\n" +
+	"\x04type\x18\a \x01(\x0e2\x16.memoryd.v1.SourceTypeR\x04type\"w\n" +
 	"\x19ListMemorySourcesResponse\x122\n" +
 	"\asources\x18\x01 \x03(\v2\x18.memoryd.v1.MemorySourceR\asources\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x89\x01\n" +
@@ -7860,14 +7940,15 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x15\n" +
 	"\x06run_id\x18\x03 \x01(\tR\x05runId\x123\n" +
 	"\aoutcome\x18\x04 \x01(\x0e2\x19.memoryd.v1.JobRunOutcomeR\aoutcome\x12\x18\n" +
-	"\asummary\x18\x05 \x01(\tR\asummary\"\xd4\x01\n" +
-	"\x14FinishJobRunResponse\x12\x16\n" +
-	"\x06status\x18\x01 \x01(\tR\x06status\x129\n" +
+	"\asummary\x18\x05 \x01(\tR\asummary\"\x8d\x02\n" +
+	"\x14FinishJobRunResponse\x12\x1a\n" +
+	"\x06status\x18\x01 \x01(\tB\x02\x18\x01R\x06status\x129\n" +
 	"\n" +
 	"started_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
 	"\vfinished_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12,\n" +
-	"\asummary\x18\x04 \x01(\v2\x12.memoryd.v1.MemoryR\asummary\"x\n" +
+	"\asummary\x18\x04 \x01(\v2\x12.memoryd.v1.MemoryR\asummary\x123\n" +
+	"\aoutcome\x18\x05 \x01(\x0e2\x19.memoryd.v1.JobRunOutcomeR\aoutcome\"x\n" +
 	"\x17GetPromptContextRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12'\n" +
@@ -7898,14 +7979,18 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"page_token\x18\x05 \x01(\tR\tpageToken\"s\n" +
 	"\x15ListResourcesResponse\x122\n" +
 	"\tresources\x18\x01 \x03(\v2\x14.memoryd.v1.ResourceR\tresources\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x80\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc4\x01\n" +
 	"\x14ListRevisionsRequest\x12)\n" +
-	"\x03ref\x18\x01 \x01(\v2\x17.memoryd.v1.ResourceRefR\x03ref\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12'\n" +
-	"\x0fbefore_revision\x18\x03 \x01(\x03R\x0ebeforeRevision\"\x85\x01\n" +
+	"\x03ref\x18\x01 \x01(\v2\x17.memoryd.v1.ResourceRefR\x03ref\x12\x18\n" +
+	"\x05limit\x18\x02 \x01(\x05B\x02\x18\x01R\x05limit\x12+\n" +
+	"\x0fbefore_revision\x18\x03 \x01(\x03B\x02\x18\x01R\x0ebeforeRevision\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"\xb1\x01\n" +
 	"\x15ListRevisionsResponse\x12:\n" +
-	"\trevisions\x18\x01 \x03(\v2\x1c.memoryd.v1.ResourceRevisionR\trevisions\x120\n" +
-	"\x14next_before_revision\x18\x02 \x01(\x03R\x12nextBeforeRevision\"[\n" +
+	"\trevisions\x18\x01 \x03(\v2\x1c.memoryd.v1.ResourceRevisionR\trevisions\x124\n" +
+	"\x14next_before_revision\x18\x02 \x01(\x03B\x02\x18\x01R\x12nextBeforeRevision\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"[\n" +
 	"\x12GetRevisionRequest\x12)\n" +
 	"\x03ref\x18\x01 \x01(\v2\x17.memoryd.v1.ResourceRefR\x03ref\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x03R\brevision\"O\n" +
@@ -8248,11 +8333,13 @@ var file_memoryd_v1_memory_service_proto_goTypes = []any{
 	(Category)(0),                      // 103: memoryd.v1.Category
 	(ScopeType)(0),                     // 104: memoryd.v1.ScopeType
 	(*Memory)(nil),                     // 105: memoryd.v1.Memory
-	(*MemorySource)(nil),               // 106: memoryd.v1.MemorySource
-	(ResourceType)(0),                  // 107: memoryd.v1.ResourceType
-	(*Resource)(nil),                   // 108: memoryd.v1.Resource
-	(*ResourceRef)(nil),                // 109: memoryd.v1.ResourceRef
-	(*ResourceRevision)(nil),           // 110: memoryd.v1.ResourceRevision
+	(SourceState)(0),                   // 106: memoryd.v1.SourceState
+	(SourceType)(0),                    // 107: memoryd.v1.SourceType
+	(*MemorySource)(nil),               // 108: memoryd.v1.MemorySource
+	(ResourceType)(0),                  // 109: memoryd.v1.ResourceType
+	(*Resource)(nil),                   // 110: memoryd.v1.Resource
+	(*ResourceRef)(nil),                // 111: memoryd.v1.ResourceRef
+	(*ResourceRevision)(nil),           // 112: memoryd.v1.ResourceRevision
 }
 var file_memoryd_v1_memory_service_proto_depIdxs = []int32{
 	96,  // 0: memoryd.v1.NewMessage.role:type_name -> memoryd.v1.Role
@@ -8350,119 +8437,122 @@ var file_memoryd_v1_memory_service_proto_depIdxs = []int32{
 	33,  // 92: memoryd.v1.RecallHit.message:type_name -> memoryd.v1.HistoryHit
 	61,  // 93: memoryd.v1.RecallResponse.hits:type_name -> memoryd.v1.RecallHit
 	101, // 94: memoryd.v1.ListMemorySourcesRequest.owner:type_name -> memoryd.v1.OwnerScope
-	106, // 95: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
-	101, // 96: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
-	7,   // 97: memoryd.v1.SetJobStatusRequest.status:type_name -> memoryd.v1.JobStatus
-	106, // 98: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
-	101, // 99: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
-	8,   // 100: memoryd.v1.FinishJobRunRequest.outcome:type_name -> memoryd.v1.JobRunOutcome
-	97,  // 101: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	97,  // 102: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
-	105, // 103: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
-	98,  // 104: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
-	70,  // 105: memoryd.v1.GetPromptContextResponse.user_usage:type_name -> memoryd.v1.PromptFileUsage
-	70,  // 106: memoryd.v1.GetPromptContextResponse.memory_usage:type_name -> memoryd.v1.PromptFileUsage
-	107, // 107: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
-	108, // 108: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
-	109, // 109: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	110, // 110: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
-	109, // 111: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
-	110, // 112: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	109, // 113: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	109, // 114: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
-	110, // 115: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	99,  // 116: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
-	98,  // 117: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
-	10,  // 118: memoryd.v1.CommitTurnRequest.messages:type_name -> memoryd.v1.NewMessage
-	82,  // 119: memoryd.v1.CommitTurnRequest.usage:type_name -> memoryd.v1.TurnUsage
-	12,  // 120: memoryd.v1.CommitTurnResponse.results:type_name -> memoryd.v1.AppendResult
-	99,  // 121: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
-	99,  // 122: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
-	9,   // 123: memoryd.v1.ConversationReview.status:type_name -> memoryd.v1.ReviewStatus
-	87,  // 124: memoryd.v1.ReviewNowResponse.reviews:type_name -> memoryd.v1.ConversationReview
-	99,  // 125: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
-	9,   // 126: memoryd.v1.ReviewRun.status:type_name -> memoryd.v1.ReviewStatus
-	97,  // 127: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
-	97,  // 128: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
-	86,  // 129: memoryd.v1.ReviewRun.skipped_operations:type_name -> memoryd.v1.SkippedOperation
-	99,  // 130: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
-	97,  // 131: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
-	97,  // 132: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
-	97,  // 133: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
-	9,   // 134: memoryd.v1.GetReviewStateResponse.last_review_status:type_name -> memoryd.v1.ReviewStatus
-	97,  // 135: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
-	90,  // 136: memoryd.v1.GetReviewStateResponse.last_run:type_name -> memoryd.v1.ReviewRun
-	11,  // 137: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
-	15,  // 138: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
-	26,  // 139: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
-	18,  // 140: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
-	20,  // 141: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
-	29,  // 142: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
-	31,  // 143: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
-	35,  // 144: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
-	37,  // 145: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
-	39,  // 146: memoryd.v1.MemoryService.PurgeOwner:input_type -> memoryd.v1.PurgeOwnerRequest
-	42,  // 147: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
-	45,  // 148: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
-	47,  // 149: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
-	49,  // 150: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
-	52,  // 151: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
-	54,  // 152: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
-	56,  // 153: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
-	58,  // 154: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
-	60,  // 155: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
-	63,  // 156: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
-	65,  // 157: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
-	67,  // 158: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
-	69,  // 159: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
-	72,  // 160: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
-	74,  // 161: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
-	76,  // 162: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
-	78,  // 163: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
-	80,  // 164: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
-	83,  // 165: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
-	85,  // 166: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
-	92,  // 167: memoryd.v1.MemoryService.GetEmbeddingStatus:input_type -> memoryd.v1.GetEmbeddingStatusRequest
-	94,  // 168: memoryd.v1.MemoryService.ReindexEmbeddings:input_type -> memoryd.v1.ReindexEmbeddingsRequest
-	89,  // 169: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
-	13,  // 170: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
-	17,  // 171: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
-	28,  // 172: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
-	19,  // 173: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
-	22,  // 174: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
-	30,  // 175: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
-	34,  // 176: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
-	36,  // 177: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
-	38,  // 178: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
-	41,  // 179: memoryd.v1.MemoryService.PurgeOwner:output_type -> memoryd.v1.PurgeOwnerResponse
-	43,  // 180: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
-	46,  // 181: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
-	48,  // 182: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
-	51,  // 183: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
-	53,  // 184: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
-	55,  // 185: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
-	57,  // 186: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
-	59,  // 187: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
-	62,  // 188: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
-	64,  // 189: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
-	66,  // 190: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
-	68,  // 191: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
-	71,  // 192: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
-	73,  // 193: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
-	75,  // 194: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
-	77,  // 195: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
-	79,  // 196: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
-	81,  // 197: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
-	84,  // 198: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
-	88,  // 199: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
-	93,  // 200: memoryd.v1.MemoryService.GetEmbeddingStatus:output_type -> memoryd.v1.GetEmbeddingStatusResponse
-	95,  // 201: memoryd.v1.MemoryService.ReindexEmbeddings:output_type -> memoryd.v1.ReindexEmbeddingsResponse
-	91,  // 202: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
-	170, // [170:203] is the sub-list for method output_type
-	137, // [137:170] is the sub-list for method input_type
-	137, // [137:137] is the sub-list for extension type_name
-	137, // [137:137] is the sub-list for extension extendee
-	0,   // [0:137] is the sub-list for field type_name
+	106, // 95: memoryd.v1.ListMemorySourcesRequest.state:type_name -> memoryd.v1.SourceState
+	107, // 96: memoryd.v1.ListMemorySourcesRequest.type:type_name -> memoryd.v1.SourceType
+	108, // 97: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
+	101, // 98: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
+	7,   // 99: memoryd.v1.SetJobStatusRequest.status:type_name -> memoryd.v1.JobStatus
+	108, // 100: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
+	101, // 101: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
+	8,   // 102: memoryd.v1.FinishJobRunRequest.outcome:type_name -> memoryd.v1.JobRunOutcome
+	97,  // 103: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	97,  // 104: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
+	105, // 105: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
+	8,   // 106: memoryd.v1.FinishJobRunResponse.outcome:type_name -> memoryd.v1.JobRunOutcome
+	98,  // 107: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
+	70,  // 108: memoryd.v1.GetPromptContextResponse.user_usage:type_name -> memoryd.v1.PromptFileUsage
+	70,  // 109: memoryd.v1.GetPromptContextResponse.memory_usage:type_name -> memoryd.v1.PromptFileUsage
+	109, // 110: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
+	110, // 111: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
+	111, // 112: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	112, // 113: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
+	111, // 114: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
+	112, // 115: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	111, // 116: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	111, // 117: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
+	112, // 118: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	99,  // 119: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
+	98,  // 120: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
+	10,  // 121: memoryd.v1.CommitTurnRequest.messages:type_name -> memoryd.v1.NewMessage
+	82,  // 122: memoryd.v1.CommitTurnRequest.usage:type_name -> memoryd.v1.TurnUsage
+	12,  // 123: memoryd.v1.CommitTurnResponse.results:type_name -> memoryd.v1.AppendResult
+	99,  // 124: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
+	99,  // 125: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
+	9,   // 126: memoryd.v1.ConversationReview.status:type_name -> memoryd.v1.ReviewStatus
+	87,  // 127: memoryd.v1.ReviewNowResponse.reviews:type_name -> memoryd.v1.ConversationReview
+	99,  // 128: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
+	9,   // 129: memoryd.v1.ReviewRun.status:type_name -> memoryd.v1.ReviewStatus
+	97,  // 130: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
+	97,  // 131: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
+	86,  // 132: memoryd.v1.ReviewRun.skipped_operations:type_name -> memoryd.v1.SkippedOperation
+	99,  // 133: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
+	97,  // 134: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
+	97,  // 135: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
+	97,  // 136: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
+	9,   // 137: memoryd.v1.GetReviewStateResponse.last_review_status:type_name -> memoryd.v1.ReviewStatus
+	97,  // 138: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
+	90,  // 139: memoryd.v1.GetReviewStateResponse.last_run:type_name -> memoryd.v1.ReviewRun
+	11,  // 140: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
+	15,  // 141: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
+	26,  // 142: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
+	18,  // 143: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
+	20,  // 144: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
+	29,  // 145: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
+	31,  // 146: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
+	35,  // 147: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
+	37,  // 148: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
+	39,  // 149: memoryd.v1.MemoryService.PurgeOwner:input_type -> memoryd.v1.PurgeOwnerRequest
+	42,  // 150: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
+	45,  // 151: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
+	47,  // 152: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
+	49,  // 153: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
+	52,  // 154: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
+	54,  // 155: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
+	56,  // 156: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
+	58,  // 157: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
+	60,  // 158: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
+	63,  // 159: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
+	65,  // 160: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
+	67,  // 161: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
+	69,  // 162: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
+	72,  // 163: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
+	74,  // 164: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
+	76,  // 165: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
+	78,  // 166: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
+	80,  // 167: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
+	83,  // 168: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
+	85,  // 169: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
+	92,  // 170: memoryd.v1.MemoryService.GetEmbeddingStatus:input_type -> memoryd.v1.GetEmbeddingStatusRequest
+	94,  // 171: memoryd.v1.MemoryService.ReindexEmbeddings:input_type -> memoryd.v1.ReindexEmbeddingsRequest
+	89,  // 172: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
+	13,  // 173: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
+	17,  // 174: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
+	28,  // 175: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
+	19,  // 176: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
+	22,  // 177: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
+	30,  // 178: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
+	34,  // 179: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
+	36,  // 180: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
+	38,  // 181: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
+	41,  // 182: memoryd.v1.MemoryService.PurgeOwner:output_type -> memoryd.v1.PurgeOwnerResponse
+	43,  // 183: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
+	46,  // 184: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
+	48,  // 185: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
+	51,  // 186: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
+	53,  // 187: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
+	55,  // 188: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
+	57,  // 189: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
+	59,  // 190: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
+	62,  // 191: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
+	64,  // 192: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
+	66,  // 193: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
+	68,  // 194: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
+	71,  // 195: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
+	73,  // 196: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
+	75,  // 197: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
+	77,  // 198: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
+	79,  // 199: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
+	81,  // 200: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
+	84,  // 201: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
+	88,  // 202: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
+	93,  // 203: memoryd.v1.MemoryService.GetEmbeddingStatus:output_type -> memoryd.v1.GetEmbeddingStatusResponse
+	95,  // 204: memoryd.v1.MemoryService.ReindexEmbeddings:output_type -> memoryd.v1.ReindexEmbeddingsResponse
+	91,  // 205: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
+	173, // [173:206] is the sub-list for method output_type
+	140, // [140:173] is the sub-list for method input_type
+	140, // [140:140] is the sub-list for extension type_name
+	140, // [140:140] is the sub-list for extension extendee
+	0,   // [0:140] is the sub-list for field type_name
 }
 
 func init() { file_memoryd_v1_memory_service_proto_init() }

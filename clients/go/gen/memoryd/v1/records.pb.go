@@ -334,6 +334,124 @@ func (PromptTarget) EnumDescriptor() ([]byte, []int) {
 	return file_memoryd_v1_records_proto_rawDescGZIP(), []int{4}
 }
 
+// SourceType is the kind of a memory source.
+type SourceType int32
+
+const (
+	// Unset: in a filter, every type.
+	SourceType_SOURCE_TYPE_UNSPECIFIED SourceType = 0
+	// A conversation's writes (its adapter, memory tools in the conversation).
+	SourceType_SOURCE_TYPE_CONVERSATION SourceType = 1
+	// Writes through the API without a conversation or job.
+	SourceType_SOURCE_TYPE_API SourceType = 2
+	// A scheduled job's writes, and its run summaries.
+	SourceType_SOURCE_TYPE_SCHEDULED_JOB SourceType = 3
+	// The background reviewer.
+	SourceType_SOURCE_TYPE_MEMORY_REVIEWER SourceType = 4
+)
+
+// Enum value maps for SourceType.
+var (
+	SourceType_name = map[int32]string{
+		0: "SOURCE_TYPE_UNSPECIFIED",
+		1: "SOURCE_TYPE_CONVERSATION",
+		2: "SOURCE_TYPE_API",
+		3: "SOURCE_TYPE_SCHEDULED_JOB",
+		4: "SOURCE_TYPE_MEMORY_REVIEWER",
+	}
+	SourceType_value = map[string]int32{
+		"SOURCE_TYPE_UNSPECIFIED":     0,
+		"SOURCE_TYPE_CONVERSATION":    1,
+		"SOURCE_TYPE_API":             2,
+		"SOURCE_TYPE_SCHEDULED_JOB":   3,
+		"SOURCE_TYPE_MEMORY_REVIEWER": 4,
+	}
+)
+
+func (x SourceType) Enum() *SourceType {
+	p := new(SourceType)
+	*p = x
+	return p
+}
+
+func (x SourceType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SourceType) Descriptor() protoreflect.EnumDescriptor {
+	return file_memoryd_v1_records_proto_enumTypes[5].Descriptor()
+}
+
+func (SourceType) Type() protoreflect.EnumType {
+	return &file_memoryd_v1_records_proto_enumTypes[5]
+}
+
+func (x SourceType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SourceType.Descriptor instead.
+func (SourceType) EnumDescriptor() ([]byte, []int) {
+	return file_memoryd_v1_records_proto_rawDescGZIP(), []int{5}
+}
+
+// SourceState is whether a memory source's rows are written and recalled.
+type SourceState int32
+
+const (
+	// Unset: in a filter, every state.
+	SourceState_SOURCE_STATE_UNSPECIFIED SourceState = 0
+	// Rows are written and recalled.
+	SourceState_SOURCE_STATE_ACTIVE SourceState = 1
+	// A paused job: it writes nothing, and its rows are kept but not recalled.
+	SourceState_SOURCE_STATE_PAUSED SourceState = 2
+	// A deleted job: as paused, for good.
+	SourceState_SOURCE_STATE_DELETED SourceState = 3
+)
+
+// Enum value maps for SourceState.
+var (
+	SourceState_name = map[int32]string{
+		0: "SOURCE_STATE_UNSPECIFIED",
+		1: "SOURCE_STATE_ACTIVE",
+		2: "SOURCE_STATE_PAUSED",
+		3: "SOURCE_STATE_DELETED",
+	}
+	SourceState_value = map[string]int32{
+		"SOURCE_STATE_UNSPECIFIED": 0,
+		"SOURCE_STATE_ACTIVE":      1,
+		"SOURCE_STATE_PAUSED":      2,
+		"SOURCE_STATE_DELETED":     3,
+	}
+)
+
+func (x SourceState) Enum() *SourceState {
+	p := new(SourceState)
+	*p = x
+	return p
+}
+
+func (x SourceState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SourceState) Descriptor() protoreflect.EnumDescriptor {
+	return file_memoryd_v1_records_proto_enumTypes[6].Descriptor()
+}
+
+func (SourceState) Type() protoreflect.EnumType {
+	return &file_memoryd_v1_records_proto_enumTypes[6]
+}
+
+func (x SourceState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SourceState.Descriptor instead.
+func (SourceState) EnumDescriptor() ([]byte, []int) {
+	return file_memoryd_v1_records_proto_rawDescGZIP(), []int{6}
+}
+
 // ResourceType is the kind of a versioned resource.
 type ResourceType int32
 
@@ -375,11 +493,11 @@ func (x ResourceType) String() string {
 }
 
 func (ResourceType) Descriptor() protoreflect.EnumDescriptor {
-	return file_memoryd_v1_records_proto_enumTypes[5].Descriptor()
+	return file_memoryd_v1_records_proto_enumTypes[7].Descriptor()
 }
 
 func (ResourceType) Type() protoreflect.EnumType {
-	return &file_memoryd_v1_records_proto_enumTypes[5]
+	return &file_memoryd_v1_records_proto_enumTypes[7]
 }
 
 func (x ResourceType) Number() protoreflect.EnumNumber {
@@ -388,7 +506,7 @@ func (x ResourceType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ResourceType.Descriptor instead.
 func (ResourceType) EnumDescriptor() ([]byte, []int) {
-	return file_memoryd_v1_records_proto_rawDescGZIP(), []int{5}
+	return file_memoryd_v1_records_proto_rawDescGZIP(), []int{7}
 }
 
 // Conversation identifies one conversation of one agent with one owner, everywhere in the API.
@@ -711,7 +829,10 @@ type MemoryProvenance struct {
 	// The memory source the row was written through, for example "conversation:telegram:42:root"
 	// or "job:nightly-digest".
 	SourceId string `protobuf:"bytes,1,opt,name=source_id,json=sourceId,proto3" json:"source_id,omitempty"`
-	// The kind of source: "conversation", "api", "scheduled_job" or "memory_reviewer".
+	// The kind of source as text: "conversation", "api", "scheduled_job" or "memory_reviewer".
+	// Deprecated: read type.
+	//
+	// Deprecated: Marked as deprecated in memoryd/v1/records.proto.
 	SourceType string `protobuf:"bytes,2,opt,name=source_type,json=sourceType,proto3" json:"source_type,omitempty"`
 	// The source's display name.
 	SourceName string `protobuf:"bytes,3,opt,name=source_name,json=sourceName,proto3" json:"source_name,omitempty"`
@@ -724,7 +845,9 @@ type MemoryProvenance struct {
 	// The message the fact was taken from; 0 when none (or the message was purged).
 	SourceMessageId int64 `protobuf:"varint,7,opt,name=source_message_id,json=sourceMessageId,proto3" json:"source_message_id,omitempty"`
 	// Further provenance as the text of a JSON object (review run id, model, source message ids).
-	Details       string `protobuf:"bytes,8,opt,name=details,proto3" json:"details,omitempty"`
+	Details string `protobuf:"bytes,8,opt,name=details,proto3" json:"details,omitempty"`
+	// The kind of source the row was written through.
+	Type          SourceType `protobuf:"varint,9,opt,name=type,proto3,enum=memoryd.v1.SourceType" json:"type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -766,6 +889,7 @@ func (x *MemoryProvenance) GetSourceId() string {
 	return ""
 }
 
+// Deprecated: Marked as deprecated in memoryd/v1/records.proto.
 func (x *MemoryProvenance) GetSourceType() string {
 	if x != nil {
 		return x.SourceType
@@ -813,6 +937,13 @@ func (x *MemoryProvenance) GetDetails() string {
 		return x.Details
 	}
 	return ""
+}
+
+func (x *MemoryProvenance) GetType() SourceType {
+	if x != nil {
+		return x.Type
+	}
+	return SourceType_SOURCE_TYPE_UNSPECIFIED
 }
 
 // Memory is one scoped long-term fact: a key and a value in a scope of one agent and one owner.
@@ -1030,7 +1161,10 @@ type MemorySource struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The source id, for example "job:nightly-digest".
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	// The kind: "conversation", "api", "scheduled_job" or "memory_reviewer".
+	// The kind as text: "conversation", "api", "scheduled_job" or "memory_reviewer".
+	// Deprecated: read type.
+	//
+	// Deprecated: Marked as deprecated in memoryd/v1/records.proto.
 	SourceType string `protobuf:"bytes,2,opt,name=source_type,json=sourceType,proto3" json:"source_type,omitempty"`
 	// Display name.
 	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
@@ -1038,12 +1172,19 @@ type MemorySource struct {
 	Description string `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
 	// The scope id rows from this source are written to, for example "job:nightly-digest".
 	MemoryScope string `protobuf:"bytes,5,opt,name=memory_scope,json=memoryScope,proto3" json:"memory_scope,omitempty"`
-	// "active", "paused" or "deleted".
+	// The state as text: "active", "paused" or "deleted". Deprecated: read state.
+	//
+	// Deprecated: Marked as deprecated in memoryd/v1/records.proto.
 	Status string `protobuf:"bytes,6,opt,name=status,proto3" json:"status,omitempty"`
 	// When the source was first seen.
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// When the source last changed.
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// The kind of source.
+	Type SourceType `protobuf:"varint,9,opt,name=type,proto3,enum=memoryd.v1.SourceType" json:"type,omitempty"`
+	// Whether rows are written through it: only a scheduled job's source is ever paused or
+	// deleted (SetJobStatus).
+	State         SourceState `protobuf:"varint,10,opt,name=state,proto3,enum=memoryd.v1.SourceState" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1085,6 +1226,7 @@ func (x *MemorySource) GetId() string {
 	return ""
 }
 
+// Deprecated: Marked as deprecated in memoryd/v1/records.proto.
 func (x *MemorySource) GetSourceType() string {
 	if x != nil {
 		return x.SourceType
@@ -1113,6 +1255,7 @@ func (x *MemorySource) GetMemoryScope() string {
 	return ""
 }
 
+// Deprecated: Marked as deprecated in memoryd/v1/records.proto.
 func (x *MemorySource) GetStatus() string {
 	if x != nil {
 		return x.Status
@@ -1132,6 +1275,20 @@ func (x *MemorySource) GetUpdatedAt() *timestamppb.Timestamp {
 		return x.UpdatedAt
 	}
 	return nil
+}
+
+func (x *MemorySource) GetType() SourceType {
+	if x != nil {
+		return x.Type
+	}
+	return SourceType_SOURCE_TYPE_UNSPECIFIED
+}
+
+func (x *MemorySource) GetState() SourceState {
+	if x != nil {
+		return x.State
+	}
+	return SourceState_SOURCE_STATE_UNSPECIFIED
 }
 
 // ResourceRef names one versioned resource.
@@ -1424,10 +1581,10 @@ const file_memoryd_v1_records_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12'\n" +
 	"\x05trust\x18\n" +
-	" \x01(\x0e2\x11.memoryd.v1.TrustR\x05trust\"\x9c\x02\n" +
+	" \x01(\x0e2\x11.memoryd.v1.TrustR\x05trust\"\xcc\x02\n" +
 	"\x10MemoryProvenance\x12\x1b\n" +
-	"\tsource_id\x18\x01 \x01(\tR\bsourceId\x12\x1f\n" +
-	"\vsource_type\x18\x02 \x01(\tR\n" +
+	"\tsource_id\x18\x01 \x01(\tR\bsourceId\x12#\n" +
+	"\vsource_type\x18\x02 \x01(\tB\x02\x18\x01R\n" +
 	"sourceType\x12\x1f\n" +
 	"\vsource_name\x18\x03 \x01(\tR\n" +
 	"sourceName\x12-\n" +
@@ -1436,7 +1593,8 @@ const file_memoryd_v1_records_proto_rawDesc = "" +
 	"session_id\x18\x05 \x01(\tR\tsessionId\x12\x15\n" +
 	"\x06run_id\x18\x06 \x01(\tR\x05runId\x12*\n" +
 	"\x11source_message_id\x18\a \x01(\x03R\x0fsourceMessageId\x12\x18\n" +
-	"\adetails\x18\b \x01(\tR\adetails\"\xf2\x05\n" +
+	"\adetails\x18\b \x01(\tR\adetails\x12*\n" +
+	"\x04type\x18\t \x01(\x0e2\x16.memoryd.v1.SourceTypeR\x04type\"\xf2\x05\n" +
 	"\x06Memory\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x19\n" +
@@ -1466,19 +1624,22 @@ const file_memoryd_v1_records_proto_rawDesc = "" +
 	"archivedAt\x12\x1f\n" +
 	"\varchived_by\x18\x12 \x01(\tR\n" +
 	"archivedBy\x12%\n" +
-	"\x0earchive_reason\x18\x13 \x01(\tR\rarchiveReason\"\xa6\x02\n" +
+	"\x0earchive_reason\x18\x13 \x01(\tR\rarchiveReason\"\x89\x03\n" +
 	"\fMemorySource\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
-	"\vsource_type\x18\x02 \x01(\tR\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
+	"\vsource_type\x18\x02 \x01(\tB\x02\x18\x01R\n" +
 	"sourceType\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x04 \x01(\tR\vdescription\x12!\n" +
-	"\fmemory_scope\x18\x05 \x01(\tR\vmemoryScope\x12\x16\n" +
-	"\x06status\x18\x06 \x01(\tR\x06status\x129\n" +
+	"\fmemory_scope\x18\x05 \x01(\tR\vmemoryScope\x12\x1a\n" +
+	"\x06status\x18\x06 \x01(\tB\x02\x18\x01R\x06status\x129\n" +
 	"\n" +
 	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"q\n" +
+	"updated_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12*\n" +
+	"\x04type\x18\t \x01(\x0e2\x16.memoryd.v1.SourceTypeR\x04type\x12-\n" +
+	"\x05state\x18\n" +
+	" \x01(\x0e2\x17.memoryd.v1.SourceStateR\x05state\"q\n" +
 	"\vResourceRef\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12,\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x18.memoryd.v1.ResourceTypeR\x04type\x12\x19\n" +
@@ -1532,7 +1693,19 @@ const file_memoryd_v1_records_proto_rawDesc = "" +
 	"\x19PROMPT_TARGET_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12PROMPT_TARGET_NONE\x10\x01\x12\x19\n" +
 	"\x15PROMPT_TARGET_USER_MD\x10\x02\x12\x1b\n" +
-	"\x17PROMPT_TARGET_MEMORY_MD\x10\x03*\x83\x01\n" +
+	"\x17PROMPT_TARGET_MEMORY_MD\x10\x03*\x9c\x01\n" +
+	"\n" +
+	"SourceType\x12\x1b\n" +
+	"\x17SOURCE_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18SOURCE_TYPE_CONVERSATION\x10\x01\x12\x13\n" +
+	"\x0fSOURCE_TYPE_API\x10\x02\x12\x1d\n" +
+	"\x19SOURCE_TYPE_SCHEDULED_JOB\x10\x03\x12\x1f\n" +
+	"\x1bSOURCE_TYPE_MEMORY_REVIEWER\x10\x04*w\n" +
+	"\vSourceState\x12\x1c\n" +
+	"\x18SOURCE_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13SOURCE_STATE_ACTIVE\x10\x01\x12\x17\n" +
+	"\x13SOURCE_STATE_PAUSED\x10\x02\x12\x18\n" +
+	"\x14SOURCE_STATE_DELETED\x10\x03*\x83\x01\n" +
 	"\fResourceType\x12\x1d\n" +
 	"\x19RESOURCE_TYPE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15RESOURCE_TYPE_USER_MD\x10\x01\x12\x1b\n" +
@@ -1554,7 +1727,7 @@ func file_memoryd_v1_records_proto_rawDescGZIP() []byte {
 	return file_memoryd_v1_records_proto_rawDescData
 }
 
-var file_memoryd_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_memoryd_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
 var file_memoryd_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_memoryd_v1_records_proto_goTypes = []any{
 	(Role)(0),                     // 0: memoryd.v1.Role
@@ -1562,44 +1735,49 @@ var file_memoryd_v1_records_proto_goTypes = []any{
 	(Category)(0),                 // 2: memoryd.v1.Category
 	(ScopeType)(0),                // 3: memoryd.v1.ScopeType
 	(PromptTarget)(0),             // 4: memoryd.v1.PromptTarget
-	(ResourceType)(0),             // 5: memoryd.v1.ResourceType
-	(*Conversation)(nil),          // 6: memoryd.v1.Conversation
-	(*OwnerScope)(nil),            // 7: memoryd.v1.OwnerScope
-	(*AgentScope)(nil),            // 8: memoryd.v1.AgentScope
-	(*Message)(nil),               // 9: memoryd.v1.Message
-	(*MemoryProvenance)(nil),      // 10: memoryd.v1.MemoryProvenance
-	(*Memory)(nil),                // 11: memoryd.v1.Memory
-	(*MemorySource)(nil),          // 12: memoryd.v1.MemorySource
-	(*ResourceRef)(nil),           // 13: memoryd.v1.ResourceRef
-	(*Resource)(nil),              // 14: memoryd.v1.Resource
-	(*ResourceRevision)(nil),      // 15: memoryd.v1.ResourceRevision
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(SourceType)(0),               // 5: memoryd.v1.SourceType
+	(SourceState)(0),              // 6: memoryd.v1.SourceState
+	(ResourceType)(0),             // 7: memoryd.v1.ResourceType
+	(*Conversation)(nil),          // 8: memoryd.v1.Conversation
+	(*OwnerScope)(nil),            // 9: memoryd.v1.OwnerScope
+	(*AgentScope)(nil),            // 10: memoryd.v1.AgentScope
+	(*Message)(nil),               // 11: memoryd.v1.Message
+	(*MemoryProvenance)(nil),      // 12: memoryd.v1.MemoryProvenance
+	(*Memory)(nil),                // 13: memoryd.v1.Memory
+	(*MemorySource)(nil),          // 14: memoryd.v1.MemorySource
+	(*ResourceRef)(nil),           // 15: memoryd.v1.ResourceRef
+	(*Resource)(nil),              // 16: memoryd.v1.Resource
+	(*ResourceRevision)(nil),      // 17: memoryd.v1.ResourceRevision
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
 }
 var file_memoryd_v1_records_proto_depIdxs = []int32{
-	6,  // 0: memoryd.v1.Message.conversation:type_name -> memoryd.v1.Conversation
+	8,  // 0: memoryd.v1.Message.conversation:type_name -> memoryd.v1.Conversation
 	0,  // 1: memoryd.v1.Message.role:type_name -> memoryd.v1.Role
-	16, // 2: memoryd.v1.Message.created_at:type_name -> google.protobuf.Timestamp
+	18, // 2: memoryd.v1.Message.created_at:type_name -> google.protobuf.Timestamp
 	1,  // 3: memoryd.v1.Message.trust:type_name -> memoryd.v1.Trust
-	3,  // 4: memoryd.v1.Memory.scope_type:type_name -> memoryd.v1.ScopeType
-	2,  // 5: memoryd.v1.Memory.category:type_name -> memoryd.v1.Category
-	4,  // 6: memoryd.v1.Memory.prompt_target:type_name -> memoryd.v1.PromptTarget
-	1,  // 7: memoryd.v1.Memory.trust:type_name -> memoryd.v1.Trust
-	10, // 8: memoryd.v1.Memory.provenance:type_name -> memoryd.v1.MemoryProvenance
-	16, // 9: memoryd.v1.Memory.created_at:type_name -> google.protobuf.Timestamp
-	16, // 10: memoryd.v1.Memory.updated_at:type_name -> google.protobuf.Timestamp
-	16, // 11: memoryd.v1.Memory.archived_at:type_name -> google.protobuf.Timestamp
-	16, // 12: memoryd.v1.MemorySource.created_at:type_name -> google.protobuf.Timestamp
-	16, // 13: memoryd.v1.MemorySource.updated_at:type_name -> google.protobuf.Timestamp
-	5,  // 14: memoryd.v1.ResourceRef.type:type_name -> memoryd.v1.ResourceType
-	13, // 15: memoryd.v1.Resource.ref:type_name -> memoryd.v1.ResourceRef
-	16, // 16: memoryd.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
-	13, // 17: memoryd.v1.ResourceRevision.ref:type_name -> memoryd.v1.ResourceRef
-	16, // 18: memoryd.v1.ResourceRevision.created_at:type_name -> google.protobuf.Timestamp
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	5,  // 4: memoryd.v1.MemoryProvenance.type:type_name -> memoryd.v1.SourceType
+	3,  // 5: memoryd.v1.Memory.scope_type:type_name -> memoryd.v1.ScopeType
+	2,  // 6: memoryd.v1.Memory.category:type_name -> memoryd.v1.Category
+	4,  // 7: memoryd.v1.Memory.prompt_target:type_name -> memoryd.v1.PromptTarget
+	1,  // 8: memoryd.v1.Memory.trust:type_name -> memoryd.v1.Trust
+	12, // 9: memoryd.v1.Memory.provenance:type_name -> memoryd.v1.MemoryProvenance
+	18, // 10: memoryd.v1.Memory.created_at:type_name -> google.protobuf.Timestamp
+	18, // 11: memoryd.v1.Memory.updated_at:type_name -> google.protobuf.Timestamp
+	18, // 12: memoryd.v1.Memory.archived_at:type_name -> google.protobuf.Timestamp
+	18, // 13: memoryd.v1.MemorySource.created_at:type_name -> google.protobuf.Timestamp
+	18, // 14: memoryd.v1.MemorySource.updated_at:type_name -> google.protobuf.Timestamp
+	5,  // 15: memoryd.v1.MemorySource.type:type_name -> memoryd.v1.SourceType
+	6,  // 16: memoryd.v1.MemorySource.state:type_name -> memoryd.v1.SourceState
+	7,  // 17: memoryd.v1.ResourceRef.type:type_name -> memoryd.v1.ResourceType
+	15, // 18: memoryd.v1.Resource.ref:type_name -> memoryd.v1.ResourceRef
+	18, // 19: memoryd.v1.Resource.updated_at:type_name -> google.protobuf.Timestamp
+	15, // 20: memoryd.v1.ResourceRevision.ref:type_name -> memoryd.v1.ResourceRef
+	18, // 21: memoryd.v1.ResourceRevision.created_at:type_name -> google.protobuf.Timestamp
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_memoryd_v1_records_proto_init() }
@@ -1612,7 +1790,7 @@ func file_memoryd_v1_records_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memoryd_v1_records_proto_rawDesc), len(file_memoryd_v1_records_proto_rawDesc)),
-			NumEnums:      6,
+			NumEnums:      8,
 			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -12,7 +12,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file memoryd/v1/records.proto.
  */
 export const file_memoryd_v1_records: GenFile = /*@__PURE__*/
-  fileDesc("ChhtZW1vcnlkL3YxL3JlY29yZHMucHJvdG8SCm1lbW9yeWQudjEiagoMQ29udmVyc2F0aW9uEhAKCGFnZW50X2lkGAEgASgJEhAKCG93bmVyX2lkGAIgASgJEg8KB2NoYW5uZWwYAyABKAkSDwoHY2hhdF9pZBgEIAEoCRIUCgx0aHJlYWRfc2NvcGUYBSABKAkiMAoKT3duZXJTY29wZRIQCghhZ2VudF9pZBgBIAEoCRIQCghvd25lcl9pZBgCIAEoCSIeCgpBZ2VudFNjb3BlEhAKCGFnZW50X2lkGAEgASgJIpMCCgdNZXNzYWdlEgoKAmlkGAEgASgDEi4KDGNvbnZlcnNhdGlvbhgCIAEoCzIYLm1lbW9yeWQudjEuQ29udmVyc2F0aW9uEg4KBnNlbmRlchgDIAEoCRIeCgRyb2xlGAQgASgOMhAubWVtb3J5ZC52MS5Sb2xlEgwKBGtpbmQYBSABKAkSDwoHY29udGVudBgGIAEoCRIQCghtZXRhZGF0YRgHIAEoCRIZChFjbGllbnRfbWVzc2FnZV9pZBgIIAEoCRIuCgpjcmVhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIgCgV0cnVzdBgKIAEoDjIRLm1lbW9yeWQudjEuVHJ1c3QiuwEKEE1lbW9yeVByb3ZlbmFuY2USEQoJc291cmNlX2lkGAEgASgJEhMKC3NvdXJjZV90eXBlGAIgASgJEhMKC3NvdXJjZV9uYW1lGAMgASgJEhoKEnNvdXJjZV9kZXNjcmlwdGlvbhgEIAEoCRISCgpzZXNzaW9uX2lkGAUgASgJEg4KBnJ1bl9pZBgGIAEoCRIZChFzb3VyY2VfbWVzc2FnZV9pZBgHIAEoAxIPCgdkZXRhaWxzGAggASgJIrQECgZNZW1vcnkSCgoCaWQYASABKAMSEAoIYWdlbnRfaWQYAiABKAkSEAoIb3duZXJfaWQYAyABKAkSKQoKc2NvcGVfdHlwZRgEIAEoDjIVLm1lbW9yeWQudjEuU2NvcGVUeXBlEhAKCHNjb3BlX2lkGAUgASgJEiYKCGNhdGVnb3J5GAYgASgOMhQubWVtb3J5ZC52MS5DYXRlZ29yeRILCgNrZXkYByABKAkSDQoFdmFsdWUYCCABKAkSEgoKY29uZmlkZW5jZRgJIAEoARIvCg1wcm9tcHRfdGFyZ2V0GAogASgOMhgubWVtb3J5ZC52MS5Qcm9tcHRUYXJnZXQSEAoIbWV0YWRhdGEYCyABKAkSIAoFdHJ1c3QYDCABKA4yES5tZW1vcnlkLnYxLlRydXN0EjAKCnByb3ZlbmFuY2UYDSABKAsyHC5tZW1vcnlkLnYxLk1lbW9yeVByb3ZlbmFuY2USLgoKY3JlYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYXJjaGl2ZWQYECABKAgSLwoLYXJjaGl2ZWRfYXQYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2FyY2hpdmVkX2J5GBIgASgJEhYKDmFyY2hpdmVfcmVhc29uGBMgASgJItgBCgxNZW1vcnlTb3VyY2USCgoCaWQYASABKAkSEwoLc291cmNlX3R5cGUYAiABKAkSDAoEbmFtZRgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIUCgxtZW1vcnlfc2NvcGUYBSABKAkSDgoGc3RhdHVzGAYgASgJEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlkKC1Jlc291cmNlUmVmEhAKCGFnZW50X2lkGAEgASgJEiYKBHR5cGUYAiABKA4yGC5tZW1vcnlkLnYxLlJlc291cmNlVHlwZRIQCghzY29wZV9pZBgDIAEoCSKIAQoIUmVzb3VyY2USJAoDcmVmGAEgASgLMhcubWVtb3J5ZC52MS5SZXNvdXJjZVJlZhIMCgRwYXRoGAIgASgJEhgKEGN1cnJlbnRfcmV2aXNpb24YAyABKAMSLgoKdXBkYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi+gEKEFJlc291cmNlUmV2aXNpb24SJAoDcmVmGAEgASgLMhcubWVtb3J5ZC52MS5SZXNvdXJjZVJlZhIQCghyZXZpc2lvbhgCIAEoAxIXCg9wYXJlbnRfcmV2aXNpb24YAyABKAMSFAoMY29udGVudF9oYXNoGAQgASgJEg8KB2NvbnRlbnQYBSABKAkSEQoJYnl0ZV9zaXplGAYgASgDEhcKD211dGF0aW9uX3NvdXJjZRgHIAEoCRISCgpwcm92ZW5hbmNlGAggASgJEi4KCmNyZWF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wKl8KBFJvbGUSFAoQUk9MRV9VTlNQRUNJRklFRBAAEg0KCVJPTEVfVVNFUhABEhIKDlJPTEVfQVNTSVNUQU5UEAISDwoLUk9MRV9TWVNURU0QAxINCglST0xFX1RPT0wQBCpDCgVUcnVzdBIVChFUUlVTVF9VTlNQRUNJRklFRBAAEhIKDlRSVVNUX09QRVJBVE9SEAESDwoLVFJVU1RfR1VFU1QQAirdAQoIQ2F0ZWdvcnkSGAoUQ0FURUdPUllfVU5TUEVDSUZJRUQQABIVChFDQVRFR09SWV9JREVOVElUWRABEhcKE0NBVEVHT1JZX1BSRUZFUkVOQ0UQAhIVChFDQVRFR09SWV9JTlRFUkVTVBADEhEKDUNBVEVHT1JZX0dPQUwQBBIUChBDQVRFR09SWV9DT05URVhUEAUSFgoSQ0FURUdPUllfRElSRUNUSVZFEAYSEQoNQ0FURUdPUllfRkFDVBAHEhwKGENBVEVHT1JZX0pPQl9SVU5fU1VNTUFSWRAIKoQBCglTY29wZVR5cGUSGgoWU0NPUEVfVFlQRV9VTlNQRUNJRklFRBAAEhQKEFNDT1BFX1RZUEVfT1dORVIQARIUChBTQ09QRV9UWVBFX0FHRU5UEAISGwoXU0NPUEVfVFlQRV9DT05WRVJTQVRJT04QAxISCg5TQ09QRV9UWVBFX0pPQhAEKn0KDFByb21wdFRhcmdldBIdChlQUk9NUFRfVEFSR0VUX1VOU1BFQ0lGSUVEEAASFgoSUFJPTVBUX1RBUkdFVF9OT05FEAESGQoVUFJPTVBUX1RBUkdFVF9VU0VSX01EEAISGwoXUFJPTVBUX1RBUkdFVF9NRU1PUllfTUQQAyqDAQoMUmVzb3VyY2VUeXBlEh0KGVJFU09VUkNFX1RZUEVfVU5TUEVDSUZJRUQQABIZChVSRVNPVVJDRV9UWVBFX1VTRVJfTUQQARIbChdSRVNPVVJDRV9UWVBFX01FTU9SWV9NRBACEhwKGFJFU09VUkNFX1RZUEVfQ0hFQ0tQT0lOVBADQqcBCg5jb20ubWVtb3J5ZC52MUIMUmVjb3Jkc1Byb3RvUAFaPmdpdGh1Yi5jb20vbWVtb3J5ZC9tZW1vcnlkL2NsaWVudHMvZ28vZ2VuL21lbW9yeWQvdjE7bWVtb3J5ZHYxogIDTVhYqgIKTWVtb3J5ZC5WMcoCCk1lbW9yeWRcVjHiAhZNZW1vcnlkXFYxXEdQQk1ldGFkYXRh6gILTWVtb3J5ZDo6VjFiBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChhtZW1vcnlkL3YxL3JlY29yZHMucHJvdG8SCm1lbW9yeWQudjEiagoMQ29udmVyc2F0aW9uEhAKCGFnZW50X2lkGAEgASgJEhAKCG93bmVyX2lkGAIgASgJEg8KB2NoYW5uZWwYAyABKAkSDwoHY2hhdF9pZBgEIAEoCRIUCgx0aHJlYWRfc2NvcGUYBSABKAkiMAoKT3duZXJTY29wZRIQCghhZ2VudF9pZBgBIAEoCRIQCghvd25lcl9pZBgCIAEoCSIeCgpBZ2VudFNjb3BlEhAKCGFnZW50X2lkGAEgASgJIpMCCgdNZXNzYWdlEgoKAmlkGAEgASgDEi4KDGNvbnZlcnNhdGlvbhgCIAEoCzIYLm1lbW9yeWQudjEuQ29udmVyc2F0aW9uEg4KBnNlbmRlchgDIAEoCRIeCgRyb2xlGAQgASgOMhAubWVtb3J5ZC52MS5Sb2xlEgwKBGtpbmQYBSABKAkSDwoHY29udGVudBgGIAEoCRIQCghtZXRhZGF0YRgHIAEoCRIZChFjbGllbnRfbWVzc2FnZV9pZBgIIAEoCRIuCgpjcmVhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIgCgV0cnVzdBgKIAEoDjIRLm1lbW9yeWQudjEuVHJ1c3Qi5QEKEE1lbW9yeVByb3ZlbmFuY2USEQoJc291cmNlX2lkGAEgASgJEhcKC3NvdXJjZV90eXBlGAIgASgJQgIYARITCgtzb3VyY2VfbmFtZRgDIAEoCRIaChJzb3VyY2VfZGVzY3JpcHRpb24YBCABKAkSEgoKc2Vzc2lvbl9pZBgFIAEoCRIOCgZydW5faWQYBiABKAkSGQoRc291cmNlX21lc3NhZ2VfaWQYByABKAMSDwoHZGV0YWlscxgIIAEoCRIkCgR0eXBlGAkgASgOMhYubWVtb3J5ZC52MS5Tb3VyY2VUeXBlIrQECgZNZW1vcnkSCgoCaWQYASABKAMSEAoIYWdlbnRfaWQYAiABKAkSEAoIb3duZXJfaWQYAyABKAkSKQoKc2NvcGVfdHlwZRgEIAEoDjIVLm1lbW9yeWQudjEuU2NvcGVUeXBlEhAKCHNjb3BlX2lkGAUgASgJEiYKCGNhdGVnb3J5GAYgASgOMhQubWVtb3J5ZC52MS5DYXRlZ29yeRILCgNrZXkYByABKAkSDQoFdmFsdWUYCCABKAkSEgoKY29uZmlkZW5jZRgJIAEoARIvCg1wcm9tcHRfdGFyZ2V0GAogASgOMhgubWVtb3J5ZC52MS5Qcm9tcHRUYXJnZXQSEAoIbWV0YWRhdGEYCyABKAkSIAoFdHJ1c3QYDCABKA4yES5tZW1vcnlkLnYxLlRydXN0EjAKCnByb3ZlbmFuY2UYDSABKAsyHC5tZW1vcnlkLnYxLk1lbW9yeVByb3ZlbmFuY2USLgoKY3JlYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYXJjaGl2ZWQYECABKAgSLwoLYXJjaGl2ZWRfYXQYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2FyY2hpdmVkX2J5GBIgASgJEhYKDmFyY2hpdmVfcmVhc29uGBMgASgJIq4CCgxNZW1vcnlTb3VyY2USCgoCaWQYASABKAkSFwoLc291cmNlX3R5cGUYAiABKAlCAhgBEgwKBG5hbWUYAyABKAkSEwoLZGVzY3JpcHRpb24YBCABKAkSFAoMbWVtb3J5X3Njb3BlGAUgASgJEhIKBnN0YXR1cxgGIAEoCUICGAESLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJAoEdHlwZRgJIAEoDjIWLm1lbW9yeWQudjEuU291cmNlVHlwZRImCgVzdGF0ZRgKIAEoDjIXLm1lbW9yeWQudjEuU291cmNlU3RhdGUiWQoLUmVzb3VyY2VSZWYSEAoIYWdlbnRfaWQYASABKAkSJgoEdHlwZRgCIAEoDjIYLm1lbW9yeWQudjEuUmVzb3VyY2VUeXBlEhAKCHNjb3BlX2lkGAMgASgJIogBCghSZXNvdXJjZRIkCgNyZWYYASABKAsyFy5tZW1vcnlkLnYxLlJlc291cmNlUmVmEgwKBHBhdGgYAiABKAkSGAoQY3VycmVudF9yZXZpc2lvbhgDIAEoAxIuCgp1cGRhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCL6AQoQUmVzb3VyY2VSZXZpc2lvbhIkCgNyZWYYASABKAsyFy5tZW1vcnlkLnYxLlJlc291cmNlUmVmEhAKCHJldmlzaW9uGAIgASgDEhcKD3BhcmVudF9yZXZpc2lvbhgDIAEoAxIUCgxjb250ZW50X2hhc2gYBCABKAkSDwoHY29udGVudBgFIAEoCRIRCglieXRlX3NpemUYBiABKAMSFwoPbXV0YXRpb25fc291cmNlGAcgASgJEhIKCnByb3ZlbmFuY2UYCCABKAkSLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAqXwoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDQoJUk9MRV9VU0VSEAESEgoOUk9MRV9BU1NJU1RBTlQQAhIPCgtST0xFX1NZU1RFTRADEg0KCVJPTEVfVE9PTBAEKkMKBVRydXN0EhUKEVRSVVNUX1VOU1BFQ0lGSUVEEAASEgoOVFJVU1RfT1BFUkFUT1IQARIPCgtUUlVTVF9HVUVTVBACKt0BCghDYXRlZ29yeRIYChRDQVRFR09SWV9VTlNQRUNJRklFRBAAEhUKEUNBVEVHT1JZX0lERU5USVRZEAESFwoTQ0FURUdPUllfUFJFRkVSRU5DRRACEhUKEUNBVEVHT1JZX0lOVEVSRVNUEAMSEQoNQ0FURUdPUllfR09BTBAEEhQKEENBVEVHT1JZX0NPTlRFWFQQBRIWChJDQVRFR09SWV9ESVJFQ1RJVkUQBhIRCg1DQVRFR09SWV9GQUNUEAcSHAoYQ0FURUdPUllfSk9CX1JVTl9TVU1NQVJZEAgqhAEKCVNjb3BlVHlwZRIaChZTQ09QRV9UWVBFX1VOU1BFQ0lGSUVEEAASFAoQU0NPUEVfVFlQRV9PV05FUhABEhQKEFNDT1BFX1RZUEVfQUdFTlQQAhIbChdTQ09QRV9UWVBFX0NPTlZFUlNBVElPThADEhIKDlNDT1BFX1RZUEVfSk9CEAQqfQoMUHJvbXB0VGFyZ2V0Eh0KGVBST01QVF9UQVJHRVRfVU5TUEVDSUZJRUQQABIWChJQUk9NUFRfVEFSR0VUX05PTkUQARIZChVQUk9NUFRfVEFSR0VUX1VTRVJfTUQQAhIbChdQUk9NUFRfVEFSR0VUX01FTU9SWV9NRBADKpwBCgpTb3VyY2VUeXBlEhsKF1NPVVJDRV9UWVBFX1VOU1BFQ0lGSUVEEAASHAoYU09VUkNFX1RZUEVfQ09OVkVSU0FUSU9OEAESEwoPU09VUkNFX1RZUEVfQVBJEAISHQoZU09VUkNFX1RZUEVfU0NIRURVTEVEX0pPQhADEh8KG1NPVVJDRV9UWVBFX01FTU9SWV9SRVZJRVdFUhAEKncKC1NvdXJjZVN0YXRlEhwKGFNPVVJDRV9TVEFURV9VTlNQRUNJRklFRBAAEhcKE1NPVVJDRV9TVEFURV9BQ1RJVkUQARIXChNTT1VSQ0VfU1RBVEVfUEFVU0VEEAISGAoUU09VUkNFX1NUQVRFX0RFTEVURUQQAyqDAQoMUmVzb3VyY2VUeXBlEh0KGVJFU09VUkNFX1RZUEVfVU5TUEVDSUZJRUQQABIZChVSRVNPVVJDRV9UWVBFX1VTRVJfTUQQARIbChdSRVNPVVJDRV9UWVBFX01FTU9SWV9NRBACEhwKGFJFU09VUkNFX1RZUEVfQ0hFQ0tQT0lOVBADQqcBCg5jb20ubWVtb3J5ZC52MUIMUmVjb3Jkc1Byb3RvUAFaPmdpdGh1Yi5jb20vbWVtb3J5ZC9tZW1vcnlkL2NsaWVudHMvZ28vZ2VuL21lbW9yeWQvdjE7bWVtb3J5ZHYxogIDTVhYqgIKTWVtb3J5ZC5WMcoCCk1lbW9yeWRcVjHiAhZNZW1vcnlkXFYxXEdQQk1ldGFkYXRh6gILTWVtb3J5ZDo6VjFiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * Conversation identifies one conversation of one agent with one owner, everywhere in the API.
@@ -215,9 +215,11 @@ export type MemoryProvenance = Message$1<"memoryd.v1.MemoryProvenance"> & {
   sourceId: string;
 
   /**
-   * The kind of source: "conversation", "api", "scheduled_job" or "memory_reviewer".
+   * The kind of source as text: "conversation", "api", "scheduled_job" or "memory_reviewer".
+   * Deprecated: read type.
    *
-   * @generated from field: string source_type = 2;
+   * @generated from field: string source_type = 2 [deprecated = true];
+   * @deprecated
    */
   sourceType: string;
 
@@ -262,6 +264,13 @@ export type MemoryProvenance = Message$1<"memoryd.v1.MemoryProvenance"> & {
    * @generated from field: string details = 8;
    */
   details: string;
+
+  /**
+   * The kind of source the row was written through.
+   *
+   * @generated from field: memoryd.v1.SourceType type = 9;
+   */
+  type: SourceType;
 };
 
 /**
@@ -434,9 +443,11 @@ export type MemorySource = Message$1<"memoryd.v1.MemorySource"> & {
   id: string;
 
   /**
-   * The kind: "conversation", "api", "scheduled_job" or "memory_reviewer".
+   * The kind as text: "conversation", "api", "scheduled_job" or "memory_reviewer".
+   * Deprecated: read type.
    *
-   * @generated from field: string source_type = 2;
+   * @generated from field: string source_type = 2 [deprecated = true];
+   * @deprecated
    */
   sourceType: string;
 
@@ -462,9 +473,10 @@ export type MemorySource = Message$1<"memoryd.v1.MemorySource"> & {
   memoryScope: string;
 
   /**
-   * "active", "paused" or "deleted".
+   * The state as text: "active", "paused" or "deleted". Deprecated: read state.
    *
-   * @generated from field: string status = 6;
+   * @generated from field: string status = 6 [deprecated = true];
+   * @deprecated
    */
   status: string;
 
@@ -481,6 +493,21 @@ export type MemorySource = Message$1<"memoryd.v1.MemorySource"> & {
    * @generated from field: google.protobuf.Timestamp updated_at = 8;
    */
   updatedAt?: Timestamp | undefined;
+
+  /**
+   * The kind of source.
+   *
+   * @generated from field: memoryd.v1.SourceType type = 9;
+   */
+  type: SourceType;
+
+  /**
+   * Whether rows are written through it: only a scheduled job's source is ever paused or
+   * deleted (SetJobStatus).
+   *
+   * @generated from field: memoryd.v1.SourceState state = 10;
+   */
+  state: SourceState;
 };
 
 /**
@@ -899,6 +926,95 @@ export const PromptTargetSchema: GenEnum<PromptTarget> = /*@__PURE__*/
   enumDesc(file_memoryd_v1_records, 4);
 
 /**
+ * SourceType is the kind of a memory source.
+ *
+ * @generated from enum memoryd.v1.SourceType
+ */
+export enum SourceType {
+  /**
+   * Unset: in a filter, every type.
+   *
+   * @generated from enum value: SOURCE_TYPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A conversation's writes (its adapter, memory tools in the conversation).
+   *
+   * @generated from enum value: SOURCE_TYPE_CONVERSATION = 1;
+   */
+  CONVERSATION = 1,
+
+  /**
+   * Writes through the API without a conversation or job.
+   *
+   * @generated from enum value: SOURCE_TYPE_API = 2;
+   */
+  API = 2,
+
+  /**
+   * A scheduled job's writes, and its run summaries.
+   *
+   * @generated from enum value: SOURCE_TYPE_SCHEDULED_JOB = 3;
+   */
+  SCHEDULED_JOB = 3,
+
+  /**
+   * The background reviewer.
+   *
+   * @generated from enum value: SOURCE_TYPE_MEMORY_REVIEWER = 4;
+   */
+  MEMORY_REVIEWER = 4,
+}
+
+/**
+ * Describes the enum memoryd.v1.SourceType.
+ */
+export const SourceTypeSchema: GenEnum<SourceType> = /*@__PURE__*/
+  enumDesc(file_memoryd_v1_records, 5);
+
+/**
+ * SourceState is whether a memory source's rows are written and recalled.
+ *
+ * @generated from enum memoryd.v1.SourceState
+ */
+export enum SourceState {
+  /**
+   * Unset: in a filter, every state.
+   *
+   * @generated from enum value: SOURCE_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Rows are written and recalled.
+   *
+   * @generated from enum value: SOURCE_STATE_ACTIVE = 1;
+   */
+  ACTIVE = 1,
+
+  /**
+   * A paused job: it writes nothing, and its rows are kept but not recalled.
+   *
+   * @generated from enum value: SOURCE_STATE_PAUSED = 2;
+   */
+  PAUSED = 2,
+
+  /**
+   * A deleted job: as paused, for good.
+   *
+   * @generated from enum value: SOURCE_STATE_DELETED = 3;
+   */
+  DELETED = 3,
+}
+
+/**
+ * Describes the enum memoryd.v1.SourceState.
+ */
+export const SourceStateSchema: GenEnum<SourceState> = /*@__PURE__*/
+  enumDesc(file_memoryd_v1_records, 6);
+
+/**
  * ResourceType is the kind of a versioned resource.
  *
  * @generated from enum memoryd.v1.ResourceType
@@ -937,5 +1053,5 @@ export enum ResourceType {
  * Describes the enum memoryd.v1.ResourceType.
  */
 export const ResourceTypeSchema: GenEnum<ResourceType> = /*@__PURE__*/
-  enumDesc(file_memoryd_v1_records, 5);
+  enumDesc(file_memoryd_v1_records, 7);
 
