@@ -9,8 +9,9 @@ message.
 
 The invariant (`Target.check`): the server answers every request, never with INTERNAL or
 UNKNOWN, never with a status message that carries a traceback, a path, SQL or more than a
-short message, never without the machine-readable details (ErrorInfo), and never with an answer larger than a default client accepts. Shared by
-tests/test_rpc_fuzz.py (a bounded run in `make test`) and scripts/fuzz_rpcs.py (a long run).
+short message, never without the machine-readable details (ErrorInfo), and never with an
+answer larger than a default client accepts. Shared by tests/test_rpc_fuzz.py (a bounded run
+in `make test`) and scripts/fuzz_rpcs.py (a long run).
 """
 
 from __future__ import annotations
@@ -259,12 +260,14 @@ class Target:
             answer = self._raw[method](payload, timeout=self.timeout)
         except grpc.RpcError as error:
             failed: grpc.Call = error
-            self._check_refusal(method, failed.code(), failed.details() or "", case)
-            # Every refusal of memoryd's says why to a program too (memoryd.api.error_details).
-            assert md.error_details(error) is not None, (method, failed.code(), failed.details())
+            described = md.error_details(error) is not None
+        else:
+            self.statuses["OK"] = self.statuses.get("OK", 0) + 1
+            assert len(answer) <= 4 * 1024 * 1024, (method, len(answer))
             return
-        self.statuses["OK"] = self.statuses.get("OK", 0) + 1
-        assert len(answer) <= 4 * 1024 * 1024, (method, len(answer))
+        self._check_refusal(method, failed.code(), failed.details() or "", case)
+        # Every refusal of memoryd's says why to a program too (memoryd.api.error_details).
+        assert described, (method, failed.code(), failed.details())
 
     def _check_refusal(self, method: str, code: grpc.StatusCode, details: str, case: Case) -> None:
         self.statuses[code.name] = self.statuses.get(code.name, 0) + 1

@@ -32,11 +32,11 @@ const { values } = parseArgs({
     voice: { type: "boolean", default: false },
   },
 });
-const owner = values.owner!;
-const memoryd = connect(values.address!, { token: process.env.MEMORYD_TOKEN });
-const chat = memoryd.conversation({ ownerId: owner, channel: "console", chatId: values.chat! });
+const owner = values.owner;
+const memoryd = connect(values.address, { token: process.env.MEMORYD_TOKEN });
+const chat = memoryd.conversation({ ownerId: owner, channel: "console", chatId: values.chat });
 const voice = values.voice
-  ? await memoryd.openTranscript({ deviceId: values.chat!, sessionId: `console-${process.pid}`, ownerId: owner })
+  ? await memoryd.openTranscript({ deviceId: values.chat, sessionId: `console-${process.pid}`, ownerId: owner })
   : undefined;
 
 async function compose(): Promise<ComposeContextResponse | undefined> {

@@ -2,20 +2,30 @@
  * The TypeScript client of memoryd, the long-term memory of conversational agents.
  *
  * The generated service descriptors (src/gen, protoc-gen-es v2) are served over connect-node's
- * gRPC transport. Around them, what every adapter needs: `connect()` with a bearer token and a
- * default deadline, retries of the calls the contract marks idempotent, a `Conversation` helper,
- * and a `Transcript` stream that resumes after a reconnect and replays what was not
- * acknowledged. Errors are connect's `ConnectError`: `code` is the gRPC status, `rawMessage` the
- * server's message.
+ * gRPC transport. Around them, what every adapter needs: `createTransport()` with a bearer
+ * token, a default deadline, TLS (a custom CA, and a client certificate for mutual TLS) and
+ * retries of the calls the contract marks idempotent; `new Memoryd(transport)`, or
+ * `connect(baseUrl, options)` for both at once; a `ConversationClient` helper; and a
+ * `Transcript` stream that resumes after a reconnect and replays what was not acknowledged.
+ * Errors are connect's `ConnectError`: `code` is the gRPC status, `rawMessage` the server's
+ * message, and `errorDetails(error)` the reason and the field at fault.
  *
- *     const memoryd = connect("127.0.0.1:50051");
+ *     const memoryd = connect("http://127.0.0.1:50051");
  *     const chat = memoryd.conversation({ channel: "telegram", chatId: "42" });
  *     await chat.append(user("ada", "I'm vegetarian"));
  */
 
 import type { DescMethod, MessageInitShape } from "@bufbuild/protobuf";
+import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 import { MethodOptions_IdempotencyLevel as Idempotency } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
+import {
+  Code,
+  ConnectError,
+  createClient,
+  type Client,
+  type Interceptor,
+  type Transport,
+} from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 
 import { CompactionService } from "./gen/memoryd/v1/compaction_service_pb.js";
@@ -45,8 +55,9 @@ export interface Options {
   token?: string;
   /** The deadline of calls that set none (default 30 s; streams have none). */
   timeoutMs?: number;
-  /** "https" for TLS (default "http", plain text: loopback, tests). */
-  scheme?: "http" | "https";
+  /** With an https:// base URL: the CA that signed the server's certificate (PEM; default:
+   * the system's), and for mutual TLS the client's certificate chain and key (PEM). */
+  tls?: { ca?: string | Buffer; cert?: string | Buffer; key?: string | Buffer };
   /** More interceptors, run after memoryd's own. */
   interceptors?: Interceptor[];
 }
@@ -99,28 +110,39 @@ const retryIdempotent: Interceptor = (next) => async (request) => {
   }
 };
 
-/** memoryd's two services over one connection. */
+/** A gRPC transport to memoryd at `baseUrl` ("http://host:port", or "https://host:port" for
+ * TLS; a bare "host:port" is plain text) with memoryd's defaults: the bearer token, the default
+ * deadline, TLS options, and retries of idempotent calls. */
+export function createTransport(baseUrl: string, options: Options = {}): Transport {
+  const interceptors = [retryIdempotent];
+  if (options.token) {
+    interceptors.push(bearer(options.token));
+  }
+  const url = baseUrl.includes("://") ? baseUrl : `http://${baseUrl}`;
+  if (options.tls && !url.startsWith("https://")) {
+    throw new ConnectError("tls options need an https:// base URL", Code.InvalidArgument);
+  }
+  return createGrpcTransport({
+    baseUrl: url,
+    defaultTimeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+    interceptors: [...interceptors, ...(options.interceptors ?? [])],
+    nodeOptions: options.tls,
+  });
+}
+
+/** memoryd's two services over one transport. */
 export class Memoryd {
   readonly memory: Client<typeof MemoryService>;
   readonly compaction: Client<typeof CompactionService>;
 
-  constructor(address: string, options: Options = {}) {
-    const interceptors = [retryIdempotent];
-    if (options.token) {
-      interceptors.push(bearer(options.token));
-    }
-    const transport = createGrpcTransport({
-      baseUrl: `${options.scheme ?? "http"}://${address}`,
-      defaultTimeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
-      interceptors: [...interceptors, ...(options.interceptors ?? [])],
-    });
+  constructor(transport: Transport) {
     this.memory = createClient(MemoryService, transport);
     this.compaction = createClient(CompactionService, transport);
   }
 
   /** One conversation's calls, with its key filled in. */
-  conversation(key: ConversationKey): Conversation {
-    return new Conversation(this, key);
+  conversation(key: ConversationKey): ConversationClient {
+    return new ConversationClient(this, key);
   }
 
   /** Open (or resume) a realtime transcript session. */
@@ -129,13 +151,59 @@ export class Memoryd {
   }
 }
 
-/** Connect to memoryd at `address` ("host:port"). */
-export function connect(address: string, options: Options = {}): Memoryd {
-  return new Memoryd(address, options);
+/** memoryd at `baseUrl` (see createTransport), with `options`. */
+export function connect(baseUrl: string, options: Options = {}): Memoryd {
+  return new Memoryd(createTransport(baseUrl, options));
 }
 
-/** One conversation's calls. */
-export class Conversation {
+/** What a refusal says to a program: the google.rpc.ErrorInfo memoryd attaches to every error
+ * status, its reason ("VALUE_TOO_LONG"; the list is in docs/api.md) and the request field at
+ * fault ("" when none). Undefined for an error without one (a deadline, an unreachable server). */
+export function errorDetails(error: unknown): ErrorDetails | undefined {
+  for (const detail of ConnectError.from(error).details) {
+    if ("type" in detail && detail.type === "google.rpc.ErrorInfo") {
+      return readErrorInfo(detail.value);
+    }
+  }
+  return undefined;
+}
+
+export interface ErrorDetails {
+  reason: string;
+  field: string;
+  metadata: Record<string, string>;
+}
+
+/** ErrorInfo's wire form: reason = 1, domain = 2, map<string, string> metadata = 3. Read by
+ * hand so that the package needs no generated google.rpc types. */
+function readErrorInfo(bytes: Uint8Array): ErrorDetails {
+  const reader = new BinaryReader(bytes);
+  const found: ErrorDetails = { reason: "", field: "", metadata: {} };
+  while (reader.pos < reader.len) {
+    const [number, wireType] = reader.tag();
+    if (number === 1 && wireType === WireType.LengthDelimited) {
+      found.reason = reader.string();
+    } else if (number === 3 && wireType === WireType.LengthDelimited) {
+      const entry = new BinaryReader(reader.bytes());
+      let key = "";
+      let value = "";
+      while (entry.pos < entry.len) {
+        const [entryNumber, entryType] = entry.tag();
+        if (entryNumber === 1) key = entry.string();
+        else if (entryNumber === 2) value = entry.string();
+        else entry.skip(entryType);
+      }
+      found.metadata[key] = value;
+    } else {
+      reader.skip(wireType);
+    }
+  }
+  found.field = found.metadata.field ?? "";
+  return found;
+}
+
+/** One conversation's calls (the same helper as the Python and Go clients' ConversationClient). */
+export class ConversationClient {
   constructor(
     private readonly client: Memoryd,
     readonly key: ConversationKey,

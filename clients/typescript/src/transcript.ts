@@ -6,6 +6,7 @@
 
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
+import { createWritableIterable, type WritableIterable } from "@connectrpc/connect/protocol";
 
 import {
   type MemoryService,
@@ -27,59 +28,8 @@ interface Final {
 /** Reconnects one call may make before it gives up. */
 export const MAX_RECONNECTS = 5;
 
-/** An async iterable fed by `push`, ended by `close`: a client stream's requests. */
-class Pushable<T> implements AsyncIterable<T> {
-  private readonly items: T[] = [];
-  private waiting: ((result: IteratorResult<T>) => void) | undefined;
-  private closed = false;
-
-  push(item: T): void {
-    if (this.waiting) {
-      const resolve = this.waiting;
-      this.waiting = undefined;
-      resolve({ value: item, done: false });
-    } else {
-      this.items.push(item);
-    }
-  }
-
-  close(): void {
-    this.closed = true;
-    if (this.waiting) {
-      const resolve = this.waiting;
-      this.waiting = undefined;
-      resolve({ value: undefined, done: true });
-    }
-  }
-
-  [Symbol.asyncIterator](): AsyncIterator<T> {
-    return {
-      next: () => {
-        const item = this.items.shift();
-        if (item !== undefined) {
-          return Promise.resolve({ value: item, done: false });
-        }
-        if (this.closed) {
-          return Promise.resolve({ value: undefined, done: true });
-        }
-        return new Promise((resolve) => {
-          this.waiting = resolve;
-        });
-      },
-      return: () => {
-        this.close();
-        return Promise.resolve({ value: undefined, done: true });
-      },
-      throw: (error?: unknown) => {
-        this.close();
-        return Promise.reject(error);
-      },
-    };
-  }
-}
-
 interface Stream {
-  requests: Pushable<Request>;
+  requests: WritableIterable<Request>;
   responses: AsyncIterator<StreamTranscriptResponse>;
   abort: AbortController;
 }
@@ -113,12 +63,11 @@ export class Transcript {
 
   private async connect(): Promise<void> {
     this.stream?.abort.abort();
-    const requests = new Pushable<Request>();
+    const requests = createWritableIterable<Request>();
     const abort = new AbortController();
-    const responses = this.memory
-      .streamTranscript(requests, { signal: abort.signal, timeoutMs: 0 })
-      [Symbol.asyncIterator]();
-    requests.push({ kind: { case: "open", value: this.opening } });
+    const answers = this.memory.streamTranscript(requests, { signal: abort.signal, timeoutMs: 0 });
+    const responses = answers[Symbol.asyncIterator]();
+    send(requests, { kind: { case: "open", value: this.opening } });
     const first = await responses.next();
     if (first.done) {
       throw new ConnectError("the transcript stream ended before its first answer", Code.Unavailable);
@@ -145,7 +94,7 @@ export class Transcript {
 
   /** Send a partial segment (never stored; lost, harmlessly, when the stream is cut). */
   partial(seq: bigint | number, speaker: Speaker, text: string): void {
-    this.current().requests.push({
+    send(this.current().requests, {
       kind: { case: "segment", value: { seq: BigInt(seq), speaker, partial: true, text } },
     });
   }
@@ -155,13 +104,6 @@ export class Transcript {
   async final(seq: bigint | number, speaker: Speaker, text: string): Promise<void> {
     this.pending.push({ seq: BigInt(seq), speaker, text });
     await this.flush();
-  }
-
-  /** Send a final without waiting for its acknowledgement (tests: a cut before the ack). */
-  sendWithoutWaiting(seq: bigint | number, speaker: Speaker, text: string): void {
-    const final = { seq: BigInt(seq), speaker, text };
-    this.pending.push(final);
-    this.current().requests.push({ kind: { case: "segment", value: { ...final, partial: false } } });
   }
 
   private async flush(): Promise<void> {
@@ -193,7 +135,7 @@ export class Transcript {
     const stream = this.current();
     while (this.pending.length > 0) {
       const final = this.pending[0];
-      stream.requests.push({ kind: { case: "segment", value: { ...final, partial: false } } });
+      send(stream.requests, { kind: { case: "segment", value: { ...final, partial: false } } });
       const ack = await stream.responses.next();
       if (ack.done) {
         throw new ConnectError("the transcript stream ended", Code.Unavailable);
@@ -217,7 +159,7 @@ export class Transcript {
   async end(): Promise<TranscriptTotals | undefined> {
     await this.flush();
     const stream = this.current();
-    stream.requests.push({ kind: { case: "end", value: {} } });
+    send(stream.requests, { kind: { case: "end", value: {} } });
     const last = await stream.responses.next();
     stream.requests.close();
     if (last.done) {
@@ -227,4 +169,10 @@ export class Transcript {
     this.stream = undefined;
     return last.value.totals;
   }
+}
+
+/** Queue a request on a stream without waiting for the transport to take it: a stream that
+ * fails refuses the write, and the failure surfaces from its responses instead. */
+function send(requests: WritableIterable<Request>, request: Request): void {
+  requests.write(request).catch(() => undefined);
 }

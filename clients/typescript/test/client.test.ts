@@ -11,9 +11,11 @@ import {
   Speaker,
   assistant,
   connect,
+  createTransport,
+  errorDetails,
   isIdempotent,
+  Memoryd,
   user,
-  type Memoryd,
 } from "../src/index.js";
 import { startServer, unique, type Server } from "./server.js";
 
@@ -97,8 +99,10 @@ test("a transcript cut mid-stream resumes without loss or duplicate", async () =
   session.partial(1, Speaker.USER, "what's the");
   await session.final(1, Speaker.USER, "what's the weather");
   await session.final(2, Speaker.ASSISTANT, "sunny, 21°C");
-  session.sendWithoutWaiting(3, Speaker.USER, "and tomorrow?");
+  // A final in flight when the stream is cut: it is sent again on the reopened stream.
+  const third = session.final(3, Speaker.USER, "and tomorrow?");
   session.cut();
+  await third;
   await session.final(4, Speaker.ASSISTANT, "rain 雨");
   assert.equal(session.committed, 4n);
   assert.ok(session.reconnects >= 1);
@@ -111,4 +115,57 @@ test("a transcript cut mid-stream resumes without loss or duplicate", async () =
     listed.messages.map((message) => message.content),
     ["what's the weather", "sunny, 21°C", "and tomorrow?", "rain 雨"],
   );
+});
+
+test("a refusal carries its reason and field, readable with errorDetails", async () => {
+  const failure = await memoryd.memory
+    .appendMessages({ conversation: { chatId: "x" }, messages: [user("ada", "hi")] })
+    .then(
+      () => undefined,
+      (error: unknown) => ConnectError.from(error),
+    );
+  assert.equal(failure?.code, Code.InvalidArgument);
+  assert.match(failure?.rawMessage ?? "", /conversation\.channel is required/);
+  const details = errorDetails(failure);
+  assert.equal(details?.reason, "REQUIRED");
+  assert.equal(details?.field, "conversation.channel");
+  assert.equal(errorDetails(new Error("not a status")), undefined);
+});
+
+test("TLS with a custom CA, and mutual TLS with a client certificate", async () => {
+  const secured = await startServer({ tls: "mutual" });
+  try {
+    const tls = secured.tls!;
+    const client = new Memoryd(
+      createTransport(`https://${secured.address}`, {
+        tls: { ca: tls.ca, cert: tls.clientCert, key: tls.clientKey },
+      }),
+    );
+    const chat = client.conversation({ ownerId: "ts-tls", channel: "telegram", chatId: unique("tls") });
+    await chat.append(user("ada", "over TLS"));
+    assert.deepEqual(
+      (await chat.list(5)).messages.map((message) => message.content),
+      ["over TLS"],
+    );
+    // Without the client certificate the server refuses the connection (in TLS 1.3 after the
+    // handshake: the stream is reset, which node reports as CANCELED).
+    const anonymous = connect(`https://${secured.address}`, { tls: { ca: tls.ca }, timeoutMs: 5000 });
+    await assert.rejects(
+      anonymous.memory.listMessages({ conversation: { channel: "telegram", chatId: "x" } }),
+      (error: unknown) => [Code.Unavailable, Code.Canceled].includes(ConnectError.from(error).code),
+    );
+    // A CA that did not sign the server's certificate: the client refuses the server.
+    const stranger = connect(`https://${secured.address}`, {
+      tls: { ca: tls.clientCert, cert: tls.clientCert, key: tls.clientKey },
+      timeoutMs: 5000,
+    });
+    await assert.rejects(
+      stranger.memory.listMessages({ conversation: { channel: "telegram", chatId: "x" } }),
+      /unable to verify the first certificate/,
+    );
+    // TLS options need an https:// URL.
+    assert.throws(() => createTransport(`http://${secured.address}`, { tls: { ca: tls.ca } }));
+  } finally {
+    await secured.stop();
+  }
 });
