@@ -4,7 +4,8 @@
 #   make test    install everything, then lint, type-check, buf lint/breaking, and run every test
 #                (the server's pytest suite, then the Go and TypeScript clients' own suites)
 #   make protos  regenerate the Python, Go and TypeScript clients from protos/
-#   make baseline  record the released contract (protos/baseline.binpb) that buf breaking guards
+#   make baseline  record the released contract (protos/baseline.binpb) that buf breaking guards,
+#                at a tagged release only (VERSION holds the one version: scripts/set_version.py)
 #   make bench   the benchmarks in bench/ (figures for the README's performance section)
 #   make probes  the long hostile-client probes: 52,500 fuzzed calls, 20 SIGKILL rounds
 SHELL := /bin/bash
@@ -21,6 +22,10 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 TS_CLIENT := clients/typescript
 GO_CLIENT := clients/go
 PY_SOURCES := server scripts tests bench clients/python/memoryd_client clients/python/examples
+# Tests run with the tools on PATH and bytecode caching on, even where the environment turns it
+# off (PYTHONDONTWRITEBYTECODE): otherwise every test session rewrites every test module's asserts
+# again, and every server a test starts compiles memoryd from source (seconds each time).
+PYTEST_ENV := env -u PYTHONDONTWRITEBYTECODE PATH="$(TOOLS)/bin:$$PATH"
 
 .PHONY: serve test check fmt install tools lint typecheck buf-lint buf-breaking baseline protos pytest \
 	client-tests go-test ts-test bench probes clean
@@ -34,7 +39,7 @@ test: install tools lint typecheck buf-lint buf-breaking pytest client-tests
 # The inner loop (under a minute): lint, types, the contract's lint, and the tests that use the
 # one shared server (those that start their own server or a subprocess are marked slow).
 check: install tools lint typecheck buf-lint
-	PATH="$(TOOLS)/bin:$$PATH" $(BIN)/pytest -q -m "not slow"
+	$(PYTEST_ENV) $(BIN)/pytest -q -m "not slow"
 
 install: $(VENV)/.installed
 
@@ -92,7 +97,14 @@ buf-breaking: tools
 	$(TOOLS)/bin/buf breaking --against protos/baseline.binpb
 
 # Run deliberately when a version is released: the contract buf-breaking guards from then on.
+# Only at a tagged release (v$(VERSION), on HEAD), whose CHANGELOG.md heading names the tag: the
+# baseline is the contract users have, not whatever the tree holds today.
 baseline: tools
+	@version="$$(cat VERSION)"; tag="v$$version"; \
+	if [ "$$(git describe --exact-match --tags HEAD 2>/dev/null)" != "$$tag" ]; then \
+		echo "make baseline runs at a tagged release only: tag HEAD $$tag first" >&2; exit 1; fi; \
+	if ! grep -q "^## $$version (tag $$tag)" CHANGELOG.md; then \
+		echo "CHANGELOG.md must name the release first: ## $$version (tag $$tag)" >&2; exit 1; fi
 	$(TOOLS)/bin/buf build --exclude-source-info -o protos/baseline.binpb
 
 # Regenerate every client from protos/ (tests/test_generated_client.py fails when one is stale).
@@ -101,7 +113,7 @@ protos: install tools
 
 # The shared server's data directory stays in .test-leftover/ for `memoryd check` afterwards.
 pytest: install tools
-	PATH="$(TOOLS)/bin:$$PATH" MEMORYD_TEST_LEFTOVER=$(CURDIR)/.test-leftover $(BIN)/pytest
+	$(PYTEST_ENV) MEMORYD_TEST_LEFTOVER=$(CURDIR)/.test-leftover $(BIN)/pytest
 	$(BIN)/memoryd check --home $(CURDIR)/.test-leftover/home
 
 # The clients' own suites, each against a memoryd it starts with this checkout's Python.
@@ -121,8 +133,8 @@ bench: install $(TOOLS)/bin/ghz
 # The probes that `make test` runs briefly (tests/test_rpc_fuzz.py, tests/test_crash_recovery.py),
 # run long: every unary RPC fuzzed 1,500 times, then 20 rounds of SIGKILL under mixed load.
 probes: install
-	$(BIN)/python scripts/fuzz_rpcs.py --examples 1500
-	$(BIN)/python scripts/crash_rounds.py --rounds 20
+	$(BIN)/python -m scripts.fuzz_rpcs --examples 1500
+	$(BIN)/python -m scripts.crash_rounds --rounds 20
 
 $(TOOLS)/bin/ghz:
 	GOBIN=$(TOOLS)/bin GOFLAGS=-mod=mod go install github.com/bojand/ghz/cmd/ghz@$(GHZ_VERSION)

@@ -31,10 +31,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from memoryd.testing.server_process import ServerProcess
 
-from tests.server_process import ServerProcess  # noqa: E402 - after the path is set
+ROOT = Path(__file__).resolve().parent.parent
 
 CALL = "memoryd.v1.MemoryService/AppendMessages"
 DATA = json.dumps(

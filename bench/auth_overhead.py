@@ -16,16 +16,12 @@ import json
 import sys
 import timeit
 from collections.abc import Callable
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import memoryd_client as md  # noqa: E402
-from memoryd.api.access import declarations  # noqa: E402
-from memoryd.api.auth import Authorizer  # noqa: E402
-from memoryd.config import TokenSettings, token_digest  # noqa: E402
-from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2  # noqa: E402
+import memoryd_client as md
+from memoryd.api.access import declarations
+from memoryd.api.auth import Authorizer
+from memoryd.config import TokenSettings, token_digest
+from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2
 
 APPEND = "/memoryd.v1.MemoryService/AppendMessages"
 

@@ -22,19 +22,16 @@ import tempfile
 import time
 from pathlib import Path
 
+import corpus
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from recall_latency import ghz_latency
+from search_latency import percentile
+
+import memoryd_client as md
+from memoryd.testing.server_process import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-import corpus  # noqa: E402 - after the path is set
-from recall_latency import ghz_latency  # noqa: E402
-from search_latency import percentile  # noqa: E402
-
-import memoryd_client as md  # noqa: E402
-from tests.server_process import ServerProcess  # noqa: E402
 
 WINDOW = 128_000
 CONVERSATION = md.Conversation(agent_id="bench", channel="telegram", chat_id="compose")

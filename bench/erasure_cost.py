@@ -21,15 +21,11 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+import corpus
+from ingest_throughput import peak_rss_mb
 
-import corpus  # noqa: E402 - after the path is set
-from ingest_throughput import peak_rss_mb  # noqa: E402
-
-import memoryd_client as md  # noqa: E402
-from tests.server_process import ServerProcess  # noqa: E402
+import memoryd_client as md
+from memoryd.testing.server_process import ServerProcess
 
 
 def conversation(owner: int, chat: int) -> md.Conversation:

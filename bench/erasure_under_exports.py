@@ -23,11 +23,8 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import memoryd_client as md  # noqa: E402
-from tests.server_process import ServerProcess  # noqa: E402
+import memoryd_client as md
+from memoryd.testing.server_process import ServerProcess
 
 BATCH = 1000
 

@@ -29,19 +29,12 @@ import time
 from pathlib import Path
 
 import apsw
+import corpus
 import grpc
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-sys.path.insert(0, str(ROOT / "server"))
-sys.path.insert(0, str(ROOT / "clients" / "python"))  # this tree's client, whatever the server
-
-import corpus  # noqa: E402 - after the path is set
-
-import memoryd_client as md  # noqa: E402
-from tests.server_process import ServerProcess  # noqa: E402
+import memoryd_client as md
+from memoryd.testing.server_process import ServerProcess
 
 PER_CALL = 100
 MODES = {

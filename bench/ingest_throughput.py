@@ -25,18 +25,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import apsw
+import corpus
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-import corpus  # noqa: E402 - after the path is set
-
-import memoryd_client as md  # noqa: E402
-from memoryd.domain.conversation import conversation_key, search_scope_tokens  # noqa: E402
-from memoryd.domain.tokens import count_tokens  # noqa: E402
-from memoryd.storage.migrations import bundled_migrations, migrate  # noqa: E402
-from tests.server_process import ServerProcess  # noqa: E402
+import memoryd_client as md
+from memoryd.domain.conversation import conversation_key, search_scope_tokens
+from memoryd.domain.tokens import count_tokens
+from memoryd.storage.migrations import bundled_migrations, migrate
+from memoryd.testing.server_process import ServerProcess
 
 CONVERSATIONS = 200
 STAMP = "2026-11-30T00:00:00.000000Z"

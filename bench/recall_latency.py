@@ -29,27 +29,22 @@ from collections import defaultdict
 from pathlib import Path
 
 import apsw
+import corpus
 import grpc
+from append_throughput import ghz_binary, summary
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from search_latency import percentile
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-import corpus  # noqa: E402 - after the path is set
-from append_throughput import ghz_binary, summary  # noqa: E402
-from search_latency import percentile  # noqa: E402
-
-import memoryd_client as md  # noqa: E402
-from memoryd.domain.conversation import (  # noqa: E402
+import memoryd_client as md
+from memoryd.domain.conversation import (
     ConversationKey,
     OwnerKey,
     owner_scope_token,
     search_scope_tokens,
 )
-from memoryd.domain.memories import Category, ScopeType, prompt_target  # noqa: E402
-from memoryd.storage.migrations import bundled_migrations, migrate  # noqa: E402
-from tests.server_process import ServerProcess  # noqa: E402
+from memoryd.domain.memories import Category, ScopeType, prompt_target
+from memoryd.storage.migrations import bundled_migrations, migrate
+from memoryd.testing.server_process import ServerProcess
 
 AGENTS = ("main", "helper")
 OWNERS = 2000

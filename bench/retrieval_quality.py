@@ -35,11 +35,8 @@ from pathlib import Path
 import apsw
 import grpc
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import memoryd_client as md  # noqa: E402 - after the path is set
-from tests.server_process import ServerProcess  # noqa: E402
+import memoryd_client as md
+from memoryd.testing.server_process import ServerProcess
 
 KS = (1, 5, 10, 25, 50)
 DEVELOPMENT = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43")

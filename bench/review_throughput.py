@@ -23,16 +23,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+from search_latency import percentile
 
-from search_latency import percentile  # noqa: E402
-
-import memoryd_client as md  # noqa: E402
-from memoryd.testing.fake_model import FakeModel, Reply  # noqa: E402
-from tests.review_helpers import review_config  # noqa: E402
-from tests.server_process import ServerProcess  # noqa: E402
+import memoryd_client as md
+from memoryd.testing.configs import review_config
+from memoryd.testing.fake_model import FakeModel, Reply
+from memoryd.testing.server_process import ServerProcess
 
 
 def answer(request: dict[str, Any]) -> Reply:

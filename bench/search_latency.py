@@ -22,17 +22,11 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import corpus
 import grpc
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-sys.path.insert(0, str(ROOT / "clients" / "python"))  # this tree's client, whatever the server
-
-import corpus  # noqa: E402 - after the path is set
-
-import memoryd_client as md  # noqa: E402
-from tests.server_process import ServerProcess  # noqa: E402
+import memoryd_client as md
+from memoryd.testing.server_process import ServerProcess
 
 AGENTS = ("main", "helper")
 OWNERS = 60

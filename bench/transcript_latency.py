@@ -21,16 +21,12 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+import corpus
+from ingest_throughput import peak_rss_mb
+from search_latency import percentile
 
-import corpus  # noqa: E402 - after the path is set
-from ingest_throughput import peak_rss_mb  # noqa: E402
-from search_latency import percentile  # noqa: E402
-
-import memoryd_client as md  # noqa: E402
-from tests.server_process import ServerProcess  # noqa: E402
+import memoryd_client as md
+from memoryd.testing.server_process import ServerProcess
 
 
 async def stream(

@@ -24,13 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+from ingest_throughput import ingest_rate, messages, peak_rss_mb
 
-from ingest_throughput import ingest_rate, messages, peak_rss_mb  # noqa: E402
-
-from tests.server_process import ServerProcess  # noqa: E402
+from memoryd.testing.server_process import ServerProcess
 
 STAMP = "2026-11-30T00:00:00.000000Z"
 

@@ -1,6 +1,6 @@
 """Kill memoryd with SIGKILL under mixed load, round after round, and verify what survived.
 
-    python scripts/crash_rounds.py [--rounds 20] [--seed N]
+    python -m scripts.crash_rounds [--rounds 20] [--seed N]
 
 Each round starts the server on the same data directory, verifies everything acknowledged so
 far, runs appends, turns (with background reviews against the shipped fake model), stores,
@@ -20,11 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from memoryd.testing.fake_model import FakeModel  # noqa: E402
-from tests.crash_harness import CrashHarness, review_answer  # noqa: E402
+from memoryd.testing.fake_model import FakeModel
+from tests.crash_harness import CrashHarness, review_answer
 
 
 async def run(rounds: int, seed: int) -> dict[str, object]:

@@ -1,6 +1,6 @@
 """Fuzz every unary RPC of a fresh memoryd server for a long time (make test runs a short one).
 
-    python scripts/fuzz_rpcs.py [--examples 1500]   # per RPC: 35 unary RPCs x 1500 = 52,500 calls
+    python -m scripts.fuzz_rpcs [--examples 1500]   # per RPC: 35 unary RPCs x 1500 = 52,500 calls
 
 Requests are drawn from the message descriptors (tests/rpc_fuzz.py). Exits 1 on the first call
 answered INTERNAL or UNKNOWN, leaking internals, or too large; prints a JSON summary (calls,
@@ -19,12 +19,9 @@ from pathlib import Path
 import grpc
 from hypothesis import HealthCheck, given, settings
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from tests.rpc_fuzz import METHODS, Case, Target, cases  # noqa: E402
-from tests.server_process import ServerProcess  # noqa: E402
-from tests.test_rpc_fuzz import seed_victim, victim_state  # noqa: E402
+from memoryd.testing.server_process import ServerProcess
+from tests.rpc_fuzz import METHODS, Case, Target, cases
+from tests.test_rpc_fuzz import seed_victim, victim_state
 
 
 def fuzz(target: Target, method: str, examples: int) -> None:

@@ -1,7 +1,7 @@
 """Run the grpcurl walkthrough (docs/walkthrough.md) against a fresh server and write its
 outputs back.
 
-    .venv/bin/python scripts/update_walkthrough.py
+    .venv/bin/python -m scripts.update_walkthrough
 
 tests/test_readme_walkthrough.py checks that the page shows what the commands print, and that the
 README's one call is one of its steps; run this after a change to the contract, then read the
@@ -17,11 +17,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from memoryd.testing.server_process import ServerProcess
+from tests.test_readme_walkthrough import FENCE, SEPARATOR, WALKTHROUGH, walkthrough_blocks
 
-from tests.server_process import ServerProcess  # noqa: E402
-from tests.test_readme_walkthrough import FENCE, SEPARATOR, WALKTHROUGH, walkthrough_blocks  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:

@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 import memoryd_client as md
-from tests.server_process import ServerProcess
+from memoryd.testing.server_process import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 # The fake model server and review-configured servers (fixtures `model`, `reviewing`).

@@ -15,8 +15,8 @@ the server starts once more and everything is verified a final time:
 - the reviewer's rows are not duplicated by reviews re-run after a crash;
 - USER.md and MEMORY.md on disk equal what GetPromptContext serves.
 
-Shared by tests/test_crash_recovery.py (5 rounds in `make test`) and scripts/crash_rounds.py
-(20 rounds or more).
+Shared by tests/test_crash_recovery.py (5 rounds in `make test`) and
+`python -m scripts.crash_rounds` (20 rounds or more).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ import grpc
 
 import memoryd_client as md
 from memoryd.testing.fake_model import FakeModel, Reply
+from memoryd.testing.server_process import ServerProcess
 from tests.review_helpers import review_config
-from tests.server_process import ServerProcess
 
 AGENT = "crash"
 CALL_TIMEOUT = 30.0  # a call that hangs is a defect: wait_for fails the round

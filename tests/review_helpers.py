@@ -1,4 +1,7 @@
-"""Servers configured with the fake model, and helpers for the reviewer tests."""
+"""Servers configured with the fake model, and helpers for the reviewer tests.
+
+review_config (the config of such a server) lives in memoryd.testing.configs, for the benchmarks
+too; it is imported here for the tests."""
 
 from __future__ import annotations
 
@@ -12,41 +15,10 @@ import grpc
 import pytest
 
 import memoryd_client as md
+from memoryd.testing.configs import review_config
 from memoryd.testing.fake_model import FakeModel
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import fresh_conversation
-from tests.server_process import ServerProcess
-
-
-def review_config(
-    *models: FakeModel,
-    timeout: float = 5.0,
-    compaction: dict[str, object] | None = None,
-    **memory: object,
-) -> str:
-    """A config with the fake models as providers (in order), [memoryd.memory] settings and
-    [memoryd.compaction] settings."""
-    memory.setdefault("scheduler_tick_seconds", 0.1)
-    lines = ["[memoryd.memory]"]
-    lines += [_setting(key, value) for key, value in memory.items()]
-    if compaction:
-        lines += ["", "[memoryd.compaction]"]
-        lines += [_setting(key, value) for key, value in compaction.items()]
-    for index, model in enumerate(models):
-        lines += [
-            "",
-            "[[memoryd.providers]]",
-            f'name = "fake-{index}"',
-            f'base_url = "{model.base_url}"',
-            f'model = "fake-model-{index}"',
-            f"timeout_seconds = {timeout}",
-        ]
-    return "\n".join(lines) + "\n"
-
-
-def _setting(key: str, value: object) -> str:
-    if isinstance(value, bool):
-        return f"{key} = {str(value).lower()}"
-    return f"{key} = {value!r}".replace("'", '"')
 
 
 @pytest.fixture

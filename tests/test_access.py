@@ -28,10 +28,10 @@ import memoryd_client as md
 from memoryd.api.access import Declared, declarations, declared, markdown_table
 from memoryd.errors import StartupError
 from memoryd.testing.fake_model import FakeModel
+from memoryd.testing.server_process import ServerProcess
 from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2
 from tests.helpers import client_stream
 from tests.review_helpers import review_config
-from tests.server_process import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 ADMIN = "access-admin-token-0123456789"

@@ -23,10 +23,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 import memoryd_client as md
 from memoryd.config import check_exposure, load_settings
 from memoryd.errors import StartupError
+from memoryd.testing.server_process import ServerProcess
 from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2
 from tests.helpers import Ran, run_memoryd
 from tests.review_helpers import eventually
-from tests.server_process import ServerProcess
 from tests.test_resources import cli
 
 ADMIN = "admin-token-0123456789abcdef"

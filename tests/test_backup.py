@@ -14,8 +14,8 @@ from pathlib import Path
 import apsw
 
 import memoryd_client as md
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import Ran, run_memoryd
-from tests.server_process import ServerProcess
 
 
 def memoryd(*args: str) -> Ran:

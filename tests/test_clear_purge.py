@@ -6,8 +6,8 @@ import apsw
 import grpc
 
 import memoryd_client as md
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, fresh_conversation, owner_of, rpc_error, store, user
-from tests.server_process import ServerProcess
 
 
 async def describe(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server_process import ServerProcess
+from memoryd.testing.server_process import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 GO_CLIENT = ROOT / "clients" / "go"

@@ -22,9 +22,9 @@ from memoryd.domain.tokens import count_tokens
 from memoryd.log_events import Event
 from memoryd.services.review import no_provider
 from memoryd.testing.fake_model import FakeModel, Reply
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, fresh_conversation, owner_of, rpc_error
 from tests.review_helpers import eventually, review_config, turn
-from tests.server_process import ServerProcess
 from tests.test_resources import cli
 
 SUMMARY = "The user is planning a trip to Lisbon in May and prefers trains."

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import memoryd_client as md
 from memoryd.log_events import Event
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, user
-from tests.server_process import ServerProcess
 
 TASKS = 64
 APPENDS_PER_TASK = 25

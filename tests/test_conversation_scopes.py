@@ -10,8 +10,8 @@ import grpc
 
 import memoryd_client as md
 from memoryd.storage.migrations import bundled_migrations, migrate
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import fresh_conversation, owner_of, rpc_error, store
-from tests.server_process import ServerProcess
 
 # Matrix room ids hold ':'; a thread id may too.
 ROOM = "!room:example.org"

@@ -1,6 +1,6 @@
 """SIGKILL at random moments under mixed load (tests/crash_harness.py): nothing acknowledged is
 lost or duplicated, the database and its indexes stay intact, and the prompt files follow the
-database. 5 rounds here; scripts/crash_rounds.py runs 20 or more."""
+database. 5 rounds here; `python -m scripts.crash_rounds` runs 20 or more."""
 
 from __future__ import annotations
 

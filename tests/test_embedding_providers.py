@@ -15,8 +15,8 @@ import pytest
 
 import memoryd_client as md
 from memoryd.testing.fake_embeddings import FakeEmbeddings
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, rpc_error, user
-from tests.server_process import ServerProcess
 
 TIMEOUT = 60.0
 

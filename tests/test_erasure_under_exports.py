@@ -17,7 +17,7 @@ from typing import Any
 
 import memoryd_client as md
 from memoryd.log_events import Event
-from tests.server_process import ServerProcess
+from memoryd.testing.server_process import ServerProcess
 from tests.test_verified_erasure import every_file
 
 MESSAGES = 20_000

@@ -15,8 +15,8 @@ import memoryd_client as md
 from memoryd import errors
 from memoryd.api.status import STATUS, status_of
 from memoryd.log_events import Event
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, rpc_error, user
-from tests.server_process import ServerProcess
 
 
 @pytest.mark.parametrize(

@@ -25,9 +25,9 @@ from google.protobuf import timestamp_pb2
 
 import memoryd_client as md
 from memoryd.testing.fake_model import FakeModel
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import Ran, append, rpc_error
 from tests.review_helpers import commit, review_config, review_now, turn
-from tests.server_process import ServerProcess
 from tests.test_resources import cli
 from tests.test_retrieval import embedded
 

@@ -17,7 +17,7 @@ import pytest
 
 from memoryd.cli.remote import with_port
 from memoryd.log_events import Event
-from tests.server_process import ServerProcess
+from memoryd.testing.server_process import ServerProcess
 
 TOKEN = "first-hour-admin-token-0123456789"
 TOKENS = f"""

@@ -67,6 +67,8 @@ def test_public_surface() -> None:
         "ConversationClient",
         "Transcript",
         "TranscriptError",
+        "ErrorDetails",
+        "error_details",
         "assistant",
         "connect",
         "idempotent_methods",

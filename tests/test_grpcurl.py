@@ -11,7 +11,7 @@ import pytest
 from google.protobuf import descriptor_pb2
 from grpc_reflection.v1alpha import reflection_pb2
 
-from tests.server_process import ServerProcess
+from memoryd.testing.server_process import ServerProcess
 
 
 def grpcurl_run(grpcurl: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -13,8 +13,8 @@ import pytest
 
 import memoryd_client as md
 from memoryd.testing.fake_model import FakeModel
+from memoryd.testing.server_process import ServerProcess
 from tests.review_helpers import review_config
-from tests.server_process import ServerProcess
 
 ADMIN = "guest-test-admin-token-012345"
 GUEST = "guest-test-guest-token-012345"

@@ -12,8 +12,8 @@ import grpc
 import pytest
 
 import memoryd_client as md
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, fresh_conversation, owner_of, rpc_error, store, user
-from tests.server_process import ServerProcess
 
 HOSTILE_METADATA = [
     pytest.param(

@@ -11,8 +11,8 @@ import pytest
 
 import memoryd_client as md
 from memoryd.log_events import Event
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import store
-from tests.server_process import ServerProcess
 
 # The widest identifiers the contract allows: 256 characters, in 1- to 4-byte UTF-8, joined
 # emoji (64 flags of 4 code points), and characters that must never climb out of the home.

@@ -12,8 +12,8 @@ import pytest
 from google.protobuf import timestamp_pb2
 
 import memoryd_client as md
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import fresh_conversation, rpc_error
-from tests.server_process import ServerProcess
 
 WHEN = dt.datetime(2024, 3, 1, 9, 30, tzinfo=dt.UTC)
 

@@ -13,8 +13,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 import memoryd_client as md
 from memoryd.log_events import Event
 from memoryd.storage.migrations import bundled_migrations
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, user
-from tests.server_process import ServerProcess
 
 
 async def test_first_start_creates_the_data_directory_and_database(

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import memoryd_client as md
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, assistant, user
-from tests.server_process import ServerProcess
 
 
 async def list_all(

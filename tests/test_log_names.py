@@ -12,8 +12,8 @@ from pathlib import Path
 import memoryd_client as md
 from memoryd.log_events import Event
 from memoryd.testing.fake_model import FakeModel
+from memoryd.testing.server_process import ServerProcess
 from tests.review_helpers import commit, review_config, review_now, turn
-from tests.server_process import ServerProcess
 
 
 def log_names(home: Path, *ids: str) -> dict[str, str]:

@@ -11,7 +11,7 @@ import pytest
 from memoryd.errors import StartupError
 from memoryd.log_events import Event
 from memoryd.storage.migrations import Migration, bundled_migrations, check_sequence, migrate
-from tests.server_process import ServerProcess
+from memoryd.testing.server_process import ServerProcess
 
 
 def test_bundled_migrations_are_numbered_from_one() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import memoryd_client as md
 from memoryd.log_events import Event
-from tests.server_process import ServerProcess
+from memoryd.testing.server_process import ServerProcess
 
 
 def mode(path: Path) -> int:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from memoryd.testing.server_process import ServerProcess
 from tests.certificates import Authority
-from tests.server_process import ServerProcess
 
 TOKEN = (
     '[[memoryd.auth.tokens]]\ntoken = "admin-token-0123456789abcdef"\nrole = "admin"\n'

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 import memoryd_client as md
 from memoryd.log_events import Event
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import fresh_conversation, owner_of, store
-from tests.server_process import ServerProcess
 
 RULE = "=" * 50
 

@@ -14,8 +14,8 @@ import grpc
 import pytest
 
 import memoryd_client as md
+from memoryd.testing.server_process import ServerProcess
 from memoryd_client.v1 import memory_service_pb2_grpc
-from tests.server_process import ServerProcess
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ import memoryd_client as md
 from memoryd.api.access import declarations
 from memoryd.api.status import READ_ONLY
 from memoryd.log_events import Event
+from memoryd.testing.server_process import ServerProcess
 from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2
 from tests.helpers import append, client_stream, user
-from tests.server_process import ServerProcess
 
 CHAT = md.Conversation(channel="telegram", chat_id="read-only")
 WRITING = sorted(

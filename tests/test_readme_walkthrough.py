@@ -9,8 +9,8 @@ import re
 import subprocess
 from pathlib import Path
 
+from memoryd.testing.server_process import ServerProcess
 from tests.conftest import ROOT
-from tests.server_process import ServerProcess
 
 WALKTHROUGH = ROOT / "docs" / "walkthrough.md"
 SEPARATOR = "@@memoryd-walkthrough-block@@"

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memoryd_client as md
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, fresh_conversation, owner_of, rpc_error, store, user
-from tests.server_process import ServerProcess
 from tests.test_search import CORPUS, HOSTILE
 
 

@@ -13,8 +13,8 @@ import grpc
 import pytest
 
 import memoryd_client as md
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import Ran, fresh_conversation, rpc_error, run_memoryd, store
-from tests.server_process import ServerProcess
 
 LABEL = r"user_md @ revision {n} \(\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{{3}}Z\)"
 

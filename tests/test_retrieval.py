@@ -15,9 +15,9 @@ import grpc
 import pytest
 
 import memoryd_client as md
+from memoryd.testing.server_process import ServerProcess
 from tests import retrieval_fixture as fixture
 from tests.helpers import rpc_error
-from tests.server_process import ServerProcess
 from tests.test_resources import cli
 
 EMBEDDING_TIMEOUT = 120.0

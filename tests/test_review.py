@@ -12,6 +12,7 @@ import memoryd_client as md
 from memoryd.domain import review_prompt as prompts
 from memoryd.log_events import Event
 from memoryd.testing.fake_model import FakeModel, Reply, ToolCall
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import fresh_conversation, owner_of, rpc_error, store
 from tests.review_helpers import (
     Reviewing,
@@ -22,7 +23,6 @@ from tests.review_helpers import (
     review_now,
     turn,
 )
-from tests.server_process import ServerProcess
 
 OK = md.REVIEW_STATUS_OK
 

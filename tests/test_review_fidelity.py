@@ -13,6 +13,7 @@ import pytest
 
 import memoryd_client as md
 from memoryd.testing.fake_model import FakeModel
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, assistant, fresh_conversation, owner_of, rpc_error, store, user
 from tests.review_helpers import (
     Reviewing,
@@ -23,7 +24,6 @@ from tests.review_helpers import (
     review_now,
     turn,
 )
-from tests.server_process import ServerProcess
 
 OK = md.REVIEW_STATUS_OK
 

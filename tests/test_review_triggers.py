@@ -13,6 +13,7 @@ import memoryd_client as md
 from memoryd.config import load_settings
 from memoryd.errors import StartupError
 from memoryd.testing.fake_model import FakeModel, Reply
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import fresh_conversation
 from tests.review_helpers import (
     after_a_scheduler_pass,
@@ -22,7 +23,6 @@ from tests.review_helpers import (
     review_now,
     turn,
 )
-from tests.server_process import ServerProcess
 
 NOTHING = Reply(content=json.dumps({"operations": []}))
 

@@ -1,4 +1,4 @@
-"""Every unary RPC fuzzed through the real server (a bounded run; scripts/fuzz_rpcs.py runs
+"""Every unary RPC fuzzed through the real server (a bounded run; `python -m scripts.fuzz_rpcs` runs
 long): nothing answers INTERNAL or UNKNOWN, nothing leaks internals, nothing crashes the server,
 and another owner's rows are never touched."""
 
@@ -13,8 +13,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import HealthCheck, given, settings
 
 import memoryd_client as md
+from memoryd.testing.server_process import ServerProcess
 from tests.rpc_fuzz import METHODS, VICTIM, Case, Target, cases
-from tests.server_process import ServerProcess
 
 EXAMPLES_PER_RPC = 60
 

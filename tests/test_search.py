@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memoryd_client as md
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, assistant, user
-from tests.server_process import ServerProcess
 
 CORPUS = [
     "Please send the e-mail to Bob before noon",

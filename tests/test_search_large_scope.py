@@ -12,8 +12,8 @@ import memoryd_client as md
 from memoryd.domain.conversation import AgentKey, ConversationKey, OwnerKey
 from memoryd.storage import search_reads as reads
 from memoryd.storage.search_reads import INDEX_FIRST, SCAN_LIMIT
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, user
-from tests.server_process import ServerProcess
 
 # Builds scopes of tens of thousands of messages: run by `make test`, not by `make check`.
 pytestmark = pytest.mark.slow

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import memoryd_client as md
 from memoryd.testing.fake_model import FakeModel
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, fresh_conversation
 from tests.review_helpers import Reviewing, commit, eventually, review_config, review_now, turn
-from tests.server_process import ServerProcess
 from tests.test_resources import cli
 
 

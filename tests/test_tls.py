@@ -13,8 +13,8 @@ import grpc
 import pytest
 
 import memoryd_client as md
+from memoryd.testing.server_process import ServerProcess
 from tests.certificates import Authority, Pair
-from tests.server_process import ServerProcess
 from tests.test_auth import cli_with
 
 

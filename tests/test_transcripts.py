@@ -16,8 +16,8 @@ import pytest
 
 import memoryd_client as md
 from memoryd.testing.fake_model import FakeModel, Reply
+from memoryd.testing.server_process import ServerProcess
 from tests.review_helpers import review_config
-from tests.server_process import ServerProcess
 
 PERSIST = "[memoryd.realtime]\npersist_transcripts = true\n"
 USER, ASSISTANT = md.SPEAKER_USER, md.SPEAKER_ASSISTANT

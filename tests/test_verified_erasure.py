@@ -16,8 +16,8 @@ import pytest
 
 import memoryd_client as md
 from memoryd.testing.fake_model import FakeModel
+from memoryd.testing.server_process import ServerProcess
 from tests.review_helpers import review_config
-from tests.server_process import ServerProcess
 from tests.test_resources import cli, terminal_cli
 from tests.test_retrieval import embedded
 

@@ -19,8 +19,8 @@ import pytest
 
 import memoryd_client as md
 from memoryd.log_events import Event
+from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, user
-from tests.server_process import ServerProcess
 
 # busy_timeout 50 ms per attempt; retry delays 300 ms then 600 ms: about 1.05 s for 3 attempts.
 CONFIG = """
