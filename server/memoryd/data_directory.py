@@ -7,10 +7,14 @@ swaps the database; the lock file holds the holder's pid, so a refusal can name 
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 from pathlib import Path
 
 from memoryd.domain.resources import PROMPT_FILE_NAMES
+from memoryd.log_events import Event
+
+log = logging.getLogger("memoryd.data_directory")
 
 DATABASE_FILE = "memory.db"
 LOCK_FILE = "memoryd.lock"
@@ -74,3 +78,40 @@ def residual_files(home: Path, *, wal_truncated: bool) -> list[str]:
                 continue
             found.append(str(relative))
     return sorted(found)
+
+
+def private_files(home: Path) -> None:
+    """What memoryd writes only its own user may read: the process creates files 0600 and
+    folders 0700 whatever umask it was started with (SQLite's WAL and shared-memory files take
+    the database's mode), and files an older memoryd left readable are tightened. A data
+    directory that others can read is the operator's choice, and only warned about."""
+    os.umask(0o077)
+    try:
+        mode = home.stat().st_mode
+    except FileNotFoundError:
+        return
+    if mode & 0o077:
+        log.warning(
+            "the data directory %s can be read by other users (mode %s); chmod 700 it",
+            home,
+            oct(mode & 0o777),
+            extra={"event": Event.HOME_READABLE, "home": str(home), "mode": oct(mode & 0o777)},
+        )
+    for path in [
+        *(home / name for name in (LOCK_FILE, *DATABASE_FILES)),
+        *_tree(home / "memory"),
+    ]:
+        try:
+            current = path.stat().st_mode
+            private = 0o700 if path.is_dir() else 0o600
+            if current & 0o077:
+                path.chmod(private)
+        except OSError:  # gone meanwhile, or not ours to change: nothing to tighten
+            continue
+
+
+def _tree(root: Path) -> list[Path]:
+    try:
+        return [root, *root.rglob("*")] if root.exists() else []
+    except OSError:
+        return []

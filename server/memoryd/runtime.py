@@ -93,7 +93,7 @@ class Runtime:
     @classmethod
     def open(cls, settings: Settings, env: Mapping[str, str]) -> Runtime:
         """Open (creating if needed) the data directory and database, ready to serve."""
-        private_files(settings.home)
+        data_directory.private_files(settings.home)
         lock_fd = _lock_home(settings.home)
         try:
             database = _open_database(settings)
@@ -358,43 +358,6 @@ def _clear_review_claims(database: Database) -> None:
             cleared,
             extra={"event": Event.REVIEW_CLAIMS_CLEARED, "claims": cleared},
         )
-
-
-def private_files(home: Path) -> None:
-    """What memoryd writes only its own user may read: the process creates files 0600 and
-    folders 0700 whatever umask it was started with (SQLite's WAL and shared-memory files take
-    the database's mode), and files an older memoryd left readable are tightened. A data
-    directory that others can read is the operator's choice, and only warned about."""
-    os.umask(0o077)
-    try:
-        mode = home.stat().st_mode
-    except FileNotFoundError:
-        return
-    if mode & 0o077:
-        log.warning(
-            "the data directory %s can be read by other users (mode %s); chmod 700 it",
-            home,
-            oct(mode & 0o777),
-            extra={"event": Event.HOME_READABLE, "home": str(home), "mode": oct(mode & 0o777)},
-        )
-    for path in [
-        *(home / name for name in (data_directory.LOCK_FILE, *data_directory.DATABASE_FILES)),
-        *_tree(home / "memory"),
-    ]:
-        try:
-            current = path.stat().st_mode
-            private = 0o700 if path.is_dir() else 0o600
-            if current & 0o077:
-                path.chmod(private)
-        except OSError:  # gone meanwhile, or not ours to change: nothing to tighten
-            continue
-
-
-def _tree(root: Path) -> list[Path]:
-    try:
-        return [root, *root.rglob("*")] if root.exists() else []
-    except OSError:
-        return []
 
 
 def _lock_home(home: Path) -> int:

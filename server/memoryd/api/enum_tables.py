@@ -16,7 +16,8 @@ from memoryd.domain.compaction import Outcome, PartKind
 from memoryd.domain.fusion import MatchKind, SearchMode
 from memoryd.domain.history import AppendOutcome
 from memoryd.domain.jobs import JobStatus, RunOutcome
-from memoryd.domain.memories import Category, PromptTarget, ScopeType, SourceType
+from memoryd.domain.memories import Category, PromptTarget, ScopeType
+from memoryd.domain.memory_sources import SourceType
 from memoryd.domain.messages import Role, Trust
 from memoryd.domain.recall import RecallScope, RecallSource
 from memoryd.domain.resources import ResourceType

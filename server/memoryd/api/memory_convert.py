@@ -21,11 +21,11 @@ from memoryd.domain.memories import (
     Category,
     MemoryRecord,
     ScopeType,
-    SourceType,
     check_job_id,
     check_key,
 )
 from memoryd.domain.memory_queries import Locator, SourceRow
+from memoryd.domain.memory_sources import SourceType
 from memoryd.domain.quoting import clipped
 from memoryd.domain.timestamps import from_text
 from memoryd.errors import InvalidArgument, Reason

@@ -18,14 +18,9 @@ from memoryd.api.history_convert import fill_hit, fill_scores
 from memoryd.domain.answers import fitting, hit_bytes, memory_bytes
 from memoryd.domain.conversation import check_identifier, owner_key
 from memoryd.domain.jobs import JobStatus
-from memoryd.domain.memories import (
-    SourceType,
-    StoreRequest,
-    check_metadata,
-    check_reason,
-    preview,
-)
+from memoryd.domain.memories import StoreRequest, check_metadata, check_reason, preview
 from memoryd.domain.memory_queries import ListFilter
+from memoryd.domain.memory_sources import SourceType
 from memoryd.domain.prompt_files import MEMORY_MD, USER_MD, PromptFile, context_block
 from memoryd.errors import InvalidArgument, Reason
 from memoryd.services.long_term_memory import LongTermMemory, list_visibility

@@ -16,12 +16,10 @@ import datetime as dt
 import enum
 import json
 import secrets
-from collections.abc import Sequence
 
 from memoryd.domain import json_text
 from memoryd.domain.conversation import ConversationKey, OwnerKey, check_identifier
 from memoryd.domain.messages import Trust
-from memoryd.domain.quoting import shortened
 from memoryd.errors import FailedPrecondition, InvalidArgument, PermissionDenied, Reason
 
 MAX_VALUE_CHARS = 200
@@ -63,16 +61,6 @@ class PromptTarget(enum.Enum):
 
 USER_BUCKET = frozenset({Category.IDENTITY, Category.PREFERENCE, Category.INTEREST, Category.GOAL})
 MEMORY_BUCKET = frozenset({Category.CONTEXT, Category.DIRECTIVE})
-
-
-# What memory_sources may hold (the migration checks the same values).
-class SourceType(enum.StrEnum):
-    """The kind of a memory source (memory_sources.source_type)."""
-
-    CONVERSATION = "conversation"
-    API = "api"
-    SCHEDULED_JOB = "scheduled_job"
-    MEMORY_REVIEWER = "memory_reviewer"
 
 
 def prompt_target(category: Category, scope_type: ScopeType) -> PromptTarget:
@@ -304,145 +292,6 @@ def check_editable(record: MemoryRecord) -> None:
     """Job run summaries are the job's record of what it did: never edited through the API."""
     if record.category is Category.JOB_RUN_SUMMARY:
         raise FailedPrecondition(f"memory {record.id} is a job run summary and cannot be edited")
-
-
-def admit_new(request: StoreRequest) -> NewFact:
-    """Admission of a write by key: category, scope, trust, key and value rules."""
-    caller = request.caller
-    category = request.category
-    scope_type = request.scope_type
-    if category is Category.JOB_RUN_SUMMARY and caller.job_id is None:
-        raise InvalidArgument("job_run_summary rows are written by scheduled jobs (set job_id)")
-    if caller.job_id is not None:
-        if scope_type not in (None, ScopeType.JOB):
-            raise PermissionDenied(
-                "scheduled jobs write only to their own scope "
-                f"{shortened(job_scope_id(caller.job_id))}"
-            )
-        scope_type = ScopeType.JOB
-    if category is None:
-        category = Category.FACT
-        scope_type = scope_type or ScopeType.CONVERSATION
-    elif scope_type is None:
-        if category in USER_BUCKET:
-            scope_type = ScopeType.OWNER
-        elif category in MEMORY_BUCKET:
-            scope_type = ScopeType.AGENT
-        else:
-            scope_type = ScopeType.CONVERSATION
-    check_directive_trust(category, request.trust, "write")
-    if request.key.strip() == "" and request.category is None and request.scope_type is not None:
-        key = generated_key()
-    else:
-        key = check_key(request.key)
-    value = check_value(request.value)
-    scope_id = caller.scope_id(scope_type)
-    source = memory_source_for(caller)
-    return NewFact(
-        owner=caller.owner,
-        scope_type=scope_type,
-        scope_id=scope_id,
-        category=category,
-        key=key,
-        value=value,
-        confidence=check_confidence(request.confidence),
-        metadata_json=check_metadata(request.metadata_json),
-        trust=request.trust,
-        provenance=dataclasses.replace(
-            source,
-            session_id=request.session_id or None,
-            run_id=request.run_id or None,
-            source_message_id=request.source_message_id or None,
-        ),
-    )
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class SourceInfo:
-    """A memory source as registered in memory_sources."""
-
-    id: str
-    source_type: SourceType
-    name: str
-    description: str
-    memory_scope: str
-
-
-def memory_source_for(caller: Caller) -> Provenance:
-    """The provenance fields of a row written by `caller`."""
-    info = source_info(caller)
-    return Provenance(
-        source_id=info.id,
-        source_type=info.source_type,
-        source_name=info.name,
-        source_description=info.description,
-    )
-
-
-def source_info(caller: Caller) -> SourceInfo:
-    """The memory source a caller writes through: its job, its conversation, or the API."""
-    if caller.job_id is not None:
-        scope = job_scope_id(caller.job_id)
-        return SourceInfo(
-            id=scope,
-            source_type=SourceType.SCHEDULED_JOB,
-            name=caller.job_id,
-            description="scheduled job",
-            memory_scope=scope,
-        )
-    if caller.conversation is not None:
-        scope = caller.conversation.scope_id
-        return SourceInfo(
-            id=f"conversation:{scope}",
-            source_type=SourceType.CONVERSATION,
-            name=scope,
-            description="conversation",
-            memory_scope=scope,
-        )
-    return SourceInfo(
-        id="api",
-        source_type=SourceType.API,
-        name="api",
-        description="written through the API",
-        memory_scope=caller.owner.owner_id,
-    )
-
-
-# The memory source of every row the reviewer writes, and of its rows' provenance.
-REVIEWER = SourceInfo(
-    id="memory_reviewer",
-    source_type=SourceType.MEMORY_REVIEWER,
-    name="memory reviewer",
-    description="background review",
-    memory_scope="",
-)
-
-
-def reviewer_source(owner: OwnerKey) -> SourceInfo:
-    """The reviewer's memory source, scoped to the owner."""
-    return dataclasses.replace(REVIEWER, memory_scope=owner.owner_id)
-
-
-def reviewer_provenance(
-    run_id: int, *, model: str, provider: str, message_ids: Sequence[int]
-) -> Provenance:
-    """The provenance of what one review run writes: the run, its model, the messages read."""
-    return Provenance(
-        source_id=REVIEWER.id,
-        source_type=REVIEWER.source_type,
-        source_name=REVIEWER.name,
-        source_description=REVIEWER.description,
-        run_id=str(run_id),
-        details_json=json.dumps(
-            {
-                "review_run_id": run_id,
-                "model": model,
-                "provider": provider,
-                "source_message_ids": list(message_ids),
-            },
-            separators=(",", ":"),
-        ),
-    )
 
 
 def preview(value: str) -> str:

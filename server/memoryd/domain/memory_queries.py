@@ -14,14 +14,8 @@ import dataclasses
 from memoryd.domain.conversation import OwnerKey
 from memoryd.domain.fusion import NO_SCORES, MatchKind, Scores
 from memoryd.domain.jobs import JobStatus
-from memoryd.domain.memories import (
-    Caller,
-    Category,
-    MemoryRecord,
-    PromptTarget,
-    ScopeType,
-    SourceInfo,
-)
+from memoryd.domain.memories import Caller, Category, MemoryRecord, PromptTarget, ScopeType
+from memoryd.domain.memory_sources import SourceInfo
 from memoryd.domain.quoting import clipped, shortened
 from memoryd.errors import PermissionDenied
 

@@ -24,12 +24,12 @@ from memoryd.domain.memories import (
     MemoryRecord,
     ScopeType,
     StoreRequest,
-    admit_new,
     check_value,
     job_scope_id,
-    source_info,
 )
+from memoryd.domain.memory_admission import admit_new
 from memoryd.domain.memory_queries import Locator, SourceRow
+from memoryd.domain.memory_sources import source_info
 from memoryd.domain.messages import Trust
 from memoryd.domain.timestamps import utc_now
 from memoryd.services.long_term_memory import LongTermMemory

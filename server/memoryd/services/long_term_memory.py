@@ -20,12 +20,10 @@ from memoryd.domain.memories import (
     MemoryRecord,
     PromptTarget,
     ScopeType,
-    SourceType,
     StoreRequest,
-    admit_new,
     check_value,
-    source_info,
 )
+from memoryd.domain.memory_admission import admit_new
 from memoryd.domain.memory_queries import (
     ListFilter,
     Locator,
@@ -34,6 +32,7 @@ from memoryd.domain.memory_queries import (
     guest_visibility,
     visible_to_guest,
 )
+from memoryd.domain.memory_sources import SourceType, source_info
 from memoryd.domain.messages import Trust
 from memoryd.domain.paging import PageTokens, TokenKind, page_size, request_fingerprint
 from memoryd.domain.resources import MutationSource

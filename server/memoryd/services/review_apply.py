@@ -14,16 +14,9 @@ from memoryd.domain import review_admission as admission
 from memoryd.domain import review_answer as answers
 from memoryd.domain import review_prompt as prompts
 from memoryd.domain.conversation import ConversationKey, OwnerKey
-from memoryd.domain.memories import (
-    MemoryRecord,
-    NewFact,
-    PromptTarget,
-    Provenance,
-    ScopeType,
-    reviewer_provenance,
-    reviewer_source,
-)
+from memoryd.domain.memories import MemoryRecord, NewFact, PromptTarget, Provenance, ScopeType
 from memoryd.domain.memory_queries import Locator
+from memoryd.domain.memory_sources import reviewer_provenance, reviewer_source
 from memoryd.domain.messages import Trust
 from memoryd.domain.model_calls import Attempt
 from memoryd.domain.resources import MutationSource

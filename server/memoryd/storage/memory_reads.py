@@ -12,8 +12,9 @@ from typing import Any
 
 from memoryd.domain.conversation import OwnerKey, owner_scope_token
 from memoryd.domain.jobs import JobStatus
-from memoryd.domain.memories import MemoryRecord, SourceInfo, SourceType
+from memoryd.domain.memories import MemoryRecord
 from memoryd.domain.memory_queries import ListFilter, RankedMemory, SourceRow, Visible
+from memoryd.domain.memory_sources import SourceInfo, SourceType
 from memoryd.storage.memory_rows import (
     MEMORY,
     MEMORY_COLUMNS,

@@ -18,12 +18,12 @@ from memoryd.domain.memories import (
     NewFact,
     Provenance,
     ScopeType,
-    SourceInfo,
     check_editable,
     check_guest_may_change,
     merge_metadata,
 )
 from memoryd.domain.memory_queries import Locator
+from memoryd.domain.memory_sources import SourceInfo
 from memoryd.domain.messages import Trust
 from memoryd.domain.timestamps import to_text
 from memoryd.errors import FailedPrecondition, InvalidArgument, NotFound
