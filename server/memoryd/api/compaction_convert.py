@@ -8,11 +8,16 @@ import collections
 from memoryd.api.convert import conversation_out, set_timestamp
 from memoryd.api.enum_tables import COMPACTION_OUTCOME, CONTEXT_PART_KIND, ROLE
 from memoryd.api.resource_convert import resource_ref_out
-from memoryd.domain.compaction import PartKind, WindowMessage
+from memoryd.domain.compaction import (
+    CompactionDescription,
+    CompactResult,
+    PartKind,
+    PreflightResult,
+    WindowMessage,
+)
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.resources import checkpoint_resource
 from memoryd.domain.timestamps import from_text
-from memoryd.services.compaction import CompactionDescription, CompactResult, PreflightResult
 from memoryd.services.context_composer import ComposedContext
 from memoryd_client.v1 import compaction_service_pb2 as pb
 

@@ -11,10 +11,10 @@ from memoryd.api.convert import (
 )
 from memoryd.api.enum_tables import REVIEW_STATUS
 from memoryd.domain.conversation import ConversationKey, check_identifier
-from memoryd.domain.review_runs import ReviewSelection, StoredRun
+from memoryd.domain.review_runs import ReviewResult, ReviewSelection, StoredRun
 from memoryd.domain.turns import TurnUsage
 from memoryd.errors import InvalidArgument, Reason
-from memoryd.services.review import ReviewDescription, ReviewResult
+from memoryd.services.review import ReviewDescription
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 
 

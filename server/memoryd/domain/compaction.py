@@ -318,3 +318,53 @@ def skip_reason(
     if backoff_until is not None and now < backoff_until:
         return f"a compaction failed; automatic compaction waits until {backoff_until.isoformat()}"
     return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class CompactResult:
+    """What one compaction did."""
+
+    outcome: Outcome
+    message: str
+    tokens_before: int = 0
+    tokens_after: int = 0
+    checkpoint_id: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class PreflightResult:
+    """What the pre-flight check did."""
+
+    outcome: Outcome
+    notice: str
+    reason: str
+    peak_prompt_tokens: int
+    trigger_tokens: int
+    tokens_before: int = 0
+    tokens_after: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointInfo:
+    """The latest checkpoint of a session."""
+
+    message: WindowMessage
+    first_message_id: int
+    last_message_id: int
+    revision: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionDescription:
+    """GetCompactionState's answer."""
+
+    enabled: bool
+    threshold: float
+    context_window: int
+    budget_tokens: int
+    trigger_tokens: int
+    peak_prompt_tokens: int
+    checkpoint: CheckpointInfo | None
+    window_start_id: int
+    backoff_until: dt.datetime | None
+    last_error: str

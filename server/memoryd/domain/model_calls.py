@@ -25,3 +25,11 @@ class Attempt:
     prompt_tokens: int
     completion_tokens: int
     error: str | None
+
+
+def no_provider(work: str) -> str:
+    """What a call needing a model is told when none is configured; `work` is what is off."""
+    return (
+        f"no model provider is configured, so {work} is off: add a [[memoryd.providers]] entry "
+        "(name, base_url, model, api_key_env) to the config file, or run `memoryd setup`"
+    )

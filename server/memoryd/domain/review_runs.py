@@ -138,3 +138,27 @@ class StoredRun:
     model_calls: int
     started_at: dt.datetime
     completed_at: dt.datetime
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ReviewResult:
+    """What one review did (`reason`: why it was skipped, or why it failed, as text; `skip`:
+    why it was skipped)."""
+
+    key: ConversationKey
+    status: ReviewStatus
+    reason: str = ""
+    skip: SkipReason | None = None
+    added: int = 0
+    replaced: int = 0
+    archived: int = 0
+    skipped_ops: int = 0
+    tokens_in: int = 0
+    run_id: int = 0
+    provider: str = ""
+    model: str = ""
+    own_ms: float = 0.0
+    deferred_ops: int = 0
+    # Reviewable messages left after the cursor (the backlog the next batch reads); counted for
+    # ReviewNow's answer only.
+    unread: int = 0

@@ -28,8 +28,15 @@ from memoryd import log_names
 from memoryd.config import CompactionSettings
 from memoryd.domain import compaction as rules
 from memoryd.domain import model_calls
+from memoryd.domain.compaction import (
+    CheckpointInfo,
+    CompactionDescription,
+    CompactResult,
+    PreflightResult,
+)
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.messages import Trust, require_operator
+from memoryd.domain.model_calls import no_provider
 from memoryd.domain.timestamps import utc_now
 from memoryd.domain.tokens import count_tokens
 from memoryd.domain.turns import TurnUsage
@@ -43,63 +50,13 @@ from memoryd.services.context_composer import (
 )
 from memoryd.services.history import HistoryService
 from memoryd.services.prompt_files import PromptFiles
-from memoryd.services.review import Reviewer, no_provider
+from memoryd.services.review import Reviewer
 from memoryd.storage import compaction_store as store
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Writer
 
 log = logging.getLogger("memoryd.compaction")
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class CompactResult:
-    """What one compaction did."""
-
-    outcome: rules.Outcome
-    message: str
-    tokens_before: int = 0
-    tokens_after: int = 0
-    checkpoint_id: int = 0
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class PreflightResult:
-    """What the pre-flight check did."""
-
-    outcome: rules.Outcome
-    notice: str
-    reason: str
-    peak_prompt_tokens: int
-    trigger_tokens: int
-    tokens_before: int = 0
-    tokens_after: int = 0
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class CheckpointInfo:
-    """The latest checkpoint of a session."""
-
-    message: rules.WindowMessage
-    first_message_id: int
-    last_message_id: int
-    revision: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class CompactionDescription:
-    """GetCompactionState's answer."""
-
-    enabled: bool
-    threshold: float
-    context_window: int
-    budget_tokens: int
-    trigger_tokens: int
-    peak_prompt_tokens: int
-    checkpoint: CheckpointInfo | None
-    window_start_id: int
-    backoff_until: dt.datetime | None
-    last_error: str
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -33,10 +33,11 @@ from memoryd.domain.conversation import ConversationKey, OwnerKey
 from memoryd.domain.memories import (
     MemoryRecord,
 )
-from memoryd.domain.model_calls import Attempt
+from memoryd.domain.model_calls import Attempt, no_provider
 from memoryd.domain.review_gate import Thresholds, gate
 from memoryd.domain.review_runs import (
     SKIP_TEXT,
+    ReviewResult,
     ReviewState,
     ReviewStatus,
     SkipReason,
@@ -64,39 +65,7 @@ from memoryd.storage.writer import Writer
 log = logging.getLogger("memoryd.review")
 
 
-def no_provider(work: str) -> str:
-    """What a call needing a model is told when none is configured; `work` is what is off."""
-    return (
-        f"no model provider is configured, so {work} is off: add a [[memoryd.providers]] entry "
-        "(name, base_url, model, api_key_env) to the config file, or run `memoryd setup`"
-    )
-
-
 NO_PROVIDER = no_provider("review")
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class ReviewResult:
-    """What one review did (`reason`: why it was skipped, or why it failed, as text; `skip`:
-    why it was skipped)."""
-
-    key: ConversationKey
-    status: ReviewStatus
-    reason: str = ""
-    skip: SkipReason | None = None
-    added: int = 0
-    replaced: int = 0
-    archived: int = 0
-    skipped_ops: int = 0
-    tokens_in: int = 0
-    run_id: int = 0
-    provider: str = ""
-    model: str = ""
-    own_ms: float = 0.0
-    deferred_ops: int = 0
-    # Reviewable messages left after the cursor (the backlog the next batch reads); counted for
-    # ReviewNow's answer only.
-    unread: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

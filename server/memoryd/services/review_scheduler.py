@@ -24,10 +24,10 @@ import time
 
 from memoryd import log_names
 from memoryd.domain.conversation import ConversationKey
-from memoryd.domain.review_runs import ReviewSelection
+from memoryd.domain.review_runs import ReviewResult, ReviewSelection
 from memoryd.domain.timestamps import utc_now
 from memoryd.log_events import Event
-from memoryd.services.review import Reviewer, ReviewResult
+from memoryd.services.review import Reviewer
 from memoryd.storage import review_store
 from memoryd.storage.readers import ReaderPool
 
