@@ -104,7 +104,7 @@ class ErasureService:
     ) -> None:
         self._home = home
         self._vectors = vectors
-        # The truncation's own connection never waits (see the module's docstring).
+        # For the WAL truncation, on a connection of its own that never waits (storage.database).
         self._connection_settings = connection_settings
         self._writer = writer
         self._readers = readers
