@@ -32,6 +32,9 @@ from memoryd.errors import InvalidArgument, Reason
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 from memoryd_client.v1 import records_pb2 as pb
 
+# The source types a stored provenance may name (an imported row may carry another text).
+SOURCE_TYPE_NAMES = frozenset(member.value for member in SourceType)
+
 CallerRequest = (
     service_pb.StoreMemoryRequest
     | service_pb.GetMemoryRequest
@@ -124,8 +127,7 @@ def fill_memory(target: pb.Memory, record: MemoryRecord, *, with_value: bool = T
     provenance = target.provenance
     provenance.source_id = source.source_id or ""
     provenance.source_type = source.source_type or ""
-    known = {member.value for member in SourceType}
-    if source.source_type in known:
+    if source.source_type in SOURCE_TYPE_NAMES:
         provenance.type = SOURCE_TYPE.number(SourceType(source.source_type))
     provenance.source_name = source.source_name or ""
     provenance.source_description = source.source_description or ""
