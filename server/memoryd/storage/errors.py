@@ -1,9 +1,10 @@
-"""Where SQLite's errors become memoryd's: only storage sees apsw exceptions.
+"""Where the database's errors become memoryd's: only storage sees apsw and psycopg exceptions.
 
-One table says which of SQLite's failures are transient (the same call may succeed later) and
-what each means to a caller; reads and writes both answer those with Unavailable. The writer
-(memoryd.storage.writer) retries them before giving up; a read gives up at once. Anything else
-is a defect and stays as it is: the api layer turns it into INTERNAL without showing its text.
+One table says which of SQLite's and PostgreSQL's failures are transient (the same call may
+succeed later) and what each means to a caller; reads and writes both answer those with
+Unavailable. The writer (memoryd.storage.writer) retries them before giving up; a read gives up
+at once. Anything else is a defect and stays as it is: the api layer turns it into INTERNAL
+without showing its text.
 """
 
 from __future__ import annotations
@@ -16,13 +17,52 @@ import apsw
 from memoryd.errors import Unavailable
 
 # SQLite's transient failures, and what each means.
-TRANSIENT: dict[type[apsw.Error], str] = {
+TRANSIENT: dict[type[Exception], str] = {
     apsw.BusyError: "the database is busy",
     apsw.LockedError: "the database is locked",
     apsw.IOError: "the disk failed (I/O error)",
     apsw.FullError: "the disk is full",
 }
+# A constraint the database refused (a unique key, a foreign key, a check).
+CONSTRAINT_ERRORS: tuple[type[Exception], ...] = (apsw.ConstraintError,)
+
+try:  # PostgreSQL's, when its driver is installed (the "postgres" extra)
+    import psycopg
+    from psycopg import errors as pg
+except ImportError:  # pragma: no cover - the extra is part of every test environment
+    pass
+else:
+    TRANSIENT.update(
+        {
+            pg.SerializationFailure: "the database is busy (a conflicting transaction)",
+            pg.DeadlockDetected: "the database is busy (a deadlock was broken)",
+            pg.LockNotAvailable: "the database is locked",
+            pg.QueryCanceled: "the database cancelled the statement (statement_timeout)",
+            pg.DiskFull: "the database's disk is full",
+            pg.AdminShutdown: "PostgreSQL is shutting down",
+            pg.CannotConnectNow: "PostgreSQL is starting up",
+            psycopg.OperationalError: "PostgreSQL is unreachable",
+            psycopg.InterfaceError: "the connection to PostgreSQL was lost",
+        }
+    )
+    CONSTRAINT_ERRORS += (psycopg.errors.IntegrityError,)
 TRANSIENT_ERRORS = tuple(TRANSIENT)
+
+
+def constraint_violated(error: Exception) -> str:
+    """Which kind of constraint a CONSTRAINT_ERRORS error broke, in the same words on both
+    backends: "unique", "foreign key", "not null", "check", or "other"."""
+    text = str(error)
+    sqlstate = getattr(error, "sqlstate", None) or ""
+    for words, code, marker in (
+        ("unique", "23505", "UNIQUE"),
+        ("foreign key", "23503", "FOREIGN KEY"),
+        ("not null", "23502", "NOT NULL"),
+        ("check", "23514", "CHECK"),
+    ):
+        if sqlstate == code or marker in text:
+            return words
+    return "other"
 
 
 def unavailable(error: BaseException, *, doing: str) -> Unavailable:

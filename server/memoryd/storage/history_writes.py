@@ -26,20 +26,22 @@ from memoryd.storage.message_rows import (
 from memoryd.storage.sql import CONVERSATION_MATCH, KEY_MATCH, Row, one, rows
 from memoryd.storage.transaction import Transaction
 
-# json_each rows are arrays; `->>` reads element N as an SQL value.
+# json_each rows are arrays; `->>` reads element N as an SQL value (text on PostgreSQL, hence the
+# CAST of the integers).
 _INSERT_MESSAGES = (
     "INSERT INTO messages (agent_id, owner_id, channel, chat_id, thread_scope, sender, role, kind, "
     "content, metadata_json, trust, client_message_id, created_at, token_count) "
     "SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, "
     "j.value ->> 5, j.value ->> 6, j.value ->> 7, j.value ->> 8, j.value ->> 9, j.value ->> 10, "
-    "j.value ->> 11, j.value ->> 12, j.value ->> 13 FROM json_each(?) AS j ORDER BY j.key"
+    "j.value ->> 11, j.value ->> 12, CAST(j.value ->> 13 AS BIGINT) FROM json_each(?) AS j "
+    "ORDER BY j.key"
 )
 # `WHERE true` keeps SQLite from reading ON CONFLICT as a join constraint.
 _NEW_CONVERSATIONS = (
     "INSERT INTO conversations (agent_id, owner_id, channel, chat_id, thread_scope, "
     "search_scope, history_version, created_at) "
     "SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, "
-    "j.value ->> 5, ?, ? FROM json_each(?) AS j WHERE true "
+    "j.value ->> 5, CAST(? AS BIGINT), ? FROM json_each(?) AS j WHERE true "
 )
 _CREATE_CONVERSATIONS = _NEW_CONVERSATIONS + "ON CONFLICT DO NOTHING"
 _UPSERT_CONVERSATIONS = (

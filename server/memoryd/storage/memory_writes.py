@@ -295,7 +295,7 @@ def register_source(
     connection.execute(
         "INSERT INTO memory_sources (agent_id, owner_id, id, source_type, name, description, "
         "memory_scope, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
-        "ON CONFLICT DO UPDATE SET updated_at = excluded.updated_at",
+        "ON CONFLICT (agent_id, owner_id, id) DO UPDATE SET updated_at = excluded.updated_at",
         (
             owner.agent_id,
             owner.owner_id,
@@ -313,7 +313,7 @@ def register_source(
     connection.execute(
         "INSERT INTO scheduled_jobs (agent_id, owner_id, job_id, name, memory_source_id, "
         "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
-        "ON CONFLICT DO UPDATE SET updated_at = excluded.updated_at",
+        "ON CONFLICT (agent_id, owner_id, job_id) DO UPDATE SET updated_at = excluded.updated_at",
         (owner.agent_id, owner.owner_id, job_id, job_id, info.id, stamp, stamp),
     )
 

@@ -1,9 +1,12 @@
 """Schema migrations: numbered plain SQL files, forward only, applied at start-up.
 
-`migrations/NNNN_name.sql` files ship inside the package as `memoryd.migrations`. Each pending
-file runs in one transaction together with its row in schema_migrations, so a crash leaves
-either the old schema or the new one. Re-running is a no-op. A database that has a version this
-code does not know (newer code wrote it) or whose applied file has changed since is refused.
+`migrations/NNNN_name.sql` files ship inside the package as `memoryd.migrations` (SQLite's) and
+`memoryd.migrations.postgres` (PostgreSQL's, numbered on their own). Each pending file runs in
+one transaction together with its row in schema_migrations, so a crash leaves either the old
+schema or the new one; on PostgreSQL, an advisory lock held by that transaction makes a second
+server starting at the same moment wait, then find the migration recorded. Re-running is a
+no-op. A database that has a version this code does not know (newer code wrote it) or whose
+applied file has changed since is refused.
 """
 
 from __future__ import annotations
@@ -15,11 +18,15 @@ import importlib.resources
 import re
 from collections.abc import Iterable, Iterator
 
-import apsw
-
 from memoryd.domain.timestamps import to_text, utc_now
 from memoryd.errors import StartupError
+from memoryd.storage.sql import postgres
 from memoryd.storage.transaction import Transaction
+
+SQLITE_PACKAGE = "memoryd.migrations"
+POSTGRES_PACKAGE = "memoryd.migrations.postgres"
+# pg_advisory_xact_lock's key while a migration runs: "memoryd" in ASCII, as an integer.
+MIGRATION_LOCK = 0x6D656D6F727964
 
 FILE_PATTERN = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
 BOOKKEEPING = """
@@ -28,7 +35,7 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
     name       TEXT NOT NULL,
     checksum   TEXT NOT NULL,
     applied_at TEXT NOT NULL
-) STRICT
+)
 """
 
 
@@ -46,9 +53,9 @@ class Migration:
         return hashlib.sha256(self.sql.encode("utf-8")).hexdigest()
 
 
-def bundled_migrations() -> list[Migration]:
-    """The migrations shipped with this version of memoryd, in order."""
-    folder = importlib.resources.files("memoryd.migrations")
+def bundled_migrations(package: str = SQLITE_PACKAGE) -> list[Migration]:
+    """The migrations of one backend shipped with this version of memoryd, in order."""
+    folder = importlib.resources.files(package)
     found = []
     for entry in folder.iterdir():
         match = FILE_PATTERN.fullmatch(entry.name)
@@ -77,9 +84,13 @@ def check_sequence(migrations: Iterable[Migration]) -> list[Migration]:
     return ordered
 
 
-def migrate(connection: apsw.Connection, migrations: list[Migration]) -> list[int]:
-    """Bring the database up to the last of `migrations`; returns the versions applied."""
-    connection.execute(BOOKKEEPING)
+def migrate(
+    connection: Transaction, migrations: list[Migration], name: str | None = None
+) -> list[int]:
+    """Bring the database (`name` in messages: SQLite's file by default) up to the last of
+    `migrations`; returns the versions applied."""
+    name = name or str(getattr(connection, "filename", "the database"))
+    _bookkeeping(connection)
     applied = {
         version: (name, checksum)
         for version, name, checksum in connection.execute(
@@ -90,14 +101,14 @@ def migrate(connection: apsw.Connection, migrations: list[Migration]) -> list[in
     newer = sorted(set(applied) - set(known))
     if newer:
         raise StartupError(
-            f"database {connection.filename} has schema version {newer[-1]}, newer than this "
+            f"database {name} has schema version {newer[-1]}, newer than this "
             f"memoryd supports ({len(known)}); upgrade memoryd or use another --home"
         )
     for version, (name, checksum) in sorted(applied.items()):
         if known[version].checksum != checksum:
             raise StartupError(
                 f"migration {version:04d}_{name}.sql was changed after it was applied to "
-                f"{connection.filename}; write a new migration instead of editing an old one"
+                f"{name}; write a new migration instead of editing an old one"
             )
 
     done = []
@@ -107,6 +118,8 @@ def migrate(connection: apsw.Connection, migrations: list[Migration]) -> list[in
         # BEGIN IMMEDIATE: if two servers start at once, the second waits and then finds the
         # migration recorded.
         with _immediate_transaction(connection):
+            if postgres(connection):
+                connection.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
             recorded = connection.execute(
                 "SELECT 1 FROM schema_migrations WHERE version = ?", (migration.version,)
             ).fetchall()
@@ -124,13 +137,18 @@ def migrate(connection: apsw.Connection, migrations: list[Migration]) -> list[in
 
 def schema_version(connection: Transaction) -> int:
     """The highest applied migration, 0 for a new database."""
-    connection.execute(BOOKKEEPING)
+    if not postgres(connection):  # PostgreSQL's is made by migrate, before any read
+        _bookkeeping(connection)
     row = connection.execute("SELECT max(version) FROM schema_migrations").fetchall()[0]
     return int(row[0] or 0)
 
 
+def _bookkeeping(connection: Transaction) -> None:
+    connection.execute(BOOKKEEPING + ("" if postgres(connection) else " STRICT"))
+
+
 @contextlib.contextmanager
-def _immediate_transaction(connection: apsw.Connection) -> Iterator[None]:
+def _immediate_transaction(connection: Transaction) -> Iterator[None]:
     connection.execute("BEGIN IMMEDIATE")
     try:
         yield

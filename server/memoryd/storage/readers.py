@@ -1,7 +1,9 @@
-"""Read-only connections on a small thread pool, so SQLite reads never block the event loop.
+"""Read-only connections on a small thread pool, so database reads never block the event loop.
 
-Each thread opens its own read-only connection on first use. Every read function runs inside
-one read transaction, so it sees a single committed snapshot even across several statements.
+Each thread opens its own read-only connection on first use (the backend says how). Every read
+function runs inside one read transaction, so it sees a single committed snapshot even across
+several statements. A connection that broke (PostgreSQL went away) is opened again by the next
+read of its thread.
 """
 
 from __future__ import annotations
@@ -10,25 +12,39 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Callable
-from typing import TypeVar
-
-import apsw
+from typing import Protocol, TypeVar
 
 from memoryd.errors import Unavailable
-from memoryd.storage.connection import ConnectionSettings, open_connection, reader_policy
 from memoryd.storage.errors import translate_read_errors
 from memoryd.storage.transaction import Transaction
 
 T = TypeVar("T")
 
 
+class ReaderConnection(Transaction, Protocol):
+    """A connection the pool reads on: a Transaction that can be closed."""
+
+    def close(self) -> None:
+        """Close the connection."""
+        ...
+
+
 class ReaderPool:
     """A fixed number of reader threads, each with its own read-only connection."""
 
-    def __init__(self, settings: ConnectionSettings, threads: int) -> None:
-        self._settings = settings
+    def __init__(
+        self,
+        open_reader: Callable[[], ReaderConnection],
+        threads: int,
+        *,
+        begin: str = "BEGIN",
+        usable: Callable[[ReaderConnection], bool] = lambda _: True,
+    ) -> None:
+        self._open_reader = open_reader
+        self._begin = begin
+        self._usable = usable
         self._local = threading.local()
-        self._connections: list[apsw.Connection] = []
+        self._connections: list[ReaderConnection] = []
         self._lock = threading.Lock()
         self._closed = False
         self._executor = concurrent.futures.ThreadPoolExecutor(
@@ -43,20 +59,24 @@ class ReaderPool:
         return await loop.run_in_executor(self._executor, self._read, run)
 
     def _read(self, run: Callable[[Transaction], T]) -> T:
-        connection = self._connection()
         with translate_read_errors():
-            connection.execute("BEGIN")
+            connection = self._connection()
+            connection.execute(self._begin)
             try:
                 return run(connection)
             finally:
-                connection.execute("COMMIT")
+                if self._usable(connection):
+                    connection.execute("COMMIT")
 
-    def _connection(self) -> apsw.Connection:
-        connection: apsw.Connection | None = getattr(self._local, "connection", None)
+    def _connection(self) -> ReaderConnection:
+        connection: ReaderConnection | None = getattr(self._local, "connection", None)
+        if connection is not None and not self._usable(connection):
+            with self._lock:
+                self._connections.remove(connection)
+            connection.close()
+            connection = None
         if connection is None:
-            connection = open_connection(
-                self._settings, reader_policy(self._settings), read_only=True
-            )
+            connection = self._open_reader()
             self._local.connection = connection
             with self._lock:
                 self._connections.append(connection)

@@ -200,9 +200,11 @@ def mark_input(
         "INSERT INTO memory_review_state (agent_id, owner_id, channel, chat_id, thread_scope, "
         "pending_input, last_input_at, passive_since_review) SELECT j.value ->> 0, "
         "j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, 1, j.value ->> 5, "
-        "j.value ->> 6 FROM json_each(?) AS j WHERE true ORDER BY j.key "
-        "ON CONFLICT DO UPDATE SET pending_input = 1, last_input_at = excluded.last_input_at, "
-        "passive_since_review = passive_since_review + excluded.passive_since_review",
+        "CAST(j.value ->> 6 AS BIGINT) FROM json_each(?) AS j WHERE true ORDER BY j.key "
+        "ON CONFLICT (agent_id, owner_id, channel, chat_id, thread_scope) DO UPDATE SET "
+        "pending_input = 1, last_input_at = excluded.last_input_at, "
+        "passive_since_review = memory_review_state.passive_since_review "
+        "+ excluded.passive_since_review",
         (payload,),
     )
 

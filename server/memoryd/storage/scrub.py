@@ -177,7 +177,7 @@ def truncate_wal(connection: Transaction) -> bool:
         busy, _log, _done = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0]
     except apsw.BusyError:
         return False
-    return busy == 0
+    return bool(busy == 0)
 
 
 def record_pending(connection: Transaction, what: str, now: str) -> None:

@@ -4,25 +4,35 @@ The writer lends its connection inside a write transaction, a reader inside a re
 transaction. Services pass the handle on to storage's repository functions and never use it
 themselves: no SQL is written outside `storage/` (`tests/test_layers.py` keeps it so), so the
 methods below are the ones those repository functions need. An apsw connection satisfies the
-Protocol as it is; a second backend brings its own handle with the same methods.
+Protocol as it is; PostgreSQL's (memoryd.storage.postgres.transaction) has the same methods.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
-import apsw
+
+class Cursor(Protocol):
+    """The rows of one statement: every one at once, or one at a time."""
+
+    def fetchall(self) -> list[Any]:
+        """Every row, as tuples."""
+        ...
+
+    def __iter__(self) -> Iterator[Any]:
+        """The rows, one at a time."""
+        ...
 
 
 class Transaction(Protocol):
     """An open transaction: statements run in it and commit, or roll back, with it."""
 
-    def execute(self, statements: str, bindings: Any = None, /) -> apsw.Cursor:
+    def execute(self, statements: str, bindings: Any = None, /) -> Cursor:
         """Run statements with their parameters; the cursor yields the rows."""
         ...
 
-    def executemany(self, statements: str, sequenceofbindings: Iterable[Any], /) -> apsw.Cursor:
+    def executemany(self, statements: str, sequenceofbindings: Iterable[Any], /) -> Cursor:
         """Run one statement once per set of parameters."""
         ...
 

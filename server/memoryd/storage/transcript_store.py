@@ -38,7 +38,8 @@ def advance(connection: Transaction, moves: list[tuple[Session, int, dt.datetime
     connection.execute(
         "INSERT INTO transcript_sessions (agent_id, owner_id, device_id, session_id, "
         "committed_seq, created_at, updated_at) "
-        "SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, "
+        "SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, "
+        "CAST(j.value ->> 4 AS BIGINT), "
         "j.value ->> 5, j.value ->> 5 FROM json_each(?) AS j WHERE true ORDER BY j.key "
         "ON CONFLICT (agent_id, owner_id, device_id, session_id) DO UPDATE SET "
         "committed_seq = max(committed_seq, excluded.committed_seq), "

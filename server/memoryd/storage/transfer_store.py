@@ -16,8 +16,6 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import cast
 
-import apsw
-
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.export_shapes import SHAPES, Kind
 from memoryd.domain.messages import Role
@@ -25,6 +23,7 @@ from memoryd.domain.resources import ResourceKey, ResourceType, checkpoint_owner
 from memoryd.domain.review_prompt import is_review_input
 from memoryd.domain.transfer import Record, Selection, Value, conversation_of
 from memoryd.errors import FailedPrecondition, InvalidArgument
+from memoryd.storage.errors import CONSTRAINT_ERRORS, constraint_violated
 from memoryd.storage.migrations import migration_sql
 from memoryd.storage.sql import Row, rows, savepoint
 from memoryd.storage.transaction import Transaction
@@ -153,7 +152,7 @@ def split_old_checkpoints(connection: Transaction) -> bool:
     try:
         with savepoint(connection, "checkpoint_split"):
             connection.execute(migration_sql(SPLIT_MIGRATION))
-    except apsw.ConstraintError:
+    except CONSTRAINT_ERRORS:
         raise FailedPrecondition(
             "the version 1 export's checkpoints, once split by owner, collide with stored "
             "checkpoint revisions; import it into an empty data directory"
@@ -227,15 +226,17 @@ def _store_run(
             )
     if not new:
         return
-    # A failing INSERT changes nothing (SQLite undoes the statement); a row that fails alone
+    # A failing INSERT changes nothing (it is undone to its savepoint); a row that fails alone
     # says why. The writer rolls back the whole job when this raises.
     try:
-        _insert(connection, kind, new)
-    except apsw.ConstraintError:
+        with savepoint(connection, "records"):
+            _insert(connection, kind, new)
+    except CONSTRAINT_ERRORS:
         for record in new:
             try:
-                _insert(connection, kind, [record])
-            except apsw.ConstraintError as error:
+                with savepoint(connection, "record"):
+                    _insert(connection, kind, [record])
+            except CONSTRAINT_ERRORS as error:
                 raise _refusal(record, error) from None
         raise  # pragma: no cover - the rows fail together but never one by one
     done.stored[kind] += len(new)
@@ -316,18 +317,19 @@ def _describe(kind: Kind, identity: tuple[Value, ...]) -> str:
     )
 
 
-def _refusal(record: Record, error: apsw.ConstraintError) -> InvalidArgument | FailedPrecondition:
-    reason = str(error).removeprefix("ConstraintError: ")
-    if "UNIQUE" in reason:
+def _refusal(record: Record, error: Exception) -> InvalidArgument | FailedPrecondition:
+    reason = constraint_violated(error)
+    if reason == "unique":
         return FailedPrecondition(
             f"line {record.line}: the {record.kind.value} conflicts with a stored row "
-            f"({reason}); import into an empty data directory"
+            "(a unique key); import into an empty data directory"
         )
-    if "FOREIGN KEY" in reason:
+    if reason == "foreign key":
         return InvalidArgument(
             f"line {record.line}: the {record.kind.value} refers to a row that is neither "
             "stored nor earlier in the file (a conversation, message, job or resource)"
         )
     return InvalidArgument(
-        f"line {record.line}: the {record.kind.value} cannot be stored: {reason}"
+        f"line {record.line}: the {record.kind.value} cannot be stored: "
+        + str(error).removeprefix("ConstraintError: ")
     )

@@ -33,9 +33,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
-
-import apsw
+from typing import Any, Generic, Protocol, TypeVar
 
 from memoryd.errors import Unavailable
 from memoryd.log_events import Event
@@ -47,6 +45,19 @@ P = TypeVar("P")
 log = logging.getLogger("memoryd.storage.writer")
 
 _STOP = object()
+
+
+class WriterConnection(Transaction, Protocol):
+    """The writer's connection: a Transaction that knows whether one is open, and closes."""
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open."""
+        ...
+
+    def close(self) -> None:
+        """Close the connection."""
+        ...
 
 
 class _Isolate(Exception):
@@ -72,6 +83,8 @@ class WriterStats:
     rows: int = 0
     retries: int = 0
     failed_groups: int = 0
+    # Groups committed: counted after each COMMIT, before anyone is answered.
+    commits: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True, eq=False)
@@ -101,11 +114,7 @@ class _Job(Generic[P, T]):
 class Writer:
     """Owns the read-write connection; see the module docstring."""
 
-    def __init__(
-        self,
-        connection: apsw.Connection,
-        settings: WriterSettings,
-    ) -> None:
+    def __init__(self, connection: WriterConnection, settings: WriterSettings) -> None:
         self._connection = connection
         self._settings = settings
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -242,6 +251,7 @@ class Writer:
                 self._deliver(group, (False, error))
                 return
             else:
+                self.stats.commits += 1
                 self._after_commit(group)
                 self._deliver(group, None)
                 return
@@ -296,7 +306,7 @@ class Writer:
             return
         try:
             self._connection.execute("ROLLBACK")
-        except apsw.Error:
+        except Exception:
             log.exception("rollback failed", extra={"event": Event.WRITE_ROLLBACK_FAILED})
 
     def _after_commit(self, group: list[_Job[Any, Any]]) -> None:
