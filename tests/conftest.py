@@ -15,6 +15,7 @@ import grpc
 import pytest
 
 import memoryd_client as md
+from memoryd.testing.postgres import TEST_POSTGRES, TestPostgres
 from memoryd.testing.server_process import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,6 +89,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _slow(item):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def test_postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str | None]:
+    """With MEMORYD_TEST_BACKEND=postgres, a PostgreSQL for the session: every server a test
+    starts gets a database of its own on it (memoryd.testing.postgres)."""
+    if os.environ.get("MEMORYD_TEST_BACKEND", "sqlite") != "postgres":
+        yield None
+        return
+    database = TestPostgres.start(tmp_path_factory.mktemp("pg"))
+    os.environ[TEST_POSTGRES] = database.dsn
+    try:
+        yield database.dsn
+    finally:
+        del os.environ[TEST_POSTGRES]
+        database.stop()
 
 
 @pytest.fixture(scope="session")

@@ -5,15 +5,18 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import io
+import os
 import sys
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 
 import grpc
 import pytest
 
 import memoryd_client as md
 from memoryd.cli.main import main
+from memoryd.testing import postgres
 
 
 def user(content: str, **fields: object) -> md.NewMessage:
@@ -127,6 +130,10 @@ def run_memoryd(*argv: str, env: Mapping[str, str] | None = None, stdin: str = "
     stdin, stdout and stderr swapped for the call. It runs in a thread of its own, so a
     command's own event loop (setup checks an endpoint with asyncio.run) never meets the test's;
     the entry point itself is tested as a subprocess in tests/test_first_hour.py."""
+
+    if "--home" in argv:
+        home = Path(argv[argv.index("--home") + 1])
+        env = {**(os.environ if env is None else env), **postgres.environment_for(home)}
 
     def call() -> Ran:
         out, err = io.StringIO(), io.StringIO()

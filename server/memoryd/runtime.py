@@ -45,9 +45,10 @@ from memoryd.services.transfer import TransferService
 from memoryd.services.turns import TurnService
 from memoryd.services.use_cases import Services
 from memoryd.storage import compaction_store, review_store, scrub, server_keys, transfer_store
-from memoryd.storage.changes import DatabaseChanges
+from memoryd.storage import database as databases
 from memoryd.storage.connection import ConnectionSettings
-from memoryd.storage.database import Database
+from memoryd.storage.database import Changes, OpenedDatabase, StoreSettings
+from memoryd.storage.postgres.settings import PostgresSettings
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.writer import Writer, WriterSettings
 
@@ -86,7 +87,7 @@ class Runtime:
     readers: ReaderPool
     models: Models
     services: Services
-    changes: DatabaseChanges
+    changes: Changes
     schema_version: int
     _lock_fd: int
 
@@ -96,7 +97,7 @@ class Runtime:
         data_directory.private_files(settings.home)
         lock_fd = _lock_home(settings.home)
         try:
-            database = _open_database(settings)
+            database = _open_database(settings, env)
         except BaseException:
             os.close(lock_fd)
             raise
@@ -109,10 +110,13 @@ class Runtime:
 
     @classmethod
     def _build(
-        cls, settings: Settings, env: Mapping[str, str], database: Database, lock_fd: int
+        cls, settings: Settings, env: Mapping[str, str], database: OpenedDatabase, lock_fd: int
     ) -> Runtime:
         """Recover what the last stop left, then assemble the use cases on the database."""
-        readers = database.readers(settings.server.reader_threads)
+        postgres = settings.storage.backend == "postgres"
+        readers = database.readers(
+            settings.storage.pool_size if postgres else settings.server.reader_threads
+        )
         prompts = PromptFiles(settings.home, readers)
         page_tokens = PageTokens(server_keys.page_token_key(database.autocommit))
         hashed_names = settings.server.log_identifiers == "hashed"
@@ -168,15 +172,32 @@ class Runtime:
             os.close(self._lock_fd)
 
 
-def _open_database(settings: Settings) -> Database:
-    database = Database.open(
-        ConnectionSettings(
-            path=settings.database_path,
-            busy_timeout_ms=settings.storage.busy_timeout_ms,
-            synchronous=settings.storage.synchronous,
-            secure_delete=settings.storage.secure_delete,
+def store_settings(settings: Settings, env: Mapping[str, str]) -> StoreSettings:
+    """Where the configured database is: SQLite's file in the data directory, or PostgreSQL's
+    connection string (from dsn, or the variable dsn_env names)."""
+    storage = settings.storage
+    if storage.backend == "postgres":
+        dsn = storage.dsn or env.get(storage.dsn_env, "")
+        if not dsn:
+            raise StartupError(
+                f"memoryd.storage.dsn_env names {storage.dsn_env}, which is not set (or empty); "
+                "set it to PostgreSQL's connection string"
+            )
+        return PostgresSettings(
+            dsn=dsn,
+            pool_size=storage.pool_size,
+            statement_timeout_ms=storage.statement_timeout_ms,
         )
+    return ConnectionSettings(
+        path=settings.database_path,
+        busy_timeout_ms=storage.busy_timeout_ms,
+        synchronous=storage.synchronous,
+        secure_delete=storage.secure_delete,
     )
+
+
+def _open_database(settings: Settings, env: Mapping[str, str]) -> OpenedDatabase:
+    database = databases.open_database(store_settings(settings, env))
     if database.applied:
         log.info(
             "applied migrations %s",
@@ -190,7 +211,7 @@ def _open_database(settings: Settings) -> Database:
     return database
 
 
-def _recover(database: Database, prompts: PromptFiles) -> None:
+def _recover(database: OpenedDatabase, prompts: PromptFiles) -> None:
     """What the last stop left undone, before the writer thread owns the connection."""
     _resync_prompt_files(prompts, database)
     _clear_review_claims(database)
@@ -203,10 +224,10 @@ def _services(
     settings: Settings,
     env: Mapping[str, str],
     *,
-    database: Database,
+    database: OpenedDatabase,
     writer: Writer,
     readers: ReaderPool,
-    changes: DatabaseChanges,
+    changes: Changes,
     prompts: PromptFiles,
     page_tokens: PageTokens,
     models: Models,
@@ -296,7 +317,7 @@ def _services(
     )
 
 
-def _split_old_checkpoints(database: Database) -> None:
+def _split_old_checkpoints(database: OpenedDatabase) -> None:
     """Checkpoint resources of the version 1 format left by an import that stopped before it
     split them (memoryd.storage.transfer_store): split them now."""
     try:
@@ -312,11 +333,11 @@ def _split_old_checkpoints(database: Database) -> None:
         )
 
 
-def _finish_scrubs(database: Database) -> None:
+def _finish_scrubs(database: OpenedDatabase) -> None:
     """Erasures that ended before their WAL was truncated (readers held it, then the server
     stopped): truncate now, before anything reads, and clear them."""
     through = scrub.newest_pending(database.autocommit)
-    if through and scrub.truncate_wal(database.autocommit):
+    if through and databases.truncate_wal(database.settings):
         with database.transaction() as transaction:
             scrub.clear_pending(transaction, through)
         log.info(
@@ -325,7 +346,7 @@ def _finish_scrubs(database: Database) -> None:
         )
 
 
-def _resync_prompt_files(prompts: PromptFiles, database: Database) -> None:
+def _resync_prompt_files(prompts: PromptFiles, database: OpenedDatabase) -> None:
     report = prompts.resync(database)
     if report.rewritten or report.moved:
         log.info(
@@ -347,7 +368,7 @@ def _resync_prompt_files(prompts: PromptFiles, database: Database) -> None:
         )
 
 
-def _clear_review_claims(database: Database) -> None:
+def _clear_review_claims(database: OpenedDatabase) -> None:
     # One server per home (the lock): a claim left in the database is a stopped server's, and
     # its review is retried.
     with database.transaction() as transaction:
@@ -372,7 +393,7 @@ def _lock_home(home: Path) -> int:
         raise StartupError(f"cannot use data directory {home}: {error.strerror}") from error
 
 
-def _count_stored_tokens(database: Database) -> None:
+def _count_stored_tokens(database: OpenedDatabase) -> None:
     """Count the tokens of messages stored before counts existed (once, after the upgrade)."""
     counted = 0
     while batch := compaction_store.uncounted(database.autocommit, 5000):

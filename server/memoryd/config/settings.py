@@ -126,8 +126,22 @@ class ServerSettings(Section):
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class StorageSettings(Section):
-    """[memoryd.storage]: SQLite connection policy and the group-committing writer."""
+    """[memoryd.storage]: the database (SQLite in the data directory, or PostgreSQL), its
+    connection policy, and the group-committing writer."""
 
+    # Where memoryd keeps everything: "sqlite" (memoryd.db in the data directory) or "postgres"
+    # (the database named by dsn or dsn_env; PostgreSQL 17 or later, with pg_trgm).
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    # PostgreSQL's connection string (libpq keywords or a postgresql:// URI). A password does
+    # not belong here: use dsn_env, a ~/.pgpass file or PGPASSWORD.
+    dsn: str = ""
+    # The environment variable that holds the connection string instead (the usual way: it may
+    # carry a password, and memoryd never logs it).
+    dsn_env: str = ""
+    # PostgreSQL connections for reads, each on its own thread (the writer has one more).
+    pool_size: int = 4
+    # The longest one PostgreSQL statement may run before it is cancelled (0: no limit).
+    statement_timeout_ms: int = 30_000
     # SQLite's durability: "normal" survives a crash of memoryd (WAL), "full" also power loss.
     synchronous: Literal["normal", "full"] = "normal"
     # How long a connection waits for a lock before its attempt fails.
@@ -145,9 +159,19 @@ class StorageSettings(Section):
     secure_delete: bool = True
 
     def validate(self) -> None:
-        """A bounded number of write attempts."""
+        """A bounded number of write attempts; PostgreSQL is named exactly once."""
         if self.write_attempts > 10:
             raise StartupError("memoryd.storage.write_attempts must be at most 10")
+        if self.backend == "postgres" and bool(self.dsn) == bool(self.dsn_env):
+            raise StartupError(
+                'memoryd.storage.backend = "postgres" needs the database: set dsn_env (the '
+                "variable holding the connection string) or dsn, not both"
+            )
+        if self.backend == "sqlite" and (self.dsn or self.dsn_env):
+            raise StartupError(
+                'memoryd.storage.dsn and dsn_env are for backend = "postgres"; the SQLite '
+                "database is memoryd.db in the data directory"
+            )
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -28,7 +28,7 @@ from memoryd.services.history import HistoryService
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.storage import compaction_store as store
 from memoryd.storage import memory_reads
-from memoryd.storage.changes import DatabaseChanges
+from memoryd.storage.database import Changes
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
 
@@ -58,7 +58,7 @@ class ContextComposer:
         history: HistoryService,
         prompts: PromptFiles,
         settings: CompactionSettings,
-        changes: DatabaseChanges,
+        changes: Changes,
         default_window: int | None,
     ) -> None:
         self._readers = readers

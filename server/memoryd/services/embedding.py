@@ -26,7 +26,7 @@ from memoryd.errors import FailedPrecondition
 from memoryd.llm.embeddings import Embedder, EmbeddingUnavailableError
 from memoryd.log_events import Event
 from memoryd.storage import vector_store as store
-from memoryd.storage.changes import DatabaseChanges
+from memoryd.storage.database import Changes
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Writer
@@ -77,7 +77,7 @@ class EmbeddingService:
         embedder: Embedder | None,
         writer: Writer,
         readers: ReaderPool,
-        changes: DatabaseChanges,
+        changes: Changes,
         batch: int,
     ) -> None:
         self.embedder = embedder

@@ -34,7 +34,7 @@ from memoryd.domain.tokens import count_tokens
 from memoryd.log_events import Event
 from memoryd.services.read_through import ReadThroughCache
 from memoryd.storage import memory_reads, resource_store
-from memoryd.storage.database import Database
+from memoryd.storage.database import OpenedDatabase
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
 
@@ -188,7 +188,7 @@ class PromptFiles:
 
     # --- start-up --------------------------------------------------------------------------------
 
-    def resync(self, database: Database) -> ResyncReport:
+    def resync(self, database: OpenedDatabase) -> ResyncReport:
         """Make every prompt file equal its current revision, at the path its key maps to.
 
         Runs at start-up, before the writer owns the connection. A resource whose recorded path

@@ -43,7 +43,7 @@ from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.storage import database, resource_store, review_store
 from memoryd.storage import transfer_store as store
-from memoryd.storage.connection import ConnectionSettings
+from memoryd.storage.database import StoreSettings
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Writer
@@ -141,7 +141,7 @@ class TransferService:
         *,
         writer: Writer,
         readers: ReaderPool,
-        connection_settings: ConnectionSettings,
+        connection_settings: StoreSettings,
         history: HistoryService,
         memory: LongTermMemory,
         prompts: PromptFiles,

@@ -8,6 +8,10 @@ a group. `writer()` then hands the connection to the writer thread, which owns i
 The other functions open short-lived connections of their own, away from the writer and the
 reader pool: a read snapshot that an export streams from for as long as it runs, and a WAL
 truncation that must not wait behind a busy timeout.
+
+Each function takes the settings of either backend (`StoreSettings`) and goes to PostgreSQL's
+counterpart (memoryd.storage.postgres.database) for PostgreSQL's settings; the driver is
+imported only then.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Protocol
 
 import apsw
 
@@ -29,9 +34,72 @@ from memoryd.storage.connection import (
 )
 from memoryd.storage.errors import translate_read_errors
 from memoryd.storage.migrations import bundled_migrations, migrate, schema_version
+from memoryd.storage.postgres.settings import PostgresSettings
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Writer, WriterSettings
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+# Where the database is: SQLite's file and policy, or PostgreSQL's connection string and policy.
+StoreSettings = ConnectionSettings | PostgresSettings
+
+
+class Changes(Protocol):
+    """Whether anything was committed since a stamp (DatabaseChanges, or PostgreSQL's)."""
+
+    def stamp(self) -> int | None:
+        """A count that changes with every commit; None when unknown (treat as changed)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the watcher holds."""
+        ...
+
+
+class OpenedDatabase(Protocol):
+    """What the runtime holds of an opened, migrated database, whichever the backend."""
+
+    @property
+    def settings(self) -> StoreSettings:
+        """Where the database is."""
+        ...
+
+    @property
+    def applied(self) -> list[int]:
+        """The migrations this start applied."""
+        ...
+
+    @property
+    def schema_version(self) -> int:
+        """The highest applied migration."""
+        ...
+
+    @property
+    def autocommit(self) -> Transaction:
+        """The connection outside any transaction: each statement commits on its own."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[Transaction]:
+        """One write transaction: committed when the block ends, rolled back when it raises."""
+        ...
+
+    def writer(self, settings: WriterSettings) -> Writer:
+        """Hand the connection to the one writer; the database is its now."""
+        ...
+
+    def readers(self, threads: int) -> ReaderPool:
+        """A pool of read-only connections."""
+        ...
+
+    def changes(self) -> Changes:
+        """A watcher of commits."""
+        ...
+
+    def close(self) -> None:
+        """Close the connection, if the writer has not taken it."""
+        ...
 
 
 @dataclasses.dataclass(slots=True)
@@ -45,7 +113,7 @@ class Database:
 
     @classmethod
     def open(cls, settings: ConnectionSettings) -> Database:
-        """Open (creating it) and migrate the database; StartupError when it cannot be."""
+        """Open (creating it) and migrate SQLite's database; StartupError when it cannot be."""
         try:
             connection = open_connection(settings, writer_policy(settings))
         except apsw.Error as error:
@@ -78,7 +146,10 @@ class Database:
 
     def readers(self, threads: int) -> ReaderPool:
         """A pool of read-only connections on this database."""
-        return ReaderPool(self.settings, threads)
+        settings = self.settings
+        return ReaderPool(
+            lambda: open_connection(settings, reader_policy(settings), read_only=True), threads
+        )
 
     def changes(self) -> DatabaseChanges:
         """A watcher of commits to this database, by any connection."""
@@ -96,11 +167,26 @@ class Database:
         return self._connection
 
 
+def open_database(settings: StoreSettings) -> OpenedDatabase:
+    """Open and migrate the database of either backend; StartupError when it cannot be."""
+    if isinstance(settings, PostgresSettings):
+        from memoryd.storage.postgres import database as postgres  # noqa: PLC0415
+
+        return postgres.PostgresDatabase.open(settings)
+    return Database.open(settings)
+
+
 @contextlib.contextmanager
-def read_snapshot(settings: ConnectionSettings) -> Iterator[Transaction]:
+def read_snapshot(settings: StoreSettings) -> Iterator[Transaction]:
     """A read-only connection of its own, in one read transaction for as long as the block runs:
     every read in it sees the same committed state (an export's), and the reader pool is not
     held meanwhile."""
+    if isinstance(settings, PostgresSettings):
+        from memoryd.storage.postgres import database as postgres  # noqa: PLC0415
+
+        with postgres.read_snapshot(settings) as transaction:
+            yield transaction
+        return
     connection = open_connection(settings, reader_policy(settings), read_only=True)
     try:
         with translate_read_errors():
@@ -113,9 +199,15 @@ def read_snapshot(settings: ConnectionSettings) -> Iterator[Transaction]:
         connection.close()
 
 
-def truncate_wal(settings: ConnectionSettings) -> bool:
+def truncate_wal(settings: StoreSettings) -> bool:
     """One attempt to truncate the WAL, on a connection of its own that never waits (see
-    memoryd.storage.scrub.truncate_wal): False when a writer or a reader was in the way."""
+    memoryd.storage.scrub.truncate_wal): False when a writer or a reader was in the way. On
+    PostgreSQL, a VACUUM of the erased tables instead: False when a reader's snapshot kept it
+    from removing every erased row."""
+    if isinstance(settings, PostgresSettings):
+        from memoryd.storage.postgres import database as postgres  # noqa: PLC0415
+
+        return postgres.vacuum(settings)
     no_wait = dataclasses.replace(settings, busy_timeout_ms=0)
     connection = open_connection(no_wait, writer_policy(no_wait))
     try:

@@ -21,7 +21,8 @@ from memoryd.storage.memory_rows import (
     OWNER_MATCH,
     memory_from_row,
 )
-from memoryd.storage.sql import Row, rows
+from memoryd.storage.postgres import words as pg_words
+from memoryd.storage.sql import Row, postgres, rows
 from memoryd.storage.substrings import contains
 from memoryd.storage.transaction import Transaction
 
@@ -70,6 +71,31 @@ def search_words(
     exclude_ids: Sequence[int] = (),
 ) -> list[RankedMemory]:
     """Whole-word matches over category, key and value: bm25, then newest, then id."""
+    if postgres(connection):
+        query, phrases = pg_words.tsquery(expression)
+        score = pg_words.score("r.words", query)
+        sql = [
+            (
+                f"SELECT {MEMORY_COLUMNS}, {score} AS score "
+                f"FROM memories AS r WHERE r.words @@ {query} AND {OWNER_MATCH}"
+            )
+        ]
+        params: list[Any] = [*phrases, *phrases, visible.owner.agent_id, visible.owner.owner_id]
+    else:
+        sql, params = _fts_query(visible, expression)
+    _add_visible(sql, params, visible)
+    if exclude_ids:
+        sql.append(f"AND r.id NOT IN ({_placeholders(len(exclude_ids))})")
+        params.extend(exclude_ids)
+    sql.append("ORDER BY score, r.updated_at DESC, r.id DESC LIMIT ?")
+    params.append(limit)
+    return [
+        RankedMemory(memory_from_row(row), float(MEMORY.after(row, 0)), word_match=True)
+        for row in rows(connection, " ".join(sql), params)
+    ]
+
+
+def _fts_query(visible: Visible, expression: str) -> tuple[list[str], list[Any]]:
     match = (
         f"{{category key value}} : ({expression}) AND "
         f'search_scope : "{owner_scope_token(visible.owner)}"'
@@ -81,17 +107,7 @@ def search_words(
             f"WHERE memories_fts MATCH ? AND {OWNER_MATCH}"
         )
     ]
-    params: list[Any] = [match, visible.owner.agent_id, visible.owner.owner_id]
-    _add_visible(sql, params, visible)
-    if exclude_ids:
-        sql.append(f"AND r.id NOT IN ({_placeholders(len(exclude_ids))})")
-        params.extend(exclude_ids)
-    sql.append("ORDER BY score, r.updated_at DESC, r.id DESC LIMIT ?")
-    params.append(limit)
-    return [
-        RankedMemory(memory_from_row(row), float(MEMORY.after(row, 0)), word_match=True)
-        for row in rows(connection, " ".join(sql), params)
-    ]
+    return sql, [match, visible.owner.agent_id, visible.owner.owner_id]
 
 
 def by_ids(connection: Transaction, memory_ids: Sequence[int]) -> dict[int, MemoryRecord]:
@@ -127,16 +143,21 @@ def search_substrings(
     for word in words:
         in_key, key_param = contains("r.key", word)
         in_value, value_param = contains("r.value", word)
-        terms.append(f"({in_key} OR {in_value})")
+        terms.append(f"CASE WHEN {in_key} OR {in_value} THEN 1 ELSE 0 END")
         params.extend((key_param, value_param))
     matches = " + ".join(terms)
-    sql = [f"SELECT {MEMORY_COLUMNS}, {matches} AS hits FROM memories AS r WHERE {OWNER_MATCH}"]
+    sql = [
+        (
+            f"SELECT {MEMORY_COLUMNS} FROM (SELECT r.*, {matches} AS hits FROM memories AS r "
+            f"WHERE {OWNER_MATCH}"
+        )
+    ]
     params.extend((visible.owner.agent_id, visible.owner.owner_id))
     _add_visible(sql, params, visible)
     if exclude_ids:
         sql.append(f"AND r.id NOT IN ({_placeholders(len(exclude_ids))})")
         params.extend(exclude_ids)
-    sql.append("AND hits > 0 ORDER BY hits DESC, r.updated_at DESC, r.id DESC LIMIT ?")
+    sql.append(") AS r WHERE hits > 0 ORDER BY hits DESC, r.updated_at DESC, r.id DESC LIMIT ?")
     params.append(limit)
     return [
         RankedMemory(memory_from_row(row), 0.0, word_match=False)

@@ -23,12 +23,23 @@ from memoryd.domain.history import (
 from memoryd.domain.messages import StoredMessage
 from memoryd.domain.search_query import SearchPlan, like_pattern
 from memoryd.domain.snippets import ELLIPSIS, MARK, WORD_SNIPPET_TOKENS
+from memoryd.storage.connection import FOLD_FUNCTION
 from memoryd.storage.message_rows import (
     MESSAGE,
     MESSAGE_COLUMNS,
     message_from_row,
 )
-from memoryd.storage.sql import KEY_COLUMNS, KEY_MATCH, Row, add_kinds, one, placeholders, rows
+from memoryd.storage.postgres import words
+from memoryd.storage.sql import (
+    KEY_COLUMNS,
+    KEY_MATCH,
+    Row,
+    add_kinds,
+    one,
+    placeholders,
+    postgres,
+    rows,
+)
 from memoryd.storage.substrings import contains
 from memoryd.storage.transaction import Transaction
 
@@ -67,25 +78,31 @@ def search_words(
     With `narrow` the word index itself is narrowed to the scope by its token (cheap for a
     scope of a few thousand messages); without, only the join is (cheaper for a large scope and
     words in few messages: intersecting a 100,000-message scope's token costs 10 ms)."""
+    on_postgres = postgres(connection)
+    snippet_sql = words.headline("m.content", words.tsquery(expression)[0])
     sql, params = _word_query(
-        f"{MESSAGE_COLUMNS}, {_SNIPPET}",
+        f"{MESSAGE_COLUMNS}, {snippet_sql if on_postgres else _SNIPPET}",
         scope,
         expression,
         kinds,
         limit,
         exclude_ids=exclude_ids,
         narrow=narrow,
+        on_postgres=on_postgres,
     )
+    if on_postgres:  # the snippet's phrases come first
+        params = [*words.tsquery(expression)[1], *params]
     names: dict[Row, ConversationKey] = {}
-    return [
-        SearchHit(
-            message_from_row(row, names),
-            snippet=MESSAGE.after(row, 0),
-            rank=float(MESSAGE.after(row, 1)),
-            word_match=True,
+    hits = []
+    for row in rows(connection, sql, params):
+        message = message_from_row(row, names)
+        snippet = str(MESSAGE.after(row, 0))
+        if on_postgres:
+            snippet = words.with_ellipses(snippet, message.content)
+        hits.append(
+            SearchHit(message, snippet=snippet, rank=float(MESSAGE.after(row, 1)), word_match=True)
         )
-        for row in rows(connection, sql, params)
-    ]
+    return hits
 
 
 def rank_words(
@@ -108,7 +125,8 @@ def rank_words(
     joining every match (bm25 is the same in both, and ties go newest first in both).
     Otherwise the join answers."""
     excluded = set(exclude_ids)
-    if index_first:
+    on_postgres = postgres(connection)
+    if index_first and not on_postgres:  # PostgreSQL's planner chooses for itself
         best = rows(
             connection,
             f"SELECT rowid, bm25(messages_fts, 1.0, {SENDER_WEIGHT}, 0.0) AS score "
@@ -120,7 +138,14 @@ def rank_words(
         if len(found) >= limit or len(best) < INDEX_FIRST:
             return found
     sql, params = _word_query(
-        "m.id", scope, expression, kinds, limit, exclude_ids=excluded, narrow=narrow
+        "m.id",
+        scope,
+        expression,
+        kinds,
+        limit,
+        exclude_ids=excluded,
+        narrow=narrow,
+        on_postgres=on_postgres,
     )
     return [(int(row[0]), float(row[1])) for row in rows(connection, sql, params)]
 
@@ -162,8 +187,21 @@ def _word_query(
     *,
     exclude_ids: Iterable[int],
     narrow: bool,
+    on_postgres: bool,
 ) -> tuple[str, list[Any]]:
     """The SQL of search_words and rank_words: `columns`, then the bm25 score."""
+    params: list[Any]
+    if on_postgres:
+        query, phrases = words.tsquery(expression)
+        score = words.score("m.words", query)
+        sql = [f"SELECT {columns}, {score} AS score FROM messages AS m WHERE m.words @@ {query}"]
+        params = [*phrases, *phrases]
+        _add_scope(sql, params, scope)
+        add_kinds(sql, params, kinds)
+        _add_excluded(sql, params, exclude_ids)
+        sql.append("ORDER BY score, m.id DESC LIMIT ?")
+        params.append(limit)
+        return " ".join(sql), params
     match = f"{{content sender}} : ({expression})"
     if narrow:
         match += f' AND scope : "{scope_token(scope)}"'
@@ -174,7 +212,7 @@ def _word_query(
             "WHERE messages_fts MATCH ?"
         )
     ]
-    params: list[Any] = [match]
+    params = [match]
     _add_scope(sql, params, scope)
     add_kinds(sql, params, kinds)
     _add_excluded(sql, params, exclude_ids)
@@ -187,6 +225,15 @@ def word_snippets(
     connection: Transaction, expression: str, message_ids: Sequence[int]
 ) -> dict[int, str]:
     """FTS5's snippet of each of these messages for `expression`, where it matches."""
+    if postgres(connection):
+        query, phrases = words.tsquery(expression)
+        found = rows(
+            connection,
+            f"SELECT m.id, {words.headline('m.content', query)}, m.content FROM messages AS m "
+            f"WHERE m.words @@ {query} AND m.id IN ({placeholders(len(message_ids))})",
+            (*phrases, *phrases, *message_ids),
+        )
+        return {int(row[0]): words.with_ellipses(str(row[1]), str(row[2])) for row in found}
     found = rows(
         connection,
         f"SELECT rowid, {_SNIPPET} FROM messages_fts WHERE messages_fts MATCH ? "
@@ -216,7 +263,18 @@ def search_substrings(
     runs the whole trigram search again for every message of the scope.
     """
     params: list[Any] = []
-    if plan.trigram_pieces and not (scope_is_small(connection, scope) if small is None else small):
+    if postgres(connection):
+        # pg_trgm's index of the folded content answers LIKE '%piece%' where the planner finds
+        # it pays. A backslash is LIKE's escape character: doubled, it is itself.
+        sql = [f"SELECT {MESSAGE_COLUMNS} FROM messages AS m WHERE true"]
+        for piece in plan.trigram_pieces:
+            sql.append(f"AND {FOLD_FUNCTION}(m.content) LIKE {FOLD_FUNCTION}(?)")
+            params.append(like_pattern(piece.replace("\\", "\\\\")))
+        order = "ORDER BY m.id DESC"
+        exact_words = plan.exact_words
+    elif plan.trigram_pieces and not (
+        scope_is_small(connection, scope) if small is None else small
+    ):
         # LIKE '%piece%' without ESCAPE: an ESCAPE clause would keep FTS5 from using the index.
         sql = [
             f"SELECT {MESSAGE_COLUMNS} FROM messages_trigram AS t "
@@ -227,7 +285,7 @@ def search_substrings(
         order = "ORDER BY t.rowid DESC"
         exact_words = plan.exact_words
     else:
-        sql = [f"SELECT {MESSAGE_COLUMNS} FROM messages AS m WHERE 1"]
+        sql = [f"SELECT {MESSAGE_COLUMNS} FROM messages AS m WHERE true"]
         order = "ORDER BY m.id DESC"
         exact_words = plan.words
     for word in exact_words:
@@ -291,10 +349,18 @@ def neighbours(
 def word_matches(connection: Transaction, expression: str) -> int:
     """How many messages of the whole index match `expression`, counted only to just past
     RARE_WORDS (the questions asked of it: narrow by the scope's token? rank index first?)."""
+    return _matching(connection, f"({expression})")
+
+
+def _matching(connection: Transaction, expression: str) -> int:
+    if postgres(connection):
+        query, phrases = words.tsquery(expression)
+        sql = f"SELECT count(*) FROM (SELECT 1 FROM messages AS m WHERE m.words @@ {query} LIMIT ?)"
+        return int(one(connection, sql, (*phrases, RARE_WORDS + 1))[0])
     (matching,) = one(
         connection,
         "SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)",
-        (f"{{content sender}} : ({expression})", RARE_WORDS + 1),
+        (f"{{content sender}} : {expression}", RARE_WORDS + 1),
     )
     return int(matching)
 
@@ -302,24 +368,12 @@ def word_matches(connection: Transaction, expression: str) -> int:
 def common_phrases(connection: Transaction, phrases: Sequence[str]) -> frozenset[str]:
     """The phrases found in more than RARE_WORDS messages of the whole index (counting stops
     just past it), for SearchPlan.without_common."""
-    return frozenset(
-        phrase
-        for phrase in phrases
-        if int(
-            one(
-                connection,
-                "SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? "
-                "LIMIT ?)",
-                (f"{{content sender}} : {phrase}", RARE_WORDS + 1),
-            )[0]
-        )
-        > RARE_WORDS
-    )
+    return frozenset(phrase for phrase in phrases if _matching(connection, phrase) > RARE_WORDS)
 
 
 def scope_is_small(connection: Transaction, scope: HistoryScope) -> bool:
     """Whether the scope holds at most SCAN_LIMIT messages (counting stops just past it)."""
-    sql = ["SELECT count(*) FROM (SELECT 1 FROM messages AS m WHERE 1"]
+    sql = ["SELECT count(*) FROM (SELECT 1 FROM messages AS m WHERE true"]
     params: list[Any] = []
     _add_scope(sql, params, scope)
     sql.append("LIMIT ?)")

@@ -17,13 +17,37 @@ from memoryd.domain.conversation import AgentKey, ConversationKey, HistoryScope,
 from memoryd.domain.memory_queries import Visible
 from memoryd.domain.timestamps import to_text, utc_now
 from memoryd.storage.memory_reads import visible_conditions
-from memoryd.storage.sql import KEY_COLUMNS, KEY_MATCH, Row, one, rows
+from memoryd.storage.sql import KEY_COLUMNS, KEY_MATCH, Row, one, postgres, rows
 from memoryd.storage.transaction import Transaction
 
 # The end of the previous message a message's vector is made with, in characters.
 CONTEXT_CHARS = 300
 # Rows of a scope's vectors read at a time.
 LOAD_CHUNK = 8192
+
+# The vector of a message that still exists (parameters: model, scale, vector, message).
+_VECTOR_OF_MESSAGE = (
+    "INSERT INTO message_vectors (message_id, model_id, scale, vector) "
+    "SELECT m.id, ?, ?, ? FROM messages AS m WHERE m.id = ? "
+)
+# SQLite's REPLACE deletes the old row and inserts a new one: a new seq (AUTOINCREMENT).
+_STORE_MESSAGE_VECTOR = _VECTOR_OF_MESSAGE.replace("INSERT", "INSERT OR REPLACE", 1)
+_STORE_MESSAGE_VECTOR_POSTGRES = (
+    _VECTOR_OF_MESSAGE + "ON CONFLICT (message_id, model_id) DO UPDATE SET "
+    "seq = nextval(pg_get_serial_sequence('message_vectors', 'seq')), "
+    "scale = excluded.scale, vector = excluded.vector"
+)
+# The vector of a memory row whose key and value are still the ones embedded (parameters:
+# model, scale, vector, row, key, value).
+_VECTOR_OF_MEMORY = (
+    "INSERT INTO memory_vectors (memory_id, model_id, scale, vector) "
+    "SELECT r.id, ?, ?, ? FROM memories AS r WHERE r.id = ? AND r.key = ? AND r.value = ? "
+)
+_STORE_MEMORY_VECTOR = _VECTOR_OF_MEMORY.replace("INSERT", "INSERT OR REPLACE", 1)
+_STORE_MEMORY_VECTOR_POSTGRES = (
+    _VECTOR_OF_MEMORY + "ON CONFLICT (memory_id, model_id) DO UPDATE SET "
+    "scale = excluded.scale, vector = excluded.vector"
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -137,11 +161,11 @@ def store_message_vectors(
     vectors: Sequence[tuple[int, float, bytes]],
     cursor: int,
 ) -> int:
-    """Store (message id, scale, int8 bytes) of messages that still exist; move the cursor."""
+    """Store (message id, scale, int8 bytes) of messages that still exist; move the cursor.
+    A replaced vector gets a new seq, so that caches loading what is newer than theirs see it."""
     connection.executemany(
-        "INSERT OR REPLACE INTO message_vectors (message_id, model_id, scale, vector) "
-        "SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM messages WHERE id = ?1)",
-        [(message_id, model_id, scale, blob) for message_id, scale, blob in vectors],
+        _STORE_MESSAGE_VECTOR_POSTGRES if postgres(connection) else _STORE_MESSAGE_VECTOR,
+        [(model_id, scale, blob, message_id) for message_id, scale, blob in vectors],
     )
     connection.execute(
         "UPDATE embedding_models SET message_cursor = max(message_cursor, ?) WHERE id = ?",
@@ -157,10 +181,8 @@ def store_memory_vectors(
 ) -> int:
     """Store the vectors of rows whose key and value are still the ones embedded."""
     connection.executemany(
-        "INSERT OR REPLACE INTO memory_vectors (memory_id, model_id, scale, vector) "
-        "SELECT ?1, ?2, ?3, ?4 WHERE EXISTS "
-        "(SELECT 1 FROM memories WHERE id = ?1 AND key = ?5 AND value = ?6)",
-        [(text.id, model_id, scale, blob, text.key, text.value) for text, scale, blob in vectors],
+        _STORE_MEMORY_VECTOR_POSTGRES if postgres(connection) else _STORE_MEMORY_VECTOR,
+        [(model_id, scale, blob, text.id, text.key, text.value) for text, scale, blob in vectors],
     )
     return len(vectors)
 

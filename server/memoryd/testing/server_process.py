@@ -2,8 +2,9 @@
 and an adapter's: `from memoryd.testing.server_process import ServerProcess`).
 
 The server is started exactly as a user starts it (`python -m memoryd serve`), with its own data
-directory. Its stderr (JSON log lines) is collected by a thread, so tests can wait for events and
-assert on what was logged.
+directory (and, when tests run on PostgreSQL, a database of its own: memoryd.testing.postgres).
+Its stderr (JSON log lines) is collected by a thread, so tests can wait for events and assert on
+what was logged; with $MEMORYD_TEST_LOGS set, each server's log is also kept in that folder.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.log_events import Event
+from memoryd.testing import postgres
 
 STARTUP_TIMEOUT = 30.0
 
@@ -56,6 +58,7 @@ class ServerProcess:
             config_path.chmod(0o600)  # a config holding tokens must be private to be served
             command += ["--config", str(config_path)]
         process_env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+        process_env.update(postgres.environment_for(home))
         process_env.update(env or {})
         self.lines: list[str] = []
         self._changed = threading.Condition()
@@ -128,7 +131,16 @@ class ServerProcess:
             self.process.kill()
             code = self.process.wait()
         self._reader.join(5)
+        self._keep_log()
         return code
+
+    def _keep_log(self) -> None:
+        """With $MEMORYD_TEST_LOGS, the server's log is kept there (one file per process)."""
+        folder = os.environ.get("MEMORYD_TEST_LOGS")
+        if folder:
+            path = Path(folder) / f"{self.home.name}-{self.process.pid}.log"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("\n".join(self.lines) + "\n", encoding="utf-8")
 
     def wait_exit(self, timeout: float = STARTUP_TIMEOUT) -> int:
         """Wait for the process to exit on its own (a refused start)."""

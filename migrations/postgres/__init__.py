@@ -1,0 +1,1 @@
+"""PostgreSQL's numbered SQL migrations, shipped as memoryd.migrations.postgres."""

