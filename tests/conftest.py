@@ -85,10 +85,15 @@ def _slow(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the tests that start their own server or a subprocess `slow`."""
+    """Mark the tests that start their own server or a subprocess `slow`; on PostgreSQL, skip
+    those marked `sqlite_only`, saying why."""
+    on_postgres = os.environ.get("MEMORYD_TEST_BACKEND", "sqlite") == "postgres"
     for item in items:
         if _slow(item):
             item.add_marker(pytest.mark.slow)
+        only = item.get_closest_marker("sqlite_only")
+        if on_postgres and only is not None:
+            item.add_marker(pytest.mark.skip(reason=f"SQLite only: {only.args[0]}"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -162,6 +162,11 @@ def parse_record(line: str, number: int, previous: Kind | None, version: int = V
                 f"line {number}: {kind.value} record: {column} must be a string, a number or "
                 f"null, got {type(value).__name__}"
             )
+        if isinstance(value, str) and "\x00" in value:
+            raise InvalidArgument(
+                f"line {number}: {kind.value} record: {column} contains U+0000 (NUL), which "
+                "memoryd does not store"
+            )
     for column in shape.identifiers:
         value = document[column]
         if not isinstance(value, str):

@@ -23,7 +23,9 @@ TRANSIENT: dict[type[Exception], str] = {
     apsw.IOError: "the disk failed (I/O error)",
     apsw.FullError: "the disk is full",
 }
-# A constraint the database refused (a unique key, a foreign key, a check).
+# A value the database refused: a constraint (a unique key, a foreign key, a check) or, on
+# PostgreSQL, a value its column's type cannot hold (SQLite's STRICT tables count that as a
+# constraint).
 CONSTRAINT_ERRORS: tuple[type[Exception], ...] = (apsw.ConstraintError,)
 
 try:  # PostgreSQL's, when its driver is installed (the "postgres" extra)
@@ -45,7 +47,7 @@ else:
             psycopg.InterfaceError: "the connection to PostgreSQL was lost",
         }
     )
-    CONSTRAINT_ERRORS += (psycopg.errors.IntegrityError,)
+    CONSTRAINT_ERRORS += (psycopg.errors.IntegrityError, psycopg.errors.DataError)
 TRANSIENT_ERRORS = tuple(TRANSIENT)
 
 

@@ -292,7 +292,8 @@ def recent_agent_entries(
     found = rows(
         connection,
         f"SELECT r.key, r.value FROM memories AS r WHERE {OWNER_MATCH} AND r.scope_type = 'agent' "
-        "AND r.archived_at IS NULL AND r.id NOT IN (SELECT value FROM json_each(?)) "
+        "AND r.archived_at IS NULL "
+        "AND r.id NOT IN (SELECT CAST(value AS BIGINT) FROM json_each(?)) "
         "ORDER BY r.updated_at DESC, r.id DESC LIMIT ?",
         (owner.agent_id, owner.owner_id, json.dumps(skipped), limit),
     )

@@ -21,7 +21,7 @@ from memoryd.domain.review_runs import (
 from memoryd.domain.timestamps import from_text, to_text
 from memoryd.domain.turns import TurnUsage
 from memoryd.storage.review_run_store import stored_status
-from memoryd.storage.sql import CONVERSATION_MATCH, KEY_MATCH, Columns, Row, rows
+from memoryd.storage.sql import CONVERSATION_MATCH, KEY_MATCH, Columns, Row, postgres, rows
 from memoryd.storage.transaction import Transaction
 
 # The messages a review reads: user messages that were not spoken. A guest's (by its trust or
@@ -34,6 +34,25 @@ GUEST = (
     "OR coalesce(json_extract(m.metadata_json, '$.guest'), 0) IN (1, 'true') "
     "OR coalesce(json_extract(m.metadata_json, '$.trust'), '') = 'guest')"
 )
+# The same on PostgreSQL: a JSON true, the number 1 or the string "true" (what SQLite's
+# json_extract compares equal to 1 or 'true').
+_TRUE = "('1', 'true', '\"true\"')"
+_METADATA = "CAST(m.metadata_json AS jsonb)"
+REVIEWABLE_POSTGRES = f"m.role = 'user' AND NOT coalesce({_METADATA} -> 'spoken' IN {_TRUE}, false)"
+GUEST_POSTGRES = (
+    f"(m.trust = 'guest' OR coalesce({_METADATA} -> 'guest' IN {_TRUE}, false) "
+    f"OR coalesce({_METADATA} ->> 'trust', '') = 'guest')"
+)
+
+
+def _reviewable(connection: Transaction) -> str:
+    return REVIEWABLE_POSTGRES if postgres(connection) else REVIEWABLE
+
+
+def _guest(connection: Transaction) -> str:
+    return GUEST_POSTGRES if postgres(connection) else GUEST
+
+
 _STATE = Columns(
     "s",
     (
@@ -117,7 +136,7 @@ def mark_turn(
     connection.execute(
         "UPDATE memory_review_state SET turns_since_review = turns_since_review + 1, "
         "pending_input = max(pending_input, ?), "
-        "last_input_at = CASE WHEN ? THEN ? ELSE last_input_at END "
+        "last_input_at = CASE WHEN ? = 1 THEN ? ELSE last_input_at END "
         f"WHERE {CONVERSATION_MATCH}",
         (int(new_input), int(new_input), to_text(now), *key.as_row()),
     )
@@ -129,8 +148,8 @@ def reviewable_after(
     """Reviewable messages after the cursor, oldest first."""
     found = rows(
         connection,
-        f"SELECT m.id, m.content, {GUEST} FROM messages AS m WHERE {KEY_MATCH} AND m.id > ? "
-        f"AND {REVIEWABLE} ORDER BY m.id LIMIT ?",
+        f"SELECT m.id, m.content, {_guest(connection)} FROM messages AS m "
+        f"WHERE {KEY_MATCH} AND m.id > ? AND {_reviewable(connection)} ORDER BY m.id LIMIT ?",
         (*key.as_row(), after_id, limit),
     )
     return [InputMessage(row[0], row[1], bool(row[2])) for row in found]
@@ -147,7 +166,7 @@ def unread_through(connection: Transaction, key: ConversationKey, through_id: in
     found = rows(
         connection,
         f"SELECT 1 FROM messages AS m WHERE {KEY_MATCH} AND m.id > ? AND m.id <= ? "
-        f"AND {REVIEWABLE} LIMIT 1",
+        f"AND {_reviewable(connection)} LIMIT 1",
         (*key.as_row(), after_id, through_id),
     )
     return bool(found)
@@ -157,7 +176,8 @@ def unread_count(connection: Transaction, key: ConversationKey, after_id: int) -
     """The backlog: reviewable messages after the cursor `after_id`."""
     found = rows(
         connection,
-        f"SELECT count(*) FROM messages AS m WHERE {KEY_MATCH} AND m.id > ? AND {REVIEWABLE}",
+        f"SELECT count(*) FROM messages AS m WHERE {KEY_MATCH} AND m.id > ? "
+        f"AND {_reviewable(connection)}",
         (*key.as_row(), after_id),
     )
     return int(found[0][0])
@@ -173,7 +193,8 @@ def pass_over(connection: Transaction, key: ConversationKey, ids: Sequence[int])
     others = rows(
         connection,
         f"SELECT 1 FROM messages AS m WHERE {KEY_MATCH} AND m.id > ? AND m.id <= ? "
-        f"AND {REVIEWABLE} AND m.id NOT IN (SELECT value FROM json_each(?)) LIMIT 1",
+        f"AND {_reviewable(connection)} "
+        "AND m.id NOT IN (SELECT CAST(value AS BIGINT) FROM json_each(?)) LIMIT 1",
         (*key.as_row(), cursor(connection, key), last_id, json.dumps(list(ids))),
     )
     if others:
@@ -399,7 +420,7 @@ def candidates(
             "WHERE EXISTS (SELECT 1 FROM messages AS m WHERE m.agent_id = c.agent_id "
             "AND m.owner_id = c.owner_id AND m.channel = c.channel AND m.chat_id = c.chat_id "
             "AND m.thread_scope = c.thread_scope "
-            f"AND m.id > coalesce(s.last_reviewed_message_id, 0) AND {REVIEWABLE})"
+            f"AND m.id > coalesce(s.last_reviewed_message_id, 0) AND {_reviewable(connection)})"
         )
     ]
     params: list[Any] = []

@@ -18,10 +18,31 @@ import apsw
 
 from memoryd.domain.conversation import ConversationKey, OwnerKey
 from memoryd.domain.resources import checkpoint_owner_prefix, checkpoint_resource
-from memoryd.storage.sql import rows
+from memoryd.storage.sql import postgres, rows
 from memoryd.storage.transaction import Transaction
 
 FTS_INDEXES = ("messages_fts", "messages_trigram", "memories_fts")
+# The revisions of an owner's prompt files but their current ones (two parameters), and of those
+# the ones whose provenance says they rendered any of the rows in a JSON array (one more), or
+# that say nothing of what they rendered.
+_RENDERING_REVISIONS = (
+    "DELETE FROM resource_revisions AS v WHERE v.resource_id IN (SELECT s.id FROM "
+    "resources AS s WHERE s.agent_id = ? AND s.scope_id = ? "
+    "AND s.resource_type IN ('user_md', 'memory_md')) "
+    "AND v.revision <> (SELECT s.current_revision FROM resources AS s "
+    "WHERE s.id = v.resource_id) "
+)
+_RENDERED = (
+    "AND (json_type(v.provenance_json, '$.rendered') IS NOT 'array' OR EXISTS "
+    "(SELECT 1 FROM json_each(v.provenance_json, '$.rendered') AS r "
+    "WHERE r.value IN (SELECT value FROM json_each(?))))"
+)
+_RENDERED_POSTGRES = (
+    "AND (jsonb_typeof(CAST(v.provenance_json AS jsonb) -> 'rendered') IS DISTINCT FROM 'array' "
+    "OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(CAST(v.provenance_json AS jsonb) "
+    "-> 'rendered') AS r (value) WHERE r.value IN "
+    "(SELECT jsonb_array_elements_text(CAST(? AS jsonb)))))"
+)
 _OWNER = "agent_id = ? AND owner_id = ?"
 # The checkpoint resources of one owner: their scope ids start with the owner.
 _OWNERS_CHECKPOINTS = (
@@ -149,21 +170,17 @@ def delete_rendering_revisions(
     the caller re-rendered without them). A revision written before memoryd recorded what it
     rendered is taken to quote them. Returns how many were removed."""
     connection.execute(
-        "DELETE FROM resource_revisions AS v WHERE v.resource_id IN (SELECT s.id FROM "
-        "resources AS s WHERE s.agent_id = ? AND s.scope_id = ? "
-        "AND s.resource_type IN ('user_md', 'memory_md')) "
-        "AND v.revision <> (SELECT s.current_revision FROM resources AS s "
-        "WHERE s.id = v.resource_id) "
-        "AND (json_type(v.provenance_json, '$.rendered') IS NOT 'array' OR EXISTS "
-        "(SELECT 1 FROM json_each(v.provenance_json, '$.rendered') AS r "
-        "WHERE r.value IN (SELECT value FROM json_each(?))))",
+        _RENDERING_REVISIONS + (_RENDERED_POSTGRES if postgres(connection) else _RENDERED),
         (owner.agent_id, owner.owner_id, json.dumps(memory_ids)),
     )
     return connection.changes()
 
 
 def optimize_indexes(connection: Transaction) -> None:
-    """Merge every word index into one segment, dropping deleted entries from the file."""
+    """Merge every word index into one segment, dropping deleted entries from the file. (On
+    PostgreSQL the erased rows' index entries go with the VACUUM after the erasure.)"""
+    if postgres(connection):
+        return
     for index in FTS_INDEXES:
         connection.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")
 

@@ -25,7 +25,7 @@ from memoryd.domain.transfer import Record, Selection, Value, conversation_of
 from memoryd.errors import FailedPrecondition, InvalidArgument
 from memoryd.storage.errors import CONSTRAINT_ERRORS, constraint_violated
 from memoryd.storage.migrations import migration_sql
-from memoryd.storage.sql import Row, rows, savepoint
+from memoryd.storage.sql import Row, postgres, rows, savepoint
 from memoryd.storage.transaction import Transaction
 
 _OWNED = "(:agent = '' OR t.agent_id = :agent) AND (:owner = '' OR t.owner_id = :owner)"
@@ -253,7 +253,16 @@ def _existing(
         f"{'s' if kind is Kind.RESOURCE_REVISION and column in _RESOURCE_KEY else alias}.{column}"
         for column in shape.identity
     )
-    picks = ", ".join(f"j.value ->> {index}" for index in range(len(shape.identity)))
+    tables = [
+        "resources"
+        if kind is Kind.RESOURCE or (kind is Kind.RESOURCE_REVISION and column in _RESOURCE_KEY)
+        else _TABLES[kind].table
+        for column in shape.identity
+    ]
+    picks = ", ".join(
+        _pick(connection, table, column, index)
+        for index, (table, column) in enumerate(zip(tables, shape.identity, strict=True))
+    )
     wanted = json.dumps([_identity(kind, record.values) for record in records])
     found = rows(
         connection,
@@ -272,7 +281,10 @@ def _identity(kind: Kind, values: Sequence[Value]) -> tuple[Value, ...]:
 def _insert(connection: Transaction, kind: Kind, records: Sequence[Record]) -> None:
     shape = SHAPES[kind]
     columns = (*shape.columns, *shape.derived)
-    picks = [f"j.value ->> {index}" for index in range(len(columns))]
+    picks = [
+        _pick(connection, _TABLES[kind].table, column, index)
+        for index, column in enumerate(columns)
+    ]
     if kind is Kind.RESOURCE_REVISION:  # the resource is named by its key
         keep = [index for index, column in enumerate(columns) if column not in _RESOURCE_KEY]
         columns = (*(columns[index] for index in keep), "resource_id")
@@ -289,6 +301,31 @@ def _insert(connection: Transaction, kind: Kind, records: Sequence[Record]) -> N
         f"SELECT {', '.join(picks)} FROM json_each(?) AS j ORDER BY j.key",
         (payload,),
     )
+
+
+def _pick(connection: Transaction, table: str, column: str, index: int) -> str:
+    """Element `index` of a JSON array row, as a value of `table`.`column`: SQLite's `->>` gives
+    it its JSON type; PostgreSQL's gives text, cast here to the column's type."""
+    if not postgres(connection):
+        return f"j.value ->> {index}"
+    kind = _column_types(connection).get((table, column), "text")
+    return f"j.value ->> {index}" if kind == "text" else f"CAST(j.value ->> {index} AS {kind})"
+
+
+_TYPES: dict[tuple[str, str], str] = {}
+
+
+def _column_types(connection: Transaction) -> dict[tuple[str, str], str]:
+    """PostgreSQL's type of every column of memoryd's tables (read once: the schema is the
+    migrations')."""
+    if not _TYPES:
+        found = rows(
+            connection,
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "WHERE table_schema = current_schema()",
+        )
+        _TYPES.update({(str(row[0]), str(row[1])): str(row[2]) for row in found})
+    return _TYPES
 
 
 def _remember(kind: Kind, records: Sequence[Record], done: Stored) -> None:

@@ -9,10 +9,12 @@ text, JSON paths, maintenance). What differs only in spelling is rewritten here:
 - `json_each(X) AS j`, the table of a JSON array's elements, becomes
   `jsonb_array_elements(X) WITH ORDINALITY AS j(value, key)` (`j.key` counts from 1, not 0; it
   is only ever used to keep the array's order);
-- `SELECT value FROM json_each(X)` becomes `SELECT value FROM jsonb_array_elements_text(X)`;
+- `FROM json_each(X)` without an alias becomes `FROM jsonb_array_elements_text(X) AS value`
+  (its one column is `value`);
 - the two-argument scalar `max(a, b)` and `min(a, b)` become `GREATEST` and `LEAST`;
 - `instr(a, b)` becomes `strpos(a, b)`, and `length(CAST(x AS BLOB))` `octet_length(x)`;
-- `NOT INDEXED` (a hint to SQLite's planner) is dropped; `WHERE 1` becomes `WHERE true`;
+- SQLite's planner hints go: `NOT INDEXED` is dropped, and `CROSS JOIN ... ON` (join in this
+  order) becomes `JOIN ... ON`; `WHERE 1` becomes `WHERE true`;
 - `BEGIN IMMEDIATE` becomes `BEGIN` (PostgreSQL's row locks do what SQLite's write lock did).
 
 Nothing inside a quoted literal, a comment or a $$ body is touched (but a literal's `%`, which
@@ -28,7 +30,7 @@ import re
 _UNTOUCHABLE = re.compile(r"'|--|\$\$")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _JSON_EACH_AS = re.compile(r"json_each\((.*?)\) AS (\w+)")
-_JSON_EACH_VALUES = re.compile(r"SELECT value FROM json_each\((.*?)\)")
+_JSON_EACH_VALUES = re.compile(r"FROM json_each\(([^()]*)\)(?! AS)")
 _OCTET_LENGTH = re.compile(r"length\(CAST\(([\w.]+) AS BLOB\)\)")
 _WHERE_ONE = re.compile(r"\bWHERE 1\b(?!\s*[=<>!])")
 
@@ -85,8 +87,9 @@ def _untouchable_end(sql: str, start: int, opener: str) -> int:
 
 def _rewrite(code: str) -> str:
     code = code.replace("BEGIN IMMEDIATE", "BEGIN").replace(" NOT INDEXED", "")
+    code = code.replace("CROSS JOIN", "JOIN")
     code = _JSON_EACH_VALUES.sub(
-        r"SELECT value FROM jsonb_array_elements_text(CAST(\1 AS jsonb)) AS value", code
+        r"FROM jsonb_array_elements_text(CAST(\1 AS jsonb)) AS value", code
     )
     code = _JSON_EACH_AS.sub(
         r"jsonb_array_elements(CAST(\1 AS jsonb)) WITH ORDINALITY AS \2(value, key)", code

@@ -3,7 +3,8 @@ has, on one psycopg connection in autocommit mode (storage opens and ends its tr
 BEGIN and COMMIT, as on SQLite).
 
 Statements are rewritten into PostgreSQL's spelling (memoryd.storage.postgres.dialect); values
-are passed as SQLite would take them: a bool is an integer, as SQLite stores it.
+are passed as SQLite would take them: a bool is an integer, as SQLite stores it. Text holding
+U+0000 is refused with INVALID_ARGUMENT: PostgreSQL's text cannot hold it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import psycopg
 from psycopg.adapt import Loader
 
+from memoryd.errors import InvalidArgument
 from memoryd.storage.postgres.dialect import translate
 from memoryd.storage.sql import POSTGRES
 
@@ -27,8 +29,18 @@ class _Numeric(Loader):
         return int(value) if value == value.to_integral_value() else float(value)
 
 
+NUL_REFUSED = (
+    "the text contains U+0000 (NUL), which PostgreSQL cannot store; remove it "
+    "(SQLite stores it: the backends differ here)"
+)
+
+
 def _value(value: Any) -> Any:
-    return int(value) if isinstance(value, bool) else value
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str) and "\x00" in value:
+        raise InvalidArgument(NUL_REFUSED)
+    return value
 
 
 def _bindings(bindings: Any) -> Any:
