@@ -3,6 +3,8 @@ the Hamming pre-selection of a large scope, and the fusion of the two rankings."
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -46,7 +48,11 @@ def test_int8_vectors_keep_the_cosine_within_a_few_thousandths(
     query = vectors[0]
     stored = quantise(vectors)
     approximate = restored(stored.scales, stored.components) @ query
-    assert np.abs(approximate - vectors @ query).max() < 0.005
+    # Rounding to the step (a row's scale) errs by at most half a step a component, uniformly:
+    # against a unit query the cosine errs with a deviation of step / sqrt(12). Six of those
+    # bound it; for the embedded model's 384 dimensions that is under 0.003.
+    bound = 6 * float(stored.scales.max()) / math.sqrt(12)
+    assert np.abs(approximate - vectors @ query).max() < bound
 
 
 RANKING = st.lists(st.integers(1, 60), unique=True, max_size=30)
