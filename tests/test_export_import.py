@@ -26,7 +26,7 @@ from google.protobuf import timestamp_pb2
 import memoryd_client as md
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
-from tests.helpers import Ran, append, rpc_error
+from tests.helpers import Ran, append, rpc_error, user
 from tests.review_helpers import commit, review_config, review_now, turn
 from tests.test_resources import cli
 from tests.test_retrieval import embedded
@@ -704,3 +704,14 @@ async def test_a_version_1_export_has_its_shared_checkpoints_split_by_owner(
                 revision,
                 f"summary of {owner}",
             )
+
+
+async def test_a_message_appended_after_an_import_gets_an_id_never_used(
+    memory: md.MemoryServiceStub,
+) -> None:
+    chat = f"after-import-{os.getpid()}-{dt.datetime.now(dt.UTC).timestamp():.0f}"
+    imported_id = 9_200_001
+    await import_lines(memory, [header(), conversation_line(chat), message_line(imported_id, chat)])
+    conversation = md.Conversation(owner_id="eve", channel="telegram", chat_id=chat)
+    response = await append(memory, conversation, user("next"))
+    assert response.results[0].id > imported_id

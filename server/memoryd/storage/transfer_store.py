@@ -188,6 +188,8 @@ def store(connection: Transaction, records: Sequence[Record]) -> Stored:
         while end < len(records) and records[end].kind is kind:
             end += 1
         _store_run(connection, kind, records[start:end], done)
+        if postgres(connection) and "id" in SHAPES[kind].columns:
+            _advance_ids(connection, _TABLES[kind].table)
         start = end
     if done.stored[Kind.CONVERSATION]:
         # Versions are never reused: the counter stays above every imported conversation's.
@@ -197,6 +199,16 @@ def store(connection: Transaction, records: Sequence[Record]) -> Stored:
             "WHERE name = 'history_version'"
         )
     return done
+
+
+def _advance_ids(connection: Transaction, table: str) -> None:
+    """PostgreSQL's id sequence of `table` past every id an import stored, never back (SQLite's
+    AUTOINCREMENT does this by itself), so that the next row gets an id never used."""
+    sequence = f"pg_get_serial_sequence('{table}', 'id')"
+    connection.execute(
+        f"SELECT setval({sequence}, GREATEST((SELECT coalesce(max(id), 0) FROM {table}), "
+        f"coalesce(pg_sequence_last_value(CAST({sequence} AS regclass)), 0), 1))"
+    )
 
 
 def _store_run(
