@@ -113,6 +113,22 @@ def test_postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str | No
 
 
 @pytest.fixture(scope="session")
+def postgres_base(
+    test_postgres: str | None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A PostgreSQL for the tests that need one whichever backend the suite runs on (moving
+    between backends): the session's, or one started for them."""
+    if test_postgres is not None:
+        yield test_postgres
+        return
+    database = TestPostgres.start(tmp_path_factory.mktemp("pg-own"))
+    try:
+        yield database.dsn
+    finally:
+        database.stop()
+
+
+@pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A memoryd server shared by the tests that do not restart or reconfigure one. With
     $MEMORYD_TEST_LEFTOVER its data directory is that folder (emptied first) and stays after the

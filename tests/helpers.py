@@ -133,7 +133,8 @@ def run_memoryd(*argv: str, env: Mapping[str, str] | None = None, stdin: str = "
 
     if "--home" in argv:
         home = Path(argv[argv.index("--home") + 1])
-        env = {**(os.environ if env is None else env), **postgres.environment_for(home)}
+        # A test's own storage settings win over the suite's backend.
+        env = {**postgres.environment_for(home), **(os.environ if env is None else env)}
 
     def call() -> Ran:
         out, err = io.StringIO(), io.StringIO()

@@ -46,9 +46,7 @@ from memoryd.services.turns import TurnService
 from memoryd.services.use_cases import Services
 from memoryd.storage import compaction_store, review_store, scrub, server_keys, transfer_store
 from memoryd.storage import database as databases
-from memoryd.storage.connection import ConnectionSettings
-from memoryd.storage.database import Changes, OpenedDatabase, StoreSettings
-from memoryd.storage.postgres.settings import PostgresSettings
+from memoryd.storage.database import Changes, OpenedDatabase
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.writer import Writer, WriterSettings
 
@@ -89,6 +87,8 @@ class Runtime:
     services: Services
     changes: Changes
     schema_version: int
+    # Where the database is: SQLite's file, or PostgreSQL's server and database.
+    database: str
     _lock_fd: int
 
     @classmethod
@@ -153,6 +153,7 @@ class Runtime:
             services=services,
             changes=changes,
             schema_version=database.schema_version,
+            database=databases.describe(database.settings),
             _lock_fd=lock_fd,
         )
 
@@ -172,32 +173,10 @@ class Runtime:
             os.close(self._lock_fd)
 
 
-def store_settings(settings: Settings, env: Mapping[str, str]) -> StoreSettings:
-    """Where the configured database is: SQLite's file in the data directory, or PostgreSQL's
-    connection string (from dsn, or the variable dsn_env names)."""
-    storage = settings.storage
-    if storage.backend == "postgres":
-        dsn = storage.dsn or env.get(storage.dsn_env, "")
-        if not dsn:
-            raise StartupError(
-                f"memoryd.storage.dsn_env names {storage.dsn_env}, which is not set (or empty); "
-                "set it to PostgreSQL's connection string"
-            )
-        return PostgresSettings(
-            dsn=dsn,
-            pool_size=storage.pool_size,
-            statement_timeout_ms=storage.statement_timeout_ms,
-        )
-    return ConnectionSettings(
-        path=settings.database_path,
-        busy_timeout_ms=storage.busy_timeout_ms,
-        synchronous=storage.synchronous,
-        secure_delete=storage.secure_delete,
-    )
-
-
 def _open_database(settings: Settings, env: Mapping[str, str]) -> OpenedDatabase:
-    database = databases.open_database(store_settings(settings, env))
+    database = databases.open_database(
+        databases.store_settings(settings.storage, settings.home, env)
+    )
     if database.applied:
         log.info(
             "applied migrations %s",

@@ -224,7 +224,7 @@ async def _serve(
             "event": Event.SERVING,
             "address": address,
             "home": str(settings.home),
-            "database": str(settings.database_path),
+            "database": runtime.database,
             "schema_version": runtime.schema_version,
             "tls": (
                 "mutual"

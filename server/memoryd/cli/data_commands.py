@@ -1,8 +1,10 @@
-"""`memoryd backup PATH`, `restore PATH`, `discard-replaced` and `check`: the data directory
-itself.
+"""`memoryd backup PATH`, `restore PATH`, `discard-replaced`, `check` and `migrate`: the data
+directory itself.
 
-They work on the database file of `--home` (as `serve` finds it), not through a server. A backup
-and a check run while a server is serving; a restore refuses to while one holds the directory.
+They work on the database of `--home` (as `serve` finds it), not through a server. A backup
+and a check run while a server is serving; a restore and a migration refuse to while one holds
+the directory. `migrate --to postgres --dsn DSN` copies the SQLite database into an empty
+PostgreSQL (as an export imported there), with progress.
 `check` exits 0 when the data is healthy and 1 when it is not; `--json` prints the report.
 """
 
@@ -13,14 +15,18 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
 from memoryd.cli.remote import EXIT_FAILED
-from memoryd.config import data_home
+from memoryd.cli.transfer_commands import Progress
+from memoryd.config import data_storage
 from memoryd.errors import MemorydError, StartupError
 from memoryd.services import maintenance
+from memoryd.storage import database as databases
+from memoryd.storage.database import StoreSettings
+from memoryd.storage.postgres.settings import PostgresSettings
 
 
 def add_commands(commands: Any) -> None:
@@ -39,6 +45,15 @@ def add_commands(commands: Any) -> None:
         commands, "log-name", 'what hashed log lines call these ids (log_identifiers = "hashed")'
     )
     names.add_argument("ids", nargs="+", metavar="ID", help="an agent, owner or scope id")
+    migrate = _command(
+        commands, "migrate", "copy the SQLite database into an empty PostgreSQL, with progress"
+    )
+    migrate.add_argument("--to", required=True, choices=["postgres"], help="the new backend")
+    target = migrate.add_mutually_exclusive_group(required=True)
+    target.add_argument("--dsn", help="PostgreSQL's connection string")
+    target.add_argument(
+        "--dsn-env", metavar="VAR", help="the variable holding it (keeps a password off ps)"
+    )
 
 
 def _command(commands: Any, name: str, help_text: str) -> argparse.ArgumentParser:
@@ -50,52 +65,107 @@ def _command(commands: Any, name: str, help_text: str) -> argparse.ArgumentParse
     return parser
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Where:
+    """What a data command works on: the data directory and its database."""
+
+    home: Path
+    store: StoreSettings
+    env: Mapping[str, str]
+
+
 def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO = sys.stdout) -> int:
     """Run a data command; the exit status."""
     os.umask(0o077)  # a backup holds everything the server holds
     try:
-        home = data_home(env, home=args.home, config_path=args.config)
+        home, storage = data_storage(env, home=args.home, config_path=args.config)
+        where = _Where(home, databases.store_settings(storage, home, env), env)
         if args.command != "restore":  # a restore may make it
             _check_home(home)
-        if args.command == "backup":
-            size = maintenance.backup(home, Path(args.path))
-            return _say(
-                args,
-                out,
-                {"backup": str(Path(args.path).resolve()), "bytes": size},
-                f"backed up {home / maintenance.DATABASE} to {args.path} ({size:,} bytes)",
-            )
-        if args.command == "restore":
-            kept = maintenance.restore(home, Path(args.path))
-            where = (
-                f"; the replaced database is kept as {kept} (it may hold data erased later: "
-                "`memoryd discard-replaced` deletes it)"
-                if kept
-                else ""
-            )
-            return _say(
-                args,
-                out,
-                {"restored": str(Path(args.path).resolve()), "kept": str(kept) if kept else None},
-                f"restored {home / maintenance.DATABASE} from {args.path}{where}",
-            )
-        if args.command == "discard-replaced":
-            removed = maintenance.discard_replaced(home)
-            return _say(
-                args,
-                out,
-                {"removed": [str(path) for path in removed]},
-                "\n".join(f"removed {path}" for path in removed)
-                or f"{home} holds no replaced database",
-            )
-        if args.command == "log-name":
-            named = maintenance.log_names(home, args.ids)
-            return _say(args, out, named, "\n".join(f"{n}  {i}" for i, n in named.items()))
-        return _check(args, out, home)
+        command = _COMMANDS.get(args.command, _check)
+        return command(args, out, where)
     except (MemorydError, StartupError) as error:
         text = error.message if isinstance(error, MemorydError) else str(error)
         print(f"memoryd: {text}", file=sys.stderr)  # noqa: T201 - CLI output
         return EXIT_FAILED
+
+
+def _backup(args: argparse.Namespace, out: TextIO, where: _Where) -> int:
+    size = maintenance.backup(where.home, Path(args.path), where.store)
+    return _say(
+        args,
+        out,
+        {"backup": str(Path(args.path).resolve()), "bytes": size},
+        f"backed up {where.home / maintenance.DATABASE} to {args.path} ({size:,} bytes)",
+    )
+
+
+def _restore(args: argparse.Namespace, out: TextIO, where: _Where) -> int:
+    kept = maintenance.restore(where.home, Path(args.path), where.store)
+    kept_as = (
+        f"; the replaced database is kept as {kept} (it may hold data erased later: "
+        "`memoryd discard-replaced` deletes it)"
+        if kept
+        else ""
+    )
+    return _say(
+        args,
+        out,
+        {"restored": str(Path(args.path).resolve()), "kept": str(kept) if kept else None},
+        f"restored {where.home / maintenance.DATABASE} from {args.path}{kept_as}",
+    )
+
+
+def _discard_replaced(args: argparse.Namespace, out: TextIO, where: _Where) -> int:
+    removed = maintenance.discard_replaced(where.home)
+    return _say(
+        args,
+        out,
+        {"removed": [str(path) for path in removed]},
+        "\n".join(f"removed {path}" for path in removed)
+        or f"{where.home} holds no replaced database",
+    )
+
+
+def _log_name(args: argparse.Namespace, out: TextIO, where: _Where) -> int:
+    named = maintenance.log_names(where.home, args.ids, where.store)
+    return _say(args, out, named, "\n".join(f"{n}  {i}" for i, n in named.items()))
+
+
+def _migrate(args: argparse.Namespace, out: TextIO, where: _Where) -> int:
+    home = where.home
+    dsn = args.dsn or where.env.get(args.dsn_env, "")
+    if not dsn:
+        raise StartupError(f"--dsn-env names {args.dsn_env}, which is not set (or empty)")
+    target = PostgresSettings(dsn=dsn, pool_size=1, statement_timeout_ms=0)
+    progress = Progress("migrate", sys.stderr)
+    finished = False
+    try:
+        copied = maintenance.migrate(
+            home, where.store, target, lambda done, total: _advance(progress, done, total)
+        )
+        finished = True
+    finally:
+        progress.close(finished=finished)
+    variable = args.dsn_env or "MEMORYD_DSN"
+    return _say(
+        args,
+        out,
+        {
+            "target": target.target,
+            "lines": copied.lines,
+            "records": {kind.value: count for kind, count in copied.records.items()},
+        },
+        f"copied {max(copied.lines - 1, 0):,} records into {target.target}; to serve from it, "
+        f'set [memoryd.storage] backend = "postgres" and dsn_env = "{variable}" (with '
+        f"{variable} holding the connection string), then start memoryd; {home / 'memory.db'} "
+        "is left as it was",
+    )
+
+
+def _advance(progress: Progress, done: int, total: int) -> None:
+    progress.total(total)
+    progress.advance(done - progress.done)
 
 
 def _check_home(home: Path) -> None:
@@ -106,8 +176,9 @@ def _check_home(home: Path) -> None:
         )
 
 
-def _check(args: argparse.Namespace, out: TextIO, home: Path) -> int:
-    report = maintenance.check(home)
+def _check(args: argparse.Namespace, out: TextIO, where: _Where) -> int:
+    home = where.home
+    report = maintenance.check(home, where.store)
     if args.json:
         document = {"healthy": report.healthy, "home": str(home), **dataclasses.asdict(report)}
         out.write(json.dumps(document, indent=2) + "\n")
@@ -129,6 +200,19 @@ def _check(args: argparse.Namespace, out: TextIO, home: Path) -> int:
             out.write(f"note: {note}\n")
         out.write("healthy\n" if report.healthy else f"{len(report.problems)} problem(s)\n")
     return 0 if report.healthy else EXIT_FAILED
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, _Where], int]] = {
+    "backup": _backup,
+    "restore": _restore,
+    "discard-replaced": _discard_replaced,
+    "log-name": _log_name,
+    "migrate": _migrate,
+}
+
+
+# Every data command's name (the CLI's dispatch sends these here).
+COMMANDS = frozenset({*_COMMANDS, "check"})
 
 
 def _say(args: argparse.Namespace, out: TextIO, document: Mapping[str, object], text: str) -> int:

@@ -9,7 +9,7 @@ memoryd purge-owner AGENT OWNER [--yes]
 memoryd search QUERY [--conversation C] [--mode M]; memoryd embeddings; memoryd reindex
                                                  (see search_commands)
 memoryd backup PATH | restore PATH | discard-replaced | check | log-name ID...  [--home DIR]
-                                                 (see data_commands)
+memoryd migrate --to postgres --dsn DSN | --dsn-env VAR  (see data_commands)
 memoryd setup [...]; memoryd config show [--json]   (see setup_commands)
 """
 
@@ -112,7 +112,7 @@ def _client_command(args: argparse.Namespace, env: Mapping[str, str], out: TextI
         *search_commands.COMMANDS,
     ):
         return remote.run(args, env, out)
-    if args.command in ("backup", "restore", "discard-replaced", "check", "log-name"):
+    if args.command in data_commands.COMMANDS:
         return data_commands.run(args, env, out)
     if args.command in ("setup", "config"):
         code: int = args.run(args, env, out)

@@ -73,6 +73,11 @@ class Progress:
         self._total = 0
         self._said_at = time.monotonic()
 
+    @property
+    def done(self) -> int:
+        """How many records are done so far."""
+        return self._done
+
     def total(self, total: int) -> None:
         """How many records there are (once known)."""
         self._total = total

@@ -8,7 +8,13 @@ exposure   the refusals that keep an exposed or readable setup from starting
 """
 
 from memoryd.config.exposure import check_exposure, check_private_settings, is_loopback
-from memoryd.config.loading import cli_token, data_home, load_settings, setting_origins
+from memoryd.config.loading import (
+    cli_token,
+    data_home,
+    data_storage,
+    load_settings,
+    setting_origins,
+)
 from memoryd.config.settings import (
     DEFAULT_HOME,
     KIB,
@@ -60,6 +66,7 @@ __all__ = [
     "check_private_settings",
     "cli_token",
     "data_home",
+    "data_storage",
     "embedding_provider",
     "is_loopback",
     "load_settings",

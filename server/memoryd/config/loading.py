@@ -27,6 +27,7 @@ from memoryd.config.settings import (
     SearchSettings,
     Section,
     Settings,
+    StorageSettings,
     check_listen,
 )
 from memoryd.config.tokens import auth_settings
@@ -113,6 +114,19 @@ def data_home(env: Mapping[str, str], *, home: str | None, config_path: str | No
         return Path(chosen).expanduser().resolve()
     default = Path(DEFAULT_HOME).expanduser()
     return _home(_document(env, config_path, default), None).resolve()
+
+
+def data_storage(
+    env: Mapping[str, str], *, home: str | None, config_path: str | None
+) -> tuple[Path, StorageSettings]:
+    """The data directory and [memoryd.storage], as `serve` would find them, without checking
+    the rest of the settings (the CLI's data commands have no server's token variables)."""
+    chosen = home or env.get("MEMORYD_HOME")
+    document = _document(env, config_path, Path(chosen or DEFAULT_HOME).expanduser())
+    storage = _build_section("storage", StorageSettings, document, env)
+    if not isinstance(storage, StorageSettings):  # pragma: no cover - built from that class
+        raise TypeError("memoryd.storage")
+    return _home(document, chosen).expanduser().resolve(), storage
 
 
 def cli_token(env: Mapping[str, str]) -> str | None:

@@ -1,8 +1,11 @@
 """Operations on a data directory: `memoryd backup`, `restore` and `check`.
 
-They run in the CLI's process, on the database file. A backup and a check work while a server is
-serving (a snapshot through SQLite's backup API); a restore refuses to run while one holds the
-data directory, checks the backup first, and keeps the database it replaces.
+They run in the CLI's process, on the database itself. A backup and a check work while a server
+is serving (a snapshot through SQLite's backup API; on PostgreSQL, one REPEATABLE READ
+transaction); a restore refuses to run while one holds the data directory, checks the backup
+first, and keeps the database it replaces. On PostgreSQL, backup and restore are PostgreSQL's
+own tools (pg_dump, or continuous archiving), which memoryd does not wrap: both commands refuse
+and say so.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from memoryd import data_directory
@@ -19,8 +22,10 @@ from memoryd.domain import prompt_files as render_rules
 from memoryd.domain.prompt_files import PROMPT_FILES
 from memoryd.domain.resources import MutationSource, ResourceKey, prompt_file_path
 from memoryd.domain.tokens import count_tokens
-from memoryd.errors import FailedPrecondition, InvalidArgument
+from memoryd.errors import FailedPrecondition, InvalidArgument, MemorydError
 from memoryd.log_names import hashed
+from memoryd.services import transfer
+from memoryd.storage import database as databases
 from memoryd.storage import (
     maintenance,
     memory_reads,
@@ -29,7 +34,15 @@ from memoryd.storage import (
     server_keys,
     vector_store,
 )
-from memoryd.storage.migrations import bundled_migrations, schema_version
+from memoryd.storage.database import StoreSettings
+from memoryd.storage.migrations import (
+    POSTGRES_PACKAGE,
+    SQLITE_PACKAGE,
+    bundled_migrations,
+    schema_version,
+)
+from memoryd.storage.postgres.settings import PostgresSettings
+from memoryd.storage.sql import postgres
 from memoryd.storage.transaction import Transaction
 
 DATABASE = data_directory.DATABASE_FILE
@@ -60,20 +73,21 @@ class CheckReport:
         return not self.problems
 
 
-def backup(home: Path, target: Path) -> int:
+def backup(home: Path, target: Path, store: StoreSettings) -> int:
     """An online backup of the data directory's database to `target`; its size in bytes."""
+    _refuse_on_postgres(store, "backup")
     database = _database(home)
     if target.resolve() == database.resolve():
         raise InvalidArgument("the backup must not be written over the database itself")
     return maintenance.backup(database, target)
 
 
-def check(home: Path) -> CheckReport:
+def check(home: Path, store: StoreSettings) -> CheckReport:
     """Integrity, every word index, no orphaned rows, a known schema, prompt files equal to a
     fresh render of their rows (and to the files on disk) — on a snapshot of the database."""
     report = CheckReport()
     try:
-        with maintenance.snapshot(_database(home)) as connection:
+        with _snapshot(home, store) as connection:
             _check_database(connection, report)
             _check_prompt_files(connection, home, report)
             _check_erasures(connection, report)
@@ -94,9 +108,9 @@ def discard_replaced(home: Path) -> list[Path]:
     return removed
 
 
-def log_names(home: Path, identifiers: list[str]) -> dict[str, str]:
+def log_names(home: Path, identifiers: list[str], store: StoreSettings) -> dict[str, str]:
     """What log lines written with log_identifiers = "hashed" call each identifier."""
-    with maintenance.snapshot(_database(home)) as connection:
+    with _snapshot(home, store) as connection:
         if schema_version(connection) < PENDING_SCRUBS_VERSION:
             raise FailedPrecondition(
                 f"the database in {home} has no log key yet: start the server once to migrate it"
@@ -138,7 +152,14 @@ def _check_erasures(connection: Transaction, report: CheckReport) -> None:
     if schema_version(connection) < PENDING_SCRUBS_VERSION:
         return
     report.erasures_waiting = scrub.pending(connection)
-    if report.erasures_waiting:
+    if report.erasures_waiting and postgres(connection):
+        since = report.erasures_waiting[0][0]
+        report.notes.append(
+            f"{len(report.erasures_waiting)} erasure(s) since {since} wait for a VACUUM: until "
+            "transactions on an older snapshot (an open export) end, PostgreSQL keeps the erased "
+            "rows as dead tuples; the server retries, and vacuums at its next start"
+        )
+    elif report.erasures_waiting:
         since = report.erasures_waiting[0][0]
         report.notes.append(
             f"{len(report.erasures_waiting)} erasure(s) since {since} wait for the WAL to be "
@@ -158,10 +179,11 @@ def _check_replaced(home: Path, report: CheckReport) -> None:
         )
 
 
-def restore(home: Path, source: Path) -> Path | None:
+def restore(home: Path, source: Path, store: StoreSettings) -> Path | None:
     """Replace the data directory's database with the backup at `source`, after checking it.
     Refused while a server holds the directory. Returns where the replaced database was kept
     (None when there was none)."""
+    _refuse_on_postgres(store, "restore")
     if not source.is_file():
         raise InvalidArgument(f"{source} is not a file")
     with _home_locked(home):
@@ -193,7 +215,7 @@ def restore(home: Path, source: Path) -> Path | None:
 def _check_database(connection: Transaction, report: CheckReport) -> None:
     report.problems += maintenance.problems(connection)
     report.schema_version = schema_version(connection)
-    known = len(bundled_migrations())
+    known = len(bundled_migrations(POSTGRES_PACKAGE if postgres(connection) else SQLITE_PACKAGE))
     if report.schema_version > known:
         report.problems.append(
             f"schema version {report.schema_version} is newer than this memoryd knows ({known})"
@@ -239,6 +261,56 @@ def _check_prompt_files(connection: Transaction, home: Path, report: CheckReport
                 )
 
 
+def migrate(
+    home: Path,
+    source: StoreSettings,
+    target: PostgresSettings,
+    progress: Callable[[int, int], None] | None = None,
+) -> transfer.Copied:
+    """Copy the data directory's SQLite database into the empty PostgreSQL at `target`, as an
+    export imported there. The directory is locked meanwhile (no server may write to what is
+    being copied); the SQLite database stays as it was."""
+    if isinstance(source, PostgresSettings):
+        raise FailedPrecondition(
+            f"this memoryd keeps its data in {source.target} already; `memoryd migrate` moves a "
+            "data directory's SQLite database to PostgreSQL"
+        )
+    _database(home)
+    with _home_locked(home, "migrating"):
+        opened = databases.open_database(target)
+        try:
+            return transfer.copy_database(source, opened, progress)
+        finally:
+            opened.close()
+
+
+def _refuse_on_postgres(store: StoreSettings, command: str) -> None:
+    if isinstance(store, PostgresSettings):
+        raise FailedPrecondition(
+            f"memoryd {command} copies SQLite's database file; this memoryd keeps its data in "
+            f"{store.target}: back it up with pg_dump and restore with pg_restore (or use "
+            "PostgreSQL's continuous archiving for point-in-time recovery); `memoryd export` "
+            "writes a portable copy of everything, which `memoryd import` reads on either backend"
+        )
+
+
+@contextlib.contextmanager
+def _snapshot(home: Path, store: StoreSettings) -> Iterator[Transaction]:
+    """One consistent view of the database: a private copy of SQLite's file, or a REPEATABLE
+    READ transaction on PostgreSQL. What cannot be read raises maintenance.Unreadable."""
+    if not isinstance(store, PostgresSettings):
+        with maintenance.snapshot(_database(home)) as connection:
+            yield connection
+        return
+    try:
+        with databases.read_snapshot(store) as connection:
+            yield connection
+    except (MemorydError, maintenance.Unreadable):
+        raise
+    except Exception as error:  # psycopg's: the server cannot be reached, or a read failed
+        raise maintenance.Unreadable(f"{store.target}: {error}") from error
+
+
 def _database(home: Path) -> Path:
     database = home / DATABASE
     if not database.is_file():
@@ -247,13 +319,13 @@ def _database(home: Path) -> Path:
 
 
 @contextlib.contextmanager
-def _home_locked(home: Path) -> Iterator[None]:
+def _home_locked(home: Path, doing: str = "restoring") -> Iterator[None]:
     """Hold the data directory's lock as a server does, so none starts meanwhile."""
     try:
         descriptor = data_directory.lock(home)
     except data_directory.Locked as locked:
         raise FailedPrecondition(
-            f"a memoryd (pid {locked.holder}) is serving {home}; stop it before restoring"
+            f"a memoryd (pid {locked.holder}) is serving {home}; stop it before {doing}"
         ) from None
     try:
         yield

@@ -11,6 +11,9 @@ again; any other refusal names the line, and the chunks before it stay stored.
 After an import the caches forget what it touched, and the prompt files it brought are written.
 An import may store old messages as already reviewed, in conversations whose review state the
 file does not carry (an export's own cursor is kept as it is).
+
+`copy_database` is an export straight into an import, with no server: `memoryd migrate` moves a
+data directory's SQLite database into an empty PostgreSQL with it.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import functools
 import queue
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 from memoryd.domain.conversation import ConversationKey, OwnerKey
 from memoryd.domain.export_shapes import Kind
@@ -37,13 +40,13 @@ from memoryd.domain.transfer import (
     parse_record,
     record_line,
 )
-from memoryd.errors import InvalidArgument, ResourceExhausted, Unavailable
+from memoryd.errors import FailedPrecondition, InvalidArgument, ResourceExhausted, Unavailable
 from memoryd.services.history import HistoryService
 from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.storage import database, resource_store, review_store
 from memoryd.storage import transfer_store as store
-from memoryd.storage.database import StoreSettings
+from memoryd.storage.database import OpenedDatabase, StoreSettings
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Writer
@@ -308,3 +311,47 @@ def _count(stored: store.Stored, report: ImportReport, touched: set[ResourceKey]
     report.present.update(stored.present)
     report.stored_as_reviewed += stored.passed_over
     touched.update(stored.resources)
+
+
+# --- moving between backends -----------------------------------------------------------------
+
+
+@dataclasses.dataclass(slots=True)
+class Copied:
+    """What `copy_database` moved: records by kind, and how many lines that was."""
+
+    records: Counter[Kind] = dataclasses.field(default_factory=Counter)
+    lines: int = 0
+
+
+def copy_database(
+    source: StoreSettings,
+    target: OpenedDatabase,
+    progress: Callable[[int, int], None] | None = None,
+) -> Copied:
+    """Everything of `source` into `target`, exactly as an export of it imported there: the
+    same lines, read from one snapshot, stored a chunk per transaction. `target` must hold
+    nothing yet (FailedPrecondition); `progress(records done, total)` follows each chunk."""
+    with target.transaction() as connection:
+        held = store.held(connection)
+    if held:
+        raise FailedPrecondition(
+            "the target database is not empty (it holds "
+            + ", ".join(f"{count:,} {what}" for what, count in held.items())
+            + "); migrate into a new, empty database"
+        )
+    copied = Copied()
+    report = ImportReport()
+    reading = _Reading()
+    with database.read_snapshot(source) as snapshot:
+        for chunk in _chunks(snapshot, Selection("", "")):
+            records = reading.records(chunk.lines, report)
+            if records:
+                with target.transaction() as connection:
+                    job = _StoreJob(records, as_reviewed=False, file_states=frozenset())
+                    done = _store_chunk(connection, job)
+                copied.records.update(done.stored)
+            copied.lines = report.lines
+            if progress is not None:
+                progress(max(report.lines - 1, 0), chunk.total_records)
+    return copied

@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import apsw
 
+from memoryd.config.settings import StorageSettings
+from memoryd.data_directory import DATABASE_FILE
 from memoryd.errors import StartupError
 from memoryd.storage import scrub
 from memoryd.storage.changes import DatabaseChanges
@@ -165,6 +168,35 @@ class Database:
         if self._connection is None:
             raise RuntimeError("the writer owns the database connection now")
         return self._connection
+
+
+def store_settings(storage: StorageSettings, home: Path, env: Mapping[str, str]) -> StoreSettings:
+    """Where the configured database is: SQLite's file in the data directory, or PostgreSQL's
+    connection string (from dsn, or the variable dsn_env names)."""
+    if storage.backend == "postgres":
+        dsn = storage.dsn or env.get(storage.dsn_env, "")
+        if not dsn:
+            raise StartupError(
+                f"memoryd.storage.dsn_env names {storage.dsn_env}, which is not set (or empty); "
+                "set it to PostgreSQL's connection string"
+            )
+        return PostgresSettings(
+            dsn=dsn, pool_size=storage.pool_size, statement_timeout_ms=storage.statement_timeout_ms
+        )
+    return ConnectionSettings(
+        path=home / DATABASE_FILE,
+        busy_timeout_ms=storage.busy_timeout_ms,
+        synchronous=storage.synchronous,
+        secure_delete=storage.secure_delete,
+    )
+
+
+def describe(settings: StoreSettings) -> str:
+    """Where the database is, for messages and logs: SQLite's file, or PostgreSQL's server and
+    database (never its password)."""
+    if isinstance(settings, PostgresSettings):
+        return settings.target
+    return str(settings.path)
 
 
 def open_database(settings: StoreSettings) -> OpenedDatabase:

@@ -143,6 +143,22 @@ def read(connection: Transaction, chosen: Selection) -> Iterator[tuple[Kind, Row
 # --- import --------------------------------------------------------------------------------------
 
 
+# What makes a database not empty, for a migration into it: (what, the query counting it).
+_HELD = (
+    ("conversations", "SELECT count(*) FROM conversations"),
+    ("memory rows", "SELECT count(*) FROM memories"),
+    ("memory sources", "SELECT count(*) FROM memory_sources"),
+    ("resources", "SELECT count(*) FROM resources"),
+    ("transcript sessions", "SELECT count(*) FROM transcript_sessions"),
+)
+
+
+def held(connection: Transaction) -> dict[str, int]:
+    """What the database holds already, by kind (nothing: an empty dict)."""
+    found = {what: int(rows(connection, sql)[0][0]) for what, sql in _HELD}
+    return {what: count for what, count in found.items() if count}
+
+
 def split_old_checkpoints(connection: Transaction) -> bool:
     """Split checkpoint resources of the version 1 format by owner, with migration 0009's own
     statements (in the caller's transaction); whether there were any. FAILED_PRECONDITION when
@@ -188,8 +204,9 @@ def store(connection: Transaction, records: Sequence[Record]) -> Stored:
         while end < len(records) and records[end].kind is kind:
             end += 1
         _store_run(connection, kind, records[start:end], done)
-        if postgres(connection) and "id" in SHAPES[kind].columns:
-            _advance_ids(connection, _TABLES[kind].table)
+        table = _TABLES[kind].table
+        if postgres(connection) and _column_types(connection).get((table, "id")) == "bigint":
+            _advance_ids(connection, table)
         start = end
     if done.stored[Kind.CONVERSATION]:
         # Versions are never reused: the counter stays above every imported conversation's.
