@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 import memoryd_client as md
-from memoryd.testing.postgres import TEST_POSTGRES, TestPostgres
+from memoryd.testing.postgres import TEST_POSTGRES, TemporaryPostgres
 from memoryd.testing.server_process import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,7 +103,7 @@ def test_postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str | No
     if os.environ.get("MEMORYD_TEST_BACKEND", "sqlite") != "postgres":
         yield None
         return
-    database = TestPostgres.start(tmp_path_factory.mktemp("pg"))
+    database = TemporaryPostgres.start(tmp_path_factory.mktemp("pg"))
     os.environ[TEST_POSTGRES] = database.dsn
     try:
         yield database.dsn
@@ -121,7 +121,7 @@ def postgres_base(
     if test_postgres is not None:
         yield test_postgres
         return
-    database = TestPostgres.start(tmp_path_factory.mktemp("pg-own"))
+    database = TemporaryPostgres.start(tmp_path_factory.mktemp("pg-own"))
     try:
         yield database.dsn
     finally:

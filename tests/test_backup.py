@@ -12,10 +12,14 @@ import stat
 from pathlib import Path
 
 import apsw
+import pytest
 
 import memoryd_client as md
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import Ran, run_memoryd
+
+# SQLite's backup, restore and file checks; PostgreSQL's are in tests/test_postgres_operations.py.
+pytestmark = pytest.mark.sqlite_only("SQLite's backup, restore and file checks")
 
 
 def memoryd(*args: str) -> Ran:

