@@ -151,3 +151,13 @@ async def test_postgres_going_away_answers_unavailable_then_recovers_without_a_r
     assert [m.content for m in listed.messages] == ["before the outage", "after the outage"]
     assert after.results[0].id > before.results[0].id
     assert server.process.poll() is None  # the same process served throughout
+
+
+def test_a_second_memoryd_on_the_same_database_is_refused(
+    start_server: type[ServerProcess], tmp_path: Path, postgres_base: str
+) -> None:
+    dsn = database_dsn(postgres_base, tmp_path / "db")
+    start_server(tmp_path / "first", env=on_postgres(dsn)).start()
+    second = start_server(tmp_path / "second", env=on_postgres(dsn))
+    assert second.wait_exit() != 0
+    assert "another memoryd is already serving PostgreSQL database" in second.output

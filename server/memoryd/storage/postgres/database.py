@@ -1,6 +1,7 @@
 """PostgreSQL as memoryd's database: the same parts SQLite's Database gives the runtime.
 
-One connection writes, owned by the group-committing writer thread, as on SQLite: a group's
+One connection writes, owned by the group-committing writer thread, as on SQLite (it holds a
+session advisory lock: a second memoryd on the same database is refused at start): a group's
 statements commit in one transaction, and message ids come out in commit order, which history,
 review cursors and the embedding queue rely on. Reads run on a pool of connections, one per
 reader thread, each read in one REPEATABLE READ READ ONLY transaction: a single snapshot, as a
@@ -22,7 +23,7 @@ from typing import Any
 
 import psycopg
 
-from memoryd.errors import StartupError
+from memoryd.errors import StartupError, Unavailable
 from memoryd.storage.errors import translate_read_errors
 from memoryd.storage.migrations import POSTGRES_PACKAGE, bundled_migrations, migrate, schema_version
 from memoryd.storage.postgres.settings import PostgresSettings
@@ -31,6 +32,9 @@ from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Writer, WriterSettings
 
+# The session lock the writing connection holds: one memoryd process serves a database (the
+# data directory's lock cannot say so when two directories name one database).
+SERVING_LOCK = 0x6D656D6F72796401
 MINIMUM_VERSION = 170000  # PostgreSQL 17: the pg_c_utf8 collation (Unicode case folding)
 READ_TRANSACTION = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 CONNECT_TIMEOUT_SECONDS = 5
@@ -79,12 +83,15 @@ class PostgresDatabase:
 
     @classmethod
     def open(cls, settings: PostgresSettings) -> PostgresDatabase:
-        """Connect and migrate; StartupError when the database cannot be used."""
+        """Connect and migrate; StartupError when the database cannot be used, or another
+        memoryd serves it."""
         try:
             connection = connect(settings)
         except psycopg.Error as error:
             raise StartupError(f"cannot connect to {settings.target}: {_reason(error)}") from error
+        connection.reopen_with(lambda: _serving_connection(settings))
         try:
+            _claim(connection, settings)
             _check_version(connection, settings)
             applied = migrate(connection, bundled_migrations(POSTGRES_PACKAGE), settings.target)
             current = schema_version(connection)
@@ -205,6 +212,32 @@ def vacuum(settings: PostgresSettings) -> bool:
         finally:
             connection.close()
     return int(oldest) == 0
+
+
+def _claim(connection: PostgresTransaction, settings: PostgresSettings) -> None:
+    if not _take_serving_lock(connection):
+        raise StartupError(
+            f"another memoryd is already serving {settings.target}; stop it, or give this one "
+            "a database of its own"
+        )
+
+
+def _take_serving_lock(connection: PostgresTransaction) -> bool:
+    row = connection.execute("SELECT pg_try_advisory_lock(?)", (SERVING_LOCK,)).fetchall()[0]
+    return bool(row[0])
+
+
+def _serving_connection(settings: PostgresSettings) -> PostgresTransaction:
+    """The writer's connection again, after PostgreSQL dropped it: with the serving lock, or
+    not at all (another memoryd took the database meanwhile)."""
+    connection = connect(settings)
+    if not _take_serving_lock(connection):
+        connection.close()
+        raise Unavailable(
+            f"another memoryd took over {settings.target} while this one was disconnected; "
+            "nothing was written"
+        )
+    return connection
 
 
 def _check_version(connection: PostgresTransaction, settings: PostgresSettings) -> None:

@@ -88,6 +88,10 @@ class PostgresTransaction:
         self._reopen = reopen
         self._changes = 0
 
+    def reopen_with(self, reopen: Callable[[], PostgresTransaction]) -> None:
+        """Open the connection again with `reopen` from now on (the writer's takes its lock)."""
+        self._reopen = reopen
+
     @property
     def usable(self) -> bool:
         """Whether the connection is still open and working."""
