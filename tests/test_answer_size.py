@@ -103,16 +103,26 @@ async def test_large_pages_end_by_bytes_and_the_walk_finds_everything(
     )
     assert found.truncated
     assert 0 < len(found.hits) < 100
+    # Recall's 50 hits, each a message of 84 KB, would be 4.2 MB (whatever the snippets hold).
+    recalling = wide_conversation("r")
+    for batch in range(2):
+        await memory.AppendMessages(
+            md.AppendMessagesRequest(
+                conversation=recalling,
+                messages=[
+                    user("needle " + "y" * 84_000, client_message_id=f"r{batch}-{i}")
+                    for i in range(25)
+                ],
+            )
+        )
     recalled = await memory.Recall(
         md.RecallRequest(
-            conversation=conversation,
-            query="needle",
-            source=md.RECALL_SOURCE_HISTORY,
-            limit=50,
+            conversation=recalling, query="needle", source=md.RECALL_SOURCE_HISTORY, limit=50
         )
     )
     assert recalled.truncated
     assert 0 < len(recalled.hits) < 50
+    assert recalled.ByteSize() <= DEFAULT_CLIENT_LIMIT
 
 
 async def test_memory_listings_end_pages_by_bytes(memory: md.MemoryServiceStub) -> None:

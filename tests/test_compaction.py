@@ -748,6 +748,7 @@ async def test_the_command_line_prints_the_context_and_compacts(compacting: Comp
     assert "--conversation must be CHANNEL:CHAT[:THREAD]" in bad.stderr
 
 
+@pytest.mark.sqlite_only("edits SQLite's file to make rows of an older version")
 async def test_messages_stored_before_token_counts_are_counted_at_start_up(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import apsw
 import grpc
+import pytest
 
 import memoryd_client as md
 from memoryd.storage.migrations import bundled_migrations, migrate
@@ -167,6 +168,7 @@ def test_old_scope_ids_are_rewritten_from_their_conversations(tmp_path: Path) ->
     connection.close()
 
 
+@pytest.mark.sqlite_only("an old SQLite schema migrated")
 async def test_a_migrated_database_serves_each_conversation_its_own_rows(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:

@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import memoryd_client as md
 from memoryd.log_events import Event
 from memoryd.testing.server_process import ServerProcess
@@ -55,6 +57,7 @@ async def fill(memory: md.MemoryServiceStub, owner: str, text: str) -> None:
     assert done.stored == MESSAGES // 2
 
 
+@pytest.mark.sqlite_only("SQLite's WAL file under a stalled export")
 async def test_a_purge_under_stalled_exports_never_stalls_the_writer(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:

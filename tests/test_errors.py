@@ -364,6 +364,7 @@ async def test_requests_over_the_size_limit_are_refused(
     assert len(listed.messages) == 15
 
 
+@pytest.mark.sqlite_only("breaks SQLite's file to cause a failure")
 async def test_an_unexpected_failure_is_internal_with_a_reference_and_no_internals(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:

@@ -121,6 +121,7 @@ async def test_an_unwritable_prompt_file_neither_stops_start_up_nor_stales_the_c
     ],
     ids=["too-long-for-the-filesystem", "older-encoding"],
 )
+@pytest.mark.sqlite_only("edits SQLite's file to record an old path")
 async def test_a_resource_recorded_at_an_old_path_moves_to_its_path_at_start_up(
     start_server: type[ServerProcess], tmp_path: Path, recorded: str
 ) -> None:

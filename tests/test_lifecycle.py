@@ -17,6 +17,7 @@ from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, user
 
 
+@pytest.mark.sqlite_only("SQLite's database file in the data directory")
 async def test_first_start_creates_the_data_directory_and_database(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:
@@ -67,6 +68,7 @@ async def test_restart_with_the_same_home_keeps_everything(
         assert len(hits.hits) == 1
 
 
+@pytest.mark.sqlite_only("counts rows in SQLite's file")
 async def test_stopping_under_load_loses_no_acknowledged_write(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:
@@ -187,6 +189,7 @@ async def test_environment_overrides_the_config_file(
         )
 
 
+@pytest.mark.sqlite_only("SQLite's journal and synchronous modes")
 async def test_full_synchronous_mode_is_applied(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:

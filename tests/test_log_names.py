@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import memoryd_client as md
 from memoryd.log_events import Event
 from memoryd.testing.fake_model import FakeModel
@@ -30,6 +32,7 @@ def log_names(home: Path, *ids: str) -> dict[str, str]:
     return named
 
 
+@pytest.mark.sqlite_only("reads SQLite's file and the CLI without the suite's database")
 async def test_hashed_identifiers_keep_ids_out_of_the_log(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:

@@ -52,6 +52,7 @@ def test_gaps_in_numbering_are_refused() -> None:
         check_sequence([Migration(1, "a", ""), Migration(3, "c", "")])
 
 
+@pytest.mark.sqlite_only("SQLite's migrations (PostgreSQL's: tests/test_postgres_operations.py)")
 async def test_the_server_migrates_an_empty_home_and_not_again(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:
@@ -75,6 +76,7 @@ def restart_after(start_server: type[ServerProcess], home: Path, sql: str) -> Se
     return start_server(home)
 
 
+@pytest.mark.sqlite_only("SQLite's migrations (PostgreSQL's: tests/test_postgres_operations.py)")
 async def test_a_newer_database_is_refused(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:
@@ -92,6 +94,7 @@ async def test_a_newer_database_is_refused(
     assert "upgrade memoryd or use another --home" in server.output
 
 
+@pytest.mark.sqlite_only("SQLite's migrations (PostgreSQL's: tests/test_postgres_operations.py)")
 async def test_an_edited_migration_is_refused(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:

@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 import memoryd_client as md
+from memoryd.storage.migrations import POSTGRES_PACKAGE, bundled_migrations
 from memoryd.testing.postgres import TemporaryPostgres, database_dsn
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, rpc_error, run_memoryd, user
@@ -161,3 +162,32 @@ def test_a_second_memoryd_on_the_same_database_is_refused(
     second = start_server(tmp_path / "second", env=on_postgres(dsn))
     assert second.wait_exit() != 0
     assert "another memoryd is already serving PostgreSQL database" in second.output
+
+
+def test_postgres_migrations_run_once_and_refuse_an_edited_or_newer_schema(
+    start_server: type[ServerProcess], tmp_path: Path, postgres_base: str
+) -> None:
+    dsn = database_dsn(postgres_base, tmp_path / "db")
+    home = tmp_path / "home"
+    first = start_server(home, env=on_postgres(dsn)).start()
+    assert first.wait_for_event("migrated")["versions"] == [1]
+    first.stop()
+    again = start_server(home, env=on_postgres(dsn)).start()
+    assert again.events("migrated") == []
+    again.stop()
+
+    sql(dsn, "UPDATE schema_migrations SET checksum = 'edited' WHERE version = 1")
+    edited = start_server(home, env=on_postgres(dsn))
+    assert edited.wait_exit() != 0
+    assert "migration 0001_schema.sql was changed after it was applied" in edited.output
+
+    real = bundled_migrations(POSTGRES_PACKAGE)[0].checksum
+    sql(dsn, f"UPDATE schema_migrations SET checksum = '{real}' WHERE version = 1")
+    sql(
+        dsn,
+        "INSERT INTO schema_migrations (version, name, checksum, applied_at) "
+        "VALUES (99, 'future', 'x', 'now')",
+    )
+    newer = start_server(home, env=on_postgres(dsn))
+    assert newer.wait_exit() != 0
+    assert "has schema version 99, newer than this memoryd supports (1)" in newer.output

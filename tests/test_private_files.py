@@ -7,6 +7,8 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
+import pytest
+
 import memoryd_client as md
 from memoryd.log_events import Event
 from memoryd.testing.server_process import ServerProcess
@@ -16,6 +18,7 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
+@pytest.mark.sqlite_only("the modes of SQLite's database files")
 async def test_files_are_private_whatever_the_umask(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:
@@ -40,6 +43,7 @@ async def test_files_are_private_whatever_the_umask(
     assert not server.events(Event.HOME_READABLE)
 
 
+@pytest.mark.sqlite_only("the modes of SQLite's database files")
 async def test_an_existing_readable_home_is_warned_about_and_old_files_are_tightened(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:

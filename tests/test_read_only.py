@@ -9,6 +9,7 @@ from pathlib import Path
 
 import apsw
 import grpc
+import pytest
 
 import memoryd_client as md
 from memoryd.api.access import declarations
@@ -68,6 +69,7 @@ def shapes() -> dict[str, tuple[bool, bool]]:
     return found
 
 
+@pytest.mark.sqlite_only("compares SQLite's file before and after")
 async def test_a_read_only_server_refuses_every_write_and_keeps_every_read(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:

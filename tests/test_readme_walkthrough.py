@@ -9,6 +9,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from memoryd.testing.server_process import ServerProcess
 from tests.conftest import ROOT
 
@@ -58,6 +60,7 @@ def test_the_readme_call_is_a_step_of_the_walkthrough() -> None:
     assert (call[0], normalise(call[1])) in steps
 
 
+@pytest.mark.sqlite_only("the walkthrough's outputs are SQLite's (bm25 scores and snippets)")
 def test_the_walkthrough_runs_verbatim(
     start_server: type[ServerProcess], tmp_path: Path, grpcurl: str
 ) -> None:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import memoryd_client as md
 from memoryd.testing.server_process import ServerProcess
+from tests.backends import on_postgres
 from tests.helpers import append, assistant, user
 
 CORPUS = [
@@ -324,9 +325,14 @@ def test_any_text_round_trips_and_finds_itself(
     sync_memory: md.MemoryServiceStub, text: str
 ) -> None:
     conversation = md.Conversation(channel="prop", chat_id=uuid.uuid4().hex)
-    sync_memory.AppendMessages(
-        md.AppendMessagesRequest(conversation=conversation, messages=[user(text)])
-    )
+    request = md.AppendMessagesRequest(conversation=conversation, messages=[user(text)])
+    if on_postgres() and "\x00" in text:  # PostgreSQL's text cannot hold U+0000
+        with pytest.raises(grpc.RpcError) as refused:
+            sync_memory.AppendMessages(request)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "U+0000" in (refused.value.details() or "")
+        return
+    sync_memory.AppendMessages(request)
     listed = sync_memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
     assert [m.content for m in listed.messages] == [text]
     hits = sync_memory.SearchHistory(

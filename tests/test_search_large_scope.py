@@ -101,6 +101,7 @@ async def test_no_match_in_a_large_scope_is_quick_and_empty(
     assert list(response.hits) == []
 
 
+@pytest.mark.sqlite_only("FTS5's index-first ranking (PostgreSQL's planner chooses for itself)")
 async def test_ranking_in_the_index_first_finds_exactly_what_the_join_finds(
     memory: md.MemoryServiceStub, home: Path
 ) -> None:

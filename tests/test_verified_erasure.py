@@ -17,6 +17,7 @@ import pytest
 import memoryd_client as md
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
+from tests.backends import on_postgres
 from tests.review_helpers import review_config
 from tests.test_resources import cli, terminal_cli
 from tests.test_retrieval import embedded
@@ -133,6 +134,9 @@ async def fill(served: Served, owner: str, marker: str) -> None:
     assert compacted.outcome == md.COMPACTION_OUTCOME_COMPACTED, compacted.message
 
 
+@pytest.mark.sqlite_only(
+    "reads SQLite's files byte by byte (PostgreSQL: tests/test_postgres_operations.py)"
+)
 async def test_purge_owner_leaves_no_byte_of_the_owner_in_the_database_files(
     served: Served,
 ) -> None:
@@ -211,6 +215,7 @@ async def test_purge_owner_needs_an_owner(served: Served) -> None:
     assert caught.value.details() == "owner_id is required"
 
 
+@pytest.mark.sqlite_only("reads SQLite's files byte by byte")
 async def test_purge_conversation_scrubs_too_and_old_revisions_that_quoted_it_go(
     served: Served,
 ) -> None:
@@ -296,6 +301,7 @@ async def compacted(served: Served, conversation: md.Conversation, summary: str)
     return state.checkpoint
 
 
+@pytest.mark.sqlite_only("reads SQLite's files byte by byte")
 async def test_purge_conversation_erases_every_revision_that_rendered_its_rows(
     served: Served,
 ) -> None:
@@ -378,9 +384,10 @@ async def test_two_owners_in_one_chat_keep_their_own_checkpoints_through_rollbac
 
     done = cli(served.server, "purge-owner", "main", "victim", "--json")
     assert done.returncode == 0, done.stderr
-    files = every_file(served.server.home)
-    assert victim_mark.encode() not in files
-    assert keeper_mark.encode() in files
+    if not on_postgres():  # SQLite's files (PostgreSQL's: tests/test_postgres_operations.py)
+        files = every_file(served.server.home)
+        assert victim_mark.encode() not in files
+        assert keeper_mark.encode() in files
     state = await served.compaction.GetCompactionState(
         md.GetCompactionStateRequest(conversation=keeper)
     )

@@ -58,6 +58,7 @@ def server(start_server: type[ServerProcess], tmp_path: Path) -> ServerProcess:
     return start_server(tmp_path / "home", config=CONFIG).start()
 
 
+@pytest.mark.sqlite_only("holds SQLite's write lock from outside")
 async def test_a_briefly_held_lock_is_retried_and_the_write_commits(server: ServerProcess) -> None:
     conversation = md.Conversation(channel="telegram", chat_id="retry")
     async with md.connect(server.address) as channel:
@@ -75,6 +76,7 @@ async def test_a_briefly_held_lock_is_retried_and_the_write_commits(server: Serv
     assert retries[0]["level"] == "warning"
 
 
+@pytest.mark.sqlite_only("holds SQLite's write lock from outside")
 async def test_a_lock_held_past_every_attempt_is_unavailable_and_nothing_is_written(
     server: ServerProcess,
 ) -> None:

@@ -42,7 +42,7 @@ def advance(connection: Transaction, moves: list[tuple[Session, int, dt.datetime
         "CAST(j.value ->> 4 AS BIGINT), "
         "j.value ->> 5, j.value ->> 5 FROM json_each(?) AS j WHERE true ORDER BY j.key "
         "ON CONFLICT (agent_id, owner_id, device_id, session_id) DO UPDATE SET "
-        "committed_seq = max(committed_seq, excluded.committed_seq), "
+        "committed_seq = max(transcript_sessions.committed_seq, excluded.committed_seq), "
         "updated_at = excluded.updated_at",
         (payload,),
     )

@@ -12,6 +12,8 @@ text, JSON paths, maintenance). What differs only in spelling is rewritten here:
 - `FROM json_each(X)` without an alias becomes `FROM jsonb_array_elements_text(X) AS value`
   (its one column is `value`);
 - the two-argument scalar `max(a, b)` and `min(a, b)` become `GREATEST` and `LEAST`;
+- `json_extract(column, '$.name')` becomes `(CAST(column AS jsonb) ->> 'name')` (text, where
+  SQLite gives the JSON value's own type: only for comparisons with NULL and CASTs);
 - `instr(a, b)` becomes `strpos(a, b)`, and `length(CAST(x AS BLOB))` `octet_length(x)`;
 - SQLite's planner hints go: `NOT INDEXED` is dropped, and `CROSS JOIN ... ON` (join in this
   order) becomes `JOIN ... ON`; `WHERE 1` becomes `WHERE true`;
@@ -31,6 +33,7 @@ _UNTOUCHABLE = re.compile(r"'|--|\$\$")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _JSON_EACH_AS = re.compile(r"json_each\((.*?)\) AS (\w+)")
 _JSON_EACH_VALUES = re.compile(r"FROM json_each\(([^()]*)\)(?! AS)")
+_JSON_EXTRACT = re.compile(r"json_extract\(([\w.]+), '\$\.(\w+)'\)")
 _OCTET_LENGTH = re.compile(r"length\(CAST\(([\w.]+) AS BLOB\)\)")
 _WHERE_ONE = re.compile(r"\bWHERE 1\b(?!\s*[=<>!])")
 
@@ -42,6 +45,7 @@ def translate(sql: str, *, parameters: bool = True) -> str:
     psycopg reads `%` as the start of a parameter only in a statement sent with parameters;
     only then is a literal `%` doubled."""
     percent = "%%" if parameters else "%"
+    sql = _JSON_EXTRACT.sub(r"(CAST(\1 AS jsonb) ->> '\2')", sql)
     pieces = []
     for code, literal in _split_literals(sql):
         pieces.append(_rewrite(code.replace("%", percent)))

@@ -102,7 +102,10 @@ class PostgresTransaction:
         if not self.usable and self._reopen is not None and statements.startswith("BEGIN"):
             self.connection = self._reopen().connection
         sql = translate(statements, parameters=bindings is not None)
-        cursor = self.connection.execute(sql, _bindings(bindings))
+        try:
+            cursor = self.connection.execute(sql, _bindings(bindings))
+        except psycopg.errors.UntranslatableCharacter:  # U+0000 inside a JSON parameter
+            raise InvalidArgument(NUL_REFUSED) from None
         self._changes = max(cursor.rowcount, 0)
         return Cursor(cursor)
 
