@@ -1,6 +1,7 @@
 """(a) AppendMessages throughput, one message per call, 32 concurrent callers, against a baseline.
 
     python bench/append_throughput.py [--seconds 10] [--rounds 3] [--concurrency 32]
+                                      [--backend sqlite] [--backend postgres]
 
 The baseline is a do-nothing grpc.aio server on the same contract (bench/noop_server.py). Load
 comes from ghz (a Go gRPC load generator, far cheaper per call than a Python client, so the
@@ -13,8 +14,10 @@ vector of every appended message while the appends go on, and one with embedding
 memoryd was before semantic search: writes must be acknowledged as fast with the embedder as
 without it (the embedder only reads, then commits a batch of vectors now and then).
 
-After the runs each memoryd is stopped and its database opened: every acknowledged append
-(every OK ghz counted, warm-up included) must be a committed row.
+With `--backend postgres` (repeatable, with `--backend sqlite`), a memoryd on a throwaway
+PostgreSQL takes part as well (bench/backends.py), in the same rounds: its ratio to the
+baseline sits beside SQLite's. After the runs each memoryd is stopped and its database opened:
+every acknowledged append (every OK ghz counted, warm-up included) must be a committed row.
 """
 
 from __future__ import annotations
@@ -23,13 +26,14 @@ import argparse
 import json
 import os
 import shutil
-import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+import backends
 
 from memoryd.testing.server_process import ServerProcess
 
@@ -131,15 +135,26 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument(
+        "--backend", action="append", choices=backends.CHOICES, help="default: sqlite"
+    )
     args = parser.parse_args()
+    chosen = args.backend or ["sqlite"]
 
-    with tempfile.TemporaryDirectory() as scratch:
-        servers = {
-            "memoryd": ServerProcess(Path(scratch) / "home").start(),
-            "embeddings_off": ServerProcess(
-                Path(scratch) / "off", config='[memoryd.search]\nembeddings = "off"\n'
-            ).start(),
-        }
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        backends.started(chosen, Path(scratch)) as places,
+    ):
+        servers = {}
+        for backend in chosen:
+            suffix = "" if backend == "sqlite" else f"_{backend}"
+            home, off = Path(scratch) / f"home{suffix}", Path(scratch) / f"off{suffix}"
+            servers[f"memoryd{suffix}"] = ServerProcess(home, env=places.env(backend, home)).start()
+            servers[f"embeddings_off{suffix}"] = ServerProcess(
+                off,
+                config='[memoryd.search]\nembeddings = "off"\n',
+                env=places.env(backend, off),
+            ).start()
         noop, noop_address = start_noop()
         acknowledged = dict.fromkeys(servers, 0)
         cancelled = dict.fromkeys(servers, 0)
@@ -175,9 +190,7 @@ def main() -> int:
             sys.exit(f"memoryd exited with {codes}")
         stored, writers = {}, {}
         for name, server in servers.items():
-            database = sqlite3.connect(server.home / "memory.db")
-            stored[name] = database.execute("SELECT count(*) FROM messages").fetchone()[0]
-            database.close()
+            stored[name] = places.count(server.home, "SELECT count(*) FROM messages")
             writers[name] = server.events("stopped")[0]["writer"]
 
     def median(name: str, key: str) -> float:

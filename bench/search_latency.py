@@ -1,6 +1,6 @@
 """(b) SearchHistory latency over a 100k-message corpus with a realistic vocabulary.
 
-    python bench/search_latency.py [--messages 100000] [--queries 2000]
+    python bench/search_latency.py [--messages 100000] [--queries 2000] [--backend postgres]
 
 The corpus (bench/corpus.py) is loaded through the real server with AppendMessages: 600
 conversations of 60 owners and two agents. Queries are what users type: one mid-frequency word,
@@ -22,6 +22,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import backends
 import corpus
 import grpc
 
@@ -124,12 +125,18 @@ def main() -> int:
         help="off (default): the words alone, as before semantic search, with no background "
         "embedding competing for the cores; embedded: the default server, embedding meanwhile",
     )
+    parser.add_argument("--backend", default="sqlite", choices=backends.CHOICES)
     args = parser.parse_args()
     rng = random.Random(2026)
 
-    with tempfile.TemporaryDirectory() as scratch:
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        backends.started([args.backend], Path(scratch)) as places,
+    ):
+        home = Path(scratch) / "home"
         server = ServerProcess(
-            Path(scratch) / "home", env={"MEMORYD_SEARCH_EMBEDDINGS": args.embeddings}
+            home,
+            env={"MEMORYD_SEARCH_EMBEDDINGS": args.embeddings, **places.env(args.backend, home)},
         ).start()
         try:
             with grpc.insecure_channel(server.address) as channel:
@@ -159,12 +166,13 @@ def main() -> int:
             for line in server.events("rpc")[mark:]
             if line["method"].endswith("/SearchHistory")
         ]
-        database_mb = (Path(scratch) / "home" / "memory.db").stat().st_size / 1e6
+        database_mb = places.size_mb(home)
     if code != 0:
         sys.exit(f"memoryd exited with {code}")
 
     result = {
         "benchmark": "search_latency",
+        "backend": args.backend,
         "messages": args.messages,
         "queries": len(planned),
         "load_messages_per_second": round(args.messages / load_seconds),
