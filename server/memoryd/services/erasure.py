@@ -169,7 +169,8 @@ class ErasureService:
             try:
                 if await self._truncate_once():
                     log.info(
-                        "the WAL is truncated: erased text is in neither database file",
+                        "erased text is scrubbed (SQLite: the WAL truncated; PostgreSQL: the "
+                        "erased tables vacuumed)",
                         extra={"event": Event.WAL_TRUNCATED},
                     )
                     return

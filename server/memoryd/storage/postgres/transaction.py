@@ -122,7 +122,9 @@ class PostgresTransaction:
         return self._changes
 
     def last_insert_rowid(self) -> int:
-        """The id the last insert of this connection drew (its sequence's last value)."""
+        """The id the last insert of this connection drew (its sequence's last value). The ids
+        of one INSERT ... SELECT are consecutive because no other connection inserts: the
+        writer holds the database's serving lock (memoryd.storage.postgres.database)."""
         row = self.connection.execute("SELECT lastval()").fetchone()
         return int(row[0]) if row else 0
 
