@@ -202,8 +202,13 @@ def describe(settings: StoreSettings) -> str:
 def open_database(settings: StoreSettings) -> OpenedDatabase:
     """Open and migrate the database of either backend; StartupError when it cannot be."""
     if isinstance(settings, PostgresSettings):
-        from memoryd.storage.postgres import database as postgres  # noqa: PLC0415
-
+        try:
+            from memoryd.storage.postgres import database as postgres  # noqa: PLC0415
+        except ImportError as error:
+            raise StartupError(
+                'memoryd.storage.backend = "postgres" needs the PostgreSQL driver: '
+                "pip install 'memoryd[postgres]' (psycopg 3)"
+            ) from error
         return postgres.PostgresDatabase.open(settings)
     return Database.open(settings)
 
