@@ -79,9 +79,9 @@ def search_words(
     scope of a few thousand messages); without, only the join is (cheaper for a large scope and
     words in few messages: intersecting a 100,000-message scope's token costs 10 ms)."""
     on_postgres = postgres(connection)
-    snippet_sql = words.headline("m.content", words.tsquery(expression)[0])
+    snippet = words.headline("m.content") if on_postgres else _SNIPPET
     sql, params = _word_query(
-        f"{MESSAGE_COLUMNS}, {snippet_sql if on_postgres else _SNIPPET}",
+        f"{MESSAGE_COLUMNS}, {snippet}",
         scope,
         expression,
         kinds,
@@ -90,17 +90,15 @@ def search_words(
         narrow=narrow,
         on_postgres=on_postgres,
     )
-    if on_postgres:  # the snippet's phrases come first
-        params = [*words.tsquery(expression)[1], *params]
     names: dict[Row, ConversationKey] = {}
     hits = []
     for row in rows(connection, sql, params):
         message = message_from_row(row, names)
-        snippet = str(MESSAGE.after(row, 0))
+        marked = str(MESSAGE.after(row, 0))
         if on_postgres:
-            snippet = words.with_ellipses(snippet, message.content)
+            marked = words.with_ellipses(marked, message.content)
         hits.append(
-            SearchHit(message, snippet=snippet, rank=float(MESSAGE.after(row, 1)), word_match=True)
+            SearchHit(message, snippet=marked, rank=float(MESSAGE.after(row, 1)), word_match=True)
         )
     return hits
 
@@ -192,10 +190,14 @@ def _word_query(
     """The SQL of search_words and rank_words: `columns`, then the bm25 score."""
     params: list[Any]
     if on_postgres:
-        query, phrases = words.tsquery(expression)
-        score = words.score("m.words", query)
-        sql = [f"SELECT {columns}, {score} AS score FROM messages AS m WHERE m.words @@ {query}"]
-        params = [*phrases, *phrases]
+        table, phrases = words.query_table(expression)
+        params = list(phrases)
+        sql = [
+            (
+                f"SELECT {columns}, {words.score('m.words')} AS score "
+                f"FROM messages AS m, {table} WHERE m.words @@ {words.QUERY}"
+            )
+        ]
         _add_scope(sql, params, scope)
         add_kinds(sql, params, kinds)
         _add_excluded(sql, params, exclude_ids)
@@ -226,12 +228,12 @@ def word_snippets(
 ) -> dict[int, str]:
     """FTS5's snippet of each of these messages for `expression`, where it matches."""
     if postgres(connection):
-        query, phrases = words.tsquery(expression)
+        table, phrases = words.query_table(expression)
         found = rows(
             connection,
-            f"SELECT m.id, {words.headline('m.content', query)}, m.content FROM messages AS m "
-            f"WHERE m.words @@ {query} AND m.id IN ({placeholders(len(message_ids))})",
-            (*phrases, *phrases, *message_ids),
+            f"SELECT m.id, {words.headline('m.content')}, m.content FROM messages AS m, {table} "
+            f"WHERE m.words @@ {words.QUERY} AND m.id IN ({placeholders(len(message_ids))})",
+            (*phrases, *message_ids),
         )
         return {int(row[0]): words.with_ellipses(str(row[1]), str(row[2])) for row in found}
     found = rows(
@@ -354,8 +356,11 @@ def word_matches(connection: Transaction, expression: str) -> int:
 
 def _matching(connection: Transaction, expression: str) -> int:
     if postgres(connection):
-        query, phrases = words.tsquery(expression)
-        sql = f"SELECT count(*) FROM (SELECT 1 FROM messages AS m WHERE m.words @@ {query} LIMIT ?)"
+        table, phrases = words.query_table(expression)
+        sql = (
+            f"SELECT count(*) FROM (SELECT 1 FROM messages AS m, {table} "
+            f"WHERE m.words @@ {words.QUERY} LIMIT ?) AS found"
+        )
         return int(one(connection, sql, (*phrases, RARE_WORDS + 1))[0])
     (matching,) = one(
         connection,

@@ -36,24 +36,30 @@ _HEADLINE = (
 )
 
 
-def tsquery(expression: str) -> tuple[str, list[str]]:
-    """The SQL of the tsquery of an FTS5 expression of quoted phrases, and its parameters."""
+# What a statement joins with its tsquery (`query_table`), and how it names it.
+QUERY = "wq.q"
+
+
+def query_table(expression: str) -> tuple[str, list[str]]:
+    """A one-row table holding the tsquery of an FTS5 expression of quoted phrases, for a
+    statement's FROM list (`FROM messages AS m, {table}`; the query is QUERY), and its
+    parameters: the query is built once, whatever the statement does with it."""
     phrases = [found.group(1).replace('""', '"') for found in _PHRASE.finditer(expression)]
     if not phrases:
-        return "CAST('' AS tsquery)", []
+        return "(SELECT CAST('' AS tsquery) AS q) AS wq", []
     joiner = " || " if " OR " in _PHRASE.sub("", expression) else " && "
     sql = joiner.join(f"phraseto_tsquery('{CONFIG}', ?)" for _ in phrases)
-    return f"({sql})", phrases
+    return f"(SELECT {sql} AS q) AS wq", phrases
 
 
-def score(column: str, query: str) -> str:
-    """The SQL of a match's score (lower is better, as bm25's) for a tsquery's SQL."""
-    return f"-ts_rank({_WEIGHTS}, {column}, {query}, 1)"
+def score(column: str) -> str:
+    """The SQL of a match's score against QUERY (lower is better, as bm25's)."""
+    return f"-ts_rank({_WEIGHTS}, {column}, {QUERY}, 1)"
 
 
-def headline(column: str, query: str) -> str:
-    """The SQL of a snippet of `column` around what `query` matched, between MARKs."""
-    return f"ts_headline('{CONFIG}', {column}, {query}, '{_HEADLINE}')"
+def headline(column: str) -> str:
+    """The SQL of a snippet of `column` around what QUERY matched, between MARKs."""
+    return f"ts_headline('{CONFIG}', {column}, {QUERY}, '{_HEADLINE}')"
 
 
 def with_ellipses(snippet: str, content: str) -> str:
