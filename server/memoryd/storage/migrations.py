@@ -11,16 +11,15 @@ applied file has changed since is refused.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import importlib.resources
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from memoryd.domain.timestamps import to_text, utc_now
 from memoryd.errors import StartupError
-from memoryd.storage.sql import postgres
+from memoryd.storage.sql import postgres, write_transaction
 from memoryd.storage.transaction import Transaction
 
 SQLITE_PACKAGE = "memoryd.migrations"
@@ -117,7 +116,7 @@ def migrate(
             continue
         # BEGIN IMMEDIATE: if two servers start at once, the second waits and then finds the
         # migration recorded.
-        with _immediate_transaction(connection):
+        with write_transaction(connection):
             if postgres(connection):
                 connection.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
             recorded = connection.execute(
@@ -145,14 +144,3 @@ def schema_version(connection: Transaction) -> int:
 
 def _bookkeeping(connection: Transaction) -> None:
     connection.execute(BOOKKEEPING + ("" if postgres(connection) else " STRICT"))
-
-
-@contextlib.contextmanager
-def _immediate_transaction(connection: Transaction) -> Iterator[None]:
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        connection.execute("ROLLBACK")
-        raise
-    connection.execute("COMMIT")

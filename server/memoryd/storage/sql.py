@@ -60,6 +60,20 @@ class Columns:
 
 
 @contextmanager
+def write_transaction(connection: Transaction) -> Iterator[Transaction]:
+    """One write transaction on a connection outside any: committed when the block ends,
+    rolled back when it raises. IMMEDIATE takes SQLite's write lock at once, so a second
+    writer waits here rather than failing later (PostgreSQL's BEGIN: its row locks do that)."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        yield connection
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
+
+
+@contextmanager
 def savepoint(connection: Transaction, name: str) -> Iterator[None]:
     """A nested transaction: released when the block ends, rolled back to when it raises.
 

@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import threading
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 import psycopg
@@ -29,6 +30,7 @@ from memoryd.storage.migrations import POSTGRES_PACKAGE, bundled_migrations, mig
 from memoryd.storage.postgres.settings import PostgresSettings
 from memoryd.storage.postgres.transaction import PostgresTransaction
 from memoryd.storage.readers import ReaderPool
+from memoryd.storage.sql import write_transaction
 from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Writer, WriterSettings
 
@@ -108,17 +110,9 @@ class PostgresDatabase:
         """The connection outside any transaction: each statement commits on its own."""
         return self._owned()
 
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[Transaction]:
+    def transaction(self) -> AbstractContextManager[Transaction]:
         """One write transaction: committed when the block ends, rolled back when it raises."""
-        connection = self._owned()
-        connection.execute("BEGIN")
-        try:
-            yield connection
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
-        connection.execute("COMMIT")
+        return write_transaction(self._owned())
 
     def writer(self, settings: WriterSettings) -> Writer:
         """Hand the connection to the one writer (not started yet); it is the writer's now."""
