@@ -25,6 +25,7 @@ from memoryd.domain.vectors import Floats, quantise, to_blob
 from memoryd.errors import FailedPrecondition
 from memoryd.llm.embeddings import Embedder, EmbeddingUnavailableError
 from memoryd.log_events import Event
+from memoryd.services.waiting import wait_at_most
 from memoryd.storage import vector_store as store
 from memoryd.storage.database import Changes
 from memoryd.storage.readers import ReaderPool
@@ -203,8 +204,7 @@ class EmbeddingService:
         self._wake.clear()
         seen = self._changes.stamp()
         while not self._wake.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), POLL_SECONDS)
+            await wait_at_most(self._wake, POLL_SECONDS)
             now = self._changes.stamp()
             if now is None or now != seen:
                 return

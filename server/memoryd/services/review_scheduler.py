@@ -28,6 +28,7 @@ from memoryd.domain.review_runs import ReviewResult, ReviewSelection
 from memoryd.domain.timestamps import utc_now
 from memoryd.log_events import Event
 from memoryd.services.review import Reviewer
+from memoryd.services.waiting import wait_at_most
 from memoryd.storage import review_store
 from memoryd.storage.readers import ReaderPool
 
@@ -150,8 +151,7 @@ class ReviewScheduler:
             # A finished review wakes the loop (its backlog may be due at once); otherwise look
             # again after a tick, or soon when the batch read was full.
             wait = 0.05 if more else self._settings.scheduler_tick_seconds
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=wait)
+            await wait_at_most(self._wake, wait)
 
     async def _review(self, key: ConversationKey) -> ReviewResult | None:
         async with self._limit:
