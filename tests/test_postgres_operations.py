@@ -12,11 +12,17 @@ from pathlib import Path
 from typing import TypeVar
 
 import grpc
+import numpy as np
 import psycopg
 import pytest
 
 import memoryd_client as md
+from memoryd.domain.conversation import ConversationKey
+from memoryd.domain.vectors import quantise, to_blob
+from memoryd.storage import vector_store
 from memoryd.storage.migrations import POSTGRES_PACKAGE, bundled_migrations
+from memoryd.storage.postgres.database import PostgresDatabase
+from memoryd.storage.postgres.settings import PostgresSettings
 from memoryd.testing.postgres import TemporaryPostgres, database_dsn
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, rpc_error, run_memoryd, user
@@ -191,3 +197,58 @@ def test_postgres_migrations_run_once_and_refuse_an_edited_or_newer_schema(
     newer = start_server(home, env=on_postgres(dsn))
     assert newer.wait_exit() != 0
     assert "has schema version 99, newer than this memoryd supports (1)" in newer.output
+
+
+def test_a_large_scope_is_searched_through_the_models_hnsw_index(
+    tmp_path: Path, postgres_base: str
+) -> None:
+    dsn = database_dsn(postgres_base, tmp_path / "db")
+    database = PostgresDatabase.open(
+        PostgresSettings(dsn=dsn, pool_size=1, statement_timeout_ms=30_000)
+    )
+    chat = ConversationKey("main", "ada", "t", "c", "root")
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((3000, 32)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    quantised = quantise(vectors)
+    try:
+        with database.transaction() as connection:
+            model = vector_store.model_row(connection, "p", "m", 32)
+            connection.execute(
+                "INSERT INTO conversations (agent_id, owner_id, channel, chat_id, thread_scope, "
+                "history_version, search_scope, created_at) "
+                "VALUES ('main', 'ada', 't', 'c', 'root', 0, 'x', 'x')"
+            )
+            connection.execute(
+                "INSERT INTO messages (agent_id, owner_id, channel, chat_id, thread_scope, "
+                "sender, role, kind, content, trust, created_at) SELECT 'main', 'ada', 't', "
+                "'c', 'root', 'ada', 'user', 'message', 'm' || n, 'operator', 'x' "
+                "FROM generate_series(1, 3000) AS n"
+            )
+            vector_store.store_message_vectors(
+                connection,
+                model.id,
+                [
+                    (row + 1, float(quantised.scales[row]), to_blob(quantised.components[row]))
+                    for row in range(3000)
+                ],
+                3000,
+            )
+            connection.execute("ANALYZE messages, message_vectors")
+        with database.transaction() as connection:
+            found = vector_store.indexed_nearest(connection, model, chat, vectors[41].tolist(), 5)
+            connection.execute("SELECT pg_stat_force_next_flush()")
+        assert found[0][0] == 42  # message 42 holds vector 41: itself, the nearest
+        assert found[0][1] == pytest.approx(1.0, abs=0.01)
+        assert [similarity for _, similarity in found] == sorted(
+            (similarity for _, similarity in found), reverse=True
+        )
+        # Statistics reach other sessions once flushed: the index was walked, not the table.
+        scans = sql(
+            dsn,
+            "SELECT idx_scan FROM pg_stat_user_indexes "
+            f"WHERE indexrelname = 'message_vectors_nearest_{model.id}'",
+        )
+        assert scans == [(1,)]
+    finally:
+        database.close()

@@ -217,7 +217,10 @@ def _services(
     embedding = EmbeddingService(
         build_embedder(settings, env), writer, readers, changes, settings.search.embedding_batch
     )
-    query_vectors = QueryVectors(embedding, VectorCache(settings.search.vector_cache_mb))
+    query_vectors = QueryVectors(
+        embedding,
+        VectorCache(settings.search.vector_cache_mb, indexed=database.vector_index),
+    )
     search = HistorySearch(readers, query_vectors)
     recall = RecallService(readers, search)
     reviewer = Reviewer(

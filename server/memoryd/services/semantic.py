@@ -5,7 +5,9 @@ arrays, then only the vectors written since are added (their seq is past the one
 least recently searched scopes leave when the cache passes its budget. A scope of up to
 EXACT_LIMIT vectors is compared exactly with the query; a larger one is first narrowed to the
 CANDIDATES nearest by the Hamming distance of sign bits, and those are compared exactly. No
-approximate index to build or tune: the figures are in the README.
+approximate index to build or tune: the figures are in the README. A scope too large for the
+budget is refused on SQLite (searched by its words); on PostgreSQL the model's HNSW index
+(pgvector) answers for it, approximately.
 
 Everything runs on a reader thread inside one read transaction; the found ids are read back
 from messages in the same transaction, so an erased message is never returned even while a stale
@@ -97,9 +99,14 @@ class _Scope:
 
 
 class VectorCache:
-    """Scopes' vectors by (model, scope), least recently used out first, within a budget."""
+    """Scopes' vectors by (model, scope), least recently used out first, within a budget.
 
-    def __init__(self, budget_mb: float) -> None:
+    `indexed`: the database has an approximate nearest-neighbour index of its own (PostgreSQL's
+    HNSW through pgvector), which answers for a scope too large for the budget.
+    """
+
+    def __init__(self, budget_mb: float, *, indexed: bool = False) -> None:
+        self._indexed = indexed
         self._budget_mb = budget_mb
         self._budget = int(budget_mb * (1 << 20))
         self._entries: collections.OrderedDict[tuple[int, HistoryScope], _Scope] = (
@@ -123,10 +130,19 @@ class VectorCache:
         query: Floats,
         depth: int,
     ) -> list[tuple[int, float]]:
-        """(message id, cosine similarity) of the scope's `depth` nearest messages, best first."""
+        """(message id, cosine similarity) of the scope's `depth` nearest messages, best first:
+        exact from memory, or approximate through the database's index for a scope too large
+        for the budget (ScopeTooLargeError without one)."""
         with self._lock:
-            entry = self._current(connection, model, scope)
-            return _nearest(entry, query, depth)
+            try:
+                entry = self._current(connection, model, scope)
+            except ScopeTooLargeError:
+                if not self._indexed:
+                    raise
+                entry = None
+            if entry is not None:
+                return _nearest(entry, query, depth)
+        return store.indexed_nearest(connection, model, scope, query.tolist(), depth)
 
     def _current(
         self, connection: Transaction, model: store.EmbeddingModel, scope: HistoryScope
@@ -164,7 +180,10 @@ class VectorCache:
 
     def known_too_large(self, model: store.EmbeddingModel, scope: HistoryScope) -> bool:
         """Whether the scope was found too large for the budget within TOO_LARGE_SECONDS (a
-        hybrid search of it then goes straight to its words, with no query vector to make)."""
+        hybrid search of it then goes straight to its words, with no query vector to make).
+        Never with an index: the index answers for it."""
+        if self._indexed:
+            return False
         with self._lock:
             known = self._too_large.get((model.id, scope))
         return known is not None and time.monotonic() - known[0] < TOO_LARGE_SECONDS

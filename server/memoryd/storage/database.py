@@ -80,6 +80,12 @@ class OpenedDatabase(Protocol):
         ...
 
     @property
+    def vector_index(self) -> bool:
+        """Whether the database indexes vectors itself (an approximate nearest-neighbour index
+        that can answer for a scope too large to compare in memory)."""
+        ...
+
+    @property
     def autocommit(self) -> Transaction:
         """The connection outside any transaction: each statement commits on its own."""
         ...
@@ -113,6 +119,8 @@ class Database:
     applied: list[int]
     schema_version: int
     _connection: apsw.Connection | None
+    # SQLite has no vector index: vectors are compared in memory only.
+    vector_index = False
 
     @classmethod
     def open(cls, settings: ConnectionSettings) -> Database:

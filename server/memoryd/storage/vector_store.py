@@ -24,6 +24,10 @@ from memoryd.storage.transaction import Transaction
 CONTEXT_CHARS = 300
 # Rows of a scope's vectors read at a time.
 LOAD_CHUNK = 8192
+# An HNSW search's candidate list (pgvector's default: 40), and how many index entries a search
+# with a scope reads at most before it answers with what it found.
+HNSW_EF_SEARCH = 100
+HNSW_SCAN_LIMIT = 20_000
 
 # The vector of a message that still exists (parameters: model, scale, vector, message).
 _VECTOR_OF_MESSAGE = (
@@ -103,19 +107,30 @@ class VectorCounts:
 
 
 def model_row(connection: Transaction, provider: str, model: str, dimension: int) -> EmbeddingModel:
-    """The model's row, created on its first use."""
+    """The model's row, created on its first use (on PostgreSQL with the HNSW index of its
+    message vectors, in the same transaction)."""
     connection.execute(
         "INSERT INTO embedding_models (provider, model, dimension, created_at) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (provider, model, dimension) DO NOTHING",
         (provider, model, dimension, to_text(utc_now())),
     )
-    found = one(
-        connection,
-        "SELECT id, provider, model, dimension, message_cursor FROM embedding_models "
-        "WHERE provider = ? AND model = ? AND dimension = ?",
-        (provider, model, dimension),
+    found = EmbeddingModel(
+        *one(
+            connection,
+            "SELECT id, provider, model, dimension, message_cursor FROM embedding_models "
+            "WHERE provider = ? AND model = ? AND dimension = ?",
+            (provider, model, dimension),
+        )
     )
-    return EmbeddingModel(*found)
+    if postgres(connection):
+        # The model's id and dimension are integers of our own row: safe to spell out, and
+        # spelled out they let the planner match a search to this partial index.
+        connection.execute(
+            f"CREATE INDEX IF NOT EXISTS {_index_name(found.id)} ON message_vectors "
+            f"USING hnsw ({_embedding(found, 'message_vectors')} halfvec_cosine_ops) "
+            f"WHERE model_id = {found.id}"
+        )
+    return found
 
 
 def find_model(connection: Transaction, provider: str, model: str) -> EmbeddingModel | None:
@@ -317,6 +332,45 @@ def visible_memory_vectors(
         (model_id, visible.owner.agent_id, visible.owner.owner_id, *params),
     )
     return StoredVectors(found)
+
+
+def indexed_nearest(
+    connection: Transaction,
+    model: EmbeddingModel,
+    scope: HistoryScope,
+    query: Sequence[float],
+    depth: int,
+) -> list[tuple[int, float]]:
+    """(message id, cosine similarity) of about the `depth` nearest of the scope's messages,
+    best first, through the model's HNSW index (PostgreSQL only): approximate, for a scope too
+    large to compare in memory. The index is walked on until `depth` rows of the scope are
+    found or HNSW_SCAN_LIMIT index entries were read (pgvector's iterative scan)."""
+    condition, params = _scope_condition(scope)
+    connection.execute(
+        "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+        "set_config('hnsw.ef_search', ?, true), set_config('hnsw.max_scan_tuples', ?, true)",
+        (str(min(max(depth, HNSW_EF_SEARCH), 1000)), str(HNSW_SCAN_LIMIT)),
+    )
+    distance = f"{_embedding(model, 'v')} <=> CAST(? AS halfvec({model.dimension}))"
+    text = "[" + ",".join(f"{value:.7g}" for value in query) + "]"
+    found = rows(
+        connection,
+        f"SELECT v.message_id, 1 - ({distance}) FROM message_vectors AS v "
+        "JOIN messages AS m ON m.id = v.message_id "
+        f"WHERE v.model_id = {model.id} AND {condition} ORDER BY {distance} LIMIT ?",
+        (text, *params, text, depth),
+    )
+    # Relaxed order: the index's walk may return a few out of order.
+    return sorted(((int(row[0]), float(row[1])) for row in found), key=lambda hit: -hit[1])
+
+
+def _embedding(model: EmbeddingModel, table: str) -> str:
+    """A model's message vectors as its HNSW index holds them (the dimension spelled out)."""
+    return f"({table}.embedding::halfvec({model.dimension}))"
+
+
+def _index_name(model_id: int) -> str:
+    return f"message_vectors_nearest_{model_id}"
 
 
 def _scope_condition(scope: HistoryScope) -> tuple[str, tuple[Any, ...]]:

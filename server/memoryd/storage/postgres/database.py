@@ -82,6 +82,8 @@ class PostgresDatabase:
     schema_version: int
     _connection: PostgresTransaction | None
     _writer: Writer | None = None
+    # pgvector's HNSW index of each model's message vectors (memoryd.storage.vector_store).
+    vector_index = True
 
     @classmethod
     def open(cls, settings: PostgresSettings) -> PostgresDatabase:
