@@ -361,7 +361,7 @@ def indexed_nearest(
         (text, *params, text, depth),
     )
     # Relaxed order: the index's walk may return a few out of order.
-    return sorted(((int(row[0]), float(row[1])) for row in found), key=lambda hit: -hit[1])
+    return sorted(((int(row[0]), float(row[1])) for row in found), key=lambda hit: (-hit[1], -hit[0]))
 
 
 def _embedding(model: EmbeddingModel, table: str) -> str:
