@@ -23,6 +23,7 @@ from memoryd.domain.snippets import ELLIPSIS, MARK, WORD_SNIPPET_TOKENS
 
 CONFIG = "memoryd_english"
 _PHRASE = re.compile(r'"((?:[^"]|"")*)"')
+_WORD = re.compile(r"\w")
 # Two marked parts of one word, joined by punctuation: "**e**-**mail**".
 _JOINED_PARTS = re.compile(rf"(?<=\w){re.escape(MARK)}([^\w\s]+){re.escape(MARK)}(?=\w)")
 # ts_rank's weights of {D, C, B, A}: A is a message's content (or a memory's text), B its sender.
@@ -64,12 +65,15 @@ def headline(column: str) -> str:
 
 def with_ellipses(snippet: str, content: str) -> str:
     """FTS5 snippet()'s form: one mark around a word the query spells with punctuation
-    ("**e-mail**", where ts_headline marks each part), and ellipses where the excerpt starts
-    after, or ends before, the content."""
+    ("**e-mail**", where ts_headline marks each part), and ellipses where words of the content
+    come before or after the excerpt. What ts_headline leaves out around it that holds no word
+    (a sentence's last full stop) is put back, as FTS5 keeps it."""
     snippet = _JOINED_PARTS.sub(r"\1", snippet)
     excerpt = snippet.replace(MARK, "")
-    if not content.startswith(excerpt):
-        snippet = ELLIPSIS + snippet
-    if not content.endswith(excerpt):
-        snippet += ELLIPSIS
-    return snippet
+    start = content.find(excerpt)
+    if start < 0:  # not found as it stands: say only that the content goes on
+        return ELLIPSIS + snippet + ELLIPSIS
+    before, after = content[:start], content[start + len(excerpt) :]
+    head = ELLIPSIS if _WORD.search(before) else before
+    tail = ELLIPSIS if _WORD.search(after) else after
+    return head + snippet + tail
