@@ -9,8 +9,6 @@ import re
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from memoryd.testing.server_process import ServerProcess
 from tests.backends import on_postgres
 from tests.conftest import ROOT

@@ -361,7 +361,8 @@ def indexed_nearest(
         (text, *params, text, depth),
     )
     # Relaxed order: the index's walk may return a few out of order.
-    return sorted(((int(row[0]), float(row[1])) for row in found), key=lambda hit: (-hit[1], -hit[0]))
+    ranked = [(int(row[0]), float(row[1])) for row in found]
+    return sorted(ranked, key=lambda hit: (-hit[1], -hit[0]))
 
 
 def _embedding(model: EmbeddingModel, table: str) -> str:
