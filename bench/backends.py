@@ -47,6 +47,16 @@ class Backends:
             database.close()
         return int(row[0]) if row else 0
 
+    def settle(self, home: Path) -> None:
+        """After a bulk load, before measuring: on PostgreSQL, VACUUM ANALYZE, as autovacuum
+        does within a minute or so of such a load (until then the planner plans for the empty
+        tables it last measured). SQLite's FTS5 and its plans need nothing."""
+        if home in self._dsn:
+            import psycopg  # noqa: PLC0415
+
+            with psycopg.connect(self._dsn[home], autocommit=True) as connection:
+                connection.execute("VACUUM ANALYZE")
+
     def size_mb(self, home: Path) -> float:
         """The database's size on disk, in MB."""
         if home in self._dsn:

@@ -1,13 +1,16 @@
 """(c) Recall and GetPromptContext latency over 1M messages and 100k memory rows.
 
     python bench/recall_latency.py [--messages 1000000] [--memories 100000] [--queries 2000]
+                                   [--backend postgres]
 
 The corpus (bench/corpus.py's vocabulary) is bulk-loaded into a freshly migrated database with
 SQL in one transaction: through the RPCs it would take many minutes, and the load is not what
-is measured. The schema's own triggers build every index. 3,000 conversations belong to 1,765
-(agent, owner) pairs (owners drawn from 2,000, two agents); each pair has about 57 memory rows
-across the six categories, notes and scopes. Then a real server opens the database; 300 owners
-get one StoreMemory each, so their prompt files are rendered and versioned by the server itself.
+is measured. The schema's own triggers (SQLite) and generated columns (PostgreSQL) build every
+index; PostgreSQL's tables are then analyzed, as autovacuum would. 3,000 conversations belong
+to 1,765 (agent, owner) pairs (owners drawn from 2,000, two agents); each pair has about 57
+memory rows across the six categories, notes and scopes. Then a real server opens the
+database; 300 owners get one StoreMemory each, so their prompt files are rendered and
+versioned by the server itself.
 
 Recall queries are what a tool call sends: one mid-frequency word, two words, a partial word or
 non-English text; scope current / owner / all; source memories (60%), history (20%) or all
@@ -19,6 +22,7 @@ server's RPC log lines, inside the server.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import subprocess
@@ -26,9 +30,11 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import apsw
+import backends
 import corpus
 import grpc
 from append_throughput import ghz_binary, summary
@@ -44,6 +50,9 @@ from memoryd.domain.conversation import (
 )
 from memoryd.domain.memories import Category, ScopeType, prompt_target
 from memoryd.storage.migrations import bundled_migrations, migrate
+from memoryd.storage.postgres.database import PostgresDatabase
+from memoryd.storage.postgres.settings import PostgresSettings
+from memoryd.storage.transaction import Transaction
 from memoryd.testing.server_process import ServerProcess
 
 AGENTS = ("main", "helper")
@@ -54,12 +63,46 @@ STAMP = "2026-11-30T00:00:00.000Z"
 CATEGORIES = [c for c in Category if c is not Category.JOB_RUN_SUMMARY]
 
 
-def build(home: Path, messages: int, memories: int, rng: random.Random) -> dict[str, object]:
-    """Create and fill the database; returns what the queries need."""
+@contextlib.contextmanager
+def migrated(home: Path, env: dict[str, str]) -> Iterator[Transaction]:
+    """One write transaction on the freshly migrated database of `home` (SQLite's file, or the
+    PostgreSQL database `env` names)."""
     home.mkdir(parents=True)
+    if env.get("MEMORYD_STORAGE_BACKEND") == "postgres":
+        database = PostgresDatabase.open(
+            PostgresSettings(
+                dsn=env["MEMORYD_STORAGE_DSN"], pool_size=1, statement_timeout_ms=3_600_000
+            )
+        )
+        try:
+            with database.transaction() as transaction:
+                yield transaction
+        finally:
+            database.close()
+        return
     connection = apsw.Connection(str(home / "memory.db"))
     connection.execute("PRAGMA journal_mode = WAL")
     migrate(connection, bundled_migrations())
+    try:
+        with connection:
+            yield connection
+        connection.execute("PRAGMA optimize")
+    finally:
+        connection.close()
+
+
+def build(
+    home: Path, env: dict[str, str], messages: int, memories: int, rng: random.Random
+) -> dict[str, object]:
+    """Create and fill the database; returns what the queries need."""
+    with migrated(home, env) as connection:
+        return fill(connection, messages, memories, rng)
+
+
+def fill(
+    connection: Transaction, messages: int, memories: int, rng: random.Random
+) -> dict[str, object]:
+    """Fill a migrated database in one transaction; returns what the queries need."""
     words = corpus.vocabulary()
     chats = []
     for index in range(CONVERSATIONS):
@@ -68,67 +111,64 @@ def build(home: Path, messages: int, memories: int, rng: random.Random) -> dict[
         channel = rng.choice(("telegram", "slack", "discord"))
         chats.append(ConversationKey(agent, owner, channel, f"c{index}", "root"))
     texts: list[str] = []
-    with connection:
-        connection.executemany(
-            "INSERT INTO conversations (agent_id, owner_id, channel, chat_id, thread_scope, "
-            "history_version, search_scope, created_at) VALUES (?, ?, ?, ?, ?, 1, ?, ?)",
-            [(*chat.as_row(), search_scope_tokens(chat), STAMP) for chat in chats],
-        )
+    connection.executemany(
+        "INSERT INTO conversations (agent_id, owner_id, channel, chat_id, thread_scope, "
+        "history_version, search_scope, created_at) VALUES (?, ?, ?, ?, ?, 1, ?, ?)",
+        [(*chat.as_row(), search_scope_tokens(chat), STAMP) for chat in chats],
+    )
 
-        def message_rows():
-            for _ in range(messages):
-                chat = rng.choice(chats)
-                text = corpus.message_text(rng, words)
-                if len(texts) < 20000:
-                    texts.append(text)
-                role = rng.choice(("user", "assistant"))
-                yield (*chat.as_row(), "x", role, "chat_message", text, "operator", STAMP)
+    def message_rows():
+        for _ in range(messages):
+            chat = rng.choice(chats)
+            text = corpus.message_text(rng, words)
+            if len(texts) < 20000:
+                texts.append(text)
+            role = rng.choice(("user", "assistant"))
+            yield (*chat.as_row(), "x", role, "chat_message", text, "operator", STAMP)
 
-        connection.executemany(
-            "INSERT INTO messages (agent_id, owner_id, channel, chat_id, thread_scope, sender, "
-            "role, kind, content, trust, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            message_rows(),
-        )
-        owners = sorted({OwnerKey(chat.agent_id, chat.owner_id) for chat in chats}, key=str)
-        chats_of: dict[OwnerKey, list[ConversationKey]] = defaultdict(list)
-        for chat in chats:
-            chats_of[OwnerKey(chat.agent_id, chat.owner_id)].append(chat)
+    connection.executemany(
+        "INSERT INTO messages (agent_id, owner_id, channel, chat_id, thread_scope, sender, "
+        "role, kind, content, trust, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        message_rows(),
+    )
+    owners = sorted({OwnerKey(chat.agent_id, chat.owner_id) for chat in chats}, key=str)
+    chats_of: dict[OwnerKey, list[ConversationKey]] = defaultdict(list)
+    for chat in chats:
+        chats_of[OwnerKey(chat.agent_id, chat.owner_id)].append(chat)
 
-        def memory_rows():
-            for number in range(memories):
-                owner = owners[number % len(owners)]
-                category = rng.choice(CATEGORIES)
-                if category is Category.FACT:
-                    scope, scope_id = ScopeType.CONVERSATION, rng.choice(chats_of[owner]).scope_id
-                elif category in (Category.CONTEXT, Category.DIRECTIVE):
-                    scope, scope_id = ScopeType.AGENT, owner.agent_id
-                else:
-                    scope, scope_id = ScopeType.OWNER, owner.owner_id
-                value = corpus.message_text(rng, words)[:200]
-                yield (
-                    owner.agent_id,
-                    owner.owner_id,
-                    scope.value,
-                    scope_id,
-                    category.value,
-                    f"{category.value}-{number}",
-                    value,
-                    prompt_target(category, scope).value,
-                    "operator",
-                    owner_scope_token(owner),
-                    STAMP,
-                    STAMP,
-                )
+    def memory_rows():
+        for number in range(memories):
+            owner = owners[number % len(owners)]
+            category = rng.choice(CATEGORIES)
+            if category is Category.FACT:
+                scope, scope_id = ScopeType.CONVERSATION, rng.choice(chats_of[owner]).scope_id
+            elif category in (Category.CONTEXT, Category.DIRECTIVE):
+                scope, scope_id = ScopeType.AGENT, owner.agent_id
+            else:
+                scope, scope_id = ScopeType.OWNER, owner.owner_id
+            value = corpus.message_text(rng, words)[:200]
+            yield (
+                owner.agent_id,
+                owner.owner_id,
+                scope.value,
+                scope_id,
+                category.value,
+                f"{category.value}-{number}",
+                value,
+                prompt_target(category, scope).value,
+                "operator",
+                owner_scope_token(owner),
+                STAMP,
+                STAMP,
+            )
 
-        connection.executemany(
-            "INSERT INTO memories (agent_id, owner_id, scope_type, scope_id, category, key, value, "
-            "promote_target, trust, search_scope, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            memory_rows(),
-        )
-        values = [row[0] for row in connection.execute("SELECT value FROM memories LIMIT 20000")]
-    connection.execute("PRAGMA optimize")
-    connection.close()
+    connection.executemany(
+        "INSERT INTO memories (agent_id, owner_id, scope_type, scope_id, category, key, value, "
+        "promote_target, trust, search_scope, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        memory_rows(),
+    )
+    values = [row[0] for row in connection.execute("SELECT value FROM memories LIMIT 20000")]
     return {"chats": chats, "owners": owners, "texts": texts + values}
 
 
@@ -212,14 +252,20 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--memories", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=2000)
+    parser.add_argument("--backend", default="sqlite", choices=backends.CHOICES)
     args = parser.parse_args()
     rng = random.Random(2027)
-    with tempfile.TemporaryDirectory() as scratch:
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        backends.started([args.backend], Path(scratch)) as places,
+    ):
         home = Path(scratch) / "home"
+        env = places.env(args.backend, home)
         started = time.perf_counter()
-        built = build(home, args.messages, args.memories, rng)
+        built = build(home, env, args.messages, args.memories, rng)
+        places.settle(home)
         build_seconds = time.perf_counter() - started
-        server = ServerProcess(home).start()
+        server = ServerProcess(home, env=env).start()
         try:
             with grpc.insecure_channel(server.address) as channel:
                 memory = md.MemoryServiceStub(channel)
@@ -271,13 +317,14 @@ def main() -> int:
         finally:
             code = server.stop()
         events = server.events("rpc")[mark:]
-        database_mb = (home / "memory.db").stat().st_size / 1e6
+        database_mb = places.size_mb(home)
     if code != 0:
         sys.exit(f"memoryd exited with {code}")
     inside = [e["duration_ms"] for e in events if e["method"].endswith("/Recall")]
     prompt_inside = [e["duration_ms"] for e in events if e["method"].endswith("/GetPromptContext")]
     result = {
         "benchmark": "recall_latency",
+        "backend": args.backend,
         "messages": args.messages,
         "memories": args.memories,
         "queries": len(planned),

@@ -144,6 +144,7 @@ def main() -> int:
                 started = time.perf_counter()
                 chats, texts = load(memory, args.messages, rng)
                 load_seconds = time.perf_counter() - started
+                places.settle(home)
                 planned = queries(rng, chats, texts, args.queries)
                 for _, _, request in planned:  # lexical: the figures stay the words' own
                     request.mode = md.SEARCH_MODE_LEXICAL

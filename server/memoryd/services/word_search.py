@@ -47,14 +47,8 @@ class WordSearch:
         widest = plan.any_word_expression or plan.word_expression
         if widest is None or small:
             return cls(plan, highlighted, small, narrow=small, index_first=False)
-        matches = reads.word_matches(connection, widest)
-        return cls(
-            plan,
-            highlighted,
-            small,
-            narrow=matches > reads.RARE_WORDS,
-            index_first=matches > reads.INDEX_FIRST,
-        )
+        narrow, index_first = reads.large_scope_reads(connection, widest)
+        return cls(plan, highlighted, small, narrow=narrow, index_first=index_first)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -124,7 +124,7 @@ def rank_words(
     Otherwise the join answers."""
     excluded = set(exclude_ids)
     on_postgres = postgres(connection)
-    if index_first and not on_postgres:  # PostgreSQL's planner chooses for itself
+    if index_first:  # SQLite only (large_scope_reads)
         best = rows(
             connection,
             f"SELECT rowid, bm25(messages_fts, 1.0, {SENDER_WEIGHT}, 0.0) AS score "
@@ -348,10 +348,15 @@ def neighbours(
     return {int(row[0]): (row[1], row[2]) for row in found}
 
 
-def word_matches(connection: Transaction, expression: str) -> int:
-    """How many messages of the whole index match `expression`, counted only to just past
-    RARE_WORDS (the questions asked of it: narrow by the scope's token? rank index first?)."""
-    return _matching(connection, f"({expression})")
+def large_scope_reads(connection: Transaction, expression: str) -> tuple[bool, bool]:
+    """How a large scope's word search reads `expression`: (narrow the word index by the scope's
+    token, rank in the index first), from how many messages of the whole index match it
+    (counted only to just past RARE_WORDS). Both are SQLite's: PostgreSQL's index holds no
+    scope token and its planner chooses the order of a search itself, so nothing is counted."""
+    if postgres(connection):
+        return False, False
+    matches = _matching(connection, f"({expression})")
+    return matches > RARE_WORDS, matches > INDEX_FIRST
 
 
 def _matching(connection: Transaction, expression: str) -> int:
