@@ -13,6 +13,12 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
+import apsw
+
+from memoryd.storage.migrations import bundled_migrations, migrate
+from memoryd.storage.postgres.database import PostgresDatabase
+from memoryd.storage.postgres.settings import PostgresSettings
+from memoryd.storage.transaction import Transaction
 from memoryd.testing.postgres import TemporaryPostgres, database_dsn
 
 CHOICES = ("sqlite", "postgres")
@@ -47,15 +53,44 @@ class Backends:
             database.close()
         return int(row[0]) if row else 0
 
+    @contextlib.contextmanager
+    def migrated(self, backend: str, home: Path) -> Iterator[Transaction]:
+        """A connection to the freshly migrated database of a memoryd of `home` on `backend`,
+        outside any transaction (storage.sql.write_transaction makes one), for a bulk load or
+        a baseline written straight into the schema."""
+        if backend == "postgres":
+            dsn = self.env(backend, home)["MEMORYD_STORAGE_DSN"]
+            database = PostgresDatabase.open(
+                PostgresSettings(dsn=dsn, pool_size=1, statement_timeout_ms=3_600_000)
+            )
+            try:
+                yield database.autocommit
+            finally:
+                database.close()
+            return
+        home.mkdir(parents=True, exist_ok=True)
+        connection = apsw.Connection(str(home / "memory.db"))
+        connection.execute("PRAGMA journal_mode = WAL").fetchall()
+        connection.execute("PRAGMA synchronous = NORMAL")
+        migrate(connection, bundled_migrations())
+        try:
+            yield connection
+        finally:
+            connection.close()
+
     def settle(self, home: Path) -> None:
         """After a bulk load, before measuring: on PostgreSQL, VACUUM ANALYZE, as autovacuum
         does within a minute or so of such a load (until then the planner plans for the empty
-        tables it last measured). SQLite's FTS5 and its plans need nothing."""
+        tables it last measured); on SQLite, PRAGMA optimize (its FTS5 needs nothing)."""
         if home in self._dsn:
             import psycopg  # noqa: PLC0415
 
             with psycopg.connect(self._dsn[home], autocommit=True) as connection:
                 connection.execute("VACUUM ANALYZE")
+            return
+        connection = apsw.Connection(str(home / "memory.db"))
+        connection.execute("PRAGMA optimize")
+        connection.close()
 
     def size_mb(self, home: Path) -> float:
         """The database's size on disk, in MB."""

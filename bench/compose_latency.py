@@ -1,6 +1,7 @@
 """(e) ComposeContext latency for a 500-message conversation and a 128k-token window.
 
     python bench/compose_latency.py [--messages 500] [--calls 3000] [--rounds 3]
+                                    [--backend postgres]
 
 A real server gets one conversation through the RPCs: a system prompt, `--messages` chat
 messages of 3-40 words (bench/corpus.py's vocabulary), four USER.md / MEMORY.md rows and ten
@@ -22,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import backends
 import corpus
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -108,10 +110,15 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=500)
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--backend", default="sqlite", choices=backends.CHOICES)
     args = parser.parse_args()
     rng = random.Random(2028)
-    with tempfile.TemporaryDirectory() as scratch:
-        server = ServerProcess(Path(scratch) / "home").start()
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        backends.started([args.backend], Path(scratch)) as places,
+    ):
+        home = Path(scratch) / "home"
+        server = ServerProcess(home, env=places.env(args.backend, home)).start()
         try:
             with grpc.insecure_channel(server.address) as channel:
                 memory = md.MemoryServiceStub(channel)
@@ -174,6 +181,7 @@ def main() -> int:
     health_p50 = statistics.median(run["p50_ms"] for run in health_runs)
     result = {
         "benchmark": "compose_latency",
+        "backend": args.backend,
         "messages": stored,
         "context_window": WINDOW,
         "parts": len(composed.parts),

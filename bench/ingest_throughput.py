@@ -1,11 +1,13 @@
-"""(f) IngestMessages messages/s against the raw APSW batched-insert rate into the same schema.
+"""(f) IngestMessages messages/s against the raw batched-insert rate into the same schema.
 
     python bench/ingest_throughput.py [--messages 100000] [--batch 1000] [--streams 2]
+                                      [--backend postgres]
 
-The ceiling: a freshly migrated database (the schema's triggers keep both full-text indexes),
-the conversations created, then the messages inserted straight through APSW, one set-based
-INSERT (json_each) per transaction of `--batch` rows, their tokens counted as memoryd counts
-them: what SQLite itself does with this schema on this machine, nothing else.
+The ceiling: a freshly migrated database (the schema keeps both full-text indexes), the
+conversations created, then the messages inserted straight through the driver (APSW, or
+psycopg), one set-based INSERT (json_each) per transaction of `--batch` rows, their tokens
+counted as memoryd counts them: what the database itself does with this schema on this
+machine, nothing else.
 memoryd: a real server, the same messages (bench/corpus.py's vocabulary, 3-40 words, in 200
 conversations) sent with IngestMessages in batches of `--batch` by `--streams` concurrent
 streams, from the generated Python client. Reported: messages/s of both, their ratio, and the
@@ -24,13 +26,14 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import apsw
+import backends
 import corpus
 
 import memoryd_client as md
 from memoryd.domain.conversation import conversation_key, search_scope_tokens
 from memoryd.domain.tokens import count_tokens
-from memoryd.storage.migrations import bundled_migrations, migrate
+from memoryd.storage.sql import write_transaction
+from memoryd.storage.transaction import Transaction
 from memoryd.testing.server_process import ServerProcess
 
 CONVERSATIONS = 200
@@ -46,13 +49,10 @@ def messages(count: int, rng: random.Random) -> list[tuple[str, str]]:
     ]
 
 
-def raw_rate(folder: Path, items: list[tuple[str, str]], batch: int) -> float:
-    """Messages/s into a migrated database straight through APSW, `batch` rows a transaction."""
-    connection = apsw.Connection(str(folder / "raw.db"))
-    connection.execute("PRAGMA journal_mode = WAL").fetchall()
-    connection.execute("PRAGMA synchronous = NORMAL")
-    migrate(connection, bundled_migrations())
-    with connection:
+def raw_rate(connection: Transaction, items: list[tuple[str, str]], batch: int) -> float:
+    """Messages/s into a migrated database straight through its driver, `batch` rows a
+    transaction."""
+    with write_transaction(connection):
         for n in range(CONVERSATIONS):
             key = conversation_key(
                 agent_id="main", owner_id="", channel="bench", chat_id=f"chat-{n}", thread_scope=""
@@ -67,19 +67,17 @@ def raw_rate(folder: Path, items: list[tuple[str, str]], batch: int) -> float:
         rows = [
             [chat, text, STAMP, count_tokens(text)] for chat, text in items[start : start + batch]
         ]
-        with connection:
+        with write_transaction(connection):
             # One set-based statement per batch (json_each), the fastest way into this schema.
             connection.execute(
                 "INSERT INTO messages (agent_id, owner_id, channel, chat_id, thread_scope, sender, "
                 "role, kind, content, metadata_json, trust, created_at, token_count) "
                 "SELECT 'main', 'default', 'bench', j.value ->> 0, 'root', 'ada', 'user', "
-                "'chat_message', j.value ->> 1, '{}', 'operator', j.value ->> 2, j.value ->> 3 "
-                "FROM json_each(?) AS j ORDER BY j.key",
+                "'chat_message', j.value ->> 1, '{}', 'operator', j.value ->> 2, "
+                "CAST(j.value ->> 3 AS BIGINT) FROM json_each(?) AS j ORDER BY j.key",
                 (json.dumps(rows, ensure_ascii=False),),
             )
-    spent = time.perf_counter() - began
-    connection.close()
-    return len(items) / spent
+    return len(items) / (time.perf_counter() - began)
 
 
 async def ingest_rate(
@@ -132,12 +130,18 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--streams", type=int, default=2)
+    parser.add_argument("--backend", default="sqlite", choices=backends.CHOICES)
     args = parser.parse_args()
     items = messages(args.messages, random.Random(2029))
-    with tempfile.TemporaryDirectory() as scratch:
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        backends.started([args.backend], Path(scratch)) as places,
+    ):
         folder = Path(scratch)
-        raw = raw_rate(folder, items, args.batch)
-        server = ServerProcess(folder / "home").start()
+        with places.migrated(args.backend, folder / "raw") as connection:
+            raw = raw_rate(connection, items, args.batch)
+        home = folder / "home"
+        server = ServerProcess(home, env=places.env(args.backend, home)).start()
         try:
             ingested, stored = asyncio.run(
                 ingest_rate(server.address, items, args.batch, args.streams)
@@ -147,10 +151,11 @@ def main() -> int:
             server.stop()
     result = {
         "benchmark": "ingest_throughput",
+        "backend": args.backend,
         "messages": args.messages,
         "batch": args.batch,
         "streams": args.streams,
-        "raw_apsw_messages_per_second": round(raw),
+        "raw_messages_per_second": round(raw),
         "ingest_messages_per_second": round(ingested),
         "ratio": round(ingested / raw, 3),
         "stored": stored,

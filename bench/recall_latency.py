@@ -22,7 +22,6 @@ server's RPC log lines, inside the server.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import random
 import subprocess
@@ -30,10 +29,8 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
-import apsw
 import backends
 import corpus
 import grpc
@@ -49,9 +46,7 @@ from memoryd.domain.conversation import (
     search_scope_tokens,
 )
 from memoryd.domain.memories import Category, ScopeType, prompt_target
-from memoryd.storage.migrations import bundled_migrations, migrate
-from memoryd.storage.postgres.database import PostgresDatabase
-from memoryd.storage.postgres.settings import PostgresSettings
+from memoryd.storage.sql import write_transaction
 from memoryd.storage.transaction import Transaction
 from memoryd.testing.server_process import ServerProcess
 
@@ -63,40 +58,19 @@ STAMP = "2026-11-30T00:00:00.000Z"
 CATEGORIES = [c for c in Category if c is not Category.JOB_RUN_SUMMARY]
 
 
-@contextlib.contextmanager
-def migrated(home: Path, env: dict[str, str]) -> Iterator[Transaction]:
-    """One write transaction on the freshly migrated database of `home` (SQLite's file, or the
-    PostgreSQL database `env` names)."""
-    home.mkdir(parents=True)
-    if env.get("MEMORYD_STORAGE_BACKEND") == "postgres":
-        database = PostgresDatabase.open(
-            PostgresSettings(
-                dsn=env["MEMORYD_STORAGE_DSN"], pool_size=1, statement_timeout_ms=3_600_000
-            )
-        )
-        try:
-            with database.transaction() as transaction:
-                yield transaction
-        finally:
-            database.close()
-        return
-    connection = apsw.Connection(str(home / "memory.db"))
-    connection.execute("PRAGMA journal_mode = WAL")
-    migrate(connection, bundled_migrations())
-    try:
-        with connection:
-            yield connection
-        connection.execute("PRAGMA optimize")
-    finally:
-        connection.close()
-
-
 def build(
-    home: Path, env: dict[str, str], messages: int, memories: int, rng: random.Random
+    places: backends.Backends,
+    backend: str,
+    home: Path,
+    sizes: tuple[int, int],
+    rng: random.Random,
 ) -> dict[str, object]:
-    """Create and fill the database; returns what the queries need."""
-    with migrated(home, env) as connection:
-        return fill(connection, messages, memories, rng)
+    """Create and fill the database with (messages, memories) in one transaction; returns what
+    the queries need."""
+    with places.migrated(backend, home) as connection, write_transaction(connection):
+        built = fill(connection, *sizes, rng)
+    places.settle(home)
+    return built
 
 
 def fill(
@@ -260,12 +234,10 @@ def main() -> int:
         backends.started([args.backend], Path(scratch)) as places,
     ):
         home = Path(scratch) / "home"
-        env = places.env(args.backend, home)
         started = time.perf_counter()
-        built = build(home, env, args.messages, args.memories, rng)
-        places.settle(home)
+        built = build(places, args.backend, home, (args.messages, args.memories), rng)
         build_seconds = time.perf_counter() - started
-        server = ServerProcess(home, env=env).start()
+        server = ServerProcess(home, env=places.env(args.backend, home)).start()
         try:
             with grpc.insecure_channel(server.address) as channel:
                 memory = md.MemoryServiceStub(channel)

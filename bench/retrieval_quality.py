@@ -1,6 +1,7 @@
 """Retrieval quality on LoCoMo: recall@k of annotated evidence, through the real server.
 
     python bench/retrieval_quality.py PATH/TO/locomo10.json [--modes lexical,semantic,hybrid]
+                                      [--backend postgres]
 
 LoCoMo (Maharana et al., ACL 2024) is CC BY-NC 4.0, so it is never committed; fetch it with
 `git clone https://github.com/snap-research/LoCoMo` and pass `LoCoMo/data/locomo10.json`.
@@ -33,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import apsw
+import backends
 import grpc
 
 import memoryd_client as md
@@ -241,15 +243,21 @@ def percentile(values: list[float], fraction: float) -> float:
 
 def run_server(
     path_config: str,
+    *,
+    backend: str,
     conversations: dict[str, list[Turn]],
     questions: list[Question],
     modes: list[str],
     log: Callable[[str], None],
 ) -> dict[str, object]:
-    """Load through a real server and measure each mode."""
+    """Load through a real server on `backend` and measure each mode."""
     results: dict[str, object] = {}
-    with tempfile.TemporaryDirectory() as scratch:
-        server = ServerProcess(Path(scratch) / "home", config=path_config).start()
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        backends.started([backend], Path(scratch)) as places,
+    ):
+        home = Path(scratch) / "home"
+        server = ServerProcess(home, config=path_config, env=places.env(backend, home)).start()
         try:
             with grpc.insecure_channel(server.address) as channel:
                 memory = md.MemoryServiceStub(channel)
@@ -288,6 +296,7 @@ def main() -> int:
     parser.add_argument("dataset", type=Path, help="LoCoMo's data/locomo10.json")
     parser.add_argument("--modes", default="lexical,semantic,hybrid")
     parser.add_argument("--config", type=Path, help="a memoryd config file (default: defaults)")
+    parser.add_argument("--backend", default="sqlite", choices=backends.CHOICES)
     args = parser.parse_args()
     conversations, questions = load_dataset(args.dataset)
     modes = [mode for mode in args.modes.split(",") if mode]
@@ -301,13 +310,21 @@ def main() -> int:
     config = args.config.read_text(encoding="utf-8") if args.config else ""
     result: dict[str, object] = {
         "benchmark": "retrieval_quality",
+        "backend": args.backend,
         "questions": len(questions),
         "plain FTS5 (words OR-ed, bm25)": summarise(
             questions, plain_fts5(conversations, questions)
         ),
         "DRAGON (paper, Table 3)": DRAGON,
     }
-    result |= run_server(config, conversations, questions, modes, log)
+    result |= run_server(
+        config,
+        backend=args.backend,
+        conversations=conversations,
+        questions=questions,
+        modes=modes,
+        log=log,
+    )
     print(json.dumps(result, indent=2))
     return 0
 
