@@ -3,7 +3,7 @@
 #                (make serve DATA=/some/folder PORT=50052 for another folder or port)
 #   make test    install everything, then lint, type-check, buf lint/breaking, and run every test
 #                (the server's pytest suite on SQLite, then on PostgreSQL, then the Go and
-#                TypeScript clients' own suites)
+#                TypeScript clients' own suites, against a memoryd on each backend)
 #   make protos  regenerate the Python, Go and TypeScript clients from protos/
 #   make baseline  record the released contract (protos/baseline.binpb) that buf breaking guards,
 #                at a tagged release only (VERSION holds the one version: scripts/set_version.py)
@@ -30,13 +30,14 @@ PYTEST_ENV := env -u PYTHONDONTWRITEBYTECODE PATH="$(TOOLS)/bin:$$PATH"
 
 .PHONY: serve test check fmt install tools lint typecheck buf-lint buf-breaking baseline protos pytest \
 	pytest-postgres \
-	client-tests go-test ts-test bench probes clean
+	client-tests client-tests-postgres go-test ts-test bench probes clean
 
 # make serve DATA=/path/to/data PORT=50052: another data directory or port (on 127.0.0.1).
 serve: install
 	$(BIN)/memoryd serve $(if $(DATA),--home "$(DATA)") $(if $(PORT),--listen "127.0.0.1:$(PORT)")
 
-test: install tools lint typecheck buf-lint buf-breaking pytest pytest-postgres client-tests
+test: install tools lint typecheck buf-lint buf-breaking pytest pytest-postgres client-tests \
+	client-tests-postgres
 
 # The inner loop (under a minute): lint, types, the contract's lint, and the tests that use the
 # one shared server (those that start their own server or a subprocess are marked slow).
@@ -127,6 +128,12 @@ pytest-postgres: install tools
 
 # The clients' own suites, each against a memoryd it starts with this checkout's Python.
 client-tests: go-test ts-test
+
+# The same suites against a memoryd on a throwaway PostgreSQL (scripts/with_memoryd.py gives
+# them its address, and puts a server a suite starts itself on PostgreSQL too).
+client-tests-postgres: install tools
+	$(BIN)/python -m scripts.with_memoryd --backend postgres -- \
+		$(MAKE) --no-print-directory go-test ts-test
 
 go-test: install
 	cd $(GO_CLIENT) && MEMORYD_PYTHON=$(CURDIR)/$(BIN)/python GOFLAGS=-mod=mod go vet ./... \
