@@ -8,7 +8,8 @@
 #   make baseline  record the released contract (protos/baseline.binpb) that buf breaking guards,
 #                at a tagged release only (VERSION holds the one version: scripts/set_version.py)
 #   make bench   the benchmarks in bench/ (figures for the README's performance section)
-#   make probes  the long hostile-client probes: 52,500 fuzzed calls, 20 SIGKILL rounds
+#   make probes  the long hostile-client probes, on each backend: 52,500 fuzzed calls, 20 SIGKILL
+#                rounds
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3
@@ -147,10 +148,13 @@ bench: install $(TOOLS)/bin/ghz
 	$(BIN)/python bench/run_all.py
 
 # The probes that `make test` runs briefly (tests/test_rpc_fuzz.py, tests/test_crash_recovery.py),
-# run long: every unary RPC fuzzed 1,500 times, then 20 rounds of SIGKILL under mixed load.
+# run long, on each backend: every unary RPC fuzzed 1,500 times, then 20 rounds of SIGKILL under
+# mixed load.
 probes: install
 	$(BIN)/python -m scripts.fuzz_rpcs --examples 1500
+	$(BIN)/python -m scripts.fuzz_rpcs --examples 1500 --backend postgres
 	$(BIN)/python -m scripts.crash_rounds --rounds 20
+	$(BIN)/python -m scripts.crash_rounds --rounds 20 --backend postgres
 
 $(TOOLS)/bin/ghz:
 	GOBIN=$(TOOLS)/bin GOFLAGS=-mod=mod go install github.com/bojand/ghz/cmd/ghz@$(GHZ_VERSION)

@@ -1,6 +1,7 @@
 """Fuzz every unary RPC of a fresh memoryd server for a long time (make test runs a short one).
 
     python -m scripts.fuzz_rpcs [--examples 1500]   # per RPC: 35 unary RPCs x 1500 = 52,500 calls
+                                [--backend postgres]
 
 Requests are drawn from the message descriptors (tests/rpc_fuzz.py). Exits 1 on the first call
 answered INTERNAL or UNKNOWN, leaking internals, or too large; prints a JSON summary (calls,
@@ -19,6 +20,7 @@ from pathlib import Path
 import grpc
 from hypothesis import HealthCheck, given, settings
 
+from memoryd.testing.postgres import servers_on
 from memoryd.testing.server_process import ServerProcess
 from tests.rpc_fuzz import METHODS, Case, Target, cases
 from tests.test_rpc_fuzz import seed_victim, victim_state
@@ -43,9 +45,13 @@ def fuzz(target: Target, method: str, examples: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--examples", type=int, default=1500, help="calls per RPC")
+    parser.add_argument("--backend", default="sqlite", choices=("sqlite", "postgres"))
     args = parser.parse_args()
     started = time.monotonic()
-    with tempfile.TemporaryDirectory() as folder:
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        servers_on(args.backend, Path(folder) / "postgres"),
+    ):
         home = Path(folder) / "home"
         server = ServerProcess(home).start()
         try:
@@ -65,6 +71,7 @@ def main() -> int:
     print(
         json.dumps(
             {
+                "backend": args.backend,
                 "calls": target.calls,
                 "statuses": dict(sorted(target.statuses.items())),
                 "seconds": round(time.monotonic() - started, 1),

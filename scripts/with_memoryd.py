@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from memoryd.testing.postgres import TEST_POSTGRES, TemporaryPostgres, database_dsn
+from memoryd.testing.postgres import TEST_BACKEND, TEST_POSTGRES, database_dsn, servers_on
 from memoryd.testing.server_process import ServerProcess
 
 CONFIG = "[memoryd.realtime]\npersist_transcripts = true\n"
@@ -35,33 +35,30 @@ def main() -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("give the command to run after --")
-    with tempfile.TemporaryDirectory(prefix="memoryd-with-") as scratch:
+    with (
+        tempfile.TemporaryDirectory(prefix="memoryd-with-") as scratch,
+        servers_on(args.backend, Path(scratch) / "postgres") as database,
+    ):
+        if database is None:  # "postgres" is the only choice
+            raise RuntimeError("no PostgreSQL was started")
         folder = Path(scratch)
-        database = TemporaryPostgres.start(folder / "postgres")
-        os.environ[TEST_POSTGRES] = database.dsn  # ServerProcess: a database per data directory
+        server = ServerProcess(folder / "home", config=CONFIG).start()
+        serving = server.events("serving")[0]
+        print(f"memoryd at {serving['address']}: {serving['database']}", file=sys.stderr)
         try:
-            server = ServerProcess(folder / "home", config=CONFIG).start()
-            serving = server.events("serving")[0]
-            print(f"memoryd at {serving['address']}: {serving['database']}", file=sys.stderr)
-            try:
-                env = dict(os.environ)
-                env.pop(TEST_POSTGRES)
-                env |= {
-                    "MEMORYD_ADDRESS": server.address,
-                    "MEMORYD_STORAGE_BACKEND": "postgres",
-                    "MEMORYD_STORAGE_DSN": database_dsn(
-                        database.dsn, folder / "started-by-the-suite"
-                    ),
-                }
-                code = subprocess.run(command, env=env, check=False).returncode
-            finally:
-                stopped = server.stop()
-            if stopped != 0:
-                print(f"memoryd exited with {stopped}:\n{server.output}", file=sys.stderr)
-                return code or 1
-            return code
+            env = {k: v for k, v in os.environ.items() if k not in (TEST_POSTGRES, TEST_BACKEND)}
+            env |= {
+                "MEMORYD_ADDRESS": server.address,
+                "MEMORYD_STORAGE_BACKEND": "postgres",
+                "MEMORYD_STORAGE_DSN": database_dsn(database.dsn, folder / "started-by-the-suite"),
+            }
+            code = subprocess.run(command, env=env, check=False).returncode
         finally:
-            database.stop()
+            stopped = server.stop()
+        if stopped != 0:
+            print(f"memoryd exited with {stopped}:\n{server.output}", file=sys.stderr)
+            return code or 1
+        return code
 
 
 if __name__ == "__main__":

@@ -11,15 +11,18 @@ one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 # The base connection string of the running test PostgreSQL (a maintenance database).
 TEST_POSTGRES = "MEMORYD_TEST_POSTGRES"
+# The backend the test suite runs its servers on: "sqlite" (the default) or "postgres".
+TEST_BACKEND = "MEMORYD_TEST_BACKEND"
 _created: set[str] = set()
 _lock = threading.Lock()
 
@@ -56,6 +59,29 @@ class TemporaryPostgres:
     def resume(self) -> None:
         """Start PostgreSQL again after `pause`, on the same socket."""
         self._server.ensure_postgres_running()
+
+
+@contextlib.contextmanager
+def servers_on(backend: str, folder: Path) -> Iterator[TemporaryPostgres | None]:
+    """Every server started inside the block on `backend`, as the test suite does it: for
+    "postgres", a TemporaryPostgres in `folder` for the length of the block, named in the
+    environment (TEST_POSTGRES, and MEMORYD_TEST_BACKEND for the suite's helpers); nothing for
+    "sqlite". For the probes and the clients' suites run outside pytest."""
+    if backend == "sqlite":
+        yield None
+        return
+    database = TemporaryPostgres.start(folder)
+    saved = {name: os.environ.get(name) for name in (TEST_POSTGRES, TEST_BACKEND)}
+    os.environ |= {TEST_POSTGRES: database.dsn, TEST_BACKEND: backend}
+    try:
+        yield database
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        database.stop()
 
 
 def database_dsn(base: str, home: Path) -> str:
