@@ -445,10 +445,13 @@ BAD_LINES = [
         message_line(9_100_001, "nowhere"),
         "line 2: the message refers to a row that is neither stored nor earlier in the file",
     ),
-    pytest.param(
+    (
         conversation_line("c", completed_turns="many"),
-        "line 2: the conversation cannot be stored: cannot store TEXT value in INTEGER column",
-        marks=pytest.mark.sqlite_only("SQLite's text for a value of the wrong type"),
+        "line 2: conversation record: completed_turns must be an integer, got 'many'",
+    ),
+    (
+        conversation_line("c", completed_turns=2.5),
+        "line 2: conversation record: completed_turns must be an integer, got 2.5",
     ),
 ]
 
@@ -465,7 +468,6 @@ async def test_a_malformed_line_is_refused_with_its_number_and_nothing_is_stored
     assert expected in (error.details() or "")
 
 
-@pytest.mark.sqlite_only("SQLite's text for a CHECK constraint")
 async def test_records_out_of_order_a_bad_enum_and_a_conflict_are_refused_precisely(
     memory: md.MemoryServiceStub,
 ) -> None:
@@ -482,8 +484,9 @@ async def test_records_out_of_order_a_bad_enum_and_a_conflict_are_refused_precis
         )
     )
     assert role.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "line 3: the message cannot be stored: CHECK constraint failed: role IN" in (
-        role.details() or ""
+    assert role.details() == (
+        "line 3: the message cannot be stored: role is not a value its column allows "
+        "(a CHECK constraint of the table)"
     )
     # The chunk was refused whole: its conversation was not stored either.
     fetched = await rpc_error(

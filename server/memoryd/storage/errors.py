@@ -10,7 +10,8 @@ without showing its text.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Sequence
 
 import apsw
 
@@ -49,6 +50,7 @@ else:
     )
     CONSTRAINT_ERRORS += (psycopg.errors.IntegrityError, psycopg.errors.DataError)
 TRANSIENT_ERRORS = tuple(TRANSIENT)
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def constraint_violated(error: Exception) -> str:
@@ -65,6 +67,20 @@ def constraint_violated(error: Exception) -> str:
         if sqlstate == code or marker in text:
             return words
     return "other"
+
+
+def broken_check(error: Exception, table: str, columns: Sequence[str]) -> str | None:
+    """The column of `table` whose CHECK constraint `error` broke, on both backends; None when
+    the error does not say. PostgreSQL names a column's check `<table>_<column>_check`; SQLite
+    quotes the check's expression, whose first column of the table is the one."""
+    name = getattr(getattr(error, "diag", None), "constraint_name", None)
+    if name:
+        column = str(name).removeprefix(f"{table}_").removesuffix("_check")
+        return column if column in columns else None
+    _, found, expression = str(error).partition("CHECK constraint failed: ")
+    if not found:
+        return None
+    return next((word for word in _IDENTIFIER.findall(expression) if word in columns), None)
 
 
 def unavailable(error: BaseException, *, doing: str) -> Unavailable:

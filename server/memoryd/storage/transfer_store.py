@@ -19,11 +19,12 @@ from typing import cast
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.export_shapes import SHAPES, Kind
 from memoryd.domain.messages import Role
+from memoryd.domain.quoting import clipped
 from memoryd.domain.resources import ResourceKey, ResourceType, checkpoint_owner_prefix
 from memoryd.domain.review_prompt import is_review_input
 from memoryd.domain.transfer import Record, Selection, Value, conversation_of
 from memoryd.errors import FailedPrecondition, InvalidArgument
-from memoryd.storage.errors import CONSTRAINT_ERRORS, constraint_violated
+from memoryd.storage.errors import CONSTRAINT_ERRORS, broken_check, constraint_violated
 from memoryd.storage.migrations import migration_sql
 from memoryd.storage.sql import Row, postgres, rows, savepoint
 from memoryd.storage.transaction import Transaction
@@ -255,6 +256,7 @@ def _store_run(
             )
     if not new:
         return
+    _check_integers(connection, kind, new)
     # A failing INSERT changes nothing (it is undone to its savepoint); a row that fails alone
     # says why. The writer rolls back the whole job when this raises.
     try:
@@ -341,20 +343,48 @@ def _pick(connection: Transaction, table: str, column: str, index: int) -> str:
     return f"j.value ->> {index}" if kind == "text" else f"CAST(j.value ->> {index} AS {kind})"
 
 
-_TYPES: dict[tuple[str, str], str] = {}
+def _check_integers(connection: Transaction, kind: Kind, records: Sequence[Record]) -> None:
+    """Refuse a record whose integer column holds anything but an integer, in the same words on
+    both backends (each engine's own would say it differently, or not name the column)."""
+    table = _TABLES[kind].table
+    types = _column_types(connection)
+    integers = [
+        (index, column)
+        for index, column in enumerate(SHAPES[kind].columns)
+        if types.get((table, column)) in _INTEGER_TYPES
+    ]
+    for record in records:
+        for index, column in integers:
+            value = record.values[index]
+            if value is not None and not isinstance(value, int):
+                shown = clipped(value) if isinstance(value, str) else repr(value)
+                raise InvalidArgument(
+                    f"line {record.line}: {kind.value} record: {column} must be an integer, "
+                    f"got {shown}"
+                )
+
+
+# The column types (as _column_types names them) that hold integers.
+_INTEGER_TYPES = frozenset({"integer", "bigint", "smallint"})
+_TYPES: dict[bool, dict[tuple[str, str], str]] = {}
 
 
 def _column_types(connection: Transaction) -> dict[tuple[str, str], str]:
-    """PostgreSQL's type of every column of memoryd's tables (read once: the schema is the
-    migrations')."""
-    if not _TYPES:
+    """The type of every column of memoryd's tables, by (table, column): PostgreSQL's
+    data_type, or SQLite's declared type in lower case. Read once per engine: the schema is
+    the migrations'."""
+    on_postgres = postgres(connection)
+    if on_postgres not in _TYPES:
         found = rows(
             connection,
             "SELECT table_name, column_name, data_type FROM information_schema.columns "
-            "WHERE table_schema = current_schema()",
+            "WHERE table_schema = current_schema()"
+            if on_postgres
+            else "SELECT t.name, c.name, lower(c.type) FROM sqlite_schema AS t, "
+            "pragma_table_info(t.name) AS c WHERE t.type = 'table'",
         )
-        _TYPES.update({(str(row[0]), str(row[1])): str(row[2]) for row in found})
-    return _TYPES
+        _TYPES[on_postgres] = {(str(row[0]), str(row[1])): str(row[2]) for row in found}
+    return _TYPES[on_postgres]
 
 
 def _remember(kind: Kind, records: Sequence[Record], done: Stored) -> None:
@@ -394,6 +424,13 @@ def _refusal(record: Record, error: Exception) -> InvalidArgument | FailedPrecon
         return InvalidArgument(
             f"line {record.line}: the {record.kind.value} refers to a row that is neither "
             "stored nor earlier in the file (a conversation, message, job or resource)"
+        )
+    if reason == "check":
+        table = _TABLES[record.kind].table
+        column = broken_check(error, table, SHAPES[record.kind].columns) or "a value"
+        return InvalidArgument(
+            f"line {record.line}: the {record.kind.value} cannot be stored: {column} is not "
+            "a value its column allows (a CHECK constraint of the table)"
         )
     return InvalidArgument(
         f"line {record.line}: the {record.kind.value} cannot be stored: "
