@@ -102,17 +102,67 @@ async def test_a_purge_is_followed_by_a_vacuum(
     conversation = md.Conversation(channel="t", chat_id="secret")
     async with md.connect(server.address) as channel:
         memory = md.MemoryServiceStub(channel)
-        await append(memory, conversation, user("my passport number is X1234567"))
+        await append(
+            memory, md.Conversation(channel="t", chat_id="kept"), user("the weather is fine")
+        )
+        await append(memory, conversation, user("my passport number is X1234567, zebrafoo"))
+        assert _files_holding(dsn, b"zebrafoo")  # the probe finds the words before
         purged = await memory.PurgeConversation(
             md.PurgeConversationRequest(conversation=conversation)
         )
-    # On PostgreSQL the receipt's wal_truncated says the VACUUM after the erasure ran.
+    # On PostgreSQL the receipt's wal_truncated says the scrub after the erasure ran: VACUUM,
+    # then the word indexes rebuilt.
     assert purged.wal_truncated
     assert list(purged.residual_files) == []
     vacuumed = sql(dsn, "SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'messages'")
     assert vacuumed[0][0] >= 1
     assert sql(dsn, "SELECT count(*) FROM pending_scrubs") == [(0,)]
     assert sql(dsn, "SELECT count(*) FROM messages WHERE content LIKE '%X1234567%'") == [(0,)]
+    # No row version of any table or TOAST table, and no byte of any index, holds the words
+    # any more, read through SQL (without the rebuild, the word index keeps "x1234567" and
+    # "zebrafoo" as keys with no rows under them).
+    for word in (b"X1234567", b"x1234567", b"zebrafoo"):
+        assert _files_holding(dsn, word) == [], word
+
+
+PAGE = 8192
+LP_NORMAL = 1
+
+
+def _files_holding(dsn: str, word: bytes) -> list[str]:
+    """The relations of the database that hold `word`, read through SQL after a checkpoint
+    (pg_read_binary_file: the test's PostgreSQL is local and we are its superuser): in a tuple
+    of a table's pages, as pageinspect's heap_page_items would show it (a page's free space
+    may keep old bytes: they belong to no row), or anywhere in an index's file."""
+    sql(dsn, "CHECKPOINT")
+    found = []
+    relations = sql(
+        dsn,
+        "SELECT c.relname, c.relkind, pg_read_binary_file(pg_relation_filepath(c.oid), 0, "
+        "pg_relation_size(c.oid), true) FROM pg_class AS c JOIN pg_namespace AS n "
+        "ON n.oid = c.relnamespace WHERE n.nspname IN ('public', 'pg_toast') "
+        "AND c.relkind IN ('r', 'i', 't', 'm') AND pg_relation_size(c.oid) > 0",
+    )
+    for name, kind, data in relations:
+        pieces = [bytes(data)] if kind == "i" else _tuples(bytes(data))
+        if any(word in piece for piece in pieces):
+            found.append(str(name))
+    return found
+
+
+def _tuples(data: bytes) -> list[bytes]:
+    """Every tuple stored in a table's pages: each page's line pointers (4 bytes each, from
+    byte 24 to pd_lower: offset 15 bits, flags 2, length 15) that point at storage."""
+    tuples = []
+    for start in range(0, len(data) - PAGE + 1, PAGE):
+        page = data[start : start + PAGE]
+        lower = int.from_bytes(page[12:14], "little")
+        for pointer in range(24, lower, 4):
+            item = int.from_bytes(page[pointer : pointer + 4], "little")
+            offset, flags, length = item & 0x7FFF, (item >> 15) & 0x3, item >> 17
+            if flags == LP_NORMAL:
+                tuples.append(page[offset : offset + length])
+    return tuples
 
 
 async def _retried(call: Callable[[], Awaitable[T]]) -> T:

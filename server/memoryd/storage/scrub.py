@@ -178,7 +178,8 @@ def delete_rendering_revisions(
 
 def optimize_indexes(connection: Transaction) -> None:
     """Merge every word index into one segment, dropping deleted entries from the file. (On
-    PostgreSQL the erased rows' index entries go with the VACUUM after the erasure.)"""
+    PostgreSQL the erased rows' index entries go after the commit, with the VACUUM and the
+    rebuild of the word indexes: memoryd.storage.postgres.database.vacuum.)"""
     if postgres(connection):
         return
     for index in FTS_INDEXES:

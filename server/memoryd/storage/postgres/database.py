@@ -189,25 +189,49 @@ def read_snapshot(settings: PostgresSettings) -> Iterator[Transaction]:
         connection.close()
 
 
+# The GIN indexes of words and trigrams keep an erased word as a key, with no row left under it,
+# until they are rebuilt: VACUUM only empties its posting list (as an FTS5 index keeps a deleted
+# term until a merge, which memoryd's SQLite erasure forces). The HNSW index overwrites a vacuumed
+# vector itself.
+REBUILT_INDEXES = ("messages_words", "messages_trigrams", "memories_words")
+# How long the rebuild waits for a transaction that started before it (a reader's, a writer
+# group's) before it gives up for now.
+REBUILD_WAIT = "10s"
+
 _vacuum_lock = threading.Lock()
 
 
 def vacuum(settings: PostgresSettings) -> bool:
-    """VACUUM the tables erasures delete from, on a connection of its own: their dead rows and
-    the index entries pointing at them are removed (PostgreSQL keeps both until a VACUUM, as
-    FTS5 keeps deleted terms until a merge). False when another transaction still sees the
-    erased rows (a VACUUM cannot remove what a running snapshot may read): try again later."""
+    """Scrub what erasures deleted, on a connection of its own: VACUUM the tables they delete
+    from (their dead rows, and the HNSW and B-tree entries pointing at them, are removed;
+    PostgreSQL keeps both until a VACUUM), then rebuild the word indexes without the erased
+    words (REINDEX CONCURRENTLY: reads and writes go on meanwhile). False when another
+    transaction still sees the erased rows (no VACUUM can remove what a running snapshot may
+    read), or a rebuild could not finish: try again later."""
     with _vacuum_lock:
         connection = connect(settings)
         try:
+            connection.execute(f"SET statement_timeout = 0; SET lock_timeout = '{REBUILD_WAIT}'")
             oldest = connection.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                 "AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL"
             ).fetchall()[0][0]
             connection.execute(f"VACUUM (SKIP_LOCKED) {', '.join(ERASED_TABLES)}")
+            return int(oldest) == 0 and _rebuild_word_indexes(connection)
         finally:
             connection.close()
-    return int(oldest) == 0
+
+
+def _rebuild_word_indexes(connection: PostgresTransaction) -> bool:
+    """REINDEX CONCURRENTLY each of REBUILT_INDEXES; False when one had to give up (it waited
+    REBUILD_WAIT for older transactions), after dropping the half-built copy it leaves."""
+    for index in REBUILT_INDEXES:
+        try:
+            connection.execute(f"REINDEX INDEX CONCURRENTLY {index}")
+        except psycopg.errors.LockNotAvailable:
+            connection.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index}_ccnew")
+            return False
+    return True
 
 
 def _claim(connection: PostgresTransaction, settings: PostgresSettings) -> None:
