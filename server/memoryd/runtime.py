@@ -82,6 +82,8 @@ class Runtime:
 
     settings: Settings
     writer: Writer
+    # The vectors' own writer, where the database gives one (memoryd.storage.database).
+    side_writer: Writer | None
     readers: ReaderPool
     models: Models
     services: Services
@@ -123,22 +125,24 @@ class Runtime:
         log_names.use(server_keys.log_names_key(database.autocommit) if hashed_names else None)
         tokens.load()  # the first render must not pay for loading the encoding
         _recover(database, prompts)
-        writer = database.writer(
-            WriterSettings(
-                max_rows=settings.storage.group_commit_max_rows,
-                max_wait_seconds=settings.storage.group_commit_max_wait_ms / 1000,
-                attempts=settings.storage.write_attempts,
-                retry_delay_seconds=settings.storage.write_retry_delay_ms / 1000,
-            )
+        writing = WriterSettings(
+            max_rows=settings.storage.group_commit_max_rows,
+            max_wait_seconds=settings.storage.group_commit_max_wait_ms / 1000,
+            attempts=settings.storage.write_attempts,
+            retry_delay_seconds=settings.storage.write_retry_delay_ms / 1000,
         )
+        writer = database.writer(writing)
         writer.start()
+        side_writer = database.side_writer(writing)
+        if side_writer is not None:
+            side_writer.start()
         changes = database.changes()
         models = Models.build(settings, env)
         services = _services(
             settings,
             env,
             database=database,
-            writer=writer,
+            writers=(writer, side_writer or writer),
             readers=readers,
             changes=changes,
             prompts=prompts,
@@ -148,6 +152,7 @@ class Runtime:
         return cls(
             settings=settings,
             writer=writer,
+            side_writer=side_writer,
             readers=readers,
             models=models,
             services=services,
@@ -163,6 +168,8 @@ class Runtime:
             services = self.services
             await services.scheduler.stop()
             await services.embedding.stop()
+            if self.side_writer is not None:
+                await self.side_writer.close()
             await services.erasure.close()
             await services.compactor.close()
             await self.models.close()
@@ -204,18 +211,24 @@ def _services(
     env: Mapping[str, str],
     *,
     database: OpenedDatabase,
-    writer: Writer,
+    writers: tuple[Writer, Writer],
     readers: ReaderPool,
     changes: Changes,
     prompts: PromptFiles,
     page_tokens: PageTokens,
     models: Models,
 ) -> Services:
-    """Every use case, each built once on the parts it needs."""
+    """Every use case, each built once on the parts it needs; `writers` are the writer and the
+    vectors' writer (the same one on SQLite)."""
+    writer, vectors_writer = writers
     history = HistoryService(writer, readers, settings.history, page_tokens)
     memory = LongTermMemory(writer, readers, prompts, page_tokens)
     embedding = EmbeddingService(
-        build_embedder(settings, env), writer, readers, changes, settings.search.embedding_batch
+        build_embedder(settings, env),
+        vectors_writer,
+        readers,
+        changes,
+        settings.search.embedding_batch,
     )
     query_vectors = QueryVectors(
         embedding,

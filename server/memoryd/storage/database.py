@@ -98,6 +98,12 @@ class OpenedDatabase(Protocol):
         """Hand the connection to the one writer; the database is its now."""
         ...
 
+    def side_writer(self, settings: WriterSettings) -> Writer | None:
+        """A second writer, on a connection of its own, for writes whose commits need no order
+        with the others' (vectors); None where it would only wait for the first (SQLite has one
+        write lock)."""
+        ...
+
     def readers(self, threads: int) -> ReaderPool:
         """A pool of read-only connections."""
         ...
@@ -154,6 +160,10 @@ class Database:
         connection = self._owned()
         self._connection = None
         return Writer(connection, settings)
+
+    def side_writer(self, settings: WriterSettings) -> Writer | None:  # noqa: ARG002
+        """None: a second SQLite writer would only wait for the first's write lock."""
+        return None
 
     def readers(self, threads: int) -> ReaderPool:
         """A pool of read-only connections on this database."""

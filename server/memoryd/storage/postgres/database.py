@@ -3,9 +3,10 @@
 One connection writes, owned by the group-committing writer thread, as on SQLite (it holds a
 session advisory lock: a second memoryd on the same database is refused at start): a group's
 statements commit in one transaction, and message ids come out in commit order, which history,
-review cursors and the embedding queue rely on. Reads run on a pool of connections, one per
-reader thread, each read in one REPEATABLE READ READ ONLY transaction: a single snapshot, as a
-SQLite read transaction is.
+review cursors and the embedding queue rely on. The vectors have a writer of their own
+(side_writer), whose transactions run beside the first's. Reads run on a pool of connections,
+one per reader thread, each read in one REPEATABLE READ READ ONLY transaction: a single
+snapshot, as a SQLite read transaction is.
 
 A connection that PostgreSQL dropped (a restart, a failover, a killed backend) fails its call
 with UNAVAILABLE and is opened again by the next call that needs it, without a restart of
@@ -122,6 +123,19 @@ class PostgresDatabase:
         self._connection = None
         self._writer = Writer(connection, settings)
         return self._writer
+
+    def side_writer(self, settings: WriterSettings) -> Writer:
+        """A second group-committing writer on a connection of its own, for the vectors: an
+        HNSW insert costs a millisecond or two, and in the main writer's groups every append
+        waited for a batch of them. Their commits need no order with the messages' (a vector
+        is stored only while its message exists, and its own seq orders the caches' loads)."""
+        try:
+            connection = connect(self.settings)
+        except psycopg.Error as error:
+            raise StartupError(
+                f"cannot connect to {self.settings.target}: {_reason(error)}"
+            ) from error
+        return Writer(connection, settings)
 
     def readers(self, threads: int) -> ReaderPool:
         """A pool of `threads` read-only connections, each on its own thread."""
