@@ -46,6 +46,7 @@ from memoryd.domain.conversation import (
     search_scope_tokens,
 )
 from memoryd.domain.memories import Category, ScopeType, prompt_target
+from memoryd.domain.tokens import count_tokens
 from memoryd.storage.sql import write_transaction
 from memoryd.storage.transaction import Transaction
 from memoryd.testing.server_process import ServerProcess
@@ -98,11 +99,15 @@ def fill(
             if len(texts) < 20000:
                 texts.append(text)
             role = rng.choice(("user", "assistant"))
-            yield (*chat.as_row(), "x", role, "chat_message", text, "operator", STAMP)
+            # Token counts as memoryd stores them with each message (without them the server
+            # would count a million at start-up).
+            tokens = count_tokens(text)
+            yield (*chat.as_row(), "x", role, "chat_message", text, "operator", STAMP, tokens)
 
     connection.executemany(
         "INSERT INTO messages (agent_id, owner_id, channel, chat_id, thread_scope, sender, "
-        "role, kind, content, trust, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "role, kind, content, trust, created_at, token_count) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         message_rows(),
     )
     owners = sorted({OwnerKey(chat.agent_id, chat.owner_id) for chat in chats}, key=str)
