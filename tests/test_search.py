@@ -5,6 +5,7 @@ from __future__ import annotations
 import unicodedata
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import pytest
@@ -188,6 +189,23 @@ async def test_word_matches_rank_by_bm25_then_substrings_fill_the_rest(
     assert len(await search(memory, "passport", conversation=conversation, limit=2)) == 2
     only_words = await search(memory, "passport", conversation=conversation, limit=3)
     assert all(h.match == md.MATCH_KIND_WORD for h in only_words)
+
+
+async def test_a_word_in_most_messages_counts_less_than_a_rare_one(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    # bm25's inverse document frequency, on both backends: "caroline" (the sender of nearly
+    # every message, and in their words) weighs next to nothing beside "painting". PostgreSQL's
+    # ts_rank alone has no idf and put the twelve "caroline" messages first.
+    server = start_server(tmp_path / "home").start()
+    chat = md.Conversation(channel="t", chat_id="idf")
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        chatter = [user(f"caroline says hello, caroline {n}", sender="caroline") for n in range(12)]
+        await append(memory, chat, *chatter, user("I finished the painting", sender="melanie"))
+        hits = await search(memory, "caroline painting", conversation=chat, limit=13)
+    assert hits[0].message.content == "I finished the painting"
+    assert len(hits) == 13
 
 
 async def test_kind_filter(memory: md.MemoryServiceStub, conversation: md.Conversation) -> None:

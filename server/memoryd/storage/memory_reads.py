@@ -72,14 +72,14 @@ def search_words(
 ) -> list[RankedMemory]:
     """Whole-word matches over category, key and value: bm25, then newest, then id."""
     if postgres(connection):
-        table, phrases = pg_words.query_table(expression)
+        search = pg_words.ranked(connection, "memories", expression)
         sql = [
             (
-                f"SELECT {MEMORY_COLUMNS}, {pg_words.score('r.words')} AS score "
-                f"FROM memories AS r, {table} WHERE r.words @@ {pg_words.QUERY} AND {OWNER_MATCH}"
+                f"SELECT {MEMORY_COLUMNS}, {search.score('r.words')} AS score FROM memories AS r, "
+                f"{search.table} WHERE r.words @@ {pg_words.QUERY} AND {OWNER_MATCH}"
             )
         ]
-        params: list[Any] = [*phrases, visible.owner.agent_id, visible.owner.owner_id]
+        params: list[Any] = [*search.params, visible.owner.agent_id, visible.owner.owner_id]
     else:
         sql, params = _fts_query(visible, expression)
     _add_visible(sql, params, visible)

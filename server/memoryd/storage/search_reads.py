@@ -81,14 +81,14 @@ def search_words(
     on_postgres = postgres(connection)
     snippet = words.headline("m.content") if on_postgres else _SNIPPET
     sql, params = _word_query(
+        connection,
         f"{MESSAGE_COLUMNS}, {snippet}",
         scope,
         expression,
-        kinds,
-        limit,
+        kinds=kinds,
+        limit=limit,
         exclude_ids=exclude_ids,
         narrow=narrow,
-        on_postgres=on_postgres,
     )
     names: dict[Row, ConversationKey] = {}
     hits = []
@@ -123,7 +123,6 @@ def rank_words(
     joining every match (bm25 is the same in both, and ties go newest first in both).
     Otherwise the join answers."""
     excluded = set(exclude_ids)
-    on_postgres = postgres(connection)
     if index_first:  # SQLite only (large_scope_reads)
         best = rows(
             connection,
@@ -136,14 +135,14 @@ def rank_words(
         if len(found) >= limit or len(best) < INDEX_FIRST:
             return found
     sql, params = _word_query(
+        connection,
         "m.id",
         scope,
         expression,
-        kinds,
-        limit,
+        kinds=kinds,
+        limit=limit,
         exclude_ids=excluded,
         narrow=narrow,
-        on_postgres=on_postgres,
     )
     return [(int(row[0]), float(row[1])) for row in rows(connection, sql, params)]
 
@@ -177,25 +176,26 @@ def _in_scope(
 
 
 def _word_query(
+    connection: Transaction,
     columns: str,
     scope: HistoryScope,
     expression: str,
+    *,
     kinds: tuple[str, ...],
     limit: int,
-    *,
     exclude_ids: Iterable[int],
     narrow: bool,
-    on_postgres: bool,
 ) -> tuple[str, list[Any]]:
-    """The SQL of search_words and rank_words: `columns`, then the bm25 score."""
+    """The SQL of search_words and rank_words: `columns`, then the bm25 score (on PostgreSQL
+    its stand-in, which reads each phrase's idf first: memoryd.storage.postgres.words)."""
     params: list[Any]
-    if on_postgres:
-        table, phrases = words.query_table(expression)
-        params = list(phrases)
+    if postgres(connection):
+        search = words.ranked(connection, "messages", expression)
+        params = list(search.params)
         sql = [
             (
-                f"SELECT {columns}, {words.score('m.words')} AS score "
-                f"FROM messages AS m, {table} WHERE m.words @@ {words.QUERY}"
+                f"SELECT {columns}, {search.score('m.words')} AS score "
+                f"FROM messages AS m, {search.table} WHERE m.words @@ {words.QUERY}"
             )
         ]
         _add_scope(sql, params, scope)
