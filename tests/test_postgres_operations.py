@@ -1,7 +1,9 @@
 """Operating memoryd on PostgreSQL, whichever backend the rest of the suite runs on: `check`
 finds invalid indexes and orphaned rows, `backup` and `restore` point to PostgreSQL's own tools,
-an erasure is followed by a VACUUM, and a PostgreSQL that goes away and comes back costs calls
-an UNAVAILABLE, never a restart of memoryd, and loses nothing acknowledged."""
+an erasure is followed by a VACUUM and a rebuild of the word indexes (no page keeps the words),
+a PostgreSQL that goes away and comes back costs calls an UNAVAILABLE, never a restart of
+memoryd, and loses nothing acknowledged, and a large scope's nearest vectors come from the
+model's HNSW index."""
 
 from __future__ import annotations
 
