@@ -70,10 +70,13 @@ _COMMON: dict[tuple[str, str], tuple[float, dict[str, float]]] = {}
 # A phrase's idf is remembered this long: a search reads its words twice (every word, then any
 # word), and an agent often asks again. Counts move with every write, so not for long.
 IDF_SECONDS = 2.0
-IDF_REMEMBERED = 4096
+REMEMBERED = 4096
 # The reader threads share what is remembered.
 _LOCK = threading.Lock()
 _IDF: collections.OrderedDict[tuple[str, str, str], tuple[float, float]] = collections.OrderedDict()
+# A phrase's lexemes (stemming never changes): a phrase known to be a common word is not
+# counted again, since the statistics say how common it is.
+_STEMS: collections.OrderedDict[str, tuple[str, ...] | None] = collections.OrderedDict()
 # The tables with a `words` tsvector column.
 _TABLES = frozenset({"messages", "memories"})
 # The table's rows as the planner estimates them (its last count, scaled to the pages it has
@@ -135,43 +138,74 @@ def ranked(connection: Transaction, table: str, expression: str) -> Ranked:
 
 def idf(connection: Transaction, table: str, phrases: Sequence[str]) -> list[float]:
     """bm25's idf of each phrase in `table` (module docstring): one statement reads the table's
-    rows, stems the phrases and counts each through the index, only up to where the common
-    words begin; a common word's count is the statistics'."""
+    rows, and stems and counts through the index each phrase not known to be a common word
+    (only up to where the common words begin); a common word's count is the statistics'."""
     if table not in _TABLES:
         raise ValueError(f"not a table with words: {table}")
     database = _database(connection)
     now = time.monotonic()
     with _LOCK:
         remembered = [_IDF.get((database, table, phrase)) for phrase in phrases]
+        stems = {phrase: _STEMS.get(phrase) for phrase in phrases}
     if all(entry is not None and now - entry[0] < IDF_SECONDS for entry in remembered):
         return [entry[1] for entry in remembered if entry is not None]
     common = _common_words(connection, table)
     # Without statistics (a table never analyzed, a young one) every word is counted, further.
     limit = COUNTED_MATCHES if common else UNMEASURED_MATCHES
-    found = rows(
-        connection,
-        f"SELECT ({_ROWS.format(table=table)}), "
-        f"tsvector_to_array(to_tsvector('{CONFIG}', p.phrase)), (SELECT count(*) FROM "
-        f"(SELECT 1 FROM {table} AS x WHERE x.words @@ phraseto_tsquery('{CONFIG}', p.phrase) "
-        "LIMIT ?) AS c) FROM unnest(CAST(? AS text[])) WITH ORDINALITY AS p(phrase, n) "
-        "ORDER BY p.n",
-        (limit + 1, list(phrases)),
-    )
+    counted = [phrase for phrase in phrases if _common_share(stems[phrase], common) is None]
+    total_rows, found = _count(connection, table, counted, limit)
     weights = []
-    for total_rows, lexemes, counted in found:
-        matching = float(counted)
-        if counted > limit and len(lexemes) == 1:
-            matching = max(matching, common.get(lexemes[0], 0.0) * float(total_rows))
-        total = max(float(total_rows), matching)
+    for phrase in phrases:
+        share = _common_share(stems[phrase], common)
+        if share is not None:
+            matching = share * total_rows
+        else:
+            lexemes, matches = found[phrase]
+            stems[phrase] = lexemes
+            matching = float(matches)
+            if matches > limit:
+                matching = max(matching, (_common_share(lexemes, common) or 0.0) * total_rows)
+        total = max(total_rows, matching)
         weight = math.log((total - matching + 0.5) / (matching + 0.5))
         weights.append(weight if weight > 0 else IDF_FLOOR)
     with _LOCK:
         for phrase, weight in zip(phrases, weights, strict=True):
-            _IDF[(database, table, phrase)] = (now, weight)
-            _IDF.move_to_end((database, table, phrase))
-        while len(_IDF) > IDF_REMEMBERED:
-            _IDF.popitem(last=False)
+            _remember(_IDF, (database, table, phrase), (now, weight))
+            _remember(_STEMS, phrase, stems[phrase])
     return weights
+
+
+def _count(
+    connection: Transaction, table: str, phrases: Sequence[str], limit: int
+) -> tuple[float, dict[str, tuple[tuple[str, ...], int]]]:
+    """The table's rows, and each phrase's lexemes and rows holding it (counted to limit + 1)."""
+    if not phrases:
+        return float(rows(connection, _ROWS.format(table=table))[0][0]), {}
+    found = rows(
+        connection,
+        f"SELECT ({_ROWS.format(table=table)}), p.phrase, "
+        f"tsvector_to_array(to_tsvector('{CONFIG}', p.phrase)), (SELECT count(*) FROM "
+        f"(SELECT 1 FROM {table} AS x WHERE x.words @@ phraseto_tsquery('{CONFIG}', p.phrase) "
+        "LIMIT ?) AS c) FROM unnest(CAST(? AS text[])) AS p(phrase)",
+        (limit + 1, list(phrases)),
+    )
+    counts = {str(row[1]): (tuple(row[2]), int(row[3])) for row in found}
+    return float(found[0][0]), counts
+
+
+def _common_share(lexemes: tuple[str, ...] | None, common: dict[str, float]) -> float | None:
+    """The share of rows holding a one-word phrase that is among the most common words."""
+    if lexemes is None or len(lexemes) != 1:
+        return None
+    return common.get(lexemes[0])
+
+
+def _remember(cache: collections.OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    """Keep `value` under `key`, the least recently kept going past REMEMBERED entries."""
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > REMEMBERED:
+        cache.popitem(last=False)
 
 
 def _common_words(connection: Transaction, table: str) -> dict[str, float]:
