@@ -85,6 +85,9 @@ class PostgresTransaction:
     ) -> None:
         connection.adapters.register_loader("numeric", _Numeric)
         self.connection = connection
+        # Which database this is (its connection string without the password), read once:
+        # psycopg builds it anew on every ask.
+        self.database = connection.info.dsn
         self._reopen = reopen
         self._changes = 0
 

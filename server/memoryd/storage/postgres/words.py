@@ -241,10 +241,9 @@ def _common_words(connection: Transaction, table: str) -> dict[str, float]:
 
 
 def _database(connection: Transaction) -> str:
-    """Which database a connection is on (its connection string without the password), so
-    that what is remembered of one is never used for another."""
-    info = getattr(getattr(connection, "connection", None), "info", None)
-    return str(getattr(info, "dsn", ""))
+    """Which database a connection is on (memoryd.storage.postgres.transaction), so that what
+    is remembered of one is never used for another."""
+    return str(getattr(connection, "database", ""))
 
 
 def _phrases(expression: str) -> list[str]:
