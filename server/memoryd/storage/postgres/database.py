@@ -41,6 +41,11 @@ SERVING_LOCK = 0x6D656D6F72796401
 MINIMUM_VERSION = 170000  # PostgreSQL 17: the pg_c_utf8 collation (Unicode case folding)
 READ_TRANSACTION = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 CONNECT_TIMEOUT_SECONDS = 5
+# Every connection's settings: the statement timeout, times in UTC, and no JIT compilation
+# (memoryd's statements are short; compiling one costs more than it saves, and PostgreSQL's
+# default cost threshold sent an agent-wide search over 1,000,000 messages past it: p50 of
+# SearchHistory there 10.1 -> 8.8 ms, p99 141 -> 110 ms).
+OPTIONS = "-c statement_timeout={timeout} -c TimeZone=UTC -c jit=off"
 # The tables an erasure deletes from; VACUUM removes their dead rows and index entries.
 ERASED_TABLES = (
     "messages",
@@ -68,7 +73,7 @@ def connect(settings: PostgresSettings, *, read_only: bool = False) -> PostgresT
         autocommit=True,
         connect_timeout=CONNECT_TIMEOUT_SECONDS,
         application_name="memoryd-reader" if read_only else "memoryd",
-        options=f"-c statement_timeout={settings.statement_timeout_ms} -c TimeZone=UTC",
+        options=OPTIONS.format(timeout=settings.statement_timeout_ms),
     )
     return PostgresTransaction(connection, reopen=lambda: connect(settings, read_only=read_only))
 

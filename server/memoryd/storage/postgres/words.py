@@ -16,11 +16,11 @@ rare one, and LoCoMo's recall@10 of the words alone was 54 against SQLite's 62. 
 search (`ranked`) weighs each phrase's ts_rank (the content weighted 1 and the sender
 SENDER_WEIGHT, normalised by the document's length: 1 + log of its words; a saturating term
 frequency) by bm25's idf of the phrase, ln((N - n + 0.5) / (n + 0.5)) with FTS5's floor of
-1e-6, and sums them (LoCoMo: 61). N is the table's rows as the planner estimates them. n is
-counted through the GIN index up to COUNTED_MATCHES rows; past that it is the planner's: the
-share of the rows the statistics hold for a common word (pg_stats' most common elements of the
-tsvector column), or for any other, half the least common one's. A table without statistics
-yet is counted further.
+1e-6, and sums them (LoCoMo: 61). N is the table's rows as the planner estimates them, and n
+the planner's too, once the table has statistics: the share of the rows pg_stats holds for a
+common word (the most common elements of the tsvector column), and for any other half the least
+common one's, as the planner assumes; so a search counts nothing. Before the table was first
+analyzed, n is counted through the GIN index (up to UNMEASURED_MATCHES rows).
 Scores are negated so that lower is better, as bm25's are: callers sort and scale them the same
 way on both backends.
 """
@@ -64,15 +64,13 @@ QUERY = "wq.q"
 ONCE = "OFFSET 0"
 # FTS5's idf of a word in half the rows or more (where the formula gives 0 or less).
 IDF_FLOOR = 1e-6
-# A word is counted through the index up to this many rows (each a random read of the table:
-# 1,000 took 5 ms over 1,000,000 messages); past it, the statistics' share of rows holding it
-# says how many: a common word's own, or for another half the least common one's, as the
-# planner assumes. A table without statistics yet (never analyzed) is counted further.
-COUNTED_MATCHES = 20
+# Without statistics (a table never analyzed yet), a phrase is counted through the index up to
+# this many rows; with them nothing is counted (a count visits the rows: up to 1,000 rows took
+# 5 ms over 1,000,000 messages).
 UNMEASURED_MATCHES = 5_000
-# How long a table's most common words are used before they are read again.
+# How long a table's statistics are used before they are read again.
 STATISTICS_SECONDS = 30.0
-_COMMON: dict[tuple[str, str], tuple[float, dict[str, float]]] = {}
+_STATISTICS: dict[tuple[str, str], _Statistics] = {}
 # A phrase's idf is remembered this long: a search reads its words twice (every word, then any
 # word), and an agent often asks again. Counts move with every write, so not for long.
 IDF_SECONDS = 10.0
@@ -143,51 +141,62 @@ def ranked(connection: Transaction, table: str, expression: str) -> Ranked:
 
 
 def idf(connection: Transaction, table: str, phrases: Sequence[str]) -> list[float]:
-    """bm25's idf of each phrase in `table` (module docstring): one statement reads the table's
-    rows, and stems and counts through the index each phrase not known to be a common word
-    (only up to where the common words begin); a common word's count is the statistics'."""
+    """bm25's idf of each phrase in `table` (module docstring), remembered IDF_SECONDS."""
     if table not in _TABLES:
         raise ValueError(f"not a table with words: {table}")
     database = _database(connection)
     now = time.monotonic()
     with _LOCK:
         remembered = [_IDF.get((database, table, phrase)) for phrase in phrases]
-        stems = {phrase: _STEMS.get(phrase) for phrase in phrases}
     if all(entry is not None and now - entry[0] < IDF_SECONDS for entry in remembered):
         return [entry[1] for entry in remembered if entry is not None]
-    common = _common_words(connection, table)
-    # Without statistics (a table never analyzed, a young one) every word is counted, further.
-    limit = COUNTED_MATCHES if common else UNMEASURED_MATCHES
-    counted = [phrase for phrase in phrases if _common_share(stems[phrase], common) is None]
-    total_rows, found = _count(connection, table, counted, limit)
+    total_rows, matching = rows_holding(connection, table, phrases)
     weights = []
-    for phrase in phrases:
-        share = _common_share(stems[phrase], common)
-        if share is not None:
-            matching = share * total_rows
-        else:
-            lexemes, matches = found[phrase]
-            stems[phrase] = lexemes
-            matching = float(matches)
-            if matches > limit:  # past the count: a common word, or one just under them
-                share = _common_share(lexemes, common) or min(common.values()) / 2
-                matching = max(matching, share * total_rows)
-        total = max(total_rows, matching)
-        weight = math.log((total - matching + 0.5) / (matching + 0.5))
+    for matches in matching:
+        total = max(total_rows, matches)
+        weight = math.log((total - matches + 0.5) / (matches + 0.5))
         weights.append(weight if weight > 0 else IDF_FLOOR)
     with _LOCK:
         for phrase, weight in zip(phrases, weights, strict=True):
             _remember(_IDF, (database, table, phrase), (now, weight))
-            _remember(_STEMS, phrase, stems[phrase])
     return weights
+
+
+def rows_holding(
+    connection: Transaction, table: str, phrases: Sequence[str]
+) -> tuple[float, list[float]]:
+    """The table's rows, and how many hold each phrase (module docstring). With the planner's
+    statistics, nothing is counted (a phrase not yet stemmed is, in one statement that reads no
+    table); without them, one statement counts every phrase through the index."""
+    if table not in _TABLES:
+        raise ValueError(f"not a table with words: {table}")
+    with _LOCK:
+        stems = {phrase: _STEMS.get(phrase) for phrase in phrases}
+    measured = _statistics(connection, table)
+    if measured.common:
+        stems |= _stems(connection, [phrase for phrase in phrases if stems[phrase] is None])
+        # A common word's share is the statistics' own; any other's is taken as half the least
+        # common one's, as the planner takes it.
+        rarest = min(measured.common.values()) / 2
+        holding = [
+            (_common_share(stems[phrase], measured.common) or rarest) * measured.rows
+            for phrase in phrases
+        ]
+        total_rows = measured.rows
+    else:
+        total_rows, found = _count(connection, table, phrases, UNMEASURED_MATCHES)
+        stems |= {phrase: found[phrase][0] for phrase in phrases}
+        holding = [float(found[phrase][1]) for phrase in phrases]
+    with _LOCK:
+        for phrase in phrases:
+            _remember(_STEMS, phrase, stems[phrase])
+    return total_rows, holding
 
 
 def _count(
     connection: Transaction, table: str, phrases: Sequence[str], limit: int
 ) -> tuple[float, dict[str, tuple[tuple[str, ...], int]]]:
     """The table's rows, and each phrase's lexemes and rows holding it (counted to limit + 1)."""
-    if not phrases:
-        return float(rows(connection, _ROWS.format(table=table))[0][0]), {}
     found = rows(
         connection,
         f"SELECT ({_ROWS.format(table=table)}), p.phrase, "
@@ -198,6 +207,56 @@ def _count(
     )
     counts = {str(row[1]): (tuple(row[2]), int(row[3])) for row in found}
     return float(found[0][0]), counts
+
+
+def _stems(connection: Transaction, phrases: Sequence[str]) -> dict[str, tuple[str, ...] | None]:
+    """Each phrase's lexemes, as the index holds them."""
+    if not phrases:
+        return {}
+    found = rows(
+        connection,
+        f"SELECT p.phrase, tsvector_to_array(to_tsvector('{CONFIG}', p.phrase)) "
+        "FROM unnest(CAST(? AS text[])) AS p(phrase)",
+        (list(phrases),),
+    )
+    return {str(row[0]): tuple(row[1]) for row in found}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Statistics:
+    """What the planner knows of a table: its rows (its last count scaled to the pages it has
+    now), and the share of rows holding each of the most common words of `words` (pg_stats'
+    most common elements: none before the table was first analyzed)."""
+
+    read_at: float
+    rows: float
+    common: dict[str, float]
+
+
+def _statistics(connection: Transaction, table: str) -> _Statistics:
+    """The table's statistics, read again after STATISTICS_SECONDS: they change with ANALYZE,
+    a few times an hour at most, and one read costs about a millisecond."""
+    key = (_database(connection), table)
+    now = time.monotonic()
+    with _LOCK:
+        cached = _STATISTICS.get(key)
+    if cached is not None and now - cached.read_at < STATISTICS_SECONDS:
+        return cached
+    found = rows(
+        connection,
+        f"SELECT ({_ROWS.format(table=table)}), "
+        "(SELECT CAST(CAST(s.most_common_elems AS text) AS text[]) FROM pg_stats AS s "
+        "WHERE s.schemaname = current_schema() AND s.tablename = ? AND s.attname = 'words'), "
+        "(SELECT s.most_common_elem_freqs FROM pg_stats AS s "
+        "WHERE s.schemaname = current_schema() AND s.tablename = ? AND s.attname = 'words')",
+        (table, table),
+    )
+    total, elements, shares = found[0]
+    common = dict(zip(elements or (), (float(f) for f in shares or ()), strict=False))
+    measured = _Statistics(now, float(total), common)
+    with _LOCK:
+        _STATISTICS[key] = measured
+    return measured
 
 
 def _common_share(lexemes: tuple[str, ...] | None, common: dict[str, float]) -> float | None:
@@ -213,31 +272,6 @@ def _remember(cache: collections.OrderedDict[Any, Any], key: Any, value: Any) ->
     cache.move_to_end(key)
     while len(cache) > REMEMBERED:
         cache.popitem(last=False)
-
-
-def _common_words(connection: Transaction, table: str) -> dict[str, float]:
-    """The share of the table's rows holding each of its most common words (pg_stats' most
-    common elements of `words`), read again after STATISTICS_SECONDS: they change with
-    ANALYZE, a few times an hour at most, and one read costs about a millisecond."""
-    key = (_database(connection), table)
-    now = time.monotonic()
-    with _LOCK:
-        cached = _COMMON.get(key)
-    if cached is not None and now - cached[0] < STATISTICS_SECONDS:
-        return cached[1]
-    found = rows(
-        connection,
-        "SELECT CAST(CAST(s.most_common_elems AS text) AS text[]), s.most_common_elem_freqs "
-        "FROM pg_stats AS s WHERE s.schemaname = current_schema() AND s.tablename = ? "
-        "AND s.attname = 'words'",
-        (table,),
-    )
-    common: dict[str, float] = {}
-    if found and found[0][0]:
-        common = dict(zip(found[0][0], (float(f) for f in found[0][1]), strict=False))
-    with _LOCK:
-        _COMMON[key] = (now, common)
-    return common
 
 
 def _database(connection: Transaction) -> str:
