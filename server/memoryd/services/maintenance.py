@@ -268,8 +268,8 @@ def migrate(
     progress: Callable[[int, int], None] | None = None,
 ) -> transfer.Copied:
     """Copy the data directory's SQLite database into the empty PostgreSQL at `target`, as an
-    export imported there. The directory is locked meanwhile (no server may write to what is
-    being copied); the SQLite database stays as it was."""
+    export imported there, then ANALYZE it. The directory is locked meanwhile (no server may
+    write to what is being copied); the SQLite database stays as it was."""
     if isinstance(source, PostgresSettings):
         raise FailedPrecondition(
             f"this memoryd keeps its data in {source.target} already; `memoryd migrate` moves a "
@@ -279,7 +279,9 @@ def migrate(
     with _home_locked(home, "migrating"):
         opened = databases.open_database(target)
         try:
-            return transfer.copy_database(source, opened, progress)
+            copied = transfer.copy_database(source, opened, progress)
+            opened.refresh_statistics()
+            return copied
         finally:
             opened.close()
 

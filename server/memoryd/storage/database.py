@@ -112,6 +112,11 @@ class OpenedDatabase(Protocol):
         """A watcher of commits."""
         ...
 
+    def refresh_statistics(self) -> None:
+        """Measure the tables again for the planner, after a bulk load (SQLite's PRAGMA
+        optimize, PostgreSQL's ANALYZE: its word ranking reads the statistics too)."""
+        ...
+
     def close(self) -> None:
         """Close the connection, if the writer has not taken it."""
         ...
@@ -175,6 +180,10 @@ class Database:
     def changes(self) -> DatabaseChanges:
         """A watcher of commits to this database, by any connection."""
         return DatabaseChanges(self.settings)
+
+    def refresh_statistics(self) -> None:
+        """PRAGMA optimize: ANALYZE where SQLite finds it worth it."""
+        self._owned().execute("PRAGMA optimize")
 
     def close(self) -> None:
         """Close the connection, if the writer has not taken it (a start-up that failed)."""
@@ -257,8 +266,8 @@ def read_snapshot(settings: StoreSettings) -> Iterator[Transaction]:
 def truncate_wal(settings: StoreSettings) -> bool:
     """One attempt to truncate the WAL, on a connection of its own that never waits (see
     memoryd.storage.scrub.truncate_wal): False when a writer or a reader was in the way. On
-    PostgreSQL, a VACUUM of the erased tables instead: False when a reader's snapshot kept it
-    from removing every erased row."""
+    PostgreSQL, a VACUUM of the erased tables and a rebuild of the word indexes instead: False
+    when a reader's snapshot kept it from removing every erased row."""
     if isinstance(settings, PostgresSettings):
         from memoryd.storage.postgres import database as postgres  # noqa: PLC0415
 

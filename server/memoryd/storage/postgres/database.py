@@ -160,6 +160,16 @@ class PostgresDatabase:
             raise RuntimeError("the writer is made before the watcher of its commits")
         return WriterCommits(self._writer)
 
+    def refresh_statistics(self) -> None:
+        """ANALYZE every table: after a bulk load the planner, and the word ranking's idf
+        (memoryd.storage.postgres.words), have statistics at once, not when autovacuum comes."""
+        connection = self._owned()
+        connection.execute("SET statement_timeout = 0")
+        try:
+            connection.execute("ANALYZE")
+        finally:
+            connection.execute(f"SET statement_timeout = {self.settings.statement_timeout_ms}")
+
     def close(self) -> None:
         """Close the connection, if the writer has not taken it (a start-up that failed)."""
         if self._connection is not None:
