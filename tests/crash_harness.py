@@ -52,8 +52,12 @@ _LINE = re.compile(r"^message_id=\d+: (.*)$", re.MULTILINE)
 
 
 def review_answer(request: dict[str, Any]) -> Reply:
-    """The fake model adds one fact per message it is shown, derived from the text alone."""
-    prompt = "\n".join(str(message.get("content", "")) for message in request["messages"])
+    """The fake model adds one fact per message it is shown, derived from the text alone.
+
+    A request cut short by a kill arrives as `{}`: it is answered with nothing to do.
+    """
+    messages = request.get("messages", [])
+    prompt = "\n".join(str(message.get("content", "")) for message in messages)
     operations = [
         {
             "action": "add",
