@@ -21,6 +21,7 @@ import pytest
 import memoryd_client as md
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.vectors import quantise, to_blob
+from memoryd.log_events import Event
 from memoryd.storage import vector_store
 from memoryd.storage.migrations import POSTGRES_PACKAGE, bundled_migrations
 from memoryd.storage.postgres.database import PostgresDatabase
@@ -212,14 +213,27 @@ async def test_postgres_going_away_answers_unavailable_then_recovers_without_a_r
     assert server.process.poll() is None  # the same process served throughout
 
 
-def test_a_second_memoryd_on_the_same_database_is_refused(
+async def test_two_memoryd_processes_serve_one_database_as_replicas(
     start_server: type[ServerProcess], tmp_path: Path, postgres_base: str
 ) -> None:
+    """Two servers of their own (two data directories, two ports) over one database: what one
+    acknowledges, the other reads at once, and ids follow commit order across both."""
     dsn = database_dsn(postgres_base, tmp_path / "db")
-    start_server(tmp_path / "first", env=on_postgres(dsn)).start()
-    second = start_server(tmp_path / "second", env=on_postgres(dsn))
-    assert second.wait_exit() != 0
-    assert "another memoryd is already serving PostgreSQL database" in second.output
+    first = start_server(tmp_path / "first", env=on_postgres(dsn)).start()
+    second = start_server(tmp_path / "second", env=on_postgres(dsn)).start()
+    assert second.events(Event.MIGRATED) == []  # the first migrated it
+    conversation = md.Conversation(channel="telegram", chat_id="replicas")
+    async with md.connect(first.address) as one, md.connect(second.address) as other:
+        stubs = (md.MemoryServiceStub(one), md.MemoryServiceStub(other))
+        ids = []
+        for number in range(40):
+            written = await append(stubs[number % 2], conversation, user(f"message {number}"))
+            ids.append(written.results[0].id)
+            window = await stubs[(number + 1) % 2].ListMessages(
+                md.ListMessagesRequest(conversation=conversation, page_size=1)
+            )
+            assert window.messages[-1].content == f"message {number}"
+    assert ids == sorted(ids)
 
 
 def test_postgres_migrations_run_once_and_refuse_an_edited_or_newer_schema(
@@ -228,7 +242,8 @@ def test_postgres_migrations_run_once_and_refuse_an_edited_or_newer_schema(
     dsn = database_dsn(postgres_base, tmp_path / "db")
     home = tmp_path / "home"
     first = start_server(home, env=on_postgres(dsn)).start()
-    assert first.wait_for_event("migrated")["versions"] == [1]
+    bundled = [migration.version for migration in bundled_migrations(POSTGRES_PACKAGE)]
+    assert first.wait_for_event("migrated")["versions"] == bundled
     first.stop()
     again = start_server(home, env=on_postgres(dsn)).start()
     assert again.events("migrated") == []
@@ -248,7 +263,9 @@ def test_postgres_migrations_run_once_and_refuse_an_edited_or_newer_schema(
     )
     newer = start_server(home, env=on_postgres(dsn))
     assert newer.wait_exit() != 0
-    assert "has schema version 99, newer than this memoryd supports (1)" in newer.output
+    assert f"has schema version 99, newer than this memoryd supports ({bundled[-1]})" in (
+        newer.output
+    )
 
 
 def test_a_large_scope_is_searched_through_the_models_hnsw_index(

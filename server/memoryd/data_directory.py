@@ -47,6 +47,25 @@ def lock(home: Path) -> int:
     return descriptor
 
 
+def inherited_lock(home: Path, descriptor: int) -> int:
+    """The data directory's lock as a worker inherits it from its supervisor (memoryd.supervisor):
+    `descriptor` must be the open lock file of `home`, and that open file must hold the lock
+    (flock belongs to the open file, which the supervisor and its workers share). Raises Locked
+    otherwise: a process that was not given the lock gets no way in."""
+    try:
+        opened = os.fstat(descriptor)
+        expected = (home / LOCK_FILE).stat()
+    except OSError:
+        raise Locked("unknown") from None
+    if (opened.st_dev, opened.st_ino) != (expected.st_dev, expected.st_ino):
+        raise Locked("unknown")
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise Locked(os.pread(descriptor, 32, 0).decode("ascii", "replace").strip()) from None
+    return descriptor
+
+
 CONFIG_FILE = "config.toml"
 REPLACED_PREFIX = f"{DATABASE_FILE}.replaced-"
 RENDERED_FILE_NAMES = frozenset(PROMPT_FILE_NAMES.values())

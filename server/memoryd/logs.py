@@ -33,7 +33,12 @@ def _utc_stamp(when: float) -> str:
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per record: ts, level, logger, msg, then the extra fields."""
+    """One JSON object per record: ts, level, logger, msg, the process's own fields (a worker's
+    index), then the extra fields."""
+
+    def __init__(self, fields: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self._fields = dict(fields or {})
 
     def format(self, record: logging.LogRecord) -> str:
         document: dict[str, Any] = {
@@ -41,6 +46,7 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
+            **self._fields,
         }
         document.update(
             (name, value) for name, value in vars(record).items() if name not in _STANDARD
@@ -91,14 +97,29 @@ class LogPipeline:
     other record. stop() writes out what is queued.
     """
 
-    def __init__(self, level: str, style: str, stream: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        level: str,
+        style: str,
+        stream: TextIO | None = None,
+        fields: dict[str, int | str] | None = None,
+    ) -> None:
+        """`fields` are written in every JSON line (a worker's index: memoryd.supervisor), and
+        before the message in text."""
         self._stream = stream or sys.stderr
         self._json = style == "json"
+        prefix = "".join(f"[{name} {value}] " for name, value in (fields or {}).items())
         self._formatter = (
-            JsonFormatter()
+            JsonFormatter(fields)
             if self._json
-            else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+            else logging.Formatter(f"%(asctime)s %(levelname)s %(name)s: {prefix}%(message)s")
         )
+        # The RPC lines' template takes the same fields (names and values need no escaping:
+        # identifiers and numbers).
+        self._rpc_fields = "".join(
+            f', "{name}": {json.dumps(value)}' for name, value in (fields or {}).items()
+        )
+        self._rpc_prefix = prefix
         self._level: int = logging.getLevelNamesMapping()[level.upper()]
         _skip_unused_record_fields()
         self._records: queue.SimpleQueue[logging.LogRecord | RpcLine | None] = queue.SimpleQueue()
@@ -154,7 +175,10 @@ class LogPipeline:
             seconds = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
             stamp = f"{seconds},{_millis(when):03d}"
             who = f" (token {caller})" if caller else ""
-            return f"{stamp} {logging.getLevelName(level)} memoryd.rpc: {message}{who}"
+            return (
+                f"{stamp} {logging.getLevelName(level)} memoryd.rpc: "
+                f"{self._rpc_prefix}{message}{who}"
+            )
         # A fingerprint is 8 hex digits: nothing to escape either.
         token = f', "token": "{caller}"' if caller else ""
         # Method and status names are plain ASCII identifiers: nothing to escape, so a template
@@ -162,7 +186,8 @@ class LogPipeline:
         return (
             f'{{"ts": "{_utc_stamp(when)}", "level": "{logging.getLevelName(level).lower()}", '
             f'"logger": "memoryd.rpc", "msg": "{message}", "event": "{Event.RPC}", '
-            f'"method": "{method}", "status": "{status}", "duration_ms": {duration_ms}{token}}}'
+            f'"method": "{method}", "status": "{status}", "duration_ms": {duration_ms}{token}'
+            f"{self._rpc_fields}}}"
         )
 
     def stop(self) -> None:

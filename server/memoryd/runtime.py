@@ -23,6 +23,7 @@ from memoryd.errors import FailedPrecondition, StartupError
 from memoryd.llm.chain import ProviderChain
 from memoryd.llm.embeddings import build_embedder
 from memoryd.log_events import Event
+from memoryd.services.coherence import Coherence
 from memoryd.services.compaction import Compactor
 from memoryd.services.context_composer import ContextComposer
 from memoryd.services.embedding import EmbeddingService
@@ -46,6 +47,7 @@ from memoryd.services.turns import TurnService
 from memoryd.services.use_cases import Services
 from memoryd.storage import compaction_store, review_store, scrub, server_keys, transfer_store
 from memoryd.storage import database as databases
+from memoryd.storage.background_lock import BackgroundLock, background_lock
 from memoryd.storage.database import Changes, OpenedDatabase
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.writer import Writer, WriterSettings
@@ -91,20 +93,33 @@ class Runtime:
     schema_version: int
     # Where the database is: SQLite's file, or PostgreSQL's server and database.
     database: str
+    # Decides which process embeds, when the store may be shared (a worker's, PostgreSQL's);
+    # None for a server alone on its SQLite database (memoryd.storage.background_lock).
+    background: BackgroundLock | None
     _lock_fd: int
 
     @classmethod
-    def open(cls, settings: Settings, env: Mapping[str, str]) -> Runtime:
-        """Open (creating if needed) the data directory and database, ready to serve."""
+    def open(
+        cls, settings: Settings, env: Mapping[str, str], *, lock_fd: int | None = None
+    ) -> Runtime:
+        """Open (creating if needed) the data directory and database, ready to serve.
+
+        `lock_fd`: a worker's data directory lock, inherited from its supervisor, which has
+        already recovered what the last stop left (`prepare`); None for a server on its own.
+        """
         data_directory.private_files(settings.home)
-        lock_fd = _lock_home(settings.home)
+        worker = lock_fd is not None
+        if lock_fd is None:
+            lock_fd = _lock_home(settings.home)
+        else:
+            lock_fd = _inherit_lock(settings.home, lock_fd)
         try:
             database = _open_database(settings, env)
         except BaseException:
             os.close(lock_fd)
             raise
         try:
-            return cls._build(settings, env, database, lock_fd)
+            return cls._build(settings, env, database, lock_fd, recover=not worker)
         except BaseException:
             database.close()
             os.close(lock_fd)
@@ -112,19 +127,26 @@ class Runtime:
 
     @classmethod
     def _build(
-        cls, settings: Settings, env: Mapping[str, str], database: OpenedDatabase, lock_fd: int
+        cls,
+        settings: Settings,
+        env: Mapping[str, str],
+        database: OpenedDatabase,
+        lock_fd: int,
+        *,
+        recover: bool,
     ) -> Runtime:
-        """Recover what the last stop left, then assemble the use cases on the database."""
+        """Recover what the last stop left (unless a supervisor did), then assemble the use
+        cases on the database."""
         postgres = settings.storage.backend == "postgres"
         readers = database.readers(
             settings.storage.pool_size if postgres else settings.server.reader_threads
         )
-        prompts = PromptFiles(settings.home, readers)
         page_tokens = PageTokens(server_keys.page_token_key(database.autocommit))
         hashed_names = settings.server.log_identifiers == "hashed"
         log_names.use(server_keys.log_names_key(database.autocommit) if hashed_names else None)
         tokens.load()  # the first render must not pay for loading the encoding
-        _recover(database, prompts)
+        if recover:
+            _recover(database, PromptFiles(settings.home, readers))
         writing = WriterSettings(
             max_rows=settings.storage.group_commit_max_rows,
             max_wait_seconds=settings.storage.group_commit_max_wait_ms / 1000,
@@ -132,11 +154,18 @@ class Runtime:
             retry_delay_seconds=settings.storage.write_retry_delay_ms / 1000,
         )
         writer = database.writer(writing)
+        changes = database.changes()
+        # Other processes may write to this store: a supervisor's workers (this is one), or
+        # any memoryd over the same PostgreSQL (memoryd.services.coherence).
+        shared = postgres or not recover
+        coherence = Coherence(shared=shared, changes=changes, readers=readers)
+        if shared:
+            writer.follow(coherence)
         writer.start()
         side_writer = database.side_writer(writing)
         if side_writer is not None:
             side_writer.start()
-        changes = database.changes()
+        prompts = PromptFiles(settings.home, readers, coherence=coherence)
         models = Models.build(settings, env)
         services = _services(
             settings,
@@ -148,6 +177,7 @@ class Runtime:
             prompts=prompts,
             page_tokens=page_tokens,
             models=models,
+            coherence=coherence,
         )
         return cls(
             settings=settings,
@@ -159,6 +189,7 @@ class Runtime:
             changes=changes,
             schema_version=database.schema_version,
             database=databases.describe(database.settings),
+            background=(background_lock(database.settings) if postgres or not recover else None),
             _lock_fd=lock_fd,
         )
 
@@ -178,6 +209,28 @@ class Runtime:
             self.changes.close()
         finally:
             os.close(self._lock_fd)
+
+
+def prepare(settings: Settings, env: Mapping[str, str]) -> int:
+    """What a supervisor does before it starts its workers (memoryd.supervisor): lock the data
+    directory, open the database (applying migrations), recover what the last stop left, close
+    it. Returns the lock's descriptor, for the workers to inherit."""
+    data_directory.private_files(settings.home)
+    lock_fd = _lock_home(settings.home)
+    try:
+        database = _open_database(settings, env)
+        try:
+            readers = database.readers(1)
+            try:
+                _recover(database, PromptFiles(settings.home, readers))
+            finally:
+                readers.close()
+        finally:
+            database.close()
+    except BaseException:
+        os.close(lock_fd)
+        raise
+    return lock_fd
 
 
 def _open_database(settings: Settings, env: Mapping[str, str]) -> OpenedDatabase:
@@ -217,12 +270,13 @@ def _services(
     prompts: PromptFiles,
     page_tokens: PageTokens,
     models: Models,
+    coherence: Coherence,
 ) -> Services:
     """Every use case, each built once on the parts it needs; `writers` are the writer and the
     vectors' writer (the same one on SQLite)."""
     writer, vectors_writer = writers
-    history = HistoryService(writer, readers, settings.history, page_tokens)
-    memory = LongTermMemory(writer, readers, prompts, page_tokens)
+    history = HistoryService(writer, readers, settings.history, page_tokens, coherence)
+    memory = LongTermMemory(writer, readers, prompts, page_tokens, coherence)
     embedding = EmbeddingService(
         build_embedder(settings, env),
         vectors_writer,
@@ -250,7 +304,7 @@ def _services(
         history=history,
         prompts=prompts,
         settings=settings.compaction,
-        changes=changes,
+        coherence=coherence,
         default_window=settings.providers[0].context_window if settings.providers else None,
     )
     compactor = Compactor(
@@ -364,8 +418,11 @@ def _resync_prompt_files(prompts: PromptFiles, database: OpenedDatabase) -> None
 
 
 def _clear_review_claims(database: OpenedDatabase) -> None:
-    # One server per home (the lock): a claim left in the database is a stopped server's, and
-    # its review is retried.
+    # Alone on the database (no other memoryd is connected to it; on SQLite the data
+    # directory's lock says so), a claim left there is a stopped server's: its review is
+    # retried. With other processes, claims may be theirs: a dead one's goes stale.
+    if not database.alone():
+        return
     with database.transaction() as transaction:
         cleared = review_store.clear_claims(transaction)
     if cleared:
@@ -386,6 +443,16 @@ def _lock_home(home: Path) -> int:
         ) from None
     except OSError as error:
         raise StartupError(f"cannot use data directory {home}: {error.strerror}") from error
+
+
+def _inherit_lock(home: Path, lock_fd: int) -> int:
+    try:
+        return data_directory.inherited_lock(home, lock_fd)
+    except data_directory.Locked:
+        raise StartupError(
+            f"--worker-of is for the workers `memoryd serve --workers N` starts: this process "
+            f"does not hold the lock of {home}"
+        ) from None
 
 
 def _count_stored_tokens(database: OpenedDatabase) -> None:

@@ -38,6 +38,7 @@ from memoryd.config import ServerSettings, Settings, check_exposure, check_priva
 from memoryd.errors import StartupError
 from memoryd.log_events import Event
 from memoryd.runtime import Runtime
+from memoryd.supervisor import WorkerRole
 from memoryd_client.v1 import (
     compaction_service_pb2,
     compaction_service_pb2_grpc,
@@ -58,8 +59,10 @@ async def serve(
     stop: asyncio.Event | None = None,
     rpc_log: RpcLog = log_rpc_with_logging,
     env: Mapping[str, str] | None = None,
+    worker: WorkerRole | None = None,
 ) -> None:
-    """Run until `stop` is set (or SIGTERM/SIGINT), then shut down in order."""
+    """Run until `stop` is set (or SIGTERM/SIGINT), then shut down in order. `worker`: this
+    process is one of a supervisor's (memoryd.supervisor)."""
     check_exposure(settings)
     check_private_settings(settings)
     stop = stop or asyncio.Event()
@@ -68,7 +71,9 @@ async def serve(
     # short (the grace period bounds it; SIGKILL remains for an impatient operator).
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _request_stop, stop)
-    runtime = Runtime.open(settings, env or {})
+    if worker is not None:
+        worker.stop_with_supervisor()
+    runtime = Runtime.open(settings, env or {}, lock_fd=worker.lock_fd if worker else None)
     for missing in runtime.models.review.missing_keys(env or {}):
         log.warning(
             "the API key of provider %s is not set: its calls will be refused",
@@ -76,7 +81,7 @@ async def serve(
             extra={"event": Event.PROVIDER_KEY_MISSING, "provider": missing},
         )
     try:
-        await _serve(settings, runtime, stop, rpc_log)
+        await _serve(settings, runtime, stop, rpc_log, worker)
     finally:
         await runtime.close()
         stats = runtime.writer.stats
@@ -153,13 +158,18 @@ def _request_stop(stop: asyncio.Event) -> None:
 
 
 async def _serve(
-    settings: Settings, runtime: Runtime, stop: asyncio.Event, rpc_log: RpcLog
+    settings: Settings,
+    runtime: Runtime,
+    stop: asyncio.Event,
+    rpc_log: RpcLog,
+    worker: WorkerRole | None,
 ) -> None:
     server = grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", settings.server.max_request_bytes),
-            # Without this, a second server could bind the same port and steal half the calls.
-            ("grpc.so_reuseport", 0),
+            # Off for a server on its own: a second server could bind the same port and steal
+            # half the calls. A supervisor's workers share its port (memoryd.supervisor).
+            ("grpc.so_reuseport", 0 if worker is None else 1),
             # Long-lived streams (transcripts) stay open while idle: the server pings every
             # 60 s and gives up after 20 s without an answer; clients may ping every 10 s.
             ("grpc.keepalive_time_ms", 60_000),
@@ -211,7 +221,8 @@ async def _serve(
             f"cannot listen on {settings.server.listen}: {_bind_failure(settings.server.listen)}"
         ) from error
     await server.start()
-    for name in ("", *SERVICE_NAMES):
+    names = ("", *SERVICE_NAMES, *((worker.health_name,) if worker else ()))
+    for name in names:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     host = settings.server.listen.rpartition(":")[0]
     address = f"{host}:{port}"
@@ -221,7 +232,8 @@ async def _serve(
         address,
         settings.home,
         extra={
-            "event": Event.SERVING,
+            # A worker's own start; its supervisor logs `serving` when every worker serves.
+            "event": Event.SERVING if worker is None else Event.WORKER_SERVING,
             "address": address,
             "home": str(settings.home),
             "database": runtime.database,
@@ -237,6 +249,8 @@ async def _serve(
         },
     )
     await _start_background(settings, runtime)
+    if worker is not None:
+        worker.report_ready()
 
     try:
         await stop.wait()
@@ -256,7 +270,9 @@ async def _serve(
 async def _start_background(settings: Settings, runtime: Runtime) -> None:
     """The background writers (embeddings, scheduled reviews), unless the server is read-only;
     one line says what is off."""
-    await runtime.services.embedding.start(background=not settings.server.read_only)
+    await runtime.services.embedding.start(
+        background=not settings.server.read_only, lock=runtime.background
+    )
     if settings.server.read_only:
         log.warning(
             "read-only: calls that write are refused, and reviews, compaction and embeddings "

@@ -58,6 +58,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--home", metavar="DIR", help="data directory (default ~/.memoryd)")
     serve.add_argument(
+        "--workers",
+        metavar="N",
+        type=int,
+        help="server processes sharing the address and the store (default 1; "
+        "memoryd.server.workers)",
+    )
+    # Given by `serve --workers N` to its own workers (memoryd.supervisor).
+    serve.add_argument("--worker-of", metavar="ROLE", help=argparse.SUPPRESS)
+    serve.add_argument(
         "--insecure",
         action="store_true",
         help="serve a non-loopback address without tokens (anyone who can reach it may read "
@@ -100,6 +109,16 @@ def file_error(error: OSError) -> str:
     return f"{what}: {error.filename}" if error.filename else f"{what}: {error}"
 
 
+def _worker_arguments(args: argparse.Namespace) -> list[str]:
+    """The supervisor's own command line, as its workers get it (it adds --listen with the port
+    it holds, and --worker-of)."""
+    arguments = ["serve"]
+    for option, value in (("--config", args.config), ("--home", args.home)):
+        if value is not None:
+            arguments += [option, value]
+    return [*arguments, "--insecure"] if args.insecure else arguments
+
+
 def _client_command(args: argparse.Namespace, env: Mapping[str, str], out: TextIO) -> int:
     if args.command in (
         "memory",
@@ -122,21 +141,34 @@ def _client_command(args: argparse.Namespace, env: Mapping[str, str], out: TextI
 
 def _serve(args: argparse.Namespace) -> int:
     from memoryd.server import serve  # noqa: PLC0415 - grpc loads only for the server
+    from memoryd.supervisor import WorkerRole, supervise  # noqa: PLC0415
 
     try:
         settings = load_settings(
             os.environ, config_path=args.config, home=args.home, listen=args.listen
         )
+        server = settings.server
         if args.insecure:
-            settings = dataclasses.replace(
-                settings, server=dataclasses.replace(settings.server, insecure=True)
-            )
+            server = dataclasses.replace(server, insecure=True)
+        if args.workers is not None:
+            server = dataclasses.replace(server, workers=args.workers)
+            server.validate()
+        settings = dataclasses.replace(settings, server=server)
+        worker = WorkerRole.parse(args.worker_of) if args.worker_of else None
     except StartupError as error:
         print(f"memoryd: {error}", file=sys.stderr)  # noqa: T201 - the CLI's own output
         return EXIT_USAGE
-    logs = LogPipeline(settings.server.log_level, settings.server.log_format)
+    logs = LogPipeline(
+        settings.server.log_level,
+        settings.server.log_format,
+        fields={"worker": worker.index} if worker else None,
+    )
     try:
-        asyncio.run(serve(settings, rpc_log=logs.rpc, env=os.environ))
+        if worker is None and settings.server.workers > 1:
+            code = supervise(settings, _worker_arguments(args), os.environ)
+            logs.stop()
+            return code
+        asyncio.run(serve(settings, rpc_log=logs.rpc, env=os.environ, worker=worker))
     except StartupError as error:
         logs.stop()
         print(f"memoryd: {error}", file=sys.stderr)  # noqa: T201

@@ -57,6 +57,8 @@ UNBOUNDED = "unbounded"
 # Content + metadata of one message: a message and its identifiers must fit one 4 MiB answer.
 MAX_MESSAGE_BYTES = 3 * MIB
 DEFAULT_HOME = "~/.memoryd"
+# More server processes than this gains nothing on any machine memoryd is meant for.
+MAX_WORKERS = 64
 
 
 class Section:
@@ -87,6 +89,9 @@ class ServerSettings(Section):
     max_request_bytes: int = 4 * MIB
     # Read-only connections, each on its own thread, so reads never block the event loop.
     reader_threads: int = 4
+    # Server processes sharing the address and the store (`memoryd serve --workers N`): one
+    # process is bounded by one interpreter lock. 1: a single process, no supervisor.
+    workers: int = 1
     # Structured logs on stderr: the lowest level written, and one JSON object per line or text.
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "text"] = "json"
@@ -110,6 +115,8 @@ class ServerSettings(Section):
     def validate(self) -> None:
         """The address is HOST:PORT; TLS files go together and exist."""
         check_listen(self.listen, "memoryd.server.listen")
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise StartupError(f"memoryd.server.workers is {self.workers}: from 1 to {MAX_WORKERS}")
         if bool(self.tls_cert) != bool(self.tls_key):
             raise StartupError(
                 "memoryd.server.tls_cert and tls_key go together: set both or neither"

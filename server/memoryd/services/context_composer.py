@@ -24,11 +24,11 @@ from memoryd.domain.messages import Trust
 from memoryd.domain.prompt_files import context_block
 from memoryd.domain.tokens import count_tokens
 from memoryd.errors import InvalidArgument, NotFound
+from memoryd.services.coherence import Coherence
 from memoryd.services.history import HistoryService
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.storage import compaction_store as store
 from memoryd.storage import memory_reads
-from memoryd.storage.database import Changes
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
 
@@ -58,14 +58,14 @@ class ContextComposer:
         history: HistoryService,
         prompts: PromptFiles,
         settings: CompactionSettings,
-        changes: Changes,
+        coherence: Coherence,
         default_window: int | None,
     ) -> None:
         self._readers = readers
         self._history = history
         self._prompts = prompts
         self.settings = settings
-        self._changes = changes
+        self._coherence = coherence
         # The primary provider's context window, for a conversation that never reported one.
         self._default_window = default_window
         self._composed = _Compositions(capacity=256)
@@ -84,7 +84,7 @@ class ContextComposer:
         memory_text = context_block(state.user_md.text, state.memory_md.text) if state else ""
         # Nothing committed since the kept composition was read: it is still exact (no read).
         request = (requested_window, state is None, memory_text, reserve_tokens)
-        committed = self._changes.stamp()
+        committed = await self._coherence.stamp()
         unchanged = self._composed.unchanged(key, request, committed)
         if unchanged is not None:
             return unchanged

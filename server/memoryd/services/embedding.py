@@ -27,6 +27,7 @@ from memoryd.llm.embeddings import Embedder, EmbeddingUnavailableError
 from memoryd.log_events import Event
 from memoryd.services.waiting import wait_at_most
 from memoryd.storage import vector_store as store
+from memoryd.storage.background_lock import BackgroundLock
 from memoryd.storage.database import Changes
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
@@ -35,7 +36,13 @@ from memoryd.storage.writer import Writer
 log = logging.getLogger("memoryd.embedding")
 
 POLL_SECONDS = 0.2
+RECHECK_SECONDS = 2.0
 MAX_BACKOFF_SECONDS = 60.0
+# A process that does not embed (memoryd.storage.background_lock) looks this often for the
+# model's row that the process that embeds makes.
+MODEL_LOOKUP_SECONDS = 1.0
+# How often a process that shares the store tries for the lock of the one that embeds.
+LEAD_SECONDS = 2.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,24 +96,48 @@ class EmbeddingService:
         self.model: store.EmbeddingModel | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._lead: asyncio.Task[None] | None = None
         self._last_error = ""
+        self._model_looked_up = 0.0
 
     @property
     def enabled(self) -> bool:
         """Whether a provider is configured."""
         return self.embedder is not None
 
-    async def start(self, *, background: bool = True) -> None:
+    async def start(self, *, background: bool = True, lock: BackgroundLock | None = None) -> None:
         """Find the model's row (if it has vectors already), so that searches compare with
-        them, and start the task that embeds what waits (not on a read-only server)."""
+        them, and start the task that embeds what waits (not on a read-only server). With
+        `lock`, it embeds only while this process holds it (the store is shared by several
+        processes: memoryd.storage.background_lock), and tries for it every LEAD_SECONDS."""
         if self.embedder is None:
             return
         embedder = self.embedder
         self.model = await self._readers.read(
             lambda connection: store.find_model(connection, embedder.provider, embedder.model)
         )
-        if background:
+        if not background:
+            return
+        if lock is None:
             self._task = asyncio.create_task(self._run(), name="memoryd-embedder")
+        else:
+            self._lead = asyncio.create_task(self._lead_while_held(lock), name="memoryd-lead")
+
+    async def _lead_while_held(self, lock: BackgroundLock) -> None:
+        try:
+            while True:
+                held = await asyncio.to_thread(lock.try_take)
+                if held and self._task is None:
+                    log.info(
+                        "this process embeds new messages now",
+                        extra={"event": Event.EMBEDDER_LEADING},
+                    )
+                    self._task = asyncio.create_task(self._run(), name="memoryd-embedder")
+                elif not held and self._task is not None:
+                    await self._cancel_task()
+                await asyncio.sleep(LEAD_SECONDS)
+        finally:
+            await asyncio.to_thread(lock.release)
 
     def nudge(self) -> None:
         """Look for work now rather than when the commit count next moves."""
@@ -114,13 +145,21 @@ class EmbeddingService:
 
     async def stop(self) -> None:
         """Stop the task (a batch in flight is dropped; it is embedded again next start)."""
+        if self._lead is not None:
+            self._lead.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._lead
+            self._lead = None
+        await self._cancel_task()
+        if self.embedder is not None:
+            await self.embedder.close()
+
+    async def _cancel_task(self) -> None:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        if self.embedder is not None:
-            await self.embedder.close()
 
     async def status(self) -> EmbeddingStatus:
         """The provider, the model, and how much is embedded and waiting."""
@@ -128,14 +167,18 @@ class EmbeddingService:
             return EmbeddingStatus(
                 enabled=False, provider="", model="", dimension=0, counts=None, last_error=""
             )
-        model = self.model
-        counts = await self._readers.read(
-            lambda connection: store.counts(
+        embedder = self.embedder
+
+        def read(connection: Transaction) -> tuple[store.EmbeddingModel | None, store.VectorCounts]:
+            model = store.find_model(connection, embedder.provider, embedder.model)
+            counts = store.counts(
                 connection,
                 None if model is None else model.id,
                 0 if model is None else model.message_cursor,
             )
-        )
+            return model, counts
+
+        model, counts = await self._readers.read(read)
         return EmbeddingStatus(
             enabled=True,
             provider=self.embedder.provider,
@@ -164,7 +207,17 @@ class EmbeddingService:
     async def query_vector(self, text: str) -> tuple[store.EmbeddingModel, Floats] | None:
         """The query's vector and the model it may be compared within; None when no vector of
         the current model exists yet (or embeddings are off)."""
-        if self.embedder is None or self.model is None:
+        if self.embedder is None:
+            return None
+        if self.model is None and time.monotonic() - self._model_looked_up > MODEL_LOOKUP_SECONDS:
+            # Another process (the one that embeds: memoryd.storage.background_lock) may have
+            # made the model's row since this one looked.
+            self._model_looked_up = time.monotonic()
+            embedder = self.embedder
+            self.model = await self._readers.read(
+                lambda connection: store.find_model(connection, embedder.provider, embedder.model)
+            )
+        if self.model is None:
             return None
         vectors = await self.embedder.embed([text], queries=True)
         if vectors.shape[1] != self.model.dimension:
@@ -200,10 +253,13 @@ class EmbeddingService:
                 await self._idle()
 
     async def _idle(self) -> None:
-        """Until the commit count moves or a nudge comes."""
+        """Until the commit count moves, a nudge comes, or RECHECK_SECONDS pass (on
+        PostgreSQL the count is this process's own commits: another process's messages are
+        found by looking again)."""
         self._wake.clear()
         seen = self._changes.stamp()
-        while not self._wake.is_set():
+        deadline = time.monotonic() + RECHECK_SECONDS
+        while not self._wake.is_set() and time.monotonic() < deadline:
             await wait_at_most(self._wake, POLL_SECONDS)
             now = self._changes.stamp()
             if now is None or now != seen:
@@ -211,10 +267,18 @@ class EmbeddingService:
 
     async def _step(self) -> bool:
         """Embed one batch; False when nothing waits."""
-        cursor = 0 if self.model is None else self.model.message_cursor
-        messages = await self._readers.read(
-            lambda connection: store.waiting_messages(connection, cursor, self._batch)
-        )
+        embedder = self._provider()
+
+        def read(
+            connection: Transaction,
+        ) -> tuple[store.EmbeddingModel | None, list[store.MessageText]]:
+            # The model's row is read again each time: another process (a worker, a replica)
+            # may have moved its cursor back (ReindexEmbeddings) or made it.
+            model = store.find_model(connection, embedder.provider, embedder.model)
+            cursor = 0 if model is None else model.message_cursor
+            return model, store.waiting_messages(connection, cursor, self._batch)
+
+        self.model, messages = await self._readers.read(read)
         if messages:
             await self._embed_messages(messages)
             return True

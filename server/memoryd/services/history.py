@@ -31,6 +31,7 @@ from memoryd.domain.paging import PageCursor, PageTokens, fingerprint, page_size
 from memoryd.domain.review_prompt import is_review_input
 from memoryd.domain.timestamps import utc_now
 from memoryd.errors import NotFound
+from memoryd.services.coherence import Coherence
 from memoryd.services.window_cache import CachedWindow, WindowCache
 from memoryd.storage import history_reads as reads
 from memoryd.storage import history_writes as writes
@@ -94,9 +95,15 @@ class HistoryService:
     """Conversation history over the writer, the readers and the window cache."""
 
     def __init__(
-        self, writer: Writer, readers: ReaderPool, settings: HistorySettings, tokens: PageTokens
+        self,
+        writer: Writer,
+        readers: ReaderPool,
+        settings: HistorySettings,
+        tokens: PageTokens,
+        coherence: Coherence,
     ) -> None:
         self._writer = writer
+        self._coherence = coherence
         self._tokens = tokens
         self._readers = readers
         self._cap = settings.max_conversation_history
@@ -110,6 +117,7 @@ class HistoryService:
             per_conversation=settings.cache_messages_per_conversation,
             window_cap=settings.max_conversation_history,
         )
+        coherence.track(self.cache)
 
     @property
     def window_cap(self) -> int | None:
@@ -258,6 +266,7 @@ class HistoryService:
     async def _first_window_page(
         self, key: ConversationKey, size: int, kinds: tuple[str, ...]
     ) -> _PageSlice:
+        await self._coherence.check()
         cached = self.cache.get(key)
         if cached is not None:
             found = self._page_from_cache(cached, size, kinds)

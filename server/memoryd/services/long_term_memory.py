@@ -38,6 +38,7 @@ from memoryd.domain.paging import PageTokens, TokenKind, page_size, request_fing
 from memoryd.domain.resources import MutationSource
 from memoryd.domain.timestamps import to_text, utc_now
 from memoryd.errors import InvalidArgument, NotFound
+from memoryd.services.coherence import Coherence
 from memoryd.services.prompt_files import CommittedRender, PromptFiles
 from memoryd.services.read_through import ReadThroughCache
 from memoryd.storage import jobs
@@ -122,14 +123,18 @@ class LongTermMemory:
         readers: ReaderPool,
         prompts: PromptFiles,
         tokens: PageTokens,
+        coherence: Coherence,
+        *,
         cache_capacity: int = 65536,
     ) -> None:
         self._writer = writer
         self._tokens = tokens
         self._readers = readers
         self._prompts = prompts
+        self._coherence = coherence
         # The seed's ETS Store: rows by id, filled on reads, invalidated after every write.
         self.rows: ReadThroughCache[int, MemoryRecord] = ReadThroughCache(cache_capacity)
+        coherence.track(self.rows)
 
     # --- writes ---------------------------------------------------------------------------------
 
@@ -274,6 +279,7 @@ class LongTermMemory:
 
     async def _get(self, owner: OwnerKey, locator: Locator) -> MemoryRecord:
         if locator.id:
+            await self._coherence.check()
             cached = self.rows.get(locator.id)
             if cached is None:
                 token = self.rows.begin()

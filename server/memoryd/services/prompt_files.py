@@ -32,6 +32,7 @@ from memoryd.domain.resources import (
 )
 from memoryd.domain.tokens import count_tokens
 from memoryd.log_events import Event
+from memoryd.services.coherence import Coherence
 from memoryd.services.read_through import ReadThroughCache
 from memoryd.storage import memory_reads, resource_store
 from memoryd.storage.database import OpenedDatabase
@@ -79,10 +80,21 @@ def resource_key(owner: OwnerKey, resource_type: ResourceType) -> ResourceKey:
 class PromptFiles:
     """Renders, versions, writes and caches the prompt files."""
 
-    def __init__(self, home: Path, readers: ReaderPool, cache_capacity: int = 4096) -> None:
+    def __init__(
+        self,
+        home: Path,
+        readers: ReaderPool,
+        cache_capacity: int = 4096,
+        coherence: Coherence | None = None,
+    ) -> None:
+        """`coherence`: where the store may be shared, what drops the cache when another
+        process wrote (None: nothing serves from the cache but this process's own reads)."""
         self._home = home
         self._readers = readers
         self.cache: ReadThroughCache[OwnerKey, PromptState] = ReadThroughCache(cache_capacity)
+        self._coherence = coherence
+        if coherence is not None:
+            coherence.track(self.cache)
 
     # --- inside the write transaction (writer thread) ------------------------------------------
 
@@ -178,6 +190,8 @@ class PromptFiles:
 
     async def state(self, owner: OwnerKey) -> PromptState:
         """The owner's prompt files as last committed (cached until a change)."""
+        if self._coherence is not None:
+            await self._coherence.check()
         cached = self.cache.get(owner)
         if cached is not None:
             return cached

@@ -57,6 +57,13 @@ class ReadThroughCache(Generic[K, V]):
             self._writes += 1
             self._entries.pop(key, None)
 
+    def clear(self) -> None:
+        """Forget everything (another process wrote: memoryd.services.coherence); fills in
+        flight are dropped."""
+        with self._lock:
+            self._writes += 1
+            self._entries.clear()
+
     def _store(self, key: K, value: V) -> None:
         self._entries[key] = value
         self._entries.move_to_end(key)

@@ -109,6 +109,14 @@ class WindowCache:
             self._mark_stale(key)
             self._entries.pop(key, None)
 
+    def clear(self) -> None:
+        """Drop every conversation (another process wrote: memoryd.services.coherence); loads
+        in flight are stale."""
+        with self._lock:
+            self._entries.clear()
+            for pending in self._pending.values():
+                pending.stale = True
+
     def _mark_stale(self, key: ConversationKey) -> None:
         pending = self._pending.get(key)
         if pending is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import apsw
 
+from memoryd.storage import store_clock
 from memoryd.storage.connection import ConnectionSettings, open_connection
 
 
@@ -29,6 +30,14 @@ class DatabaseChanges:
         except apsw.Error:
             return None
         return int(count) if isinstance(count, int) else None
+
+    def clock(self) -> int | None:
+        """The store clock's version now (memoryd.storage.store_clock), without waiting; None
+        when the database was busy."""
+        try:
+            return store_clock.read(self._connection)
+        except apsw.Error:
+            return None
 
     def close(self) -> None:
         """Close the connection."""

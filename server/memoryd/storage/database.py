@@ -56,6 +56,11 @@ class Changes(Protocol):
         """A count that changes with every commit; None when unknown (treat as changed)."""
         ...
 
+    def clock(self) -> int | None:
+        """The store clock's version (memoryd.storage.store_clock) when it can be read at once
+        on the event loop; None when it cannot (read it on a reader thread)."""
+        ...
+
     def close(self) -> None:
         """Release what the watcher holds."""
         ...
@@ -115,6 +120,10 @@ class OpenedDatabase(Protocol):
     def refresh_statistics(self) -> None:
         """Measure the tables again for the planner, after a bulk load (SQLite's PRAGMA
         optimize, PostgreSQL's ANALYZE: its word ranking reads the statistics too)."""
+        ...
+
+    def alone(self) -> bool:
+        """Whether no other memoryd process uses the database now."""
         ...
 
     def close(self) -> None:
@@ -184,6 +193,11 @@ class Database:
     def refresh_statistics(self) -> None:
         """PRAGMA optimize: ANALYZE where SQLite finds it worth it."""
         self._owned().execute("PRAGMA optimize")
+
+    def alone(self) -> bool:
+        """Always, when asked: the process that opens a SQLite database for recovery holds
+        the data directory's lock, and its workers start after."""
+        return True
 
     def close(self) -> None:
         """Close the connection, if the writer has not taken it (a start-up that failed)."""

@@ -60,6 +60,20 @@ class WriterConnection(Transaction, Protocol):
         ...
 
 
+class CommitClock(Protocol):
+    """What the writer tells of each commit, where several processes share the store
+    (memoryd.services.coherence): the group's version, taken in its transaction, and, after the
+    commit, the version with the group's after-commit hooks to run."""
+
+    def advance(self, transaction: Transaction) -> int:
+        """The version this group commits (inside its transaction, before COMMIT)."""
+        ...
+
+    def committed(self, version: int, publish: Callable[[], None]) -> None:
+        """The group committed as `version`: run `publish` (its hooks), in commit order."""
+        ...
+
+
 class _Isolate(Exception):
     """An unguarded batch failed: roll the group back and run it again with savepoints."""
 
@@ -121,7 +135,12 @@ class Writer:
         self._closing = False
         self._thread = threading.Thread(target=self._run, name="memoryd-writer", daemon=True)
         self._closures: dict[str, Batch[Callable[[Transaction], Any], Any]] = {}
+        self._clock: CommitClock | None = None
         self.stats = WriterStats()
+
+    def follow(self, clock: CommitClock) -> None:
+        """Stamp every group with `clock` (before `start`)."""
+        self._clock = clock
 
     def start(self) -> None:
         """Start the writer thread; the connection is used only from it from now on."""
@@ -226,6 +245,7 @@ class Writer:
                 self._connection.execute("BEGIN IMMEDIATE")
                 for run in runs:
                     self._run_batch(run, guarded=guarded)
+                version = self._clock.advance(self._connection) if self._clock else 0
                 self._connection.execute("COMMIT")
             except _Isolate:
                 self._rollback()
@@ -252,7 +272,10 @@ class Writer:
                 return
             else:
                 self.stats.commits += 1
-                self._after_commit(group)
+                if self._clock is None:
+                    self._after_commit(group)
+                else:
+                    self._clock.committed(version, lambda: self._after_commit(group))
                 self._deliver(group, None)
                 return
 

@@ -37,7 +37,10 @@ class ServerProcess:
         listen: str = "127.0.0.1:0",
         create_home: bool = True,
         umask: int | None = None,
+        workers: int = 1,
     ) -> None:
+        """`workers` above 1 starts `memoryd serve --workers N`: a supervisor, whose `serving`
+        event comes once every worker serves."""
         self.home = home
         if create_home:
             self.home.mkdir(parents=True, exist_ok=True)
@@ -50,6 +53,7 @@ class ServerProcess:
             str(home),
             "--listen",
             listen,
+            *(("--workers", str(workers)) if workers > 1 else ()),
         ]
         if config is not None:
             home.parent.mkdir(parents=True, exist_ok=True)

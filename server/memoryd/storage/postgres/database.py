@@ -25,7 +25,7 @@ from typing import Any
 
 import psycopg
 
-from memoryd.errors import StartupError, Unavailable
+from memoryd.errors import StartupError
 from memoryd.storage.errors import translate_read_errors
 from memoryd.storage.migrations import POSTGRES_PACKAGE, bundled_migrations, migrate, schema_version
 from memoryd.storage.postgres.settings import PostgresSettings
@@ -35,9 +35,13 @@ from memoryd.storage.sql import write_transaction
 from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Writer, WriterSettings
 
-# The session lock the writing connection holds: one memoryd process serves a database (the
-# data directory's lock cannot say so when two directories name one database).
-SERVING_LOCK = 0x6D656D6F72796401
+# Several memoryd processes may serve one database (a supervisor's workers, replicas on other
+# machines). Their writers' groups take this lock in their transactions, one group at a time
+# across every process: ids are then drawn in commit order, which windows, review cursors and
+# the embedding queue read as "everything after id N", as SQLite's write lock gives.
+WRITE_ORDER_LOCK = 0x6D656D6F72796401
+# Held while a process migrates, so that replicas starting together migrate once.
+MIGRATION_LOCK = 0x6D656D6F72796403
 MINIMUM_VERSION = 170000  # PostgreSQL 17: the pg_c_utf8 collation (Unicode case folding)
 READ_TRANSACTION = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 CONNECT_TIMEOUT_SECONDS = 5
@@ -66,8 +70,11 @@ ERASED_TABLES = (
 )
 
 
-def connect(settings: PostgresSettings, *, read_only: bool = False) -> PostgresTransaction:
-    """A new connection in autocommit mode (storage sends BEGIN and COMMIT itself)."""
+def connect(
+    settings: PostgresSettings, *, read_only: bool = False, ordered: bool = False
+) -> PostgresTransaction:
+    """A new connection in autocommit mode (storage sends BEGIN and COMMIT itself). `ordered`:
+    the writer's, whose write transactions take WRITE_ORDER_LOCK."""
     connection = psycopg.connect(
         settings.dsn,
         autocommit=True,
@@ -75,7 +82,11 @@ def connect(settings: PostgresSettings, *, read_only: bool = False) -> PostgresT
         application_name="memoryd-reader" if read_only else "memoryd",
         options=OPTIONS.format(timeout=settings.statement_timeout_ms),
     )
-    return PostgresTransaction(connection, reopen=lambda: connect(settings, read_only=read_only))
+    return PostgresTransaction(
+        connection,
+        reopen=lambda: connect(settings, read_only=read_only, ordered=ordered),
+        ordered_by=WRITE_ORDER_LOCK if ordered else None,
+    )
 
 
 @dataclasses.dataclass(slots=True)
@@ -93,17 +104,20 @@ class PostgresDatabase:
 
     @classmethod
     def open(cls, settings: PostgresSettings) -> PostgresDatabase:
-        """Connect and migrate; StartupError when the database cannot be used, or another
-        memoryd serves it."""
+        """Connect and migrate (one process at a time); StartupError when the database
+        cannot be used."""
         try:
-            connection = connect(settings)
+            connection = connect(settings, ordered=True)
         except psycopg.Error as error:
             raise StartupError(f"cannot connect to {settings.target}: {_reason(error)}") from error
-        connection.reopen_with(lambda: _serving_connection(settings))
+        connection.reopen_with(lambda: connect(settings, ordered=True))
         try:
-            _claim(connection, settings)
             _check_version(connection, settings)
-            applied = migrate(connection, bundled_migrations(POSTGRES_PACKAGE), settings.target)
+            connection.execute("SELECT pg_advisory_lock(?)", (MIGRATION_LOCK,)).fetchall()
+            try:
+                applied = migrate(connection, bundled_migrations(POSTGRES_PACKAGE), settings.target)
+            finally:
+                connection.execute("SELECT pg_advisory_unlock(?)", (MIGRATION_LOCK,)).fetchall()
             current = schema_version(connection)
         except psycopg.Error as error:
             connection.close()
@@ -170,6 +184,15 @@ class PostgresDatabase:
         finally:
             connection.execute(f"SET statement_timeout = {self.settings.statement_timeout_ms}")
 
+    def alone(self) -> bool:
+        """Whether no other memoryd process is connected to the database (each keeps its
+        writer's connection open, named "memoryd")."""
+        found = self._owned().execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND application_name = 'memoryd' AND pid <> pg_backend_pid()"
+        )
+        return int(found.fetchall()[0][0]) == 0
+
     def close(self) -> None:
         """Close the connection, if the writer has not taken it (a start-up that failed)."""
         if self._connection is not None:
@@ -196,6 +219,10 @@ class WriterCommits:
     def stamp(self) -> int | None:
         """The commit count now."""
         return self._writer.stats.commits
+
+    def clock(self) -> None:
+        """Never at once: the clock is a round trip away."""
+        return
 
     def close(self) -> None:
         """Nothing to close: the count is the writer's."""
@@ -261,32 +288,6 @@ def _rebuild_word_indexes(connection: PostgresTransaction) -> bool:
             connection.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index}_ccnew")
             return False
     return True
-
-
-def _claim(connection: PostgresTransaction, settings: PostgresSettings) -> None:
-    if not _take_serving_lock(connection):
-        raise StartupError(
-            f"another memoryd is already serving {settings.target}; stop it, or give this one "
-            "a database of its own"
-        )
-
-
-def _take_serving_lock(connection: PostgresTransaction) -> bool:
-    row = connection.execute("SELECT pg_try_advisory_lock(?)", (SERVING_LOCK,)).fetchall()[0]
-    return bool(row[0])
-
-
-def _serving_connection(settings: PostgresSettings) -> PostgresTransaction:
-    """The writer's connection again, after PostgreSQL dropped it: with the serving lock, or
-    not at all (another memoryd took the database meanwhile)."""
-    connection = connect(settings)
-    if not _take_serving_lock(connection):
-        connection.close()
-        raise Unavailable(
-            f"another memoryd took over {settings.target} while this one was disconnected; "
-            "nothing was written"
-        )
-    return connection
 
 
 def _check_version(connection: PostgresTransaction, settings: PostgresSettings) -> None:

@@ -82,7 +82,10 @@ class PostgresTransaction:
         self,
         connection: psycopg.Connection[Any],
         reopen: Callable[[], PostgresTransaction] | None = None,
+        ordered_by: int | None = None,
     ) -> None:
+        """`ordered_by`: an advisory lock every write transaction (`BEGIN IMMEDIATE`) takes
+        first, so that the writers of every process commit one after another."""
         connection.adapters.register_loader("numeric", _Numeric)
         self.connection = connection
         # Which database this is (its connection string without the password), read once:
@@ -90,6 +93,7 @@ class PostgresTransaction:
         self.database = connection.info.dsn
         self._reopen = reopen
         self._changes = 0
+        self._ordered_by = ordered_by
 
     def reopen_with(self, reopen: Callable[[], PostgresTransaction]) -> None:
         """Open the connection again with `reopen` from now on (the writer's takes its lock)."""
@@ -105,6 +109,8 @@ class PostgresTransaction:
         if not self.usable and self._reopen is not None and statements.startswith("BEGIN"):
             self.connection = self._reopen().connection
         sql = translate(statements, parameters=bindings is not None)
+        if self._ordered_by is not None and statements == "BEGIN IMMEDIATE":
+            sql = f"BEGIN; SELECT pg_advisory_xact_lock({self._ordered_by})"
         try:
             cursor = self.connection.execute(sql, _bindings(bindings))
         except psycopg.errors.UntranslatableCharacter:  # U+0000 inside a JSON parameter
@@ -126,8 +132,9 @@ class PostgresTransaction:
 
     def last_insert_rowid(self) -> int:
         """The id the last insert of this connection drew (its sequence's last value). The ids
-        of one INSERT ... SELECT are consecutive because no other connection inserts: the
-        writer holds the database's serving lock (memoryd.storage.postgres.database)."""
+        of one INSERT ... SELECT are consecutive because no other connection inserts meanwhile:
+        every process's writer takes the write order lock in its transaction
+        (memoryd.storage.postgres.database)."""
         row = self.connection.execute("SELECT lastval()").fetchone()
         return int(row[0]) if row else 0
 

@@ -1,0 +1,385 @@
+"""`memoryd serve --workers N`: one supervisor, N worker processes on one port and one store.
+
+One process is bounded by one interpreter lock (grpc.aio's own callbacks hold most of it under
+load), so a machine's cores are used by several processes. The supervisor:
+
+- takes the data directory's lock, opens the database once (migrations, and the recovery of what
+  the last stop left: memoryd.runtime.prepare), and closes it again;
+- checks that nothing listens on the address, then holds the port with SO_REUSEPORT (bound,
+  never listening: no connection reaches it) for the whole run. The workers listen on it with
+  SO_REUSEPORT too, and the kernel spreads new connections over them. Another `memoryd serve`
+  on that port is still refused: it does not set SO_REUSEPORT, or, with workers, its own
+  supervisor finds the address in use;
+- starts the workers (`python -m memoryd serve ... --worker-of ...`). Each inherits the open
+  lock file (memoryd.data_directory.inherited_lock): it proves the worker was started by the
+  process that holds the directory, and no other process gets in. Each reports ready on a pipe;
+  the supervisor logs `serving` once every worker is;
+- restarts a worker that dies (one that keeps dying within seconds of its start stops the
+  whole server, with the reason in the log), and on SIGTERM or SIGINT passes the signal on and
+  waits for every worker to drain within the grace period, then kills what is left.
+
+The workers share the store: on SQLite each has its own group-committing writer (SQLite's write
+lock serialises them), on PostgreSQL each has its own pool. Work that must happen once (the
+embedding of new messages, scheduled reviews' picks, a review's claim) is decided by the
+database (memoryd.storage.background_lock, the claims).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import errno
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+
+from memoryd.config import Settings, check_exposure, check_private_settings
+from memoryd.errors import StartupError
+from memoryd.log_events import Event
+from memoryd.runtime import prepare
+
+log = logging.getLogger("memoryd.supervisor")
+
+# How long a worker gets to report ready (it opens the database and the model clients).
+READY_TIMEOUT_SECONDS = 60.0
+# A worker that dies this soon after its start, this many times in a row, stops the server:
+# restarting it would only repeat the failure.
+EARLY_DEATH_SECONDS = 10.0
+EARLY_DEATHS = 3
+POLL_SECONDS = 0.2
+PR_SET_PDEATHSIG = 1  # prctl(2)
+# Beyond the grace period, how long the workers get to commit what is queued and close.
+CLOSE_MARGIN_SECONDS = 15.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WorkerRole:
+    """What a worker process was given by its supervisor (`--worker-of INDEX:LOCK_FD:READY_FD`)."""
+
+    index: int
+    lock_fd: int
+    ready_fd: int
+
+    @classmethod
+    def parse(cls, text: str) -> WorkerRole:
+        """From the hidden command-line value; StartupError when it is not one."""
+        try:
+            index, lock_fd, ready_fd = (int(part) for part in text.split(":"))
+        except ValueError:
+            raise StartupError(
+                "--worker-of is given by `memoryd serve --workers N` to its own workers"
+            ) from None
+        return cls(index, lock_fd, ready_fd)
+
+    @property
+    def health_name(self) -> str:
+        """The health service name only this worker reports SERVING for: a health check of it
+        says which worker a connection reached."""
+        return f"memoryd.worker.{self.index}"
+
+    def stop_with_supervisor(self) -> None:
+        """Have the kernel send this process SIGTERM when its supervisor dies (Linux), so that
+        no worker outlives it holding the port and the data directory."""
+        parent = os.getppid()
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # it died before the request was in place
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def report_ready(self) -> None:
+        """Tell the supervisor this worker serves (once)."""
+        with contextlib.suppress(OSError):
+            os.write(self.ready_fd, b"ready\n")
+            os.close(self.ready_fd)
+
+
+@dataclasses.dataclass(slots=True)
+class _Worker:
+    index: int
+    process: subprocess.Popen[bytes]
+    started: float
+    ready: bool = False
+    early_deaths: int = 0
+
+
+def supervise(settings: Settings, argv: Sequence[str], env: Mapping[str, str]) -> int:
+    """Run `settings.server.workers` workers until SIGTERM or SIGINT; the exit code."""
+    check_exposure(settings)
+    check_private_settings(settings)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    lock_fd = prepare(settings, env)
+    try:
+        held = _hold_port(settings.server.listen)
+        try:
+            return _Supervisor(settings, argv, held, lock_fd, stop).run()
+        finally:
+            for sock in held.sockets:
+                sock.close()
+    finally:
+        os.close(lock_fd)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _HeldPort:
+    sockets: list[socket.socket]
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def _hold_port(listen: str) -> _HeldPort:
+    """Refuse an address something listens on; then bind it with SO_REUSEPORT (never listening)
+    for the workers to share. Port 0 is chosen here, once, for every worker."""
+    host, _, port_text = listen.rpartition(":")
+    bare = host.strip("[]") or "0.0.0.0"  # noqa: S104 - the operator's own address
+    port = int(port_text)
+    try:
+        found = socket.getaddrinfo(bare, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as error:
+        raise StartupError(f"cannot listen on {listen}: {error.strerror}") from None
+    addresses = list(dict.fromkeys((family, str(address[0])) for family, *_, address in found))
+    held: list[socket.socket] = []
+    try:
+        for family, address in addresses:
+            # Anything bound there without SO_REUSEPORT, or listening (another memoryd, another
+            # supervisor's workers), makes this bind fail: the address is taken.
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                _bind(probe, family, address, port, listen)
+                port = probe.getsockname()[1]
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            held.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            _bind(sock, family, address, port, listen)
+    except BaseException:
+        for sock in held:
+            sock.close()
+        raise
+    return _HeldPort(held, host, port)
+
+
+def _bind(sock: socket.socket, family: int, address: str, port: int, listen: str) -> None:
+    if family == socket.AF_INET6:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    try:
+        sock.bind((address, port))
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
+            raise StartupError(
+                f"cannot listen on {listen}: address already in use (another memoryd or another "
+                "program listens there; choose another address with --listen HOST:PORT)"
+            ) from None
+        raise StartupError(f"cannot listen on {listen}: {error.strerror}") from None
+
+
+class _Supervisor:
+    def __init__(
+        self,
+        settings: Settings,
+        argv: Sequence[str],
+        held: _HeldPort,
+        lock_fd: int,
+        stop: threading.Event,
+    ) -> None:
+        self._settings = settings
+        self._argv = list(argv)
+        self._held = held
+        self._lock_fd = lock_fd
+        self._stop = stop
+        self._workers: dict[int, _Worker] = {}
+        self._ready_pipes: dict[int, int] = {}
+
+    def run(self) -> int:
+        count = self._settings.server.workers
+        for index in range(count):
+            self._start(index)
+        if not self._wait_ready(list(range(count))):
+            self._stop_all()
+            return 1
+        log.info(
+            "memoryd serving on %s with %d workers (data in %s)",
+            self._held.address,
+            count,
+            self._settings.home,
+            extra={
+                "event": Event.SERVING,
+                "address": self._held.address,
+                "home": str(self._settings.home),
+                "workers": count,
+                "pids": [worker.process.pid for worker in self._workers.values()],
+            },
+        )
+        failed = False
+        while not self._stop.wait(POLL_SECONDS):
+            failed = not self._replace_dead()
+            if failed:
+                break
+        self._stop_all()
+        return 1 if failed else 0
+
+    def _start(self, index: int) -> None:
+        read_end, write_end = os.pipe()
+        command = [
+            sys.executable,
+            "-m",
+            "memoryd",
+            *self._argv,
+            "--listen",
+            self._held.address,
+            "--worker-of",
+            f"{index}:{self._lock_fd}:{write_end}",
+        ]
+        try:
+            process = subprocess.Popen(  # noqa: S603 - this interpreter running memoryd
+                command, pass_fds=(self._lock_fd, write_end)
+            )
+        finally:
+            os.close(write_end)
+        previous = self._workers.get(index)
+        self._workers[index] = _Worker(
+            index, process, time.monotonic(), early_deaths=previous.early_deaths if previous else 0
+        )
+        self._ready_pipes[index] = read_end
+
+    def _wait_ready(self, indexes: list[int]) -> bool:
+        """Whether every worker of `indexes` reported ready (False: one exited, or the timeout
+        passed, or a stop was asked for meanwhile)."""
+        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+        for index in indexes:
+            pipe = self._ready_pipes.pop(index)
+            try:
+                os.set_blocking(pipe, False)
+                while True:
+                    with contextlib.suppress(BlockingIOError):
+                        if os.read(pipe, 16):
+                            break
+                        # The write end closed with nothing written: the worker exited.
+                        log.error(
+                            "worker %d exited before serving (code %s)",
+                            index,
+                            self._workers[index].process.wait(),
+                            extra={"event": Event.WORKER_FAILED, "worker": index},
+                        )
+                        return False
+                    if self._stop.is_set() or time.monotonic() > deadline:
+                        if not self._stop.is_set():
+                            log.error(
+                                "worker %d did not serve within %.0fs",
+                                index,
+                                READY_TIMEOUT_SECONDS,
+                                extra={"event": Event.WORKER_FAILED, "worker": index},
+                            )
+                        return False
+                    time.sleep(0.02)
+            finally:
+                os.close(pipe)
+            self._workers[index].ready = True
+        return True
+
+    def _replace_dead(self) -> bool:
+        """Start again every worker that exited; False when one keeps dying at start."""
+        for worker in list(self._workers.values()):
+            code = worker.process.poll()
+            if code is None:
+                continue
+            lived = time.monotonic() - worker.started
+            worker.early_deaths = worker.early_deaths + 1 if lived < EARLY_DEATH_SECONDS else 0
+            log.error(
+                "worker %d (pid %d) exited with %s after %.1fs; starting it again",
+                worker.index,
+                worker.process.pid,
+                _exit_text(code),
+                lived,
+                extra={
+                    "event": Event.WORKER_EXITED,
+                    "worker": worker.index,
+                    "pid": worker.process.pid,
+                    "code": code,
+                },
+            )
+            if worker.early_deaths >= EARLY_DEATHS:
+                log.error(
+                    "worker %d died %d times within %.0fs of its start: stopping memoryd",
+                    worker.index,
+                    worker.early_deaths,
+                    EARLY_DEATH_SECONDS,
+                    extra={"event": Event.WORKER_FAILED, "worker": worker.index},
+                )
+                return False
+            self._start(worker.index)
+            if not self._wait_ready([worker.index]):
+                return self._stop.is_set()
+            log.info(
+                "worker %d serving again (pid %d)",
+                worker.index,
+                self._workers[worker.index].process.pid,
+                extra={
+                    "event": Event.WORKER_STARTED,
+                    "worker": worker.index,
+                    "pid": self._workers[worker.index].process.pid,
+                },
+            )
+        return True
+
+    def _stop_all(self) -> None:
+        """SIGTERM every worker (each drains its calls within the grace period, then commits
+        and closes); SIGKILL what is left after the grace period and a margin."""
+        grace = self._settings.server.grace_period_seconds
+        log.info(
+            "stopping %d workers: %.1fs for calls in flight",
+            len(self._workers),
+            grace,
+            extra={"event": Event.STOPPING},
+        )
+        for worker in self._workers.values():
+            if worker.process.poll() is None:
+                worker.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace + CLOSE_MARGIN_SECONDS
+        for worker in self._workers.values():
+            if not _exits(worker.process, deadline - time.monotonic()):
+                log.error(
+                    "worker %d did not stop in time: killed",
+                    worker.index,
+                    extra={"event": Event.WORKER_KILLED, "worker": worker.index},
+                )
+                worker.process.kill()
+                worker.process.wait()
+        for pipe in self._ready_pipes.values():
+            os.close(pipe)
+        self._ready_pipes.clear()
+        log.info(
+            "stopped",
+            extra={
+                "event": Event.STOPPED,
+                "workers": {w.index: w.process.returncode for w in self._workers.values()},
+            },
+        )
+
+
+def _exits(process: subprocess.Popen[bytes], seconds: float) -> bool:
+    """Whether `process` exits within `seconds`."""
+    try:
+        process.wait(max(seconds, 0.0))
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+def _exit_text(code: int) -> str:
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"signal {signal.Signals(-code).name}"
+    return f"code {code}"

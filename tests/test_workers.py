@@ -1,0 +1,309 @@
+"""`memoryd serve --workers N`: one supervisor, N processes on one port and one store.
+
+Each test finds which worker a channel reached through the health check only that worker
+answers SERVING for (`memoryd.worker.<index>`): the kernel spreads connections over the
+workers, so channels are opened (each on a connection of its own) until each worker has one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+import memoryd_client as md
+from memoryd.log_events import Event
+from memoryd.testing import postgres
+from memoryd.testing.server_process import ServerProcess
+from tests.helpers import append, user
+
+WORKERS = 2
+
+
+async def _worker_of(channel: grpc.aio.Channel) -> int | None:
+    health = health_pb2_grpc.HealthStub(channel)
+    for index in range(WORKERS):
+        try:
+            answer = await health.Check(
+                health_pb2.HealthCheckRequest(service=f"memoryd.worker.{index}"), timeout=5
+            )
+        except grpc.aio.AioRpcError as error:
+            if error.code() is grpc.StatusCode.NOT_FOUND:
+                continue
+            raise
+        if answer.status == health_pb2.HealthCheckResponse.SERVING:
+            return index
+    return None
+
+
+@contextlib.asynccontextmanager
+async def channels_to_each_worker(address: str) -> AsyncIterator[list[grpc.aio.Channel]]:
+    """One channel per worker, index by index (each its own connection)."""
+    found: dict[int, grpc.aio.Channel] = {}
+    opened: list[grpc.aio.Channel] = []
+    try:
+        for attempt in range(64):
+            channel = md.connect(address, options=[("grpc.memoryd_test_connection", attempt)])
+            opened.append(channel)
+            index = await _worker_of(channel)
+            if index is not None and index not in found:
+                found[index] = channel
+            if len(found) == WORKERS:
+                break
+        assert sorted(found) == list(range(WORKERS)), "the kernel never reached every worker"
+        yield [found[index] for index in range(WORKERS)]
+    finally:
+        for channel in opened:
+            await channel.close()
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process runs (a zombie, exited but not yet reaped by whoever adopted it,
+    does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def _pids(server: ServerProcess) -> list[int]:
+    return list(server.events(Event.SERVING)[-1]["pids"])
+
+
+async def test_every_worker_serves_the_same_store(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    server = start_server(tmp_path / "home", workers=WORKERS).start()
+    assert len(_pids(server)) == WORKERS
+    conversation = md.Conversation(channel="telegram", chat_id="shared")
+    async with channels_to_each_worker(server.address) as (first, second):
+        await append(md.MemoryServiceStub(first), conversation, user("written by worker 0"))
+        await append(md.MemoryServiceStub(second), conversation, user("written by worker 1"))
+        for channel in (first, second):
+            window = await md.MemoryServiceStub(channel).ListMessages(
+                md.ListMessagesRequest(conversation=conversation)
+            )
+            assert [m.content for m in window.messages] == [
+                "written by worker 0",
+                "written by worker 1",
+            ]
+            health = await health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest()
+            )
+            assert health.status == health_pb2.HealthCheckResponse.SERVING
+    worker_lines = server.events(Event.WORKER_SERVING)
+    assert sorted(r["worker"] for r in worker_lines) == list(range(WORKERS))
+    assert server.stop() == 0
+    assert not any(_alive(pid) for pid in _pids(server))
+
+
+async def test_another_server_on_the_same_port_is_refused(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    server = start_server(tmp_path / "home", workers=WORKERS).start()
+    alone = start_server(tmp_path / "other", listen=server.address)
+    assert alone.wait_exit() != 0
+    assert "address already in use" in alone.output
+    supervised = start_server(tmp_path / "third", listen=server.address, workers=WORKERS)
+    assert supervised.wait_exit() != 0
+    assert "address already in use" in supervised.output
+    async with md.connect(server.address) as channel:  # the first is untouched
+        await append(
+            md.MemoryServiceStub(channel), md.Conversation(channel="t", chat_id="c"), user("hi")
+        )
+
+
+def test_only_the_supervisors_workers_get_into_its_data_directory(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    server = start_server(home, workers=WORKERS).start()
+    # A process that names a descriptor it was not given (here: its own stdin).
+    intruder = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memoryd",
+            "serve",
+            "--home",
+            str(home),
+            "--listen",
+            "127.0.0.1:0",
+            "--worker-of",
+            "5:0:1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **postgres.environment_for(home)},
+        check=False,
+    )
+    assert intruder.returncode != 0
+    assert "does not hold the lock" in intruder.stderr
+    second = start_server(home, workers=WORKERS)
+    assert second.wait_exit() != 0
+    assert "already serving" in second.output
+    assert server.stop() == 0
+
+
+async def test_a_killed_worker_is_started_again_and_nothing_acknowledged_is_lost(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    server = start_server(tmp_path / "home", workers=WORKERS).start()
+    victim = _pids(server)[0]
+    conversation = md.Conversation(channel="telegram", chat_id="kill")
+    acknowledged: list[str] = []
+    refused: list[grpc.StatusCode] = []
+
+    async def appender(number: int, stop: asyncio.Event) -> None:
+        async with md.connect(
+            server.address, options=[("grpc.memoryd_test_connection", number)]
+        ) as channel:
+            memory = md.MemoryServiceStub(channel)
+            sent = 0
+            while not stop.is_set():
+                text = f"appender {number} message {sent}"
+                sent += 1
+                try:
+                    await append(memory, conversation, user(text, client_message_id=text))
+                except grpc.aio.AioRpcError as error:
+                    refused.append(error.code())
+                    await asyncio.sleep(0.05)
+                    continue
+                acknowledged.append(text)
+
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(appender(number, stop)) for number in range(6)]
+    await asyncio.sleep(1.0)
+    os.kill(victim, signal.SIGKILL)
+    restarted = await asyncio.to_thread(server.wait_for_event, Event.WORKER_STARTED, 60)
+    assert restarted["worker"] == 0
+    assert restarted["pid"] != victim
+    await asyncio.sleep(1.0)
+    stop.set()
+    await asyncio.gather(*tasks)
+    assert set(refused) <= {grpc.StatusCode.UNAVAILABLE}
+    exited = server.events(Event.WORKER_EXITED)
+    assert [(r["worker"], r["pid"], r["code"]) for r in exited] == [(0, victim, -9)]
+    contents: list[str] = []
+    async with md.connect(server.address) as channel:
+        token = ""
+        while True:
+            page = await md.MemoryServiceStub(channel).ListMessages(
+                md.ListMessagesRequest(
+                    conversation=conversation, page_size=1000, all_history=True, page_token=token
+                )
+            )
+            contents += [m.content for m in page.messages]
+            token = page.next_page_token
+            if not token:
+                break
+    assert len(acknowledged) > 20
+    assert set(acknowledged) <= set(contents)
+    assert len(contents) == len(set(contents))  # retried appends were stored once
+    assert server.stop() == 0
+
+
+async def test_sigterm_drains_every_worker(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    server = start_server(tmp_path / "home", workers=WORKERS).start()
+    pids = _pids(server)
+    started = time.monotonic()
+    assert server.stop() == 0
+    assert time.monotonic() - started < 15
+    assert sorted(r["worker"] for r in server.events(Event.STOPPED) if "worker" in r) == [0, 1]
+    assert not any(_alive(pid) for pid in pids)
+
+
+async def test_workers_stop_when_their_supervisor_is_killed(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    server = start_server(home, workers=WORKERS).start()
+    pids = _pids(server)
+    server.process.kill()
+    server.process.wait()
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.1)
+    assert not any(_alive(pid) for pid in pids)
+    again = start_server(home, workers=WORKERS).start()  # the directory and port are free
+    assert again.stop() == 0
+
+
+ROUNDS = 10_000
+
+
+async def test_a_write_acknowledged_by_one_worker_is_read_at_once_through_the_other(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    """ROUNDS writes, each followed at once by a read through the other worker, alternating
+    direction, over every cached read: ListMessages' first page (the window cache),
+    GetPromptContext (the prompt cache), GetMemory (the row cache) and ComposeContext (the kept
+    composition). Every read must show its write: 0 stale answers."""
+    server = start_server(tmp_path / "home", workers=WORKERS).start()
+    conversation = md.Conversation(channel="telegram", chat_id="coherence")
+    stale: list[tuple[int, str]] = []
+    async with channels_to_each_worker(server.address) as channels:
+        memories = [md.MemoryServiceStub(channel) for channel in channels]
+        composers = [md.CompactionServiceStub(channel) for channel in channels]
+        row = await memories[0].StoreMemory(
+            md.StoreMemoryRequest(
+                conversation=conversation,
+                scope_type=md.SCOPE_TYPE_OWNER,
+                category=md.CATEGORY_PREFERENCE,
+                key="drink",
+                value="Prefers tea 0",
+            )
+        )
+        started = time.monotonic()
+        for number in range(ROUNDS):
+            writer, reader = (0, 1) if number % 2 == 0 else (1, 0)
+            kind = number % 8 // 2
+            text = f"round {number}"
+            if kind == 0:
+                await append(memories[writer], conversation, user(text))
+                window = await memories[reader].ListMessages(
+                    md.ListMessagesRequest(conversation=conversation, page_size=1)
+                )
+                seen = window.messages[-1].content
+            elif kind == 1:
+                await memories[writer].UpdateMemory(
+                    md.UpdateMemoryRequest(conversation=conversation, id=row.memory.id, value=text)
+                )
+                prompt = await memories[reader].GetPromptContext(
+                    md.GetPromptContextRequest(
+                        agent_id=conversation.agent_id, owner_id=conversation.owner_id
+                    )
+                )
+                seen = text if f"- {text}" in prompt.user_md.splitlines() else prompt.user_md
+            elif kind == 2:
+                await memories[writer].UpdateMemory(
+                    md.UpdateMemoryRequest(conversation=conversation, id=row.memory.id, value=text)
+                )
+                got = await memories[reader].GetMemory(
+                    md.GetMemoryRequest(conversation=conversation, id=row.memory.id)
+                )
+                seen = got.memory.value
+            else:
+                await append(memories[writer], conversation, user(text))
+                composed = await composers[reader].ComposeContext(
+                    md.ComposeContextRequest(conversation=conversation, context_window=4_000)
+                )
+                seen = composed.parts[-1].content
+            if seen != text:
+                stale.append((number, seen))
+        rate = ROUNDS / (time.monotonic() - started)
+    print(f"{ROUNDS} cross-worker reads, {rate:.0f} a second, {len(stale)} stale")
+    assert stale == []
