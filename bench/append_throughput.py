@@ -63,32 +63,60 @@ def ghz_binary() -> str:
     return found
 
 
-def run_ghz(address: str, *, seconds: float, concurrency: int) -> dict[str, Any]:
+def ghz_command(
+    address: str,
+    *,
+    seconds: float,
+    concurrency: int,
+    connections: int = 1,
+    call: str = CALL,
+    data: str = DATA,
+) -> list[str]:
+    """The ghz command line of one timed run of `call` (JSON report on stdout)."""
+    return [
+        ghz_binary(),
+        "--insecure",
+        "--call",
+        call,
+        "--data",
+        data,
+        "--import-paths",
+        str(ROOT / "protos"),
+        "--proto",
+        "memoryd/v1/memory_service.proto",
+        "--concurrency",
+        str(concurrency),
+        "--connections",
+        str(connections),
+        "--duration",
+        f"{seconds}s",
+        "--total",
+        "100000000",
+        "--format",
+        "json",
+        address,
+    ]
+
+
+def run_ghz(
+    address: str,
+    *,
+    seconds: float,
+    concurrency: int,
+    connections: int = 1,
+    call: str = CALL,
+    data: str = DATA,
+) -> dict[str, Any]:
     """One ghz run; returns its JSON report."""
     result = subprocess.run(
-        [
-            ghz_binary(),
-            "--insecure",
-            "--call",
-            CALL,
-            "--data",
-            DATA,
-            "--import-paths",
-            str(ROOT / "protos"),
-            "--proto",
-            "memoryd/v1/memory_service.proto",
-            "--concurrency",
-            str(concurrency),
-            "--connections",
-            "1",
-            "--duration",
-            f"{seconds}s",
-            "--total",
-            "100000000",
-            "--format",
-            "json",
+        ghz_command(
             address,
-        ],
+            seconds=seconds,
+            concurrency=concurrency,
+            connections=connections,
+            call=call,
+            data=data,
+        ),
         capture_output=True,
         text=True,
         check=True,

@@ -6,11 +6,15 @@ gRPC itself in Python on this machine (and of moving that answer). Server reflec
 ghz.
 
     python bench/noop_server.py 127.0.0.1:0 [COMPOSE_ANSWER_FILE]   # prints the bound address
+
+With $NOOP_REUSEPORT=1 the port is shared (SO_REUSEPORT): several of these processes on one
+port are the baseline of `memoryd serve --workers N` (bench/worker_throughput.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any, cast
@@ -51,7 +55,8 @@ class CannedCompaction(compaction_grpc.CompactionServiceServicer):
 
 
 async def main(listen: str, compose_answer: bytes | None) -> None:
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    reuse = int(os.environ.get("NOOP_REUSEPORT", "0"))
+    server = grpc.aio.server(options=[("grpc.so_reuseport", reuse)])
     service_grpc.add_MemoryServiceServicer_to_server(NoopMemory(), server)
     names = [service_pb.DESCRIPTOR.services_by_name["MemoryService"].full_name]
     if compose_answer is not None:

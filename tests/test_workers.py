@@ -1,69 +1,37 @@
 """`memoryd serve --workers N`: one supervisor, N processes on one port and one store.
 
-Each test finds which worker a channel reached through the health check only that worker
-answers SERVING for (`memoryd.worker.<index>`): the kernel spreads connections over the
-workers, so channels are opened (each on a connection of its own) until each worker has one.
+Each test reaches each worker through memoryd.testing.workers (the health check only that
+worker answers SERVING for).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import memoryd_client as md
+from memoryd.config import load_settings
+from memoryd.domain.conversation import DEFAULT_OWNER_ID
+from memoryd.domain.resources import ResourceType, prompt_file_path
 from memoryd.log_events import Event
+from memoryd.services.coherence import Coherence
+from memoryd.services.prompt_files import PromptFiles
+from memoryd.storage import database as databases
+from memoryd.storage.writer import WriterSettings
 from memoryd.testing import postgres
 from memoryd.testing.server_process import ServerProcess
+from memoryd.testing.workers import channels_to_each_worker
 from tests.helpers import append, user
 
 WORKERS = 2
-
-
-async def _worker_of(channel: grpc.aio.Channel) -> int | None:
-    health = health_pb2_grpc.HealthStub(channel)
-    for index in range(WORKERS):
-        try:
-            answer = await health.Check(
-                health_pb2.HealthCheckRequest(service=f"memoryd.worker.{index}"), timeout=5
-            )
-        except grpc.aio.AioRpcError as error:
-            if error.code() is grpc.StatusCode.NOT_FOUND:
-                continue
-            raise
-        if answer.status == health_pb2.HealthCheckResponse.SERVING:
-            return index
-    return None
-
-
-@contextlib.asynccontextmanager
-async def channels_to_each_worker(address: str) -> AsyncIterator[list[grpc.aio.Channel]]:
-    """One channel per worker, index by index (each its own connection)."""
-    found: dict[int, grpc.aio.Channel] = {}
-    opened: list[grpc.aio.Channel] = []
-    try:
-        for attempt in range(64):
-            channel = md.connect(address, options=[("grpc.memoryd_test_connection", attempt)])
-            opened.append(channel)
-            index = await _worker_of(channel)
-            if index is not None and index not in found:
-                found[index] = channel
-            if len(found) == WORKERS:
-                break
-        assert sorted(found) == list(range(WORKERS)), "the kernel never reached every worker"
-        yield [found[index] for index in range(WORKERS)]
-    finally:
-        for channel in opened:
-            await channel.close()
 
 
 def _alive(pid: int) -> bool:
@@ -86,7 +54,7 @@ async def test_every_worker_serves_the_same_store(
     server = start_server(tmp_path / "home", workers=WORKERS).start()
     assert len(_pids(server)) == WORKERS
     conversation = md.Conversation(channel="telegram", chat_id="shared")
-    async with channels_to_each_worker(server.address) as (first, second):
+    async with channels_to_each_worker(server.address, WORKERS) as (first, second):
         await append(md.MemoryServiceStub(first), conversation, user("written by worker 0"))
         await append(md.MemoryServiceStub(second), conversation, user("written by worker 1"))
         for channel in (first, second):
@@ -255,7 +223,7 @@ async def test_a_write_acknowledged_by_one_worker_is_read_at_once_through_the_ot
     server = start_server(tmp_path / "home", workers=WORKERS).start()
     conversation = md.Conversation(channel="telegram", chat_id="coherence")
     stale: list[tuple[int, str]] = []
-    async with channels_to_each_worker(server.address) as channels:
+    async with channels_to_each_worker(server.address, WORKERS) as channels:
         memories = [md.MemoryServiceStub(channel) for channel in channels]
         composers = [md.CompactionServiceStub(channel) for channel in channels]
         row = await memories[0].StoreMemory(
@@ -307,3 +275,109 @@ async def test_a_write_acknowledged_by_one_worker_is_read_at_once_through_the_ot
         rate = ROUNDS / (time.monotonic() - started)
     print(f"{ROUNDS} cross-worker reads, {rate:.0f} a second, {len(stale)} stale")
     assert stale == []
+
+
+async def test_prompt_files_end_as_the_newest_revision_whichever_worker_wrote_last(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    """Both workers change one owner's USER.md at once, many times: the file ends as the
+    revision GetPromptContext answers through either worker, never an older one."""
+    home = tmp_path / "home"
+    server = start_server(home, workers=WORKERS).start()
+    conversation = md.Conversation(agent_id="files", channel="telegram", chat_id="files")
+    async with channels_to_each_worker(server.address, WORKERS) as channels:
+        memories = [md.MemoryServiceStub(channel) for channel in channels]
+        rows = [
+            await memories[index].StoreMemory(
+                md.StoreMemoryRequest(
+                    conversation=conversation,
+                    scope_type=md.SCOPE_TYPE_OWNER,
+                    category=md.CATEGORY_PREFERENCE,
+                    key=f"from worker {index}",
+                    value=f"Worker {index} wrote 0",
+                )
+            )
+            for index in range(WORKERS)
+        ]
+
+        async def rewrite(index: int) -> None:
+            for number in range(1, 150):
+                await memories[index].UpdateMemory(
+                    md.UpdateMemoryRequest(
+                        conversation=conversation,
+                        id=rows[index].memory.id,
+                        value=f"Worker {index} wrote {number}",
+                    )
+                )
+
+        await asyncio.gather(*(rewrite(index) for index in range(WORKERS)))
+        answers = [
+            await memory.GetPromptContext(
+                md.GetPromptContextRequest(
+                    agent_id=conversation.agent_id, owner_id=conversation.owner_id
+                )
+            )
+            for memory in memories
+        ]
+    assert answers[0] == answers[1]
+    assert "- Worker 0 wrote 149" in answers[0].user_md.splitlines()
+    assert "- Worker 1 wrote 149" in answers[0].user_md.splitlines()
+    file = home / "memory" / conversation.agent_id / "USER.md"
+    assert file.read_text(encoding="utf-8") == answers[0].user_md
+
+
+async def test_a_late_write_of_an_older_revision_never_replaces_a_newer_file(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    """The race the test above can rarely catch, made certain: a process that publishes an
+    older revision after another process wrote a newer one (its writer thread was slow) writes
+    what the database holds now."""
+    home = tmp_path / "home"
+    server = start_server(home, workers=WORKERS).start()
+    conversation = md.Conversation(agent_id="late", channel="telegram", chat_id="late")
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        row = await memory.StoreMemory(
+            md.StoreMemoryRequest(
+                conversation=conversation,
+                scope_type=md.SCOPE_TYPE_OWNER,
+                category=md.CATEGORY_PREFERENCE,
+                key="drink",
+                value="Prefers tea",
+            )
+        )
+        older = await memory.GetPromptContext(
+            md.GetPromptContextRequest(agent_id="late", owner_id=conversation.owner_id)
+        )
+        await memory.UpdateMemory(
+            md.UpdateMemoryRequest(
+                conversation=conversation, id=row.memory.id, value="Prefers coffee"
+            )
+        )
+        newest = await memory.GetPromptContext(
+            md.GetPromptContextRequest(agent_id="late", owner_id=conversation.owner_id)
+        )
+    assert older.user_md != newest.user_md
+    relative = prompt_file_path(
+        "late", conversation.owner_id or DEFAULT_OWNER_ID, ResourceType.USER_MD
+    )
+    environment = {**os.environ, **postgres.environment_for(home)}
+    settings = load_settings(environment, home=str(home))
+    database = databases.open_database(
+        databases.store_settings(settings.storage, settings.home, environment)
+    )
+    readers = database.readers(1)
+    writer = database.writer(
+        WriterSettings(max_rows=1, max_wait_seconds=0, attempts=1, retry_delay_seconds=0)
+    )
+    try:
+        shared = Coherence(shared=True, changes=database.changes(), readers=readers)
+        late = PromptFiles(home, readers, coherence=shared)
+        await asyncio.to_thread(late.write_committed, relative, older.user_md)
+        assert (home / relative).read_text(encoding="utf-8") == newest.user_md
+        alone = PromptFiles(home, readers)  # alone on its store, it writes what it committed
+        await asyncio.to_thread(alone.write_committed, relative, older.user_md)
+        assert (home / relative).read_text(encoding="utf-8") == older.user_md
+    finally:
+        readers.close()
+        await writer.close()

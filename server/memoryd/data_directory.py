@@ -18,6 +18,13 @@ log = logging.getLogger("memoryd.data_directory")
 
 DATABASE_FILE = "memory.db"
 LOCK_FILE = "memoryd.lock"
+# Held by the process that embeds, where several share the store (memoryd.storage.background_lock).
+BACKGROUND_LOCK_FILE = "memoryd.background.lock"
+# Taken around each write transaction by each worker's writer (memoryd.storage.write_turns).
+WRITE_LOCK_FILE = "memoryd.write.lock"
+# Held while a process writes a prompt file, where several share the store
+# (memoryd.services.prompt_files).
+PROMPT_FILES_LOCK = "memoryd.prompts.lock"
 # The database and the files SQLite keeps beside it in WAL mode.
 DATABASE_FILES = (DATABASE_FILE, f"{DATABASE_FILE}-wal", f"{DATABASE_FILE}-shm")
 
@@ -85,7 +92,15 @@ def residual_files(home: Path, *, wal_truncated: bool) -> list[str]:
     there), and the WAL while it is not truncated. The database (scrubbed), its shared-memory
     index, the lock, the config file and the other owners' prompt files are left out: they
     hold none of what an erasure removed."""
-    kept = {DATABASE_FILE, f"{DATABASE_FILE}-shm", LOCK_FILE, CONFIG_FILE}
+    kept = {
+        DATABASE_FILE,
+        f"{DATABASE_FILE}-shm",
+        LOCK_FILE,
+        BACKGROUND_LOCK_FILE,
+        WRITE_LOCK_FILE,
+        PROMPT_FILES_LOCK,
+        CONFIG_FILE,
+    }
     if wal_truncated:
         kept.add(f"{DATABASE_FILE}-wal")
     found: list[str] = []

@@ -50,6 +50,7 @@ from memoryd.storage import database as databases
 from memoryd.storage.background_lock import BackgroundLock, background_lock
 from memoryd.storage.database import Changes, OpenedDatabase
 from memoryd.storage.readers import ReaderPool
+from memoryd.storage.write_turns import WriteTurns
 from memoryd.storage.writer import Writer, WriterSettings
 
 log = logging.getLogger("memoryd.runtime")
@@ -96,6 +97,8 @@ class Runtime:
     # Decides which process embeds, when the store may be shared (a worker's, PostgreSQL's);
     # None for a server alone on its SQLite database (memoryd.storage.background_lock).
     background: BackgroundLock | None
+    # The writers' turns, where workers share a SQLite database (memoryd.storage.write_turns).
+    turns: WriteTurns | None
     _lock_fd: int
 
     @classmethod
@@ -159,8 +162,12 @@ class Runtime:
         # any memoryd over the same PostgreSQL (memoryd.services.coherence).
         shared = postgres or not recover
         coherence = Coherence(shared=shared, changes=changes, readers=readers)
+        # PostgreSQL's writers queue on a lock of their own.
+        turns = WriteTurns(settings.home) if shared and not postgres else None
         if shared:
             writer.follow(coherence)
+        if turns is not None:
+            writer.take_turns(turns)
         writer.start()
         side_writer = database.side_writer(writing)
         if side_writer is not None:
@@ -189,7 +196,8 @@ class Runtime:
             changes=changes,
             schema_version=database.schema_version,
             database=databases.describe(database.settings),
-            background=(background_lock(database.settings) if postgres or not recover else None),
+            background=background_lock(database.settings) if shared else None,
+            turns=turns,
             _lock_fd=lock_fd,
         )
 
@@ -205,6 +213,8 @@ class Runtime:
             await services.compactor.close()
             await self.models.close()
             await self.writer.close()
+            if self.turns is not None:
+                self.turns.close()
             self.readers.close()
             self.changes.close()
         finally:

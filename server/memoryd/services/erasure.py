@@ -231,7 +231,7 @@ class ErasureService:
         self._vectors.clear()
 
     async def _remove_file(self, relative: str) -> int:
-        return int(await asyncio.to_thread(self._prompts.remove_file, relative))
+        return int(await asyncio.to_thread(self._prompts.remove_committed, relative))
 
     def _publish(self, purged: _Purged) -> None:
         self._history.cache.invalidate(purged.key)

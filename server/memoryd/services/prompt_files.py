@@ -14,11 +14,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import fcntl
 import json
 import logging
+import os
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 
+from memoryd.data_directory import PROMPT_FILES_LOCK
 from memoryd.domain import prompt_files as render_rules
 from memoryd.domain.conversation import OwnerKey
 from memoryd.domain.messages import Trust
@@ -147,12 +151,58 @@ class PromptFiles:
         """
         self.cache.put(render.owner, render.state)
         for path, revision in render.revisions:
-            self.write_file(path, revision.content)
+            self.write_committed(path, revision.content)
 
     def publish_revision(self, path: str, revision: Revision) -> None:
         """A single committed revision (a rollback): refresh the owner's cache, write the file."""
         self.cache.invalidate(OwnerKey(revision.key.agent_id, revision.key.scope_id))
-        self.write_file(path, revision.content)
+        self.write_committed(path, revision.content)
+
+    def write_committed(self, relative: str, content: str) -> bool:
+        """Write a file after the commit of `content` (never on the event loop).
+
+        Alone on the store, `content` is written: this process's commits are the only ones,
+        and its writer publishes them in commit order. Where other processes share the store
+        (memoryd.services.coherence), two of them could write one file in the wrong order. So
+        each takes the data directory's prompt-file lock and writes the file's current revision
+        as the database holds it once the lock is taken (or removes the file when its resource
+        is gone): whichever process writes last writes the newest revision, and a file never
+        goes back to an older one.
+        """
+        if self._coherence is None or not self._coherence.shared:
+            return self.write_file(relative, content)
+        with self._files_locked():
+            current = self._readers.read_now(
+                lambda connection: resource_store.current_content(connection, relative)
+            )
+            if current is None:
+                return self.remove_file(relative)
+            return self.write_file(relative, current)
+
+    def remove_committed(self, relative: str) -> bool:
+        """Delete a file after the commit that erased its resource (as `write_committed`
+        decides: where the store is shared, only if the database has no revision for it now).
+        Whether one was there."""
+        if self._coherence is None or not self._coherence.shared:
+            return self.remove_file(relative)
+        with self._files_locked():
+            current = self._readers.read_now(
+                lambda connection: resource_store.current_content(connection, relative)
+            )
+            if current is not None:
+                self.write_file(relative, current)
+                return False
+            return self.remove_file(relative)
+
+    @contextlib.contextmanager
+    def _files_locked(self) -> Iterator[None]:
+        """The data directory's prompt-file lock, held by one process at a time."""
+        descriptor = os.open(self._home / PROMPT_FILES_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(descriptor)
 
     def write_file(self, relative: str, content: str) -> bool:
         """Temp file + rename: readers see the old file or the new one, never a mix.

@@ -280,7 +280,7 @@ class TransferService:
             return found
 
         for path, content in await self._readers.read(current):
-            await asyncio.to_thread(self._prompts.write_file, path, content)
+            await asyncio.to_thread(self._prompts.write_committed, path, content)
 
 
 def _take(chunks: queue.Queue[_Item]) -> _Item | object:

@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from memoryd.data_directory import BACKGROUND_LOCK_FILE
 from memoryd.storage.connection import ConnectionSettings
 from memoryd.storage.errors import TRANSIENT_ERRORS
 from memoryd.storage.postgres.settings import PostgresSettings
@@ -26,7 +27,6 @@ from memoryd.storage.postgres.settings import PostgresSettings
 if TYPE_CHECKING:
     from memoryd.storage.postgres.transaction import PostgresTransaction
 
-LOCK_FILE = "memoryd.background.lock"
 # PostgreSQL's advisory lock key: "memoryd" and 2.
 ADVISORY_KEY = 0x6D656D6F72796402
 
@@ -44,10 +44,10 @@ class BackgroundLock(Protocol):
 
 
 class FileLock:
-    """An flock on LOCK_FILE beside the SQLite database."""
+    """An flock on BACKGROUND_LOCK_FILE beside the SQLite database."""
 
     def __init__(self, folder: Path) -> None:
-        self._path = folder / LOCK_FILE
+        self._path = folder / BACKGROUND_LOCK_FILE
         self._fd: int | None = None
 
     def try_take(self) -> bool:

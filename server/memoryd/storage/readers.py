@@ -58,6 +58,13 @@ class ReaderPool:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self._read, run)
 
+    def read_now(self, run: Callable[[Transaction], T]) -> T:
+        """`read`, from a thread that may wait (the writer's, after a commit; never the event
+        loop's)."""
+        if self._closed:
+            raise Unavailable("memoryd is shutting down; retry against another instance")
+        return self._executor.submit(self._read, run).result()
+
     def _read(self, run: Callable[[Transaction], T]) -> T:
         with translate_read_errors():
             connection = self._connection()

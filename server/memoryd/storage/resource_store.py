@@ -126,6 +126,18 @@ def all_current(
     return [(row[0], _revision(row[1:])) for row in found]
 
 
+def current_content(connection: Transaction, resource_path: str) -> str | None:
+    """The current revision's content of the resource rendered to `resource_path`; None when
+    no resource is rendered there."""
+    found = rows(
+        connection,
+        "SELECT v.content FROM resources AS s JOIN resource_revisions AS v "
+        "ON v.resource_id = s.id AND v.revision = s.current_revision WHERE s.resource_path = ?",
+        (resource_path,),
+    )
+    return str(found[0][0]) if found else None
+
+
 def path(connection: Transaction, key: ResourceKey) -> str | None:
     """The file a resource is rendered to, or None when it has no revisions."""
     found = rows(
