@@ -23,19 +23,24 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import dataclasses
 import hashlib
 import json
+import os
 import random
 import re
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import apsw
 import grpc
+import psycopg
 
 import memoryd_client as md
+from memoryd.log_events import Event
 from memoryd.storage import database, maintenance
 from memoryd.storage.postgres.settings import PostgresSettings
 from memoryd.testing import postgres
@@ -49,6 +54,22 @@ CALL_TIMEOUT = 30.0  # a call that hangs is a defect: wait_for fails the round
 OWNERS = ("o1", "o2", "o3")
 CHATS = ("c1", "c2", "c3", "c4")
 _LINE = re.compile(r"^message_id=\d+: (.*)$", re.MULTILINE)
+
+
+def _kill_all(server: ServerProcess) -> None:
+    """SIGKILL the server: its workers (the ones it runs now: a killed one was replaced), then
+    itself. Stopped first, so that it starts no worker meanwhile."""
+    pid = server.process.pid
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text(encoding="ascii").split()
+    except OSError:
+        children = []
+    for found in [*map(int, children), pid]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(found, signal.SIGKILL)
+    server.process.wait()
 
 
 def review_answer(request: dict[str, Any]) -> Reply:
@@ -95,6 +116,7 @@ class Ledger:
     windows: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)
     calls: int = 0
     failures: int = 0
+    connection_cuts: int = 0
 
 
 def conversation(owner: str, chat: str) -> md.Conversation:
@@ -104,8 +126,22 @@ def conversation(owner: str, chat: str) -> md.Conversation:
 class CrashHarness:
     """Rounds of load and SIGKILL on one home; see the module docstring."""
 
-    def __init__(self, home: Path, model: FakeModel, seed: int) -> None:
+    def __init__(
+        self,
+        home: Path,
+        model: FakeModel,
+        seed: int,
+        *,
+        workers: int = 1,
+        cut_connections: bool = False,
+    ) -> None:
+        """`workers` above 1: `memoryd serve --workers N`, each call task on a connection of
+        its own (spread over the workers), and a round kills one worker first, then the rest.
+        `cut_connections` (PostgreSQL): PostgreSQL ends every memoryd connection once in each
+        round, before the kill."""
         self.home = home
+        self.workers = workers
+        self.cut_connections = cut_connections
         self.config = (
             review_config(model, turn_interval=1, review_concurrency=2)
             + "\n[memoryd.realtime]\npersist_transcripts = true\n"
@@ -119,31 +155,50 @@ class CrashHarness:
 
     async def round(self, min_seconds: float = 0.3, max_seconds: float = 1.5) -> None:
         """Start, verify, load, SIGKILL at a random moment, check the files offline."""
-        server = ServerProcess(self.home, config=self.config).start()
+        server = ServerProcess(self.home, config=self.config, workers=self.workers).start()
         try:
-            async with md.connect(server.address) as channel:
-                await self.verify(md.MemoryServiceStub(channel))
+            async with contextlib.AsyncExitStack() as stack:
+                first = await stack.enter_async_context(md.connect(server.address))
+                await self.verify(md.MemoryServiceStub(first))
                 stop = asyncio.Event()
-                workers = [
-                    asyncio.create_task(work(channel, stop))
-                    for work in self._workers()
-                    for _ in range(2)
-                ]
+                tasks = []
+                for number, work in enumerate(self._workers() * 2):
+                    channel = first
+                    if self.workers > 1:  # a connection of its own: the kernel spreads them
+                        channel = await stack.enter_async_context(
+                            md.connect(server.address, options=[("grpc.crash_task", number)])
+                        )
+                    tasks.append(asyncio.create_task(work(channel, stop)))
                 await asyncio.sleep(self.random.uniform(min_seconds, max_seconds))
-                server.process.kill()  # SIGKILL: no orderly stop, calls in flight are cut
-                server.process.wait()
+                if self.cut_connections:
+                    await asyncio.to_thread(self._cut_connections)
+                    await asyncio.sleep(self.random.uniform(min_seconds, max_seconds))
+                if self.workers > 1:
+                    # One worker dies; the others (and its replacement) serve on meanwhile.
+                    workers = server.events(Event.SERVING)[-1]["pids"]
+                    os.kill(self.random.choice(workers), signal.SIGKILL)
+                    await asyncio.sleep(self.random.uniform(min_seconds, max_seconds))
+                _kill_all(server)  # SIGKILL: no orderly stop, calls in flight are cut
                 stop.set()
-                await asyncio.gather(*workers)
+                await asyncio.gather(*tasks)
         finally:
-            if server.process.poll() is None:
-                server.process.kill()
-                server.process.wait()
+            _kill_all(server)
         self.rounds += 1
         check_database(self.home)
 
+    def _cut_connections(self) -> None:
+        """PostgreSQL ends every connection of memoryd (as a failover or an operator would)."""
+        dsn = postgres.environment_for(self.home)["MEMORYD_STORAGE_DSN"]
+        with psycopg.connect(dsn, autocommit=True) as connection:
+            connection.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND application_name LIKE 'memoryd%'"
+            )
+        self.ledger.connection_cuts += 1
+
     async def finish(self) -> None:
         """Start once more, verify everything, stop cleanly."""
-        server = ServerProcess(self.home, config=self.config).start()
+        server = ServerProcess(self.home, config=self.config, workers=self.workers).start()
         try:
             async with md.connect(server.address) as channel:
                 await self.verify(md.MemoryServiceStub(channel))
@@ -237,7 +292,7 @@ class CrashHarness:
             response = await self._call(stub.IngestMessages(stream()))
             if response is None:
                 return
-            assert (response.stored, response.rejected) == (len(sent), 0)
+            assert (response.stored, response.rejected) == (len(sent), 0), response
             for owner, chat, key, text in sent:
                 self.ledger.ingested[owner, chat][key] = text
 

@@ -8,6 +8,9 @@ model's HNSW index."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -26,6 +29,7 @@ from memoryd.storage import vector_store
 from memoryd.storage.migrations import POSTGRES_PACKAGE, bundled_migrations
 from memoryd.storage.postgres.database import PostgresDatabase
 from memoryd.storage.postgres.settings import PostgresSettings
+from memoryd.storage.writer import WriterSettings
 from memoryd.testing.postgres import TemporaryPostgres, database_dsn
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, rpc_error, run_memoryd, user
@@ -321,3 +325,78 @@ def test_a_large_scope_is_searched_through_the_models_hnsw_index(
         assert scans == [(1,)]
     finally:
         database.close()
+
+
+class _CommitSwallower:
+    """A TCP proxy to PostgreSQL's Unix socket that, once armed, forwards a COMMIT, waits for
+    PostgreSQL's answer, and then cuts the connection instead of passing the answer on: the
+    commit happened, and the client cannot know."""
+
+    def __init__(self, socket_folder: str) -> None:
+        self._target = next(Path(socket_folder).glob(".s.PGSQL.*"))
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self.armed = threading.Event()
+        self.swallowed = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.socket(socket.AF_UNIX)
+            server.connect(str(self._target))
+            threading.Thread(target=self._pipe, args=(server, client, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(client, server, True), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, target: socket.socket, from_client: bool) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                target.sendall(data)
+                if from_client and b"COMMIT" in data and self.armed.is_set():
+                    self.armed.clear()
+                    target.recv(65536)  # PostgreSQL's answer: committed
+                    self.swallowed += 1
+                    for side in (source, target):
+                        side.shutdown(socket.SHUT_RDWR)
+                    return
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+async def test_a_commit_whose_answer_is_lost_is_found_committed_and_not_run_again(
+    tmp_path: Path, postgres_base: str
+) -> None:
+    """The connection breaks after PostgreSQL committed a group but before memoryd heard so:
+    the writer asks PostgreSQL (pg_xact_status) and answers the group as committed, instead of
+    running it a second time."""
+    dsn = database_dsn(postgres_base, tmp_path / "db")
+    folder = dsn.split("host=", 1)[1].split()[0]
+    proxy = _CommitSwallower(folder)
+    proxied = dsn.replace(f"host={folder}", f"host=127.0.0.1 port={proxy.port} sslmode=disable")
+    database = PostgresDatabase.open(
+        PostgresSettings(dsn=proxied, pool_size=1, statement_timeout_ms=30_000)
+    )
+    writer = database.writer(
+        WriterSettings(max_rows=1, max_wait_seconds=0, attempts=3, retry_delay_seconds=0)
+    )
+    writer.start()
+    try:
+        before = int(sql(dsn, "SELECT version FROM store_clock")[0][0])
+        proxy.armed.set()
+        await writer.run(
+            "add 1000", lambda t: t.execute("UPDATE store_clock SET version = version + 1000")
+        )
+        assert proxy.swallowed == 1
+        after = int(sql(dsn, "SELECT version FROM store_clock")[0][0])
+        assert after == before + 1000  # once, not twice
+        await writer.run(
+            "add 1", lambda t: t.execute("UPDATE store_clock SET version = version + 1")
+        )
+        assert int(sql(dsn, "SELECT version FROM store_clock")[0][0]) == after + 1
+    finally:
+        await writer.close()
+        proxy.close()

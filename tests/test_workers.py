@@ -12,9 +12,11 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import memoryd_client as md
@@ -381,3 +383,65 @@ async def test_a_late_write_of_an_older_revision_never_replaces_a_newer_file(
     finally:
         readers.close()
         await writer.close()
+
+
+async def test_a_transcript_resumes_on_the_other_worker_after_its_worker_is_killed(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    """The committed seq comes from the store: a stream cut by the SIGKILL of the worker that
+    held it resumes through the other, with nothing lost and nothing twice."""
+    server = start_server(
+        tmp_path / "home",
+        workers=WORKERS,
+        config="[memoryd.realtime]\npersist_transcripts = true\n",
+    ).start()
+    pids = _pids(server)
+    opening = md.StreamTranscriptRequest(
+        open=md.TranscriptOpen(device_id="kitchen", session_id="s-kill", model="rt-1")
+    )
+
+    def final(seq: int) -> md.StreamTranscriptRequest:
+        return md.StreamTranscriptRequest(
+            segment=md.TranscriptSegment(seq=seq, speaker=md.SPEAKER_USER, text=f"utterance {seq}")
+        )
+
+    async with channels_to_each_worker(server.address, WORKERS) as (first, second):
+        sent = asyncio.Queue[md.StreamTranscriptRequest]()
+
+        async def send() -> AsyncIterator[md.StreamTranscriptRequest]:
+            while True:
+                yield await sent.get()
+
+        call = md.MemoryServiceStub(first).StreamTranscript(send())
+        await sent.put(opening)
+        assert (await call.read()).committed_seq == 0
+        for seq in (1, 2, 3):
+            await sent.put(final(seq))
+            assert (await call.read()).committed_seq == seq
+        os.kill(pids[0], signal.SIGKILL)
+        with pytest.raises(grpc.aio.AioRpcError) as cut:
+            await call.read()
+        assert cut.value.code() is grpc.StatusCode.UNAVAILABLE
+
+        async def replay() -> AsyncIterator[md.StreamTranscriptRequest]:
+            for request in (
+                opening,
+                final(3),
+                final(4),
+                md.StreamTranscriptRequest(end=md.TranscriptEnd()),
+            ):
+                yield request
+
+        answers = [
+            answer async for answer in md.MemoryServiceStub(second).StreamTranscript(replay())
+        ]
+        assert (answers[0].committed_seq, answers[0].resumed) == (3, True)
+        assert answers[-1].totals.duplicates == 1
+        assert answers[-1].totals.finals_stored == 1
+        stored = await md.MemoryServiceStub(second).ListMessages(
+            md.ListMessagesRequest(
+                conversation=md.Conversation(channel="realtime", chat_id="local:kitchen"),
+                all_history=True,
+            )
+        )
+    assert [m.content for m in stored.messages] == [f"utterance {seq}" for seq in (1, 2, 3, 4)]

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 from psycopg.adapt import Loader
 
-from memoryd.errors import InvalidArgument
+from memoryd.errors import InvalidArgument, Unavailable
 from memoryd.storage.postgres.dialect import translate
 from memoryd.storage.sql import POSTGRES
 
@@ -29,6 +29,10 @@ class _Numeric(Loader):
         return int(value) if value == value.to_integral_value() else float(value)
 
 
+COMMIT_UNKNOWN = (
+    "PostgreSQL went away while this write was committing, and cannot say whether it was: "
+    "retry it (with the same client_message_id, an append is stored once)"
+)
 NUL_REFUSED = (
     "the text contains U+0000 (NUL), which PostgreSQL cannot store; remove it "
     "(SQLite stores it: the backends differ here)"
@@ -56,12 +60,13 @@ class Cursor:
 
     __slots__ = ("_cursor",)
 
-    def __init__(self, cursor: psycopg.Cursor[Any]) -> None:
+    def __init__(self, cursor: psycopg.Cursor[Any] | None) -> None:
+        """None: a statement known to have no rows."""
         self._cursor = cursor
 
     def fetchall(self) -> list[Any]:
         """Every row (none for a statement without a result)."""
-        if self._cursor.description is None:
+        if self._cursor is None or self._cursor.description is None:
             return []
         return self._cursor.fetchall()
 
@@ -94,6 +99,8 @@ class PostgresTransaction:
         self._reopen = reopen
         self._changes = 0
         self._ordered_by = ordered_by
+        # The open write transaction's id, while one is open on an ordered connection.
+        self._xid: str | None = None
 
     def reopen_with(self, reopen: Callable[[], PostgresTransaction]) -> None:
         """Open the connection again with `reopen` from now on (the writer's takes its lock)."""
@@ -108,15 +115,65 @@ class PostgresTransaction:
         """Run a statement (or, without parameters, several separated by `;`)."""
         if not self.usable and self._reopen is not None and statements.startswith("BEGIN"):
             self.connection = self._reopen().connection
-        sql = translate(statements, parameters=bindings is not None)
         if self._ordered_by is not None and statements == "BEGIN IMMEDIATE":
-            sql = f"BEGIN; SELECT pg_advisory_xact_lock({self._ordered_by})"
+            return self._begin_ordered(self._ordered_by)
+        if self._xid is not None and statements == "COMMIT":
+            return self._commit_known()
+        sql = translate(statements, parameters=bindings is not None)
         try:
             cursor = self.connection.execute(sql, _bindings(bindings))
         except psycopg.errors.UntranslatableCharacter:  # U+0000 inside a JSON parameter
             raise InvalidArgument(NUL_REFUSED) from None
         self._changes = max(cursor.rowcount, 0)
         return Cursor(cursor)
+
+    def _begin_ordered(self, lock: int) -> Cursor:
+        """BEGIN, wait for the write order lock, and note the transaction's id (for
+        `_commit_known`)."""
+        cursor = self.connection.execute(
+            f"BEGIN; SELECT pg_advisory_xact_lock({lock}), pg_current_xact_id()"
+        )
+        cursor.nextset()
+        row = cursor.fetchone()
+        self._xid = str(row[1]) if row else None
+        return Cursor(cursor)
+
+    def _commit_known(self) -> Cursor:
+        """COMMIT; when the connection fails during it (PostgreSQL restarted, the backend was
+        ended), the commit may or may not have happened: ask PostgreSQL on a new connection
+        (pg_xact_status). Committed: as if COMMIT had answered. Aborted: the failure stands, and
+        the writer runs the group again. Unknown (PostgreSQL is away): an
+        Unavailable, which the writer does not retry: running the group again could store it
+        twice."""
+        xid, self._xid = self._xid, None
+        try:
+            cursor = self.connection.execute("COMMIT")
+        except (psycopg.OperationalError, psycopg.InterfaceError) as error:
+            if not self.connection.broken and not self.connection.closed:
+                raise  # PostgreSQL answered: the transaction did not commit
+            status = self._status_of(xid)
+            if status == "committed":
+                return Cursor(None)
+            if status is None:
+                raise Unavailable(COMMIT_UNKNOWN) from error
+            raise
+        return Cursor(cursor)
+
+    def _status_of(self, xid: str | None) -> str | None:
+        """pg_xact_status of `xid` on a new connection (None when there is none to be had)."""
+        if xid is None or self._reopen is None:
+            return None
+        try:
+            other = self._reopen()
+        except psycopg.Error:
+            return None
+        try:
+            row = other.connection.execute("SELECT pg_xact_status(%s)", (xid,)).fetchone()
+        except psycopg.Error:
+            return None
+        finally:
+            other.close()
+        return str(row[0]) if row and row[0] is not None else None
 
     def executemany(self, statements: str, sequenceofbindings: Iterable[Any], /) -> Cursor:
         """Run one statement once per set of parameters."""
