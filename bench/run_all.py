@@ -71,6 +71,14 @@ def main() -> int:
     hybrid = run(
         "hybrid_latency.py", *(["--messages", "20000", "--queries", "300"] if args.quick else [])
     )
+    workers = run(
+        "worker_throughput.py",
+        *(["--seconds", "3", "--rounds", "1"] if args.quick else []),
+        "--backend",
+        "sqlite",
+        "--backend",
+        "postgres",
+    )
     qualities = (
         {b: run("retrieval_quality.py", args.locomo, "--backend", b) for b in BACKENDS}
         if args.locomo
@@ -88,6 +96,7 @@ def main() -> int:
                 "transcript_latency": transcript,
                 "transfer_throughput": transfer,
                 "hybrid_latency": hybrid,
+                "worker_throughput": workers,
                 "retrieval_quality": qualities,
             },
             indent=2,
@@ -190,6 +199,7 @@ def main() -> int:
             "hybrid p50 <= 10 ms, p99 <= 30 ms |"
         )
     print_backends(append, searches, recalls, composes, ingests)
+    print_workers(workers)
     for backend, found in (qualities or {}).items():
         for name in ("memoryd hybrid", "memoryd lexical", "memoryd semantic"):
             row = found[name]["all ten"]
@@ -198,6 +208,31 @@ def main() -> int:
                 "DRAGON 56.7 / 66.2; target hybrid >= 60 / 72 |"
             )
     return 0
+
+
+def print_workers(workers: Any) -> None:
+    """`serve --workers N` beside a do-nothing server of as many processes."""
+    print(
+        "\n| workers, backend | appends/s (ratio to do-nothing) | CPU per call | "
+        "SearchHistory / GetPromptContext p50 under appends | cross-process pairs/s, stale |"
+    )
+    print("|---|---|---|---|---|")
+    for section, found in workers.items():
+        if not section.startswith("workers_"):
+            continue
+        for backend in ("sqlite", "postgres"):
+            row = found.get(backend)
+            if row is None:
+                continue
+            loaded = row["under_append_load"]
+            print(
+                f"| {section.removeprefix('workers_')}, {backend} | {row['rps']} "
+                f"({row['ratio_of_medians']}) | {row['cpu_us_per_call']} us "
+                f"(do-nothing {found['baseline_cpu_us_per_call']} us) | "
+                f"{loaded['search_history']['p50_ms']} / "
+                f"{loaded['get_prompt_context']['p50_ms']} ms | "
+                f"{row['coherence']['pairs_per_second']}, {row['coherence']['stale']} |"
+            )
 
 
 def print_backends(append: Any, searches: Any, recalls: Any, composes: Any, ingests: Any) -> None:
