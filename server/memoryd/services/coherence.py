@@ -34,10 +34,14 @@ from memoryd.storage.transaction import Transaction
 
 
 class Droppable(Protocol):
-    """A cache that can forget everything."""
+    """A cache that can forget everything, and refuse what is put into it for a while."""
 
     def clear(self) -> None:
         """Forget every entry."""
+        ...
+
+    def hold(self, *, closed: bool) -> None:
+        """While closed, what is put is dropped instead of kept."""
         ...
 
 
@@ -62,12 +66,25 @@ class Coherence:
         return store_clock.advance(transaction)
 
     def committed(self, version: int, publish: Callable[[], None]) -> None:
-        """After a commit, in the writer thread (memoryd.storage.writer.CommitClock)."""
+        """After a commit, in the writer thread (memoryd.storage.writer.CommitClock): the
+        group's hooks put what it committed into the caches, unless a later version is known
+        already (a read absorbed it), when what they put could be older than what a read that
+        checked that version must see: the caches then take nothing from them."""
         with self._lock:
-            publish()
-            if version != self._current + 1:
+            if version < self._current:
                 self._drop()
-            self._current = max(self._current, version)
+                for cache in self._caches:
+                    cache.hold(closed=True)
+                try:
+                    publish()
+                finally:
+                    for cache in self._caches:
+                        cache.hold(closed=False)
+                return
+            if version > self._current + 1:
+                self._drop()  # another process committed in between: what is cached predates it
+            publish()
+            self._current = version
 
     async def stamp(self) -> int | None:
         """`check`, or alone on SQLite the commit count: a number that changes with every

@@ -25,6 +25,7 @@ class ReadThroughCache(Generic[K, V]):
         self._entries: collections.OrderedDict[K, V] = collections.OrderedDict()
         self._lock = threading.Lock()
         self._writes = 0
+        self._closed = False
 
     def get(self, key: K) -> V | None:
         """The cached value, or None."""
@@ -46,16 +47,25 @@ class ReadThroughCache(Generic[K, V]):
                 self._store(key, value)
 
     def put(self, key: K, value: V) -> None:
-        """A committed value (writer thread, after commit)."""
+        """A committed value (writer thread, after commit); while held closed, the key is
+        forgotten instead."""
         with self._lock:
             self._writes += 1
-            self._store(key, value)
+            if self._closed:
+                self._entries.pop(key, None)
+            else:
+                self._store(key, value)
 
     def invalidate(self, key: K) -> None:
         """Forget a key whose value changed (writer thread, after commit)."""
         with self._lock:
             self._writes += 1
             self._entries.pop(key, None)
+
+    def hold(self, *, closed: bool) -> None:
+        """Refuse puts while closed (memoryd.services.coherence)."""
+        with self._lock:
+            self._closed = closed
 
     def clear(self) -> None:
         """Forget everything (another process wrote: memoryd.services.coherence); fills in

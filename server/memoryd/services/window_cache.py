@@ -117,6 +117,10 @@ class WindowCache:
             for pending in self._pending.values():
                 pending.stale = True
 
+    def hold(self, *, closed: bool) -> None:
+        """Nothing to refuse: after `clear`, appends only extend entries there are, and there
+        are none (memoryd.services.coherence)."""
+
     def _mark_stale(self, key: ConversationKey) -> None:
         pending = self._pending.get(key)
         if pending is not None:
