@@ -330,7 +330,8 @@ def test_a_large_scope_is_searched_through_the_models_hnsw_index(
 class _CommitSwallower:
     """A TCP proxy to PostgreSQL's Unix socket that, once armed, forwards a COMMIT, waits for
     PostgreSQL's answer, and then cuts the connection instead of passing the answer on: the
-    commit happened, and the client cannot know."""
+    commit happened, and the client cannot know. (The writer sends COMMIT's text every time: it
+    is never a prepared statement.)"""
 
     def __init__(self, socket_folder: str) -> None:
         self._target = next(Path(socket_folder).glob(".s.PGSQL.*"))
@@ -348,20 +349,31 @@ class _CommitSwallower:
                 return
             server = socket.socket(socket.AF_UNIX)
             server.connect(str(self._target))
-            threading.Thread(target=self._pipe, args=(server, client, False), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(client, server, True), daemon=True).start()
+            swallowing = threading.Event()  # this connection's next answer is to be swallowed
+            for source, target, upstream in ((client, server, True), (server, client, False)):
+                threading.Thread(
+                    target=self._pipe, args=(source, target, upstream, swallowing), daemon=True
+                ).start()
 
-    def _pipe(self, source: socket.socket, target: socket.socket, from_client: bool) -> None:
+    def _pipe(
+        self,
+        source: socket.socket,
+        target: socket.socket,
+        upstream: bool,
+        swallowing: threading.Event,
+    ) -> None:
         with contextlib.suppress(OSError):
             while data := source.recv(65536):
-                target.sendall(data)
-                if from_client and b"COMMIT" in data and self.armed.is_set():
+                if upstream and b"COMMIT" in data and self.armed.is_set():
                     self.armed.clear()
-                    target.recv(65536)  # PostgreSQL's answer: committed
-                    self.swallowed += 1
-                    for side in (source, target):
-                        side.shutdown(socket.SHUT_RDWR)
-                    return
+                    swallowing.set()  # before PostgreSQL can answer
+                if not upstream and swallowing.is_set():
+                    self.swallowed += 1  # PostgreSQL answered (committed): cut instead
+                    break
+                target.sendall(data)
+        for side in (source, target):  # either end gone: the connection goes
+            with contextlib.suppress(OSError):
+                side.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         self._listener.close()

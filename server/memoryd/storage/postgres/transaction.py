@@ -147,7 +147,7 @@ class PostgresTransaction:
         twice."""
         xid, self._xid = self._xid, None
         try:
-            cursor = self.connection.execute("COMMIT")
+            cursor = self.connection.execute("COMMIT", prepare=False)
         except (psycopg.OperationalError, psycopg.InterfaceError) as error:
             if not self.connection.broken and not self.connection.closed:
                 raise  # PostgreSQL answered: the transaction did not commit
