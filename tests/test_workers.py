@@ -7,6 +7,7 @@ worker answers SERVING for).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -29,9 +31,12 @@ from memoryd.services.prompt_files import PromptFiles
 from memoryd.storage import database as databases
 from memoryd.storage.writer import WriterSettings
 from memoryd.testing import postgres
+from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.server_process import ServerProcess
 from memoryd.testing.workers import channels_to_each_worker
 from tests.helpers import append, user
+from tests.review_helpers import review_config
+from tests.test_compaction import WINDOW, compaction_requests, filler, summaries_or_nothing
 
 WORKERS = 2
 
@@ -445,3 +450,36 @@ async def test_a_transcript_resumes_on_the_other_worker_after_its_worker_is_kill
             )
         )
     assert [m.content for m in stored.messages] == [f"utterance {seq}" for seq in (1, 2, 3, 4)]
+
+
+async def test_one_compaction_of_a_conversation_at_a_time_across_workers(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    """/compact of one conversation through both workers at once: the model summarises once
+    (the second compaction waits for the first's claim, then finds nothing to compact)."""
+
+    def slow_summaries(request: dict[str, Any]) -> Reply:
+        reply = summaries_or_nothing(request)
+        return dataclasses.replace(reply, delay_seconds=1.0)
+
+    with FakeModel(responder=slow_summaries) as model:
+        config = review_config(model, enabled=False)
+        server = start_server(tmp_path / "home", workers=WORKERS, config=config).start()
+        conversation = md.Conversation(channel="telegram", chat_id="compact-once")
+        async with channels_to_each_worker(server.address, WORKERS) as channels:
+            await md.MemoryServiceStub(channels[0]).AppendMessages(
+                md.AppendMessagesRequest(conversation=conversation, messages=filler(12, 150))
+            )
+            answers = await asyncio.gather(
+                *(
+                    md.CompactionServiceStub(channel).Compact(
+                        md.CompactRequest(conversation=conversation, context_window=WINDOW)
+                    )
+                    for channel in channels
+                )
+            )
+        outcomes = sorted(answer.outcome for answer in answers)
+        assert len(compaction_requests(model)) == 1
+        assert outcomes == sorted(
+            [md.COMPACTION_OUTCOME_COMPACTED, md.COMPACTION_OUTCOME_NOTHING_TO_COMPACT]
+        )

@@ -17,12 +17,14 @@ long-term memory, and never renumbers or deletes a message.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime as dt
 import json
 import logging
+import secrets
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 from memoryd import log_names
 from memoryd.config import CompactionSettings
@@ -37,7 +39,7 @@ from memoryd.domain.compaction import (
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.messages import Trust, require_operator
 from memoryd.domain.model_calls import no_provider
-from memoryd.domain.timestamps import utc_now
+from memoryd.domain.timestamps import to_text, utc_now
 from memoryd.domain.tokens import count_tokens
 from memoryd.domain.turns import TurnUsage
 from memoryd.errors import FailedPrecondition, InvalidArgument, Reason
@@ -57,6 +59,12 @@ from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Writer
 
 log = logging.getLogger("memoryd.compaction")
+# A compaction's claim (one at a time per conversation, across processes): renewed this often
+# while it runs, taken over when this old (its process died), looked at this often by a
+# compaction that waits for it.
+CLAIM_RENEW_SECONDS = 5.0
+CLAIM_STALE_SECONDS = 20.0
+CLAIM_POLL_SECONDS = 0.1
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,11 +183,51 @@ class Compactor:
     async def _compact(self, key: ConversationKey, window: int) -> CompactResult:
         lock = self._locks.setdefault(key, asyncio.Lock())
         try:
-            async with lock:
+            async with lock, self._claimed(key):
                 return await self._compact_locked(key, window)
         finally:
             if not lock.locked() and self._locks.get(key) is lock:
                 del self._locks[key]
+
+    @contextlib.asynccontextmanager
+    async def _claimed(self, key: ConversationKey) -> AsyncIterator[None]:
+        """The conversation's compaction claim in the database: one compaction at a time
+        across every process that shares the store (this process's own wait on the lock
+        above). A claim held elsewhere is waited for; its holder renews it every
+        CLAIM_RENEW_SECONDS, so a dead holder's goes stale within CLAIM_STALE_SECONDS."""
+        token = secrets.token_hex(8)
+        while True:
+            now = self._now()
+
+            def claim(transaction: Transaction, now: dt.datetime = now) -> bool:
+                stale = now - dt.timedelta(seconds=CLAIM_STALE_SECONDS)
+                return store.claim(
+                    transaction, key, token, now=to_text(now), stale_before=to_text(stale)
+                )
+
+            if await self._writer.run("compaction_claim", claim):
+                break
+            await asyncio.sleep(CLAIM_POLL_SECONDS)
+        renewing = asyncio.create_task(self._renew(key, token))
+        try:
+            yield
+        finally:
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewing
+            await self._writer.run(
+                "compaction_release", lambda transaction: store.release(transaction, key, token)
+            )
+
+    async def _renew(self, key: ConversationKey, token: str) -> None:
+        while True:
+            await asyncio.sleep(CLAIM_RENEW_SECONDS)
+            now = to_text(self._now())
+
+            def renew(transaction: Transaction, now: str = now) -> None:
+                store.renew(transaction, key, token, now=now)
+
+            await self._writer.run("compaction_renew", renew)
 
     async def _compact_locked(self, key: ConversationKey, window: int) -> CompactResult:
         snapshot = await self._readers.read(lambda connection: _snapshot(connection, key))

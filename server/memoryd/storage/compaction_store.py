@@ -288,3 +288,35 @@ def _message(row: Row) -> WindowMessage:
         created_at=created_at,
         answer_bytes=_MESSAGE.after(row, 0),
     )
+
+
+def claim(
+    connection: Transaction, key: ConversationKey, token: str, *, now: str, stale_before: str
+) -> bool:
+    """Take the conversation's compaction claim (migration 0016) unless a fresh one is held."""
+    found = rows(
+        connection,
+        "INSERT INTO compaction_claims (agent_id, owner_id, channel, chat_id, thread_scope, "
+        "token, claimed_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (agent_id, owner_id, channel, chat_id, thread_scope) DO UPDATE SET "
+        "token = excluded.token, claimed_at = excluded.claimed_at "
+        "WHERE compaction_claims.claimed_at < ? RETURNING 1",
+        (*key.as_row(), token, now, stale_before),
+    )
+    return bool(found)
+
+
+def renew(connection: Transaction, key: ConversationKey, token: str, *, now: str) -> None:
+    """Keep a held claim fresh (a live compaction's)."""
+    connection.execute(
+        f"UPDATE compaction_claims SET claimed_at = ? WHERE {CONVERSATION_MATCH} AND token = ?",
+        (now, *key.as_row(), token),
+    )
+
+
+def release(connection: Transaction, key: ConversationKey, token: str) -> None:
+    """Give the claim back, if it is still this token's."""
+    connection.execute(
+        f"DELETE FROM compaction_claims WHERE {CONVERSATION_MATCH} AND token = ?",
+        (*key.as_row(), token),
+    )

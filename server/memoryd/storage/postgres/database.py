@@ -53,6 +53,7 @@ OPTIONS = "-c statement_timeout={timeout} -c TimeZone=UTC -c jit=off"
 # The tables an erasure deletes from; VACUUM removes their dead rows and index entries.
 ERASED_TABLES = (
     "messages",
+    "compaction_claims",
     "memories",
     "conversations",
     "ended_sessions",
