@@ -226,7 +226,7 @@ async def test_a_write_acknowledged_by_one_worker_is_read_at_once_through_the_ot
     """ROUNDS writes, each followed at once by a read through the other worker, alternating
     direction, over every cached read: ListMessages' first page (the window cache),
     GetPromptContext (the prompt cache), GetMemory (the row cache) and ComposeContext (the kept
-    composition). Every read must show its write: 0 stale answers."""
+    composition), and SearchHistory. Every read must show its write: 0 stale answers."""
     server = start_server(tmp_path / "home", workers=WORKERS).start()
     conversation = md.Conversation(channel="telegram", chat_id="coherence")
     stale: list[tuple[int, str]] = []
@@ -245,7 +245,7 @@ async def test_a_write_acknowledged_by_one_worker_is_read_at_once_through_the_ot
         started = time.monotonic()
         for number in range(ROUNDS):
             writer, reader = (0, 1) if number % 2 == 0 else (1, 0)
-            kind = number % 8 // 2
+            kind = number % 10 // 2
             text = f"round {number}"
             if kind == 0:
                 await append(memories[writer], conversation, user(text))
@@ -271,12 +271,23 @@ async def test_a_write_acknowledged_by_one_worker_is_read_at_once_through_the_ot
                     md.GetMemoryRequest(conversation=conversation, id=row.memory.id)
                 )
                 seen = got.memory.value
-            else:
+            elif kind == 3:
                 await append(memories[writer], conversation, user(text))
                 composed = await composers[reader].ComposeContext(
                     md.ComposeContextRequest(conversation=conversation, context_window=4_000)
                 )
                 seen = composed.parts[-1].content
+            else:
+                text = f"round {number} marker{number}"
+                await append(memories[writer], conversation, user(text))
+                found = await memories[reader].SearchHistory(
+                    md.SearchHistoryRequest(
+                        conversation=conversation,
+                        query=f"marker{number}",
+                        mode=md.SEARCH_MODE_LEXICAL,
+                    )
+                )
+                seen = found.hits[0].message.content if found.hits else ""
             if seen != text:
                 stale.append((number, seen))
         rate = ROUNDS / (time.monotonic() - started)
