@@ -208,7 +208,7 @@ class _Supervisor:
             self._start(index)
         if not self._wait_ready(list(range(count))):
             self._stop_all()
-            return 1
+            return 0 if self._stop.is_set() else 1  # a stop asked for while starting is no failure
         log.info(
             "memoryd serving on %s with %d workers (data in %s)",
             self._held.address,

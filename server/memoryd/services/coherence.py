@@ -7,8 +7,10 @@ PostgreSQL), every group of every process advances the store's clock in its tran
 (memoryd.storage.store_clock), and:
 
 - `committed` (the writer thread, after each commit): a version right after the one the caches
-  reflect is this process's own, and its hooks keep the caches current. Any other means another
-  process committed in between: the hooks run, then every cache is dropped.
+  reflect is this process's own, and its hooks keep the caches current. A later one means
+  another process committed in between: every cache is dropped, then the hooks run (what they
+  put is as of this version). An earlier one than a read already found: the caches are dropped
+  and take nothing from the hooks (what they would put may be older than that read's).
 - `check` (each read that may answer from a cache, before it looks): the clock's version now. A
   version past the one the caches reflect means a commit they have not seen: every cache is
   dropped before the read looks. A write acknowledged by any process before the read was sent
