@@ -286,8 +286,8 @@ class Writer:
                 return
 
     def _transaction(self, runs: list[list[_Job[Any, Any]]], *, guarded: bool) -> int:
-        """The group's transaction, committed (rolled back by the caller when it raises); its
-        version on the clock (0 without one)."""
+        """The group's transaction, committed, or rolled back here when it raises (before the
+        turn passes to another process's writer); its version on the clock (0 without one)."""
         try:
             self._connection.execute("BEGIN IMMEDIATE")
             for run in runs:
