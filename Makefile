@@ -149,12 +149,15 @@ bench: install $(TOOLS)/bin/ghz
 
 # The probes that `make test` runs briefly (tests/test_rpc_fuzz.py, tests/test_crash_recovery.py),
 # run long, on each backend: every unary RPC fuzzed 1,500 times, then 20 rounds of SIGKILL under
-# mixed load.
+# mixed load, of one server and of two workers (one killed first; on PostgreSQL, its
+# connections ended too).
 probes: install
 	$(BIN)/python -m scripts.fuzz_rpcs --examples 1500
 	$(BIN)/python -m scripts.fuzz_rpcs --examples 1500 --backend postgres
 	$(BIN)/python -m scripts.crash_rounds --rounds 20
 	$(BIN)/python -m scripts.crash_rounds --rounds 20 --backend postgres
+	$(BIN)/python -m scripts.crash_rounds --rounds 20 --workers 2
+	$(BIN)/python -m scripts.crash_rounds --rounds 20 --workers 2 --backend postgres --cut-connections
 
 $(TOOLS)/bin/ghz:
 	GOBIN=$(TOOLS)/bin GOFLAGS=-mod=mod go install github.com/bojand/ghz/cmd/ghz@$(GHZ_VERSION)
