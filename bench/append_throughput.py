@@ -98,28 +98,10 @@ def ghz_command(
     ]
 
 
-def run_ghz(
-    address: str,
-    *,
-    seconds: float,
-    concurrency: int,
-    connections: int = 1,
-    call: str = CALL,
-    data: str = DATA,
-) -> dict[str, Any]:
-    """One ghz run; returns its JSON report."""
+def run_ghz(address: str, **options: Any) -> dict[str, Any]:
+    """One ghz run (`options` as ghz_command takes them); returns its JSON report."""
     result = subprocess.run(
-        ghz_command(
-            address,
-            seconds=seconds,
-            concurrency=concurrency,
-            connections=connections,
-            call=call,
-            data=data,
-        ),
-        capture_output=True,
-        text=True,
-        check=True,
+        ghz_command(address, **options), capture_output=True, text=True, check=True
     )
     report: dict[str, Any] = json.loads(result.stdout)
     return report
