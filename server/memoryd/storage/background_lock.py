@@ -88,13 +88,17 @@ class AdvisoryLock:
                 return True
         try:
             connection = postgres.connect(self._settings)
+        except TRANSIENT_ERRORS:
+            return False  # PostgreSQL is away: the next attempt tries again
+        try:
             taken = connection.execute(
                 "SELECT pg_try_advisory_lock(?)", (ADVISORY_KEY,)
             ).fetchall()[0][0]
         except TRANSIENT_ERRORS:
-            return False  # PostgreSQL is away: the next attempt tries again
+            taken = False
         if not taken:
-            connection.close()
+            with contextlib.suppress(*TRANSIENT_ERRORS):
+                connection.close()
             return False
         self._connection = connection
         return True
