@@ -10,8 +10,6 @@ import asyncio
 import dataclasses
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -104,27 +102,9 @@ def test_only_the_supervisors_workers_get_into_its_data_directory(
     home = tmp_path / "home"
     server = start_server(home, workers=WORKERS).start()
     # A process that names a descriptor it was not given (here: its own stdin).
-    intruder = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "memoryd",
-            "serve",
-            "--home",
-            str(home),
-            "--listen",
-            "127.0.0.1:0",
-            "--worker-of",
-            "5:0:1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **postgres.environment_for(home)},
-        check=False,
-    )
-    assert intruder.returncode != 0
-    assert "does not hold the lock" in intruder.stderr
+    intruder = start_server(home, arguments=("--worker-of", "5:0:1"))
+    assert intruder.wait_exit() != 0
+    assert "does not hold the lock" in intruder.output
     second = start_server(home, workers=WORKERS)
     assert second.wait_exit() != 0
     assert "already serving" in second.output
@@ -192,11 +172,36 @@ async def test_a_killed_worker_is_started_again_and_nothing_acknowledged_is_lost
 async def test_sigterm_drains_every_worker(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:
-    server = start_server(tmp_path / "home", workers=WORKERS).start()
-    pids = _pids(server)
-    started = time.monotonic()
-    assert server.stop() == 0
-    assert time.monotonic() - started < 15
+    """A call in flight on each worker when the supervisor gets SIGTERM (a compaction waiting
+    for a slow model) is answered, then every worker stops."""
+
+    def slow_summaries(request: dict[str, Any]) -> Reply:
+        return dataclasses.replace(summaries_or_nothing(request), delay_seconds=2.0)
+
+    with FakeModel(responder=slow_summaries) as model:
+        config = review_config(model, enabled=False)
+        server = start_server(tmp_path / "home", workers=WORKERS, config=config).start()
+        pids = _pids(server)
+        async with channels_to_each_worker(server.address, WORKERS) as channels:
+            calls = []
+            for index, channel in enumerate(channels):
+                conversation = md.Conversation(channel="telegram", chat_id=f"drain-{index}")
+                await md.MemoryServiceStub(channel).AppendMessages(
+                    md.AppendMessagesRequest(conversation=conversation, messages=filler(12, 150))
+                )
+                calls.append(
+                    asyncio.ensure_future(
+                        md.CompactionServiceStub(channel).Compact(
+                            md.CompactRequest(conversation=conversation, context_window=WINDOW)
+                        )
+                    )
+                )
+            while model.in_flight < WORKERS:  # noqa: ASYNC110 - the model's count, in a thread
+                await asyncio.sleep(0.05)
+            stopping = asyncio.ensure_future(asyncio.to_thread(server.stop))
+            answers = await asyncio.gather(*calls)
+            assert await stopping == 0
+    assert [answer.outcome for answer in answers] == [md.COMPACTION_OUTCOME_COMPACTED] * WORKERS
     assert sorted(r["worker"] for r in server.events(Event.STOPPED) if "worker" in r) == [0, 1]
     assert not any(_alive(pid) for pid in pids)
 

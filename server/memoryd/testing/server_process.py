@@ -38,9 +38,10 @@ class ServerProcess:
         create_home: bool = True,
         umask: int | None = None,
         workers: int = 1,
+        arguments: tuple[str, ...] = (),
     ) -> None:
         """`workers` above 1 starts `memoryd serve --workers N`: a supervisor, whose `serving`
-        event comes once every worker serves."""
+        event comes once every worker serves. `arguments` are added to the command line."""
         self.home = home
         if create_home:
             self.home.mkdir(parents=True, exist_ok=True)
@@ -54,6 +55,7 @@ class ServerProcess:
             "--listen",
             listen,
             *(("--workers", str(workers)) if workers > 1 else ()),
+            *arguments,
         ]
         if config is not None:
             home.parent.mkdir(parents=True, exist_ok=True)
