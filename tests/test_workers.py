@@ -32,11 +32,20 @@ from memoryd.testing import postgres
 from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.server_process import ServerProcess
 from memoryd.testing.workers import channels_to_each_worker
-from tests.helpers import append, user
+from tests.helpers import append, store, user
 from tests.review_helpers import review_config
 from tests.test_compaction import WINDOW, compaction_requests, filler, summaries_or_nothing
 
 WORKERS = 2
+
+
+async def preference(
+    memory: md.MemoryServiceStub, conversation: md.Conversation, key: str, value: str
+) -> md.Memory:
+    """An owner-scope preference, rendered into the owner's USER.md."""
+    return await store(
+        memory, conversation, key, value, md.CATEGORY_PREFERENCE, scope_type=md.SCOPE_TYPE_OWNER
+    )
 
 
 def _alive(pid: int) -> bool:
@@ -238,15 +247,7 @@ async def test_a_write_acknowledged_by_one_worker_is_read_at_once_through_the_ot
     async with channels_to_each_worker(server.address, WORKERS) as channels:
         memories = [md.MemoryServiceStub(channel) for channel in channels]
         composers = [md.CompactionServiceStub(channel) for channel in channels]
-        row = await memories[0].StoreMemory(
-            md.StoreMemoryRequest(
-                conversation=conversation,
-                scope_type=md.SCOPE_TYPE_OWNER,
-                category=md.CATEGORY_PREFERENCE,
-                key="drink",
-                value="Prefers tea 0",
-            )
-        )
+        row = await preference(memories[0], conversation, "drink", "Prefers tea 0")
         started = time.monotonic()
         for number in range(ROUNDS):
             writer, reader = (0, 1) if number % 2 == 0 else (1, 0)
@@ -260,7 +261,7 @@ async def test_a_write_acknowledged_by_one_worker_is_read_at_once_through_the_ot
                 seen = window.messages[-1].content
             elif kind == 1:
                 await memories[writer].UpdateMemory(
-                    md.UpdateMemoryRequest(conversation=conversation, id=row.memory.id, value=text)
+                    md.UpdateMemoryRequest(conversation=conversation, id=row.id, value=text)
                 )
                 prompt = await memories[reader].GetPromptContext(
                     md.GetPromptContextRequest(
@@ -270,10 +271,10 @@ async def test_a_write_acknowledged_by_one_worker_is_read_at_once_through_the_ot
                 seen = text if f"- {text}" in prompt.user_md.splitlines() else prompt.user_md
             elif kind == 2:
                 await memories[writer].UpdateMemory(
-                    md.UpdateMemoryRequest(conversation=conversation, id=row.memory.id, value=text)
+                    md.UpdateMemoryRequest(conversation=conversation, id=row.id, value=text)
                 )
                 got = await memories[reader].GetMemory(
-                    md.GetMemoryRequest(conversation=conversation, id=row.memory.id)
+                    md.GetMemoryRequest(conversation=conversation, id=row.id)
                 )
                 seen = got.memory.value
             elif kind == 3:
@@ -311,14 +312,8 @@ async def test_prompt_files_end_as_the_newest_revision_whichever_worker_wrote_la
     async with channels_to_each_worker(server.address, WORKERS) as channels:
         memories = [md.MemoryServiceStub(channel) for channel in channels]
         rows = [
-            await memories[index].StoreMemory(
-                md.StoreMemoryRequest(
-                    conversation=conversation,
-                    scope_type=md.SCOPE_TYPE_OWNER,
-                    category=md.CATEGORY_PREFERENCE,
-                    key=f"from worker {index}",
-                    value=f"Worker {index} wrote 0",
-                )
+            await preference(
+                memories[index], conversation, f"from worker {index}", f"Worker {index} wrote 0"
             )
             for index in range(WORKERS)
         ]
@@ -328,7 +323,7 @@ async def test_prompt_files_end_as_the_newest_revision_whichever_worker_wrote_la
                 await memories[index].UpdateMemory(
                     md.UpdateMemoryRequest(
                         conversation=conversation,
-                        id=rows[index].memory.id,
+                        id=rows[index].id,
                         value=f"Worker {index} wrote {number}",
                     )
                 )
@@ -360,22 +355,12 @@ async def test_a_late_write_of_an_older_revision_never_replaces_a_newer_file(
     conversation = md.Conversation(agent_id="late", channel="telegram", chat_id="late")
     async with md.connect(server.address) as channel:
         memory = md.MemoryServiceStub(channel)
-        row = await memory.StoreMemory(
-            md.StoreMemoryRequest(
-                conversation=conversation,
-                scope_type=md.SCOPE_TYPE_OWNER,
-                category=md.CATEGORY_PREFERENCE,
-                key="drink",
-                value="Prefers tea",
-            )
-        )
+        row = await preference(memory, conversation, "drink", "Prefers tea")
         older = await memory.GetPromptContext(
             md.GetPromptContextRequest(agent_id="late", owner_id=conversation.owner_id)
         )
         await memory.UpdateMemory(
-            md.UpdateMemoryRequest(
-                conversation=conversation, id=row.memory.id, value="Prefers coffee"
-            )
+            md.UpdateMemoryRequest(conversation=conversation, id=row.id, value="Prefers coffee")
         )
         newest = await memory.GetPromptContext(
             md.GetPromptContextRequest(agent_id="late", owner_id=conversation.owner_id)
