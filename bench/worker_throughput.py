@@ -6,8 +6,11 @@
 For each worker count and backend, in one run:
 
 - AppendMessages throughput (ghz, 32 callers over 8 connections, so that the kernel spreads
-  them over the workers), beside a do-nothing grpc.aio server run as as many processes on one
-  port (bench/noop_server.py with SO_REUSEPORT). Rounds alternate baseline and memoryd; medians
+  them over the workers) of memoryd as configured by default and, on SQLite, with embeddings
+  off too, beside a do-nothing grpc.aio server run as as many processes on one port
+  (bench/noop_server.py with SO_REUSEPORT). The default server's background embedder, at the
+  lowest CPU priority, spends every idle moment on the backlog that the appends leave, so its
+  CPU time is in that server's CPU per call. Rounds alternate baseline and memoryd; medians
   are compared. On this 2-core machine ghz shares the cores with the servers, so the CPU time of
   every server process per acknowledged call is reported too (steadier than calls a second).
 - SearchHistory and GetPromptContext latency (4 callers over 4 connections) while 16 callers
@@ -50,6 +53,7 @@ SEARCH = json.dumps(
     }
 )
 PROMPT = json.dumps({"agent_id": "bench", "owner_id": "ada"})
+EMBEDDINGS_OFF = '[memoryd.search]\nembeddings = "off"\n'
 
 
 def start_noop(processes: int) -> tuple[list[subprocess.Popen[str]], str]:
@@ -171,6 +175,32 @@ async def remember(address: str) -> None:
         )
 
 
+def start_servers(
+    chosen: list[str], workers: int, scratch: Path, places: backends.Backends
+) -> dict[str, ServerProcess]:
+    """A memoryd of `workers` on each backend, and one with embeddings off on SQLite."""
+    servers: dict[str, ServerProcess] = {}
+    for name in [*chosen, *(["sqlite_embeddings_off"] if "sqlite" in chosen else [])]:
+        backend = name.split("_")[0]
+        home = scratch / f"{name}-{workers}"
+        servers[name] = ServerProcess(
+            home,
+            env=places.env(backend, home),
+            workers=workers,
+            config=EMBEDDINGS_OFF if name.endswith("_embeddings_off") else "",
+        ).start()
+        asyncio.run(remember(servers[name].address))
+    return servers
+
+
+def stop_all(servers: dict[str, ServerProcess]) -> None:
+    """Stop every server; exit with its output when one did not stop cleanly."""
+    codes = {name: server.stop() for name, server in servers.items()}
+    for name, code in codes.items():
+        if code:
+            sys.exit(f"memoryd ({name}) exited with {code}:\n{servers[name].output}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
@@ -194,13 +224,7 @@ def main() -> int:
         backends.started(chosen, Path(scratch)) as places,
     ):
         for workers in counts:
-            servers: dict[str, ServerProcess] = {}
-            for backend in chosen:
-                home = Path(scratch) / f"{backend}-{workers}"
-                servers[backend] = ServerProcess(
-                    home, env=places.env(backend, home), workers=workers
-                ).start()
-                asyncio.run(remember(servers[backend].address))
+            servers = start_servers(chosen, workers, Path(scratch), places)
             noop, noop_address = start_noop(workers)
             noop_pids = [process.pid for process in noop]
             runs: dict[str, list[dict[str, float]]] = {"baseline": [], **{b: [] for b in servers}}
@@ -221,6 +245,8 @@ def main() -> int:
                         cancelled[name] += int(run["errors"])
                         runs[name].append(run)
                 for name, server in servers.items():
+                    if name.endswith("_embeddings_off"):
+                        continue  # its throughput only
                     extra[name]["under_append_load"] = latency_under_load(
                         server.address, args.seconds
                     )
@@ -231,9 +257,7 @@ def main() -> int:
                 for process in noop:
                     process.terminate()
                     process.wait()
-                codes = {name: server.stop() for name, server in servers.items()}
-            if any(codes.values()):
-                sys.exit(f"memoryd exited with {codes}")
+                stop_all(servers)
 
             def median(name: str, key: str) -> float:
                 return statistics.median(run[key] for run in runs[name])  # noqa: B023
@@ -247,7 +271,7 @@ def main() -> int:
                 # Appends of the coherence loop and the load runs were acknowledged too; they
                 # are not counted, so only the lower bound is checked for them.
                 committed = stored >= acknowledged[name]
-                ok = ok and committed and extra[name]["coherence"]["stale"] == 0
+                ok = ok and committed and extra[name].get("coherence", {}).get("stale", 0) == 0
                 section[name] = {
                     "rps": round(median(name, "rps")),
                     "ratio_of_medians": round(median(name, "rps") / median("baseline", "rps"), 3),
@@ -259,10 +283,10 @@ def main() -> int:
                     **extra[name],
                 }
             result[f"workers_{workers}"] = section
-    for backend in chosen:
-        one, two = (result.get(f"workers_{n}", {}).get(backend) for n in (1, 2))
+    for name in [*chosen, "sqlite_embeddings_off"]:
+        one, two = (result.get(f"workers_{n}", {}).get(name) for n in (1, 2))
         if one and two:
-            result[f"scaling_1_to_2_{backend}"] = {
+            result[f"scaling_1_to_2_{name}"] = {
                 "rps": round(two["rps"] / one["rps"], 2),
                 "cpu_us_per_call": round(two["cpu_us_per_call"] / one["cpu_us_per_call"], 2),
             }

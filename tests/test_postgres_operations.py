@@ -206,12 +206,22 @@ async def test_postgres_going_away_answers_unavailable_then_recovers_without_a_r
             memory.SearchHistory(md.SearchHistoryRequest(query="outage", conversation=conversation))
         )
         assert read.code() == grpc.StatusCode.UNAVAILABLE
+        # Long enough for the background embedder to look for work and fail too.
+        await asyncio.sleep(3)
 
         own_postgres.resume()
         after = await _retried(lambda: append(memory, conversation, user("after the outage")))
         listed = await memory.ListMessages(
             md.ListMessagesRequest(conversation=conversation, all_history=True)
         )
+        # The embedder carried on: the message written after the outage gets its vector.
+        deadline = time.monotonic() + 60
+        while True:
+            status = await memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+            if status.pending_messages == 0 and status.embedded_messages == 2:
+                break
+            assert time.monotonic() < deadline, status
+            await asyncio.sleep(0.2)
     assert [m.content for m in listed.messages] == ["before the outage", "after the outage"]
     assert after.results[0].id > before.results[0].id
     assert server.process.poll() is None  # the same process served throughout

@@ -9,7 +9,10 @@ finds paraphrases. Ranks are asserted, never scores.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sys
 import uuid
+from pathlib import Path
 
 import grpc
 import pytest
@@ -224,6 +227,30 @@ async def test_status_reports_the_embedded_model(memory: md.MemoryServiceStub) -
     assert status.dimension == 384
     assert status.embedded_messages >= len(fixture.MESSAGES)
     assert status.last_error == ""
+
+
+def thread_priorities(pid: int) -> list[int]:
+    """The nice value of each thread of a process (Linux /proc)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # a thread that ended meanwhile
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            found.append(int(fields[16]))  # field 19 of stat; the first two are cut off
+    return found
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="per-thread priorities are Linux's")
+async def test_the_background_embedder_runs_at_the_lowest_priority_and_searches_do_not(
+    server: ServerProcess, memory: md.MemoryServiceStub, story: md.Conversation
+) -> None:
+    await embedded(memory)
+    await ranked(memory, story, "when is the dentist", md.SEARCH_MODE_SEMANTIC)
+    priorities = thread_priorities(server.process.pid)
+    # Up to embedding_threads (2 by default) threads embed in the background (a pool starts
+    # them as batches need them); no other thread is lowered, those that embed queries included.
+    lowered = priorities.count(19)
+    assert 1 <= lowered <= 2, priorities
+    assert priorities.count(0) == len(priorities) - lowered, priorities
 
 
 async def test_the_command_line_searches_and_reports(

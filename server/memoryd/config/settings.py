@@ -312,7 +312,8 @@ class SearchSettings(Section):
     embedding_model: str = ""
     # Messages or rows the background embedder reads and embeds at a time.
     embedding_batch: int = 64
-    # Threads of the embedded model (each call uses up to this many cores).
+    # Threads the background embedder runs the embedded model on, at the lowest CPU priority
+    # (they use what calls leave). A search's query embeds on a thread of its own.
     embedding_threads: int = 2
     # Vectors of recently searched scopes kept in memory, in MiB (least recently used dropped).
     # A scope with more vectors than fit is searched by its words (semantic: refused, saying so).

@@ -22,7 +22,7 @@ import logging
 import time
 
 from memoryd.domain.vectors import Floats, quantise, to_blob
-from memoryd.errors import FailedPrecondition
+from memoryd.errors import FailedPrecondition, Unavailable
 from memoryd.llm.embeddings import Embedder, EmbeddingUnavailableError
 from memoryd.log_events import Event
 from memoryd.services.waiting import wait_at_most
@@ -236,7 +236,9 @@ class EmbeddingService:
         while True:
             try:
                 worked = await self._step()
-            except EmbeddingUnavailableError as error:
+            except (EmbeddingUnavailableError, Unavailable) as error:
+                # The provider, or the database (PostgreSQL gone for a while): the task waits
+                # and tries again rather than end, which would stop embedding until a restart.
                 backoff = min(MAX_BACKOFF_SECONDS, max(1.0, backoff * 2))
                 self._last_error = str(error)
                 log.warning(

