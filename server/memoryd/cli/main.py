@@ -11,6 +11,7 @@ memoryd search QUERY [--conversation C] [--mode M]; memoryd embeddings; memoryd 
 memoryd backup PATH | restore PATH | discard-replaced | check | log-name ID...  [--home DIR]
 memoryd migrate --to postgres --dsn DSN | --dsn-env VAR  (see data_commands)
 memoryd setup [...]; memoryd config show [--json]   (see setup_commands)
+memoryd mcp [--stdio | --listen HOST:PORT]   (MCP tools and resources; see mcp_command)
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from memoryd import __version__
 from memoryd.cli import (
     conversation_commands,
     data_commands,
+    mcp_command,
     memory_commands,
     remote,
     resource_commands,
@@ -79,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     search_commands.add_commands(commands, remote.common_options)
     data_commands.add_commands(commands)
     setup_commands.add_commands(commands)
+    mcp_command.add_commands(commands)
     return parser
 
 
@@ -133,6 +136,8 @@ def _client_command(args: argparse.Namespace, env: Mapping[str, str], out: TextI
         return remote.run(args, env, out)
     if args.command in data_commands.COMMANDS:
         return data_commands.run(args, env, out)
+    if args.command in mcp_command.COMMANDS:
+        return mcp_command.run(args, env, out)
     if args.command in ("setup", "config"):
         code: int = args.run(args, env, out)
         return code

@@ -90,7 +90,7 @@ class _CallDetails(
     """grpc.ClientCallDetails with the token added."""
 
 
-def _tls(env: Mapping[str, str]) -> grpc.ChannelCredentials | None:
+def tls_credentials(env: Mapping[str, str]) -> grpc.ChannelCredentials | None:
     """TLS for a server that serves it: $MEMORYD_TLS_CA (the CA that signed the server's
     certificate), and for mutual TLS $MEMORYD_TLS_CERT / $MEMORYD_TLS_KEY (the client's)."""
     ca, cert, key = (env.get(f"MEMORYD_TLS_{name}") for name in ("CA", "CERT", "KEY"))
@@ -106,7 +106,7 @@ def _tls(env: Mapping[str, str]) -> grpc.ChannelCredentials | None:
 def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO = sys.stdout) -> int:
     """Run a client command against the server (with $MEMORYD_TOKEN or the configured token
     file's token, when there is one)."""
-    given, source = _given_address(args, env)
+    given, source = given_address(args, env)
     address = with_port(given)
     command: Command = args.run
     options = [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO = sys.stdo
         print(f"memoryd: {error}", file=sys.stderr)  # noqa: T201 - CLI output
         return EXIT_USAGE
     try:
-        tls = _tls(env)
+        tls = tls_credentials(env)
     except OSError as error:
         print(f"memoryd: cannot read a TLS file: {error}", file=sys.stderr)  # noqa: T201
         return EXIT_USAGE
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO = sys.stdo
             return EXIT_FAILED
 
 
-def _given_address(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str, str]:
+def given_address(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str, str]:
     """The address asked for, and where it came from (said when it cannot be reached)."""
     if args.address:
         return args.address, "from --address"

@@ -1,0 +1,145 @@
+"""`memoryd mcp [--stdio | --listen HOST:PORT]`: memoryd's memory as an MCP server.
+
+A client of the memoryd at `--address` (default $MEMORYD_ADDRESS, else 127.0.0.1:50051), with the
+CLI's token ($MEMORYD_TOKEN or the configured token file) and TLS ($MEMORYD_TLS_*). `--agent`,
+`--owner` and `--conversation` are what a tool call works on when it names none (see
+memoryd.mcp_bridge). With `--listen`, streamable HTTP at http://HOST:PORT/mcp; callers must send
+`Authorization: Bearer $MEMORYD_MCP_TOKEN` when that is set, and it must be set to listen beyond
+loopback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+from memoryd.cli import remote
+from memoryd.config import cli_token
+from memoryd.errors import StartupError
+
+COMMANDS = ("mcp",)
+DEFAULT_WATCH_SECONDS = 2.0
+
+
+def add_commands(commands: Any) -> None:
+    """The `mcp` subcommand."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "mcp", help="serve memoryd's memory to MCP clients (stdio or streamable HTTP)"
+    )
+    transport = parser.add_mutually_exclusive_group()
+    transport.add_argument(
+        "--stdio", action="store_true", help="serve one client on stdin/stdout (the default)"
+    )
+    transport.add_argument(
+        "--listen", metavar="HOST:PORT", help="serve streamable HTTP at http://HOST:PORT/mcp"
+    )
+    parser.add_argument(
+        "--address",
+        help=f"memoryd's address (default $MEMORYD_ADDRESS or {remote.DEFAULT_ADDRESS})",
+    )
+    parser.add_argument("--agent", default="", help="the agent (default: main)")
+    parser.add_argument("--owner", default="", help="the owner (default: default)")
+    parser.add_argument(
+        "--conversation",
+        metavar="CHANNEL:CHAT[:THREAD]",
+        default="",
+        help="the conversation of tool calls that name none",
+    )
+    parser.add_argument(
+        "--context-window",
+        type=int,
+        default=0,
+        metavar="TOKENS",
+        help="the model's context window for compose_context and the context resource "
+        "(default: what memoryd knows from CommitTurn or its model provider)",
+    )
+    parser.add_argument(
+        "--watch-seconds",
+        type=float,
+        default=DEFAULT_WATCH_SECONDS,
+        help="how often the prompt files are read for update notifications "
+        f"(default {DEFAULT_WATCH_SECONDS:g})",
+    )
+
+
+def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO) -> int:  # noqa: ARG001
+    """Serve until the client leaves (stdio) or the process is stopped (HTTP)."""
+    try:
+        return asyncio.run(_serve(args, env))
+    except KeyboardInterrupt:
+        return 0
+    except StartupError as error:
+        print(f"memoryd mcp: {error}", file=sys.stderr)  # noqa: T201 - CLI output
+        return remote.EXIT_USAGE
+
+
+async def _serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    try:
+        from memoryd.mcp_bridge import app  # noqa: PLC0415 - only this command needs mcp
+        from memoryd.mcp_bridge.tools import Defaults  # noqa: PLC0415
+    except ImportError as error:
+        raise StartupError(
+            f"needs the mcp package: pip install 'memoryd[mcp]' ({error})"
+        ) from error
+    import memoryd_client as md  # noqa: PLC0415
+
+    if args.watch_seconds <= 0:
+        raise StartupError("--watch-seconds must be more than 0")
+    if args.context_window < 0:
+        raise StartupError("--context-window must be 0 or more")
+    if args.conversation:
+        try:
+            remote.conversation_arg(args.conversation, args.agent, args.owner)
+        except ValueError as error:
+            raise StartupError(str(error)) from error
+    host, port = _listen_address(args.listen) if args.listen else ("", 0)
+    mcp_token = env.get("MEMORYD_MCP_TOKEN", "")
+    if args.listen and not mcp_token and not app.is_loopback(host):
+        raise StartupError(
+            f"refusing to serve {args.listen} without $MEMORYD_MCP_TOKEN: anyone who can reach "
+            "it would use memoryd with this command's token; set it, and give it to the "
+            "clients as Authorization: Bearer"
+        )
+    address, _ = remote.given_address(args, env)
+    try:
+        credentials = remote.tls_credentials(env)
+    except OSError as error:
+        raise StartupError(f"cannot read a TLS file: {error}") from error
+    defaults = Defaults(
+        agent_id=args.agent,
+        owner_id=args.owner,
+        conversation=args.conversation,
+        context_window=args.context_window,
+    )
+    async with md.connect(
+        remote.with_port(address), token=cli_token(env) or None, credentials=credentials
+    ) as channel:
+        served = app.build(channel, defaults)
+        if not args.listen:
+            await app.run_stdio(served, args.watch_seconds)
+            return 0
+
+        def ready(bound: int) -> None:
+            print(  # noqa: T201 - the address, for whoever started it
+                f"memoryd mcp: serving http://{host}:{bound}/mcp", file=sys.stderr, flush=True
+            )
+
+        await app.run_http(
+            served,
+            host=host,
+            port=port,
+            watch_seconds=args.watch_seconds,
+            token=mcp_token,
+            ready=ready,
+        )
+    return 0
+
+
+def _listen_address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise StartupError(f"--listen must be HOST:PORT, got {text!r}")
+    return host.strip("[]"), int(port)

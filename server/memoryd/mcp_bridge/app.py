@@ -1,0 +1,216 @@
+"""The MCP server of `memoryd mcp`: the tools of `tools`, the prompt files as resources, and the
+two transports.
+
+Resources are USER.md and MEMORY.md of the configured agent and owner (as GetPromptContext
+renders them) and, when a conversation is configured, its composed context. A watcher reads the
+prompt files every `watch_seconds` and publishes a resource update to the clients that listen
+(`subscriptions/listen`) when one changes.
+
+Over streamable HTTP, with $MEMORYD_MCP_TOKEN set, every request must carry
+`Authorization: Bearer <that token>`; an address beyond loopback is refused without one, since
+its callers would act with memoryd's token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hmac
+import ipaddress
+import json
+import logging
+import urllib.parse
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import anyio
+import grpc
+import mcp_types
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
+
+import memoryd_client as md
+from memoryd import __version__
+from memoryd.mcp_bridge.tools import Defaults, MemoryTools
+
+log = logging.getLogger(__name__)
+INSTRUCTIONS = (
+    "Long-term memory of this agent's users. Use memory_recall or search_history before "
+    "answering from memory, remember for durable facts about the user (they reach every "
+    "conversation's prompt), memory_store for facts of this conversation only, forget when "
+    "the user asks you to."
+)
+Scope = MutableMapping[str, Any]
+Asgi = Callable[
+    [Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]
+]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Served:
+    """An MCP server and what it watches."""
+
+    server: MCPServer
+    tools: MemoryTools
+    bus: InMemorySubscriptionBus
+    files: dict[str, str]  # resource URI -> which field of GetPromptContextResponse
+
+
+def build(channel: grpc.aio.Channel, defaults: Defaults) -> Served:
+    """The MCP server over `channel` to memoryd."""
+    tools = MemoryTools(channel, defaults)
+    bus = InMemorySubscriptionBus()
+    server: MCPServer = MCPServer(
+        "memoryd", version=__version__, instructions=INSTRUCTIONS, subscriptions=bus
+    )
+    read_only = mcp_types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    writes = mcp_types.ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+    )
+    for tool, hints in (
+        (tools.memory_store, writes),
+        (tools.memory_recall, read_only),
+        (tools.memory_sources_list, read_only),
+        (tools.search_history, read_only),
+        (tools.compose_context, read_only),
+        (tools.remember, writes),
+        (tools.forget, writes),
+    ):
+        server.add_tool(tool, annotations=hints, structured_output=True)
+    owner = md.OwnerScope(agent_id=defaults.agent_id, owner_id=defaults.owner_id)
+    base = "memoryd://prompt/" + "/".join(
+        urllib.parse.quote(part or "default", safe="") for part in (owner.agent_id, owner.owner_id)
+    )
+    files = {f"{base}/USER.md": "user_md", f"{base}/MEMORY.md": "memory_md"}
+    for uri, field in files.items():
+        server.resource(
+            uri,
+            name=uri.rsplit("/", 1)[1],
+            description=f"{uri.rsplit('/', 1)[1]} of agent {owner.agent_id or 'main'}, owner "
+            f"{owner.owner_id or 'default'}, as memoryd renders it into the system prompt",
+            mime_type="text/markdown",
+        )(_prompt_file(tools, field))
+    if defaults.conversation:
+        server.resource(
+            "memoryd://context",
+            name="context",
+            description=f"The composed context of conversation {defaults.conversation}: what "
+            "the next model call would be given",
+            mime_type="application/json",
+        )(_context(tools))
+    return Served(server=server, tools=tools, bus=bus, files=files)
+
+
+def _prompt_file(tools: MemoryTools, field: str) -> Callable[[], Awaitable[str]]:
+    async def read() -> str:
+        return str(getattr(await _prompt_files(tools), field))
+
+    return read
+
+
+def _context(tools: MemoryTools) -> Callable[[], Awaitable[str]]:
+    async def read() -> str:
+        try:
+            return json.dumps(await tools.compose_context(), ensure_ascii=False)
+        except ToolError as error:
+            raise ResourceError(str(error)) from error
+
+    return read
+
+
+async def _prompt_files(tools: MemoryTools) -> md.GetPromptContextResponse:
+    try:
+        return await tools.prompt_files()
+    except ToolError as error:
+        raise ResourceError(str(error)) from error
+
+
+async def watch(served: Served, seconds: float) -> None:
+    """Publish a resource update each time a prompt file's text changes (read every `seconds`;
+    memoryd's unavailability is waited out)."""
+    seen: dict[str, str] | None = None
+    while True:
+        with contextlib.suppress(ResourceError):
+            answer = await _prompt_files(served.tools)
+            now = {uri: str(getattr(answer, field)) for uri, field in served.files.items()}
+            if seen is not None:
+                for uri, text in now.items():
+                    if text != seen.get(uri):
+                        await served.bus.publish(ResourceUpdated(uri=uri))
+            seen = now
+        await anyio.sleep(seconds)
+
+
+async def run_stdio(served: Served, watch_seconds: float) -> None:
+    """Serve one client on stdin/stdout until it closes them."""
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(watch, served, watch_seconds)
+        await served.server.run_stdio_async()
+        tasks.cancel_scope.cancel()
+
+
+async def run_http(
+    served: Served,
+    *,
+    host: str,
+    port: int,
+    watch_seconds: float,
+    token: str,
+    ready: Callable[[int], None] | None = None,
+) -> None:
+    """Serve streamable HTTP on host:port at /mcp until cancelled; `ready(port)` once bound."""
+    import uvicorn  # noqa: PLC0415 - only the HTTP transport needs it
+
+    app: Asgi = served.server.streamable_http_app(host=host)
+    if token:
+        app = _bearer(app, token)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(watch, served, watch_seconds)
+        tasks.start_soon(server.serve)
+        while not server.started:  # noqa: ASYNC110 - uvicorn sets a flag, not an event
+            await anyio.sleep(0.02)
+        if ready is not None:
+            ready(server.servers[0].sockets[0].getsockname()[1])
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is this machine only (localhost, 127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _bearer(app: Asgi, token: str) -> Asgi:
+    """`app` behind `Authorization: Bearer <token>` (401 otherwise)."""
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
+            if not hmac.compare_digest(given, expected):
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"text/plain; charset=utf-8"),
+                            (b"www-authenticate", b"Bearer"),
+                        ],
+                    }
+                )
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "body": b"memoryd mcp: send Authorization: Bearer <$MEMORYD_MCP_TOKEN>\n",
+                    }
+                )
+                return
+        await app(scope, receive, send)
+
+    return guarded
