@@ -51,6 +51,15 @@ FORBIDDEN = {
         "memoryd.storage.connection.writer_policy",
     ),
     "api": ("apsw", "openai", "memoryd.storage", "memoryd.llm"),
+    # A client of a running memoryd, over gRPC: none of the server's insides.
+    "mcp_bridge": (
+        "apsw",
+        "openai",
+        "memoryd.api",
+        "memoryd.services",
+        "memoryd.storage",
+        "memoryd.llm",
+    ),
 }
 # The layers above storage: no SQL, no apsw (FORBIDDEN), no connection of their own.
 ABOVE_STORAGE = ("services", "api")
