@@ -58,6 +58,34 @@ async def test_the_conversation_helper_appends_lists_searches_stores_and_recalls
         assert caught.value.details() == "conversation.channel is required"
 
 
+def test_the_sync_client_does_the_same_without_asyncio(server: ServerProcess) -> None:
+    owner = f"py-sync-{uuid.uuid4().hex[:8]}"
+    with md.connect_sync(server.address, token="ignored-until-auth") as channel:
+        chat = md.SyncConversationClient(
+            channel, md.Conversation(owner_id=owner, channel="notebook", chat_id="c")
+        )
+        text = "Meet me in 東京 at 🍣 time"
+        appended = chat.append(md.user("ada", text), md.assistant("bot", "Booked."))
+        assert [r.outcome for r in appended.results] == [md.APPEND_OUTCOME_STORED] * 2
+        assert [m.content for m in chat.list(10).messages] == [text, "Booked."]
+        assert chat.search("東京").hits[0].message.content == text
+        chat.store(md.CATEGORY_PREFERENCE, "Vegetarian, no fish", key="diet")
+        recalled = chat.recall("vegetarian", scope=md.RECALL_SCOPE_OWNER)
+        assert [hit.memory.value for hit in recalled.hits] == ["Vegetarian, no fish"]
+        assert "Vegetarian, no fish" in chat.prompt_context().user_md
+        chat.commit_turn(md.user("ada", "what should I cook?"), md.assistant("bot", "Dal."))
+        assert chat.compose(8000).parts[-1].content == "Dal."
+        with pytest.raises(grpc.RpcError) as caught:
+            md.SyncConversationClient(channel, md.Conversation(chat_id="x")).append(
+                md.user("ada", "hi")
+            )
+        assert isinstance(caught.value, grpc.Call)
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        details = md.error_details(caught.value)
+        assert details is not None
+        assert details.field == "conversation.channel"
+
+
 async def test_a_transcript_cut_mid_stream_resumes_without_loss_or_duplicate(
     voice: grpc.aio.Channel,
 ) -> None:
@@ -141,6 +169,26 @@ async def test_idempotent_calls_are_retried_writes_never_and_the_token_is_sent(
     assert {entry.get("authorization") for entry in peer.metadata} == {"Bearer s3cret"}
 
 
+async def test_the_sync_channel_retries_idempotent_calls_and_sends_the_token(
+    scripted: tuple[Scripted, str],
+) -> None:
+    peer, address = scripted
+
+    def calls() -> grpc.RpcError:
+        with md.connect_sync(address, token="s3cret") as channel:
+            memory = md.MemoryServiceStub(channel)
+            memory.ListMessages(md.ListMessagesRequest())
+            with pytest.raises(grpc.RpcError) as caught:
+                memory.AppendMessages(md.AppendMessagesRequest())
+            return caught.value
+
+    refused = await asyncio.to_thread(calls)  # the scripted peer runs on this event loop
+    assert isinstance(refused, grpc.Call)
+    assert refused.code() == grpc.StatusCode.UNAVAILABLE
+    assert peer.calls == {"ListMessages": 3, "AppendMessages": 1}
+    assert {entry.get("authorization") for entry in peer.metadata} == {"Bearer s3cret"}
+
+
 @pytest.mark.slow  # waits out the default deadline
 async def test_unary_calls_get_the_default_deadline(scripted: tuple[Scripted, str]) -> None:
     _, address = scripted
@@ -153,3 +201,20 @@ async def test_unary_calls_get_the_default_deadline(scripted: tuple[Scripted, st
             md.GetConversationRequest(), timeout=5
         )
         assert answered == md.GetConversationResponse()
+
+
+@pytest.mark.slow  # waits out the default deadline
+async def test_sync_unary_calls_get_the_default_deadline(scripted: tuple[Scripted, str]) -> None:
+    _, address = scripted
+
+    def call() -> grpc.RpcError:
+        with (
+            md.connect_sync(address, timeout=0.3) as channel,
+            pytest.raises(grpc.RpcError) as caught,
+        ):
+            md.MemoryServiceStub(channel).GetConversation(md.GetConversationRequest())
+        return caught.value
+
+    late = await asyncio.to_thread(call)
+    assert isinstance(late, grpc.Call)
+    assert late.code() == grpc.StatusCode.DEADLINE_EXCEEDED

@@ -8,7 +8,8 @@ every adapter needs around them.
         await chat.append(md.user("ada", "hello"))
 
 `connect` sends the bearer token, gives unary calls a default deadline and retries the calls the
-contract marks idempotent; `ConversationClient` fills in a conversation's key; `Transcript` is a
+contract marks idempotent; `ConversationClient` fills in a conversation's key; `connect_sync` and
+`SyncConversationClient` are the same without asyncio, for scripts and notebooks; `Transcript` is a
 realtime transcript stream that resumes after a cut; `error_details` reads a refusal's reason
 and field. Every message, enum and stub of memoryd.v1
 is importable from here by name (memoryd_client._surface, generated from the descriptors); the
@@ -30,6 +31,8 @@ from memoryd_client.client import (
 )
 from memoryd_client.client import Conversation as ConversationClient
 from memoryd_client.errors import ErrorDetails, error_details
+from memoryd_client.sync import SyncConversation as SyncConversationClient
+from memoryd_client.sync import connect_sync
 from memoryd_client.transcript import Transcript, TranscriptError
 
 __all__ = [*_generated]  # noqa: PLE0604 - _surface.__all__ is a list of names
@@ -38,10 +41,12 @@ __all__ += [
     "DEFAULT_TIMEOUT_SECONDS",
     "ConversationClient",
     "ErrorDetails",
+    "SyncConversationClient",
     "Transcript",
     "TranscriptError",
     "assistant",
     "connect",
+    "connect_sync",
     "error_details",
     "idempotent_methods",
     "service_config",

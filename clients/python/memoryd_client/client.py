@@ -153,46 +153,91 @@ def connect(
     )
 
 
-class Conversation:
-    """One conversation's calls over a channel, with its key filled in."""
+class _Requests:
+    """The requests of one conversation's calls, its key filled in (shared by the asyncio and
+    the blocking helper)."""
+
+    def __init__(self, key: records_pb.Conversation) -> None:
+        self.key = key
+
+    def _append(self, messages: Sequence[memory_pb.NewMessage]) -> memory_pb.AppendMessagesRequest:
+        return memory_pb.AppendMessagesRequest(conversation=self.key, messages=messages)
+
+    def _commit_turn(self, messages: Sequence[memory_pb.NewMessage]) -> memory_pb.CommitTurnRequest:
+        return memory_pb.CommitTurnRequest(conversation=self.key, messages=messages)
+
+    def _list(self, page_size: int) -> memory_pb.ListMessagesRequest:
+        return memory_pb.ListMessagesRequest(conversation=self.key, page_size=page_size)
+
+    def _search(self, query: str) -> memory_pb.SearchHistoryRequest:
+        return memory_pb.SearchHistoryRequest(conversation=self.key, query=query)
+
+    def _store(
+        self, category: records_pb.Category.ValueType, value: str, key: str, fields: Any
+    ) -> memory_pb.StoreMemoryRequest:
+        return memory_pb.StoreMemoryRequest(
+            conversation=self.key, category=category, key=key, value=value, **fields
+        )
+
+    def _recall(
+        self, query: str, scope: memory_pb.RecallScope.ValueType, fields: Any
+    ) -> memory_pb.RecallRequest:
+        return memory_pb.RecallRequest(conversation=self.key, query=query, scope=scope, **fields)
+
+    def _compose(self, context_window: int) -> compaction_pb.ComposeContextRequest:
+        return compaction_pb.ComposeContextRequest(
+            conversation=self.key, context_window=context_window
+        )
+
+    def _prompt_context(self) -> memory_pb.GetPromptContextRequest:
+        return memory_pb.GetPromptContextRequest(
+            agent_id=self.key.agent_id, owner_id=self.key.owner_id
+        )
+
+
+class Conversation(_Requests):
+    """One conversation's calls over an asyncio channel (`connect`), with its key filled in."""
 
     def __init__(self, channel: grpc.aio.Channel, key: records_pb.Conversation) -> None:
-        self.key = key
+        super().__init__(key)
         self.memory = memory_grpc.MemoryServiceStub(channel)
         self.compaction = compaction_grpc.CompactionServiceStub(channel)
 
     async def append(self, *messages: memory_pb.NewMessage) -> memory_pb.AppendMessagesResponse:
         """Store messages (all valid ones, or none)."""
-        request = memory_pb.AppendMessagesRequest(conversation=self.key, messages=messages)
-        response: memory_pb.AppendMessagesResponse = await self.memory.AppendMessages(request)
+        response: memory_pb.AppendMessagesResponse = await self.memory.AppendMessages(
+            self._append(messages)
+        )
         return response
 
     async def commit_turn(self, *messages: memory_pb.NewMessage) -> memory_pb.CommitTurnResponse:
         """Store one turn's messages and mark the conversation for review."""
-        request = memory_pb.CommitTurnRequest(conversation=self.key, messages=messages)
-        response: memory_pb.CommitTurnResponse = await self.memory.CommitTurn(request)
+        response: memory_pb.CommitTurnResponse = await self.memory.CommitTurn(
+            self._commit_turn(messages)
+        )
         return response
 
     async def list(self, page_size: int = 50) -> memory_pb.ListMessagesResponse:
         """The newest page of the current window, oldest first."""
-        request = memory_pb.ListMessagesRequest(conversation=self.key, page_size=page_size)
-        response: memory_pb.ListMessagesResponse = await self.memory.ListMessages(request)
+        response: memory_pb.ListMessagesResponse = await self.memory.ListMessages(
+            self._list(page_size)
+        )
         return response
 
     async def search(self, query: str) -> memory_pb.SearchHistoryResponse:
         """Messages of this conversation matching `query` (plain words, never syntax)."""
-        request = memory_pb.SearchHistoryRequest(conversation=self.key, query=query)
-        response: memory_pb.SearchHistoryResponse = await self.memory.SearchHistory(request)
+        response: memory_pb.SearchHistoryResponse = await self.memory.SearchHistory(
+            self._search(query)
+        )
         return response
 
     async def store(
         self, category: records_pb.Category.ValueType, value: str, key: str = "", **fields: Any
     ) -> memory_pb.StoreMemoryResponse:
         """Keep a fact learnt in this conversation."""
-        request = memory_pb.StoreMemoryRequest(
-            conversation=self.key, category=category, key=key, value=value, **fields
+        response: memory_pb.StoreMemoryResponse = await self.memory.StoreMemory(
+            self._store(category, value, key, fields)
         )
-        response: memory_pb.StoreMemoryResponse = await self.memory.StoreMemory(request)
         return response
 
     async def recall(
@@ -202,26 +247,23 @@ class Conversation:
         **fields: Any,
     ) -> memory_pb.RecallResponse:
         """What is known that matches `query`."""
-        request = memory_pb.RecallRequest(conversation=self.key, query=query, scope=scope, **fields)
-        response: memory_pb.RecallResponse = await self.memory.Recall(request)
+        response: memory_pb.RecallResponse = await self.memory.Recall(
+            self._recall(query, scope, fields)
+        )
         return response
 
     async def compose(self, context_window: int) -> compaction_pb.ComposeContextResponse:
         """The context of the next model call, for a model of `context_window` tokens."""
-        request = compaction_pb.ComposeContextRequest(
-            conversation=self.key, context_window=context_window
-        )
         response: compaction_pb.ComposeContextResponse = await self.compaction.ComposeContext(
-            request
+            self._compose(context_window)
         )
         return response
 
     async def prompt_context(self) -> memory_pb.GetPromptContextResponse:
         """The owner's USER.md and MEMORY.md."""
-        request = memory_pb.GetPromptContextRequest(
-            agent_id=self.key.agent_id, owner_id=self.key.owner_id
+        response: memory_pb.GetPromptContextResponse = await self.memory.GetPromptContext(
+            self._prompt_context()
         )
-        response: memory_pb.GetPromptContextResponse = await self.memory.GetPromptContext(request)
         return response
 
 

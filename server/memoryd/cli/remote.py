@@ -11,7 +11,6 @@ with the generated client, print a short text answer, or with `--json` the respo
 from __future__ import annotations
 
 import argparse
-import collections
 import dataclasses
 import json
 import sys
@@ -46,50 +45,6 @@ class Stubs:
 Command = Callable[[Stubs, argparse.Namespace, TextIO], int]
 
 
-class _Bearer(
-    grpc.UnaryUnaryClientInterceptor,
-    grpc.UnaryStreamClientInterceptor,
-    grpc.StreamUnaryClientInterceptor,
-    grpc.StreamStreamClientInterceptor,
-):
-    """Sends the CLI's token with every call."""
-
-    def __init__(self, token: str) -> None:
-        self._header = ("authorization", f"Bearer {token}")
-
-    def _details(self, details: Any) -> Any:
-        return _CallDetails(
-            details.method,
-            details.timeout,
-            [*(details.metadata or ()), self._header],
-            details.credentials,
-            details.wait_for_ready,
-            details.compression,
-        )
-
-    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
-        return continuation(self._details(details), request)
-
-    def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
-        return continuation(self._details(details), request)
-
-    def intercept_stream_unary(self, continuation: Any, details: Any, requests: Any) -> Any:
-        return continuation(self._details(details), requests)
-
-    def intercept_stream_stream(self, continuation: Any, details: Any, requests: Any) -> Any:
-        return continuation(self._details(details), requests)
-
-
-class _CallDetails(
-    collections.namedtuple(
-        "_CallDetails",
-        ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression"),
-    ),
-    grpc.ClientCallDetails,
-):
-    """grpc.ClientCallDetails with the token added."""
-
-
 def tls_credentials(env: Mapping[str, str]) -> grpc.ChannelCredentials | None:
     """TLS for a server that serves it: $MEMORYD_TLS_CA (the CA that signed the server's
     certificate), and for mutual TLS $MEMORYD_TLS_CERT / $MEMORYD_TLS_KEY (the client's)."""
@@ -120,13 +75,10 @@ def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO = sys.stdo
     except OSError as error:
         print(f"memoryd: cannot read a TLS file: {error}", file=sys.stderr)  # noqa: T201
         return EXIT_USAGE
-    opened = (
-        grpc.secure_channel(address, tls, options=options)
-        if tls is not None
-        else grpc.insecure_channel(address, options=options)
-    )
-    with opened as plain:
-        channel = grpc.intercept_channel(plain, _Bearer(token)) if token else plain
+    # No default deadline: an export or an import runs as long as it takes.
+    with md.connect_sync(
+        address, token=token or None, timeout=None, credentials=tls, options=options
+    ) as channel:
         stubs = Stubs(md.MemoryServiceStub(channel), md.CompactionServiceStub(channel))
         try:
             return command(stubs, args, out)

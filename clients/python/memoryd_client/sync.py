@@ -1,0 +1,177 @@
+"""The synchronous client, for scripts and notebooks: `connect_sync` and
+`SyncConversationClient`, the twins of `connect` and `ConversationClient` without asyncio.
+
+    with md.connect_sync("127.0.0.1:50051") as channel:
+        chat = md.SyncConversationClient(channel, md.Conversation(channel="cli", chat_id="1"))
+        chat.append(md.user("ada", "hello"))
+
+The channel behaves as the asyncio one does: the bearer token on every call, a default deadline
+for unary calls that set none, and the idempotent calls retried on UNAVAILABLE (the same service
+config). Errors are `grpc.RpcError`s that are also `grpc.Call`s (`.code()`, `.details()`), and
+`error_details` reads them.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import grpc
+
+from memoryd_client.client import (
+    DEFAULT_ADDRESS,
+    DEFAULT_TIMEOUT_SECONDS,
+    _Requests,
+    service_config,
+)
+from memoryd_client.v1 import compaction_service_pb2 as compaction_pb
+from memoryd_client.v1 import compaction_service_pb2_grpc as compaction_grpc
+from memoryd_client.v1 import memory_service_pb2 as memory_pb
+from memoryd_client.v1 import memory_service_pb2_grpc as memory_grpc
+from memoryd_client.v1 import records_pb2 as records_pb
+
+
+class _Defaults(
+    grpc.UnaryUnaryClientInterceptor,
+    grpc.UnaryStreamClientInterceptor,
+    grpc.StreamUnaryClientInterceptor,
+    grpc.StreamStreamClientInterceptor,
+):
+    """The token on every call; the default deadline on unary calls without one."""
+
+    def __init__(self, token: str | None, timeout: float | None) -> None:
+        self._token = token
+        self._timeout = timeout
+
+    def _details(self, details: Any, *, unary: bool) -> Any:
+        metadata = list(details.metadata or ())
+        if self._token:
+            metadata.append(("authorization", f"Bearer {self._token}"))
+        timeout = details.timeout
+        if unary and timeout is None:
+            timeout = self._timeout
+        return _CallDetails(
+            details.method,
+            timeout,
+            metadata,
+            details.credentials,
+            details.wait_for_ready,
+            details.compression,
+        )
+
+    def intercept_unary_unary(
+        self, continuation: Callable[..., Any], details: Any, request: Any
+    ) -> Any:
+        return continuation(self._details(details, unary=True), request)
+
+    def intercept_unary_stream(
+        self, continuation: Callable[..., Any], details: Any, request: Any
+    ) -> Any:
+        return continuation(self._details(details, unary=False), request)
+
+    def intercept_stream_unary(
+        self, continuation: Callable[..., Any], details: Any, requests: Any
+    ) -> Any:
+        return continuation(self._details(details, unary=False), requests)
+
+    def intercept_stream_stream(
+        self, continuation: Callable[..., Any], details: Any, requests: Any
+    ) -> Any:
+        return continuation(self._details(details, unary=False), requests)
+
+
+class _CallDetails(
+    collections.namedtuple(
+        "_CallDetails",
+        ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression"),
+    ),
+    grpc.ClientCallDetails,
+):
+    """grpc.ClientCallDetails with the token and the deadline filled in."""
+
+
+def connect_sync(
+    address: str = DEFAULT_ADDRESS,
+    *,
+    token: str | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT_SECONDS,
+    credentials: grpc.ChannelCredentials | None = None,
+    options: Sequence[tuple[str, Any]] = (),
+) -> grpc.Channel:
+    """A synchronous channel to memoryd (use `with`); the arguments are `connect`'s."""
+    channel_options = [
+        ("grpc.service_config", service_config()),
+        ("grpc.enable_retries", 1),
+        *options,
+    ]
+    channel = (
+        grpc.insecure_channel(address, options=channel_options)
+        if credentials is None
+        else grpc.secure_channel(address, credentials, options=channel_options)
+    )
+    return grpc.intercept_channel(channel, _Defaults(token, timeout))
+
+
+class SyncConversation(_Requests):
+    """One conversation's calls over a synchronous channel (`connect_sync`), its key filled in."""
+
+    def __init__(self, channel: grpc.Channel, key: records_pb.Conversation) -> None:
+        super().__init__(key)
+        self.memory = memory_grpc.MemoryServiceStub(channel)
+        self.compaction = compaction_grpc.CompactionServiceStub(channel)
+
+    def append(self, *messages: memory_pb.NewMessage) -> memory_pb.AppendMessagesResponse:
+        """Store messages (all valid ones, or none)."""
+        response: memory_pb.AppendMessagesResponse = self.memory.AppendMessages(
+            self._append(messages)
+        )
+        return response
+
+    def commit_turn(self, *messages: memory_pb.NewMessage) -> memory_pb.CommitTurnResponse:
+        """Store one turn's messages and mark the conversation for review."""
+        response: memory_pb.CommitTurnResponse = self.memory.CommitTurn(self._commit_turn(messages))
+        return response
+
+    def list(self, page_size: int = 50) -> memory_pb.ListMessagesResponse:
+        """The newest page of the current window, oldest first."""
+        response: memory_pb.ListMessagesResponse = self.memory.ListMessages(self._list(page_size))
+        return response
+
+    def search(self, query: str) -> memory_pb.SearchHistoryResponse:
+        """Messages of this conversation matching `query` (plain words, never syntax)."""
+        response: memory_pb.SearchHistoryResponse = self.memory.SearchHistory(self._search(query))
+        return response
+
+    def store(
+        self, category: records_pb.Category.ValueType, value: str, key: str = "", **fields: Any
+    ) -> memory_pb.StoreMemoryResponse:
+        """Keep a fact learnt in this conversation."""
+        response: memory_pb.StoreMemoryResponse = self.memory.StoreMemory(
+            self._store(category, value, key, fields)
+        )
+        return response
+
+    def recall(
+        self,
+        query: str = "",
+        scope: memory_pb.RecallScope.ValueType = memory_pb.RECALL_SCOPE_CURRENT,
+        **fields: Any,
+    ) -> memory_pb.RecallResponse:
+        """What is known that matches `query`."""
+        response: memory_pb.RecallResponse = self.memory.Recall(self._recall(query, scope, fields))
+        return response
+
+    def compose(self, context_window: int) -> compaction_pb.ComposeContextResponse:
+        """The context of the next model call, for a model of `context_window` tokens."""
+        response: compaction_pb.ComposeContextResponse = self.compaction.ComposeContext(
+            self._compose(context_window)
+        )
+        return response
+
+    def prompt_context(self) -> memory_pb.GetPromptContextResponse:
+        """The owner's USER.md and MEMORY.md."""
+        response: memory_pb.GetPromptContextResponse = self.memory.GetPromptContext(
+            self._prompt_context()
+        )
+        return response
