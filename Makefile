@@ -8,6 +8,8 @@
 #   make baseline  record the released contract (protos/baseline.binpb) that buf breaking guards,
 #                at a tagged release only (VERSION holds the one version: scripts/set_version.py)
 #   make bench   the benchmarks in bench/ (figures for the README's performance section)
+#   make dist    the installable packages, in dist/: the server's and the Python client's wheels
+#                and sdists, the embedded model's wheel, the TypeScript client's npm tarball
 #   make probes  the long hostile-client probes, on each backend: 52,500 fuzzed calls, 20 SIGKILL
 #                rounds
 SHELL := /bin/bash
@@ -29,7 +31,7 @@ PY_SOURCES := server scripts tests bench clients/python/memoryd_client clients/p
 # again, and every server a test starts compiles memoryd from source (seconds each time).
 PYTEST_ENV := env -u PYTHONDONTWRITEBYTECODE PATH="$(TOOLS)/bin:$$PATH"
 
-.PHONY: serve test check fmt install tools lint typecheck buf-lint buf-breaking baseline protos pytest \
+.PHONY: serve test check fmt install tools lint typecheck buf-lint buf-breaking baseline protos pytest dist \
 	pytest-postgres \
 	client-tests client-tests-postgres go-test ts-test bench probes clean
 
@@ -142,6 +144,10 @@ go-test: install
 
 ts-test: install tools
 	cd $(TS_CLIENT) && MEMORYD_PYTHON=$(CURDIR)/$(BIN)/python npm test --silent
+
+# tests/test_dist.py installs them in a fresh virtualenv and a fresh npm project.
+dist: install
+	$(BIN)/python scripts/build_dist.py --out $(CURDIR)/dist
 
 # Benchmarks (scripts, not tests): ghz drives the gRPC load. Figures go in the README.
 bench: install $(TOOLS)/bin/ghz

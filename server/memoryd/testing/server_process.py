@@ -39,14 +39,17 @@ class ServerProcess:
         umask: int | None = None,
         workers: int = 1,
         arguments: tuple[str, ...] = (),
+        python: str | None = None,
     ) -> None:
         """`workers` above 1 starts `memoryd serve --workers N`: a supervisor, whose `serving`
-        event comes once every worker serves. `arguments` are added to the command line."""
+        event comes once every worker serves. `arguments` are added to the command line.
+        `python` is another interpreter whose installed memoryd runs (a fresh virtualenv's):
+        then $PYTHONPATH is not passed on, and it runs beside the data directory."""
         self.home = home
         if create_home:
             self.home.mkdir(parents=True, exist_ok=True)
         command = [
-            sys.executable,
+            python or sys.executable,
             "-m",
             "memoryd",
             "serve",
@@ -66,6 +69,8 @@ class ServerProcess:
         process_env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
         process_env.update(postgres.environment_for(home))
         process_env.update(env or {})
+        if python is not None:
+            process_env.pop("PYTHONPATH", None)
         self.lines: list[str] = []
         self._changed = threading.Condition()
         self.process = subprocess.Popen(  # noqa: S603 - this interpreter running memoryd
@@ -75,6 +80,7 @@ class ServerProcess:
             text=True,
             env=process_env,
             umask=-1 if umask is None else umask,
+            cwd=home.parent if python is not None else None,
         )
         self._reader = threading.Thread(target=self._collect, daemon=True)
         self._reader.start()
