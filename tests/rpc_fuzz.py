@@ -254,7 +254,7 @@ class Target:
 
     def check(self, method: str, case: Case) -> None:
         """Send the case and assert the invariant."""
-        payload = self._encode(case)
+        payload = self.encode(case)
         self.calls += 1
         try:
             answer = self._raw[method](payload, timeout=self.timeout)
@@ -279,8 +279,18 @@ class Target:
         for marker in FORBIDDEN_IN_DETAILS:
             assert marker not in details, where
 
+    def refusal(self, method: str, payload: bytes) -> tuple[grpc.StatusCode, str] | None:
+        """The status and message these request bytes are refused with; None when answered."""
+        try:
+            self._raw[method](payload, timeout=self.timeout)
+        except grpc.RpcError as error:
+            failed: grpc.Call = error
+            return failed.code(), failed.details() or ""
+        return None
+
     @staticmethod
-    def _encode(case: Case) -> bytes:
+    def encode(case: Case) -> bytes:
+        """The bytes of the case's request, spoiled as it says."""
         payload: bytes = case.request.SerializeToString()
         if case.spoil == "surrogate":
             payload = payload.replace(SURROGATE_STAND_IN.encode(), b"\xed\xa0\x80")

@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any, cast
 
 import grpc
-from google.protobuf import descriptor_pool
+from google.protobuf import descriptor_pool, message_factory
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from memoryd import __version__
 from memoryd.api.access import declarations
 from memoryd.api.auth import Authorizer
+from memoryd.api.connect_http import ConnectApp, Procedure
 from memoryd.api.reflection import (
     V1_SERVICE_NAME,
     CommentedReflection,
@@ -36,6 +37,7 @@ from memoryd.api.servicer import CompactionServicer, MemoryServicer
 from memoryd.api.status import RpcLog, add_service, log_rpc_with_logging
 from memoryd.config import ServerSettings, Settings, check_exposure, check_private_settings
 from memoryd.errors import StartupError
+from memoryd.http_listener import HttpListener
 from memoryd.log_events import Event
 from memoryd.runtime import Runtime
 from memoryd.supervisor import WorkerRole
@@ -202,8 +204,9 @@ async def _serve(
     )
     read_only = settings.server.read_only
     writing = frozenset(path for path, item in access.items() if item.writes and read_only)
+    handlers: dict[str, Any] = {}
     for register, servicer in guarded:
-        add_service(server, register, servicer, rpc_log, guard, refused=writing)
+        handlers |= add_service(server, register, servicer, rpc_log, guard, refused=writing)
     for register, servicer in (
         (health_pb2_grpc.add_HealthServicer_to_server, health_servicer),
         (reflection_pb2_grpc.add_ServerReflectionServicer_to_server, reflection_servicer),
@@ -221,6 +224,7 @@ async def _serve(
             f"cannot listen on {settings.server.listen}: {_bind_failure(settings.server.listen)}"
         ) from error
     await server.start()
+    http = await _start_http(settings, handlers)
     names = ("", *SERVICE_NAMES, *((worker.health_name,) if worker else ()))
     for name in names:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -246,6 +250,7 @@ async def _serve(
                 else "off"
             ),
             "tokens": len(settings.auth.tokens),
+            **({"http": f"{settings.http.listen.rpartition(':')[0]}:{http.port}"} if http else {}),
         },
     )
     await _start_background(settings, runtime)
@@ -264,7 +269,34 @@ async def _serve(
         # Idle streams would hold the whole grace period.
         runtime.services.transcripts.stop_streams()
         await runtime.services.scheduler.stop()
+        if http is not None:
+            await http.stop()
         await server.stop(settings.server.grace_period_seconds)
+
+
+async def _start_http(settings: Settings, handlers: Mapping[str, Any]) -> HttpListener | None:
+    """The HTTP/JSON listener over the same wrapped handlers, when [memoryd.http] listen is
+    set (memoryd.api.connect_http)."""
+    if not settings.http.listen:
+        return None
+    procedures = {}
+    for file in (memory_service_pb2.DESCRIPTOR, compaction_service_pb2.DESCRIPTOR):
+        for service in file.services_by_name.values():
+            for method in service.methods:
+                path = f"/{service.full_name}/{method.name}"
+                if not (method.client_streaming or method.server_streaming):
+                    procedures[path] = Procedure(
+                        handlers[path].unary_unary,
+                        message_factory.GetMessageClass(method.input_type),
+                    )
+    streaming = frozenset(handlers) - frozenset(procedures)
+    app = ConnectApp(
+        procedures,
+        streaming=streaming,
+        max_request_bytes=settings.server.max_request_bytes,
+        cors_origins=settings.http.origins,
+    )
+    return await HttpListener.start(app, settings.http.listen, settings.server)
 
 
 async def _start_background(settings: Settings, runtime: Runtime) -> None:

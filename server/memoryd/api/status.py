@@ -123,12 +123,14 @@ def add_service(
     guard: Authorizer | None = None,
     *,
     refused: frozenset[str] = frozenset(),
-) -> None:
+) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
     """Register `servicer` with the generated `register` function, every handler wrapped;
     with a `guard`, every call is authenticated and its request admitted first; a method in
-    `refused` (the writing ones of a read-only server) then answers FAILED_PRECONDITION."""
+    `refused` (the writing ones of a read-only server) then answers FAILED_PRECONDITION.
+    Returns the wrapped handlers by path (`/package.Service/Method`), for other transports."""
     registrar = _Registrar()
     register(servicer, registrar)
+    every: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
     for service, handlers in registrar.services.items():
         wrapped = {
             method: _wrap_handler(
@@ -142,6 +144,8 @@ def add_service(
         }
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, wrapped),))
         server.add_registered_method_handlers(service, wrapped)
+        every |= {f"/{service}/{method}": handler for method, handler in wrapped.items()}
+    return every
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -26,18 +26,25 @@ def check_exposure(settings: Settings) -> None:
     only this machine unless told otherwise; and tokens, like everything a call carries, cross
     a network only inside TLS. TLS alone authenticates the server, not callers."""
     server = settings.server
-    if server.insecure or is_loopback(server.listen):
+    for listen in (server.listen, settings.http.listen):
+        if listen:
+            _check_exposed(settings, listen)
+
+
+def _check_exposed(settings: Settings, listen: str) -> None:
+    server = settings.server
+    if server.insecure or is_loopback(listen):
         return
     if not (settings.auth.tokens or server.tls_client_ca):
         raise StartupError(
-            f"refusing to serve {server.listen} without authentication: anyone who can reach "
+            f"refusing to serve {listen} without authentication: anyone who can reach "
             "it could read and erase every conversation. Configure [[memoryd.auth.tokens]] (or "
             "mutual TLS, [memoryd.server] tls_client_ca), listen on a loopback address "
             "(127.0.0.1), or start with --insecure if that is really wanted"
         )
     if not server.tls_cert:
         raise StartupError(
-            f"refusing to serve {server.listen} with tokens but without TLS: every bearer token "
+            f"refusing to serve {listen} with tokens but without TLS: every bearer token "
             "and every conversation would cross the network in clear text, for anyone on the "
             "path to read and replay. Set [memoryd.server] tls_cert and tls_key, listen on a "
             "loopback address behind a TLS-terminating proxy, or start with --insecure if that "

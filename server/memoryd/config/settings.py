@@ -321,6 +321,36 @@ class SearchSettings(Section):
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class HttpSettings(Section):
+    """[memoryd.http]: every unary RPC over HTTP/1.1 with JSON as well (the Connect protocol),
+    on a port of its own, under the same tokens and TLS as gRPC."""
+
+    # HOST:PORT to serve HTTP on; empty: off. A non-loopback address needs what gRPC's does
+    # (tokens and TLS, or `insecure`).
+    listen: str = ""
+    # Browser origins allowed to call (CORS), comma-separated, e.g.
+    # "https://console.example.com"; empty: no cross-origin calls.
+    cors_origins: str = ""
+
+    def validate(self) -> None:
+        """The address is HOST:PORT; each origin is scheme://host[:port]."""
+        if self.listen:
+            check_listen(self.listen, "memoryd.http.listen")
+        for origin in self.origins:
+            scheme, sep, rest = origin.partition("://")
+            if scheme not in ("http", "https") or not sep or not rest or "/" in rest:
+                raise StartupError(
+                    f"memoryd.http.cors_origins: {origin!r} is not an origin "
+                    "(scheme://host[:port], e.g. https://console.example.com)"
+                )
+
+    @property
+    def origins(self) -> frozenset[str]:
+        """The CORS origins, parsed."""
+        return frozenset(part.strip() for part in self.cors_origins.split(",") if part.strip())
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ProviderSettings:
     """One [[memoryd.providers]] entry: an OpenAI-compatible chat-completions endpoint."""
 
@@ -374,6 +404,7 @@ class Settings:
     compaction: CompactionSettings = CompactionSettings()
     realtime: RealtimeSettings = RealtimeSettings()
     search: SearchSettings = SearchSettings()
+    http: HttpSettings = HttpSettings()
     auth: AuthSettings = AuthSettings()  # noqa: RUF009 - frozen, so one shared default is safe
     providers: tuple[ProviderSettings, ...] = ()
 
@@ -402,6 +433,7 @@ SECTIONS: dict[str, type[Section]] = {
     "compaction": CompactionSettings,
     "realtime": RealtimeSettings,
     "search": SearchSettings,
+    "http": HttpSettings,
 }
 # Settings that may be 0 although they are not durations in _ms / _seconds.
 ZERO_ALLOWED = frozenset({"review_interval_hours"})

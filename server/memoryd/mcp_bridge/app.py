@@ -18,7 +18,6 @@ import dataclasses
 import hmac
 import ipaddress
 import json
-import logging
 import urllib.parse
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -34,7 +33,6 @@ import memoryd_client as md
 from memoryd import __version__
 from memoryd.mcp_bridge.tools import Defaults, MemoryTools
 
-log = logging.getLogger(__name__)
 INSTRUCTIONS = (
     "Long-term memory of this agent's users. Use memory_recall or search_history before "
     "answering from memory, remember for durable facts about the user (they reach every "
@@ -80,7 +78,8 @@ def build(channel: grpc.aio.Channel, defaults: Defaults) -> Served:
         server.add_tool(tool, annotations=hints, structured_output=True)
     owner = md.OwnerScope(agent_id=defaults.agent_id, owner_id=defaults.owner_id)
     base = "memoryd://prompt/" + "/".join(
-        urllib.parse.quote(part or "default", safe="") for part in (owner.agent_id, owner.owner_id)
+        urllib.parse.quote(part, safe="")
+        for part in (owner.agent_id or "main", owner.owner_id or "default")
     )
     files = {f"{base}/USER.md": "user_md", f"{base}/MEMORY.md": "memory_md"}
     for uri, field in files.items():
