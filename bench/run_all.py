@@ -79,6 +79,7 @@ def main() -> int:
         "--backend",
         "postgres",
     )
+    http_json = run("http_json.py", *(["--calls", "300"] if args.quick else []))
     qualities = (
         {b: run("retrieval_quality.py", args.locomo, "--backend", b) for b in BACKENDS}
         if args.locomo
@@ -97,6 +98,7 @@ def main() -> int:
                 "transfer_throughput": transfer,
                 "hybrid_latency": hybrid,
                 "worker_throughput": workers,
+                "http_json": http_json,
                 "retrieval_quality": qualities,
             },
             indent=2,

@@ -9,7 +9,9 @@ import base64
 import http.client
 import json
 import shutil
+import statistics
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -208,6 +210,20 @@ def test_binary_protobuf_too(served: ServerProcess) -> None:
     assert [m.content for m in listed.messages] == ["bytes \x00 and 東京"]
 
 
+def test_answers_are_not_held_back_by_delayed_acks(served: ServerProcess) -> None:
+    """Without TCP_NODELAY an answer's body waited for the client's delayed ACK: 40 ms a call."""
+    connection = http.client.HTTPConnection(http_address(served), timeout=60)
+    latencies = []
+    for _ in range(30):
+        start = time.perf_counter()
+        connection.request(
+            "POST", MEMORY + "GetPromptContext", b"{}", {"Content-Type": "application/json"}
+        )
+        connection.getresponse().read()
+        latencies.append(time.perf_counter() - start)
+    assert statistics.median(latencies) < 0.02, latencies
+
+
 def test_tokens_over_http(guarded: ServerProcess) -> None:
     address = http_address(guarded)
     owner = {"agentId": "main", "ownerId": "ada"}
@@ -247,6 +263,12 @@ def test_http_beyond_loopback_needs_what_grpc_needs(tmp_path: Path) -> None:
     assert server.wait_exit() != 0
     assert "refusing to serve 0.0.0.0:0 without authentication" in server.output
     assert "Traceback" not in server.output
+
+
+def test_http_is_refused_with_workers(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "home", config=HTTP_ON, workers=2)
+    assert server.wait_exit() == 2
+    assert "memoryd.http.listen is served by one process only" in server.output
 
 
 class HttpTarget:

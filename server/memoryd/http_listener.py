@@ -80,6 +80,9 @@ def _bound(host: str, port: int, listen: str) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Connections inherit it (Linux): an answer's headers and body leave as uvicorn writes them,
+    # instead of the body waiting out the client's delayed ACK (40 ms a call, measured).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
     except OSError as error:

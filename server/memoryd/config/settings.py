@@ -344,6 +344,14 @@ class HttpSettings(Section):
                     "(scheme://host[:port], e.g. https://console.example.com)"
                 )
 
+    def check_workers(self, workers: int, where: str = "") -> None:
+        """HTTP is served by a single process (workers would each bind its port)."""
+        if self.listen and workers > 1:
+            raise StartupError(
+                f"{where}memoryd.http.listen is served by one process only: it cannot be set "
+                f"with {workers} workers (yet)"
+            )
+
     @property
     def origins(self) -> frozenset[str]:
         """The CORS origins, parsed."""

@@ -1,0 +1,147 @@
+"""HTTP/JSON (the Connect protocol, `[memoryd.http] listen`) beside gRPC, on one server.
+
+    python bench/http_json.py [--calls 2000]
+
+One client at a time, calls one after the other on a kept-alive connection: GetPromptContext
+(a read answered from the prompt cache) and AppendMessages (a committed write), over gRPC (the
+Python client's synchronous stub), over HTTP with JSON and over HTTP with binary protobuf
+(http.client). Rounds alternate the transports; reported are each one's p50 and p99 latency and
+the server's CPU time per call, and the ratio of HTTP's to gRPC's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import append_throughput as appends
+from google.protobuf import json_format
+
+import memoryd_client as md
+from memoryd.testing.server_process import ServerProcess
+
+ROUNDS = 3
+CONVERSATION = md.Conversation(channel="bench", chat_id="http", owner_id="ada")
+
+
+def requests() -> dict[str, tuple[str, Any]]:
+    return {
+        "GetPromptContext": (
+            "/memoryd.v1.MemoryService/GetPromptContext",
+            md.GetPromptContextRequest(owner_id="ada"),
+        ),
+        "AppendMessages": (
+            "/memoryd.v1.MemoryService/AppendMessages",
+            md.AppendMessagesRequest(
+                conversation=CONVERSATION,
+                messages=[md.NewMessage(role=md.ROLE_USER, sender="ada", content="a bench turn")],
+            ),
+        ),
+    }
+
+
+def over_http(address: str, kind: str) -> Callable[[str, Any], None]:
+    connection = http.client.HTTPConnection(address, timeout=60)
+
+    def call(path: str, request: Any) -> None:
+        body = (
+            request.SerializeToString()
+            if kind == "application/proto"
+            else json_format.MessageToJson(request, indent=None).encode()
+        )
+        try:
+            connection.request("POST", path, body, {"Content-Type": kind})
+        except (BrokenPipeError, ConnectionResetError):  # closed while idle (keep-alive timeout)
+            connection.close()
+            connection.request("POST", path, body, {"Content-Type": kind})
+        answer = connection.getresponse()
+        answer.read()
+        if answer.status != 200:
+            sys.exit(f"{path} answered {answer.status}")
+
+    return call
+
+
+def over_grpc(channel: Any) -> Callable[[str, Any], None]:
+    memory = md.MemoryServiceStub(channel)
+
+    def call(path: str, request: Any) -> None:
+        getattr(memory, path.rpartition("/")[2])(request)
+
+    return call
+
+
+def timed(call: Callable[[str, Any], None], path: str, request: Any, calls: int) -> list[float]:
+    latencies = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        call(path, request)
+        latencies.append((time.perf_counter() - start) * 1000)
+    return latencies
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    args = parser.parse_args()
+    results: dict[str, Any] = {"benchmark": "http_json", "calls_per_round": args.calls}
+    with tempfile.TemporaryDirectory() as scratch:
+        server = ServerProcess(
+            Path(scratch) / "home", config='[memoryd.http]\nlisten = "127.0.0.1:0"\n'
+        ).start()
+        http_address = server.events("serving")[-1]["http"]
+        try:
+            with md.connect_sync(server.address) as channel:
+                transports = {
+                    "grpc": over_grpc(channel),
+                    "http_json": over_http(http_address, "application/json"),
+                    "http_proto": over_http(http_address, "application/proto"),
+                }
+                for name, (path, request) in requests().items():
+                    found: dict[str, dict[str, list[float]]] = {
+                        transport: {"ms": [], "cpu_us": []} for transport in transports
+                    }
+                    for call in transports.values():  # warm-up
+                        timed(call, path, request, 200)
+                    for _ in range(ROUNDS):
+                        for transport, call in transports.items():
+                            before = appends.cpu_seconds(server.process.pid)
+                            found[transport]["ms"] += timed(call, path, request, args.calls)
+                            spent = appends.cpu_seconds(server.process.pid) - before
+                            found[transport]["cpu_us"].append(spent / args.calls * 1e6)
+                    results[name] = summary(found)
+        finally:
+            server.stop()
+    print(json.dumps(results, indent=2))
+    return 0
+
+
+def summary(found: dict[str, dict[str, list[float]]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for transport, measured in found.items():
+        latencies = sorted(measured["ms"])
+        out[transport] = {
+            "p50_ms": round(statistics.median(latencies), 3),
+            "p99_ms": round(latencies[int(len(latencies) * 0.99)], 3),
+            "server_cpu_us_per_call": round(statistics.median(measured["cpu_us"])),
+        }
+    for transport in ("http_json", "http_proto"):
+        out[f"{transport}_over_grpc_p50"] = round(
+            out[transport]["p50_ms"] / out["grpc"]["p50_ms"], 2
+        )
+        out[f"{transport}_over_grpc_cpu"] = round(
+            out[transport]["server_cpu_us_per_call"] / out["grpc"]["server_cpu_us_per_call"], 2
+        )
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())
