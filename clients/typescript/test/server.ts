@@ -10,6 +10,8 @@ import { createInterface } from "node:readline";
 
 export interface Server {
   address: string;
+  /** With `http`: the HTTP/JSON listener's HOST:PORT ([memoryd.http] listen). */
+  http?: string;
   /** With TLS: the CA's certificate, and a client certificate it signed (PEM). */
   tls?: { ca: string; clientCert: string; clientKey: string };
   stop(): Promise<void>;
@@ -33,15 +35,18 @@ function certificates(python: string, folder: string): void {
   execFileSync(python, ["-c", script]);
 }
 
-export async function startServer(options: { tls?: "mutual" } = {}): Promise<Server> {
+export async function startServer(options: { tls?: "mutual"; http?: boolean } = {}): Promise<Server> {
   const given = process.env.MEMORYD_ADDRESS;
-  if (given && !options.tls) {
+  if (given && !options.tls && !options.http) {
     return { address: given, stop: async () => {} };
   }
   const home = mkdtempSync(join(tmpdir(), "memoryd-ts-test-"));
   const config = join(home, "test-config.toml");
   const python = process.env.MEMORYD_PYTHON ?? "python3";
   let settings = "[memoryd.realtime]\npersist_transcripts = true\n";
+  if (options.http) {
+    settings += '[memoryd.http]\nlisten = "127.0.0.1:0"\n';
+  }
   let tls: Server["tls"];
   if (options.tls) {
     certificates(python, home);
@@ -61,15 +66,15 @@ export async function startServer(options: { tls?: "mutual" } = {}): Promise<Ser
     { stdio: ["ignore", "ignore", "pipe"] },
   );
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  const address = await new Promise<string>((resolve, reject) => {
+  const { address, http } = await new Promise<{ address: string; http?: string }>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error("memoryd did not start within 60 s")), 60_000);
     child.once("error", reject);
     createInterface({ input: child.stderr! }).on("line", (line) => {
       try {
-        const record = JSON.parse(line) as { event?: string; address?: string };
+        const record = JSON.parse(line) as { event?: string; address?: string; http?: string };
         if (record.event === "serving" && record.address) {
           clearTimeout(timer);
-          resolve(record.address);
+          resolve({ address: record.address, http: record.http });
         }
       } catch {
         // not a JSON log line
@@ -78,6 +83,7 @@ export async function startServer(options: { tls?: "mutual" } = {}): Promise<Ser
   });
   return {
     address,
+    http,
     tls,
     async stop() {
       child.kill("SIGTERM");
