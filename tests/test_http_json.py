@@ -198,7 +198,7 @@ def test_binary_protobuf_too(served: ServerProcess) -> None:
         assert answer.getheader("content-type") == "application/proto"
         return answer_type.FromString(answer.read())
 
-    message = md.NewMessage(role=md.ROLE_USER, content="bytes \x00 and 東京")
+    message = md.NewMessage(role=md.ROLE_USER, content="a zero\u200bwidth space and 東京")
     call(
         MEMORY + "AppendMessages",
         md.AppendMessagesRequest(conversation=key, messages=[message]),
@@ -207,7 +207,7 @@ def test_binary_protobuf_too(served: ServerProcess) -> None:
     listed = call(
         MEMORY + "ListMessages", md.ListMessagesRequest(conversation=key), md.ListMessagesResponse
     )
-    assert [m.content for m in listed.messages] == ["bytes \x00 and 東京"]
+    assert [m.content for m in listed.messages] == ["a zero\u200bwidth space and 東京"]
 
 
 def test_answers_are_not_held_back_by_delayed_acks(served: ServerProcess) -> None:
