@@ -9,6 +9,7 @@ import base64
 import http.client
 import json
 import shutil
+import socket
 import statistics
 import subprocess
 import time
@@ -263,6 +264,20 @@ def test_http_beyond_loopback_needs_what_grpc_needs(tmp_path: Path) -> None:
     assert server.wait_exit() != 0
     assert "refusing to serve 0.0.0.0:0 without authentication" in server.output
     assert "Traceback" not in server.output
+
+
+def test_an_http_port_in_use_stops_the_start_saying_so(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        server = ServerProcess(
+            tmp_path / "home", config=f'[memoryd.http]\nlisten = "127.0.0.1:{port}"\n'
+        )
+        assert server.wait_exit() != 0
+    assert f"cannot listen on 127.0.0.1:{port} ([memoryd.http] listen)" in server.output
+    assert "Traceback" not in server.output
+    assert server.events("serving") == []
 
 
 def test_http_is_refused_with_workers(tmp_path: Path) -> None:

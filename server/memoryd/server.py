@@ -223,8 +223,9 @@ async def _serve(
         raise StartupError(
             f"cannot listen on {settings.server.listen}: {_bind_failure(settings.server.listen)}"
         ) from error
-    await server.start()
+    # Bound before gRPC starts: a port that cannot be had stops the start before any call.
     http = await _start_http(settings, handlers)
+    await server.start()
     names = ("", *SERVICE_NAMES, *((worker.health_name,) if worker else ()))
     for name in names:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
