@@ -71,8 +71,10 @@ def ghz_command(
     connections: int = 1,
     call: str = CALL,
     data: str = DATA,
+    rps: int | None = None,
 ) -> list[str]:
-    """The ghz command line of one timed run of `call` (JSON report on stdout)."""
+    """The ghz command line of one timed run of `call` (JSON report on stdout); `rps`: at
+    most that many calls a second (default: as fast as the server answers)."""
     return [
         ghz_binary(),
         "--insecure",
@@ -94,6 +96,7 @@ def ghz_command(
         "100000000",
         "--format",
         "json",
+        *(("--rps", str(rps)) if rps else ()),
         address,
     ]
 

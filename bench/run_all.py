@@ -80,6 +80,9 @@ def main() -> int:
         "postgres",
     )
     http_json = run("http_json.py", *(["--calls", "300"] if args.quick else []))
+    observability = run(
+        "observability_cost.py", *(["--rounds", "2", "--seconds", "3"] if args.quick else [])
+    )
     qualities = (
         {b: run("retrieval_quality.py", args.locomo, "--backend", b) for b in BACKENDS}
         if args.locomo
@@ -99,6 +102,7 @@ def main() -> int:
                 "hybrid_latency": hybrid,
                 "worker_throughput": workers,
                 "http_json": http_json,
+                "observability_cost": observability,
                 "retrieval_quality": qualities,
             },
             indent=2,

@@ -275,7 +275,7 @@ def test_an_http_port_in_use_stops_the_start_saying_so(tmp_path: Path) -> None:
             tmp_path / "home", config=f'[memoryd.http]\nlisten = "127.0.0.1:{port}"\n'
         )
         assert server.wait_exit() != 0
-    assert f"cannot listen on 127.0.0.1:{port} ([memoryd.http] listen)" in server.output
+    assert f"cannot listen on 127.0.0.1:{port} (memoryd.http.listen)" in server.output
     assert "Traceback" not in server.output
     assert server.events("serving") == []
 

@@ -329,7 +329,7 @@ def _services(
     )
 
     def turn_committed(key: ConversationKey, usage: TurnUsage) -> None:
-        scheduler.nudge()
+        scheduler.nudge(key)
         compactor.after_turn(key, usage)
 
     return Services(

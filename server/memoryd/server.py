@@ -39,6 +39,8 @@ from memoryd.config import ServerSettings, Settings, check_exposure, check_priva
 from memoryd.errors import StartupError
 from memoryd.http_listener import HttpListener
 from memoryd.log_events import Event
+from memoryd.observability import levels, metrics, tracing
+from memoryd.observability.scrape import MetricsApp
 from memoryd.runtime import Runtime
 from memoryd.supervisor import WorkerRole
 from memoryd_client.v1 import (
@@ -75,7 +77,14 @@ async def serve(
         loop.add_signal_handler(signum, _request_stop, stop)
     if worker is not None:
         worker.stop_with_supervisor()
-    runtime = Runtime.open(settings, env or {}, lock_fd=worker.lock_fd if worker else None)
+    tracing.configure(settings.tracing, version=__version__)
+    metrics.RECORDING.on = settings.metrics.enabled
+    metrics.BUILD.labels(__version__, settings.storage.backend).set(1)
+    try:
+        runtime = Runtime.open(settings, env or {}, lock_fd=worker.lock_fd if worker else None)
+    except BaseException:
+        tracing.shutdown()
+        raise
     for missing in runtime.models.review.missing_keys(env or {}):
         log.warning(
             "the API key of provider %s is not set: its calls will be refused",
@@ -86,6 +95,7 @@ async def serve(
         await _serve(settings, runtime, stop, rpc_log, worker)
     finally:
         await runtime.close()
+        tracing.shutdown()
         stats = runtime.writer.stats
         log.info(
             "stopped after %d write groups (%d calls, %d rows, %d retries)",
@@ -224,7 +234,7 @@ async def _serve(
             f"cannot listen on {settings.server.listen}: {_bind_failure(settings.server.listen)}"
         ) from error
     # Bound before gRPC starts: a port that cannot be had stops the start before any call.
-    http = await _start_http(settings, handlers)
+    listeners = await _start_http(settings, handlers, runtime, guard)
     await server.start()
     names = ("", *SERVICE_NAMES, *((worker.health_name,) if worker else ()))
     for name in names:
@@ -251,7 +261,7 @@ async def _serve(
                 else "off"
             ),
             "tokens": len(settings.auth.tokens),
-            **({"http": f"{settings.http.listen.rpartition(':')[0]}:{http.port}"} if http else {}),
+            **listeners.addresses(),
         },
     )
     await _start_background(settings, runtime)
@@ -270,34 +280,82 @@ async def _serve(
         # Idle streams would hold the whole grace period.
         runtime.services.transcripts.stop_streams()
         await runtime.services.scheduler.stop()
-        if http is not None:
-            await http.stop()
+        await listeners.stop()
         await server.stop(settings.server.grace_period_seconds)
 
 
-async def _start_http(settings: Settings, handlers: Mapping[str, Any]) -> HttpListener | None:
+@dataclasses.dataclass(frozen=True, slots=True)
+class _HttpListeners:
+    """The HTTP listeners that are on: the API's (with /metrics) and the metrics' own."""
+
+    api: HttpListener | None
+    metrics: HttpListener | None
+    settings: Settings
+
+    def addresses(self) -> dict[str, str]:
+        """Where each listens, for the serving log line."""
+        found = {}
+        for name, listener, listen in (
+            ("http", self.api, self.settings.http.listen),
+            ("metrics", self.metrics, self.settings.metrics.listen),
+        ):
+            if listener is not None:
+                found[name] = f"{listen.rpartition(':')[0]}:{listener.port}"
+        return found
+
+    async def stop(self) -> None:
+        """Let requests in flight finish, close."""
+        for listener in (self.api, self.metrics):
+            if listener is not None:
+                await listener.stop()
+
+
+async def _start_http(
+    settings: Settings, handlers: Mapping[str, Any], runtime: Runtime, guard: Authorizer | None
+) -> _HttpListeners:
     """The HTTP/JSON listener over the same wrapped handlers, when [memoryd.http] listen is
-    set (memoryd.api.connect_http)."""
-    if not settings.http.listen:
-        return None
-    procedures = {}
-    for file in (memory_service_pb2.DESCRIPTOR, compaction_service_pb2.DESCRIPTOR):
-        for service in file.services_by_name.values():
-            for method in service.methods:
-                path = f"/{service.full_name}/{method.name}"
-                if not (method.client_streaming or method.server_streaming):
-                    procedures[path] = Procedure(
-                        handlers[path].unary_unary,
-                        message_factory.GetMessageClass(method.input_type),
-                    )
-    streaming = frozenset(handlers) - frozenset(procedures)
-    app = ConnectApp(
-        procedures,
-        streaming=streaming,
-        max_request_bytes=settings.server.max_request_bytes,
-        cors_origins=settings.http.origins,
+    set (memoryd.api.connect_http), serving /metrics as well; and the metrics' own listener,
+    when [memoryd.metrics] listen is set."""
+    scrape = (
+        (lambda inner: MetricsApp(lambda: levels.refresh(runtime), guard, inner))
+        if (settings.metrics.enabled)
+        else None
     )
-    return await HttpListener.start(app, settings.http.listen, settings.server)
+    api = None
+    if settings.http.listen:
+        procedures = {}
+        for file in (memory_service_pb2.DESCRIPTOR, compaction_service_pb2.DESCRIPTOR):
+            for service in file.services_by_name.values():
+                for method in service.methods:
+                    path = f"/{service.full_name}/{method.name}"
+                    if not (method.client_streaming or method.server_streaming):
+                        procedures[path] = Procedure(
+                            handlers[path].unary_unary,
+                            message_factory.GetMessageClass(method.input_type),
+                        )
+        streaming = frozenset(handlers) - frozenset(procedures)
+        app: Any = ConnectApp(
+            procedures,
+            streaming=streaming,
+            max_request_bytes=settings.server.max_request_bytes,
+            cors_origins=settings.http.origins,
+        )
+        if scrape is not None:
+            app = scrape(app)
+        api = await HttpListener.start(
+            app, settings.http.listen, settings.server, "memoryd.http.listen"
+        )
+    own = None
+    if scrape is not None and settings.metrics.listen:
+        try:
+            own = await HttpListener.start(
+                scrape(None), settings.metrics.listen, settings.server, "memoryd.metrics.listen"
+            )
+        except BaseException:
+            if api is not None:
+                await api.stop()
+            raise
+    return _HttpListeners(api, own, settings)
 
 
 async def _start_background(settings: Settings, runtime: Runtime) -> None:

@@ -78,6 +78,9 @@ class Aborted(grpc.aio.AbortError):
 class HttpContext:
     """The servicer context of one HTTP call, for the handlers (they use these three)."""
 
+    # What the RPC metrics and spans call the transport (memoryd.api.status).
+    transport = "http"
+
     def __init__(self, headers: list[tuple[str, str]]) -> None:
         self._metadata = tuple(headers)
         self._code: grpc.StatusCode | None = None

@@ -11,7 +11,8 @@ start-up, so that every RPC
   id and never sending it to the caller;
 - with tokens configured, authenticates the caller and admits its request (memoryd.api.auth),
   every message of a client stream included;
-- reports one line per RPC (method, status, duration) to the RPC log.
+- reports one line per RPC (method, status, duration) to the RPC log, counts it in the
+  metrics (memoryd.observability.metrics) and, with tracing on, makes its server span.
 
 Wrapping at registration rather than in a grpc.aio server interceptor matters for speed: an
 interceptor runs as an extra coroutine per call and rebuilds the handler each time, which cost
@@ -44,6 +45,7 @@ from memoryd.errors import (
     ResourceExhausted,
 )
 from memoryd.log_events import Event
+from memoryd.observability import metrics, tracing
 
 log = logging.getLogger("memoryd.rpc")
 
@@ -168,18 +170,44 @@ def _tolerant(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], A
     return parse
 
 
+class _MethodMetrics:
+    """One method's RPC metrics: its label values, made once."""
+
+    __slots__ = ("_calls", "_durations")
+
+    def __init__(self, method: str) -> None:
+        self._calls = {
+            (status, transport): (method, status.name, transport)
+            for status in grpc.StatusCode
+            for transport in ("grpc", "http")
+        }
+        self._durations = {transport: (method, transport) for transport in ("grpc", "http")}
+
+    def record(self, status: grpc.StatusCode, transport: str, seconds: float) -> None:
+        metrics.RPCS.inc(self._calls[status, transport])
+        metrics.RPC_SECONDS.observe(self._durations[transport], seconds)
+
+
 class _Call:
-    """Bookkeeping for one RPC: the status it ended with and the log line."""
+    """Bookkeeping for one RPC: the status it ended with, the log line, its metrics and span."""
 
-    __slots__ = ("caller", "level", "method", "rpc_log", "start", "status")
+    __slots__ = ("caller", "level", "method", "metrics", "rpc_log", "span", "start", "status")
 
-    def __init__(self, method: str, level: int, rpc_log: RpcLog) -> None:
+    def __init__(
+        self, method: str, level: int, rpc_log: RpcLog, counted: _MethodMetrics, context: Context
+    ) -> None:
         self.method = method
         self.level = level
         self.rpc_log = rpc_log
+        self.metrics = counted
         self.start = time.perf_counter()
         self.status = grpc.StatusCode.OK
         self.caller = ""
+        self.span = (
+            tracing.RpcSpan.start(method, context.invocation_metadata(), _transport(context))
+            if tracing.enabled()
+            else None
+        )
 
     async def fail(self, context: Context, error: BaseException) -> None:
         """Abort the call with the status `error` maps to (raises grpc's AbortError)."""
@@ -207,8 +235,19 @@ class _Call:
         """Report the RPC's line."""
         if self.status == grpc.StatusCode.OK:
             self.status = context.code() or grpc.StatusCode.OK  # a handler may set_code itself
-        duration_ms = round((time.perf_counter() - self.start) * 1000, 3)
-        self.rpc_log(self.level, self.method, self.status.name, duration_ms, self.caller)
+        seconds = time.perf_counter() - self.start
+        self.rpc_log(
+            self.level, self.method, self.status.name, round(seconds * 1000, 3), self.caller
+        )
+        if metrics.RECORDING.on:
+            self.metrics.record(self.status, _transport(context), seconds)
+        if self.span is not None:
+            self.span.finish(self.status.name, self.status.value[0])
+
+
+def _transport(context: Context) -> str:
+    """The call's transport: grpc, or http for a call of memoryd.api.connect_http."""
+    return getattr(context, "transport", "grpc")
 
 
 def _bounded(message: str) -> str:
@@ -303,6 +342,7 @@ def _wrap(
     refused: bool,
 ) -> Any:
     """The same bookkeeping around a coroutine handler or an async-generator handler."""
+    counted = _MethodMetrics(method)
 
     def admitted(request: Any, call: _Call, context: Context) -> Any:
         """The request once admitted: the caller's token and the read-only switch, then a
@@ -318,7 +358,7 @@ def _wrap(
     if inspect.isasyncgenfunction(behavior):
 
         async def stream(request: Any, context: Context) -> AsyncIterator[Any]:
-            call = _Call(method, level, rpc_log)
+            call = _Call(method, level, rpc_log, counted, context)
             try:
                 request = admitted(request, call, context)
                 async for response in behavior(request, context):
@@ -333,7 +373,7 @@ def _wrap(
         return stream
 
     async def unary(request: Any, context: Context) -> Any:
-        call = _Call(method, level, rpc_log)
+        call = _Call(method, level, rpc_log, counted, context)
         try:
             request = admitted(request, call, context)
             return _readable(await behavior(request, context))

@@ -159,6 +159,7 @@ def _serve(args: argparse.Namespace) -> int:
             server = dataclasses.replace(server, workers=args.workers)
             server.validate()
             settings.http.check_workers(args.workers)
+            settings.metrics.check_workers(args.workers)
         settings = dataclasses.replace(settings, server=server)
         worker = WorkerRole.parse(args.worker_of) if args.worker_of else None
     except StartupError as error:

@@ -26,7 +26,7 @@ def check_exposure(settings: Settings) -> None:
     only this machine unless told otherwise; and tokens, like everything a call carries, cross
     a network only inside TLS. TLS alone authenticates the server, not callers."""
     server = settings.server
-    for listen in (server.listen, settings.http.listen):
+    for listen in (server.listen, settings.http.listen, settings.metrics.listen):
         if listen:
             _check_exposed(settings, listen)
 

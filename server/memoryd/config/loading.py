@@ -59,6 +59,7 @@ def load_settings(
     providers = _providers(table.get("providers", []), document.where)
     _check_embedding_provider(sections["search"], providers, document.where)
     sections["http"].check_workers(sections["server"].workers, document.where)
+    sections["metrics"].check_workers(sections["server"].workers, document.where)
     if sections["memory"].model and not providers:
         raise StartupError(
             f"{document.where}memoryd.memory.model is {sections['memory'].model!r}, but no "

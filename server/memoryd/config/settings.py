@@ -359,6 +359,63 @@ class HttpSettings(Section):
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class MetricsSettings(Section):
+    """[memoryd.metrics]: Prometheus metrics (docs/metrics.md), at /metrics on the HTTP port
+    ([memoryd.http] listen) and on a port of their own. With tokens configured, a scrape needs
+    an admin token (`Authorization: Bearer`)."""
+
+    # Count calls, writes, reviews, model calls...; false: no per-call counting, no /metrics.
+    enabled: bool = True
+    # HOST:PORT of a listener that serves only /metrics; empty: none (the HTTP port still
+    # serves it). A non-loopback address needs what gRPC's does (tokens and TLS, or `insecure`).
+    listen: str = ""
+
+    def validate(self) -> None:
+        """The address is HOST:PORT."""
+        if self.listen:
+            check_listen(self.listen, "memoryd.metrics.listen")
+
+    def check_workers(self, workers: int, where: str = "") -> None:
+        """Metrics are served by a single process (workers would each bind its port)."""
+        if self.enabled and self.listen and workers > 1:
+            raise StartupError(
+                f"{where}memoryd.metrics.listen is served by one process only: it cannot be "
+                f"set with {workers} workers (yet)"
+            )
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class TracingSettings(Section):
+    """[memoryd.tracing]: OpenTelemetry traces of RPCs, writes, reviews, model calls,
+    compactions and embeddings, exported over OTLP/gRPC. Needs `memoryd[tracing]`. The OTLP
+    exporter's own variables (OTEL_EXPORTER_OTLP_HEADERS, _CERTIFICATE...) apply too."""
+
+    # Make spans and export them; false: no spans at all (the default).
+    enabled: bool = False
+    # The OTLP/gRPC collector: http:// in clear text, https:// with TLS.
+    otlp_endpoint: str = "http://127.0.0.1:4317"
+    # service.name of every span.
+    service_name: str = "memoryd"
+    # The share of new traces recorded, 0 to 1. A caller's sampled trace is always followed
+    # (its `traceparent`). Each recorded span costs ~140 microseconds of CPU (docs/metrics.md).
+    sample_ratio: float = 0.01
+
+    def validate(self) -> None:
+        """An endpoint URL, a name, a ratio."""
+        if not self.otlp_endpoint.startswith(("http://", "https://")):
+            raise StartupError(
+                "memoryd.tracing.otlp_endpoint must start with http:// or https:// "
+                f"(for example http://127.0.0.1:4317), got {self.otlp_endpoint!r}"
+            )
+        if not self.service_name.strip():
+            raise StartupError("memoryd.tracing.service_name must not be blank")
+        if not 0 <= self.sample_ratio <= 1:
+            raise StartupError(
+                f"memoryd.tracing.sample_ratio must be between 0 and 1, got {self.sample_ratio}"
+            )
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ProviderSettings:
     """One [[memoryd.providers]] entry: an OpenAI-compatible chat-completions endpoint."""
 
@@ -413,6 +470,8 @@ class Settings:
     realtime: RealtimeSettings = RealtimeSettings()
     search: SearchSettings = SearchSettings()
     http: HttpSettings = HttpSettings()
+    metrics: MetricsSettings = MetricsSettings()
+    tracing: TracingSettings = TracingSettings()
     auth: AuthSettings = AuthSettings()  # noqa: RUF009 - frozen, so one shared default is safe
     providers: tuple[ProviderSettings, ...] = ()
 
@@ -442,9 +501,11 @@ SECTIONS: dict[str, type[Section]] = {
     "realtime": RealtimeSettings,
     "search": SearchSettings,
     "http": HttpSettings,
+    "metrics": MetricsSettings,
+    "tracing": TracingSettings,
 }
 # Settings that may be 0 although they are not durations in _ms / _seconds.
-ZERO_ALLOWED = frozenset({"review_interval_hours"})
+ZERO_ALLOWED = frozenset({"review_interval_hours", "sample_ratio"})
 
 
 def check_listen(value: str, label: str) -> str:

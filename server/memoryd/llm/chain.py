@@ -24,6 +24,7 @@ from memoryd import log_names
 from memoryd.config import ProviderSettings
 from memoryd.domain.model_calls import Attempt
 from memoryd.log_events import Event
+from memoryd.observability import metrics, tracing
 
 if TYPE_CHECKING:
     import openai
@@ -166,15 +167,33 @@ class _Call:
     async def attempt(
         self, client: openai.AsyncOpenAI, provider: ProviderSettings, request: dict[str, Any]
     ) -> Completion:
-        """One request; its attempt is recorded whether it answers or raises."""
-        started = time.perf_counter()
-        try:
-            response = await client.chat.completions.create(**request)
-            completion = _completion(response, provider, started)
-        except Exception as error:
-            self._record(provider, round((time.perf_counter() - started) * 1000, 3), error=error)
-            raise
-        self._record(provider, completion.latency_ms, completion=completion)
+        """One request; its attempt is recorded whether it answers or raises (a log line, the
+        metrics, and with tracing on a `chat` span)."""
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": provider.name,
+            "gen_ai.request.model": provider.model,
+            "gen_ai.agent.name": self._agent,
+        }
+        with tracing.span(f"chat {provider.model}", attributes, client=True) as span:
+            started = time.perf_counter()
+            try:
+                response = await client.chat.completions.create(**request)
+                completion = _completion(response, provider, started)
+            except Exception as error:
+                latency_ms = round((time.perf_counter() - started) * 1000, 3)
+                self._record(provider, latency_ms, error=error)
+                tracing.annotate(span, {"error.type": _outcome(error)})
+                raise
+            self._record(provider, completion.latency_ms, completion=completion)
+            tracing.annotate(
+                span,
+                {
+                    "gen_ai.response.model": completion.model,
+                    "gen_ai.usage.input_tokens": completion.prompt_tokens,
+                    "gen_ai.usage.output_tokens": completion.completion_tokens,
+                },
+            )
         return completion
 
     def _record(
@@ -197,11 +216,21 @@ class _Call:
                 completion_tokens=completion.completion_tokens if completion is not None else 0,
                 error=_describe(error) if error is not None else None,
             ),
+            "ok" if error is None else _outcome(error),
         )
 
 
-def _record(on_attempt: Callable[[Attempt], None] | None, attempt: Attempt) -> None:
+def _record(
+    on_attempt: Callable[[Attempt], None] | None, attempt: Attempt, outcome: str = "ok"
+) -> None:
     session = log_names.name(attempt.session_id)
+    labels = (attempt.provider, attempt.model, attempt.agent)
+    metrics.MODEL_CALLS.labels(*labels, outcome).inc()
+    metrics.MODEL_SECONDS.labels(*labels).observe(attempt.latency_ms / 1000)
+    if attempt.prompt_tokens:
+        metrics.MODEL_TOKENS.labels(*labels, "input").inc(attempt.prompt_tokens)
+    if attempt.completion_tokens:
+        metrics.MODEL_TOKENS.labels(*labels, "output").inc(attempt.completion_tokens)
     log.info(
         "model call %s via %s: %s",
         session,
@@ -218,6 +247,18 @@ def _falls_back(error: Exception) -> bool:
     if isinstance(error, sdk.APITimeoutError | sdk.APIConnectionError | sdk.RateLimitError):
         return True
     return isinstance(error, sdk.APIStatusError) and error.status_code >= 500
+
+
+def _outcome(error: Exception) -> str:
+    """A failed request's kind, for metrics and spans (a bounded set of names)."""
+    sdk = _sdk()
+    if isinstance(error, sdk.APITimeoutError):
+        return "timeout"
+    if isinstance(error, sdk.APIConnectionError):
+        return "connection"
+    if isinstance(error, sdk.APIStatusError):
+        return "http_error"
+    return "invalid_answer"
 
 
 def _describe(error: Exception) -> str:

@@ -45,6 +45,7 @@ from memoryd.domain.turns import TurnUsage
 from memoryd.errors import FailedPrecondition, InvalidArgument, Reason
 from memoryd.llm.chain import ModelUnavailableError, ProviderChain
 from memoryd.log_events import Event
+from memoryd.observability import metrics, tracing
 from memoryd.services.context_composer import (
     ContextComposer,
     conversation_record,
@@ -182,12 +183,29 @@ class Compactor:
 
     async def _compact(self, key: ConversationKey, window: int) -> CompactResult:
         lock = self._locks.setdefault(key, asyncio.Lock())
-        try:
-            async with lock, self._claimed(key):
-                return await self._compact_locked(key, window)
-        finally:
-            if not lock.locked() and self._locks.get(key) is lock:
-                del self._locks[key]
+        with tracing.span("memoryd.compaction", {"memoryd.compaction.window": window}) as span:
+            try:
+                async with lock, self._claimed(key):
+                    result = await self._compact_locked(key, window)
+            except Exception:
+                metrics.COMPACTIONS.labels("error").inc()
+                raise
+            finally:
+                if not lock.locked() and self._locks.get(key) is lock:
+                    del self._locks[key]
+            tracing.annotate(
+                span,
+                {
+                    "memoryd.compaction.outcome": result.outcome.value,
+                    "memoryd.compaction.tokens_before": result.tokens_before,
+                    "memoryd.compaction.tokens_after": result.tokens_after,
+                },
+            )
+        metrics.COMPACTIONS.labels(result.outcome.value).inc()
+        if result.outcome is rules.Outcome.COMPACTED:
+            metrics.COMPACTION_TOKENS.labels("before").observe(result.tokens_before)
+            metrics.COMPACTION_TOKENS.labels("after").observe(result.tokens_after)
+        return result
 
     @contextlib.asynccontextmanager
     async def _claimed(self, key: ConversationKey) -> AsyncIterator[None]:

@@ -25,6 +25,7 @@ from memoryd.domain.vectors import Floats, quantise, to_blob
 from memoryd.errors import FailedPrecondition, Unavailable
 from memoryd.llm.embeddings import Embedder, EmbeddingUnavailableError
 from memoryd.log_events import Event
+from memoryd.observability import metrics, tracing
 from memoryd.services.waiting import wait_at_most
 from memoryd.storage import vector_store as store
 from memoryd.storage.background_lock import BackgroundLock
@@ -99,6 +100,8 @@ class EmbeddingService:
         self._lead: asyncio.Task[None] | None = None
         self._last_error = ""
         self._model_looked_up = 0.0
+        # Since when messages have waited without the embedder catching up (monotonic).
+        self._behind_since: float | None = None
 
     @property
     def enabled(self) -> bool:
@@ -161,6 +164,13 @@ class EmbeddingService:
                 await self._task
             self._task = None
 
+    @property
+    def lag_seconds(self) -> float:
+        """How long the background embedder has had messages waiting without catching up
+        (0: caught up, or this process does not embed)."""
+        since = self._behind_since
+        return 0.0 if since is None else time.monotonic() - since
+
     async def status(self) -> EmbeddingStatus:
         """The provider, the model, and how much is embedded and waiting."""
         if self.embedder is None:
@@ -219,7 +229,7 @@ class EmbeddingService:
             )
         if self.model is None:
             return None
-        vectors = await self.embedder.embed([text], queries=True)
+        vectors = await self._embed(self.embedder, [text], "query")
         if vectors.shape[1] != self.model.dimension:
             return None
         return self.model, vectors[0]
@@ -241,6 +251,7 @@ class EmbeddingService:
                 # and tries again rather than end, which would stop embedding until a restart.
                 backoff = min(MAX_BACKOFF_SECONDS, max(1.0, backoff * 2))
                 self._last_error = str(error)
+                metrics.EMBEDDING_FAILURES.inc()
                 log.warning(
                     "embedding failed; retrying in %.0f s: %s",
                     backoff,
@@ -282,8 +293,11 @@ class EmbeddingService:
 
         self.model, messages = await self._readers.read(read)
         if messages:
+            if self._behind_since is None:
+                self._behind_since = time.monotonic()
             await self._embed_messages(messages)
             return True
+        self._behind_since = None
         if self.model is None:
             return False
         model_id = self.model.id
@@ -298,7 +312,9 @@ class EmbeddingService:
     async def _embed_messages(self, messages: list[store.MessageText]) -> None:
         embedder = self._provider()
         started = time.perf_counter()
-        found = await embedder.embed([message_text(message) for message in messages], queries=False)
+        found = await self._embed(
+            embedder, [message_text(message) for message in messages], "message"
+        )
         model = await self._model_for(found.shape[1])
         quantised = quantise(found)
         vectors = [
@@ -326,8 +342,8 @@ class EmbeddingService:
 
     async def _embed_memories(self, memories: list[store.MemoryText]) -> None:
         embedder = self._provider()
-        found = await embedder.embed(
-            [memory_text(text.key, text.value) for text in memories], queries=False
+        found = await self._embed(
+            embedder, [memory_text(text.key, text.value) for text in memories], "memory"
         )
         model = await self._model_for(found.shape[1])
         quantised = quantise(found)
@@ -340,6 +356,24 @@ class EmbeddingService:
             lambda transaction: store.store_memory_vectors(transaction, model.id, vectors),
             rows=len(vectors),
         )
+
+    @staticmethod
+    async def _embed(embedder: Embedder, texts: list[str], kind: str) -> Floats:
+        """`texts`' vectors (a query's, or stored texts' of `kind`), counted in the metrics and
+        with tracing on an `embeddings` span."""
+        attributes = {
+            "gen_ai.operation.name": "embeddings",
+            "gen_ai.provider.name": embedder.provider,
+            "gen_ai.request.model": embedder.model,
+            "memoryd.embedding.kind": kind,
+            "memoryd.embedding.texts": len(texts),
+        }
+        with tracing.span(f"embeddings {embedder.model}", attributes):
+            started = time.perf_counter()
+            found = await embedder.embed(texts, queries=kind == "query")
+        metrics.EMBEDDING_SECONDS.labels(kind).observe(time.perf_counter() - started)
+        metrics.EMBEDDED.labels(kind).inc(len(texts))
+        return found
 
     async def _model_for(self, dimension: int) -> store.EmbeddingModel:
         """The current model's row for vectors of `dimension` (made when new)."""

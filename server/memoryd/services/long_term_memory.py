@@ -133,7 +133,9 @@ class LongTermMemory:
         self._prompts = prompts
         self._coherence = coherence
         # The seed's ETS Store: rows by id, filled on reads, invalidated after every write.
-        self.rows: ReadThroughCache[int, MemoryRecord] = ReadThroughCache(cache_capacity)
+        self.rows: ReadThroughCache[int, MemoryRecord] = ReadThroughCache(
+            cache_capacity, "memory_rows"
+        )
         coherence.track(self.rows)
 
     # --- writes ---------------------------------------------------------------------------------

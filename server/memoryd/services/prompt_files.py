@@ -95,7 +95,9 @@ class PromptFiles:
         process wrote (None: nothing serves from the cache but this process's own reads)."""
         self._home = home
         self._readers = readers
-        self.cache: ReadThroughCache[OwnerKey, PromptState] = ReadThroughCache(cache_capacity)
+        self.cache: ReadThroughCache[OwnerKey, PromptState] = ReadThroughCache(
+            cache_capacity, "prompt_files"
+        )
         self._coherence = coherence
         if coherence is not None:
             coherence.track(self.cache)

@@ -13,15 +13,20 @@ import collections
 import threading
 from typing import Generic, TypeVar
 
+from memoryd.observability import metrics
+
 K = TypeVar("K")
 V = TypeVar("V")
 
 
 class ReadThroughCache(Generic[K, V]):
-    """An LRU map of at most `capacity` entries, safe across threads."""
+    """An LRU map of at most `capacity` entries, safe across threads; `name` labels its hits
+    and misses in the metrics."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, name: str) -> None:
         self._capacity = capacity
+        self._hits = metrics.CACHE.labels(name, "hit")
+        self._misses = metrics.CACHE.labels(name, "miss")
         self._entries: collections.OrderedDict[K, V] = collections.OrderedDict()
         self._lock = threading.Lock()
         self._writes = 0
@@ -31,9 +36,12 @@ class ReadThroughCache(Generic[K, V]):
         """The cached value, or None."""
         with self._lock:
             value = self._entries.get(key)
-            if value is not None:
-                self._entries.move_to_end(key)
-            return value
+            if value is None:
+                self._misses.inc()
+                return None
+            self._entries.move_to_end(key)
+        self._hits.inc()
+        return value
 
     def begin(self) -> int:
         """Before reading the database on a miss: a token for `fill`."""

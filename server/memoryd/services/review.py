@@ -23,6 +23,7 @@ import datetime as dt
 import logging
 import secrets
 import time
+from typing import TYPE_CHECKING
 
 from memoryd import log_names
 from memoryd.config import ReviewSettings
@@ -48,6 +49,7 @@ from memoryd.domain.tokens import count_tokens, load
 from memoryd.errors import FailedPrecondition, NotFound, Reason
 from memoryd.llm.chain import ModelUnavailableError, ProviderChain
 from memoryd.log_events import Event
+from memoryd.observability import metrics, tracing
 from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.services.review_apply import (
@@ -61,6 +63,9 @@ from memoryd.storage import history_reads, memory_reads, review_run_store, revie
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Writer
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
 
 log = logging.getLogger("memoryd.review")
 
@@ -136,9 +141,32 @@ class Reviewer:
         if not self._chain.configured:
             raise FailedPrecondition(NO_PROVIDER, reason=Reason.NO_MODEL_PROVIDER)
 
-    async def review(self, key: ConversationKey, *, forced: bool) -> ReviewResult:
-        """Review one conversation if its gates allow; never raises for a failed review."""
+    async def review(
+        self, key: ConversationKey, *, forced: bool, origin: Context | None = None
+    ) -> ReviewResult:
+        """Review one conversation if its gates allow; never raises for a failed review.
+        `origin`: the trace context of what asked for it (the turn that triggered a scheduled
+        review), its span's parent; by default the current one."""
         self.require_provider()
+        with tracing.span(
+            "memoryd.review", {"memoryd.review.forced": forced}, parent=origin
+        ) as span:
+            result = await self._review(key, forced=forced)
+            tracing.annotate(span, _span_attributes(result))
+        if result.status is not ReviewStatus.SKIPPED:
+            metrics.REVIEWS.labels(result.status.value).inc()
+            for outcome, count in (
+                ("added", result.added),
+                ("replaced", result.replaced),
+                ("archived", result.archived),
+                ("skipped", result.skipped_ops),
+                ("deferred", result.deferred_ops),
+            ):
+                if count:
+                    metrics.REVIEW_OPERATIONS.labels(outcome).inc(count)
+        return result
+
+    async def _review(self, key: ConversationKey, *, forced: bool) -> ReviewResult:
         now = utc_now()
         found = await self._readers.read(lambda connection: _gate_input(connection, key))
         if found is None:
@@ -417,3 +445,24 @@ def _cut(line: str, budget: int) -> str:
     tokens = load().encode_ordinary(line)[:budget]
     text = load().decode(tokens, errors="ignore")
     return text.rstrip("\ufffd")
+
+
+def _span_attributes(result: ReviewResult) -> dict[str, str | int]:
+    """What a review's span says of it (counts and names, never what was saved)."""
+    attributes: dict[str, str | int] = {"memoryd.review.status": result.status.value}
+    if result.skip is not None:
+        attributes["memoryd.review.skip"] = result.skip.value
+    if result.status is not ReviewStatus.SKIPPED:
+        attributes |= {
+            "memoryd.review.added": result.added,
+            "memoryd.review.replaced": result.replaced,
+            "memoryd.review.archived": result.archived,
+            "memoryd.review.skipped_operations": result.skipped_ops,
+            "memoryd.review.input_tokens": result.tokens_in,
+        }
+    if result.provider:
+        attributes |= {
+            "gen_ai.provider.name": result.provider,
+            "gen_ai.request.model": result.model,
+        }
+    return attributes

@@ -21,18 +21,25 @@ import dataclasses
 import functools
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from memoryd import log_names
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.review_runs import ReviewResult, ReviewSelection
 from memoryd.domain.timestamps import utc_now
 from memoryd.log_events import Event
+from memoryd.observability import tracing
 from memoryd.services.review import Reviewer
 from memoryd.services.waiting import wait_at_most
 from memoryd.storage import review_store
 from memoryd.storage.readers import ReaderPool
 
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+
 log = logging.getLogger("memoryd.review")
+# With tracing on, the trace contexts of the latest turns kept for their reviews, at most.
+MAX_ORIGINS = 10_000
 
 
 class ReviewScheduler:
@@ -47,6 +54,9 @@ class ReviewScheduler:
         # Conversations whose scheduled review was skipped, and when they may be tried again.
         self._resting: dict[ConversationKey, float] = {}
         self._wake = asyncio.Event()
+        # With tracing on: the trace context of each conversation's latest turn, the parent of
+        # the review it triggers.
+        self._origins: dict[ConversationKey, Context] = {}
         self._loop_task: asyncio.Task[None] | None = None
         self.completed = 0
 
@@ -67,8 +77,15 @@ class ReviewScheduler:
         if self.enabled and self._loop_task is None:
             self._loop_task = asyncio.create_task(self._loop(), name="memoryd-review-scheduler")
 
-    def nudge(self) -> None:
-        """A turn was committed: look for due reviews now."""
+    def nudge(self, key: ConversationKey | None = None) -> None:
+        """A turn was committed (in `key`): look for due reviews now."""
+        if key is not None and tracing.enabled():
+            self._origins.pop(key, None)
+            if len(self._origins) >= MAX_ORIGINS:
+                del self._origins[next(iter(self._origins))]
+            context = tracing.current()
+            if context is not None:
+                self._origins[key] = context
         self._wake.set()
 
     async def stop(self) -> None:
@@ -156,7 +173,9 @@ class ReviewScheduler:
     async def _review(self, key: ConversationKey) -> ReviewResult | None:
         async with self._limit:
             try:
-                return await self._reviewer.review(key, forced=False)
+                return await self._reviewer.review(
+                    key, forced=False, origin=self._origins.pop(key, None)
+                )
             except asyncio.CancelledError:
                 raise
             except Exception:

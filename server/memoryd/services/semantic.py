@@ -36,6 +36,7 @@ from memoryd.domain.vectors import (
     sign_words,
     smallest,
 )
+from memoryd.observability import metrics
 from memoryd.storage import vector_store as store
 from memoryd.storage.sql import Row
 from memoryd.storage.transaction import Transaction
@@ -149,6 +150,7 @@ class VectorCache:
     ) -> _Scope:
         key = (model.id, scope)
         entry = self._entries.pop(key, None)
+        metrics.cache_lookup("vectors", hit=entry is not None)
         if entry is not None:
             newest = store.newest_seq(connection)
             if newest > entry.last_seq:

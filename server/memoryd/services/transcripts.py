@@ -77,6 +77,11 @@ class TranscriptService:
         would otherwise hold the shutdown for the whole grace period."""
         self._stopping.set()
 
+    @property
+    def open_streams(self) -> int:
+        """Transcript streams in progress (the metrics read it at scrape time)."""
+        return self._open
+
     async def run(self, events: AsyncIterator[Event]) -> AsyncIterator[Ack]:
         """Acknowledgements for one connection's messages (the first one must open)."""
         first = await anext(aiter(events), None)

@@ -18,6 +18,7 @@ import threading
 
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.messages import StoredMessage
+from memoryd.observability import metrics
 
 
 @dataclasses.dataclass(slots=True)
@@ -54,6 +55,8 @@ class WindowCache:
         )
         self._pending: dict[ConversationKey, _PendingLoad] = {}
         self._lock = threading.Lock()
+        self._hits = metrics.CACHE.labels("windows", "hit")
+        self._misses = metrics.CACHE.labels("windows", "miss")
 
     @property
     def capacity(self) -> int:
@@ -65,9 +68,12 @@ class WindowCache:
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
+                self._misses.inc()
                 return None
             self._entries.move_to_end(key)
-            return CachedWindow(entry.window_start_id, list(entry.messages), entry.complete)
+            found = CachedWindow(entry.window_start_id, list(entry.messages), entry.complete)
+        self._hits.inc()
+        return found
 
     def begin_load(self, key: ConversationKey) -> None:
         """Announce a load from SQLite, before its snapshot is taken."""

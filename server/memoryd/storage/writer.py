@@ -38,6 +38,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from memoryd.errors import Unavailable
 from memoryd.log_events import Event
+from memoryd.observability import metrics, tracing
 from memoryd.storage.errors import TRANSIENT_ERRORS, unavailable
 from memoryd.storage.transaction import Transaction
 
@@ -124,14 +125,19 @@ class _Job(Generic[P, T]):
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[T]
     outcome: tuple[bool, Any] = (False, None)
+    # The jobs of the group it was committed in (for its span).
+    group_jobs: int = 0
 
 
 class Writer:
     """Owns the read-write connection; see the module docstring."""
 
-    def __init__(self, connection: WriterConnection, settings: WriterSettings) -> None:
+    def __init__(
+        self, connection: WriterConnection, settings: WriterSettings, *, name: str = "main"
+    ) -> None:
         self._connection = connection
         self._settings = settings
+        self._metrics = _WriterMetrics(name)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closing = False
         self._thread = threading.Thread(target=self._run, name="memoryd-writer", daemon=True)
@@ -150,6 +156,11 @@ class Writer:
         the moment it is free, instead of SQLite's busy handler, which sleeps 1, 2, 5, 10 ms...
         between tries."""
         self._turn = turn
+
+    @property
+    def queued(self) -> int:
+        """Jobs waiting for the writer thread (approximate, as any queue's size)."""
+        return self._queue.qsize()
 
     def start(self) -> None:
         """Start the writer thread; the connection is used only from it from now on."""
@@ -194,8 +205,14 @@ class Writer:
             loop=loop,
             future=loop.create_future(),
         )
-        self._queue.put(job)
-        return await job.future
+        if not tracing.enabled():
+            self._queue.put(job)
+            return await job.future
+        with tracing.span(f"memoryd.write {batch.name}", {"memoryd.writer.rows": job.rows}) as span:
+            self._queue.put(job)
+            result = await job.future
+            tracing.annotate(span, {"memoryd.writer.group_jobs": job.group_jobs})
+        return result
 
     async def close(self) -> None:
         """Stop accepting jobs, commit everything already queued, then close the connection."""
@@ -250,6 +267,7 @@ class Writer:
         guarded = len(runs) > 1
         attempt = 1
         while True:
+            begin = time.perf_counter()
             try:
                 with self._turn:
                     version = self._transaction(runs, guarded=guarded)
@@ -262,6 +280,7 @@ class Writer:
                     self._give_up(group, attempt, error)
                     return
                 self.stats.retries += 1
+                self._metrics.retries.inc()
                 log.warning(
                     "write attempt %d failed, retrying: %s",
                     attempt,
@@ -273,11 +292,16 @@ class Writer:
             except Exception as error:  # BEGIN/COMMIT itself failed for a non-transient reason
                 self._rollback()
                 self.stats.failed_groups += 1
+                self._metrics.failures.inc()
                 log.exception("write group failed", extra={"event": Event.WRITE_FAILED})
                 self._deliver(group, (False, error))
                 return
             else:
                 self.stats.commits += 1
+                if metrics.RECORDING.on:
+                    self._metrics.committed(group, time.perf_counter() - begin)
+                for job in group:
+                    job.group_jobs = len(group)
                 if self._clock is None:
                     self._after_commit(group)
                 else:
@@ -301,6 +325,7 @@ class Writer:
 
     def _give_up(self, group: list[_Job[Any, Any]], attempts: int, error: Exception) -> None:
         self.stats.failed_groups += 1
+        self._metrics.failures.inc()
         log.error(
             "write failed after %d attempts: %s",
             attempts,
@@ -368,6 +393,23 @@ class Writer:
         for loop, answers in by_loop.items():
             with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
                 loop.call_soon_threadsafe(_resolve, answers)
+
+
+class _WriterMetrics:
+    """A writer's metrics (memoryd.observability.metrics), bound to its name once."""
+
+    __slots__ = ("failures", "labels", "retries")
+
+    def __init__(self, name: str) -> None:
+        self.labels = (name,)
+        self.retries = metrics.WRITER_RETRIES.labels(name)
+        self.failures = metrics.WRITER_FAILURES.labels(name)
+
+    def committed(self, group: list[_Job[Any, Any]], seconds: float) -> None:
+        """A group committed: its size and its transaction's time (from the writer thread)."""
+        metrics.WRITER_GROUP_JOBS.observe(self.labels, len(group))
+        metrics.WRITER_GROUP_ROWS.observe(self.labels, sum(job.rows for job in group))
+        metrics.WRITER_COMMIT_SECONDS.observe(self.labels, seconds)
 
 
 def _consecutive_runs(group: list[_Job[Any, Any]]) -> list[list[_Job[Any, Any]]]:

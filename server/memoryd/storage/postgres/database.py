@@ -155,7 +155,7 @@ class PostgresDatabase:
             raise StartupError(
                 f"cannot connect to {self.settings.target}: {_reason(error)}"
             ) from error
-        return Writer(connection, settings)
+        return Writer(connection, settings, name="vectors")
 
     def readers(self, threads: int) -> ReaderPool:
         """A pool of `threads` read-only connections, each on its own thread."""

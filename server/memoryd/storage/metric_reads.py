@@ -1,0 +1,46 @@
+"""What the metrics read from the database at scrape time (memoryd.observability.levels):
+backlogs and sizes, each an indexed count or a catalogue read, cheap enough for a scrape every
+few seconds."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from memoryd.storage.sql import one, postgres
+from memoryd.storage.transaction import Transaction
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Levels:
+    """How much waits, and how large the database is."""
+
+    review_backlog: int
+    pending_messages: int
+    pending_memories: int
+    # PostgreSQL's pg_database_size; None on SQLite, whose files are measured on disk.
+    database_bytes: int | None
+
+
+def levels(connection: Transaction, model_id: int | None, cursor: int | None) -> Levels:
+    """The levels; `model_id` and `cursor`: the current embedding model's (None: embeddings
+    are off, nothing waits for a vector)."""
+    backlog = int(
+        one(connection, "SELECT count(*) FROM memory_review_state WHERE pending_input = 1")[0]
+    )
+    pending_messages = pending_memories = 0
+    if cursor is not None:
+        pending_messages = int(
+            one(connection, "SELECT count(*) FROM messages WHERE id > ?", (cursor,))[0]
+        )
+        pending_memories = int(
+            one(
+                connection,
+                "SELECT count(*) FROM memories AS r WHERE NOT EXISTS (SELECT 1 FROM "
+                "memory_vectors AS v WHERE v.memory_id = r.id AND v.model_id = ?)",
+                (-1 if model_id is None else model_id,),
+            )[0]
+        )
+    size = None
+    if postgres(connection):
+        size = int(one(connection, "SELECT pg_database_size(current_database())")[0])
+    return Levels(backlog, pending_messages, pending_memories, size)
