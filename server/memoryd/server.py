@@ -316,46 +316,54 @@ async def _start_http(
     """The HTTP/JSON listener over the same wrapped handlers, when [memoryd.http] listen is
     set (memoryd.api.connect_http), serving /metrics as well; and the metrics' own listener,
     when [memoryd.metrics] listen is set."""
-    scrape = (
-        (lambda inner: MetricsApp(lambda: levels.refresh(runtime), guard, inner))
-        if (settings.metrics.enabled)
-        else None
-    )
+    metrics_on = settings.metrics.enabled
+
+    def with_metrics(inner: Any) -> MetricsApp:
+        return MetricsApp(lambda: levels.refresh(runtime), guard, inner)
+
     api = None
     if settings.http.listen:
-        procedures = {}
-        for file in (memory_service_pb2.DESCRIPTOR, compaction_service_pb2.DESCRIPTOR):
-            for service in file.services_by_name.values():
-                for method in service.methods:
-                    path = f"/{service.full_name}/{method.name}"
-                    if not (method.client_streaming or method.server_streaming):
-                        procedures[path] = Procedure(
-                            handlers[path].unary_unary,
-                            message_factory.GetMessageClass(method.input_type),
-                        )
-        streaming = frozenset(handlers) - frozenset(procedures)
-        app: Any = ConnectApp(
-            procedures,
-            streaming=streaming,
-            max_request_bytes=settings.server.max_request_bytes,
-            cors_origins=settings.http.origins,
-        )
-        if scrape is not None:
-            app = scrape(app)
+        app = _connect_app(settings, handlers)
         api = await HttpListener.start(
-            app, settings.http.listen, settings.server, "memoryd.http.listen"
+            with_metrics(app) if metrics_on else app,
+            settings.http.listen,
+            settings.server,
+            "memoryd.http.listen",
         )
     own = None
-    if scrape is not None and settings.metrics.listen:
+    if metrics_on and settings.metrics.listen:
         try:
             own = await HttpListener.start(
-                scrape(None), settings.metrics.listen, settings.server, "memoryd.metrics.listen"
+                with_metrics(None),
+                settings.metrics.listen,
+                settings.server,
+                "memoryd.metrics.listen",
             )
         except BaseException:
             if api is not None:
                 await api.stop()
             raise
     return _HttpListeners(api, own, settings)
+
+
+def _connect_app(settings: Settings, handlers: Mapping[str, Any]) -> ConnectApp:
+    """Every unary RPC of both services as a Connect procedure, over its wrapped handler."""
+    procedures = {}
+    for file in (memory_service_pb2.DESCRIPTOR, compaction_service_pb2.DESCRIPTOR):
+        for service in file.services_by_name.values():
+            for method in service.methods:
+                path = f"/{service.full_name}/{method.name}"
+                if not (method.client_streaming or method.server_streaming):
+                    procedures[path] = Procedure(
+                        handlers[path].unary_unary,
+                        message_factory.GetMessageClass(method.input_type),
+                    )
+    return ConnectApp(
+        procedures,
+        streaming=frozenset(handlers) - frozenset(procedures),
+        max_request_bytes=settings.server.max_request_bytes,
+        cors_origins=settings.http.origins,
+    )
 
 
 async def _start_background(settings: Settings, runtime: Runtime) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from memoryd.storage import vector_store
 from memoryd.storage.sql import one, postgres
 from memoryd.storage.transaction import Transaction
 
@@ -29,16 +30,9 @@ def levels(connection: Transaction, model_id: int | None, cursor: int | None) ->
     )
     pending_messages = pending_memories = 0
     if cursor is not None:
-        pending_messages = int(
-            one(connection, "SELECT count(*) FROM messages WHERE id > ?", (cursor,))[0]
-        )
-        pending_memories = int(
-            one(
-                connection,
-                "SELECT count(*) FROM memories AS r WHERE NOT EXISTS (SELECT 1 FROM "
-                "memory_vectors AS v WHERE v.memory_id = r.id AND v.model_id = ?)",
-                (-1 if model_id is None else model_id,),
-            )[0]
+        pending_messages = vector_store.pending_messages(connection, cursor)
+        pending_memories = vector_store.pending_memories(
+            connection, -1 if model_id is None else model_id
         )
     size = None
     if postgres(connection):

@@ -212,6 +212,23 @@ def restart(connection: Transaction, model_id: int) -> tuple[int, int]:
     return int(messages), int(memories)
 
 
+def pending_messages(connection: Transaction, cursor: int) -> int:
+    """Messages after the model's cursor: waiting for their vector (reader)."""
+    return int(one(connection, "SELECT count(*) FROM messages WHERE id > ?", (cursor,))[0])
+
+
+def pending_memories(connection: Transaction, model_id: int) -> int:
+    """Memory rows without a vector of the model (reader)."""
+    return int(
+        one(
+            connection,
+            "SELECT count(*) FROM memories AS r WHERE NOT EXISTS (SELECT 1 FROM "
+            "memory_vectors AS v WHERE v.memory_id = r.id AND v.model_id = ?)",
+            (model_id,),
+        )[0]
+    )
+
+
 def counts(connection: Transaction, model_id: int | None, cursor: int) -> VectorCounts:
     """Embedded and waiting messages and rows of the model (reader)."""
     model = -1 if model_id is None else model_id
@@ -222,17 +239,8 @@ def counts(connection: Transaction, model_id: int | None, cursor: int) -> Vector
         embedded_memories=int(
             one(connection, "SELECT count(*) FROM memory_vectors WHERE model_id = ?", (model,))[0]
         ),
-        pending_messages=int(
-            one(connection, "SELECT count(*) FROM messages WHERE id > ?", (cursor,))[0]
-        ),
-        pending_memories=int(
-            one(
-                connection,
-                "SELECT count(*) FROM memories AS r WHERE NOT EXISTS (SELECT 1 FROM "
-                "memory_vectors AS v WHERE v.memory_id = r.id AND v.model_id = ?)",
-                (model,),
-            )[0]
-        ),
+        pending_messages=pending_messages(connection, cursor),
+        pending_memories=pending_memories(connection, model),
         other_model_vectors=int(
             one(
                 connection,
