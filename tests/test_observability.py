@@ -548,6 +548,12 @@ async def test_sampling_follows_the_caller_and_the_ratio(
             md.AppendMessagesRequest(conversation=conversation, messages=[user("not sampled")]),
             metadata=(("traceparent", f"00-{unsampled}-{secrets.token_hex(8)}-00"),),
         )
+        for garbage in ("00-zz-yy-01", "", f"00-{'0' * 32}-{'0' * 16}-01", "x" * 5000):
+            # A malformed traceparent is no trace, and forces no recording.
+            await memory.AppendMessages(
+                md.AppendMessagesRequest(conversation=conversation, messages=[user("garbage")]),
+                metadata=(("traceparent", garbage),),
+            )
         await memory.AppendMessages(
             md.AppendMessagesRequest(conversation=conversation, messages=[user("sampled")]),
             metadata=(("traceparent", f"00-{sampled}-{secrets.token_hex(8)}-01"),),

@@ -222,7 +222,10 @@ class RpcSpan:
             for key, value in (metadata or ())
             if key in _TRACE_HEADERS and isinstance(value, str)
         }
-        if not carrier and random.random() >= state.ratio:  # noqa: S311 - sampling, not secrets
+        parent = state.extract(carrier) if carrier else None
+        if parent is not None and not state.current_span(parent).get_span_context().is_valid:
+            parent = None  # a malformed traceparent is no trace: it may not force one
+        if parent is None and random.random() >= state.ratio:  # noqa: S311 - sampling, not secrets
             return cls(None, _UNSAMPLED.set(True))
         service, _, name = method.lstrip("/").partition("/")
         attributes: dict[str, Any] = {
@@ -235,7 +238,7 @@ class RpcSpan:
             attributes["gen_ai.operation.name"] = operation
         handle = tracer.start_span(
             method.lstrip("/"),
-            context=state.extract(carrier) if carrier else None,
+            context=parent,
             kind=state.kinds.SERVER,
             attributes=attributes,
         )
