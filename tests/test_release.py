@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import tomllib
 from pathlib import Path
 
 from tests.conftest import ROOT
@@ -31,3 +32,18 @@ def test_a_manifest_that_disagrees_is_found_and_set_version_mends_it(tmp_path: P
     assert set_version.disagreements(tmp_path) == []
     assert set(set_version.found_versions(tmp_path).values()) == {"0.9.0"}
     assert "## Unreleased (0.9.0)" in (tmp_path / "CHANGELOG.md").read_text(encoding="utf-8")
+
+
+def test_every_server_package_is_in_the_distribution() -> None:
+    """setuptools installs only the packages pyproject.toml lists: a new folder of the server
+    left out would be missing from the wheel (tests/test_dist.py finds it too, in minutes)."""
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    server = ROOT / "server" / "memoryd"
+    found = {
+        ".".join(("memoryd", *folder.relative_to(server).parts))
+        for folder in [server, *server.rglob("*")]
+        if folder.is_dir() and (folder / "__init__.py").exists()
+    }
+    assert found <= listed, sorted(found - listed)
