@@ -234,6 +234,9 @@ async def test_workers_stop_when_their_supervisor_is_killed(
 ROUNDS = 10_000
 
 
+# On PostgreSQL each round is several round trips: ~35 rounds a second on this 2-core machine,
+# before and after the metrics came (measured), so the suite's 300 s limit was too close.
+@pytest.mark.timeout(900)
 async def test_a_write_acknowledged_by_one_worker_is_read_at_once_through_the_other(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:
