@@ -617,3 +617,27 @@ def test_the_dashboard_asks_only_for_metrics_that_exist() -> None:
         base = re.sub(r"_(total|bucket|sum|count)$", "", name)
         assert base in families, name
     assert len(asked) >= 20
+
+
+async def test_a_failed_review_is_counted_with_its_model_call(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    with FakeModel() as failing:
+        for _ in range(3):
+            failing.fail(500)
+        config = review_config(failing, enabled=False) + LISTENERS
+        server = start_server(tmp_path / "home", config=config).start()
+        conversation = md.Conversation(agent_id="main", owner_id="ada", channel="cli", chat_id="9")
+        async with md.connect(server.address) as channel:
+            memory = md.MemoryServiceStub(channel)
+            await memory.CommitTurn(
+                md.CommitTurnRequest(conversation=conversation, messages=turn("I am Ada"))
+            )
+            reviewed = await memory.ReviewNow(md.ReviewNowRequest(conversation=conversation))
+        assert reviewed.reviews[0].status == md.REVIEW_STATUS_FAILED
+        found = Samples((await asyncio.to_thread(scrape, listening(server, "metrics")))[1])
+    assert found.value("memoryd_review_runs_total", status="failed") == 1
+    assert found.value("memoryd_review_runs_total", status="ok") == 0
+    labels = {"provider": "fake-0", "model": "fake-model-0", "purpose": "memory_reviewer"}
+    assert found.value("memoryd_model_calls_total", **labels, outcome="http_error") == 1
+    assert found.value("memoryd_model_tokens_total", **labels) == 0

@@ -142,7 +142,7 @@ class ProviderChain:
                     plain = {key: value for key, value in request.items() if key not in optional}
                     return await call.attempt(client, provider, plain)
             except Exception as error:
-                failures.append(f"{provider.name}: {_describe(error)}")
+                failures.append(f"{provider.name}: {_failure(error)[1]}")
                 if _falls_back(error):
                     continue
                 raise ModelUnavailableError("; ".join(failures)) from error
@@ -183,7 +183,7 @@ class _Call:
             except Exception as error:
                 latency_ms = round((time.perf_counter() - started) * 1000, 3)
                 self._record(provider, latency_ms, error=error)
-                tracing.annotate(span, {"error.type": _outcome(error)})
+                tracing.annotate(span, {"error.type": _failure(error)[0]})
                 raise
             self._record(provider, completion.latency_ms, completion=completion)
             tracing.annotate(
@@ -204,6 +204,7 @@ class _Call:
         completion: Completion | None = None,
         error: Exception | None = None,
     ) -> None:
+        outcome, described = ("ok", None) if error is None else _failure(error)
         _record(
             self._on_attempt,
             Attempt(
@@ -214,9 +215,9 @@ class _Call:
                 latency_ms=latency_ms,
                 prompt_tokens=completion.prompt_tokens if completion is not None else 0,
                 completion_tokens=completion.completion_tokens if completion is not None else 0,
-                error=_describe(error) if error is not None else None,
+                error=described,
             ),
-            "ok" if error is None else _outcome(error),
+            outcome,
         )
 
 
@@ -249,27 +250,17 @@ def _falls_back(error: Exception) -> bool:
     return isinstance(error, sdk.APIStatusError) and error.status_code >= 500
 
 
-def _outcome(error: Exception) -> str:
-    """A failed request's kind, for metrics and spans (a bounded set of names)."""
+def _failure(error: Exception) -> tuple[str, str]:
+    """A failed request's kind (one of a bounded set of names, for metrics and spans) and its
+    description (for logs, review runs and error messages)."""
     sdk = _sdk()
     if isinstance(error, sdk.APITimeoutError):
-        return "timeout"
+        return "timeout", "timed out"
     if isinstance(error, sdk.APIConnectionError):
-        return "connection"
+        return "connection", "cannot connect"
     if isinstance(error, sdk.APIStatusError):
-        return "http_error"
-    return "invalid_answer"
-
-
-def _describe(error: Exception) -> str:
-    sdk = _sdk()
-    if isinstance(error, sdk.APITimeoutError):
-        return "timed out"
-    if isinstance(error, sdk.APIConnectionError):
-        return "cannot connect"
-    if isinstance(error, sdk.APIStatusError):
-        return f"HTTP {error.status_code}"
-    return f"invalid answer ({type(error).__name__})"
+        return "http_error", f"HTTP {error.status_code}"
+    return "invalid_answer", f"invalid answer ({type(error).__name__})"
 
 
 def _completion(response: Any, provider: ProviderSettings, started: float) -> Completion:
