@@ -98,7 +98,7 @@ def test_every_rpc_declares_its_access_and_reads_are_marked_as_such() -> None:
             assert not access.writes, method.name
         elif not access.writes:  # a read that is not marked: only a stream may be
             assert method.server_streaming, method.name
-    assert len(ACCESS) == len(METHODS) == 37
+    assert len(ACCESS) == len(METHODS) == 40
 
 
 def test_an_rpc_without_a_declaration_stops_the_start() -> None:
@@ -306,6 +306,9 @@ REQUESTS: dict[str, Builder] = {
     ),
     "ReviewNow": lambda t: md.ReviewNowRequest(conversation=t.conversation),
     "GetReviewState": lambda t: md.GetReviewStateRequest(conversation=t.conversation),
+    "ListReviewRuns": lambda t: md.ListReviewRunsRequest(conversation=t.conversation),
+    "ListOwners": lambda t: md.ListOwnersRequest(agent_id=t.conversation.agent_id),
+    "GetServerInfo": lambda _t: md.GetServerInfoRequest(),
     "GetEmbeddingStatus": lambda _t: md.GetEmbeddingStatusRequest(),
     "ReindexEmbeddings": lambda _t: md.ReindexEmbeddingsRequest(),
     "ComposeContext": lambda t: md.ComposeContextRequest(conversation=t.conversation),
@@ -320,9 +323,10 @@ EVERY_AGENT: dict[str, list[Callable[[], Message | list[Message]]]] = {
     "ImportData": [lambda: [md.ImportDataRequest(lines=lines_for("main"))]],
     "GetEmbeddingStatus": [md.GetEmbeddingStatusRequest],
     "ReindexEmbeddings": [md.ReindexEmbeddingsRequest],
+    "GetServerInfo": [md.GetServerInfoRequest],
 }
 # The RPCs whose every request reaches every agent: only a token for every agent calls them.
-WHOLE_DATABASE = ("ImportData", "GetEmbeddingStatus", "ReindexEmbeddings")
+WHOLE_DATABASE = ("ImportData", "GetEmbeddingStatus", "ReindexEmbeddings", "GetServerInfo")
 
 
 def test_every_rpc_has_a_request_in_the_matrix() -> None:

@@ -8,16 +8,19 @@ writer thread. Closing commits what is queued and closes every connection.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from memoryd import data_directory, log_names
+from memoryd import __version__, data_directory, log_names
 from memoryd.config import Settings, review_providers
+from memoryd.config.shown import effective
 from memoryd.domain import tokens
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.paging import PageTokens
+from memoryd.domain.timestamps import utc_now
 from memoryd.domain.turns import TurnUsage
 from memoryd.errors import FailedPrecondition, StartupError
 from memoryd.llm.chain import ProviderChain
@@ -32,6 +35,7 @@ from memoryd.services.history import HistoryService
 from memoryd.services.ingest import IngestService
 from memoryd.services.jobs import JobService
 from memoryd.services.long_term_memory import LongTermMemory
+from memoryd.services.overview import Overview, ServerFacts
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.services.recall import RecallService
 from memoryd.services.recalled_context import RecalledContext
@@ -373,7 +377,25 @@ def _services(
         ),
         compactor=compactor,
         recalled=RecalledContext(composer, search, recall),
+        overview=Overview(readers, page_tokens, embedding, _facts(settings, env, scheduler)),
     )
+
+
+def _facts(
+    settings: Settings, env: Mapping[str, str], scheduler: ReviewScheduler
+) -> Callable[[], ServerFacts]:
+    """What GetServerInfo says of the server itself: fixed now, but for whether the
+    background review runs (the scheduler knows once it is built)."""
+    sqlite = settings.storage.backend == "sqlite"
+    fixed = ServerFacts(
+        version=__version__,
+        backend=settings.storage.backend,
+        started_at=utc_now(),
+        database_path=settings.database_path if sqlite else None,
+        settings_json=json.dumps(effective(settings, env), indent=2),
+        background_review=False,
+    )
+    return lambda: dataclasses.replace(fixed, background_review=scheduler.enabled)
 
 
 def _split_old_checkpoints(database: OpenedDatabase) -> None:

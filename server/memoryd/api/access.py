@@ -73,6 +73,10 @@ EVERY_AGENT: dict[str, EveryAgent] = {
     "ReindexEmbeddings": EveryAgent(
         reaches=lambda _request: True, refusal="ReindexEmbeddings embeds every agent's data"
     ),
+    # The overview counts every agent's owners and conversations.
+    "GetServerInfo": EveryAgent(
+        reaches=lambda _request: True, refusal="GetServerInfo reports on every agent"
+    ),
     # Its lines may name any agent; they are not fields a guard can read.
     "ImportData": EveryAgent(
         reaches=lambda _request: True, refusal="ImportData may write any agent's data"

@@ -1,7 +1,7 @@
 """The servicers: each gRPC service assembled from its RPC groups (no handler lives here).
 
 memoryd.v1.MemoryService has one group per use case, each in a file of its own: history_rpcs,
-search_rpcs, memory_rpcs, resource_rpcs, review_rpcs, job_rpcs, transcript_rpcs and
+search_rpcs, memory_rpcs, resource_rpcs, review_rpcs, overview_rpcs, job_rpcs, transcript_rpcs and
 transfer_rpcs. The handlers of memoryd.v1.CompactionService are compaction_rpcs. Errors are
 raised, never turned into statuses by a handler: memoryd.api.status does that for every RPC.
 """
@@ -12,6 +12,7 @@ from memoryd.api.compaction_rpcs import CompactionRpcs
 from memoryd.api.history_rpcs import HistoryRpcs
 from memoryd.api.job_rpcs import JobRpcs
 from memoryd.api.memory_rpcs import MemoryRpcs
+from memoryd.api.overview_rpcs import OverviewRpcs
 from memoryd.api.resource_rpcs import ResourceRpcs
 from memoryd.api.review_rpcs import ReviewRpcs
 from memoryd.api.search_rpcs import SearchRpcs
@@ -28,6 +29,7 @@ class MemoryServicer(
     MemoryRpcs,
     ResourceRpcs,
     ReviewRpcs,
+    OverviewRpcs,
     JobRpcs,
     TranscriptRpcs,
     TransferRpcs,
@@ -42,6 +44,7 @@ class MemoryServicer(
         MemoryRpcs.__init__(self, s.memory, s.recall, s.prompts)
         ResourceRpcs.__init__(self, s.resources)
         ReviewRpcs.__init__(self, s.turns, s.scheduler, s.reviewer)
+        OverviewRpcs.__init__(self, s.overview)
         JobRpcs.__init__(self, s.jobs)
         TranscriptRpcs.__init__(self, s.transcripts)
         TransferRpcs.__init__(self, s.transfer)

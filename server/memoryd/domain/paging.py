@@ -72,6 +72,8 @@ class TokenKind(enum.StrEnum):
     SOURCES = "sources"
     RESOURCES = "resources"
     REVISIONS = "revisions"
+    OWNERS = "owners"
+    REVIEW_RUNS = "review_runs"
 
 
 class PageTokens:

@@ -12,6 +12,7 @@ from memoryd.services.history import HistoryService
 from memoryd.services.ingest import IngestService
 from memoryd.services.jobs import JobService
 from memoryd.services.long_term_memory import LongTermMemory
+from memoryd.services.overview import Overview
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.services.recall import RecallService
 from memoryd.services.recalled_context import RecalledContext
@@ -47,3 +48,4 @@ class Services:
     transfer: TransferService
     compactor: Compactor
     recalled: RecalledContext
+    overview: Overview

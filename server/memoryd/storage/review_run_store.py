@@ -20,7 +20,7 @@ from memoryd.domain.review_runs import (
     StoredRun,
 )
 from memoryd.domain.timestamps import from_text, to_text
-from memoryd.storage.sql import Columns, rows
+from memoryd.storage.sql import Columns, Row, rows
 from memoryd.storage.transaction import Transaction
 
 # The messages a review reads: user messages that were not spoken. A guest's (by its trust or
@@ -138,17 +138,33 @@ def stored_status(status: ReviewStatus) -> str:
 
 def last_run(connection: Transaction, key: ConversationKey) -> StoredRun | None:
     """The latest run of a conversation."""
+    found = runs(connection, key, before_id=None, limit=1)
+    return found[0] if found else None
+
+
+def runs(
+    connection: Transaction,
+    key: ConversationKey,
+    *,
+    before_id: int | None,
+    limit: int,
+    failed_only: bool = False,
+) -> list[StoredRun]:
+    """A conversation's runs with ids below `before_id` (None: every run), newest first; only
+    the failed ones with `failed_only`."""
+    failed = " AND r.status = 'failed'" if failed_only else ""
     found = rows(
         connection,
         f"SELECT {_RUN.select}, "
         "(SELECT count(*) FROM model_calls AS c WHERE c.review_run_id = r.id) "
         "FROM review_runs AS r WHERE (r.agent_id, r.owner_id, r.channel, r.chat_id, "
-        "r.thread_scope) = (?, ?, ?, ?, ?) ORDER BY r.id DESC LIMIT 1",
-        key.as_row(),
+        f"r.thread_scope) = (?, ?, ?, ?, ?) AND r.id < ?{failed} ORDER BY r.id DESC LIMIT ?",
+        (*key.as_row(), (1 << 62) if before_id is None else before_id, limit),
     )
-    if not found:
-        return None
-    row = found[0]
+    return [_stored(row) for row in found]
+
+
+def _stored(row: Row) -> StoredRun:
     column = _RUN.named(row)
     status = ReviewStatus(column["status"])
     if status is ReviewStatus.NOTHING_TO_SAVE and column["answer_kind"] == AnswerKind.PROSE:

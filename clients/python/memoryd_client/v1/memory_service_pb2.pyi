@@ -3812,3 +3812,316 @@ class ReindexEmbeddingsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReindexEmbeddingsResponse: _TypeAlias = ReindexEmbeddingsResponse  # noqa: Y015
+
+@_typing.final
+class ListReviewRunsRequest(_message.Message):
+    """ListReviewRunsRequest names a conversation and a page."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    page_size: _builtins.int
+    """The most runs to return. 0 means 20; at most 200."""
+    page_token: _builtins.str
+    """The next_page_token of a previous response to the same request, to walk further back."""
+    @_builtins.property
+    def conversation(self) -> _records_pb2.Conversation:
+        """The conversation. channel and chat_id are required."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _records_pb2.Conversation | None = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListReviewRunsRequest: _TypeAlias = ListReviewRunsRequest  # noqa: Y015
+
+@_typing.final
+class ListReviewRunsResponse(_message.Message):
+    """ListReviewRunsResponse is one page of review runs."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUNS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Pass as page_token to get older runs; empty when there are no more."""
+    @_builtins.property
+    def runs(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReviewRun]:
+        """The runs, newest first."""
+
+    def __init__(
+        self,
+        *,
+        runs: _abc.Iterable[Global___ReviewRun] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "runs", b"runs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListReviewRunsResponse: _TypeAlias = ListReviewRunsResponse  # noqa: Y015
+
+@_typing.final
+class ListOwnersRequest(_message.Message):
+    """ListOwnersRequest names an agent and a page."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The agent. Empty means "main"."""
+    page_size: _builtins.int
+    """The most owners to return. 0 means 50; at most 500."""
+    page_token: _builtins.str
+    """The next_page_token of a previous response to the same request."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListOwnersRequest: _TypeAlias = ListOwnersRequest  # noqa: Y015
+
+@_typing.final
+class OwnerSummary(_message.Message):
+    """OwnerSummary is what memoryd holds of one owner."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    CONVERSATIONS_FIELD_NUMBER: _builtins.int
+    ACTIVE_MEMORIES_FIELD_NUMBER: _builtins.int
+    ARCHIVED_MEMORIES_FIELD_NUMBER: _builtins.int
+    LATEST_CONVERSATION_AT_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """The owner's id."""
+    conversations: _builtins.int
+    """Conversations stored for the owner."""
+    active_memories: _builtins.int
+    """Memory rows in use (not archived)."""
+    archived_memories: _builtins.int
+    """Archived memory rows."""
+    @_builtins.property
+    def latest_conversation_at(self) -> _timestamp_pb2.Timestamp:
+        """When the owner's latest conversation began; unset when none has."""
+
+    def __init__(
+        self,
+        *,
+        owner_id: _builtins.str = ...,
+        conversations: _builtins.int = ...,
+        active_memories: _builtins.int = ...,
+        archived_memories: _builtins.int = ...,
+        latest_conversation_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["latest_conversation_at", b"latest_conversation_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_memories", b"active_memories", "archived_memories", b"archived_memories", "conversations", b"conversations", "latest_conversation_at", b"latest_conversation_at", "owner_id", b"owner_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OwnerSummary: _TypeAlias = OwnerSummary  # noqa: Y015
+
+@_typing.final
+class ListOwnersResponse(_message.Message):
+    """ListOwnersResponse is one page of owners, by owner id."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNERS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Pass as page_token to get the next page; empty when there are no more."""
+    @_builtins.property
+    def owners(self) -> _containers.RepeatedCompositeFieldContainer[Global___OwnerSummary]:
+        """The owners of this page."""
+
+    def __init__(
+        self,
+        *,
+        owners: _abc.Iterable[Global___OwnerSummary] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "owners", b"owners"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListOwnersResponse: _TypeAlias = ListOwnersResponse  # noqa: Y015
+
+@_typing.final
+class GetServerInfoRequest(_message.Message):
+    """GetServerInfoRequest asks for the server's overview."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetServerInfoRequest: _TypeAlias = GetServerInfoRequest  # noqa: Y015
+
+@_typing.final
+class AgentSummary(_message.Message):
+    """AgentSummary is what memoryd holds of one agent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    OWNERS_FIELD_NUMBER: _builtins.int
+    CONVERSATIONS_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The agent's id."""
+    owners: _builtins.int
+    """Owners with at least one conversation."""
+    conversations: _builtins.int
+    """Conversations."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        owners: _builtins.int = ...,
+        conversations: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "conversations", b"conversations", "owners", b"owners"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AgentSummary: _TypeAlias = AgentSummary  # noqa: Y015
+
+@_typing.final
+class FailedReview(_message.Message):
+    """FailedReview is a recent review that failed."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    RUN_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def conversation(self) -> _records_pb2.Conversation:
+        """The conversation it reviewed."""
+
+    @_builtins.property
+    def run(self) -> Global___ReviewRun:
+        """The run."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _records_pb2.Conversation | None = ...,
+        run: Global___ReviewRun | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "run", b"run"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "run", b"run"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FailedReview: _TypeAlias = FailedReview  # noqa: Y015
+
+@_typing.final
+class GetServerInfoResponse(_message.Message):
+    """GetServerInfoResponse is the server's overview."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    BACKEND_FIELD_NUMBER: _builtins.int
+    STARTED_AT_FIELD_NUMBER: _builtins.int
+    DATABASE_BYTES_FIELD_NUMBER: _builtins.int
+    AGENTS_FIELD_NUMBER: _builtins.int
+    REVIEW_BACKLOG_FIELD_NUMBER: _builtins.int
+    REVIEW_FAILURES_24H_FIELD_NUMBER: _builtins.int
+    RECENT_FAILURES_FIELD_NUMBER: _builtins.int
+    COMPACTED_CONVERSATIONS_24H_FIELD_NUMBER: _builtins.int
+    EMBEDDING_PENDING_MESSAGES_FIELD_NUMBER: _builtins.int
+    EMBEDDING_PENDING_MEMORIES_FIELD_NUMBER: _builtins.int
+    SETTINGS_JSON_FIELD_NUMBER: _builtins.int
+    BACKGROUND_REVIEW_FIELD_NUMBER: _builtins.int
+    version: _builtins.str
+    """memoryd's version."""
+    backend: _builtins.str
+    """The storage backend: "sqlite" or "postgres"."""
+    database_bytes: _builtins.int
+    """The database's size in bytes (SQLite: its file and write-ahead log)."""
+    review_backlog: _builtins.int
+    """Conversations with messages waiting for a review."""
+    review_failures_24h: _builtins.int
+    """Conversations with a review that failed in the last 24 hours."""
+    compacted_conversations_24h: _builtins.int
+    """Conversations compacted in the last 24 hours (their latest checkpoint is that recent)."""
+    embedding_pending_messages: _builtins.int
+    """Messages waiting for a vector (0 when embeddings are off)."""
+    embedding_pending_memories: _builtins.int
+    """Memory rows waiting for a vector."""
+    settings_json: _builtins.str
+    """The effective settings as JSON, as `memoryd setup show --json` prints them: secrets are
+    masked, tokens shown by their fingerprints.
+    """
+    background_review: _builtins.bool
+    """Whether a background review runs on a schedule (memoryd.memory.enabled and a trigger)."""
+    @_builtins.property
+    def started_at(self) -> _timestamp_pb2.Timestamp:
+        """When this server process started."""
+
+    @_builtins.property
+    def agents(self) -> _containers.RepeatedCompositeFieldContainer[Global___AgentSummary]:
+        """The agents, by id (at most 1000)."""
+
+    @_builtins.property
+    def recent_failures(self) -> _containers.RepeatedCompositeFieldContainer[Global___FailedReview]:
+        """The latest failed review of each of the 10 conversations that failed last, newest first."""
+
+    def __init__(
+        self,
+        *,
+        version: _builtins.str = ...,
+        backend: _builtins.str = ...,
+        started_at: _timestamp_pb2.Timestamp | None = ...,
+        database_bytes: _builtins.int = ...,
+        agents: _abc.Iterable[Global___AgentSummary] | None = ...,
+        review_backlog: _builtins.int = ...,
+        review_failures_24h: _builtins.int = ...,
+        recent_failures: _abc.Iterable[Global___FailedReview] | None = ...,
+        compacted_conversations_24h: _builtins.int = ...,
+        embedding_pending_messages: _builtins.int = ...,
+        embedding_pending_memories: _builtins.int = ...,
+        settings_json: _builtins.str = ...,
+        background_review: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["started_at", b"started_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agents", b"agents", "backend", b"backend", "background_review", b"background_review", "compacted_conversations_24h", b"compacted_conversations_24h", "database_bytes", b"database_bytes", "embedding_pending_memories", b"embedding_pending_memories", "embedding_pending_messages", b"embedding_pending_messages", "recent_failures", b"recent_failures", "review_backlog", b"review_backlog", "review_failures_24h", b"review_failures_24h", "settings_json", b"settings_json", "started_at", b"started_at", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetServerInfoResponse: _TypeAlias = GetServerInfoResponse  # noqa: Y015

@@ -203,6 +203,21 @@ class MemoryServiceStub:
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetReviewStateRequest.SerializeToString,
                 response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetReviewStateResponse.FromString,
                 _registered_method=True)
+        self.ListReviewRuns = channel.unary_unary(
+                '/memoryd.v1.MemoryService/ListReviewRuns',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListReviewRunsRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListReviewRunsResponse.FromString,
+                _registered_method=True)
+        self.ListOwners = channel.unary_unary(
+                '/memoryd.v1.MemoryService/ListOwners',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListOwnersRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListOwnersResponse.FromString,
+                _registered_method=True)
+        self.GetServerInfo = channel.unary_unary(
+                '/memoryd.v1.MemoryService/GetServerInfo',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetServerInfoRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetServerInfoResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -539,6 +554,33 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListReviewRuns(self, request, context):
+        """ListReviewRuns returns a conversation's review runs, newest first, in pages: each with its
+        status, the operations applied, skipped (with reasons) and deferred, its tokens, model and
+        provider, and when it started and finished.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListOwners(self, request, context):
+        """ListOwners returns the owners of one agent, by owner id, in pages: each with its
+        conversations, its memory rows (active and archived) and its latest message's time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetServerInfo(self, request, context):
+        """GetServerInfo returns what an operator looks at first: the server's version and storage,
+        the agents it holds (with their owners and conversations), the work waiting in the
+        background (reviews, embeddings) and what it did lately (failed reviews, compactions), and
+        the effective settings with secrets masked. An admin's call.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -706,6 +748,21 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.GetReviewState,
                     request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetReviewStateRequest.FromString,
                     response_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetReviewStateResponse.SerializeToString,
+            ),
+            'ListReviewRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListReviewRuns,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListReviewRunsRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListReviewRunsResponse.SerializeToString,
+            ),
+            'ListOwners': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListOwners,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListOwnersRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListOwnersResponse.SerializeToString,
+            ),
+            'GetServerInfo': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetServerInfo,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetServerInfoRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetServerInfoResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1603,6 +1660,87 @@ class MemoryService:
             '/memoryd.v1.MemoryService/GetReviewState',
             memoryd_dot_v1_dot_memory__service__pb2.GetReviewStateRequest.SerializeToString,
             memoryd_dot_v1_dot_memory__service__pb2.GetReviewStateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListReviewRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/ListReviewRuns',
+            memoryd_dot_v1_dot_memory__service__pb2.ListReviewRunsRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.ListReviewRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListOwners(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/ListOwners',
+            memoryd_dot_v1_dot_memory__service__pb2.ListOwnersRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.ListOwnersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetServerInfo(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/GetServerInfo',
+            memoryd_dot_v1_dot_memory__service__pb2.GetServerInfoRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.GetServerInfoResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -226,6 +226,21 @@ class MemoryServiceStub:
     """GetReviewState returns a conversation's review state: cursor, times, status, failures,
     pending input, the backlog of unread messages and the latest review run.
     """
+    ListReviewRuns: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListReviewRunsRequest, _memory_service_pb2.ListReviewRunsResponse]
+    """ListReviewRuns returns a conversation's review runs, newest first, in pages: each with its
+    status, the operations applied, skipped (with reasons) and deferred, its tokens, model and
+    provider, and when it started and finished.
+    """
+    ListOwners: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListOwnersRequest, _memory_service_pb2.ListOwnersResponse]
+    """ListOwners returns the owners of one agent, by owner id, in pages: each with its
+    conversations, its memory rows (active and archived) and its latest message's time.
+    """
+    GetServerInfo: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetServerInfoRequest, _memory_service_pb2.GetServerInfoResponse]
+    """GetServerInfo returns what an operator looks at first: the server's version and storage,
+    the agents it holds (with their owners and conversations), the work waiting in the
+    background (reviews, embeddings) and what it did lately (failed reviews, compactions), and
+    the effective settings with secrets masked. An admin's call.
+    """
 
 @_typing.type_check_only
 class MemoryServiceAsyncStub(MemoryServiceStub):
@@ -424,6 +439,21 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     GetReviewState: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetReviewStateRequest, _memory_service_pb2.GetReviewStateResponse]  # type: ignore[assignment]
     """GetReviewState returns a conversation's review state: cursor, times, status, failures,
     pending input, the backlog of unread messages and the latest review run.
+    """
+    ListReviewRuns: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListReviewRunsRequest, _memory_service_pb2.ListReviewRunsResponse]  # type: ignore[assignment]
+    """ListReviewRuns returns a conversation's review runs, newest first, in pages: each with its
+    status, the operations applied, skipped (with reasons) and deferred, its tokens, model and
+    provider, and when it started and finished.
+    """
+    ListOwners: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListOwnersRequest, _memory_service_pb2.ListOwnersResponse]  # type: ignore[assignment]
+    """ListOwners returns the owners of one agent, by owner id, in pages: each with its
+    conversations, its memory rows (active and archived) and its latest message's time.
+    """
+    GetServerInfo: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetServerInfoRequest, _memory_service_pb2.GetServerInfoResponse]  # type: ignore[assignment]
+    """GetServerInfo returns what an operator looks at first: the server's version and storage,
+    the agents it holds (with their owners and conversations), the work waiting in the
+    background (reviews, embeddings) and what it did lately (failed reviews, compactions), and
+    the effective settings with secrets masked. An admin's call.
     """
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -818,6 +848,39 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_memory_service_pb2.GetReviewStateResponse, _abc.Awaitable[_memory_service_pb2.GetReviewStateResponse]]:
         """GetReviewState returns a conversation's review state: cursor, times, status, failures,
         pending input, the backlog of unread messages and the latest review run.
+        """
+
+    @_abc_1.abstractmethod
+    def ListReviewRuns(
+        self,
+        request: _memory_service_pb2.ListReviewRunsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ListReviewRunsResponse, _abc.Awaitable[_memory_service_pb2.ListReviewRunsResponse]]:
+        """ListReviewRuns returns a conversation's review runs, newest first, in pages: each with its
+        status, the operations applied, skipped (with reasons) and deferred, its tokens, model and
+        provider, and when it started and finished.
+        """
+
+    @_abc_1.abstractmethod
+    def ListOwners(
+        self,
+        request: _memory_service_pb2.ListOwnersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ListOwnersResponse, _abc.Awaitable[_memory_service_pb2.ListOwnersResponse]]:
+        """ListOwners returns the owners of one agent, by owner id, in pages: each with its
+        conversations, its memory rows (active and archived) and its latest message's time.
+        """
+
+    @_abc_1.abstractmethod
+    def GetServerInfo(
+        self,
+        request: _memory_service_pb2.GetServerInfoRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.GetServerInfoResponse, _abc.Awaitable[_memory_service_pb2.GetServerInfoResponse]]:
+        """GetServerInfo returns what an operator looks at first: the server's version and storage,
+        the agents it holds (with their owners and conversations), the work waiting in the
+        background (reviews, embeddings) and what it did lately (failed reviews, compactions), and
+        the effective settings with secrets masked. An admin's call.
         """
 
 def add_MemoryServiceServicer_to_server(servicer: MemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

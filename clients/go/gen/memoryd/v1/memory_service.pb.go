@@ -7581,6 +7581,637 @@ func (x *ReindexEmbeddingsResponse) GetQueuedMemories() int64 {
 	return 0
 }
 
+// ListReviewRunsRequest names a conversation and a page.
+type ListReviewRunsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The conversation. channel and chat_id are required.
+	Conversation *Conversation `protobuf:"bytes,1,opt,name=conversation,proto3" json:"conversation,omitempty"`
+	// The most runs to return. 0 means 20; at most 200.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of a previous response to the same request, to walk further back.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReviewRunsRequest) Reset() {
+	*x = ListReviewRunsRequest{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReviewRunsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReviewRunsRequest) ProtoMessage() {}
+
+func (x *ListReviewRunsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReviewRunsRequest.ProtoReflect.Descriptor instead.
+func (*ListReviewRunsRequest) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *ListReviewRunsRequest) GetConversation() *Conversation {
+	if x != nil {
+		return x.Conversation
+	}
+	return nil
+}
+
+func (x *ListReviewRunsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListReviewRunsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListReviewRunsResponse is one page of review runs.
+type ListReviewRunsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The runs, newest first.
+	Runs []*ReviewRun `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
+	// Pass as page_token to get older runs; empty when there are no more.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReviewRunsResponse) Reset() {
+	*x = ListReviewRunsResponse{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReviewRunsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReviewRunsResponse) ProtoMessage() {}
+
+func (x *ListReviewRunsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReviewRunsResponse.ProtoReflect.Descriptor instead.
+func (*ListReviewRunsResponse) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *ListReviewRunsResponse) GetRuns() []*ReviewRun {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
+func (x *ListReviewRunsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// ListOwnersRequest names an agent and a page.
+type ListOwnersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent. Empty means "main".
+	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The most owners to return. 0 means 50; at most 500.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of a previous response to the same request.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListOwnersRequest) Reset() {
+	*x = ListOwnersRequest{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOwnersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOwnersRequest) ProtoMessage() {}
+
+func (x *ListOwnersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOwnersRequest.ProtoReflect.Descriptor instead.
+func (*ListOwnersRequest) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *ListOwnersRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *ListOwnersRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListOwnersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// OwnerSummary is what memoryd holds of one owner.
+type OwnerSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The owner's id.
+	OwnerId string `protobuf:"bytes,1,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
+	// Conversations stored for the owner.
+	Conversations int32 `protobuf:"varint,2,opt,name=conversations,proto3" json:"conversations,omitempty"`
+	// Memory rows in use (not archived).
+	ActiveMemories int32 `protobuf:"varint,3,opt,name=active_memories,json=activeMemories,proto3" json:"active_memories,omitempty"`
+	// Archived memory rows.
+	ArchivedMemories int32 `protobuf:"varint,4,opt,name=archived_memories,json=archivedMemories,proto3" json:"archived_memories,omitempty"`
+	// When the owner's latest conversation began; unset when none has.
+	LatestConversationAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=latest_conversation_at,json=latestConversationAt,proto3" json:"latest_conversation_at,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *OwnerSummary) Reset() {
+	*x = OwnerSummary{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnerSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnerSummary) ProtoMessage() {}
+
+func (x *OwnerSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnerSummary.ProtoReflect.Descriptor instead.
+func (*OwnerSummary) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *OwnerSummary) GetOwnerId() string {
+	if x != nil {
+		return x.OwnerId
+	}
+	return ""
+}
+
+func (x *OwnerSummary) GetConversations() int32 {
+	if x != nil {
+		return x.Conversations
+	}
+	return 0
+}
+
+func (x *OwnerSummary) GetActiveMemories() int32 {
+	if x != nil {
+		return x.ActiveMemories
+	}
+	return 0
+}
+
+func (x *OwnerSummary) GetArchivedMemories() int32 {
+	if x != nil {
+		return x.ArchivedMemories
+	}
+	return 0
+}
+
+func (x *OwnerSummary) GetLatestConversationAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LatestConversationAt
+	}
+	return nil
+}
+
+// ListOwnersResponse is one page of owners, by owner id.
+type ListOwnersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The owners of this page.
+	Owners []*OwnerSummary `protobuf:"bytes,1,rep,name=owners,proto3" json:"owners,omitempty"`
+	// Pass as page_token to get the next page; empty when there are no more.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListOwnersResponse) Reset() {
+	*x = ListOwnersResponse{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOwnersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOwnersResponse) ProtoMessage() {}
+
+func (x *ListOwnersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOwnersResponse.ProtoReflect.Descriptor instead.
+func (*ListOwnersResponse) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *ListOwnersResponse) GetOwners() []*OwnerSummary {
+	if x != nil {
+		return x.Owners
+	}
+	return nil
+}
+
+func (x *ListOwnersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// GetServerInfoRequest asks for the server's overview.
+type GetServerInfoRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetServerInfoRequest) Reset() {
+	*x = GetServerInfoRequest{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetServerInfoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetServerInfoRequest) ProtoMessage() {}
+
+func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
+func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{91}
+}
+
+// AgentSummary is what memoryd holds of one agent.
+type AgentSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent's id.
+	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// Owners with at least one conversation.
+	Owners int32 `protobuf:"varint,2,opt,name=owners,proto3" json:"owners,omitempty"`
+	// Conversations.
+	Conversations int32 `protobuf:"varint,3,opt,name=conversations,proto3" json:"conversations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentSummary) Reset() {
+	*x = AgentSummary{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentSummary) ProtoMessage() {}
+
+func (x *AgentSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentSummary.ProtoReflect.Descriptor instead.
+func (*AgentSummary) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *AgentSummary) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *AgentSummary) GetOwners() int32 {
+	if x != nil {
+		return x.Owners
+	}
+	return 0
+}
+
+func (x *AgentSummary) GetConversations() int32 {
+	if x != nil {
+		return x.Conversations
+	}
+	return 0
+}
+
+// FailedReview is a recent review that failed.
+type FailedReview struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The conversation it reviewed.
+	Conversation *Conversation `protobuf:"bytes,1,opt,name=conversation,proto3" json:"conversation,omitempty"`
+	// The run.
+	Run           *ReviewRun `protobuf:"bytes,2,opt,name=run,proto3" json:"run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FailedReview) Reset() {
+	*x = FailedReview{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailedReview) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailedReview) ProtoMessage() {}
+
+func (x *FailedReview) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailedReview.ProtoReflect.Descriptor instead.
+func (*FailedReview) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *FailedReview) GetConversation() *Conversation {
+	if x != nil {
+		return x.Conversation
+	}
+	return nil
+}
+
+func (x *FailedReview) GetRun() *ReviewRun {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
+// GetServerInfoResponse is the server's overview.
+type GetServerInfoResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// memoryd's version.
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// The storage backend: "sqlite" or "postgres".
+	Backend string `protobuf:"bytes,2,opt,name=backend,proto3" json:"backend,omitempty"`
+	// When this server process started.
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// The database's size in bytes (SQLite: its file and write-ahead log).
+	DatabaseBytes int64 `protobuf:"varint,4,opt,name=database_bytes,json=databaseBytes,proto3" json:"database_bytes,omitempty"`
+	// The agents, by id (at most 1000).
+	Agents []*AgentSummary `protobuf:"bytes,5,rep,name=agents,proto3" json:"agents,omitempty"`
+	// Conversations with messages waiting for a review.
+	ReviewBacklog int64 `protobuf:"varint,6,opt,name=review_backlog,json=reviewBacklog,proto3" json:"review_backlog,omitempty"`
+	// Conversations with a review that failed in the last 24 hours.
+	ReviewFailures_24H int32 `protobuf:"varint,7,opt,name=review_failures_24h,json=reviewFailures24h,proto3" json:"review_failures_24h,omitempty"`
+	// The latest failed review of each of the 10 conversations that failed last, newest first.
+	RecentFailures []*FailedReview `protobuf:"bytes,8,rep,name=recent_failures,json=recentFailures,proto3" json:"recent_failures,omitempty"`
+	// Conversations compacted in the last 24 hours (their latest checkpoint is that recent).
+	CompactedConversations_24H int32 `protobuf:"varint,9,opt,name=compacted_conversations_24h,json=compactedConversations24h,proto3" json:"compacted_conversations_24h,omitempty"`
+	// Messages waiting for a vector (0 when embeddings are off).
+	EmbeddingPendingMessages int64 `protobuf:"varint,10,opt,name=embedding_pending_messages,json=embeddingPendingMessages,proto3" json:"embedding_pending_messages,omitempty"`
+	// Memory rows waiting for a vector.
+	EmbeddingPendingMemories int64 `protobuf:"varint,11,opt,name=embedding_pending_memories,json=embeddingPendingMemories,proto3" json:"embedding_pending_memories,omitempty"`
+	// The effective settings as JSON, as `memoryd setup show --json` prints them: secrets are
+	// masked, tokens shown by their fingerprints.
+	SettingsJson string `protobuf:"bytes,12,opt,name=settings_json,json=settingsJson,proto3" json:"settings_json,omitempty"`
+	// Whether a background review runs on a schedule (memoryd.memory.enabled and a trigger).
+	BackgroundReview bool `protobuf:"varint,13,opt,name=background_review,json=backgroundReview,proto3" json:"background_review,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *GetServerInfoResponse) Reset() {
+	*x = GetServerInfoResponse{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetServerInfoResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetServerInfoResponse) ProtoMessage() {}
+
+func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
+func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *GetServerInfoResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *GetServerInfoResponse) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *GetServerInfoResponse) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *GetServerInfoResponse) GetDatabaseBytes() int64 {
+	if x != nil {
+		return x.DatabaseBytes
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetAgents() []*AgentSummary {
+	if x != nil {
+		return x.Agents
+	}
+	return nil
+}
+
+func (x *GetServerInfoResponse) GetReviewBacklog() int64 {
+	if x != nil {
+		return x.ReviewBacklog
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetReviewFailures_24H() int32 {
+	if x != nil {
+		return x.ReviewFailures_24H
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetRecentFailures() []*FailedReview {
+	if x != nil {
+		return x.RecentFailures
+	}
+	return nil
+}
+
+func (x *GetServerInfoResponse) GetCompactedConversations_24H() int32 {
+	if x != nil {
+		return x.CompactedConversations_24H
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetEmbeddingPendingMessages() int64 {
+	if x != nil {
+		return x.EmbeddingPendingMessages
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetEmbeddingPendingMemories() int64 {
+	if x != nil {
+		return x.EmbeddingPendingMemories
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetSettingsJson() string {
+	if x != nil {
+		return x.SettingsJson
+	}
+	return ""
+}
+
+func (x *GetServerInfoResponse) GetBackgroundReview() bool {
+	if x != nil {
+		return x.BackgroundReview
+	}
+	return false
+}
+
 var File_memoryd_v1_memory_service_proto protoreflect.FileDescriptor
 
 const file_memoryd_v1_memory_service_proto_rawDesc = "" +
@@ -8111,7 +8742,53 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x18ReindexEmbeddingsRequest\"m\n" +
 	"\x19ReindexEmbeddingsResponse\x12'\n" +
 	"\x0fqueued_messages\x18\x01 \x01(\x03R\x0equeuedMessages\x12'\n" +
-	"\x0fqueued_memories\x18\x02 \x01(\x03R\x0equeuedMemories*\x8a\x01\n" +
+	"\x0fqueued_memories\x18\x02 \x01(\x03R\x0equeuedMemories\"\x91\x01\n" +
+	"\x15ListReviewRunsRequest\x12<\n" +
+	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"k\n" +
+	"\x16ListReviewRunsResponse\x12)\n" +
+	"\x04runs\x18\x01 \x03(\v2\x15.memoryd.v1.ReviewRunR\x04runs\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"j\n" +
+	"\x11ListOwnersRequest\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xf7\x01\n" +
+	"\fOwnerSummary\x12\x19\n" +
+	"\bowner_id\x18\x01 \x01(\tR\aownerId\x12$\n" +
+	"\rconversations\x18\x02 \x01(\x05R\rconversations\x12'\n" +
+	"\x0factive_memories\x18\x03 \x01(\x05R\x0eactiveMemories\x12+\n" +
+	"\x11archived_memories\x18\x04 \x01(\x05R\x10archivedMemories\x12P\n" +
+	"\x16latest_conversation_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x14latestConversationAt\"n\n" +
+	"\x12ListOwnersResponse\x120\n" +
+	"\x06owners\x18\x01 \x03(\v2\x18.memoryd.v1.OwnerSummaryR\x06owners\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x16\n" +
+	"\x14GetServerInfoRequest\"g\n" +
+	"\fAgentSummary\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x16\n" +
+	"\x06owners\x18\x02 \x01(\x05R\x06owners\x12$\n" +
+	"\rconversations\x18\x03 \x01(\x05R\rconversations\"u\n" +
+	"\fFailedReview\x12<\n" +
+	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x12'\n" +
+	"\x03run\x18\x02 \x01(\v2\x15.memoryd.v1.ReviewRunR\x03run\"\x87\x05\n" +
+	"\x15GetServerInfoResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x18\n" +
+	"\abackend\x18\x02 \x01(\tR\abackend\x129\n" +
+	"\n" +
+	"started_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12%\n" +
+	"\x0edatabase_bytes\x18\x04 \x01(\x03R\rdatabaseBytes\x120\n" +
+	"\x06agents\x18\x05 \x03(\v2\x18.memoryd.v1.AgentSummaryR\x06agents\x12%\n" +
+	"\x0ereview_backlog\x18\x06 \x01(\x03R\rreviewBacklog\x12.\n" +
+	"\x13review_failures_24h\x18\a \x01(\x05R\x11reviewFailures24h\x12A\n" +
+	"\x0frecent_failures\x18\b \x03(\v2\x18.memoryd.v1.FailedReviewR\x0erecentFailures\x12>\n" +
+	"\x1bcompacted_conversations_24h\x18\t \x01(\x05R\x19compactedConversations24h\x12<\n" +
+	"\x1aembedding_pending_messages\x18\n" +
+	" \x01(\x03R\x18embeddingPendingMessages\x12<\n" +
+	"\x1aembedding_pending_memories\x18\v \x01(\x03R\x18embeddingPendingMemories\x12#\n" +
+	"\rsettings_json\x18\f \x01(\tR\fsettingsJson\x12+\n" +
+	"\x11background_review\x18\r \x01(\bR\x10backgroundReview*\x8a\x01\n" +
 	"\rAppendOutcome\x12\x1e\n" +
 	"\x1aAPPEND_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15APPEND_OUTCOME_STORED\x10\x01\x12\x1c\n" +
@@ -8163,7 +8840,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x1dREVIEW_STATUS_NOTHING_TO_SAVE\x10\x02\x12\x19\n" +
 	"\x15REVIEW_STATUS_SKIPPED\x10\x03\x12\x18\n" +
 	"\x14REVIEW_STATUS_FAILED\x10\x04\x12'\n" +
-	"#REVIEW_STATUS_NOTHING_TO_SAVE_PROSE\x10\x052\xf0\x19\n" +
+	"#REVIEW_STATUS_NOTHING_TO_SAVE_PROSE\x10\x052\x93\x1c\n" +
 	"\rMemoryService\x12e\n" +
 	"\x0eAppendMessages\x12!.memoryd.v1.AppendMessagesRequest\x1a\".memoryd.v1.AppendMessagesResponse\"\f\xc2\xf3\x18\b\b\x01\x10\x01\x18\x01 \x01\x12e\n" +
 	"\x0eIngestMessages\x12!.memoryd.v1.IngestMessagesRequest\x1a\".memoryd.v1.IngestMessagesResponse\"\n" +
@@ -8207,7 +8884,11 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x12GetEmbeddingStatus\x12%.memoryd.v1.GetEmbeddingStatusRequest\x1a&.memoryd.v1.GetEmbeddingStatusResponse\"\v\xc2\xf3\x18\x04\b\x02 \x04\x90\x02\x01\x12l\n" +
 	"\x11ReindexEmbeddings\x12$.memoryd.v1.ReindexEmbeddingsRequest\x1a%.memoryd.v1.ReindexEmbeddingsResponse\"\n" +
 	"\xc2\xf3\x18\x06\b\x02\x10\x01 \x04\x12f\n" +
-	"\x0eGetReviewState\x12!.memoryd.v1.GetReviewStateRequest\x1a\".memoryd.v1.GetReviewStateResponse\"\r\xc2\xf3\x18\x06\b\x01\x18\x01 \x01\x90\x02\x01B\xad\x01\n" +
+	"\x0eGetReviewState\x12!.memoryd.v1.GetReviewStateRequest\x1a\".memoryd.v1.GetReviewStateResponse\"\r\xc2\xf3\x18\x06\b\x01\x18\x01 \x01\x90\x02\x01\x12d\n" +
+	"\x0eListReviewRuns\x12!.memoryd.v1.ListReviewRunsRequest\x1a\".memoryd.v1.ListReviewRunsResponse\"\v\xc2\xf3\x18\x04\b\x01 \x01\x90\x02\x01\x12X\n" +
+	"\n" +
+	"ListOwners\x12\x1d.memoryd.v1.ListOwnersRequest\x1a\x1e.memoryd.v1.ListOwnersResponse\"\v\xc2\xf3\x18\x04\b\x01 \x03\x90\x02\x01\x12a\n" +
+	"\rGetServerInfo\x12 .memoryd.v1.GetServerInfoRequest\x1a!.memoryd.v1.GetServerInfoResponse\"\v\xc2\xf3\x18\x04\b\x02 \x04\x90\x02\x01B\xad\x01\n" +
 	"\x0ecom.memoryd.v1B\x12MemoryServiceProtoP\x01Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1\xa2\x02\x03MXX\xaa\x02\n" +
 	"Memoryd.V1\xca\x02\n" +
 	"Memoryd\\V1\xe2\x02\x16Memoryd\\V1\\GPBMetadata\xea\x02\vMemoryd::V1b\x06proto3"
@@ -8225,7 +8906,7 @@ func file_memoryd_v1_memory_service_proto_rawDescGZIP() []byte {
 }
 
 var file_memoryd_v1_memory_service_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_memoryd_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
+var file_memoryd_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 95)
 var file_memoryd_v1_memory_service_proto_goTypes = []any{
 	(AppendOutcome)(0),                 // 0: memoryd.v1.AppendOutcome
 	(Speaker)(0),                       // 1: memoryd.v1.Speaker
@@ -8323,236 +9004,260 @@ var file_memoryd_v1_memory_service_proto_goTypes = []any{
 	(*GetEmbeddingStatusResponse)(nil), // 93: memoryd.v1.GetEmbeddingStatusResponse
 	(*ReindexEmbeddingsRequest)(nil),   // 94: memoryd.v1.ReindexEmbeddingsRequest
 	(*ReindexEmbeddingsResponse)(nil),  // 95: memoryd.v1.ReindexEmbeddingsResponse
-	(Role)(0),                          // 96: memoryd.v1.Role
-	(*timestamppb.Timestamp)(nil),      // 97: google.protobuf.Timestamp
-	(Trust)(0),                         // 98: memoryd.v1.Trust
-	(*Conversation)(nil),               // 99: memoryd.v1.Conversation
-	(*Message)(nil),                    // 100: memoryd.v1.Message
-	(*OwnerScope)(nil),                 // 101: memoryd.v1.OwnerScope
-	(*AgentScope)(nil),                 // 102: memoryd.v1.AgentScope
-	(Category)(0),                      // 103: memoryd.v1.Category
-	(ScopeType)(0),                     // 104: memoryd.v1.ScopeType
-	(*Memory)(nil),                     // 105: memoryd.v1.Memory
-	(SourceState)(0),                   // 106: memoryd.v1.SourceState
-	(SourceType)(0),                    // 107: memoryd.v1.SourceType
-	(*MemorySource)(nil),               // 108: memoryd.v1.MemorySource
-	(ResourceType)(0),                  // 109: memoryd.v1.ResourceType
-	(*Resource)(nil),                   // 110: memoryd.v1.Resource
-	(*ResourceRef)(nil),                // 111: memoryd.v1.ResourceRef
-	(*ResourceRevision)(nil),           // 112: memoryd.v1.ResourceRevision
+	(*ListReviewRunsRequest)(nil),      // 96: memoryd.v1.ListReviewRunsRequest
+	(*ListReviewRunsResponse)(nil),     // 97: memoryd.v1.ListReviewRunsResponse
+	(*ListOwnersRequest)(nil),          // 98: memoryd.v1.ListOwnersRequest
+	(*OwnerSummary)(nil),               // 99: memoryd.v1.OwnerSummary
+	(*ListOwnersResponse)(nil),         // 100: memoryd.v1.ListOwnersResponse
+	(*GetServerInfoRequest)(nil),       // 101: memoryd.v1.GetServerInfoRequest
+	(*AgentSummary)(nil),               // 102: memoryd.v1.AgentSummary
+	(*FailedReview)(nil),               // 103: memoryd.v1.FailedReview
+	(*GetServerInfoResponse)(nil),      // 104: memoryd.v1.GetServerInfoResponse
+	(Role)(0),                          // 105: memoryd.v1.Role
+	(*timestamppb.Timestamp)(nil),      // 106: google.protobuf.Timestamp
+	(Trust)(0),                         // 107: memoryd.v1.Trust
+	(*Conversation)(nil),               // 108: memoryd.v1.Conversation
+	(*Message)(nil),                    // 109: memoryd.v1.Message
+	(*OwnerScope)(nil),                 // 110: memoryd.v1.OwnerScope
+	(*AgentScope)(nil),                 // 111: memoryd.v1.AgentScope
+	(Category)(0),                      // 112: memoryd.v1.Category
+	(ScopeType)(0),                     // 113: memoryd.v1.ScopeType
+	(*Memory)(nil),                     // 114: memoryd.v1.Memory
+	(SourceState)(0),                   // 115: memoryd.v1.SourceState
+	(SourceType)(0),                    // 116: memoryd.v1.SourceType
+	(*MemorySource)(nil),               // 117: memoryd.v1.MemorySource
+	(ResourceType)(0),                  // 118: memoryd.v1.ResourceType
+	(*Resource)(nil),                   // 119: memoryd.v1.Resource
+	(*ResourceRef)(nil),                // 120: memoryd.v1.ResourceRef
+	(*ResourceRevision)(nil),           // 121: memoryd.v1.ResourceRevision
 }
 var file_memoryd_v1_memory_service_proto_depIdxs = []int32{
-	96,  // 0: memoryd.v1.NewMessage.role:type_name -> memoryd.v1.Role
-	97,  // 1: memoryd.v1.NewMessage.created_at:type_name -> google.protobuf.Timestamp
-	98,  // 2: memoryd.v1.NewMessage.trust:type_name -> memoryd.v1.Trust
-	99,  // 3: memoryd.v1.AppendMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
+	105, // 0: memoryd.v1.NewMessage.role:type_name -> memoryd.v1.Role
+	106, // 1: memoryd.v1.NewMessage.created_at:type_name -> google.protobuf.Timestamp
+	107, // 2: memoryd.v1.NewMessage.trust:type_name -> memoryd.v1.Trust
+	108, // 3: memoryd.v1.AppendMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
 	10,  // 4: memoryd.v1.AppendMessagesRequest.messages:type_name -> memoryd.v1.NewMessage
 	0,   // 5: memoryd.v1.AppendResult.outcome:type_name -> memoryd.v1.AppendOutcome
-	100, // 6: memoryd.v1.AppendResult.message:type_name -> memoryd.v1.Message
-	97,  // 7: memoryd.v1.AppendResult.created_at:type_name -> google.protobuf.Timestamp
+	109, // 6: memoryd.v1.AppendResult.message:type_name -> memoryd.v1.Message
+	106, // 7: memoryd.v1.AppendResult.created_at:type_name -> google.protobuf.Timestamp
 	12,  // 8: memoryd.v1.AppendMessagesResponse.results:type_name -> memoryd.v1.AppendResult
-	99,  // 9: memoryd.v1.IngestedMessage.conversation:type_name -> memoryd.v1.Conversation
+	108, // 9: memoryd.v1.IngestedMessage.conversation:type_name -> memoryd.v1.Conversation
 	10,  // 10: memoryd.v1.IngestedMessage.message:type_name -> memoryd.v1.NewMessage
 	14,  // 11: memoryd.v1.IngestMessagesRequest.messages:type_name -> memoryd.v1.IngestedMessage
 	16,  // 12: memoryd.v1.IngestMessagesResponse.rejections:type_name -> memoryd.v1.IngestRejection
 	21,  // 13: memoryd.v1.ImportDataResponse.records:type_name -> memoryd.v1.ImportedRecords
-	98,  // 14: memoryd.v1.TranscriptOpen.trust:type_name -> memoryd.v1.Trust
+	107, // 14: memoryd.v1.TranscriptOpen.trust:type_name -> memoryd.v1.Trust
 	1,   // 15: memoryd.v1.TranscriptSegment.speaker:type_name -> memoryd.v1.Speaker
 	82,  // 16: memoryd.v1.TranscriptSegment.usage:type_name -> memoryd.v1.TurnUsage
 	23,  // 17: memoryd.v1.StreamTranscriptRequest.open:type_name -> memoryd.v1.TranscriptOpen
 	24,  // 18: memoryd.v1.StreamTranscriptRequest.segment:type_name -> memoryd.v1.TranscriptSegment
 	25,  // 19: memoryd.v1.StreamTranscriptRequest.end:type_name -> memoryd.v1.TranscriptEnd
-	99,  // 20: memoryd.v1.StreamTranscriptResponse.conversation:type_name -> memoryd.v1.Conversation
+	108, // 20: memoryd.v1.StreamTranscriptResponse.conversation:type_name -> memoryd.v1.Conversation
 	27,  // 21: memoryd.v1.StreamTranscriptResponse.totals:type_name -> memoryd.v1.TranscriptTotals
-	99,  // 22: memoryd.v1.ListMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
-	100, // 23: memoryd.v1.ListMessagesResponse.messages:type_name -> memoryd.v1.Message
-	99,  // 24: memoryd.v1.SearchHistoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	101, // 25: memoryd.v1.SearchHistoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	102, // 26: memoryd.v1.SearchHistoryRequest.agent:type_name -> memoryd.v1.AgentScope
-	98,  // 27: memoryd.v1.SearchHistoryRequest.trust:type_name -> memoryd.v1.Trust
+	108, // 22: memoryd.v1.ListMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
+	109, // 23: memoryd.v1.ListMessagesResponse.messages:type_name -> memoryd.v1.Message
+	108, // 24: memoryd.v1.SearchHistoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	110, // 25: memoryd.v1.SearchHistoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	111, // 26: memoryd.v1.SearchHistoryRequest.agent:type_name -> memoryd.v1.AgentScope
+	107, // 27: memoryd.v1.SearchHistoryRequest.trust:type_name -> memoryd.v1.Trust
 	2,   // 28: memoryd.v1.SearchHistoryRequest.mode:type_name -> memoryd.v1.SearchMode
-	100, // 29: memoryd.v1.HistoryHit.message:type_name -> memoryd.v1.Message
+	109, // 29: memoryd.v1.HistoryHit.message:type_name -> memoryd.v1.Message
 	3,   // 30: memoryd.v1.HistoryHit.match:type_name -> memoryd.v1.MatchKind
 	3,   // 31: memoryd.v1.HistoryHit.matches:type_name -> memoryd.v1.MatchKind
 	32,  // 32: memoryd.v1.HistoryHit.scores:type_name -> memoryd.v1.HitScores
 	33,  // 33: memoryd.v1.SearchHistoryResponse.hits:type_name -> memoryd.v1.HistoryHit
-	99,  // 34: memoryd.v1.ClearConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	98,  // 35: memoryd.v1.ClearConversationRequest.trust:type_name -> memoryd.v1.Trust
-	99,  // 36: memoryd.v1.PurgeConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	98,  // 37: memoryd.v1.PurgeConversationRequest.trust:type_name -> memoryd.v1.Trust
+	108, // 34: memoryd.v1.ClearConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	107, // 35: memoryd.v1.ClearConversationRequest.trust:type_name -> memoryd.v1.Trust
+	108, // 36: memoryd.v1.PurgeConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	107, // 37: memoryd.v1.PurgeConversationRequest.trust:type_name -> memoryd.v1.Trust
 	40,  // 38: memoryd.v1.PurgeOwnerResponse.erased:type_name -> memoryd.v1.ErasedRows
-	99,  // 39: memoryd.v1.GetConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	99,  // 40: memoryd.v1.GetConversationResponse.conversation:type_name -> memoryd.v1.Conversation
-	97,  // 41: memoryd.v1.GetConversationResponse.first_message_at:type_name -> google.protobuf.Timestamp
-	97,  // 42: memoryd.v1.GetConversationResponse.last_message_at:type_name -> google.protobuf.Timestamp
-	97,  // 43: memoryd.v1.GetConversationResponse.window_started_at:type_name -> google.protobuf.Timestamp
+	108, // 39: memoryd.v1.GetConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	108, // 40: memoryd.v1.GetConversationResponse.conversation:type_name -> memoryd.v1.Conversation
+	106, // 41: memoryd.v1.GetConversationResponse.first_message_at:type_name -> google.protobuf.Timestamp
+	106, // 42: memoryd.v1.GetConversationResponse.last_message_at:type_name -> google.protobuf.Timestamp
+	106, // 43: memoryd.v1.GetConversationResponse.window_started_at:type_name -> google.protobuf.Timestamp
 	44,  // 44: memoryd.v1.GetConversationResponse.previous_session:type_name -> memoryd.v1.EndedSession
-	97,  // 45: memoryd.v1.EndedSession.ended_at:type_name -> google.protobuf.Timestamp
-	99,  // 46: memoryd.v1.StoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	101, // 47: memoryd.v1.StoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	98,  // 48: memoryd.v1.StoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	103, // 49: memoryd.v1.StoreMemoryRequest.category:type_name -> memoryd.v1.Category
-	104, // 50: memoryd.v1.StoreMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	105, // 51: memoryd.v1.StoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	99,  // 52: memoryd.v1.GetMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	101, // 53: memoryd.v1.GetMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	104, // 54: memoryd.v1.GetMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	98,  // 55: memoryd.v1.GetMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	105, // 56: memoryd.v1.GetMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	99,  // 57: memoryd.v1.ListMemoriesRequest.conversation:type_name -> memoryd.v1.Conversation
-	101, // 58: memoryd.v1.ListMemoriesRequest.owner:type_name -> memoryd.v1.OwnerScope
-	104, // 59: memoryd.v1.ListMemoriesRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	103, // 60: memoryd.v1.ListMemoriesRequest.categories:type_name -> memoryd.v1.Category
+	106, // 45: memoryd.v1.EndedSession.ended_at:type_name -> google.protobuf.Timestamp
+	108, // 46: memoryd.v1.StoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	110, // 47: memoryd.v1.StoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	107, // 48: memoryd.v1.StoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	112, // 49: memoryd.v1.StoreMemoryRequest.category:type_name -> memoryd.v1.Category
+	113, // 50: memoryd.v1.StoreMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	114, // 51: memoryd.v1.StoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	108, // 52: memoryd.v1.GetMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	110, // 53: memoryd.v1.GetMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	113, // 54: memoryd.v1.GetMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	107, // 55: memoryd.v1.GetMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	114, // 56: memoryd.v1.GetMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	108, // 57: memoryd.v1.ListMemoriesRequest.conversation:type_name -> memoryd.v1.Conversation
+	110, // 58: memoryd.v1.ListMemoriesRequest.owner:type_name -> memoryd.v1.OwnerScope
+	113, // 59: memoryd.v1.ListMemoriesRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	112, // 60: memoryd.v1.ListMemoriesRequest.categories:type_name -> memoryd.v1.Category
 	4,   // 61: memoryd.v1.ListMemoriesRequest.archived:type_name -> memoryd.v1.ArchivedFilter
-	98,  // 62: memoryd.v1.ListMemoriesRequest.trust:type_name -> memoryd.v1.Trust
-	105, // 63: memoryd.v1.ListedMemory.memory:type_name -> memoryd.v1.Memory
+	107, // 62: memoryd.v1.ListMemoriesRequest.trust:type_name -> memoryd.v1.Trust
+	114, // 63: memoryd.v1.ListedMemory.memory:type_name -> memoryd.v1.Memory
 	50,  // 64: memoryd.v1.ListMemoriesResponse.memories:type_name -> memoryd.v1.ListedMemory
-	99,  // 65: memoryd.v1.UpdateMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	101, // 66: memoryd.v1.UpdateMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	104, // 67: memoryd.v1.UpdateMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	98,  // 68: memoryd.v1.UpdateMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	105, // 69: memoryd.v1.UpdateMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	99,  // 70: memoryd.v1.ArchiveMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	101, // 71: memoryd.v1.ArchiveMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	98,  // 72: memoryd.v1.ArchiveMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	105, // 73: memoryd.v1.ArchiveMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	99,  // 74: memoryd.v1.RestoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	101, // 75: memoryd.v1.RestoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	98,  // 76: memoryd.v1.RestoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	105, // 77: memoryd.v1.RestoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	99,  // 78: memoryd.v1.DeleteMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	101, // 79: memoryd.v1.DeleteMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	104, // 80: memoryd.v1.DeleteMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	98,  // 81: memoryd.v1.DeleteMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	99,  // 82: memoryd.v1.RecallRequest.conversation:type_name -> memoryd.v1.Conversation
+	108, // 65: memoryd.v1.UpdateMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	110, // 66: memoryd.v1.UpdateMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	113, // 67: memoryd.v1.UpdateMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	107, // 68: memoryd.v1.UpdateMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	114, // 69: memoryd.v1.UpdateMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	108, // 70: memoryd.v1.ArchiveMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	110, // 71: memoryd.v1.ArchiveMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	107, // 72: memoryd.v1.ArchiveMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	114, // 73: memoryd.v1.ArchiveMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	108, // 74: memoryd.v1.RestoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	110, // 75: memoryd.v1.RestoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	107, // 76: memoryd.v1.RestoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	114, // 77: memoryd.v1.RestoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	108, // 78: memoryd.v1.DeleteMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	110, // 79: memoryd.v1.DeleteMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	113, // 80: memoryd.v1.DeleteMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	107, // 81: memoryd.v1.DeleteMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	108, // 82: memoryd.v1.RecallRequest.conversation:type_name -> memoryd.v1.Conversation
 	5,   // 83: memoryd.v1.RecallRequest.scope:type_name -> memoryd.v1.RecallScope
 	6,   // 84: memoryd.v1.RecallRequest.source:type_name -> memoryd.v1.RecallSource
-	98,  // 85: memoryd.v1.RecallRequest.trust:type_name -> memoryd.v1.Trust
+	107, // 85: memoryd.v1.RecallRequest.trust:type_name -> memoryd.v1.Trust
 	2,   // 86: memoryd.v1.RecallRequest.mode:type_name -> memoryd.v1.SearchMode
 	6,   // 87: memoryd.v1.RecallHit.source:type_name -> memoryd.v1.RecallSource
 	3,   // 88: memoryd.v1.RecallHit.match:type_name -> memoryd.v1.MatchKind
 	3,   // 89: memoryd.v1.RecallHit.matches:type_name -> memoryd.v1.MatchKind
 	32,  // 90: memoryd.v1.RecallHit.scores:type_name -> memoryd.v1.HitScores
-	105, // 91: memoryd.v1.RecallHit.memory:type_name -> memoryd.v1.Memory
+	114, // 91: memoryd.v1.RecallHit.memory:type_name -> memoryd.v1.Memory
 	33,  // 92: memoryd.v1.RecallHit.message:type_name -> memoryd.v1.HistoryHit
 	61,  // 93: memoryd.v1.RecallResponse.hits:type_name -> memoryd.v1.RecallHit
-	101, // 94: memoryd.v1.ListMemorySourcesRequest.owner:type_name -> memoryd.v1.OwnerScope
-	106, // 95: memoryd.v1.ListMemorySourcesRequest.state:type_name -> memoryd.v1.SourceState
-	107, // 96: memoryd.v1.ListMemorySourcesRequest.type:type_name -> memoryd.v1.SourceType
-	108, // 97: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
-	101, // 98: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
+	110, // 94: memoryd.v1.ListMemorySourcesRequest.owner:type_name -> memoryd.v1.OwnerScope
+	115, // 95: memoryd.v1.ListMemorySourcesRequest.state:type_name -> memoryd.v1.SourceState
+	116, // 96: memoryd.v1.ListMemorySourcesRequest.type:type_name -> memoryd.v1.SourceType
+	117, // 97: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
+	110, // 98: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
 	7,   // 99: memoryd.v1.SetJobStatusRequest.status:type_name -> memoryd.v1.JobStatus
-	108, // 100: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
-	101, // 101: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
+	117, // 100: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
+	110, // 101: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
 	8,   // 102: memoryd.v1.FinishJobRunRequest.outcome:type_name -> memoryd.v1.JobRunOutcome
-	97,  // 103: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	97,  // 104: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
-	105, // 105: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
+	106, // 103: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	106, // 104: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
+	114, // 105: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
 	8,   // 106: memoryd.v1.FinishJobRunResponse.outcome:type_name -> memoryd.v1.JobRunOutcome
-	98,  // 107: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
+	107, // 107: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
 	70,  // 108: memoryd.v1.GetPromptContextResponse.user_usage:type_name -> memoryd.v1.PromptFileUsage
 	70,  // 109: memoryd.v1.GetPromptContextResponse.memory_usage:type_name -> memoryd.v1.PromptFileUsage
-	109, // 110: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
-	110, // 111: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
-	111, // 112: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	112, // 113: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
-	111, // 114: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
-	112, // 115: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	111, // 116: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	111, // 117: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
-	112, // 118: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	99,  // 119: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
-	98,  // 120: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
+	118, // 110: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
+	119, // 111: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
+	120, // 112: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	121, // 113: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
+	120, // 114: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
+	121, // 115: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	120, // 116: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	120, // 117: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
+	121, // 118: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	108, // 119: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
+	107, // 120: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
 	10,  // 121: memoryd.v1.CommitTurnRequest.messages:type_name -> memoryd.v1.NewMessage
 	82,  // 122: memoryd.v1.CommitTurnRequest.usage:type_name -> memoryd.v1.TurnUsage
 	12,  // 123: memoryd.v1.CommitTurnResponse.results:type_name -> memoryd.v1.AppendResult
-	99,  // 124: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
-	99,  // 125: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
+	108, // 124: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
+	108, // 125: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
 	9,   // 126: memoryd.v1.ConversationReview.status:type_name -> memoryd.v1.ReviewStatus
 	87,  // 127: memoryd.v1.ReviewNowResponse.reviews:type_name -> memoryd.v1.ConversationReview
-	99,  // 128: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
+	108, // 128: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
 	9,   // 129: memoryd.v1.ReviewRun.status:type_name -> memoryd.v1.ReviewStatus
-	97,  // 130: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
-	97,  // 131: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
+	106, // 130: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
+	106, // 131: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
 	86,  // 132: memoryd.v1.ReviewRun.skipped_operations:type_name -> memoryd.v1.SkippedOperation
-	99,  // 133: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
-	97,  // 134: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
-	97,  // 135: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
-	97,  // 136: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
+	108, // 133: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
+	106, // 134: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
+	106, // 135: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
+	106, // 136: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
 	9,   // 137: memoryd.v1.GetReviewStateResponse.last_review_status:type_name -> memoryd.v1.ReviewStatus
-	97,  // 138: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
+	106, // 138: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
 	90,  // 139: memoryd.v1.GetReviewStateResponse.last_run:type_name -> memoryd.v1.ReviewRun
-	11,  // 140: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
-	15,  // 141: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
-	26,  // 142: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
-	18,  // 143: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
-	20,  // 144: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
-	29,  // 145: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
-	31,  // 146: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
-	35,  // 147: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
-	37,  // 148: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
-	39,  // 149: memoryd.v1.MemoryService.PurgeOwner:input_type -> memoryd.v1.PurgeOwnerRequest
-	42,  // 150: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
-	45,  // 151: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
-	47,  // 152: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
-	49,  // 153: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
-	52,  // 154: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
-	54,  // 155: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
-	56,  // 156: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
-	58,  // 157: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
-	60,  // 158: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
-	63,  // 159: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
-	65,  // 160: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
-	67,  // 161: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
-	69,  // 162: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
-	72,  // 163: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
-	74,  // 164: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
-	76,  // 165: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
-	78,  // 166: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
-	80,  // 167: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
-	83,  // 168: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
-	85,  // 169: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
-	92,  // 170: memoryd.v1.MemoryService.GetEmbeddingStatus:input_type -> memoryd.v1.GetEmbeddingStatusRequest
-	94,  // 171: memoryd.v1.MemoryService.ReindexEmbeddings:input_type -> memoryd.v1.ReindexEmbeddingsRequest
-	89,  // 172: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
-	13,  // 173: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
-	17,  // 174: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
-	28,  // 175: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
-	19,  // 176: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
-	22,  // 177: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
-	30,  // 178: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
-	34,  // 179: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
-	36,  // 180: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
-	38,  // 181: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
-	41,  // 182: memoryd.v1.MemoryService.PurgeOwner:output_type -> memoryd.v1.PurgeOwnerResponse
-	43,  // 183: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
-	46,  // 184: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
-	48,  // 185: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
-	51,  // 186: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
-	53,  // 187: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
-	55,  // 188: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
-	57,  // 189: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
-	59,  // 190: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
-	62,  // 191: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
-	64,  // 192: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
-	66,  // 193: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
-	68,  // 194: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
-	71,  // 195: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
-	73,  // 196: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
-	75,  // 197: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
-	77,  // 198: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
-	79,  // 199: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
-	81,  // 200: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
-	84,  // 201: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
-	88,  // 202: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
-	93,  // 203: memoryd.v1.MemoryService.GetEmbeddingStatus:output_type -> memoryd.v1.GetEmbeddingStatusResponse
-	95,  // 204: memoryd.v1.MemoryService.ReindexEmbeddings:output_type -> memoryd.v1.ReindexEmbeddingsResponse
-	91,  // 205: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
-	173, // [173:206] is the sub-list for method output_type
-	140, // [140:173] is the sub-list for method input_type
-	140, // [140:140] is the sub-list for extension type_name
-	140, // [140:140] is the sub-list for extension extendee
-	0,   // [0:140] is the sub-list for field type_name
+	108, // 140: memoryd.v1.ListReviewRunsRequest.conversation:type_name -> memoryd.v1.Conversation
+	90,  // 141: memoryd.v1.ListReviewRunsResponse.runs:type_name -> memoryd.v1.ReviewRun
+	106, // 142: memoryd.v1.OwnerSummary.latest_conversation_at:type_name -> google.protobuf.Timestamp
+	99,  // 143: memoryd.v1.ListOwnersResponse.owners:type_name -> memoryd.v1.OwnerSummary
+	108, // 144: memoryd.v1.FailedReview.conversation:type_name -> memoryd.v1.Conversation
+	90,  // 145: memoryd.v1.FailedReview.run:type_name -> memoryd.v1.ReviewRun
+	106, // 146: memoryd.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
+	102, // 147: memoryd.v1.GetServerInfoResponse.agents:type_name -> memoryd.v1.AgentSummary
+	103, // 148: memoryd.v1.GetServerInfoResponse.recent_failures:type_name -> memoryd.v1.FailedReview
+	11,  // 149: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
+	15,  // 150: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
+	26,  // 151: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
+	18,  // 152: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
+	20,  // 153: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
+	29,  // 154: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
+	31,  // 155: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
+	35,  // 156: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
+	37,  // 157: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
+	39,  // 158: memoryd.v1.MemoryService.PurgeOwner:input_type -> memoryd.v1.PurgeOwnerRequest
+	42,  // 159: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
+	45,  // 160: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
+	47,  // 161: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
+	49,  // 162: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
+	52,  // 163: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
+	54,  // 164: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
+	56,  // 165: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
+	58,  // 166: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
+	60,  // 167: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
+	63,  // 168: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
+	65,  // 169: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
+	67,  // 170: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
+	69,  // 171: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
+	72,  // 172: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
+	74,  // 173: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
+	76,  // 174: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
+	78,  // 175: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
+	80,  // 176: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
+	83,  // 177: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
+	85,  // 178: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
+	92,  // 179: memoryd.v1.MemoryService.GetEmbeddingStatus:input_type -> memoryd.v1.GetEmbeddingStatusRequest
+	94,  // 180: memoryd.v1.MemoryService.ReindexEmbeddings:input_type -> memoryd.v1.ReindexEmbeddingsRequest
+	89,  // 181: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
+	96,  // 182: memoryd.v1.MemoryService.ListReviewRuns:input_type -> memoryd.v1.ListReviewRunsRequest
+	98,  // 183: memoryd.v1.MemoryService.ListOwners:input_type -> memoryd.v1.ListOwnersRequest
+	101, // 184: memoryd.v1.MemoryService.GetServerInfo:input_type -> memoryd.v1.GetServerInfoRequest
+	13,  // 185: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
+	17,  // 186: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
+	28,  // 187: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
+	19,  // 188: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
+	22,  // 189: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
+	30,  // 190: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
+	34,  // 191: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
+	36,  // 192: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
+	38,  // 193: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
+	41,  // 194: memoryd.v1.MemoryService.PurgeOwner:output_type -> memoryd.v1.PurgeOwnerResponse
+	43,  // 195: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
+	46,  // 196: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
+	48,  // 197: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
+	51,  // 198: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
+	53,  // 199: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
+	55,  // 200: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
+	57,  // 201: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
+	59,  // 202: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
+	62,  // 203: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
+	64,  // 204: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
+	66,  // 205: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
+	68,  // 206: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
+	71,  // 207: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
+	73,  // 208: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
+	75,  // 209: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
+	77,  // 210: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
+	79,  // 211: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
+	81,  // 212: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
+	84,  // 213: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
+	88,  // 214: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
+	93,  // 215: memoryd.v1.MemoryService.GetEmbeddingStatus:output_type -> memoryd.v1.GetEmbeddingStatusResponse
+	95,  // 216: memoryd.v1.MemoryService.ReindexEmbeddings:output_type -> memoryd.v1.ReindexEmbeddingsResponse
+	91,  // 217: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
+	97,  // 218: memoryd.v1.MemoryService.ListReviewRuns:output_type -> memoryd.v1.ListReviewRunsResponse
+	100, // 219: memoryd.v1.MemoryService.ListOwners:output_type -> memoryd.v1.ListOwnersResponse
+	104, // 220: memoryd.v1.MemoryService.GetServerInfo:output_type -> memoryd.v1.GetServerInfoResponse
+	185, // [185:221] is the sub-list for method output_type
+	149, // [149:185] is the sub-list for method input_type
+	149, // [149:149] is the sub-list for extension type_name
+	149, // [149:149] is the sub-list for extension extendee
+	0,   // [0:149] is the sub-list for field type_name
 }
 
 func init() { file_memoryd_v1_memory_service_proto_init() }
@@ -8610,7 +9315,7 @@ func file_memoryd_v1_memory_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memoryd_v1_memory_service_proto_rawDesc), len(file_memoryd_v1_memory_service_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   86,
+			NumMessages:   95,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -52,6 +52,9 @@ const (
 	MemoryService_GetEmbeddingStatus_FullMethodName = "/memoryd.v1.MemoryService/GetEmbeddingStatus"
 	MemoryService_ReindexEmbeddings_FullMethodName  = "/memoryd.v1.MemoryService/ReindexEmbeddings"
 	MemoryService_GetReviewState_FullMethodName     = "/memoryd.v1.MemoryService/GetReviewState"
+	MemoryService_ListReviewRuns_FullMethodName     = "/memoryd.v1.MemoryService/ListReviewRuns"
+	MemoryService_ListOwners_FullMethodName         = "/memoryd.v1.MemoryService/ListOwners"
+	MemoryService_GetServerInfo_FullMethodName      = "/memoryd.v1.MemoryService/GetServerInfo"
 )
 
 // MemoryServiceClient is the client API for MemoryService service.
@@ -225,6 +228,18 @@ type MemoryServiceClient interface {
 	// GetReviewState returns a conversation's review state: cursor, times, status, failures,
 	// pending input, the backlog of unread messages and the latest review run.
 	GetReviewState(ctx context.Context, in *GetReviewStateRequest, opts ...grpc.CallOption) (*GetReviewStateResponse, error)
+	// ListReviewRuns returns a conversation's review runs, newest first, in pages: each with its
+	// status, the operations applied, skipped (with reasons) and deferred, its tokens, model and
+	// provider, and when it started and finished.
+	ListReviewRuns(ctx context.Context, in *ListReviewRunsRequest, opts ...grpc.CallOption) (*ListReviewRunsResponse, error)
+	// ListOwners returns the owners of one agent, by owner id, in pages: each with its
+	// conversations, its memory rows (active and archived) and its latest message's time.
+	ListOwners(ctx context.Context, in *ListOwnersRequest, opts ...grpc.CallOption) (*ListOwnersResponse, error)
+	// GetServerInfo returns what an operator looks at first: the server's version and storage,
+	// the agents it holds (with their owners and conversations), the work waiting in the
+	// background (reviews, embeddings) and what it did lately (failed reviews, compactions), and
+	// the effective settings with secrets masked. An admin's call.
+	GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error)
 }
 
 type memoryServiceClient struct {
@@ -583,6 +598,36 @@ func (c *memoryServiceClient) GetReviewState(ctx context.Context, in *GetReviewS
 	return out, nil
 }
 
+func (c *memoryServiceClient) ListReviewRuns(ctx context.Context, in *ListReviewRunsRequest, opts ...grpc.CallOption) (*ListReviewRunsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListReviewRunsResponse)
+	err := c.cc.Invoke(ctx, MemoryService_ListReviewRuns_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *memoryServiceClient) ListOwners(ctx context.Context, in *ListOwnersRequest, opts ...grpc.CallOption) (*ListOwnersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListOwnersResponse)
+	err := c.cc.Invoke(ctx, MemoryService_ListOwners_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *memoryServiceClient) GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetServerInfoResponse)
+	err := c.cc.Invoke(ctx, MemoryService_GetServerInfo_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MemoryServiceServer is the server API for MemoryService service.
 // All implementations must embed UnimplementedMemoryServiceServer
 // for forward compatibility.
@@ -754,6 +799,18 @@ type MemoryServiceServer interface {
 	// GetReviewState returns a conversation's review state: cursor, times, status, failures,
 	// pending input, the backlog of unread messages and the latest review run.
 	GetReviewState(context.Context, *GetReviewStateRequest) (*GetReviewStateResponse, error)
+	// ListReviewRuns returns a conversation's review runs, newest first, in pages: each with its
+	// status, the operations applied, skipped (with reasons) and deferred, its tokens, model and
+	// provider, and when it started and finished.
+	ListReviewRuns(context.Context, *ListReviewRunsRequest) (*ListReviewRunsResponse, error)
+	// ListOwners returns the owners of one agent, by owner id, in pages: each with its
+	// conversations, its memory rows (active and archived) and its latest message's time.
+	ListOwners(context.Context, *ListOwnersRequest) (*ListOwnersResponse, error)
+	// GetServerInfo returns what an operator looks at first: the server's version and storage,
+	// the agents it holds (with their owners and conversations), the work waiting in the
+	// background (reviews, embeddings) and what it did lately (failed reviews, compactions), and
+	// the effective settings with secrets masked. An admin's call.
+	GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error)
 	mustEmbedUnimplementedMemoryServiceServer()
 }
 
@@ -862,6 +919,15 @@ func (UnimplementedMemoryServiceServer) ReindexEmbeddings(context.Context, *Rein
 }
 func (UnimplementedMemoryServiceServer) GetReviewState(context.Context, *GetReviewStateRequest) (*GetReviewStateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetReviewState not implemented")
+}
+func (UnimplementedMemoryServiceServer) ListReviewRuns(context.Context, *ListReviewRunsRequest) (*ListReviewRunsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListReviewRuns not implemented")
+}
+func (UnimplementedMemoryServiceServer) ListOwners(context.Context, *ListOwnersRequest) (*ListOwnersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListOwners not implemented")
+}
+func (UnimplementedMemoryServiceServer) GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetServerInfo not implemented")
 }
 func (UnimplementedMemoryServiceServer) mustEmbedUnimplementedMemoryServiceServer() {}
 func (UnimplementedMemoryServiceServer) testEmbeddedByValue()                       {}
@@ -1438,6 +1504,60 @@ func _MemoryService_GetReviewState_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MemoryService_ListReviewRuns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListReviewRunsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).ListReviewRuns(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_ListReviewRuns_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).ListReviewRuns(ctx, req.(*ListReviewRunsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MemoryService_ListOwners_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListOwnersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).ListOwners(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_ListOwners_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).ListOwners(ctx, req.(*ListOwnersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MemoryService_GetServerInfo_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetServerInfoRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).GetServerInfo(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_GetServerInfo_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).GetServerInfo(ctx, req.(*GetServerInfoRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MemoryService_ServiceDesc is the grpc.ServiceDesc for MemoryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1560,6 +1680,18 @@ var MemoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetReviewState",
 			Handler:    _MemoryService_GetReviewState_Handler,
+		},
+		{
+			MethodName: "ListReviewRuns",
+			Handler:    _MemoryService_ListReviewRuns_Handler,
+		},
+		{
+			MethodName: "ListOwners",
+			Handler:    _MemoryService_ListOwners_Handler,
+		},
+		{
+			MethodName: "GetServerInfo",
+			Handler:    _MemoryService_GetServerInfo_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

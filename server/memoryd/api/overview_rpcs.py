@@ -1,0 +1,75 @@
+"""The operator's RPCs of memoryd.v1.MemoryService: GetServerInfo, ListOwners, ListReviewRuns."""
+
+from __future__ import annotations
+
+from memoryd.api import convert
+from memoryd.api.context import Context
+from memoryd.api.convert import conversation_out, optional_timestamp_out, timestamp_out
+from memoryd.api.review_convert import run_out
+from memoryd.services.overview import Overview
+from memoryd_client.v1 import memory_service_pb2 as service_pb
+
+
+class OverviewRpcs:
+    """GetServerInfo, ListOwners, ListReviewRuns."""
+
+    def __init__(self, overview: Overview) -> None:
+        self._overview = overview
+
+    async def GetServerInfo(
+        self, request: service_pb.GetServerInfoRequest, context: Context
+    ) -> service_pb.GetServerInfoResponse:
+        info = await self._overview.server_info()
+        facts = info.facts
+        return service_pb.GetServerInfoResponse(
+            version=facts.version,
+            backend=facts.backend,
+            started_at=timestamp_out(facts.started_at),
+            database_bytes=info.database_bytes,
+            agents=[
+                service_pb.AgentSummary(
+                    agent_id=agent.agent_id,
+                    owners=agent.owners,
+                    conversations=agent.conversations,
+                )
+                for agent in info.agents
+            ],
+            review_backlog=info.review_backlog,
+            review_failures_24h=info.review_failures,
+            recent_failures=[
+                service_pb.FailedReview(conversation=conversation_out(key), run=run_out(run))
+                for key, run in info.recent_failures
+            ],
+            compacted_conversations_24h=info.compacted,
+            embedding_pending_messages=info.pending_messages,
+            embedding_pending_memories=info.pending_memories,
+            settings_json=facts.settings_json,
+            background_review=facts.background_review,
+        )
+
+    async def ListOwners(
+        self, request: service_pb.ListOwnersRequest, context: Context
+    ) -> service_pb.ListOwnersResponse:
+        page = await self._overview.owners(request.agent_id, request.page_size, request.page_token)
+        return service_pb.ListOwnersResponse(
+            owners=[
+                service_pb.OwnerSummary(
+                    owner_id=owner.owner_id,
+                    conversations=owner.conversations,
+                    active_memories=owner.active_memories,
+                    archived_memories=owner.archived_memories,
+                    latest_conversation_at=optional_timestamp_out(owner.latest_conversation_at),
+                )
+                for owner in page.owners
+            ],
+            next_page_token=page.next_page_token,
+        )
+
+    async def ListReviewRuns(
+        self, request: service_pb.ListReviewRunsRequest, context: Context
+    ) -> service_pb.ListReviewRunsResponse:
+        key = convert.required_conversation(request)
+        page = await self._overview.review_runs(key, request.page_size, request.page_token)
+        return service_pb.ListReviewRunsResponse(
+            runs=[run_out(run) for run in page.runs], next_page_token=page.next_page_token
+        )

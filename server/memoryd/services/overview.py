@@ -1,0 +1,184 @@
+"""What an operator looks at (the console, GetServerInfo, ListOwners, ListReviewRuns): the
+server's agents and owners with their counts, the work waiting in the background, what it did
+lately, and each conversation's review runs."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from memoryd.domain.answers import page_of, text_bytes
+from memoryd.domain.conversation import ConversationKey, agent_or_default
+from memoryd.domain.paging import PageTokens, TokenKind, page_size, request_fingerprint
+from memoryd.domain.review_runs import StoredRun
+from memoryd.domain.timestamps import utc_now
+from memoryd.services.embedding import EmbeddingService
+from memoryd.storage import metric_reads, overview_reads, review_run_store
+from memoryd.storage.overview_reads import AgentCount, OwnerCount
+from memoryd.storage.readers import ReaderPool
+from memoryd.storage.transaction import Transaction
+
+MAX_AGENTS = 1000
+RECENT_FAILURES = 10
+DEFAULT_RUNS_PAGE, MAX_RUNS_PAGE = 20, 200
+DEFAULT_OWNERS_PAGE, MAX_OWNERS_PAGE = 50, 500
+ACTIVITY_WINDOW = dt.timedelta(hours=24)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ServerFacts:
+    """What the server knows of itself, fixed when it starts."""
+
+    version: str
+    backend: str
+    started_at: dt.datetime
+    # SQLite's database file (its -wal beside it); None on PostgreSQL, which measures itself.
+    database_path: Path | None
+    # The effective settings, secrets masked (memoryd.config.shown), as JSON.
+    settings_json: str
+    background_review: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """The overview."""
+
+    facts: ServerFacts
+    database_bytes: int
+    agents: list[AgentCount]
+    review_backlog: int
+    review_failures: int
+    recent_failures: list[tuple[ConversationKey, StoredRun]]
+    compacted: int
+    pending_messages: int
+    pending_memories: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunPage:
+    """One page of a conversation's review runs, newest first."""
+
+    runs: list[StoredRun]
+    next_page_token: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OwnerPage:
+    """One page of an agent's owners, by id."""
+
+    owners: list[OwnerCount]
+    next_page_token: str
+
+
+class Overview:
+    """Reads for an operator; nothing here writes."""
+
+    def __init__(
+        self,
+        readers: ReaderPool,
+        tokens: PageTokens,
+        embedding: EmbeddingService,
+        facts: Callable[[], ServerFacts],
+    ) -> None:
+        self._readers = readers
+        self._tokens = tokens
+        self._embedding = embedding
+        self._facts = facts
+
+    async def server_info(self) -> ServerInfo:
+        """The overview, read in one transaction."""
+        facts = self._facts()
+        embedding = self._embedding
+        model = embedding.model
+        model_id = None if model is None else model.id
+        cursor = None
+        if embedding.embedder is not None:
+            cursor = 0 if model is None else model.message_cursor
+        since = utc_now() - ACTIVITY_WINDOW
+
+        def read(connection: Transaction) -> ServerInfo:
+            levels = metric_reads.levels(connection, model_id, cursor)
+            activity = overview_reads.activity(connection, since, RECENT_FAILURES)
+            failures: list[tuple[ConversationKey, StoredRun]] = []
+            for key in activity.failing:
+                failed = review_run_store.runs(
+                    connection, key, before_id=None, limit=1, failed_only=True
+                )
+                failures.extend((key, run) for run in failed)
+            return ServerInfo(
+                facts=facts,
+                database_bytes=levels.database_bytes or 0,
+                agents=overview_reads.agents(connection, MAX_AGENTS),
+                review_backlog=levels.review_backlog,
+                review_failures=activity.review_failures,
+                recent_failures=failures,
+                compacted=activity.compacted,
+                pending_messages=levels.pending_messages,
+                pending_memories=levels.pending_memories,
+            )
+
+        info = await self._readers.read(read)
+        if facts.database_path is not None:
+            info = dataclasses.replace(info, database_bytes=_files_size(facts.database_path))
+        return info
+
+    async def owners(self, agent_id: str, requested_page_size: int, page_token: str) -> OwnerPage:
+        """The agent's owners after the page token's, by id."""
+        agent = agent_or_default(agent_id)
+        size = page_size(requested_page_size, default=DEFAULT_OWNERS_PAGE, maximum=MAX_OWNERS_PAGE)
+        bound_to = request_fingerprint(json.dumps(["owners", agent]))
+        after = ""
+        if page_token:
+            position = self._tokens.position(TokenKind.OWNERS, page_token, bound_to)
+            after = position[0] if position else ""
+        found = await self._readers.read(
+            lambda connection: overview_reads.owners(connection, agent, after, size + 1)
+        )
+        kept, more = page_of(found, size, lambda owner: 64 + text_bytes(owner.owner_id))
+        token = ""
+        if more:
+            token = self._tokens.position_token(TokenKind.OWNERS, (kept[-1].owner_id,), bound_to)
+        return OwnerPage(kept, token)
+
+    async def review_runs(
+        self, key: ConversationKey, requested_page_size: int, page_token: str
+    ) -> RunPage:
+        """The conversation's review runs older than the page token's, newest first."""
+        size = page_size(requested_page_size, default=DEFAULT_RUNS_PAGE, maximum=MAX_RUNS_PAGE)
+        bound_to = request_fingerprint(json.dumps(["review_runs", key.as_row()]))
+        before = None
+        if page_token:
+            position = self._tokens.position(TokenKind.REVIEW_RUNS, page_token, bound_to)
+            before = int(position[0]) if position and position[0].isdigit() else 0
+        found = await self._readers.read(
+            lambda connection: review_run_store.runs(
+                connection, key, before_id=before, limit=size + 1
+            )
+        )
+        kept, more = page_of(found, size, _run_bytes)
+        token = ""
+        if more:
+            token = self._tokens.position_token(
+                TokenKind.REVIEW_RUNS, (str(kept[-1].id),), bound_to
+            )
+        return RunPage(kept, token)
+
+
+def _run_bytes(run: StoredRun) -> int:
+    """An upper bound of a ReviewRun on the wire."""
+    record = run.record
+    skipped = sum(32 + text_bytes(op.action, op.reason) for op in record.skipped_ops)
+    return 256 + text_bytes(record.provider, record.model, record.error) + skipped
+
+
+def _files_size(database: Path) -> int:
+    """SQLite's database file and its write-ahead log, in bytes."""
+    total = 0
+    for path in (database, database.with_name(database.name + "-wal")):
+        with contextlib.suppress(FileNotFoundError):
+            total += path.stat().st_size
+    return total
