@@ -19,6 +19,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 TOOLS := $(CURDIR)/.tools
 BUF_VERSION := 1.75.0
+AXE_CORE_VERSION := 4.14.1
 GRPCURL_VERSION := v1.9.3
 GHZ_VERSION := v0.120.0
 PROTOC_GEN_GO_VERSION := v1.36.12
@@ -31,7 +32,7 @@ PY_SOURCES := server scripts tests bench clients/python/memoryd_client clients/p
 # again, and every server a test starts compiles memoryd from source (seconds each time).
 PYTEST_ENV := env -u PYTHONDONTWRITEBYTECODE PATH="$(TOOLS)/bin:$$PATH"
 
-.PHONY: serve test check fmt install tools lint typecheck buf-lint buf-breaking baseline protos pytest dist \
+.PHONY: serve test check fmt install tools browser lint typecheck buf-lint buf-breaking baseline protos pytest dist \
 	pytest-postgres \
 	client-tests client-tests-postgres go-test ts-test bench probes clean
 
@@ -39,7 +40,7 @@ PYTEST_ENV := env -u PYTHONDONTWRITEBYTECODE PATH="$(TOOLS)/bin:$$PATH"
 serve: install
 	$(BIN)/memoryd serve $(if $(DATA),--home "$(DATA)") $(if $(PORT),--listen "127.0.0.1:$(PORT)")
 
-test: install tools lint typecheck buf-lint buf-breaking pytest pytest-postgres client-tests \
+test: install tools browser lint typecheck buf-lint buf-breaking pytest pytest-postgres client-tests \
 	client-tests-postgres
 
 # The inner loop (under a minute): lint, types, the contract's lint, and the tests that use the
@@ -74,6 +75,19 @@ $(TOOLS)/bin/protoc-gen-go-grpc:
 $(TS_CLIENT)/node_modules/.installed: $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json
 	npm ci --silent --no-audit --no-fund --prefix $(TS_CLIENT)
 	touch $@
+
+# The console's browser tests (tests/test_console_browser.py): Debian's chromium and its
+# chromedriver (installed with apt-get when missing: root, or sudo), and axe-core, the
+# accessibility checker the tests load into each page.
+browser: $(TOOLS)/npm/node_modules/axe-core/axe.min.js
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" = 0 ] || echo sudo ) \
+			apt-get install -y -qq --no-install-recommends chromium chromium-driver; fi
+
+$(TOOLS)/npm/node_modules/axe-core/axe.min.js:
+	mkdir -p $(TOOLS)/npm
+	npm install --silent --no-audit --no-fund --prefix $(TOOLS)/npm axe-core@$(AXE_CORE_VERSION)
 
 $(TOOLS)/bin/grpcurl:
 	GOBIN=$(TOOLS)/bin GOFLAGS=-mod=mod go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)

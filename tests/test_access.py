@@ -98,7 +98,7 @@ def test_every_rpc_declares_its_access_and_reads_are_marked_as_such() -> None:
             assert not access.writes, method.name
         elif not access.writes:  # a read that is not marked: only a stream may be
             assert method.server_streaming, method.name
-    assert len(ACCESS) == len(METHODS) == 40
+    assert len(ACCESS) == len(METHODS) == 41
 
 
 def test_an_rpc_without_a_declaration_stops_the_start() -> None:
@@ -309,6 +309,7 @@ REQUESTS: dict[str, Builder] = {
     "ListReviewRuns": lambda t: md.ListReviewRunsRequest(conversation=t.conversation),
     "ListOwners": lambda t: md.ListOwnersRequest(agent_id=t.conversation.agent_id),
     "GetServerInfo": lambda _t: md.GetServerInfoRequest(),
+    "ListConversations": lambda t: md.ListConversationsRequest(owner=t.owner_scope),
     "GetEmbeddingStatus": lambda _t: md.GetEmbeddingStatusRequest(),
     "ReindexEmbeddings": lambda _t: md.ReindexEmbeddingsRequest(),
     "ComposeContext": lambda t: md.ComposeContextRequest(conversation=t.conversation),

@@ -13,6 +13,7 @@ class Event(enum.StrEnum):
     """An `event` value of a log record."""
 
     AFTER_COMMIT = "after_commit"
+    CONSOLE_SIGN_IN = "console_sign_in"
     HOME_READABLE = "home_readable"
     MIGRATED = "migrated"
     MODEL_CALL = "model_call"

@@ -36,6 +36,7 @@ from memoryd.api.reflection import (
 from memoryd.api.servicer import CompactionServicer, MemoryServicer
 from memoryd.api.status import RpcLog, add_service, log_rpc_with_logging
 from memoryd.config import ServerSettings, Settings, check_exposure, check_private_settings
+from memoryd.console.app import ConsoleApp
 from memoryd.errors import StartupError
 from memoryd.http_listener import HttpListener
 from memoryd.log_events import Event
@@ -323,7 +324,14 @@ async def _start_http(
 
     api = None
     if settings.http.listen:
-        app = _connect_app(settings, handlers)
+        app: Any = _connect_app(settings, handlers)
+        if settings.http.console:
+            app = ConsoleApp(
+                app,
+                guard,
+                secure=bool(settings.server.tls_cert),
+                idle_seconds=settings.http.console_idle_minutes * 60,
+            )
         api = await HttpListener.start(
             with_metrics(app) if metrics_on else app,
             settings.http.listen,

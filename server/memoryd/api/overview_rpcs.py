@@ -1,4 +1,5 @@
-"""The operator's RPCs of memoryd.v1.MemoryService: GetServerInfo, ListOwners, ListReviewRuns."""
+"""The operator's RPCs of memoryd.v1.MemoryService: GetServerInfo, ListOwners,
+ListConversations, ListReviewRuns."""
 
 from __future__ import annotations
 
@@ -6,12 +7,13 @@ from memoryd.api import convert
 from memoryd.api.context import Context
 from memoryd.api.convert import conversation_out, optional_timestamp_out, timestamp_out
 from memoryd.api.review_convert import run_out
+from memoryd.domain.conversation import agent_key, owner_key
 from memoryd.services.overview import Overview
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 
 
 class OverviewRpcs:
-    """GetServerInfo, ListOwners, ListReviewRuns."""
+    """GetServerInfo, ListOwners, ListConversations, ListReviewRuns."""
 
     def __init__(self, overview: Overview) -> None:
         self._overview = overview
@@ -50,7 +52,8 @@ class OverviewRpcs:
     async def ListOwners(
         self, request: service_pb.ListOwnersRequest, context: Context
     ) -> service_pb.ListOwnersResponse:
-        page = await self._overview.owners(request.agent_id, request.page_size, request.page_token)
+        agent = agent_key(agent_id=request.agent_id, field="request").agent_id
+        page = await self._overview.owners(agent, request.page_size, request.page_token)
         return service_pb.ListOwnersResponse(
             owners=[
                 service_pb.OwnerSummary(
@@ -61,6 +64,23 @@ class OverviewRpcs:
                     latest_conversation_at=optional_timestamp_out(owner.latest_conversation_at),
                 )
                 for owner in page.owners
+            ],
+            next_page_token=page.next_page_token,
+        )
+
+    async def ListConversations(
+        self, request: service_pb.ListConversationsRequest, context: Context
+    ) -> service_pb.ListConversationsResponse:
+        owner = owner_key(agent_id=request.owner.agent_id, owner_id=request.owner.owner_id)
+        page = await self._overview.conversations(owner, request.page_size, request.page_token)
+        return service_pb.ListConversationsResponse(
+            conversations=[
+                service_pb.ConversationSummary(
+                    conversation=conversation_out(row.key),
+                    created_at=timestamp_out(row.created_at),
+                    window_start_id=row.window_start_id,
+                )
+                for row in page.conversations
             ],
             next_page_token=page.next_page_token,
         )

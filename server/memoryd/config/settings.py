@@ -331,11 +331,21 @@ class HttpSettings(Section):
     # Browser origins allowed to call (CORS), comma-separated, e.g.
     # "https://console.example.com"; empty: no cross-origin calls.
     cors_origins: str = ""
+    # The web console at /console on the same port: sign in with a token; it calls the API
+    # above with that token's rights (a session cookie and a CSRF token).
+    console: bool = True
+    # How long a console session lasts without a request, in minutes.
+    console_idle_minutes: int = 720
 
     def validate(self) -> None:
         """The address is HOST:PORT; each origin is scheme://host[:port]."""
         if self.listen:
             check_listen(self.listen, "memoryd.http.listen")
+        if not 1 <= self.console_idle_minutes <= 7 * 24 * 60:
+            raise StartupError(
+                "memoryd.http.console_idle_minutes must be between 1 and 10080 (a week), got "
+                f"{self.console_idle_minutes}"
+            )
         for origin in self.origins:
             scheme, sep, rest = origin.partition("://")
             if scheme not in ("http", "https") or not sep or not rest or "/" in rest:

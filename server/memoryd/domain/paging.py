@@ -74,6 +74,7 @@ class TokenKind(enum.StrEnum):
     REVISIONS = "revisions"
     OWNERS = "owners"
     REVIEW_RUNS = "review_runs"
+    CONVERSATIONS = "conversations"
 
 
 class PageTokens:

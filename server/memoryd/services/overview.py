@@ -12,13 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from memoryd.domain.answers import page_of, text_bytes
-from memoryd.domain.conversation import ConversationKey, agent_or_default
+from memoryd.domain.conversation import ConversationKey, OwnerKey
 from memoryd.domain.paging import PageTokens, TokenKind, page_size, request_fingerprint
 from memoryd.domain.review_runs import StoredRun
 from memoryd.domain.timestamps import utc_now
 from memoryd.services.embedding import EmbeddingService
 from memoryd.storage import metric_reads, overview_reads, review_run_store
-from memoryd.storage.overview_reads import AgentCount, OwnerCount
+from memoryd.storage.overview_reads import AgentCount, ConversationRow, OwnerCount
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
 
@@ -71,6 +71,14 @@ class OwnerPage:
     """One page of an agent's owners, by id."""
 
     owners: list[OwnerCount]
+    next_page_token: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConversationPage:
+    """One page of an owner's conversations."""
+
+    conversations: list[ConversationRow]
     next_page_token: str
 
 
@@ -127,8 +135,9 @@ class Overview:
         return info
 
     async def owners(self, agent_id: str, requested_page_size: int, page_token: str) -> OwnerPage:
-        """The agent's owners after the page token's, by id."""
-        agent = agent_or_default(agent_id)
+        """The agent's owners after the page token's, by id (`agent_id` validated, defaults
+        filled in)."""
+        agent = agent_id
         size = page_size(requested_page_size, default=DEFAULT_OWNERS_PAGE, maximum=MAX_OWNERS_PAGE)
         bound_to = request_fingerprint(json.dumps(["owners", agent]))
         after = ""
@@ -143,6 +152,33 @@ class Overview:
         if more:
             token = self._tokens.position_token(TokenKind.OWNERS, (kept[-1].owner_id,), bound_to)
         return OwnerPage(kept, token)
+
+    async def conversations(
+        self, owner: OwnerKey, requested_page_size: int, page_token: str
+    ) -> ConversationPage:
+        """The owner's conversations after the page token's, by channel, chat and thread."""
+        size = page_size(requested_page_size, default=DEFAULT_OWNERS_PAGE, maximum=MAX_OWNERS_PAGE)
+        bound_to = request_fingerprint(
+            json.dumps(["conversations", owner.agent_id, owner.owner_id])
+        )
+        after = ("", "", "")
+        if page_token:
+            position = self._tokens.position(TokenKind.CONVERSATIONS, page_token, bound_to)
+            if len(position) == 3:
+                after = (position[0], position[1], position[2])
+        found = await self._readers.read(
+            lambda connection: overview_reads.conversations(
+                connection, owner.agent_id, owner.owner_id, after, size + 1
+            )
+        )
+        kept, more = page_of(found, size, lambda row: 64 + text_bytes(*row.key.as_row()))
+        token = ""
+        if more:
+            key = kept[-1].key
+            token = self._tokens.position_token(
+                TokenKind.CONVERSATIONS, (key.channel, key.chat_id, key.thread_scope), bound_to
+            )
+        return ConversationPage(kept, token)
 
     async def review_runs(
         self, key: ConversationKey, requested_page_size: int, page_token: str

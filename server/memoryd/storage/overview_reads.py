@@ -92,6 +92,36 @@ def owners(connection: Transaction, agent_id: str, after: str, limit: int) -> li
     ]
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConversationRow:
+    """One conversation of an owner."""
+
+    key: ConversationKey
+    created_at: dt.datetime
+    window_start_id: int
+
+
+def conversations(
+    connection: Transaction, agent_id: str, owner_id: str, after: tuple[str, str, str], limit: int
+) -> list[ConversationRow]:
+    """The owner's conversations after `after` (channel, chat_id, thread_scope), in that order."""
+    found = rows(
+        connection,
+        "SELECT channel, chat_id, thread_scope, created_at, window_start_id FROM conversations "
+        "WHERE agent_id = ? AND owner_id = ? AND (channel, chat_id, thread_scope) > (?, ?, ?) "
+        "ORDER BY channel, chat_id, thread_scope LIMIT ?",
+        (agent_id, owner_id, *after, limit),
+    )
+    return [
+        ConversationRow(
+            key=ConversationKey(agent_id, owner_id, str(channel), str(chat), str(thread)),
+            created_at=from_text(created),
+            window_start_id=int(window),
+        )
+        for channel, chat, thread, created, window in found
+    ]
+
+
 def activity(connection: Transaction, since: dt.datetime, failing: int) -> Activity:
     """The background's activity since `since`, and the `failing` conversations whose reviews
     failed last."""

@@ -4125,3 +4125,97 @@ class GetServerInfoResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetServerInfoResponse: _TypeAlias = GetServerInfoResponse  # noqa: Y015
+
+@_typing.final
+class ListConversationsRequest(_message.Message):
+    """ListConversationsRequest names an owner and a page."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    page_size: _builtins.int
+    """The most conversations to return. 0 means 50; at most 500."""
+    page_token: _builtins.str
+    """The next_page_token of a previous response to the same request."""
+    @_builtins.property
+    def owner(self) -> _records_pb2.OwnerScope:
+        """The agent and owner."""
+
+    def __init__(
+        self,
+        *,
+        owner: _records_pb2.OwnerScope | None = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["owner", b"owner"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner", b"owner", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListConversationsRequest: _TypeAlias = ListConversationsRequest  # noqa: Y015
+
+@_typing.final
+class ConversationSummary(_message.Message):
+    """ConversationSummary is one stored conversation."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    WINDOW_START_ID_FIELD_NUMBER: _builtins.int
+    window_start_id: _builtins.int
+    """Messages with a higher id are in its current window; 0 when the window never moved."""
+    @_builtins.property
+    def conversation(self) -> _records_pb2.Conversation:
+        """The conversation."""
+
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When its first message was stored."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _records_pb2.Conversation | None = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        window_start_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "created_at", b"created_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "created_at", b"created_at", "window_start_id", b"window_start_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConversationSummary: _TypeAlias = ConversationSummary  # noqa: Y015
+
+@_typing.final
+class ListConversationsResponse(_message.Message):
+    """ListConversationsResponse is one page of an owner's conversations."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATIONS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Pass as page_token to get the next page; empty when there are no more."""
+    @_builtins.property
+    def conversations(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConversationSummary]:
+        """The conversations, by channel, chat_id and thread."""
+
+    def __init__(
+        self,
+        *,
+        conversations: _abc.Iterable[Global___ConversationSummary] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversations", b"conversations", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListConversationsResponse: _TypeAlias = ListConversationsResponse  # noqa: Y015

@@ -213,6 +213,11 @@ class MemoryServiceStub:
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListOwnersRequest.SerializeToString,
                 response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListOwnersResponse.FromString,
                 _registered_method=True)
+        self.ListConversations = channel.unary_unary(
+                '/memoryd.v1.MemoryService/ListConversations',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListConversationsRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListConversationsResponse.FromString,
+                _registered_method=True)
         self.GetServerInfo = channel.unary_unary(
                 '/memoryd.v1.MemoryService/GetServerInfo',
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetServerInfoRequest.SerializeToString,
@@ -571,6 +576,13 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListConversations(self, request, context):
+        """ListConversations returns an owner's conversations, by channel, chat and thread, in pages.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetServerInfo(self, request, context):
         """GetServerInfo returns what an operator looks at first: the server's version and storage,
         the agents it holds (with their owners and conversations), the work waiting in the
@@ -758,6 +770,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.ListOwners,
                     request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListOwnersRequest.FromString,
                     response_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListOwnersResponse.SerializeToString,
+            ),
+            'ListConversations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListConversations,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListConversationsRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListConversationsResponse.SerializeToString,
             ),
             'GetServerInfo': grpc.unary_unary_rpc_method_handler(
                     servicer.GetServerInfo,
@@ -1714,6 +1731,33 @@ class MemoryService:
             '/memoryd.v1.MemoryService/ListOwners',
             memoryd_dot_v1_dot_memory__service__pb2.ListOwnersRequest.SerializeToString,
             memoryd_dot_v1_dot_memory__service__pb2.ListOwnersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListConversations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/ListConversations',
+            memoryd_dot_v1_dot_memory__service__pb2.ListConversationsRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.ListConversationsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -235,6 +235,8 @@ class MemoryServiceStub:
     """ListOwners returns the owners of one agent, by owner id, in pages: each with its
     conversations, its memory rows (active and archived) and its latest message's time.
     """
+    ListConversations: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListConversationsRequest, _memory_service_pb2.ListConversationsResponse]
+    """ListConversations returns an owner's conversations, by channel, chat and thread, in pages."""
     GetServerInfo: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetServerInfoRequest, _memory_service_pb2.GetServerInfoResponse]
     """GetServerInfo returns what an operator looks at first: the server's version and storage,
     the agents it holds (with their owners and conversations), the work waiting in the
@@ -449,6 +451,8 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """ListOwners returns the owners of one agent, by owner id, in pages: each with its
     conversations, its memory rows (active and archived) and its latest message's time.
     """
+    ListConversations: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListConversationsRequest, _memory_service_pb2.ListConversationsResponse]  # type: ignore[assignment]
+    """ListConversations returns an owner's conversations, by channel, chat and thread, in pages."""
     GetServerInfo: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetServerInfoRequest, _memory_service_pb2.GetServerInfoResponse]  # type: ignore[assignment]
     """GetServerInfo returns what an operator looks at first: the server's version and storage,
     the agents it holds (with their owners and conversations), the work waiting in the
@@ -870,6 +874,14 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         """ListOwners returns the owners of one agent, by owner id, in pages: each with its
         conversations, its memory rows (active and archived) and its latest message's time.
         """
+
+    @_abc_1.abstractmethod
+    def ListConversations(
+        self,
+        request: _memory_service_pb2.ListConversationsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ListConversationsResponse, _abc.Awaitable[_memory_service_pb2.ListConversationsResponse]]:
+        """ListConversations returns an owner's conversations, by channel, chat and thread, in pages."""
 
     @_abc_1.abstractmethod
     def GetServerInfo(

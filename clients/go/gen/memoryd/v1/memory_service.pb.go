@@ -8212,6 +8212,189 @@ func (x *GetServerInfoResponse) GetBackgroundReview() bool {
 	return false
 }
 
+// ListConversationsRequest names an owner and a page.
+type ListConversationsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent and owner.
+	Owner *OwnerScope `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	// The most conversations to return. 0 means 50; at most 500.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of a previous response to the same request.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListConversationsRequest) Reset() {
+	*x = ListConversationsRequest{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListConversationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListConversationsRequest) ProtoMessage() {}
+
+func (x *ListConversationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListConversationsRequest.ProtoReflect.Descriptor instead.
+func (*ListConversationsRequest) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{95}
+}
+
+func (x *ListConversationsRequest) GetOwner() *OwnerScope {
+	if x != nil {
+		return x.Owner
+	}
+	return nil
+}
+
+func (x *ListConversationsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListConversationsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ConversationSummary is one stored conversation.
+type ConversationSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The conversation.
+	Conversation *Conversation `protobuf:"bytes,1,opt,name=conversation,proto3" json:"conversation,omitempty"`
+	// When its first message was stored.
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// Messages with a higher id are in its current window; 0 when the window never moved.
+	WindowStartId int64 `protobuf:"varint,3,opt,name=window_start_id,json=windowStartId,proto3" json:"window_start_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConversationSummary) Reset() {
+	*x = ConversationSummary{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[96]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConversationSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConversationSummary) ProtoMessage() {}
+
+func (x *ConversationSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[96]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConversationSummary.ProtoReflect.Descriptor instead.
+func (*ConversationSummary) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{96}
+}
+
+func (x *ConversationSummary) GetConversation() *Conversation {
+	if x != nil {
+		return x.Conversation
+	}
+	return nil
+}
+
+func (x *ConversationSummary) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *ConversationSummary) GetWindowStartId() int64 {
+	if x != nil {
+		return x.WindowStartId
+	}
+	return 0
+}
+
+// ListConversationsResponse is one page of an owner's conversations.
+type ListConversationsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The conversations, by channel, chat_id and thread.
+	Conversations []*ConversationSummary `protobuf:"bytes,1,rep,name=conversations,proto3" json:"conversations,omitempty"`
+	// Pass as page_token to get the next page; empty when there are no more.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListConversationsResponse) Reset() {
+	*x = ListConversationsResponse{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[97]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListConversationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListConversationsResponse) ProtoMessage() {}
+
+func (x *ListConversationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[97]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListConversationsResponse.ProtoReflect.Descriptor instead.
+func (*ListConversationsResponse) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{97}
+}
+
+func (x *ListConversationsResponse) GetConversations() []*ConversationSummary {
+	if x != nil {
+		return x.Conversations
+	}
+	return nil
+}
+
+func (x *ListConversationsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_memoryd_v1_memory_service_proto protoreflect.FileDescriptor
 
 const file_memoryd_v1_memory_service_proto_rawDesc = "" +
@@ -8788,7 +8971,20 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	" \x01(\x03R\x18embeddingPendingMessages\x12<\n" +
 	"\x1aembedding_pending_memories\x18\v \x01(\x03R\x18embeddingPendingMemories\x12#\n" +
 	"\rsettings_json\x18\f \x01(\tR\fsettingsJson\x12+\n" +
-	"\x11background_review\x18\r \x01(\bR\x10backgroundReview*\x8a\x01\n" +
+	"\x11background_review\x18\r \x01(\bR\x10backgroundReview\"\x84\x01\n" +
+	"\x18ListConversationsRequest\x12,\n" +
+	"\x05owner\x18\x01 \x01(\v2\x16.memoryd.v1.OwnerScopeR\x05owner\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xb6\x01\n" +
+	"\x13ConversationSummary\x12<\n" +
+	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x129\n" +
+	"\n" +
+	"created_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12&\n" +
+	"\x0fwindow_start_id\x18\x03 \x01(\x03R\rwindowStartId\"\x8a\x01\n" +
+	"\x19ListConversationsResponse\x12E\n" +
+	"\rconversations\x18\x01 \x03(\v2\x1f.memoryd.v1.ConversationSummaryR\rconversations\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\x8a\x01\n" +
 	"\rAppendOutcome\x12\x1e\n" +
 	"\x1aAPPEND_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15APPEND_OUTCOME_STORED\x10\x01\x12\x1c\n" +
@@ -8840,7 +9036,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x1dREVIEW_STATUS_NOTHING_TO_SAVE\x10\x02\x12\x19\n" +
 	"\x15REVIEW_STATUS_SKIPPED\x10\x03\x12\x18\n" +
 	"\x14REVIEW_STATUS_FAILED\x10\x04\x12'\n" +
-	"#REVIEW_STATUS_NOTHING_TO_SAVE_PROSE\x10\x052\x93\x1c\n" +
+	"#REVIEW_STATUS_NOTHING_TO_SAVE_PROSE\x10\x052\x82\x1d\n" +
 	"\rMemoryService\x12e\n" +
 	"\x0eAppendMessages\x12!.memoryd.v1.AppendMessagesRequest\x1a\".memoryd.v1.AppendMessagesResponse\"\f\xc2\xf3\x18\b\b\x01\x10\x01\x18\x01 \x01\x12e\n" +
 	"\x0eIngestMessages\x12!.memoryd.v1.IngestMessagesRequest\x1a\".memoryd.v1.IngestMessagesResponse\"\n" +
@@ -8887,7 +9083,8 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x0eGetReviewState\x12!.memoryd.v1.GetReviewStateRequest\x1a\".memoryd.v1.GetReviewStateResponse\"\r\xc2\xf3\x18\x06\b\x01\x18\x01 \x01\x90\x02\x01\x12d\n" +
 	"\x0eListReviewRuns\x12!.memoryd.v1.ListReviewRunsRequest\x1a\".memoryd.v1.ListReviewRunsResponse\"\v\xc2\xf3\x18\x04\b\x01 \x01\x90\x02\x01\x12X\n" +
 	"\n" +
-	"ListOwners\x12\x1d.memoryd.v1.ListOwnersRequest\x1a\x1e.memoryd.v1.ListOwnersResponse\"\v\xc2\xf3\x18\x04\b\x01 \x03\x90\x02\x01\x12a\n" +
+	"ListOwners\x12\x1d.memoryd.v1.ListOwnersRequest\x1a\x1e.memoryd.v1.ListOwnersResponse\"\v\xc2\xf3\x18\x04\b\x01 \x03\x90\x02\x01\x12m\n" +
+	"\x11ListConversations\x12$.memoryd.v1.ListConversationsRequest\x1a%.memoryd.v1.ListConversationsResponse\"\v\xc2\xf3\x18\x04\b\x01 \x02\x90\x02\x01\x12a\n" +
 	"\rGetServerInfo\x12 .memoryd.v1.GetServerInfoRequest\x1a!.memoryd.v1.GetServerInfoResponse\"\v\xc2\xf3\x18\x04\b\x02 \x04\x90\x02\x01B\xad\x01\n" +
 	"\x0ecom.memoryd.v1B\x12MemoryServiceProtoP\x01Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1\xa2\x02\x03MXX\xaa\x02\n" +
 	"Memoryd.V1\xca\x02\n" +
@@ -8906,7 +9103,7 @@ func file_memoryd_v1_memory_service_proto_rawDescGZIP() []byte {
 }
 
 var file_memoryd_v1_memory_service_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_memoryd_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 95)
+var file_memoryd_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 98)
 var file_memoryd_v1_memory_service_proto_goTypes = []any{
 	(AppendOutcome)(0),                 // 0: memoryd.v1.AppendOutcome
 	(Speaker)(0),                       // 1: memoryd.v1.Speaker
@@ -9013,251 +9210,260 @@ var file_memoryd_v1_memory_service_proto_goTypes = []any{
 	(*AgentSummary)(nil),               // 102: memoryd.v1.AgentSummary
 	(*FailedReview)(nil),               // 103: memoryd.v1.FailedReview
 	(*GetServerInfoResponse)(nil),      // 104: memoryd.v1.GetServerInfoResponse
-	(Role)(0),                          // 105: memoryd.v1.Role
-	(*timestamppb.Timestamp)(nil),      // 106: google.protobuf.Timestamp
-	(Trust)(0),                         // 107: memoryd.v1.Trust
-	(*Conversation)(nil),               // 108: memoryd.v1.Conversation
-	(*Message)(nil),                    // 109: memoryd.v1.Message
-	(*OwnerScope)(nil),                 // 110: memoryd.v1.OwnerScope
-	(*AgentScope)(nil),                 // 111: memoryd.v1.AgentScope
-	(Category)(0),                      // 112: memoryd.v1.Category
-	(ScopeType)(0),                     // 113: memoryd.v1.ScopeType
-	(*Memory)(nil),                     // 114: memoryd.v1.Memory
-	(SourceState)(0),                   // 115: memoryd.v1.SourceState
-	(SourceType)(0),                    // 116: memoryd.v1.SourceType
-	(*MemorySource)(nil),               // 117: memoryd.v1.MemorySource
-	(ResourceType)(0),                  // 118: memoryd.v1.ResourceType
-	(*Resource)(nil),                   // 119: memoryd.v1.Resource
-	(*ResourceRef)(nil),                // 120: memoryd.v1.ResourceRef
-	(*ResourceRevision)(nil),           // 121: memoryd.v1.ResourceRevision
+	(*ListConversationsRequest)(nil),   // 105: memoryd.v1.ListConversationsRequest
+	(*ConversationSummary)(nil),        // 106: memoryd.v1.ConversationSummary
+	(*ListConversationsResponse)(nil),  // 107: memoryd.v1.ListConversationsResponse
+	(Role)(0),                          // 108: memoryd.v1.Role
+	(*timestamppb.Timestamp)(nil),      // 109: google.protobuf.Timestamp
+	(Trust)(0),                         // 110: memoryd.v1.Trust
+	(*Conversation)(nil),               // 111: memoryd.v1.Conversation
+	(*Message)(nil),                    // 112: memoryd.v1.Message
+	(*OwnerScope)(nil),                 // 113: memoryd.v1.OwnerScope
+	(*AgentScope)(nil),                 // 114: memoryd.v1.AgentScope
+	(Category)(0),                      // 115: memoryd.v1.Category
+	(ScopeType)(0),                     // 116: memoryd.v1.ScopeType
+	(*Memory)(nil),                     // 117: memoryd.v1.Memory
+	(SourceState)(0),                   // 118: memoryd.v1.SourceState
+	(SourceType)(0),                    // 119: memoryd.v1.SourceType
+	(*MemorySource)(nil),               // 120: memoryd.v1.MemorySource
+	(ResourceType)(0),                  // 121: memoryd.v1.ResourceType
+	(*Resource)(nil),                   // 122: memoryd.v1.Resource
+	(*ResourceRef)(nil),                // 123: memoryd.v1.ResourceRef
+	(*ResourceRevision)(nil),           // 124: memoryd.v1.ResourceRevision
 }
 var file_memoryd_v1_memory_service_proto_depIdxs = []int32{
-	105, // 0: memoryd.v1.NewMessage.role:type_name -> memoryd.v1.Role
-	106, // 1: memoryd.v1.NewMessage.created_at:type_name -> google.protobuf.Timestamp
-	107, // 2: memoryd.v1.NewMessage.trust:type_name -> memoryd.v1.Trust
-	108, // 3: memoryd.v1.AppendMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
+	108, // 0: memoryd.v1.NewMessage.role:type_name -> memoryd.v1.Role
+	109, // 1: memoryd.v1.NewMessage.created_at:type_name -> google.protobuf.Timestamp
+	110, // 2: memoryd.v1.NewMessage.trust:type_name -> memoryd.v1.Trust
+	111, // 3: memoryd.v1.AppendMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
 	10,  // 4: memoryd.v1.AppendMessagesRequest.messages:type_name -> memoryd.v1.NewMessage
 	0,   // 5: memoryd.v1.AppendResult.outcome:type_name -> memoryd.v1.AppendOutcome
-	109, // 6: memoryd.v1.AppendResult.message:type_name -> memoryd.v1.Message
-	106, // 7: memoryd.v1.AppendResult.created_at:type_name -> google.protobuf.Timestamp
+	112, // 6: memoryd.v1.AppendResult.message:type_name -> memoryd.v1.Message
+	109, // 7: memoryd.v1.AppendResult.created_at:type_name -> google.protobuf.Timestamp
 	12,  // 8: memoryd.v1.AppendMessagesResponse.results:type_name -> memoryd.v1.AppendResult
-	108, // 9: memoryd.v1.IngestedMessage.conversation:type_name -> memoryd.v1.Conversation
+	111, // 9: memoryd.v1.IngestedMessage.conversation:type_name -> memoryd.v1.Conversation
 	10,  // 10: memoryd.v1.IngestedMessage.message:type_name -> memoryd.v1.NewMessage
 	14,  // 11: memoryd.v1.IngestMessagesRequest.messages:type_name -> memoryd.v1.IngestedMessage
 	16,  // 12: memoryd.v1.IngestMessagesResponse.rejections:type_name -> memoryd.v1.IngestRejection
 	21,  // 13: memoryd.v1.ImportDataResponse.records:type_name -> memoryd.v1.ImportedRecords
-	107, // 14: memoryd.v1.TranscriptOpen.trust:type_name -> memoryd.v1.Trust
+	110, // 14: memoryd.v1.TranscriptOpen.trust:type_name -> memoryd.v1.Trust
 	1,   // 15: memoryd.v1.TranscriptSegment.speaker:type_name -> memoryd.v1.Speaker
 	82,  // 16: memoryd.v1.TranscriptSegment.usage:type_name -> memoryd.v1.TurnUsage
 	23,  // 17: memoryd.v1.StreamTranscriptRequest.open:type_name -> memoryd.v1.TranscriptOpen
 	24,  // 18: memoryd.v1.StreamTranscriptRequest.segment:type_name -> memoryd.v1.TranscriptSegment
 	25,  // 19: memoryd.v1.StreamTranscriptRequest.end:type_name -> memoryd.v1.TranscriptEnd
-	108, // 20: memoryd.v1.StreamTranscriptResponse.conversation:type_name -> memoryd.v1.Conversation
+	111, // 20: memoryd.v1.StreamTranscriptResponse.conversation:type_name -> memoryd.v1.Conversation
 	27,  // 21: memoryd.v1.StreamTranscriptResponse.totals:type_name -> memoryd.v1.TranscriptTotals
-	108, // 22: memoryd.v1.ListMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
-	109, // 23: memoryd.v1.ListMessagesResponse.messages:type_name -> memoryd.v1.Message
-	108, // 24: memoryd.v1.SearchHistoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	110, // 25: memoryd.v1.SearchHistoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	111, // 26: memoryd.v1.SearchHistoryRequest.agent:type_name -> memoryd.v1.AgentScope
-	107, // 27: memoryd.v1.SearchHistoryRequest.trust:type_name -> memoryd.v1.Trust
+	111, // 22: memoryd.v1.ListMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
+	112, // 23: memoryd.v1.ListMessagesResponse.messages:type_name -> memoryd.v1.Message
+	111, // 24: memoryd.v1.SearchHistoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	113, // 25: memoryd.v1.SearchHistoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	114, // 26: memoryd.v1.SearchHistoryRequest.agent:type_name -> memoryd.v1.AgentScope
+	110, // 27: memoryd.v1.SearchHistoryRequest.trust:type_name -> memoryd.v1.Trust
 	2,   // 28: memoryd.v1.SearchHistoryRequest.mode:type_name -> memoryd.v1.SearchMode
-	109, // 29: memoryd.v1.HistoryHit.message:type_name -> memoryd.v1.Message
+	112, // 29: memoryd.v1.HistoryHit.message:type_name -> memoryd.v1.Message
 	3,   // 30: memoryd.v1.HistoryHit.match:type_name -> memoryd.v1.MatchKind
 	3,   // 31: memoryd.v1.HistoryHit.matches:type_name -> memoryd.v1.MatchKind
 	32,  // 32: memoryd.v1.HistoryHit.scores:type_name -> memoryd.v1.HitScores
 	33,  // 33: memoryd.v1.SearchHistoryResponse.hits:type_name -> memoryd.v1.HistoryHit
-	108, // 34: memoryd.v1.ClearConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	107, // 35: memoryd.v1.ClearConversationRequest.trust:type_name -> memoryd.v1.Trust
-	108, // 36: memoryd.v1.PurgeConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	107, // 37: memoryd.v1.PurgeConversationRequest.trust:type_name -> memoryd.v1.Trust
+	111, // 34: memoryd.v1.ClearConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	110, // 35: memoryd.v1.ClearConversationRequest.trust:type_name -> memoryd.v1.Trust
+	111, // 36: memoryd.v1.PurgeConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	110, // 37: memoryd.v1.PurgeConversationRequest.trust:type_name -> memoryd.v1.Trust
 	40,  // 38: memoryd.v1.PurgeOwnerResponse.erased:type_name -> memoryd.v1.ErasedRows
-	108, // 39: memoryd.v1.GetConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	108, // 40: memoryd.v1.GetConversationResponse.conversation:type_name -> memoryd.v1.Conversation
-	106, // 41: memoryd.v1.GetConversationResponse.first_message_at:type_name -> google.protobuf.Timestamp
-	106, // 42: memoryd.v1.GetConversationResponse.last_message_at:type_name -> google.protobuf.Timestamp
-	106, // 43: memoryd.v1.GetConversationResponse.window_started_at:type_name -> google.protobuf.Timestamp
+	111, // 39: memoryd.v1.GetConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	111, // 40: memoryd.v1.GetConversationResponse.conversation:type_name -> memoryd.v1.Conversation
+	109, // 41: memoryd.v1.GetConversationResponse.first_message_at:type_name -> google.protobuf.Timestamp
+	109, // 42: memoryd.v1.GetConversationResponse.last_message_at:type_name -> google.protobuf.Timestamp
+	109, // 43: memoryd.v1.GetConversationResponse.window_started_at:type_name -> google.protobuf.Timestamp
 	44,  // 44: memoryd.v1.GetConversationResponse.previous_session:type_name -> memoryd.v1.EndedSession
-	106, // 45: memoryd.v1.EndedSession.ended_at:type_name -> google.protobuf.Timestamp
-	108, // 46: memoryd.v1.StoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	110, // 47: memoryd.v1.StoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	107, // 48: memoryd.v1.StoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	112, // 49: memoryd.v1.StoreMemoryRequest.category:type_name -> memoryd.v1.Category
-	113, // 50: memoryd.v1.StoreMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	114, // 51: memoryd.v1.StoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	108, // 52: memoryd.v1.GetMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	110, // 53: memoryd.v1.GetMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	113, // 54: memoryd.v1.GetMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	107, // 55: memoryd.v1.GetMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	114, // 56: memoryd.v1.GetMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	108, // 57: memoryd.v1.ListMemoriesRequest.conversation:type_name -> memoryd.v1.Conversation
-	110, // 58: memoryd.v1.ListMemoriesRequest.owner:type_name -> memoryd.v1.OwnerScope
-	113, // 59: memoryd.v1.ListMemoriesRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	112, // 60: memoryd.v1.ListMemoriesRequest.categories:type_name -> memoryd.v1.Category
+	109, // 45: memoryd.v1.EndedSession.ended_at:type_name -> google.protobuf.Timestamp
+	111, // 46: memoryd.v1.StoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	113, // 47: memoryd.v1.StoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	110, // 48: memoryd.v1.StoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	115, // 49: memoryd.v1.StoreMemoryRequest.category:type_name -> memoryd.v1.Category
+	116, // 50: memoryd.v1.StoreMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	117, // 51: memoryd.v1.StoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	111, // 52: memoryd.v1.GetMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	113, // 53: memoryd.v1.GetMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	116, // 54: memoryd.v1.GetMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	110, // 55: memoryd.v1.GetMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	117, // 56: memoryd.v1.GetMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	111, // 57: memoryd.v1.ListMemoriesRequest.conversation:type_name -> memoryd.v1.Conversation
+	113, // 58: memoryd.v1.ListMemoriesRequest.owner:type_name -> memoryd.v1.OwnerScope
+	116, // 59: memoryd.v1.ListMemoriesRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	115, // 60: memoryd.v1.ListMemoriesRequest.categories:type_name -> memoryd.v1.Category
 	4,   // 61: memoryd.v1.ListMemoriesRequest.archived:type_name -> memoryd.v1.ArchivedFilter
-	107, // 62: memoryd.v1.ListMemoriesRequest.trust:type_name -> memoryd.v1.Trust
-	114, // 63: memoryd.v1.ListedMemory.memory:type_name -> memoryd.v1.Memory
+	110, // 62: memoryd.v1.ListMemoriesRequest.trust:type_name -> memoryd.v1.Trust
+	117, // 63: memoryd.v1.ListedMemory.memory:type_name -> memoryd.v1.Memory
 	50,  // 64: memoryd.v1.ListMemoriesResponse.memories:type_name -> memoryd.v1.ListedMemory
-	108, // 65: memoryd.v1.UpdateMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	110, // 66: memoryd.v1.UpdateMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	113, // 67: memoryd.v1.UpdateMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	107, // 68: memoryd.v1.UpdateMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	114, // 69: memoryd.v1.UpdateMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	108, // 70: memoryd.v1.ArchiveMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	110, // 71: memoryd.v1.ArchiveMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	107, // 72: memoryd.v1.ArchiveMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	114, // 73: memoryd.v1.ArchiveMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	108, // 74: memoryd.v1.RestoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	110, // 75: memoryd.v1.RestoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	107, // 76: memoryd.v1.RestoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	114, // 77: memoryd.v1.RestoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	108, // 78: memoryd.v1.DeleteMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	110, // 79: memoryd.v1.DeleteMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	113, // 80: memoryd.v1.DeleteMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	107, // 81: memoryd.v1.DeleteMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	108, // 82: memoryd.v1.RecallRequest.conversation:type_name -> memoryd.v1.Conversation
+	111, // 65: memoryd.v1.UpdateMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	113, // 66: memoryd.v1.UpdateMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	116, // 67: memoryd.v1.UpdateMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	110, // 68: memoryd.v1.UpdateMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	117, // 69: memoryd.v1.UpdateMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	111, // 70: memoryd.v1.ArchiveMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	113, // 71: memoryd.v1.ArchiveMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	110, // 72: memoryd.v1.ArchiveMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	117, // 73: memoryd.v1.ArchiveMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	111, // 74: memoryd.v1.RestoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	113, // 75: memoryd.v1.RestoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	110, // 76: memoryd.v1.RestoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	117, // 77: memoryd.v1.RestoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	111, // 78: memoryd.v1.DeleteMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	113, // 79: memoryd.v1.DeleteMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	116, // 80: memoryd.v1.DeleteMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	110, // 81: memoryd.v1.DeleteMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	111, // 82: memoryd.v1.RecallRequest.conversation:type_name -> memoryd.v1.Conversation
 	5,   // 83: memoryd.v1.RecallRequest.scope:type_name -> memoryd.v1.RecallScope
 	6,   // 84: memoryd.v1.RecallRequest.source:type_name -> memoryd.v1.RecallSource
-	107, // 85: memoryd.v1.RecallRequest.trust:type_name -> memoryd.v1.Trust
+	110, // 85: memoryd.v1.RecallRequest.trust:type_name -> memoryd.v1.Trust
 	2,   // 86: memoryd.v1.RecallRequest.mode:type_name -> memoryd.v1.SearchMode
 	6,   // 87: memoryd.v1.RecallHit.source:type_name -> memoryd.v1.RecallSource
 	3,   // 88: memoryd.v1.RecallHit.match:type_name -> memoryd.v1.MatchKind
 	3,   // 89: memoryd.v1.RecallHit.matches:type_name -> memoryd.v1.MatchKind
 	32,  // 90: memoryd.v1.RecallHit.scores:type_name -> memoryd.v1.HitScores
-	114, // 91: memoryd.v1.RecallHit.memory:type_name -> memoryd.v1.Memory
+	117, // 91: memoryd.v1.RecallHit.memory:type_name -> memoryd.v1.Memory
 	33,  // 92: memoryd.v1.RecallHit.message:type_name -> memoryd.v1.HistoryHit
 	61,  // 93: memoryd.v1.RecallResponse.hits:type_name -> memoryd.v1.RecallHit
-	110, // 94: memoryd.v1.ListMemorySourcesRequest.owner:type_name -> memoryd.v1.OwnerScope
-	115, // 95: memoryd.v1.ListMemorySourcesRequest.state:type_name -> memoryd.v1.SourceState
-	116, // 96: memoryd.v1.ListMemorySourcesRequest.type:type_name -> memoryd.v1.SourceType
-	117, // 97: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
-	110, // 98: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
+	113, // 94: memoryd.v1.ListMemorySourcesRequest.owner:type_name -> memoryd.v1.OwnerScope
+	118, // 95: memoryd.v1.ListMemorySourcesRequest.state:type_name -> memoryd.v1.SourceState
+	119, // 96: memoryd.v1.ListMemorySourcesRequest.type:type_name -> memoryd.v1.SourceType
+	120, // 97: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
+	113, // 98: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
 	7,   // 99: memoryd.v1.SetJobStatusRequest.status:type_name -> memoryd.v1.JobStatus
-	117, // 100: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
-	110, // 101: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
+	120, // 100: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
+	113, // 101: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
 	8,   // 102: memoryd.v1.FinishJobRunRequest.outcome:type_name -> memoryd.v1.JobRunOutcome
-	106, // 103: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	106, // 104: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
-	114, // 105: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
+	109, // 103: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	109, // 104: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
+	117, // 105: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
 	8,   // 106: memoryd.v1.FinishJobRunResponse.outcome:type_name -> memoryd.v1.JobRunOutcome
-	107, // 107: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
+	110, // 107: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
 	70,  // 108: memoryd.v1.GetPromptContextResponse.user_usage:type_name -> memoryd.v1.PromptFileUsage
 	70,  // 109: memoryd.v1.GetPromptContextResponse.memory_usage:type_name -> memoryd.v1.PromptFileUsage
-	118, // 110: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
-	119, // 111: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
-	120, // 112: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	121, // 113: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
-	120, // 114: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
-	121, // 115: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	120, // 116: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	120, // 117: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
-	121, // 118: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	108, // 119: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
-	107, // 120: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
+	121, // 110: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
+	122, // 111: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
+	123, // 112: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	124, // 113: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
+	123, // 114: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
+	124, // 115: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	123, // 116: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	123, // 117: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
+	124, // 118: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	111, // 119: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
+	110, // 120: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
 	10,  // 121: memoryd.v1.CommitTurnRequest.messages:type_name -> memoryd.v1.NewMessage
 	82,  // 122: memoryd.v1.CommitTurnRequest.usage:type_name -> memoryd.v1.TurnUsage
 	12,  // 123: memoryd.v1.CommitTurnResponse.results:type_name -> memoryd.v1.AppendResult
-	108, // 124: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
-	108, // 125: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
+	111, // 124: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
+	111, // 125: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
 	9,   // 126: memoryd.v1.ConversationReview.status:type_name -> memoryd.v1.ReviewStatus
 	87,  // 127: memoryd.v1.ReviewNowResponse.reviews:type_name -> memoryd.v1.ConversationReview
-	108, // 128: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
+	111, // 128: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
 	9,   // 129: memoryd.v1.ReviewRun.status:type_name -> memoryd.v1.ReviewStatus
-	106, // 130: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
-	106, // 131: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
+	109, // 130: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
+	109, // 131: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
 	86,  // 132: memoryd.v1.ReviewRun.skipped_operations:type_name -> memoryd.v1.SkippedOperation
-	108, // 133: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
-	106, // 134: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
-	106, // 135: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
-	106, // 136: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
+	111, // 133: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
+	109, // 134: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
+	109, // 135: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
+	109, // 136: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
 	9,   // 137: memoryd.v1.GetReviewStateResponse.last_review_status:type_name -> memoryd.v1.ReviewStatus
-	106, // 138: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
+	109, // 138: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
 	90,  // 139: memoryd.v1.GetReviewStateResponse.last_run:type_name -> memoryd.v1.ReviewRun
-	108, // 140: memoryd.v1.ListReviewRunsRequest.conversation:type_name -> memoryd.v1.Conversation
+	111, // 140: memoryd.v1.ListReviewRunsRequest.conversation:type_name -> memoryd.v1.Conversation
 	90,  // 141: memoryd.v1.ListReviewRunsResponse.runs:type_name -> memoryd.v1.ReviewRun
-	106, // 142: memoryd.v1.OwnerSummary.latest_conversation_at:type_name -> google.protobuf.Timestamp
+	109, // 142: memoryd.v1.OwnerSummary.latest_conversation_at:type_name -> google.protobuf.Timestamp
 	99,  // 143: memoryd.v1.ListOwnersResponse.owners:type_name -> memoryd.v1.OwnerSummary
-	108, // 144: memoryd.v1.FailedReview.conversation:type_name -> memoryd.v1.Conversation
+	111, // 144: memoryd.v1.FailedReview.conversation:type_name -> memoryd.v1.Conversation
 	90,  // 145: memoryd.v1.FailedReview.run:type_name -> memoryd.v1.ReviewRun
-	106, // 146: memoryd.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
+	109, // 146: memoryd.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
 	102, // 147: memoryd.v1.GetServerInfoResponse.agents:type_name -> memoryd.v1.AgentSummary
 	103, // 148: memoryd.v1.GetServerInfoResponse.recent_failures:type_name -> memoryd.v1.FailedReview
-	11,  // 149: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
-	15,  // 150: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
-	26,  // 151: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
-	18,  // 152: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
-	20,  // 153: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
-	29,  // 154: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
-	31,  // 155: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
-	35,  // 156: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
-	37,  // 157: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
-	39,  // 158: memoryd.v1.MemoryService.PurgeOwner:input_type -> memoryd.v1.PurgeOwnerRequest
-	42,  // 159: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
-	45,  // 160: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
-	47,  // 161: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
-	49,  // 162: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
-	52,  // 163: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
-	54,  // 164: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
-	56,  // 165: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
-	58,  // 166: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
-	60,  // 167: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
-	63,  // 168: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
-	65,  // 169: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
-	67,  // 170: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
-	69,  // 171: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
-	72,  // 172: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
-	74,  // 173: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
-	76,  // 174: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
-	78,  // 175: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
-	80,  // 176: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
-	83,  // 177: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
-	85,  // 178: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
-	92,  // 179: memoryd.v1.MemoryService.GetEmbeddingStatus:input_type -> memoryd.v1.GetEmbeddingStatusRequest
-	94,  // 180: memoryd.v1.MemoryService.ReindexEmbeddings:input_type -> memoryd.v1.ReindexEmbeddingsRequest
-	89,  // 181: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
-	96,  // 182: memoryd.v1.MemoryService.ListReviewRuns:input_type -> memoryd.v1.ListReviewRunsRequest
-	98,  // 183: memoryd.v1.MemoryService.ListOwners:input_type -> memoryd.v1.ListOwnersRequest
-	101, // 184: memoryd.v1.MemoryService.GetServerInfo:input_type -> memoryd.v1.GetServerInfoRequest
-	13,  // 185: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
-	17,  // 186: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
-	28,  // 187: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
-	19,  // 188: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
-	22,  // 189: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
-	30,  // 190: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
-	34,  // 191: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
-	36,  // 192: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
-	38,  // 193: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
-	41,  // 194: memoryd.v1.MemoryService.PurgeOwner:output_type -> memoryd.v1.PurgeOwnerResponse
-	43,  // 195: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
-	46,  // 196: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
-	48,  // 197: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
-	51,  // 198: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
-	53,  // 199: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
-	55,  // 200: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
-	57,  // 201: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
-	59,  // 202: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
-	62,  // 203: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
-	64,  // 204: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
-	66,  // 205: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
-	68,  // 206: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
-	71,  // 207: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
-	73,  // 208: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
-	75,  // 209: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
-	77,  // 210: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
-	79,  // 211: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
-	81,  // 212: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
-	84,  // 213: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
-	88,  // 214: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
-	93,  // 215: memoryd.v1.MemoryService.GetEmbeddingStatus:output_type -> memoryd.v1.GetEmbeddingStatusResponse
-	95,  // 216: memoryd.v1.MemoryService.ReindexEmbeddings:output_type -> memoryd.v1.ReindexEmbeddingsResponse
-	91,  // 217: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
-	97,  // 218: memoryd.v1.MemoryService.ListReviewRuns:output_type -> memoryd.v1.ListReviewRunsResponse
-	100, // 219: memoryd.v1.MemoryService.ListOwners:output_type -> memoryd.v1.ListOwnersResponse
-	104, // 220: memoryd.v1.MemoryService.GetServerInfo:output_type -> memoryd.v1.GetServerInfoResponse
-	185, // [185:221] is the sub-list for method output_type
-	149, // [149:185] is the sub-list for method input_type
-	149, // [149:149] is the sub-list for extension type_name
-	149, // [149:149] is the sub-list for extension extendee
-	0,   // [0:149] is the sub-list for field type_name
+	113, // 149: memoryd.v1.ListConversationsRequest.owner:type_name -> memoryd.v1.OwnerScope
+	111, // 150: memoryd.v1.ConversationSummary.conversation:type_name -> memoryd.v1.Conversation
+	109, // 151: memoryd.v1.ConversationSummary.created_at:type_name -> google.protobuf.Timestamp
+	106, // 152: memoryd.v1.ListConversationsResponse.conversations:type_name -> memoryd.v1.ConversationSummary
+	11,  // 153: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
+	15,  // 154: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
+	26,  // 155: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
+	18,  // 156: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
+	20,  // 157: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
+	29,  // 158: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
+	31,  // 159: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
+	35,  // 160: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
+	37,  // 161: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
+	39,  // 162: memoryd.v1.MemoryService.PurgeOwner:input_type -> memoryd.v1.PurgeOwnerRequest
+	42,  // 163: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
+	45,  // 164: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
+	47,  // 165: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
+	49,  // 166: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
+	52,  // 167: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
+	54,  // 168: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
+	56,  // 169: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
+	58,  // 170: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
+	60,  // 171: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
+	63,  // 172: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
+	65,  // 173: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
+	67,  // 174: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
+	69,  // 175: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
+	72,  // 176: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
+	74,  // 177: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
+	76,  // 178: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
+	78,  // 179: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
+	80,  // 180: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
+	83,  // 181: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
+	85,  // 182: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
+	92,  // 183: memoryd.v1.MemoryService.GetEmbeddingStatus:input_type -> memoryd.v1.GetEmbeddingStatusRequest
+	94,  // 184: memoryd.v1.MemoryService.ReindexEmbeddings:input_type -> memoryd.v1.ReindexEmbeddingsRequest
+	89,  // 185: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
+	96,  // 186: memoryd.v1.MemoryService.ListReviewRuns:input_type -> memoryd.v1.ListReviewRunsRequest
+	98,  // 187: memoryd.v1.MemoryService.ListOwners:input_type -> memoryd.v1.ListOwnersRequest
+	105, // 188: memoryd.v1.MemoryService.ListConversations:input_type -> memoryd.v1.ListConversationsRequest
+	101, // 189: memoryd.v1.MemoryService.GetServerInfo:input_type -> memoryd.v1.GetServerInfoRequest
+	13,  // 190: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
+	17,  // 191: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
+	28,  // 192: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
+	19,  // 193: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
+	22,  // 194: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
+	30,  // 195: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
+	34,  // 196: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
+	36,  // 197: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
+	38,  // 198: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
+	41,  // 199: memoryd.v1.MemoryService.PurgeOwner:output_type -> memoryd.v1.PurgeOwnerResponse
+	43,  // 200: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
+	46,  // 201: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
+	48,  // 202: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
+	51,  // 203: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
+	53,  // 204: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
+	55,  // 205: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
+	57,  // 206: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
+	59,  // 207: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
+	62,  // 208: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
+	64,  // 209: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
+	66,  // 210: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
+	68,  // 211: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
+	71,  // 212: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
+	73,  // 213: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
+	75,  // 214: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
+	77,  // 215: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
+	79,  // 216: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
+	81,  // 217: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
+	84,  // 218: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
+	88,  // 219: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
+	93,  // 220: memoryd.v1.MemoryService.GetEmbeddingStatus:output_type -> memoryd.v1.GetEmbeddingStatusResponse
+	95,  // 221: memoryd.v1.MemoryService.ReindexEmbeddings:output_type -> memoryd.v1.ReindexEmbeddingsResponse
+	91,  // 222: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
+	97,  // 223: memoryd.v1.MemoryService.ListReviewRuns:output_type -> memoryd.v1.ListReviewRunsResponse
+	100, // 224: memoryd.v1.MemoryService.ListOwners:output_type -> memoryd.v1.ListOwnersResponse
+	107, // 225: memoryd.v1.MemoryService.ListConversations:output_type -> memoryd.v1.ListConversationsResponse
+	104, // 226: memoryd.v1.MemoryService.GetServerInfo:output_type -> memoryd.v1.GetServerInfoResponse
+	190, // [190:227] is the sub-list for method output_type
+	153, // [153:190] is the sub-list for method input_type
+	153, // [153:153] is the sub-list for extension type_name
+	153, // [153:153] is the sub-list for extension extendee
+	0,   // [0:153] is the sub-list for field type_name
 }
 
 func init() { file_memoryd_v1_memory_service_proto_init() }
@@ -9315,7 +9521,7 @@ func file_memoryd_v1_memory_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memoryd_v1_memory_service_proto_rawDesc), len(file_memoryd_v1_memory_service_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   95,
+			NumMessages:   98,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

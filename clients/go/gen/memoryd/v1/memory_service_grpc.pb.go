@@ -54,6 +54,7 @@ const (
 	MemoryService_GetReviewState_FullMethodName     = "/memoryd.v1.MemoryService/GetReviewState"
 	MemoryService_ListReviewRuns_FullMethodName     = "/memoryd.v1.MemoryService/ListReviewRuns"
 	MemoryService_ListOwners_FullMethodName         = "/memoryd.v1.MemoryService/ListOwners"
+	MemoryService_ListConversations_FullMethodName  = "/memoryd.v1.MemoryService/ListConversations"
 	MemoryService_GetServerInfo_FullMethodName      = "/memoryd.v1.MemoryService/GetServerInfo"
 )
 
@@ -235,6 +236,8 @@ type MemoryServiceClient interface {
 	// ListOwners returns the owners of one agent, by owner id, in pages: each with its
 	// conversations, its memory rows (active and archived) and its latest message's time.
 	ListOwners(ctx context.Context, in *ListOwnersRequest, opts ...grpc.CallOption) (*ListOwnersResponse, error)
+	// ListConversations returns an owner's conversations, by channel, chat and thread, in pages.
+	ListConversations(ctx context.Context, in *ListConversationsRequest, opts ...grpc.CallOption) (*ListConversationsResponse, error)
 	// GetServerInfo returns what an operator looks at first: the server's version and storage,
 	// the agents it holds (with their owners and conversations), the work waiting in the
 	// background (reviews, embeddings) and what it did lately (failed reviews, compactions), and
@@ -618,6 +621,16 @@ func (c *memoryServiceClient) ListOwners(ctx context.Context, in *ListOwnersRequ
 	return out, nil
 }
 
+func (c *memoryServiceClient) ListConversations(ctx context.Context, in *ListConversationsRequest, opts ...grpc.CallOption) (*ListConversationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListConversationsResponse)
+	err := c.cc.Invoke(ctx, MemoryService_ListConversations_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *memoryServiceClient) GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetServerInfoResponse)
@@ -806,6 +819,8 @@ type MemoryServiceServer interface {
 	// ListOwners returns the owners of one agent, by owner id, in pages: each with its
 	// conversations, its memory rows (active and archived) and its latest message's time.
 	ListOwners(context.Context, *ListOwnersRequest) (*ListOwnersResponse, error)
+	// ListConversations returns an owner's conversations, by channel, chat and thread, in pages.
+	ListConversations(context.Context, *ListConversationsRequest) (*ListConversationsResponse, error)
 	// GetServerInfo returns what an operator looks at first: the server's version and storage,
 	// the agents it holds (with their owners and conversations), the work waiting in the
 	// background (reviews, embeddings) and what it did lately (failed reviews, compactions), and
@@ -925,6 +940,9 @@ func (UnimplementedMemoryServiceServer) ListReviewRuns(context.Context, *ListRev
 }
 func (UnimplementedMemoryServiceServer) ListOwners(context.Context, *ListOwnersRequest) (*ListOwnersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListOwners not implemented")
+}
+func (UnimplementedMemoryServiceServer) ListConversations(context.Context, *ListConversationsRequest) (*ListConversationsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListConversations not implemented")
 }
 func (UnimplementedMemoryServiceServer) GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetServerInfo not implemented")
@@ -1540,6 +1558,24 @@ func _MemoryService_ListOwners_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MemoryService_ListConversations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListConversationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).ListConversations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_ListConversations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).ListConversations(ctx, req.(*ListConversationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _MemoryService_GetServerInfo_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetServerInfoRequest)
 	if err := dec(in); err != nil {
@@ -1688,6 +1724,10 @@ var MemoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListOwners",
 			Handler:    _MemoryService_ListOwners_Handler,
+		},
+		{
+			MethodName: "ListConversations",
+			Handler:    _MemoryService_ListConversations_Handler,
 		},
 		{
 			MethodName: "GetServerInfo",

@@ -1,0 +1,734 @@
+// memoryd's web console: a page of plain JavaScript over the public HTTP/JSON API (the Connect
+// protocol), with the rights of the token its user signed in with. No build step, no
+// dependencies. Every piece of stored text reaches the page through textContent (`h` below),
+// never as markup.
+"use strict";
+
+const MEMORY = "memoryd.v1.MemoryService";
+const COMPACTION = "memoryd.v1.CompactionService";
+const state = { session: null };
+const main = () => document.getElementById("main");
+
+// --- the page's building blocks -----------------------------------------------------------
+
+// An element: attributes (on* are listeners) and children (strings become text nodes).
+function h(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else if (name === "class") node.className = value;
+    else node.setAttribute(name, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function link(route, text) {
+  return h("a", { href: "#" + route }, text);
+}
+
+function route(...parts) {
+  return "/" + parts.map((part) => encodeURIComponent(part)).join("/");
+}
+
+function show(...nodes) {
+  const target = main();
+  target.replaceChildren(...nodes);
+}
+
+function say(text) {
+  const status = document.getElementById("status");
+  status.textContent = text;
+  clearTimeout(say.timer);
+  say.timer = setTimeout(() => (status.textContent = ""), 4000);
+}
+
+function when(stamp) {
+  if (!stamp) return "";
+  const date = new Date(stamp);
+  return isNaN(date) ? String(stamp) : date.toISOString().replace("T", " ").slice(0, 19) + " UTC";
+}
+
+function bytes(count) {
+  const n = Number(count || 0);
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
+  if (n < 1024 ** 3) return `${(n / 1024 / 1024).toFixed(1)} MiB`;
+  return `${(n / 1024 ** 3).toFixed(2)} GiB`;
+}
+
+function label(enumName, prefix) {
+  if (!enumName) return "";
+  return String(enumName).replace(prefix, "").toLowerCase().replace(/_/g, " ");
+}
+
+function table(headers, rows, caption) {
+  return h(
+    "table",
+    {},
+    caption ? h("caption", { class: "muted" }, caption) : null,
+    h("thead", {}, h("tr", {}, headers.map((name) => h("th", { scope: "col" }, name)))),
+    h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: headers.length }, "None.")))
+  );
+}
+
+// A cell of long text: the first 2,000 characters, and a button that shows the rest.
+function clipped(text) {
+  const cell = h("td", { class: "text" });
+  const full = String(text || "");
+  if (full.length <= 2000) {
+    cell.append(full);
+    return cell;
+  }
+  const more = h("button", { type: "button" }, `Show all ${full.length.toLocaleString("en")} characters`);
+  more.addEventListener("click", () => cell.replaceChildren(full));
+  cell.append(full.slice(0, 2000) + "…", h("br"), more);
+  return cell;
+}
+
+function cards(pairs) {
+  return h(
+    "dl",
+    { class: "cards" },
+    pairs.map(([name, value]) => h("div", {}, h("dt", {}, name), h("dd", {}, value)))
+  );
+}
+
+// A confirmation with a real dialog (focus stays in it; Escape cancels).
+function confirmed(question) {
+  return new Promise((resolve) => {
+    const dialog = h(
+      "dialog",
+      { "aria-labelledby": "confirm-text" },
+      h("p", { id: "confirm-text" }, question),
+      h(
+        "form",
+        { method: "dialog", class: "inline" },
+        h("button", { value: "yes", class: "danger" }, "Confirm"),
+        h("button", { value: "no", autofocus: true }, "Cancel")
+      )
+    );
+    dialog.addEventListener("close", () => {
+      resolve(dialog.returnValue === "yes");
+      dialog.remove();
+    });
+    document.body.append(dialog);
+    dialog.showModal();
+  });
+}
+
+// --- the API -----------------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(code, message) {
+    super(message);
+    this.code = code;
+  }
+}
+
+async function call(method, request, service = MEMORY) {
+  const response = await fetch(`/${service}/${method}`, {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "content-type": "application/json", "x-memoryd-csrf": state.session.csrf },
+    body: JSON.stringify(request || {}),
+  });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    if (response.status === 401) signedOut(body.message);
+    throw new ApiError(body.code || String(response.status), body.message || response.statusText);
+  }
+  return body;
+}
+
+function failure(error) {
+  return h("p", { class: "error", role: "alert" }, `${error.code || "error"}: ${error.message}`);
+}
+
+// A section filled by an API read; its failure is shown in its place.
+function section(title, fill) {
+  const body = h("div", {}, h("p", { class: "muted" }, "Loading…"));
+  const node = h("section", { "aria-label": title }, h("h2", {}, title), body);
+  Promise.resolve()
+    .then(fill)
+    .then((content) => body.replaceChildren(...[content].flat()))
+    .catch((error) => body.replaceChildren(failure(error)));
+  return node;
+}
+
+// Pages of a listing: `load(token)` answers {rows, next}; Previous and Next walk the pages.
+function paged(headers, load, caption) {
+  const tokens = [""];
+  const holder = h("div", {});
+  async function render(index) {
+    const page = await load(tokens[index]);
+    tokens[index + 1] = page.next || null;
+    holder.replaceChildren(
+      table(headers, page.rows, caption),
+      h(
+        "div",
+        { class: "pager" },
+        h("button", { type: "button", disabled: index === 0, onclick: () => render(index - 1).catch(show_error(holder)) }, "Previous page"),
+        h("button", { type: "button", disabled: !page.next, onclick: () => render(index + 1).catch(show_error(holder)) }, "Next page")
+      )
+    );
+  }
+  return render(0).then(() => holder);
+}
+
+const show_error = (holder) => (error) => holder.replaceChildren(failure(error));
+
+// --- sign-in -------------------------------------------------------------------------------
+
+function signedOut(message) {
+  state.session = null;
+  document.getElementById("nav").hidden = true;
+  const input = h("input", { id: "token", type: "password", autocomplete: "off", required: true });
+  const error = h("p", { class: "error", role: "alert" }, message || "");
+  const form = h(
+    "form",
+    { class: "signin", "aria-labelledby": "signin-title" },
+    h("h1", { id: "signin-title" }, "Sign in"),
+    h("p", { class: "muted" }, "Sign in with a memoryd token: the console has that token's rights."),
+    h("label", { for: "token" }, "Token"),
+    input,
+    h("p", {}, h("button", { type: "submit" }, "Sign in")),
+    error
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const response = await fetch("/console/session", {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ token: input.value }),
+    });
+    const body = await response.json().catch(() => ({}));
+    if (!response.ok) {
+      error.textContent = body.message || "sign-in failed";
+      return;
+    }
+    input.value = "";
+    signedIn(body);
+  });
+  show(form);
+  input.focus();
+}
+
+function signedIn(session) {
+  state.session = session;
+  document.getElementById("nav").hidden = false;
+  const agents = session.agents ? session.agents.join(", ") : "every agent";
+  document.getElementById("who").textContent =
+    `${session.fingerprint || "no tokens configured"} · ${session.role} · ${agents}` +
+    (session.max_trust === "guest" ? " · guest" : "");
+  render();
+}
+
+async function signOut() {
+  await fetch("/console/session", {
+    method: "DELETE",
+    credentials: "same-origin",
+    headers: { "x-memoryd-csrf": state.session ? state.session.csrf : "" },
+  });
+  location.hash = "#/";
+  signedOut("Signed out.");
+}
+
+// --- pages ---------------------------------------------------------------------------------
+
+const isGuest = () => state.session.max_trust === "guest";
+const isAdmin = () => state.session.role === "admin" && !state.session.agents;
+
+function overview() {
+  if (isGuest()) return guestContext();
+  const title = h("h1", {}, "Overview");
+  if (!isAdmin()) {
+    const rows = state.session.agents.map((agent) => h("tr", {}, h("td", {}, link(route("agent", agent), agent))));
+    show(title, h("p", { class: "muted" }, "This token covers these agents."), table(["Agent"], rows));
+    return;
+  }
+  show(
+    title,
+    section("Server", async () => {
+      const info = await call("GetServerInfo");
+      state.info = info;
+      const failures = (info.recentFailures || []).map((item) => {
+        const c = item.conversation;
+        return h(
+          "tr",
+          {},
+          h("td", {}, link(conversationRoute(c), `${c.agentId} / ${c.ownerId} / ${c.channel}:${c.chatId}`)),
+          h("td", {}, when(item.run.completedAt)),
+          h("td", { class: "text" }, item.run.error || "")
+        );
+      });
+      const agents = (info.agents || []).map((agent) =>
+        h(
+          "tr",
+          {},
+          h("td", {}, link(route("agent", agent.agentId), agent.agentId)),
+          h("td", {}, String(agent.owners || 0)),
+          h("td", {}, String(agent.conversations || 0))
+        )
+      );
+      return [
+        cards([
+          ["Version", info.version],
+          ["Storage", info.backend],
+          ["Database size", bytes(info.databaseBytes)],
+          ["Review backlog", String(info.reviewBacklog || 0)],
+          ["Failed reviews (24 h)", String(info.reviewFailures24h || 0)],
+          ["Compacted (24 h)", String(info.compactedConversations24h || 0)],
+          ["Embedding queue", String(Number(info.embeddingPendingMessages || 0) + Number(info.embeddingPendingMemories || 0))],
+          ["Background review", info.backgroundReview ? "on" : "off"],
+        ]),
+        h("h2", {}, "Agents"),
+        table(["Agent", "Owners", "Conversations"], agents),
+        h("h2", {}, "Recent review failures"),
+        table(["Conversation", "When", "Error"], failures),
+      ];
+    })
+  );
+}
+
+function agentPage(agent) {
+  show(
+    h("p", { class: "crumbs" }, link("/", "Overview"), " / agent"),
+    h("h1", {}, `Agent ${agent}`),
+    section("Owners", () =>
+      paged(
+        ["Owner", "Conversations", "Memory rows", "Archived", "Latest conversation"],
+        async (token) => {
+          const page = await call("ListOwners", { agentId: agent, pageSize: 50, pageToken: token });
+          return {
+            next: page.nextPageToken,
+            rows: (page.owners || []).map((owner) =>
+              h(
+                "tr",
+                {},
+                h("td", {}, link(route("owner", agent, owner.ownerId), owner.ownerId)),
+                h("td", {}, String(owner.conversations || 0)),
+                h("td", {}, String(owner.activeMemories || 0)),
+                h("td", {}, String(owner.archivedMemories || 0)),
+                h("td", {}, when(owner.latestConversationAt))
+              )
+            ),
+          };
+        }
+      )
+    )
+  );
+}
+
+function conversationRoute(c) {
+  return route("conversation", c.agentId || "main", c.ownerId || "default", c.channel, c.chatId, c.threadScope || "");
+}
+
+function ownerPage(agent, owner) {
+  const scope = { agentId: agent, ownerId: owner };
+  show(
+    h("p", { class: "crumbs" }, link("/", "Overview"), " / ", link(route("agent", agent), agent), " / owner"),
+    h("h1", {}, `Owner ${owner}`),
+    section("Prompt files", async () => {
+      const context = await call("GetPromptContext", scope);
+      return [h("h3", {}, "USER.md"), h("pre", { tabindex: 0 }, context.userMd || "(empty)"), h("h3", {}, "MEMORY.md"), h("pre", { tabindex: 0 }, context.memoryMd || "(empty)")];
+    }),
+    section("Conversations", () =>
+      paged(["Conversation", "Started", "Window starts after"], async (token) => {
+        const page = await call("ListConversations", { owner: scope, pageSize: 50, pageToken: token });
+        return {
+          next: page.nextPageToken,
+          rows: (page.conversations || []).map((item) => {
+            const c = item.conversation;
+            return h(
+              "tr",
+              {},
+              h("td", {}, link(conversationRoute(c), `${c.channel}:${c.chatId}${c.threadScope ? " / " + c.threadScope : ""}`)),
+              h("td", {}, when(item.createdAt)),
+              h("td", {}, `message #${item.windowStartId || 0}`)
+            );
+          }),
+        };
+      })
+    ),
+    section("Memory rows", () => memoryRows(scope)),
+    section("Revisions", () => revisions(agent, owner))
+  );
+}
+
+function provenance(memory) {
+  const p = memory.provenance || {};
+  let details = {};
+  try {
+    details = p.details ? JSON.parse(p.details) : {};
+  } catch (error) {
+    details = {};
+  }
+  const parts = [];
+  if (p.sourceName) parts.push(p.sourceName);
+  if (p.sourceMessageId) parts.push(`message #${p.sourceMessageId}`);
+  if (details.review_run_id) parts.push(`review run #${details.review_run_id}`);
+  if (details.model) parts.push(`model ${details.model}`);
+  if (details.provider) parts.push(`via ${details.provider}`);
+  return parts.join(" · ");
+}
+
+function memoryRows(scope) {
+  return paged(
+    ["Category", "Scope", "Key", "Value", "Trust", "Provenance", "State", "Actions"],
+    async (token) => {
+      const page = await call("ListMemories", { owner: scope, archived: "ARCHIVED_FILTER_ALL", pageSize: 50, pageToken: token });
+      return { next: page.nextPageToken, rows: (page.memories || []).map((item) => memoryRow(scope, item.memory)) };
+    },
+    "Every row of the owner, active and archived, most recently updated first."
+  );
+}
+
+function memoryRow(scope, memory) {
+  const value = h("td", { class: "text" }, memory.value);
+  const actions = h("td", {});
+  const act = async (question, method, request, done) => {
+    if (!(await confirmed(question))) return;
+    try {
+      await call(method, { owner: scope, id: memory.id, ...request });
+      say(done);
+      render();
+    } catch (error) {
+      actions.append(failure(error));
+    }
+  };
+  if (memory.archived) {
+    actions.append(h("button", { type: "button", onclick: () => act(`Restore row #${memory.id}?`, "RestoreMemory", {}, "Restored.") }, "Restore"));
+  } else {
+    actions.append(
+      h("button", { type: "button", class: "danger", onclick: () => act(`Archive row #${memory.id}?`, "ArchiveMemory", { reason: "archived in the console" }, "Archived.") }, "Archive"),
+      " ",
+      h("button", { type: "button", onclick: () => editRow(scope, memory, value) }, "Edit")
+    );
+  }
+  return h(
+    "tr",
+    { id: `memory-${memory.id}` },
+    h("td", {}, label(memory.category, "CATEGORY_")),
+    h("td", {}, `${label(memory.scopeType, "SCOPE_TYPE_")} ${memory.scopeId || ""}`),
+    h("td", { class: "text" }, memory.key),
+    value,
+    h("td", {}, label(memory.trust, "TRUST_")),
+    h("td", { class: "text" }, provenance(memory)),
+    h("td", {}, memory.archived ? h("span", { class: "badge" }, "archived") : "active"),
+    actions
+  );
+}
+
+function editRow(scope, memory, cell) {
+  const area = h("textarea", { rows: 3, cols: 40, "aria-label": `New value of row ${memory.id}` });
+  area.value = memory.value;
+  const form = h(
+    "form",
+    { class: "inline" },
+    area,
+    h("button", { type: "submit" }, "Save"),
+    h("button", { type: "button", onclick: () => render() }, "Cancel")
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (!(await confirmed(`Save the new value of row #${memory.id}?`))) return;
+    try {
+      await call("UpdateMemory", { owner: scope, id: memory.id, value: area.value });
+      say("Saved.");
+      render();
+    } catch (error) {
+      form.append(failure(error));
+    }
+  });
+  cell.replaceChildren(form);
+  area.focus();
+}
+
+function revisions(agent, owner) {
+  const holder = h("div", {});
+  const picker = h("select", { id: "resource", "aria-label": "Prompt file" }, h("option", { value: "RESOURCE_TYPE_USER_MD" }, "USER.md"), h("option", { value: "RESOURCE_TYPE_MEMORY_MD" }, "MEMORY.md"));
+  const load = () => {
+    const ref = { agentId: agent, type: picker.value, scopeId: owner };
+    holder.replaceChildren(h("p", { class: "muted" }, "Loading…"));
+    revisionList(ref)
+      .then((content) => holder.replaceChildren(content))
+      .catch((error) => holder.replaceChildren(failure(error)));
+  };
+  picker.addEventListener("change", load);
+  load();
+  return [h("form", { class: "inline" }, h("label", { for: "resource" }, "Prompt file", picker)), holder];
+}
+
+async function revisionList(ref) {
+  const found = await call("ListRevisions", { ref, pageSize: 50 });
+  const list = found.revisions || [];
+  if (!list.length) return h("p", {}, "No revisions yet.");
+  const options = () => list.map((r) => h("option", { value: r.revision }, `#${r.revision} · ${when(r.createdAt)} · ${r.mutationSource || ""}`));
+  const from = h("select", { id: "diff-from" }, options());
+  const to = h("select", { id: "diff-to" }, options());
+  if (list.length > 1) from.selectedIndex = 1;
+  const view = h("div", {});
+  const compare = async () => {
+    const diff = await call("DiffRevisions", { ref, fromRevision: from.value, toRevision: to.value });
+    view.replaceChildren(
+      sideBySide(diff),
+      h(
+        "p",
+        {},
+        h("button", { type: "button", class: "danger", onclick: () => rollback(ref, from.value) }, `Roll back to #${from.value}`)
+      )
+    );
+  };
+  const form = h(
+    "form",
+    { class: "inline" },
+    h("label", { for: "diff-from" }, "From", from),
+    h("label", { for: "diff-to" }, "To", to),
+    h("button", { type: "submit" }, "Compare")
+  );
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    compare().catch((error) => view.replaceChildren(failure(error)));
+  });
+  return h("div", {}, form, view);
+}
+
+// A unified diff shown side by side: removed lines on the left, added on the right.
+function sideBySide(diff) {
+  const cells = [h("div", { class: "head" }, diff.fromLabel || "from"), h("div", { class: "head" }, diff.toLabel || "to")];
+  let left = [];
+  let right = [];
+  const flush = () => {
+    const rows = Math.max(left.length, right.length);
+    for (let i = 0; i < rows; i++) {
+      cells.push(h("div", { class: left[i] !== undefined ? "del" : "" }, left[i] ?? ""));
+      cells.push(h("div", { class: right[i] !== undefined ? "add" : "" }, right[i] ?? ""));
+    }
+    left = [];
+    right = [];
+  };
+  for (const line of (diff.diff || "").split("\n")) {
+    if (line.startsWith("---") || line.startsWith("+++")) continue;
+    if (line.startsWith("@@")) {
+      flush();
+      cells.push(h("div", { class: "head" }, line), h("div", { class: "head" }, line));
+    } else if (line.startsWith("-")) left.push(line.slice(1));
+    else if (line.startsWith("+")) right.push(line.slice(1));
+    else {
+      flush();
+      cells.push(h("div", {}, line.slice(1)), h("div", {}, line.slice(1)));
+    }
+  }
+  flush();
+  if (!diff.diff) return h("p", {}, "The two revisions are the same.");
+  return h("div", { class: "diff", role: "group", "aria-label": "Differences, side by side" }, cells);
+}
+
+async function rollback(ref, revision) {
+  if (!(await confirmed(`Roll back to revision #${revision}? A new revision is written; none is lost.`))) return;
+  try {
+    const done = await call("RollbackResource", { ref, revision });
+    say(`Rolled back: revision #${done.revision ? done.revision.revision : "?"}.`);
+    render();
+  } catch (error) {
+    main().append(failure(error));
+  }
+}
+
+function conversationPage(agent, owner, channel, chat, thread) {
+  const conversation = { agentId: agent, ownerId: owner, channel, chatId: chat };
+  if (thread) conversation.threadScope = thread;
+  show(
+    h("p", { class: "crumbs" }, link("/", "Overview"), " / ", link(route("agent", agent), agent), " / ", link(route("owner", agent, owner), owner), " / conversation"),
+    h("h1", {}, `Conversation ${channel}:${chat}${thread ? " / " + thread : ""}`),
+    section("State", async () => {
+      const [found, review, compaction] = await Promise.all([
+        call("GetConversation", { conversation }),
+        call("GetReviewState", { conversation }).catch(() => ({})),
+        call("GetCompactionState", { conversation }, COMPACTION).catch(() => ({})),
+      ]);
+      const checkpoint = compaction.checkpoint;
+      return [
+        cards([
+          ["Messages", String(found.messageCount || 0)],
+          ["In the window", String(found.windowMessageCount || 0)],
+          ["Reviewed up to", `message #${review.lastReviewedMessageId || 0}`],
+          ["Unread by the review", String(review.unreadMessages || 0)],
+          ["Peak prompt tokens", String(found.peakPromptTokens || 0)],
+          ["Compaction trigger", String(compaction.triggerTokens || "off")],
+        ]),
+        h("h3", {}, "Working memory"),
+        h("pre", { tabindex: 0 }, found.workingMemory || "(none)"),
+        h("h3", {}, "Description"),
+        h("pre", { tabindex: 0 }, found.description || "(none)"),
+        h("h3", {}, "Latest checkpoint"),
+        checkpoint
+          ? h("p", {}, `Summarises messages #${checkpoint.firstMessageId} to #${checkpoint.lastMessageId} (${checkpoint.tokens} tokens), ${when(checkpoint.createdAt)}.`)
+          : h("p", {}, "None: the conversation was never compacted."),
+        h(
+          "p",
+          {},
+          h("button", { type: "button", onclick: () => operatorAction(`Compact ${channel}:${chat} now?`, "Compact", { conversation }, COMPACTION) }, "Compact now"),
+          " ",
+          h("button", { type: "button", class: "danger", onclick: () => operatorAction(`Start a new session of ${channel}:${chat} (/new)? The history is kept.`, "ClearConversation", { conversation }) }, "New session (/new)")
+        ),
+      ];
+    }),
+    section("Messages", () =>
+      paged(["#", "When", "Sender", "Role", "Kind", "Text"], async (token) => {
+        const page = await call("ListMessages", { conversation, pageSize: 50, pageToken: token, allHistory: true });
+        return {
+          next: page.nextPageToken,
+          rows: (page.messages || []).slice().reverse().map((m) =>
+            h("tr", {}, h("td", {}, String(m.id)), h("td", {}, when(m.createdAt)), h("td", { class: "text" }, m.sender), h("td", {}, label(m.role, "ROLE_")), h("td", {}, m.kind), clipped(m.content))
+          ),
+        };
+      }, "Newest first, every stored message (before the window too).")
+    ),
+    section("Search", () => searchForm(conversation)),
+    section("Review runs", () => reviewRuns(conversation))
+  );
+}
+
+async function operatorAction(question, method, request, service = MEMORY) {
+  if (!(await confirmed(question))) return;
+  try {
+    await call(method, request, service);
+    say("Done.");
+    render();
+  } catch (error) {
+    main().append(failure(error));
+  }
+}
+
+function searchForm(conversation) {
+  const query = h("input", { id: "search-query", type: "search", required: true });
+  const mode = h(
+    "select",
+    { id: "search-mode" },
+    h("option", { value: "SEARCH_MODE_HYBRID" }, "hybrid"),
+    h("option", { value: "SEARCH_MODE_LEXICAL" }, "lexical"),
+    h("option", { value: "SEARCH_MODE_SEMANTIC" }, "semantic")
+  );
+  const results = h("div", { id: "search-results" });
+  const form = h(
+    "form",
+    { class: "inline", role: "search" },
+    h("label", { for: "search-query" }, "Words", query),
+    h("label", { for: "search-mode" }, "Mode", mode),
+    h("button", { type: "submit" }, "Search")
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    try {
+      const found = await call("SearchHistory", { query: query.value, conversation, mode: mode.value, limit: 20 });
+      const rows = (found.hits || []).map((hit) => {
+        const s = hit.scores || {};
+        const how = (hit.matches || [hit.match]).map((m) => label(m, "MATCH_KIND_")).join(", ");
+        const scores = [s.lexicalRank ? `word rank ${s.lexicalRank}` : "", s.semanticRank ? `meaning rank ${s.semanticRank}` : "", s.similarity ? `similarity ${Number(s.similarity).toFixed(3)}` : ""].filter(Boolean).join(" · ");
+        return h("tr", {}, h("td", {}, String(hit.message.id)), h("td", { class: "text" }, hit.message.content), h("td", {}, how), h("td", {}, scores));
+      });
+      results.replaceChildren(table(["#", "Message", "Matched by", "Scores"], rows));
+    } catch (error) {
+      results.replaceChildren(failure(error));
+    }
+  });
+  return [form, results];
+}
+
+function reviewRuns(conversation) {
+  const holder = h("div", {});
+  const tokens = [""];
+  const render_page = async (index) => {
+    const page = await call("ListReviewRuns", { conversation, pageSize: 20, pageToken: tokens[index] });
+    tokens[index + 1] = page.nextPageToken || null;
+    const runs = (page.runs || []).map((run) => {
+      const status = label(run.status, "REVIEW_STATUS_");
+      const skipped = (run.skippedOperations || []).map((op) => h("li", {}, h("strong", {}, `operation ${op.index || 0} (${op.action})`), ": ", op.reason));
+      return h(
+        "li",
+        { class: status === "failed" ? "failed" : "", id: `run-${run.id}` },
+        h("p", {}, h("strong", {}, `Run #${run.id}`), " ", h("span", { class: `badge ${status === "failed" ? "failed" : ""}` }, status), ` · ${when(run.startedAt)} · ${((new Date(run.completedAt) - new Date(run.startedAt)) / 1000).toFixed(2)} s`),
+        h("p", {}, `Added ${run.opsAdded || 0}, replaced ${run.opsReplaced || 0}, archived ${run.opsArchived || 0}, skipped ${run.opsSkipped || 0}, deferred ${run.opsDeferred || 0} · ${run.tokensIn || 0} tokens in · ${run.modelCalls || 0} model calls · ${run.model || "no model"} ${run.provider ? "via " + run.provider : ""}`),
+        run.error ? h("p", { class: "error" }, run.error) : null,
+        skipped.length ? h("div", {}, h("p", {}, "Skipped:"), h("ul", {}, skipped)) : null
+      );
+    });
+    holder.replaceChildren(
+      runs.length ? h("ol", { class: "timeline" }, runs) : h("p", {}, "No review has run yet."),
+      h(
+        "div",
+        { class: "pager" },
+        h("button", { type: "button", disabled: index === 0, onclick: () => render_page(index - 1).catch(show_error(holder)) }, "Newer runs"),
+        h("button", { type: "button", disabled: !tokens[index + 1], onclick: () => render_page(index + 1).catch(show_error(holder)) }, "Older runs")
+      )
+    );
+  };
+  return render_page(0).then(() => holder);
+}
+
+function guestContext() {
+  const agent = h("input", { id: "guest-agent", value: (state.session.agents || ["main"])[0] });
+  const owner = h("input", { id: "guest-owner", value: "default" });
+  const out = h("div", {});
+  const form = h(
+    "form",
+    { class: "inline" },
+    h("label", { for: "guest-agent" }, "Agent", agent),
+    h("label", { for: "guest-owner" }, "Owner", owner),
+    h("button", { type: "submit" }, "Show")
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    try {
+      const context = await call("GetPromptContext", { agentId: agent.value, ownerId: owner.value });
+      out.replaceChildren(h("h2", {}, "What a guest's prompt holds"), h("pre", { tabindex: 0 }, context.contextBlock || "(nothing)"), context.withheld ? h("p", { class: "muted" }, "The owner's files are withheld from guests.") : null);
+    } catch (error) {
+      out.replaceChildren(failure(error));
+    }
+  });
+  show(h("h1", {}, "Guest view"), h("p", { class: "muted" }, "This token is capped at guest trust: it sees what GetPromptContext shows a guest, and nothing more."), form, out);
+}
+
+function settingsPage() {
+  show(
+    h("h1", {}, "Settings"),
+    section("Effective settings (read-only)", async () => {
+      if (!isAdmin()) return h("p", {}, "The server's settings are shown to an admin token for every agent.");
+      const info = await call("GetServerInfo");
+      return [h("p", { class: "muted" }, "Secrets are masked; tokens are shown by their fingerprints."), h("pre", { tabindex: 0 }, info.settingsJson)];
+    })
+  );
+}
+
+// --- routing -------------------------------------------------------------------------------
+
+function render() {
+  if (!state.session) return;
+  const parts = (location.hash.replace(/^#\/?/, "") || "").split("/").filter((p, i) => p !== "" || i > 0).map(decodeURIComponent);
+  const [page, ...args] = parts;
+  if (isGuest() && page) return guestContext();
+  if (page === "agent" && args.length === 1) return agentPage(...args);
+  if (page === "owner" && args.length === 2) return ownerPage(...args);
+  if (page === "conversation" && args.length >= 4) return conversationPage(...args);
+  if (page === "settings") return settingsPage();
+  return overview();
+}
+
+window.addEventListener("hashchange", () => {
+  render();
+  main().focus();
+});
+
+document.addEventListener("DOMContentLoaded", async () => {
+  document.getElementById("sign-out").addEventListener("click", signOut);
+  const response = await fetch("/console/session", { credentials: "same-origin" });
+  if (response.ok) signedIn(await response.json());
+  else signedOut();
+});

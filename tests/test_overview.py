@@ -1,0 +1,136 @@
+"""The operator's reads: GetServerInfo, ListOwners, ListConversations and ListReviewRuns,
+through the real server on each backend: their counts, their pages and their refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import grpc
+import pytest
+
+import memoryd_client as md
+from memoryd.testing.fake_model import FakeModel
+from memoryd.testing.server_process import ServerProcess
+from tests.review_helpers import commit, review_config, review_now, turn
+
+pytestmark = pytest.mark.slow
+
+
+def conversation(owner: str, chat: str, agent: str = "main") -> md.Conversation:
+    return md.Conversation(agent_id=agent, owner_id=owner, channel="telegram", chat_id=chat)
+
+
+async def test_the_overview_counts_agents_owners_and_conversations_and_pages_them(
+    start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
+) -> None:
+    server = start_server(tmp_path / "home", config=review_config(model, enabled=False)).start()
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        for owner, chats in (("ada", ("a1", "a2")), ("bob", ("b1",)), ("cy", ("c1",))):
+            for chat in chats:
+                await commit(memory, conversation(owner, chat), *turn(f"hello from {owner}"))
+        await commit(memory, conversation("zed", "z1", agent="other"), *turn("elsewhere"))
+        await memory.StoreMemory(
+            md.StoreMemoryRequest(
+                owner=md.OwnerScope(agent_id="main", owner_id="dora"),
+                key="tea",
+                value="Drinks tea",
+                category=md.CATEGORY_PREFERENCE,
+            )
+        )
+        info = await memory.GetServerInfo(md.GetServerInfoRequest())
+        assert [(a.agent_id, a.owners, a.conversations) for a in info.agents] == [
+            ("main", 3, 4),
+            ("other", 1, 1),
+        ]
+        assert info.backend in ("sqlite", "postgres")
+        assert info.database_bytes > 0
+        assert info.review_backlog == 5
+        settings = json.loads(info.settings_json)
+        assert settings["memoryd"]["providers"][0]["model"] == "fake-model-0"
+
+        first = await memory.ListOwners(md.ListOwnersRequest(agent_id="main", page_size=2))
+        assert [o.owner_id for o in first.owners] == ["ada", "bob"]
+        assert (first.owners[0].conversations, first.owners[0].active_memories) == (2, 0)
+        second = await memory.ListOwners(
+            md.ListOwnersRequest(agent_id="main", page_size=2, page_token=first.next_page_token)
+        )
+        assert [(o.owner_id, o.conversations, o.active_memories) for o in second.owners] == [
+            ("cy", 1, 0),
+            ("dora", 0, 1),  # memory rows only: listed, without a conversation
+        ]
+        assert not second.owners[1].HasField("latest_conversation_at")
+        assert second.next_page_token == ""
+
+        listed = await memory.ListConversations(
+            md.ListConversationsRequest(owner=md.OwnerScope(agent_id="main", owner_id="ada"))
+        )
+        assert [c.conversation.chat_id for c in listed.conversations] == ["a1", "a2"]
+        assert listed.conversations[0].conversation.thread_scope == "root"
+
+        # A token of one listing is refused by another, or for another agent.
+        for refused in (
+            memory.ListOwners(
+                md.ListOwnersRequest(agent_id="other", page_token=first.next_page_token)
+            ),
+            memory.ListConversations(
+                md.ListConversationsRequest(
+                    owner=md.OwnerScope(owner_id="ada"), page_token=first.next_page_token
+                )
+            ),
+            memory.ListOwners(md.ListOwnersRequest(page_size=501)),
+            memory.ListOwners(md.ListOwnersRequest(agent_id="x" * 300)),
+        ):
+            with pytest.raises(grpc.aio.AioRpcError) as error:
+                await refused
+            assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_review_runs_are_listed_newest_first_in_pages_and_failures_reach_the_overview(
+    start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
+) -> None:
+    server = start_server(tmp_path / "home", config=review_config(model, enabled=False)).start()
+    chat = conversation("ada", "r1")
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        for index in range(3):
+            await commit(memory, chat, *turn(f"fact number {index}"))
+            model.reply(
+                json.dumps(
+                    {"operations": [{"action": "archive", "id": 999 + index, "reason": "old"}]}
+                )
+            )
+            await review_now(memory, chat)
+        await commit(memory, chat, *turn("this review fails"))
+        model.fail(500)
+        await review_now(memory, chat)
+
+        first = await memory.ListReviewRuns(
+            md.ListReviewRunsRequest(conversation=chat, page_size=3)
+        )
+        assert [run.id for run in first.runs] == [4, 3, 2]
+        assert first.runs[0].status == md.REVIEW_STATUS_FAILED
+        assert first.runs[1].skipped_operations[0].reason == (
+            "archive: row 1001 was not in the memory shown to the review"
+        )
+        rest = await memory.ListReviewRuns(
+            md.ListReviewRunsRequest(
+                conversation=chat, page_size=3, page_token=first.next_page_token
+            )
+        )
+        assert ([run.id for run in rest.runs], rest.next_page_token) == ([1], "")
+
+        info = await memory.GetServerInfo(md.GetServerInfoRequest())
+        assert info.review_failures_24h == 1
+        (failure,) = info.recent_failures
+        assert (failure.conversation.chat_id, failure.run.id) == ("r1", 4)
+        assert failure.run.error
+
+        with pytest.raises(grpc.aio.AioRpcError) as error:
+            await memory.ListReviewRuns(
+                md.ListReviewRunsRequest(
+                    conversation=conversation("bob", "r1"), page_token=first.next_page_token
+                )
+            )
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
