@@ -98,7 +98,7 @@ def test_every_rpc_declares_its_access_and_reads_are_marked_as_such() -> None:
             assert not access.writes, method.name
         elif not access.writes:  # a read that is not marked: only a stream may be
             assert method.server_streaming, method.name
-    assert len(ACCESS) == len(METHODS) == 41
+    assert len(ACCESS) == len(METHODS) == 42
 
 
 def test_an_rpc_without_a_declaration_stops_the_start() -> None:
@@ -309,6 +309,9 @@ REQUESTS: dict[str, Builder] = {
     "ListReviewRuns": lambda t: md.ListReviewRunsRequest(conversation=t.conversation),
     "ListOwners": lambda t: md.ListOwnersRequest(agent_id=t.conversation.agent_id),
     "GetServerInfo": lambda _t: md.GetServerInfoRequest(),
+    "UpdateReviewSettings": lambda _t: md.UpdateReviewSettingsRequest(
+        triggers=md.ReviewTriggers(enabled=False, review_interval_hours=24)
+    ),
     "ListConversations": lambda t: md.ListConversationsRequest(owner=t.owner_scope),
     "GetEmbeddingStatus": lambda _t: md.GetEmbeddingStatusRequest(),
     "ReindexEmbeddings": lambda _t: md.ReindexEmbeddingsRequest(),
@@ -325,9 +328,16 @@ EVERY_AGENT: dict[str, list[Callable[[], Message | list[Message]]]] = {
     "GetEmbeddingStatus": [md.GetEmbeddingStatusRequest],
     "ReindexEmbeddings": [md.ReindexEmbeddingsRequest],
     "GetServerInfo": [md.GetServerInfoRequest],
+    "UpdateReviewSettings": [md.UpdateReviewSettingsRequest],
 }
 # The RPCs whose every request reaches every agent: only a token for every agent calls them.
-WHOLE_DATABASE = ("ImportData", "GetEmbeddingStatus", "ReindexEmbeddings", "GetServerInfo")
+WHOLE_DATABASE = (
+    "ImportData",
+    "GetEmbeddingStatus",
+    "ReindexEmbeddings",
+    "GetServerInfo",
+    "UpdateReviewSettings",
+)
 
 
 def test_every_rpc_has_a_request_in_the_matrix() -> None:

@@ -4,8 +4,8 @@ chromedriver (Selenium), against a real memoryd with the fake model, on each bac
 Every page is visited and checked with axe-core (WCAG 2 A and AA rules): sign-in, the overview,
 an agent's owners, an owner (prompt files, rows, revisions), a conversation (state, messages,
 search, review runs) and the settings. The tests archive and restore a row, roll USER.md back
-through the diff view, read a review run's skipped operation and its reason, render hostile
-messages as text, and sign in with a guest-capped token. Screenshots of the main pages go to
+through the diff view, save the review's settings, read a review run's skipped operation and
+its reason, render hostile messages as text, and sign in with a guest-capped token. Screenshots of the main pages go to
 the test's folder (and to MEMORYD_SCREENSHOTS when set: the README's come from there).
 
 `make browser` installs chromium, chromedriver and axe-core; without them these tests skip,
@@ -324,6 +324,24 @@ def test_the_overview_shows_the_server_agents_and_settings(console: Console) -> 
     settings = console.wait("pre", '"memoryd"')
     assert ADMIN not in settings.text
     console.accessible("settings")
+
+
+def test_the_review_settings_are_saved_to_the_config_file(console: Console) -> None:
+    console.sign_in(ADMIN)
+    console.open("/settings")
+    interval = console.wait("#review-interval")
+    interval.clear()
+    interval.send_keys("12")
+    console.wait("form.settings button", "Save").click()
+    console.confirm()
+    saved = console.wait("form.settings .ok", "Saved in").text
+    assert saved.endswith("and applied.")
+    assert "null" not in console.browser.find_element(By.CSS_SELECTOR, "form.settings").text
+    console.screenshot("settings")
+    with md.connect_sync(console.server.address, token=ADMIN) as channel:
+        info = md.MemoryServiceStub(channel).GetServerInfo(md.GetServerInfoRequest())
+    assert info.review_triggers.review_interval_hours == 12
+    assert "review_interval_hours = 12\n" in Path(info.config_path).read_text(encoding="utf-8")
 
 
 def test_an_agent_lists_its_owners(console: Console) -> None:

@@ -12,7 +12,7 @@ import pytest
 import memoryd_client as md
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
-from tests.review_helpers import commit, review_config, review_now, turn
+from tests.review_helpers import commit, eventually, review_config, review_now, turn
 
 pytestmark = pytest.mark.slow
 
@@ -134,3 +134,66 @@ async def test_review_runs_are_listed_newest_first_in_pages_and_failures_reach_t
                 )
             )
         assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_review_settings_are_saved_with_the_file_s_comments_and_applied_at_once(
+    start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
+) -> None:
+    off = dict(
+        review_interval_hours=0, turn_interval=0, idle_timeout_minutes=0, passive_turn_interval=0
+    )
+    config = "# the operator's own note\n" + review_config(model, **off)
+    server = start_server(tmp_path / "home", config=config).start()
+    chat = conversation("ada", "s1")
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        info = await memory.GetServerInfo(md.GetServerInfoRequest())
+        assert (info.background_review, info.review_triggers.turn_interval) == (False, 0)
+        path = Path(info.config_path)
+        await commit(memory, chat, *turn("I moved to Porto"))
+        model.reply(json.dumps({"operations": []}))
+        saved = await memory.UpdateReviewSettings(
+            md.UpdateReviewSettingsRequest(
+                triggers=md.ReviewTriggers(enabled=True, review_interval_hours=1.5, turn_interval=1)
+            )
+        )
+        assert (saved.applied, saved.notice, saved.config_path) == (True, "", str(path))
+        text = path.read_text(encoding="utf-8")
+        assert text.startswith("# the operator's own note\n")
+        assert "review_interval_hours = 1.5" in text
+        assert "turn_interval = 1\n" in text
+        assert "scheduler_tick_seconds" in text  # the other settings are kept
+        # Applied at once: the pending turn is now due, and the background review runs it.
+        await eventually(lambda: _reviewed(memory, chat))
+        info = await memory.GetServerInfo(md.GetServerInfoRequest())
+        assert info.background_review
+        assert info.review_triggers.review_interval_hours == 1.5
+        assert json.loads(info.settings_json)["memoryd"]["memory"]["turn_interval"] == 1
+
+        for bad in (
+            md.UpdateReviewSettingsRequest(),
+            md.UpdateReviewSettingsRequest(triggers=md.ReviewTriggers(turn_interval=-1)),
+            md.UpdateReviewSettingsRequest(
+                triggers=md.ReviewTriggers(review_interval_hours=float("nan"))
+            ),
+            md.UpdateReviewSettingsRequest(triggers=md.ReviewTriggers(idle_timeout_minutes=1e9)),
+        ):
+            with pytest.raises(grpc.aio.AioRpcError) as error:
+                await memory.UpdateReviewSettings(bad)
+            assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        # A file marked read-only is not replaced: refused, and the server runs as before.
+        path.chmod(0o400)
+        with pytest.raises(grpc.aio.AioRpcError) as error:
+            await memory.UpdateReviewSettings(
+                md.UpdateReviewSettingsRequest(triggers=md.ReviewTriggers(enabled=False))
+            )
+        assert error.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "cannot be written" in (error.value.details() or "")
+        assert path.read_text(encoding="utf-8") == text
+        info = await memory.GetServerInfo(md.GetServerInfoRequest())
+        assert info.review_triggers.enabled
+
+
+async def _reviewed(memory: md.MemoryServiceStub, chat: md.Conversation) -> bool:
+    state = await memory.GetReviewState(md.GetReviewStateRequest(conversation=chat))
+    return state.HasField("last_run")

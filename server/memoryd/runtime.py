@@ -16,6 +16,7 @@ from pathlib import Path
 
 from memoryd import __version__, data_directory, log_names
 from memoryd.config import Settings, review_providers
+from memoryd.config.editing import save_section
 from memoryd.config.shown import effective
 from memoryd.domain import tokens
 from memoryd.domain.conversation import ConversationKey
@@ -42,6 +43,7 @@ from memoryd.services.recalled_context import RecalledContext
 from memoryd.services.resources import ResourceService
 from memoryd.services.review import Reviewer
 from memoryd.services.review_scheduler import ReviewScheduler
+from memoryd.services.review_tuning import ReviewTuning
 from memoryd.services.search import HistorySearch, QueryVectors
 from memoryd.services.semantic import VectorCache
 from memoryd.services.sessions import Sessions
@@ -377,25 +379,39 @@ def _services(
         ),
         compactor=compactor,
         recalled=RecalledContext(composer, search, recall),
-        overview=Overview(readers, page_tokens, embedding, _facts(settings, env, scheduler)),
+        overview=Overview(
+            readers, page_tokens, embedding, _facts(settings, env, reviewer, scheduler)
+        ),
+        tuning=ReviewTuning(
+            reviewer,
+            scheduler,
+            path=settings.config_path or settings.home / "config.toml",
+            save=save_section,
+            workers=settings.server.workers,
+        ),
     )
 
 
 def _facts(
-    settings: Settings, env: Mapping[str, str], scheduler: ReviewScheduler
+    settings: Settings, env: Mapping[str, str], reviewer: Reviewer, scheduler: ReviewScheduler
 ) -> Callable[[], ServerFacts]:
-    """What GetServerInfo says of the server itself: fixed now, but for whether the
-    background review runs (the scheduler knows once it is built)."""
+    """What GetServerInfo says of the server itself: fixed at start, but for the review's
+    settings (UpdateReviewSettings retunes them)."""
     sqlite = settings.storage.backend == "sqlite"
-    fixed = ServerFacts(
-        version=__version__,
-        backend=settings.storage.backend,
-        started_at=utc_now(),
-        database_path=settings.database_path if sqlite else None,
-        settings_json=json.dumps(effective(settings, env), indent=2),
-        background_review=False,
-    )
-    return lambda: dataclasses.replace(fixed, background_review=scheduler.enabled)
+    started = utc_now()
+
+    def facts() -> ServerFacts:
+        current = dataclasses.replace(settings, memory=reviewer.settings)
+        return ServerFacts(
+            version=__version__,
+            backend=settings.storage.backend,
+            started_at=started,
+            database_path=settings.database_path if sqlite else None,
+            settings_json=json.dumps(effective(current, env), indent=2),
+            background_review=scheduler.enabled,
+        )
+
+    return facts
 
 
 def _split_old_checkpoints(database: OpenedDatabase) -> None:

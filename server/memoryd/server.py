@@ -388,9 +388,9 @@ async def _start_background(settings: Settings, runtime: Runtime) -> None:
         )
         return
     if runtime.services.reviewer.configured:
-        if runtime.services.scheduler.enabled:
-            runtime.services.scheduler.start()
-        else:
+        # Started either way: a retune (UpdateReviewSettings) may enable it later.
+        runtime.services.scheduler.start()
+        if not runtime.services.scheduler.enabled:
             log.info(
                 "background review is off (memoryd.memory.enabled = false, or no trigger is "
                 "set): reviews run when asked (ReviewNow, `memoryd memory review`)",

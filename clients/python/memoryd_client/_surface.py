@@ -183,6 +183,7 @@ from memoryd_client.v1.memory_service_pb2 import (
     ReviewNowResponse,
     ReviewRun,
     ReviewStatus,
+    ReviewTriggers,
     RollbackResourceRequest,
     RollbackResourceResponse,
     SEARCH_MODE_HYBRID,
@@ -210,6 +211,8 @@ from memoryd_client.v1.memory_service_pb2 import (
     TurnUsage,
     UpdateMemoryRequest,
     UpdateMemoryResponse,
+    UpdateReviewSettingsRequest,
+    UpdateReviewSettingsResponse,
 )
 from memoryd_client.v1.memory_service_pb2_grpc import (
     MemoryServiceStub,
@@ -430,6 +433,7 @@ __all__ = [
     "ReviewNowResponse",
     "ReviewRun",
     "ReviewStatus",
+    "ReviewTriggers",
     "Role",
     "RollbackResourceRequest",
     "RollbackResourceResponse",
@@ -479,4 +483,6 @@ __all__ = [
     "TurnUsage",
     "UpdateMemoryRequest",
     "UpdateMemoryResponse",
+    "UpdateReviewSettingsRequest",
+    "UpdateReviewSettingsResponse",
 ]

@@ -77,6 +77,11 @@ EVERY_AGENT: dict[str, EveryAgent] = {
     "GetServerInfo": EveryAgent(
         reaches=lambda _request: True, refusal="GetServerInfo reports on every agent"
     ),
+    # The review's triggers are the whole server's.
+    "UpdateReviewSettings": EveryAgent(
+        reaches=lambda _request: True,
+        refusal="UpdateReviewSettings sets the review of every agent",
+    ),
     # Its lines may name any agent; they are not fields a guard can read.
     "ImportData": EveryAgent(
         reaches=lambda _request: True, refusal="ImportData may write any agent's data"

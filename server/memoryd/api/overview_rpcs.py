@@ -6,17 +6,19 @@ from __future__ import annotations
 from memoryd.api import convert
 from memoryd.api.context import Context
 from memoryd.api.convert import conversation_out, optional_timestamp_out, timestamp_out
-from memoryd.api.review_convert import run_out
+from memoryd.api.review_convert import run_out, triggers_out
 from memoryd.domain.conversation import agent_key, owner_key
 from memoryd.services.overview import Overview
+from memoryd.services.review_tuning import ReviewTuning
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 
 
 class OverviewRpcs:
     """GetServerInfo, ListOwners, ListConversations, ListReviewRuns."""
 
-    def __init__(self, overview: Overview) -> None:
+    def __init__(self, overview: Overview, tuning: ReviewTuning) -> None:
         self._overview = overview
+        self._tuning = tuning
 
     async def GetServerInfo(
         self, request: service_pb.GetServerInfoRequest, context: Context
@@ -47,6 +49,8 @@ class OverviewRpcs:
             embedding_pending_memories=info.pending_memories,
             settings_json=facts.settings_json,
             background_review=facts.background_review,
+            review_triggers=triggers_out(self._tuning.triggers),
+            config_path=str(self._tuning.path),
         )
 
     async def ListOwners(

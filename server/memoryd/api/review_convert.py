@@ -15,6 +15,7 @@ from memoryd.domain.review_runs import ReviewResult, ReviewSelection, StoredRun
 from memoryd.domain.turns import TurnUsage
 from memoryd.errors import InvalidArgument, Reason
 from memoryd.services.review import ReviewDescription
+from memoryd.services.review_tuning import Triggers
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 
 
@@ -113,4 +114,26 @@ def run_out(run: StoredRun) -> service_pb.ReviewRun:
             service_pb.SkippedOperation(index=op.index, action=op.action, reason=op.reason)
             for op in record.skipped_ops
         ],
+    )
+
+
+def triggers_in(message: service_pb.ReviewTriggers) -> Triggers:
+    """The review's triggers, as asked (their ranges are the use case's to check)."""
+    return Triggers(
+        enabled=message.enabled,
+        review_interval_hours=message.review_interval_hours,
+        turn_interval=message.turn_interval,
+        idle_timeout_minutes=message.idle_timeout_minutes,
+        passive_turn_interval=message.passive_turn_interval,
+    )
+
+
+def triggers_out(triggers: Triggers) -> service_pb.ReviewTriggers:
+    """The review's triggers."""
+    return service_pb.ReviewTriggers(
+        enabled=triggers.enabled,
+        review_interval_hours=triggers.review_interval_hours,
+        turn_interval=triggers.turn_interval,
+        idle_timeout_minutes=triggers.idle_timeout_minutes,
+        passive_turn_interval=triggers.passive_turn_interval,
     )

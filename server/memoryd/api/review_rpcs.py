@@ -1,4 +1,5 @@
-"""The turn and review RPCs of memoryd.v1.MemoryService: CommitTurn, ReviewNow, GetReviewState."""
+"""The turn and review RPCs of memoryd.v1.MemoryService: CommitTurn, ReviewNow, GetReviewState,
+UpdateReviewSettings."""
 
 from __future__ import annotations
 
@@ -9,21 +10,32 @@ from memoryd.api.review_convert import (
     fill_review,
     review_selection,
     review_state_out,
+    triggers_in,
+    triggers_out,
     turn_usage_in,
 )
+from memoryd.errors import InvalidArgument, Reason
 from memoryd.services.review import Reviewer
 from memoryd.services.review_scheduler import ReviewScheduler
+from memoryd.services.review_tuning import ReviewTuning
 from memoryd.services.turns import TurnService
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 
 
 class ReviewRpcs:
-    """CommitTurn, ReviewNow, GetReviewState."""
+    """CommitTurn, ReviewNow, GetReviewState, UpdateReviewSettings."""
 
-    def __init__(self, turns: TurnService, scheduler: ReviewScheduler, reviewer: Reviewer) -> None:
+    def __init__(
+        self,
+        turns: TurnService,
+        scheduler: ReviewScheduler,
+        reviewer: Reviewer,
+        tuning: ReviewTuning,
+    ) -> None:
         self._turns = turns
         self._scheduler = scheduler
         self._reviewer = reviewer
+        self._tuning = tuning
 
     async def CommitTurn(
         self, request: service_pb.CommitTurnRequest, context: Context
@@ -57,3 +69,16 @@ class ReviewRpcs:
     ) -> service_pb.GetReviewStateResponse:
         key = convert.required_conversation(request)
         return review_state_out(key, await self._reviewer.state(key))
+
+    async def UpdateReviewSettings(
+        self, request: service_pb.UpdateReviewSettingsRequest, context: Context
+    ) -> service_pb.UpdateReviewSettingsResponse:
+        if not request.HasField("triggers"):
+            raise InvalidArgument("triggers is required", reason=Reason.REQUIRED, field="triggers")
+        tuned = await self._tuning.update(triggers_in(request.triggers))
+        return service_pb.UpdateReviewSettingsResponse(
+            triggers=triggers_out(tuned.triggers),
+            config_path=str(tuned.path),
+            applied=tuned.applied,
+            notice=tuned.notice,
+        )

@@ -20,9 +20,7 @@ import asyncio
 import dataclasses
 import json
 import math
-import os
 import sys
-import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
@@ -35,6 +33,7 @@ from memoryd.config import (
     load_settings,
     setting_origins,
 )
+from memoryd.config.editing import read_editable, write_private
 from memoryd.config.shown import effective
 from memoryd.errors import StartupError
 from memoryd.llm.chain import ModelUnavailableError, ProviderChain
@@ -97,7 +96,7 @@ def run_setup(
     home = Path(args.home or env.get("MEMORYD_HOME") or DEFAULT_HOME).expanduser()
     path = Path(args.config).expanduser() if args.config else home / "config.toml"
     try:
-        document = _read(path)
+        document = read_editable(path)
         answers = _answers(args, document, prompt)
         provider = ProviderSettings(
             name=answers["name"],
@@ -132,24 +131,6 @@ def run_setup(
     if provider.api_key_env and provider.api_key_env not in env:
         out.write(f"note: ${provider.api_key_env} is not set in this shell\n")
     return 0
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write the config file 0600 in a folder created 0700, whatever the caller's umask: it may
-    hold tokens, and whoever can write it can give themselves one (`serve` refuses a config
-    file that others can write, or read when it holds a token)."""
-    if not path.parent.exists():
-        path.parent.mkdir(mode=0o700, parents=True)
-        path.parent.chmod(0o700)  # mkdir's mode is filtered by the umask
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(descriptor, 0o600)
-        os.write(descriptor, text.encode("utf-8"))
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-    temp.replace(path)
 
 
 def _answers(
@@ -259,23 +240,6 @@ async def _check_endpoint(provider: ProviderSettings, env: Mapping[str, str]) ->
     finally:
         await chain.close()
     return ""
-
-
-def _read(path: Path) -> tomlkit.TOMLDocument:
-    """The config file as an editable document that keeps its comments (empty when none)."""
-    if not path.is_file():
-        return tomlkit.document()
-    text = path.read_text(encoding="utf-8")
-    try:
-        plain = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        message = f"{path} is not valid TOML: {error}"
-        raise ValueError(message) from None
-    table = plain.get("memoryd", {})
-    if not isinstance(table, dict) or not isinstance(table.get("providers", []), list):
-        message = f"{path} does not have memoryd's shape ([memoryd], [[memoryd.providers]])"
-        raise ValueError(message)  # noqa: TRY004 - reported like every other bad answer
-    return tomlkit.parse(text)
 
 
 def _merge(document: Any, provider: ProviderSettings, hours: float) -> None:

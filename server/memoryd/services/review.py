@@ -114,6 +114,11 @@ class Reviewer:
         timeouts = sum(provider.timeout_seconds for provider in chain.providers)
         # A claim older than this belongs to a review that died: it may be taken over.
         self.stale_after = max(self.backoff, dt.timedelta(seconds=timeouts))
+        self.retune(settings)
+
+    def retune(self, settings: ReviewSettings) -> None:
+        """Run with these settings from now on (their triggers: UpdateReviewSettings)."""
+        self.settings = settings
         # One exact duration, fractions of an hour included, for the gate and the scheduler.
         hours = settings.review_interval_hours
         self.interval = dt.timedelta(hours=hours) if hours > 0 else None

@@ -24,6 +24,7 @@ import time
 from typing import TYPE_CHECKING
 
 from memoryd import log_names
+from memoryd.config import ReviewSettings
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.review_runs import ReviewResult, ReviewSelection
 from memoryd.domain.timestamps import utc_now
@@ -48,8 +49,7 @@ class ReviewScheduler:
     def __init__(self, reviewer: Reviewer, readers: ReaderPool) -> None:
         self._reviewer = reviewer
         self._readers = readers
-        self._settings = reviewer.settings
-        self._limit = asyncio.Semaphore(self._settings.review_concurrency)
+        self._limit = asyncio.Semaphore(reviewer.settings.review_concurrency)
         self._running: dict[ConversationKey, asyncio.Task[ReviewResult | None]] = {}
         # Conversations whose scheduled review was skipped, and when they may be tried again.
         self._resting: dict[ConversationKey, float] = {}
@@ -58,7 +58,14 @@ class ReviewScheduler:
         # the review it triggers.
         self._origins: dict[ConversationKey, Context] = {}
         self._loop_task: asyncio.Task[None] | None = None
+        # start() was called: the server runs the background (not read-only).
+        self._started = False
         self.completed = 0
+
+    @property
+    def _settings(self) -> ReviewSettings:
+        """The reviewer's settings, as retuned last (UpdateReviewSettings)."""
+        return self._reviewer.settings
 
     @property
     def enabled(self) -> bool:
@@ -73,9 +80,18 @@ class ReviewScheduler:
         return self._reviewer.configured and settings.enabled and any(triggers)
 
     def start(self) -> None:
-        """Start the background loop (on the running event loop)."""
+        """Start the background loop (on the running event loop), when reviews are enabled;
+        a later retune starts it once they are."""
+        self._started = True
         if self.enabled and self._loop_task is None:
             self._loop_task = asyncio.create_task(self._loop(), name="memoryd-review-scheduler")
+
+    def retuned(self) -> None:
+        """The reviewer's triggers changed: start the loop if it may run now, and look again
+        at once (a loop whose triggers are all off finds nothing due)."""
+        if self._started:
+            self.start()
+        self._wake.set()
 
     def nudge(self, key: ConversationKey | None = None) -> None:
         """A turn was committed (in `key`): look for due reviews now."""
@@ -103,6 +119,8 @@ class ReviewScheduler:
     async def run_once(self) -> bool:
         """Start every due review not already running; True when more may be due than were
         read (the next look should come as soon as a slot frees)."""
+        if not self.enabled:  # retuned off: nothing is due
+            return False
         now = utc_now()
         settings = self._settings
         at = self._reviewer.thresholds(now)

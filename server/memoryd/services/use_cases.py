@@ -19,6 +19,7 @@ from memoryd.services.recalled_context import RecalledContext
 from memoryd.services.resources import ResourceService
 from memoryd.services.review import Reviewer
 from memoryd.services.review_scheduler import ReviewScheduler
+from memoryd.services.review_tuning import ReviewTuning
 from memoryd.services.search import HistorySearch
 from memoryd.services.sessions import Sessions
 from memoryd.services.transcripts import TranscriptService
@@ -49,3 +50,4 @@ class Services:
     compactor: Compactor
     recalled: RecalledContext
     overview: Overview
+    tuning: ReviewTuning

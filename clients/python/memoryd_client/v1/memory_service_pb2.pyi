@@ -4067,6 +4067,8 @@ class GetServerInfoResponse(_message.Message):
     EMBEDDING_PENDING_MEMORIES_FIELD_NUMBER: _builtins.int
     SETTINGS_JSON_FIELD_NUMBER: _builtins.int
     BACKGROUND_REVIEW_FIELD_NUMBER: _builtins.int
+    REVIEW_TRIGGERS_FIELD_NUMBER: _builtins.int
+    CONFIG_PATH_FIELD_NUMBER: _builtins.int
     version: _builtins.str
     """memoryd's version."""
     backend: _builtins.str
@@ -4089,6 +4091,8 @@ class GetServerInfoResponse(_message.Message):
     """
     background_review: _builtins.bool
     """Whether a background review runs on a schedule (memoryd.memory.enabled and a trigger)."""
+    config_path: _builtins.str
+    """The config file UpdateReviewSettings writes (it is created when the server has none)."""
     @_builtins.property
     def started_at(self) -> _timestamp_pb2.Timestamp:
         """When this server process started."""
@@ -4100,6 +4104,10 @@ class GetServerInfoResponse(_message.Message):
     @_builtins.property
     def recent_failures(self) -> _containers.RepeatedCompositeFieldContainer[Global___FailedReview]:
         """The latest failed review of each of the 10 conversations that failed last, newest first."""
+
+    @_builtins.property
+    def review_triggers(self) -> Global___ReviewTriggers:
+        """When the background review runs, as this server runs it now."""
 
     def __init__(
         self,
@@ -4117,14 +4125,118 @@ class GetServerInfoResponse(_message.Message):
         embedding_pending_memories: _builtins.int = ...,
         settings_json: _builtins.str = ...,
         background_review: _builtins.bool = ...,
+        review_triggers: Global___ReviewTriggers | None = ...,
+        config_path: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["started_at", b"started_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["review_triggers", b"review_triggers", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agents", b"agents", "backend", b"backend", "background_review", b"background_review", "compacted_conversations_24h", b"compacted_conversations_24h", "database_bytes", b"database_bytes", "embedding_pending_memories", b"embedding_pending_memories", "embedding_pending_messages", b"embedding_pending_messages", "recent_failures", b"recent_failures", "review_backlog", b"review_backlog", "review_failures_24h", b"review_failures_24h", "settings_json", b"settings_json", "started_at", b"started_at", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agents", b"agents", "backend", b"backend", "background_review", b"background_review", "compacted_conversations_24h", b"compacted_conversations_24h", "config_path", b"config_path", "database_bytes", b"database_bytes", "embedding_pending_memories", b"embedding_pending_memories", "embedding_pending_messages", b"embedding_pending_messages", "recent_failures", b"recent_failures", "review_backlog", b"review_backlog", "review_failures_24h", b"review_failures_24h", "review_triggers", b"review_triggers", "settings_json", b"settings_json", "started_at", b"started_at", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetServerInfoResponse: _TypeAlias = GetServerInfoResponse  # noqa: Y015
+
+@_typing.final
+class ReviewTriggers(_message.Message):
+    """ReviewTriggers says when the background review runs ([memoryd.memory]). A trigger of 0 is
+    off; the review runs when any trigger that is on fires.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENABLED_FIELD_NUMBER: _builtins.int
+    REVIEW_INTERVAL_HOURS_FIELD_NUMBER: _builtins.int
+    TURN_INTERVAL_FIELD_NUMBER: _builtins.int
+    IDLE_TIMEOUT_MINUTES_FIELD_NUMBER: _builtins.int
+    PASSIVE_TURN_INTERVAL_FIELD_NUMBER: _builtins.int
+    enabled: _builtins.bool
+    """Whether the background review runs at all (ReviewNow works either way)."""
+    review_interval_hours: _builtins.float
+    """Hours since the last review after which new input is reviewed (fractions too). 0 to 8760."""
+    turn_interval: _builtins.int
+    """Completed turns since the last review after which new input is reviewed. 0 to 100000."""
+    idle_timeout_minutes: _builtins.float
+    """Minutes without a new message after which unread input is reviewed. 0 to 10080."""
+    passive_turn_interval: _builtins.int
+    """Messages stored without an agent turn since the last review after which they are
+    reviewed. 0 to 100000.
+    """
+    def __init__(
+        self,
+        *,
+        enabled: _builtins.bool = ...,
+        review_interval_hours: _builtins.float = ...,
+        turn_interval: _builtins.int = ...,
+        idle_timeout_minutes: _builtins.float = ...,
+        passive_turn_interval: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["enabled", b"enabled", "idle_timeout_minutes", b"idle_timeout_minutes", "passive_turn_interval", b"passive_turn_interval", "review_interval_hours", b"review_interval_hours", "turn_interval", b"turn_interval"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReviewTriggers: _TypeAlias = ReviewTriggers  # noqa: Y015
+
+@_typing.final
+class UpdateReviewSettingsRequest(_message.Message):
+    """UpdateReviewSettingsRequest carries the triggers to use."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRIGGERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def triggers(self) -> Global___ReviewTriggers:
+        """The triggers, every field as it should be. Required."""
+
+    def __init__(
+        self,
+        *,
+        triggers: Global___ReviewTriggers | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["triggers", b"triggers"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["triggers", b"triggers"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateReviewSettingsRequest: _TypeAlias = UpdateReviewSettingsRequest  # noqa: Y015
+
+@_typing.final
+class UpdateReviewSettingsResponse(_message.Message):
+    """UpdateReviewSettingsResponse says what was saved and whether it runs now."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRIGGERS_FIELD_NUMBER: _builtins.int
+    CONFIG_PATH_FIELD_NUMBER: _builtins.int
+    APPLIED_FIELD_NUMBER: _builtins.int
+    NOTICE_FIELD_NUMBER: _builtins.int
+    config_path: _builtins.str
+    """The config file written."""
+    applied: _builtins.bool
+    """Whether this server runs with them now (false with --workers: at the next start)."""
+    notice: _builtins.str
+    """What to know, for a person; empty when nothing."""
+    @_builtins.property
+    def triggers(self) -> Global___ReviewTriggers:
+        """The triggers saved."""
+
+    def __init__(
+        self,
+        *,
+        triggers: Global___ReviewTriggers | None = ...,
+        config_path: _builtins.str = ...,
+        applied: _builtins.bool = ...,
+        notice: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["triggers", b"triggers"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied", b"applied", "config_path", b"config_path", "notice", b"notice", "triggers", b"triggers"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateReviewSettingsResponse: _TypeAlias = UpdateReviewSettingsResponse  # noqa: Y015
 
 @_typing.final
 class ListConversationsRequest(_message.Message):

@@ -218,6 +218,11 @@ class MemoryServiceStub:
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListConversationsRequest.SerializeToString,
                 response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListConversationsResponse.FromString,
                 _registered_method=True)
+        self.UpdateReviewSettings = channel.unary_unary(
+                '/memoryd.v1.MemoryService/UpdateReviewSettings',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.UpdateReviewSettingsRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.UpdateReviewSettingsResponse.FromString,
+                _registered_method=True)
         self.GetServerInfo = channel.unary_unary(
                 '/memoryd.v1.MemoryService/GetServerInfo',
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetServerInfoRequest.SerializeToString,
@@ -583,6 +588,16 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateReviewSettings(self, request, context):
+        """UpdateReviewSettings sets when the background review runs (Fermix's web setup): whether it
+        runs, and its triggers. They are saved in the config file ([memoryd.memory]; its comments
+        and other settings are kept), or refused with FAILED_PRECONDITION when the file cannot be
+        written, and take effect at once (with --workers, at the next start). An admin's call.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetServerInfo(self, request, context):
         """GetServerInfo returns what an operator looks at first: the server's version and storage,
         the agents it holds (with their owners and conversations), the work waiting in the
@@ -775,6 +790,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.ListConversations,
                     request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListConversationsRequest.FromString,
                     response_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListConversationsResponse.SerializeToString,
+            ),
+            'UpdateReviewSettings': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateReviewSettings,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.UpdateReviewSettingsRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.UpdateReviewSettingsResponse.SerializeToString,
             ),
             'GetServerInfo': grpc.unary_unary_rpc_method_handler(
                     servicer.GetServerInfo,
@@ -1758,6 +1778,33 @@ class MemoryService:
             '/memoryd.v1.MemoryService/ListConversations',
             memoryd_dot_v1_dot_memory__service__pb2.ListConversationsRequest.SerializeToString,
             memoryd_dot_v1_dot_memory__service__pb2.ListConversationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateReviewSettings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/UpdateReviewSettings',
+            memoryd_dot_v1_dot_memory__service__pb2.UpdateReviewSettingsRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.UpdateReviewSettingsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -237,6 +237,12 @@ class MemoryServiceStub:
     """
     ListConversations: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListConversationsRequest, _memory_service_pb2.ListConversationsResponse]
     """ListConversations returns an owner's conversations, by channel, chat and thread, in pages."""
+    UpdateReviewSettings: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.UpdateReviewSettingsRequest, _memory_service_pb2.UpdateReviewSettingsResponse]
+    """UpdateReviewSettings sets when the background review runs (Fermix's web setup): whether it
+    runs, and its triggers. They are saved in the config file ([memoryd.memory]; its comments
+    and other settings are kept), or refused with FAILED_PRECONDITION when the file cannot be
+    written, and take effect at once (with --workers, at the next start). An admin's call.
+    """
     GetServerInfo: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetServerInfoRequest, _memory_service_pb2.GetServerInfoResponse]
     """GetServerInfo returns what an operator looks at first: the server's version and storage,
     the agents it holds (with their owners and conversations), the work waiting in the
@@ -453,6 +459,12 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """
     ListConversations: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListConversationsRequest, _memory_service_pb2.ListConversationsResponse]  # type: ignore[assignment]
     """ListConversations returns an owner's conversations, by channel, chat and thread, in pages."""
+    UpdateReviewSettings: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.UpdateReviewSettingsRequest, _memory_service_pb2.UpdateReviewSettingsResponse]  # type: ignore[assignment]
+    """UpdateReviewSettings sets when the background review runs (Fermix's web setup): whether it
+    runs, and its triggers. They are saved in the config file ([memoryd.memory]; its comments
+    and other settings are kept), or refused with FAILED_PRECONDITION when the file cannot be
+    written, and take effect at once (with --workers, at the next start). An admin's call.
+    """
     GetServerInfo: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetServerInfoRequest, _memory_service_pb2.GetServerInfoResponse]  # type: ignore[assignment]
     """GetServerInfo returns what an operator looks at first: the server's version and storage,
     the agents it holds (with their owners and conversations), the work waiting in the
@@ -882,6 +894,18 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.ListConversationsResponse, _abc.Awaitable[_memory_service_pb2.ListConversationsResponse]]:
         """ListConversations returns an owner's conversations, by channel, chat and thread, in pages."""
+
+    @_abc_1.abstractmethod
+    def UpdateReviewSettings(
+        self,
+        request: _memory_service_pb2.UpdateReviewSettingsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.UpdateReviewSettingsResponse, _abc.Awaitable[_memory_service_pb2.UpdateReviewSettingsResponse]]:
+        """UpdateReviewSettings sets when the background review runs (Fermix's web setup): whether it
+        runs, and its triggers. They are saved in the config file ([memoryd.memory]; its comments
+        and other settings are kept), or refused with FAILED_PRECONDITION when the file cannot be
+        written, and take effect at once (with --workers, at the next start). An admin's call.
+        """
 
     @_abc_1.abstractmethod
     def GetServerInfo(

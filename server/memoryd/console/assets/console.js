@@ -27,6 +27,11 @@ function h(tag, attrs, ...children) {
   return node;
 }
 
+// Replace a node's children, leaving out the absent ones (null, undefined, false).
+function fill(node, ...children) {
+  node.replaceChildren(...children.flat().filter((child) => child !== null && child !== undefined && child !== false));
+}
+
 function link(route, text) {
   return h("a", { href: "#" + route }, text);
 }
@@ -36,8 +41,7 @@ function route(...parts) {
 }
 
 function show(...nodes) {
-  const target = main();
-  target.replaceChildren(...nodes);
+  fill(main(), ...nodes);
 }
 
 function say(text) {
@@ -85,7 +89,7 @@ function clipped(text) {
     return cell;
   }
   const more = h("button", { type: "button" }, `Show all ${full.length.toLocaleString("en")} characters`);
-  more.addEventListener("click", () => cell.replaceChildren(full));
+  more.addEventListener("click", () => fill(cell, full));
   cell.append(full.slice(0, 2000) + "…", h("br"), more);
   return cell;
 }
@@ -150,13 +154,13 @@ function failure(error) {
 }
 
 // A section filled by an API read; its failure is shown in its place.
-function section(title, fill) {
+function section(title, read) {
   const body = h("div", {}, h("p", { class: "muted" }, "Loading…"));
   const node = h("section", { "aria-label": title }, h("h2", {}, title), body);
   Promise.resolve()
-    .then(fill)
-    .then((content) => body.replaceChildren(...[content].flat()))
-    .catch((error) => body.replaceChildren(failure(error)));
+    .then(read)
+    .then((content) => fill(body, ...[content].flat()))
+    .catch((error) => fill(body, failure(error)));
   return node;
 }
 
@@ -167,7 +171,7 @@ function paged(headers, load, caption) {
   async function render(index) {
     const page = await load(tokens[index]);
     tokens[index + 1] = page.next || null;
-    holder.replaceChildren(
+    fill(holder,
       table(headers, page.rows, caption),
       h(
         "div",
@@ -180,7 +184,7 @@ function paged(headers, load, caption) {
   return render(0).then(() => holder);
 }
 
-const show_error = (holder) => (error) => holder.replaceChildren(failure(error));
+const show_error = (holder) => (error) => fill(holder, failure(error));
 
 // --- sign-in -------------------------------------------------------------------------------
 
@@ -446,7 +450,7 @@ function editRow(scope, memory, cell) {
       form.append(failure(error));
     }
   });
-  cell.replaceChildren(form);
+  fill(cell, form);
   area.focus();
 }
 
@@ -455,10 +459,10 @@ function revisions(agent, owner) {
   const picker = h("select", { id: "resource", "aria-label": "Prompt file" }, h("option", { value: "RESOURCE_TYPE_USER_MD" }, "USER.md"), h("option", { value: "RESOURCE_TYPE_MEMORY_MD" }, "MEMORY.md"));
   const load = () => {
     const ref = { agentId: agent, type: picker.value, scopeId: owner };
-    holder.replaceChildren(h("p", { class: "muted" }, "Loading…"));
+    fill(holder, h("p", { class: "muted" }, "Loading…"));
     revisionList(ref)
-      .then((content) => holder.replaceChildren(content))
-      .catch((error) => holder.replaceChildren(failure(error)));
+      .then((content) => fill(holder, content))
+      .catch((error) => fill(holder, failure(error)));
   };
   picker.addEventListener("change", load);
   load();
@@ -476,7 +480,7 @@ async function revisionList(ref) {
   const view = h("div", {});
   const compare = async () => {
     const diff = await call("DiffRevisions", { ref, fromRevision: from.value, toRevision: to.value });
-    view.replaceChildren(
+    fill(view,
       sideBySide(diff),
       h(
         "p",
@@ -494,7 +498,7 @@ async function revisionList(ref) {
   );
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    compare().catch((error) => view.replaceChildren(failure(error)));
+    compare().catch((error) => fill(view, failure(error)));
   });
   return h("div", {}, form, view);
 }
@@ -634,9 +638,9 @@ function searchForm(conversation) {
         const scores = [s.lexicalRank ? `word rank ${s.lexicalRank}` : "", s.semanticRank ? `meaning rank ${s.semanticRank}` : "", s.similarity ? `similarity ${Number(s.similarity).toFixed(3)}` : ""].filter(Boolean).join(" · ");
         return h("tr", {}, h("td", {}, String(hit.message.id)), h("td", { class: "text" }, hit.message.content), h("td", {}, how), h("td", {}, scores));
       });
-      results.replaceChildren(table(["#", "Message", "Matched by", "Scores"], rows));
+      fill(results, table(["#", "Message", "Matched by", "Scores"], rows));
     } catch (error) {
-      results.replaceChildren(failure(error));
+      fill(results, failure(error));
     }
   });
   return [form, results];
@@ -660,7 +664,7 @@ function reviewRuns(conversation) {
         skipped.length ? h("div", {}, h("p", {}, "Skipped:"), h("ul", {}, skipped)) : null
       );
     });
-    holder.replaceChildren(
+    fill(holder,
       runs.length ? h("ol", { class: "timeline" }, runs) : h("p", {}, "No review has run yet."),
       h(
         "div",
@@ -688,9 +692,9 @@ function guestContext() {
     event.preventDefault();
     try {
       const context = await call("GetPromptContext", { agentId: agent.value, ownerId: owner.value });
-      out.replaceChildren(h("h2", {}, "What a guest's prompt holds"), h("pre", { tabindex: 0 }, context.contextBlock || "(nothing)"), context.withheld ? h("p", { class: "muted" }, "The owner's files are withheld from guests.") : null);
+      fill(out, h("h2", {}, "What a guest's prompt holds"), h("pre", { tabindex: 0 }, context.contextBlock || "(nothing)"), context.withheld ? h("p", { class: "muted" }, "The owner's files are withheld from guests.") : null);
     } catch (error) {
-      out.replaceChildren(failure(error));
+      fill(out, failure(error));
     }
   });
   show(h("h1", {}, "Guest view"), h("p", { class: "muted" }, "This token is capped at guest trust: it sees what GetPromptContext shows a guest, and nothing more."), form, out);
@@ -699,12 +703,65 @@ function guestContext() {
 function settingsPage() {
   show(
     h("h1", {}, "Settings"),
+    section("When the review runs", async () => {
+      if (!isAdmin()) return h("p", {}, "The server's settings are shown to an admin token for every agent.");
+      const info = await call("GetServerInfo");
+      return reviewSettings(info);
+    }),
     section("Effective settings (read-only)", async () => {
       if (!isAdmin()) return h("p", {}, "The server's settings are shown to an admin token for every agent.");
       const info = await call("GetServerInfo");
       return [h("p", { class: "muted" }, "Secrets are masked; tokens are shown by their fingerprints."), h("pre", { tabindex: 0 }, info.settingsJson)];
     })
   );
+}
+
+// The review's triggers, saved to the config file (its comments kept) and applied at once.
+function reviewSettings(info) {
+  const now = info.reviewTriggers || {};
+  const field = (id, text, value, hint, attrs) => {
+    const input = h("input", { id, type: "number", min: 0, step: "any", value: value ?? 0, "aria-describedby": `${id}-hint`, ...attrs });
+    return [h("label", { for: id }, text, input), h("span", { id: `${id}-hint`, class: "muted" }, hint)];
+  };
+  const enabled = h("input", { id: "review-enabled", type: "checkbox", checked: now.enabled === true });
+  const inputs = [
+    ["review-interval", "Interval (hours)", now.reviewIntervalHours, "the longest a fact waits; 0 is off"],
+    ["review-turns", "Turns", now.turnInterval, "completed turns since the last review; 0 is off"],
+    ["review-idle", "Idle minutes", now.idleTimeoutMinutes, "without a new message; 0 is off"],
+    ["review-passive", "Passive messages", now.passiveTurnInterval, "stored without an agent turn; 0 is off"],
+  ];
+  const outcome = h("div", { role: "status" });
+  const form = h(
+    "form",
+    { class: "settings", "aria-describedby": "settings-where" },
+    h("p", { id: "settings-where", class: "muted" }, `Saved in ${info.configPath} ([memoryd.memory]), its comments kept. The review runs when any trigger that is on fires.`),
+    h("p", {}, h("label", { for: "review-enabled" }, enabled, " Background review runs")),
+    inputs.map(([id, text, value, hint]) => h("p", {}, field(id, text, value, hint))),
+    h("p", {}, h("button", { type: "submit" }, "Save")),
+    outcome
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const value = (id) => Number(document.getElementById(id).value);
+    const triggers = {
+      enabled: enabled.checked,
+      reviewIntervalHours: value("review-interval"),
+      turnInterval: Math.round(value("review-turns")),
+      idleTimeoutMinutes: value("review-idle"),
+      passiveTurnInterval: Math.round(value("review-passive")),
+    };
+    if (!(await confirmed(`Save these review settings in ${info.configPath}?`))) return;
+    try {
+      const saved = await call("UpdateReviewSettings", { triggers });
+      fill(outcome,
+        h("p", { class: "ok" }, `Saved in ${saved.configPath}` + (saved.applied ? " and applied." : ".")),
+        saved.notice ? h("p", {}, saved.notice) : null
+      );
+    } catch (error) {
+      fill(outcome, failure(error));
+    }
+  });
+  return form;
 }
 
 // --- routing -------------------------------------------------------------------------------

@@ -8087,8 +8087,12 @@ type GetServerInfoResponse struct {
 	SettingsJson string `protobuf:"bytes,12,opt,name=settings_json,json=settingsJson,proto3" json:"settings_json,omitempty"`
 	// Whether a background review runs on a schedule (memoryd.memory.enabled and a trigger).
 	BackgroundReview bool `protobuf:"varint,13,opt,name=background_review,json=backgroundReview,proto3" json:"background_review,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// When the background review runs, as this server runs it now.
+	ReviewTriggers *ReviewTriggers `protobuf:"bytes,14,opt,name=review_triggers,json=reviewTriggers,proto3" json:"review_triggers,omitempty"`
+	// The config file UpdateReviewSettings writes (it is created when the server has none).
+	ConfigPath    string `protobuf:"bytes,15,opt,name=config_path,json=configPath,proto3" json:"config_path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetServerInfoResponse) Reset() {
@@ -8212,6 +8216,223 @@ func (x *GetServerInfoResponse) GetBackgroundReview() bool {
 	return false
 }
 
+func (x *GetServerInfoResponse) GetReviewTriggers() *ReviewTriggers {
+	if x != nil {
+		return x.ReviewTriggers
+	}
+	return nil
+}
+
+func (x *GetServerInfoResponse) GetConfigPath() string {
+	if x != nil {
+		return x.ConfigPath
+	}
+	return ""
+}
+
+// ReviewTriggers says when the background review runs ([memoryd.memory]). A trigger of 0 is
+// off; the review runs when any trigger that is on fires.
+type ReviewTriggers struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the background review runs at all (ReviewNow works either way).
+	Enabled bool `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	// Hours since the last review after which new input is reviewed (fractions too). 0 to 8760.
+	ReviewIntervalHours float64 `protobuf:"fixed64,2,opt,name=review_interval_hours,json=reviewIntervalHours,proto3" json:"review_interval_hours,omitempty"`
+	// Completed turns since the last review after which new input is reviewed. 0 to 100000.
+	TurnInterval int32 `protobuf:"varint,3,opt,name=turn_interval,json=turnInterval,proto3" json:"turn_interval,omitempty"`
+	// Minutes without a new message after which unread input is reviewed. 0 to 10080.
+	IdleTimeoutMinutes float64 `protobuf:"fixed64,4,opt,name=idle_timeout_minutes,json=idleTimeoutMinutes,proto3" json:"idle_timeout_minutes,omitempty"`
+	// Messages stored without an agent turn since the last review after which they are
+	// reviewed. 0 to 100000.
+	PassiveTurnInterval int32 `protobuf:"varint,5,opt,name=passive_turn_interval,json=passiveTurnInterval,proto3" json:"passive_turn_interval,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *ReviewTriggers) Reset() {
+	*x = ReviewTriggers{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReviewTriggers) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReviewTriggers) ProtoMessage() {}
+
+func (x *ReviewTriggers) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReviewTriggers.ProtoReflect.Descriptor instead.
+func (*ReviewTriggers) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{95}
+}
+
+func (x *ReviewTriggers) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *ReviewTriggers) GetReviewIntervalHours() float64 {
+	if x != nil {
+		return x.ReviewIntervalHours
+	}
+	return 0
+}
+
+func (x *ReviewTriggers) GetTurnInterval() int32 {
+	if x != nil {
+		return x.TurnInterval
+	}
+	return 0
+}
+
+func (x *ReviewTriggers) GetIdleTimeoutMinutes() float64 {
+	if x != nil {
+		return x.IdleTimeoutMinutes
+	}
+	return 0
+}
+
+func (x *ReviewTriggers) GetPassiveTurnInterval() int32 {
+	if x != nil {
+		return x.PassiveTurnInterval
+	}
+	return 0
+}
+
+// UpdateReviewSettingsRequest carries the triggers to use.
+type UpdateReviewSettingsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The triggers, every field as it should be. Required.
+	Triggers      *ReviewTriggers `protobuf:"bytes,1,opt,name=triggers,proto3" json:"triggers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateReviewSettingsRequest) Reset() {
+	*x = UpdateReviewSettingsRequest{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[96]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateReviewSettingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateReviewSettingsRequest) ProtoMessage() {}
+
+func (x *UpdateReviewSettingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[96]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateReviewSettingsRequest.ProtoReflect.Descriptor instead.
+func (*UpdateReviewSettingsRequest) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{96}
+}
+
+func (x *UpdateReviewSettingsRequest) GetTriggers() *ReviewTriggers {
+	if x != nil {
+		return x.Triggers
+	}
+	return nil
+}
+
+// UpdateReviewSettingsResponse says what was saved and whether it runs now.
+type UpdateReviewSettingsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The triggers saved.
+	Triggers *ReviewTriggers `protobuf:"bytes,1,opt,name=triggers,proto3" json:"triggers,omitempty"`
+	// The config file written.
+	ConfigPath string `protobuf:"bytes,2,opt,name=config_path,json=configPath,proto3" json:"config_path,omitempty"`
+	// Whether this server runs with them now (false with --workers: at the next start).
+	Applied bool `protobuf:"varint,3,opt,name=applied,proto3" json:"applied,omitempty"`
+	// What to know, for a person; empty when nothing.
+	Notice        string `protobuf:"bytes,4,opt,name=notice,proto3" json:"notice,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateReviewSettingsResponse) Reset() {
+	*x = UpdateReviewSettingsResponse{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[97]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateReviewSettingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateReviewSettingsResponse) ProtoMessage() {}
+
+func (x *UpdateReviewSettingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[97]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateReviewSettingsResponse.ProtoReflect.Descriptor instead.
+func (*UpdateReviewSettingsResponse) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{97}
+}
+
+func (x *UpdateReviewSettingsResponse) GetTriggers() *ReviewTriggers {
+	if x != nil {
+		return x.Triggers
+	}
+	return nil
+}
+
+func (x *UpdateReviewSettingsResponse) GetConfigPath() string {
+	if x != nil {
+		return x.ConfigPath
+	}
+	return ""
+}
+
+func (x *UpdateReviewSettingsResponse) GetApplied() bool {
+	if x != nil {
+		return x.Applied
+	}
+	return false
+}
+
+func (x *UpdateReviewSettingsResponse) GetNotice() string {
+	if x != nil {
+		return x.Notice
+	}
+	return ""
+}
+
 // ListConversationsRequest names an owner and a page.
 type ListConversationsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -8227,7 +8448,7 @@ type ListConversationsRequest struct {
 
 func (x *ListConversationsRequest) Reset() {
 	*x = ListConversationsRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[95]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8239,7 +8460,7 @@ func (x *ListConversationsRequest) String() string {
 func (*ListConversationsRequest) ProtoMessage() {}
 
 func (x *ListConversationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[95]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8252,7 +8473,7 @@ func (x *ListConversationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConversationsRequest.ProtoReflect.Descriptor instead.
 func (*ListConversationsRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{95}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *ListConversationsRequest) GetOwner() *OwnerScope {
@@ -8291,7 +8512,7 @@ type ConversationSummary struct {
 
 func (x *ConversationSummary) Reset() {
 	*x = ConversationSummary{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[96]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8303,7 +8524,7 @@ func (x *ConversationSummary) String() string {
 func (*ConversationSummary) ProtoMessage() {}
 
 func (x *ConversationSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[96]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8316,7 +8537,7 @@ func (x *ConversationSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConversationSummary.ProtoReflect.Descriptor instead.
 func (*ConversationSummary) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{96}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *ConversationSummary) GetConversation() *Conversation {
@@ -8353,7 +8574,7 @@ type ListConversationsResponse struct {
 
 func (x *ListConversationsResponse) Reset() {
 	*x = ListConversationsResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[97]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8365,7 +8586,7 @@ func (x *ListConversationsResponse) String() string {
 func (*ListConversationsResponse) ProtoMessage() {}
 
 func (x *ListConversationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[97]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8378,7 +8599,7 @@ func (x *ListConversationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConversationsResponse.ProtoReflect.Descriptor instead.
 func (*ListConversationsResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{97}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *ListConversationsResponse) GetConversations() []*ConversationSummary {
@@ -8955,7 +9176,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\rconversations\x18\x03 \x01(\x05R\rconversations\"u\n" +
 	"\fFailedReview\x12<\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x12'\n" +
-	"\x03run\x18\x02 \x01(\v2\x15.memoryd.v1.ReviewRunR\x03run\"\x87\x05\n" +
+	"\x03run\x18\x02 \x01(\v2\x15.memoryd.v1.ReviewRunR\x03run\"\xed\x05\n" +
 	"\x15GetServerInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x18\n" +
 	"\abackend\x18\x02 \x01(\tR\abackend\x129\n" +
@@ -8971,7 +9192,24 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	" \x01(\x03R\x18embeddingPendingMessages\x12<\n" +
 	"\x1aembedding_pending_memories\x18\v \x01(\x03R\x18embeddingPendingMemories\x12#\n" +
 	"\rsettings_json\x18\f \x01(\tR\fsettingsJson\x12+\n" +
-	"\x11background_review\x18\r \x01(\bR\x10backgroundReview\"\x84\x01\n" +
+	"\x11background_review\x18\r \x01(\bR\x10backgroundReview\x12C\n" +
+	"\x0freview_triggers\x18\x0e \x01(\v2\x1a.memoryd.v1.ReviewTriggersR\x0ereviewTriggers\x12\x1f\n" +
+	"\vconfig_path\x18\x0f \x01(\tR\n" +
+	"configPath\"\xe9\x01\n" +
+	"\x0eReviewTriggers\x12\x18\n" +
+	"\aenabled\x18\x01 \x01(\bR\aenabled\x122\n" +
+	"\x15review_interval_hours\x18\x02 \x01(\x01R\x13reviewIntervalHours\x12#\n" +
+	"\rturn_interval\x18\x03 \x01(\x05R\fturnInterval\x120\n" +
+	"\x14idle_timeout_minutes\x18\x04 \x01(\x01R\x12idleTimeoutMinutes\x122\n" +
+	"\x15passive_turn_interval\x18\x05 \x01(\x05R\x13passiveTurnInterval\"U\n" +
+	"\x1bUpdateReviewSettingsRequest\x126\n" +
+	"\btriggers\x18\x01 \x01(\v2\x1a.memoryd.v1.ReviewTriggersR\btriggers\"\xa9\x01\n" +
+	"\x1cUpdateReviewSettingsResponse\x126\n" +
+	"\btriggers\x18\x01 \x01(\v2\x1a.memoryd.v1.ReviewTriggersR\btriggers\x12\x1f\n" +
+	"\vconfig_path\x18\x02 \x01(\tR\n" +
+	"configPath\x12\x18\n" +
+	"\aapplied\x18\x03 \x01(\bR\aapplied\x12\x16\n" +
+	"\x06notice\x18\x04 \x01(\tR\x06notice\"\x84\x01\n" +
 	"\x18ListConversationsRequest\x12,\n" +
 	"\x05owner\x18\x01 \x01(\v2\x16.memoryd.v1.OwnerScopeR\x05owner\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -9036,7 +9274,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x1dREVIEW_STATUS_NOTHING_TO_SAVE\x10\x02\x12\x19\n" +
 	"\x15REVIEW_STATUS_SKIPPED\x10\x03\x12\x18\n" +
 	"\x14REVIEW_STATUS_FAILED\x10\x04\x12'\n" +
-	"#REVIEW_STATUS_NOTHING_TO_SAVE_PROSE\x10\x052\x82\x1d\n" +
+	"#REVIEW_STATUS_NOTHING_TO_SAVE_PROSE\x10\x052\xf9\x1d\n" +
 	"\rMemoryService\x12e\n" +
 	"\x0eAppendMessages\x12!.memoryd.v1.AppendMessagesRequest\x1a\".memoryd.v1.AppendMessagesResponse\"\f\xc2\xf3\x18\b\b\x01\x10\x01\x18\x01 \x01\x12e\n" +
 	"\x0eIngestMessages\x12!.memoryd.v1.IngestMessagesRequest\x1a\".memoryd.v1.IngestMessagesResponse\"\n" +
@@ -9084,7 +9322,9 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x0eListReviewRuns\x12!.memoryd.v1.ListReviewRunsRequest\x1a\".memoryd.v1.ListReviewRunsResponse\"\v\xc2\xf3\x18\x04\b\x01 \x01\x90\x02\x01\x12X\n" +
 	"\n" +
 	"ListOwners\x12\x1d.memoryd.v1.ListOwnersRequest\x1a\x1e.memoryd.v1.ListOwnersResponse\"\v\xc2\xf3\x18\x04\b\x01 \x03\x90\x02\x01\x12m\n" +
-	"\x11ListConversations\x12$.memoryd.v1.ListConversationsRequest\x1a%.memoryd.v1.ListConversationsResponse\"\v\xc2\xf3\x18\x04\b\x01 \x02\x90\x02\x01\x12a\n" +
+	"\x11ListConversations\x12$.memoryd.v1.ListConversationsRequest\x1a%.memoryd.v1.ListConversationsResponse\"\v\xc2\xf3\x18\x04\b\x01 \x02\x90\x02\x01\x12u\n" +
+	"\x14UpdateReviewSettings\x12'.memoryd.v1.UpdateReviewSettingsRequest\x1a(.memoryd.v1.UpdateReviewSettingsResponse\"\n" +
+	"\xc2\xf3\x18\x06\b\x02\x10\x01 \x04\x12a\n" +
 	"\rGetServerInfo\x12 .memoryd.v1.GetServerInfoRequest\x1a!.memoryd.v1.GetServerInfoResponse\"\v\xc2\xf3\x18\x04\b\x02 \x04\x90\x02\x01B\xad\x01\n" +
 	"\x0ecom.memoryd.v1B\x12MemoryServiceProtoP\x01Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1\xa2\x02\x03MXX\xaa\x02\n" +
 	"Memoryd.V1\xca\x02\n" +
@@ -9103,367 +9343,375 @@ func file_memoryd_v1_memory_service_proto_rawDescGZIP() []byte {
 }
 
 var file_memoryd_v1_memory_service_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_memoryd_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 98)
+var file_memoryd_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 101)
 var file_memoryd_v1_memory_service_proto_goTypes = []any{
-	(AppendOutcome)(0),                 // 0: memoryd.v1.AppendOutcome
-	(Speaker)(0),                       // 1: memoryd.v1.Speaker
-	(SearchMode)(0),                    // 2: memoryd.v1.SearchMode
-	(MatchKind)(0),                     // 3: memoryd.v1.MatchKind
-	(ArchivedFilter)(0),                // 4: memoryd.v1.ArchivedFilter
-	(RecallScope)(0),                   // 5: memoryd.v1.RecallScope
-	(RecallSource)(0),                  // 6: memoryd.v1.RecallSource
-	(JobStatus)(0),                     // 7: memoryd.v1.JobStatus
-	(JobRunOutcome)(0),                 // 8: memoryd.v1.JobRunOutcome
-	(ReviewStatus)(0),                  // 9: memoryd.v1.ReviewStatus
-	(*NewMessage)(nil),                 // 10: memoryd.v1.NewMessage
-	(*AppendMessagesRequest)(nil),      // 11: memoryd.v1.AppendMessagesRequest
-	(*AppendResult)(nil),               // 12: memoryd.v1.AppendResult
-	(*AppendMessagesResponse)(nil),     // 13: memoryd.v1.AppendMessagesResponse
-	(*IngestedMessage)(nil),            // 14: memoryd.v1.IngestedMessage
-	(*IngestMessagesRequest)(nil),      // 15: memoryd.v1.IngestMessagesRequest
-	(*IngestRejection)(nil),            // 16: memoryd.v1.IngestRejection
-	(*IngestMessagesResponse)(nil),     // 17: memoryd.v1.IngestMessagesResponse
-	(*ExportDataRequest)(nil),          // 18: memoryd.v1.ExportDataRequest
-	(*ExportDataResponse)(nil),         // 19: memoryd.v1.ExportDataResponse
-	(*ImportDataRequest)(nil),          // 20: memoryd.v1.ImportDataRequest
-	(*ImportedRecords)(nil),            // 21: memoryd.v1.ImportedRecords
-	(*ImportDataResponse)(nil),         // 22: memoryd.v1.ImportDataResponse
-	(*TranscriptOpen)(nil),             // 23: memoryd.v1.TranscriptOpen
-	(*TranscriptSegment)(nil),          // 24: memoryd.v1.TranscriptSegment
-	(*TranscriptEnd)(nil),              // 25: memoryd.v1.TranscriptEnd
-	(*StreamTranscriptRequest)(nil),    // 26: memoryd.v1.StreamTranscriptRequest
-	(*TranscriptTotals)(nil),           // 27: memoryd.v1.TranscriptTotals
-	(*StreamTranscriptResponse)(nil),   // 28: memoryd.v1.StreamTranscriptResponse
-	(*ListMessagesRequest)(nil),        // 29: memoryd.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),       // 30: memoryd.v1.ListMessagesResponse
-	(*SearchHistoryRequest)(nil),       // 31: memoryd.v1.SearchHistoryRequest
-	(*HitScores)(nil),                  // 32: memoryd.v1.HitScores
-	(*HistoryHit)(nil),                 // 33: memoryd.v1.HistoryHit
-	(*SearchHistoryResponse)(nil),      // 34: memoryd.v1.SearchHistoryResponse
-	(*ClearConversationRequest)(nil),   // 35: memoryd.v1.ClearConversationRequest
-	(*ClearConversationResponse)(nil),  // 36: memoryd.v1.ClearConversationResponse
-	(*PurgeConversationRequest)(nil),   // 37: memoryd.v1.PurgeConversationRequest
-	(*PurgeConversationResponse)(nil),  // 38: memoryd.v1.PurgeConversationResponse
-	(*PurgeOwnerRequest)(nil),          // 39: memoryd.v1.PurgeOwnerRequest
-	(*ErasedRows)(nil),                 // 40: memoryd.v1.ErasedRows
-	(*PurgeOwnerResponse)(nil),         // 41: memoryd.v1.PurgeOwnerResponse
-	(*GetConversationRequest)(nil),     // 42: memoryd.v1.GetConversationRequest
-	(*GetConversationResponse)(nil),    // 43: memoryd.v1.GetConversationResponse
-	(*EndedSession)(nil),               // 44: memoryd.v1.EndedSession
-	(*StoreMemoryRequest)(nil),         // 45: memoryd.v1.StoreMemoryRequest
-	(*StoreMemoryResponse)(nil),        // 46: memoryd.v1.StoreMemoryResponse
-	(*GetMemoryRequest)(nil),           // 47: memoryd.v1.GetMemoryRequest
-	(*GetMemoryResponse)(nil),          // 48: memoryd.v1.GetMemoryResponse
-	(*ListMemoriesRequest)(nil),        // 49: memoryd.v1.ListMemoriesRequest
-	(*ListedMemory)(nil),               // 50: memoryd.v1.ListedMemory
-	(*ListMemoriesResponse)(nil),       // 51: memoryd.v1.ListMemoriesResponse
-	(*UpdateMemoryRequest)(nil),        // 52: memoryd.v1.UpdateMemoryRequest
-	(*UpdateMemoryResponse)(nil),       // 53: memoryd.v1.UpdateMemoryResponse
-	(*ArchiveMemoryRequest)(nil),       // 54: memoryd.v1.ArchiveMemoryRequest
-	(*ArchiveMemoryResponse)(nil),      // 55: memoryd.v1.ArchiveMemoryResponse
-	(*RestoreMemoryRequest)(nil),       // 56: memoryd.v1.RestoreMemoryRequest
-	(*RestoreMemoryResponse)(nil),      // 57: memoryd.v1.RestoreMemoryResponse
-	(*DeleteMemoryRequest)(nil),        // 58: memoryd.v1.DeleteMemoryRequest
-	(*DeleteMemoryResponse)(nil),       // 59: memoryd.v1.DeleteMemoryResponse
-	(*RecallRequest)(nil),              // 60: memoryd.v1.RecallRequest
-	(*RecallHit)(nil),                  // 61: memoryd.v1.RecallHit
-	(*RecallResponse)(nil),             // 62: memoryd.v1.RecallResponse
-	(*ListMemorySourcesRequest)(nil),   // 63: memoryd.v1.ListMemorySourcesRequest
-	(*ListMemorySourcesResponse)(nil),  // 64: memoryd.v1.ListMemorySourcesResponse
-	(*SetJobStatusRequest)(nil),        // 65: memoryd.v1.SetJobStatusRequest
-	(*SetJobStatusResponse)(nil),       // 66: memoryd.v1.SetJobStatusResponse
-	(*FinishJobRunRequest)(nil),        // 67: memoryd.v1.FinishJobRunRequest
-	(*FinishJobRunResponse)(nil),       // 68: memoryd.v1.FinishJobRunResponse
-	(*GetPromptContextRequest)(nil),    // 69: memoryd.v1.GetPromptContextRequest
-	(*PromptFileUsage)(nil),            // 70: memoryd.v1.PromptFileUsage
-	(*GetPromptContextResponse)(nil),   // 71: memoryd.v1.GetPromptContextResponse
-	(*ListResourcesRequest)(nil),       // 72: memoryd.v1.ListResourcesRequest
-	(*ListResourcesResponse)(nil),      // 73: memoryd.v1.ListResourcesResponse
-	(*ListRevisionsRequest)(nil),       // 74: memoryd.v1.ListRevisionsRequest
-	(*ListRevisionsResponse)(nil),      // 75: memoryd.v1.ListRevisionsResponse
-	(*GetRevisionRequest)(nil),         // 76: memoryd.v1.GetRevisionRequest
-	(*GetRevisionResponse)(nil),        // 77: memoryd.v1.GetRevisionResponse
-	(*DiffRevisionsRequest)(nil),       // 78: memoryd.v1.DiffRevisionsRequest
-	(*DiffRevisionsResponse)(nil),      // 79: memoryd.v1.DiffRevisionsResponse
-	(*RollbackResourceRequest)(nil),    // 80: memoryd.v1.RollbackResourceRequest
-	(*RollbackResourceResponse)(nil),   // 81: memoryd.v1.RollbackResourceResponse
-	(*TurnUsage)(nil),                  // 82: memoryd.v1.TurnUsage
-	(*CommitTurnRequest)(nil),          // 83: memoryd.v1.CommitTurnRequest
-	(*CommitTurnResponse)(nil),         // 84: memoryd.v1.CommitTurnResponse
-	(*ReviewNowRequest)(nil),           // 85: memoryd.v1.ReviewNowRequest
-	(*SkippedOperation)(nil),           // 86: memoryd.v1.SkippedOperation
-	(*ConversationReview)(nil),         // 87: memoryd.v1.ConversationReview
-	(*ReviewNowResponse)(nil),          // 88: memoryd.v1.ReviewNowResponse
-	(*GetReviewStateRequest)(nil),      // 89: memoryd.v1.GetReviewStateRequest
-	(*ReviewRun)(nil),                  // 90: memoryd.v1.ReviewRun
-	(*GetReviewStateResponse)(nil),     // 91: memoryd.v1.GetReviewStateResponse
-	(*GetEmbeddingStatusRequest)(nil),  // 92: memoryd.v1.GetEmbeddingStatusRequest
-	(*GetEmbeddingStatusResponse)(nil), // 93: memoryd.v1.GetEmbeddingStatusResponse
-	(*ReindexEmbeddingsRequest)(nil),   // 94: memoryd.v1.ReindexEmbeddingsRequest
-	(*ReindexEmbeddingsResponse)(nil),  // 95: memoryd.v1.ReindexEmbeddingsResponse
-	(*ListReviewRunsRequest)(nil),      // 96: memoryd.v1.ListReviewRunsRequest
-	(*ListReviewRunsResponse)(nil),     // 97: memoryd.v1.ListReviewRunsResponse
-	(*ListOwnersRequest)(nil),          // 98: memoryd.v1.ListOwnersRequest
-	(*OwnerSummary)(nil),               // 99: memoryd.v1.OwnerSummary
-	(*ListOwnersResponse)(nil),         // 100: memoryd.v1.ListOwnersResponse
-	(*GetServerInfoRequest)(nil),       // 101: memoryd.v1.GetServerInfoRequest
-	(*AgentSummary)(nil),               // 102: memoryd.v1.AgentSummary
-	(*FailedReview)(nil),               // 103: memoryd.v1.FailedReview
-	(*GetServerInfoResponse)(nil),      // 104: memoryd.v1.GetServerInfoResponse
-	(*ListConversationsRequest)(nil),   // 105: memoryd.v1.ListConversationsRequest
-	(*ConversationSummary)(nil),        // 106: memoryd.v1.ConversationSummary
-	(*ListConversationsResponse)(nil),  // 107: memoryd.v1.ListConversationsResponse
-	(Role)(0),                          // 108: memoryd.v1.Role
-	(*timestamppb.Timestamp)(nil),      // 109: google.protobuf.Timestamp
-	(Trust)(0),                         // 110: memoryd.v1.Trust
-	(*Conversation)(nil),               // 111: memoryd.v1.Conversation
-	(*Message)(nil),                    // 112: memoryd.v1.Message
-	(*OwnerScope)(nil),                 // 113: memoryd.v1.OwnerScope
-	(*AgentScope)(nil),                 // 114: memoryd.v1.AgentScope
-	(Category)(0),                      // 115: memoryd.v1.Category
-	(ScopeType)(0),                     // 116: memoryd.v1.ScopeType
-	(*Memory)(nil),                     // 117: memoryd.v1.Memory
-	(SourceState)(0),                   // 118: memoryd.v1.SourceState
-	(SourceType)(0),                    // 119: memoryd.v1.SourceType
-	(*MemorySource)(nil),               // 120: memoryd.v1.MemorySource
-	(ResourceType)(0),                  // 121: memoryd.v1.ResourceType
-	(*Resource)(nil),                   // 122: memoryd.v1.Resource
-	(*ResourceRef)(nil),                // 123: memoryd.v1.ResourceRef
-	(*ResourceRevision)(nil),           // 124: memoryd.v1.ResourceRevision
+	(AppendOutcome)(0),                   // 0: memoryd.v1.AppendOutcome
+	(Speaker)(0),                         // 1: memoryd.v1.Speaker
+	(SearchMode)(0),                      // 2: memoryd.v1.SearchMode
+	(MatchKind)(0),                       // 3: memoryd.v1.MatchKind
+	(ArchivedFilter)(0),                  // 4: memoryd.v1.ArchivedFilter
+	(RecallScope)(0),                     // 5: memoryd.v1.RecallScope
+	(RecallSource)(0),                    // 6: memoryd.v1.RecallSource
+	(JobStatus)(0),                       // 7: memoryd.v1.JobStatus
+	(JobRunOutcome)(0),                   // 8: memoryd.v1.JobRunOutcome
+	(ReviewStatus)(0),                    // 9: memoryd.v1.ReviewStatus
+	(*NewMessage)(nil),                   // 10: memoryd.v1.NewMessage
+	(*AppendMessagesRequest)(nil),        // 11: memoryd.v1.AppendMessagesRequest
+	(*AppendResult)(nil),                 // 12: memoryd.v1.AppendResult
+	(*AppendMessagesResponse)(nil),       // 13: memoryd.v1.AppendMessagesResponse
+	(*IngestedMessage)(nil),              // 14: memoryd.v1.IngestedMessage
+	(*IngestMessagesRequest)(nil),        // 15: memoryd.v1.IngestMessagesRequest
+	(*IngestRejection)(nil),              // 16: memoryd.v1.IngestRejection
+	(*IngestMessagesResponse)(nil),       // 17: memoryd.v1.IngestMessagesResponse
+	(*ExportDataRequest)(nil),            // 18: memoryd.v1.ExportDataRequest
+	(*ExportDataResponse)(nil),           // 19: memoryd.v1.ExportDataResponse
+	(*ImportDataRequest)(nil),            // 20: memoryd.v1.ImportDataRequest
+	(*ImportedRecords)(nil),              // 21: memoryd.v1.ImportedRecords
+	(*ImportDataResponse)(nil),           // 22: memoryd.v1.ImportDataResponse
+	(*TranscriptOpen)(nil),               // 23: memoryd.v1.TranscriptOpen
+	(*TranscriptSegment)(nil),            // 24: memoryd.v1.TranscriptSegment
+	(*TranscriptEnd)(nil),                // 25: memoryd.v1.TranscriptEnd
+	(*StreamTranscriptRequest)(nil),      // 26: memoryd.v1.StreamTranscriptRequest
+	(*TranscriptTotals)(nil),             // 27: memoryd.v1.TranscriptTotals
+	(*StreamTranscriptResponse)(nil),     // 28: memoryd.v1.StreamTranscriptResponse
+	(*ListMessagesRequest)(nil),          // 29: memoryd.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),         // 30: memoryd.v1.ListMessagesResponse
+	(*SearchHistoryRequest)(nil),         // 31: memoryd.v1.SearchHistoryRequest
+	(*HitScores)(nil),                    // 32: memoryd.v1.HitScores
+	(*HistoryHit)(nil),                   // 33: memoryd.v1.HistoryHit
+	(*SearchHistoryResponse)(nil),        // 34: memoryd.v1.SearchHistoryResponse
+	(*ClearConversationRequest)(nil),     // 35: memoryd.v1.ClearConversationRequest
+	(*ClearConversationResponse)(nil),    // 36: memoryd.v1.ClearConversationResponse
+	(*PurgeConversationRequest)(nil),     // 37: memoryd.v1.PurgeConversationRequest
+	(*PurgeConversationResponse)(nil),    // 38: memoryd.v1.PurgeConversationResponse
+	(*PurgeOwnerRequest)(nil),            // 39: memoryd.v1.PurgeOwnerRequest
+	(*ErasedRows)(nil),                   // 40: memoryd.v1.ErasedRows
+	(*PurgeOwnerResponse)(nil),           // 41: memoryd.v1.PurgeOwnerResponse
+	(*GetConversationRequest)(nil),       // 42: memoryd.v1.GetConversationRequest
+	(*GetConversationResponse)(nil),      // 43: memoryd.v1.GetConversationResponse
+	(*EndedSession)(nil),                 // 44: memoryd.v1.EndedSession
+	(*StoreMemoryRequest)(nil),           // 45: memoryd.v1.StoreMemoryRequest
+	(*StoreMemoryResponse)(nil),          // 46: memoryd.v1.StoreMemoryResponse
+	(*GetMemoryRequest)(nil),             // 47: memoryd.v1.GetMemoryRequest
+	(*GetMemoryResponse)(nil),            // 48: memoryd.v1.GetMemoryResponse
+	(*ListMemoriesRequest)(nil),          // 49: memoryd.v1.ListMemoriesRequest
+	(*ListedMemory)(nil),                 // 50: memoryd.v1.ListedMemory
+	(*ListMemoriesResponse)(nil),         // 51: memoryd.v1.ListMemoriesResponse
+	(*UpdateMemoryRequest)(nil),          // 52: memoryd.v1.UpdateMemoryRequest
+	(*UpdateMemoryResponse)(nil),         // 53: memoryd.v1.UpdateMemoryResponse
+	(*ArchiveMemoryRequest)(nil),         // 54: memoryd.v1.ArchiveMemoryRequest
+	(*ArchiveMemoryResponse)(nil),        // 55: memoryd.v1.ArchiveMemoryResponse
+	(*RestoreMemoryRequest)(nil),         // 56: memoryd.v1.RestoreMemoryRequest
+	(*RestoreMemoryResponse)(nil),        // 57: memoryd.v1.RestoreMemoryResponse
+	(*DeleteMemoryRequest)(nil),          // 58: memoryd.v1.DeleteMemoryRequest
+	(*DeleteMemoryResponse)(nil),         // 59: memoryd.v1.DeleteMemoryResponse
+	(*RecallRequest)(nil),                // 60: memoryd.v1.RecallRequest
+	(*RecallHit)(nil),                    // 61: memoryd.v1.RecallHit
+	(*RecallResponse)(nil),               // 62: memoryd.v1.RecallResponse
+	(*ListMemorySourcesRequest)(nil),     // 63: memoryd.v1.ListMemorySourcesRequest
+	(*ListMemorySourcesResponse)(nil),    // 64: memoryd.v1.ListMemorySourcesResponse
+	(*SetJobStatusRequest)(nil),          // 65: memoryd.v1.SetJobStatusRequest
+	(*SetJobStatusResponse)(nil),         // 66: memoryd.v1.SetJobStatusResponse
+	(*FinishJobRunRequest)(nil),          // 67: memoryd.v1.FinishJobRunRequest
+	(*FinishJobRunResponse)(nil),         // 68: memoryd.v1.FinishJobRunResponse
+	(*GetPromptContextRequest)(nil),      // 69: memoryd.v1.GetPromptContextRequest
+	(*PromptFileUsage)(nil),              // 70: memoryd.v1.PromptFileUsage
+	(*GetPromptContextResponse)(nil),     // 71: memoryd.v1.GetPromptContextResponse
+	(*ListResourcesRequest)(nil),         // 72: memoryd.v1.ListResourcesRequest
+	(*ListResourcesResponse)(nil),        // 73: memoryd.v1.ListResourcesResponse
+	(*ListRevisionsRequest)(nil),         // 74: memoryd.v1.ListRevisionsRequest
+	(*ListRevisionsResponse)(nil),        // 75: memoryd.v1.ListRevisionsResponse
+	(*GetRevisionRequest)(nil),           // 76: memoryd.v1.GetRevisionRequest
+	(*GetRevisionResponse)(nil),          // 77: memoryd.v1.GetRevisionResponse
+	(*DiffRevisionsRequest)(nil),         // 78: memoryd.v1.DiffRevisionsRequest
+	(*DiffRevisionsResponse)(nil),        // 79: memoryd.v1.DiffRevisionsResponse
+	(*RollbackResourceRequest)(nil),      // 80: memoryd.v1.RollbackResourceRequest
+	(*RollbackResourceResponse)(nil),     // 81: memoryd.v1.RollbackResourceResponse
+	(*TurnUsage)(nil),                    // 82: memoryd.v1.TurnUsage
+	(*CommitTurnRequest)(nil),            // 83: memoryd.v1.CommitTurnRequest
+	(*CommitTurnResponse)(nil),           // 84: memoryd.v1.CommitTurnResponse
+	(*ReviewNowRequest)(nil),             // 85: memoryd.v1.ReviewNowRequest
+	(*SkippedOperation)(nil),             // 86: memoryd.v1.SkippedOperation
+	(*ConversationReview)(nil),           // 87: memoryd.v1.ConversationReview
+	(*ReviewNowResponse)(nil),            // 88: memoryd.v1.ReviewNowResponse
+	(*GetReviewStateRequest)(nil),        // 89: memoryd.v1.GetReviewStateRequest
+	(*ReviewRun)(nil),                    // 90: memoryd.v1.ReviewRun
+	(*GetReviewStateResponse)(nil),       // 91: memoryd.v1.GetReviewStateResponse
+	(*GetEmbeddingStatusRequest)(nil),    // 92: memoryd.v1.GetEmbeddingStatusRequest
+	(*GetEmbeddingStatusResponse)(nil),   // 93: memoryd.v1.GetEmbeddingStatusResponse
+	(*ReindexEmbeddingsRequest)(nil),     // 94: memoryd.v1.ReindexEmbeddingsRequest
+	(*ReindexEmbeddingsResponse)(nil),    // 95: memoryd.v1.ReindexEmbeddingsResponse
+	(*ListReviewRunsRequest)(nil),        // 96: memoryd.v1.ListReviewRunsRequest
+	(*ListReviewRunsResponse)(nil),       // 97: memoryd.v1.ListReviewRunsResponse
+	(*ListOwnersRequest)(nil),            // 98: memoryd.v1.ListOwnersRequest
+	(*OwnerSummary)(nil),                 // 99: memoryd.v1.OwnerSummary
+	(*ListOwnersResponse)(nil),           // 100: memoryd.v1.ListOwnersResponse
+	(*GetServerInfoRequest)(nil),         // 101: memoryd.v1.GetServerInfoRequest
+	(*AgentSummary)(nil),                 // 102: memoryd.v1.AgentSummary
+	(*FailedReview)(nil),                 // 103: memoryd.v1.FailedReview
+	(*GetServerInfoResponse)(nil),        // 104: memoryd.v1.GetServerInfoResponse
+	(*ReviewTriggers)(nil),               // 105: memoryd.v1.ReviewTriggers
+	(*UpdateReviewSettingsRequest)(nil),  // 106: memoryd.v1.UpdateReviewSettingsRequest
+	(*UpdateReviewSettingsResponse)(nil), // 107: memoryd.v1.UpdateReviewSettingsResponse
+	(*ListConversationsRequest)(nil),     // 108: memoryd.v1.ListConversationsRequest
+	(*ConversationSummary)(nil),          // 109: memoryd.v1.ConversationSummary
+	(*ListConversationsResponse)(nil),    // 110: memoryd.v1.ListConversationsResponse
+	(Role)(0),                            // 111: memoryd.v1.Role
+	(*timestamppb.Timestamp)(nil),        // 112: google.protobuf.Timestamp
+	(Trust)(0),                           // 113: memoryd.v1.Trust
+	(*Conversation)(nil),                 // 114: memoryd.v1.Conversation
+	(*Message)(nil),                      // 115: memoryd.v1.Message
+	(*OwnerScope)(nil),                   // 116: memoryd.v1.OwnerScope
+	(*AgentScope)(nil),                   // 117: memoryd.v1.AgentScope
+	(Category)(0),                        // 118: memoryd.v1.Category
+	(ScopeType)(0),                       // 119: memoryd.v1.ScopeType
+	(*Memory)(nil),                       // 120: memoryd.v1.Memory
+	(SourceState)(0),                     // 121: memoryd.v1.SourceState
+	(SourceType)(0),                      // 122: memoryd.v1.SourceType
+	(*MemorySource)(nil),                 // 123: memoryd.v1.MemorySource
+	(ResourceType)(0),                    // 124: memoryd.v1.ResourceType
+	(*Resource)(nil),                     // 125: memoryd.v1.Resource
+	(*ResourceRef)(nil),                  // 126: memoryd.v1.ResourceRef
+	(*ResourceRevision)(nil),             // 127: memoryd.v1.ResourceRevision
 }
 var file_memoryd_v1_memory_service_proto_depIdxs = []int32{
-	108, // 0: memoryd.v1.NewMessage.role:type_name -> memoryd.v1.Role
-	109, // 1: memoryd.v1.NewMessage.created_at:type_name -> google.protobuf.Timestamp
-	110, // 2: memoryd.v1.NewMessage.trust:type_name -> memoryd.v1.Trust
-	111, // 3: memoryd.v1.AppendMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
+	111, // 0: memoryd.v1.NewMessage.role:type_name -> memoryd.v1.Role
+	112, // 1: memoryd.v1.NewMessage.created_at:type_name -> google.protobuf.Timestamp
+	113, // 2: memoryd.v1.NewMessage.trust:type_name -> memoryd.v1.Trust
+	114, // 3: memoryd.v1.AppendMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
 	10,  // 4: memoryd.v1.AppendMessagesRequest.messages:type_name -> memoryd.v1.NewMessage
 	0,   // 5: memoryd.v1.AppendResult.outcome:type_name -> memoryd.v1.AppendOutcome
-	112, // 6: memoryd.v1.AppendResult.message:type_name -> memoryd.v1.Message
-	109, // 7: memoryd.v1.AppendResult.created_at:type_name -> google.protobuf.Timestamp
+	115, // 6: memoryd.v1.AppendResult.message:type_name -> memoryd.v1.Message
+	112, // 7: memoryd.v1.AppendResult.created_at:type_name -> google.protobuf.Timestamp
 	12,  // 8: memoryd.v1.AppendMessagesResponse.results:type_name -> memoryd.v1.AppendResult
-	111, // 9: memoryd.v1.IngestedMessage.conversation:type_name -> memoryd.v1.Conversation
+	114, // 9: memoryd.v1.IngestedMessage.conversation:type_name -> memoryd.v1.Conversation
 	10,  // 10: memoryd.v1.IngestedMessage.message:type_name -> memoryd.v1.NewMessage
 	14,  // 11: memoryd.v1.IngestMessagesRequest.messages:type_name -> memoryd.v1.IngestedMessage
 	16,  // 12: memoryd.v1.IngestMessagesResponse.rejections:type_name -> memoryd.v1.IngestRejection
 	21,  // 13: memoryd.v1.ImportDataResponse.records:type_name -> memoryd.v1.ImportedRecords
-	110, // 14: memoryd.v1.TranscriptOpen.trust:type_name -> memoryd.v1.Trust
+	113, // 14: memoryd.v1.TranscriptOpen.trust:type_name -> memoryd.v1.Trust
 	1,   // 15: memoryd.v1.TranscriptSegment.speaker:type_name -> memoryd.v1.Speaker
 	82,  // 16: memoryd.v1.TranscriptSegment.usage:type_name -> memoryd.v1.TurnUsage
 	23,  // 17: memoryd.v1.StreamTranscriptRequest.open:type_name -> memoryd.v1.TranscriptOpen
 	24,  // 18: memoryd.v1.StreamTranscriptRequest.segment:type_name -> memoryd.v1.TranscriptSegment
 	25,  // 19: memoryd.v1.StreamTranscriptRequest.end:type_name -> memoryd.v1.TranscriptEnd
-	111, // 20: memoryd.v1.StreamTranscriptResponse.conversation:type_name -> memoryd.v1.Conversation
+	114, // 20: memoryd.v1.StreamTranscriptResponse.conversation:type_name -> memoryd.v1.Conversation
 	27,  // 21: memoryd.v1.StreamTranscriptResponse.totals:type_name -> memoryd.v1.TranscriptTotals
-	111, // 22: memoryd.v1.ListMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
-	112, // 23: memoryd.v1.ListMessagesResponse.messages:type_name -> memoryd.v1.Message
-	111, // 24: memoryd.v1.SearchHistoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	113, // 25: memoryd.v1.SearchHistoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	114, // 26: memoryd.v1.SearchHistoryRequest.agent:type_name -> memoryd.v1.AgentScope
-	110, // 27: memoryd.v1.SearchHistoryRequest.trust:type_name -> memoryd.v1.Trust
+	114, // 22: memoryd.v1.ListMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
+	115, // 23: memoryd.v1.ListMessagesResponse.messages:type_name -> memoryd.v1.Message
+	114, // 24: memoryd.v1.SearchHistoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	116, // 25: memoryd.v1.SearchHistoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	117, // 26: memoryd.v1.SearchHistoryRequest.agent:type_name -> memoryd.v1.AgentScope
+	113, // 27: memoryd.v1.SearchHistoryRequest.trust:type_name -> memoryd.v1.Trust
 	2,   // 28: memoryd.v1.SearchHistoryRequest.mode:type_name -> memoryd.v1.SearchMode
-	112, // 29: memoryd.v1.HistoryHit.message:type_name -> memoryd.v1.Message
+	115, // 29: memoryd.v1.HistoryHit.message:type_name -> memoryd.v1.Message
 	3,   // 30: memoryd.v1.HistoryHit.match:type_name -> memoryd.v1.MatchKind
 	3,   // 31: memoryd.v1.HistoryHit.matches:type_name -> memoryd.v1.MatchKind
 	32,  // 32: memoryd.v1.HistoryHit.scores:type_name -> memoryd.v1.HitScores
 	33,  // 33: memoryd.v1.SearchHistoryResponse.hits:type_name -> memoryd.v1.HistoryHit
-	111, // 34: memoryd.v1.ClearConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	110, // 35: memoryd.v1.ClearConversationRequest.trust:type_name -> memoryd.v1.Trust
-	111, // 36: memoryd.v1.PurgeConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	110, // 37: memoryd.v1.PurgeConversationRequest.trust:type_name -> memoryd.v1.Trust
+	114, // 34: memoryd.v1.ClearConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	113, // 35: memoryd.v1.ClearConversationRequest.trust:type_name -> memoryd.v1.Trust
+	114, // 36: memoryd.v1.PurgeConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	113, // 37: memoryd.v1.PurgeConversationRequest.trust:type_name -> memoryd.v1.Trust
 	40,  // 38: memoryd.v1.PurgeOwnerResponse.erased:type_name -> memoryd.v1.ErasedRows
-	111, // 39: memoryd.v1.GetConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	111, // 40: memoryd.v1.GetConversationResponse.conversation:type_name -> memoryd.v1.Conversation
-	109, // 41: memoryd.v1.GetConversationResponse.first_message_at:type_name -> google.protobuf.Timestamp
-	109, // 42: memoryd.v1.GetConversationResponse.last_message_at:type_name -> google.protobuf.Timestamp
-	109, // 43: memoryd.v1.GetConversationResponse.window_started_at:type_name -> google.protobuf.Timestamp
+	114, // 39: memoryd.v1.GetConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	114, // 40: memoryd.v1.GetConversationResponse.conversation:type_name -> memoryd.v1.Conversation
+	112, // 41: memoryd.v1.GetConversationResponse.first_message_at:type_name -> google.protobuf.Timestamp
+	112, // 42: memoryd.v1.GetConversationResponse.last_message_at:type_name -> google.protobuf.Timestamp
+	112, // 43: memoryd.v1.GetConversationResponse.window_started_at:type_name -> google.protobuf.Timestamp
 	44,  // 44: memoryd.v1.GetConversationResponse.previous_session:type_name -> memoryd.v1.EndedSession
-	109, // 45: memoryd.v1.EndedSession.ended_at:type_name -> google.protobuf.Timestamp
-	111, // 46: memoryd.v1.StoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	113, // 47: memoryd.v1.StoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	110, // 48: memoryd.v1.StoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	115, // 49: memoryd.v1.StoreMemoryRequest.category:type_name -> memoryd.v1.Category
-	116, // 50: memoryd.v1.StoreMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	117, // 51: memoryd.v1.StoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	111, // 52: memoryd.v1.GetMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	113, // 53: memoryd.v1.GetMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	116, // 54: memoryd.v1.GetMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	110, // 55: memoryd.v1.GetMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	117, // 56: memoryd.v1.GetMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	111, // 57: memoryd.v1.ListMemoriesRequest.conversation:type_name -> memoryd.v1.Conversation
-	113, // 58: memoryd.v1.ListMemoriesRequest.owner:type_name -> memoryd.v1.OwnerScope
-	116, // 59: memoryd.v1.ListMemoriesRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	115, // 60: memoryd.v1.ListMemoriesRequest.categories:type_name -> memoryd.v1.Category
+	112, // 45: memoryd.v1.EndedSession.ended_at:type_name -> google.protobuf.Timestamp
+	114, // 46: memoryd.v1.StoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	116, // 47: memoryd.v1.StoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	113, // 48: memoryd.v1.StoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	118, // 49: memoryd.v1.StoreMemoryRequest.category:type_name -> memoryd.v1.Category
+	119, // 50: memoryd.v1.StoreMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	120, // 51: memoryd.v1.StoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	114, // 52: memoryd.v1.GetMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	116, // 53: memoryd.v1.GetMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	119, // 54: memoryd.v1.GetMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	113, // 55: memoryd.v1.GetMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	120, // 56: memoryd.v1.GetMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	114, // 57: memoryd.v1.ListMemoriesRequest.conversation:type_name -> memoryd.v1.Conversation
+	116, // 58: memoryd.v1.ListMemoriesRequest.owner:type_name -> memoryd.v1.OwnerScope
+	119, // 59: memoryd.v1.ListMemoriesRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	118, // 60: memoryd.v1.ListMemoriesRequest.categories:type_name -> memoryd.v1.Category
 	4,   // 61: memoryd.v1.ListMemoriesRequest.archived:type_name -> memoryd.v1.ArchivedFilter
-	110, // 62: memoryd.v1.ListMemoriesRequest.trust:type_name -> memoryd.v1.Trust
-	117, // 63: memoryd.v1.ListedMemory.memory:type_name -> memoryd.v1.Memory
+	113, // 62: memoryd.v1.ListMemoriesRequest.trust:type_name -> memoryd.v1.Trust
+	120, // 63: memoryd.v1.ListedMemory.memory:type_name -> memoryd.v1.Memory
 	50,  // 64: memoryd.v1.ListMemoriesResponse.memories:type_name -> memoryd.v1.ListedMemory
-	111, // 65: memoryd.v1.UpdateMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	113, // 66: memoryd.v1.UpdateMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	116, // 67: memoryd.v1.UpdateMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	110, // 68: memoryd.v1.UpdateMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	117, // 69: memoryd.v1.UpdateMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	111, // 70: memoryd.v1.ArchiveMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	113, // 71: memoryd.v1.ArchiveMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	110, // 72: memoryd.v1.ArchiveMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	117, // 73: memoryd.v1.ArchiveMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	111, // 74: memoryd.v1.RestoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	113, // 75: memoryd.v1.RestoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	110, // 76: memoryd.v1.RestoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	117, // 77: memoryd.v1.RestoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	111, // 78: memoryd.v1.DeleteMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	113, // 79: memoryd.v1.DeleteMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	116, // 80: memoryd.v1.DeleteMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	110, // 81: memoryd.v1.DeleteMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	111, // 82: memoryd.v1.RecallRequest.conversation:type_name -> memoryd.v1.Conversation
+	114, // 65: memoryd.v1.UpdateMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	116, // 66: memoryd.v1.UpdateMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	119, // 67: memoryd.v1.UpdateMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	113, // 68: memoryd.v1.UpdateMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	120, // 69: memoryd.v1.UpdateMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	114, // 70: memoryd.v1.ArchiveMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	116, // 71: memoryd.v1.ArchiveMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	113, // 72: memoryd.v1.ArchiveMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	120, // 73: memoryd.v1.ArchiveMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	114, // 74: memoryd.v1.RestoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	116, // 75: memoryd.v1.RestoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	113, // 76: memoryd.v1.RestoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	120, // 77: memoryd.v1.RestoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	114, // 78: memoryd.v1.DeleteMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	116, // 79: memoryd.v1.DeleteMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	119, // 80: memoryd.v1.DeleteMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	113, // 81: memoryd.v1.DeleteMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	114, // 82: memoryd.v1.RecallRequest.conversation:type_name -> memoryd.v1.Conversation
 	5,   // 83: memoryd.v1.RecallRequest.scope:type_name -> memoryd.v1.RecallScope
 	6,   // 84: memoryd.v1.RecallRequest.source:type_name -> memoryd.v1.RecallSource
-	110, // 85: memoryd.v1.RecallRequest.trust:type_name -> memoryd.v1.Trust
+	113, // 85: memoryd.v1.RecallRequest.trust:type_name -> memoryd.v1.Trust
 	2,   // 86: memoryd.v1.RecallRequest.mode:type_name -> memoryd.v1.SearchMode
 	6,   // 87: memoryd.v1.RecallHit.source:type_name -> memoryd.v1.RecallSource
 	3,   // 88: memoryd.v1.RecallHit.match:type_name -> memoryd.v1.MatchKind
 	3,   // 89: memoryd.v1.RecallHit.matches:type_name -> memoryd.v1.MatchKind
 	32,  // 90: memoryd.v1.RecallHit.scores:type_name -> memoryd.v1.HitScores
-	117, // 91: memoryd.v1.RecallHit.memory:type_name -> memoryd.v1.Memory
+	120, // 91: memoryd.v1.RecallHit.memory:type_name -> memoryd.v1.Memory
 	33,  // 92: memoryd.v1.RecallHit.message:type_name -> memoryd.v1.HistoryHit
 	61,  // 93: memoryd.v1.RecallResponse.hits:type_name -> memoryd.v1.RecallHit
-	113, // 94: memoryd.v1.ListMemorySourcesRequest.owner:type_name -> memoryd.v1.OwnerScope
-	118, // 95: memoryd.v1.ListMemorySourcesRequest.state:type_name -> memoryd.v1.SourceState
-	119, // 96: memoryd.v1.ListMemorySourcesRequest.type:type_name -> memoryd.v1.SourceType
-	120, // 97: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
-	113, // 98: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
+	116, // 94: memoryd.v1.ListMemorySourcesRequest.owner:type_name -> memoryd.v1.OwnerScope
+	121, // 95: memoryd.v1.ListMemorySourcesRequest.state:type_name -> memoryd.v1.SourceState
+	122, // 96: memoryd.v1.ListMemorySourcesRequest.type:type_name -> memoryd.v1.SourceType
+	123, // 97: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
+	116, // 98: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
 	7,   // 99: memoryd.v1.SetJobStatusRequest.status:type_name -> memoryd.v1.JobStatus
-	120, // 100: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
-	113, // 101: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
+	123, // 100: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
+	116, // 101: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
 	8,   // 102: memoryd.v1.FinishJobRunRequest.outcome:type_name -> memoryd.v1.JobRunOutcome
-	109, // 103: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	109, // 104: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
-	117, // 105: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
+	112, // 103: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	112, // 104: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
+	120, // 105: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
 	8,   // 106: memoryd.v1.FinishJobRunResponse.outcome:type_name -> memoryd.v1.JobRunOutcome
-	110, // 107: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
+	113, // 107: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
 	70,  // 108: memoryd.v1.GetPromptContextResponse.user_usage:type_name -> memoryd.v1.PromptFileUsage
 	70,  // 109: memoryd.v1.GetPromptContextResponse.memory_usage:type_name -> memoryd.v1.PromptFileUsage
-	121, // 110: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
-	122, // 111: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
-	123, // 112: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	124, // 113: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
-	123, // 114: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
-	124, // 115: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	123, // 116: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	123, // 117: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
-	124, // 118: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	111, // 119: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
-	110, // 120: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
+	124, // 110: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
+	125, // 111: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
+	126, // 112: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	127, // 113: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
+	126, // 114: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
+	127, // 115: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	126, // 116: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	126, // 117: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
+	127, // 118: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	114, // 119: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
+	113, // 120: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
 	10,  // 121: memoryd.v1.CommitTurnRequest.messages:type_name -> memoryd.v1.NewMessage
 	82,  // 122: memoryd.v1.CommitTurnRequest.usage:type_name -> memoryd.v1.TurnUsage
 	12,  // 123: memoryd.v1.CommitTurnResponse.results:type_name -> memoryd.v1.AppendResult
-	111, // 124: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
-	111, // 125: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
+	114, // 124: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
+	114, // 125: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
 	9,   // 126: memoryd.v1.ConversationReview.status:type_name -> memoryd.v1.ReviewStatus
 	87,  // 127: memoryd.v1.ReviewNowResponse.reviews:type_name -> memoryd.v1.ConversationReview
-	111, // 128: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
+	114, // 128: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
 	9,   // 129: memoryd.v1.ReviewRun.status:type_name -> memoryd.v1.ReviewStatus
-	109, // 130: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
-	109, // 131: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
+	112, // 130: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
+	112, // 131: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
 	86,  // 132: memoryd.v1.ReviewRun.skipped_operations:type_name -> memoryd.v1.SkippedOperation
-	111, // 133: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
-	109, // 134: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
-	109, // 135: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
-	109, // 136: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
+	114, // 133: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
+	112, // 134: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
+	112, // 135: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
+	112, // 136: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
 	9,   // 137: memoryd.v1.GetReviewStateResponse.last_review_status:type_name -> memoryd.v1.ReviewStatus
-	109, // 138: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
+	112, // 138: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
 	90,  // 139: memoryd.v1.GetReviewStateResponse.last_run:type_name -> memoryd.v1.ReviewRun
-	111, // 140: memoryd.v1.ListReviewRunsRequest.conversation:type_name -> memoryd.v1.Conversation
+	114, // 140: memoryd.v1.ListReviewRunsRequest.conversation:type_name -> memoryd.v1.Conversation
 	90,  // 141: memoryd.v1.ListReviewRunsResponse.runs:type_name -> memoryd.v1.ReviewRun
-	109, // 142: memoryd.v1.OwnerSummary.latest_conversation_at:type_name -> google.protobuf.Timestamp
+	112, // 142: memoryd.v1.OwnerSummary.latest_conversation_at:type_name -> google.protobuf.Timestamp
 	99,  // 143: memoryd.v1.ListOwnersResponse.owners:type_name -> memoryd.v1.OwnerSummary
-	111, // 144: memoryd.v1.FailedReview.conversation:type_name -> memoryd.v1.Conversation
+	114, // 144: memoryd.v1.FailedReview.conversation:type_name -> memoryd.v1.Conversation
 	90,  // 145: memoryd.v1.FailedReview.run:type_name -> memoryd.v1.ReviewRun
-	109, // 146: memoryd.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
+	112, // 146: memoryd.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
 	102, // 147: memoryd.v1.GetServerInfoResponse.agents:type_name -> memoryd.v1.AgentSummary
 	103, // 148: memoryd.v1.GetServerInfoResponse.recent_failures:type_name -> memoryd.v1.FailedReview
-	113, // 149: memoryd.v1.ListConversationsRequest.owner:type_name -> memoryd.v1.OwnerScope
-	111, // 150: memoryd.v1.ConversationSummary.conversation:type_name -> memoryd.v1.Conversation
-	109, // 151: memoryd.v1.ConversationSummary.created_at:type_name -> google.protobuf.Timestamp
-	106, // 152: memoryd.v1.ListConversationsResponse.conversations:type_name -> memoryd.v1.ConversationSummary
-	11,  // 153: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
-	15,  // 154: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
-	26,  // 155: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
-	18,  // 156: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
-	20,  // 157: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
-	29,  // 158: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
-	31,  // 159: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
-	35,  // 160: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
-	37,  // 161: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
-	39,  // 162: memoryd.v1.MemoryService.PurgeOwner:input_type -> memoryd.v1.PurgeOwnerRequest
-	42,  // 163: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
-	45,  // 164: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
-	47,  // 165: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
-	49,  // 166: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
-	52,  // 167: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
-	54,  // 168: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
-	56,  // 169: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
-	58,  // 170: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
-	60,  // 171: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
-	63,  // 172: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
-	65,  // 173: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
-	67,  // 174: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
-	69,  // 175: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
-	72,  // 176: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
-	74,  // 177: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
-	76,  // 178: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
-	78,  // 179: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
-	80,  // 180: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
-	83,  // 181: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
-	85,  // 182: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
-	92,  // 183: memoryd.v1.MemoryService.GetEmbeddingStatus:input_type -> memoryd.v1.GetEmbeddingStatusRequest
-	94,  // 184: memoryd.v1.MemoryService.ReindexEmbeddings:input_type -> memoryd.v1.ReindexEmbeddingsRequest
-	89,  // 185: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
-	96,  // 186: memoryd.v1.MemoryService.ListReviewRuns:input_type -> memoryd.v1.ListReviewRunsRequest
-	98,  // 187: memoryd.v1.MemoryService.ListOwners:input_type -> memoryd.v1.ListOwnersRequest
-	105, // 188: memoryd.v1.MemoryService.ListConversations:input_type -> memoryd.v1.ListConversationsRequest
-	101, // 189: memoryd.v1.MemoryService.GetServerInfo:input_type -> memoryd.v1.GetServerInfoRequest
-	13,  // 190: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
-	17,  // 191: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
-	28,  // 192: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
-	19,  // 193: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
-	22,  // 194: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
-	30,  // 195: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
-	34,  // 196: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
-	36,  // 197: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
-	38,  // 198: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
-	41,  // 199: memoryd.v1.MemoryService.PurgeOwner:output_type -> memoryd.v1.PurgeOwnerResponse
-	43,  // 200: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
-	46,  // 201: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
-	48,  // 202: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
-	51,  // 203: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
-	53,  // 204: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
-	55,  // 205: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
-	57,  // 206: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
-	59,  // 207: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
-	62,  // 208: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
-	64,  // 209: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
-	66,  // 210: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
-	68,  // 211: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
-	71,  // 212: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
-	73,  // 213: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
-	75,  // 214: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
-	77,  // 215: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
-	79,  // 216: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
-	81,  // 217: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
-	84,  // 218: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
-	88,  // 219: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
-	93,  // 220: memoryd.v1.MemoryService.GetEmbeddingStatus:output_type -> memoryd.v1.GetEmbeddingStatusResponse
-	95,  // 221: memoryd.v1.MemoryService.ReindexEmbeddings:output_type -> memoryd.v1.ReindexEmbeddingsResponse
-	91,  // 222: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
-	97,  // 223: memoryd.v1.MemoryService.ListReviewRuns:output_type -> memoryd.v1.ListReviewRunsResponse
-	100, // 224: memoryd.v1.MemoryService.ListOwners:output_type -> memoryd.v1.ListOwnersResponse
-	107, // 225: memoryd.v1.MemoryService.ListConversations:output_type -> memoryd.v1.ListConversationsResponse
-	104, // 226: memoryd.v1.MemoryService.GetServerInfo:output_type -> memoryd.v1.GetServerInfoResponse
-	190, // [190:227] is the sub-list for method output_type
-	153, // [153:190] is the sub-list for method input_type
-	153, // [153:153] is the sub-list for extension type_name
-	153, // [153:153] is the sub-list for extension extendee
-	0,   // [0:153] is the sub-list for field type_name
+	105, // 149: memoryd.v1.GetServerInfoResponse.review_triggers:type_name -> memoryd.v1.ReviewTriggers
+	105, // 150: memoryd.v1.UpdateReviewSettingsRequest.triggers:type_name -> memoryd.v1.ReviewTriggers
+	105, // 151: memoryd.v1.UpdateReviewSettingsResponse.triggers:type_name -> memoryd.v1.ReviewTriggers
+	116, // 152: memoryd.v1.ListConversationsRequest.owner:type_name -> memoryd.v1.OwnerScope
+	114, // 153: memoryd.v1.ConversationSummary.conversation:type_name -> memoryd.v1.Conversation
+	112, // 154: memoryd.v1.ConversationSummary.created_at:type_name -> google.protobuf.Timestamp
+	109, // 155: memoryd.v1.ListConversationsResponse.conversations:type_name -> memoryd.v1.ConversationSummary
+	11,  // 156: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
+	15,  // 157: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
+	26,  // 158: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
+	18,  // 159: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
+	20,  // 160: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
+	29,  // 161: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
+	31,  // 162: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
+	35,  // 163: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
+	37,  // 164: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
+	39,  // 165: memoryd.v1.MemoryService.PurgeOwner:input_type -> memoryd.v1.PurgeOwnerRequest
+	42,  // 166: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
+	45,  // 167: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
+	47,  // 168: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
+	49,  // 169: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
+	52,  // 170: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
+	54,  // 171: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
+	56,  // 172: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
+	58,  // 173: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
+	60,  // 174: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
+	63,  // 175: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
+	65,  // 176: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
+	67,  // 177: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
+	69,  // 178: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
+	72,  // 179: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
+	74,  // 180: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
+	76,  // 181: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
+	78,  // 182: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
+	80,  // 183: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
+	83,  // 184: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
+	85,  // 185: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
+	92,  // 186: memoryd.v1.MemoryService.GetEmbeddingStatus:input_type -> memoryd.v1.GetEmbeddingStatusRequest
+	94,  // 187: memoryd.v1.MemoryService.ReindexEmbeddings:input_type -> memoryd.v1.ReindexEmbeddingsRequest
+	89,  // 188: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
+	96,  // 189: memoryd.v1.MemoryService.ListReviewRuns:input_type -> memoryd.v1.ListReviewRunsRequest
+	98,  // 190: memoryd.v1.MemoryService.ListOwners:input_type -> memoryd.v1.ListOwnersRequest
+	108, // 191: memoryd.v1.MemoryService.ListConversations:input_type -> memoryd.v1.ListConversationsRequest
+	106, // 192: memoryd.v1.MemoryService.UpdateReviewSettings:input_type -> memoryd.v1.UpdateReviewSettingsRequest
+	101, // 193: memoryd.v1.MemoryService.GetServerInfo:input_type -> memoryd.v1.GetServerInfoRequest
+	13,  // 194: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
+	17,  // 195: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
+	28,  // 196: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
+	19,  // 197: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
+	22,  // 198: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
+	30,  // 199: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
+	34,  // 200: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
+	36,  // 201: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
+	38,  // 202: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
+	41,  // 203: memoryd.v1.MemoryService.PurgeOwner:output_type -> memoryd.v1.PurgeOwnerResponse
+	43,  // 204: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
+	46,  // 205: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
+	48,  // 206: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
+	51,  // 207: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
+	53,  // 208: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
+	55,  // 209: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
+	57,  // 210: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
+	59,  // 211: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
+	62,  // 212: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
+	64,  // 213: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
+	66,  // 214: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
+	68,  // 215: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
+	71,  // 216: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
+	73,  // 217: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
+	75,  // 218: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
+	77,  // 219: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
+	79,  // 220: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
+	81,  // 221: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
+	84,  // 222: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
+	88,  // 223: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
+	93,  // 224: memoryd.v1.MemoryService.GetEmbeddingStatus:output_type -> memoryd.v1.GetEmbeddingStatusResponse
+	95,  // 225: memoryd.v1.MemoryService.ReindexEmbeddings:output_type -> memoryd.v1.ReindexEmbeddingsResponse
+	91,  // 226: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
+	97,  // 227: memoryd.v1.MemoryService.ListReviewRuns:output_type -> memoryd.v1.ListReviewRunsResponse
+	100, // 228: memoryd.v1.MemoryService.ListOwners:output_type -> memoryd.v1.ListOwnersResponse
+	110, // 229: memoryd.v1.MemoryService.ListConversations:output_type -> memoryd.v1.ListConversationsResponse
+	107, // 230: memoryd.v1.MemoryService.UpdateReviewSettings:output_type -> memoryd.v1.UpdateReviewSettingsResponse
+	104, // 231: memoryd.v1.MemoryService.GetServerInfo:output_type -> memoryd.v1.GetServerInfoResponse
+	194, // [194:232] is the sub-list for method output_type
+	156, // [156:194] is the sub-list for method input_type
+	156, // [156:156] is the sub-list for extension type_name
+	156, // [156:156] is the sub-list for extension extendee
+	0,   // [0:156] is the sub-list for field type_name
 }
 
 func init() { file_memoryd_v1_memory_service_proto_init() }
@@ -9521,7 +9769,7 @@ func file_memoryd_v1_memory_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memoryd_v1_memory_service_proto_rawDesc), len(file_memoryd_v1_memory_service_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   98,
+			NumMessages:   101,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,43 +19,44 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	MemoryService_AppendMessages_FullMethodName     = "/memoryd.v1.MemoryService/AppendMessages"
-	MemoryService_IngestMessages_FullMethodName     = "/memoryd.v1.MemoryService/IngestMessages"
-	MemoryService_StreamTranscript_FullMethodName   = "/memoryd.v1.MemoryService/StreamTranscript"
-	MemoryService_ExportData_FullMethodName         = "/memoryd.v1.MemoryService/ExportData"
-	MemoryService_ImportData_FullMethodName         = "/memoryd.v1.MemoryService/ImportData"
-	MemoryService_ListMessages_FullMethodName       = "/memoryd.v1.MemoryService/ListMessages"
-	MemoryService_SearchHistory_FullMethodName      = "/memoryd.v1.MemoryService/SearchHistory"
-	MemoryService_ClearConversation_FullMethodName  = "/memoryd.v1.MemoryService/ClearConversation"
-	MemoryService_PurgeConversation_FullMethodName  = "/memoryd.v1.MemoryService/PurgeConversation"
-	MemoryService_PurgeOwner_FullMethodName         = "/memoryd.v1.MemoryService/PurgeOwner"
-	MemoryService_GetConversation_FullMethodName    = "/memoryd.v1.MemoryService/GetConversation"
-	MemoryService_StoreMemory_FullMethodName        = "/memoryd.v1.MemoryService/StoreMemory"
-	MemoryService_GetMemory_FullMethodName          = "/memoryd.v1.MemoryService/GetMemory"
-	MemoryService_ListMemories_FullMethodName       = "/memoryd.v1.MemoryService/ListMemories"
-	MemoryService_UpdateMemory_FullMethodName       = "/memoryd.v1.MemoryService/UpdateMemory"
-	MemoryService_ArchiveMemory_FullMethodName      = "/memoryd.v1.MemoryService/ArchiveMemory"
-	MemoryService_RestoreMemory_FullMethodName      = "/memoryd.v1.MemoryService/RestoreMemory"
-	MemoryService_DeleteMemory_FullMethodName       = "/memoryd.v1.MemoryService/DeleteMemory"
-	MemoryService_Recall_FullMethodName             = "/memoryd.v1.MemoryService/Recall"
-	MemoryService_ListMemorySources_FullMethodName  = "/memoryd.v1.MemoryService/ListMemorySources"
-	MemoryService_SetJobStatus_FullMethodName       = "/memoryd.v1.MemoryService/SetJobStatus"
-	MemoryService_FinishJobRun_FullMethodName       = "/memoryd.v1.MemoryService/FinishJobRun"
-	MemoryService_GetPromptContext_FullMethodName   = "/memoryd.v1.MemoryService/GetPromptContext"
-	MemoryService_ListResources_FullMethodName      = "/memoryd.v1.MemoryService/ListResources"
-	MemoryService_ListRevisions_FullMethodName      = "/memoryd.v1.MemoryService/ListRevisions"
-	MemoryService_GetRevision_FullMethodName        = "/memoryd.v1.MemoryService/GetRevision"
-	MemoryService_DiffRevisions_FullMethodName      = "/memoryd.v1.MemoryService/DiffRevisions"
-	MemoryService_RollbackResource_FullMethodName   = "/memoryd.v1.MemoryService/RollbackResource"
-	MemoryService_CommitTurn_FullMethodName         = "/memoryd.v1.MemoryService/CommitTurn"
-	MemoryService_ReviewNow_FullMethodName          = "/memoryd.v1.MemoryService/ReviewNow"
-	MemoryService_GetEmbeddingStatus_FullMethodName = "/memoryd.v1.MemoryService/GetEmbeddingStatus"
-	MemoryService_ReindexEmbeddings_FullMethodName  = "/memoryd.v1.MemoryService/ReindexEmbeddings"
-	MemoryService_GetReviewState_FullMethodName     = "/memoryd.v1.MemoryService/GetReviewState"
-	MemoryService_ListReviewRuns_FullMethodName     = "/memoryd.v1.MemoryService/ListReviewRuns"
-	MemoryService_ListOwners_FullMethodName         = "/memoryd.v1.MemoryService/ListOwners"
-	MemoryService_ListConversations_FullMethodName  = "/memoryd.v1.MemoryService/ListConversations"
-	MemoryService_GetServerInfo_FullMethodName      = "/memoryd.v1.MemoryService/GetServerInfo"
+	MemoryService_AppendMessages_FullMethodName       = "/memoryd.v1.MemoryService/AppendMessages"
+	MemoryService_IngestMessages_FullMethodName       = "/memoryd.v1.MemoryService/IngestMessages"
+	MemoryService_StreamTranscript_FullMethodName     = "/memoryd.v1.MemoryService/StreamTranscript"
+	MemoryService_ExportData_FullMethodName           = "/memoryd.v1.MemoryService/ExportData"
+	MemoryService_ImportData_FullMethodName           = "/memoryd.v1.MemoryService/ImportData"
+	MemoryService_ListMessages_FullMethodName         = "/memoryd.v1.MemoryService/ListMessages"
+	MemoryService_SearchHistory_FullMethodName        = "/memoryd.v1.MemoryService/SearchHistory"
+	MemoryService_ClearConversation_FullMethodName    = "/memoryd.v1.MemoryService/ClearConversation"
+	MemoryService_PurgeConversation_FullMethodName    = "/memoryd.v1.MemoryService/PurgeConversation"
+	MemoryService_PurgeOwner_FullMethodName           = "/memoryd.v1.MemoryService/PurgeOwner"
+	MemoryService_GetConversation_FullMethodName      = "/memoryd.v1.MemoryService/GetConversation"
+	MemoryService_StoreMemory_FullMethodName          = "/memoryd.v1.MemoryService/StoreMemory"
+	MemoryService_GetMemory_FullMethodName            = "/memoryd.v1.MemoryService/GetMemory"
+	MemoryService_ListMemories_FullMethodName         = "/memoryd.v1.MemoryService/ListMemories"
+	MemoryService_UpdateMemory_FullMethodName         = "/memoryd.v1.MemoryService/UpdateMemory"
+	MemoryService_ArchiveMemory_FullMethodName        = "/memoryd.v1.MemoryService/ArchiveMemory"
+	MemoryService_RestoreMemory_FullMethodName        = "/memoryd.v1.MemoryService/RestoreMemory"
+	MemoryService_DeleteMemory_FullMethodName         = "/memoryd.v1.MemoryService/DeleteMemory"
+	MemoryService_Recall_FullMethodName               = "/memoryd.v1.MemoryService/Recall"
+	MemoryService_ListMemorySources_FullMethodName    = "/memoryd.v1.MemoryService/ListMemorySources"
+	MemoryService_SetJobStatus_FullMethodName         = "/memoryd.v1.MemoryService/SetJobStatus"
+	MemoryService_FinishJobRun_FullMethodName         = "/memoryd.v1.MemoryService/FinishJobRun"
+	MemoryService_GetPromptContext_FullMethodName     = "/memoryd.v1.MemoryService/GetPromptContext"
+	MemoryService_ListResources_FullMethodName        = "/memoryd.v1.MemoryService/ListResources"
+	MemoryService_ListRevisions_FullMethodName        = "/memoryd.v1.MemoryService/ListRevisions"
+	MemoryService_GetRevision_FullMethodName          = "/memoryd.v1.MemoryService/GetRevision"
+	MemoryService_DiffRevisions_FullMethodName        = "/memoryd.v1.MemoryService/DiffRevisions"
+	MemoryService_RollbackResource_FullMethodName     = "/memoryd.v1.MemoryService/RollbackResource"
+	MemoryService_CommitTurn_FullMethodName           = "/memoryd.v1.MemoryService/CommitTurn"
+	MemoryService_ReviewNow_FullMethodName            = "/memoryd.v1.MemoryService/ReviewNow"
+	MemoryService_GetEmbeddingStatus_FullMethodName   = "/memoryd.v1.MemoryService/GetEmbeddingStatus"
+	MemoryService_ReindexEmbeddings_FullMethodName    = "/memoryd.v1.MemoryService/ReindexEmbeddings"
+	MemoryService_GetReviewState_FullMethodName       = "/memoryd.v1.MemoryService/GetReviewState"
+	MemoryService_ListReviewRuns_FullMethodName       = "/memoryd.v1.MemoryService/ListReviewRuns"
+	MemoryService_ListOwners_FullMethodName           = "/memoryd.v1.MemoryService/ListOwners"
+	MemoryService_ListConversations_FullMethodName    = "/memoryd.v1.MemoryService/ListConversations"
+	MemoryService_UpdateReviewSettings_FullMethodName = "/memoryd.v1.MemoryService/UpdateReviewSettings"
+	MemoryService_GetServerInfo_FullMethodName        = "/memoryd.v1.MemoryService/GetServerInfo"
 )
 
 // MemoryServiceClient is the client API for MemoryService service.
@@ -238,6 +239,11 @@ type MemoryServiceClient interface {
 	ListOwners(ctx context.Context, in *ListOwnersRequest, opts ...grpc.CallOption) (*ListOwnersResponse, error)
 	// ListConversations returns an owner's conversations, by channel, chat and thread, in pages.
 	ListConversations(ctx context.Context, in *ListConversationsRequest, opts ...grpc.CallOption) (*ListConversationsResponse, error)
+	// UpdateReviewSettings sets when the background review runs (Fermix's web setup): whether it
+	// runs, and its triggers. They are saved in the config file ([memoryd.memory]; its comments
+	// and other settings are kept), or refused with FAILED_PRECONDITION when the file cannot be
+	// written, and take effect at once (with --workers, at the next start). An admin's call.
+	UpdateReviewSettings(ctx context.Context, in *UpdateReviewSettingsRequest, opts ...grpc.CallOption) (*UpdateReviewSettingsResponse, error)
 	// GetServerInfo returns what an operator looks at first: the server's version and storage,
 	// the agents it holds (with their owners and conversations), the work waiting in the
 	// background (reviews, embeddings) and what it did lately (failed reviews, compactions), and
@@ -631,6 +637,16 @@ func (c *memoryServiceClient) ListConversations(ctx context.Context, in *ListCon
 	return out, nil
 }
 
+func (c *memoryServiceClient) UpdateReviewSettings(ctx context.Context, in *UpdateReviewSettingsRequest, opts ...grpc.CallOption) (*UpdateReviewSettingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateReviewSettingsResponse)
+	err := c.cc.Invoke(ctx, MemoryService_UpdateReviewSettings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *memoryServiceClient) GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetServerInfoResponse)
@@ -821,6 +837,11 @@ type MemoryServiceServer interface {
 	ListOwners(context.Context, *ListOwnersRequest) (*ListOwnersResponse, error)
 	// ListConversations returns an owner's conversations, by channel, chat and thread, in pages.
 	ListConversations(context.Context, *ListConversationsRequest) (*ListConversationsResponse, error)
+	// UpdateReviewSettings sets when the background review runs (Fermix's web setup): whether it
+	// runs, and its triggers. They are saved in the config file ([memoryd.memory]; its comments
+	// and other settings are kept), or refused with FAILED_PRECONDITION when the file cannot be
+	// written, and take effect at once (with --workers, at the next start). An admin's call.
+	UpdateReviewSettings(context.Context, *UpdateReviewSettingsRequest) (*UpdateReviewSettingsResponse, error)
 	// GetServerInfo returns what an operator looks at first: the server's version and storage,
 	// the agents it holds (with their owners and conversations), the work waiting in the
 	// background (reviews, embeddings) and what it did lately (failed reviews, compactions), and
@@ -943,6 +964,9 @@ func (UnimplementedMemoryServiceServer) ListOwners(context.Context, *ListOwnersR
 }
 func (UnimplementedMemoryServiceServer) ListConversations(context.Context, *ListConversationsRequest) (*ListConversationsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListConversations not implemented")
+}
+func (UnimplementedMemoryServiceServer) UpdateReviewSettings(context.Context, *UpdateReviewSettingsRequest) (*UpdateReviewSettingsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateReviewSettings not implemented")
 }
 func (UnimplementedMemoryServiceServer) GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetServerInfo not implemented")
@@ -1576,6 +1600,24 @@ func _MemoryService_ListConversations_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MemoryService_UpdateReviewSettings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateReviewSettingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).UpdateReviewSettings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_UpdateReviewSettings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).UpdateReviewSettings(ctx, req.(*UpdateReviewSettingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _MemoryService_GetServerInfo_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetServerInfoRequest)
 	if err := dec(in); err != nil {
@@ -1728,6 +1770,10 @@ var MemoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListConversations",
 			Handler:    _MemoryService_ListConversations_Handler,
+		},
+		{
+			MethodName: "UpdateReviewSettings",
+			Handler:    _MemoryService_UpdateReviewSettings_Handler,
 		},
 		{
 			MethodName: "GetServerInfo",
