@@ -139,9 +139,12 @@ async def test_review_runs_are_listed_newest_first_in_pages_and_failures_reach_t
 async def test_review_settings_are_saved_with_the_file_s_comments_and_applied_at_once(
     start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
 ) -> None:
-    off = dict(
-        review_interval_hours=0, turn_interval=0, idle_timeout_minutes=0, passive_turn_interval=0
-    )
+    off = {
+        "review_interval_hours": 0,
+        "turn_interval": 0,
+        "idle_timeout_minutes": 0,
+        "passive_turn_interval": 0,
+    }
     config = "# the operator's own note\n" + review_config(model, **off)
     server = start_server(tmp_path / "home", config=config).start()
     chat = conversation("ada", "s1")
@@ -158,7 +161,7 @@ async def test_review_settings_are_saved_with_the_file_s_comments_and_applied_at
             )
         )
         assert (saved.applied, saved.notice, saved.config_path) == (True, "", str(path))
-        text = path.read_text(encoding="utf-8")
+        text = file_text(path)
         assert text.startswith("# the operator's own note\n")
         assert "review_interval_hours = 1.5" in text
         assert "turn_interval = 1\n" in text
@@ -182,14 +185,14 @@ async def test_review_settings_are_saved_with_the_file_s_comments_and_applied_at
                 await memory.UpdateReviewSettings(bad)
             assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         # A file marked read-only is not replaced: refused, and the server runs as before.
-        path.chmod(0o400)
+        read_only(path)
         with pytest.raises(grpc.aio.AioRpcError) as error:
             await memory.UpdateReviewSettings(
                 md.UpdateReviewSettingsRequest(triggers=md.ReviewTriggers(enabled=False))
             )
         assert error.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert "cannot be written" in (error.value.details() or "")
-        assert path.read_text(encoding="utf-8") == text
+        assert file_text(path) == text
         info = await memory.GetServerInfo(md.GetServerInfoRequest())
         assert info.review_triggers.enabled
 
@@ -197,3 +200,11 @@ async def test_review_settings_are_saved_with_the_file_s_comments_and_applied_at
 async def _reviewed(memory: md.MemoryServiceStub, chat: md.Conversation) -> bool:
     state = await memory.GetReviewState(md.GetReviewStateRequest(conversation=chat))
     return state.HasField("last_run")
+
+
+def file_text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def read_only(path: Path) -> None:
+    path.chmod(0o400)
