@@ -98,7 +98,7 @@ def test_every_rpc_declares_its_access_and_reads_are_marked_as_such() -> None:
             assert not access.writes, method.name
         elif not access.writes:  # a read that is not marked: only a stream may be
             assert method.server_streaming, method.name
-    assert len(ACCESS) == len(METHODS) == 42
+    assert len(ACCESS) == len(METHODS) == 43
 
 
 def test_an_rpc_without_a_declaration_stops_the_start() -> None:
@@ -313,6 +313,7 @@ REQUESTS: dict[str, Builder] = {
         triggers=md.ReviewTriggers(enabled=False, review_interval_hours=24)
     ),
     "ListConversations": lambda t: md.ListConversationsRequest(owner=t.owner_scope),
+    "GetMessage": lambda t: md.GetMessageRequest(owner=t.owner_scope, id=1),
     "GetEmbeddingStatus": lambda _t: md.GetEmbeddingStatusRequest(),
     "ReindexEmbeddings": lambda _t: md.ReindexEmbeddingsRequest(),
     "ComposeContext": lambda t: md.ComposeContextRequest(conversation=t.conversation),

@@ -364,10 +364,17 @@ def test_an_owner_row_is_archived_and_restored(console: Console) -> None:
     console.wait(f"{row} button", "Restore").click()
     console.confirm()
     console.wait(f"{row} td", "active")
-    text = console.wait("tr", "Lives in Lisbon").text
+    row = console.wait("tr", "Lives in Lisbon")
+    text = row.text
     assert "memory reviewer" in text
     assert "review run #1" in text
     assert "model fake-model-0" in text
+    # The messages the fact was learnt from open in a dialog, linked to their conversation.
+    row.find_element(By.XPATH, ".//button[starts-with(text(), 'message #')]").click()
+    dialog = console.wait("dialog[open]", "I live in Lisbon")
+    console.accessible("message")
+    dialog.find_element(By.LINK_TEXT, "telegram:c-1").click()
+    console.wait("h1", "Conversation telegram:c-1")
     console.loaded()
     console.screenshot("owner")
 

@@ -1,4 +1,4 @@
-"""The operator's reads: GetServerInfo, ListOwners, ListConversations and ListReviewRuns,
+"""The operator's reads: GetServerInfo, ListOwners, ListConversations, GetMessage, ListReviewRuns,
 through the real server on each backend: their counts, their pages and their refusals."""
 
 from __future__ import annotations
@@ -62,6 +62,41 @@ async def test_the_overview_counts_agents_owners_and_conversations_and_pages_the
         ]
         assert not second.owners[1].HasField("latest_conversation_at")
         assert second.next_page_token == ""
+
+        # A message by id, for its owner only.
+        first_id = (
+            (
+                await memory.ListMessages(
+                    md.ListMessagesRequest(conversation=conversation("ada", "a1"))
+                )
+            )
+            .messages[0]
+            .id
+        )
+        found = await memory.GetMessage(
+            md.GetMessageRequest(owner=md.OwnerScope(owner_id="ada"), id=first_id)
+        )
+        assert (found.message.content, found.message.conversation.chat_id) == (
+            "hello from ada",
+            "a1",
+        )
+        for request, code in (
+            (
+                md.GetMessageRequest(owner=md.OwnerScope(owner_id="bob"), id=first_id),
+                grpc.StatusCode.NOT_FOUND,
+            ),
+            (
+                md.GetMessageRequest(owner=md.OwnerScope(owner_id="ada")),
+                grpc.StatusCode.INVALID_ARGUMENT,
+            ),
+            (
+                md.GetMessageRequest(owner=md.OwnerScope(owner_id="ada"), id=-5),
+                grpc.StatusCode.INVALID_ARGUMENT,
+            ),
+        ):
+            with pytest.raises(grpc.aio.AioRpcError) as error:
+                await memory.GetMessage(request)
+            assert error.value.code() == code
 
         listed = await memory.ListConversations(
             md.ListConversationsRequest(owner=md.OwnerScope(agent_id="main", owner_id="ada"))

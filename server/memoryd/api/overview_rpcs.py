@@ -1,20 +1,22 @@
 """The operator's RPCs of memoryd.v1.MemoryService: GetServerInfo, ListOwners,
-ListConversations, ListReviewRuns."""
+ListConversations, GetMessage, ListReviewRuns."""
 
 from __future__ import annotations
 
 from memoryd.api import convert
 from memoryd.api.context import Context
 from memoryd.api.convert import conversation_out, optional_timestamp_out, timestamp_out
+from memoryd.api.history_convert import fill_message
 from memoryd.api.review_convert import run_out, triggers_out
 from memoryd.domain.conversation import agent_key, owner_key
+from memoryd.errors import InvalidArgument, Reason
 from memoryd.services.overview import Overview
 from memoryd.services.review_tuning import ReviewTuning
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 
 
 class OverviewRpcs:
-    """GetServerInfo, ListOwners, ListConversations, ListReviewRuns."""
+    """GetServerInfo, ListOwners, ListConversations, GetMessage, ListReviewRuns."""
 
     def __init__(self, overview: Overview, tuning: ReviewTuning) -> None:
         self._overview = overview
@@ -88,6 +90,20 @@ class OverviewRpcs:
             ],
             next_page_token=page.next_page_token,
         )
+
+    async def GetMessage(
+        self, request: service_pb.GetMessageRequest, context: Context
+    ) -> service_pb.GetMessageResponse:
+        owner = owner_key(agent_id=request.owner.agent_id, owner_id=request.owner.owner_id)
+        if request.id <= 0:
+            raise InvalidArgument(
+                f"id must be a message id (positive), got {request.id}",
+                reason=Reason.REQUIRED if request.id == 0 else Reason.OUT_OF_RANGE,
+                field="id",
+            )
+        response = service_pb.GetMessageResponse()
+        fill_message(response.message, await self._overview.message(owner, request.id))
+        return response
 
     async def ListReviewRuns(
         self, request: service_pb.ListReviewRunsRequest, context: Context

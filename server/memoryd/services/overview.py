@@ -13,9 +13,11 @@ from pathlib import Path
 
 from memoryd.domain.answers import page_of, text_bytes
 from memoryd.domain.conversation import ConversationKey, OwnerKey
+from memoryd.domain.messages import StoredMessage
 from memoryd.domain.paging import PageTokens, TokenKind, page_size, request_fingerprint
 from memoryd.domain.review_runs import StoredRun
 from memoryd.domain.timestamps import utc_now
+from memoryd.errors import NotFound
 from memoryd.services.embedding import EmbeddingService
 from memoryd.storage import metric_reads, overview_reads, review_run_store
 from memoryd.storage.overview_reads import AgentCount, ConversationRow, OwnerCount
@@ -179,6 +181,17 @@ class Overview:
                 TokenKind.CONVERSATIONS, (key.channel, key.chat_id, key.thread_scope), bound_to
             )
         return ConversationPage(kept, token)
+
+    async def message(self, owner: OwnerKey, message_id: int) -> StoredMessage:
+        """The owner's message of this id (NOT_FOUND otherwise)."""
+        found = await self._readers.read(
+            lambda connection: overview_reads.message(
+                connection, owner.agent_id, owner.owner_id, message_id
+            )
+        )
+        if found is None:
+            raise NotFound(f"owner {owner.owner_id!r} has no message {message_id}")
+        return found
 
     async def review_runs(
         self, key: ConversationKey, requested_page_size: int, page_token: str

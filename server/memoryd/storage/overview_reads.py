@@ -12,7 +12,9 @@ import dataclasses
 import datetime as dt
 
 from memoryd.domain.conversation import ConversationKey
+from memoryd.domain.messages import StoredMessage
 from memoryd.domain.timestamps import from_text, to_text
+from memoryd.storage.message_rows import MESSAGE_COLUMNS, message_from_row
 from memoryd.storage.sql import rows
 from memoryd.storage.transaction import Transaction
 
@@ -120,6 +122,19 @@ def conversations(
         )
         for channel, chat, thread, created, window in found
     ]
+
+
+def message(
+    connection: Transaction, agent_id: str, owner_id: str, message_id: int
+) -> StoredMessage | None:
+    """The owner's message of this id, or None."""
+    found = rows(
+        connection,
+        f"SELECT {MESSAGE_COLUMNS} FROM messages AS m "
+        "WHERE m.id = ? AND m.agent_id = ? AND m.owner_id = ?",
+        (message_id, agent_id, owner_id),
+    )
+    return message_from_row(found[0], {}) if found else None
 
 
 def activity(connection: Transaction, since: dt.datetime, failing: int) -> Activity:

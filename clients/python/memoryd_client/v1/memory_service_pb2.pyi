@@ -4331,3 +4331,55 @@ class ListConversationsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListConversationsResponse: _TypeAlias = ListConversationsResponse  # noqa: Y015
+
+@_typing.final
+class GetMessageRequest(_message.Message):
+    """GetMessageRequest names an owner's message."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """The message's id. Required."""
+    @_builtins.property
+    def owner(self) -> _records_pb2.OwnerScope:
+        """The agent and owner."""
+
+    def __init__(
+        self,
+        *,
+        owner: _records_pb2.OwnerScope | None = ...,
+        id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["owner", b"owner"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "owner", b"owner"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetMessageRequest: _TypeAlias = GetMessageRequest  # noqa: Y015
+
+@_typing.final
+class GetMessageResponse(_message.Message):
+    """GetMessageResponse is the message."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def message(self) -> _records_pb2.Message:
+        """The message, with its conversation."""
+
+    def __init__(
+        self,
+        *,
+        message: _records_pb2.Message | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetMessageResponse: _TypeAlias = GetMessageResponse  # noqa: Y015

@@ -203,6 +203,11 @@ class MemoryServiceStub:
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetReviewStateRequest.SerializeToString,
                 response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetReviewStateResponse.FromString,
                 _registered_method=True)
+        self.GetMessage = channel.unary_unary(
+                '/memoryd.v1.MemoryService/GetMessage',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetMessageRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetMessageResponse.FromString,
+                _registered_method=True)
         self.ListReviewRuns = channel.unary_unary(
                 '/memoryd.v1.MemoryService/ListReviewRuns',
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListReviewRunsRequest.SerializeToString,
@@ -564,6 +569,15 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetMessage(self, request, context):
+        """GetMessage returns one stored message of an owner by its id, with its conversation: the
+        message a memory row came from (MemoryProvenance.source_message_id). NOT_FOUND when the
+        owner has no message of that id (another owner's is never visible).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListReviewRuns(self, request, context):
         """ListReviewRuns returns a conversation's review runs, newest first, in pages: each with its
         status, the operations applied, skipped (with reasons) and deferred, its tokens, model and
@@ -775,6 +789,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.GetReviewState,
                     request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetReviewStateRequest.FromString,
                     response_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetReviewStateResponse.SerializeToString,
+            ),
+            'GetMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMessage,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetMessageRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetMessageResponse.SerializeToString,
             ),
             'ListReviewRuns': grpc.unary_unary_rpc_method_handler(
                     servicer.ListReviewRuns,
@@ -1697,6 +1716,33 @@ class MemoryService:
             '/memoryd.v1.MemoryService/GetReviewState',
             memoryd_dot_v1_dot_memory__service__pb2.GetReviewStateRequest.SerializeToString,
             memoryd_dot_v1_dot_memory__service__pb2.GetReviewStateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/GetMessage',
+            memoryd_dot_v1_dot_memory__service__pb2.GetMessageRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.GetMessageResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -226,6 +226,11 @@ class MemoryServiceStub:
     """GetReviewState returns a conversation's review state: cursor, times, status, failures,
     pending input, the backlog of unread messages and the latest review run.
     """
+    GetMessage: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetMessageRequest, _memory_service_pb2.GetMessageResponse]
+    """GetMessage returns one stored message of an owner by its id, with its conversation: the
+    message a memory row came from (MemoryProvenance.source_message_id). NOT_FOUND when the
+    owner has no message of that id (another owner's is never visible).
+    """
     ListReviewRuns: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListReviewRunsRequest, _memory_service_pb2.ListReviewRunsResponse]
     """ListReviewRuns returns a conversation's review runs, newest first, in pages: each with its
     status, the operations applied, skipped (with reasons) and deferred, its tokens, model and
@@ -447,6 +452,11 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     GetReviewState: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetReviewStateRequest, _memory_service_pb2.GetReviewStateResponse]  # type: ignore[assignment]
     """GetReviewState returns a conversation's review state: cursor, times, status, failures,
     pending input, the backlog of unread messages and the latest review run.
+    """
+    GetMessage: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetMessageRequest, _memory_service_pb2.GetMessageResponse]  # type: ignore[assignment]
+    """GetMessage returns one stored message of an owner by its id, with its conversation: the
+    message a memory row came from (MemoryProvenance.source_message_id). NOT_FOUND when the
+    owner has no message of that id (another owner's is never visible).
     """
     ListReviewRuns: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListReviewRunsRequest, _memory_service_pb2.ListReviewRunsResponse]  # type: ignore[assignment]
     """ListReviewRuns returns a conversation's review runs, newest first, in pages: each with its
@@ -864,6 +874,17 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_memory_service_pb2.GetReviewStateResponse, _abc.Awaitable[_memory_service_pb2.GetReviewStateResponse]]:
         """GetReviewState returns a conversation's review state: cursor, times, status, failures,
         pending input, the backlog of unread messages and the latest review run.
+        """
+
+    @_abc_1.abstractmethod
+    def GetMessage(
+        self,
+        request: _memory_service_pb2.GetMessageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.GetMessageResponse, _abc.Awaitable[_memory_service_pb2.GetMessageResponse]]:
+        """GetMessage returns one stored message of an owner by its id, with its conversation: the
+        message a memory row came from (MemoryProvenance.source_message_id). NOT_FOUND when the
+        owner has no message of that id (another owner's is never visible).
         """
 
     @_abc_1.abstractmethod

@@ -155,13 +155,20 @@ function failure(error) {
 
 // A section filled by an API read; its failure is shown in its place.
 function section(title, read) {
-  const body = h("div", {}, h("p", { class: "muted" }, "Loading…"));
+  const body = h("div", {}, h("p", { class: "muted loading" }, "Loading…"));
   const node = h("section", { "aria-label": title }, h("h2", {}, title), body);
   Promise.resolve()
     .then(read)
     .then((content) => fill(body, ...[content].flat()))
-    .catch((error) => fill(body, failure(error)));
+    .catch((error) => fill(body, failure(error)))
+    .then(rendered);
   return node;
+}
+
+// The page's every section is filled: marked for the first-view benchmark
+// (bench/console_first_view.py reads the mark).
+function rendered() {
+  if (!main().querySelector(".loading")) performance.mark("memoryd:view-rendered");
 }
 
 // Pages of a listing: `load(token)` answers {rows, next}; Previous and Next walk the pages.
@@ -365,7 +372,9 @@ function ownerPage(agent, owner) {
   );
 }
 
-function provenance(memory) {
+// Where a row came from: its source, the messages it was learnt from (each opens in a dialog,
+// linked to its conversation), the review run, its model and provider.
+function provenance(scope, memory) {
   const p = memory.provenance || {};
   let details = {};
   try {
@@ -373,13 +382,41 @@ function provenance(memory) {
   } catch (error) {
     details = {};
   }
+  const ids = p.sourceMessageId ? [p.sourceMessageId] : (details.source_message_ids || []).slice(-3);
   const parts = [];
   if (p.sourceName) parts.push(p.sourceName);
-  if (p.sourceMessageId) parts.push(`message #${p.sourceMessageId}`);
   if (details.review_run_id) parts.push(`review run #${details.review_run_id}`);
   if (details.model) parts.push(`model ${details.model}`);
   if (details.provider) parts.push(`via ${details.provider}`);
-  return parts.join(" · ");
+  const messages = ids.map((id) => h("button", { type: "button", class: "link", onclick: () => showMessage(scope, id) }, `message #${id}`));
+  return [parts.join(" · "), messages.length ? h("br") : null, ...messages.flatMap((button) => [button, " "])];
+}
+
+async function showMessage(scope, id) {
+  let body;
+  try {
+    const found = (await call("GetMessage", { owner: scope, id })).message;
+    const c = found.conversation;
+    body = [
+      h("p", {}, `${found.sender} (${label(found.role, "ROLE_")}), ${when(found.createdAt)}, in `, link(conversationRoute(c), `${c.channel}:${c.chatId}`)),
+      h("pre", { tabindex: 0 }, found.content),
+    ];
+  } catch (error) {
+    body = [failure(error)];
+  }
+  const dialog = h(
+    "dialog",
+    { "aria-labelledby": "message-title" },
+    h("h2", { id: "message-title" }, `Message #${id}`),
+    body,
+    h("form", { method: "dialog" }, h("button", { autofocus: true }, "Close"))
+  );
+  dialog.addEventListener("close", () => dialog.remove());
+  dialog.addEventListener("click", (event) => {
+    if (event.target.tagName === "A") dialog.close();
+  });
+  document.body.append(dialog);
+  dialog.showModal();
 }
 
 function memoryRows(scope) {
@@ -423,7 +460,7 @@ function memoryRow(scope, memory) {
     h("td", { class: "text" }, memory.key),
     value,
     h("td", {}, label(memory.trust, "TRUST_")),
-    h("td", { class: "text" }, provenance(memory)),
+    h("td", { class: "text" }, provenance(scope, memory)),
     h("td", {}, memory.archived ? h("span", { class: "badge" }, "archived") : "active"),
     actions
   );
@@ -459,10 +496,11 @@ function revisions(agent, owner) {
   const picker = h("select", { id: "resource", "aria-label": "Prompt file" }, h("option", { value: "RESOURCE_TYPE_USER_MD" }, "USER.md"), h("option", { value: "RESOURCE_TYPE_MEMORY_MD" }, "MEMORY.md"));
   const load = () => {
     const ref = { agentId: agent, type: picker.value, scopeId: owner };
-    fill(holder, h("p", { class: "muted" }, "Loading…"));
+    fill(holder, h("p", { class: "muted loading" }, "Loading…"));
     revisionList(ref)
       .then((content) => fill(holder, content))
-      .catch((error) => fill(holder, failure(error)));
+      .catch((error) => fill(holder, failure(error)))
+      .then(rendered);
   };
   picker.addEventListener("change", load);
   load();

@@ -8616,6 +8616,107 @@ func (x *ListConversationsResponse) GetNextPageToken() string {
 	return ""
 }
 
+// GetMessageRequest names an owner's message.
+type GetMessageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent and owner.
+	Owner *OwnerScope `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	// The message's id. Required.
+	Id            int64 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMessageRequest) Reset() {
+	*x = GetMessageRequest{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[101]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMessageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMessageRequest) ProtoMessage() {}
+
+func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[101]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
+func (*GetMessageRequest) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{101}
+}
+
+func (x *GetMessageRequest) GetOwner() *OwnerScope {
+	if x != nil {
+		return x.Owner
+	}
+	return nil
+}
+
+func (x *GetMessageRequest) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+// GetMessageResponse is the message.
+type GetMessageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message, with its conversation.
+	Message       *Message `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMessageResponse) Reset() {
+	*x = GetMessageResponse{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[102]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMessageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMessageResponse) ProtoMessage() {}
+
+func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[102]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMessageResponse.ProtoReflect.Descriptor instead.
+func (*GetMessageResponse) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{102}
+}
+
+func (x *GetMessageResponse) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
 var File_memoryd_v1_memory_service_proto protoreflect.FileDescriptor
 
 const file_memoryd_v1_memory_service_proto_rawDesc = "" +
@@ -9222,7 +9323,12 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x0fwindow_start_id\x18\x03 \x01(\x03R\rwindowStartId\"\x8a\x01\n" +
 	"\x19ListConversationsResponse\x12E\n" +
 	"\rconversations\x18\x01 \x03(\v2\x1f.memoryd.v1.ConversationSummaryR\rconversations\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\x8a\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Q\n" +
+	"\x11GetMessageRequest\x12,\n" +
+	"\x05owner\x18\x01 \x01(\v2\x16.memoryd.v1.OwnerScopeR\x05owner\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x03R\x02id\"C\n" +
+	"\x12GetMessageResponse\x12-\n" +
+	"\amessage\x18\x01 \x01(\v2\x13.memoryd.v1.MessageR\amessage*\x8a\x01\n" +
 	"\rAppendOutcome\x12\x1e\n" +
 	"\x1aAPPEND_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15APPEND_OUTCOME_STORED\x10\x01\x12\x1c\n" +
@@ -9274,7 +9380,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x1dREVIEW_STATUS_NOTHING_TO_SAVE\x10\x02\x12\x19\n" +
 	"\x15REVIEW_STATUS_SKIPPED\x10\x03\x12\x18\n" +
 	"\x14REVIEW_STATUS_FAILED\x10\x04\x12'\n" +
-	"#REVIEW_STATUS_NOTHING_TO_SAVE_PROSE\x10\x052\xf9\x1d\n" +
+	"#REVIEW_STATUS_NOTHING_TO_SAVE_PROSE\x10\x052\xd3\x1e\n" +
 	"\rMemoryService\x12e\n" +
 	"\x0eAppendMessages\x12!.memoryd.v1.AppendMessagesRequest\x1a\".memoryd.v1.AppendMessagesResponse\"\f\xc2\xf3\x18\b\b\x01\x10\x01\x18\x01 \x01\x12e\n" +
 	"\x0eIngestMessages\x12!.memoryd.v1.IngestMessagesRequest\x1a\".memoryd.v1.IngestMessagesResponse\"\n" +
@@ -9318,7 +9424,9 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x12GetEmbeddingStatus\x12%.memoryd.v1.GetEmbeddingStatusRequest\x1a&.memoryd.v1.GetEmbeddingStatusResponse\"\v\xc2\xf3\x18\x04\b\x02 \x04\x90\x02\x01\x12l\n" +
 	"\x11ReindexEmbeddings\x12$.memoryd.v1.ReindexEmbeddingsRequest\x1a%.memoryd.v1.ReindexEmbeddingsResponse\"\n" +
 	"\xc2\xf3\x18\x06\b\x02\x10\x01 \x04\x12f\n" +
-	"\x0eGetReviewState\x12!.memoryd.v1.GetReviewStateRequest\x1a\".memoryd.v1.GetReviewStateResponse\"\r\xc2\xf3\x18\x06\b\x01\x18\x01 \x01\x90\x02\x01\x12d\n" +
+	"\x0eGetReviewState\x12!.memoryd.v1.GetReviewStateRequest\x1a\".memoryd.v1.GetReviewStateResponse\"\r\xc2\xf3\x18\x06\b\x01\x18\x01 \x01\x90\x02\x01\x12X\n" +
+	"\n" +
+	"GetMessage\x12\x1d.memoryd.v1.GetMessageRequest\x1a\x1e.memoryd.v1.GetMessageResponse\"\v\xc2\xf3\x18\x04\b\x01 \x02\x90\x02\x01\x12d\n" +
 	"\x0eListReviewRuns\x12!.memoryd.v1.ListReviewRunsRequest\x1a\".memoryd.v1.ListReviewRunsResponse\"\v\xc2\xf3\x18\x04\b\x01 \x01\x90\x02\x01\x12X\n" +
 	"\n" +
 	"ListOwners\x12\x1d.memoryd.v1.ListOwnersRequest\x1a\x1e.memoryd.v1.ListOwnersResponse\"\v\xc2\xf3\x18\x04\b\x01 \x03\x90\x02\x01\x12m\n" +
@@ -9343,7 +9451,7 @@ func file_memoryd_v1_memory_service_proto_rawDescGZIP() []byte {
 }
 
 var file_memoryd_v1_memory_service_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_memoryd_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 101)
+var file_memoryd_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
 var file_memoryd_v1_memory_service_proto_goTypes = []any{
 	(AppendOutcome)(0),                   // 0: memoryd.v1.AppendOutcome
 	(Speaker)(0),                         // 1: memoryd.v1.Speaker
@@ -9456,262 +9564,268 @@ var file_memoryd_v1_memory_service_proto_goTypes = []any{
 	(*ListConversationsRequest)(nil),     // 108: memoryd.v1.ListConversationsRequest
 	(*ConversationSummary)(nil),          // 109: memoryd.v1.ConversationSummary
 	(*ListConversationsResponse)(nil),    // 110: memoryd.v1.ListConversationsResponse
-	(Role)(0),                            // 111: memoryd.v1.Role
-	(*timestamppb.Timestamp)(nil),        // 112: google.protobuf.Timestamp
-	(Trust)(0),                           // 113: memoryd.v1.Trust
-	(*Conversation)(nil),                 // 114: memoryd.v1.Conversation
-	(*Message)(nil),                      // 115: memoryd.v1.Message
-	(*OwnerScope)(nil),                   // 116: memoryd.v1.OwnerScope
-	(*AgentScope)(nil),                   // 117: memoryd.v1.AgentScope
-	(Category)(0),                        // 118: memoryd.v1.Category
-	(ScopeType)(0),                       // 119: memoryd.v1.ScopeType
-	(*Memory)(nil),                       // 120: memoryd.v1.Memory
-	(SourceState)(0),                     // 121: memoryd.v1.SourceState
-	(SourceType)(0),                      // 122: memoryd.v1.SourceType
-	(*MemorySource)(nil),                 // 123: memoryd.v1.MemorySource
-	(ResourceType)(0),                    // 124: memoryd.v1.ResourceType
-	(*Resource)(nil),                     // 125: memoryd.v1.Resource
-	(*ResourceRef)(nil),                  // 126: memoryd.v1.ResourceRef
-	(*ResourceRevision)(nil),             // 127: memoryd.v1.ResourceRevision
+	(*GetMessageRequest)(nil),            // 111: memoryd.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),           // 112: memoryd.v1.GetMessageResponse
+	(Role)(0),                            // 113: memoryd.v1.Role
+	(*timestamppb.Timestamp)(nil),        // 114: google.protobuf.Timestamp
+	(Trust)(0),                           // 115: memoryd.v1.Trust
+	(*Conversation)(nil),                 // 116: memoryd.v1.Conversation
+	(*Message)(nil),                      // 117: memoryd.v1.Message
+	(*OwnerScope)(nil),                   // 118: memoryd.v1.OwnerScope
+	(*AgentScope)(nil),                   // 119: memoryd.v1.AgentScope
+	(Category)(0),                        // 120: memoryd.v1.Category
+	(ScopeType)(0),                       // 121: memoryd.v1.ScopeType
+	(*Memory)(nil),                       // 122: memoryd.v1.Memory
+	(SourceState)(0),                     // 123: memoryd.v1.SourceState
+	(SourceType)(0),                      // 124: memoryd.v1.SourceType
+	(*MemorySource)(nil),                 // 125: memoryd.v1.MemorySource
+	(ResourceType)(0),                    // 126: memoryd.v1.ResourceType
+	(*Resource)(nil),                     // 127: memoryd.v1.Resource
+	(*ResourceRef)(nil),                  // 128: memoryd.v1.ResourceRef
+	(*ResourceRevision)(nil),             // 129: memoryd.v1.ResourceRevision
 }
 var file_memoryd_v1_memory_service_proto_depIdxs = []int32{
-	111, // 0: memoryd.v1.NewMessage.role:type_name -> memoryd.v1.Role
-	112, // 1: memoryd.v1.NewMessage.created_at:type_name -> google.protobuf.Timestamp
-	113, // 2: memoryd.v1.NewMessage.trust:type_name -> memoryd.v1.Trust
-	114, // 3: memoryd.v1.AppendMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
+	113, // 0: memoryd.v1.NewMessage.role:type_name -> memoryd.v1.Role
+	114, // 1: memoryd.v1.NewMessage.created_at:type_name -> google.protobuf.Timestamp
+	115, // 2: memoryd.v1.NewMessage.trust:type_name -> memoryd.v1.Trust
+	116, // 3: memoryd.v1.AppendMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
 	10,  // 4: memoryd.v1.AppendMessagesRequest.messages:type_name -> memoryd.v1.NewMessage
 	0,   // 5: memoryd.v1.AppendResult.outcome:type_name -> memoryd.v1.AppendOutcome
-	115, // 6: memoryd.v1.AppendResult.message:type_name -> memoryd.v1.Message
-	112, // 7: memoryd.v1.AppendResult.created_at:type_name -> google.protobuf.Timestamp
+	117, // 6: memoryd.v1.AppendResult.message:type_name -> memoryd.v1.Message
+	114, // 7: memoryd.v1.AppendResult.created_at:type_name -> google.protobuf.Timestamp
 	12,  // 8: memoryd.v1.AppendMessagesResponse.results:type_name -> memoryd.v1.AppendResult
-	114, // 9: memoryd.v1.IngestedMessage.conversation:type_name -> memoryd.v1.Conversation
+	116, // 9: memoryd.v1.IngestedMessage.conversation:type_name -> memoryd.v1.Conversation
 	10,  // 10: memoryd.v1.IngestedMessage.message:type_name -> memoryd.v1.NewMessage
 	14,  // 11: memoryd.v1.IngestMessagesRequest.messages:type_name -> memoryd.v1.IngestedMessage
 	16,  // 12: memoryd.v1.IngestMessagesResponse.rejections:type_name -> memoryd.v1.IngestRejection
 	21,  // 13: memoryd.v1.ImportDataResponse.records:type_name -> memoryd.v1.ImportedRecords
-	113, // 14: memoryd.v1.TranscriptOpen.trust:type_name -> memoryd.v1.Trust
+	115, // 14: memoryd.v1.TranscriptOpen.trust:type_name -> memoryd.v1.Trust
 	1,   // 15: memoryd.v1.TranscriptSegment.speaker:type_name -> memoryd.v1.Speaker
 	82,  // 16: memoryd.v1.TranscriptSegment.usage:type_name -> memoryd.v1.TurnUsage
 	23,  // 17: memoryd.v1.StreamTranscriptRequest.open:type_name -> memoryd.v1.TranscriptOpen
 	24,  // 18: memoryd.v1.StreamTranscriptRequest.segment:type_name -> memoryd.v1.TranscriptSegment
 	25,  // 19: memoryd.v1.StreamTranscriptRequest.end:type_name -> memoryd.v1.TranscriptEnd
-	114, // 20: memoryd.v1.StreamTranscriptResponse.conversation:type_name -> memoryd.v1.Conversation
+	116, // 20: memoryd.v1.StreamTranscriptResponse.conversation:type_name -> memoryd.v1.Conversation
 	27,  // 21: memoryd.v1.StreamTranscriptResponse.totals:type_name -> memoryd.v1.TranscriptTotals
-	114, // 22: memoryd.v1.ListMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
-	115, // 23: memoryd.v1.ListMessagesResponse.messages:type_name -> memoryd.v1.Message
-	114, // 24: memoryd.v1.SearchHistoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	116, // 25: memoryd.v1.SearchHistoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	117, // 26: memoryd.v1.SearchHistoryRequest.agent:type_name -> memoryd.v1.AgentScope
-	113, // 27: memoryd.v1.SearchHistoryRequest.trust:type_name -> memoryd.v1.Trust
+	116, // 22: memoryd.v1.ListMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
+	117, // 23: memoryd.v1.ListMessagesResponse.messages:type_name -> memoryd.v1.Message
+	116, // 24: memoryd.v1.SearchHistoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	118, // 25: memoryd.v1.SearchHistoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	119, // 26: memoryd.v1.SearchHistoryRequest.agent:type_name -> memoryd.v1.AgentScope
+	115, // 27: memoryd.v1.SearchHistoryRequest.trust:type_name -> memoryd.v1.Trust
 	2,   // 28: memoryd.v1.SearchHistoryRequest.mode:type_name -> memoryd.v1.SearchMode
-	115, // 29: memoryd.v1.HistoryHit.message:type_name -> memoryd.v1.Message
+	117, // 29: memoryd.v1.HistoryHit.message:type_name -> memoryd.v1.Message
 	3,   // 30: memoryd.v1.HistoryHit.match:type_name -> memoryd.v1.MatchKind
 	3,   // 31: memoryd.v1.HistoryHit.matches:type_name -> memoryd.v1.MatchKind
 	32,  // 32: memoryd.v1.HistoryHit.scores:type_name -> memoryd.v1.HitScores
 	33,  // 33: memoryd.v1.SearchHistoryResponse.hits:type_name -> memoryd.v1.HistoryHit
-	114, // 34: memoryd.v1.ClearConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	113, // 35: memoryd.v1.ClearConversationRequest.trust:type_name -> memoryd.v1.Trust
-	114, // 36: memoryd.v1.PurgeConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	113, // 37: memoryd.v1.PurgeConversationRequest.trust:type_name -> memoryd.v1.Trust
+	116, // 34: memoryd.v1.ClearConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	115, // 35: memoryd.v1.ClearConversationRequest.trust:type_name -> memoryd.v1.Trust
+	116, // 36: memoryd.v1.PurgeConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	115, // 37: memoryd.v1.PurgeConversationRequest.trust:type_name -> memoryd.v1.Trust
 	40,  // 38: memoryd.v1.PurgeOwnerResponse.erased:type_name -> memoryd.v1.ErasedRows
-	114, // 39: memoryd.v1.GetConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	114, // 40: memoryd.v1.GetConversationResponse.conversation:type_name -> memoryd.v1.Conversation
-	112, // 41: memoryd.v1.GetConversationResponse.first_message_at:type_name -> google.protobuf.Timestamp
-	112, // 42: memoryd.v1.GetConversationResponse.last_message_at:type_name -> google.protobuf.Timestamp
-	112, // 43: memoryd.v1.GetConversationResponse.window_started_at:type_name -> google.protobuf.Timestamp
+	116, // 39: memoryd.v1.GetConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	116, // 40: memoryd.v1.GetConversationResponse.conversation:type_name -> memoryd.v1.Conversation
+	114, // 41: memoryd.v1.GetConversationResponse.first_message_at:type_name -> google.protobuf.Timestamp
+	114, // 42: memoryd.v1.GetConversationResponse.last_message_at:type_name -> google.protobuf.Timestamp
+	114, // 43: memoryd.v1.GetConversationResponse.window_started_at:type_name -> google.protobuf.Timestamp
 	44,  // 44: memoryd.v1.GetConversationResponse.previous_session:type_name -> memoryd.v1.EndedSession
-	112, // 45: memoryd.v1.EndedSession.ended_at:type_name -> google.protobuf.Timestamp
-	114, // 46: memoryd.v1.StoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	116, // 47: memoryd.v1.StoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	113, // 48: memoryd.v1.StoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	118, // 49: memoryd.v1.StoreMemoryRequest.category:type_name -> memoryd.v1.Category
-	119, // 50: memoryd.v1.StoreMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	120, // 51: memoryd.v1.StoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	114, // 52: memoryd.v1.GetMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	116, // 53: memoryd.v1.GetMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	119, // 54: memoryd.v1.GetMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	113, // 55: memoryd.v1.GetMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	120, // 56: memoryd.v1.GetMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	114, // 57: memoryd.v1.ListMemoriesRequest.conversation:type_name -> memoryd.v1.Conversation
-	116, // 58: memoryd.v1.ListMemoriesRequest.owner:type_name -> memoryd.v1.OwnerScope
-	119, // 59: memoryd.v1.ListMemoriesRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	118, // 60: memoryd.v1.ListMemoriesRequest.categories:type_name -> memoryd.v1.Category
+	114, // 45: memoryd.v1.EndedSession.ended_at:type_name -> google.protobuf.Timestamp
+	116, // 46: memoryd.v1.StoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	118, // 47: memoryd.v1.StoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	115, // 48: memoryd.v1.StoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	120, // 49: memoryd.v1.StoreMemoryRequest.category:type_name -> memoryd.v1.Category
+	121, // 50: memoryd.v1.StoreMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	122, // 51: memoryd.v1.StoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	116, // 52: memoryd.v1.GetMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	118, // 53: memoryd.v1.GetMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	121, // 54: memoryd.v1.GetMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	115, // 55: memoryd.v1.GetMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	122, // 56: memoryd.v1.GetMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	116, // 57: memoryd.v1.ListMemoriesRequest.conversation:type_name -> memoryd.v1.Conversation
+	118, // 58: memoryd.v1.ListMemoriesRequest.owner:type_name -> memoryd.v1.OwnerScope
+	121, // 59: memoryd.v1.ListMemoriesRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	120, // 60: memoryd.v1.ListMemoriesRequest.categories:type_name -> memoryd.v1.Category
 	4,   // 61: memoryd.v1.ListMemoriesRequest.archived:type_name -> memoryd.v1.ArchivedFilter
-	113, // 62: memoryd.v1.ListMemoriesRequest.trust:type_name -> memoryd.v1.Trust
-	120, // 63: memoryd.v1.ListedMemory.memory:type_name -> memoryd.v1.Memory
+	115, // 62: memoryd.v1.ListMemoriesRequest.trust:type_name -> memoryd.v1.Trust
+	122, // 63: memoryd.v1.ListedMemory.memory:type_name -> memoryd.v1.Memory
 	50,  // 64: memoryd.v1.ListMemoriesResponse.memories:type_name -> memoryd.v1.ListedMemory
-	114, // 65: memoryd.v1.UpdateMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	116, // 66: memoryd.v1.UpdateMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	119, // 67: memoryd.v1.UpdateMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	113, // 68: memoryd.v1.UpdateMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	120, // 69: memoryd.v1.UpdateMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	114, // 70: memoryd.v1.ArchiveMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	116, // 71: memoryd.v1.ArchiveMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	113, // 72: memoryd.v1.ArchiveMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	120, // 73: memoryd.v1.ArchiveMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	114, // 74: memoryd.v1.RestoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	116, // 75: memoryd.v1.RestoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	113, // 76: memoryd.v1.RestoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	120, // 77: memoryd.v1.RestoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	114, // 78: memoryd.v1.DeleteMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	116, // 79: memoryd.v1.DeleteMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	119, // 80: memoryd.v1.DeleteMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	113, // 81: memoryd.v1.DeleteMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	114, // 82: memoryd.v1.RecallRequest.conversation:type_name -> memoryd.v1.Conversation
+	116, // 65: memoryd.v1.UpdateMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	118, // 66: memoryd.v1.UpdateMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	121, // 67: memoryd.v1.UpdateMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	115, // 68: memoryd.v1.UpdateMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	122, // 69: memoryd.v1.UpdateMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	116, // 70: memoryd.v1.ArchiveMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	118, // 71: memoryd.v1.ArchiveMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	115, // 72: memoryd.v1.ArchiveMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	122, // 73: memoryd.v1.ArchiveMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	116, // 74: memoryd.v1.RestoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	118, // 75: memoryd.v1.RestoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	115, // 76: memoryd.v1.RestoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	122, // 77: memoryd.v1.RestoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	116, // 78: memoryd.v1.DeleteMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	118, // 79: memoryd.v1.DeleteMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	121, // 80: memoryd.v1.DeleteMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	115, // 81: memoryd.v1.DeleteMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	116, // 82: memoryd.v1.RecallRequest.conversation:type_name -> memoryd.v1.Conversation
 	5,   // 83: memoryd.v1.RecallRequest.scope:type_name -> memoryd.v1.RecallScope
 	6,   // 84: memoryd.v1.RecallRequest.source:type_name -> memoryd.v1.RecallSource
-	113, // 85: memoryd.v1.RecallRequest.trust:type_name -> memoryd.v1.Trust
+	115, // 85: memoryd.v1.RecallRequest.trust:type_name -> memoryd.v1.Trust
 	2,   // 86: memoryd.v1.RecallRequest.mode:type_name -> memoryd.v1.SearchMode
 	6,   // 87: memoryd.v1.RecallHit.source:type_name -> memoryd.v1.RecallSource
 	3,   // 88: memoryd.v1.RecallHit.match:type_name -> memoryd.v1.MatchKind
 	3,   // 89: memoryd.v1.RecallHit.matches:type_name -> memoryd.v1.MatchKind
 	32,  // 90: memoryd.v1.RecallHit.scores:type_name -> memoryd.v1.HitScores
-	120, // 91: memoryd.v1.RecallHit.memory:type_name -> memoryd.v1.Memory
+	122, // 91: memoryd.v1.RecallHit.memory:type_name -> memoryd.v1.Memory
 	33,  // 92: memoryd.v1.RecallHit.message:type_name -> memoryd.v1.HistoryHit
 	61,  // 93: memoryd.v1.RecallResponse.hits:type_name -> memoryd.v1.RecallHit
-	116, // 94: memoryd.v1.ListMemorySourcesRequest.owner:type_name -> memoryd.v1.OwnerScope
-	121, // 95: memoryd.v1.ListMemorySourcesRequest.state:type_name -> memoryd.v1.SourceState
-	122, // 96: memoryd.v1.ListMemorySourcesRequest.type:type_name -> memoryd.v1.SourceType
-	123, // 97: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
-	116, // 98: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
+	118, // 94: memoryd.v1.ListMemorySourcesRequest.owner:type_name -> memoryd.v1.OwnerScope
+	123, // 95: memoryd.v1.ListMemorySourcesRequest.state:type_name -> memoryd.v1.SourceState
+	124, // 96: memoryd.v1.ListMemorySourcesRequest.type:type_name -> memoryd.v1.SourceType
+	125, // 97: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
+	118, // 98: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
 	7,   // 99: memoryd.v1.SetJobStatusRequest.status:type_name -> memoryd.v1.JobStatus
-	123, // 100: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
-	116, // 101: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
+	125, // 100: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
+	118, // 101: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
 	8,   // 102: memoryd.v1.FinishJobRunRequest.outcome:type_name -> memoryd.v1.JobRunOutcome
-	112, // 103: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	112, // 104: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
-	120, // 105: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
+	114, // 103: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	114, // 104: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
+	122, // 105: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
 	8,   // 106: memoryd.v1.FinishJobRunResponse.outcome:type_name -> memoryd.v1.JobRunOutcome
-	113, // 107: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
+	115, // 107: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
 	70,  // 108: memoryd.v1.GetPromptContextResponse.user_usage:type_name -> memoryd.v1.PromptFileUsage
 	70,  // 109: memoryd.v1.GetPromptContextResponse.memory_usage:type_name -> memoryd.v1.PromptFileUsage
-	124, // 110: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
-	125, // 111: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
-	126, // 112: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	127, // 113: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
-	126, // 114: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
-	127, // 115: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	126, // 116: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	126, // 117: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
-	127, // 118: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	114, // 119: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
-	113, // 120: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
+	126, // 110: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
+	127, // 111: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
+	128, // 112: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	129, // 113: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
+	128, // 114: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
+	129, // 115: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	128, // 116: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	128, // 117: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
+	129, // 118: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	116, // 119: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
+	115, // 120: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
 	10,  // 121: memoryd.v1.CommitTurnRequest.messages:type_name -> memoryd.v1.NewMessage
 	82,  // 122: memoryd.v1.CommitTurnRequest.usage:type_name -> memoryd.v1.TurnUsage
 	12,  // 123: memoryd.v1.CommitTurnResponse.results:type_name -> memoryd.v1.AppendResult
-	114, // 124: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
-	114, // 125: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
+	116, // 124: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
+	116, // 125: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
 	9,   // 126: memoryd.v1.ConversationReview.status:type_name -> memoryd.v1.ReviewStatus
 	87,  // 127: memoryd.v1.ReviewNowResponse.reviews:type_name -> memoryd.v1.ConversationReview
-	114, // 128: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
+	116, // 128: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
 	9,   // 129: memoryd.v1.ReviewRun.status:type_name -> memoryd.v1.ReviewStatus
-	112, // 130: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
-	112, // 131: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
+	114, // 130: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
+	114, // 131: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
 	86,  // 132: memoryd.v1.ReviewRun.skipped_operations:type_name -> memoryd.v1.SkippedOperation
-	114, // 133: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
-	112, // 134: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
-	112, // 135: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
-	112, // 136: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
+	116, // 133: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
+	114, // 134: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
+	114, // 135: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
+	114, // 136: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
 	9,   // 137: memoryd.v1.GetReviewStateResponse.last_review_status:type_name -> memoryd.v1.ReviewStatus
-	112, // 138: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
+	114, // 138: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
 	90,  // 139: memoryd.v1.GetReviewStateResponse.last_run:type_name -> memoryd.v1.ReviewRun
-	114, // 140: memoryd.v1.ListReviewRunsRequest.conversation:type_name -> memoryd.v1.Conversation
+	116, // 140: memoryd.v1.ListReviewRunsRequest.conversation:type_name -> memoryd.v1.Conversation
 	90,  // 141: memoryd.v1.ListReviewRunsResponse.runs:type_name -> memoryd.v1.ReviewRun
-	112, // 142: memoryd.v1.OwnerSummary.latest_conversation_at:type_name -> google.protobuf.Timestamp
+	114, // 142: memoryd.v1.OwnerSummary.latest_conversation_at:type_name -> google.protobuf.Timestamp
 	99,  // 143: memoryd.v1.ListOwnersResponse.owners:type_name -> memoryd.v1.OwnerSummary
-	114, // 144: memoryd.v1.FailedReview.conversation:type_name -> memoryd.v1.Conversation
+	116, // 144: memoryd.v1.FailedReview.conversation:type_name -> memoryd.v1.Conversation
 	90,  // 145: memoryd.v1.FailedReview.run:type_name -> memoryd.v1.ReviewRun
-	112, // 146: memoryd.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
+	114, // 146: memoryd.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
 	102, // 147: memoryd.v1.GetServerInfoResponse.agents:type_name -> memoryd.v1.AgentSummary
 	103, // 148: memoryd.v1.GetServerInfoResponse.recent_failures:type_name -> memoryd.v1.FailedReview
 	105, // 149: memoryd.v1.GetServerInfoResponse.review_triggers:type_name -> memoryd.v1.ReviewTriggers
 	105, // 150: memoryd.v1.UpdateReviewSettingsRequest.triggers:type_name -> memoryd.v1.ReviewTriggers
 	105, // 151: memoryd.v1.UpdateReviewSettingsResponse.triggers:type_name -> memoryd.v1.ReviewTriggers
-	116, // 152: memoryd.v1.ListConversationsRequest.owner:type_name -> memoryd.v1.OwnerScope
-	114, // 153: memoryd.v1.ConversationSummary.conversation:type_name -> memoryd.v1.Conversation
-	112, // 154: memoryd.v1.ConversationSummary.created_at:type_name -> google.protobuf.Timestamp
+	118, // 152: memoryd.v1.ListConversationsRequest.owner:type_name -> memoryd.v1.OwnerScope
+	116, // 153: memoryd.v1.ConversationSummary.conversation:type_name -> memoryd.v1.Conversation
+	114, // 154: memoryd.v1.ConversationSummary.created_at:type_name -> google.protobuf.Timestamp
 	109, // 155: memoryd.v1.ListConversationsResponse.conversations:type_name -> memoryd.v1.ConversationSummary
-	11,  // 156: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
-	15,  // 157: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
-	26,  // 158: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
-	18,  // 159: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
-	20,  // 160: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
-	29,  // 161: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
-	31,  // 162: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
-	35,  // 163: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
-	37,  // 164: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
-	39,  // 165: memoryd.v1.MemoryService.PurgeOwner:input_type -> memoryd.v1.PurgeOwnerRequest
-	42,  // 166: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
-	45,  // 167: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
-	47,  // 168: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
-	49,  // 169: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
-	52,  // 170: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
-	54,  // 171: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
-	56,  // 172: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
-	58,  // 173: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
-	60,  // 174: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
-	63,  // 175: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
-	65,  // 176: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
-	67,  // 177: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
-	69,  // 178: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
-	72,  // 179: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
-	74,  // 180: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
-	76,  // 181: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
-	78,  // 182: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
-	80,  // 183: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
-	83,  // 184: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
-	85,  // 185: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
-	92,  // 186: memoryd.v1.MemoryService.GetEmbeddingStatus:input_type -> memoryd.v1.GetEmbeddingStatusRequest
-	94,  // 187: memoryd.v1.MemoryService.ReindexEmbeddings:input_type -> memoryd.v1.ReindexEmbeddingsRequest
-	89,  // 188: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
-	96,  // 189: memoryd.v1.MemoryService.ListReviewRuns:input_type -> memoryd.v1.ListReviewRunsRequest
-	98,  // 190: memoryd.v1.MemoryService.ListOwners:input_type -> memoryd.v1.ListOwnersRequest
-	108, // 191: memoryd.v1.MemoryService.ListConversations:input_type -> memoryd.v1.ListConversationsRequest
-	106, // 192: memoryd.v1.MemoryService.UpdateReviewSettings:input_type -> memoryd.v1.UpdateReviewSettingsRequest
-	101, // 193: memoryd.v1.MemoryService.GetServerInfo:input_type -> memoryd.v1.GetServerInfoRequest
-	13,  // 194: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
-	17,  // 195: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
-	28,  // 196: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
-	19,  // 197: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
-	22,  // 198: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
-	30,  // 199: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
-	34,  // 200: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
-	36,  // 201: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
-	38,  // 202: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
-	41,  // 203: memoryd.v1.MemoryService.PurgeOwner:output_type -> memoryd.v1.PurgeOwnerResponse
-	43,  // 204: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
-	46,  // 205: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
-	48,  // 206: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
-	51,  // 207: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
-	53,  // 208: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
-	55,  // 209: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
-	57,  // 210: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
-	59,  // 211: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
-	62,  // 212: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
-	64,  // 213: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
-	66,  // 214: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
-	68,  // 215: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
-	71,  // 216: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
-	73,  // 217: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
-	75,  // 218: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
-	77,  // 219: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
-	79,  // 220: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
-	81,  // 221: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
-	84,  // 222: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
-	88,  // 223: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
-	93,  // 224: memoryd.v1.MemoryService.GetEmbeddingStatus:output_type -> memoryd.v1.GetEmbeddingStatusResponse
-	95,  // 225: memoryd.v1.MemoryService.ReindexEmbeddings:output_type -> memoryd.v1.ReindexEmbeddingsResponse
-	91,  // 226: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
-	97,  // 227: memoryd.v1.MemoryService.ListReviewRuns:output_type -> memoryd.v1.ListReviewRunsResponse
-	100, // 228: memoryd.v1.MemoryService.ListOwners:output_type -> memoryd.v1.ListOwnersResponse
-	110, // 229: memoryd.v1.MemoryService.ListConversations:output_type -> memoryd.v1.ListConversationsResponse
-	107, // 230: memoryd.v1.MemoryService.UpdateReviewSettings:output_type -> memoryd.v1.UpdateReviewSettingsResponse
-	104, // 231: memoryd.v1.MemoryService.GetServerInfo:output_type -> memoryd.v1.GetServerInfoResponse
-	194, // [194:232] is the sub-list for method output_type
-	156, // [156:194] is the sub-list for method input_type
-	156, // [156:156] is the sub-list for extension type_name
-	156, // [156:156] is the sub-list for extension extendee
-	0,   // [0:156] is the sub-list for field type_name
+	118, // 156: memoryd.v1.GetMessageRequest.owner:type_name -> memoryd.v1.OwnerScope
+	117, // 157: memoryd.v1.GetMessageResponse.message:type_name -> memoryd.v1.Message
+	11,  // 158: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
+	15,  // 159: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
+	26,  // 160: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
+	18,  // 161: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
+	20,  // 162: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
+	29,  // 163: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
+	31,  // 164: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
+	35,  // 165: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
+	37,  // 166: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
+	39,  // 167: memoryd.v1.MemoryService.PurgeOwner:input_type -> memoryd.v1.PurgeOwnerRequest
+	42,  // 168: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
+	45,  // 169: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
+	47,  // 170: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
+	49,  // 171: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
+	52,  // 172: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
+	54,  // 173: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
+	56,  // 174: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
+	58,  // 175: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
+	60,  // 176: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
+	63,  // 177: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
+	65,  // 178: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
+	67,  // 179: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
+	69,  // 180: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
+	72,  // 181: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
+	74,  // 182: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
+	76,  // 183: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
+	78,  // 184: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
+	80,  // 185: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
+	83,  // 186: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
+	85,  // 187: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
+	92,  // 188: memoryd.v1.MemoryService.GetEmbeddingStatus:input_type -> memoryd.v1.GetEmbeddingStatusRequest
+	94,  // 189: memoryd.v1.MemoryService.ReindexEmbeddings:input_type -> memoryd.v1.ReindexEmbeddingsRequest
+	89,  // 190: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
+	111, // 191: memoryd.v1.MemoryService.GetMessage:input_type -> memoryd.v1.GetMessageRequest
+	96,  // 192: memoryd.v1.MemoryService.ListReviewRuns:input_type -> memoryd.v1.ListReviewRunsRequest
+	98,  // 193: memoryd.v1.MemoryService.ListOwners:input_type -> memoryd.v1.ListOwnersRequest
+	108, // 194: memoryd.v1.MemoryService.ListConversations:input_type -> memoryd.v1.ListConversationsRequest
+	106, // 195: memoryd.v1.MemoryService.UpdateReviewSettings:input_type -> memoryd.v1.UpdateReviewSettingsRequest
+	101, // 196: memoryd.v1.MemoryService.GetServerInfo:input_type -> memoryd.v1.GetServerInfoRequest
+	13,  // 197: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
+	17,  // 198: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
+	28,  // 199: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
+	19,  // 200: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
+	22,  // 201: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
+	30,  // 202: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
+	34,  // 203: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
+	36,  // 204: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
+	38,  // 205: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
+	41,  // 206: memoryd.v1.MemoryService.PurgeOwner:output_type -> memoryd.v1.PurgeOwnerResponse
+	43,  // 207: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
+	46,  // 208: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
+	48,  // 209: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
+	51,  // 210: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
+	53,  // 211: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
+	55,  // 212: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
+	57,  // 213: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
+	59,  // 214: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
+	62,  // 215: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
+	64,  // 216: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
+	66,  // 217: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
+	68,  // 218: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
+	71,  // 219: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
+	73,  // 220: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
+	75,  // 221: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
+	77,  // 222: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
+	79,  // 223: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
+	81,  // 224: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
+	84,  // 225: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
+	88,  // 226: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
+	93,  // 227: memoryd.v1.MemoryService.GetEmbeddingStatus:output_type -> memoryd.v1.GetEmbeddingStatusResponse
+	95,  // 228: memoryd.v1.MemoryService.ReindexEmbeddings:output_type -> memoryd.v1.ReindexEmbeddingsResponse
+	91,  // 229: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
+	112, // 230: memoryd.v1.MemoryService.GetMessage:output_type -> memoryd.v1.GetMessageResponse
+	97,  // 231: memoryd.v1.MemoryService.ListReviewRuns:output_type -> memoryd.v1.ListReviewRunsResponse
+	100, // 232: memoryd.v1.MemoryService.ListOwners:output_type -> memoryd.v1.ListOwnersResponse
+	110, // 233: memoryd.v1.MemoryService.ListConversations:output_type -> memoryd.v1.ListConversationsResponse
+	107, // 234: memoryd.v1.MemoryService.UpdateReviewSettings:output_type -> memoryd.v1.UpdateReviewSettingsResponse
+	104, // 235: memoryd.v1.MemoryService.GetServerInfo:output_type -> memoryd.v1.GetServerInfoResponse
+	197, // [197:236] is the sub-list for method output_type
+	158, // [158:197] is the sub-list for method input_type
+	158, // [158:158] is the sub-list for extension type_name
+	158, // [158:158] is the sub-list for extension extendee
+	0,   // [0:158] is the sub-list for field type_name
 }
 
 func init() { file_memoryd_v1_memory_service_proto_init() }
@@ -9769,7 +9883,7 @@ func file_memoryd_v1_memory_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memoryd_v1_memory_service_proto_rawDesc), len(file_memoryd_v1_memory_service_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   101,
+			NumMessages:   103,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -52,6 +52,7 @@ const (
 	MemoryService_GetEmbeddingStatus_FullMethodName   = "/memoryd.v1.MemoryService/GetEmbeddingStatus"
 	MemoryService_ReindexEmbeddings_FullMethodName    = "/memoryd.v1.MemoryService/ReindexEmbeddings"
 	MemoryService_GetReviewState_FullMethodName       = "/memoryd.v1.MemoryService/GetReviewState"
+	MemoryService_GetMessage_FullMethodName           = "/memoryd.v1.MemoryService/GetMessage"
 	MemoryService_ListReviewRuns_FullMethodName       = "/memoryd.v1.MemoryService/ListReviewRuns"
 	MemoryService_ListOwners_FullMethodName           = "/memoryd.v1.MemoryService/ListOwners"
 	MemoryService_ListConversations_FullMethodName    = "/memoryd.v1.MemoryService/ListConversations"
@@ -230,6 +231,10 @@ type MemoryServiceClient interface {
 	// GetReviewState returns a conversation's review state: cursor, times, status, failures,
 	// pending input, the backlog of unread messages and the latest review run.
 	GetReviewState(ctx context.Context, in *GetReviewStateRequest, opts ...grpc.CallOption) (*GetReviewStateResponse, error)
+	// GetMessage returns one stored message of an owner by its id, with its conversation: the
+	// message a memory row came from (MemoryProvenance.source_message_id). NOT_FOUND when the
+	// owner has no message of that id (another owner's is never visible).
+	GetMessage(ctx context.Context, in *GetMessageRequest, opts ...grpc.CallOption) (*GetMessageResponse, error)
 	// ListReviewRuns returns a conversation's review runs, newest first, in pages: each with its
 	// status, the operations applied, skipped (with reasons) and deferred, its tokens, model and
 	// provider, and when it started and finished.
@@ -607,6 +612,16 @@ func (c *memoryServiceClient) GetReviewState(ctx context.Context, in *GetReviewS
 	return out, nil
 }
 
+func (c *memoryServiceClient) GetMessage(ctx context.Context, in *GetMessageRequest, opts ...grpc.CallOption) (*GetMessageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetMessageResponse)
+	err := c.cc.Invoke(ctx, MemoryService_GetMessage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *memoryServiceClient) ListReviewRuns(ctx context.Context, in *ListReviewRunsRequest, opts ...grpc.CallOption) (*ListReviewRunsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListReviewRunsResponse)
@@ -828,6 +843,10 @@ type MemoryServiceServer interface {
 	// GetReviewState returns a conversation's review state: cursor, times, status, failures,
 	// pending input, the backlog of unread messages and the latest review run.
 	GetReviewState(context.Context, *GetReviewStateRequest) (*GetReviewStateResponse, error)
+	// GetMessage returns one stored message of an owner by its id, with its conversation: the
+	// message a memory row came from (MemoryProvenance.source_message_id). NOT_FOUND when the
+	// owner has no message of that id (another owner's is never visible).
+	GetMessage(context.Context, *GetMessageRequest) (*GetMessageResponse, error)
 	// ListReviewRuns returns a conversation's review runs, newest first, in pages: each with its
 	// status, the operations applied, skipped (with reasons) and deferred, its tokens, model and
 	// provider, and when it started and finished.
@@ -955,6 +974,9 @@ func (UnimplementedMemoryServiceServer) ReindexEmbeddings(context.Context, *Rein
 }
 func (UnimplementedMemoryServiceServer) GetReviewState(context.Context, *GetReviewStateRequest) (*GetReviewStateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetReviewState not implemented")
+}
+func (UnimplementedMemoryServiceServer) GetMessage(context.Context, *GetMessageRequest) (*GetMessageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetMessage not implemented")
 }
 func (UnimplementedMemoryServiceServer) ListReviewRuns(context.Context, *ListReviewRunsRequest) (*ListReviewRunsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListReviewRuns not implemented")
@@ -1546,6 +1568,24 @@ func _MemoryService_GetReviewState_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MemoryService_GetMessage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetMessageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).GetMessage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_GetMessage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).GetMessage(ctx, req.(*GetMessageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _MemoryService_ListReviewRuns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListReviewRunsRequest)
 	if err := dec(in); err != nil {
@@ -1758,6 +1798,10 @@ var MemoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetReviewState",
 			Handler:    _MemoryService_GetReviewState_Handler,
+		},
+		{
+			MethodName: "GetMessage",
+			Handler:    _MemoryService_GetMessage_Handler,
 		},
 		{
 			MethodName: "ListReviewRuns",
