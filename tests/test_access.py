@@ -98,7 +98,7 @@ def test_every_rpc_declares_its_access_and_reads_are_marked_as_such() -> None:
             assert not access.writes, method.name
         elif not access.writes:  # a read that is not marked: only a stream may be
             assert method.server_streaming, method.name
-    assert len(ACCESS) == len(METHODS) == 43
+    assert len(ACCESS) == len(METHODS) == 44
 
 
 def test_an_rpc_without_a_declaration_stops_the_start() -> None:
@@ -307,6 +307,9 @@ REQUESTS: dict[str, Builder] = {
     "ReviewNow": lambda t: md.ReviewNowRequest(conversation=t.conversation),
     "GetReviewState": lambda t: md.GetReviewStateRequest(conversation=t.conversation),
     "ListReviewRuns": lambda t: md.ListReviewRunsRequest(conversation=t.conversation),
+    "GetReviewExchange": lambda t: md.GetReviewExchangeRequest(
+        conversation=t.conversation, run_id=1
+    ),
     "ListOwners": lambda t: md.ListOwnersRequest(agent_id=t.conversation.agent_id),
     "GetServerInfo": lambda _t: md.GetServerInfoRequest(),
     "UpdateReviewSettings": lambda _t: md.UpdateReviewSettingsRequest(

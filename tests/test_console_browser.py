@@ -217,7 +217,7 @@ def seed(server: ServerProcess, model: FakeModel) -> dict[str, int]:
 def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     folder = tmp_path_factory.mktemp("console")
     with FakeModel() as model:
-        config = review_config(model, enabled=False) + TOKENS
+        config = review_config(model, enabled=False, keep_review_exchanges=True) + TOKENS
         server = ServerProcess(folder / "home", config=config).start()
         try:
             seeded = seed(server, model)
@@ -414,9 +414,16 @@ def test_a_conversation_shows_its_messages_as_text_and_its_review_runs(console: 
     assert len(big.text) < 2_100
     big.find_element(By.TAG_NAME, "button").click()
     assert len(console.wait("td", "large large").text) > 250_000
-    run = console.wait("ol.timeline li", "Run #1").text
-    assert "skipped 1" in run
-    assert "archive: row 987654 was not in the memory shown to the review" in run
+    run = console.wait("ol.timeline li", "Run #1")
+    assert "skipped 1" in run.text
+    assert "archive: row 987654 was not in the memory shown to the review" in run.text
+    # The server keeps exchanges here: the prompt and the answer open in a dialog, as text.
+    run.find_element(By.XPATH, ".//button[text()='Prompt and answer']").click()
+    dialog = console.wait("dialog[open]", "Lives in Lisbon")
+    assert "<script>window.__pwned = 1</script>" in dialog.text
+    assert console.browser.execute_script("return window.__pwned") is None
+    console.accessible("exchange")
+    dialog.find_element(By.XPATH, ".//button[text()='Close']").click()
     console.accessible("conversation")
     console.screenshot("conversation")
 

@@ -243,3 +243,71 @@ def file_text(path: Path) -> str:
 
 def read_only(path: Path) -> None:
     path.chmod(0o400)
+
+
+async def test_a_review_s_prompt_and_answer_are_kept_when_asked_and_erased_with_the_owner(
+    start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
+) -> None:
+    config = review_config(model, enabled=False, keep_review_exchanges=True)
+    server = start_server(tmp_path / "home", config=config).start()
+    chat = conversation("ada", "x1")
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        await commit(memory, chat, *turn("My sister is called Inês"))
+        answer = json.dumps({"operations": [{"action": "archive", "id": 4242, "reason": "x"}]})
+        model.reply(answer)
+        await review_now(memory, chat)
+        await commit(memory, chat, *turn("this one fails"))
+        model.garbage()
+        await review_now(memory, chat)
+
+        runs = (await memory.ListReviewRuns(md.ListReviewRunsRequest(conversation=chat))).runs
+        assert [(run.id, run.exchange_kept) for run in runs] == [(2, True), (1, True)]
+        kept = await memory.GetReviewExchange(
+            md.GetReviewExchangeRequest(conversation=chat, run_id=1)
+        )
+        assert [m.role for m in kept.prompt] == ["system", "user"]
+        assert "My sister is called Inês" in kept.prompt[1].content
+        assert kept.answer == answer
+        failed = await memory.GetReviewExchange(
+            md.GetReviewExchangeRequest(conversation=chat, run_id=2)
+        )
+        assert "this one fails" in failed.prompt[1].content
+        assert failed.answer == ""  # the provider's body was not an answer: none came back
+
+        for request, code in (
+            (md.GetReviewExchangeRequest(conversation=chat, run_id=9), grpc.StatusCode.NOT_FOUND),
+            (
+                md.GetReviewExchangeRequest(conversation=conversation("bob", "x1"), run_id=1),
+                grpc.StatusCode.NOT_FOUND,
+            ),
+            (md.GetReviewExchangeRequest(conversation=chat), grpc.StatusCode.INVALID_ARGUMENT),
+        ):
+            with pytest.raises(grpc.aio.AioRpcError) as error:
+                await memory.GetReviewExchange(request)
+            assert error.value.code() == code
+
+        receipt = await memory.PurgeOwner(md.PurgeOwnerRequest(owner_id="ada"))
+        assert {row.table: row.rows for row in receipt.erased}["review_exchanges"] == 2
+        with pytest.raises(grpc.aio.AioRpcError) as error:
+            await memory.GetReviewExchange(md.GetReviewExchangeRequest(conversation=chat, run_id=1))
+        assert error.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_exchanges_are_not_kept_by_default(
+    start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
+) -> None:
+    server = start_server(tmp_path / "home", config=review_config(model, enabled=False)).start()
+    chat = conversation("ada", "d1")
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        await commit(memory, chat, *turn("a fact"))
+        model.reply(json.dumps({"operations": []}))
+        await review_now(memory, chat)
+        (run,) = (await memory.ListReviewRuns(md.ListReviewRunsRequest(conversation=chat))).runs
+        assert not run.exchange_kept
+        with pytest.raises(grpc.aio.AioRpcError) as error:
+            await memory.GetReviewExchange(
+                md.GetReviewExchangeRequest(conversation=chat, run_id=run.id)
+            )
+        assert error.value.code() == grpc.StatusCode.NOT_FOUND

@@ -41,6 +41,7 @@ def required_conversation(
     | service_pb.CommitTurnRequest
     | service_pb.GetReviewStateRequest
     | service_pb.ListReviewRunsRequest
+    | service_pb.GetReviewExchangeRequest
     | service_pb.RecallRequest
     | compaction_pb.ComposeContextRequest
     | compaction_pb.PreflightRequest

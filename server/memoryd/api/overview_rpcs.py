@@ -1,5 +1,5 @@
 """The operator's RPCs of memoryd.v1.MemoryService: GetServerInfo, ListOwners,
-ListConversations, GetMessage, ListReviewRuns."""
+ListConversations, GetMessage, ListReviewRuns, GetReviewExchange."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from memoryd_client.v1 import memory_service_pb2 as service_pb
 
 
 class OverviewRpcs:
-    """GetServerInfo, ListOwners, ListConversations, GetMessage, ListReviewRuns."""
+    """GetServerInfo, ListOwners, ListConversations, GetMessage, ListReviewRuns,
+    GetReviewExchange."""
 
     def __init__(self, overview: Overview, tuning: ReviewTuning) -> None:
         self._overview = overview
@@ -104,6 +105,25 @@ class OverviewRpcs:
         response = service_pb.GetMessageResponse()
         fill_message(response.message, await self._overview.message(owner, request.id))
         return response
+
+    async def GetReviewExchange(
+        self, request: service_pb.GetReviewExchangeRequest, context: Context
+    ) -> service_pb.GetReviewExchangeResponse:
+        key = convert.required_conversation(request)
+        if request.run_id <= 0:
+            raise InvalidArgument(
+                f"run_id must be a review run's id (positive), got {request.run_id}",
+                reason=Reason.REQUIRED if request.run_id == 0 else Reason.OUT_OF_RANGE,
+                field="run_id",
+            )
+        found = await self._overview.exchange(key, request.run_id)
+        return service_pb.GetReviewExchangeResponse(
+            prompt=[
+                service_pb.ReviewPromptMessage(role=role, content=content)
+                for role, content in found.prompt
+            ],
+            answer=found.answer,
+        )
 
     async def ListReviewRuns(
         self, request: service_pb.ListReviewRunsRequest, context: Context

@@ -114,6 +114,7 @@ def run_out(run: StoredRun) -> service_pb.ReviewRun:
             service_pb.SkippedOperation(index=op.index, action=op.action, reason=op.reason)
             for op in record.skipped_ops
         ],
+        exchange_kept=run.exchange_kept,
     )
 
 

@@ -247,6 +247,10 @@ class ReviewSettings(Section):
     passive_turn_interval: int | None = 20
     # How often the scheduler looks for due reviews.
     scheduler_tick_seconds: float = 5.0
+    # Keep each review's prompt and the model's answer, for an operator to read
+    # (GetReviewExchange, the console). They quote what users said, so they are off by default;
+    # a purge of the conversation or owner erases them.
+    keep_review_exchanges: bool = False
 
     def validate(self) -> None:
         """The scheduler ticks."""

@@ -131,13 +131,24 @@ MAX_SKIPPED_RECORDED = 100
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class StoredRun:
-    """A committed review run, with the number of model calls it made."""
+    """A committed review run, with the number of model calls it made (and whether its
+    exchange with the model was kept)."""
 
     id: int
     record: RunRecord
     model_calls: int
     started_at: dt.datetime
     completed_at: dt.datetime
+    exchange_kept: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Exchange:
+    """What a review sent the model (chat messages: role and content) and what came back (the
+    answer's text, and its tool calls as JSON); kept with keep_review_exchanges."""
+
+    prompt: tuple[tuple[str, str], ...]
+    answer: str
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,7 +15,7 @@ from memoryd.domain.answers import page_of, text_bytes
 from memoryd.domain.conversation import ConversationKey, OwnerKey
 from memoryd.domain.messages import StoredMessage
 from memoryd.domain.paging import PageTokens, TokenKind, page_size, request_fingerprint
-from memoryd.domain.review_runs import StoredRun
+from memoryd.domain.review_runs import Exchange, StoredRun
 from memoryd.domain.timestamps import utc_now
 from memoryd.errors import NotFound
 from memoryd.services.embedding import EmbeddingService
@@ -191,6 +191,18 @@ class Overview:
         )
         if found is None:
             raise NotFound(f"owner {owner.owner_id!r} has no message {message_id}")
+        return found
+
+    async def exchange(self, key: ConversationKey, run_id: int) -> Exchange:
+        """A run's kept exchange with the model (NOT_FOUND otherwise)."""
+        found = await self._readers.read(
+            lambda connection: review_run_store.exchange(connection, key, run_id)
+        )
+        if found is None:
+            raise NotFound(
+                f"conversation {key.describe()} has no review run {run_id} with a kept exchange "
+                "(memoryd.memory.keep_review_exchanges keeps them from when it is on)"
+            )
         return found
 
     async def review_runs(

@@ -20,10 +20,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import json
 import logging
 import secrets
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memoryd import log_names
 from memoryd.config import ReviewSettings
@@ -38,6 +39,7 @@ from memoryd.domain.model_calls import Attempt, no_provider
 from memoryd.domain.review_gate import Thresholds, gate
 from memoryd.domain.review_runs import (
     SKIP_TEXT,
+    Exchange,
     ReviewResult,
     ReviewState,
     ReviewStatus,
@@ -47,7 +49,7 @@ from memoryd.domain.review_runs import (
 from memoryd.domain.timestamps import utc_now
 from memoryd.domain.tokens import count_tokens, load
 from memoryd.errors import FailedPrecondition, NotFound, Reason
-from memoryd.llm.chain import ModelUnavailableError, ProviderChain
+from memoryd.llm.chain import Completion, ModelUnavailableError, ProviderChain
 from memoryd.log_events import Event
 from memoryd.observability import metrics, tracing
 from memoryd.services.long_term_memory import LongTermMemory
@@ -124,6 +126,13 @@ class Reviewer:
         self.interval = dt.timedelta(hours=hours) if hours > 0 else None
         idle = settings.idle_timeout_minutes
         self.idle = dt.timedelta(minutes=idle) if idle is not None else None
+
+    def _exchange(self, messages: list[dict[str, Any]], answered: str) -> Exchange | None:
+        """The review's exchange with the model, when the settings keep it."""
+        if not self.settings.keep_review_exchanges:
+            return None
+        prompt = tuple((str(m.get("role", "")), str(m.get("content") or "")) for m in messages)
+        return Exchange(prompt=prompt, answer=answered)
 
     def thresholds(self, now: dt.datetime) -> Thresholds:
         """The trigger times at `now`."""
@@ -301,6 +310,7 @@ class Reviewer:
         build_ms = (time.perf_counter() - begin) * 1000
         attempts: list[Attempt] = []
         session = model_calls.session_id("memory_review", key, packed.max_message_id)
+        answered = ""
         try:
             completion = await self._chain.complete(
                 messages,
@@ -309,6 +319,7 @@ class Reviewer:
                 tools=prompts.TOOLS,
                 on_attempt=attempts.append,
             )
+            answered = _answered(completion)
             answer = answers.parse_answer(
                 completion.text, [(call.name, call.arguments) for call in completion.tool_calls]
             )
@@ -321,6 +332,7 @@ class Reviewer:
                 error=reason,
                 attempts=attempts,
                 started=started,
+                exchange=self._exchange(messages, answered),
             )
             await self._writer.run(
                 "review_fail", lambda transaction: record_failure(transaction, failed)
@@ -350,6 +362,7 @@ class Reviewer:
             model=completion.model,
             started=started,
             session_start_id=snapshot.session_start_id,
+            exchange=self._exchange(messages, answered),
         )
         applied = await self._writer.run(
             "review_apply",
@@ -471,3 +484,12 @@ def _span_attributes(result: ReviewResult) -> dict[str, str | int]:
             "gen_ai.request.model": result.model,
         }
     return attributes
+
+
+def _answered(completion: Completion) -> str:
+    """A model's answer as it came: its text, then its tool calls (name and arguments)."""
+    calls = [
+        json.dumps({"tool": call.name, "arguments": call.arguments}, ensure_ascii=False)
+        for call in completion.tool_calls
+    ]
+    return "\n".join([completion.text, *calls]) if calls else completion.text

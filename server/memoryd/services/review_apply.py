@@ -20,7 +20,13 @@ from memoryd.domain.memory_sources import reviewer_provenance, reviewer_source
 from memoryd.domain.messages import Trust
 from memoryd.domain.model_calls import Attempt
 from memoryd.domain.resources import MutationSource
-from memoryd.domain.review_runs import AnswerKind, ReviewStatus, RunRecord, SkippedOperation
+from memoryd.domain.review_runs import (
+    AnswerKind,
+    Exchange,
+    ReviewStatus,
+    RunRecord,
+    SkippedOperation,
+)
 from memoryd.domain.timestamps import utc_now
 from memoryd.errors import FailedPrecondition, MemorydError
 from memoryd.log_events import Event
@@ -47,6 +53,8 @@ class ApplyJob:
     started: dt.datetime
     # The session the review read: a working memory or description it writes belongs to it.
     session_start_id: int
+    # The prompt and the answer, to keep (keep_review_exchanges), or None.
+    exchange: Exchange | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,6 +79,8 @@ class FailJob:
     error: str
     attempts: list[Attempt]
     started: dt.datetime
+    # The prompt, and what came back if anything did (keep_review_exchanges), or None.
+    exchange: Exchange | None = None
 
 
 def apply_answer(
@@ -151,6 +161,8 @@ def apply_answer(
     review_run_store.finish_run(
         connection, run_id, record, job.attempts, now, answer_kind=job.answer.kind
     )
+    if job.exchange is not None:
+        review_run_store.keep_exchange(connection, run_id, job.exchange)
     render = None
     if applying.rendered:
         render = prompts.render_in_transaction(
@@ -316,4 +328,6 @@ def record_failure(connection: Transaction, job: FailJob) -> None:
     )
     run_id = review_run_store.start_run(connection, job.key, record, job.started)
     review_run_store.finish_run(connection, run_id, record, job.attempts, now)
+    if job.exchange is not None:
+        review_run_store.keep_exchange(connection, run_id, job.exchange)
     review_store.record_failure(connection, job.key, error=job.error, now=now)

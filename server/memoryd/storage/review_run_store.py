@@ -14,6 +14,7 @@ from memoryd.domain.model_calls import Attempt
 from memoryd.domain.review_runs import (
     MAX_SKIPPED_RECORDED,
     AnswerKind,
+    Exchange,
     ReviewStatus,
     RunRecord,
     SkippedOperation,
@@ -156,7 +157,8 @@ def runs(
     found = rows(
         connection,
         f"SELECT {_RUN.select}, "
-        "(SELECT count(*) FROM model_calls AS c WHERE c.review_run_id = r.id) "
+        "(SELECT count(*) FROM model_calls AS c WHERE c.review_run_id = r.id), "
+        "(SELECT count(*) FROM review_exchanges AS e WHERE e.run_id = r.id) "
         "FROM review_runs AS r WHERE (r.agent_id, r.owner_id, r.channel, r.chat_id, "
         f"r.thread_scope) = (?, ?, ?, ?, ?) AND r.id < ?{failed} ORDER BY r.id DESC LIMIT ?",
         (*key.as_row(), (1 << 62) if before_id is None else before_id, limit),
@@ -192,4 +194,33 @@ def _stored(row: Row) -> StoredRun:
         model_calls=_RUN.after(row, 0),
         started_at=from_text(column["started_at"]),
         completed_at=from_text(column["completed_at"]),
+        exchange_kept=bool(_RUN.after(row, 1)),
     )
+
+
+def keep_exchange(connection: Transaction, run_id: int, exchange: Exchange) -> None:
+    """Keep a run's exchange with the model."""
+    connection.execute(
+        "INSERT INTO review_exchanges (run_id, prompt_json, answer) VALUES (?, ?, ?)",
+        (
+            run_id,
+            json.dumps([{"role": role, "content": content} for role, content in exchange.prompt]),
+            exchange.answer,
+        ),
+    )
+
+
+def exchange(connection: Transaction, key: ConversationKey, run_id: int) -> Exchange | None:
+    """The kept exchange of the conversation's run `run_id`, or None."""
+    found = rows(
+        connection,
+        "SELECT e.prompt_json, e.answer FROM review_exchanges AS e "
+        "JOIN review_runs AS r ON r.id = e.run_id WHERE e.run_id = ? AND (r.agent_id, "
+        "r.owner_id, r.channel, r.chat_id, r.thread_scope) = (?, ?, ?, ?, ?)",
+        (run_id, *key.as_row()),
+    )
+    if not found:
+        return None
+    prompt_json, answer = found[0]
+    prompt = tuple((str(m["role"]), str(m["content"])) for m in json.loads(prompt_json))
+    return Exchange(prompt=prompt, answer=str(answer))

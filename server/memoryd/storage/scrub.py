@@ -136,6 +136,12 @@ def purge_owner(connection: Transaction, owner: OwnerKey) -> OwnerErased:
         f"(SELECT id FROM review_runs WHERE {_OWNER})",
         pair,
     )
+    # They would go with their runs (ON DELETE CASCADE); deleted first, the receipt counts them.
+    delete(
+        "review_exchanges",
+        f"DELETE FROM review_exchanges WHERE run_id IN (SELECT id FROM review_runs WHERE {_OWNER})",
+        pair,
+    )
     delete("review_runs", f"DELETE FROM review_runs WHERE {_OWNER}", pair)
     delete("memory_review_state", f"DELETE FROM memory_review_state WHERE {_OWNER}", pair)
     delete("messages", f"DELETE FROM messages WHERE {_OWNER}", pair)

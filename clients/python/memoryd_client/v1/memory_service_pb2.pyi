@@ -3537,6 +3537,7 @@ class ReviewRun(_message.Message):
     COMPLETED_AT_FIELD_NUMBER: _builtins.int
     OPS_DEFERRED_FIELD_NUMBER: _builtins.int
     SKIPPED_OPERATIONS_FIELD_NUMBER: _builtins.int
+    EXCHANGE_KEPT_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     """The run's id."""
     status: Global___ReviewStatus.ValueType
@@ -3563,6 +3564,10 @@ class ReviewRun(_message.Message):
     """The model calls it made (fallbacks included)."""
     ops_deferred: _builtins.int
     """Row changes left for the next review of the same messages (over review_max_operations)."""
+    exchange_kept: _builtins.bool
+    """Whether its prompt and the model's answer were kept (memoryd.memory.keep_review_exchanges):
+    GetReviewExchange returns them.
+    """
     @_builtins.property
     def started_at(self) -> _timestamp_pb2.Timestamp:
         """When it started."""
@@ -3594,10 +3599,11 @@ class ReviewRun(_message.Message):
         completed_at: _timestamp_pb2.Timestamp | None = ...,
         ops_deferred: _builtins.int = ...,
         skipped_operations: _abc.Iterable[Global___SkippedOperation] | None = ...,
+        exchange_kept: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["completed_at", b"completed_at", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed_at", b"completed_at", "error", b"error", "id", b"id", "max_message_id", b"max_message_id", "model", b"model", "model_calls", b"model_calls", "ops_added", b"ops_added", "ops_archived", b"ops_archived", "ops_deferred", b"ops_deferred", "ops_replaced", b"ops_replaced", "ops_skipped", b"ops_skipped", "provider", b"provider", "skipped_operations", b"skipped_operations", "started_at", b"started_at", "status", b"status", "tokens_in", b"tokens_in"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed_at", b"completed_at", "error", b"error", "exchange_kept", b"exchange_kept", "id", b"id", "max_message_id", b"max_message_id", "model", b"model", "model_calls", b"model_calls", "ops_added", b"ops_added", "ops_archived", b"ops_archived", "ops_deferred", b"ops_deferred", "ops_replaced", b"ops_replaced", "ops_skipped", b"ops_skipped", "provider", b"provider", "skipped_operations", b"skipped_operations", "started_at", b"started_at", "status", b"status", "tokens_in", b"tokens_in"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -4383,3 +4389,87 @@ class GetMessageResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetMessageResponse: _TypeAlias = GetMessageResponse  # noqa: Y015
+
+@_typing.final
+class GetReviewExchangeRequest(_message.Message):
+    """GetReviewExchangeRequest names a conversation's review run."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.int
+    """The run (ReviewRun.id). Required."""
+    @_builtins.property
+    def conversation(self) -> _records_pb2.Conversation:
+        """The conversation. channel and chat_id are required."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _records_pb2.Conversation | None = ...,
+        run_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetReviewExchangeRequest: _TypeAlias = GetReviewExchangeRequest  # noqa: Y015
+
+@_typing.final
+class ReviewPromptMessage(_message.Message):
+    """ReviewPromptMessage is one chat message a review sent the model."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ROLE_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    role: _builtins.str
+    """"system", "user" or "assistant"."""
+    content: _builtins.str
+    """The text."""
+    def __init__(
+        self,
+        *,
+        role: _builtins.str = ...,
+        content: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "role", b"role"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReviewPromptMessage: _TypeAlias = ReviewPromptMessage  # noqa: Y015
+
+@_typing.final
+class GetReviewExchangeResponse(_message.Message):
+    """GetReviewExchangeResponse is a review's exchange with the model."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROMPT_FIELD_NUMBER: _builtins.int
+    ANSWER_FIELD_NUMBER: _builtins.int
+    answer: _builtins.str
+    """The answer as it came: its text, then each tool call as a JSON line; empty when no model
+    answered.
+    """
+    @_builtins.property
+    def prompt(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReviewPromptMessage]:
+        """The chat messages sent, in order."""
+
+    def __init__(
+        self,
+        *,
+        prompt: _abc.Iterable[Global___ReviewPromptMessage] | None = ...,
+        answer: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "prompt", b"prompt"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetReviewExchangeResponse: _TypeAlias = GetReviewExchangeResponse  # noqa: Y015

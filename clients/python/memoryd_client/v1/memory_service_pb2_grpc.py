@@ -213,6 +213,11 @@ class MemoryServiceStub:
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListReviewRunsRequest.SerializeToString,
                 response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListReviewRunsResponse.FromString,
                 _registered_method=True)
+        self.GetReviewExchange = channel.unary_unary(
+                '/memoryd.v1.MemoryService/GetReviewExchange',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetReviewExchangeRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetReviewExchangeResponse.FromString,
+                _registered_method=True)
         self.ListOwners = channel.unary_unary(
                 '/memoryd.v1.MemoryService/ListOwners',
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListOwnersRequest.SerializeToString,
@@ -587,6 +592,15 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetReviewExchange(self, request, context):
+        """GetReviewExchange returns what one review run sent the model and what came back, when the
+        server keeps them ([memoryd.memory] keep_review_exchanges; ReviewRun.exchange_kept).
+        NOT_FOUND when the conversation has no such run, or its exchange was not kept.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListOwners(self, request, context):
         """ListOwners returns the owners of one agent, by owner id, in pages: each with its
         conversations, its memory rows (active and archived) and its latest message's time.
@@ -799,6 +813,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.ListReviewRuns,
                     request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.ListReviewRunsRequest.FromString,
                     response_serializer=memoryd_dot_v1_dot_memory__service__pb2.ListReviewRunsResponse.SerializeToString,
+            ),
+            'GetReviewExchange': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetReviewExchange,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetReviewExchangeRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetReviewExchangeResponse.SerializeToString,
             ),
             'ListOwners': grpc.unary_unary_rpc_method_handler(
                     servicer.ListOwners,
@@ -1770,6 +1789,33 @@ class MemoryService:
             '/memoryd.v1.MemoryService/ListReviewRuns',
             memoryd_dot_v1_dot_memory__service__pb2.ListReviewRunsRequest.SerializeToString,
             memoryd_dot_v1_dot_memory__service__pb2.ListReviewRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetReviewExchange(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/GetReviewExchange',
+            memoryd_dot_v1_dot_memory__service__pb2.GetReviewExchangeRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.GetReviewExchangeResponse.FromString,
             options,
             channel_credentials,
             insecure,

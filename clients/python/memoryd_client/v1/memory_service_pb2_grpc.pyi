@@ -236,6 +236,11 @@ class MemoryServiceStub:
     status, the operations applied, skipped (with reasons) and deferred, its tokens, model and
     provider, and when it started and finished.
     """
+    GetReviewExchange: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetReviewExchangeRequest, _memory_service_pb2.GetReviewExchangeResponse]
+    """GetReviewExchange returns what one review run sent the model and what came back, when the
+    server keeps them ([memoryd.memory] keep_review_exchanges; ReviewRun.exchange_kept).
+    NOT_FOUND when the conversation has no such run, or its exchange was not kept.
+    """
     ListOwners: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListOwnersRequest, _memory_service_pb2.ListOwnersResponse]
     """ListOwners returns the owners of one agent, by owner id, in pages: each with its
     conversations, its memory rows (active and archived) and its latest message's time.
@@ -462,6 +467,11 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """ListReviewRuns returns a conversation's review runs, newest first, in pages: each with its
     status, the operations applied, skipped (with reasons) and deferred, its tokens, model and
     provider, and when it started and finished.
+    """
+    GetReviewExchange: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetReviewExchangeRequest, _memory_service_pb2.GetReviewExchangeResponse]  # type: ignore[assignment]
+    """GetReviewExchange returns what one review run sent the model and what came back, when the
+    server keeps them ([memoryd.memory] keep_review_exchanges; ReviewRun.exchange_kept).
+    NOT_FOUND when the conversation has no such run, or its exchange was not kept.
     """
     ListOwners: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListOwnersRequest, _memory_service_pb2.ListOwnersResponse]  # type: ignore[assignment]
     """ListOwners returns the owners of one agent, by owner id, in pages: each with its
@@ -896,6 +906,17 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         """ListReviewRuns returns a conversation's review runs, newest first, in pages: each with its
         status, the operations applied, skipped (with reasons) and deferred, its tokens, model and
         provider, and when it started and finished.
+        """
+
+    @_abc_1.abstractmethod
+    def GetReviewExchange(
+        self,
+        request: _memory_service_pb2.GetReviewExchangeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.GetReviewExchangeResponse, _abc.Awaitable[_memory_service_pb2.GetReviewExchangeResponse]]:
+        """GetReviewExchange returns what one review run sent the model and what came back, when the
+        server keeps them ([memoryd.memory] keep_review_exchanges; ReviewRun.exchange_kept).
+        NOT_FOUND when the conversation has no such run, or its exchange was not kept.
         """
 
     @_abc_1.abstractmethod

@@ -20,7 +20,7 @@ function h(tag, attrs, ...children) {
     else if (name === "class") node.className = value;
     else node.setAttribute(name, value === true ? "" : String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -29,7 +29,7 @@ function h(tag, attrs, ...children) {
 
 // Replace a node's children, leaving out the absent ones (null, undefined, false).
 function fill(node, ...children) {
-  node.replaceChildren(...children.flat().filter((child) => child !== null && child !== undefined && child !== false));
+  node.replaceChildren(...children.flat(Infinity).filter((child) => child !== null && child !== undefined && child !== false));
 }
 
 function link(route, text) {
@@ -404,10 +404,15 @@ async function showMessage(scope, id) {
   } catch (error) {
     body = [failure(error)];
   }
+  opened(`Message #${id}`, body);
+}
+
+// A dialog to read (Escape or Close ends it; following a link in it too).
+function opened(title, body) {
   const dialog = h(
     "dialog",
-    { "aria-labelledby": "message-title" },
-    h("h2", { id: "message-title" }, `Message #${id}`),
+    { "aria-labelledby": "dialog-title", class: "reading" },
+    h("h2", { id: "dialog-title" }, title),
     body,
     h("form", { method: "dialog" }, h("button", { autofocus: true }, "Close"))
   );
@@ -417,6 +422,22 @@ async function showMessage(scope, id) {
   });
   document.body.append(dialog);
   dialog.showModal();
+}
+
+async function showExchange(conversation, run) {
+  let body;
+  try {
+    const found = await call("GetReviewExchange", { conversation, runId: run });
+    body = [
+      h("h3", {}, "Prompt"),
+      (found.prompt || []).map((m) => [h("h4", {}, m.role), h("pre", { tabindex: 0 }, m.content)]),
+      h("h3", {}, "Answer"),
+      h("pre", { tabindex: 0 }, found.answer || "(no model answered)"),
+    ];
+  } catch (error) {
+    body = [failure(error)];
+  }
+  opened(`Review run #${run}: prompt and answer`, body);
 }
 
 function memoryRows(scope) {
@@ -699,6 +720,7 @@ function reviewRuns(conversation) {
         h("p", {}, h("strong", {}, `Run #${run.id}`), " ", h("span", { class: `badge ${status === "failed" ? "failed" : ""}` }, status), ` · ${when(run.startedAt)} · ${((new Date(run.completedAt) - new Date(run.startedAt)) / 1000).toFixed(2)} s`),
         h("p", {}, `Added ${run.opsAdded || 0}, replaced ${run.opsReplaced || 0}, archived ${run.opsArchived || 0}, skipped ${run.opsSkipped || 0}, deferred ${run.opsDeferred || 0} · ${run.tokensIn || 0} tokens in · ${run.modelCalls || 0} model calls · ${run.model || "no model"} ${run.provider ? "via " + run.provider : ""}`),
         run.error ? h("p", { class: "error" }, run.error) : null,
+        run.exchangeKept ? h("p", {}, h("button", { type: "button", onclick: () => showExchange(conversation, run.id) }, "Prompt and answer")) : null,
         skipped.length ? h("div", {}, h("p", {}, "Skipped:"), h("ul", {}, skipped)) : null
       );
     });

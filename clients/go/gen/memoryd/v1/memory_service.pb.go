@@ -7006,8 +7006,11 @@ type ReviewRun struct {
 	OpsDeferred int32 `protobuf:"varint,15,opt,name=ops_deferred,json=opsDeferred,proto3" json:"ops_deferred,omitempty"`
 	// The operations skipped, with their reasons (the first 100).
 	SkippedOperations []*SkippedOperation `protobuf:"bytes,16,rep,name=skipped_operations,json=skippedOperations,proto3" json:"skipped_operations,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Whether its prompt and the model's answer were kept (memoryd.memory.keep_review_exchanges):
+	// GetReviewExchange returns them.
+	ExchangeKept  bool `protobuf:"varint,17,opt,name=exchange_kept,json=exchangeKept,proto3" json:"exchange_kept,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReviewRun) Reset() {
@@ -7150,6 +7153,13 @@ func (x *ReviewRun) GetSkippedOperations() []*SkippedOperation {
 		return x.SkippedOperations
 	}
 	return nil
+}
+
+func (x *ReviewRun) GetExchangeKept() bool {
+	if x != nil {
+		return x.ExchangeKept
+	}
+	return false
 }
 
 // GetReviewStateResponse is a conversation's review state.
@@ -8717,6 +8727,172 @@ func (x *GetMessageResponse) GetMessage() *Message {
 	return nil
 }
 
+// GetReviewExchangeRequest names a conversation's review run.
+type GetReviewExchangeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The conversation. channel and chat_id are required.
+	Conversation *Conversation `protobuf:"bytes,1,opt,name=conversation,proto3" json:"conversation,omitempty"`
+	// The run (ReviewRun.id). Required.
+	RunId         int64 `protobuf:"varint,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetReviewExchangeRequest) Reset() {
+	*x = GetReviewExchangeRequest{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[103]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetReviewExchangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetReviewExchangeRequest) ProtoMessage() {}
+
+func (x *GetReviewExchangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[103]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetReviewExchangeRequest.ProtoReflect.Descriptor instead.
+func (*GetReviewExchangeRequest) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{103}
+}
+
+func (x *GetReviewExchangeRequest) GetConversation() *Conversation {
+	if x != nil {
+		return x.Conversation
+	}
+	return nil
+}
+
+func (x *GetReviewExchangeRequest) GetRunId() int64 {
+	if x != nil {
+		return x.RunId
+	}
+	return 0
+}
+
+// ReviewPromptMessage is one chat message a review sent the model.
+type ReviewPromptMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "system", "user" or "assistant".
+	Role string `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	// The text.
+	Content       string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReviewPromptMessage) Reset() {
+	*x = ReviewPromptMessage{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[104]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReviewPromptMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReviewPromptMessage) ProtoMessage() {}
+
+func (x *ReviewPromptMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[104]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReviewPromptMessage.ProtoReflect.Descriptor instead.
+func (*ReviewPromptMessage) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{104}
+}
+
+func (x *ReviewPromptMessage) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *ReviewPromptMessage) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
+// GetReviewExchangeResponse is a review's exchange with the model.
+type GetReviewExchangeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The chat messages sent, in order.
+	Prompt []*ReviewPromptMessage `protobuf:"bytes,1,rep,name=prompt,proto3" json:"prompt,omitempty"`
+	// The answer as it came: its text, then each tool call as a JSON line; empty when no model
+	// answered.
+	Answer        string `protobuf:"bytes,2,opt,name=answer,proto3" json:"answer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetReviewExchangeResponse) Reset() {
+	*x = GetReviewExchangeResponse{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[105]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetReviewExchangeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetReviewExchangeResponse) ProtoMessage() {}
+
+func (x *GetReviewExchangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[105]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetReviewExchangeResponse.ProtoReflect.Descriptor instead.
+func (*GetReviewExchangeResponse) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{105}
+}
+
+func (x *GetReviewExchangeResponse) GetPrompt() []*ReviewPromptMessage {
+	if x != nil {
+		return x.Prompt
+	}
+	return nil
+}
+
+func (x *GetReviewExchangeResponse) GetAnswer() string {
+	if x != nil {
+		return x.Answer
+	}
+	return ""
+}
+
 var File_memoryd_v1_memory_service_proto protoreflect.FileDescriptor
 
 const file_memoryd_v1_memory_service_proto_rawDesc = "" +
@@ -9190,7 +9366,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x11ReviewNowResponse\x128\n" +
 	"\areviews\x18\x01 \x03(\v2\x1e.memoryd.v1.ConversationReviewR\areviews\"U\n" +
 	"\x15GetReviewStateRequest\x12<\n" +
-	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\"\xe7\x04\n" +
+	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\"\x8c\x05\n" +
 	"\tReviewRun\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x120\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x18.memoryd.v1.ReviewStatusR\x06status\x12$\n" +
@@ -9211,7 +9387,8 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"started_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12=\n" +
 	"\fcompleted_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\x12!\n" +
 	"\fops_deferred\x18\x0f \x01(\x05R\vopsDeferred\x12K\n" +
-	"\x12skipped_operations\x18\x10 \x03(\v2\x1c.memoryd.v1.SkippedOperationR\x11skippedOperations\"\xc5\x06\n" +
+	"\x12skipped_operations\x18\x10 \x03(\v2\x1c.memoryd.v1.SkippedOperationR\x11skippedOperations\x12#\n" +
+	"\rexchange_kept\x18\x11 \x01(\bR\fexchangeKept\"\xc5\x06\n" +
 	"\x16GetReviewStateResponse\x12<\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x127\n" +
 	"\x18last_reviewed_message_id\x18\x02 \x01(\x03R\x15lastReviewedMessageId\x12D\n" +
@@ -9328,7 +9505,16 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x05owner\x18\x01 \x01(\v2\x16.memoryd.v1.OwnerScopeR\x05owner\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x03R\x02id\"C\n" +
 	"\x12GetMessageResponse\x12-\n" +
-	"\amessage\x18\x01 \x01(\v2\x13.memoryd.v1.MessageR\amessage*\x8a\x01\n" +
+	"\amessage\x18\x01 \x01(\v2\x13.memoryd.v1.MessageR\amessage\"o\n" +
+	"\x18GetReviewExchangeRequest\x12<\n" +
+	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\x03R\x05runId\"C\n" +
+	"\x13ReviewPromptMessage\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"l\n" +
+	"\x19GetReviewExchangeResponse\x127\n" +
+	"\x06prompt\x18\x01 \x03(\v2\x1f.memoryd.v1.ReviewPromptMessageR\x06prompt\x12\x16\n" +
+	"\x06answer\x18\x02 \x01(\tR\x06answer*\x8a\x01\n" +
 	"\rAppendOutcome\x12\x1e\n" +
 	"\x1aAPPEND_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15APPEND_OUTCOME_STORED\x10\x01\x12\x1c\n" +
@@ -9380,7 +9566,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x1dREVIEW_STATUS_NOTHING_TO_SAVE\x10\x02\x12\x19\n" +
 	"\x15REVIEW_STATUS_SKIPPED\x10\x03\x12\x18\n" +
 	"\x14REVIEW_STATUS_FAILED\x10\x04\x12'\n" +
-	"#REVIEW_STATUS_NOTHING_TO_SAVE_PROSE\x10\x052\xd3\x1e\n" +
+	"#REVIEW_STATUS_NOTHING_TO_SAVE_PROSE\x10\x052\xc2\x1f\n" +
 	"\rMemoryService\x12e\n" +
 	"\x0eAppendMessages\x12!.memoryd.v1.AppendMessagesRequest\x1a\".memoryd.v1.AppendMessagesResponse\"\f\xc2\xf3\x18\b\b\x01\x10\x01\x18\x01 \x01\x12e\n" +
 	"\x0eIngestMessages\x12!.memoryd.v1.IngestMessagesRequest\x1a\".memoryd.v1.IngestMessagesResponse\"\n" +
@@ -9427,7 +9613,8 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x0eGetReviewState\x12!.memoryd.v1.GetReviewStateRequest\x1a\".memoryd.v1.GetReviewStateResponse\"\r\xc2\xf3\x18\x06\b\x01\x18\x01 \x01\x90\x02\x01\x12X\n" +
 	"\n" +
 	"GetMessage\x12\x1d.memoryd.v1.GetMessageRequest\x1a\x1e.memoryd.v1.GetMessageResponse\"\v\xc2\xf3\x18\x04\b\x01 \x02\x90\x02\x01\x12d\n" +
-	"\x0eListReviewRuns\x12!.memoryd.v1.ListReviewRunsRequest\x1a\".memoryd.v1.ListReviewRunsResponse\"\v\xc2\xf3\x18\x04\b\x01 \x01\x90\x02\x01\x12X\n" +
+	"\x0eListReviewRuns\x12!.memoryd.v1.ListReviewRunsRequest\x1a\".memoryd.v1.ListReviewRunsResponse\"\v\xc2\xf3\x18\x04\b\x01 \x01\x90\x02\x01\x12m\n" +
+	"\x11GetReviewExchange\x12$.memoryd.v1.GetReviewExchangeRequest\x1a%.memoryd.v1.GetReviewExchangeResponse\"\v\xc2\xf3\x18\x04\b\x01 \x01\x90\x02\x01\x12X\n" +
 	"\n" +
 	"ListOwners\x12\x1d.memoryd.v1.ListOwnersRequest\x1a\x1e.memoryd.v1.ListOwnersResponse\"\v\xc2\xf3\x18\x04\b\x01 \x03\x90\x02\x01\x12m\n" +
 	"\x11ListConversations\x12$.memoryd.v1.ListConversationsRequest\x1a%.memoryd.v1.ListConversationsResponse\"\v\xc2\xf3\x18\x04\b\x01 \x02\x90\x02\x01\x12u\n" +
@@ -9451,7 +9638,7 @@ func file_memoryd_v1_memory_service_proto_rawDescGZIP() []byte {
 }
 
 var file_memoryd_v1_memory_service_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_memoryd_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
+var file_memoryd_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 106)
 var file_memoryd_v1_memory_service_proto_goTypes = []any{
 	(AppendOutcome)(0),                   // 0: memoryd.v1.AppendOutcome
 	(Speaker)(0),                         // 1: memoryd.v1.Speaker
@@ -9566,266 +9753,273 @@ var file_memoryd_v1_memory_service_proto_goTypes = []any{
 	(*ListConversationsResponse)(nil),    // 110: memoryd.v1.ListConversationsResponse
 	(*GetMessageRequest)(nil),            // 111: memoryd.v1.GetMessageRequest
 	(*GetMessageResponse)(nil),           // 112: memoryd.v1.GetMessageResponse
-	(Role)(0),                            // 113: memoryd.v1.Role
-	(*timestamppb.Timestamp)(nil),        // 114: google.protobuf.Timestamp
-	(Trust)(0),                           // 115: memoryd.v1.Trust
-	(*Conversation)(nil),                 // 116: memoryd.v1.Conversation
-	(*Message)(nil),                      // 117: memoryd.v1.Message
-	(*OwnerScope)(nil),                   // 118: memoryd.v1.OwnerScope
-	(*AgentScope)(nil),                   // 119: memoryd.v1.AgentScope
-	(Category)(0),                        // 120: memoryd.v1.Category
-	(ScopeType)(0),                       // 121: memoryd.v1.ScopeType
-	(*Memory)(nil),                       // 122: memoryd.v1.Memory
-	(SourceState)(0),                     // 123: memoryd.v1.SourceState
-	(SourceType)(0),                      // 124: memoryd.v1.SourceType
-	(*MemorySource)(nil),                 // 125: memoryd.v1.MemorySource
-	(ResourceType)(0),                    // 126: memoryd.v1.ResourceType
-	(*Resource)(nil),                     // 127: memoryd.v1.Resource
-	(*ResourceRef)(nil),                  // 128: memoryd.v1.ResourceRef
-	(*ResourceRevision)(nil),             // 129: memoryd.v1.ResourceRevision
+	(*GetReviewExchangeRequest)(nil),     // 113: memoryd.v1.GetReviewExchangeRequest
+	(*ReviewPromptMessage)(nil),          // 114: memoryd.v1.ReviewPromptMessage
+	(*GetReviewExchangeResponse)(nil),    // 115: memoryd.v1.GetReviewExchangeResponse
+	(Role)(0),                            // 116: memoryd.v1.Role
+	(*timestamppb.Timestamp)(nil),        // 117: google.protobuf.Timestamp
+	(Trust)(0),                           // 118: memoryd.v1.Trust
+	(*Conversation)(nil),                 // 119: memoryd.v1.Conversation
+	(*Message)(nil),                      // 120: memoryd.v1.Message
+	(*OwnerScope)(nil),                   // 121: memoryd.v1.OwnerScope
+	(*AgentScope)(nil),                   // 122: memoryd.v1.AgentScope
+	(Category)(0),                        // 123: memoryd.v1.Category
+	(ScopeType)(0),                       // 124: memoryd.v1.ScopeType
+	(*Memory)(nil),                       // 125: memoryd.v1.Memory
+	(SourceState)(0),                     // 126: memoryd.v1.SourceState
+	(SourceType)(0),                      // 127: memoryd.v1.SourceType
+	(*MemorySource)(nil),                 // 128: memoryd.v1.MemorySource
+	(ResourceType)(0),                    // 129: memoryd.v1.ResourceType
+	(*Resource)(nil),                     // 130: memoryd.v1.Resource
+	(*ResourceRef)(nil),                  // 131: memoryd.v1.ResourceRef
+	(*ResourceRevision)(nil),             // 132: memoryd.v1.ResourceRevision
 }
 var file_memoryd_v1_memory_service_proto_depIdxs = []int32{
-	113, // 0: memoryd.v1.NewMessage.role:type_name -> memoryd.v1.Role
-	114, // 1: memoryd.v1.NewMessage.created_at:type_name -> google.protobuf.Timestamp
-	115, // 2: memoryd.v1.NewMessage.trust:type_name -> memoryd.v1.Trust
-	116, // 3: memoryd.v1.AppendMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
+	116, // 0: memoryd.v1.NewMessage.role:type_name -> memoryd.v1.Role
+	117, // 1: memoryd.v1.NewMessage.created_at:type_name -> google.protobuf.Timestamp
+	118, // 2: memoryd.v1.NewMessage.trust:type_name -> memoryd.v1.Trust
+	119, // 3: memoryd.v1.AppendMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
 	10,  // 4: memoryd.v1.AppendMessagesRequest.messages:type_name -> memoryd.v1.NewMessage
 	0,   // 5: memoryd.v1.AppendResult.outcome:type_name -> memoryd.v1.AppendOutcome
-	117, // 6: memoryd.v1.AppendResult.message:type_name -> memoryd.v1.Message
-	114, // 7: memoryd.v1.AppendResult.created_at:type_name -> google.protobuf.Timestamp
+	120, // 6: memoryd.v1.AppendResult.message:type_name -> memoryd.v1.Message
+	117, // 7: memoryd.v1.AppendResult.created_at:type_name -> google.protobuf.Timestamp
 	12,  // 8: memoryd.v1.AppendMessagesResponse.results:type_name -> memoryd.v1.AppendResult
-	116, // 9: memoryd.v1.IngestedMessage.conversation:type_name -> memoryd.v1.Conversation
+	119, // 9: memoryd.v1.IngestedMessage.conversation:type_name -> memoryd.v1.Conversation
 	10,  // 10: memoryd.v1.IngestedMessage.message:type_name -> memoryd.v1.NewMessage
 	14,  // 11: memoryd.v1.IngestMessagesRequest.messages:type_name -> memoryd.v1.IngestedMessage
 	16,  // 12: memoryd.v1.IngestMessagesResponse.rejections:type_name -> memoryd.v1.IngestRejection
 	21,  // 13: memoryd.v1.ImportDataResponse.records:type_name -> memoryd.v1.ImportedRecords
-	115, // 14: memoryd.v1.TranscriptOpen.trust:type_name -> memoryd.v1.Trust
+	118, // 14: memoryd.v1.TranscriptOpen.trust:type_name -> memoryd.v1.Trust
 	1,   // 15: memoryd.v1.TranscriptSegment.speaker:type_name -> memoryd.v1.Speaker
 	82,  // 16: memoryd.v1.TranscriptSegment.usage:type_name -> memoryd.v1.TurnUsage
 	23,  // 17: memoryd.v1.StreamTranscriptRequest.open:type_name -> memoryd.v1.TranscriptOpen
 	24,  // 18: memoryd.v1.StreamTranscriptRequest.segment:type_name -> memoryd.v1.TranscriptSegment
 	25,  // 19: memoryd.v1.StreamTranscriptRequest.end:type_name -> memoryd.v1.TranscriptEnd
-	116, // 20: memoryd.v1.StreamTranscriptResponse.conversation:type_name -> memoryd.v1.Conversation
+	119, // 20: memoryd.v1.StreamTranscriptResponse.conversation:type_name -> memoryd.v1.Conversation
 	27,  // 21: memoryd.v1.StreamTranscriptResponse.totals:type_name -> memoryd.v1.TranscriptTotals
-	116, // 22: memoryd.v1.ListMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
-	117, // 23: memoryd.v1.ListMessagesResponse.messages:type_name -> memoryd.v1.Message
-	116, // 24: memoryd.v1.SearchHistoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	118, // 25: memoryd.v1.SearchHistoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	119, // 26: memoryd.v1.SearchHistoryRequest.agent:type_name -> memoryd.v1.AgentScope
-	115, // 27: memoryd.v1.SearchHistoryRequest.trust:type_name -> memoryd.v1.Trust
+	119, // 22: memoryd.v1.ListMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
+	120, // 23: memoryd.v1.ListMessagesResponse.messages:type_name -> memoryd.v1.Message
+	119, // 24: memoryd.v1.SearchHistoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	121, // 25: memoryd.v1.SearchHistoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	122, // 26: memoryd.v1.SearchHistoryRequest.agent:type_name -> memoryd.v1.AgentScope
+	118, // 27: memoryd.v1.SearchHistoryRequest.trust:type_name -> memoryd.v1.Trust
 	2,   // 28: memoryd.v1.SearchHistoryRequest.mode:type_name -> memoryd.v1.SearchMode
-	117, // 29: memoryd.v1.HistoryHit.message:type_name -> memoryd.v1.Message
+	120, // 29: memoryd.v1.HistoryHit.message:type_name -> memoryd.v1.Message
 	3,   // 30: memoryd.v1.HistoryHit.match:type_name -> memoryd.v1.MatchKind
 	3,   // 31: memoryd.v1.HistoryHit.matches:type_name -> memoryd.v1.MatchKind
 	32,  // 32: memoryd.v1.HistoryHit.scores:type_name -> memoryd.v1.HitScores
 	33,  // 33: memoryd.v1.SearchHistoryResponse.hits:type_name -> memoryd.v1.HistoryHit
-	116, // 34: memoryd.v1.ClearConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	115, // 35: memoryd.v1.ClearConversationRequest.trust:type_name -> memoryd.v1.Trust
-	116, // 36: memoryd.v1.PurgeConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	115, // 37: memoryd.v1.PurgeConversationRequest.trust:type_name -> memoryd.v1.Trust
+	119, // 34: memoryd.v1.ClearConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	118, // 35: memoryd.v1.ClearConversationRequest.trust:type_name -> memoryd.v1.Trust
+	119, // 36: memoryd.v1.PurgeConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	118, // 37: memoryd.v1.PurgeConversationRequest.trust:type_name -> memoryd.v1.Trust
 	40,  // 38: memoryd.v1.PurgeOwnerResponse.erased:type_name -> memoryd.v1.ErasedRows
-	116, // 39: memoryd.v1.GetConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	116, // 40: memoryd.v1.GetConversationResponse.conversation:type_name -> memoryd.v1.Conversation
-	114, // 41: memoryd.v1.GetConversationResponse.first_message_at:type_name -> google.protobuf.Timestamp
-	114, // 42: memoryd.v1.GetConversationResponse.last_message_at:type_name -> google.protobuf.Timestamp
-	114, // 43: memoryd.v1.GetConversationResponse.window_started_at:type_name -> google.protobuf.Timestamp
+	119, // 39: memoryd.v1.GetConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	119, // 40: memoryd.v1.GetConversationResponse.conversation:type_name -> memoryd.v1.Conversation
+	117, // 41: memoryd.v1.GetConversationResponse.first_message_at:type_name -> google.protobuf.Timestamp
+	117, // 42: memoryd.v1.GetConversationResponse.last_message_at:type_name -> google.protobuf.Timestamp
+	117, // 43: memoryd.v1.GetConversationResponse.window_started_at:type_name -> google.protobuf.Timestamp
 	44,  // 44: memoryd.v1.GetConversationResponse.previous_session:type_name -> memoryd.v1.EndedSession
-	114, // 45: memoryd.v1.EndedSession.ended_at:type_name -> google.protobuf.Timestamp
-	116, // 46: memoryd.v1.StoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	118, // 47: memoryd.v1.StoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	115, // 48: memoryd.v1.StoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	120, // 49: memoryd.v1.StoreMemoryRequest.category:type_name -> memoryd.v1.Category
-	121, // 50: memoryd.v1.StoreMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	122, // 51: memoryd.v1.StoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	116, // 52: memoryd.v1.GetMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	118, // 53: memoryd.v1.GetMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	121, // 54: memoryd.v1.GetMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	115, // 55: memoryd.v1.GetMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	122, // 56: memoryd.v1.GetMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	116, // 57: memoryd.v1.ListMemoriesRequest.conversation:type_name -> memoryd.v1.Conversation
-	118, // 58: memoryd.v1.ListMemoriesRequest.owner:type_name -> memoryd.v1.OwnerScope
-	121, // 59: memoryd.v1.ListMemoriesRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	120, // 60: memoryd.v1.ListMemoriesRequest.categories:type_name -> memoryd.v1.Category
+	117, // 45: memoryd.v1.EndedSession.ended_at:type_name -> google.protobuf.Timestamp
+	119, // 46: memoryd.v1.StoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	121, // 47: memoryd.v1.StoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	118, // 48: memoryd.v1.StoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	123, // 49: memoryd.v1.StoreMemoryRequest.category:type_name -> memoryd.v1.Category
+	124, // 50: memoryd.v1.StoreMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	125, // 51: memoryd.v1.StoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	119, // 52: memoryd.v1.GetMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	121, // 53: memoryd.v1.GetMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	124, // 54: memoryd.v1.GetMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	118, // 55: memoryd.v1.GetMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	125, // 56: memoryd.v1.GetMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	119, // 57: memoryd.v1.ListMemoriesRequest.conversation:type_name -> memoryd.v1.Conversation
+	121, // 58: memoryd.v1.ListMemoriesRequest.owner:type_name -> memoryd.v1.OwnerScope
+	124, // 59: memoryd.v1.ListMemoriesRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	123, // 60: memoryd.v1.ListMemoriesRequest.categories:type_name -> memoryd.v1.Category
 	4,   // 61: memoryd.v1.ListMemoriesRequest.archived:type_name -> memoryd.v1.ArchivedFilter
-	115, // 62: memoryd.v1.ListMemoriesRequest.trust:type_name -> memoryd.v1.Trust
-	122, // 63: memoryd.v1.ListedMemory.memory:type_name -> memoryd.v1.Memory
+	118, // 62: memoryd.v1.ListMemoriesRequest.trust:type_name -> memoryd.v1.Trust
+	125, // 63: memoryd.v1.ListedMemory.memory:type_name -> memoryd.v1.Memory
 	50,  // 64: memoryd.v1.ListMemoriesResponse.memories:type_name -> memoryd.v1.ListedMemory
-	116, // 65: memoryd.v1.UpdateMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	118, // 66: memoryd.v1.UpdateMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	121, // 67: memoryd.v1.UpdateMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	115, // 68: memoryd.v1.UpdateMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	122, // 69: memoryd.v1.UpdateMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	116, // 70: memoryd.v1.ArchiveMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	118, // 71: memoryd.v1.ArchiveMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	115, // 72: memoryd.v1.ArchiveMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	122, // 73: memoryd.v1.ArchiveMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	116, // 74: memoryd.v1.RestoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	118, // 75: memoryd.v1.RestoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	115, // 76: memoryd.v1.RestoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	122, // 77: memoryd.v1.RestoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	116, // 78: memoryd.v1.DeleteMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	118, // 79: memoryd.v1.DeleteMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	121, // 80: memoryd.v1.DeleteMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	115, // 81: memoryd.v1.DeleteMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	116, // 82: memoryd.v1.RecallRequest.conversation:type_name -> memoryd.v1.Conversation
+	119, // 65: memoryd.v1.UpdateMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	121, // 66: memoryd.v1.UpdateMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	124, // 67: memoryd.v1.UpdateMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	118, // 68: memoryd.v1.UpdateMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	125, // 69: memoryd.v1.UpdateMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	119, // 70: memoryd.v1.ArchiveMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	121, // 71: memoryd.v1.ArchiveMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	118, // 72: memoryd.v1.ArchiveMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	125, // 73: memoryd.v1.ArchiveMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	119, // 74: memoryd.v1.RestoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	121, // 75: memoryd.v1.RestoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	118, // 76: memoryd.v1.RestoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	125, // 77: memoryd.v1.RestoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	119, // 78: memoryd.v1.DeleteMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	121, // 79: memoryd.v1.DeleteMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	124, // 80: memoryd.v1.DeleteMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	118, // 81: memoryd.v1.DeleteMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	119, // 82: memoryd.v1.RecallRequest.conversation:type_name -> memoryd.v1.Conversation
 	5,   // 83: memoryd.v1.RecallRequest.scope:type_name -> memoryd.v1.RecallScope
 	6,   // 84: memoryd.v1.RecallRequest.source:type_name -> memoryd.v1.RecallSource
-	115, // 85: memoryd.v1.RecallRequest.trust:type_name -> memoryd.v1.Trust
+	118, // 85: memoryd.v1.RecallRequest.trust:type_name -> memoryd.v1.Trust
 	2,   // 86: memoryd.v1.RecallRequest.mode:type_name -> memoryd.v1.SearchMode
 	6,   // 87: memoryd.v1.RecallHit.source:type_name -> memoryd.v1.RecallSource
 	3,   // 88: memoryd.v1.RecallHit.match:type_name -> memoryd.v1.MatchKind
 	3,   // 89: memoryd.v1.RecallHit.matches:type_name -> memoryd.v1.MatchKind
 	32,  // 90: memoryd.v1.RecallHit.scores:type_name -> memoryd.v1.HitScores
-	122, // 91: memoryd.v1.RecallHit.memory:type_name -> memoryd.v1.Memory
+	125, // 91: memoryd.v1.RecallHit.memory:type_name -> memoryd.v1.Memory
 	33,  // 92: memoryd.v1.RecallHit.message:type_name -> memoryd.v1.HistoryHit
 	61,  // 93: memoryd.v1.RecallResponse.hits:type_name -> memoryd.v1.RecallHit
-	118, // 94: memoryd.v1.ListMemorySourcesRequest.owner:type_name -> memoryd.v1.OwnerScope
-	123, // 95: memoryd.v1.ListMemorySourcesRequest.state:type_name -> memoryd.v1.SourceState
-	124, // 96: memoryd.v1.ListMemorySourcesRequest.type:type_name -> memoryd.v1.SourceType
-	125, // 97: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
-	118, // 98: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
+	121, // 94: memoryd.v1.ListMemorySourcesRequest.owner:type_name -> memoryd.v1.OwnerScope
+	126, // 95: memoryd.v1.ListMemorySourcesRequest.state:type_name -> memoryd.v1.SourceState
+	127, // 96: memoryd.v1.ListMemorySourcesRequest.type:type_name -> memoryd.v1.SourceType
+	128, // 97: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
+	121, // 98: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
 	7,   // 99: memoryd.v1.SetJobStatusRequest.status:type_name -> memoryd.v1.JobStatus
-	125, // 100: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
-	118, // 101: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
+	128, // 100: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
+	121, // 101: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
 	8,   // 102: memoryd.v1.FinishJobRunRequest.outcome:type_name -> memoryd.v1.JobRunOutcome
-	114, // 103: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	114, // 104: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
-	122, // 105: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
+	117, // 103: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	117, // 104: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
+	125, // 105: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
 	8,   // 106: memoryd.v1.FinishJobRunResponse.outcome:type_name -> memoryd.v1.JobRunOutcome
-	115, // 107: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
+	118, // 107: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
 	70,  // 108: memoryd.v1.GetPromptContextResponse.user_usage:type_name -> memoryd.v1.PromptFileUsage
 	70,  // 109: memoryd.v1.GetPromptContextResponse.memory_usage:type_name -> memoryd.v1.PromptFileUsage
-	126, // 110: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
-	127, // 111: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
-	128, // 112: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	129, // 113: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
-	128, // 114: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
-	129, // 115: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	128, // 116: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	128, // 117: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
-	129, // 118: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	116, // 119: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
-	115, // 120: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
+	129, // 110: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
+	130, // 111: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
+	131, // 112: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	132, // 113: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
+	131, // 114: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
+	132, // 115: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	131, // 116: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	131, // 117: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
+	132, // 118: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	119, // 119: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
+	118, // 120: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
 	10,  // 121: memoryd.v1.CommitTurnRequest.messages:type_name -> memoryd.v1.NewMessage
 	82,  // 122: memoryd.v1.CommitTurnRequest.usage:type_name -> memoryd.v1.TurnUsage
 	12,  // 123: memoryd.v1.CommitTurnResponse.results:type_name -> memoryd.v1.AppendResult
-	116, // 124: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
-	116, // 125: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
+	119, // 124: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
+	119, // 125: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
 	9,   // 126: memoryd.v1.ConversationReview.status:type_name -> memoryd.v1.ReviewStatus
 	87,  // 127: memoryd.v1.ReviewNowResponse.reviews:type_name -> memoryd.v1.ConversationReview
-	116, // 128: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
+	119, // 128: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
 	9,   // 129: memoryd.v1.ReviewRun.status:type_name -> memoryd.v1.ReviewStatus
-	114, // 130: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
-	114, // 131: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
+	117, // 130: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
+	117, // 131: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
 	86,  // 132: memoryd.v1.ReviewRun.skipped_operations:type_name -> memoryd.v1.SkippedOperation
-	116, // 133: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
-	114, // 134: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
-	114, // 135: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
-	114, // 136: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
+	119, // 133: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
+	117, // 134: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
+	117, // 135: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
+	117, // 136: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
 	9,   // 137: memoryd.v1.GetReviewStateResponse.last_review_status:type_name -> memoryd.v1.ReviewStatus
-	114, // 138: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
+	117, // 138: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
 	90,  // 139: memoryd.v1.GetReviewStateResponse.last_run:type_name -> memoryd.v1.ReviewRun
-	116, // 140: memoryd.v1.ListReviewRunsRequest.conversation:type_name -> memoryd.v1.Conversation
+	119, // 140: memoryd.v1.ListReviewRunsRequest.conversation:type_name -> memoryd.v1.Conversation
 	90,  // 141: memoryd.v1.ListReviewRunsResponse.runs:type_name -> memoryd.v1.ReviewRun
-	114, // 142: memoryd.v1.OwnerSummary.latest_conversation_at:type_name -> google.protobuf.Timestamp
+	117, // 142: memoryd.v1.OwnerSummary.latest_conversation_at:type_name -> google.protobuf.Timestamp
 	99,  // 143: memoryd.v1.ListOwnersResponse.owners:type_name -> memoryd.v1.OwnerSummary
-	116, // 144: memoryd.v1.FailedReview.conversation:type_name -> memoryd.v1.Conversation
+	119, // 144: memoryd.v1.FailedReview.conversation:type_name -> memoryd.v1.Conversation
 	90,  // 145: memoryd.v1.FailedReview.run:type_name -> memoryd.v1.ReviewRun
-	114, // 146: memoryd.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
+	117, // 146: memoryd.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
 	102, // 147: memoryd.v1.GetServerInfoResponse.agents:type_name -> memoryd.v1.AgentSummary
 	103, // 148: memoryd.v1.GetServerInfoResponse.recent_failures:type_name -> memoryd.v1.FailedReview
 	105, // 149: memoryd.v1.GetServerInfoResponse.review_triggers:type_name -> memoryd.v1.ReviewTriggers
 	105, // 150: memoryd.v1.UpdateReviewSettingsRequest.triggers:type_name -> memoryd.v1.ReviewTriggers
 	105, // 151: memoryd.v1.UpdateReviewSettingsResponse.triggers:type_name -> memoryd.v1.ReviewTriggers
-	118, // 152: memoryd.v1.ListConversationsRequest.owner:type_name -> memoryd.v1.OwnerScope
-	116, // 153: memoryd.v1.ConversationSummary.conversation:type_name -> memoryd.v1.Conversation
-	114, // 154: memoryd.v1.ConversationSummary.created_at:type_name -> google.protobuf.Timestamp
+	121, // 152: memoryd.v1.ListConversationsRequest.owner:type_name -> memoryd.v1.OwnerScope
+	119, // 153: memoryd.v1.ConversationSummary.conversation:type_name -> memoryd.v1.Conversation
+	117, // 154: memoryd.v1.ConversationSummary.created_at:type_name -> google.protobuf.Timestamp
 	109, // 155: memoryd.v1.ListConversationsResponse.conversations:type_name -> memoryd.v1.ConversationSummary
-	118, // 156: memoryd.v1.GetMessageRequest.owner:type_name -> memoryd.v1.OwnerScope
-	117, // 157: memoryd.v1.GetMessageResponse.message:type_name -> memoryd.v1.Message
-	11,  // 158: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
-	15,  // 159: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
-	26,  // 160: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
-	18,  // 161: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
-	20,  // 162: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
-	29,  // 163: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
-	31,  // 164: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
-	35,  // 165: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
-	37,  // 166: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
-	39,  // 167: memoryd.v1.MemoryService.PurgeOwner:input_type -> memoryd.v1.PurgeOwnerRequest
-	42,  // 168: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
-	45,  // 169: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
-	47,  // 170: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
-	49,  // 171: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
-	52,  // 172: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
-	54,  // 173: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
-	56,  // 174: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
-	58,  // 175: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
-	60,  // 176: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
-	63,  // 177: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
-	65,  // 178: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
-	67,  // 179: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
-	69,  // 180: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
-	72,  // 181: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
-	74,  // 182: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
-	76,  // 183: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
-	78,  // 184: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
-	80,  // 185: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
-	83,  // 186: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
-	85,  // 187: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
-	92,  // 188: memoryd.v1.MemoryService.GetEmbeddingStatus:input_type -> memoryd.v1.GetEmbeddingStatusRequest
-	94,  // 189: memoryd.v1.MemoryService.ReindexEmbeddings:input_type -> memoryd.v1.ReindexEmbeddingsRequest
-	89,  // 190: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
-	111, // 191: memoryd.v1.MemoryService.GetMessage:input_type -> memoryd.v1.GetMessageRequest
-	96,  // 192: memoryd.v1.MemoryService.ListReviewRuns:input_type -> memoryd.v1.ListReviewRunsRequest
-	98,  // 193: memoryd.v1.MemoryService.ListOwners:input_type -> memoryd.v1.ListOwnersRequest
-	108, // 194: memoryd.v1.MemoryService.ListConversations:input_type -> memoryd.v1.ListConversationsRequest
-	106, // 195: memoryd.v1.MemoryService.UpdateReviewSettings:input_type -> memoryd.v1.UpdateReviewSettingsRequest
-	101, // 196: memoryd.v1.MemoryService.GetServerInfo:input_type -> memoryd.v1.GetServerInfoRequest
-	13,  // 197: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
-	17,  // 198: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
-	28,  // 199: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
-	19,  // 200: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
-	22,  // 201: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
-	30,  // 202: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
-	34,  // 203: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
-	36,  // 204: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
-	38,  // 205: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
-	41,  // 206: memoryd.v1.MemoryService.PurgeOwner:output_type -> memoryd.v1.PurgeOwnerResponse
-	43,  // 207: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
-	46,  // 208: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
-	48,  // 209: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
-	51,  // 210: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
-	53,  // 211: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
-	55,  // 212: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
-	57,  // 213: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
-	59,  // 214: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
-	62,  // 215: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
-	64,  // 216: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
-	66,  // 217: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
-	68,  // 218: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
-	71,  // 219: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
-	73,  // 220: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
-	75,  // 221: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
-	77,  // 222: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
-	79,  // 223: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
-	81,  // 224: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
-	84,  // 225: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
-	88,  // 226: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
-	93,  // 227: memoryd.v1.MemoryService.GetEmbeddingStatus:output_type -> memoryd.v1.GetEmbeddingStatusResponse
-	95,  // 228: memoryd.v1.MemoryService.ReindexEmbeddings:output_type -> memoryd.v1.ReindexEmbeddingsResponse
-	91,  // 229: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
-	112, // 230: memoryd.v1.MemoryService.GetMessage:output_type -> memoryd.v1.GetMessageResponse
-	97,  // 231: memoryd.v1.MemoryService.ListReviewRuns:output_type -> memoryd.v1.ListReviewRunsResponse
-	100, // 232: memoryd.v1.MemoryService.ListOwners:output_type -> memoryd.v1.ListOwnersResponse
-	110, // 233: memoryd.v1.MemoryService.ListConversations:output_type -> memoryd.v1.ListConversationsResponse
-	107, // 234: memoryd.v1.MemoryService.UpdateReviewSettings:output_type -> memoryd.v1.UpdateReviewSettingsResponse
-	104, // 235: memoryd.v1.MemoryService.GetServerInfo:output_type -> memoryd.v1.GetServerInfoResponse
-	197, // [197:236] is the sub-list for method output_type
-	158, // [158:197] is the sub-list for method input_type
-	158, // [158:158] is the sub-list for extension type_name
-	158, // [158:158] is the sub-list for extension extendee
-	0,   // [0:158] is the sub-list for field type_name
+	121, // 156: memoryd.v1.GetMessageRequest.owner:type_name -> memoryd.v1.OwnerScope
+	120, // 157: memoryd.v1.GetMessageResponse.message:type_name -> memoryd.v1.Message
+	119, // 158: memoryd.v1.GetReviewExchangeRequest.conversation:type_name -> memoryd.v1.Conversation
+	114, // 159: memoryd.v1.GetReviewExchangeResponse.prompt:type_name -> memoryd.v1.ReviewPromptMessage
+	11,  // 160: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
+	15,  // 161: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
+	26,  // 162: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
+	18,  // 163: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
+	20,  // 164: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
+	29,  // 165: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
+	31,  // 166: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
+	35,  // 167: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
+	37,  // 168: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
+	39,  // 169: memoryd.v1.MemoryService.PurgeOwner:input_type -> memoryd.v1.PurgeOwnerRequest
+	42,  // 170: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
+	45,  // 171: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
+	47,  // 172: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
+	49,  // 173: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
+	52,  // 174: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
+	54,  // 175: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
+	56,  // 176: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
+	58,  // 177: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
+	60,  // 178: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
+	63,  // 179: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
+	65,  // 180: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
+	67,  // 181: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
+	69,  // 182: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
+	72,  // 183: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
+	74,  // 184: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
+	76,  // 185: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
+	78,  // 186: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
+	80,  // 187: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
+	83,  // 188: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
+	85,  // 189: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
+	92,  // 190: memoryd.v1.MemoryService.GetEmbeddingStatus:input_type -> memoryd.v1.GetEmbeddingStatusRequest
+	94,  // 191: memoryd.v1.MemoryService.ReindexEmbeddings:input_type -> memoryd.v1.ReindexEmbeddingsRequest
+	89,  // 192: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
+	111, // 193: memoryd.v1.MemoryService.GetMessage:input_type -> memoryd.v1.GetMessageRequest
+	96,  // 194: memoryd.v1.MemoryService.ListReviewRuns:input_type -> memoryd.v1.ListReviewRunsRequest
+	113, // 195: memoryd.v1.MemoryService.GetReviewExchange:input_type -> memoryd.v1.GetReviewExchangeRequest
+	98,  // 196: memoryd.v1.MemoryService.ListOwners:input_type -> memoryd.v1.ListOwnersRequest
+	108, // 197: memoryd.v1.MemoryService.ListConversations:input_type -> memoryd.v1.ListConversationsRequest
+	106, // 198: memoryd.v1.MemoryService.UpdateReviewSettings:input_type -> memoryd.v1.UpdateReviewSettingsRequest
+	101, // 199: memoryd.v1.MemoryService.GetServerInfo:input_type -> memoryd.v1.GetServerInfoRequest
+	13,  // 200: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
+	17,  // 201: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
+	28,  // 202: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
+	19,  // 203: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
+	22,  // 204: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
+	30,  // 205: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
+	34,  // 206: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
+	36,  // 207: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
+	38,  // 208: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
+	41,  // 209: memoryd.v1.MemoryService.PurgeOwner:output_type -> memoryd.v1.PurgeOwnerResponse
+	43,  // 210: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
+	46,  // 211: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
+	48,  // 212: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
+	51,  // 213: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
+	53,  // 214: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
+	55,  // 215: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
+	57,  // 216: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
+	59,  // 217: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
+	62,  // 218: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
+	64,  // 219: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
+	66,  // 220: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
+	68,  // 221: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
+	71,  // 222: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
+	73,  // 223: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
+	75,  // 224: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
+	77,  // 225: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
+	79,  // 226: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
+	81,  // 227: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
+	84,  // 228: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
+	88,  // 229: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
+	93,  // 230: memoryd.v1.MemoryService.GetEmbeddingStatus:output_type -> memoryd.v1.GetEmbeddingStatusResponse
+	95,  // 231: memoryd.v1.MemoryService.ReindexEmbeddings:output_type -> memoryd.v1.ReindexEmbeddingsResponse
+	91,  // 232: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
+	112, // 233: memoryd.v1.MemoryService.GetMessage:output_type -> memoryd.v1.GetMessageResponse
+	97,  // 234: memoryd.v1.MemoryService.ListReviewRuns:output_type -> memoryd.v1.ListReviewRunsResponse
+	115, // 235: memoryd.v1.MemoryService.GetReviewExchange:output_type -> memoryd.v1.GetReviewExchangeResponse
+	100, // 236: memoryd.v1.MemoryService.ListOwners:output_type -> memoryd.v1.ListOwnersResponse
+	110, // 237: memoryd.v1.MemoryService.ListConversations:output_type -> memoryd.v1.ListConversationsResponse
+	107, // 238: memoryd.v1.MemoryService.UpdateReviewSettings:output_type -> memoryd.v1.UpdateReviewSettingsResponse
+	104, // 239: memoryd.v1.MemoryService.GetServerInfo:output_type -> memoryd.v1.GetServerInfoResponse
+	200, // [200:240] is the sub-list for method output_type
+	160, // [160:200] is the sub-list for method input_type
+	160, // [160:160] is the sub-list for extension type_name
+	160, // [160:160] is the sub-list for extension extendee
+	0,   // [0:160] is the sub-list for field type_name
 }
 
 func init() { file_memoryd_v1_memory_service_proto_init() }
@@ -9883,7 +10077,7 @@ func file_memoryd_v1_memory_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memoryd_v1_memory_service_proto_rawDesc), len(file_memoryd_v1_memory_service_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   103,
+			NumMessages:   106,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -54,6 +54,7 @@ const (
 	MemoryService_GetReviewState_FullMethodName       = "/memoryd.v1.MemoryService/GetReviewState"
 	MemoryService_GetMessage_FullMethodName           = "/memoryd.v1.MemoryService/GetMessage"
 	MemoryService_ListReviewRuns_FullMethodName       = "/memoryd.v1.MemoryService/ListReviewRuns"
+	MemoryService_GetReviewExchange_FullMethodName    = "/memoryd.v1.MemoryService/GetReviewExchange"
 	MemoryService_ListOwners_FullMethodName           = "/memoryd.v1.MemoryService/ListOwners"
 	MemoryService_ListConversations_FullMethodName    = "/memoryd.v1.MemoryService/ListConversations"
 	MemoryService_UpdateReviewSettings_FullMethodName = "/memoryd.v1.MemoryService/UpdateReviewSettings"
@@ -239,6 +240,10 @@ type MemoryServiceClient interface {
 	// status, the operations applied, skipped (with reasons) and deferred, its tokens, model and
 	// provider, and when it started and finished.
 	ListReviewRuns(ctx context.Context, in *ListReviewRunsRequest, opts ...grpc.CallOption) (*ListReviewRunsResponse, error)
+	// GetReviewExchange returns what one review run sent the model and what came back, when the
+	// server keeps them ([memoryd.memory] keep_review_exchanges; ReviewRun.exchange_kept).
+	// NOT_FOUND when the conversation has no such run, or its exchange was not kept.
+	GetReviewExchange(ctx context.Context, in *GetReviewExchangeRequest, opts ...grpc.CallOption) (*GetReviewExchangeResponse, error)
 	// ListOwners returns the owners of one agent, by owner id, in pages: each with its
 	// conversations, its memory rows (active and archived) and its latest message's time.
 	ListOwners(ctx context.Context, in *ListOwnersRequest, opts ...grpc.CallOption) (*ListOwnersResponse, error)
@@ -632,6 +637,16 @@ func (c *memoryServiceClient) ListReviewRuns(ctx context.Context, in *ListReview
 	return out, nil
 }
 
+func (c *memoryServiceClient) GetReviewExchange(ctx context.Context, in *GetReviewExchangeRequest, opts ...grpc.CallOption) (*GetReviewExchangeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetReviewExchangeResponse)
+	err := c.cc.Invoke(ctx, MemoryService_GetReviewExchange_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *memoryServiceClient) ListOwners(ctx context.Context, in *ListOwnersRequest, opts ...grpc.CallOption) (*ListOwnersResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListOwnersResponse)
@@ -851,6 +866,10 @@ type MemoryServiceServer interface {
 	// status, the operations applied, skipped (with reasons) and deferred, its tokens, model and
 	// provider, and when it started and finished.
 	ListReviewRuns(context.Context, *ListReviewRunsRequest) (*ListReviewRunsResponse, error)
+	// GetReviewExchange returns what one review run sent the model and what came back, when the
+	// server keeps them ([memoryd.memory] keep_review_exchanges; ReviewRun.exchange_kept).
+	// NOT_FOUND when the conversation has no such run, or its exchange was not kept.
+	GetReviewExchange(context.Context, *GetReviewExchangeRequest) (*GetReviewExchangeResponse, error)
 	// ListOwners returns the owners of one agent, by owner id, in pages: each with its
 	// conversations, its memory rows (active and archived) and its latest message's time.
 	ListOwners(context.Context, *ListOwnersRequest) (*ListOwnersResponse, error)
@@ -980,6 +999,9 @@ func (UnimplementedMemoryServiceServer) GetMessage(context.Context, *GetMessageR
 }
 func (UnimplementedMemoryServiceServer) ListReviewRuns(context.Context, *ListReviewRunsRequest) (*ListReviewRunsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListReviewRuns not implemented")
+}
+func (UnimplementedMemoryServiceServer) GetReviewExchange(context.Context, *GetReviewExchangeRequest) (*GetReviewExchangeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetReviewExchange not implemented")
 }
 func (UnimplementedMemoryServiceServer) ListOwners(context.Context, *ListOwnersRequest) (*ListOwnersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListOwners not implemented")
@@ -1604,6 +1626,24 @@ func _MemoryService_ListReviewRuns_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MemoryService_GetReviewExchange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetReviewExchangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).GetReviewExchange(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_GetReviewExchange_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).GetReviewExchange(ctx, req.(*GetReviewExchangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _MemoryService_ListOwners_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListOwnersRequest)
 	if err := dec(in); err != nil {
@@ -1806,6 +1846,10 @@ var MemoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListReviewRuns",
 			Handler:    _MemoryService_ListReviewRuns_Handler,
+		},
+		{
+			MethodName: "GetReviewExchange",
+			Handler:    _MemoryService_GetReviewExchange_Handler,
 		},
 		{
 			MethodName: "ListOwners",
