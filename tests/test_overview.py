@@ -287,6 +287,22 @@ async def test_a_review_s_prompt_and_answer_are_kept_when_asked_and_erased_with_
                 await memory.GetReviewExchange(request)
             assert error.value.code() == code
 
+        # Purging a conversation erases its runs' exchanges with them (ON DELETE CASCADE).
+        other = conversation("ada", "x2")
+        await commit(memory, other, *turn("another chat"))
+        model.reply(json.dumps({"operations": []}))
+        other_run = (await review_now(memory, other)).review_run_id
+        kept_before = await memory.GetReviewExchange(
+            md.GetReviewExchangeRequest(conversation=other, run_id=other_run)
+        )
+        assert "another chat" in kept_before.prompt[1].content
+        await memory.PurgeConversation(md.PurgeConversationRequest(conversation=other))
+        with pytest.raises(grpc.aio.AioRpcError) as error:
+            await memory.GetReviewExchange(
+                md.GetReviewExchangeRequest(conversation=other, run_id=other_run)
+            )
+        assert error.value.code() == grpc.StatusCode.NOT_FOUND
+
         receipt = await memory.PurgeOwner(md.PurgeOwnerRequest(owner_id="ada"))
         assert {row.table: row.rows for row in receipt.erased}["review_exchanges"] == 2
         with pytest.raises(grpc.aio.AioRpcError) as error:

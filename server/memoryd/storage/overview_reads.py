@@ -50,6 +50,17 @@ class Activity:
     failing: list[ConversationKey]
 
 
+# The agents of each table, one index probe per agent (a loose index scan): the tables' indexes
+# lead with agent_id, and a scan of every memory row would grow with them.
+_DISTINCT_AGENTS = " UNION ".join(
+    f"SELECT * FROM (WITH RECURSIVE found(agent_id) AS (SELECT min(agent_id) FROM {table} "
+    f"UNION ALL SELECT (SELECT min(t.agent_id) FROM {table} AS t WHERE t.agent_id > "
+    "found.agent_id) FROM found WHERE found.agent_id IS NOT NULL) "
+    "SELECT agent_id FROM found WHERE agent_id IS NOT NULL) AS " + table[:1]
+    for table in ("conversations", "memories")
+)
+
+
 def agents(connection: Transaction, limit: int) -> list[AgentCount]:
     """The agents with a conversation or a memory row, by id."""
     found = rows(
@@ -57,8 +68,7 @@ def agents(connection: Transaction, limit: int) -> list[AgentCount]:
         "SELECT a.agent_id, "
         "(SELECT count(DISTINCT c.owner_id) FROM conversations AS c WHERE c.agent_id = a.agent_id),"
         " (SELECT count(*) FROM conversations AS c WHERE c.agent_id = a.agent_id) "
-        "FROM (SELECT agent_id FROM conversations UNION SELECT agent_id FROM memories) AS a "
-        "ORDER BY a.agent_id LIMIT ?",
+        f"FROM ({_DISTINCT_AGENTS}) AS a ORDER BY a.agent_id LIMIT ?",
         (limit,),
     )
     return [AgentCount(str(agent), int(owners), int(count)) for agent, owners, count in found]
