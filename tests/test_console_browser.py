@@ -266,6 +266,7 @@ def test_sign_in_refuses_a_wrong_token_and_opens_a_session_with_a_good_one(
     cookie = console.browser.get_cookie("memoryd_console")
     assert cookie is not None
     assert (cookie["httpOnly"], cookie["sameSite"], cookie["path"]) == (True, "Strict", "/")
+    assert not cookie["secure"]  # no TLS here (tests/test_tls.py checks Secure with it)
     # Page scripts cannot read the session cookie.
     assert "memoryd_console" not in console.browser.execute_script("return document.cookie")
 

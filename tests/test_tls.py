@@ -5,6 +5,8 @@ or with one another CA signed, is refused; bad TLS settings stop the start with 
 from __future__ import annotations
 
 import asyncio
+import http.client
+import ssl
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -178,3 +180,35 @@ def test_the_cli_speaks_mutual_tls(
     refused = cli_with(mutual_server, {"MEMORYD_TLS_CA": str(pki["ca"])}, "resource", "list")
     assert refused.returncode == 1
     assert "memoryd: UNAVAILABLE" in refused.stderr
+
+
+def test_the_console_s_session_cookie_is_secure_over_tls(
+    tmp_path: Path, pki: dict[str, Pair | Path]
+) -> None:
+    config = tls_config(pki, mutual=False) + '\n[memoryd.http]\nlisten = "127.0.0.1:0"\n'
+    server = ServerProcess(tmp_path / "home", config=config).start()
+    try:
+        host, port = str(server.events("serving")[-1]["http"]).rsplit(":", 1)
+        context = ssl.create_default_context(cafile=str(pki["ca"]))
+        connection = http.client.HTTPSConnection("localhost", int(port), context=context)
+        connection.request(
+            "POST",
+            "/console/session",
+            body=b'{"token": ""}',
+            headers={"content-type": "application/json"},
+        )
+        response = connection.getresponse()
+        assert response.status == 200
+        cookie = response.getheader("set-cookie") or ""
+        assert {"HttpOnly", "SameSite=Strict", "Secure", "Path=/"} <= {
+            part.strip() for part in cookie.split(";")
+        }
+        response.read()
+        connection.request("GET", "/console/")
+        page = connection.getresponse()
+        assert page.status == 200
+        assert "frame-ancestors 'none'" in (page.getheader("content-security-policy") or "")
+        connection.close()
+        assert host == "127.0.0.1"
+    finally:
+        server.stop()

@@ -96,27 +96,17 @@ class OverviewRpcs:
         self, request: service_pb.GetMessageRequest, context: Context
     ) -> service_pb.GetMessageResponse:
         owner = owner_key(agent_id=request.owner.agent_id, owner_id=request.owner.owner_id)
-        if request.id <= 0:
-            raise InvalidArgument(
-                f"id must be a message id (positive), got {request.id}",
-                reason=Reason.REQUIRED if request.id == 0 else Reason.OUT_OF_RANGE,
-                field="id",
-            )
+        message_id = _positive_id(request.id, "id", "a message id")
         response = service_pb.GetMessageResponse()
-        fill_message(response.message, await self._overview.message(owner, request.id))
+        fill_message(response.message, await self._overview.message(owner, message_id))
         return response
 
     async def GetReviewExchange(
         self, request: service_pb.GetReviewExchangeRequest, context: Context
     ) -> service_pb.GetReviewExchangeResponse:
         key = convert.required_conversation(request)
-        if request.run_id <= 0:
-            raise InvalidArgument(
-                f"run_id must be a review run's id (positive), got {request.run_id}",
-                reason=Reason.REQUIRED if request.run_id == 0 else Reason.OUT_OF_RANGE,
-                field="run_id",
-            )
-        found = await self._overview.exchange(key, request.run_id)
+        run_id = _positive_id(request.run_id, "run_id", "a review run's id")
+        found = await self._overview.exchange(key, run_id)
         return service_pb.GetReviewExchangeResponse(
             prompt=[
                 service_pb.ReviewPromptMessage(role=role, content=content)
@@ -133,3 +123,14 @@ class OverviewRpcs:
         return service_pb.ListReviewRunsResponse(
             runs=[run_out(run) for run in page.runs], next_page_token=page.next_page_token
         )
+
+
+def _positive_id(value: int, field: str, what: str) -> int:
+    """A required id: INVALID_ARGUMENT when unset or not positive."""
+    if value <= 0:
+        raise InvalidArgument(
+            f"{field} must be {what} (positive), got {value}",
+            reason=Reason.REQUIRED if value == 0 else Reason.OUT_OF_RANGE,
+            field=field,
+        )
+    return value

@@ -118,12 +118,13 @@ class ConsoleApp:
             await self._inner(scope, receive, send)
             return
         session = self._sessions.find(cookie)
+        if session is None:
+            await _json(send, 401, {"code": "unauthenticated", "message": SESSION_ENDED})
+            return
         refusal = self._refusal(scope, headers, session)
         if refusal is not None:
-            status, code, message = refusal
-            await _json(send, status, {"code": code, "message": message})
+            await _json(send, 403, {"code": "permission_denied", "message": refusal})
             return
-        assert session is not None  # noqa: S101 - _refusal refuses a missing session
         if session.token:
             scope = dict(scope)
             scope["headers"] = [
@@ -132,20 +133,13 @@ class ConsoleApp:
             ]
         await self._inner(scope, receive, send)
 
-    def _refusal(
-        self, scope: Scope, headers: dict[str, str], session: Session | None
-    ) -> tuple[int, str, str] | None:
-        """Why a console call is refused: (HTTP status, Connect code, message), or None."""
-        if session is None:
-            return 401, "unauthenticated", SESSION_ENDED
+    @staticmethod
+    def _refusal(scope: Scope, headers: dict[str, str], session: Session) -> str | None:
+        """Why a console call of a live session is refused (PERMISSION_DENIED), or None."""
         if not _same_origin(scope, headers):
-            return 403, "permission_denied", "a console call must come from the console's page"
+            return "a console call must come from the console's page"
         if not csrf_matches(session, headers.get(CSRF_HEADER, "")):
-            return (
-                403,
-                "permission_denied",
-                f"a console call must carry the session's CSRF token ({CSRF_HEADER})",
-            )
+            return f"a console call must carry the session's CSRF token ({CSRF_HEADER})"
         return None
 
     async def _console(
@@ -161,7 +155,7 @@ class ConsoleApp:
         name = ""
         if path == PREFIX + "/":
             name = "index.html"
-        elif path.startswith(PREFIX + "/assets/"):
+        elif path.startswith(PREFIX + "/assets/") and not path.endswith("/index.html"):
             name = path.removeprefix(PREFIX + "/assets/")
         asset = self._assets.get(name)
         if asset is None:
