@@ -164,7 +164,7 @@ dist: install
 	$(BIN)/python scripts/build_dist.py --out $(CURDIR)/dist
 
 # Benchmarks (scripts, not tests): ghz drives the gRPC load. Figures go in the README.
-bench: install $(TOOLS)/bin/ghz
+bench: install browser $(TOOLS)/bin/ghz
 	$(BIN)/python bench/run_all.py
 
 # The probes that `make test` runs briefly (tests/test_rpc_fuzz.py, tests/test_crash_recovery.py),

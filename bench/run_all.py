@@ -83,6 +83,10 @@ def main() -> int:
     observability = run(
         "observability_cost.py", *(["--rounds", "2", "--seconds", "3"] if args.quick else [])
     )
+    console = run(
+        "console_first_view.py",
+        *(["--messages", "50000", "--memories", "5000", "--loads", "5"] if args.quick else []),
+    )
     qualities = (
         {b: run("retrieval_quality.py", args.locomo, "--backend", b) for b in BACKENDS}
         if args.locomo
@@ -103,6 +107,7 @@ def main() -> int:
                 "worker_throughput": workers,
                 "http_json": http_json,
                 "observability_cost": observability,
+                "console_first_view": console,
                 "retrieval_quality": qualities,
             },
             indent=2,
