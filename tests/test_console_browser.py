@@ -2,10 +2,11 @@
 chromedriver (Selenium), against a real memoryd with the fake model, on each backend.
 
 Every page is visited and checked with axe-core (WCAG 2 A and AA rules): sign-in, the overview,
-an agent's owners, an owner (prompt files, rows, revisions), a conversation (state, messages,
-search, review runs) and the settings. The tests archive and restore a row, roll USER.md back
+an agent's owners, an owner (prompt files, rows, revisions), a conversation (state, checkpoints,
+messages, search, review runs) and the settings. The tests archive and restore a row, roll USER.md back
 through the diff view, save the review's settings, read a review run's skipped operation and
-its reason, render hostile messages as text, and sign in with a guest-capped token.
+its reason, render hostile messages as text, compact a conversation and start a new session
+from its page, and sign in with a guest-capped token.
 Screenshots of the main pages go to the test's folder (and to MEMORYD_SCREENSHOTS when set: the
 README's come from there).
 
@@ -242,6 +243,7 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
             try:
                 found = Console(server, browser, folder)
                 found.row = seeded["row"]  # type: ignore[attr-defined]
+                found.model = model  # type: ignore[attr-defined]
                 yield found
             finally:
                 browser.quit()
@@ -476,3 +478,28 @@ def test_an_adapter_token_sees_its_agents_but_not_the_server(console: Console) -
     console.sign_out()
     console.open("/")
     console.wait("#token")
+
+
+# Last: these move the conversation's window.
+def test_compact_now_and_a_new_session_from_the_conversation_page(console: Console) -> None:
+    console.sign_in(ADMIN)
+    console.open("/conversation/main/ada/telegram/c-1/")
+    console.loaded()
+    console.model.reply("Summary: Ada lives in Lisbon and takes her coffee black.")  # type: ignore[attr-defined]
+    console.wait("button", "Compact now").click()
+    console.confirm()
+    console.wait("#status", "Done")
+    summary = console.wait("tr", "Summary: Ada lives in Lisbon")
+    assert "messages #1 to #" in summary.text
+    console.wait("p", "Summarises messages #1 to #")
+    console.accessible("compacted conversation")
+    console.wait("button.danger", "New session").click()
+    console.confirm()
+    console.wait("#status", "Done")
+    console.loaded()
+    with md.connect_sync(console.server.address, token=ADMIN) as channel:
+        found = md.MemoryServiceStub(channel).GetConversation(
+            md.GetConversationRequest(conversation=CONVERSATION)
+        )
+    assert found.window_message_count == 0
+    assert found.message_count >= 4  # the history is kept: the messages and the summary

@@ -643,6 +643,24 @@ function conversationPage(agent, owner, channel, chat, thread) {
         ),
       ];
     }),
+    section("Checkpoints", () =>
+      paged(["#", "When", "Covers", "Summary"], async (token) => {
+        const page = await call("ListMessages", { conversation, pageSize: 20, pageToken: token, allHistory: true, kinds: ["checkpoint_summary"] });
+        return {
+          next: page.nextPageToken,
+          rows: (page.messages || []).slice().reverse().map((m) => {
+            let covers = {};
+            try {
+              covers = JSON.parse(m.metadata || "{}");
+            } catch (error) {
+              covers = {};
+            }
+            const range = covers.first_message_id ? `messages #${covers.first_message_id} to #${covers.last_message_id}` : "";
+            return h("tr", {}, h("td", {}, String(m.id)), h("td", {}, when(m.createdAt)), h("td", {}, range), clipped(m.content));
+          }),
+        };
+      }, "Every compaction's summary, newest first, and the messages it covers.")
+    ),
     section("Messages", () =>
       paged(["#", "When", "Sender", "Role", "Kind", "Text"], async (token) => {
         const page = await call("ListMessages", { conversation, pageSize: 50, pageToken: token, allHistory: true });
