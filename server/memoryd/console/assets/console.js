@@ -183,15 +183,15 @@ function paged(headers, load, caption) {
       h(
         "div",
         { class: "pager" },
-        h("button", { type: "button", disabled: index === 0, onclick: () => render(index - 1).catch(show_error(holder)) }, "Previous page"),
-        h("button", { type: "button", disabled: !page.next, onclick: () => render(index + 1).catch(show_error(holder)) }, "Next page")
+        h("button", { type: "button", disabled: index === 0, onclick: () => render(index - 1).catch(showError(holder)) }, "Previous page"),
+        h("button", { type: "button", disabled: !page.next, onclick: () => render(index + 1).catch(showError(holder)) }, "Next page")
       )
     );
   }
   return render(0).then(() => holder);
 }
 
-const show_error = (holder) => (error) => fill(holder, failure(error));
+const showError = (holder) => (error) => fill(holder, failure(error));
 
 // --- sign-in -------------------------------------------------------------------------------
 
@@ -576,9 +576,11 @@ function sideBySide(diff) {
     left = [];
     right = [];
   };
+  let inHunk = false; // the "---" and "+++" lines before the first hunk name the two sides
   for (const line of (diff.diff || "").split("\n")) {
-    if (line.startsWith("---") || line.startsWith("+++")) continue;
+    if (!inHunk && !line.startsWith("@@")) continue;
     if (line.startsWith("@@")) {
+      inHunk = true;
       flush();
       cells.push(h("div", { class: "head" }, line), h("div", { class: "head" }, line));
     } else if (line.startsWith("-")) left.push(line.slice(1));
@@ -726,7 +728,7 @@ function searchForm(conversation) {
 function reviewRuns(conversation) {
   const holder = h("div", {});
   const tokens = [""];
-  const render_page = async (index) => {
+  const renderPage = async (index) => {
     const page = await call("ListReviewRuns", { conversation, pageSize: 20, pageToken: tokens[index] });
     tokens[index + 1] = page.nextPageToken || null;
     const runs = (page.runs || []).map((run) => {
@@ -747,12 +749,12 @@ function reviewRuns(conversation) {
       h(
         "div",
         { class: "pager" },
-        h("button", { type: "button", disabled: index === 0, onclick: () => render_page(index - 1).catch(show_error(holder)) }, "Newer runs"),
-        h("button", { type: "button", disabled: !tokens[index + 1], onclick: () => render_page(index + 1).catch(show_error(holder)) }, "Older runs")
+        h("button", { type: "button", disabled: index === 0, onclick: () => renderPage(index - 1).catch(showError(holder)) }, "Newer runs"),
+        h("button", { type: "button", disabled: !tokens[index + 1], onclick: () => renderPage(index + 1).catch(showError(holder)) }, "Older runs")
       )
     );
   };
-  return render_page(0).then(() => holder);
+  return renderPage(0).then(() => holder);
 }
 
 function guestContext() {
