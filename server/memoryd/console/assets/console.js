@@ -578,7 +578,7 @@ function sideBySide(diff) {
   };
   let inHunk = false; // the "---" and "+++" lines before the first hunk name the two sides
   for (const line of (diff.diff || "").split("\n")) {
-    if (!inHunk && !line.startsWith("@@")) continue;
+    if ((!inHunk && !line.startsWith("@@")) || line.startsWith("\\")) continue; // "\ No newline..."
     if (line.startsWith("@@")) {
       inHunk = true;
       flush();
