@@ -24,10 +24,7 @@ async def refresh(runtime: Runtime) -> None:
         database = runtime.settings.database_path
         metrics.DATABASE_BYTES.set(_size(database))
         metrics.WAL_BYTES.set(_size(database.with_name(database.name + "-wal")))
-    embedding = runtime.services.embedding
-    model = embedding.model
-    model_id = None if model is None else model.id
-    cursor = None if embedding.embedder is None else (0 if model is None else model.message_cursor)
+    model_id, cursor = runtime.services.embedding.queue_position
     try:
         found = await runtime.readers.read(
             lambda connection: metric_reads.levels(connection, model_id, cursor)

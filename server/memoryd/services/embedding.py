@@ -108,6 +108,15 @@ class EmbeddingService:
         """Whether a provider is configured."""
         return self.embedder is not None
 
+    @property
+    def queue_position(self) -> tuple[int | None, int | None]:
+        """What storage.metric_reads.levels counts the queue from: the current model's id and
+        its message cursor (None, None: embeddings are off, nothing waits for a vector)."""
+        model = self.model
+        if self.embedder is None:
+            return (None if model is None else model.id), None
+        return (None, 0) if model is None else (model.id, model.message_cursor)
+
     async def start(self, *, background: bool = True, lock: BackgroundLock | None = None) -> None:
         """Find the model's row (if it has vectors already), so that searches compare with
         them, and start the task that embeds what waits (not on a read-only server). With

@@ -102,12 +102,7 @@ class Overview:
     async def server_info(self) -> ServerInfo:
         """The overview, read in one transaction."""
         facts = self._facts()
-        embedding = self._embedding
-        model = embedding.model
-        model_id = None if model is None else model.id
-        cursor = None
-        if embedding.embedder is not None:
-            cursor = 0 if model is None else model.message_cursor
+        model_id, cursor = self._embedding.queue_position
         since = utc_now() - ACTIVITY_WINDOW
 
         def read(connection: Transaction) -> ServerInfo:
@@ -139,15 +134,14 @@ class Overview:
     async def owners(self, agent_id: str, requested_page_size: int, page_token: str) -> OwnerPage:
         """The agent's owners after the page token's, by id (`agent_id` validated, defaults
         filled in)."""
-        agent = agent_id
         size = page_size(requested_page_size, default=DEFAULT_OWNERS_PAGE, maximum=MAX_OWNERS_PAGE)
-        bound_to = request_fingerprint(json.dumps(["owners", agent]))
+        bound_to = request_fingerprint(json.dumps(["owners", agent_id]))
         after = ""
         if page_token:
             position = self._tokens.position(TokenKind.OWNERS, page_token, bound_to)
             after = position[0] if position else ""
         found = await self._readers.read(
-            lambda connection: overview_reads.owners(connection, agent, after, size + 1)
+            lambda connection: overview_reads.owners(connection, agent_id, after, size + 1)
         )
         kept, more = page_of(found, size, lambda owner: 64 + text_bytes(owner.owner_id))
         token = ""
