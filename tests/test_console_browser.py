@@ -15,9 +15,11 @@ saying so.
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import shutil
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -156,6 +158,29 @@ class Console:
             shutil.copy(path, Path(wanted) / path.name)
 
 
+def chromium(folder: Path, *flags: str) -> WebDriver:
+    """Headless chromium, with the flags this machine's closed network needs (and `flags`)."""
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={folder / 'profile'}",
+        "--window-size=1280,900",
+        *flags,
+    ):
+        options.add_argument(flag)
+    service = webdriver.ChromeService(executable_path=str(CHROMEDRIVER))
+    return webdriver.Chrome(options=options, service=service)
+
+
 def rpc(address: str, method: str, body: dict[str, Any], **headers: str) -> tuple[int, Any]:
     """A Connect call with urllib: (HTTP status, the JSON answer)."""
     request = urllib.request.Request(
@@ -221,24 +246,7 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
         server = ServerProcess(folder / "home", config=config).start()
         try:
             seeded = seed(server, model)
-            options = webdriver.ChromeOptions()
-            options.binary_location = str(CHROMIUM)
-            for flag in (
-                "--headless=new",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                f"--user-data-dir={folder / 'profile'}",
-                "--window-size=1280,900",
-            ):
-                options.add_argument(flag)
-            service = webdriver.ChromeService(executable_path=str(CHROMEDRIVER))
-            browser = webdriver.Chrome(options=options, service=service)
+            browser = chromium(folder)
             try:
                 found = Console(server, browser, folder)
                 found.row = seeded["row"]  # type: ignore[attr-defined]
@@ -502,3 +510,73 @@ def test_compact_now_and_a_new_session_from_the_conversation_page(console: Conso
         )
     assert found.window_message_count == 0
     assert found.message_count >= 4  # the history is kept: the messages and the summary
+
+
+# --- DNS rebinding ------------------------------------------------------------------------------
+
+ATTACKER = "rebind.attacker.example"
+ATTACK_PAGE = b"""<!doctype html><title>cute cats</title><p>cats</p>"""
+STEAL = """
+const done = arguments[arguments.length - 1];
+fetch('/memoryd.v1.MemoryService/SearchHistory', {
+  method: 'POST', headers: {'content-type': 'application/json'},
+  body: JSON.stringify({owner: {ownerId: 'ada'}, query: 'vault code'}),
+}).then(async (r) => done({status: r.status, text: await r.text()}))
+  .catch((e) => done({status: 0, text: String(e)}));
+"""
+
+
+def test_a_page_that_rebinds_its_name_to_memoryd_reads_nothing(tmp_path: Path) -> None:
+    """The attack as a browser lives it: a page served by attacker.example, whose name then
+    resolves to 127.0.0.1 where memoryd listens (without tokens, its default), calls the API
+    as its own origin. memoryd answers 421 to the page's Host; with the name allowed (the
+    control), the same page reads the owner's messages."""
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.send_header("connection", "close")
+            self.end_headers()
+            self.wfile.write(ATTACK_PAGE)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    attacker = http.server.HTTPServer(("127.0.0.1", 0), Page)
+    port = attacker.server_address[1]
+    serving = threading.Thread(target=attacker.serve_forever, daemon=True)
+    serving.start()
+    browser = chromium(tmp_path, f"--host-resolver-rules=MAP {ATTACKER} 127.0.0.1")
+    try:
+        browser.get(f"http://{ATTACKER}:{port}/")
+        assert browser.title == "cute cats"
+        attacker.shutdown()
+        attacker.server_close()
+        # The name now leads to memoryd, on the port the page came from.
+        for allowed, expected in (("", 421), (ATTACKER, 200)):
+            config = f'[memoryd.http]\nlisten = "127.0.0.1:{port}"\nallowed_hosts = "{allowed}"\n'
+            server = ServerProcess(tmp_path / "home", config=config).start()
+            try:
+                with md.connect_sync(server.address) as channel:
+                    md.MemoryServiceStub(channel).AppendMessages(
+                        md.AppendMessagesRequest(
+                            conversation=md.Conversation(
+                                owner_id="ada", channel="telegram", chat_id="v"
+                            ),
+                            messages=[
+                                md.NewMessage(role=md.ROLE_USER, content="the vault code is 4711")
+                            ],
+                        )
+                    )
+                stolen = browser.execute_async_script(STEAL)
+                assert stolen["status"] == expected, stolen
+                assert ("4711" in stolen["text"]) is (expected == 200), stolen
+                if expected == 421:
+                    browser.get(f"http://{ATTACKER}:{port}/console/")
+                    assert "not a name this server answers to" in browser.page_source
+                    browser.get(f"http://{ATTACKER}:{port}/")  # back on the page's origin
+            finally:
+                assert server.stop() == 0, server.output
+    finally:
+        browser.quit()

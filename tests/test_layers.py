@@ -51,6 +51,21 @@ FORBIDDEN = {
         "memoryd.storage.connection.writer_policy",
     ),
     "api": ("apsw", "openai", "memoryd.storage", "memoryd.llm"),
+    # HTTP serving for every listener (the API's, the metrics', MCP's): no knowledge of what
+    # it serves.
+    "web": (
+        "grpc",
+        "apsw",
+        "openai",
+        "memoryd_client",
+        "memoryd.config",
+        "memoryd.api",
+        "memoryd.services",
+        "memoryd.storage",
+        "memoryd.llm",
+        "memoryd.mcp_bridge",
+        "memoryd.console",
+    ),
     # A client of a running memoryd, over gRPC: none of the server's insides.
     "mcp_bridge": (
         "apsw",

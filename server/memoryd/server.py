@@ -18,14 +18,13 @@ from pathlib import Path
 from typing import Any, cast
 
 import grpc
-from google.protobuf import descriptor_pool, message_factory
+from google.protobuf import descriptor_pool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from memoryd import __version__
 from memoryd.api.access import declarations
 from memoryd.api.auth import Authorizer
-from memoryd.api.connect_http import ConnectApp, Procedure
 from memoryd.api.reflection import (
     V1_SERVICE_NAME,
     CommentedReflection,
@@ -36,12 +35,10 @@ from memoryd.api.reflection import (
 from memoryd.api.servicer import CompactionServicer, MemoryServicer
 from memoryd.api.status import RpcLog, add_service, log_rpc_with_logging
 from memoryd.config import ServerSettings, Settings, check_exposure, check_private_settings
-from memoryd.console.app import ConsoleApp
 from memoryd.errors import StartupError
-from memoryd.http_listener import HttpListener
+from memoryd.http_serving import start_http
 from memoryd.log_events import Event
-from memoryd.observability import levels, metrics, tracing
-from memoryd.observability.scrape import MetricsApp
+from memoryd.observability import metrics, tracing
 from memoryd.runtime import Runtime
 from memoryd.supervisor import WorkerRole
 from memoryd_client.v1 import (
@@ -235,7 +232,7 @@ async def _serve(
             f"cannot listen on {settings.server.listen}: {_bind_failure(settings.server.listen)}"
         ) from error
     # Bound before gRPC starts: a port that cannot be had stops the start before any call.
-    listeners = await _start_http(settings, handlers, runtime, guard)
+    listeners = await start_http(settings, handlers, runtime, guard)
     await server.start()
     names = ("", *SERVICE_NAMES, *((worker.health_name,) if worker else ()))
     for name in names:
@@ -283,95 +280,6 @@ async def _serve(
         await runtime.services.scheduler.stop()
         await listeners.stop()
         await server.stop(settings.server.grace_period_seconds)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _HttpListeners:
-    """The HTTP listeners that are on: the API's (with /metrics) and the metrics' own."""
-
-    api: HttpListener | None
-    metrics: HttpListener | None
-    settings: Settings
-
-    def addresses(self) -> dict[str, str]:
-        """Where each listens, for the serving log line."""
-        found = {}
-        for name, listener, listen in (
-            ("http", self.api, self.settings.http.listen),
-            ("metrics", self.metrics, self.settings.metrics.listen),
-        ):
-            if listener is not None:
-                found[name] = f"{listen.rpartition(':')[0]}:{listener.port}"
-        return found
-
-    async def stop(self) -> None:
-        """Let requests in flight finish, close."""
-        for listener in (self.api, self.metrics):
-            if listener is not None:
-                await listener.stop()
-
-
-async def _start_http(
-    settings: Settings, handlers: Mapping[str, Any], runtime: Runtime, guard: Authorizer | None
-) -> _HttpListeners:
-    """The HTTP/JSON listener over the same wrapped handlers, when [memoryd.http] listen is
-    set (memoryd.api.connect_http), serving /metrics as well; and the metrics' own listener,
-    when [memoryd.metrics] listen is set."""
-    metrics_on = settings.metrics.enabled
-
-    def with_metrics(inner: Any) -> MetricsApp:
-        return MetricsApp(lambda: levels.refresh(runtime), guard, inner)
-
-    api = None
-    if settings.http.listen:
-        app: Any = _connect_app(settings, handlers)
-        if settings.http.console:
-            app = ConsoleApp(
-                app,
-                guard,
-                secure=bool(settings.server.tls_cert),
-                idle_seconds=settings.http.console_idle_minutes * 60,
-            )
-        api = await HttpListener.start(
-            with_metrics(app) if metrics_on else app,
-            settings.http.listen,
-            settings.server,
-            "memoryd.http.listen",
-        )
-    own = None
-    if metrics_on and settings.metrics.listen:
-        try:
-            own = await HttpListener.start(
-                with_metrics(None),
-                settings.metrics.listen,
-                settings.server,
-                "memoryd.metrics.listen",
-            )
-        except BaseException:
-            if api is not None:
-                await api.stop()
-            raise
-    return _HttpListeners(api, own, settings)
-
-
-def _connect_app(settings: Settings, handlers: Mapping[str, Any]) -> ConnectApp:
-    """Every unary RPC of both services as a Connect procedure, over its wrapped handler."""
-    procedures = {}
-    for file in (memory_service_pb2.DESCRIPTOR, compaction_service_pb2.DESCRIPTOR):
-        for service in file.services_by_name.values():
-            for method in service.methods:
-                path = f"/{service.full_name}/{method.name}"
-                if not (method.client_streaming or method.server_streaming):
-                    procedures[path] = Procedure(
-                        handlers[path].unary_unary,
-                        message_factory.GetMessageClass(method.input_type),
-                    )
-    return ConnectApp(
-        procedures,
-        streaming=frozenset(handlers) - frozenset(procedures),
-        max_request_bytes=settings.server.max_request_bytes,
-        cors_origins=settings.http.origins,
-    )
 
 
 async def _start_background(settings: Settings, runtime: Runtime) -> None:

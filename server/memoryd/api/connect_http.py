@@ -30,6 +30,7 @@ from google.protobuf.message import DecodeError, Message
 from google.rpc import status_pb2
 
 from memoryd.api import error_details
+from memoryd.web.body import Disconnected, read_body
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -187,7 +188,10 @@ class ConnectApp:
 
     async def _call(self, call: _Call, receive: Receive, send: Send) -> None:
         procedure, kind, cors = call.procedure, call.kind, call.cors
-        body = await self._body(receive)
+        try:
+            body = await read_body(receive, self._max_request_bytes)
+        except Disconnected:
+            return  # no request arrived: nothing runs, nobody to answer
         if body is None:
             await _error(
                 send,
@@ -229,20 +233,6 @@ class ConnectApp:
             else json_format.MessageToJson(response, indent=None).encode()
         )
         await _answer(send, 200, [*cors, (b"content-type", kind.encode())], payload)
-
-    async def _body(self, receive: Receive) -> bytes | None:
-        """The request body, or None once it passes the limit."""
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self._max_request_bytes:
-                return None
-            chunks.append(chunk)
-            if not message.get("more_body"):
-                return b"".join(chunks)
 
     def _cors_headers(self, origin: str) -> list[tuple[bytes, bytes]]:
         if not origin or origin not in self._cors:

@@ -44,6 +44,8 @@ directory by `MEMORYD_HOME`. Unknown keys are refused, so a typo never silently 
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -340,11 +342,43 @@ class HttpSettings(Section):
     console: bool = True
     # How long a console session lasts without a request, in minutes.
     console_idle_minutes: int = 720
+    # Names, beyond the listen address's own, that requests may be addressed to (their Host
+    # header), comma-separated: a reverse proxy's or a DNS name's. A leading dot takes every
+    # name below it (".example.com"). A loopback address also answers to localhost, 127.0.0.1
+    # and [::1]; a wildcard one (0.0.0.0) to any IP address. Any other Host is refused (421):
+    # a web page that rebinds its own name to this address cannot reach the API. Applies to
+    # the metrics' own port too.
+    allowed_hosts: str = ""
+    # A request's line and headers must arrive within this many seconds of the connection's
+    # start (or of the first byte of a later request on the same connection); 408 otherwise.
+    header_timeout_seconds: float = 10.0
+    # A request's body must arrive within this many seconds of its headers, and an answer the
+    # client does not read is given up after as long.
+    body_timeout_seconds: float = 30.0
+    # A connection with no request in progress is closed after this many seconds.
+    idle_timeout_seconds: float = 30.0
+    # The most HTTP connections open at once, all HTTP listeners together; beyond it, new ones
+    # wait in the kernel's queue. 0: half of the open-file limit (less a reserve), so that
+    # gRPC and the database keep the rest; a larger value is lowered to that.
+    max_connections: int = 0
 
     def validate(self) -> None:
-        """The address is HOST:PORT; each origin is scheme://host[:port]."""
+        """The address is HOST:PORT; each origin is scheme://host[:port]; timeouts are
+        positive."""
         if self.listen:
             check_listen(self.listen, "memoryd.http.listen")
+        for name in ("header_timeout_seconds", "body_timeout_seconds", "idle_timeout_seconds"):
+            if not 0 < getattr(self, name) <= 3600:
+                raise StartupError(
+                    f"memoryd.http.{name} must be more than 0 and at most 3600, got "
+                    f"{getattr(self, name)}"
+                )
+        for name in self.hosts:
+            if not _is_host_name(name):
+                raise StartupError(
+                    f"memoryd.http.allowed_hosts: {name!r} is not a host name (a name such as "
+                    "memory.example.com, .example.com for every name below it, or an address)"
+                )
         if not 1 <= self.console_idle_minutes <= 7 * 24 * 60:
             raise StartupError(
                 "memoryd.http.console_idle_minutes must be between 1 and 10080 (a week), got "
@@ -370,6 +404,11 @@ class HttpSettings(Section):
     def origins(self) -> frozenset[str]:
         """The CORS origins, parsed."""
         return frozenset(part.strip() for part in self.cors_origins.split(",") if part.strip())
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """The allowed host names, parsed."""
+        return tuple(part.strip() for part in self.allowed_hosts.split(",") if part.strip())
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -519,7 +558,20 @@ SECTIONS: dict[str, type[Section]] = {
     "tracing": TracingSettings,
 }
 # Settings that may be 0 although they are not durations in _ms / _seconds.
-ZERO_ALLOWED = frozenset({"review_interval_hours", "sample_ratio"})
+ZERO_ALLOWED = frozenset({"review_interval_hours", "sample_ratio", "max_connections"})
+
+
+_HOST_LABEL = r"[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?"
+_HOST_NAME = re.compile(rf"\.?{_HOST_LABEL}(\.{_HOST_LABEL})*\.?")
+
+
+def _is_host_name(text: str) -> bool:
+    """A DNS name (a leading dot: every name below it) or an IP address ([v6] or bare)."""
+    try:
+        ipaddress.ip_address(text.removeprefix("[").removesuffix("]"))
+    except ValueError:
+        return _HOST_NAME.fullmatch(text) is not None
+    return True
 
 
 def check_listen(value: str, label: str) -> str:

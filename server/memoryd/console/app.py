@@ -38,6 +38,7 @@ from memoryd.config import TokenSettings
 from memoryd.console.sessions import Session, SessionStore, csrf_matches
 from memoryd.errors import Unauthenticated
 from memoryd.log_events import Event
+from memoryd.web.body import Disconnected, read_body
 
 log = logging.getLogger("memoryd.console")
 
@@ -211,7 +212,10 @@ class ConsoleApp:
                 send, 415, {"code": "invalid_argument", "message": 'send JSON: {"token": ...}'}
             )
             return
-        body = await _body(receive, MAX_SIGN_IN_BYTES)
+        try:
+            body = await read_body(receive, MAX_SIGN_IN_BYTES)
+        except Disconnected:
+            return
         token = None
         try:
             found = json.loads(body) if body is not None else None
@@ -298,20 +302,6 @@ def _same_origin(scope: Scope, headers: dict[str, str]) -> bool:
         return True
     scheme = "https" if scope.get("scheme") == "https" else "http"
     return origin == f"{scheme}://{headers.get('host', '')}"
-
-
-async def _body(receive: Receive, limit: int) -> bytes | None:
-    """The request's body, or None when it is larger than `limit`."""
-    chunks, size = [], 0
-    while True:
-        message = await receive()
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-        if not message.get("more_body"):
-            return b"".join(chunks)
 
 
 async def _json(

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,13 @@ from memoryd.log_events import Event
 from memoryd.testing import postgres
 
 STARTUP_TIMEOUT = 30.0
+
+
+def _limit_open_files(limit: int) -> Callable[[], None]:
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    return apply
 
 
 class ServerProcess:
@@ -40,11 +49,13 @@ class ServerProcess:
         workers: int = 1,
         arguments: tuple[str, ...] = (),
         python: str | None = None,
+        open_files: int | None = None,
     ) -> None:
         """`workers` above 1 starts `memoryd serve --workers N`: a supervisor, whose `serving`
         event comes once every worker serves. `arguments` are added to the command line.
         `python` is another interpreter whose installed memoryd runs (a fresh virtualenv's):
-        then $PYTHONPATH is not passed on, and it runs beside the data directory."""
+        then $PYTHONPATH is not passed on, and it runs beside the data directory.
+        `open_files` sets the process's open-file limit (soft and hard), as `ulimit -n` would."""
         self.home = home
         if create_home:
             self.home.mkdir(parents=True, exist_ok=True)
@@ -81,6 +92,7 @@ class ServerProcess:
             env=process_env,
             umask=-1 if umask is None else umask,
             cwd=home.parent if python is not None else None,
+            preexec_fn=None if open_files is None else _limit_open_files(open_files),  # noqa: PLW1509
         )
         self._reader = threading.Thread(target=self._collect, daemon=True)
         self._reader.start()
