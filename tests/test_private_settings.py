@@ -104,8 +104,16 @@ def test_setup_keeps_the_tokens_of_an_existing_config(tmp_path: Path) -> None:
     [
         ("", 0o666, "can be written by other users (mode 0666)"),
         ("", 0o620, "can be written by other users (mode 0620)"),
-        (TOKEN, 0o644, "holds a token and other users can read it (mode 0644)"),
-        (TOKEN, 0o640, "holds a token and other users can read it (mode 0640)"),
+        (
+            TOKEN,
+            0o644,
+            "holds a secret (memoryd.auth.tokens[0].token) and other users can read it (mode 0644)",
+        ),
+        (
+            TOKEN,
+            0o640,
+            "holds a secret (memoryd.auth.tokens[0].token) and other users can read it (mode 0640)",
+        ),
     ],
 )
 def test_serve_refuses_a_config_others_can_take(

@@ -15,6 +15,7 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from memoryd.log_events import Event
@@ -103,10 +104,13 @@ class LogPipeline:
         style: str,
         stream: TextIO | None = None,
         fields: dict[str, int | str] | None = None,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         """`fields` are written in every JSON line (a worker's index: memoryd.supervisor), and
-        before the message in text."""
+        before the message in text. `redact` masks the settings' secrets in every line a
+        record makes (memoryd.config.secrets.Redactor): what a library's error quotes too."""
         self._stream = stream or sys.stderr
+        self._redact = redact
         self._json = style == "json"
         prefix = "".join(f"[{name} {value}] " for name, value in (fields or {}).items())
         self._formatter = (
@@ -160,8 +164,9 @@ class LogPipeline:
     def _format(self, record: logging.LogRecord | RpcLine) -> str:
         try:
             if isinstance(record, tuple):
-                return self._format_rpc(record)
-            return self._formatter.format(record)
+                return self._format_rpc(record)  # names, codes and numbers: nothing secret
+            line = self._formatter.format(record)
+            return self._redact(line) if self._redact is not None else line
         except Exception:  # noqa: BLE001 - a bad log call must not kill the log thread
             if isinstance(record, tuple):
                 return f"unformattable RPC log line: {record!r}"

@@ -37,6 +37,7 @@ from memoryd.cli import (
     transfer_commands,
 )
 from memoryd.config import load_settings
+from memoryd.config.secrets import Redactor
 from memoryd.errors import StartupError
 from memoryd.logs import LogPipeline
 
@@ -165,10 +166,12 @@ def _serve(args: argparse.Namespace) -> int:
     except StartupError as error:
         print(f"memoryd: {error}", file=sys.stderr)  # noqa: T201 - the CLI's own output
         return EXIT_USAGE
+    secrets = Redactor.of_settings(settings, os.environ)
     logs = LogPipeline(
         settings.server.log_level,
         settings.server.log_format,
         fields={"worker": worker.index} if worker else None,
+        redact=secrets.redact if secrets else None,
     )
     try:
         if worker is None and settings.server.workers > 1:
@@ -178,7 +181,7 @@ def _serve(args: argparse.Namespace) -> int:
         asyncio.run(serve(settings, rpc_log=logs.rpc, env=os.environ, worker=worker))
     except StartupError as error:
         logs.stop()
-        print(f"memoryd: {error}", file=sys.stderr)  # noqa: T201
+        print(f"memoryd: {secrets.redact(str(error))}", file=sys.stderr)  # noqa: T201
         return EXIT_STARTUP
     except KeyboardInterrupt:  # a second Ctrl-C during shutdown
         pass

@@ -54,8 +54,9 @@ def _check_exposed(settings: Settings, listen: str) -> None:
 
 def check_private_settings(settings: Settings) -> None:
     """Refuse, as ssh does, files whose secrets or powers others could take: a config file
-    others can write (they could add their own admin token), a config file holding a token that
-    others can read, and a TLS private key others can read. Each refusal names the file and the
+    others can write (they could add their own admin token), a config file holding a secret (a
+    token, a password in the connection string or a URL) that others can read, and a TLS
+    private key others can read. Each refusal names the file and the
     chmod that fixes it."""
     path = settings.config_path
     if path is not None:
@@ -71,11 +72,11 @@ def check_private_settings(settings: Settings) -> None:
                 f"config file {path} is in a folder other users can write (mode {folder:04o}): "
                 f"they could replace it. Run: chmod go-w {path.parent}"
             )
-        if settings.auth.tokens_in_file and mode & 0o044:
+        if settings.secrets_in_file and mode & 0o044:
             raise StartupError(
-                f"config file {path} holds a token and other users can read it (mode "
-                f"{mode:04o}). Run: chmod 600 {path} (or keep the token in the environment, "
-                "token_env)"
+                f"config file {path} holds a secret ({settings.secrets_in_file[0]}) and other "
+                f"users can read it (mode {mode:04o}). Run: chmod 600 {path} (or keep it in the "
+                "environment: token_env, dsn_env, a provider's api_key_env)"
             )
     key = settings.server.tls_key
     if key:

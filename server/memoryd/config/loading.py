@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memoryd.config.document import Document, read_document
+from memoryd.config.secrets import holds_secret, mask_url
 from memoryd.config.settings import (
     DEFAULT_HOME,
     SECTIONS,
@@ -70,8 +71,39 @@ def load_settings(
         config_path=document.path,
         providers=providers,
         auth=auth_settings(table.get("auth", {}), env, document.where),
+        secrets_in_file=secrets_in_file(document),
         **sections,
     )
+
+
+def secrets_in_file(document: Document) -> tuple[str, ...]:
+    """The settings whose value in the config file itself holds a secret (a token, a password
+    of the connection string or of a URL): then the file must be its owner's alone
+    (memoryd.config.exposure.check_private_settings)."""
+    found = []
+    for name, cls in SECTIONS.items():
+        values = document.section(name)
+        for field in cls.fields():
+            value = values.get(field.name)
+            masker = field.metadata.get("secret")
+            if masker is not None and isinstance(value, str) and holds_secret(value, masker):
+                found.append(f"memoryd.{name}.{field.name}")
+    for index, entry in enumerate(_tables(document.table.get("providers"))):
+        value = entry.get("base_url")
+        if isinstance(value, str) and holds_secret(value, mask_url):
+            found.append(f"memoryd.providers[{index}].base_url")
+    auth = document.table.get("auth")
+    tokens = auth.get("tokens") if isinstance(auth, dict) else None
+    found += [
+        f"memoryd.auth.tokens[{index}].token"
+        for index, entry in enumerate(_tables(tokens))
+        if "token" in entry
+    ]
+    return tuple(found)
+
+
+def _tables(value: Any) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
 def setting_origins(

@@ -49,6 +49,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
+from memoryd.config.secrets import mask_dsn, mask_url
 from memoryd.config.tokens import AuthSettings
 from memoryd.data_directory import DATABASE_FILE
 from memoryd.errors import StartupError
@@ -142,8 +143,9 @@ class StorageSettings(Section):
     # (the database named by dsn or dsn_env; PostgreSQL 17 or later, with pg_trgm).
     backend: Literal["sqlite", "postgres"] = "sqlite"
     # PostgreSQL's connection string (libpq keywords or a postgresql:// URI). A password does
-    # not belong here: use dsn_env, a ~/.pgpass file or PGPASSWORD.
-    dsn: str = ""
+    # not belong here: use dsn_env, a ~/.pgpass file or PGPASSWORD (a config file holding one
+    # must be readable by its owner only; it is masked wherever settings are shown).
+    dsn: str = dataclasses.field(default="", metadata={"secret": mask_dsn})
     # The environment variable that holds the connection string instead (the usual way: it may
     # carry a password, and memoryd never logs it).
     dsn_env: str = ""
@@ -446,7 +448,9 @@ class TracingSettings(Section):
     # Make spans and export them; false: no spans at all (the default).
     enabled: bool = False
     # The OTLP/gRPC collector: http:// in clear text, https:// with TLS.
-    otlp_endpoint: str = "http://127.0.0.1:4317"
+    otlp_endpoint: str = dataclasses.field(
+        default="http://127.0.0.1:4317", metadata={"secret": mask_url}
+    )
     # service.name of every span.
     service_name: str = "memoryd"
     # The share of new traces recorded, 0 to 1. A caller's sampled trace is always followed
@@ -458,7 +462,7 @@ class TracingSettings(Section):
         if not self.otlp_endpoint.startswith(("http://", "https://")):
             raise StartupError(
                 "memoryd.tracing.otlp_endpoint must start with http:// or https:// "
-                f"(for example http://127.0.0.1:4317), got {self.otlp_endpoint!r}"
+                f"(for example http://127.0.0.1:4317), got {mask_url(self.otlp_endpoint)!r}"
             )
         if not self.service_name.strip():
             raise StartupError("memoryd.tracing.service_name must not be blank")
@@ -527,6 +531,8 @@ class Settings:
     tracing: TracingSettings = TracingSettings()
     auth: AuthSettings = AuthSettings()  # noqa: RUF009 - frozen, so one shared default is safe
     providers: tuple[ProviderSettings, ...] = ()
+    # The settings whose value in the config file holds a secret (memoryd.config.loading).
+    secrets_in_file: tuple[str, ...] = ()
 
     @property
     def database_path(self) -> Path:

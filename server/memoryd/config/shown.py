@@ -1,17 +1,16 @@
-"""The effective settings as a document an operator may read (`memoryd setup show`, and
-GetServerInfo): API keys masked, passwords and key-like query values in URLs masked, tokens by
+"""The effective settings as a document an operator may read (`memoryd config show`, and
+GetServerInfo): every secret masked by the one rule of memoryd.config.secrets (passwords of the
+connection string and of URLs, key-like query values), API keys shown as set or not, tokens by
 their fingerprints only."""
 
 from __future__ import annotations
 
 import dataclasses
-import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
+from memoryd.config.secrets import MASK, mask_setting, mask_url
 from memoryd.config.settings import SECTIONS, Settings
-
-MASK = "********"
 
 
 def effective(settings: Settings, env: Mapping[str, str]) -> dict[str, Any]:
@@ -21,8 +20,10 @@ def effective(settings: Settings, env: Mapping[str, str]) -> dict[str, Any]:
         "config_file": str(settings.config_path) if settings.config_path else "(none)",
     }
     for name in SECTIONS:
-        section = dataclasses.asdict(getattr(settings, name))
-        memoryd[name] = {k: ("unbounded" if v is None else v) for k, v in section.items()}
+        section = getattr(settings, name)
+        memoryd[name] = {
+            field.name: _shown(field, getattr(section, field.name)) for field in section.fields()
+        }
     memoryd["providers"] = [
         {
             "name": p.name,
@@ -53,16 +54,7 @@ def effective(settings: Settings, env: Mapping[str, str]) -> dict[str, Any]:
     return {"memoryd": memoryd}
 
 
-def mask_url(url: str) -> str:
-    """A URL with any password (and key-like query values) masked."""
-    parts = urllib.parse.urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        netloc = netloc.replace(f":{parts.password}@", f":{MASK}@")
-    query = urllib.parse.urlencode(
-        [
-            (k, MASK if any(s in k.lower() for s in ("key", "token", "secret")) else v)
-            for k, v in urllib.parse.parse_qsl(parts.query)
-        ]
-    )
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+def _shown(field: dataclasses.Field[Any], value: Any) -> Any:
+    if value is None:
+        return "unbounded"
+    return mask_setting(field, value)

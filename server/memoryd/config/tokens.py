@@ -40,9 +40,6 @@ class AuthSettings:
     tokens: tuple[TokenSettings, ...] = ()
     # The file the CLI reads its token from when $MEMORYD_TOKEN is not set.
     cli_token_file: str = ""
-    # Whether a token is written in the config file itself (`token = "..."`, not token_env):
-    # then the file must be private (check_private_settings).
-    tokens_in_file: bool = False
 
 
 def token_digest(token: str) -> bytes:
@@ -71,11 +68,7 @@ def auth_settings(table: Any, env: Mapping[str, str], where: str) -> AuthSetting
                 f"{where}memoryd.auth.tokens[{index}] has the same token as "
                 f"memoryd.auth.tokens[{digests.index(digest)}]; every caller needs its own"
             )
-    return AuthSettings(
-        tokens=tuple(tokens),
-        cli_token_file=cli_file,
-        tokens_in_file=any("token" in entry for entry in entries),
-    )
+    return AuthSettings(tokens=tuple(tokens), cli_token_file=cli_file)
 
 
 def _token(entry: dict[str, Any], index: int, env: Mapping[str, str], where: str) -> TokenSettings:

@@ -25,6 +25,7 @@ from typing import Any
 
 import psycopg
 
+from memoryd.config.secrets import mask_quoted
 from memoryd.errors import StartupError
 from memoryd.storage.errors import translate_read_errors
 from memoryd.storage.migrations import POSTGRES_PACKAGE, bundled_migrations, migrate, schema_version
@@ -300,5 +301,11 @@ def _check_version(connection: PostgresTransaction, settings: PostgresSettings) 
 
 
 def _reason(error: psycopg.Error) -> str:
+    """libpq's first line. A connection string it could not parse is quoted in the error (a
+    piece of a password, perhaps): every quoted fragment but a keyword is masked then."""
     text: Any = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
+    reason = text[0] if text else type(error).__name__
+    if isinstance(error, psycopg.ProgrammingError):
+        keywords = {option.keyword.decode() for option in psycopg.pq.Conninfo.get_defaults()}
+        reason = mask_quoted(reason, keep=keywords | {"="})
+    return str(reason)
