@@ -2,8 +2,10 @@
 it signed in with and the CSRF token every request of the session must carry.
 
 Sessions live in the server's memory only: a restart signs everyone out, and no token is ever
-written anywhere. A session ends after `idle` without a request, at sign-out, or when the
-store is full and it is the least recently used (at most MAX_SESSIONS).
+written anywhere. A session ends after `idle` without a request, at sign-out, or when its token
+opens one more than MAX_SESSIONS_PER_TOKEN: then that token's least recently used session goes.
+One token's sign-ins never end another token's sessions, and since only a valid token opens
+one, the store holds at most that many per configured token.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import secrets
 import time
 from collections import OrderedDict
 
-MAX_SESSIONS = 1000
+MAX_SESSIONS_PER_TOKEN = 32
 
 
 @dataclasses.dataclass(slots=True)
@@ -30,19 +32,29 @@ class Session:
 
 class SessionStore:
     """The open sessions, by the SHA-256 of their cookie value (the value itself is not kept:
-    a memory dump does not yield a usable cookie)."""
+    a memory dump does not yield a usable cookie), grouped by their token's SHA-256."""
 
-    def __init__(self, idle_seconds: float) -> None:
+    def __init__(self, idle_seconds: float, per_token: int = MAX_SESSIONS_PER_TOKEN) -> None:
         self._idle = idle_seconds
-        self._sessions: OrderedDict[bytes, Session] = OrderedDict()
+        self._per_token = per_token
+        self._sessions: dict[bytes, Session] = {}
+        # Each token's sessions, least recently used first.
+        self._by_token: dict[bytes, OrderedDict[bytes, None]] = {}
 
     def open(self, token: str) -> tuple[str, Session]:
-        """A new session for `token`: its cookie value and the session."""
+        """A new session for `token`: its cookie value and the session. The token's least
+        recently used session ends when it has too many."""
         cookie = secrets.token_urlsafe(32)
-        session = Session(token=token, csrf=secrets.token_urlsafe(32), used_at=time.monotonic())
-        self._sessions[_key(cookie)] = session
-        while len(self._sessions) > MAX_SESSIONS:
-            self._sessions.popitem(last=False)
+        now = time.monotonic()
+        session = Session(token=token, csrf=secrets.token_urlsafe(32), used_at=now)
+        owned = self._by_token.setdefault(_key(token), OrderedDict())
+        for key in [key for key in owned if now - self._sessions[key].used_at > self._idle]:
+            self._forget(key)
+        while len(owned) >= self._per_token:
+            self._forget(next(iter(owned)))
+        key = _key(cookie)
+        self._sessions[key] = session
+        self._by_token.setdefault(_key(token), OrderedDict())[key] = None
         return cookie, session
 
     def find(self, cookie: str) -> Session | None:
@@ -53,15 +65,28 @@ class SessionStore:
             return None
         now = time.monotonic()
         if now - session.used_at > self._idle:
-            del self._sessions[key]
+            self._forget(key)
             return None
         session.used_at = now
-        self._sessions.move_to_end(key)
+        self._by_token[_key(session.token)].move_to_end(key)
         return session
 
     def close(self, cookie: str) -> None:
         """End the session of a cookie value (nothing if there is none)."""
-        self._sessions.pop(_key(cookie), None)
+        key = _key(cookie)
+        if key in self._sessions:
+            self._forget(key)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def _forget(self, key: bytes) -> None:
+        session = self._sessions.pop(key)
+        token = _key(session.token)
+        owned = self._by_token[token]
+        del owned[key]
+        if not owned:
+            del self._by_token[token]
 
 
 def csrf_matches(session: Session, presented: str) -> bool:

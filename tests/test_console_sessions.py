@@ -1,0 +1,93 @@
+"""Console sessions are kept per token: however often one token signs in (a guest-capped one,
+say), it ends only its own least recently used sessions, never another token's."""
+
+from __future__ import annotations
+
+import http.client
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from memoryd.console.sessions import MAX_SESSIONS_PER_TOKEN, SessionStore
+from memoryd.testing.server_process import ServerProcess
+
+ADMIN = "sessions-admin-token-0123456789abcdef"
+GUEST = "sessions-guest-token-0123456789abcdef"
+CONFIG = f"""
+[memoryd.http]
+listen = "127.0.0.1:0"
+
+[[memoryd.auth.tokens]]
+token = "{ADMIN}"
+role = "admin"
+agents = ["*"]
+
+[[memoryd.auth.tokens]]
+token = "{GUEST}"
+role = "adapter"
+agents = ["main"]
+max_trust = "guest"
+"""
+
+
+class Console:
+    """Sign-ins and session checks over one kept-alive HTTP connection."""
+
+    def __init__(self, address: str) -> None:
+        host, _, port = address.rpartition(":")
+        self._connection = http.client.HTTPConnection(host, int(port), timeout=30)
+        self._origin = f"http://{address}"
+
+    def sign_in(self, token: str) -> str:
+        self._connection.request(
+            "POST",
+            "/console/session",
+            body=json.dumps({"token": token}),
+            headers={"content-type": "application/json", "origin": self._origin},
+        )
+        response = self._connection.getresponse()
+        response.read()
+        assert response.status == 200
+        return str(response.headers["set-cookie"]).split(";")[0]
+
+    def signed_in(self, cookie: str) -> bool:
+        self._connection.request("GET", "/console/session", headers={"cookie": cookie})
+        response = self._connection.getresponse()
+        response.read()
+        assert response.status in (200, 401)
+        return response.status == 200
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+    server = ServerProcess(tmp_path_factory.mktemp("sessions") / "home", config=CONFIG).start()
+    yield Console(str(server.events("serving")[-1]["http"]))
+    assert server.stop() == 0, server.output
+
+
+def test_a_thousand_sign_ins_of_one_token_sign_no_other_token_out(console: Console) -> None:
+    admin = console.sign_in(ADMIN)
+    guests = [console.sign_in(GUEST) for _ in range(1001)]
+    assert console.signed_in(admin)
+    # The guest token keeps its most recent sessions only.
+    assert sum(console.signed_in(cookie) for cookie in guests) == MAX_SESSIONS_PER_TOKEN
+    assert console.signed_in(guests[-1])
+    assert not console.signed_in(guests[0])
+
+
+def test_a_tokens_least_recently_used_session_goes_first() -> None:
+    store = SessionStore(idle_seconds=3600, per_token=3)
+    first, _ = store.open("a")
+    second, _ = store.open("a")
+    other, _ = store.open("b")
+    store.open("a")
+    assert store.find(first) is not None  # used now: the second is the least recent
+    store.open("a")
+    assert store.find(second) is None
+    assert store.find(first) is not None
+    assert store.find(other) is not None
+    assert len(store) == 4
+    store.close(first)
+    assert store.find(first) is None
+    assert len(store) == 3
