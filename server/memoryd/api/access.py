@@ -7,10 +7,10 @@ writes, whether a token capped at guest trust may call it, and how far it reache
 one; the guard (memoryd.api.auth) admits every call by them, and the README's security table is
 printed from them (`markdown_table`, scripts/gen_docs.py into docs/security.md).
 
-Some RPCs declared to reach every agent do so only for some requests: ReviewNow and ExportData
-with an empty agent_id. Which requests those are is said by the same functions their handlers
-read the request with (`EVERY_AGENT`), so the guard and the service never read an empty field
-two ways.
+Some RPCs declared to reach every agent do so only for some requests: ReviewNow, ExportData
+and ImportData with an empty agent_id. Which requests those are is said by the same functions
+their handlers read the request with (`EVERY_AGENT`), so the guard and the service never read an
+empty field two ways.
 """
 
 from __future__ import annotations
@@ -82,9 +82,11 @@ EVERY_AGENT: dict[str, EveryAgent] = {
         reaches=lambda _request: True,
         refusal="UpdateReviewSettings sets the review of every agent",
     ),
-    # Its lines may name any agent; they are not fields a guard can read.
+    # Its lines are not fields a guard can read: without an agent_id (its first request's, to
+    # which every line is then held) they may name any agent.
     "ImportData": EveryAgent(
-        reaches=lambda _request: True, refusal="ImportData may write any agent's data"
+        reaches=lambda request: selection(request.agent_id, "").every_agent,
+        refusal="ImportData of any agent's records (an empty agent_id)",
     ),
 }
 

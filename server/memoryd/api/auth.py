@@ -101,10 +101,21 @@ class Authorizer:
             raise Unauthenticated("the bearer token is not valid")
         return found
 
-    def admit(self, caller: TokenSettings, method: str, request: Message) -> None:
+    def admit(
+        self,
+        caller: TokenSettings,
+        method: str,
+        request: Message,
+        opened: frozenset[str] | None = None,
+    ) -> frozenset[str]:
         """Refuse a request the caller may not make (by the RPC's declared access and what the
         request names); fill unset trust with the caller's max_trust and clear the fields
-        ignored from guests."""
+        ignored from guests. Returns the agents it was admitted for.
+
+        `opened`: for a later message of a client stream, the agents its first message was
+        admitted for. The stream's reach is then the first message's, and a later message
+        that names no agent (a transcript's segments, an import's later requests, whose
+        agent_id is the first's) is checked as the stream's, not as the default agent's."""
         access = self._access[method]
         name = access.name
         if access.admin_only and caller.role != "admin":
@@ -122,7 +133,7 @@ class Authorizer:
                     else "reads beyond what a guest may see"
                 )
             )
-        if caller.agents is not None and access.reach is Reach.EVERY_AGENT:
+        if opened is None and caller.agents is not None and access.reach is Reach.EVERY_AGENT:
             every = EVERY_AGENT[name]
             if every.reaches(request):
                 raise PermissionDenied(
@@ -130,20 +141,32 @@ class Authorizer:
                     f"token {caller.fingerprint} covers {', '.join(sorted(caller.agents))}"
                 )
         agents: set[str] = set()
-        self._walk(caller, request, agents)
-        if caller.agents is None:
-            return
-        for agent in sorted(agents or {agent_or_default("")}):
-            if agent not in caller.agents:
-                raise PermissionDenied(
-                    f"the token {caller.fingerprint} may not touch agent {clipped(agent)}; it "
-                    f"covers {', '.join(sorted(caller.agents))}"
-                )
+        self._walk(caller, request, agents, stream_level=opened is not None)
+        checked = frozenset(agents) or opened or frozenset({agent_or_default("")})
+        if caller.agents is not None:
+            for agent in sorted(checked):
+                if agent not in caller.agents:
+                    raise PermissionDenied(
+                        f"the token {caller.fingerprint} may not touch agent {clipped(agent)}; "
+                        f"it covers {', '.join(sorted(caller.agents))}"
+                    )
+        return checked
 
-    def _walk(self, caller: TokenSettings, message: Message, agents: set[str]) -> None:
+    def _walk(
+        self,
+        caller: TokenSettings,
+        message: Message,
+        agents: set[str],
+        *,
+        stream_level: bool = False,
+    ) -> None:
+        """Collect the agents `message` names (an empty agent_id is the default agent's, but
+        at the top of a stream's later message, where it is the stream's: `stream_level`)."""
         fields = _fields(message.DESCRIPTOR)
         for name in fields.agents:
-            agents.add(agent_or_default(getattr(message, name)))
+            value = getattr(message, name)
+            if value or not stream_level:
+                agents.add(agent_or_default(value))
         if caller.max_trust == "guest":
             for name in fields.guest_ignored:
                 message.ClearField(name)

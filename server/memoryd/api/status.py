@@ -263,28 +263,38 @@ def _check_request(request: Any) -> None:
         raise InvalidArgument(f"the request is not a valid protobuf message: {request.reason}")
 
 
-async def _checked(
-    requests: AsyncIterator[Any], admit: Callable[[Any], None] | None
-) -> AsyncIterator[Any]:
+async def _checked(requests: AsyncIterator[Any], admit: Admission | None) -> AsyncIterator[Any]:
     """A client stream whose messages are refused, in order, when one cannot be parsed (or, with
-    tokens, is not admitted)."""
+    tokens, is not admitted: each later message as part of what the first one opened)."""
+    opened: frozenset[str] | None = None
     async for request in requests:
         _check_request(request)
         if admit is not None:
-            admit(request)
+            agents = admit(request, opened)
+            opened = agents if opened is None else opened
         yield request
+
+
+class Admission(Protocol):
+    """The check a call's requests go through: the agents a request is admitted for; a client
+    stream's later messages are checked with those of its first (`opened`)."""
+
+    def __call__(self, request: Any, opened: frozenset[str] | None = None) -> frozenset[str]: ...
 
 
 def _admission(
     guard: Authorizer | None, method: str, call: _Call, context: Context, *, refused: bool
-) -> Callable[[Any], None] | None:
+) -> Admission | None:
     """Authenticate the call, then refuse it if its method is refused; the check each of its
     requests then goes through (None: no tokens are configured, every call is admitted)."""
-    admit: Callable[[Any], None] | None = None
+    admit: Admission | None = None
     if guard is not None:
         caller = guard.caller(context.invocation_metadata())
         call.caller = caller.fingerprint
-        admit = lambda request: guard.admit(caller, method, request)  # noqa: E731
+
+        def admit(request: Any, opened: frozenset[str] | None = None) -> frozenset[str]:
+            return guard.admit(caller, method, request, opened)
+
     if refused:
         raise FailedPrecondition(READ_ONLY, reason=Reason.READ_ONLY)
     return admit

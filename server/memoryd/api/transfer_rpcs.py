@@ -37,7 +37,9 @@ async def _lines(
     requests: AsyncIterator[service_pb.ImportDataRequest],
 ) -> AsyncIterator[ImportChunk]:
     async for request in requests:
-        yield ImportChunk(list(request.lines), request.as_reviewed)
+        # The agent as the guard read it (memoryd.api.access: the same selection).
+        agent = selection(request.agent_id, "").agent_id
+        yield ImportChunk(list(request.lines), request.as_reviewed, agent)
 
 
 def _report_out(report: ImportReport) -> service_pb.ImportDataResponse:

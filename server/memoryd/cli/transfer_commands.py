@@ -52,6 +52,12 @@ def add_commands(commands: Any, common: Any) -> None:
     common(imported)
     imported.add_argument("file", help="the export to read ('-' for stdin)")
     imported.add_argument(
+        "--agent",
+        default="",
+        help="hold the import to this agent: a record of another is refused (and a token of "
+        "this agent alone may import)",
+    )
+    imported.add_argument(
         "--as-reviewed",
         action="store_true",
         help="store messages as already reviewed where the file carries no review state of "
@@ -160,7 +166,7 @@ def import_command(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
     try:
         with source:
             response = stubs.memory.ImportData(
-                _chunks(source, progress, as_reviewed=args.as_reviewed)
+                _chunks(source, progress, as_reviewed=args.as_reviewed, agent_id=args.agent)
             )
         finished = True
     finally:
@@ -218,7 +224,7 @@ def _destination(file: str, stdout: TextIO) -> Iterator[TextIO]:
 
 
 def _chunks(
-    source: TextIO, progress: Progress, *, as_reviewed: bool = False
+    source: TextIO, progress: Progress, *, as_reviewed: bool = False, agent_id: str = ""
 ) -> Iterator[md.ImportDataRequest]:
     lines: list[str] = []
     size = 0
@@ -226,14 +232,19 @@ def _chunks(
     for raw in source:
         line = raw.removesuffix("\n").removesuffix("\r")
         if len(lines) >= CHUNK_LINES or (lines and size + len(line) > CHUNK_CHARS):
-            yield md.ImportDataRequest(lines=lines, as_reviewed=as_reviewed)
+            # The first request names the agent; the later ones are held to it.
+            yield md.ImportDataRequest(
+                lines=lines, as_reviewed=as_reviewed, agent_id=agent_id if first else ""
+            )
             progress.advance(len(lines) - (1 if first else 0))
             first = False
             lines, size = [], 0
         lines.append(line)
         size += len(line)
     if lines:
-        yield md.ImportDataRequest(lines=lines, as_reviewed=as_reviewed)
+        yield md.ImportDataRequest(
+            lines=lines, as_reviewed=as_reviewed, agent_id=agent_id if first else ""
+        )
         progress.advance(len(lines) - (1 if first else 0))
 
 

@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 
 from memoryd.domain.conversation import ConversationKey, OwnerKey
 from memoryd.domain.export_shapes import Kind
+from memoryd.domain.quoting import clipped
 from memoryd.domain.resources import PROMPT_FILE_NAMES, ResourceKey
 from memoryd.domain.transfer import (
     VERSION,
@@ -80,10 +81,12 @@ class ImportReport:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ImportChunk:
-    """One request of an import: its lines, and whether to store their messages as reviewed."""
+    """One request of an import: its lines, whether to store their messages as reviewed, and
+    the agent the import is held to ("": any; the first request's, repeated or left empty)."""
 
     lines: list[str]
     as_reviewed: bool = False
+    agent_id: str = ""
 
 
 @dataclasses.dataclass(slots=True)
@@ -94,6 +97,18 @@ class _Reading:
     version: int = VERSION
     previous: Kind | None = None
     file_states: set[ConversationKey] = dataclasses.field(default_factory=set)
+    # The agent every record must be of ("": any), from the first request; None before it.
+    agent: str | None = None
+
+    def hold_to(self, chunk: ImportChunk) -> None:
+        """The first request names the import's agent; a later one repeats it or says none."""
+        if self.agent is None:
+            self.agent = chunk.agent_id
+        elif chunk.agent_id and chunk.agent_id != self.agent:
+            raise InvalidArgument(
+                f"agent_id {clipped(chunk.agent_id)} in a later request of an import of "
+                f"agent {clipped(self.agent)}: the first request names the import's agent"
+            )
 
     def records(self, lines: list[str], report: ImportReport) -> list[Record]:
         """The records of a chunk of lines, checked (the first line of the import is the
@@ -105,6 +120,13 @@ class _Reading:
                 self.version = parse_header(line).version
                 continue
             record = parse_record(line, report.lines, self.previous, self.version)
+            owner = str(record.named("agent_id"))
+            if self.agent and owner != self.agent:
+                raise InvalidArgument(
+                    f"line {report.lines}: a {record.kind.value} record of agent "
+                    f"{clipped(owner)}, in an import of agent {clipped(self.agent)} (the "
+                    "agent_id of its first request)"
+                )
             self.previous = record.kind
             records.append(record)
             if record.kind is Kind.REVIEW_STATE:
@@ -219,6 +241,7 @@ class TransferService:
         touched: set[ResourceKey] = set()
         try:
             async for chunk in chunks:
+                reading.hold_to(chunk)
                 lines = chunk.lines
                 if len(lines) > MAX_IMPORT_CHUNK_LINES:
                     raise InvalidArgument(

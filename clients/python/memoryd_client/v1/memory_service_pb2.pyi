@@ -730,12 +730,19 @@ class ImportDataRequest(_message.Message):
 
     LINES_FIELD_NUMBER: _builtins.int
     AS_REVIEWED_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
     as_reviewed: _builtins.bool
     """Store the messages of these lines as already reviewed when the file holds no review state
     of their conversation (an export carries its review cursor, which is kept as it is): the
     background review never reads them, so importing old history costs no model calls. It
     holds in each conversation whose review has no other unread input before them (the review
     reads in order). Off by default.
+    """
+    agent_id: _builtins.str
+    """The agent the import writes: every record must be of it (INVALID_ARGUMENT naming the line
+    otherwise), and a token limited to that agent may make the import. Empty: records of any
+    agent, for a token of every agent. Read from the first request; a later request leaves it
+    empty or repeats it.
     """
     @_builtins.property
     def lines(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -748,10 +755,11 @@ class ImportDataRequest(_message.Message):
         *,
         lines: _abc.Iterable[_builtins.str] | None = ...,
         as_reviewed: _builtins.bool = ...,
+        agent_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_reviewed", b"as_reviewed", "lines", b"lines"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "as_reviewed", b"as_reviewed", "lines", b"lines"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1411,6 +1419,7 @@ class PurgeConversationResponse(_message.Message):
     MEMORIES_DELETED_FIELD_NUMBER: _builtins.int
     WAL_TRUNCATED_FIELD_NUMBER: _builtins.int
     RESIDUAL_FILES_FIELD_NUMBER: _builtins.int
+    STATISTICS_REBUILT_FIELD_NUMBER: _builtins.int
     messages_deleted: _builtins.int
     """The message rows deleted, with their search index entries."""
     conversation_deleted: _builtins.bool
@@ -1421,6 +1430,12 @@ class PurgeConversationResponse(_message.Message):
     """Whether the WAL was checkpointed and truncated, so the erased text is in neither database
     file. False while readers (an open export) hold an older snapshot: the server truncates it
     in the background as soon as they let go, and `memoryd check` reports the wait meanwhile.
+    """
+    statistics_rebuilt: _builtins.bool
+    """Whether the database's planner statistics of the tables the erasure touched no longer hold
+    its values: on PostgreSQL they are rebuilt (ANALYZE) after the VACUUM, and cleared where a
+    table is left empty; on SQLite, sampled index keys (sqlite_stat4) of those tables are
+    dropped in the erasure's transaction. False while that is pending (like wal_truncated).
     """
     @_builtins.property
     def residual_files(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -1437,10 +1452,11 @@ class PurgeConversationResponse(_message.Message):
         memories_deleted: _builtins.int = ...,
         wal_truncated: _builtins.bool = ...,
         residual_files: _abc.Iterable[_builtins.str] | None = ...,
+        statistics_rebuilt: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_deleted", b"conversation_deleted", "memories_deleted", b"memories_deleted", "messages_deleted", b"messages_deleted", "residual_files", b"residual_files", "wal_truncated", b"wal_truncated"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_deleted", b"conversation_deleted", "memories_deleted", b"memories_deleted", "messages_deleted", b"messages_deleted", "residual_files", b"residual_files", "statistics_rebuilt", b"statistics_rebuilt", "wal_truncated", b"wal_truncated"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1508,12 +1524,19 @@ class PurgeOwnerResponse(_message.Message):
     PROMPT_FILES_REMOVED_FIELD_NUMBER: _builtins.int
     WAL_TRUNCATED_FIELD_NUMBER: _builtins.int
     RESIDUAL_FILES_FIELD_NUMBER: _builtins.int
+    STATISTICS_REBUILT_FIELD_NUMBER: _builtins.int
     prompt_files_removed: _builtins.int
     """Prompt files deleted from the data directory."""
     wal_truncated: _builtins.bool
     """Whether the WAL was checkpointed and truncated, so the erased text is in neither database
     file. False while readers (an open export) hold an older snapshot: the server truncates it
     in the background as soon as they let go, and `memoryd check` reports the wait meanwhile.
+    """
+    statistics_rebuilt: _builtins.bool
+    """Whether the database's planner statistics of the tables the erasure touched no longer hold
+    its values: on PostgreSQL they are rebuilt (ANALYZE) after the VACUUM, and cleared where a
+    table is left empty; on SQLite, sampled index keys (sqlite_stat4) of those tables are
+    dropped in the erasure's transaction. False while that is pending (like wal_truncated).
     """
     @_builtins.property
     def erased(self) -> _containers.RepeatedCompositeFieldContainer[Global___ErasedRows]:
@@ -1533,10 +1556,11 @@ class PurgeOwnerResponse(_message.Message):
         prompt_files_removed: _builtins.int = ...,
         wal_truncated: _builtins.bool = ...,
         residual_files: _abc.Iterable[_builtins.str] | None = ...,
+        statistics_rebuilt: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["erased", b"erased", "prompt_files_removed", b"prompt_files_removed", "residual_files", b"residual_files", "wal_truncated", b"wal_truncated"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["erased", b"erased", "prompt_files_removed", b"prompt_files_removed", "residual_files", b"residual_files", "statistics_rebuilt", b"statistics_rebuilt", "wal_truncated", b"wal_truncated"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -4092,7 +4116,7 @@ class GetServerInfoResponse(_message.Message):
     embedding_pending_memories: _builtins.int
     """Memory rows waiting for a vector."""
     settings_json: _builtins.str
-    """The effective settings as JSON, as `memoryd setup show --json` prints them: secrets are
+    """The effective settings as JSON, as `memoryd config show --json` prints them: secrets are
     masked, tokens shown by their fingerprints.
     """
     background_review: _builtins.bool

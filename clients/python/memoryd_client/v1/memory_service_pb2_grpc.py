@@ -314,7 +314,9 @@ class MemoryServiceServicer:
         for byte. A record already stored with the same values is counted as present and skipped,
         so an import that was cut off can be sent again whole; one stored with other values ends the
         stream with FAILED_PRECONDITION, and a malformed line with INVALID_ARGUMENT, each naming the
-        line; the requests stored before stay stored. A call for a token with role admin.
+        line; the requests stored before stay stored. A call for a token with role admin; with an
+        agent_id in its first request, a token of that agent is enough (its later requests are
+        checked as that agent's).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

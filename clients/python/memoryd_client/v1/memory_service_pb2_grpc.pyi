@@ -88,7 +88,9 @@ class MemoryServiceStub:
     for byte. A record already stored with the same values is counted as present and skipped,
     so an import that was cut off can be sent again whole; one stored with other values ends the
     stream with FAILED_PRECONDITION, and a malformed line with INVALID_ARGUMENT, each naming the
-    line; the requests stored before stay stored. A call for a token with role admin.
+    line; the requests stored before stay stored. A call for a token with role admin; with an
+    agent_id in its first request, a token of that agent is enough (its later requests are
+    checked as that agent's).
     """
     ListMessages: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListMessagesRequest, _memory_service_pb2.ListMessagesResponse]
     """ListMessages returns the conversation's current window, newest page first, each page in
@@ -320,7 +322,9 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     for byte. A record already stored with the same values is counted as present and skipped,
     so an import that was cut off can be sent again whole; one stored with other values ends the
     stream with FAILED_PRECONDITION, and a malformed line with INVALID_ARGUMENT, each naming the
-    line; the requests stored before stay stored. A call for a token with role admin.
+    line; the requests stored before stay stored. A call for a token with role admin; with an
+    agent_id in its first request, a token of that agent is enough (its later requests are
+    checked as that agent's).
     """
     ListMessages: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListMessagesRequest, _memory_service_pb2.ListMessagesResponse]  # type: ignore[assignment]
     """ListMessages returns the conversation's current window, newest page first, each page in
@@ -579,7 +583,9 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         for byte. A record already stored with the same values is counted as present and skipped,
         so an import that was cut off can be sent again whole; one stored with other values ends the
         stream with FAILED_PRECONDITION, and a malformed line with INVALID_ARGUMENT, each naming the
-        line; the requests stored before stay stored. A call for a token with role admin.
+        line; the requests stored before stay stored. A call for a token with role admin; with an
+        agent_id in its first request, a token of that agent is enough (its later requests are
+        checked as that agent's).
         """
 
     @_abc_1.abstractmethod

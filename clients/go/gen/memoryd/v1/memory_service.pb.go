@@ -1350,7 +1350,12 @@ type ImportDataRequest struct {
 	// background review never reads them, so importing old history costs no model calls. It
 	// holds in each conversation whose review has no other unread input before them (the review
 	// reads in order). Off by default.
-	AsReviewed    bool `protobuf:"varint,2,opt,name=as_reviewed,json=asReviewed,proto3" json:"as_reviewed,omitempty"`
+	AsReviewed bool `protobuf:"varint,2,opt,name=as_reviewed,json=asReviewed,proto3" json:"as_reviewed,omitempty"`
+	// The agent the import writes: every record must be of it (INVALID_ARGUMENT naming the line
+	// otherwise), and a token limited to that agent may make the import. Empty: records of any
+	// agent, for a token of every agent. Read from the first request; a later request leaves it
+	// empty or repeats it.
+	AgentId       string `protobuf:"bytes,3,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1397,6 +1402,13 @@ func (x *ImportDataRequest) GetAsReviewed() bool {
 		return x.AsReviewed
 	}
 	return false
+}
+
+func (x *ImportDataRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
 }
 
 // ImportedRecords counts one kind of record of an import.
@@ -2749,8 +2761,13 @@ type PurgeConversationResponse struct {
 	// databases `memoryd restore` replaced (`memoryd discard-replaced` deletes them), files
 	// memoryd did not write, and memory.db-wal while wal_truncated is false.
 	ResidualFiles []string `protobuf:"bytes,5,rep,name=residual_files,json=residualFiles,proto3" json:"residual_files,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Whether the database's planner statistics of the tables the erasure touched no longer hold
+	// its values: on PostgreSQL they are rebuilt (ANALYZE) after the VACUUM, and cleared where a
+	// table is left empty; on SQLite, sampled index keys (sqlite_stat4) of those tables are
+	// dropped in the erasure's transaction. False while that is pending (like wal_truncated).
+	StatisticsRebuilt bool `protobuf:"varint,6,opt,name=statistics_rebuilt,json=statisticsRebuilt,proto3" json:"statistics_rebuilt,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *PurgeConversationResponse) Reset() {
@@ -2816,6 +2833,13 @@ func (x *PurgeConversationResponse) GetResidualFiles() []string {
 		return x.ResidualFiles
 	}
 	return nil
+}
+
+func (x *PurgeConversationResponse) GetStatisticsRebuilt() bool {
+	if x != nil {
+		return x.StatisticsRebuilt
+	}
+	return false
 }
 
 // PurgeOwnerRequest names the owner to erase.
@@ -2943,8 +2967,13 @@ type PurgeOwnerResponse struct {
 	// databases `memoryd restore` replaced (`memoryd discard-replaced` deletes them), files
 	// memoryd did not write, and memory.db-wal while wal_truncated is false.
 	ResidualFiles []string `protobuf:"bytes,4,rep,name=residual_files,json=residualFiles,proto3" json:"residual_files,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Whether the database's planner statistics of the tables the erasure touched no longer hold
+	// its values: on PostgreSQL they are rebuilt (ANALYZE) after the VACUUM, and cleared where a
+	// table is left empty; on SQLite, sampled index keys (sqlite_stat4) of those tables are
+	// dropped in the erasure's transaction. False while that is pending (like wal_truncated).
+	StatisticsRebuilt bool `protobuf:"varint,5,opt,name=statistics_rebuilt,json=statisticsRebuilt,proto3" json:"statistics_rebuilt,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *PurgeOwnerResponse) Reset() {
@@ -3003,6 +3032,13 @@ func (x *PurgeOwnerResponse) GetResidualFiles() []string {
 		return x.ResidualFiles
 	}
 	return nil
+}
+
+func (x *PurgeOwnerResponse) GetStatisticsRebuilt() bool {
+	if x != nil {
+		return x.StatisticsRebuilt
+	}
+	return false
 }
 
 // GetConversationRequest names a conversation.
@@ -8092,7 +8128,7 @@ type GetServerInfoResponse struct {
 	EmbeddingPendingMessages int64 `protobuf:"varint,10,opt,name=embedding_pending_messages,json=embeddingPendingMessages,proto3" json:"embedding_pending_messages,omitempty"`
 	// Memory rows waiting for a vector.
 	EmbeddingPendingMemories int64 `protobuf:"varint,11,opt,name=embedding_pending_memories,json=embeddingPendingMemories,proto3" json:"embedding_pending_memories,omitempty"`
-	// The effective settings as JSON, as `memoryd setup show --json` prints them: secrets are
+	// The effective settings as JSON, as `memoryd config show --json` prints them: secrets are
 	// masked, tokens shown by their fingerprints.
 	SettingsJson string `protobuf:"bytes,12,opt,name=settings_json,json=settingsJson,proto3" json:"settings_json,omitempty"`
 	// Whether a background review runs on a schedule (memoryd.memory.enabled and a trigger).
@@ -8955,11 +8991,12 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\"O\n" +
 	"\x12ExportDataResponse\x12\x14\n" +
 	"\x05lines\x18\x01 \x03(\tR\x05lines\x12#\n" +
-	"\rtotal_records\x18\x02 \x01(\x03R\ftotalRecords\"J\n" +
+	"\rtotal_records\x18\x02 \x01(\x03R\ftotalRecords\"e\n" +
 	"\x11ImportDataRequest\x12\x14\n" +
 	"\x05lines\x18\x01 \x03(\tR\x05lines\x12\x1f\n" +
 	"\vas_reviewed\x18\x02 \x01(\bR\n" +
-	"asReviewed\"[\n" +
+	"asReviewed\x12\x19\n" +
+	"\bagent_id\x18\x03 \x01(\tR\aagentId\"[\n" +
 	"\x0fImportedRecords\x12\x16\n" +
 	"\x06record\x18\x01 \x01(\tR\x06record\x12\x16\n" +
 	"\x06stored\x18\x02 \x01(\x03R\x06stored\x12\x18\n" +
@@ -9054,25 +9091,27 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x0fhistory_version\x18\x03 \x01(\x03R\x0ehistoryVersion\"\x81\x01\n" +
 	"\x18PurgeConversationRequest\x12<\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x12'\n" +
-	"\x05trust\x18\x02 \x01(\x0e2\x11.memoryd.v1.TrustR\x05trust\"\xf0\x01\n" +
+	"\x05trust\x18\x02 \x01(\x0e2\x11.memoryd.v1.TrustR\x05trust\"\x9f\x02\n" +
 	"\x19PurgeConversationResponse\x12)\n" +
 	"\x10messages_deleted\x18\x01 \x01(\x03R\x0fmessagesDeleted\x121\n" +
 	"\x14conversation_deleted\x18\x02 \x01(\bR\x13conversationDeleted\x12)\n" +
 	"\x10memories_deleted\x18\x03 \x01(\x03R\x0fmemoriesDeleted\x12#\n" +
 	"\rwal_truncated\x18\x04 \x01(\bR\fwalTruncated\x12%\n" +
-	"\x0eresidual_files\x18\x05 \x03(\tR\rresidualFiles\"I\n" +
+	"\x0eresidual_files\x18\x05 \x03(\tR\rresidualFiles\x12-\n" +
+	"\x12statistics_rebuilt\x18\x06 \x01(\bR\x11statisticsRebuilt\"I\n" +
 	"\x11PurgeOwnerRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\"6\n" +
 	"\n" +
 	"ErasedRows\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x12\n" +
-	"\x04rows\x18\x02 \x01(\x03R\x04rows\"\xc2\x01\n" +
+	"\x04rows\x18\x02 \x01(\x03R\x04rows\"\xf1\x01\n" +
 	"\x12PurgeOwnerResponse\x12.\n" +
 	"\x06erased\x18\x01 \x03(\v2\x16.memoryd.v1.ErasedRowsR\x06erased\x120\n" +
 	"\x14prompt_files_removed\x18\x02 \x01(\x03R\x12promptFilesRemoved\x12#\n" +
 	"\rwal_truncated\x18\x03 \x01(\bR\fwalTruncated\x12%\n" +
-	"\x0eresidual_files\x18\x04 \x03(\tR\rresidualFiles\"V\n" +
+	"\x0eresidual_files\x18\x04 \x03(\tR\rresidualFiles\x12-\n" +
+	"\x12statistics_rebuilt\x18\x05 \x01(\bR\x11statisticsRebuilt\"V\n" +
 	"\x16GetConversationRequest\x12<\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\"\x85\x06\n" +
 	"\x17GetConversationResponse\x12<\n" +

@@ -116,7 +116,9 @@ type MemoryServiceClient interface {
 	// for byte. A record already stored with the same values is counted as present and skipped,
 	// so an import that was cut off can be sent again whole; one stored with other values ends the
 	// stream with FAILED_PRECONDITION, and a malformed line with INVALID_ARGUMENT, each naming the
-	// line; the requests stored before stay stored. A call for a token with role admin.
+	// line; the requests stored before stay stored. A call for a token with role admin; with an
+	// agent_id in its first request, a token of that agent is enough (its later requests are
+	// checked as that agent's).
 	ImportData(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ImportDataRequest, ImportDataResponse], error)
 	// ListMessages returns the conversation's current window, newest page first, each page in
 	// oldest-first order. Further pages walk back in time. With all_history set, paging walks every
@@ -742,7 +744,9 @@ type MemoryServiceServer interface {
 	// for byte. A record already stored with the same values is counted as present and skipped,
 	// so an import that was cut off can be sent again whole; one stored with other values ends the
 	// stream with FAILED_PRECONDITION, and a malformed line with INVALID_ARGUMENT, each naming the
-	// line; the requests stored before stay stored. A call for a token with role admin.
+	// line; the requests stored before stay stored. A call for a token with role admin; with an
+	// agent_id in its first request, a token of that agent is enough (its later requests are
+	// checked as that agent's).
 	ImportData(grpc.ClientStreamingServer[ImportDataRequest, ImportDataResponse]) error
 	// ListMessages returns the conversation's current window, newest page first, each page in
 	// oldest-first order. Further pages walk back in time. With all_history set, paging walks every
