@@ -32,6 +32,7 @@ from memoryd.storage.postgres.settings import PostgresSettings
 from memoryd.storage.writer import WriterSettings
 from memoryd.testing.postgres import TemporaryPostgres, database_dsn
 from memoryd.testing.server_process import ServerProcess
+from tests.backends import heap_tuples
 from tests.helpers import append, rpc_error, run_memoryd, user
 
 T = TypeVar("T")
@@ -132,10 +133,6 @@ async def test_a_purge_is_followed_by_a_vacuum(
         assert _files_holding(dsn, word) == [], word
 
 
-PAGE = 8192
-LP_NORMAL = 1
-
-
 def _files_holding(dsn: str, word: bytes) -> list[str]:
     """The relations of the database that hold `word`, read through SQL after a checkpoint
     (pg_read_binary_file: the test's PostgreSQL is local and we are its superuser): in a tuple
@@ -151,25 +148,10 @@ def _files_holding(dsn: str, word: bytes) -> list[str]:
         "AND c.relkind IN ('r', 'i', 't', 'm') AND pg_relation_size(c.oid) > 0",
     )
     for name, kind, data in relations:
-        pieces = [bytes(data)] if kind == "i" else _tuples(bytes(data))
+        pieces = [bytes(data)] if kind == "i" else heap_tuples(bytes(data))
         if any(word in piece for piece in pieces):
             found.append(str(name))
     return found
-
-
-def _tuples(data: bytes) -> list[bytes]:
-    """Every tuple stored in a table's pages: each page's line pointers (4 bytes each, from
-    byte 24 to pd_lower: offset 15 bits, flags 2, length 15) that point at storage."""
-    tuples = []
-    for start in range(0, len(data) - PAGE + 1, PAGE):
-        page = data[start : start + PAGE]
-        lower = int.from_bytes(page[12:14], "little")
-        for pointer in range(24, lower, 4):
-            item = int.from_bytes(page[pointer : pointer + 4], "little")
-            offset, flags, length = item & 0x7FFF, (item >> 15) & 0x3, item >> 17
-            if flags == LP_NORMAL:
-                tuples.append(page[offset : offset + length])
-    return tuples
 
 
 async def _retried(call: Callable[[], Awaitable[T]]) -> T:

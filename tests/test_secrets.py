@@ -92,23 +92,17 @@ def test_config_show_masks_a_password_in_the_file_and_the_environment(tmp_path: 
         encoding="utf-8",
     )
     config.chmod(0o600)
+    # The home by its variable: a --home would put the suite's own database in the way.
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+    env["MEMORYD_HOME"] = str(tmp_path)
     for arguments in ((), ("--json",)):
-        shown = run_memoryd(
-            "config", "show", "--config", str(config), "--home", str(tmp_path), *arguments, env=env
-        )
+        shown = run_memoryd("config", "show", "--config", str(config), *arguments, env=env)
         assert shown.returncode == 0, shown.stderr
         assert PASSWORD not in shown.stdout
         assert shown.stdout.count(MASK) >= 3
     uri = f"postgresql://memoryd:{PASSWORD}@db/m"
     shown = run_memoryd(
-        "config",
-        "show",
-        "--config",
-        str(config),
-        "--home",
-        str(tmp_path),
-        env={**env, "MEMORYD_STORAGE_DSN": uri},
+        "config", "show", "--config", str(config), env={**env, "MEMORYD_STORAGE_DSN": uri}
     )
     assert shown.returncode == 0, shown.stderr
     assert PASSWORD not in shown.stdout

@@ -56,6 +56,7 @@ class Event(enum.StrEnum):
     WRITE_RETRY = "write_retry"
     WRITE_ROLLBACK_FAILED = "write_rollback_failed"
     WAL_TRUNCATED = "wal_truncated"
+    STATISTICS_NOT_SCRUBBED = "statistics_not_scrubbed"
     CHECKPOINTS_SPLIT = "checkpoints_split"
     CHECKPOINTS_NOT_SPLIT = "checkpoints_not_split"
     WAL_TRUNCATE_FAILED = "wal_truncate_failed"

@@ -434,7 +434,7 @@ def _finish_scrubs(database: OpenedDatabase) -> None:
     """Erasures that ended before their WAL was truncated (readers held it, then the server
     stopped): truncate now, before anything reads, and clear them."""
     through = scrub.newest_pending(database.autocommit)
-    if through and databases.truncate_wal(database.settings):
+    if through and databases.scrub_erased(database.settings).wal_truncated:
         with database.transaction() as transaction:
             scrub.clear_pending(transaction, through)
         log.info(

@@ -93,6 +93,7 @@ class HistoryRpcs:
             conversation_deleted=purged.conversation_deleted,
             memories_deleted=purged.memories_deleted,
             wal_truncated=purged.wal_truncated,
+            statistics_rebuilt=purged.statistics_rebuilt,
             residual_files=purged.residual_files,
         )
 
@@ -109,6 +110,7 @@ class HistoryRpcs:
             ],
             prompt_files_removed=receipt.files_removed,
             wal_truncated=receipt.wal_truncated,
+            statistics_rebuilt=receipt.statistics_rebuilt,
             residual_files=receipt.residual_files,
         )
 

@@ -8,7 +8,7 @@ import enum
 import json
 from collections.abc import Sequence
 
-from memoryd.domain.conversation import OwnerKey
+from memoryd.domain.conversation import ConversationKey, OwnerKey
 from memoryd.domain.memories import Caller, Provenance, job_scope_id
 
 
@@ -58,7 +58,7 @@ def source_info(caller: Caller) -> SourceInfo:
     if caller.conversation is not None:
         scope = caller.conversation.scope_id
         return SourceInfo(
-            id=f"conversation:{scope}",
+            id=conversation_source_id(caller.conversation),
             source_type=SourceType.CONVERSATION,
             name=scope,
             description="conversation",
@@ -71,6 +71,22 @@ def source_info(caller: Caller) -> SourceInfo:
         description="written through the API",
         memory_scope=caller.owner.owner_id,
     )
+
+
+def conversation_source_id(key: ConversationKey) -> str:
+    """The id of the memory source a conversation writes through."""
+    return f"conversation:{key.scope_id}"
+
+
+# What rows written through a conversation name as their source once it is erased: their
+# facts stay the owner's, without the chat's id.
+ERASED_CONVERSATION = SourceInfo(
+    id="conversation:erased",
+    source_type=SourceType.CONVERSATION,
+    name="an erased conversation",
+    description="conversation, since erased",
+    memory_scope="",
+)
 
 
 # The memory source of every row the reviewer writes, and of its rows' provenance.

@@ -3,10 +3,12 @@ PurgeOwner removes everything of one owner of one agent.
 
 Everything goes in one write transaction: the message rows (the triggers remove their index
 entries), the conversation's record, the rows of its conversation scope (notes, conversation
-context) with their index entries, and, when one of those rows was rendered, a new revision of
-the owner's prompt files without it. After the commit the caches forget what was erased and the
-files are rewritten. Facts at owner or agent scope that were learnt in the conversation are the
-owner's and stay; they only lose their link to the purged message (source_message_id).
+context) with their index entries, its memory source, and, when one of those rows was rendered,
+a new revision of the owner's prompt files without it (its provenance names the erased rows,
+not the chat). After the commit the caches forget what was erased and the files are rewritten.
+Facts at owner or agent scope that were learnt in the conversation are the owner's and stay;
+they only lose their link to the purged message (source_message_id) and name "an erased
+conversation" as their source.
 
 Both scrub (memoryd.storage.scrub): the conversation's checkpoint resource with every revision
 goes too, and every older revision of the owner's prompt files that rendered an erased row (as
@@ -58,24 +60,27 @@ RETRY_MAX_SECONDS = 5.0
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PurgeResult:
-    """What an erasure removed."""
+    """What an erasure removed, and how far the scrub after it went."""
 
     messages_deleted: int
     conversation_deleted: bool
     memories_deleted: int
     wal_truncated: bool = False
+    statistics_rebuilt: bool = False
     residual_files: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class OwnerReceipt:
     """What PurgeOwner removed: rows by table, prompt files deleted, whether the WAL is
-    truncated yet (False: readers hold it; it is retried in the background), and the files of
-    the data directory that may still hold the owner's data."""
+    truncated yet (False: readers hold it; it is retried in the background) and the planner's
+    statistics rebuilt, and the files of the data directory that may still hold the owner's
+    data."""
 
     counts: dict[str, int]
     files_removed: int
     wal_truncated: bool
+    statistics_rebuilt: bool
     residual_files: tuple[str, ...]
 
 
@@ -83,6 +88,7 @@ class OwnerReceipt:
 class _Purged:
     key: ConversationKey
     result: PurgeResult
+    # The rows erased or changed: the caches forget them.
     memory_ids: tuple[int, ...]
     render: CommittedRender | None
 
@@ -120,11 +126,12 @@ class ErasureService:
         purged = await self._writer.run(
             "purge", lambda transaction: self._purge(transaction, key), after_commit=self._publish
         )
-        truncated = await self.scrub_wal()
+        scrubbed = await self.scrub_wal()
         return dataclasses.replace(
             purged.result,
-            wal_truncated=truncated,
-            residual_files=tuple(residual_files(self._home, wal_truncated=truncated)),
+            wal_truncated=scrubbed.wal_truncated,
+            statistics_rebuilt=scrubbed.statistics_rebuilt,
+            residual_files=tuple(residual_files(self._home, wal_truncated=scrubbed.wal_truncated)),
         )
 
     async def purge_owner(self, owner: OwnerKey) -> OwnerReceipt:
@@ -135,25 +142,37 @@ class ErasureService:
             after_commit=self._publish_owner,
         )
         removed = sum(await asyncio.gather(*(self._remove_file(f) for f in erased.files)))
-        truncated = await self.scrub_wal()
+        scrubbed = await self.scrub_wal()
         return OwnerReceipt(
             erased.counts,
             removed,
-            truncated,
-            tuple(residual_files(self._home, wal_truncated=truncated)),
+            scrubbed.wal_truncated,
+            scrubbed.statistics_rebuilt,
+            tuple(residual_files(self._home, wal_truncated=scrubbed.wal_truncated)),
         )
 
-    async def scrub_wal(self) -> bool:
-        """Truncate the WAL now if no reader holds it, clearing the erasures recorded before;
-        otherwise leave it to the background and return False."""
+    async def scrub_wal(self) -> scrub.Scrubbed:
+        """Truncate the WAL now if no reader holds it (PostgreSQL: vacuum, analyze, rebuild),
+        clearing the erasures recorded before; otherwise leave it to the background."""
+        scrubbed = scrub.Scrubbed(wal_truncated=False, statistics_rebuilt=False)
         for attempt in range(QUICK_TRIES):
-            if await self._truncate_once():
-                return True
+            try:
+                scrubbed = await self._truncate_once()
+            except Exception:
+                # The erasure has committed: its receipt says the scrub is pending, and the
+                # background goes on trying (the log has why this try failed).
+                log.exception(
+                    "scrubbing after an erasure failed; retrying in the background",
+                    extra={"event": Event.WAL_TRUNCATE_FAILED},
+                )
+                break
+            if scrubbed.wal_truncated:
+                return scrubbed
             if attempt + 1 < QUICK_TRIES:
                 await asyncio.sleep(QUICK_PAUSE_SECONDS)
         if self._retrying is None or self._retrying.done():
             self._retrying = asyncio.get_running_loop().create_task(self._retry())
-        return False
+        return scrubbed
 
     async def close(self) -> None:
         """Stop retrying (the next start truncates what is still recorded)."""
@@ -167,7 +186,7 @@ class ErasureService:
         while True:
             await asyncio.sleep(pause)
             try:
-                if await self._truncate_once():
+                if (await self._truncate_once()).wal_truncated:
                     log.info(
                         "erased text is scrubbed (SQLite: the WAL truncated; PostgreSQL: the "
                         "erased tables vacuumed)",
@@ -180,23 +199,22 @@ class ErasureService:
                 )
             pause = min(pause * 2, RETRY_MAX_SECONDS)
 
-    async def _truncate_once(self) -> bool:
-        """One truncation attempt; on success the erasures recorded before it are cleared."""
+    async def _truncate_once(self) -> scrub.Scrubbed:
+        """One attempt; when the WAL is truncated, the erasures recorded before are cleared."""
         through = await self._readers.read(scrub.newest_pending)
-
-        if not await asyncio.to_thread(database.truncate_wal, self._connection_settings):
-            return False
-        if through:
+        scrubbed = await asyncio.to_thread(database.scrub_erased, self._connection_settings)
+        if scrubbed.wal_truncated and through:
             await self._writer.run(
                 "scrub_cleared", lambda transaction: scrub.clear_pending(transaction, through)
             )
-        return True
+        return scrubbed
 
     def _purge(self, connection: Transaction, key: ConversationKey) -> _Purged:
         now = utc_now()
         scrub.delete_checkpoints(connection, key)
         deleted, conversation_deleted = history_writes.purge_conversation(connection, key)
         erased = memory_writes.delete_conversation_scope(connection, key)
+        renamed = memory_writes.forget_conversation_source(connection, key)
         render = None
         # Rows that render (or rendered before they were archived) may be quoted by revisions.
         quoted = [r.id for r in erased if r.prompt_target is not PromptTarget.NONE]
@@ -205,11 +223,8 @@ class ErasureService:
                 connection,
                 OwnerKey(key.agent_id, key.owner_id),
                 mutation_source=MutationSource.CONVERSATION_PURGE,
-                provenance={
-                    "memory_ids": [record.id for record in erased],
-                    "conversation": key.scope_id,
-                    "at": to_text(now),
-                },
+                # The erased rows by id, not the conversation: its chat id is erased too.
+                provenance={"memory_ids": [record.id for record in erased], "at": to_text(now)},
                 now=now,
             )
             # Older revisions that rendered the erased rows go; the new one no longer does.
@@ -220,7 +235,8 @@ class ErasureService:
             scrub.optimize_indexes(connection)
             scrub.record_pending(connection, "a conversation", to_text(now))
         result = PurgeResult(deleted, conversation_deleted, len(erased))
-        return _Purged(key, result, tuple(record.id for record in erased), render)
+        changed = (*(record.id for record in erased), *renamed)
+        return _Purged(key, result, changed, render)
 
     def _publish_owner(self, erased: scrub.OwnerErased) -> None:
         for key in erased.conversations:

@@ -277,11 +277,13 @@ def read_snapshot(settings: StoreSettings) -> Iterator[Transaction]:
         connection.close()
 
 
-def truncate_wal(settings: StoreSettings) -> bool:
-    """One attempt to truncate the WAL, on a connection of its own that never waits (see
-    memoryd.storage.scrub.truncate_wal): False when a writer or a reader was in the way. On
-    PostgreSQL, a VACUUM of the erased tables and a rebuild of the word indexes instead: False
-    when a reader's snapshot kept it from removing every erased row."""
+def scrub_erased(settings: StoreSettings) -> scrub.Scrubbed:
+    """One attempt to scrub what erasures left after their commits, on a connection of its own
+    that never waits. On SQLite, the WAL truncated (memoryd.storage.scrub.truncate_wal: not
+    when a writer or a reader is in the way); the statistics were dropped in the erasure's own
+    transaction. On PostgreSQL, a VACUUM of the erased tables, their statistics rebuilt and
+    the word indexes rebuilt (not when a reader's snapshot kept it from removing every erased
+    row)."""
     if isinstance(settings, PostgresSettings):
         from memoryd.storage.postgres import database as postgres  # noqa: PLC0415
 
@@ -289,6 +291,6 @@ def truncate_wal(settings: StoreSettings) -> bool:
     no_wait = dataclasses.replace(settings, busy_timeout_ms=0)
     connection = open_connection(no_wait, writer_policy(no_wait))
     try:
-        return scrub.truncate_wal(connection)
+        return scrub.Scrubbed(wal_truncated=scrub.truncate_wal(connection), statistics_rebuilt=True)
     finally:
         connection.close()

@@ -23,7 +23,11 @@ from memoryd.domain.memories import (
     merge_metadata,
 )
 from memoryd.domain.memory_queries import Locator
-from memoryd.domain.memory_sources import SourceInfo
+from memoryd.domain.memory_sources import (
+    ERASED_CONVERSATION,
+    SourceInfo,
+    conversation_source_id,
+)
 from memoryd.domain.messages import Trust
 from memoryd.domain.timestamps import to_text
 from memoryd.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -275,6 +279,25 @@ def delete_conversation_scope(connection: Transaction, key: ConversationKey) -> 
         (key.agent_id, key.owner_id, ScopeType.CONVERSATION.value, key.scope_id),
     )
     return [memory_from_row(row) for row in found]
+
+
+def forget_conversation_source(connection: Transaction, key: ConversationKey) -> list[int]:
+    """An erased conversation's memory source goes, and the rows written through it (facts at
+    owner or agent scope, which stay) name no chat any more; returns those rows' ids."""
+    owner_pair = (key.agent_id, key.owner_id)
+    source = conversation_source_id(key)
+    connection.execute(
+        "DELETE FROM memory_sources WHERE agent_id = ? AND owner_id = ? AND id = ?",
+        (*owner_pair, source),
+    )
+    erased = ERASED_CONVERSATION
+    changed = rows(
+        connection,
+        "UPDATE memories SET source_id = ?, source_name = ?, source_description = ? "
+        "WHERE agent_id = ? AND owner_id = ? AND source_id = ? RETURNING id",
+        (erased.id, erased.name, erased.description, *owner_pair, source),
+    )
+    return [int(row[0]) for row in changed]
 
 
 def register_source(

@@ -2,11 +2,13 @@
 word indexes rewritten without them, the WAL emptied.
 
 Deleting a row is not enough for "nothing of it can be found": FTS5 records a deletion as a
-marker and keeps the old terms in its segments until they are merged, and the WAL keeps old
-page images until a checkpoint. So after an erasure every index is optimized (merged into one
-segment without the deleted entries) in the same transaction, and once it has committed the WAL
-is checkpointed and truncated. With secure_delete on (the default, [memoryd.storage]) SQLite
-overwrites freed content with zeros, so the database file holds no copy either.
+marker and keeps the old terms in its segments until they are merged, the WAL keeps old page
+images until a checkpoint, and the planner's sampled index keys (sqlite_stat4, written by
+ANALYZE) keep words, owners and chat ids. So after an erasure every index is optimized (merged
+into one segment without the deleted entries) and the samples are dropped, in the same
+transaction, and once it has committed the WAL is checkpointed and truncated. With
+secure_delete on (the default, [memoryd.storage]) SQLite overwrites freed content with zeros,
+so the database file holds no copy either.
 """
 
 from __future__ import annotations
@@ -49,6 +51,16 @@ _OWNERS_CHECKPOINTS = (
     "SELECT id FROM resources WHERE agent_id = ? AND resource_type = 'checkpoint' "
     "AND substr(scope_id, 1, length(?)) = ?"
 )
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Scrubbed:
+    """What one scrub after an erasure's commit managed: the WAL truncated (PostgreSQL: the
+    erased tables vacuumed and the word indexes rebuilt), and the planner's statistics holding
+    none of the erased values (SQLite: dropped in the erasure's own transaction)."""
+
+    wal_truncated: bool
+    statistics_rebuilt: bool
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -183,13 +195,18 @@ def delete_rendering_revisions(
 
 
 def optimize_indexes(connection: Transaction) -> None:
-    """Merge every word index into one segment, dropping deleted entries from the file. (On
-    PostgreSQL the erased rows' index entries go after the commit, with the VACUUM and the
-    rebuild of the word indexes: memoryd.storage.postgres.database.vacuum.)"""
+    """Merge every word index into one segment, dropping deleted entries from the file, and
+    drop the planner's sampled keys, which may quote erased rows (sqlite_stat4: sqlite_stat1
+    keeps counts only, and the planner does without samples until the next ANALYZE). On
+    PostgreSQL the erased rows' index entries and statistics go after the commit, with the
+    VACUUM, the ANALYZE and the rebuild of the word indexes
+    (memoryd.storage.postgres.database.vacuum)."""
     if postgres(connection):
         return
     for index in FTS_INDEXES:
         connection.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")
+    if rows(connection, "SELECT 1 FROM sqlite_schema WHERE name = 'sqlite_stat4'"):
+        connection.execute("DELETE FROM sqlite_stat4")
 
 
 def truncate_wal(connection: Transaction) -> bool:
