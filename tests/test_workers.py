@@ -111,7 +111,7 @@ def test_only_the_supervisors_workers_get_into_its_data_directory(
     home = tmp_path / "home"
     server = start_server(home, workers=WORKERS).start()
     # A process that names a descriptor it was not given (here: its own stdin).
-    intruder = start_server(home, arguments=("--worker-of", "5:0:1"))
+    intruder = start_server(home, arguments=("--worker-of", "5:0:1:0"))
     assert intruder.wait_exit() != 0
     assert "does not hold the lock" in intruder.output
     second = start_server(home, workers=WORKERS)

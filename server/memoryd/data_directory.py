@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from memoryd.domain.resources import PROMPT_FILE_NAMES
+from memoryd.errors import StartupError
 from memoryd.log_events import Event
 
 log = logging.getLogger("memoryd.data_directory")
@@ -71,6 +72,17 @@ def inherited_lock(home: Path, descriptor: int) -> int:
     except BlockingIOError:
         raise Locked(os.pread(descriptor, 32, 0).decode("ascii", "replace").strip()) from None
     return descriptor
+
+
+def inherit_lock(home: Path, descriptor: int) -> int:
+    """`inherited_lock`, refused as a start-up error (a worker that was not given the lock)."""
+    try:
+        return inherited_lock(home, descriptor)
+    except Locked:
+        raise StartupError(
+            f"--worker-of is for the workers `memoryd serve --workers N` starts: this process "
+            f"does not hold the lock of {home}"
+        ) from None
 
 
 CONFIG_FILE = "config.toml"

@@ -121,7 +121,7 @@ class Runtime:
         if lock_fd is None:
             lock_fd = _lock_home(settings.home)
         else:
-            lock_fd = _inherit_lock(settings.home, lock_fd)
+            lock_fd = data_directory.inherit_lock(settings.home, lock_fd)
         try:
             database = _open_database(settings, env)
         except BaseException:
@@ -491,16 +491,6 @@ def _lock_home(home: Path) -> int:
         ) from None
     except OSError as error:
         raise StartupError(f"cannot use data directory {home}: {error.strerror}") from error
-
-
-def _inherit_lock(home: Path, lock_fd: int) -> int:
-    try:
-        return data_directory.inherited_lock(home, lock_fd)
-    except data_directory.Locked:
-        raise StartupError(
-            f"--worker-of is for the workers `memoryd serve --workers N` starts: this process "
-            f"does not hold the lock of {home}"
-        ) from None
 
 
 def _count_stored_tokens(database: OpenedDatabase) -> None:

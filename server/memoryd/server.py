@@ -35,12 +35,14 @@ from memoryd.api.reflection import (
 from memoryd.api.servicer import CompactionServicer, MemoryServicer
 from memoryd.api.status import RpcLog, add_service, log_rpc_with_logging
 from memoryd.config import ServerSettings, Settings, check_exposure, check_private_settings
+from memoryd.config.reloading import Running
 from memoryd.errors import StartupError
 from memoryd.http_serving import start_http
 from memoryd.log_events import Event
 from memoryd.observability import metrics, tracing
 from memoryd.runtime import Runtime
 from memoryd.supervisor import WorkerRole
+from memoryd.token_reloads import SettingsPipe, reload_on_hangup
 from memoryd_client.v1 import (
     compaction_service_pb2,
     compaction_service_pb2_grpc,
@@ -58,13 +60,16 @@ SERVICE_NAMES = (
 
 async def serve(
     settings: Settings,
+    *,
     stop: asyncio.Event | None = None,
     rpc_log: RpcLog = log_rpc_with_logging,
     env: Mapping[str, str] | None = None,
     worker: WorkerRole | None = None,
+    running: Running | None = None,
 ) -> None:
     """Run until `stop` is set (or SIGTERM/SIGINT), then shut down in order. `worker`: this
-    process is one of a supervisor's (memoryd.supervisor)."""
+    process is one of a supervisor's (memoryd.supervisor). `running`: what it runs of the
+    config file, to reload its tokens from (SIGHUP, or the supervisor's pipe)."""
     check_exposure(settings)
     check_private_settings(settings)
     stop = stop or asyncio.Event()
@@ -90,7 +95,7 @@ async def serve(
             extra={"event": Event.PROVIDER_KEY_MISSING, "provider": missing},
         )
     try:
-        await _serve(settings, runtime, stop, rpc_log, worker)
+        await _serve(settings, runtime, stop, rpc_log, worker=worker, running=running)
     finally:
         await runtime.close()
         tracing.shutdown()
@@ -172,7 +177,9 @@ async def _serve(
     runtime: Runtime,
     stop: asyncio.Event,
     rpc_log: RpcLog,
+    *,
     worker: WorkerRole | None,
+    running: Running | None,
 ) -> None:
     server = grpc.aio.server(
         options=[
@@ -200,6 +207,11 @@ async def _serve(
     # tokens, memoryd's own services are guarded by it; health and reflection stay open.
     access = declarations((memory_service_pb2, compaction_service_pb2))
     guard = Authorizer(settings.auth.tokens, access) if settings.auth.tokens else None
+    if running is not None:
+        if worker is not None:
+            SettingsPipe(worker.settings_fd).follow(running, guard)
+        else:
+            reload_on_hangup(running, guard)
     guarded: tuple[tuple[Any, object], ...] = (
         (
             memory_service_pb2_grpc.add_MemoryServiceServicer_to_server,

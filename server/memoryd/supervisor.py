@@ -13,10 +13,13 @@ load), so a machine's cores are used by several processes. The supervisor:
 - starts the workers (`python -m memoryd serve ... --worker-of ...`). Each inherits the open
   lock file (memoryd.data_directory.inherited_lock): it proves the worker was started by the
   process that holds the directory, and no other process gets in. Each reports ready on a pipe;
-  the supervisor logs `serving` once every worker is;
+  the supervisor logs `serving` once every worker is. Each also reads its settings' snapshot
+  from a pipe: the config file as the supervisor read it (memoryd.config.reloading), so that a
+  worker started again runs what its siblings run;
 - restarts a worker that dies (one that keeps dying within seconds of its start stops the
   whole server, with the reason in the log), and on SIGTERM or SIGINT passes the signal on and
-  waits for every worker to drain within the grace period, then kills what is left.
+  waits for every worker to drain within the grace period, then kills what is left;
+- on SIGHUP reads the config file again and writes its tokens to every worker's pipe at once.
 
 The workers share the store: on SQLite each has its own group-committing writer (SQLite's write
 lock serialises them), on PostgreSQL each has its own pool. Work that must happen once (the
@@ -38,9 +41,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
-from memoryd.config import Settings, check_exposure, check_private_settings
+from memoryd import token_reloads
+from memoryd.config import check_exposure, check_private_settings
+from memoryd.config.reloading import Running
 from memoryd.errors import StartupError
 from memoryd.log_events import Event
 from memoryd.runtime import prepare
@@ -61,22 +66,26 @@ CLOSE_MARGIN_SECONDS = 15.0
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class WorkerRole:
-    """What a worker process was given by its supervisor (`--worker-of INDEX:LOCK_FD:READY_FD`)."""
+    """What a worker process was given by its supervisor
+    (`--worker-of INDEX:LOCK_FD:READY_FD:SETTINGS_FD`): its index, the data directory's lock,
+    the pipe it reports ready on, and the pipe it reads its settings' snapshots from
+    (memoryd.token_reloads.SettingsPipe)."""
 
     index: int
     lock_fd: int
     ready_fd: int
+    settings_fd: int
 
     @classmethod
     def parse(cls, text: str) -> WorkerRole:
         """From the hidden command-line value; StartupError when it is not one."""
         try:
-            index, lock_fd, ready_fd = (int(part) for part in text.split(":"))
+            index, lock_fd, ready_fd, settings_fd = (int(part) for part in text.split(":"))
         except ValueError:
             raise StartupError(
                 "--worker-of is given by `memoryd serve --workers N` to its own workers"
             ) from None
-        return cls(index, lock_fd, ready_fd)
+        return cls(index, lock_fd, ready_fd, settings_fd)
 
     @property
     def health_name(self) -> str:
@@ -106,22 +115,28 @@ class _Worker:
     index: int
     process: subprocess.Popen[bytes]
     started: float
+    # The write end of its settings pipe.
+    settings_fd: int
     ready: bool = False
     early_deaths: int = 0
 
 
-def supervise(settings: Settings, argv: Sequence[str], env: Mapping[str, str]) -> int:
-    """Run `settings.server.workers` workers until SIGTERM or SIGINT; the exit code."""
+def supervise(running: Running, argv: Sequence[str]) -> int:
+    """Run `server.workers` workers until SIGTERM or SIGINT; the exit code. SIGHUP reads the
+    config file again and gives every worker its tokens (memoryd.config.reloading)."""
+    settings = running.settings
     check_exposure(settings)
     check_private_settings(settings)
     stop = threading.Event()
+    reload = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    lock_fd = prepare(settings, env)
+    signal.signal(signal.SIGHUP, lambda *_: reload.set())
+    lock_fd = prepare(settings, running.env)
     try:
         held = _hold_port(settings.server.listen)
         try:
-            return _Supervisor(settings, argv, held, lock_fd, stop).run()
+            return _Supervisor(running, argv, held, lock_fd, stop=stop, reload=reload).run()
         finally:
             for sock in held.sockets:
                 sock.close()
@@ -188,17 +203,21 @@ def _bind(sock: socket.socket, family: int, address: str, port: int, listen: str
 class _Supervisor:
     def __init__(
         self,
-        settings: Settings,
+        running: Running,
         argv: Sequence[str],
         held: _HeldPort,
         lock_fd: int,
+        *,
         stop: threading.Event,
+        reload: threading.Event,
     ) -> None:
-        self._settings = settings
+        self._running = running
+        self._settings = running.settings
         self._argv = list(argv)
         self._held = held
         self._lock_fd = lock_fd
         self._stop = stop
+        self._reload = reload
         self._workers: dict[int, _Worker] = {}
         self._ready_pipes: dict[int, int] = {}
 
@@ -224,6 +243,9 @@ class _Supervisor:
         )
         failed = False
         while not self._stop.wait(POLL_SECONDS):
+            if self._reload.is_set():
+                self._reload.clear()
+                self._reload_tokens()
             failed = not self._replace_dead()
             if failed:
                 break
@@ -232,6 +254,7 @@ class _Supervisor:
 
     def _start(self, index: int) -> None:
         read_end, write_end = os.pipe()
+        settings_read, settings_write = os.pipe()
         command = [
             sys.executable,
             "-m",
@@ -239,20 +262,49 @@ class _Supervisor:
             *self._argv,
             "--listen",
             self._held.address,
+            # Where the lock is, before the worker reads anything (memoryd.cli.main).
+            "--home",
+            str(self._settings.home),
             "--worker-of",
-            f"{index}:{self._lock_fd}:{write_end}",
+            f"{index}:{self._lock_fd}:{write_end}:{settings_read}",
         ]
         try:
             process = subprocess.Popen(  # noqa: S603 - this interpreter running memoryd
-                command, pass_fds=(self._lock_fd, write_end)
+                command, pass_fds=(self._lock_fd, write_end, settings_read)
             )
         finally:
             os.close(write_end)
+            os.close(settings_read)
         previous = self._workers.get(index)
+        if previous is not None:
+            os.close(previous.settings_fd)
         self._workers[index] = _Worker(
-            index, process, time.monotonic(), early_deaths=previous.early_deaths if previous else 0
+            index,
+            process,
+            time.monotonic(),
+            settings_fd=settings_write,
+            early_deaths=previous.early_deaths if previous else 0,
         )
         self._ready_pipes[index] = read_end
+        # What its siblings run, whatever the file says now.
+        self._send(self._workers[index], self._running.snapshot.line())
+
+    def _send(self, worker: _Worker, line: bytes) -> None:
+        """Write a snapshot line to a worker (one that died meanwhile is started again)."""
+        with contextlib.suppress(BrokenPipeError):
+            os.write(worker.settings_fd, line)
+
+    def _reload_tokens(self) -> None:
+        """SIGHUP: the config file's tokens, to every worker at once."""
+        try:
+            reloaded = self._running.reload()
+        except StartupError as error:
+            token_reloads.refused(error)
+            return
+        line = reloaded.snapshot.line()
+        for worker in self._workers.values():
+            self._send(worker, line)
+        token_reloads.applied(None, reloaded.settings, reloaded.waiting)
 
     def _wait_ready(self, indexes: list[int]) -> bool:
         """Whether every worker of `indexes` reported ready (False: one exited, or the timeout
@@ -360,6 +412,8 @@ class _Supervisor:
         for pipe in self._ready_pipes.values():
             os.close(pipe)
         self._ready_pipes.clear()
+        for worker in self._workers.values():
+            os.close(worker.settings_fd)
         log.info(
             "stopped",
             extra={

@@ -79,6 +79,11 @@ class Authorizer:
         self._tokens = tokens
         self._access = access
 
+    def replace_tokens(self, tokens: tuple[TokenSettings, ...]) -> None:
+        """Answer with these tokens from the next call on (a reload: memoryd.token_reloads).
+        One assignment: a call is checked against the old set or the new, never a mix."""
+        self._tokens = tokens
+
     def caller(self, metadata: Any) -> TokenSettings:
         """The token the call carries (UNAUTHENTICATED when none is valid)."""
         values = [value for key, value in metadata or () if key == "authorization"]

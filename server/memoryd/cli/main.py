@@ -22,6 +22,7 @@ import dataclasses
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TextIO
 
 from memoryd import __version__
@@ -37,7 +38,10 @@ from memoryd.cli import (
     transfer_commands,
 )
 from memoryd.config import load_settings
+from memoryd.config.loading import config_document
+from memoryd.config.reloading import Running, Snapshot
 from memoryd.config.secrets import Redactor
+from memoryd.data_directory import inherit_lock
 from memoryd.errors import StartupError
 from memoryd.logs import LogPipeline
 
@@ -148,10 +152,24 @@ def _client_command(args: argparse.Namespace, env: Mapping[str, str], out: TextI
 def _serve(args: argparse.Namespace) -> int:
     from memoryd.server import serve  # noqa: PLC0415 - grpc loads only for the server
     from memoryd.supervisor import WorkerRole, supervise  # noqa: PLC0415
+    from memoryd.token_reloads import SettingsPipe  # noqa: PLC0415
 
+    env = os.environ
     try:
+        worker = WorkerRole.parse(args.worker_of) if args.worker_of else None
+        if worker is None:
+            snapshot = Snapshot.of(config_document(env, config_path=args.config, home=args.home))
+        else:
+            # Given the lock first, then the file as its supervisor read it (--home is the
+            # supervisor's: memoryd.config.reloading).
+            inherit_lock(Path(args.home or "").expanduser(), worker.lock_fd)
+            snapshot = SettingsPipe(worker.settings_fd).first()
         settings = load_settings(
-            os.environ, config_path=args.config, home=args.home, listen=args.listen
+            env,
+            config_path=args.config,
+            home=args.home,
+            listen=args.listen,
+            document=snapshot.document,
         )
         server = settings.server
         if args.insecure:
@@ -162,11 +180,11 @@ def _serve(args: argparse.Namespace) -> int:
             settings.http.check_workers(args.workers)
             settings.metrics.check_workers(args.workers)
         settings = dataclasses.replace(settings, server=server)
-        worker = WorkerRole.parse(args.worker_of) if args.worker_of else None
     except StartupError as error:
         print(f"memoryd: {error}", file=sys.stderr)  # noqa: T201 - the CLI's own output
         return EXIT_USAGE
-    secrets = Redactor.of_settings(settings, os.environ)
+    running = Running(snapshot, settings, env, args.config, args.home, args.listen)
+    secrets = Redactor.of_settings(settings, env)
     logs = LogPipeline(
         settings.server.log_level,
         settings.server.log_format,
@@ -175,10 +193,10 @@ def _serve(args: argparse.Namespace) -> int:
     )
     try:
         if worker is None and settings.server.workers > 1:
-            code = supervise(settings, _worker_arguments(args), os.environ)
+            code = supervise(running, _worker_arguments(args))
             logs.stop()
             return code
-        asyncio.run(serve(settings, rpc_log=logs.rpc, env=os.environ, worker=worker))
+        asyncio.run(serve(settings, rpc_log=logs.rpc, env=env, worker=worker, running=running))
     except StartupError as error:
         logs.stop()
         print(f"memoryd: {secrets.redact(str(error))}", file=sys.stderr)  # noqa: T201

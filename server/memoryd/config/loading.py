@@ -41,10 +41,13 @@ def load_settings(
     config_path: str | None = None,
     home: str | None = None,
     listen: str | None = None,
+    document: Document | None = None,
 ) -> Settings:
-    """Build the settings from defaults, the config file, `env` and command-line values."""
+    """Build the settings from defaults, the config file, `env` and command-line values.
+    `document`: the config file as already read (config_document; a worker's snapshot)."""
     home_text = home or env.get("MEMORYD_HOME")
-    document = _document(env, config_path, Path(home_text or DEFAULT_HOME).expanduser())
+    if document is None:
+        document = config_document(env, config_path=config_path, home=home)
     table = document.table
     chosen_home = _home(document, home_text)
     unknown = sorted(set(table) - {"home", "providers", "auth", *SECTIONS})
@@ -183,6 +186,14 @@ def cli_token(env: Mapping[str, str]) -> str | None:
         raise StartupError(
             f"memoryd.auth.cli_token_file {named} cannot be read: {error.strerror}"
         ) from None
+
+
+def config_document(
+    env: Mapping[str, str], *, config_path: str | None = None, home: str | None = None
+) -> Document:
+    """The config file load_settings would read (--config, $MEMORYD_CONFIG, <home>/config.toml)."""
+    chosen = Path(home or env.get("MEMORYD_HOME") or DEFAULT_HOME).expanduser()
+    return _document(env, config_path, chosen)
 
 
 def _document(env: Mapping[str, str], config_path: str | None, home: Path) -> Document:

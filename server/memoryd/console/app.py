@@ -118,7 +118,7 @@ class ConsoleApp:
         if cookie is None or "authorization" in headers:
             await self._inner(scope, receive, send)
             return
-        session = self._sessions.find(cookie)
+        session = self._live(cookie)
         if session is None:
             await _json(send, 401, {"code": "unauthenticated", "message": SESSION_ENDED})
             return
@@ -133,6 +133,19 @@ class ConsoleApp:
                 (b"authorization", b"Bearer " + session.token.encode()),
             ]
         await self._inner(scope, receive, send)
+
+    def _live(self, cookie: str) -> Session | None:
+        """The cookie's session while its token is still one the server answers to (a reload
+        may have withdrawn it: memoryd.token_reloads); else it ends."""
+        session = self._sessions.find(cookie)
+        if session is None or self._guard is None:
+            return session
+        try:
+            self._guard.caller([("authorization", f"Bearer {session.token}")])
+        except Unauthenticated:
+            self._sessions.close(cookie)
+            return None
+        return session
 
     @staticmethod
     def _refusal(scope: Scope, headers: dict[str, str], session: Session) -> str | None:
@@ -182,7 +195,7 @@ class ConsoleApp:
         method = scope["method"]
         cookie = _cookie(headers)
         if method == "GET":
-            session = self._sessions.find(cookie) if cookie else None
+            session = self._live(cookie) if cookie else None
             if session is None:
                 await _json(send, 401, {"code": "unauthenticated", "message": "not signed in"})
                 return
@@ -196,7 +209,7 @@ class ConsoleApp:
             )
             return
         if method == "DELETE":
-            session = self._sessions.find(cookie) if cookie else None
+            session = self._live(cookie) if cookie else None
             if session is not None and csrf_matches(session, headers.get(CSRF_HEADER, "")):
                 self._sessions.close(cookie or "")
             await _json(send, 200, {}, [(b"set-cookie", self._cookie_header("", 0))])
