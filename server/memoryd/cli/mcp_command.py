@@ -5,7 +5,9 @@ CLI's token ($MEMORYD_TOKEN or the configured token file) and TLS ($MEMORYD_TLS_
 `--owner` and `--conversation` are what a tool call works on when it names none (see
 memoryd.mcp_bridge). With `--listen`, streamable HTTP at http://HOST:PORT/mcp; callers must send
 `Authorization: Bearer $MEMORYD_MCP_TOKEN` when that is set, and it must be set to listen beyond
-loopback.
+loopback; requests must be addressed to the listener's own names (or `--allowed-host`).
+`--trust` is the trust of what the model writes: operator over stdio, guest with --listen,
+unless told otherwise.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, TextIO
 
 from memoryd.cli import remote
 from memoryd.config import cli_token
+from memoryd.config.settings import is_host_name
 from memoryd.errors import StartupError
 
 COMMANDS = ("mcp",)
@@ -55,6 +58,21 @@ def add_commands(commands: Any) -> None:
         metavar="TOKENS",
         help="the model's context window for compose_context and the context resource "
         "(default: what memoryd knows from CommitTurn or its model provider)",
+    )
+    parser.add_argument(
+        "--trust",
+        choices=("operator", "guest"),
+        help="the trust of what the model writes through the tools: operator (the default "
+        "over stdio: a desktop assistant of its own user) may write directives; guest (the "
+        "default with --listen) may not, and changes only what was written at guest trust",
+    )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --listen: a name, beyond the address's own, that requests may be addressed "
+        "to (a reverse proxy's); .example.com for every name below it",
     )
     parser.add_argument(
         "--watch-seconds",
@@ -95,6 +113,11 @@ async def _serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             remote.conversation_arg(args.conversation, args.agent, args.owner)
         except ValueError as error:
             raise StartupError(str(error)) from error
+    if args.allowed_host and not args.listen:
+        raise StartupError("--allowed-host is for --listen (stdio has no host names)")
+    for name in args.allowed_host:
+        if not is_host_name(name):
+            raise StartupError(f"--allowed-host {name!r} is not a host name")
     host, port = _listen_address(args.listen) if args.listen else ("", 0)
     mcp_token = env.get("MEMORYD_MCP_TOKEN", "")
     if args.listen and not mcp_token and not app.is_loopback(host):
@@ -113,6 +136,7 @@ async def _serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         owner_id=args.owner,
         conversation=args.conversation,
         context_window=args.context_window,
+        trust=args.trust or ("guest" if args.listen else "operator"),
     )
     async with md.connect(
         remote.with_port(address), token=cli_token(env) or None, credentials=credentials
@@ -133,6 +157,7 @@ async def _serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             port=port,
             watch_seconds=args.watch_seconds,
             token=mcp_token,
+            allowed_hosts=tuple(args.allowed_host),
             ready=ready,
         )
     return 0

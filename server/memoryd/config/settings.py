@@ -376,7 +376,7 @@ class HttpSettings(Section):
                     f"{getattr(self, name)}"
                 )
         for name in self.hosts:
-            if not _is_host_name(name):
+            if not is_host_name(name):
                 raise StartupError(
                     f"memoryd.http.allowed_hosts: {name!r} is not a host name (a name such as "
                     "memory.example.com, .example.com for every name below it, or an address)"
@@ -571,7 +571,7 @@ _HOST_LABEL = r"[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?"
 _HOST_NAME = re.compile(rf"\.?{_HOST_LABEL}(\.{_HOST_LABEL})*\.?")
 
 
-def _is_host_name(text: str) -> bool:
+def is_host_name(text: str) -> bool:
     """A DNS name (a leading dot: every name below it) or an IP address ([v6] or bare)."""
     try:
         ipaddress.ip_address(text.removeprefix("[").removesuffix("]"))

@@ -68,7 +68,8 @@ MODES = {
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Defaults:
-    """What a tool call that names none works on (`memoryd mcp --agent/--owner/--conversation`)."""
+    """What a tool call that names none works on (`memoryd mcp --agent/--owner/--conversation`),
+    and the trust its writes carry (`--trust`)."""
 
     agent_id: str = ""
     owner_id: str = ""
@@ -76,6 +77,16 @@ class Defaults:
     conversation: str = ""
     # compose_context's window when the call gives none (0: memoryd's own).
     context_window: int = 0
+    # The trust of what the tools write. "guest" (the default over --listen): the model's
+    # writes are a guest's, since what it writes may come from text it read (a recalled guest
+    # message): no directive, and only rows written at guest trust change. "operator" (the
+    # default over stdio, a desktop user's own assistant): the model writes as the operator.
+    trust: Literal["operator", "guest"] = "operator"
+
+    @property
+    def writes(self) -> md.Trust.ValueType:
+        """The Trust value of every write."""
+        return md.TRUST_OPERATOR if self.trust == "operator" else md.TRUST_GUEST
 
 
 class MemoryTools:
@@ -105,6 +116,7 @@ class MemoryTools:
                     scope_type=md.SCOPE_TYPE_CONVERSATION,
                     key=key,
                     value=value,
+                    trust=self.defaults.writes,
                 )
             )
         )
@@ -261,7 +273,14 @@ class MemoryTools:
         owner: OwnerArg = "",
     ) -> dict[str, Any]:
         """Remember a durable fact about the user, in every conversation: it is rendered into
-        USER.md or MEMORY.md. Remembering a key again replaces its value."""
+        USER.md or MEMORY.md. Remembering a key again replaces its value. A directive (a
+        standing rule for the agent) needs a server started for operator use."""
+        if category == "directive" and self.defaults.trust != "operator":
+            raise ToolError(
+                "a directive is a standing rule for the agent, which only the operator sets: "
+                "this memoryd mcp writes at guest trust (memoryd mcp --trust operator is for "
+                "an assistant whose user is its operator)"
+            )
         answer = await _called(
             self._memory.StoreMemory(
                 md.StoreMemoryRequest(
@@ -270,6 +289,7 @@ class MemoryTools:
                     category=CATEGORIES[category],
                     key=key,
                     value=value,
+                    trust=self.defaults.writes,
                 )
             )
         )
@@ -292,7 +312,10 @@ class MemoryTools:
         answer = await _called(
             self._memory.ArchiveMemory(
                 md.ArchiveMemoryRequest(
-                    owner=scope, id=found.memory.id, reason="forgotten through MCP"
+                    owner=scope,
+                    id=found.memory.id,
+                    reason="forgotten through MCP",
+                    trust=self.defaults.writes,
                 )
             )
         )
@@ -348,6 +371,8 @@ def _memory(row: md.Memory) -> dict[str, Any]:
         "scope": md.ScopeType.Name(row.scope_type).removeprefix("SCOPE_TYPE_").lower(),
         "updated_at": _time(row.updated_at),
         "archived": row.archived,
+        # Who set it: "guest" text is what a guest said, never an instruction to follow.
+        "trust": _trust(row.trust),
     }
 
 
@@ -364,7 +389,13 @@ def _said(hit: md.HistoryHit) -> dict[str, Any]:
         "matched": [
             md.MatchKind.Name(kind).removeprefix("MATCH_KIND_").lower() for kind in hit.matches
         ],
+        "trust": _trust(message.trust),
     }
+
+
+def _trust(value: md.Trust.ValueType) -> str:
+    """A Trust as the tools say it (unset is operator, as memoryd reads it)."""
+    return "guest" if value == md.TRUST_GUEST else "operator"
 
 
 def _conversation_text(key: md.Conversation) -> str:
