@@ -84,7 +84,6 @@ async def start_http(
         header_seconds=http.header_timeout_seconds,
         body_seconds=http.body_timeout_seconds,
         idle_seconds=http.idle_timeout_seconds,
-        max_connections=http.max_connections,
     )
     budget = ConnectionBudget.for_process(http.max_connections)
     log.info(

@@ -65,13 +65,12 @@ _TIMED_OUT = (
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class HttpLimits:
-    """How long a connection may take over each part of a request, and how many may be open."""
+    """How long a connection may take over each part of a request (how many may be open is the
+    process's `ConnectionBudget`)."""
 
     header_seconds: float = 10.0
     body_seconds: float = 30.0
     idle_seconds: float = 30.0
-    # The most connections open at once; 0: what the open-file limit leaves (`ConnectionBudget`).
-    max_connections: int = 0
 
 
 def open_file_limit() -> tuple[int, int]:
@@ -164,10 +163,12 @@ class _Connection(asyncio.Protocol):
         self.inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
+        now = time.monotonic()
+        self.observe(now)  # an answer may have ended since the last sweep
         if self.phase == "head" and self.first_byte_at is None:
-            self.first_byte_at = time.monotonic()
+            self.first_byte_at = now
         self.inner.data_received(data)
-        self.observe(time.monotonic())
+        self.observe(now)
 
     def eof_received(self) -> bool | None:
         return self.inner.eof_received()  # type: ignore[no-any-return]
