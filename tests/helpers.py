@@ -6,6 +6,7 @@ import concurrent.futures
 import dataclasses
 import io
 import os
+import socket
 import sys
 import uuid
 from collections.abc import Mapping
@@ -150,3 +151,15 @@ def run_memoryd(*argv: str, env: Mapping[str, str] | None = None, stdin: str = "
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(call).result(timeout=120)
+
+
+def raw_exchange(address: str, data: bytes, *, wait: float = 30.0) -> bytes:
+    """Send `data` on a new TCP connection to HOST:PORT and read until the server closes it:
+    for HTTP requests exactly as written (any Host, half a request)."""
+    host, _, port = address.rpartition(":")
+    with socket.create_connection((host.strip("[]"), int(port)), timeout=wait) as sock:
+        sock.sendall(data)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)

@@ -25,6 +25,7 @@ from memoryd.log_events import Event
 from memoryd.testing.server_process import ServerProcess
 from memoryd.web.hosts import HostPolicy, host_of
 from memoryd.web.throttle import RepeatFilter, Throttle
+from tests.helpers import raw_exchange
 
 MEMORY = "/memoryd.v1.MemoryService/"
 EOF_WAIT_SECONDS = 60.0
@@ -32,17 +33,6 @@ EOF_WAIT_SECONDS = 60.0
 
 def http_address(server: ServerProcess, name: str = "http") -> str:
     return str(server.events(Event.SERVING)[-1][name])
-
-
-def raw(address: str, data: bytes, *, wait: float = 30.0) -> bytes:
-    """Send `data` on a new connection and read until the server closes it."""
-    host, _, port = address.rpartition(":")
-    with socket.create_connection((host, int(port)), timeout=wait) as sock:
-        sock.sendall(data)
-        chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def request(
@@ -64,9 +54,14 @@ def request(
     if body is not None:
         lines += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
     lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
-    answer = raw(address, ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + payload)
+    answer = raw_exchange(address, ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + payload)
     head, _, content = answer.partition(b"\r\n\r\n")
     return int(head.split(b" ", 2)[1]), content
+
+
+def timed_out(address: str, data: bytes) -> bool:
+    """Whether the server answers `data` (an unfinished request) with 408 and closes."""
+    return raw_exchange(address, data, wait=EOF_WAIT_SECONDS).startswith(b"HTTP/1.1 408 ")
 
 
 def server_with(tmp_path_factory: pytest.TempPathFactory, config: str, **kwargs: Any) -> Any:
@@ -141,7 +136,7 @@ def test_the_listeners_own_names_and_the_allowed_ones_are_answered(served: Serve
 
 
 def test_a_request_without_a_host_is_refused(served: ServerProcess) -> None:
-    answer = raw(http_address(served), b"GET /metrics HTTP/1.0\r\n\r\n")
+    answer = raw_exchange(http_address(served), b"GET /metrics HTTP/1.0\r\n\r\n")
     assert answer.startswith(b"HTTP/1.1 421 "), answer[:100]
     assert b"no Host header" in answer
 
@@ -203,11 +198,11 @@ def test_connections_that_do_not_finish_their_request_are_closed(
         head = f"POST {MEMORY}GetServerInfo HTTP/1.1\r\nHost: {address}\r\n"
         # Nothing at all, half a request line, headers without their end, a body cut short:
         # each is closed, with 408 where a request had begun.
-        assert raw(address, b"", wait=EOF_WAIT_SECONDS) == b""
-        assert raw(address, b"POST /memo", wait=EOF_WAIT_SECONDS).startswith(b"HTTP/1.1 408 ")
-        assert raw(address, head.encode(), wait=EOF_WAIT_SECONDS).startswith(b"HTTP/1.1 408 ")
+        assert raw_exchange(address, b"", wait=EOF_WAIT_SECONDS) == b""
+        assert timed_out(address, b"POST /memo")
+        assert timed_out(address, head.encode())
         cut = head + "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
-        assert raw(address, cut.encode(), wait=EOF_WAIT_SECONDS).startswith(b"HTTP/1.1 408 ")
+        assert timed_out(address, cut.encode())
         # A body cut short is never run, even when the part that came is valid JSON.
         valid = json.dumps(
             {"conversation": {"channel": "cut", "chatId": "1"}, "messages": [{"content": "x"}]}
@@ -215,7 +210,7 @@ def test_connections_that_do_not_finish_their_request_are_closed(
         cut = head.replace("GetServerInfo", "AppendMessages") + (
             f"Content-Type: application/json\r\nContent-Length: {len(valid) + 10}\r\n\r\n{valid}"
         )
-        assert raw(address, cut.encode(), wait=EOF_WAIT_SECONDS).startswith(b"HTTP/1.1 408 ")
+        assert timed_out(address, cut.encode())
         with md.connect_sync(server.address) as channel:
             listed = md.MemoryServiceStub(channel).ListMessages(
                 md.ListMessagesRequest(conversation=md.Conversation(channel="cut", chat_id="1"))
@@ -234,7 +229,7 @@ def test_connections_that_do_not_finish_their_request_are_closed(
         # answered as ever.
         keep = f"POST {MEMORY}GetServerInfo HTTP/1.1\r\nHost: {address}\r\n"
         keep += "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
-        answer = raw(address, keep.encode(), wait=EOF_WAIT_SECONDS)
+        answer = raw_exchange(address, keep.encode(), wait=EOF_WAIT_SECONDS)
         assert answer.startswith(b"HTTP/1.1 200 ")
         # 150 held-open connections all end.
         held = [socket.create_connection((host, int(port))) for _ in range(150)]

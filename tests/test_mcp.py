@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,7 @@ from mcp.shared.subscriptions import ResourceUpdated
 
 import memoryd_client as md
 from memoryd.testing.server_process import ServerProcess
-from tests.helpers import append, user
+from tests.helpers import append, raw_exchange, user
 
 TOOLS = {
     "memory_store",
@@ -274,16 +273,9 @@ def test_listening_beyond_loopback_needs_an_endpoint_token(server: ServerProcess
     assert "Traceback" not in result.stderr
 
 
-def raw_request(url: str, data: bytes, wait: float = 60) -> bytes:
-    """`data` on a new connection to the host and port of `url`; what comes back until the
-    server closes it."""
-    host, port = url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=wait) as sock:
-        sock.sendall(data)
-        chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    return b"".join(chunks)
+def raw_request(url: str, data: bytes) -> bytes:
+    """`data` on a new connection to the host and port of `url`, until the server closes it."""
+    return raw_exchange(url.split("//", 1)[1].split("/", 1)[0], data, wait=60)
 
 
 def initialize(host: str, *headers: str) -> bytes:
