@@ -17,11 +17,19 @@ Tuning is allowed on conversations 1-5 only (conv-26, conv-30, conv-41, conv-42,
 every figure is reported for 1-5, 6-10 and all ten. In the same run, a baseline: plain SQLite
 FTS5 over the same turns (porter stemming, the question's words OR-ed, ranked by bm25), and the
 paper's DRAGON row (Table 3).
+
+`--floors 0.5,0.55,...` calibrates the similarity floor ([memoryd.search] min_similarity): the
+server runs without one, and each floor is applied to its hybrid answers with the server's own
+rule (memoryd.domain.fusion.above_floor, a message's neighbours being the turns before and after
+it), reporting recall@k on each half and, for OFF_TOPIC (questions about nothing LoCoMo's chats
+hold, asked of every conversation), how many answers come back empty. The server's default
+floor is the highest whose recall@10 on conversations 1-5 is at most 0.5 below no floor's.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import re
@@ -38,6 +46,7 @@ import backends
 import grpc
 
 import memoryd_client as md
+from memoryd.domain.fusion import Scores, above_floor
 from memoryd.testing.server_process import ServerProcess
 
 KS = (1, 5, 10, 25, 50)
@@ -51,6 +60,50 @@ MODES = {
 }
 SESSION = re.compile(r"session_(\d+)$")
 BATCH = 100
+# Questions about nothing the LoCoMo conversations hold (written for this benchmark): a memory
+# with a floor on meaning answers them with nothing, not with the nearest unrelated turns.
+OFF_TOPIC = (
+    "What is the melting point of tungsten carbide?",
+    "How does the Krebs cycle produce ATP in mitochondria?",
+    "Which enzyme unwinds the DNA double helix during replication?",
+    "What is the Schwarzschild radius of a black hole of ten solar masses?",
+    "How do I configure BGP route reflectors on a Juniper router?",
+    "What does the x86 instruction CMPXCHG16B do?",
+    "How is the Navier-Stokes equation discretised in finite volume solvers?",
+    "Which Byzantine emperor commissioned the Hagia Sophia?",
+    "What is the half-life of carbon-14?",
+    "How does a Wankel rotary engine seal its combustion chambers?",
+    "What is the Chandrasekhar limit?",
+    "Who proved Fermat's Last Theorem?",
+    "How do you compute the eigenvalues of a Hermitian matrix?",
+    "What is the capital of Kyrgyzstan?",
+    "Which amino acids are encoded by the codon UUA?",
+    "How does Kerberos issue ticket-granting tickets?",
+    "What is the difference between TCP Reno and TCP Cubic congestion control?",
+    "What year was the Treaty of Westphalia signed?",
+    "How does a superheterodyne receiver demodulate AM?",
+    "What is the orbital period of Neptune?",
+    "Which compiler pass performs loop-invariant code motion?",
+    "What is the boiling point of liquid nitrogen in Kelvin?",
+    "How is the Gini coefficient calculated?",
+    "What does the Linux syscall epoll_wait return?",
+    "Which glaciers feed the Aletsch glacier?",
+    "How do quantum error-correcting surface codes work?",
+    "What is the bond angle of a water molecule?",
+    "Who wrote the Principia Mathematica with Russell?",
+    "How are Reed-Solomon codes decoded?",
+    "What is the tensile strength of structural steel?",
+    "Which protocol does Kubernetes use for etcd consensus?",
+    "What is the function of the loop of Henle in the kidney?",
+    "How is the Hubble constant measured with Cepheid variables?",
+    "What are the rules of castling in chess?",
+    "How does PostgreSQL implement MVCC visibility?",
+    "What causes the Coriolis effect?",
+    "Which element has the atomic number 74?",
+    "How does the Diffie-Hellman key exchange resist eavesdropping?",
+    "What is the derivative of the arctangent function?",
+    "Which dynasty built the Forbidden City in Beijing?",
+)
 
 
 class Turn:
@@ -61,6 +114,15 @@ class Turn:
         self.speaker = speaker
         self.text = text
         self.created_at = created_at
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Scored:
+    """A hybrid hit as the floor's rule reads it."""
+
+    dia_id: str
+    message_id: int
+    scores: Scores
 
 
 class Question:
@@ -225,6 +287,93 @@ def through_server(
     return rankings, latencies
 
 
+def empty_off_topic(memory: md.MemoryServiceStub, samples: list[str]) -> str:
+    """How many off-topic questions, asked of every conversation, get no hit (hybrid)."""
+    empty = 0
+    for text in OFF_TOPIC:
+        for sample in samples:
+            response = memory.SearchHistory(
+                md.SearchHistoryRequest(
+                    query=text, conversation=conversation_of(sample), mode=md.SEARCH_MODE_HYBRID
+                )
+            )
+            empty += not response.hits
+    return f"{empty} of {len(OFF_TOPIC) * len(samples)}"
+
+
+def scored(
+    memory: md.MemoryServiceStub, questions: list[Question], samples: list[str], mode: int
+) -> tuple[list[list[Scored]], list[list[Scored]]]:
+    """Every hit of `mode` (dialog id, message id, scores), without a floor: for the
+    questions, and for each off-topic question asked of every conversation."""
+
+    def ask(text: str, sample: str) -> list[Scored]:
+        response = memory.SearchHistory(
+            md.SearchHistoryRequest(
+                query=text, conversation=conversation_of(sample), limit=max(KS), mode=mode
+            )
+        )
+        return [
+            Scored(
+                hit.message.client_message_id,
+                hit.message.id,
+                Scores(
+                    similarity=hit.scores.similarity,
+                    fused=hit.scores.fused,
+                    lexical_rank=hit.scores.lexical_rank,
+                    semantic_rank=hit.scores.semantic_rank,
+                ),
+            )
+            for hit in response.hits
+        ]
+
+    answered = [ask(question.text, question.sample) for question in questions]
+    off_topic = [ask(text, sample) for text in OFF_TOPIC for sample in samples]
+    return answered, off_topic
+
+
+def floored(hits: list[Scored], floor: float, *, context: bool = True) -> list[str]:
+    """The dialog ids the server's floor would keep (turns next to each other in a
+    conversation have ids next to each other: they were appended in order). `context`: the
+    neighbours of a kept hit stay (hybrid), or not (semantic mode has no context)."""
+    ids = {hit.message_id for hit in hits} if context else set()
+    neighbours = {
+        hit.message_id: (
+            hit.message_id - 1 if hit.message_id - 1 in ids else None,
+            hit.message_id + 1 if hit.message_id + 1 in ids else None,
+        )
+        for hit in hits
+    }
+    by_id = {hit.message_id: hit.dia_id for hit in hits}
+    kept, _ = above_floor([(hit.message_id, hit.scores) for hit in hits], floor, neighbours)
+    return [by_id[item] for item, _ in kept]
+
+
+def calibrate(
+    floors: list[float],
+    questions: list[Question],
+    answered: list[list[Scored]],
+    off_topic: list[list[Scored]],
+    *,
+    context: bool,
+) -> dict[str, object]:
+    """Recall@k on each half and empty off-topic answers, for each floor (0: none). In
+    semantic mode every hit is one of meaning alone, so the rule is the similarity."""
+    table: dict[str, object] = {}
+    for floor in [0.0, *floors]:
+        rankings = [floored(hits, floor, context=context) for hits in answered]
+        summary = summarise(questions, rankings)
+        table[f"floor {floor:g}"] = {
+            half: {k: figures[k] for k in ("5", "10")}  # type: ignore[index]
+            for half, figures in summary.items()
+            if half.startswith("conv") or half == "all ten"
+        } | {
+            "off-topic answers empty": f"{sum(not floored(h, floor) for h in off_topic)} of "
+            f"{len(off_topic)}"
+        }
+    return table
+
+
 def peak_rss_mb(pid: int) -> dict[str, float]:
     """The server's resident memory now and at its peak (Linux /proc), in MB."""
     status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
@@ -249,6 +398,7 @@ def run_server(
     questions: list[Question],
     modes: list[str],
     log: Callable[[str], None],
+    floors: list[float] | None = None,
 ) -> dict[str, object]:
     """Load through a real server on `backend` and measure each mode."""
     results: dict[str, object] = {}
@@ -274,6 +424,13 @@ def run_server(
                     if embed_seconds
                     else None,
                 }
+                for name in ("hybrid", "semantic") if floors else ():
+                    answered, off_topic = scored(
+                        memory, questions, list(conversations), MODES[name]
+                    )
+                    results[f"similarity floors ({name})"] = calibrate(
+                        floors or [], questions, answered, off_topic, context=name == "hybrid"
+                    )
                 for name in modes:
                     rankings, latencies = through_server(memory, questions, MODES[name])
                     log(f"{name}: done")
@@ -282,6 +439,10 @@ def run_server(
                             "p50": round(percentile(latencies, 0.5), 2),
                             "p99": round(percentile(latencies, 0.99), 2),
                         }
+                    }
+                if "hybrid" in modes:
+                    results["memoryd hybrid"] |= {  # type: ignore[operator]
+                        "off-topic answers empty": empty_off_topic(memory, list(conversations))
                     }
             results["server_rss_mb"] = peak_rss_mb(server.process.pid)
         finally:
@@ -297,6 +458,11 @@ def main() -> int:
     parser.add_argument("--modes", default="lexical,semantic,hybrid")
     parser.add_argument("--config", type=Path, help="a memoryd config file (default: defaults)")
     parser.add_argument("--backend", default="sqlite", choices=backends.CHOICES)
+    parser.add_argument(
+        "--floors",
+        type=lambda text: [float(item) for item in text.split(",") if item],
+        help="similarity floors to calibrate, comma-separated (the server runs with none)",
+    )
     args = parser.parse_args()
     conversations, questions = load_dataset(args.dataset)
     modes = [mode for mode in args.modes.split(",") if mode]
@@ -308,6 +474,8 @@ def main() -> int:
         print(text, file=sys.stderr, flush=True)
 
     config = args.config.read_text(encoding="utf-8") if args.config else ""
+    if args.floors:
+        config += "\n[memoryd.search]\nmin_similarity = 0\n"
     result: dict[str, object] = {
         "benchmark": "retrieval_quality",
         "backend": args.backend,
@@ -324,6 +492,7 @@ def main() -> int:
         questions=questions,
         modes=modes,
         log=log,
+        floors=args.floors,
     )
     print(json.dumps(result, indent=2))
     return 0

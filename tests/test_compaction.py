@@ -222,6 +222,32 @@ async def test_compose_context_orders_blocks_then_messages_with_their_tokens(
     assert "oat flat whites" not in json.dumps([part.content for part in guest.parts])
 
 
+async def test_compose_context_of_a_conversation_where_nothing_was_said_is_its_memory(
+    compacting: Compacting,
+) -> None:
+    """An assistant's first call, before anything was said: the memory block alone (it was
+    NOT_FOUND before), and a conversation still unknown afterwards (composing writes nothing)."""
+    conversation = fresh_conversation()
+    await compacting.memory.StoreMemory(
+        md.StoreMemoryRequest(
+            owner=owner_of(conversation),
+            category=md.CATEGORY_IDENTITY,
+            key="name",
+            value="Is called Nora",
+        )
+    )
+    composed = await compacting.compose(conversation)
+    assert [part.kind for part in composed.parts] == [md.CONTEXT_PART_KIND_MEMORY_CONTEXT]
+    assert "Is called Nora" in composed.parts[0].content
+    assert composed.history_version == 0
+    guest = await compacting.compose(conversation, trust=md.TRUST_GUEST)
+    assert list(guest.parts) == []  # a guest never receives the memory block
+    missing = await rpc_error(
+        compacting.memory.GetConversation(md.GetConversationRequest(conversation=conversation))
+    )
+    assert missing.code() == grpc.StatusCode.NOT_FOUND
+
+
 async def test_compose_context_leaves_the_oldest_out_but_never_out_of_history(
     compacting: Compacting,
 ) -> None:

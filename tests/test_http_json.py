@@ -352,3 +352,31 @@ def as_json(request: Any) -> str | None:
         return str(json_format.MessageToJson(request))
     except json_format.SerializeToJsonError:
         return None
+
+
+def test_search_hits_carry_their_scores_and_nothing_found_says_so(served: ServerProcess) -> None:
+    """Over HTTP as over gRPC: each hit's scores and match kinds; a query about nothing held
+    returns no hit and counts what its floor left out."""
+    address = http_address(served)
+    chat = {"channel": "curl", "chatId": uuid.uuid4().hex[:8], "ownerId": "ada"}
+    curl(
+        address,
+        MEMORY + "AppendMessages",
+        {"conversation": chat, "messages": [{"role": "ROLE_USER", "content": "I adore jazz"}]},
+    )
+    deadline = time.monotonic() + 120
+    while curl(address, MEMORY + "GetEmbeddingStatus", {})[1].get("pendingMessages"):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    status, found = curl(address, MEMORY + "SearchHistory", {"conversation": chat, "query": "jazz"})
+    assert status == 200
+    hit = found["hits"][0]
+    assert "MATCH_KIND_WORD" in hit["matches"]
+    assert hit["scores"]["lexicalRank"] == 1
+    assert hit["scores"]["fused"] > 0
+    status, nothing = curl(
+        address, MEMORY + "SearchHistory", {"conversation": chat, "query": "quantum chromodynamics"}
+    )
+    assert status == 200
+    assert nothing.get("hits", []) == []
+    assert nothing["belowFloor"] == 1

@@ -1,10 +1,15 @@
 """`memoryd mcp`: every tool and resource through the `mcp` package's own client, over stdio and
-over streamable HTTP, against a real memoryd; bad arguments are tool errors, a token that may
-not write is refused, and a prompt file's change is announced to listening clients."""
+over streamable HTTP, against a real memoryd. Two owners through one server each get their own
+rows, every call naming its scope (the multi-user example of docs/mcp.md runs verbatim); a
+conversation recorded through MCP is learnt by the review (the desktop config as printed);
+a query about nothing held finds nothing; unknown, missing and bad arguments are refused in one
+line; every schema carries the API's limits; a token that may not write is refused; a prompt
+file's change is announced to listening clients."""
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
@@ -14,6 +19,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -26,17 +32,27 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.subscriptions import ResourceUpdated
 
 import memoryd_client as md
+from memoryd.domain.conversation import MAX_IDENTIFIER_CHARS
+from memoryd.domain.memories import MAX_KEY_CHARS, MAX_VALUE_CHARS
+from memoryd.domain.messages import MAX_SENDER_CHARS
+from memoryd.domain.recall import MAX_LIMIT as RECALL_MAX_LIMIT
+from memoryd.domain.search_query import MAX_QUERY_CHARS
+from memoryd.testing.configs import review_config
+from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
-from tests.helpers import append, raw_exchange, user
+from tests.conftest import ROOT
+from tests.helpers import append, raw_exchange, run_memoryd, user
 
 TOOLS = {
-    "memory_store",
-    "memory_recall",
-    "memory_sources_list",
-    "search_history",
-    "compose_context",
+    "record_turn",
     "remember",
+    "note",
+    "recall",
+    "search_history",
+    "list_memories",
     "forget",
+    "compose_context",
+    "memory_sources_list",
 }
 ADMIN = "mcp-admin-token-0123456789abcdef"
 OTHER_AGENT = "mcp-other-agent-token-012345678"
@@ -149,28 +165,48 @@ async def test_every_tool_over_stdio(server: ServerProcess, chat: str) -> None:
             for name, schema in tool.input_schema.get("properties", {}).items():
                 assert schema.get("description"), (tool.name, name)
 
-        stored = await call(client, "memory_store", key="flight", value="LH 123 on Monday")
-        assert stored["created"]
-        assert stored["stored"]["scope"] == "conversation"
-        by_key = await call(client, "memory_recall", key="flight")
-        assert [hit["value"] for hit in by_key["hits"]] == ["LH 123 on Monday"]
-        by_words = await call(client, "memory_recall", query="flight Monday")
-        assert "LH 123 on Monday" in [hit.get("value") for hit in by_words["hits"]]
-        said = await call(client, "memory_recall", query="dentist", source="history")
-        assert [hit["content"] for hit in said["hits"]] == [
-            "I booked the dentist for Friday at nine"
-        ]
+        recorded = await call(
+            client,
+            "record_turn",
+            messages=[
+                {"role": "user", "text": "My sister Lena visits in May", "id": "t1"},
+                {"role": "assistant", "text": "Lovely, enjoy!", "id": "t2"},
+            ],
+        )
+        assert [item["outcome"] for item in recorded["recorded"]] == ["stored", "stored"]
+        again = await call(
+            client, "record_turn", messages=[{"role": "user", "text": "again", "id": "t1"}]
+        )
+        assert again["recorded"][0]["outcome"] == "duplicate"
+        noted = await call(client, "note", key="flight", text="LH 123 on Monday")
+        assert noted["created"]
+        assert noted["noted"]["scope"] == "conversation"
+        remembered = await call(
+            client, "remember", fact="Prefers green tea", category="preference", key="drink"
+        )
+        assert remembered["remembered"]["scope"] == "owner"
+        assert remembered["remembered"]["owner"] == owner
+        directive = await call(client, "remember", fact="Answer briefly", category="directive")
+        assert directive["remembered"]["scope"] == "agent"  # as StoreMemory files it
+        assert directive["remembered"]["key"].startswith("directive_")
+
+        found = await call(client, "recall", query="green tea")
+        assert found["hits"][0]["value"] == "Prefers green tea"
+        assert "word" in found["hits"][0]["matched"]
+        assert found["hits"][0]["score"] > 0
+        in_chat = await call(client, "recall", query="flight", scope="conversation")
+        assert [hit["value"] for hit in in_chat["hits"]] == ["LH 123 on Monday"]
+        known = await call(client, "list_memories")
+        assert {row["key"] for row in known["memories"]} >= {"drink", "flight"}
 
         searched = await call(client, "search_history", query="when is the dentist")
         assert searched["hits"][0]["content"] == "I booked the dentist for Friday at nine"
         assert searched["hits"][0]["conversation"] == chat
+        assert searched["hits"][0]["owner"] == owner
         everywhere = await call(client, "search_history", query="dentist", everywhere=True)
-        assert len(everywhere["hits"]) == 1
+        assert everywhere["hits"][0]["content"] == "I booked the dentist for Friday at nine"
+        assert {hit["owner"] for hit in everywhere["hits"]} == {owner}
 
-        remembered = await call(
-            client, "remember", key="drink", value="Prefers green tea", category="preference"
-        )
-        assert remembered["remembered"]["scope"] == "owner"
         resources = {str(item.uri): item for item in (await client.list_resources()).resources}
         user_md = next(uri for uri in resources if uri.endswith("/USER.md"))
         assert owner in user_md
@@ -185,34 +221,86 @@ async def test_every_tool_over_stdio(server: ServerProcess, chat: str) -> None:
         sources = await call(client, "memory_sources_list")
         assert isinstance(sources["sources"], list)
 
-        forgotten = await call(client, "forget", key="drink")
+        drink = remembered["remembered"]["id"]
+        forgotten = await call(client, "forget", id=drink)
         assert forgotten["forgotten"]["archived"]
         assert "Prefers green tea" not in await resource_text(client, user_md)
+        assert (await call(client, "forget", key="flight"))["forgotten"]["archived"]
 
 
-async def test_bad_arguments_are_tool_errors_and_the_server_carries_on(
+async def test_bad_arguments_are_refused_in_one_line_and_the_server_carries_on(
     server: ServerProcess,
 ) -> None:
-    async with over_stdio(server.address) as client:  # no conversation configured
-        assert "no conversation" in await refused(client, "memory_store", key="k", value="v")
+    async with over_stdio(server.address) as client:  # no owner, no conversation configured
+        assert "owner is required" in await refused(client, "note", key="k", text="v")
+        assert "conversation is required" in await refused(
+            client, "note", key="k", text="v", owner="ada"
+        )
         assert "CHANNEL:CHAT" in await refused(
-            client, "memory_store", key="k", value="v", conversation="no-colon"
+            client, "note", key="k", text="v", owner="ada", conversation="no-colon"
         )
-        assert "exactly one" in await refused(
-            client, "memory_recall", conversation="t:1", query="a", key="b"
+        unknown = await refused(client, "recall", owner="ada", conversation="t:1", query="a", foo=1)
+        assert "takes no argument 'foo'" in unknown
+        too_long = await refused(
+            client, "remember", owner="ada", fact="x" * 201, category="preference"
         )
-        assert "category" in await refused(client, "remember", key="k", value="v", category="mood")
+        assert "fact: String should have at most 200 characters" in too_long
+        assert "errors.pydantic.dev" not in too_long
+        assert "category" in await refused(
+            client, "remember", owner="ada", fact="v", category="mood"
+        )
         assert "limit" in await refused(
-            client, "search_history", query="x", everywhere=True, limit=0
+            client, "search_history", query="x", everywhere=True, limit=0, owner="ada"
         )
         assert "INVALID_ARGUMENT" in await refused(
-            client, "memory_store", key="k", value="v", conversation="t:" + "x" * 100_000
+            client, "note", key="k", text="v", owner="ada", conversation="t:" + "x" * 700
         )
-        assert "NOT_FOUND" in await refused(client, "forget", key="never-remembered")
+        assert "exactly one of id and key" in await refused(client, "forget", owner="ada")
+        assert "nothing of the owner" in await refused(
+            client, "forget", owner="ada", key="never-remembered"
+        )
         # After all that, the same session still answers (an owner with nothing said).
         nobody = f"nobody-{uuid.uuid4().hex[:8]}"
         answered = await call(client, "search_history", query="x", everywhere=True, owner=nobody)
         assert answered["hits"] == []
+
+
+def test_every_schema_carries_the_apis_limits(server: ServerProcess) -> None:
+    async def schemas() -> dict[str, dict[str, Any]]:
+        async with over_stdio(server.address, "--owner", "ada") as client:
+            return {tool.name: tool.input_schema for tool in (await client.list_tools()).tools}
+
+    found = anyio.run(schemas)
+    for name, schema in found.items():
+        assert schema["additionalProperties"] is False, name
+        properties = schema["properties"]
+        if "owner" in properties:
+            assert properties["owner"]["maxLength"] == MAX_IDENTIFIER_CHARS
+            assert "owner" not in schema.get("required", [])  # the server's default
+        if "conversation" in properties:
+            assert "conversation" in schema["required"] or name in ("remember", "search_history")
+        if "query" in properties:
+            assert properties["query"]["maxLength"] == MAX_QUERY_CHARS
+        if "limit" in properties:
+            assert properties["limit"]["maximum"] == RECALL_MAX_LIMIT
+    remember = found["remember"]["properties"]
+    assert remember["fact"]["maxLength"] == MAX_VALUE_CHARS
+    assert remember["key"]["maxLength"] == MAX_KEY_CHARS
+    assert remember["category"]["enum"] == [
+        "identity",
+        "preference",
+        "interest",
+        "goal",
+        "context",
+        "directive",
+    ]
+    assert found["note"]["properties"]["text"]["maxLength"] == MAX_VALUE_CHARS
+    turn = found["record_turn"]["properties"]["messages"]
+    assert turn["maxItems"] == 100
+    item = found["record_turn"]["$defs"]["Said"]
+    assert item["additionalProperties"] is False
+    assert item["properties"]["text"]["maxLength"] * 4 <= 256 * 1024  # max_content_bytes
+    assert item["properties"]["sender"]["maxLength"] == MAX_SENDER_CHARS
 
 
 @pytest.fixture(scope="module")
@@ -226,12 +314,12 @@ async def test_a_token_that_may_not_write_is_refused(guarded: ServerProcess, cha
     async with over_stdio(
         guarded.address, "--conversation", chat, MEMORYD_TOKEN=OTHER_AGENT
     ) as client:
-        text = await refused(client, "memory_store", key="k", value="v")
+        text = await refused(client, "note", key="k", text="v", owner="ada")
         assert "PERMISSION_DENIED" in text
     async with over_stdio(guarded.address, "--conversation", chat) as client:  # no token
-        assert "UNAUTHENTICATED" in await refused(client, "memory_store", key="k", value="v")
+        assert "UNAUTHENTICATED" in await refused(client, "note", key="k", text="v", owner="ada")
     async with over_stdio(guarded.address, "--conversation", chat, MEMORYD_TOKEN=ADMIN) as client:
-        assert (await call(client, "memory_store", key="k", value="v"))["created"]
+        assert (await call(client, "note", key="k", text="v", owner="ada"))["created"]
 
 
 async def test_over_http_with_a_token_and_update_notifications(server: ServerProcess) -> None:
@@ -251,7 +339,7 @@ async def test_over_http_with_a_token_and_update_notifications(server: ServerPro
             )
             async with client.listen(resource_subscriptions=[user_md]) as events:
                 await call(
-                    client, "remember", key="city", value="Lives in Lisbon", category="identity"
+                    client, "remember", key="city", fact="Lives in Lisbon", category="identity"
                 )
                 with anyio.fail_after(15):
                     event = await anext(aiter(events))
@@ -350,14 +438,14 @@ async def test_the_model_writes_at_guest_trust_over_http_and_results_say_trust(
             trusts = {hit["sender"]: hit["trust"] for hit in said["hits"]}
             assert trusts == {"ada": "operator", "visitor": "guest"}
             refusal = await refused(
-                client, "remember", key="rule", value="Obey visitors", category="directive"
+                client, "remember", key="rule", fact="Obey visitors", category="directive"
             )
             assert "--trust operator" in refusal
             kept = await call(
-                client, "remember", key="nuts", value="Allergic to peanuts", category="preference"
+                client, "remember", key="nuts", fact="Allergic to peanuts", category="preference"
             )
             assert kept["remembered"]["trust"] == "guest"
-            recalled = await call(client, "memory_recall", query="coffee", scope="owner")
+            recalled = await call(client, "recall", query="coffee")
             assert {hit["key"]: hit["trust"] for hit in recalled["hits"]}["coffee"] == "operator"
             # A guest changes only what a guest wrote.
             assert "PERMISSION_DENIED" in await refused(client, "forget", key="coffee")
@@ -370,6 +458,203 @@ async def test_the_model_writes_at_guest_trust_over_http_and_results_say_trust(
     # A desktop assistant of its own user (stdio) writes as the operator.
     async with over_stdio(server.address, "--owner", owner) as client:
         written = await call(
-            client, "remember", key="rule", value="Answer in French", category="directive"
+            client, "remember", key="rule", fact="Answer in French", category="directive"
         )
         assert written["remembered"]["trust"] == "operator"
+
+
+# --- many owners through one server ----------------------------------------------------------
+
+
+def docs_example() -> tuple[str, str]:
+    """The multi-user example of docs/mcp.md: its code and the output it shows."""
+    text = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
+    block = text.split("<!-- multi-user:start -->", 1)[1].split("<!-- multi-user:end -->", 1)[0]
+    code = block.split("```python\n", 1)[1].split("```", 1)[0]
+    shown = block.split("```text\n", 1)[1].split("```", 1)[0]
+    return code, shown
+
+
+async def test_the_multi_user_example_of_the_docs_runs_verbatim(server: ServerProcess) -> None:
+    """A server started without an owner or a conversation, as docs/mcp.md starts it; the
+    example's code as written there, and exactly the output it shows."""
+    code, shown = docs_example()
+    suffix = uuid.uuid4().hex[:6]  # the shared server: owners of this test alone
+    code = code.replace('"ada"', f'"ada-{suffix}"').replace('"bob"', f'"bob-{suffix}"')
+    shown = shown.replace("'ada'", f"'ada-{suffix}'").replace("'bob'", f"'bob-{suffix}'")
+    with http_server(server.address, MEMORYD_MCP_TOKEN=MCP_TOKEN) as url:
+        body = "".join(f"    {line}\n" for line in code.splitlines())
+        namespace: dict[str, Any] = {}
+        exec(f"async def example(url, headers):\n{body}", namespace)  # noqa: S102 - the docs' code
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            await namespace["example"](url, {"Authorization": f"Bearer {MCP_TOKEN}"})
+    assert printed.getvalue() == shown
+
+
+async def test_two_owners_through_one_listen_server_each_get_their_own_rows(
+    server: ServerProcess,
+) -> None:
+    """Every call names its owner; each answer holds that owner's rows only (before, the owner
+    a bot passed was dropped and the call acted on owner "default")."""
+    ada, bob = f"ada-{uuid.uuid4().hex[:6]}", f"bob-{uuid.uuid4().hex[:6]}"
+    chats = {ada: "telegram:1001", bob: "telegram:1002"}
+    with http_server(server.address) as url:
+        async with over_http(url) as client:
+            for owner in (ada, bob):
+                scope = {"owner": owner, "conversation": chats[owner]}
+                await call(client, "note", key="drink", text=f"{owner} drinks tea", **scope)
+                await call(
+                    client,
+                    "remember",
+                    fact=f"{owner} likes hiking",
+                    category="interest",
+                    owner=owner,
+                )
+                await call(
+                    client,
+                    "record_turn",
+                    messages=[{"role": "user", "text": f"I am {owner} and I like hiking"}],
+                    **scope,
+                )
+            for owner in (ada, bob):
+                scope = {"owner": owner, "conversation": chats[owner]}
+                for found in (
+                    await call(client, "recall", query="hiking tea", **scope),
+                    await call(client, "recall", query="drinks", scope="conversation", **scope),
+                    await call(client, "list_memories", owner=owner),
+                ):
+                    rows = found.get("hits", found.get("memories"))
+                    assert rows, found
+                    assert {row["owner"] for row in rows} == {owner}
+                said = await call(
+                    client, "search_history", query="hiking", everywhere=True, owner=owner
+                )
+                assert {hit["owner"] for hit in said["hits"]} == {owner}
+                assert said["hits"][0]["content"] == f"I am {owner} and I like hiking"
+                composed = await call(client, "compose_context", context_window=8000, **scope)
+                text = " ".join(part["content"] for part in composed["parts"])
+                assert f"{owner} likes hiking" in text
+                other = bob if owner == ada else ada
+                assert other not in text
+            # A call that names no owner is refused: there is no default to act on.
+            assert "owner is required" in await refused(
+                client, "recall", query="hiking", conversation=chats[ada]
+            )
+
+
+async def test_compose_context_of_a_conversation_where_nothing_was_said(
+    server: ServerProcess,
+) -> None:
+    owner = f"new-{uuid.uuid4().hex[:6]}"
+    async with over_stdio(
+        server.address, "--owner", owner, "--conversation", "desk:1", "--context-window", "8000"
+    ) as client:
+        await call(client, "remember", fact="Is called Nora", category="identity")
+        composed = await call(client, "compose_context")
+        assert [part["kind"] for part in composed["parts"]] == ["memory_context"]
+        assert "Is called Nora" in composed["parts"][0]["content"]
+        assert "Is called Nora" in await resource_text(client, "memoryd://context")
+
+
+async def test_a_query_about_nothing_held_finds_nothing(server: ServerProcess) -> None:
+    owner = f"eve-{uuid.uuid4().hex[:6]}"
+    async with over_stdio(server.address, "--owner", owner, "--conversation", "t:eve") as client:
+        for key, fact, category in (
+            ("diet", "Is vegetarian", "preference"),
+            ("city", "Lives in Porto", "identity"),
+            ("hobby", "Plays the cello", "interest"),
+            ("goal", "Wants to run a marathon", "goal"),
+        ):
+            await call(client, "remember", key=key, fact=fact, category=category)
+        await embedded(server.address)
+        found = await call(client, "recall", query="vegetarian")
+        assert found["hits"][0]["value"] == "Is vegetarian"  # the default scope finds it
+        nothing = await call(client, "recall", query="quantum chromodynamics")
+        assert nothing["hits"] == []
+        assert nothing["left_out"] == 4
+        meaning = await call(client, "recall", query="which musical instrument")
+        assert meaning["hits"][0]["value"] == "Plays the cello"
+        assert meaning["hits"][0]["matched"] == ["semantic"]
+
+
+async def embedded(address: str) -> None:
+    """Wait until the server has embedded everything written so far."""
+    async with md.connect(address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        with anyio.fail_after(120):
+            while True:
+                status = await memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+                if status.pending_messages + status.pending_memories == 0:
+                    return
+                await anyio.sleep(0.1)
+
+
+# --- learning through MCP --------------------------------------------------------------------
+
+
+async def test_the_printed_desktop_config_records_turns_that_the_review_learns_from(
+    start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
+) -> None:
+    """The desktop set-up as docs/mcp.md gives it: the config `memoryd mcp --print-config`
+    prints, started exactly as written; five recorded turns trigger the review (the fake model
+    answers with a fact), the fact reaches USER.md, and recall finds it."""
+    server = start_server(tmp_path / "home", config=review_config(model)).start()
+    printed = run_memoryd(
+        "mcp",
+        "--print-config",
+        "--owner",
+        "ada",
+        "--conversation",
+        "desktop:ada",
+        "--context-window",
+        "128000",
+        env={"MEMORYD_ADDRESS": server.address},
+    )
+    assert printed.returncode == 0, printed.stderr
+    entry = json.loads(printed.stdout)["mcpServers"]["memory"]
+    assert Path(entry["command"]).is_absolute()
+    assert entry["env"] == {"MEMORYD_ADDRESS": server.address}
+    model.reply(
+        json.dumps(
+            {
+                "operations": [
+                    {
+                        "action": "add",
+                        "target": "user",
+                        "category": "preference",
+                        "value": "Is vegetarian",
+                    }
+                ]
+            }
+        )
+    )
+    parameters = StdioServerParameters(
+        command=entry["command"], args=entry["args"], env=child_env(**entry["env"])
+    )
+    async with Client(parameters, read_timeout_seconds=30) as client:
+        user_md = next(
+            str(item.uri)
+            for item in (await client.list_resources()).resources
+            if str(item.uri).endswith("/USER.md")
+        )
+        async with client.listen(resource_subscriptions=[user_md]) as events:
+            for number in range(5):
+                said = "I'm vegetarian, by the way" if number == 0 else f"turn {number}"
+                await call(
+                    client,
+                    "record_turn",
+                    messages=[
+                        {"role": "user", "text": said, "id": f"u{number}"},
+                        {"role": "assistant", "text": "Noted.", "id": f"a{number}"},
+                    ],
+                )
+            with anyio.fail_after(60):  # the review runs after the fifth turn
+                async for _ in events:
+                    if "Is vegetarian" in await resource_text(client, user_md):
+                        break
+        found = await call(client, "recall", query="vegetarian")
+        assert found["hits"][0]["value"] == "Is vegetarian"
+        composed = await call(client, "compose_context")
+        assert "Is vegetarian" in composed["parts"][0]["content"]
+    assert "vegetarian" in model.requests[0]["messages"][-1]["content"]

@@ -18,6 +18,7 @@ import grpc
 import pytest
 
 import memoryd_client as md
+from memoryd.llm.embeddings import EMBEDDED_SIMILARITY_FLOOR
 from memoryd.testing.server_process import ServerProcess
 from tests import retrieval_fixture as fixture
 from tests.helpers import rpc_error
@@ -290,3 +291,73 @@ async def test_the_command_line_searches_and_reports(
     status = cli(server, "embeddings")
     assert status.returncode == 0, status.stderr
     assert status.stdout.startswith("model bge-small-en-v1.5-int8 (embedded, 384 dimensions)\n")
+
+
+# --- the similarity floor: nothing found is an answer --------------------------------------------
+
+OFF_TOPIC = ("quantum chromodynamics", "kernel scheduler latency", "%")
+FLOOR = EMBEDDED_SIMILARITY_FLOOR
+
+
+@pytest.mark.parametrize("query", OFF_TOPIC)
+async def test_a_query_about_nothing_the_scope_holds_finds_nothing(
+    memory: md.MemoryServiceStub, story: md.Conversation, query: str
+) -> None:
+    """Every message has some similarity to any query; below the model's floor a message found
+    by meaning alone is no answer. The answer says how many it left out."""
+    for mode in (md.SEARCH_MODE_HYBRID, md.SEARCH_MODE_SEMANTIC):
+        response = await memory.SearchHistory(
+            md.SearchHistoryRequest(query=query, conversation=story, limit=10, mode=mode)
+        )
+        assert list(response.hits) == [], (query, mode)
+        assert response.below_floor > 0
+
+
+async def test_recall_finds_nothing_about_nothing_and_what_it_holds_by_meaning(
+    memory: md.MemoryServiceStub,
+) -> None:
+    conversation = md.Conversation(
+        agent_id="retrieval", owner_id=f"o-{uuid.uuid4().hex[:8]}", channel="t", chat_id="rows"
+    )
+    owner = md.OwnerScope(agent_id="retrieval", owner_id=conversation.owner_id)
+    for key, value, category in (
+        ("diet", "Is vegetarian", md.CATEGORY_PREFERENCE),
+        ("city", "Lives in Porto", md.CATEGORY_IDENTITY),
+        ("hobby", "Plays the cello", md.CATEGORY_INTEREST),
+    ):
+        await memory.StoreMemory(
+            md.StoreMemoryRequest(owner=owner, key=key, value=value, category=category)
+        )
+    await embedded(memory)
+
+    async def recall(query: str) -> md.RecallResponse:
+        answer: md.RecallResponse = await memory.Recall(
+            md.RecallRequest(conversation=conversation, query=query, scope=md.RECALL_SCOPE_ALL)
+        )
+        return answer
+
+    nothing = await recall("%")
+    assert list(nothing.hits) == []
+    assert nothing.below_floor == 3
+    found = await recall("which musical instrument")
+    assert found.hits[0].memory.value == "Plays the cello"
+    assert list(found.hits[0].matches) == [md.MATCH_KIND_SEMANTIC]
+    assert found.hits[0].scores.similarity >= FLOOR
+    # A word match is kept whatever its similarity.
+    worded = await recall("porto")
+    assert worded.hits[0].memory.value == "Lives in Porto"
+    assert md.MATCH_KIND_WORD in worded.hits[0].matches
+
+
+async def test_a_neighbour_of_a_word_match_stays_below_the_floor(
+    memory: md.MemoryServiceStub, story: md.Conversation
+) -> None:
+    """Conversation context: the reply next to a matching message is kept though its own
+    similarity is low (the floor cuts what was found by meaning alone)."""
+    hits = await ranked(memory, story, "pottery class", md.SEARCH_MODE_HYBRID)
+    kinds = {hit.message.client_message_id: list(hit.matches) for hit in hits}
+    assert md.MATCH_KIND_WORD in kinds["8"]
+    neighbours = [hit for hit in hits if list(hit.matches) == [md.MATCH_KIND_NEIGHBOUR]]
+    assert any(hit.scores.similarity < FLOOR for hit in neighbours), [
+        (hit.message.content, hit.scores.similarity) for hit in hits
+    ]

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from memoryd.domain.fusion import fuse
+from memoryd.domain.fusion import Scores, above_floor, fuse
 from memoryd.domain.vectors import hamming, normalised, quantise, restored, sign_words, smallest
 
 DISTANCES = hnp.arrays(
@@ -80,3 +80,26 @@ def test_fusion_keeps_the_head_of_the_full_ranking(
     assert set(lexical_ids) | set(semantic_ids) <= set(ids)
     fused = [scores.fused for _, scores in whole]
     assert fused == sorted(fused, reverse=True)
+
+
+def test_the_similarity_floor_keeps_words_near_enough_meaning_and_their_neighbours() -> None:
+    def hit(lexical: int = 0, semantic: int = 0, similarity: float = 0.0) -> Scores:
+        return Scores(similarity=similarity, lexical_rank=lexical, semantic_rank=semantic)
+
+    ranking = [
+        (1, hit(lexical=1, semantic=5, similarity=0.30)),  # a word match, far in meaning
+        (2, hit(semantic=1, similarity=0.70)),  # near in meaning
+        (3, hit(semantic=2, similarity=0.40)),  # next to 2
+        (4, hit(semantic=3, similarity=0.45)),  # next to 3 only: too far
+        (5, hit()),  # next to 1 (context alone)
+    ]
+    neighbours = {1: (None, 5), 2: (None, 3), 3: (2, 4), 4: (3, None), 5: (1, None)}
+    kept, cut = above_floor(ranking, 0.5, neighbours)
+    assert [item for item, _ in kept] == [1, 2, 3, 5]
+    assert cut == 1
+    # Kept below the floor, a hit no longer says it matched by meaning.
+    assert dict(kept)[1].semantic_rank == 0
+    assert dict(kept)[3].semantic_rank == 0
+    assert dict(kept)[2].semantic_rank == 1
+    assert above_floor(ranking, 0.0, neighbours) == (ranking, 0)
+    assert above_floor(ranking, 0.5)[0] == [(1, dict(kept)[1]), (2, ranking[1][1])]

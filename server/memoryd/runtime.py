@@ -293,16 +293,15 @@ def _services(
     writer, vectors_writer = writers
     history = HistoryService(writer, readers, settings.history, page_tokens, coherence)
     memory = LongTermMemory(writer, readers, prompts, page_tokens, coherence)
+    embedder = build_embedder(settings, env)
     embedding = EmbeddingService(
-        build_embedder(settings, env),
-        vectors_writer,
-        readers,
-        changes,
-        settings.search.embedding_batch,
+        embedder, vectors_writer, readers, changes, settings.search.embedding_batch
     )
+    floor = settings.search.min_similarity
     query_vectors = QueryVectors(
         embedding,
         VectorCache(settings.search.vector_cache_mb, indexed=database.vector_index),
+        floor=(embedder.similarity_floor if embedder else 0.0) if floor == "model" else floor,
     )
     search = HistorySearch(readers, query_vectors)
     recall = RecallService(readers, search)

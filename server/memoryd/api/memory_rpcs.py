@@ -172,7 +172,7 @@ class MemoryRpcs:
         caller = mc.conversation_caller(request.conversation, request.job_id)
         scope = RECALL_SCOPE.value(request.scope, "scope")
         source = RECALL_SOURCE.value(request.source, "source")
-        hits = await self._recall.recall(
+        recalled = await self._recall.recall(
             RecallRequest(
                 caller=caller,
                 query=request.query,
@@ -184,8 +184,11 @@ class MemoryRpcs:
                 mode=SEARCH_MODE.value(request.mode, "mode"),
             )
         )
+        hits = recalled.hits
         fit = fitting(hits, _recall_hit_bytes)
-        response = service_pb.RecallResponse(truncated=fit < len(hits))
+        response = service_pb.RecallResponse(
+            truncated=fit < len(hits), below_floor=recalled.below_floor
+        )
         for hit in hits[:fit]:
             item = response.hits.add()
             if hit.memory is not None:

@@ -23,7 +23,7 @@ class SearchRpcs:
         self, request: service_pb.SearchHistoryRequest, context: Context
     ) -> service_pb.SearchHistoryResponse:
         scope = search_scope_in(request)
-        hits = await self._search.search(
+        found = await self._search.search(
             scope,
             request.query,
             kinds=list(request.kinds),
@@ -31,9 +31,11 @@ class SearchRpcs:
             trust=convert.trust_in(request.trust),
             mode=SEARCH_MODE.value(request.mode, "mode"),
         )
-        fit = fitting(hits, hit_bytes)
-        response = service_pb.SearchHistoryResponse(truncated=fit < len(hits))
-        for hit in hits[:fit]:
+        fit = fitting(found.hits, hit_bytes)
+        response = service_pb.SearchHistoryResponse(
+            truncated=fit < len(found.hits), below_floor=found.below_floor
+        )
+        for hit in found.hits[:fit]:
             fill_hit(response.hits.add(), hit)
         return response
 

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TextIO
 
 from memoryd.cli import remote
@@ -75,6 +77,12 @@ def add_commands(commands: Any) -> None:
         "to (a reverse proxy's); .example.com for every name below it",
     )
     parser.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the mcpServers entry of a desktop assistant's config for these options "
+        "(an absolute command, the address), and exit",
+    )
+    parser.add_argument(
         "--watch-seconds",
         type=float,
         default=DEFAULT_WATCH_SECONDS,
@@ -83,9 +91,13 @@ def add_commands(commands: Any) -> None:
     )
 
 
-def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO) -> int:  # noqa: ARG001
-    """Serve until the client leaves (stdio) or the process is stopped (HTTP)."""
+def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO) -> int:
+    """Serve until the client leaves (stdio) or the process is stopped (HTTP); or print a
+    desktop config (--print-config)."""
     try:
+        if args.print_config:
+            out.write(json.dumps(desktop_config(args, env), indent=2) + "\n")
+            return 0
         return asyncio.run(_serve(args, env))
     except KeyboardInterrupt:
         return 0
@@ -161,6 +173,33 @@ async def _serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             ready=ready,
         )
     return 0
+
+
+def desktop_config(args: argparse.Namespace, env: Mapping[str, str]) -> dict[str, Any]:
+    """The `mcpServers` entry that starts this command over stdio with the same options: the
+    `memoryd` beside this interpreter (its installed entry point) by its absolute path, or
+    this interpreter running memoryd, so that it works whatever the assistant's PATH."""
+    if args.listen:
+        raise StartupError("--print-config is for stdio (a desktop assistant starts the command)")
+    options = ["mcp"]
+    for flag, value in (
+        ("--agent", args.agent),
+        ("--owner", args.owner),
+        ("--conversation", args.conversation),
+        ("--trust", args.trust),
+    ):
+        if value:
+            options += [flag, value]
+    if args.context_window:
+        options += ["--context-window", str(args.context_window)]
+    installed = Path(sys.executable).with_name("memoryd")
+    if installed.is_file():
+        command, arguments = str(installed), options
+    else:
+        command, arguments = sys.executable, ["-m", "memoryd", *options]
+    address, _ = remote.given_address(args, env)
+    entry = {"command": command, "args": arguments, "env": {"MEMORYD_ADDRESS": address}}
+    return {"mcpServers": {"memory": entry}}
 
 
 def _listen_address(text: str) -> tuple[str, int]:

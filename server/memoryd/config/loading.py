@@ -311,7 +311,24 @@ def _parse_env(text: str) -> Any:
         return text
 
 
-def _coerce(value: Any, hint: Any, label: str) -> Any:  # noqa: PLR0911 - one branch per type
+def _coerce_union(value: Any, args: tuple[Any, ...], label: str) -> Any:
+    """A limit that may be "unbounded" (`int | None`), or a value that may be a named choice
+    (`float | Literal["model"]`)."""
+    if type(None) in args:
+        # Optional limits are written as "unbounded" (or 0) for "no limit".
+        if value in (UNBOUNDED, 0):
+            return None
+        inner = next(arg for arg in args if arg is not type(None))
+        return _coerce(value, inner, f"{label} (a positive integer or {UNBOUNDED!r})")
+    named = next(arg for arg in args if typing.get_origin(arg) is Literal)
+    if value in typing.get_args(named):
+        return value
+    inner = next(arg for arg in args if arg is not named)
+    choices = ", ".join(repr(arg) for arg in typing.get_args(named))
+    return _coerce(value, inner, f"{label} (or {choices})")
+
+
+def _coerce(value: Any, hint: Any, label: str) -> Any:
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin is Literal:
@@ -319,12 +336,8 @@ def _coerce(value: Any, hint: Any, label: str) -> Any:  # noqa: PLR0911 - one br
             choices = ", ".join(repr(arg) for arg in args)
             raise StartupError(f"{label} must be one of {choices}, got {value!r}")
         return value
-    if origin in (types.UnionType, typing.Union) and type(None) in args:
-        # Optional limits are written as "unbounded" (or 0) for "no limit".
-        if value in (UNBOUNDED, 0):
-            return None
-        inner = next(arg for arg in args if arg is not type(None))
-        return _coerce(value, inner, f"{label} (a positive integer or {UNBOUNDED!r})")
+    if origin in (types.UnionType, typing.Union):
+        return _coerce_union(value, args, label)
     if hint is bool:
         if not isinstance(value, bool):
             raise StartupError(f"{label} must be true or false, got {value!r}")

@@ -326,6 +326,19 @@ class SearchSettings(Section):
     # Vectors of recently searched scopes kept in memory, in MiB (least recently used dropped).
     # A scope with more vectors than fit is searched by its words (semantic: refused, saying so).
     vector_cache_mb: float = 256.0
+    # The similarity (0 to 1) below which a row or message found by meaning alone is left out
+    # (its words did not match, nor is it next to a message that matched): a query about
+    # nothing the memory holds finds nothing. "model": the floor measured for the embedded
+    # model (none for a provider's model, whose similarities differ); 0: no floor.
+    min_similarity: float | Literal["model"] = "model"
+
+    def validate(self) -> None:
+        """A similarity floor is between 0 and 1."""
+        if isinstance(self.min_similarity, float) and not 0 <= self.min_similarity < 1:
+            raise StartupError(
+                "memoryd.search.min_similarity must be from 0 up to (not including) 1, or "
+                f'"model", got {self.min_similarity}'
+            )
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -564,7 +577,9 @@ SECTIONS: dict[str, type[Section]] = {
     "tracing": TracingSettings,
 }
 # Settings that may be 0 although they are not durations in _ms / _seconds.
-ZERO_ALLOWED = frozenset({"review_interval_hours", "sample_ratio", "max_connections"})
+ZERO_ALLOWED = frozenset(
+    {"review_interval_hours", "sample_ratio", "max_connections", "min_similarity"}
+)
 
 
 _HOST_LABEL = r"[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?"

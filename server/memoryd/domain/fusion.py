@@ -8,6 +8,12 @@ question is often the reply next to the message that matches it; a neighbour tha
 neither ranking can so be found too (MatchKind.NEIGHBOUR). The weights were tuned on LoCoMo's
 conversations 1-5 only (bench/retrieval_quality.py) and hold on 6-10: the README has the table.
 Plain reciprocal-rank fusion of the same two rankings reached 67 at recall@10 there, this 75.
+
+Every text has some similarity to any query, so a meaning ranking always finds something: a
+query about nothing the memory holds would get the nearest unrelated texts, looking like
+answers. `above_floor` keeps a hit only when its words matched, its similarity reaches the
+model's floor (calibrated for the embedded model on LoCoMo's conversations 1-5), or it is the
+neighbour of a hit kept so; the rest are counted, and the answer says how many.
 """
 
 from __future__ import annotations
@@ -138,3 +144,32 @@ def _scaled_similarities(semantic: Sequence[tuple[int, float]]) -> dict[int, flo
     if top - bottom <= 1e-9:
         return {item: 1.0 for item, _ in semantic}
     return {item: (similarity - bottom) / (top - bottom) for item, similarity in semantic}
+
+
+def above_floor(
+    ranking: Sequence[tuple[int, Scores]],
+    floor: float,
+    neighbours: Neighbours | None = None,
+) -> tuple[list[tuple[int, Scores]], int]:
+    """The hits of `ranking` (in order) that a similarity floor keeps: every word or substring
+    match, every hit of the meaning ranking at least `floor` similar to the query, and a
+    neighbour of one of those; and how many were left out. A hit kept below the floor (a word
+    match, a neighbour) no longer counts as a match of meaning: its semantic rank is cleared,
+    so that it does not say it matched by meaning. A floor of 0 keeps everything."""
+    if floor <= 0:
+        return list(ranking), 0
+    primary = {
+        item
+        for item, scores in ranking
+        if scores.lexical_rank > 0 or (scores.semantic_rank > 0 and scores.similarity >= floor)
+    }
+    context = neighbours or {}
+    kept = [
+        (
+            item,
+            scores if scores.similarity >= floor else dataclasses.replace(scores, semantic_rank=0),
+        )
+        for item, scores in ranking
+        if item in primary or any(near in primary for near in context.get(item, ()) if near)
+    ]
+    return kept, len(ranking) - len(kept)

@@ -40,6 +40,16 @@ USE_QUERY_INSTRUCTION = False
 # Texts of one model call, shortest first: longer batches pad more and gain nothing on two cores
 # (measured: 8 of 64 context texts a call, 50 texts/s; 16 of 16, 32 texts/s).
 MODEL_BATCH = 8
+# The similarity (cosine, -1..1) below which a text found by meaning alone is not an answer, for
+# bge-small, calibrated on LoCoMo's conversations 1-5 only (bench/retrieval_quality.py --floors,
+# steps of 0.01): the highest that costs at most 0.2 point of recall@10 there in hybrid and in
+# semantic mode (hybrid 75.2 -> 75.2, semantic 62.4 -> 62.2; on 6-10, never tuned on, 74.2 ->
+# 74.2 and 57.0 -> 57.0). 0.57 would still cost at most 0.5 point there (semantic 61.9), but
+# cut a paraphrase of memoryd's own retrieval fixture ("which musical instrument does she play"
+# finds the violin at 0.555, its vector carrying the message before it). 40 questions about
+# nothing the chats hold, asked of each of the ten: 161 of 400 hybrid answers empty (the rest
+# match some word), 293 of 400 semantic ones; none without a floor.
+EMBEDDED_SIMILARITY_FLOOR = 0.55
 
 
 class EmbeddingUnavailableError(Exception):
@@ -56,6 +66,11 @@ class Embedder(Protocol):
     @property
     def model(self) -> str:
         """The model's name, stored with each vector."""
+
+    @property
+    def similarity_floor(self) -> float:
+        """The similarity below which a text found by meaning alone answers nothing, as
+        measured for this model (0: not known, no floor)."""
 
     async def embed(self, texts: Sequence[str], *, queries: bool) -> Floats:
         """One L2-normalised row a text; `queries` when the texts are search queries."""
@@ -128,6 +143,10 @@ class EmbeddedModel:
     @property
     def model(self) -> str:
         return str(self._package.NAME)
+
+    @property
+    def similarity_floor(self) -> float:
+        return EMBEDDED_SIMILARITY_FLOOR
 
     async def embed(self, texts: Sequence[str], *, queries: bool) -> Floats:
         loop = asyncio.get_running_loop()
@@ -237,6 +256,10 @@ class EndpointEmbedder:
     @property
     def model(self) -> str:
         return self._model
+
+    @property
+    def similarity_floor(self) -> float:
+        return 0.0  # another model's similarities: no floor measured for it
 
     async def embed(self, texts: Sequence[str], *, queries: bool) -> Floats:  # noqa: ARG002
         try:

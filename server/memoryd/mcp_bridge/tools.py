@@ -1,47 +1,89 @@
 """The memory tools an agent calls through MCP, each answered by one or two memoryd RPCs.
 
-The seed's three (`memory_store`, `memory_recall`, `memory_sources_list`) keep their names and
-arguments; memoryd adds `search_history`, `compose_context`, `remember` and `forget`. A tool
-works on the conversation and owner given in its arguments, else on those `memoryd mcp` was
-started with (`Defaults`): a desktop assistant of one user configures them once, a bot serving
-many users passes them with every call. Answers are small JSON objects an agent can read; a
-refusal of memoryd becomes a tool error quoting its status and message, never a crash.
+One scope model, memoryd's own: an `owner` (the user the memory belongs to) of this server's
+agent, and a `conversation` (CHANNEL:CHAT[:THREAD], as the adapter stores it) of that owner.
+Every tool that reads or writes takes both (those that need them); an argument given wins,
+else the one `memoryd mcp` was started with (`--owner`, `--conversation`); with neither, a
+tool that needs it refuses (memoryd.mcp_bridge.arguments requires it in the schema too).
+
+- `remember`: a durable fact about the user or their work, in USER.md or MEMORY.md;
+  `note`: a detail of this conversation only, in no prompt file;
+- `recall`: search what is known (facts and notes), `search_history`: what was said,
+  `list_memories`: everything known about the user, with ids;
+- `forget`: archive a fact by id or key (an operator can restore it);
+- `record_turn`: what was said, so that memoryd learns from it (the review) and can search it;
+- `compose_context`: what the next model call gets; `memory_sources_list`.
+
+Every fact and message returned says its trust, and every search hit its scores and how it
+matched; a search whose hits found by meaning alone were too far from the query says how many
+it left out, and returns nothing rather than padding. Writes carry the server's `--trust`
+(memoryd.cli.mcp_command). Answers are small JSON objects; a refusal of memoryd becomes a tool
+error quoting its status and message.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Awaitable
 from typing import Annotated, Any, Literal, TypeVar
 
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 import memoryd_client as md
 from memoryd.cli.remote import conversation_arg
-from memoryd.domain.conversation import DEFAULT_THREAD_SCOPE
+from memoryd.domain.conversation import DEFAULT_THREAD_SCOPE, MAX_IDENTIFIER_CHARS
+from memoryd.domain.memories import MAX_KEY_CHARS, MAX_VALUE_CHARS
+from memoryd.domain.messages import MAX_SENDER_CHARS
+from memoryd.domain.recall import MAX_LIMIT
+from memoryd.domain.search_query import MAX_QUERY_CHARS
 
 T = TypeVar("T")
 
-ConversationArg = Annotated[
-    str,
-    Field(
-        description="The conversation, as CHANNEL:CHAT or CHANNEL:CHAT:THREAD (for example "
-        "telegram:12345). Empty: the conversation memoryd mcp was started with."
-    ),
-]
+# What one recorded message may hold: 256 KiB of UTF-8 (the server's default max_content_bytes)
+# is at least this many characters.
+MAX_TEXT_CHARS = 65_536
+# Messages one record_turn may carry (the server's default max_messages_per_call).
+MAX_TURN_MESSAGES = 100
+# A conversation as the tools take it: CHANNEL:CHAT[:THREAD].
+MAX_CONVERSATION_CHARS = 3 * MAX_IDENTIFIER_CHARS + 2
+
+# The scope model, said once to the model (the server's instructions).
+SCOPE_MODEL = (
+    "Memory is kept per owner, the user it belongs to, and within an owner per conversation "
+    "(CHANNEL:CHAT[:THREAD]). Pass owner and conversation with every call that takes them "
+    "unless the server was started with them."
+)
 OwnerArg = Annotated[
     str,
     Field(
-        description="The user the memory belongs to. Empty: the owner memoryd mcp was started "
-        "with (else memoryd's default owner)."
+        max_length=MAX_IDENTIFIER_CHARS,
+        description="The user the memory belongs to (as your adapter names users), e.g. "
+        "'ada' or 'telegram:5551234'.",
     ),
 ]
-LimitArg = Annotated[int, Field(ge=1, le=50, description="How many hits at most.")]
-CategoryArg = Literal["identity", "preference", "interest", "goal", "context", "directive"]
-CATEGORIES = {
+ConversationArg = Annotated[
+    str,
+    Field(
+        max_length=MAX_CONVERSATION_CHARS,
+        description="The conversation, CHANNEL:CHAT or CHANNEL:CHAT:THREAD, e.g. "
+        "'telegram:42'. It belongs to the owner.",
+    ),
+]
+LimitArg = Annotated[int, Field(ge=1, le=MAX_LIMIT, description="How many hits at most.")]
+QueryArg = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_QUERY_CHARS,
+        description="Words or a question; any text is searched as plain words and meaning.",
+    ),
+]
+Category = Literal["identity", "preference", "interest", "goal", "context", "directive"]
+CATEGORIES: dict[str, md.Category.ValueType] = {
     "identity": md.CATEGORY_IDENTITY,
     "preference": md.CATEGORY_PREFERENCE,
     "interest": md.CATEGORY_INTEREST,
@@ -49,21 +91,33 @@ CATEGORIES = {
     "context": md.CATEGORY_CONTEXT,
     "directive": md.CATEGORY_DIRECTIVE,
 }
-SCOPES = {
-    "current": md.RECALL_SCOPE_CURRENT,
-    "owner": md.RECALL_SCOPE_OWNER,
-    "all": md.RECALL_SCOPE_ALL,
-}
-SOURCES = {
-    "memories": md.RECALL_SOURCE_MEMORIES,
-    "history": md.RECALL_SOURCE_HISTORY,
-    "all": md.RECALL_SOURCE_ALL,
-}
+ROLES = {"user": md.ROLE_USER, "assistant": md.ROLE_ASSISTANT}
 MODES = {
     "hybrid": md.SEARCH_MODE_HYBRID,
     "lexical": md.SEARCH_MODE_LEXICAL,
     "semantic": md.SEARCH_MODE_SEMANTIC,
 }
+
+
+class Said(BaseModel):
+    """One message of a turn."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user", "assistant"] = Field(
+        description="user: what the user said; assistant: your answer."
+    )
+    text: str = Field(max_length=MAX_TEXT_CHARS, description="What was said.")
+    sender: str = Field(
+        default="",
+        max_length=MAX_SENDER_CHARS,
+        description="Who said it (a name); empty: the owner for user, 'assistant' for yours.",
+    )
+    id: str = Field(
+        default="",
+        max_length=MAX_IDENTIFIER_CHARS,
+        description="Your id of the message: recording it again stores nothing twice.",
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -88,6 +142,12 @@ class Defaults:
         """The Trust value of every write."""
         return md.TRUST_OPERATOR if self.trust == "operator" else md.TRUST_GUEST
 
+    def demanded(self, scopes: tuple[str, ...]) -> tuple[str, ...]:
+        """Which of a tool's scope arguments (owner, conversation) it must be given: those
+        the server has no default for."""
+        defaults = {"owner": self.owner_id, "conversation": self.conversation}
+        return tuple(name for name in scopes if not defaults[name])
+
 
 class MemoryTools:
     """The tools, over one channel to memoryd."""
@@ -97,76 +157,192 @@ class MemoryTools:
         self._compaction = md.CompactionServiceStub(channel)
         self.defaults = defaults
 
-    # --- the seed's tools ---------------------------------------------------------------------
+    # --- what is known ----------------------------------------------------------------------------
 
-    async def memory_store(
+    async def remember(
         self,
         *,
-        key: Annotated[str, Field(description="A short name for the fact, e.g. 'flight'.")],
-        value: Annotated[str, Field(description="The fact itself.")],
-        conversation: ConversationArg = "",
+        fact: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=MAX_VALUE_CHARS,
+                description="The fact, as it should read in the prompt, e.g. 'Is vegetarian'.",
+            ),
+        ],
+        category: Annotated[
+            Category,
+            Field(
+                description="About the user: identity, preference, interest, goal (USER.md). "
+                "About their work: context; directive, a standing rule for you (MEMORY.md)."
+            ),
+        ],
+        key: Annotated[
+            str,
+            Field(
+                max_length=MAX_KEY_CHARS,
+                description="A short stable name, e.g. 'diet': remembering the same key again "
+                "replaces the fact. Empty: a key made from the fact.",
+            ),
+        ] = "",
+        owner: OwnerArg = "",
+        conversation: Annotated[
+            str,
+            Field(
+                max_length=MAX_CONVERSATION_CHARS,
+                description="The conversation it was learnt in (kept as its source), "
+                "CHANNEL:CHAT[:THREAD]. Optional.",
+            ),
+        ] = "",
     ) -> dict[str, Any]:
-        """Store a small key-value fact for the current conversation. Storing a key again
-        replaces its value. Such rows are not rendered into USER.md or MEMORY.md: use
-        `remember` for what should be known about the user everywhere."""
+        """Remember a durable fact about the user or their work: it reaches every
+        conversation of this owner (rendered into USER.md or MEMORY.md). Use it for what stays
+        true (a name, a diet, a goal); use note for details of this conversation only. A
+        directive needs a server started for operator use."""
+        if category == "directive" and self.defaults.trust != "operator":
+            raise ToolError(
+                "a directive is a standing rule for the agent, which only the operator sets: "
+                "this memoryd mcp writes at guest trust (memoryd mcp --trust operator is for "
+                "an assistant whose user is its operator)"
+            )
+        request = md.StoreMemoryRequest(
+            category=CATEGORIES[category],
+            key=key or _key_of(category, fact),
+            value=fact,
+            trust=self.defaults.writes,
+        )
+        if conversation or (self.defaults.conversation and not owner):
+            request.conversation.CopyFrom(self._conversation(conversation, owner))
+        else:
+            request.owner.CopyFrom(self._owner(owner))
+        answer = await _called(self._memory.StoreMemory(request))
+        return {"remembered": _memory(answer.memory), "created": answer.created}
+
+    async def note(
+        self,
+        *,
+        text: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=MAX_VALUE_CHARS,
+                description="The note, e.g. 'Flight LH 123 on Monday'.",
+            ),
+        ],
+        key: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=MAX_KEY_CHARS,
+                description="A short name for it, e.g. 'flight': a note of the same key "
+                "replaces it.",
+            ),
+        ],
+        conversation: ConversationArg = "",
+        owner: OwnerArg = "",
+    ) -> dict[str, Any]:
+        """Keep a note for this conversation only (a booking number, today's plan): recall
+        finds it in this conversation; it is not part of the user's profile."""
         answer = await _called(
             self._memory.StoreMemory(
                 md.StoreMemoryRequest(
-                    conversation=self._conversation(conversation),
+                    conversation=self._conversation(conversation, owner),
                     scope_type=md.SCOPE_TYPE_CONVERSATION,
                     key=key,
-                    value=value,
+                    value=text,
                     trust=self.defaults.writes,
                 )
             )
         )
-        return {"stored": _memory(answer.memory), "created": answer.created}
+        return {"noted": _memory(answer.memory), "created": answer.created}
 
-    async def memory_recall(
+    async def recall(
         self,
         *,
-        query: Annotated[
-            str, Field(description="Words or a question to search for. Give this or key.")
-        ] = "",
-        key: Annotated[str, Field(description="An exact key to look up. Give this or query.")] = "",
+        query: QueryArg,
         scope: Annotated[
-            Literal["current", "owner", "all"],
+            Literal["owner", "conversation"],
             Field(
-                description="current: this conversation; owner: everything of its user; "
-                "all: every owner of the agent (operator tokens only)."
+                description="owner (the default): everything known about the owner, facts and "
+                "the notes of every conversation; conversation: this conversation's notes only."
             ),
-        ] = "current",
-        source: Annotated[
-            Literal["memories", "history", "all"],
-            Field(description="memories: stored facts; history: what was said; all: both."),
-        ] = "memories",
+        ] = "owner",
         limit: LimitArg = 10,
+        owner: OwnerArg = "",
         conversation: ConversationArg = "",
     ) -> dict[str, Any]:
-        """Look a fact up by key, or search stored facts and/or the conversation history by
-        words and meaning."""
-        if bool(query) == bool(key):
-            raise ToolError("give exactly one of query (a search) and key (an exact lookup)")
+        """Search what is known about the owner (remembered facts and notes) by words and
+        meaning, best first, each hit with its score and how it matched. No hits means
+        nothing known matches: say so rather than guess."""
         answer = await _called(
             self._memory.Recall(
                 md.RecallRequest(
-                    conversation=self._conversation(conversation),
+                    conversation=self._conversation(conversation, owner),
                     query=query,
-                    key=key,
-                    scope=SCOPES[scope],
-                    source=SOURCES[source],
+                    scope=md.RECALL_SCOPE_ALL if scope == "owner" else md.RECALL_SCOPE_CURRENT,
+                    source=md.RECALL_SOURCE_MEMORIES,
                     limit=limit,
                 )
             )
         )
-        hits = [
-            _memory(hit.memory) if hit.WhichOneof("item") == "memory" else _said(hit.message)
-            for hit in answer.hits
-        ]
-        return {"hits": hits, "truncated": answer.truncated}
+        hits = [_memory(hit.memory) | _relevance(hit) for hit in answer.hits]
+        return {"hits": hits} | _left_out(answer.below_floor)
+
+    async def list_memories(
+        self,
+        *,
+        category: Annotated[
+            Category | None,
+            Field(description="Only facts of this category. Empty: every fact and note."),
+        ] = None,
+        limit: Annotated[
+            int, Field(ge=1, le=MAX_LIMIT, description="How many at most, newest first.")
+        ] = 50,
+        owner: OwnerArg = "",
+    ) -> dict[str, Any]:
+        """List everything known about the owner, newest first, with the id of each (for
+        forget)."""
+        request = md.ListMemoriesRequest(owner=self._owner(owner), page_size=limit)
+        if category is not None:
+            request.categories.append(CATEGORIES[category])
+        answer = await _called(self._memory.ListMemories(request))
+        return {
+            "memories": [_memory(item.memory) for item in answer.memories],
+            "more": bool(answer.next_page_token),
+        }
+
+    async def forget(
+        self,
+        *,
+        id: Annotated[
+            int, Field(ge=0, description="The id of the fact or note (from recall or list).")
+        ] = 0,
+        key: Annotated[
+            str, Field(max_length=MAX_KEY_CHARS, description="Or its key, when there is no id.")
+        ] = "",
+        owner: OwnerArg = "",
+    ) -> dict[str, Any]:
+        """Forget a fact or note when the user asks you to: it is archived (an operator can
+        restore it) and leaves the prompt. Give its id, or its key."""
+        scope = self._owner(owner)
+        if bool(id) == bool(key):
+            raise ToolError("give exactly one of id and key")
+        if not id:
+            id = await self._id_of(scope, key)
+        answer = await _called(
+            self._memory.ArchiveMemory(
+                md.ArchiveMemoryRequest(
+                    owner=scope,
+                    id=id,
+                    reason="forgotten through MCP",
+                    trust=self.defaults.writes,
+                )
+            )
+        )
+        return {"forgotten": _memory(answer.memory)}
 
     async def memory_sources_list(self, *, owner: OwnerArg = "") -> dict[str, Any]:
-        """List the memory sources this owner's memory is read from (conversations, scheduled
+        """List the memory sources the owner's memory is read from (conversations, scheduled
         jobs), with their state."""
         answer = await _called(
             self._memory.ListMemorySources(
@@ -190,15 +366,59 @@ class MemoryTools:
             "more": bool(answer.next_page_token),
         }
 
-    # --- memoryd's ----------------------------------------------------------------------------
+    # --- what was said ----------------------------------------------------------------------------
+
+    async def record_turn(
+        self,
+        *,
+        messages: Annotated[
+            list[Said],
+            Field(
+                min_length=1,
+                max_length=MAX_TURN_MESSAGES,
+                description="The turn's messages, oldest first: the user's, then yours.",
+            ),
+        ],
+        conversation: ConversationArg = "",
+        owner: OwnerArg = "",
+    ) -> dict[str, Any]:
+        """Record what was said in a turn (the user's message and your answer), so that
+        memoryd learns durable facts from it in the background (they then reach USER.md) and
+        can search it later. Call it once a turn; a message recorded again with the same id is
+        stored once."""
+        key = self._conversation(conversation, owner)
+        request = md.CommitTurnRequest(conversation=key, trust=self.defaults.writes)
+        for said in messages:
+            sender = said.sender or (
+                (key.owner_id or "user") if said.role == "user" else "assistant"
+            )
+            request.messages.add(
+                role=ROLES[said.role],
+                sender=sender,
+                content=said.text,
+                client_message_id=said.id,
+            )
+        answer = await _called(self._memory.CommitTurn(request))
+        return {
+            "recorded": [
+                {
+                    "id": result.id,
+                    "outcome": md.AppendOutcome.Name(result.outcome)
+                    .removeprefix("APPEND_OUTCOME_")
+                    .lower(),
+                }
+                for result in answer.results
+            ],
+            "review_pending": answer.review_pending,
+        }
 
     async def search_history(
         self,
         *,
-        query: Annotated[str, Field(description="Words or a question; any text is valid.")],
+        query: QueryArg,
         everywhere: Annotated[
             bool,
-            Field(description="Search every conversation of the owner instead of this one only."),
+            Field(description="Search every conversation of the owner instead of this one."),
         ] = False,
         mode: Annotated[
             Literal["hybrid", "lexical", "semantic"],
@@ -208,19 +428,21 @@ class MemoryTools:
         conversation: ConversationArg = "",
         owner: OwnerArg = "",
     ) -> dict[str, Any]:
-        """Search what was said, best first, with a snippet of each hit and how it matched."""
+        """Search what was said, best first, with a snippet of each hit, its score and how it
+        matched. No hits means nothing said matches."""
         request = md.SearchHistoryRequest(query=query, mode=MODES[mode], limit=limit)
         if everywhere:
             request.owner.CopyFrom(self._owner(owner))
         else:
-            request.conversation.CopyFrom(self._conversation(conversation))
+            request.conversation.CopyFrom(self._conversation(conversation, owner))
         answer = await _called(self._memory.SearchHistory(request))
-        return {"hits": [_said(hit) for hit in answer.hits]}
+        return {"hits": [_said(hit) for hit in answer.hits]} | _left_out(answer.below_floor)
 
     async def compose_context(
         self,
         *,
         conversation: ConversationArg = "",
+        owner: OwnerArg = "",
         context_window: Annotated[
             int,
             Field(
@@ -232,11 +454,11 @@ class MemoryTools:
     ) -> dict[str, Any]:
         """The context memoryd would give the next model call of a conversation: the prompt
         files, recalled facts, checkpoint summaries and the recent messages, within the
-        model's window."""
+        model's window (the memory alone in a conversation where nothing was said yet)."""
         answer = await _called(
             self._compaction.ComposeContext(
                 md.ComposeContextRequest(
-                    conversation=self._conversation(conversation),
+                    conversation=self._conversation(conversation, owner),
                     context_window=context_window or self.defaults.context_window,
                 )
             )
@@ -258,69 +480,6 @@ class MemoryTools:
             "omitted_messages": answer.omitted_messages,
         }
 
-    async def remember(
-        self,
-        *,
-        key: Annotated[str, Field(description="A short name for the fact, e.g. 'diet'.")],
-        value: Annotated[str, Field(description="The fact, as it should read in the prompt.")],
-        category: Annotated[
-            CategoryArg,
-            Field(
-                description="identity, preference, interest, goal (rendered into USER.md); "
-                "context, directive (standing rules; rendered into MEMORY.md)."
-            ),
-        ],
-        owner: OwnerArg = "",
-    ) -> dict[str, Any]:
-        """Remember a durable fact about the user, in every conversation: it is rendered into
-        USER.md or MEMORY.md. Remembering a key again replaces its value. A directive (a
-        standing rule for the agent) needs a server started for operator use."""
-        if category == "directive" and self.defaults.trust != "operator":
-            raise ToolError(
-                "a directive is a standing rule for the agent, which only the operator sets: "
-                "this memoryd mcp writes at guest trust (memoryd mcp --trust operator is for "
-                "an assistant whose user is its operator)"
-            )
-        answer = await _called(
-            self._memory.StoreMemory(
-                md.StoreMemoryRequest(
-                    owner=self._owner(owner),
-                    scope_type=md.SCOPE_TYPE_OWNER,
-                    category=CATEGORIES[category],
-                    key=key,
-                    value=value,
-                    trust=self.defaults.writes,
-                )
-            )
-        )
-        return {"remembered": _memory(answer.memory), "created": answer.created}
-
-    async def forget(
-        self,
-        *,
-        key: Annotated[str, Field(description="The key of the fact to forget.")],
-        owner: OwnerArg = "",
-    ) -> dict[str, Any]:
-        """Forget a fact about the user: it is archived (an operator can restore it) and leaves
-        the prompt files."""
-        scope = self._owner(owner)
-        found = await _called(
-            self._memory.GetMemory(
-                md.GetMemoryRequest(owner=scope, scope_type=md.SCOPE_TYPE_OWNER, key=key)
-            )
-        )
-        answer = await _called(
-            self._memory.ArchiveMemory(
-                md.ArchiveMemoryRequest(
-                    owner=scope,
-                    id=found.memory.id,
-                    reason="forgotten through MCP",
-                    trust=self.defaults.writes,
-                )
-            )
-        )
-        return {"forgotten": _memory(answer.memory)}
-
     # --- the resources' reads (not tools) -----------------------------------------------------
 
     async def prompt_files(self) -> md.GetPromptContextResponse:
@@ -336,22 +495,38 @@ class MemoryTools:
 
     # --- arguments ----------------------------------------------------------------------------
 
-    def _conversation(self, given: str) -> md.Conversation:
+    def _conversation(self, given: str, owner: str) -> md.Conversation:
         text = given or self.defaults.conversation
         if not text:
             raise ToolError(
-                "no conversation: pass conversation as CHANNEL:CHAT[:THREAD], or start memoryd "
-                "mcp with --conversation"
+                "conversation is required: CHANNEL:CHAT[:THREAD] (or start memoryd mcp with "
+                "--conversation)"
             )
         try:
-            return conversation_arg(text, self.defaults.agent_id, self.defaults.owner_id)
+            return conversation_arg(text, self.defaults.agent_id, owner or self.defaults.owner_id)
         except ValueError as error:
             raise ToolError(str(error).replace("--conversation", "conversation")) from error
 
     def _owner(self, given: str) -> md.OwnerScope:
-        return md.OwnerScope(
-            agent_id=self.defaults.agent_id, owner_id=given or self.defaults.owner_id
+        owner = given or self.defaults.owner_id
+        if not owner:
+            raise ToolError("owner is required: the user the memory belongs to")
+        return md.OwnerScope(agent_id=self.defaults.agent_id, owner_id=owner)
+
+    async def _id_of(self, scope: md.OwnerScope, key: str) -> int:
+        """The id of the owner's active row of `key` (in any scope)."""
+        listed = await _called(
+            self._memory.ListMemories(
+                md.ListMemoriesRequest(owner=scope, key_prefix=key, page_size=MAX_LIMIT)
+            )
         )
+        found = [item.memory for item in listed.memories if item.memory.key == key]
+        if not found:
+            raise ToolError(f"nothing of the owner is remembered under the key {key!r}")
+        if len(found) > 1:
+            ids = ", ".join(str(row.id) for row in found)
+            raise ToolError(f"several rows have the key {key!r} (ids {ids}): give the id")
+        return found[0].id
 
 
 async def _called(call: Awaitable[T]) -> T:
@@ -362,9 +537,15 @@ async def _called(call: Awaitable[T]) -> T:
         raise ToolError(f"memoryd: {error.code().name}: {error.details()}") from error
 
 
+def _key_of(category: str, fact: str) -> str:
+    """A key for a fact remembered without one: the same fact, the same key."""
+    return f"{category}_{hashlib.sha256(fact.strip().lower().encode()).hexdigest()[:12]}"
+
+
 def _memory(row: md.Memory) -> dict[str, Any]:
     return {
         "id": row.id,
+        "owner": row.owner_id,
         "key": row.key,
         "value": row.value,
         "category": md.Category.Name(row.category).removeprefix("CATEGORY_").lower(),
@@ -376,21 +557,41 @@ def _memory(row: md.Memory) -> dict[str, Any]:
     }
 
 
+def _relevance(hit: md.RecallHit | md.HistoryHit) -> dict[str, Any]:
+    """How a search hit matched and how well: the fused score (higher is better), the
+    similarity of meaning (0 to 1), and each way it matched."""
+    return {
+        "score": round(hit.scores.fused, 4),
+        "similarity": round(hit.scores.similarity, 4),
+        "matched": [
+            md.MatchKind.Name(kind).removeprefix("MATCH_KIND_").lower() for kind in hit.matches
+        ],
+    }
+
+
+def _left_out(below_floor: int) -> dict[str, Any]:
+    """What a search says of the hits its similarity floor left out."""
+    if not below_floor:
+        return {}
+    return {
+        "left_out": below_floor,
+        "left_out_why": "found by meaning alone, too far from the query to be an answer",
+    }
+
+
 def _said(hit: md.HistoryHit) -> dict[str, Any]:
     message = hit.message
     return {
         "message_id": message.id,
+        "owner": message.conversation.owner_id,
         "conversation": _conversation_text(message.conversation),
         "sender": message.sender,
         "role": md.Role.Name(message.role).removeprefix("ROLE_").lower(),
         "content": message.content,
         "snippet": hit.snippet,
         "created_at": _time(message.created_at),
-        "matched": [
-            md.MatchKind.Name(kind).removeprefix("MATCH_KIND_").lower() for kind in hit.matches
-        ],
         "trust": _trust(message.trust),
-    }
+    } | _relevance(hit)
 
 
 def _trust(value: md.Trust.ValueType) -> str:

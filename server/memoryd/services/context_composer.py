@@ -90,7 +90,9 @@ class ContextComposer:
             return unchanged
 
         def read(connection: Transaction) -> ComposedContext:
-            record = conversation_record(connection, key)
+            # A conversation that has no message yet is composed too: its memory block and
+            # nothing else (an assistant's first call, before anything was said).
+            record = store.conversation(connection, key) or NOTHING_SAID
             window = self.context_window(requested_window, record.context_window)
             limit_tokens = rules.limit(self.settings.threshold, window) - reserve_tokens
             if limit_tokens <= 0:
@@ -230,6 +232,21 @@ class _Kept:
     composed: ComposedContext
     request: tuple[object, ...]
     committed: int | None
+
+
+# The record of a conversation in which nothing was said yet.
+NOTHING_SAID = store.CompactionRow(
+    session_start_id=0,
+    window_start_id=0,
+    checkpoint_id=0,
+    history_version=0,
+    peak_prompt_tokens=None,
+    context_window=None,
+    failed_at=None,
+    error=None,
+    working_memory="",
+    description="",
+)
 
 
 def conversation_record(connection: Transaction, key: ConversationKey) -> store.CompactionRow:

@@ -307,9 +307,9 @@ class EmbeddingService:
             await self._embed_messages(messages)
             return True
         self._behind_since = None
-        if self.model is None:
-            return False
-        model_id = self.model.id
+        # No model row yet (nothing said, only rows remembered): every row waits, and the
+        # first vector makes the row.
+        model_id = 0 if self.model is None else self.model.id
         memories = await self._readers.read(
             lambda connection: store.waiting_memories(connection, model_id, self._batch)
         )

@@ -5,8 +5,9 @@ newest) and, when that finds fewer than the limit, fills the rest with rows cont
 query's words (partial words, keys, non-English text). With vectors (hybrid, the default, or
 semantic), the rows nearest in meaning are fused in as SearchHistory fuses messages. Without a
 query a key is looked up exactly; with neither, the scope's rows are listed. With source=all the
-two sources take turns up to the limit. Inside a scheduled job only the job's own rows are
-readable and history is refused.
+two sources take turns up to the limit. Rows and messages found by meaning alone below the
+model's similarity floor are left out and counted (memoryd.domain.fusion.above_floor). Inside a
+scheduled job only the job's own rows are readable and history is refused.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 from memoryd.domain.conversation import HistoryScope
-from memoryd.domain.fusion import FUSION_DEPTH, Scores, SearchMode, fuse
+from memoryd.domain.fusion import FUSION_DEPTH, Scores, SearchMode, above_floor, fuse
 from memoryd.domain.history import SearchHit
 from memoryd.domain.memories import Caller, ScopeType
 from memoryd.domain.memory_queries import ListFilter, RankedMemory, Visible, guest_visibility
@@ -47,6 +48,14 @@ class RecallHit:
     message: SearchHit | None = None
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Recalled:
+    """A recall's hits, best first, and how many found by meaning alone its floor left out."""
+
+    hits: list[RecallHit]
+    below_floor: int = 0
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class RecallRequest:
     """A memory_recall call, translated from the wire."""
@@ -68,7 +77,7 @@ class RecallService:
         self._readers = readers
         self._history = history
 
-    async def recall(self, request: RecallRequest) -> list[RecallHit]:
+    async def recall(self, request: RecallRequest) -> Recalled:
         """memory_recall: query, else key, else the scope's rows; memories and/or history."""
         caller = request.caller
         if not 0 <= request.limit <= MAX_LIMIT:
@@ -85,9 +94,10 @@ class RecallService:
             raise PermissionDenied(GUEST_RECALLS_ONE_CONVERSATION)
         memories: list[RecallHit] = []
         messages: list[RecallHit] = []
+        cut = 0
         if request.source in (RecallSource.MEMORIES, RecallSource.ALL):
             visible = recall_visibility(caller, request.scope, request.trust)
-            found = await self._recall_memories(
+            found, cut = await self._recall_memories(
                 visible, request.query, request.key, limit, request.mode
             )
             memories = [RecallHit(memory=hit) for hit in found]
@@ -99,7 +109,7 @@ class RecallService:
                         "recalling this conversation's history needs a conversation"
                     )
                 scope = caller.conversation
-            hits = await self._history.search(
+            said = await self._history.search(
                 scope,
                 request.query,
                 kinds=[],
@@ -107,28 +117,31 @@ class RecallService:
                 trust=request.trust,
                 mode=request.mode,
             )
-            messages = [RecallHit(message=hit) for hit in hits]
-        return take_turns(memories, messages, limit)
+            messages = [RecallHit(message=hit) for hit in said.hits]
+            cut += said.below_floor
+        return Recalled(take_turns(memories, messages, limit), cut)
 
     async def _recall_memories(
         self, visible: Visible, query: str, key: str, limit: int, mode: SearchMode
-    ) -> list[RankedMemory]:
+    ) -> tuple[list[RankedMemory], int]:
+        """The rows found, and how many of meaning alone the floor left out."""
         if query.strip():
             plan = plan_search(query)
             words = fallback_words(query)
             meaning = await self._history.vectors.meaning(query, mode)
             if meaning is None and mode is SearchMode.SEMANTIC:
-                return []
+                return [], 0
             depth = limit if meaning is None else max(limit, FUSION_DEPTH)
+            floor = self._history.vectors.floor
 
-            def search(connection: Transaction) -> list[RankedMemory]:
+            def search(connection: Transaction) -> tuple[list[RankedMemory], int]:
                 hits: list[RankedMemory] = []
                 if mode is not SearchMode.SEMANTIC:
                     hits = lexical_memories(connection, visible, plan, words, depth)
                 if meaning is None:
-                    return hits
+                    return hits, 0
                 nearest = nearest_memories(connection, meaning[0], visible, meaning[1], depth)
-                return fused_memories(connection, hits, nearest, limit)
+                return fused_memories(connection, hits, nearest, limit, floor)
 
             return await self._readers.read(search)
         if key.strip():
@@ -142,7 +155,7 @@ class RecallService:
                     connection, visible, ListFilter(), after=None, limit=limit
                 )
             )
-        return [RankedMemory(record, 0.0, word_match=False) for record in found]
+        return [RankedMemory(record, 0.0, word_match=False) for record in found], 0
 
 
 def recall_visibility(caller: Caller, scope: RecallScope, trust: Trust) -> Visible:
@@ -203,10 +216,13 @@ def fused_memories(
     lexical: list[RankedMemory],
     nearest: list[tuple[int, float]],
     limit: int,
-) -> list[RankedMemory]:
-    """Both rankings of rows as one, best first (memoryd.domain.fusion)."""
+    floor: float = 0.0,
+) -> tuple[list[RankedMemory], int]:
+    """Both rankings of rows as one, best first, above the similarity floor
+    (memoryd.domain.fusion); and how many the floor left out."""
     by_id = {hit.record.id: hit for hit in lexical}
-    ranking = fuse([(hit.record.id, hit.rank) for hit in lexical], nearest, keep=limit)
+    ranking, cut = above_floor(fuse([(hit.record.id, hit.rank) for hit in lexical], nearest), floor)
+    ranking = ranking[:limit]
     loaded = reads.by_ids(connection, [item for item, _ in ranking if item not in by_id])
     hits: list[RankedMemory] = []
     for item, scores in ranking:
@@ -226,4 +242,4 @@ def fused_memories(
                     scores=scores,
                 )
             )
-    return hits
+    return hits, cut

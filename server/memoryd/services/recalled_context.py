@@ -100,16 +100,16 @@ class RecalledContext:
             )
             lines += [
                 f"- {hit.memory.record.key}: {hit.memory.record.value}"
-                for hit in found
+                for hit in found.hits
                 if hit.memory is not None and hit.memory.record.prompt_target is PromptTarget.NONE
             ]
         shown = {message.id for message in composed}
-        hits = await self._search.search(
+        said = await self._search.search(
             key, query, kinds=[], requested_limit=MESSAGES, trust=trust
         )
         lines += [
             f"- {hit.message.created_at:%Y-%m-%d} {hit.message.sender}: {hit.message.content}"
-            for hit in hits
+            for hit in said.hits
             if hit.message.id not in shown and hit.message.kind != CHECKPOINT_KIND
         ]
         return rules.recalled_part(lines, budget, count_tokens)

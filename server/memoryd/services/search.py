@@ -6,17 +6,20 @@ Semantic: the scope's nearest vectors
 of the configured model. Hybrid (the default whenever vectors exist) reads both rankings to
 FUSION_DEPTH at least and fuses them (memoryd.domain.fusion); a message without a vector yet is
 still found by its words. A scope whose vectors do not fit in memory.search.vector_cache_mb is
-searched by its words alone (semantic mode: FAILED_PRECONDITION saying so).
+searched by its words alone (semantic mode: FAILED_PRECONDITION saying so). Hits found by meaning
+alone below the model's similarity floor are left out and counted (memoryd.domain.fusion
+above_floor): a query about nothing the scope holds finds nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import threading
 
 from memoryd.domain.conversation import ConversationKey, HistoryScope
-from memoryd.domain.fusion import FUSION_DEPTH, Scores, SearchMode, fuse
+from memoryd.domain.fusion import FUSION_DEPTH, Scores, SearchMode, above_floor, fuse
 from memoryd.domain.history import SearchHit
 from memoryd.domain.messages import Trust, check_kinds
 from memoryd.domain.search_query import plan_search
@@ -51,12 +54,22 @@ EMBEDDINGS_OFF = (
 Meaning = tuple[vector_store.EmbeddingModel, Floats]
 
 
-class QueryVectors:
-    """The query side of semantic search: the model's vector of a query, remembered."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class Found:
+    """A search's hits, best first, and how many hits of meaning alone its floor left out."""
 
-    def __init__(self, embedding: EmbeddingService, cache: VectorCache) -> None:
+    hits: list[SearchHit]
+    below_floor: int = 0
+
+
+class QueryVectors:
+    """The query side of semantic search: the model's vector of a query, remembered, and the
+    similarity below which a hit of meaning alone is not an answer (`floor`, 0: none)."""
+
+    def __init__(self, embedding: EmbeddingService, cache: VectorCache, floor: float) -> None:
         self.embedding = embedding
         self.cache = cache
+        self.floor = floor
         self._recent: collections.OrderedDict[tuple[int, str], Floats] = collections.OrderedDict()
         self._lock = threading.Lock()
 
@@ -117,7 +130,7 @@ class HistorySearch:
         requested_limit: int,
         trust: Trust = Trust.OPERATOR,
         mode: SearchMode = SearchMode.DEFAULT,
-    ) -> list[SearchHit]:
+    ) -> Found:
         """The best `requested_limit` hits (see the module docstring). A guest searches one
         conversation only."""
         if trust is Trust.GUEST and not isinstance(scope, ConversationKey):
@@ -135,12 +148,12 @@ class HistorySearch:
         if plan.is_empty:
             if mode is SearchMode.SEMANTIC and not self.vectors.enabled:
                 raise FailedPrecondition(EMBEDDINGS_OFF)
-            return []
+            return Found([])
         if mode is SearchMode.LEXICAL or not self.vectors.could_mean(mode, scope):
             hits = await self._readers.read(
                 lambda connection: lexical(connection, scope, plan, kind_filter, limit)
             )
-            return snippets_filled(hits, plan)
+            return Found(snippets_filled(hits, plan))
         depth = max(limit, FUSION_DEPTH)
         # The query's vector and then its nearest vectors on one side; a reader finds the
         # words beside them (two cores).
@@ -164,18 +177,23 @@ class HistorySearch:
         finally:
             nearest_call.cancel()
 
-        def finish(connection: Transaction) -> list[SearchHit]:
+        floor = self.vectors.floor
+
+        def finish(connection: Transaction) -> Found:
             if nearest is None:  # no meaning to compare: the words alone
-                hits = fused(connection, scope, words, [], kinds=kind_filter, limit=limit)
+                found = fused(connection, scope, words, [], kinds=kind_filter, limit=limit)
             elif mode is SearchMode.SEMANTIC:
-                return semantic_only(connection, scope, nearest, kind_filter, limit)
+                return semantic_only(connection, scope, nearest, kind_filter, limit, floor=floor)
             else:
-                hits = fused(connection, scope, words, nearest, kinds=kind_filter, limit=limit)
-            return with_word_snippets(connection, hits, plan)
+                found = fused(
+                    connection, scope, words, nearest, kinds=kind_filter, limit=limit, floor=floor
+                )
+            return dataclasses.replace(found, hits=with_word_snippets(connection, found.hits, plan))
 
         if nearest is None and mode is SearchMode.SEMANTIC:
-            return []
-        return snippets_filled(await self._readers.read(finish), plan)
+            return Found([])
+        found = await self._readers.read(finish)
+        return dataclasses.replace(found, hits=snippets_filled(found.hits, plan))
 
     async def _nearest(
         self, scope: HistoryScope, query: str, mode: SearchMode, depth: int
@@ -207,22 +225,25 @@ def fused(
     *,
     kinds: tuple[str, ...],
     limit: int,
-) -> list[SearchHit]:
-    """Both rankings and the conversation context as one ranking (memoryd.domain.fusion);
-    the words alone, ranked as lexical() ranks them, when `nearest` is empty."""
+    floor: float = 0.0,
+) -> Found:
+    """Both rankings and the conversation context as one ranking (memoryd.domain.fusion),
+    above the similarity floor; the words alone, ranked as lexical() ranks them, when
+    `nearest` is empty."""
     semantic = nearest
     if kinds and nearest:  # the vectors know no kinds: keep the nearest of the asked kinds only
         wanted = reads.messages_by_ids(connection, scope, [item for item, _ in nearest], kinds)
         semantic = [entry for entry in nearest if entry[0] in wanted]
     if not semantic:
-        return hits_of(connection, scope, words, word_order(words), kinds=kinds, limit=limit)
+        return Found(hits_of(connection, scope, words, word_order(words), kinds=kinds, limit=limit))
     context = dict(words.neighbours)
     context.update(
         reads.neighbours(connection, [item for item, _ in semantic if item not in context])
     )
+    ranking, cut = above_floor(fuse(words.ranked, semantic, context), floor, context)
     # A neighbour may be of another kind than asked for: keep a few spare.
-    ranking = fuse(words.ranked, semantic, context, keep=3 * limit)
-    return hits_of(connection, scope, words, ranking, kinds=kinds, limit=limit)
+    hits = hits_of(connection, scope, words, ranking[: 3 * limit], kinds=kinds, limit=limit)
+    return Found(hits, cut)
 
 
 def semantic_only(
@@ -231,11 +252,14 @@ def semantic_only(
     nearest: list[tuple[int, float]],
     kinds: tuple[str, ...],
     limit: int,
-) -> list[SearchHit]:
-    """The nearest messages of the scope and kinds, by similarity."""
-    found = first_found(connection, scope, [item for item, _ in nearest], kinds, limit, known={})
+    *,
+    floor: float = 0.0,
+) -> Found:
+    """The nearest messages of the scope and kinds, by similarity, down to the floor."""
+    close = [(item, similarity) for item, similarity in nearest if similarity >= floor]
+    found = first_found(connection, scope, [item for item, _ in close], kinds, limit, known={})
     hits: list[SearchHit] = []
-    for place, (item, similarity) in enumerate(nearest, start=1):
+    for place, (item, similarity) in enumerate(close, start=1):
         message = found.get(item)
         if message is None:
             continue
@@ -247,4 +271,4 @@ def semantic_only(
         )
         if len(hits) == limit:
             break
-    return hits
+    return Found(hits, len(nearest) - len(close))

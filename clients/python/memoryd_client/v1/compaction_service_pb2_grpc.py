@@ -87,7 +87,8 @@ class CompactionServiceServicer:
         agent-scope memory rows, the latest checkpoint summary, then the window's messages, oldest
         first. The total never exceeds threshold x context window: when the window would, its
         oldest messages are left out of the answer (never out of history) and counted in
-        omitted_messages. It needs no model provider.
+        omitted_messages. It needs no model provider. A conversation in which nothing was said
+        yet (no record) is composed too: its blocks, and no message.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -50,7 +50,8 @@ class CompactionServiceStub:
     agent-scope memory rows, the latest checkpoint summary, then the window's messages, oldest
     first. The total never exceeds threshold x context window: when the window would, its
     oldest messages are left out of the answer (never out of history) and counted in
-    omitted_messages. It needs no model provider.
+    omitted_messages. It needs no model provider. A conversation in which nothing was said
+    yet (no record) is composed too: its blocks, and no message.
     """
     Preflight: _grpc.UnaryUnaryMultiCallable[_compaction_service_pb2.PreflightRequest, _compaction_service_pb2.PreflightResponse]
     """Preflight is called before a turn: when the previous turn's recorded peak prompt tokens
@@ -93,7 +94,8 @@ class CompactionServiceAsyncStub(CompactionServiceStub):
     agent-scope memory rows, the latest checkpoint summary, then the window's messages, oldest
     first. The total never exceeds threshold x context window: when the window would, its
     oldest messages are left out of the answer (never out of history) and counted in
-    omitted_messages. It needs no model provider.
+    omitted_messages. It needs no model provider. A conversation in which nothing was said
+    yet (no record) is composed too: its blocks, and no message.
     """
     Preflight: _aio.UnaryUnaryMultiCallable[_compaction_service_pb2.PreflightRequest, _compaction_service_pb2.PreflightResponse]  # type: ignore[assignment]
     """Preflight is called before a turn: when the previous turn's recorded peak prompt tokens
@@ -139,7 +141,8 @@ class CompactionServiceServicer(metaclass=_abc_1.ABCMeta):
         agent-scope memory rows, the latest checkpoint summary, then the window's messages, oldest
         first. The total never exceeds threshold x context window: when the window would, its
         oldest messages are left out of the answer (never out of history) and counted in
-        omitted_messages. It needs no model provider.
+        omitted_messages. It needs no model provider. A conversation in which nothing was said
+        yet (no record) is composed too: its blocks, and no message.
         """
 
     @_abc_1.abstractmethod

@@ -1296,9 +1296,16 @@ class SearchHistoryResponse(_message.Message):
 
     HITS_FIELD_NUMBER: _builtins.int
     TRUNCATED_FIELD_NUMBER: _builtins.int
+    BELOW_FLOOR_FIELD_NUMBER: _builtins.int
     truncated: _builtins.bool
     """True when more hits were found than fit in one answer of 4 MiB; ask for a lower limit or a
     narrower scope to see the rest.
+    """
+    below_floor: _builtins.int
+    """Messages found by meaning alone that were left out: their similarity to the query was below
+    the floor ([memoryd.search] min_similarity), their words did not match, and they are not
+    next to a message that did. A query about nothing the scope holds returns no hits and
+    counts here what the meaning ranking would have padded the answer with.
     """
     @_builtins.property
     def hits(self) -> _containers.RepeatedCompositeFieldContainer[Global___HistoryHit]:
@@ -1311,10 +1318,11 @@ class SearchHistoryResponse(_message.Message):
         *,
         hits: _abc.Iterable[Global___HistoryHit] | None = ...,
         truncated: _builtins.bool = ...,
+        below_floor: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["hits", b"hits", "truncated", b"truncated"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["below_floor", b"below_floor", "hits", b"hits", "truncated", b"truncated"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2492,8 +2500,13 @@ class RecallResponse(_message.Message):
 
     HITS_FIELD_NUMBER: _builtins.int
     TRUNCATED_FIELD_NUMBER: _builtins.int
+    BELOW_FLOOR_FIELD_NUMBER: _builtins.int
     truncated: _builtins.bool
     """True when more hits were found than fit in one answer of 4 MiB; ask for a lower limit."""
+    below_floor: _builtins.int
+    """Rows and messages found by meaning alone that were left out: their similarity to the query
+    was below the floor ([memoryd.search] min_similarity) and their words did not match.
+    """
     @_builtins.property
     def hits(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecallHit]:
         """The hits. Within each source: word matches by rank (then newest), then partial matches by
@@ -2505,10 +2518,11 @@ class RecallResponse(_message.Message):
         *,
         hits: _abc.Iterable[Global___RecallHit] | None = ...,
         truncated: _builtins.bool = ...,
+        below_floor: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["hits", b"hits", "truncated", b"truncated"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["below_floor", b"below_floor", "hits", b"hits", "truncated", b"truncated"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

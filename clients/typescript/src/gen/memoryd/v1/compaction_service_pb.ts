@@ -698,7 +698,8 @@ export const CompactionService: GenService<{
    * agent-scope memory rows, the latest checkpoint summary, then the window's messages, oldest
    * first. The total never exceeds threshold x context window: when the window would, its
    * oldest messages are left out of the answer (never out of history) and counted in
-   * omitted_messages. It needs no model provider.
+   * omitted_messages. It needs no model provider. A conversation in which nothing was said
+   * yet (no record) is composed too: its blocks, and no message.
    *
    * @generated from rpc memoryd.v1.CompactionService.ComposeContext
    */
