@@ -1,5 +1,6 @@
-"""The shape of the code, kept by tests: layers import only downwards, only storage knows the
-database, every RPC of the contract has a handler, and every enum table covers its protobuf
+"""The shape of the code, kept by tests: every unit of server/memoryd stands on a floor and
+imports only from floors below it, some layers keep third-party libraries out, only storage knows
+the database, every RPC of the contract has a handler, and every enum table covers its protobuf
 enum and its domain enum."""
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import ast
 import inspect
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,35 @@ from memoryd_client.v1 import compaction_service_pb2_grpc as compaction_grpc
 from memoryd_client.v1 import memory_service_pb2_grpc as service_grpc
 
 PACKAGE = Path(__file__).resolve().parent.parent / "server" / "memoryd"
-# What each layer must never import (a module, or any module below it).
+# Every unit of the package (a folder, or a module at its top) on a floor: a unit imports only
+# units on floors below its own. A new unit must be given a floor here before any test passes.
+FLOORS = {
+    "errors": 0,
+    "log_events": 0,
+    "domain": 1,
+    "testing": 1,  # helpers for tests that start servers; no unit of the server imports them
+    "log_names": 2,
+    "data_directory": 2,
+    "logs": 2,
+    "web": 2,  # HTTP serving for every listener, knowing nothing of what it serves
+    "config": 3,
+    "observability": 4,
+    "storage": 5,
+    "llm": 5,
+    "services": 6,
+    "runtime": 7,
+    "api": 8,
+    "console": 9,
+    "mcp_bridge": 9,  # a client of a running memoryd, over gRPC
+    "serving": 10,
+    "supervisor": 11,
+    "server": 12,
+    "cli": 13,
+    "__main__": 14,
+}
+# Units no other unit may import.
+LEAVES = ("testing", "__main__")
+# What each layer must never import (a module, or any module below it), besides the floors.
 FORBIDDEN = {
     "domain": (
         "grpc",
@@ -75,6 +105,10 @@ FORBIDDEN = {
         "memoryd.storage",
         "memoryd.llm",
     ),
+    # Metrics and traces are recorded by every layer: no database, no model, no gRPC.
+    "observability": ("grpc", "apsw", "openai", "memoryd_client"),
+    # The console calls the API's handlers like any transport: never the database or a model.
+    "console": ("grpc", "apsw", "openai", "memoryd_client"),
 }
 # The layers above storage: no SQL, no apsw (FORBIDDEN), no connection of their own.
 ABOVE_STORAGE = ("services", "api")
@@ -108,8 +142,58 @@ def _violations(layer: str) -> list[str]:
 
 
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN))
-def test_a_layer_imports_nothing_above_it(layer: str) -> None:
+def test_a_layer_imports_none_of_what_it_must_not(layer: str) -> None:
     assert _violations(layer) == []
+
+
+def _unit(package: Path, path: Path) -> str:
+    return path.relative_to(package).parts[0].removesuffix(".py")
+
+
+def _floor_violations(package: Path) -> list[str]:
+    """Units without a floor, and imports of a unit on the same floor or above, or of a leaf."""
+    units = {_unit(package, path) for path in package.rglob("*.py")} - {"__init__"}
+    found = [f"{unit} has no floor" for unit in sorted(units - set(FLOORS))]
+    for path in sorted(package.rglob("*.py")):
+        unit = _unit(package, path)
+        if unit not in FLOORS:
+            continue
+        for line, module in _imports(path):
+            parts = module.split(".")
+            if parts[0] != "memoryd" or len(parts) < 2 or parts[1] not in FLOORS:
+                continue
+            target = parts[1]
+            if target != unit and (target in LEAVES or FLOORS[target] >= FLOORS[unit]):
+                found.append(
+                    f"{path.relative_to(package)}:{line} imports memoryd.{target} "
+                    f"({unit} on floor {FLOORS[unit]}, {target} on {FLOORS[target]})"
+                )
+    return sorted(set(found))
+
+
+def test_every_unit_stands_on_a_floor_and_imports_only_downwards() -> None:
+    assert _floor_violations(PACKAGE) == []
+
+
+def test_the_floor_check_fails_on_a_broken_copy(tmp_path: Path) -> None:
+    # A copy of the package with one import up the floors and one unit without a floor.
+    copy = tmp_path / "memoryd"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    levels = copy / "observability" / "metrics.py"
+    levels.write_text(levels.read_text() + "\nfrom memoryd.runtime import Runtime\n")
+    (copy / "gadgets.py").write_text('"""A unit nobody placed."""\n')
+    (copy / "domain" / "probe.py").write_text("from memoryd.testing import postgres\n")
+    found = _floor_violations(copy)
+    assert "gadgets has no floor" in found
+    lines = len(levels.read_text().splitlines())
+    assert found == [
+        "domain/probe.py:1 imports memoryd.testing (domain on floor 1, testing on 1)",
+        "gadgets has no floor",
+        (
+            f"observability/metrics.py:{lines} imports memoryd.runtime "
+            "(observability on floor 4, runtime on 7)"
+        ),
+    ]
 
 
 def _docstrings(tree: ast.Module) -> set[int]:

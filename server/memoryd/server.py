@@ -37,12 +37,12 @@ from memoryd.api.status import RpcLog, add_service, log_rpc_with_logging
 from memoryd.config import ServerSettings, Settings, check_exposure, check_private_settings
 from memoryd.config.reloading import Running
 from memoryd.errors import StartupError
-from memoryd.http_serving import start_http
 from memoryd.log_events import Event
 from memoryd.observability import metrics, tracing
 from memoryd.runtime import Runtime
+from memoryd.serving.listeners import start_http
+from memoryd.serving.token_reloads import SettingsPipe, reload_on_hangup
 from memoryd.supervisor import WorkerRole
-from memoryd.token_reloads import SettingsPipe, reload_on_hangup
 from memoryd_client.v1 import (
     compaction_service_pb2,
     compaction_service_pb2_grpc,

@@ -43,12 +43,12 @@ import threading
 import time
 from collections.abc import Sequence
 
-from memoryd import token_reloads
 from memoryd.config import check_exposure, check_private_settings
 from memoryd.config.reloading import Running
 from memoryd.errors import StartupError
 from memoryd.log_events import Event
 from memoryd.runtime import prepare
+from memoryd.serving import token_reloads
 
 log = logging.getLogger("memoryd.supervisor")
 
@@ -69,7 +69,7 @@ class WorkerRole:
     """What a worker process was given by its supervisor
     (`--worker-of INDEX:LOCK_FD:READY_FD:SETTINGS_FD`): its index, the data directory's lock,
     the pipe it reports ready on, and the pipe it reads its settings' snapshots from
-    (memoryd.token_reloads.SettingsPipe)."""
+    (memoryd.serving.token_reloads.SettingsPipe)."""
 
     index: int
     lock_fd: int

@@ -80,7 +80,7 @@ class Authorizer:
         self._access = access
 
     def replace_tokens(self, tokens: tuple[TokenSettings, ...]) -> None:
-        """Answer with these tokens from the next call on (a reload: memoryd.token_reloads).
+        """Answer with these tokens from the next call on (a reload: memoryd.serving.token_reloads).
         One assignment: a call is checked against the old set or the new, never a mix."""
         self._tokens = tokens
 

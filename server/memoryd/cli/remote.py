@@ -24,7 +24,8 @@ from google.protobuf.message import Message
 
 import memoryd_client as md
 from memoryd.config import cli_token
-from memoryd.errors import StartupError
+from memoryd.domain.conversation import split_conversation_text
+from memoryd.errors import InvalidArgument, StartupError
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -171,15 +172,16 @@ def json_answered(args: argparse.Namespace, out: TextIO, response: Message) -> b
 
 
 def conversation_arg(text: str, agent: str, owner: str) -> md.Conversation:
-    """`channel:chat_id[:thread]`, split into at most three parts; two parts mean thread root."""
-    parts = text.split(":", 2)
-    if len(parts) < 2 or not all(parts):
-        message = f"--conversation must be CHANNEL:CHAT[:THREAD], got {text!r}"
-        raise ValueError(message)
+    """`channel:chat_id[:thread]`, split into at most three parts; two parts mean thread root.
+    ValueError when it is not one."""
+    try:
+        channel, chat_id, thread_scope = split_conversation_text(text, "--conversation")
+    except InvalidArgument as error:
+        raise ValueError(error.message) from error
     return md.Conversation(
         agent_id=agent,
         owner_id=owner,
-        channel=parts[0],
-        chat_id=parts[1],
-        thread_scope=parts[2] if len(parts) == 3 else "",
+        channel=channel,
+        chat_id=chat_id,
+        thread_scope=thread_scope,
     )

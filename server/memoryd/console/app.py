@@ -136,7 +136,7 @@ class ConsoleApp:
 
     def _live(self, cookie: str) -> Session | None:
         """The cookie's session while its token is still one the server answers to (a reload
-        may have withdrawn it: memoryd.token_reloads); else it ends."""
+        may have withdrawn it: memoryd.serving.token_reloads); else it ends."""
         session = self._sessions.find(cookie)
         if session is None or self._guard is None:
             return session

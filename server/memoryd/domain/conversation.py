@@ -114,6 +114,16 @@ def conversation_key(
     )
 
 
+def split_conversation_text(text: str, field: str) -> tuple[str, str, str]:
+    """A conversation written as people type it, `CHANNEL:CHAT[:THREAD]` (the command line's
+    --conversation, MCP's conversation argument): (channel, chat_id, thread_scope), the thread
+    empty for the root. Split at the first two colons only, so a thread may hold colons."""
+    parts = text.split(":", 2)
+    if len(parts) < 2 or not all(parts):
+        raise InvalidArgument(f"{field} must be CHANNEL:CHAT[:THREAD], got {text!r}", field=field)
+    return parts[0], parts[1], parts[2] if len(parts) == 3 else ""
+
+
 def owner_key(*, agent_id: str, owner_id: str, field: str = "owner") -> OwnerKey:
     """Validate an owner scope and fill in the defaults."""
     return OwnerKey(

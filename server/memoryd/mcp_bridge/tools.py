@@ -34,12 +34,16 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field
 
 import memoryd_client as md
-from memoryd.cli.remote import conversation_arg
-from memoryd.domain.conversation import DEFAULT_THREAD_SCOPE, MAX_IDENTIFIER_CHARS
+from memoryd.domain.conversation import (
+    DEFAULT_THREAD_SCOPE,
+    MAX_IDENTIFIER_CHARS,
+    split_conversation_text,
+)
 from memoryd.domain.memories import MAX_KEY_CHARS, MAX_VALUE_CHARS
 from memoryd.domain.messages import MAX_SENDER_CHARS
 from memoryd.domain.recall import MAX_LIMIT
 from memoryd.domain.search_query import MAX_QUERY_CHARS
+from memoryd.errors import InvalidArgument
 
 T = TypeVar("T")
 
@@ -503,9 +507,16 @@ class MemoryTools:
                 "--conversation)"
             )
         try:
-            return conversation_arg(text, self.defaults.agent_id, owner or self.defaults.owner_id)
-        except ValueError as error:
-            raise ToolError(str(error).replace("--conversation", "conversation")) from error
+            channel, chat_id, thread_scope = split_conversation_text(text, "conversation")
+        except InvalidArgument as error:
+            raise ToolError(error.message) from error
+        return md.Conversation(
+            agent_id=self.defaults.agent_id,
+            owner_id=owner or self.defaults.owner_id,
+            channel=channel,
+            chat_id=chat_id,
+            thread_scope=thread_scope,
+        )
 
     def _owner(self, given: str) -> md.OwnerScope:
         owner = given or self.defaults.owner_id

@@ -1,4 +1,4 @@
-"""What the metrics read from the database at scrape time (memoryd.observability.levels):
+"""What the metrics read from the database at scrape time (memoryd.serving.levels):
 backlogs and sizes, each an indexed count or a catalogue read, cheap enough for a scrape every
 few seconds."""
 

@@ -22,9 +22,9 @@ from memoryd.api.connect_http import ConnectApp, Procedure
 from memoryd.config import ServerSettings, Settings
 from memoryd.console.app import ConsoleApp
 from memoryd.log_events import Event
-from memoryd.observability import levels
-from memoryd.observability.scrape import MetricsApp
 from memoryd.runtime import Runtime
+from memoryd.serving import levels
+from memoryd.serving.metrics_endpoint import MetricsApp
 from memoryd.web.hosts import HostGuard, HostPolicy
 from memoryd.web.listener import ConnectionBudget, HttpLimits, HttpListener
 from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2

@@ -3,7 +3,7 @@ application in front of another (the HTTP/JSON API on its port) or alone (a metr
 
 With tokens configured, a scrape needs an admin token: counts of calls and reviews say how
 the service is used, which is the operator's to see. The scrape-time gauges are read first
-(memoryd.observability.levels).
+(memoryd.serving.levels).
 """
 
 from __future__ import annotations
