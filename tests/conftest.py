@@ -27,9 +27,12 @@ pytest_plugins = ["tests.review_helpers"]
 # A test is slow when it, or a fixture it uses, starts its own server or a subprocess: found by
 # following the names their code uses through the helpers of this test package, down to one of
 # LAUNCHERS. The one shared server (SHARED) does not count.
-SLOW_FIXTURES = frozenset({"start_server", "grpcurl"})
+SLOW_FIXTURES = frozenset({"start_server", "grpcurl", "postgres_base"})
 SHARED = frozenset({"server", "channel", "memory"})
-LAUNCHERS = frozenset({"subprocess", "ServerProcess", "pty", "start_server"})
+# StdioServerParameters: the MCP SDK's client starts the server it names as a subprocess.
+LAUNCHERS = frozenset(
+    {"subprocess", "ServerProcess", "pty", "start_server", "StdioServerParameters"}
+)
 
 
 def _names(code: types.CodeType) -> set[str]:

@@ -73,6 +73,7 @@ def test_the_cli_and_the_walkthrough_read_the_same_address(
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout == "no memory rows match\n"  # not an empty screen
     # Without a model, one line at start-up says what works and the one command to connect one.
+    server.wait_for_event(Event.NO_PROVIDER)  # logged right after `serving`
     (said,) = server.events(Event.NO_PROVIDER)
     assert "messages, search and the memory rows you store work" in said["msg"]
     assert "memoryd setup --base-url http://127.0.0.1:11434/v1" in said["msg"]

@@ -7,6 +7,7 @@ per interval, never once per attempt."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import resource
@@ -24,6 +25,7 @@ import memoryd_client as md
 from memoryd.log_events import Event
 from memoryd.testing.server_process import ServerProcess
 from memoryd.web.hosts import HostPolicy, host_of
+from memoryd.web.listener import ConnectionBudget, HttpLimits, HttpListener
 from memoryd.web.throttle import RepeatFilter, Throttle
 from tests.helpers import raw_exchange
 
@@ -348,3 +350,33 @@ def test_a_library_logger_repeating_itself_is_counted(caplog: pytest.LogCaptureF
         ]
     finally:
         logger.removeFilter(repeats)
+
+
+async def test_accepted_connections_answer_without_waiting_for_delayed_acks() -> None:
+    """Without TCP_NODELAY an answer's body waited for the client's delayed ACK, 40 ms a call
+    (bench/http_json.py measures it): every connection a memoryd.web listener accepts has
+    Nagle's algorithm off. A listener of the real code, serving a plain ASGI app."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    listener = await HttpListener.start(
+        app,
+        "127.0.0.1:0",
+        limits=HttpLimits(),
+        budget=ConnectionBudget(8, 64),
+        setting="a test",
+    )
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert (await reader.readuntil(b"ok")).startswith(b"HTTP/1.1 200")
+        (connection,) = listener.connections
+        assert connection.transport is not None
+        accepted = connection.transport.get_extra_info("socket")
+        assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        writer.close()
+        await writer.wait_closed()
+    finally:
+        await listener.stop()

@@ -21,7 +21,6 @@ import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.proto.trace.v1 import trace_pb2
-from prometheus_client.parser import text_string_to_metric_families
 
 import memoryd_client as md
 from memoryd.observability import metrics
@@ -30,6 +29,7 @@ from memoryd.testing.server_process import ServerProcess
 from tests.backends import on_postgres
 from tests.helpers import append, user
 from tests.review_helpers import eventually, review_config, turn
+from tests.scraping import Samples, listening, scrape
 
 ADMIN = "metrics-admin-token-0123456789abcdef"
 ADAPTER = "metrics-adapter-token-0123456789abcd"
@@ -68,42 +68,6 @@ def replies(request: dict[str, Any]) -> Reply:
     if "compact a conversation" in system:
         return Reply(content=SUMMARY, prompt_tokens=300, completion_tokens=30)
     return Reply(content=REVIEW, prompt_tokens=100, completion_tokens=20)
-
-
-def listening(server: ServerProcess, name: str) -> str:
-    """Where the server's `name` listener ("http", "metrics") is, from its serving event."""
-    return str(server.events("serving")[-1][name])
-
-
-def scrape(address: str, token: str | None = None) -> tuple[int, str]:
-    """GET /metrics: (HTTP status, body)."""
-    request = urllib.request.Request(f"http://{address}/metrics")
-    if token is not None:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 - loopback
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
-class Samples:
-    """A scrape parsed by prometheus-client: sample values by name and labels."""
-
-    def __init__(self, text: str) -> None:
-        self.families = list(text_string_to_metric_families(text))
-        self.samples = [sample for family in self.families for sample in family.samples]
-
-    def value(self, name: str, **labels: str) -> float:
-        """The sum of the samples of `name` whose labels include `labels` (0 when none)."""
-        return sum(
-            sample.value
-            for sample in self.samples
-            if sample.name == name and labels.items() <= sample.labels.items()
-        )
-
-    def label_values(self) -> set[str]:
-        return {value for sample in self.samples for value in sample.labels.values()}
 
 
 @pytest.fixture

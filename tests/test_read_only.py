@@ -85,6 +85,7 @@ async def test_a_read_only_server_refuses_every_write_and_keeps_every_read(
     before = counts(home)
 
     server = start_server(home, config="[memoryd.server]\nread_only = true\n").start()
+    server.wait_for_event(Event.READ_ONLY)  # logged right after `serving`
     assert len(server.events(Event.READ_ONLY)) == 1
     assert not server.events(Event.NO_PROVIDER)  # nothing would run anyway
     assert len(WRITING) >= 20  # every write of the contract, read from its declarations

@@ -365,6 +365,7 @@ async def test_no_provider_means_failed_precondition(
     assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "no model provider is configured" in (error.details() or "")
     assert "memoryd setup" in (error.details() or "")
+    server.wait_for_event(Event.NO_PROVIDER)  # logged right after `serving`
     assert len(server.events(Event.NO_PROVIDER)) == 1
 
 

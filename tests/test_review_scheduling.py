@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import memoryd_client as md
@@ -215,7 +215,7 @@ async def test_a_failed_review_backs_off_before_the_scheduler_retries(
                 return (await memory.GetReviewState(request)).failure_count == 1
 
             await eventually(failed)
-            failed_at = time.monotonic()
+            failed_at = (await memory.GetReviewState(request)).last_review_failed_at.ToDatetime()
 
             async def recovered() -> bool:
                 return (
@@ -223,7 +223,8 @@ async def test_a_failed_review_backs_off_before_the_scheduler_retries(
                 ).last_review_status == md.REVIEW_STATUS_OK
 
             await eventually(recovered)
-            assert time.monotonic() - failed_at >= 1.2  # the backoff, less polling slack
+            retried = (await memory.GetReviewState(request)).last_run.started_at.ToDatetime()
+            assert retried - failed_at >= dt.timedelta(milliseconds=1500)  # the server's record
             assert len(model.requests) == 2
 
 
@@ -293,6 +294,9 @@ async def test_idle_timeout_triggers_a_review_before_the_interval(
             await commit(memory, conversation, *turn("one"))
             await eventually(lambda: len(model.requests) == 1)
             await commit(memory, conversation, *turn("two"))
-            second_turn = time.monotonic()
+            listed = await memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
+            said_at = listed.messages[-1].created_at.ToDatetime()
             await eventually(lambda: len(model.requests) == 2)
-            assert time.monotonic() - second_turn >= 1.0
+            # The server's record: the review began once the conversation had been idle.
+            state = await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
+            assert state.last_run.started_at.ToDatetime() - said_at >= dt.timedelta(seconds=1.2)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,15 +31,16 @@ write_attempts = 3
 
 
 @contextlib.contextmanager
-def write_lock(database: Path, seconds: float) -> Iterator[threading.Event]:
-    """Hold the database's write lock from another connection for `seconds` (in a thread)."""
-    taken = threading.Event()
+def write_lock(database: Path) -> Iterator[threading.Event]:
+    """Hold the database's write lock from another connection (in a thread) until the yielded
+    event is set, or the block ends."""
+    taken, release = threading.Event(), threading.Event()
 
     def hold() -> None:
         connection = apsw.Connection(str(database))
         connection.execute("BEGIN IMMEDIATE")
         taken.set()
-        time.sleep(seconds)
+        release.wait(60)
         connection.execute("ROLLBACK")
         connection.close()
 
@@ -48,8 +48,9 @@ def write_lock(database: Path, seconds: float) -> Iterator[threading.Event]:
     thread.start()
     taken.wait(5)
     try:
-        yield taken
+        yield release
     finally:
+        release.set()
         thread.join()
 
 
@@ -63,12 +64,15 @@ async def test_a_briefly_held_lock_is_retried_and_the_write_commits(server: Serv
     conversation = md.Conversation(channel="telegram", chat_id="retry")
     async with md.connect(server.address) as channel:
         memory = md.MemoryServiceStub(channel)
-        with write_lock(server.home / "memory.db", seconds=0.4):
-            started = time.monotonic()
-            response = await append(memory, conversation, user("survives a held lock"))
-            waited = time.monotonic() - started
+        with write_lock(server.home / "memory.db") as release:
+            appending = asyncio.create_task(
+                append(memory, conversation, user("survives a held lock"))
+            )
+            # Released once the writer has been refused and said it will retry.
+            await asyncio.to_thread(server.wait_for_event, Event.WRITE_RETRY, 30)
+            release.set()
+            response = await appending
         assert response.results[0].outcome == md.APPEND_OUTCOME_STORED
-        assert waited >= 0.3  # it really waited for the lock
         listed = await memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
         assert [m.content for m in listed.messages] == ["survives a held lock"]
     retries = server.events(Event.WRITE_RETRY)
@@ -83,7 +87,7 @@ async def test_a_lock_held_past_every_attempt_is_unavailable_and_nothing_is_writ
     conversation = md.Conversation(channel="telegram", chat_id="give-up")
     async with md.connect(server.address) as channel:
         memory = md.MemoryServiceStub(channel)
-        with write_lock(server.home / "memory.db", seconds=2.5):
+        with write_lock(server.home / "memory.db"):  # held until every attempt failed
             results = await asyncio.gather(
                 *(append(memory, conversation, user(f"m{i}")) for i in range(5)),
                 return_exceptions=True,

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
+import logging
 from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import apsw
 import pytest
 
 from memoryd.errors import Unavailable
+from memoryd.log_events import Event
 from memoryd.storage.connection import ConnectionSettings, open_connection, writer_policy
 from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Batch, Writer, WriterSettings
@@ -130,16 +130,43 @@ async def test_after_commit_hooks_run_before_the_answer(writer: Writer) -> None:
     assert seen == [result]
 
 
-async def test_a_held_lock_is_retried(writer: Writer, settings: ConnectionSettings) -> None:
+class _Retried(logging.Handler):
+    """Sets an asyncio event when the writer logs a retry (from its thread)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
+        super().__init__()
+        self._loop = loop
+        self._event = event
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "event", None) == Event.WRITE_RETRY:
+            self._loop.call_soon_threadsafe(self._event.set)
+
+
+async def test_a_held_lock_is_retried(settings: ConnectionSettings) -> None:
+    """Another connection holds the write lock; it lets go once the writer has retried (an
+    event, not a timer), and the write commits on a later attempt."""
+    connection = open_connection(settings, writer_policy(settings))
+    connection.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, value TEXT NOT NULL) STRICT")
+    # Attempts enough that a slow machine cannot use them all before the lock is let go.
+    writer = Writer(connection, WriterSettings(512, 0.0, 10, 0.05))
+    writer.start()
+    retried = asyncio.Event()
+    handler = _Retried(asyncio.get_running_loop(), retried)
+    logger = logging.getLogger("memoryd.storage.writer")
+    logger.addHandler(handler)
     other = apsw.Connection(str(settings.path))
-    other.execute("BEGIN IMMEDIATE")
-    release = threading.Timer(0.1, lambda: other.execute("ROLLBACK"))
-    release.start()
-    started = time.monotonic()
-    await writer.submit(INSERT, "after the lock")
-    assert time.monotonic() - started >= 0.08
-    release.join()
-    other.close()
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        pending = asyncio.ensure_future(writer.submit(INSERT, "after the lock"))
+        await retried.wait()
+        assert not pending.done()
+        other.execute("ROLLBACK")
+        await pending
+    finally:
+        logger.removeHandler(handler)
+        other.close()
+        await writer.close()
     assert writer.stats.retries >= 1
     assert stored(settings) == ["after the lock"]
 

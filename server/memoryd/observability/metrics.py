@@ -195,6 +195,12 @@ REVIEW_OPERATIONS = Counter(
     ["outcome"],
     registry=REGISTRY,
 )
+REVIEW_SCHEDULER_PASSES = Counter(
+    "memoryd_review_scheduler_passes",
+    "Looks of the review scheduler for due conversations (one per tick, per finished review and "
+    "per committed turn; a count that climbs while nothing happens is a scheduler that spins).",
+    registry=REGISTRY,
+)
 REVIEW_BACKLOG = Gauge(
     "memoryd_review_backlog_conversations",
     "Conversations with input no review has read yet (read at scrape time).",

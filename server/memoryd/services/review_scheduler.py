@@ -29,7 +29,7 @@ from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.review_runs import ReviewResult, ReviewSelection
 from memoryd.domain.timestamps import utc_now
 from memoryd.log_events import Event
-from memoryd.observability import tracing
+from memoryd.observability import metrics, tracing
 from memoryd.services.review import Reviewer
 from memoryd.services.waiting import wait_at_most
 from memoryd.storage import review_store
@@ -173,6 +173,7 @@ class ReviewScheduler:
 
     async def _loop(self) -> None:
         while True:
+            metrics.REVIEW_SCHEDULER_PASSES.inc()
             try:
                 more = await self.run_once()
             except asyncio.CancelledError:

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +25,10 @@ from memoryd.testing import postgres
 STARTUP_TIMEOUT = 30.0
 
 
-def _limit_open_files(limit: int) -> Callable[[], None]:
-    def apply() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
-
-    return apply
+def _with_open_file_limit(limit: int, command: list[str]) -> list[str]:
+    """`command` run with an open-file limit (soft and hard), as `ulimit -n` sets it: through
+    the shell rather than a preexec_fn, which is unsafe in a test process with threads."""
+    return ["sh", "-c", 'ulimit -n "$0" && exec "$@"', str(limit), *command]
 
 
 class ServerProcess:
@@ -77,6 +74,8 @@ class ServerProcess:
             config_path.write_text(config, encoding="utf-8")
             config_path.chmod(0o600)  # a config holding tokens must be private to be served
             command += ["--config", str(config_path)]
+        if open_files is not None:
+            command = _with_open_file_limit(open_files, command)
         process_env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
         process_env.update(postgres.environment_for(home))
         process_env.update(env or {})
@@ -92,7 +91,6 @@ class ServerProcess:
             env=process_env,
             umask=-1 if umask is None else umask,
             cwd=home.parent if python is not None else None,
-            preexec_fn=None if open_files is None else _limit_open_files(open_files),  # noqa: PLW1509
         )
         self._reader = threading.Thread(target=self._collect, daemon=True)
         self._reader.start()
