@@ -1,4 +1,5 @@
-"""Build every installable package into one folder (`make dist`; tests/test_dist.py installs them).
+"""Build every installable package into one folder (`make dist`; tests/server/test_dist.py
+installs them).
 
     python scripts/build_dist.py [--out dist]
 

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from memoryd.testing.postgres import servers_on
 from memoryd.testing.server_process import ServerProcess
 from tests.rpc_fuzz import METHODS, Case, Target, cases
-from tests.test_rpc_fuzz import seed_victim, victim_state
+from tests.security.test_rpc_fuzz import seed_victim, victim_state
 
 
 def fuzz(target: Target, method: str, examples: int) -> None:

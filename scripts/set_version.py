@@ -6,7 +6,7 @@
 The server, the Python client (and the server's exact pin of it), the TypeScript package and
 its lockfile, `memoryd.__version__` and the CHANGELOG's newest heading carry the same version.
 The Go module is versioned by its git tag (`clients/go/vX.Y.Z`), cut from the same release.
-tests/test_release.py runs the check in `make test`.
+tests/server/test_release.py runs the check in `make test`.
 """
 
 from __future__ import annotations

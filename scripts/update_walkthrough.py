@@ -3,9 +3,9 @@ outputs back.
 
     .venv/bin/python -m scripts.update_walkthrough
 
-tests/test_readme_walkthrough.py checks that the page shows what the commands print, and that the
-README's one call is one of its steps; run this after a change to the contract, then read the
-diff before committing it (and copy the README's step again if it changed).
+tests/server/test_readme_walkthrough.py checks that the page shows what the commands print,
+and that the README's one call is one of its steps; run this after a change to the contract,
+then read the diff before committing it (and copy the README's step again if it changed).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from memoryd.testing.server_process import ServerProcess
-from tests.test_readme_walkthrough import FENCE, SEPARATOR, WALKTHROUGH, walkthrough_blocks
+from tests.server.test_readme_walkthrough import FENCE, SEPARATOR, WALKTHROUGH, walkthrough_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ the server starts once more and everything is verified a final time:
 - the reviewer's rows are not duplicated by reviews re-run after a crash;
 - USER.md and MEMORY.md on disk equal what GetPromptContext serves.
 
-Shared by tests/test_crash_recovery.py (5 rounds in `make test`) and
+Shared by tests/storage/test_crash_recovery.py (5 rounds in `make test`) and
 `python -m scripts.crash_rounds` (20 rounds or more).
 """
 

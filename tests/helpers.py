@@ -130,7 +130,7 @@ def run_memoryd(*argv: str, env: Mapping[str, str] | None = None, stdin: str = "
     """`memoryd ARGV` in this process: memoryd.cli.main.main with `env` (default os.environ),
     stdin, stdout and stderr swapped for the call. It runs in a thread of its own, so a
     command's own event loop (setup checks an endpoint with asyncio.run) never meets the test's;
-    the entry point itself is tested as a subprocess in tests/test_first_hour.py."""
+    the entry point itself is tested as a subprocess in tests/server/test_first_hour.py."""
 
     if "--home" in argv:
         home = Path(argv[argv.index("--home") + 1])

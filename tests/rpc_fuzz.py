@@ -10,8 +10,8 @@ message.
 The invariant (`Target.check`): the server answers every request, never with INTERNAL or
 UNKNOWN, never with a status message that carries a traceback, a path, SQL or more than a
 short message, never without the machine-readable details (ErrorInfo), and never with an
-answer larger than a default client accepts. Shared by tests/test_rpc_fuzz.py (a bounded run
-in `make test`) and `python -m scripts.fuzz_rpcs` (a long run).
+answer larger than a default client accepts. Shared by tests/security/test_rpc_fuzz.py (a
+bounded run in `make test`) and `python -m scripts.fuzz_rpcs` (a long run).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ class Shape:
     """A kind's columns (in line order), the ones that identify a row, the identifiers that must
     be usable ones (checked as the API checks them), the columns memoryd derives again, and the
     table's columns deliberately left out (internal row numbers, a running review's working
-    state). tests/test_export_shapes.py checks that these name every column of the table."""
+    state). tests/data/test_export_shapes.py checks that these name every column of the table."""
 
     columns: tuple[str, ...]
     identity: tuple[str, ...]

@@ -2,7 +2,7 @@
 
 The scheduler finds due conversations with SQL (storage.review_store.due) and the reviewer
 checks the conversation it picked with `gate`; both read the same Thresholds, and a test pins
-the rule to the SQL (tests/test_review_gate.py), so the scheduler never picks a conversation
+the rule to the SQL (tests/review/test_review_gate.py), so the scheduler never picks a conversation
 the gate then refuses, in a loop.
 """
 

@@ -2,7 +2,7 @@
 
 The writer lends its connection inside a write transaction, a reader inside a read
 transaction. Services pass the handle on to storage's repository functions and never use it
-themselves: no SQL is written outside `storage/` (`tests/test_layers.py` keeps it so), so the
+themselves: no SQL is written outside `storage/` (`tests/server/test_layers.py` keeps it so), so the
 methods below are the ones those repository functions need. An apsw connection satisfies the
 Protocol as it is; PostgreSQL's (memoryd.storage.postgres.transaction) has the same methods.
 """

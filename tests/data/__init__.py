@@ -1,0 +1,1 @@
+"""Data leaving and arriving: export, import, clearing, purging and verified erasure."""

@@ -1,0 +1,2 @@
+"""Conversation history: appending, listing, searching, ingesting, transcripts, sessions and
+scopes."""

@@ -1,0 +1,1 @@
+"""Long-term memory: rows, recall, prompt files, resources, vectors and embeddings."""

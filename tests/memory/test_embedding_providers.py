@@ -1,0 +1,306 @@
+"""Embeddings from an OpenAI-compatible endpoint, failures, a change of model, reindex, off.
+
+The endpoint is a real local HTTP server (memoryd.testing.fake_embeddings) whose vectors are bags
+of words: texts sharing a word are near, texts sharing none are orthogonal. So a semantic hit
+tells from outside which vectors the search compared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import grpc
+import pytest
+
+import memoryd_client as md
+from memoryd.testing.fake_embeddings import FakeEmbeddings
+from memoryd.testing.server_process import ServerProcess
+from tests.backends import on_postgres
+from tests.helpers import append, rpc_error, user
+
+TIMEOUT = 60.0
+
+
+def provider_config(
+    endpoint: FakeEmbeddings, model: str = "fake-embed", **search: str | float
+) -> str:
+    lines = [
+        "[memoryd.search]",
+        'embeddings = "provider"',
+        f'embedding_model = "{model}"',
+        *(
+            f'{key} = "{value}"' if isinstance(value, str) else f"{key} = {value}"
+            for key, value in search.items()
+        ),
+        "",
+        "[[memoryd.providers]]",
+        'name = "vectors"',
+        f'base_url = "{endpoint.base_url}"',
+        'model = "chat-model-unused"',
+        "timeout_seconds = 5",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+async def caught_up(
+    memory: md.MemoryServiceStub, *, least: int = 1
+) -> md.GetEmbeddingStatusResponse:
+    """The status once nothing waits and at least `least` messages have a vector."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + TIMEOUT
+    while True:
+        status = await memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+        waiting = status.pending_messages + status.pending_memories
+        if waiting == 0 and status.embedded_messages >= least:
+            return status
+        assert loop.time() < deadline, status
+        await asyncio.sleep(0.05)
+
+
+async def semantic(
+    memory: md.MemoryServiceStub, conversation: md.Conversation, query: str
+) -> list[str]:
+    response = await memory.SearchHistory(
+        md.SearchHistoryRequest(
+            query=query, conversation=conversation, mode=md.SEARCH_MODE_SEMANTIC, limit=3
+        )
+    )
+    return [hit.message.content for hit in response.hits]
+
+
+TEXTS = ("zebra crossing downtown", "violin lessons on monday", "quarterly report deadline")
+
+
+@pytest.fixture
+def endpoint() -> FakeEmbeddings:
+    with FakeEmbeddings() as fake:
+        yield fake
+
+
+async def test_an_endpoint_makes_the_vectors_and_searches_compare_them(
+    tmp_path: Path, endpoint: FakeEmbeddings, conversation: md.Conversation
+) -> None:
+    server = ServerProcess(tmp_path / "home", config=provider_config(endpoint)).start()
+    try:
+        async with md.connect(server.address) as channel:
+            memory = md.MemoryServiceStub(channel)
+            await append(memory, conversation, *(user(text) for text in TEXTS))
+            status = await caught_up(memory, least=3)
+            assert (status.provider, status.model, status.dimension) == (
+                "vectors",
+                "fake-embed",
+                64,
+            )
+            assert status.embedded_messages == 3
+            # Only the last message's vector holds "deadline" (each vector holds the message
+            # before it too, as context, so "violin" is in two).
+            assert (await semantic(memory, conversation, "deadline"))[0] == TEXTS[2]
+            sent = [request for request in endpoint.requests if request["model"] == "fake-embed"]
+            texts = [text for request in sent for text in request["input"]]
+            # Each text is the message, then the end of the one before it.
+            assert any(
+                text == "ada: violin lessons on monday\nada: zebra crossing downtown"
+                for text in texts
+            ), texts
+    finally:
+        assert server.stop() == 0, server.output
+
+
+async def test_a_failing_endpoint_is_retried_and_words_still_find_meanwhile(
+    tmp_path: Path, endpoint: FakeEmbeddings, conversation: md.Conversation
+) -> None:
+    endpoint.fail(500, times=2)
+    server = ServerProcess(tmp_path / "home", config=provider_config(endpoint)).start()
+    try:
+        async with md.connect(server.address) as channel:
+            memory = md.MemoryServiceStub(channel)
+            await append(memory, conversation, user("the zebra crossing is closed"))
+            failed = server.wait_for_event("embedding_failed", timeout=TIMEOUT)
+            assert "could not embed" in failed["msg"]
+            status = await memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+            assert "could not embed" in status.last_error or status.pending_messages == 0
+            # Without a vector, the default search finds the message by its words.
+            response = await memory.SearchHistory(
+                md.SearchHistoryRequest(query="zebra", conversation=conversation)
+            )
+            assert [hit.message.content for hit in response.hits] == [
+                "the zebra crossing is closed"
+            ]
+            recovered = await caught_up(memory)
+            assert recovered.last_error == ""
+            assert await semantic(memory, conversation, "zebra") == ["the zebra crossing is closed"]
+    finally:
+        assert server.stop() == 0, server.output
+
+
+async def test_a_new_model_embeds_again_and_never_compares_with_the_old_one(
+    tmp_path: Path, endpoint: FakeEmbeddings, conversation: md.Conversation
+) -> None:
+    home = tmp_path / "home"
+    first = ServerProcess(home, config=provider_config(endpoint)).start()
+    try:
+        async with md.connect(first.address) as channel:
+            memory = md.MemoryServiceStub(channel)
+            await append(memory, conversation, *(user(text) for text in TEXTS))
+            await caught_up(memory, least=3)
+    finally:
+        assert first.stop() == 0, first.output
+    # The new model cannot embed yet: the old vectors exist, but no search may use them.
+    endpoint.fail(503, times=1000)
+    second = ServerProcess(home, config=provider_config(endpoint, "fake-embed-2")).start()
+    try:
+        async with md.connect(second.address) as channel:
+            memory = md.MemoryServiceStub(channel)
+            second.wait_for_event("embedding_failed", timeout=TIMEOUT)
+            status = await memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+            assert status.model == "fake-embed-2"
+            assert status.embedded_messages == 0
+            assert status.pending_messages == 3
+            assert status.other_model_vectors == 3
+            assert await semantic(memory, conversation, "violin") == []
+            hybrid = await memory.SearchHistory(
+                md.SearchHistoryRequest(query="violin", conversation=conversation)
+            )
+            assert [list(hit.matches) for hit in hybrid.hits] == [[md.MATCH_KIND_WORD]]
+    finally:
+        assert second.stop() == 0, second.output
+
+
+async def test_a_scope_too_large_for_the_cache_is_searched_by_words_or_by_the_index(
+    tmp_path: Path, endpoint: FakeEmbeddings, conversation: md.Conversation
+) -> None:
+    # 0.01 MiB holds 124 vectors of 64 dimensions (84 bytes each).
+    config = provider_config(endpoint, vector_cache_mb=0.01)
+    home = tmp_path / "home"
+    server = ServerProcess(home, config=config).start()
+    try:
+        async with md.connect(server.address) as channel:
+            memory = md.MemoryServiceStub(channel)
+            for start in range(0, 200, 100):
+                await append(
+                    memory, conversation, *(user(f"filler {n}") for n in range(start, start + 100))
+                )
+            await append(memory, conversation, user("the violin case"))
+            await caught_up(memory, least=201)
+            request = md.SearchHistoryRequest(
+                query="violin", conversation=conversation, mode=md.SEARCH_MODE_SEMANTIC
+            )
+            if on_postgres():
+                # The database answers instead of the cache: pgvector, through the model's HNSW
+                # index once the table is large enough for the planner to prefer it
+                # (tests/storage/test_postgres_operations.py shows it is).
+                found = await memory.SearchHistory(request)
+                assert found.hits[0].message.content == "the violin case"
+                assert found.hits[0].matches == [md.MATCH_KIND_SEMANTIC]
+                hybrid = await memory.SearchHistory(
+                    md.SearchHistoryRequest(query="violin", conversation=conversation)
+                )
+                assert (hybrid.hits[0].message.content, list(hybrid.hits[0].matches)) == (
+                    "the violin case",
+                    [md.MATCH_KIND_WORD, md.MATCH_KIND_SEMANTIC],
+                )
+                return
+            error = await rpc_error(memory.SearchHistory(request))
+            assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+            assert error.details() == (
+                "this scope has more than 124 vectors, more than memoryd.search.vector_cache_mb "
+                "(0.01 MiB) holds: search it by words (mode lexical), narrow the scope, or raise "
+                "vector_cache_mb"
+            )
+            hybrid = await memory.SearchHistory(
+                md.SearchHistoryRequest(query="violin", conversation=conversation)
+            )
+            assert [(h.message.content, list(h.matches)) for h in hybrid.hits] == [
+                ("the violin case", [md.MATCH_KIND_WORD])
+            ]
+    finally:
+        assert server.stop() == 0, server.output
+
+
+async def test_reindex_embeds_everything_again(
+    tmp_path: Path, endpoint: FakeEmbeddings, conversation: md.Conversation
+) -> None:
+    server = ServerProcess(tmp_path / "home", config=provider_config(endpoint)).start()
+    try:
+        async with md.connect(server.address) as channel:
+            memory = md.MemoryServiceStub(channel)
+            await append(memory, conversation, *(user(text) for text in TEXTS))
+            await memory.StoreMemory(
+                md.StoreMemoryRequest(conversation=conversation, key="pet", value="a zebra")
+            )
+            await caught_up(memory, least=3)
+            before = len(endpoint.requests)
+            queued = await memory.ReindexEmbeddings(md.ReindexEmbeddingsRequest())
+            assert (queued.queued_messages, queued.queued_memories) == (3, 1)
+            await asyncio.sleep(0.5)
+            status = await caught_up(memory, least=3)
+            assert (status.embedded_messages, status.embedded_memories) == (3, 1)
+            again = [text for r in endpoint.requests[before:] for text in r["input"]]
+            assert (
+                sum(text.split("\n")[0].endswith(": violin lessons on monday") for text in again)
+                == 1
+            )
+            assert "pet: a zebra" in again
+    finally:
+        assert server.stop() == 0, server.output
+
+
+async def test_with_embeddings_off_search_is_by_words_and_meaning_is_refused(
+    start_server: type[ServerProcess], tmp_path: Path, conversation: md.Conversation
+) -> None:
+    config = '[memoryd.search]\nembeddings = "off"\n'
+    server = start_server(tmp_path / "home", config=config).start()
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        await append(memory, conversation, *(user(text) for text in TEXTS))
+        status = await memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+        assert not status.enabled
+        response = await memory.SearchHistory(
+            md.SearchHistoryRequest(query="violin", conversation=conversation)
+        )
+        assert [list(hit.matches) for hit in response.hits] == [[md.MATCH_KIND_WORD]]
+        for call in (
+            memory.SearchHistory(
+                md.SearchHistoryRequest(
+                    query="violin", conversation=conversation, mode=md.SEARCH_MODE_SEMANTIC
+                )
+            ),
+            memory.Recall(
+                md.RecallRequest(
+                    conversation=conversation, query="violin", mode=md.SEARCH_MODE_SEMANTIC
+                )
+            ),
+            memory.ReindexEmbeddings(md.ReindexEmbeddingsRequest()),
+        ):
+            error = await rpc_error(call)
+            assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+            assert 'memoryd.search.embeddings = "off"' in (error.details() or "")
+
+
+@pytest.mark.parametrize(
+    ("search", "message"),
+    [
+        (
+            '[memoryd.search]\nembeddings = "provider"\n',
+            'memoryd.search.embedding_model must name the model for embeddings = "provider"',
+        ),
+        (
+            '[memoryd.search]\nembeddings = "provider"\nembedding_model = "m"\n',
+            'memoryd.search.embeddings = "provider" needs a [[memoryd.providers]] entry',
+        ),
+        (
+            (
+                '[memoryd.search]\nembeddings = "provider"\nembedding_model = "m"\n'
+                'embedding_provider = "nope"\n\n[[memoryd.providers]]\nname = "local"\n'
+                'base_url = "http://127.0.0.1:9/v1"\nmodel = "x"\n'
+            ),
+            "memoryd.search.embedding_provider 'nope' is not a provider's name (local)",
+        ),
+        ('[memoryd.search]\nembeddings = "maybe"\n', "memoryd.search.embeddings must be one of"),
+    ],
+)
+def test_bad_embedding_settings_stop_the_start(tmp_path: Path, search: str, message: str) -> None:
+    server = ServerProcess(tmp_path / "home", config=search)
+    assert server.wait_exit() != 0
+    assert message in server.output

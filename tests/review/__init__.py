@@ -1,0 +1,1 @@
+"""The background review, its scheduling and triggers, the model chain, and compaction."""

@@ -1,0 +1,315 @@
+"""The shape of the code, kept by tests: every unit of server/memoryd stands on a floor and
+imports only from floors below it, some layers keep third-party libraries out, only storage knows
+the database, every RPC of the contract has a handler, and every enum table covers its protobuf
+enum and its domain enum."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from memoryd.api import enum_tables
+from memoryd.api.servicer import CompactionServicer, MemoryServicer
+from memoryd.errors import InvalidArgument
+from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2, records_pb2
+from memoryd_client.v1 import compaction_service_pb2_grpc as compaction_grpc
+from memoryd_client.v1 import memory_service_pb2_grpc as service_grpc
+
+PACKAGE = Path(__file__).resolve().parents[2] / "server" / "memoryd"
+# Every unit of the package (a folder, or a module at its top) on a floor: a unit imports only
+# units on floors below its own. A new unit must be given a floor here before any test passes.
+FLOORS = {
+    "errors": 0,
+    "log_events": 0,
+    "domain": 1,
+    "testing": 1,  # helpers for tests that start servers; no unit of the server imports them
+    "log_names": 2,
+    "data_directory": 2,
+    "logs": 2,
+    "web": 2,  # HTTP serving for every listener, knowing nothing of what it serves
+    "config": 3,
+    "observability": 4,
+    "storage": 5,
+    "llm": 5,
+    "services": 6,
+    "runtime": 7,
+    "api": 8,
+    "console": 9,
+    "mcp_bridge": 9,  # a client of a running memoryd, over gRPC
+    "serving": 10,
+    "supervisor": 11,
+    "server": 12,
+    "cli": 13,
+    "__main__": 14,
+}
+# Units no other unit may import.
+LEAVES = ("testing", "__main__")
+# What each layer must never import (a module, or any module below it), besides the floors.
+FORBIDDEN = {
+    "domain": (
+        "grpc",
+        "apsw",
+        "openai",
+        "memoryd_client",
+        "memoryd.config",
+        "memoryd.api",
+        "memoryd.services",
+        "memoryd.storage",
+        "memoryd.llm",
+    ),
+    "storage": (
+        "grpc",
+        "openai",
+        "memoryd_client",
+        "memoryd.api",
+        "memoryd.services",
+        "memoryd.llm",
+    ),
+    "llm": ("grpc", "apsw", "memoryd_client", "memoryd.api", "memoryd.services", "memoryd.storage"),
+    "services": (
+        "grpc",
+        "apsw",
+        "memoryd_client",
+        "memoryd.api",
+        "memoryd.storage.connection.open_connection",
+        "memoryd.storage.connection.reader_policy",
+        "memoryd.storage.connection.writer_policy",
+    ),
+    "api": ("apsw", "openai", "memoryd.storage", "memoryd.llm"),
+    # HTTP serving for every listener (the API's, the metrics', MCP's): no knowledge of what
+    # it serves.
+    "web": (
+        "grpc",
+        "apsw",
+        "openai",
+        "memoryd_client",
+        "memoryd.config",
+        "memoryd.api",
+        "memoryd.services",
+        "memoryd.storage",
+        "memoryd.llm",
+        "memoryd.mcp_bridge",
+        "memoryd.console",
+    ),
+    # A client of a running memoryd, over gRPC: none of the server's insides.
+    "mcp_bridge": (
+        "apsw",
+        "openai",
+        "memoryd.api",
+        "memoryd.services",
+        "memoryd.storage",
+        "memoryd.llm",
+    ),
+    # Metrics and traces are recorded by every layer: no database, no model, no gRPC.
+    "observability": ("grpc", "apsw", "openai", "memoryd_client"),
+    # The console calls the API's handlers like any transport: never the database or a model.
+    "console": ("grpc", "apsw", "openai", "memoryd_client"),
+}
+# The layers above storage: no SQL, no apsw (FORBIDDEN), no connection of their own.
+ABOVE_STORAGE = ("services", "api")
+# A string that is SQL: a statement's first word, or a clause naming a table or column.
+SQL = re.compile(
+    r"^\s*(SELECT|INSERT|UPDATE|DELETE|REPLACE|CREATE|DROP|ALTER|PRAGMA|BEGIN|COMMIT|ROLLBACK"
+    r"|SAVEPOINT|RELEASE|WITH|VACUUM)\b|\b(FROM|WHERE|SET|VALUES|JOIN)\s+[a-z_]+"
+)
+# Calls that open a database connection.
+OPENERS = ("open_connection", "Connection", "connect")
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.append((node.lineno, node.module))
+            found.extend((node.lineno, f"{node.module}.{alias.name}") for alias in node.names)
+    return found
+
+
+def _violations(layer: str) -> list[str]:
+    return [
+        f"{path.relative_to(PACKAGE)}:{line} imports {module}"
+        for path in sorted((PACKAGE / layer).rglob("*.py"))
+        for line, module in _imports(path)
+        if any(module == banned or module.startswith(f"{banned}.") for banned in FORBIDDEN[layer])
+    ]
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_a_layer_imports_none_of_what_it_must_not(layer: str) -> None:
+    assert _violations(layer) == []
+
+
+def _unit(package: Path, path: Path) -> str:
+    return path.relative_to(package).parts[0].removesuffix(".py")
+
+
+def _floor_violations(package: Path) -> list[str]:
+    """Units without a floor, and imports of a unit on the same floor or above, or of a leaf."""
+    units = {_unit(package, path) for path in package.rglob("*.py")} - {"__init__"}
+    found = [f"{unit} has no floor" for unit in sorted(units - set(FLOORS))]
+    for path in sorted(package.rglob("*.py")):
+        unit = _unit(package, path)
+        if unit not in FLOORS:
+            continue
+        for line, module in _imports(path):
+            parts = module.split(".")
+            if parts[0] != "memoryd" or len(parts) < 2 or parts[1] not in FLOORS:
+                continue
+            target = parts[1]
+            if target != unit and (target in LEAVES or FLOORS[target] >= FLOORS[unit]):
+                found.append(
+                    f"{path.relative_to(package)}:{line} imports memoryd.{target} "
+                    f"({unit} on floor {FLOORS[unit]}, {target} on {FLOORS[target]})"
+                )
+    return sorted(set(found))
+
+
+def test_every_unit_stands_on_a_floor_and_imports_only_downwards() -> None:
+    assert _floor_violations(PACKAGE) == []
+
+
+def test_the_floor_check_fails_on_a_broken_copy(tmp_path: Path) -> None:
+    # A copy of the package with one import up the floors and one unit without a floor.
+    copy = tmp_path / "memoryd"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    levels = copy / "observability" / "metrics.py"
+    levels.write_text(levels.read_text() + "\nfrom memoryd.runtime import Runtime\n")
+    (copy / "gadgets.py").write_text('"""A unit nobody placed."""\n')
+    (copy / "domain" / "probe.py").write_text("from memoryd.testing import postgres\n")
+    found = _floor_violations(copy)
+    assert "gadgets has no floor" in found
+    lines = len(levels.read_text().splitlines())
+    assert found == [
+        "domain/probe.py:1 imports memoryd.testing (domain on floor 1, testing on 1)",
+        "gadgets has no floor",
+        (
+            f"observability/metrics.py:{lines} imports memoryd.runtime "
+            "(observability on floor 4, runtime on 7)"
+        ),
+    ]
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, kinds)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+
+
+def _database_uses(path: Path) -> list[str]:
+    """SQL string constants (docstrings aside) and connection openers in one module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = _docstrings(tree)
+    found = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+            and SQL.search(node.value)
+        ):
+            found.append(f"{path.name}:{node.lineno} SQL {node.value[:40]!r}")
+        elif isinstance(node, ast.Call):
+            name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+            if name in OPENERS:
+                found.append(f"{path.name}:{node.lineno} opens a connection ({name})")
+    return found
+
+
+@pytest.mark.parametrize("layer", ABOVE_STORAGE)
+def test_only_storage_writes_sql_and_opens_connections(layer: str) -> None:
+    assert [
+        use for path in sorted((PACKAGE / layer).rglob("*.py")) for use in _database_uses(path)
+    ] == []
+
+
+def test_the_database_check_sees_sql_and_openers(tmp_path: Path) -> None:
+    module = tmp_path / "probe.py"
+    module.write_text(
+        '"""SELECT in a docstring is prose."""\n'
+        'COUNT = "SELECT count(*) FROM messages"\n'
+        'def f(c):\n    c.execute("UPDATE memories SET value = ?")\n'
+        '    return "the value set by the user", open_connection(s), apsw.Connection(p)\n'
+    )
+    assert _database_uses(module) == [
+        "probe.py:2 SQL 'SELECT count(*) FROM messages'",
+        "probe.py:4 SQL 'UPDATE memories SET value = ?'",
+        "probe.py:5 opens a connection (open_connection)",
+        "probe.py:5 opens a connection (Connection)",
+    ]
+
+
+def test_the_import_check_sees_a_forbidden_import(tmp_path: Path) -> None:
+    # The check itself must be able to fail: both import forms are seen, relative ones are not.
+    module = tmp_path / "probe.py"
+    module.write_text("import apsw\nfrom memoryd.storage import sql\nfrom . import sibling\n")
+    assert [name for _, name in _imports(module)] == [
+        "apsw",
+        "memoryd.storage",
+        "memoryd.storage.sql",
+    ]
+
+
+SERVICES = (
+    (memory_service_pb2, "MemoryService", MemoryServicer, service_grpc.MemoryServiceServicer),
+    (
+        compaction_service_pb2,
+        "CompactionService",
+        CompactionServicer,
+        compaction_grpc.CompactionServiceServicer,
+    ),
+)
+
+
+@pytest.mark.parametrize(("module", "name", "servicer", "base"), SERVICES)
+def test_every_rpc_of_the_contract_has_a_handler(
+    module: object, name: str, servicer: type, base: type
+) -> None:
+    # A misspelt mixin method would leave the generated base's, which answers UNIMPLEMENTED.
+    methods = module.DESCRIPTOR.services_by_name[name].methods_by_name
+    unimplemented = [
+        method for method in methods if getattr(servicer, method) is getattr(base, method)
+    ]
+    assert unimplemented == []
+    handlers = {
+        member
+        for member, value in inspect.getmembers(servicer, inspect.isfunction)
+        if member[:1].isupper()
+    }
+    assert handlers - set(methods) == set(), "a handler that no RPC of the contract calls"
+
+
+@pytest.mark.parametrize("name", sorted(enum_tables.TABLES))
+def test_an_enum_table_covers_its_enum_in_both_directions(name: str) -> None:
+    table = enum_tables.TABLES[name]
+    declared = {number for _, number in table.proto.items() if number}
+    assert set(table.values) - {0} == declared
+    if table.domain is not None:
+        assert set(table.numbers) == set(table.domain)
+    for number in declared:
+        assert table.number(table.value(number, "field")) == number
+    unknown = max(declared) + 1
+    with pytest.raises(InvalidArgument, match=f"field has unknown value {unknown}"):
+        table.value(unknown, "field")
+
+
+def test_every_enum_of_the_contract_has_a_table() -> None:
+    declared = {
+        enum.full_name
+        for module in (records_pb2, memory_service_pb2, compaction_service_pb2)
+        for enum in module.DESCRIPTOR.enum_types_by_name.values()
+    }
+    tabled = {table.proto.DESCRIPTOR.full_name for table in enum_tables.TABLES.values()}
+    assert declared == tabled
