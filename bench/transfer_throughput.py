@@ -2,14 +2,15 @@
 
     python bench/transfer_throughput.py [--messages 100000]
 
-An export file of 200 conversations and `--messages` corpus messages is written, then imported
-into an empty server with the real CLI (`memoryd import`, timed from the command's start to its
-end, so the CLI's own start-up and file reading count) and exported again (`memoryd export`);
-the second export must equal the file byte for byte. The baseline, in the same run: the same
-messages sent to another empty server with IngestMessages in batches of 1,000 (requests built
-before the clock starts, as in bench/ingest_throughput.py). Reported: records/s of import and
-export, messages/s of IngestMessages, the import's ratio to it, and the servers' peak RSS. No
-target is set; an import does more per record (exact values compared when a row exists).
+`--messages` corpus messages in 200 conversations are sent to an empty server with
+IngestMessages in batches of 1,000 (requests built before the clock starts, as in
+bench/ingest_throughput.py): that rate is the baseline. The server's data is then exported with
+the real CLI (`memoryd export`, timed from the command's start to its end, so the CLI's own
+start-up and file writing count), imported into another empty server (`memoryd import`) and
+exported from there again; the two exports must be equal byte for byte. The fixture is made by
+the code it measures, so it always has the current export format. Reported: records/s of import
+and export, messages/s of IngestMessages, the import's ratio to it, and the servers' peak RSS.
+No target is set; an import does more per record (exact values compared when a row exists).
 """
 
 from __future__ import annotations
@@ -27,68 +28,6 @@ from pathlib import Path
 from ingest_throughput import ingest_rate, messages, peak_rss_mb
 
 from memoryd.testing.server_process import ServerProcess
-
-STAMP = "2026-11-30T00:00:00.000000Z"
-
-
-def line(document: dict[str, object]) -> str:
-    return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
-
-
-def export_file(path: Path, items: list[tuple[str, str]]) -> int:
-    """Write an export of `items` (chat_id, content); returns the number of records."""
-    chats = sorted({chat for chat, _ in items})
-    lines = [line({"format": "memoryd-export", "version": 1, "agent_id": "", "owner_id": ""})]
-    lines += [
-        line(
-            {
-                "record": "conversation",
-                "agent_id": "main",
-                "owner_id": "default",
-                "channel": "bench",
-                "chat_id": chat,
-                "thread_scope": "root",
-                "window_start_id": 0,
-                "window_started_at": None,
-                "session_start_id": 0,
-                "checkpoint_id": 0,
-                "history_version": 1,
-                "working_memory": "",
-                "description": "",
-                "peak_prompt_tokens": None,
-                "context_window": None,
-                "completed_turns": 0,
-                "compaction_failed_at": None,
-                "compaction_error": None,
-                "created_at": STAMP,
-            }
-        )
-        for chat in chats
-    ]
-    for number, (chat, text) in enumerate(items, start=1):
-        lines.append(
-            line(
-                {
-                    "record": "message",
-                    "id": number,
-                    "agent_id": "main",
-                    "owner_id": "default",
-                    "channel": "bench",
-                    "chat_id": chat,
-                    "thread_scope": "root",
-                    "sender": "ada",
-                    "role": "user",
-                    "kind": "chat_message",
-                    "content": text,
-                    "metadata_json": "{}",
-                    "trust": "operator",
-                    "client_message_id": None,
-                    "created_at": STAMP,
-                }
-            )
-        )
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return len(lines) - 1
 
 
 def timed_cli(server: ServerProcess, *args: str) -> float:
@@ -109,23 +48,23 @@ def main() -> int:
     items = messages(args.messages, random.Random(2031))
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
-        source = folder / "export.jsonl"
-        records = export_file(source, items)
+        source, again = folder / "export.jsonl", folder / "again.jsonl"
+        origin = ServerProcess(folder / "origin").start()
+        try:
+            ingested, _ = asyncio.run(ingest_rate(origin.address, items, 1000, 1))
+            ingest_rss = peak_rss_mb(origin.process.pid)
+            exported = timed_cli(origin, "export", str(source))
+        finally:
+            origin.stop()
+        records = sum(1 for _ in source.open(encoding="utf-8")) - 1  # the header is no record
         target = ServerProcess(folder / "target").start()
         try:
             imported = timed_cli(target, "import", str(source))
-            again = folder / "again.jsonl"
-            exported = timed_cli(target, "export", str(again))
+            timed_cli(target, "export", str(again))
             identical = again.read_bytes() == source.read_bytes()
             transfer_rss = peak_rss_mb(target.process.pid)
         finally:
             target.stop()
-        baseline = ServerProcess(folder / "baseline").start()
-        try:
-            ingested, _ = asyncio.run(ingest_rate(baseline.address, items, 1000, 1))
-            ingest_rss = peak_rss_mb(baseline.process.pid)
-        finally:
-            baseline.stop()
     result = {
         "benchmark": "transfer_throughput",
         "records": records,
