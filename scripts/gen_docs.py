@@ -10,6 +10,11 @@ hand-written page, so the prose around it stays the author's:
     docs/configuration.md  `settings`: every [memoryd.*] setting, its type, default and the
                            comment above its field in memoryd/config/settings.py
     docs/security.md       `access`: who may call each RPC, from its (memoryd.v1.access) option
+    ARCHITECTURE.md        `contract`: the services and their RPCs, counted, from the descriptors
+                           `units`: each unit of server/memoryd and the units it imports
+                           `tables`: the tables after every migration, with their keys and
+                           indexes (SQLite's; tests/storage/test_schema_parity.py holds
+                           PostgreSQL's to the same)
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import Any
 from google.protobuf import descriptor_pb2
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ROOT / "docs"
+PACKAGE_ROOT = ROOT / "server" / "memoryd"
 DESCRIPTOR_SET = ROOT / "clients/python/memoryd_client/v1/descriptor_set.binpb"
 SETTINGS_SOURCE = ROOT / "server/memoryd/config/settings.py"
 PACKAGE = "memoryd.v1"
@@ -260,12 +265,106 @@ def access_table() -> str:
     return markdown_table(declarations((memory_service_pb2, compaction_service_pb2)).values())
 
 
+# --- ARCHITECTURE.md ------------------------------------------------------------------------------
+
+
+def contract_summary() -> str:
+    """The services of the contract and their RPCs, counted."""
+    from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2  # noqa: PLC0415
+
+    services = [
+        service
+        for module in (memory_service_pb2, compaction_service_pb2)
+        for service in module.DESCRIPTOR.services_by_name.values()
+    ]
+    total = sum(len(service.methods) for service in services)
+    lines = [f"{total} RPCs in {len(services)} services (besides health and reflection):", ""]
+    for service in services:
+        names = ", ".join(method.name for method in service.methods)
+        lines.append(f"- `{service.name}` ({len(service.methods)}): {names}")
+    return "\n".join(lines)
+
+
+def _unit(path: Path) -> str:
+    return path.relative_to(PACKAGE_ROOT).parts[0].removesuffix(".py")
+
+
+def units_table() -> str:
+    """Each unit of server/memoryd (a folder, or a module at its top), its modules, and the
+    units it imports."""
+    imports: dict[str, set[str]] = {}
+    modules: dict[str, int] = {}
+    for path in sorted(PACKAGE_ROOT.rglob("*.py")):
+        unit = _unit(path)
+        if unit == "__init__":
+            continue
+        modules[unit] = modules.get(unit, 0) + 1
+        found = imports.setdefault(unit, set())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module]
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "memoryd" and len(parts) > 1 and parts[1] != unit:
+                    target = PACKAGE_ROOT / parts[1]
+                    if target.is_dir() or target.with_suffix(".py").is_file():
+                        found.add(parts[1])
+    rows = ["| unit | modules | imports |", "|---|---|---|"]
+    for unit in sorted(imports, key=lambda name: (len(imports[name]), name)):
+        used = ", ".join(f"`{name}`" for name in sorted(imports[unit])) or "none of memoryd"
+        rows.append(f"| `{unit}` | {modules[unit]} | {used} |")
+    return "\n".join(rows)
+
+
+def tables_table() -> str:
+    """The tables after every SQLite migration: primary key, unique keys, indexes."""
+    import apsw  # noqa: PLC0415
+
+    from memoryd.storage.migrations import bundled_migrations, migrate  # noqa: PLC0415
+
+    connection = apsw.Connection(":memory:")
+    migrate(connection, bundled_migrations())
+    rows = list(connection.execute("SELECT name, sql FROM sqlite_schema WHERE type = 'table'"))
+    virtual = {name for name, sql in rows if "VIRTUAL TABLE" in sql}
+    lines = ["| table | primary key | unique keys | other indexes |", "|---|---|---|---|"]
+    for name, _ in sorted(rows):
+        if name in virtual or name.startswith("sqlite_"):
+            continue
+        if any(name.startswith(f"{table}_") for table in virtual):
+            continue
+        info = list(connection.execute(f"PRAGMA table_info({name})"))
+        key = ", ".join(row[1] for row in sorted(info, key=lambda row: row[5]) if row[5])
+        unique, others = [], []
+        for _, index, is_unique, origin, _ in connection.execute(f"PRAGMA index_list({name})"):
+            columns = ", ".join(row[2] for row in connection.execute(f"PRAGMA index_info({index})"))
+            if origin == "pk":
+                continue
+            (unique if is_unique else others).append(f"({columns})")
+        lines.append(
+            f"| `{name}` | {key or 'rowid'} | {'; '.join(sorted(unique)) or '-'} | "
+            f"{'; '.join(sorted(others)) or '-'} |"
+        )
+    lines.extend(
+        f"| `{name}` | FTS5, kept by triggers (PostgreSQL: a tsvector column or trigram index) "
+        "| - | - |"
+        for name in sorted(virtual)
+    )
+    connection.close()
+    return "\n".join(lines)
+
+
 # --- markers -------------------------------------------------------------------------------------
 
 PARTS: tuple[tuple[str, str, Callable[[], str]], ...] = (
-    ("api.md", "api", api_reference),
-    ("configuration.md", "settings", settings_reference),
-    ("security.md", "access", access_table),
+    ("docs/api.md", "api", api_reference),
+    ("docs/configuration.md", "settings", settings_reference),
+    ("docs/security.md", "access", access_table),
+    ("ARCHITECTURE.md", "contract", contract_summary),
+    ("ARCHITECTURE.md", "units", units_table),
+    ("ARCHITECTURE.md", "tables", tables_table),
 )
 
 
@@ -273,7 +372,7 @@ def replaced(text: str, name: str, body: str, page: str) -> str:
     """`text` with the part between NAME's markers replaced by `body`."""
     start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
     if start not in text or end not in text:
-        sys.exit(f"docs/{page} has no {start} ... {end} markers")
+        sys.exit(f"{page} has no {start} ... {end} markers")
     before, rest = text.split(start, 1)
     _, after = rest.split(end, 1)
     return f"{before}{start}\n{body}\n{end}{after}"
@@ -283,11 +382,12 @@ def stale_pages(parts: Iterable[tuple[str, str, Callable[[], str]]], *, write: b
     """The pages whose generated part differs from a fresh generation (rewritten if `write`)."""
     stale = []
     for page, name, generate in parts:
-        path = DOCS / page
+        path = ROOT / page
         current = path.read_text(encoding="utf-8")
         fresh = replaced(current, name, generate(), page)
         if fresh != current:
-            stale.append(f"docs/{page}")
+            if page not in stale:
+                stale.append(page)
             if write:
                 path.write_text(fresh, encoding="utf-8")
     return stale

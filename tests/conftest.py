@@ -15,6 +15,7 @@ import grpc
 import pytest
 
 import memoryd_client as md
+from memoryd.testing import exercised
 from memoryd.testing.postgres import TEST_POSTGRES, TemporaryPostgres
 from memoryd.testing.server_process import ServerProcess
 
@@ -99,6 +100,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.skip(reason=f"SQLite only: {only.args[0]}"))
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Save the storage functions this process called, when the run records them
+    (memoryd.testing.exercised: pytest-xdist's workers end without running atexit)."""
+    exercised.save()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def test_postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str | None]:
     """With MEMORYD_TEST_BACKEND=postgres, a PostgreSQL for the session: every server a test
@@ -133,13 +140,15 @@ def postgres_base(
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """A memoryd server shared by the tests that do not restart or reconfigure one. With
-    $MEMORYD_TEST_LEFTOVER its data directory is that folder (emptied first) and stays after the
-    run: `make test` then runs `memoryd check` on what the whole suite left behind."""
+    """A memoryd server shared by the tests that do not restart or reconfigure one (one for
+    each pytest-xdist worker). With $MEMORYD_TEST_LEFTOVER its data directory is in that folder
+    (`<worker>/home`, emptied first) and stays after the run: `make test` then runs `memoryd
+    check` on what the whole suite left behind."""
     leftover = os.environ.get("MEMORYD_TEST_LEFTOVER")
     if leftover:
-        shutil.rmtree(leftover, ignore_errors=True)
-        home = Path(leftover) / "home"
+        folder = Path(leftover) / os.environ.get("PYTEST_XDIST_WORKER", "main")
+        shutil.rmtree(folder, ignore_errors=True)
+        home = folder / "home"
     else:
         home = tmp_path_factory.mktemp("shared") / "home"
     process = ServerProcess(home).start()
@@ -188,3 +197,14 @@ def grpcurl() -> str:
     if path is None:
         pytest.fail("grpcurl is not installed: run `make tools` (or `make test`)")
     return path
+
+
+@pytest.fixture(scope="module", autouse=True)
+def exercised_by_module(request: pytest.FixtureRequest) -> None:
+    """In make test's PostgreSQL run ($STORAGE_EXERCISED: memoryd.testing.exercised), the storage
+    calls of the servers each module starts go to a file of the module's own (CALLS@module), so
+    that a function the run no longer calls can be traced to the module that used to."""
+    variable = exercised.VARIABLE
+    calls = os.environ.get(variable)
+    if calls:
+        os.environ[variable] = f"{calls.split('@')[0]}@{request.module.__name__}"

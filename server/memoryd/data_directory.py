@@ -21,7 +21,7 @@ DATABASE_FILE = "memory.db"
 LOCK_FILE = "memoryd.lock"
 # Held by the process that embeds, where several share the store (memoryd.storage.background_lock).
 BACKGROUND_LOCK_FILE = "memoryd.background.lock"
-# Taken around each write transaction by each worker's writer (memoryd.storage.write_turns).
+# Taken around each write transaction by each worker's writer (memoryd.storage.write_queue).
 WRITE_LOCK_FILE = "memoryd.write.lock"
 # Held while a process writes a prompt file, where several share the store
 # (memoryd.services.prompt_files).

@@ -56,7 +56,7 @@ from memoryd.storage import database as databases
 from memoryd.storage.background_lock import BackgroundLock, background_lock
 from memoryd.storage.database import Changes, OpenedDatabase
 from memoryd.storage.readers import ReaderPool
-from memoryd.storage.write_turns import WriteTurns
+from memoryd.storage.write_queue import WriteQueue
 from memoryd.storage.writer import Writer, WriterSettings
 
 log = logging.getLogger("memoryd.runtime")
@@ -103,8 +103,8 @@ class Runtime:
     # Decides which process embeds, when the store may be shared (a worker's, PostgreSQL's);
     # None for a server alone on its SQLite database (memoryd.storage.background_lock).
     background: BackgroundLock | None
-    # The writers' turns, where workers share a SQLite database (memoryd.storage.write_turns).
-    turns: WriteTurns | None
+    # The writers' queue, where workers share a SQLite database (memoryd.storage.write_queue).
+    write_queue: WriteQueue | None
     _lock_fd: int
 
     @classmethod
@@ -169,11 +169,11 @@ class Runtime:
         shared = postgres or not recover
         coherence = Coherence(shared=shared, changes=changes, readers=readers)
         # PostgreSQL's writers queue on a lock of their own.
-        turns = WriteTurns(settings.home) if shared and not postgres else None
+        write_queue = WriteQueue(settings.home) if shared and not postgres else None
         if shared:
             writer.follow(coherence)
-        if turns is not None:
-            writer.take_turns(turns)
+        if write_queue is not None:
+            writer.queue_writes(write_queue)
         writer.start()
         side_writer = database.side_writer(writing)
         if side_writer is not None:
@@ -203,7 +203,7 @@ class Runtime:
             schema_version=database.schema_version,
             database=databases.describe(database.settings),
             background=background_lock(database.settings) if shared else None,
-            turns=turns,
+            write_queue=write_queue,
             _lock_fd=lock_fd,
         )
 
@@ -219,8 +219,8 @@ class Runtime:
             await services.compactor.close()
             await self.models.close()
             await self.writer.close()
-            if self.turns is not None:
-                self.turns.close()
+            if self.write_queue is not None:
+                self.write_queue.close()
             self.readers.close()
             self.changes.close()
         finally:

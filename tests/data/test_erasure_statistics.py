@@ -19,6 +19,9 @@ from memoryd.testing.postgres import database_dsn
 from memoryd.testing.server_process import ServerProcess
 from tests.backends import heap_tuples, on_postgres, postgres_rows
 
+# Exercises storage: make test runs it on PostgreSQL too.
+pytestmark = pytest.mark.storage
+
 MESSAGES = 40
 
 

@@ -31,6 +31,9 @@ from tests.memory.test_resources import cli
 from tests.memory.test_retrieval import embedded
 from tests.review_helpers import commit, review_config, review_now, turn
 
+# Exercises storage: make test runs it on PostgreSQL too.
+pytestmark = pytest.mark.storage
+
 SUMMARY = "Ada is planning a rail trip to Lisbon in May."
 REALTIME = "\n[memoryd.realtime]\npersist_transcripts = true\n"
 QUIET = review_config(enabled=False) + REALTIME  # no provider, reviewer idle

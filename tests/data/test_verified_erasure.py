@@ -22,6 +22,9 @@ from tests.memory.test_resources import cli, terminal_cli
 from tests.memory.test_retrieval import embedded
 from tests.review_helpers import review_config
 
+# Exercises storage: make test runs it on PostgreSQL too.
+pytestmark = pytest.mark.storage
+
 CONFIG_EXTRA = "\n[memoryd.realtime]\npersist_transcripts = true\n"
 
 

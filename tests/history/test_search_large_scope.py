@@ -16,7 +16,8 @@ from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, user
 
 # Builds scopes of tens of thousands of messages: run by `make test`, not by `make check`.
-pytestmark = pytest.mark.slow
+# Exercises storage: make test runs it on PostgreSQL too.
+pytestmark = [pytest.mark.slow, pytest.mark.storage]
 
 BIG = md.Conversation(agent_id="big", owner_id="ada", channel="telegram", chat_id="1")
 BIG_OTHER_OWNER = md.Conversation(agent_id="big", owner_id="bob", channel="slack", chat_id="2")

@@ -8,12 +8,17 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
+
 import memoryd_client as md
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, fresh_conversation
 from tests.memory.test_resources import cli
 from tests.review_helpers import Reviewing, commit, eventually, review_config, review_now, turn
+
+# Exercises storage: make test runs it on PostgreSQL too.
+pytestmark = pytest.mark.storage
 
 
 def session_texts(working_memory: str, description: str) -> str:

@@ -19,6 +19,9 @@ from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.server_process import ServerProcess
 from tests.review_helpers import review_config
 
+# Exercises storage: make test runs it on PostgreSQL too.
+pytestmark = pytest.mark.storage
+
 PERSIST = "[memoryd.realtime]\npersist_transcripts = true\n"
 USER, ASSISTANT = md.SPEAKER_USER, md.SPEAKER_ASSISTANT
 

@@ -7,11 +7,16 @@ import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
+
 import memoryd_client as md
 from memoryd.testing.fake_model import FakeModel
 from tests.data.test_export_import import conversation_line, header, message_line, run_cli
 from tests.helpers import fresh_conversation
 from tests.review_helpers import Reviewing, review_now, turn
+
+# Exercises storage: make test runs it on PostgreSQL too.
+pytestmark = pytest.mark.storage
 
 NOTHING = json.dumps({"operations": []})
 

@@ -19,6 +19,9 @@ from memoryd.testing.server_process import ServerProcess
 from tests.backends import on_postgres
 from tests.helpers import append, rpc_error, user
 
+# Exercises storage: make test runs it on PostgreSQL too.
+pytestmark = pytest.mark.storage
+
 TIMEOUT = 60.0
 
 

@@ -27,6 +27,9 @@ from tests.helpers import append, fresh_conversation, owner_of, rpc_error
 from tests.memory.test_resources import cli
 from tests.review_helpers import eventually, review_config, turn
 
+# Exercises storage: make test runs it on PostgreSQL too.
+pytestmark = pytest.mark.storage
+
 SUMMARY = "The user is planning a trip to Lisbon in May and prefers trains."
 WINDOW = 2000  # budget 1000, kept messages up to 500 tokens, limit 1700
 

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import grpc
+import pytest
 
 import memoryd_client as md
 from memoryd.domain import review_prompt as prompts
@@ -23,6 +24,9 @@ from tests.review_helpers import (
     review_now,
     turn,
 )
+
+# Exercises storage: make test runs it on PostgreSQL too.
+pytestmark = pytest.mark.storage
 
 OK = md.REVIEW_STATUS_OK
 

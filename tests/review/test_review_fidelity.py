@@ -26,6 +26,9 @@ from tests.review_helpers import (
 )
 from tests.scraping import Samples, listening, scrape
 
+# Exercises storage: make test runs it on PostgreSQL too.
+pytestmark = pytest.mark.storage
+
 OK = md.REVIEW_STATUS_OK
 
 

@@ -10,12 +10,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import memoryd_client as md
 from memoryd.log_events import Event
 from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import fresh_conversation, owner_of
 from tests.review_helpers import after_a_scheduler_pass, commit, eventually, review_config, turn
+
+# Exercises storage: make test runs it on PostgreSQL too.
+pytestmark = pytest.mark.storage
 
 ADD = json.dumps(
     {

@@ -34,14 +34,15 @@ def test_a_stale_part_is_found_and_rewritten(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The check must be able to fail: a page whose generated part was edited by hand.
-    shutil.copy(ROOT / "docs" / "configuration.md", tmp_path / "configuration.md")
-    page = tmp_path / "configuration.md"
+    (tmp_path / "docs").mkdir()
+    shutil.copy(ROOT / "docs" / "configuration.md", tmp_path / "docs" / "configuration.md")
+    page = tmp_path / "docs" / "configuration.md"
     page.write_text(
         page.read_text(encoding="utf-8").replace("| `listen` |", "| `listen_here` |"),
         encoding="utf-8",
     )
-    monkeypatch.setattr(gen_docs, "DOCS", tmp_path)
-    parts = [part for part in gen_docs.PARTS if part[0] == "configuration.md"]
+    monkeypatch.setattr(gen_docs, "ROOT", tmp_path)
+    parts = [part for part in gen_docs.PARTS if part[0] == "docs/configuration.md"]
     assert gen_docs.stale_pages(parts, write=True) == ["docs/configuration.md"]
     assert gen_docs.stale_pages(parts, write=False) == []
     assert page.read_text(encoding="utf-8") == (ROOT / "docs" / "configuration.md").read_text(

@@ -8,11 +8,17 @@ import os
 import random
 from pathlib import Path
 
+import pytest
+
 from memoryd.testing import postgres
 from memoryd.testing.fake_model import FakeModel
 from tests.crash_harness import CrashHarness, review_answer
 
-ROUNDS = 5
+# Exercises storage: make test runs it on PostgreSQL too.
+pytestmark = pytest.mark.storage
+
+# Three rounds a test; `make probes` runs 20 (scripts/crash_rounds.py), on each backend.
+ROUNDS = 3
 
 
 def on_postgres_backend() -> bool:

@@ -7,12 +7,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 import memoryd_client as md
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.postgres import database_dsn
 from memoryd.testing.server_process import ServerProcess
 from tests.data.test_export_import import QUIET, REALTIME, compacted, fill, review_config, run_cli
 from tests.helpers import run_memoryd
+
+# Exercises storage: make test runs it on PostgreSQL too.
+pytestmark = pytest.mark.storage
 
 # A server of this test on SQLite, whatever backend the suite runs on.
 SQLITE = {"MEMORYD_STORAGE_BACKEND": "sqlite", "MEMORYD_STORAGE_DSN": ""}

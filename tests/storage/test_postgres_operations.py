@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 import threading
 import time
@@ -35,6 +36,9 @@ from memoryd.testing.server_process import ServerProcess
 from tests.backends import heap_tuples
 from tests.helpers import append, rpc_error, run_memoryd, user
 
+# Exercises storage: make test runs it on PostgreSQL too.
+pytestmark = pytest.mark.storage
+
 T = TypeVar("T")
 
 
@@ -57,6 +61,19 @@ def own_postgres(tmp_path: Path) -> Iterator[TemporaryPostgres]:
     database.stop()
 
 
+def test_an_unreachable_postgres_ends_the_start_with_one_line_and_no_password(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    dsn = "host=127.0.0.1 port=1 dbname=memoryd user=memoryd password=not-for-logs"
+    server = start_server(tmp_path / "home", env=on_postgres(dsn))
+    with pytest.raises(RuntimeError, match="exited with 1") as failed:
+        server.start()
+    assert "cannot connect to" in str(failed.value)
+    assert "127.0.0.1" in str(failed.value)
+    assert "not-for-logs" not in str(failed.value)
+    assert "Traceback" not in str(failed.value)
+
+
 async def test_check_finds_an_invalid_index_and_orphaned_rows(
     start_server: type[ServerProcess], tmp_path: Path, postgres_base: str
 ) -> None:
@@ -71,6 +88,14 @@ async def test_check_finds_an_invalid_index_and_orphaned_rows(
     assert healthy.returncode == 0, healthy.stdout + healthy.stderr
     assert healthy.stdout.splitlines()[-1] == "healthy"
     assert "1 messages, 1 memory rows" in healthy.stdout
+    # The parts of the check SQLite's older files may lack run on PostgreSQL too (its schema
+    # versions count differently: they were once skipped), and so does log-name.
+    report = json.loads(run_memoryd("check", *home, "--json", env=on_postgres(dsn)).stdout)
+    assert report["erasures_waiting"] == []
+    assert "embedding_models" in report
+    named = run_memoryd("log-name", "ada", *home, "--json", env=on_postgres(dsn))
+    assert named.returncode == 0, named.stderr
+    assert set(json.loads(named.stdout)) == {"ada"}
 
     sql(dsn, "UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'messages_words'::regclass")
     with psycopg.connect(dsn, autocommit=True) as connection:

@@ -14,7 +14,8 @@ from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
 from tests.review_helpers import commit, eventually, review_config, review_now, turn
 
-pytestmark = pytest.mark.slow
+# Exercises storage: make test runs it on PostgreSQL too.
+pytestmark = [pytest.mark.slow, pytest.mark.storage]
 
 
 def conversation(owner: str, chat: str, agent: str = "main") -> md.Conversation:

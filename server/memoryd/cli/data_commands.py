@@ -25,7 +25,7 @@ from memoryd.config import data_storage
 from memoryd.errors import MemorydError, StartupError
 from memoryd.services import maintenance
 from memoryd.storage import database as databases
-from memoryd.storage.database import StoreSettings
+from memoryd.storage.database import DatabaseLocation
 from memoryd.storage.postgres.settings import PostgresSettings
 
 
@@ -70,7 +70,7 @@ class _Where:
     """What a data command works on: the data directory and its database."""
 
     home: Path
-    store: StoreSettings
+    store: DatabaseLocation
     env: Mapping[str, str]
 
 

@@ -53,7 +53,7 @@ def fallback_words(query: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(words))[:MAX_FALLBACK_WORDS]
 
 
-def take_turns(first: Sequence[T], second: Sequence[T], limit: int) -> list[T]:
+def interleave(first: Sequence[T], second: Sequence[T], limit: int) -> list[T]:
     """Both ranked lists merged fairly: one from each in turn, the rest of the longer one."""
     merged: list[T] = []
     for pair in itertools.zip_longest(first, second):

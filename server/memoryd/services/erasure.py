@@ -44,7 +44,7 @@ from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.services.prompt_files import CommittedRender, PromptFiles
 from memoryd.services.semantic import VectorCache
 from memoryd.storage import database, history_writes, memory_writes, scrub
-from memoryd.storage.database import StoreSettings
+from memoryd.storage.database import DatabaseLocation
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Writer
@@ -105,7 +105,7 @@ class ErasureService:
         history: HistoryService,
         memory: LongTermMemory,
         prompts: PromptFiles,
-        connection_settings: StoreSettings,
+        connection_settings: DatabaseLocation,
         vectors: VectorCache,
     ) -> None:
         self._home = home

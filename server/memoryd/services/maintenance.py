@@ -34,7 +34,7 @@ from memoryd.storage import (
     server_keys,
     vector_store,
 )
-from memoryd.storage.database import StoreSettings
+from memoryd.storage.database import DatabaseLocation
 from memoryd.storage.migrations import (
     POSTGRES_PACKAGE,
     SQLITE_PACKAGE,
@@ -46,6 +46,8 @@ from memoryd.storage.sql import postgres
 from memoryd.storage.transaction import Transaction
 
 DATABASE = data_directory.DATABASE_FILE
+# SQLite's migrations that brought a part of the schema (an older file may lack it; PostgreSQL's
+# first migration has all of them, and its versions count differently).
 PENDING_SCRUBS_VERSION = 10  # the migration that records erasures waiting for the WAL
 VECTORS_VERSION = 12  # the migration that adds vectors
 
@@ -73,7 +75,7 @@ class CheckReport:
         return not self.problems
 
 
-def backup(home: Path, target: Path, store: StoreSettings) -> int:
+def backup(home: Path, target: Path, store: DatabaseLocation) -> int:
     """An online backup of the data directory's database to `target`; its size in bytes."""
     _refuse_on_postgres(store, "backup")
     database = _database(home)
@@ -82,7 +84,7 @@ def backup(home: Path, target: Path, store: StoreSettings) -> int:
     return maintenance.backup(database, target)
 
 
-def check(home: Path, store: StoreSettings) -> CheckReport:
+def check(home: Path, store: DatabaseLocation) -> CheckReport:
     """Integrity, every word index, no orphaned rows, a known schema, prompt files equal to a
     fresh render of their rows (and to the files on disk) — on a snapshot of the database."""
     report = CheckReport()
@@ -108,10 +110,10 @@ def discard_replaced(home: Path) -> list[Path]:
     return removed
 
 
-def log_names(home: Path, identifiers: list[str], store: StoreSettings) -> dict[str, str]:
+def log_names(home: Path, identifiers: list[str], store: DatabaseLocation) -> dict[str, str]:
     """What log lines written with log_identifiers = "hashed" call each identifier."""
     with _snapshot(home, store) as connection:
-        if schema_version(connection) < PENDING_SCRUBS_VERSION:
+        if not _has(connection, PENDING_SCRUBS_VERSION):
             raise FailedPrecondition(
                 f"the database in {home} has no log key yet: start the server once to migrate it"
             )
@@ -119,9 +121,15 @@ def log_names(home: Path, identifiers: list[str], store: StoreSettings) -> dict[
     return {identifier: hashed(identifier, key) for identifier in identifiers}
 
 
+def _has(connection: Transaction, sqlite_version: int) -> bool:
+    """Whether the database has what SQLite's migration `sqlite_version` brought: always on
+    PostgreSQL, whose schema starts where SQLite's migrations end."""
+    return postgres(connection) or schema_version(connection) >= sqlite_version
+
+
 def _check_vectors(connection: Transaction, report: CheckReport) -> None:
     """The embedding models' progress, and no vector of a message or row that is gone."""
-    if schema_version(connection) < VECTORS_VERSION:
+    if not _has(connection, VECTORS_VERSION):
         return
     report.embedding_models = [
         {
@@ -149,7 +157,7 @@ def _check_vectors(connection: Transaction, report: CheckReport) -> None:
 
 
 def _check_erasures(connection: Transaction, report: CheckReport) -> None:
-    if schema_version(connection) < PENDING_SCRUBS_VERSION:
+    if not _has(connection, PENDING_SCRUBS_VERSION):
         return
     report.erasures_waiting = scrub.pending(connection)
     if report.erasures_waiting and postgres(connection):
@@ -179,7 +187,7 @@ def _check_replaced(home: Path, report: CheckReport) -> None:
         )
 
 
-def restore(home: Path, source: Path, store: StoreSettings) -> Path | None:
+def restore(home: Path, source: Path, store: DatabaseLocation) -> Path | None:
     """Replace the data directory's database with the backup at `source`, after checking it.
     Refused while a server holds the directory. Returns where the replaced database was kept
     (None when there was none)."""
@@ -263,7 +271,7 @@ def _check_prompt_files(connection: Transaction, home: Path, report: CheckReport
 
 def migrate(
     home: Path,
-    source: StoreSettings,
+    source: DatabaseLocation,
     target: PostgresSettings,
     progress: Callable[[int, int], None] | None = None,
 ) -> transfer.Copied:
@@ -286,7 +294,7 @@ def migrate(
             opened.close()
 
 
-def _refuse_on_postgres(store: StoreSettings, command: str) -> None:
+def _refuse_on_postgres(store: DatabaseLocation, command: str) -> None:
     if isinstance(store, PostgresSettings):
         raise FailedPrecondition(
             f"memoryd {command} copies SQLite's database file; this memoryd keeps its data in "
@@ -297,7 +305,7 @@ def _refuse_on_postgres(store: StoreSettings, command: str) -> None:
 
 
 @contextlib.contextmanager
-def _snapshot(home: Path, store: StoreSettings) -> Iterator[Transaction]:
+def _snapshot(home: Path, store: DatabaseLocation) -> Iterator[Transaction]:
     """One consistent view of the database: a private copy of SQLite's file, or a REPEATABLE
     READ transaction on PostgreSQL. What cannot be read raises maintenance.Unreadable."""
     if not isinstance(store, PostgresSettings):

@@ -29,7 +29,7 @@ from memoryd.domain.recall import (
     RecallScope,
     RecallSource,
     fallback_words,
-    take_turns,
+    interleave,
 )
 from memoryd.domain.search_query import SearchPlan, plan_search
 from memoryd.errors import InvalidArgument, PermissionDenied
@@ -119,7 +119,7 @@ class RecallService:
             )
             messages = [RecallHit(message=hit) for hit in said.hits]
             cut += said.below_floor
-        return Recalled(take_turns(memories, messages, limit), cut)
+        return Recalled(interleave(memories, messages, limit), cut)
 
     async def _recall_memories(
         self, visible: Visible, query: str, key: str, limit: int, mode: SearchMode

@@ -47,7 +47,7 @@ from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.storage import database, resource_store, review_store
 from memoryd.storage import transfer_store as store
-from memoryd.storage.database import OpenedDatabase, StoreSettings
+from memoryd.storage.database import DatabaseLocation, OpenedDatabase
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Writer
@@ -166,7 +166,7 @@ class TransferService:
         *,
         writer: Writer,
         readers: ReaderPool,
-        connection_settings: StoreSettings,
+        connection_settings: DatabaseLocation,
         history: HistoryService,
         memory: LongTermMemory,
         prompts: PromptFiles,
@@ -348,7 +348,7 @@ class Copied:
 
 
 def copy_database(
-    source: StoreSettings,
+    source: DatabaseLocation,
     target: OpenedDatabase,
     progress: Callable[[int, int], None] | None = None,
 ) -> Copied:

@@ -9,7 +9,7 @@ The other functions open short-lived connections of their own, away from the wri
 reader pool: a read snapshot that an export streams from for as long as it runs, and a WAL
 truncation that must not wait behind a busy timeout.
 
-Each function takes the settings of either backend (`StoreSettings`) and goes to PostgreSQL's
+Each function takes the settings of either backend (`DatabaseLocation`) and goes to PostgreSQL's
 counterpart (memoryd.storage.postgres.database) for PostgreSQL's settings; the driver is
 imported only then.
 """
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
 # Where the database is: SQLite's file and policy, or PostgreSQL's connection string and policy.
-StoreSettings = ConnectionSettings | PostgresSettings
+DatabaseLocation = ConnectionSettings | PostgresSettings
 
 
 class Changes(Protocol):
@@ -70,7 +70,7 @@ class OpenedDatabase(Protocol):
     """What the runtime holds of an opened, migrated database, whichever the backend."""
 
     @property
-    def settings(self) -> StoreSettings:
+    def settings(self) -> DatabaseLocation:
         """Where the database is."""
         ...
 
@@ -211,7 +211,9 @@ class Database:
         return self._connection
 
 
-def store_settings(storage: StorageSettings, home: Path, env: Mapping[str, str]) -> StoreSettings:
+def store_settings(
+    storage: StorageSettings, home: Path, env: Mapping[str, str]
+) -> DatabaseLocation:
     """Where the configured database is: SQLite's file in the data directory, or PostgreSQL's
     connection string (from dsn, or the variable dsn_env names)."""
     if storage.backend == "postgres":
@@ -232,7 +234,7 @@ def store_settings(storage: StorageSettings, home: Path, env: Mapping[str, str])
     )
 
 
-def describe(settings: StoreSettings) -> str:
+def describe(settings: DatabaseLocation) -> str:
     """Where the database is, for messages and logs: SQLite's file, or PostgreSQL's server and
     database (never its password)."""
     if isinstance(settings, PostgresSettings):
@@ -240,7 +242,7 @@ def describe(settings: StoreSettings) -> str:
     return str(settings.path)
 
 
-def open_database(settings: StoreSettings) -> OpenedDatabase:
+def open_database(settings: DatabaseLocation) -> OpenedDatabase:
     """Open and migrate the database of either backend; StartupError when it cannot be."""
     if isinstance(settings, PostgresSettings):
         try:
@@ -255,7 +257,7 @@ def open_database(settings: StoreSettings) -> OpenedDatabase:
 
 
 @contextlib.contextmanager
-def read_snapshot(settings: StoreSettings) -> Iterator[Transaction]:
+def read_snapshot(settings: DatabaseLocation) -> Iterator[Transaction]:
     """A read-only connection of its own, in one read transaction for as long as the block runs:
     every read in it sees the same committed state (an export's), and the reader pool is not
     held meanwhile."""
@@ -277,7 +279,7 @@ def read_snapshot(settings: StoreSettings) -> Iterator[Transaction]:
         connection.close()
 
 
-def scrub_erased(settings: StoreSettings) -> scrub.Scrubbed:
+def scrub_erased(settings: DatabaseLocation) -> scrub.Scrubbed:
     """One attempt to scrub what erasures left after their commits, on a connection of its own
     that never waits. On SQLite, the WAL truncated (memoryd.storage.scrub.truncate_wal: not
     when a writer or a reader is in the way); the statistics were dropped in the erasure's own

@@ -143,19 +143,19 @@ class Writer:
         self._thread = threading.Thread(target=self._run, name="memoryd-writer", daemon=True)
         self._closures: dict[str, Batch[Callable[[Transaction], Any], Any]] = {}
         self._clock: CommitClock | None = None
-        self._turn: AbstractContextManager[None] = contextlib.nullcontext()
+        self._queue_lock: AbstractContextManager[None] = contextlib.nullcontext()
         self.stats = WriterStats()
 
     def follow(self, clock: CommitClock) -> None:
         """Stamp every group with `clock` (before `start`)."""
         self._clock = clock
 
-    def take_turns(self, turn: AbstractContextManager[None]) -> None:
-        """Hold `turn` around each group's transaction (before `start`): where several
+    def queue_writes(self, lock: AbstractContextManager[None]) -> None:
+        """Hold `lock` around each group's transaction (before `start`): where several
         processes' writers share one SQLite database, a lock they wait for in the kernel, woken
         the moment it is free, instead of SQLite's busy handler, which sleeps 1, 2, 5, 10 ms...
         between tries."""
-        self._turn = turn
+        self._queue_lock = lock
 
     @property
     def queued(self) -> int:
@@ -269,7 +269,7 @@ class Writer:
         while True:
             begin = time.perf_counter()
             try:
-                with self._turn:
+                with self._queue_lock:
                     version = self._transaction(runs, guarded=guarded)
             except _Isolate:
                 self._rollback()
@@ -311,7 +311,7 @@ class Writer:
 
     def _transaction(self, runs: list[list[_Job[Any, Any]]], *, guarded: bool) -> int:
         """The group's transaction, committed, or rolled back here when it raises (before the
-        turn passes to another process's writer); its version on the clock (0 without one)."""
+        lock passes to another process's writer); its version on the clock (0 without one)."""
         try:
             self._connection.execute("BEGIN IMMEDIATE")
             for run in runs:
@@ -319,7 +319,7 @@ class Writer:
             version = self._clock.advance(self._connection) if self._clock else 0
             self._connection.execute("COMMIT")
         except BaseException:
-            self._rollback()  # before the turn passes on
+            self._rollback()  # before the lock passes on
             raise
         return version
 

@@ -1,4 +1,4 @@
-"""Turns at writing, for the writers of several processes on one SQLite database.
+"""A queue of writers, for the writers of several processes on one SQLite database.
 
 SQLite lets one transaction write at a time; a writer that finds the database locked waits in
 SQLite's busy handler, which sleeps 1, 2, 5, 10, 15 ms... between tries: a group that waited
@@ -18,7 +18,7 @@ from types import TracebackType
 from memoryd.data_directory import WRITE_LOCK_FILE
 
 
-class WriteTurns:
+class WriteQueue:
     """A context manager: an exclusive flock on WRITE_LOCK_FILE in `folder` while inside."""
 
     def __init__(self, folder: Path) -> None:
