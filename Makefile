@@ -35,10 +35,9 @@ PY_SOURCES := server scripts tests bench clients/python/memoryd_client clients/p
 # off (PYTHONDONTWRITEBYTECODE): otherwise every test session rewrites every test module's asserts
 # again, and every server a test starts compiles memoryd from source (seconds each time).
 PYTEST_ENV := env -u PYTHONDONTWRITEBYTECODE PATH="$(TOOLS)/bin:$$PATH"
-# Both cores (pytest-xdist), a test module to a worker (tests/conftest.py groups them): a
-# module's fixtures (a server shared by its tests, a fuzzed server whose last test counts its
-# calls) stay in one process. A module of independent tests (the benchmarks') is spread.
-PARALLEL := -n 2 --dist loadgroup
+# Both cores (pytest-xdist), a test module to a worker: a module's fixtures (a server shared by
+# its tests, a fuzzed server whose last test counts its calls) stay in one process.
+PARALLEL := -n 2 --dist loadfile
 
 .PHONY: serve test check timings test-environment fmt install tools browser lint typecheck buf-lint buf-breaking baseline protos pytest dist \
 	pytest-postgres \

@@ -31,8 +31,6 @@ NOT_ON_POSTGRES: dict[str, str] = {
     "memoryd.storage.maintenance:_remove": "the leftovers of SQLite's backup copy",
     "memoryd.storage.maintenance:snapshot": "SQLite's file copied for a check (PostgreSQL's "
     "check reads a REPEATABLE READ snapshot)",
-    "memoryd.storage.maintenance:snapshot": "SQLite's file copied for a check (PostgreSQL's "
-    "check reads a REPEATABLE READ snapshot)",
     "memoryd.storage.memory_reads:_fts_query": "FTS5's query of memory rows",
     "memoryd.storage.search_reads:_in_scope": "FTS5's index-first read of a large scope",
     "memoryd.storage.search_reads:_matching": "FTS5's match count (PostgreSQL: its statistics)",

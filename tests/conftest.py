@@ -89,18 +89,12 @@ def _slow(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the tests that start their own server or a subprocess `slow`; group each module's
-    tests for pytest-xdist; on PostgreSQL, skip those marked `sqlite_only`, saying why."""
+    """Mark the tests that start their own server or a subprocess `slow`; on PostgreSQL, skip
+    those marked `sqlite_only`, saying why."""
     on_postgres = os.environ.get("MEMORYD_TEST_BACKEND", "sqlite") == "postgres"
     for item in items:
         if _slow(item):
             item.add_marker(pytest.mark.slow)
-        # pytest-xdist (--dist loadgroup): a module's tests stay in one worker, so its shared
-        # fixtures are made once, except where a module says its tests are independent.
-        independent = getattr(item.module, "INDEPENDENT_TESTS", False)
-        item.add_marker(
-            pytest.mark.xdist_group(item.nodeid if independent else item.module.__name__)
-        )
         only = item.get_closest_marker("sqlite_only")
         if on_postgres and only is not None:
             item.add_marker(pytest.mark.skip(reason=f"SQLite only: {only.args[0]}"))

@@ -15,8 +15,6 @@ from types import ModuleType
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# Each benchmark runs apart from the others: pytest-xdist may spread them over its workers.
-INDEPENDENT_TESTS = True
 
 
 def _run_all() -> ModuleType:
