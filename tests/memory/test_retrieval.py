@@ -306,7 +306,7 @@ async def test_the_command_line_searches_and_reports(
 
 # --- the similarity floor: nothing found is an answer --------------------------------------------
 
-OFF_TOPIC = ("quantum chromodynamics", "kernel scheduler latency", "%")
+OFF_TOPIC = ("quantum chromodynamics", "kernel scheduler latency", "%", "???")
 FLOOR = EMBEDDED_SIMILARITY_FLOOR
 
 
@@ -322,6 +322,43 @@ async def test_a_query_about_nothing_the_scope_holds_finds_nothing(
         )
         assert list(response.hits) == [], (query, mode)
         assert response.below_floor > 0
+
+
+async def test_a_message_has_the_same_vector_embedded_alone_or_among_others(
+    memory: md.MemoryServiceStub,
+) -> None:
+    """The int8 model scales a call's activations by the whole call: a text's vector must come
+    from a call of its own, or it depends on what it was embedded with."""
+    said = "I finally finished the blue glaze on my pottery vase"
+    alone = md.Conversation(agent_id="retrieval", channel="t", chat_id=f"a-{uuid.uuid4().hex[:8]}")
+    among = md.Conversation(agent_id="retrieval", channel="t", chat_id=f"b-{uuid.uuid4().hex[:8]}")
+    await memory.AppendMessages(
+        md.AppendMessagesRequest(
+            conversation=alone, messages=[md.NewMessage(role=md.ROLE_USER, content=said)]
+        )
+    )
+    await embedded(memory)
+    others = [f"{'a much longer message about something else entirely ' * n}" for n in range(1, 12)]
+    await memory.AppendMessages(
+        md.AppendMessagesRequest(
+            conversation=among,
+            messages=[md.NewMessage(role=md.ROLE_USER, content=said)]
+            + [md.NewMessage(role=md.ROLE_ASSISTANT, content=text) for text in others],
+        )
+    )
+    await embedded(memory)
+    similarity = {}
+    for name, conversation in (("alone", alone), ("among", among)):
+        response = await memory.SearchHistory(
+            md.SearchHistoryRequest(
+                query="ceramics", conversation=conversation, mode=md.SEARCH_MODE_SEMANTIC
+            )
+        )
+        (hit,) = [hit for hit in response.hits if hit.message.content == said]
+        similarity[name] = hit.scores.similarity
+    # Equal to float32's rounding (the scopes' similarities are computed in different sums); a
+    # vector of a shared call differed by up to 0.025.
+    assert similarity["alone"] == pytest.approx(similarity["among"], abs=1e-6)
 
 
 async def test_recall_finds_nothing_about_nothing_and_what_it_holds_by_meaning(

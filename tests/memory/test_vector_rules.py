@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from memoryd.domain.fusion import Scores, above_floor, fuse
+from memoryd.domain.fusion import Scores, above_floor, fuse, query_floor
 from memoryd.domain.vectors import hamming, normalised, quantise, restored, sign_words, smallest
 
 DISTANCES = hnp.arrays(
@@ -103,3 +103,11 @@ def test_the_similarity_floor_keeps_words_near_enough_meaning_and_their_neighbou
     assert dict(kept)[2].semantic_rank == 1
     assert above_floor(ranking, 0.0, neighbours) == (ranking, 0)
     assert above_floor(ranking, 0.5)[0] == [(1, dict(kept)[1]), (2, ranking[1][1])]
+
+
+def test_a_query_of_punctuation_alone_has_a_floor_no_similarity_reaches() -> None:
+    for wordless in ("%", "???", " -- ", "\u3002\u3001", "\u00a0!\t"):
+        assert query_floor(wordless, 0.55) == math.inf, wordless
+    for meant in ("a", "7", "\u732b", "\U0001f363", "+", "$%"):
+        assert query_floor(meant, 0.55) == 0.55, meant
+    assert query_floor("%", 0.0) == 0.0  # no floor known: none set

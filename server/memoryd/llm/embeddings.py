@@ -37,9 +37,12 @@ MAX_TOKENS = 256
 # Whether search queries get BAAI's retrieval instruction in front. On LoCoMo 1-5 it adds 0.6
 # to recall@10 and 2.5 ms to every query's embedding (9.2 against 6.8 ms): left out.
 USE_QUERY_INSTRUCTION = False
-# Texts of one model call, shortest first: longer batches pad more and gain nothing on two cores
-# (measured: 8 of 64 context texts a call, 50 texts/s; 16 of 16, 32 texts/s).
-MODEL_BATCH = 8
+# One text a model call. The int8 model quantizes its activations with one scale for the whole
+# call, so a text batched with others got a vector that depended on them (up to 0.025 of
+# similarity, which moved answers across the floor below). One at a time, a text's vector is a
+# function of the text alone, wherever and whenever it is embedded; it costs the background
+# embedder about a sixth of its throughput (56 texts/s against 67 in batches of 8, context
+# texts of the retrieval fixture, one thread, median of 4 interleaved rounds).
 # The similarity (cosine, -1..1) below which a text found by meaning alone is not an answer, for
 # bge-small, calibrated on LoCoMo's conversations 1-5 only (bench/retrieval_quality.py --floors,
 # steps of 0.01): the highest that costs at most 0.2 point of recall@10 there in hybrid and in
@@ -156,45 +159,40 @@ class EmbeddedModel:
             # Loaded at normal priority: threads that loading starts inherit the loader's.
             await loop.run_in_executor(self._queries, self._loaded)
         encoded = await loop.run_in_executor(self._background, self._encode, list(texts), queries)
-        chunks = _chunks(encoded)
         found = await asyncio.gather(
-            *(
-                loop.run_in_executor(self._background, self._run, [encoded[i] for i in chunk])
-                for chunk in chunks
-            )
+            *(loop.run_in_executor(self._background, self._run, ids) for ids in encoded)
         )
-        vectors = np.zeros((len(encoded), int(self._package.DIMENSION)), dtype=np.float32)
-        for chunk, rows in zip(chunks, found, strict=True):
-            vectors[chunk] = rows
-        return normalised(vectors)
+        return self._stacked(found)
 
     def _embed_here(self, texts: list[str], queries: bool) -> Floats:  # noqa: FBT001
         """The vectors, computed on the calling thread."""
-        encoded = self._encode(texts, queries)
-        vectors = np.zeros((len(texts), int(self._package.DIMENSION)), dtype=np.float32)
-        for chunk in _chunks(encoded):
-            vectors[chunk] = self._run([encoded[index] for index in chunk])
-        return normalised(vectors)
+        return self._stacked([self._run(ids) for ids in self._encode(texts, queries)])
+
+    def _stacked(self, rows: list[Floats]) -> Floats:
+        if not rows:
+            return np.zeros((0, int(self._package.DIMENSION)), dtype=np.float32)
+        return normalised(np.stack(rows))
 
     def _encode(self, texts: list[str], queries: bool) -> list[list[int]]:  # noqa: FBT001
         _, tokenizer = self._loaded()
         prefix = str(self._package.QUERY_INSTRUCTION) if queries and USE_QUERY_INSTRUCTION else ""
         return [tokenizer.encode(prefix + text, MAX_TOKENS) for text in texts]
 
-    def _run(self, encoded: list[list[int]]) -> Floats:
-        """One model call: the [CLS] state of each text (not normalised)."""
+    def _run(self, text_ids: list[int]) -> Floats:
+        """One model call for one text (see "One text a model call" above): its [CLS] state,
+        not normalised."""
         session, _ = self._loaded()
-        width = max(len(ids) for ids in encoded)
-        ids = np.zeros((len(encoded), width), dtype=np.int64)
-        mask = np.zeros_like(ids)
-        for row, text_ids in enumerate(encoded):
-            ids[row, : len(text_ids)] = text_ids
-            mask[row, : len(text_ids)] = 1
+        ids = np.array([text_ids], dtype=np.int64)
         hidden = session.run(
-            None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            None,
+            {
+                "input_ids": ids,
+                "attention_mask": np.ones_like(ids),
+                "token_type_ids": np.zeros_like(ids),
+            },
         )[0]
-        rows: Floats = hidden[:, 0, :]  # the [CLS] token's state
-        return rows
+        row: Floats = hidden[0, 0, :]  # the [CLS] token's state
+        return row
 
     def _loaded(self) -> tuple[Any, WordPiece]:
         with self._loading:
@@ -215,12 +213,6 @@ class EmbeddedModel:
     async def close(self) -> None:
         self._queries.shutdown(wait=True)
         self._background.shutdown(wait=True)
-
-
-def _chunks(encoded: Sequence[Sequence[int]]) -> list[list[int]]:
-    """The texts' indices in model calls of MODEL_BATCH, shortest first (each pads the least)."""
-    order = sorted(range(len(encoded)), key=lambda index: len(encoded[index]))
-    return [order[start : start + MODEL_BATCH] for start in range(0, len(order), MODEL_BATCH)]
 
 
 def lowest_cpu_priority() -> None:

@@ -15,7 +15,14 @@ from __future__ import annotations
 import dataclasses
 
 from memoryd.domain.conversation import HistoryScope
-from memoryd.domain.fusion import FUSION_DEPTH, Scores, SearchMode, above_floor, fuse
+from memoryd.domain.fusion import (
+    FUSION_DEPTH,
+    Scores,
+    SearchMode,
+    above_floor,
+    fuse,
+    query_floor,
+)
 from memoryd.domain.history import SearchHit
 from memoryd.domain.memories import Caller, ScopeType
 from memoryd.domain.memory_queries import ListFilter, RankedMemory, Visible, guest_visibility
@@ -132,7 +139,7 @@ class RecallService:
             if meaning is None and mode is SearchMode.SEMANTIC:
                 return [], 0
             depth = limit if meaning is None else max(limit, FUSION_DEPTH)
-            floor = self._history.vectors.floor
+            floor = query_floor(query, self._history.vectors.floor)
 
             def search(connection: Transaction) -> tuple[list[RankedMemory], int]:
                 hits: list[RankedMemory] = []

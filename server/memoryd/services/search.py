@@ -19,7 +19,14 @@ import dataclasses
 import threading
 
 from memoryd.domain.conversation import ConversationKey, HistoryScope
-from memoryd.domain.fusion import FUSION_DEPTH, Scores, SearchMode, above_floor, fuse
+from memoryd.domain.fusion import (
+    FUSION_DEPTH,
+    Scores,
+    SearchMode,
+    above_floor,
+    fuse,
+    query_floor,
+)
 from memoryd.domain.history import SearchHit
 from memoryd.domain.messages import Trust, check_kinds
 from memoryd.domain.search_query import plan_search
@@ -177,7 +184,7 @@ class HistorySearch:
         finally:
             nearest_call.cancel()
 
-        floor = self.vectors.floor
+        floor = query_floor(query, self.vectors.floor)
 
         def finish(connection: Transaction) -> Found:
             if nearest is None:  # no meaning to compare: the words alone
