@@ -300,8 +300,19 @@ async def test_idle_timeout_triggers_a_review_before_the_interval(
             await eventually(lambda: len(model.requests) == 1)
             await commit(memory, conversation, *turn("two"))
             listed = await memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
-            said_at = listed.messages[-1].created_at.ToDatetime()
-            await eventually(lambda: len(model.requests) == 2)
+            said = listed.messages[-1]
+
+            async def second_run() -> md.ReviewRun | None:
+                state = await memory.GetReviewState(
+                    md.GetReviewStateRequest(conversation=conversation)
+                )
+                # The model's request comes before the run's record: wait for the record.
+                return state.last_run if state.last_run.max_message_id == said.id else None
+
+            await eventually(second_run)
+            run = await second_run()
+            assert run is not None
+            assert len(model.requests) == 2
             # The server's record: the review began once the conversation had been idle.
-            state = await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
-            assert state.last_run.started_at.ToDatetime() - said_at >= dt.timedelta(seconds=1.2)
+            idle = run.started_at.ToDatetime() - said.created_at.ToDatetime()
+            assert idle >= dt.timedelta(seconds=1.2)
