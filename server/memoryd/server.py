@@ -274,7 +274,7 @@ async def _serve(
             **listeners.addresses(),
         },
     )
-    await _start_background(settings, runtime)
+    await _start_background(settings, runtime, first=worker is None or worker.index == 0)
     if worker is not None:
         worker.report_ready()
 
@@ -294,9 +294,9 @@ async def _serve(
         await server.stop(settings.server.grace_period_seconds)
 
 
-async def _start_background(settings: Settings, runtime: Runtime) -> None:
+async def _start_background(settings: Settings, runtime: Runtime, *, first: bool) -> None:
     """The background writers (embeddings, scheduled reviews), unless the server is read-only;
-    one line says what is off."""
+    one line says what is off (the `first` worker's, of several)."""
     await runtime.services.embedding.start(
         background=not settings.server.read_only, lock=runtime.background
     )
@@ -315,6 +315,13 @@ async def _start_background(settings: Settings, runtime: Runtime) -> None:
                 "background review is off (memoryd.memory.enabled = false, or no trigger is "
                 "set): reviews run when asked (ReviewNow, `memoryd memory review`)",
                 extra={"event": Event.BACKGROUND_REVIEW_OFF},
+            )
+        elif first and settings.memory.review_interval_hours == 0:
+            log.warning(
+                "memoryd.memory.review_interval_hours = 0 turns off the time trigger only: "
+                "turns, idle conversations and passive turns still send messages to the model "
+                "for review; memoryd.memory.enabled = false turns background review off",
+                extra={"event": Event.REVIEW_INTERVAL_ONLY_OFF},
             )
         return
     log.warning(

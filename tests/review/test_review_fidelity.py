@@ -12,6 +12,7 @@ import grpc
 import pytest
 
 import memoryd_client as md
+from memoryd.log_events import Event
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, assistant, fresh_conversation, owner_of, rpc_error, store, user
@@ -105,6 +106,64 @@ async def test_operations_over_the_cap_are_deferred_and_reviewed_again(
     done = await state(memory, conversation)
     assert done.last_reviewed_message_id == sent.results[0].id
     assert (done.unread_messages, done.backlog, done.pending_input) == (0, False, False)
+
+
+async def test_openhermits_max_tool_calls_defers_what_is_over_it(
+    start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
+) -> None:
+    config = review_config(model, enabled=False, max_tool_calls=2)
+    server = start_server(tmp_path / "home", config=config).start()
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        conversation = fresh_conversation()
+        await commit(memory, conversation, *turn("three facts"))
+        answer = ops(*(add(f"Fact {i}") for i in range(3)))
+        model.reply(answer)
+        first = await review_now(memory, conversation)
+        assert (first.ops_added, first.ops_deferred, first.unread_messages) == (2, 1, 1)
+        model.reply(answer)
+        second = await review_now(memory, conversation)
+        assert (second.ops_added, second.ops_deferred, second.unread_messages) == (1, 0, 0)
+        assert await values(memory, conversation) == ["Fact 0", "Fact 1", "Fact 2"]
+
+
+async def test_the_review_call_is_bounded_and_a_cut_answer_fails_saying_so(
+    start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
+) -> None:
+    config = review_config(model, enabled=False, review_max_output_tokens=300)
+    server = start_server(tmp_path / "home", config=config).start()
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        conversation = fresh_conversation()
+        await commit(memory, conversation, *turn("I live in Lisbon"))
+        # A whole answer, but the provider says it stopped at max_tokens: a cut tool call
+        # list may parse, and still miss what came after.
+        model.reply(ops(add("Lives in Lisbon", "identity", "user")), completion_tokens=301)
+        cut = await review_now(memory, conversation)
+        assert model.requests[-1]["max_tokens"] == 300
+        assert cut.status == md.REVIEW_STATUS_FAILED
+        assert cut.reason == (
+            "the answer was cut at 300 tokens (memoryd.memory.review_max_output_tokens): the "
+            "messages stay for the next review"
+        )
+        assert await values(memory, conversation) == []
+        assert (await state(memory, conversation)).last_reviewed_message_id == 0
+        model.reply(ops(add("Lives in Lisbon", "identity", "user")), completion_tokens=300)
+        assert (await review_now(memory, conversation)).ops_added == 1
+
+
+async def test_an_interval_of_zero_warns_once_that_the_other_triggers_still_review(
+    start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
+) -> None:
+    config = review_config(model, review_interval_hours=0)
+    server = start_server(tmp_path / "home", config=config, workers=2).start()
+    server.wait_for_event(Event.SERVING)
+    warned = server.events(Event.REVIEW_INTERVAL_ONLY_OFF)
+    assert len(warned) == 1
+    assert "memoryd.memory.enabled = false" in warned[0]["msg"]
+    off = start_server(tmp_path / "off", config=review_config(model, enabled=False)).start()
+    off.wait_for_event(Event.BACKGROUND_REVIEW_OFF)
+    assert off.events(Event.REVIEW_INTERVAL_ONLY_OFF) == []
 
 
 async def test_get_review_state_counts_the_backlog(reviewing: Reviewing, model: FakeModel) -> None:

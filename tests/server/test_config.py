@@ -119,6 +119,14 @@ def test_unbounded_history(tmp_path: Path, value: str) -> None:
                 "'medium', 'high', got 'max'"
             ),
         ),
+        (
+            "[memoryd.memory]\nmax_tool_calls = 3\nreview_max_operations = 5\n",
+            {},
+            (
+                "memoryd.memory.max_tool_calls (OpenHermit's name) and review_max_operations are "
+                "the same cap: set one, or the same value in both (got 3 and 5)"
+            ),
+        ),
         ("[memoryd.nope]\n", {}, "unknown setting memoryd.nope"),
         ("[other]\n", {}, "unknown top-level table [other]"),
         ("", {"MEMORYD_SERVER_LISTN": "x"}, "unknown environment setting MEMORYD_SERVER_LISTN"),
@@ -163,3 +171,11 @@ def test_a_message_must_fit_one_answer(tmp_path: Path) -> None:
         "memoryd.history.max_content_bytes + max_metadata_bytes is 3,211,264 bytes; at most "
         "3,145,728, so that one message always fits in the 4 MiB answer every gRPC client accepts"
     )
+
+
+def test_openhermits_max_tool_calls_is_the_operation_cap(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text("[memoryd.memory]\nmax_tool_calls = 3\n", encoding="utf-8")
+    settings = load_settings({"MEMORYD_HOME": str(tmp_path)}, config_path=str(config))
+    assert settings.memory.operation_cap == 3
+    assert load_settings({"MEMORYD_HOME": str(tmp_path)}).memory.operation_cap is None

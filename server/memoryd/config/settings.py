@@ -239,6 +239,12 @@ class ReviewSettings(Section):
     # archive) of one answer are applied; the cursor then stays, and the same messages are
     # reviewed again at once, so nothing is dropped.
     review_max_operations: int | None = None
+    # OpenHermit's name for review_max_operations (its per-review tool-call cap), accepted as
+    # that; when both are set they must agree.
+    max_tool_calls: int | None = None
+    # The longest answer a review call may write (sent as max_tokens). An answer cut at it fails
+    # the review, saying so, and the messages stay for the next one.
+    review_max_output_tokens: int = 4096
     # Reviews running at once.
     review_concurrency: int = 4
     # OpenHermit's triggers, at its values (0 turns one off). Completed turns since the last
@@ -257,9 +263,22 @@ class ReviewSettings(Section):
     keep_review_exchanges: bool = False
 
     def validate(self) -> None:
-        """The scheduler ticks."""
+        """The scheduler ticks; the operation cap has one value."""
         if self.scheduler_tick_seconds <= 0:
             raise StartupError("memoryd.memory.scheduler_tick_seconds must be positive")
+        both = (self.review_max_operations, self.max_tool_calls)
+        if None not in both and both[0] != both[1]:
+            raise StartupError(
+                "memoryd.memory.max_tool_calls (OpenHermit's name) and review_max_operations "
+                f"are the same cap: set one, or the same value in both (got {both[1]} and "
+                f"{both[0]})"
+            )
+
+    @property
+    def operation_cap(self) -> int | None:
+        """The most row changes one review applies (None: all): review_max_operations, or
+        OpenHermit's max_tool_calls."""
+        return self.review_max_operations if self.max_tool_calls is None else self.max_tool_calls
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

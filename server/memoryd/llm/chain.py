@@ -58,6 +58,8 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     latency_ms: float
+    # The answer stopped at max_tokens (finish_reason "length"): it may be cut anywhere.
+    cut: bool = False
 
 
 class ModelUnavailableError(Exception):
@@ -104,13 +106,15 @@ class ProviderChain:
         session_id: str,
         tools: list[dict[str, Any]] | None = None,
         reasoning_effort: str | None = None,
+        max_tokens: int | None = None,
         on_attempt: Callable[[Attempt], None] | None = None,
     ) -> Completion:
         """Call the chain; raises ModelUnavailableError when no provider answered.
 
-        `tools` and `reasoning_effort` are optional parameters: an endpoint that refuses a
-        request carrying them (HTTP 400: Ollama and llama.cpp refuse some) is asked once more
-        without them, and the refusal is logged.
+        `tools`, `reasoning_effort` and `max_tokens` are optional parameters: an endpoint that
+        refuses a request carrying them (HTTP 400: Ollama and llama.cpp refuse some; OpenAI's
+        reasoning models refuse max_tokens) is asked once more without them, and the refusal is
+        logged.
         """
         if not self.providers:
             raise ModelUnavailableError("no model provider is configured")
@@ -119,6 +123,8 @@ class ProviderChain:
             optional["tools"] = tools
         if reasoning_effort:
             optional["reasoning_effort"] = reasoning_effort
+        if max_tokens:
+            optional["max_tokens"] = max_tokens
         call = _Call(agent, session_id, on_attempt)
         failures: list[str] = []
         for provider, client in zip(self.providers, self._clients, strict=True):
@@ -269,6 +275,7 @@ def _completion(response: Any, provider: ProviderSettings, started: float) -> Co
         message = "the answer has no choices"
         raise ValueError(message)
     message = choices[0].message
+    cut = getattr(choices[0], "finish_reason", None) == "length"
     calls = tuple(
         ToolCall(call.function.name, call.function.arguments or "{}")
         for call in (message.tool_calls or [])
@@ -283,4 +290,5 @@ def _completion(response: Any, provider: ProviderSettings, started: float) -> Co
         prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
         completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
         latency_ms=round((time.perf_counter() - started) * 1000, 3),
+        cut=cut,
     )

@@ -317,12 +317,11 @@ class Reviewer:
                 agent=prompts.REVIEWER_AGENT,
                 session_id=session,
                 tools=prompts.TOOLS,
+                max_tokens=self.settings.review_max_output_tokens,
                 on_attempt=attempts.append,
             )
             answered = _answered(completion)
-            answer = answers.parse_answer(
-                completion.text, [(call.name, call.arguments) for call in completion.tool_calls]
-            )
+            answer = _read(completion, self.settings.review_max_output_tokens)
         except (ModelUnavailableError, answers.ReviewOutputError) as error:
             reason = str(error)
             failed = FailJob(
@@ -416,7 +415,7 @@ class Reviewer:
         return apply_answer(
             connection,
             job,
-            max_operations=self.settings.review_max_operations,
+            max_operations=self.settings.operation_cap,
             prompts=self._prompts,
         )
 
@@ -425,6 +424,19 @@ class Reviewer:
             self._memory.rows.invalidate(memory_id)
         if applied.render is not None:
             self._prompts.publish(applied.render)
+
+
+def _read(completion: Completion, max_tokens: int) -> answers.Answer:
+    """The answer's operations; ReviewOutputError when it is broken, or was cut at max_tokens
+    (a cut list of tool calls may parse, and still miss what came after)."""
+    if completion.cut:
+        raise answers.ReviewOutputError(
+            f"the answer was cut at {max_tokens} tokens (memoryd.memory.review_max_output_tokens): "
+            "the messages stay for the next review"
+        )
+    return answers.parse_answer(
+        completion.text, [(call.name, call.arguments) for call in completion.tool_calls]
+    )
 
 
 def _skipped(key: ConversationKey, reason: SkipReason) -> ReviewResult:

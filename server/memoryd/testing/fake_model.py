@@ -48,6 +48,8 @@ class Reply:
     delay_seconds: float = 0.0
     raw_body: bytes | None = None
     prompt_tokens: int = 100
+    # An answer of more tokens than the request's max_tokens ends with finish_reason "length",
+    # as a provider's would.
     completion_tokens: int = 20
 
 
@@ -245,7 +247,7 @@ def _completion(request: dict[str, Any], reply: Reply) -> dict[str, Any]:
             {
                 "index": 0,
                 "message": message,
-                "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+                "finish_reason": _finish_reason(request, reply),
             }
         ],
         "usage": {
@@ -254,3 +256,10 @@ def _completion(request: dict[str, Any], reply: Reply) -> dict[str, Any]:
             "total_tokens": reply.prompt_tokens + reply.completion_tokens,
         },
     }
+
+
+def _finish_reason(request: dict[str, Any], reply: Reply) -> str:
+    cap = request.get("max_tokens")
+    if isinstance(cap, int) and reply.completion_tokens > cap:
+        return "length"
+    return "tool_calls" if reply.tool_calls else "stop"

@@ -218,8 +218,11 @@ class ComposeContextResponse(_message.Message):
     history_version: _builtins.int
     """The conversation's history version when the context was read."""
     omitted_messages: _builtins.int
-    """Window messages left out of this answer (the oldest), to stay within limit_tokens; the next
-    Preflight or post-delivery check compacts them. They stay in history.
+    """Window messages left out of this answer (the oldest), to stay within limit_tokens or
+    memoryd.history.max_conversation_history. Only automatic compaction summarizes them (a
+    Preflight or post-delivery check that finds the conversation over the threshold); with it
+    off, or when only max_conversation_history left them out, they are just not sent. They
+    stay in history either way, and searchable.
     """
     omitted_tokens: _builtins.int
     """Their tokens."""

@@ -358,8 +358,11 @@ type ComposeContextResponse struct {
 	ContextWindow int64 `protobuf:"varint,4,opt,name=context_window,json=contextWindow,proto3" json:"context_window,omitempty"`
 	// The conversation's history version when the context was read.
 	HistoryVersion int64 `protobuf:"varint,5,opt,name=history_version,json=historyVersion,proto3" json:"history_version,omitempty"`
-	// Window messages left out of this answer (the oldest), to stay within limit_tokens; the next
-	// Preflight or post-delivery check compacts them. They stay in history.
+	// Window messages left out of this answer (the oldest), to stay within limit_tokens or
+	// memoryd.history.max_conversation_history. Only automatic compaction summarizes them (a
+	// Preflight or post-delivery check that finds the conversation over the threshold); with it
+	// off, or when only max_conversation_history left them out, they are just not sent. They
+	// stay in history either way, and searchable.
 	OmittedMessages int32 `protobuf:"varint,6,opt,name=omitted_messages,json=omittedMessages,proto3" json:"omitted_messages,omitempty"`
 	// Their tokens.
 	OmittedTokens int64 `protobuf:"varint,7,opt,name=omitted_tokens,json=omittedTokens,proto3" json:"omitted_tokens,omitempty"`

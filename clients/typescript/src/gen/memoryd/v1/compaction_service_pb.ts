@@ -177,8 +177,11 @@ export type ComposeContextResponse = Message<"memoryd.v1.ComposeContextResponse"
   historyVersion: bigint;
 
   /**
-   * Window messages left out of this answer (the oldest), to stay within limit_tokens; the next
-   * Preflight or post-delivery check compacts them. They stay in history.
+   * Window messages left out of this answer (the oldest), to stay within limit_tokens or
+   * memoryd.history.max_conversation_history. Only automatic compaction summarizes them (a
+   * Preflight or post-delivery check that finds the conversation over the threshold); with it
+   * off, or when only max_conversation_history left them out, they are just not sent. They
+   * stay in history either way, and searchable.
    *
    * @generated from field: int32 omitted_messages = 6;
    */
