@@ -108,6 +108,119 @@ async def test_operations_over_the_cap_are_deferred_and_reviewed_again(
     assert (done.unread_messages, done.backlog, done.pending_input) == (0, False, False)
 
 
+@pytest.fixture
+async def measured(
+    start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
+) -> AsyncIterator[Reviewing]:
+    """ReviewNow only, with a metrics listener."""
+    config = review_config(model, enabled=False)
+    config += '\n[memoryd.metrics]\nlisten = "127.0.0.1:0"\n'
+    server = start_server(tmp_path / "home", config=config).start()
+    async with md.connect(server.address) as channel:
+        yield Reviewing(server, channel)
+
+
+def over_limit(server: ServerProcess) -> dict[str, float]:
+    status, text = scrape(listening(server, "metrics"))
+    assert status == 200, text
+    samples = Samples(text)
+    return {
+        outcome: samples.value("memoryd_review_values_over_limit_total", outcome=outcome)
+        for outcome in ("split", "shortened", "refused")
+    }
+
+
+LONG_SENTENCE = (
+    "Is building a community garden on the empty lot behind the library in Porto with her "
+    "neighbours, growing tomatoes, beans and herbs for the food bank, and hopes to open it to "
+    "the primary school across the street next spring"
+)
+assert len(LONG_SENTENCE) > 200
+
+
+async def test_a_fact_over_the_limit_made_of_sentences_becomes_several(
+    measured: Reviewing, model: FakeModel
+) -> None:
+    memory = measured.memory
+    conversation = fresh_conversation()
+    await commit(memory, conversation, *turn("about my garden"))
+    first = "Is building a community garden behind the library in Porto with her neighbours."
+    second = "Grows tomatoes, beans and herbs there for the food bank, every week of the year."
+    third = "Hopes to open the garden to the school next spring."
+    long = f"{first} {second} {third}"
+    assert len(long) > 200
+    model.reply(ops(add(long, "goal", "user")))
+    result = await review_now(memory, conversation)
+    runs = await memory.ListReviewRuns(md.ListReviewRunsRequest(conversation=conversation))
+    assert list(runs.runs[0].skipped_operations) == []
+    assert (result.ops_added, result.ops_skipped) == (2, 0)
+    assert await values(memory, conversation) == sorted([f"{first} {second}", third])
+    assert len(model.requests) == 1  # no second call: the sentences fit
+    assert over_limit(measured.server) == {"split": 1, "shortened": 0, "refused": 0}
+
+
+async def test_a_fact_over_the_limit_is_shortened_by_one_more_call(
+    measured: Reviewing, model: FakeModel
+) -> None:
+    memory = measured.memory
+    conversation = fresh_conversation()
+    await commit(memory, conversation, *turn("about my garden"))
+    model.reply(ops(add(LONG_SENTENCE, "goal", "user"), add("Lives in Porto", "identity", "user")))
+    short = "Is building a community garden in Porto for the food bank"
+    model.reply(json.dumps({"values": [short]}))
+    result = await review_now(memory, conversation)
+    assert (result.ops_added, result.ops_skipped) == (2, 0)
+    assert await values(memory, conversation) == [
+        "Is building a community garden in Porto for the food bank",
+        "Lives in Porto",
+    ]
+    asked = model.requests[-1]
+    assert json.dumps(LONG_SENTENCE) in asked["messages"][1]["content"]
+    assert "at most 200 characters" in asked["messages"][0]["content"]
+    assert asked["max_tokens"] == 4096
+    runs = await memory.ListReviewRuns(md.ListReviewRunsRequest(conversation=conversation))
+    assert runs.runs[0].model_calls == 2
+    assert over_limit(measured.server) == {"split": 0, "shortened": 1, "refused": 0}
+
+
+@pytest.mark.parametrize(
+    "shortening", ["not json", json.dumps({"values": [LONG_SENTENCE + " indeed"]})]
+)
+async def test_a_fact_that_does_not_fit_is_refused_and_kept_with_the_run(
+    measured: Reviewing, model: FakeModel, shortening: str
+) -> None:
+    memory = measured.memory
+    conversation = fresh_conversation()
+    sent = await commit(memory, conversation, *turn("about my garden"))
+    model.reply(ops(add(LONG_SENTENCE, "goal", "user")))
+    model.reply(shortening)
+    result = await review_now(memory, conversation)
+    assert (result.status, result.ops_added, result.ops_skipped) == (OK, 0, 1)
+    assert await values(memory, conversation) == []
+    runs = await memory.ListReviewRuns(md.ListReviewRunsRequest(conversation=conversation))
+    (refused,) = runs.runs[0].skipped_operations
+    assert refused.reason == (
+        f"add: the value is {len(LONG_SENTENCE)} characters, over the limit of 200, and was "
+        "neither split into sentences nor shortened by the model"
+    )
+    assert (refused.value, refused.message_id) == (LONG_SENTENCE, sent.results[0].id)
+    assert over_limit(measured.server) == {"split": 0, "shortened": 0, "refused": 1}
+
+
+async def test_a_shortening_the_model_cannot_answer_fails_the_review_and_keeps_the_cursor(
+    measured: Reviewing, model: FakeModel
+) -> None:
+    memory = measured.memory
+    conversation = fresh_conversation()
+    await commit(memory, conversation, *turn("about my garden"))
+    model.reply(ops(add(LONG_SENTENCE, "goal", "user")))
+    model.fail(503)
+    result = await review_now(memory, conversation)
+    assert result.status == md.REVIEW_STATUS_FAILED
+    assert (await state(memory, conversation)).last_reviewed_message_id == 0
+    assert await values(memory, conversation) == []
+
+
 async def test_openhermits_max_tool_calls_defers_what_is_over_it(
     start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
 ) -> None:

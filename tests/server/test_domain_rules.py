@@ -5,6 +5,7 @@ careless or hostile client (or model) could send."""
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import string
 
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryd.domain import compaction
+from memoryd.domain import compaction, review_fit
 from memoryd.domain import review_admission as admission
 from memoryd.domain import review_answer as answers
 from memoryd.domain import review_prompt as prompts
@@ -362,3 +363,46 @@ def test_the_backoff_holds_until_its_deadline() -> None:
     assert reason(failed, peak=849, omitted=3) is None
     assert reason(failed, peak=None, omitted=1) is None
     assert reason(NOW, peak=849, omitted=3) is not None  # the backoff still holds
+
+
+SENTENCES = st.lists(
+    st.text(string.ascii_letters + " ,", min_size=1, max_size=120).map(
+        lambda text: text.strip() + "."
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@given(SENTENCES)
+def test_a_split_fact_keeps_every_sentence_in_order_and_each_piece_fits(
+    sentences: list[str],
+) -> None:
+    value = " ".join(sentences)
+    pieces = review_fit.split_value(value)
+    assert pieces is not None
+    assert all(0 < len(piece) <= MAX_VALUE_CHARS for piece in pieces)
+    assert " ".join(pieces).split() == value.split()
+    # As few pieces as whole sentences allow: no two neighbours would fit together.
+    assert all(len(a) + 1 + len(b) > MAX_VALUE_CHARS for a, b in itertools.pairwise(pieces))
+
+
+def test_a_sentence_over_the_limit_is_not_cut() -> None:
+    assert review_fit.split_value("Short one. " + "x" * (MAX_VALUE_CHARS + 1)) is None
+
+
+@pytest.mark.parametrize(
+    ("answer", "count", "read"),
+    [
+        ('{"values": ["a", "b"]}', 2, ["a", "b"]),
+        ('```json\n{"values": ["a"]}\n```', 1, ["a"]),
+        ('{"values": ["a"]}', 2, None),
+        ('{"values": [1, 2]}', 2, None),
+        ("Sure! Here they are", 1, None),
+        ("[]", 1, None),
+    ],
+)
+def test_the_shortening_answer_is_read_strictly(
+    answer: str, count: int, read: list[str] | None
+) -> None:
+    assert review_fit.read_shortened(answer, count) == read

@@ -111,7 +111,13 @@ def run_out(run: StoredRun) -> service_pb.ReviewRun:
         completed_at=timestamp_out(run.completed_at),
         ops_deferred=record.deferred,
         skipped_operations=[
-            service_pb.SkippedOperation(index=op.index, action=op.action, reason=op.reason)
+            service_pb.SkippedOperation(
+                index=op.index,
+                action=op.action,
+                reason=op.reason,
+                value=op.value,
+                message_id=op.message_id,
+            )
             for op in record.skipped_ops
         ],
         exchange_kept=run.exchange_kept,

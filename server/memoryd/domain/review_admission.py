@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from memoryd.domain.memories import (
+    MAX_VALUE_CHARS,
     MEMORY_BUCKET,
     USER_BUCKET,
     Category,
@@ -135,7 +136,7 @@ def _admit_add(fields: dict[str, Any], scope: _Scope, index: int) -> Admitted | 
         return Skipped("add: a guest may not write a directive")
     value = value_of(fields.get("value"))
     if value is None:
-        return Skipped("add: value must be 1-200 characters of text")
+        return Skipped(_bad_value("add", fields.get("value")))
     scope_type = ScopeType.OWNER if target == "user" else ScopeType.AGENT
     return Add(
         category=category,
@@ -153,7 +154,7 @@ def _admit_replace(fields: dict[str, Any], scope: _Scope, _index: int) -> Admitt
     if record.category is Category.JOB_RUN_SUMMARY:
         return Skipped(f"replace: row {record.id} is a job run summary")
     if value is None:
-        return Skipped("replace: value must be 1-200 characters of text")
+        return Skipped(_bad_value("replace", fields.get("value")))
     return Replace(record.id, value)
 
 
@@ -180,6 +181,15 @@ def _admit_describe(fields: dict[str, Any], _scope: _Scope, _index: int) -> Admi
     if not description:
         return Skipped("describe: text must be non-blank text")
     return SetDescription(description)
+
+
+def _bad_value(action: str, value: object) -> str:
+    if isinstance(value, str) and len(value.strip()) > MAX_VALUE_CHARS:
+        return (
+            f"{action}: the value is {len(value.strip())} characters, over the limit of "
+            f"{MAX_VALUE_CHARS}, and was neither split into sentences nor shortened by the model"
+        )
+    return f"{action}: value must be 1-{MAX_VALUE_CHARS} characters of text"
 
 
 _ADMISSION: dict[str, Callable[[dict[str, Any], _Scope, int], Admitted | Skipped]] = {

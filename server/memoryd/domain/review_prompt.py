@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from memoryd.domain.memories import (
+    MAX_VALUE_CHARS,
     MemoryRecord,
     PromptTarget,
 )
@@ -48,11 +49,12 @@ Keep the memory current: replace outdated rows, archive stale ones, and generali
 overly-specific facts (several narrow rows, or a narrow row and a new message, become one
 general fact: replace one row and archive the others). Update rows in place rather than adding.
 Write each value as a short declarative fact about the user or their work (at most 200
-characters), not as an instruction to yourself.
+characters; make two facts of a longer one), not as an instruction to yourself. Give each add
+the message_id of the message it comes from.
 
 Answer with exactly "Nothing to save." when nothing qualifies. Otherwise answer with JSON only:
 {"operations": [
-  {"action": "add", "target": "user", "category": "preference", "value": "..."},
+  {"action": "add", "target": "user", "category": "preference", "value": "...", "message_id": 41},
   {"action": "replace", "id": 12, "value": "..."},
   {"action": "archive", "id": 7, "reason": "..."},
   {"action": "working_memory", "text": "what this conversation is about right now"},
@@ -72,7 +74,11 @@ TOOLS: list[dict[str, Any]] = [
                 "properties": {
                     "target": {"type": "string", "enum": ["user", "memory"]},
                     "category": {"type": "string"},
-                    "value": {"type": "string"},
+                    "value": {"type": "string", "maxLength": MAX_VALUE_CHARS},
+                    "message_id": {
+                        "type": "integer",
+                        "description": "The message_id of the message the fact comes from.",
+                    },
                 },
                 "required": ["target", "category", "value"],
             },
@@ -85,7 +91,10 @@ TOOLS: list[dict[str, Any]] = [
             "description": "Replace the value of an existing row.",
             "parameters": {
                 "type": "object",
-                "properties": {"id": {"type": "integer"}, "value": {"type": "string"}},
+                "properties": {
+                    "id": {"type": "integer"},
+                    "value": {"type": "string", "maxLength": MAX_VALUE_CHARS},
+                },
                 "required": ["id", "value"],
             },
         },

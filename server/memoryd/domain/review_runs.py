@@ -68,11 +68,15 @@ class AnswerKind(enum.StrEnum):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class SkippedOperation:
-    """An operation of an answer that was not applied, and why."""
+    """An operation of an answer that was not applied, and why; for a refused add or replace,
+    the value it would have written (the first MAX_REFUSED_VALUE_CHARS characters) and the
+    message it came from (0: not known)."""
 
     index: int
     action: str
     reason: str
+    value: str = ""
+    message_id: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,6 +131,8 @@ class RunRecord:
 
 
 MAX_SKIPPED_RECORDED = 100
+# A refused value is kept up to this many characters (a fact is at most 200).
+MAX_REFUSED_VALUE_CHARS = 2000
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

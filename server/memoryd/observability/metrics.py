@@ -195,6 +195,14 @@ REVIEW_OPERATIONS = Counter(
     ["outcome"],
     registry=REGISTRY,
 )
+REVIEW_VALUES_OVER_LIMIT = Counter(
+    "memoryd_review_values_over_limit",
+    "Facts a review wrote over the 200-character limit, by what became of them: split (into "
+    "facts of whole sentences), shortened (by one more call to the model) or refused (the "
+    "review run keeps the value and its message: ListReviewRuns).",
+    ["outcome"],
+    registry=REGISTRY,
+)
 REVIEW_SCHEDULER_PASSES = Counter(
     "memoryd_review_scheduler_passes",
     "Looks of the review scheduler for due conversations (one per tick, per finished review and "

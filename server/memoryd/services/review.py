@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from memoryd import log_names
 from memoryd.config import ReviewSettings
-from memoryd.domain import model_calls
+from memoryd.domain import model_calls, review_fit
 from memoryd.domain import review_answer as answers
 from memoryd.domain import review_prompt as prompts
 from memoryd.domain.conversation import ConversationKey, OwnerKey
@@ -321,7 +321,9 @@ class Reviewer:
                 on_attempt=attempts.append,
             )
             answered = _answered(completion)
-            answer = _read(completion, self.settings.review_max_output_tokens)
+            answer = await self._fitted(
+                _read(completion, self.settings.review_max_output_tokens), session, attempts
+            )
         except (ModelUnavailableError, answers.ReviewOutputError) as error:
             reason = str(error)
             failed = FailJob(
@@ -405,6 +407,39 @@ class Reviewer:
             own_ms=round(own_ms, 3),
             deferred_ops=record.deferred,
         )
+
+    async def _fitted(
+        self, answer: answers.Answer, session: str, attempts: list[Attempt]
+    ) -> answers.Answer:
+        """The answer with its values over the limit split into sentences, or shortened by one
+        more call to the model (memoryd.domain.review_fit); what neither fits is left for
+        admission to refuse, and the run records it. A model that does not answer fails the
+        review, so that its messages are read again."""
+        fitted = review_fit.fit(answer)
+        answer, shortened = fitted.answer, 0
+        if fitted.long:
+            values = [answer.operations[at].fields["value"].strip() for at in fitted.long]
+            completion = await self._chain.complete(
+                review_fit.shorten_prompt(values),
+                agent=prompts.REVIEWER_AGENT,
+                session_id=session,
+                max_tokens=self.settings.review_max_output_tokens,
+                on_attempt=attempts.append,
+            )
+            found = (
+                None if completion.cut else review_fit.read_shortened(completion.text, len(values))
+            )
+            if found is not None:
+                answer = review_fit.with_shortened(answer, fitted.long, found)
+                shortened = len(fitted.long) - sum(map(review_fit.is_long, answer.operations))
+        for outcome, count in (
+            ("split", fitted.split),
+            ("shortened", shortened),
+            ("refused", len(fitted.long) - shortened),
+        ):
+            if count:
+                metrics.REVIEW_VALUES_OVER_LIMIT.labels(outcome).inc(count)
+        return answer
 
     async def _release(self, key: ConversationKey, token: str) -> None:
         await self._writer.run(

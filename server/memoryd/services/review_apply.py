@@ -21,6 +21,7 @@ from memoryd.domain.messages import Trust
 from memoryd.domain.model_calls import Attempt
 from memoryd.domain.resources import MutationSource
 from memoryd.domain.review_runs import (
+    MAX_REFUSED_VALUE_CHARS,
     AnswerKind,
     Exchange,
     ReviewStatus,
@@ -130,7 +131,7 @@ def apply_answer(
             continue
         admitted = admission.admit(operation, shown, index, guest=job.packed.guest)
         if isinstance(admitted, admission.Skipped):
-            applying.skip(SkippedOperation(index, operation.action, admitted.reason), run_id)
+            applying.skip(_refused(operation, index, admitted, job.packed), run_id)
             continue
         changed = applying.apply(admitted, index, operation.action, run_id)
         if changed is not None and changed.id in shown:
@@ -186,6 +187,25 @@ def apply_answer(
     )
 
 
+def _refused(
+    operation: answers.Operation,
+    index: int,
+    refusal: admission.Skipped,
+    packed: prompts.PackedInput,
+) -> SkippedOperation:
+    """The record of an operation admission refused: for an add or replace, with the value it
+    would have written and the message it came from (the one it names, or the batch's only
+    one)."""
+    value = operation.fields.get("value")
+    facts = (answers.ReviewAction.ADD, answers.ReviewAction.REPLACE)
+    if operation.action not in facts or not isinstance(value, str):
+        return SkippedOperation(index, operation.action, refusal.reason)
+    named = answers.id_of(operation.fields.get("message_id"))
+    sole = packed.message_ids[0] if len(packed.message_ids) == 1 else 0
+    source = named if named in packed.message_ids else sole
+    return SkippedOperation(index, operation.action, refusal.reason, value.strip(), source)
+
+
 @dataclasses.dataclass(slots=True, kw_only=True)
 class _Applying:
     """The operations of one answer being applied inside the review's transaction."""
@@ -213,7 +233,12 @@ class _Applying:
     def skip(self, skipped: SkippedOperation, run_id: int) -> None:
         """Count an operation that is not applied, with its reason (both kept short: the
         action is the model's text)."""
-        skipped = SkippedOperation(skipped.index, skipped.action[:64], skipped.reason[:512])
+        skipped = dataclasses.replace(
+            skipped,
+            action=skipped.action[:64],
+            reason=skipped.reason[:512],
+            value=skipped.value[:MAX_REFUSED_VALUE_CHARS],
+        )
         self.skipped.append(skipped)
         log.info(
             "review operation skipped: %s",

@@ -100,7 +100,13 @@ def finish_run(
             record.deferred,
             json.dumps(
                 [
-                    {"index": op.index, "action": op.action, "reason": op.reason}
+                    {
+                        "index": op.index,
+                        "action": op.action,
+                        "reason": op.reason,
+                        "value": op.value,
+                        "message_id": op.message_id,
+                    }
                     for op in record.skipped_ops[:MAX_SKIPPED_RECORDED]
                 ],
                 ensure_ascii=False,
@@ -172,7 +178,13 @@ def _stored(row: Row) -> StoredRun:
     if status is ReviewStatus.NOTHING_TO_SAVE and column["answer_kind"] == AnswerKind.PROSE:
         status = ReviewStatus.NOTHING_TO_SAVE_PROSE
     skipped = tuple(
-        SkippedOperation(item["index"], item["action"], item["reason"])
+        SkippedOperation(
+            item["index"],
+            item["action"],
+            item["reason"],
+            item.get("value", ""),  # runs recorded before refusals kept their values
+            item.get("message_id", 0),
+        )
         for item in json.loads(column["skipped_json"])
     )
     return StoredRun(

@@ -3408,6 +3408,8 @@ class SkippedOperation(_message.Message):
     INDEX_FIELD_NUMBER: _builtins.int
     ACTION_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
     index: _builtins.int
     """Its position in the answer (tool calls first, then JSON operations), from 0."""
     action: _builtins.str
@@ -3416,16 +3418,26 @@ class SkippedOperation(_message.Message):
     """Why it was skipped, for example "replace: row 12 was not in the memory shown to the
     review".
     """
+    value: _builtins.str
+    """For an add or replace: the value it would have written (its first 2,000 characters), so
+    that a fact refused is not a fact lost. Empty for other operations.
+    """
+    message_id: _builtins.int
+    """For an add or replace: the message the fact came from (the one the operation named, or
+    the batch's only message); 0 when not known.
+    """
     def __init__(
         self,
         *,
         index: _builtins.int = ...,
         action: _builtins.str = ...,
         reason: _builtins.str = ...,
+        value: _builtins.str = ...,
+        message_id: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "index", b"index", "reason", b"reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "index", b"index", "message_id", b"message_id", "reason", b"reason", "value", b"value"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -733,7 +733,17 @@ function reviewRuns(conversation) {
     tokens[index + 1] = page.nextPageToken || null;
     const runs = (page.runs || []).map((run) => {
       const status = label(run.status, "REVIEW_STATUS_");
-      const skipped = (run.skippedOperations || []).map((op) => h("li", {}, h("strong", {}, `operation ${op.index || 0} (${op.action})`), ": ", op.reason));
+      const skipped = (run.skippedOperations || []).map((op) =>
+        h(
+          "li",
+          {},
+          h("strong", {}, `operation ${op.index || 0} (${op.action})`),
+          ": ",
+          op.reason,
+          op.value ? [h("br", {}), "Value: ", h("q", { class: "refused" }, op.value)] : null,
+          op.messageId && op.messageId !== "0" ? ` (from message ${op.messageId})` : null
+        )
+      );
       return h(
         "li",
         { class: status === "failed" ? "failed" : "", id: `run-${run.id}` },

@@ -6726,7 +6726,13 @@ type SkippedOperation struct {
 	Action string `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
 	// Why it was skipped, for example "replace: row 12 was not in the memory shown to the
 	// review".
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// For an add or replace: the value it would have written (its first 2,000 characters), so
+	// that a fact refused is not a fact lost. Empty for other operations.
+	Value string `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
+	// For an add or replace: the message the fact came from (the one the operation named, or
+	// the batch's only message); 0 when not known.
+	MessageId     int64 `protobuf:"varint,5,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6780,6 +6786,20 @@ func (x *SkippedOperation) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *SkippedOperation) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *SkippedOperation) GetMessageId() int64 {
+	if x != nil {
+		return x.MessageId
+	}
+	return 0
 }
 
 // ConversationReview is the result of one conversation's review.
@@ -9407,11 +9427,14 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x10ReviewNowRequest\x12<\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x19\n" +
-	"\bowner_id\x18\x03 \x01(\tR\aownerId\"X\n" +
+	"\bowner_id\x18\x03 \x01(\tR\aownerId\"\x8d\x01\n" +
 	"\x10SkippedOperation\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xdf\x03\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\tR\x05value\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x05 \x01(\x03R\tmessageId\"\xdf\x03\n" +
 	"\x12ConversationReview\x12<\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x120\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x18.memoryd.v1.ReviewStatusR\x06status\x12\x16\n" +
