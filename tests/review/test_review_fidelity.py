@@ -12,8 +12,9 @@ import grpc
 import pytest
 
 import memoryd_client as md
+from memoryd.domain.tokens import count_tokens
 from memoryd.log_events import Event
-from memoryd.testing.fake_model import FakeModel
+from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, assistant, fresh_conversation, owner_of, rpc_error, store, user
 from tests.review_helpers import (
@@ -219,6 +220,48 @@ async def test_a_shortening_the_model_cannot_answer_fails_the_review_and_keeps_t
     assert result.status == md.REVIEW_STATUS_FAILED
     assert (await state(memory, conversation)).last_reviewed_message_id == 0
     assert await values(memory, conversation) == []
+
+
+async def test_a_message_over_the_budget_is_reviewed_whole_in_parts(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    """A fact at the end of a 20,000-token message is found: the message is read in parts of
+    the budget, one batch each, and the cursor passes it only after its last part."""
+    words = " ".join(f"word{index % 97} filler" for index in range(6_700))
+    said = f"{words} By the way, my sister is called Ingrid."
+    assert count_tokens(said) > 20_000
+    parts: list[str] = []
+
+    def answer(request: dict[str, object]) -> Reply:
+        prompt = request["messages"][1]["content"]  # type: ignore[index]
+        parts.append(prompt.split("New user messages (oldest first):\n", 1)[1])
+        if "Ingrid" in prompt:
+            return Reply(content=ops(add("Has a sister called Ingrid", "identity", "user")))
+        return Reply(content="Nothing to save.")
+
+    with FakeModel(responder=answer) as model:
+        config = review_config(model, enabled=False)
+        server = start_server(tmp_path / "home", config=config).start()
+        async with md.connect(server.address) as channel:
+            memory = md.MemoryServiceStub(channel)
+            conversation = fresh_conversation()
+            sent = await commit(memory, conversation, *turn(said))
+            message_id = sent.results[0].id
+            runs = 0
+            while (await state(memory, conversation)).last_reviewed_message_id < message_id:
+                result = await review_now(memory, conversation)
+                assert result.status in (OK, md.REVIEW_STATUS_NOTHING_TO_SAVE), result
+                runs += 1
+                assert runs <= 10
+            assert await values(memory, conversation) == ["Has a sister called Ingrid"]
+    assert len(parts) == runs >= 5
+    # Every part within the budget, and together the whole message, in order, once.
+    assert all(count_tokens(part) <= 4000 for part in parts)
+    read = "".join(part.split("): ", 1)[1] for part in parts)
+    assert read == said
+    assert parts[0].startswith(
+        f"message_id={message_id} (part of a long message, from character 0 of {len(said):,};"
+    )
 
 
 async def test_openhermits_max_tool_calls_defers_what_is_over_it(

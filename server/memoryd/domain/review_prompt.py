@@ -25,6 +25,9 @@ from memoryd.domain.memories import (
 )
 from memoryd.domain.messages import Role
 from memoryd.domain.prompt_files import MEMORY_MD, USER_MD
+from memoryd.domain.review_runs import ReadPart
+
+NO_PART = ReadPart()
 
 NOTHING_TO_SAVE = "Nothing to save."
 GUEST_NOTE = (
@@ -149,17 +152,26 @@ class InputMessage:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PackedInput:
-    """The messages that fit the budget, all of one trust."""
+    """The messages that fit the budget, all of one trust; `part` when the input ends inside a
+    message longer than the budget (how far it reaches into that message)."""
 
     lines: tuple[str, ...]
     message_ids: tuple[int, ...]
     tokens: int
     guest: bool = False
+    part: ReadPart | None = None
 
     @property
     def max_message_id(self) -> int:
-        """The new cursor after a successful review."""
+        """The newest message read, in whole or in part."""
         return max(self.message_ids, default=0)
+
+    @property
+    def reviewed_through(self) -> int:
+        """The new cursor after a successful review: the newest message read to its end (0:
+        none; a message read in part keeps the cursor before it)."""
+        whole = (id for id in self.message_ids if self.part is None or id != self.part.message_id)
+        return max(whole, default=0)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -176,32 +188,66 @@ def pack(
     budget: int,
     count_tokens: Callable[[str], int],
     cut: Callable[[str, int], str],
+    resume: ReadPart = NO_PART,
 ) -> PackedInput:
     """`message_id=<id>: <content>` lines, oldest first, until the next would pass the budget or
     is of the other trust (a guest's messages are never reviewed with an operator's).
 
-    A first line that alone is over the budget is cut to fit (`cut` keeps whole characters).
+    A first message that alone is over the budget is read in parts, one a batch: as much as
+    fits (`cut` keeps whole characters; a part ends at a space where one is near), the line
+    saying where in the message it starts. `resume` says how far earlier parts read.
     """
     lines: list[str] = []
     ids: list[int] = []
     used = 0
+    part = None
     guest = bool(messages) and messages[0].guest
     for message in messages:
         if message.guest != guest:
             break
-        line = f"message_id={message.id}: {message.content}"
+        start = resume.offset if message.id == resume.message_id else 0
+        line = _line(message, start)
         tokens = count_tokens(line) + (1 if lines else 0)  # the newline between lines
         if used + tokens > budget:
             if not lines:
-                line = cut(line, budget)
+                line, end = _first_part(message, start, budget, cut)
                 lines.append(line)
                 ids.append(message.id)
                 used = count_tokens(line)
+                part = ReadPart(message.id, end) if end < len(message.content) else None
             break
         lines.append(line)
         ids.append(message.id)
         used += tokens
-    return PackedInput(tuple(lines), tuple(ids), used, guest)
+    return PackedInput(tuple(lines), tuple(ids), used, guest, part)
+
+
+def _line(message: InputMessage, start: int) -> str:
+    if not start:
+        return f"message_id={message.id}: {message.content}"
+    return (
+        f"message_id={message.id} (the end of a long message, from character {start:,} of "
+        f"{len(message.content):,}): {message.content[start:]}"
+    )
+
+
+def _first_part(
+    message: InputMessage, start: int, budget: int, cut: Callable[[str, int], str]
+) -> tuple[str, int]:
+    """The line of as much of the message from `start` as fits the budget, and where it ends
+    (at least one character further, whatever the budget)."""
+    header = (
+        f"message_id={message.id} (part of a long message, from character {start:,} of "
+        f"{len(message.content):,}; the rest comes in the next review): "
+    )
+    rest = message.content[start:]
+    piece = cut(header + rest, budget)[len(header) :]
+    if len(piece) < len(rest):
+        space = max(piece.rfind(" "), piece.rfind("\n"))
+        if space > len(piece) // 2:
+            piece = piece[: space + 1]
+    piece = piece or rest[:1]
+    return header + piece, start + len(piece)
 
 
 def memory_section(

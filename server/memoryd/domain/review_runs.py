@@ -79,6 +79,15 @@ class SkippedOperation:
     message_id: int = 0
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReadPart:
+    """How far into a message longer than a review's token budget the reviews have read: the
+    message (0: none) and its characters read so far."""
+
+    message_id: int = 0
+    offset: int = 0
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ReviewState:
     """A conversation's review state."""
@@ -100,6 +109,8 @@ class ReviewState:
     claimed_at: dt.datetime | None = None
     # The last review left reviewable input behind: the next batch is due at once.
     backlog: bool = False
+    # A message longer than the budget, partly read (the cursor stays before it until its end).
+    part: ReadPart = ReadPart()
 
     @property
     def cursor(self) -> int:

@@ -40,6 +40,7 @@ from memoryd.domain.review_gate import Thresholds, gate
 from memoryd.domain.review_runs import (
     SKIP_TEXT,
     Exchange,
+    ReadPart,
     ReviewResult,
     ReviewState,
     ReviewStatus,
@@ -91,6 +92,8 @@ class _Snapshot:
     working_memory: str
     description: str
     session_start_id: int
+    # How far the reviews have read into a long message after the cursor.
+    part: ReadPart
 
 
 class Reviewer:
@@ -293,7 +296,11 @@ class Reviewer:
         begin = time.perf_counter()
         prompt_state = await self._prompts.state(OwnerKey(key.agent_id, key.owner_id))
         packed = prompts.pack(
-            snapshot.messages, self.settings.review_input_token_budget, count_tokens, _cut
+            snapshot.messages,
+            self.settings.review_input_token_budget,
+            count_tokens,
+            _cut,
+            snapshot.part,
         )
         if not packed.message_ids:
             await self._release(key, token)
@@ -489,9 +496,11 @@ def _gate_input(
 
 
 def _snapshot(connection: Transaction, key: ConversationKey, limit: int) -> _Snapshot:
-    cursor = review_store.cursor(connection, key)
+    state = review_store.state(connection, key)
+    cursor = state.cursor if state is not None else 0
     working_memory, description = review_store.conversation_texts(connection, key)
     return _Snapshot(
+        part=state.part if state is not None else ReadPart(),
         messages=review_store.reviewable_after(connection, key, cursor, limit),
         records=memory_reads.render_input(connection, OwnerKey(key.agent_id, key.owner_id)),
         working_memory=working_memory,

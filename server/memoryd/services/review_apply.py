@@ -24,6 +24,7 @@ from memoryd.domain.review_runs import (
     MAX_REFUSED_VALUE_CHARS,
     AnswerKind,
     Exchange,
+    ReadPart,
     ReviewStatus,
     RunRecord,
     SkippedOperation,
@@ -138,13 +139,15 @@ def apply_answer(
             shown[changed.id] = None if changed.archived else changed
     # Deferred operations keep the cursor: the same messages are read again at once.
     cursor = review_store.cursor(connection, key)
+    part = None
     if not applying.deferred:
-        cursor = max(cursor, job.packed.max_message_id)
+        cursor = max(cursor, job.packed.reviewed_through)
+        part = job.packed.part or ReadPart()
     # Only whether input is left (one row read): counting the backlog here would rescan it
     # in every batch. ReviewNow and GetReviewState count it on demand.
     more = review_store.has_input_after(connection, key, cursor)
     review_store.record_success(
-        connection, key, status=status, cursor=cursor, more_pending=more, now=now
+        connection, key, status=status, cursor=cursor, more_pending=more, now=now, part=part
     )
     record = RunRecord(
         status=status,

@@ -15,6 +15,7 @@ from typing import Any
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.review_prompt import InputMessage
 from memoryd.domain.review_runs import (
+    ReadPart,
     ReviewState,
     ReviewStatus,
 )
@@ -71,6 +72,8 @@ _STATE = Columns(
         "claim_token",
         "claimed_at",
         "backlog",
+        "review_part_message_id",
+        "review_part_offset",
     ),
 )
 
@@ -114,6 +117,7 @@ def _state(row: Row) -> ReviewState:
         claim_token=column["claim_token"],
         claimed_at=_time(column["claimed_at"]),
         backlog=bool(column["backlog"]),
+        part=ReadPart(column["review_part_message_id"], column["review_part_offset"]),
     )
 
 
@@ -330,9 +334,17 @@ def record_success(
     cursor: int,
     more_pending: bool,
     now: dt.datetime,
+    part: ReadPart | None = None,
 ) -> None:
     """Move the cursor, reset the failures, release the claim. With input left after the
-    cursor, the conversation has a backlog: its next batch is due at once."""
+    cursor, the conversation has a backlog: its next batch is due at once. `part`: how far
+    into the message after the cursor the reviews have read (None: leave it as it is)."""
+    if part is not None:
+        connection.execute(
+            "UPDATE memory_review_state SET review_part_message_id = ?, review_part_offset = ? "
+            f"WHERE {CONVERSATION_MATCH}",
+            (part.message_id, part.offset, *key.as_row()),
+        )
     connection.execute(
         "UPDATE memory_review_state SET "
         "last_reviewed_message_id = max(last_reviewed_message_id, ?), last_reviewed_at = ?, "
