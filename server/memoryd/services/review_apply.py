@@ -122,7 +122,11 @@ def apply_answer(
         provenance=provenance,
         now=now,
         guest=job.packed.guest,
-        session_ended=review_store.session_start(connection, key) != job.session_start_id,
+        ended_session=(
+            job.session_start_id
+            if review_store.session_start(connection, key) != job.session_start_id
+            else None
+        ),
     )
     shown = _shown_rows(connection, owner, job.shown_ids, job.answer.operations)
     limit = max_operations
@@ -219,8 +223,9 @@ class _Applying:
     provenance: Provenance
     now: dt.datetime
     guest: bool
-    # `/new` started another session while the review ran: its session texts are not written.
-    session_ended: bool
+    # `/new` started another session while the review ran: the session it read (the id it
+    # started after), whose texts go to its ended_sessions row, not to the new session.
+    ended_session: int | None
     # Rows changed, by the kind of operation (admission.Add, admission.Replace, admission.Archive).
     changed_by: collections.Counter[type] = dataclasses.field(default_factory=collections.Counter)
     skipped: list[SkippedOperation] = dataclasses.field(default_factory=list)
@@ -315,11 +320,21 @@ def _apply_one(applying: _Applying, admitted: admission.Admitted) -> MemoryRecor
             now=now,
         ).record
     working = isinstance(admitted, admission.SetWorkingMemory)
-    if applying.session_ended:
-        raise FailedPrecondition(
-            "the session ended (/new) while the review ran; its "
-            f"{'working memory' if working else 'description'} is not carried into the new session"
-        )
+    if applying.ended_session is not None:
+        # The session it read has ended: its texts are kept with that session.
+        if not review_store.set_ended_session_text(
+            connection,
+            applying.key,
+            applying.ended_session,
+            working_memory=admitted.text if working else None,
+            description=None if working else admitted.text,
+        ):
+            raise FailedPrecondition(
+                "the session ended (/new) while the review ran and keeps no record; its "
+                f"{'working memory' if working else 'description'} is not carried into the new "
+                "session"
+            )
+        return None
     store = review_store.set_working_memory if working else review_store.set_description
     store(connection, applying.key, admitted.text)
     return None

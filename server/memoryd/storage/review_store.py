@@ -270,6 +270,30 @@ def set_description(connection: Transaction, key: ConversationKey, text: str) ->
     )
 
 
+def set_ended_session_text(
+    connection: Transaction,
+    key: ConversationKey,
+    started_after_id: int,
+    *,
+    working_memory: str | None = None,
+    description: str | None = None,
+) -> bool:
+    """Set the working memory or description of the ended session that started after
+    `started_after_id` (a review that read it and finished after `/new`); False when no ended
+    session is recorded there."""
+    column, text = (
+        ("working_memory", working_memory)
+        if working_memory is not None
+        else ("description", description or "")
+    )
+    connection.execute(
+        f"UPDATE ended_sessions SET {column} = ? WHERE {CONVERSATION_MATCH} "
+        "AND started_after_id = ?",
+        (text, *key.as_row(), started_after_id),
+    )
+    return connection.changes() > 0
+
+
 def claim(
     connection: Transaction,
     key: ConversationKey,
