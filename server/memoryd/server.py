@@ -300,6 +300,13 @@ async def _start_background(settings: Settings, runtime: Runtime, *, first: bool
     await runtime.services.embedding.start(
         background=not settings.server.read_only, lock=runtime.background
     )
+    if first and not settings.realtime.persist_transcripts:
+        log.info(
+            "realtime transcripts are acknowledged but not stored (persisted: false in each "
+            "acknowledgement): set memoryd.realtime.persist_transcripts = true "
+            "(MEMORYD_REALTIME_PERSIST_TRANSCRIPTS=true) to keep voice conversations",
+            extra={"event": Event.TRANSCRIPTS_NOT_STORED},
+        )
     if settings.server.read_only:
         log.warning(
             "read-only: calls that write are refused, and reviews, compaction and embeddings "

@@ -15,6 +15,7 @@ import grpc
 import pytest
 
 import memoryd_client as md
+from memoryd.log_events import Event
 from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.server_process import ServerProcess
 from tests.review_helpers import review_config
@@ -133,6 +134,18 @@ async def test_with_persistence_off_finals_are_acknowledged_and_nothing_is_writt
     again = await exchange(memory, [opening(dev), segment(2, "hi", ASSISTANT), END])
     assert (again[0].committed_seq, again[0].resumed) == (2, True)  # remembered by this process
     assert again[-1].totals.duplicates == 1
+
+
+def test_the_start_says_once_that_transcripts_are_not_stored(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    unstored = start_server(tmp_path / "off", workers=2).start()
+    unstored.wait_for_event(Event.SERVING)
+    (said,) = unstored.events(Event.TRANSCRIPTS_NOT_STORED)
+    assert "memoryd.realtime.persist_transcripts = true" in said["msg"]
+    stored = start_server(tmp_path / "on", config=PERSIST).start()
+    stored.wait_for_event(Event.SERVING)
+    assert stored.events(Event.TRANSCRIPTS_NOT_STORED) == []
 
 
 async def test_a_cut_stream_resumes_after_a_restart_without_loss_or_duplicates(

@@ -315,7 +315,7 @@ class RealtimeSettings(Section):
     """[memoryd.realtime]: StreamTranscript."""
 
     # Store final transcript segments (off by default, as in the seed: finals are then only
-    # acknowledged).
+    # acknowledged, each acknowledgement saying persisted: false, and the start says so once).
     persist_transcripts: bool = False
     # Transcript streams open at once; one more is RESOURCE_EXHAUSTED.
     max_streams: int = 256
