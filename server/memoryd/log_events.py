@@ -31,6 +31,8 @@ class Event(enum.StrEnum):
     BACKGROUND_REVIEW_OFF = "background_review_off"
     REVIEW_INTERVAL_ONLY_OFF = "review_interval_only_off"
     TRANSCRIPTS_NOT_STORED = "transcripts_not_stored"
+    STORAGE_OUTAGE = "storage_outage"
+    STORAGE_RECOVERED = "storage_recovered"
     REVIEW_CATCH_UP = "review_catch_up"
     PROMPT_FILE_CLEANUP_FAILED = "prompt_file_cleanup_failed"
     PROMPT_FILE_WRITE_FAILED = "prompt_file_write_failed"

@@ -36,6 +36,7 @@ from memoryd.services.history import HistoryService
 from memoryd.services.ingest import IngestService
 from memoryd.services.jobs import JobService
 from memoryd.services.long_term_memory import LongTermMemory
+from memoryd.services.outages import Outage
 from memoryd.services.overview import Overview, ServerFacts
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.services.recall import RecallService
@@ -294,8 +295,10 @@ def _services(
     history = HistoryService(writer, readers, settings.history, page_tokens, coherence)
     memory = LongTermMemory(writer, readers, prompts, page_tokens, coherence)
     embedder = build_embedder(settings, env)
+    # One a process: the background workers' storage failures, one warning an outage.
+    outage = Outage()
     embedding = EmbeddingService(
-        embedder, vectors_writer, readers, changes, settings.search.embedding_batch
+        embedder, vectors_writer, readers, changes, settings.search.embedding_batch, outage=outage
     )
     floor = settings.search.min_similarity
     query_vectors = QueryVectors(
@@ -313,7 +316,7 @@ def _services(
         chain=models.review,
         settings=settings.memory,
     )
-    scheduler = ReviewScheduler(reviewer, readers)
+    scheduler = ReviewScheduler(reviewer, readers, outage)
     composer = ContextComposer(
         readers=readers,
         history=history,

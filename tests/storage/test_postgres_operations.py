@@ -31,10 +31,12 @@ from memoryd.storage.migrations import POSTGRES_PACKAGE, bundled_migrations
 from memoryd.storage.postgres.database import PostgresDatabase
 from memoryd.storage.postgres.settings import PostgresSettings
 from memoryd.storage.writer import WriterSettings
+from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.postgres import TemporaryPostgres, database_dsn
 from memoryd.testing.server_process import ServerProcess
 from tests.backends import heap_tuples
 from tests.helpers import append, rpc_error, run_memoryd, user
+from tests.review_helpers import commit, eventually, review_config, turn
 
 # Exercises storage: make test runs it on PostgreSQL too.
 pytestmark = pytest.mark.storage
@@ -232,6 +234,55 @@ async def test_postgres_going_away_answers_unavailable_then_recovers_without_a_r
     assert [m.content for m in listed.messages] == ["before the outage", "after the outage"]
     assert after.results[0].id > before.results[0].id
     assert server.process.poll() is None  # the same process served throughout
+
+
+async def test_an_outage_is_one_warning_and_one_line_when_it_ends_never_a_crash(
+    start_server: type[ServerProcess], tmp_path: Path, own_postgres: TemporaryPostgres
+) -> None:
+    """A review whose answer comes while PostgreSQL is down is interrupted, not crashed: the
+    outage is one warning, its end one info line counting what it interrupted, and the review
+    runs again when storage is back."""
+    answering = threading.Event()
+    asked = threading.Event()
+
+    def answer(request: dict[str, object]) -> Reply:
+        asked.set()
+        answering.wait(60)
+        return Reply(content="Nothing to save.")
+
+    with FakeModel(responder=answer) as model:
+        config = review_config(model, turn_interval=1, scheduler_tick_seconds=0.1)
+        config += '\n[memoryd.search]\nembeddings = "off"\n'  # the review's the only write
+        dsn = database_dsn(own_postgres.dsn, tmp_path / "db")
+        server = start_server(tmp_path / "home", config=config, env=on_postgres(dsn)).start()
+        conversation = md.Conversation(channel="t", chat_id="outage-review")
+        async with md.connect(server.address) as channel:
+            memory = md.MemoryServiceStub(channel)
+            await commit(memory, conversation, *turn("a fact for a review"))
+            await asyncio.to_thread(asked.wait, 30)  # the review is at the model
+            own_postgres.pause()
+            answering.set()  # its answer comes while PostgreSQL is down
+            await asyncio.to_thread(server.wait_for_event, Event.STORAGE_OUTAGE)
+            # The review's write gave up (its retries spent): the review is interrupted.
+            failed = await asyncio.to_thread(server.wait_for_event, Event.WRITE_FAILED)
+            assert failed["work"] == ["review_apply"]
+            own_postgres.resume()
+            recovered = await asyncio.to_thread(server.wait_for_event, Event.STORAGE_RECOVERED)
+
+            async def reviewed() -> bool:
+                state = await _retried(
+                    lambda: memory.GetReviewState(
+                        md.GetReviewStateRequest(conversation=conversation)
+                    )
+                )
+                return state.last_review_status == md.REVIEW_STATUS_NOTHING_TO_SAVE
+
+            await eventually(reviewed, within=60)
+    assert len(server.events(Event.STORAGE_OUTAGE)) == 1
+    assert recovered["interrupted"]["reviews"] >= 1
+    assert server.events(Event.REVIEW_CRASHED) == []
+    assert [record for record in server.events() if "exception" in record] == []
+    assert len(model.requests) >= 2  # asked again after the outage
 
 
 async def test_two_memoryd_processes_serve_one_database_as_replicas(

@@ -26,6 +26,7 @@ from memoryd.errors import FailedPrecondition, Unavailable
 from memoryd.llm.embeddings import Embedder, EmbeddingUnavailableError
 from memoryd.log_events import Event
 from memoryd.observability import metrics, tracing
+from memoryd.services.outages import Outage
 from memoryd.services.waiting import wait_at_most
 from memoryd.storage import vector_store as store
 from memoryd.storage.background_lock import BackgroundLock
@@ -88,6 +89,8 @@ class EmbeddingService:
         readers: ReaderPool,
         changes: Changes,
         batch: int,
+        *,
+        outage: Outage,
     ) -> None:
         self.embedder = embedder
         self._writer = writer
@@ -102,6 +105,7 @@ class EmbeddingService:
         self._model_looked_up = 0.0
         # Since when messages have waited without the embedder catching up (monotonic).
         self._behind_since: float | None = None
+        self.outage = outage
 
     @property
     def enabled(self) -> bool:
@@ -261,15 +265,19 @@ class EmbeddingService:
                 backoff = min(MAX_BACKOFF_SECONDS, max(1.0, backoff * 2))
                 self._last_error = str(error)
                 metrics.EMBEDDING_FAILURES.inc()
-                log.warning(
-                    "embedding failed; retrying in %.0f s: %s",
-                    backoff,
-                    error,
-                    extra={"event": Event.EMBEDDING_FAILED, "retry_seconds": backoff},
-                )
+                if isinstance(error, Unavailable):  # storage away: one line for the outage
+                    self.outage.failed(error, "embedding batches", interrupted=1)
+                else:
+                    log.warning(
+                        "embedding failed; retrying in %.0f s: %s",
+                        backoff,
+                        error,
+                        extra={"event": Event.EMBEDDING_FAILED, "retry_seconds": backoff},
+                    )
                 await asyncio.sleep(backoff)
                 continue
             backoff = 0.0
+            self.outage.answered()
             self._last_error = ""
             if not worked:
                 await self._idle()

@@ -28,8 +28,10 @@ from memoryd.config import ReviewSettings
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.review_runs import ReviewResult, ReviewSelection
 from memoryd.domain.timestamps import utc_now
+from memoryd.errors import Unavailable
 from memoryd.log_events import Event
 from memoryd.observability import metrics, tracing
+from memoryd.services.outages import Outage
 from memoryd.services.review import Reviewer
 from memoryd.services.waiting import wait_at_most
 from memoryd.storage import review_store
@@ -46,7 +48,7 @@ MAX_ORIGINS = 10_000
 class ReviewScheduler:
     """Runs due reviews in the background with bounded concurrency."""
 
-    def __init__(self, reviewer: Reviewer, readers: ReaderPool) -> None:
+    def __init__(self, reviewer: Reviewer, readers: ReaderPool, outage: Outage) -> None:
         self._reviewer = reviewer
         self._readers = readers
         self._limit = asyncio.Semaphore(reviewer.settings.review_concurrency)
@@ -61,6 +63,7 @@ class ReviewScheduler:
         # start() was called: the server runs the background (not read-only).
         self._started = False
         self.completed = 0
+        self._outage = outage
 
     @property
     def _settings(self) -> ReviewSettings:
@@ -176,8 +179,12 @@ class ReviewScheduler:
             metrics.REVIEW_SCHEDULER_PASSES.inc()
             try:
                 more = await self.run_once()
+                self._outage.answered()
             except asyncio.CancelledError:
                 raise
+            except Unavailable as error:  # storage is away: one line, and the next tick retries
+                self._outage.failed(error, "reviews")
+                more = False
             except Exception:
                 log.exception(
                     "the review scheduler failed; retrying", extra={"event": Event.SCHEDULER}
@@ -191,19 +198,23 @@ class ReviewScheduler:
 
     async def _review(self, key: ConversationKey) -> ReviewResult | None:
         async with self._limit:
-            try:
-                return await self._reviewer.review(
-                    key, forced=False, origin=self._origins.pop(key, None)
-                )
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception(
-                    "review of %s crashed",
-                    log_names.conversation(key),
-                    extra={"event": Event.REVIEW_CRASHED},
-                )
-                return None
+            with self._outage.during():
+                try:
+                    return await self._reviewer.review(
+                        key, forced=False, origin=self._origins.pop(key, None)
+                    )
+                except asyncio.CancelledError:
+                    raise
+                except Unavailable as error:  # its cursor did not move: it runs again when back
+                    self._outage.failed(error, "reviews", interrupted=1)
+                    return None
+                except Exception:
+                    log.exception(
+                        "review of %s crashed",
+                        log_names.conversation(key),
+                        extra={"event": Event.REVIEW_CRASHED},
+                    )
+                    return None
 
     def _finished(self, key: ConversationKey, task: asyncio.Task[ReviewResult | None]) -> None:
         self._running.pop(key, None)

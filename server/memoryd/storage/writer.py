@@ -330,7 +330,12 @@ class Writer:
             "write failed after %d attempts: %s",
             attempts,
             error,
-            extra={"event": Event.WRITE_FAILED, "attempts": attempts, "jobs": len(group)},
+            extra={
+                "event": Event.WRITE_FAILED,
+                "attempts": attempts,
+                "jobs": len(group),
+                "work": sorted({job.batch.name for job in group}),
+            },
         )
         self._deliver(group, (False, unavailable(error, doing="nothing was written")))
 
