@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
+import fcntl
 import io
 import os
 import socket
 import sys
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import grpc
@@ -17,6 +19,7 @@ import pytest
 
 import memoryd_client as md
 from memoryd.cli.main import main
+from memoryd.data_directory import PROMPT_FILES_LOCK
 from memoryd.testing import postgres
 
 
@@ -163,3 +166,15 @@ def raw_exchange(address: str, data: bytes, *, wait: float = 30.0) -> bytes:
         while chunk := sock.recv(65536):
             chunks.append(chunk)
     return b"".join(chunks)
+
+
+@contextlib.contextmanager
+def prompt_files_lock(home: Path) -> Iterator[None]:
+    """The data directory's prompt-file lock, held by the test: a process that commits a
+    change of a prompt file then waits to write it."""
+    descriptor = os.open(home / PROMPT_FILES_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)

@@ -37,6 +37,7 @@ class Event(enum.StrEnum):
     PROMPT_FILE_CLEANUP_FAILED = "prompt_file_cleanup_failed"
     PROMPT_FILE_WRITE_FAILED = "prompt_file_write_failed"
     PROMPT_FILES_RESYNCED = "prompt_files_resynced"
+    PROMPT_FILES_HEALED = "prompt_files_healed"
     PROMPT_FILES_UNWRITTEN = "prompt_files_unwritten"
     PROVIDER_KEY_MISSING = "provider_key_missing"
     REVIEW = "review"

@@ -157,6 +157,12 @@ class Runtime:
         tokens.load()  # the first render must not pay for loading the encoding
         if recover:
             _recover(database, PromptFiles(settings.home, readers))
+        else:
+            # A worker's start, its supervisor's first or a restart after it died (perhaps
+            # between a commit and its file): its files too, under the lock the others write by.
+            starting = PromptFiles(settings.home, readers)
+            with starting.files_locked():
+                _resync_prompt_files(starting, database)
         writing = WriterSettings(
             max_rows=settings.storage.group_commit_max_rows,
             max_wait_seconds=settings.storage.group_commit_max_wait_ms / 1000,

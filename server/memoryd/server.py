@@ -275,12 +275,15 @@ async def _serve(
         },
     )
     await _start_background(settings, runtime, first=worker is None or worker.index == 0)
+    # Files whose write after a commit failed follow their revision within seconds.
+    healing = asyncio.create_task(runtime.services.prompts.keep_converged())
     if worker is not None:
         worker.report_ready()
 
     try:
         await stop.wait()
     finally:
+        healing.cancel()
         log.info(
             "stopping: refusing new calls, %.1fs for calls in flight",
             settings.server.grace_period_seconds,

@@ -35,7 +35,7 @@ from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.postgres import TemporaryPostgres, database_dsn
 from memoryd.testing.server_process import ServerProcess
 from tests.backends import heap_tuples
-from tests.helpers import append, rpc_error, run_memoryd, user
+from tests.helpers import append, prompt_files_lock, rpc_error, run_memoryd, store, user
 from tests.review_helpers import commit, eventually, review_config, turn
 
 # Exercises storage: make test runs it on PostgreSQL too.
@@ -285,6 +285,67 @@ async def test_an_outage_is_one_warning_and_one_line_when_it_ends_never_a_crash(
     assert len(model.requests) >= 2  # asked again after the outage
 
 
+async def test_a_file_whose_write_met_an_outage_converges_when_postgresql_is_back(
+    start_server: type[ServerProcess], tmp_path: Path, own_postgres: TemporaryPostgres
+) -> None:
+    """A change commits; before its USER.md is written (the test holds the prompt-file lock),
+    its database goes away, so the newest revision cannot be read: the file is stale, and is
+    rewritten from its revision within seconds of the database's return, with no restart."""
+    home = tmp_path / "home"
+    dsn = database_dsn(own_postgres.dsn, tmp_path / "db")
+    server = start_server(home, env=on_postgres(dsn)).start()
+    conversation = md.Conversation(agent_id="healing", channel="t", chat_id="outage-files")
+    file = home / "memory" / "healing" / "USER.md"
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        row = await store(
+            memory,
+            conversation,
+            "drink",
+            "Prefers tea",
+            md.CATEGORY_PREFERENCE,
+            scope_type=md.SCOPE_TYPE_OWNER,
+        )
+        assert "Prefers tea" in file.read_text(encoding="utf-8")
+        with prompt_files_lock(home):
+            update = asyncio.ensure_future(
+                memory.UpdateMemory(
+                    md.UpdateMemoryRequest(
+                        conversation=conversation, id=row.id, value="Prefers coffee"
+                    )
+                )
+            )
+
+            # Read from PostgreSQL itself: the server's own reads wait for the write's end.
+            await eventually(
+                lambda: (
+                    sql(dsn, f"SELECT value FROM memories WHERE id = {row.id}")
+                    == [("Prefers coffee",)]
+                )
+            )
+            # The database goes away: no connection to it is allowed, and those open are cut.
+            name = dsn.rpartition("dbname=")[2].split()[0]
+            sql(own_postgres.dsn, f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
+            sql(
+                own_postgres.dsn,
+                f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'",
+            )
+        await asyncio.to_thread(server.wait_for_event, Event.PROMPT_FILE_WRITE_FAILED)
+        assert "Prefers tea" in file.read_text(encoding="utf-8")  # stale, for now
+        sql(own_postgres.dsn, f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
+        await asyncio.to_thread(server.wait_for_event, Event.PROMPT_FILES_HEALED)
+        with contextlib.suppress(grpc.aio.AioRpcError):
+            await update
+        answer = await _retried(
+            lambda: memory.GetPromptContext(
+                md.GetPromptContextRequest(agent_id="healing", owner_id=conversation.owner_id)
+            )
+        )
+    assert file.read_text(encoding="utf-8") == answer.user_md
+    assert "Prefers coffee" in answer.user_md
+    assert [record for record in server.events() if "exception" in record] == []
+
+
 async def test_two_memoryd_processes_serve_one_database_as_replicas(
     start_server: type[ServerProcess], tmp_path: Path, postgres_base: str
 ) -> None:
@@ -305,7 +366,34 @@ async def test_two_memoryd_processes_serve_one_database_as_replicas(
                 md.ListMessagesRequest(conversation=conversation, page_size=1)
             )
             assert window.messages[-1].content == f"message {number}"
+        # A prompt file written through the first, then changed through the second: each
+        # data directory keeps the files of its own writes, and `memoryd check` says so.
+        row = await store(
+            stubs[0],
+            conversation,
+            "drink",
+            "Prefers tea",
+            md.CATEGORY_PREFERENCE,
+            scope_type=md.SCOPE_TYPE_OWNER,
+        )
+        await stubs[1].UpdateMemory(
+            md.UpdateMemoryRequest(conversation=conversation, id=row.id, value="Prefers coffee")
+        )
     assert ids == sorted(ids)
+    checked = {
+        replica: run_memoryd("check", "--home", str(replica.home), env=on_postgres(dsn))
+        for replica in (first, second)
+    }
+    for ran in checked.values():
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "written through another process" in checked[first].stdout
+    assert "written through another process" not in checked[second].stdout
+    # A file that is no revision at all is a problem on any replica.
+    user_md = first.home / "memory" / "main" / "USER.md"
+    user_md.write_text("edited by hand\n", encoding="utf-8")
+    edited = run_memoryd("check", "--home", str(first.home), env=on_postgres(dsn))
+    assert edited.returncode == 1
+    assert "is not its current revision" in edited.stdout
 
 
 def test_postgres_migrations_run_once_and_refuse_an_edited_or_newer_schema(

@@ -7,11 +7,12 @@ worker answers SERVING for).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +33,9 @@ from memoryd.testing import postgres
 from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.server_process import ServerProcess
 from memoryd.testing.workers import channels_to_each_worker
-from tests.helpers import append, store, user
+from tests.helpers import append, prompt_files_lock, store, user
 from tests.review.test_compaction import WINDOW, compaction_requests, filler, summaries_or_nothing
-from tests.review_helpers import review_config
+from tests.review_helpers import eventually, review_config
 
 # Exercises storage: make test runs it on PostgreSQL too.
 pytestmark = pytest.mark.storage
@@ -349,6 +350,50 @@ async def test_prompt_files_end_as_the_newest_revision_whichever_worker_wrote_la
     assert "- Worker 1 wrote 149" in answers[0].user_md.splitlines()
     file = home / "memory" / conversation.agent_id / "USER.md"
     assert file.read_text(encoding="utf-8") == answers[0].user_md
+
+
+async def test_a_file_a_killed_worker_left_unwritten_is_rewritten_when_it_starts_again(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    """The fault between commit and file write: worker 0 commits a change of USER.md and waits
+    for the prompt-file lock; it is killed there. Its restart rewrites the file."""
+    home = tmp_path / "home"
+    server = start_server(home, workers=WORKERS).start()
+    victim = _pids(server)[0]
+    conversation = md.Conversation(agent_id="healing", channel="telegram", chat_id="heal")
+    file = home / "memory" / "healing" / "USER.md"
+    async with channels_to_each_worker(server.address, WORKERS) as (first, second):
+        memory, other = md.MemoryServiceStub(first), md.MemoryServiceStub(second)
+        row = await preference(memory, conversation, "drink", "Prefers tea")
+        assert "Prefers tea" in file.read_text(encoding="utf-8")
+
+        async def user_md() -> str:
+            answer = await other.GetPromptContext(
+                md.GetPromptContextRequest(agent_id="healing", owner_id=conversation.owner_id)
+            )
+            return answer.user_md
+
+        with prompt_files_lock(home):
+            update = asyncio.ensure_future(
+                memory.UpdateMemory(
+                    md.UpdateMemoryRequest(
+                        conversation=conversation, id=row.id, value="Prefers coffee"
+                    )
+                )
+            )
+            await eventually(lambda: _contains(user_md(), "Prefers coffee"))  # committed
+            os.kill(victim, signal.SIGKILL)
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                await update
+        restarted = await asyncio.to_thread(server.wait_for_event, Event.WORKER_STARTED, 60)
+        assert restarted["pid"] != victim
+        await asyncio.to_thread(server.wait_for_event, Event.PROMPT_FILES_RESYNCED, 60)
+        assert file.read_text(encoding="utf-8") == await user_md()
+    assert "Prefers coffee" in file.read_text(encoding="utf-8")
+
+
+async def _contains(text: Awaitable[str], part: str) -> bool:
+    return part in await text
 
 
 async def test_a_late_write_of_an_older_revision_never_replaces_a_newer_file(

@@ -236,6 +236,11 @@ def _check_database(connection: Transaction, report: CheckReport) -> None:
 
 
 def _check_prompt_files(connection: Transaction, home: Path, report: CheckReport) -> None:
+    """Each prompt file against its current revision. On PostgreSQL, replicas may serve the
+    store from other data directories: a file of an earlier revision, or none, is then what
+    this directory's last own write left, a note and not a problem; a file that is no revision
+    at all (edited by hand, cut short) is a problem everywhere."""
+    replicas = postgres(connection)
     for owner in maintenance.prompt_file_owners(connection):
         agent_id, owner_id = owner.agent_id, owner.owner_id
         records = memory_reads.render_input(connection, owner)
@@ -262,7 +267,20 @@ def _check_prompt_files(connection: Transaction, home: Path, report: CheckReport
                 on_disk = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError):
                 on_disk = None
-            if on_disk != current.content:
+            if on_disk == current.content:
+                continue
+            earlier = (
+                None if on_disk is None else resource_store.revision_with(connection, key, on_disk)
+            )
+            if replicas and (on_disk is None or earlier is not None):
+                # A replica keeps the files of its own writes: this one's is as it last wrote it.
+                report.notes.append(
+                    f"{label}: the file {path} is "
+                    f"{'absent' if earlier is None else f'revision {earlier}'}, and revision "
+                    f"{current.revision} was written through another process (each replica "
+                    "keeps the files of its own writes; a server started here rewrites them)"
+                )
+            else:
                 report.problems.append(
                     f"{label}: the file {path} is not its current revision (a server rewrites "
                     "it when it starts)"

@@ -5,21 +5,29 @@ the change and commits a revision for each file whose text changed. After the co
 writer thread, so in commit order) the changed files are written by temp file + rename and the
 prompt cache takes the new text: the file on disk is always the last committed render.
 
-At start-up every prompt file is checked against its current revision and rewritten if it
-differs (a crash between commit and write, a hand edit), and stray temp files are removed.
+A file that could not be written after its commit (a full disk, PostgreSQL gone while the
+process read the newest revision, a lock it could not take) is marked stale and rewritten from
+its current revision by `keep_converged`, which tries again every HEAL_SECONDS while any file is
+stale: so a file converges within seconds of the fault's end, whatever the fault and whether or
+not the write is retried. At every start, a worker's as well, every prompt file is checked
+against its current revision and rewritten if it differs (a process killed between commit and
+write, a hand edit), and stray temp files are removed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import datetime as dt
 import fcntl
+import functools
 import json
 import logging
 import os
 import secrets
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from memoryd.data_directory import PROMPT_FILES_LOCK
@@ -35,6 +43,7 @@ from memoryd.domain.resources import (
     prompt_file_path,
 )
 from memoryd.domain.tokens import count_tokens
+from memoryd.errors import MemorydError
 from memoryd.log_events import Event
 from memoryd.services.coherence import Coherence
 from memoryd.services.read_through import ReadThroughCache
@@ -45,6 +54,9 @@ from memoryd.storage.transaction import Transaction
 
 log = logging.getLogger("memoryd.prompt_files")
 TEMP_SUFFIX = ".tmp"
+# How often stale files are tried again: a file converges within this much of the fault's end
+# (plus one write).
+HEAL_SECONDS = 1.0
 PROMPT_TYPES = (ResourceType.USER_MD, ResourceType.MEMORY_MD)
 
 
@@ -101,6 +113,15 @@ class PromptFiles:
         self._coherence = coherence
         if coherence is not None:
             coherence.track(self.cache)
+        # Files whose write after a commit failed: rewritten from their current revision.
+        self._stale: set[str] = set()
+        self._stale_lock = threading.Lock()
+
+    @property
+    def stale(self) -> int:
+        """How many files wait to be rewritten from their current revision."""
+        with self._stale_lock:
+            return len(self._stale)
 
     # --- inside the write transaction (writer thread) ------------------------------------------
 
@@ -148,17 +169,35 @@ class PromptFiles:
         """Cache the committed state, then write the changed files.
 
         The cache first: GetPromptContext must follow the database even when a file cannot be
-        written (a full disk, a path taken by something else); the file is rewritten from its
-        revision at the next start.
+        written (a full disk, a path taken by something else); the file is then stale, and
+        rewritten from its current revision as soon as it can be (keep_converged).
         """
         self.cache.put(render.owner, render.state)
         for path, revision in render.revisions:
-            self.write_committed(path, revision.content)
+            self._attempt(path, functools.partial(self.write_committed, path, revision.content))
 
     def publish_revision(self, path: str, revision: Revision) -> None:
         """A single committed revision (a rollback): refresh the owner's cache, write the file."""
         self.cache.invalidate(OwnerKey(revision.key.agent_id, revision.key.scope_id))
-        self.write_committed(path, revision.content)
+        self._attempt(path, lambda: self.write_committed(path, revision.content))
+
+    def _attempt(self, relative: str, write: Callable[[], bool]) -> None:
+        """Write a file after its commit; on any failure, mark it stale for keep_converged
+        (one warning line, no traceback: the commit stands, and the file follows it)."""
+        try:
+            written = write()
+        except (MemorydError, OSError) as error:
+            written = False
+            log.warning(
+                "could not write %s after its commit (%s); it is rewritten from its current "
+                "revision as soon as it can be",
+                relative,
+                getattr(error, "message", None) or error,
+                extra={"event": Event.PROMPT_FILE_WRITE_FAILED, "path": relative},
+            )
+        if not written:
+            with self._stale_lock:
+                self._stale.add(relative)
 
     def write_committed(self, relative: str, content: str) -> bool:
         """Write a file after the commit of `content` (never on the event loop).
@@ -173,7 +212,7 @@ class PromptFiles:
         """
         if self._coherence is None or not self._coherence.shared:
             return self.write_file(relative, content)
-        with self._files_locked():
+        with self.files_locked():
             current = self._readers.read_now(
                 lambda connection: resource_store.current_content(connection, relative)
             )
@@ -187,7 +226,7 @@ class PromptFiles:
         Whether one was there."""
         if self._coherence is None or not self._coherence.shared:
             return self.remove_file(relative)
-        with self._files_locked():
+        with self.files_locked():
             current = self._readers.read_now(
                 lambda connection: resource_store.current_content(connection, relative)
             )
@@ -196,8 +235,49 @@ class PromptFiles:
                 return False
             return self.remove_file(relative)
 
+    # --- convergence after a fault ----------------------------------------------------------
+
+    async def keep_converged(self) -> None:
+        """Rewrite stale files from their current revision, every HEAL_SECONDS while any is
+        stale (until cancelled); a file whose storage is still away stays stale."""
+        while True:
+            await asyncio.sleep(HEAL_SECONDS)
+            if self.stale:
+                await asyncio.to_thread(self.heal)
+
+    def heal(self) -> int:
+        """One pass over the stale files: each rewritten from (or, its resource gone, removed
+        as) its current revision. Returns how many converged."""
+        with self._stale_lock:
+            stale = sorted(self._stale)
+        healed = 0
+        for relative in stale:
+            try:
+                with self.files_locked():
+                    current = self._readers.read_now(
+                        functools.partial(_current_content, relative=relative)
+                    )
+                    if current is None:
+                        self.remove_file(relative)
+                        written = True
+                    else:
+                        written = self.write_file(relative, current)
+            except (MemorydError, OSError):
+                continue  # still away: the next pass tries again
+            if written:
+                healed += 1
+                with self._stale_lock:
+                    self._stale.discard(relative)
+        if healed:
+            log.info(
+                "rewrote %d prompt file(s) from their current revision after a failed write",
+                healed,
+                extra={"event": Event.PROMPT_FILES_HEALED, "files": healed},
+            )
+        return healed
+
     @contextlib.contextmanager
-    def _files_locked(self) -> Iterator[None]:
+    def files_locked(self) -> Iterator[None]:
         """The data directory's prompt-file lock, held by one process at a time."""
         descriptor = os.open(self._home / PROMPT_FILES_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -223,7 +303,7 @@ class PromptFiles:
             with contextlib.suppress(OSError):
                 temp.unlink(missing_ok=True)
             log.error(  # noqa: TRY400 - the reason is enough; a traceback adds nothing here
-                "could not write %s (%s); it is rewritten from its revision at the next start",
+                "could not write %s (%s); it is rewritten from its revision as soon as it can be",
                 target,
                 error.strerror or error,
                 extra={"event": Event.PROMPT_FILE_WRITE_FAILED, "path": str(target)},
@@ -320,6 +400,10 @@ class ResyncReport:
     rewritten: int = 0
     moved: int = 0
     failed: int = 0
+
+
+def _current_content(connection: Transaction, *, relative: str) -> str | None:
+    return resource_store.current_content(connection, relative)
 
 
 def _load_state(connection: Transaction, owner: OwnerKey) -> PromptState:

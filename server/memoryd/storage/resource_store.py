@@ -61,6 +61,17 @@ def revision(connection: Transaction, key: ResourceKey, number: int) -> Revision
     return _revision(found[0]) if found else None
 
 
+def revision_with(connection: Transaction, key: ResourceKey, content: str) -> int | None:
+    """The newest revision of the resource whose content is `content`, or None."""
+    found = rows(
+        connection,
+        "SELECT max(v.revision) FROM resources AS s JOIN resource_revisions AS v "
+        f"ON v.resource_id = s.id WHERE {_KEY_MATCH} AND v.content_hash = ?",
+        (*_key_params(key), content_hash(content)),
+    )
+    return int(found[0][0]) if found and found[0][0] is not None else None
+
+
 def revisions(
     connection: Transaction, key: ResourceKey, *, before: int, limit: int
 ) -> list[Revision]:
