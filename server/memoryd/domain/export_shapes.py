@@ -81,8 +81,15 @@ SHAPES: dict[Kind, Shape] = {
         ),
         CONVERSATION_KEY,
         CONVERSATION_KEY,
-        # A running review's claim; the passive trigger's count (migration 0013) restarts at 0.
-        kept_out=("claim_token", "claimed_at", "passive_since_review"),
+        # A running review's claim; the passive trigger's count (migration 0013) restarts at 0;
+        # a long message's part cursor (migration 0018): an import reads that message whole again.
+        kept_out=(
+            "claim_token",
+            "claimed_at",
+            "passive_since_review",
+            "review_part_message_id",
+            "review_part_offset",
+        ),
     ),
     Kind.MESSAGE: Shape(
         (
