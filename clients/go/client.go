@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 
@@ -54,7 +56,7 @@ func NewClient(target string, options Options) (*Client, error) {
 	dial := []grpc.DialOption{
 		grpc.WithTransportCredentials(transport),
 		grpc.WithDefaultServiceConfig(ServiceConfig()),
-		grpc.WithChainUnaryInterceptor(unaryDefaults(options.Token, timeout)),
+		grpc.WithChainUnaryInterceptor(unaryDefaults(options.Token, timeout), retryKeyedAppends),
 		grpc.WithChainStreamInterceptor(streamDefaults(options.Token)),
 	}
 	conn, err := grpc.NewClient(target, append(dial, options.DialOptions...)...)
@@ -90,6 +92,49 @@ func unaryDefaults(token string, timeout time.Duration) grpc.UnaryClientIntercep
 	}
 }
 
+// RetryAttempts is how often an idempotent call, or a keyed append, is tried in all.
+const RetryAttempts = 4
+
+// IsKeyedAppend says whether a call is an AppendMessages that is safe to send again: every
+// message carries a client_message_id, so the server stores each once (and answers
+// APPEND_OUTCOME_DUPLICATE).
+func IsKeyedAppend(method string, req any) bool {
+	request, ok := req.(*pb.AppendMessagesRequest)
+	if !ok || method != pb.MemoryService_AppendMessages_FullMethodName || len(request.Messages) == 0 {
+		return false
+	}
+	for _, message := range request.Messages {
+		if message.ClientMessageId == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// retryKeyedAppends tries keyed appends again as the service config tries idempotent calls:
+// on UNAVAILABLE, or a CANCELLED the caller did not ask for, within the call's deadline.
+func retryKeyedAppends(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
+	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if !IsKeyedAppend(method, req) {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	delay := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		code := status.Code(err)
+		if err == nil || attempt >= RetryAttempts || ctx.Err() != nil ||
+			(code != codes.Unavailable && code != codes.Canceled) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, time.Second)
+	}
+}
+
 func streamDefaults(token string) grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
 		streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
@@ -98,9 +143,11 @@ func streamDefaults(token string) grpc.StreamClientInterceptor {
 }
 
 // ServiceConfig is the gRPC service config memoryd's clients use: the calls the contract marks
-// idempotent (idempotency_level NO_SIDE_EFFECTS or IDEMPOTENT) are retried on UNAVAILABLE, up to
-// four attempts with a growing backoff. Other calls are never retried: a write that may have
-// committed is for the caller to send again (with a client_message_id, it is skipped).
+// idempotent (idempotency_level NO_SIDE_EFFECTS or IDEMPOTENT) are retried on UNAVAILABLE, and on
+// a CANCELLED the caller did not ask for (a server that stops cancels the calls it had not
+// started yet: grpc/grpc#41785), up to four attempts with a growing backoff. Appends whose every
+// message has a client_message_id are retried likewise (IsKeyedAppend); other writes never are:
+// a write that may have committed is for the caller to send again.
 func ServiceConfig() string {
 	var names []map[string]string
 	for _, file := range []protoreflect.FileDescriptor{
@@ -133,11 +180,11 @@ func ServiceConfig() string {
 		"methodConfig": []any{map[string]any{
 			"name": names,
 			"retryPolicy": map[string]any{
-				"maxAttempts":          4,
+				"maxAttempts":          RetryAttempts,
 				"initialBackoff":       "0.1s",
 				"maxBackoff":           "1s",
 				"backoffMultiplier":    2,
-				"retryableStatusCodes": []string{"UNAVAILABLE"},
+				"retryableStatusCodes": []string{"UNAVAILABLE", "CANCELLED"},
 			},
 		}},
 	}

@@ -199,6 +199,26 @@ func TestServiceConfigRetriesOnlyIdempotentCalls(t *testing.T) {
 	}
 }
 
+func TestAnAppendIsRetriedOnlyWhenEveryMessageHasAClientMessageID(t *testing.T) {
+	keyed := &pb.NewMessage{Content: "hi", ClientMessageId: "m-1"}
+	method := pb.MemoryService_AppendMessages_FullMethodName
+	cases := []struct {
+		method string
+		req    any
+		want   bool
+	}{
+		{method, &pb.AppendMessagesRequest{Messages: []*pb.NewMessage{keyed, {Content: "b", ClientMessageId: "m-2"}}}, true},
+		{method, &pb.AppendMessagesRequest{Messages: []*pb.NewMessage{keyed, {Content: "no key"}}}, false},
+		{method, &pb.AppendMessagesRequest{}, false},
+		{pb.MemoryService_CommitTurn_FullMethodName, &pb.CommitTurnRequest{Messages: []*pb.NewMessage{keyed}}, false},
+	}
+	for i, c := range cases {
+		if got := IsKeyedAppend(c.method, c.req); got != c.want {
+			t.Errorf("case %d: IsKeyedAppend = %v, want %v", i, got, c.want)
+		}
+	}
+}
+
 func TestATranscriptCutMidStreamResumesWithoutLossOrDuplicate(t *testing.T) {
 	ctx := context.Background()
 	client := connect(t)

@@ -348,12 +348,16 @@ class _Supervisor:
             if code is None:
                 continue
             lived = time.monotonic() - worker.started
-            worker.early_deaths = worker.early_deaths + 1 if lived < EARLY_DEATH_SECONDS else 0
-            log.error(
-                "worker %d (pid %d) exited with %s after %.1fs; starting it again",
+            # Exit 0 is a worker that was told to stop (SIGTERM: a rolling restart) and drained.
+            stopped = code == 0
+            early = lived < EARLY_DEATH_SECONDS and not stopped
+            worker.early_deaths = worker.early_deaths + 1 if early else 0
+            log.log(
+                logging.INFO if stopped else logging.ERROR,
+                "worker %d (pid %d) %s after %.1fs; starting it again",
                 worker.index,
                 worker.process.pid,
-                _exit_text(code),
+                "stopped, its calls drained," if stopped else f"exited with {_exit_text(code)}",
                 lived,
                 extra={
                     "event": Event.WORKER_EXITED,

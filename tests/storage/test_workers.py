@@ -219,6 +219,110 @@ async def test_sigterm_drains_every_worker(
     assert not any(_alive(pid) for pid in pids)
 
 
+# The rolling restart's load: callers per channel, channels of the generated client (each on a
+# connection of its own, so both workers carry load), and bare channels with no retry policy.
+CALLERS_PER_CHANNEL = 8
+CLIENT_CHANNELS = 6
+BARE_CHANNELS = 3
+MAX_RESTARTS = 8
+
+
+async def test_a_rolling_restart_under_load_shows_no_error_to_the_generated_client(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    """SIGTERM to one worker, then the other, in turn, while callers search and append
+    (keyed by client_message_id) without pause. Calls in flight finish; the calls a stopping
+    worker had accepted but not started (gRPC cancels those: grpc/grpc#41785) and the calls it
+    refuses are tried again by the generated client's policy, on the other worker. Bare
+    channels beside them, without the policy, show that the restarts did refuse calls: the
+    restarts go on until they have (at most MAX_RESTARTS)."""
+    server = start_server(tmp_path / "home", workers=WORKERS).start()
+    pids = dict(enumerate(_pids(server)))
+    running = True
+    client_errors: list[str] = []
+    bare_refusals: list[grpc.StatusCode] = []
+    acknowledged: dict[str, set[str]] = {}
+
+    async def caller(channel: grpc.aio.Channel, name: str, *, bare: bool) -> None:
+        memory = md.MemoryServiceStub(channel)
+        conversation = md.Conversation(channel="telegram", chat_id=name)
+        stored = acknowledged.setdefault(name, set())
+        number = 0
+        while running:
+            number += 1
+            key = f"{name}-{number}"
+            try:
+                await append(
+                    memory, conversation, user(f"lighthouse {number}", client_message_id=key)
+                )
+                stored.add(key)
+                await memory.SearchHistory(
+                    md.SearchHistoryRequest(
+                        conversation=conversation, query="lighthouse", mode=md.SEARCH_MODE_LEXICAL
+                    )
+                )
+            except grpc.aio.AioRpcError as error:
+                if not bare:
+                    client_errors.append(f"{error.code().name}: {error.details()}")
+                elif error.code() in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE):
+                    bare_refusals.append(error.code())
+                else:
+                    raise
+
+    channels = [
+        md.connect(server.address, options=[("grpc.memoryd_connection", index)])
+        for index in range(CLIENT_CHANNELS)
+    ]
+    bare = [
+        grpc.aio.insecure_channel(
+            server.address,
+            options=[("grpc.enable_retries", 0), ("grpc.memoryd_connection", -1 - index)],
+        )
+        for index in range(BARE_CHANNELS)
+    ]
+    callers = [
+        asyncio.ensure_future(caller(channel, f"c{index}-{number}", bare=channel in bare))
+        for index, channel in enumerate([*channels, *bare])
+        for number in range(CALLERS_PER_CHANNEL)
+    ]
+    restarts = 0
+    try:
+        while restarts < MAX_RESTARTS and (restarts < WORKERS or not bare_refusals):
+            index = restarts % WORKERS
+            started = len(server.events(Event.WORKER_STARTED))
+            os.kill(pids[index], signal.SIGTERM)
+            while len(server.events(Event.WORKER_STARTED)) == started:
+                assert server.process.poll() is None, server.output
+                await asyncio.sleep(0.05)
+            pids[index] = server.events(Event.WORKER_STARTED)[-1]["pid"]
+            restarts += 1
+    finally:
+        running = False
+        await asyncio.gather(*callers)
+        for channel in [*channels, *bare]:
+            await channel.close()
+    assert client_errors == []
+    assert bare_refusals, f"{restarts} restarts under load refused no call"
+    exits = server.events(Event.WORKER_EXITED)
+    assert [(line["code"], line["level"]) for line in exits] == [(0, "info")] * restarts
+    # Every call a worker started was answered: none was cut by its stop.
+    statuses = {line["status"] for line in server.events(Event.RPC)}
+    assert statuses == {"OK"}, statuses
+    # Each keyed append is stored once, whatever the retries.
+    async with md.connect(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        for name, stored in acknowledged.items():
+            if not name.startswith(tuple(f"c{index}-" for index in range(CLIENT_CHANNELS))):
+                continue
+            state = await memory.GetConversation(
+                md.GetConversationRequest(
+                    conversation=md.Conversation(channel="telegram", chat_id=name)
+                )
+            )
+            assert state.message_count == len(stored), name
+    assert server.stop() == 0
+
+
 async def test_workers_stop_when_their_supervisor_is_killed(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 import memoryd_client
+from memoryd_client.client import APPEND_METHOD, keyed_append
 from tests.conftest import ROOT
 
 
@@ -95,7 +96,19 @@ def test_only_calls_marked_idempotent_are_retried() -> None:
     config = json.loads(memoryd_client.service_config())
     (policy,) = config["methodConfig"]
     assert len(policy["name"]) == len(retried)
-    assert policy["retryPolicy"]["retryableStatusCodes"] == ["UNAVAILABLE"]
+    assert policy["retryPolicy"]["retryableStatusCodes"] == ["UNAVAILABLE", "CANCELLED"]
+
+
+def test_an_append_is_retried_only_when_every_message_has_a_client_message_id() -> None:
+    def request(*keys: str) -> memoryd_client.AppendMessagesRequest:
+        return memoryd_client.AppendMessagesRequest(
+            messages=[memoryd_client.NewMessage(content="hi", client_message_id=k) for k in keys]
+        )
+
+    assert keyed_append(APPEND_METHOD, request("a", "b"))
+    assert not keyed_append(APPEND_METHOD, request("a", ""))
+    assert not keyed_append(APPEND_METHOD, request())
+    assert not keyed_append("/memoryd.v1.MemoryService/CommitTurn", request("a"))
 
 
 def test_wire_names_are_the_proto_package() -> None:

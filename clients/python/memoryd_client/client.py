@@ -2,13 +2,18 @@
 
 The channel sends a bearer token with every call when one is given, gives unary calls a default
 deadline, and retries the calls the contract marks idempotent (idempotency_level NO_SIDE_EFFECTS
-or IDEMPOTENT) on UNAVAILABLE through the gRPC service config; writes are never retried (send
-them again with a client_message_id, and the server skips what it stored).
+or IDEMPOTENT) through the gRPC service config, on UNAVAILABLE and on a CANCELLED that the client
+did not ask for (a server that stops cancels the calls it had not started yet: grpc/grpc#41785).
+An AppendMessages whose every message carries a client_message_id is retried the same way (the
+server skips what it stored, and says so: APPEND_OUTCOME_DUPLICATE); other writes are never
+retried.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +30,13 @@ from memoryd_client.v1 import records_pb2 as records_pb
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 DEFAULT_TIMEOUT_SECONDS = 30.0
 RETRY_ATTEMPTS = 4
+RETRY_FIRST_DELAY_SECONDS = 0.1
+RETRY_MAX_DELAY_SECONDS = 1.0
+# Statuses after which a call the server may not have run is tried again. A stopping server
+# answers CANCELLED for calls it had accepted but not started (grpc/grpc#41785); a CANCELLED the
+# caller asked for (its own cancel or deadline) ends the call as always.
+RETRYABLE_CODES = ("UNAVAILABLE", "CANCELLED")
+APPEND_METHOD = "/memoryd.v1.MemoryService/AppendMessages"
 _IDEMPOTENT = (
     descriptor_pb2.MethodOptions.NO_SIDE_EFFECTS,
     descriptor_pb2.MethodOptions.IDEMPOTENT,
@@ -49,7 +61,8 @@ def idempotent_methods() -> list[tuple[str, str]]:
 
 
 def service_config() -> str:
-    """The gRPC service config: idempotent calls retried on UNAVAILABLE with a growing delay."""
+    """The gRPC service config: idempotent calls retried on UNAVAILABLE or CANCELLED with a
+    growing delay."""
     return json.dumps(
         {
             "methodConfig": [
@@ -60,10 +73,10 @@ def service_config() -> str:
                     ],
                     "retryPolicy": {
                         "maxAttempts": RETRY_ATTEMPTS,
-                        "initialBackoff": "0.1s",
-                        "maxBackoff": "1s",
+                        "initialBackoff": f"{RETRY_FIRST_DELAY_SECONDS}s",
+                        "maxBackoff": f"{RETRY_MAX_DELAY_SECONDS:g}s",
                         "backoffMultiplier": 2,
-                        "retryableStatusCodes": ["UNAVAILABLE"],
+                        "retryableStatusCodes": list(RETRYABLE_CODES),
                     },
                 }
             ]
@@ -101,6 +114,45 @@ class _UnaryDefaults(grpc.aio.UnaryUnaryClientInterceptor):
         )
 
 
+def keyed_append(method: str, request: Any) -> bool:
+    """Whether a call is an AppendMessages that is safe to send again: every message carries a
+    client_message_id, so the server stores each once."""
+    return (
+        method == APPEND_METHOD
+        and bool(request.messages)
+        and all(message.client_message_id for message in request.messages)
+    )
+
+
+def retry_delay(attempt: int) -> float:
+    """The wait before try `attempt + 1` (the service config's growing backoff)."""
+    return float(min(RETRY_FIRST_DELAY_SECONDS * 2 ** (attempt - 1), RETRY_MAX_DELAY_SECONDS))
+
+
+class _RetryKeyedAppends(grpc.aio.UnaryUnaryClientInterceptor):
+    """Keyed appends (`keyed_append`) tried again as the service config tries idempotent calls,
+    within the call's one deadline."""
+
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        method = details.method.decode() if isinstance(details.method, bytes) else details.method
+        if not keyed_append(method, request):
+            return await continuation(details, request)
+        deadline = None if details.timeout is None else time.monotonic() + details.timeout
+        attempt = 1
+        while True:
+            call = await continuation(details, request)
+            code = await call.code()
+            if code.name not in RETRYABLE_CODES or attempt >= RETRY_ATTEMPTS:
+                return call
+            delay = retry_delay(attempt)
+            if deadline is not None and deadline - time.monotonic() <= delay:
+                return call
+            await asyncio.sleep(delay)
+            attempt += 1
+            if deadline is not None:
+                details = _details(details, details.metadata, deadline - time.monotonic())
+
+
 class _StreamToken(
     grpc.aio.UnaryStreamClientInterceptor,
     grpc.aio.StreamUnaryClientInterceptor,
@@ -136,7 +188,7 @@ def connect(
     that set none (None: no default); `credentials` secure the channel (None: plain text, for
     loopback and tests); `options` are added to memoryd's own channel options.
     """
-    interceptors: list[Any] = [_UnaryDefaults(token, timeout)]
+    interceptors: list[Any] = [_UnaryDefaults(token, timeout), _RetryKeyedAppends()]
     if token:
         interceptors.append(_StreamToken(token))
     channel_options = [

@@ -6,14 +6,16 @@
         chat.append(md.user("ada", "hello"))
 
 The channel behaves as the asyncio one does: the bearer token on every call, a default deadline
-for unary calls that set none, and the idempotent calls retried on UNAVAILABLE (the same service
-config). Errors are `grpc.RpcError`s that are also `grpc.Call`s (`.code()`, `.details()`), and
+for unary calls that set none, the idempotent calls retried on UNAVAILABLE or CANCELLED (the same
+service config), and appends whose every message has a client_message_id retried likewise.
+Errors are `grpc.RpcError`s that are also `grpc.Call`s (`.code()`, `.details()`), and
 `error_details` reads them.
 """
 
 from __future__ import annotations
 
 import collections
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,7 +24,11 @@ import grpc
 from memoryd_client.client import (
     DEFAULT_ADDRESS,
     DEFAULT_TIMEOUT_SECONDS,
+    RETRY_ATTEMPTS,
+    RETRYABLE_CODES,
     _Requests,
+    keyed_append,
+    retry_delay,
     service_config,
 )
 from memoryd_client.v1 import compaction_service_pb2 as compaction_pb
@@ -91,6 +97,38 @@ class _CallDetails(
     """grpc.ClientCallDetails with the token and the deadline filled in."""
 
 
+class _RetryKeyedAppends(grpc.UnaryUnaryClientInterceptor):
+    """Keyed appends (memoryd_client.client.keyed_append) tried again as the service config tries
+    idempotent calls, within the call's one deadline."""
+
+    def intercept_unary_unary(
+        self, continuation: Callable[..., Any], details: Any, request: Any
+    ) -> Any:
+        if not keyed_append(details.method, request):
+            return continuation(details, request)
+        deadline = None if details.timeout is None else time.monotonic() + details.timeout
+        attempt = 1
+        while True:
+            outcome = continuation(details, request)
+            code = outcome.code()
+            if code is None or code.name not in RETRYABLE_CODES or attempt >= RETRY_ATTEMPTS:
+                return outcome
+            delay = retry_delay(attempt)
+            if deadline is not None and deadline - time.monotonic() <= delay:
+                return outcome
+            time.sleep(delay)
+            attempt += 1
+            if deadline is not None:
+                details = _CallDetails(
+                    details.method,
+                    deadline - time.monotonic(),
+                    details.metadata,
+                    details.credentials,
+                    details.wait_for_ready,
+                    details.compression,
+                )
+
+
 def connect_sync(
     address: str = DEFAULT_ADDRESS,
     *,
@@ -110,7 +148,7 @@ def connect_sync(
         if credentials is None
         else grpc.secure_channel(address, credentials, options=channel_options)
     )
-    return grpc.intercept_channel(channel, _Defaults(token, timeout))
+    return grpc.intercept_channel(channel, _Defaults(token, timeout), _RetryKeyedAppends())
 
 
 class SyncConversation(_Requests):

@@ -47,7 +47,7 @@ import { Transcript, type TranscriptOpenInit } from "./transcript.js";
 
 /** The deadline of a call that sets none. */
 export const DEFAULT_TIMEOUT_MS = 30_000;
-/** Attempts of an idempotent call that fails with UNAVAILABLE. */
+/** Attempts of an idempotent call (or a keyed append) that fails with UNAVAILABLE or CANCELLED. */
 export const RETRY_ATTEMPTS = 4;
 
 export interface Options {
@@ -75,7 +75,7 @@ export function assistant(sender: string, content: string): NewMessageInit {
   return { role: Role.ASSISTANT, sender, content };
 }
 
-/** Whether the contract marks a method idempotent (then it is retried on UNAVAILABLE). */
+/** Whether the contract marks a method idempotent (then it is retried on UNAVAILABLE or CANCELLED). */
 export function isIdempotent(method: DescMethod): boolean {
   return (
     method.methodKind === "unary" &&
@@ -91,10 +91,25 @@ function bearer(token: string): Interceptor {
   };
 }
 
-/** Idempotent calls are tried again on UNAVAILABLE, up to RETRY_ATTEMPTS, with a growing
- * delay; writes never are (send them again with a client_message_id, and they are skipped). */
+/** Whether a call is an AppendMessages that is safe to send again: every message carries a
+ * client_message_id, so the server stores each once (and answers APPEND_OUTCOME_DUPLICATE). */
+export function isKeyedAppend(method: DescMethod, message: unknown): boolean {
+  if (method.name !== "AppendMessages" || method.parent.typeName !== "memoryd.v1.MemoryService") {
+    return false;
+  }
+  const messages = (message as { messages?: { clientMessageId?: string }[] }).messages ?? [];
+  return messages.length > 0 && messages.every((m) => Boolean(m.clientMessageId));
+}
+
+/** Idempotent calls and keyed appends are tried again on UNAVAILABLE, and on a CANCELLED the
+ * caller did not ask for (a server that stops cancels the calls it had not started yet:
+ * grpc/grpc#41785), up to RETRY_ATTEMPTS, with a growing delay; other writes never are (send
+ * them again with a client_message_id, and they are skipped). */
 const retryIdempotent: Interceptor = (next) => async (request) => {
-  if (request.stream || !isIdempotent(request.method)) {
+  if (
+    request.stream ||
+    !(isIdempotent(request.method) || isKeyedAppend(request.method, request.message))
+  ) {
     return next(request);
   }
   for (let attempt = 1; ; attempt++) {
@@ -102,10 +117,11 @@ const retryIdempotent: Interceptor = (next) => async (request) => {
       return await next(request);
     } catch (error) {
       const failure = ConnectError.from(error);
-      if (failure.code !== Code.Unavailable || attempt >= RETRY_ATTEMPTS || request.signal.aborted) {
+      const retryable = failure.code === Code.Unavailable || failure.code === Code.Canceled;
+      if (!retryable || attempt >= RETRY_ATTEMPTS || request.signal.aborted) {
         throw error;
       }
-      await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** (attempt - 1)));
+      await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** (attempt - 1), 1000)));
     }
   }
 };

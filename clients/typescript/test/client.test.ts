@@ -14,6 +14,7 @@ import {
   createTransport,
   errorDetails,
   isIdempotent,
+  isKeyedAppend,
   Memoryd,
   user,
 } from "../src/index.js";
@@ -85,6 +86,15 @@ test("only the calls the contract marks idempotent are retried", () => {
   assert.ok(!isIdempotent(methods.appendMessages));
   assert.ok(!isIdempotent(methods.commitTurn));
   assert.ok(!isIdempotent(methods.streamTranscript));
+});
+
+test("an append is retried only when every message carries a client_message_id", () => {
+  const methods = MemoryService.method;
+  const keyed = { clientMessageId: "m-1", content: "hi" };
+  assert.ok(isKeyedAppend(methods.appendMessages, { messages: [keyed, { ...keyed, clientMessageId: "m-2" }] }));
+  assert.ok(!isKeyedAppend(methods.appendMessages, { messages: [keyed, { content: "no key" }] }));
+  assert.ok(!isKeyedAppend(methods.appendMessages, { messages: [] }));
+  assert.ok(!isKeyedAppend(methods.commitTurn, { messages: [keyed] }));
 });
 
 test("a transcript cut mid-stream resumes without loss or duplicate", async () => {
