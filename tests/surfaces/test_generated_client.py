@@ -109,6 +109,7 @@ def test_an_append_is_retried_only_when_every_message_has_a_client_message_id() 
     assert not keyed_append(APPEND_METHOD, request("a", ""))
     assert not keyed_append(APPEND_METHOD, request())
     assert not keyed_append("/memoryd.v1.MemoryService/CommitTurn", request("a"))
+    assert not keyed_append(APPEND_METHOD, request("a").SerializeToString())  # raw bytes: unread
 
 
 def test_wire_names_are_the_proto_package() -> None:

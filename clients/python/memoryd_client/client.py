@@ -116,9 +116,11 @@ class _UnaryDefaults(grpc.aio.UnaryUnaryClientInterceptor):
 
 def keyed_append(method: str, request: Any) -> bool:
     """Whether a call is an AppendMessages that is safe to send again: every message carries a
-    client_message_id, so the server stores each once."""
+    client_message_id, so the server stores each once. A request sent as raw bytes is not read,
+    so it is never retried."""
     return (
         method == APPEND_METHOD
+        and isinstance(request, memory_pb.AppendMessagesRequest)
         and bool(request.messages)
         and all(message.client_message_id for message in request.messages)
     )
