@@ -236,6 +236,41 @@ async def test_postgres_going_away_answers_unavailable_then_recovers_without_a_r
     assert server.process.poll() is None  # the same process served throughout
 
 
+async def test_every_read_answers_once_postgresql_is_back_though_it_left_while_they_idled(
+    start_server: type[ServerProcess], tmp_path: Path, own_postgres: TemporaryPostgres
+) -> None:
+    """PostgreSQL restarts while no call comes: every reader connection of the pool is gone but
+    does not know it yet. The first reads after it is back each find one such connection, and
+    each answers (a read runs again on a new connection), to a caller that never retries. (A
+    background task that met one such connection took it for a new outage.)"""
+    dsn = database_dsn(own_postgres.dsn, tmp_path / "db")
+    # No background work: nothing reads between the restart and the calls.
+    config = '[memoryd.search]\nembeddings = "off"\n'
+    server = start_server(tmp_path / "home", config=config, env=on_postgres(dsn)).start()
+    conversation = md.Conversation(channel="t", chat_id="idle-readers")
+    calls = 24  # the pool has 4 connections ([memoryd.storage] pool_size)
+
+    async def burst(memory: md.MemoryServiceStub) -> list[int]:
+        answers = await asyncio.gather(
+            *(
+                memory.SearchHistory(
+                    md.SearchHistoryRequest(query="idle", conversation=conversation), timeout=15
+                )
+                for _ in range(calls)
+            )
+        )
+        return [len(answer.hits) for answer in answers]
+
+    # A bare channel: the generated client would retry an UNAVAILABLE read and hide it.
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        await append(memory, conversation, user("an idle reader"))
+        assert await burst(memory) == [1] * calls  # every reader connection opened
+        own_postgres.pause()
+        own_postgres.resume()
+        assert await burst(memory) == [1] * calls
+
+
 async def test_an_outage_is_one_warning_and_one_line_when_it_ends_never_a_crash(
     start_server: type[ServerProcess], tmp_path: Path, own_postgres: TemporaryPostgres
 ) -> None:

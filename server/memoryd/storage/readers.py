@@ -3,7 +3,9 @@
 Each thread opens its own read-only connection on first use (the backend says how). Every read
 function runs inside one read transaction, so it sees a single committed snapshot even across
 several statements. A connection that broke (PostgreSQL went away) is opened again by the next
-read of its thread.
+read of its thread; a read that finds its thread's connection broken while it sat idle (a
+PostgreSQL that restarted in between) runs once more on a new one, so that storage that is back
+does not fail one read a reader thread before each thread has noticed.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 from memoryd.errors import Unavailable
-from memoryd.storage.errors import translate_read_errors
+from memoryd.storage.errors import TRANSIENT_ERRORS, translate_read_errors
 from memoryd.storage.transaction import Transaction
 
 T = TypeVar("T")
@@ -67,13 +69,24 @@ class ReaderPool:
 
     def _read(self, run: Callable[[Transaction], T]) -> T:
         with translate_read_errors():
-            connection = self._connection()
-            connection.execute(self._begin)
+            idle: ReaderConnection | None = getattr(self._local, "connection", None)
+            reused = idle is not None and self._usable(idle)
             try:
-                return run(connection)
-            finally:
-                if self._usable(connection):
-                    connection.execute("COMMIT")
+                return self._read_on(self._connection(), run)
+            except TRANSIENT_ERRORS:
+                connection = getattr(self._local, "connection", None)
+                if not reused or connection is None or self._usable(connection):
+                    raise  # a new connection failed, or one that still works: storage is away
+            # The connection had broken while idle: a read changes nothing, so once more.
+            return self._read_on(self._connection(), run)
+
+    def _read_on(self, connection: ReaderConnection, run: Callable[[Transaction], T]) -> T:
+        connection.execute(self._begin)
+        try:
+            return run(connection)
+        finally:
+            if self._usable(connection):
+                connection.execute("COMMIT")
 
     def _connection(self) -> ReaderConnection:
         connection: ReaderConnection | None = getattr(self._local, "connection", None)
