@@ -6,7 +6,10 @@
 Each benchmark prints its own JSON document; this collects them, prints them all as one JSON
 document, then the summary tables. A benchmark that fails (a non-zero exit, or no JSON) is marked
 failed with the end of what it wrote to stderr, the others' figures are still printed, and the
-script exits non-zero only at the end. `--quick` runs every benchmark once with tiny sizes: a
+script exits non-zero only at the end. Each result is also written to `--record` (default
+bench/results/last-run.json) as soon as it comes, so a run that is cut off keeps what it measured;
+`--resume` runs only the benchmarks that file has no figures for, then prints the tables from it
+all. `--quick` runs every benchmark once with tiny sizes: a
 smoke check that each still runs (tests/server/test_benchmarks.py runs each that way), not figures.
 The machine is shared and noisy: compare ratios and medians, not single absolute times.
 """
@@ -172,9 +175,29 @@ def run(benchmark: Benchmark, *, quick: bool, locomo: str = "") -> dict[str, Any
     return document
 
 
-def collect(benchmarks: tuple[Benchmark, ...], *, quick: bool, locomo: str = "") -> dict[str, Any]:
-    """Every benchmark's result by name, in order; a failure never stops the others."""
-    return {item.name: run(item, quick=quick, locomo=locomo) for item in benchmarks}
+def collect(
+    benchmarks: tuple[Benchmark, ...],
+    *,
+    quick: bool,
+    locomo: str = "",
+    record: Path | None = None,
+    kept: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Every benchmark's result by name, in order; a failure never stops the others. Results in
+    `kept` are reused, not run again; `record` is rewritten after each benchmark."""
+    results: dict[str, Any] = {}
+    for item in benchmarks:
+        earlier = (kept or {}).get(item.name)
+        if earlier is not None and not ({"failed", "skipped"} & earlier.keys()):
+            results[item.name] = earlier
+            continue
+        results[item.name] = run(item, quick=quick, locomo=locomo)
+        if record is not None:
+            record.parent.mkdir(parents=True, exist_ok=True)
+            partial = record.with_name(record.name + ".partial")
+            partial.write_text(json.dumps(results, indent=2))
+            partial.replace(record)
+    return results
 
 
 def failures(results: dict[str, Any]) -> dict[str, str]:
@@ -211,14 +234,31 @@ def main() -> int:
         default=os.environ.get("LOCOMO", ""),
         help="LoCoMo's data/locomo10.json (default $LOCOMO): runs bench/retrieval_quality.py",
     )
+    parser.add_argument(
+        "--record",
+        type=Path,
+        default=None,
+        help="where each result is written as it comes (default bench/results/last-run.json, "
+        "or last-quick.json with --quick)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="reuse the figures already in --record; run only the benchmarks it lacks",
+    )
     args = parser.parse_args()
+    if args.record is None:
+        args.record = ROOT / "results" / ("last-quick.json" if args.quick else "last-run.json")
+    kept: dict[str, Any] = {}
+    if args.resume and args.record.exists():
+        kept = json.loads(args.record.read_text())
     wanted = {name for name in args.only.split(",") if name}
     chosen = tuple(
         item
         for item in BENCHMARKS
         if not wanted or item.name.split(".")[0] in wanted or item.name in wanted
     )
-    results = collect(chosen, quick=args.quick, locomo=args.locomo)
+    results = collect(chosen, quick=args.quick, locomo=args.locomo, record=args.record, kept=kept)
     print(json.dumps(results, indent=2))
     print_tables(results)
     failed = failures(results)

@@ -96,7 +96,8 @@ def test_a_failed_benchmark_is_marked_and_the_others_figures_are_kept(
         run_all.Benchmark("auth_overhead", str(tmp_path / "fine.py")),
     )
     monkeypatch.setattr(run_all, "BENCHMARKS", benchmarks)
-    monkeypatch.setattr(sys, "argv", ["run_all.py", "--quick"])
+    record = tmp_path / "record.json"
+    monkeypatch.setattr(sys, "argv", ["run_all.py", "--quick", "--record", str(record)])
     assert run_all.main() == 1
     printed = capsys.readouterr()
     document = json.loads(printed.out[: printed.out.index("\nmachine:")])
@@ -107,3 +108,28 @@ def test_a_failed_benchmark_is_marked_and_the_others_figures_are_kept(
     assert "| AppendMessages | not run | |" in printed.out
     assert "ran: 1 of 2; failed: transfer_throughput" in printed.out
     assert "FAILED: transfer_throughput: exit status 1" in printed.err
+
+
+def test_a_resumed_run_keeps_the_recorded_figures_and_runs_only_what_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run cut off or failed part-way is finished with --resume: what the record holds is not
+    measured again (the script it came from is gone here), what failed is run again."""
+    (tmp_path / "stale.py").write_text(FAILING)
+    (tmp_path / "fine.py").write_text(SUCCEEDING)
+    benchmarks = (
+        run_all.Benchmark("transfer_throughput", str(tmp_path / "stale.py")),
+        run_all.Benchmark("auth_overhead", str(tmp_path / "fine.py")),
+    )
+    monkeypatch.setattr(run_all, "BENCHMARKS", benchmarks)
+    record = tmp_path / "record.json"
+    monkeypatch.setattr(sys, "argv", ["run_all.py", "--quick", "--record", str(record)])
+    assert run_all.main() == 1
+    assert json.loads(record.read_text())["auth_overhead"] == {"benchmark": "fine", "figure": 42}
+    (tmp_path / "fine.py").unlink()
+    (tmp_path / "stale.py").write_text(SUCCEEDING)
+    monkeypatch.setattr(sys, "argv", ["run_all.py", "--resume", "--record", str(record)])
+    assert run_all.main() == 0
+    printed = capsys.readouterr()
+    assert "ran: 2 of 2; failed: none" in printed.out
+    assert json.loads(record.read_text())["transfer_throughput"]["figure"] == 42
