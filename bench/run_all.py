@@ -409,6 +409,8 @@ def print_tables(results: dict[str, Any]) -> None:
     )
     print("|---|---|---|---|---|")
     _row("workers", r, ("worker_throughput",), lambda: print_workers(r["worker_throughput"]))
+    print("\n| measure | memoryd | baseline or target |")
+    print("|---|---|---|")
     for backend in BACKENDS:
         name = f"retrieval_quality.{backend}"
         _row(
