@@ -21,6 +21,8 @@ import threading
 from memoryd.domain.conversation import ConversationKey, HistoryScope
 from memoryd.domain.fusion import (
     FUSION_DEPTH,
+    WIDE_FUSION_DEPTH,
+    Cues,
     Scores,
     SearchMode,
     above_floor,
@@ -197,7 +199,8 @@ class HistorySearch:
 
             found = await self._readers.read(words_alone)
             return dataclasses.replace(found, hits=snippets_filled(found.hits, plan))
-        depth = max(limit, FUSION_DEPTH)
+        wide = not isinstance(scope, ConversationKey)
+        depth = max(limit, WIDE_FUSION_DEPTH if wide else FUSION_DEPTH)
         # The query's vector and then its nearest vectors on one side; a reader finds the
         # words beside them (two cores).
         nearest_call = asyncio.ensure_future(
@@ -235,7 +238,14 @@ class HistorySearch:
                 return dataclasses.replace(found, unembedded=unembedded)
             else:
                 found = fused(
-                    connection, scope, words, nearest, kinds=kind_filter, limit=limit, floor=floor
+                    connection,
+                    scope,
+                    words,
+                    nearest,
+                    kinds=kind_filter,
+                    limit=limit,
+                    floor=floor,
+                    cues=Cues.of(query),
                 )
             hits = with_word_snippets(connection, found.hits, plan)
             return dataclasses.replace(found, hits=hits, unembedded=unembedded)
@@ -281,10 +291,11 @@ def fused(
     kinds: tuple[str, ...],
     limit: int,
     floor: float = 0.0,
+    cues: Cues | None = None,
 ) -> Found:
-    """Both rankings and the conversation context as one ranking (memoryd.domain.fusion),
-    above the similarity floor; the words alone, ranked as lexical() ranks them, when
-    `nearest` is empty."""
+    """Both rankings, the query's cues and the conversation context as one ranking
+    (memoryd.domain.fusion), above the similarity floor; the words alone, ranked as lexical()
+    ranks them, when `nearest` is empty."""
     semantic = nearest
     if kinds and nearest:  # the vectors know no kinds: keep the nearest of the asked kinds only
         wanted = reads.messages_by_ids(connection, scope, [item for item, _ in nearest], kinds)
@@ -295,7 +306,20 @@ def fused(
     context.update(
         reads.neighbours(connection, [item for item, _ in semantic if item not in context])
     )
-    ranking, cut = above_floor(fuse(words.ranked, semantic, context), floor, context)
+    ranked = {item for item, _ in words.ranked} | {item for item, _ in semantic}
+    around = ranked | {near for item in ranked for near in context.get(item, ()) if near}
+    farther = reads.neighbours(connection, sorted(around), distance=2)
+    said = reads.said(connection, sorted(ranked), kinds)
+    fusion = fuse(
+        words.ranked,
+        semantic,
+        context,
+        farther=farther,
+        cues=cues,
+        said=said,
+        across_conversations=not isinstance(scope, ConversationKey),
+    )
+    ranking, cut = above_floor(fusion, floor, context)
     # A neighbour may be of another kind than asked for: keep a few spare.
     hits = hits_of(connection, scope, words, ranking[: 3 * limit], kinds=kinds, limit=limit)
     return Found(hits, cut)
