@@ -24,6 +24,11 @@ rule (memoryd.domain.fusion.above_floor, a message's neighbours being the turns 
 it), reporting recall@k on each half and, for OFF_TOPIC (questions about nothing LoCoMo's chats
 hold, asked of every conversation), how many answers come back empty. The server's default
 floor is the highest whose recall@10 on conversations 1-5 is at most 0.5 below no floor's.
+
+`--scopes conversation,agent` asks each question of its conversation (the default), and of the
+whole agent (all ten conversations under one agent). `--home DIR` (SQLite) keeps the loaded and
+embedded data directory: a later run with the same DIR starts the server on it and asks at once,
+so that a change of ranking is measured in a minute, not after a new load.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ import grpc
 
 import memoryd_client as md
 from memoryd.domain.fusion import Scores, above_floor
+from memoryd.domain.time_expressions import asked_span
 from memoryd.testing.server_process import ServerProcess
 
 KS = (1, 5, 10, 25, 50)
@@ -180,8 +186,11 @@ def load_dataset(path: Path) -> tuple[dict[str, list[Turn]], list[Question]]:
     return conversations, questions
 
 
+AGENT = "bench"
+
+
 def conversation_of(sample: str) -> md.Conversation:
-    return md.Conversation(agent_id="bench", owner_id=sample, channel="locomo", chat_id=sample)
+    return md.Conversation(agent_id=AGENT, owner_id=sample, channel="locomo", chat_id=sample)
 
 
 def append_all(memory: md.MemoryServiceStub, conversations: dict[str, list[Turn]]) -> float:
@@ -220,13 +229,18 @@ def recall_at(ranked: list[str], evidence: set[str], k: int) -> float:
 
 
 def summarise(questions: list[Question], rankings: list[list[str]]) -> dict[str, object]:
-    """recall@k in percent for conversations 1-5, 6-10, all, and per category (all)."""
+    """recall@k in percent for conversations 1-5, 6-10, all; and over all ten, per category,
+    per number of evidence turns, and for questions naming a date or not."""
     groups: dict[str, list[int]] = defaultdict(list)
     for index, question in enumerate(questions):
         half = "conversations 1-5" if question.sample in DEVELOPMENT else "conversations 6-10"
         groups[half].append(index)
         groups["all ten"].append(index)
         groups[f"category {question.category} ({CATEGORIES[question.category]})"].append(index)
+        evidence = len(question.evidence)
+        groups[f"evidence turns: {evidence if evidence < 4 else '4 or more'}"].append(index)
+        dated = asked_span(question.text) is not None
+        groups["names a date" if dated else "names no date"].append(index)
     table: dict[str, object] = {}
     for name in sorted(groups, key=lambda n: (not n.startswith("conv"), n != "all ten", n)):
         members = groups[name]
@@ -269,21 +283,28 @@ def plain_fts5(conversations: dict[str, list[Turn]], questions: list[Question]) 
 
 
 def through_server(
-    memory: md.MemoryServiceStub, questions: list[Question], mode: int
+    memory: md.MemoryServiceStub, questions: list[Question], mode: int, scope: str = "conversation"
 ) -> tuple[list[list[str]], list[float]]:
-    """Rankings and client latencies (ms) of SearchHistory in one mode."""
+    """Rankings and client latencies (ms) of SearchHistory in one mode and scope. In the agent
+    scope a hit of another conversation counts as a miss (dialog ids repeat across them)."""
     rankings, latencies = [], []
     for question in questions:
-        request = md.SearchHistoryRequest(
-            query=question.text,
-            conversation=conversation_of(question.sample),
-            limit=max(KS),
-            mode=mode,
-        )
+        request = md.SearchHistoryRequest(query=question.text, limit=max(KS), mode=mode)
+        if scope == "agent":
+            request.agent.agent_id = AGENT
+        else:
+            request.conversation.CopyFrom(conversation_of(question.sample))
         began = time.perf_counter()
         response = memory.SearchHistory(request)
         latencies.append((time.perf_counter() - began) * 1000)
-        rankings.append([hit.message.client_message_id for hit in response.hits])
+        rankings.append(
+            [
+                hit.message.client_message_id
+                if hit.message.conversation.chat_id == question.sample
+                else "elsewhere"
+                for hit in response.hits
+            ]
+        )
     return rankings, latencies
 
 
@@ -399,29 +420,37 @@ def run_server(
     modes: list[str],
     log: Callable[[str], None],
     floors: list[float] | None = None,
+    scopes: tuple[str, ...] = ("conversation",),
+    kept_home: Path | None = None,
 ) -> dict[str, object]:
-    """Load through a real server on `backend` and measure each mode."""
+    """Load through a real server on `backend` and measure each mode (in each scope). With
+    `kept_home`, a data directory loaded by an earlier run is asked at once."""
     results: dict[str, object] = {}
     with (
         tempfile.TemporaryDirectory() as scratch,
         backends.started([backend], Path(scratch)) as places,
     ):
-        home = Path(scratch) / "home"
+        home = kept_home or Path(scratch) / "home"
+        loaded = home / "retrieval-quality-loaded"
         server = ServerProcess(home, config=path_config, env=places.env(backend, home)).start()
         try:
             with grpc.insecure_channel(server.address) as channel:
                 memory = md.MemoryServiceStub(channel)
                 admin = memory
-                append_seconds = append_all(memory, conversations)
-                log(f"appended in {append_seconds:.1f} s; embedding")
+                append_seconds = 0.0
+                if not loaded.exists():
+                    append_seconds = append_all(memory, conversations)
+                    log(f"appended in {append_seconds:.1f} s; embedding")
                 embed_seconds = wait_for_embeddings(admin) if modes != ["lexical"] else 0.0
+                if kept_home is not None:
+                    loaded.touch()
                 turns = sum(len(t) for t in conversations.values())
                 results["load"] = {
                     "turns": turns,
                     "append_seconds": round(append_seconds, 2),
                     "embedding_seconds_after_append": round(embed_seconds, 1),
                     "embedded_messages_per_second": round(turns / embed_seconds, 1)
-                    if embed_seconds
+                    if embed_seconds and append_seconds
                     else None,
                 }
                 for name in ("hybrid", "semantic") if floors else ():
@@ -431,16 +460,18 @@ def run_server(
                     results[f"similarity floors ({name})"] = calibrate(
                         floors or [], questions, answered, off_topic, context=name == "hybrid"
                     )
-                for name in modes:
-                    rankings, latencies = through_server(memory, questions, MODES[name])
-                    log(f"{name}: done")
-                    results[f"memoryd {name}"] = summarise(questions, rankings) | {
-                        "client_ms": {
-                            "p50": round(percentile(latencies, 0.5), 2),
-                            "p99": round(percentile(latencies, 0.99), 2),
+                for scope in scopes:
+                    suffix = "" if scope == "conversation" else f", {scope} scope"
+                    for name in modes:
+                        rankings, latencies = through_server(memory, questions, MODES[name], scope)
+                        log(f"{name}{suffix}: done")
+                        results[f"memoryd {name}{suffix}"] = summarise(questions, rankings) | {
+                            "client_ms": {
+                                "p50": round(percentile(latencies, 0.5), 2),
+                                "p99": round(percentile(latencies, 0.99), 2),
+                            }
                         }
-                    }
-                if "hybrid" in modes:
+                if "hybrid" in modes and "conversation" in scopes:
                     results["memoryd hybrid"] |= {  # type: ignore[operator]
                         "off-topic answers empty": empty_off_topic(memory, list(conversations))
                     }
@@ -463,7 +494,22 @@ def main() -> int:
         type=lambda text: [float(item) for item in text.split(",") if item],
         help="similarity floors to calibrate, comma-separated (the server runs with none)",
     )
+    parser.add_argument(
+        "--scopes",
+        default="conversation",
+        help="comma-separated: conversation (each question of its own), agent (of all ten)",
+    )
+    parser.add_argument(
+        "--home",
+        type=Path,
+        help="keep the loaded data directory here (SQLite), and ask at once when it is loaded",
+    )
     args = parser.parse_args()
+    if args.home is not None and args.backend != "sqlite":
+        sys.exit("--home keeps a SQLite data directory: use it with --backend sqlite")
+    scopes = tuple(scope for scope in args.scopes.split(",") if scope)
+    if not set(scopes) <= {"conversation", "agent"}:
+        sys.exit(f"unknown scope in {args.scopes!r}; choose from conversation, agent")
     conversations, questions = load_dataset(args.dataset)
     modes = [mode for mode in args.modes.split(",") if mode]
     for mode in modes:
@@ -493,6 +539,8 @@ def main() -> int:
         modes=modes,
         log=log,
         floors=args.floors,
+        scopes=scopes,
+        kept_home=args.home,
     )
     print(json.dumps(result, indent=2))
     return 0

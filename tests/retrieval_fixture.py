@@ -68,3 +68,64 @@ QUESTIONS: tuple[Question, ...] = (
     # Typos.
     Question("restaurnt recomendation", 9, 3, words_find_it=False),
 )
+
+
+# --- a timeline: days apart, relative dates, evidence spread out, and a second chat on the same
+# topics under the same agent (another owner) -----------------------------------------------------
+
+ANA = "Ana"
+BEN = "Ben"
+CHEN = "Chen"
+DANA = "Dana"
+# The first message's day: Monday 4 March 2024.
+TIMELINE_START = (2024, 3, 4)
+
+# (days after TIMELINE_START, sender, text), in order: Ana and Ben's chat.
+TIMELINE: tuple[tuple[int, str, str], ...] = (
+    (0, ANA, "Back from the coast. We went sailing yesterday and the wind was wild."),
+    (0, BEN, "Sounds great. I spent the weekend repainting the kitchen."),
+    (3, ANA, "The new job starts next Monday and I'm a bit nervous."),
+    (3, BEN, "You'll be fine. I booked the dentist for the twentieth."),
+    (10, ANA, "My first week at the new job went well, the team is friendly."),
+    (10, BEN, "Glad to hear it. My sister visited us two weeks ago."),
+    (30, ANA, "I ran my first half marathon last Sunday!"),
+    (30, BEN, "Impressive! What was your time?"),
+    (30, ANA, "Two hours and five minutes, I was exhausted."),
+    (45, ANA, "We adopted a dog last month, his name is Biscuit."),
+    (45, BEN, "Biscuit is a perfect name for a dog."),
+    (60, ANA, "Work is busy, the team launches the app in June."),
+)
+
+# Chen and Dana's chat, under the same agent: the same topics, other people.
+OTHER_TIMELINE: tuple[tuple[int, str, str], ...] = (
+    (1, CHEN, "We went sailing yesterday too, the harbour was calm."),
+    (1, DANA, "I prefer the mountains to the sea."),
+    (20, CHEN, "I signed up for a half marathon in the autumn."),
+    (20, DANA, "We adopted a cat, her name is Miso."),
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TimelineQuestion:
+    """A query; the indexes in TIMELINE of its answers, each to be within `within`; and whether
+    it is asked of the whole agent (both chats) rather than of Ana and Ben's chat."""
+
+    query: str
+    answers: tuple[int, ...]
+    within: int
+    whole_agent: bool = False
+
+
+TIMELINE_QUESTIONS: tuple[TimelineQuestion, ...] = (
+    # The day is named; the answer says "yesterday", and was said the day after.
+    TimelineQuestion("What did Ana do on 3 March 2024?", (0,), 1),
+    # A month named: "last month" said in mid-April is March.
+    TimelineQuestion("What happened to Ana in March?", (0, 9), 5),
+    # "When": the answer says when.
+    TimelineQuestion("When did Ana run a half marathon?", (6,), 1),
+    # Spread out: the evidence is in two sessions, a month apart.
+    TimelineQuestion("Which sports does Ana do?", (0, 6), 5),
+    # Across chats: Chen sailed too and signed up for a half marathon, but the question is Ana's.
+    TimelineQuestion("Where did Ana go sailing?", (0,), 1, whole_agent=True),
+    TimelineQuestion("What is the name of Ana's dog?", (9,), 2, whole_agent=True),
+)

@@ -8,6 +8,7 @@ tells from outside which vectors the search compared.
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import grpc
@@ -17,7 +18,7 @@ import memoryd_client as md
 from memoryd.testing.fake_embeddings import FakeEmbeddings
 from memoryd.testing.server_process import ServerProcess
 from tests.backends import on_postgres
-from tests.helpers import append, rpc_error, user
+from tests.helpers import append, rpc_error, run_memoryd, user
 
 # Exercises storage: make test runs it on PostgreSQL too.
 pytestmark = pytest.mark.storage
@@ -133,6 +134,120 @@ async def test_a_failing_endpoint_is_retried_and_words_still_find_meanwhile(
             recovered = await caught_up(memory)
             assert recovered.last_error == ""
             assert await semantic(memory, conversation, "zebra") == ["the zebra crossing is closed"]
+    finally:
+        assert server.stop() == 0, server.output
+
+
+async def test_answers_count_what_has_no_vector_yet_until_the_embedder_reaches_it(
+    tmp_path: Path, endpoint: FakeEmbeddings
+) -> None:
+    """A bulk load's searches are by words alone for what is not embedded yet: the answers of
+    SearchHistory and Recall say how much of their scope that is, before the first vector (no
+    model yet), after it, and when the query itself cannot be embedded (all of the scope); 0
+    once the embedder has caught up."""
+    endpoint.fail(503, times=1_000_000)
+    server = ServerProcess(tmp_path / "home", config=provider_config(endpoint)).start()
+    conversation, other = (
+        md.Conversation(agent_id="bot", owner_id="ada", channel="telegram", chat_id=chat)
+        for chat in ("lessons", "errands")
+    )
+    owner = md.OwnerScope(agent_id="bot", owner_id="ada")
+
+    async def unembedded(mode: int, query: str = "violin lessons", **scope: object) -> int:
+        request = md.SearchHistoryRequest(query=query, mode=mode, **scope)
+        answer = await memory.SearchHistory(request)
+        if mode != md.SEARCH_MODE_SEMANTIC:  # the words find it whatever the vectors
+            assert TEXTS[1] in [hit.message.content for hit in answer.hits]
+        return int(answer.unembedded)
+
+    async def recalled(mode: int, query: str = "violin lessons") -> int:
+        answer = await memory.Recall(
+            md.RecallRequest(
+                conversation=conversation,
+                query=query,
+                source=md.RECALL_SOURCE_ALL,
+                scope=md.RECALL_SCOPE_ALL,
+                mode=mode,
+            )
+        )
+        return int(answer.unembedded)
+
+    try:
+        async with md.connect(server.address) as channel:
+            memory = md.MemoryServiceStub(channel)
+            await append(memory, conversation, *(user(text) for text in TEXTS))
+            await append(memory, other, user("violin lessons moved to tuesday"))
+            # No vector at all yet: every message of the scope is counted.
+            assert await unembedded(md.SEARCH_MODE_HYBRID, conversation=conversation) == 3
+            assert await unembedded(md.SEARCH_MODE_SEMANTIC, conversation=conversation) == 3
+            assert await unembedded(md.SEARCH_MODE_UNSPECIFIED, owner=owner) == 4
+            assert await unembedded(md.SEARCH_MODE_LEXICAL, conversation=conversation) == 0
+            endpoint.recover()
+            await caught_up(memory, least=4)
+            # The embedder is stuck on what mentions the teacher; queries are embedded.
+            endpoint.hold("teacher")
+            await append(memory, conversation, user("violin lessons with the new teacher"))
+            await append(memory, other, user("violin strings for the teacher"))
+            await memory.StoreMemory(
+                md.StoreMemoryRequest(
+                    owner=owner,
+                    key="instrument",
+                    value="plays the violin for her teacher",
+                    category=md.CATEGORY_INTEREST,
+                )
+            )
+            assert await unembedded(md.SEARCH_MODE_HYBRID, conversation=conversation) == 1
+            assert await unembedded(md.SEARCH_MODE_HYBRID, owner=owner) == 2
+            assert await unembedded(md.SEARCH_MODE_SEMANTIC, conversation=conversation) == 1
+            # The owner's history (2 messages) and the owner's row.
+            assert await recalled(md.SEARCH_MODE_HYBRID) == 3
+            assert await recalled(md.SEARCH_MODE_LEXICAL) == 0
+            address = ("--address", server.address)
+            found = await asyncio.to_thread(
+                run_memoryd, "search", "violin", "--agent", "bot", "--owner", "ada", *address
+            )
+            assert found.stdout.splitlines()[-1].startswith("note: 2 messages of this scope have")
+            watched = await asyncio.to_thread(
+                run_memoryd,
+                "embeddings",
+                "--watch",
+                "--interval",
+                "0.1",
+                "--timeout",
+                "0.3",
+                "--json",
+                *address,
+            )
+            assert watched.returncode == 1, watched.stderr  # still waiting at the timeout
+            reports = [json.loads(line) for line in watched.stdout.splitlines()]
+            assert len(reports) >= 2
+            assert {report["waiting"] for report in reports} == {3}
+            assert reports[-1]["per_second"] == 0
+            # The provider is down: a new query has no vector, so nothing is seen by meaning (a
+            # query asked before keeps its vector).
+            endpoint.fail(503, times=1_000_000)
+            new = "violin lessons again"
+            assert await unembedded(md.SEARCH_MODE_HYBRID, new, conversation=conversation) == 4
+            assert await unembedded(md.SEARCH_MODE_HYBRID, conversation=conversation) == 1
+            assert await recalled(md.SEARCH_MODE_HYBRID, new) == 6 + 1
+            error = await rpc_error(
+                memory.SearchHistory(
+                    md.SearchHistoryRequest(
+                        query=new, conversation=conversation, mode=md.SEARCH_MODE_SEMANTIC
+                    )
+                )
+            )
+            assert error.code() == grpc.StatusCode.UNAVAILABLE
+            assert error.details().startswith("the query could not be embedded: provider")
+            endpoint.recover()
+            watched = await asyncio.to_thread(
+                run_memoryd, "embeddings", "--watch", "--interval", "0.1", *address
+            )
+            assert watched.returncode == 0, watched.stderr
+            assert watched.stdout.splitlines()[-1].startswith("0 waiting, 7 embedded")
+            await caught_up(memory, least=6)
+            assert await unembedded(md.SEARCH_MODE_HYBRID, owner=owner) == 0
+            assert await recalled(md.SEARCH_MODE_HYBRID) == 0
     finally:
         assert server.stop() == 0, server.output
 

@@ -30,8 +30,10 @@ import pytest
 
 import memoryd_client as md
 from memoryd.testing.configs import review_config
+from memoryd.testing.fake_embeddings import FakeEmbeddings
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
+from tests.memory.test_embedding_providers import provider_config
 
 pytestmark = pytest.mark.slow
 
@@ -580,3 +582,35 @@ def test_a_page_that_rebinds_its_name_to_memoryd_reads_nothing(tmp_path: Path) -
                 assert server.stop() == 0, server.output
     finally:
         browser.quit()
+
+
+def test_the_overview_follows_a_bulk_loads_embedding(tmp_path: Path) -> None:
+    """While vectors are being made, the overview's embedding queue says what waits and the
+    rate, and says so once every message has its vector."""
+    with FakeEmbeddings() as endpoint:
+        server = ServerProcess(tmp_path / "home", config=TOKENS + provider_config(endpoint)).start()
+        try:
+            endpoint.hold("loaded")
+            with md.connect_sync(server.address, token=ADMIN) as channel:
+                md.MemoryServiceStub(channel).AppendMessages(
+                    md.AppendMessagesRequest(
+                        conversation=CONVERSATION,
+                        messages=[
+                            md.NewMessage(role=md.ROLE_USER, content=f"bulk loaded message {n}")
+                            for n in range(3)
+                        ],
+                    )
+                )
+            browser = chromium(tmp_path)
+            try:
+                console = Console(server, browser, tmp_path)
+                console.sign_in(ADMIN)
+                console.open("/")
+                console.wait("[data-embedding-queue='3']", "/s")  # a second report has a rate
+                endpoint.recover()
+                done = console.wait("[data-embedding-queue='0']", timeout=60)
+                assert done.text == "0 waiting: every message and row has its vector"
+            finally:
+                browser.quit()
+        finally:
+            assert server.stop() == 0, server.output

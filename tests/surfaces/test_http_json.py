@@ -26,7 +26,9 @@ from hypothesis import HealthCheck, given, settings
 import memoryd_client as md
 from memoryd.api.connect_http import HTTP_STATUS
 from memoryd.api.status import STATUS
+from memoryd.testing.fake_embeddings import FakeEmbeddings
 from memoryd.testing.server_process import ServerProcess
+from tests.memory.test_embedding_providers import provider_config
 from tests.rpc_fuzz import METHODS, RPCS, Case, Target, cases
 
 HTTP_ON = '[memoryd.http]\nlisten = "127.0.0.1:0"\ncors_origins = "https://console.example"\n'
@@ -365,3 +367,52 @@ def test_search_hits_carry_their_scores_and_nothing_found_says_so(served: Server
     assert status == 200
     assert nothing.get("hits", []) == []
     assert nothing["belowFloor"] == 1
+
+
+def test_search_and_recall_say_what_meaning_could_not_see_yet(tmp_path: Path) -> None:
+    """Over HTTP as over gRPC: a message the embedder has not reached is found by its words,
+    and the answer counts it; the query's provider failing is UNAVAILABLE in semantic mode."""
+    with FakeEmbeddings() as endpoint:
+        config = HTTP_ON + provider_config(endpoint)
+        server = ServerProcess(tmp_path / "home", config=config).start()
+        try:
+            address = http_address(server)
+            chat = {"channel": "curl", "chatId": "lessons", "ownerId": "ada"}
+
+            def said(*texts: str) -> None:
+                messages = [{"role": "ROLE_USER", "content": text} for text in texts]
+                curl(
+                    address, MEMORY + "AppendMessages", {"conversation": chat, "messages": messages}
+                )
+
+            said("I adore jazz")
+            deadline = time.monotonic() + 60
+            while curl(address, MEMORY + "GetEmbeddingStatus", {})[1].get("pendingMessages", 0):
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            endpoint.hold("saxophone")
+            said("jazz saxophone lessons", "more saxophone")
+            status, found = curl(
+                address, MEMORY + "SearchHistory", {"conversation": chat, "query": "jazz"}
+            )
+            assert status == 200
+            contents = {hit["message"]["content"] for hit in found["hits"]}
+            assert {"I adore jazz", "jazz saxophone lessons"} <= contents
+            assert found["unembedded"] == 2
+            status, recalled = curl(
+                address,
+                MEMORY + "Recall",
+                {"conversation": chat, "query": "jazz", "source": "RECALL_SOURCE_HISTORY"},
+            )
+            assert (status, recalled["unembedded"]) == (200, 2)
+            endpoint.fail(503, times=1_000_000)
+            status, refused = curl(
+                address,
+                MEMORY + "SearchHistory",
+                {"conversation": chat, "query": "a new query", "mode": "SEARCH_MODE_SEMANTIC"},
+            )
+            assert status == 503
+            assert refused["message"].startswith("the query could not be embedded")
+        finally:
+            endpoint.recover()
+            assert server.stop() == 0, server.output

@@ -38,10 +38,12 @@ from memoryd.domain.messages import MAX_SENDER_CHARS
 from memoryd.domain.recall import MAX_LIMIT as RECALL_MAX_LIMIT
 from memoryd.domain.search_query import MAX_QUERY_CHARS
 from memoryd.testing.configs import review_config
+from memoryd.testing.fake_embeddings import FakeEmbeddings
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
 from tests.conftest import ROOT
 from tests.helpers import append, raw_exchange, run_memoryd, user
+from tests.memory.test_embedding_providers import provider_config
 
 TOOLS = {
     "record_turn",
@@ -576,6 +578,31 @@ async def test_a_query_about_nothing_held_finds_nothing(server: ServerProcess) -
         meaning = await call(client, "recall", query="which musical instrument")
         assert meaning["hits"][0]["value"] == "Plays the cello"
         assert meaning["hits"][0]["matched"] == ["semantic"]
+
+
+async def test_answers_say_what_meaning_could_not_see_yet(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    """What the background embedder has not reached is found by its words only, and the tools
+    say how much of the scope that is (as SearchHistory and Recall do)."""
+    with FakeEmbeddings() as endpoint:
+        config = provider_config(endpoint)
+        server = start_server(tmp_path / "home", config=config).start()
+        async with over_stdio(server.address, "--owner", "ada", "--conversation", "t:1") as client:
+            await call(client, "remember", key="city", fact="Lives in Porto", category="identity")
+            await embedded(server.address)
+            endpoint.hold("teacher")
+            await call(
+                client, "remember", key="music", fact="Has a violin teacher", category="interest"
+            )
+            said = await call(client, "recall", query="violin")
+            assert said["hits"][0]["value"] == "Has a violin teacher"
+            assert said["not_yet_searchable_by_meaning"] == 1
+            assert "no vector yet" in said["not_yet_searchable_by_meaning_why"]
+            endpoint.recover()
+            await embedded(server.address)
+            said = await call(client, "recall", query="violin")
+            assert "not_yet_searchable_by_meaning" not in said
 
 
 async def embedded(address: str) -> None:

@@ -187,7 +187,9 @@ class MemoryRpcs:
         hits = recalled.hits
         fit = fitting(hits, _recall_hit_bytes)
         response = service_pb.RecallResponse(
-            truncated=fit < len(hits), below_floor=recalled.below_floor
+            truncated=fit < len(hits),
+            below_floor=recalled.below_floor,
+            unembedded=recalled.unembedded,
         )
         for hit in hits[:fit]:
             item = response.hits.add()

@@ -33,7 +33,9 @@ class SearchRpcs:
         )
         fit = fitting(found.hits, hit_bytes)
         response = service_pb.SearchHistoryResponse(
-            truncated=fit < len(found.hits), below_floor=found.below_floor
+            truncated=fit < len(found.hits),
+            below_floor=found.below_floor,
+            unembedded=found.unembedded,
         )
         for hit in found.hits[:fit]:
             fill_hit(response.hits.add(), hit)

@@ -1,7 +1,9 @@
 """`memoryd search`, `memoryd embeddings` and `memoryd reindex`: semantic search from a terminal.
 
 `search` runs SearchHistory (hybrid by default) and prints each hit with how it matched;
-`embeddings` prints the model and the embedding queue (GetEmbeddingStatus); `reindex` makes every
+`embeddings` prints the model and the embedding queue (GetEmbeddingStatus), and with `--watch`
+follows a bulk load's embedding: what is left, the rate and the time to go, until nothing waits
+(or --timeout); `reindex` makes every
 vector again in the background (ReindexEmbeddings, after a change of the model behind a
 provider's name). They call a running server, as remote's commands do.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from typing import Any, TextIO
 
 from google.protobuf import json_format
@@ -42,6 +45,18 @@ def add_commands(commands: Any, common: Any) -> None:
     search.set_defaults(run=_search)
     status = commands.add_parser("embeddings", help="the embedding model and its queue")
     common(status)
+    status.add_argument(
+        "--watch",
+        action="store_true",
+        help="print the progress every --interval seconds until nothing waits",
+    )
+    status.add_argument("--interval", type=float, default=2.0, help="seconds between reports (2)")
+    status.add_argument(
+        "--timeout",
+        type=float,
+        default=0.0,
+        help="stop watching after this many seconds (0: never)",
+    )
     status.set_defaults(run=_status)
     reindex = commands.add_parser("reindex", help="embed every message and memory row again")
     common(reindex)
@@ -72,10 +87,17 @@ def _search(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
             f"{message.id}\t{how}\t{hit.scores.fused:.3f}\t{message.conversation.channel}:"
             f"{message.conversation.chat_id}\t{message.sender}\t{hit.snippet}\n"
         )
+    if response.unembedded:
+        out.write(
+            f"note: {response.unembedded} messages of this scope have no vector yet and were "
+            "found by their words only (`memoryd embeddings --watch` shows the progress)\n"
+        )
     return 0
 
 
 def _status(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
+    if args.watch:
+        return _watch(stubs, args, out)
     response = stubs.memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
     if args.json:
         document = json_format.MessageToDict(
@@ -97,6 +119,53 @@ def _status(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
     if response.last_error:
         out.write(f"last error: {response.last_error}\n")
     return 0
+
+
+def _watch(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
+    """One line per --interval: what waits, the rate since the first report, the time to go;
+    0 once nothing waits, 1 at --timeout, 2 with embeddings off. The rate is of vectors made:
+    the new ones, or the queue's fall (a reindex replaces vectors, adding none)."""
+    if args.interval <= 0:
+        out.write(f"--interval must be above 0, got {args.interval}\n")
+        return 2
+    started = time.monotonic()
+    first: tuple[float, int, int] | None = None
+    while True:
+        status = stubs.memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+        now = time.monotonic()
+        if not status.enabled:
+            out.write('embeddings are off (memoryd.search.embeddings = "off")\n')
+            return 2
+        waiting = status.pending_messages + status.pending_memories
+        done = status.embedded_messages + status.embedded_memories
+        report: dict[str, Any] = {"waiting": waiting, "embedded": done}
+        if first is None:
+            first = (now, done, waiting)
+        elif now > first[0]:
+            rate = max(done - first[1], first[2] - waiting) / (now - first[0])
+            report["per_second"] = round(rate, 1)
+            if rate > 0:
+                report["seconds_to_go"] = round(waiting / rate)
+        if status.last_error:
+            report["last_error"] = status.last_error
+        out.write((json.dumps(report) if args.json else _progress_line(report)) + "\n")
+        out.flush()
+        if waiting == 0:
+            return 0
+        if args.timeout and now - started >= args.timeout:
+            return 1
+        time.sleep(args.interval)
+
+
+def _progress_line(report: dict[str, Any]) -> str:
+    line = f"{report['waiting']} waiting, {report['embedded']} embedded"
+    if "per_second" in report:
+        line += f", {report['per_second']}/s"
+    if "seconds_to_go" in report:
+        line += f", about {report['seconds_to_go']} s to go"
+    if "last_error" in report:
+        line += f" (last error: {report['last_error']})"
+    return line
 
 
 def _reindex(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:

@@ -2,12 +2,20 @@
 
 Hybrid search fuses scores, not ranks. Each ranking's scores are scaled to 0..1 for the query
 at hand (bm25 divided by the best bm25; cosine similarity min-max over the nearest read), and a
-hit's score is their weighted sum. Then conversation context: a message earns part of the best
-score of the messages right before and after it in its conversation, since the answer to a
-question is often the reply next to the message that matches it; a neighbour that matched
-neither ranking can so be found too (MatchKind.NEIGHBOUR). The weights were tuned on LoCoMo's
-conversations 1-5 only (bench/retrieval_quality.py) and hold on 6-10: the README has the table.
-Plain reciprocal-rank fusion of the same two rankings reached 67 at recall@10 there, this 75.
+hit's own score is their weighted sum, raised by what the query says beyond its words (`Cues`):
+a message whose days meet the days the question names ("in June", "on 13 October, 2023") -- the
+day it was said, or the day its "yesterday" or "last Friday" points at -- a message by someone
+the question names, and a message that says when, for a question asking when. Then
+conversation context: a message earns part of the best own score of the messages right before
+and after it in its conversation, since the answer to a question is often the reply next to the
+message that matches it, and a smaller part of the messages two away; a neighbour that matched
+neither ranking can so be found too (MatchKind.NEIGHBOUR). Across conversations (an owner's or
+an agent's scope) a conversation's share of the best scores weighs its messages, so that turns
+on the same topic in other chats do not crowd out the one the question is about. The weights
+were tuned on LoCoMo's conversations 1-5 only (bench/retrieval_quality.py) and hold on 6-10:
+docs/performance.md has the tables. Plain reciprocal-rank fusion of the same two rankings
+reached 67 at recall@10 there; scaled scores with first neighbours 75; with the cues and the
+second neighbours 79.
 
 Every text has some similarity to any query, so a meaning ranking always finds something: a
 query about nothing the memory holds would get the nearest unrelated texts, looking like
@@ -22,10 +30,21 @@ the retrieval fixture's messages), so `query_floor` puts its floor above every s
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import enum
 import math
+import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Hashable, Mapping, Sequence
+
+from memoryd.domain.time_expressions import (
+    Span,
+    asked_span,
+    asks_when,
+    speaks_of_time,
+    spoken_spans,
+)
 
 
 class SearchMode(enum.Enum):
@@ -68,18 +87,80 @@ class FusionWeights:
     lexical: float = 0.6
     # The share of its best neighbour's score a message earns.
     neighbour: float = 0.4
+    # The share of the best score of the messages two away.
+    second_neighbour: float = 0.25
     # The scaled word score of a substring match (word matches scale to 0..1 by bm25).
     substring: float = 0.5
+    # How much a cue raises a message's own score (times the score): its days meet the days
+    # the question names; its sender is named; it says when, and the question asks when.
+    date: float = 1.5
+    speaker: float = 0.3
+    when: float = 0.3
+    # Across conversations: the weight of a conversation's share of the best scores, read over
+    # the first CONVERSATION_SHARE_OF fused hits (0: conversations are not weighed).
+    conversation: float = 0.6
 
 
 WEIGHTS = FusionWeights()
-# How deep each ranking is read before fusing, at least.
+# How deep each ranking is read before fusing, at least: in one conversation, and across
+# conversations (an owner's or an agent's), where other chats take their part of the places.
 FUSION_DEPTH = 50
+WIDE_FUSION_DEPTH = 100
 # The place of a hit a ranking did not find, when ties are broken by the best place.
 NOWHERE = 1 << 30
 
+# How many of the best fused hits a conversation's share is read over.
+CONVERSATION_SHARE_OF = 20
+
 # (previous, next) message of a message in its conversation; None at either end.
 Neighbours = Mapping[int, tuple[int | None, int | None]]
+_WORDS = re.compile(r"\w+")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Said:
+    """What the cues of a ranked message are read from."""
+
+    sender: str
+    at: dt.datetime
+    content: str
+    # The conversation it belongs to (weighed across conversations).
+    conversation: Hashable
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Cues:
+    """What a query says beyond its words: the days it names, its words (a sender's first name
+    among them names the sender), and whether it asks when."""
+
+    span: Span | None
+    words: frozenset[str]
+    when: bool
+
+    @classmethod
+    def of(cls, query: str) -> Cues:
+        """The cues of `query`."""
+        return cls(asked_span(query), frozenset(_WORDS.findall(query.casefold())), asks_when(query))
+
+    def raise_of(self, said: Said, weights: FusionWeights) -> float:
+        """How much the cues raise a message's own score (0: not at all)."""
+        found = 0.0
+        timed = (self.span is not None or self.when) and speaks_of_time(said.content)
+        if self.span is not None:
+            found += weights.date * max(
+                (
+                    self.span.precision(days)
+                    for days in spoken_spans(said.content, said.at, timed=timed)
+                    if self.span.meets(days)
+                ),
+                default=0.0,
+            )
+        name = _WORDS.findall(said.sender.casefold())
+        if name and name[0] in self.words:
+            found += weights.speaker
+        if self.when and timed:
+            found += weights.when
+        return found
 
 
 def fuse(
@@ -89,10 +170,17 @@ def fuse(
     weights: FusionWeights = WEIGHTS,
     *,
     keep: int | None = None,
+    farther: Neighbours | None = None,
+    cues: Cues | None = None,
+    said: Mapping[int, Said] | None = None,
+    across_conversations: bool = False,
 ) -> list[tuple[int, Scores]]:
     """(id, bm25) best first (bm25 0: a substring match) and (id, similarity) best first, as
     one ranking, best first (its first `keep` when given). With `neighbours`, conversation
-    context counts too (and the neighbours themselves become candidates)."""
+    context counts too (and the neighbours themselves become candidates); with `farther` (the
+    messages two before and two after), those count too. With `cues` and what was `said` in
+    each ranked message, the cues raise the messages they fit; `across_conversations` weighs
+    each message by its conversation's share of the best scores (see the module docstring)."""
     words = _scaled_words(lexical, weights.substring)
     meaning = _scaled_similarities(semantic)
     own = {
@@ -100,15 +188,15 @@ def fuse(
         + (1 - weights.lexical) * meaning.get(item, 0.0)
         for item in (*words, *meaning)
     }
+    if cues is not None and said:
+        for item, score in own.items():
+            if item in said:
+                own[item] = score * (1 + cues.raise_of(said[item], weights))
     fused = dict(own)
     if neighbours:
-        for item in own:
-            for near in neighbours.get(item, (None, None)):
-                if near is not None:
-                    fused.setdefault(near, 0.0)
-        for item in fused:
-            context = [own.get(n, 0.0) for n in neighbours.get(item, (None, None)) if n is not None]
-            fused[item] += weights.neighbour * max(context, default=0.0)
+        _add_context(fused, own, neighbours, farther or {}, weights)
+    if across_conversations and said:
+        _weigh_conversations(fused, said, weights.conversation)
     lexical_places = {item: place for place, (item, _) in enumerate(lexical, start=1)}
     semantic_places = {item: place for place, (item, _) in enumerate(semantic, start=1)}
 
@@ -132,6 +220,41 @@ def fuse(
         )
         for item in ranked
     ]
+
+
+def _add_context(
+    fused: dict[int, float],
+    own: Mapping[int, float],
+    neighbours: Neighbours,
+    farther: Neighbours,
+    weights: FusionWeights,
+) -> None:
+    """Each message earns part of its neighbours' own scores, and a smaller part of those two
+    away (see the module docstring); the neighbours become candidates."""
+    for item in own:
+        for near in neighbours.get(item, (None, None)):
+            if near is not None:
+                fused.setdefault(near, 0.0)
+    for item in fused:
+        close = [own.get(near, 0.0) for near in neighbours.get(item, ()) if near is not None]
+        far = [own.get(near, 0.0) for near in farther.get(item, ()) if near is not None]
+        fused[item] += weights.neighbour * max(close, default=0.0)
+        fused[item] += weights.second_neighbour * max(far, default=0.0)
+
+
+def _weigh_conversations(fused: dict[int, float], said: Mapping[int, Said], weight: float) -> None:
+    """Each message's score times (1 - weight) + weight x its conversation's share of the best
+    CONVERSATION_SHARE_OF scores (a message not read counts as its own conversation)."""
+    best = sorted(fused.items(), key=lambda entry: -entry[1])[:CONVERSATION_SHARE_OF]
+    shares: dict[Hashable, float] = defaultdict(float)
+    for item, score in best:
+        shares[said[item].conversation if item in said else item] += score
+    total = sum(shares.values())
+    if total <= 0:
+        return
+    for item, score in fused.items():
+        share = shares.get(said[item].conversation if item in said else item, 0.0)
+        fused[item] = score * ((1 - weight) + weight * share / total)
 
 
 def _scaled_words(lexical: Sequence[tuple[int, float]], substring: float) -> dict[int, float]:

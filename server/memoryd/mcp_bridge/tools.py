@@ -290,7 +290,7 @@ class MemoryTools:
             )
         )
         hits = [_memory(hit.memory) | _relevance(hit) for hit in answer.hits]
-        return {"hits": hits} | _left_out(answer.below_floor)
+        return {"hits": hits} | _left_out(answer.below_floor) | _unseen(answer.unembedded)
 
     async def list_memories(
         self,
@@ -440,7 +440,8 @@ class MemoryTools:
         else:
             request.conversation.CopyFrom(self._conversation(conversation, owner))
         answer = await _called(self._memory.SearchHistory(request))
-        return {"hits": [_said(hit) for hit in answer.hits]} | _left_out(answer.below_floor)
+        hits = [_said(hit) for hit in answer.hits]
+        return {"hits": hits} | _left_out(answer.below_floor) | _unseen(answer.unembedded)
 
     async def compose_context(
         self,
@@ -587,6 +588,17 @@ def _left_out(below_floor: int) -> dict[str, Any]:
     return {
         "left_out": below_floor,
         "left_out_why": "found by meaning alone, too far from the query to be an answer",
+    }
+
+
+def _unseen(unembedded: int) -> dict[str, Any]:
+    """What a search says of what its meaning ranking could not see yet."""
+    if not unembedded:
+        return {}
+    return {
+        "not_yet_searchable_by_meaning": unembedded,
+        "not_yet_searchable_by_meaning_why": "no vector yet (still being embedded): found by "
+        "their words only; ask again later for matches by meaning",
     }
 
 

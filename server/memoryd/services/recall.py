@@ -40,9 +40,10 @@ from memoryd.domain.recall import (
 )
 from memoryd.domain.search_query import SearchPlan, plan_search
 from memoryd.errors import InvalidArgument, PermissionDenied
-from memoryd.services.search import HistorySearch
+from memoryd.services.search import HistorySearch, QueryNotEmbeddedError
 from memoryd.services.semantic import nearest_memories
 from memoryd.storage import memory_reads as reads
+from memoryd.storage import vector_store
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
 
@@ -57,10 +58,12 @@ class RecallHit:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Recalled:
-    """A recall's hits, best first, and how many found by meaning alone its floor left out."""
+    """A recall's hits, best first; how many found by meaning alone its floor left out; and
+    how many rows and messages of its scope the meaning could not see yet (no vector so far)."""
 
     hits: list[RecallHit]
     below_floor: int = 0
+    unembedded: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,10 +104,10 @@ class RecallService:
             raise PermissionDenied(GUEST_RECALLS_ONE_CONVERSATION)
         memories: list[RecallHit] = []
         messages: list[RecallHit] = []
-        cut = 0
+        cut = unembedded = 0
         if request.source in (RecallSource.MEMORIES, RecallSource.ALL):
             visible = recall_visibility(caller, request.scope, request.trust)
-            found, cut = await self._recall_memories(
+            found, cut, unembedded = await self._recall_memories(
                 visible, request.query, request.key, limit, request.mode
             )
             memories = [RecallHit(memory=hit) for hit in found]
@@ -126,29 +129,42 @@ class RecallService:
             )
             messages = [RecallHit(message=hit) for hit in said.hits]
             cut += said.below_floor
-        return Recalled(interleave(memories, messages, limit), cut)
+            unembedded += said.unembedded
+        return Recalled(interleave(memories, messages, limit), cut, unembedded)
 
     async def _recall_memories(
         self, visible: Visible, query: str, key: str, limit: int, mode: SearchMode
-    ) -> tuple[list[RankedMemory], int]:
-        """The rows found, and how many of meaning alone the floor left out."""
+    ) -> tuple[list[RankedMemory], int, int]:
+        """The rows found, how many of meaning alone the floor left out, and how many rows
+        the meaning could not see yet."""
         if query.strip():
             plan = plan_search(query)
             words = fallback_words(query)
-            meaning = await self._history.vectors.meaning(query, mode)
-            if meaning is None and mode is SearchMode.SEMANTIC:
-                return [], 0
+            vectors = self._history.vectors
+            blind = False
+            try:
+                meaning = await vectors.meaning(query, mode)
+            except QueryNotEmbeddedError:
+                meaning, blind = None, True
             depth = limit if meaning is None else max(limit, FUSION_DEPTH)
-            floor = query_floor(query, self._history.vectors.floor)
+            floor = query_floor(query, vectors.floor)
 
-            def search(connection: Transaction) -> tuple[list[RankedMemory], int]:
+            def search(connection: Transaction) -> tuple[list[RankedMemory], int, int]:
+                unembedded = 0
+                if mode is not SearchMode.LEXICAL and vectors.enabled:
+                    model = None if blind else vectors.embedding.model
+                    unembedded = vector_store.unembedded_memories(
+                        connection, visible, None if model is None else model.id
+                    )
+                if meaning is None and mode is SearchMode.SEMANTIC:
+                    return [], 0, unembedded
                 hits: list[RankedMemory] = []
                 if mode is not SearchMode.SEMANTIC:
                     hits = lexical_memories(connection, visible, plan, words, depth)
                 if meaning is None:
-                    return hits, 0
+                    return hits, 0, unembedded
                 nearest = nearest_memories(connection, meaning[0], visible, meaning[1], depth)
-                return fused_memories(connection, hits, nearest, limit, floor)
+                return (*fused_memories(connection, hits, nearest, limit, floor), unembedded)
 
             return await self._readers.read(search)
         if key.strip():
@@ -162,7 +178,7 @@ class RecallService:
                     connection, visible, ListFilter(), after=None, limit=limit
                 )
             )
-        return [RankedMemory(record, 0.0, word_match=False) for record in found], 0
+        return [RankedMemory(record, 0.0, word_match=False) for record in found], 0, 0
 
 
 def recall_visibility(caller: Caller, scope: RecallScope, trust: Trust) -> Visible:

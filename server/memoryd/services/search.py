@@ -21,6 +21,8 @@ import threading
 from memoryd.domain.conversation import ConversationKey, HistoryScope
 from memoryd.domain.fusion import (
     FUSION_DEPTH,
+    WIDE_FUSION_DEPTH,
+    Cues,
     Scores,
     SearchMode,
     above_floor,
@@ -31,7 +33,8 @@ from memoryd.domain.history import SearchHit
 from memoryd.domain.messages import Trust, check_kinds
 from memoryd.domain.search_query import plan_search
 from memoryd.domain.vectors import Floats
-from memoryd.errors import FailedPrecondition, InvalidArgument, PermissionDenied
+from memoryd.errors import FailedPrecondition, InvalidArgument, PermissionDenied, Unavailable
+from memoryd.llm.embeddings import EmbeddingUnavailableError
 from memoryd.services.embedding import EmbeddingService
 from memoryd.services.semantic import ScopeTooLargeError, VectorCache
 from memoryd.services.word_search import (
@@ -61,12 +64,19 @@ EMBEDDINGS_OFF = (
 Meaning = tuple[vector_store.EmbeddingModel, Floats]
 
 
+class QueryNotEmbeddedError(Exception):
+    """The embedding provider could not embed the query: a hybrid search ranks by words alone,
+    and counts every message of its scope as unseen by meaning."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Found:
-    """A search's hits, best first, and how many hits of meaning alone its floor left out."""
+    """A search's hits, best first; how many hits of meaning alone its floor left out; and how
+    many messages of its scope the meaning could not see yet (no vector so far)."""
 
     hits: list[SearchHit]
     below_floor: int = 0
+    unembedded: int = 0
 
 
 class QueryVectors:
@@ -85,6 +95,24 @@ class QueryVectors:
         """Whether embeddings are on."""
         return self.embedding.enabled
 
+    def unembedded(
+        self,
+        connection: Transaction,
+        mode: SearchMode,
+        scope: HistoryScope,
+        *,
+        blind: bool = False,
+    ) -> int:
+        """How many of the scope's messages a search in `mode` would compare by meaning and
+        could not (no vector so far; every one when `blind`: the query had no vector): 0 for
+        words only, or with embeddings off."""
+        if mode is SearchMode.LEXICAL or not self.enabled:
+            return 0
+        model = None if blind else self.embedding.model
+        return vector_store.unembedded_messages(
+            connection, scope, None if model is None else model.id
+        )
+
     def could_mean(self, mode: SearchMode, scope: HistoryScope) -> bool:
         """Whether `mode` may use meaning in `scope` now: embeddings on, vectors exist, and the
         scope not known to be too large for the vector cache (semantic mode is always tried:
@@ -95,7 +123,9 @@ class QueryVectors:
         return self.enabled and model is not None and not self.cache.known_too_large(model, scope)
 
     async def meaning(self, query: str, mode: SearchMode) -> Meaning | None:
-        """The model and the query's vector when `mode` uses meaning and vectors exist."""
+        """The model and the query's vector when `mode` uses meaning and vectors exist. When
+        the provider cannot embed the query: UNAVAILABLE in semantic mode, else
+        QueryNotEmbeddedError."""
         if mode is SearchMode.LEXICAL:
             return None
         if not self.enabled:
@@ -111,7 +141,12 @@ class QueryVectors:
             if cached is not None:
                 self._recent.move_to_end(key)
                 return model, cached
-        found = await self.embedding.query_vector(query)
+        try:
+            found = await self.embedding.query_vector(query)
+        except EmbeddingUnavailableError as error:
+            if mode is SearchMode.SEMANTIC:
+                raise Unavailable(f"the query could not be embedded: {error}") from error
+            raise QueryNotEmbeddedError(str(error)) from error
         if found is None:
             return None
         with self._lock:
@@ -157,16 +192,21 @@ class HistorySearch:
                 raise FailedPrecondition(EMBEDDINGS_OFF)
             return Found([])
         if mode is SearchMode.LEXICAL or not self.vectors.could_mean(mode, scope):
-            hits = await self._readers.read(
-                lambda connection: lexical(connection, scope, plan, kind_filter, limit)
-            )
-            return Found(snippets_filled(hits, plan))
-        depth = max(limit, FUSION_DEPTH)
+
+            def words_alone(connection: Transaction) -> Found:
+                hits = lexical(connection, scope, plan, kind_filter, limit)
+                return Found(hits, unembedded=self.vectors.unembedded(connection, mode, scope))
+
+            found = await self._readers.read(words_alone)
+            return dataclasses.replace(found, hits=snippets_filled(found.hits, plan))
+        wide = not isinstance(scope, ConversationKey)
+        depth = max(limit, WIDE_FUSION_DEPTH if wide else FUSION_DEPTH)
         # The query's vector and then its nearest vectors on one side; a reader finds the
         # words beside them (two cores).
         nearest_call = asyncio.ensure_future(
             self._nearest(scope, query, mode, depth * (2 if kind_filter else 1))
         )
+        blind = False
         try:
             words = WordRanking()
             if mode is not SearchMode.SEMANTIC:
@@ -180,25 +220,43 @@ class HistorySearch:
                         limit=limit,
                     )
                 )
-            nearest = await nearest_call
+            try:
+                nearest = await nearest_call
+            except QueryNotEmbeddedError:
+                nearest, blind = None, True
         finally:
             nearest_call.cancel()
 
         floor = query_floor(query, self.vectors.floor)
 
         def finish(connection: Transaction) -> Found:
+            unembedded = self.vectors.unembedded(connection, mode, scope, blind=blind)
             if nearest is None:  # no meaning to compare: the words alone
                 found = fused(connection, scope, words, [], kinds=kind_filter, limit=limit)
             elif mode is SearchMode.SEMANTIC:
-                return semantic_only(connection, scope, nearest, kind_filter, limit, floor=floor)
+                found = semantic_only(connection, scope, nearest, kind_filter, limit, floor=floor)
+                return dataclasses.replace(found, unembedded=unembedded)
             else:
                 found = fused(
-                    connection, scope, words, nearest, kinds=kind_filter, limit=limit, floor=floor
+                    connection,
+                    scope,
+                    words,
+                    nearest,
+                    kinds=kind_filter,
+                    limit=limit,
+                    floor=floor,
+                    cues=Cues.of(query),
                 )
-            return dataclasses.replace(found, hits=with_word_snippets(connection, found.hits, plan))
+            hits = with_word_snippets(connection, found.hits, plan)
+            return dataclasses.replace(found, hits=hits, unembedded=unembedded)
 
         if nearest is None and mode is SearchMode.SEMANTIC:
-            return Found([])
+            return Found(
+                [],
+                unembedded=await self._readers.read(
+                    lambda connection: self.vectors.unembedded(connection, mode, scope)
+                ),
+            )
         found = await self._readers.read(finish)
         return dataclasses.replace(found, hits=snippets_filled(found.hits, plan))
 
@@ -233,10 +291,11 @@ def fused(
     kinds: tuple[str, ...],
     limit: int,
     floor: float = 0.0,
+    cues: Cues | None = None,
 ) -> Found:
-    """Both rankings and the conversation context as one ranking (memoryd.domain.fusion),
-    above the similarity floor; the words alone, ranked as lexical() ranks them, when
-    `nearest` is empty."""
+    """Both rankings, the query's cues and the conversation context as one ranking
+    (memoryd.domain.fusion), above the similarity floor; the words alone, ranked as lexical()
+    ranks them, when `nearest` is empty."""
     semantic = nearest
     if kinds and nearest:  # the vectors know no kinds: keep the nearest of the asked kinds only
         wanted = reads.messages_by_ids(connection, scope, [item for item, _ in nearest], kinds)
@@ -247,7 +306,20 @@ def fused(
     context.update(
         reads.neighbours(connection, [item for item, _ in semantic if item not in context])
     )
-    ranking, cut = above_floor(fuse(words.ranked, semantic, context), floor, context)
+    ranked = {item for item, _ in words.ranked} | {item for item, _ in semantic}
+    around = ranked | {near for item in ranked for near in context.get(item, ()) if near}
+    farther = reads.neighbours(connection, sorted(around), distance=2)
+    said = reads.said(connection, sorted(ranked), kinds)
+    fusion = fuse(
+        words.ranked,
+        semantic,
+        context,
+        farther=farther,
+        cues=cues,
+        said=said,
+        across_conversations=not isinstance(scope, ConversationKey),
+    )
+    ranking, cut = above_floor(fusion, floor, context)
     # A neighbour may be of another kind than asked for: keep a few spare.
     hits = hits_of(connection, scope, words, ranking[: 3 * limit], kinds=kinds, limit=limit)
     return Found(hits, cut)

@@ -20,12 +20,14 @@ from memoryd.domain.conversation import (
     OwnerKey,
     scope_token,
 )
+from memoryd.domain.fusion import Said
 from memoryd.domain.history import (
     SearchHit,
 )
 from memoryd.domain.messages import StoredMessage
 from memoryd.domain.search_query import SearchPlan, like_pattern
 from memoryd.domain.snippets import ELLIPSIS, MARK, WORD_SNIPPET_TOKENS
+from memoryd.domain.timestamps import from_text
 from memoryd.storage.connection import FOLD_FUNCTION
 from memoryd.storage.message_rows import (
     MESSAGE,
@@ -341,17 +343,53 @@ def messages_by_ids(
     return {message.id: message for message in found}
 
 
+# The start of a ranked message read for its cues (memoryd.domain.fusion.Cues).
+SAID_CHARS = 4000
+
+
+def said(
+    connection: Transaction, message_ids: Sequence[int], kinds: tuple[str, ...]
+) -> dict[int, Said]:
+    """Who said each message (of the kinds) and when, the start of what it said, and its
+    conversation: what fusion reads a query's cues from. Looked up by id only (as
+    messages_by_ids)."""
+    if not message_ids:
+        return {}
+    sql = [
+        (
+            f"SELECT m.id, m.sender, m.created_at, substr(m.content, 1, {SAID_CHARS}), "
+            f"{', '.join(f'm.{column}' for column in KEY_COLUMNS)} FROM messages AS m NOT INDEXED "
+            f"WHERE m.id IN ({placeholders(len(message_ids))})"
+        )
+    ]
+    params: list[Any] = list(message_ids)
+    add_kinds(sql, params, kinds)
+    return {
+        int(row[0]): Said(str(row[1]), from_text(str(row[2])), str(row[3]), tuple(row[4:]))
+        for row in rows(connection, " ".join(sql), params)
+    }
+
+
 def neighbours(
-    connection: Transaction, message_ids: Sequence[int]
+    connection: Transaction, message_ids: Sequence[int], *, distance: int = 1
 ) -> dict[int, tuple[int | None, int | None]]:
-    """The previous and the next message of each message in its own conversation."""
+    """The message `distance` before and the one `distance` after each message, in its own
+    conversation (the previous and the next by default)."""
     if not message_ids:
         return {}
     same = " AND ".join(f"n.{column} = m.{column}" for column in KEY_COLUMNS)
+    if distance == 1:
+        before = f"SELECT max(n.id) FROM messages AS n WHERE {same} AND n.id < m.id"
+        after = f"SELECT min(n.id) FROM messages AS n WHERE {same} AND n.id > m.id"
+    else:
+        skip = f"LIMIT 1 OFFSET {int(distance) - 1}"
+        before = (
+            f"SELECT n.id FROM messages AS n WHERE {same} AND n.id < m.id ORDER BY n.id DESC {skip}"
+        )
+        after = f"SELECT n.id FROM messages AS n WHERE {same} AND n.id > m.id ORDER BY n.id {skip}"
     found = rows(
         connection,
-        f"SELECT m.id, (SELECT max(n.id) FROM messages AS n WHERE {same} AND n.id < m.id), "
-        f"(SELECT min(n.id) FROM messages AS n WHERE {same} AND n.id > m.id) "
+        f"SELECT m.id, ({before}), ({after}) "
         f"FROM messages AS m WHERE m.id IN ({placeholders(len(message_ids))})",
         list(message_ids),
     )

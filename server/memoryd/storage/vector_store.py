@@ -24,6 +24,8 @@ from memoryd.storage.transaction import Transaction
 CONTEXT_CHARS = 300
 # Rows of a scope's vectors read at a time.
 LOAD_CHUNK = 8192
+# The most messages without a vector a search counts (a bulk load's backlog can be large).
+UNEMBEDDED_COUNT_LIMIT = 100_000
 # An HNSW search's candidate list (pgvector's default: 40), and how many index entries a search
 # with a scope reads at most before it answers with what it found.
 HNSW_EF_SEARCH = 100
@@ -318,6 +320,44 @@ def scope_vector_count(
         "SELECT count(*) FROM (SELECT 1 FROM messages AS m JOIN message_vectors AS v "
         f"ON v.message_id = m.id AND v.model_id = ? WHERE {condition} LIMIT ?)",
         (model_id, *params, stop_at),
+    )
+    return int(count)
+
+
+def unembedded_messages(connection: Transaction, scope: HistoryScope, model_id: int | None) -> int:
+    """How many of the scope's messages have no vector of the model yet: those after its
+    cursor, or every one before its first vector (model_id None); UNEMBEDDED_COUNT_LIMIT at
+    most. Walks the messages after the cursor, oldest first (in steady state there are none),
+    not the scope, which may hold a million."""
+    condition, params = _scope_condition(scope)
+    cursor = (
+        "0" if model_id is None else "(SELECT message_cursor FROM embedding_models WHERE id = ?)"
+    )
+    waiting = (
+        f"SELECT {', '.join(KEY_COLUMNS)} FROM messages WHERE id > {cursor} ORDER BY id LIMIT ?"
+    )
+    (count,) = one(
+        connection,
+        f"SELECT count(*) FROM ({waiting}) AS m WHERE {condition}",
+        (*(() if model_id is None else (model_id,)), UNEMBEDDED_COUNT_LIMIT, *params),
+    )
+    return int(count)
+
+
+def unembedded_memories(connection: Transaction, visible: Visible, model_id: int | None) -> int:
+    """How many rows the caller may see have no vector of the model yet."""
+    conditions, params = visible_conditions(visible)
+    (count,) = one(
+        connection,
+        "SELECT count(*) FROM memories AS r WHERE r.agent_id = ? AND r.owner_id = ? "
+        f"{conditions} AND NOT EXISTS (SELECT 1 FROM memory_vectors AS v "
+        "WHERE v.memory_id = r.id AND v.model_id = ?)",
+        (
+            visible.owner.agent_id,
+            visible.owner.owner_id,
+            *params,
+            -1 if model_id is None else model_id,
+        ),
     )
     return int(count)
 

@@ -44,6 +44,7 @@ class FakeEmbeddings:
         self.dimension = dimension
         self.requests: list[dict[str, Any]] = []
         self._failures: list[int] = []
+        self._held: set[str] = set()
         self._lock = threading.Lock()
         self._server = _QuietServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -57,6 +58,17 @@ class FakeEmbeddings:
         """Answer the next `times` calls with HTTP `status`."""
         with self._lock:
             self._failures.extend([status] * times)
+
+    def hold(self, word: str) -> None:
+        """Answer HTTP 503 to every call with a text holding `word` (until recover())."""
+        with self._lock:
+            self._held.add(word)
+
+    def recover(self) -> None:
+        """Forget the failures not answered yet and the held words: the next call succeeds."""
+        with self._lock:
+            self._failures.clear()
+            self._held.clear()
 
     def start(self) -> FakeEmbeddings:
         """Start serving in a background thread."""
@@ -83,11 +95,14 @@ class FakeEmbeddings:
         with self._lock:
             self.requests.append(request)
             status = self._failures.pop(0) if self._failures else 200
-        if status != 200:
-            return status, {"error": {"message": "scripted failure", "type": "server_error"}}
+            held = frozenset(self._held)
         texts = request.get("input")
         if isinstance(texts, str):
             texts = [texts]
+        if status == 200 and held and isinstance(texts, list):
+            status = 503 if any(word in str(text) for text in texts for word in held) else 200
+        if status != 200:
+            return status, {"error": {"message": "scripted failure", "type": "server_error"}}
         if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
             return 400, {"error": {"message": "input must be a string or strings"}}
         return 200, {

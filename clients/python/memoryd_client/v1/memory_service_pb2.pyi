@@ -1297,6 +1297,7 @@ class SearchHistoryResponse(_message.Message):
     HITS_FIELD_NUMBER: _builtins.int
     TRUNCATED_FIELD_NUMBER: _builtins.int
     BELOW_FLOOR_FIELD_NUMBER: _builtins.int
+    UNEMBEDDED_FIELD_NUMBER: _builtins.int
     truncated: _builtins.bool
     """True when more hits were found than fit in one answer of 4 MiB; ask for a lower limit or a
     narrower scope to see the rest.
@@ -1306,6 +1307,12 @@ class SearchHistoryResponse(_message.Message):
     the floor ([memoryd.search] min_similarity), their words did not match, and they are not
     next to a message that did. A query about nothing the scope holds returns no hits and
     counts here what the meaning ranking would have padded the answer with.
+    """
+    unembedded: _builtins.int
+    """Messages of the scope that had no vector yet: the background embedder had not reached them
+    (a bulk load, or embeddings just turned on), so the meaning ranking could not see them and
+    only their words could be found. Counted in semantic and hybrid searches (0 in lexical mode
+    and with embeddings off), up to 100,000. GetEmbeddingStatus shows the embedder's progress.
     """
     @_builtins.property
     def hits(self) -> _containers.RepeatedCompositeFieldContainer[Global___HistoryHit]:
@@ -1319,10 +1326,11 @@ class SearchHistoryResponse(_message.Message):
         hits: _abc.Iterable[Global___HistoryHit] | None = ...,
         truncated: _builtins.bool = ...,
         below_floor: _builtins.int = ...,
+        unembedded: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["below_floor", b"below_floor", "hits", b"hits", "truncated", b"truncated"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["below_floor", b"below_floor", "hits", b"hits", "truncated", b"truncated", "unembedded", b"unembedded"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2501,11 +2509,17 @@ class RecallResponse(_message.Message):
     HITS_FIELD_NUMBER: _builtins.int
     TRUNCATED_FIELD_NUMBER: _builtins.int
     BELOW_FLOOR_FIELD_NUMBER: _builtins.int
+    UNEMBEDDED_FIELD_NUMBER: _builtins.int
     truncated: _builtins.bool
     """True when more hits were found than fit in one answer of 4 MiB; ask for a lower limit."""
     below_floor: _builtins.int
     """Rows and messages found by meaning alone that were left out: their similarity to the query
     was below the floor ([memoryd.search] min_similarity) and their words did not match.
+    """
+    unembedded: _builtins.int
+    """Rows and messages of the recall's scope that had no vector yet, so that only their words
+    could be found (as SearchHistoryResponse.unembedded). 0 in lexical mode, without a query,
+    and with embeddings off.
     """
     @_builtins.property
     def hits(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecallHit]:
@@ -2519,10 +2533,11 @@ class RecallResponse(_message.Message):
         hits: _abc.Iterable[Global___RecallHit] | None = ...,
         truncated: _builtins.bool = ...,
         below_floor: _builtins.int = ...,
+        unembedded: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["below_floor", b"below_floor", "hits", b"hits", "truncated", b"truncated"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["below_floor", b"below_floor", "hits", b"hits", "truncated", b"truncated", "unembedded", b"unembedded"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -295,7 +295,7 @@ function overview() {
           ["Review backlog", String(info.reviewBacklog || 0)],
           ["Failed reviews (24 h)", String(info.reviewFailures24h || 0)],
           ["Compacted (24 h)", String(info.compactedConversations24h || 0)],
-          ["Embedding queue", String(Number(info.embeddingPendingMessages || 0) + Number(info.embeddingPendingMemories || 0))],
+          ["Embedding queue", embeddingProgress(Number(info.embeddingPendingMessages || 0) + Number(info.embeddingPendingMemories || 0))],
           ["Background review", info.backgroundReview ? "on" : "off"],
         ]),
         h("h2", {}, "Agents"),
@@ -305,6 +305,40 @@ function overview() {
       ];
     })
   );
+}
+
+// The embedding queue; while it is not empty, followed every 2 s (GetEmbeddingStatus) with
+// the rate and the time to go, as `memoryd embeddings --watch` prints them.
+function embeddingProgress(waiting) {
+  const node = h("span", { "data-embedding-queue": String(waiting) }, String(waiting));
+  if (waiting === 0) return node;
+  let first = null;
+  const follow = async () => {
+    if (!node.isConnected) return;
+    let status;
+    try {
+      status = await call("GetEmbeddingStatus");
+    } catch (error) {
+      node.textContent = `${waiting} (${error.message})`;
+      return;
+    }
+    const left = Number(status.pendingMessages || 0) + Number(status.pendingMemories || 0);
+    const done = Number(status.embeddedMessages || 0) + Number(status.embeddedMemories || 0);
+    const now = performance.now();
+    let text = `${left.toLocaleString("en")} waiting`;
+    if (first === null) first = { now, done, left };
+    else {
+      const rate = Math.max(done - first.done, first.left - left) / ((now - first.now) / 1000);
+      text += ` · ${rate.toFixed(1)}/s`;
+      if (rate > 0 && left > 0) text += ` · about ${Math.round(left / rate)} s to go`;
+    }
+    if (left === 0) text = "0 waiting: every message and row has its vector";
+    node.textContent = text;
+    node.dataset.embeddingQueue = String(left);
+    if (left > 0) setTimeout(follow, 2000);
+  };
+  setTimeout(follow, 0);
+  return node;
 }
 
 function agentPage(agent) {

@@ -2525,7 +2525,12 @@ type SearchHistoryResponse struct {
 	// the floor ([memoryd.search] min_similarity), their words did not match, and they are not
 	// next to a message that did. A query about nothing the scope holds returns no hits and
 	// counts here what the meaning ranking would have padded the answer with.
-	BelowFloor    int32 `protobuf:"varint,3,opt,name=below_floor,json=belowFloor,proto3" json:"below_floor,omitempty"`
+	BelowFloor int32 `protobuf:"varint,3,opt,name=below_floor,json=belowFloor,proto3" json:"below_floor,omitempty"`
+	// Messages of the scope that had no vector yet: the background embedder had not reached them
+	// (a bulk load, or embeddings just turned on), so the meaning ranking could not see them and
+	// only their words could be found. Counted in semantic and hybrid searches (0 in lexical mode
+	// and with embeddings off), up to 100,000. GetEmbeddingStatus shows the embedder's progress.
+	Unembedded    int32 `protobuf:"varint,4,opt,name=unembedded,proto3" json:"unembedded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2577,6 +2582,13 @@ func (x *SearchHistoryResponse) GetTruncated() bool {
 func (x *SearchHistoryResponse) GetBelowFloor() int32 {
 	if x != nil {
 		return x.BelowFloor
+	}
+	return 0
+}
+
+func (x *SearchHistoryResponse) GetUnembedded() int32 {
+	if x != nil {
+		return x.Unembedded
 	}
 	return 0
 }
@@ -5055,7 +5067,11 @@ type RecallResponse struct {
 	Truncated bool `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	// Rows and messages found by meaning alone that were left out: their similarity to the query
 	// was below the floor ([memoryd.search] min_similarity) and their words did not match.
-	BelowFloor    int32 `protobuf:"varint,3,opt,name=below_floor,json=belowFloor,proto3" json:"below_floor,omitempty"`
+	BelowFloor int32 `protobuf:"varint,3,opt,name=below_floor,json=belowFloor,proto3" json:"below_floor,omitempty"`
+	// Rows and messages of the recall's scope that had no vector yet, so that only their words
+	// could be found (as SearchHistoryResponse.unembedded). 0 in lexical mode, without a query,
+	// and with embeddings off.
+	Unembedded    int32 `protobuf:"varint,4,opt,name=unembedded,proto3" json:"unembedded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5107,6 +5123,13 @@ func (x *RecallResponse) GetTruncated() bool {
 func (x *RecallResponse) GetBelowFloor() int32 {
 	if x != nil {
 		return x.BelowFloor
+	}
+	return 0
+}
+
+func (x *RecallResponse) GetUnembedded() int32 {
+	if x != nil {
+		return x.Unembedded
 	}
 	return 0
 }
@@ -9120,12 +9143,15 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x05match\x18\x03 \x01(\x0e2\x15.memoryd.v1.MatchKindR\x05match\x12\x12\n" +
 	"\x04rank\x18\x04 \x01(\x01R\x04rank\x12/\n" +
 	"\amatches\x18\x05 \x03(\x0e2\x15.memoryd.v1.MatchKindR\amatches\x12-\n" +
-	"\x06scores\x18\x06 \x01(\v2\x15.memoryd.v1.HitScoresR\x06scores\"\x82\x01\n" +
+	"\x06scores\x18\x06 \x01(\v2\x15.memoryd.v1.HitScoresR\x06scores\"\xa2\x01\n" +
 	"\x15SearchHistoryResponse\x12*\n" +
 	"\x04hits\x18\x01 \x03(\v2\x16.memoryd.v1.HistoryHitR\x04hits\x12\x1c\n" +
 	"\ttruncated\x18\x02 \x01(\bR\ttruncated\x12\x1f\n" +
 	"\vbelow_floor\x18\x03 \x01(\x05R\n" +
-	"belowFloor\"\x81\x01\n" +
+	"belowFloor\x12\x1e\n" +
+	"\n" +
+	"unembedded\x18\x04 \x01(\x05R\n" +
+	"unembedded\"\x81\x01\n" +
 	"\x18ClearConversationRequest\x12<\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x12'\n" +
 	"\x05trust\x18\x02 \x01(\x0e2\x11.memoryd.v1.TrustR\x05trust\"\x84\x01\n" +
@@ -9307,12 +9333,15 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x06scores\x18\a \x01(\v2\x15.memoryd.v1.HitScoresR\x06scores\x12,\n" +
 	"\x06memory\x18\x04 \x01(\v2\x12.memoryd.v1.MemoryH\x00R\x06memory\x122\n" +
 	"\amessage\x18\x05 \x01(\v2\x16.memoryd.v1.HistoryHitH\x00R\amessageB\x06\n" +
-	"\x04item\"z\n" +
+	"\x04item\"\x9a\x01\n" +
 	"\x0eRecallResponse\x12)\n" +
 	"\x04hits\x18\x01 \x03(\v2\x15.memoryd.v1.RecallHitR\x04hits\x12\x1c\n" +
 	"\ttruncated\x18\x02 \x01(\bR\ttruncated\x12\x1f\n" +
 	"\vbelow_floor\x18\x03 \x01(\x05R\n" +
-	"belowFloor\"\xa0\x02\n" +
+	"belowFloor\x12\x1e\n" +
+	"\n" +
+	"unembedded\x18\x04 \x01(\x05R\n" +
+	"unembedded\"\xa0\x02\n" +
 	"\x18ListMemorySourcesRequest\x12,\n" +
 	"\x05owner\x18\x01 \x01(\v2\x16.memoryd.v1.OwnerScopeR\x05owner\x12\x1a\n" +
 	"\x06status\x18\x02 \x01(\tB\x02\x18\x01R\x06status\x12#\n" +
