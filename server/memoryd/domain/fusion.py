@@ -178,9 +178,10 @@ def fuse(
     """(id, bm25) best first (bm25 0: a substring match) and (id, similarity) best first, as
     one ranking, best first (its first `keep` when given). With `neighbours`, conversation
     context counts too (and the neighbours themselves become candidates); with `farther` (the
-    messages two before and two after), those count too. With `cues` and what was `said` in
-    each ranked message, the cues raise the messages they fit; `across_conversations` weighs
-    each message by its conversation's share of the best scores (see the module docstring)."""
+    messages two before and two after each ranked message), those count too. With `cues` and
+    what was `said` in each ranked message, the cues raise the messages they fit;
+    `across_conversations` weighs each message by its conversation's share of the best scores
+    (see the module docstring)."""
     words = _scaled_words(lexical, weights.substring)
     meaning = _scaled_similarities(semantic)
     own = {
@@ -235,11 +236,16 @@ def _add_context(
         for near in neighbours.get(item, (None, None)):
             if near is not None:
                 fused.setdefault(near, 0.0)
+    # Two away is symmetric: a ranked message lends its own score to the messages two away.
+    far: dict[int, float] = {}
+    for item, score in own.items():
+        for near in farther.get(item, ()):
+            if near is not None and near in fused:
+                far[near] = max(far.get(near, 0.0), score)
     for item in fused:
         close = [own.get(near, 0.0) for near in neighbours.get(item, ()) if near is not None]
-        far = [own.get(near, 0.0) for near in farther.get(item, ()) if near is not None]
         fused[item] += weights.neighbour * max(close, default=0.0)
-        fused[item] += weights.second_neighbour * max(far, default=0.0)
+        fused[item] += weights.second_neighbour * far.get(item, 0.0)
 
 
 def _weigh_conversations(fused: dict[int, float], said: Mapping[int, Said], weight: float) -> None:

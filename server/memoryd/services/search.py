@@ -307,8 +307,7 @@ def fused(
         reads.neighbours(connection, [item for item, _ in semantic if item not in context])
     )
     ranked = {item for item, _ in words.ranked} | {item for item, _ in semantic}
-    around = ranked | {near for item in ranked for near in context.get(item, ()) if near}
-    farther = reads.neighbours(connection, sorted(around), distance=2)
+    farther = reads.neighbours(connection, sorted(ranked), distance=2)
     said = reads.said(connection, sorted(ranked), kinds)
     fusion = fuse(
         words.ranked,
