@@ -4,8 +4,11 @@ Lexical: messages holding every word of the query, then any of them (each ranked
 sender counting too), then substring matches newest first (memoryd.services.word_search).
 Semantic: the scope's nearest vectors
 of the configured model. Hybrid (the default whenever vectors exist) reads both rankings to
-FUSION_DEPTH at least and fuses them (memoryd.domain.fusion); a message without a vector yet is
-still found by its words. A scope whose vectors do not fit in memory.search.vector_cache_mb is
+FUSION_DEPTH at least (WIDE_FUSION_DEPTH across conversations) and fuses them with the query's
+cues, read from each ranked message's sender, time and text (memoryd.domain.fusion); a message
+without a vector yet is still found by its words, and every answer counts those (`unembedded`).
+A query the embedding provider cannot embed is searched by its words (semantic mode:
+UNAVAILABLE). A scope whose vectors do not fit in memory.search.vector_cache_mb is
 searched by its words alone (semantic mode: FAILED_PRECONDITION saying so). Hits found by meaning
 alone below the model's similarity floor are left out and counted (memoryd.domain.fusion
 above_floor): a query about nothing the scope holds finds nothing.
