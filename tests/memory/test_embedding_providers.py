@@ -15,6 +15,7 @@ import grpc
 import pytest
 
 import memoryd_client as md
+from memoryd.testing.configs import embedding_config
 from memoryd.testing.fake_embeddings import FakeEmbeddings
 from memoryd.testing.server_process import ServerProcess
 from tests.backends import on_postgres
@@ -24,27 +25,6 @@ from tests.helpers import append, rpc_error, run_memoryd, user
 pytestmark = pytest.mark.storage
 
 TIMEOUT = 60.0
-
-
-def provider_config(
-    endpoint: FakeEmbeddings, model: str = "fake-embed", **search: str | float
-) -> str:
-    lines = [
-        "[memoryd.search]",
-        'embeddings = "provider"',
-        f'embedding_model = "{model}"',
-        *(
-            f'{key} = "{value}"' if isinstance(value, str) else f"{key} = {value}"
-            for key, value in search.items()
-        ),
-        "",
-        "[[memoryd.providers]]",
-        'name = "vectors"',
-        f'base_url = "{endpoint.base_url}"',
-        'model = "chat-model-unused"',
-        "timeout_seconds = 5",
-    ]
-    return "\n".join(lines) + "\n"
 
 
 async def caught_up(
@@ -85,7 +65,7 @@ def endpoint() -> FakeEmbeddings:
 async def test_an_endpoint_makes_the_vectors_and_searches_compare_them(
     tmp_path: Path, endpoint: FakeEmbeddings, conversation: md.Conversation
 ) -> None:
-    server = ServerProcess(tmp_path / "home", config=provider_config(endpoint)).start()
+    server = ServerProcess(tmp_path / "home", config=embedding_config(endpoint)).start()
     try:
         async with md.connect(server.address) as channel:
             memory = md.MemoryServiceStub(channel)
@@ -115,7 +95,7 @@ async def test_a_failing_endpoint_is_retried_and_words_still_find_meanwhile(
     tmp_path: Path, endpoint: FakeEmbeddings, conversation: md.Conversation
 ) -> None:
     endpoint.fail(500, times=2)
-    server = ServerProcess(tmp_path / "home", config=provider_config(endpoint)).start()
+    server = ServerProcess(tmp_path / "home", config=embedding_config(endpoint)).start()
     try:
         async with md.connect(server.address) as channel:
             memory = md.MemoryServiceStub(channel)
@@ -146,7 +126,7 @@ async def test_answers_count_what_has_no_vector_yet_until_the_embedder_reaches_i
     model yet), after it, and when the query itself cannot be embedded (all of the scope); 0
     once the embedder has caught up."""
     endpoint.fail(503, times=1_000_000)
-    server = ServerProcess(tmp_path / "home", config=provider_config(endpoint)).start()
+    server = ServerProcess(tmp_path / "home", config=embedding_config(endpoint)).start()
     conversation, other = (
         md.Conversation(agent_id="bot", owner_id="ada", channel="telegram", chat_id=chat)
         for chat in ("lessons", "errands")
@@ -256,7 +236,7 @@ async def test_a_new_model_embeds_again_and_never_compares_with_the_old_one(
     tmp_path: Path, endpoint: FakeEmbeddings, conversation: md.Conversation
 ) -> None:
     home = tmp_path / "home"
-    first = ServerProcess(home, config=provider_config(endpoint)).start()
+    first = ServerProcess(home, config=embedding_config(endpoint)).start()
     try:
         async with md.connect(first.address) as channel:
             memory = md.MemoryServiceStub(channel)
@@ -266,7 +246,7 @@ async def test_a_new_model_embeds_again_and_never_compares_with_the_old_one(
         assert first.stop() == 0, first.output
     # The new model cannot embed yet: the old vectors exist, but no search may use them.
     endpoint.fail(503, times=1000)
-    second = ServerProcess(home, config=provider_config(endpoint, "fake-embed-2")).start()
+    second = ServerProcess(home, config=embedding_config(endpoint, "fake-embed-2")).start()
     try:
         async with md.connect(second.address) as channel:
             memory = md.MemoryServiceStub(channel)
@@ -289,7 +269,7 @@ async def test_a_scope_too_large_for_the_cache_is_searched_by_words_or_by_the_in
     tmp_path: Path, endpoint: FakeEmbeddings, conversation: md.Conversation
 ) -> None:
     # 0.01 MiB holds 124 vectors of 64 dimensions (84 bytes each).
-    config = provider_config(endpoint, vector_cache_mb=0.01)
+    config = embedding_config(endpoint, vector_cache_mb=0.01)
     home = tmp_path / "home"
     server = ServerProcess(home, config=config).start()
     try:
@@ -339,7 +319,7 @@ async def test_a_scope_too_large_for_the_cache_is_searched_by_words_or_by_the_in
 async def test_reindex_embeds_everything_again(
     tmp_path: Path, endpoint: FakeEmbeddings, conversation: md.Conversation
 ) -> None:
-    server = ServerProcess(tmp_path / "home", config=provider_config(endpoint)).start()
+    server = ServerProcess(tmp_path / "home", config=embedding_config(endpoint)).start()
     try:
         async with md.connect(server.address) as channel:
             memory = md.MemoryServiceStub(channel)

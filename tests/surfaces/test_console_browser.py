@@ -29,11 +29,10 @@ from typing import Any
 import pytest
 
 import memoryd_client as md
-from memoryd.testing.configs import review_config
+from memoryd.testing.configs import embedding_config, review_config
 from memoryd.testing.fake_embeddings import FakeEmbeddings
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
-from tests.memory.test_embedding_providers import provider_config
 
 pytestmark = pytest.mark.slow
 
@@ -588,7 +587,9 @@ def test_the_overview_follows_a_bulk_loads_embedding(tmp_path: Path) -> None:
     """While vectors are being made, the overview's embedding queue says what waits and the
     rate, and says so once every message has its vector."""
     with FakeEmbeddings() as endpoint:
-        server = ServerProcess(tmp_path / "home", config=TOKENS + provider_config(endpoint)).start()
+        server = ServerProcess(
+            tmp_path / "home", config=TOKENS + embedding_config(endpoint)
+        ).start()
         try:
             endpoint.hold("loaded")
             with md.connect_sync(server.address, token=ADMIN) as channel:

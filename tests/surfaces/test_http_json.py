@@ -26,9 +26,9 @@ from hypothesis import HealthCheck, given, settings
 import memoryd_client as md
 from memoryd.api.connect_http import HTTP_STATUS
 from memoryd.api.status import STATUS
+from memoryd.testing.configs import embedding_config
 from memoryd.testing.fake_embeddings import FakeEmbeddings
 from memoryd.testing.server_process import ServerProcess
-from tests.memory.test_embedding_providers import provider_config
 from tests.rpc_fuzz import METHODS, RPCS, Case, Target, cases
 
 HTTP_ON = '[memoryd.http]\nlisten = "127.0.0.1:0"\ncors_origins = "https://console.example"\n'
@@ -373,7 +373,7 @@ def test_search_and_recall_say_what_meaning_could_not_see_yet(tmp_path: Path) ->
     """Over HTTP as over gRPC: a message the embedder has not reached is found by its words,
     and the answer counts it; the query's provider failing is UNAVAILABLE in semantic mode."""
     with FakeEmbeddings() as endpoint:
-        config = HTTP_ON + provider_config(endpoint)
+        config = HTTP_ON + embedding_config(endpoint)
         server = ServerProcess(tmp_path / "home", config=config).start()
         try:
             address = http_address(server)

@@ -37,13 +37,12 @@ from memoryd.domain.memories import MAX_KEY_CHARS, MAX_VALUE_CHARS
 from memoryd.domain.messages import MAX_SENDER_CHARS
 from memoryd.domain.recall import MAX_LIMIT as RECALL_MAX_LIMIT
 from memoryd.domain.search_query import MAX_QUERY_CHARS
-from memoryd.testing.configs import review_config
+from memoryd.testing.configs import embedding_config, review_config
 from memoryd.testing.fake_embeddings import FakeEmbeddings
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
 from tests.conftest import ROOT
 from tests.helpers import append, raw_exchange, run_memoryd, user
-from tests.memory.test_embedding_providers import provider_config
 
 TOOLS = {
     "record_turn",
@@ -586,7 +585,7 @@ async def test_answers_say_what_meaning_could_not_see_yet(
     """What the background embedder has not reached is found by its words only, and the tools
     say how much of the scope that is (as SearchHistory and Recall do)."""
     with FakeEmbeddings() as endpoint:
-        config = provider_config(endpoint)
+        config = embedding_config(endpoint)
         server = start_server(tmp_path / "home", config=config).start()
         async with over_stdio(server.address, "--owner", "ada", "--conversation", "t:1") as client:
             await call(client, "remember", key="city", fact="Lives in Porto", category="identity")

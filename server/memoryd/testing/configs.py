@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from memoryd.testing.fake_embeddings import FakeEmbeddings
 from memoryd.testing.fake_model import FakeModel
 
 
@@ -35,3 +36,26 @@ def _setting(key: str, value: object) -> str:
     if isinstance(value, bool):
         return f"{key} = {str(value).lower()}"
     return f"{key} = {value!r}".replace("'", '"')
+
+
+def embedding_config(
+    endpoint: FakeEmbeddings, model: str = "fake-embed", **search: str | float
+) -> str:
+    """A config whose embeddings come from the fake endpoint ("provider"), with more
+    [memoryd.search] settings."""
+    lines = [
+        "[memoryd.search]",
+        'embeddings = "provider"',
+        f'embedding_model = "{model}"',
+        *(
+            f'{key} = "{value}"' if isinstance(value, str) else f"{key} = {value}"
+            for key, value in search.items()
+        ),
+        "",
+        "[[memoryd.providers]]",
+        'name = "vectors"',
+        f'base_url = "{endpoint.base_url}"',
+        'model = "chat-model-unused"',
+        "timeout_seconds = 5",
+    ]
+    return "\n".join(lines) + "\n"
