@@ -86,9 +86,10 @@ FAILING = """import sys\nprint("half a document", flush=True)\nsys.exit("the fix
 SUCCEEDING = """import json\nprint(json.dumps({"benchmark": "fine", "figure": 42}))\n"""
 
 
-def test_a_failed_benchmark_is_marked_and_the_others_figures_are_kept(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Two benchmarks in place of the real ones, one stale (it fails) and one fine, run with
+    --quick; the file their results are recorded in."""
     (tmp_path / "stale.py").write_text(FAILING)
     (tmp_path / "fine.py").write_text(SUCCEEDING)
     benchmarks = (
@@ -96,8 +97,14 @@ def test_a_failed_benchmark_is_marked_and_the_others_figures_are_kept(
         run_all.Benchmark("auth_overhead", str(tmp_path / "fine.py")),
     )
     monkeypatch.setattr(run_all, "BENCHMARKS", benchmarks)
-    record = tmp_path / "record.json"
-    monkeypatch.setattr(sys, "argv", ["run_all.py", "--quick", "--record", str(record)])
+    recorded = tmp_path / "record.json"
+    monkeypatch.setattr(sys, "argv", ["run_all.py", "--quick", "--record", str(recorded)])
+    return recorded
+
+
+def test_a_failed_benchmark_is_marked_and_the_others_figures_are_kept(
+    record: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert run_all.main() == 1
     printed = capsys.readouterr()
     document = json.loads(printed.out[: printed.out.index("\nmachine:")])
@@ -111,19 +118,13 @@ def test_a_failed_benchmark_is_marked_and_the_others_figures_are_kept(
 
 
 def test_a_resumed_run_keeps_the_recorded_figures_and_runs_only_what_failed(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    record: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A run cut off or failed part-way is finished with --resume: what the record holds is not
     measured again (the script it came from is gone here), what failed is run again."""
-    (tmp_path / "stale.py").write_text(FAILING)
-    (tmp_path / "fine.py").write_text(SUCCEEDING)
-    benchmarks = (
-        run_all.Benchmark("transfer_throughput", str(tmp_path / "stale.py")),
-        run_all.Benchmark("auth_overhead", str(tmp_path / "fine.py")),
-    )
-    monkeypatch.setattr(run_all, "BENCHMARKS", benchmarks)
-    record = tmp_path / "record.json"
-    monkeypatch.setattr(sys, "argv", ["run_all.py", "--quick", "--record", str(record)])
     assert run_all.main() == 1
     assert json.loads(record.read_text())["auth_overhead"] == {"benchmark": "fine", "figure": 42}
     (tmp_path / "fine.py").unlink()
