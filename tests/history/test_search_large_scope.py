@@ -11,6 +11,7 @@ import pytest
 import memoryd_client as md
 from memoryd.domain.conversation import AgentKey, ConversationKey, OwnerKey
 from memoryd.storage import search_reads as reads
+from memoryd.storage import vector_store
 from memoryd.storage.search_reads import INDEX_FIRST, SCAN_LIMIT
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, user
@@ -144,5 +145,43 @@ async def test_ranking_in_the_index_first_finds_exactly_what_the_join_finds(
                     )
                     assert first == joined, (name, expression, limit)
                     assert all(item not in excluded for item, _ in first)
+    finally:
+        connection.close()
+
+
+@pytest.mark.sqlite_only("reads the shared SQLite file directly (the SQL is the same on both)")
+async def test_messages_without_a_vector_are_counted_alike_whatever_waits_in_all(
+    memory: md.MemoryServiceStub, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before the first vector every message waits. With fewer waiting in all than the limit,
+    the waiting are walked by id; with more, each scope's own are counted: a scope whose
+    messages come after the limit's worth of others is counted all the same, up to the limit."""
+    await memory.SearchHistory(md.SearchHistoryRequest(query="filler", conversation=BIG))
+    scopes = {
+        "conversation": ConversationKey("big", "ada", "telegram", "1", "root"),
+        "agent": AgentKey("big"),
+        "bob, appended last": OwnerKey("big", "bob"),
+        "another agent": AgentKey("other"),
+    }
+    connection = apsw.Connection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        (total,) = connection.execute("SELECT count(*) FROM messages").fetchone()
+        (bob,) = connection.execute(
+            "SELECT count(*) FROM messages WHERE agent_id = 'big' AND owner_id = 'bob'"
+        ).fetchone()
+        (first_of_bob,) = connection.execute(
+            "SELECT min(id) FROM messages WHERE agent_id = 'big' AND owner_id = 'bob'"
+        ).fetchone()
+        limit = 5
+        assert bob < limit < first_of_bob  # walked by id, the first `limit` hold none of bob's
+        for name, scope in scopes.items():
+            condition, params = vector_store._scope_condition(scope)
+            (truth,) = connection.execute(
+                f"SELECT count(*) FROM messages AS m WHERE {condition}", params
+            ).fetchone()
+            monkeypatch.setattr(vector_store, "UNEMBEDDED_COUNT_LIMIT", total)
+            assert vector_store.unembedded_messages(connection, scope, None) == truth, name
+            monkeypatch.setattr(vector_store, "UNEMBEDDED_COUNT_LIMIT", limit)
+            assert vector_store.unembedded_messages(connection, scope, None) == min(truth, limit)
     finally:
         connection.close()

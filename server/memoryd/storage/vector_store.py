@@ -327,19 +327,29 @@ def scope_vector_count(
 def unembedded_messages(connection: Transaction, scope: HistoryScope, model_id: int | None) -> int:
     """How many of the scope's messages have no vector of the model yet: those after its
     cursor, or every one before its first vector (model_id None); UNEMBEDDED_COUNT_LIMIT at
-    most. Walks the messages after the cursor, oldest first (in steady state there are none),
-    not the scope, which may hold a million."""
+    most. When few wait in all (in steady state none), they are walked by id, not the scope,
+    which may hold a million; during a larger backlog the scope's own are counted."""
     condition, params = _scope_condition(scope)
     cursor = (
-        "0" if model_id is None else "(SELECT message_cursor FROM embedding_models WHERE id = ?)"
+        "?" if model_id is None else "(SELECT message_cursor FROM embedding_models WHERE id = ?)"
     )
+    after = 0 if model_id is None else model_id
     waiting = (
         f"SELECT {', '.join(KEY_COLUMNS)} FROM messages WHERE id > {cursor} ORDER BY id LIMIT ?"
     )
+    walked, found = one(
+        connection,
+        f"SELECT count(*), coalesce(sum(CASE WHEN {condition} THEN 1 ELSE 0 END), 0) "
+        f"FROM ({waiting}) AS m",
+        (*params, after, UNEMBEDDED_COUNT_LIMIT + 1),
+    )
+    if walked <= UNEMBEDDED_COUNT_LIMIT:
+        return int(found)
     (count,) = one(
         connection,
-        f"SELECT count(*) FROM ({waiting}) AS m WHERE {condition}",
-        (*(() if model_id is None else (model_id,)), UNEMBEDDED_COUNT_LIMIT, *params),
+        f"SELECT count(*) FROM (SELECT 1 FROM messages AS m WHERE {condition} "
+        f"AND m.id > {cursor} LIMIT ?) AS scoped",
+        (*params, after, UNEMBEDDED_COUNT_LIMIT),
     )
     return int(count)
 
