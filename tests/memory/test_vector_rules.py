@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from memoryd.domain.fusion import Scores, above_floor, fuse, query_floor
+from memoryd.domain.fusion import Scores, above_floor, fuse, fuse_above_floor, query_floor
 from memoryd.domain.vectors import hamming, normalised, quantise, restored, sign_words, smallest
 
 DISTANCES = hnp.arrays(
@@ -80,6 +80,34 @@ def test_fusion_keeps_the_head_of_the_full_ranking(
     assert set(lexical_ids) | set(semantic_ids) <= set(ids)
     fused = [scores.fused for _, scores in whole]
     assert fused == sorted(fused, reverse=True)
+
+
+@given(
+    RANKING,
+    RANKING,
+    st.lists(st.floats(0.0, 1.0), min_size=30, max_size=30),
+    st.dictionaries(
+        st.integers(1, 60),
+        st.tuples(st.none() | st.integers(1, 60), st.none() | st.integers(1, 60)),
+    ),
+    st.tuples(st.sampled_from([0.0, 0.3, 0.5, 0.7]), st.integers(1, 40)),
+)
+def test_the_floor_applied_to_the_fusion_as_it_is_made_keeps_what_it_keeps_applied_after(
+    lexical_ids: list[int],
+    semantic_ids: list[int],
+    similarities: list[float],
+    neighbours: dict[int, tuple[int | None, int | None]],
+    floor_and_keep: tuple[float, int],
+) -> None:
+    floor, keep = floor_and_keep
+    lexical = [(item, -float(len(lexical_ids) - place)) for place, item in enumerate(lexical_ids)]
+    ordered = sorted(similarities, reverse=True)
+    semantic = [(item, ordered[place]) for place, item in enumerate(semantic_ids)]
+    kept, cut = above_floor(fuse(lexical, semantic, neighbours), floor, neighbours)
+    assert fuse_above_floor(lexical, semantic, neighbours, floor=floor, keep=keep) == (
+        kept[:keep],
+        cut,
+    )
 
 
 def test_the_similarity_floor_keeps_words_near_enough_meaning_and_their_neighbours() -> None:

@@ -182,45 +182,128 @@ def fuse(
     what was `said` in each ranked message, the cues raise the messages they fit;
     `across_conversations` weighs each message by its conversation's share of the best scores
     (see the module docstring)."""
-    words = _scaled_words(lexical, weights.substring)
-    meaning = _scaled_similarities(semantic)
-    own = {
-        item: weights.lexical * words.get(item, 0.0)
-        + (1 - weights.lexical) * meaning.get(item, 0.0)
-        for item in (*words, *meaning)
+    fusion = _Fusion.of(
+        lexical,
+        semantic,
+        neighbours,
+        weights,
+        farther=farther,
+        cues=cues,
+        said=said,
+        across_conversations=across_conversations,
+    )
+    return [(item, fusion.scores(item)) for item in fusion.ranked()[:keep]]
+
+
+def fuse_above_floor(
+    lexical: Sequence[tuple[int, float]],
+    semantic: Sequence[tuple[int, float]],
+    neighbours: Neighbours,
+    *,
+    floor: float,
+    keep: int,
+    farther: Neighbours | None = None,
+    cues: Cues | None = None,
+    said: Mapping[int, Said] | None = None,
+    across_conversations: bool = False,
+) -> tuple[list[tuple[int, Scores]], int]:
+    """`above_floor(fuse(...), floor, neighbours)` with the kept ranking cut at `keep`, and the
+    same count of what was left out: the scores are made for the kept head only (a search
+    across conversations ranks a thousand candidates or more, and answers a few)."""
+    fusion = _Fusion.of(
+        lexical,
+        semantic,
+        neighbours,
+        WEIGHTS,
+        farther=farther,
+        cues=cues,
+        said=said,
+        across_conversations=across_conversations,
+    )
+    ranked = fusion.ranked()
+    if floor <= 0:
+        return [(item, fusion.scores(item)) for item in ranked[:keep]], 0
+    primary = {
+        item
+        for item in (*fusion.lexical_places, *fusion.semantic_places)
+        if item in fusion.lexical_places or fusion.similarity[item] >= floor
     }
-    if cues is not None and said:
-        for item, score in own.items():
-            if item in said:
-                own[item] = score * (1 + cues.raise_of(said[item], weights))
-    fused = dict(own)
-    if neighbours:
-        _add_context(fused, own, neighbours, farther or {}, weights)
-    if across_conversations and said:
-        _weigh_conversations(fused, said, weights.conversation)
-    lexical_places = {item: place for place, (item, _) in enumerate(lexical, start=1)}
-    semantic_places = {item: place for place, (item, _) in enumerate(semantic, start=1)}
+    kept = [item for item in ranked if _primary_or_next_to_one(item, primary, neighbours)]
+    head = []
+    for item in kept[:keep]:
+        scores = fusion.scores(item)
+        if scores.similarity < floor:
+            scores = dataclasses.replace(scores, semantic_rank=0)
+        head.append((item, scores))
+    return head, len(ranked) - len(kept)
 
-    def order(item: int) -> tuple[float, int, int]:
-        places = (lexical_places.get(item, NOWHERE), semantic_places.get(item, NOWHERE))
-        return (-fused[item], min(places), -item)
 
-    ranked = sorted(fused, key=order)[:keep]
-    bm25 = dict(lexical)
-    similarity = dict(semantic)
-    return [
-        (
-            item,
-            Scores(
-                bm25=bm25.get(item, 0.0),
-                similarity=similarity.get(item, 0.0),
-                fused=fused[item],
-                lexical_rank=lexical_places.get(item, 0),
-                semantic_rank=semantic_places.get(item, 0),
-            ),
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Fusion:
+    """The fused score of every candidate, and what its Scores are made of."""
+
+    fused: dict[int, float]
+    lexical_places: dict[int, int]
+    semantic_places: dict[int, int]
+    bm25: dict[int, float]
+    similarity: dict[int, float]
+
+    @classmethod
+    def of(
+        cls,
+        lexical: Sequence[tuple[int, float]],
+        semantic: Sequence[tuple[int, float]],
+        neighbours: Neighbours | None,
+        weights: FusionWeights,
+        *,
+        farther: Neighbours | None,
+        cues: Cues | None,
+        said: Mapping[int, Said] | None,
+        across_conversations: bool,
+    ) -> _Fusion:
+        words = _scaled_words(lexical, weights.substring)
+        meaning = _scaled_similarities(semantic)
+        own = {
+            item: weights.lexical * words.get(item, 0.0)
+            + (1 - weights.lexical) * meaning.get(item, 0.0)
+            for item in (*words, *meaning)
+        }
+        if cues is not None and said:
+            for item, score in own.items():
+                if item in said:
+                    own[item] = score * (1 + cues.raise_of(said[item], weights))
+        fused = dict(own)
+        if neighbours:
+            _add_context(fused, own, neighbours, farther or {}, weights)
+        if across_conversations and said:
+            _weigh_conversations(fused, said, weights.conversation)
+        return cls(
+            fused,
+            {item: place for place, (item, _) in enumerate(lexical, start=1)},
+            {item: place for place, (item, _) in enumerate(semantic, start=1)},
+            dict(lexical),
+            dict(semantic),
         )
-        for item in ranked
-    ]
+
+    def ranked(self) -> list[int]:
+        """Every candidate, best first: by fused score, then by its better place in either
+        ranking, then the newer."""
+        fused, lexical, semantic = self.fused, self.lexical_places, self.semantic_places
+
+        def order(item: int) -> tuple[float, int, int]:
+            places = (lexical.get(item, NOWHERE), semantic.get(item, NOWHERE))
+            return (-fused[item], min(places), -item)
+
+        return sorted(fused, key=order)
+
+    def scores(self, item: int) -> Scores:
+        return Scores(
+            bm25=self.bm25.get(item, 0.0),
+            similarity=self.similarity.get(item, 0.0),
+            fused=self.fused[item],
+            lexical_rank=self.lexical_places.get(item, 0),
+            semantic_rank=self.semantic_places.get(item, 0),
+        )
 
 
 def _add_context(
@@ -313,6 +396,11 @@ def above_floor(
             scores if scores.similarity >= floor else dataclasses.replace(scores, semantic_rank=0),
         )
         for item, scores in ranking
-        if item in primary or any(near in primary for near in context.get(item, ()) if near)
+        if _primary_or_next_to_one(item, primary, context)
     ]
     return kept, len(ranking) - len(kept)
+
+
+def _primary_or_next_to_one(item: int, primary: set[int], neighbours: Neighbours) -> bool:
+    """Whether the floor keeps `item`: a match of its own (`primary`), or a neighbour of one."""
+    return item in primary or any(near in primary for near in neighbours.get(item, ()) if near)

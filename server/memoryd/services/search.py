@@ -28,8 +28,7 @@ from memoryd.domain.fusion import (
     Cues,
     Scores,
     SearchMode,
-    above_floor,
-    fuse,
+    fuse_above_floor,
     query_floor,
 )
 from memoryd.domain.history import SearchHit
@@ -312,18 +311,19 @@ def fused(
     ranked = {item for item, _ in words.ranked} | {item for item, _ in semantic}
     farther = reads.neighbours(connection, sorted(ranked), distance=2)
     said = reads.said(connection, sorted(ranked), kinds)
-    fusion = fuse(
+    ranking, cut = fuse_above_floor(
         words.ranked,
         semantic,
         context,
+        floor=floor,
+        # A neighbour may be of another kind than asked for: keep a few spare.
+        keep=3 * limit,
         farther=farther,
         cues=cues,
         said=said,
         across_conversations=not isinstance(scope, ConversationKey),
     )
-    ranking, cut = above_floor(fusion, floor, context)
-    # A neighbour may be of another kind than asked for: keep a few spare.
-    hits = hits_of(connection, scope, words, ranking[: 3 * limit], kinds=kinds, limit=limit)
+    hits = hits_of(connection, scope, words, ranking, kinds=kinds, limit=limit)
     return Found(hits, cut)
 
 
