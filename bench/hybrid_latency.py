@@ -242,7 +242,7 @@ def main() -> int:
             code = server.stop()
     if code != 0:
         sys.exit(f"memoryd exited with {code}")
-    result["targets_ms"] = {"hybrid conversation p50": 10, "hybrid conversation p99": 30}
+    result["targets_ms"] = {"hybrid conversation p50": 20, "hybrid conversation p99": 40}
     print(json.dumps(result, indent=2))
     return 0
 

@@ -386,7 +386,7 @@ def print_tables(results: dict[str, Any]) -> None:
                 f"| SearchHistory {mode}, one conversation of {found['messages']} messages, "
                 f"{found['queries_per_mode']} queries | p50 **{found[mode]['all']['p50']} ms**, "
                 f"p99 {found[mode]['all']['p99']} ms at the client (query embedding included) | "
-                "hybrid p50 <= 10 ms, p99 <= 30 ms |"
+                "hybrid p50 <= 20 ms, p99 <= 40 ms (2 cores) |"
             )
 
     def freshness() -> None:

@@ -103,6 +103,15 @@ async def test_no_match_in_a_large_scope_is_quick_and_empty(
     assert list(response.hits) == []
 
 
+# The scopes the tests that read the SQLite file directly ask about.
+READ_SCOPES = {
+    "conversation": ConversationKey("big", "ada", "telegram", "1", "root"),
+    "agent": AgentKey("big"),
+    "bob: appended last, few of the index's best": OwnerKey("big", "bob"),
+    "another agent": AgentKey("other"),
+}
+
+
 @pytest.mark.sqlite_only("FTS5's index-first ranking (PostgreSQL's planner chooses for itself)")
 async def test_ranking_in_the_index_first_finds_exactly_what_the_join_finds(
     memory: md.MemoryServiceStub, home: Path
@@ -110,12 +119,7 @@ async def test_ranking_in_the_index_first_finds_exactly_what_the_join_finds(
     """A large scope's common words are ranked in the word index alone, then checked against
     the scope; when too few are in it, the join answers. Either way: the join's answer."""
     await memory.SearchHistory(md.SearchHistoryRequest(query="filler", conversation=BIG))
-    scopes = {
-        "conversation": ConversationKey("big", "ada", "telegram", "1", "root"),
-        "agent": AgentKey("big"),
-        "a scope with few of the index's best": OwnerKey("big", "bob"),
-        "another agent": AgentKey("other"),
-    }
+    scopes = READ_SCOPES
     expressions = ['"filler"', '"filler" OR "zebrafishy"', '"number" OR "note"', '"nothing"']
     connection = apsw.Connection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
     try:
@@ -124,7 +128,7 @@ async def test_ranking_in_the_index_first_finds_exactly_what_the_join_finds(
         ).fetchone()
         assert filler > INDEX_FIRST  # the index's best do not hold every match
         bob = reads.rank_words(
-            connection, scopes["a scope with few of the index's best"], '"filler"', (), 10
+            connection, scopes["bob: appended last, few of the index's best"], '"filler"', (), 10
         )
         assert len(bob) == 1  # found by the join, after the index's best held none of bob's
         for name, scope in scopes.items():
@@ -157,12 +161,7 @@ async def test_messages_without_a_vector_are_counted_alike_whatever_waits_in_all
     the waiting are walked by id; with more, each scope's own are counted: a scope whose
     messages come after the limit's worth of others is counted all the same, up to the limit."""
     await memory.SearchHistory(md.SearchHistoryRequest(query="filler", conversation=BIG))
-    scopes = {
-        "conversation": ConversationKey("big", "ada", "telegram", "1", "root"),
-        "agent": AgentKey("big"),
-        "bob, appended last": OwnerKey("big", "bob"),
-        "another agent": AgentKey("other"),
-    }
+    scopes = READ_SCOPES
     connection = apsw.Connection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
     try:
         (total,) = connection.execute("SELECT count(*) FROM messages").fetchone()
