@@ -43,7 +43,6 @@ from memoryd.errors import InvalidArgument, PermissionDenied
 from memoryd.services.search import HistorySearch, QueryNotEmbeddedError
 from memoryd.services.semantic import nearest_memories
 from memoryd.storage import memory_reads as reads
-from memoryd.storage import vector_store
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
 
@@ -150,12 +149,7 @@ class RecallService:
             floor = query_floor(query, vectors.floor)
 
             def search(connection: Transaction) -> tuple[list[RankedMemory], int, int]:
-                unembedded = 0
-                if mode is not SearchMode.LEXICAL and vectors.enabled:
-                    model = None if blind else vectors.embedding.model
-                    unembedded = vector_store.unembedded_memories(
-                        connection, visible, None if model is None else model.id
-                    )
+                unembedded = vectors.unembedded(connection, mode, visible, blind=blind)
                 if meaning is None and mode is SearchMode.SEMANTIC:
                     return [], 0, unembedded
                 hits: list[RankedMemory] = []

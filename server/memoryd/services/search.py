@@ -32,6 +32,7 @@ from memoryd.domain.fusion import (
     query_floor,
 )
 from memoryd.domain.history import SearchHit
+from memoryd.domain.memory_queries import Visible
 from memoryd.domain.messages import Trust, check_kinds
 from memoryd.domain.search_query import plan_search
 from memoryd.domain.vectors import Floats
@@ -101,19 +102,20 @@ class QueryVectors:
         self,
         connection: Transaction,
         mode: SearchMode,
-        scope: HistoryScope,
+        scope: HistoryScope | Visible,
         *,
         blind: bool = False,
     ) -> int:
-        """How many of the scope's messages a search in `mode` would compare by meaning and
-        could not (no vector so far; every one when `blind`: the query had no vector): 0 for
-        words only, or with embeddings off."""
+        """How many of the scope's messages (or, for a Visible, the rows the caller may see) a
+        search in `mode` would compare by meaning and could not (no vector so far; every one
+        when `blind`: the query had no vector): 0 for words only, or with embeddings off."""
         if mode is SearchMode.LEXICAL or not self.enabled:
             return 0
         model = None if blind else self.embedding.model
-        return vector_store.unembedded_messages(
-            connection, scope, None if model is None else model.id
-        )
+        model_id = None if model is None else model.id
+        if isinstance(scope, Visible):
+            return vector_store.unembedded_memories(connection, scope, model_id)
+        return vector_store.unembedded_messages(connection, scope, model_id)
 
     def could_mean(self, mode: SearchMode, scope: HistoryScope) -> bool:
         """Whether `mode` may use meaning in `scope` now: embeddings on, vectors exist, and the
@@ -308,9 +310,9 @@ def fused(
     context.update(
         reads.neighbours(connection, [item for item, _ in semantic if item not in context])
     )
-    ranked = {item for item, _ in words.ranked} | {item for item, _ in semantic}
-    farther = reads.neighbours(connection, sorted(ranked), distance=2)
-    said = reads.said(connection, sorted(ranked), kinds)
+    ranked = sorted({item for item, _ in words.ranked} | {item for item, _ in semantic})
+    farther = reads.neighbours(connection, ranked, distance=2)
+    said = reads.said(connection, ranked, kinds)
     ranking, cut = fuse_above_floor(
         words.ranked,
         semantic,
