@@ -47,10 +47,7 @@ def embedding_config(
         "[memoryd.search]",
         'embeddings = "provider"',
         f'embedding_model = "{model}"',
-        *(
-            f'{key} = "{value}"' if isinstance(value, str) else f"{key} = {value}"
-            for key, value in search.items()
-        ),
+        *(_setting(key, value) for key, value in search.items()),
         "",
         "[[memoryd.providers]]",
         'name = "vectors"',
