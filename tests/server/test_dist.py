@@ -1,6 +1,7 @@
-"""`make dist`'s packages install and work outside the repository: the server's wheel and the
-Python client's sdist in a fresh virtualenv (the server's sdist builds too), whose `memoryd
-serve` answers the client's example and the sync client; the TypeScript tarball in a fresh npm
+"""`make dist`'s packages install and work outside the repository: the README's one command
+(`pip install --find-links dist 'memoryd[mcp,postgres,tracing]'`) in a fresh virtualenv (both
+sdists build the same wheels), whose `memoryd serve` answers the client's example and the sync
+client; the TypeScript tarball in a fresh npm
 project, whose adapter example runs against that server."""
 
 from __future__ import annotations
@@ -24,6 +25,14 @@ pytestmark = [
     # Packaging, not storage: run once (the fresh virtualenv has no PostgreSQL driver).
     pytest.mark.sqlite_only("what the packages hold does not depend on the backend"),
 ]
+# What the README tells a user to install from `make dist`'s folder.
+INSTALL = "memoryd[mcp,postgres,tracing]"
+# The optional parts that INSTALL's extras bring.
+EXTRAS = "import mcp, psycopg, opentelemetry.sdk, opentelemetry.exporter.otlp.proto.grpc"
+CONSOLE_ASSETS = (
+    "from importlib.resources import files; "
+    "print(*sorted(p.name for p in (files('memoryd.console') / 'assets').iterdir()))"
+)
 WHERE_FROM = (
     "import memoryd, memoryd_client; print(memoryd.__file__); print(memoryd_client.__file__)"
 )
@@ -87,35 +96,29 @@ def installed(dist: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -
         "--constraint",
         str(ROOT / "constraints.txt"),
     ]
-    # A setuptools that reads license expressions (77+), for the sdists.
+    # The README's command: the wheelhouse for memoryd's own packages, the index for the rest.
+    run([*pip, "--find-links", str(dist["server_wheel"].parent), INSTALL], cwd=folder)
+    # Each sdist builds the wheel that was installed (a setuptools that reads license
+    # expressions, 77+, to build them).
     run([*pip, "--upgrade", "setuptools>=77"], cwd=folder)
-    run(
-        [
-            *pip,
-            "--no-build-isolation",
-            str(dist["client_sdist"]),
-            str(dist["model_wheel"]),
-            str(dist["server_wheel"]),
-        ],
-        cwd=folder,
-    )
-    # The server's sdist builds a wheel too.
-    run(
-        [
-            str(python),
-            "-m",
-            "pip",
-            "wheel",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--wheel-dir",
-            str(folder / "rebuilt"),
-            str(dist["server_sdist"]),
-        ],
-        cwd=folder,
-    )
-    assert [path.name for path in (folder / "rebuilt").iterdir()] == [dist["server_wheel"].name]
+    for sdist, wheel in (("server_sdist", "server_wheel"), ("client_sdist", "client_wheel")):
+        rebuilt = folder / f"rebuilt-{sdist}"
+        run(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "wheel",
+                "--quiet",
+                "--no-deps",
+                "--no-build-isolation",
+                "--wheel-dir",
+                str(rebuilt),
+                str(dist[sdist]),
+            ],
+            cwd=folder,
+        )
+        assert [path.name for path in rebuilt.iterdir()] == [dist[wheel].name]
     return python
 
 
@@ -124,6 +127,14 @@ def fresh_server(installed: Path) -> Iterator[ServerProcess]:
     server = ServerProcess(installed.parent.parent.parent / "home", python=str(installed)).start()
     yield server
     assert server.stop() == 0, server.output
+
+
+def test_the_extras_and_the_console_install_with_the_server(installed: Path) -> None:
+    run([str(installed), "-c", EXTRAS], cwd=installed.parent)
+    assets = run([str(installed), "-c", CONSOLE_ASSETS], cwd=installed.parent)
+    assert assets.split() == ["console.css", "console.js", "index.html"]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"pip install --find-links dist '{INSTALL}'" in readme
 
 
 def test_the_installed_packages_come_from_the_virtualenv(installed: Path) -> None:
@@ -194,3 +205,39 @@ def test_the_npm_tarball_installs_and_its_example_runs(
     assert "echo: I live in Lisbon" in said
     assert not (project / "node_modules" / "@memoryd" / "client" / "src").exists()
     assert (project / "node_modules" / "@memoryd" / "client" / "dist" / "src" / "index.js").exists()
+
+
+def readme_go_commands(checkout: Path) -> list[list[str]]:
+    """The `go mod` commands clients/go/README.md gives, for a checkout at `checkout`."""
+    text = (ROOT / "clients" / "go" / "README.md").read_text(encoding="utf-8")
+    joined = text.replace("\\\n", " ")
+    commands = []
+    for line in joined.splitlines():
+        if line.startswith("go mod"):
+            command = line.split("#")[0].split()
+            commands.append(
+                [word.replace("../memoryd/clients/go", str(checkout)) for word in command]
+            )
+    return commands
+
+
+def test_the_go_client_builds_in_a_module_outside_the_repository_as_its_readme_says(
+    fresh_server: ServerProcess, tmp_path: Path
+) -> None:
+    go = shutil.which("go")
+    assert go
+    module = tmp_path / "adapter"
+    module.mkdir()
+    run([go, "mod", "init", "example.com/adapter"], cwd=module)
+    shutil.copy(ROOT / "clients" / "go" / "examples" / "adapter" / "main.go", module / "main.go")
+    commands = readme_go_commands(ROOT / "clients" / "go")
+    assert [command[:3] for command in commands] == [["go", "mod", "edit"], ["go", "mod", "tidy"]]
+    for command in commands:
+        run([go, *command[1:]], cwd=module, timeout=300)
+    run([go, "build", "-o", "adapter", "."], cwd=module, timeout=300)
+    said = run(
+        [str(module / "adapter"), "--address", fresh_server.address, "--owner", "lin"],
+        cwd=module,
+        stdin="I collect stamps\n",
+    )
+    assert "echo: I collect stamps" in said
