@@ -198,3 +198,22 @@ def test_text_logs_keep_the_milliseconds_of_rpc_lines(
     others = [line for line in server.lines if " memoryd.server: " in line]
     assert others, server.output
     assert all(re.match(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ", line) for line in others)
+
+
+def test_memoryd_health_says_whether_the_server_serves_for_probes(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    nowhere = memoryd("health", "--address", free_address(), "--timeout", "1")
+    assert (nowhere.returncode, nowhere.stdout) == (1, "UNAVAILABLE\n"), nowhere.stderr
+    # Health is open: a probe carries no token, whatever the server requires.
+    server = start_server(tmp_path / "home", config=TOKENS).start()
+    serving = memoryd("health", "--address", server.address)
+    assert (serving.returncode, serving.stdout) == (0, "SERVING\n"), serving.stderr
+    unknown = memoryd("health", "--address", server.address, "--service", "no.such.Service")
+    assert (unknown.returncode, unknown.stdout) == (1, "NOT_FOUND\n"), unknown.stderr
+    refused = memoryd("health", "--address", server.address, "--timeout", "0")
+    assert refused.returncode == 2
+    assert refused.stdout == "--timeout must be above 0, got 0.0\n"
+    assert server.stop() == 0, server.output
+    stopped = memoryd("health", "--address", server.address, "--timeout", "1")
+    assert (stopped.returncode, stopped.stdout) == (1, "UNAVAILABLE\n")

@@ -8,6 +8,7 @@ memoryd export [--agent A] [--owner O] [FILE]; memoryd import FILE   (see transf
 memoryd purge-owner AGENT OWNER [--yes]
 memoryd search QUERY [--conversation C] [--mode M]; memoryd embeddings; memoryd reindex
                                                  (see search_commands)
+memoryd health [--address A]                     (gRPC health, for probes; see health_command)
 memoryd backup PATH | restore PATH | discard-replaced | check | log-name ID...  [--home DIR]
 memoryd migrate --to postgres --dsn DSN | --dsn-env VAR  (see data_commands)
 memoryd setup [...]; memoryd config show [--json]   (see setup_commands)
@@ -29,6 +30,7 @@ from memoryd import __version__
 from memoryd.cli import (
     conversation_commands,
     data_commands,
+    health_command,
     mcp_command,
     memory_commands,
     remote,
@@ -84,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     resource_commands.add_commands(commands)
     transfer_commands.add_commands(commands, remote.common_options)
     search_commands.add_commands(commands, remote.common_options)
+    health_command.add_commands(commands, remote.common_options)
     data_commands.add_commands(commands)
     setup_commands.add_commands(commands)
     mcp_command.add_commands(commands)
@@ -137,6 +140,7 @@ def _client_command(args: argparse.Namespace, env: Mapping[str, str], out: TextI
         "import",
         "purge-owner",
         *search_commands.COMMANDS,
+        *health_command.COMMANDS,
     ):
         return remote.run(args, env, out)
     if args.command in data_commands.COMMANDS:

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
+from grpc_health.v1 import health_pb2
 
 import memoryd_client as md
 from memoryd.config import cli_token
@@ -41,6 +42,10 @@ class Stubs:
 
     memory: md.MemoryServiceStub
     compaction: md.CompactionServiceStub
+    # grpc.health.v1.Health/Check (the generated HealthStub is untyped).
+    health_check: grpc.UnaryUnaryMultiCallable[
+        health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse
+    ]
 
 
 Command = Callable[[Stubs, argparse.Namespace, TextIO], int]
@@ -80,7 +85,15 @@ def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO = sys.stdo
     with md.connect_sync(
         address, token=token or None, timeout=None, credentials=tls, options=options
     ) as channel:
-        stubs = Stubs(md.MemoryServiceStub(channel), md.CompactionServiceStub(channel))
+        stubs = Stubs(
+            md.MemoryServiceStub(channel),
+            md.CompactionServiceStub(channel),
+            channel.unary_unary(
+                "/grpc.health.v1.Health/Check",
+                request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+                response_deserializer=health_pb2.HealthCheckResponse.FromString,
+            ),
+        )
         try:
             return command(stubs, args, out)
         except grpc.RpcError as error:
