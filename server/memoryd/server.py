@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import errno
 import logging
 import signal
-import socket
 import ssl
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,6 +38,8 @@ from memoryd.errors import StartupError
 from memoryd.log_events import Event
 from memoryd.observability import metrics, tracing
 from memoryd.runtime import Runtime
+from memoryd.serving.binding import bind_failure
+from memoryd.serving.health_port import start_health_port
 from memoryd.serving.listeners import start_http
 from memoryd.serving.token_reloads import SettingsPipe, reload_on_hangup
 from memoryd.supervisor import WorkerRole
@@ -108,27 +108,6 @@ async def serve(
             stats.retries,
             extra={"event": Event.STOPPED, "writer": dataclasses.asdict(stats)},
         )
-
-
-def _bind_failure(listen: str) -> str:
-    """Why gRPC could not bind `listen` (it says only "Failed to bind"), found by binding the
-    same address with a plain socket."""
-    host, _, port = listen.rpartition(":")
-    host = host.strip("[]") or "0.0.0.0"  # noqa: S104 - only a probe, closed at once
-    try:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.bind((host, int(port)))
-    except OSError as error:
-        if error.errno == errno.EADDRINUSE:
-            return (
-                "address already in use (another memoryd or another program listens there; "
-                "choose another address with --listen HOST:PORT, or make serve PORT=...)"
-            )
-        return error.strerror or str(error)
-    except ValueError as error:
-        return str(error)
-    return "gRPC could not bind it (set GRPC_VERBOSITY=debug to see why)"
 
 
 def server_credentials(server: ServerSettings) -> grpc.ServerCredentials | None:
@@ -241,10 +220,17 @@ async def _serve(
             port = server.add_secure_port(settings.server.listen, credentials)
     except RuntimeError as error:
         raise StartupError(
-            f"cannot listen on {settings.server.listen}: {_bind_failure(settings.server.listen)}"
+            f"cannot listen on {settings.server.listen}: {bind_failure(settings.server.listen)}"
         ) from error
     # Bound before gRPC starts: a port that cannot be had stops the start before any call.
     listeners = await start_http(settings, handlers, runtime, guard)
+    health_port = (
+        await start_health_port(
+            settings.server.health_listen, health_servicer, shared=worker is not None
+        )
+        if settings.server.health_listen
+        else None
+    )
     await server.start()
     names = ("", *SERVICE_NAMES, *((worker.health_name,) if worker else ()))
     for name in names:
@@ -272,6 +258,11 @@ async def _serve(
             ),
             "tokens": len(settings.auth.tokens),
             **listeners.addresses(),
+            **(
+                {"health": f"{settings.server.health_listen.rpartition(':')[0]}:{health_port[1]}"}
+                if health_port
+                else {}
+            ),
         },
     )
     await _start_background(settings, runtime, first=worker is None or worker.index == 0)
@@ -295,6 +286,8 @@ async def _serve(
         await runtime.services.scheduler.stop()
         await listeners.stop()
         await server.stop(settings.server.grace_period_seconds)
+        if health_port is not None:
+            await health_port[0].stop(0)
 
 
 async def _start_background(settings: Settings, runtime: Runtime, *, first: bool) -> None:

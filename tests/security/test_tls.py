@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import socket
 import ssl
 import subprocess
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ import memoryd_client as md
 from memoryd.testing.server_process import ServerProcess
 from tests.certificates import Authority, Pair
 from tests.security.test_auth import cli_with
+from tests.server.test_first_hour import TOKENS, free_address, memoryd
 
 
 @pytest.fixture(scope="module")
@@ -212,3 +214,68 @@ def test_the_console_s_session_cookie_is_secure_over_tls(
         assert host == "127.0.0.1"
     finally:
         server.stop()
+
+
+def test_the_health_port_answers_probes_without_tls_or_a_token_and_serves_nothing_else(
+    tmp_path: Path, pki: dict[str, Pair | Path], grpcurl: str
+) -> None:
+    """Kubernetes' gRPC probes and a container's HEALTHCHECK present neither TLS nor a token:
+    `health_listen` (set here through the environment, as a container sets it) answers them
+    with the main port's statuses, and refuses everything but health."""
+    config = tls_config(pki, mutual=False) + TOKENS
+    env = {"MEMORYD_SERVER_HEALTH_LISTEN": "127.0.0.1:0"}
+    server = ServerProcess(tmp_path / "home", config=config, env=env).start()
+    health = str(server.events("serving")[-1]["health"])
+    assert health.startswith("127.0.0.1:")
+    assert health != server.address
+    serving = memoryd("health", "--address", health)
+    assert (serving.returncode, serving.stdout) == (0, "SERVING\n"), serving.stderr
+    named = memoryd("health", "--address", health, "--service", "memoryd.v1.MemoryService")
+    assert (named.returncode, named.stdout) == (0, "SERVING\n"), named.stderr
+    # No reflection, no memoryd service: the plaintext port carries no data and no token.
+    listed = run([grpcurl, "-plaintext", health, "list"])
+    assert listed.returncode != 0
+    assert "server does not support the reflection API" in listed.stderr, listed.stderr
+    with grpc.insecure_channel(health) as channel, pytest.raises(grpc.RpcError) as refused:
+        md.MemoryServiceStub(channel).ListMessages(
+            md.ListMessagesRequest(conversation=md.Conversation(channel="t", chat_id="c")),
+            timeout=10,
+        )
+    assert refused.value.code() is grpc.StatusCode.UNIMPLEMENTED
+    # The main port still needs TLS.
+    assert run([grpcurl, "-plaintext", server.address, "list"]).returncode != 0
+    assert server.stop() == 0, server.output
+    gone = memoryd("health", "--address", health, "--timeout", "1")
+    assert (gone.returncode, gone.stdout) == (1, "UNAVAILABLE\n")
+
+
+@pytest.mark.parametrize(
+    ("health_listen", "expected"),
+    [
+        ("nowhere", "memoryd.server.health_listen must be HOST:PORT"),
+        ("{listen}", "cannot listen on {listen} (memoryd.server.health_listen): address already"),
+    ],
+)
+def test_a_bad_health_port_stops_the_start(
+    start_server: type[ServerProcess], tmp_path: Path, health_listen: str, expected: str
+) -> None:
+    listen = free_address()
+    config = f'[memoryd.server]\nhealth_listen = "{health_listen.format(listen=listen)}"\n'
+    server = start_server(tmp_path / "home", config=config, listen=listen)
+    assert server.wait_exit() != 0
+    assert expected.format(listen=listen) in server.output
+
+
+def test_a_health_port_in_use_stops_the_start_saying_so(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        config = f'[memoryd.server]\nhealth_listen = "{address}"\n'
+        server = start_server(tmp_path / "home", config=config)
+        assert server.wait_exit() != 0
+    assert f"cannot listen on {address} (memoryd.server.health_listen): address already in use" in (
+        server.output
+    )

@@ -36,6 +36,7 @@ from memoryd.testing.workers import channels_to_each_worker
 from tests.helpers import append, prompt_files_lock, store, user
 from tests.review.test_compaction import WINDOW, compaction_requests, filler, summaries_or_nothing
 from tests.review_helpers import eventually, review_config
+from tests.server.test_first_hour import free_address
 
 # Exercises storage: make test runs it on PostgreSQL too.
 pytestmark = pytest.mark.storage
@@ -69,8 +70,13 @@ def _pids(server: ServerProcess) -> list[int]:
 async def test_every_worker_serves_the_same_store(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:
-    server = start_server(tmp_path / "home", workers=WORKERS).start()
+    health = free_address()
+    config = f'[memoryd.server]\nhealth_listen = "{health}"\n'
+    server = start_server(tmp_path / "home", workers=WORKERS, config=config).start()
     assert len(_pids(server)) == WORKERS
+    # Every worker answers on the health port too (SO_REUSEPORT, as on the main port).
+    async with channels_to_each_worker(health, WORKERS) as probes:
+        assert len(probes) == WORKERS
     conversation = md.Conversation(channel="telegram", chat_id="shared")
     async with channels_to_each_worker(server.address, WORKERS) as (first, second):
         await append(md.MemoryServiceStub(first), conversation, user("written by worker 0"))

@@ -85,6 +85,11 @@ class ServerSettings(Section):
     # The address to serve on, HOST:PORT (`--listen`). A non-loopback address needs tokens and
     # TLS, or `insecure`.
     listen: str = "127.0.0.1:50051"
+    # A second gRPC address, always plaintext, that serves only grpc.health.v1 with the same
+    # statuses as `listen`: for probes that cannot present TLS or a token (Kubernetes' gRPC
+    # probes, a container's HEALTHCHECK). It says only whether memoryd serves, so it may listen
+    # beyond loopback without tokens or TLS. Empty: off.
+    health_listen: str = ""
     # On SIGTERM or SIGINT, how long calls in flight get to finish.
     grace_period_seconds: float = 10.0
     # The largest request accepted (4 MiB, gRPC's usual limit). Answers never pass 4 MiB,
@@ -118,6 +123,8 @@ class ServerSettings(Section):
     def validate(self) -> None:
         """The address is HOST:PORT; TLS files go together and exist."""
         check_listen(self.listen, "memoryd.server.listen")
+        if self.health_listen:
+            check_listen(self.health_listen, "memoryd.server.health_listen")
         if not 1 <= self.workers <= MAX_WORKERS:
             raise StartupError(f"memoryd.server.workers is {self.workers}: from 1 to {MAX_WORKERS}")
         if bool(self.tls_cert) != bool(self.tls_key):
