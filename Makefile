@@ -39,7 +39,7 @@ PYTEST_ENV := env -u PYTHONDONTWRITEBYTECODE PATH="$(TOOLS)/bin:$$PATH"
 # its tests, a fuzzed server whose last test counts its calls) stay in one process.
 PARALLEL := -n 2 --dist loadfile
 
-.PHONY: serve test check timings test-environment fmt install tools browser lint typecheck buf-lint buf-breaking baseline protos pytest dist image image-test \
+.PHONY: serve test check timings test-environment fmt install tools browser lint typecheck buf-lint buf-breaking baseline protos pytest dist image image-tools image-test \
 	pytest-postgres \
 	client-tests client-tests-postgres go-test ts-test bench probes clean
 
@@ -189,18 +189,20 @@ go-test: install
 ts-test: install tools
 	cd $(TS_CLIENT) && MEMORYD_PYTHON=$(CURDIR)/$(BIN)/python npm test --silent
 
-# memoryd's image from the Containerfile, on a Debian base made by mmdebstrap (root and podman:
-# apt-get install podman buildah mmdebstrap runc). image-test builds it and uses it as a user
-# would (scripts/image_test.py); neither is part of make test.
-image:
-	CONTAINERS_CONF=$(CURDIR)/deploy/containers.conf podman image exists localhost/memoryd-base:bookworm \
-		|| (mmdebstrap --variant=minbase --include=python3,python3-venv,ca-certificates,tini \
-			bookworm /tmp/memoryd-base.tar && CONTAINERS_CONF=$(CURDIR)/deploy/containers.conf \
-			podman import /tmp/memoryd-base.tar localhost/memoryd-base:bookworm && rm /tmp/memoryd-base.tar)
-	CONTAINERS_CONF=$(CURDIR)/deploy/containers.conf podman build --format docker \
-		--secret id=ca,src=/etc/ssl/certs/ca-certificates.crt -t localhost/memoryd:dev .
+# memoryd's image from the Containerfile, and the compose set's PostgreSQL and HAProxy images, on
+# Debian bases made by mmdebstrap (root and podman; image-tools installs them with apt).
+# image-test builds them and uses them as a user would (scripts/image_test.py, about 2 minutes
+# cold); neither is part of make test.
+IMAGE_TOOLS = podman buildah mmdebstrap runc podman-compose uidmap slirp4netns fuse-overlayfs openssl
 
-image-test: tools
+image-tools:
+	@command -v podman-compose >/dev/null && command -v mmdebstrap >/dev/null \
+		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(IMAGE_TOOLS))
+
+image: image-tools
+	python3 scripts/image_test.py --build-only
+
+image-test: image-tools tools
 	$(PYTHON) scripts/image_test.py
 
 # tests/server/test_dist.py installs them in a fresh virtualenv and a fresh npm project.

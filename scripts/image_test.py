@@ -1,24 +1,33 @@
-"""`make image-test`: build memoryd's image and use it as a user would (root, podman; minutes).
+"""`make image-test`: build memoryd's images and use them as a user would (root, podman; minutes).
 
-    python scripts/image_test.py [--keep]
+    python scripts/image_test.py [--build-only] [--keep]
 
-1. Builds the Debian base with mmdebstrap (once: an image already imported is reused) and the
-   image from the Containerfile, the machine's CA bundle given as a build secret.
+1. Builds the Debian bases with mmdebstrap (once: an image already imported is reused), then
+   memoryd's image from the Containerfile (the machine's CA bundle given as a build secret) and
+   the compose set's PostgreSQL 17 and HAProxy images (deploy/compose/).
 2. Starts memoryd alone (a named volume, a published loopback port), waits for its health
-   check, appends and searches through grpcurl.
-3. Restarts the container and finds the data again.
-4. Stops it: exit code 0, and the log says it drained (`stopping`, then `stopped`).
-5. Removes the container and the volume (`--keep` leaves them).
+   check, appends and searches through grpcurl; restarts the container and finds the data; stops
+   it: exit code 0, and the log says it drained (`stopping`, then `stopped`).
+3. Brings up deploy/compose/compose.yaml (PostgreSQL and two replicas behind HAProxy) with TLS,
+   tokens and a database password made for the run, writes through one replica and reads through
+   the other and through the balancer (which reaches both), and is refused without a token.
+4. Checks the hardened systemd unit (deploy/systemd/memoryd.service) with `systemd-analyze
+   verify`.
+5. Tears everything down: containers, volumes, networks, and host nftables chains the run added
+   (`--keep` leaves them; `--build-only` stops after step 1: `make image`).
 
 Not part of `make test`: it needs root and podman (`apt-get install podman buildah mmdebstrap
-runc`). Prints one line a step; exits non-zero at the first that fails, saying why.
+runc podman-compose`). Prints one line a step; exits non-zero at the first that fails, saying
+why.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -28,13 +37,42 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BASE = "localhost/memoryd-base:bookworm"
+COMPOSE = ROOT / "deploy" / "compose"
+# Debian bases made by mmdebstrap and imported (no registry is reached here): the suite and the
+# packages each holds. memoryd's needs Python; the compose images install theirs with apt.
+BASES = {
+    "localhost/memoryd-base:bookworm": ("bookworm", "python3,python3-venv,ca-certificates,tini"),
+    "localhost/memoryd-debian:trixie": ("trixie", ""),
+}
+# Manuals, documentation (but each package's copyright) and translations are not installed, in
+# the bases or by apt in the images built on them.
+SLIM = [
+    f"--dpkgopt={rule}"
+    for rule in (
+        "path-exclude=/usr/share/man/*",
+        "path-exclude=/usr/share/doc/*",
+        "path-include=/usr/share/doc/*/copyright",
+        "path-exclude=/usr/share/locale/*",
+        "path-exclude=/usr/share/info/*",
+    )
+]
 IMAGE = "localhost/memoryd:dev"
+# (image, Containerfile, build context)
+IMAGES = (
+    (IMAGE, ROOT / "Containerfile", ROOT),
+    ("localhost/memoryd-postgres:17", COMPOSE / "postgres.Containerfile", COMPOSE),
+    ("localhost/memoryd-haproxy:3", COMPOSE / "haproxy.Containerfile", COMPOSE),
+)
 NAME = "memoryd-image-test"
 VOLUME = "memoryd-image-test-data"
+PROJECT = "memoryd-image-test"
+UNIT = ROOT / "deploy" / "systemd" / "memoryd.service"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
-PACKAGES = "python3,python3-venv,ca-certificates,tini"
 ENV = {**os.environ, "CONTAINERS_CONF": str(ROOT / "deploy" / "containers.conf")}
+MEMORYD_UID = "10001"
+# The image's size budget: memoryd, its dependencies, the embedded model and the Debian base.
+IMAGE_BUDGET_BYTES = 500_000_000
+TEXT = "Please e-mail me the deploy checklist before Friday"
 
 
 class Failed(Exception):
@@ -61,24 +99,30 @@ def free_port() -> int:
 
 
 def build() -> None:
-    if _exists(BASE):
-        step(f"base {BASE}: already imported")
-    else:
-        step(f"base {BASE}: mmdebstrap bookworm ({PACKAGES})")
+    for base, (suite, packages) in BASES.items():
+        if _exists(base):
+            step(f"base {base}: already imported")
+            continue
+        step(f"base {base}: mmdebstrap {suite} ({packages or 'minbase'})")
         with tempfile.TemporaryDirectory() as folder:
             tarball = Path(folder) / "base.tar"
-            run(
-                "mmdebstrap", "--variant=minbase", f"--include={PACKAGES}", "bookworm", str(tarball)
-            )
-            run("podman", "import", str(tarball), BASE)
-    step(f"image {IMAGE}: podman build")
+            include = [f"--include={packages}"] if packages else []
+            run("mmdebstrap", "--variant=minbase", *include, *SLIM, suite, str(tarball))
+            run("podman", "import", str(tarball), base)
     secret = [f"--secret=id=ca,src={CA_BUNDLE}"] if CA_BUNDLE.is_file() else []
-    run(
-        "podman", "build", "--format", "docker", *secret, "--build-arg", f"BASE={BASE}",
-        "-t", IMAGE, "-f", str(ROOT / "Containerfile"), str(ROOT),
-    )  # fmt: skip
+    for image, containerfile, context in IMAGES:
+        step(f"image {image}: podman build")
+        run(
+            "podman", "build", "--format", "docker", *secret, "-t", image,
+            "-f", str(containerfile), str(context),
+        )  # fmt: skip
+        size = int(run("podman", "image", "inspect", image, "--format", "{{.Size}}"))
+        step(f"image {image}: {size / 1e6:.0f} MB")
     size = int(run("podman", "image", "inspect", IMAGE, "--format", "{{.Size}}"))
-    step(f"image size {size / 1e6:.0f} MB")
+    if size > IMAGE_BUDGET_BYTES:
+        raise Failed(
+            f"{IMAGE} is {size / 1e6:.0f} MB: over its {IMAGE_BUDGET_BYTES / 1e6:.0f} MB budget"
+        )
 
 
 def _exists(image: str) -> bool:
@@ -87,32 +131,61 @@ def _exists(image: str) -> bool:
     )
 
 
-def healthy(seconds: float = 60.0) -> None:
+def healthy(name: str, seconds: float = 120.0) -> None:
+    """Wait for the container's HEALTHCHECK (`memoryd health` on the health port) to pass."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if subprocess.run(("podman", "healthcheck", "run", NAME), env=ENV, capture_output=True,
+        if subprocess.run(("podman", "healthcheck", "run", name), env=ENV, capture_output=True,
                           check=False).returncode == 0:  # fmt: skip
             return
         time.sleep(0.5)
-    raise Failed(f"not healthy within {seconds:.0f} s:\n{logs()[-3000:]}")
+    raise Failed(f"{name} not healthy within {seconds:.0f} s:\n{logs(name)[-3000:]}")
 
 
-def grpcurl(address: str, method: str, body: dict[str, object]) -> dict[str, object]:
-    tool = shutil.which("grpcurl") or str(ROOT / ".tools" / "bin" / "grpcurl")
-    found = run(tool, "-plaintext", "-d", json.dumps(body), address, f"memoryd.v1.{method}")
-    return json.loads(found) if found.strip() else {}
+@dataclasses.dataclass(frozen=True)
+class Caller:
+    """How grpcurl reaches a server: plaintext, or TLS with a CA and a token."""
+
+    ca: Path | None = None
+    token: str = ""
+
+    def call(self, address: str, method: str, body: dict[str, object]) -> dict[str, object]:
+        found = run(*self.command(address, method, body))
+        return json.loads(found) if found.strip() else {}
+
+    def command(
+        self, address: str, method: str, body: dict[str, object], *, seconds: int = 30
+    ) -> list[str]:
+        tool = shutil.which("grpcurl") or str(ROOT / ".tools" / "bin" / "grpcurl")
+        security = ["-max-time", str(seconds)]
+        security += ["-cacert", str(self.ca)] if self.ca else ["-plaintext"]
+        token = ["-H", f"authorization: Bearer {self.token}"] if self.token else []
+        return [tool, *security, *token, "-d", json.dumps(body), address,
+                f"memoryd.v1.{method}"]  # fmt: skip
+
+    def append(self, address: str) -> None:
+        self.call(
+            address,
+            "MemoryService/AppendMessages",
+            {
+                "conversation": CONVERSATION,
+                "messages": [{"sender": "ada", "role": "ROLE_USER", "content": TEXT}],
+            },
+        )
+
+    def search(self, address: str) -> list[str]:
+        answer = self.call(
+            address,
+            "MemoryService/SearchHistory",
+            {"query": "checklist", "conversation": CONVERSATION},
+        )
+        hits = answer.get("hits", [])
+        if not isinstance(hits, list):
+            raise Failed(f"SearchHistory answered {answer}")
+        return [str(hit["message"]["content"]) for hit in hits]
 
 
-def search(address: str) -> list[str]:
-    answer = grpcurl(
-        address,
-        "MemoryService/SearchHistory",
-        {"query": "checklist", "conversation": {"channel": "telegram", "chat_id": "42"}},
-    )
-    hits = answer.get("hits", [])
-    if not isinstance(hits, list):
-        raise Failed(f"SearchHistory answered {answer}")
-    return [str(hit["message"]["content"]) for hit in hits]
+CONVERSATION = {"channel": "telegram", "chat_id": "42"}
 
 
 def start(port: int) -> None:
@@ -124,69 +197,274 @@ def start(port: int) -> None:
     )  # fmt: skip
 
 
-def cleanup() -> None:
+def alone() -> None:
+    """Step 2 of the module docstring."""
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    plain = Caller()
+    start(port)
+    healthy(NAME)
+    user = run("podman", "exec", NAME, "id", "-u").strip()
+    if user == "0":
+        raise Failed("memoryd runs as root in the container")
+    step(f"alone: serving on {address} as uid {user}")
+    plain.append(address)
+    if plain.search(address) != [TEXT]:
+        raise Failed(f"the search did not find the message: {plain.search(address)}")
+    step("alone: appended and found through grpcurl")
+    run("podman", "restart", "--time", "30", NAME)
+    healthy(NAME)
+    if plain.search(address) != [TEXT]:
+        raise Failed("the message is gone after a restart")
+    step("alone: restarted, the message is still there")
+    run("podman", "stop", "--time", "30", NAME)
+    code = run("podman", "inspect", NAME, "--format", "{{.State.ExitCode}}").strip()
+    events = [json.loads(line).get("event") for line in _json_lines(logs(NAME))]
+    if code != "0" or "stopping" not in events or "stopped" not in events:
+        raise Failed(f"stop: exit {code}, events {events[-5:]}")
+    step("alone: stopped, exit 0 after draining")
+    cleanup_alone()
+
+
+def cleanup_alone() -> None:
     run("podman", "rm", "--force", "--ignore", NAME, check=False)
     run("podman", "volume", "rm", "--force", VOLUME, check=False)
 
 
-def exercise() -> None:
-    """Steps 2 to 4 of the module docstring."""
-    port = free_port()
-    address = f"127.0.0.1:{port}"
-    start(port)
-    healthy()
-    user = run("podman", "exec", NAME, "id", "-u").strip()
-    if user == "0":
-        raise Failed("memoryd runs as root in the container")
-    step(f"serving on {address} as uid {user}")
-    text = "Please e-mail me the deploy checklist before Friday"
-    grpcurl(
-        address,
-        "MemoryService/AppendMessages",
-        {
-            "conversation": {"channel": "telegram", "chat_id": "42"},
-            "messages": [{"sender": "ada", "role": "ROLE_USER", "content": text}],
-        },
+def certificates(folder: Path) -> Path:
+    """A CA and the replicas' certificate (for the names clients and the balancer use), made
+    with openssl as docs/operations.md shows; the key readable by memoryd's uid only. Returns
+    the CA's certificate."""
+    folder.mkdir()
+    names = "subjectAltName=DNS:localhost,IP:127.0.0.1,DNS:memoryd-1,DNS:memoryd-2"
+    (folder / "names.ext").write_text(names + "\n")
+    ec = "-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes"
+    for command in (
+        f"openssl req -x509 {ec} -days 2 -subj /CN=memoryd-test-CA -keyout ca.key -out ca.crt",
+        f"openssl req {ec} -subj /CN=memoryd -keyout tls.key -out tls.csr",
+        (
+            "openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -days 2 -extfile names.ext "
+            "-out tls.crt"
+        ),
+    ):
+        subprocess.run(command.split(), cwd=folder, capture_output=True, check=True)
+    key = folder / "tls.key"
+    os.chown(key, int(MEMORYD_UID), -1)
+    key.chmod(0o400)
+    return folder / "ca.crt"
+
+
+def compose(*arguments: str, env: dict[str, str], files: list[Path]) -> str:
+    named = [part for file in files for part in ("-f", str(file))]
+    result = subprocess.run(
+        ("podman-compose", "--project-name", PROJECT, *named, *arguments),
+        capture_output=True, text=True, env={**ENV, **env}, check=False,
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise Failed(f"podman-compose {' '.join(arguments)}: exit {result.returncode}\n"
+                     f"{(result.stdout + result.stderr)[-3000:]}")  # fmt: skip
+    return result.stdout
+
+
+def container(service: str) -> str:
+    """podman-compose's name for a service's container."""
+    return f"{PROJECT}_{service}_1"
+
+
+def rpc_count(name: str, method: str) -> int:
+    """How many calls of `method` the replica's log records."""
+    return sum(
+        1
+        for line in _json_lines(logs(name))
+        if json.loads(line).get("method") == f"/memoryd.v1.MemoryService/{method}"
     )
-    if search(address) != [text]:
-        raise Failed(f"the search did not find the message: {search(address)}")
-    step("appended and found through grpcurl")
-    run("podman", "restart", "--time", "30", NAME)
-    healthy()
-    if search(address) != [text]:
-        raise Failed("the message is gone after a restart")
-    step("restarted: the message is still there")
-    run("podman", "stop", "--time", "30", NAME)
-    code = run("podman", "inspect", NAME, "--format", "{{.State.ExitCode}}").strip()
-    events = [json.loads(line).get("event") for line in _json_lines(logs())]
-    if code != "0" or "stopping" not in events or "stopped" not in events:
-        raise Failed(f"stop: exit {code}, events {events[-5:]}")
-    step("stopped: exit 0 after draining")
+
+
+def replicas(folder: Path) -> None:
+    """Step 3 of the module docstring; the compose set stays up for teardown() to remove."""
+    ports = {service: free_port() for service in ("balancer", "memoryd-1", "memoryd-2")}
+    # The test's own addition: each replica on a loopback port, to write through one and read
+    # through the other (the compose file publishes only the balancer).
+    override = folder / "replica-ports.yaml"
+    override.write_text(
+        "services:\n"
+        + "".join(
+            f'  {service}:\n    ports: ["127.0.0.1:{port}:50051"]\n'
+            for service, port in ports.items()
+            if service != "balancer"
+        )
+    )
+    admin, adapter = secrets.token_hex(32), secrets.token_hex(32)
+    env = {
+        "MEMORYD_ADMIN_TOKEN": admin,
+        "MEMORYD_ADAPTER_TOKEN": adapter,
+        "MEMORYD_DB_PASSWORD": secrets.token_hex(32),
+        "MEMORYD_SECRETS": str(folder / "secrets"),
+        "MEMORYD_PUBLISH": f"127.0.0.1:{ports['balancer']}",
+    }
+    ca = certificates(folder / "secrets")
+    compose("up", "-d", env=env, files=[COMPOSE / "compose.yaml", override])
+    for service in ("memoryd-1", "memoryd-2"):
+        healthy(container(service), seconds=180)
+    step("replicas: PostgreSQL and both replicas up, healthy")
+    first, second, balancer = (
+        f"127.0.0.1:{ports[name]}" for name in ("memoryd-1", "memoryd-2", "balancer")
+    )
+    bot = Caller(ca=ca, token=adapter)
+    bot.append(first)
+    if bot.search(second) != [TEXT]:
+        raise Failed(
+            f"written through memoryd-1, not found through memoryd-2: {bot.search(second)}"
+        )
+    step("replicas: written through memoryd-1 with TLS and a token, found through memoryd-2")
+    before = {
+        name: rpc_count(container(name), "SearchHistory") for name in ("memoryd-1", "memoryd-2")
+    }
+    for _ in range(6):
+        if bot.search(balancer) != [TEXT]:
+            raise Failed("a search through the balancer did not find the message")
+    after = {name: rpc_count(container(name), "SearchHistory") for name in before}
+    if sum(after.values()) - sum(before.values()) != 6 or any(
+        after[n] == before[n] for n in before
+    ):
+        raise Failed(f"the balancer's six searches reached the replicas {before} -> {after}")
+    step(f"replicas: six searches through {balancer} found it, on both replicas ({after})")
+    anonymous = subprocess.run(
+        Caller(ca=ca).command(balancer, "MemoryService/SearchHistory",
+                              {"query": "checklist", "conversation": CONVERSATION}),
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if anonymous.returncode == 0 or "Unauthenticated" not in anonymous.stderr:
+        raise Failed(f"a call without a token: {anonymous.returncode} {anonymous.stderr}")
+    plain = subprocess.run(
+        Caller().command(balancer, "MemoryService/SearchHistory", {}, seconds=3),
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if plain.returncode == 0 or "Failed to dial target host" not in plain.stderr:
+        raise Failed(f"plaintext to the balancer's port: {plain.returncode} {plain.stderr}")
+    step("replicas: refused without a token, and without TLS")
+    run("podman", "stop", "--time", "30", container("memoryd-1"))
+    code = run("podman", "inspect", container("memoryd-1"), "--format", "{{.State.ExitCode}}")
+    if code.strip() != "0":
+        raise Failed(f"memoryd-1 stopped with exit {code.strip()}")
+    step("replicas: memoryd-1 stopped with exit 0")
+
+
+# The unit checked where it would run: memoryd's image (memoryd in /opt/memoryd, its own user)
+# with systemd's tools added.
+UNIT_CHECK = f"""FROM {IMAGE}
+USER root
+RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install --yes \\
+    --no-install-recommends systemd procps && rm -rf /var/lib/apt/lists/*
+COPY memoryd.service memoryd.sysusers.conf /etc/systemd/system/
+"""
+
+
+def verify_unit() -> None:
+    """Step 4 of the module docstring: `systemd-analyze verify` on a system where memoryd is
+    installed as the unit says (the image, with systemd's tools added), and the unit's
+    exposure score (`systemd-analyze security`)."""
+    checker = "localhost/memoryd-unit-check:dev"
+    run("podman", "build", "--format", "docker", "-t", checker, "-f", "-", str(UNIT.parent),
+        stdin=UNIT_CHECK)  # fmt: skip
+    try:
+        found = subprocess.run(
+            ("podman", "run", "--rm", "--entrypoint", "systemd-analyze", checker, "verify",
+             "--man=no", "/etc/systemd/system/memoryd.service"),
+            capture_output=True, text=True, env=ENV, check=False,
+        )  # fmt: skip
+    finally:
+        run("podman", "rmi", "--force", checker, check=False)
+    problems = [line for line in found.stderr.splitlines() if "memoryd.service" in line]
+    if found.returncode != 0 or problems:
+        raise Failed(f"systemd-analyze verify: exit {found.returncode}\n{found.stderr[-3000:]}")
+    security = subprocess.run(
+        ("systemd-analyze", "security", "--offline=yes", "--threshold=20", str(UNIT)),
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    score = [line for line in security.stdout.splitlines() if "Overall exposure" in line]
+    if security.returncode != 0 or not score:
+        raise Failed(f"systemd-analyze security: {security.stdout[-2000:]}{security.stderr}")
+    step(f"systemd unit: verified; {score[0].strip()}")
+
+
+def nft_chains() -> set[str]:
+    """The host's nftables chains ("family table chain"); empty when nft cannot list them."""
+    found = subprocess.run(("nft", "--json", "list", "chains"), capture_output=True, text=True,
+                           check=False)  # fmt: skip
+    if found.returncode != 0:
+        return set()
+    chains = [item["chain"] for item in json.loads(found.stdout)["nftables"] if "chain" in item]
+    return {f"{c['family']} {c['table']} {c['name']}" for c in chains}
+
+
+def teardown(chains_before: set[str]) -> None:
+    """Step 5 of the module docstring: what podman-compose leaves is removed by name."""
+    cleanup_alone()
+    subprocess.run(
+        ("podman-compose", "--project-name", PROJECT, "-f", str(COMPOSE / "compose.yaml"),
+         "down", "--volumes"),
+        capture_output=True, env={**ENV, "MEMORYD_DB_PASSWORD": "-", "MEMORYD_ADMIN_TOKEN": "-",
+                                  "MEMORYD_ADAPTER_TOKEN": "-"}, check=False,
+    )  # fmt: skip
+    left = run(
+        "podman",
+        "ps",
+        "--all",
+        "--quiet",
+        "--filter",
+        f"label=io.podman.compose.project={PROJECT}",
+        check=False,
+    ).split()
+    if left:
+        run("podman", "rm", "--force", *left, check=False)
+    for volume in run("podman", "volume", "ls", "--quiet", check=False).split():
+        if volume.startswith(f"{PROJECT}_"):
+            run("podman", "volume", "rm", "--force", volume, check=False)
+    for network in run("podman", "network", "ls", "--format", "{{.Name}}", check=False).split():
+        if network.startswith(f"{PROJECT}_"):
+            run("podman", "network", "rm", "--force", network, check=False)
+    added = sorted(nft_chains() - chains_before)
+    for chain in added:
+        family, table, name = chain.split()
+        run("nft", "flush", "chain", family, table, name, check=False)
+        run("nft", "delete", "chain", family, table, name, check=False)
+    still = sorted(nft_chains() - chains_before)
+    kept = f"; {still} could not be" if still else ""
+    step(f"teardown: containers, volumes, networks; nftables chains removed: {added}{kept}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keep", action="store_true", help="leave the container and volume")
+    parser.add_argument("--build-only", action="store_true", help="build the images (make image)")
+    parser.add_argument("--keep", action="store_true", help="leave containers and volumes")
     args = parser.parse_args()
     started = time.monotonic()
-    cleanup()
     try:
         build()
-        exercise()
+        if args.build_only:
+            return 0
+        chains = nft_chains()
+        cleanup_alone()
+        try:
+            alone()
+            with tempfile.TemporaryDirectory() as folder:
+                replicas(Path(folder))
+            verify_unit()
+        finally:
+            if not args.keep:
+                teardown(chains)
     except Failed as error:
         print(f"image-test failed: {error}", file=sys.stderr)
         return 1
-    finally:
-        if not args.keep:
-            cleanup()
     step(f"passed in {time.monotonic() - started:.0f} s")
     return 0
 
 
-def logs() -> str:
-    """The container's log (memoryd writes it on stderr)."""
+def logs(name: str) -> str:
+    """A container's log (memoryd writes it on stderr)."""
     found = subprocess.run(
-        ("podman", "logs", NAME), env=ENV, capture_output=True, text=True, check=False
+        ("podman", "logs", name), env=ENV, capture_output=True, text=True, check=False
     )
     return found.stdout + found.stderr
 
