@@ -11,6 +11,11 @@ in the descriptor pool stay memoryd/v1/*.proto, as on the wire.
 Go and TypeScript: `buf generate` with buf.gen.yaml (local plugins only: protoc-gen-go and
 protoc-gen-go-grpc from .tools/bin, protoc-gen-es from clients/typescript/node_modules; `make
 tools` installs them) into clients/go/gen/ and clients/typescript/src/gen/.
+
+The Go module's path is one line: `module` in clients/go/go.mod. When it changes (the module
+gets a fetchable home), this script makes everything else follow: buf.gen.yaml's
+go_package_prefix, the generated code, and every import, `replace` and command that names the
+old path (GO_FOLLOWERS); `--check` fails until it has.
 """
 
 from __future__ import annotations
@@ -33,6 +38,12 @@ OUT_DIR = ROOT / "clients" / "python" / "memoryd_client" / "v1"
 SURFACE = ROOT / "clients" / "python" / "memoryd_client" / "_surface.py"
 # The folders buf.gen.yaml writes, relative to the repository.
 BUF_OUTPUTS = ("clients/go/gen", "clients/typescript/src/gen")
+GO_MODULE = ROOT / "clients" / "go" / "go.mod"
+# buf.gen.yaml's go_package_prefix holds the module path the repository was last generated for.
+GO_PREFIX_PATTERN = re.compile(r"(value: )(\S+)/gen$", re.MULTILINE)
+# Where the Go module's path is written besides go.mod (the generated code follows buf.gen.yaml).
+GO_FOLLOWERS = ("buf.gen.yaml", "bench/grpc_gateway", "clients/go", "docs/clients.md")
+GO_FOLLOWER_SUFFIXES = (".go", ".mod", ".yaml", ".md")
 # The descriptors of memoryd's protos with their comments (source info), shipped with the client.
 DESCRIPTOR_SET = "descriptor_set.binpb"
 INIT_TEXT = '"""Generated protobuf and gRPC modules for memoryd.v1 (do not edit)."""\n'
@@ -160,6 +171,38 @@ def generate_buf(into: Path) -> dict[str, str]:
     return _tree(into)
 
 
+def go_module() -> str:
+    """The Go client's module path: the one line that names it."""
+    found = re.search(r"^module (\S+)$", GO_MODULE.read_text(encoding="utf-8"), re.MULTILINE)
+    if found is None:
+        sys.exit(f"{GO_MODULE} has no module line")
+    return found.group(1)
+
+
+def go_path_followers() -> dict[Path, str]:
+    """Every file that names the Go module's path, with the path as go.mod now says; only
+    the files that differ from that."""
+    template = (ROOT / "buf.gen.yaml").read_text(encoding="utf-8")
+    previous = GO_PREFIX_PATTERN.search(template)
+    if previous is None:
+        sys.exit("buf.gen.yaml has no go_package_prefix value ending in /gen")
+    old, new = previous.group(2), go_module()
+    if old == new:
+        return {}
+    paths = []
+    for follower in GO_FOLLOWERS:
+        path = ROOT / follower
+        paths += sorted(path.rglob("*")) if path.is_dir() else [path]
+    changed = {}
+    for path in paths:
+        if path.suffix not in GO_FOLLOWER_SUFFIXES or "gen" in path.relative_to(ROOT).parts:
+            continue
+        text = path.read_text(encoding="utf-8")
+        if old in text:
+            changed[path] = text.replace(old, new)
+    return changed
+
+
 def _tree(base: Path) -> dict[str, str]:
     return {
         str(path.relative_to(base)): path.read_text(encoding="utf-8")
@@ -173,6 +216,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if the committed code is stale")
     args = parser.parse_args()
+    moved = go_path_followers()
+    if moved and not args.check:
+        for path, text in moved.items():
+            path.write_text(text, encoding="utf-8")
+        print(f"the Go module is now {go_module()}: rewrote {len(moved)} files that named it")
     with tempfile.TemporaryDirectory() as python, tempfile.TemporaryDirectory() as other:
         files = generate(Path(python))
         others = generate_buf(Path(other))
@@ -191,6 +239,7 @@ def main() -> int:
             for name in others.keys() | committed.keys()
             if others.get(name) != committed.get(name)
         )
+        stale += sorted(str(path.relative_to(ROOT)) for path in moved)
         if stale:
             print("generated clients are stale; run `make protos`:", ", ".join(stale))
             return 1

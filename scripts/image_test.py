@@ -191,7 +191,7 @@ CONVERSATION = {"channel": "telegram", "chat_id": "42"}
 def start(port: int) -> None:
     run(
         "podman", "run", "--detach", "--name", NAME, "--publish", f"127.0.0.1:{port}:50051",
-        "--volume", f"{VOLUME}:/var/lib/memoryd",
+        "--volume", f"{VOLUME}:/var/lib/memoryd", "--read-only",
         # A loopback-only port of a test: no tokens or TLS (anywhere else, configure them).
         "--env", "MEMORYD_SERVER_INSECURE=true", IMAGE,
     )  # fmt: skip
