@@ -39,7 +39,7 @@ PYTEST_ENV := env -u PYTHONDONTWRITEBYTECODE PATH="$(TOOLS)/bin:$$PATH"
 # its tests, a fuzzed server whose last test counts its calls) stay in one process.
 PARALLEL := -n 2 --dist loadfile
 
-.PHONY: serve test check timings test-environment fmt install tools browser lint typecheck buf-lint buf-breaking baseline protos pytest dist image image-tools image-test \
+.PHONY: serve test check timings test-environment fmt install tools browser lint typecheck buf-lint buf-breaking baseline protos pytest dist image image-tools image-test image-test-if-changed \
 	pytest-postgres \
 	client-tests client-tests-postgres go-test ts-test bench probes clean
 
@@ -204,6 +204,11 @@ image: image-tools
 
 image-test: image-tools tools
 	$(PYTHON) scripts/image_test.py
+
+# CI: image-test only when the images' inputs differ from those of the pass recorded in
+# .ci/image-inputs.sha256 (each pass records its inputs; commit the file).
+image-test-if-changed:
+	if python3 scripts/image_test.py --inputs-changed; then $(MAKE) image-test; fi
 
 # tests/server/test_dist.py installs them in a fresh virtualenv and a fresh npm project.
 dist: install

@@ -1,6 +1,7 @@
 """`make image-test`: build memoryd's images and use them as a user would (root, podman; minutes).
 
     python scripts/image_test.py [--build-only] [--keep]
+    python scripts/image_test.py --inputs-changed  # exit 0 if they differ from the record
 
 1. Builds the Debian bases with mmdebstrap (once: an image already imported is reused), then
    memoryd's image from the Containerfile (the machine's CA bundle given as a build secret) and
@@ -16,6 +17,10 @@
 5. Tears everything down: containers, volumes, networks, and host nftables chains the run added
    (`--keep` leaves them; `--build-only` stops after step 1: `make image`).
 
+A pass records the digest of the images' inputs (INPUTS) in .ci/image-inputs.sha256; commit it.
+`--inputs-changed` says whether they differ from the recorded ones (a change nobody has run
+this test on): CI runs the test then (`make image-test-if-changed`).
+
 Not part of `make test`: it needs root and podman (`apt-get install podman buildah mmdebstrap
 runc podman-compose`). Prints one line a step; exits non-zero at the first that fails, saying
 why.
@@ -25,8 +30,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -57,17 +64,30 @@ SLIM = [
     )
 ]
 IMAGE = "localhost/memoryd:dev"
-# (image, Containerfile, build context)
+# (image, Containerfile, build context, the Debian packages whose versions are reported: the
+# suites are pinned; a package's version is not, as Debian's mirrors keep one per suite)
 IMAGES = (
-    (IMAGE, ROOT / "Containerfile", ROOT),
-    ("localhost/memoryd-postgres:17", COMPOSE / "postgres.Containerfile", COMPOSE),
-    ("localhost/memoryd-haproxy:3", COMPOSE / "haproxy.Containerfile", COMPOSE),
+    (IMAGE, ROOT / "Containerfile", ROOT, "python3.11"),
+    (
+        "localhost/memoryd-postgres:17",
+        COMPOSE / "postgres.Containerfile",
+        COMPOSE,
+        "postgresql-17 postgresql-17-pgvector",
+    ),
+    ("localhost/memoryd-haproxy:3", COMPOSE / "haproxy.Containerfile", COMPOSE, "haproxy"),
 )
 NAME = "memoryd-image-test"
 VOLUME = "memoryd-image-test-data"
 PROJECT = "memoryd-image-test"
 UNIT = ROOT / "deploy" / "systemd" / "memoryd.service"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+# What the images are made from, besides memoryd's own code: a change here is what CI tests.
+INPUTS = (
+    "Containerfile", ".containerignore", "pyproject.toml", "constraints.txt", "deploy",
+    "scripts/image_test.py", "scripts/build_model_package.py",
+    "packages/memoryd-model-bge-small/pyproject.toml",
+)  # fmt: skip
+RECORDED = ROOT / ".ci" / "image-inputs.sha256"
 ENV = {**os.environ, "CONTAINERS_CONF": str(ROOT / "deploy" / "containers.conf")}
 MEMORYD_UID = "10001"
 # The image's size budget: memoryd, its dependencies, the embedded model and the Debian base.
@@ -84,7 +104,9 @@ def run(*command: str, check: bool = True, stdin: str | None = None) -> str:
         command, capture_output=True, text=True, env=ENV, input=stdin, check=False
     )
     if check and result.returncode != 0:
-        raise Failed(f"{' '.join(command)}: exit {result.returncode}\n{result.stderr[-3000:]}")
+        # The run's own tokens, but a log is no place for a token.
+        shown = re.sub(r"Bearer \S+", "Bearer ...", " ".join(command))
+        raise Failed(f"{shown}: exit {result.returncode}\n{result.stderr[-3000:]}")
     return result.stdout
 
 
@@ -110,14 +132,18 @@ def build() -> None:
             run("mmdebstrap", "--variant=minbase", *include, *SLIM, suite, str(tarball))
             run("podman", "import", str(tarball), base)
     secret = [f"--secret=id=ca,src={CA_BUNDLE}"] if CA_BUNDLE.is_file() else []
-    for image, containerfile, context in IMAGES:
+    for image, containerfile, context, packages in IMAGES:
         step(f"image {image}: podman build")
         run(
             "podman", "build", "--format", "docker", *secret, "-t", image,
             "-f", str(containerfile), str(context),
         )  # fmt: skip
         size = int(run("podman", "image", "inspect", image, "--format", "{{.Size}}"))
-        step(f"image {image}: {size / 1e6:.0f} MB")
+        versions = run(
+            "podman", "run", "--rm", "--entrypoint", "dpkg-query", image,
+            "--showformat=${Package} ${Version}, ", "--show", *packages.split(),
+        ).strip(", ")  # fmt: skip
+        step(f"image {image}: {size / 1e6:.0f} MB ({versions})")
     size = int(run("podman", "image", "inspect", IMAGE, "--format", "{{.Size}}"))
     if size > IMAGE_BUDGET_BYTES:
         raise Failed(
@@ -434,12 +460,33 @@ def teardown(chains_before: set[str]) -> None:
     step(f"teardown: containers, volumes, networks; nftables chains removed: {added}{kept}")
 
 
+def inputs_digest() -> str:
+    """SHA-256 over INPUTS' files, by path and content."""
+    digest = hashlib.sha256()
+    for name in INPUTS:
+        path = ROOT / name
+        for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
+            if file.is_file():
+                digest.update(f"{file.relative_to(ROOT)}\0".encode())
+                digest.update(hashlib.sha256(file.read_bytes()).digest())
+    return digest.hexdigest()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build-only", action="store_true", help="build the images (make image)")
     parser.add_argument("--keep", action="store_true", help="leave containers and volumes")
+    parser.add_argument(
+        "--inputs-changed", action="store_true", help="exit 0 if the inputs changed, 1 if not"
+    )
     args = parser.parse_args()
     started = time.monotonic()
+    digest = inputs_digest()
+    if args.inputs_changed:
+        recorded = RECORDED.read_text().split()[0] if RECORDED.exists() else ""
+        same = digest == recorded
+        step(f"the images' inputs {'are' if same else 'are not'} those of the recorded pass")
+        return 1 if same else 0
     try:
         build()
         if args.build_only:
@@ -457,7 +504,8 @@ def main() -> int:
     except Failed as error:
         print(f"image-test failed: {error}", file=sys.stderr)
         return 1
-    step(f"passed in {time.monotonic() - started:.0f} s")
+    RECORDED.write_text(f"{digest}  image-test passed on these inputs (scripts/image_test.py)\n")
+    step(f"passed in {time.monotonic() - started:.0f} s; recorded in {RECORDED.relative_to(ROOT)}")
     return 0
 
 
