@@ -461,14 +461,15 @@ def teardown(chains_before: set[str]) -> None:
 
 
 def inputs_digest() -> str:
-    """SHA-256 over INPUTS' files, by path and content."""
+    """SHA-256 over INPUTS' files as git tracks them (secrets or an .env beside the compose
+    file are not inputs), by path and content."""
+    listed = subprocess.run(
+        ("git", "ls-files", "-z", "--", *INPUTS), cwd=ROOT, capture_output=True, check=True
+    )
     digest = hashlib.sha256()
-    for name in INPUTS:
-        path = ROOT / name
-        for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
-            if file.is_file():
-                digest.update(f"{file.relative_to(ROOT)}\0".encode())
-                digest.update(hashlib.sha256(file.read_bytes()).digest())
+    for name in sorted(filter(None, listed.stdout.decode().split("\0"))):
+        digest.update(f"{name}\0".encode())
+        digest.update(hashlib.sha256((ROOT / name).read_bytes()).digest())
     return digest.hexdigest()
 
 
