@@ -193,7 +193,8 @@ ts-test: install tools
 # Debian bases made by mmdebstrap (root and podman; image-tools installs them with apt).
 # image-test builds them and uses them as a user would (scripts/image_test.py, about 2 minutes
 # cold); neither is part of make test.
-IMAGE_TOOLS = podman buildah mmdebstrap runc podman-compose uidmap slirp4netns fuse-overlayfs openssl
+IMAGE_TOOLS = podman buildah mmdebstrap runc podman-compose netavark aardvark-dns uidmap slirp4netns \
+	fuse-overlayfs nftables openssl
 
 image-tools:
 	@command -v podman-compose >/dev/null && command -v mmdebstrap >/dev/null \
