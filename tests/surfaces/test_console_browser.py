@@ -267,8 +267,15 @@ def test_sign_in_refuses_a_wrong_token_and_opens_a_session_with_a_good_one(
 ) -> None:
     console.open("/")
     field = console.wait("#token")
+    # Signed out, the header offers nothing to click but the brand (`hidden` beats display: flex).
+    assert not console.browser.find_element(By.ID, "nav").is_displayed()
+    assert not console.browser.find_element(By.ID, "sign-out").is_displayed()
+    assert "leave the field blank" in console.browser.find_element(By.ID, "token-hint").text
     console.accessible("sign-in")
     console.screenshot("sign-in")
+    # An empty token is sent, and refused by a server with tokens, saying why.
+    console.browser.find_element(By.CSS_SELECTOR, "form.signin button").click()
+    assert console.wait("form.signin .error", "token").text
     field.send_keys("not-a-token")
     console.browser.find_element(By.CSS_SELECTOR, "form.signin button").click()
     assert "not valid" in console.wait("form.signin .error", "not valid").text
@@ -333,8 +340,18 @@ def test_the_overview_shows_the_server_agents_and_settings(console: Console) -> 
     console.accessible("overview")
     console.screenshot("overview")
     console.open("/settings")
-    settings = console.wait("pre", '"memoryd"')
-    assert ADMIN not in settings.text
+    console.wait("h3", "[memoryd.server]")
+    console.loaded()
+    tables = console.browser.find_element(By.CSS_SELECTOR, ".settings-tables")
+    assert not console.browser.find_elements(By.CSS_SELECTOR, "main pre")
+    rows = {
+        row.find_element(By.CSS_SELECTOR, "td code").text: row
+        for row in tables.find_elements(By.CSS_SELECTOR, "tr")
+        if row.find_elements(By.CSS_SELECTOR, "td code")
+    }
+    assert {"home", "listen", "backend", "tokens"} <= rows.keys()
+    assert "admin" in rows["tokens"].text  # each token by fingerprint and role, never itself
+    assert ADMIN not in tables.text
     console.accessible("settings")
 
 
@@ -581,6 +598,22 @@ def test_a_page_that_rebinds_its_name_to_memoryd_reads_nothing(tmp_path: Path) -
                 assert server.stop() == 0, server.output
     finally:
         browser.quit()
+
+
+def test_a_server_without_tokens_is_signed_in_with_an_empty_token(tmp_path: Path) -> None:
+    config = '[memoryd.http]\nlisten = "127.0.0.1:0"\n'
+    server = ServerProcess(tmp_path / "home", config=config).start()
+    browser = chromium(tmp_path)
+    try:
+        console = Console(server, browser, tmp_path)
+        console.open("/")
+        console.wait("#token")
+        console.browser.find_element(By.CSS_SELECTOR, "form.signin button").click()
+        console.wait("#nav:not([hidden])")
+        assert "no tokens configured" in console.browser.find_element(By.ID, "who").text
+    finally:
+        browser.quit()
+        assert server.stop() == 0, server.output
 
 
 def test_the_overview_follows_a_bulk_loads_embedding(tmp_path: Path) -> None:

@@ -198,7 +198,7 @@ const showError = (holder) => (error) => fill(holder, failure(error));
 function signedOut(message) {
   state.session = null;
   document.getElementById("nav").hidden = true;
-  const input = h("input", { id: "token", type: "password", autocomplete: "off", required: true });
+  const input = h("input", { id: "token", type: "password", autocomplete: "off", "aria-describedby": "token-hint" });
   const error = h("p", { class: "error", role: "alert" }, message || "");
   const form = h(
     "form",
@@ -207,6 +207,12 @@ function signedOut(message) {
     h("p", { class: "muted" }, "Sign in with a memoryd token: the console has that token's rights."),
     h("label", { for: "token" }, "Token"),
     input,
+    h(
+      "p",
+      { id: "token-hint", class: "muted" },
+      "A token of the server's [[memoryd.auth.tokens]] (its token, or the value of its token_env). " +
+        "A server without tokens (on loopback only) takes an empty one: leave the field blank."
+    ),
     h("p", {}, h("button", { type: "submit" }, "Sign in")),
     error
   );
@@ -835,9 +841,42 @@ function settingsPage() {
     section("Effective settings (read-only)", async () => {
       if (!isAdmin()) return h("p", {}, "The server's settings are shown to an admin token for every agent.");
       const info = await call("GetServerInfo");
-      return [h("p", { class: "muted" }, "Secrets are masked; tokens are shown by their fingerprints."), h("pre", { tabindex: 0 }, info.settingsJson)];
+      return [h("p", { class: "muted" }, "Secrets are masked; tokens are shown by their fingerprints."), settingsTables(info.settingsJson)];
     })
   );
+}
+
+// The effective settings (GetServerInfo.settings_json) as one table a section, in the config
+// file's own names: [memoryd.server] listen, ...; lists (providers, tokens) one row an entry.
+function settingsTables(text) {
+  let memoryd;
+  try {
+    memoryd = JSON.parse(text).memoryd || {};
+  } catch {
+    return h("pre", { tabindex: 0 }, text);
+  }
+  const shown = (value) => (Array.isArray(value) ? value.join(", ") : typeof value === "object" && value !== null ? JSON.stringify(value) : String(value));
+  const tr = (cells) => h("tr", {}, cells.map((cell) => h("td", {}, cell)));
+  // A list of entries (providers, tokens): a column a field.
+  const entries = (list) => {
+    const columns = [...new Set(list.flatMap((entry) => Object.keys(entry)))];
+    return table(columns, list.map((entry) => tr(columns.map((key) => shown(entry[key] ?? "")))));
+  };
+  const general = Object.entries(memoryd).filter(([, value]) => typeof value !== "object" || value === null);
+  const parts = [table(["Setting", "Value"], general.map(([key, value]) => tr([h("code", {}, key), shown(value)])))];
+  for (const [name, value] of Object.entries(memoryd)) {
+    if (typeof value !== "object" || value === null) continue;
+    parts.push(h("h3", {}, name === "providers" ? "[[memoryd.providers]]" : `[memoryd.${name}]`));
+    if (Array.isArray(value)) {
+      parts.push(entries(value));
+      continue;
+    }
+    const rows = Object.entries(value).map(([key, inner]) =>
+      tr([h("code", {}, key), Array.isArray(inner) && inner.length && typeof inner[0] === "object" ? entries(inner) : shown(inner)])
+    );
+    parts.push(table(["Setting", "Value"], rows));
+  }
+  return h("div", { class: "settings-tables" }, ...parts);
 }
 
 // The review's triggers, saved to the config file (its comments kept) and applied at once.
