@@ -105,7 +105,8 @@ async def test_a_lock_held_past_every_attempt_is_unavailable_and_nothing_is_writ
         # The lock is gone: the same writes now succeed.
         response = await append(memory, conversation, user("after the lock"))
         assert response.results[0].outcome == md.APPEND_OUTCOME_STORED
+    # The log line comes through the server's stderr, which may still be on its way.
+    await asyncio.to_thread(server.wait_for_event, Event.WRITE_FAILED)
     failures = server.events(Event.WRITE_FAILED)
-    assert failures
     assert failures[0]["level"] == "error"
     assert failures[0]["attempts"] == 3
