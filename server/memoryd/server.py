@@ -99,6 +99,7 @@ async def serve(
     finally:
         await runtime.close()
         tracing.shutdown()
+        _ignore_late_signals(loop)
         stats = runtime.writer.stats
         log.info(
             "stopped after %d write groups (%d calls, %d rows, %d retries)",
@@ -143,6 +144,16 @@ def server_credentials(server: ServerSettings) -> grpc.ServerCredentials | None:
         )
     except (RuntimeError, ValueError) as error:
         raise StartupError(f"the TLS certificate or key cannot be used: {error}") from None
+
+
+def _ignore_late_signals(loop: asyncio.AbstractEventLoop) -> None:
+    """Stopped: a SIGTERM or SIGINT from now on is ignored. Closing the event loop would put
+    back their default action, and a signal repeated in the moments before the process exits
+    (an operator's second ^C, a supervisor's stop after its own SIGTERM) would then kill a
+    server that had drained cleanly, and lose the last log lines with it."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.remove_signal_handler(signum)
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def _request_stop(stop: asyncio.Event) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import sqlite3
 from pathlib import Path
 
@@ -115,6 +116,25 @@ async def test_stopping_under_load_loses_no_acknowledged_write(
             md.GetConversationRequest(conversation=conversation)
         )
         assert state.message_count == len(stored) >= len(acknowledged)
+
+
+async def test_signals_repeated_until_exit_still_exit_zero(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    """An impatient operator (or a test's stop after its own SIGTERM) signals again and again:
+    each one after the first is "already stopping", up to the process's last instruction."""
+    server = start_server(tmp_path / "home").start()
+    sent = 0
+    while server.process.poll() is None:
+        try:
+            server.process.send_signal(signal.SIGTERM)
+        except ProcessLookupError:
+            break
+        sent += 1
+        await asyncio.sleep(0.001)
+    assert sent > 1
+    assert server.stop() == 0, server.output
+    assert server.events(Event.STOP_REPEATED)
 
 
 async def test_health_and_reflection(server: ServerProcess, channel: grpc.aio.Channel) -> None:
