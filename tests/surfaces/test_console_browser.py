@@ -505,6 +505,66 @@ def test_an_adapter_token_sees_its_agents_but_not_the_server(console: Console) -
     console.wait("#token")
 
 
+def test_the_context_view_shows_what_the_model_will_see_and_follows_new_messages(
+    console: Console,
+) -> None:
+    talk = md.Conversation(agent_id="main", owner_id="ada", channel="telegram", chat_id="ctx")
+    with md.connect_sync(console.server.address, token=ADMIN) as channel:
+        md.MemoryServiceStub(channel).AppendMessages(
+            md.AppendMessagesRequest(
+                conversation=talk,
+                messages=[
+                    md.NewMessage(
+                        role=md.ROLE_USER, sender="ada", content=f"note {n}: " + "word " * 40
+                    )
+                    for n in range(12)
+                ],
+            )
+        )
+    console.sign_in(ADMIN)
+    console.open("/conversation/main/ada/telegram/ctx/")
+    console.wait("a", "What the model will see").click()
+    console.wait("h1", "What the model will see: telegram:ctx")
+    console.loaded()
+    # The whole window fits the provider's window: nothing is left out.
+    assert "Nothing: every message" in console.wait("#context-omitted").text
+    blocks = {
+        row.get_attribute("data-kind"): row.text
+        for row in console.browser.find_elements(By.CSS_SELECTOR, "#context-view tr[data-kind]")
+    }
+    assert "Lisbon" in console.wait("ol.parts", "Memory (USER.md, MEMORY.md)").get_attribute(
+        "textContent"
+    )
+    assert blocks["CONTEXT_PART_KIND_MESSAGE"].startswith("Window messages 12 ")
+    # A 400-token window holds fewer: the oldest are left out, and listed.
+    field = console.wait("#context-window")
+    field.clear()
+    field.send_keys("400")
+    console.wait("form.inline button", "Compose").click()
+    omitted = console.wait("#context-omitted", "left out to stay within the limit")
+    assert "automatic compaction" in omitted.text
+    assert console.wait("#context-view table", "note 0:")
+    assert console.browser.find_element(By.CSS_SELECTOR, ".context-bar svg[role=img]")
+    console.accessible("context")
+    console.screenshot("context")
+    # A message stored elsewhere shows within one refresh.
+    with md.connect_sync(console.server.address, token=ADMIN) as channel:
+        md.MemoryServiceStub(channel).AppendMessages(
+            md.AppendMessagesRequest(
+                conversation=talk,
+                messages=[
+                    md.NewMessage(role=md.ROLE_USER, sender="ada", content="sailing on Sunday")
+                ],
+            )
+        )
+    WebDriverWait(console.browser, 15).until(
+        lambda browser: (
+            "sailing on Sunday"
+            in browser.find_element(By.CSS_SELECTOR, "ol.parts").get_attribute("textContent")
+        )
+    )
+
+
 # Last: these move the conversation's window.
 def test_compact_now_and_a_new_session_from_the_conversation_page(console: Console) -> None:
     console.sign_in(ADMIN)

@@ -652,6 +652,7 @@ function conversationPage(agent, owner, channel, chat, thread) {
   show(
     h("p", { class: "crumbs" }, link("/", "Overview"), " / ", link(route("agent", agent), agent), " / ", link(route("owner", agent, owner), owner), " / conversation"),
     h("h1", {}, `Conversation ${channel}:${chat}${thread ? " / " + thread : ""}`),
+    h("p", {}, link(contextRoute(conversation), "What the model will see"), h("span", { class: "muted" }, ": the composed context, block by block")),
     section("State", async () => {
       const [found, review, compaction] = await Promise.all([
         call("GetConversation", { conversation }),
@@ -927,6 +928,211 @@ function reviewSettings(info) {
   return form;
 }
 
+// --- what the model will see -----------------------------------------------------------------
+
+const PART_KINDS = [
+  ["CONTEXT_PART_KIND_MEMORY_CONTEXT", "Memory (USER.md, MEMORY.md)", "k-memory"],
+  ["CONTEXT_PART_KIND_WORKING_MEMORY", "Working memory", "k-working"],
+  ["CONTEXT_PART_KIND_RECENT_ENTRIES", "Recent agent rows", "k-recent"],
+  ["CONTEXT_PART_KIND_RECALLED", "Recalled", "k-recalled"],
+  ["CONTEXT_PART_KIND_CHECKPOINT_SUMMARY", "Checkpoint summary", "k-checkpoint"],
+  ["CONTEXT_PART_KIND_MESSAGE", "Window messages", "k-message"],
+];
+
+function contextRoute(c) {
+  return route("context", c.agentId || "main", c.ownerId || "default", c.channel, c.chatId, c.threadScope || "");
+}
+
+// The composed context of a conversation (ComposeContext), as the model would receive it, with
+// the compaction state (GetCompactionState) beside it. Read again every 5 s while shown, and
+// drawn again when either answer changed: a new message, a compaction or a learnt fact shows.
+function contextPage(agent, owner, channel, chat, thread) {
+  const conversation = { agentId: agent, ownerId: owner, channel, chatId: chat };
+  if (thread) conversation.threadScope = thread;
+  const trust = h("select", { id: "context-trust" }, h("option", { value: "TRUST_OPERATOR" }, "operator"), h("option", { value: "TRUST_GUEST" }, "guest"));
+  const windowTokens = h("input", { id: "context-window", type: "number", min: 0, step: 1, value: 0, "aria-describedby": "context-window-hint" });
+  const recall = h("input", { id: "context-recall", type: "number", min: 0, step: 1, value: 0, "aria-describedby": "context-recall-hint" });
+  const form = h(
+    "form",
+    { class: "inline" },
+    h("label", { for: "context-trust" }, "Who speaks next", trust),
+    h("label", { for: "context-window" }, "Context window (tokens)", windowTokens),
+    h("span", { id: "context-window-hint", class: "muted" }, "0: the one last reported, else the provider's"),
+    h("label", { for: "context-recall" }, "Recalled budget (tokens)", recall),
+    h("span", { id: "context-recall-hint", class: "muted" }, "0: no Recalled block"),
+    h("button", { type: "submit" }, "Compose")
+  );
+  const body = h("div", { id: "context-view" }, h("p", { class: "muted loading" }, "Loading…"));
+  const stamp = h("p", { class: "muted", id: "context-updated" });
+  let shown = "";
+  const read = async () => {
+    const request = { conversation, trust: trust.value, contextWindow: Number(windowTokens.value) || 0, recallTokens: Number(recall.value) || 0 };
+    const [composed, compaction] = await Promise.all([
+      call("ComposeContext", request, COMPACTION),
+      call("GetCompactionState", { conversation }, COMPACTION),
+    ]);
+    const key = JSON.stringify([request, composed, compaction]);
+    stamp.textContent = `Read ${when(new Date().toISOString())}; read again every 5 s while this page is shown.`;
+    if (key === shown) return;
+    shown = key;
+    const omitted = await omittedMessages(conversation, composed);
+    fill(body, contextView(composed, compaction, omitted, request.recallTokens));
+  };
+  const refresh = () => read().catch((error) => fill(body, failure(error)));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    refresh();
+  });
+  const follow = () => {
+    if (!body.isConnected) return;
+    refresh().then(() => setTimeout(follow, 5000));
+  };
+  show(
+    h("p", { class: "crumbs" }, link("/", "Overview"), " / ", link(route("agent", agent), agent), " / ", link(route("owner", agent, owner), owner), " / ", link(conversationRoute(conversation), "conversation"), " / context"),
+    h("h1", {}, `What the model will see: ${channel}:${chat}${thread ? " / " + thread : ""}`),
+    h("p", { class: "muted" }, "The context ComposeContext answers for this conversation's next model call, block by block."),
+    form,
+    stamp,
+    h("section", { "aria-label": "Composed context" }, body)
+  );
+  read()
+    .catch((error) => fill(body, failure(error)))
+    .then(rendered)
+    .then(() => setTimeout(follow, 5000));
+}
+
+// The newest messages of the window that the composed context left out (at most 50): the
+// window's oldest, just before the first message sent.
+async function omittedMessages(conversation, composed) {
+  const count = Number(composed.omittedMessages || 0);
+  if (!count) return [];
+  const sent = (composed.parts || []).filter((p) => p.kind === "CONTEXT_PART_KIND_MESSAGE").map((p) => Number(p.messageId));
+  const firstSent = sent.length ? Math.min(...sent) : Infinity;
+  const found = [];
+  let token = "";
+  for (let page = 0; page < 3 && found.length < 50; page++) {
+    const listed = await call("ListMessages", { conversation, pageSize: 1000, pageToken: token });
+    const older = (listed.messages || []).filter((m) => Number(m.id) < firstSent);
+    found.unshift(...older);
+    token = listed.nextPageToken;
+    if (!token) break;
+  }
+  return found.slice(-50);
+}
+
+function contextView(composed, compaction, omitted, recallTokens) {
+  const parts = composed.parts || [];
+  const windowSize = Number(composed.contextWindow || 0);
+  const limit = Number(composed.limitTokens || 0);
+  const total = Number(composed.totalTokens || 0);
+  const tokensOf = (kind) => parts.filter((p) => p.kind === kind).reduce((sum, p) => sum + Number(p.tokens || 0), 0);
+  const countOf = (kind) => parts.filter((p) => p.kind === kind).length;
+  const blocks = PART_KINDS.map(([kind, name, css]) => ({ kind, name, css, tokens: tokensOf(kind), count: countOf(kind) }));
+  const share = (tokens) => (limit ? `${((100 * tokens) / limit).toFixed(1)} %` : "");
+  const swatch = (css) => h("svg", { class: "swatch", width: 12, height: 12, viewBox: "0 0 12 12", "aria-hidden": "true" }, svg("rect", { class: css, width: 12, height: 12 }));
+  const rows = blocks.map((b) =>
+    h(
+      "tr",
+      { "data-kind": b.kind },
+      h("td", {}, swatch(b.css), " ", b.name),
+      h("td", {}, String(b.count)),
+      h("td", {}, b.tokens.toLocaleString("en")),
+      h("td", {}, budgetOf(b, recallTokens, windowSize, limit, total)),
+      h("td", {}, share(b.tokens))
+    )
+  );
+  rows.push(h("tr", { class: "total" }, h("th", { scope: "row" }, "Total"), h("td", {}, String(parts.length)), h("td", {}, total.toLocaleString("en")), h("td", {}, `${limit.toLocaleString("en")} (the limit)`), h("td", {}, share(total))));
+  const checkpoint = compaction.checkpoint;
+  const left = Number(composed.omittedMessages || 0);
+  return [
+    contextBar(blocks, windowSize, limit),
+    h(
+      "p",
+      { class: "muted" },
+      `${total.toLocaleString("en")} of ${limit.toLocaleString("en")} tokens (the limit: ${Math.round(Number(compaction.threshold || 0) * 100)} % of a ${windowSize.toLocaleString("en")}-token window).`,
+      composed.memoryWithheld ? " The memory block is withheld: a guest speaks next." : ""
+    ),
+    table(["Block", "Parts", "Tokens", "Budget", "Of the limit"], rows, "Tokens counted with tiktoken cl100k_base, content only."),
+    h("h2", {}, "Left out"),
+    left
+      ? [
+          h(
+            "p",
+            { id: "context-omitted" },
+            `${left} message${left === 1 ? "" : "s"} of the window (${Number(composed.omittedTokens || 0).toLocaleString("en")} tokens) left out to stay within the limit. `,
+            checkpoint && omitted.length && omitted.every((m) => Number(m.id) <= Number(checkpoint.lastMessageId))
+              ? `Checkpoint #${checkpoint.id} covers them.`
+              : compaction.enabled
+                ? "No checkpoint covers them yet: automatic compaction summarises them at the next Preflight or CommitTurn over the trigger."
+                : "No checkpoint covers them, and automatic compaction is off: they are not sent, and stay in history and search."
+          ),
+          table(
+            ["#", "When", "Sender", "Text", "In a checkpoint"],
+            omitted.map((m) =>
+              h("tr", {}, h("td", {}, String(m.id)), h("td", {}, when(m.createdAt)), h("td", { class: "text" }, m.sender), clipped(m.content), h("td", {}, checkpoint && Number(m.id) <= Number(checkpoint.lastMessageId) ? `#${checkpoint.id}` : "no"))
+            ),
+            left > omitted.length ? `The newest ${omitted.length} of them.` : null
+          ),
+        ]
+      : h("p", { id: "context-omitted" }, "Nothing: every message of the window is sent."),
+    h(
+      "p",
+      {},
+      `The window starts after message #${compaction.windowStartId || 0}. `,
+      checkpoint ? `The latest checkpoint (#${checkpoint.id}) summarises messages #${checkpoint.firstMessageId} to #${checkpoint.lastMessageId} in ${checkpoint.tokens} tokens.` : "No checkpoint: the conversation was never compacted."
+    ),
+    h("h2", {}, "The parts, in the order sent"),
+    h(
+      "ol",
+      { class: "parts" },
+      parts.map((p) => {
+        const kind = PART_KINDS.find(([k]) => k === p.kind) || [p.kind, label(p.kind, "CONTEXT_PART_KIND_"), ""];
+        const title = p.kind === "CONTEXT_PART_KIND_MESSAGE" ? `message #${p.messageId} · ${p.sender} (${label(p.role, "ROLE_")})` : kind[1];
+        return h("li", {}, h("details", {}, h("summary", {}, swatch(kind[2]), ` ${title} · ${Number(p.tokens || 0).toLocaleString("en")} tokens`), h("pre", { tabindex: 0 }, p.content)));
+      })
+    ),
+  ];
+}
+
+// The budget a block is held to: the Recalled block, what was asked; a checkpoint summary
+// shares half the window with the messages its compaction kept; the window's messages take
+// what the limit leaves; the rest count against the limit.
+function budgetOf(block, recallTokens, windowSize, limit, total) {
+  if (block.kind === "CONTEXT_PART_KIND_RECALLED") return recallTokens ? `${recallTokens.toLocaleString("en")} asked` : "not asked";
+  if (block.kind === "CONTEXT_PART_KIND_MESSAGE") return `what the limit leaves: ${Math.max(0, limit - (total - block.tokens)).toLocaleString("en")}`;
+  if (block.kind === "CONTEXT_PART_KIND_CHECKPOINT_SUMMARY") return `half the window (${Math.floor(windowSize / 2).toLocaleString("en")}), with the messages a compaction keeps`;
+  return "within the limit";
+}
+
+function svg(tag, attrs, ...children) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [name, value] of Object.entries(attrs || {})) node.setAttribute(name, String(value));
+  for (const child of children) node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  return node;
+}
+
+// The model's window as a bar: each block's tokens in the order sent, the limit as a line.
+function contextBar(blocks, windowSize, limit) {
+  const scale = Math.max(windowSize, limit, blocks.reduce((sum, b) => sum + b.tokens, 0), 1);
+  let x = 0;
+  const pieces = [svg("rect", { class: "k-free", x: 0, y: 0, width: 1000, height: 28 })];
+  for (const b of blocks) {
+    if (!b.tokens) continue;
+    const width = (1000 * b.tokens) / scale;
+    pieces.push(svg("rect", { class: b.css, x: x.toFixed(2), y: 0, width: Math.max(width, 1).toFixed(2), height: 28 }, svg("title", {}, `${b.name}: ${b.tokens} tokens`)));
+    x += width;
+  }
+  const at = ((1000 * limit) / scale).toFixed(2);
+  pieces.push(svg("line", { class: "limit", x1: at, x2: at, y1: 0, y2: 28 }));
+  const described = blocks.filter((b) => b.tokens).map((b) => `${b.name} ${b.tokens}`).join(", ");
+  return h(
+    "figure",
+    { class: "context-bar" },
+    svg("svg", { viewBox: "0 0 1000 28", preserveAspectRatio: "none", width: "100%", height: 28, role: "img", "aria-label": `The context window of ${windowSize} tokens: ${described || "empty"}; the limit at ${limit}.` }, ...pieces),
+    h("figcaption", { class: "muted" }, `The bar is the model's window (${windowSize.toLocaleString("en")} tokens); the line is the limit (${limit.toLocaleString("en")}).`)
+  );
+}
+
 // --- routing -------------------------------------------------------------------------------
 
 function render() {
@@ -937,6 +1143,7 @@ function render() {
   if (page === "agent" && args.length === 1) return agentPage(...args);
   if (page === "owner" && args.length === 2) return ownerPage(...args);
   if (page === "conversation" && args.length >= 4) return conversationPage(...args);
+  if (page === "context" && args.length >= 4) return contextPage(...args);
   if (page === "settings") return settingsPage();
   return overview();
 }
