@@ -211,6 +211,75 @@ async def test_recall_needs_a_conversation(memory: md.MemoryServiceStub) -> None
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
+async def test_an_owner_recalls_without_a_conversation(memory: md.MemoryServiceStub) -> None:
+    """An operator's search over everything of an owner (the console's): rows of every scope
+    of the owner, and its conversations' messages; another owner's never."""
+    conversation = fresh_conversation()
+    other_chat = md.Conversation(
+        agent_id=conversation.agent_id, channel="slack", chat_id="elsewhere"
+    )
+    stranger = md.Conversation(
+        agent_id=conversation.agent_id, owner_id="stranger", channel="slack", chat_id="x"
+    )
+    await store(memory, conversation, "here", "Papaya note here")
+    await store(memory, other_chat, "there", "Papaya note there")
+    await store(memory, conversation, "fruit", "Papaya is the favourite", md.CATEGORY_PREFERENCE)
+    await store(memory, stranger, "theirs", "Papaya of a stranger", md.CATEGORY_PREFERENCE)
+    await append(memory, other_chat, user("we talked about papaya"))
+    owner = owner_of(conversation)
+
+    async def by_owner(**fields: object) -> list[str]:
+        request = md.RecallRequest(owner=owner, query="papaya", mode=md.SEARCH_MODE_LEXICAL)
+        for name, value in fields.items():
+            setattr(request, name, value)
+        return values(list((await memory.Recall(request)).hits))
+
+    assert sorted(await by_owner()) == [
+        "Papaya is the favourite",
+        "Papaya note here",
+        "Papaya note there",
+    ]
+    assert await by_owner(scope=md.RECALL_SCOPE_OWNER) == ["Papaya is the favourite"]
+    assert "we talked about papaya" in await by_owner(source=md.RECALL_SOURCE_ALL)
+
+
+@pytest.mark.parametrize(
+    ("fields", "code", "message"),
+    [
+        (
+            {"conversation": md.Conversation(channel="c", chat_id="c")},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "set conversation or owner, not both",
+        ),
+        (
+            {"scope": md.RECALL_SCOPE_CURRENT},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "RECALL_SCOPE_CURRENT recalls within a conversation: set conversation, "
+            "or another scope",
+        ),
+        ({"trust": md.TRUST_GUEST}, grpc.StatusCode.PERMISSION_DENIED, None),
+        ({"job_id": "nightly"}, grpc.StatusCode.PERMISSION_DENIED, None),
+    ],
+    ids=["both", "current", "guest", "job"],
+)
+async def test_an_owners_recall_refuses_what_needs_a_conversation(
+    memory: md.MemoryServiceStub,
+    fields: dict[str, object],
+    code: grpc.StatusCode,
+    message: str | None,
+) -> None:
+    request = md.RecallRequest(owner=md.OwnerScope(owner_id="someone"), query="x")
+    for name, value in fields.items():
+        if isinstance(value, md.Conversation):
+            getattr(request, name).CopyFrom(value)
+        else:
+            setattr(request, name, value)
+    error = await rpc_error(memory.Recall(request))
+    assert error.code() == code
+    if message is not None:
+        assert error.details() == message
+
+
 # --- OpenHermit's search examples, through memory_add (agent scope) and Recall ----------------
 
 

@@ -30,7 +30,7 @@ from memoryd.errors import StartupError
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
 from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2
-from tests.helpers import client_stream
+from tests.helpers import client_stream, rpc_error
 from tests.review_helpers import review_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -451,3 +451,26 @@ async def test_the_red_team_matrix(
         for outcome in (guest, own):
             assert SECRET.encode() not in outcome.answers
     assert await export_of(memory, "other") == before, "a refused call changed agent other"
+
+
+async def test_an_owners_recall_is_held_to_the_tokens_agents(
+    guarded: ServerProcess, world: tuple[md.MemoryServiceStub, Target, Target]
+) -> None:
+    """Recall by owner (no conversation) names its agent in the owner: main's tokens may not
+    read other's rows that way, and a guest-capped token is refused whichever agent."""
+    _, other, main = world
+    async with md.connect(guarded.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        for token, target in ((MAIN, other), (MAIN_ADMIN, other), (MAIN_GUEST, main)):
+            error = await rpc_error(
+                memory.Recall(
+                    md.RecallRequest(owner=target.owner_scope, query=SECRET),
+                    metadata=bearer(token),
+                )
+            )
+            assert error.code() == grpc.StatusCode.PERMISSION_DENIED, (token, error.details())
+            assert SECRET not in (error.details() or "")
+        found = await memory.Recall(
+            md.RecallRequest(owner=other.owner_scope, query=SECRET), metadata=bearer(ADMIN)
+        )
+        assert found.hits

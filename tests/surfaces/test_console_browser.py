@@ -34,7 +34,8 @@ from memoryd.testing.fake_embeddings import FakeEmbeddings
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
 
-pytestmark = pytest.mark.slow
+# On both backends: the console reads and writes through every storage path it shows.
+pytestmark = [pytest.mark.slow, pytest.mark.storage]
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")

@@ -51,12 +51,15 @@ def caller_in(request: CallerRequest, job_id: str = "") -> Caller:
     which = request.WhichOneof("caller")
     if which == "conversation":
         return conversation_caller(request.conversation, job_id)
+    return owner_caller(request.owner if which == "owner" else None, job_id)
+
+
+def owner_caller(owner: pb.OwnerScope | None, job_id: str = "") -> Caller:
+    """A caller outside any conversation: an owner (None: main/default)."""
     job = check_job_id(job_id)
-    if which == "owner":
-        owner = owner_key(agent_id=request.owner.agent_id, owner_id=request.owner.owner_id)
-    else:
-        owner = owner_key(agent_id="", owner_id="")
-    return Caller(owner, None, job)
+    if owner is None:
+        return Caller(owner_key(agent_id="", owner_id=""), None, job)
+    return Caller(owner_key(agent_id=owner.agent_id, owner_id=owner.owner_id), None, job)
 
 
 def conversation_caller(conversation: pb.Conversation, job_id: str = "") -> Caller:

@@ -18,10 +18,11 @@ from memoryd.api.history_convert import fill_hit, fill_scores
 from memoryd.domain.answers import fitting, hit_bytes, memory_bytes
 from memoryd.domain.conversation import check_identifier, owner_key
 from memoryd.domain.jobs import JobStatus
-from memoryd.domain.memories import StoreRequest, check_metadata, check_reason, preview
+from memoryd.domain.memories import Caller, StoreRequest, check_metadata, check_reason, preview
 from memoryd.domain.memory_queries import ListFilter
 from memoryd.domain.memory_sources import SourceType
 from memoryd.domain.prompt_files import MEMORY_MD, USER_MD, PromptFile, context_block
+from memoryd.domain.recall import RecallScope
 from memoryd.errors import InvalidArgument, Reason
 from memoryd.services.long_term_memory import LongTermMemory, list_visibility
 from memoryd.services.prompt_files import FileState, PromptFiles
@@ -168,9 +169,7 @@ class MemoryRpcs:
     async def Recall(
         self, request: service_pb.RecallRequest, context: Context
     ) -> service_pb.RecallResponse:
-        convert.required_conversation(request)
-        caller = mc.conversation_caller(request.conversation, request.job_id)
-        scope = RECALL_SCOPE.value(request.scope, "scope")
+        caller, scope = _recall_caller(request)
         source = RECALL_SOURCE.value(request.source, "source")
         recalled = await self._recall.recall(
             RecallRequest(
@@ -278,3 +277,28 @@ def _fill_usage(
 
 def _optional_text(value: str, field: str) -> str:
     return check_identifier(value, field)
+
+
+def _recall_caller(request: service_pb.RecallRequest) -> tuple[Caller, RecallScope]:
+    """A recall's caller and scope: a conversation's (scope unset: the conversation), or an
+    owner's (scope unset: everything of the owner; the conversation's own scope has none)."""
+    if not request.HasField("owner"):
+        convert.required_conversation(request)
+        return (
+            mc.conversation_caller(request.conversation, request.job_id),
+            RECALL_SCOPE.value(request.scope, "scope"),
+        )
+    if request.HasField("conversation"):
+        raise InvalidArgument("set conversation or owner, not both", field="owner")
+    if request.scope == service_pb.RECALL_SCOPE_CURRENT:
+        raise InvalidArgument(
+            "RECALL_SCOPE_CURRENT recalls within a conversation: set conversation, or another "
+            "scope",
+            field="scope",
+        )
+    scope = (
+        RecallScope.ALL
+        if request.scope == service_pb.RECALL_SCOPE_UNSPECIFIED
+        else RECALL_SCOPE.value(request.scope, "scope")
+    )
+    return mc.owner_caller(request.owner, request.job_id), scope

@@ -2391,6 +2391,7 @@ class RecallRequest(_message.Message):
     JOB_ID_FIELD_NUMBER: _builtins.int
     TRUST_FIELD_NUMBER: _builtins.int
     MODE_FIELD_NUMBER: _builtins.int
+    OWNER_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """Full-text search text; takes priority over key. Any text is valid and is matched as plain
     words (never as search syntax). At most 1024 characters and 32 words.
@@ -2421,7 +2422,16 @@ class RecallRequest(_message.Message):
     """
     @_builtins.property
     def conversation(self) -> _records_pb2.Conversation:
-        """The conversation the tool was called from. Required."""
+        """The conversation the tool was called from. Required, unless owner is set."""
+
+    @_builtins.property
+    def owner(self) -> _records_pb2.OwnerScope:
+        """Instead of conversation, for a caller outside any conversation (an operator's console, a
+        script): the owner's rows, and with source history the messages of all its conversations.
+        Set one of the two (both is INVALID_ARGUMENT). scope then means RECALL_SCOPE_ALL when unset,
+        and RECALL_SCOPE_CURRENT is INVALID_ARGUMENT. Guests and scheduled jobs recall within one
+        conversation: with owner they are PERMISSION_DENIED.
+        """
 
     def __init__(
         self,
@@ -2435,10 +2445,11 @@ class RecallRequest(_message.Message):
         job_id: _builtins.str = ...,
         trust: _records_pb2.Trust.ValueType = ...,
         mode: Global___SearchMode.ValueType = ...,
+        owner: _records_pb2.OwnerScope | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "owner", b"owner"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "job_id", b"job_id", "key", b"key", "limit", b"limit", "mode", b"mode", "query", b"query", "scope", b"scope", "source", b"source", "trust", b"trust"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "job_id", b"job_id", "key", b"key", "limit", b"limit", "mode", b"mode", "owner", b"owner", "query", b"query", "scope", b"scope", "source", b"source", "trust", b"trust"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

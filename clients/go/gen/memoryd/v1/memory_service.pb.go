@@ -4803,7 +4803,7 @@ func (x *DeleteMemoryResponse) GetId() int64 {
 // RecallRequest is one memory_recall call.
 type RecallRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The conversation the tool was called from. Required.
+	// The conversation the tool was called from. Required, unless owner is set.
 	Conversation *Conversation `protobuf:"bytes,1,opt,name=conversation,proto3" json:"conversation,omitempty"`
 	// Full-text search text; takes priority over key. Any text is valid and is matched as plain
 	// words (never as search syntax). At most 1024 characters and 32 words.
@@ -4827,7 +4827,13 @@ type RecallRequest struct {
 	Trust Trust `protobuf:"varint,8,opt,name=trust,proto3,enum=memoryd.v1.Trust" json:"trust,omitempty"`
 	// Which rankings a query uses, for rows and messages alike. Unset means hybrid when
 	// embeddings are on, else lexical.
-	Mode          SearchMode `protobuf:"varint,9,opt,name=mode,proto3,enum=memoryd.v1.SearchMode" json:"mode,omitempty"`
+	Mode SearchMode `protobuf:"varint,9,opt,name=mode,proto3,enum=memoryd.v1.SearchMode" json:"mode,omitempty"`
+	// Instead of conversation, for a caller outside any conversation (an operator's console, a
+	// script): the owner's rows, and with source history the messages of all its conversations.
+	// Set one of the two (both is INVALID_ARGUMENT). scope then means RECALL_SCOPE_ALL when unset,
+	// and RECALL_SCOPE_CURRENT is INVALID_ARGUMENT. Guests and scheduled jobs recall within one
+	// conversation: with owner they are PERMISSION_DENIED.
+	Owner         *OwnerScope `protobuf:"bytes,10,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4923,6 +4929,13 @@ func (x *RecallRequest) GetMode() SearchMode {
 		return x.Mode
 	}
 	return SearchMode_SEARCH_MODE_UNSPECIFIED
+}
+
+func (x *RecallRequest) GetOwner() *OwnerScope {
+	if x != nil {
+		return x.Owner
+	}
+	return nil
 }
 
 // RecallHit is one memory row or message found by Recall.
@@ -9314,7 +9327,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x06caller\"@\n" +
 	"\x14DeleteMemoryResponse\x12\x18\n" +
 	"\adeleted\x18\x01 \x01(\bR\adeleted\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\x03R\x02id\"\xd8\x02\n" +
+	"\x02id\x18\x02 \x01(\x03R\x02id\"\x86\x03\n" +
 	"\rRecallRequest\x12<\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12\x10\n" +
@@ -9324,7 +9337,9 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x05limit\x18\x06 \x01(\x05R\x05limit\x12\x15\n" +
 	"\x06job_id\x18\a \x01(\tR\x05jobId\x12'\n" +
 	"\x05trust\x18\b \x01(\x0e2\x11.memoryd.v1.TrustR\x05trust\x12*\n" +
-	"\x04mode\x18\t \x01(\x0e2\x16.memoryd.v1.SearchModeR\x04mode\"\xc8\x02\n" +
+	"\x04mode\x18\t \x01(\x0e2\x16.memoryd.v1.SearchModeR\x04mode\x12,\n" +
+	"\x05owner\x18\n" +
+	" \x01(\v2\x16.memoryd.v1.OwnerScopeR\x05owner\"\xc8\x02\n" +
 	"\tRecallHit\x120\n" +
 	"\x06source\x18\x01 \x01(\x0e2\x18.memoryd.v1.RecallSourceR\x06source\x12+\n" +
 	"\x05match\x18\x02 \x01(\x0e2\x15.memoryd.v1.MatchKindR\x05match\x12\x12\n" +
@@ -9979,164 +9994,165 @@ var file_memoryd_v1_memory_service_proto_depIdxs = []int32{
 	6,   // 84: memoryd.v1.RecallRequest.source:type_name -> memoryd.v1.RecallSource
 	118, // 85: memoryd.v1.RecallRequest.trust:type_name -> memoryd.v1.Trust
 	2,   // 86: memoryd.v1.RecallRequest.mode:type_name -> memoryd.v1.SearchMode
-	6,   // 87: memoryd.v1.RecallHit.source:type_name -> memoryd.v1.RecallSource
-	3,   // 88: memoryd.v1.RecallHit.match:type_name -> memoryd.v1.MatchKind
-	3,   // 89: memoryd.v1.RecallHit.matches:type_name -> memoryd.v1.MatchKind
-	32,  // 90: memoryd.v1.RecallHit.scores:type_name -> memoryd.v1.HitScores
-	125, // 91: memoryd.v1.RecallHit.memory:type_name -> memoryd.v1.Memory
-	33,  // 92: memoryd.v1.RecallHit.message:type_name -> memoryd.v1.HistoryHit
-	61,  // 93: memoryd.v1.RecallResponse.hits:type_name -> memoryd.v1.RecallHit
-	121, // 94: memoryd.v1.ListMemorySourcesRequest.owner:type_name -> memoryd.v1.OwnerScope
-	126, // 95: memoryd.v1.ListMemorySourcesRequest.state:type_name -> memoryd.v1.SourceState
-	127, // 96: memoryd.v1.ListMemorySourcesRequest.type:type_name -> memoryd.v1.SourceType
-	128, // 97: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
-	121, // 98: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
-	7,   // 99: memoryd.v1.SetJobStatusRequest.status:type_name -> memoryd.v1.JobStatus
-	128, // 100: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
-	121, // 101: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
-	8,   // 102: memoryd.v1.FinishJobRunRequest.outcome:type_name -> memoryd.v1.JobRunOutcome
-	117, // 103: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	117, // 104: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
-	125, // 105: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
-	8,   // 106: memoryd.v1.FinishJobRunResponse.outcome:type_name -> memoryd.v1.JobRunOutcome
-	118, // 107: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
-	70,  // 108: memoryd.v1.GetPromptContextResponse.user_usage:type_name -> memoryd.v1.PromptFileUsage
-	70,  // 109: memoryd.v1.GetPromptContextResponse.memory_usage:type_name -> memoryd.v1.PromptFileUsage
-	129, // 110: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
-	130, // 111: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
-	131, // 112: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	132, // 113: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
-	131, // 114: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
-	132, // 115: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	131, // 116: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	131, // 117: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
-	132, // 118: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	119, // 119: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
-	118, // 120: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
-	10,  // 121: memoryd.v1.CommitTurnRequest.messages:type_name -> memoryd.v1.NewMessage
-	82,  // 122: memoryd.v1.CommitTurnRequest.usage:type_name -> memoryd.v1.TurnUsage
-	12,  // 123: memoryd.v1.CommitTurnResponse.results:type_name -> memoryd.v1.AppendResult
-	119, // 124: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
-	119, // 125: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
-	9,   // 126: memoryd.v1.ConversationReview.status:type_name -> memoryd.v1.ReviewStatus
-	87,  // 127: memoryd.v1.ReviewNowResponse.reviews:type_name -> memoryd.v1.ConversationReview
-	119, // 128: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
-	9,   // 129: memoryd.v1.ReviewRun.status:type_name -> memoryd.v1.ReviewStatus
-	117, // 130: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
-	117, // 131: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
-	86,  // 132: memoryd.v1.ReviewRun.skipped_operations:type_name -> memoryd.v1.SkippedOperation
-	119, // 133: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
-	117, // 134: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
-	117, // 135: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
-	117, // 136: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
-	9,   // 137: memoryd.v1.GetReviewStateResponse.last_review_status:type_name -> memoryd.v1.ReviewStatus
-	117, // 138: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
-	90,  // 139: memoryd.v1.GetReviewStateResponse.last_run:type_name -> memoryd.v1.ReviewRun
-	119, // 140: memoryd.v1.ListReviewRunsRequest.conversation:type_name -> memoryd.v1.Conversation
-	90,  // 141: memoryd.v1.ListReviewRunsResponse.runs:type_name -> memoryd.v1.ReviewRun
-	117, // 142: memoryd.v1.OwnerSummary.latest_conversation_at:type_name -> google.protobuf.Timestamp
-	99,  // 143: memoryd.v1.ListOwnersResponse.owners:type_name -> memoryd.v1.OwnerSummary
-	119, // 144: memoryd.v1.FailedReview.conversation:type_name -> memoryd.v1.Conversation
-	90,  // 145: memoryd.v1.FailedReview.run:type_name -> memoryd.v1.ReviewRun
-	117, // 146: memoryd.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
-	102, // 147: memoryd.v1.GetServerInfoResponse.agents:type_name -> memoryd.v1.AgentSummary
-	103, // 148: memoryd.v1.GetServerInfoResponse.recent_failures:type_name -> memoryd.v1.FailedReview
-	105, // 149: memoryd.v1.GetServerInfoResponse.review_triggers:type_name -> memoryd.v1.ReviewTriggers
-	105, // 150: memoryd.v1.UpdateReviewSettingsRequest.triggers:type_name -> memoryd.v1.ReviewTriggers
-	105, // 151: memoryd.v1.UpdateReviewSettingsResponse.triggers:type_name -> memoryd.v1.ReviewTriggers
-	121, // 152: memoryd.v1.ListConversationsRequest.owner:type_name -> memoryd.v1.OwnerScope
-	119, // 153: memoryd.v1.ConversationSummary.conversation:type_name -> memoryd.v1.Conversation
-	117, // 154: memoryd.v1.ConversationSummary.created_at:type_name -> google.protobuf.Timestamp
-	109, // 155: memoryd.v1.ListConversationsResponse.conversations:type_name -> memoryd.v1.ConversationSummary
-	121, // 156: memoryd.v1.GetMessageRequest.owner:type_name -> memoryd.v1.OwnerScope
-	120, // 157: memoryd.v1.GetMessageResponse.message:type_name -> memoryd.v1.Message
-	119, // 158: memoryd.v1.GetReviewExchangeRequest.conversation:type_name -> memoryd.v1.Conversation
-	114, // 159: memoryd.v1.GetReviewExchangeResponse.prompt:type_name -> memoryd.v1.ReviewPromptMessage
-	11,  // 160: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
-	15,  // 161: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
-	26,  // 162: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
-	18,  // 163: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
-	20,  // 164: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
-	29,  // 165: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
-	31,  // 166: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
-	35,  // 167: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
-	37,  // 168: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
-	39,  // 169: memoryd.v1.MemoryService.PurgeOwner:input_type -> memoryd.v1.PurgeOwnerRequest
-	42,  // 170: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
-	45,  // 171: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
-	47,  // 172: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
-	49,  // 173: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
-	52,  // 174: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
-	54,  // 175: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
-	56,  // 176: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
-	58,  // 177: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
-	60,  // 178: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
-	63,  // 179: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
-	65,  // 180: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
-	67,  // 181: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
-	69,  // 182: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
-	72,  // 183: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
-	74,  // 184: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
-	76,  // 185: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
-	78,  // 186: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
-	80,  // 187: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
-	83,  // 188: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
-	85,  // 189: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
-	92,  // 190: memoryd.v1.MemoryService.GetEmbeddingStatus:input_type -> memoryd.v1.GetEmbeddingStatusRequest
-	94,  // 191: memoryd.v1.MemoryService.ReindexEmbeddings:input_type -> memoryd.v1.ReindexEmbeddingsRequest
-	89,  // 192: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
-	111, // 193: memoryd.v1.MemoryService.GetMessage:input_type -> memoryd.v1.GetMessageRequest
-	96,  // 194: memoryd.v1.MemoryService.ListReviewRuns:input_type -> memoryd.v1.ListReviewRunsRequest
-	113, // 195: memoryd.v1.MemoryService.GetReviewExchange:input_type -> memoryd.v1.GetReviewExchangeRequest
-	98,  // 196: memoryd.v1.MemoryService.ListOwners:input_type -> memoryd.v1.ListOwnersRequest
-	108, // 197: memoryd.v1.MemoryService.ListConversations:input_type -> memoryd.v1.ListConversationsRequest
-	106, // 198: memoryd.v1.MemoryService.UpdateReviewSettings:input_type -> memoryd.v1.UpdateReviewSettingsRequest
-	101, // 199: memoryd.v1.MemoryService.GetServerInfo:input_type -> memoryd.v1.GetServerInfoRequest
-	13,  // 200: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
-	17,  // 201: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
-	28,  // 202: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
-	19,  // 203: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
-	22,  // 204: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
-	30,  // 205: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
-	34,  // 206: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
-	36,  // 207: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
-	38,  // 208: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
-	41,  // 209: memoryd.v1.MemoryService.PurgeOwner:output_type -> memoryd.v1.PurgeOwnerResponse
-	43,  // 210: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
-	46,  // 211: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
-	48,  // 212: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
-	51,  // 213: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
-	53,  // 214: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
-	55,  // 215: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
-	57,  // 216: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
-	59,  // 217: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
-	62,  // 218: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
-	64,  // 219: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
-	66,  // 220: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
-	68,  // 221: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
-	71,  // 222: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
-	73,  // 223: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
-	75,  // 224: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
-	77,  // 225: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
-	79,  // 226: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
-	81,  // 227: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
-	84,  // 228: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
-	88,  // 229: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
-	93,  // 230: memoryd.v1.MemoryService.GetEmbeddingStatus:output_type -> memoryd.v1.GetEmbeddingStatusResponse
-	95,  // 231: memoryd.v1.MemoryService.ReindexEmbeddings:output_type -> memoryd.v1.ReindexEmbeddingsResponse
-	91,  // 232: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
-	112, // 233: memoryd.v1.MemoryService.GetMessage:output_type -> memoryd.v1.GetMessageResponse
-	97,  // 234: memoryd.v1.MemoryService.ListReviewRuns:output_type -> memoryd.v1.ListReviewRunsResponse
-	115, // 235: memoryd.v1.MemoryService.GetReviewExchange:output_type -> memoryd.v1.GetReviewExchangeResponse
-	100, // 236: memoryd.v1.MemoryService.ListOwners:output_type -> memoryd.v1.ListOwnersResponse
-	110, // 237: memoryd.v1.MemoryService.ListConversations:output_type -> memoryd.v1.ListConversationsResponse
-	107, // 238: memoryd.v1.MemoryService.UpdateReviewSettings:output_type -> memoryd.v1.UpdateReviewSettingsResponse
-	104, // 239: memoryd.v1.MemoryService.GetServerInfo:output_type -> memoryd.v1.GetServerInfoResponse
-	200, // [200:240] is the sub-list for method output_type
-	160, // [160:200] is the sub-list for method input_type
-	160, // [160:160] is the sub-list for extension type_name
-	160, // [160:160] is the sub-list for extension extendee
-	0,   // [0:160] is the sub-list for field type_name
+	121, // 87: memoryd.v1.RecallRequest.owner:type_name -> memoryd.v1.OwnerScope
+	6,   // 88: memoryd.v1.RecallHit.source:type_name -> memoryd.v1.RecallSource
+	3,   // 89: memoryd.v1.RecallHit.match:type_name -> memoryd.v1.MatchKind
+	3,   // 90: memoryd.v1.RecallHit.matches:type_name -> memoryd.v1.MatchKind
+	32,  // 91: memoryd.v1.RecallHit.scores:type_name -> memoryd.v1.HitScores
+	125, // 92: memoryd.v1.RecallHit.memory:type_name -> memoryd.v1.Memory
+	33,  // 93: memoryd.v1.RecallHit.message:type_name -> memoryd.v1.HistoryHit
+	61,  // 94: memoryd.v1.RecallResponse.hits:type_name -> memoryd.v1.RecallHit
+	121, // 95: memoryd.v1.ListMemorySourcesRequest.owner:type_name -> memoryd.v1.OwnerScope
+	126, // 96: memoryd.v1.ListMemorySourcesRequest.state:type_name -> memoryd.v1.SourceState
+	127, // 97: memoryd.v1.ListMemorySourcesRequest.type:type_name -> memoryd.v1.SourceType
+	128, // 98: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
+	121, // 99: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
+	7,   // 100: memoryd.v1.SetJobStatusRequest.status:type_name -> memoryd.v1.JobStatus
+	128, // 101: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
+	121, // 102: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
+	8,   // 103: memoryd.v1.FinishJobRunRequest.outcome:type_name -> memoryd.v1.JobRunOutcome
+	117, // 104: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	117, // 105: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
+	125, // 106: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
+	8,   // 107: memoryd.v1.FinishJobRunResponse.outcome:type_name -> memoryd.v1.JobRunOutcome
+	118, // 108: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
+	70,  // 109: memoryd.v1.GetPromptContextResponse.user_usage:type_name -> memoryd.v1.PromptFileUsage
+	70,  // 110: memoryd.v1.GetPromptContextResponse.memory_usage:type_name -> memoryd.v1.PromptFileUsage
+	129, // 111: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
+	130, // 112: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
+	131, // 113: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	132, // 114: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
+	131, // 115: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
+	132, // 116: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	131, // 117: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	131, // 118: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
+	132, // 119: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	119, // 120: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
+	118, // 121: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
+	10,  // 122: memoryd.v1.CommitTurnRequest.messages:type_name -> memoryd.v1.NewMessage
+	82,  // 123: memoryd.v1.CommitTurnRequest.usage:type_name -> memoryd.v1.TurnUsage
+	12,  // 124: memoryd.v1.CommitTurnResponse.results:type_name -> memoryd.v1.AppendResult
+	119, // 125: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
+	119, // 126: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
+	9,   // 127: memoryd.v1.ConversationReview.status:type_name -> memoryd.v1.ReviewStatus
+	87,  // 128: memoryd.v1.ReviewNowResponse.reviews:type_name -> memoryd.v1.ConversationReview
+	119, // 129: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
+	9,   // 130: memoryd.v1.ReviewRun.status:type_name -> memoryd.v1.ReviewStatus
+	117, // 131: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
+	117, // 132: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
+	86,  // 133: memoryd.v1.ReviewRun.skipped_operations:type_name -> memoryd.v1.SkippedOperation
+	119, // 134: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
+	117, // 135: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
+	117, // 136: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
+	117, // 137: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
+	9,   // 138: memoryd.v1.GetReviewStateResponse.last_review_status:type_name -> memoryd.v1.ReviewStatus
+	117, // 139: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
+	90,  // 140: memoryd.v1.GetReviewStateResponse.last_run:type_name -> memoryd.v1.ReviewRun
+	119, // 141: memoryd.v1.ListReviewRunsRequest.conversation:type_name -> memoryd.v1.Conversation
+	90,  // 142: memoryd.v1.ListReviewRunsResponse.runs:type_name -> memoryd.v1.ReviewRun
+	117, // 143: memoryd.v1.OwnerSummary.latest_conversation_at:type_name -> google.protobuf.Timestamp
+	99,  // 144: memoryd.v1.ListOwnersResponse.owners:type_name -> memoryd.v1.OwnerSummary
+	119, // 145: memoryd.v1.FailedReview.conversation:type_name -> memoryd.v1.Conversation
+	90,  // 146: memoryd.v1.FailedReview.run:type_name -> memoryd.v1.ReviewRun
+	117, // 147: memoryd.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
+	102, // 148: memoryd.v1.GetServerInfoResponse.agents:type_name -> memoryd.v1.AgentSummary
+	103, // 149: memoryd.v1.GetServerInfoResponse.recent_failures:type_name -> memoryd.v1.FailedReview
+	105, // 150: memoryd.v1.GetServerInfoResponse.review_triggers:type_name -> memoryd.v1.ReviewTriggers
+	105, // 151: memoryd.v1.UpdateReviewSettingsRequest.triggers:type_name -> memoryd.v1.ReviewTriggers
+	105, // 152: memoryd.v1.UpdateReviewSettingsResponse.triggers:type_name -> memoryd.v1.ReviewTriggers
+	121, // 153: memoryd.v1.ListConversationsRequest.owner:type_name -> memoryd.v1.OwnerScope
+	119, // 154: memoryd.v1.ConversationSummary.conversation:type_name -> memoryd.v1.Conversation
+	117, // 155: memoryd.v1.ConversationSummary.created_at:type_name -> google.protobuf.Timestamp
+	109, // 156: memoryd.v1.ListConversationsResponse.conversations:type_name -> memoryd.v1.ConversationSummary
+	121, // 157: memoryd.v1.GetMessageRequest.owner:type_name -> memoryd.v1.OwnerScope
+	120, // 158: memoryd.v1.GetMessageResponse.message:type_name -> memoryd.v1.Message
+	119, // 159: memoryd.v1.GetReviewExchangeRequest.conversation:type_name -> memoryd.v1.Conversation
+	114, // 160: memoryd.v1.GetReviewExchangeResponse.prompt:type_name -> memoryd.v1.ReviewPromptMessage
+	11,  // 161: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
+	15,  // 162: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
+	26,  // 163: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
+	18,  // 164: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
+	20,  // 165: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
+	29,  // 166: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
+	31,  // 167: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
+	35,  // 168: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
+	37,  // 169: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
+	39,  // 170: memoryd.v1.MemoryService.PurgeOwner:input_type -> memoryd.v1.PurgeOwnerRequest
+	42,  // 171: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
+	45,  // 172: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
+	47,  // 173: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
+	49,  // 174: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
+	52,  // 175: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
+	54,  // 176: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
+	56,  // 177: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
+	58,  // 178: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
+	60,  // 179: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
+	63,  // 180: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
+	65,  // 181: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
+	67,  // 182: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
+	69,  // 183: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
+	72,  // 184: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
+	74,  // 185: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
+	76,  // 186: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
+	78,  // 187: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
+	80,  // 188: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
+	83,  // 189: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
+	85,  // 190: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
+	92,  // 191: memoryd.v1.MemoryService.GetEmbeddingStatus:input_type -> memoryd.v1.GetEmbeddingStatusRequest
+	94,  // 192: memoryd.v1.MemoryService.ReindexEmbeddings:input_type -> memoryd.v1.ReindexEmbeddingsRequest
+	89,  // 193: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
+	111, // 194: memoryd.v1.MemoryService.GetMessage:input_type -> memoryd.v1.GetMessageRequest
+	96,  // 195: memoryd.v1.MemoryService.ListReviewRuns:input_type -> memoryd.v1.ListReviewRunsRequest
+	113, // 196: memoryd.v1.MemoryService.GetReviewExchange:input_type -> memoryd.v1.GetReviewExchangeRequest
+	98,  // 197: memoryd.v1.MemoryService.ListOwners:input_type -> memoryd.v1.ListOwnersRequest
+	108, // 198: memoryd.v1.MemoryService.ListConversations:input_type -> memoryd.v1.ListConversationsRequest
+	106, // 199: memoryd.v1.MemoryService.UpdateReviewSettings:input_type -> memoryd.v1.UpdateReviewSettingsRequest
+	101, // 200: memoryd.v1.MemoryService.GetServerInfo:input_type -> memoryd.v1.GetServerInfoRequest
+	13,  // 201: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
+	17,  // 202: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
+	28,  // 203: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
+	19,  // 204: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
+	22,  // 205: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
+	30,  // 206: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
+	34,  // 207: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
+	36,  // 208: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
+	38,  // 209: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
+	41,  // 210: memoryd.v1.MemoryService.PurgeOwner:output_type -> memoryd.v1.PurgeOwnerResponse
+	43,  // 211: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
+	46,  // 212: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
+	48,  // 213: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
+	51,  // 214: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
+	53,  // 215: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
+	55,  // 216: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
+	57,  // 217: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
+	59,  // 218: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
+	62,  // 219: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
+	64,  // 220: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
+	66,  // 221: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
+	68,  // 222: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
+	71,  // 223: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
+	73,  // 224: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
+	75,  // 225: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
+	77,  // 226: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
+	79,  // 227: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
+	81,  // 228: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
+	84,  // 229: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
+	88,  // 230: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
+	93,  // 231: memoryd.v1.MemoryService.GetEmbeddingStatus:output_type -> memoryd.v1.GetEmbeddingStatusResponse
+	95,  // 232: memoryd.v1.MemoryService.ReindexEmbeddings:output_type -> memoryd.v1.ReindexEmbeddingsResponse
+	91,  // 233: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
+	112, // 234: memoryd.v1.MemoryService.GetMessage:output_type -> memoryd.v1.GetMessageResponse
+	97,  // 235: memoryd.v1.MemoryService.ListReviewRuns:output_type -> memoryd.v1.ListReviewRunsResponse
+	115, // 236: memoryd.v1.MemoryService.GetReviewExchange:output_type -> memoryd.v1.GetReviewExchangeResponse
+	100, // 237: memoryd.v1.MemoryService.ListOwners:output_type -> memoryd.v1.ListOwnersResponse
+	110, // 238: memoryd.v1.MemoryService.ListConversations:output_type -> memoryd.v1.ListConversationsResponse
+	107, // 239: memoryd.v1.MemoryService.UpdateReviewSettings:output_type -> memoryd.v1.UpdateReviewSettingsResponse
+	104, // 240: memoryd.v1.MemoryService.GetServerInfo:output_type -> memoryd.v1.GetServerInfoResponse
+	201, // [201:241] is the sub-list for method output_type
+	161, // [161:201] is the sub-list for method input_type
+	161, // [161:161] is the sub-list for extension type_name
+	161, // [161:161] is the sub-list for extension extendee
+	0,   // [0:161] is the sub-list for field type_name
 }
 
 func init() { file_memoryd_v1_memory_service_proto_init() }
