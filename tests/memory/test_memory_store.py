@@ -94,6 +94,23 @@ async def test_with_an_id_the_value_is_replaced(memory: md.MemoryServiceStub) ->
     assert replaced.category == md.CATEGORY_CONTEXT
 
 
+async def test_a_fact_without_a_key_gets_one_read_off_its_value(
+    memory: md.MemoryServiceStub,
+) -> None:
+    conversation = fresh_conversation()
+    row = await store(memory, conversation, "", "Lives in Lisbon", md.CATEGORY_IDENTITY)
+    assert row.key == "lives-in-lisbon-7ad6"
+    assert row.scope_type == md.SCOPE_TYPE_OWNER
+    # The same fact again is the same row; a fact that begins alike is another.
+    again = await store(memory, conversation, " ", "Lives in Lisbon", md.CATEGORY_IDENTITY)
+    assert again.id == row.id
+    other = await store(memory, conversation, "", "Lives in Lisbon, Portugal", md.CATEGORY_IDENTITY)
+    assert other.id != row.id
+    assert other.key.startswith("lives-in-lisbon-portugal-")
+    odd = await store(memory, conversation, "", "我住在里斯本 🙂", md.CATEGORY_IDENTITY)
+    assert odd.key.startswith("我住在里斯本-")
+
+
 REFUSALS = [
     (
         {"category": 42, "key": "k", "value": "v"},
@@ -101,7 +118,7 @@ REFUSALS = [
         "category has unknown value 42",
     ),
     (
-        {"category": md.CATEGORY_GOAL, "key": "  ", "value": "v"},
+        {"key": "  ", "value": "v"},
         grpc.StatusCode.INVALID_ARGUMENT,
         "key must not be blank",
     ),

@@ -254,8 +254,10 @@ async def test_an_owner_recalls_without_a_conversation(memory: md.MemoryServiceS
         (
             {"scope": md.RECALL_SCOPE_CURRENT},
             grpc.StatusCode.INVALID_ARGUMENT,
-            "RECALL_SCOPE_CURRENT recalls within a conversation: set conversation, "
-            "or another scope",
+            (
+                "RECALL_SCOPE_CURRENT recalls within a conversation: set conversation, "
+                "or another scope"
+            ),
         ),
         ({"trust": md.TRUST_GUEST}, grpc.StatusCode.PERMISSION_DENIED, None),
         ({"job_id": "nightly"}, grpc.StatusCode.PERMISSION_DENIED, None),

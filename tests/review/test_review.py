@@ -69,7 +69,7 @@ async def test_an_add_lands_at_owner_scope_with_provenance_and_renders(
         md.CATEGORY_PREFERENCE,
         "Is vegetarian",
     )
-    assert re.fullmatch(r"review_preference_[0-9a-f]{12}_0", row.key)
+    assert re.fullmatch(r"is-vegetarian-[0-9a-f]{4}", row.key)  # read off the fact
     assert row.provenance.source_type == "memory_reviewer"
     details = json.loads(row.provenance.details)
     assert details == {

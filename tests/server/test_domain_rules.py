@@ -18,12 +18,14 @@ from memoryd.domain import compaction, review_fit
 from memoryd.domain import review_admission as admission
 from memoryd.domain import review_answer as answers
 from memoryd.domain import review_prompt as prompts
+from memoryd.domain.conversation import check_identifier
 from memoryd.domain.memories import (
     MAX_VALUE_CHARS,
     Category,
     MemoryRecord,
     Provenance,
     ScopeType,
+    fact_key,
     prompt_target,
 )
 from memoryd.domain.messages import Role, Trust
@@ -219,6 +221,25 @@ def test_admission_never_raises_and_changes_only_shown_rows(
     if isinstance(admitted, admission.Add):
         assert 1 <= len(admitted.value) <= MAX_VALUE_CHARS
         assert not (guest and admitted.category is Category.DIRECTIVE)
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=st.text(min_size=1, max_size=MAX_VALUE_CHARS).filter(str.strip))
+def test_a_fact_key_is_a_valid_key_the_same_for_the_same_value(value: str) -> None:
+    key = fact_key(value)
+    assert check_identifier(key, "key") == key
+    assert key == fact_key(value)
+    assert len(key) <= 40 + 1 + 4
+    assert key == key.casefold()
+
+
+def test_a_fact_key_reads_as_the_fact() -> None:
+    assert fact_key("Lives in Lisbon") == "lives-in-lisbon-7ad6"
+    assert fact_key("Takes coffee black!").startswith("takes-coffee-black-")
+    assert fact_key("🙂").startswith("fact-")
+    long = fact_key("Prefers dark mode in every editor, terminal and browser at work")
+    assert long.startswith("prefers-dark-mode-in-every-editor-")
+    assert fact_key("Lives in Lisbon") != fact_key("Lives in Lisbon.")
 
 
 def test_admission_says_why_an_operation_is_skipped() -> None:

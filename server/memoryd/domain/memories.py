@@ -14,7 +14,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import hashlib
 import json
+import re
 import secrets
 
 from memoryd.domain import json_text
@@ -226,6 +228,29 @@ def check_key(key: str, field: str = "key") -> str:
 def generated_key() -> str:
     """OpenHermit's key for an entry added without one."""
     return f"mem-{secrets.token_hex(4)}"
+
+
+# A fact's key: its first words, then a short digest of the whole value.
+FACT_KEY_SLUG_CHARS = 40
+FACT_KEY_DIGEST_HEX = 4
+_WORD = re.compile(r"[^\W_]+")
+
+
+def fact_key(value: str) -> str:
+    """The key of a fact stored without one (by the review, or StoreMemory with a category and
+    no key), read off the fact: "Lives in Lisbon" is `lives-in-lisbon-4f2a`. Its words, case
+    folded, in any script, up to 40 characters, then 4 hex of the value's SHA-256: the same
+    value always gets the same key (a retried review updates its rows in place), and two facts
+    that begin alike still get two keys."""
+    slug = ""
+    for word in _WORD.findall(value.casefold()):
+        joined = f"{slug}-{word}" if slug else word
+        if len(joined) > FACT_KEY_SLUG_CHARS:
+            slug = slug or word[:FACT_KEY_SLUG_CHARS]
+            break
+        slug = joined
+    digest = hashlib.sha256(value.strip().encode("utf-8")).hexdigest()[:FACT_KEY_DIGEST_HEX]
+    return f"{slug or 'fact'}-{digest}"
 
 
 def check_metadata(text: str, field: str = "metadata") -> str | None:

@@ -16,6 +16,7 @@ from memoryd.domain.memories import (
     check_key,
     check_metadata,
     check_value,
+    fact_key,
     generated_key,
     job_scope_id,
 )
@@ -49,11 +50,13 @@ def admit_new(request: StoreRequest) -> NewFact:
         else:
             scope_type = ScopeType.CONVERSATION
     check_directive_trust(category, request.trust, "write")
+    value = check_value(request.value)
     if request.key.strip() == "" and request.category is None and request.scope_type is not None:
         key = generated_key()
+    elif request.key.strip() == "" and request.category is not None:
+        key = fact_key(value)
     else:
         key = check_key(request.key)
-    value = check_value(request.value)
     scope_id = caller.scope_id(scope_type)
     source = memory_source_for(caller)
     return NewFact(

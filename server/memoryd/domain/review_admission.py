@@ -12,7 +12,6 @@ description's rule (OpenHermit's): one line, at most 80 characters, and its fall
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,6 +22,7 @@ from memoryd.domain.memories import (
     Category,
     MemoryRecord,
     ScopeType,
+    fact_key,
 )
 from memoryd.domain.messages import Trust
 from memoryd.domain.quoting import clipped
@@ -123,7 +123,7 @@ class _Scope:
         return record
 
 
-def _admit_add(fields: dict[str, Any], scope: _Scope, index: int) -> Admitted | Skipped:
+def _admit_add(fields: dict[str, Any], scope: _Scope, _index: int) -> Admitted | Skipped:
     target = fields.get("target")
     category = category_of(fields.get("category"))
     if target not in ("user", "memory"):
@@ -142,7 +142,7 @@ def _admit_add(fields: dict[str, Any], scope: _Scope, index: int) -> Admitted | 
         category=category,
         scope_type=scope_type,
         value=value,
-        key=review_key(category, value, index),
+        key=fact_key(value),
     )
 
 
@@ -199,12 +199,6 @@ _ADMISSION: dict[str, Callable[[dict[str, Any], _Scope, int], Admitted | Skipped
     ReviewAction.WORKING_MEMORY: _admit_working_memory,
     ReviewAction.DESCRIBE: _admit_describe,
 }
-
-
-def review_key(category: Category, value: str, index: int) -> str:
-    """`review_<category>_<12 hex of sha256(value)>_<n>`: the same answer gives the same keys."""
-    digest = hashlib.sha256(value.encode("utf-8")).hexdigest()[:12]
-    return f"review_{category.value}_{digest}_{index}"
 
 
 def normalise_description(text: str) -> str:

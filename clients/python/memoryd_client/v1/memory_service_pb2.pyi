@@ -1771,8 +1771,10 @@ class StoreMemoryRequest(_message.Message):
     scope_type when given.
     """
     key: _builtins.str
-    """The key, unique within the scope; trimmed, at most 256 characters. Required, except for a
-    note with an explicit scope_type, which gets "mem-<8 hex>" when blank.
+    """The key, unique within the scope; trimmed, at most 256 characters. When blank: with a
+    category, the key is read off the value as the review names the rows it writes (its first
+    words and 4 hex of its SHA-256: "Lives in Lisbon" is "lives-in-lisbon-7ad6"); a note with
+    an explicit scope_type gets "mem-<8 hex>"; otherwise it is INVALID_ARGUMENT.
     """
     value: _builtins.str
     """The value; trimmed, not blank, at most 200 characters."""

@@ -3386,8 +3386,10 @@ type StoreMemoryRequest struct {
 	// The category. Unset (and no id) stores a note: CATEGORY_FACT at conversation scope, or at
 	// scope_type when given.
 	Category Category `protobuf:"varint,3,opt,name=category,proto3,enum=memoryd.v1.Category" json:"category,omitempty"`
-	// The key, unique within the scope; trimmed, at most 256 characters. Required, except for a
-	// note with an explicit scope_type, which gets "mem-<8 hex>" when blank.
+	// The key, unique within the scope; trimmed, at most 256 characters. When blank: with a
+	// category, the key is read off the value as the review names the rows it writes (its first
+	// words and 4 hex of its SHA-256: "Lives in Lisbon" is "lives-in-lisbon-7ad6"); a note with
+	// an explicit scope_type gets "mem-<8 hex>"; otherwise it is INVALID_ARGUMENT.
 	Key string `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
 	// The value; trimmed, not blank, at most 200 characters.
 	Value string `protobuf:"bytes,5,opt,name=value,proto3" json:"value,omitempty"`

@@ -1670,8 +1670,10 @@ export type StoreMemoryRequest = Message<"memoryd.v1.StoreMemoryRequest"> & {
   category: Category;
 
   /**
-   * The key, unique within the scope; trimmed, at most 256 characters. Required, except for a
-   * note with an explicit scope_type, which gets "mem-<8 hex>" when blank.
+   * The key, unique within the scope; trimmed, at most 256 characters. When blank: with a
+   * category, the key is read off the value as the review names the rows it writes (its first
+   * words and 4 hex of its SHA-256: "Lives in Lisbon" is "lives-in-lisbon-7ad6"); a note with
+   * an explicit scope_type gets "mem-<8 hex>"; otherwise it is INVALID_ARGUMENT.
    *
    * @generated from field: string key = 4;
    */
