@@ -566,6 +566,121 @@ def test_the_context_view_shows_what_the_model_will_see_and_follows_new_messages
     )
 
 
+GRACE = md.Conversation(agent_id="main", owner_id="grace", channel="discord", chat_id="g-1")
+
+
+def test_an_owners_rows_are_filtered_searched_added_and_deleted(console: Console) -> None:
+    owner = md.OwnerScope(agent_id="main", owner_id="grace")
+    with md.connect_sync(console.server.address, token=ADMIN) as channel:
+        memory = md.MemoryServiceStub(channel)
+        memory.AppendMessages(
+            md.AppendMessagesRequest(conversation=GRACE, messages=[md.user("grace", "hello")])
+        )
+        for key, value, category in (
+            ("city", "Lives in Nairobi", md.CATEGORY_IDENTITY),
+            ("tea", "Drinks rooibos tea in the evening", md.CATEGORY_PREFERENCE),
+            ("kite", "Flies kites on the beach", md.CATEGORY_INTEREST),
+        ):
+            memory.StoreMemory(
+                md.StoreMemoryRequest(owner=owner, key=key, value=value, category=category)
+            )
+    console.sign_in(ADMIN)
+    console.open("/owner/main/grace")
+    console.loaded()
+    console.wait("#rows tr", "Flies kites")
+    # By category: only the preference.
+    console.browser.find_element(By.CSS_SELECTOR, "#rows-category option[value=preference]").click()
+    console.wait("form[aria-label='Filter the rows'] button").click()
+    console.wait("#rows caption", "match")
+    rows = console.browser.find_element(By.ID, "rows").text
+    assert "rooibos" in rows
+    assert "Nairobi" not in rows
+    assert "kites" not in rows
+    # By words, whatever the category.
+    console.browser.find_element(By.CSS_SELECTOR, "#rows-category option[value='']").click()
+    console.wait("#rows-words").send_keys("beach kites")
+    console.wait("form[aria-label='Filter the rows'] button").click()
+    console.wait("#rows caption", "best matches")
+    assert "Flies kites" in console.browser.find_element(By.ID, "rows").text
+    assert "rooibos" not in console.browser.find_element(By.ID, "rows").text
+    console.accessible("owner rows found")
+    # A fact added without a key gets one read off the fact.
+    console.wait("details.add-fact summary").click()
+    console.browser.find_element(By.CSS_SELECTOR, "#fact-category option[value=goal]").click()
+    console.wait("#fact-value").send_keys("Wants to run a marathon")
+    console.wait("details.add-fact button", "Add").click()
+    stored = console.wait("details.add-fact .ok", "Stored as row #").text
+    assert "(wants-to-run-a-marathon-" in stored
+    console.accessible("fact added")
+    # A row deleted behind a confirmation that names it; it is gone from the server.
+    console.wait("#rows-words").clear()
+    console.wait("form[aria-label='Filter the rows'] button").click()
+    row = console.wait("#rows tr", "Lives in Nairobi")
+    row.find_element(By.XPATH, ".//button[text()='Delete']").click()
+    assert "Lives in Nairobi" in console.wait("dialog[open]").text
+    console.confirm()
+    console.wait("#status", "Deleted row #")
+    with md.connect_sync(console.server.address, token=ADMIN) as channel:
+        listed = md.MemoryServiceStub(channel).ListMemories(
+            md.ListMemoriesRequest(owner=owner, archived=md.ARCHIVED_FILTER_ALL)
+        )
+    values = {item.memory.value for item in listed.memories}
+    assert "Lives in Nairobi" not in values
+    assert "Wants to run a marathon" in values
+
+
+def test_review_now_then_erase_a_conversation_and_an_owner(console: Console) -> None:
+    console.sign_in(ADMIN)
+    console.open("/conversation/main/grace/discord/g-1/")
+    console.loaded()
+    console.model.reply(  # type: ignore[attr-defined]
+        json.dumps(
+            {
+                "operations": [
+                    {
+                        "action": "add",
+                        "target": "user",
+                        "category": "interest",
+                        "value": "Collects old maps",
+                    }
+                ]
+            }
+        )
+    )
+    console.wait("button", "Review now").click()
+    outcome = console.wait("div[role=status] tr", "discord:g-1")
+    assert "ok" in outcome.text
+    assert "added 1" in outcome.text
+    assert "run #" in outcome.text
+    console.accessible("reviewed")
+    # The conversation erased: the receipt counts what went.
+    console.wait("button.danger", "Erase the conversation").click()
+    assert "discord:g-1" in console.wait("dialog[open]").text
+    console.confirm()
+    console.wait("h1", "Conversation discord:g-1 erased")
+    erased = console.wait("section.receipt", "Messages removed")
+    assert "Messages removed\n1" in erased.text
+    console.accessible("conversation erased")
+    console.screenshot("erased")
+    # The owner erased from its page.
+    console.open("/owner/main/grace")
+    console.loaded()
+    console.wait("button.danger", "Erase the owner").click()
+    assert "grace" in console.wait("dialog[open]").text
+    console.confirm()
+    console.wait("h1", "Owner grace erased")
+    receipt = console.wait("section.receipt", "memories removed")
+    assert "memories removed" in receipt.text
+    with md.connect_sync(console.server.address, token=ADMIN) as channel:
+        left = md.MemoryServiceStub(channel).ListMemories(
+            md.ListMemoriesRequest(
+                owner=md.OwnerScope(agent_id="main", owner_id="grace"),
+                archived=md.ARCHIVED_FILTER_ALL,
+            )
+        )
+    assert list(left.memories) == []
+
+
 # Last: these move the conversation's window.
 def test_compact_now_and_a_new_session_from_the_conversation_page(console: Console) -> None:
     console.sign_in(ADMIN)

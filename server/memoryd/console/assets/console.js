@@ -408,7 +408,21 @@ function ownerPage(agent, owner) {
       })
     ),
     section("Memory rows", () => memoryRows(scope)),
-    section("Revisions", () => revisions(agent, owner))
+    section("Revisions", () => revisions(agent, owner)),
+    section("Review and erase", () => {
+      const outcome = h("div", {});
+      return [
+        h(
+          "p",
+          {},
+          h("button", { type: "button", onclick: () => reviewNow({ agentId: agent, ownerId: owner }, outcome) }, "Review now"),
+          h("span", { class: "muted" }, " every conversation of the owner with unread messages"),
+          " ",
+          h("button", { type: "button", class: "danger", onclick: () => eraseOwner(agent, owner, outcome) }, "Erase the owner…")
+        ),
+        outcome,
+      ];
+    })
   );
 }
 
@@ -480,16 +494,7 @@ async function showExchange(conversation, run) {
   opened(`Review run #${run}: prompt and answer`, body);
 }
 
-function memoryRows(scope) {
-  return paged(
-    ["Category", "Scope", "Key", "Value", "Trust", "Provenance", "State", "Actions"],
-    async (token) => {
-      const page = await call("ListMemories", { owner: scope, archived: "ARCHIVED_FILTER_ALL", pageSize: 50, pageToken: token });
-      return { next: page.nextPageToken, rows: (page.memories || []).map((item) => memoryRow(scope, item.memory)) };
-    },
-    "Every row of the owner, active and archived, most recently updated first."
-  );
-}
+const MEMORY_COLUMNS = ["Category", "Scope", "Key", "Value", "Trust", "Provenance", "State", "Actions"];
 
 function memoryRow(scope, memory) {
   const value = h("td", { class: "text" }, memory.value);
@@ -504,13 +509,16 @@ function memoryRow(scope, memory) {
       actions.append(failure(error));
     }
   };
+  const remove = h("button", { type: "button", class: "danger", onclick: () => act(`Delete row #${memory.id} (${memory.key}: “${memory.value}”)? It is erased from the database and its indexes, and the prompt files are rewritten without it. It cannot be restored.`, "DeleteMemory", {}, `Deleted row #${memory.id}.`) }, "Delete");
   if (memory.archived) {
-    actions.append(h("button", { type: "button", onclick: () => act(`Restore row #${memory.id}?`, "RestoreMemory", {}, "Restored.") }, "Restore"));
+    actions.append(h("button", { type: "button", onclick: () => act(`Restore row #${memory.id}?`, "RestoreMemory", {}, "Restored.") }, "Restore"), " ", remove);
   } else {
     actions.append(
       h("button", { type: "button", class: "danger", onclick: () => act(`Archive row #${memory.id}?`, "ArchiveMemory", { reason: "archived in the console" }, "Archived.") }, "Archive"),
       " ",
-      h("button", { type: "button", onclick: () => editRow(scope, memory, value) }, "Edit")
+      h("button", { type: "button", onclick: () => editRow(scope, memory, value) }, "Edit"),
+      " ",
+      remove
     );
   }
   return h(
@@ -660,6 +668,7 @@ function conversationPage(agent, owner, channel, chat, thread) {
         call("GetCompactionState", { conversation }, COMPACTION).catch(() => ({})),
       ]);
       const checkpoint = compaction.checkpoint;
+      const outcome = h("div", {});
       return [
         cards([
           ["Messages", String(found.messageCount || 0)],
@@ -682,8 +691,13 @@ function conversationPage(agent, owner, channel, chat, thread) {
           {},
           h("button", { type: "button", onclick: () => operatorAction(`Compact ${channel}:${chat} now?`, "Compact", { conversation }, COMPACTION) }, "Compact now"),
           " ",
-          h("button", { type: "button", class: "danger", onclick: () => operatorAction(`Start a new session of ${channel}:${chat} (/new)? The history is kept.`, "ClearConversation", { conversation }) }, "New session (/new)")
+          h("button", { type: "button", class: "danger", onclick: () => operatorAction(`Start a new session of ${channel}:${chat} (/new)? The history is kept.`, "ClearConversation", { conversation }) }, "New session (/new)"),
+          " ",
+          h("button", { type: "button", onclick: () => reviewNow({ conversation }, outcome) }, "Review now"),
+          " ",
+          h("button", { type: "button", class: "danger", onclick: () => eraseConversation(conversation, outcome) }, "Erase the conversation…")
         ),
+        outcome,
       ];
     }),
     section("Checkpoints", () =>
@@ -926,6 +940,176 @@ function reviewSettings(info) {
     }
   });
   return form;
+}
+
+// --- correcting memory ---------------------------------------------------------------------
+
+const CATEGORIES = ["identity", "preference", "interest", "goal", "context", "directive", "fact"];
+const SCOPES = ["owner", "agent", "conversation", "job"];
+
+function options(values, none) {
+  return [h("option", { value: "" }, none), values.map((value) => h("option", { value }, value))];
+}
+
+// An owner's rows: filtered by category, scope and state (ListMemories), or found by words and
+// meaning (Recall by owner, which finds active rows); a fact added; each row edited, archived,
+// restored or deleted.
+function memoryRows(scope) {
+  const words = h("input", { id: "rows-words", type: "search", "aria-describedby": "rows-hint" });
+  const category = h("select", { id: "rows-category" }, options(CATEGORIES, "any"));
+  const scopeType = h("select", { id: "rows-scope" }, options(SCOPES, "any"));
+  const archived = h(
+    "select",
+    { id: "rows-state" },
+    h("option", { value: "ARCHIVED_FILTER_ALL" }, "any"),
+    h("option", { value: "ARCHIVED_FILTER_ACTIVE" }, "active"),
+    h("option", { value: "ARCHIVED_FILTER_ARCHIVED" }, "archived")
+  );
+  const results = h("div", { id: "rows" });
+  const filter = h(
+    "form",
+    { class: "inline", role: "search", "aria-label": "Filter the rows" },
+    h("label", { for: "rows-words" }, "Words or meaning", words),
+    h("label", { for: "rows-category" }, "Category", category),
+    h("label", { for: "rows-scope" }, "Scope", scopeType),
+    h("label", { for: "rows-state" }, "State", archived),
+    h("button", { type: "submit" }, "Filter")
+  );
+  const hint = h("p", { id: "rows-hint", class: "muted" }, "Words search the rows by words and meaning (active rows only); without words, every row that matches the filters is listed, most recently updated first.");
+  const load = () => {
+    const wanted = { words: words.value.trim(), category: category.value, scope: scopeType.value, state: archived.value };
+    fill(results, h("p", { class: "muted loading" }, "Loading…"));
+    const read = wanted.words ? foundRows(scope, wanted) : listedRows(scope, wanted);
+    read.then((content) => fill(results, content)).catch(showError(results)).then(rendered);
+  };
+  filter.addEventListener("submit", (event) => {
+    event.preventDefault();
+    load();
+  });
+  load();
+  return [filter, hint, addFact(scope, load), results];
+}
+
+function listedRows(scope, wanted) {
+  const request = { owner: scope, archived: wanted.state, pageSize: 50 };
+  if (wanted.category) request.categories = [`CATEGORY_${wanted.category.toUpperCase()}`];
+  if (wanted.scope) request.scopeType = `SCOPE_TYPE_${wanted.scope.toUpperCase()}`;
+  return paged(
+    MEMORY_COLUMNS,
+    async (token) => {
+      const page = await call("ListMemories", { ...request, pageToken: token });
+      return { next: page.nextPageToken, rows: (page.memories || []).map((item) => memoryRow(scope, item.memory)) };
+    },
+    "The owner's rows that match, most recently updated first."
+  );
+}
+
+async function foundRows(scope, wanted) {
+  const found = await call("Recall", { owner: scope, query: wanted.words, limit: 50 });
+  const rows = (found.hits || [])
+    .map((hit) => hit.memory)
+    .filter((m) => m && (!wanted.category || m.category === `CATEGORY_${wanted.category.toUpperCase()}`) && (!wanted.scope || m.scopeType === `SCOPE_TYPE_${wanted.scope.toUpperCase()}`))
+    .filter(() => wanted.state !== "ARCHIVED_FILTER_ARCHIVED");
+  const notes = [];
+  if (wanted.state === "ARCHIVED_FILTER_ARCHIVED") notes.push("A search finds active rows only: clear the words to list archived rows.");
+  if (found.unembedded) notes.push(`${found.unembedded} rows have no vector yet: they are found by their words only.`);
+  return [table(MEMORY_COLUMNS, rows.map((m) => memoryRow(scope, m)), "The best matches first, by words and meaning."), notes.map((text) => h("p", { class: "muted" }, text))];
+}
+
+// "Add a fact": a category, a value and, if wanted, a key (blank: read off the value).
+function addFact(scope, done) {
+  const category = h("select", { id: "fact-category", required: true }, CATEGORIES.filter((c) => c !== "fact").map((value) => h("option", { value }, value)));
+  const value = h("textarea", { id: "fact-value", rows: 2, cols: 48, maxlength: 200, required: true });
+  const key = h("input", { id: "fact-key", "aria-describedby": "fact-key-hint" });
+  const outcome = h("div", { role: "status" });
+  const form = h(
+    "form",
+    { class: "inline" },
+    h("label", { for: "fact-category" }, "Category", category),
+    h("label", { for: "fact-value" }, "Fact (at most 200 characters)", value),
+    h("label", { for: "fact-key" }, "Key (optional)", key),
+    h("span", { id: "fact-key-hint", class: "muted" }, "blank: read off the fact"),
+    h("button", { type: "submit" }, "Add")
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    try {
+      const stored = (await call("StoreMemory", { owner: scope, category: `CATEGORY_${category.value.toUpperCase()}`, key: key.value, value: value.value })).memory;
+      fill(outcome, h("p", { class: "ok" }, `Stored as row #${stored.id} (${stored.key}).`));
+      value.value = "";
+      key.value = "";
+      done();
+    } catch (error) {
+      fill(outcome, failure(error));
+    }
+  });
+  return h("details", { class: "add-fact" }, h("summary", {}, "Add a fact"), form, outcome);
+}
+
+// A receipt: what an erasure removed, as the server counted it. It replaces the page, whose
+// subject is gone.
+function receipt(title, pairs) {
+  return h("section", { class: "receipt", "aria-label": title, role: "status" }, h("h3", {}, title), cards(pairs.map(([name, value]) => [name, String(value)])));
+}
+
+function erasureCards(answer) {
+  const rows = (answer.erased || []).map((item) => [`${item.table} removed`, Number(item.rows || 0).toLocaleString("en")]);
+  return [
+    ...rows,
+    ...("messagesDeleted" in answer || "memoriesDeleted" in answer || "conversationDeleted" in answer
+      ? [["Messages removed", answer.messagesDeleted || 0], ["Rows removed", answer.memoriesDeleted || 0], ["Conversation removed", answer.conversationDeleted ? "yes" : "no"]]
+      : []),
+    ...("promptFilesRemoved" in answer ? [["Prompt files removed", answer.promptFilesRemoved]] : []),
+    ["Write-ahead log emptied", answer.walTruncated ? "yes" : "no"],
+    ["Statistics rebuilt", answer.statisticsRebuilt ? "yes" : "no"],
+    ["Files that may still hold it", (answer.residualFiles || []).join(", ") || "none"],
+  ];
+}
+
+async function eraseOwner(agent, owner, holder) {
+  if (!(await confirmed(`Erase owner ${owner} of agent ${agent}? Every conversation, message, memory row, prompt file, revision and review run of the owner is deleted from the database, and cannot be restored.`))) return;
+  try {
+    const answer = await call("PurgeOwner", { agentId: agent, ownerId: owner });
+    show(h("h1", {}, `Owner ${owner} erased`), receipt("The receipt", erasureCards(answer)), h("p", {}, link(route("agent", agent), `Back to agent ${agent}`)));
+    say("Erased.");
+  } catch (error) {
+    fill(holder, failure(error));
+  }
+}
+
+async function eraseConversation(conversation, holder) {
+  const name = `${conversation.channel}:${conversation.chatId}${conversation.threadScope ? " / " + conversation.threadScope : ""}`;
+  if (!(await confirmed(`Erase conversation ${name} of owner ${conversation.ownerId}? Its messages, checkpoints and notes are deleted from the database, and cannot be restored. The owner's other memory stays.`))) return;
+  try {
+    const answer = await call("PurgeConversation", { conversation });
+    show(h("h1", {}, `Conversation ${name} erased`), receipt("The receipt", erasureCards(answer)), h("p", {}, link(route("owner", conversation.agentId, conversation.ownerId), `Back to owner ${conversation.ownerId}`)));
+    say("Erased.");
+  } catch (error) {
+    fill(holder, failure(error));
+  }
+}
+
+// Review now, for a conversation or every conversation of an owner: what each review did.
+async function reviewNow(request, holder) {
+  fill(holder, h("p", { class: "muted" }, "Reviewing…"));
+  try {
+    const answer = await call("ReviewNow", request);
+    const rows = (answer.reviews || []).map((r) => {
+      const c = r.conversation;
+      const status = label(r.status, "REVIEW_STATUS_");
+      return h(
+        "tr",
+        {},
+        h("td", {}, link(conversationRoute(c), `${c.channel}:${c.chatId}`)),
+        h("td", {}, status, r.reason ? `: ${r.reason}` : ""),
+        h("td", {}, `added ${r.opsAdded || 0}, replaced ${r.opsReplaced || 0}, archived ${r.opsArchived || 0}, skipped ${r.opsSkipped || 0}`),
+        h("td", {}, r.reviewRunId && r.reviewRunId !== "0" ? link(conversationRoute(c), `run #${r.reviewRunId}`) : "")
+      );
+    });
+    fill(holder, h("div", { role: "status" }, table(["Conversation", "Outcome", "Rows", "Run"], rows, "Each conversation's review, as it ended.")));
+  } catch (error) {
+    fill(holder, failure(error));
+  }
 }
 
 // --- what the model will see -----------------------------------------------------------------
