@@ -115,6 +115,8 @@ def main() -> int:
                 "owner": f"/owner/{chat.agent_id}/{chat.owner_id}",
                 "conversation": f"/conversation/{chat.agent_id}/{chat.owner_id}/{chat.channel}/"
                 f"{chat.chat_id}/{chat.thread_scope}",
+                "context": f"/context/{chat.agent_id}/{chat.owner_id}/{chat.channel}/"
+                f"{chat.chat_id}/{chat.thread_scope}",
             }
             figures = measure(http, pages, args.loads)
         finally:

@@ -944,7 +944,10 @@ function reviewSettings(info) {
 
 // --- correcting memory ---------------------------------------------------------------------
 
-const CATEGORIES = ["identity", "preference", "interest", "goal", "context", "directive", "fact"];
+const CATEGORIES = ["identity", "preference", "interest", "goal", "context", "directive", "fact", "job_run_summary"];
+// What "Add a fact" offers: an owner's or agent's categories (a note belongs to a conversation,
+// a job run summary to its job).
+const ADDABLE = CATEGORIES.slice(0, 6);
 const SCOPES = ["owner", "agent", "conversation", "job"];
 
 function options(values, none) {
@@ -1018,7 +1021,7 @@ async function foundRows(scope, wanted) {
 
 // "Add a fact": a category, a value and, if wanted, a key (blank: read off the value).
 function addFact(scope, done) {
-  const category = h("select", { id: "fact-category", required: true }, CATEGORIES.filter((c) => c !== "fact").map((value) => h("option", { value }, value)));
+  const category = h("select", { id: "fact-category", required: true }, ADDABLE.map((value) => h("option", { value }, value)));
   const value = h("textarea", { id: "fact-value", rows: 2, cols: 48, maxlength: 200, required: true });
   const key = h("input", { id: "fact-key", "aria-describedby": "fact-key-hint" });
   const outcome = h("div", { role: "status" });
