@@ -394,6 +394,8 @@ def test_an_owner_row_is_archived_and_restored(console: Console) -> None:
     console.confirm()
     console.wait(f"{row} td", "active")
     row = console.wait("tr", "Lives in Lisbon")
+    console.loaded()
+    console.screenshot("owner")
     text = row.text
     assert "memory reviewer" in text
     assert "review run #1" in text
@@ -405,7 +407,6 @@ def test_an_owner_row_is_archived_and_restored(console: Console) -> None:
     dialog.find_element(By.LINK_TEXT, "telegram:c-1").click()
     console.wait("h1", "Conversation telegram:c-1")
     console.loaded()
-    console.screenshot("owner")
 
 
 def test_user_md_is_rolled_back_through_the_diff_view(console: Console) -> None:
