@@ -547,6 +547,8 @@ def test_the_context_view_shows_what_the_model_will_see_and_follows_new_messages
     assert "automatic compaction" in omitted.text
     assert console.wait("#context-view table", "note 0:")
     assert console.browser.find_element(By.CSS_SELECTOR, ".context-bar svg[role=img]")
+    swatch = console.browser.find_element(By.CSS_SELECTOR, "#context-view tr[data-kind] svg rect")
+    assert swatch.rect["width"] > 0  # drawn: an SVG element, not an unknown HTML one
     console.accessible("context")
     console.screenshot("context")
     # A message stored elsewhere shows within one refresh.
@@ -663,7 +665,13 @@ def test_review_now_then_erase_a_conversation_and_an_owner(console: Console) -> 
     assert "Messages removed\n1" in erased.text
     console.accessible("conversation erased")
     console.screenshot("erased")
-    # The owner erased from its page.
+    # The owner erased from its page: the receipt counts its rows.
+    grace = md.OwnerScope(agent_id="main", owner_id="grace")
+    with md.connect_sync(console.server.address, token=ADMIN) as channel:
+        rows = md.MemoryServiceStub(channel).ListMemories(
+            md.ListMemoriesRequest(owner=grace, archived=md.ARCHIVED_FILTER_ALL)
+        )
+    assert rows.memories
     console.open("/owner/main/grace")
     console.loaded()
     console.wait("button.danger", "Erase the owner").click()
@@ -671,13 +679,10 @@ def test_review_now_then_erase_a_conversation_and_an_owner(console: Console) -> 
     console.confirm()
     console.wait("h1", "Owner grace erased")
     receipt = console.wait("section.receipt", "memories removed")
-    assert "memories removed" in receipt.text
+    assert f"memories removed\n{len(rows.memories)}" in receipt.text
     with md.connect_sync(console.server.address, token=ADMIN) as channel:
         left = md.MemoryServiceStub(channel).ListMemories(
-            md.ListMemoriesRequest(
-                owner=md.OwnerScope(agent_id="main", owner_id="grace"),
-                archived=md.ARCHIVED_FILTER_ALL,
-            )
+            md.ListMemoriesRequest(owner=grace, archived=md.ARCHIVED_FILTER_ALL)
         )
     assert list(left.memories) == []
 

@@ -56,10 +56,9 @@ def caller_in(request: CallerRequest, job_id: str = "") -> Caller:
 
 def owner_caller(owner: pb.OwnerScope | None, job_id: str = "") -> Caller:
     """A caller outside any conversation: an owner (None: main/default)."""
-    job = check_job_id(job_id)
-    if owner is None:
-        return Caller(owner_key(agent_id="", owner_id=""), None, job)
-    return Caller(owner_key(agent_id=owner.agent_id, owner_id=owner.owner_id), None, job)
+    scope = owner or pb.OwnerScope()
+    key = owner_key(agent_id=scope.agent_id, owner_id=scope.owner_id)
+    return Caller(key, None, check_job_id(job_id))
 
 
 def conversation_caller(conversation: pb.Conversation, job_id: str = "") -> Caller:

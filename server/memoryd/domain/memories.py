@@ -238,7 +238,7 @@ _WORD = re.compile(r"[^\W_]+")
 
 def fact_key(value: str) -> str:
     """The key of a fact stored without one (by the review, or StoreMemory with a category and
-    no key), read off the fact: "Lives in Lisbon" is `lives-in-lisbon-4f2a`. Its words, case
+    no key), read off the fact: "Lives in Lisbon" is `lives-in-lisbon-7ad6`. Its words, case
     folded, in any script, up to 40 characters, then 4 hex of the value's SHA-256: the same
     value always gets the same key (a retried review updates its rows in place), and two facts
     that begin alike still get two keys."""

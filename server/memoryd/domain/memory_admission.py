@@ -51,10 +51,11 @@ def admit_new(request: StoreRequest) -> NewFact:
             scope_type = ScopeType.CONVERSATION
     check_directive_trust(category, request.trust, "write")
     value = check_value(request.value)
-    if request.key.strip() == "" and request.category is None and request.scope_type is not None:
-        key = generated_key()
-    elif request.key.strip() == "" and request.category is not None:
+    blank = not request.key.strip()
+    if blank and request.category is not None:
         key = fact_key(value)
+    elif blank and request.scope_type is not None:
+        key = generated_key()
     else:
         key = check_key(request.key)
     scope_id = caller.scope_id(scope_type)

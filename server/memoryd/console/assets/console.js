@@ -993,10 +993,13 @@ function memoryRows(scope) {
   return [filter, hint, addFact(scope, load), results];
 }
 
+// A filter's choice as its enum value's name: ("CATEGORY", "goal") is CATEGORY_GOAL.
+const enumName = (prefix, choice) => `${prefix}_${choice.toUpperCase()}`;
+
 function listedRows(scope, wanted) {
   const request = { owner: scope, archived: wanted.state, pageSize: 50 };
-  if (wanted.category) request.categories = [`CATEGORY_${wanted.category.toUpperCase()}`];
-  if (wanted.scope) request.scopeType = `SCOPE_TYPE_${wanted.scope.toUpperCase()}`;
+  if (wanted.category) request.categories = [enumName("CATEGORY", wanted.category)];
+  if (wanted.scope) request.scopeType = enumName("SCOPE_TYPE", wanted.scope);
   return paged(
     MEMORY_COLUMNS,
     async (token) => {
@@ -1009,12 +1012,14 @@ function listedRows(scope, wanted) {
 
 async function foundRows(scope, wanted) {
   const found = await call("Recall", { owner: scope, query: wanted.words, limit: 50 });
+  const onlyArchived = wanted.state === "ARCHIVED_FILTER_ARCHIVED";
   const rows = (found.hits || [])
     .map((hit) => hit.memory)
-    .filter((m) => m && (!wanted.category || m.category === `CATEGORY_${wanted.category.toUpperCase()}`) && (!wanted.scope || m.scopeType === `SCOPE_TYPE_${wanted.scope.toUpperCase()}`))
-    .filter(() => wanted.state !== "ARCHIVED_FILTER_ARCHIVED");
+    .filter((m) => m && !onlyArchived)
+    .filter((m) => !wanted.category || m.category === enumName("CATEGORY", wanted.category))
+    .filter((m) => !wanted.scope || m.scopeType === enumName("SCOPE_TYPE", wanted.scope));
   const notes = [];
-  if (wanted.state === "ARCHIVED_FILTER_ARCHIVED") notes.push("A search finds active rows only: clear the words to list archived rows.");
+  if (onlyArchived) notes.push("A search finds active rows only: clear the words to list archived rows.");
   if (found.unembedded) notes.push(`${found.unembedded} rows have no vector yet: they are found by their words only.`);
   return [table(MEMORY_COLUMNS, rows.map((m) => memoryRow(scope, m)), "The best matches first, by words and meaning."), notes.map((text) => h("p", { class: "muted" }, text))];
 }
@@ -1037,7 +1042,7 @@ function addFact(scope, done) {
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     try {
-      const stored = (await call("StoreMemory", { owner: scope, category: `CATEGORY_${category.value.toUpperCase()}`, key: key.value, value: value.value })).memory;
+      const stored = (await call("StoreMemory", { owner: scope, category: enumName("CATEGORY", category.value), key: key.value, value: value.value })).memory;
       fill(outcome, h("p", { class: "ok" }, `Stored as row #${stored.id} (${stored.key}).`));
       value.value = "";
       key.value = "";
@@ -1216,7 +1221,7 @@ function contextView(composed, compaction, omitted, recallTokens) {
   const countOf = (kind) => parts.filter((p) => p.kind === kind).length;
   const blocks = PART_KINDS.map(([kind, name, css]) => ({ kind, name, css, tokens: tokensOf(kind), count: countOf(kind) }));
   const share = (tokens) => (limit ? `${((100 * tokens) / limit).toFixed(1)} %` : "");
-  const swatch = (css) => h("svg", { class: "swatch", width: 12, height: 12, viewBox: "0 0 12 12", "aria-hidden": "true" }, svg("rect", { class: css, width: 12, height: 12 }));
+  const swatch = (css) => svg("svg", { class: "swatch", width: 12, height: 12, viewBox: "0 0 12 12", "aria-hidden": "true" }, svg("rect", { class: css, width: 12, height: 12 }));
   const rows = blocks.map((b) =>
     h(
       "tr",
