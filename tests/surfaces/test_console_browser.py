@@ -695,14 +695,14 @@ def test_compact_now_and_a_new_session_from_the_conversation_page(console: Conso
     console.model.reply("Summary: Ada lives in Lisbon and takes her coffee black.")  # type: ignore[attr-defined]
     console.wait("button", "Compact now").click()
     console.confirm()
-    console.wait("#status", "Done")
+    console.wait("#status", "Compacted.")
     summary = console.wait("tr", "Summary: Ada lives in Lisbon")
     assert "messages #1 to #" in summary.text
     console.wait("p", "Summarises messages #1 to #")
     console.accessible("compacted conversation")
     console.wait("button.danger", "New session").click()
     console.confirm()
-    console.wait("#status", "Done")
+    console.wait("#status", "New session started.")
     console.loaded()
     with md.connect_sync(console.server.address, token=ADMIN) as channel:
         found = md.MemoryServiceStub(channel).GetConversation(

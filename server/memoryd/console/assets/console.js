@@ -689,9 +689,9 @@ function conversationPage(agent, owner, channel, chat, thread) {
         h(
           "p",
           {},
-          h("button", { type: "button", onclick: () => operatorAction(`Compact ${channel}:${chat} now?`, "Compact", { conversation }, COMPACTION) }, "Compact now"),
+          h("button", { type: "button", onclick: () => operatorAction(`Compact ${channel}:${chat} now?`, "Compacted.", "Compact", { conversation }, COMPACTION) }, "Compact now"),
           " ",
-          h("button", { type: "button", class: "danger", onclick: () => operatorAction(`Start a new session of ${channel}:${chat} (/new)? The history is kept.`, "ClearConversation", { conversation }) }, "New session (/new)"),
+          h("button", { type: "button", class: "danger", onclick: () => operatorAction(`Start a new session of ${channel}:${chat} (/new)? The history is kept.`, "New session started.", "ClearConversation", { conversation }) }, "New session (/new)"),
           " ",
           h("button", { type: "button", onclick: () => reviewNow({ conversation }, outcome) }, "Review now"),
           " ",
@@ -734,11 +734,13 @@ function conversationPage(agent, owner, channel, chat, thread) {
   );
 }
 
-async function operatorAction(question, method, request, service = MEMORY) {
+// An action after a confirmation; `done` is said once it is committed (a text of its own, so
+// that one action's word is never taken for the next one's).
+async function operatorAction(question, done, method, request, service = MEMORY) {
   if (!(await confirmed(question))) return;
   try {
     await call(method, request, service);
-    say("Done.");
+    say(done);
     render();
   } catch (error) {
     main().append(failure(error));
