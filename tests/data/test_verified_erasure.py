@@ -110,6 +110,24 @@ async def fill(served: Served, owner: str, marker: str) -> None:
         )
     )
 
+    # A fact the review learnt: its run keeps the value it wrote (review_operations).
+    served.model.reply(
+        json.dumps(
+            {
+                "operations": [
+                    {
+                        "action": "add",
+                        "target": "user",
+                        "category": "interest",
+                        "value": f"Collects {marker}",
+                    }
+                ]
+            }
+        )
+    )
+    learnt = await memory.ReviewNow(md.ReviewNowRequest(conversation=chat))
+    assert learnt.reviews[0].ops_added == 1, learnt
+
     async def voice() -> AsyncIterator[md.StreamTranscriptRequest]:
         yield md.StreamTranscriptRequest(
             open=md.TranscriptOpen(device_id=f"{owner}-dev", session_id="s", owner_id=owner)
@@ -174,6 +192,8 @@ async def test_purge_owner_leaves_no_byte_of_the_owner_in_the_database_files(
     assert erased["scheduled_jobs"] == 1
     assert erased["message_vectors"] >= 9
     assert erased["memory_vectors"] >= 3
+    assert erased["review_operations"] == 1
+    assert erased["activity_hours"] >= 3
     assert int(receipt["prompt_files_removed"]) == 1  # USER.md (nothing went to MEMORY.md)
     assert receipt["wal_truncated"] is True
 

@@ -98,7 +98,7 @@ def test_every_rpc_declares_its_access_and_reads_are_marked_as_such() -> None:
             assert not access.writes, method.name
         elif not access.writes:  # a read that is not marked: only a stream may be
             assert method.server_streaming, method.name
-    assert len(ACCESS) == len(METHODS) == 44
+    assert len(ACCESS) == len(METHODS) == 45
 
 
 def test_an_rpc_without_a_declaration_stops_the_start() -> None:
@@ -312,6 +312,7 @@ REQUESTS: dict[str, Builder] = {
     ),
     "ListOwners": lambda t: md.ListOwnersRequest(agent_id=t.conversation.agent_id),
     "GetServerInfo": lambda _t: md.GetServerInfoRequest(),
+    "GetActivity": lambda t: md.GetActivityRequest(owner=t.owner_scope),
     "UpdateReviewSettings": lambda _t: md.UpdateReviewSettingsRequest(
         triggers=md.ReviewTriggers(enabled=False, review_interval_hours=24)
     ),
@@ -332,6 +333,7 @@ EVERY_AGENT: dict[str, list[Callable[[], Message | list[Message]]]] = {
     "GetEmbeddingStatus": [md.GetEmbeddingStatusRequest],
     "ReindexEmbeddings": [md.ReindexEmbeddingsRequest],
     "GetServerInfo": [md.GetServerInfoRequest],
+    "GetActivity": [md.GetActivityRequest],
     "UpdateReviewSettings": [md.UpdateReviewSettingsRequest],
 }
 # The RPCs whose every request reaches every agent: only a token for every agent calls them.

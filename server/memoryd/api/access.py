@@ -23,6 +23,7 @@ from typing import Any
 
 from google.protobuf.descriptor import MethodDescriptor
 
+from memoryd.api.activity_convert import scopes_named
 from memoryd.api.review_convert import review_selection
 from memoryd.domain.transfer import selection
 from memoryd.errors import StartupError
@@ -76,6 +77,11 @@ EVERY_AGENT: dict[str, EveryAgent] = {
     # The overview counts every agent's owners and conversations.
     "GetServerInfo": EveryAgent(
         reaches=lambda _request: True, refusal="GetServerInfo reports on every agent"
+    ),
+    # Without a conversation, an owner or an agent, it counts every agent's activity.
+    "GetActivity": EveryAgent(
+        reaches=lambda request: not scopes_named(request),
+        refusal="GetActivity of every agent (no conversation, owner or agent)",
     ),
     # The review's triggers are the whole server's.
     "UpdateReviewSettings": EveryAgent(

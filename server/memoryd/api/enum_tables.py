@@ -12,6 +12,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
+from memoryd.domain.activity import Bucket
 from memoryd.domain.compaction import Outcome, PartKind
 from memoryd.domain.fusion import MatchKind, SearchMode
 from memoryd.domain.history import AppendOutcome
@@ -292,6 +293,15 @@ SPEAKER = EnumTable(
     service_pb.Speaker,
     {service_pb.SPEAKER_USER: Speaker.USER, service_pb.SPEAKER_ASSISTANT: Speaker.ASSISTANT},
     domain=Speaker,
+)
+ACTIVITY_BUCKET = EnumTable(
+    service_pb.ActivityBucket,
+    {
+        service_pb.ACTIVITY_BUCKET_UNSPECIFIED: Bucket.DAY,
+        service_pb.ACTIVITY_BUCKET_HOUR: Bucket.HOUR,
+        service_pb.ACTIVITY_BUCKET_DAY: Bucket.DAY,
+    },
+    domain=Bucket,
 )
 TABLES: dict[str, EnumTable[Any, Any]] = {
     name: table for name, table in dict(globals()).items() if isinstance(table, EnumTable)

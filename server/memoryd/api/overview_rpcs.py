@@ -1,11 +1,13 @@
-"""The operator's RPCs of memoryd.v1.MemoryService: GetServerInfo, ListOwners,
+"""The operator's RPCs of memoryd.v1.MemoryService: GetServerInfo, GetActivity, ListOwners,
 ListConversations, GetMessage, ListReviewRuns, GetReviewExchange."""
 
 from __future__ import annotations
 
 from memoryd.api import convert
+from memoryd.api.activity_convert import activity_out, activity_scope_in, range_in
 from memoryd.api.context import Context
 from memoryd.api.convert import conversation_out, optional_timestamp_out, timestamp_out
+from memoryd.api.enum_tables import ACTIVITY_BUCKET
 from memoryd.api.history_convert import fill_message
 from memoryd.api.review_convert import run_out, triggers_out
 from memoryd.domain.conversation import agent_key, owner_key
@@ -16,7 +18,7 @@ from memoryd_client.v1 import memory_service_pb2 as service_pb
 
 
 class OverviewRpcs:
-    """GetServerInfo, ListOwners, ListConversations, GetMessage, ListReviewRuns,
+    """GetServerInfo, GetActivity, ListOwners, ListConversations, GetMessage, ListReviewRuns,
     GetReviewExchange."""
 
     def __init__(self, overview: Overview, tuning: ReviewTuning) -> None:
@@ -55,6 +57,15 @@ class OverviewRpcs:
             review_triggers=triggers_out(self._tuning.triggers),
             config_path=str(self._tuning.path),
         )
+
+    async def GetActivity(
+        self, request: service_pb.GetActivityRequest, context: Context
+    ) -> service_pb.GetActivityResponse:
+        scope = activity_scope_in(request)
+        bucket = ACTIVITY_BUCKET.value(request.bucket, "bucket")
+        start, end = range_in(request)
+        report = await self._overview.activity(scope, bucket, start, end)
+        return activity_out(report.span, report.points, ACTIVITY_BUCKET.numbers[bucket])
 
     async def ListOwners(
         self, request: service_pb.ListOwnersRequest, context: Context

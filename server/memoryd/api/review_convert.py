@@ -121,6 +121,16 @@ def run_out(run: StoredRun) -> service_pb.ReviewRun:
             for op in record.skipped_ops
         ],
         exchange_kept=run.exchange_kept,
+        applied_operations=[
+            service_pb.AppliedOperation(
+                index=op.index,
+                action=op.action,
+                memory_id=op.memory_id,
+                value_before=op.value_before or "",
+                value_after=op.value_after or "",
+            )
+            for op in run.applied
+        ],
     )
 
 

@@ -80,6 +80,18 @@ class SkippedOperation:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class AppliedOperation:
+    """A row a review changed: its place in the answer, the action ("add", "replace" or
+    "archive"), the row, and its value before (None for an add) and after."""
+
+    index: int
+    action: str
+    memory_id: int
+    value_before: str | None
+    value_after: str | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ReadPart:
     """How far into a message longer than a review's token budget the reviews have read: the
     message (0: none) and its characters read so far."""
@@ -157,6 +169,8 @@ class StoredRun:
     started_at: dt.datetime
     completed_at: dt.datetime
     exchange_kept: bool = False
+    # The rows it changed that still exist, in the answer's order.
+    applied: tuple[AppliedOperation, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

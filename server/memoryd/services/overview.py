@@ -11,15 +11,16 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from memoryd.domain import activity as activity_rules
 from memoryd.domain.answers import page_of, text_bytes
-from memoryd.domain.conversation import ConversationKey, OwnerKey
+from memoryd.domain.conversation import ConversationKey, HistoryScope, OwnerKey
 from memoryd.domain.messages import StoredMessage
 from memoryd.domain.paging import PageTokens, TokenKind, page_size, request_fingerprint
 from memoryd.domain.review_runs import Exchange, StoredRun
 from memoryd.domain.timestamps import utc_now
 from memoryd.errors import NotFound
 from memoryd.services.embedding import EmbeddingService
-from memoryd.storage import metric_reads, overview_reads, review_run_store
+from memoryd.storage import activity_reads, metric_reads, overview_reads, review_run_store
 from memoryd.storage.overview_reads import AgentCount, ConversationRow, OwnerCount
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
@@ -58,6 +59,14 @@ class ServerInfo:
     compacted: int
     pending_messages: int
     pending_memories: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ActivityReport:
+    """Activity over a span, one entry per bucket, oldest first."""
+
+    span: activity_rules.Span
+    points: list[tuple[dt.datetime, activity_rules.Counts]]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -130,6 +139,20 @@ class Overview:
         if facts.database_path is not None:
             info = dataclasses.replace(info, database_bytes=_files_size(facts.database_path))
         return info
+
+    async def activity(
+        self,
+        scope: HistoryScope | None,
+        bucket: activity_rules.Bucket,
+        start: dt.datetime | None,
+        end: dt.datetime | None,
+    ) -> ActivityReport:
+        """The scope's activity (None: every agent's) by bucket over the span asked for."""
+        span = activity_rules.span(bucket, start, end, utc_now())
+        found = await self._readers.read(
+            lambda connection: activity_reads.by_bucket(connection, scope, span)
+        )
+        return ActivityReport(span, activity_rules.laid_out(found, span))
 
     async def owners(self, agent_id: str, requested_page_size: int, page_token: str) -> OwnerPage:
         """The agent's owners after the page token's, by id (`agent_id` validated, defaults
@@ -226,8 +249,12 @@ class Overview:
 def _run_bytes(run: StoredRun) -> int:
     """An upper bound of a ReviewRun on the wire."""
     record = run.record
-    skipped = sum(32 + text_bytes(op.action, op.reason) for op in record.skipped_ops)
-    return 256 + text_bytes(record.provider, record.model, record.error) + skipped
+    skipped = sum(32 + text_bytes(op.action, op.reason, op.value) for op in record.skipped_ops)
+    applied = sum(
+        48 + text_bytes(op.action, op.value_before or "", op.value_after or "")
+        for op in run.applied
+    )
+    return 256 + text_bytes(record.provider, record.model, record.error) + skipped + applied
 
 
 def _files_size(database: Path) -> int:

@@ -23,6 +23,7 @@ from memoryd.domain.resources import MutationSource
 from memoryd.domain.review_runs import (
     MAX_REFUSED_VALUE_CHARS,
     AnswerKind,
+    AppliedOperation,
     Exchange,
     ReadPart,
     ReviewStatus,
@@ -138,7 +139,8 @@ def apply_answer(
         if isinstance(admitted, admission.Skipped):
             applying.skip(_refused(operation, index, admitted, job.packed), run_id)
             continue
-        changed = applying.apply(admitted, index, operation.action, run_id)
+        before = shown.get(operation.named_id) if operation.named_id else None
+        changed = applying.apply(admitted, index, operation.action, run_id, before)
         if changed is not None and changed.id in shown:
             shown[changed.id] = None if changed.archived else changed
     # Deferred operations keep the cursor: the same messages are read again at once.
@@ -169,6 +171,7 @@ def apply_answer(
     review_run_store.finish_run(
         connection, run_id, record, job.attempts, now, answer_kind=job.answer.kind
     )
+    review_run_store.record_operations(connection, run_id, applying.applied)
     if job.exchange is not None:
         review_run_store.keep_exchange(connection, run_id, job.exchange)
     render = None
@@ -229,6 +232,7 @@ class _Applying:
     # Rows changed, by the kind of operation (admission.Add, admission.Replace, admission.Archive).
     changed_by: collections.Counter[type] = dataclasses.field(default_factory=collections.Counter)
     skipped: list[SkippedOperation] = dataclasses.field(default_factory=list)
+    applied: list[AppliedOperation] = dataclasses.field(default_factory=list)
     touched: list[int] = dataclasses.field(default_factory=list)
     deferred: int = 0
     rendered: bool = False
@@ -255,10 +259,16 @@ class _Applying:
         )
 
     def apply(
-        self, admitted: admission.Admitted, index: int, action: str, run_id: int
+        self,
+        admitted: admission.Admitted,
+        index: int,
+        action: str,
+        run_id: int,
+        before: MemoryRecord | None,
     ) -> MemoryRecord | None:
         """Apply one admitted operation in a savepoint: one the store refuses after all (a row
-        that changed under it) is skipped whole, and the others stand. Returns the row changed."""
+        that changed under it) is skipped whole, and the others stand. Returns the row changed,
+        and records it with its value `before` (the row as the review was shown it)."""
         try:
             with savepoint(self.connection, "review_op"):
                 changed = _apply_one(self, admitted)
@@ -268,9 +278,30 @@ class _Applying:
         if changed is None:
             return None
         self.changed_by[type(admitted)] += 1
+        self.applied.append(
+            AppliedOperation(
+                index=index,
+                action=_ACTIONS[type(admitted)],
+                memory_id=changed.id,
+                value_before=(
+                    before.value
+                    if before is not None and not isinstance(admitted, admission.Add)
+                    else None
+                ),
+                value_after=changed.value,
+            )
+        )
         self.touched.append(changed.id)
         self.rendered = self.rendered or changed.prompt_target is not PromptTarget.NONE
         return changed
+
+
+# The recorded action of each admitted operation that changes a row.
+_ACTIONS: dict[type, str] = {
+    admission.Add: "add",
+    admission.Replace: "replace",
+    admission.Archive: "archive",
+}
 
 
 def _apply_one(applying: _Applying, admitted: admission.Admitted) -> MemoryRecord | None:

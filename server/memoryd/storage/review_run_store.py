@@ -1,4 +1,4 @@
-"""Review runs in SQLite: a run's record, its skipped operations and its model calls.
+"""Review runs: a run's record, its skipped and applied operations and its model calls.
 
 Every function runs inside a transaction given by the caller (the writer's, for the review's
 own transaction; a reader's for last_run).
@@ -6,14 +6,17 @@ own transaction; a reader's for last_run).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
+from collections.abc import Sequence
 
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.model_calls import Attempt
 from memoryd.domain.review_runs import (
     MAX_SKIPPED_RECORDED,
     AnswerKind,
+    AppliedOperation,
     Exchange,
     ReviewStatus,
     RunRecord,
@@ -23,9 +26,6 @@ from memoryd.domain.review_runs import (
 from memoryd.domain.timestamps import from_text, to_text
 from memoryd.storage.sql import Columns, Row, rows
 from memoryd.storage.transaction import Transaction
-
-# The messages a review reads: user messages that were not spoken. A guest's (by its trust or
-# its metadata) are read too, in batches of their own with a guest's admission.
 
 _RUN = Columns(
     "r",
@@ -169,7 +169,44 @@ def runs(
         f"r.thread_scope) = (?, ?, ?, ?, ?) AND r.id < ?{failed} ORDER BY r.id DESC LIMIT ?",
         (*key.as_row(), (1 << 62) if before_id is None else before_id, limit),
     )
-    return [_stored(row) for row in found]
+    stored = [_stored(row) for row in found]
+    applied = operations(connection, [run.id for run in stored])
+    return [dataclasses.replace(run, applied=applied.get(run.id, ())) for run in stored]
+
+
+def record_operations(
+    connection: Transaction, run_id: int, applied: Sequence[AppliedOperation]
+) -> None:
+    """The rows a run changed, with their values before and after."""
+    connection.executemany(
+        "INSERT INTO review_operations (run_id, position, memory_id, action, value_before, "
+        "value_after) VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            (run_id, op.index, op.memory_id, op.action, op.value_before, op.value_after)
+            for op in applied
+        ],
+    )
+
+
+def operations(
+    connection: Transaction, run_ids: Sequence[int]
+) -> dict[int, tuple[AppliedOperation, ...]]:
+    """The recorded operations of these runs, by run, each in the answer's order."""
+    if not run_ids:
+        return {}
+    marks = ", ".join("?" * len(run_ids))
+    found = rows(
+        connection,
+        "SELECT run_id, position, action, memory_id, value_before, value_after "
+        f"FROM review_operations WHERE run_id IN ({marks}) ORDER BY run_id, position",
+        tuple(run_ids),
+    )
+    by_run: dict[int, list[AppliedOperation]] = {}
+    for run_id, *fields in found:
+        by_run.setdefault(int(run_id), []).append(
+            AppliedOperation(int(fields[0]), str(fields[1]), int(fields[2]), fields[3], fields[4])
+        )
+    return {run_id: tuple(ops) for run_id, ops in by_run.items()}
 
 
 def _stored(row: Row) -> StoredRun:

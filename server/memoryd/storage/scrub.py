@@ -137,6 +137,13 @@ def purge_owner(connection: Transaction, owner: OwnerKey) -> OwnerErased:
         f"DELETE FROM message_vectors WHERE message_id IN (SELECT id FROM messages WHERE {_OWNER})",
         pair,
     )
+    # They would go with their rows and runs (ON DELETE CASCADE); deleted first, counted.
+    delete(
+        "review_operations",
+        "DELETE FROM review_operations WHERE memory_id IN "
+        f"(SELECT id FROM memories WHERE {_OWNER})",
+        pair,
+    )
     delete("memories", f"DELETE FROM memories WHERE {_OWNER}", pair)
     delete("memory_sources", f"DELETE FROM memory_sources WHERE {_OWNER}", pair)
     delete("job_runs", f"DELETE FROM job_runs WHERE {_OWNER}", pair)
@@ -157,6 +164,7 @@ def purge_owner(connection: Transaction, owner: OwnerKey) -> OwnerErased:
     delete("review_runs", f"DELETE FROM review_runs WHERE {_OWNER}", pair)
     delete("memory_review_state", f"DELETE FROM memory_review_state WHERE {_OWNER}", pair)
     delete("messages", f"DELETE FROM messages WHERE {_OWNER}", pair)
+    delete("activity_hours", f"DELETE FROM activity_hours WHERE {_OWNER}", pair)
     delete("conversations", f"DELETE FROM conversations WHERE {_OWNER}", pair)
     optimize_indexes(connection)
     return OwnerErased(owner, counts, conversations, memory_ids, files)

@@ -338,6 +338,30 @@ and the cursor moved, as for REVIEW_STATUS_NOTHING_TO_SAVE.
 """
 Global___ReviewStatus: _TypeAlias = ReviewStatus  # noqa: Y015
 
+class _ActivityBucket:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ActivityBucketEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ActivityBucket.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ACTIVITY_BUCKET_UNSPECIFIED: _ActivityBucket.ValueType  # 0
+    """Not set: a day."""
+    ACTIVITY_BUCKET_HOUR: _ActivityBucket.ValueType  # 1
+    """A UTC hour."""
+    ACTIVITY_BUCKET_DAY: _ActivityBucket.ValueType  # 2
+    """A UTC day."""
+
+class ActivityBucket(_ActivityBucket, metaclass=_ActivityBucketEnumTypeWrapper):
+    """ActivityBucket is how long one bucket of GetActivity is."""
+
+ACTIVITY_BUCKET_UNSPECIFIED: ActivityBucket.ValueType  # 0
+"""Not set: a day."""
+ACTIVITY_BUCKET_HOUR: ActivityBucket.ValueType  # 1
+"""A UTC hour."""
+ACTIVITY_BUCKET_DAY: ActivityBucket.ValueType  # 2
+"""A UTC day."""
+Global___ActivityBucket: _TypeAlias = ActivityBucket  # noqa: Y015
+
 @_typing.final
 class NewMessage(_message.Message):
     """NewMessage is a message to append."""
@@ -3472,6 +3496,44 @@ class SkippedOperation(_message.Message):
 Global___SkippedOperation: _TypeAlias = SkippedOperation  # noqa: Y015
 
 @_typing.final
+class AppliedOperation(_message.Message):
+    """AppliedOperation is one row a review changed."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INDEX_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    VALUE_BEFORE_FIELD_NUMBER: _builtins.int
+    VALUE_AFTER_FIELD_NUMBER: _builtins.int
+    index: _builtins.int
+    """Its position in the answer (tool calls first, then JSON operations), from 0."""
+    action: _builtins.str
+    """What it did: "add", "replace" or "archive"."""
+    memory_id: _builtins.int
+    """The memory row (GetMemory, the console's owner page)."""
+    value_before: _builtins.str
+    """The row's value before: empty for an add."""
+    value_after: _builtins.str
+    """The row's value after: for an archive, the value it was archived with."""
+    def __init__(
+        self,
+        *,
+        index: _builtins.int = ...,
+        action: _builtins.str = ...,
+        memory_id: _builtins.int = ...,
+        value_before: _builtins.str = ...,
+        value_after: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "index", b"index", "memory_id", b"memory_id", "value_after", b"value_after", "value_before", b"value_before"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AppliedOperation: _TypeAlias = AppliedOperation  # noqa: Y015
+
+@_typing.final
 class ConversationReview(_message.Message):
     """ConversationReview is the result of one conversation's review."""
 
@@ -3616,6 +3678,7 @@ class ReviewRun(_message.Message):
     OPS_DEFERRED_FIELD_NUMBER: _builtins.int
     SKIPPED_OPERATIONS_FIELD_NUMBER: _builtins.int
     EXCHANGE_KEPT_FIELD_NUMBER: _builtins.int
+    APPLIED_OPERATIONS_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     """The run's id."""
     status: Global___ReviewStatus.ValueType
@@ -3658,6 +3721,14 @@ class ReviewRun(_message.Message):
     def skipped_operations(self) -> _containers.RepeatedCompositeFieldContainer[Global___SkippedOperation]:
         """The operations skipped, with their reasons (the first 100)."""
 
+    @_builtins.property
+    def applied_operations(self) -> _containers.RepeatedCompositeFieldContainer[Global___AppliedOperation]:
+        """The rows the run added, replaced or archived, in the answer's order, each with its value
+        before and after. A row erased since (DeleteMemory, a purge) takes its operations with it,
+        so there may be fewer than the counts above; runs recorded before memoryd kept them have
+        none.
+        """
+
     def __init__(
         self,
         *,
@@ -3678,10 +3749,11 @@ class ReviewRun(_message.Message):
         ops_deferred: _builtins.int = ...,
         skipped_operations: _abc.Iterable[Global___SkippedOperation] | None = ...,
         exchange_kept: _builtins.bool = ...,
+        applied_operations: _abc.Iterable[Global___AppliedOperation] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["completed_at", b"completed_at", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed_at", b"completed_at", "error", b"error", "exchange_kept", b"exchange_kept", "id", b"id", "max_message_id", b"max_message_id", "model", b"model", "model_calls", b"model_calls", "ops_added", b"ops_added", "ops_archived", b"ops_archived", "ops_deferred", b"ops_deferred", "ops_replaced", b"ops_replaced", "ops_skipped", b"ops_skipped", "provider", b"provider", "skipped_operations", b"skipped_operations", "started_at", b"started_at", "status", b"status", "tokens_in", b"tokens_in"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied_operations", b"applied_operations", "completed_at", b"completed_at", "error", b"error", "exchange_kept", b"exchange_kept", "id", b"id", "max_message_id", b"max_message_id", "model", b"model", "model_calls", b"model_calls", "ops_added", b"ops_added", "ops_archived", b"ops_archived", "ops_deferred", b"ops_deferred", "ops_replaced", b"ops_replaced", "ops_skipped", b"ops_skipped", "provider", b"provider", "skipped_operations", b"skipped_operations", "started_at", b"started_at", "status", b"status", "tokens_in", b"tokens_in"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -4551,3 +4623,197 @@ class GetReviewExchangeResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetReviewExchangeResponse: _TypeAlias = GetReviewExchangeResponse  # noqa: Y015
+
+@_typing.final
+class GetActivityRequest(_message.Message):
+    """GetActivityRequest names whose activity, by what bucket, over what range. At most one of
+    conversation, owner and agent is set; with none, every agent's activity is counted.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    OWNER_FIELD_NUMBER: _builtins.int
+    AGENT_FIELD_NUMBER: _builtins.int
+    BUCKET_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
+    bucket: Global___ActivityBucket.ValueType
+    """The bucket. Unset means a day."""
+    @_builtins.property
+    def conversation(self) -> _records_pb2.Conversation:
+        """One conversation (channel and chat_id required)."""
+
+    @_builtins.property
+    def owner(self) -> _records_pb2.OwnerScope:
+        """Every conversation of one owner."""
+
+    @_builtins.property
+    def agent(self) -> _records_pb2.AgentScope:
+        """Every conversation of one agent."""
+
+    @_builtins.property
+    def start_time(self) -> _timestamp_pb2.Timestamp:
+        """The range's start, rounded down to its bucket. Unset means 48 hours (by the hour) or 30 days
+        (by the day) before end_time.
+        """
+
+    @_builtins.property
+    def end_time(self) -> _timestamp_pb2.Timestamp:
+        """The range's end, rounded up to its bucket. Unset means now. The range holds at most 2,160
+        buckets (90 days by the hour); a longer one is INVALID_ARGUMENT.
+        """
+
+    def __init__(
+        self,
+        *,
+        conversation: _records_pb2.Conversation | None = ...,
+        owner: _records_pb2.OwnerScope | None = ...,
+        agent: _records_pb2.AgentScope | None = ...,
+        bucket: Global___ActivityBucket.ValueType = ...,
+        start_time: _timestamp_pb2.Timestamp | None = ...,
+        end_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "conversation", b"conversation", "end_time", b"end_time", "owner", b"owner", "start_time", b"start_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "bucket", b"bucket", "conversation", b"conversation", "end_time", b"end_time", "owner", b"owner", "start_time", b"start_time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetActivityRequest: _TypeAlias = GetActivityRequest  # noqa: Y015
+
+@_typing.final
+class ActivityCounts(_message.Message):
+    """ActivityCounts is what happened in one bucket, or in the whole range."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    COMPACTIONS_FIELD_NUMBER: _builtins.int
+    REVIEW_RUNS_FIELD_NUMBER: _builtins.int
+    REVIEW_FAILURES_FIELD_NUMBER: _builtins.int
+    FACTS_ADDED_FIELD_NUMBER: _builtins.int
+    FACTS_REPLACED_FIELD_NUMBER: _builtins.int
+    FACTS_ARCHIVED_FIELD_NUMBER: _builtins.int
+    FACTS_REFUSED_FIELD_NUMBER: _builtins.int
+    MODEL_TOKENS_FIELD_NUMBER: _builtins.int
+    MODEL_ERRORS_FIELD_NUMBER: _builtins.int
+    messages: _builtins.int
+    """Messages stored (appended, ingested, transcribed or imported), by the time they carry.
+    Checkpoint summaries are counted as compactions instead.
+    """
+    compactions: _builtins.int
+    """Compactions: checkpoint summaries written."""
+    review_runs: _builtins.int
+    """Review runs, by when they started."""
+    review_failures: _builtins.int
+    """Review runs that failed."""
+    facts_added: _builtins.int
+    """Memory rows the reviews added."""
+    facts_replaced: _builtins.int
+    """Memory rows the reviews replaced."""
+    facts_archived: _builtins.int
+    """Memory rows the reviews archived."""
+    facts_refused: _builtins.int
+    """Operations the reviews refused (ReviewRun.skipped_operations)."""
+    model_tokens: _builtins.int
+    """Tokens of the reviews' model calls, prompt and completion."""
+    model_errors: _builtins.int
+    """The reviews' model calls that failed (each attempt of a retry or a fallback counts)."""
+    def __init__(
+        self,
+        *,
+        messages: _builtins.int = ...,
+        compactions: _builtins.int = ...,
+        review_runs: _builtins.int = ...,
+        review_failures: _builtins.int = ...,
+        facts_added: _builtins.int = ...,
+        facts_replaced: _builtins.int = ...,
+        facts_archived: _builtins.int = ...,
+        facts_refused: _builtins.int = ...,
+        model_tokens: _builtins.int = ...,
+        model_errors: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compactions", b"compactions", "facts_added", b"facts_added", "facts_archived", b"facts_archived", "facts_refused", b"facts_refused", "facts_replaced", b"facts_replaced", "messages", b"messages", "model_errors", b"model_errors", "model_tokens", b"model_tokens", "review_failures", b"review_failures", "review_runs", b"review_runs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ActivityCounts: _TypeAlias = ActivityCounts  # noqa: Y015
+
+@_typing.final
+class ActivityPoint(_message.Message):
+    """ActivityPoint is one bucket."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    START_TIME_FIELD_NUMBER: _builtins.int
+    COUNTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def start_time(self) -> _timestamp_pb2.Timestamp:
+        """Where the bucket starts (UTC)."""
+
+    @_builtins.property
+    def counts(self) -> Global___ActivityCounts:
+        """What happened in it."""
+
+    def __init__(
+        self,
+        *,
+        start_time: _timestamp_pb2.Timestamp | None = ...,
+        counts: Global___ActivityCounts | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "start_time", b"start_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "start_time", b"start_time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ActivityPoint: _TypeAlias = ActivityPoint  # noqa: Y015
+
+@_typing.final
+class GetActivityResponse(_message.Message):
+    """GetActivityResponse is the activity, bucket by bucket."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POINTS_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
+    BUCKET_FIELD_NUMBER: _builtins.int
+    bucket: Global___ActivityBucket.ValueType
+    """The bucket used."""
+    @_builtins.property
+    def points(self) -> _containers.RepeatedCompositeFieldContainer[Global___ActivityPoint]:
+        """Every bucket of the range, oldest first, empty ones included."""
+
+    @_builtins.property
+    def total(self) -> Global___ActivityCounts:
+        """The sums over the range."""
+
+    @_builtins.property
+    def start_time(self) -> _timestamp_pb2.Timestamp:
+        """The range's start, as rounded to a whole bucket."""
+
+    @_builtins.property
+    def end_time(self) -> _timestamp_pb2.Timestamp:
+        """The range's end, as rounded to a whole bucket."""
+
+    def __init__(
+        self,
+        *,
+        points: _abc.Iterable[Global___ActivityPoint] | None = ...,
+        total: Global___ActivityCounts | None = ...,
+        start_time: _timestamp_pb2.Timestamp | None = ...,
+        end_time: _timestamp_pb2.Timestamp | None = ...,
+        bucket: Global___ActivityBucket.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "start_time", b"start_time", "total", b"total"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bucket", b"bucket", "end_time", b"end_time", "points", b"points", "start_time", b"start_time", "total", b"total"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetActivityResponse: _TypeAlias = GetActivityResponse  # noqa: Y015

@@ -238,6 +238,11 @@ class MemoryServiceStub:
                 request_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetServerInfoRequest.SerializeToString,
                 response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetServerInfoResponse.FromString,
                 _registered_method=True)
+        self.GetActivity = channel.unary_unary(
+                '/memoryd.v1.MemoryService/GetActivity',
+                request_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetActivityRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetActivityResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -638,6 +643,17 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetActivity(self, request, context):
+        """GetActivity returns what was stored and what the background did, by UTC hour or day over a
+        range: messages, compactions, review runs and their failures, facts added, replaced,
+        archived or refused, and the review's model tokens and errors. For one conversation, one
+        owner, one agent, or (none of them set) every agent, which needs a token for every agent.
+        Every bucket of the range is returned, empty ones included, oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -840,6 +856,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.GetServerInfo,
                     request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetServerInfoRequest.FromString,
                     response_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetServerInfoResponse.SerializeToString,
+            ),
+            'GetActivity': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetActivity,
+                    request_deserializer=memoryd_dot_v1_dot_memory__service__pb2.GetActivityRequest.FromString,
+                    response_serializer=memoryd_dot_v1_dot_memory__service__pb2.GetActivityResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1926,6 +1947,33 @@ class MemoryService:
             '/memoryd.v1.MemoryService/GetServerInfo',
             memoryd_dot_v1_dot_memory__service__pb2.GetServerInfoRequest.SerializeToString,
             memoryd_dot_v1_dot_memory__service__pb2.GetServerInfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetActivity(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v1.MemoryService/GetActivity',
+            memoryd_dot_v1_dot_memory__service__pb2.GetActivityRequest.SerializeToString,
+            memoryd_dot_v1_dot_memory__service__pb2.GetActivityResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -261,6 +261,13 @@ class MemoryServiceStub:
     background (reviews, embeddings) and what it did lately (failed reviews, compactions), and
     the effective settings with secrets masked. An admin's call.
     """
+    GetActivity: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetActivityRequest, _memory_service_pb2.GetActivityResponse]
+    """GetActivity returns what was stored and what the background did, by UTC hour or day over a
+    range: messages, compactions, review runs and their failures, facts added, replaced,
+    archived or refused, and the review's model tokens and errors. For one conversation, one
+    owner, one agent, or (none of them set) every agent, which needs a token for every agent.
+    Every bucket of the range is returned, empty ones included, oldest first.
+    """
 
 @_typing.type_check_only
 class MemoryServiceAsyncStub(MemoryServiceStub):
@@ -494,6 +501,13 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     the agents it holds (with their owners and conversations), the work waiting in the
     background (reviews, embeddings) and what it did lately (failed reviews, compactions), and
     the effective settings with secrets masked. An admin's call.
+    """
+    GetActivity: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetActivityRequest, _memory_service_pb2.GetActivityResponse]  # type: ignore[assignment]
+    """GetActivity returns what was stored and what the background did, by UTC hour or day over a
+    range: messages, compactions, review runs and their failures, facts added, replaced,
+    archived or refused, and the review's model tokens and errors. For one conversation, one
+    owner, one agent, or (none of them set) every agent, which needs a token for every agent.
+    Every bucket of the range is returned, empty ones included, oldest first.
     """
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -965,6 +979,19 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         the agents it holds (with their owners and conversations), the work waiting in the
         background (reviews, embeddings) and what it did lately (failed reviews, compactions), and
         the effective settings with secrets masked. An admin's call.
+        """
+
+    @_abc_1.abstractmethod
+    def GetActivity(
+        self,
+        request: _memory_service_pb2.GetActivityRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.GetActivityResponse, _abc.Awaitable[_memory_service_pb2.GetActivityResponse]]:
+        """GetActivity returns what was stored and what the background did, by UTC hour or day over a
+        range: messages, compactions, review runs and their failures, facts added, replaced,
+        archived or refused, and the review's model tokens and errors. For one conversation, one
+        owner, one agent, or (none of them set) every agent, which needs a token for every agent.
+        Every bucket of the range is returned, empty ones included, oldest first.
         """
 
 def add_MemoryServiceServicer_to_server(servicer: MemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

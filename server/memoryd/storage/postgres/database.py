@@ -76,6 +76,8 @@ ERASED_TABLES = (
     "message_vectors",
     "memory_vectors",
     "review_exchanges",
+    "review_operations",
+    "activity_hours",
 )
 
 

@@ -603,6 +603,59 @@ func (ReviewStatus) EnumDescriptor() ([]byte, []int) {
 	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{9}
 }
 
+// ActivityBucket is how long one bucket of GetActivity is.
+type ActivityBucket int32
+
+const (
+	// Not set: a day.
+	ActivityBucket_ACTIVITY_BUCKET_UNSPECIFIED ActivityBucket = 0
+	// A UTC hour.
+	ActivityBucket_ACTIVITY_BUCKET_HOUR ActivityBucket = 1
+	// A UTC day.
+	ActivityBucket_ACTIVITY_BUCKET_DAY ActivityBucket = 2
+)
+
+// Enum value maps for ActivityBucket.
+var (
+	ActivityBucket_name = map[int32]string{
+		0: "ACTIVITY_BUCKET_UNSPECIFIED",
+		1: "ACTIVITY_BUCKET_HOUR",
+		2: "ACTIVITY_BUCKET_DAY",
+	}
+	ActivityBucket_value = map[string]int32{
+		"ACTIVITY_BUCKET_UNSPECIFIED": 0,
+		"ACTIVITY_BUCKET_HOUR":        1,
+		"ACTIVITY_BUCKET_DAY":         2,
+	}
+)
+
+func (x ActivityBucket) Enum() *ActivityBucket {
+	p := new(ActivityBucket)
+	*p = x
+	return p
+}
+
+func (x ActivityBucket) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ActivityBucket) Descriptor() protoreflect.EnumDescriptor {
+	return file_memoryd_v1_memory_service_proto_enumTypes[10].Descriptor()
+}
+
+func (ActivityBucket) Type() protoreflect.EnumType {
+	return &file_memoryd_v1_memory_service_proto_enumTypes[10]
+}
+
+func (x ActivityBucket) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ActivityBucket.Descriptor instead.
+func (ActivityBucket) EnumDescriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{10}
+}
+
 // NewMessage is a message to append.
 type NewMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -6840,6 +6893,88 @@ func (x *SkippedOperation) GetMessageId() int64 {
 	return 0
 }
 
+// AppliedOperation is one row a review changed.
+type AppliedOperation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its position in the answer (tool calls first, then JSON operations), from 0.
+	Index int32 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// What it did: "add", "replace" or "archive".
+	Action string `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
+	// The memory row (GetMemory, the console's owner page).
+	MemoryId int64 `protobuf:"varint,3,opt,name=memory_id,json=memoryId,proto3" json:"memory_id,omitempty"`
+	// The row's value before: empty for an add.
+	ValueBefore string `protobuf:"bytes,4,opt,name=value_before,json=valueBefore,proto3" json:"value_before,omitempty"`
+	// The row's value after: for an archive, the value it was archived with.
+	ValueAfter    string `protobuf:"bytes,5,opt,name=value_after,json=valueAfter,proto3" json:"value_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppliedOperation) Reset() {
+	*x = AppliedOperation{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppliedOperation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppliedOperation) ProtoMessage() {}
+
+func (x *AppliedOperation) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppliedOperation.ProtoReflect.Descriptor instead.
+func (*AppliedOperation) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *AppliedOperation) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *AppliedOperation) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *AppliedOperation) GetMemoryId() int64 {
+	if x != nil {
+		return x.MemoryId
+	}
+	return 0
+}
+
+func (x *AppliedOperation) GetValueBefore() string {
+	if x != nil {
+		return x.ValueBefore
+	}
+	return ""
+}
+
+func (x *AppliedOperation) GetValueAfter() string {
+	if x != nil {
+		return x.ValueAfter
+	}
+	return ""
+}
+
 // ConversationReview is the result of one conversation's review.
 type ConversationReview struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -6876,7 +7011,7 @@ type ConversationReview struct {
 
 func (x *ConversationReview) Reset() {
 	*x = ConversationReview{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[77]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6888,7 +7023,7 @@ func (x *ConversationReview) String() string {
 func (*ConversationReview) ProtoMessage() {}
 
 func (x *ConversationReview) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[77]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6901,7 +7036,7 @@ func (x *ConversationReview) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConversationReview.ProtoReflect.Descriptor instead.
 func (*ConversationReview) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{77}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ConversationReview) GetConversation() *Conversation {
@@ -7006,7 +7141,7 @@ type ReviewNowResponse struct {
 
 func (x *ReviewNowResponse) Reset() {
 	*x = ReviewNowResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[78]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7018,7 +7153,7 @@ func (x *ReviewNowResponse) String() string {
 func (*ReviewNowResponse) ProtoMessage() {}
 
 func (x *ReviewNowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[78]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7031,7 +7166,7 @@ func (x *ReviewNowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewNowResponse.ProtoReflect.Descriptor instead.
 func (*ReviewNowResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{78}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ReviewNowResponse) GetReviews() []*ConversationReview {
@@ -7052,7 +7187,7 @@ type GetReviewStateRequest struct {
 
 func (x *GetReviewStateRequest) Reset() {
 	*x = GetReviewStateRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[79]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7064,7 +7199,7 @@ func (x *GetReviewStateRequest) String() string {
 func (*GetReviewStateRequest) ProtoMessage() {}
 
 func (x *GetReviewStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[79]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7077,7 +7212,7 @@ func (x *GetReviewStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReviewStateRequest.ProtoReflect.Descriptor instead.
 func (*GetReviewStateRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{79}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *GetReviewStateRequest) GetConversation() *Conversation {
@@ -7124,14 +7259,19 @@ type ReviewRun struct {
 	SkippedOperations []*SkippedOperation `protobuf:"bytes,16,rep,name=skipped_operations,json=skippedOperations,proto3" json:"skipped_operations,omitempty"`
 	// Whether its prompt and the model's answer were kept (memoryd.memory.keep_review_exchanges):
 	// GetReviewExchange returns them.
-	ExchangeKept  bool `protobuf:"varint,17,opt,name=exchange_kept,json=exchangeKept,proto3" json:"exchange_kept,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ExchangeKept bool `protobuf:"varint,17,opt,name=exchange_kept,json=exchangeKept,proto3" json:"exchange_kept,omitempty"`
+	// The rows the run added, replaced or archived, in the answer's order, each with its value
+	// before and after. A row erased since (DeleteMemory, a purge) takes its operations with it,
+	// so there may be fewer than the counts above; runs recorded before memoryd kept them have
+	// none.
+	AppliedOperations []*AppliedOperation `protobuf:"bytes,18,rep,name=applied_operations,json=appliedOperations,proto3" json:"applied_operations,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ReviewRun) Reset() {
 	*x = ReviewRun{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[80]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7143,7 +7283,7 @@ func (x *ReviewRun) String() string {
 func (*ReviewRun) ProtoMessage() {}
 
 func (x *ReviewRun) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[80]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7156,7 +7296,7 @@ func (x *ReviewRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewRun.ProtoReflect.Descriptor instead.
 func (*ReviewRun) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{80}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ReviewRun) GetId() int64 {
@@ -7278,6 +7418,13 @@ func (x *ReviewRun) GetExchangeKept() bool {
 	return false
 }
 
+func (x *ReviewRun) GetAppliedOperations() []*AppliedOperation {
+	if x != nil {
+		return x.AppliedOperations
+	}
+	return nil
+}
+
 // GetReviewStateResponse is a conversation's review state.
 type GetReviewStateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -7318,7 +7465,7 @@ type GetReviewStateResponse struct {
 
 func (x *GetReviewStateResponse) Reset() {
 	*x = GetReviewStateResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[81]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7330,7 +7477,7 @@ func (x *GetReviewStateResponse) String() string {
 func (*GetReviewStateResponse) ProtoMessage() {}
 
 func (x *GetReviewStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[81]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7343,7 +7490,7 @@ func (x *GetReviewStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReviewStateResponse.ProtoReflect.Descriptor instead.
 func (*GetReviewStateResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{81}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *GetReviewStateResponse) GetConversation() *Conversation {
@@ -7460,7 +7607,7 @@ type GetEmbeddingStatusRequest struct {
 
 func (x *GetEmbeddingStatusRequest) Reset() {
 	*x = GetEmbeddingStatusRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[82]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7472,7 +7619,7 @@ func (x *GetEmbeddingStatusRequest) String() string {
 func (*GetEmbeddingStatusRequest) ProtoMessage() {}
 
 func (x *GetEmbeddingStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[82]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7485,7 +7632,7 @@ func (x *GetEmbeddingStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEmbeddingStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetEmbeddingStatusRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{82}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{83}
 }
 
 // GetEmbeddingStatusResponse is the state of semantic search.
@@ -7517,7 +7664,7 @@ type GetEmbeddingStatusResponse struct {
 
 func (x *GetEmbeddingStatusResponse) Reset() {
 	*x = GetEmbeddingStatusResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[83]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7529,7 +7676,7 @@ func (x *GetEmbeddingStatusResponse) String() string {
 func (*GetEmbeddingStatusResponse) ProtoMessage() {}
 
 func (x *GetEmbeddingStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[83]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7542,7 +7689,7 @@ func (x *GetEmbeddingStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEmbeddingStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetEmbeddingStatusResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{83}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *GetEmbeddingStatusResponse) GetEnabled() bool {
@@ -7624,7 +7771,7 @@ type ReindexEmbeddingsRequest struct {
 
 func (x *ReindexEmbeddingsRequest) Reset() {
 	*x = ReindexEmbeddingsRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[84]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7636,7 +7783,7 @@ func (x *ReindexEmbeddingsRequest) String() string {
 func (*ReindexEmbeddingsRequest) ProtoMessage() {}
 
 func (x *ReindexEmbeddingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[84]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7649,7 +7796,7 @@ func (x *ReindexEmbeddingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReindexEmbeddingsRequest.ProtoReflect.Descriptor instead.
 func (*ReindexEmbeddingsRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{84}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{85}
 }
 
 // ReindexEmbeddingsResponse says how much waits to be embedded.
@@ -7665,7 +7812,7 @@ type ReindexEmbeddingsResponse struct {
 
 func (x *ReindexEmbeddingsResponse) Reset() {
 	*x = ReindexEmbeddingsResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[85]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7677,7 +7824,7 @@ func (x *ReindexEmbeddingsResponse) String() string {
 func (*ReindexEmbeddingsResponse) ProtoMessage() {}
 
 func (x *ReindexEmbeddingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[85]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7690,7 +7837,7 @@ func (x *ReindexEmbeddingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReindexEmbeddingsResponse.ProtoReflect.Descriptor instead.
 func (*ReindexEmbeddingsResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{85}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ReindexEmbeddingsResponse) GetQueuedMessages() int64 {
@@ -7722,7 +7869,7 @@ type ListReviewRunsRequest struct {
 
 func (x *ListReviewRunsRequest) Reset() {
 	*x = ListReviewRunsRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[86]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7734,7 +7881,7 @@ func (x *ListReviewRunsRequest) String() string {
 func (*ListReviewRunsRequest) ProtoMessage() {}
 
 func (x *ListReviewRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[86]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7747,7 +7894,7 @@ func (x *ListReviewRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReviewRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListReviewRunsRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{86}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *ListReviewRunsRequest) GetConversation() *Conversation {
@@ -7784,7 +7931,7 @@ type ListReviewRunsResponse struct {
 
 func (x *ListReviewRunsResponse) Reset() {
 	*x = ListReviewRunsResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[87]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7796,7 +7943,7 @@ func (x *ListReviewRunsResponse) String() string {
 func (*ListReviewRunsResponse) ProtoMessage() {}
 
 func (x *ListReviewRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[87]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7809,7 +7956,7 @@ func (x *ListReviewRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReviewRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListReviewRunsResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{87}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ListReviewRunsResponse) GetRuns() []*ReviewRun {
@@ -7841,7 +7988,7 @@ type ListOwnersRequest struct {
 
 func (x *ListOwnersRequest) Reset() {
 	*x = ListOwnersRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[88]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7853,7 +8000,7 @@ func (x *ListOwnersRequest) String() string {
 func (*ListOwnersRequest) ProtoMessage() {}
 
 func (x *ListOwnersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[88]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7866,7 +8013,7 @@ func (x *ListOwnersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOwnersRequest.ProtoReflect.Descriptor instead.
 func (*ListOwnersRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{88}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *ListOwnersRequest) GetAgentId() string {
@@ -7909,7 +8056,7 @@ type OwnerSummary struct {
 
 func (x *OwnerSummary) Reset() {
 	*x = OwnerSummary{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[89]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7921,7 +8068,7 @@ func (x *OwnerSummary) String() string {
 func (*OwnerSummary) ProtoMessage() {}
 
 func (x *OwnerSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[89]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7934,7 +8081,7 @@ func (x *OwnerSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerSummary.ProtoReflect.Descriptor instead.
 func (*OwnerSummary) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{89}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *OwnerSummary) GetOwnerId() string {
@@ -7985,7 +8132,7 @@ type ListOwnersResponse struct {
 
 func (x *ListOwnersResponse) Reset() {
 	*x = ListOwnersResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[90]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7997,7 +8144,7 @@ func (x *ListOwnersResponse) String() string {
 func (*ListOwnersResponse) ProtoMessage() {}
 
 func (x *ListOwnersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[90]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8010,7 +8157,7 @@ func (x *ListOwnersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOwnersResponse.ProtoReflect.Descriptor instead.
 func (*ListOwnersResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{90}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *ListOwnersResponse) GetOwners() []*OwnerSummary {
@@ -8036,7 +8183,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[91]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8048,7 +8195,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[91]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8061,7 +8208,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{91}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{92}
 }
 
 // AgentSummary is what memoryd holds of one agent.
@@ -8079,7 +8226,7 @@ type AgentSummary struct {
 
 func (x *AgentSummary) Reset() {
 	*x = AgentSummary{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[92]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8091,7 +8238,7 @@ func (x *AgentSummary) String() string {
 func (*AgentSummary) ProtoMessage() {}
 
 func (x *AgentSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[92]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8104,7 +8251,7 @@ func (x *AgentSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSummary.ProtoReflect.Descriptor instead.
 func (*AgentSummary) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{92}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *AgentSummary) GetAgentId() string {
@@ -8141,7 +8288,7 @@ type FailedReview struct {
 
 func (x *FailedReview) Reset() {
 	*x = FailedReview{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[93]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8153,7 +8300,7 @@ func (x *FailedReview) String() string {
 func (*FailedReview) ProtoMessage() {}
 
 func (x *FailedReview) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[93]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8166,7 +8313,7 @@ func (x *FailedReview) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailedReview.ProtoReflect.Descriptor instead.
 func (*FailedReview) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{93}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *FailedReview) GetConversation() *Conversation {
@@ -8223,7 +8370,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[94]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8235,7 +8382,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[94]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8248,7 +8395,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{94}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *GetServerInfoResponse) GetVersion() string {
@@ -8377,7 +8524,7 @@ type ReviewTriggers struct {
 
 func (x *ReviewTriggers) Reset() {
 	*x = ReviewTriggers{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[95]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8389,7 +8536,7 @@ func (x *ReviewTriggers) String() string {
 func (*ReviewTriggers) ProtoMessage() {}
 
 func (x *ReviewTriggers) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[95]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8402,7 +8549,7 @@ func (x *ReviewTriggers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewTriggers.ProtoReflect.Descriptor instead.
 func (*ReviewTriggers) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{95}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *ReviewTriggers) GetEnabled() bool {
@@ -8451,7 +8598,7 @@ type UpdateReviewSettingsRequest struct {
 
 func (x *UpdateReviewSettingsRequest) Reset() {
 	*x = UpdateReviewSettingsRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[96]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8463,7 +8610,7 @@ func (x *UpdateReviewSettingsRequest) String() string {
 func (*UpdateReviewSettingsRequest) ProtoMessage() {}
 
 func (x *UpdateReviewSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[96]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8476,7 +8623,7 @@ func (x *UpdateReviewSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateReviewSettingsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateReviewSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{96}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *UpdateReviewSettingsRequest) GetTriggers() *ReviewTriggers {
@@ -8503,7 +8650,7 @@ type UpdateReviewSettingsResponse struct {
 
 func (x *UpdateReviewSettingsResponse) Reset() {
 	*x = UpdateReviewSettingsResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[97]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8515,7 +8662,7 @@ func (x *UpdateReviewSettingsResponse) String() string {
 func (*UpdateReviewSettingsResponse) ProtoMessage() {}
 
 func (x *UpdateReviewSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[97]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8528,7 +8675,7 @@ func (x *UpdateReviewSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateReviewSettingsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateReviewSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{97}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *UpdateReviewSettingsResponse) GetTriggers() *ReviewTriggers {
@@ -8574,7 +8721,7 @@ type ListConversationsRequest struct {
 
 func (x *ListConversationsRequest) Reset() {
 	*x = ListConversationsRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[98]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8586,7 +8733,7 @@ func (x *ListConversationsRequest) String() string {
 func (*ListConversationsRequest) ProtoMessage() {}
 
 func (x *ListConversationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[98]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8599,7 +8746,7 @@ func (x *ListConversationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConversationsRequest.ProtoReflect.Descriptor instead.
 func (*ListConversationsRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{98}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *ListConversationsRequest) GetOwner() *OwnerScope {
@@ -8638,7 +8785,7 @@ type ConversationSummary struct {
 
 func (x *ConversationSummary) Reset() {
 	*x = ConversationSummary{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[99]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8650,7 +8797,7 @@ func (x *ConversationSummary) String() string {
 func (*ConversationSummary) ProtoMessage() {}
 
 func (x *ConversationSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[99]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8663,7 +8810,7 @@ func (x *ConversationSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConversationSummary.ProtoReflect.Descriptor instead.
 func (*ConversationSummary) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{99}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *ConversationSummary) GetConversation() *Conversation {
@@ -8700,7 +8847,7 @@ type ListConversationsResponse struct {
 
 func (x *ListConversationsResponse) Reset() {
 	*x = ListConversationsResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[100]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8712,7 +8859,7 @@ func (x *ListConversationsResponse) String() string {
 func (*ListConversationsResponse) ProtoMessage() {}
 
 func (x *ListConversationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[100]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8725,7 +8872,7 @@ func (x *ListConversationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConversationsResponse.ProtoReflect.Descriptor instead.
 func (*ListConversationsResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{100}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *ListConversationsResponse) GetConversations() []*ConversationSummary {
@@ -8755,7 +8902,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[101]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8767,7 +8914,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[101]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8780,7 +8927,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{101}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *GetMessageRequest) GetOwner() *OwnerScope {
@@ -8808,7 +8955,7 @@ type GetMessageResponse struct {
 
 func (x *GetMessageResponse) Reset() {
 	*x = GetMessageResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[102]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8820,7 +8967,7 @@ func (x *GetMessageResponse) String() string {
 func (*GetMessageResponse) ProtoMessage() {}
 
 func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[102]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8833,7 +8980,7 @@ func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageResponse.ProtoReflect.Descriptor instead.
 func (*GetMessageResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{102}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *GetMessageResponse) GetMessage() *Message {
@@ -8856,7 +9003,7 @@ type GetReviewExchangeRequest struct {
 
 func (x *GetReviewExchangeRequest) Reset() {
 	*x = GetReviewExchangeRequest{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[103]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8868,7 +9015,7 @@ func (x *GetReviewExchangeRequest) String() string {
 func (*GetReviewExchangeRequest) ProtoMessage() {}
 
 func (x *GetReviewExchangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[103]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8881,7 +9028,7 @@ func (x *GetReviewExchangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReviewExchangeRequest.ProtoReflect.Descriptor instead.
 func (*GetReviewExchangeRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{103}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *GetReviewExchangeRequest) GetConversation() *Conversation {
@@ -8911,7 +9058,7 @@ type ReviewPromptMessage struct {
 
 func (x *ReviewPromptMessage) Reset() {
 	*x = ReviewPromptMessage{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[104]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8923,7 +9070,7 @@ func (x *ReviewPromptMessage) String() string {
 func (*ReviewPromptMessage) ProtoMessage() {}
 
 func (x *ReviewPromptMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[104]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8936,7 +9083,7 @@ func (x *ReviewPromptMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewPromptMessage.ProtoReflect.Descriptor instead.
 func (*ReviewPromptMessage) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{104}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *ReviewPromptMessage) GetRole() string {
@@ -8967,7 +9114,7 @@ type GetReviewExchangeResponse struct {
 
 func (x *GetReviewExchangeResponse) Reset() {
 	*x = GetReviewExchangeResponse{}
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[105]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8979,7 +9126,7 @@ func (x *GetReviewExchangeResponse) String() string {
 func (*GetReviewExchangeResponse) ProtoMessage() {}
 
 func (x *GetReviewExchangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v1_memory_service_proto_msgTypes[105]
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8992,7 +9139,7 @@ func (x *GetReviewExchangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReviewExchangeResponse.ProtoReflect.Descriptor instead.
 func (*GetReviewExchangeResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{105}
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *GetReviewExchangeResponse) GetPrompt() []*ReviewPromptMessage {
@@ -9007,6 +9154,365 @@ func (x *GetReviewExchangeResponse) GetAnswer() string {
 		return x.Answer
 	}
 	return ""
+}
+
+// GetActivityRequest names whose activity, by what bucket, over what range. At most one of
+// conversation, owner and agent is set; with none, every agent's activity is counted.
+type GetActivityRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One conversation (channel and chat_id required).
+	Conversation *Conversation `protobuf:"bytes,1,opt,name=conversation,proto3" json:"conversation,omitempty"`
+	// Every conversation of one owner.
+	Owner *OwnerScope `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	// Every conversation of one agent.
+	Agent *AgentScope `protobuf:"bytes,3,opt,name=agent,proto3" json:"agent,omitempty"`
+	// The bucket. Unset means a day.
+	Bucket ActivityBucket `protobuf:"varint,4,opt,name=bucket,proto3,enum=memoryd.v1.ActivityBucket" json:"bucket,omitempty"`
+	// The range's start, rounded down to its bucket. Unset means 48 hours (by the hour) or 30 days
+	// (by the day) before end_time.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// The range's end, rounded up to its bucket. Unset means now. The range holds at most 2,160
+	// buckets (90 days by the hour); a longer one is INVALID_ARGUMENT.
+	EndTime       *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetActivityRequest) Reset() {
+	*x = GetActivityRequest{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[107]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetActivityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetActivityRequest) ProtoMessage() {}
+
+func (x *GetActivityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[107]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetActivityRequest.ProtoReflect.Descriptor instead.
+func (*GetActivityRequest) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{107}
+}
+
+func (x *GetActivityRequest) GetConversation() *Conversation {
+	if x != nil {
+		return x.Conversation
+	}
+	return nil
+}
+
+func (x *GetActivityRequest) GetOwner() *OwnerScope {
+	if x != nil {
+		return x.Owner
+	}
+	return nil
+}
+
+func (x *GetActivityRequest) GetAgent() *AgentScope {
+	if x != nil {
+		return x.Agent
+	}
+	return nil
+}
+
+func (x *GetActivityRequest) GetBucket() ActivityBucket {
+	if x != nil {
+		return x.Bucket
+	}
+	return ActivityBucket_ACTIVITY_BUCKET_UNSPECIFIED
+}
+
+func (x *GetActivityRequest) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *GetActivityRequest) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+// ActivityCounts is what happened in one bucket, or in the whole range.
+type ActivityCounts struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Messages stored (appended, ingested, transcribed or imported), by the time they carry.
+	// Checkpoint summaries are counted as compactions instead.
+	Messages int64 `protobuf:"varint,1,opt,name=messages,proto3" json:"messages,omitempty"`
+	// Compactions: checkpoint summaries written.
+	Compactions int64 `protobuf:"varint,2,opt,name=compactions,proto3" json:"compactions,omitempty"`
+	// Review runs, by when they started.
+	ReviewRuns int64 `protobuf:"varint,3,opt,name=review_runs,json=reviewRuns,proto3" json:"review_runs,omitempty"`
+	// Review runs that failed.
+	ReviewFailures int64 `protobuf:"varint,4,opt,name=review_failures,json=reviewFailures,proto3" json:"review_failures,omitempty"`
+	// Memory rows the reviews added.
+	FactsAdded int64 `protobuf:"varint,5,opt,name=facts_added,json=factsAdded,proto3" json:"facts_added,omitempty"`
+	// Memory rows the reviews replaced.
+	FactsReplaced int64 `protobuf:"varint,6,opt,name=facts_replaced,json=factsReplaced,proto3" json:"facts_replaced,omitempty"`
+	// Memory rows the reviews archived.
+	FactsArchived int64 `protobuf:"varint,7,opt,name=facts_archived,json=factsArchived,proto3" json:"facts_archived,omitempty"`
+	// Operations the reviews refused (ReviewRun.skipped_operations).
+	FactsRefused int64 `protobuf:"varint,8,opt,name=facts_refused,json=factsRefused,proto3" json:"facts_refused,omitempty"`
+	// Tokens of the reviews' model calls, prompt and completion.
+	ModelTokens int64 `protobuf:"varint,9,opt,name=model_tokens,json=modelTokens,proto3" json:"model_tokens,omitempty"`
+	// The reviews' model calls that failed (each attempt of a retry or a fallback counts).
+	ModelErrors   int64 `protobuf:"varint,10,opt,name=model_errors,json=modelErrors,proto3" json:"model_errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActivityCounts) Reset() {
+	*x = ActivityCounts{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[108]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActivityCounts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActivityCounts) ProtoMessage() {}
+
+func (x *ActivityCounts) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[108]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActivityCounts.ProtoReflect.Descriptor instead.
+func (*ActivityCounts) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{108}
+}
+
+func (x *ActivityCounts) GetMessages() int64 {
+	if x != nil {
+		return x.Messages
+	}
+	return 0
+}
+
+func (x *ActivityCounts) GetCompactions() int64 {
+	if x != nil {
+		return x.Compactions
+	}
+	return 0
+}
+
+func (x *ActivityCounts) GetReviewRuns() int64 {
+	if x != nil {
+		return x.ReviewRuns
+	}
+	return 0
+}
+
+func (x *ActivityCounts) GetReviewFailures() int64 {
+	if x != nil {
+		return x.ReviewFailures
+	}
+	return 0
+}
+
+func (x *ActivityCounts) GetFactsAdded() int64 {
+	if x != nil {
+		return x.FactsAdded
+	}
+	return 0
+}
+
+func (x *ActivityCounts) GetFactsReplaced() int64 {
+	if x != nil {
+		return x.FactsReplaced
+	}
+	return 0
+}
+
+func (x *ActivityCounts) GetFactsArchived() int64 {
+	if x != nil {
+		return x.FactsArchived
+	}
+	return 0
+}
+
+func (x *ActivityCounts) GetFactsRefused() int64 {
+	if x != nil {
+		return x.FactsRefused
+	}
+	return 0
+}
+
+func (x *ActivityCounts) GetModelTokens() int64 {
+	if x != nil {
+		return x.ModelTokens
+	}
+	return 0
+}
+
+func (x *ActivityCounts) GetModelErrors() int64 {
+	if x != nil {
+		return x.ModelErrors
+	}
+	return 0
+}
+
+// ActivityPoint is one bucket.
+type ActivityPoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where the bucket starts (UTC).
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// What happened in it.
+	Counts        *ActivityCounts `protobuf:"bytes,2,opt,name=counts,proto3" json:"counts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActivityPoint) Reset() {
+	*x = ActivityPoint{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[109]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActivityPoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActivityPoint) ProtoMessage() {}
+
+func (x *ActivityPoint) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[109]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActivityPoint.ProtoReflect.Descriptor instead.
+func (*ActivityPoint) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{109}
+}
+
+func (x *ActivityPoint) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *ActivityPoint) GetCounts() *ActivityCounts {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+// GetActivityResponse is the activity, bucket by bucket.
+type GetActivityResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every bucket of the range, oldest first, empty ones included.
+	Points []*ActivityPoint `protobuf:"bytes,1,rep,name=points,proto3" json:"points,omitempty"`
+	// The sums over the range.
+	Total *ActivityCounts `protobuf:"bytes,2,opt,name=total,proto3" json:"total,omitempty"`
+	// The range's start, as rounded to a whole bucket.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// The range's end, as rounded to a whole bucket.
+	EndTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// The bucket used.
+	Bucket        ActivityBucket `protobuf:"varint,5,opt,name=bucket,proto3,enum=memoryd.v1.ActivityBucket" json:"bucket,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetActivityResponse) Reset() {
+	*x = GetActivityResponse{}
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[110]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetActivityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetActivityResponse) ProtoMessage() {}
+
+func (x *GetActivityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v1_memory_service_proto_msgTypes[110]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetActivityResponse.ProtoReflect.Descriptor instead.
+func (*GetActivityResponse) Descriptor() ([]byte, []int) {
+	return file_memoryd_v1_memory_service_proto_rawDescGZIP(), []int{110}
+}
+
+func (x *GetActivityResponse) GetPoints() []*ActivityPoint {
+	if x != nil {
+		return x.Points
+	}
+	return nil
+}
+
+func (x *GetActivityResponse) GetTotal() *ActivityCounts {
+	if x != nil {
+		return x.Total
+	}
+	return nil
+}
+
+func (x *GetActivityResponse) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *GetActivityResponse) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+func (x *GetActivityResponse) GetBucket() ActivityBucket {
+	if x != nil {
+		return x.Bucket
+	}
+	return ActivityBucket_ACTIVITY_BUCKET_UNSPECIFIED
 }
 
 var File_memoryd_v1_memory_service_proto protoreflect.FileDescriptor
@@ -9480,7 +9986,14 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05value\x18\x04 \x01(\tR\x05value\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x05 \x01(\x03R\tmessageId\"\xdf\x03\n" +
+	"message_id\x18\x05 \x01(\x03R\tmessageId\"\xa1\x01\n" +
+	"\x10AppliedOperation\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x16\n" +
+	"\x06action\x18\x02 \x01(\tR\x06action\x12\x1b\n" +
+	"\tmemory_id\x18\x03 \x01(\x03R\bmemoryId\x12!\n" +
+	"\fvalue_before\x18\x04 \x01(\tR\vvalueBefore\x12\x1f\n" +
+	"\vvalue_after\x18\x05 \x01(\tR\n" +
+	"valueAfter\"\xdf\x03\n" +
 	"\x12ConversationReview\x12<\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x120\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x18.memoryd.v1.ReviewStatusR\x06status\x12\x16\n" +
@@ -9500,7 +10013,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x11ReviewNowResponse\x128\n" +
 	"\areviews\x18\x01 \x03(\v2\x1e.memoryd.v1.ConversationReviewR\areviews\"U\n" +
 	"\x15GetReviewStateRequest\x12<\n" +
-	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\"\x8c\x05\n" +
+	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\"\xd9\x05\n" +
 	"\tReviewRun\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x120\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x18.memoryd.v1.ReviewStatusR\x06status\x12$\n" +
@@ -9522,7 +10035,8 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\fcompleted_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\x12!\n" +
 	"\fops_deferred\x18\x0f \x01(\x05R\vopsDeferred\x12K\n" +
 	"\x12skipped_operations\x18\x10 \x03(\v2\x1c.memoryd.v1.SkippedOperationR\x11skippedOperations\x12#\n" +
-	"\rexchange_kept\x18\x11 \x01(\bR\fexchangeKept\"\xc5\x06\n" +
+	"\rexchange_kept\x18\x11 \x01(\bR\fexchangeKept\x12K\n" +
+	"\x12applied_operations\x18\x12 \x03(\v2\x1c.memoryd.v1.AppliedOperationR\x11appliedOperations\"\xc5\x06\n" +
 	"\x16GetReviewStateResponse\x12<\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x127\n" +
 	"\x18last_reviewed_message_id\x18\x02 \x01(\x03R\x15lastReviewedMessageId\x12D\n" +
@@ -9648,7 +10162,40 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\acontent\x18\x02 \x01(\tR\acontent\"l\n" +
 	"\x19GetReviewExchangeResponse\x127\n" +
 	"\x06prompt\x18\x01 \x03(\v2\x1f.memoryd.v1.ReviewPromptMessageR\x06prompt\x12\x16\n" +
-	"\x06answer\x18\x02 \x01(\tR\x06answer*\x8a\x01\n" +
+	"\x06answer\x18\x02 \x01(\tR\x06answer\"\xd4\x02\n" +
+	"\x12GetActivityRequest\x12<\n" +
+	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v1.ConversationR\fconversation\x12,\n" +
+	"\x05owner\x18\x02 \x01(\v2\x16.memoryd.v1.OwnerScopeR\x05owner\x12,\n" +
+	"\x05agent\x18\x03 \x01(\v2\x16.memoryd.v1.AgentScopeR\x05agent\x122\n" +
+	"\x06bucket\x18\x04 \x01(\x0e2\x1a.memoryd.v1.ActivityBucketR\x06bucket\x129\n" +
+	"\n" +
+	"start_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\xf2\x02\n" +
+	"\x0eActivityCounts\x12\x1a\n" +
+	"\bmessages\x18\x01 \x01(\x03R\bmessages\x12 \n" +
+	"\vcompactions\x18\x02 \x01(\x03R\vcompactions\x12\x1f\n" +
+	"\vreview_runs\x18\x03 \x01(\x03R\n" +
+	"reviewRuns\x12'\n" +
+	"\x0freview_failures\x18\x04 \x01(\x03R\x0ereviewFailures\x12\x1f\n" +
+	"\vfacts_added\x18\x05 \x01(\x03R\n" +
+	"factsAdded\x12%\n" +
+	"\x0efacts_replaced\x18\x06 \x01(\x03R\rfactsReplaced\x12%\n" +
+	"\x0efacts_archived\x18\a \x01(\x03R\rfactsArchived\x12#\n" +
+	"\rfacts_refused\x18\b \x01(\x03R\ffactsRefused\x12!\n" +
+	"\fmodel_tokens\x18\t \x01(\x03R\vmodelTokens\x12!\n" +
+	"\fmodel_errors\x18\n" +
+	" \x01(\x03R\vmodelErrors\"~\n" +
+	"\rActivityPoint\x129\n" +
+	"\n" +
+	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x122\n" +
+	"\x06counts\x18\x02 \x01(\v2\x1a.memoryd.v1.ActivityCountsR\x06counts\"\xa0\x02\n" +
+	"\x13GetActivityResponse\x121\n" +
+	"\x06points\x18\x01 \x03(\v2\x19.memoryd.v1.ActivityPointR\x06points\x120\n" +
+	"\x05total\x18\x02 \x01(\v2\x1a.memoryd.v1.ActivityCountsR\x05total\x129\n" +
+	"\n" +
+	"start_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x122\n" +
+	"\x06bucket\x18\x05 \x01(\x0e2\x1a.memoryd.v1.ActivityBucketR\x06bucket*\x8a\x01\n" +
 	"\rAppendOutcome\x12\x1e\n" +
 	"\x1aAPPEND_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15APPEND_OUTCOME_STORED\x10\x01\x12\x1c\n" +
@@ -9700,7 +10247,11 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x1dREVIEW_STATUS_NOTHING_TO_SAVE\x10\x02\x12\x19\n" +
 	"\x15REVIEW_STATUS_SKIPPED\x10\x03\x12\x18\n" +
 	"\x14REVIEW_STATUS_FAILED\x10\x04\x12'\n" +
-	"#REVIEW_STATUS_NOTHING_TO_SAVE_PROSE\x10\x052\xc2\x1f\n" +
+	"#REVIEW_STATUS_NOTHING_TO_SAVE_PROSE\x10\x05*d\n" +
+	"\x0eActivityBucket\x12\x1f\n" +
+	"\x1bACTIVITY_BUCKET_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14ACTIVITY_BUCKET_HOUR\x10\x01\x12\x17\n" +
+	"\x13ACTIVITY_BUCKET_DAY\x10\x022\x9f \n" +
 	"\rMemoryService\x12e\n" +
 	"\x0eAppendMessages\x12!.memoryd.v1.AppendMessagesRequest\x1a\".memoryd.v1.AppendMessagesResponse\"\f\xc2\xf3\x18\b\b\x01\x10\x01\x18\x01 \x01\x12e\n" +
 	"\x0eIngestMessages\x12!.memoryd.v1.IngestMessagesRequest\x1a\".memoryd.v1.IngestMessagesResponse\"\n" +
@@ -9754,7 +10305,8 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x11ListConversations\x12$.memoryd.v1.ListConversationsRequest\x1a%.memoryd.v1.ListConversationsResponse\"\v\xc2\xf3\x18\x04\b\x01 \x02\x90\x02\x01\x12u\n" +
 	"\x14UpdateReviewSettings\x12'.memoryd.v1.UpdateReviewSettingsRequest\x1a(.memoryd.v1.UpdateReviewSettingsResponse\"\n" +
 	"\xc2\xf3\x18\x06\b\x02\x10\x01 \x04\x12a\n" +
-	"\rGetServerInfo\x12 .memoryd.v1.GetServerInfoRequest\x1a!.memoryd.v1.GetServerInfoResponse\"\v\xc2\xf3\x18\x04\b\x02 \x04\x90\x02\x01B\xad\x01\n" +
+	"\rGetServerInfo\x12 .memoryd.v1.GetServerInfoRequest\x1a!.memoryd.v1.GetServerInfoResponse\"\v\xc2\xf3\x18\x04\b\x02 \x04\x90\x02\x01\x12[\n" +
+	"\vGetActivity\x12\x1e.memoryd.v1.GetActivityRequest\x1a\x1f.memoryd.v1.GetActivityResponse\"\v\xc2\xf3\x18\x04\b\x01 \x04\x90\x02\x01B\xad\x01\n" +
 	"\x0ecom.memoryd.v1B\x12MemoryServiceProtoP\x01Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v1;memorydv1\xa2\x02\x03MXX\xaa\x02\n" +
 	"Memoryd.V1\xca\x02\n" +
 	"Memoryd\\V1\xe2\x02\x16Memoryd\\V1\\GPBMetadata\xea\x02\vMemoryd::V1b\x06proto3"
@@ -9771,8 +10323,8 @@ func file_memoryd_v1_memory_service_proto_rawDescGZIP() []byte {
 	return file_memoryd_v1_memory_service_proto_rawDescData
 }
 
-var file_memoryd_v1_memory_service_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_memoryd_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 106)
+var file_memoryd_v1_memory_service_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
+var file_memoryd_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 111)
 var file_memoryd_v1_memory_service_proto_goTypes = []any{
 	(AppendOutcome)(0),                   // 0: memoryd.v1.AppendOutcome
 	(Speaker)(0),                         // 1: memoryd.v1.Speaker
@@ -9784,377 +10336,399 @@ var file_memoryd_v1_memory_service_proto_goTypes = []any{
 	(JobStatus)(0),                       // 7: memoryd.v1.JobStatus
 	(JobRunOutcome)(0),                   // 8: memoryd.v1.JobRunOutcome
 	(ReviewStatus)(0),                    // 9: memoryd.v1.ReviewStatus
-	(*NewMessage)(nil),                   // 10: memoryd.v1.NewMessage
-	(*AppendMessagesRequest)(nil),        // 11: memoryd.v1.AppendMessagesRequest
-	(*AppendResult)(nil),                 // 12: memoryd.v1.AppendResult
-	(*AppendMessagesResponse)(nil),       // 13: memoryd.v1.AppendMessagesResponse
-	(*IngestedMessage)(nil),              // 14: memoryd.v1.IngestedMessage
-	(*IngestMessagesRequest)(nil),        // 15: memoryd.v1.IngestMessagesRequest
-	(*IngestRejection)(nil),              // 16: memoryd.v1.IngestRejection
-	(*IngestMessagesResponse)(nil),       // 17: memoryd.v1.IngestMessagesResponse
-	(*ExportDataRequest)(nil),            // 18: memoryd.v1.ExportDataRequest
-	(*ExportDataResponse)(nil),           // 19: memoryd.v1.ExportDataResponse
-	(*ImportDataRequest)(nil),            // 20: memoryd.v1.ImportDataRequest
-	(*ImportedRecords)(nil),              // 21: memoryd.v1.ImportedRecords
-	(*ImportDataResponse)(nil),           // 22: memoryd.v1.ImportDataResponse
-	(*TranscriptOpen)(nil),               // 23: memoryd.v1.TranscriptOpen
-	(*TranscriptSegment)(nil),            // 24: memoryd.v1.TranscriptSegment
-	(*TranscriptEnd)(nil),                // 25: memoryd.v1.TranscriptEnd
-	(*StreamTranscriptRequest)(nil),      // 26: memoryd.v1.StreamTranscriptRequest
-	(*TranscriptTotals)(nil),             // 27: memoryd.v1.TranscriptTotals
-	(*StreamTranscriptResponse)(nil),     // 28: memoryd.v1.StreamTranscriptResponse
-	(*ListMessagesRequest)(nil),          // 29: memoryd.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),         // 30: memoryd.v1.ListMessagesResponse
-	(*SearchHistoryRequest)(nil),         // 31: memoryd.v1.SearchHistoryRequest
-	(*HitScores)(nil),                    // 32: memoryd.v1.HitScores
-	(*HistoryHit)(nil),                   // 33: memoryd.v1.HistoryHit
-	(*SearchHistoryResponse)(nil),        // 34: memoryd.v1.SearchHistoryResponse
-	(*ClearConversationRequest)(nil),     // 35: memoryd.v1.ClearConversationRequest
-	(*ClearConversationResponse)(nil),    // 36: memoryd.v1.ClearConversationResponse
-	(*PurgeConversationRequest)(nil),     // 37: memoryd.v1.PurgeConversationRequest
-	(*PurgeConversationResponse)(nil),    // 38: memoryd.v1.PurgeConversationResponse
-	(*PurgeOwnerRequest)(nil),            // 39: memoryd.v1.PurgeOwnerRequest
-	(*ErasedRows)(nil),                   // 40: memoryd.v1.ErasedRows
-	(*PurgeOwnerResponse)(nil),           // 41: memoryd.v1.PurgeOwnerResponse
-	(*GetConversationRequest)(nil),       // 42: memoryd.v1.GetConversationRequest
-	(*GetConversationResponse)(nil),      // 43: memoryd.v1.GetConversationResponse
-	(*EndedSession)(nil),                 // 44: memoryd.v1.EndedSession
-	(*StoreMemoryRequest)(nil),           // 45: memoryd.v1.StoreMemoryRequest
-	(*StoreMemoryResponse)(nil),          // 46: memoryd.v1.StoreMemoryResponse
-	(*GetMemoryRequest)(nil),             // 47: memoryd.v1.GetMemoryRequest
-	(*GetMemoryResponse)(nil),            // 48: memoryd.v1.GetMemoryResponse
-	(*ListMemoriesRequest)(nil),          // 49: memoryd.v1.ListMemoriesRequest
-	(*ListedMemory)(nil),                 // 50: memoryd.v1.ListedMemory
-	(*ListMemoriesResponse)(nil),         // 51: memoryd.v1.ListMemoriesResponse
-	(*UpdateMemoryRequest)(nil),          // 52: memoryd.v1.UpdateMemoryRequest
-	(*UpdateMemoryResponse)(nil),         // 53: memoryd.v1.UpdateMemoryResponse
-	(*ArchiveMemoryRequest)(nil),         // 54: memoryd.v1.ArchiveMemoryRequest
-	(*ArchiveMemoryResponse)(nil),        // 55: memoryd.v1.ArchiveMemoryResponse
-	(*RestoreMemoryRequest)(nil),         // 56: memoryd.v1.RestoreMemoryRequest
-	(*RestoreMemoryResponse)(nil),        // 57: memoryd.v1.RestoreMemoryResponse
-	(*DeleteMemoryRequest)(nil),          // 58: memoryd.v1.DeleteMemoryRequest
-	(*DeleteMemoryResponse)(nil),         // 59: memoryd.v1.DeleteMemoryResponse
-	(*RecallRequest)(nil),                // 60: memoryd.v1.RecallRequest
-	(*RecallHit)(nil),                    // 61: memoryd.v1.RecallHit
-	(*RecallResponse)(nil),               // 62: memoryd.v1.RecallResponse
-	(*ListMemorySourcesRequest)(nil),     // 63: memoryd.v1.ListMemorySourcesRequest
-	(*ListMemorySourcesResponse)(nil),    // 64: memoryd.v1.ListMemorySourcesResponse
-	(*SetJobStatusRequest)(nil),          // 65: memoryd.v1.SetJobStatusRequest
-	(*SetJobStatusResponse)(nil),         // 66: memoryd.v1.SetJobStatusResponse
-	(*FinishJobRunRequest)(nil),          // 67: memoryd.v1.FinishJobRunRequest
-	(*FinishJobRunResponse)(nil),         // 68: memoryd.v1.FinishJobRunResponse
-	(*GetPromptContextRequest)(nil),      // 69: memoryd.v1.GetPromptContextRequest
-	(*PromptFileUsage)(nil),              // 70: memoryd.v1.PromptFileUsage
-	(*GetPromptContextResponse)(nil),     // 71: memoryd.v1.GetPromptContextResponse
-	(*ListResourcesRequest)(nil),         // 72: memoryd.v1.ListResourcesRequest
-	(*ListResourcesResponse)(nil),        // 73: memoryd.v1.ListResourcesResponse
-	(*ListRevisionsRequest)(nil),         // 74: memoryd.v1.ListRevisionsRequest
-	(*ListRevisionsResponse)(nil),        // 75: memoryd.v1.ListRevisionsResponse
-	(*GetRevisionRequest)(nil),           // 76: memoryd.v1.GetRevisionRequest
-	(*GetRevisionResponse)(nil),          // 77: memoryd.v1.GetRevisionResponse
-	(*DiffRevisionsRequest)(nil),         // 78: memoryd.v1.DiffRevisionsRequest
-	(*DiffRevisionsResponse)(nil),        // 79: memoryd.v1.DiffRevisionsResponse
-	(*RollbackResourceRequest)(nil),      // 80: memoryd.v1.RollbackResourceRequest
-	(*RollbackResourceResponse)(nil),     // 81: memoryd.v1.RollbackResourceResponse
-	(*TurnUsage)(nil),                    // 82: memoryd.v1.TurnUsage
-	(*CommitTurnRequest)(nil),            // 83: memoryd.v1.CommitTurnRequest
-	(*CommitTurnResponse)(nil),           // 84: memoryd.v1.CommitTurnResponse
-	(*ReviewNowRequest)(nil),             // 85: memoryd.v1.ReviewNowRequest
-	(*SkippedOperation)(nil),             // 86: memoryd.v1.SkippedOperation
-	(*ConversationReview)(nil),           // 87: memoryd.v1.ConversationReview
-	(*ReviewNowResponse)(nil),            // 88: memoryd.v1.ReviewNowResponse
-	(*GetReviewStateRequest)(nil),        // 89: memoryd.v1.GetReviewStateRequest
-	(*ReviewRun)(nil),                    // 90: memoryd.v1.ReviewRun
-	(*GetReviewStateResponse)(nil),       // 91: memoryd.v1.GetReviewStateResponse
-	(*GetEmbeddingStatusRequest)(nil),    // 92: memoryd.v1.GetEmbeddingStatusRequest
-	(*GetEmbeddingStatusResponse)(nil),   // 93: memoryd.v1.GetEmbeddingStatusResponse
-	(*ReindexEmbeddingsRequest)(nil),     // 94: memoryd.v1.ReindexEmbeddingsRequest
-	(*ReindexEmbeddingsResponse)(nil),    // 95: memoryd.v1.ReindexEmbeddingsResponse
-	(*ListReviewRunsRequest)(nil),        // 96: memoryd.v1.ListReviewRunsRequest
-	(*ListReviewRunsResponse)(nil),       // 97: memoryd.v1.ListReviewRunsResponse
-	(*ListOwnersRequest)(nil),            // 98: memoryd.v1.ListOwnersRequest
-	(*OwnerSummary)(nil),                 // 99: memoryd.v1.OwnerSummary
-	(*ListOwnersResponse)(nil),           // 100: memoryd.v1.ListOwnersResponse
-	(*GetServerInfoRequest)(nil),         // 101: memoryd.v1.GetServerInfoRequest
-	(*AgentSummary)(nil),                 // 102: memoryd.v1.AgentSummary
-	(*FailedReview)(nil),                 // 103: memoryd.v1.FailedReview
-	(*GetServerInfoResponse)(nil),        // 104: memoryd.v1.GetServerInfoResponse
-	(*ReviewTriggers)(nil),               // 105: memoryd.v1.ReviewTriggers
-	(*UpdateReviewSettingsRequest)(nil),  // 106: memoryd.v1.UpdateReviewSettingsRequest
-	(*UpdateReviewSettingsResponse)(nil), // 107: memoryd.v1.UpdateReviewSettingsResponse
-	(*ListConversationsRequest)(nil),     // 108: memoryd.v1.ListConversationsRequest
-	(*ConversationSummary)(nil),          // 109: memoryd.v1.ConversationSummary
-	(*ListConversationsResponse)(nil),    // 110: memoryd.v1.ListConversationsResponse
-	(*GetMessageRequest)(nil),            // 111: memoryd.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),           // 112: memoryd.v1.GetMessageResponse
-	(*GetReviewExchangeRequest)(nil),     // 113: memoryd.v1.GetReviewExchangeRequest
-	(*ReviewPromptMessage)(nil),          // 114: memoryd.v1.ReviewPromptMessage
-	(*GetReviewExchangeResponse)(nil),    // 115: memoryd.v1.GetReviewExchangeResponse
-	(Role)(0),                            // 116: memoryd.v1.Role
-	(*timestamppb.Timestamp)(nil),        // 117: google.protobuf.Timestamp
-	(Trust)(0),                           // 118: memoryd.v1.Trust
-	(*Conversation)(nil),                 // 119: memoryd.v1.Conversation
-	(*Message)(nil),                      // 120: memoryd.v1.Message
-	(*OwnerScope)(nil),                   // 121: memoryd.v1.OwnerScope
-	(*AgentScope)(nil),                   // 122: memoryd.v1.AgentScope
-	(Category)(0),                        // 123: memoryd.v1.Category
-	(ScopeType)(0),                       // 124: memoryd.v1.ScopeType
-	(*Memory)(nil),                       // 125: memoryd.v1.Memory
-	(SourceState)(0),                     // 126: memoryd.v1.SourceState
-	(SourceType)(0),                      // 127: memoryd.v1.SourceType
-	(*MemorySource)(nil),                 // 128: memoryd.v1.MemorySource
-	(ResourceType)(0),                    // 129: memoryd.v1.ResourceType
-	(*Resource)(nil),                     // 130: memoryd.v1.Resource
-	(*ResourceRef)(nil),                  // 131: memoryd.v1.ResourceRef
-	(*ResourceRevision)(nil),             // 132: memoryd.v1.ResourceRevision
+	(ActivityBucket)(0),                  // 10: memoryd.v1.ActivityBucket
+	(*NewMessage)(nil),                   // 11: memoryd.v1.NewMessage
+	(*AppendMessagesRequest)(nil),        // 12: memoryd.v1.AppendMessagesRequest
+	(*AppendResult)(nil),                 // 13: memoryd.v1.AppendResult
+	(*AppendMessagesResponse)(nil),       // 14: memoryd.v1.AppendMessagesResponse
+	(*IngestedMessage)(nil),              // 15: memoryd.v1.IngestedMessage
+	(*IngestMessagesRequest)(nil),        // 16: memoryd.v1.IngestMessagesRequest
+	(*IngestRejection)(nil),              // 17: memoryd.v1.IngestRejection
+	(*IngestMessagesResponse)(nil),       // 18: memoryd.v1.IngestMessagesResponse
+	(*ExportDataRequest)(nil),            // 19: memoryd.v1.ExportDataRequest
+	(*ExportDataResponse)(nil),           // 20: memoryd.v1.ExportDataResponse
+	(*ImportDataRequest)(nil),            // 21: memoryd.v1.ImportDataRequest
+	(*ImportedRecords)(nil),              // 22: memoryd.v1.ImportedRecords
+	(*ImportDataResponse)(nil),           // 23: memoryd.v1.ImportDataResponse
+	(*TranscriptOpen)(nil),               // 24: memoryd.v1.TranscriptOpen
+	(*TranscriptSegment)(nil),            // 25: memoryd.v1.TranscriptSegment
+	(*TranscriptEnd)(nil),                // 26: memoryd.v1.TranscriptEnd
+	(*StreamTranscriptRequest)(nil),      // 27: memoryd.v1.StreamTranscriptRequest
+	(*TranscriptTotals)(nil),             // 28: memoryd.v1.TranscriptTotals
+	(*StreamTranscriptResponse)(nil),     // 29: memoryd.v1.StreamTranscriptResponse
+	(*ListMessagesRequest)(nil),          // 30: memoryd.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),         // 31: memoryd.v1.ListMessagesResponse
+	(*SearchHistoryRequest)(nil),         // 32: memoryd.v1.SearchHistoryRequest
+	(*HitScores)(nil),                    // 33: memoryd.v1.HitScores
+	(*HistoryHit)(nil),                   // 34: memoryd.v1.HistoryHit
+	(*SearchHistoryResponse)(nil),        // 35: memoryd.v1.SearchHistoryResponse
+	(*ClearConversationRequest)(nil),     // 36: memoryd.v1.ClearConversationRequest
+	(*ClearConversationResponse)(nil),    // 37: memoryd.v1.ClearConversationResponse
+	(*PurgeConversationRequest)(nil),     // 38: memoryd.v1.PurgeConversationRequest
+	(*PurgeConversationResponse)(nil),    // 39: memoryd.v1.PurgeConversationResponse
+	(*PurgeOwnerRequest)(nil),            // 40: memoryd.v1.PurgeOwnerRequest
+	(*ErasedRows)(nil),                   // 41: memoryd.v1.ErasedRows
+	(*PurgeOwnerResponse)(nil),           // 42: memoryd.v1.PurgeOwnerResponse
+	(*GetConversationRequest)(nil),       // 43: memoryd.v1.GetConversationRequest
+	(*GetConversationResponse)(nil),      // 44: memoryd.v1.GetConversationResponse
+	(*EndedSession)(nil),                 // 45: memoryd.v1.EndedSession
+	(*StoreMemoryRequest)(nil),           // 46: memoryd.v1.StoreMemoryRequest
+	(*StoreMemoryResponse)(nil),          // 47: memoryd.v1.StoreMemoryResponse
+	(*GetMemoryRequest)(nil),             // 48: memoryd.v1.GetMemoryRequest
+	(*GetMemoryResponse)(nil),            // 49: memoryd.v1.GetMemoryResponse
+	(*ListMemoriesRequest)(nil),          // 50: memoryd.v1.ListMemoriesRequest
+	(*ListedMemory)(nil),                 // 51: memoryd.v1.ListedMemory
+	(*ListMemoriesResponse)(nil),         // 52: memoryd.v1.ListMemoriesResponse
+	(*UpdateMemoryRequest)(nil),          // 53: memoryd.v1.UpdateMemoryRequest
+	(*UpdateMemoryResponse)(nil),         // 54: memoryd.v1.UpdateMemoryResponse
+	(*ArchiveMemoryRequest)(nil),         // 55: memoryd.v1.ArchiveMemoryRequest
+	(*ArchiveMemoryResponse)(nil),        // 56: memoryd.v1.ArchiveMemoryResponse
+	(*RestoreMemoryRequest)(nil),         // 57: memoryd.v1.RestoreMemoryRequest
+	(*RestoreMemoryResponse)(nil),        // 58: memoryd.v1.RestoreMemoryResponse
+	(*DeleteMemoryRequest)(nil),          // 59: memoryd.v1.DeleteMemoryRequest
+	(*DeleteMemoryResponse)(nil),         // 60: memoryd.v1.DeleteMemoryResponse
+	(*RecallRequest)(nil),                // 61: memoryd.v1.RecallRequest
+	(*RecallHit)(nil),                    // 62: memoryd.v1.RecallHit
+	(*RecallResponse)(nil),               // 63: memoryd.v1.RecallResponse
+	(*ListMemorySourcesRequest)(nil),     // 64: memoryd.v1.ListMemorySourcesRequest
+	(*ListMemorySourcesResponse)(nil),    // 65: memoryd.v1.ListMemorySourcesResponse
+	(*SetJobStatusRequest)(nil),          // 66: memoryd.v1.SetJobStatusRequest
+	(*SetJobStatusResponse)(nil),         // 67: memoryd.v1.SetJobStatusResponse
+	(*FinishJobRunRequest)(nil),          // 68: memoryd.v1.FinishJobRunRequest
+	(*FinishJobRunResponse)(nil),         // 69: memoryd.v1.FinishJobRunResponse
+	(*GetPromptContextRequest)(nil),      // 70: memoryd.v1.GetPromptContextRequest
+	(*PromptFileUsage)(nil),              // 71: memoryd.v1.PromptFileUsage
+	(*GetPromptContextResponse)(nil),     // 72: memoryd.v1.GetPromptContextResponse
+	(*ListResourcesRequest)(nil),         // 73: memoryd.v1.ListResourcesRequest
+	(*ListResourcesResponse)(nil),        // 74: memoryd.v1.ListResourcesResponse
+	(*ListRevisionsRequest)(nil),         // 75: memoryd.v1.ListRevisionsRequest
+	(*ListRevisionsResponse)(nil),        // 76: memoryd.v1.ListRevisionsResponse
+	(*GetRevisionRequest)(nil),           // 77: memoryd.v1.GetRevisionRequest
+	(*GetRevisionResponse)(nil),          // 78: memoryd.v1.GetRevisionResponse
+	(*DiffRevisionsRequest)(nil),         // 79: memoryd.v1.DiffRevisionsRequest
+	(*DiffRevisionsResponse)(nil),        // 80: memoryd.v1.DiffRevisionsResponse
+	(*RollbackResourceRequest)(nil),      // 81: memoryd.v1.RollbackResourceRequest
+	(*RollbackResourceResponse)(nil),     // 82: memoryd.v1.RollbackResourceResponse
+	(*TurnUsage)(nil),                    // 83: memoryd.v1.TurnUsage
+	(*CommitTurnRequest)(nil),            // 84: memoryd.v1.CommitTurnRequest
+	(*CommitTurnResponse)(nil),           // 85: memoryd.v1.CommitTurnResponse
+	(*ReviewNowRequest)(nil),             // 86: memoryd.v1.ReviewNowRequest
+	(*SkippedOperation)(nil),             // 87: memoryd.v1.SkippedOperation
+	(*AppliedOperation)(nil),             // 88: memoryd.v1.AppliedOperation
+	(*ConversationReview)(nil),           // 89: memoryd.v1.ConversationReview
+	(*ReviewNowResponse)(nil),            // 90: memoryd.v1.ReviewNowResponse
+	(*GetReviewStateRequest)(nil),        // 91: memoryd.v1.GetReviewStateRequest
+	(*ReviewRun)(nil),                    // 92: memoryd.v1.ReviewRun
+	(*GetReviewStateResponse)(nil),       // 93: memoryd.v1.GetReviewStateResponse
+	(*GetEmbeddingStatusRequest)(nil),    // 94: memoryd.v1.GetEmbeddingStatusRequest
+	(*GetEmbeddingStatusResponse)(nil),   // 95: memoryd.v1.GetEmbeddingStatusResponse
+	(*ReindexEmbeddingsRequest)(nil),     // 96: memoryd.v1.ReindexEmbeddingsRequest
+	(*ReindexEmbeddingsResponse)(nil),    // 97: memoryd.v1.ReindexEmbeddingsResponse
+	(*ListReviewRunsRequest)(nil),        // 98: memoryd.v1.ListReviewRunsRequest
+	(*ListReviewRunsResponse)(nil),       // 99: memoryd.v1.ListReviewRunsResponse
+	(*ListOwnersRequest)(nil),            // 100: memoryd.v1.ListOwnersRequest
+	(*OwnerSummary)(nil),                 // 101: memoryd.v1.OwnerSummary
+	(*ListOwnersResponse)(nil),           // 102: memoryd.v1.ListOwnersResponse
+	(*GetServerInfoRequest)(nil),         // 103: memoryd.v1.GetServerInfoRequest
+	(*AgentSummary)(nil),                 // 104: memoryd.v1.AgentSummary
+	(*FailedReview)(nil),                 // 105: memoryd.v1.FailedReview
+	(*GetServerInfoResponse)(nil),        // 106: memoryd.v1.GetServerInfoResponse
+	(*ReviewTriggers)(nil),               // 107: memoryd.v1.ReviewTriggers
+	(*UpdateReviewSettingsRequest)(nil),  // 108: memoryd.v1.UpdateReviewSettingsRequest
+	(*UpdateReviewSettingsResponse)(nil), // 109: memoryd.v1.UpdateReviewSettingsResponse
+	(*ListConversationsRequest)(nil),     // 110: memoryd.v1.ListConversationsRequest
+	(*ConversationSummary)(nil),          // 111: memoryd.v1.ConversationSummary
+	(*ListConversationsResponse)(nil),    // 112: memoryd.v1.ListConversationsResponse
+	(*GetMessageRequest)(nil),            // 113: memoryd.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),           // 114: memoryd.v1.GetMessageResponse
+	(*GetReviewExchangeRequest)(nil),     // 115: memoryd.v1.GetReviewExchangeRequest
+	(*ReviewPromptMessage)(nil),          // 116: memoryd.v1.ReviewPromptMessage
+	(*GetReviewExchangeResponse)(nil),    // 117: memoryd.v1.GetReviewExchangeResponse
+	(*GetActivityRequest)(nil),           // 118: memoryd.v1.GetActivityRequest
+	(*ActivityCounts)(nil),               // 119: memoryd.v1.ActivityCounts
+	(*ActivityPoint)(nil),                // 120: memoryd.v1.ActivityPoint
+	(*GetActivityResponse)(nil),          // 121: memoryd.v1.GetActivityResponse
+	(Role)(0),                            // 122: memoryd.v1.Role
+	(*timestamppb.Timestamp)(nil),        // 123: google.protobuf.Timestamp
+	(Trust)(0),                           // 124: memoryd.v1.Trust
+	(*Conversation)(nil),                 // 125: memoryd.v1.Conversation
+	(*Message)(nil),                      // 126: memoryd.v1.Message
+	(*OwnerScope)(nil),                   // 127: memoryd.v1.OwnerScope
+	(*AgentScope)(nil),                   // 128: memoryd.v1.AgentScope
+	(Category)(0),                        // 129: memoryd.v1.Category
+	(ScopeType)(0),                       // 130: memoryd.v1.ScopeType
+	(*Memory)(nil),                       // 131: memoryd.v1.Memory
+	(SourceState)(0),                     // 132: memoryd.v1.SourceState
+	(SourceType)(0),                      // 133: memoryd.v1.SourceType
+	(*MemorySource)(nil),                 // 134: memoryd.v1.MemorySource
+	(ResourceType)(0),                    // 135: memoryd.v1.ResourceType
+	(*Resource)(nil),                     // 136: memoryd.v1.Resource
+	(*ResourceRef)(nil),                  // 137: memoryd.v1.ResourceRef
+	(*ResourceRevision)(nil),             // 138: memoryd.v1.ResourceRevision
 }
 var file_memoryd_v1_memory_service_proto_depIdxs = []int32{
-	116, // 0: memoryd.v1.NewMessage.role:type_name -> memoryd.v1.Role
-	117, // 1: memoryd.v1.NewMessage.created_at:type_name -> google.protobuf.Timestamp
-	118, // 2: memoryd.v1.NewMessage.trust:type_name -> memoryd.v1.Trust
-	119, // 3: memoryd.v1.AppendMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
-	10,  // 4: memoryd.v1.AppendMessagesRequest.messages:type_name -> memoryd.v1.NewMessage
+	122, // 0: memoryd.v1.NewMessage.role:type_name -> memoryd.v1.Role
+	123, // 1: memoryd.v1.NewMessage.created_at:type_name -> google.protobuf.Timestamp
+	124, // 2: memoryd.v1.NewMessage.trust:type_name -> memoryd.v1.Trust
+	125, // 3: memoryd.v1.AppendMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
+	11,  // 4: memoryd.v1.AppendMessagesRequest.messages:type_name -> memoryd.v1.NewMessage
 	0,   // 5: memoryd.v1.AppendResult.outcome:type_name -> memoryd.v1.AppendOutcome
-	120, // 6: memoryd.v1.AppendResult.message:type_name -> memoryd.v1.Message
-	117, // 7: memoryd.v1.AppendResult.created_at:type_name -> google.protobuf.Timestamp
-	12,  // 8: memoryd.v1.AppendMessagesResponse.results:type_name -> memoryd.v1.AppendResult
-	119, // 9: memoryd.v1.IngestedMessage.conversation:type_name -> memoryd.v1.Conversation
-	10,  // 10: memoryd.v1.IngestedMessage.message:type_name -> memoryd.v1.NewMessage
-	14,  // 11: memoryd.v1.IngestMessagesRequest.messages:type_name -> memoryd.v1.IngestedMessage
-	16,  // 12: memoryd.v1.IngestMessagesResponse.rejections:type_name -> memoryd.v1.IngestRejection
-	21,  // 13: memoryd.v1.ImportDataResponse.records:type_name -> memoryd.v1.ImportedRecords
-	118, // 14: memoryd.v1.TranscriptOpen.trust:type_name -> memoryd.v1.Trust
+	126, // 6: memoryd.v1.AppendResult.message:type_name -> memoryd.v1.Message
+	123, // 7: memoryd.v1.AppendResult.created_at:type_name -> google.protobuf.Timestamp
+	13,  // 8: memoryd.v1.AppendMessagesResponse.results:type_name -> memoryd.v1.AppendResult
+	125, // 9: memoryd.v1.IngestedMessage.conversation:type_name -> memoryd.v1.Conversation
+	11,  // 10: memoryd.v1.IngestedMessage.message:type_name -> memoryd.v1.NewMessage
+	15,  // 11: memoryd.v1.IngestMessagesRequest.messages:type_name -> memoryd.v1.IngestedMessage
+	17,  // 12: memoryd.v1.IngestMessagesResponse.rejections:type_name -> memoryd.v1.IngestRejection
+	22,  // 13: memoryd.v1.ImportDataResponse.records:type_name -> memoryd.v1.ImportedRecords
+	124, // 14: memoryd.v1.TranscriptOpen.trust:type_name -> memoryd.v1.Trust
 	1,   // 15: memoryd.v1.TranscriptSegment.speaker:type_name -> memoryd.v1.Speaker
-	82,  // 16: memoryd.v1.TranscriptSegment.usage:type_name -> memoryd.v1.TurnUsage
-	23,  // 17: memoryd.v1.StreamTranscriptRequest.open:type_name -> memoryd.v1.TranscriptOpen
-	24,  // 18: memoryd.v1.StreamTranscriptRequest.segment:type_name -> memoryd.v1.TranscriptSegment
-	25,  // 19: memoryd.v1.StreamTranscriptRequest.end:type_name -> memoryd.v1.TranscriptEnd
-	119, // 20: memoryd.v1.StreamTranscriptResponse.conversation:type_name -> memoryd.v1.Conversation
-	27,  // 21: memoryd.v1.StreamTranscriptResponse.totals:type_name -> memoryd.v1.TranscriptTotals
-	119, // 22: memoryd.v1.ListMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
-	120, // 23: memoryd.v1.ListMessagesResponse.messages:type_name -> memoryd.v1.Message
-	119, // 24: memoryd.v1.SearchHistoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	121, // 25: memoryd.v1.SearchHistoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	122, // 26: memoryd.v1.SearchHistoryRequest.agent:type_name -> memoryd.v1.AgentScope
-	118, // 27: memoryd.v1.SearchHistoryRequest.trust:type_name -> memoryd.v1.Trust
+	83,  // 16: memoryd.v1.TranscriptSegment.usage:type_name -> memoryd.v1.TurnUsage
+	24,  // 17: memoryd.v1.StreamTranscriptRequest.open:type_name -> memoryd.v1.TranscriptOpen
+	25,  // 18: memoryd.v1.StreamTranscriptRequest.segment:type_name -> memoryd.v1.TranscriptSegment
+	26,  // 19: memoryd.v1.StreamTranscriptRequest.end:type_name -> memoryd.v1.TranscriptEnd
+	125, // 20: memoryd.v1.StreamTranscriptResponse.conversation:type_name -> memoryd.v1.Conversation
+	28,  // 21: memoryd.v1.StreamTranscriptResponse.totals:type_name -> memoryd.v1.TranscriptTotals
+	125, // 22: memoryd.v1.ListMessagesRequest.conversation:type_name -> memoryd.v1.Conversation
+	126, // 23: memoryd.v1.ListMessagesResponse.messages:type_name -> memoryd.v1.Message
+	125, // 24: memoryd.v1.SearchHistoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	127, // 25: memoryd.v1.SearchHistoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	128, // 26: memoryd.v1.SearchHistoryRequest.agent:type_name -> memoryd.v1.AgentScope
+	124, // 27: memoryd.v1.SearchHistoryRequest.trust:type_name -> memoryd.v1.Trust
 	2,   // 28: memoryd.v1.SearchHistoryRequest.mode:type_name -> memoryd.v1.SearchMode
-	120, // 29: memoryd.v1.HistoryHit.message:type_name -> memoryd.v1.Message
+	126, // 29: memoryd.v1.HistoryHit.message:type_name -> memoryd.v1.Message
 	3,   // 30: memoryd.v1.HistoryHit.match:type_name -> memoryd.v1.MatchKind
 	3,   // 31: memoryd.v1.HistoryHit.matches:type_name -> memoryd.v1.MatchKind
-	32,  // 32: memoryd.v1.HistoryHit.scores:type_name -> memoryd.v1.HitScores
-	33,  // 33: memoryd.v1.SearchHistoryResponse.hits:type_name -> memoryd.v1.HistoryHit
-	119, // 34: memoryd.v1.ClearConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	118, // 35: memoryd.v1.ClearConversationRequest.trust:type_name -> memoryd.v1.Trust
-	119, // 36: memoryd.v1.PurgeConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	118, // 37: memoryd.v1.PurgeConversationRequest.trust:type_name -> memoryd.v1.Trust
-	40,  // 38: memoryd.v1.PurgeOwnerResponse.erased:type_name -> memoryd.v1.ErasedRows
-	119, // 39: memoryd.v1.GetConversationRequest.conversation:type_name -> memoryd.v1.Conversation
-	119, // 40: memoryd.v1.GetConversationResponse.conversation:type_name -> memoryd.v1.Conversation
-	117, // 41: memoryd.v1.GetConversationResponse.first_message_at:type_name -> google.protobuf.Timestamp
-	117, // 42: memoryd.v1.GetConversationResponse.last_message_at:type_name -> google.protobuf.Timestamp
-	117, // 43: memoryd.v1.GetConversationResponse.window_started_at:type_name -> google.protobuf.Timestamp
-	44,  // 44: memoryd.v1.GetConversationResponse.previous_session:type_name -> memoryd.v1.EndedSession
-	117, // 45: memoryd.v1.EndedSession.ended_at:type_name -> google.protobuf.Timestamp
-	119, // 46: memoryd.v1.StoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	121, // 47: memoryd.v1.StoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	118, // 48: memoryd.v1.StoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	123, // 49: memoryd.v1.StoreMemoryRequest.category:type_name -> memoryd.v1.Category
-	124, // 50: memoryd.v1.StoreMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	125, // 51: memoryd.v1.StoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	119, // 52: memoryd.v1.GetMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	121, // 53: memoryd.v1.GetMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	124, // 54: memoryd.v1.GetMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	118, // 55: memoryd.v1.GetMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	125, // 56: memoryd.v1.GetMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	119, // 57: memoryd.v1.ListMemoriesRequest.conversation:type_name -> memoryd.v1.Conversation
-	121, // 58: memoryd.v1.ListMemoriesRequest.owner:type_name -> memoryd.v1.OwnerScope
-	124, // 59: memoryd.v1.ListMemoriesRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	123, // 60: memoryd.v1.ListMemoriesRequest.categories:type_name -> memoryd.v1.Category
+	33,  // 32: memoryd.v1.HistoryHit.scores:type_name -> memoryd.v1.HitScores
+	34,  // 33: memoryd.v1.SearchHistoryResponse.hits:type_name -> memoryd.v1.HistoryHit
+	125, // 34: memoryd.v1.ClearConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	124, // 35: memoryd.v1.ClearConversationRequest.trust:type_name -> memoryd.v1.Trust
+	125, // 36: memoryd.v1.PurgeConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	124, // 37: memoryd.v1.PurgeConversationRequest.trust:type_name -> memoryd.v1.Trust
+	41,  // 38: memoryd.v1.PurgeOwnerResponse.erased:type_name -> memoryd.v1.ErasedRows
+	125, // 39: memoryd.v1.GetConversationRequest.conversation:type_name -> memoryd.v1.Conversation
+	125, // 40: memoryd.v1.GetConversationResponse.conversation:type_name -> memoryd.v1.Conversation
+	123, // 41: memoryd.v1.GetConversationResponse.first_message_at:type_name -> google.protobuf.Timestamp
+	123, // 42: memoryd.v1.GetConversationResponse.last_message_at:type_name -> google.protobuf.Timestamp
+	123, // 43: memoryd.v1.GetConversationResponse.window_started_at:type_name -> google.protobuf.Timestamp
+	45,  // 44: memoryd.v1.GetConversationResponse.previous_session:type_name -> memoryd.v1.EndedSession
+	123, // 45: memoryd.v1.EndedSession.ended_at:type_name -> google.protobuf.Timestamp
+	125, // 46: memoryd.v1.StoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	127, // 47: memoryd.v1.StoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	124, // 48: memoryd.v1.StoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	129, // 49: memoryd.v1.StoreMemoryRequest.category:type_name -> memoryd.v1.Category
+	130, // 50: memoryd.v1.StoreMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	131, // 51: memoryd.v1.StoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	125, // 52: memoryd.v1.GetMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	127, // 53: memoryd.v1.GetMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	130, // 54: memoryd.v1.GetMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	124, // 55: memoryd.v1.GetMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	131, // 56: memoryd.v1.GetMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	125, // 57: memoryd.v1.ListMemoriesRequest.conversation:type_name -> memoryd.v1.Conversation
+	127, // 58: memoryd.v1.ListMemoriesRequest.owner:type_name -> memoryd.v1.OwnerScope
+	130, // 59: memoryd.v1.ListMemoriesRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	129, // 60: memoryd.v1.ListMemoriesRequest.categories:type_name -> memoryd.v1.Category
 	4,   // 61: memoryd.v1.ListMemoriesRequest.archived:type_name -> memoryd.v1.ArchivedFilter
-	118, // 62: memoryd.v1.ListMemoriesRequest.trust:type_name -> memoryd.v1.Trust
-	125, // 63: memoryd.v1.ListedMemory.memory:type_name -> memoryd.v1.Memory
-	50,  // 64: memoryd.v1.ListMemoriesResponse.memories:type_name -> memoryd.v1.ListedMemory
-	119, // 65: memoryd.v1.UpdateMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	121, // 66: memoryd.v1.UpdateMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	124, // 67: memoryd.v1.UpdateMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	118, // 68: memoryd.v1.UpdateMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	125, // 69: memoryd.v1.UpdateMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	119, // 70: memoryd.v1.ArchiveMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	121, // 71: memoryd.v1.ArchiveMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	118, // 72: memoryd.v1.ArchiveMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	125, // 73: memoryd.v1.ArchiveMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	119, // 74: memoryd.v1.RestoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	121, // 75: memoryd.v1.RestoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	118, // 76: memoryd.v1.RestoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	125, // 77: memoryd.v1.RestoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
-	119, // 78: memoryd.v1.DeleteMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
-	121, // 79: memoryd.v1.DeleteMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
-	124, // 80: memoryd.v1.DeleteMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
-	118, // 81: memoryd.v1.DeleteMemoryRequest.trust:type_name -> memoryd.v1.Trust
-	119, // 82: memoryd.v1.RecallRequest.conversation:type_name -> memoryd.v1.Conversation
+	124, // 62: memoryd.v1.ListMemoriesRequest.trust:type_name -> memoryd.v1.Trust
+	131, // 63: memoryd.v1.ListedMemory.memory:type_name -> memoryd.v1.Memory
+	51,  // 64: memoryd.v1.ListMemoriesResponse.memories:type_name -> memoryd.v1.ListedMemory
+	125, // 65: memoryd.v1.UpdateMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	127, // 66: memoryd.v1.UpdateMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	130, // 67: memoryd.v1.UpdateMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	124, // 68: memoryd.v1.UpdateMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	131, // 69: memoryd.v1.UpdateMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	125, // 70: memoryd.v1.ArchiveMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	127, // 71: memoryd.v1.ArchiveMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	124, // 72: memoryd.v1.ArchiveMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	131, // 73: memoryd.v1.ArchiveMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	125, // 74: memoryd.v1.RestoreMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	127, // 75: memoryd.v1.RestoreMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	124, // 76: memoryd.v1.RestoreMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	131, // 77: memoryd.v1.RestoreMemoryResponse.memory:type_name -> memoryd.v1.Memory
+	125, // 78: memoryd.v1.DeleteMemoryRequest.conversation:type_name -> memoryd.v1.Conversation
+	127, // 79: memoryd.v1.DeleteMemoryRequest.owner:type_name -> memoryd.v1.OwnerScope
+	130, // 80: memoryd.v1.DeleteMemoryRequest.scope_type:type_name -> memoryd.v1.ScopeType
+	124, // 81: memoryd.v1.DeleteMemoryRequest.trust:type_name -> memoryd.v1.Trust
+	125, // 82: memoryd.v1.RecallRequest.conversation:type_name -> memoryd.v1.Conversation
 	5,   // 83: memoryd.v1.RecallRequest.scope:type_name -> memoryd.v1.RecallScope
 	6,   // 84: memoryd.v1.RecallRequest.source:type_name -> memoryd.v1.RecallSource
-	118, // 85: memoryd.v1.RecallRequest.trust:type_name -> memoryd.v1.Trust
+	124, // 85: memoryd.v1.RecallRequest.trust:type_name -> memoryd.v1.Trust
 	2,   // 86: memoryd.v1.RecallRequest.mode:type_name -> memoryd.v1.SearchMode
-	121, // 87: memoryd.v1.RecallRequest.owner:type_name -> memoryd.v1.OwnerScope
+	127, // 87: memoryd.v1.RecallRequest.owner:type_name -> memoryd.v1.OwnerScope
 	6,   // 88: memoryd.v1.RecallHit.source:type_name -> memoryd.v1.RecallSource
 	3,   // 89: memoryd.v1.RecallHit.match:type_name -> memoryd.v1.MatchKind
 	3,   // 90: memoryd.v1.RecallHit.matches:type_name -> memoryd.v1.MatchKind
-	32,  // 91: memoryd.v1.RecallHit.scores:type_name -> memoryd.v1.HitScores
-	125, // 92: memoryd.v1.RecallHit.memory:type_name -> memoryd.v1.Memory
-	33,  // 93: memoryd.v1.RecallHit.message:type_name -> memoryd.v1.HistoryHit
-	61,  // 94: memoryd.v1.RecallResponse.hits:type_name -> memoryd.v1.RecallHit
-	121, // 95: memoryd.v1.ListMemorySourcesRequest.owner:type_name -> memoryd.v1.OwnerScope
-	126, // 96: memoryd.v1.ListMemorySourcesRequest.state:type_name -> memoryd.v1.SourceState
-	127, // 97: memoryd.v1.ListMemorySourcesRequest.type:type_name -> memoryd.v1.SourceType
-	128, // 98: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
-	121, // 99: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
+	33,  // 91: memoryd.v1.RecallHit.scores:type_name -> memoryd.v1.HitScores
+	131, // 92: memoryd.v1.RecallHit.memory:type_name -> memoryd.v1.Memory
+	34,  // 93: memoryd.v1.RecallHit.message:type_name -> memoryd.v1.HistoryHit
+	62,  // 94: memoryd.v1.RecallResponse.hits:type_name -> memoryd.v1.RecallHit
+	127, // 95: memoryd.v1.ListMemorySourcesRequest.owner:type_name -> memoryd.v1.OwnerScope
+	132, // 96: memoryd.v1.ListMemorySourcesRequest.state:type_name -> memoryd.v1.SourceState
+	133, // 97: memoryd.v1.ListMemorySourcesRequest.type:type_name -> memoryd.v1.SourceType
+	134, // 98: memoryd.v1.ListMemorySourcesResponse.sources:type_name -> memoryd.v1.MemorySource
+	127, // 99: memoryd.v1.SetJobStatusRequest.owner:type_name -> memoryd.v1.OwnerScope
 	7,   // 100: memoryd.v1.SetJobStatusRequest.status:type_name -> memoryd.v1.JobStatus
-	128, // 101: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
-	121, // 102: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
+	134, // 101: memoryd.v1.SetJobStatusResponse.source:type_name -> memoryd.v1.MemorySource
+	127, // 102: memoryd.v1.FinishJobRunRequest.owner:type_name -> memoryd.v1.OwnerScope
 	8,   // 103: memoryd.v1.FinishJobRunRequest.outcome:type_name -> memoryd.v1.JobRunOutcome
-	117, // 104: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	117, // 105: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
-	125, // 106: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
+	123, // 104: memoryd.v1.FinishJobRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	123, // 105: memoryd.v1.FinishJobRunResponse.finished_at:type_name -> google.protobuf.Timestamp
+	131, // 106: memoryd.v1.FinishJobRunResponse.summary:type_name -> memoryd.v1.Memory
 	8,   // 107: memoryd.v1.FinishJobRunResponse.outcome:type_name -> memoryd.v1.JobRunOutcome
-	118, // 108: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
-	70,  // 109: memoryd.v1.GetPromptContextResponse.user_usage:type_name -> memoryd.v1.PromptFileUsage
-	70,  // 110: memoryd.v1.GetPromptContextResponse.memory_usage:type_name -> memoryd.v1.PromptFileUsage
-	129, // 111: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
-	130, // 112: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
-	131, // 113: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	132, // 114: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
-	131, // 115: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
-	132, // 116: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	131, // 117: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
-	131, // 118: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
-	132, // 119: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
-	119, // 120: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
-	118, // 121: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
-	10,  // 122: memoryd.v1.CommitTurnRequest.messages:type_name -> memoryd.v1.NewMessage
-	82,  // 123: memoryd.v1.CommitTurnRequest.usage:type_name -> memoryd.v1.TurnUsage
-	12,  // 124: memoryd.v1.CommitTurnResponse.results:type_name -> memoryd.v1.AppendResult
-	119, // 125: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
-	119, // 126: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
+	124, // 108: memoryd.v1.GetPromptContextRequest.trust:type_name -> memoryd.v1.Trust
+	71,  // 109: memoryd.v1.GetPromptContextResponse.user_usage:type_name -> memoryd.v1.PromptFileUsage
+	71,  // 110: memoryd.v1.GetPromptContextResponse.memory_usage:type_name -> memoryd.v1.PromptFileUsage
+	135, // 111: memoryd.v1.ListResourcesRequest.type:type_name -> memoryd.v1.ResourceType
+	136, // 112: memoryd.v1.ListResourcesResponse.resources:type_name -> memoryd.v1.Resource
+	137, // 113: memoryd.v1.ListRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	138, // 114: memoryd.v1.ListRevisionsResponse.revisions:type_name -> memoryd.v1.ResourceRevision
+	137, // 115: memoryd.v1.GetRevisionRequest.ref:type_name -> memoryd.v1.ResourceRef
+	138, // 116: memoryd.v1.GetRevisionResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	137, // 117: memoryd.v1.DiffRevisionsRequest.ref:type_name -> memoryd.v1.ResourceRef
+	137, // 118: memoryd.v1.RollbackResourceRequest.ref:type_name -> memoryd.v1.ResourceRef
+	138, // 119: memoryd.v1.RollbackResourceResponse.revision:type_name -> memoryd.v1.ResourceRevision
+	125, // 120: memoryd.v1.CommitTurnRequest.conversation:type_name -> memoryd.v1.Conversation
+	124, // 121: memoryd.v1.CommitTurnRequest.trust:type_name -> memoryd.v1.Trust
+	11,  // 122: memoryd.v1.CommitTurnRequest.messages:type_name -> memoryd.v1.NewMessage
+	83,  // 123: memoryd.v1.CommitTurnRequest.usage:type_name -> memoryd.v1.TurnUsage
+	13,  // 124: memoryd.v1.CommitTurnResponse.results:type_name -> memoryd.v1.AppendResult
+	125, // 125: memoryd.v1.ReviewNowRequest.conversation:type_name -> memoryd.v1.Conversation
+	125, // 126: memoryd.v1.ConversationReview.conversation:type_name -> memoryd.v1.Conversation
 	9,   // 127: memoryd.v1.ConversationReview.status:type_name -> memoryd.v1.ReviewStatus
-	87,  // 128: memoryd.v1.ReviewNowResponse.reviews:type_name -> memoryd.v1.ConversationReview
-	119, // 129: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
+	89,  // 128: memoryd.v1.ReviewNowResponse.reviews:type_name -> memoryd.v1.ConversationReview
+	125, // 129: memoryd.v1.GetReviewStateRequest.conversation:type_name -> memoryd.v1.Conversation
 	9,   // 130: memoryd.v1.ReviewRun.status:type_name -> memoryd.v1.ReviewStatus
-	117, // 131: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
-	117, // 132: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
-	86,  // 133: memoryd.v1.ReviewRun.skipped_operations:type_name -> memoryd.v1.SkippedOperation
-	119, // 134: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
-	117, // 135: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
-	117, // 136: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
-	117, // 137: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
-	9,   // 138: memoryd.v1.GetReviewStateResponse.last_review_status:type_name -> memoryd.v1.ReviewStatus
-	117, // 139: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
-	90,  // 140: memoryd.v1.GetReviewStateResponse.last_run:type_name -> memoryd.v1.ReviewRun
-	119, // 141: memoryd.v1.ListReviewRunsRequest.conversation:type_name -> memoryd.v1.Conversation
-	90,  // 142: memoryd.v1.ListReviewRunsResponse.runs:type_name -> memoryd.v1.ReviewRun
-	117, // 143: memoryd.v1.OwnerSummary.latest_conversation_at:type_name -> google.protobuf.Timestamp
-	99,  // 144: memoryd.v1.ListOwnersResponse.owners:type_name -> memoryd.v1.OwnerSummary
-	119, // 145: memoryd.v1.FailedReview.conversation:type_name -> memoryd.v1.Conversation
-	90,  // 146: memoryd.v1.FailedReview.run:type_name -> memoryd.v1.ReviewRun
-	117, // 147: memoryd.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
-	102, // 148: memoryd.v1.GetServerInfoResponse.agents:type_name -> memoryd.v1.AgentSummary
-	103, // 149: memoryd.v1.GetServerInfoResponse.recent_failures:type_name -> memoryd.v1.FailedReview
-	105, // 150: memoryd.v1.GetServerInfoResponse.review_triggers:type_name -> memoryd.v1.ReviewTriggers
-	105, // 151: memoryd.v1.UpdateReviewSettingsRequest.triggers:type_name -> memoryd.v1.ReviewTriggers
-	105, // 152: memoryd.v1.UpdateReviewSettingsResponse.triggers:type_name -> memoryd.v1.ReviewTriggers
-	121, // 153: memoryd.v1.ListConversationsRequest.owner:type_name -> memoryd.v1.OwnerScope
-	119, // 154: memoryd.v1.ConversationSummary.conversation:type_name -> memoryd.v1.Conversation
-	117, // 155: memoryd.v1.ConversationSummary.created_at:type_name -> google.protobuf.Timestamp
-	109, // 156: memoryd.v1.ListConversationsResponse.conversations:type_name -> memoryd.v1.ConversationSummary
-	121, // 157: memoryd.v1.GetMessageRequest.owner:type_name -> memoryd.v1.OwnerScope
-	120, // 158: memoryd.v1.GetMessageResponse.message:type_name -> memoryd.v1.Message
-	119, // 159: memoryd.v1.GetReviewExchangeRequest.conversation:type_name -> memoryd.v1.Conversation
-	114, // 160: memoryd.v1.GetReviewExchangeResponse.prompt:type_name -> memoryd.v1.ReviewPromptMessage
-	11,  // 161: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
-	15,  // 162: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
-	26,  // 163: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
-	18,  // 164: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
-	20,  // 165: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
-	29,  // 166: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
-	31,  // 167: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
-	35,  // 168: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
-	37,  // 169: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
-	39,  // 170: memoryd.v1.MemoryService.PurgeOwner:input_type -> memoryd.v1.PurgeOwnerRequest
-	42,  // 171: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
-	45,  // 172: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
-	47,  // 173: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
-	49,  // 174: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
-	52,  // 175: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
-	54,  // 176: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
-	56,  // 177: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
-	58,  // 178: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
-	60,  // 179: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
-	63,  // 180: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
-	65,  // 181: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
-	67,  // 182: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
-	69,  // 183: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
-	72,  // 184: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
-	74,  // 185: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
-	76,  // 186: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
-	78,  // 187: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
-	80,  // 188: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
-	83,  // 189: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
-	85,  // 190: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
-	92,  // 191: memoryd.v1.MemoryService.GetEmbeddingStatus:input_type -> memoryd.v1.GetEmbeddingStatusRequest
-	94,  // 192: memoryd.v1.MemoryService.ReindexEmbeddings:input_type -> memoryd.v1.ReindexEmbeddingsRequest
-	89,  // 193: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
-	111, // 194: memoryd.v1.MemoryService.GetMessage:input_type -> memoryd.v1.GetMessageRequest
-	96,  // 195: memoryd.v1.MemoryService.ListReviewRuns:input_type -> memoryd.v1.ListReviewRunsRequest
-	113, // 196: memoryd.v1.MemoryService.GetReviewExchange:input_type -> memoryd.v1.GetReviewExchangeRequest
-	98,  // 197: memoryd.v1.MemoryService.ListOwners:input_type -> memoryd.v1.ListOwnersRequest
-	108, // 198: memoryd.v1.MemoryService.ListConversations:input_type -> memoryd.v1.ListConversationsRequest
-	106, // 199: memoryd.v1.MemoryService.UpdateReviewSettings:input_type -> memoryd.v1.UpdateReviewSettingsRequest
-	101, // 200: memoryd.v1.MemoryService.GetServerInfo:input_type -> memoryd.v1.GetServerInfoRequest
-	13,  // 201: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
-	17,  // 202: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
-	28,  // 203: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
-	19,  // 204: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
-	22,  // 205: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
-	30,  // 206: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
-	34,  // 207: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
-	36,  // 208: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
-	38,  // 209: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
-	41,  // 210: memoryd.v1.MemoryService.PurgeOwner:output_type -> memoryd.v1.PurgeOwnerResponse
-	43,  // 211: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
-	46,  // 212: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
-	48,  // 213: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
-	51,  // 214: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
-	53,  // 215: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
-	55,  // 216: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
-	57,  // 217: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
-	59,  // 218: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
-	62,  // 219: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
-	64,  // 220: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
-	66,  // 221: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
-	68,  // 222: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
-	71,  // 223: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
-	73,  // 224: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
-	75,  // 225: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
-	77,  // 226: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
-	79,  // 227: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
-	81,  // 228: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
-	84,  // 229: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
-	88,  // 230: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
-	93,  // 231: memoryd.v1.MemoryService.GetEmbeddingStatus:output_type -> memoryd.v1.GetEmbeddingStatusResponse
-	95,  // 232: memoryd.v1.MemoryService.ReindexEmbeddings:output_type -> memoryd.v1.ReindexEmbeddingsResponse
-	91,  // 233: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
-	112, // 234: memoryd.v1.MemoryService.GetMessage:output_type -> memoryd.v1.GetMessageResponse
-	97,  // 235: memoryd.v1.MemoryService.ListReviewRuns:output_type -> memoryd.v1.ListReviewRunsResponse
-	115, // 236: memoryd.v1.MemoryService.GetReviewExchange:output_type -> memoryd.v1.GetReviewExchangeResponse
-	100, // 237: memoryd.v1.MemoryService.ListOwners:output_type -> memoryd.v1.ListOwnersResponse
-	110, // 238: memoryd.v1.MemoryService.ListConversations:output_type -> memoryd.v1.ListConversationsResponse
-	107, // 239: memoryd.v1.MemoryService.UpdateReviewSettings:output_type -> memoryd.v1.UpdateReviewSettingsResponse
-	104, // 240: memoryd.v1.MemoryService.GetServerInfo:output_type -> memoryd.v1.GetServerInfoResponse
-	201, // [201:241] is the sub-list for method output_type
-	161, // [161:201] is the sub-list for method input_type
-	161, // [161:161] is the sub-list for extension type_name
-	161, // [161:161] is the sub-list for extension extendee
-	0,   // [0:161] is the sub-list for field type_name
+	123, // 131: memoryd.v1.ReviewRun.started_at:type_name -> google.protobuf.Timestamp
+	123, // 132: memoryd.v1.ReviewRun.completed_at:type_name -> google.protobuf.Timestamp
+	87,  // 133: memoryd.v1.ReviewRun.skipped_operations:type_name -> memoryd.v1.SkippedOperation
+	88,  // 134: memoryd.v1.ReviewRun.applied_operations:type_name -> memoryd.v1.AppliedOperation
+	125, // 135: memoryd.v1.GetReviewStateResponse.conversation:type_name -> memoryd.v1.Conversation
+	123, // 136: memoryd.v1.GetReviewStateResponse.last_reviewed_at:type_name -> google.protobuf.Timestamp
+	123, // 137: memoryd.v1.GetReviewStateResponse.last_review_started_at:type_name -> google.protobuf.Timestamp
+	123, // 138: memoryd.v1.GetReviewStateResponse.last_review_completed_at:type_name -> google.protobuf.Timestamp
+	9,   // 139: memoryd.v1.GetReviewStateResponse.last_review_status:type_name -> memoryd.v1.ReviewStatus
+	123, // 140: memoryd.v1.GetReviewStateResponse.last_review_failed_at:type_name -> google.protobuf.Timestamp
+	92,  // 141: memoryd.v1.GetReviewStateResponse.last_run:type_name -> memoryd.v1.ReviewRun
+	125, // 142: memoryd.v1.ListReviewRunsRequest.conversation:type_name -> memoryd.v1.Conversation
+	92,  // 143: memoryd.v1.ListReviewRunsResponse.runs:type_name -> memoryd.v1.ReviewRun
+	123, // 144: memoryd.v1.OwnerSummary.latest_conversation_at:type_name -> google.protobuf.Timestamp
+	101, // 145: memoryd.v1.ListOwnersResponse.owners:type_name -> memoryd.v1.OwnerSummary
+	125, // 146: memoryd.v1.FailedReview.conversation:type_name -> memoryd.v1.Conversation
+	92,  // 147: memoryd.v1.FailedReview.run:type_name -> memoryd.v1.ReviewRun
+	123, // 148: memoryd.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
+	104, // 149: memoryd.v1.GetServerInfoResponse.agents:type_name -> memoryd.v1.AgentSummary
+	105, // 150: memoryd.v1.GetServerInfoResponse.recent_failures:type_name -> memoryd.v1.FailedReview
+	107, // 151: memoryd.v1.GetServerInfoResponse.review_triggers:type_name -> memoryd.v1.ReviewTriggers
+	107, // 152: memoryd.v1.UpdateReviewSettingsRequest.triggers:type_name -> memoryd.v1.ReviewTriggers
+	107, // 153: memoryd.v1.UpdateReviewSettingsResponse.triggers:type_name -> memoryd.v1.ReviewTriggers
+	127, // 154: memoryd.v1.ListConversationsRequest.owner:type_name -> memoryd.v1.OwnerScope
+	125, // 155: memoryd.v1.ConversationSummary.conversation:type_name -> memoryd.v1.Conversation
+	123, // 156: memoryd.v1.ConversationSummary.created_at:type_name -> google.protobuf.Timestamp
+	111, // 157: memoryd.v1.ListConversationsResponse.conversations:type_name -> memoryd.v1.ConversationSummary
+	127, // 158: memoryd.v1.GetMessageRequest.owner:type_name -> memoryd.v1.OwnerScope
+	126, // 159: memoryd.v1.GetMessageResponse.message:type_name -> memoryd.v1.Message
+	125, // 160: memoryd.v1.GetReviewExchangeRequest.conversation:type_name -> memoryd.v1.Conversation
+	116, // 161: memoryd.v1.GetReviewExchangeResponse.prompt:type_name -> memoryd.v1.ReviewPromptMessage
+	125, // 162: memoryd.v1.GetActivityRequest.conversation:type_name -> memoryd.v1.Conversation
+	127, // 163: memoryd.v1.GetActivityRequest.owner:type_name -> memoryd.v1.OwnerScope
+	128, // 164: memoryd.v1.GetActivityRequest.agent:type_name -> memoryd.v1.AgentScope
+	10,  // 165: memoryd.v1.GetActivityRequest.bucket:type_name -> memoryd.v1.ActivityBucket
+	123, // 166: memoryd.v1.GetActivityRequest.start_time:type_name -> google.protobuf.Timestamp
+	123, // 167: memoryd.v1.GetActivityRequest.end_time:type_name -> google.protobuf.Timestamp
+	123, // 168: memoryd.v1.ActivityPoint.start_time:type_name -> google.protobuf.Timestamp
+	119, // 169: memoryd.v1.ActivityPoint.counts:type_name -> memoryd.v1.ActivityCounts
+	120, // 170: memoryd.v1.GetActivityResponse.points:type_name -> memoryd.v1.ActivityPoint
+	119, // 171: memoryd.v1.GetActivityResponse.total:type_name -> memoryd.v1.ActivityCounts
+	123, // 172: memoryd.v1.GetActivityResponse.start_time:type_name -> google.protobuf.Timestamp
+	123, // 173: memoryd.v1.GetActivityResponse.end_time:type_name -> google.protobuf.Timestamp
+	10,  // 174: memoryd.v1.GetActivityResponse.bucket:type_name -> memoryd.v1.ActivityBucket
+	12,  // 175: memoryd.v1.MemoryService.AppendMessages:input_type -> memoryd.v1.AppendMessagesRequest
+	16,  // 176: memoryd.v1.MemoryService.IngestMessages:input_type -> memoryd.v1.IngestMessagesRequest
+	27,  // 177: memoryd.v1.MemoryService.StreamTranscript:input_type -> memoryd.v1.StreamTranscriptRequest
+	19,  // 178: memoryd.v1.MemoryService.ExportData:input_type -> memoryd.v1.ExportDataRequest
+	21,  // 179: memoryd.v1.MemoryService.ImportData:input_type -> memoryd.v1.ImportDataRequest
+	30,  // 180: memoryd.v1.MemoryService.ListMessages:input_type -> memoryd.v1.ListMessagesRequest
+	32,  // 181: memoryd.v1.MemoryService.SearchHistory:input_type -> memoryd.v1.SearchHistoryRequest
+	36,  // 182: memoryd.v1.MemoryService.ClearConversation:input_type -> memoryd.v1.ClearConversationRequest
+	38,  // 183: memoryd.v1.MemoryService.PurgeConversation:input_type -> memoryd.v1.PurgeConversationRequest
+	40,  // 184: memoryd.v1.MemoryService.PurgeOwner:input_type -> memoryd.v1.PurgeOwnerRequest
+	43,  // 185: memoryd.v1.MemoryService.GetConversation:input_type -> memoryd.v1.GetConversationRequest
+	46,  // 186: memoryd.v1.MemoryService.StoreMemory:input_type -> memoryd.v1.StoreMemoryRequest
+	48,  // 187: memoryd.v1.MemoryService.GetMemory:input_type -> memoryd.v1.GetMemoryRequest
+	50,  // 188: memoryd.v1.MemoryService.ListMemories:input_type -> memoryd.v1.ListMemoriesRequest
+	53,  // 189: memoryd.v1.MemoryService.UpdateMemory:input_type -> memoryd.v1.UpdateMemoryRequest
+	55,  // 190: memoryd.v1.MemoryService.ArchiveMemory:input_type -> memoryd.v1.ArchiveMemoryRequest
+	57,  // 191: memoryd.v1.MemoryService.RestoreMemory:input_type -> memoryd.v1.RestoreMemoryRequest
+	59,  // 192: memoryd.v1.MemoryService.DeleteMemory:input_type -> memoryd.v1.DeleteMemoryRequest
+	61,  // 193: memoryd.v1.MemoryService.Recall:input_type -> memoryd.v1.RecallRequest
+	64,  // 194: memoryd.v1.MemoryService.ListMemorySources:input_type -> memoryd.v1.ListMemorySourcesRequest
+	66,  // 195: memoryd.v1.MemoryService.SetJobStatus:input_type -> memoryd.v1.SetJobStatusRequest
+	68,  // 196: memoryd.v1.MemoryService.FinishJobRun:input_type -> memoryd.v1.FinishJobRunRequest
+	70,  // 197: memoryd.v1.MemoryService.GetPromptContext:input_type -> memoryd.v1.GetPromptContextRequest
+	73,  // 198: memoryd.v1.MemoryService.ListResources:input_type -> memoryd.v1.ListResourcesRequest
+	75,  // 199: memoryd.v1.MemoryService.ListRevisions:input_type -> memoryd.v1.ListRevisionsRequest
+	77,  // 200: memoryd.v1.MemoryService.GetRevision:input_type -> memoryd.v1.GetRevisionRequest
+	79,  // 201: memoryd.v1.MemoryService.DiffRevisions:input_type -> memoryd.v1.DiffRevisionsRequest
+	81,  // 202: memoryd.v1.MemoryService.RollbackResource:input_type -> memoryd.v1.RollbackResourceRequest
+	84,  // 203: memoryd.v1.MemoryService.CommitTurn:input_type -> memoryd.v1.CommitTurnRequest
+	86,  // 204: memoryd.v1.MemoryService.ReviewNow:input_type -> memoryd.v1.ReviewNowRequest
+	94,  // 205: memoryd.v1.MemoryService.GetEmbeddingStatus:input_type -> memoryd.v1.GetEmbeddingStatusRequest
+	96,  // 206: memoryd.v1.MemoryService.ReindexEmbeddings:input_type -> memoryd.v1.ReindexEmbeddingsRequest
+	91,  // 207: memoryd.v1.MemoryService.GetReviewState:input_type -> memoryd.v1.GetReviewStateRequest
+	113, // 208: memoryd.v1.MemoryService.GetMessage:input_type -> memoryd.v1.GetMessageRequest
+	98,  // 209: memoryd.v1.MemoryService.ListReviewRuns:input_type -> memoryd.v1.ListReviewRunsRequest
+	115, // 210: memoryd.v1.MemoryService.GetReviewExchange:input_type -> memoryd.v1.GetReviewExchangeRequest
+	100, // 211: memoryd.v1.MemoryService.ListOwners:input_type -> memoryd.v1.ListOwnersRequest
+	110, // 212: memoryd.v1.MemoryService.ListConversations:input_type -> memoryd.v1.ListConversationsRequest
+	108, // 213: memoryd.v1.MemoryService.UpdateReviewSettings:input_type -> memoryd.v1.UpdateReviewSettingsRequest
+	103, // 214: memoryd.v1.MemoryService.GetServerInfo:input_type -> memoryd.v1.GetServerInfoRequest
+	118, // 215: memoryd.v1.MemoryService.GetActivity:input_type -> memoryd.v1.GetActivityRequest
+	14,  // 216: memoryd.v1.MemoryService.AppendMessages:output_type -> memoryd.v1.AppendMessagesResponse
+	18,  // 217: memoryd.v1.MemoryService.IngestMessages:output_type -> memoryd.v1.IngestMessagesResponse
+	29,  // 218: memoryd.v1.MemoryService.StreamTranscript:output_type -> memoryd.v1.StreamTranscriptResponse
+	20,  // 219: memoryd.v1.MemoryService.ExportData:output_type -> memoryd.v1.ExportDataResponse
+	23,  // 220: memoryd.v1.MemoryService.ImportData:output_type -> memoryd.v1.ImportDataResponse
+	31,  // 221: memoryd.v1.MemoryService.ListMessages:output_type -> memoryd.v1.ListMessagesResponse
+	35,  // 222: memoryd.v1.MemoryService.SearchHistory:output_type -> memoryd.v1.SearchHistoryResponse
+	37,  // 223: memoryd.v1.MemoryService.ClearConversation:output_type -> memoryd.v1.ClearConversationResponse
+	39,  // 224: memoryd.v1.MemoryService.PurgeConversation:output_type -> memoryd.v1.PurgeConversationResponse
+	42,  // 225: memoryd.v1.MemoryService.PurgeOwner:output_type -> memoryd.v1.PurgeOwnerResponse
+	44,  // 226: memoryd.v1.MemoryService.GetConversation:output_type -> memoryd.v1.GetConversationResponse
+	47,  // 227: memoryd.v1.MemoryService.StoreMemory:output_type -> memoryd.v1.StoreMemoryResponse
+	49,  // 228: memoryd.v1.MemoryService.GetMemory:output_type -> memoryd.v1.GetMemoryResponse
+	52,  // 229: memoryd.v1.MemoryService.ListMemories:output_type -> memoryd.v1.ListMemoriesResponse
+	54,  // 230: memoryd.v1.MemoryService.UpdateMemory:output_type -> memoryd.v1.UpdateMemoryResponse
+	56,  // 231: memoryd.v1.MemoryService.ArchiveMemory:output_type -> memoryd.v1.ArchiveMemoryResponse
+	58,  // 232: memoryd.v1.MemoryService.RestoreMemory:output_type -> memoryd.v1.RestoreMemoryResponse
+	60,  // 233: memoryd.v1.MemoryService.DeleteMemory:output_type -> memoryd.v1.DeleteMemoryResponse
+	63,  // 234: memoryd.v1.MemoryService.Recall:output_type -> memoryd.v1.RecallResponse
+	65,  // 235: memoryd.v1.MemoryService.ListMemorySources:output_type -> memoryd.v1.ListMemorySourcesResponse
+	67,  // 236: memoryd.v1.MemoryService.SetJobStatus:output_type -> memoryd.v1.SetJobStatusResponse
+	69,  // 237: memoryd.v1.MemoryService.FinishJobRun:output_type -> memoryd.v1.FinishJobRunResponse
+	72,  // 238: memoryd.v1.MemoryService.GetPromptContext:output_type -> memoryd.v1.GetPromptContextResponse
+	74,  // 239: memoryd.v1.MemoryService.ListResources:output_type -> memoryd.v1.ListResourcesResponse
+	76,  // 240: memoryd.v1.MemoryService.ListRevisions:output_type -> memoryd.v1.ListRevisionsResponse
+	78,  // 241: memoryd.v1.MemoryService.GetRevision:output_type -> memoryd.v1.GetRevisionResponse
+	80,  // 242: memoryd.v1.MemoryService.DiffRevisions:output_type -> memoryd.v1.DiffRevisionsResponse
+	82,  // 243: memoryd.v1.MemoryService.RollbackResource:output_type -> memoryd.v1.RollbackResourceResponse
+	85,  // 244: memoryd.v1.MemoryService.CommitTurn:output_type -> memoryd.v1.CommitTurnResponse
+	90,  // 245: memoryd.v1.MemoryService.ReviewNow:output_type -> memoryd.v1.ReviewNowResponse
+	95,  // 246: memoryd.v1.MemoryService.GetEmbeddingStatus:output_type -> memoryd.v1.GetEmbeddingStatusResponse
+	97,  // 247: memoryd.v1.MemoryService.ReindexEmbeddings:output_type -> memoryd.v1.ReindexEmbeddingsResponse
+	93,  // 248: memoryd.v1.MemoryService.GetReviewState:output_type -> memoryd.v1.GetReviewStateResponse
+	114, // 249: memoryd.v1.MemoryService.GetMessage:output_type -> memoryd.v1.GetMessageResponse
+	99,  // 250: memoryd.v1.MemoryService.ListReviewRuns:output_type -> memoryd.v1.ListReviewRunsResponse
+	117, // 251: memoryd.v1.MemoryService.GetReviewExchange:output_type -> memoryd.v1.GetReviewExchangeResponse
+	102, // 252: memoryd.v1.MemoryService.ListOwners:output_type -> memoryd.v1.ListOwnersResponse
+	112, // 253: memoryd.v1.MemoryService.ListConversations:output_type -> memoryd.v1.ListConversationsResponse
+	109, // 254: memoryd.v1.MemoryService.UpdateReviewSettings:output_type -> memoryd.v1.UpdateReviewSettingsResponse
+	106, // 255: memoryd.v1.MemoryService.GetServerInfo:output_type -> memoryd.v1.GetServerInfoResponse
+	121, // 256: memoryd.v1.MemoryService.GetActivity:output_type -> memoryd.v1.GetActivityResponse
+	216, // [216:257] is the sub-list for method output_type
+	175, // [175:216] is the sub-list for method input_type
+	175, // [175:175] is the sub-list for extension type_name
+	175, // [175:175] is the sub-list for extension extendee
+	0,   // [0:175] is the sub-list for field type_name
 }
 
 func init() { file_memoryd_v1_memory_service_proto_init() }
@@ -10211,8 +10785,8 @@ func file_memoryd_v1_memory_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memoryd_v1_memory_service_proto_rawDesc), len(file_memoryd_v1_memory_service_proto_rawDesc)),
-			NumEnums:      10,
-			NumMessages:   106,
+			NumEnums:      11,
+			NumMessages:   111,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

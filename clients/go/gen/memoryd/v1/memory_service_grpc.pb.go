@@ -59,6 +59,7 @@ const (
 	MemoryService_ListConversations_FullMethodName    = "/memoryd.v1.MemoryService/ListConversations"
 	MemoryService_UpdateReviewSettings_FullMethodName = "/memoryd.v1.MemoryService/UpdateReviewSettings"
 	MemoryService_GetServerInfo_FullMethodName        = "/memoryd.v1.MemoryService/GetServerInfo"
+	MemoryService_GetActivity_FullMethodName          = "/memoryd.v1.MemoryService/GetActivity"
 )
 
 // MemoryServiceClient is the client API for MemoryService service.
@@ -261,6 +262,12 @@ type MemoryServiceClient interface {
 	// background (reviews, embeddings) and what it did lately (failed reviews, compactions), and
 	// the effective settings with secrets masked. An admin's call.
 	GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error)
+	// GetActivity returns what was stored and what the background did, by UTC hour or day over a
+	// range: messages, compactions, review runs and their failures, facts added, replaced,
+	// archived or refused, and the review's model tokens and errors. For one conversation, one
+	// owner, one agent, or (none of them set) every agent, which needs a token for every agent.
+	// Every bucket of the range is returned, empty ones included, oldest first.
+	GetActivity(ctx context.Context, in *GetActivityRequest, opts ...grpc.CallOption) (*GetActivityResponse, error)
 }
 
 type memoryServiceClient struct {
@@ -689,6 +696,16 @@ func (c *memoryServiceClient) GetServerInfo(ctx context.Context, in *GetServerIn
 	return out, nil
 }
 
+func (c *memoryServiceClient) GetActivity(ctx context.Context, in *GetActivityRequest, opts ...grpc.CallOption) (*GetActivityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetActivityResponse)
+	err := c.cc.Invoke(ctx, MemoryService_GetActivity_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MemoryServiceServer is the server API for MemoryService service.
 // All implementations must embed UnimplementedMemoryServiceServer
 // for forward compatibility.
@@ -889,6 +906,12 @@ type MemoryServiceServer interface {
 	// background (reviews, embeddings) and what it did lately (failed reviews, compactions), and
 	// the effective settings with secrets masked. An admin's call.
 	GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error)
+	// GetActivity returns what was stored and what the background did, by UTC hour or day over a
+	// range: messages, compactions, review runs and their failures, facts added, replaced,
+	// archived or refused, and the review's model tokens and errors. For one conversation, one
+	// owner, one agent, or (none of them set) every agent, which needs a token for every agent.
+	// Every bucket of the range is returned, empty ones included, oldest first.
+	GetActivity(context.Context, *GetActivityRequest) (*GetActivityResponse, error)
 	mustEmbedUnimplementedMemoryServiceServer()
 }
 
@@ -1018,6 +1041,9 @@ func (UnimplementedMemoryServiceServer) UpdateReviewSettings(context.Context, *U
 }
 func (UnimplementedMemoryServiceServer) GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetServerInfo not implemented")
+}
+func (UnimplementedMemoryServiceServer) GetActivity(context.Context, *GetActivityRequest) (*GetActivityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetActivity not implemented")
 }
 func (UnimplementedMemoryServiceServer) mustEmbedUnimplementedMemoryServiceServer() {}
 func (UnimplementedMemoryServiceServer) testEmbeddedByValue()                       {}
@@ -1720,6 +1746,24 @@ func _MemoryService_GetServerInfo_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MemoryService_GetActivity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetActivityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).GetActivity(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_GetActivity_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).GetActivity(ctx, req.(*GetActivityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MemoryService_ServiceDesc is the grpc.ServiceDesc for MemoryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1870,6 +1914,10 @@ var MemoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetServerInfo",
 			Handler:    _MemoryService_GetServerInfo_Handler,
+		},
+		{
+			MethodName: "GetActivity",
+			Handler:    _MemoryService_GetActivity_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

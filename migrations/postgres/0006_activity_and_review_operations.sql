@@ -1,0 +1,148 @@
+-- Activity by hour (GetActivity, the console's charts): per conversation and UTC hour
+-- ('YYYY-MM-DDTHH' of the stored times), what was stored and what the background did. The
+-- triggers below keep it in the same transaction as the rows they count, whatever writes them
+-- (appends, transcripts, imports, compactions, reviews), so a chart over a million messages
+-- reads a few hundred rows, not the messages. It goes with its conversation (ON DELETE CASCADE).
+CREATE TABLE activity_hours (
+    agent_id        TEXT COLLATE "C" NOT NULL,
+    owner_id        TEXT COLLATE "C" NOT NULL,
+    channel         TEXT COLLATE "C" NOT NULL,
+    chat_id         TEXT COLLATE "C" NOT NULL,
+    thread_scope    TEXT COLLATE "C" NOT NULL,
+    hour            TEXT COLLATE "C" NOT NULL,
+    messages        BIGINT NOT NULL DEFAULT 0,
+    compactions     BIGINT NOT NULL DEFAULT 0,
+    review_runs     BIGINT NOT NULL DEFAULT 0,
+    review_failures BIGINT NOT NULL DEFAULT 0,
+    facts_added     BIGINT NOT NULL DEFAULT 0,
+    facts_replaced  BIGINT NOT NULL DEFAULT 0,
+    facts_archived  BIGINT NOT NULL DEFAULT 0,
+    facts_refused   BIGINT NOT NULL DEFAULT 0,
+    model_tokens    BIGINT NOT NULL DEFAULT 0,
+    model_errors    BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (agent_id, owner_id, channel, chat_id, thread_scope, hour),
+    FOREIGN KEY (agent_id, owner_id, channel, chat_id, thread_scope)
+        REFERENCES conversations (agent_id, owner_id, channel, chat_id, thread_scope)
+        ON DELETE CASCADE
+);
+CREATE INDEX activity_hours_by_hour ON activity_hours (hour);
+
+-- Messages, and compactions' checkpoint summaries (kind 'checkpoint_summary'): once per
+-- statement, grouped, in key order (two batches lock the rows they share in the same order).
+CREATE FUNCTION activity_after_messages() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO activity_hours AS a (agent_id, owner_id, channel, chat_id, thread_scope, hour,
+                                     messages, compactions)
+    SELECT agent_id, owner_id, channel, chat_id, thread_scope, substr(created_at, 1, 13),
+           count(*) FILTER (WHERE kind <> 'checkpoint_summary'),
+           count(*) FILTER (WHERE kind = 'checkpoint_summary')
+    FROM added GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6
+    ON CONFLICT (agent_id, owner_id, channel, chat_id, thread_scope, hour) DO UPDATE
+        SET messages = a.messages + EXCLUDED.messages,
+            compactions = a.compactions + EXCLUDED.compactions;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER activity_after_messages AFTER INSERT ON messages
+    REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION activity_after_messages();
+
+-- A review run is inserted when it starts and its counts are set when it ends: both count,
+-- the second by what it changed.
+CREATE FUNCTION activity_after_review_run() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO activity_hours AS a (agent_id, owner_id, channel, chat_id, thread_scope,
+                                         hour, review_runs, review_failures, facts_added,
+                                         facts_replaced, facts_archived, facts_refused)
+        VALUES (NEW.agent_id, NEW.owner_id, NEW.channel, NEW.chat_id, NEW.thread_scope,
+                substr(NEW.started_at, 1, 13), 1, (NEW.status = 'failed')::int, NEW.ops_added,
+                NEW.ops_replaced, NEW.ops_archived, NEW.ops_skipped)
+        ON CONFLICT (agent_id, owner_id, channel, chat_id, thread_scope, hour) DO UPDATE
+            SET review_runs = a.review_runs + 1,
+                review_failures = a.review_failures + EXCLUDED.review_failures,
+                facts_added = a.facts_added + EXCLUDED.facts_added,
+                facts_replaced = a.facts_replaced + EXCLUDED.facts_replaced,
+                facts_archived = a.facts_archived + EXCLUDED.facts_archived,
+                facts_refused = a.facts_refused + EXCLUDED.facts_refused;
+    ELSE
+        UPDATE activity_hours SET
+            review_failures = review_failures + (NEW.status = 'failed')::int
+                - (OLD.status = 'failed')::int,
+            facts_added = facts_added + NEW.ops_added - OLD.ops_added,
+            facts_replaced = facts_replaced + NEW.ops_replaced - OLD.ops_replaced,
+            facts_archived = facts_archived + NEW.ops_archived - OLD.ops_archived,
+            facts_refused = facts_refused + NEW.ops_skipped - OLD.ops_skipped
+        WHERE agent_id = NEW.agent_id AND owner_id = NEW.owner_id AND channel = NEW.channel
+          AND chat_id = NEW.chat_id AND thread_scope = NEW.thread_scope
+          AND hour = substr(NEW.started_at, 1, 13);
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER activity_after_review_run AFTER INSERT ON review_runs
+    FOR EACH ROW EXECUTE FUNCTION activity_after_review_run();
+CREATE TRIGGER activity_after_review_run_update
+    AFTER UPDATE OF status, ops_added, ops_replaced, ops_archived, ops_skipped ON review_runs
+    FOR EACH ROW EXECUTE FUNCTION activity_after_review_run();
+
+-- A review's model call, counted with its run's conversation.
+CREATE FUNCTION activity_after_model_call() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO activity_hours AS a (agent_id, owner_id, channel, chat_id, thread_scope, hour,
+                                     model_tokens, model_errors)
+    SELECT r.agent_id, r.owner_id, r.channel, r.chat_id, r.thread_scope,
+           substr(NEW.created_at, 1, 13), NEW.prompt_tokens + NEW.completion_tokens,
+           (NEW.error IS NOT NULL)::int
+    FROM review_runs AS r WHERE r.id = NEW.review_run_id
+    ON CONFLICT (agent_id, owner_id, channel, chat_id, thread_scope, hour) DO UPDATE
+        SET model_tokens = a.model_tokens + EXCLUDED.model_tokens,
+            model_errors = a.model_errors + EXCLUDED.model_errors;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER activity_after_model_call AFTER INSERT ON model_calls
+    FOR EACH ROW WHEN (NEW.review_run_id IS NOT NULL)
+    EXECUTE FUNCTION activity_after_model_call();
+
+-- What was stored before this migration.
+INSERT INTO activity_hours (agent_id, owner_id, channel, chat_id, thread_scope, hour,
+                            messages, compactions)
+SELECT agent_id, owner_id, channel, chat_id, thread_scope, substr(created_at, 1, 13),
+       count(*) FILTER (WHERE kind <> 'checkpoint_summary'),
+       count(*) FILTER (WHERE kind = 'checkpoint_summary')
+FROM messages GROUP BY 1, 2, 3, 4, 5, 6;
+INSERT INTO activity_hours AS a (agent_id, owner_id, channel, chat_id, thread_scope, hour,
+                                 review_runs, review_failures, facts_added, facts_replaced,
+                                 facts_archived, facts_refused)
+SELECT agent_id, owner_id, channel, chat_id, thread_scope, substr(started_at, 1, 13), count(*),
+       count(*) FILTER (WHERE status = 'failed'), sum(ops_added), sum(ops_replaced),
+       sum(ops_archived), sum(ops_skipped)
+FROM review_runs GROUP BY 1, 2, 3, 4, 5, 6
+ON CONFLICT (agent_id, owner_id, channel, chat_id, thread_scope, hour) DO UPDATE
+    SET review_runs = EXCLUDED.review_runs, review_failures = EXCLUDED.review_failures,
+        facts_added = EXCLUDED.facts_added, facts_replaced = EXCLUDED.facts_replaced,
+        facts_archived = EXCLUDED.facts_archived, facts_refused = EXCLUDED.facts_refused;
+INSERT INTO activity_hours AS a (agent_id, owner_id, channel, chat_id, thread_scope, hour,
+                                 model_tokens, model_errors)
+SELECT r.agent_id, r.owner_id, r.channel, r.chat_id, r.thread_scope,
+       substr(c.created_at, 1, 13), sum(c.prompt_tokens + c.completion_tokens),
+       count(*) FILTER (WHERE c.error IS NOT NULL)
+FROM model_calls AS c JOIN review_runs AS r ON r.id = c.review_run_id
+GROUP BY 1, 2, 3, 4, 5, 6
+ON CONFLICT (agent_id, owner_id, channel, chat_id, thread_scope, hour) DO UPDATE
+    SET model_tokens = EXCLUDED.model_tokens, model_errors = EXCLUDED.model_errors;
+
+-- The rows each review changed, with the value before and after (ListReviewRuns,
+-- ReviewRun.applied_operations): `position` is the operation's place in the model's answer. A
+-- row's operations go with the row (DeleteMemory, the purges: ON DELETE CASCADE), so an erased
+-- fact leaves no value here; and with their run.
+CREATE TABLE review_operations (
+    run_id       BIGINT NOT NULL REFERENCES review_runs (id) ON DELETE CASCADE,
+    position     BIGINT NOT NULL CHECK (position >= 0),
+    memory_id    BIGINT NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+    action       TEXT COLLATE "C" NOT NULL CHECK (action IN ('add', 'replace', 'archive')),
+    value_before TEXT COLLATE "C",
+    value_after  TEXT COLLATE "C",
+    PRIMARY KEY (run_id, position)
+);
+CREATE INDEX review_operations_by_memory ON review_operations (memory_id);
