@@ -81,7 +81,7 @@ from selenium.common.exceptions import StaleElementReferenceException  # noqa: E
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 
 class Console:
@@ -454,8 +454,82 @@ def test_a_conversation_shows_its_messages_as_text_and_its_review_runs(console: 
     assert console.browser.execute_script("return window.__pwned") is None
     console.accessible("exchange")
     dialog.find_element(By.XPATH, ".//button[text()='Close']").click()
+    # The rows the run changed, each with its value, opening to the row.
+    changed = run.find_element(By.CSS_SELECTOR, "ul.applied li")
+    assert "operation 0 (add)" in changed.text
+    assert "added: Lives in Lisbon" in changed.text
+    changed.find_element(By.XPATH, ".//button[starts-with(text(), 'row #')]").click()
+    row = console.wait("dialog[open]", "Memory row #")
+    assert "Lives in Lisbon" in row.find_element(By.TAG_NAME, "pre").text
+    assert "identity" in row.text
+    console.accessible("memory row")
+    row.find_element(By.XPATH, ".//button[text()='Close']").click()
     console.accessible("conversation")
     console.screenshot("conversation")
+
+
+def test_activity_is_charted_by_day_and_by_hour_for_the_server_an_owner_and_a_conversation(
+    console: Console,
+) -> None:
+    def total(scope: dict[str, Any], bucket: str, field: str) -> int:
+        status, answer = rpc(
+            console.http,
+            "GetActivity",
+            {**scope, "bucket": f"ACTIVITY_BUCKET_{bucket}"},
+            authorization=f"Bearer {ADMIN}",
+        )
+        assert status == 200, answer
+        return int(answer.get("total", {}).get(field, 0))
+
+    def chart(title: str, text: str) -> WebElement:
+        return console.wait(f"figure.chart[data-chart='{title}'] svg[aria-label*='{text}']")
+
+    console.sign_in(ADMIN)
+    console.open("/")
+    messages = total({}, "DAY", "messages")
+    assert messages >= 3
+    figure = chart("Messages stored", f"Messages {messages:,}")
+    assert "by day, 30 days" in (figure.get_attribute("aria-label") or "")
+    assert figure.find_elements(By.CSS_SELECTOR, "rect.s-messages")
+    facts = chart("Facts", "Added")
+    assert f"Added {total({}, 'DAY', 'factsAdded'):,}" in (facts.get_attribute("aria-label") or "")
+    assert f"Refused {total({}, 'DAY', 'factsRefused'):,}" in (
+        facts.get_attribute("aria-label") or ""
+    )
+    console.loaded()
+    console.accessible("overview with activity")
+    # By the hour: 48 of them, the same messages (all sent within the hour or so).
+    Select(console.wait("select[name=bucket]")).select_by_value("HOUR")
+    hourly = chart("Messages stored", "by hour, 48 hours")
+    assert f"Messages {total({}, 'HOUR', 'messages'):,}" in (
+        hourly.get_attribute("aria-label") or ""
+    )
+    Select(console.wait("select[name=span]")).select_by_value("168")
+    chart("Messages stored", "by hour, 168 hours")
+    numbers = console.wait("details.numbers")
+    numbers.find_element(By.TAG_NAME, "summary").click()
+    assert console.wait("details.numbers[open] td")
+    console.accessible("activity by hour")
+    console.screenshot("activity")
+
+    owner = {"owner": {"agentId": "main", "ownerId": "ada"}}
+    console.open("/owner/main/ada")
+    chart("Messages stored", f"Messages {total(owner, 'DAY', 'messages'):,}")
+    conversation = {
+        "conversation": {
+            "agentId": "main",
+            "ownerId": "ada",
+            "channel": "telegram",
+            "chatId": "c-1",
+        }
+    }
+    console.open("/conversation/main/ada/telegram/c-1/")
+    succeeded = total(conversation, "DAY", "reviewRuns") - total(
+        conversation, "DAY", "reviewFailures"
+    )
+    chart("Review runs", f"Succeeded {succeeded:,}")
+    console.loaded()
+    console.accessible("conversation with activity")
 
 
 def test_a_conversation_is_searched(console: Console) -> None:

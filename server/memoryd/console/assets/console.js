@@ -309,7 +309,8 @@ function overview() {
         h("h2", {}, "Recent review failures"),
         table(["Conversation", "When", "Error"], failures),
       ];
-    })
+    }),
+    section("Activity", () => activitySection({}))
   );
 }
 
@@ -351,6 +352,7 @@ function agentPage(agent) {
   show(
     h("p", { class: "crumbs" }, link("/", "Overview"), " / agent"),
     h("h1", {}, `Agent ${agent}`),
+    section("Activity", () => activitySection({ agent: { agentId: agent } })),
     section("Owners", () =>
       paged(
         ["Owner", "Conversations", "Memory rows", "Archived", "Latest conversation"],
@@ -408,6 +410,7 @@ function ownerPage(agent, owner) {
       })
     ),
     section("Memory rows", () => memoryRows(scope)),
+    section("Activity", () => activitySection({ owner: scope })),
     section("Revisions", () => revisions(agent, owner)),
     section("Review and erase", () => {
       const outcome = h("div", {});
@@ -444,6 +447,31 @@ function provenance(scope, memory) {
   if (details.provider) parts.push(`via ${details.provider}`);
   const messages = ids.map((id) => h("button", { type: "button", class: "link", onclick: () => showMessage(scope, id) }, `message #${id}`));
   return [parts.join(" · "), messages.length ? h("br") : null, ...messages.flatMap((button) => [button, " "])];
+}
+
+// One row a review changed: what it did, the row (it opens in a dialog), before and after.
+function appliedOperation(conversation, op) {
+  const scope = { agentId: conversation.agentId, ownerId: conversation.ownerId };
+  const row = h("button", { type: "button", class: "link", onclick: () => showMemory(scope, op.memoryId) }, `row #${op.memoryId}`);
+  const head = [h("strong", {}, `operation ${op.index || 0} (${op.action})`), ": ", row];
+  if (op.action === "replace") return h("li", {}, head, h("br"), h("del", {}, op.valueBefore || ""), " → ", h("ins", {}, op.valueAfter || ""));
+  if (op.action === "archive") return h("li", {}, head, " archived: ", h("q", {}, op.valueAfter || op.valueBefore || ""));
+  return h("li", {}, head, " added: ", h("ins", {}, op.valueAfter || ""));
+}
+
+async function showMemory(scope, id) {
+  let body;
+  try {
+    const found = (await call("GetMemory", { owner: scope, id })).memory;
+    body = [
+      h("p", {}, `${label(found.category, "CATEGORY_")} · ${label(found.scopeType, "SCOPE_TYPE_")} · key ${found.key}${found.archived ? " · archived" : ""} · updated ${when(found.updatedAt)}`),
+      h("pre", { tabindex: 0 }, found.value),
+      h("p", {}, link(route("owner", scope.agentId, scope.ownerId), "The owner's rows")),
+    ];
+  } catch (error) {
+    body = [failure(error)];
+  }
+  opened(`Memory row #${id}`, body);
 }
 
 async function showMessage(scope, id) {
@@ -730,7 +758,8 @@ function conversationPage(agent, owner, channel, chat, thread) {
       }, "Newest first, every stored message (before the window too).")
     ),
     section("Search", () => searchForm(conversation)),
-    section("Review runs", () => reviewRuns(conversation))
+    section("Review runs", () => reviewRuns(conversation)),
+    section("Activity", () => activitySection({ conversation }))
   );
 }
 
@@ -801,6 +830,7 @@ function reviewRuns(conversation) {
           op.messageId && op.messageId !== "0" ? ` (from message ${op.messageId})` : null
         )
       );
+      const applied = (run.appliedOperations || []).map((op) => appliedOperation(conversation, op));
       return h(
         "li",
         { class: status === "failed" ? "failed" : "", id: `run-${run.id}` },
@@ -808,6 +838,7 @@ function reviewRuns(conversation) {
         h("p", {}, `Added ${run.opsAdded || 0}, replaced ${run.opsReplaced || 0}, archived ${run.opsArchived || 0}, skipped ${run.opsSkipped || 0}, deferred ${run.opsDeferred || 0} · ${run.tokensIn || 0} tokens in · ${run.modelCalls || 0} model calls · ${run.model || "no model"} ${run.provider ? "via " + run.provider : ""}`),
         run.error ? h("p", { class: "error" }, run.error) : null,
         run.exchangeKept ? h("p", {}, h("button", { type: "button", onclick: () => showExchange(conversation, run.id) }, "Prompt and answer")) : null,
+        applied.length ? h("div", {}, h("p", {}, "Changed:"), h("ul", { class: "applied" }, applied)) : null,
         skipped.length ? h("div", {}, h("p", {}, "Skipped:"), h("ul", {}, skipped)) : null
       );
     });
@@ -1324,6 +1355,138 @@ function contextBar(blocks, windowSize, limit) {
     { class: "context-bar" },
     svg("svg", { viewBox: "0 0 1000 28", preserveAspectRatio: "none", width: "100%", height: 28, role: "img", "aria-label": `The context window of ${windowSize} tokens: ${described || "empty"}; the limit at ${limit}.` }, ...pieces),
     h("figcaption", { class: "muted" }, `The bar is the model's window (${windowSize.toLocaleString("en")} tokens); the line is the limit (${limit.toLocaleString("en")}).`)
+  );
+}
+
+// --- activity --------------------------------------------------------------------------------
+
+// The charts of GetActivity: each a bar per bucket, its series stacked (drawn here as SVG: no
+// library; see ARCHITECTURE.md), with the numbers behind them in a table below.
+const ACTIVITY_CHARTS = [
+  { title: "Messages stored", series: [["messages", "Messages", "s-messages"]] },
+  {
+    title: "Review runs",
+    series: [
+      ["succeeded", "Succeeded", "s-runs"],
+      ["reviewFailures", "Failed", "s-failures"],
+    ],
+  },
+  {
+    title: "Facts",
+    series: [
+      ["factsAdded", "Added", "s-added"],
+      ["factsReplaced", "Replaced", "s-replaced"],
+      ["factsArchived", "Archived", "s-archived"],
+      ["factsRefused", "Refused", "s-refused"],
+    ],
+  },
+  { title: "Compactions", series: [["compactions", "Compactions", "s-compactions"]] },
+  { title: "Model tokens", series: [["modelTokens", "Tokens", "s-tokens"]] },
+  { title: "Model errors", series: [["modelErrors", "Errors", "s-failures"]] },
+];
+const ACTIVITY_RANGES = { HOUR: [["48", "48 hours"], ["168", "7 days"], ["720", "30 days"], ["2160", "90 days"]], DAY: [["7", "7 days"], ["30", "30 days"], ["90", "90 days"], ["365", "a year"]] };
+
+// The counts of one bucket as numbers (the JSON API writes int64 as strings, and leaves zeros out).
+function activityCounts(counts) {
+  const found = {};
+  for (const name of ["messages", "compactions", "reviewRuns", "reviewFailures", "factsAdded", "factsReplaced", "factsArchived", "factsRefused", "modelTokens", "modelErrors"]) {
+    found[name] = Number((counts || {})[name] || 0);
+  }
+  found.succeeded = found.reviewRuns - found.reviewFailures;
+  return found;
+}
+
+// The activity of a scope ({conversation}, {owner}, {agent} or {} for every agent), with its
+// bucket and range chosen on the page.
+function activitySection(scope) {
+  const chosen = { bucket: "DAY", span: "30" };
+  const charts = h("div", { class: "charts" });
+  const rangeSelect = h("select", { name: "span" });
+  const bucketSelect = h("select", { name: "bucket", onchange: () => { chosen.bucket = bucketSelect.value; chosen.span = ACTIVITY_RANGES[chosen.bucket][0][0]; ranges(); draw(); } }, h("option", { value: "DAY" }, "Day"), h("option", { value: "HOUR" }, "Hour"));
+  const ranges = () => {
+    fill(rangeSelect, ACTIVITY_RANGES[chosen.bucket].map(([value, text]) => h("option", { value, selected: value === chosen.span }, text)));
+  };
+  rangeSelect.addEventListener("change", () => { chosen.span = rangeSelect.value; draw(); });
+  ranges();
+  const draw = async () => {
+    // The bucket of now and the span's others before it (the server rounds to whole buckets).
+    const hours = chosen.bucket === "HOUR" ? 1 : 24;
+    const start = new Date(Date.now() - (Number(chosen.span) - 1) * hours * 3600 * 1000);
+    try {
+      const answer = await call("GetActivity", { ...scope, bucket: `ACTIVITY_BUCKET_${chosen.bucket}`, startTime: start.toISOString() });
+      fill(charts, activityCharts(answer, chosen.bucket));
+    } catch (error) {
+      fill(charts, failure(error));
+    }
+  };
+  const controls = h(
+    "form",
+    { class: "inline", "aria-label": "Activity range", onsubmit: (event) => event.preventDefault() },
+    h("label", {}, "By", bucketSelect),
+    h("label", {}, "Over the last", rangeSelect)
+  );
+  return draw().then(() => [controls, charts]);
+}
+
+function activityCharts(answer, bucket) {
+  const points = (answer.points || []).map((point) => ({ start: new Date(point.startTime), counts: activityCounts(point.counts) }));
+  const total = activityCounts(answer.total);
+  const unit = bucket === "HOUR" ? "hour" : "day";
+  const figures = ACTIVITY_CHARTS.map((chart) => activityChart(chart, points, total, unit));
+  const label = (date) => (unit === "hour" ? date.toISOString().slice(0, 13).replace("T", " ") + ":00" : date.toISOString().slice(0, 10));
+  const busy = points.filter((point) => ACTIVITY_CHARTS.some((chart) => chart.series.some(([key]) => point.counts[key])));
+  const numbers = h(
+    "details",
+    { class: "numbers" },
+    h("summary", {}, `The numbers: ${busy.length} of ${points.length} ${unit}s had activity`),
+    table(
+      [`${unit === "hour" ? "Hour" : "Day"} (UTC)`, "Messages", "Reviews", "Failed", "Added", "Replaced", "Archived", "Refused", "Compactions", "Tokens", "Model errors"],
+      busy.map((point) => {
+        const c = point.counts;
+        return h("tr", {}, h("td", {}, label(point.start)), [c.messages, c.reviewRuns, c.reviewFailures, c.factsAdded, c.factsReplaced, c.factsArchived, c.factsRefused, c.compactions, c.modelTokens, c.modelErrors].map((value) => h("td", {}, value.toLocaleString("en"))));
+      }),
+      "Activity by " + unit
+    )
+  );
+  return [h("div", { class: "chart-grid" }, figures), numbers];
+}
+
+// One chart: a bar per bucket, its series stacked; the largest bucket's total on the axis.
+function activityChart(chart, points, total, unit) {
+  const width = 360, height = 110, left = 40, bottom = 16;
+  const sums = points.map((point) => chart.series.reduce((sum, [key]) => sum + point.counts[key], 0));
+  const top = Math.max(1, ...sums);
+  const step = (width - left) / Math.max(points.length, 1);
+  const bars = [];
+  points.forEach((point, index) => {
+    let y = height - bottom;
+    for (const [key, name, css] of chart.series) {
+      const value = point.counts[key];
+      if (!value) continue;
+      const tall = ((height - bottom - 4) * value) / top;
+      y -= tall;
+      const stamp = unit === "hour" ? point.start.toISOString().slice(0, 13).replace("T", " ") + ":00" : point.start.toISOString().slice(0, 10);
+      bars.push(svg("rect", { class: css, x: (left + index * step + step * 0.1).toFixed(2), y: y.toFixed(2), width: Math.max(step * 0.8, 0.5).toFixed(2), height: Math.max(tall, 0.5).toFixed(2) }, svg("title", {}, `${stamp}: ${name} ${value.toLocaleString("en")}`)));
+    }
+  });
+  const day = (date) => date.toISOString().slice(unit === "hour" ? 5 : 0, unit === "hour" ? 13 : 10).replace("T", " ");
+  const axis = [
+    svg("line", { class: "axis", x1: left, x2: width, y1: height - bottom, y2: height - bottom }),
+    svg("text", { class: "tick", x: left - 4, y: 12, "text-anchor": "end" }, top.toLocaleString("en")),
+    svg("text", { class: "tick", x: left - 4, y: height - bottom, "text-anchor": "end" }, "0"),
+  ];
+  if (points.length) {
+    axis.push(svg("text", { class: "tick", x: left, y: height - 3 }, day(points[0].start)));
+    axis.push(svg("text", { class: "tick", x: width, y: height - 3, "text-anchor": "end" }, day(points[points.length - 1].start)));
+  }
+  const said = chart.series.map(([key, name]) => `${name} ${total[key].toLocaleString("en")}`).join(", ");
+  const legend = chart.series.map(([key, name, css]) => h("span", { class: "legend" }, svg("svg", { class: "swatch", width: 12, height: 12, "aria-hidden": "true" }, svg("rect", { class: css, width: 12, height: 12 })), ` ${name} ${total[key].toLocaleString("en")}`));
+  return h(
+    "figure",
+    { class: "chart", "data-chart": chart.title },
+    h("figcaption", {}, chart.title),
+    svg("svg", { viewBox: `0 0 ${width} ${height}`, width: "100%", role: "img", "aria-label": `${chart.title} by ${unit}, ${points.length} ${unit}s: ${said}; at most ${Math.max(0, ...sums).toLocaleString("en")} in one ${unit}.` }, ...axis, ...bars),
+    h("p", { class: "muted legend-line" }, legend)
   );
 }
 
