@@ -1,8 +1,12 @@
--- Activity by hour (GetActivity, the console's charts): per conversation and UTC hour
--- ('YYYY-MM-DDTHH' of the stored times), what was stored and what the background did. The
--- triggers below keep it in the same transaction as the rows they count, whatever writes them
--- (appends, transcripts, imports, compactions, reviews), so a chart over a million messages
--- reads a few hundred rows, not the messages. It goes with its conversation (ON DELETE CASCADE).
+-- Activity by hour (GetActivity, the console's charts): what was stored and what the background
+-- did, by UTC hour ('YYYY-MM-DDTHH' of the stored times). The triggers below keep it in the same
+-- transaction as the rows they count, whatever writes them (appends, transcripts, imports,
+-- compactions, reviews), so a chart over a million messages reads a few hundred rows, not the
+-- messages. Two tables: by conversation (a conversation's and an owner's charts; it goes with
+-- its conversation, ON DELETE CASCADE), and by agent (an agent's and the server's, whose rows
+-- do not grow with the conversations). An erased owner's activity stays in its agent's counts,
+-- as numbers that name no one. (Writes take WRITE_ORDER_LOCK already: the agent's row of the
+-- hour adds no wait.)
 CREATE TABLE activity_hours (
     agent_id        TEXT COLLATE "C" NOT NULL,
     owner_id        TEXT COLLATE "C" NOT NULL,
@@ -25,7 +29,22 @@ CREATE TABLE activity_hours (
         REFERENCES conversations (agent_id, owner_id, channel, chat_id, thread_scope)
         ON DELETE CASCADE
 );
-CREATE INDEX activity_hours_by_hour ON activity_hours (hour);
+CREATE TABLE agent_activity_hours (
+    agent_id        TEXT COLLATE "C" NOT NULL,
+    hour            TEXT COLLATE "C" NOT NULL,
+    messages        BIGINT NOT NULL DEFAULT 0,
+    compactions     BIGINT NOT NULL DEFAULT 0,
+    review_runs     BIGINT NOT NULL DEFAULT 0,
+    review_failures BIGINT NOT NULL DEFAULT 0,
+    facts_added     BIGINT NOT NULL DEFAULT 0,
+    facts_replaced  BIGINT NOT NULL DEFAULT 0,
+    facts_archived  BIGINT NOT NULL DEFAULT 0,
+    facts_refused   BIGINT NOT NULL DEFAULT 0,
+    model_tokens    BIGINT NOT NULL DEFAULT 0,
+    model_errors    BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (agent_id, hour)
+);
+CREATE INDEX agent_activity_hours_by_hour ON agent_activity_hours (hour);
 
 -- Messages, and compactions' checkpoint summaries (kind 'checkpoint_summary'): once per
 -- statement, grouped, in key order (two batches lock the rows they share in the same order).
@@ -38,6 +57,14 @@ BEGIN
            count(*) FILTER (WHERE kind = 'checkpoint_summary')
     FROM added GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6
     ON CONFLICT (agent_id, owner_id, channel, chat_id, thread_scope, hour) DO UPDATE
+        SET messages = a.messages + EXCLUDED.messages,
+            compactions = a.compactions + EXCLUDED.compactions;
+    INSERT INTO agent_activity_hours AS a (agent_id, hour, messages, compactions)
+    SELECT agent_id, substr(created_at, 1, 13),
+           count(*) FILTER (WHERE kind <> 'checkpoint_summary'),
+           count(*) FILTER (WHERE kind = 'checkpoint_summary')
+    FROM added GROUP BY 1, 2 ORDER BY 1, 2
+    ON CONFLICT (agent_id, hour) DO UPDATE
         SET messages = a.messages + EXCLUDED.messages,
             compactions = a.compactions + EXCLUDED.compactions;
     RETURN NULL;
@@ -54,10 +81,24 @@ BEGIN
         INSERT INTO activity_hours AS a (agent_id, owner_id, channel, chat_id, thread_scope,
                                          hour, review_runs, review_failures, facts_added,
                                          facts_replaced, facts_archived, facts_refused)
-        VALUES (NEW.agent_id, NEW.owner_id, NEW.channel, NEW.chat_id, NEW.thread_scope,
-                substr(NEW.started_at, 1, 13), 1, (NEW.status = 'failed')::int, NEW.ops_added,
-                NEW.ops_replaced, NEW.ops_archived, NEW.ops_skipped)
+        VALUES (NEW.agent_id, NEW.owner_id, NEW.channel, NEW.chat_id,
+                NEW.thread_scope, substr(NEW.started_at, 1, 13), 1,
+                (NEW.status = 'failed')::int, NEW.ops_added, NEW.ops_replaced, NEW.ops_archived,
+                NEW.ops_skipped)
         ON CONFLICT (agent_id, owner_id, channel, chat_id, thread_scope, hour) DO UPDATE
+            SET review_runs = a.review_runs + 1,
+                review_failures = a.review_failures + EXCLUDED.review_failures,
+                facts_added = a.facts_added + EXCLUDED.facts_added,
+                facts_replaced = a.facts_replaced + EXCLUDED.facts_replaced,
+                facts_archived = a.facts_archived + EXCLUDED.facts_archived,
+                facts_refused = a.facts_refused + EXCLUDED.facts_refused;
+        INSERT INTO agent_activity_hours AS a (agent_id, hour, review_runs, review_failures,
+                                               facts_added, facts_replaced, facts_archived,
+                                               facts_refused)
+        VALUES (NEW.agent_id, substr(NEW.started_at, 1, 13), 1,
+                (NEW.status = 'failed')::int, NEW.ops_added, NEW.ops_replaced, NEW.ops_archived,
+                NEW.ops_skipped)
+        ON CONFLICT (agent_id, hour) DO UPDATE
             SET review_runs = a.review_runs + 1,
                 review_failures = a.review_failures + EXCLUDED.review_failures,
                 facts_added = a.facts_added + EXCLUDED.facts_added,
@@ -75,6 +116,15 @@ BEGIN
         WHERE agent_id = NEW.agent_id AND owner_id = NEW.owner_id AND channel = NEW.channel
           AND chat_id = NEW.chat_id AND thread_scope = NEW.thread_scope
           AND hour = substr(NEW.started_at, 1, 13);
+        UPDATE agent_activity_hours SET
+            review_failures = review_failures + (NEW.status = 'failed')::int
+                - (OLD.status = 'failed')::int,
+            facts_added = facts_added + NEW.ops_added - OLD.ops_added,
+            facts_replaced = facts_replaced + NEW.ops_replaced - OLD.ops_replaced,
+            facts_archived = facts_archived + NEW.ops_archived - OLD.ops_archived,
+            facts_refused = facts_refused + NEW.ops_skipped - OLD.ops_skipped
+        WHERE agent_id = NEW.agent_id
+          AND hour = substr(NEW.started_at, 1, 13);
     END IF;
     RETURN NULL;
 END
@@ -91,10 +141,17 @@ BEGIN
     INSERT INTO activity_hours AS a (agent_id, owner_id, channel, chat_id, thread_scope, hour,
                                      model_tokens, model_errors)
     SELECT r.agent_id, r.owner_id, r.channel, r.chat_id, r.thread_scope,
-           substr(NEW.created_at, 1, 13), NEW.prompt_tokens + NEW.completion_tokens,
-           (NEW.error IS NOT NULL)::int
+           substr(NEW.created_at, 1, 13),
+           NEW.prompt_tokens + NEW.completion_tokens, (NEW.error IS NOT NULL)::int
     FROM review_runs AS r WHERE r.id = NEW.review_run_id
     ON CONFLICT (agent_id, owner_id, channel, chat_id, thread_scope, hour) DO UPDATE
+        SET model_tokens = a.model_tokens + EXCLUDED.model_tokens,
+            model_errors = a.model_errors + EXCLUDED.model_errors;
+    INSERT INTO agent_activity_hours AS a (agent_id, hour, model_tokens, model_errors)
+    SELECT r.agent_id, substr(NEW.created_at, 1, 13),
+           NEW.prompt_tokens + NEW.completion_tokens, (NEW.error IS NOT NULL)::int
+    FROM review_runs AS r WHERE r.id = NEW.review_run_id
+    ON CONFLICT (agent_id, hour) DO UPDATE
         SET model_tokens = a.model_tokens + EXCLUDED.model_tokens,
             model_errors = a.model_errors + EXCLUDED.model_errors;
     RETURN NULL;
@@ -104,7 +161,7 @@ CREATE TRIGGER activity_after_model_call AFTER INSERT ON model_calls
     FOR EACH ROW WHEN (NEW.review_run_id IS NOT NULL)
     EXECUTE FUNCTION activity_after_model_call();
 
--- What was stored before this migration.
+-- What was stored before this migration: by conversation, then by agent from those.
 INSERT INTO activity_hours (agent_id, owner_id, channel, chat_id, thread_scope, hour,
                             messages, compactions)
 SELECT agent_id, owner_id, channel, chat_id, thread_scope, substr(created_at, 1, 13),
@@ -131,6 +188,11 @@ FROM model_calls AS c JOIN review_runs AS r ON r.id = c.review_run_id
 GROUP BY 1, 2, 3, 4, 5, 6
 ON CONFLICT (agent_id, owner_id, channel, chat_id, thread_scope, hour) DO UPDATE
     SET model_tokens = EXCLUDED.model_tokens, model_errors = EXCLUDED.model_errors;
+INSERT INTO agent_activity_hours
+SELECT agent_id, hour, sum(messages), sum(compactions), sum(review_runs), sum(review_failures),
+       sum(facts_added), sum(facts_replaced), sum(facts_archived), sum(facts_refused),
+       sum(model_tokens), sum(model_errors)
+FROM activity_hours GROUP BY agent_id, hour;
 
 -- The rows each review changed, with the value before and after (ListReviewRuns,
 -- ReviewRun.applied_operations): `position` is the operation's place in the model's answer. A

@@ -206,3 +206,68 @@ def test_0009_splits_a_shared_checkpoint_resource_by_owner(tmp_path: Path) -> No
     left = connection.execute("SELECT count(*) FROM resources WHERE id = ?", (shared,))
     assert left.fetchall() == [(0,)]
     connection.close()
+
+
+def test_0019_counts_the_activity_stored_before_it(tmp_path: Path) -> None:
+    """Messages, a compaction, review runs and their model calls stored before activity was
+    kept are counted by conversation and by agent; what comes after is counted by the
+    triggers, on top."""
+    connection = apsw.Connection(str(tmp_path / "m.db"))
+    migrations = bundled_migrations()
+    migrate(connection, migrations[:18])
+    key = ("main", "ada", "telegram", "c", "root")
+    connection.execute(
+        "INSERT INTO conversations (agent_id, owner_id, channel, chat_id, thread_scope, "
+        "search_scope, history_version, created_at) VALUES (?, ?, ?, ?, ?, '', 1, ?)",
+        (*key, "2026-11-30T10:00:00.000Z"),
+    )
+    for kind, stamp in (
+        ("chat_message", "2026-11-30T10:05:00.000Z"),
+        ("chat_message", "2026-11-30T10:59:59.999Z"),
+        ("chat_message", "2026-12-01T08:00:00.000Z"),
+        ("checkpoint_summary", "2026-12-01T08:30:00.000Z"),
+    ):
+        connection.execute(
+            "INSERT INTO messages (agent_id, owner_id, channel, chat_id, thread_scope, sender, "
+            "role, kind, content, trust, created_at) "
+            "VALUES (?, ?, ?, ?, ?, 'ada', 'user', ?, 'text', 'operator', ?)",
+            (*key, kind, stamp),
+        )
+    for status, added, skipped in (("ok", 2, 1), ("failed", 0, 0)):
+        connection.execute(
+            "INSERT INTO review_runs (agent_id, owner_id, channel, chat_id, thread_scope, status, "
+            "max_message_id, ops_added, ops_skipped, started_at, completed_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, 3, ?, ?, '2026-12-01T08:10:00.000Z', "
+            "'2026-12-01T08:10:01.000Z')",
+            (*key, status, added, skipped),
+        )
+        connection.execute(
+            "INSERT INTO model_calls (agent, session_id, provider, model, latency_ms, "
+            "prompt_tokens, completion_tokens, error, review_run_id, created_at) "
+            "VALUES ('memory_reviewer', 's', 'p', 'm', 1.0, 100, 20, ?, ?, "
+            "'2026-12-01T08:10:01.000Z')",
+            (None if status == "ok" else "HTTP 401", connection.last_insert_rowid()),
+        )
+    assert migrate(connection, migrations) == [m.version for m in migrations[18:]]
+    columns = (
+        "hour, messages, compactions, review_runs, review_failures, facts_added, facts_refused, "
+        "model_tokens, model_errors"
+    )
+    expected = [
+        ("2026-11-30T10", 2, 0, 0, 0, 0, 0, 0, 0),
+        ("2026-12-01T08", 1, 1, 2, 1, 2, 1, 240, 1),
+    ]
+    by_conversation = f"SELECT {columns} FROM activity_hours ORDER BY hour"
+    by_agent = f"SELECT {columns} FROM agent_activity_hours ORDER BY hour"
+    assert list(connection.execute(by_conversation)) == expected
+    assert list(connection.execute(by_agent)) == expected
+    connection.execute(
+        "INSERT INTO messages (agent_id, owner_id, channel, chat_id, thread_scope, sender, "
+        "role, kind, content, trust, created_at) "
+        "VALUES (?, ?, ?, ?, ?, 'ada', 'user', 'chat_message', 'later', 'operator', "
+        "'2026-11-30T10:30:00.000Z')",
+        key,
+    )
+    assert next(iter(connection.execute(by_agent)))[1] == 3
+    assert next(iter(connection.execute(by_conversation)))[1] == 3
+    connection.close()

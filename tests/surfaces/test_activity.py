@@ -157,8 +157,13 @@ async def test_activity_counts_what_happened_by_hour_and_day_in_each_scope(
         assert ranged.end_time.ToDatetime(tzinfo=UTC) == day + dt.timedelta(days=1)
         assert totals(ranged) == {"messages": 1}
 
-        # A purged conversation takes its activity with it.
+        # A purged conversation takes its activity with it; its agent's counts keep it, as
+        # numbers that name no one.
         await memory.PurgeConversation(md.PurgeConversationRequest(conversation=ada2))
+        agent = await memory.GetActivity(
+            md.GetActivityRequest(agent=md.AgentScope(agent_id="main"))
+        )
+        assert totals(agent)["messages"] == 9
         after = await memory.GetActivity(
             md.GetActivityRequest(owner=md.OwnerScope(agent_id="main", owner_id="ada"))
         )
