@@ -74,6 +74,12 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--memories", type=int, default=100_000)
     parser.add_argument("--loads", type=int, default=15)
+    parser.add_argument(
+        "--spread-days",
+        type=int,
+        default=90,
+        help="the messages' times run evenly over this many days up to now (the charts' data)",
+    )
     parser.add_argument("--backend", default="sqlite", choices=backends.CHOICES)
     args = parser.parse_args()
     rng = random.Random(2028)
@@ -83,7 +89,14 @@ def main() -> int:
     ):
         home = Path(scratch) / "home"
         started = time.perf_counter()
-        built = build(places, args.backend, home, (args.messages, args.memories), rng)
+        built = build(
+            places,
+            args.backend,
+            home,
+            (args.messages, args.memories),
+            rng,
+            spread_days=args.spread_days,
+        )
         print(f"loaded in {time.perf_counter() - started:.0f} s", file=sys.stderr)
         server = ServerProcess(home, config=CONFIG, env=places.env(args.backend, home)).start()
         try:

@@ -22,6 +22,7 @@ server's RPC log lines, inside the server.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import random
 import subprocess
@@ -46,6 +47,7 @@ from memoryd.domain.conversation import (
     search_scope_tokens,
 )
 from memoryd.domain.memories import Category, ScopeType, prompt_target
+from memoryd.domain.timestamps import to_text
 from memoryd.domain.tokens import count_tokens
 from memoryd.storage.sql import write_transaction
 from memoryd.storage.transaction import Transaction
@@ -65,19 +67,33 @@ def build(
     home: Path,
     sizes: tuple[int, int],
     rng: random.Random,
+    *,
+    spread_days: int = 0,
 ) -> dict[str, object]:
     """Create and fill the database with (messages, memories) in one transaction; returns what
-    the queries need."""
+    the queries need. With `spread_days`, the messages' times run evenly over that many days up
+    to now (otherwise they all carry STAMP)."""
     with places.migrated(backend, home) as connection, write_transaction(connection):
-        built = fill(connection, *sizes, rng)
+        built = fill(connection, *sizes, rng, spread_days=spread_days)
     places.settle(home)
     return built
 
 
 def fill(
-    connection: Transaction, messages: int, memories: int, rng: random.Random
+    connection: Transaction,
+    messages: int,
+    memories: int,
+    rng: random.Random,
+    *,
+    spread_days: int = 0,
 ) -> dict[str, object]:
     """Fill a migrated database in one transaction; returns what the queries need."""
+    now = dt.datetime.now(dt.UTC)
+    step = dt.timedelta(days=spread_days) / max(messages, 1)
+
+    def stamp(index: int) -> str:
+        return to_text(now - step * (messages - index)) if spread_days else STAMP
+
     words = corpus.vocabulary()
     chats = []
     for index in range(CONVERSATIONS):
@@ -93,7 +109,7 @@ def fill(
     )
 
     def message_rows():
-        for _ in range(messages):
+        for index in range(messages):
             chat = rng.choice(chats)
             text = corpus.message_text(rng, words)
             if len(texts) < 20000:
@@ -102,7 +118,16 @@ def fill(
             # Token counts as memoryd stores them with each message (without them the server
             # would count a million at start-up).
             tokens = count_tokens(text)
-            yield (*chat.as_row(), "x", role, "chat_message", text, "operator", STAMP, tokens)
+            yield (
+                *chat.as_row(),
+                "x",
+                role,
+                "chat_message",
+                text,
+                "operator",
+                stamp(index),
+                tokens,
+            )
 
     connection.executemany(
         "INSERT INTO messages (agent_id, owner_id, channel, chat_id, thread_scope, sender, "

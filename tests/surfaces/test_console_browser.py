@@ -18,6 +18,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import re
 import shutil
 import threading
 import urllib.error
@@ -78,6 +79,7 @@ if not (CHROMIUM.exists() and CHROMEDRIVER.exists() and AXE.exists()):
     )
 
 from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
@@ -490,12 +492,18 @@ def test_activity_is_charted_by_day_and_by_hour_for_the_server_an_owner_and_a_co
     assert messages >= 3
     figure = chart("Messages stored", f"Messages {messages:,}")
     assert "by day, 30 days" in (figure.get_attribute("aria-label") or "")
-    assert figure.find_elements(By.CSS_SELECTOR, "rect.s-messages")
+    assert figure.find_elements(By.CSS_SELECTOR, "path.s-messages")
     facts = chart("Facts", "Added")
     assert f"Added {total({}, 'DAY', 'factsAdded'):,}" in (facts.get_attribute("aria-label") or "")
     assert f"Refused {total({}, 'DAY', 'factsRefused'):,}" in (
         facts.get_attribute("aria-label") or ""
     )
+    # Pointing at the latest bucket (the right edge) reads its numbers out.
+    ActionChains(console.browser).move_to_element_with_offset(
+        figure, figure.size["width"] // 2 - 2, 0
+    ).perform()
+    readout = console.wait("figure.chart[data-chart='Messages stored'] p.readout", "Messages")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d: Messages [\d,]+", readout.text), readout.text
     console.loaded()
     console.accessible("overview with activity")
     # By the hour: 48 of them, the same messages (all sent within the hour or so).

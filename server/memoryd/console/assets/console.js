@@ -1433,61 +1433,69 @@ function activityCharts(answer, bucket) {
   const total = activityCounts(answer.total);
   const unit = bucket === "HOUR" ? "hour" : "day";
   const figures = ACTIVITY_CHARTS.map((chart) => activityChart(chart, points, total, unit));
-  const label = (date) => (unit === "hour" ? date.toISOString().slice(0, 13).replace("T", " ") + ":00" : date.toISOString().slice(0, 10));
   const busy = points.filter((point) => ACTIVITY_CHARTS.some((chart) => chart.series.some(([key]) => point.counts[key])));
-  const numbers = h(
-    "details",
-    { class: "numbers" },
-    h("summary", {}, `The numbers: ${busy.length} of ${points.length} ${unit}s had activity`),
-    table(
-      [`${unit === "hour" ? "Hour" : "Day"} (UTC)`, "Messages", "Reviews", "Failed", "Added", "Replaced", "Archived", "Refused", "Compactions", "Tokens", "Model errors"],
-      busy.map((point) => {
-        const c = point.counts;
-        return h("tr", {}, h("td", {}, label(point.start)), [c.messages, c.reviewRuns, c.reviewFailures, c.factsAdded, c.factsReplaced, c.factsArchived, c.factsRefused, c.compactions, c.modelTokens, c.modelErrors].map((value) => h("td", {}, value.toLocaleString("en"))));
-      }),
-      "Activity by " + unit
-    )
-  );
+  // The table is built when first opened: a range of 2,160 hours would be 24,000 cells.
+  const numbers = h("details", { class: "numbers" }, h("summary", {}, `The numbers: ${busy.length} of ${points.length} ${unit}s had activity`));
+  numbers.addEventListener("toggle", () => {
+    if (!numbers.open || numbers.querySelector("table")) return;
+    const rows = busy.map((point) => {
+      const c = point.counts;
+      return h("tr", {}, h("td", {}, bucketName(point.start, unit)), [c.messages, c.reviewRuns, c.reviewFailures, c.factsAdded, c.factsReplaced, c.factsArchived, c.factsRefused, c.compactions, c.modelTokens, c.modelErrors].map((value) => h("td", {}, value.toLocaleString("en"))));
+    });
+    numbers.append(table([`${unit === "hour" ? "Hour" : "Day"} (UTC)`, "Messages", "Reviews", "Failed", "Added", "Replaced", "Archived", "Refused", "Compactions", "Tokens", "Model errors"], rows, "Activity by " + unit));
+  });
   return [h("div", { class: "chart-grid" }, figures), numbers];
 }
 
-// One chart: a bar per bucket, its series stacked; the largest bucket's total on the axis.
+const bucketName = (date, unit) => (unit === "hour" ? date.toISOString().slice(0, 13).replace("T", " ") + ":00" : date.toISOString().slice(0, 10));
+
+// One chart: a bar per bucket, its series stacked, each series one SVG path (thousands of bars
+// stay a handful of nodes); the largest bucket's total on the axis. Pointing at a bucket shows
+// its numbers under the chart.
 function activityChart(chart, points, total, unit) {
   const width = 360, height = 110, left = 40, bottom = 16;
   const sums = points.map((point) => chart.series.reduce((sum, [key]) => sum + point.counts[key], 0));
   const top = Math.max(1, ...sums);
   const step = (width - left) / Math.max(points.length, 1);
-  const bars = [];
+  const bar = Math.max(step * 0.8, 0.5).toFixed(2);
+  const shapes = chart.series.map(() => []);
   points.forEach((point, index) => {
     let y = height - bottom;
-    for (const [key, name, css] of chart.series) {
+    chart.series.forEach(([key], which) => {
       const value = point.counts[key];
-      if (!value) continue;
-      const tall = ((height - bottom - 4) * value) / top;
+      if (!value) return;
+      const tall = Math.max(((height - bottom - 4) * value) / top, 0.5);
       y -= tall;
-      const stamp = unit === "hour" ? point.start.toISOString().slice(0, 13).replace("T", " ") + ":00" : point.start.toISOString().slice(0, 10);
-      bars.push(svg("rect", { class: css, x: (left + index * step + step * 0.1).toFixed(2), y: y.toFixed(2), width: Math.max(step * 0.8, 0.5).toFixed(2), height: Math.max(tall, 0.5).toFixed(2) }, svg("title", {}, `${stamp}: ${name} ${value.toLocaleString("en")}`)));
-    }
+      shapes[which].push(`M${(left + index * step + step * 0.1).toFixed(2)} ${y.toFixed(2)}h${bar}v${tall.toFixed(2)}h-${bar}z`);
+    });
   });
-  const day = (date) => date.toISOString().slice(unit === "hour" ? 5 : 0, unit === "hour" ? 13 : 10).replace("T", " ");
+  const paths = chart.series.map(([, , css], which) => (shapes[which].length ? svg("path", { class: css, d: shapes[which].join("") }) : null)).filter(Boolean);
+  const short = (date) => date.toISOString().slice(unit === "hour" ? 5 : 0, unit === "hour" ? 13 : 10).replace("T", " ");
   const axis = [
     svg("line", { class: "axis", x1: left, x2: width, y1: height - bottom, y2: height - bottom }),
     svg("text", { class: "tick", x: left - 4, y: 12, "text-anchor": "end" }, top.toLocaleString("en")),
     svg("text", { class: "tick", x: left - 4, y: height - bottom, "text-anchor": "end" }, "0"),
   ];
   if (points.length) {
-    axis.push(svg("text", { class: "tick", x: left, y: height - 3 }, day(points[0].start)));
-    axis.push(svg("text", { class: "tick", x: width, y: height - 3, "text-anchor": "end" }, day(points[points.length - 1].start)));
+    axis.push(svg("text", { class: "tick", x: left, y: height - 3 }, short(points[0].start)));
+    axis.push(svg("text", { class: "tick", x: width, y: height - 3, "text-anchor": "end" }, short(points[points.length - 1].start)));
   }
+  const marker = svg("rect", { class: "hover", x: 0, y: 0, width: Math.max(step, 1).toFixed(2), height: height - bottom, visibility: "hidden" });
   const said = chart.series.map(([key, name]) => `${name} ${total[key].toLocaleString("en")}`).join(", ");
+  const drawing = svg("svg", { viewBox: `0 0 ${width} ${height}`, width: "100%", role: "img", "aria-label": `${chart.title} by ${unit}, ${points.length} ${unit}s: ${said}; at most ${Math.max(0, ...sums).toLocaleString("en")} in one ${unit}.` }, marker, ...axis, ...paths);
   const legend = chart.series.map(([key, name, css]) => h("span", { class: "legend" }, svg("svg", { class: "swatch", width: 12, height: 12, "aria-hidden": "true" }, svg("rect", { class: css, width: 12, height: 12 })), ` ${name} ${total[key].toLocaleString("en")}`));
-  return h(
-    "figure",
-    { class: "chart", "data-chart": chart.title },
-    h("figcaption", {}, chart.title),
-    svg("svg", { viewBox: `0 0 ${width} ${height}`, width: "100%", role: "img", "aria-label": `${chart.title} by ${unit}, ${points.length} ${unit}s: ${said}; at most ${Math.max(0, ...sums).toLocaleString("en")} in one ${unit}.` }, ...axis, ...bars),
-    h("p", { class: "muted legend-line" }, legend)
-  );
+  const readout = h("p", { class: "muted readout" }, "\u00a0");
+  drawing.addEventListener("pointermove", (event) => {
+    const box = drawing.getBoundingClientRect();
+    const index = Math.floor(((event.clientX - box.left) * (width / box.width) - left) / step);
+    if (index < 0 || index >= points.length) return;
+    const point = points[index];
+    marker.setAttribute("x", (left + index * step).toFixed(2));
+    marker.setAttribute("visibility", "visible");
+    readout.textContent = `${bucketName(point.start, unit)}: ` + chart.series.map(([key, name]) => `${name} ${point.counts[key].toLocaleString("en")}`).join(", ");
+  });
+  drawing.addEventListener("pointerleave", () => marker.setAttribute("visibility", "hidden"));
+  return h("figure", { class: "chart", "data-chart": chart.title }, h("figcaption", {}, chart.title), drawing, h("p", { class: "muted legend-line" }, legend), readout);
 }
 
 // --- routing -------------------------------------------------------------------------------
