@@ -115,27 +115,44 @@ def seed(server: ServerProcess, model: FakeModel) -> md.Conversation:
         memory = md.MemoryServiceStub(channel)
         compaction = md.CompactionServiceStub(channel)
         chats = {}
+        history = []
         for (agent, owner), conversations in OWNERS.items():
             for channel_name, chat, lines in conversations:
                 key = md.Conversation(
                     agent_id=agent, owner_id=owner, channel=channel_name, chat_id=chat
                 )
                 chats[chat] = key
-                messages = []
                 for day in range(DAYS):
                     for turn in range(4 + (day * 7 + len(chat)) % 9):
                         at = first + dt.timedelta(days=day, hours=8 + turn, minutes=day % 50)
-                        said = lines[(day + turn) % len(lines)]
-                        messages.append(md.user(owner, said, created_at=stamp(at)))
-                        reply = REPLIES[(day + turn) % len(REPLIES)]
-                        later = at + dt.timedelta(minutes=1)
-                        messages.append(md.assistant("assistant", reply, created_at=stamp(later)))
-                for start in range(0, len(messages), 200):
-                    memory.AppendMessages(
-                        md.AppendMessagesRequest(
-                            conversation=key, messages=messages[start : start + 200]
+                        said = md.user(
+                            owner, lines[(day + turn) % len(lines)], created_at=stamp(at)
                         )
-                    )
+                        reply = md.assistant(
+                            "assistant",
+                            REPLIES[(day + turn) % len(REPLIES)],
+                            created_at=stamp(at + dt.timedelta(minutes=1)),
+                        )
+                        history += [
+                            md.IngestedMessage(conversation=key, message=said),
+                            md.IngestedMessage(conversation=key, message=reply),
+                        ]
+        # The two weeks as a backfill (already reviewed); today's messages are reviewed below,
+        # one review each, so each scripted answer goes to the review it was written for.
+        memory.IngestMessages(
+            iter(
+                md.IngestMessagesRequest(messages=history[start : start + 1000], as_reviewed=True)
+                for start in range(0, len(history), 1000)
+            )
+        )
+        for chat, key in chats.items():
+            said = OWNERS[(key.agent_id, key.owner_id)]
+            lines = next(lines for _, name, lines in said if name == chat)
+            memory.AppendMessages(
+                md.AppendMessagesRequest(
+                    conversation=key, messages=[md.user(key.owner_id, line) for line in lines[:3]]
+                )
+            )
         ada = chats["ada-dm"]
         model.reply(
             ops(
@@ -253,7 +270,7 @@ def seed(server: ServerProcess, model: FakeModel) -> md.Conversation:
             "Ada lives in Lisbon (now Porto), is vegetarian and prefers short answers. She asked "
             "about Sunday ferries, knee stretches and booked a flight to Berlin."
         )
-        done = compaction.Compact(md.CompactRequest(conversation=ada, context_window=8000))
+        done = compaction.Compact(md.CompactRequest(conversation=ada, context_window=1200))
         if done.outcome != md.COMPACTION_OUTCOME_COMPACTED:
             raise SystemExit(f"the compaction did not happen: {done.message}")
         memory.AppendMessages(
@@ -280,8 +297,17 @@ def browser() -> webdriver.Chrome:
     return webdriver.Chrome(options=options, service=webdriver.ChromeService(CHROMEDRIVER))
 
 
-def shoot(chrome: webdriver.Chrome, http: str, route: str, out: Path, *, height: int = 900) -> None:
-    """Open `route`, wait for every section, and save the page `height` pixels tall."""
+def shoot(
+    chrome: webdriver.Chrome,
+    http: str,
+    route: str,
+    out: Path,
+    *,
+    height: int = 900,
+    section: str | None = None,
+) -> None:
+    """Open `route`, wait for every section, and save the page `height` pixels tall (from the
+    heading `section`, when given)."""
     chrome.get("about:blank")
     chrome.get(f"http://{http}/console/#{route}")
     WebDriverWait(chrome, 30).until(
@@ -291,6 +317,9 @@ def shoot(chrome: webdriver.Chrome, http: str, route: str, out: Path, *, height:
         )
     )
     chrome.set_window_size(1280, height)
+    if section is not None:
+        heading = chrome.find_element(By.XPATH, f"//main//h2[text()='{section}']")
+        chrome.execute_script("arguments[0].scrollIntoView(true)", heading)
     chrome.save_screenshot(str(out))
     print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
 
@@ -319,13 +348,20 @@ def main() -> int:
                 pages = {
                     "overview": ("/", 1500),
                     "agent": ("/agent/main", 1100),
-                    "owner": ("/owner/main/ada", 2000),
-                    "conversation": ("/conversation" + conversation, 2600),
+                    "owner": ("/owner/main/ada", 2200),
+                    "conversation": ("/conversation" + conversation, 1800),
                     "context": ("/context" + conversation, 1400),
                     "settings": ("/settings", 1100),
                 }
                 for name, (route, height) in pages.items():
                     shoot(chrome, http, route, args.out / f"console-{name}.png", height=height)
+                shoot(
+                    chrome,
+                    http,
+                    "/conversation" + conversation,
+                    args.out / "console-review-runs.png",
+                    section="Review runs",
+                )
             finally:
                 chrome.quit()
         finally:

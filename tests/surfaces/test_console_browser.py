@@ -3,11 +3,13 @@ chromedriver (Selenium), against a real memoryd with the fake model, on each bac
 
 Every page is visited and checked with axe-core (WCAG 2 A and AA rules): sign-in, the overview,
 an agent's owners, an owner (prompt files, rows, revisions), a conversation (state, checkpoints,
-messages, search, review runs) and the settings. The tests archive and restore a row, roll
-USER.md back through the diff view, save the review's settings, read a review run's skipped
-operation and its reason, render hostile messages as text, compact a conversation and start a
-new session from its page, and sign in with a guest-capped token. Screenshots of the main pages
-go to the test's folder (and to MEMORYD_SCREENSHOTS when set: the README's come from there).
+messages, search, review runs, activity) and the settings. The tests archive and restore a row,
+roll USER.md back through the diff view, save the review's settings, read a review run's skipped
+operation and its reason and the rows it changed, chart the activity by day and by hour,
+render hostile messages as text, compact a conversation and start a new session from its page,
+and sign in with a guest-capped token. Screenshots of the main pages go to the test's folder
+(and to MEMORYD_SCREENSHOTS when set); the documentation's come from
+scripts/console_screenshots.py, of realistic data.
 
 `make browser` installs chromium, chromedriver and axe-core; without them these tests skip,
 saying so.
