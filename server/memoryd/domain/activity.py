@@ -1,9 +1,10 @@
 """Activity over time (GetActivity, the console's charts): what memoryd stored and what its
 background did, counted by UTC hour or day over a range.
 
-The store keeps the counts by conversation and UTC hour (activity_hours, kept by triggers); the
-rules here choose the range and its buckets, and lay the stored counts out as one bucket each,
-oldest first, empty ones included, so a chart is drawn without gaps to guess.
+The store keeps the counts by UTC hour, by conversation and by agent (activity_hours and
+agent_activity_hours, kept by triggers); the rules here choose the range and its buckets, and
+lay the stored counts out as one bucket each, oldest first, empty ones included, so a chart is
+drawn without gaps to guess.
 """
 
 from __future__ import annotations
