@@ -250,10 +250,7 @@ def _run_bytes(run: StoredRun) -> int:
     """An upper bound of a ReviewRun on the wire."""
     record = run.record
     skipped = sum(32 + text_bytes(op.action, op.reason, op.value) for op in record.skipped_ops)
-    applied = sum(
-        48 + text_bytes(op.action, op.value_before, op.value_after)
-        for op in run.applied
-    )
+    applied = sum(48 + text_bytes(op.action, op.value_before, op.value_after) for op in run.applied)
     return 256 + text_bytes(record.provider, record.model, record.error) + skipped + applied
 
 
