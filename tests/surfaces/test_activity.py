@@ -193,6 +193,12 @@ async def test_activity_refuses_what_it_cannot_answer(
         "a reversed range": md.GetActivityRequest(
             start_time=stamp(now), end_time=stamp(now - dt.timedelta(days=1))
         ),
+        "reversed within one hour": md.GetActivityRequest(
+            bucket=md.ACTIVITY_BUCKET_HOUR,
+            start_time=stamp(now.replace(minute=30)),
+            end_time=stamp(now.replace(minute=10)),
+        ),
+        "a start after now": md.GetActivityRequest(start_time=stamp(now + dt.timedelta(days=2))),
         "too many hours": md.GetActivityRequest(
             bucket=md.ACTIVITY_BUCKET_HOUR, start_time=stamp(now - dt.timedelta(days=91))
         ),

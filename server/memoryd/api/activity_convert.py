@@ -8,7 +8,7 @@ from typing import Literal
 from memoryd.api.convert import conversation_in, set_timestamp, timestamp_in
 from memoryd.domain.activity import COUNTS, Counts, Span
 from memoryd.domain.conversation import HistoryScope, agent_key, owner_key
-from memoryd.errors import InvalidArgument, Reason
+from memoryd.errors import InvalidArgument
 from memoryd_client.v1 import memory_service_pb2 as service_pb
 
 SCOPES: tuple[Literal["conversation", "owner", "agent"], ...] = ("conversation", "owner", "agent")
@@ -41,16 +41,12 @@ def activity_scope_in(request: service_pb.GetActivityRequest) -> HistoryScope | 
 def range_in(
     request: service_pb.GetActivityRequest,
 ) -> tuple[dt.datetime | None, dt.datetime | None]:
-    """The request's start and end times (None when unset)."""
+    """The request's start and end times (None when unset); domain.activity.span checks them."""
     start = end = None
     if request.HasField("start_time"):
         start = timestamp_in(request.start_time, "start_time")
     if request.HasField("end_time"):
         end = timestamp_in(request.end_time, "end_time")
-    if start is not None and end is not None and start >= end:
-        raise InvalidArgument(
-            "start_time must be before end_time", reason=Reason.OUT_OF_RANGE, field="start_time"
-        )
     return start, end
 
 

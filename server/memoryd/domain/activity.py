@@ -97,8 +97,16 @@ def span(
     bucket: Bucket, start: dt.datetime | None, end: dt.datetime | None, now: dt.datetime
 ) -> Span:
     """The span of a request: `end` (default now) rounded up to a bucket's edge, `start`
-    (default 48 hours or 30 days before it) rounded down; refused when it is empty, reversed
-    or longer than MAX_BUCKETS."""
+    (default 48 hours or 30 days before it) rounded down; refused when `start` is not before
+    `end` (checked before rounding, which would widen a reversed range within one bucket into
+    that bucket), or when it is longer than MAX_BUCKETS."""
+    if start is not None and start >= (end if end is not None else now):
+        raise InvalidArgument(
+            f"start_time must be before end_time (got {start.isoformat()} and "
+            f"{'now' if end is None else end.isoformat()})",
+            reason=Reason.OUT_OF_RANGE,
+            field="start_time",
+        )
     try:
         last = _ceil(end if end is not None else now, bucket)
         if start is None:
@@ -112,13 +120,6 @@ def span(
             reason=Reason.OUT_OF_RANGE,
             field="end_time" if end is not None else "start_time",
         ) from None
-    if first >= last:
-        raise InvalidArgument(
-            f"start_time must be before end_time (got {first.isoformat()} and "
-            f"{last.isoformat()} once rounded to the {bucket.name.lower()})",
-            reason=Reason.OUT_OF_RANGE,
-            field="start_time",
-        )
     buckets = (last - first) // bucket.value
     if buckets > MAX_BUCKETS:
         raise InvalidArgument(

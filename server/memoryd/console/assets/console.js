@@ -1470,7 +1470,7 @@ function activityChart(chart, points, total, unit) {
     });
   });
   const paths = chart.series.map(([, , css], which) => (shapes[which].length ? svg("path", { class: css, d: shapes[which].join("") }) : null)).filter(Boolean);
-  const short = (date) => date.toISOString().slice(unit === "hour" ? 5 : 0, unit === "hour" ? 13 : 10).replace("T", " ");
+  const short = (date) => (unit === "hour" ? bucketName(date, unit).slice(5, 13) : bucketName(date, unit));
   const axis = [
     svg("line", { class: "axis", x1: left, x2: width, y1: height - bottom, y2: height - bottom }),
     svg("text", { class: "tick", x: left - 4, y: 12, "text-anchor": "end" }, top.toLocaleString("en")),
