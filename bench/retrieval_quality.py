@@ -1,41 +1,44 @@
-"""Retrieval quality on LoCoMo: recall@k of annotated evidence, through the real server.
+"""Retrieval quality on LoCoMo and BEAM: recall@k of annotated evidence, through the real server.
 
-    python bench/retrieval_quality.py PATH/TO/locomo10.json [--modes lexical,semantic,hybrid]
-                                      [--backend postgres]
+    python bench/retrieval_quality.py --locomo PATH/TO/locomo10.json [--beam PATH/TO/BEAM]
+        [--beam-sizes 100K,500K] [--modes lexical,semantic,hybrid] [--backend postgres]
+        [--scopes conversation,agent] [--home DIR] [--floors 0.3,0.4,...]
 
-LoCoMo (Maharana et al., ACL 2024) is CC BY-NC 4.0, so it is never committed; fetch it with
-`git clone https://github.com/snap-research/LoCoMo` and pass `LoCoMo/data/locomo10.json`.
+The sets are never committed (bench/datasets.py says where to fetch them). Each set is loaded
+under an agent of its own, one memoryd conversation per conversation of the set, through
+AppendMessages (sender = speaker, created_at = when the turn was said, client_message_id = the
+turn's id); LoCoMo's session observations are stored as facts of the conversation's owner
+(StoreMemory). The server embeds everything in the background; the script waits until nothing
+is left to embed. Then every question is sent, as typed, to SearchHistory scoped to its
+conversation, once per mode. The metric is LoCoMo's paper's: the mean over questions of the
+fraction of a question's evidence turns found in the top k. Reported for LoCoMo 1-5 (the only
+conversations rules were ever tuned on), LoCoMo 6-10 and BEAM, side by side: a ranking rule is
+kept only if it gains on LoCoMo and on BEAM.
 
-Each of the ten conversations is appended to one memoryd conversation through AppendMessages
-(sender = speaker, created_at = the session's date plus ten seconds a turn, client_message_id =
-the dialog id). The server embeds them in the background; the script waits until the embedding
-queue is empty. Then every question is sent, as typed, to SearchHistory scoped to its
-conversation, once per mode. The metric is the paper's: the mean over questions of the fraction
-of a question's evidence turns found in the top k.
+Beside it:
+- **facts**: LoCoMo's questions asked of Recall (the owner's facts, default mode); a fact is a
+  true hit when the turn it was taken from is evidence of the question.
+- **off-topic**: the questions of bench/off_topic.txt (about things no conversation talks of),
+  each asked of every conversation that holds none of its topic words, of SearchHistory
+  (hybrid, semantic) and Recall (facts, default and semantic mode). An answer with a hit is a
+  wrong answer; the table counts the empty ones, for the calibrating half (odd lines) and the
+  checking half (even lines).
+- **plain FTS5** over the same turns (porter stemming, the question's words OR-ed, bm25), and
+  the LoCoMo paper's DRAGON row (Table 3).
 
-Tuning is allowed on conversations 1-5 only (conv-26, conv-30, conv-41, conv-42, conv-43);
-every figure is reported for 1-5, 6-10 and all ten. In the same run, a baseline: plain SQLite
-FTS5 over the same turns (porter stemming, the question's words OR-ed, ranked by bm25), and the
-paper's DRAGON row (Table 3).
-
-`--floors 0.5,0.55,...` calibrates the similarity floor ([memoryd.search] min_similarity): the
-server runs without one, and each floor is applied to its hybrid answers with the server's own
-rule (memoryd.domain.fusion.above_floor, a message's neighbours being the turns before and after
-it), reporting recall@k on each half and, for OFF_TOPIC (questions about nothing LoCoMo's chats
-hold, asked of every conversation), how many answers come back empty. The server's default
-floor is the highest whose recall@10 on conversations 1-5 is at most 0.5 below no floor's.
-
-`--scopes conversation,agent` asks each question of its conversation (the default), and of the
-whole agent (all ten conversations under one agent). `--home DIR` (SQLite) keeps the loaded and
-embedded data directory: a later run with the same DIR starts the server on it and asks at once,
-so that a change of ranking is measured in a minute, not after a new load.
+`--floors 0.3,0.4,...` calibrates the relevance floor ([memoryd.search] min_relevance): the
+server runs without one, every hit comes back with its relevance, and each floor is applied to
+the answers: recall@k on each group, the share of true hits in the top 10 it loses, and the
+off-topic answers it leaves empty. `--scopes conversation,agent` asks each question of its
+conversation (the default) and of its set's whole agent. `--home DIR` (SQLite) keeps the loaded
+and embedded data directory: a later run with the same DIR asks at once, so that a change of
+ranking is measured in a minute, not after a new load.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import json
 import re
 import statistics
@@ -43,167 +46,111 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import apsw
 import backends
+import datasets
 import grpc
+from datasets import Dataset, Question
 
 import memoryd_client as md
-from memoryd.domain.fusion import Scores, above_floor
+from memoryd.domain.search_query import MAX_QUERY_CHARS, MAX_QUERY_WORDS
 from memoryd.domain.time_expressions import asked_span
 from memoryd.testing.server_process import ServerProcess
 
 KS = (1, 5, 10, 25, 50)
-DEVELOPMENT = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43")
 DRAGON = {"5": 56.7, "10": 66.2, "25": 76.7, "50": 82.7}
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 MODES = {
     "lexical": md.SEARCH_MODE_LEXICAL,
     "semantic": md.SEARCH_MODE_SEMANTIC,
     "hybrid": md.SEARCH_MODE_HYBRID,
 }
-SESSION = re.compile(r"session_(\d+)$")
 BATCH = 100
-# Questions about nothing the LoCoMo conversations hold (written for this benchmark): a memory
-# with a floor on meaning answers them with nothing, not with the nearest unrelated turns.
-OFF_TOPIC = (
-    "What is the melting point of tungsten carbide?",
-    "How does the Krebs cycle produce ATP in mitochondria?",
-    "Which enzyme unwinds the DNA double helix during replication?",
-    "What is the Schwarzschild radius of a black hole of ten solar masses?",
-    "How do I configure BGP route reflectors on a Juniper router?",
-    "What does the x86 instruction CMPXCHG16B do?",
-    "How is the Navier-Stokes equation discretised in finite volume solvers?",
-    "Which Byzantine emperor commissioned the Hagia Sophia?",
-    "What is the half-life of carbon-14?",
-    "How does a Wankel rotary engine seal its combustion chambers?",
-    "What is the Chandrasekhar limit?",
-    "Who proved Fermat's Last Theorem?",
-    "How do you compute the eigenvalues of a Hermitian matrix?",
-    "What is the capital of Kyrgyzstan?",
-    "Which amino acids are encoded by the codon UUA?",
-    "How does Kerberos issue ticket-granting tickets?",
-    "What is the difference between TCP Reno and TCP Cubic congestion control?",
-    "What year was the Treaty of Westphalia signed?",
-    "How does a superheterodyne receiver demodulate AM?",
-    "What is the orbital period of Neptune?",
-    "Which compiler pass performs loop-invariant code motion?",
-    "What is the boiling point of liquid nitrogen in Kelvin?",
-    "How is the Gini coefficient calculated?",
-    "What does the Linux syscall epoll_wait return?",
-    "Which glaciers feed the Aletsch glacier?",
-    "How do quantum error-correcting surface codes work?",
-    "What is the bond angle of a water molecule?",
-    "Who wrote the Principia Mathematica with Russell?",
-    "How are Reed-Solomon codes decoded?",
-    "What is the tensile strength of structural steel?",
-    "Which protocol does Kubernetes use for etcd consensus?",
-    "What is the function of the loop of Henle in the kidney?",
-    "How is the Hubble constant measured with Cepheid variables?",
-    "What are the rules of castling in chess?",
-    "How does PostgreSQL implement MVCC visibility?",
-    "What causes the Coriolis effect?",
-    "Which element has the atomic number 74?",
-    "How does the Diffie-Hellman key exchange resist eavesdropping?",
-    "What is the derivative of the arctangent function?",
-    "Which dynasty built the Forbidden City in Beijing?",
-)
-
-
-class Turn:
-    """One dialog turn."""
-
-    def __init__(self, dia_id: str, speaker: str, text: str, created_at: datetime.datetime):
-        self.dia_id = dia_id
-        self.speaker = speaker
-        self.text = text
-        self.created_at = created_at
+OFF_TOPIC_FILE = Path(__file__).with_name("off_topic.txt")
+_WORDS = re.compile(r"[^\W_]+")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Scored:
-    """A hybrid hit as the floor's rule reads it."""
+class OffTopic:
+    """A question about nothing held, the words naming its topic, and its half."""
+
+    text: str
+    topic: frozenset[str]
+    calibrating: bool
+
+
+def off_topic_questions(path: Path = OFF_TOPIC_FILE) -> list[OffTopic]:
+    """bench/off_topic.txt: odd lines calibrate, even lines check."""
+    lines = [
+        line
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    found = []
+    for place, line in enumerate(lines):
+        text, _, topic = line.partition("|")
+        found.append(OffTopic(text.strip(), frozenset(topic.split()), calibrating=place % 2 == 0))
+    return found
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Hit:
+    """One hit as the calibration reads it: the turn (or fact's turn) and its relevance; and
+    every figure it came with, for --dump."""
 
     dia_id: str
-    message_id: int
-    scores: Scores
+    relevance: float
+    figures: dict[str, object] = dataclasses.field(default_factory=dict, compare=False)
 
 
-class Question:
-    """One annotated question."""
-
-    def __init__(self, sample: str, text: str, evidence: set[str], category: int):
-        self.sample = sample
-        self.text = text
-        self.evidence = evidence
-        self.category = category
-
-
-def session_date(text: str) -> datetime.datetime:
-    """'1:56 pm on 8 May, 2023' as a UTC time."""
-    parsed = datetime.datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y")
-    return parsed.replace(tzinfo=datetime.UTC)
+def figures_of(scores: md.HitScores, matches: Iterable[int]) -> dict[str, object]:
+    """A hit's figures as --dump writes them."""
+    return {
+        "bm25": round(scores.bm25, 4),
+        "similarity": round(scores.similarity, 4),
+        "coverage": round(scores.coverage, 4),
+        "fused": round(scores.fused, 4),
+        "lexical_rank": scores.lexical_rank,
+        "semantic_rank": scores.semantic_rank,
+        "matches": [md.MatchKind.Name(kind) for kind in matches],
+    }
 
 
-def load_dataset(path: Path) -> tuple[dict[str, list[Turn]], list[Question]]:
-    """The turns of each conversation, in order, and the questions with usable evidence."""
-    records = json.loads(path.read_text(encoding="utf-8"))
-    conversations: dict[str, list[Turn]] = {}
-    questions: list[Question] = []
-    for record in records:
-        sample = record["sample_id"]
-        dialog = record["conversation"]
-        sessions = sorted(
-            (int(match.group(1)), name)
-            for name in dialog
-            if (match := SESSION.match(name)) and dialog[name]
-        )
-        turns: list[Turn] = []
-        for _, name in sessions:
-            start = session_date(dialog[f"{name}_date_time"])
-            for offset, turn in enumerate(dialog[name]):
-                turns.append(
-                    Turn(
-                        turn["dia_id"],
-                        turn["speaker"],
-                        turn["text"],
-                        start + datetime.timedelta(seconds=10 * offset),
-                    )
-                )
-        conversations[sample] = turns
-        known = {turn.dia_id for turn in turns}
-        for qa in record["qa"]:
-            evidence = {
-                part.strip()
-                for item in qa.get("evidence", [])
-                for part in re.split(r"[;,]", item)
-                if part.strip() in known
-            }
-            if evidence:
-                questions.append(Question(sample, qa["question"], evidence, qa["category"]))
-    return conversations, questions
+@dataclasses.dataclass
+class Loaded:
+    """The sets in the server: their questions, and the turn each fact came from."""
+
+    sets: list[Dataset]
+    fact_turns: dict[int, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def questions(self) -> list[Question]:
+        return [question for dataset in self.sets for question in dataset.questions]
+
+    def dataset_of(self, sample: str) -> Dataset:
+        return next(dataset for dataset in self.sets if sample in dataset.conversations)
+
+    def group(self, sample: str) -> str:
+        return self.dataset_of(sample).group(sample)
 
 
-AGENT = "bench"
+def conversation_of(dataset: Dataset, sample: str) -> md.Conversation:
+    return md.Conversation(
+        agent_id=dataset.name, owner_id=sample, channel=dataset.name, chat_id=sample
+    )
 
 
-def conversation_of(sample: str) -> md.Conversation:
-    return md.Conversation(agent_id=AGENT, owner_id=sample, channel="locomo", chat_id=sample)
-
-
-def append_all(memory: md.MemoryServiceStub, conversations: dict[str, list[Turn]]) -> float:
-    """Append every turn; returns the seconds it took."""
+def append_all(memory: md.MemoryServiceStub, dataset: Dataset) -> float:
+    """Append every turn of the set; returns the seconds it took."""
     started = time.perf_counter()
-    for sample, turns in conversations.items():
-        speakers = list(dict.fromkeys(turn.speaker for turn in turns))
+    for sample, turns in dataset.conversations.items():
         for start in range(0, len(turns), BATCH):
-            batch = turns[start : start + BATCH]
-            request = md.AppendMessagesRequest(conversation=conversation_of(sample))
-            for turn in batch:
+            request = md.AppendMessagesRequest(conversation=conversation_of(dataset, sample))
+            for turn in turns[start : start + BATCH]:
                 message = request.messages.add(
-                    role=md.ROLE_USER if turn.speaker == speakers[0] else md.ROLE_ASSISTANT,
+                    role=md.ROLE_USER if turn.user else md.ROLE_ASSISTANT,
                     sender=turn.speaker,
                     content=turn.text,
                     client_message_id=turn.dia_id,
@@ -213,36 +160,63 @@ def append_all(memory: md.MemoryServiceStub, conversations: dict[str, list[Turn]
     return time.perf_counter() - started
 
 
-def wait_for_embeddings(admin: md.MemoryServiceStub, timeout: float = 1800.0) -> float:
-    """Wait until the server has embedded every message; returns the seconds waited."""
+def store_facts(memory: md.MemoryServiceStub, dataset: Dataset) -> dict[int, str]:
+    """Store the set's facts as owner facts; returns each row's id with the turn it came from
+    (a fact stored twice keeps its first turn)."""
+    turns: dict[int, str] = {}
+    for fact in dataset.facts:
+        response = memory.StoreMemory(
+            md.StoreMemoryRequest(
+                owner=md.OwnerScope(agent_id=dataset.name, owner_id=fact.sample),
+                category=md.CATEGORY_FACT,
+                scope_type=md.SCOPE_TYPE_OWNER,
+                value=fact.text[:200],
+            )
+        )
+        turns.setdefault(response.memory.id, fact.dia_id)
+    return turns
+
+
+def fact_turns_of(home: Path) -> dict[int, str]:
+    """The fact rows' turns, as a kept data directory recorded them."""
+    found = json.loads((home / "retrieval-quality-facts.json").read_text(encoding="utf-8"))
+    return {int(key): value for key, value in found.items()}
+
+
+def wait_for_embeddings(memory: md.MemoryServiceStub, timeout: float = 7200.0) -> float:
+    """Wait until the server has embedded every message and row; returns the seconds waited."""
     started = time.perf_counter()
     while time.perf_counter() - started < timeout:
-        status = admin.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+        status = memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
         if not status.enabled or status.pending_messages + status.pending_memories == 0:
             return time.perf_counter() - started
         time.sleep(0.5)
     sys.exit("the embedding queue did not drain in time")
 
 
-def recall_at(ranked: list[str], evidence: set[str], k: int) -> float:
-    return len(evidence.intersection(ranked[:k])) / len(evidence)
+def recall_at(ranked: Sequence[str], evidence: Iterable[str], k: int) -> float:
+    wanted = set(evidence)
+    return len(wanted.intersection(ranked[:k])) / len(wanted)
 
 
-def summarise(questions: list[Question], rankings: list[list[str]]) -> dict[str, object]:
-    """recall@k in percent for conversations 1-5, 6-10, all; and over all ten, per category,
-    per number of evidence turns, and for questions naming a date or not."""
+def summarise(
+    loaded: Loaded, questions: list[Question], rankings: list[list[str]]
+) -> dict[str, object]:
+    """recall@k in percent by group (LoCoMo 1-5, 6-10, BEAM), then for each set by category,
+    by number of evidence turns, and for questions naming a date or not."""
     groups: dict[str, list[int]] = defaultdict(list)
     for index, question in enumerate(questions):
-        half = "conversations 1-5" if question.sample in DEVELOPMENT else "conversations 6-10"
-        groups[half].append(index)
-        groups["all ten"].append(index)
-        groups[f"category {question.category} ({CATEGORIES[question.category]})"].append(index)
+        dataset = loaded.dataset_of(question.sample)
+        groups[dataset.group(question.sample)].append(index)
+        label = dataset.name
+        groups[f"{label}: all"].append(index)
+        groups[f"{label}: {question.category}"].append(index)
         evidence = len(question.evidence)
-        groups[f"evidence turns: {evidence if evidence < 4 else '4 or more'}"].append(index)
+        groups[f"{label}: evidence turns {evidence if evidence < 4 else '4 or more'}"].append(index)
         dated = asked_span(question.text) is not None
-        groups["names a date" if dated else "names no date"].append(index)
+        groups[f"{label}: {'names a date' if dated else 'names no date'}"].append(index)
     table: dict[str, object] = {}
-    for name in sorted(groups, key=lambda n: (not n.startswith("conv"), n != "all ten", n)):
+    for name in sorted(groups, key=lambda n: (":" in n, not n.endswith(": all"), n)):
         members = groups[name]
         table[name] = {
             str(k): round(
@@ -257,7 +231,7 @@ def summarise(questions: list[Question], rankings: list[list[str]]) -> dict[str,
     return table
 
 
-def plain_fts5(conversations: dict[str, list[Turn]], questions: list[Question]) -> list[list[str]]:
+def plain_fts5(loaded: Loaded) -> list[list[str]]:
     """The baseline: FTS5 over the same turns, the question's words OR-ed, ranked by bm25."""
     connection = apsw.Connection(":memory:")
     connection.execute(
@@ -265,14 +239,15 @@ def plain_fts5(conversations: dict[str, list[Turn]], questions: list[Question]) 
         "tokenize = 'porter unicode61 remove_diacritics 2')"
     )
     with connection:
-        for sample, turns in conversations.items():
-            connection.executemany(
-                "INSERT INTO t (content, sample, dia) VALUES (?, ?, ?)",
-                [(turn.text, sample, turn.dia_id) for turn in turns],
-            )
+        for dataset in loaded.sets:
+            for sample, turns in dataset.conversations.items():
+                connection.executemany(
+                    "INSERT INTO t (content, sample, dia) VALUES (?, ?, ?)",
+                    [(turn.text, sample, turn.dia_id) for turn in turns],
+                )
     rankings = []
-    for question in questions:
-        words = re.findall(r"\w+", question.text)
+    for question in loaded.questions:
+        words = _WORDS.findall(question.text)
         expression = " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
         found = connection.execute(
             "SELECT dia FROM t WHERE t MATCH ? AND sample = ? ORDER BY bm25(t) LIMIT ?",
@@ -282,117 +257,338 @@ def plain_fts5(conversations: dict[str, list[Turn]], questions: list[Question]) 
     return rankings
 
 
-def through_server(
-    memory: md.MemoryServiceStub, questions: list[Question], mode: int, scope: str = "conversation"
-) -> tuple[list[list[str]], list[float]]:
-    """Rankings and client latencies (ms) of SearchHistory in one mode and scope. In the agent
-    scope a hit of another conversation counts as a miss (dialog ids repeat across them)."""
-    rankings, latencies = [], []
-    for question in questions:
-        request = md.SearchHistoryRequest(query=question.text, limit=max(KS), mode=mode)
-        if scope == "agent":
-            request.agent.agent_id = AGENT
-        else:
-            request.conversation.CopyFrom(conversation_of(question.sample))
-        began = time.perf_counter()
-        response = memory.SearchHistory(request)
-        latencies.append((time.perf_counter() - began) * 1000)
-        rankings.append(
-            [
-                hit.message.client_message_id
-                if hit.message.conversation.chat_id == question.sample
-                else "elsewhere"
-                for hit in response.hits
-            ]
+def asked(text: str) -> str:
+    """The question as a query: its last MAX_QUERY_WORDS words, as ComposeContext's Recalled
+    block asks the newest user message (some of BEAM's requests are longer than a query may be)."""
+    return " ".join(text.split()[-MAX_QUERY_WORDS:])[-MAX_QUERY_CHARS:]
+
+
+def search(
+    memory: md.MemoryServiceStub,
+    loaded: Loaded,
+    text: str,
+    sample: str,
+    mode: int,
+    *,
+    scope: str = "conversation",
+    limit: int = max(KS),
+) -> list[Hit]:
+    """SearchHistory's hits as (turn, relevance). In the agent scope a hit of another
+    conversation is a miss (turn ids repeat across conversations)."""
+    dataset = loaded.dataset_of(sample)
+    request = md.SearchHistoryRequest(query=asked(text), limit=limit, mode=mode)
+    if scope == "agent":
+        request.agent.agent_id = dataset.name
+    else:
+        request.conversation.CopyFrom(conversation_of(dataset, sample))
+    response = memory.SearchHistory(request)
+    return [
+        Hit(
+            hit.message.client_message_id
+            if hit.message.conversation.chat_id == sample
+            else "elsewhere",
+            hit.scores.relevance,
+            figures_of(hit.scores, hit.matches),
         )
-    return rankings, latencies
+        for hit in response.hits
+    ]
 
 
-def empty_off_topic(memory: md.MemoryServiceStub, samples: list[str]) -> str:
-    """How many off-topic questions, asked of every conversation, get no hit (hybrid)."""
-    empty = 0
-    for text in OFF_TOPIC:
-        for sample in samples:
-            response = memory.SearchHistory(
-                md.SearchHistoryRequest(
-                    query=text, conversation=conversation_of(sample), mode=md.SEARCH_MODE_HYBRID
+def recall(
+    memory: md.MemoryServiceStub,
+    loaded: Loaded,
+    text: str,
+    sample: str,
+    mode: int,
+    *,
+    limit: int = max(KS),
+) -> list[Hit]:
+    """Recall's facts of the conversation's owner, as (the fact's turn, relevance)."""
+    dataset = loaded.dataset_of(sample)
+    response = memory.Recall(
+        md.RecallRequest(
+            conversation=conversation_of(dataset, sample),
+            query=asked(text),
+            scope=md.RECALL_SCOPE_OWNER,
+            source=md.RECALL_SOURCE_MEMORIES,
+            limit=min(limit, 50),
+            mode=mode,
+        )
+    )
+    return [
+        Hit(
+            loaded.fact_turns.get(hit.memory.id, "?"),
+            hit.scores.relevance,
+            figures_of(hit.scores, hit.matches) | {"text": hit.memory.value},
+        )
+        for hit in response.hits
+    ]
+
+
+def timed(ask: Callable[[], list[Hit]], latencies: list[float]) -> list[Hit]:
+    began = time.perf_counter()
+    found = ask()
+    latencies.append((time.perf_counter() - began) * 1000)
+    return found
+
+
+def off_topic_asks(loaded: Loaded, questions: list[OffTopic]) -> list[tuple[OffTopic, str]]:
+    """Each off-topic question with each conversation holding none of its topic words."""
+    words: dict[str, set[str]] = {}
+    for dataset in loaded.sets:
+        for sample, turns in dataset.conversations.items():
+            words[sample] = {word for turn in turns for word in _WORDS.findall(turn.text.lower())}
+    return [
+        (question, sample)
+        for question in questions
+        for sample in words
+        if not question.topic & words[sample]
+    ]
+
+
+def empty_share(answers: list[list[Hit]], floor: float = 0.0) -> str:
+    empty = sum(not [hit for hit in hits if hit.relevance >= floor] for hits in answers)
+    return f"{empty} of {len(answers)} ({100 * empty / max(1, len(answers)):.1f}%)"
+
+
+@dataclasses.dataclass
+class Answers:
+    """What the servers answered, question by question (each set is asked of a server of its
+    own, so that one set's words do not weigh the other's: the answers are gathered here)."""
+
+    questions: list[Question] = dataclasses.field(default_factory=list)
+    # "hybrid", "hybrid, agent scope", ...: the hits of each question, and the latencies.
+    searched: dict[str, list[list[Hit]]] = dataclasses.field(default_factory=dict)
+    latencies: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    # The questions of sets with facts, and Recall's hits of facts.
+    fact_questions: list[Question] = dataclasses.field(default_factory=list)
+    recalled: list[list[Hit]] = dataclasses.field(default_factory=list)
+    # The off-topic asks, and each way's: (question, conversation, hits).
+    asks: list[tuple[OffTopic, str]] = dataclasses.field(default_factory=list)
+    off_topic: dict[str, list[tuple[OffTopic, str, list[Hit]]]] = dataclasses.field(
+        default_factory=dict
+    )
+
+    def add(self, other: Answers) -> None:
+        self.questions += other.questions
+        self.fact_questions += other.fact_questions
+        self.recalled += other.recalled
+        self.asks += other.asks
+        for mine, theirs in (
+            (self.searched, other.searched),
+            (self.latencies, other.latencies),
+            (self.off_topic, other.off_topic),
+        ):
+            for name, values in theirs.items():
+                mine.setdefault(name, []).extend(values)  # type: ignore[arg-type]
+
+
+def ask_all(
+    memory: md.MemoryServiceStub, loaded: Loaded, plan: Plan, log: Callable[[str], None]
+) -> Answers:
+    """Every question of the plan, asked of a loaded server."""
+    answers = Answers(questions=loaded.questions)
+    for scope in plan.scopes:
+        suffix = "" if scope == "conversation" else f", {scope} scope"
+        for name in plan.modes:
+            latencies: list[float] = []
+            answers.searched[f"{name}{suffix}"] = [
+                timed(
+                    lambda q=question, mode=MODES[name], within=scope: search(
+                        memory, loaded, q.text, q.sample, mode, scope=within
+                    ),
+                    latencies,
                 )
-            )
-            empty += not response.hits
-    return f"{empty} of {len(OFF_TOPIC) * len(samples)}"
-
-
-def scored(
-    memory: md.MemoryServiceStub, questions: list[Question], samples: list[str], mode: int
-) -> tuple[list[list[Scored]], list[list[Scored]]]:
-    """Every hit of `mode` (dialog id, message id, scores), without a floor: for the
-    questions, and for each off-topic question asked of every conversation."""
-
-    def ask(text: str, sample: str) -> list[Scored]:
-        response = memory.SearchHistory(
-            md.SearchHistoryRequest(
-                query=text, conversation=conversation_of(sample), limit=max(KS), mode=mode
-            )
-        )
-        return [
-            Scored(
-                hit.message.client_message_id,
-                hit.message.id,
-                Scores(
-                    similarity=hit.scores.similarity,
-                    fused=hit.scores.fused,
-                    lexical_rank=hit.scores.lexical_rank,
-                    semantic_rank=hit.scores.semantic_rank,
-                ),
-            )
-            for hit in response.hits
+                for question in loaded.questions
+            ]
+            answers.latencies[f"{name}{suffix}"] = latencies
+            log(f"{name}{suffix}: done")
+    if loaded.fact_turns:
+        answers.fact_questions = [
+            question for question in loaded.questions if loaded.dataset_of(question.sample).facts
         ]
-
-    answered = [ask(question.text, question.sample) for question in questions]
-    off_topic = [ask(text, sample) for text in OFF_TOPIC for sample in samples]
-    return answered, off_topic
-
-
-def floored(hits: list[Scored], floor: float, *, context: bool = True) -> list[str]:
-    """The dialog ids the server's floor would keep (turns next to each other in a
-    conversation have ids next to each other: they were appended in order). `context`: the
-    neighbours of a kept hit stay (hybrid), or not (semantic mode has no context)."""
-    ids = {hit.message_id for hit in hits} if context else set()
-    neighbours = {
-        hit.message_id: (
-            hit.message_id - 1 if hit.message_id - 1 in ids else None,
-            hit.message_id + 1 if hit.message_id + 1 in ids else None,
-        )
-        for hit in hits
+        latencies = []
+        answers.recalled = [
+            timed(
+                lambda q=question: recall(
+                    memory, loaded, q.text, q.sample, md.SEARCH_MODE_UNSPECIFIED
+                ),
+                latencies,
+            )
+            for question in answers.fact_questions
+        ]
+        answers.latencies["facts"] = latencies
+        log("facts: done")
+    answers.asks = off_topic_asks(loaded, plan.off_topic)
+    ways: dict[str, Callable[[str, str], list[Hit]]] = {
+        "SearchHistory hybrid": lambda text, sample: search(
+            memory, loaded, text, sample, md.SEARCH_MODE_HYBRID, limit=10
+        ),
+        "SearchHistory semantic": lambda text, sample: search(
+            memory, loaded, text, sample, md.SEARCH_MODE_SEMANTIC, limit=10
+        ),
     }
-    by_id = {hit.message_id: hit.dia_id for hit in hits}
-    kept, _ = above_floor([(hit.message_id, hit.scores) for hit in hits], floor, neighbours)
-    return [by_id[item] for item, _ in kept]
+    if loaded.fact_turns:
+        ways["Recall facts, default mode"] = lambda text, sample: recall(
+            memory, loaded, text, sample, md.SEARCH_MODE_UNSPECIFIED, limit=10
+        )
+        ways["Recall facts, semantic"] = lambda text, sample: recall(
+            memory, loaded, text, sample, md.SEARCH_MODE_SEMANTIC, limit=10
+        )
+    for name, ask in ways.items() if answers.asks else ():
+        answers.off_topic[name] = [
+            (question, sample, ask(question.text, sample)) for question, sample in answers.asks
+        ]
+    if answers.asks:
+        log("off-topic: done")
+    if plan.floors is not None and "hybrid" not in answers.searched:
+        answers.searched["hybrid"] = [
+            search(memory, loaded, question.text, question.sample, md.SEARCH_MODE_HYBRID)
+            for question in loaded.questions
+        ]
+    return answers
+
+
+def off_topic_table(answers: Answers) -> dict[str, object]:
+    """Empty answers to the off-topic asks, by half, for each way of asking."""
+    table: dict[str, object] = {"asks": len(answers.asks)}
+    for name, answered in answers.off_topic.items():
+        table[name] = {
+            half: empty_share(
+                [
+                    hits
+                    for question, _, hits in answered
+                    if question.calibrating == (half == "calibrating half")
+                ]
+            )
+            for half in ("calibrating half", "checking half")
+        } | {"all": empty_share([hits for _, _, hits in answered]), "asks": len(answered)}
+    return table
 
 
 def calibrate(
     floors: list[float],
+    loaded: Loaded,
     questions: list[Question],
-    answered: list[list[Scored]],
-    off_topic: list[list[Scored]],
-    *,
-    context: bool,
+    answered: list[list[Hit]],
+    off_topic: list[list[Hit]],
 ) -> dict[str, object]:
-    """Recall@k on each half and empty off-topic answers, for each floor (0: none). In
-    semantic mode every hit is one of meaning alone, so the rule is the similarity."""
+    """For each floor: recall@5 / @10 by group, the share of the evidence found in the top 10
+    without a floor that the floor loses, and the off-topic answers it leaves empty."""
     table: dict[str, object] = {}
+    unfloored = [[hit.dia_id for hit in hits] for hits in answered]
+    found_before = sum(
+        len(set(question.evidence) & set(ranked[:10]))
+        for question, ranked in zip(questions, unfloored, strict=True)
+    )
     for floor in [0.0, *floors]:
-        rankings = [floored(hits, floor, context=context) for hits in answered]
-        summary = summarise(questions, rankings)
+        rankings = [[hit.dia_id for hit in hits if hit.relevance >= floor] for hits in answered]
+        summary = summarise(loaded, questions, rankings)
+        found = sum(
+            len(set(question.evidence) & set(ranked[:10]))
+            for question, ranked in zip(questions, rankings, strict=True)
+        )
+        lost = 100 * (found_before - found) / max(1, found_before)
         table[f"floor {floor:g}"] = {
-            half: {k: figures[k] for k in ("5", "10")}  # type: ignore[index]
-            for half, figures in summary.items()
-            if half.startswith("conv") or half == "all ten"
+            group: {k: figures[k] for k in ("5", "10")}  # type: ignore[index]
+            for group, figures in summary.items()
+            if ":" not in group
         } | {
-            "off-topic answers empty": f"{sum(not floored(h, floor) for h in off_topic)} of "
-            f"{len(off_topic)}"
+            "true hits in the top 10 lost": f"{lost:.2f}%",
+            "off-topic answers empty": empty_share(off_topic, floor),
         }
     return table
+
+
+def report(loaded: Loaded, answers: Answers, plan: Plan) -> dict[str, object]:
+    """The figures of the gathered answers."""
+    results: dict[str, object] = {}
+    for name, answered in answers.searched.items():
+        rankings = [[hit.dia_id for hit in hits] for hits in answered]
+        results[f"memoryd {name}"] = summarise(loaded, answers.questions, rankings)
+        if name in answers.latencies:
+            results[f"memoryd {name}"] |= {"client_ms": latency(answers.latencies[name])}  # type: ignore[operator]
+    if answers.fact_questions:
+        rankings = [[hit.dia_id for hit in hits] for hits in answers.recalled]
+        results["facts (Recall, default mode)"] = summarise(
+            loaded, answers.fact_questions, rankings
+        ) | {"client_ms": latency(answers.latencies["facts"])}
+    if answers.asks:
+        results["off-topic (empty answers)"] = off_topic_table(answers)
+    if plan.floors is not None and answers.asks:
+        results["relevance floors (SearchHistory hybrid)"] = calibrate(
+            plan.floors,
+            loaded,
+            answers.questions,
+            answers.searched["hybrid"],
+            [hits for _, _, hits in answers.off_topic["SearchHistory hybrid"]],
+        )
+        if answers.fact_questions:
+            results["relevance floors (Recall facts)"] = calibrate(
+                plan.floors,
+                loaded,
+                answers.fact_questions,
+                answers.recalled,
+                [hits for _, _, hits in answers.off_topic["Recall facts, default mode"]],
+            )
+    return results
+
+
+def dump(path: Path, loaded: Loaded, answers: Answers) -> None:
+    """Every answer as a JSON line: what was asked, of what, the evidence, and each hit."""
+
+    def hits(found: list[Hit]) -> list[dict[str, object]]:
+        return [{"turn": hit.dia_id, "relevance": hit.relevance} | hit.figures for hit in found]
+
+    with path.open("w", encoding="utf-8") as out:
+        for way, answered in answers.searched.items():
+            for question, found in zip(answers.questions, answered, strict=True):
+                out.write(
+                    json.dumps(
+                        {
+                            "ask": f"search {way}",
+                            "set": loaded.dataset_of(question.sample).name,
+                            "group": loaded.group(question.sample),
+                            "sample": question.sample,
+                            "question": question.text,
+                            "category": question.category,
+                            "evidence": sorted(question.evidence),
+                            "hits": hits(found),
+                        }
+                    )
+                    + "\n"
+                )
+        for question, found in zip(answers.fact_questions, answers.recalled, strict=True):
+            out.write(
+                json.dumps(
+                    {
+                        "ask": "recall facts",
+                        "set": loaded.dataset_of(question.sample).name,
+                        "group": loaded.group(question.sample),
+                        "sample": question.sample,
+                        "question": question.text,
+                        "category": question.category,
+                        "evidence": sorted(question.evidence),
+                        "hits": hits(found),
+                    }
+                )
+                + "\n"
+            )
+        for way, answered in answers.off_topic.items():
+            for question, sample, found in answered:
+                out.write(
+                    json.dumps(
+                        {
+                            "ask": f"off-topic {way}",
+                            "set": loaded.dataset_of(sample).name,
+                            "sample": sample,
+                            "question": question.text,
+                            "calibrating": question.calibrating,
+                            "hits": hits(found),
+                        }
+                    )
+                    + "\n"
+                )
 
 
 def peak_rss_mb(pid: int) -> dict[str, float]:
@@ -411,19 +607,63 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
+def latency(values: list[float]) -> dict[str, float]:
+    return {"p50": round(percentile(values, 0.5), 2), "p99": round(percentile(values, 0.99), 2)}
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    """What one run measures."""
+
+    modes: list[str]
+    scopes: tuple[str, ...] = ("conversation",)
+    floors: list[float] | None = None
+    off_topic: list[OffTopic] = dataclasses.field(default_factory=list)
+
+
+def load(
+    memory: md.MemoryServiceStub, loaded: Loaded, home: Path, log: Callable[[str], None]
+) -> dict[str, object]:
+    """Load the set (unless the kept data directory holds it), then wait for the vectors."""
+    marker = home / "retrieval-quality-loaded"
+    append_seconds = 0.0
+    if marker.exists():
+        loaded.fact_turns = fact_turns_of(home)
+    else:
+        began = time.perf_counter()
+        for dataset in loaded.sets:
+            append_all(memory, dataset)
+            loaded.fact_turns |= store_facts(memory, dataset)
+        append_seconds = time.perf_counter() - began
+        log(f"appended in {append_seconds:.1f} s; embedding")
+    embed_seconds = wait_for_embeddings(memory)
+    if not marker.exists():
+        (home / "retrieval-quality-facts.json").write_text(
+            json.dumps(loaded.fact_turns), encoding="utf-8"
+        )
+        marker.touch()
+    turns = sum(len(turns) for dataset in loaded.sets for turns in dataset.conversations.values())
+    return {
+        "turns": turns,
+        "facts": len(loaded.fact_turns),
+        "append_seconds": round(append_seconds, 2),
+        "embedding_seconds_after_append": round(embed_seconds, 1),
+        "embedded_messages_per_second": round(turns / embed_seconds, 1)
+        if embed_seconds and append_seconds
+        else None,
+    }
+
+
 def run_server(
-    path_config: str,
+    config: str,
     *,
     backend: str,
-    conversations: dict[str, list[Turn]],
-    questions: list[Question],
-    modes: list[str],
+    loaded: Loaded,
+    plan: Plan,
     log: Callable[[str], None],
-    floors: list[float] | None = None,
-    scopes: tuple[str, ...] = ("conversation",),
     kept_home: Path | None = None,
-) -> dict[str, object]:
-    """Load through a real server on `backend` and measure each mode (in each scope). With
+) -> tuple[dict[str, object], Answers]:
+    """Load one set through a real server on `backend` and ask it everything. With
     `kept_home`, a data directory loaded by an earlier run is asked at once."""
     results: dict[str, object] = {}
     with (
@@ -431,117 +671,98 @@ def run_server(
         backends.started([backend], Path(scratch)) as places,
     ):
         home = kept_home or Path(scratch) / "home"
-        loaded = home / "retrieval-quality-loaded"
-        server = ServerProcess(home, config=path_config, env=places.env(backend, home)).start()
+        server = ServerProcess(home, config=config, env=places.env(backend, home)).start()
         try:
             with grpc.insecure_channel(server.address) as channel:
                 memory = md.MemoryServiceStub(channel)
-                admin = memory
-                append_seconds = 0.0
-                if not loaded.exists():
-                    append_seconds = append_all(memory, conversations)
-                    log(f"appended in {append_seconds:.1f} s; embedding")
-                embed_seconds = wait_for_embeddings(admin) if modes != ["lexical"] else 0.0
-                if kept_home is not None:
-                    loaded.touch()
-                turns = sum(len(t) for t in conversations.values())
-                results["load"] = {
-                    "turns": turns,
-                    "append_seconds": round(append_seconds, 2),
-                    "embedding_seconds_after_append": round(embed_seconds, 1),
-                    "embedded_messages_per_second": round(turns / embed_seconds, 1)
-                    if embed_seconds and append_seconds
-                    else None,
-                }
-                for name in ("hybrid", "semantic") if floors else ():
-                    answered, off_topic = scored(
-                        memory, questions, list(conversations), MODES[name]
-                    )
-                    results[f"similarity floors ({name})"] = calibrate(
-                        floors or [], questions, answered, off_topic, context=name == "hybrid"
-                    )
-                for scope in scopes:
-                    suffix = "" if scope == "conversation" else f", {scope} scope"
-                    for name in modes:
-                        rankings, latencies = through_server(memory, questions, MODES[name], scope)
-                        log(f"{name}{suffix}: done")
-                        results[f"memoryd {name}{suffix}"] = summarise(questions, rankings) | {
-                            "client_ms": {
-                                "p50": round(percentile(latencies, 0.5), 2),
-                                "p99": round(percentile(latencies, 0.99), 2),
-                            }
-                        }
-                if "hybrid" in modes and "conversation" in scopes:
-                    results["memoryd hybrid"] |= {  # type: ignore[operator]
-                        "off-topic answers empty": empty_off_topic(memory, list(conversations))
-                    }
+                results["load"] = load(memory, loaded, home, log)
+                answers = ask_all(memory, loaded, plan, log)
             results["server_rss_mb"] = peak_rss_mb(server.process.pid)
         finally:
             code = server.stop()
     if code != 0:
         sys.exit(f"memoryd exited with {code}")
-    return results
+    return results, answers
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("dataset", type=Path, help="LoCoMo's data/locomo10.json")
+    parser.add_argument("--locomo", type=Path, help="LoCoMo's data/locomo10.json")
+    parser.add_argument("--beam", type=Path, help="BEAM's repository (or its chats folder)")
+    parser.add_argument("--beam-sizes", default=",".join(datasets.BEAM_SIZES))
     parser.add_argument("--modes", default="lexical,semantic,hybrid")
     parser.add_argument("--config", type=Path, help="a memoryd config file (default: defaults)")
     parser.add_argument("--backend", default="sqlite", choices=backends.CHOICES)
     parser.add_argument(
         "--floors",
         type=lambda text: [float(item) for item in text.split(",") if item],
-        help="similarity floors to calibrate, comma-separated (the server runs with none)",
+        help="relevance floors to calibrate, comma-separated (the server runs with none)",
     )
     parser.add_argument(
         "--scopes",
         default="conversation",
-        help="comma-separated: conversation (each question of its own), agent (of all ten)",
+        help="comma-separated: conversation (each question of its own), agent (of its set's)",
     )
     parser.add_argument(
         "--home",
         type=Path,
         help="keep the loaded data directory here (SQLite), and ask at once when it is loaded",
     )
+    parser.add_argument("--no-off-topic", action="store_true", help="skip the off-topic asks")
+    parser.add_argument(
+        "--dump", type=Path, help="write every answer, hit by hit with its figures, as JSON lines"
+    )
     args = parser.parse_args()
+    if args.locomo is None and args.beam is None:
+        sys.exit("give --locomo PATH, --beam PATH, or both")
     if args.home is not None and args.backend != "sqlite":
         sys.exit("--home keeps a SQLite data directory: use it with --backend sqlite")
     scopes = tuple(scope for scope in args.scopes.split(",") if scope)
     if not set(scopes) <= {"conversation", "agent"}:
         sys.exit(f"unknown scope in {args.scopes!r}; choose from conversation, agent")
-    conversations, questions = load_dataset(args.dataset)
     modes = [mode for mode in args.modes.split(",") if mode]
     for mode in modes:
         if mode not in MODES:
             sys.exit(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+    sets = []
+    if args.locomo is not None:
+        sets.append(datasets.locomo(args.locomo))
+    if args.beam is not None:
+        sets.append(datasets.beam(args.beam, tuple(args.beam_sizes.split(","))))
+    loaded = Loaded(sets)
 
     def log(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
     config = args.config.read_text(encoding="utf-8") if args.config else ""
     if args.floors:
-        config += "\n[memoryd.search]\nmin_similarity = 0\n"
+        config += "\n[memoryd.search]\nmin_relevance = 0\n"
+    plan = Plan(
+        modes=modes,
+        scopes=scopes,
+        floors=args.floors,
+        off_topic=[] if args.no_off_topic else off_topic_questions(),
+    )
     result: dict[str, object] = {
         "benchmark": "retrieval_quality",
         "backend": args.backend,
-        "questions": len(questions),
-        "plain FTS5 (words OR-ed, bm25)": summarise(
-            questions, plain_fts5(conversations, questions)
-        ),
-        "DRAGON (paper, Table 3)": DRAGON,
+        "questions": {dataset.name: len(dataset.questions) for dataset in sets},
+        "plain FTS5 (words OR-ed, bm25)": summarise(loaded, loaded.questions, plain_fts5(loaded)),
+        "DRAGON (LoCoMo paper, Table 3)": DRAGON,
     }
-    result |= run_server(
-        config,
-        backend=args.backend,
-        conversations=conversations,
-        questions=questions,
-        modes=modes,
-        log=log,
-        floors=args.floors,
-        scopes=scopes,
-        kept_home=args.home,
-    )
+    answers = Answers()
+    for dataset in sets:
+        one = Loaded([dataset])
+        home = None if args.home is None else args.home / dataset.name
+        found, asked = run_server(
+            config, backend=args.backend, loaded=one, plan=plan, log=log, kept_home=home
+        )
+        result[f"{dataset.name} server"] = found
+        loaded.fact_turns |= one.fact_turns
+        answers.add(asked)
+    result |= report(loaded, answers, plan)
+    if args.dump is not None:
+        dump(args.dump, loaded, answers)
     print(json.dumps(result, indent=2))
     return 0
 

@@ -21,17 +21,19 @@ from memoryd.config.shown import effective
 from memoryd.domain import tokens
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.paging import PageTokens
+from memoryd.domain.relevance import UNCALIBRATED, Calibration
 from memoryd.domain.timestamps import utc_now
 from memoryd.domain.turns import TurnUsage
 from memoryd.errors import FailedPrecondition, StartupError
 from memoryd.llm.chain import ProviderChain
-from memoryd.llm.embeddings import build_embedder
+from memoryd.llm.embeddings import Embedder, build_embedder
 from memoryd.log_events import Event
 from memoryd.services.coherence import Coherence
 from memoryd.services.compaction import Compactor
 from memoryd.services.context_composer import ContextComposer
 from memoryd.services.embedding import EmbeddingService
 from memoryd.services.erasure import ErasureService
+from memoryd.services.evidence import Relevance
 from memoryd.services.history import HistoryService
 from memoryd.services.ingest import IngestService
 from memoryd.services.jobs import JobService
@@ -282,6 +284,17 @@ def _recover(database: OpenedDatabase, prompts: PromptFiles) -> None:
     _count_stored_tokens(database)
 
 
+def calibration_of(embedder: Embedder | None, settings: Settings) -> Calibration:
+    """How hits are judged: the embedding model's calibration, its meaning floor replaced by
+    [memoryd.search] min_similarity when that is set (0: meaning alone always passes, as for a
+    model never calibrated)."""
+    found = (embedder.calibration if embedder else None) or UNCALIBRATED
+    floor = settings.search.min_similarity
+    if floor == "model":
+        return found
+    return dataclasses.replace(found, meaning_floor=floor or None)
+
+
 def _services(
     settings: Settings,
     env: Mapping[str, str],
@@ -306,11 +319,10 @@ def _services(
     embedding = EmbeddingService(
         embedder, vectors_writer, readers, changes, settings.search.embedding_batch, outage=outage
     )
-    floor = settings.search.min_similarity
     query_vectors = QueryVectors(
         embedding,
         VectorCache(settings.search.vector_cache_mb, indexed=database.vector_index),
-        floor=(embedder.similarity_floor if embedder else 0.0) if floor == "model" else floor,
+        Relevance(calibration_of(embedder, settings), settings.search.min_relevance),
     )
     search = HistorySearch(readers, query_vectors)
     recall = RecallService(readers, search)

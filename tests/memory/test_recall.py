@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import memoryd_client as md
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, fresh_conversation, owner_of, rpc_error, store, user
-from tests.history.test_search import CORPUS, HOSTILE
+from tests.history.test_search import CORPUS, HOSTILE, MEANINGLESS
 
 
 async def recall(
@@ -53,6 +53,14 @@ async def test_hostile_queries_are_plain_text(
         assert all(query.lower() in value.lower() for value in values(hits))
 
 
+@pytest.mark.parametrize("query", MEANINGLESS)
+async def test_words_that_carry_no_meaning_recall_nothing(
+    memory: md.MemoryServiceStub, noted: md.Conversation, query: str
+) -> None:
+    assert await recall(memory, noted, query=query) == []
+    assert await recall(memory, noted, query=query, mode=md.SEARCH_MODE_HYBRID) == []
+
+
 async def test_query_takes_priority_over_key_and_key_looks_up_exactly(
     memory: md.MemoryServiceStub, noted: md.Conversation
 ) -> None:
@@ -77,7 +85,7 @@ async def test_fallback_ranks_by_matching_words_and_fills_only_up_to_the_limit(
 ) -> None:
     conversation = fresh_conversation()
     await store(memory, conversation, "a", "alpha only")
-    await store(memory, conversation, "b", "alpha/beta, gamma")
+    await store(memory, conversation, "greekletters", "alpha/beta, gamma")
     await store(memory, conversation, "c", "nothing relevant")
     # No row has every word as a whole word, so the fallback ranks partial matches.
     hits = await recall(memory, conversation, query="alph bet")
@@ -86,8 +94,9 @@ async def test_fallback_ranks_by_matching_words_and_fills_only_up_to_the_limit(
     assert values(await recall(memory, conversation, query="alph bet", limit=1)) == [
         "alpha/beta, gamma"
     ]
-    # Keys are searched too.
-    assert values(await recall(memory, conversation, query="b"))[:1] == ["alpha/beta, gamma"]
+    # Keys are searched too, and a piece of a word must be a real term: "b" is none.
+    assert values(await recall(memory, conversation, query="letters")) == ["alpha/beta, gamma"]
+    assert await recall(memory, conversation, query="b") == []
 
 
 async def test_archived_rows_never_appear(memory: md.MemoryServiceStub) -> None:

@@ -53,7 +53,7 @@ async def moved_on(memory: md.MemoryServiceStub) -> md.Conversation:
                 md.NewMessage(
                     sender="ada",
                     role=md.ROLE_USER,
-                    content="What should I order for dinner tonight?",
+                    content="Which sushi should I order for dinner tonight?",
                 )
             ],
         )

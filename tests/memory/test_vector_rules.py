@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from memoryd.domain.fusion import Scores, above_floor, fuse, fuse_above_floor, query_floor
+from memoryd.domain.fusion import Scores, above_floor, fuse, fuse_above_floor
+from memoryd.domain.relevance import Evidence
 from memoryd.domain.vectors import hamming, normalised, quantise, restored, sign_words, smallest
 
 DISTANCES = hnp.arrays(
@@ -56,6 +57,7 @@ def test_int8_vectors_keep_the_cosine_within_a_few_thousandths(
 
 
 RANKING = st.lists(st.integers(1, 60), unique=True, max_size=30)
+COVERAGES = st.lists(st.floats(0.0, 1.0), min_size=61, max_size=61)
 
 
 @given(
@@ -63,17 +65,23 @@ RANKING = st.lists(st.integers(1, 60), unique=True, max_size=30)
     RANKING,
     st.dictionaries(st.integers(1, 60), st.tuples(st.integers(1, 60), st.integers(1, 60))),
     st.integers(1, 40),
+    COVERAGES,
 )
 def test_fusion_keeps_the_head_of_the_full_ranking(
     lexical_ids: list[int],
     semantic_ids: list[int],
     neighbours: dict[int, tuple[int, int]],
     keep: int,
+    coverages: list[float],
 ) -> None:
     lexical = [(item, -float(len(lexical_ids) - place)) for place, item in enumerate(lexical_ids)]
     semantic = [(item, 1.0 - place / 100) for place, item in enumerate(semantic_ids)]
-    whole = fuse(lexical, semantic, neighbours)
-    assert fuse(lexical, semantic, neighbours, keep=keep) == whole[:keep]
+
+    def evidence(item: int) -> Evidence:
+        return Evidence(coverage=coverages[item], similarity=None, relevance=1.0)
+
+    whole = fuse(lexical, semantic, neighbours, evidence=evidence)
+    assert fuse(lexical, semantic, neighbours, evidence=evidence, keep=keep) == whole[:keep]
     # Every id of either ranking is a candidate, and nothing is ranked twice.
     ids = [item for item, _ in whole]
     assert len(ids) == len(set(ids))
@@ -85,7 +93,7 @@ def test_fusion_keeps_the_head_of_the_full_ranking(
 @given(
     RANKING,
     RANKING,
-    st.lists(st.floats(0.0, 1.0), min_size=30, max_size=30),
+    st.lists(st.floats(0.0, 1.0), min_size=61, max_size=61),
     st.dictionaries(
         st.integers(1, 60),
         st.tuples(st.none() | st.integers(1, 60), st.none() | st.integers(1, 60)),
@@ -95,47 +103,72 @@ def test_fusion_keeps_the_head_of_the_full_ranking(
 def test_the_floor_applied_to_the_fusion_as_it_is_made_keeps_what_it_keeps_applied_after(
     lexical_ids: list[int],
     semantic_ids: list[int],
-    similarities: list[float],
+    relevances: list[float],
     neighbours: dict[int, tuple[int | None, int | None]],
     floor_and_keep: tuple[float, int],
 ) -> None:
     floor, keep = floor_and_keep
     lexical = [(item, -float(len(lexical_ids) - place)) for place, item in enumerate(lexical_ids)]
-    ordered = sorted(similarities, reverse=True)
-    semantic = [(item, ordered[place]) for place, item in enumerate(semantic_ids)]
-    kept, cut = above_floor(fuse(lexical, semantic, neighbours), floor, neighbours)
-    assert fuse_above_floor(lexical, semantic, neighbours, floor=floor, keep=keep) == (
-        kept[:keep],
-        cut,
+    semantic = [(item, 1.0 - place / 100) for place, item in enumerate(semantic_ids)]
+
+    def evidence(item: int) -> Evidence:
+        return Evidence(coverage=0.5, similarity=None, relevance=relevances[item])
+
+    found = set(lexical_ids) | set(semantic_ids)
+    kept, _ = above_floor(
+        fuse(lexical, semantic, neighbours, evidence=evidence),
+        evidence,
+        floor,
+        neighbours,
+        candidates=found,
     )
+    head, _ = fuse_above_floor(
+        lexical, semantic, neighbours, evidence=evidence, floor=floor, keep=keep
+    )
+    assert head == kept[:keep]
 
 
-def test_the_similarity_floor_keeps_words_near_enough_meaning_and_their_neighbours() -> None:
-    def hit(lexical: int = 0, semantic: int = 0, similarity: float = 0.0) -> Scores:
-        return Scores(similarity=similarity, lexical_rank=lexical, semantic_rank=semantic)
+def test_the_floor_keeps_what_matches_on_its_own_and_its_neighbours() -> None:
+    def hit(lexical: int = 0, semantic: int = 0) -> Scores:
+        return Scores(lexical_rank=lexical, semantic_rank=semantic)
 
     ranking = [
-        (1, hit(lexical=1, semantic=5, similarity=0.30)),  # a word match, far in meaning
-        (2, hit(semantic=1, similarity=0.70)),  # near in meaning
-        (3, hit(semantic=2, similarity=0.40)),  # next to 2
-        (4, hit(semantic=3, similarity=0.45)),  # next to 3 only: too far
+        (1, hit(lexical=1, semantic=5)),  # matches
+        (2, hit(semantic=1)),  # matches
+        (3, hit(semantic=2)),  # next to 2
+        (4, hit(semantic=3)),  # next to 3 only: left out
         (5, hit()),  # next to 1 (context alone)
+        (6, hit(lexical=2)),  # says nothing ("ok, thanks"): never matches on its own
+        (7, hit(lexical=3)),  # next to 6 only: left out
     ]
-    neighbours = {1: (None, 5), 2: (None, 3), 3: (2, 4), 4: (3, None), 5: (1, None)}
-    kept, cut = above_floor(ranking, 0.5, neighbours)
+    judged = {
+        1: Evidence(coverage=0.9, similarity=0.3, relevance=0.8),
+        2: Evidence(coverage=0.0, similarity=0.7, relevance=0.9, by_meaning=True),
+        3: Evidence(coverage=0.0, similarity=0.4, relevance=0.2, by_meaning=False),
+        4: Evidence(coverage=0.0, similarity=0.45, relevance=0.3),
+        5: Evidence(coverage=0.0, similarity=None, relevance=0.1),
+        6: Evidence(coverage=1.0, similarity=0.9, relevance=0.99, phatic=True),
+        7: Evidence(coverage=0.1, similarity=0.3, relevance=0.1),
+    }
+    neighbours = {1: (None, 5), 2: (None, 3), 3: (2, 4), 4: (3, None), 5: (1, None), 7: (6, None)}
+    kept, cut = above_floor(ranking, judged.__getitem__, 0.5, neighbours)
     assert [item for item, _ in kept] == [1, 2, 3, 5]
-    assert cut == 1
-    # Kept below the floor, a hit no longer says it matched by meaning.
-    assert dict(kept)[1].semantic_rank == 0
-    assert dict(kept)[3].semantic_rank == 0
-    assert dict(kept)[2].semantic_rank == 1
-    assert above_floor(ranking, 0.0, neighbours) == (ranking, 0)
-    assert above_floor(ranking, 0.5)[0] == [(1, dict(kept)[1]), (2, ranking[1][1])]
-
-
-def test_a_query_of_punctuation_alone_has_a_floor_no_similarity_reaches() -> None:
-    for wordless in ("%", "???", " -- ", "\u3002\u3001", "\u00a0!\t"):
-        assert query_floor(wordless, 0.55) == math.inf, wordless
-    for meant in ("a", "7", "\u732b", "\U0001f363", "+", "$%"):
-        assert query_floor(meant, 0.55) == 0.55, meant
-    assert query_floor("%", 0.0) == 0.0  # no floor known: none set
+    assert cut == 3
+    scores = dict(kept)
+    # A neighbour has the relevance of the match it is kept beside.
+    assert scores[3].relevance == 0.9
+    assert scores[5].relevance == 0.8
+    assert scores[1].coverage == 0.9
+    # A hit whose meaning alone does not reach the floor does not say it matched by meaning.
+    assert scores[1].semantic_rank == 0
+    assert scores[2].semantic_rank == 1
+    assert scores[3].semantic_rank == 0
+    # Floor 0 keeps everything but what says nothing on its own, and the neighbour of that.
+    assert [item for item, _ in above_floor(ranking, judged.__getitem__, 0.0, neighbours)[0]] == [
+        1,
+        2,
+        3,
+        4,
+        5,
+        7,
+    ]

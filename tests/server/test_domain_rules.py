@@ -32,7 +32,7 @@ from memoryd.domain.messages import Role, Trust
 from memoryd.domain.paging import PageCursor, PageTokens, TokenKind
 from memoryd.domain.prompt_files import MEMORY_MD, USER_MD, render
 from memoryd.domain.review_runs import AnswerKind
-from memoryd.domain.search_query import MAX_QUERY_WORDS, plan_search
+from memoryd.domain.search_query import MAX_QUERY_WORDS, is_real_term, plan_search
 from memoryd.domain.timestamps import to_text
 from memoryd.domain.tokens import count_tokens
 from memoryd.errors import InvalidArgument
@@ -81,19 +81,88 @@ def test_any_query_is_ordinary_text_that_finds_itself(fts: apsw.Connection, quer
 
 
 def test_fts_syntax_in_a_query_is_quoted_as_words() -> None:
-    plan = plan_search('C++ AND "quoted" text:foo NEAR(a b) *')
-    # "AND" is an English function word: with other words beside it, it is no alternative.
-    assert plan.word_expression == '"C++" """quoted""" "text:foo" "NEAR(a" "b)"'
-    assert plan.any_word_expression == '"C++" OR """quoted""" OR "text:foo" OR "NEAR(a" OR "b)"'
-    assert plan.words[-1] == "*"  # no letter or digit: substring stage only
-    assert plan_search("AND OR NOT").word_expression == '"AND" "OR" "NOT"'
-    assert plan_search("the when").any_word_expression == '"the" OR "when"'
+    plan = plan_search('Rust++ AND "quoted" text:foo NEAR(ab cd) *')
+    # "AND" is an English function word, "*" punctuation: neither is searched.
+    assert plan.word_expression == '"Rust++" """quoted""" "text:foo" "NEAR(ab" "cd)"'
+    assert plan.any_word_expression == (
+        '"Rust++" OR """quoted""" OR "text:foo" OR "NEAR(ab" OR "cd)"'
+    )
+    assert plan.words[-1] == "*"
+    assert "*" not in plan.terms
 
 
-def test_like_wildcards_in_a_word_are_checked_exactly() -> None:
-    plan = plan_search("100% a_b plain")
+def test_like_wildcards_in_a_term_are_checked_exactly() -> None:
+    plan = plan_search("100% ab_c plain")
     assert plan.trigram_pieces == ("100", "plain")
-    assert plan.exact_words == ("100%", "a_b")
+    assert plan.exact_words == ("ab_c",)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "AND OR NOT",
+        "the when",
+        "what is it?",
+        "I'm",
+        "don't",
+        "What's",
+        "?!",
+        "%",
+        "  ",
+        "of the a",
+    ],
+)
+def test_words_that_carry_no_meaning_are_no_query(query: str) -> None:
+    plan = plan_search(query)
+    assert plan.is_empty
+    assert plan.word_expression is None
+    assert plan.substring_terms == ()
+
+
+@pytest.mark.parametrize(
+    ("query", "terms", "substring_terms"),
+    [
+        ("What is the capital of Mongolia?", ("capital", "Mongolia?"), ("capital", "Mongolia")),
+        ("Caroline's painting", ("Caroline", "painting"), ("Caroline", "painting")),
+        ("caroline\u2019s", ("caroline",), ("caroline",)),
+        # Whole words of two letters are terms (a letter alone is not); pieces of words need
+        # three.
+        ("go to C++ AI 7", ("go", "AI", "7"), ()),
+        ("0% 100%", ("0%", "100%"), ("100",)),
+        # Two characters of a script written without spaces are a real term; emoji are too.
+        ("\u6771\u4eac \U0001f389", ("\u6771\u4eac", "\U0001f389"), ("\u6771\u4eac", "\U0001f389")),
+        ("\u732b", ("\u732b",), ()),
+    ],
+)
+def test_the_terms_of_a_query(
+    query: str, terms: tuple[str, ...], substring_terms: tuple[str, ...]
+) -> None:
+    plan = plan_search(query)
+    assert plan.terms == terms
+    assert plan.substring_terms == substring_terms
+
+
+@pytest.mark.parametrize(
+    ("word", "real"),
+    [
+        ("is", False),
+        ("of", False),
+        ("a", False),
+        ("ab", False),
+        ("abc", True),
+        ("The", False),
+        ("Are", False),
+        ("0%", False),
+        ("e_case", True),
+        ("\u6771\u4eac", True),
+        ("\u732b", False),
+        ("\U0001f389", True),
+        ("**", False),
+        ("Caf\u00e9", True),
+    ],
+)
+def test_only_a_real_term_is_looked_for_inside_other_words(word: str, *, real: bool) -> None:
+    assert is_real_term(word) is real
 
 
 # --- page tokens ---------------------------------------------------------------------------

@@ -120,6 +120,8 @@ def fill_scores(target: service_pb.HitScores, scores: Scores) -> None:
     target.fused = scores.fused
     target.lexical_rank = scores.lexical_rank
     target.semantic_rank = scores.semantic_rank
+    target.relevance = scores.relevance
+    target.coverage = scores.coverage
 
 
 async def ingest_batches(

@@ -352,18 +352,27 @@ class SearchSettings(Section):
     # Vectors of recently searched scopes kept in memory, in MiB (least recently used dropped).
     # A scope with more vectors than fit is searched by its words (semantic: refused, saying so).
     vector_cache_mb: float = 256.0
-    # The similarity (0 to 1) below which a row or message found by meaning alone is left out
-    # (its words did not match, nor is it next to a message that matched): a query about
-    # nothing the memory holds finds nothing. "model": the floor measured for the embedded
-    # model (none for a provider's model, whose similarities differ); 0: no floor.
+    # The similarity (0 to 1) at which a row or message holding none of the query's words is
+    # as relevant as the floor asks (docs/api.md#relevance): "model", the one measured for the
+    # embedded model (a provider's model has none: whatever its meaning finds stands at the
+    # floor); a number, that one instead; 0: none.
     min_similarity: float | Literal["model"] = "model"
+    # The relevance (0 to 1) every hit of SearchHistory and Recall is held to, whichever way it
+    # matched (its words, part of a word, a key, its meaning, or their fusion): a hit below it
+    # is left out and counted (below_floor). 0 keeps every hit.
+    min_relevance: float = 0.5
 
     def validate(self) -> None:
-        """A similarity floor is between 0 and 1."""
+        """A similarity floor is between 0 and 1, and so is the relevance floor."""
         if isinstance(self.min_similarity, float) and not 0 <= self.min_similarity < 1:
             raise StartupError(
                 "memoryd.search.min_similarity must be from 0 up to (not including) 1, or "
                 f'"model", got {self.min_similarity}'
+            )
+        if not 0 <= self.min_relevance < 1:
+            raise StartupError(
+                "memoryd.search.min_relevance must be from 0 up to (not including) 1, "
+                f"got {self.min_relevance}"
             )
 
 
@@ -604,7 +613,7 @@ SECTIONS: dict[str, type[Section]] = {
 }
 # Settings that may be 0 although they are not durations in _ms / _seconds.
 ZERO_ALLOWED = frozenset(
-    {"review_interval_hours", "sample_ratio", "max_connections", "min_similarity"}
+    {"review_interval_hours", "sample_ratio", "max_connections", "min_similarity", "min_relevance"}
 )
 
 

@@ -1,30 +1,29 @@
 """Search modes, and how the word ranking and the meaning ranking become one.
 
-Hybrid search fuses scores, not ranks. Each ranking's scores are scaled to 0..1 for the query
-at hand (bm25 divided by the best bm25; cosine similarity min-max over the nearest read), and a
-hit's own score is their weighted sum, raised by what the query says beyond its words (`Cues`):
-a message whose days meet the days the question names ("in June", "on 13 October, 2023") -- the
-day it was said, or the day its "yesterday" or "last Friday" points at -- a message by someone
-the question names, and a message that says when, for a question asking when. Then
-conversation context: a message earns part of the best own score of the messages right before
-and after it in its conversation, since the answer to a question is often the reply next to the
-message that matches it, and a smaller part of the messages two away; a neighbour that matched
-neither ranking can so be found too (MatchKind.NEIGHBOUR). Across conversations (an owner's or
-an agent's scope) a conversation's share of the best scores weighs its messages, so that turns
-on the same topic in other chats do not crowd out the one the question is about. The weights
-were tuned on LoCoMo's conversations 1-5 only (bench/retrieval_quality.py) and hold on 6-10:
-docs/performance.md has the tables. Plain reciprocal-rank fusion of the same two rankings
-reached 67 at recall@10 there; scaled scores with first neighbours 75; with the cues and the
-second neighbours 79.
+Hybrid search fuses scores, not ranks. A hit's own score is what its words hold of the query --
+its coverage (memoryd.domain.relevance: the share of the query's terms it holds, each weighed by
+its rarity, a time the question names being held by a message said then) -- weighted 0.7, and
+its similarity to the query, min-max scaled over the nearest read, weighted 0.3; a message by
+someone the question names earns half as much again (the speaker cue). Then conversation
+context: a message earns part of the best own score of the messages right before and after it
+in its conversation, since the answer to a question is often the reply next to the message
+that matches it; a neighbour that matched neither ranking can so be found too
+(MatchKind.NEIGHBOUR). Across conversations (an owner's or an agent's scope) a conversation's
+share of the best scores weighs its messages, so that turns on the same topic in other chats do
+not crowd out the one the question is about.
 
-Every text has some similarity to any query, so a meaning ranking always finds something: a
-query about nothing the memory holds would get the nearest unrelated texts, looking like
-answers. `above_floor` keeps a hit only when its words matched, its similarity reaches the
-model's floor (calibrated for the embedded model on LoCoMo's conversations 1-5), or it is the
-neighbour of a hit kept so; the rest are counted, and the answer says how many. A query of
-punctuation and spaces alone ("%", "???") means nothing: its vector is the model's vector of
-nothing, about equally near every text and near the floor itself (bge-small: 0.52 to 0.58 against
-the retrieval fixture's messages), so `query_floor` puts its floor above every similarity.
+Every rule is measured on two public sets of another kind each, LoCoMo (two friends chatting)
+and BEAM (a user and an assistant), and kept only if it gains on both: docs/performance.md has
+the tables. Coverage replaced bm25 scaled by the best hit's, which made the best word match 1
+however little of the question it held (+0.5 on LoCoMo, +2.6 on BEAM at recall@10); the days a
+question names became a term of its coverage instead of a multiplier of its own (which gained
+on LoCoMo alone); the messages two away and the "When ...?" cue, which gained on LoCoMo and
+lost on BEAM, are gone.
+
+A turn that says nothing of its own ("ok", "thanks!") never matches on its own (its own score is
+0), whatever its vector, which carries the turn before it: it is only ever context. The floor
+(`_kept`) holds every hit to one relevance: what matches on its own must reach it, and a
+neighbour is kept only beside such a match.
 """
 
 from __future__ import annotations
@@ -32,19 +31,11 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
-import math
 import re
-import unicodedata
 from collections import defaultdict
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 
-from memoryd.domain.time_expressions import (
-    Span,
-    asked_span,
-    asks_when,
-    speaks_of_time,
-    spoken_spans,
-)
+from memoryd.domain.relevance import Evidence
 
 
 class SearchMode(enum.Enum):
@@ -67,13 +58,18 @@ class MatchKind(enum.Enum):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Scores:
-    """The figures a hit was ranked by; 0 where a ranking did not find it."""
+    """The figures a hit was ranked and kept by; 0 where a ranking did not find it (the
+    similarity: where the hit has no vector, or the search compares no meaning)."""
 
     bm25: float = 0.0
     similarity: float = 0.0
     fused: float = 0.0
     lexical_rank: int = 0
     semantic_rank: int = 0
+    # How well the hit matches (memoryd.domain.relevance), 0 to 1: what the floor is held to.
+    relevance: float = 0.0
+    # The share of the query's terms, by weight, the hit holds.
+    coverage: float = 0.0
 
 
 NO_SCORES = Scores()
@@ -83,19 +79,12 @@ NO_SCORES = Scores()
 class FusionWeights:
     """The fusion's parameters."""
 
-    # The words' share of a hit's own score; the meaning has the rest.
-    lexical: float = 0.6
-    # The share of its best neighbour's score a message earns.
+    # The words' share (coverage) of a hit's own score; the meaning has the rest.
+    lexical: float = 0.7
+    # The share of its best neighbour's own score a message earns.
     neighbour: float = 0.4
-    # The share of the best score of the messages two away.
-    second_neighbour: float = 0.25
-    # The scaled word score of a substring match (word matches scale to 0..1 by bm25).
-    substring: float = 0.5
-    # How much a cue raises a message's own score (times the score): its days meet the days
-    # the question names; its sender is named; it says when, and the question asks when.
-    date: float = 1.5
-    speaker: float = 0.3
-    when: float = 0.3
+    # How much a message by someone the question names earns on top of its own score (times it).
+    speaker: float = 0.5
     # Across conversations: the weight of a conversation's share of the best scores, read over
     # the first CONVERSATION_SHARE_OF fused hits (0: conversations are not weighed).
     conversation: float = 0.6
@@ -119,7 +108,7 @@ _WORDS = re.compile(r"\w+")
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Said:
-    """What the cues of a ranked message are read from."""
+    """Who said a ranked message, when, the start of what they said, and where."""
 
     sender: str
     at: dt.datetime
@@ -130,37 +119,20 @@ class Said:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Cues:
-    """What a query says beyond its words: the days it names, its words (a sender's first name
-    among them names the sender), and whether it asks when."""
+    """What a query says beyond its terms: its words, among which a sender's first name names
+    the sender."""
 
-    span: Span | None
     words: frozenset[str]
-    when: bool
 
     @classmethod
     def of(cls, query: str) -> Cues:
         """The cues of `query`."""
-        return cls(asked_span(query), frozenset(_WORDS.findall(query.casefold())), asks_when(query))
+        return cls(frozenset(_WORDS.findall(query.casefold())))
 
     def raise_of(self, said: Said, weights: FusionWeights) -> float:
         """How much the cues raise a message's own score (0: not at all)."""
-        found = 0.0
-        timed = (self.span is not None or self.when) and speaks_of_time(said.content)
-        if self.span is not None:
-            found += weights.date * max(
-                (
-                    self.span.precision(days)
-                    for days in spoken_spans(said.content, said.at, timed=timed)
-                    if self.span.meets(days)
-                ),
-                default=0.0,
-            )
         name = _WORDS.findall(said.sender.casefold())
-        if name and name[0] in self.words:
-            found += weights.speaker
-        if self.when and timed:
-            found += weights.when
-        return found
+        return weights.speaker if name and name[0] in self.words else 0.0
 
 
 def fuse(
@@ -169,25 +141,24 @@ def fuse(
     neighbours: Neighbours | None = None,
     weights: FusionWeights = WEIGHTS,
     *,
+    evidence: Callable[[int], Evidence],
     keep: int | None = None,
-    farther: Neighbours | None = None,
     cues: Cues | None = None,
     said: Mapping[int, Said] | None = None,
     across_conversations: bool = False,
 ) -> list[tuple[int, Scores]]:
     """(id, bm25) best first (bm25 0: a substring match) and (id, similarity) best first, as
-    one ranking, best first (its first `keep` when given). With `neighbours`, conversation
-    context counts too (and the neighbours themselves become candidates); with `farther` (the
-    messages two before and two after each ranked message), those count too. With `cues` and
-    what was `said` in each ranked message, the cues raise the messages they fit;
-    `across_conversations` weighs each message by its conversation's share of the best scores
-    (see the module docstring)."""
+    one ranking, best first (its first `keep` when given); `evidence` says what each candidate
+    holds of the query. With `neighbours`, conversation context counts too (and the neighbours
+    themselves become candidates). With `cues` and what was `said` in each ranked message, the
+    speaker cue raises the messages it fits; `across_conversations` weighs each message by its
+    conversation's share of the best scores (see the module docstring)."""
     fusion = _Fusion.of(
         lexical,
         semantic,
         neighbours,
         weights,
-        farther=farther,
+        evidence=evidence,
         cues=cues,
         said=said,
         across_conversations=across_conversations,
@@ -200,42 +171,31 @@ def fuse_above_floor(
     semantic: Sequence[tuple[int, float]],
     neighbours: Neighbours,
     *,
+    evidence: Callable[[int], Evidence],
     floor: float,
     keep: int,
-    farther: Neighbours | None = None,
     cues: Cues | None = None,
     said: Mapping[int, Said] | None = None,
     across_conversations: bool = False,
 ) -> tuple[list[tuple[int, Scores]], int]:
-    """`above_floor(fuse(...), floor, neighbours)` with the kept ranking cut at `keep`, and the
-    same count of what was left out: the scores are made for the kept head only (a search
-    across conversations ranks a thousand candidates or more, and answers a few)."""
+    """fuse()'s ranking held to the relevance floor (`_kept`), cut at `keep`, and how many of
+    its candidates the floor left out. Scores are made for the kept head only: a search across
+    conversations ranks several hundred candidates, and answers a few."""
     fusion = _Fusion.of(
         lexical,
         semantic,
         neighbours,
         WEIGHTS,
-        farther=farther,
+        evidence=evidence,
         cues=cues,
         said=said,
         across_conversations=across_conversations,
     )
-    ranked = fusion.ranked()
-    if floor <= 0:
-        return [(item, fusion.scores(item)) for item in ranked[:keep]], 0
-    primary = {
-        item
-        for item in (*fusion.lexical_places, *fusion.semantic_places)
-        if item in fusion.lexical_places or fusion.similarity[item] >= floor
-    }
-    kept = [item for item in ranked if _primary_or_next_to_one(item, primary, neighbours)]
-    head = []
-    for item in kept[:keep]:
-        scores = fusion.scores(item)
-        if scores.similarity < floor:
-            scores = dataclasses.replace(scores, semantic_rank=0)
-        head.append((item, scores))
-    return head, len(ranked) - len(kept)
+    candidates = fusion.lexical_places.keys() | fusion.semantic_places.keys()
+    kept, cut = _kept(
+        fusion.ranked(), evidence, floor, neighbours, keep=keep, candidates=candidates
+    )
+    return [(item, fusion.scores(item, found)) for item, found in kept], cut
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -256,25 +216,28 @@ class _Fusion:
         neighbours: Neighbours | None,
         weights: FusionWeights,
         *,
-        farther: Neighbours | None,
+        evidence: Callable[[int], Evidence],
         cues: Cues | None,
         said: Mapping[int, Said] | None,
         across_conversations: bool,
     ) -> _Fusion:
-        words = _scaled_words(lexical, weights.substring)
         meaning = _scaled_similarities(semantic)
-        own = {
-            item: weights.lexical * words.get(item, 0.0)
-            + (1 - weights.lexical) * meaning.get(item, 0.0)
-            for item in (*words, *meaning)
-        }
-        if cues is not None and said:
-            for item, score in own.items():
-                if item in said:
-                    own[item] = score * (1 + cues.raise_of(said[item], weights))
+        own: dict[int, float] = {}
+        for item in dict.fromkeys([*(item for item, _ in lexical), *meaning]):
+            found = evidence(item)
+            if found.phatic:  # it only ever earns its neighbours' share
+                own[item] = 0.0
+                continue
+            score = weights.lexical * found.coverage + (1 - weights.lexical) * meaning.get(
+                item, 0.0
+            )
+            spoken = None if said is None else said.get(item)
+            if cues is not None and spoken is not None:
+                score *= 1 + cues.raise_of(spoken, weights)
+            own[item] = score
         fused = dict(own)
         if neighbours:
-            _add_context(fused, own, neighbours, farther or {}, weights)
+            _add_context(fused, own, neighbours, weights)
         if across_conversations and said:
             _weigh_conversations(fused, said, weights.conversation)
         return cls(
@@ -296,13 +259,26 @@ class _Fusion:
 
         return sorted(fused, key=order)
 
-    def scores(self, item: int) -> Scores:
+    def scores(self, item: int, found: Evidence | None = None) -> Scores:
+        """The item's figures; with its evidence, its relevance and coverage too, its
+        similarity however it was found, and a semantic rank only when its meaning alone
+        reaches the floor (a hit kept for its words or a neighbour says it matched so)."""
+        if found is None:
+            return Scores(
+                bm25=self.bm25.get(item, 0.0),
+                similarity=self.similarity.get(item, 0.0),
+                fused=self.fused[item],
+                lexical_rank=self.lexical_places.get(item, 0),
+                semantic_rank=self.semantic_places.get(item, 0),
+            )
         return Scores(
             bm25=self.bm25.get(item, 0.0),
-            similarity=self.similarity.get(item, 0.0),
+            similarity=found.similarity or 0.0,
             fused=self.fused[item],
             lexical_rank=self.lexical_places.get(item, 0),
-            semantic_rank=self.semantic_places.get(item, 0),
+            semantic_rank=self.semantic_places.get(item, 0) if found.by_meaning else 0,
+            relevance=found.relevance,
+            coverage=found.coverage,
         )
 
 
@@ -310,25 +286,17 @@ def _add_context(
     fused: dict[int, float],
     own: Mapping[int, float],
     neighbours: Neighbours,
-    farther: Neighbours,
     weights: FusionWeights,
 ) -> None:
-    """Each message earns part of its neighbours' own scores, and a smaller part of those two
-    away (see the module docstring); the neighbours become candidates."""
+    """Each message earns part of its neighbours' own scores (see the module docstring); the
+    neighbours become candidates."""
     for item in own:
         for near in neighbours.get(item, (None, None)):
             if near is not None:
                 fused.setdefault(near, 0.0)
-    # Two away is symmetric: a ranked message lends its own score to the messages two away.
-    far: dict[int, float] = {}
-    for item, score in own.items():
-        for near in farther.get(item, ()):
-            if near is not None and near in fused:
-                far[near] = max(far.get(near, 0.0), score)
     for item in fused:
         close = [own.get(near, 0.0) for near in neighbours.get(item, ()) if near is not None]
         fused[item] += weights.neighbour * max(close, default=0.0)
-        fused[item] += weights.second_neighbour * far.get(item, 0.0)
 
 
 def _weigh_conversations(fused: dict[int, float], said: Mapping[int, Said], weight: float) -> None:
@@ -346,13 +314,6 @@ def _weigh_conversations(fused: dict[int, float], said: Mapping[int, Said], weig
         fused[item] = score * ((1 - weight) + weight * share / total)
 
 
-def _scaled_words(lexical: Sequence[tuple[int, float]], substring: float) -> dict[int, float]:
-    best = max((-bm25 for _, bm25 in lexical), default=0.0)
-    if best <= 0:  # substring matches only: they are the best the words found
-        return {item: 1.0 for item, _ in lexical}
-    return {item: (-bm25 / best if bm25 < 0 else substring) for item, bm25 in lexical}
-
-
 def _scaled_similarities(semantic: Sequence[tuple[int, float]]) -> dict[int, float]:
     if not semantic:
         return {}
@@ -363,44 +324,67 @@ def _scaled_similarities(semantic: Sequence[tuple[int, float]]) -> dict[int, flo
     return {item: (similarity - bottom) / (top - bottom) for item, similarity in semantic}
 
 
-def query_floor(query: str, floor: float) -> float:
-    """The similarity floor for `query`: the model's, or, for a query of punctuation, spaces and
-    controls alone (Unicode categories P, Z, C), one no similarity reaches. Emoji and other
-    symbols keep the model's floor: a model may know what they mean."""
-    if floor > 0 and all(unicodedata.category(char)[0] in "PZC" for char in query):
-        return math.inf
-    return floor
-
-
 def above_floor(
     ranking: Sequence[tuple[int, Scores]],
+    evidence: Callable[[int], Evidence],
     floor: float,
     neighbours: Neighbours | None = None,
+    candidates: Collection[int] | None = None,
 ) -> tuple[list[tuple[int, Scores]], int]:
-    """The hits of `ranking` (in order) that a similarity floor keeps: every word or substring
-    match, every hit of the meaning ranking at least `floor` similar to the query, and a
-    neighbour of one of those; and how many were left out. A hit kept below the floor (a word
-    match, a neighbour) no longer counts as a match of meaning: its semantic rank is cleared,
-    so that it does not say it matched by meaning. A floor of 0 keeps everything."""
-    if floor <= 0:
-        return list(ranking), 0
-    primary = {
-        item
-        for item, scores in ranking
-        if scores.lexical_rank > 0 or (scores.semantic_rank > 0 and scores.similarity >= floor)
-    }
-    context = neighbours or {}
-    kept = [
-        (
-            item,
-            scores if scores.similarity >= floor else dataclasses.replace(scores, semantic_rank=0),
-        )
-        for item, scores in ranking
-        if _primary_or_next_to_one(item, primary, context)
-    ]
-    return kept, len(ranking) - len(kept)
+    """The hits of `ranking` (in order) the relevance floor keeps (see `_kept`; `candidates`,
+    what a ranking found: every hit when not given), each with its relevance and coverage, and
+    how many were left out."""
+    scored = dict(ranking)
+    ranked = [item for item, _ in ranking]
+    found = set(ranked) if candidates is None else candidates
+    kept, cut = _kept(ranked, evidence, floor, neighbours or {}, keep=None, candidates=found)
+    return [(item, _with_evidence(scored[item], found)) for item, found in kept], cut
 
 
-def _primary_or_next_to_one(item: int, primary: set[int], neighbours: Neighbours) -> bool:
-    """Whether the floor keeps `item`: a match of its own (`primary`), or a neighbour of one."""
-    return item in primary or any(near in primary for near in neighbours.get(item, ()) if near)
+def _with_evidence(scores: Scores, found: Evidence) -> Scores:
+    return dataclasses.replace(
+        scores,
+        similarity=found.similarity or 0.0,
+        semantic_rank=scores.semantic_rank if found.by_meaning else 0,
+        relevance=found.relevance,
+        coverage=found.coverage,
+    )
+
+
+def _kept(
+    ranked: Sequence[int],
+    evidence: Callable[[int], Evidence],
+    floor: float,
+    neighbours: Neighbours,
+    *,
+    keep: int | None,
+    candidates: Collection[int],
+) -> tuple[list[tuple[int, Evidence]], int]:
+    """The ranked items (in order, the first `keep`) that match on their own at the floor (of
+    the `candidates`: what a ranking found), or stand next to one that does (a neighbour: its
+    relevance is then the best of those it stands next to, whose match it is kept for); and
+    how many the floor left out before the answer was full (every candidate, when nothing
+    matches: judging the rest of a long ranking would cost more than the answer)."""
+    passing: dict[int, bool] = {}
+
+    def passes(item: int) -> bool:
+        if item not in passing:
+            passing[item] = item in candidates and evidence(item).passes(floor)
+        return passing[item]
+
+    kept: list[tuple[int, Evidence]] = []
+    left_out = 0
+    for item in ranked:
+        if keep is not None and len(kept) == keep:
+            break
+        if passes(item):
+            kept.append((item, evidence(item)))
+            continue
+        beside = [near for near in neighbours.get(item, ()) if near is not None and passes(near)]
+        if beside:
+            own = evidence(item)
+            best = max(evidence(near).relevance for near in beside)
+            kept.append((item, dataclasses.replace(own, relevance=max(own.relevance, best))))
+        else:
+            left_out += 1
+    return kept, left_out

@@ -1,9 +1,10 @@
 """memory_recall: what a recall searches, OpenHermit's partial-word fallback, and the merge.
 
 The fallback fills a search that found fewer than the limit with rows whose key or value
-contains any of the query's words as a substring (words split on whitespace and `/ , ; :`),
-ranked by how many words match, then newest. Words are matched literally: they never reach
-LIKE, so `%` and `_` are ordinary characters.
+contains any of the query's real terms as a substring (words split on whitespace and
+`/ , ; :`; function words and pieces shorter than three letters left out), ranked by how many
+terms match, then newest. Terms are matched literally: they never reach LIKE, so `%` and `_`
+are ordinary characters.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from memoryd.domain.conversation import CONTROL_CHARACTERS
+from memoryd.domain.search_query import substring_term
 
 T = TypeVar("T")
 DEFAULT_LIMIT = 10
@@ -47,10 +49,12 @@ class RecallSource(enum.Enum):
 
 
 def fallback_words(query: str) -> tuple[str, ...]:
-    """The query's words for the substring fallback, without repeats (case is folded in SQL)."""
+    """The query's real terms for the substring fallback, without repeats (case is folded in
+    SQL): no function word, and no piece of a word too short to mean anything
+    (memoryd.domain.search_query.substring_term), so "is" never matches "Is vegetarian"."""
     cleaned = CONTROL_CHARACTERS.sub(" ", query)
-    words = [word for word in _WORD_BREAKS.split(cleaned) if word]
-    return tuple(dict.fromkeys(words))[:MAX_FALLBACK_WORDS]
+    terms = (substring_term(word) for word in _WORD_BREAKS.split(cleaned) if word)
+    return tuple(dict.fromkeys(term for term in terms if term is not None))[:MAX_FALLBACK_WORDS]
 
 
 def interleave(first: Sequence[T], second: Sequence[T], limit: int) -> list[T]:

@@ -103,18 +103,34 @@ _IN_YEAR = re.compile(rf"\b(?:in|during|of|since)\s+{_YEAR}\b", re.I)
 
 def asked_span(question: str) -> Span | None:
     """The narrowest span of days the question names; None when it names none."""
+    found = asked_time(question)
+    return None if found is None else found.span
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AskedTime:
+    """The span of days a question names, and the words that name it ("16 June, 2023")."""
+
+    span: Span
+    words: str
+
+
+def asked_time(question: str) -> AskedTime | None:
+    """The narrowest span of days the question names and the words naming it; None when it
+    names none."""
     for pattern, day_at, month_at in ((_DAY_MONTH, 1, 2), (_MONTH_DAY, 2, 1)):
         for dated in pattern.finditer(question):
             found = _named_day(dated.group(day_at), dated.group(month_at), dated.group(3))
             if found is not None:
-                return found
+                return AskedTime(found, dated.group(0))
     if month_and_year := _MONTH_YEAR.search(question):
         month = _MONTH_NUMBERS[month_and_year.group(1).lower()]
-        return _month(int(month_and_year.group(2)), month)
+        return AskedTime(_month(int(month_and_year.group(2)), month), month_and_year.group(0))
     if month_alone := _IN_MONTH.search(question):
-        return _month(_ANY_YEAR, _MONTH_NUMBERS[month_alone.group(1).lower()], any_year=True)
+        month = _MONTH_NUMBERS[month_alone.group(1).lower()]
+        return AskedTime(_month(_ANY_YEAR, month, any_year=True), month_alone.group(0))
     if year_alone := _IN_YEAR.search(question):
-        return _year(int(year_alone.group(1)))
+        return AskedTime(_year(int(year_alone.group(1))), year_alone.group(0))
     return None
 
 

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from memoryd.config import ProviderSettings, SearchSettings, Settings, embedding_provider
+from memoryd.domain.relevance import CALIBRATION, Calibration
 from memoryd.domain.vectors import Floats, normalised
 from memoryd.errors import StartupError
 from memoryd.llm.wordpiece import WordPiece
@@ -43,16 +44,9 @@ USE_QUERY_INSTRUCTION = False
 # function of the text alone, wherever and whenever it is embedded; it costs the background
 # embedder about a sixth of its throughput (56 texts/s against 67 in batches of 8, context
 # texts of the retrieval fixture, one thread, median of 4 interleaved rounds).
-# The similarity (cosine, -1..1) below which a text found by meaning alone is not an answer, for
-# bge-small, calibrated on LoCoMo's conversations 1-5 only (bench/retrieval_quality.py --floors,
-# steps of 0.01): the highest that costs at most 0.2 point of recall@10 there in hybrid and in
-# semantic mode (hybrid 75.2 -> 75.2, semantic 62.4 -> 62.2; on 6-10, never tuned on, 74.2 ->
-# 74.2 and 57.0 -> 57.0). 0.57 would still cost at most 0.5 point there (semantic 61.9), but
-# cut a paraphrase of memoryd's own retrieval fixture ("which musical instrument does she play"
-# finds the violin at 0.555, its vector carrying the message before it). 40 questions about
-# nothing the chats hold, asked of each of the ten: 161 of 400 hybrid answers empty (the rest
-# match some word), 293 of 400 semantic ones; none without a floor.
-EMBEDDED_SIMILARITY_FLOOR = 0.55
+# How the embedded model's similarities are judged (memoryd.domain.relevance): fitted for
+# bge-small on LoCoMo's conversations 1-5 and half of our own questions about nothing held.
+EMBEDDED_CALIBRATION = CALIBRATION
 
 
 class EmbeddingUnavailableError(Exception):
@@ -71,9 +65,8 @@ class Embedder(Protocol):
         """The model's name, stored with each vector."""
 
     @property
-    def similarity_floor(self) -> float:
-        """The similarity below which a text found by meaning alone answers nothing, as
-        measured for this model (0: not known, no floor)."""
+    def calibration(self) -> Calibration | None:
+        """How this model's similarities are judged, as measured for it (None: not known)."""
 
     async def embed(self, texts: Sequence[str], *, queries: bool) -> Floats:
         """One L2-normalised row a text; `queries` when the texts are search queries."""
@@ -148,8 +141,8 @@ class EmbeddedModel:
         return str(self._package.NAME)
 
     @property
-    def similarity_floor(self) -> float:
-        return EMBEDDED_SIMILARITY_FLOOR
+    def calibration(self) -> Calibration | None:
+        return EMBEDDED_CALIBRATION
 
     async def embed(self, texts: Sequence[str], *, queries: bool) -> Floats:
         loop = asyncio.get_running_loop()
@@ -250,8 +243,8 @@ class EndpointEmbedder:
         return self._model
 
     @property
-    def similarity_floor(self) -> float:
-        return 0.0  # another model's similarities: no floor measured for it
+    def calibration(self) -> Calibration | None:
+        return None  # another model's similarities: never measured here
 
     async def embed(self, texts: Sequence[str], *, queries: bool) -> Floats:  # noqa: ARG002
         try:

@@ -276,8 +276,8 @@ class MemoryTools:
         conversation: ConversationArg = "",
     ) -> dict[str, Any]:
         """Search what is known about the owner (remembered facts and notes) by words and
-        meaning, best first, each hit with its score and how it matched. No hits means
-        nothing known matches: say so rather than guess."""
+        meaning, best first, each hit with its relevance (0 to 1) and how it matched. No hits
+        means nothing known matches: say so rather than guess."""
         answer = await _called(
             self._memory.Recall(
                 md.RecallRequest(
@@ -432,8 +432,8 @@ class MemoryTools:
         conversation: ConversationArg = "",
         owner: OwnerArg = "",
     ) -> dict[str, Any]:
-        """Search what was said, best first, with a snippet of each hit, its score and how it
-        matched. No hits means nothing said matches."""
+        """Search what was said, best first, with a snippet of each hit, its relevance (0 to 1)
+        and how it matched. No hits means nothing said matches."""
         request = md.SearchHistoryRequest(query=query, mode=MODES[mode], limit=limit)
         if everywhere:
             request.owner.CopyFrom(self._owner(owner))
@@ -570,11 +570,14 @@ def _memory(row: md.Memory) -> dict[str, Any]:
 
 
 def _relevance(hit: md.RecallHit | md.HistoryHit) -> dict[str, Any]:
-    """How a search hit matched and how well: the fused score (higher is better), the
-    similarity of meaning (0 to 1), and each way it matched."""
+    """How well a search hit matches and how: its relevance (0 to 1, every hit at least the
+    server's floor), the share of the query's words it holds, the similarity of meaning, the
+    fused score it was ordered by, and each way it matched."""
     return {
-        "score": round(hit.scores.fused, 4),
+        "relevance": round(hit.scores.relevance, 3),
+        "words_held": round(hit.scores.coverage, 3),
         "similarity": round(hit.scores.similarity, 4),
+        "score": round(hit.scores.fused, 4),
         "matched": [
             md.MatchKind.Name(kind).removeprefix("MATCH_KIND_").lower() for kind in hit.matches
         ],
@@ -582,12 +585,13 @@ def _relevance(hit: md.RecallHit | md.HistoryHit) -> dict[str, Any]:
 
 
 def _left_out(below_floor: int) -> dict[str, Any]:
-    """What a search says of the hits its similarity floor left out."""
+    """What a search says of the hits its relevance floor left out."""
     if not below_floor:
         return {}
     return {
         "left_out": below_floor,
-        "left_out_why": "found by meaning alone, too far from the query to be an answer",
+        "left_out_why": "too weak a match to be an answer: few of the query's words, and too "
+        "far from it in meaning",
     }
 
 

@@ -21,7 +21,6 @@ from memoryd.domain.fusion import (
     SearchMode,
     above_floor,
     fuse,
-    query_floor,
 )
 from memoryd.domain.history import SearchHit
 from memoryd.domain.memories import Caller, ScopeType
@@ -38,8 +37,10 @@ from memoryd.domain.recall import (
     fallback_words,
     interleave,
 )
+from memoryd.domain.relevance import Evidence
 from memoryd.domain.search_query import SearchPlan, plan_search
 from memoryd.errors import InvalidArgument, PermissionDenied
+from memoryd.services.evidence import Judge, query_terms
 from memoryd.services.search import HistorySearch, QueryNotEmbeddedError
 from memoryd.services.semantic import nearest_memories
 from memoryd.storage import memory_reads as reads
@@ -138,6 +139,8 @@ class RecallService:
         the meaning could not see yet."""
         if query.strip():
             plan = plan_search(query)
+            if plan.is_empty:  # nothing in it carries meaning: nothing matches
+                return [], 0, 0
             words = fallback_words(query)
             vectors = self._history.vectors
             blind = False
@@ -145,8 +148,7 @@ class RecallService:
                 meaning = await vectors.meaning(query, mode)
             except QueryNotEmbeddedError:
                 meaning, blind = None, True
-            depth = limit if meaning is None else max(limit, FUSION_DEPTH)
-            floor = query_floor(query, vectors.floor)
+            depth = max(limit, FUSION_DEPTH)
 
             def search(connection: Transaction) -> tuple[list[RankedMemory], int, int]:
                 unembedded = vectors.unembedded(connection, mode, visible, blind=blind)
@@ -155,10 +157,21 @@ class RecallService:
                 hits: list[RankedMemory] = []
                 if mode is not SearchMode.SEMANTIC:
                     hits = lexical_memories(connection, visible, plan, words, depth)
-                if meaning is None:
-                    return hits, 0, unembedded
-                nearest = nearest_memories(connection, meaning[0], visible, meaning[1], depth)
-                return (*fused_memories(connection, hits, nearest, limit, floor), unembedded)
+                nearest: list[tuple[int, float]] = []
+                similarities: dict[int, float] | None = None
+                if meaning is not None:
+                    nearest, similarities = nearest_memories(
+                        connection, meaning[0], visible, meaning[1], depth
+                    )
+                terms = query_terms(
+                    connection,
+                    "memories",
+                    plan,
+                    lambda phrases: reads.held_in_view(connection, visible, phrases),
+                )
+                judge = vectors.judge(terms, similarities)
+                found, cut = fused_memories(connection, hits, nearest, limit, judge)
+                return found, cut, unembedded
 
             return await self._readers.read(search)
         if key.strip():
@@ -233,16 +246,25 @@ def fused_memories(
     lexical: list[RankedMemory],
     nearest: list[tuple[int, float]],
     limit: int,
-    floor: float = 0.0,
+    judge: Judge,
 ) -> tuple[list[RankedMemory], int]:
-    """Both rankings of rows as one, best first, above the similarity floor
-    (memoryd.domain.fusion); and how many the floor left out."""
+    """Both rankings of rows as one, best first (memoryd.domain.fusion), held to the relevance
+    floor; and how many the floor left out. A row is judged by its category, key and value,
+    as the word index holds it."""
     by_id = {hit.record.id: hit for hit in lexical}
-    ranking, cut = above_floor(fuse([(hit.record.id, hit.rank) for hit in lexical], nearest), floor)
-    ranking = ranking[:limit]
-    loaded = reads.by_ids(connection, [item for item, _ in ranking if item not in by_id])
+    loaded = reads.by_ids(connection, [item for item, _ in nearest if item not in by_id])
+    records = {item: hit.record for item, hit in by_id.items()} | loaded
+
+    def evidence(item: int) -> Evidence:
+        record = records.get(item)
+        if record is None:  # gone since it was ranked
+            return judge.judge(item, "")
+        return judge.judge(item, f"{record.key}\n{record.value}", speaker=record.category.value)
+
+    ranking = fuse([(hit.record.id, hit.rank) for hit in lexical], nearest, evidence=evidence)
+    kept, cut = above_floor(ranking, evidence, judge.floor)
     hits: list[RankedMemory] = []
-    for item, scores in ranking:
+    for item, scores in kept[:limit]:
         found = by_id.get(item)
         if found is not None:
             hits.append(

@@ -20,6 +20,7 @@ import asyncio
 import collections
 import dataclasses
 import threading
+from collections.abc import Callable
 
 from memoryd.domain.conversation import ConversationKey, HistoryScope
 from memoryd.domain.fusion import (
@@ -28,17 +29,19 @@ from memoryd.domain.fusion import (
     Cues,
     Scores,
     SearchMode,
+    above_floor,
     fuse_above_floor,
-    query_floor,
 )
 from memoryd.domain.history import SearchHit
 from memoryd.domain.memory_queries import Visible
 from memoryd.domain.messages import Trust, check_kinds
-from memoryd.domain.search_query import plan_search
+from memoryd.domain.relevance import Evidence, QueryTerms
+from memoryd.domain.search_query import SearchPlan, plan_search
 from memoryd.domain.vectors import Floats
 from memoryd.errors import FailedPrecondition, InvalidArgument, PermissionDenied, Unavailable
 from memoryd.llm.embeddings import EmbeddingUnavailableError
 from memoryd.services.embedding import EmbeddingService
+from memoryd.services.evidence import Judge, Relevance, query_terms
 from memoryd.services.semantic import ScopeTooLargeError, VectorCache
 from memoryd.services.word_search import (
     WordRanking,
@@ -83,13 +86,15 @@ class Found:
 
 
 class QueryVectors:
-    """The query side of semantic search: the model's vector of a query, remembered, and the
-    similarity below which a hit of meaning alone is not an answer (`floor`, 0: none)."""
+    """The query side of semantic search: the model's vector of a query, remembered, and how a
+    hit's relevance is judged (the floor every hit is held to)."""
 
-    def __init__(self, embedding: EmbeddingService, cache: VectorCache, floor: float) -> None:
+    def __init__(
+        self, embedding: EmbeddingService, cache: VectorCache, relevance: Relevance
+    ) -> None:
         self.embedding = embedding
         self.cache = cache
-        self.floor = floor
+        self.relevance = relevance
         self._recent: collections.OrderedDict[tuple[int, str], Floats] = collections.OrderedDict()
         self._lock = threading.Lock()
 
@@ -116,6 +121,14 @@ class QueryVectors:
         if isinstance(scope, Visible):
             return vector_store.unembedded_memories(connection, scope, model_id)
         return vector_store.unembedded_messages(connection, scope, model_id)
+
+    def judge(
+        self,
+        terms: QueryTerms,
+        similarities: dict[int, float] | None,
+    ) -> Judge:
+        """A judge of one search's candidates, for a query of `terms`."""
+        return Judge(terms, similarities, self.relevance.calibration, floor=self.relevance.floor)
 
     def could_mean(self, mode: SearchMode, scope: HistoryScope) -> bool:
         """Whether `mode` may use meaning in `scope` now: embeddings on, vectors exist, and the
@@ -160,6 +173,18 @@ class QueryVectors:
         return found
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Asked:
+    """One search as asked, checked: its scope, query and plan, mode, kinds and limit."""
+
+    scope: HistoryScope
+    query: str
+    plan: SearchPlan
+    mode: SearchMode
+    kinds: tuple[str, ...]
+    limit: int
+
+
 class HistorySearch:
     """SearchHistory over the readers and the vectors."""
 
@@ -195,13 +220,11 @@ class HistorySearch:
             if mode is SearchMode.SEMANTIC and not self.vectors.enabled:
                 raise FailedPrecondition(EMBEDDINGS_OFF)
             return Found([])
+        asked = _Asked(scope, query, plan, mode, kind_filter, limit)
         if mode is SearchMode.LEXICAL or not self.vectors.could_mean(mode, scope):
-
-            def words_alone(connection: Transaction) -> Found:
-                hits = lexical(connection, scope, plan, kind_filter, limit)
-                return Found(hits, unembedded=self.vectors.unembedded(connection, mode, scope))
-
-            found = await self._readers.read(words_alone)
+            found = await self._readers.read(
+                lambda connection: self._words_alone(asked, connection)
+            )
             return dataclasses.replace(found, hits=snippets_filled(found.hits, plan))
         wide = not isinstance(scope, ConversationKey)
         depth = max(limit, WIDE_FUSION_DEPTH if wide else FUSION_DEPTH)
@@ -225,59 +248,90 @@ class HistorySearch:
                     )
                 )
             try:
-                nearest = await nearest_call
+                near = await nearest_call
             except QueryNotEmbeddedError:
-                nearest, blind = None, True
+                near, blind = None, True
         finally:
             nearest_call.cancel()
-
-        floor = query_floor(query, self.vectors.floor)
-
-        def finish(connection: Transaction) -> Found:
-            unembedded = self.vectors.unembedded(connection, mode, scope, blind=blind)
-            if nearest is None:  # no meaning to compare: the words alone
-                found = fused(connection, scope, words, [], kinds=kind_filter, limit=limit)
-            elif mode is SearchMode.SEMANTIC:
-                found = semantic_only(connection, scope, nearest, kind_filter, limit, floor=floor)
-                return dataclasses.replace(found, unembedded=unembedded)
-            else:
-                found = fused(
-                    connection,
-                    scope,
-                    words,
-                    nearest,
-                    kinds=kind_filter,
-                    limit=limit,
-                    floor=floor,
-                    cues=Cues.of(query),
-                )
-            hits = with_word_snippets(connection, found.hits, plan)
-            return dataclasses.replace(found, hits=hits, unembedded=unembedded)
-
-        if nearest is None and mode is SearchMode.SEMANTIC:
+        if near is None and mode is SearchMode.SEMANTIC:
             return Found(
                 [],
                 unembedded=await self._readers.read(
                     lambda connection: self.vectors.unembedded(connection, mode, scope)
                 ),
             )
-        found = await self._readers.read(finish)
+        found = await self._readers.read(
+            lambda connection: self._finish(asked, words, near, connection, blind=blind)
+        )
         return dataclasses.replace(found, hits=snippets_filled(found.hits, plan))
+
+    def _words_alone(self, asked: _Asked, connection: Transaction) -> Found:
+        """The words' hits (lexical mode, or no meaning to compare), held to the floor."""
+        judge = self.vectors.judge(message_terms(connection, asked.scope, asked.plan), None)
+        hits, cut = held_to_floor(
+            lexical(connection, asked.scope, asked.plan, asked.kinds, asked.limit), judge
+        )
+        unembedded = self.vectors.unembedded(connection, asked.mode, asked.scope)
+        return Found(hits, cut, unembedded)
+
+    def _finish(
+        self,
+        asked: _Asked,
+        words: WordRanking,
+        near: tuple[Meaning, list[tuple[int, float]]] | None,
+        connection: Transaction,
+        *,
+        blind: bool,
+    ) -> Found:
+        """The rankings read, fused (or the meaning's alone in semantic mode), held to the
+        floor, with their snippets."""
+        scope, mode = asked.scope, asked.mode
+        unembedded = self.vectors.unembedded(connection, mode, scope, blind=blind)
+        terms = message_terms(connection, scope, asked.plan)
+        if near is None:  # no meaning to compare: the words alone
+            judge = self.vectors.judge(terms, None)
+            found = fused(connection, scope, words, [], judge, kinds=asked.kinds, limit=asked.limit)
+        else:
+            (model, vector), nearest = near
+            ranked = {item for item, _ in words.ranked} | {item for item, _ in nearest}
+            judge = self.vectors.judge(
+                terms, self.vectors.cache.similarities(connection, model, scope, vector, ranked)
+            )
+            if mode is SearchMode.SEMANTIC:
+                found = semantic_only(
+                    connection, scope, nearest, judge, kinds=asked.kinds, limit=asked.limit
+                )
+                return dataclasses.replace(found, unembedded=unembedded)
+            found = fused(
+                connection,
+                scope,
+                words,
+                nearest,
+                judge,
+                kinds=asked.kinds,
+                limit=asked.limit,
+                cues=Cues.of(asked.query),
+                nearness=lambda ids: self.vectors.cache.similarities(
+                    connection, model, scope, vector, ids
+                ),
+            )
+        hits = with_word_snippets(connection, found.hits, asked.plan)
+        return dataclasses.replace(found, hits=hits, unembedded=unembedded)
 
     async def _nearest(
         self, scope: HistoryScope, query: str, mode: SearchMode, depth: int
-    ) -> list[tuple[int, float]] | None:
-        """(message id, similarity) of the scope's `depth` nearest to the query; None when
-        there is no meaning to compare (no vector of the model yet, or a scope too large for
-        the cache in hybrid mode)."""
+    ) -> tuple[Meaning, list[tuple[int, float]]] | None:
+        """The query's meaning and (message id, similarity) of the scope's `depth` nearest to
+        it; None when there is no meaning to compare (no vector of the model yet, or a scope
+        too large for the cache in hybrid mode)."""
         meaning = await self.vectors.meaning(query, mode)
         if meaning is None:
             return None
         model, vector = meaning
 
-        def run(connection: Transaction) -> list[tuple[int, float]] | None:
+        def run(connection: Transaction) -> tuple[Meaning, list[tuple[int, float]]] | None:
             try:
-                return self.vectors.cache.nearest(connection, model, scope, vector, depth)
+                return meaning, self.vectors.cache.nearest(connection, model, scope, vector, depth)
             except ScopeTooLargeError as error:
                 if mode is SearchMode.SEMANTIC:
                     raise FailedPrecondition(str(error)) from error
@@ -286,41 +340,87 @@ class HistorySearch:
         return await self._readers.read(run)
 
 
+def message_terms(connection: Transaction, scope: HistoryScope, plan: SearchPlan) -> QueryTerms:
+    """The query's terms, weighed in the messages' word index, and which the scope holds."""
+    return query_terms(
+        connection,
+        "messages",
+        plan,
+        lambda phrases: reads.held_in_scope(connection, scope, phrases),
+    )
+
+
+def held_to_floor(hits: list[SearchHit], judge: Judge) -> tuple[list[SearchHit], int]:
+    """The hits (in order) whose relevance reaches the floor, with it in their scores; and how
+    many were left out."""
+    by_id = {hit.message.id: hit for hit in hits}
+    ranking = [(hit.message.id, hit.scores) for hit in hits]
+    kept, cut = above_floor(
+        ranking,
+        lambda item: judge.judge(
+            item,
+            by_id[item].message.content,
+            speaker=by_id[item].message.sender,
+            at=by_id[item].message.created_at,
+        ),
+        judge.floor,
+    )
+    return [dataclasses.replace(by_id[item], scores=scores) for item, scores in kept], cut
+
+
 def fused(
     connection: Transaction,
     scope: HistoryScope,
     words: WordRanking,
     nearest: list[tuple[int, float]],
+    judge: Judge,
     *,
     kinds: tuple[str, ...],
     limit: int,
-    floor: float = 0.0,
     cues: Cues | None = None,
+    nearness: Callable[[list[int]], dict[int, float]] | None = None,
 ) -> Found:
     """Both rankings, the query's cues and the conversation context as one ranking
-    (memoryd.domain.fusion), above the similarity floor; the words alone, ranked as lexical()
+    (memoryd.domain.fusion), held to the relevance floor; the words alone, ranked as lexical()
     ranks them, when `nearest` is empty."""
     semantic = nearest
     if kinds and nearest:  # the vectors know no kinds: keep the nearest of the asked kinds only
         wanted = reads.messages_by_ids(connection, scope, [item for item, _ in nearest], kinds)
         semantic = [entry for entry in nearest if entry[0] in wanted]
     if not semantic:
-        return Found(hits_of(connection, scope, words, word_order(words), kinds=kinds, limit=limit))
+        hits = hits_of(connection, scope, words, word_order(words), kinds=kinds, limit=3 * limit)
+        kept, cut = held_to_floor(hits, judge)
+        return Found(kept[:limit], cut)
     context = dict(words.neighbours)
     context.update(
         reads.neighbours(connection, [item for item, _ in semantic if item not in context])
     )
     ranked = sorted({item for item, _ in words.ranked} | {item for item, _ in semantic})
-    farther = reads.neighbours(connection, ranked, distance=2)
-    said = reads.said(connection, ranked, kinds)
+    said = reads.said(connection, ranked)
+    around = sorted(
+        {near for item in ranked for near in context.get(item, ()) if near is not None}
+        - set(ranked)
+    )
+    if nearness is not None and judge.similarities is not None and around:
+        judge.similarities.update(nearness(around))  # neighbours are judged by meaning too
+
+    def evidence(item: int) -> Evidence:
+        found = said.get(item)
+        if found is None:  # a neighbour, read when the floor or the answer needs it
+            found = reads.said(connection, [item]).get(item)
+            if found is None:  # erased since it was ranked: nothing to hold
+                return judge.judge(item, "")
+            said[item] = found
+        return judge.judge(item, found.content, speaker=found.sender, at=found.at)
+
     ranking, cut = fuse_above_floor(
         words.ranked,
         semantic,
         context,
-        floor=floor,
+        evidence=evidence,
+        floor=judge.floor,
         # A neighbour may be of another kind than asked for: keep a few spare.
         keep=3 * limit,
-        farther=farther,
         cues=cues,
         said=said,
         across_conversations=not isinstance(scope, ConversationKey),
@@ -333,20 +433,32 @@ def semantic_only(
     connection: Transaction,
     scope: HistoryScope,
     nearest: list[tuple[int, float]],
+    judge: Judge,
+    *,
     kinds: tuple[str, ...],
     limit: int,
-    *,
-    floor: float = 0.0,
 ) -> Found:
-    """The nearest messages of the scope and kinds, by similarity, down to the floor."""
-    close = [(item, similarity) for item, similarity in nearest if similarity >= floor]
-    found = first_found(connection, scope, [item for item, _ in close], kinds, limit, known={})
+    """The nearest messages of the scope and kinds, by similarity, held to the floor."""
+    found = first_found(
+        connection, scope, [item for item, _ in nearest], kinds, 3 * limit, known={}
+    )
     hits: list[SearchHit] = []
-    for place, (item, similarity) in enumerate(close, start=1):
+    cut = 0
+    for place, (item, similarity) in enumerate(nearest, start=1):
         message = found.get(item)
         if message is None:
             continue
-        scores = Scores(similarity=similarity, fused=similarity, semantic_rank=place)
+        evidence = judge.judge(item, message.content, speaker=message.sender, at=message.created_at)
+        if not evidence.passes(judge.floor):
+            cut += 1
+            continue
+        scores = Scores(
+            similarity=similarity,
+            fused=similarity,
+            semantic_rank=place,
+            relevance=evidence.relevance,
+            coverage=evidence.coverage,
+        )
         hits.append(
             SearchHit(
                 message, None, 0.0, word_match=False, lexical=False, semantic=True, scores=scores
@@ -354,4 +466,4 @@ def semantic_only(
         )
         if len(hits) == limit:
             break
-    return Found(hits, len(nearest) - len(close))
+    return Found(hits, cut)

@@ -20,6 +20,7 @@ import collections
 import dataclasses
 import threading
 import time
+from collections.abc import Collection
 
 import numpy as np
 
@@ -70,6 +71,8 @@ class _Scope:
     components: Int8s
     # The sign words, one row per word and one column per vector (memoryd.domain.vectors).
     words: Words
+    # The positions of the ids in id order (made on first use after a change).
+    order: Ids | None = None
 
     @property
     def max_id(self) -> int:
@@ -97,6 +100,16 @@ class _Scope:
         self.components[self.size : end] = components
         self.words[:, self.size : end] = sign_words(components).T
         self.size = end
+        self.order = None
+
+    def positions(self, wanted: Ids) -> tuple[Ids, Ids]:
+        """Where each of `wanted` is held: (the wanted ids held, their positions)."""
+        if self.order is None:
+            self.order = np.argsort(self.ids[: self.size], kind="stable")
+        held = self.ids[self.order]
+        places = np.searchsorted(held, wanted).clip(0, max(0, self.size - 1))
+        found = held[places] == wanted if self.size else np.zeros(len(wanted), dtype=bool)
+        return wanted[found], self.order[places[found]]
 
 
 class VectorCache:
@@ -144,6 +157,32 @@ class VectorCache:
             if entry is not None:
                 return _nearest(entry, query, depth)
         return store.indexed_nearest(connection, model, scope, query.tolist(), depth)
+
+    def similarities(
+        self,
+        connection: Transaction,
+        model: store.EmbeddingModel,
+        scope: HistoryScope,
+        query: Floats,
+        message_ids: Collection[int],
+    ) -> dict[int, float]:
+        """The cosine similarity to the query of each of these messages of the scope that has a
+        vector of the model: from memory when the scope is cached (it is, right after nearest()),
+        else read by id."""
+        wanted = np.unique(np.fromiter(message_ids, dtype=np.int64, count=len(message_ids)))
+        with self._lock:
+            entry = self._entries.get((model.id, scope))
+            if entry is not None:
+                held, places = entry.positions(wanted)
+                values = _similarities(entry, places, query)
+                return dict(zip(held.tolist(), values.tolist(), strict=True))
+        ids, scales, components = _arrays(
+            store.message_vectors(connection, model.id, wanted.tolist()), model.dimension
+        )
+        if not len(ids):
+            return {}
+        values = restored(scales, components) @ query
+        return dict(zip(ids.tolist(), values.tolist(), strict=True))
 
     def _current(
         self, connection: Transaction, model: store.EmbeddingModel, scope: HistoryScope
@@ -225,15 +264,17 @@ def nearest_memories(
     visible: Visible,
     query: Floats,
     depth: int,
-) -> list[tuple[int, float]]:
-    """(row id, cosine similarity) of the caller's `depth` nearest memory rows, best first. An
-    owner's rows are few: read and compared on every call."""
+) -> tuple[list[tuple[int, float]], dict[int, float]]:
+    """(row id, cosine similarity) of the caller's `depth` nearest memory rows, best first; and
+    the similarity of every row the caller may see that has a vector. An owner's rows are few:
+    read and compared on every call."""
     found = store.visible_memory_vectors(connection, visible, model.id)
     ids, scales, components = _arrays(found.rows, model.dimension)
     if not len(ids):
-        return []
+        return [], {}
     similarities = restored(scales, components) @ query
-    return _best(ids, similarities, depth)
+    every = dict(zip(ids.tolist(), similarities.tolist(), strict=True))
+    return _best(ids, similarities, depth), every
 
 
 def _nearest(entry: _Scope, query: Floats, depth: int) -> list[tuple[int, float]]:

@@ -94,6 +94,13 @@ def search_words(
     ]
 
 
+def held_in_view(
+    connection: Transaction, visible: Visible, expressions: Sequence[str]
+) -> list[bool]:
+    """Whether any row the caller may see holds each expression (a quoted phrase)."""
+    return [bool(search_words(connection, visible, expression, 1)) for expression in expressions]
+
+
 def _fts_query(visible: Visible, expression: str) -> tuple[list[str], list[Any]]:
     match = (
         f"{{category key value}} : ({expression}) AND "

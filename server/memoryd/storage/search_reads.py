@@ -235,6 +235,31 @@ def _word_query(
     return " ".join(sql), params
 
 
+def held_in_scope(
+    connection: Transaction, scope: HistoryScope, expressions: Sequence[str]
+) -> list[bool]:
+    """Whether any message of the scope holds each expression (a quoted phrase): one lookup a
+    phrase, which stops at the first message."""
+    found = []
+    for expression in expressions:
+        if postgres(connection):
+            table, phrases = words.query_table(expression)
+            sql = [f"SELECT 1 FROM messages AS m, {table} WHERE m.words @@ {words.QUERY}"]
+            params: list[Any] = list(phrases)
+        else:
+            sql = [
+                (
+                    "SELECT 1 FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid "
+                    "WHERE messages_fts MATCH ?"
+                )
+            ]
+            params = [f'{{content sender}} : ({expression}) AND scope : "{scope_token(scope)}"']
+        _add_scope(sql, params, scope)
+        sql.append("LIMIT 1")
+        found.append(bool(rows(connection, " ".join(sql), params)))
+    return found
+
+
 def word_snippets(
     connection: Transaction, expression: str, message_ids: Sequence[int]
 ) -> dict[int, str]:
@@ -343,16 +368,14 @@ def messages_by_ids(
     return {message.id: message for message in found}
 
 
-# The start of a ranked message read for its cues (memoryd.domain.fusion.Cues).
+# The start of a ranked message read to judge it (memoryd.domain.relevance: a longer message
+# holds more words than it takes to judge it).
 SAID_CHARS = 4000
 
 
-def said(
-    connection: Transaction, message_ids: Sequence[int], kinds: tuple[str, ...]
-) -> dict[int, Said]:
-    """Who said each message (of the kinds) and when, the start of what it said, and its
-    conversation: what fusion reads a query's cues from. Looked up by id only (as
-    messages_by_ids)."""
+def said(connection: Transaction, message_ids: Sequence[int]) -> dict[int, Said]:
+    """Who said each message and when, the start of what it said, and its conversation: what
+    a ranked message is judged and weighed by. Looked up by id only (as messages_by_ids)."""
     if not message_ids:
         return {}
     sql = [
@@ -363,7 +386,6 @@ def said(
         )
     ]
     params: list[Any] = list(message_ids)
-    add_kinds(sql, params, kinds)
     return {
         int(row[0]): Said(str(row[1]), from_text(str(row[2])), str(row[3]), tuple(row[4:]))
         for row in rows(connection, " ".join(sql), params)
@@ -371,22 +393,14 @@ def said(
 
 
 def neighbours(
-    connection: Transaction, message_ids: Sequence[int], *, distance: int = 1
+    connection: Transaction, message_ids: Sequence[int]
 ) -> dict[int, tuple[int | None, int | None]]:
-    """The message `distance` before and the one `distance` after each message, in its own
-    conversation (the previous and the next by default)."""
+    """The message before and the one after each message, in its own conversation."""
     if not message_ids:
         return {}
     same = " AND ".join(f"n.{column} = m.{column}" for column in KEY_COLUMNS)
-    if distance == 1:
-        before = f"SELECT max(n.id) FROM messages AS n WHERE {same} AND n.id < m.id"
-        after = f"SELECT min(n.id) FROM messages AS n WHERE {same} AND n.id > m.id"
-    else:
-        skip = f"LIMIT 1 OFFSET {int(distance) - 1}"
-        before = (
-            f"SELECT n.id FROM messages AS n WHERE {same} AND n.id < m.id ORDER BY n.id DESC {skip}"
-        )
-        after = f"SELECT n.id FROM messages AS n WHERE {same} AND n.id > m.id ORDER BY n.id {skip}"
+    before = f"SELECT max(n.id) FROM messages AS n WHERE {same} AND n.id < m.id"
+    after = f"SELECT min(n.id) FROM messages AS n WHERE {same} AND n.id > m.id"
     found = rows(
         connection,
         f"SELECT m.id, ({before}), ({after}) "

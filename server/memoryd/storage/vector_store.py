@@ -372,6 +372,22 @@ def unembedded_memories(connection: Transaction, visible: Visible, model_id: int
     return int(count)
 
 
+def message_vectors(
+    connection: Transaction, model_id: int, message_ids: Sequence[int]
+) -> list[Row]:
+    """(seq, message id, scale, vector) of these messages' vectors of the model (those that
+    have one)."""
+    if not message_ids:
+        return []
+    marks = ", ".join("?" * len(message_ids))
+    return rows(
+        connection,
+        "SELECT v.seq, v.message_id, v.scale, v.vector FROM message_vectors AS v "
+        f"WHERE v.model_id = ? AND v.message_id IN ({marks})",
+        (model_id, *message_ids),
+    )
+
+
 def newest_seq(connection: Transaction) -> int:
     """The seq of the newest message vector (0 when none)."""
     return int(one(connection, "SELECT coalesce(max(seq), 0) FROM message_vectors")[0])

@@ -1223,8 +1223,8 @@ Global___SearchHistoryRequest: _TypeAlias = SearchHistoryRequest  # noqa: Y015
 
 @_typing.final
 class HitScores(_message.Message):
-    """HitScores are the figures a hit was ranked by; a figure is 0 when its ranking did not find
-    the hit.
+    """HitScores are the figures a hit was ranked and kept by; a figure is 0 when its ranking did not
+    find the hit.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -1234,10 +1234,15 @@ class HitScores(_message.Message):
     FUSED_FIELD_NUMBER: _builtins.int
     LEXICAL_RANK_FIELD_NUMBER: _builtins.int
     SEMANTIC_RANK_FIELD_NUMBER: _builtins.int
+    RELEVANCE_FIELD_NUMBER: _builtins.int
+    COVERAGE_FIELD_NUMBER: _builtins.int
     bm25: _builtins.float
     """The bm25 rank of a word match (more negative is better)."""
     similarity: _builtins.float
-    """The cosine similarity of the query's and the hit's vectors (-1 to 1, higher is better)."""
+    """The cosine similarity of the query's and the hit's vectors (-1 to 1, higher is better),
+    however the hit was found; 0 when the hit has no vector yet or the search compares no
+    meaning (lexical mode, embeddings off).
+    """
     fused: _builtins.float
     """The score hybrid hits are ordered by (higher is better): the words' and the meaning's
     scores, each scaled to 0..1 for the query, weighted and summed, plus a share of the best
@@ -1246,7 +1251,20 @@ class HitScores(_message.Message):
     lexical_rank: _builtins.int
     """The hit's place (1 = first) in the lexical ranking; 0 when absent from it."""
     semantic_rank: _builtins.int
-    """The hit's place (1 = first) in the semantic ranking; 0 when absent from it."""
+    """The hit's place (1 = first) in the semantic ranking; 0 when absent from it, or when its
+    meaning alone does not reach the relevance floor.
+    """
+    relevance: _builtins.float
+    """How well the hit matches the query, from 0 to 1, on one scale whichever way it was found:
+    made of its coverage and its similarity (docs/api.md#relevance). Every hit reaches
+    [memoryd.search] min_relevance (0.5 by default): a hit below it is left out and counted in
+    below_floor. A hit kept as the neighbour of a match (MATCH_KIND_NEIGHBOUR) has that match's.
+    """
+    coverage: _builtins.float
+    """The share of the query's meaningful words the hit holds (its text, a message's sender, a
+    row's key and category), each weighed by how rare it is (bm25's idf), from 0 to 1; a word
+    held only inside a longer word counts half.
+    """
     def __init__(
         self,
         *,
@@ -1255,10 +1273,12 @@ class HitScores(_message.Message):
         fused: _builtins.float = ...,
         lexical_rank: _builtins.int = ...,
         semantic_rank: _builtins.int = ...,
+        relevance: _builtins.float = ...,
+        coverage: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bm25", b"bm25", "fused", b"fused", "lexical_rank", b"lexical_rank", "semantic_rank", b"semantic_rank", "similarity", b"similarity"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bm25", b"bm25", "coverage", b"coverage", "fused", b"fused", "lexical_rank", b"lexical_rank", "relevance", b"relevance", "semantic_rank", b"semantic_rank", "similarity", b"similarity"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -2389,13 +2389,15 @@ func (*SearchHistoryRequest_Owner) isSearchHistoryRequest_Scope() {}
 
 func (*SearchHistoryRequest_Agent) isSearchHistoryRequest_Scope() {}
 
-// HitScores are the figures a hit was ranked by; a figure is 0 when its ranking did not find
-// the hit.
+// HitScores are the figures a hit was ranked and kept by; a figure is 0 when its ranking did not
+// find the hit.
 type HitScores struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The bm25 rank of a word match (more negative is better).
 	Bm25 float64 `protobuf:"fixed64,1,opt,name=bm25,proto3" json:"bm25,omitempty"`
-	// The cosine similarity of the query's and the hit's vectors (-1 to 1, higher is better).
+	// The cosine similarity of the query's and the hit's vectors (-1 to 1, higher is better),
+	// however the hit was found; 0 when the hit has no vector yet or the search compares no
+	// meaning (lexical mode, embeddings off).
 	Similarity float64 `protobuf:"fixed64,2,opt,name=similarity,proto3" json:"similarity,omitempty"`
 	// The score hybrid hits are ordered by (higher is better): the words' and the meaning's
 	// scores, each scaled to 0..1 for the query, weighted and summed, plus a share of the best
@@ -2403,8 +2405,18 @@ type HitScores struct {
 	Fused float64 `protobuf:"fixed64,3,opt,name=fused,proto3" json:"fused,omitempty"`
 	// The hit's place (1 = first) in the lexical ranking; 0 when absent from it.
 	LexicalRank int32 `protobuf:"varint,4,opt,name=lexical_rank,json=lexicalRank,proto3" json:"lexical_rank,omitempty"`
-	// The hit's place (1 = first) in the semantic ranking; 0 when absent from it.
-	SemanticRank  int32 `protobuf:"varint,5,opt,name=semantic_rank,json=semanticRank,proto3" json:"semantic_rank,omitempty"`
+	// The hit's place (1 = first) in the semantic ranking; 0 when absent from it, or when its
+	// meaning alone does not reach the relevance floor.
+	SemanticRank int32 `protobuf:"varint,5,opt,name=semantic_rank,json=semanticRank,proto3" json:"semantic_rank,omitempty"`
+	// How well the hit matches the query, from 0 to 1, on one scale whichever way it was found:
+	// made of its coverage and its similarity (docs/api.md#relevance). Every hit reaches
+	// [memoryd.search] min_relevance (0.5 by default): a hit below it is left out and counted in
+	// below_floor. A hit kept as the neighbour of a match (MATCH_KIND_NEIGHBOUR) has that match's.
+	Relevance float64 `protobuf:"fixed64,6,opt,name=relevance,proto3" json:"relevance,omitempty"`
+	// The share of the query's meaningful words the hit holds (its text, a message's sender, a
+	// row's key and category), each weighed by how rare it is (bm25's idf), from 0 to 1; a word
+	// held only inside a longer word counts half.
+	Coverage      float64 `protobuf:"fixed64,7,opt,name=coverage,proto3" json:"coverage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2470,6 +2482,20 @@ func (x *HitScores) GetLexicalRank() int32 {
 func (x *HitScores) GetSemanticRank() int32 {
 	if x != nil {
 		return x.SemanticRank
+	}
+	return 0
+}
+
+func (x *HitScores) GetRelevance() float64 {
+	if x != nil {
+		return x.Relevance
+	}
+	return 0
+}
+
+func (x *HitScores) GetCoverage() float64 {
+	if x != nil {
+		return x.Coverage
 	}
 	return 0
 }
@@ -9648,7 +9674,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x05kinds\x18\x06 \x03(\tR\x05kinds\x12'\n" +
 	"\x05trust\x18\a \x01(\x0e2\x11.memoryd.v1.TrustR\x05trust\x12*\n" +
 	"\x04mode\x18\b \x01(\x0e2\x16.memoryd.v1.SearchModeR\x04modeB\a\n" +
-	"\x05scope\"\x9d\x01\n" +
+	"\x05scope\"\xd7\x01\n" +
 	"\tHitScores\x12\x12\n" +
 	"\x04bm25\x18\x01 \x01(\x01R\x04bm25\x12\x1e\n" +
 	"\n" +
@@ -9656,7 +9682,9 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"similarity\x12\x14\n" +
 	"\x05fused\x18\x03 \x01(\x01R\x05fused\x12!\n" +
 	"\flexical_rank\x18\x04 \x01(\x05R\vlexicalRank\x12#\n" +
-	"\rsemantic_rank\x18\x05 \x01(\x05R\fsemanticRank\"\xf6\x01\n" +
+	"\rsemantic_rank\x18\x05 \x01(\x05R\fsemanticRank\x12\x1c\n" +
+	"\trelevance\x18\x06 \x01(\x01R\trelevance\x12\x1a\n" +
+	"\bcoverage\x18\a \x01(\x01R\bcoverage\"\xf6\x01\n" +
 	"\n" +
 	"HistoryHit\x12-\n" +
 	"\amessage\x18\x01 \x01(\v2\x13.memoryd.v1.MessageR\amessage\x12\x18\n" +

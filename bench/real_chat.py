@@ -1,0 +1,148 @@
+"""Real chat text and real vectors for the latency benchmarks: LoCoMo's turns, repeated to size.
+
+Search costs what the text makes it cost: how many messages hold a question's words, how long
+they are, how near their vectors are to the question's. Generated text with random vectors
+measured a word search at 2.5 ms where real turns and real questions took 21 ms, and no random
+vector ever reached the similarity floor. So these benchmarks load LoCoMo's 5,882 turns
+(bench/datasets.py; read from the path given, never committed), in order, as many times as it
+takes, ask LoCoMo's own questions, and give every message the vector the server's embedder
+gives it: the embedded model, of the text the server embeds (memoryd.services.embedding
+.message_text: the message, then the end of the one before). A repeated turn after the same
+turn has the same vector, so each distinct pair is embedded once and written for every message
+that has it, straight into the database (as the background embedder would have; its cursor is
+then past every message). The vectors are kept in a cache file beside the data, so that a
+second run embeds nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import datasets
+import numpy as np
+
+from memoryd.domain.vectors import Floats, quantise, to_blob
+from memoryd.services.embedding import message_text
+from memoryd.storage.vector_store import CONTEXT_CHARS, MessageText
+
+# Messages stored a call, as an adapter's backfill would.
+PER_CALL = 100
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Corpus:
+    """LoCoMo's turns (sender, text) in order, and its questions as typed."""
+
+    turns: list[tuple[str, str]]
+    questions: list[str]
+
+    @classmethod
+    def read(cls, path: Path) -> Corpus:
+        """The turns and questions of LoCoMo's locomo10.json."""
+        found = datasets.locomo(path)
+        turns = [
+            (turn.speaker, turn.text) for turns in found.conversations.values() for turn in turns
+        ]
+        questions = list(dict.fromkeys(question.text for question in found.questions))
+        return cls(turns, questions)
+
+    def texts(self, count: int, offset: int = 0) -> Iterator[tuple[str, str]]:
+        """`count` turns in order from `offset`, starting again at the first after the last."""
+        for place in range(offset, offset + count):
+            yield self.turns[place % len(self.turns)]
+
+
+def embed_stored(database: Path, cache: Path) -> dict[str, float]:
+    """Give every message of `database` (SQLite) the embedded model's vector of what the
+    server embeds for it, as its background embedder would (its cursor past every message).
+    Distinct texts are embedded once, and kept in `cache` (an .npz file) for the next run.
+    Returns the seconds spent embedding and writing."""
+    import memoryd_model_bge_small as embedded  # noqa: PLC0415
+
+    connection = apsw.Connection(str(database))
+    texts = _texts_embedded(connection)
+    began = time.perf_counter()
+    vectors = _vectors(sorted(set(texts.values())), cache)
+    embedded_seconds = time.perf_counter() - began
+    began = time.perf_counter()
+    with connection:
+        last = connection.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+        connection.execute(
+            "INSERT INTO embedding_models (provider, model, dimension, message_cursor, created_at) "
+            "VALUES ('embedded', ?, ?, ?, '2026-01-01T00:00:00.000000Z')",
+            (embedded.NAME, embedded.DIMENSION, last),
+        )
+        (model_id,) = connection.execute("SELECT max(id) FROM embedding_models").fetchone()
+        ids = sorted(texts)
+        for start in range(0, len(ids), 10_000):
+            chunk = ids[start : start + 10_000]
+            stored = quantise(np.stack([vectors[texts[item]] for item in chunk]))
+            connection.executemany(
+                "INSERT INTO message_vectors (message_id, model_id, scale, vector) "
+                "VALUES (?, ?, ?, ?)",
+                [
+                    (item, model_id, float(stored.scales[row]), to_blob(stored.components[row]))
+                    for row, item in enumerate(chunk)
+                ],
+            )
+    connection.close()
+    return {
+        "embedding_seconds": round(embedded_seconds, 1),
+        "distinct_texts": len(vectors),
+        "vector_write_seconds": round(time.perf_counter() - began, 1),
+    }
+
+
+def _texts_embedded(connection: apsw.Connection) -> dict[int, str]:
+    """What the embedder would embed for each message (by id): memoryd's own rule."""
+    found: dict[int, str] = {}
+    previous: dict[tuple[object, ...], tuple[str, str]] = {}
+    for row in connection.execute(
+        "SELECT id, agent_id, owner_id, channel, chat_id, thread_scope, sender, content "
+        "FROM messages ORDER BY id"
+    ):
+        item, *key, sender, content = row
+        before = previous.get(tuple(key))
+        found[item] = message_text(
+            MessageText(
+                item,
+                sender,
+                content,
+                None if before is None else before[0],
+                None if before is None else before[1][-CONTEXT_CHARS:],
+            )
+        )
+        previous[tuple(key)] = (sender, content)
+    return found
+
+
+def _vectors(texts: list[str], cache: Path) -> dict[str, Floats]:
+    """Each text's vector by the embedded model, from `cache` where it holds it."""
+    import asyncio  # noqa: PLC0415
+
+    from memoryd.config.settings import SearchSettings  # noqa: PLC0415
+    from memoryd.llm.embeddings import EmbeddedModel, _model_package  # noqa: PLC0415
+
+    known: dict[str, Floats] = {}
+    if cache.exists():
+        with np.load(cache) as stored:
+            known = {str(key): stored["vectors"][row] for row, key in enumerate(stored["keys"])}
+    wanted = [text for text in texts if _key(text) not in known]
+    if wanted:
+        model = EmbeddedModel(SearchSettings(), _model_package())
+        found = asyncio.run(model.embed(wanted, queries=False))
+        for text, vector in zip(wanted, found, strict=True):
+            known[_key(text)] = vector
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        keys = sorted(known)
+        np.savez(cache, keys=np.array(keys), vectors=np.stack([known[key] for key in keys]))
+    return {text: known[_key(text)] for text in texts}
+
+
+def _key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
