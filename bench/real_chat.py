@@ -9,9 +9,9 @@ takes, ask LoCoMo's own questions, and give every message the vector the server'
 gives it: the embedded model, of the text the server embeds (memoryd.services.embedding
 .message_text: the message, then the end of the one before). A repeated turn after the same
 turn has the same vector, so each distinct pair is embedded once and written for every message
-that has it, straight into the database (as the background embedder would have; its cursor is
-then past every message). The vectors are kept in a cache file beside the data, so that a
-second run embeds nothing.
+that has it, through memoryd's own storage functions (as the background embedder would have;
+its cursor is then past every message). The vectors are kept in a cache file, so that a second
+run embeds nothing.
 """
 
 from __future__ import annotations
@@ -22,16 +22,27 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import apsw
 import datasets
 import numpy as np
 
+from memoryd.domain.search_query import MAX_QUERY_CHARS, MAX_QUERY_WORDS
 from memoryd.domain.vectors import Floats, quantise, to_blob
 from memoryd.services.embedding import message_text
+from memoryd.storage import vector_store
+from memoryd.storage.sql import rows, write_transaction
+from memoryd.storage.transaction import Transaction
 from memoryd.storage.vector_store import CONTEXT_CHARS, MessageText
 
 # Messages stored a call, as an adapter's backfill would.
 PER_CALL = 100
+# Vectors written a transaction.
+WRITE_CHUNK = 5_000
+
+
+def asked(text: str) -> str:
+    """A question as a query: its last MAX_QUERY_WORDS words, as ComposeContext's Recalled
+    block asks the newest user message."""
+    return " ".join(text.split()[-MAX_QUERY_WORDS:])[-MAX_QUERY_CHARS:]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -57,67 +68,64 @@ class Corpus:
             yield self.turns[place % len(self.turns)]
 
 
-def embed_stored(database: Path, cache: Path) -> dict[str, float]:
-    """Give every message of `database` (SQLite) the embedded model's vector of what the
-    server embeds for it, as its background embedder would (its cursor past every message).
-    Distinct texts are embedded once, and kept in `cache` (an .npz file) for the next run.
-    Returns the seconds spent embedding and writing."""
+def embed_stored(connection: Transaction, cache: Path) -> dict[str, float]:
+    """Give every message of the database (a connection outside any transaction, on either
+    backend: bench/backends.py migrated()) the embedded model's vector of what the server embeds
+    for it, through memoryd's own storage functions, as its background embedder would (the
+    model's cursor past every message). Distinct texts are embedded once, and kept in `cache`
+    (an .npz file) for the next run. Returns the seconds spent embedding and writing."""
     import memoryd_model_bge_small as embedded  # noqa: PLC0415
 
-    connection = apsw.Connection(str(database))
     texts = _texts_embedded(connection)
     began = time.perf_counter()
     vectors = _vectors(sorted(set(texts.values())), cache)
     embedded_seconds = time.perf_counter() - began
     began = time.perf_counter()
-    with connection:
-        last = connection.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
-        connection.execute(
-            "INSERT INTO embedding_models (provider, model, dimension, message_cursor, created_at) "
-            "VALUES ('embedded', ?, ?, ?, '2026-01-01T00:00:00.000000Z')",
-            (embedded.NAME, embedded.DIMENSION, last),
-        )
-        (model_id,) = connection.execute("SELECT max(id) FROM embedding_models").fetchone()
-        ids = sorted(texts)
-        for start in range(0, len(ids), 10_000):
-            chunk = ids[start : start + 10_000]
-            stored = quantise(np.stack([vectors[texts[item]] for item in chunk]))
-            connection.executemany(
-                "INSERT INTO message_vectors (message_id, model_id, scale, vector) "
-                "VALUES (?, ?, ?, ?)",
+    ids = sorted(texts)
+    for start in range(0, len(ids), WRITE_CHUNK):
+        chunk = ids[start : start + WRITE_CHUNK]
+        stored = quantise(np.stack([vectors[texts[item]] for item in chunk]))
+        with write_transaction(connection) as transaction:
+            model = vector_store.model_row(
+                transaction, "embedded", str(embedded.NAME), int(embedded.DIMENSION)
+            )
+            vector_store.store_message_vectors(
+                transaction,
+                model.id,
                 [
-                    (item, model_id, float(stored.scales[row]), to_blob(stored.components[row]))
+                    (item, float(stored.scales[row]), to_blob(stored.components[row]))
                     for row, item in enumerate(chunk)
                 ],
+                chunk[-1],
             )
-    connection.close()
     return {
         "embedding_seconds": round(embedded_seconds, 1),
-        "distinct_texts": len(vectors),
+        "distinct_texts": len(set(texts.values())),
         "vector_write_seconds": round(time.perf_counter() - began, 1),
     }
 
 
-def _texts_embedded(connection: apsw.Connection) -> dict[int, str]:
+def _texts_embedded(connection: Transaction) -> dict[int, str]:
     """What the embedder would embed for each message (by id): memoryd's own rule."""
     found: dict[int, str] = {}
     previous: dict[tuple[object, ...], tuple[str, str]] = {}
-    for row in connection.execute(
+    for row in rows(
+        connection,
         "SELECT id, agent_id, owner_id, channel, chat_id, thread_scope, sender, content "
-        "FROM messages ORDER BY id"
+        "FROM messages ORDER BY id",
     ):
         item, *key, sender, content = row
         before = previous.get(tuple(key))
-        found[item] = message_text(
+        found[int(item)] = message_text(
             MessageText(
-                item,
-                sender,
-                content,
+                int(item),
+                str(sender),
+                str(content),
                 None if before is None else before[0],
                 None if before is None else before[1][-CONTEXT_CHARS:],
             )
         )
-        previous[tuple(key)] = (sender, content)
+        previous[tuple(key)] = (str(sender), str(content))
     return found
 
 
@@ -131,7 +139,8 @@ def _vectors(texts: list[str], cache: Path) -> dict[str, Floats]:
     known: dict[str, Floats] = {}
     if cache.exists():
         with np.load(cache) as stored:
-            known = {str(key): stored["vectors"][row] for row, key in enumerate(stored["keys"])}
+            keys, vectors = stored["keys"], stored["vectors"]
+        known = {str(key): vectors[row] for row, key in enumerate(keys)}
     wanted = [text for text in texts if _key(text) not in known]
     if wanted:
         model = EmbeddedModel(SearchSettings(), _model_package())

@@ -54,9 +54,9 @@ import backends
 import datasets
 import grpc
 from datasets import Dataset, Question
+from real_chat import asked
 
 import memoryd_client as md
-from memoryd.domain.search_query import MAX_QUERY_CHARS, MAX_QUERY_WORDS
 from memoryd.domain.time_expressions import asked_span
 from memoryd.testing.server_process import ServerProcess
 
@@ -255,12 +255,6 @@ def plain_fts5(loaded: Loaded) -> list[list[str]]:
         ).fetchall()
         rankings.append([row[0] for row in found])
     return rankings
-
-
-def asked(text: str) -> str:
-    """The question as a query: its last MAX_QUERY_WORDS words, as ComposeContext's Recalled
-    block asks the newest user message (some of BEAM's requests are longer than a query may be)."""
-    return " ".join(text.split()[-MAX_QUERY_WORDS:])[-MAX_QUERY_CHARS:]
 
 
 def search(

@@ -33,7 +33,7 @@ NOT_ON_POSTGRES: dict[str, str] = {
     "check reads a REPEATABLE READ snapshot)",
     "memoryd.storage.memory_reads:_fts_query": "FTS5's query of memory rows",
     "memoryd.storage.search_reads:_in_scope": "FTS5's index-first read of a large scope",
-    "memoryd.storage.search_reads:_matching": "FTS5's match count (PostgreSQL: its statistics)",
+    "memoryd.storage.terms:_vocabulary": "FTS5's vocabulary (PostgreSQL: its statistics)",
     "memoryd.storage.scrub:truncate_wal": "SQLite's WAL, truncated after an erasure",
     "memoryd.storage.write_queue:": "SQLite's workers' writers queue on an flock",
     "memoryd.storage.writer:Writer.queue_writes": "SQLite's workers' writers queue on an flock",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from memoryd.storage.postgres import words
 from memoryd.storage.postgres.dialect import translate
 
 RULES = [
@@ -61,22 +60,3 @@ def test_an_unterminated_literal_is_a_defect_not_a_guess() -> None:
         translate("SELECT 'open")
 
 
-CONTENT = "Will do: the checklist goes out Thursday evening."
-
-
-@pytest.mark.parametrize(
-    ("headline", "snippet"),
-    [
-        # ts_headline drops the last full stop: FTS5 keeps it, and nothing is left out.
-        (
-            "Will do: the **checklist** goes out Thursday evening",
-            "Will do: the **checklist** goes out Thursday evening.",
-        ),
-        ("the **checklist** goes out", "…the **checklist** goes out…"),
-        ("Will do: the **checklist**", "Will do: the **checklist**…"),
-        ("**e**-**mail**", "…**e-mail**…"),
-    ],
-)
-def test_a_headline_takes_fts5_snippets_form(headline: str, snippet: str) -> None:
-    content = CONTENT if "checklist" in headline else "Please e-mail me"
-    assert words.with_ellipses(headline, content) == snippet

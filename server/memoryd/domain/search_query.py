@@ -106,15 +106,10 @@ class SearchPlan:
         alone) finds nothing: neither by its words nor by its meaning."""
         return not self.phrases and not self.substring_terms
 
-    def without_common(self, common: frozenset[str]) -> SearchPlan:
-        """This plan with the `common` phrases (words in very many messages) left out of the
-        any-word stage, when rarer ones remain: a message holding only a common word would rank
-        low for its small idf anyway, and reading every message that holds it is what makes a
-        search of a large scope slow. The every-word stage keeps them."""
-        kept = [phrase for phrase in self.phrases if phrase not in common]
-        if not kept or len(kept) == len(self.phrases):
-            return self
-        return dataclasses.replace(self, any_word_expression=" OR ".join(kept))
+    def phrase_of(self, term: str) -> str | None:
+        """The quoted phrase a term is searched as (None: a term without letters or digits)."""
+        phrase = _quote(term)
+        return phrase if phrase in self.phrases else None
 
 
 def plan_search(query: str, field: str = "query") -> SearchPlan:

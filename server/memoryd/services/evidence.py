@@ -39,21 +39,39 @@ class Relevance:
     floor: float = 0.0
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class TermCounts:
+    """How many rows of a table hold each of a query's terms, and its rows: read once a search
+    (storage.terms.counts), for the order the words are searched in and for their weights."""
+
+    rows: float
+    holding: Mapping[str, float]
+
+    @classmethod
+    def read(cls, connection: Transaction, table: stored.Table, plan: SearchPlan) -> TermCounts:
+        """The counts of the plan's terms in `table`."""
+        rows, holding = stored.counts(connection, table, list(plan.terms))
+        return cls(rows, dict(zip(plan.terms, holding, strict=True)))
+
+
 def query_terms(
     connection: Transaction,
     table: stored.Table,
     plan: SearchPlan,
     held: Callable[[list[str]], list[bool]],
+    counted: TermCounts | None = None,
 ) -> QueryTerms:
-    """The plan's terms as the word index reads them, weighed by their rarity in `table`, and
-    which of them the search's scope holds (`held` of their quoted phrases: a term in more than
-    RARE_TERM_ROWS rows of the table is taken as held, as most are, without a lookup)."""
+    """The plan's terms as the word index reads them, weighed by their rarity in `table` (from
+    `counted`, read now when not given), and which of them the search's scope holds (`held` of
+    their quoted phrases: a term in more than RARE_TERM_ROWS rows of the table is taken as
+    held, as most are, without a lookup)."""
     split = {term: stored.phrase_words(term) for term in plan.terms}
     # A term without words of the index (an emoji) is kept when a substring search looks for
     # it; no row's words hold it, so it weighs as a word no row holds.
     terms = [term for term in plan.terms if split[term] or _partial(term)]
-    rows, holding = stored.counts(connection, table, terms)
-    weights = [term_weight(rows, count) for count in holding]
+    counted = counted or TermCounts.read(connection, table, plan)
+    holding = [counted.holding.get(term, 0.0) for term in terms]
+    weights = [term_weight(counted.rows, count) for count in holding]
     looked_up = [
         index
         for index, count in enumerate(holding)

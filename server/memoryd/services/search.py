@@ -41,7 +41,7 @@ from memoryd.domain.vectors import Floats
 from memoryd.errors import FailedPrecondition, InvalidArgument, PermissionDenied, Unavailable
 from memoryd.llm.embeddings import EmbeddingUnavailableError
 from memoryd.services.embedding import EmbeddingService
-from memoryd.services.evidence import Judge, Relevance, query_terms
+from memoryd.services.evidence import Judge, Relevance, TermCounts, query_terms
 from memoryd.services.semantic import ScopeTooLargeError, VectorCache
 from memoryd.services.word_search import (
     WordRanking,
@@ -51,7 +51,6 @@ from memoryd.services.word_search import (
     lexical,
     rank_lexical,
     snippets_filled,
-    with_word_snippets,
     word_order,
 )
 from memoryd.storage import search_reads as reads
@@ -267,9 +266,11 @@ class HistorySearch:
 
     def _words_alone(self, asked: _Asked, connection: Transaction) -> Found:
         """The words' hits (lexical mode, or no meaning to compare), held to the floor."""
-        judge = self.vectors.judge(message_terms(connection, asked.scope, asked.plan), None)
+        way = WordSearch.prepare(connection, asked.scope, asked.plan)
+        terms = message_terms(connection, asked.scope, asked.plan, way.counted)
         hits, cut = held_to_floor(
-            lexical(connection, asked.scope, asked.plan, asked.kinds, asked.limit), judge
+            lexical(connection, asked.scope, way, asked.kinds, asked.limit),
+            self.vectors.judge(terms, None),
         )
         unembedded = self.vectors.unembedded(connection, asked.mode, asked.scope)
         return Found(hits, cut, unembedded)
@@ -287,7 +288,7 @@ class HistorySearch:
         floor, with their snippets."""
         scope, mode = asked.scope, asked.mode
         unembedded = self.vectors.unembedded(connection, mode, scope, blind=blind)
-        terms = message_terms(connection, scope, asked.plan)
+        terms = message_terms(connection, scope, asked.plan, words.counted)
         if near is None:  # no meaning to compare: the words alone
             judge = self.vectors.judge(terms, None)
             found = fused(connection, scope, words, [], judge, kinds=asked.kinds, limit=asked.limit)
@@ -315,8 +316,7 @@ class HistorySearch:
                     connection, model, scope, vector, ids
                 ),
             )
-        hits = with_word_snippets(connection, found.hits, asked.plan)
-        return dataclasses.replace(found, hits=hits, unembedded=unembedded)
+        return dataclasses.replace(found, unembedded=unembedded)
 
     async def _nearest(
         self, scope: HistoryScope, query: str, mode: SearchMode, depth: int
@@ -340,13 +340,20 @@ class HistorySearch:
         return await self._readers.read(run)
 
 
-def message_terms(connection: Transaction, scope: HistoryScope, plan: SearchPlan) -> QueryTerms:
-    """The query's terms, weighed in the messages' word index, and which the scope holds."""
+def message_terms(
+    connection: Transaction,
+    scope: HistoryScope,
+    plan: SearchPlan,
+    counted: TermCounts | None = None,
+) -> QueryTerms:
+    """The query's terms, weighed in the messages' word index (`counted` when read already),
+    and which of them the scope holds."""
     return query_terms(
         connection,
         "messages",
         plan,
         lambda phrases: reads.held_in_scope(connection, scope, phrases),
+        counted,
     )
 
 

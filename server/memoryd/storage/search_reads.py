@@ -26,11 +26,9 @@ from memoryd.domain.history import (
 )
 from memoryd.domain.messages import StoredMessage
 from memoryd.domain.search_query import SearchPlan, like_pattern
-from memoryd.domain.snippets import ELLIPSIS, MARK, WORD_SNIPPET_TOKENS
 from memoryd.domain.timestamps import from_text
 from memoryd.storage.connection import FOLD_FUNCTION
 from memoryd.storage.message_rows import (
-    MESSAGE,
     MESSAGE_COLUMNS,
     message_from_row,
 )
@@ -51,7 +49,6 @@ from memoryd.storage.transaction import Transaction
 # The sender's weight in bm25, against 1.0 for the content (tuned on LoCoMo conversations 1-5).
 SENDER_WEIGHT = 1.0
 
-_SNIPPET = f"snippet(messages_fts, 0, '{MARK}', '{MARK}', '{ELLIPSIS}', {WORD_SNIPPET_TOKENS})"
 
 # Words in at most this many messages of the whole index are searched without the scope's token
 # in a large scope (see services.word_search.WordSearch).
@@ -73,48 +70,6 @@ _SCOPES: collections.OrderedDict[tuple[str, HistoryScope], tuple[float, bool]] =
 _SCOPES_LOCK = threading.Lock()
 
 
-def search_words(
-    connection: Transaction,
-    scope: HistoryScope,
-    expression: str,
-    kinds: tuple[str, ...],
-    limit: int,
-    *,
-    exclude_ids: Iterable[int] = (),
-    narrow: bool = True,
-) -> list[SearchHit]:
-    """Whole-word matches of `expression` (already quoted) in the content or the sender, with
-    their snippets, best bm25 first, then newest. The sender counts for SENDER_WEIGHT of the
-    content.
-
-    With `narrow` the word index itself is narrowed to the scope by its token (cheap for a
-    scope of a few thousand messages); without, only the join is (cheaper for a large scope and
-    words in few messages: intersecting a 100,000-message scope's token costs 10 ms)."""
-    on_postgres = postgres(connection)
-    snippet = words.headline("m.content") if on_postgres else _SNIPPET
-    sql, params = _word_query(
-        connection,
-        f"{MESSAGE_COLUMNS}, {snippet}",
-        scope,
-        expression,
-        kinds=kinds,
-        limit=limit,
-        exclude_ids=exclude_ids,
-        narrow=narrow,
-    )
-    names: dict[Row, ConversationKey] = {}
-    hits = []
-    for row in rows(connection, sql, params):
-        message = message_from_row(row, names)
-        marked = str(MESSAGE.after(row, 0))
-        if on_postgres:
-            marked = words.with_ellipses(marked, message.content)
-        hits.append(
-            SearchHit(message, snippet=marked, rank=float(MESSAGE.after(row, 1)), word_match=True)
-        )
-    return hits
-
-
 def rank_words(
     connection: Transaction,
     scope: HistoryScope,
@@ -126,8 +81,13 @@ def rank_words(
     narrow: bool = True,
     index_first: bool = False,
 ) -> list[tuple[int, float]]:
-    """search_words' ranking alone: (message id, bm25) best first, no message read (a fused
-    search keeps few of them; messages_by_ids reads those).
+    """Whole-word matches of `expression` (already quoted) in the content or the sender, best
+    bm25 first, then newest, as (message id, bm25): no message read (a search shows few of
+    them; messages_by_ids reads those). The sender counts for SENDER_WEIGHT of the content.
+
+    With `narrow` the word index itself is narrowed to the scope by its token (cheap for a
+    scope of a few thousand messages); without, only the join is (cheaper for a large scope and
+    words in few messages: intersecting a 100,000-message scope's token costs 10 ms).
 
     With `index_first` (for a large scope), the word index's own best INDEX_FIRST matches are
     read without the join first, then checked against the scope: when `limit` of them are in
@@ -198,7 +158,7 @@ def _word_query(
     exclude_ids: Iterable[int],
     narrow: bool,
 ) -> tuple[str, list[Any]]:
-    """The SQL of search_words and rank_words: `columns`, then the bm25 score (on PostgreSQL
+    """The SQL of rank_words: `columns`, then the bm25 score (on PostgreSQL
     its stand-in, which reads each phrase's idf first: memoryd.storage.postgres.words)."""
     params: list[Any]
     if postgres(connection):
@@ -258,28 +218,6 @@ def held_in_scope(
         sql.append("LIMIT 1")
         found.append(bool(rows(connection, " ".join(sql), params)))
     return found
-
-
-def word_snippets(
-    connection: Transaction, expression: str, message_ids: Sequence[int]
-) -> dict[int, str]:
-    """FTS5's snippet of each of these messages for `expression`, where it matches."""
-    if postgres(connection):
-        table, phrases = words.query_table(expression)
-        found = rows(
-            connection,
-            f"SELECT m.id, {words.headline('m.content')}, m.content FROM messages AS m, {table} "
-            f"WHERE m.words @@ {words.QUERY} AND m.id IN ({placeholders(len(message_ids))})",
-            (*phrases, *message_ids),
-        )
-        return {int(row[0]): words.with_ellipses(str(row[1]), str(row[2])) for row in found}
-    found = rows(
-        connection,
-        f"SELECT rowid, {_SNIPPET} FROM messages_fts WHERE messages_fts MATCH ? "
-        f"AND rowid IN ({placeholders(len(message_ids))})",
-        (f"{{content sender}} : ({expression})", *message_ids),
-    )
-    return {int(row[0]): str(row[1]) for row in found}
 
 
 def search_substrings(
@@ -410,40 +348,14 @@ def neighbours(
     return {int(row[0]): (row[1], row[2]) for row in found}
 
 
-def large_scope_reads(connection: Transaction, expression: str) -> tuple[bool, bool]:
-    """How a large scope's word search reads `expression`: (narrow the word index by the scope's
-    token, rank in the index first), from how many messages of the whole index match it
-    (counted only to just past RARE_WORDS). Both are SQLite's: PostgreSQL's index holds no
-    scope token and its planner chooses the order of a search itself, so nothing is counted."""
+def large_scope_reads(connection: Transaction, matches: float) -> tuple[bool, bool]:
+    """How a large scope's word search reads an expression that about `matches` messages of
+    the whole index hold (storage.terms.counts): (narrow the word index by the scope's token,
+    rank in the index first). Both are SQLite's: PostgreSQL's index holds no scope token and
+    its planner chooses the order of a search itself."""
     if postgres(connection):
         return False, False
-    matches = _matching(connection, f"({expression})")
     return matches > RARE_WORDS, matches > INDEX_FIRST
-
-
-def _matching(connection: Transaction, expression: str) -> int:
-    """How many messages of FTS5's index match `expression`, counted to just past RARE_WORDS
-    (SQLite's: PostgreSQL's planner statistics answer there)."""
-    (matching,) = one(
-        connection,
-        "SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)",
-        (f"{{content sender}} : {expression}", RARE_WORDS + 1),
-    )
-    return int(matching)
-
-
-def common_phrases(connection: Transaction, phrases: Sequence[str]) -> frozenset[str]:
-    """The phrases found in more than RARE_WORDS messages of the whole index (counting stops
-    just past it), for SearchPlan.without_common. On PostgreSQL the planner's statistics say
-    (memoryd.storage.postgres.words.rows_holding): counting 20,000 rows through its index
-    visits each of them."""
-    if postgres(connection):
-        phrases = list(phrases)
-        _, holding = words.rows_holding(connection, "messages", phrases)
-        return frozenset(
-            phrase for phrase, rows in zip(phrases, holding, strict=True) if rows > RARE_WORDS
-        )
-    return frozenset(phrase for phrase in phrases if _matching(connection, phrase) > RARE_WORDS)
 
 
 def scope_is_small(connection: Transaction, scope: HistoryScope) -> bool:

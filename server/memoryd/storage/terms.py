@@ -44,6 +44,32 @@ def text_words(text: str) -> tuple[str, ...]:
     return _words(text, apsw.FTS5_TOKENIZE_DOCUMENT)
 
 
+def text_spans(text: str) -> list[tuple[int, int, str]]:
+    """The words of a stored text as the word index holds them, each with where it is in the
+    text: (first character, character after its last, word)."""
+    encoded = text.encode("utf-8", "surrogatepass")
+    found = _tokenizer()(
+        encoded,
+        apsw.FTS5_TOKENIZE_DOCUMENT,
+        None,
+        include_offsets=True,
+        include_colocated=False,
+    )
+    words = [(int(item[0]), int(item[1]), str(item[2])) for item in found]  # type: ignore[misc]
+    if len(encoded) == len(text):  # ASCII: bytes are characters
+        return words
+    # Characters from the UTF-8 offsets the tokenizer gives.
+    places = [0] * (len(encoded) + 1)
+    at = 0
+    for index, char in enumerate(text):
+        size = len(char.encode("utf-8", "surrogatepass"))
+        for offset in range(size):
+            places[at + offset] = index
+        at += size
+    places[at] = len(text)
+    return [(places[start], places[end], word) for start, end, word in words]
+
+
 def phrase_words(phrase: str) -> tuple[str, ...]:
     """The words a query term (unquoted) is searched as."""
     return _words(phrase, apsw.FTS5_TOKENIZE_QUERY)

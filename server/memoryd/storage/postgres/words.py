@@ -1,5 +1,6 @@
 """Word search on PostgreSQL: the FTS5 expressions storage builds, as tsquery, and FTS5's
-ranking and snippets in PostgreSQL's terms.
+ranking in PostgreSQL's terms (snippets are built alike on both backends: memoryd.domain
+.snippets).
 
 memoryd.domain.search_query turns user text into quoted FTS5 phrases joined by spaces (every
 phrase) or by OR (any phrase). Here each phrase goes to `phraseto_tsquery` as a parameter: it
@@ -36,24 +37,14 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from memoryd.domain.snippets import ELLIPSIS, MARK, WORD_SNIPPET_TOKENS
 from memoryd.storage.sql import rows
 from memoryd.storage.transaction import Transaction
 
 CONFIG = "memoryd_english"
 _PHRASE = re.compile(r'"((?:[^"]|"")*)"')
-_WORD = re.compile(r"\w")
-# Two marked parts of one word, joined by punctuation: "**e**-**mail**".
-_JOINED_PARTS = re.compile(rf"(?<=\w){re.escape(MARK)}([^\w\s]+){re.escape(MARK)}(?=\w)")
 # ts_rank's weights of {D, C, B, A}: A is a message's content (or a memory's text), B its sender.
 SENDER_WEIGHT = 1.0
 _WEIGHTS = f"'{{0, 0, {SENDER_WEIGHT}, 1.0}}'"
-# ts_headline's options: FTS5 snippet()'s markers, about as many words, one fragment.
-_HEADLINE = (
-    f'StartSel="{MARK}", StopSel="{MARK}", MaxWords={WORD_SNIPPET_TOKENS}, '
-    f"MinWords={WORD_SNIPPET_TOKENS // 2}, ShortWord=0, MaxFragments=1, "
-    f'FragmentDelimiter="{ELLIPSIS}"'
-)
 
 
 # What a statement joins with its tsquery (`query_table`), and how it names it.
@@ -286,24 +277,3 @@ def _phrases(expression: str) -> list[str]:
 
 def _joiner(expression: str) -> str:
     return " || " if " OR " in _PHRASE.sub("", expression) else " && "
-
-
-def headline(column: str) -> str:
-    """The SQL of a snippet of `column` around what QUERY matched, between MARKs."""
-    return f"ts_headline('{CONFIG}', {column}, {QUERY}, '{_HEADLINE}')"
-
-
-def with_ellipses(snippet: str, content: str) -> str:
-    """FTS5 snippet()'s form: one mark around a word the query spells with punctuation
-    ("**e-mail**", where ts_headline marks each part), and ellipses where words of the content
-    come before or after the excerpt. What ts_headline leaves out around it that holds no word
-    (a sentence's last full stop) is put back, as FTS5 keeps it."""
-    snippet = _JOINED_PARTS.sub(r"\1", snippet)
-    excerpt = snippet.replace(MARK, "")
-    start = content.find(excerpt)
-    if start < 0:  # not found as it stands: say only that the content goes on
-        return ELLIPSIS + snippet + ELLIPSIS
-    before, after = content[:start], content[start + len(excerpt) :]
-    head = ELLIPSIS if _WORD.search(before) else before
-    tail = ELLIPSIS if _WORD.search(after) else after
-    return head + snippet + tail
