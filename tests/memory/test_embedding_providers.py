@@ -224,7 +224,9 @@ async def test_answers_count_what_has_no_vector_yet_until_the_embedder_reaches_i
                 run_memoryd, "embeddings", "--watch", "--interval", "0.1", *address
             )
             assert watched.returncode == 0, watched.stderr
-            assert watched.stdout.splitlines()[-1].startswith("0 waiting, 7 embedded")
+            assert watched.stdout.splitlines()[-1].startswith(
+                "0 waiting (0 live, 0 in the backlog), 7 embedded"
+            )
             await caught_up(memory, least=6)
             assert await unembedded(md.SEARCH_MODE_HYBRID, owner=owner) == 0
             assert await recalled(md.SEARCH_MODE_HYBRID) == 0
@@ -402,3 +404,76 @@ def test_bad_embedding_settings_stop_the_start(tmp_path: Path, search: str, mess
     server = ServerProcess(tmp_path / "home", config=search)
     assert server.wait_exit() != 0
     assert message in server.output
+
+
+async def wait_until(check: object, what: str) -> None:
+    """Wait (within TIMEOUT) until the coroutine function `check` answers true."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + TIMEOUT
+    while not await check():  # type: ignore[operator]
+        assert loop.time() < deadline, what
+        await asyncio.sleep(0.05)
+
+
+async def test_a_chat_is_embedded_before_a_bulk_load_and_its_facts_too(
+    tmp_path: Path, endpoint: FakeEmbeddings
+) -> None:
+    """The live queue: a bulk load's backlog cannot be embedded (its texts are held back by the
+    endpoint); a chat appending meanwhile, and a fact stored, get their vectors all the same, and
+    the backlog is embedded once it can be, the chat's messages not again."""
+    bulk = md.Conversation(owner_id="importer", channel="import", chat_id="bulk")
+    chat = md.Conversation(owner_id="ada", channel="telegram", chat_id="live")
+    endpoint.hold("archived")
+    server = ServerProcess(tmp_path / "home", config=embedding_config(endpoint)).start()
+    try:
+        async with md.connect(server.address) as channel:
+            memory = md.MemoryServiceStub(channel)
+            for start in range(0, 300, 100):
+                await append(
+                    memory,
+                    bulk,
+                    *(
+                        user(f"archived note {n} about the old project")
+                        for n in range(start, start + 100)
+                    ),
+                )
+            await append(memory, chat, user("the espresso machine broke again"))
+
+            async def chat_embedded() -> bool:
+                answer = await memory.SearchHistory(
+                    md.SearchHistoryRequest(
+                        query="espresso", conversation=chat, mode=md.SEARCH_MODE_HYBRID
+                    )
+                )
+                return answer.unembedded == 0
+
+            await wait_until(chat_embedded, "the chat's message never got its vector")
+            status = await memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+            assert status.pending_messages == 300  # the backlog still waits, all of it
+            assert status.live_messages == 0
+            hits = await semantic(memory, chat, "espresso machine")
+            assert hits == ["the espresso machine broke again"]
+
+            owner = md.OwnerScope(owner_id="ada")
+            await memory.StoreMemory(
+                md.StoreMemoryRequest(
+                    owner=owner, category=md.CATEGORY_PREFERENCE, value="Likes oat milk"
+                )
+            )
+
+            async def fact_embedded() -> bool:
+                found = await memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+                return found.pending_memories == 0 and found.embedded_memories == 1
+
+            await wait_until(fact_embedded, "the fact never got its vector")
+            assert (
+                await memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+            ).pending_messages == 300
+
+            endpoint.recover()
+            status = await caught_up(memory, least=301)
+            assert status.embedded_messages == 301
+            sent = [text for request in endpoint.requests for text in request["input"]]
+            assert sum(text.startswith("ada: the espresso machine") for text in sent) == 1
+    finally:
+        assert server.stop() == 0, server.output

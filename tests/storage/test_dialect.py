@@ -58,5 +58,3 @@ def test_a_percent_is_doubled_only_for_a_statement_sent_with_parameters() -> Non
 def test_an_unterminated_literal_is_a_defect_not_a_guess() -> None:
     with pytest.raises(ValueError, match="unterminated literal"):
         translate("SELECT 'open")
-
-

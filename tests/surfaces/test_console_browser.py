@@ -883,8 +883,8 @@ def test_a_server_without_tokens_is_signed_in_with_an_empty_token(tmp_path: Path
 
 
 def test_the_overview_follows_a_bulk_loads_embedding(tmp_path: Path) -> None:
-    """While vectors are being made, the overview's embedding queue says what waits and the
-    rate, and says so once every message has its vector."""
+    """While vectors are being made, the overview's embedding queue says what waits, in which
+    queue, and the rate, and says so once every message has its vector."""
     with FakeEmbeddings() as endpoint:
         server = ServerProcess(
             tmp_path / "home", config=TOKENS + embedding_config(endpoint)
@@ -906,7 +906,9 @@ def test_the_overview_follows_a_bulk_loads_embedding(tmp_path: Path) -> None:
                 console = Console(server, browser, tmp_path)
                 console.sign_in(ADMIN)
                 console.open("/")
-                console.wait("[data-embedding-queue='3']", "/s")  # a second report has a rate
+                # A second report has a rate; three messages of one call are a chat's: live.
+                waiting = console.wait("[data-embedding-queue='3']", "/s")
+                assert waiting.text.startswith("3 waiting (3 live, 0 in the backlog)")
                 endpoint.recover()
                 done = console.wait("[data-embedding-queue='0']", timeout=60)
                 assert done.text == "0 waiting: every message and row has its vector"

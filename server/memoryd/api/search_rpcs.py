@@ -57,6 +57,7 @@ class SearchRpcs:
             response.embedded_memories = status.counts.embedded_memories
             response.pending_messages = status.counts.pending_messages
             response.pending_memories = status.counts.pending_memories
+            response.live_messages = status.counts.live_messages
             response.other_model_vectors = status.counts.other_model_vectors
         return response
 

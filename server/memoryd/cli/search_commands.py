@@ -108,9 +108,11 @@ def _status(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
     if not response.enabled:
         out.write('embeddings are off (memoryd.search.embeddings = "off"): search by words only\n')
         return 0
+    backlog = response.pending_messages - response.live_messages
     out.write(
         f"model {response.model} ({response.provider}, {response.dimension or '?'} dimensions)\n"
-        f"messages: {response.embedded_messages} embedded, {response.pending_messages} waiting\n"
+        f"messages: {response.embedded_messages} embedded, {response.pending_messages} waiting "
+        f"({response.live_messages} live, {backlog} in the backlog)\n"
         f"memory rows: {response.embedded_memories} embedded, "
         f"{response.pending_memories} waiting\n"
     )
@@ -138,7 +140,13 @@ def _watch(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
             return 2
         waiting = status.pending_messages + status.pending_memories
         done = status.embedded_messages + status.embedded_memories
-        report: dict[str, Any] = {"waiting": waiting, "embedded": done}
+        report: dict[str, Any] = {
+            "waiting": waiting,
+            # The live queue (chats' messages, then rows) is embedded before the backlog.
+            "live": status.live_messages + status.pending_memories,
+            "backlog": status.pending_messages - status.live_messages,
+            "embedded": done,
+        }
         if first is None:
             first = (now, done, waiting)
         elif now > first[0]:
@@ -158,7 +166,10 @@ def _watch(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _progress_line(report: dict[str, Any]) -> str:
-    line = f"{report['waiting']} waiting, {report['embedded']} embedded"
+    line = (
+        f"{report['waiting']} waiting ({report['live']} live, {report['backlog']} in the "
+        f"backlog), {report['embedded']} embedded"
+    )
     if "per_second" in report:
         line += f", {report['per_second']}/s"
     if "seconds_to_go" in report:

@@ -111,11 +111,11 @@ class Overview:
     async def server_info(self) -> ServerInfo:
         """The overview, read in one transaction."""
         facts = self._facts()
-        model_id, cursor = self._embedding.queue_position
+        queue = self._embedding.queue_position
         since = utc_now() - ACTIVITY_WINDOW
 
         def read(connection: Transaction) -> ServerInfo:
-            levels = metric_reads.levels(connection, model_id, cursor)
+            levels = metric_reads.levels(connection, queue)
             activity = overview_reads.activity(connection, since, RECENT_FAILURES)
             failures: list[tuple[ConversationKey, StoredRun]] = []
             for key in activity.failing:

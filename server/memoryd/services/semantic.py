@@ -62,7 +62,8 @@ GROWTH = 1.5
 
 @dataclasses.dataclass(slots=True)
 class _Scope:
-    """One scope's vectors, in arrays with room to grow."""
+    """One scope's vectors, in arrays with room to grow, and their ids in order (vectors come
+    in any order of ids: the live queue is embedded before the backlog)."""
 
     last_seq: int
     size: int
@@ -71,17 +72,19 @@ class _Scope:
     components: Int8s
     # The sign words, one row per word and one column per vector (memoryd.domain.vectors).
     words: Words
-    # The positions of the ids in id order (made on first use after a change).
-    order: Ids | None = None
-
-    @property
-    def max_id(self) -> int:
-        return int(self.ids[self.size - 1]) if self.size else 0
+    # The ids held, in order, and where each is held.
+    sorted_ids: Ids = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    order: Ids = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
     def nbytes(self) -> int:
         return int(
-            self.ids.nbytes + self.scales.nbytes + self.components.nbytes + self.words.nbytes
+            self.ids.nbytes
+            + self.scales.nbytes
+            + self.components.nbytes
+            + self.words.nbytes
+            + self.sorted_ids.nbytes
+            + self.order.nbytes
         )
 
     def append(self, ids: Ids, scales: Floats, components: Int8s) -> None:
@@ -99,16 +102,18 @@ class _Scope:
         self.scales[self.size : end] = scales
         self.components[self.size : end] = components
         self.words[:, self.size : end] = sign_words(components).T
+        arrived = np.argsort(ids, kind="stable")
+        at = np.searchsorted(self.sorted_ids, ids[arrived])
+        self.sorted_ids = np.insert(self.sorted_ids, at, ids[arrived])
+        self.order = np.insert(self.order, at, np.arange(self.size, end)[arrived])
         self.size = end
-        self.order = None
 
     def positions(self, wanted: Ids) -> tuple[Ids, Ids]:
         """Where each of `wanted` is held: (the wanted ids held, their positions)."""
-        if self.order is None:
-            self.order = np.argsort(self.ids[: self.size], kind="stable")
-        held = self.ids[self.order]
-        places = np.searchsorted(held, wanted).clip(0, max(0, self.size - 1))
-        found = held[places] == wanted if self.size else np.zeros(len(wanted), dtype=bool)
+        if not self.size:
+            return wanted[:0], wanted[:0]
+        places = np.searchsorted(self.sorted_ids, wanted).clip(0, self.size - 1)
+        found = self.sorted_ids[places] == wanted
         return wanted[found], self.order[places[found]]
 
 
@@ -195,9 +200,11 @@ class VectorCache:
             if newest > entry.last_seq:
                 for chunk in store.scope_vectors(connection, scope, model.id, entry.last_seq):
                     ids, scales, components = _arrays(chunk, model.dimension)
-                    if int(ids.min()) <= entry.max_id:
+                    if len(entry.positions(ids)[0]):
                         entry = None  # vectors made again (a reindex): load the scope afresh
                         break
+                    # New vectors, of messages newer or older (the live queue is embedded
+                    # before the backlog): ids need no order.
                     entry.append(ids, scales, components)
                 if entry is not None:
                     entry.last_seq = newest

@@ -24,10 +24,10 @@ async def refresh(runtime: Runtime) -> None:
         database = runtime.settings.database_path
         metrics.DATABASE_BYTES.set(_size(database))
         metrics.WAL_BYTES.set(_size(database.with_name(database.name + "-wal")))
-    model_id, cursor = runtime.services.embedding.queue_position
+    queue = runtime.services.embedding.queue_position
     try:
         found = await runtime.readers.read(
-            lambda connection: metric_reads.levels(connection, model_id, cursor)
+            lambda connection: metric_reads.levels(connection, queue)
         )
     except MemorydError as error:  # the database is away (PostgreSQL restarting, say)
         log.warning("metrics: cannot read the database's levels: %s", error.message)

@@ -22,17 +22,20 @@ class Levels:
     database_bytes: int | None
 
 
-def levels(connection: Transaction, model_id: int | None, cursor: int | None) -> Levels:
-    """The levels; `model_id` and `cursor`: the current embedding model's (None: embeddings
-    are off, nothing waits for a vector)."""
+def levels(
+    connection: Transaction, queue: tuple[bool, vector_store.EmbeddingModel | None]
+) -> Levels:
+    """The levels; `queue`: whether embeddings are on (nothing waits for a vector when off) and
+    the current embedding model's row (None: none yet, everything waits)."""
     backlog = int(
         one(connection, "SELECT count(*) FROM memory_review_state WHERE pending_input = 1")[0]
     )
     pending_messages = pending_memories = 0
-    if cursor is not None:
-        pending_messages = vector_store.pending_messages(connection, cursor)
+    embedding, model = queue
+    if embedding:
+        pending_messages = vector_store.pending_messages(connection, model)
         pending_memories = vector_store.pending_memories(
-            connection, -1 if model_id is None else model_id
+            connection, -1 if model is None else model.id
         )
     size = None
     if postgres(connection):

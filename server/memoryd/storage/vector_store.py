@@ -1,9 +1,14 @@
-"""Vectors of messages and memory rows (migration 0012): the embedder's queue, writes and reads.
+"""Vectors of messages and memory rows (migration 0012): the embedder's queues, writes and reads.
 
-The queue of messages is a cursor per model: every message with a higher id waits. The queue of
-memory rows is the rows without a vector of the model (a change of a row drops its vectors). A
-write stores only vectors whose source is still there and unchanged, so a row edited, or a
-message erased, while its vector was being computed never gets a stale one.
+The messages waiting are those after a cursor per model without a vector of it made since its
+last reindex (stale_through_seq): every message up to the cursor has one. Two queues are read
+from them (memoryd.domain.embedding_queue). The live queue: the messages the embedder found, on
+their arrival, to come from a chat (embedding_live), taken first, out of order, the cursor
+staying. The backlog: the rest, oldest first (a bulk load, an import, a reindex), the cursor
+moving past what it embeds. The queue of memory rows is the rows without a vector of the
+model (a change of a row drops its vectors). A write stores only vectors whose source is still
+there and unchanged, so a row edited, or a message erased, while its vector was being computed
+never gets a stale one.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from memoryd.domain.conversation import AgentKey, ConversationKey, HistoryScope, OwnerKey
+from memoryd.domain.embedding_queue import ARRIVALS, live_arrivals
 from memoryd.domain.memory_queries import Visible
 from memoryd.domain.timestamps import to_text, utc_now
 from memoryd.storage.memory_reads import visible_conditions
@@ -22,6 +28,7 @@ from memoryd.storage.transaction import Transaction
 
 # The end of the previous message a message's vector is made with, in characters.
 CONTEXT_CHARS = 300
+
 # Rows of a scope's vectors read at a time.
 LOAD_CHUNK = 8192
 # The most messages without a vector a search counts (a bulk load's backlog can be large).
@@ -58,13 +65,17 @@ _STORE_MEMORY_VECTOR_POSTGRES = (
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class EmbeddingModel:
-    """One model's row: its id and its message cursor."""
+    """One model's row: its id, its message cursor, and the last vector made before its last
+    reindex (those up to it wait to be made again)."""
 
     id: int
     provider: str
     model: str
     dimension: int
     message_cursor: int
+    stale_through_seq: int = 0
+    # The last message sorted into the live queue or the backlog.
+    arrived_through: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -103,6 +114,8 @@ class VectorCounts:
     pending_messages: int
     pending_memories: int
     other_model_vectors: int
+    # Of the pending messages, those of the live queue (module docstring).
+    live_messages: int = 0
 
 
 # --- the embedder's side (writer connection unless said otherwise) ----------------------------
@@ -119,7 +132,7 @@ def model_row(connection: Transaction, provider: str, model: str, dimension: int
     found = EmbeddingModel(
         *one(
             connection,
-            "SELECT id, provider, model, dimension, message_cursor FROM embedding_models "
+            f"SELECT {_MODEL_COLUMNS} FROM embedding_models "
             "WHERE provider = ? AND model = ? AND dimension = ?",
             (provider, model, dimension),
         )
@@ -139,23 +152,127 @@ def find_model(connection: Transaction, provider: str, model: str) -> EmbeddingM
     """The newest row of this provider's model (any dimension), or None before its first vector."""
     found = rows(
         connection,
-        "SELECT id, provider, model, dimension, message_cursor FROM embedding_models "
+        f"SELECT {_MODEL_COLUMNS} FROM embedding_models "
         "WHERE provider = ? AND model = ? ORDER BY id DESC LIMIT 1",
         (provider, model),
     )
     return EmbeddingModel(*found[0]) if found else None
 
 
-def waiting_messages(connection: Transaction, cursor: int, limit: int) -> list[MessageText]:
-    """Messages after the cursor, oldest first, each with the one before it (reader)."""
+_MODEL_COLUMNS = (
+    "id, provider, model, dimension, message_cursor, stale_through_seq, arrived_through"
+)
+# A message waiting: after the cursor, without a vector of the model made since its last
+# reindex (parameters: the cursor, the model, its stale_through_seq).
+_WAITING = (
+    "m.id > ? AND NOT EXISTS (SELECT 1 FROM message_vectors AS v "
+    "WHERE v.message_id = m.id AND v.model_id = ? AND v.seq > ?)"
+)
+
+
+def waiting_messages(
+    connection: Transaction, model: EmbeddingModel | None, limit: int
+) -> list[MessageText]:
+    """The backlog: messages waiting (module docstring) oldest first, each with the one before
+    it (reader). `model` None: before its first vector, every message waits."""
+    return _texts(
+        connection,
+        f"SELECT m.id FROM messages AS m WHERE {_WAITING} ORDER BY m.id LIMIT ?",
+        (*_waiting_after(model), limit),
+    )
+
+
+def arrivals(
+    connection: Transaction, model: EmbeddingModel | None, limit: int
+) -> list[tuple[int, tuple[Any, ...]]]:
+    """(id, conversation) of the messages not sorted into the queues yet, oldest first: after
+    the model's arrived_through and its cursor (every message before its first vector)
+    (reader)."""
+    after = 0 if model is None else max(model.arrived_through, model.message_cursor)
+    return [
+        (int(row[0]), tuple(row[1:]))
+        for row in rows(
+            connection,
+            f"SELECT m.id, {', '.join(f'm.{column}' for column in KEY_COLUMNS)} "
+            "FROM messages AS m WHERE m.id > ? ORDER BY m.id LIMIT ?",
+            (after, limit),
+        )
+    ]
+
+
+def sort_arrivals(
+    connection: Transaction, model_id: int, live: Sequence[int], through: int
+) -> None:
+    """Put the `live` of the arrivals up to `through` in the live queue; the rest stay in the
+    backlog."""
+    connection.executemany(
+        "INSERT INTO embedding_live (model_id, message_id) SELECT ?, m.id FROM messages AS m "
+        "WHERE m.id = ? ON CONFLICT (model_id, message_id) DO NOTHING",
+        [(model_id, item) for item in live],
+    )
+    connection.execute(
+        "UPDATE embedding_models SET arrived_through = max(arrived_through, ?) WHERE id = ?",
+        (through, model_id),
+    )
+
+
+_LIVE = (
+    "SELECT l.message_id FROM embedding_live AS l JOIN messages AS m ON m.id = l.message_id "
+    f"WHERE l.model_id = ? AND {_WAITING}"
+)
+
+
+def messages_by_id(connection: Transaction, message_ids: Sequence[int]) -> list[MessageText]:
+    """These messages, each with the one before it (reader)."""
+    if not message_ids:
+        return []
+    return _texts(connection, ", ".join("?" * len(message_ids)), list(message_ids))
+
+
+def live_messages(
+    connection: Transaction, model: EmbeddingModel | None, limit: int
+) -> list[MessageText]:
+    """The live queue, oldest first, each with the one before it (reader)."""
+    if model is None:
+        return []
+    return _texts(
+        connection,
+        f"{_LIVE} ORDER BY l.message_id LIMIT ?",
+        (model.id, *_waiting_after(model), limit),
+    )
+
+
+def live_count(connection: Transaction, model: EmbeddingModel | None) -> int:
+    """How many messages the live queue holds (reader). Before the model's first vector, the
+    arrivals are sorted as the embedder sorts them, but not stored."""
+    if model is None:
+        return len(live_arrivals(arrivals(connection, None, ARRIVALS)))
+    return int(
+        one(
+            connection,
+            f"SELECT count(*) FROM ({_LIVE}) AS live",
+            (model.id, *_waiting_after(model)),
+        )[0]
+    )
+
+
+def _waiting_after(model: EmbeddingModel | None) -> tuple[int, int, int]:
+    """_WAITING's parameters for `model` (None: no vector yet, every message waits)."""
+    if model is None:
+        return 0, -1, 0
+    return model.message_cursor, model.id, model.stale_through_seq
+
+
+def _texts(connection: Transaction, chosen: str, params: Sequence[Any]) -> list[MessageText]:
+    """The messages whose ids `chosen` selects, each with the one before it, by id."""
     same = " AND ".join(f"p.{column} = m.{column}" for column in KEY_COLUMNS)
     previous = f"FROM messages AS p WHERE {same} AND p.id < m.id ORDER BY p.id DESC LIMIT 1"
     found = rows(
         connection,
         f"SELECT m.id, m.sender, m.content, (SELECT p.sender {previous}), "
         f"(SELECT substr(p.content, -{CONTEXT_CHARS}) {previous}) "
-        "FROM messages AS m WHERE m.id > ? ORDER BY m.id LIMIT ?",
-        (cursor, limit),
+        f"FROM messages AS m WHERE m.id IN ({chosen}) ORDER BY m.id",
+        params,
     )
     return [MessageText(int(row[0]), str(row[1]), str(row[2]), row[3], row[4]) for row in found]
 
@@ -176,18 +293,25 @@ def store_message_vectors(
     connection: Transaction,
     model_id: int,
     vectors: Sequence[tuple[int, float, bytes]],
-    cursor: int,
+    cursor: int | None,
 ) -> int:
-    """Store (message id, scale, int8 bytes) of messages that still exist; move the cursor.
-    A replaced vector gets a new seq, so that caches loading what is newer than theirs see it."""
+    """Store (message id, scale, int8 bytes) of messages that still exist; move the cursor to
+    `cursor` (the backlog's: every message up to it has a vector now), or leave it (None: the
+    live queue's, embedded out of order). A replaced vector gets a new seq, so that caches
+    loading what is newer than theirs see it."""
     connection.executemany(
         _STORE_MESSAGE_VECTOR_POSTGRES if postgres(connection) else _STORE_MESSAGE_VECTOR,
         [(model_id, scale, blob, message_id) for message_id, scale, blob in vectors],
     )
-    connection.execute(
-        "UPDATE embedding_models SET message_cursor = max(message_cursor, ?) WHERE id = ?",
-        (cursor, model_id),
+    connection.executemany(
+        "DELETE FROM embedding_live WHERE model_id = ? AND message_id = ?",
+        [(model_id, message_id) for message_id, _, _ in vectors],
     )
+    if cursor is not None:
+        connection.execute(
+            "UPDATE embedding_models SET message_cursor = max(message_cursor, ?) WHERE id = ?",
+            (cursor, model_id),
+        )
     return len(vectors)
 
 
@@ -205,18 +329,30 @@ def store_memory_vectors(
 
 
 def restart(connection: Transaction, model_id: int) -> tuple[int, int]:
-    """Queue everything again for the model: the message cursor back to 0 (the old vectors
-    serve searches until replaced), the rows' vectors dropped. Returns what is queued."""
-    connection.execute("UPDATE embedding_models SET message_cursor = 0 WHERE id = ?", (model_id,))
+    """Queue everything again for the model: the message cursor back to 0 and every vector made
+    so far stale (the old vectors serve searches until replaced), the rows' vectors dropped.
+    Returns what is queued."""
+    connection.execute(
+        "UPDATE embedding_models SET message_cursor = 0, stale_through_seq = "
+        "(SELECT coalesce(max(seq), 0) FROM message_vectors) WHERE id = ?",
+        (model_id,),
+    )
+    connection.execute("DELETE FROM embedding_live WHERE model_id = ?", (model_id,))
     connection.execute("DELETE FROM memory_vectors WHERE model_id = ?", (model_id,))
     messages = one(connection, "SELECT count(*) FROM messages")[0]
     memories = one(connection, "SELECT count(*) FROM memories")[0]
     return int(messages), int(memories)
 
 
-def pending_messages(connection: Transaction, cursor: int) -> int:
-    """Messages after the model's cursor: waiting for their vector (reader)."""
-    return int(one(connection, "SELECT count(*) FROM messages WHERE id > ?", (cursor,))[0])
+def pending_messages(connection: Transaction, model: EmbeddingModel | None) -> int:
+    """Messages waiting for their vector (module docstring; reader)."""
+    return int(
+        one(
+            connection,
+            f"SELECT count(*) FROM messages AS m WHERE {_WAITING}",
+            _waiting_after(model),
+        )[0]
+    )
 
 
 def pending_memories(connection: Transaction, model_id: int) -> int:
@@ -231,9 +367,9 @@ def pending_memories(connection: Transaction, model_id: int) -> int:
     )
 
 
-def counts(connection: Transaction, model_id: int | None, cursor: int) -> VectorCounts:
-    """Embedded and waiting messages and rows of the model (reader)."""
-    model = -1 if model_id is None else model_id
+def counts(connection: Transaction, found: EmbeddingModel | None) -> VectorCounts:
+    """Embedded and waiting messages and rows of the model (reader; None: no vector yet)."""
+    model = -1 if found is None else found.id
     return VectorCounts(
         embedded_messages=int(
             one(connection, "SELECT count(*) FROM message_vectors WHERE model_id = ?", (model,))[0]
@@ -241,7 +377,8 @@ def counts(connection: Transaction, model_id: int | None, cursor: int) -> Vector
         embedded_memories=int(
             one(connection, "SELECT count(*) FROM memory_vectors WHERE model_id = ?", (model,))[0]
         ),
-        pending_messages=pending_messages(connection, cursor),
+        pending_messages=pending_messages(connection, found),
+        live_messages=live_count(connection, found),
         pending_memories=pending_memories(connection, model),
         other_model_vectors=int(
             one(
@@ -258,14 +395,14 @@ def model_progress(
     connection: Transaction,
 ) -> list[tuple[str, str, int, VectorCounts]]:
     """(provider, model, dimension, counts) of every model row, newest first (memoryd check)."""
-    found = rows(
-        connection,
-        "SELECT id, provider, model, dimension, message_cursor FROM embedding_models "
-        "ORDER BY id DESC",
-    )
+    found = [
+        EmbeddingModel(*row)
+        for row in rows(
+            connection, f"SELECT {_MODEL_COLUMNS} FROM embedding_models ORDER BY id DESC"
+        )
+    ]
     return [
-        (str(row[1]), str(row[2]), int(row[3]), counts(connection, int(row[0]), int(row[4])))
-        for row in found
+        (model.provider, model.model, model.dimension, counts(connection, model)) for model in found
     ]
 
 
@@ -325,33 +462,39 @@ def scope_vector_count(
 
 
 def unembedded_messages(connection: Transaction, scope: HistoryScope, model_id: int | None) -> int:
-    """How many of the scope's messages have no vector of the model yet: those after its
-    cursor, or every one before its first vector (model_id None); UNEMBEDDED_COUNT_LIMIT at
-    most. When few wait in all (in steady state none), they are walked by id, not the scope,
-    which may hold a million; during a larger backlog the scope's own are counted."""
+    """How many of the scope's messages have no vector of the model yet (module docstring), or
+    every one before its first vector (model_id None); UNEMBEDDED_COUNT_LIMIT at most. When few
+    wait in all (in steady state none), they are walked by id, not the scope, which may hold a
+    million; during a larger backlog the scope's own are counted."""
     condition, params = _scope_condition(scope)
-    cursor = (
-        "?" if model_id is None else "(SELECT message_cursor FROM embedding_models WHERE id = ?)"
-    )
-    after = 0 if model_id is None else model_id
+    model = find_model_by_id(connection, model_id) if model_id is not None else None
+    after = _waiting_after(model)
     waiting = (
-        f"SELECT {', '.join(KEY_COLUMNS)} FROM messages WHERE id > {cursor} ORDER BY id LIMIT ?"
+        f"SELECT {', '.join(KEY_COLUMNS)} FROM messages AS m WHERE {_WAITING} ORDER BY m.id LIMIT ?"
     )
     walked, found = one(
         connection,
         f"SELECT count(*), coalesce(sum(CASE WHEN {condition} THEN 1 ELSE 0 END), 0) "
         f"FROM ({waiting}) AS m",
-        (*params, after, UNEMBEDDED_COUNT_LIMIT + 1),
+        (*params, *after, UNEMBEDDED_COUNT_LIMIT + 1),
     )
     if walked <= UNEMBEDDED_COUNT_LIMIT:
         return int(found)
     (count,) = one(
         connection,
         f"SELECT count(*) FROM (SELECT 1 FROM messages AS m WHERE {condition} "
-        f"AND m.id > {cursor} LIMIT ?) AS scoped",
-        (*params, after, UNEMBEDDED_COUNT_LIMIT),
+        f"AND {_WAITING} LIMIT ?) AS scoped",
+        (*params, *after, UNEMBEDDED_COUNT_LIMIT),
     )
     return int(count)
+
+
+def find_model_by_id(connection: Transaction, model_id: int) -> EmbeddingModel | None:
+    """A model's row by id."""
+    found = rows(
+        connection, f"SELECT {_MODEL_COLUMNS} FROM embedding_models WHERE id = ?", (model_id,)
+    )
+    return EmbeddingModel(*found[0]) if found else None
 
 
 def unembedded_memories(connection: Transaction, visible: Visible, model_id: int | None) -> int:

@@ -3904,6 +3904,7 @@ class GetEmbeddingStatusResponse(_message.Message):
     PENDING_MEMORIES_FIELD_NUMBER: _builtins.int
     OTHER_MODEL_VECTORS_FIELD_NUMBER: _builtins.int
     LAST_ERROR_FIELD_NUMBER: _builtins.int
+    LIVE_MESSAGES_FIELD_NUMBER: _builtins.int
     enabled: _builtins.bool
     """Whether embeddings are on (a provider is configured)."""
     provider: _builtins.str
@@ -3917,13 +3918,18 @@ class GetEmbeddingStatusResponse(_message.Message):
     embedded_memories: _builtins.int
     """Memory rows with a vector of the model."""
     pending_messages: _builtins.int
-    """Messages waiting for one."""
+    """Messages waiting for one: the live queue's and the backlog's."""
     pending_memories: _builtins.int
-    """Memory rows waiting for one."""
+    """Memory rows waiting for one. They are embedded after the live queue, before the backlog."""
     other_model_vectors: _builtins.int
     """Vectors of other (earlier) models, never compared with the current one's."""
     last_error: _builtins.str
     """The last failure of the background embedder, if the last attempt failed."""
+    live_messages: _builtins.int
+    """Of pending_messages, those of the live queue: conversations written at a chat's pace (a
+    few messages waiting each, among the newest), embedded first. The rest is the backlog (a
+    bulk load, an import, a reindex), embedded oldest first with what the live queue leaves.
+    """
     def __init__(
         self,
         *,
@@ -3937,10 +3943,11 @@ class GetEmbeddingStatusResponse(_message.Message):
         pending_memories: _builtins.int = ...,
         other_model_vectors: _builtins.int = ...,
         last_error: _builtins.str = ...,
+        live_messages: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dimension", b"dimension", "embedded_memories", b"embedded_memories", "embedded_messages", b"embedded_messages", "enabled", b"enabled", "last_error", b"last_error", "model", b"model", "other_model_vectors", b"other_model_vectors", "pending_memories", b"pending_memories", "pending_messages", b"pending_messages", "provider", b"provider"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dimension", b"dimension", "embedded_memories", b"embedded_memories", "embedded_messages", b"embedded_messages", "enabled", b"enabled", "last_error", b"last_error", "live_messages", b"live_messages", "model", b"model", "other_model_vectors", b"other_model_vectors", "pending_memories", b"pending_memories", "pending_messages", b"pending_messages", "provider", b"provider"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -314,8 +314,9 @@ function overview() {
   );
 }
 
-// The embedding queue; while it is not empty, followed every 2 s (GetEmbeddingStatus) with
-// the rate and the time to go, as `memoryd embeddings --watch` prints them.
+// The embedding queue, live and backlog; while it is not empty, followed every 2 s
+// (GetEmbeddingStatus) with the rate and the time to go, as `memoryd embeddings --watch`
+// prints them.
 function embeddingProgress(waiting) {
   const node = h("span", { "data-embedding-queue": String(waiting) }, String(waiting));
   if (waiting === 0) return node;
@@ -331,8 +332,10 @@ function embeddingProgress(waiting) {
     }
     const left = Number(status.pendingMessages || 0) + Number(status.pendingMemories || 0);
     const done = Number(status.embeddedMessages || 0) + Number(status.embeddedMemories || 0);
+    // The live queue (chats' messages, then rows) is embedded before the backlog.
+    const live = Number(status.liveMessages || 0) + Number(status.pendingMemories || 0);
     const now = performance.now();
-    let text = `${left.toLocaleString("en")} waiting`;
+    let text = `${left.toLocaleString("en")} waiting (${live.toLocaleString("en")} live, ${(left - live).toLocaleString("en")} in the backlog)`;
     if (first === null) first = { now, done, left };
     else {
       const rate = Math.max(done - first.done, first.left - left) / ((now - first.now) / 1000);

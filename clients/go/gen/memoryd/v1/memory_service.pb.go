@@ -7676,14 +7676,18 @@ type GetEmbeddingStatusResponse struct {
 	EmbeddedMessages int64 `protobuf:"varint,5,opt,name=embedded_messages,json=embeddedMessages,proto3" json:"embedded_messages,omitempty"`
 	// Memory rows with a vector of the model.
 	EmbeddedMemories int64 `protobuf:"varint,6,opt,name=embedded_memories,json=embeddedMemories,proto3" json:"embedded_memories,omitempty"`
-	// Messages waiting for one.
+	// Messages waiting for one: the live queue's and the backlog's.
 	PendingMessages int64 `protobuf:"varint,7,opt,name=pending_messages,json=pendingMessages,proto3" json:"pending_messages,omitempty"`
-	// Memory rows waiting for one.
+	// Memory rows waiting for one. They are embedded after the live queue, before the backlog.
 	PendingMemories int64 `protobuf:"varint,8,opt,name=pending_memories,json=pendingMemories,proto3" json:"pending_memories,omitempty"`
 	// Vectors of other (earlier) models, never compared with the current one's.
 	OtherModelVectors int64 `protobuf:"varint,9,opt,name=other_model_vectors,json=otherModelVectors,proto3" json:"other_model_vectors,omitempty"`
 	// The last failure of the background embedder, if the last attempt failed.
-	LastError     string `protobuf:"bytes,10,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	LastError string `protobuf:"bytes,10,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// Of pending_messages, those of the live queue: conversations written at a chat's pace (a
+	// few messages waiting each, among the newest), embedded first. The rest is the backlog (a
+	// bulk load, an import, a reindex), embedded oldest first with what the live queue leaves.
+	LiveMessages  int64 `protobuf:"varint,11,opt,name=live_messages,json=liveMessages,proto3" json:"live_messages,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7786,6 +7790,13 @@ func (x *GetEmbeddingStatusResponse) GetLastError() string {
 		return x.LastError
 	}
 	return ""
+}
+
+func (x *GetEmbeddingStatusResponse) GetLiveMessages() int64 {
+	if x != nil {
+		return x.LiveMessages
+	}
+	return 0
 }
 
 // ReindexEmbeddingsRequest asks for every vector to be made again.
@@ -10083,7 +10094,7 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\blast_run\x18\r \x01(\v2\x15.memoryd.v1.ReviewRunR\alastRun\x12'\n" +
 	"\x0funread_messages\x18\x0e \x01(\x03R\x0eunreadMessages\x12\x18\n" +
 	"\abacklog\x18\x0f \x01(\bR\abacklog\"\x1b\n" +
-	"\x19GetEmbeddingStatusRequest\"\x85\x03\n" +
+	"\x19GetEmbeddingStatusRequest\"\xaa\x03\n" +
 	"\x1aGetEmbeddingStatusResponse\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x14\n" +
@@ -10096,7 +10107,8 @@ const file_memoryd_v1_memory_service_proto_rawDesc = "" +
 	"\x13other_model_vectors\x18\t \x01(\x03R\x11otherModelVectors\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\n" +
-	" \x01(\tR\tlastError\"\x1a\n" +
+	" \x01(\tR\tlastError\x12#\n" +
+	"\rlive_messages\x18\v \x01(\x03R\fliveMessages\"\x1a\n" +
 	"\x18ReindexEmbeddingsRequest\"m\n" +
 	"\x19ReindexEmbeddingsResponse\x12'\n" +
 	"\x0fqueued_messages\x18\x01 \x01(\x03R\x0equeuedMessages\x12'\n" +
