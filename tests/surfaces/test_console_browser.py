@@ -553,6 +553,20 @@ def test_a_conversation_is_searched(console: Console) -> None:
     console.wait("form[role=search] button").click()
     hit = console.wait("#search-results tr", "I live in Lisbon").text
     assert "word" in hit
+    # Every hit says how relevant it is, and what that is made of.
+    relevance = console.wait("#search-results [data-relevance]")
+    assert float(relevance.get_attribute("data-relevance")) >= 0.5
+    assert "words held 1.00" in hit
+    # A question about nothing held: nothing, and the answer says what was too weak.
+    query = console.wait("#search-query")
+    query.clear()
+    query.send_keys("What is the capital of Mongolia?")
+    console.browser.find_element(
+        By.CSS_SELECTOR, "#search-mode option[value=SEARCH_MODE_HYBRID]"
+    ).click()
+    console.wait("form[role=search] button").click()
+    console.wait("#search-results td", "None.")
+    console.accessible("conversation searched")
 
 
 def test_a_guest_token_sees_the_guest_context_only(console: Console) -> None:
@@ -689,6 +703,7 @@ def test_an_owners_rows_are_filtered_searched_added_and_deleted(console: Console
     console.wait("form[aria-label='Filter the rows'] button").click()
     console.wait("#rows caption", "best matches")
     assert "Flies kites" in console.browser.find_element(By.ID, "rows").text
+    assert float(console.wait("#rows [data-relevance]").get_attribute("data-relevance")) >= 0.5
     assert "rooibos" not in console.browser.find_element(By.ID, "rows").text
     console.accessible("owner rows found")
     # A fact added without a key gets one read off the fact.

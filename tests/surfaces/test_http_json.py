@@ -342,8 +342,9 @@ def as_json(request: Any) -> str | None:
 
 
 def test_search_hits_carry_their_scores_and_nothing_found_says_so(served: ServerProcess) -> None:
-    """Over HTTP as over gRPC: each hit's scores and match kinds; a query about nothing held
-    returns no hit and counts what its floor left out."""
+    """Over HTTP as over gRPC: each hit's scores, relevance and match kinds; a query about
+    nothing held returns no hit and counts what its floor left out; words that mean nothing
+    find nothing."""
     address = http_address(served)
     chat = {"channel": "curl", "chatId": uuid.uuid4().hex[:8], "ownerId": "ada"}
     curl(
@@ -361,12 +362,26 @@ def test_search_hits_carry_their_scores_and_nothing_found_says_so(served: Server
     assert "MATCH_KIND_WORD" in hit["matches"]
     assert hit["scores"]["lexicalRank"] == 1
     assert hit["scores"]["fused"] > 0
+    assert hit["scores"]["relevance"] >= 0.5
+    assert hit["scores"]["coverage"] == 1
     status, nothing = curl(
         address, MEMORY + "SearchHistory", {"conversation": chat, "query": "quantum chromodynamics"}
     )
     assert status == 200
     assert nothing.get("hits", []) == []
     assert nothing["belowFloor"] == 1
+    # Words that mean nothing find nothing, over HTTP as over gRPC.
+    for query in ("is the", "I", "of"):
+        status, found = curl(
+            address, MEMORY + "SearchHistory", {"conversation": chat, "query": query}
+        )
+        assert (status, found.get("hits", [])) == (200, []), query
+    status, facts = curl(
+        address,
+        MEMORY + "Recall",
+        {"conversation": chat, "query": "What is the capital of Mongolia?"},
+    )
+    assert (status, facts.get("hits", [])) == (200, [])
 
 
 def test_search_and_recall_say_what_meaning_could_not_see_yet(tmp_path: Path) -> None:

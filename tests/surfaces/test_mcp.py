@@ -195,6 +195,12 @@ async def test_every_tool_over_stdio(server: ServerProcess, chat: str) -> None:
         assert found["hits"][0]["value"] == "Prefers green tea"
         assert "word" in found["hits"][0]["matched"]
         assert found["hits"][0]["score"] > 0
+        assert found["hits"][0]["relevance"] >= 0.5
+        assert found["hits"][0]["words_held"] == 1
+        # Nothing held about it, or nothing meant: no hit, as the instructions promise.
+        for nothing in ("What is the capital of Mongolia?", "is the", "a"):
+            assert (await call(client, "recall", query=nothing))["hits"] == [], nothing
+            assert (await call(client, "search_history", query=nothing))["hits"] == [], nothing
         in_chat = await call(client, "recall", query="flight", scope="conversation")
         assert [hit["value"] for hit in in_chat["hits"]] == ["LH 123 on Monday"]
         known = await call(client, "list_memories")

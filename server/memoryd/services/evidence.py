@@ -149,12 +149,16 @@ class Judge:
         similarity = None if self.similarities is None else self.similarities.get(item)
         calibration = self._calibration
         absence = self.terms.absence
+        phatic = is_phatic(text)
         found = Evidence(
             coverage=coverage,
             similarity=similarity,
             relevance=calibration.relevance(coverage, similarity, absence),
-            phatic=is_phatic(text),
-            by_meaning=similarity is not None
+            phatic=phatic,
+            # A turn that says nothing never matches by its meaning (its vector carries the
+            # turn before it).
+            by_meaning=not phatic
+            and similarity is not None
             and calibration.relevance(0.0, similarity, absence) >= self.floor,
         )
         self._judged[item] = found

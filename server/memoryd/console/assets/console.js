@@ -566,6 +566,29 @@ function memoryRow(scope, memory) {
   );
 }
 
+// How a search hit matched: each way (words, part of a word, meaning, a neighbour's match).
+const matchedBy = (hit) => (hit.matches || [hit.match]).map((m) => label(m, "MATCH_KIND_")).join(", ");
+
+// How well a search hit matches (every hit reaches the server's floor), and what that is made
+// of: the share of the query's words it holds, its similarity, its place in each ranking.
+function relevanceOf(hit) {
+  const s = hit.scores || {};
+  const parts = [
+    `words held ${Number(s.coverage || 0).toFixed(2)}`,
+    s.similarity ? `similarity ${Number(s.similarity).toFixed(3)}` : "",
+    s.lexicalRank ? `word rank ${s.lexicalRank}` : "",
+    s.semanticRank ? `meaning rank ${s.semanticRank}` : "",
+  ].filter(Boolean);
+  return [h("strong", { "data-relevance": Number(s.relevance || 0).toFixed(2) }, Number(s.relevance || 0).toFixed(2)), h("br", {}), h("span", { class: "muted" }, parts.join(" · "))];
+}
+
+// What a search's floor left out, said under its hits.
+function leftOut(found) {
+  const count = Number(found.belowFloor || 0);
+  if (!count) return null;
+  return h("p", { class: "muted" }, `${count.toLocaleString("en")} more ${count === 1 ? "was" : "were"} too weak a match to show: few of the words, and too far in meaning.`);
+}
+
 function editRow(scope, memory, cell) {
   const area = h("textarea", { rows: 3, cols: 40, "aria-label": `New value of row ${memory.id}` });
   area.value = memory.value;
@@ -800,13 +823,10 @@ function searchForm(conversation) {
     event.preventDefault();
     try {
       const found = await call("SearchHistory", { query: query.value, conversation, mode: mode.value, limit: 20 });
-      const rows = (found.hits || []).map((hit) => {
-        const s = hit.scores || {};
-        const how = (hit.matches || [hit.match]).map((m) => label(m, "MATCH_KIND_")).join(", ");
-        const scores = [s.lexicalRank ? `word rank ${s.lexicalRank}` : "", s.semanticRank ? `meaning rank ${s.semanticRank}` : "", s.similarity ? `similarity ${Number(s.similarity).toFixed(3)}` : ""].filter(Boolean).join(" · ");
-        return h("tr", {}, h("td", {}, String(hit.message.id)), h("td", { class: "text" }, hit.message.content), h("td", {}, how), h("td", {}, scores));
-      });
-      fill(results, table(["#", "Message", "Matched by", "Scores"], rows));
+      const rows = (found.hits || []).map((hit) =>
+        h("tr", {}, h("td", {}, String(hit.message.id)), h("td", { class: "text" }, hit.message.content), h("td", {}, matchedBy(hit)), h("td", {}, relevanceOf(hit)))
+      );
+      fill(results, table(["#", "Message", "Matched by", "Relevance"], rows, "The best matches first."), leftOut(found));
     } catch (error) {
       fill(results, failure(error));
     }
@@ -1049,15 +1069,19 @@ function listedRows(scope, wanted) {
 async function foundRows(scope, wanted) {
   const found = await call("Recall", { owner: scope, query: wanted.words, limit: 50 });
   const onlyArchived = wanted.state === "ARCHIVED_FILTER_ARCHIVED";
-  const rows = (found.hits || [])
-    .map((hit) => hit.memory)
-    .filter((m) => m && !onlyArchived)
-    .filter((m) => !wanted.category || m.category === enumName("CATEGORY", wanted.category))
-    .filter((m) => !wanted.scope || m.scopeType === enumName("SCOPE_TYPE", wanted.scope));
+  const hits = (found.hits || [])
+    .filter((hit) => hit.memory && !onlyArchived)
+    .filter((hit) => !wanted.category || hit.memory.category === enumName("CATEGORY", wanted.category))
+    .filter((hit) => !wanted.scope || hit.memory.scopeType === enumName("SCOPE_TYPE", wanted.scope));
+  const rows = hits.map((hit) => {
+    const row = memoryRow(scope, hit.memory);
+    row.prepend(h("td", {}, relevanceOf(hit), h("br", {}), h("span", { class: "muted" }, matchedBy(hit))));
+    return row;
+  });
   const notes = [];
   if (onlyArchived) notes.push("A search finds active rows only: clear the words to list archived rows.");
   if (found.unembedded) notes.push(`${found.unembedded} rows have no vector yet: they are found by their words only.`);
-  return [table(MEMORY_COLUMNS, rows.map((m) => memoryRow(scope, m)), "The best matches first, by words and meaning."), notes.map((text) => h("p", { class: "muted" }, text))];
+  return [table(["Relevance", ...MEMORY_COLUMNS], rows, "The best matches first, by words and meaning."), leftOut(found), notes.map((text) => h("p", { class: "muted" }, text))];
 }
 
 // "Add a fact": a category, a value and, if wanted, a key (blank: read off the value).
