@@ -63,7 +63,7 @@ class Live:
         """Append and time until `seconds` pass (or, with `keep_going`, while it is set)."""
         latencies: list[float] = []
         until = time.perf_counter() + seconds
-        while (keep_going.is_set() if keep_going else time.perf_counter() < until):
+        while keep_going.is_set() if keep_going else time.perf_counter() < until:
             began = time.perf_counter()
             chat = self.chats[self.turn % len(self.chats)]
             sender, text = next(self.turns)
@@ -93,7 +93,9 @@ def figures(latencies: list[float]) -> dict[str, object]:
     }
 
 
-def bulk_load(memory: md.MemoryServiceStub, corpus: real_chat.Corpus, done: threading.Event) -> None:
+def bulk_load(
+    memory: md.MemoryServiceStub, corpus: real_chat.Corpus, done: threading.Event
+) -> None:
     """LoCoMo's turns into one conversation, 100 a call, then the embedder's catching up."""
     chat = md.Conversation(agent_id="bench", owner_id="import", channel="import", chat_id="bulk")
     turns = list(corpus.texts(len(corpus.turns)))

@@ -129,7 +129,7 @@ def main() -> int:
     corpus = real_chat.Corpus.read(args.locomo)
     questions = list(corpus.questions)
     random.Random(2026).shuffle(questions)
-    if len(questions) < len(MODES) * args.queries + 20:
+    if len(questions) < len(MODES) * args.queries:
         sys.exit(f"LoCoMo has {len(questions)} distinct questions; ask for fewer")
     planned = {
         name: [
@@ -138,7 +138,8 @@ def main() -> int:
         ]
         for place, name in enumerate(MODES)
     }
-    warm_up = [real_chat.asked(text) for text in questions[-20:]]
+    # Questions none of the timed ones repeats (as many as are left, up to 20).
+    warm_up = [real_chat.asked(text) for text in questions[len(MODES) * args.queries :][-20:]]
     words_only = '[memoryd.search]\nembeddings = "off"\n'
     with (
         tempfile.TemporaryDirectory() as scratch,

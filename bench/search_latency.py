@@ -1,13 +1,16 @@
-"""(b) SearchHistory latency over a 100k-message corpus with a realistic vocabulary.
+"""(b) SearchHistory latency by words over 100,000 messages of real chat text.
 
-    python bench/search_latency.py [--messages 100000] [--queries 2000] [--backend postgres]
+    python bench/search_latency.py --locomo PATH/TO/locomo10.json [--messages 100000]
+        [--queries 2000] [--backend postgres]
 
-The corpus (bench/corpus.py) is loaded through the real server with AppendMessages: 600
-conversations of 60 owners and two agents. Queries are what users type: one mid-frequency word,
-two words that occur together in a message, a partial word (the substring path), or non-English
-text; scoped to a conversation (60%), an owner (30%) or an agent (10%). They run one at a time
-through the generated client; latency is measured at the client (the full round trip) and, from
-the server's own RPC log lines, inside the server.
+LoCoMo's turns, in order and repeated to size (bench/real_chat.py), are loaded through the real
+server with AppendMessages, 100 a call, into 600 conversations of 60 owners and two agents.
+Queries are what agents ask and users type: LoCoMo's questions as typed (half of them), one word
+of a turn, two words of one turn, a part of a word (the substring path), or non-English text;
+scoped to a conversation (60%), an owner (30%) or an agent (10%). They run one at a time through
+the generated client, in lexical mode (the words' own figures: bench/hybrid_latency.py measures
+meaning and both); latency is measured at the client (the full round trip) and, from the
+server's own RPC log lines, inside the server.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -23,8 +27,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import backends
-import corpus
 import grpc
+import real_chat
 
 import memoryd_client as md
 from memoryd.testing.server_process import ServerProcess
@@ -54,44 +58,47 @@ def conversations(rng: random.Random) -> list[md.Conversation]:
     return found
 
 
-def load(memory: md.MemoryServiceStub, total: int, rng: random.Random) -> tuple[list, list[str]]:
-    """Append `total` messages; returns the conversations and the texts."""
-    words = corpus.vocabulary()
+def load(
+    memory: md.MemoryServiceStub, chat_text: real_chat.Corpus, total: int, rng: random.Random
+) -> list[md.Conversation]:
+    """Append `total` turns, 100 a call, each call into a conversation drawn at random."""
     chats = conversations(rng)
-    texts = []
-    for start in range(0, total, PER_CALL):
-        chat = rng.choice(chats)
-        batch = [corpus.message_text(rng, words) for _ in range(min(PER_CALL, total - start))]
-        texts.extend(batch)
+    turns = list(chat_text.texts(total))
+    for start in range(0, total, real_chat.PER_CALL):
         memory.AppendMessages(
             md.AppendMessagesRequest(
-                conversation=chat,
+                conversation=rng.choice(chats),
                 messages=[
                     md.NewMessage(
-                        role=rng.choice((md.ROLE_USER, md.ROLE_ASSISTANT)), sender="x", content=text
+                        role=rng.choice((md.ROLE_USER, md.ROLE_ASSISTANT)),
+                        sender=sender,
+                        content=text,
                     )
-                    for text in batch
+                    for sender, text in turns[start : start + real_chat.PER_CALL]
                 ],
             )
         )
-    return chats, texts
+    return chats
+
+
+WORD = re.compile(r"[^\W\d_]{4,}")
 
 
 def queries(
-    rng: random.Random, chats: list, texts: list[str], count: int
+    rng: random.Random, chats: list, chat_text: real_chat.Corpus, count: int
 ) -> list[tuple[str, str, md.SearchHistoryRequest]]:
     """(kind, scope, request) triples."""
-    content = set(corpus.vocabulary().content_words())
     made = []
     for _ in range(count):
         roll = rng.random()
-        text = rng.choice(texts)
-        words = [w.strip(".?!").lower() for w in text.split() if w.strip(".?!").lower() in content]
-        if roll < 0.5 and words:
+        words = WORD.findall(rng.choice(chat_text.turns)[1]) or ["coffee"]
+        if roll < 0.5:
+            kind, query = "question", real_chat.asked(rng.choice(chat_text.questions))
+        elif roll < 0.7:
             kind, query = "one word", rng.choice(words)
-        elif roll < 0.75 and len(words) >= 2:
+        elif roll < 0.85 and len(words) >= 2:
             kind, query = "two words", " ".join(rng.sample(words, 2))
-        elif roll < 0.95 and words:
+        elif roll < 0.97:
             word = rng.choice([w for w in words if len(w) >= 6] or words)
             kind, query = "partial word", word[: max(3, len(word) - 2)]
         else:
@@ -116,6 +123,7 @@ def queries(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--locomo", type=Path, required=True, help="LoCoMo's locomo10.json")
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument(
@@ -128,6 +136,7 @@ def main() -> int:
     parser.add_argument("--backend", default="sqlite", choices=backends.CHOICES)
     args = parser.parse_args()
     rng = random.Random(2026)
+    chat_text = real_chat.Corpus.read(args.locomo)
 
     with (
         tempfile.TemporaryDirectory() as scratch,
@@ -142,10 +151,10 @@ def main() -> int:
             with grpc.insecure_channel(server.address) as channel:
                 memory = md.MemoryServiceStub(channel)
                 started = time.perf_counter()
-                chats, texts = load(memory, args.messages, rng)
+                chats = load(memory, chat_text, args.messages, rng)
                 load_seconds = time.perf_counter() - started
                 places.settle(home)
-                planned = queries(rng, chats, texts, args.queries)
+                planned = queries(rng, chats, chat_text, args.queries)
                 for _, _, request in planned:  # lexical: the figures stay the words' own
                     request.mode = md.SEARCH_MODE_LEXICAL
                 for _, _, request in planned[:200]:  # warm-up: page cache, statement caches
