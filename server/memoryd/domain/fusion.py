@@ -15,7 +15,7 @@ not crowd out the one the question is about.
 Every rule is measured on two public sets of another kind each, LoCoMo (two friends chatting)
 and BEAM (a user and an assistant), and kept only if it gains on both: docs/performance.md has
 the tables. Coverage replaced bm25 scaled by the best hit's, which made the best word match 1
-however little of the question it held (+0.5 on LoCoMo, +2.6 on BEAM at recall@10); the days a
+however little of the question it held (+0.4 on LoCoMo, +2.6 on BEAM at recall@10); the days a
 question names became a term of its coverage instead of a multiplier of its own (which gained
 on LoCoMo alone); the messages two away and the "When ...?" cue, which gained on LoCoMo and
 lost on BEAM, are gone.

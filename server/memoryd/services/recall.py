@@ -1,12 +1,13 @@
 """Recall (the memory_recall tool): memory rows and/or conversation history of one caller.
 
-A query searches the word index (rows with every word, then any word, each by bm25, then
-newest) and, when that finds fewer than the limit, fills the rest with rows containing any of the
-query's words (partial words, keys, non-English text). With vectors (hybrid, the default, or
-semantic), the rows nearest in meaning are fused in as SearchHistory fuses messages. Without a
-query a key is looked up exactly; with neither, the scope's rows are listed. With source=all the
-two sources take turns up to the limit. Rows and messages found by meaning alone below the
-model's similarity floor are left out and counted (memoryd.domain.fusion.above_floor). Inside a
+A query searches the word index (rows with every word, then any word, each by bm25) and fills
+the rest with rows holding one of its meaning-carrying words inside a key or value (partial
+words, non-English text). With vectors (hybrid, the default, or semantic), the rows nearest in
+meaning are ranked beside them, and both rankings are fused as SearchHistory fuses messages
+(memoryd.domain.fusion). Every row and message, however found, is held to the relevance floor
+(memoryd.domain.relevance); those below it are left out and counted. A query with no word that
+carries meaning finds nothing. Without a query a key is looked up exactly; with neither, the
+scope's rows are listed. With source=all the two sources take turns up to the limit. Inside a
 scheduled job only the job's own rows are readable and history is refused.
 """
 

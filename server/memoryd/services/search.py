@@ -9,9 +9,10 @@ cues, read from each ranked message's sender, time and text (memoryd.domain.fusi
 without a vector yet is still found by its words, and every answer counts those (`unembedded`).
 A query the embedding provider cannot embed is searched by its words (semantic mode:
 UNAVAILABLE). A scope whose vectors do not fit in memory.search.vector_cache_mb is
-searched by its words alone (semantic mode: FAILED_PRECONDITION saying so). Hits found by meaning
-alone below the model's similarity floor are left out and counted (memoryd.domain.fusion
-above_floor): a query about nothing the scope holds finds nothing.
+searched by its words alone (semantic mode: FAILED_PRECONDITION saying so). Every hit, found by
+a word, part of a word or meaning, is held to the relevance floor (memoryd.domain.relevance);
+those below it, and not next to a message that reached it, are left out and counted: a query
+about nothing the scope holds finds nothing.
 """
 
 from __future__ import annotations

@@ -1347,10 +1347,11 @@ class SearchHistoryResponse(_message.Message):
     narrower scope to see the rest.
     """
     below_floor: _builtins.int
-    """Messages found by meaning alone that were left out: their similarity to the query was below
-    the floor ([memoryd.search] min_similarity), their words did not match, and they are not
-    next to a message that did. A query about nothing the scope holds returns no hits and
-    counts here what the meaning ranking would have padded the answer with.
+    """Candidates left out because their relevance (HitScores.relevance) was below the floor
+    ([memoryd.search] min_relevance), however they were found: by a word, part of a word or
+    meaning, and not next to a message that reached it (docs/api.md#relevance). A query about
+    nothing the scope holds returns no hits and counts here what the rankings would have
+    padded the answer with.
     """
     unembedded: _builtins.int
     """Messages of the scope that had no vector yet: the background embedder had not reached them
@@ -2570,8 +2571,9 @@ class RecallResponse(_message.Message):
     truncated: _builtins.bool
     """True when more hits were found than fit in one answer of 4 MiB; ask for a lower limit."""
     below_floor: _builtins.int
-    """Rows and messages found by meaning alone that were left out: their similarity to the query
-    was below the floor ([memoryd.search] min_similarity) and their words did not match.
+    """Rows and messages left out because their relevance (HitScores.relevance) was below the
+    floor ([memoryd.search] min_relevance), however they were found: by a word, part of a word,
+    a key or meaning (docs/api.md#relevance).
     """
     unembedded: _builtins.int
     """Rows and messages of the recall's scope that had no vector yet, so that only their words
@@ -2580,8 +2582,9 @@ class RecallResponse(_message.Message):
     """
     @_builtins.property
     def hits(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecallHit]:
-        """The hits. Within each source: word matches by rank (then newest), then partial matches by
-        the number of matching words (then newest). With RECALL_SOURCE_ALL the sources take turns.
+        """The hits. Within each source, by fused score (HitScores.fused: how much of the query a hit
+        holds and how near it is in meaning; docs/api.md#relevance), ties by the better place in
+        either ranking. With RECALL_SOURCE_ALL the sources take turns.
         """
 
     def __init__(

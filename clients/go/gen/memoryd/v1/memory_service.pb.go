@@ -2600,10 +2600,11 @@ type SearchHistoryResponse struct {
 	// True when more hits were found than fit in one answer of 4 MiB; ask for a lower limit or a
 	// narrower scope to see the rest.
 	Truncated bool `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
-	// Messages found by meaning alone that were left out: their similarity to the query was below
-	// the floor ([memoryd.search] min_similarity), their words did not match, and they are not
-	// next to a message that did. A query about nothing the scope holds returns no hits and
-	// counts here what the meaning ranking would have padded the answer with.
+	// Candidates left out because their relevance (HitScores.relevance) was below the floor
+	// ([memoryd.search] min_relevance), however they were found: by a word, part of a word or
+	// meaning, and not next to a message that reached it (docs/api.md#relevance). A query about
+	// nothing the scope holds returns no hits and counts here what the rankings would have
+	// padded the answer with.
 	BelowFloor int32 `protobuf:"varint,3,opt,name=below_floor,json=belowFloor,proto3" json:"below_floor,omitempty"`
 	// Messages of the scope that had no vector yet: the background embedder had not reached them
 	// (a bulk load, or embeddings just turned on), so the meaning ranking could not see them and
@@ -5154,13 +5155,15 @@ func (*RecallHit_Message) isRecallHit_Item() {}
 // RecallResponse lists the hits, best first.
 type RecallResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The hits. Within each source: word matches by rank (then newest), then partial matches by
-	// the number of matching words (then newest). With RECALL_SOURCE_ALL the sources take turns.
+	// The hits. Within each source, by fused score (HitScores.fused: how much of the query a hit
+	// holds and how near it is in meaning; docs/api.md#relevance), ties by the better place in
+	// either ranking. With RECALL_SOURCE_ALL the sources take turns.
 	Hits []*RecallHit `protobuf:"bytes,1,rep,name=hits,proto3" json:"hits,omitempty"`
 	// True when more hits were found than fit in one answer of 4 MiB; ask for a lower limit.
 	Truncated bool `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
-	// Rows and messages found by meaning alone that were left out: their similarity to the query
-	// was below the floor ([memoryd.search] min_similarity) and their words did not match.
+	// Rows and messages left out because their relevance (HitScores.relevance) was below the
+	// floor ([memoryd.search] min_relevance), however they were found: by a word, part of a word,
+	// a key or meaning (docs/api.md#relevance).
 	BelowFloor int32 `protobuf:"varint,3,opt,name=below_floor,json=belowFloor,proto3" json:"below_floor,omitempty"`
 	// Rows and messages of the recall's scope that had no vector yet, so that only their words
 	// could be found (as SearchHistoryResponse.unembedded). 0 in lexical mode, without a query,

@@ -1158,10 +1158,11 @@ export type SearchHistoryResponse = Message<"memoryd.v1.SearchHistoryResponse"> 
   truncated: boolean;
 
   /**
-   * Messages found by meaning alone that were left out: their similarity to the query was below
-   * the floor ([memoryd.search] min_similarity), their words did not match, and they are not
-   * next to a message that did. A query about nothing the scope holds returns no hits and
-   * counts here what the meaning ranking would have padded the answer with.
+   * Candidates left out because their relevance (HitScores.relevance) was below the floor
+   * ([memoryd.search] min_relevance), however they were found: by a word, part of a word or
+   * meaning, and not next to a message that reached it (docs/api.md#relevance). A query about
+   * nothing the scope holds returns no hits and counts here what the rankings would have
+   * padded the answer with.
    *
    * @generated from field: int32 below_floor = 3;
    */
@@ -2604,8 +2605,9 @@ export const RecallHitSchema: GenMessage<RecallHit> = /*@__PURE__*/
  */
 export type RecallResponse = Message<"memoryd.v1.RecallResponse"> & {
   /**
-   * The hits. Within each source: word matches by rank (then newest), then partial matches by
-   * the number of matching words (then newest). With RECALL_SOURCE_ALL the sources take turns.
+   * The hits. Within each source, by fused score (HitScores.fused: how much of the query a hit
+   * holds and how near it is in meaning; docs/api.md#relevance), ties by the better place in
+   * either ranking. With RECALL_SOURCE_ALL the sources take turns.
    *
    * @generated from field: repeated memoryd.v1.RecallHit hits = 1;
    */
@@ -2619,8 +2621,9 @@ export type RecallResponse = Message<"memoryd.v1.RecallResponse"> & {
   truncated: boolean;
 
   /**
-   * Rows and messages found by meaning alone that were left out: their similarity to the query
-   * was below the floor ([memoryd.search] min_similarity) and their words did not match.
+   * Rows and messages left out because their relevance (HitScores.relevance) was below the
+   * floor ([memoryd.search] min_relevance), however they were found: by a word, part of a word,
+   * a key or meaning (docs/api.md#relevance).
    *
    * @generated from field: int32 below_floor = 3;
    */
