@@ -5,7 +5,8 @@ thanks."), whose vector carries the turn before it; facts whose keys and values 
 with the commonest words ("is", "the", "of", "a"); and questions of ordinary short words about
 things the chat never talks of. Through the real server (tests/memory/test_relevance.py), in
 hybrid mode with the embedded model: the questions about nothing get no hit, the filler never
-comes before the turn that holds what was asked, and the facts answer only what they hold.
+comes before the turn that holds what was asked (yet is found when it is itself what was asked:
+"thanks"), and the facts answer only what they hold.
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ CONTENT_FIRST: tuple[tuple[str, int], ...] = (
     ("kitchen tap", 6),
     ("app release", 8),
     ("kitten name", 10),
+)
+# What a filler turn says, asked for itself: the turns (indexes of CHAT) that hold it.
+FILLER_ASKED: tuple[tuple[str, frozenset[int]], ...] = (
+    ("thanks", frozenset({1, 9})),
+    ("cool", frozenset({11})),
 )
 
 # (key, value): keys and values that hold the commonest words, or pieces of them.

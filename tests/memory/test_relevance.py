@@ -119,6 +119,18 @@ async def test_filler_never_comes_before_the_turn_that_holds_the_answer(
                 assert list(hit.matches) == [md.MATCH_KIND_NEIGHBOUR], (query, mode)
 
 
+@pytest.mark.parametrize(("query", "holding"), fixture.FILLER_ASKED)
+async def test_filler_is_found_when_it_is_what_was_asked(
+    memory: md.MemoryServiceStub, held: md.Conversation, query: str, holding: frozenset[int]
+) -> None:
+    for mode in (md.SEARCH_MODE_HYBRID, md.SEARCH_MODE_LEXICAL):
+        hits = list((await searched(memory, held, query, mode)).hits)
+        by_words = {
+            int(hit.message.client_message_id) for hit in hits if md.MATCH_KIND_WORD in hit.matches
+        }
+        assert by_words == holding, (query, mode)
+
+
 @pytest.mark.parametrize(("query", "answer"), fixture.FACT_FOUND)
 async def test_a_fact_answers_what_it_holds(
     memory: md.MemoryServiceStub, held: md.Conversation, query: str, answer: int

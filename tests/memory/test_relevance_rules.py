@@ -125,9 +125,19 @@ def test_relevance_rises_with_coverage_and_similarity_and_falls_with_absence(
 def test_the_floor_of_one_half_is_the_calibrated_plane() -> None:
     floor = CALIBRATION.meaning_floor or 0.0
     assert CALIBRATION.relevance(0.0, floor) == pytest.approx(0.5)
-    assert CALIBRATION.relevance(1.0, floor - CALIBRATION.coverage_share) == pytest.approx(0.5)
+    half = CALIBRATION.coverage_share / 2
+    assert CALIBRATION.relevance(0.5, floor - half) == pytest.approx(0.5)
     assert CALIBRATION.relevance(0.0, floor + CALIBRATION.absence_cost, 1.0) == pytest.approx(0.5)
     assert CALIBRATION.relevance(CALIBRATION.words_floor, None) == pytest.approx(0.5)
+
+
+@given(st.floats(-1, 1), st.floats(0, 1))
+def test_a_hit_holding_every_term_matches_however_far_its_vector(
+    similarity: float, absence: float
+) -> None:
+    # "©" or a part number: the model reads it as noise, the words say it is what was asked.
+    assert CALIBRATION.relevance(1.0, similarity, absence) > 0.99
+    assert UNCALIBRATED.relevance(1.0, similarity, absence) > 0.99
 
 
 def test_a_model_never_calibrated_lets_its_meaning_stand_at_the_floor() -> None:

@@ -21,7 +21,8 @@ on LoCoMo alone); the messages two away and the "When ...?" cue, which gained on
 lost on BEAM, are gone.
 
 A turn that says nothing of its own ("ok", "thanks!") never matches on its own (its own score is
-0), whatever its vector, which carries the turn before it: it is only ever context. The floor
+0), whatever its vector, which carries the turn before it: it is only ever context, unless it
+holds every term of the query (a search for "thanks"). The floor
 (`_kept`) holds every hit to one relevance: what matches on its own must reach it, and a
 neighbour is kept only beside such a match.
 """

@@ -16,7 +16,8 @@ key, the meaning, or their fusion. See `Calibration` for its form and how it was
 A phatic turn ("ok", "Sounds good, thanks!", "haha yes") holds no term of any question, and its
 vector carries the turn before it (memoryd.services.embedding.message_text): found by its
 meaning, it ranked above the turn that holds what was asked. `is_phatic` names such turns; the
-fusion never lets one match on its own.
+fusion never lets one match on its own, unless it holds every term of the query (a search for
+"thanks" or for an emoji is after exactly those turns).
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ class Evidence:
     # None: the hit has no vector of the model, or the search compares no meaning.
     similarity: float | None
     relevance: float
-    # A turn that says nothing of its own (is_phatic): it never matches on its own.
+    # A turn that says nothing of its own (is_phatic) and holds less than every term of the
+    # query: it never matches on its own.
     phatic: bool = False
     # Whether its meaning alone reaches the floor (it then says it matched by meaning).
     by_meaning: bool = False
@@ -177,9 +179,10 @@ class Calibration:
 
     With a vector: relevance = logistic(SLOPE * (similarity + coverage_share * coverage -
     absence_cost * absence - meaning_floor)). The floor of 0.5 is then a plane: a hit holding
-    none of the query's terms needs `meaning_floor` of similarity; holding all of them,
+    none of the query's terms needs `meaning_floor` of similarity; holding more of them, up to
     `coverage_share` less; and a query whose terms the scope never holds (QueryTerms.absence)
-    asks up to `absence_cost` more of every hit. Without a vector (words alone: lexical mode,
+    asks up to `absence_cost` more of every hit. A hit holding every term matches whatever its
+    similarity, as by its words alone. Without a vector (words alone: lexical mode,
     embeddings off, a message not embedded yet): relevance = logistic(SLOPE * (coverage -
     words_floor)). Fitted on LoCoMo's conversations 1-5 and the calibrating half of
     bench/off_topic.txt (bench/retrieval_quality.py --floors); docs/performance.md has the
@@ -201,7 +204,9 @@ class Calibration:
         """The relevance of a hit holding `coverage` of the query, `similarity` near it, for a
         query `absence` of whose terms its scope never holds."""
         words = _logistic(SLOPE * (coverage - self.words_floor))
-        if similarity is None:
+        if similarity is None or coverage >= 1.0:
+            # A hit holding every term of the query matches, however far its vector is (a
+            # symbol, a name, a code the model reads as noise).
             return words
         if self.meaning_floor is None:
             return max(0.5, words)

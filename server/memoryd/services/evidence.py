@@ -149,7 +149,8 @@ class Judge:
         similarity = None if self.similarities is None else self.similarities.get(item)
         calibration = self._calibration
         absence = self.terms.absence
-        phatic = is_phatic(text)
+        # Filler, unless it holds every term asked for (a search for "thanks" or "👍").
+        phatic = coverage < 1.0 and is_phatic(text)
         found = Evidence(
             coverage=coverage,
             similarity=similarity,
