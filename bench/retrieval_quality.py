@@ -534,55 +534,41 @@ def dump(path: Path, loaded: Loaded, answers: Answers) -> None:
     def hits(found: list[Hit]) -> list[dict[str, object]]:
         return [{"turn": hit.dia_id, "relevance": hit.relevance} | hit.figures for hit in found]
 
+    def line_of(ask: str, question: Question, found: list[Hit]) -> dict[str, object]:
+        return {
+            "ask": ask,
+            "set": loaded.dataset_of(question.sample).name,
+            "group": loaded.group(question.sample),
+            "sample": question.sample,
+            "question": question.text,
+            "category": question.category,
+            "evidence": sorted(question.evidence),
+            "hits": hits(found),
+        }
+
+    lines = [
+        line_of(f"search {way}", question, found)
+        for way, answered in answers.searched.items()
+        for question, found in zip(answers.questions, answered, strict=True)
+    ]
+    lines += [
+        line_of("recall facts", question, found)
+        for question, found in zip(answers.fact_questions, answers.recalled, strict=True)
+    ]
+    lines += [
+        {
+            "ask": f"off-topic {way}",
+            "set": loaded.dataset_of(sample).name,
+            "sample": sample,
+            "question": question.text,
+            "calibrating": question.calibrating,
+            "hits": hits(found),
+        }
+        for way, answered in answers.off_topic.items()
+        for question, sample, found in answered
+    ]
     with path.open("w", encoding="utf-8") as out:
-        for way, answered in answers.searched.items():
-            for question, found in zip(answers.questions, answered, strict=True):
-                out.write(
-                    json.dumps(
-                        {
-                            "ask": f"search {way}",
-                            "set": loaded.dataset_of(question.sample).name,
-                            "group": loaded.group(question.sample),
-                            "sample": question.sample,
-                            "question": question.text,
-                            "category": question.category,
-                            "evidence": sorted(question.evidence),
-                            "hits": hits(found),
-                        }
-                    )
-                    + "\n"
-                )
-        for question, found in zip(answers.fact_questions, answers.recalled, strict=True):
-            out.write(
-                json.dumps(
-                    {
-                        "ask": "recall facts",
-                        "set": loaded.dataset_of(question.sample).name,
-                        "group": loaded.group(question.sample),
-                        "sample": question.sample,
-                        "question": question.text,
-                        "category": question.category,
-                        "evidence": sorted(question.evidence),
-                        "hits": hits(found),
-                    }
-                )
-                + "\n"
-            )
-        for way, answered in answers.off_topic.items():
-            for question, sample, found in answered:
-                out.write(
-                    json.dumps(
-                        {
-                            "ask": f"off-topic {way}",
-                            "set": loaded.dataset_of(sample).name,
-                            "sample": sample,
-                            "question": question.text,
-                            "calibrating": question.calibrating,
-                            "hits": hits(found),
-                        }
-                    )
-                    + "\n"
-                )
+        out.writelines(json.dumps(line) + "\n" for line in lines)
 
 
 def peak_rss_mb(pid: int) -> dict[str, float]:

@@ -11,7 +11,7 @@ import os
 import socket
 import sys
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import grpc
@@ -33,6 +33,15 @@ def assistant(content: str, **fields: object) -> md.NewMessage:
     """An assistant message."""
     fields.setdefault("sender", "assistant")
     return md.NewMessage(role=md.ROLE_ASSISTANT, content=content, **fields)
+
+
+def said(chat: Sequence[tuple[str, str]], person: str) -> list[md.NewMessage]:
+    """A chat of (sender, text) turns as messages: `person`'s from the user, the rest from the
+    assistant; each with its index as client id."""
+    return [
+        (user if sender == person else assistant)(text, sender=sender, client_message_id=str(index))
+        for index, (sender, text) in enumerate(chat)
+    ]
 
 
 async def append(

@@ -16,6 +16,7 @@ import pytest
 
 import memoryd_client as md
 from tests import relevance_fixture as fixture
+from tests.helpers import append, said
 from tests.memory.test_retrieval import embedded
 
 # [memoryd.search] min_relevance, the default: every hit reaches it.
@@ -31,20 +32,7 @@ async def held(memory: md.MemoryServiceStub) -> md.Conversation:
         channel="telegram",
         chat_id=f"r-{uuid.uuid4().hex[:8]}",
     )
-    await memory.AppendMessages(
-        md.AppendMessagesRequest(
-            conversation=conversation,
-            messages=[
-                md.NewMessage(
-                    role=md.ROLE_USER if sender == fixture.MAYA else md.ROLE_ASSISTANT,
-                    sender=sender,
-                    content=text,
-                    client_message_id=str(index),
-                )
-                for index, (sender, text) in enumerate(fixture.CHAT)
-            ],
-        )
-    )
+    await append(memory, conversation, *said(fixture.CHAT, fixture.MAYA))
     owner = md.OwnerScope(agent_id=conversation.agent_id, owner_id=conversation.owner_id)
     for key, value in fixture.FACTS:
         await memory.StoreMemory(

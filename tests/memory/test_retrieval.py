@@ -22,7 +22,7 @@ import memoryd_client as md
 from memoryd.llm.embeddings import EMBEDDED_CALIBRATION
 from memoryd.testing.server_process import ServerProcess
 from tests import retrieval_fixture as fixture
-from tests.helpers import rpc_error
+from tests.helpers import append, rpc_error, said
 from tests.memory.test_resources import cli
 
 EMBEDDING_TIMEOUT = 120.0
@@ -46,20 +46,7 @@ async def story(memory: md.MemoryServiceStub) -> md.Conversation:
     conversation = md.Conversation(
         agent_id="retrieval", channel="telegram", chat_id=f"story-{uuid.uuid4().hex[:8]}"
     )
-    await memory.AppendMessages(
-        md.AppendMessagesRequest(
-            conversation=conversation,
-            messages=[
-                md.NewMessage(
-                    role=md.ROLE_USER if sender == fixture.MAYA else md.ROLE_ASSISTANT,
-                    sender=sender,
-                    content=text,
-                    client_message_id=str(index),
-                )
-                for index, (sender, text) in enumerate(fixture.MESSAGES)
-            ],
-        )
-    )
+    await append(memory, conversation, *said(fixture.MESSAGES, fixture.MAYA))
     await embedded(memory)
     return conversation
 
