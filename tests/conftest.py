@@ -107,35 +107,29 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def test_postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str | None]:
+def test_postgres() -> Iterator[str | None]:
     """With MEMORYD_TEST_BACKEND=postgres, a PostgreSQL for the session: every server a test
     starts gets a database of its own on it (memoryd.testing.postgres)."""
     if os.environ.get("MEMORYD_TEST_BACKEND", "sqlite") != "postgres":
         yield None
         return
-    database = TemporaryPostgres.start(tmp_path_factory.mktemp("pg"))
-    os.environ[TEST_POSTGRES] = database.dsn
-    try:
-        yield database.dsn
-    finally:
-        del os.environ[TEST_POSTGRES]
-        database.stop()
+    with TemporaryPostgres.running("test-pg") as database:
+        os.environ[TEST_POSTGRES] = database.dsn
+        try:
+            yield database.dsn
+        finally:
+            del os.environ[TEST_POSTGRES]
 
 
 @pytest.fixture(scope="session")
-def postgres_base(
-    test_postgres: str | None, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
+def postgres_base(test_postgres: str | None) -> Iterator[str]:
     """A PostgreSQL for the tests that need one whichever backend the suite runs on (moving
     between backends): the session's, or one started for them."""
     if test_postgres is not None:
         yield test_postgres
         return
-    database = TemporaryPostgres.start(tmp_path_factory.mktemp("pg-own"))
-    try:
+    with TemporaryPostgres.running("test-pg-own") as database:
         yield database.dsn
-    finally:
-        database.stop()
 
 
 @pytest.fixture(scope="session")

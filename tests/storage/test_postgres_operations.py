@@ -10,7 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -56,11 +59,30 @@ def sql(dsn: str, statement: str) -> list[tuple[object, ...]]:
 
 
 @pytest.fixture
-def own_postgres(tmp_path: Path) -> Iterator[TemporaryPostgres]:
+def own_postgres() -> Iterator[TemporaryPostgres]:
     """A PostgreSQL of this test alone, which it may stop and start."""
-    database = TemporaryPostgres.start(tmp_path / "pg")
-    yield database
-    database.stop()
+    with TemporaryPostgres.running("test-pg-alone") as database:
+        yield database
+
+
+def test_a_test_postgres_outlives_another_pytest_session_starting(
+    own_postgres: TemporaryPostgres, tmp_path: Path
+) -> None:
+    # Each pytest session resets its user's temporary folder to 0700 as it starts. Run by root,
+    # PostgreSQL runs as another user, and its pg_ctl then could not reach its data there: an
+    # outage test's pause() failed, and the session's database could only be killed.
+    (tmp_path / "test_other.py").write_text("def test_other(tmp_path):\n    pass\n")
+    environment = {name: value for name, value in os.environ.items() if "PYTEST" not in name}
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"],
+        cwd=tmp_path,
+        env=environment,
+        check=True,
+        capture_output=True,
+    )
+    own_postgres.pause()
+    own_postgres.resume()
+    assert sql(own_postgres.dsn, "SELECT 1") == [(1,)]
 
 
 def test_an_unreachable_postgres_ends_the_start_with_one_line_and_no_password(

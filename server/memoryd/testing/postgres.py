@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -45,6 +47,27 @@ class TemporaryPostgres:
         started = cls(server, f"host={socket} user=postgres dbname=postgres")
         started.check_vectors(folder)
         return started
+
+    @classmethod
+    @contextlib.contextmanager
+    def running(cls, name: str) -> Iterator[TemporaryPostgres]:
+        """A TemporaryPostgres for the block, in a folder of its own under the system's
+        temporary folder, removed after it.
+
+        Not under pytest's temporary folder: run by root, PostgreSQL runs as another user
+        (pgserver's "pgserver"), who must be able to pass through every folder above its data,
+        and every pytest session that starts resets pytest's folder (/tmp/pytest-of-USER) to
+        0700, which killed the database of a `make test` running beside it.
+        """
+        folder = Path(tempfile.mkdtemp(prefix=f"memoryd-{name}-"))
+        try:
+            database = cls.start(folder)
+            try:
+                yield database
+            finally:
+                database.stop()
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def check_vectors(self, folder: Path) -> None:
         """Fail at once, saying why, when this build's pgvector cannot run on this CPU.
