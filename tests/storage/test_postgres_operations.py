@@ -85,6 +85,26 @@ def test_a_test_postgres_outlives_another_pytest_session_starting(
     assert sql(own_postgres.dsn, "SELECT 1") == [(1,)]
 
 
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://memoryd:not-for-logs@[::1/memoryd",  # libpq quotes the whole URI
+        "not-for-logs",  # ... or the piece it could not read
+        "host=127.0.0.1 password='not-for-logs",
+        "host=127.0.0.1 password=x not-for-logs=1",
+    ],
+)
+def test_check_of_an_unreadable_connection_string_never_prints_a_password(
+    tmp_path: Path, dsn: str
+) -> None:
+    (tmp_path / "home").mkdir()
+    ran = run_memoryd("check", "--home", str(tmp_path / "home"), env=on_postgres(dsn))
+    said = ran.stdout + ran.stderr
+    assert ran.returncode != 0, said
+    assert "an unreadable connection string" in said
+    assert "not-for-logs" not in said
+
+
 def test_an_unreachable_postgres_ends_the_start_with_one_line_and_no_password(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:

@@ -30,6 +30,7 @@ from memoryd.config.secrets import mask_quoted
 from memoryd.errors import StartupError
 from memoryd.log_events import Event
 from memoryd.storage.errors import translate_read_errors
+from memoryd.storage.maintenance import Unreadable
 from memoryd.storage.migrations import POSTGRES_PACKAGE, bundled_migrations, migrate, schema_version
 from memoryd.storage.postgres.settings import PostgresSettings
 from memoryd.storage.postgres.transaction import PostgresTransaction
@@ -242,8 +243,12 @@ class WriterCommits:
 @contextlib.contextmanager
 def read_snapshot(settings: PostgresSettings) -> Iterator[Transaction]:
     """A connection of its own, in one REPEATABLE READ transaction for as long as the block
-    runs: every read sees the same committed state (an export's)."""
-    connection = connect(settings, read_only=True)
+    runs: every read sees the same committed state (an export's). A database that cannot be
+    reached raises maintenance.Unreadable, saying why as `serve` does (never the password)."""
+    try:
+        connection = connect(settings, read_only=True)
+    except psycopg.Error as error:
+        raise Unreadable(f"{settings.target}: {_reason(error)}") from error
     try:
         with translate_read_errors():
             connection.execute(READ_TRANSACTION)
