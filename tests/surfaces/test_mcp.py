@@ -32,6 +32,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.subscriptions import ResourceUpdated
 
 import memoryd_client as md
+from memoryd.cli.mcp_command import TOKEN_PLACEHOLDER
 from memoryd.domain.conversation import MAX_IDENTIFIER_CHARS
 from memoryd.domain.memories import MAX_KEY_CHARS, MAX_VALUE_CHARS
 from memoryd.domain.messages import MAX_SENDER_CHARS
@@ -326,6 +327,35 @@ async def test_a_token_that_may_not_write_is_refused(guarded: ServerProcess, cha
     async with over_stdio(guarded.address, "--conversation", chat) as client:  # no token
         assert "UNAUTHENTICATED" in await refused(client, "note", key="k", text="v", owner="ada")
     async with over_stdio(guarded.address, "--conversation", chat, MEMORYD_TOKEN=ADMIN) as client:
+        assert (await call(client, "note", key="k", text="v", owner="ada"))["created"]
+
+
+async def test_the_printed_desktop_config_says_where_the_token_goes_and_never_holds_one(
+    guarded: ServerProcess, chat: str
+) -> None:
+    printed = run_memoryd(
+        "mcp",
+        "--print-config",
+        "--conversation",
+        chat,
+        env={"MEMORYD_ADDRESS": guarded.address, "MEMORYD_TOKEN": ADMIN},
+    )
+    assert printed.returncode == 0, printed.stderr
+    assert ADMIN not in printed.stdout + printed.stderr
+    assert TOKEN_PLACEHOLDER in printed.stderr  # what to do with it
+    entry = json.loads(printed.stdout)["mcpServers"]["memory"]
+    assert entry["env"]["MEMORYD_TOKEN"] == TOKEN_PLACEHOLDER
+    as_printed = StdioServerParameters(
+        command=entry["command"], args=entry["args"], env=child_env(**entry["env"])
+    )
+    async with Client(as_printed, read_timeout_seconds=30) as client:
+        assert "UNAUTHENTICATED" in await refused(client, "note", key="k", text="v", owner="ada")
+    filled = StdioServerParameters(
+        command=entry["command"],
+        args=entry["args"],
+        env=child_env(**(entry["env"] | {"MEMORYD_TOKEN": ADMIN})),
+    )
+    async with Client(filled, read_timeout_seconds=30) as client:
         assert (await call(client, "note", key="k", text="v", owner="ada"))["created"]
 
 
@@ -646,7 +676,7 @@ async def test_the_printed_desktop_config_records_turns_that_the_review_learns_f
     assert printed.returncode == 0, printed.stderr
     entry = json.loads(printed.stdout)["mcpServers"]["memory"]
     assert Path(entry["command"]).is_absolute()
-    assert entry["env"] == {"MEMORYD_ADDRESS": server.address}
+    assert entry["env"] == {"MEMORYD_ADDRESS": server.address, "MEMORYD_TOKEN": TOKEN_PLACEHOLDER}
     model.reply(
         json.dumps(
             {

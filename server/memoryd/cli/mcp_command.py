@@ -27,6 +27,8 @@ from memoryd.errors import StartupError
 
 COMMANDS = ("mcp",)
 DEFAULT_WATCH_SECONDS = 2.0
+# What --print-config puts where the desktop config's token goes: never a token itself.
+TOKEN_PLACEHOLDER = "REPLACE-WITH-A-MEMORYD-TOKEN"  # noqa: S105 - a placeholder, no token
 
 
 def add_commands(commands: Any) -> None:
@@ -97,6 +99,11 @@ def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO) -> int:
     try:
         if args.print_config:
             out.write(json.dumps(desktop_config(args, env), indent=2) + "\n")
+            print(  # noqa: T201 - CLI output, beside the config
+                f"memoryd mcp: replace {TOKEN_PLACEHOLDER} with a token of memoryd's for this "
+                "agent (a server without tokens admits any)",
+                file=sys.stderr,
+            )
             return 0
         return asyncio.run(_serve(args, env))
     except KeyboardInterrupt:
@@ -178,7 +185,8 @@ async def _serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 def desktop_config(args: argparse.Namespace, env: Mapping[str, str]) -> dict[str, Any]:
     """The `mcpServers` entry that starts this command over stdio with the same options: the
     `memoryd` beside this interpreter (its installed entry point) by its absolute path, or
-    this interpreter running memoryd, so that it works whatever the assistant's PATH."""
+    this interpreter running memoryd, so that it works whatever the assistant's PATH; and the
+    place of the token (TOKEN_PLACEHOLDER)."""
     if args.listen:
         raise StartupError("--print-config is for stdio (a desktop assistant starts the command)")
     options = ["mcp"]
@@ -198,7 +206,10 @@ def desktop_config(args: argparse.Namespace, env: Mapping[str, str]) -> dict[str
     else:
         command, arguments = sys.executable, ["-m", "memoryd", *options]
     address, _ = remote.given_address(args, env)
-    entry = {"command": command, "args": arguments, "env": {"MEMORYD_ADDRESS": address}}
+    # A server with tokens refuses every call without one, while it looks healthy: the config
+    # says where the token goes, and never holds this environment's own.
+    variables = {"MEMORYD_ADDRESS": address, "MEMORYD_TOKEN": TOKEN_PLACEHOLDER}
+    entry = {"command": command, "args": arguments, "env": variables}
     return {"mcpServers": {"memory": entry}}
 
 
