@@ -29,6 +29,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated
 
 import memoryd_client as md
@@ -367,6 +368,11 @@ async def test_over_http_with_a_token_and_update_notifications(server: ServerPro
         async with httpx2.AsyncClient() as plain:  # no token: refused before MCP
             answer = await plain.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
             assert answer.status_code == 401
+            assert "Bearer" in answer.json()["error"]["message"]  # a JSON-RPC error
+        with pytest.raises(BaseExceptionGroup) as shown:  # what a client shows
+            async with over_http(url, "not-the-token"):
+                pass
+        assert shown.group_contains(MCPError, match="send Authorization: Bearer", depth=None)
         async with over_http(url, MCP_TOKEN) as client:
             assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
             user_md = next(

@@ -221,8 +221,23 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+# The answer to a request without the endpoint's token: a JSON-RPC error (MCP clients show its
+# message; a plain-text body became "Server returned an error response"), at HTTP 401.
+UNAUTHORIZED = -32001
+_REFUSAL = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": UNAUTHORIZED,
+            "message": "memoryd mcp: send Authorization: Bearer <$MEMORYD_MCP_TOKEN>",
+        },
+    }
+).encode()
+
+
 def _bearer(app: Asgi, token: str) -> Asgi:
-    """`app` behind `Authorization: Bearer <token>` (401 otherwise)."""
+    """`app` behind `Authorization: Bearer <token>` (401 with a JSON-RPC error otherwise)."""
     expected = f"Bearer {token}".encode()
 
     async def guarded(scope: Scope, receive: Any, send: Any) -> None:
@@ -234,17 +249,12 @@ def _bearer(app: Asgi, token: str) -> Asgi:
                         "type": "http.response.start",
                         "status": 401,
                         "headers": [
-                            (b"content-type", b"text/plain; charset=utf-8"),
+                            (b"content-type", b"application/json"),
                             (b"www-authenticate", b"Bearer"),
                         ],
                     }
                 )
-                await send(
-                    {
-                        "type": "http.response.body",
-                        "body": b"memoryd mcp: send Authorization: Bearer <$MEMORYD_MCP_TOKEN>\n",
-                    }
-                )
+                await send({"type": "http.response.body", "body": _REFUSAL})
                 return
         await app(scope, receive, send)
 
