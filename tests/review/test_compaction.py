@@ -738,6 +738,20 @@ async def test_without_a_provider_compose_works_and_compaction_says_how_to_confi
         )
         assert missing.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert missing.details().startswith("context_window is required")
+        # Where nothing was said yet, there is nothing to fit: the memory alone, no window.
+        owner = md.OwnerScope(agent_id=conversation.agent_id, owner_id="ada-new")
+        await memory.StoreMemory(
+            md.StoreMemoryRequest(
+                owner=owner, key="diet", value="Is vegetarian", category=md.CATEGORY_PREFERENCE
+            )
+        )
+        untouched = md.Conversation(
+            agent_id=conversation.agent_id, owner_id="ada-new", channel="cli", chat_id="new"
+        )
+        first = await compaction.ComposeContext(md.ComposeContextRequest(conversation=untouched))
+        assert ["Is vegetarian" in part.content for part in first.parts] == [True]
+        assert (first.limit_tokens, first.context_window) == (0, 0)
+        assert first.total_tokens == first.parts[0].tokens
 
 
 async def test_the_command_line_prints_the_context_and_compacts(compacting: Compacting) -> None:

@@ -331,6 +331,18 @@ async def test_a_token_that_may_not_write_is_refused(guarded: ServerProcess, cha
         assert (await call(client, "note", key="k", text="v", owner="ada"))["created"]
 
 
+async def test_compose_context_where_nothing_was_said_needs_no_window(
+    guarded: ServerProcess, chat: str
+) -> None:
+    # No model provider, no --context-window, no CommitTurn: an assistant's first call.
+    owner = f"ada-{uuid.uuid4().hex[:6]}"
+    async with over_stdio(guarded.address, "--owner", owner, MEMORYD_TOKEN=ADMIN) as client:
+        await call(client, "remember", key="diet", fact="Is vegetarian", category="preference")
+        composed = await call(client, "compose_context", conversation=chat)
+        assert ["Is vegetarian" in part["content"] for part in composed["parts"]] == [True]
+        assert composed["limit_tokens"] == 0
+
+
 async def test_the_printed_desktop_config_says_where_the_token_goes_and_never_holds_one(
     guarded: ServerProcess, chat: str
 ) -> None:

@@ -112,8 +112,10 @@ def _context(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
         if response.omitted_messages
         else ""
     )
-    out.write(
-        f"=== {response.total_tokens:,} of {response.limit_tokens:,} tokens "
-        f"(context window {response.context_window:,}){left_out}\n"
+    limit = (
+        f"of {response.limit_tokens:,} tokens (context window {response.context_window:,})"
+        if response.limit_tokens
+        else "tokens (nothing said yet, and no context window known)"
     )
+    out.write(f"=== {response.total_tokens:,} {limit}{left_out}\n")
     return 0

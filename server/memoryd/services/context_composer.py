@@ -91,15 +91,21 @@ class ContextComposer:
 
         def read(connection: Transaction) -> ComposedContext:
             # A conversation that has no message yet is composed too: its memory block and
-            # nothing else (an assistant's first call, before anything was said).
-            record = store.conversation(connection, key) or NOTHING_SAID
-            window = self.context_window(requested_window, record.context_window)
-            limit_tokens = rules.limit(self.settings.threshold, window) - reserve_tokens
-            if limit_tokens <= 0:
-                raise InvalidArgument(
-                    f"recall_tokens is {reserve_tokens:,}: it leaves no room in the context "
-                    f"limit of {limit_tokens + reserve_tokens:,} tokens"
-                )
+            # nothing else (an assistant's first call, before anything was said), whether or
+            # not a window is known (0: none, and nothing to fit into one).
+            found = store.conversation(connection, key)
+            record = found or NOTHING_SAID
+            window = self.context_window(
+                requested_window, record.context_window, required=found is not None
+            )
+            limit_tokens = 0
+            if window:
+                limit_tokens = rules.limit(self.settings.threshold, window) - reserve_tokens
+                if limit_tokens <= 0:
+                    raise InvalidArgument(
+                        f"recall_tokens is {reserve_tokens:,}: it leaves no room in the context "
+                        f"limit of {limit_tokens + reserve_tokens:,} tokens"
+                    )
             entries = (
                 ()
                 if state is None
@@ -147,7 +153,7 @@ class ContextComposer:
                     [part for part in blocks if part is not None],
                     protected,
                     newest,
-                    limit_tokens=limit_tokens,
+                    limit_tokens=limit_tokens or UNBOUNDED,
                     older_omitted=older,
                     max_messages=self._history.window_cap,
                 ),
@@ -162,8 +168,9 @@ class ContextComposer:
 
         return await self._readers.read(read)
 
-    def context_window(self, requested: int, recorded: int | None) -> int:
-        """The request's window, else the one last reported, else the primary provider's."""
+    def context_window(self, requested: int, recorded: int | None, *, required: bool = True) -> int:
+        """The request's window, else the one last reported, else the primary provider's; 0
+        when none is known and none is `required`."""
         if requested < 0:
             raise InvalidArgument(f"context_window must not be negative, got {requested}")
         if requested:
@@ -172,6 +179,8 @@ class ContextComposer:
             return recorded
         if self._default_window:
             return self._default_window
+        if not required:
+            return 0
         raise InvalidArgument(
             "context_window is required: none was reported with CommitTurn, and no model "
             "provider (with its context_window) is configured"
@@ -234,6 +243,9 @@ class _Kept:
     committed: int | None
 
 
+# The limit of a composition without a window: a conversation in which nothing was said, whose
+# blocks alone are composed.
+UNBOUNDED = 1 << 62
 # The record of a conversation in which nothing was said yet.
 NOTHING_SAID = store.CompactionRow(
     session_start_id=0,

@@ -64,7 +64,8 @@ class RecalledContext:
         if not recall_tokens:
             return composed
         part = await self.part(key, trust, composed.composition.messages, recall_tokens)
-        limit = composed.limit_tokens + recall_tokens
+        # No window known (nothing said yet): no limit either.
+        limit = composed.limit_tokens + recall_tokens if composed.limit_tokens else 0
         if part is None:
             return dataclasses.replace(composed, limit_tokens=limit)
         composition = dataclasses.replace(

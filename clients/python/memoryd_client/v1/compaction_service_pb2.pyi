@@ -114,8 +114,9 @@ class ComposeContextRequest(_message.Message):
     trust: _records_pb2.Trust.ValueType
     """Who speaks next; a guest never receives the memory block. Unset means operator."""
     context_window: _builtins.int
-    """The model's context window in tokens; 0 uses the one last reported, else the provider's.
-    Ignored from a token capped at guest trust.
+    """The model's context window in tokens; 0 uses the one last reported, else the provider's
+    (INVALID_ARGUMENT when there is none, unless nothing was said in the conversation yet: its
+    blocks are then composed without one). Ignored from a token capped at guest trust.
     """
     recall_tokens: _builtins.int
     """At most this many tokens of a "Recalled" block: the memory rows, and the messages from
@@ -210,11 +211,13 @@ class ComposeContextResponse(_message.Message):
     OMITTED_TOKENS_FIELD_NUMBER: _builtins.int
     MEMORY_WITHHELD_FIELD_NUMBER: _builtins.int
     total_tokens: _builtins.int
-    """The sum of the parts' tokens; never more than limit_tokens."""
+    """The sum of the parts' tokens; never more than limit_tokens (when there is one)."""
     limit_tokens: _builtins.int
-    """threshold x context window: the most the composed context may take."""
+    """threshold x context window: the most the composed context may take. 0 when no window is
+    known (a conversation in which nothing was said yet: its blocks alone).
+    """
     context_window: _builtins.int
-    """The context window used."""
+    """The context window used; 0 when none is known (as limit_tokens)."""
     history_version: _builtins.int
     """The conversation's history version when the context was read."""
     omitted_messages: _builtins.int

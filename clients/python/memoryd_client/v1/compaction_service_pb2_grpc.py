@@ -88,7 +88,7 @@ class CompactionServiceServicer:
         first. The total never exceeds threshold x context window: when the window would, its
         oldest messages are left out of the answer (never out of history) and counted in
         omitted_messages. It needs no model provider. A conversation in which nothing was said
-        yet (no record) is composed too: its blocks, and no message.
+        yet (no record) is composed too, with no window known as well: its blocks, and no message.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

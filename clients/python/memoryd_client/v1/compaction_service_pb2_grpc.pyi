@@ -51,7 +51,7 @@ class CompactionServiceStub:
     first. The total never exceeds threshold x context window: when the window would, its
     oldest messages are left out of the answer (never out of history) and counted in
     omitted_messages. It needs no model provider. A conversation in which nothing was said
-    yet (no record) is composed too: its blocks, and no message.
+    yet (no record) is composed too, with no window known as well: its blocks, and no message.
     """
     Preflight: _grpc.UnaryUnaryMultiCallable[_compaction_service_pb2.PreflightRequest, _compaction_service_pb2.PreflightResponse]
     """Preflight is called before a turn: when the previous turn's recorded peak prompt tokens
@@ -95,7 +95,7 @@ class CompactionServiceAsyncStub(CompactionServiceStub):
     first. The total never exceeds threshold x context window: when the window would, its
     oldest messages are left out of the answer (never out of history) and counted in
     omitted_messages. It needs no model provider. A conversation in which nothing was said
-    yet (no record) is composed too: its blocks, and no message.
+    yet (no record) is composed too, with no window known as well: its blocks, and no message.
     """
     Preflight: _aio.UnaryUnaryMultiCallable[_compaction_service_pb2.PreflightRequest, _compaction_service_pb2.PreflightResponse]  # type: ignore[assignment]
     """Preflight is called before a turn: when the previous turn's recorded peak prompt tokens
@@ -142,7 +142,7 @@ class CompactionServiceServicer(metaclass=_abc_1.ABCMeta):
         first. The total never exceeds threshold x context window: when the window would, its
         oldest messages are left out of the answer (never out of history) and counted in
         omitted_messages. It needs no model provider. A conversation in which nothing was said
-        yet (no record) is composed too: its blocks, and no message.
+        yet (no record) is composed too, with no window known as well: its blocks, and no message.
         """
 
     @_abc_1.abstractmethod

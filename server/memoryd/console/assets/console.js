@@ -1301,7 +1301,9 @@ function contextView(composed, compaction, omitted, recallTokens) {
     h(
       "p",
       { class: "muted" },
-      `${total.toLocaleString("en")} of ${limit.toLocaleString("en")} tokens (the limit: ${Math.round(Number(compaction.threshold || 0) * 100)} % of a ${windowSize.toLocaleString("en")}-token window).`,
+      limit
+        ? `${total.toLocaleString("en")} of ${limit.toLocaleString("en")} tokens (the limit: ${Math.round(Number(compaction.threshold || 0) * 100)} % of a ${windowSize.toLocaleString("en")}-token window).`
+        : `${total.toLocaleString("en")} tokens: nothing was said yet and no context window is known, so there is no limit.`,
       composed.memoryWithheld ? " The memory block is withheld: a guest speaks next." : ""
     ),
     table(["Block", "Parts", "Tokens", "Budget", "Of the limit"], rows, "Tokens counted with tiktoken cl100k_base, content only."),

@@ -164,8 +164,9 @@ type ComposeContextRequest struct {
 	Conversation *Conversation `protobuf:"bytes,1,opt,name=conversation,proto3" json:"conversation,omitempty"`
 	// Who speaks next; a guest never receives the memory block. Unset means operator.
 	Trust Trust `protobuf:"varint,2,opt,name=trust,proto3,enum=memoryd.v1.Trust" json:"trust,omitempty"`
-	// The model's context window in tokens; 0 uses the one last reported, else the provider's.
-	// Ignored from a token capped at guest trust.
+	// The model's context window in tokens; 0 uses the one last reported, else the provider's
+	// (INVALID_ARGUMENT when there is none, unless nothing was said in the conversation yet: its
+	// blocks are then composed without one). Ignored from a token capped at guest trust.
 	ContextWindow int64 `protobuf:"varint,3,opt,name=context_window,json=contextWindow,proto3" json:"context_window,omitempty"`
 	// At most this many tokens of a "Recalled" block: the memory rows, and the messages from
 	// outside the window (those compacted away included), that are most relevant to the newest
@@ -350,11 +351,12 @@ type ComposeContextResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The parts, in the order to send them.
 	Parts []*ContextPart `protobuf:"bytes,1,rep,name=parts,proto3" json:"parts,omitempty"`
-	// The sum of the parts' tokens; never more than limit_tokens.
+	// The sum of the parts' tokens; never more than limit_tokens (when there is one).
 	TotalTokens int64 `protobuf:"varint,2,opt,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
-	// threshold x context window: the most the composed context may take.
+	// threshold x context window: the most the composed context may take. 0 when no window is
+	// known (a conversation in which nothing was said yet: its blocks alone).
 	LimitTokens int64 `protobuf:"varint,3,opt,name=limit_tokens,json=limitTokens,proto3" json:"limit_tokens,omitempty"`
-	// The context window used.
+	// The context window used; 0 when none is known (as limit_tokens).
 	ContextWindow int64 `protobuf:"varint,4,opt,name=context_window,json=contextWindow,proto3" json:"context_window,omitempty"`
 	// The conversation's history version when the context was read.
 	HistoryVersion int64 `protobuf:"varint,5,opt,name=history_version,json=historyVersion,proto3" json:"history_version,omitempty"`

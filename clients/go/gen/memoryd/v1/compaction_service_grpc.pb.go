@@ -47,7 +47,7 @@ type CompactionServiceClient interface {
 	// first. The total never exceeds threshold x context window: when the window would, its
 	// oldest messages are left out of the answer (never out of history) and counted in
 	// omitted_messages. It needs no model provider. A conversation in which nothing was said
-	// yet (no record) is composed too: its blocks, and no message.
+	// yet (no record) is composed too, with no window known as well: its blocks, and no message.
 	ComposeContext(ctx context.Context, in *ComposeContextRequest, opts ...grpc.CallOption) (*ComposeContextResponse, error)
 	// Preflight is called before a turn: when the previous turn's recorded peak prompt tokens
 	// reach threshold x context window, it compacts now and returns the notice "Trimmed older
@@ -136,7 +136,7 @@ type CompactionServiceServer interface {
 	// first. The total never exceeds threshold x context window: when the window would, its
 	// oldest messages are left out of the answer (never out of history) and counted in
 	// omitted_messages. It needs no model provider. A conversation in which nothing was said
-	// yet (no record) is composed too: its blocks, and no message.
+	// yet (no record) is composed too, with no window known as well: its blocks, and no message.
 	ComposeContext(context.Context, *ComposeContextRequest) (*ComposeContextResponse, error)
 	// Preflight is called before a turn: when the previous turn's recorded peak prompt tokens
 	// reach threshold x context window, it compacts now and returns the notice "Trimmed older

@@ -38,8 +38,9 @@ export type ComposeContextRequest = Message<"memoryd.v1.ComposeContextRequest"> 
   trust: Trust;
 
   /**
-   * The model's context window in tokens; 0 uses the one last reported, else the provider's.
-   * Ignored from a token capped at guest trust.
+   * The model's context window in tokens; 0 uses the one last reported, else the provider's
+   * (INVALID_ARGUMENT when there is none, unless nothing was said in the conversation yet: its
+   * blocks are then composed without one). Ignored from a token capped at guest trust.
    *
    * @generated from field: int64 context_window = 3;
    */
@@ -149,21 +150,22 @@ export type ComposeContextResponse = Message<"memoryd.v1.ComposeContextResponse"
   parts: ContextPart[];
 
   /**
-   * The sum of the parts' tokens; never more than limit_tokens.
+   * The sum of the parts' tokens; never more than limit_tokens (when there is one).
    *
    * @generated from field: int64 total_tokens = 2;
    */
   totalTokens: bigint;
 
   /**
-   * threshold x context window: the most the composed context may take.
+   * threshold x context window: the most the composed context may take. 0 when no window is
+   * known (a conversation in which nothing was said yet: its blocks alone).
    *
    * @generated from field: int64 limit_tokens = 3;
    */
   limitTokens: bigint;
 
   /**
-   * The context window used.
+   * The context window used; 0 when none is known (as limit_tokens).
    *
    * @generated from field: int64 context_window = 4;
    */
@@ -702,7 +704,7 @@ export const CompactionService: GenService<{
    * first. The total never exceeds threshold x context window: when the window would, its
    * oldest messages are left out of the answer (never out of history) and counted in
    * omitted_messages. It needs no model provider. A conversation in which nothing was said
-   * yet (no record) is composed too: its blocks, and no message.
+   * yet (no record) is composed too, with no window known as well: its blocks, and no message.
    *
    * @generated from rpc memoryd.v1.CompactionService.ComposeContext
    */
