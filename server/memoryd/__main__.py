@@ -1,5 +1,5 @@
 """`python -m memoryd` is the `memoryd` command."""
 
-from memoryd.cli.main import main
+from memoryd.entry import main
 
 raise SystemExit(main())

@@ -147,11 +147,12 @@ def server_credentials(server: ServerSettings) -> grpc.ServerCredentials | None:
 
 
 def _ignore_late_signals(loop: asyncio.AbstractEventLoop) -> None:
-    """Stopped: a SIGTERM or SIGINT from now on is ignored. Closing the event loop would put
-    back their default action, and a signal repeated in the moments before the process exits
-    (an operator's second ^C, a supervisor's stop after its own SIGTERM) would then kill a
-    server that had drained cleanly, and lose the last log lines with it."""
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    """Stopped: a SIGTERM, SIGINT or SIGHUP from now on is ignored. Closing the event loop
+    would put back their default action, and a signal repeated in the moments before the
+    process exits (an operator's second ^C, a supervisor's stop after its own SIGTERM, a
+    reload) would then kill a server that had drained cleanly, and lose the last log lines with
+    it."""
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.remove_signal_handler(signum)
         signal.signal(signum, signal.SIG_IGN)
 

@@ -43,6 +43,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from memoryd import hangups
 from memoryd.config import check_exposure, check_private_settings
 from memoryd.config.reloading import Running
 from memoryd.errors import StartupError
@@ -132,6 +133,8 @@ def supervise(running: Running, argv: Sequence[str]) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     signal.signal(signal.SIGHUP, lambda *_: reload.set())
+    if hangups.held():  # one came while it started: its workers get the file's tokens at once
+        reload.set()
     lock_fd = prepare(settings, running.env)
     try:
         held = _hold_port(settings.server.listen)
@@ -269,9 +272,11 @@ class _Supervisor:
             f"{index}:{self._lock_fd}:{write_end}:{settings_read}",
         ]
         try:
-            process = subprocess.Popen(  # noqa: S603 - this interpreter running memoryd
-                command, pass_fds=(self._lock_fd, write_end, settings_read)
-            )
+            # It starts with SIGHUP blocked, until its own code holds it (memoryd.hangups).
+            with hangups.blocked():
+                process = subprocess.Popen(  # noqa: S603 - this interpreter running memoryd
+                    command, pass_fds=(self._lock_fd, write_end, settings_read)
+                )
         finally:
             os.close(write_end)
             os.close(settings_read)

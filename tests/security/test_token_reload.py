@@ -6,6 +6,7 @@ tokens, and a reload reaches all of them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -144,6 +145,53 @@ async def test_workers_answer_with_one_token_set_through_a_restart_and_a_reload(
         for channel in channels:
             assert await answers(channel, WITHDRAWN) is grpc.StatusCode.UNAUTHENTICATED
             assert await answers(channel, KEPT) is grpc.StatusCode.OK
+    assert server.stop() == 0, server.output
+
+
+def catches_sighup(pid: int) -> bool:
+    """Whether the process has a handler of SIGHUP (its SigCgt mask in /proc)."""
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("SigCgt:"):
+                return bool(int(line.split()[1], 16) & (1 << (signal.SIGHUP - 1)))
+    return False
+
+
+def children(pid: int) -> list[int]:
+    """The processes `pid` started (its workers), from /proc."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
+@pytest.mark.parametrize("workers", [1, WORKERS])
+def test_a_sighup_while_memoryd_starts_is_held_and_applied_once_it_serves(
+    start_server: type[ServerProcess], tmp_path: Path, workers: int
+) -> None:
+    # From the moment the process exists until it serves, SIGHUP after SIGHUP (an operator's
+    # reload, a unit's): SIGHUP's default action used to end it, which systemd takes for a
+    # clean exit.
+    server = start_server(tmp_path / "home", config=tokens(KEPT), workers=workers)
+    # memoryd's own code holds SIGHUP from its first line (the interpreter's start is before
+    # it): once the process catches SIGHUP at all.
+    while not catches_sighup(server.process.pid):
+        assert server.process.poll() is None, server.output
+        time.sleep(0.001)
+    sent = 0
+    while not server.events(Event.SERVING):
+        assert server.process.poll() is None, server.output
+        for pid in [server.process.pid, *children(server.process.pid)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGHUP)
+        sent += 1
+        time.sleep(0.01)
+    server.start()
+    assert sent > 1
+    # What came while it started is applied once, as if it had come just after.
+    reloads(server, 1 if workers == 1 else 1 + workers)
+    assert server.events(Event.WORKER_EXITED) == []
     assert server.stop() == 0, server.output
 
 

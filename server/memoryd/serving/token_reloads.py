@@ -18,6 +18,7 @@ import logging
 import os
 import signal
 
+from memoryd import hangups
 from memoryd.api.auth import Authorizer
 from memoryd.config.reloading import Running, Snapshot
 from memoryd.config.settings import Settings
@@ -64,6 +65,8 @@ def reload_on_hangup(running: Running, guard: Authorizer | None) -> None:
         applied(guard, reloaded.settings, reloaded.waiting)
 
     asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload)
+    if hangups.held():  # one came while the server started: it is applied now
+        reload()
 
 
 class SettingsPipe:
@@ -88,6 +91,7 @@ class SettingsPipe:
         """Run each later snapshot as it comes; SIGHUP is the supervisor's to handle."""
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGHUP, lambda: None)
+        hangups.held()  # one that came while it started was its supervisor's too
 
         def readable() -> None:
             try:
