@@ -347,7 +347,9 @@ class _Supervisor:
         return True
 
     def _replace_dead(self) -> bool:
-        """Start again every worker that exited; False when one keeps dying at start."""
+        """Start again every worker that exited; False when one keeps dying at start
+        (EARLY_DEATHS times in a row within EARLY_DEATH_SECONDS of its start, a replacement
+        that dies before it serves included)."""
         for worker in list(self._workers.values()):
             code = worker.process.poll()
             if code is None:
@@ -382,7 +384,15 @@ class _Supervisor:
                 return False
             self._start(worker.index)
             if not self._wait_ready([worker.index]):
-                return self._stop.is_set()
+                if self._stop.is_set():
+                    return True
+                # It died (or hung) before serving: one more early death, which the next pass
+                # counts and answers with another start, until EARLY_DEATHS in a row.
+                replacement = self._workers[worker.index].process
+                if replacement.poll() is None:
+                    replacement.kill()
+                    replacement.wait()
+                continue
             log.info(
                 "worker %d serving again (pid %d)",
                 worker.index,

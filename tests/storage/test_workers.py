@@ -188,6 +188,39 @@ async def test_a_killed_worker_is_started_again_and_nothing_acknowledged_is_lost
     assert server.stop() == 0
 
 
+def test_a_replacement_that_dies_before_it_serves_is_replaced_in_turn(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    # One death of a worker started again is no reason to stop the server: only
+    # EARLY_DEATHS of them in a row are (memoryd.supervisor).
+    server = start_server(tmp_path / "home", workers=WORKERS).start()
+    first = _pids(server)
+    os.kill(first[0], signal.SIGKILL)
+    while not (started := set(_children(server.process.pid)) - set(first)):
+        assert server.process.poll() is None, server.output
+        time.sleep(0.005)
+    (replacement,) = started
+    os.kill(replacement, signal.SIGKILL)  # it imports for a second before it can serve
+    restarted = server.wait_for_event(Event.WORKER_STARTED, 60)
+    assert restarted["pid"] not in {*first, replacement}
+    assert server.events(Event.WORKER_FAILED)  # the replacement died before serving
+    assert [(r["pid"], r["code"]) for r in server.events(Event.WORKER_EXITED)] == [
+        (first[0], -9),
+        (replacement, -9),
+    ]
+    assert server.process.poll() is None
+    assert server.stop() == 0, server.output
+
+
+def _children(pid: int) -> list[int]:
+    """The processes `pid` started, from /proc."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
 async def test_sigterm_drains_every_worker(
     start_server: type[ServerProcess], tmp_path: Path
 ) -> None:
