@@ -352,6 +352,7 @@ def _services(
         chain=models.compaction,
         settings=settings.compaction,
         composer=composer,
+        outage=outage,
     )
 
     def turn_committed(key: ConversationKey, usage: TurnUsage) -> None:

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 import numpy as np
@@ -39,6 +39,7 @@ from memoryd.testing.postgres import TemporaryPostgres, database_dsn
 from memoryd.testing.server_process import ServerProcess
 from tests.backends import heap_tuples
 from tests.helpers import append, prompt_files_lock, rpc_error, run_memoryd, store, user
+from tests.review.test_compaction import SUMMARY, WINDOW, WORDS, words
 from tests.review_helpers import commit, eventually, review_config, turn
 
 # Exercises storage: make test runs it on PostgreSQL too.
@@ -360,6 +361,53 @@ async def test_an_outage_is_one_warning_and_one_line_when_it_ends_never_a_crash(
     assert server.events(Event.REVIEW_CRASHED) == []
     assert [record for record in server.events() if "exception" in record] == []
     assert len(model.requests) >= 2  # asked again after the outage
+
+
+async def test_a_compaction_after_a_turn_that_meets_an_outage_is_no_traceback(
+    start_server: type[ServerProcess], tmp_path: Path, own_postgres: TemporaryPostgres
+) -> None:
+    """A compaction after a turn whose summary comes while PostgreSQL is down is interrupted:
+    the outage's one warning, counted in its end's line, and the next turn compacts."""
+    answering = threading.Event()
+    asked = threading.Event()
+
+    def answer(request: dict[str, Any]) -> Reply:
+        if "compact a conversation" not in request["messages"][0]["content"]:
+            return Reply(content="Nothing to save.")
+        asked.set()
+        answering.wait(60)
+        return Reply(content=SUMMARY)
+
+    with FakeModel(responder=answer) as model:
+        config = review_config(model, enabled=False)
+        config += '\n[memoryd.search]\nembeddings = "off"\n'
+        dsn = database_dsn(own_postgres.dsn, tmp_path / "db")
+        server = start_server(tmp_path / "home", config=config, env=on_postgres(dsn)).start()
+        conversation = md.Conversation(channel="t", chat_id="outage-compaction")
+        hot = md.TurnUsage(peak_prompt_tokens=1650, context_window=WINDOW)
+        async with md.connect(server.address) as channel:
+            memory = md.MemoryServiceStub(channel)
+            await append(memory, conversation, *(user(words(160, WORDS[n])) for n in range(14)))
+            ok = md.NewMessage(role=md.ROLE_ASSISTANT, sender="bot", content="ok")
+            await memory.CommitTurn(
+                md.CommitTurnRequest(conversation=conversation, messages=[ok], usage=hot)
+            )
+            await asyncio.to_thread(asked.wait, 30)  # the compaction is at the model
+            own_postgres.pause()
+            answering.set()  # its summary comes while PostgreSQL is down
+            failed = await asyncio.to_thread(server.wait_for_event, Event.WRITE_FAILED)
+            assert failed["work"] == ["compaction_store"]
+            own_postgres.resume()
+            await _retried(
+                lambda: memory.CommitTurn(
+                    md.CommitTurnRequest(conversation=conversation, messages=[ok], usage=hot)
+                )
+            )
+            recovered = await asyncio.to_thread(server.wait_for_event, Event.STORAGE_RECOVERED)
+    assert recovered["interrupted"]["compactions"] == 1
+    assert len(server.events(Event.STORAGE_OUTAGE)) == 1
+    assert server.events(Event.COMPACTION_FAILED) == []
+    assert [record for record in server.events() if "exception" in record] == []
 
 
 async def test_a_file_whose_write_met_an_outage_converges_when_postgresql_is_back(

@@ -42,7 +42,7 @@ from memoryd.domain.model_calls import no_provider
 from memoryd.domain.timestamps import to_text, utc_now
 from memoryd.domain.tokens import count_tokens
 from memoryd.domain.turns import TurnUsage
-from memoryd.errors import FailedPrecondition, InvalidArgument, Reason
+from memoryd.errors import FailedPrecondition, InvalidArgument, Reason, Unavailable
 from memoryd.llm.chain import ModelUnavailableError, ProviderChain
 from memoryd.log_events import Event
 from memoryd.observability import metrics, tracing
@@ -52,6 +52,7 @@ from memoryd.services.context_composer import (
     session_checkpoint,
 )
 from memoryd.services.history import HistoryService
+from memoryd.services.outages import Outage
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.services.review import Reviewer
 from memoryd.storage import compaction_store as store
@@ -90,6 +91,7 @@ class Compactor:
         chain: ProviderChain,
         settings: CompactionSettings,
         composer: ContextComposer,
+        outage: Outage,
         now: Callable[[], dt.datetime] = utc_now,
     ) -> None:
         self._writer = writer
@@ -103,6 +105,9 @@ class Compactor:
         self.backoff = dt.timedelta(seconds=settings.failure_backoff_seconds)
         self._locks: dict[ConversationKey, asyncio.Lock] = {}
         self.composer = composer
+        # The process's storage outages, which a background compaction reports as the other
+        # background work does (memoryd.services.outages).
+        self._outage = outage
         self._background: set[asyncio.Task[None]] = set()
 
     # --- compaction ------------------------------------------------------------------------------
@@ -155,14 +160,21 @@ class Compactor:
 
     async def _after_turn(self, key: ConversationKey, usage: TurnUsage) -> None:
         try:
-            record = await self._readers.read(
-                lambda connection: conversation_record(connection, key)
-            )
-            window = self.composer.context_window(usage.context_window or 0, record.context_window)
-            if await self._skip_reason(key, record, window) is None:
-                await self._compact(key, window)
+            with self._outage.during():
+                record = await self._readers.read(
+                    lambda connection: conversation_record(connection, key)
+                )
+                window = self.composer.context_window(
+                    usage.context_window or 0, record.context_window
+                )
+                if await self._skip_reason(key, record, window) is None:
+                    await self._compact(key, window)
+            self._outage.answered()
         except asyncio.CancelledError:
             raise
+        except Unavailable as error:  # storage is away: the outage's one line, no traceback
+            # The next turn's check compacts it when storage is back.
+            self._outage.failed(error, "compactions", interrupted=1)
         except Exception:
             log.exception(
                 "compaction after a turn of %s failed",
