@@ -319,7 +319,7 @@ async def test_an_outage_is_one_warning_and_one_line_when_it_ends_never_a_crash(
 ) -> None:
     """A review whose answer comes while PostgreSQL is down is interrupted, not crashed: the
     outage is one warning, its end one info line counting what it interrupted, and the review
-    runs again when storage is back."""
+    runs again when storage is back (its claim given back then, however long the outage)."""
     answering = threading.Event()
     asked = threading.Event()
 
@@ -329,7 +329,9 @@ async def test_an_outage_is_one_warning_and_one_line_when_it_ends_never_a_crash(
         return Reply(content="Nothing to save.")
 
     with FakeModel(responder=answer) as model:
-        config = review_config(model, turn_interval=1, scheduler_tick_seconds=0.1)
+        # A claim goes stale only after the model's timeout (300 s here, as in production):
+        # the review must run again once storage is back, not once its claim is stale.
+        config = review_config(model, timeout=300, turn_interval=1, scheduler_tick_seconds=0.1)
         config += '\n[memoryd.search]\nembeddings = "off"\n'  # the review's the only write
         dsn = database_dsn(own_postgres.dsn, tmp_path / "db")
         server = start_server(tmp_path / "home", config=config, env=on_postgres(dsn)).start()
@@ -344,6 +346,11 @@ async def test_an_outage_is_one_warning_and_one_line_when_it_ends_never_a_crash(
             # The review's write gave up (its retries spent): the review is interrupted.
             failed = await asyncio.to_thread(server.wait_for_event, Event.WRITE_FAILED)
             assert failed["work"] == ["review_apply"]
+
+            def release_failed() -> bool:  # and giving its claim back failed too
+                return ["review_release"] in [e["work"] for e in server.events(Event.WRITE_FAILED)]
+
+            await eventually(release_failed, within=60)
             own_postgres.resume()
             recovered = await asyncio.to_thread(server.wait_for_event, Event.STORAGE_RECOVERED)
 

@@ -119,6 +119,10 @@ class Reviewer:
         timeouts = sum(provider.timeout_seconds for provider in chain.providers)
         # A claim older than this belongs to a review that died: it may be taken over.
         self.stale_after = max(self.backoff, dt.timedelta(seconds=timeouts))
+        # Claims whose release failed (storage away when the review ended): released again by
+        # `release_owed`, so that the conversation is reviewed when storage is back, not only
+        # once the claim is stale.
+        self._owed: dict[ConversationKey, str] = {}
         self.retune(settings)
 
     def retune(self, settings: ReviewSettings) -> None:
@@ -214,12 +218,22 @@ class Reviewer:
         try:
             return await self._claimed_review(key, token, now)
         except BaseException:
-            # Cancelled (the server is stopping) or a defect: give the claim back if we can.
+            # Cancelled (the server is stopping), storage away, or a defect: give the claim
+            # back, now or, when storage is away, once it is back (release_owed). A writer
+            # closed by a stop needs none: start-up clears every claim.
             try:
                 await self._release(key, token)
-            except Exception:  # the writer may be closed; start-up clears every claim
+            except Exception:
+                self._owed[key] = token
                 log.debug("could not release review claim", exc_info=True)
             raise
+
+    async def release_owed(self) -> None:
+        """Give back the claims whose release failed; Unavailable while storage is still away
+        (those left are tried again next time)."""
+        for key, token in list(self._owed.items()):
+            await self._release(key, token)
+            del self._owed[key]
 
     async def catch_up(
         self, key: ConversationKey, *, through_id: int | None, seconds: float, before: str

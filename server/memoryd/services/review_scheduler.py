@@ -124,6 +124,9 @@ class ReviewScheduler:
         read (the next look should come as soon as a slot frees)."""
         if not self.enabled:  # retuned off: nothing is due
             return False
+        # Claims a review could not give back while storage was away: given back first, or
+        # their conversations would wait for the claims to go stale.
+        await self._reviewer.release_owed()
         now = utc_now()
         settings = self._settings
         at = self._reviewer.thresholds(now)
