@@ -132,6 +132,13 @@ class LogPipeline:
         self._logger.setLevel(level.upper())
         self._logger.addHandler(self._handler)
         self._logger.propagate = False
+        # Other libraries' records (OpenTelemetry's exporter, grpc, psycopg), warnings and worse,
+        # take the same way: formatted as memoryd's, and masked. Python's last-resort handler
+        # wrote them raw: the exporter printed its endpoint's password.
+        self._root = logging.getLogger()
+        self._root_handler = _DeferredQueueHandler(self._records)
+        self._root_handler.setLevel(max(logging.WARNING, self._level))
+        self._root.addHandler(self._root_handler)
         self._thread = threading.Thread(target=self._write, name="memoryd-logs", daemon=True)
         self._thread.start()
 
@@ -198,6 +205,7 @@ class LogPipeline:
     def stop(self) -> None:
         """Write out every queued record and detach."""
         self._logger.removeHandler(self._handler)
+        self._root.removeHandler(self._root_handler)
         self._records.put(_STOP)
         self._thread.join()
 

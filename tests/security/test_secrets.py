@@ -82,6 +82,18 @@ def test_the_log_masks_what_a_library_quotes() -> None:
     assert written.count(MASK) >= 2
 
 
+def test_the_log_takes_and_masks_other_libraries_lines() -> None:
+    stream = io.StringIO()
+    pipeline = LogPipeline("info", "json", stream=stream, redact=Redactor([PASSWORD]).redact)
+    exporter = logging.getLogger("opentelemetry.exporter.otlp.test")
+    exporter.warning("Transient error exporting to otel:%s@collector.example:4317", PASSWORD)
+    exporter.info("chatter below a warning stays out")
+    pipeline.stop()
+    (line,) = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert line["logger"] == "opentelemetry.exporter.otlp.test"
+    assert line["msg"] == f"Transient error exporting to otel:{MASK}@collector.example:4317"
+
+
 def test_config_show_masks_a_password_in_the_file_and_the_environment(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text(
