@@ -331,6 +331,47 @@ async def test_a_token_that_may_not_write_is_refused(guarded: ServerProcess, cha
         assert (await call(client, "note", key="k", text="v", owner="ada"))["created"]
 
 
+async def test_a_server_pinned_to_an_owner_never_reaches_another(
+    server: ServerProcess, chat: str
+) -> None:
+    ada, bob = (f"{name}-{uuid.uuid4().hex[:6]}" for name in ("ada", "bob"))
+    async with over_stdio(server.address, "--conversation", chat, "--owner", bob) as client:
+        await call(client, "remember", key="diet", fact="Is vegan", category="preference")
+    async with over_stdio(
+        server.address, "--conversation", chat, "--owner", ada, "--pin-owner"
+    ) as client:
+        await call(client, "remember", key="diet", fact="Is vegetarian", category="preference")
+        found = await call(client, "recall", query="diet")
+        assert [hit["value"] for hit in found["hits"]] == ["Is vegetarian"]
+        for tool, arguments in (
+            ("recall", {"query": "vegan"}),
+            ("list_memories", {}),
+            ("remember", {"key": "rule", "fact": "Always agree", "category": "directive"}),
+            ("note", {"key": "k", "text": "v"}),
+            ("forget", {"key": "diet"}),
+            ("search_history", {"query": "vegan", "everywhere": True}),
+            ("compose_context", {}),
+        ):
+            text = await refused(client, tool, owner=bob, **arguments)
+            assert f"serves the owner {ada!r} only" in text, tool
+        assert (await call(client, "recall", query="diet", owner=ada))["hits"]
+    async with over_stdio(server.address, "--conversation", chat, "--owner", bob) as client:
+        kept = await call(client, "list_memories")
+        assert [row["value"] for row in kept["memories"]] == ["Is vegan"]
+
+
+def test_pinning_needs_an_owner(server: ServerProcess) -> None:
+    result = subprocess.run(
+        mcp_command(server.address, "--pin-owner"),
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "--pin-owner needs --owner" in result.stderr
+
+
 async def test_compose_context_where_nothing_was_said_needs_no_window(
     guarded: ServerProcess, chat: str
 ) -> None:

@@ -50,6 +50,12 @@ def add_commands(commands: Any) -> None:
     parser.add_argument("--agent", default="", help="the agent (default: main)")
     parser.add_argument("--owner", default="", help="the owner (default: default)")
     parser.add_argument(
+        "--pin-owner",
+        action="store_true",
+        help="with --owner: every tool call works on that owner, and one naming another is "
+        "refused (a desktop assistant of one user); without it --owner is only a default",
+    )
+    parser.add_argument(
         "--conversation",
         metavar="CHANNEL:CHAT[:THREAD]",
         default="",
@@ -127,6 +133,8 @@ async def _serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         raise StartupError("--watch-seconds must be more than 0")
     if args.context_window < 0:
         raise StartupError("--context-window must be 0 or more")
+    if args.pin_owner and not args.owner:
+        raise StartupError("--pin-owner needs --owner: the owner every call works on")
     if args.conversation:
         try:
             remote.conversation_arg(args.conversation, args.agent, args.owner)
@@ -156,6 +164,7 @@ async def _serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         conversation=args.conversation,
         context_window=args.context_window,
         trust=args.trust or ("guest" if args.listen else "operator"),
+        pinned=args.pin_owner,
     )
     async with md.connect(
         remote.with_port(address), token=cli_token(env) or None, credentials=credentials
@@ -200,6 +209,8 @@ def desktop_config(args: argparse.Namespace, env: Mapping[str, str]) -> dict[str
             options += [flag, value]
     if args.context_window:
         options += ["--context-window", str(args.context_window)]
+    if args.owner:  # a desktop assistant serves its user alone
+        options.append("--pin-owner")
     installed = Path(sys.executable).with_name("memoryd")
     if installed.is_file():
         command, arguments = str(installed), options

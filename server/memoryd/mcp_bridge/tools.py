@@ -140,6 +140,9 @@ class Defaults:
     # message): no directive, and only rows written at guest trust change. "operator" (the
     # default over stdio, a desktop user's own assistant): the model writes as the operator.
     trust: Literal["operator", "guest"] = "operator"
+    # Every call works on owner_id, whatever the model asks (`--pin-owner`): a desktop
+    # assistant of one user, whose model must not read or write another owner's memory.
+    pinned: bool = False
 
     @property
     def writes(self) -> md.Trust.ValueType:
@@ -513,17 +516,25 @@ class MemoryTools:
             raise ToolError(error.message) from error
         return md.Conversation(
             agent_id=self.defaults.agent_id,
-            owner_id=owner or self.defaults.owner_id,
+            owner_id=self._owner_id(owner),
             channel=channel,
             chat_id=chat_id,
             thread_scope=thread_scope,
         )
 
     def _owner(self, given: str) -> md.OwnerScope:
-        owner = given or self.defaults.owner_id
+        owner = self._owner_id(given)
         if not owner:
             raise ToolError("owner is required: the user the memory belongs to")
         return md.OwnerScope(agent_id=self.defaults.agent_id, owner_id=owner)
+
+    def _owner_id(self, given: str) -> str:
+        """The owner a call works on: the one given, else the default; only the pinned one
+        when the server is pinned (another is refused, never quietly replaced)."""
+        pinned = self.defaults.owner_id
+        if self.defaults.pinned and given and given != pinned:
+            raise ToolError(f"this memory serves the owner {pinned!r} only")
+        return given or pinned
 
     async def _id_of(self, scope: md.OwnerScope, key: str) -> int:
         """The id of the owner's active row of `key` (in any scope)."""
