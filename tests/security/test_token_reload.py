@@ -13,6 +13,7 @@ import signal
 import time
 import urllib.error
 import urllib.request
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -22,6 +23,7 @@ import memoryd_client as md
 from memoryd.log_events import Event
 from memoryd.testing.server_process import ServerProcess
 from memoryd.testing.workers import channels_to_each_worker
+from tests.review_helpers import eventually
 
 KEPT = "reload-kept-token-0123456789abcdef"
 WITHDRAWN = "reload-withdrawn-token-0123456789ab"
@@ -146,6 +148,49 @@ async def test_workers_answer_with_one_token_set_through_a_restart_and_a_reload(
             assert await answers(channel, WITHDRAWN) is grpc.StatusCode.UNAUTHENTICATED
             assert await answers(channel, KEPT) is grpc.StatusCode.OK
     assert server.stop() == 0, server.output
+
+
+async def test_a_withdrawn_token_ends_the_streams_it_opened(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    server = start_server(tmp_path / "home", config=tokens(KEPT, WITHDRAWN)).start()
+    chat = md.Conversation(channel="t", chat_id="stream")
+    more = asyncio.Event()
+
+    def batch(text: str) -> md.IngestMessagesRequest:
+        said = md.NewMessage(role=md.ROLE_USER, sender="ada", content=text)
+        return md.IngestMessagesRequest(
+            messages=[md.IngestedMessage(conversation=chat, message=said)]
+        )
+
+    async def batches() -> AsyncIterator[md.IngestMessagesRequest]:
+        yield batch("before the reload")
+        await more.wait()
+        yield batch("after the reload")
+
+    def bearer(token: str) -> tuple[tuple[str, str]]:
+        return (("authorization", f"Bearer {token}"),)
+
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        memory = md.MemoryServiceStub(channel)
+        ingest = asyncio.ensure_future(memory.IngestMessages(batches(), metadata=bearer(WITHDRAWN)))
+
+        async def stored() -> list[str]:
+            listed = await memory.ListMessages(
+                md.ListMessagesRequest(conversation=chat), metadata=bearer(KEPT)
+            )
+            return [message.content for message in listed.messages]
+
+        await eventually(stored)  # the first batch is in: the stream is open
+        rewrite(server, tokens(KEPT))
+        server.process.send_signal(signal.SIGHUP)
+        await asyncio.to_thread(reloads, server, 1)
+        more.set()
+        with pytest.raises(grpc.aio.AioRpcError) as ended:
+            await ingest
+        assert ended.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        assert "was withdrawn" in (ended.value.details() or "")
+        assert await stored() == ["before the reload"]
 
 
 def catches_sighup(pid: int) -> bool:

@@ -106,6 +106,17 @@ class Authorizer:
             raise Unauthenticated("the bearer token is not valid")
         return found
 
+    def _current(self, caller: TokenSettings) -> TokenSettings:
+        """The token of the current set with `caller`'s digest (a reload may have changed or
+        withdrawn it since a stream opened)."""
+        for token in self._tokens:
+            if hmac.compare_digest(token.digest, caller.digest):
+                return token
+        raise Unauthenticated(
+            f"the token {caller.fingerprint} was withdrawn (the config file was reloaded): "
+            "this stream ends here"
+        )
+
     def admit(
         self,
         caller: TokenSettings,
@@ -120,7 +131,12 @@ class Authorizer:
         `opened`: for a later message of a client stream, the agents its first message was
         admitted for. The stream's reach is then the first message's, and a later message
         that names no agent (a transcript's segments, an import's later requests, whose
-        agent_id is the first's) is checked as the stream's, not as the default agent's."""
+        agent_id is the first's) is checked as the stream's, not as the default agent's. It is
+        checked with the token as the current set has it: a stream whose token a reload
+        withdrew ends (UNAUTHENTICATED) at its next message, and one whose token changed goes
+        on with what it may do now."""
+        if opened is not None:
+            caller = self._current(caller)
         access = self._access[method]
         name = access.name
         if access.admin_only and caller.role != "admin":
