@@ -72,18 +72,23 @@ async def answers(channel: grpc.aio.Channel, token: str) -> grpc.StatusCode:
     return grpc.StatusCode.OK
 
 
-def console_session(http: str, token: str) -> str:
+def console_session(http: str, token: str) -> tuple[str, str]:
+    """A console sign-in: its cookie and its CSRF token."""
     request = urllib.request.Request(
         f"http://{http}/console/session",
         data=json.dumps({"token": token}).encode(),
         headers={"content-type": "application/json", "origin": f"http://{http}"},
     )
     with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
-        return str(response.headers["set-cookie"]).split(";")[0]
+        cookie = str(response.headers["set-cookie"]).split(";")[0]
+        return cookie, json.loads(response.read())["csrf"]
 
 
-def signed_in(http: str, cookie: str) -> bool:
-    request = urllib.request.Request(f"http://{http}/console/session", headers={"cookie": cookie})
+def signed_in(http: str, session: tuple[str, str]) -> bool:
+    cookie, csrf = session
+    request = urllib.request.Request(
+        f"http://{http}/console/session", headers={"cookie": cookie, "x-memoryd-csrf": csrf}
+    )
     try:
         with urllib.request.urlopen(request, timeout=30):  # noqa: S310
             return True
@@ -100,6 +105,7 @@ async def test_sighup_reloads_the_tokens_of_a_server_on_its_own(
     server = start_server(tmp_path / "home", config=http + tokens(KEPT, WITHDRAWN)).start()
     address = str(server.events(Event.SERVING)[-1]["http"])
     cookie = console_session(address, WITHDRAWN)
+    assert signed_in(address, cookie)
     async with md.connect(server.address) as channel:
         assert await answers(channel, WITHDRAWN) is grpc.StatusCode.OK
         # A file memoryd would not start with changes nothing.

@@ -582,7 +582,7 @@ def test_a_guest_token_sees_the_guest_context_only(console: Console) -> None:
     assert cookie is not None
     csrf = console.browser.execute_async_script(
         "const done = arguments[arguments.length - 1];"
-        "fetch('/console/session').then((r) => r.json()).then((s) => done(s.csrf));"
+        "done(sessionStorage.getItem('memoryd-console-csrf'));"
     )
     status, answer = rpc(
         console.http,

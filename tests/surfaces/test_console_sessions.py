@@ -39,7 +39,8 @@ class Console:
         self._connection = http.client.HTTPConnection(host, int(port), timeout=30)
         self._origin = f"http://{address}"
 
-    def sign_in(self, token: str) -> str:
+    def sign_in(self, token: str) -> tuple[str, str]:
+        """A session: its cookie and its CSRF token."""
         self._connection.request(
             "POST",
             "/console/session",
@@ -47,16 +48,21 @@ class Console:
             headers={"content-type": "application/json", "origin": self._origin},
         )
         response = self._connection.getresponse()
-        response.read()
+        answer = json.loads(response.read())
         assert response.status == 200
-        return str(response.headers["set-cookie"]).split(";")[0]
+        return str(response.headers["set-cookie"]).split(";")[0], answer["csrf"]
 
-    def signed_in(self, cookie: str) -> bool:
-        self._connection.request("GET", "/console/session", headers={"cookie": cookie})
+    def described(self, cookie: str, csrf: str = "") -> dict[str, object] | None:
+        """GET /console/session with the cookie (and the CSRF token): the session, or None."""
+        headers = {"cookie": cookie} | ({"x-memoryd-csrf": csrf} if csrf else {})
+        self._connection.request("GET", "/console/session", headers=headers)
         response = self._connection.getresponse()
-        response.read()
+        answer = json.loads(response.read())
         assert response.status in (200, 401)
-        return response.status == 200
+        return answer if response.status == 200 else None
+
+    def signed_in(self, session: tuple[str, str]) -> bool:
+        return self.described(*session) is not None
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +80,17 @@ def test_a_thousand_sign_ins_of_one_token_sign_no_other_token_out(console: Conso
     assert sum(console.signed_in(cookie) for cookie in guests) == MAX_SESSIONS_PER_TOKEN
     assert console.signed_in(guests[-1])
     assert not console.signed_in(guests[0])
+
+
+def test_the_cookie_alone_learns_nothing_of_its_session(console: Console) -> None:
+    # A browser sends the cookie to every port of the host: a server on another port has it,
+    # and must not get the CSRF token (and with it the session) from the cookie alone.
+    cookie, csrf = console.sign_in(ADMIN)
+    assert console.described(cookie) is None
+    assert console.described(cookie, "forged-" + csrf) is None
+    described = console.described(cookie, csrf)
+    assert described is not None
+    assert described["csrf"] == csrf
 
 
 def test_a_tokens_least_recently_used_session_goes_first() -> None:

@@ -9,8 +9,10 @@ assets, and the session:
   is (memoryd.api.auth), and a session is opened (memoryd.console.sessions). The answer sets the
   cookie `memoryd_console` (HttpOnly, SameSite=Strict, Path=/, Secure when TLS is on) and
   carries the session's CSRF token and what the token may do (role, agents, max_trust).
-- `GET /console/session` answers the same for the cookie's session (the page reloaded);
-  `DELETE /console/session` signs out.
+- `GET /console/session` answers the same for the cookie's session (the page reloaded) when
+  the request carries its CSRF token too, which the page's tab keeps (sessionStorage, this
+  origin's alone): a browser sends the cookie to every port of the host, and a server on
+  another port must not learn the session from it. `DELETE /console/session` signs out.
 - A request to the API with the cookie and no `Authorization` header is a console call: it
   must carry the session's CSRF token in `X-Memoryd-Csrf` (403 otherwise), and it goes on with
   the session's token as its bearer token, so the API's authentication, access rules and
@@ -196,7 +198,10 @@ class ConsoleApp:
         cookie = _cookie(headers)
         if method == "GET":
             session = self._live(cookie) if cookie else None
-            if session is None:
+            # The cookie alone describes nothing: a browser sends it to every port of the host,
+            # so a server on another port has it. The page's tab keeps the CSRF token it was
+            # given at sign-in, and only a request carrying it learns the session.
+            if session is None or not csrf_matches(session, headers.get(CSRF_HEADER, "")):
                 await _json(send, 401, {"code": "unauthenticated", "message": "not signed in"})
                 return
             await _json(send, 200, self._described(session))

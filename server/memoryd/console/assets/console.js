@@ -236,8 +236,14 @@ function signedOut(message) {
   input.focus();
 }
 
+// The session's CSRF token is kept by this tab (sessionStorage is this origin's alone, its port
+// included): the server describes a session only to a request that carries it, so that the
+// cookie, which a browser sends to every port of the host, is of no use on its own.
+const CSRF_KEY = "memoryd-console-csrf";
+
 function signedIn(session) {
   state.session = session;
+  sessionStorage.setItem(CSRF_KEY, session.csrf);
   document.getElementById("nav").hidden = false;
   const agents = session.agents ? session.agents.join(", ") : "every agent";
   document.getElementById("who").textContent =
@@ -252,6 +258,7 @@ async function signOut() {
     credentials: "same-origin",
     headers: { "x-memoryd-csrf": state.session ? state.session.csrf : "" },
   });
+  sessionStorage.removeItem(CSRF_KEY);
   location.hash = "#/";
   signedOut("Signed out.");
 }
@@ -1549,7 +1556,10 @@ window.addEventListener("hashchange", () => {
 
 document.addEventListener("DOMContentLoaded", async () => {
   document.getElementById("sign-out").addEventListener("click", signOut);
-  const response = await fetch("/console/session", { credentials: "same-origin" });
+  const response = await fetch("/console/session", {
+    credentials: "same-origin",
+    headers: { "x-memoryd-csrf": sessionStorage.getItem(CSRF_KEY) || "" },
+  });
   if (response.ok) signedIn(await response.json());
   else signedOut();
 });
