@@ -313,7 +313,8 @@ class _Supervisor:
 
     def _wait_ready(self, indexes: list[int]) -> bool:
         """Whether every worker of `indexes` reported ready (False: one exited, or the timeout
-        passed, or a stop was asked for meanwhile)."""
+        passed, or a stop was asked for meanwhile). A SIGHUP meanwhile is applied at once: the
+        workers serving refuse a withdrawn token while another starts again."""
         deadline = time.monotonic() + READY_TIMEOUT_SECONDS
         for index in indexes:
             pipe = self._ready_pipes.pop(index)
@@ -331,6 +332,9 @@ class _Supervisor:
                             extra={"event": Event.WORKER_FAILED, "worker": index},
                         )
                         return False
+                    if self._reload.is_set():  # a reload does not wait for a (re)start
+                        self._reload.clear()
+                        self._reload_tokens()
                     if self._stop.is_set() or time.monotonic() > deadline:
                         if not self._stop.is_set():
                             log.error(

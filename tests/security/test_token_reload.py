@@ -246,6 +246,36 @@ def test_a_sighup_while_memoryd_starts_is_held_and_applied_once_it_serves(
     assert server.stop() == 0, server.output
 
 
+async def test_a_reload_while_a_worker_starts_again_reaches_the_others_at_once(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    server = start_server(
+        tmp_path / "home", config=tokens(KEPT, WITHDRAWN), workers=WORKERS
+    ).start()
+    first = server.events(Event.SERVING)[-1]["pids"]
+    async with channels_to_each_worker(server.address, WORKERS) as channels:
+        assert await answers(channels[1], WITHDRAWN) is grpc.StatusCode.OK
+        rewrite(server, tokens(KEPT))
+        os.kill(first[0], signal.SIGKILL)
+
+        def replacing() -> bool:  # its replacement is starting
+            return bool(set(children(server.process.pid)) - set(first))
+
+        await eventually(replacing)
+        server.process.send_signal(signal.SIGHUP)
+
+        async def refused() -> bool:
+            return await answers(channels[1], WITHDRAWN) is grpc.StatusCode.UNAUTHENTICATED
+
+        await eventually(refused)
+        assert server.events(Event.WORKER_STARTED) == []  # not after the restart: at once
+        await asyncio.to_thread(server.wait_for_event, Event.WORKER_STARTED, 60)
+    async with channels_to_each_worker(server.address, WORKERS) as channels:
+        for channel in channels:  # the one started again too
+            assert await answers(channel, WITHDRAWN) is grpc.StatusCode.UNAUTHENTICATED
+    assert server.stop() == 0, server.output
+
+
 @pytest.mark.parametrize("signal_to", ["supervisor", "group"])
 async def test_a_sighup_never_stops_a_worker(
     start_server: type[ServerProcess], tmp_path: Path, signal_to: str
