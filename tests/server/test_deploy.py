@@ -99,6 +99,26 @@ def test_the_pods_probe_the_health_port_as_the_image_s_user(
     assert {"/etc/memoryd", "/var/lib/memoryd", "/tmp"} <= mounted  # noqa: S108 - an emptyDir
 
 
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_no_pod_holds_a_service_account_token_or_reaches_the_health_port(path: Path) -> None:
+    docs = documents(path)
+    (workload,) = (doc for doc in docs if doc["kind"] in ("Deployment", "StatefulSet"))
+    template = workload["spec"]["template"]
+    assert template["spec"]["automountServiceAccountToken"] is False
+    (container,) = template["spec"]["containers"]
+    ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    (policy,) = (doc for doc in docs if doc["kind"] == "NetworkPolicy")
+    assert policy["spec"]["podSelector"]["matchLabels"] == template["metadata"]["labels"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    opened = {
+        ports.get(port["port"], port["port"])
+        for rule in policy["spec"]["ingress"]
+        for port in rule["ports"]
+    }
+    assert opened == {ports["grpc"]}
+    assert HEALTH_PORT not in opened
+
+
 def _loads(config: str, tmp_path: Path, tls_folder: str) -> Settings:
     """memoryd's own loader reads `config` (its TLS files replaced by real ones)."""
     pair = Authority(tmp_path).issue("server", server=True)
