@@ -156,6 +156,10 @@ def test_the_compose_set_s_config_loads_and_its_balancer_names_its_replicas(
         r"^\s+server (\S+) (\S+):50051$", (DEPLOY / "compose" / "haproxy.cfg").read_text(), re.M
     )
     assert servers == [(name, name) for name in replicas]
+    # A connection to a replica that died hard goes to the other (redispatch).
+    balancer = (DEPLOY / "compose" / "haproxy.cfg").read_text()
+    assert re.search(r"^\s+option redispatch\b", balancer, re.M)
+    assert re.search(r"^\s+retries [1-9]\b", balancer, re.M)
     # Secrets are references to the environment, never values.
     for name in (*replicas, "postgres"):
         environment = compose["services"][name]["environment"]
