@@ -193,11 +193,13 @@ ts-test: install tools
 # Debian bases made by mmdebstrap (root and podman; image-tools installs them with apt).
 # image-test builds them and uses them as a user would (scripts/image_test.py, about 2 minutes
 # cold); neither is part of make test.
+# netavark (podman's networks) needs iptables: without it a cold build fails late, naming neither.
 IMAGE_TOOLS = podman buildah mmdebstrap runc podman-compose netavark aardvark-dns uidmap slirp4netns \
-	fuse-overlayfs nftables openssl
+	fuse-overlayfs nftables iptables openssl
 
 image-tools:
 	@command -v podman-compose >/dev/null && command -v mmdebstrap >/dev/null \
+		&& command -v iptables >/dev/null \
 		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(IMAGE_TOOLS))
 
 image: image-tools
