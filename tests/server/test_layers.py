@@ -26,6 +26,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "server" / "memoryd"
 FLOORS = {
     "errors": 0,
     "log_events": 0,
+    "hangups": 0,  # SIGHUP held before anything else is imported (the command's first line)
     "domain": 1,
     "testing": 1,  # helpers for tests that start servers; no unit of the server imports them
     "log_names": 2,
@@ -45,7 +46,8 @@ FLOORS = {
     "supervisor": 11,
     "server": 12,
     "cli": 13,
-    "__main__": 14,
+    "entry": 14,  # the `memoryd` command: SIGHUP held, then the command line
+    "__main__": 15,
 }
 # Units no other unit may import.
 LEAVES = ("testing", "__main__")
