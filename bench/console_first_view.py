@@ -154,7 +154,9 @@ def measure(http: str, pages: dict[str, str], loads: int) -> dict[str, dict[str,
         chrome.execute_async_script(
             "const done = arguments[arguments.length - 1];"
             "fetch('/console/session', {method: 'POST', headers: {'content-type':"
-            " 'application/json'}, body: JSON.stringify({token: ''})}).then((r) => done(r.status));"
+            " 'application/json'}, body: JSON.stringify({token: ''})}).then((r) => r.json())"
+            # The tab keeps the session's CSRF token, as the page's own sign-in does.
+            ".then((s) => { sessionStorage.setItem('memoryd-console-csrf', s.csrf); done(); });"
         )
         figures = {}
         for name, route in pages.items():

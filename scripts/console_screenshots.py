@@ -342,7 +342,10 @@ def main() -> int:
                     "const done = arguments[arguments.length - 1];"
                     "fetch('/console/session', {method: 'POST', headers: {'content-type':"
                     " 'application/json'}, body: JSON.stringify({token: ''})})"
-                    ".then((r) => done(r.status));"
+                    ".then((r) => r.json())"
+                    # The tab keeps the session's CSRF token, as the page's own sign-in does.
+                    ".then((s) => { sessionStorage.setItem('memoryd-console-csrf', s.csrf); "
+                    "done(); });"
                 )
                 conversation = f"/{ada.agent_id}/{ada.owner_id}/{ada.channel}/{ada.chat_id}/"
                 pages = {
