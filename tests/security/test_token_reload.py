@@ -22,7 +22,7 @@ import pytest
 import memoryd_client as md
 from memoryd.log_events import Event
 from memoryd.testing.server_process import ServerProcess
-from memoryd.testing.workers import channels_to_each_worker
+from memoryd.testing.workers import channels_to_each_worker, children
 from tests.review_helpers import eventually
 
 KEPT = "reload-kept-token-0123456789abcdef"
@@ -206,15 +206,6 @@ def catches_sighup(pid: int) -> bool:
             if line.startswith("SigCgt:"):
                 return bool(int(line.split()[1], 16) & (1 << (signal.SIGHUP - 1)))
     return False
-
-
-def children(pid: int) -> list[int]:
-    """The processes `pid` started (its workers), from /proc."""
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        with contextlib.suppress(OSError):
-            found += [int(child) for child in (task / "children").read_text().split()]
-    return found
 
 
 @pytest.mark.parametrize("workers", [1, WORKERS])

@@ -32,7 +32,7 @@ from memoryd.storage.writer import WriterSettings
 from memoryd.testing import postgres
 from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.server_process import ServerProcess
-from memoryd.testing.workers import channels_to_each_worker
+from memoryd.testing.workers import channels_to_each_worker, children
 from tests.helpers import append, prompt_files_lock, store, user
 from tests.review.test_compaction import WINDOW, compaction_requests, filler, summaries_or_nothing
 from tests.review_helpers import eventually, review_config
@@ -196,7 +196,7 @@ def test_a_replacement_that_dies_before_it_serves_is_replaced_in_turn(
     server = start_server(tmp_path / "home", workers=WORKERS).start()
     first = _pids(server)
     os.kill(first[0], signal.SIGKILL)
-    while not (started := set(_children(server.process.pid)) - set(first)):
+    while not (started := set(children(server.process.pid)) - set(first)):
         assert server.process.poll() is None, server.output
         time.sleep(0.005)
     (replacement,) = started
@@ -210,15 +210,6 @@ def test_a_replacement_that_dies_before_it_serves_is_replaced_in_turn(
     ]
     assert server.process.poll() is None
     assert server.stop() == 0, server.output
-
-
-def _children(pid: int) -> list[int]:
-    """The processes `pid` started, from /proc."""
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        with contextlib.suppress(OSError):
-            found += [int(child) for child in (task / "children").read_text().split()]
-    return found
 
 
 async def test_sigterm_drains_every_worker(

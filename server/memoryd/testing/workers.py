@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2
@@ -62,3 +63,12 @@ async def channels_to_each_worker(
     finally:
         for channel in opened:
             await channel.close()
+
+
+def children(pid: int) -> list[int]:
+    """The processes `pid` started (a supervisor's workers, one starting included), from /proc."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found += [int(child) for child in (task / "children").read_text().split()]
+    return found
