@@ -14,6 +14,7 @@ class Event(enum.StrEnum):
 
     AFTER_COMMIT = "after_commit"
     CONSOLE_SIGN_IN = "console_sign_in"
+    GRPC_LIMITS = "grpc_limits"
     HOME_READABLE = "home_readable"
     HTTP_ACCEPT_FAILED = "http_accept_failed"
     HTTP_CONNECTIONS_CAPPED = "http_connections_capped"

@@ -39,6 +39,7 @@ from memoryd.log_events import Event
 from memoryd.observability import metrics, tracing
 from memoryd.runtime import Runtime
 from memoryd.serving.binding import bind_failure
+from memoryd.serving.grpc_limits import GrpcLimits, ListenerLimits
 from memoryd.serving.health_port import start_health_port
 from memoryd.serving.listeners import start_http
 from memoryd.serving.token_reloads import SettingsPipe, reload_on_hangup
@@ -163,21 +164,16 @@ def _request_stop(stop: asyncio.Event) -> None:
     stop.set()
 
 
-async def _serve(
-    settings: Settings,
-    runtime: Runtime,
-    stop: asyncio.Event,
-    rpc_log: RpcLog,
-    *,
-    worker: WorkerRole | None,
-    running: Running | None,
-) -> None:
-    server = grpc.aio.server(
+def _grpc_server(server: ServerSettings, limits: GrpcLimits, *, shared: bool) -> grpc.aio.Server:
+    """The main port's gRPC server, under its connection cap and deadlines; `shared` when a
+    supervisor's workers listen on its port together."""
+    return grpc.aio.server(
         options=[
-            ("grpc.max_receive_message_length", settings.server.max_request_bytes),
+            *limits.options(),
+            ("grpc.max_receive_message_length", server.max_request_bytes),
             # Off for a server on its own: a second server could bind the same port and steal
             # half the calls. A supervisor's workers share its port (memoryd.supervisor).
-            ("grpc.so_reuseport", 0 if worker is None else 1),
+            ("grpc.so_reuseport", 1 if shared else 0),
             # Long-lived streams (transcripts) stay open while idle: the server pings every
             # 60 s and gives up after 20 s without an answer; clients may ping every 10 s.
             ("grpc.keepalive_time_ms", 60_000),
@@ -187,6 +183,33 @@ async def _serve(
             ("grpc.http2.max_pings_without_data", 0),
         ],
     )
+
+
+def _bind(server: grpc.aio.Server, settings: ServerSettings) -> int:
+    """Bind the main port (with TLS when configured); returns the port bound."""
+    try:
+        credentials = server_credentials(settings)
+        if credentials is None:
+            return server.add_insecure_port(settings.listen)
+        return server.add_secure_port(settings.listen, credentials)
+    except RuntimeError as error:
+        raise StartupError(
+            f"cannot listen on {settings.listen}: {bind_failure(settings.listen)}"
+        ) from error
+
+
+async def _serve(
+    settings: Settings,
+    runtime: Runtime,
+    stop: asyncio.Event,
+    rpc_log: RpcLog,
+    *,
+    worker: WorkerRole | None,
+    running: Running | None,
+) -> None:
+    limits = ListenerLimits.for_process(settings.server)
+    limits.log()
+    server = _grpc_server(settings.server, limits.main, shared=worker is not None)
     health_servicer = health.aio.HealthServicer()
     register_v1_descriptors()
     reflection_servicer = CommentedReflection(
@@ -224,21 +247,15 @@ async def _serve(
         (add_v1_servicer_to_server, reflection_servicer),
     ):
         add_service(server, register, servicer, rpc_log)
-    try:
-        credentials = server_credentials(settings.server)
-        if credentials is None:
-            port = server.add_insecure_port(settings.server.listen)
-        else:
-            port = server.add_secure_port(settings.server.listen, credentials)
-    except RuntimeError as error:
-        raise StartupError(
-            f"cannot listen on {settings.server.listen}: {bind_failure(settings.server.listen)}"
-        ) from error
+    port = _bind(server, settings.server)
     # Bound before gRPC starts: a port that cannot be had stops the start before any call.
     listeners = await start_http(settings, handlers, runtime, guard)
     health_port = (
         await start_health_port(
-            settings.server.health_listen, health_servicer, shared=worker is not None
+            settings.server.health_listen,
+            health_servicer,
+            limits.health,
+            shared=worker is not None,
         )
         if settings.server.health_listen
         else None

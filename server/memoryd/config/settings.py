@@ -92,6 +92,17 @@ class ServerSettings(Section):
     health_listen: str = ""
     # On SIGTERM or SIGINT, how long calls in flight get to finish.
     grace_period_seconds: float = 10.0
+    # The most gRPC connections open at once on `listen`, per process; beyond it a new
+    # connection is closed at once (the client retries). 0: half of the open-file limit less a
+    # reserve and the health port's share (HTTP has the other half), so that connections never
+    # take the descriptors the database and the model need; a larger value is lowered to that.
+    max_connections: int = 0
+    # A connection must finish its TLS handshake and open HTTP/2 within this many seconds of
+    # being accepted, or it is closed.
+    handshake_timeout_seconds: float = 10.0
+    # A connection with no call in progress for this many seconds is closed (GOAWAY: a client
+    # connects again for its next call, without an error).
+    idle_timeout_seconds: float = 300.0
     # The largest request accepted (4 MiB, gRPC's usual limit). Answers never pass 4 MiB,
     # whatever this is (memoryd.domain.answers).
     max_request_bytes: int = 4 * MIB
@@ -127,6 +138,12 @@ class ServerSettings(Section):
             check_listen(self.health_listen, "memoryd.server.health_listen")
         if not 1 <= self.workers <= MAX_WORKERS:
             raise StartupError(f"memoryd.server.workers is {self.workers}: from 1 to {MAX_WORKERS}")
+        for name in ("handshake_timeout_seconds", "idle_timeout_seconds"):
+            if not 0 < getattr(self, name) <= 86_400:
+                raise StartupError(
+                    f"memoryd.server.{name} must be more than 0 and at most 86400 (a day), got "
+                    f"{getattr(self, name)}"
+                )
         if bool(self.tls_cert) != bool(self.tls_key):
             raise StartupError(
                 "memoryd.server.tls_cert and tls_key go together: set both or neither"

@@ -13,15 +13,18 @@ from grpc_health.v1 import health, health_pb2_grpc
 
 from memoryd.errors import StartupError
 from memoryd.serving.binding import bind_failure
+from memoryd.serving.grpc_limits import GrpcLimits
 
 
 async def start_health_port(
-    listen: str, servicer: health.aio.HealthServicer, *, shared: bool
+    listen: str, servicer: health.aio.HealthServicer, limits: GrpcLimits, *, shared: bool
 ) -> tuple[grpc.aio.Server, int]:
-    """Bind `listen` and serve `servicer` on it; `shared` when a supervisor's workers listen
-    on it together (SO_REUSEPORT), as they do on the main port. Returns the server and port."""
+    """Bind `listen` and serve `servicer` on it, under its own connection cap and deadlines
+    (memoryd.serving.grpc_limits); `shared` when a supervisor's workers listen on it together
+    (SO_REUSEPORT), as they do on the main port. Returns the server and port."""
     server = grpc.aio.server(
         options=[
+            *limits.options(),
             ("grpc.so_reuseport", 1 if shared else 0),
             # A health check is one small message.
             ("grpc.max_receive_message_length", 4096),
