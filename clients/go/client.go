@@ -146,10 +146,12 @@ func streamDefaults(token string) grpc.StreamClientInterceptor {
 // idempotent (idempotency_level NO_SIDE_EFFECTS or IDEMPOTENT) are retried on UNAVAILABLE, and on
 // a CANCELLED the caller did not ask for (a server that stops cancels the calls it had not
 // started yet: grpc/grpc#41785), up to four attempts with a growing backoff. Appends whose every
-// message has a client_message_id are retried likewise (IsKeyedAppend); other writes never are:
-// a write that may have committed is for the caller to send again.
+// message has a client_message_id are retried likewise (IsKeyedAppend). Every other unary call is
+// retried only on a CANCELLED that came before the server's response headers: memoryd sends those
+// before it runs a call that is not safe to repeat, and gRPC never retries a call whose headers
+// came, so such a call never ran. A write that may have committed is for the caller to send again.
 func ServiceConfig() string {
-	var names []map[string]string
+	var idempotent, others []map[string]string
 	for _, file := range []protoreflect.FileDescriptor{
 		pb.File_memoryd_v1_memory_service_proto, pb.File_memoryd_v1_compaction_service_proto,
 	} {
@@ -161,32 +163,40 @@ func ServiceConfig() string {
 				if method.IsStreamingClient() || method.IsStreamingServer() {
 					continue
 				}
+				name := map[string]string{
+					"service": string(services.Get(i).FullName()),
+					"method":  string(method.Name()),
+				}
 				options, _ := method.Options().(*descriptorpb.MethodOptions)
 				level := options.GetIdempotencyLevel()
 				if level == descriptorpb.MethodOptions_NO_SIDE_EFFECTS ||
 					level == descriptorpb.MethodOptions_IDEMPOTENT {
-					names = append(names, map[string]string{
-						"service": string(services.Get(i).FullName()),
-						"method":  string(method.Name()),
-					})
+					idempotent = append(idempotent, name)
+				} else {
+					others = append(others, name)
 				}
 			}
 		}
 	}
-	sort.Slice(names, func(a, b int) bool {
-		return names[a]["service"]+names[a]["method"] < names[b]["service"]+names[b]["method"]
-	})
+	for _, names := range [][]map[string]string{idempotent, others} {
+		sort.Slice(names, func(a, b int) bool {
+			return names[a]["service"]+names[a]["method"] < names[b]["service"]+names[b]["method"]
+		})
+	}
+	policy := func(codes ...string) map[string]any {
+		return map[string]any{
+			"maxAttempts":          RetryAttempts,
+			"initialBackoff":       "0.1s",
+			"maxBackoff":           "1s",
+			"backoffMultiplier":    2,
+			"retryableStatusCodes": codes,
+		}
+	}
 	config := map[string]any{
-		"methodConfig": []any{map[string]any{
-			"name": names,
-			"retryPolicy": map[string]any{
-				"maxAttempts":          RetryAttempts,
-				"initialBackoff":       "0.1s",
-				"maxBackoff":           "1s",
-				"backoffMultiplier":    2,
-				"retryableStatusCodes": []string{"UNAVAILABLE", "CANCELLED"},
-			},
-		}},
+		"methodConfig": []any{
+			map[string]any{"name": idempotent, "retryPolicy": policy("UNAVAILABLE", "CANCELLED")},
+			map[string]any{"name": others, "retryPolicy": policy("CANCELLED")},
+		},
 	}
 	text, _ := json.Marshal(config)
 	return string(text)

@@ -185,17 +185,38 @@ func TestErrorsCarryTheStatusAndTheServersMessage(t *testing.T) {
 	}
 }
 
-func TestServiceConfigRetriesOnlyIdempotentCalls(t *testing.T) {
-	config := ServiceConfig()
-	for _, method := range []string{`"ListMessages"`, `"Recall"`, `"GetPromptContext"`, `"ComposeContext"`} {
-		if !strings.Contains(config, method) {
-			t.Errorf("%s is not retried: %s", method, config)
+func TestServiceConfigRetriesWritesOnlyOnACancelBeforeTheHeaders(t *testing.T) {
+	var config struct {
+		MethodConfig []struct {
+			Name []struct {
+				Service, Method string
+			}
+			RetryPolicy struct {
+				RetryableStatusCodes []string
+			}
 		}
 	}
-	for _, method := range []string{`"AppendMessages"`, `"CommitTurn"`, `"StreamTranscript"`} {
-		if strings.Contains(config, method) {
-			t.Errorf("%s must not be retried: %s", method, config)
+	if err := json.Unmarshal([]byte(ServiceConfig()), &config); err != nil {
+		t.Fatal(err)
+	}
+	codes := map[string]string{}
+	for _, entry := range config.MethodConfig {
+		for _, name := range entry.Name {
+			codes[name.Method] = strings.Join(entry.RetryPolicy.RetryableStatusCodes, ",")
 		}
+	}
+	for _, method := range []string{"ListMessages", "Recall", "GetPromptContext", "ComposeContext"} {
+		if codes[method] != "UNAVAILABLE,CANCELLED" {
+			t.Errorf("%s is retried on %q", method, codes[method])
+		}
+	}
+	for _, method := range []string{"AppendMessages", "CommitTurn", "StoreMemory", "ClearConversation"} {
+		if codes[method] != "CANCELLED" {
+			t.Errorf("%s is retried on %q, want CANCELLED only", method, codes[method])
+		}
+	}
+	if _, found := codes["StreamTranscript"]; found {
+		t.Errorf("a stream must not be retried: %v", codes)
 	}
 }
 

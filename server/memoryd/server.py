@@ -23,6 +23,7 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 from memoryd import __version__
 from memoryd.api.access import declarations
 from memoryd.api.auth import Authorizer
+from memoryd.api.commitment import committed_first
 from memoryd.api.reflection import (
     V1_SERVICE_NAME,
     CommentedReflection,
@@ -238,9 +239,12 @@ async def _serve(
     )
     read_only = settings.server.read_only
     writing = frozenset(path for path, item in access.items() if item.writes and read_only)
+    commits = committed_first((memory_service_pb2, compaction_service_pb2))
     handlers: dict[str, Any] = {}
     for register, servicer in guarded:
-        handlers |= add_service(server, register, servicer, rpc_log, guard, refused=writing)
+        handlers |= add_service(
+            server, register, servicer, rpc_log, guard, refused=writing, commits=commits
+        )
     for register, servicer in (
         (health_pb2_grpc.add_HealthServicer_to_server, health_servicer),
         (reflection_pb2_grpc.add_ServerReflectionServicer_to_server, reflection_servicer),

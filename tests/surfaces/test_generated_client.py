@@ -87,16 +87,26 @@ def test_public_surface() -> None:
         assert hasattr(memoryd_client, name), name
 
 
-def test_only_calls_marked_idempotent_are_retried() -> None:
+def test_writes_are_retried_only_on_a_cancel_before_the_headers() -> None:
     retried = memoryd_client.idempotent_methods()
     assert ("memoryd.v1.MemoryService", "ListMessages") in retried
     assert ("memoryd.v1.CompactionService", "ComposeContext") in retried
     for write in ("AppendMessages", "CommitTurn", "StoreMemory", "StreamTranscript", "ImportData"):
         assert ("memoryd.v1.MemoryService", write) not in retried
     config = json.loads(memoryd_client.service_config())
-    (policy,) = config["methodConfig"]
-    assert len(policy["name"]) == len(retried)
-    assert policy["retryPolicy"]["retryableStatusCodes"] == ["UNAVAILABLE", "CANCELLED"]
+    codes = {
+        name["method"]: entry["retryPolicy"]["retryableStatusCodes"]
+        for entry in config["methodConfig"]
+        for name in entry["name"]
+    }
+    assert sum(code == ["UNAVAILABLE", "CANCELLED"] for code in codes.values()) == len(retried)
+    assert codes["ListMessages"] == ["UNAVAILABLE", "CANCELLED"]
+    # Every other unary call only on a CANCELLED before the server's headers: one that never
+    # ran (the server sends them before it runs such a call: memoryd.api.commitment).
+    for write in ("AppendMessages", "CommitTurn", "StoreMemory", "ClearConversation"):
+        assert codes[write] == ["CANCELLED"], write
+    assert "StreamTranscript" not in codes
+    assert "ImportData" not in codes
 
 
 def test_an_append_is_retried_only_when_every_message_has_a_client_message_id() -> None:

@@ -5,8 +5,9 @@ deadline, and retries the calls the contract marks idempotent (idempotency_level
 or IDEMPOTENT) through the gRPC service config, on UNAVAILABLE and on a CANCELLED that the client
 did not ask for (a server that stops cancels the calls it had not started yet: grpc/grpc#41785).
 An AppendMessages whose every message carries a client_message_id is retried the same way (the
-server skips what it stored, and says so: APPEND_OUTCOME_DUPLICATE); other writes are never
-retried.
+server skips what it stored, and says so: APPEND_OUTCOME_DUPLICATE). Every other write is tried
+again only on a CANCELLED that came before the server's response headers: memoryd sends those
+before it runs such a write, so the call never ran (the server's memoryd.api.commitment).
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ RETRY_MAX_DELAY_SECONDS = 1.0
 # answers CANCELLED for calls it had accepted but not started (grpc/grpc#41785); a CANCELLED the
 # caller asked for (its own cancel or deadline) ends the call as always.
 RETRYABLE_CODES = ("UNAVAILABLE", "CANCELLED")
+# The one status after which any call is tried again, whatever it writes: a CANCELLED that
+# came before the server's response headers. memoryd sends those before it runs a call that is
+# not safe to repeat, and gRPC never tries a call again once its headers came (gRFC A6), so such
+# a call is one the server never ran.
+NOT_STARTED_CODES = ("CANCELLED",)
 APPEND_METHOD = "/memoryd.v1.MemoryService/AppendMessages"
 _IDEMPOTENT = (
     descriptor_pb2.MethodOptions.NO_SIDE_EFFECTS,
@@ -43,8 +49,8 @@ _IDEMPOTENT = (
 )
 
 
-def idempotent_methods() -> list[tuple[str, str]]:
-    """(service, method) of every unary call the contract marks idempotent."""
+def _unary_methods() -> list[tuple[str, str, bool]]:
+    """(service, method, whether the contract marks it idempotent) of every unary call."""
     found = []
     files: Sequence[FileDescriptor] = (memory_pb.DESCRIPTOR, compaction_pb.DESCRIPTOR)
     for file in files:
@@ -55,30 +61,50 @@ def idempotent_methods() -> list[tuple[str, str]]:
                 options = descriptor_pb2.MethodOptions.FromString(
                     method.GetOptions().SerializeToString()
                 )
-                if options.idempotency_level in _IDEMPOTENT:
-                    found.append((service.full_name, method.name))
+                idempotent = options.idempotency_level in _IDEMPOTENT
+                found.append((service.full_name, method.name, idempotent))
     return sorted(found)
 
 
+def idempotent_methods() -> list[tuple[str, str]]:
+    """(service, method) of every unary call the contract marks idempotent."""
+    return [(service, method) for service, method, idempotent in _unary_methods() if idempotent]
+
+
+def _policy(codes: Sequence[str]) -> dict[str, Any]:
+    return {
+        "maxAttempts": RETRY_ATTEMPTS,
+        "initialBackoff": f"{RETRY_FIRST_DELAY_SECONDS}s",
+        "maxBackoff": f"{RETRY_MAX_DELAY_SECONDS:g}s",
+        "backoffMultiplier": 2,
+        "retryableStatusCodes": list(codes),
+    }
+
+
 def service_config() -> str:
-    """The gRPC service config: idempotent calls retried on UNAVAILABLE or CANCELLED with a
-    growing delay."""
+    """The gRPC service config: idempotent calls retried on UNAVAILABLE or CANCELLED, every
+    other unary call on a CANCELLED that came before the server's headers (one it never ran),
+    with a growing delay."""
+    methods = _unary_methods()
     return json.dumps(
         {
             "methodConfig": [
                 {
                     "name": [
                         {"service": service, "method": method}
-                        for service, method in idempotent_methods()
+                        for service, method, idempotent in methods
+                        if idempotent
                     ],
-                    "retryPolicy": {
-                        "maxAttempts": RETRY_ATTEMPTS,
-                        "initialBackoff": f"{RETRY_FIRST_DELAY_SECONDS}s",
-                        "maxBackoff": f"{RETRY_MAX_DELAY_SECONDS:g}s",
-                        "backoffMultiplier": 2,
-                        "retryableStatusCodes": list(RETRYABLE_CODES),
-                    },
-                }
+                    "retryPolicy": _policy(RETRYABLE_CODES),
+                },
+                {
+                    "name": [
+                        {"service": service, "method": method}
+                        for service, method, idempotent in methods
+                        if not idempotent
+                    ],
+                    "retryPolicy": _policy(NOT_STARTED_CODES),
+                },
             ]
         }
     )

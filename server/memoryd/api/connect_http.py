@@ -92,6 +92,10 @@ class HttpContext:
     def code(self) -> grpc.StatusCode | None:
         return self._code
 
+    async def send_initial_metadata(self, metadata: tuple[tuple[str, Any], ...]) -> None:
+        """Nothing to do: an HTTP answer's headers go with its body, and no HTTP client retries
+        (memoryd.api.commitment)."""
+
     async def abort(
         self,
         code: grpc.StatusCode,

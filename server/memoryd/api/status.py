@@ -26,7 +26,7 @@ import inspect
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
 
 import grpc
@@ -34,6 +34,7 @@ from google.protobuf.message import DecodeError
 
 from memoryd.api import error_details
 from memoryd.api.auth import Authorizer
+from memoryd.api.commitment import Commits
 from memoryd.api.context import Context
 from memoryd.domain.answers import MAX_ANSWER_BYTES
 from memoryd.errors import (
@@ -125,11 +126,14 @@ def add_service(
     guard: Authorizer | None = None,
     *,
     refused: frozenset[str] = frozenset(),
+    commits: Mapping[str, Commits] | None = None,
 ) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
     """Register `servicer` with the generated `register` function, every handler wrapped;
     with a `guard`, every call is authenticated and its request admitted first; a method in
-    `refused` (the writing ones of a read-only server) then answers FAILED_PRECONDITION.
-    Returns the wrapped handlers by path (`/package.Service/Method`), for other transports."""
+    `refused` (the writing ones of a read-only server) then answers FAILED_PRECONDITION. A
+    request that `commits` says is not safe to repeat gets its response headers before it runs
+    (memoryd.api.commitment). Returns the wrapped handlers by path (`/package.Service/Method`),
+    for other transports."""
     registrar = _Registrar()
     register(servicer, registrar)
     every: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
@@ -141,6 +145,7 @@ def add_service(
                 rpc_log,
                 guard,
                 refused=f"/{service}/{method}" in refused,
+                commits=(commits or {}).get(f"/{service}/{method}"),
             )
             for method, handler in handlers.items()
         }
@@ -319,6 +324,7 @@ def _wrap_handler(
     guard: Authorizer | None,
     *,
     refused: bool,
+    commits: Commits | None,
 ) -> grpc.RpcMethodHandler[Any, Any]:
     replaced: Any = handler
     unary_request = not handler.request_streaming
@@ -334,6 +340,7 @@ def _wrap_handler(
                 guard=guard,
                 unary_request=unary_request,
                 refused=refused,
+                commits=commits,
             )
             replaced = replaced._replace(**{kind: wrapped})
     replaced = replaced._replace(request_deserializer=_tolerant(handler.request_deserializer))
@@ -350,6 +357,7 @@ def _wrap(
     guard: Authorizer | None,
     unary_request: bool,
     refused: bool,
+    commits: Commits | None = None,
 ) -> Any:
     """The same bookkeeping around a coroutine handler or an async-generator handler."""
     counted = _MethodMetrics(method)
@@ -386,6 +394,8 @@ def _wrap(
         call = _Call(method, level, rpc_log, counted, context)
         try:
             request = admitted(request, call, context)
+            if commits is not None and commits(request):
+                await context.send_initial_metadata(())
             return _readable(await behavior(request, context))
         except (grpc.aio.AbortError, grpc.aio.UsageError):
             raise
