@@ -366,7 +366,7 @@ def _services(
         memory=memory,
         recall=recall,
         prompts=prompts,
-        resources=ResourceService(writer, readers, prompts, page_tokens),
+        resources=ResourceService(writer, readers, prompts, page_tokens, memory.rows),
         erasure=ErasureService(
             home=settings.home,
             writer=writer,

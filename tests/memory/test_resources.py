@@ -82,9 +82,12 @@ async def test_diff_is_unified_and_labelled(
     assert same.diff == ""
 
 
-async def test_rollback_is_a_new_revision_and_the_next_rebuild_replaces_it(
+async def test_a_rollback_puts_the_rows_back_so_the_file_stays_rolled_back(
     memory: md.MemoryServiceStub, server: ServerProcess, versioned: md.Conversation
 ) -> None:
+    """USER.md rolled back to revision 1 (tea): the row archived since is restored, the row
+    learnt since archived, and a later write that changes nothing in USER.md leaves it so (the
+    file used to be rebuilt from rows that still said chess)."""
     done = await memory.RollbackResource(
         md.RollbackResourceRequest(ref=user_ref(versioned), revision=1)
     )
@@ -93,27 +96,54 @@ async def test_rollback_is_a_new_revision_and_the_next_rebuild_replaces_it(
     assert done.revision.mutation_source == "rollback"
     # A rollback keeps the record of what the content renders, for erasure to find it.
     first = await memory.GetRevision(md.GetRevisionRequest(ref=user_ref(versioned), revision=1))
-    rendered = json.loads(first.revision.provenance)["rendered"]
-    assert len(rendered) == 1
-    assert json.loads(done.revision.provenance) == {"rolled_back_to": 1, "rendered": rendered}
+    first_provenance = json.loads(first.revision.provenance)
+    assert len(first_provenance["rendered"]) == 1
+    assert json.loads(done.revision.provenance) == {
+        "rolled_back_to": 1,
+        "rendered": first_provenance["rendered"],
+        "values": {str(first_provenance["rendered"][0]): "Prefers tea"},
+    }
     assert done.notice == (
-        "Rolled back user_md to the content of revision 1 (new revision 4). Memory rows are "
-        "unchanged: the next change to this memory rebuilds USER.md from them and replaces this "
-        "content."
+        "Rolled back user_md to the content of revision 1 (new revision 4). Memory rows put "
+        "back as the revision had them (1 learnt since archived (RestoreMemory brings one "
+        "back); 1 archived since restored). The file stays so until something new is learnt."
     )
     user_md = server.home / "memory" / versioned.agent_id / "USER.md"
     assert user_md.read_text(encoding="utf-8") == "## Preferences\n- Prefers tea"
     prompt = await memory.GetPromptContext(md.GetPromptContextRequest(agent_id=versioned.agent_id))
     assert prompt.user_md == "## Preferences\n- Prefers tea"
     assert prompt.user_usage.revision == 4
+    rows = await memory.ListMemories(
+        md.ListMemoriesRequest(conversation=versioned, archived=md.ARCHIVED_FILTER_ALL)
+    )
+    states = {
+        row.memory.key: (row.memory.archived, row.memory.archived_by) for row in rows.memories
+    }
+    assert states == {"tea": (False, ""), "chess": (True, "rollback")}
     again = await memory.RollbackResource(
         md.RollbackResourceRequest(ref=user_ref(versioned), revision=1)
     )
     assert not again.changed
     assert again.revision.revision == 4
+    assert "already were as the revision had them" in again.notice
+    # A write that USER.md does not show: the file stays as rolled back.
+    await store(
+        memory,
+        versioned,
+        "project",
+        "Drafting the Q3 plan",
+        md.CATEGORY_CONTEXT,
+        scope_type=md.SCOPE_TYPE_CONVERSATION,
+    )
+    unchanged = await memory.GetPromptContext(
+        md.GetPromptContextRequest(agent_id=versioned.agent_id)
+    )
+    assert unchanged.user_md == "## Preferences\n- Prefers tea"
+    assert unchanged.user_usage.revision == 4
+    # Something new about the user: the file shows it beside what was rolled back to.
     await store(memory, versioned, "goal", "Learn Go", md.CATEGORY_GOAL)
     rebuilt = await memory.GetPromptContext(md.GetPromptContextRequest(agent_id=versioned.agent_id))
-    assert rebuilt.user_md == "## Interests\n- Likes chess\n\n## Goals\n- Learn Go"
+    assert rebuilt.user_md == "## Preferences\n- Prefers tea\n\n## Goals\n- Learn Go"
     assert user_md.read_text(encoding="utf-8") == rebuilt.user_md
     history = await memory.ListRevisions(md.ListRevisionsRequest(ref=user_ref(versioned), limit=2))
     assert [r.revision for r in history.revisions] == [5, 4]
@@ -121,6 +151,30 @@ async def test_rollback_is_a_new_revision_and_the_next_rebuild_replaces_it(
         md.ListRevisionsRequest(ref=user_ref(versioned), before_revision=4)
     )
     assert [r.revision for r in older.revisions] == [3, 2, 1]
+
+
+async def test_a_rollback_sets_back_a_value_changed_since_and_keeps_the_order(
+    memory: md.MemoryServiceStub, server: ServerProcess
+) -> None:
+    conversation = fresh_conversation()
+    await store(memory, conversation, "city", "Lives in Berlin", md.CATEGORY_IDENTITY)
+    await store(memory, conversation, "name", "Called Ada", md.CATEGORY_IDENTITY)
+    before = await memory.GetPromptContext(
+        md.GetPromptContextRequest(agent_id=conversation.agent_id)
+    )
+    await store(memory, conversation, "city", "Lives in Paris", md.CATEGORY_IDENTITY)
+    done = await memory.RollbackResource(
+        md.RollbackResourceRequest(ref=user_ref(conversation), revision=before.user_usage.revision)
+    )
+    assert "1 changed since set back" in done.notice
+    assert done.revision.content == before.user_md
+    rows = await memory.ListMemories(md.ListMemoriesRequest(conversation=conversation))
+    assert {row.memory.key: row.memory.value for row in rows.memories}["city"] == "Lives in Berlin"
+    await store(memory, conversation, "project", "Q3", md.CATEGORY_CONTEXT)
+    after = await memory.GetPromptContext(
+        md.GetPromptContextRequest(agent_id=conversation.agent_id)
+    )
+    assert after.user_md == before.user_md
 
 
 @pytest.mark.parametrize(
@@ -212,16 +266,18 @@ async def test_the_cli_commands(server: ServerProcess, versioned: md.Conversatio
     )
     assert as_json["changed"] is True
     assert as_json["revision"]["revision"] == "6"
+    # Revision 2 showed tea and chess: the rollback put both rows back.
     memories = cli(server, "memory", "list", "--archived", "all", *agent)
     tea_id = next(line.split("\t")[0] for line in memories.stdout.splitlines() if "tea" in line)
-    assert "(archived)" in memories.stdout
+    assert "(archived)" not in memories.stdout
+    forgot = cli(server, "memory", "forget", tea_id, "--reason", "no longer true", *agent)
+    assert forgot.stdout == f"forgot memory {tea_id}\n"
+    assert "(archived)" in cli(server, "memory", "list", "--archived", "all", *agent).stdout
     restored = cli(server, "memory", "restore", tea_id, *agent)
     assert restored.stdout == f"restored memory {tea_id}\n"
     shown_json = json.loads(cli(server, "memory", "show", tea_id, "--json", *agent).stdout)
     assert shown_json["memory"]["key"] == "tea"
     assert "archived" not in shown_json["memory"]
-    forgot = cli(server, "memory", "forget", tea_id, "--reason", "no longer true", *agent)
-    assert forgot.stdout == f"forgot memory {tea_id}\n"
     missing = cli(server, "memory", "show", "999999999", *agent)
     assert missing.returncode == 1
     assert missing.stderr == "memoryd: NOT_FOUND: memory 999999999 not found\n"

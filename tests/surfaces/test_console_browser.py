@@ -425,7 +425,9 @@ def test_user_md_is_rolled_back_through_the_diff_view(console: Console) -> None:
     console.screenshot("diff")
     console.wait("button.danger", "Roll back").click()
     console.confirm()
-    console.wait("#status", "Rolled back")
+    # The server's notice stays on the page: what the rollback did to the rows behind the file.
+    notice = console.wait("p.notice", "Memory rows put back")
+    assert notice.text.startswith("Rolled back user_md to the content of revision")
     with md.connect_sync(console.server.address, token=ADMIN) as channel:
         context = md.MemoryServiceStub(channel).GetPromptContext(
             md.GetPromptContextRequest(agent_id="main", owner_id="ada")

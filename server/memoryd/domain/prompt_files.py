@@ -14,6 +14,7 @@ lines, separated by one blank line, with no trailing newline; an empty file is e
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections.abc import Callable, Iterable
 
 from memoryd.domain.memories import (
@@ -141,6 +142,100 @@ def render(
             text, tokens, started = candidate, candidate_tokens, True
             shown.append(record.id)
     return RenderedFile(file, text, tokens, tuple(shown))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PutBack:
+    """What puts the rows behind a prompt file back as one of its revisions rendered them (a
+    rollback), so that the file rendered from the rows is that revision's again and stays so
+    until something new is learnt."""
+
+    # Rows the revision did not show that would show now: archived (RestoreMemory brings one
+    # back). Learnt since, or restored since.
+    archive: tuple[int, ...]
+    # Rows the revision rendered that were archived since: restored.
+    restore: tuple[int, ...]
+    # Rows the revision rendered whose value changed since: (id, the value it rendered).
+    revert: tuple[tuple[int, str], ...]
+    # Rows the revision rendered that were erased since: they cannot come back.
+    missing: tuple[int, ...]
+    # The revision's rows still there, in its order (newest first within each section): they
+    # are marked updated in this order, so the file lists them as the revision did.
+    order: tuple[int, ...]
+
+
+def put_back(
+    file: PromptFile,
+    rendered: tuple[int, ...],
+    values: dict[int, str] | None,
+    *,
+    current: Iterable[MemoryRecord],
+    then: dict[int, MemoryRecord],
+    now: dt.datetime,
+    count_tokens: Callable[[str], int],
+) -> PutBack:
+    """How to put back the rows a revision of `file` rendered (`rendered`, in order, with their
+    `values` when the revision recorded them), given the owner's `current` rows that render into
+    a prompt file, and the rendered rows as they are now (`then`, by id: absent when erased).
+
+    The revision's rows are restored, set back to their values and marked updated now, in its
+    order. Every other row that would then show in the file was not shown by the revision though
+    there was room for it (it was learnt, restored or moved into the file since): it is archived,
+    until the rows render only the revision's."""
+    order = tuple(memory_id for memory_id in rendered if memory_id in then)
+    missing = tuple(memory_id for memory_id in rendered if memory_id not in then)
+    known = values or {}
+    restore = tuple(memory_id for memory_id in order if then[memory_id].archived)
+    revert = tuple(
+        (memory_id, known[memory_id])
+        for memory_id in order
+        if memory_id in known and known[memory_id] != then[memory_id].value
+    )
+    put = [
+        dataclasses.replace(
+            then[memory_id],
+            archived_at=None,
+            value=known.get(memory_id, then[memory_id].value),
+            updated_at=now - dt.timedelta(milliseconds=position),
+        )
+        for position, memory_id in enumerate(order)
+    ]
+    kept = set(order)
+    others = [record for record in current if record.id not in kept]
+    archive: list[int] = []
+    while True:
+        shown = render(file, [*put, *others], count_tokens).memory_ids
+        extra = {memory_id for memory_id in shown if memory_id not in kept}
+        if not extra:
+            break
+        archive += sorted(extra)
+        others = [record for record in others if record.id not in extra]
+    return PutBack(tuple(archive), restore, revert, missing, order)
+
+
+def put_back_notice(plan: PutBack, *, exact: bool) -> str:
+    """What a rollback did to the rows behind the file, for its notice. `exact`: whether the
+    rows now render the revision's content."""
+    done = [
+        f"{len(plan.archive)} learnt since archived (RestoreMemory brings one back)"
+        if plan.archive
+        else "",
+        f"{len(plan.restore)} archived since restored" if plan.restore else "",
+        f"{len(plan.revert)} changed since set back" if plan.revert else "",
+    ]
+    said = "; ".join(part for part in done if part)
+    text = (
+        f"Memory rows put back as the revision had them ({said})."
+        if said
+        else "The memory rows already were as the revision had them."
+    )
+    if plan.missing:
+        text += f" {len(plan.missing)} it showed were erased since and cannot come back."
+    if exact:
+        text += " The file stays so until something new is learnt."
+    else:
+        text += " The rows do not render exactly the revision's content; the file shows them."
+    return text
 
 
 def render_value(value: str) -> str:

@@ -198,16 +198,22 @@ def unified_diff(older: Revision, newer: Revision) -> str:
     return "\n".join(lines)
 
 
-def rollback_notice(key: ResourceKey, target: int, revision: int, *, changed: bool) -> str:
-    """What to tell the user after a rollback."""
+def rollback_notice(
+    key: ResourceKey, target: int, revision: int, *, changed: bool, rows: str | None = None
+) -> str:
+    """What to tell the user after a rollback; `rows`: what was done to the memory rows behind a
+    prompt file (None: nothing, as for a revision that did not record its rows)."""
     name = key.resource_type.value
     if not changed:
         text = f"{name} already has the content of revision {target}; nothing changed."
     else:
         text = f"Rolled back {name} to the content of revision {target} (new revision {revision})."
-    if key.resource_type in PROMPT_FILE_NAMES:
+    if rows is not None:
+        text += " " + rows
+    elif key.resource_type in PROMPT_FILE_NAMES:
         text += (
-            " Memory rows are unchanged: the next change to this memory rebuilds "
-            f"{PROMPT_FILE_NAMES[key.resource_type]} from them and replaces this content."
+            " Memory rows are unchanged (the revision does not record the rows it showed): the "
+            f"next change to this memory rebuilds {PROMPT_FILE_NAMES[key.resource_type]} from "
+            "them and replaces this content."
         )
     return text

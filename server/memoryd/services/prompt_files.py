@@ -33,6 +33,7 @@ from pathlib import Path
 from memoryd.data_directory import PROMPT_FILES_LOCK
 from memoryd.domain import prompt_files as render_rules
 from memoryd.domain.conversation import OwnerKey
+from memoryd.domain.memories import MemoryRecord
 from memoryd.domain.messages import Trust
 from memoryd.domain.prompt_files import PROMPT_FILES, PromptFile
 from memoryd.domain.resources import (
@@ -149,7 +150,12 @@ class PromptFiles:
                 content=rendered.text,
                 mutation_source=mutation_source,
                 provenance_json=json.dumps(
-                    {**provenance, "rendered": list(rendered.memory_ids)},
+                    {
+                        **provenance,
+                        "rendered": list(rendered.memory_ids),
+                        # What each rendered row said: a rollback puts the rows back so.
+                        "values": {str(r.id): r.value for r in rows_shown(rendered, records)},
+                    },
                     separators=(",", ":"),
                     sort_keys=True,
                 ),
@@ -418,6 +424,28 @@ def _file_state(connection: Transaction, owner: OwnerKey, file: PromptFile) -> F
     return FileState(
         found.content, count_tokens(found.content), found.revision, rendered_ids(found)
     )
+
+
+def rows_shown(
+    rendered: render_rules.RenderedFile, records: list[MemoryRecord]
+) -> list[MemoryRecord]:
+    """The rows a rendered file shows, in its order."""
+    by_id = {record.id: record for record in records}
+    return [by_id[memory_id] for memory_id in rendered.memory_ids]
+
+
+def rendered_values(revision: Revision) -> dict[int, str] | None:
+    """What each row a revision renders said then, from its provenance (None when it does not
+    say: a revision written before values were recorded)."""
+    try:
+        listed = json.loads(revision.provenance_json).get("values")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(listed, dict):
+        return None
+    return {
+        int(key): value for key, value in listed.items() if key.isdigit() and isinstance(value, str)
+    }
 
 
 def rendered_ids(revision: Revision) -> tuple[int, ...]:

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
+from memoryd.domain import prompt_files as render_rules
 from memoryd.domain import resources as rules
 from memoryd.domain.answers import page_of, resource_bytes, revision_bytes
+from memoryd.domain.conversation import OwnerKey
+from memoryd.domain.memories import MemoryRecord
+from memoryd.domain.memory_queries import Locator
+from memoryd.domain.messages import Trust
 from memoryd.domain.paging import PageTokens, TokenKind, page_size, request_fingerprint
+from memoryd.domain.prompt_files import PROMPT_FILES
 from memoryd.domain.quoting import shortened
 from memoryd.domain.resources import (
     PROMPT_FILE_NAMES,
@@ -15,15 +22,26 @@ from memoryd.domain.resources import (
     ResourceKey,
     ResourceType,
     Revision,
+    prompt_file_path,
 )
 from memoryd.domain.timestamps import utc_now
+from memoryd.domain.tokens import count_tokens
 from memoryd.errors import InvalidArgument, NotFound, Reason
-from memoryd.services.prompt_files import PromptFiles
+from memoryd.services.prompt_files import (
+    CommittedRender,
+    PromptFiles,
+    rendered_ids,
+    rendered_values,
+)
+from memoryd.services.read_through import ReadThroughCache
+from memoryd.storage import memory_reads, memory_writes
 from memoryd.storage import resource_store as store
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Writer
 
+# Who archived a row learnt after the revision a prompt file was rolled back to.
+ROLLED_BACK_BY = "rollback"
 DEFAULT_HISTORY = 20
 DEFAULT_RESOURCES_PAGE = 100
 MAX_HISTORY = 1000
@@ -63,18 +81,28 @@ class Rollback:
     changed: bool
     notice: str
     path: str
+    # A prompt file's: the render committed with the rows put back, and the rows changed.
+    render: CommittedRender | None = None
+    memory_ids: tuple[int, ...] = ()
 
 
 class ResourceService:
     """Resource revisions over the readers and the writer."""
 
     def __init__(
-        self, writer: Writer, readers: ReaderPool, prompts: PromptFiles, tokens: PageTokens
+        self,
+        writer: Writer,
+        readers: ReaderPool,
+        prompts: PromptFiles,
+        tokens: PageTokens,
+        memory_rows: ReadThroughCache[int, MemoryRecord],
     ) -> None:
+        """`memory_rows`: the cache of memory rows, which a prompt file's rollback changes."""
         self._writer = writer
         self._tokens = tokens
         self._readers = readers
         self._prompts = prompts
+        self._memory_rows = memory_rows
 
     async def list_resources(
         self,
@@ -178,17 +206,93 @@ class ResourceService:
         return Diff(rules.unified_diff(first, second), rules.label(first), rules.label(second))
 
     async def rollback(self, key: ResourceKey, target: int) -> Rollback:
-        """A new revision with `target`'s content; the file is rewritten after commit."""
+        """A new revision with `target`'s content; the file is rewritten after commit. A prompt
+        file's rows are put back as `target` rendered them, so that the file rendered from them
+        is `target`'s again, and stays so until something new is learnt."""
         if target <= 0:
             raise InvalidArgument(f"revision is required (a revision number), got {target}")
-        return await self._writer.run(
-            "resource_rollback",
-            lambda transaction: _rollback(transaction, key, target),
-            after_commit=self._publish,
+
+        def roll_back(transaction: Transaction) -> Rollback:
+            wanted = store.revision(transaction, key, target)
+            if wanted is None:
+                raise NotFound(_missing(key, target))
+            if key.resource_type in PROMPT_FILE_NAMES and rendered_ids(wanted):
+                return self._put_back(transaction, key, wanted)
+            return _rollback(transaction, key, wanted)
+
+        return await self._writer.run("resource_rollback", roll_back, after_commit=self._publish)
+
+    def _put_back(self, connection: Transaction, key: ResourceKey, wanted: Revision) -> Rollback:
+        """Roll a prompt file back through its rows: put them back as `wanted` rendered them,
+        then render the file from them."""
+        owner = OwnerKey(key.agent_id, key.scope_id)
+        (file,) = (f for f in PROMPT_FILES if f.resource_type is key.resource_type)
+        rendered = rendered_ids(wanted)
+        then = {
+            memory_id: found
+            for memory_id in rendered
+            if (found := memory_writes.find(connection, owner, Locator(id=memory_id)))
+        }
+        now = utc_now()
+        plan = render_rules.put_back(
+            file,
+            rendered,
+            rendered_values(wanted),
+            current=memory_reads.render_input(connection, owner),
+            then=then,
+            now=now,
+            count_tokens=count_tokens,
         )
+        reason = f"rollback of {PROMPT_FILE_NAMES[key.resource_type]} to revision {wanted.revision}"
+        for memory_id in plan.archive:
+            memory_writes.archive(
+                connection,
+                owner,
+                memory_id,
+                reason=reason,
+                archived_by=ROLLED_BACK_BY,
+                trust=Trust.OPERATOR,
+                now=now,
+            )
+        for memory_id in plan.restore:
+            memory_writes.restore(connection, owner, memory_id, trust=Trust.OPERATOR, now=now)
+        for memory_id, value in plan.revert:
+            memory_writes.set_value(
+                connection,
+                owner,
+                Locator(id=memory_id),
+                value=value,
+                metadata_json=None,
+                trust=then[memory_id].trust,
+                now=now,
+            )
+        memory_writes.set_recency(connection, plan.order, now)
+        render = self._prompts.render_in_transaction(
+            connection,
+            owner,
+            mutation_source=MutationSource.ROLLBACK,
+            provenance=json.loads(rules.rollback_provenance(wanted)),
+            now=now,
+        )
+        created = {r.key.resource_type: r for _path, r in render.revisions}
+        revision = created.get(key.resource_type) or store.current(connection, key)
+        if revision is None:  # pragma: no cover - the target exists, so a current one does
+            raise NotFound(_missing(key, 0))
+        rows = render_rules.put_back_notice(plan, exact=revision.content == wanted.content)
+        changed = key.resource_type in created
+        notice = rules.rollback_notice(
+            key, wanted.revision, revision.revision, changed=changed, rows=rows
+        )
+        touched = (*plan.archive, *plan.restore, *(memory_id for memory_id, _ in plan.revert))
+        path = prompt_file_path(key.agent_id, key.scope_id, key.resource_type)
+        return Rollback(revision, changed, notice, path, render, (*touched, *plan.order))
 
     def _publish(self, done: Rollback) -> None:
-        if done.changed and done.revision.key.resource_type in PROMPT_FILE_NAMES:
+        for memory_id in done.memory_ids:
+            self._memory_rows.invalidate(memory_id)
+        if done.render is not None:
+            self._prompts.publish(done.render)
+        elif done.changed and done.revision.key.resource_type in PROMPT_FILE_NAMES:
             self._prompts.publish_revision(done.path, done.revision)
 
     async def _require_resource(self, key: ResourceKey) -> None:
@@ -197,10 +301,10 @@ class ResourceService:
             raise NotFound(f"{_describe(key)} has no revisions")
 
 
-def _rollback(connection: Transaction, key: ResourceKey, target: int) -> Rollback:
-    wanted = store.revision(connection, key, target)
-    if wanted is None:
-        raise NotFound(_missing(key, target))
+def _rollback(connection: Transaction, key: ResourceKey, wanted: Revision) -> Rollback:
+    """A new revision with `wanted`'s content (the rows behind a prompt file stay as they are:
+    a revision that did not record them)."""
+    target = wanted.revision
     path = store.path(connection, key)
     if path is None:  # pragma: no cover - the revision exists, so its resource does
         raise NotFound(_missing(key, 0))

@@ -3307,8 +3307,8 @@ class RollbackResourceResponse(_message.Message):
     changed: _builtins.bool
     """Whether a new revision was committed."""
     notice: _builtins.str
-    """The text to show, including the warning that the next rebuild from memory rows replaces a
-    rolled-back USER.md or MEMORY.md.
+    """The text to show: what changed, and for USER.md and MEMORY.md what was done to the memory
+    rows behind the file.
     """
     @_builtins.property
     def revision(self) -> _records_pb2.ResourceRevision:

@@ -197,8 +197,11 @@ class MemoryServiceStub:
     """
     RollbackResource: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.RollbackResourceRequest, _memory_service_pb2.RollbackResourceResponse]
     """RollbackResource commits a new revision with an earlier revision's content and rewrites the
-    file. Memory rows are not changed, so the next change to the agent's memory renders USER.md
-    and MEMORY.md from the rows again and replaces the rolled-back text; the notice says so.
+    file. For USER.md and MEMORY.md the memory rows behind the file are put back as that revision
+    showed them (rows archived since restored, values changed since set back, rows that would
+    show but did not then archived), so the file stays rolled back until something new is
+    learnt; the notice says what was done. A revision that did not record its rows (written
+    before memoryd recorded them) leaves the rows as they are, and the notice says so.
     """
     CommitTurn: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.CommitTurnRequest, _memory_service_pb2.CommitTurnResponse]
     """CommitTurn stores the messages of one completed turn (user and assistant, each with its
@@ -438,8 +441,11 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """
     RollbackResource: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.RollbackResourceRequest, _memory_service_pb2.RollbackResourceResponse]  # type: ignore[assignment]
     """RollbackResource commits a new revision with an earlier revision's content and rewrites the
-    file. Memory rows are not changed, so the next change to the agent's memory renders USER.md
-    and MEMORY.md from the rows again and replaces the rolled-back text; the notice says so.
+    file. For USER.md and MEMORY.md the memory rows behind the file are put back as that revision
+    showed them (rows archived since restored, values changed since set back, rows that would
+    show but did not then archived), so the file stays rolled back until something new is
+    learnt; the notice says what was done. A revision that did not record its rows (written
+    before memoryd recorded them) leaves the rows as they are, and the notice says so.
     """
     CommitTurn: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.CommitTurnRequest, _memory_service_pb2.CommitTurnResponse]  # type: ignore[assignment]
     """CommitTurn stores the messages of one completed turn (user and assistant, each with its
@@ -844,8 +850,11 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.RollbackResourceResponse, _abc.Awaitable[_memory_service_pb2.RollbackResourceResponse]]:
         """RollbackResource commits a new revision with an earlier revision's content and rewrites the
-        file. Memory rows are not changed, so the next change to the agent's memory renders USER.md
-        and MEMORY.md from the rows again and replaces the rolled-back text; the notice says so.
+        file. For USER.md and MEMORY.md the memory rows behind the file are put back as that revision
+        showed them (rows archived since restored, values changed since set back, rows that would
+        show but did not then archived), so the file stays rolled back until something new is
+        learnt; the notice says what was done. A revision that did not record its rows (written
+        before memoryd recorded them) leaves the rows as they are, and the notice says so.
         """
 
     @_abc_1.abstractmethod

@@ -708,8 +708,9 @@ async function rollback(ref, revision) {
   if (!(await confirmed(`Roll back to revision #${revision}? A new revision is written; none is lost.`))) return;
   try {
     const done = await call("RollbackResource", { ref, revision });
-    say(`Rolled back: revision #${done.revision ? done.revision.revision : "?"}.`);
     render();
+    // The server's own words: what changed, and what became of the memory rows behind the file.
+    main().prepend(h("p", { class: "notice", role: "status" }, done.notice || `Rolled back to revision #${revision}.`));
   } catch (error) {
     main().append(failure(error));
   }

@@ -6501,8 +6501,8 @@ type RollbackResourceResponse struct {
 	Revision *ResourceRevision `protobuf:"bytes,1,opt,name=revision,proto3" json:"revision,omitempty"`
 	// Whether a new revision was committed.
 	Changed bool `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"`
-	// The text to show, including the warning that the next rebuild from memory rows replaces a
-	// rolled-back USER.md or MEMORY.md.
+	// The text to show: what changed, and for USER.md and MEMORY.md what was done to the memory
+	// rows behind the file.
 	Notice        string `protobuf:"bytes,3,opt,name=notice,proto3" json:"notice,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -209,8 +209,11 @@ type MemoryServiceClient interface {
 	// "<type> @ revision N (<time>)".
 	DiffRevisions(ctx context.Context, in *DiffRevisionsRequest, opts ...grpc.CallOption) (*DiffRevisionsResponse, error)
 	// RollbackResource commits a new revision with an earlier revision's content and rewrites the
-	// file. Memory rows are not changed, so the next change to the agent's memory renders USER.md
-	// and MEMORY.md from the rows again and replaces the rolled-back text; the notice says so.
+	// file. For USER.md and MEMORY.md the memory rows behind the file are put back as that revision
+	// showed them (rows archived since restored, values changed since set back, rows that would
+	// show but did not then archived), so the file stays rolled back until something new is
+	// learnt; the notice says what was done. A revision that did not record its rows (written
+	// before memoryd recorded them) leaves the rows as they are, and the notice says so.
 	RollbackResource(ctx context.Context, in *RollbackResourceRequest, opts ...grpc.CallOption) (*RollbackResourceResponse, error)
 	// CommitTurn stores the messages of one completed turn (user and assistant, each with its
 	// trust), records the provider-reported peak prompt tokens and context window of the turn,
@@ -853,8 +856,11 @@ type MemoryServiceServer interface {
 	// "<type> @ revision N (<time>)".
 	DiffRevisions(context.Context, *DiffRevisionsRequest) (*DiffRevisionsResponse, error)
 	// RollbackResource commits a new revision with an earlier revision's content and rewrites the
-	// file. Memory rows are not changed, so the next change to the agent's memory renders USER.md
-	// and MEMORY.md from the rows again and replaces the rolled-back text; the notice says so.
+	// file. For USER.md and MEMORY.md the memory rows behind the file are put back as that revision
+	// showed them (rows archived since restored, values changed since set back, rows that would
+	// show but did not then archived), so the file stays rolled back until something new is
+	// learnt; the notice says what was done. A revision that did not record its rows (written
+	// before memoryd recorded them) leaves the rows as they are, and the notice says so.
 	RollbackResource(context.Context, *RollbackResourceRequest) (*RollbackResourceResponse, error)
 	// CommitTurn stores the messages of one completed turn (user and assistant, each with its
 	// trust), records the provider-reported peak prompt tokens and context window of the turn,

@@ -3378,8 +3378,8 @@ export type RollbackResourceResponse = Message<"memoryd.v1.RollbackResourceRespo
   changed: boolean;
 
   /**
-   * The text to show, including the warning that the next rebuild from memory rows replaces a
-   * rolled-back USER.md or MEMORY.md.
+   * The text to show: what changed, and for USER.md and MEMORY.md what was done to the memory
+   * rows behind the file.
    *
    * @generated from field: string notice = 3;
    */
@@ -5977,8 +5977,11 @@ export const MemoryService: GenService<{
   },
   /**
    * RollbackResource commits a new revision with an earlier revision's content and rewrites the
-   * file. Memory rows are not changed, so the next change to the agent's memory renders USER.md
-   * and MEMORY.md from the rows again and replaces the rolled-back text; the notice says so.
+   * file. For USER.md and MEMORY.md the memory rows behind the file are put back as that revision
+   * showed them (rows archived since restored, values changed since set back, rows that would
+   * show but did not then archived), so the file stays rolled back until something new is
+   * learnt; the notice says what was done. A revision that did not record its rows (written
+   * before memoryd recorded them) leaves the rows as they are, and the notice says so.
    *
    * @generated from rpc memoryd.v1.MemoryService.RollbackResource
    */
