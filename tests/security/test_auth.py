@@ -21,7 +21,7 @@ from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import memoryd_client as md
-from memoryd.config import check_exposure, load_settings
+from memoryd.config import check_exposure, load_settings, token_digest
 from memoryd.errors import StartupError
 from memoryd.testing.server_process import ServerProcess
 from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2
@@ -317,7 +317,11 @@ def test_a_non_loopback_address_without_tokens_is_refused(
         ('token = "short"\nrole = "adapter"\nagents = ["main"]', "at least 16 characters"),
         (
             'token = "0123456789abcdef0"\ntoken_env = "X"\nrole = "admin"\nagents = ["*"]',
-            "set exactly one of token and token_env",
+            "set exactly one of token, token_env and token_file",
+        ),
+        (
+            'token_file = "/nonexistent/memoryd-token"\nrole = "admin"\nagents = ["*"]',
+            "token_file /nonexistent/memoryd-token cannot be read: No such file or directory",
         ),
         ('token_env = "UNSET_VARIABLE"\nrole = "admin"\nagents = ["*"]', "is not set"),
         ('token = "0123456789abcdef0"\nrole = "root"\nagents = ["*"]', "role must be"),
@@ -334,6 +338,39 @@ def test_token_settings_are_checked(tmp_path: Path, tokens: str, expected: str) 
     with pytest.raises(StartupError) as caught:
         load_settings({"MEMORYD_HOME": str(tmp_path), "MEMORYD_CONFIG": str(config)})
     assert expected in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("content", "mode", "expected"),
+    [
+        (ADMIN + "\n", 0o400, None),
+        (ADMIN, 0o600, None),
+        (ADMIN + "\n", 0o644, "can be read or written by other users (mode 0644)"),
+        ("\n", 0o400, "is empty"),
+    ],
+)
+def test_a_token_file_is_read_once_private(
+    tmp_path: Path, content: str, mode: int, expected: str | None
+) -> None:
+    """A token in a file of its own (a container's mounted secret), one trailing line break
+    dropped; a file others can read is refused, as a TLS key is."""
+    secret = tmp_path / "admin.token"
+    secret.write_text(content, encoding="utf-8")
+    secret.chmod(mode)
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[[memoryd.auth.tokens]]\ntoken_file = "{secret}"\nrole = "admin"\nagents = ["*"]\n',
+        encoding="utf-8",
+    )
+    env = {"MEMORYD_HOME": str(tmp_path), "MEMORYD_CONFIG": str(config)}
+    if expected is None:
+        (token,) = load_settings(env).auth.tokens
+        assert token.digest == token_digest(ADMIN)
+        return
+    with pytest.raises(StartupError) as caught:
+        load_settings(env)
+    assert expected in str(caught.value)
+    assert ADMIN not in str(caught.value)
 
 
 def test_the_same_token_twice_is_refused(tmp_path: Path) -> None:

@@ -245,3 +245,58 @@ def _post(address: str, path: str, body: object, **headers: str) -> str:
     )
     with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
         return str(response.read().decode())
+
+
+def test_a_password_file_connects_and_reaches_no_output(postgres_base: str, tmp_path: Path) -> None:
+    """PostgreSQL's password from a file of its own (a container's secret): the server connects
+    with it, and neither its settings nor its log show it; a start that cannot connect does
+    not quote it either."""
+    secret = tmp_path / "db.password"
+    secret.write_text(PASSWORD + "\n", encoding="utf-8")
+    secret.chmod(0o400)
+    home = tmp_path / "home"
+    server = ServerProcess(
+        home,
+        env={
+            "MEMORYD_STORAGE_BACKEND": "postgres",
+            "MEMORYD_STORAGE_DSN": database_dsn(postgres_base, home),
+            "MEMORYD_STORAGE_PASSWORD_FILE": str(secret),
+        },
+    ).start()
+    try:
+        with md.connect_sync(server.address) as channel:
+            info = md.MemoryServiceStub(channel).GetServerInfo(md.GetServerInfoRequest())
+        assert PASSWORD not in info.settings_json
+        assert json.loads(info.settings_json)["memoryd"]["storage"]["password_file"] == str(secret)
+    finally:
+        assert server.stop() == 0, server.output
+    assert PASSWORD not in server.output
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+    environment |= {
+        "MEMORYD_STORAGE_BACKEND": "postgres",
+        "MEMORYD_STORAGE_DSN": "host=127.0.0.1 port=1 connect_timeout=2",
+        "MEMORYD_STORAGE_PASSWORD_FILE": str(secret),
+    }
+    refused = subprocess.run(
+        [sys.executable, "-m", "memoryd", "serve", "--home", str(tmp_path / "h")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env=environment,
+    )
+    assert refused.returncode != 0
+    assert "cannot connect" in refused.stderr
+    assert PASSWORD not in refused.stderr
+    secret.chmod(0o644)
+    opened = subprocess.run(
+        [sys.executable, "-m", "memoryd", "serve", "--home", str(tmp_path / "h")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env=environment,
+    )
+    assert "password_file" in opened.stderr
+    assert "can be read or written by other users (mode 0644)" in opened.stderr
+    assert PASSWORD not in opened.stderr

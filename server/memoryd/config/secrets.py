@@ -18,11 +18,15 @@ start-up errors), for what a library quotes that memoryd did not write itself.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from memoryd.config.secret_files import read_secret_file
+from memoryd.errors import StartupError
 
 MASK = "********"
 # The libpq keywords whose values are secrets.
@@ -156,6 +160,9 @@ class Redactor:
         secrets = dsn_secrets(settings.storage.dsn)
         if settings.storage.dsn_env:
             secrets += dsn_secrets(env.get(settings.storage.dsn_env, ""))
+        if settings.storage.password_file:
+            with contextlib.suppress(StartupError):  # unreadable: no line can hold it
+                secrets.append(read_secret_file(settings.storage.password_file, "password_file"))
         secrets += url_secrets(settings.tracing.otlp_endpoint)
         for provider in settings.providers:
             secrets += url_secrets(provider.base_url)

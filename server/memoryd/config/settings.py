@@ -173,6 +173,9 @@ class StorageSettings(Section):
     # The environment variable that holds the connection string instead (the usual way: it may
     # carry a password, and memoryd never logs it).
     dsn_env: str = ""
+    # A file holding PostgreSQL's password alone (a container's mounted secret), readable by
+    # memoryd's user only; it takes the place of a password in the connection string.
+    password_file: str = ""
     # PostgreSQL connections for reads, each on its own thread (the writer has one more).
     pool_size: int = 4
     # The longest one PostgreSQL statement may run before it is cancelled (0: no limit).
@@ -202,10 +205,10 @@ class StorageSettings(Section):
                 'memoryd.storage.backend = "postgres" needs the database: set dsn_env (the '
                 "variable holding the connection string) or dsn, not both"
             )
-        if self.backend == "sqlite" and (self.dsn or self.dsn_env):
+        if self.backend == "sqlite" and (self.dsn or self.dsn_env or self.password_file):
             raise StartupError(
-                'memoryd.storage.dsn and dsn_env are for backend = "postgres"; the SQLite '
-                "database is memoryd.db in the data directory"
+                'memoryd.storage.dsn, dsn_env and password_file are for backend = "postgres"; '
+                "the SQLite database is memoryd.db in the data directory"
             )
 
 

@@ -11,6 +11,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from memoryd.config.secret_files import read_secret_file
 from memoryd.errors import StartupError
 
 MIN_TOKEN_CHARS = 16
@@ -73,24 +74,12 @@ def auth_settings(table: Any, env: Mapping[str, str], where: str) -> AuthSetting
 
 def _token(entry: dict[str, Any], index: int, env: Mapping[str, str], where: str) -> TokenSettings:
     label = f"{where}memoryd.auth.tokens[{index}]"
-    unknown = sorted(set(entry) - {"token", "token_env", "role", "agents", "max_trust"})
+    unknown = sorted(
+        set(entry) - {"token", "token_env", "token_file", "role", "agents", "max_trust"}
+    )
     if unknown:
         raise StartupError(f"{label}: unknown setting {unknown[0]}")
-    if ("token" in entry) == ("token_env" in entry):
-        raise StartupError(f"{label}: set exactly one of token and token_env")
-    if "token_env" in entry:
-        variable = entry["token_env"]
-        if not isinstance(variable, str) or not variable:
-            raise StartupError(f"{label}.token_env must name an environment variable")
-        if not env.get(variable):
-            raise StartupError(f"{label}.token_env: the environment variable {variable} is not set")
-        token = env[variable]
-        source = f"${variable}"
-    else:
-        token = entry["token"]
-        source = f"{label}.token"
-        if not isinstance(token, str):
-            raise StartupError(f"{label}.token must be a string")
+    token, source = _token_value(entry, label, env)
     if len(token) < MIN_TOKEN_CHARS or token != token.strip():
         raise StartupError(
             f"{source}: a token must be at least {MIN_TOKEN_CHARS} characters, without leading "
@@ -117,3 +106,30 @@ def _token(entry: dict[str, Any], index: int, env: Mapping[str, str], where: str
         agents=None if agents == [ANY_AGENT] else frozenset(agents),
         max_trust=max_trust,
     )
+
+
+def _token_value(entry: dict[str, Any], label: str, env: Mapping[str, str]) -> tuple[str, str]:
+    """The token of an entry (from itself, the environment or a file), and where it came from
+    for messages."""
+    if sum(name in entry for name in ("token", "token_env", "token_file")) != 1:
+        raise StartupError(f"{label}: set exactly one of token, token_env and token_file")
+    if "token_file" in entry:
+        named = entry["token_file"]
+        if not isinstance(named, str) or not named:
+            raise StartupError(f"{label}.token_file must name a file")
+        token = read_secret_file(named, f"{label}.token_file")
+        source = f"{label}.token_file"
+    elif "token_env" in entry:
+        variable = entry["token_env"]
+        if not isinstance(variable, str) or not variable:
+            raise StartupError(f"{label}.token_env must name an environment variable")
+        if not env.get(variable):
+            raise StartupError(f"{label}.token_env: the environment variable {variable} is not set")
+        token = env[variable]
+        source = f"${variable}"
+    else:
+        token = entry["token"]
+        source = f"{label}.token"
+        if not isinstance(token, str):
+            raise StartupError(f"{label}.token must be a string")
+    return token, source

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import apsw
 
+from memoryd.config.secret_files import read_secret_file
 from memoryd.config.settings import StorageSettings
 from memoryd.data_directory import DATABASE_FILE
 from memoryd.errors import StartupError
@@ -223,6 +224,10 @@ def store_settings(
                 f"memoryd.storage.dsn_env names {storage.dsn_env}, which is not set (or empty); "
                 "set it to PostgreSQL's connection string"
             )
+        if storage.password_file:
+            dsn = with_password(
+                dsn, read_secret_file(storage.password_file, "memoryd.storage.password_file")
+            )
         return PostgresSettings(
             dsn=dsn, pool_size=storage.pool_size, statement_timeout_ms=storage.statement_timeout_ms
         )
@@ -232,6 +237,20 @@ def store_settings(
         synchronous=storage.synchronous,
         secure_delete=storage.secure_delete,
     )
+
+
+def with_password(dsn: str, password: str) -> str:
+    """The connection string with this password (in place of any it had), in libpq's keyword
+    form; StartupError when libpq cannot read the string."""
+    from psycopg import conninfo  # noqa: PLC0415 - PostgreSQL's driver, only when it is used
+
+    try:
+        return conninfo.make_conninfo(dsn, password=password)
+    except Exception:  # noqa: BLE001 - psycopg's ProgrammingError: its message quotes the string
+        raise StartupError(
+            "memoryd.storage.dsn (or the variable dsn_env names) cannot be read as a "
+            "connection string"
+        ) from None
 
 
 def describe(settings: DatabaseLocation) -> str:
