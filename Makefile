@@ -39,7 +39,7 @@ PYTEST_ENV := env -u PYTHONDONTWRITEBYTECODE PATH="$(TOOLS)/bin:$$PATH"
 # its tests, a fuzzed server whose last test counts its calls) stay in one process.
 PARALLEL := -n 2 --dist loadfile
 
-.PHONY: serve test check timings test-environment fmt install tools browser lint typecheck buf-lint buf-breaking baseline protos pytest dist image image-tools image-test image-test-if-changed \
+.PHONY: serve test check grpcurl timings test-environment fmt install tools browser lint typecheck buf-lint buf-breaking baseline protos pytest dist image image-tools image-test image-test-if-changed \
 	pytest-postgres \
 	client-tests client-tests-postgres go-test ts-test bench probes clean
 
@@ -81,6 +81,9 @@ $(VENV)/.installed: pyproject.toml clients/python/pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --constraint constraints.txt \
 		./packages/memoryd-model-bge-small --editable clients/python --editable '.[dev]'
 	touch $@
+
+# grpcurl alone (the walkthrough needs only it): `make grpcurl`.
+grpcurl: $(TOOLS)/bin/grpcurl
 
 tools: $(TOOLS)/bin/grpcurl $(TOOLS)/bin/buf $(TOOLS)/bin/protoc-gen-go $(TOOLS)/bin/protoc-gen-go-grpc \
 	$(TOOLS)/bin/ghz $(TS_CLIENT)/node_modules/.installed

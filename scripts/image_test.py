@@ -93,6 +93,8 @@ MEMORYD_UID = "10001"
 # The image's size budget: memoryd, its dependencies, the embedded model and the Debian base.
 IMAGE_BUDGET_BYTES = 500_000_000
 TEXT = "Please e-mail me the deploy checklist before Friday"
+# Written after the backup: the restore takes it away.
+LATER = "And the rollback checklist after the backup"
 
 
 class Failed(Exception):
@@ -189,13 +191,13 @@ class Caller:
         return [tool, *security, *token, "-d", json.dumps(body), address,
                 f"memoryd.v1.{method}"]  # fmt: skip
 
-    def append(self, address: str) -> None:
+    def append(self, address: str, text: str = "") -> None:
         self.call(
             address,
             "MemoryService/AppendMessages",
             {
                 "conversation": CONVERSATION,
-                "messages": [{"sender": "ada", "role": "ROLE_USER", "content": TEXT}],
+                "messages": [{"sender": "ada", "role": "ROLE_USER", "content": text or TEXT}],
             },
         )
 
@@ -257,27 +259,86 @@ def cleanup_alone() -> None:
     run("podman", "volume", "rm", "--force", VOLUME, check=False)
 
 
-def certificates(folder: Path) -> Path:
-    """A CA and the replicas' certificate (for the names clients and the balancer use), made
-    with openssl as docs/operations.md shows; the key readable by memoryd's uid only. Returns
-    the CA's certificate."""
-    folder.mkdir()
-    names = "subjectAltName=DNS:localhost,IP:127.0.0.1,DNS:memoryd-1,DNS:memoryd-2"
-    (folder / "names.ext").write_text(names + "\n")
+@dataclasses.dataclass(frozen=True, slots=True)
+class ComposeSecrets:
+    """What compose_secrets made: the CA's certificate, and the secrets the test calls with."""
+
+    ca: Path
+    admin: str
+    adapter: str
+    password: str
+
+
+# The commands docs/operations.md gives ("Compose: the secrets"), run in the secrets folder.
+SECRET_COMMANDS = (
+    "openssl req -x509 {ec} -days 2 -subj /CN=memoryd-CA -keyout ca.key -out ca.crt",
+    "openssl req {ec} -subj /CN=memoryd -keyout memoryd.key -out memoryd.csr",
+    (
+        "openssl x509 -req -in memoryd.csr -CA ca.crt -CAkey ca.key -days 2 -extfile memoryd.ext "
+        "-out memoryd.crt"
+    ),
+    "openssl req {ec} -subj /CN=postgres -keyout postgres.key -out postgres.csr",
+    (
+        "openssl x509 -req -in postgres.csr -CA ca.crt -CAkey ca.key -days 2 -extfile postgres.ext "
+        "-out postgres.crt"
+    ),
+)
+# Who reads each secret file: memoryd's uid, or PostgreSQL's (fixed in its image).
+POSTGRES_UID = 999
+SECRET_OWNERS = {
+    "memoryd.key": int(MEMORYD_UID),
+    "admin.token": int(MEMORYD_UID),
+    "adapter.token": int(MEMORYD_UID),
+    "memoryd.password": int(MEMORYD_UID),
+    "postgres.key": POSTGRES_UID,
+    "postgres.password": POSTGRES_UID,
+}
+
+
+def compose_secrets(folder: Path) -> ComposeSecrets:
+    """The compose set's secrets, made as docs/operations.md shows: a CA; memoryd's certificate
+    (for the names clients and the balancer use) and PostgreSQL's (for `postgres`); the two
+    tokens and the database password; each key, token and password readable by the uid of the
+    container that reads it only."""
+    folder.mkdir(mode=0o700)
+    names = "DNS:localhost,IP:127.0.0.1,DNS:memoryd-1,DNS:memoryd-2"
+    (folder / "memoryd.ext").write_text(f"subjectAltName={names}\n")
+    (folder / "postgres.ext").write_text("subjectAltName=DNS:postgres\n")
     ec = "-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes"
-    for command in (
-        f"openssl req -x509 {ec} -days 2 -subj /CN=memoryd-test-CA -keyout ca.key -out ca.crt",
-        f"openssl req {ec} -subj /CN=memoryd -keyout tls.key -out tls.csr",
-        (
-            "openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -days 2 -extfile names.ext "
-            "-out tls.crt"
-        ),
+    for command in SECRET_COMMANDS:
+        subprocess.run(command.format(ec=ec).split(), cwd=folder, capture_output=True, check=True)
+    made = ComposeSecrets(
+        folder / "ca.crt", secrets.token_hex(32), secrets.token_hex(32), secrets.token_hex(32)
+    )
+    for name, value in (
+        ("admin.token", made.admin),
+        ("adapter.token", made.adapter),
+        ("memoryd.password", made.password),
+        ("postgres.password", made.password),
     ):
-        subprocess.run(command.split(), cwd=folder, capture_output=True, check=True)
-    key = folder / "tls.key"
-    os.chown(key, int(MEMORYD_UID), -1)
-    key.chmod(0o400)
-    return folder / "ca.crt"
+        (folder / name).write_text(value + "\n")
+    for name, uid in SECRET_OWNERS.items():
+        os.chown(folder / name, uid, -1)
+        (folder / name).chmod(0o400)
+    return made
+
+
+def hardened(name: str) -> None:
+    """The container runs as compose.yaml says: no capability, no privilege to gain, a read-only
+    root file system, and no secret in its environment."""
+    found = json.loads(run("podman", "inspect", name))[0]
+    host = found["HostConfig"]
+    effective = found.get("EffectiveCaps") or []
+    if effective or not host.get("ReadonlyRootfs"):
+        raise Failed(
+            f"{name}: capabilities {effective}, read-only root {host.get('ReadonlyRootfs')}"
+        )
+    if not any("no-new-privileges" in option for option in host.get("SecurityOpt") or []):
+        raise Failed(f"{name}: may gain privileges ({host.get('SecurityOpt')})")
+    environment = found["Config"].get("Env") or []
+    leaked = [line.split("=")[0] for line in environment if re.search("TOKEN|PASSWORD=", line)]
+    if leaked:
+        raise Failed(f"{name}: a secret in its environment: {leaked}")
 
 
 def compose(*arguments: str, env: dict[str, str], files: list[Path]) -> str:
@@ -320,19 +381,24 @@ def replicas(folder: Path) -> None:
             if service != "balancer"
         )
     )
-    admin, adapter = secrets.token_hex(32), secrets.token_hex(32)
     env = {
-        "MEMORYD_ADMIN_TOKEN": admin,
-        "MEMORYD_ADAPTER_TOKEN": adapter,
-        "MEMORYD_DB_PASSWORD": secrets.token_hex(32),
         "MEMORYD_SECRETS": str(folder / "secrets"),
         "MEMORYD_PUBLISH": f"127.0.0.1:{ports['balancer']}",
     }
-    ca = certificates(folder / "secrets")
-    compose("up", "-d", env=env, files=[COMPOSE / "compose.yaml", override])
+    made = compose_secrets(folder / "secrets")
+    ca, adapter = made.ca, made.adapter
+    printed = compose("up", "-d", env=env, files=[COMPOSE / "compose.yaml", override])
+    for secret in (made.admin, made.adapter, made.password):
+        if secret in printed:
+            raise Failed("podman-compose printed a secret while it brought the set up")
+    for service in ("postgres", "memoryd-1", "memoryd-2", "balancer"):
+        hardened(container(service))
     for service in ("memoryd-1", "memoryd-2"):
         healthy(container(service), seconds=180)
-    step("replicas: PostgreSQL and both replicas up, healthy")
+    step(
+        "replicas: PostgreSQL and both replicas up, healthy; every container without "
+        "capabilities, privileges to gain or secrets in its environment, on a read-only root"
+    )
     first, second, balancer = (
         f"127.0.0.1:{ports[name]}" for name in ("memoryd-1", "memoryd-2", "balancer")
     )
@@ -369,11 +435,69 @@ def replicas(folder: Path) -> None:
     if plain.returncode == 0 or "Failed to dial target host" not in plain.stderr:
         raise Failed(f"plaintext to the balancer's port: {plain.returncode} {plain.stderr}")
     step("replicas: refused without a token, and without TLS")
+    postgres_tls()
+    backup_and_restore(folder, env, override, bot, balancer)
     run("podman", "stop", "--time", "30", container("memoryd-1"))
     code = run("podman", "inspect", container("memoryd-1"), "--format", "{{.State.ExitCode}}")
     if code.strip() != "0":
         raise Failed(f"memoryd-1 stopped with exit {code.strip()}")
     step("replicas: memoryd-1 stopped with exit 0")
+
+
+def postgres_tls() -> None:
+    """memoryd's connections to PostgreSQL are TLS, and PostgreSQL refuses one without it."""
+    counts = run(
+        "podman", "exec", container("postgres"), "psql", "-U", "postgres", "-d", "memoryd",
+        "-Atc", "SELECT count(*) FILTER (WHERE s.ssl), count(*) FILTER (WHERE NOT s.ssl) "
+        "FROM pg_stat_ssl AS s JOIN pg_stat_activity AS a USING (pid) "
+        "WHERE a.usename = 'memoryd'",
+    ).strip()  # fmt: skip
+    encrypted, plain = (int(part) for part in counts.split("|"))
+    if not encrypted or plain:
+        raise Failed(f"memoryd's connections to PostgreSQL: {encrypted} TLS, {plain} plaintext")
+    refused = subprocess.run(
+        ("podman", "exec", container("postgres"), "psql",
+         "host=127.0.0.1 dbname=memoryd user=memoryd sslmode=disable", "-c", "SELECT 1"),
+        capture_output=True, text=True, env=ENV, check=False,
+    )  # fmt: skip
+    if refused.returncode == 0 or "no encryption" not in refused.stderr:
+        raise Failed(f"a plaintext connection to PostgreSQL: {refused.stderr[-500:]}")
+    step(f"replicas: {encrypted} connections of memoryd to PostgreSQL, all TLS; plaintext refused")
+
+
+def backup_and_restore(
+    folder: Path, env: dict[str, str], override: Path, bot: Caller, balancer: str
+) -> None:
+    """docs/operations.md's backup and restore: pg_dump while memoryd serves; a message written
+    after it; the replicas stopped, pg_restore, the replicas started: the message is gone, the
+    one before the backup is there."""
+    files = [COMPOSE / "compose.yaml", override]
+    dump = folder / "memoryd.dump"
+    with dump.open("wb") as out:
+        subprocess.run(
+            ("podman", "exec", container("postgres"), "pg_dump", "-U", "postgres", "-Fc",
+             "memoryd"), stdout=out, env=ENV, check=True,
+        )  # fmt: skip
+    bot.append(balancer, LATER)
+    if sorted(bot.search(balancer)) != sorted([TEXT, LATER]):
+        raise Failed(f"after the backup, the search found {bot.search(balancer)}")
+    compose("stop", "memoryd-1", "memoryd-2", env=env, files=files)
+    with dump.open("rb") as source:
+        restored = subprocess.run(
+            ("podman", "exec", "-i", container("postgres"), "pg_restore", "-U", "postgres",
+             "-d", "memoryd", "--clean", "--if-exists", "--single-transaction"),
+            stdin=source, capture_output=True, text=True, env=ENV, check=False,
+        )  # fmt: skip
+    if restored.returncode != 0:
+        raise Failed(f"pg_restore: exit {restored.returncode}\n{restored.stderr[-2000:]}")
+    compose("start", "memoryd-1", "memoryd-2", env=env, files=files)
+    for service in ("memoryd-1", "memoryd-2"):
+        healthy(container(service), seconds=180)
+    found = bot.search(balancer)
+    if found != [TEXT]:
+        raise Failed(f"after the restore, the search found {found}")
+    step(f"backup and restore: pg_dump ({dump.stat().st_size:,} bytes), pg_restore; the message "
+         "written after the backup is gone, the one before it is back")  # fmt: skip
 
 
 # The unit checked where it would run: memoryd's image (memoryd in /opt/memoryd, its own user)
@@ -430,8 +554,7 @@ def teardown(chains_before: set[str]) -> None:
     subprocess.run(
         ("podman-compose", "--project-name", PROJECT, "-f", str(COMPOSE / "compose.yaml"),
          "down", "--volumes"),
-        capture_output=True, env={**ENV, "MEMORYD_DB_PASSWORD": "-", "MEMORYD_ADMIN_TOKEN": "-",
-                                  "MEMORYD_ADAPTER_TOKEN": "-"}, check=False,
+        capture_output=True, env=ENV, check=False,
     )  # fmt: skip
     left = run(
         "podman",

@@ -19,9 +19,12 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
         --encoding=UTF8 --locale=C.UTF-8 >/dev/null
     {
         echo "listen_addresses = '*'"
-        echo "unix_socket_directories = '/var/run/postgresql'"
+        echo "unix_socket_directories = '${PGHOST:-/var/run/postgresql}'"
     } >> "$PGDATA/postgresql.conf"
-    echo "host all all all scram-sha-256" >> "$PGDATA/pg_hba.conf"
+    # Inside the container, the superuser by peer; over TCP (loopback included) only with TLS
+    # and a password (the compose set starts PostgreSQL with ssl=on). initdb's own lines,
+    # which let plaintext in over loopback, are replaced.
+    printf 'local all all peer\nhostssl all all all scram-sha-256\n' > "$PGDATA/pg_hba.conf"
     pg_ctl --silent --wait --options="-c listen_addresses=''" start
     psql --quiet --no-psqlrc --username=postgres --dbname=postgres --set=ON_ERROR_STOP=1 <<'SQL'
 \getenv user POSTGRES_USER

@@ -128,6 +128,16 @@ def _loads(config: str, tmp_path: Path, tls_folder: str) -> Settings:
     text = text.replace(f"{tls_folder}memoryd_tls_cert", str(pair.cert)).replace(
         f"{tls_folder}memoryd_tls_key", str(pair.key)
     )
+    # Secrets in files of their own (the compose set's), each readable by its owner only.
+    for name, value in (
+        ("memoryd_admin_token", "a" * 32),
+        ("memoryd_adapter_token", "b" * 32),
+        ("memoryd_db_password", "c" * 32),
+    ):
+        secret = tmp_path / name
+        secret.write_text(value + "\n")
+        secret.chmod(0o400)
+        text = text.replace(f"{tls_folder}{name}", str(secret))
     path = tmp_path / "memoryd.toml"
     path.write_text(text)
     settings = load_settings(SECRETS, config_path=str(path), home=str(tmp_path / "home"))
@@ -160,9 +170,26 @@ def test_the_compose_set_s_config_loads_and_its_balancer_names_its_replicas(
     balancer = (DEPLOY / "compose" / "haproxy.cfg").read_text()
     assert re.search(r"^\s+option redispatch\b", balancer, re.M)
     assert re.search(r"^\s+retries [1-9]\b", balancer, re.M)
-    # Secrets are references to the environment, never values.
-    for name in (*replicas, "postgres"):
-        environment = compose["services"][name]["environment"]
-        for key, value in environment.items():
-            if "TOKEN" in key or "PASSWORD" in key:
-                assert re.fullmatch(r"\$\{\w+:\?[^}]*\}", str(value)), (name, key)
+    # No secret in any environment: each is a file mounted under /run/secrets.
+    declared = set(compose["secrets"])
+    for name, service in compose["services"].items():
+        for key, value in service.get("environment", {}).items():
+            assert "TOKEN" not in key, (name, key)
+            assert "PASSWORD" not in key or key.endswith("_FILE"), (name, key)
+            assert "password=" not in str(value), (name, key)
+        assert set(service.get("secrets", [])) <= declared, name
+    assert settings.storage.password_file.endswith("memoryd_db_password")
+    # Hardened: no capability, no privilege gained, a read-only root.
+    for name, service in compose["services"].items():
+        assert service["cap_drop"] == ["ALL"], name
+        assert service["security_opt"] == ["no-new-privileges:true"], name
+        assert service["read_only"] is True, name
+    # memoryd reaches PostgreSQL over TLS, checking its certificate; PostgreSQL serves TLS and
+    # refuses the network without it.
+    dsn = compose["services"]["memoryd-1"]["environment"]["MEMORYD_DSN"]
+    assert "sslmode=verify-full" in dsn
+    assert "sslrootcert=/run/secrets/memoryd_ca" in dsn
+    assert "ssl=on" in compose["services"]["postgres"]["command"]
+    entrypoint = (DEPLOY / "compose" / "postgres-entrypoint.sh").read_text()
+    assert "hostssl all all all scram-sha-256" in entrypoint
+    assert "host all" not in entrypoint.replace("hostssl all", "")
