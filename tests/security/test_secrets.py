@@ -247,6 +247,7 @@ def _post(address: str, path: str, body: object, **headers: str) -> str:
         return str(response.read().decode())
 
 
+@pytest.mark.storage  # the PostgreSQL run calls with_password through it
 def test_a_password_file_connects_and_reaches_no_output(postgres_base: str, tmp_path: Path) -> None:
     """PostgreSQL's password from a file of its own (a container's secret): the server connects
     with it, and neither its settings nor its log show it; a start that cannot connect does
