@@ -661,7 +661,8 @@ def test_the_context_view_shows_what_the_model_will_see_and_follows_new_messages
                 ],
             )
         )
-    WebDriverWait(console.browser, 15).until(
+    # The view is drawn again at each refresh: a list found just before may be gone (stale).
+    WebDriverWait(console.browser, 15, ignored_exceptions=(StaleElementReferenceException,)).until(
         lambda browser: (
             "sailing on Sunday"
             in browser.find_element(By.CSS_SELECTOR, "ol.parts").get_attribute("textContent")
