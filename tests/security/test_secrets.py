@@ -166,6 +166,22 @@ def test_a_password_in_the_connection_string_reaches_no_output(
     assert PASSWORD not in server.output
 
 
+def _failed_start(home: Path, settings: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`memoryd serve` with these MEMORYD_ settings (and no others), expected to stop: its
+    exit and output."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "memoryd", "serve", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env=environment | settings,
+    )
+    assert done.returncode != 0
+    return done
+
+
 @pytest.mark.parametrize(
     "dsn",
     [
@@ -176,17 +192,9 @@ def test_a_password_in_the_connection_string_reaches_no_output(
     ],
 )
 def test_a_start_up_error_quotes_no_password(tmp_path: Path, dsn: str) -> None:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
-    environment |= {"MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_DSN": dsn}
-    done = subprocess.run(
-        [sys.executable, "-m", "memoryd", "serve", "--home", str(tmp_path / "h")],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-        env=environment,
+    done = _failed_start(
+        tmp_path / "h", {"MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_DSN": dsn}
     )
-    assert done.returncode != 0
     assert "cannot connect" in done.stderr
     for piece in (PASSWORD, "tail-of-it", "S3cret"):
         assert piece not in done.stderr
@@ -272,32 +280,16 @@ def test_a_password_file_connects_and_reaches_no_output(postgres_base: str, tmp_
     finally:
         assert server.stop() == 0, server.output
     assert PASSWORD not in server.output
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}
-    environment |= {
+    unreachable = {
         "MEMORYD_STORAGE_BACKEND": "postgres",
         "MEMORYD_STORAGE_DSN": "host=127.0.0.1 port=1 connect_timeout=2",
         "MEMORYD_STORAGE_PASSWORD_FILE": str(secret),
     }
-    refused = subprocess.run(
-        [sys.executable, "-m", "memoryd", "serve", "--home", str(tmp_path / "h")],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-        env=environment,
-    )
-    assert refused.returncode != 0
+    refused = _failed_start(tmp_path / "h", unreachable)
     assert "cannot connect" in refused.stderr
     assert PASSWORD not in refused.stderr
     secret.chmod(0o644)
-    opened = subprocess.run(
-        [sys.executable, "-m", "memoryd", "serve", "--home", str(tmp_path / "h")],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-        env=environment,
-    )
+    opened = _failed_start(tmp_path / "h", unreachable)
     assert "password_file" in opened.stderr
     assert "can be read or written by other users (mode 0644)" in opened.stderr
     assert PASSWORD not in opened.stderr

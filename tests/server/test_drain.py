@@ -8,15 +8,13 @@ it (memoryd.api.commitment), and its clients try again a call CANCELLED before i
 from __future__ import annotations
 
 import asyncio
-import collections
 import signal
 from pathlib import Path
 
-import grpc
 import pytest
 
 import memoryd_client as md
-from memoryd.log_events import Event
+from memoryd.testing.drain import stop_under_load
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, user
@@ -26,8 +24,6 @@ from tests.review_helpers import review_config
 pytestmark = pytest.mark.storage
 
 ROUNDS = 3
-CHANNELS = 6
-CALLERS_PER_CHANNEL = 8
 
 
 async def test_a_write_not_safe_to_repeat_gets_its_headers_before_it_runs(
@@ -53,61 +49,6 @@ async def test_a_write_not_safe_to_repeat_gets_its_headers_before_it_runs(
         assert len(answer.reviews) == 1
 
 
-async def _round(server: ServerProcess, stop: signal.Signals) -> tuple[collections.Counter, int]:
-    """Callers storing memories and clearing their conversations through the generated client
-    until `stop` ends the server; what they saw, and how many calls the server answered OK."""
-    seen: collections.Counter[str] = collections.Counter()
-    busy = asyncio.Event()
-    running = True
-
-    async def caller(channel: grpc.aio.Channel, name: str) -> None:
-        memory = md.MemoryServiceStub(channel)
-        conversation = md.Conversation(channel="drain", chat_id=name)
-        number = 0
-        while running:
-            number += 1
-            try:
-                if number % 2:
-                    await memory.StoreMemory(
-                        md.StoreMemoryRequest(
-                            conversation=conversation,
-                            key=f"k{number}",
-                            value="v",
-                            category=md.CATEGORY_PREFERENCE,
-                        )
-                    )
-                else:
-                    await memory.ClearConversation(
-                        md.ClearConversationRequest(conversation=conversation)
-                    )
-                seen["OK"] += 1
-                if seen["OK"] >= 300:
-                    busy.set()
-            except grpc.aio.AioRpcError as error:
-                seen[error.code().name] += 1
-                await asyncio.sleep(0.05)
-
-    channels = [
-        md.connect(server.address, options=[("grpc.memoryd_connection", index)])
-        for index in range(CHANNELS)
-    ]
-    callers = [
-        asyncio.ensure_future(caller(channel, f"c{index}-{number}"))
-        for index, channel in enumerate(channels)
-        for number in range(CALLERS_PER_CHANNEL)
-    ]
-    await busy.wait()
-    server.process.send_signal(stop)
-    await asyncio.get_running_loop().run_in_executor(None, server.process.wait)
-    running = False
-    await asyncio.gather(*callers)
-    for channel in channels:
-        await channel.close()
-    server.stop()
-    answered = sum(1 for line in server.events(Event.RPC) if line["status"] == "OK")
-    return seen, answered
-
-
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "kill"])
 async def test_a_stop_under_load_cancels_no_call_of_the_generated_client(
     start_server: type[ServerProcess], tmp_path: Path, stop: signal.Signals
@@ -118,6 +59,6 @@ async def test_a_stop_under_load_cancels_no_call_of_the_generated_client(
     server ran."""
     for index in range(ROUNDS):
         server = start_server(tmp_path / f"home-{index}", workers=2).start()
-        seen, answered = await _round(server, stop)
-        assert set(seen) <= {"OK", "UNAVAILABLE"}, seen
-        assert seen["OK"] == answered, (seen, answered)
+        done = await stop_under_load(server, stop, bare=False)
+        assert set(done.seen) <= {"OK", "UNAVAILABLE"}, done
+        assert done.seen["OK"] == done.answered, done
