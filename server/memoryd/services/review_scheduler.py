@@ -180,6 +180,9 @@ class ReviewScheduler:
     async def _loop(self) -> None:
         while True:
             metrics.REVIEW_SCHEDULER_PASSES.inc()
+            # Cleared before the pass, not after it: a review that finishes during the pass (its
+            # backlog due at once) wakes the wait below instead of being lost for a whole tick.
+            self._wake.clear()
             try:
                 more = await self.run_once()
                 self._outage.answered()
@@ -193,7 +196,6 @@ class ReviewScheduler:
                     "the review scheduler failed; retrying", extra={"event": Event.SCHEDULER}
                 )
                 more = False
-            self._wake.clear()
             # A finished review wakes the loop (its backlog may be due at once); otherwise look
             # again after a tick, or soon when the batch read was full.
             wait = 0.05 if more else self._settings.scheduler_tick_seconds

@@ -14,6 +14,7 @@ import asyncio
 import collections
 import dataclasses
 import signal
+from typing import Any
 
 import grpc
 
@@ -41,7 +42,9 @@ def _channel(address: str, index: int, *, bare: bool) -> grpc.aio.Channel:
     return md.connect(address, options=[option])
 
 
-async def _write(memory: md.MemoryServiceStub, conversation: md.Conversation, number: int) -> None:
+async def _write(memory: Any, conversation: md.Conversation, number: int) -> None:
+    """A StoreMemory or a ClearConversation; `memory`: a MemoryServiceStub on an aio channel
+    (typed for blocking calls by its stubs)."""
     if number % 2:
         await memory.StoreMemory(
             md.StoreMemoryRequest(
