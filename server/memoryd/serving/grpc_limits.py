@@ -26,7 +26,12 @@ import logging
 from memoryd.config import ServerSettings
 from memoryd.errors import StartupError
 from memoryd.log_events import Event
-from memoryd.web.listener import MIN_CONNECTIONS, RESERVED_DESCRIPTORS, open_file_limit
+from memoryd.web.listener import (
+    MIN_CONNECTIONS,
+    RESERVED_DESCRIPTORS,
+    half_the_room,
+    open_file_limit,
+)
 
 log = logging.getLogger("memoryd.server")
 
@@ -67,7 +72,7 @@ class ListenerLimits:
         """The limits under this process's open-file limit (its soft limit raised to the hard
         one first); StartupError when that limit leaves too few connections to serve."""
         soft, _hard = open_file_limit()
-        room = (soft - RESERVED_DESCRIPTORS) // 2 - HEALTH_MAX_CONNECTIONS
+        room = half_the_room(soft) - HEALTH_MAX_CONNECTIONS
         if room < MIN_CONNECTIONS:
             least = RESERVED_DESCRIPTORS + 2 * (HEALTH_MAX_CONNECTIONS + MIN_CONNECTIONS)
             raise StartupError(

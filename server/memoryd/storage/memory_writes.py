@@ -242,12 +242,13 @@ def restore(
 def set_recency(connection: Transaction, memory_ids: tuple[int, ...], now: dt.datetime) -> None:
     """Mark these rows updated now, one millisecond apart in this order (the first the newest):
     a prompt file then lists them in this order within each of its sections."""
-    for position, memory_id in enumerate(memory_ids):
-        rows(
-            connection,
-            "UPDATE memories SET updated_at = ? WHERE id = ? RETURNING id",
-            (to_text(now - dt.timedelta(milliseconds=position)), memory_id),
-        )
+    connection.executemany(
+        "UPDATE memories SET updated_at = ? WHERE id = ?",
+        [
+            (to_text(now - dt.timedelta(milliseconds=position)), memory_id)
+            for position, memory_id in enumerate(memory_ids)
+        ],
+    )
 
 
 def has_active_value(  # noqa: PLR0917 - a row's identity is these five values

@@ -86,6 +86,12 @@ def open_file_limit() -> tuple[int, int]:
     return soft, hard
 
 
+def half_the_room(soft_limit: int) -> int:
+    """Half of the descriptors an open-file limit leaves after the reserve: HTTP's share; gRPC's
+    listeners share the other half (memoryd.serving.grpc_limits)."""
+    return (soft_limit - RESERVED_DESCRIPTORS) // 2
+
+
 class ConnectionBudget:
     """The HTTP connections this process may hold open, across all its HTTP listeners: half of
     what the open-file limit leaves after a reserve, or `configured` when that is lower."""
@@ -101,7 +107,7 @@ class ConnectionBudget:
     def for_process(cls, configured: int = 0) -> ConnectionBudget:
         """The budget under this process's open-file limit (raised to its hard limit first)."""
         soft, _hard = open_file_limit()
-        room = (soft - RESERVED_DESCRIPTORS) // 2
+        room = half_the_room(soft)
         if room < MIN_CONNECTIONS:
             raise StartupError(
                 f"the open-file limit is {soft}: too low to serve HTTP beside gRPC (at least "
