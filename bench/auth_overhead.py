@@ -18,12 +18,13 @@ import timeit
 from collections.abc import Callable
 
 import memoryd_client as md
+from memoryd.api import contract
 from memoryd.api.access import declarations
 from memoryd.api.auth import Authorizer
 from memoryd.config import TokenSettings, token_digest
-from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2
+from memoryd_client.v2 import conversation_service_pb2
 
-APPEND = "/memoryd.v1.MemoryService/AppendMessages"
+APPEND = "/memoryd.v2.ConversationService/AppendMessages"
 
 
 def main() -> int:
@@ -39,14 +40,16 @@ def main() -> int:
         )
         for n in range(3)
     )
-    guard = Authorizer(tokens, declarations((memory_service_pb2, compaction_service_pb2)))
+    guard = Authorizer(tokens, declarations(contract.methods()))
     metadata = (("authorization", "Bearer token-2-0123456789abcdef"),)
     chat = md.Conversation(channel="telegram", chat_id="42")
 
-    def request(count: int) -> md.AppendMessagesRequest:
-        return md.AppendMessagesRequest(
+    def request(count: int) -> conversation_service_pb2.AppendMessagesRequest:
+        """The request as the server reads it: a memoryd.v2 message."""
+        sent = md.AppendMessagesRequest(
             conversation=chat, messages=[md.user("ada", "hello there")] * count
         )
+        return conversation_service_pb2.AppendMessagesRequest.FromString(sent.SerializeToString())
 
     one, hundred = request(1), request(100)
     rounds = args.rounds

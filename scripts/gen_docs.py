@@ -5,11 +5,13 @@
 
 Each generated part sits between `<!-- NAME:start -->` and `<!-- NAME:end -->` markers in a
 hand-written page, so the prose around it stays the author's:
-    docs/api.md            `api`: every service, RPC, message and enum of memoryd.v1, with the
+    docs/api.md            `api`: every service, RPC, message and enum of memoryd.v2, with the
                            protos' own comments (from the descriptor set built with source info)
+                           `routes`: each memoryd.v1 RPC and the memoryd.v2 RPC that answers it
     docs/configuration.md  `settings`: every [memoryd.*] setting, its type, default and the
                            comment above its field in memoryd/config/settings.py
-    docs/security.md       `access`: who may call each RPC, from its (memoryd.v1.access) option
+    docs/security.md       `access`: who may call each RPC, from its service's and its own
+                           declarations ((memoryd.v2.service_access), (memoryd.v2.access))
     ARCHITECTURE.md        `contract`: the services and their RPCs, counted, from the descriptors
                            `units`: each unit of server/memoryd and the units it imports
                            `tables`: the tables after every migration, with their keys and
@@ -34,9 +36,9 @@ from google.protobuf import descriptor_pb2
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_ROOT = ROOT / "server" / "memoryd"
-DESCRIPTOR_SET = ROOT / "clients/python/memoryd_client/v1/descriptor_set.binpb"
+DESCRIPTOR_SET = ROOT / "clients/python/memoryd_client/descriptor_set.binpb"
 SETTINGS_SOURCE = ROOT / "server/memoryd/config/settings.py"
-PACKAGE = "memoryd.v1"
+PACKAGE = "memoryd.v2"
 
 # Field numbers of descriptor.proto, as source-code-info paths name them.
 MESSAGE_TYPE, ENUM_TYPE, SERVICE = 4, 5, 6
@@ -136,16 +138,20 @@ def _enum(
 
 
 def api_reference() -> str:
-    """The reference of every memoryd.v1 file: services first, then messages and enums."""
+    """The reference of every memoryd.v2 file: its services in the contract's order, then the
+    shared records and the access options."""
+    from memoryd.api import contract  # noqa: PLC0415
+
+    order = [service.messages.DESCRIPTOR.name for service in contract.SERVICES]
     files = descriptor_pb2.FileDescriptorSet.FromString(DESCRIPTOR_SET.read_bytes()).file
     ours = sorted(
         (file for file in files if file.package == PACKAGE),
-        key=lambda file: (not file.service, file.name),
+        key=lambda file: (order.index(file.name) if file.name in order else len(order), file.name),
     )
     lines: list[str] = []
     for file in ours:
         comments = _Comments(file)
-        lines += [f"## {file.name.removeprefix('memoryd/v1/')}", ""]
+        lines += [f"## {file.name.removeprefix('memoryd/v2/')}", ""]
         for s_index, service in enumerate(file.service):
             lines += [f"### service {service.name}", ""]
             described = comments.of(SERVICE, s_index)
@@ -259,10 +265,22 @@ def settings_reference() -> str:
 
 def access_table() -> str:
     """Who may call each RPC, from the contract's declarations."""
+    from memoryd.api import contract  # noqa: PLC0415
     from memoryd.api.access import declarations, markdown_table  # noqa: PLC0415
-    from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2  # noqa: PLC0415
 
-    return markdown_table(declarations((memory_service_pb2, compaction_service_pb2)).values())
+    return markdown_table(declarations(contract.methods()).values())
+
+
+def routes_table() -> str:
+    """Each memoryd.v1 RPC and the memoryd.v2 RPC that answers it."""
+    from memoryd.api import contract  # noqa: PLC0415
+
+    lines = ["| memoryd.v1 | memoryd.v2 |", "|---|---|"]
+    for legacy, current in contract.routes().items():
+        old = legacy.removeprefix("/memoryd.v1.").replace("/", ".")
+        new = current.removeprefix("/memoryd.v2.").replace("/", ".")
+        lines.append(f"| `{old}` | `{new}` |")
+    return "\n".join(lines)
 
 
 # --- ARCHITECTURE.md ------------------------------------------------------------------------------
@@ -270,18 +288,24 @@ def access_table() -> str:
 
 def contract_summary() -> str:
     """The services of the contract and their RPCs, counted."""
-    from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2  # noqa: PLC0415
+    from memoryd.api import contract  # noqa: PLC0415
+    from memoryd.api.access import declared  # noqa: PLC0415
 
-    services = [
-        service
-        for module in (memory_service_pb2, compaction_service_pb2)
-        for service in module.DESCRIPTOR.services_by_name.values()
-    ]
+    services = [service.descriptor for service in contract.SERVICES]
     total = sum(len(service.methods) for service in services)
-    lines = [f"{total} RPCs in {len(services)} services (besides health and reflection):", ""]
+    lines = [
+        f"memoryd.v2: {total} RPCs in {len(services)} services (besides health and reflection):",
+        "",
+    ]
     for service in services:
         names = ", ".join(method.name for method in service.methods)
-        lines.append(f"- `{service.name}` ({len(service.methods)}): {names}")
+        who = "admin" if declared(service.methods[0]).admin_only else "adapter or admin"
+        lines.append(f"- `{service.name}` ({len(service.methods)}, {who}): {names}")
+    legacy = ", ".join(f"`{service.name}` ({len(service.methods)})" for service in contract.LEGACY)
+    lines += [
+        "",
+        f"memoryd.v1, still served, each RPC by the memoryd.v2 RPC of its name: {legacy}.",
+    ]
     return "\n".join(lines)
 
 
@@ -359,6 +383,7 @@ def tables_table() -> str:
 # --- markers -------------------------------------------------------------------------------------
 
 PARTS: tuple[tuple[str, str, Callable[[], str]], ...] = (
+    ("docs/api.md", "routes", routes_table),
     ("docs/api.md", "api", api_reference),
     ("docs/configuration.md", "settings", settings_reference),
     ("docs/security.md", "access", access_table),

@@ -3,10 +3,11 @@
     python scripts/gen_protos.py          # regenerate
     python scripts/gen_protos.py --check  # exit 1 if any committed generated file is stale
 
-Python: grpc_tools.protoc into clients/python/memoryd_client/v1/. protoc names Python modules
-after the proto package (memoryd.v1), which would collide with the server package `memoryd`; the
-generated imports are therefore rewritten to memoryd_client.v1. The proto file names registered
-in the descriptor pool stay memoryd/v1/*.proto, as on the wire.
+Python: grpc_tools.protoc into clients/python/memoryd_client/v1/ and v2/, one folder per proto
+package. protoc names Python modules after the proto package (memoryd.v2), which would collide
+with the server package `memoryd`; the generated imports are therefore rewritten to
+memoryd_client.v2. The proto file names registered in the descriptor pool stay
+memoryd/v2/*.proto, as on the wire.
 
 Go and TypeScript: `buf generate` with buf.gen.yaml (local plugins only: protoc-gen-go and
 protoc-gen-go-grpc from .tools/bin, protoc-gen-es from clients/typescript/node_modules; `make
@@ -34,8 +35,13 @@ import grpc_tools
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "protos"
-OUT_DIR = ROOT / "clients" / "python" / "memoryd_client" / "v1"
-SURFACE = ROOT / "clients" / "python" / "memoryd_client" / "_surface.py"
+CLIENT_DIR = ROOT / "clients" / "python" / "memoryd_client"
+# The proto packages, each generated into a folder of the client named after it.
+PACKAGES = ("v1", "v2")
+SURFACE = CLIENT_DIR / "_surface.py"
+# The package the client's surface (memoryd_client.<Name>) exports.
+SURFACE_PACKAGE = "v1"
+SURFACE_MODULES = ("records", "memory_service", "compaction_service")
 # The folders buf.gen.yaml writes, relative to the repository.
 BUF_OUTPUTS = ("clients/go/gen", "clients/typescript/src/gen")
 GO_MODULE = ROOT / "clients" / "go" / "go.mod"
@@ -46,11 +52,12 @@ GO_FOLLOWERS = ("buf.gen.yaml", "bench/grpc_gateway", "clients/go", "docs/client
 GO_FOLLOWER_SUFFIXES = (".go", ".mod", ".yaml", ".md")
 # The descriptors of memoryd's protos with their comments (source info), shipped with the client.
 DESCRIPTOR_SET = "descriptor_set.binpb"
-INIT_TEXT = '"""Generated protobuf and gRPC modules for memoryd.v1 (do not edit)."""\n'
+INIT_TEXT = '"""Generated protobuf and gRPC modules for memoryd.{} (do not edit)."""\n'
 # Only import statements and the module-name literals handed to the protobuf builder are
-# rewritten; full names such as "/memoryd.v1.MemoryService/AppendMessages" are the wire contract.
-IMPORT_PATTERN = re.compile(r"^(from|import) memoryd\.v1\b", re.MULTILINE)
-MODULE_LITERAL_PATTERN = re.compile(r"'memoryd\.v1\.(\w+_pb2)'")
+# rewritten; full names such as "/memoryd.v2.ConversationService/AppendMessages" are the wire
+# contract.
+IMPORT_PATTERN = re.compile(r"^(from|import) memoryd\.(v\d+)\b", re.MULTILINE)
+MODULE_LITERAL_PATTERN = re.compile(r"'memoryd\.(v\d+)\.(\w+_pb2)'")
 
 
 def _plugin(name: str) -> str:
@@ -62,8 +69,8 @@ def _plugin(name: str) -> str:
 
 
 def generate(into: Path) -> dict[str, str]:
-    """Run protoc into `into` and return {file name: rewritten text}; the descriptor set is
-    left in `into` (DESCRIPTOR_SET)."""
+    """Run protoc into `into` and return {"v1/file name": rewritten text}; the descriptor set
+    (every package's files) is left in `into` (DESCRIPTOR_SET)."""
     protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in PROTO_ROOT.rglob("*.proto"))
     well_known = Path(grpc_tools.__file__).parent / "_proto"
     command = [
@@ -86,18 +93,25 @@ def generate(into: Path) -> dict[str, str]:
     result = subprocess.run(command, cwd=PROTO_ROOT, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         sys.exit(f"protoc failed:\n{result.stderr}")
-    generated = into / "memoryd" / "v1"
-    files = {"__init__.py": INIT_TEXT}
-    for path in sorted(generated.iterdir()):
-        text = path.read_text(encoding="utf-8")
-        text = IMPORT_PATTERN.sub(r"\1 memoryd_client.v1", text)
-        files[path.name] = MODULE_LITERAL_PATTERN.sub(r"'memoryd_client.v1.\1'", text)
+    files = {}
+    for package in PACKAGES:
+        files[f"{package}/__init__.py"] = INIT_TEXT.format(package)
+        for path in sorted((into / "memoryd" / package).iterdir()):
+            text = path.read_text(encoding="utf-8")
+            text = IMPORT_PATTERN.sub(r"\1 memoryd_client.\2", text)
+            text = MODULE_LITERAL_PATTERN.sub(r"'memoryd_client.\1.\2'", text)
+            files[f"{package}/{path.name}"] = text
     return files
 
 
 def stale_files(generated: dict[str, str], out_dir: Path) -> list[str]:
-    """Files that differ between a fresh generation and `out_dir` (missing or extra count too)."""
-    committed = {p.name: p.read_text(encoding="utf-8") for p in out_dir.glob("*.py*")}
+    """Files that differ between a fresh generation and `out_dir`'s package folders (missing
+    or extra count too)."""
+    committed = {
+        f"{package}/{p.name}": p.read_text(encoding="utf-8")
+        for package in PACKAGES
+        for p in (out_dir / package).glob("*.py*")
+    }
     names = generated.keys() | committed.keys()
     return sorted(name for name in names if generated.get(name) != committed.get(name))
 
@@ -106,17 +120,18 @@ def surface_text(files: dict[str, str]) -> str:
     """memoryd_client/_surface.py: every message, enum, enum value and stub of the generated
     modules, imported by name, read from the descriptors of a fresh generation."""
     with tempfile.TemporaryDirectory() as scratch:
-        package = Path(scratch) / "memoryd_client" / "v1"
-        package.mkdir(parents=True)
-        (package.parent / "__init__.py").write_text("", encoding="utf-8")
+        package = Path(scratch) / "memoryd_client"
         for name, text in files.items():
+            (package / name).parent.mkdir(parents=True, exist_ok=True)
             (package / name).write_text(text, encoding="utf-8")
+        (package / "__init__.py").write_text("", encoding="utf-8")
         code = (
             "import importlib, json, sys\n"
             f"sys.path.insert(0, {scratch!r})\n"
             "found = {}\n"
-            "for name in ('records', 'memory_service', 'compaction_service'):\n"
-            "    module = importlib.import_module(f'memoryd_client.v1.{name}_pb2')\n"
+            f"for name in {SURFACE_MODULES!r}:\n"
+            f"    module = importlib.import_module(f'memoryd_client.{SURFACE_PACKAGE}.'"
+            "f'{name}_pb2')\n"
             "    names = list(module.DESCRIPTOR.message_types_by_name)\n"
             "    for enum in module.DESCRIPTOR.enum_types_by_name.values():\n"
             "        names += [enum.name, *(value.name for value in enum.values)]\n"
@@ -129,7 +144,10 @@ def surface_text(files: dict[str, str]) -> str:
         )
     found = json.loads(result.stdout)
     lines = [
-        '"""Every message, enum, enum value and stub of memoryd.v1, by name (generated by',
+        (
+            f'"""Every message, enum, enum value and stub of memoryd.{SURFACE_PACKAGE}, by name '
+            "(generated by"
+        ),
         'scripts/gen_protos.py from the descriptors; do not edit)."""',
         "",
     ]
@@ -138,7 +156,7 @@ def surface_text(files: dict[str, str]) -> str:
         for kind in ("pb2", "grpc"):
             if names[kind]:
                 suffix = "_pb2" if kind == "pb2" else "_pb2_grpc"
-                lines.append(f"from memoryd_client.v1.{module}{suffix} import (")
+                lines.append(f"from memoryd_client.{SURFACE_PACKAGE}.{module}{suffix} import (")
                 lines += [f"    {name}," for name in names[kind]]
                 lines.append(")")
                 exported += names[kind]
@@ -227,10 +245,10 @@ def main() -> int:
         descriptor_set = (Path(python) / DESCRIPTOR_SET).read_bytes()
     surface = surface_text(files)
     if args.check:
-        stale = stale_files(files, OUT_DIR)
+        stale = stale_files(files, CLIENT_DIR)
         if not SURFACE.exists() or SURFACE.read_text(encoding="utf-8") != surface:
             stale.append(str(SURFACE.relative_to(ROOT)))
-        committed_set = OUT_DIR / DESCRIPTOR_SET
+        committed_set = CLIENT_DIR / DESCRIPTOR_SET
         if not committed_set.exists() or committed_set.read_bytes() != descriptor_set:
             stale.append(DESCRIPTOR_SET)
         committed = _tree(ROOT)
@@ -245,12 +263,12 @@ def main() -> int:
             return 1
         print(f"generated clients are up to date ({len(files) + len(others) + 1} files)")
         return 0
-    if OUT_DIR.exists():
-        shutil.rmtree(OUT_DIR)
-    OUT_DIR.mkdir(parents=True)
+    for package in PACKAGES:
+        shutil.rmtree(CLIENT_DIR / package, ignore_errors=True)
+        (CLIENT_DIR / package).mkdir(parents=True)
     for name, text in files.items():
-        (OUT_DIR / name).write_text(text, encoding="utf-8")
-    (OUT_DIR / DESCRIPTOR_SET).write_bytes(descriptor_set)
+        (CLIENT_DIR / name).write_text(text, encoding="utf-8")
+    (CLIENT_DIR / DESCRIPTOR_SET).write_bytes(descriptor_set)
     SURFACE.write_text(surface, encoding="utf-8")
     for output in BUF_OUTPUTS:
         shutil.rmtree(ROOT / output, ignore_errors=True)

@@ -26,12 +26,10 @@ from google.protobuf.message import Message
 from hypothesis import strategies as st
 
 import memoryd_client as md
-from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2
+from memoryd.api import contract
 
-SERVICES = (
-    memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"],
-    compaction_service_pb2.DESCRIPTOR.services_by_name["CompactionService"],
-)
+# memoryd.v2's services (memoryd.v1's paths run the same handlers on the same messages).
+SERVICES = tuple(service.descriptor for service in contract.SERVICES)
 # "Service.Method" of every RPC of the contract.
 RPCS = {f"{service.name}.{rpc.name}": rpc for service in SERVICES for rpc in service.methods}
 METHODS = list(RPCS)

@@ -13,7 +13,7 @@ import signal
 import ssl
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import grpc
 from google.protobuf import descriptor_pool
@@ -21,6 +21,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from memoryd import __version__
+from memoryd.api import contract
 from memoryd.api.access import declarations
 from memoryd.api.auth import Authorizer
 from memoryd.api.commitment import committed_first
@@ -31,8 +32,7 @@ from memoryd.api.reflection import (
     add_v1_servicer_to_server,
     register_v1_descriptors,
 )
-from memoryd.api.servicer import CompactionServicer, MemoryServicer
-from memoryd.api.status import RpcLog, add_service, log_rpc_with_logging
+from memoryd.api.status import RpcLog, add_service, add_services, log_rpc_with_logging
 from memoryd.config import ServerSettings, Settings, check_exposure, check_private_settings
 from memoryd.config.reloading import Running
 from memoryd.errors import StartupError
@@ -45,19 +45,10 @@ from memoryd.serving.health_port import start_health_port
 from memoryd.serving.listeners import start_http
 from memoryd.serving.token_reloads import SettingsPipe, reload_on_hangup
 from memoryd.supervisor import WorkerRole
-from memoryd_client.v1 import (
-    compaction_service_pb2,
-    compaction_service_pb2_grpc,
-    memory_service_pb2,
-    memory_service_pb2_grpc,
-)
 
 log = logging.getLogger("memoryd.server")
 
-SERVICE_NAMES = (
-    memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
-    compaction_service_pb2.DESCRIPTOR.services_by_name["CompactionService"].full_name,
-)
+SERVICE_NAMES = contract.service_names()
 
 
 async def serve(
@@ -220,31 +211,25 @@ async def _serve(
     )
     # Every RPC's declared access, read (and checked) whether tokens are configured or not. With
     # tokens, memoryd's own services are guarded by it; health and reflection stay open.
-    access = declarations((memory_service_pb2, compaction_service_pb2))
+    routes = contract.routes()
+    access = declarations(contract.methods(), routes)
     guard = Authorizer(settings.auth.tokens, access) if settings.auth.tokens else None
     if running is not None:
         if worker is not None:
             SettingsPipe(worker.settings_fd).follow(running, guard)
         else:
             reload_on_hangup(running, guard)
-    guarded: tuple[tuple[Any, object], ...] = (
-        (
-            memory_service_pb2_grpc.add_MemoryServiceServicer_to_server,
-            MemoryServicer(runtime.services),
-        ),
-        (
-            compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server,
-            CompactionServicer(runtime.services),
-        ),
-    )
     read_only = settings.server.read_only
     writing = frozenset(path for path, item in access.items() if item.writes and read_only)
-    commits = committed_first((memory_service_pb2, compaction_service_pb2))
-    handlers: dict[str, Any] = {}
-    for register, servicer in guarded:
-        handlers |= add_service(
-            server, register, servicer, rpc_log, guard, refused=writing, commits=commits
-        )
+    handlers = add_services(
+        server,
+        ((service.register, service.servicer(runtime.services)) for service in contract.SERVICES),
+        rpc_log,
+        guard,
+        refused=writing,
+        commits=committed_first(contract.methods(), routes),
+        routes=routes,
+    )
     for register, servicer in (
         (health_pb2_grpc.add_HealthServicer_to_server, health_servicer),
         (reflection_pb2_grpc.add_ServerReflectionServicer_to_server, reflection_servicer),

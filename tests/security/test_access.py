@@ -1,11 +1,11 @@
 """Access declared in the contract, and the red team's matrix through the real server.
 
-Every RPC of both services, the streams included, is called with no token, a forged token, an
-adapter of agent main aiming at agent other, a token of main capped at guest trust, and an admin
-of main only (aiming at other, and at every agent where a request can). The expected status of
-each case comes from the RPC's declared access (memoryd.v1.access), and an export of agent other,
-taken before and after each RPC's cases, shows that none of them changed anything of it; no
-answer to an admitted call holds any of its text.
+Every RPC of memoryd.v2 and of memoryd.v1 (routed to it), the streams included, is called with
+no token, a forged token, an adapter of agent main aiming at agent other, a token of main capped
+at guest trust, and an admin of main only (aiming at other, and at every agent where a request
+can). The expected status of each case comes from the RPC's declared access (memoryd.v2.access),
+and an export of agent other, taken before and after each RPC's cases, shows that none of them
+changed anything of it; no answer to an admitted call holds any of its text.
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2
 
 import memoryd_client as md
+from memoryd.api import contract
 from memoryd.api.access import Declared, declarations, declared, markdown_table
 from memoryd.errors import StartupError
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
-from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2
+from memoryd_client.v1 import access_pb2 as v1_access_pb2
 from tests.helpers import client_stream, rpc_error
 from tests.review_helpers import review_config
 
@@ -65,14 +66,10 @@ token = "{MAIN_ADMIN}"
 role = "admin"
 agents = ["main"]
 """
-MODULES = (memory_service_pb2, compaction_service_pb2)
-METHODS: list[MethodDescriptor] = [
-    method
-    for module in MODULES
-    for service in module.DESCRIPTOR.services_by_name.values()
-    for method in service.methods
-]
-ACCESS = declarations(MODULES)
+# memoryd.v2's RPCs, then memoryd.v1's (routed to them): the matrix runs through both.
+CURRENT: list[MethodDescriptor] = list(contract.methods())
+METHODS: list[MethodDescriptor] = [*CURRENT, *contract.legacy_methods()]
+ACCESS = declarations(CURRENT, contract.routes())
 ADMITTED_NOT = (
     grpc.StatusCode.UNAUTHENTICATED,
     grpc.StatusCode.PERMISSION_DENIED,
@@ -89,7 +86,7 @@ def access_of(method: MethodDescriptor) -> Declared:
 
 
 def test_every_rpc_declares_its_access_and_reads_are_marked_as_such() -> None:
-    for method in METHODS:
+    for method in CURRENT:
         access = declared(method)
         no_side_effects = (
             method.GetOptions().idempotency_level == method.GetOptions().NO_SIDE_EFFECTS
@@ -98,14 +95,36 @@ def test_every_rpc_declares_its_access_and_reads_are_marked_as_such() -> None:
             assert not access.writes, method.name
         elif not access.writes:  # a read that is not marked: only a stream may be
             assert method.server_streaming, method.name
-    assert len(ACCESS) == len(METHODS) == 45
+    assert len(CURRENT) == 45
+    assert len(ACCESS) == len(METHODS) == 90
+
+
+def test_memoryd_v1_declares_what_its_routed_paths_are_held_to() -> None:
+    """memoryd.v1's own declarations (its protos still document them) are those of the
+    memoryd.v2 RPC each path is routed to."""
+    callers = {v1_access_pb2.CALLER_ROLE_ADAPTER: False, v1_access_pb2.CALLER_ROLE_ADMIN: True}
+    for method in contract.legacy_methods():
+        own = method.GetOptions().Extensions[v1_access_pb2.access]
+        routed = access_of(method)
+        assert routed.service.startswith("memoryd.v2."), method.name
+        assert callers[own.caller] == routed.admin_only, method.name
+        assert (own.writes, own.guests) == (routed.writes, routed.guests), method.name
+        assert v1_access_pb2.Reach.Name(own.reach) == f"REACH_{routed.reach.name}", method.name
+
+
+def test_an_admin_rpc_is_an_admin_service_rpc() -> None:
+    """Who may call is a service's declaration: every admin-only RPC is AdminService's, and
+    every RPC of AdminService is admin-only."""
+    for method in CURRENT:
+        access = declared(method)
+        assert access.admin_only == (access.service == "memoryd.v2.AdminService"), method.name
 
 
 def test_an_rpc_without_a_declaration_stops_the_start() -> None:
     check = health_pb2.DESCRIPTOR.services_by_name["Health"].methods_by_name["Check"]
     with pytest.raises(StartupError) as caught:
         declared(check)
-    assert "grpc.health.v1.Health.Check declares no access" in str(caught.value)
+    assert "grpc.health.v1.Health declares no caller" in str(caught.value)
 
 
 def test_the_security_page_table_is_the_declarations() -> None:
@@ -113,7 +132,7 @@ def test_the_security_page_table_is_the_declarations() -> None:
     start, end = "<!-- access:start -->\n", "\n<!-- access:end -->"
     assert start in page, "docs/security.md has no access table (scripts/gen_docs.py)"
     current = page.split(start, 1)[1].split(end, 1)[0]
-    assert current == markdown_table(ACCESS.values()), (
+    assert current == markdown_table(declarations(CURRENT).values()), (
         "the access table of docs/security.md is stale: run .venv/bin/python scripts/gen_docs.py"
     )
 
@@ -406,7 +425,9 @@ async def export_of(memory: md.MemoryServiceStub, agent: str) -> list[str]:
     return lines
 
 
-@pytest.mark.parametrize("method", METHODS, ids=lambda method: method.name)
+@pytest.mark.parametrize(
+    "method", METHODS, ids=lambda method: f"{method.containing_service.full_name}.{method.name}"
+)
 async def test_the_red_team_matrix(
     guarded: ServerProcess,
     world: tuple[md.MemoryServiceStub, Target, Target],

@@ -16,15 +16,16 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf import message_factory
 from google.protobuf.descriptor import Descriptor, MethodDescriptor
 from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import memoryd_client as md
+from memoryd.api import contract
 from memoryd.config import check_exposure, load_settings, token_digest
 from memoryd.errors import StartupError
 from memoryd.testing.server_process import ServerProcess
-from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2
 from tests.helpers import Ran, run_memoryd
 from tests.memory.test_resources import cli
 from tests.review_helpers import eventually
@@ -64,12 +65,7 @@ token_env = "TEST_ADAPTER_TOKEN"
 role = "adapter"
 agents = ["main"]
 """
-METHODS: list[MethodDescriptor] = [
-    method
-    for module in (memory_service_pb2, compaction_service_pb2)
-    for service in module.DESCRIPTOR.services_by_name.values()
-    for method in service.methods
-]
+METHODS: list[MethodDescriptor] = list(contract.methods())
 ADMIN_ONLY = {"ExportData", "ImportData", "PurgeOwner"}
 
 
@@ -90,18 +86,13 @@ def path_of(method: MethodDescriptor) -> str:
 
 
 def request_class(method: MethodDescriptor) -> Any:
-    module = (
-        memory_service_pb2
-        if method.containing_service.name == "MemoryService"
-        else compaction_service_pb2
-    )
-    return getattr(module, method.input_type.name)
+    return message_factory.GetMessageClass(method.input_type)
 
 
 def trust_path(descriptor: Descriptor, seen: frozenset[str] = frozenset()) -> list[Any] | None:
-    """Field names down to a memoryd.v1.Trust field, or None."""
+    """Field names down to a memoryd.v2.Trust field, or None."""
     for field in descriptor.fields:
-        if field.enum_type is not None and field.enum_type.full_name == "memoryd.v1.Trust":
+        if field.enum_type is not None and field.enum_type.full_name == "memoryd.v2.Trust":
             return [field]
         nested = field.message_type
         if (

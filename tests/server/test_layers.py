@@ -13,12 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.api import enum_tables
-from memoryd.api.servicer import CompactionServicer, MemoryServicer
+from memoryd.api import contract, enum_tables
 from memoryd.errors import InvalidArgument
-from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2, records_pb2
-from memoryd_client.v1 import compaction_service_pb2_grpc as compaction_grpc
-from memoryd_client.v1 import memory_service_pb2_grpc as service_grpc
+from memoryd_client.v2 import records_pb2
 
 PACKAGE = Path(__file__).resolve().parents[2] / "server" / "memoryd"
 # Every unit of the package (a folder, or a module at its top) on a floor: a unit imports only
@@ -264,23 +261,14 @@ def test_the_import_check_sees_a_forbidden_import(tmp_path: Path) -> None:
     ]
 
 
-SERVICES = (
-    (memory_service_pb2, "MemoryService", MemoryServicer, service_grpc.MemoryServiceServicer),
-    (
-        compaction_service_pb2,
-        "CompactionService",
-        CompactionServicer,
-        compaction_grpc.CompactionServiceServicer,
-    ),
-)
-
-
-@pytest.mark.parametrize(("module", "name", "servicer", "base"), SERVICES)
-def test_every_rpc_of_the_contract_has_a_handler(
-    module: object, name: str, servicer: type, base: type
-) -> None:
-    # A misspelt mixin method would leave the generated base's, which answers UNIMPLEMENTED.
-    methods = module.DESCRIPTOR.services_by_name[name].methods_by_name
+@pytest.mark.parametrize("service", contract.SERVICES, ids=lambda service: service.name)
+def test_every_rpc_of_the_contract_has_a_handler(service: contract.Service) -> None:
+    # A misspelt method would leave the generated base's, which answers UNIMPLEMENTED.
+    servicer = service.servicer
+    assert isinstance(servicer, type)
+    base = getattr(service.stubs, f"{service.descriptor.name}Servicer")
+    assert issubclass(servicer, base)
+    methods = service.descriptor.methods_by_name
     unimplemented = [
         method for method in methods if getattr(servicer, method) is getattr(base, method)
     ]
@@ -310,7 +298,7 @@ def test_an_enum_table_covers_its_enum_in_both_directions(name: str) -> None:
 def test_every_enum_of_the_contract_has_a_table() -> None:
     declared = {
         enum.full_name
-        for module in (records_pb2, memory_service_pb2, compaction_service_pb2)
+        for module in (records_pb2, *(service.messages for service in contract.SERVICES))
         for enum in module.DESCRIPTOR.enum_types_by_name.values()
     }
     tabled = {table.proto.DESCRIPTOR.full_name for table in enum_tables.TABLES.values()}

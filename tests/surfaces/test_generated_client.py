@@ -30,20 +30,23 @@ def test_the_check_notices_edited_missing_and_extra_files(tmp_path: Path) -> Non
         import gen_protos  # noqa: PLC0415 - a script, imported for its functions
     finally:
         sys.path.pop(0)
-    committed = ROOT / "clients" / "python" / "memoryd_client" / "v1"
-    copy = tmp_path / "v1"
-    shutil.copytree(committed, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    committed = ROOT / "clients" / "python" / "memoryd_client"
+    copy = tmp_path / "memoryd_client"
+    for package in gen_protos.PACKAGES:
+        shutil.copytree(
+            committed / package, copy / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
     with tempfile.TemporaryDirectory() as scratch:
         fresh = gen_protos.generate(Path(scratch))
     assert gen_protos.stale_files(fresh, copy) == []
-    edited = copy / "records_pb2.py"
+    edited = copy / "v2" / "records_pb2.py"
     edited.write_text(edited.read_text() + "# edited\n")
-    (copy / "memory_service_pb2.pyi").unlink()
-    (copy / "leftover_pb2.py").write_text("")
+    (copy / "v1" / "memory_service_pb2.pyi").unlink()
+    (copy / "v2" / "leftover_pb2.py").write_text("")
     assert gen_protos.stale_files(fresh, copy) == [
-        "leftover_pb2.py",
-        "memory_service_pb2.pyi",
-        "records_pb2.py",
+        "v1/memory_service_pb2.pyi",
+        "v2/leftover_pb2.py",
+        "v2/records_pb2.py",
     ]
 
 

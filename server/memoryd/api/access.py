@@ -1,8 +1,10 @@
 """Who may call what: each RPC's access, declared in the contract and read from its descriptors.
 
-Every RPC of memoryd.v1 carries the method option `(memoryd.v1.access)`
-(protos/memoryd/v1/access.proto): who may call it (any token, or only an admin's), whether it
-writes, whether a token capped at guest trust may call it, and how far it reaches.
+Every service of memoryd.v2 says who may call it (any token, or only an admin's) with the service
+option `(memoryd.v2.service_access)`, and every RPC, with the method option `(memoryd.v2.access)`
+(protos/memoryd/v2/access.proto), whether it writes, whether a token capped at guest trust may
+call it, and how far it reaches. memoryd.v1's paths have the access of the memoryd.v2 RPC they
+are routed to (memoryd.api.contract).
 `declarations` reads them once, when the server starts, and refuses to start on an RPC without
 one; the guard (memoryd.api.auth) admits every call by them, and the README's security table is
 printed from them (`markdown_table`, scripts/gen_docs.py into docs/security.md).
@@ -17,8 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable, Iterable
-from types import ModuleType
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from google.protobuf.descriptor import MethodDescriptor
@@ -27,11 +28,11 @@ from memoryd.api.activity_convert import scopes_named
 from memoryd.api.review_convert import review_selection
 from memoryd.domain.transfer import selection
 from memoryd.errors import StartupError
-from memoryd_client.v1 import access_pb2
+from memoryd_client.v2 import access_pb2
 
 
 class Reach(enum.Enum):
-    """How much of the stored data one call can touch (memoryd.v1.Reach)."""
+    """How much of the stored data one call can touch (memoryd.v2.Reach)."""
 
     CONVERSATION = "one conversation"
     OWNER = "one owner"
@@ -110,25 +111,34 @@ class Declared:
 
     @property
     def path(self) -> str:
-        """The method's path on the wire: /memoryd.v1.MemoryService/AppendMessages."""
+        """The method's path on the wire: /memoryd.v2.ConversationService/AppendMessages."""
         return f"/{self.service}/{self.name}"
 
 
 def declared(method: MethodDescriptor) -> Declared:
-    """The access `method` declares; StartupError when it declares none (or an unset value)."""
+    """The access `method` declares (its service's caller, its own writes, guests and reach);
+    StartupError when either declaration is missing or leaves a value unset."""
+    service = method.containing_service
+    label = f"{service.full_name}.{method.name}"
+    service_options = service.GetOptions()
+    if not service_options.HasExtension(access_pb2.service_access):
+        raise StartupError(
+            f"{service.full_name} declares no caller: every service needs option "
+            "(memoryd.v2.service_access) in its proto"
+        )
+    caller = service_options.Extensions[access_pb2.service_access].caller
     options = method.GetOptions()
-    label = f"{method.containing_service.full_name}.{method.name}"
     if not options.HasExtension(access_pb2.access):
         raise StartupError(
-            f"{label} declares no access: every RPC needs option (memoryd.v1.access) in its proto"
+            f"{label} declares no access: every RPC needs option (memoryd.v2.access) in its proto"
         )
     access = options.Extensions[access_pb2.access]
-    if access.caller not in _CALLER or access.reach not in _REACH:
+    if caller not in _CALLER or access.reach not in _REACH:
         raise StartupError(f"{label}: its access declaration leaves caller or reach unset")
     found = Declared(
-        service=method.containing_service.full_name,
+        service=service.full_name,
         name=method.name,
-        admin_only=_CALLER[access.caller],
+        admin_only=_CALLER[caller],
         writes=access.writes,
         guests=access.guests,
         reach=_REACH[access.reach],
@@ -141,14 +151,14 @@ def declared(method: MethodDescriptor) -> Declared:
     return found
 
 
-def declarations(modules: Iterable[ModuleType]) -> dict[str, Declared]:
-    """Every RPC of the services in these generated modules, by its path."""
-    found: dict[str, Declared] = {}
-    for module in modules:
-        for service in module.DESCRIPTOR.services_by_name.values():
-            for method in service.methods:
-                access = declared(method)
-                found[access.path] = access
+def declarations(
+    methods: Iterable[MethodDescriptor], routes: Mapping[str, str] | None = None
+) -> dict[str, Declared]:
+    """Every RPC's declared access, by its path; a routed path (memoryd.v1's) has the access of
+    the path it is routed to."""
+    found = {f"/{m.containing_service.full_name}/{m.name}": declared(m) for m in methods}
+    for legacy, current in (routes or {}).items():
+        found[legacy] = found[current]
     return found
 
 

@@ -9,17 +9,17 @@ from memoryd.api.convert import conversation_in, set_timestamp, timestamp_in
 from memoryd.domain.activity import COUNTS, Counts, Span
 from memoryd.domain.conversation import HistoryScope, agent_key, owner_key
 from memoryd.errors import InvalidArgument
-from memoryd_client.v1 import memory_service_pb2 as service_pb
+from memoryd_client.v2 import overview_service_pb2 as overview_pb
 
 SCOPES: tuple[Literal["conversation", "owner", "agent"], ...] = ("conversation", "owner", "agent")
 
 
-def scopes_named(request: service_pb.GetActivityRequest) -> list[str]:
+def scopes_named(request: overview_pb.GetActivityRequest) -> list[str]:
     """The scope fields a request sets; none means every agent (the guard reads this too)."""
     return [name for name in SCOPES if request.HasField(name)]
 
 
-def activity_scope_in(request: service_pb.GetActivityRequest) -> HistoryScope | None:
+def activity_scope_in(request: overview_pb.GetActivityRequest) -> HistoryScope | None:
     """The request's conversation, owner or agent, validated; None for every agent."""
     named = scopes_named(request)
     if len(named) > 1:
@@ -39,7 +39,7 @@ def activity_scope_in(request: service_pb.GetActivityRequest) -> HistoryScope | 
 
 
 def range_in(
-    request: service_pb.GetActivityRequest,
+    request: overview_pb.GetActivityRequest,
 ) -> tuple[dt.datetime | None, dt.datetime | None]:
     """The request's start and end times (None when unset); domain.activity.span checks them."""
     start = end = None
@@ -50,7 +50,7 @@ def range_in(
     return start, end
 
 
-def counts_out(counts: Counts, target: service_pb.ActivityCounts) -> None:
+def counts_out(counts: Counts, target: overview_pb.ActivityCounts) -> None:
     """Fill an ActivityCounts in place."""
     for name in COUNTS:
         setattr(target, name, getattr(counts, name))
@@ -59,10 +59,10 @@ def counts_out(counts: Counts, target: service_pb.ActivityCounts) -> None:
 def activity_out(
     span: Span,
     points: list[tuple[dt.datetime, Counts]],
-    bucket: service_pb.ActivityBucket.ValueType,
-) -> service_pb.GetActivityResponse:
+    bucket: overview_pb.ActivityBucket.ValueType,
+) -> overview_pb.GetActivityResponse:
     """The response: every bucket, and the total."""
-    response = service_pb.GetActivityResponse(bucket=bucket)
+    response = overview_pb.GetActivityResponse(bucket=bucket)
     set_timestamp(response.start_time, span.start)
     set_timestamp(response.end_time, span.end)
     total = Counts()

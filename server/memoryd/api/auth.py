@@ -2,7 +2,7 @@
 
 With tokens configured ([[memoryd.auth.tokens]]), every call except health and reflection needs
 `authorization: Bearer <token>`: none or an unknown one is UNAUTHENTICATED. The call is then
-admitted by its RPC's declared access (memoryd.api.access: the `(memoryd.v1.access)` option in
+admitted by its RPC's declared access (memoryd.api.access: the `(memoryd.v2.access)` option in
 the contract), and its request is read for what it names:
 
 - an admin-only RPC needs role admin;
@@ -12,7 +12,7 @@ the contract), and its request is read for what it names:
 - every `agent_id` field of the request and of the messages it holds (empty means the default
   agent, read by memoryd.domain.conversation.agent_or_default as every use case reads it) must
   be one of the token's agents;
-- every field of type memoryd.v1.Trust: a claim above the token's max_trust is
+- every field of type memoryd.v2.Trust: a claim above the token's max_trust is
   PERMISSION_DENIED, and an unset one becomes the token's max_trust (the use case's default,
   operator, could otherwise exceed it);
 - fields declared `guest_ignored` (a turn's usage, a context window) are cleared from a
@@ -38,7 +38,7 @@ from memoryd.config import TokenSettings, token_digest
 from memoryd.domain.conversation import agent_or_default
 from memoryd.domain.quoting import clipped
 from memoryd.errors import PermissionDenied, Unauthenticated
-from memoryd_client.v1 import access_pb2, records_pb2
+from memoryd_client.v2 import access_pb2, records_pb2
 
 TRUST_ENUM = records_pb2.Trust.DESCRIPTOR.full_name
 _TRUST_NUMBER = {"operator": records_pb2.TRUST_OPERATOR, "guest": records_pb2.TRUST_GUEST}

@@ -19,16 +19,16 @@ client_message_id (the server stores each once). The headers cost one more frame
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from types import ModuleType
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from google.protobuf import descriptor_pb2
+from google.protobuf.descriptor import MethodDescriptor
 
 _IDEMPOTENT = frozenset(
     (descriptor_pb2.MethodOptions.NO_SIDE_EFFECTS, descriptor_pb2.MethodOptions.IDEMPOTENT)
 )
-APPEND_METHOD = "/memoryd.v1.MemoryService/AppendMessages"
+APPEND_METHOD = "/memoryd.v2.ConversationService/AppendMessages"
 
 # Whether one request of a method must be committed to (its headers sent) before it runs.
 Commits = Callable[[Any], bool]
@@ -43,20 +43,22 @@ def _unkeyed_append(request: Any) -> bool:
     return not request.messages or not all(m.client_message_id for m in request.messages)
 
 
-def committed_first(modules: Iterable[ModuleType]) -> dict[str, Commits]:
-    """Every unary call of these generated modules' services that is not safe to repeat, by
-    path, with the test of the requests that are not."""
+def committed_first(
+    methods: Iterable[MethodDescriptor], routes: Mapping[str, str] | None = None
+) -> dict[str, Commits]:
+    """Every unary call of these methods that is not safe to repeat, by path, with the test of
+    the requests that are not; a routed path (memoryd.v1's) is held to the rule of the path it
+    is routed to."""
     found: dict[str, Commits] = {}
-    for module in modules:
-        for service in module.DESCRIPTOR.services_by_name.values():
-            for method in service.methods:
-                if method.client_streaming or method.server_streaming:
-                    continue
-                options = descriptor_pb2.MethodOptions.FromString(
-                    method.GetOptions().SerializeToString()
-                )
-                if options.idempotency_level in _IDEMPOTENT:
-                    continue
-                path = f"/{service.full_name}/{method.name}"
-                found[path] = _unkeyed_append if path == APPEND_METHOD else _always
+    for method in methods:
+        if method.client_streaming or method.server_streaming:
+            continue
+        options = descriptor_pb2.MethodOptions.FromString(method.GetOptions().SerializeToString())
+        if options.idempotency_level in _IDEMPOTENT:
+            continue
+        path = f"/{method.containing_service.full_name}/{method.name}"
+        found[path] = _unkeyed_append if path == APPEND_METHOD else _always
+    for legacy, current in (routes or {}).items():
+        if current in found:
+            found[legacy] = found[current]
     return found

@@ -19,21 +19,23 @@ from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.resources import checkpoint_resource
 from memoryd.domain.timestamps import from_text
 from memoryd.services.context_composer import ComposedContext
-from memoryd_client.v1 import compaction_service_pb2 as pb
+from memoryd_client.v2 import context_service_pb2 as context_pb
 
 
-def context_out(key: ConversationKey, composed: ComposedContext) -> pb.ComposeContextResponse:
+def context_out(
+    key: ConversationKey, composed: ComposedContext
+) -> context_pb.ComposeContextResponse:
     """ComposeContext's answer. The last answer of each conversation is kept by its stamp (equal
     stamps, equal answers); a message's part is serialized once and kept (a stored message
     never changes), so a new answer of hundreds of messages is mostly joined, not built."""
     return _ANSWERS.answer(key, composed)
 
 
-def _build(composed: ComposedContext) -> pb.ComposeContextResponse:
+def _build(composed: ComposedContext) -> context_pb.ComposeContextResponse:
     composition = composed.composition
-    head = pb.ComposeContextResponse(
+    head = context_pb.ComposeContextResponse(
         parts=[
-            pb.ContextPart(
+            context_pb.ContextPart(
                 kind=CONTEXT_PART_KIND.number(block.kind),
                 role=ROLE.number(block.role),
                 content=block.content,
@@ -50,7 +52,7 @@ def _build(composed: ComposedContext) -> pb.ComposeContextResponse:
         memory_withheld=composed.memory_withheld,
     )
     messages = b"".join(_PARTS.of(message) for message in composition.messages)
-    return pb.ComposeContextResponse.FromString(head.SerializeToString() + messages)
+    return context_pb.ComposeContextResponse.FromString(head.SerializeToString() + messages)
 
 
 class _SerializedParts:
@@ -67,7 +69,7 @@ class _SerializedParts:
         if found is not None:
             self._entries.move_to_end(message.id)
             return found
-        part = pb.ContextPart(
+        part = context_pb.ContextPart(
             kind=_MESSAGE_KIND,
             role=ROLE.number(message.role),
             content=message.content,
@@ -91,10 +93,12 @@ class _Answers:
     def __init__(self, capacity: int) -> None:
         self._capacity = capacity
         self._entries: collections.OrderedDict[
-            ConversationKey, tuple[object, pb.ComposeContextResponse]
+            ConversationKey, tuple[object, context_pb.ComposeContextResponse]
         ] = collections.OrderedDict()
 
-    def answer(self, key: ConversationKey, composed: ComposedContext) -> pb.ComposeContextResponse:
+    def answer(
+        self, key: ConversationKey, composed: ComposedContext
+    ) -> context_pb.ComposeContextResponse:
         """The answer for `composed`, built once per stamp."""
         found = self._entries.get(key)
         if found is not None and found[0] == composed.stamp:
@@ -118,15 +122,15 @@ def _varint(value: int) -> bytes:
 
 
 # ComposeContextResponse.parts is field 1, length-delimited: tag (1 << 3) | 2.
-_PARTS_TAG = bytes([(pb.ComposeContextResponse.PARTS_FIELD_NUMBER << 3) | 2])
+_PARTS_TAG = bytes([(context_pb.ComposeContextResponse.PARTS_FIELD_NUMBER << 3) | 2])
 _MESSAGE_KIND = CONTEXT_PART_KIND.number(PartKind.MESSAGE)
 _PARTS = _SerializedParts(capacity=50_000)
 _ANSWERS = _Answers(capacity=256)
 
 
-def preflight_out(result: PreflightResult) -> pb.PreflightResponse:
+def preflight_out(result: PreflightResult) -> context_pb.PreflightResponse:
     """Preflight's answer."""
-    return pb.PreflightResponse(
+    return context_pb.PreflightResponse(
         outcome=COMPACTION_OUTCOME.number(result.outcome),
         notice=result.notice,
         reason=result.reason,
@@ -137,9 +141,9 @@ def preflight_out(result: PreflightResult) -> pb.PreflightResponse:
     )
 
 
-def compact_out(result: CompactResult) -> pb.CompactResponse:
+def compact_out(result: CompactResult) -> context_pb.CompactResponse:
     """Compact's answer."""
-    return pb.CompactResponse(
+    return context_pb.CompactResponse(
         outcome=COMPACTION_OUTCOME.number(result.outcome),
         message=result.message,
         tokens_before=result.tokens_before,
@@ -150,9 +154,9 @@ def compact_out(result: CompactResult) -> pb.CompactResponse:
 
 def state_out(
     key: ConversationKey, described: CompactionDescription
-) -> pb.GetCompactionStateResponse:
+) -> context_pb.GetCompactionStateResponse:
     """GetCompactionState's answer."""
-    response = pb.GetCompactionStateResponse(
+    response = context_pb.GetCompactionStateResponse(
         conversation=conversation_out(key),
         enabled=described.enabled,
         threshold=described.threshold,

@@ -15,12 +15,16 @@ from memoryd.domain.conversation import ConversationKey, conversation_key
 from memoryd.domain.messages import Trust
 from memoryd.domain.timestamps import EPOCH
 from memoryd.errors import InvalidArgument, Reason
-from memoryd_client.v1 import compaction_service_pb2 as compaction_pb
-from memoryd_client.v1 import memory_service_pb2 as service_pb
-from memoryd_client.v1 import records_pb2 as pb
+from memoryd_client.v2 import context_service_pb2 as context_pb
+from memoryd_client.v2 import conversation_service_pb2 as conversation_pb
+from memoryd_client.v2 import memory_service_pb2 as memory_pb
+from memoryd_client.v2 import records_pb2 as records_pb
+from memoryd_client.v2 import review_service_pb2 as review_pb
 
 
-def conversation_in(message: pb.Conversation, field: str = "conversation") -> ConversationKey:
+def conversation_in(
+    message: records_pb.Conversation, field: str = "conversation"
+) -> ConversationKey:
     """A request's conversation, validated, defaults filled in."""
     return conversation_key(
         agent_id=message.agent_id,
@@ -33,20 +37,20 @@ def conversation_in(message: pb.Conversation, field: str = "conversation") -> Co
 
 
 def required_conversation(
-    request: service_pb.ListMessagesRequest
-    | service_pb.AppendMessagesRequest
-    | service_pb.ClearConversationRequest
-    | service_pb.PurgeConversationRequest
-    | service_pb.GetConversationRequest
-    | service_pb.CommitTurnRequest
-    | service_pb.GetReviewStateRequest
-    | service_pb.ListReviewRunsRequest
-    | service_pb.GetReviewExchangeRequest
-    | service_pb.RecallRequest
-    | compaction_pb.ComposeContextRequest
-    | compaction_pb.PreflightRequest
-    | compaction_pb.CompactRequest
-    | compaction_pb.GetCompactionStateRequest,
+    request: conversation_pb.ListMessagesRequest
+    | conversation_pb.AppendMessagesRequest
+    | conversation_pb.ClearConversationRequest
+    | conversation_pb.PurgeConversationRequest
+    | conversation_pb.GetConversationRequest
+    | conversation_pb.CommitTurnRequest
+    | review_pb.GetReviewStateRequest
+    | review_pb.ListReviewRunsRequest
+    | review_pb.GetReviewExchangeRequest
+    | memory_pb.RecallRequest
+    | context_pb.ComposeContextRequest
+    | context_pb.PreflightRequest
+    | context_pb.CompactRequest
+    | context_pb.GetCompactionStateRequest,
 ) -> ConversationKey:
     """The conversation of a request that must name one."""
     if not request.HasField("conversation"):
@@ -94,12 +98,23 @@ def optional_timestamp_out(moment: dt.datetime | None) -> timestamp_pb2.Timestam
     return timestamp_out(moment) if moment is not None else None
 
 
-def conversation_out(key: ConversationKey) -> pb.Conversation:
+def conversation_out(key: ConversationKey) -> records_pb.Conversation:
     """A conversation key as a protobuf message."""
-    return pb.Conversation(
+    return records_pb.Conversation(
         agent_id=key.agent_id,
         owner_id=key.owner_id,
         channel=key.channel,
         chat_id=key.chat_id,
         thread_scope=key.thread_scope,
     )
+
+
+def positive_id(value: int, field: str, what: str) -> int:
+    """A required id: INVALID_ARGUMENT when unset or not positive."""
+    if value <= 0:
+        raise InvalidArgument(
+            f"{field} must be {what} (positive), got {value}",
+            reason=Reason.REQUIRED if value == 0 else Reason.OUT_OF_RANGE,
+            field=field,
+        )
+    return value

@@ -25,9 +25,11 @@ from memoryd.domain.resources import ResourceType
 from memoryd.domain.review_runs import ReviewStatus
 from memoryd.domain.transcripts import Speaker
 from memoryd.errors import InvalidArgument, Reason
-from memoryd_client.v1 import compaction_service_pb2 as compaction_pb
-from memoryd_client.v1 import memory_service_pb2 as service_pb
-from memoryd_client.v1 import records_pb2 as pb
+from memoryd_client.v2 import context_service_pb2 as context_pb
+from memoryd_client.v2 import conversation_service_pb2 as conversation_pb
+from memoryd_client.v2 import memory_service_pb2 as memory_pb
+from memoryd_client.v2 import overview_service_pb2 as overview_pb
+from memoryd_client.v2 import records_pb2 as records_pb
 
 N = TypeVar("N", bound=int)
 V = TypeVar("V")
@@ -87,219 +89,226 @@ class EnumTable(Generic[N, V]):
 
 
 ROLE = EnumTable(
-    pb.Role,
+    records_pb.Role,
     {
-        pb.ROLE_USER: Role.USER,
-        pb.ROLE_ASSISTANT: Role.ASSISTANT,
-        pb.ROLE_SYSTEM: Role.SYSTEM,
-        pb.ROLE_TOOL: Role.TOOL,
+        records_pb.ROLE_USER: Role.USER,
+        records_pb.ROLE_ASSISTANT: Role.ASSISTANT,
+        records_pb.ROLE_SYSTEM: Role.SYSTEM,
+        records_pb.ROLE_TOOL: Role.TOOL,
     },
     domain=Role,
 )
 TRUST = EnumTable(
-    pb.Trust,
+    records_pb.Trust,
     {
-        pb.TRUST_UNSPECIFIED: Trust.OPERATOR,
-        pb.TRUST_OPERATOR: Trust.OPERATOR,
-        pb.TRUST_GUEST: Trust.GUEST,
+        records_pb.TRUST_UNSPECIFIED: Trust.OPERATOR,
+        records_pb.TRUST_OPERATOR: Trust.OPERATOR,
+        records_pb.TRUST_GUEST: Trust.GUEST,
     },
     domain=Trust,
 )
 # A message's trust: unset means "the use case decides" (operator, or the turn's speaker).
 MESSAGE_TRUST = EnumTable(
-    pb.Trust,
-    {pb.TRUST_UNSPECIFIED: None, pb.TRUST_OPERATOR: Trust.OPERATOR, pb.TRUST_GUEST: Trust.GUEST},
+    records_pb.Trust,
+    {
+        records_pb.TRUST_UNSPECIFIED: None,
+        records_pb.TRUST_OPERATOR: Trust.OPERATOR,
+        records_pb.TRUST_GUEST: Trust.GUEST,
+    },
     domain=Trust,
 )
 CATEGORY = EnumTable(
-    pb.Category,
+    records_pb.Category,
     {
-        pb.CATEGORY_IDENTITY: Category.IDENTITY,
-        pb.CATEGORY_PREFERENCE: Category.PREFERENCE,
-        pb.CATEGORY_INTEREST: Category.INTEREST,
-        pb.CATEGORY_GOAL: Category.GOAL,
-        pb.CATEGORY_CONTEXT: Category.CONTEXT,
-        pb.CATEGORY_DIRECTIVE: Category.DIRECTIVE,
-        pb.CATEGORY_FACT: Category.FACT,
-        pb.CATEGORY_JOB_RUN_SUMMARY: Category.JOB_RUN_SUMMARY,
+        records_pb.CATEGORY_IDENTITY: Category.IDENTITY,
+        records_pb.CATEGORY_PREFERENCE: Category.PREFERENCE,
+        records_pb.CATEGORY_INTEREST: Category.INTEREST,
+        records_pb.CATEGORY_GOAL: Category.GOAL,
+        records_pb.CATEGORY_CONTEXT: Category.CONTEXT,
+        records_pb.CATEGORY_DIRECTIVE: Category.DIRECTIVE,
+        records_pb.CATEGORY_FACT: Category.FACT,
+        records_pb.CATEGORY_JOB_RUN_SUMMARY: Category.JOB_RUN_SUMMARY,
     },
     domain=Category,
     hint="use identity, preference, interest, goal, context or directive",
 )
 SCOPE_TYPE = EnumTable(
-    pb.ScopeType,
+    records_pb.ScopeType,
     {
-        pb.SCOPE_TYPE_OWNER: ScopeType.OWNER,
-        pb.SCOPE_TYPE_AGENT: ScopeType.AGENT,
-        pb.SCOPE_TYPE_CONVERSATION: ScopeType.CONVERSATION,
-        pb.SCOPE_TYPE_JOB: ScopeType.JOB,
+        records_pb.SCOPE_TYPE_OWNER: ScopeType.OWNER,
+        records_pb.SCOPE_TYPE_AGENT: ScopeType.AGENT,
+        records_pb.SCOPE_TYPE_CONVERSATION: ScopeType.CONVERSATION,
+        records_pb.SCOPE_TYPE_JOB: ScopeType.JOB,
     },
     domain=ScopeType,
 )
 PROMPT_TARGET = EnumTable(
-    pb.PromptTarget,
+    records_pb.PromptTarget,
     {
-        pb.PROMPT_TARGET_NONE: PromptTarget.NONE,
-        pb.PROMPT_TARGET_USER_MD: PromptTarget.USER_MD,
-        pb.PROMPT_TARGET_MEMORY_MD: PromptTarget.MEMORY_MD,
+        records_pb.PROMPT_TARGET_NONE: PromptTarget.NONE,
+        records_pb.PROMPT_TARGET_USER_MD: PromptTarget.USER_MD,
+        records_pb.PROMPT_TARGET_MEMORY_MD: PromptTarget.MEMORY_MD,
     },
     domain=PromptTarget,
 )
 RESOURCE_TYPE = EnumTable(
-    pb.ResourceType,
+    records_pb.ResourceType,
     {
-        pb.RESOURCE_TYPE_USER_MD: ResourceType.USER_MD,
-        pb.RESOURCE_TYPE_MEMORY_MD: ResourceType.MEMORY_MD,
-        pb.RESOURCE_TYPE_CHECKPOINT: ResourceType.CHECKPOINT,
+        records_pb.RESOURCE_TYPE_USER_MD: ResourceType.USER_MD,
+        records_pb.RESOURCE_TYPE_MEMORY_MD: ResourceType.MEMORY_MD,
+        records_pb.RESOURCE_TYPE_CHECKPOINT: ResourceType.CHECKPOINT,
     },
     domain=ResourceType,
 )
 APPEND_OUTCOME = EnumTable(
-    service_pb.AppendOutcome,
+    conversation_pb.AppendOutcome,
     {
-        service_pb.APPEND_OUTCOME_STORED: AppendOutcome.STORED,
-        service_pb.APPEND_OUTCOME_DUPLICATE: AppendOutcome.DUPLICATE,
-        service_pb.APPEND_OUTCOME_SKIPPED_BLANK: AppendOutcome.SKIPPED_BLANK,
+        conversation_pb.APPEND_OUTCOME_STORED: AppendOutcome.STORED,
+        conversation_pb.APPEND_OUTCOME_DUPLICATE: AppendOutcome.DUPLICATE,
+        conversation_pb.APPEND_OUTCOME_SKIPPED_BLANK: AppendOutcome.SKIPPED_BLANK,
     },
     domain=AppendOutcome,
 )
 # Word matches rank by relevance; substring matches (partial words, other scripts) by time;
 # semantic matches by the nearness of their vectors.
 MATCH_KIND = EnumTable(
-    service_pb.MatchKind,
+    records_pb.MatchKind,
     {
-        service_pb.MATCH_KIND_WORD: MatchKind.WORD,
-        service_pb.MATCH_KIND_SUBSTRING: MatchKind.SUBSTRING,
-        service_pb.MATCH_KIND_SEMANTIC: MatchKind.SEMANTIC,
-        service_pb.MATCH_KIND_NEIGHBOUR: MatchKind.NEIGHBOUR,
+        records_pb.MATCH_KIND_WORD: MatchKind.WORD,
+        records_pb.MATCH_KIND_SUBSTRING: MatchKind.SUBSTRING,
+        records_pb.MATCH_KIND_SEMANTIC: MatchKind.SEMANTIC,
+        records_pb.MATCH_KIND_NEIGHBOUR: MatchKind.NEIGHBOUR,
     },
     domain=MatchKind,
 )
 SEARCH_MODE = EnumTable(
-    service_pb.SearchMode,
+    records_pb.SearchMode,
     {
-        service_pb.SEARCH_MODE_UNSPECIFIED: SearchMode.DEFAULT,
-        service_pb.SEARCH_MODE_LEXICAL: SearchMode.LEXICAL,
-        service_pb.SEARCH_MODE_SEMANTIC: SearchMode.SEMANTIC,
-        service_pb.SEARCH_MODE_HYBRID: SearchMode.HYBRID,
+        records_pb.SEARCH_MODE_UNSPECIFIED: SearchMode.DEFAULT,
+        records_pb.SEARCH_MODE_LEXICAL: SearchMode.LEXICAL,
+        records_pb.SEARCH_MODE_SEMANTIC: SearchMode.SEMANTIC,
+        records_pb.SEARCH_MODE_HYBRID: SearchMode.HYBRID,
     },
     # SearchMode.DEFAULT has no number of its own: leaving the field unset means it.
     domain=None,
 )
-ARCHIVED_FILTER: EnumTable[service_pb.ArchivedFilter.ValueType, bool | None] = EnumTable(
-    service_pb.ArchivedFilter,
+ARCHIVED_FILTER: EnumTable[memory_pb.ArchivedFilter.ValueType, bool | None] = EnumTable(
+    memory_pb.ArchivedFilter,
     {
-        service_pb.ARCHIVED_FILTER_UNSPECIFIED: False,
-        service_pb.ARCHIVED_FILTER_ACTIVE: False,
-        service_pb.ARCHIVED_FILTER_ARCHIVED: True,
-        service_pb.ARCHIVED_FILTER_ALL: None,
+        memory_pb.ARCHIVED_FILTER_UNSPECIFIED: False,
+        memory_pb.ARCHIVED_FILTER_ACTIVE: False,
+        memory_pb.ARCHIVED_FILTER_ARCHIVED: True,
+        memory_pb.ARCHIVED_FILTER_ALL: None,
     },
     domain=None,
 )
 RECALL_SCOPE = EnumTable(
-    service_pb.RecallScope,
+    memory_pb.RecallScope,
     {
-        service_pb.RECALL_SCOPE_UNSPECIFIED: RecallScope.CURRENT,
-        service_pb.RECALL_SCOPE_CURRENT: RecallScope.CURRENT,
-        service_pb.RECALL_SCOPE_OWNER: RecallScope.OWNER,
-        service_pb.RECALL_SCOPE_ALL: RecallScope.ALL,
+        memory_pb.RECALL_SCOPE_UNSPECIFIED: RecallScope.CURRENT,
+        memory_pb.RECALL_SCOPE_CURRENT: RecallScope.CURRENT,
+        memory_pb.RECALL_SCOPE_OWNER: RecallScope.OWNER,
+        memory_pb.RECALL_SCOPE_ALL: RecallScope.ALL,
     },
     domain=RecallScope,
 )
 RECALL_SOURCE = EnumTable(
-    service_pb.RecallSource,
+    memory_pb.RecallSource,
     {
-        service_pb.RECALL_SOURCE_UNSPECIFIED: RecallSource.MEMORIES,
-        service_pb.RECALL_SOURCE_MEMORIES: RecallSource.MEMORIES,
-        service_pb.RECALL_SOURCE_HISTORY: RecallSource.HISTORY,
-        service_pb.RECALL_SOURCE_ALL: RecallSource.ALL,
+        memory_pb.RECALL_SOURCE_UNSPECIFIED: RecallSource.MEMORIES,
+        memory_pb.RECALL_SOURCE_MEMORIES: RecallSource.MEMORIES,
+        memory_pb.RECALL_SOURCE_HISTORY: RecallSource.HISTORY,
+        memory_pb.RECALL_SOURCE_ALL: RecallSource.ALL,
     },
     domain=RecallSource,
 )
 JOB_STATUS = EnumTable(
-    service_pb.JobStatus,
+    memory_pb.JobStatus,
     {
-        service_pb.JOB_STATUS_ACTIVE: JobStatus.ACTIVE,
-        service_pb.JOB_STATUS_PAUSED: JobStatus.PAUSED,
-        service_pb.JOB_STATUS_DELETED: JobStatus.DELETED,
+        memory_pb.JOB_STATUS_ACTIVE: JobStatus.ACTIVE,
+        memory_pb.JOB_STATUS_PAUSED: JobStatus.PAUSED,
+        memory_pb.JOB_STATUS_DELETED: JobStatus.DELETED,
     },
     domain=JobStatus,
     list_names=True,
 )
 SOURCE_TYPE = EnumTable(
-    pb.SourceType,
+    records_pb.SourceType,
     {
-        pb.SOURCE_TYPE_CONVERSATION: SourceType.CONVERSATION,
-        pb.SOURCE_TYPE_API: SourceType.API,
-        pb.SOURCE_TYPE_SCHEDULED_JOB: SourceType.SCHEDULED_JOB,
-        pb.SOURCE_TYPE_MEMORY_REVIEWER: SourceType.MEMORY_REVIEWER,
+        records_pb.SOURCE_TYPE_CONVERSATION: SourceType.CONVERSATION,
+        records_pb.SOURCE_TYPE_API: SourceType.API,
+        records_pb.SOURCE_TYPE_SCHEDULED_JOB: SourceType.SCHEDULED_JOB,
+        records_pb.SOURCE_TYPE_MEMORY_REVIEWER: SourceType.MEMORY_REVIEWER,
     },
     domain=SourceType,
 )
 # A memory source's state: the same values as a job's status (only jobs are ever paused).
 SOURCE_STATE = EnumTable(
-    pb.SourceState,
+    records_pb.SourceState,
     {
-        pb.SOURCE_STATE_ACTIVE: JobStatus.ACTIVE,
-        pb.SOURCE_STATE_PAUSED: JobStatus.PAUSED,
-        pb.SOURCE_STATE_DELETED: JobStatus.DELETED,
+        records_pb.SOURCE_STATE_ACTIVE: JobStatus.ACTIVE,
+        records_pb.SOURCE_STATE_PAUSED: JobStatus.PAUSED,
+        records_pb.SOURCE_STATE_DELETED: JobStatus.DELETED,
     },
     domain=JobStatus,
 )
 JOB_RUN_OUTCOME = EnumTable(
-    service_pb.JobRunOutcome,
+    memory_pb.JobRunOutcome,
     {
-        service_pb.JOB_RUN_OUTCOME_SUCCEEDED: RunOutcome.SUCCEEDED,
-        service_pb.JOB_RUN_OUTCOME_FAILED: RunOutcome.FAILED,
+        memory_pb.JOB_RUN_OUTCOME_SUCCEEDED: RunOutcome.SUCCEEDED,
+        memory_pb.JOB_RUN_OUTCOME_FAILED: RunOutcome.FAILED,
     },
     domain=RunOutcome,
     list_names=True,
 )
 REVIEW_STATUS = EnumTable(
-    service_pb.ReviewStatus,
+    records_pb.ReviewStatus,
     {
-        service_pb.REVIEW_STATUS_OK: ReviewStatus.OK,
-        service_pb.REVIEW_STATUS_NOTHING_TO_SAVE: ReviewStatus.NOTHING_TO_SAVE,
-        service_pb.REVIEW_STATUS_NOTHING_TO_SAVE_PROSE: ReviewStatus.NOTHING_TO_SAVE_PROSE,
-        service_pb.REVIEW_STATUS_SKIPPED: ReviewStatus.SKIPPED,
-        service_pb.REVIEW_STATUS_FAILED: ReviewStatus.FAILED,
+        records_pb.REVIEW_STATUS_OK: ReviewStatus.OK,
+        records_pb.REVIEW_STATUS_NOTHING_TO_SAVE: ReviewStatus.NOTHING_TO_SAVE,
+        records_pb.REVIEW_STATUS_NOTHING_TO_SAVE_PROSE: ReviewStatus.NOTHING_TO_SAVE_PROSE,
+        records_pb.REVIEW_STATUS_SKIPPED: ReviewStatus.SKIPPED,
+        records_pb.REVIEW_STATUS_FAILED: ReviewStatus.FAILED,
     },
     domain=ReviewStatus,
 )
 CONTEXT_PART_KIND = EnumTable(
-    compaction_pb.ContextPartKind,
+    context_pb.ContextPartKind,
     {
-        compaction_pb.CONTEXT_PART_KIND_MEMORY_CONTEXT: PartKind.MEMORY_CONTEXT,
-        compaction_pb.CONTEXT_PART_KIND_WORKING_MEMORY: PartKind.WORKING_MEMORY,
-        compaction_pb.CONTEXT_PART_KIND_RECENT_ENTRIES: PartKind.RECENT_ENTRIES,
-        compaction_pb.CONTEXT_PART_KIND_CHECKPOINT_SUMMARY: PartKind.CHECKPOINT_SUMMARY,
-        compaction_pb.CONTEXT_PART_KIND_MESSAGE: PartKind.MESSAGE,
-        compaction_pb.CONTEXT_PART_KIND_RECALLED: PartKind.RECALLED,
+        context_pb.CONTEXT_PART_KIND_MEMORY_CONTEXT: PartKind.MEMORY_CONTEXT,
+        context_pb.CONTEXT_PART_KIND_WORKING_MEMORY: PartKind.WORKING_MEMORY,
+        context_pb.CONTEXT_PART_KIND_RECENT_ENTRIES: PartKind.RECENT_ENTRIES,
+        context_pb.CONTEXT_PART_KIND_CHECKPOINT_SUMMARY: PartKind.CHECKPOINT_SUMMARY,
+        context_pb.CONTEXT_PART_KIND_MESSAGE: PartKind.MESSAGE,
+        context_pb.CONTEXT_PART_KIND_RECALLED: PartKind.RECALLED,
     },
     domain=PartKind,
 )
 COMPACTION_OUTCOME = EnumTable(
-    compaction_pb.CompactionOutcome,
+    context_pb.CompactionOutcome,
     {
-        compaction_pb.COMPACTION_OUTCOME_COMPACTED: Outcome.COMPACTED,
-        compaction_pb.COMPACTION_OUTCOME_NOTHING_TO_COMPACT: Outcome.NOTHING_TO_COMPACT,
-        compaction_pb.COMPACTION_OUTCOME_CONVERSATION_CHANGED: Outcome.CONVERSATION_CHANGED,
-        compaction_pb.COMPACTION_OUTCOME_FAILED: Outcome.FAILED,
-        compaction_pb.COMPACTION_OUTCOME_SKIPPED: Outcome.SKIPPED,
+        context_pb.COMPACTION_OUTCOME_COMPACTED: Outcome.COMPACTED,
+        context_pb.COMPACTION_OUTCOME_NOTHING_TO_COMPACT: Outcome.NOTHING_TO_COMPACT,
+        context_pb.COMPACTION_OUTCOME_CONVERSATION_CHANGED: Outcome.CONVERSATION_CHANGED,
+        context_pb.COMPACTION_OUTCOME_FAILED: Outcome.FAILED,
+        context_pb.COMPACTION_OUTCOME_SKIPPED: Outcome.SKIPPED,
     },
     domain=Outcome,
 )
 SPEAKER = EnumTable(
-    service_pb.Speaker,
-    {service_pb.SPEAKER_USER: Speaker.USER, service_pb.SPEAKER_ASSISTANT: Speaker.ASSISTANT},
+    conversation_pb.Speaker,
+    {
+        conversation_pb.SPEAKER_USER: Speaker.USER,
+        conversation_pb.SPEAKER_ASSISTANT: Speaker.ASSISTANT,
+    },
     domain=Speaker,
 )
 ACTIVITY_BUCKET = EnumTable(
-    service_pb.ActivityBucket,
+    overview_pb.ActivityBucket,
     {
-        service_pb.ACTIVITY_BUCKET_UNSPECIFIED: Bucket.DAY,
-        service_pb.ACTIVITY_BUCKET_HOUR: Bucket.HOUR,
-        service_pb.ACTIVITY_BUCKET_DAY: Bucket.DAY,
+        overview_pb.ACTIVITY_BUCKET_UNSPECIFIED: Bucket.DAY,
+        overview_pb.ACTIVITY_BUCKET_HOUR: Bucket.HOUR,
+        overview_pb.ACTIVITY_BUCKET_DAY: Bucket.DAY,
     },
     domain=Bucket,
 )

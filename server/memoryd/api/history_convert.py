@@ -15,11 +15,11 @@ from memoryd.domain.history import AppendResult, SearchHit
 from memoryd.domain.messages import SentMessage, StoredMessage
 from memoryd.errors import InvalidArgument, Reason
 from memoryd.services.ingest import IngestBatch, IngestItem, IngestReport
-from memoryd_client.v1 import memory_service_pb2 as service_pb
-from memoryd_client.v1 import records_pb2 as pb
+from memoryd_client.v2 import conversation_service_pb2 as conversation_pb
+from memoryd_client.v2 import records_pb2 as records_pb
 
 
-def search_scope_in(request: service_pb.SearchHistoryRequest) -> HistoryScope:
+def search_scope_in(request: conversation_pb.SearchHistoryRequest) -> HistoryScope:
     """The scope of a search: a conversation, an owner or an agent."""
     which = request.WhichOneof("scope")
     if which == "conversation":
@@ -31,14 +31,14 @@ def search_scope_in(request: service_pb.SearchHistoryRequest) -> HistoryScope:
     raise InvalidArgument("one of conversation, owner or agent is required", reason=Reason.REQUIRED)
 
 
-def sent_messages_in(messages: Iterable[service_pb.NewMessage]) -> list[SentMessage]:
+def sent_messages_in(messages: Iterable[conversation_pb.NewMessage]) -> list[SentMessage]:
     """The messages of an append or a turn, as sent (limits are checked by the use case)."""
     return [
         sent_message_in(message, f"messages[{index}]") for index, message in enumerate(messages)
     ]
 
 
-def sent_message_in(message: service_pb.NewMessage, field: str) -> SentMessage:
+def sent_message_in(message: conversation_pb.NewMessage, field: str) -> SentMessage:
     """A message to append, with enums and time checked; an unset trust stays unset."""
     role = ROLE.value(message.role, f"{field}.role")
     trust = MESSAGE_TRUST.value(message.trust, f"{field}.trust")
@@ -59,7 +59,7 @@ def sent_message_in(message: service_pb.NewMessage, field: str) -> SentMessage:
     )
 
 
-def fill_message(target: pb.Message, message: StoredMessage) -> None:
+def fill_message(target: records_pb.Message, message: StoredMessage) -> None:
     """Write a stored message into `target`, a message field of a response being built.
 
     Responses are filled in place (`results.add()`, then fields): building nested messages from
@@ -103,7 +103,7 @@ def fill_append_results(target: Any, result: AppendResult, *, echo: bool) -> boo
     return truncated
 
 
-def fill_hit(target: service_pb.HistoryHit, hit: SearchHit) -> None:
+def fill_hit(target: records_pb.HistoryHit, hit: SearchHit) -> None:
     """Write a search hit into `target`."""
     fill_message(target.message, hit.message)
     target.snippet = hit.snippet or ""
@@ -113,7 +113,7 @@ def fill_hit(target: service_pb.HistoryHit, hit: SearchHit) -> None:
     fill_scores(target.scores, hit.scores)
 
 
-def fill_scores(target: service_pb.HitScores, scores: Scores) -> None:
+def fill_scores(target: records_pb.HitScores, scores: Scores) -> None:
     """Write the figures a hit was ranked by into `target`."""
     target.bm25 = scores.bm25
     target.similarity = scores.similarity
@@ -125,7 +125,7 @@ def fill_scores(target: service_pb.HitScores, scores: Scores) -> None:
 
 
 async def ingest_batches(
-    requests: AsyncIterator[service_pb.IngestMessagesRequest],
+    requests: AsyncIterator[conversation_pb.IngestMessagesRequest],
 ) -> AsyncIterator[IngestBatch]:
     """IngestMessages' batches; a message that cannot be translated carries why. An import
     names few conversations many times: each is validated once per batch."""
@@ -136,7 +136,9 @@ async def ingest_batches(
 
 
 def _ingest_item(
-    item: service_pb.IngestedMessage, index: int, keys: dict[tuple[str, ...], ConversationKey | str]
+    item: conversation_pb.IngestedMessage,
+    index: int,
+    keys: dict[tuple[str, ...], ConversationKey | str],
 ) -> IngestItem:
     field = f"messages[{index}]"
     if not item.HasField("conversation"):
@@ -160,9 +162,9 @@ def _ingest_item(
     return IngestItem(key, message)
 
 
-def ingest_out(report: IngestReport) -> service_pb.IngestMessagesResponse:
+def ingest_out(report: IngestReport) -> conversation_pb.IngestMessagesResponse:
     """IngestMessages' answer."""
-    return service_pb.IngestMessagesResponse(
+    return conversation_pb.IngestMessagesResponse(
         batches=report.batches,
         received=report.received,
         stored=report.stored,
@@ -172,7 +174,7 @@ def ingest_out(report: IngestReport) -> service_pb.IngestMessagesResponse:
         queued_for_review=report.queued_for_review,
         stored_as_reviewed=report.stored_as_reviewed,
         rejections=[
-            service_pb.IngestRejection(batch=r.batch, index=r.index, reason=r.reason)
+            conversation_pb.IngestRejection(batch=r.batch, index=r.index, reason=r.reason)
             for r in report.rejections
         ],
     )

@@ -29,20 +29,20 @@ from memoryd.domain.memory_sources import SourceType
 from memoryd.domain.quoting import clipped
 from memoryd.domain.timestamps import from_text
 from memoryd.errors import InvalidArgument, Reason
-from memoryd_client.v1 import memory_service_pb2 as service_pb
-from memoryd_client.v1 import records_pb2 as pb
+from memoryd_client.v2 import memory_service_pb2 as memory_pb
+from memoryd_client.v2 import records_pb2 as records_pb
 
 # The source types a stored provenance may name (an imported row may carry another text).
 SOURCE_TYPE_NAMES = frozenset(member.value for member in SourceType)
 
 CallerRequest = (
-    service_pb.StoreMemoryRequest
-    | service_pb.GetMemoryRequest
-    | service_pb.ListMemoriesRequest
-    | service_pb.UpdateMemoryRequest
-    | service_pb.ArchiveMemoryRequest
-    | service_pb.RestoreMemoryRequest
-    | service_pb.DeleteMemoryRequest
+    memory_pb.StoreMemoryRequest
+    | memory_pb.GetMemoryRequest
+    | memory_pb.ListMemoriesRequest
+    | memory_pb.UpdateMemoryRequest
+    | memory_pb.ArchiveMemoryRequest
+    | memory_pb.RestoreMemoryRequest
+    | memory_pb.DeleteMemoryRequest
 )
 
 
@@ -54,14 +54,14 @@ def caller_in(request: CallerRequest, job_id: str = "") -> Caller:
     return owner_caller(request.owner if which == "owner" else None, job_id)
 
 
-def owner_caller(owner: pb.OwnerScope | None, job_id: str = "") -> Caller:
+def owner_caller(owner: records_pb.OwnerScope | None, job_id: str = "") -> Caller:
     """A caller outside any conversation: an owner (None: main/default)."""
-    scope = owner or pb.OwnerScope()
+    scope = owner or records_pb.OwnerScope()
     key = owner_key(agent_id=scope.agent_id, owner_id=scope.owner_id)
     return Caller(key, None, check_job_id(job_id))
 
 
-def conversation_caller(conversation: pb.Conversation, job_id: str = "") -> Caller:
+def conversation_caller(conversation: records_pb.Conversation, job_id: str = "") -> Caller:
     """A caller in a conversation (its agent and owner own what it writes)."""
     key = conversation_in(conversation)
     return Caller(OwnerKey(key.agent_id, key.owner_id), key, check_job_id(job_id))
@@ -110,7 +110,9 @@ def required_id(memory_id: int) -> int:
     return memory_id
 
 
-def fill_memory(target: pb.Memory, record: MemoryRecord, *, with_value: bool = True) -> None:
+def fill_memory(
+    target: records_pb.Memory, record: MemoryRecord, *, with_value: bool = True
+) -> None:
     """Write a memory row into `target`."""
     target.id = record.id
     target.agent_id = record.agent_id
@@ -146,7 +148,7 @@ def fill_memory(target: pb.Memory, record: MemoryRecord, *, with_value: bool = T
         target.archive_reason = record.archive_reason or ""
 
 
-def fill_source(target: pb.MemorySource, source: SourceRow) -> None:
+def fill_source(target: records_pb.MemorySource, source: SourceRow) -> None:
     """Write a memory source into `target`."""
     target.id = source.info.id
     target.source_type = source.info.source_type

@@ -1,4 +1,6 @@
-"""The long-term memory RPCs of memoryd.v1.MemoryService: translate, call, translate back."""
+"""The RPCs of memoryd.v2.MemoryService: StoreMemory, GetMemory, ListMemories, UpdateMemory,
+ArchiveMemory, RestoreMemory, DeleteMemory, Recall, ListMemorySources, SetJobStatus,
+FinishJobRun: translate, call, translate back."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ from memoryd.api import memory_convert as mc
 from memoryd.api.context import Context
 from memoryd.api.enum_tables import (
     ARCHIVED_FILTER,
+    JOB_RUN_OUTCOME,
+    JOB_STATUS,
     MATCH_KIND,
     RECALL_SCOPE,
     RECALL_SOURCE,
@@ -17,33 +21,39 @@ from memoryd.api.enum_tables import (
 from memoryd.api.history_convert import fill_hit, fill_scores
 from memoryd.domain.answers import fitting, hit_bytes, memory_bytes
 from memoryd.domain.conversation import check_identifier, owner_key
-from memoryd.domain.jobs import JobStatus
-from memoryd.domain.memories import Caller, StoreRequest, check_metadata, check_reason, preview
+from memoryd.domain.jobs import JobStatus, RunOutcome
+from memoryd.domain.memories import (
+    Caller,
+    StoreRequest,
+    check_job_id,
+    check_metadata,
+    check_reason,
+    preview,
+)
 from memoryd.domain.memory_queries import ListFilter
 from memoryd.domain.memory_sources import SourceType
-from memoryd.domain.prompt_files import MEMORY_MD, USER_MD, PromptFile, context_block
 from memoryd.domain.recall import RecallScope
 from memoryd.errors import InvalidArgument, Reason
-from memoryd.services.long_term_memory import LongTermMemory, list_visibility
-from memoryd.services.prompt_files import FileState, PromptFiles
-from memoryd.services.recall import RecallHit, RecallRequest, RecallService
-from memoryd_client.v1 import memory_service_pb2 as service_pb
+from memoryd.services.long_term_memory import list_visibility
+from memoryd.services.recall import RecallHit, RecallRequest
+from memoryd.services.use_cases import Services
+from memoryd_client.v2 import memory_service_pb2 as memory_pb
+from memoryd_client.v2 import memory_service_pb2_grpc as memory_grpc
 
 RESTORED = "restored memory {id}"
 
 
-class MemoryRpcs:
-    """StoreMemory, GetMemory, ListMemories, Update/Archive/Restore/DeleteMemory, Recall,
-    ListMemorySources, GetPromptContext."""
+class MemoryServicer(memory_grpc.MemoryServiceServicer):
+    """memoryd.v2.MemoryService."""
 
-    def __init__(self, memory: LongTermMemory, recall: RecallService, prompts: PromptFiles) -> None:
-        self._memory = memory
-        self._recall = recall
-        self._prompts = prompts
+    def __init__(self, services: Services) -> None:
+        self._jobs = services.jobs
+        self._memory = services.memory
+        self._recall = services.recall
 
     async def StoreMemory(
-        self, request: service_pb.StoreMemoryRequest, context: Context
-    ) -> service_pb.StoreMemoryResponse:
+        self, request: memory_pb.StoreMemoryRequest, context: Context
+    ) -> memory_pb.StoreMemoryResponse:
         caller = mc.caller_in(request, request.job_id)
         if request.id < 0:
             raise InvalidArgument(
@@ -71,23 +81,23 @@ class MemoryRpcs:
                 source_message_id=request.source_message_id,
             )
         )
-        response = service_pb.StoreMemoryResponse(created=created)
+        response = memory_pb.StoreMemoryResponse(created=created)
         mc.fill_memory(response.memory, record)
         return response
 
     async def GetMemory(
-        self, request: service_pb.GetMemoryRequest, context: Context
-    ) -> service_pb.GetMemoryResponse:
+        self, request: memory_pb.GetMemoryRequest, context: Context
+    ) -> memory_pb.GetMemoryResponse:
         caller = mc.caller_in(request, request.job_id)
         locator = mc.locator_in(caller, request.id, request.scope_type, request.key)
         record = await self._memory.get(caller, locator, convert.trust_in(request.trust))
-        response = service_pb.GetMemoryResponse()
+        response = memory_pb.GetMemoryResponse()
         mc.fill_memory(response.memory, record)
         return response
 
     async def ListMemories(
-        self, request: service_pb.ListMemoriesRequest, context: Context
-    ) -> service_pb.ListMemoriesResponse:
+        self, request: memory_pb.ListMemoriesRequest, context: Context
+    ) -> memory_pb.ListMemoriesResponse:
         caller = mc.caller_in(request, request.job_id)
         archived = ARCHIVED_FILTER.value(request.archived, "archived")
         categories = tuple(
@@ -105,7 +115,7 @@ class MemoryRpcs:
             requested_page_size=request.page_size,
             page_token=request.page_token,
         )
-        response = service_pb.ListMemoriesResponse(next_page_token=page.next_page_token)
+        response = memory_pb.ListMemoriesResponse(next_page_token=page.next_page_token)
         for record in page.records:
             item = response.memories.add()
             mc.fill_memory(item.memory, record, with_value=not request.preview)
@@ -114,8 +124,8 @@ class MemoryRpcs:
         return response
 
     async def UpdateMemory(
-        self, request: service_pb.UpdateMemoryRequest, context: Context
-    ) -> service_pb.UpdateMemoryResponse:
+        self, request: memory_pb.UpdateMemoryRequest, context: Context
+    ) -> memory_pb.UpdateMemoryResponse:
         caller = mc.caller_in(request, request.job_id)
         locator = mc.locator_in(caller, request.id, request.scope_type, request.key)
         record = await self._memory.update(
@@ -125,13 +135,13 @@ class MemoryRpcs:
             metadata_json=check_metadata(request.metadata),
             trust=convert.trust_in(request.trust),
         )
-        response = service_pb.UpdateMemoryResponse()
+        response = memory_pb.UpdateMemoryResponse()
         mc.fill_memory(response.memory, record)
         return response
 
     async def ArchiveMemory(
-        self, request: service_pb.ArchiveMemoryRequest, context: Context
-    ) -> service_pb.ArchiveMemoryResponse:
+        self, request: memory_pb.ArchiveMemoryRequest, context: Context
+    ) -> memory_pb.ArchiveMemoryResponse:
         caller = mc.caller_in(request)
         archived_by = _optional_text(request.archived_by, "archived_by") or "operator"
         record = await self._memory.archive(
@@ -141,34 +151,34 @@ class MemoryRpcs:
             archived_by=archived_by,
             trust=convert.trust_in(request.trust),
         )
-        response = service_pb.ArchiveMemoryResponse()
+        response = memory_pb.ArchiveMemoryResponse()
         mc.fill_memory(response.memory, record)
         return response
 
     async def RestoreMemory(
-        self, request: service_pb.RestoreMemoryRequest, context: Context
-    ) -> service_pb.RestoreMemoryResponse:
+        self, request: memory_pb.RestoreMemoryRequest, context: Context
+    ) -> memory_pb.RestoreMemoryResponse:
         caller = mc.caller_in(request)
         record = await self._memory.restore(
             caller.owner, mc.required_id(request.id), trust=convert.trust_in(request.trust)
         )
-        response = service_pb.RestoreMemoryResponse(notice=RESTORED.format(id=record.id))
+        response = memory_pb.RestoreMemoryResponse(notice=RESTORED.format(id=record.id))
         mc.fill_memory(response.memory, record)
         return response
 
     async def DeleteMemory(
-        self, request: service_pb.DeleteMemoryRequest, context: Context
-    ) -> service_pb.DeleteMemoryResponse:
+        self, request: memory_pb.DeleteMemoryRequest, context: Context
+    ) -> memory_pb.DeleteMemoryResponse:
         caller = mc.caller_in(request, request.job_id)
         locator = mc.locator_in(caller, request.id, request.scope_type, request.key)
         deleted = await self._memory.delete(
             caller.owner, locator, trust=convert.trust_in(request.trust)
         )
-        return service_pb.DeleteMemoryResponse(deleted=bool(deleted), id=deleted)
+        return memory_pb.DeleteMemoryResponse(deleted=bool(deleted), id=deleted)
 
     async def Recall(
-        self, request: service_pb.RecallRequest, context: Context
-    ) -> service_pb.RecallResponse:
+        self, request: memory_pb.RecallRequest, context: Context
+    ) -> memory_pb.RecallResponse:
         caller, scope = _recall_caller(request)
         source = RECALL_SOURCE.value(request.source, "source")
         recalled = await self._recall.recall(
@@ -185,7 +195,7 @@ class MemoryRpcs:
         )
         hits = recalled.hits
         fit = fitting(hits, _recall_hit_bytes)
-        response = service_pb.RecallResponse(
+        response = memory_pb.RecallResponse(
             truncated=fit < len(hits),
             below_floor=recalled.below_floor,
             unembedded=recalled.unembedded,
@@ -193,7 +203,7 @@ class MemoryRpcs:
         for hit in hits[:fit]:
             item = response.hits.add()
             if hit.memory is not None:
-                item.source = service_pb.RECALL_SOURCE_MEMORIES
+                item.source = memory_pb.RECALL_SOURCE_MEMORIES
                 mc.fill_memory(item.memory, hit.memory.record)
                 item.rank = hit.memory.rank
                 if request.query.strip():
@@ -201,7 +211,7 @@ class MemoryRpcs:
                     item.matches.extend(MATCH_KIND.number(kind) for kind in hit.memory.matches)
                     fill_scores(item.scores, hit.memory.scores)
             elif hit.message is not None:
-                item.source = service_pb.RECALL_SOURCE_HISTORY
+                item.source = memory_pb.RECALL_SOURCE_HISTORY
                 fill_hit(item.message, hit.message)
                 item.rank = hit.message.rank
                 item.match = item.message.match
@@ -210,8 +220,8 @@ class MemoryRpcs:
         return response
 
     async def ListMemorySources(
-        self, request: service_pb.ListMemorySourcesRequest, context: Context
-    ) -> service_pb.ListMemorySourcesResponse:
+        self, request: memory_pb.ListMemorySourcesRequest, context: Context
+    ) -> memory_pb.ListMemorySourcesResponse:
         owner = owner_key(agent_id=request.owner.agent_id, owner_id=request.owner.owner_id)
         status = mc.filter_value(
             JobStatus,
@@ -234,28 +244,52 @@ class MemoryRpcs:
             requested_page_size=request.page_size,
             page_token=request.page_token,
         )
-        response = service_pb.ListMemorySourcesResponse(next_page_token=page.next_page_token)
+        response = memory_pb.ListMemorySourcesResponse(next_page_token=page.next_page_token)
         for source in page.sources:
             mc.fill_source(response.sources.add(), source)
         return response
 
-    async def GetPromptContext(
-        self, request: service_pb.GetPromptContextRequest, context: Context
-    ) -> service_pb.GetPromptContextResponse:
-        owner = owner_key(agent_id=request.agent_id, owner_id=request.owner_id, field="request")
-        state = await self._prompts.context_for(owner, convert.trust_in(request.trust))
-        response = service_pb.GetPromptContextResponse()
-        if state is None:
-            response.withheld = True
-            _fill_usage(response.user_usage, USER_MD, None)
-            _fill_usage(response.memory_usage, MEMORY_MD, None)
-            return response
-        response.user_md = state.user_md.text
-        response.memory_md = state.memory_md.text
-        response.context_block = context_block(state.user_md.text, state.memory_md.text)
-        _fill_usage(response.user_usage, USER_MD, state.user_md)
-        _fill_usage(response.memory_usage, MEMORY_MD, state.memory_md)
+    async def SetJobStatus(
+        self, request: memory_pb.SetJobStatusRequest, context: Context
+    ) -> memory_pb.SetJobStatusResponse:
+        owner = owner_key(agent_id=request.owner.agent_id, owner_id=request.owner.owner_id)
+        job_id = _required_job_id(request.job_id)
+        status = JOB_STATUS.value(request.status, "status")
+        source = await self._jobs.set_status(owner, job_id, status)
+        response = memory_pb.SetJobStatusResponse()
+        mc.fill_source(response.source, source)
         return response
+
+    async def FinishJobRun(
+        self, request: memory_pb.FinishJobRunRequest, context: Context
+    ) -> memory_pb.FinishJobRunResponse:
+        owner = owner_key(agent_id=request.owner.agent_id, owner_id=request.owner.owner_id)
+        job_id = _required_job_id(request.job_id)
+        run_id = check_identifier(request.run_id, "run_id")
+        if not run_id:
+            raise InvalidArgument("run_id is required", reason=Reason.REQUIRED, field="run_id")
+        outcome = JOB_RUN_OUTCOME.value(request.outcome, "outcome")
+        finished = await self._jobs.finish_run(
+            Caller(owner, None, job_id), run_id, outcome, request.summary
+        )
+        run = finished.run
+        response = memory_pb.FinishJobRunResponse(
+            status=run.status,
+            outcome=JOB_RUN_OUTCOME.number(RunOutcome(run.status)),
+            started_at=convert.timestamp_out(run.started_at),
+        )
+        if run.finished_at is not None:
+            convert.set_timestamp(response.finished_at, run.finished_at)
+        if finished.summary is not None:
+            mc.fill_memory(response.summary, finished.summary)
+        return response
+
+
+def _required_job_id(value: str) -> str:
+    job_id = check_job_id(value)
+    if job_id is None:
+        raise InvalidArgument("job_id is required", reason=Reason.REQUIRED, field="job_id")
+    return job_id
 
 
 def _recall_hit_bytes(hit: RecallHit) -> int:
@@ -264,22 +298,11 @@ def _recall_hit_bytes(hit: RecallHit) -> int:
     return hit_bytes(hit.message) if hit.message is not None else 0
 
 
-def _fill_usage(
-    target: service_pb.PromptFileUsage, file: PromptFile, state: FileState | None
-) -> None:
-    target.max_chars = file.max_chars
-    target.max_tokens = file.max_tokens
-    if state is not None:
-        target.used_chars = len(state.text)
-        target.used_tokens = state.tokens
-        target.revision = state.revision
-
-
 def _optional_text(value: str, field: str) -> str:
     return check_identifier(value, field)
 
 
-def _recall_caller(request: service_pb.RecallRequest) -> tuple[Caller, RecallScope]:
+def _recall_caller(request: memory_pb.RecallRequest) -> tuple[Caller, RecallScope]:
     """A recall's caller and scope: a conversation's (scope unset: the conversation), or an
     owner's (scope unset: everything of the owner; the conversation's own scope has none)."""
     if not request.HasField("owner"):
@@ -290,7 +313,7 @@ def _recall_caller(request: service_pb.RecallRequest) -> tuple[Caller, RecallSco
         )
     if request.HasField("conversation"):
         raise InvalidArgument("set conversation or owner, not both", field="owner")
-    if request.scope == service_pb.RECALL_SCOPE_CURRENT:
+    if request.scope == memory_pb.RECALL_SCOPE_CURRENT:
         raise InvalidArgument(
             "RECALL_SCOPE_CURRENT recalls within a conversation: set conversation, or another "
             "scope",
@@ -298,7 +321,7 @@ def _recall_caller(request: service_pb.RecallRequest) -> tuple[Caller, RecallSco
         )
     scope = (
         RecallScope.ALL
-        if request.scope == service_pb.RECALL_SCOPE_UNSPECIFIED
+        if request.scope == memory_pb.RECALL_SCOPE_UNSPECIFIED
         else RECALL_SCOPE.value(request.scope, "scope")
     )
     return mc.owner_caller(request.owner, request.job_id), scope

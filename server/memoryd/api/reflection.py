@@ -52,7 +52,7 @@ def commented_files(pool: Any) -> dict[str, bytes]:
     """{proto file name: its serialized FileDescriptorProto with source info}, for memoryd's
     own protos. Each is the pool's descriptor (what reflection served before, without
     protoc's json_name, so tools keep printing the proto field names) with the set's comments."""
-    data = (resources.files("memoryd_client.v1") / DESCRIPTOR_SET).read_bytes()
+    data = (resources.files("memoryd_client") / DESCRIPTOR_SET).read_bytes()
     commented = {}
     for file in descriptor_pb2.FileDescriptorSet.FromString(data).file:
         served = descriptor_pb2.FileDescriptorProto()

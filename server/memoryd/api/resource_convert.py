@@ -15,10 +15,10 @@ from memoryd.domain.resources import (
     is_checkpoint_scope,
 )
 from memoryd.errors import InvalidArgument
-from memoryd_client.v1 import records_pb2 as pb
+from memoryd_client.v2 import records_pb2 as records_pb
 
 
-def resource_key_in(ref: pb.ResourceRef, field: str = "ref") -> ResourceKey:
+def resource_key_in(ref: records_pb.ResourceRef, field: str = "ref") -> ResourceKey:
     """A resource named by a request; the scope of a prompt file defaults to "default"."""
     kind = RESOURCE_TYPE.value(ref.type, f"{field}.type")
     agent = owner_key(agent_id=ref.agent_id, owner_id="", field=field).agent_id
@@ -35,16 +35,16 @@ def resource_key_in(ref: pb.ResourceRef, field: str = "ref") -> ResourceKey:
     return ResourceKey(agent, kind, scope)
 
 
-def resource_ref_out(key: ResourceKey) -> pb.ResourceRef:
+def resource_ref_out(key: ResourceKey) -> records_pb.ResourceRef:
     """A resource key as a protobuf message."""
-    return pb.ResourceRef(
+    return records_pb.ResourceRef(
         agent_id=key.agent_id, type=RESOURCE_TYPE.number(key.resource_type), scope_id=key.scope_id
     )
 
 
-def revision_out(revision: Revision, *, with_content: bool) -> pb.ResourceRevision:
+def revision_out(revision: Revision, *, with_content: bool) -> records_pb.ResourceRevision:
     """A revision as a protobuf message."""
-    return pb.ResourceRevision(
+    return records_pb.ResourceRevision(
         ref=resource_ref_out(revision.key),
         revision=revision.revision,
         parent_revision=revision.parent_revision or 0,
@@ -57,9 +57,9 @@ def revision_out(revision: Revision, *, with_content: bool) -> pb.ResourceRevisi
     )
 
 
-def resource_out(info: ResourceInfo) -> pb.Resource:
+def resource_out(info: ResourceInfo) -> records_pb.Resource:
     """A resource as a protobuf message."""
-    return pb.Resource(
+    return records_pb.Resource(
         ref=resource_ref_out(info.key),
         path=info.path,
         current_revision=info.current_revision,

@@ -1,4 +1,5 @@
-"""The resource versioning RPCs of memoryd.v1.MemoryService."""
+"""The RPCs of memoryd.v2.ResourceService: ListResources, ListRevisions, GetRevision,
+DiffRevisions, RollbackResource."""
 
 from __future__ import annotations
 
@@ -6,19 +7,20 @@ from memoryd.api import resource_convert as rc
 from memoryd.api.context import Context
 from memoryd.api.enum_tables import RESOURCE_TYPE
 from memoryd.domain.conversation import check_identifier, owner_key
-from memoryd.services.resources import ResourceService
-from memoryd_client.v1 import memory_service_pb2 as service_pb
+from memoryd.services.use_cases import Services
+from memoryd_client.v2 import resource_service_pb2 as resource_pb
+from memoryd_client.v2 import resource_service_pb2_grpc as resource_grpc
 
 
-class ResourceRpcs:
-    """ListResources, ListRevisions, GetRevision, DiffRevisions, RollbackResource."""
+class ResourceServicer(resource_grpc.ResourceServiceServicer):
+    """memoryd.v2.ResourceService."""
 
-    def __init__(self, resources: ResourceService) -> None:
-        self._resources = resources
+    def __init__(self, services: Services) -> None:
+        self._resources = services.resources
 
     async def ListResources(
-        self, request: service_pb.ListResourcesRequest, context: Context
-    ) -> service_pb.ListResourcesResponse:
+        self, request: resource_pb.ListResourcesRequest, context: Context
+    ) -> resource_pb.ListResourcesResponse:
         agent = owner_key(agent_id=request.agent_id, owner_id="", field="request").agent_id
         kind = RESOURCE_TYPE.optional(request.type, "type")
         page = await self._resources.list_resources(
@@ -28,14 +30,14 @@ class ResourceRpcs:
             requested_page_size=request.page_size,
             page_token=request.page_token,
         )
-        return service_pb.ListResourcesResponse(
+        return resource_pb.ListResourcesResponse(
             resources=[rc.resource_out(info) for info in page.resources],
             next_page_token=page.next_page_token,
         )
 
     async def ListRevisions(
-        self, request: service_pb.ListRevisionsRequest, context: Context
-    ) -> service_pb.ListRevisionsResponse:
+        self, request: resource_pb.ListRevisionsRequest, context: Context
+    ) -> resource_pb.ListRevisionsResponse:
         key = rc.resource_key_in(request.ref)
         page = await self._resources.history(
             key,
@@ -44,7 +46,7 @@ class ResourceRpcs:
             limit=request.limit,
             before=request.before_revision,
         )
-        return service_pb.ListRevisionsResponse(
+        return resource_pb.ListRevisionsResponse(
             revisions=[
                 rc.revision_out(revision, with_content=False) for revision in page.revisions
             ],
@@ -53,26 +55,26 @@ class ResourceRpcs:
         )
 
     async def GetRevision(
-        self, request: service_pb.GetRevisionRequest, context: Context
-    ) -> service_pb.GetRevisionResponse:
+        self, request: resource_pb.GetRevisionRequest, context: Context
+    ) -> resource_pb.GetRevisionResponse:
         found = await self._resources.show(rc.resource_key_in(request.ref), request.revision)
-        return service_pb.GetRevisionResponse(revision=rc.revision_out(found, with_content=True))
+        return resource_pb.GetRevisionResponse(revision=rc.revision_out(found, with_content=True))
 
     async def DiffRevisions(
-        self, request: service_pb.DiffRevisionsRequest, context: Context
-    ) -> service_pb.DiffRevisionsResponse:
+        self, request: resource_pb.DiffRevisionsRequest, context: Context
+    ) -> resource_pb.DiffRevisionsResponse:
         diff = await self._resources.diff(
             rc.resource_key_in(request.ref), request.from_revision, request.to_revision
         )
-        return service_pb.DiffRevisionsResponse(
+        return resource_pb.DiffRevisionsResponse(
             diff=diff.text, from_label=diff.from_label, to_label=diff.to_label
         )
 
     async def RollbackResource(
-        self, request: service_pb.RollbackResourceRequest, context: Context
-    ) -> service_pb.RollbackResourceResponse:
+        self, request: resource_pb.RollbackResourceRequest, context: Context
+    ) -> resource_pb.RollbackResourceResponse:
         done = await self._resources.rollback(rc.resource_key_in(request.ref), request.revision)
-        return service_pb.RollbackResourceResponse(
+        return resource_pb.RollbackResourceResponse(
             revision=rc.revision_out(done.revision, with_content=True),
             changed=done.changed,
             notice=done.notice,

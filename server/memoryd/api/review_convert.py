@@ -16,10 +16,13 @@ from memoryd.domain.turns import TurnUsage
 from memoryd.errors import InvalidArgument, Reason
 from memoryd.services.review import ReviewDescription
 from memoryd.services.review_tuning import Triggers
-from memoryd_client.v1 import memory_service_pb2 as service_pb
+from memoryd_client.v2 import admin_service_pb2 as admin_pb
+from memoryd_client.v2 import conversation_service_pb2 as conversation_pb
+from memoryd_client.v2 import records_pb2 as records_pb
+from memoryd_client.v2 import review_service_pb2 as review_pb
 
 
-def turn_usage_in(usage: service_pb.TurnUsage) -> TurnUsage:
+def turn_usage_in(usage: conversation_pb.TurnUsage) -> TurnUsage:
     """What the provider reported for a turn (0: not reported)."""
     for field in ("peak_prompt_tokens", "context_window"):
         if getattr(usage, field) < 0:
@@ -30,7 +33,7 @@ def turn_usage_in(usage: service_pb.TurnUsage) -> TurnUsage:
     )
 
 
-def review_selection(request: service_pb.ReviewNowRequest) -> ReviewSelection:
+def review_selection(request: review_pb.ReviewNowRequest) -> ReviewSelection:
     """The conversations a ReviewNow request selects: its conversation, else its agent and
     owner, where an empty one means any (so no conversation and no agent is every agent). The
     guard reads the request with this function too (memoryd.api.access.EVERY_AGENT)."""
@@ -43,7 +46,7 @@ def review_selection(request: service_pb.ReviewNowRequest) -> ReviewSelection:
     )
 
 
-def fill_review(target: service_pb.ConversationReview, result: ReviewResult) -> None:
+def fill_review(target: review_pb.ConversationReview, result: ReviewResult) -> None:
     """Write one review's result into `target`."""
     target.conversation.CopyFrom(conversation_out(result.key))
     target.status = REVIEW_STATUS.number(result.status)
@@ -62,11 +65,11 @@ def fill_review(target: service_pb.ConversationReview, result: ReviewResult) -> 
 
 def review_state_out(
     key: ConversationKey, described: ReviewDescription
-) -> service_pb.GetReviewStateResponse:
+) -> review_pb.GetReviewStateResponse:
     """GetReviewState's answer: the state, the backlog and the latest run."""
     state = described.state
     status = state.last_review_status
-    response = service_pb.GetReviewStateResponse(
+    response = review_pb.GetReviewStateResponse(
         conversation=conversation_out(key),
         last_reviewed_message_id=state.last_reviewed_message_id,
         last_reviewed_at=optional_timestamp_out(state.last_reviewed_at),
@@ -75,7 +78,7 @@ def review_state_out(
         last_review_status=(
             REVIEW_STATUS.number(status)
             if status is not None
-            else service_pb.REVIEW_STATUS_UNSPECIFIED
+            else records_pb.REVIEW_STATUS_UNSPECIFIED
         ),
         last_review_failed_at=optional_timestamp_out(state.last_review_failed_at),
         failure_count=state.failure_count,
@@ -91,10 +94,10 @@ def review_state_out(
     return response
 
 
-def run_out(run: StoredRun) -> service_pb.ReviewRun:
+def run_out(run: StoredRun) -> records_pb.ReviewRun:
     """A committed review run."""
     record = run.record
-    return service_pb.ReviewRun(
+    return records_pb.ReviewRun(
         id=run.id,
         status=REVIEW_STATUS.number(record.status),
         max_message_id=record.max_message_id,
@@ -111,7 +114,7 @@ def run_out(run: StoredRun) -> service_pb.ReviewRun:
         completed_at=timestamp_out(run.completed_at),
         ops_deferred=record.deferred,
         skipped_operations=[
-            service_pb.SkippedOperation(
+            records_pb.SkippedOperation(
                 index=op.index,
                 action=op.action,
                 reason=op.reason,
@@ -122,7 +125,7 @@ def run_out(run: StoredRun) -> service_pb.ReviewRun:
         ],
         exchange_kept=run.exchange_kept,
         applied_operations=[
-            service_pb.AppliedOperation(
+            records_pb.AppliedOperation(
                 index=op.index,
                 action=op.action,
                 memory_id=op.memory_id,
@@ -134,7 +137,7 @@ def run_out(run: StoredRun) -> service_pb.ReviewRun:
     )
 
 
-def triggers_in(message: service_pb.ReviewTriggers) -> Triggers:
+def triggers_in(message: admin_pb.ReviewTriggers) -> Triggers:
     """The review's triggers, as asked (their ranges are the use case's to check)."""
     return Triggers(
         enabled=message.enabled,
@@ -145,9 +148,9 @@ def triggers_in(message: service_pb.ReviewTriggers) -> Triggers:
     )
 
 
-def triggers_out(triggers: Triggers) -> service_pb.ReviewTriggers:
+def triggers_out(triggers: Triggers) -> admin_pb.ReviewTriggers:
     """The review's triggers."""
-    return service_pb.ReviewTriggers(
+    return admin_pb.ReviewTriggers(
         enabled=triggers.enabled,
         review_interval_hours=triggers.review_interval_hours,
         turn_interval=triggers.turn_interval,

@@ -1,6 +1,6 @@
 """The one choke point between handlers and the wire: error -> status mapping, and RPC logs.
 
-Every service is registered through `add_service`, which wraps each of its handlers once, at
+Every service is registered through `add_services`, which wraps each of its handlers once, at
 start-up, so that every RPC
 
 - maps each memoryd error to its status (the table below is the only such mapping);
@@ -26,7 +26,7 @@ import inspect
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 import grpc
@@ -124,31 +124,52 @@ def add_service(
     servicer: object,
     rpc_log: RpcLog = log_rpc_with_logging,
     guard: Authorizer | None = None,
+) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
+    """Register one servicer with its generated `register` function, every handler wrapped
+    (add_services, with no guard: health and reflection)."""
+    return add_services(server, ((register, servicer),), rpc_log, guard)
+
+
+def add_services(
+    server: grpc.aio.Server,
+    registrations: Iterable[tuple[Callable[[Any, Any], None], object]],
+    rpc_log: RpcLog = log_rpc_with_logging,
+    guard: Authorizer | None = None,
     *,
     refused: frozenset[str] = frozenset(),
     commits: Mapping[str, Commits] | None = None,
+    routes: Mapping[str, str] | None = None,
 ) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
-    """Register `servicer` with the generated `register` function, every handler wrapped;
+    """Register each servicer with its generated `register` function, every handler wrapped;
     with a `guard`, every call is authenticated and its request admitted first; a method in
     `refused` (the writing ones of a read-only server) then answers FAILED_PRECONDITION. A
     request that `commits` says is not safe to repeat gets its response headers before it runs
-    (memoryd.api.commitment). Returns the wrapped handlers by path (`/package.Service/Method`),
-    for other transports."""
+    (memoryd.api.commitment). Each path of `routes` (memoryd.v1's) is served by the handler of
+    the path it names, wrapped under its own path: logged, counted and guarded as itself.
+    Returns the wrapped handlers by path (`/package.Service/Method`), for other transports."""
     registrar = _Registrar()
-    register(servicer, registrar)
+    for register, servicer in registrations:
+        register(servicer, registrar)
+    raw = {
+        f"/{service}/{method}": handler
+        for service, handlers in registrar.services.items()
+        for method, handler in handlers.items()
+    }
+    for legacy, current in (routes or {}).items():
+        raw[legacy] = raw[current]
+    by_service: dict[str, dict[str, grpc.RpcMethodHandler[Any, Any]]] = {}
+    for path, handler in raw.items():
+        service, _, method = path[1:].partition("/")
+        by_service.setdefault(service, {})[method] = _wrap_handler(
+            path,
+            handler,
+            rpc_log,
+            guard,
+            refused=path in refused,
+            commits=(commits or {}).get(path),
+        )
     every: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
-    for service, handlers in registrar.services.items():
-        wrapped = {
-            method: _wrap_handler(
-                f"/{service}/{method}",
-                handler,
-                rpc_log,
-                guard,
-                refused=f"/{service}/{method}" in refused,
-                commits=(commits or {}).get(f"/{service}/{method}"),
-            )
-            for method, handler in handlers.items()
-        }
+    for service, wrapped in by_service.items():
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, wrapped),))
         server.add_registered_method_handlers(service, wrapped)
         every |= {f"/{service}/{method}": handler for method, handler in wrapped.items()}
@@ -181,12 +202,15 @@ class _MethodMetrics:
     __slots__ = ("_calls", "_durations")
 
     def __init__(self, method: str) -> None:
+        service = method[1:].partition("/")[0]
         self._calls = {
-            (status, transport): (method, status.name, transport)
+            (status, transport): (service, method, status.name, transport)
             for status in grpc.StatusCode
             for transport in ("grpc", "http")
         }
-        self._durations = {transport: (method, transport) for transport in ("grpc", "http")}
+        self._durations = {
+            transport: (service, method, transport) for transport in ("grpc", "http")
+        }
 
     def record(self, status: grpc.StatusCode, transport: str, seconds: float) -> None:
         metrics.RPCS.inc(self._calls[status, transport])

@@ -10,11 +10,11 @@ from memoryd.api.enum_tables import SPEAKER
 from memoryd.domain.transcripts import Ack, Ending, Opening, Segment
 from memoryd.domain.turns import TurnUsage
 from memoryd.errors import InvalidArgument
-from memoryd_client.v1 import memory_service_pb2 as service_pb
+from memoryd_client.v2 import conversation_service_pb2 as conversation_pb
 
 
 async def transcript_events(
-    requests: AsyncIterator[service_pb.StreamTranscriptRequest],
+    requests: AsyncIterator[conversation_pb.StreamTranscriptRequest],
 ) -> AsyncIterator[Opening | Segment | Ending]:
     """The stream's messages as domain values; an empty or malformed one is refused."""
     async for request in requests:
@@ -38,7 +38,7 @@ async def transcript_events(
             raise InvalidArgument("a transcript message must be one of open, segment or end")
 
 
-def _segment(segment: service_pb.TranscriptSegment) -> Segment:
+def _segment(segment: conversation_pb.TranscriptSegment) -> Segment:
     usage = None
     if segment.HasField("usage"):
         usage = TurnUsage(
@@ -56,9 +56,9 @@ def _segment(segment: service_pb.TranscriptSegment) -> Segment:
     )
 
 
-def ack_out(ack: Ack) -> service_pb.StreamTranscriptResponse:
+def ack_out(ack: Ack) -> conversation_pb.StreamTranscriptResponse:
     """An acknowledgement."""
-    response = service_pb.StreamTranscriptResponse(
+    response = conversation_pb.StreamTranscriptResponse(
         committed_seq=ack.committed_seq, persisted=ack.persisted, resumed=ack.resumed
     )
     if ack.conversation is not None:

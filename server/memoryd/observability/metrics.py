@@ -128,13 +128,14 @@ BUILD = Gauge(
 # --- RPCs ------------------------------------------------------------------------------------
 RPCS = PlainCounter(
     "memoryd_rpc_calls",
-    "RPCs finished, by method (/package.Service/Method), status code and transport.",
-    ("method", "code", "transport"),
+    "RPCs finished, by service (package.Service), method (/package.Service/Method), status code "
+    "and transport.",
+    ("service", "method", "code", "transport"),
 )
 RPC_SECONDS = PlainHistogram(
     "memoryd_rpc_duration_seconds",
     "Time from a request's arrival to its answer (or its last streamed message).",
-    ("method", "transport"),
+    ("service", "method", "transport"),
     _SECONDS,
 )
 TRANSCRIPT_STREAMS = Gauge(

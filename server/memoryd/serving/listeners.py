@@ -17,6 +17,7 @@ from typing import Any
 
 from google.protobuf import message_factory
 
+from memoryd.api import contract
 from memoryd.api.auth import Authorizer
 from memoryd.api.connect_http import ConnectApp, Procedure
 from memoryd.config import ServerSettings, Settings
@@ -27,7 +28,6 @@ from memoryd.serving import levels
 from memoryd.serving.metrics_endpoint import MetricsApp
 from memoryd.web.hosts import HostGuard, HostPolicy
 from memoryd.web.listener import ConnectionBudget, HttpLimits, HttpListener
-from memoryd_client.v1 import compaction_service_pb2, memory_service_pb2
 
 log = logging.getLogger("memoryd.server")
 
@@ -144,17 +144,19 @@ async def start_http(
 
 
 def _connect_app(settings: Settings, handlers: Mapping[str, Any]) -> ConnectApp:
-    """Every unary RPC of both services as a Connect procedure, over its wrapped handler."""
+    """Every unary RPC of memoryd.v2 and memoryd.v1 as a Connect procedure, over its wrapped
+    handler; a memoryd.v1 path reads its request as the memoryd.v2 message it is routed to."""
     procedures = {}
-    for file in (memory_service_pb2.DESCRIPTOR, compaction_service_pb2.DESCRIPTOR):
-        for service in file.services_by_name.values():
-            for method in service.methods:
-                path = f"/{service.full_name}/{method.name}"
-                if not (method.client_streaming or method.server_streaming):
-                    procedures[path] = Procedure(
-                        handlers[path].unary_unary,
-                        message_factory.GetMessageClass(method.input_type),
-                    )
+    current = {contract.path(method): method for method in contract.methods()}
+    routes = contract.routes()
+    for path, method in (
+        *current.items(),
+        *((legacy, current[routed]) for legacy, routed in routes.items()),
+    ):
+        if not (method.client_streaming or method.server_streaming):
+            procedures[path] = Procedure(
+                handlers[path].unary_unary, message_factory.GetMessageClass(method.input_type)
+            )
     return ConnectApp(
         procedures,
         streaming=frozenset(handlers) - frozenset(procedures),

@@ -1,0 +1,1 @@
+"""Generated protobuf and gRPC modules for memoryd.v2 (do not edit)."""
