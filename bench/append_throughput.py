@@ -39,7 +39,7 @@ from memoryd.testing.server_process import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 
-CALL = "memoryd.v1.MemoryService/AppendMessages"
+CALL = "memoryd.v2.ConversationService/AppendMessages"
 DATA = json.dumps(
     {
         "conversation": {"channel": "bench", "chat_id": "worker-{{.WorkerID}}"},

@@ -39,7 +39,7 @@ WINDOW = 128_000
 CONVERSATION = md.Conversation(agent_id="bench", channel="telegram", chat_id="compose")
 
 
-def load(memory: md.MemoryServiceStub, messages: int, rng: random.Random) -> int:
+def load(memory: md.Stubs, messages: int, rng: random.Random) -> int:
     """The conversation and its memory rows; returns the number of messages stored."""
     owner = md.OwnerScope(agent_id=CONVERSATION.agent_id)
     rows = [
@@ -53,7 +53,7 @@ def load(memory: md.MemoryServiceStub, messages: int, rng: random.Random) -> int
         ),
     ]
     for category, key, value in rows:
-        memory.StoreMemory(
+        memory.memory.StoreMemory(
             md.StoreMemoryRequest(owner=owner, category=category, key=key, value=value)
         )
     words = corpus.vocabulary()
@@ -67,7 +67,7 @@ def load(memory: md.MemoryServiceStub, messages: int, rng: random.Random) -> int
         )
     stored = 0
     for start in range(0, len(batch), 100):
-        response = memory.AppendMessages(
+        response = memory.conversations.AppendMessages(
             md.AppendMessagesRequest(conversation=CONVERSATION, messages=batch[start : start + 100])
         )
         stored += len(response.results)
@@ -79,7 +79,7 @@ def compose_from_python(address: str, calls: int) -> list[float]:
     request = md.ComposeContextRequest(conversation=CONVERSATION, context_window=WINDOW)
     spent: list[float] = []
     with grpc.insecure_channel(address) as channel:
-        compose = md.CompactionServiceStub(channel).ComposeContext
+        compose = md.Stubs(channel).context.ComposeContext
         for _ in range(calls):
             began = time.perf_counter()
             compose(request)
@@ -93,7 +93,7 @@ def python_client(address: str, calls: int) -> tuple[list[float], list[float]]:
     health_ms: list[float] = []
     request = md.ComposeContextRequest(conversation=CONVERSATION, context_window=WINDOW)
     with grpc.insecure_channel(address) as channel:
-        compose = md.CompactionServiceStub(channel).ComposeContext
+        compose = md.Stubs(channel).context.ComposeContext
         health = health_pb2_grpc.HealthStub(channel).Check
         for _ in range(calls):
             began = time.perf_counter()
@@ -121,9 +121,9 @@ def main() -> int:
         server = ServerProcess(home, env=places.env(args.backend, home)).start()
         try:
             with grpc.insecure_channel(server.address) as channel:
-                memory = md.MemoryServiceStub(channel)
+                memory = md.Stubs(channel)
                 stored = load(memory, args.messages, rng)
-                composed = md.CompactionServiceStub(channel).ComposeContext(
+                composed = md.Stubs(channel).context.ComposeContext(
                     md.ComposeContextRequest(conversation=CONVERSATION, context_window=WINDOW)
                 )
             request = {
@@ -136,7 +136,7 @@ def main() -> int:
                 compose_runs.append(
                     ghz_latency(
                         server.address,
-                        "memoryd.v1.CompactionService.ComposeContext",
+                        "memoryd.v2.ContextService.ComposeContext",
                         [request],
                         args.calls,
                     )
@@ -166,7 +166,7 @@ def main() -> int:
             floor_runs = [
                 ghz_latency(
                     canned_address,
-                    "memoryd.v1.CompactionService.ComposeContext",
+                    "memoryd.v2.ContextService.ComposeContext",
                     [request],
                     args.calls,
                 )

@@ -104,9 +104,9 @@ def main() -> int:
             chat = max(built["chats"], key=lambda c: c.chat_id)  # type: ignore[attr-defined]
             owner = md.OwnerScope(agent_id=chat.agent_id, owner_id=chat.owner_id)
             with md.connect_sync(server.address) as channel:
-                memory = md.MemoryServiceStub(channel)
+                memory = md.Stubs(channel)
                 for index in range(5):  # rendered prompt files, and revisions to list
-                    memory.StoreMemory(
+                    memory.memory.StoreMemory(
                         md.StoreMemoryRequest(
                             owner=owner,
                             category=md.CATEGORY_PREFERENCE,
@@ -121,7 +121,9 @@ def main() -> int:
                     chat_id=chat.chat_id,
                     thread_scope=chat.thread_scope,
                 )
-                found = memory.GetConversation(md.GetConversationRequest(conversation=conversation))
+                found = memory.conversations.GetConversation(
+                    md.GetConversationRequest(conversation=conversation)
+                )
             pages = {
                 "overview": "/",
                 "agent (owners)": f"/agent/{chat.agent_id}",

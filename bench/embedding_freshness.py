@@ -42,7 +42,7 @@ class Live:
     """Chats appending at a chat's pace, each message timed until its vector exists."""
 
     def __init__(
-        self, memory: md.MemoryServiceStub, corpus: real_chat.Corpus, args: argparse.Namespace
+        self, memory: md.Stubs, corpus: real_chat.Corpus, args: argparse.Namespace
     ) -> None:
         self.memory = memory
         self.turns = corpus.texts(1_000_000, offset=3_000)
@@ -54,7 +54,7 @@ class Live:
         self.turn = 0
 
     def embedded(self, chat: md.Conversation) -> bool:
-        answer = self.memory.SearchHistory(
+        answer = self.memory.conversations.SearchHistory(
             md.SearchHistoryRequest(query="news", conversation=chat, limit=1)
         )
         return answer.unembedded == 0
@@ -67,7 +67,7 @@ class Live:
             began = time.perf_counter()
             chat = self.chats[self.turn % len(self.chats)]
             sender, text = next(self.turns)
-            self.memory.AppendMessages(
+            self.memory.conversations.AppendMessages(
                 md.AppendMessagesRequest(
                     conversation=chat,
                     messages=[md.NewMessage(role=md.ROLE_USER, sender=sender, content=text)],
@@ -93,14 +93,12 @@ def figures(latencies: list[float]) -> dict[str, object]:
     }
 
 
-def bulk_load(
-    memory: md.MemoryServiceStub, corpus: real_chat.Corpus, done: threading.Event
-) -> None:
+def bulk_load(memory: md.Stubs, corpus: real_chat.Corpus, done: threading.Event) -> None:
     """LoCoMo's turns into one conversation, 100 a call, then the embedder's catching up."""
     chat = md.Conversation(agent_id="bench", owner_id="import", channel="import", chat_id="bulk")
     turns = list(corpus.texts(len(corpus.turns)))
     for start in range(0, len(turns), real_chat.PER_CALL):
-        memory.AppendMessages(
+        memory.conversations.AppendMessages(
             md.AppendMessagesRequest(
                 conversation=chat,
                 messages=[
@@ -109,7 +107,7 @@ def bulk_load(
                 ],
             )
         )
-    while memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest()).pending_messages:
+    while memory.admin.GetEmbeddingStatus(md.GetEmbeddingStatusRequest()).pending_messages:
         time.sleep(0.2)
     done.set()
 
@@ -126,7 +124,7 @@ def main() -> int:
         server = ServerProcess(Path(scratch) / "home").start()
         try:
             with grpc.insecure_channel(server.address) as channel:
-                memory = md.MemoryServiceStub(channel)
+                memory = md.Stubs(channel)
                 live = Live(memory, corpus, args)
                 found: dict[str, object] = {"benchmark": "embedding_freshness"}
                 found["live alone"] = figures(live.run(None, args.seconds))

@@ -49,20 +49,22 @@ async def run(address: str, messages: int, owners: int) -> dict[str, float]:
             )
 
     async with md.connect(address, timeout=600) as channel:
-        memory = md.MemoryServiceStub(channel)
-        await memory.IngestMessages(batches())
+        memory = md.Stubs(channel)
+        await memory.conversations.IngestMessages(batches())
         began = time.perf_counter()
-        await memory.AppendMessages(
+        await memory.conversations.AppendMessages(
             md.AppendMessagesRequest(
                 conversation=conversation(0, 0), messages=[md.user("ada", "one more")]
             )
         )
         append_ms = (time.perf_counter() - began) * 1000
         began = time.perf_counter()
-        await memory.PurgeConversation(md.PurgeConversationRequest(conversation=conversation(1, 1)))
+        await memory.conversations.PurgeConversation(
+            md.PurgeConversationRequest(conversation=conversation(1, 1))
+        )
         conversation_ms = (time.perf_counter() - began) * 1000
         began = time.perf_counter()
-        receipt = await memory.PurgeOwner(md.PurgeOwnerRequest(owner_id="owner-2"))
+        receipt = await memory.admin.PurgeOwner(md.PurgeOwnerRequest(owner_id="owner-2"))
         owner_ms = (time.perf_counter() - began) * 1000
     erased = sum(item.rows for item in receipt.erased if item.table == "messages")
     return {

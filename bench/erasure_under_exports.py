@@ -45,10 +45,10 @@ async def run(address: str, messages: int, exports: int) -> dict[str, object]:
             )
 
     async with md.connect(address, timeout=600) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         for owner in ("victim", "keeper"):
-            await memory.IngestMessages(batches(owner))
-        streams = [memory.ExportData(md.ExportDataRequest()) for _ in range(exports)]
+            await memory.conversations.IngestMessages(batches(owner))
+        streams = [memory.admin.ExportData(md.ExportDataRequest()) for _ in range(exports)]
         for stream in streams:
             await stream.read()
         other = md.Conversation(agent_id="bystander", channel="bench", chat_id="b")
@@ -59,7 +59,7 @@ async def run(address: str, messages: int, exports: int) -> dict[str, object]:
         async def append() -> None:
             while purging or len(after) < 20:
                 began = time.perf_counter()
-                await memory.AppendMessages(
+                await memory.conversations.AppendMessages(
                     md.AppendMessagesRequest(conversation=other, messages=[md.user("bo", "hi")])
                 )
                 (during if purging else after).append((time.perf_counter() - began) * 1000)
@@ -67,7 +67,9 @@ async def run(address: str, messages: int, exports: int) -> dict[str, object]:
 
         appender = asyncio.create_task(append())
         began = time.perf_counter()
-        receipt = await memory.PurgeOwner(md.PurgeOwnerRequest(owner_id="victim"), timeout=600)
+        receipt = await memory.admin.PurgeOwner(
+            md.PurgeOwnerRequest(owner_id="victim"), timeout=600
+        )
         purge_ms = (time.perf_counter() - began) * 1000
         purging = False
         await appender

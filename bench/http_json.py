@@ -45,11 +45,11 @@ CONVERSATION = md.Conversation(channel="bench", chat_id="http", owner_id="ada")
 def requests() -> dict[str, tuple[str, Any]]:
     return {
         "GetPromptContext": (
-            "/memoryd.v1.MemoryService/GetPromptContext",
+            "/memoryd.v2.ContextService/GetPromptContext",
             md.GetPromptContextRequest(owner_id="ada"),
         ),
         "AppendMessages": (
-            "/memoryd.v1.MemoryService/AppendMessages",
+            "/memoryd.v2.ConversationService/AppendMessages",
             md.AppendMessagesRequest(
                 conversation=CONVERSATION,
                 messages=[md.NewMessage(role=md.ROLE_USER, sender="ada", content="a bench turn")],
@@ -81,7 +81,7 @@ def over_http(address: str, kind: str) -> Callable[[str, Any], None]:
 
 
 def over_grpc(channel: Any) -> Callable[[str, Any], None]:
-    memory = md.MemoryServiceStub(channel)
+    memory = md.Stubs(channel)
 
     def call(path: str, request: Any) -> None:
         getattr(memory, path.rpartition("/")[2])(request)

@@ -200,13 +200,17 @@ def latency(variant: str, calls: int) -> dict[str, float]:
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         headers = {"content-type": "application/json"}
         for _ in range(200):  # warm up
-            connection.request("POST", "/memoryd.v1.MemoryService/ListMessages", BODY, headers)
+            connection.request(
+                "POST", "/memoryd.v2.ConversationService/ListMessages", BODY, headers
+            )
             connection.getresponse().read()
         before = cpu_seconds(process.pid)
         took = []
         for _ in range(calls):
             start = time.perf_counter()
-            connection.request("POST", "/memoryd.v1.MemoryService/ListMessages", BODY, headers)
+            connection.request(
+                "POST", "/memoryd.v2.ConversationService/ListMessages", BODY, headers
+            )
             connection.getresponse().read()
             took.append((time.perf_counter() - start) * 1000)
         cpu = cpu_seconds(process.pid) - before
@@ -225,7 +229,9 @@ def held_open(variant: str, held: int) -> dict[str, int]:
         for index in range(held):
             sock = socket.create_connection(("127.0.0.1", port))
             if index % 2:
-                sock.sendall(b"POST /memoryd.v1.MemoryService/ListMessages HTTP/1.1\r\nHost: x\r\n")
+                sock.sendall(
+                    b"POST /memoryd.v2.ConversationService/ListMessages HTTP/1.1\r\nHost: x\r\n"
+                )
             sockets.append(sock)
         drip = socket.create_connection(("127.0.0.1", port))
         drip.sendall(b"POST / HTTP/1.1\r\nHost: x\r\n")

@@ -59,11 +59,11 @@ def load(address: str, corpus: real_chat.Corpus, total: int, scope: str) -> floa
     agent); returns the seconds it took."""
     began = time.perf_counter()
     with grpc.insecure_channel(address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         turns = list(corpus.texts(total))
         for start in range(0, total, real_chat.PER_CALL):
             chat = "big" if scope == "conversation" else f"c{start // AGENT_CONVERSATION}"
-            memory.AppendMessages(
+            memory.conversations.AppendMessages(
                 md.AppendMessagesRequest(
                     conversation=md.Conversation(agent_id=AGENT, channel="t", chat_id=chat),
                     messages=[
@@ -76,7 +76,7 @@ def load(address: str, corpus: real_chat.Corpus, total: int, scope: str) -> floa
 
 
 def measure(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
     planned: dict[str, list[str]],
     warm_up: list[str],
     scope: dict[str, object],
@@ -88,7 +88,9 @@ def measure(
         mode = MODES[name]
         try:
             for text in warm_up:  # page cache, statement caches
-                memory.SearchHistory(md.SearchHistoryRequest(query=text, mode=mode, **scope))
+                memory.conversations.SearchHistory(
+                    md.SearchHistoryRequest(query=text, mode=mode, **scope)
+                )
         except grpc.RpcError as error:
             if error.code() is not grpc.StatusCode.FAILED_PRECONDITION:
                 raise
@@ -98,7 +100,9 @@ def measure(
         hits: list[int] = []
         for text in questions:
             began = time.perf_counter()
-            answer = memory.SearchHistory(md.SearchHistoryRequest(query=text, mode=mode, **scope))
+            answer = memory.conversations.SearchHistory(
+                md.SearchHistoryRequest(query=text, mode=mode, **scope)
+            )
             timings.append((time.perf_counter() - began) * 1000)
             hits.append(len(answer.hits))
         found[name] = {
@@ -178,12 +182,14 @@ def main() -> int:
         }
         try:
             with grpc.insecure_channel(server.address) as channel:
-                memory = md.MemoryServiceStub(channel)
-                status = memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+                memory = md.Stubs(channel)
+                status = memory.admin.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
                 if status.pending_messages:
                     sys.exit(f"{status.pending_messages} messages have no vector")
                 began = time.perf_counter()
-                memory.SearchHistory(md.SearchHistoryRequest(query="warm up", **request_scope))
+                memory.conversations.SearchHistory(
+                    md.SearchHistoryRequest(query="warm up", **request_scope)
+                )
                 result["first_search_ms"] = round((time.perf_counter() - began) * 1000, 1)
                 result.update(measure(memory, planned, warm_up, request_scope))
             status_text = Path(f"/proc/{server.process.pid}/status").read_text(encoding="utf-8")

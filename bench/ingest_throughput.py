@@ -110,9 +110,11 @@ async def ingest_rate(
     # work (on a two-core machine it would take CPU from the server being measured).
     prepared = [requests(items[n : n + share]) for n in range(0, len(items), share)]
     async with md.connect(address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         began = time.perf_counter()
-        reports = await asyncio.gather(*(memory.IngestMessages(send(p)) for p in prepared))
+        reports = await asyncio.gather(
+            *(memory.conversations.IngestMessages(send(p)) for p in prepared)
+        )
         spent = time.perf_counter() - began
     return len(items) / spent, sum(report.stored for report in reports)
 

@@ -1,6 +1,6 @@
 """Baselines: a grpc.aio server that does nothing but answer.
 
-It serves the same memoryd.v1 contract: AppendMessages with an empty response, and, given a
+It serves the same memoryd.v2 contract: AppendMessages with an empty response, and, given a
 file, ComposeContext with that serialized answer, without looking at the request: the cost of
 gRPC itself in Python on this machine (and of moving that answer). Server reflection is on, for
 ghz.
@@ -23,46 +23,46 @@ import grpc
 from grpc_reflection.v1alpha import reflection
 
 from memoryd.api.reflection import MethodAwarePool
-from memoryd_client.v1 import compaction_service_pb2 as compaction_pb
-from memoryd_client.v1 import compaction_service_pb2_grpc as compaction_grpc
-from memoryd_client.v1 import memory_service_pb2 as service_pb
-from memoryd_client.v1 import memory_service_pb2_grpc as service_grpc
+from memoryd_client.v2 import context_service_pb2 as context_pb
+from memoryd_client.v2 import context_service_pb2_grpc as context_grpc
+from memoryd_client.v2 import conversation_service_pb2 as conversation_pb
+from memoryd_client.v2 import conversation_service_pb2_grpc as conversation_grpc
 
 
-class NoopMemory(service_grpc.MemoryServiceServicer):
+class NoopConversations(conversation_grpc.ConversationServiceServicer):
     """AppendMessages answers at once; nothing is validated or stored."""
 
     async def AppendMessages(  # noqa: N802 - the generated name
         self,
-        request: service_pb.AppendMessagesRequest,  # noqa: ARG002 - ignored on purpose
+        request: conversation_pb.AppendMessagesRequest,  # noqa: ARG002 - ignored on purpose
         context: Any,  # noqa: ARG002
-    ) -> service_pb.AppendMessagesResponse:
-        return service_pb.AppendMessagesResponse()
+    ) -> conversation_pb.AppendMessagesResponse:
+        return conversation_pb.AppendMessagesResponse()
 
 
-class CannedCompaction(compaction_grpc.CompactionServiceServicer):
+class CannedContext(context_grpc.ContextServiceServicer):
     """ComposeContext answers with the same prepared answer every time."""
 
-    def __init__(self, answer: compaction_pb.ComposeContextResponse) -> None:
+    def __init__(self, answer: context_pb.ComposeContextResponse) -> None:
         self._answer = answer
 
     async def ComposeContext(  # noqa: N802 - the generated name
         self,
-        request: compaction_pb.ComposeContextRequest,  # noqa: ARG002 - ignored on purpose
+        request: context_pb.ComposeContextRequest,  # noqa: ARG002 - ignored on purpose
         context: Any,  # noqa: ARG002
-    ) -> compaction_pb.ComposeContextResponse:
+    ) -> context_pb.ComposeContextResponse:
         return self._answer
 
 
 async def main(listen: str, compose_answer: bytes | None) -> None:
     reuse = int(os.environ.get("NOOP_REUSEPORT", "0"))
     server = grpc.aio.server(options=[("grpc.so_reuseport", reuse)])
-    service_grpc.add_MemoryServiceServicer_to_server(NoopMemory(), server)
-    names = [service_pb.DESCRIPTOR.services_by_name["MemoryService"].full_name]
+    conversation_grpc.add_ConversationServiceServicer_to_server(NoopConversations(), server)
+    names = [conversation_pb.DESCRIPTOR.services_by_name["ConversationService"].full_name]
     if compose_answer is not None:
-        answer = compaction_pb.ComposeContextResponse.FromString(compose_answer)
-        compaction_grpc.add_CompactionServiceServicer_to_server(CannedCompaction(answer), server)
-        names.append(compaction_pb.DESCRIPTOR.services_by_name["CompactionService"].full_name)
+        answer = context_pb.ComposeContextResponse.FromString(compose_answer)
+        context_grpc.add_ContextServiceServicer_to_server(CannedContext(answer), server)
+        names.append(context_pb.DESCRIPTOR.services_by_name["ContextService"].full_name)
     reflection.enable_server_reflection(
         [*names, reflection.SERVICE_NAME], server, pool=cast("Any", MethodAwarePool())
     )

@@ -270,10 +270,10 @@ def main() -> int:
         server = ServerProcess(home, env=places.env(args.backend, home)).start()
         try:
             with grpc.insecure_channel(server.address) as channel:
-                memory = md.MemoryServiceStub(channel)
+                memory = md.Stubs(channel)
                 owners = rng.sample(built["owners"], RENDERED_OWNERS)
                 for owner in owners:
-                    memory.StoreMemory(
+                    memory.memory.StoreMemory(
                         md.StoreMemoryRequest(
                             owner=md.OwnerScope(agent_id=owner.agent_id, owner_id=owner.owner_id),
                             category=md.CATEGORY_PREFERENCE,
@@ -283,12 +283,12 @@ def main() -> int:
                     )
                 planned = recall_requests(rng, built["chats"], built["texts"], args.queries)
                 for _, _, request in planned[:200]:
-                    memory.Recall(request)
+                    memory.memory.Recall(request)
                 mark = len(server.events("rpc"))
                 client: dict[str, list[float]] = defaultdict(list)
                 for kind, source, request in planned:
                     begin = time.perf_counter()
-                    memory.Recall(request)
+                    memory.memory.Recall(request)
                     elapsed = (time.perf_counter() - begin) * 1000
                     for key in ("all", f"kind: {kind}", f"source: {source}"):
                         client[key].append(elapsed)
@@ -297,7 +297,7 @@ def main() -> int:
                     for o in owners
                 ]
                 for request in prompt_requests:  # the first call per owner fills the cache
-                    memory.GetPromptContext(request)
+                    memory.context.GetPromptContext(request)
                 # Baseline: the round trip of grpc's health check on the same channel, which does
                 # no work, interleaved with the measured calls.
                 health = health_pb2_grpc.HealthStub(channel)
@@ -306,14 +306,17 @@ def main() -> int:
                 for _ in range(5):
                     for request in prompt_requests:
                         begin = time.perf_counter()
-                        memory.GetPromptContext(request)
+                        memory.context.GetPromptContext(request)
                         middle = time.perf_counter()
                         health.Check(health_pb2.HealthCheckRequest())
                         prompt_ms.append((middle - begin) * 1000)
                         health_ms.append((time.perf_counter() - middle) * 1000)
                 owner_data = [{"agent_id": o.agent_id, "owner_id": o.owner_id} for o in owners]
                 ghz_prompt = ghz_latency(
-                    server.address, "memoryd.v1.MemoryService.GetPromptContext", owner_data, 3000
+                    server.address,
+                    "memoryd.v2.ContextService.GetPromptContext",
+                    owner_data,
+                    3000,
                 )
                 ghz_health = ghz_latency(server.address, "grpc.health.v1.Health.Check", [{}], 3000)
         finally:

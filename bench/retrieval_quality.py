@@ -142,7 +142,7 @@ def conversation_of(dataset: Dataset, sample: str) -> md.Conversation:
     )
 
 
-def append_all(memory: md.MemoryServiceStub, dataset: Dataset) -> float:
+def append_all(memory: md.Stubs, dataset: Dataset) -> float:
     """Append every turn of the set; returns the seconds it took."""
     started = time.perf_counter()
     for sample, turns in dataset.conversations.items():
@@ -156,16 +156,16 @@ def append_all(memory: md.MemoryServiceStub, dataset: Dataset) -> float:
                     client_message_id=turn.dia_id,
                 )
                 message.created_at.FromDatetime(turn.created_at)
-            memory.AppendMessages(request)
+            memory.conversations.AppendMessages(request)
     return time.perf_counter() - started
 
 
-def store_facts(memory: md.MemoryServiceStub, dataset: Dataset) -> dict[int, str]:
+def store_facts(memory: md.Stubs, dataset: Dataset) -> dict[int, str]:
     """Store the set's facts as owner facts; returns each row's id with the turn it came from
     (a fact stored twice keeps its first turn)."""
     turns: dict[int, str] = {}
     for fact in dataset.facts:
-        response = memory.StoreMemory(
+        response = memory.memory.StoreMemory(
             md.StoreMemoryRequest(
                 owner=md.OwnerScope(agent_id=dataset.name, owner_id=fact.sample),
                 category=md.CATEGORY_FACT,
@@ -183,11 +183,11 @@ def fact_turns_of(home: Path) -> dict[int, str]:
     return {int(key): value for key, value in found.items()}
 
 
-def wait_for_embeddings(memory: md.MemoryServiceStub, timeout: float = 7200.0) -> float:
+def wait_for_embeddings(memory: md.Stubs, timeout: float = 7200.0) -> float:
     """Wait until the server has embedded every message and row; returns the seconds waited."""
     started = time.perf_counter()
     while time.perf_counter() - started < timeout:
-        status = memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+        status = memory.admin.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
         if not status.enabled or status.pending_messages + status.pending_memories == 0:
             return time.perf_counter() - started
         time.sleep(0.5)
@@ -258,7 +258,7 @@ def plain_fts5(loaded: Loaded) -> list[list[str]]:
 
 
 def search(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
     loaded: Loaded,
     text: str,
     sample: str,
@@ -275,7 +275,7 @@ def search(
         request.agent.agent_id = dataset.name
     else:
         request.conversation.CopyFrom(conversation_of(dataset, sample))
-    response = memory.SearchHistory(request)
+    response = memory.conversations.SearchHistory(request)
     return [
         Hit(
             hit.message.client_message_id
@@ -289,7 +289,7 @@ def search(
 
 
 def recall(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
     loaded: Loaded,
     text: str,
     sample: str,
@@ -299,7 +299,7 @@ def recall(
 ) -> list[Hit]:
     """Recall's facts of the conversation's owner, as (the fact's turn, relevance)."""
     dataset = loaded.dataset_of(sample)
-    response = memory.Recall(
+    response = memory.memory.Recall(
         md.RecallRequest(
             conversation=conversation_of(dataset, sample),
             query=asked(text),
@@ -377,9 +377,7 @@ class Answers:
                 mine.setdefault(name, []).extend(values)  # type: ignore[arg-type]
 
 
-def ask_all(
-    memory: md.MemoryServiceStub, loaded: Loaded, plan: Plan, log: Callable[[str], None]
-) -> Answers:
+def ask_all(memory: md.Stubs, loaded: Loaded, plan: Plan, log: Callable[[str], None]) -> Answers:
     """Every question of the plan, asked of a loaded server."""
     answers = Answers(questions=loaded.questions)
     for scope in plan.scopes:
@@ -602,7 +600,7 @@ class Plan:
 
 
 def load(
-    memory: md.MemoryServiceStub, loaded: Loaded, home: Path, log: Callable[[str], None]
+    memory: md.Stubs, loaded: Loaded, home: Path, log: Callable[[str], None]
 ) -> dict[str, object]:
     """Load the set (unless the kept data directory holds it), then wait for the vectors."""
     marker = home / "retrieval-quality-loaded"
@@ -654,7 +652,7 @@ def run_server(
         server = ServerProcess(home, config=config, env=places.env(backend, home)).start()
         try:
             with grpc.insecure_channel(server.address) as channel:
-                memory = md.MemoryServiceStub(channel)
+                memory = md.Stubs(channel)
                 results["load"] = load(memory, loaded, home, log)
                 answers = ask_all(memory, loaded, plan, log)
             results["server_rss_mb"] = peak_rss_mb(server.process.pid)

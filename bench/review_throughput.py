@@ -46,12 +46,12 @@ def answer(request: dict[str, Any]) -> Reply:
 
 async def commit_turns(address: str, count: int) -> None:
     async with md.connect(address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         semaphore = asyncio.Semaphore(32)
 
         async def one(index: int) -> None:
             async with semaphore:
-                await memory.CommitTurn(
+                await memory.conversations.CommitTurn(
                     md.CommitTurnRequest(
                         conversation=md.Conversation(
                             owner_id=f"owner-{index}", channel="telegram", chat_id=f"c{index}"

@@ -59,13 +59,13 @@ def conversations(rng: random.Random) -> list[md.Conversation]:
 
 
 def load(
-    memory: md.MemoryServiceStub, chat_text: real_chat.Corpus, total: int, rng: random.Random
+    memory: md.Stubs, chat_text: real_chat.Corpus, total: int, rng: random.Random
 ) -> list[md.Conversation]:
     """Append `total` turns, 100 a call, each call into a conversation drawn at random."""
     chats = conversations(rng)
     turns = list(chat_text.texts(total))
     for start in range(0, total, real_chat.PER_CALL):
-        memory.AppendMessages(
+        memory.conversations.AppendMessages(
             md.AppendMessagesRequest(
                 conversation=rng.choice(chats),
                 messages=[
@@ -149,7 +149,7 @@ def main() -> int:
         ).start()
         try:
             with grpc.insecure_channel(server.address) as channel:
-                memory = md.MemoryServiceStub(channel)
+                memory = md.Stubs(channel)
                 started = time.perf_counter()
                 chats = load(memory, chat_text, args.messages, rng)
                 load_seconds = time.perf_counter() - started
@@ -158,13 +158,13 @@ def main() -> int:
                 for _, _, request in planned:  # lexical: the figures stay the words' own
                     request.mode = md.SEARCH_MODE_LEXICAL
                 for _, _, request in planned[:200]:  # warm-up: page cache, statement caches
-                    memory.SearchHistory(request)
+                    memory.conversations.SearchHistory(request)
                 mark = len(server.events("rpc"))
                 client: dict[str, list[float]] = defaultdict(list)
                 hits: list[int] = []
                 for kind, scope, request in planned:
                     begin = time.perf_counter()
-                    response = memory.SearchHistory(request)
+                    response = memory.conversations.SearchHistory(request)
                     elapsed = (time.perf_counter() - begin) * 1000
                     for key in ("all", f"kind: {kind}", f"scope: {scope}"):
                         client[key].append(elapsed)

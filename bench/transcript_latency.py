@@ -30,7 +30,7 @@ from memoryd.testing.server_process import ServerProcess
 
 
 async def stream(
-    stub: md.MemoryServiceStub, number: int, interval: float, until: float, texts: list[str]
+    stub: md.Stubs, number: int, interval: float, until: float, texts: list[str]
 ) -> list[float]:
     """One session: a final every `interval` seconds until `until`; each ack's latency (ms)."""
     queue: asyncio.Queue[md.StreamTranscriptRequest | None] = asyncio.Queue()
@@ -39,7 +39,7 @@ async def stream(
         while (request := await queue.get()) is not None:
             yield request
 
-    call = stub.StreamTranscript(send())
+    call = stub.conversations.StreamTranscript(send())
     await queue.put(
         md.StreamTranscriptRequest(
             open=md.TranscriptOpen(device_id=f"bench-{number}", session_id=f"s-{number}")
@@ -74,7 +74,7 @@ async def run(address: str, streams: int, rate: float, seconds: float) -> tuple[
     texts = [corpus.message_text(rng, words) for _ in range(500)]
     interval = streams / rate
     async with md.connect(address) as channel:
-        stub = md.MemoryServiceStub(channel)
+        stub = md.Stubs(channel)
         began = time.perf_counter()
         until = began + seconds
         results = await asyncio.gather(

@@ -97,8 +97,8 @@ def latency_under_load(address: str, seconds: float) -> dict[str, dict[str, floa
     """SearchHistory's and GetPromptContext's latency while 16 callers append."""
     found = {}
     for name, call, data in (
-        ("search_history", "memoryd.v1.MemoryService/SearchHistory", SEARCH),
-        ("get_prompt_context", "memoryd.v1.MemoryService/GetPromptContext", PROMPT),
+        ("search_history", "memoryd.v2.ConversationService/SearchHistory", SEARCH),
+        ("get_prompt_context", "memoryd.v2.ContextService/GetPromptContext", PROMPT),
     ):
         load = subprocess.Popen(
             appends.ghz_command(
@@ -141,19 +141,19 @@ async def coherence(address: str, workers: int, seconds: float) -> dict[str, flo
                 )
                 for number in range(2)
             ]
-        stubs = [md.MemoryServiceStub(channel) for channel in channels]
+        stubs = [md.Stubs(channel) for channel in channels]
         pairs, stale = 0, 0
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             writer, reader = stubs[pairs % 2], stubs[(pairs + 1) % 2]
             text = f"pair {pairs}"
-            await writer.AppendMessages(
+            await writer.conversations.AppendMessages(
                 md.AppendMessagesRequest(
                     conversation=conversation,
                     messages=[md.NewMessage(role=md.ROLE_USER, sender="ada", content=text)],
                 )
             )
-            window = await reader.ListMessages(
+            window = await reader.conversations.ListMessages(
                 md.ListMessagesRequest(conversation=conversation, page_size=1)
             )
             stale += window.messages[-1].content != text
@@ -164,7 +164,7 @@ async def coherence(address: str, workers: int, seconds: float) -> dict[str, flo
 async def remember(address: str) -> None:
     """A memory row, so that GetPromptContext has a file to answer with."""
     async with md.connect(address) as channel:
-        await md.MemoryServiceStub(channel).StoreMemory(
+        await md.Stubs(channel).memory.StoreMemory(
             md.StoreMemoryRequest(
                 owner=md.OwnerScope(agent_id="bench", owner_id="ada"),
                 scope_type=md.SCOPE_TYPE_OWNER,

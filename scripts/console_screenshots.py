@@ -112,8 +112,8 @@ def seed(server: ServerProcess, model: FakeModel) -> md.Conversation:
     now = dt.datetime.now(dt.UTC).replace(minute=0, second=0, microsecond=0)
     first = now - dt.timedelta(days=DAYS)
     with md.connect_sync(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
-        compaction = md.CompactionServiceStub(channel)
+        memory = md.Stubs(channel)
+        compaction = md.Stubs(channel)
         chats = {}
         history = []
         for (agent, owner), conversations in OWNERS.items():
@@ -139,7 +139,7 @@ def seed(server: ServerProcess, model: FakeModel) -> md.Conversation:
                         ]
         # The two weeks as a backfill (already reviewed); today's messages are reviewed below,
         # one review each, so each scripted answer goes to the review it was written for.
-        memory.IngestMessages(
+        memory.conversations.IngestMessages(
             iter(
                 md.IngestMessagesRequest(messages=history[start : start + 1000], as_reviewed=True)
                 for start in range(0, len(history), 1000)
@@ -148,7 +148,7 @@ def seed(server: ServerProcess, model: FakeModel) -> md.Conversation:
         for chat, key in chats.items():
             said = OWNERS[(key.agent_id, key.owner_id)]
             lines = next(lines for _, name, lines in said if name == chat)
-            memory.AppendMessages(
+            memory.conversations.AppendMessages(
                 md.AppendMessagesRequest(
                     conversation=key, messages=[md.user(key.owner_id, line) for line in lines[:3]]
                 )
@@ -183,12 +183,12 @@ def seed(server: ServerProcess, model: FakeModel) -> md.Conversation:
                 {"action": "replace", "id": 999999, "value": "Lives on the moon"},
             )
         )
-        memory.ReviewNow(md.ReviewNowRequest(conversation=ada))
-        rows = memory.ListMemories(
+        memory.reviews.ReviewNow(md.ReviewNowRequest(conversation=ada))
+        rows = memory.memory.ListMemories(
             md.ListMemoriesRequest(owner=md.OwnerScope(agent_id="main", owner_id="ada"))
         )
         by_value = {item.memory.value: item.memory.id for item in rows.memories}
-        memory.AppendMessages(
+        memory.conversations.AppendMessages(
             md.AppendMessagesRequest(
                 conversation=ada,
                 messages=[
@@ -214,7 +214,7 @@ def seed(server: ServerProcess, model: FakeModel) -> md.Conversation:
                 },
             )
         )
-        memory.ReviewNow(md.ReviewNowRequest(conversation=ada))
+        memory.reviews.ReviewNow(md.ReviewNowRequest(conversation=ada))
         for chat, reply in (
             (
                 "bruno-dm",
@@ -263,17 +263,17 @@ def seed(server: ServerProcess, model: FakeModel) -> md.Conversation:
             ),
         ):
             model.reply(reply)
-            memory.ReviewNow(md.ReviewNowRequest(conversation=chats[chat]))
+            memory.reviews.ReviewNow(md.ReviewNowRequest(conversation=chats[chat]))
         model.fail(401)
-        memory.ReviewNow(md.ReviewNowRequest(conversation=chats["team-planning"]))
+        memory.reviews.ReviewNow(md.ReviewNowRequest(conversation=chats["team-planning"]))
         model.reply(
             "Ada lives in Lisbon (now Porto), is vegetarian and prefers short answers. She asked "
             "about Sunday ferries, knee stretches and booked a flight to Berlin."
         )
-        done = compaction.Compact(md.CompactRequest(conversation=ada, context_window=1200))
+        done = compaction.context.Compact(md.CompactRequest(conversation=ada, context_window=1200))
         if done.outcome != md.COMPACTION_OUTCOME_COMPACTED:
             raise SystemExit(f"the compaction did not happen: {done.message}")
-        memory.AppendMessages(
+        memory.conversations.AppendMessages(
             md.AppendMessagesRequest(
                 conversation=ada,
                 messages=[md.user("ada", "Any vegetarian place near the station?")],

@@ -40,8 +40,17 @@ CLIENT_DIR = ROOT / "clients" / "python" / "memoryd_client"
 PACKAGES = ("v1", "v2")
 SURFACE = CLIENT_DIR / "_surface.py"
 # The package the client's surface (memoryd_client.<Name>) exports.
-SURFACE_PACKAGE = "v1"
-SURFACE_MODULES = ("records", "memory_service", "compaction_service")
+SURFACE_PACKAGE = "v2"
+SURFACE_MODULES = (
+    "records",
+    "conversation_service",
+    "memory_service",
+    "context_service",
+    "resource_service",
+    "review_service",
+    "overview_service",
+    "admin_service",
+)
 # The folders buf.gen.yaml writes, relative to the repository.
 BUF_OUTPUTS = ("clients/go/gen", "clients/typescript/src/gen")
 GO_MODULE = ROOT / "clients" / "go" / "go.mod"

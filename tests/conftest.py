@@ -158,9 +158,9 @@ async def channel(server: ServerProcess) -> AsyncIterator[grpc.aio.Channel]:
 
 
 @pytest.fixture(scope="session")
-def memory(channel: grpc.aio.Channel) -> md.MemoryServiceStub:
+def memory(channel: grpc.aio.Channel) -> md.Stubs:
     """The MemoryService stub on the shared server."""
-    return md.MemoryServiceStub(channel)
+    return md.Stubs(channel)
 
 
 @pytest.fixture

@@ -164,7 +164,7 @@ class CrashHarness:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 first = await stack.enter_async_context(md.connect(server.address))
-                await self.verify(md.MemoryServiceStub(first))
+                await self.verify(md.Stubs(first))
                 stop = asyncio.Event()
                 tasks = []
                 for number, work in enumerate(self._workers() * 2):
@@ -207,7 +207,7 @@ class CrashHarness:
         server = ServerProcess(self.home, config=self.config, workers=self.workers).start()
         try:
             async with md.connect(server.address) as channel:
-                await self.verify(md.MemoryServiceStub(channel))
+                await self.verify(md.Stubs(channel))
         finally:
             code = server.stop()
         assert code == 0, server.output
@@ -245,7 +245,7 @@ class CrashHarness:
             return None
 
     async def _appends(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
-        stub = md.MemoryServiceStub(channel)
+        stub = md.Stubs(channel)
         tag = f"r{self.rounds}-{self.random.getrandbits(32):08x}"
         number = 0
         while not stop.is_set():
@@ -256,7 +256,7 @@ class CrashHarness:
             ]
             number += len(batch)
             response = await self._call(
-                stub.AppendMessages(
+                stub.conversations.AppendMessages(
                     md.AppendMessagesRequest(
                         conversation=conversation(owner, chat),
                         messages=[
@@ -273,7 +273,7 @@ class CrashHarness:
 
     async def _ingests(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
         """Imports of a few batches each; an answered stream acknowledges all its messages."""
-        stub = md.MemoryServiceStub(channel)
+        stub = md.Stubs(channel)
         tag = f"i{self.rounds}-{self.random.getrandbits(32):08x}"
         number = 0
         while not stop.is_set():
@@ -302,7 +302,7 @@ class CrashHarness:
                 for batch in batches:
                     yield batch
 
-            response = await self._call(stub.IngestMessages(stream()))
+            response = await self._call(stub.conversations.IngestMessages(stream()))
             if response is None:
                 return
             assert (response.stored, response.rejected) == (len(sent), 0), response
@@ -312,7 +312,7 @@ class CrashHarness:
     async def _transcripts(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
         """One session per worker and round, resumed by later rounds: the acknowledged finals
         must be there once, whatever the kill cut."""
-        stub = md.MemoryServiceStub(channel)
+        stub = md.Stubs(channel)
         # The two workers of a round take devices 0 and 1: every round resumes their sessions.
         self.devices += 1
         device = f"dev-{self.devices % 2}"
@@ -322,7 +322,7 @@ class CrashHarness:
             while (request := await queue.get()) is not None:
                 yield request
 
-        call = stub.StreamTranscript(send())
+        call = stub.conversations.StreamTranscript(send())
         await queue.put(
             md.StreamTranscriptRequest(
                 open=md.TranscriptOpen(device_id=device, session_id=f"session-{device}")
@@ -362,7 +362,7 @@ class CrashHarness:
             call.cancel()
 
     async def _turns(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
-        stub = md.MemoryServiceStub(channel)
+        stub = md.Stubs(channel)
         tag = f"t{self.rounds}-{self.random.getrandbits(32):08x}"
         number = 0
         while not stop.is_set():
@@ -370,7 +370,7 @@ class CrashHarness:
             key, text = f"{tag}-{number}", f"I enjoy hobby {tag} {number}"
             number += 1
             response = await self._call(
-                stub.CommitTurn(
+                stub.conversations.CommitTurn(
                     md.CommitTurnRequest(
                         conversation=conversation(owner, chat),
                         messages=[
@@ -384,7 +384,7 @@ class CrashHarness:
             self.ledger.appended[owner, chat][key] = (response.results[0].id, text)
 
     async def _stores(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
-        stub = md.MemoryServiceStub(channel)
+        stub = md.Stubs(channel)
         tag = f"s{self.rounds}-{self.random.getrandbits(32):08x}"
         number = 0
         while not stop.is_set():
@@ -395,7 +395,7 @@ class CrashHarness:
             sent = self.ledger.sent_values[owner, key]
             sent.append(value)
             response = await self._call(
-                stub.StoreMemory(
+                stub.memory.StoreMemory(
                     md.StoreMemoryRequest(
                         conversation=conversation(owner, "c1"),
                         category=md.CATEGORY_GOAL,
@@ -409,12 +409,12 @@ class CrashHarness:
             self.ledger.acked_values[owner, key] = len(sent)
 
     async def _clears(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
-        stub = md.MemoryServiceStub(channel)
+        stub = md.Stubs(channel)
         while not stop.is_set():
             await asyncio.sleep(self.random.uniform(0.05, 0.2))
             owner, chat = self.random.choice(OWNERS), self.random.choice(CHATS)
             response = await self._call(
-                stub.ClearConversation(
+                stub.conversations.ClearConversation(
                     md.ClearConversationRequest(conversation=conversation(owner, chat))
                 )
             )
@@ -424,20 +424,20 @@ class CrashHarness:
             self.ledger.windows[owner, chat] = max(window, response.window_start_id)
 
     async def _searches(self, channel: grpc.aio.Channel, stop: asyncio.Event) -> None:
-        stub = md.MemoryServiceStub(channel)
+        stub = md.Stubs(channel)
         while not stop.is_set():
             owner = self.random.choice(OWNERS)
             scope = md.OwnerScope(agent_id=AGENT, owner_id=owner)
             query = self.random.choice(["append", "hobby", "numb", "value"])
             found = await self._call(
-                stub.SearchHistory(md.SearchHistoryRequest(query=query, owner=scope))
+                stub.conversations.SearchHistory(md.SearchHistoryRequest(query=query, owner=scope))
             )
             if found is None:
                 return
 
     # --- verification ------------------------------------------------------------------------
 
-    async def verify(self, stub: md.MemoryServiceStub) -> None:
+    async def verify(self, stub: md.Stubs) -> None:
         """Everything acknowledged so far is there, once; the prompt files match the context."""
         for (owner, chat), acked in self.ledger.appended.items():
             stored = await all_messages(stub, conversation(owner, chat))
@@ -449,7 +449,7 @@ class CrashHarness:
                 assert found.get(key) == (message_id, text), (owner, chat, key)
                 assert contents[text] == 1, (owner, chat, text)
             if (owner, chat) in self.ledger.windows:
-                described = await stub.GetConversation(
+                described = await stub.conversations.GetConversation(
                     md.GetConversationRequest(conversation=conversation(owner, chat))
                 )
                 assert described.window_start_id >= self.ledger.windows[owner, chat]
@@ -467,7 +467,7 @@ class CrashHarness:
         for owner in OWNERS:
             await self._verify_memories(stub, owner)
 
-    async def _verify_memories(self, stub: md.MemoryServiceStub, owner: str) -> None:
+    async def _verify_memories(self, stub: md.Stubs, owner: str) -> None:
         rows = await all_memories(stub, owner)
         values = {row.key: row.value for row in rows}
         for (row_owner, key), acked in self.ledger.acked_values.items():
@@ -480,7 +480,7 @@ class CrashHarness:
         assert all(count == 1 for count in reviewed.values()), reviewed.most_common(3)
         await self._verify_prompt_files(stub, owner)
 
-    async def _verify_prompt_files(self, stub: md.MemoryServiceStub, owner: str) -> None:
+    async def _verify_prompt_files(self, stub: md.Stubs, owner: str) -> None:
         """The files equal what GetPromptContext serves, once the writer has written them.
 
         Reviews resume as soon as the server starts, and a file is written just after its
@@ -489,7 +489,7 @@ class CrashHarness:
         folder = self.home / "memory" / AGENT / "owners" / owner
         request = md.GetPromptContextRequest(agent_id=AGENT, owner_id=owner)
         for _ in range(100):
-            prompt = await stub.GetPromptContext(request)
+            prompt = await stub.context.GetPromptContext(request)
             on_disk = [
                 (folder / name).read_text(encoding="utf-8") if (folder / name).exists() else ""
                 for name in ("USER.md", "MEMORY.md")
@@ -500,12 +500,12 @@ class CrashHarness:
         raise AssertionError((owner, on_disk, prompt.user_md, prompt.memory_md))
 
 
-async def all_messages(stub: md.MemoryServiceStub, chat: md.Conversation) -> list[md.Message]:
+async def all_messages(stub: md.Stubs, chat: md.Conversation) -> list[md.Message]:
     """Every stored message of a conversation, oldest first."""
     found: list[md.Message] = []
     token = ""
     while True:
-        page = await stub.ListMessages(
+        page = await stub.conversations.ListMessages(
             md.ListMessagesRequest(
                 conversation=chat, all_history=True, page_size=1000, page_token=token
             )
@@ -516,12 +516,12 @@ async def all_messages(stub: md.MemoryServiceStub, chat: md.Conversation) -> lis
             return found
 
 
-async def all_memories(stub: md.MemoryServiceStub, owner: str) -> list[md.Memory]:
+async def all_memories(stub: md.Stubs, owner: str) -> list[md.Memory]:
     """Every active row of an owner."""
     found: list[md.Memory] = []
     token = ""
     while True:
-        page = await stub.ListMemories(
+        page = await stub.memory.ListMemories(
             md.ListMemoriesRequest(
                 owner=md.OwnerScope(agent_id=AGENT, owner_id=owner),
                 page_size=1000,

@@ -45,13 +45,13 @@ def said(chat: Sequence[tuple[str, str]], person: str) -> list[md.NewMessage]:
 
 
 async def append(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
     conversation: md.Conversation,
     *messages: md.NewMessage,
     echo: bool = False,
 ) -> md.AppendMessagesResponse:
     """Append messages and return the response (with the stored rows when `echo`)."""
-    return await memory.AppendMessages(
+    return await memory.conversations.AppendMessages(
         md.AppendMessagesRequest(
             conversation=conversation, messages=list(messages), echo_messages=echo
         )
@@ -79,7 +79,7 @@ def owner_of(conversation: md.Conversation) -> md.OwnerScope:
 
 
 async def store(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
     conversation: md.Conversation,
     key: str,
     value: str,
@@ -87,7 +87,7 @@ async def store(
     **fields: object,
 ) -> md.Memory:
     """StoreMemory from a conversation; returns the stored row."""
-    response = await memory.StoreMemory(
+    response = await memory.memory.StoreMemory(
         md.StoreMemoryRequest(
             conversation=conversation,
             key=key,

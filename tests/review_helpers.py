@@ -34,7 +34,7 @@ class Reviewing:
     def __init__(self, server: ServerProcess, channel: grpc.aio.Channel) -> None:
         self.server = server
         self.channel = channel
-        self.memory = md.MemoryServiceStub(channel)
+        self.memory = md.Stubs(channel)
 
 
 @pytest.fixture
@@ -57,14 +57,14 @@ def turn(*texts: str, trust: int = md.TRUST_UNSPECIFIED, **fields: object) -> li
 
 
 async def commit(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
     conversation: md.Conversation,
     *messages: md.NewMessage,
     trust: int = md.TRUST_UNSPECIFIED,
     echo: bool = False,
 ) -> md.CommitTurnResponse:
     """CommitTurn with these messages (the stored rows echoed when `echo`)."""
-    return await memory.CommitTurn(
+    return await memory.conversations.CommitTurn(
         md.CommitTurnRequest(
             conversation=conversation,
             messages=list(messages),
@@ -74,11 +74,9 @@ async def commit(
     )
 
 
-async def review_now(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
-) -> md.ConversationReview:
+async def review_now(memory: md.Stubs, conversation: md.Conversation) -> md.ConversationReview:
     """ReviewNow for one conversation; its result."""
-    response = await memory.ReviewNow(md.ReviewNowRequest(conversation=conversation))
+    response = await memory.reviews.ReviewNow(md.ReviewNowRequest(conversation=conversation))
     (result,) = response.reviews
     return result
 
@@ -97,7 +95,7 @@ async def eventually(check: Callable[[], object], within: float = 10.0) -> None:
         await asyncio.sleep(0.05)
 
 
-async def after_a_scheduler_pass(memory: md.MemoryServiceStub) -> None:
+async def after_a_scheduler_pass(memory: md.Stubs) -> None:
     """Return once the background scheduler has made a pass that began after this call.
 
     A fresh conversation (never reviewed, so due at once) is committed and waited for: every
@@ -108,7 +106,7 @@ async def after_a_scheduler_pass(memory: md.MemoryServiceStub) -> None:
     await commit(memory, witness, *turn("a witness of the scheduler's pass"))
 
     async def reviewed() -> bool:
-        state = await memory.GetReviewState(md.GetReviewStateRequest(conversation=witness))
+        state = await memory.reviews.GetReviewState(md.GetReviewStateRequest(conversation=witness))
         return state.HasField("last_run")
 
     await eventually(reviewed)

@@ -11,15 +11,15 @@ from tests.backends import on_postgres, postgres_rows
 from tests.helpers import append, fresh_conversation, owner_of, rpc_error, store, user
 
 
-async def describe(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
-) -> md.GetConversationResponse:
+async def describe(memory: md.Stubs, conversation: md.Conversation) -> md.GetConversationResponse:
     """GetConversation."""
-    return await memory.GetConversation(md.GetConversationRequest(conversation=conversation))
+    return await memory.conversations.GetConversation(
+        md.GetConversationRequest(conversation=conversation)
+    )
 
 
 async def test_get_conversation_reports_counts_times_window_and_version(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     appended = await append(memory, conversation, user("one"), user("two"))
     first, second = appended.results
@@ -36,7 +36,7 @@ async def test_get_conversation_reports_counts_times_window_and_version(
 
 
 async def test_history_version_changes_whenever_the_window_changes(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     versions = [(await append(memory, conversation, user("a"))).history_version]
     versions.append((await append(memory, conversation, user("b"))).history_version)
@@ -46,17 +46,21 @@ async def test_history_version_changes_whenever_the_window_changes(
     assert (
         await append(memory, conversation, user("c", client_message_id="k"))
     ).history_version == (retry.history_version)
-    cleared = await memory.ClearConversation(md.ClearConversationRequest(conversation=conversation))
+    cleared = await memory.conversations.ClearConversation(
+        md.ClearConversationRequest(conversation=conversation)
+    )
     versions.append(cleared.history_version)
     assert versions == sorted(set(versions)), versions
     assert (await describe(memory, conversation)).history_version == cleared.history_version
 
 
 async def test_clear_moves_the_window_and_keeps_every_message(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     appended = await append(memory, conversation, user("old 1"), user("old 2"))
-    cleared = await memory.ClearConversation(md.ClearConversationRequest(conversation=conversation))
+    cleared = await memory.conversations.ClearConversation(
+        md.ClearConversationRequest(conversation=conversation)
+    )
     assert cleared.notice == "Started a fresh session. Long-term memory is preserved."
     assert cleared.window_start_id == appended.results[-1].id
     await append(memory, conversation, user("new"))
@@ -65,48 +69,58 @@ async def test_clear_moves_the_window_and_keeps_every_message(
     assert state.window_start_id == cleared.window_start_id
     assert state.HasField("window_started_at")
     # Clearing twice with nothing new does not move the window back or lose anything.
-    again = await memory.ClearConversation(md.ClearConversationRequest(conversation=conversation))
-    await memory.ClearConversation(md.ClearConversationRequest(conversation=conversation))
+    again = await memory.conversations.ClearConversation(
+        md.ClearConversationRequest(conversation=conversation)
+    )
+    await memory.conversations.ClearConversation(
+        md.ClearConversationRequest(conversation=conversation)
+    )
     assert again.window_start_id > cleared.window_start_id
     assert (await describe(memory, conversation)).message_count == 3
 
 
 async def test_clear_of_an_unknown_conversation_starts_it(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
-    cleared = await memory.ClearConversation(md.ClearConversationRequest(conversation=conversation))
+    cleared = await memory.conversations.ClearConversation(
+        md.ClearConversationRequest(conversation=conversation)
+    )
     assert cleared.window_start_id == 0
     state = await describe(memory, conversation)
     assert (state.message_count, state.history_version) == (0, cleared.history_version)
 
 
 async def test_purge_erases_rows_and_index_entries(
-    memory: md.MemoryServiceStub, conversation: md.Conversation, server: ServerProcess
+    memory: md.Stubs, conversation: md.Conversation, server: ServerProcess
 ) -> None:
     secret = "my passport number is X1234567 zebrafish"
     neighbour = md.Conversation(channel=conversation.channel, chat_id=conversation.chat_id + "-n")
     await append(memory, conversation, user(secret), user("second"), user("third"))
-    await memory.ClearConversation(md.ClearConversationRequest(conversation=conversation))
+    await memory.conversations.ClearConversation(
+        md.ClearConversationRequest(conversation=conversation)
+    )
     await append(memory, conversation, user("after clear zebrafish"))
     await append(memory, neighbour, user("the neighbour keeps zebrafish"))
 
-    purged = await memory.PurgeConversation(md.PurgeConversationRequest(conversation=conversation))
+    purged = await memory.conversations.PurgeConversation(
+        md.PurgeConversationRequest(conversation=conversation)
+    )
     assert (purged.messages_deleted, purged.conversation_deleted) == (4, True)
 
     for query in ("zebrafish", "passport", "X1234567", "ebrafis", "1234"):
-        response = await memory.SearchHistory(
+        response = await memory.conversations.SearchHistory(
             md.SearchHistoryRequest(query=query, agent=md.AgentScope())
         )
         contents = [hit.message.content for hit in response.hits]
         assert secret not in contents
         assert "after clear zebrafish" not in contents
-    listed = await memory.ListMessages(
+    listed = await memory.conversations.ListMessages(
         md.ListMessagesRequest(conversation=conversation, all_history=True)
     )
     assert list(listed.messages) == []
     assert (await rpc_error(describe(memory, conversation))).code() == grpc.StatusCode.NOT_FOUND
     # The neighbour is untouched.
-    response = await memory.SearchHistory(
+    response = await memory.conversations.SearchHistory(
         md.SearchHistoryRequest(
             query="zebrafish", conversation=neighbour, mode=md.SEARCH_MODE_LEXICAL
         )
@@ -114,7 +128,9 @@ async def test_purge_erases_rows_and_index_entries(
     assert [h.message.content for h in response.hits] == ["the neighbour keeps zebrafish"]
 
     # Purging again removes nothing and succeeds.
-    again = await memory.PurgeConversation(md.PurgeConversationRequest(conversation=conversation))
+    again = await memory.conversations.PurgeConversation(
+        md.PurgeConversationRequest(conversation=conversation)
+    )
     assert (again.messages_deleted, again.conversation_deleted) == (0, False)
 
     # Both full-text indexes agree with the remaining rows, and the secret's words are gone from
@@ -151,21 +167,25 @@ async def test_purge_erases_rows_and_index_entries(
 
 
 async def test_a_purged_conversation_starts_afresh(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     before = await append(memory, conversation, user("first life", client_message_id="k1"))
-    await memory.PurgeConversation(md.PurgeConversationRequest(conversation=conversation))
+    await memory.conversations.PurgeConversation(
+        md.PurgeConversationRequest(conversation=conversation)
+    )
     after = await append(memory, conversation, user("second life", client_message_id="k1"))
     assert after.results[0].outcome == md.APPEND_OUTCOME_STORED
     # Ids and versions are never reused.
     assert after.results[0].id > before.results[0].id
     assert after.history_version > before.history_version
-    listed = await memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
+    listed = await memory.conversations.ListMessages(
+        md.ListMessagesRequest(conversation=conversation)
+    )
     assert [m.content for m in listed.messages] == ["second life"]
 
 
 async def test_purge_erases_the_conversations_memory_rows_and_re_renders(
-    memory: md.MemoryServiceStub, server: ServerProcess
+    memory: md.Stubs, server: ServerProcess
 ) -> None:
     conversation = fresh_conversation()
     owner = owner_of(conversation)
@@ -188,27 +208,29 @@ async def test_purge_erases_the_conversations_memory_rows_and_re_renders(
         md.CATEGORY_IDENTITY,
         source_message_id=message_id,
     )
-    before = await memory.GetPromptContext(
+    before = await memory.context.GetPromptContext(
         md.GetPromptContextRequest(agent_id=conversation.agent_id)
     )
     assert before.memory_md == "## Context\n- Sprint goal is the billing rewrite"
-    purged = await memory.PurgeConversation(md.PurgeConversationRequest(conversation=conversation))
+    purged = await memory.conversations.PurgeConversation(
+        md.PurgeConversationRequest(conversation=conversation)
+    )
     assert (purged.messages_deleted, purged.conversation_deleted, purged.memories_deleted) == (
         1,
         True,
         2,
     )
-    after = await memory.GetPromptContext(
+    after = await memory.context.GetPromptContext(
         md.GetPromptContextRequest(agent_id=conversation.agent_id)
     )
     assert after.memory_md == ""
     assert after.user_md == "## Identity\n- Lives in Porto"
     memory_md = server.home / "memory" / conversation.agent_id / "MEMORY.md"
     assert memory_md.read_text(encoding="utf-8") == ""
-    gone = await rpc_error(memory.GetMemory(md.GetMemoryRequest(owner=owner, id=note.id)))
+    gone = await rpc_error(memory.memory.GetMemory(md.GetMemoryRequest(owner=owner, id=note.id)))
     assert gone.code() == grpc.StatusCode.NOT_FOUND
     for query in ("garage", "billing", "moved last week"):
-        hits = await memory.Recall(
+        hits = await memory.memory.Recall(
             md.RecallRequest(
                 conversation=conversation,
                 query=query,
@@ -219,10 +241,10 @@ async def test_purge_erases_the_conversations_memory_rows_and_re_renders(
         )
         assert list(hits.hits) == [], query
     # The owner's fact stays, without its link to the erased message.
-    kept = await memory.GetMemory(md.GetMemoryRequest(owner=owner, id=city.id))
+    kept = await memory.memory.GetMemory(md.GetMemoryRequest(owner=owner, id=city.id))
     assert kept.memory.value == "Lives in Porto"
     assert kept.memory.provenance.source_message_id == 0
-    revisions = await memory.ListRevisions(
+    revisions = await memory.resources.ListRevisions(
         md.ListRevisionsRequest(
             ref=md.ResourceRef(agent_id=conversation.agent_id, type=md.RESOURCE_TYPE_MEMORY_MD)
         )

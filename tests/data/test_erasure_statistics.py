@@ -52,8 +52,8 @@ def fill(address: str, owner: str, chat: str) -> md.Conversation:
     """Messages naming `chat` in their words and in their chat id, a row learnt in the chat."""
     conversation = md.Conversation(owner_id=owner, channel="telegram", chat_id=chat)
     with md.connect_sync(address) as channel:
-        memory = md.MemoryServiceStub(channel)
-        memory.AppendMessages(
+        memory = md.Stubs(channel)
+        memory.conversations.AppendMessages(
             md.AppendMessagesRequest(
                 conversation=conversation,
                 messages=[
@@ -62,7 +62,7 @@ def fill(address: str, owner: str, chat: str) -> md.Conversation:
                 ],
             )
         )
-        memory.StoreMemory(
+        memory.memory.StoreMemory(
             md.StoreMemoryRequest(
                 conversation=conversation,
                 category=md.CATEGORY_PREFERENCE,
@@ -94,12 +94,12 @@ def test_a_purge_leaves_no_value_in_postgres_statistics(
         for owner in (victim, keeper):
             assert statistics_holding(dsn, f"{owner}chat") > 0
         with md.connect_sync(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             for owner in (victim, keeper):
                 if first == "owner":
-                    receipt = memory.PurgeOwner(md.PurgeOwnerRequest(owner_id=owner))
+                    receipt = memory.admin.PurgeOwner(md.PurgeOwnerRequest(owner_id=owner))
                 else:
-                    receipt = memory.PurgeConversation(
+                    receipt = memory.conversations.PurgeConversation(
                         md.PurgeConversationRequest(conversation=chats[owner])
                     )
                 assert receipt.statistics_rebuilt
@@ -124,9 +124,7 @@ def test_sqlite_sampled_keys_of_an_erased_owner_are_dropped(tmp_path: Path) -> N
         database.close()
         assert f"{victim}chat".encode() in samples
         with md.connect_sync(server.address) as channel:
-            receipt = md.MemoryServiceStub(channel).PurgeOwner(
-                md.PurgeOwnerRequest(owner_id=victim)
-            )
+            receipt = md.Stubs(channel).admin.PurgeOwner(md.PurgeOwnerRequest(owner_id=victim))
         assert receipt.statistics_rebuilt
         assert receipt.wal_truncated
         for name in ("memory.db", "memory.db-wal"):
@@ -143,14 +141,14 @@ def test_a_purged_conversation_leaves_no_source_and_no_chat_id(tmp_path: Path) -
         conversation = md.Conversation(owner_id="ada", channel="telegram", chat_id=chat)
         owner = md.OwnerScope(owner_id="ada")
         with md.connect_sync(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
-            memory.AppendMessages(
+            memory = md.Stubs(channel)
+            memory.conversations.AppendMessages(
                 md.AppendMessagesRequest(
                     conversation=conversation,
                     messages=[md.NewMessage(role=md.ROLE_USER, content="hello")],
                 )
             )
-            learnt = memory.StoreMemory(
+            learnt = memory.memory.StoreMemory(
                 md.StoreMemoryRequest(
                     conversation=conversation,
                     category=md.CATEGORY_PREFERENCE,
@@ -159,7 +157,7 @@ def test_a_purged_conversation_leaves_no_source_and_no_chat_id(tmp_path: Path) -
                 )
             ).memory
             # A conversation context row renders into MEMORY.md: the purge writes a revision.
-            memory.StoreMemory(
+            memory.memory.StoreMemory(
                 md.StoreMemoryRequest(
                     conversation=conversation,
                     scope_type=md.SCOPE_TYPE_CONVERSATION,
@@ -168,17 +166,19 @@ def test_a_purged_conversation_leaves_no_source_and_no_chat_id(tmp_path: Path) -
                     value="Planning a move",
                 )
             )
-            sources = memory.ListMemorySources(md.ListMemorySourcesRequest(owner=owner))
+            sources = memory.memory.ListMemorySources(md.ListMemorySourcesRequest(owner=owner))
             assert any(chat in source.id for source in sources.sources)
-            memory.PurgeConversation(md.PurgeConversationRequest(conversation=conversation))
-            sources = memory.ListMemorySources(md.ListMemorySourcesRequest(owner=owner))
+            memory.conversations.PurgeConversation(
+                md.PurgeConversationRequest(conversation=conversation)
+            )
+            sources = memory.memory.ListMemorySources(md.ListMemorySourcesRequest(owner=owner))
             assert not any(chat in source.id or chat in source.name for source in sources.sources)
-            kept = memory.GetMemory(md.GetMemoryRequest(owner=owner, id=learnt.id)).memory
+            kept = memory.memory.GetMemory(md.GetMemoryRequest(owner=owner, id=learnt.id)).memory
             assert kept.value == "Drinks green tea"
             assert chat not in str(kept.provenance)
             assert kept.provenance.source_name == "an erased conversation"
             ref = md.ResourceRef(type=md.RESOURCE_TYPE_MEMORY_MD, scope_id="ada")
-            written = memory.GetRevision(md.GetRevisionRequest(ref=ref)).revision
+            written = memory.resources.GetRevision(md.GetRevisionRequest(ref=ref)).revision
             assert written.mutation_source == "conversation_purge"
             assert chat not in written.provenance
             assert json.loads(written.provenance)["memory_ids"]

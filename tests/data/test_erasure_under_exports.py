@@ -38,7 +38,7 @@ def check(home: Path) -> dict[str, Any]:
     return report
 
 
-async def fill(memory: md.MemoryServiceStub, owner: str, text: str) -> None:
+async def fill(memory: md.Stubs, owner: str, text: str) -> None:
     chat = md.Conversation(owner_id=owner, channel="telegram", chat_id=f"{owner}-chat")
 
     async def batches() -> AsyncIterator[md.IngestMessagesRequest]:
@@ -52,7 +52,7 @@ async def fill(memory: md.MemoryServiceStub, owner: str, text: str) -> None:
                 ]
             )
 
-    done = await memory.IngestMessages(batches())
+    done = await memory.conversations.IngestMessages(batches())
     assert done.stored == MESSAGES // 2
 
 
@@ -64,10 +64,10 @@ async def test_a_purge_under_stalled_exports_never_stalls_the_writer(
     marker = f"zq{uuid.uuid4().hex[:10]}gone"
     filler = "x" * 900  # large lines: the stalled exports fill their buffers early
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         await fill(memory, "victim", f"{marker} {filler}")
         await fill(memory, "keeper", f"kept {filler}")
-        exports = [memory.ExportData(md.ExportDataRequest()) for _ in range(2)]
+        exports = [memory.admin.ExportData(md.ExportDataRequest()) for _ in range(2)]
         for export in exports:
             assert (await export.read()).lines  # open, then never read again
         other = md.Conversation(agent_id="bystander", channel="telegram", chat_id="b")
@@ -77,7 +77,7 @@ async def test_a_purge_under_stalled_exports_never_stalls_the_writer(
         async def appends() -> None:
             nonlocal appended
             while purging or appended < 20:
-                await memory.AppendMessages(
+                await memory.conversations.AppendMessages(
                     md.AppendMessagesRequest(conversation=other, messages=[md.user("bo", "hi")])
                 )
                 appended += 1
@@ -87,7 +87,7 @@ async def test_a_purge_under_stalled_exports_never_stalls_the_writer(
         # snapshot: neither waits for a reader (how long each takes is bench/'s to measure:
         # bench/erasure_under_exports.py).
         writer = asyncio.create_task(appends())
-        receipt = await memory.PurgeOwner(md.PurgeOwnerRequest(owner_id="victim"))
+        receipt = await memory.admin.PurgeOwner(md.PurgeOwnerRequest(owner_id="victim"))
         purging = False
         await writer
         assert appended >= 20

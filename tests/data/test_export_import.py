@@ -47,7 +47,7 @@ def owner_conversation(owner: str, chat: str, channel: str = "telegram") -> md.C
     return md.Conversation(agent_id="main", owner_id=owner, channel=channel, chat_id=chat)
 
 
-async def transcript(memory: md.MemoryServiceStub, owner: str) -> None:
+async def transcript(memory: md.Stubs, owner: str) -> None:
     async def send() -> AsyncIterator[md.StreamTranscriptRequest]:
         yield md.StreamTranscriptRequest(
             open=md.TranscriptOpen(
@@ -62,11 +62,11 @@ async def transcript(memory: md.MemoryServiceStub, owner: str) -> None:
             )
         yield md.StreamTranscriptRequest(end=md.TranscriptEnd())
 
-    async for _ in memory.StreamTranscript(send()):
+    async for _ in memory.conversations.StreamTranscript(send()):
         pass
 
 
-async def fill(memory: md.MemoryServiceStub, model: FakeModel) -> None:
+async def fill(memory: md.Stubs, model: FakeModel) -> None:
     """Every kind of record, with the odd values an export must carry unchanged."""
     ada = owner_conversation("ada", "ada-chat")
     sent = await commit(memory, ada, *turn("I'm vegetarian, by the way"))
@@ -74,7 +74,7 @@ async def fill(memory: md.MemoryServiceStub, model: FakeModel) -> None:
         ops({"action": "add", "target": "user", "category": "preference", "value": "Vegetarian"})
     )
     await review_now(memory, ada)
-    stored = await memory.StoreMemory(
+    stored = await memory.memory.StoreMemory(
         md.StoreMemoryRequest(
             conversation=ada,
             category=md.CATEGORY_CONTEXT,
@@ -85,18 +85,18 @@ async def fill(memory: md.MemoryServiceStub, model: FakeModel) -> None:
             source_message_id=sent.results[0].id,
         )
     )
-    spare = await memory.StoreMemory(
+    spare = await memory.memory.StoreMemory(
         md.StoreMemoryRequest(conversation=ada, category=md.CATEGORY_GOAL, key="g", value="Run")
     )
-    await memory.ArchiveMemory(
+    await memory.memory.ArchiveMemory(
         md.ArchiveMemoryRequest(conversation=ada, id=spare.memory.id, reason="done")
     )
     ref = md.ResourceRef(agent_id="main", type=md.RESOURCE_TYPE_USER_MD, scope_id="ada")
-    await memory.RollbackResource(md.RollbackResourceRequest(ref=ref, revision=1))
+    await memory.resources.RollbackResource(md.RollbackResourceRequest(ref=ref, revision=1))
     del stored
 
     owner = md.OwnerScope(agent_id="main", owner_id="ada")
-    await memory.StoreMemory(
+    await memory.memory.StoreMemory(
         md.StoreMemoryRequest(
             owner=owner,
             job_id="digest",
@@ -106,7 +106,7 @@ async def fill(memory: md.MemoryServiceStub, model: FakeModel) -> None:
             value="Sent 3 digests",
         )
     )
-    await memory.FinishJobRun(
+    await memory.memory.FinishJobRun(
         md.FinishJobRunRequest(
             owner=owner,
             job_id="digest",
@@ -129,7 +129,7 @@ async def fill(memory: md.MemoryServiceStub, model: FakeModel) -> None:
             trust=md.TRUST_GUEST,
         ),
     )
-    await memory.ClearConversation(md.ClearConversationRequest(conversation=bob))
+    await memory.conversations.ClearConversation(md.ClearConversationRequest(conversation=bob))
     await append(memory, bob, md.NewMessage(role=md.ROLE_USER, sender="bob", content="again"))
     stamp = timestamp_pb2.Timestamp()
     stamp.FromDatetime(dt.datetime(2019, 5, 4, 3, 2, 1, 123456, tzinfo=dt.UTC))
@@ -146,11 +146,11 @@ async def fill(memory: md.MemoryServiceStub, model: FakeModel) -> None:
             ]
         )
 
-    await memory.IngestMessages(ingest())
+    await memory.conversations.IngestMessages(ingest())
     await transcript(memory, "ada")
 
 
-async def compacted(memory: md.MemoryServiceStub, model: FakeModel, channel: object) -> None:
+async def compacted(memory: md.Stubs, model: FakeModel, channel: object) -> None:
     """A conversation with a checkpoint (a moved window and a checkpoint resource)."""
     long = owner_conversation("ada", "long-chat")
     words = " ".join(["trip"] * 300)
@@ -162,8 +162,10 @@ async def compacted(memory: md.MemoryServiceStub, model: FakeModel, channel: obj
     model.reply("Nothing to save.")
     await review_now(memory, long)
     model.reply(SUMMARY)
-    compaction = md.CompactionServiceStub(channel)
-    done = await compaction.Compact(md.CompactRequest(conversation=long, context_window=1200))
+    compaction = md.Stubs(channel)
+    done = await compaction.context.Compact(
+        md.CompactRequest(conversation=long, context_window=1200)
+    )
     assert done.outcome == md.COMPACTION_OUTCOME_COMPACTED, done.message
 
 
@@ -192,7 +194,7 @@ async def source(start_server: type[ServerProcess], tmp_path: Path) -> AsyncIter
             tmp_path / "source", config=review_config(model, enabled=False) + REALTIME
         ).start()
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             await fill(memory, model)
             await compacted(memory, model, channel)
         yield server
@@ -247,8 +249,8 @@ async def test_an_export_imported_into_an_empty_home_exports_again_byte_for_byte
 
     # The imported rows are served: search (the word indexes), the window, the prompt context.
     async with md.connect(target.address) as channel:
-        memory = md.MemoryServiceStub(channel)
-        found = await memory.SearchHistory(
+        memory = md.Stubs(channel)
+        found = await memory.conversations.SearchHistory(
             md.SearchHistoryRequest(
                 conversation=owner_conversation("bob", "grp:42", channel="discord"),
                 query="東京",
@@ -258,7 +260,7 @@ async def test_an_export_imported_into_an_empty_home_exports_again_byte_for_byte
         assert [hit.message.content for hit in found.hits] == [
             "東京で会いましょう 🍣\nline two\ttabbed"
         ]
-        hits = await memory.Recall(
+        hits = await memory.memory.Recall(
             md.RecallRequest(
                 conversation=owner_conversation("ada", "ada-chat"),
                 query="café",
@@ -266,7 +268,7 @@ async def test_an_export_imported_into_an_empty_home_exports_again_byte_for_byte
             )
         )
         assert any("café" in hit.memory.value for hit in hits.hits)
-        context = await memory.GetPromptContext(
+        context = await memory.context.GetPromptContext(
             md.GetPromptContextRequest(agent_id="main", owner_id="ada")
         )
         assert "Vegetarian" in context.user_md
@@ -405,14 +407,12 @@ def message_line(message_id: int, chat: str, **fields: object) -> str:
     return json.dumps(record, ensure_ascii=False)
 
 
-async def import_lines(
-    memory: md.MemoryServiceStub, *chunks: Iterable[str]
-) -> md.ImportDataResponse:
+async def import_lines(memory: md.Stubs, *chunks: Iterable[str]) -> md.ImportDataResponse:
     async def send() -> AsyncIterator[md.ImportDataRequest]:
         for chunk in chunks:
             yield md.ImportDataRequest(lines=list(chunk))
 
-    return await memory.ImportData(send())
+    return await memory.admin.ImportData(send())
 
 
 BAD_LINES = [
@@ -461,7 +461,7 @@ BAD_LINES = [
 
 @pytest.mark.parametrize(("line", "expected"), BAD_LINES)
 async def test_a_malformed_line_is_refused_with_its_number_and_nothing_is_stored(
-    memory: md.MemoryServiceStub, line: str, expected: str
+    memory: md.Stubs, line: str, expected: str
 ) -> None:
     chunks = [[line]] if not line or line.startswith('{"format') else [[header(), line]]
     if line == "":
@@ -472,7 +472,7 @@ async def test_a_malformed_line_is_refused_with_its_number_and_nothing_is_stored
 
 
 async def test_records_out_of_order_a_bad_enum_and_a_conflict_are_refused_precisely(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     order = await rpc_error(
         import_lines(memory, [header(), message_line(9_000_001, "o"), conversation_line("o")])
@@ -493,7 +493,7 @@ async def test_records_out_of_order_a_bad_enum_and_a_conflict_are_refused_precis
     )
     # The chunk was refused whole: its conversation was not stored either.
     fetched = await rpc_error(
-        memory.GetConversation(
+        memory.conversations.GetConversation(
             md.GetConversationRequest(conversation=owner_conversation("eve", "r"))
         )
     )
@@ -532,7 +532,7 @@ async def test_records_out_of_order_a_bad_enum_and_a_conflict_are_refused_precis
     assert twice.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "line 4: a message with the same identity (id 9000004)" in (twice.details() or "")
     # The first chunk was stored before the second was refused.
-    listed = await memory.ListMessages(
+    listed = await memory.conversations.ListMessages(
         md.ListMessagesRequest(conversation=owner_conversation("eve", "t"))
     )
     assert [m.content for m in listed.messages] == ["hello 9000004"]
@@ -559,9 +559,9 @@ async def test_an_import_cut_by_sigkill_is_run_again_and_completes_exactly(
         *command, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         while True:  # kill once part of the import has committed
-            listed = await memory.ListMessages(
+            listed = await memory.conversations.ListMessages(
                 md.ListMessagesRequest(conversation=owner_conversation("eve", "big"), page_size=1)
             )
             if listed.messages and listed.messages[-1].id > 5_000:
@@ -619,7 +619,7 @@ def revision_line(
 
 
 async def test_an_import_never_chooses_where_a_file_is_written(
-    memory: md.MemoryServiceStub, server: ServerProcess, tmp_path: Path
+    memory: md.Stubs, server: ServerProcess, tmp_path: Path
 ) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -627,7 +627,7 @@ async def test_an_import_never_chooses_where_a_file_is_written(
     link.parent.mkdir(exist_ok=True)
     link.symlink_to(outside, target_is_directory=True)
     victim = server.home / "memory" / "main" / "owners" / "victim" / "USER.md"
-    await memory.StoreMemory(
+    await memory.memory.StoreMemory(
         md.StoreMemoryRequest(
             owner=md.OwnerScope(owner_id="victim"),
             category=md.CATEGORY_IDENTITY,
@@ -691,10 +691,10 @@ async def test_a_version_1_export_has_its_shared_checkpoints_split_by_owner(
         )
     server = start_server(tmp_path / "home").start()
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         done = await import_lines(memory, lines)
         assert done.stored == len(lines) - 1
-        listed = await memory.ListResources(
+        listed = await memory.resources.ListResources(
             md.ListResourcesRequest(type=md.RESOURCE_TYPE_CHECKPOINT)
         )
         assert sorted(r.ref.scope_id for r in listed.resources) == [
@@ -705,7 +705,7 @@ async def test_a_version_1_export_has_its_shared_checkpoints_split_by_owner(
             ref = md.ResourceRef(
                 type=md.RESOURCE_TYPE_CHECKPOINT, scope_id=f"{owner}:telegram:shared:root"
             )
-            found = await memory.GetRevision(md.GetRevisionRequest(ref=ref))
+            found = await memory.resources.GetRevision(md.GetRevisionRequest(ref=ref))
             assert (found.revision.revision, found.revision.content) == (
                 revision,
                 f"summary of {owner}",
@@ -713,7 +713,7 @@ async def test_a_version_1_export_has_its_shared_checkpoints_split_by_owner(
 
 
 async def test_a_message_appended_after_an_import_gets_an_id_never_used(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     chat = f"after-import-{os.getpid()}-{dt.datetime.now(dt.UTC).timestamp():.0f}"
     imported_id = 9_200_001

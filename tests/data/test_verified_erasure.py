@@ -66,8 +66,8 @@ class Served:
     def __init__(self, server: ServerProcess, channel: grpc.aio.Channel, model: FakeModel) -> None:
         self.server = server
         self.channel = channel
-        self.memory = md.MemoryServiceStub(channel)
-        self.compaction = md.CompactionServiceStub(channel)
+        self.memory = md.Stubs(channel)
+        self.compaction = md.Stubs(channel)
         self.model = model
 
 
@@ -85,21 +85,21 @@ async def fill(served: Served, owner: str, marker: str) -> None:
     USER.md, a conversation note, a voice transcript, a checkpoint summary, a job run."""
     chat = md.Conversation(owner_id=owner, channel="telegram", chat_id=f"{owner}-chat")
     memory = served.memory
-    await memory.AppendMessages(
+    await memory.conversations.AppendMessages(
         md.AppendMessagesRequest(
             conversation=chat,
             messages=[md.user(owner, f"my code word is {marker}") for _ in range(3)],
         )
     )
-    await memory.StoreMemory(
+    await memory.memory.StoreMemory(
         md.StoreMemoryRequest(
             conversation=chat, category=md.CATEGORY_PREFERENCE, key="word", value=f"Uses {marker}"
         )
     )
-    await memory.StoreMemory(
+    await memory.memory.StoreMemory(
         md.StoreMemoryRequest(conversation=chat, key="note", value=f"note {marker}")
     )
-    await memory.StoreMemory(
+    await memory.memory.StoreMemory(
         md.StoreMemoryRequest(
             owner=md.OwnerScope(owner_id=owner),
             job_id="digest",
@@ -125,7 +125,7 @@ async def fill(served: Served, owner: str, marker: str) -> None:
             }
         )
     )
-    learnt = await memory.ReviewNow(md.ReviewNowRequest(conversation=chat))
+    learnt = await memory.reviews.ReviewNow(md.ReviewNowRequest(conversation=chat))
     assert learnt.reviews[0].ops_added == 1, learnt
 
     async def voice() -> AsyncIterator[md.StreamTranscriptRequest]:
@@ -137,19 +137,19 @@ async def fill(served: Served, owner: str, marker: str) -> None:
         )
         yield md.StreamTranscriptRequest(end=md.TranscriptEnd())
 
-    async for _ in memory.StreamTranscript(voice()):
+    async for _ in memory.conversations.StreamTranscript(voice()):
         pass
     long = md.Conversation(owner_id=owner, channel="telegram", chat_id=f"{owner}-long")
     words = " ".join(["trip"] * 300)
-    await memory.AppendMessages(
+    await memory.conversations.AppendMessages(
         md.AppendMessagesRequest(
             conversation=long, messages=[md.user(owner, words) for _ in range(4)]
         )
     )
     served.model.reply("Nothing to save.")
-    await memory.ReviewNow(md.ReviewNowRequest(conversation=long))
+    await memory.reviews.ReviewNow(md.ReviewNowRequest(conversation=long))
     served.model.reply(f"The user planned a trip; code word {marker}.")
-    compacted = await served.compaction.Compact(
+    compacted = await served.compaction.context.Compact(
         md.CompactRequest(conversation=long, context_window=1200)
     )
     assert compacted.outcome == md.COMPACTION_OUTCOME_COMPACTED, compacted.message
@@ -175,7 +175,7 @@ async def test_purge_owner_leaves_no_byte_of_the_owner_in_the_database_files(
         type=md.RESOURCE_TYPE_CHECKPOINT,
         scope_id="victim:telegram:victim-long:root",
     )
-    summaries = await served.memory.ListRevisions(md.ListRevisionsRequest(ref=checkpoint))
+    summaries = await served.memory.resources.ListRevisions(md.ListRevisionsRequest(ref=checkpoint))
     assert len(summaries.revisions) == 1
     await embedded(served.memory)  # every message and row has its vector
     assert vectors_of(home, victim) > 0
@@ -204,18 +204,20 @@ async def test_purge_owner_leaves_no_byte_of_the_owner_in_the_database_files(
     assert vectors_of(home, keeper) > 0
     assert not user_md.exists()
     assert (home / "memory" / "main" / "owners" / keeper / "USER.md").exists()
-    listed = await served.memory.ListMessages(
+    listed = await served.memory.conversations.ListMessages(
         md.ListMessagesRequest(
             conversation=md.Conversation(owner_id=victim, channel="telegram", chat_id="victim-chat")
         )
     )
     assert list(listed.messages) == []
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await served.memory.ListRevisions(md.ListRevisionsRequest(ref=checkpoint))
+        await served.memory.resources.ListRevisions(md.ListRevisionsRequest(ref=checkpoint))
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
-    prompt = await served.memory.GetPromptContext(md.GetPromptContextRequest(owner_id=victim))
+    prompt = await served.memory.context.GetPromptContext(
+        md.GetPromptContextRequest(owner_id=victim)
+    )
     assert gone not in prompt.user_md
-    recalled = await served.memory.Recall(
+    recalled = await served.memory.memory.Recall(
         md.RecallRequest(
             conversation=md.Conversation(
                 owner_id=keeper, channel="telegram", chat_id="keeper-chat"
@@ -233,7 +235,7 @@ async def test_purge_owner_leaves_no_byte_of_the_owner_in_the_database_files(
 
 async def test_purge_owner_needs_an_owner(served: Served) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await served.memory.PurgeOwner(md.PurgeOwnerRequest(agent_id="main"))
+        await served.memory.admin.PurgeOwner(md.PurgeOwnerRequest(agent_id="main"))
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert caught.value.details() == "owner_id is required"
 
@@ -246,10 +248,10 @@ async def test_purge_conversation_scrubs_too_and_old_revisions_that_quoted_it_go
     chat = md.Conversation(owner_id="ada", channel="telegram", chat_id="to-purge")
     other = md.Conversation(owner_id="ada", channel="telegram", chat_id="stays")
     memory = served.memory
-    await memory.AppendMessages(
+    await memory.conversations.AppendMessages(
         md.AppendMessagesRequest(conversation=chat, messages=[md.user("ada", f"said {gone}")])
     )
-    await memory.StoreMemory(
+    await memory.memory.StoreMemory(
         md.StoreMemoryRequest(
             conversation=chat,
             scope_type=md.SCOPE_TYPE_CONVERSATION,
@@ -259,15 +261,17 @@ async def test_purge_conversation_scrubs_too_and_old_revisions_that_quoted_it_go
         )
     )
     # A later change renders MEMORY.md again: the older revision still quotes the row.
-    await memory.StoreMemory(
+    await memory.memory.StoreMemory(
         md.StoreMemoryRequest(
             conversation=other, category=md.CATEGORY_CONTEXT, key="later", value="Later context"
         )
     )
     ref = md.ResourceRef(agent_id="main", type=md.RESOURCE_TYPE_MEMORY_MD, scope_id="ada")
-    revisions = await memory.ListRevisions(md.ListRevisionsRequest(ref=ref, limit=50))
+    revisions = await memory.resources.ListRevisions(md.ListRevisionsRequest(ref=ref, limit=50))
     contents = [
-        (await memory.GetRevision(md.GetRevisionRequest(ref=ref, revision=r.revision))).revision
+        (
+            await memory.resources.GetRevision(md.GetRevisionRequest(ref=ref, revision=r.revision))
+        ).revision
         for r in revisions.revisions
     ]
     quoted = [r.revision for r in contents if gone in r.content]
@@ -276,49 +280,55 @@ async def test_purge_conversation_scrubs_too_and_old_revisions_that_quoted_it_go
     await embedded(memory)
     assert vectors_of(served.server.home, "ada") == 3  # the message, and two rows
 
-    purged = await memory.PurgeConversation(md.PurgeConversationRequest(conversation=chat))
+    purged = await memory.conversations.PurgeConversation(
+        md.PurgeConversationRequest(conversation=chat)
+    )
     assert (purged.messages_deleted, purged.memories_deleted) == (1, 1)
     assert gone.encode() not in raw(served.server.home)
     assert vectors_of(served.server.home, "ada") == 1  # the row of the other conversation
-    left = await memory.ListRevisions(md.ListRevisionsRequest(ref=ref, limit=50))
+    left = await memory.resources.ListRevisions(md.ListRevisionsRequest(ref=ref, limit=50))
     assert not {r.revision for r in left.revisions} & set(quoted)
-    current = await memory.GetRevision(md.GetRevisionRequest(ref=ref))
+    current = await memory.resources.GetRevision(md.GetRevisionRequest(ref=ref))
     assert "Later context" in current.revision.content
 
 
 async def test_purge_owner_asks_first_on_a_terminal(served: Served) -> None:
     chat = md.Conversation(owner_id="asked", channel="telegram", chat_id="c")
-    await served.memory.AppendMessages(
+    await served.memory.conversations.AppendMessages(
         md.AppendMessagesRequest(conversation=chat, messages=[md.user("asked", "hello")])
     )
     declined = terminal_cli(served.server, "purge-owner", "main", "asked", answer="n\n")
     assert declined.returncode == 1
     assert "Erase everything of owner 'asked' of agent 'main'" in declined.stdout
     assert "nothing was erased" in declined.stdout
-    listed = await served.memory.ListMessages(md.ListMessagesRequest(conversation=chat))
+    listed = await served.memory.conversations.ListMessages(
+        md.ListMessagesRequest(conversation=chat)
+    )
     assert [m.content for m in listed.messages] == ["hello"]
     accepted = terminal_cli(served.server, "purge-owner", "main", "asked", answer="y\n")
     assert accepted.returncode == 0, accepted.stderr
     assert "messages\t1" in accepted.stdout
-    listed = await served.memory.ListMessages(md.ListMessagesRequest(conversation=chat))
+    listed = await served.memory.conversations.ListMessages(
+        md.ListMessagesRequest(conversation=chat)
+    )
     assert list(listed.messages) == []
 
 
 async def compacted(served: Served, conversation: md.Conversation, summary: str) -> md.Checkpoint:
     """Long messages in `conversation`, reviewed, then compacted into `summary`."""
     words = " ".join(["trip"] * 300)
-    await served.memory.AppendMessages(
+    await served.memory.conversations.AppendMessages(
         md.AppendMessagesRequest(
             conversation=conversation, messages=[md.user("ada", words) for _ in range(4)]
         )
     )
-    await served.memory.ReviewNow(md.ReviewNowRequest(conversation=conversation))
+    await served.memory.reviews.ReviewNow(md.ReviewNowRequest(conversation=conversation))
     served.model.reply(summary)
-    done = await served.compaction.Compact(
+    done = await served.compaction.context.Compact(
         md.CompactRequest(conversation=conversation, context_window=1200)
     )
     assert done.outcome == md.COMPACTION_OUTCOME_COMPACTED, done.message
-    state = await served.compaction.GetCompactionState(
+    state = await served.compaction.context.GetCompactionState(
         md.GetCompactionStateRequest(conversation=conversation)
     )
     return state.checkpoint
@@ -338,7 +348,7 @@ async def test_purge_conversation_erases_every_revision_that_rendered_its_rows(
     memory = served.memory
 
     async def context(key: str, value: str, conversation: md.Conversation = chat) -> int:
-        stored = await memory.StoreMemory(
+        stored = await memory.memory.StoreMemory(
             md.StoreMemoryRequest(
                 conversation=conversation,
                 scope_type=md.SCOPE_TYPE_CONVERSATION,
@@ -350,23 +360,25 @@ async def test_purge_conversation_erases_every_revision_that_rendered_its_rows(
         return stored.memory.id
 
     updated = await context("earlier", f"Earlier {earlier}")
-    await memory.UpdateMemory(
+    await memory.memory.UpdateMemory(
         md.UpdateMemoryRequest(conversation=chat, id=updated, value="Replaced since")
     )
     gone = await context("archived", f"Archived {archived}")
-    await memory.ArchiveMemory(md.ArchiveMemoryRequest(conversation=chat, id=gone))
+    await memory.memory.ArchiveMemory(md.ArchiveMemoryRequest(conversation=chat, id=gone))
     await context("broken", f"First line {broken}\nsecond line")
     await context("kept", f"Kept {kept}", stays)
     first = await compacted(served, chat, f"Summary one {rolled_back}")
     await compacted(served, chat, "Summary two")
-    back = await memory.RollbackResource(
+    back = await memory.resources.RollbackResource(
         md.RollbackResourceRequest(ref=first.resource, revision=first.revision)
     )
     assert rolled_back in back.revision.content
     files = every_file(served.server.home)
     assert all(mark.encode() in files for mark in marks)
 
-    purged = await memory.PurgeConversation(md.PurgeConversationRequest(conversation=chat))
+    purged = await memory.conversations.PurgeConversation(
+        md.PurgeConversationRequest(conversation=chat)
+    )
     assert purged.memories_deleted == 3
     assert purged.wal_truncated
     assert list(purged.residual_files) == []
@@ -375,10 +387,10 @@ async def test_purge_conversation_erases_every_revision_that_rendered_its_rows(
         assert mark.encode() not in files, mark
     assert kept.encode() in files
     ref = md.ResourceRef(agent_id="main", type=md.RESOURCE_TYPE_MEMORY_MD, scope_id="ada")
-    current = await memory.GetRevision(md.GetRevisionRequest(ref=ref))
+    current = await memory.resources.GetRevision(md.GetRevisionRequest(ref=ref))
     assert current.revision.content == f"## Context\n- Kept {kept}"
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await memory.ListRevisions(md.ListRevisionsRequest(ref=first.resource))
+        await memory.resources.ListRevisions(md.ListRevisionsRequest(ref=first.resource))
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
 
 
@@ -392,16 +404,18 @@ async def test_two_owners_in_one_chat_keep_their_own_checkpoints_through_rollbac
     theirs = await compacted(served, keeper, f"Keeper said {keeper_mark}")
     assert mine.resource.scope_id == "victim:telegram:shared:root"
     assert theirs.resource.scope_id == "keeper:telegram:shared:root"
-    listed = await served.memory.ListRevisions(md.ListRevisionsRequest(ref=theirs.resource))
+    listed = await served.memory.resources.ListRevisions(
+        md.ListRevisionsRequest(ref=theirs.resource)
+    )
     assert [r.revision for r in listed.revisions] == [theirs.revision]
     # The keeper's resource holds none of the victim's revisions to roll back to.
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await served.memory.RollbackResource(
+        await served.memory.resources.RollbackResource(
             md.RollbackResourceRequest(ref=theirs.resource, revision=theirs.revision + 1)
         )
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
     await compacted(served, victim, "Victim again")
-    await served.memory.RollbackResource(
+    await served.memory.resources.RollbackResource(
         md.RollbackResourceRequest(ref=mine.resource, revision=mine.revision)
     )
 
@@ -413,10 +427,10 @@ async def test_two_owners_in_one_chat_keep_their_own_checkpoints_through_rollbac
         files = every_file(served.server.home)
         assert victim_mark.encode() not in files
         assert keeper_mark.encode() in files
-    state = await served.compaction.GetCompactionState(
+    state = await served.compaction.context.GetCompactionState(
         md.GetCompactionStateRequest(conversation=keeper)
     )
-    current = await served.memory.GetRevision(
+    current = await served.memory.resources.GetRevision(
         md.GetRevisionRequest(ref=state.checkpoint.resource, revision=state.checkpoint.revision)
     )
     assert current.revision.content == f"Keeper said {keeper_mark}"

@@ -49,7 +49,7 @@ def just_under_the_request_limit(conversation: md.Conversation) -> list[md.NewMe
 
 
 async def test_a_request_just_under_the_limit_is_answered_readably(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     conversation = wide_conversation("a")
     messages = just_under_the_request_limit(conversation)
@@ -58,23 +58,27 @@ async def test_a_request_just_under_the_limit_is_answered_readably(
     )
     assert DEFAULT_CLIENT_LIMIT - 8 * 1024 <= request.ByteSize() <= DEFAULT_CLIENT_LIMIT
 
-    echoed = await memory.AppendMessages(request)  # the default client reads the answer
+    echoed = await memory.conversations.AppendMessages(
+        request
+    )  # the default client reads the answer
     assert [r.outcome for r in echoed.results] == [md.APPEND_OUTCOME_STORED] * 100
     assert echoed.echo_truncated
     assert all(r.id > 0 for r in echoed.results)
     assert 0 < sum(r.HasField("message") for r in echoed.results) < 100
     assert echoed.ByteSize() <= DEFAULT_CLIENT_LIMIT
 
-    retry = await memory.AppendMessages(request)  # the retry of a committed write, too
+    retry = await memory.conversations.AppendMessages(
+        request
+    )  # the retry of a committed write, too
     assert [r.outcome for r in retry.results] == [md.APPEND_OUTCOME_DUPLICATE] * 100
     assert [r.id for r in retry.results] == [r.id for r in echoed.results]
 
-    plain = await memory.AppendMessages(
+    plain = await memory.conversations.AppendMessages(
         md.AppendMessagesRequest(conversation=conversation, messages=messages)
     )
     assert not plain.echo_truncated
     assert plain.ByteSize() < 100 * 32
-    committed = await memory.CommitTurn(
+    committed = await memory.conversations.CommitTurn(
         md.CommitTurnRequest(conversation=conversation, messages=messages, echo_messages=True)
     )
     assert committed.echo_truncated
@@ -82,15 +86,15 @@ async def test_a_request_just_under_the_limit_is_answered_readably(
 
 
 async def test_large_pages_end_by_bytes_and_the_walk_finds_everything(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     conversation = wide_conversation("b")
     messages = just_under_the_request_limit(conversation)
-    stored = await memory.AppendMessages(
+    stored = await memory.conversations.AppendMessages(
         md.AppendMessagesRequest(conversation=conversation, messages=messages)
     )
     pages = await walk(
-        memory.ListMessages,
+        memory.conversations.ListMessages,
         md.ListMessagesRequest(conversation=conversation, page_size=1000),
         "messages",
     )
@@ -98,7 +102,7 @@ async def test_large_pages_end_by_bytes_and_the_walk_finds_everything(
     oldest_first = [m.id for page in reversed(pages) for m in page]  # newest page comes first
     assert oldest_first == [r.id for r in stored.results]
 
-    found = await memory.SearchHistory(
+    found = await memory.conversations.SearchHistory(
         md.SearchHistoryRequest(query="needle", conversation=conversation, limit=100)
     )
     assert found.truncated
@@ -106,7 +110,7 @@ async def test_large_pages_end_by_bytes_and_the_walk_finds_everything(
     # Recall's 50 hits, each a message of 84 KB, would be 4.2 MB (whatever the snippets hold).
     recalling = wide_conversation("r")
     for batch in range(2):
-        await memory.AppendMessages(
+        await memory.conversations.AppendMessages(
             md.AppendMessagesRequest(
                 conversation=recalling,
                 messages=[
@@ -115,7 +119,7 @@ async def test_large_pages_end_by_bytes_and_the_walk_finds_everything(
                 ],
             )
         )
-    recalled = await memory.Recall(
+    recalled = await memory.memory.Recall(
         md.RecallRequest(
             conversation=recalling, query="needle", source=md.RECALL_SOURCE_HISTORY, limit=50
         )
@@ -125,13 +129,15 @@ async def test_large_pages_end_by_bytes_and_the_walk_finds_everything(
     assert recalled.ByteSize() <= DEFAULT_CLIENT_LIMIT
 
 
-async def test_memory_listings_end_pages_by_bytes(memory: md.MemoryServiceStub) -> None:
+async def test_memory_listings_end_pages_by_bytes(memory: md.Stubs) -> None:
     chat = fresh_conversation()
     metadata = '{"blob":"' + "m" * 60_000 + '"}'
     for index in range(80):  # 80 rows of 60 KB: one page of 80 would be 4.8 MB
         await store(memory, chat, f"note-{index:02d}", "v", metadata=metadata)
     pages = await walk(
-        memory.ListMemories, md.ListMemoriesRequest(conversation=chat, page_size=1000), "memories"
+        memory.memory.ListMemories,
+        md.ListMemoriesRequest(conversation=chat, page_size=1000),
+        "memories",
     )
     assert len(pages) == 2
     keys = sorted(item.memory.key for page in pages for item in page)
@@ -140,7 +146,7 @@ async def test_memory_listings_end_pages_by_bytes(memory: md.MemoryServiceStub) 
 
 @pytest.mark.parametrize("page_size", [1, 2, 0])
 async def test_sources_resources_and_revisions_come_in_pages(
-    memory: md.MemoryServiceStub, page_size: int
+    memory: md.Stubs, page_size: int
 ) -> None:
     base = fresh_conversation()
     for index in range(3):
@@ -153,7 +159,7 @@ async def test_sources_resources_and_revisions_come_in_pages(
     owner = owner_of(md.Conversation(agent_id=base.agent_id))
 
     pages = await walk(
-        memory.ListMemorySources,
+        memory.memory.ListMemorySources,
         md.ListMemorySourcesRequest(owner=owner, page_size=page_size),
         "sources",
     )
@@ -164,7 +170,7 @@ async def test_sources_resources_and_revisions_come_in_pages(
         "conversation:t:c2:root",
     ]
     pages = await walk(
-        memory.ListResources,
+        memory.resources.ListResources,
         md.ListResourcesRequest(agent_id=base.agent_id, page_size=page_size),
         "resources",
     )
@@ -183,7 +189,7 @@ async def test_sources_resources_and_revisions_come_in_pages(
     numbers: list[int] = []
     before = 0
     while True:
-        page = await memory.ListRevisions(
+        page = await memory.resources.ListRevisions(
             md.ListRevisionsRequest(ref=ref, limit=page_size, before_revision=before)
         )
         numbers += [revision.revision for revision in page.revisions]
@@ -194,16 +200,18 @@ async def test_sources_resources_and_revisions_come_in_pages(
 
 
 async def test_a_token_of_one_source_listing_is_refused_by_another(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     base = fresh_conversation()
     for index in range(2):
         chat = md.Conversation(agent_id=base.agent_id, channel="t", chat_id=f"c{index}")
         await store(memory, chat, "k", "note")
     owner = owner_of(md.Conversation(agent_id=base.agent_id))
-    first = await memory.ListMemorySources(md.ListMemorySourcesRequest(owner=owner, page_size=1))
+    first = await memory.memory.ListMemorySources(
+        md.ListMemorySourcesRequest(owner=owner, page_size=1)
+    )
     error = await rpc_error(
-        memory.ListMemorySources(
+        memory.memory.ListMemorySources(
             md.ListMemorySourcesRequest(
                 owner=owner, page_size=1, status="paused", page_token=first.next_page_token
             )

@@ -10,7 +10,7 @@ from tests.helpers import append, assistant, rpc_error, user
 
 
 async def test_append_returns_committed_rows_with_ids_and_timestamps(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     response = await append(
         memory,
@@ -40,13 +40,15 @@ async def test_append_returns_committed_rows_with_ids_and_timestamps(
     assert second.message.role == md.ROLE_ASSISTANT
     assert response.history_version > 0
 
-    listed = await memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
+    listed = await memory.conversations.ListMessages(
+        md.ListMessagesRequest(conversation=conversation)
+    )
     assert [m.id for m in listed.messages] == [first.message.id, second.message.id]
     assert listed.messages[0] == first.message
 
 
 async def test_without_echo_the_answer_carries_ids_and_times_only(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     response = await append(memory, conversation, user("x" * 200_000), user(" "))
     stored, blank = response.results
@@ -58,7 +60,7 @@ async def test_without_echo_the_answer_carries_ids_and_times_only(
 
 
 async def test_client_message_id_makes_retries_safe(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     original = await append(
         memory, conversation, user("book the dentist", client_message_id="tg-1"), echo=True
@@ -83,12 +85,14 @@ async def test_client_message_id_makes_retries_safe(
         md.APPEND_OUTCOME_DUPLICATE,
     ]
     assert both.results[1].message.content == "first"
-    listed = await memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
+    listed = await memory.conversations.ListMessages(
+        md.ListMessagesRequest(conversation=conversation)
+    )
     assert [m.content for m in listed.messages] == ["book the dentist", "first"]
 
 
 async def test_client_message_id_is_scoped_to_its_conversation(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     other = md.Conversation(channel=conversation.channel, chat_id=conversation.chat_id + "-b")
     a = await append(memory, conversation, user("one", client_message_id="same"))
@@ -98,7 +102,7 @@ async def test_client_message_id_is_scoped_to_its_conversation(
 
 
 async def test_blank_content_is_skipped_and_reported(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     response = await append(memory, conversation, user("  \n\t "), user("real"), user(""))
     assert [r.outcome for r in response.results] == [
@@ -107,37 +111,39 @@ async def test_blank_content_is_skipped_and_reported(
         md.APPEND_OUTCOME_SKIPPED_BLANK,
     ]
     assert not response.results[0].HasField("message")
-    listed = await memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
+    listed = await memory.conversations.ListMessages(
+        md.ListMessagesRequest(conversation=conversation)
+    )
     assert [m.content for m in listed.messages] == ["real"]
 
 
 async def test_only_blank_messages_create_nothing(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     response = await append(memory, conversation, user(" "))
     assert response.results[0].outcome == md.APPEND_OUTCOME_SKIPPED_BLANK
     error = await rpc_error(
-        memory.GetConversation(md.GetConversationRequest(conversation=conversation))
+        memory.conversations.GetConversation(md.GetConversationRequest(conversation=conversation))
     )
     assert error.code() == grpc.StatusCode.NOT_FOUND
 
 
 async def test_a_call_with_one_invalid_message_stores_nothing(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     error = await rpc_error(
         append(memory, conversation, user("valid"), user("bad", metadata="[1, 2]"), user("also"))
     )
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error.details() == "messages[1].metadata must be a JSON object, got an array"
-    listed = await memory.ListMessages(
+    listed = await memory.conversations.ListMessages(
         md.ListMessagesRequest(conversation=conversation, all_history=True)
     )
     assert list(listed.messages) == []
 
 
 async def test_defaults_and_explicit_fields_round_trip(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     conversation = md.Conversation(
         agent_id="helper", owner_id="bob", channel="slack", chat_id="C042", thread_scope="170.1"
@@ -163,15 +169,19 @@ async def test_defaults_and_explicit_fields_round_trip(
     assert stored.trust == md.TRUST_GUEST
     assert stored.created_at == said_at  # millisecond precision is kept exactly
     assert stored.metadata == "{}"
-    listed = await memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
+    listed = await memory.conversations.ListMessages(
+        md.ListMessagesRequest(conversation=conversation)
+    )
     assert listed.messages[0] == stored
 
 
 async def test_unicode_and_large_content_round_trip(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     text = "🙂 東京 café\u200b — " + "x" * (256 * 1024 - 30)
     assert len(text.encode()) <= 256 * 1024
     response = await append(memory, conversation, user(text), echo=True)
-    listed = await memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
+    listed = await memory.conversations.ListMessages(
+        md.ListMessagesRequest(conversation=conversation)
+    )
     assert listed.messages[0].content == text == response.results[0].message.content

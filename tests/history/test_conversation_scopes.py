@@ -28,15 +28,15 @@ def colliding_pair() -> tuple[md.Conversation, md.Conversation]:
     return first, second
 
 
-async def note(memory: md.MemoryServiceStub, chat: md.Conversation, key: str) -> str:
-    found = await memory.GetMemory(
+async def note(memory: md.Stubs, chat: md.Conversation, key: str) -> str:
+    found = await memory.memory.GetMemory(
         md.GetMemoryRequest(conversation=chat, scope_type=md.SCOPE_TYPE_CONVERSATION, key=key)
     )
     return found.memory.value
 
 
 async def test_conversations_whose_parts_join_alike_keep_their_own_notes(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     first, second = colliding_pair()
     a = await store(memory, first, "n", "A's note")
@@ -47,28 +47,32 @@ async def test_conversations_whose_parts_join_alike_keep_their_own_notes(
     assert await note(memory, first, "n") == "A's note"
     assert await note(memory, second, "n") == "B's note"
 
-    recalled = await memory.Recall(
+    recalled = await memory.memory.Recall(
         md.RecallRequest(conversation=first, query="note", mode=md.SEARCH_MODE_LEXICAL)
     )
     assert [hit.memory.value for hit in recalled.hits] == ["A's note"]
-    listed = await memory.ListMemories(
+    listed = await memory.memory.ListMemories(
         md.ListMemoriesRequest(conversation=second, scope_type=md.SCOPE_TYPE_CONVERSATION)
     )
     assert [item.memory.value for item in listed.memories] == ["B's note"]
-    sources = await memory.ListMemorySources(md.ListMemorySourcesRequest(owner=owner_of(first)))
+    sources = await memory.memory.ListMemorySources(
+        md.ListMemorySourcesRequest(owner=owner_of(first))
+    )
     assert sorted(source.id for source in sources.sources) == [
         "conversation:matrix:!room%3Aexample.org:root",
         "conversation:matrix:!room:example.org%3Aroot",
     ]
 
-    purged = await memory.PurgeConversation(md.PurgeConversationRequest(conversation=second))
+    purged = await memory.conversations.PurgeConversation(
+        md.PurgeConversationRequest(conversation=second)
+    )
     assert purged.memories_deleted == 1
     assert await note(memory, first, "n") == "A's note"
     error = await rpc_error(note(memory, second, "n"))
     assert error.code() == grpc.StatusCode.NOT_FOUND
 
 
-async def test_a_percent_sign_is_escaped_too(memory: md.MemoryServiceStub) -> None:
+async def test_a_percent_sign_is_escaped_too(memory: md.Stubs) -> None:
     base = fresh_conversation()
     literal = md.Conversation(agent_id=base.agent_id, channel="t", chat_id="a%3Ab")
     colon = md.Conversation(agent_id=base.agent_id, channel="t", chat_id="a:b")
@@ -177,7 +181,7 @@ async def test_a_migrated_database_serves_each_conversation_its_own_rows(
     old_database(home / "memory.db").close()
     server = start_server(home).start()
     async with md.connect(server.address) as channel:
-        stub = md.MemoryServiceStub(channel)
+        stub = md.Stubs(channel)
         first = md.Conversation(channel="matrix", chat_id=ROOM)
         second = md.Conversation(channel="matrix", chat_id="!room", thread_scope="example.org:root")
         assert await note(stub, first, "shared") == "v"

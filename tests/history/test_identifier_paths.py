@@ -28,15 +28,15 @@ WIDEST = [
 NAME_LIMIT = 255  # bytes per path component on ext4, xfs, btrfs, tmpfs
 
 
-async def prompt_text(stub: md.MemoryServiceStub, agent_id: str, owner_id: str) -> str:
-    response = await stub.GetPromptContext(
+async def prompt_text(stub: md.Stubs, agent_id: str, owner_id: str) -> str:
+    response = await stub.context.GetPromptContext(
         md.GetPromptContextRequest(agent_id=agent_id, owner_id=owner_id)
     )
     return response.user_md
 
 
-async def user_md_path(stub: md.MemoryServiceStub, agent_id: str, owner_id: str) -> str:
-    listed = await stub.ListResources(
+async def user_md_path(stub: md.Stubs, agent_id: str, owner_id: str) -> str:
+    listed = await stub.resources.ListResources(
         md.ListResourcesRequest(agent_id=agent_id, type=md.RESOURCE_TYPE_USER_MD, scope_id=owner_id)
     )
     (resource,) = listed.resources
@@ -50,7 +50,7 @@ async def test_maximum_length_identifiers_of_every_script_are_written_and_surviv
     server = start_server(home).start()
     paths: dict[tuple[str, str], str] = {}
     async with md.connect(server.address) as channel:
-        stub = md.MemoryServiceStub(channel)
+        stub = md.Stubs(channel)
         for index, identifier in enumerate(WIDEST):
             # The same identifier as agent and as owner: both become path components.
             chat = md.Conversation(
@@ -71,7 +71,7 @@ async def test_maximum_length_identifiers_of_every_script_are_written_and_surviv
 
     restarted = start_server(home).start()
     async with md.connect(restarted.address) as channel:
-        stub = md.MemoryServiceStub(channel)
+        stub = md.Stubs(channel)
         for (agent_id, owner_id), path in paths.items():
             assert await prompt_text(stub, agent_id, owner_id) == "## Identity\n- v2"
             assert (home / path).read_text(encoding="utf-8") == "## Identity\n- v2"
@@ -89,7 +89,7 @@ async def test_an_unwritable_prompt_file_neither_stops_start_up_nor_stales_the_c
 
     server = start_server(home).start()
     async with md.connect(server.address) as channel:
-        stub = md.MemoryServiceStub(channel)
+        stub = md.Stubs(channel)
         await store(stub, chat, "name", "v1", md.CATEGORY_IDENTITY)
         assert await prompt_text(stub, "blocked", "") == "## Identity\n- v1"
         await store(stub, chat, "name", "v2", md.CATEGORY_IDENTITY)
@@ -101,7 +101,7 @@ async def test_an_unwritable_prompt_file_neither_stops_start_up_nor_stales_the_c
     restarted = start_server(home).start()
     assert restarted.events(Event.PROMPT_FILES_UNWRITTEN)[0]["files"] == 1
     async with md.connect(restarted.address) as channel:
-        stub = md.MemoryServiceStub(channel)
+        stub = md.Stubs(channel)
         assert await prompt_text(stub, "blocked", "") == "## Identity\n- v2"
     assert restarted.stop() == 0
 
@@ -129,7 +129,7 @@ async def test_a_resource_recorded_at_an_old_path_moves_to_its_path_at_start_up(
     owner_id = "ü" * 256 if "%C3%BC" in recorded else "a~b"
     server = start_server(home).start()
     async with md.connect(server.address) as channel:
-        stub = md.MemoryServiceStub(channel)
+        stub = md.Stubs(channel)
         chat = md.Conversation(owner_id=owner_id, channel="t", chat_id="1")
         await store(stub, chat, "name", "Ada", md.CATEGORY_IDENTITY)
         path = await user_md_path(stub, "main", owner_id)
@@ -149,4 +149,4 @@ async def test_a_resource_recorded_at_an_old_path_moves_to_its_path_at_start_up(
     assert (home / path).read_text(encoding="utf-8") == "## Identity\n- Ada"
     assert not (owner_id == "a~b" and (home / recorded).exists())
     async with md.connect(restarted.address) as channel:
-        assert await user_md_path(md.MemoryServiceStub(channel), "main", owner_id) == path
+        assert await user_md_path(md.Stubs(channel), "main", owner_id) == path

@@ -42,15 +42,15 @@ async def stream(
         yield md.IngestMessagesRequest(messages=batch)
 
 
-async def listed(memory: md.MemoryServiceStub, conversation: md.Conversation) -> list[md.Message]:
-    response = await memory.ListMessages(
+async def listed(memory: md.Stubs, conversation: md.Conversation) -> list[md.Message]:
+    response = await memory.conversations.ListMessages(
         md.ListMessagesRequest(conversation=conversation, all_history=True, page_size=1000)
     )
     return list(response.messages)
 
 
 async def test_batches_for_many_conversations_are_stored_in_order_with_their_times(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     first, second = fresh_conversation(), fresh_conversation()
     batches = [
@@ -58,7 +58,7 @@ async def test_batches_for_many_conversations_are_stored_in_order_with_their_tim
         + [item(second, f"second {n}", minutes=n) for n in range(2)],
         [item(first, "first 3", minutes=3), item(second, "   ")],
     ]
-    report = await memory.IngestMessages(stream(batches))
+    report = await memory.conversations.IngestMessages(stream(batches))
     assert (report.batches, report.received, report.stored, report.blank) == (2, 7, 6, 1)
     assert (report.duplicates, report.rejected) == (0, 0)
     stored = await listed(memory, first)
@@ -70,19 +70,19 @@ async def test_batches_for_many_conversations_are_stored_in_order_with_their_tim
 
 
 async def test_a_cut_off_import_sent_again_stores_nothing_twice(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     conversation = fresh_conversation()
     batch = [item(conversation, f"m{n}", client_id=f"import-{n}") for n in range(5)]
-    first = await memory.IngestMessages(stream([batch[:3]]))
+    first = await memory.conversations.IngestMessages(stream([batch[:3]]))
     assert first.stored == 3
-    again = await memory.IngestMessages(stream([batch]))
+    again = await memory.conversations.IngestMessages(stream([batch]))
     assert (again.stored, again.duplicates) == (2, 3)
     assert [m.content for m in await listed(memory, conversation)] == [f"m{n}" for n in range(5)]
 
 
 async def test_invalid_messages_are_rejected_one_by_one_with_their_reason(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     conversation = fresh_conversation()
     no_role = item(conversation, "no role")
@@ -91,7 +91,9 @@ async def test_invalid_messages_are_rejected_one_by_one_with_their_reason(
     homeless = md.IngestedMessage(message=md.NewMessage(role=md.ROLE_USER, content="where?"))
     bad_chat = item(md.Conversation(channel="t", chat_id="a\x00b"), "nul in the chat id")
     batch = [item(conversation, "kept 1"), no_role, huge, homeless, bad_chat]
-    report = await memory.IngestMessages(stream([batch, [item(conversation, "kept 2")]]))
+    report = await memory.conversations.IngestMessages(
+        stream([batch, [item(conversation, "kept 2")]])
+    )
     assert (report.received, report.stored, report.rejected) == (6, 2, 4)
     assert [(r.batch, r.index, r.reason) for r in report.rejections] == [
         (0, 1, "messages[1].message.role is required"),
@@ -110,20 +112,20 @@ async def test_invalid_messages_are_rejected_one_by_one_with_their_reason(
 
 
 async def test_the_reasons_of_the_first_hundred_rejections_are_kept(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     homeless = md.IngestedMessage(message=md.NewMessage(role=md.ROLE_USER, content="x"))
-    report = await memory.IngestMessages(stream([[homeless] * 150]))
+    report = await memory.conversations.IngestMessages(stream([[homeless] * 150]))
     assert (report.rejected, len(report.rejections)) == (150, 100)
 
 
 async def test_an_oversized_batch_ends_the_stream_and_keeps_what_came_before(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     conversation = fresh_conversation()
     before = [item(conversation, "before")]
     too_many = [item(conversation, f"n{n}") for n in range(1001)]
-    error = await rpc_error(memory.IngestMessages(stream([before, too_many])))
+    error = await rpc_error(memory.conversations.IngestMessages(stream([before, too_many])))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error.details() == (
         "batch 1 has 1,001 messages; the limit is 1,000 (the 1 batches before it are stored)"
@@ -132,7 +134,7 @@ async def test_an_oversized_batch_ends_the_stream_and_keeps_what_came_before(
 
 
 async def test_an_unparsable_batch_ends_the_stream_precisely(
-    server: ServerProcess, memory: md.MemoryServiceStub
+    server: ServerProcess, memory: md.Stubs
 ) -> None:
     conversation = fresh_conversation()
     good = md.IngestMessagesRequest(messages=[item(conversation, "stored")]).SerializeToString()
@@ -143,7 +145,7 @@ async def test_an_unparsable_batch_ends_the_stream_precisely(
 
     async with grpc.aio.insecure_channel(server.address) as channel:
         call = channel.stream_unary(
-            "/memoryd.v1.MemoryService/IngestMessages",
+            "/memoryd.v2.ConversationService/IngestMessages",
             request_serializer=lambda payload: payload,
             response_deserializer=md.IngestMessagesResponse.FromString,
         )

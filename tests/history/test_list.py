@@ -10,7 +10,7 @@ from tests.helpers import append, assistant, user
 
 
 async def list_all(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
     conversation: md.Conversation,
     *,
     page_size: int,
@@ -21,7 +21,7 @@ async def list_all(
     pages: list[list[str]] = []
     token = ""
     while True:
-        response = await memory.ListMessages(
+        response = await memory.conversations.ListMessages(
             md.ListMessagesRequest(
                 conversation=conversation,
                 page_size=page_size,
@@ -39,7 +39,7 @@ async def list_all(
 
 
 async def test_pages_walk_back_from_the_newest(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     await append(memory, conversation, *(user(f"m{i}") for i in range(7)))
     pages = await list_all(memory, conversation, page_size=3)
@@ -49,13 +49,13 @@ async def test_pages_walk_back_from_the_newest(
 
 
 async def test_an_exact_multiple_of_the_page_size_has_no_empty_last_page(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     await append(memory, conversation, *(user(f"m{i}") for i in range(4)))
     assert await list_all(memory, conversation, page_size=2) == [["m2", "m3"], ["m0", "m1"]]
 
 
-async def test_kind_filter(memory: md.MemoryServiceStub, conversation: md.Conversation) -> None:
+async def test_kind_filter(memory: md.Stubs, conversation: md.Conversation) -> None:
     await append(
         memory,
         conversation,
@@ -75,10 +75,12 @@ async def test_kind_filter(memory: md.MemoryServiceStub, conversation: md.Conver
 
 
 async def test_clear_starts_a_fresh_window_and_all_history_still_walks_everything(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     await append(memory, conversation, user("before 1"), user("before 2"))
-    cleared = await memory.ClearConversation(md.ClearConversationRequest(conversation=conversation))
+    cleared = await memory.conversations.ClearConversation(
+        md.ClearConversationRequest(conversation=conversation)
+    )
     assert cleared.notice == "Started a fresh session. Long-term memory is preserved."
     assert await list_all(memory, conversation, page_size=10) == [[]]
     await append(memory, conversation, user("after 1"), user("after 2"), user("after 3"))
@@ -94,15 +96,17 @@ async def test_clear_starts_a_fresh_window_and_all_history_still_walks_everythin
 
 
 async def test_a_walk_in_progress_is_not_shifted_by_a_clear(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     await append(memory, conversation, *(user(f"m{i}") for i in range(4)))
-    first = await memory.ListMessages(
+    first = await memory.conversations.ListMessages(
         md.ListMessagesRequest(conversation=conversation, page_size=2)
     )
-    await memory.ClearConversation(md.ClearConversationRequest(conversation=conversation))
+    await memory.conversations.ClearConversation(
+        md.ClearConversationRequest(conversation=conversation)
+    )
     await append(memory, conversation, user("new"))
-    second = await memory.ListMessages(
+    second = await memory.conversations.ListMessages(
         md.ListMessagesRequest(
             conversation=conversation, page_size=2, page_token=first.next_page_token
         )
@@ -112,13 +116,13 @@ async def test_a_walk_in_progress_is_not_shifted_by_a_clear(
 
 
 async def test_reads_see_every_acknowledged_write(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     # The first read fills the hot cache; later appends must show up through it at once.
     assert await list_all(memory, conversation, page_size=5) == [[]]
     for index in range(30):
         await append(memory, conversation, user(f"m{index}"))
-        listed = await memory.ListMessages(
+        listed = await memory.conversations.ListMessages(
             md.ListMessagesRequest(conversation=conversation, page_size=3)
         )
         expected = [f"m{i}" for i in range(max(0, index - 2), index + 1)]
@@ -134,7 +138,7 @@ async def test_max_conversation_history_caps_the_window(
     server = start_server(tmp_path / "capped", config=config).start()
     conversation = md.Conversation(channel="telegram", chat_id="capped")
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         await append(memory, conversation, *(user(f"m{i}") for i in range(8)))
         assert await list_all(memory, conversation, page_size=2) == [
             ["m6", "m7"],
@@ -147,7 +151,7 @@ async def test_max_conversation_history_caps_the_window(
         assert await list_all(memory, conversation, page_size=10, all_history=True) == [
             [f"m{i}" for i in range(8)]
         ]
-        described = await memory.GetConversation(
+        described = await memory.conversations.GetConversation(
             md.GetConversationRequest(conversation=conversation)
         )
         assert (described.message_count, described.window_message_count) == (8, 5)
@@ -160,7 +164,7 @@ async def test_a_cap_within_the_cache_serves_whole_windows(
     server = start_server(tmp_path / "small-cap", config=config).start()
     conversation = md.Conversation(channel="telegram", chat_id="small-cap")
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         for index in range(6):
             await append(memory, conversation, user(f"m{index}"))
             window = await list_all(memory, conversation, page_size=2)

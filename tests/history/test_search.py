@@ -37,7 +37,7 @@ CORPUS = [
 
 
 async def search(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
     query: str,
     *,
     conversation: md.Conversation | None = None,
@@ -56,12 +56,12 @@ async def search(
         request_.owner.CopyFrom(owner)
     else:
         request_.agent.CopyFrom(agent or md.AgentScope())
-    response = await memory.SearchHistory(request_)
+    response = await memory.conversations.SearchHistory(request_)
     return list(response.hits)
 
 
 @pytest.fixture(scope="module")
-async def corpus(memory: md.MemoryServiceStub) -> md.Conversation:
+async def corpus(memory: md.Stubs) -> md.Conversation:
     """One conversation holding CORPUS, in order."""
     conversation = md.Conversation(channel="telegram", chat_id=f"corpus-{uuid.uuid4().hex[:8]}")
     await append(memory, conversation, *(user(text) for text in CORPUS))
@@ -91,7 +91,7 @@ HOSTILE = [
 
 @pytest.mark.parametrize(("query", "snippet", "match"), HOSTILE, ids=[h[0] for h in HOSTILE])
 async def test_hostile_queries_are_plain_text(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
     corpus: md.Conversation,
     query: str,
     snippet: str,
@@ -108,7 +108,7 @@ MEANINGLESS = ["AND", "OR NOT", '"', "*", "0%", "e_", "C++", "is the", "I'm", "?
 
 @pytest.mark.parametrize("query", MEANINGLESS)
 async def test_words_that_carry_no_meaning_find_nothing(
-    memory: md.MemoryServiceStub, corpus: md.Conversation, query: str
+    memory: md.Stubs, corpus: md.Conversation, query: str
 ) -> None:
     assert await search(memory, query, conversation=corpus) == []
 
@@ -140,14 +140,14 @@ async def test_words_that_carry_no_meaning_find_nothing(
     ],
 )
 async def test_more_hostile_queries_never_fail(
-    memory: md.MemoryServiceStub, corpus: md.Conversation, query: str
+    memory: md.Stubs, corpus: md.Conversation, query: str
 ) -> None:
     for hit in await search(memory, query, conversation=corpus):
         assert hit.message.content in CORPUS
 
 
 async def test_wildcard_characters_match_only_themselves(
-    memory: md.MemoryServiceStub, corpus: md.Conversation
+    memory: md.Stubs, corpus: md.Conversation
 ) -> None:
     # Unescaped, "%" and "_" would match "anything" and "any one character".
     assert [h.message.content for h in await search(memory, "e_case", conversation=corpus)] == [
@@ -158,7 +158,7 @@ async def test_wildcard_characters_match_only_themselves(
 
 
 async def test_stemming_partial_words_and_words_as_alternatives(
-    memory: md.MemoryServiceStub, corpus: md.Conversation
+    memory: md.Stubs, corpus: md.Conversation
 ) -> None:
     deploys = "The deploys run nightly from release-2026"
     for query in (
@@ -177,7 +177,7 @@ async def test_stemming_partial_words_and_words_as_alternatives(
 
 
 async def test_word_matches_rank_by_bm25_then_substrings_fill_the_rest(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     await append(
         memory,
@@ -211,10 +211,10 @@ async def test_a_word_in_most_messages_counts_less_than_a_rare_one(
     server = start_server(tmp_path / "home").start()
     chat = md.Conversation(channel="t", chat_id="idf")
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         chatter = [user(f"caroline says hello, caroline {n}", sender="caroline") for n in range(12)]
         await append(memory, chat, *chatter, user("I finished the painting", sender="melanie"))
-        response = await memory.SearchHistory(
+        response = await memory.conversations.SearchHistory(
             md.SearchHistoryRequest(
                 query="caroline painting", conversation=chat, limit=13, mode=md.SEARCH_MODE_LEXICAL
             )
@@ -224,7 +224,7 @@ async def test_a_word_in_most_messages_counts_less_than_a_rare_one(
     assert response.below_floor == 12
 
 
-async def test_kind_filter(memory: md.MemoryServiceStub, conversation: md.Conversation) -> None:
+async def test_kind_filter(memory: md.Stubs, conversation: md.Conversation) -> None:
     await append(
         memory,
         conversation,
@@ -237,9 +237,7 @@ async def test_kind_filter(memory: md.MemoryServiceStub, conversation: md.Conver
     assert [h.message.content for h in hits] == ["pancakes again"]
 
 
-async def test_long_snippets_are_excerpts(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
-) -> None:
+async def test_long_snippets_are_excerpts(memory: md.Stubs, conversation: md.Conversation) -> None:
     text = (
         " ".join(f"filler{i}" for i in range(200))
         + " zanzibar "
@@ -259,7 +257,7 @@ async def test_long_snippets_are_excerpts(
 
 
 async def test_scopes_isolate_conversations_owners_and_agents(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     tag = uuid.uuid4().hex[:8]
     word = f"quokka{tag}"
@@ -307,26 +305,28 @@ async def test_scopes_isolate_conversations_owners_and_agents(
 
 
 async def test_cleared_messages_stay_searchable(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     await append(memory, conversation, user("my locker code is in the blue notebook"))
-    await memory.ClearConversation(md.ClearConversationRequest(conversation=conversation))
+    await memory.conversations.ClearConversation(
+        md.ClearConversationRequest(conversation=conversation)
+    )
     hits = await search(memory, "notebook", conversation=conversation)
     assert [h.message.content for h in hits] == ["my locker code is in the blue notebook"]
 
 
 @pytest.fixture(scope="module")
-def sync_memory(server: ServerProcess) -> Iterator[md.MemoryServiceStub]:
+def sync_memory(server: ServerProcess) -> Iterator[md.Stubs]:
     """A blocking stub (Hypothesis drives synchronous tests)."""
     with grpc.insecure_channel(server.address) as opened:
-        yield md.MemoryServiceStub(opened)
+        yield md.Stubs(opened)
 
 
 @pytest.fixture(scope="module")
-def sync_corpus(sync_memory: md.MemoryServiceStub) -> md.Conversation:
+def sync_corpus(sync_memory: md.Stubs) -> md.Conversation:
     """A conversation with CORPUS, for the properties."""
     conversation = md.Conversation(channel="telegram", chat_id=f"prop-{uuid.uuid4().hex[:8]}")
-    sync_memory.AppendMessages(
+    sync_memory.conversations.AppendMessages(
         md.AppendMessagesRequest(
             conversation=conversation, messages=[assistant(text) for text in CORPUS]
         )
@@ -340,9 +340,9 @@ def sync_corpus(sync_memory: md.MemoryServiceStub) -> md.Conversation:
 )
 @given(query=st.text(max_size=80))
 def test_any_text_is_a_valid_query(
-    sync_memory: md.MemoryServiceStub, sync_corpus: md.Conversation, query: str
+    sync_memory: md.Stubs, sync_corpus: md.Conversation, query: str
 ) -> None:
-    response = sync_memory.SearchHistory(
+    response = sync_memory.conversations.SearchHistory(
         md.SearchHistoryRequest(query=query, conversation=sync_corpus, limit=5)
     )
     for hit in response.hits:
@@ -355,21 +355,21 @@ def test_any_text_is_a_valid_query(
     max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(text=st.text(min_size=1, max_size=200).filter(lambda value: value.strip() != ""))
-def test_any_text_round_trips_and_finds_itself(
-    sync_memory: md.MemoryServiceStub, text: str
-) -> None:
+def test_any_text_round_trips_and_finds_itself(sync_memory: md.Stubs, text: str) -> None:
     conversation = md.Conversation(channel="prop", chat_id=uuid.uuid4().hex)
     request = md.AppendMessagesRequest(conversation=conversation, messages=[user(text)])
     if on_postgres() and "\x00" in text:  # PostgreSQL's text cannot hold U+0000
         with pytest.raises(grpc.RpcError) as refused:
-            sync_memory.AppendMessages(request)
+            sync_memory.conversations.AppendMessages(request)
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "U+0000" in (refused.value.details() or "")
         return
-    sync_memory.AppendMessages(request)
-    listed = sync_memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
+    sync_memory.conversations.AppendMessages(request)
+    listed = sync_memory.conversations.ListMessages(
+        md.ListMessagesRequest(conversation=conversation)
+    )
     assert [m.content for m in listed.messages] == [text]
-    hits = sync_memory.SearchHistory(
+    hits = sync_memory.conversations.SearchHistory(
         md.SearchHistoryRequest(query=text[:1024], conversation=conversation)
     ).hits
     # Every word of a message occurs in it, so a message finds itself whenever the text holds
@@ -383,7 +383,7 @@ def test_any_text_round_trips_and_finds_itself(
 
 
 async def test_partial_words_ignore_case_beyond_ascii(
-    memory: md.MemoryServiceStub, corpus: md.Conversation
+    memory: md.Stubs, corpus: md.Conversation
 ) -> None:
     for query in ("моск", "МОСК", "мОсК"):
         hits = await search(memory, query, conversation=corpus)

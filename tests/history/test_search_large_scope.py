@@ -31,10 +31,10 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-async def memory(home: Path) -> AsyncIterator[md.MemoryServiceStub]:
+async def memory(home: Path) -> AsyncIterator[md.Stubs]:
     server = ServerProcess(home).start()
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         filler = [user(f"filler message number {n} about nothing") for n in range(100)]
         for _ in range((SCAN_LIMIT // 100) + 1):
             await append(memory, BIG, *filler)
@@ -49,9 +49,9 @@ async def memory(home: Path) -> AsyncIterator[md.MemoryServiceStub]:
     assert server.stop() == 0
 
 
-async def substrings(memory: md.MemoryServiceStub, query: str, **scope: object) -> list[str]:
+async def substrings(memory: md.Stubs, query: str, **scope: object) -> list[str]:
     """Contents found; partial words (no whole-word match) must come from the substring stage."""
-    response = await memory.SearchHistory(
+    response = await memory.conversations.SearchHistory(
         md.SearchHistoryRequest(query=query, mode=md.SEARCH_MODE_LEXICAL, **scope)
     )
     if query in ("ebrafish", "umbe"):
@@ -59,14 +59,14 @@ async def substrings(memory: md.MemoryServiceStub, query: str, **scope: object) 
     return [hit.message.content for hit in response.hits]
 
 
-async def test_partial_words_in_a_large_conversation(memory: md.MemoryServiceStub) -> None:
+async def test_partial_words_in_a_large_conversation(memory: md.Stubs) -> None:
     assert await substrings(memory, "ebrafish", conversation=BIG) == [
         "a newer zebrafishy note",
         "an old zebrafishy note",
     ]
 
 
-async def test_large_agent_scope_stays_within_the_agent(memory: md.MemoryServiceStub) -> None:
+async def test_large_agent_scope_stays_within_the_agent(memory: md.Stubs) -> None:
     assert await substrings(memory, "ebrafish", agent=md.AgentScope(agent_id="big")) == [
         "bob's zebrafishy note",
         "a newer zebrafishy note",
@@ -80,7 +80,7 @@ async def test_large_agent_scope_stays_within_the_agent(memory: md.MemoryService
     ]
 
 
-async def test_the_limit_and_exact_wildcard_words(memory: md.MemoryServiceStub) -> None:
+async def test_the_limit_and_exact_wildcard_words(memory: md.Stubs) -> None:
     assert len(await substrings(memory, "umbe", agent=md.AgentScope(agent_id="big"), limit=7)) == 7
     # "sure" is a whole word of it (the words are alternatives: "0" finds the fillers after it).
     assert (await substrings(memory, "0% sure", conversation=BIG))[0] == "100% sure, a_b"
@@ -90,11 +90,11 @@ async def test_the_limit_and_exact_wildcard_words(memory: md.MemoryServiceStub) 
 
 
 async def test_no_match_in_a_large_scope_is_quick_and_empty(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     # Every trigram of this word is common in the scope, the word itself is not: the whole
     # trigram candidate set is checked. (Driven from the scope instead, this took seconds.)
-    response = await memory.SearchHistory(
+    response = await memory.conversations.SearchHistory(
         md.SearchHistoryRequest(
             query="umberfill", conversation=BIG, limit=5, mode=md.SEARCH_MODE_LEXICAL
         ),
@@ -114,11 +114,13 @@ READ_SCOPES = {
 
 @pytest.mark.sqlite_only("FTS5's index-first ranking (PostgreSQL's planner chooses for itself)")
 async def test_ranking_in_the_index_first_finds_exactly_what_the_join_finds(
-    memory: md.MemoryServiceStub, home: Path
+    memory: md.Stubs, home: Path
 ) -> None:
     """A large scope's common words are ranked in the word index alone, then checked against
     the scope; when too few are in it, the join answers. Either way: the join's answer."""
-    await memory.SearchHistory(md.SearchHistoryRequest(query="filler", conversation=BIG))
+    await memory.conversations.SearchHistory(
+        md.SearchHistoryRequest(query="filler", conversation=BIG)
+    )
     scopes = READ_SCOPES
     expressions = ['"filler"', '"filler" OR "zebrafishy"', '"number" OR "note"', '"nothing"']
     connection = apsw.Connection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
@@ -155,12 +157,14 @@ async def test_ranking_in_the_index_first_finds_exactly_what_the_join_finds(
 
 @pytest.mark.sqlite_only("reads the shared SQLite file directly (the SQL is the same on both)")
 async def test_messages_without_a_vector_are_counted_alike_whatever_waits_in_all(
-    memory: md.MemoryServiceStub, home: Path, monkeypatch: pytest.MonkeyPatch
+    memory: md.Stubs, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Before the first vector every message waits. With fewer waiting in all than the limit,
     the waiting are walked by id; with more, each scope's own are counted: a scope whose
     messages come after the limit's worth of others is counted all the same, up to the limit."""
-    await memory.SearchHistory(md.SearchHistoryRequest(query="filler", conversation=BIG))
+    await memory.conversations.SearchHistory(
+        md.SearchHistoryRequest(query="filler", conversation=BIG)
+    )
     scopes = READ_SCOPES
     connection = apsw.Connection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
     try:

@@ -33,13 +33,15 @@ def session_texts(working_memory: str, description: str) -> str:
 
 
 async def conversation_of(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> md.GetConversationResponse:
-    return await memory.GetConversation(md.GetConversationRequest(conversation=conversation))
+    return await memory.conversations.GetConversation(
+        md.GetConversationRequest(conversation=conversation)
+    )
 
 
 async def composed(channel: object, conversation: md.Conversation) -> md.ComposeContextResponse:
-    return await md.CompactionServiceStub(channel).ComposeContext(
+    return await md.Stubs(channel).context.ComposeContext(
         md.ComposeContextRequest(conversation=conversation, context_window=8000)
     )
 
@@ -49,9 +51,11 @@ def working_blocks(response: md.ComposeContextResponse) -> list[str]:
 
 
 async def new_session(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> md.ClearConversationResponse:
-    return await memory.ClearConversation(md.ClearConversationRequest(conversation=conversation))
+    return await memory.conversations.ClearConversation(
+        md.ClearConversationRequest(conversation=conversation)
+    )
 
 
 async def test_new_starts_a_fresh_working_memory_and_keeps_the_old_one(
@@ -137,7 +141,7 @@ async def test_a_review_that_ends_after_new_leaves_the_new_session_alone(
     assert (after.working_memory, after.description) == ("", "")
     ended = after.previous_session
     assert (ended.working_memory, ended.description) == ("Old session notes", "Old topic")
-    state = await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
+    state = await memory.reviews.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
     assert state.unread_messages == 0
 
 
@@ -160,7 +164,7 @@ async def test_new_reviews_the_ending_session_first(
         model.reply(session_texts("Choosing a gift for Ines", "Gift for Ines"))
         server = start_server(tmp_path / "home", config=quiet_reviewer(model)).start()
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             conversation = fresh_conversation()
             # Appended, not a turn: nothing nudges the scheduler, whose next look is far off.
             await append(memory, conversation, *turn("My sister Ines turns 30; she loves ceramics"))
@@ -171,7 +175,9 @@ async def test_new_reviews_the_ending_session_first(
             after = await conversation_of(memory, conversation)
             assert after.previous_session.working_memory == "Choosing a gift for Ines"
             assert after.working_memory == ""
-            state = await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
+            state = await memory.reviews.GetReviewState(
+                md.GetReviewStateRequest(conversation=conversation)
+            )
             assert state.unread_messages == 0
 
 
@@ -183,13 +189,15 @@ async def test_a_failed_review_before_new_loses_nothing(
         config = quiet_reviewer(model, review_failure_backoff_ms=0)
         server = start_server(tmp_path / "home", config=config).start()
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             conversation = fresh_conversation()
             await append(memory, conversation, *turn("I am allergic to penicillin"))
             cleared = await new_session(memory, conversation)
             assert cleared.notice == "Started a fresh session. Long-term memory is preserved."
             assert len(model.requests) == 1
-            state = await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
+            state = await memory.reviews.GetReviewState(
+                md.GetReviewStateRequest(conversation=conversation)
+            )
             assert state.unread_messages == 1  # still queued: the cursor is not the window
             model.reply(json.dumps({"operations": []}))
             result = await review_now(memory, conversation)

@@ -45,13 +45,13 @@ END = md.StreamTranscriptRequest(end=md.TranscriptEnd())
 
 
 async def exchange(
-    stub: md.MemoryServiceStub, requests: Sequence[md.StreamTranscriptRequest]
+    stub: md.Stubs, requests: Sequence[md.StreamTranscriptRequest]
 ) -> list[md.StreamTranscriptResponse]:
     async def send() -> AsyncIterator[md.StreamTranscriptRequest]:
         for request in requests:
             yield request
 
-    return [response async for response in stub.StreamTranscript(send())]
+    return [response async for response in stub.conversations.StreamTranscript(send())]
 
 
 def device() -> str:
@@ -62,24 +62,22 @@ def realtime(device_id: str) -> md.Conversation:
     return md.Conversation(channel="realtime", chat_id=f"local:{device_id}")
 
 
-async def history(stub: md.MemoryServiceStub, conversation: md.Conversation) -> list[md.Message]:
-    listed = await stub.ListMessages(
+async def history(stub: md.Stubs, conversation: md.Conversation) -> list[md.Message]:
+    listed = await stub.conversations.ListMessages(
         md.ListMessagesRequest(conversation=conversation, all_history=True, page_size=1000)
     )
     return list(listed.messages)
 
 
 @pytest.fixture
-async def persisting(
-    start_server: type[ServerProcess], tmp_path: Path
-) -> AsyncIterator[md.MemoryServiceStub]:
+async def persisting(start_server: type[ServerProcess], tmp_path: Path) -> AsyncIterator[md.Stubs]:
     server = start_server(tmp_path / "home", config=PERSIST).start()
     async with md.connect(server.address) as channel:
-        yield md.MemoryServiceStub(channel)
+        yield md.Stubs(channel)
 
 
 async def test_partials_are_never_stored_and_each_final_is_acknowledged_once_committed(
-    persisting: md.MemoryServiceStub,
+    persisting: md.Stubs,
 ) -> None:
     dev = device()
     answers = await exchange(
@@ -114,7 +112,7 @@ async def test_partials_are_never_stored_and_each_final_is_acknowledged_once_com
 
 
 async def test_with_persistence_off_finals_are_acknowledged_and_nothing_is_written(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     dev = device()
     answers = await exchange(
@@ -128,7 +126,7 @@ async def test_with_persistence_off_finals_are_acknowledged_and_nothing_is_writt
     ]
     assert answers[-1].totals.finals_stored == 0
     error = await _rpc_error(
-        memory.GetConversation(md.GetConversationRequest(conversation=realtime(dev)))
+        memory.conversations.GetConversation(md.GetConversationRequest(conversation=realtime(dev)))
     )
     assert error.code() == grpc.StatusCode.NOT_FOUND
     again = await exchange(memory, [opening(dev), segment(2, "hi", ASSISTANT), END])
@@ -154,14 +152,14 @@ async def test_a_cut_stream_resumes_after_a_restart_without_loss_or_duplicates(
     home, dev = tmp_path / "home", device()
     server = start_server(home, config=PERSIST).start()
     async with md.connect(server.address) as channel:
-        stub = md.MemoryServiceStub(channel)
+        stub = md.Stubs(channel)
         sent = asyncio.Queue[md.StreamTranscriptRequest]()
 
         async def send() -> AsyncIterator[md.StreamTranscriptRequest]:
             while True:
                 yield await sent.get()
 
-        call = stub.StreamTranscript(send())
+        call = stub.conversations.StreamTranscript(send())
         await sent.put(opening(dev, "resumable"))
         assert (await call.read()).committed_seq == 0
         for seq in (1, 2, 3):
@@ -173,7 +171,7 @@ async def test_a_cut_stream_resumes_after_a_restart_without_loss_or_duplicates(
 
     restarted = start_server(home, config=PERSIST).start()
     async with md.connect(restarted.address) as channel:
-        stub = md.MemoryServiceStub(channel)
+        stub = md.Stubs(channel)
         replay = [opening(dev, "resumable")] + [segment(s, f"utterance {s}") for s in (2, 3, 4)]
         answers = await exchange(stub, [*replay, END])
         assert (answers[0].committed_seq, answers[0].resumed) == (3, True)
@@ -189,14 +187,14 @@ async def test_an_idle_stream_ends_at_shutdown_with_a_status_that_says_reconnect
     dev = device()
     server = start_server(tmp_path / "home", config=PERSIST).start()
     async with md.connect(server.address) as channel:
-        stub = md.MemoryServiceStub(channel)
+        stub = md.Stubs(channel)
         sent = asyncio.Queue[md.StreamTranscriptRequest]()
 
         async def send() -> AsyncIterator[md.StreamTranscriptRequest]:
             while True:
                 yield await sent.get()
 
-        call = stub.StreamTranscript(send())
+        call = stub.conversations.StreamTranscript(send())
         await sent.put(opening(dev, "idle"))
         assert (await call.read()).committed_seq == 0
         await sent.put(segment(1, "said before the shutdown"))
@@ -213,7 +211,7 @@ async def test_an_idle_stream_ends_at_shutdown_with_a_status_that_says_reconnect
         call.cancel()
     restarted = start_server(tmp_path / "home", config=PERSIST).start()
     async with md.connect(restarted.address) as channel:
-        stored = await history(md.MemoryServiceStub(channel), realtime(dev))
+        stored = await history(md.Stubs(channel), realtime(dev))
     assert [m.content for m in stored] == ["said before the shutdown"]
 
 
@@ -235,7 +233,7 @@ async def test_voice_turns_feed_the_reviewer_and_reach_user_md(
         config = review_config(model, enabled=False) + PERSIST
         server = start_server(tmp_path / "home", config=config).start()
         async with md.connect(server.address) as channel:
-            stub = md.MemoryServiceStub(channel)
+            stub = md.Stubs(channel)
             dev = device()
             await exchange(
                 stub,
@@ -246,16 +244,18 @@ async def test_voice_turns_feed_the_reviewer_and_reach_user_md(
                     END,
                 ],
             )
-            state = await stub.GetReviewState(md.GetReviewStateRequest(conversation=realtime(dev)))
+            state = await stub.reviews.GetReviewState(
+                md.GetReviewStateRequest(conversation=realtime(dev))
+            )
             assert state.pending_input
             assert state.unread_messages == 1
-            await stub.ReviewNow(md.ReviewNowRequest(conversation=realtime(dev)))
-            prompt = await stub.GetPromptContext(md.GetPromptContextRequest())
+            await stub.reviews.ReviewNow(md.ReviewNowRequest(conversation=realtime(dev)))
+            prompt = await stub.context.GetPromptContext(md.GetPromptContextRequest())
         assert "- Is vegetarian" in prompt.user_md
         assert len(model.requests) == 1
 
 
-async def test_fifty_streams_at_once(persisting: md.MemoryServiceStub) -> None:
+async def test_fifty_streams_at_once(persisting: md.Stubs) -> None:
     devices = [device() for _ in range(50)]
 
     async def talk(dev: str) -> list[md.StreamTranscriptResponse]:
@@ -294,7 +294,7 @@ async def test_fifty_streams_at_once(persisting: md.MemoryServiceStub) -> None:
     ],
 )
 async def test_bad_input_ends_the_stream_precisely_and_keeps_what_was_acknowledged(
-    persisting: md.MemoryServiceStub, requests: Any, acknowledged: int, message: str
+    persisting: md.Stubs, requests: Any, acknowledged: int, message: str
 ) -> None:
     dev = device()
     scenarios: dict[str, list[md.StreamTranscriptRequest]] = {
@@ -327,17 +327,17 @@ async def test_one_agent_can_not_take_every_stream_slot(
     config = "[memoryd.realtime]\nmax_streams = 10\nmax_streams_per_agent = 2\n"
     server = start_server(tmp_path / "home", config=config).start()
     async with md.connect(server.address) as channel:
-        stub = md.MemoryServiceStub(channel)
+        stub = md.Stubs(channel)
         held: list[Any] = []
         for _ in range(2):
             # Open, and keep open: the stream holds its slot until it ends.
-            stream = stub.StreamTranscript()
+            stream = stub.conversations.StreamTranscript()
             await stream.write(opening(device(), agent_id="hog"))
             assert (await stream.read()).committed_seq == 0
             held.append(stream)
         # Refused at its opening: nothing more is written to it, since a write racing the
         # refusal fails in the client ("Internal error from Core") before the status is read.
-        refused = stub.StreamTranscript()
+        refused = stub.conversations.StreamTranscript()
         await refused.write(opening(device(), agent_id="hog"))
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await refused.read()

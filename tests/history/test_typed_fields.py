@@ -22,22 +22,22 @@ async def refusal(call: object) -> grpc.aio.AioRpcError:
     return caught.value
 
 
-async def test_sources_carry_their_type_and_state_as_enums(memory: md.MemoryServiceStub) -> None:
+async def test_sources_carry_their_type_and_state_as_enums(memory: md.Stubs) -> None:
     owner = fresh_owner()
-    stored = await memory.StoreMemory(
+    stored = await memory.memory.StoreMemory(
         md.StoreMemoryRequest(
             owner=owner, job_id="digest", run_id="r1", category=md.CATEGORY_GOAL, key="k", value="v"
         )
     )
     assert stored.memory.provenance.type == md.SOURCE_TYPE_SCHEDULED_JOB
     assert stored.memory.provenance.source_type == "scheduled_job"
-    await memory.StoreMemory(
+    await memory.memory.StoreMemory(
         md.StoreMemoryRequest(owner=owner, scope_type=md.SCOPE_TYPE_AGENT, value="an api fact")
     )
-    await memory.SetJobStatus(
+    await memory.memory.SetJobStatus(
         md.SetJobStatusRequest(owner=owner, job_id="digest", status=md.JOB_STATUS_PAUSED)
     )
-    every = await memory.ListMemorySources(md.ListMemorySourcesRequest(owner=owner))
+    every = await memory.memory.ListMemorySources(md.ListMemorySourcesRequest(owner=owner))
     kinds = {(s.type, s.source_type, s.state, s.status) for s in every.sources}
     assert kinds == {
         (md.SOURCE_TYPE_SCHEDULED_JOB, "scheduled_job", md.SOURCE_STATE_PAUSED, "paused"),
@@ -53,9 +53,9 @@ async def test_sources_carry_their_type_and_state_as_enums(memory: md.MemoryServ
         md.ListMemorySourcesRequest(owner=owner, state=md.SOURCE_STATE_PAUSED),
         md.ListMemorySourcesRequest(owner=owner, status="paused"),
     ):
-        found = await memory.ListMemorySources(request)
+        found = await memory.memory.ListMemorySources(request)
         assert [s.id for s in found.sources] == ["job:digest"], request
-    active = await memory.ListMemorySources(
+    active = await memory.memory.ListMemorySources(
         md.ListMemorySourcesRequest(owner=owner, state=md.SOURCE_STATE_ACTIVE)
     )
     assert [s.type for s in active.sources] == [md.SOURCE_TYPE_API]
@@ -79,10 +79,10 @@ async def test_sources_carry_their_type_and_state_as_enums(memory: md.MemoryServ
     ],
 )
 async def test_contradicting_or_unknown_filters_are_refused(
-    memory: md.MemoryServiceStub, fields: dict[str, object], field: str, message: str
+    memory: md.Stubs, fields: dict[str, object], field: str, message: str
 ) -> None:
     error = await refusal(
-        memory.ListMemorySources(md.ListMemorySourcesRequest(owner=fresh_owner(), **fields))
+        memory.memory.ListMemorySources(md.ListMemorySourcesRequest(owner=fresh_owner(), **fields))
     )
     assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert message in (error.details() or "")
@@ -91,24 +91,24 @@ async def test_contradicting_or_unknown_filters_are_refused(
     assert details.field == field
 
 
-async def test_a_finished_run_says_its_outcome_as_an_enum(memory: md.MemoryServiceStub) -> None:
+async def test_a_finished_run_says_its_outcome_as_an_enum(memory: md.Stubs) -> None:
     owner = fresh_owner()
     for run, outcome, text in (
         ("r1", md.JOB_RUN_OUTCOME_SUCCEEDED, "succeeded"),
         ("r2", md.JOB_RUN_OUTCOME_FAILED, "failed"),
     ):
-        finished = await memory.FinishJobRun(
+        finished = await memory.memory.FinishJobRun(
             md.FinishJobRunRequest(owner=owner, job_id="digest", run_id=run, outcome=outcome)
         )
         assert (finished.outcome, finished.status) == (outcome, text)
 
 
 async def test_revisions_page_with_tokens_and_the_old_fields_still_work(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     owner = fresh_owner()
     for index in range(7):
-        await memory.StoreMemory(
+        await memory.memory.StoreMemory(
             md.StoreMemoryRequest(
                 owner=owner, category=md.CATEGORY_PREFERENCE, key=f"k{index}", value=f"v{index}"
             )
@@ -117,7 +117,7 @@ async def test_revisions_page_with_tokens_and_the_old_fields_still_work(
     pages: list[list[int]] = []
     token = ""
     while True:
-        page = await memory.ListRevisions(
+        page = await memory.resources.ListRevisions(
             md.ListRevisionsRequest(ref=ref, page_size=3, page_token=token)
         )
         pages.append([revision.revision for revision in page.revisions])
@@ -128,11 +128,13 @@ async def test_revisions_page_with_tokens_and_the_old_fields_still_work(
         assert page.next_before_revision == pages[-1][-1]
     assert pages == [[7, 6, 5], [4, 3, 2], [1]]
     # The deprecated fields page the same way.
-    old = await memory.ListRevisions(md.ListRevisionsRequest(ref=ref, limit=3, before_revision=5))
+    old = await memory.resources.ListRevisions(
+        md.ListRevisionsRequest(ref=ref, limit=3, before_revision=5)
+    )
     assert [revision.revision for revision in old.revisions] == [4, 3, 2]
     # A token of another resource, a forged one, or a token with before_revision are refused.
     other = md.ResourceRef(agent_id="main", type=md.RESOURCE_TYPE_MEMORY_MD, scope_id="x")
-    first = await memory.ListRevisions(md.ListRevisionsRequest(ref=ref, page_size=3))
+    first = await memory.resources.ListRevisions(md.ListRevisionsRequest(ref=ref, page_size=3))
     for request, field in (
         (md.ListRevisionsRequest(ref=other, page_token=first.next_page_token), "page_token"),
         (md.ListRevisionsRequest(ref=ref, page_token="forged.token"), "page_token"),
@@ -142,7 +144,7 @@ async def test_revisions_page_with_tokens_and_the_old_fields_still_work(
         ),
         (md.ListRevisionsRequest(ref=ref, page_size=1001), "page_size"),
     ):
-        error = await refusal(memory.ListRevisions(request))
+        error = await refusal(memory.resources.ListRevisions(request))
         assert error.code() is grpc.StatusCode.INVALID_ARGUMENT, request
         details = md.error_details(error)
         assert details is not None

@@ -34,17 +34,17 @@ def old(
 
 
 async def ingest(
-    memory: md.MemoryServiceStub, *batches: list[md.IngestedMessage], as_reviewed: bool
+    memory: md.Stubs, *batches: list[md.IngestedMessage], as_reviewed: bool
 ) -> md.IngestMessagesResponse:
     async def requests() -> AsyncIterator[md.IngestMessagesRequest]:
         for batch in batches:
             yield md.IngestMessagesRequest(messages=batch, as_reviewed=as_reviewed)
 
-    return await memory.IngestMessages(requests())
+    return await memory.conversations.IngestMessages(requests())
 
 
-async def unread(memory: md.MemoryServiceStub, conversation: md.Conversation) -> int:
-    state = await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
+async def unread(memory: md.Stubs, conversation: md.Conversation) -> int:
+    state = await memory.reviews.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
     return state.unread_messages
 
 
@@ -65,7 +65,7 @@ async def test_a_backfill_stored_as_reviewed_is_never_sent_to_the_model(
 
     # What is said after the backfill is reviewed, and only that.
     model.reply(NOTHING)
-    await memory.AppendMessages(
+    await memory.conversations.AppendMessages(
         md.AppendMessagesRequest(conversation=conversation, messages=turn("I moved to Lisbon"))
     )
     assert await unread(memory, conversation) == 1
@@ -92,7 +92,7 @@ async def test_input_waiting_before_a_backfill_keeps_the_backfill_for_review(
     """The review reads in order: passing over the backfill would pass over the waiting input."""
     memory = reviewing.memory
     waiting, clean = fresh_conversation(), fresh_conversation()
-    await memory.AppendMessages(
+    await memory.conversations.AppendMessages(
         md.AppendMessagesRequest(conversation=waiting, messages=turn("my sister is called Ines"))
     )
     report = await ingest(memory, old(waiting, 5) + old(clean, 7), as_reviewed=True)

@@ -27,14 +27,12 @@ pytestmark = pytest.mark.storage
 TIMEOUT = 60.0
 
 
-async def caught_up(
-    memory: md.MemoryServiceStub, *, least: int = 1
-) -> md.GetEmbeddingStatusResponse:
+async def caught_up(memory: md.Stubs, *, least: int = 1) -> md.GetEmbeddingStatusResponse:
     """The status once nothing waits and at least `least` messages have a vector."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + TIMEOUT
     while True:
-        status = await memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+        status = await memory.admin.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
         waiting = status.pending_messages + status.pending_memories
         if waiting == 0 and status.embedded_messages >= least:
             return status
@@ -42,10 +40,8 @@ async def caught_up(
         await asyncio.sleep(0.05)
 
 
-async def semantic(
-    memory: md.MemoryServiceStub, conversation: md.Conversation, query: str
-) -> list[str]:
-    response = await memory.SearchHistory(
+async def semantic(memory: md.Stubs, conversation: md.Conversation, query: str) -> list[str]:
+    response = await memory.conversations.SearchHistory(
         md.SearchHistoryRequest(
             query=query, conversation=conversation, mode=md.SEARCH_MODE_SEMANTIC, limit=3
         )
@@ -68,7 +64,7 @@ async def test_an_endpoint_makes_the_vectors_and_searches_compare_them(
     server = ServerProcess(tmp_path / "home", config=embedding_config(endpoint)).start()
     try:
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             await append(memory, conversation, *(user(text) for text in TEXTS))
             status = await caught_up(memory, least=3)
             assert (status.provider, status.model, status.dimension) == (
@@ -98,14 +94,14 @@ async def test_a_failing_endpoint_is_retried_and_words_still_find_meanwhile(
     server = ServerProcess(tmp_path / "home", config=embedding_config(endpoint)).start()
     try:
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             await append(memory, conversation, user("the zebra crossing is closed"))
             failed = server.wait_for_event("embedding_failed", timeout=TIMEOUT)
             assert "could not embed" in failed["msg"]
-            status = await memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+            status = await memory.admin.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
             assert "could not embed" in status.last_error or status.pending_messages == 0
             # Without a vector, the default search finds the message by its words.
-            response = await memory.SearchHistory(
+            response = await memory.conversations.SearchHistory(
                 md.SearchHistoryRequest(query="zebra", conversation=conversation)
             )
             assert [hit.message.content for hit in response.hits] == [
@@ -135,13 +131,13 @@ async def test_answers_count_what_has_no_vector_yet_until_the_embedder_reaches_i
 
     async def unembedded(mode: int, query: str = "violin lessons", **scope: object) -> int:
         request = md.SearchHistoryRequest(query=query, mode=mode, **scope)
-        answer = await memory.SearchHistory(request)
+        answer = await memory.conversations.SearchHistory(request)
         if mode != md.SEARCH_MODE_SEMANTIC:  # the words find it whatever the vectors
             assert TEXTS[1] in [hit.message.content for hit in answer.hits]
         return int(answer.unembedded)
 
     async def recalled(mode: int, query: str = "violin lessons") -> int:
-        answer = await memory.Recall(
+        answer = await memory.memory.Recall(
             md.RecallRequest(
                 conversation=conversation,
                 query=query,
@@ -154,7 +150,7 @@ async def test_answers_count_what_has_no_vector_yet_until_the_embedder_reaches_i
 
     try:
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             await append(memory, conversation, *(user(text) for text in TEXTS))
             await append(memory, other, user("violin lessons moved to tuesday"))
             # No vector at all yet: every message of the scope is counted.
@@ -168,7 +164,7 @@ async def test_answers_count_what_has_no_vector_yet_until_the_embedder_reaches_i
             endpoint.hold("teacher")
             await append(memory, conversation, user("violin lessons with the new teacher"))
             await append(memory, other, user("violin strings for the teacher"))
-            await memory.StoreMemory(
+            await memory.memory.StoreMemory(
                 md.StoreMemoryRequest(
                     owner=owner,
                     key="instrument",
@@ -211,7 +207,7 @@ async def test_answers_count_what_has_no_vector_yet_until_the_embedder_reaches_i
             assert await unembedded(md.SEARCH_MODE_HYBRID, conversation=conversation) == 1
             assert await recalled(md.SEARCH_MODE_HYBRID, new) == 6 + 1
             error = await rpc_error(
-                memory.SearchHistory(
+                memory.conversations.SearchHistory(
                     md.SearchHistoryRequest(
                         query=new, conversation=conversation, mode=md.SEARCH_MODE_SEMANTIC
                     )
@@ -241,7 +237,7 @@ async def test_a_new_model_embeds_again_and_never_compares_with_the_old_one(
     first = ServerProcess(home, config=embedding_config(endpoint)).start()
     try:
         async with md.connect(first.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             await append(memory, conversation, *(user(text) for text in TEXTS))
             await caught_up(memory, least=3)
     finally:
@@ -251,15 +247,15 @@ async def test_a_new_model_embeds_again_and_never_compares_with_the_old_one(
     second = ServerProcess(home, config=embedding_config(endpoint, "fake-embed-2")).start()
     try:
         async with md.connect(second.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             second.wait_for_event("embedding_failed", timeout=TIMEOUT)
-            status = await memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+            status = await memory.admin.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
             assert status.model == "fake-embed-2"
             assert status.embedded_messages == 0
             assert status.pending_messages == 3
             assert status.other_model_vectors == 3
             assert await semantic(memory, conversation, "violin") == []
-            hybrid = await memory.SearchHistory(
+            hybrid = await memory.conversations.SearchHistory(
                 md.SearchHistoryRequest(query="violin", conversation=conversation)
             )
             assert [list(hit.matches) for hit in hybrid.hits] == [[md.MATCH_KIND_WORD]]
@@ -276,7 +272,7 @@ async def test_a_scope_too_large_for_the_cache_is_searched_by_words_or_by_the_in
     server = ServerProcess(home, config=config).start()
     try:
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             for start in range(0, 200, 100):
                 await append(
                     memory, conversation, *(user(f"filler {n}") for n in range(start, start + 100))
@@ -290,10 +286,10 @@ async def test_a_scope_too_large_for_the_cache_is_searched_by_words_or_by_the_in
                 # The database answers instead of the cache: pgvector, through the model's HNSW
                 # index once the table is large enough for the planner to prefer it
                 # (tests/storage/test_postgres_operations.py shows it is).
-                found = await memory.SearchHistory(request)
+                found = await memory.conversations.SearchHistory(request)
                 assert found.hits[0].message.content == "the violin case"
                 assert found.hits[0].matches == [md.MATCH_KIND_SEMANTIC]
-                hybrid = await memory.SearchHistory(
+                hybrid = await memory.conversations.SearchHistory(
                     md.SearchHistoryRequest(query="violin", conversation=conversation)
                 )
                 assert (hybrid.hits[0].message.content, list(hybrid.hits[0].matches)) == (
@@ -301,14 +297,14 @@ async def test_a_scope_too_large_for_the_cache_is_searched_by_words_or_by_the_in
                     [md.MATCH_KIND_WORD, md.MATCH_KIND_SEMANTIC],
                 )
                 return
-            error = await rpc_error(memory.SearchHistory(request))
+            error = await rpc_error(memory.conversations.SearchHistory(request))
             assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
             assert error.details() == (
                 "this scope has more than 124 vectors, more than memoryd.search.vector_cache_mb "
                 "(0.01 MiB) holds: search it by words (mode lexical), narrow the scope, or raise "
                 "vector_cache_mb"
             )
-            hybrid = await memory.SearchHistory(
+            hybrid = await memory.conversations.SearchHistory(
                 md.SearchHistoryRequest(query="violin", conversation=conversation)
             )
             assert [(h.message.content, list(h.matches)) for h in hybrid.hits] == [
@@ -324,14 +320,14 @@ async def test_reindex_embeds_everything_again(
     server = ServerProcess(tmp_path / "home", config=embedding_config(endpoint)).start()
     try:
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             await append(memory, conversation, *(user(text) for text in TEXTS))
-            await memory.StoreMemory(
+            await memory.memory.StoreMemory(
                 md.StoreMemoryRequest(conversation=conversation, key="pet", value="a zebra")
             )
             await caught_up(memory, least=3)
             before = len(endpoint.requests)
-            queued = await memory.ReindexEmbeddings(md.ReindexEmbeddingsRequest())
+            queued = await memory.admin.ReindexEmbeddings(md.ReindexEmbeddingsRequest())
             assert (queued.queued_messages, queued.queued_memories) == (3, 1)
             await asyncio.sleep(0.5)
             status = await caught_up(memory, least=3)
@@ -352,26 +348,26 @@ async def test_with_embeddings_off_search_is_by_words_and_meaning_is_refused(
     config = '[memoryd.search]\nembeddings = "off"\n'
     server = start_server(tmp_path / "home", config=config).start()
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         await append(memory, conversation, *(user(text) for text in TEXTS))
-        status = await memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+        status = await memory.admin.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
         assert not status.enabled
-        response = await memory.SearchHistory(
+        response = await memory.conversations.SearchHistory(
             md.SearchHistoryRequest(query="violin", conversation=conversation)
         )
         assert [list(hit.matches) for hit in response.hits] == [[md.MATCH_KIND_WORD]]
         for call in (
-            memory.SearchHistory(
+            memory.conversations.SearchHistory(
                 md.SearchHistoryRequest(
                     query="violin", conversation=conversation, mode=md.SEARCH_MODE_SEMANTIC
                 )
             ),
-            memory.Recall(
+            memory.memory.Recall(
                 md.RecallRequest(
                     conversation=conversation, query="violin", mode=md.SEARCH_MODE_SEMANTIC
                 )
             ),
-            memory.ReindexEmbeddings(md.ReindexEmbeddingsRequest()),
+            memory.admin.ReindexEmbeddings(md.ReindexEmbeddingsRequest()),
         ):
             error = await rpc_error(call)
             assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -427,7 +423,7 @@ async def test_a_chat_is_embedded_before_a_bulk_load_and_its_facts_too(
     server = ServerProcess(tmp_path / "home", config=embedding_config(endpoint)).start()
     try:
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             for start in range(0, 300, 100):
                 await append(
                     memory,
@@ -440,7 +436,7 @@ async def test_a_chat_is_embedded_before_a_bulk_load_and_its_facts_too(
             await append(memory, chat, user("the espresso machine broke again"))
 
             async def chat_embedded() -> bool:
-                answer = await memory.SearchHistory(
+                answer = await memory.conversations.SearchHistory(
                     md.SearchHistoryRequest(
                         query="espresso", conversation=chat, mode=md.SEARCH_MODE_HYBRID
                     )
@@ -448,26 +444,26 @@ async def test_a_chat_is_embedded_before_a_bulk_load_and_its_facts_too(
                 return answer.unembedded == 0
 
             await wait_until(chat_embedded, "the chat's message never got its vector")
-            status = await memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+            status = await memory.admin.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
             assert status.pending_messages == 300  # the backlog still waits, all of it
             assert status.live_messages == 0
             hits = await semantic(memory, chat, "espresso machine")
             assert hits == ["the espresso machine broke again"]
 
             owner = md.OwnerScope(owner_id="ada")
-            await memory.StoreMemory(
+            await memory.memory.StoreMemory(
                 md.StoreMemoryRequest(
                     owner=owner, category=md.CATEGORY_PREFERENCE, value="Likes oat milk"
                 )
             )
 
             async def fact_embedded() -> bool:
-                found = await memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+                found = await memory.admin.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
                 return found.pending_memories == 0 and found.embedded_memories == 1
 
             await wait_until(fact_embedded, "the fact never got its vector")
             assert (
-                await memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+                await memory.admin.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
             ).pending_messages == 300
 
             endpoint.recover()

@@ -9,19 +9,21 @@ import memoryd_client as md
 from tests.helpers import fresh_conversation, owner_of, rpc_error, store
 
 
-async def test_get_by_id_and_by_scope_and_key(memory: md.MemoryServiceStub) -> None:
+async def test_get_by_id_and_by_scope_and_key(memory: md.Stubs) -> None:
     conversation = fresh_conversation()
     note = await store(memory, conversation, "  spot  ", "B12")
     assert note.key == "spot"
-    by_id = await memory.GetMemory(md.GetMemoryRequest(conversation=conversation, id=note.id))
-    by_key = await memory.GetMemory(
+    by_id = await memory.memory.GetMemory(
+        md.GetMemoryRequest(conversation=conversation, id=note.id)
+    )
+    by_key = await memory.memory.GetMemory(
         md.GetMemoryRequest(
             conversation=conversation, scope_type=md.SCOPE_TYPE_CONVERSATION, key=" spot "
         )
     )
     assert by_id.memory == by_key.memory == note
     missing = await rpc_error(
-        memory.GetMemory(
+        memory.memory.GetMemory(
             md.GetMemoryRequest(
                 conversation=conversation, scope_type=md.SCOPE_TYPE_OWNER, key="spot"
             )
@@ -29,17 +31,17 @@ async def test_get_by_id_and_by_scope_and_key(memory: md.MemoryServiceStub) -> N
     )
     assert missing.code() == grpc.StatusCode.NOT_FOUND
     assert missing.details() == "memory 'spot' in owner scope default not found"
-    blank = await rpc_error(memory.GetMemory(md.GetMemoryRequest(conversation=conversation)))
+    blank = await rpc_error(memory.memory.GetMemory(md.GetMemoryRequest(conversation=conversation)))
     assert blank.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert blank.details() == "either id, or scope_type and key, are required"
 
 
-async def test_list_filters_pages_and_previews(memory: md.MemoryServiceStub) -> None:
+async def test_list_filters_pages_and_previews(memory: md.Stubs) -> None:
     conversation = fresh_conversation()
     owner = owner_of(conversation)
     long_value = "z" * 150
     for index in range(5):
-        await memory.StoreMemory(
+        await memory.memory.StoreMemory(
             md.StoreMemoryRequest(
                 owner=owner,
                 scope_type=md.SCOPE_TYPE_AGENT,
@@ -48,14 +50,14 @@ async def test_list_filters_pages_and_previews(memory: md.MemoryServiceStub) -> 
             )
         )
     await store(memory, conversation, "other", "v", md.CATEGORY_GOAL)
-    first = await memory.ListMemories(
+    first = await memory.memory.ListMemories(
         md.ListMemoriesRequest(owner=owner, key_prefix="project/", page_size=3, preview=True)
     )
     assert [item.memory.key for item in first.memories] == ["project/4", "project/3", "project/2"]
     assert all(
         item.preview == "z" * 120 + "..." and item.memory.value == "" for item in first.memories
     )
-    second = await memory.ListMemories(
+    second = await memory.memory.ListMemories(
         md.ListMemoriesRequest(
             owner=owner,
             key_prefix="project/",
@@ -67,16 +69,16 @@ async def test_list_filters_pages_and_previews(memory: md.MemoryServiceStub) -> 
     assert [item.memory.key for item in second.memories] == ["project/1", "project/0"]
     assert second.next_page_token == ""
     foreign = await rpc_error(
-        memory.ListMemories(
+        memory.memory.ListMemories(
             md.ListMemoriesRequest(owner=owner, key_prefix="x", page_token=first.next_page_token)
         )
     )
     assert foreign.code() == grpc.StatusCode.INVALID_ARGUMENT
-    goals = await memory.ListMemories(
+    goals = await memory.memory.ListMemories(
         md.ListMemoriesRequest(owner=owner, categories=[md.CATEGORY_GOAL])
     )
     assert [item.memory.key for item in goals.memories] == ["other"]
-    owners = await memory.ListMemories(
+    owners = await memory.memory.ListMemories(
         md.ListMemoriesRequest(owner=owner, scope_type=md.SCOPE_TYPE_OWNER)
     )
     assert [item.memory.value for item in owners.memories] == ["v"]
@@ -84,7 +86,7 @@ async def test_list_filters_pages_and_previews(memory: md.MemoryServiceStub) -> 
     assert (
         list(
             (
-                await memory.ListMemories(
+                await memory.memory.ListMemories(
                     md.ListMemoriesRequest(owner=owner, key_prefix="project%")
                 )
             ).memories
@@ -93,10 +95,10 @@ async def test_list_filters_pages_and_previews(memory: md.MemoryServiceStub) -> 
     )
 
 
-async def test_update_keeps_a_blank_value_and_merges_metadata(memory: md.MemoryServiceStub) -> None:
+async def test_update_keeps_a_blank_value_and_merges_metadata(memory: md.Stubs) -> None:
     conversation = fresh_conversation()
     owner = owner_of(conversation)
-    added = await memory.StoreMemory(
+    added = await memory.memory.StoreMemory(
         md.StoreMemoryRequest(
             owner=owner,
             scope_type=md.SCOPE_TYPE_AGENT,
@@ -105,7 +107,7 @@ async def test_update_keeps_a_blank_value_and_merges_metadata(memory: md.MemoryS
             metadata='{"a": 1, "b": 2}',
         )
     )
-    updated = await memory.UpdateMemory(
+    updated = await memory.memory.UpdateMemory(
         md.UpdateMemoryRequest(
             owner=owner, id=added.memory.id, value="  ", metadata='{"b": 3, "c": 4}'
         )
@@ -113,7 +115,7 @@ async def test_update_keeps_a_blank_value_and_merges_metadata(memory: md.MemoryS
     assert updated.memory.value == "v1"
     assert updated.memory.metadata == '{"a":1,"b":3,"c":4}'
     missing = await rpc_error(
-        memory.UpdateMemory(
+        memory.memory.UpdateMemory(
             md.UpdateMemoryRequest(
                 owner=owner, scope_type=md.SCOPE_TYPE_AGENT, key="nope", value="x"
             )
@@ -122,48 +124,54 @@ async def test_update_keeps_a_blank_value_and_merges_metadata(memory: md.MemoryS
     assert missing.code() == grpc.StatusCode.NOT_FOUND
 
 
-async def test_archive_and_restore(memory: md.MemoryServiceStub) -> None:
+async def test_archive_and_restore(memory: md.Stubs) -> None:
     conversation = fresh_conversation()
     row = await store(memory, conversation, "city", "Lives in Lisbon", md.CATEGORY_IDENTITY)
-    archived = await memory.ArchiveMemory(
+    archived = await memory.memory.ArchiveMemory(
         md.ArchiveMemoryRequest(conversation=conversation, id=row.id, reason="moved")
     )
     assert archived.memory.archived
     assert (archived.memory.archived_by, archived.memory.archive_reason) == ("operator", "moved")
-    listed = await memory.ListMemories(md.ListMemoriesRequest(conversation=conversation))
+    listed = await memory.memory.ListMemories(md.ListMemoriesRequest(conversation=conversation))
     assert list(listed.memories) == []
-    archived_only = await memory.ListMemories(
+    archived_only = await memory.memory.ListMemories(
         md.ListMemoriesRequest(conversation=conversation, archived=md.ARCHIVED_FILTER_ARCHIVED)
     )
     assert [item.memory.id for item in archived_only.memories] == [row.id]
     edit = await rpc_error(
-        memory.UpdateMemory(md.UpdateMemoryRequest(conversation=conversation, id=row.id, value="x"))
+        memory.memory.UpdateMemory(
+            md.UpdateMemoryRequest(conversation=conversation, id=row.id, value="x")
+        )
     )
     assert edit.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert edit.details() == f"memory {row.id} is archived; restore it first"
-    restored = await memory.RestoreMemory(
+    restored = await memory.memory.RestoreMemory(
         md.RestoreMemoryRequest(conversation=conversation, id=row.id)
     )
     assert restored.notice == f"restored memory {row.id}"
     assert not restored.memory.archived
     assert restored.memory.archive_reason == ""
-    prompt = await memory.GetPromptContext(
+    prompt = await memory.context.GetPromptContext(
         md.GetPromptContextRequest(agent_id=conversation.agent_id)
     )
     assert prompt.user_md == "## Identity\n- Lives in Lisbon"
 
 
-async def test_delete_erases_the_row_and_is_idempotent(memory: md.MemoryServiceStub) -> None:
+async def test_delete_erases_the_row_and_is_idempotent(memory: md.Stubs) -> None:
     conversation = fresh_conversation()
     row = await store(memory, conversation, "k", "ephemeral platypus")
-    first = await memory.DeleteMemory(md.DeleteMemoryRequest(conversation=conversation, id=row.id))
-    second = await memory.DeleteMemory(md.DeleteMemoryRequest(conversation=conversation, id=row.id))
+    first = await memory.memory.DeleteMemory(
+        md.DeleteMemoryRequest(conversation=conversation, id=row.id)
+    )
+    second = await memory.memory.DeleteMemory(
+        md.DeleteMemoryRequest(conversation=conversation, id=row.id)
+    )
     assert (first.deleted, first.id, second.deleted, second.id) == (True, row.id, False, 0)
     gone = await rpc_error(
-        memory.GetMemory(md.GetMemoryRequest(conversation=conversation, id=row.id))
+        memory.memory.GetMemory(md.GetMemoryRequest(conversation=conversation, id=row.id))
     )
     assert gone.code() == grpc.StatusCode.NOT_FOUND
-    hits = await memory.Recall(
+    hits = await memory.memory.Recall(
         md.RecallRequest(conversation=conversation, query="platypus", mode=md.SEARCH_MODE_LEXICAL)
     )
     assert list(hits.hits) == []
@@ -172,7 +180,7 @@ async def test_delete_erases_the_row_and_is_idempotent(memory: md.MemoryServiceS
 
 
 async def test_two_owners_of_one_agent_never_see_each_others_rows(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     ada = fresh_conversation(owner_id="ada")
     bob = md.Conversation(
@@ -185,60 +193,68 @@ async def test_two_owners_of_one_agent_never_see_each_others_rows(
     bob_owner = owner_of(bob)
     for row in (secret, work, note):
         for call in (
-            memory.GetMemory(md.GetMemoryRequest(conversation=bob, id=row.id)),
-            memory.GetMemory(md.GetMemoryRequest(owner=bob_owner, id=row.id)),
-            memory.UpdateMemory(md.UpdateMemoryRequest(conversation=bob, id=row.id, value="x")),
-            memory.StoreMemory(md.StoreMemoryRequest(conversation=bob, id=row.id, value="x")),
-            memory.ArchiveMemory(md.ArchiveMemoryRequest(conversation=bob, id=row.id)),
-            memory.RestoreMemory(md.RestoreMemoryRequest(conversation=bob, id=row.id)),
+            memory.memory.GetMemory(md.GetMemoryRequest(conversation=bob, id=row.id)),
+            memory.memory.GetMemory(md.GetMemoryRequest(owner=bob_owner, id=row.id)),
+            memory.memory.UpdateMemory(
+                md.UpdateMemoryRequest(conversation=bob, id=row.id, value="x")
+            ),
+            memory.memory.StoreMemory(
+                md.StoreMemoryRequest(conversation=bob, id=row.id, value="x")
+            ),
+            memory.memory.ArchiveMemory(md.ArchiveMemoryRequest(conversation=bob, id=row.id)),
+            memory.memory.RestoreMemory(md.RestoreMemoryRequest(conversation=bob, id=row.id)),
         ):
             assert (await rpc_error(call)).code() == grpc.StatusCode.NOT_FOUND
-        deleted = await memory.DeleteMemory(md.DeleteMemoryRequest(conversation=bob, id=row.id))
+        deleted = await memory.memory.DeleteMemory(
+            md.DeleteMemoryRequest(conversation=bob, id=row.id)
+        )
         assert not deleted.deleted
     # The same conversation key under Bob sees none of Ada's notes either.
     assert (
-        await memory.GetMemory(md.GetMemoryRequest(conversation=ada, id=note.id))
+        await memory.memory.GetMemory(md.GetMemoryRequest(conversation=ada, id=note.id))
     ).memory.value == "Ada's heron note"
     for scope in (md.RECALL_SCOPE_CURRENT, md.RECALL_SCOPE_OWNER, md.RECALL_SCOPE_ALL):
         for source in (md.RECALL_SOURCE_MEMORIES, md.RECALL_SOURCE_ALL):
             for query in ("heron", "hero", ""):
-                hits = await memory.Recall(
+                hits = await memory.memory.Recall(
                     md.RecallRequest(conversation=bob, query=query, scope=scope, source=source)
                 )
                 assert all("Ada" not in hit.memory.value for hit in hits.hits)
-    listed = await memory.ListMemories(
+    listed = await memory.memory.ListMemories(
         md.ListMemoriesRequest(conversation=bob, archived=md.ARCHIVED_FILTER_ALL)
     )
     assert [item.memory.value for item in listed.memories] == ["Bob's own fact"]
-    prompt = await memory.GetPromptContext(
+    prompt = await memory.context.GetPromptContext(
         md.GetPromptContextRequest(agent_id=ada.agent_id, owner_id="bob")
     )
     assert "Ada" not in prompt.context_block
     assert "Bob's own fact" in prompt.user_md
-    sources = await memory.ListMemorySources(md.ListMemorySourcesRequest(owner=bob_owner))
+    sources = await memory.memory.ListMemorySources(md.ListMemorySourcesRequest(owner=bob_owner))
     assert len(sources.sources) == 1
-    resources = await memory.ListRevisions(
+    resources = await memory.resources.ListRevisions(
         md.ListRevisionsRequest(
             ref=md.ResourceRef(agent_id=ada.agent_id, type=md.RESOURCE_TYPE_USER_MD, scope_id="bob")
         )
     )
     for revision in resources.revisions:
-        content = await memory.GetRevision(
+        content = await memory.resources.GetRevision(
             md.GetRevisionRequest(ref=revision.ref, revision=revision.revision)
         )
         assert "Ada" not in content.revision.content
     # Ada still has everything.
-    mine = await memory.ListMemories(md.ListMemoriesRequest(conversation=ada))
+    mine = await memory.memory.ListMemories(md.ListMemoriesRequest(conversation=ada))
     assert len(mine.memories) == 3
 
 
-async def test_reads_by_id_never_see_a_stale_row(memory: md.MemoryServiceStub) -> None:
+async def test_reads_by_id_never_see_a_stale_row(memory: md.Stubs) -> None:
     """GetMemory by id is served from the row cache; every kind of write must reach it."""
     conversation = fresh_conversation()
     row = await store(memory, conversation, "k", "first", md.CATEGORY_CONTEXT)
 
     async def get() -> md.Memory:
-        response = await memory.GetMemory(md.GetMemoryRequest(conversation=conversation, id=row.id))
+        response = await memory.memory.GetMemory(
+            md.GetMemoryRequest(conversation=conversation, id=row.id)
+        )
         return response.memory
 
     assert (await get()).value == "first"
@@ -247,14 +263,14 @@ async def test_reads_by_id_never_see_a_stale_row(memory: md.MemoryServiceStub) -
     assert (await get()).value == "second"
     await store(memory, conversation, "", "third", id=row.id)  # replace by id
     assert (await get()).value == "third"
-    await memory.UpdateMemory(
+    await memory.memory.UpdateMemory(
         md.UpdateMemoryRequest(conversation=conversation, id=row.id, metadata='{"a": 1}')
     )
     assert (await get()).metadata == '{"a":1}'
-    await memory.ArchiveMemory(md.ArchiveMemoryRequest(conversation=conversation, id=row.id))
+    await memory.memory.ArchiveMemory(md.ArchiveMemoryRequest(conversation=conversation, id=row.id))
     assert (await get()).archived
-    await memory.RestoreMemory(md.RestoreMemoryRequest(conversation=conversation, id=row.id))
+    await memory.memory.RestoreMemory(md.RestoreMemoryRequest(conversation=conversation, id=row.id))
     assert not (await get()).archived
-    await memory.DeleteMemory(md.DeleteMemoryRequest(conversation=conversation, id=row.id))
+    await memory.memory.DeleteMemory(md.DeleteMemoryRequest(conversation=conversation, id=row.id))
     error = await rpc_error(get())
     assert error.code() == grpc.StatusCode.NOT_FOUND

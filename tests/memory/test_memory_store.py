@@ -19,9 +19,7 @@ USER_BUCKET = [
 
 
 @pytest.mark.parametrize("category", USER_BUCKET)
-async def test_user_categories_are_stored_at_owner_scope(
-    memory: md.MemoryServiceStub, category: int
-) -> None:
+async def test_user_categories_are_stored_at_owner_scope(memory: md.Stubs, category: int) -> None:
     conversation = fresh_conversation(owner_id="ada")
     row = await store(memory, conversation, "k", "  a fact  ", category)
     assert (row.scope_type, row.scope_id) == (md.SCOPE_TYPE_OWNER, "ada")
@@ -31,9 +29,7 @@ async def test_user_categories_are_stored_at_owner_scope(
 
 
 @pytest.mark.parametrize("category", [md.CATEGORY_CONTEXT, md.CATEGORY_DIRECTIVE])
-async def test_work_categories_are_stored_at_agent_scope(
-    memory: md.MemoryServiceStub, category: int
-) -> None:
+async def test_work_categories_are_stored_at_agent_scope(memory: md.Stubs, category: int) -> None:
     conversation = fresh_conversation()
     row = await store(memory, conversation, "k", "v", category)
     assert (row.scope_type, row.scope_id) == (md.SCOPE_TYPE_AGENT, conversation.agent_id)
@@ -41,7 +37,7 @@ async def test_work_categories_are_stored_at_agent_scope(
 
 
 async def test_without_category_or_id_a_conversation_note_is_stored(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     conversation = fresh_conversation(thread_scope="t1")
     row = await store(memory, conversation, "parking", "Spot B12")
@@ -54,15 +50,15 @@ async def test_without_category_or_id_a_conversation_note_is_stored(
 
 
 async def test_upsert_on_the_key_keeps_the_id_and_the_first_created_at(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     conversation = fresh_conversation()
-    first = await memory.StoreMemory(
+    first = await memory.memory.StoreMemory(
         md.StoreMemoryRequest(
             conversation=conversation, category=md.CATEGORY_GOAL, key="run", value="Run 5k"
         )
     )
-    second = await memory.StoreMemory(
+    second = await memory.memory.StoreMemory(
         md.StoreMemoryRequest(
             conversation=conversation, category=md.CATEGORY_GOAL, key="run", value="Run 10k"
         )
@@ -76,17 +72,19 @@ async def test_upsert_on_the_key_keeps_the_id_and_the_first_created_at(
     assert second.memory.updated_at.ToDatetime() >= first.memory.updated_at.ToDatetime()
 
 
-async def test_re_storing_an_archived_key_un_archives_it(memory: md.MemoryServiceStub) -> None:
+async def test_re_storing_an_archived_key_un_archives_it(memory: md.Stubs) -> None:
     conversation = fresh_conversation()
     row = await store(memory, conversation, "tz", "Lives in Lisbon", md.CATEGORY_IDENTITY)
-    await memory.ArchiveMemory(md.ArchiveMemoryRequest(owner=owner_of(conversation), id=row.id))
+    await memory.memory.ArchiveMemory(
+        md.ArchiveMemoryRequest(owner=owner_of(conversation), id=row.id)
+    )
     again = await store(memory, conversation, "tz", "Lives in Porto", md.CATEGORY_IDENTITY)
     assert again.id == row.id
     assert not again.archived
     assert again.archived_by == ""
 
 
-async def test_with_an_id_the_value_is_replaced(memory: md.MemoryServiceStub) -> None:
+async def test_with_an_id_the_value_is_replaced(memory: md.Stubs) -> None:
     conversation = fresh_conversation()
     row = await store(memory, conversation, "k", "old", md.CATEGORY_CONTEXT)
     replaced = await store(memory, conversation, "", "new", id=row.id)
@@ -95,7 +93,7 @@ async def test_with_an_id_the_value_is_replaced(memory: md.MemoryServiceStub) ->
 
 
 async def test_a_fact_without_a_key_gets_one_read_off_its_value(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     conversation = fresh_conversation()
     row = await store(memory, conversation, "", "Lives in Lisbon", md.CATEGORY_IDENTITY)
@@ -167,34 +165,34 @@ REFUSALS = [
 
 @pytest.mark.parametrize(("fields", "status", "message"), REFUSALS)
 async def test_refusals_are_precise_and_write_nothing(
-    memory: md.MemoryServiceStub, fields: dict[str, object], status: grpc.StatusCode, message: str
+    memory: md.Stubs, fields: dict[str, object], status: grpc.StatusCode, message: str
 ) -> None:
     conversation = fresh_conversation()
     error = await rpc_error(
-        memory.StoreMemory(md.StoreMemoryRequest(conversation=conversation, **fields))
+        memory.memory.StoreMemory(md.StoreMemoryRequest(conversation=conversation, **fields))
     )
     assert error.code() == status
     assert message in (error.details() or "")
-    listed = await memory.ListMemories(
+    listed = await memory.memory.ListMemories(
         md.ListMemoriesRequest(owner=owner_of(conversation), archived=md.ARCHIVED_FILTER_ALL)
     )
     assert list(listed.memories) == []
-    sources = await memory.ListMemorySources(
+    sources = await memory.memory.ListMemorySources(
         md.ListMemorySourcesRequest(owner=owner_of(conversation))
     )
     assert list(sources.sources) == []
 
 
-async def test_a_guest_can_never_replace_a_directive(memory: md.MemoryServiceStub) -> None:
+async def test_a_guest_can_never_replace_a_directive(memory: md.Stubs) -> None:
     conversation = fresh_conversation()
     rule = await store(memory, conversation, "email", "Show a draft first", md.CATEGORY_DIRECTIVE)
     guest = {"trust": md.TRUST_GUEST}
     attempts = [
-        memory.StoreMemory(
+        memory.memory.StoreMemory(
             md.StoreMemoryRequest(conversation=conversation, id=rule.id, value="x", **guest)
         ),
         # The same key through the upsert path, under another category.
-        memory.StoreMemory(
+        memory.memory.StoreMemory(
             md.StoreMemoryRequest(
                 conversation=conversation,
                 category=md.CATEGORY_CONTEXT,
@@ -203,47 +201,51 @@ async def test_a_guest_can_never_replace_a_directive(memory: md.MemoryServiceStu
                 **guest,
             )
         ),
-        memory.UpdateMemory(
+        memory.memory.UpdateMemory(
             md.UpdateMemoryRequest(conversation=conversation, id=rule.id, value="x", **guest)
         ),
-        memory.ArchiveMemory(
+        memory.memory.ArchiveMemory(
             md.ArchiveMemoryRequest(conversation=conversation, id=rule.id, **guest)
         ),
-        memory.DeleteMemory(md.DeleteMemoryRequest(conversation=conversation, id=rule.id, **guest)),
+        memory.memory.DeleteMemory(
+            md.DeleteMemoryRequest(conversation=conversation, id=rule.id, **guest)
+        ),
     ]
     for attempt in attempts:
         error = await rpc_error(attempt)
         assert error.code() == grpc.StatusCode.PERMISSION_DENIED
         assert "directive" in (error.details() or "")
-    kept = await memory.GetMemory(md.GetMemoryRequest(conversation=conversation, id=rule.id))
+    kept = await memory.memory.GetMemory(md.GetMemoryRequest(conversation=conversation, id=rule.id))
     assert kept.memory.value == "Show a draft first"
     assert not kept.memory.archived
     assert kept.memory.category == md.CATEGORY_DIRECTIVE
 
 
 async def test_another_owners_row_is_not_found_exactly_like_a_missing_one(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     ada = fresh_conversation(owner_id="ada")
     bob = md.Conversation(agent_id=ada.agent_id, owner_id="bob", channel="telegram", chat_id="b")
     row = await store(memory, ada, "k", "Ada's fact", md.CATEGORY_IDENTITY)
     theirs = await rpc_error(
-        memory.StoreMemory(md.StoreMemoryRequest(conversation=bob, id=row.id, value="x"))
+        memory.memory.StoreMemory(md.StoreMemoryRequest(conversation=bob, id=row.id, value="x"))
     )
     missing = await rpc_error(
-        memory.StoreMemory(md.StoreMemoryRequest(conversation=bob, id=row.id + 10**9, value="x"))
+        memory.memory.StoreMemory(
+            md.StoreMemoryRequest(conversation=bob, id=row.id + 10**9, value="x")
+        )
     )
     assert theirs.code() == missing.code() == grpc.StatusCode.NOT_FOUND
     assert re.sub(r"\d+", "N", theirs.details() or "") == re.sub(
         r"\d+", "N", missing.details() or ""
     )
-    kept = await memory.GetMemory(md.GetMemoryRequest(conversation=ada, id=row.id))
+    kept = await memory.memory.GetMemory(md.GetMemoryRequest(conversation=ada, id=row.id))
     assert kept.memory.value == "Ada's fact"
 
 
-async def test_job_run_summaries_are_not_editable(memory: md.MemoryServiceStub) -> None:
+async def test_job_run_summaries_are_not_editable(memory: md.Stubs) -> None:
     owner = owner_of(fresh_conversation())
-    summary = await memory.StoreMemory(
+    summary = await memory.memory.StoreMemory(
         md.StoreMemoryRequest(
             owner=owner,
             job_id="nightly-digest",
@@ -257,15 +259,15 @@ async def test_job_run_summaries_are_not_editable(memory: md.MemoryServiceStub) 
     assert (row.scope_type, row.scope_id) == (md.SCOPE_TYPE_JOB, "job:nightly-digest")
     assert row.provenance.source_type == "scheduled_job"
     for attempt in (
-        memory.StoreMemory(md.StoreMemoryRequest(owner=owner, id=row.id, value="edited")),
-        memory.UpdateMemory(md.UpdateMemoryRequest(owner=owner, id=row.id, value="edited")),
+        memory.memory.StoreMemory(md.StoreMemoryRequest(owner=owner, id=row.id, value="edited")),
+        memory.memory.UpdateMemory(md.UpdateMemoryRequest(owner=owner, id=row.id, value="edited")),
     ):
         error = await rpc_error(attempt)
         assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert f"memory {row.id} is a job run summary and cannot be edited" in (
             error.details() or ""
         )
-    sources = await memory.ListMemorySources(
+    sources = await memory.memory.ListMemorySources(
         md.ListMemorySourcesRequest(owner=owner, source_type="scheduled_job")
     )
     assert [(s.id, s.memory_scope, s.status) for s in sources.sources] == [
@@ -274,10 +276,10 @@ async def test_job_run_summaries_are_not_editable(memory: md.MemoryServiceStub) 
 
 
 async def test_openhermit_memory_add_generates_a_key_and_keeps_metadata(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     owner = owner_of(fresh_conversation())
-    added = await memory.StoreMemory(
+    added = await memory.memory.StoreMemory(
         md.StoreMemoryRequest(
             owner=owner,
             scope_type=md.SCOPE_TYPE_AGENT,
@@ -293,19 +295,19 @@ async def test_openhermit_memory_add_generates_a_key_and_keeps_metadata(
     assert row.provenance.source_type == "api"
 
 
-async def test_a_conversation_note_needs_a_conversation(memory: md.MemoryServiceStub) -> None:
+async def test_a_conversation_note_needs_a_conversation(memory: md.Stubs) -> None:
     error = await rpc_error(
-        memory.StoreMemory(md.StoreMemoryRequest(owner=md.OwnerScope(), key="k", value="v"))
+        memory.memory.StoreMemory(md.StoreMemoryRequest(owner=md.OwnerScope(), key="k", value="v"))
     )
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "the caller must be a conversation" in (error.details() or "")
 
 
-async def test_replacing_a_value_never_changes_the_category(memory: md.MemoryServiceStub) -> None:
+async def test_replacing_a_value_never_changes_the_category(memory: md.Stubs) -> None:
     conversation = fresh_conversation()
     row = await store(memory, conversation, "k", "v", md.CATEGORY_CONTEXT)
     error = await rpc_error(
-        memory.StoreMemory(
+        memory.memory.StoreMemory(
             md.StoreMemoryRequest(
                 conversation=conversation, id=row.id, value="x", category=md.CATEGORY_DIRECTIVE
             )
@@ -315,5 +317,5 @@ async def test_replacing_a_value_never_changes_the_category(memory: md.MemorySer
     assert error.details() == (
         f"memory {row.id} is context; replacing its value cannot make it directive"
     )
-    kept = await memory.GetMemory(md.GetMemoryRequest(conversation=conversation, id=row.id))
+    kept = await memory.memory.GetMemory(md.GetMemoryRequest(conversation=conversation, id=row.id))
     assert kept.memory.value == "v"

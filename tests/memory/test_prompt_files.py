@@ -29,9 +29,9 @@ def files_of(server: ServerProcess, conversation: md.Conversation) -> Path:
 
 
 async def context(
-    memory: md.MemoryServiceStub, conversation: md.Conversation, trust: int = md.TRUST_OPERATOR
+    memory: md.Stubs, conversation: md.Conversation, trust: int = md.TRUST_OPERATOR
 ) -> md.GetPromptContextResponse:
-    return await memory.GetPromptContext(
+    return await memory.context.GetPromptContext(
         md.GetPromptContextRequest(
             agent_id=conversation.agent_id, owner_id=conversation.owner_id, trust=trust
         )
@@ -39,7 +39,7 @@ async def context(
 
 
 async def test_the_reference_example_renders_exactly(
-    memory: md.MemoryServiceStub, server: ServerProcess
+    memory: md.Stubs, server: ServerProcess
 ) -> None:
     conversation = fresh_conversation()
     await store(
@@ -61,7 +61,7 @@ async def test_the_reference_example_renders_exactly(
     assert sorted(p.name for p in folder.iterdir()) == ["MEMORY.md"]  # no temp files left
 
 
-async def test_user_md_sections_order_caps_and_clipping(memory: md.MemoryServiceStub) -> None:
+async def test_user_md_sections_order_caps_and_clipping(memory: md.Stubs) -> None:
     conversation = fresh_conversation()
     for index in range(8):
         await store(memory, conversation, f"id{index}", f"identity {index}", md.CATEGORY_IDENTITY)
@@ -76,7 +76,7 @@ async def test_user_md_sections_order_caps_and_clipping(memory: md.MemoryService
     )
 
 
-async def test_scope_rules(memory: md.MemoryServiceStub) -> None:
+async def test_scope_rules(memory: md.Stubs) -> None:
     conversation = fresh_conversation()
     owner = owner_of(conversation)
     # Conversation-scoped context renders; a conversation-scoped directive never does.
@@ -114,7 +114,7 @@ async def test_scope_rules(memory: md.MemoryServiceStub) -> None:
         scope_type=md.SCOPE_TYPE_AGENT,
     )
     # Job-scoped rows never render.
-    await memory.StoreMemory(
+    await memory.memory.StoreMemory(
         md.StoreMemoryRequest(
             owner=owner, job_id="j", category=md.CATEGORY_CONTEXT, key="k", value="Job context"
         )
@@ -127,7 +127,7 @@ async def test_scope_rules(memory: md.MemoryServiceStub) -> None:
 
 
 async def test_token_budget_stops_at_the_item_that_would_exceed_it(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     conversation = fresh_conversation()
     # 12 context rows of ~200 characters (~45 tokens each) and 8 rules fit well under 2000
@@ -152,7 +152,7 @@ async def test_token_budget_stops_at_the_item_that_would_exceed_it(
 
 
 async def test_the_context_block_is_fenced_and_guests_get_nothing(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     conversation = fresh_conversation()
     await store(memory, conversation, "name", "Name is Ada", md.CATEGORY_IDENTITY)
@@ -189,22 +189,22 @@ async def test_the_context_block_is_fenced_and_guests_get_nothing(
 
 
 async def test_each_changed_render_is_a_revision_and_unchanged_content_is_not(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     conversation = fresh_conversation()
     ref = md.ResourceRef(agent_id=conversation.agent_id, type=md.RESOURCE_TYPE_USER_MD)
     row = await store(memory, conversation, "tea", "Prefers tea", md.CATEGORY_PREFERENCE)
     await store(memory, conversation, "tea", "Prefers tea", md.CATEGORY_PREFERENCE)  # same text
     await store(memory, conversation, "note", "not rendered")
-    await memory.ArchiveMemory(
+    await memory.memory.ArchiveMemory(
         md.ArchiveMemoryRequest(conversation=conversation, id=row.id, reason="changed")
     )
-    await memory.RestoreMemory(md.RestoreMemoryRequest(conversation=conversation, id=row.id))
-    await memory.UpdateMemory(
+    await memory.memory.RestoreMemory(md.RestoreMemoryRequest(conversation=conversation, id=row.id))
+    await memory.memory.UpdateMemory(
         md.UpdateMemoryRequest(conversation=conversation, id=row.id, value="Prefers green tea")
     )
-    await memory.DeleteMemory(md.DeleteMemoryRequest(conversation=conversation, id=row.id))
-    history = await memory.ListRevisions(md.ListRevisionsRequest(ref=ref))
+    await memory.memory.DeleteMemory(md.DeleteMemoryRequest(conversation=conversation, id=row.id))
+    history = await memory.resources.ListRevisions(md.ListRevisionsRequest(ref=ref))
     assert [(r.revision, r.mutation_source) for r in history.revisions] == [
         (5, "memory_delete"),
         (4, "memory_update"),
@@ -213,14 +213,14 @@ async def test_each_changed_render_is_a_revision_and_unchanged_content_is_not(
         (1, "memory_store"),
     ]
     assert all(r.content == "" for r in history.revisions)  # listings carry no content
-    third = await memory.GetRevision(md.GetRevisionRequest(ref=ref, revision=3))
+    third = await memory.resources.GetRevision(md.GetRevisionRequest(ref=ref, revision=3))
     assert third.revision.content == "## Preferences\n- Prefers tea"
     assert third.revision.parent_revision == 2
     assert f'"memory_ids":[{row.id}]' in third.revision.provenance
 
 
 async def test_files_equal_the_last_committed_render_after_concurrent_writers(
-    memory: md.MemoryServiceStub, server: ServerProcess
+    memory: md.Stubs, server: ServerProcess
 ) -> None:
     conversation = fresh_conversation()
 
@@ -236,7 +236,7 @@ async def test_files_equal_the_last_committed_render_after_concurrent_writers(
 
     await asyncio.gather(*(writer(worker) for worker in range(8)))
     prompt = await context(memory, conversation)
-    current = await memory.GetRevision(
+    current = await memory.resources.GetRevision(
         md.GetRevisionRequest(
             ref=md.ResourceRef(agent_id=conversation.agent_id, type=md.RESOURCE_TYPE_MEMORY_MD)
         )
@@ -248,7 +248,7 @@ async def test_files_equal_the_last_committed_render_after_concurrent_writers(
 
 
 async def test_owners_get_their_own_files_and_hostile_ids_stay_inside_home(
-    memory: md.MemoryServiceStub, server: ServerProcess
+    memory: md.Stubs, server: ServerProcess
 ) -> None:
     base = fresh_conversation()
     hostile = md.Conversation(
@@ -261,7 +261,9 @@ async def test_owners_get_their_own_files_and_hostile_ids_stay_inside_home(
     assert (agent_folder / "owners" / "%2E.%2F..%2Fx" / "USER.md").read_text(encoding="utf-8") == (
         "## Identity\n- Hostile owner"
     )
-    resources = await memory.ListResources(md.ListResourcesRequest(agent_id=base.agent_id))
+    resources = await memory.resources.ListResources(
+        md.ListResourcesRequest(agent_id=base.agent_id)
+    )
     assert sorted(r.path for r in resources.resources) == [
         f"memory/{base.agent_id}/USER.md",
         f"memory/{base.agent_id}/owners/%2E.%2F..%2Fx/USER.md",
@@ -273,7 +275,7 @@ async def test_a_restart_rewrites_files_from_their_current_revision(
 ) -> None:
     server = start_server(tmp_path / "home").start()
     async with md.connect(server.address) as channel:
-        stub = md.MemoryServiceStub(channel)
+        stub = md.Stubs(channel)
         conversation = md.Conversation(channel="telegram", chat_id="1")
         await store(stub, conversation, "n", "Name is Ada", md.CATEGORY_IDENTITY)
     assert server.stop() == 0
@@ -297,9 +299,9 @@ SECTION_TITLES = {
 
 
 @pytest.fixture(scope="module")
-def sync_stub(server: ServerProcess) -> Iterator[md.MemoryServiceStub]:
+def sync_stub(server: ServerProcess) -> Iterator[md.Stubs]:
     with grpc.insecure_channel(server.address) as channel:
-        yield md.MemoryServiceStub(channel)
+        yield md.Stubs(channel)
 
 
 @settings(
@@ -311,11 +313,11 @@ def sync_stub(server: ServerProcess) -> Iterator[md.MemoryServiceStub]:
     category=st.sampled_from([md.CATEGORY_IDENTITY, md.CATEGORY_GOAL, md.CATEGORY_DIRECTIVE]),
 )
 def test_any_text_is_stored_or_refused_and_never_breaks_the_files(
-    sync_stub: md.MemoryServiceStub, key: str, value: str, category: int
+    sync_stub: md.Stubs, key: str, value: str, category: int
 ) -> None:
     conversation = fresh_conversation()
     try:
-        sync_stub.StoreMemory(
+        sync_stub.memory.StoreMemory(
             md.StoreMemoryRequest(
                 conversation=conversation,
                 category=category,
@@ -328,7 +330,9 @@ def test_any_text_is_stored_or_refused_and_never_breaks_the_files(
         code = refused.code()
         assert code == grpc.StatusCode.INVALID_ARGUMENT, refused.details()
         return
-    prompt = sync_stub.GetPromptContext(md.GetPromptContextRequest(agent_id=conversation.agent_id))
+    prompt = sync_stub.context.GetPromptContext(
+        md.GetPromptContextRequest(agent_id=conversation.agent_id)
+    )
     for text in (prompt.user_md, prompt.memory_md):
         for line in text.split("\n"):
             # A value can never start a section or a line of its own.

@@ -17,11 +17,11 @@ from tests.history.test_search import CORPUS, HOSTILE, MEANINGLESS
 
 
 async def recall(
-    memory: md.MemoryServiceStub, conversation: md.Conversation, **fields: object
+    memory: md.Stubs, conversation: md.Conversation, **fields: object
 ) -> list[md.RecallHit]:
     """Recall by words (tests/memory/test_retrieval.py tests recall by meaning)."""
     fields.setdefault("mode", md.SEARCH_MODE_LEXICAL)
-    response = await memory.Recall(md.RecallRequest(conversation=conversation, **fields))
+    response = await memory.memory.Recall(md.RecallRequest(conversation=conversation, **fields))
     return list(response.hits)
 
 
@@ -32,7 +32,7 @@ def values(hits: list[md.RecallHit]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-async def noted(memory: md.MemoryServiceStub) -> md.Conversation:
+async def noted(memory: md.Stubs) -> md.Conversation:
     """A conversation whose notes are CORPUS, one row each."""
     conversation = fresh_conversation()
     for index, text in enumerate(CORPUS):
@@ -42,7 +42,7 @@ async def noted(memory: md.MemoryServiceStub) -> md.Conversation:
 
 @pytest.mark.parametrize(("query", "snippet", "match"), HOSTILE, ids=[h[0] for h in HOSTILE])
 async def test_hostile_queries_are_plain_text(
-    memory: md.MemoryServiceStub, noted: md.Conversation, query: str, snippet: str, match: int
+    memory: md.Stubs, noted: md.Conversation, query: str, snippet: str, match: int
 ) -> None:
     hits = await recall(memory, noted, query=query)
     expected = snippet.replace("**", "")
@@ -55,14 +55,14 @@ async def test_hostile_queries_are_plain_text(
 
 @pytest.mark.parametrize("query", MEANINGLESS)
 async def test_words_that_carry_no_meaning_recall_nothing(
-    memory: md.MemoryServiceStub, noted: md.Conversation, query: str
+    memory: md.Stubs, noted: md.Conversation, query: str
 ) -> None:
     assert await recall(memory, noted, query=query) == []
     assert await recall(memory, noted, query=query, mode=md.SEARCH_MODE_HYBRID) == []
 
 
 async def test_query_takes_priority_over_key_and_key_looks_up_exactly(
-    memory: md.MemoryServiceStub, noted: md.Conversation
+    memory: md.Stubs, noted: md.Conversation
 ) -> None:
     by_query = await recall(memory, noted, query="Bob", key="note-b")
     assert values(by_query) == [CORPUS[0]]
@@ -74,14 +74,14 @@ async def test_query_takes_priority_over_key_and_key_looks_up_exactly(
 
 
 async def test_neither_lists_the_conversations_notes_newest_first(
-    memory: md.MemoryServiceStub, noted: md.Conversation
+    memory: md.Stubs, noted: md.Conversation
 ) -> None:
     listed = await recall(memory, noted, limit=3)
     assert values(listed) == list(reversed(CORPUS))[:3]
 
 
 async def test_fallback_ranks_by_matching_words_and_fills_only_up_to_the_limit(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     conversation = fresh_conversation()
     await store(memory, conversation, "a", "alpha only")
@@ -99,17 +99,17 @@ async def test_fallback_ranks_by_matching_words_and_fills_only_up_to_the_limit(
     assert await recall(memory, conversation, query="b") == []
 
 
-async def test_archived_rows_never_appear(memory: md.MemoryServiceStub) -> None:
+async def test_archived_rows_never_appear(memory: md.Stubs) -> None:
     conversation = fresh_conversation()
     row = await store(memory, conversation, "lang", "Speaks Portuguese")
     assert values(await recall(memory, conversation, query="portuguese")) == ["Speaks Portuguese"]
-    await memory.ArchiveMemory(md.ArchiveMemoryRequest(conversation=conversation, id=row.id))
+    await memory.memory.ArchiveMemory(md.ArchiveMemoryRequest(conversation=conversation, id=row.id))
     for fields in ({"query": "portuguese"}, {"query": "portug"}, {"key": "lang"}, {}):
         for scope in (md.RECALL_SCOPE_CURRENT, md.RECALL_SCOPE_ALL):
             assert await recall(memory, conversation, scope=scope, **fields) == []
 
 
-async def test_scopes(memory: md.MemoryServiceStub) -> None:
+async def test_scopes(memory: md.Stubs) -> None:
     conversation = fresh_conversation()
     other_chat = md.Conversation(
         agent_id=conversation.agent_id, channel="slack", chat_id="elsewhere"
@@ -136,7 +136,7 @@ async def test_scopes(memory: md.MemoryServiceStub) -> None:
 
 
 async def test_source_all_takes_turns_between_memories_and_history(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     conversation = fresh_conversation()
     for index in range(3):
@@ -157,11 +157,11 @@ async def test_source_all_takes_turns_between_memories_and_history(
     assert all(h.source == md.RECALL_SOURCE_MEMORIES for h in only_memories)
 
 
-async def test_inside_a_job_only_the_jobs_rows_are_readable(memory: md.MemoryServiceStub) -> None:
+async def test_inside_a_job_only_the_jobs_rows_are_readable(memory: md.Stubs) -> None:
     conversation = fresh_conversation()
     owner = owner_of(conversation)
     await store(memory, conversation, "note", "Quarterly report draft")
-    await memory.StoreMemory(
+    await memory.memory.StoreMemory(
         md.StoreMemoryRequest(
             owner=owner, job_id="reports", key="last", value="Quarterly report sent"
         )
@@ -174,7 +174,7 @@ async def test_inside_a_job_only_the_jobs_rows_are_readable(memory: md.MemorySer
     assert values(outside) == ["Quarterly report draft"]  # job rows are not for conversations
     for source in (md.RECALL_SOURCE_HISTORY, md.RECALL_SOURCE_ALL):
         error = await rpc_error(
-            memory.Recall(
+            memory.memory.Recall(
                 md.RecallRequest(
                     conversation=conversation, query="x", source=source, job_id="reports"
                 )
@@ -186,7 +186,7 @@ async def test_inside_a_job_only_the_jobs_rows_are_readable(memory: md.MemorySer
             "job:self."
         )
     error = await rpc_error(
-        memory.Recall(
+        memory.memory.Recall(
             md.RecallRequest(
                 conversation=conversation, query="x", scope=md.RECALL_SCOPE_OWNER, job_id="reports"
             )
@@ -206,21 +206,21 @@ async def test_inside_a_job_only_the_jobs_rows_are_readable(memory: md.MemorySer
     ],
 )
 async def test_bad_recalls_are_invalid_arguments(
-    memory: md.MemoryServiceStub, fields: dict[str, object], message: str
+    memory: md.Stubs, fields: dict[str, object], message: str
 ) -> None:
     error = await rpc_error(
-        memory.Recall(md.RecallRequest(conversation=fresh_conversation(), **fields))
+        memory.memory.Recall(md.RecallRequest(conversation=fresh_conversation(), **fields))
     )
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error.details() == message
 
 
-async def test_recall_needs_a_conversation(memory: md.MemoryServiceStub) -> None:
-    error = await rpc_error(memory.Recall(md.RecallRequest(query="x")))
+async def test_recall_needs_a_conversation(memory: md.Stubs) -> None:
+    error = await rpc_error(memory.memory.Recall(md.RecallRequest(query="x")))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
-async def test_an_owner_recalls_without_a_conversation(memory: md.MemoryServiceStub) -> None:
+async def test_an_owner_recalls_without_a_conversation(memory: md.Stubs) -> None:
     """An operator's search over everything of an owner (the console's): rows of every scope
     of the owner, and its conversations' messages; another owner's never."""
     conversation = fresh_conversation()
@@ -241,7 +241,7 @@ async def test_an_owner_recalls_without_a_conversation(memory: md.MemoryServiceS
         request = md.RecallRequest(owner=owner, query="papaya", mode=md.SEARCH_MODE_LEXICAL)
         for name, value in fields.items():
             setattr(request, name, value)
-        return values(list((await memory.Recall(request)).hits))
+        return values(list((await memory.memory.Recall(request)).hits))
 
     assert sorted(await by_owner()) == [
         "Papaya is the favourite",
@@ -274,7 +274,7 @@ async def test_an_owner_recalls_without_a_conversation(memory: md.MemoryServiceS
     ids=["both", "current", "guest", "job"],
 )
 async def test_an_owners_recall_refuses_what_needs_a_conversation(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
     fields: dict[str, object],
     code: grpc.StatusCode,
     message: str | None,
@@ -285,7 +285,7 @@ async def test_an_owners_recall_refuses_what_needs_a_conversation(
             getattr(request, name).CopyFrom(value)
         else:
             setattr(request, name, value)
-    error = await rpc_error(memory.Recall(request))
+    error = await rpc_error(memory.memory.Recall(request))
     assert error.code() == code
     if message is not None:
         assert error.details() == message
@@ -294,23 +294,21 @@ async def test_an_owners_recall_refuses_what_needs_a_conversation(
 # --- OpenHermit's search examples, through memory_add (agent scope) and Recall ----------------
 
 
-async def add(
-    memory: md.MemoryServiceStub, owner: md.OwnerScope, key: str, content: str
-) -> md.Memory:
-    response = await memory.StoreMemory(
+async def add(memory: md.Stubs, owner: md.OwnerScope, key: str, content: str) -> md.Memory:
+    response = await memory.memory.StoreMemory(
         md.StoreMemoryRequest(owner=owner, scope_type=md.SCOPE_TYPE_AGENT, key=key, value=content)
     )
     return response.memory
 
 
 async def find(
-    memory: md.MemoryServiceStub, conversation: md.Conversation, query: str, limit: int = 10
+    memory: md.Stubs, conversation: md.Conversation, query: str, limit: int = 10
 ) -> list[str]:
     hits = await recall(memory, conversation, query=query, scope=md.RECALL_SCOPE_ALL, limit=limit)
     return [hit.memory.key for hit in hits]
 
 
-async def test_openhermit_search_examples(memory: md.MemoryServiceStub) -> None:
+async def test_openhermit_search_examples(memory: md.Stubs) -> None:
     conversation = fresh_conversation()
     owner = owner_of(conversation)
     await add(memory, owner, "agent/quota", "We hit the Anthropic quota twice this week")
@@ -323,7 +321,7 @@ async def test_openhermit_search_examples(memory: md.MemoryServiceStub) -> None:
 
 
 async def test_openhermit_same_key_under_two_agents_is_visible_only_to_its_own(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     first, second = fresh_conversation(), fresh_conversation()
     await add(memory, owner_of(first), "shared/key", "first agent secret zebra")
@@ -335,12 +333,12 @@ async def test_openhermit_same_key_under_two_agents_is_visible_only_to_its_own(
 
 
 async def test_openhermit_update_and_delete_change_what_matches(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     conversation = fresh_conversation()
     owner = owner_of(conversation)
     await add(memory, owner, "agent/db", "Primary database is postgres")
-    updated = await memory.UpdateMemory(
+    updated = await memory.memory.UpdateMemory(
         md.UpdateMemoryRequest(
             owner=owner,
             scope_type=md.SCOPE_TYPE_AGENT,
@@ -351,19 +349,19 @@ async def test_openhermit_update_and_delete_change_what_matches(
     assert updated.memory.value == "Primary database is sqlite"
     assert await find(memory, conversation, "postgres") == []
     assert await find(memory, conversation, "sqlite") == ["agent/db"]
-    deleted = await memory.DeleteMemory(
+    deleted = await memory.memory.DeleteMemory(
         md.DeleteMemoryRequest(owner=owner, scope_type=md.SCOPE_TYPE_AGENT, key="agent/db")
     )
     assert deleted.deleted
     assert await find(memory, conversation, "sqlite") == []
     assert await find(memory, conversation, "agent/db") == []
-    again = await memory.DeleteMemory(
+    again = await memory.memory.DeleteMemory(
         md.DeleteMemoryRequest(owner=owner, scope_type=md.SCOPE_TYPE_AGENT, key="agent/db")
     )
     assert (again.deleted, again.id) == (False, 0)
 
 
-async def test_openhermit_limit_two_of_five_returns_two(memory: md.MemoryServiceStub) -> None:
+async def test_openhermit_limit_two_of_five_returns_two(memory: md.Stubs) -> None:
     conversation = fresh_conversation()
     for index in range(5):
         await add(memory, owner_of(conversation), f"agent/n{index}", f"walrus fact number {index}")
@@ -375,16 +373,16 @@ async def test_openhermit_limit_two_of_five_returns_two(memory: md.MemoryService
 
 
 @pytest.fixture(scope="module")
-def sync_stub(server: ServerProcess) -> Iterator[md.MemoryServiceStub]:
+def sync_stub(server: ServerProcess) -> Iterator[md.Stubs]:
     with grpc.insecure_channel(server.address) as channel:
-        yield md.MemoryServiceStub(channel)
+        yield md.Stubs(channel)
 
 
 @pytest.fixture(scope="module")
-def sync_noted(sync_stub: md.MemoryServiceStub) -> md.Conversation:
+def sync_noted(sync_stub: md.Stubs) -> md.Conversation:
     conversation = fresh_conversation()
     for index, text in enumerate(CORPUS):
-        sync_stub.StoreMemory(
+        sync_stub.memory.StoreMemory(
             md.StoreMemoryRequest(conversation=conversation, key=f"n{index}", value=text)
         )
     return conversation
@@ -396,9 +394,9 @@ def sync_noted(sync_stub: md.MemoryServiceStub) -> md.Conversation:
 )
 @given(query=st.text(max_size=80))
 def test_any_text_is_a_valid_recall(
-    sync_stub: md.MemoryServiceStub, sync_noted: md.Conversation, query: str
+    sync_stub: md.Stubs, sync_noted: md.Conversation, query: str
 ) -> None:
-    response = sync_stub.Recall(
+    response = sync_stub.memory.Recall(
         md.RecallRequest(
             conversation=sync_noted,
             query=query,
@@ -410,7 +408,7 @@ def test_any_text_is_a_valid_recall(
         assert hit.memory.value in CORPUS
 
 
-async def test_partial_words_ignore_case_in_every_script(memory: md.MemoryServiceStub) -> None:
+async def test_partial_words_ignore_case_in_every_script(memory: md.Stubs) -> None:
     conversation = fresh_conversation()
     await store(memory, conversation, "city", "Я живу в Москве")
     await store(memory, conversation, "greek", "Ταξίδι στην ΑΘΗΝΑ")

@@ -20,7 +20,7 @@ SUSHI = "I love sushi, especially salmon nigiri, I could eat it every day."
 
 
 @pytest.fixture
-async def moved_on(memory: md.MemoryServiceStub) -> md.Conversation:
+async def moved_on(memory: md.Stubs) -> md.Conversation:
     """A conversation whose first session talked about food, then /new, then a question."""
     conversation = md.Conversation(channel="telegram", chat_id=f"recalled-{uuid.uuid4().hex[:8]}")
     before = [
@@ -28,16 +28,16 @@ async def moved_on(memory: md.MemoryServiceStub) -> md.Conversation:
         ("bot", md.ROLE_ASSISTANT, "Noted!"),
         ("ada", md.ROLE_USER, "My sister Lena is getting married in Lisbon in September."),
     ]
-    await memory.AppendMessages(
+    await memory.conversations.AppendMessages(
         md.AppendMessagesRequest(
             conversation=conversation,
             messages=[md.NewMessage(sender=s, role=r, content=c) for s, r, c in before],
         )
     )
-    await memory.StoreMemory(
+    await memory.memory.StoreMemory(
         md.StoreMemoryRequest(conversation=conversation, key="restaurant", value="Tomo Sushi Bar")
     )
-    await memory.StoreMemory(
+    await memory.memory.StoreMemory(
         md.StoreMemoryRequest(
             owner=md.OwnerScope(owner_id=conversation.owner_id or "default"),
             category=md.CATEGORY_PREFERENCE,
@@ -45,8 +45,10 @@ async def moved_on(memory: md.MemoryServiceStub) -> md.Conversation:
             value="Drinks green tea",
         )
     )
-    await memory.ClearConversation(md.ClearConversationRequest(conversation=conversation))
-    await memory.AppendMessages(
+    await memory.conversations.ClearConversation(
+        md.ClearConversationRequest(conversation=conversation)
+    )
+    await memory.conversations.AppendMessages(
         md.AppendMessagesRequest(
             conversation=conversation,
             messages=[
@@ -63,9 +65,9 @@ async def moved_on(memory: md.MemoryServiceStub) -> md.Conversation:
 
 
 async def compose(
-    memory_channel: md.CompactionServiceStub, conversation: md.Conversation, **fields: object
+    memory_channel: md.Stubs, conversation: md.Conversation, **fields: object
 ) -> md.ComposeContextResponse:
-    return await memory_channel.ComposeContext(
+    return await memory_channel.context.ComposeContext(
         md.ComposeContextRequest(conversation=conversation, context_window=WINDOW, **fields)
     )
 
@@ -73,7 +75,7 @@ async def compose(
 async def test_the_block_brings_back_what_the_window_left_and_unrendered_notes(
     channel: grpc.aio.Channel, moved_on: md.Conversation
 ) -> None:
-    compaction = md.CompactionServiceStub(channel)
+    compaction = md.Stubs(channel)
     plain = await compose(compaction, moved_on)
     assert md.CONTEXT_PART_KIND_RECALLED not in [part.kind for part in plain.parts]
     assert SUSHI not in "".join(part.content for part in plain.parts)
@@ -98,7 +100,7 @@ async def test_the_block_brings_back_what_the_window_left_and_unrendered_notes(
 async def test_a_guest_gets_messages_but_no_rows(
     channel: grpc.aio.Channel, moved_on: md.Conversation
 ) -> None:
-    compaction = md.CompactionServiceStub(channel)
+    compaction = md.Stubs(channel)
     guest = await compose(compaction, moved_on, recall_tokens=300, trust=md.TRUST_GUEST)
     (block,) = [part for part in guest.parts if part.kind == md.CONTEXT_PART_KIND_RECALLED]
     assert SUSHI in block.content
@@ -115,7 +117,7 @@ async def test_a_guest_gets_messages_but_no_rows(
 async def test_a_bad_budget_is_refused(
     channel: grpc.aio.Channel, moved_on: md.Conversation, tokens: int, message: str
 ) -> None:
-    compaction = md.CompactionServiceStub(channel)
+    compaction = md.Stubs(channel)
     error = await rpc_error(compose(compaction, moved_on, recall_tokens=tokens))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error.details() == message

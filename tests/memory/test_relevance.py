@@ -24,7 +24,7 @@ FLOOR = 0.5
 
 
 @pytest.fixture(scope="module")
-async def held(memory: md.MemoryServiceStub) -> md.Conversation:
+async def held(memory: md.Stubs) -> md.Conversation:
     """The fixture's chat and facts of one owner, embedded; client ids are the chat's indexes."""
     conversation = md.Conversation(
         agent_id="relevance",
@@ -35,7 +35,7 @@ async def held(memory: md.MemoryServiceStub) -> md.Conversation:
     await append(memory, conversation, *said(fixture.CHAT, fixture.MAYA))
     owner = md.OwnerScope(agent_id=conversation.agent_id, owner_id=conversation.owner_id)
     for key, value in fixture.FACTS:
-        await memory.StoreMemory(
+        await memory.memory.StoreMemory(
             md.StoreMemoryRequest(
                 owner=owner,
                 key=key,
@@ -49,18 +49,18 @@ async def held(memory: md.MemoryServiceStub) -> md.Conversation:
 
 
 async def searched(
-    memory: md.MemoryServiceStub, conversation: md.Conversation, query: str, mode: int
+    memory: md.Stubs, conversation: md.Conversation, query: str, mode: int
 ) -> md.SearchHistoryResponse:
-    answer: md.SearchHistoryResponse = await memory.SearchHistory(
+    answer: md.SearchHistoryResponse = await memory.conversations.SearchHistory(
         md.SearchHistoryRequest(query=query, conversation=conversation, limit=20, mode=mode)
     )
     return answer
 
 
 async def recalled(
-    memory: md.MemoryServiceStub, conversation: md.Conversation, query: str, mode: int = 0
+    memory: md.Stubs, conversation: md.Conversation, query: str, mode: int = 0
 ) -> md.RecallResponse:
-    answer: md.RecallResponse = await memory.Recall(
+    answer: md.RecallResponse = await memory.memory.Recall(
         md.RecallRequest(
             conversation=conversation,
             query=query,
@@ -75,7 +75,7 @@ async def recalled(
 
 @pytest.mark.parametrize("question", fixture.OFF_TOPIC)
 async def test_a_question_about_nothing_held_gets_no_hit(
-    memory: md.MemoryServiceStub, held: md.Conversation, question: str
+    memory: md.Stubs, held: md.Conversation, question: str
 ) -> None:
     for mode in (md.SEARCH_MODE_HYBRID, md.SEARCH_MODE_SEMANTIC):
         answer = await searched(memory, held, question, mode)
@@ -86,7 +86,7 @@ async def test_a_question_about_nothing_held_gets_no_hit(
 
 @pytest.mark.parametrize("query", fixture.MEANINGLESS)
 async def test_words_that_mean_nothing_find_nothing_in_any_mode(
-    memory: md.MemoryServiceStub, held: md.Conversation, query: str
+    memory: md.Stubs, held: md.Conversation, query: str
 ) -> None:
     for mode in (md.SEARCH_MODE_LEXICAL, md.SEARCH_MODE_SEMANTIC, md.SEARCH_MODE_HYBRID):
         assert list((await searched(memory, held, query, mode)).hits) == [], (query, mode)
@@ -95,7 +95,7 @@ async def test_words_that_mean_nothing_find_nothing_in_any_mode(
 
 @pytest.mark.parametrize(("query", "answer"), fixture.CONTENT_FIRST)
 async def test_filler_never_comes_before_the_turn_that_holds_the_answer(
-    memory: md.MemoryServiceStub, held: md.Conversation, query: str, answer: int
+    memory: md.Stubs, held: md.Conversation, query: str, answer: int
 ) -> None:
     for mode in (md.SEARCH_MODE_HYBRID, md.SEARCH_MODE_SEMANTIC):
         hits = list((await searched(memory, held, query, mode)).hits)
@@ -109,7 +109,7 @@ async def test_filler_never_comes_before_the_turn_that_holds_the_answer(
 
 @pytest.mark.parametrize(("query", "holding"), fixture.FILLER_ASKED)
 async def test_filler_is_found_when_it_is_what_was_asked(
-    memory: md.MemoryServiceStub, held: md.Conversation, query: str, holding: frozenset[int]
+    memory: md.Stubs, held: md.Conversation, query: str, holding: frozenset[int]
 ) -> None:
     for mode in (md.SEARCH_MODE_HYBRID, md.SEARCH_MODE_LEXICAL):
         hits = list((await searched(memory, held, query, mode)).hits)
@@ -121,7 +121,7 @@ async def test_filler_is_found_when_it_is_what_was_asked(
 
 @pytest.mark.parametrize(("query", "answer"), fixture.FACT_FOUND)
 async def test_a_fact_answers_what_it_holds(
-    memory: md.MemoryServiceStub, held: md.Conversation, query: str, answer: int
+    memory: md.Stubs, held: md.Conversation, query: str, answer: int
 ) -> None:
     hits = list((await recalled(memory, held, query)).hits)
     assert [hit.memory.value for hit in hits][:1] == [fixture.FACTS[answer][1]], query
@@ -133,7 +133,7 @@ async def test_a_fact_answers_what_it_holds(
 
 
 async def test_every_hit_says_how_relevant_it_is_and_how_it_matched(
-    memory: md.MemoryServiceStub, held: md.Conversation
+    memory: md.Stubs, held: md.Conversation
 ) -> None:
     for query, _ in fixture.CONTENT_FIRST:
         for mode in (md.SEARCH_MODE_HYBRID, md.SEARCH_MODE_LEXICAL, md.SEARCH_MODE_SEMANTIC):

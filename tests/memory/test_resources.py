@@ -45,12 +45,12 @@ def terminal_cli(
 
 
 @pytest.fixture
-async def versioned(memory: md.MemoryServiceStub) -> md.Conversation:
+async def versioned(memory: md.Stubs) -> md.Conversation:
     """An agent whose USER.md has three revisions: tea, + chess, tea archived."""
     conversation = fresh_conversation()
     tea = await store(memory, conversation, "tea", "Prefers tea", md.CATEGORY_PREFERENCE)
     await store(memory, conversation, "chess", "Likes chess", md.CATEGORY_INTEREST)
-    await memory.ArchiveMemory(md.ArchiveMemoryRequest(conversation=conversation, id=tea.id))
+    await memory.memory.ArchiveMemory(md.ArchiveMemoryRequest(conversation=conversation, id=tea.id))
     return conversation
 
 
@@ -58,10 +58,8 @@ def user_ref(conversation: md.Conversation) -> md.ResourceRef:
     return md.ResourceRef(agent_id=conversation.agent_id, type=md.RESOURCE_TYPE_USER_MD)
 
 
-async def test_diff_is_unified_and_labelled(
-    memory: md.MemoryServiceStub, versioned: md.Conversation
-) -> None:
-    diff = await memory.DiffRevisions(
+async def test_diff_is_unified_and_labelled(memory: md.Stubs, versioned: md.Conversation) -> None:
+    diff = await memory.resources.DiffRevisions(
         md.DiffRevisionsRequest(ref=user_ref(versioned), from_revision=1, to_revision=2)
     )
     lines = diff.diff.split("\n")
@@ -76,26 +74,28 @@ async def test_diff_is_unified_and_labelled(
         "+- Likes chess",
     ]
     assert diff.from_label == lines[0][4:]
-    same = await memory.DiffRevisions(
+    same = await memory.resources.DiffRevisions(
         md.DiffRevisionsRequest(ref=user_ref(versioned), from_revision=2, to_revision=2)
     )
     assert same.diff == ""
 
 
 async def test_a_rollback_puts_the_rows_back_so_the_file_stays_rolled_back(
-    memory: md.MemoryServiceStub, server: ServerProcess, versioned: md.Conversation
+    memory: md.Stubs, server: ServerProcess, versioned: md.Conversation
 ) -> None:
     """USER.md rolled back to revision 1 (tea): the row archived since is restored, the row
     learnt since archived, and a later write that changes nothing in USER.md leaves it so (the
     file used to be rebuilt from rows that still said chess)."""
-    done = await memory.RollbackResource(
+    done = await memory.resources.RollbackResource(
         md.RollbackResourceRequest(ref=user_ref(versioned), revision=1)
     )
     assert done.changed
     assert (done.revision.revision, done.revision.parent_revision) == (4, 3)
     assert done.revision.mutation_source == "rollback"
     # A rollback keeps the record of what the content renders, for erasure to find it.
-    first = await memory.GetRevision(md.GetRevisionRequest(ref=user_ref(versioned), revision=1))
+    first = await memory.resources.GetRevision(
+        md.GetRevisionRequest(ref=user_ref(versioned), revision=1)
+    )
     first_provenance = json.loads(first.revision.provenance)
     assert len(first_provenance["rendered"]) == 1
     assert json.loads(done.revision.provenance) == {
@@ -110,17 +110,19 @@ async def test_a_rollback_puts_the_rows_back_so_the_file_stays_rolled_back(
     )
     user_md = server.home / "memory" / versioned.agent_id / "USER.md"
     assert user_md.read_text(encoding="utf-8") == "## Preferences\n- Prefers tea"
-    prompt = await memory.GetPromptContext(md.GetPromptContextRequest(agent_id=versioned.agent_id))
+    prompt = await memory.context.GetPromptContext(
+        md.GetPromptContextRequest(agent_id=versioned.agent_id)
+    )
     assert prompt.user_md == "## Preferences\n- Prefers tea"
     assert prompt.user_usage.revision == 4
-    rows = await memory.ListMemories(
+    rows = await memory.memory.ListMemories(
         md.ListMemoriesRequest(conversation=versioned, archived=md.ARCHIVED_FILTER_ALL)
     )
     states = {
         row.memory.key: (row.memory.archived, row.memory.archived_by) for row in rows.memories
     }
     assert states == {"tea": (False, ""), "chess": (True, "rollback")}
-    again = await memory.RollbackResource(
+    again = await memory.resources.RollbackResource(
         md.RollbackResourceRequest(ref=user_ref(versioned), revision=1)
     )
     assert not again.changed
@@ -135,43 +137,47 @@ async def test_a_rollback_puts_the_rows_back_so_the_file_stays_rolled_back(
         md.CATEGORY_CONTEXT,
         scope_type=md.SCOPE_TYPE_CONVERSATION,
     )
-    unchanged = await memory.GetPromptContext(
+    unchanged = await memory.context.GetPromptContext(
         md.GetPromptContextRequest(agent_id=versioned.agent_id)
     )
     assert unchanged.user_md == "## Preferences\n- Prefers tea"
     assert unchanged.user_usage.revision == 4
     # Something new about the user: the file shows it beside what was rolled back to.
     await store(memory, versioned, "goal", "Learn Go", md.CATEGORY_GOAL)
-    rebuilt = await memory.GetPromptContext(md.GetPromptContextRequest(agent_id=versioned.agent_id))
+    rebuilt = await memory.context.GetPromptContext(
+        md.GetPromptContextRequest(agent_id=versioned.agent_id)
+    )
     assert rebuilt.user_md == "## Preferences\n- Prefers tea\n\n## Goals\n- Learn Go"
     assert user_md.read_text(encoding="utf-8") == rebuilt.user_md
-    history = await memory.ListRevisions(md.ListRevisionsRequest(ref=user_ref(versioned), limit=2))
+    history = await memory.resources.ListRevisions(
+        md.ListRevisionsRequest(ref=user_ref(versioned), limit=2)
+    )
     assert [r.revision for r in history.revisions] == [5, 4]
-    older = await memory.ListRevisions(
+    older = await memory.resources.ListRevisions(
         md.ListRevisionsRequest(ref=user_ref(versioned), before_revision=4)
     )
     assert [r.revision for r in older.revisions] == [3, 2, 1]
 
 
 async def test_a_rollback_sets_back_a_value_changed_since_and_keeps_the_order(
-    memory: md.MemoryServiceStub, server: ServerProcess
+    memory: md.Stubs, server: ServerProcess
 ) -> None:
     conversation = fresh_conversation()
     await store(memory, conversation, "city", "Lives in Berlin", md.CATEGORY_IDENTITY)
     await store(memory, conversation, "name", "Called Ada", md.CATEGORY_IDENTITY)
-    before = await memory.GetPromptContext(
+    before = await memory.context.GetPromptContext(
         md.GetPromptContextRequest(agent_id=conversation.agent_id)
     )
     await store(memory, conversation, "city", "Lives in Paris", md.CATEGORY_IDENTITY)
-    done = await memory.RollbackResource(
+    done = await memory.resources.RollbackResource(
         md.RollbackResourceRequest(ref=user_ref(conversation), revision=before.user_usage.revision)
     )
     assert "1 changed since set back" in done.notice
     assert done.revision.content == before.user_md
-    rows = await memory.ListMemories(md.ListMemoriesRequest(conversation=conversation))
+    rows = await memory.memory.ListMemories(md.ListMemoriesRequest(conversation=conversation))
     assert {row.memory.key: row.memory.value for row in rows.memories}["city"] == "Lives in Berlin"
     await store(memory, conversation, "project", "Q3", md.CATEGORY_CONTEXT)
-    after = await memory.GetPromptContext(
+    after = await memory.context.GetPromptContext(
         md.GetPromptContextRequest(agent_id=conversation.agent_id)
     )
     assert after.user_md == before.user_md
@@ -181,32 +187,36 @@ async def test_a_rollback_sets_back_a_value_changed_since_and_keeps_the_order(
     ("call", "status", "message"),
     [
         (
-            lambda m, ref: m.GetRevision(md.GetRevisionRequest(ref=ref, revision=99)),
+            lambda m, ref: m.resources.GetRevision(md.GetRevisionRequest(ref=ref, revision=99)),
             grpc.StatusCode.NOT_FOUND,
             "has no revision 99",
         ),
         (
-            lambda m, ref: m.RollbackResource(md.RollbackResourceRequest(ref=ref, revision=99)),
+            lambda m, ref: m.resources.RollbackResource(
+                md.RollbackResourceRequest(ref=ref, revision=99)
+            ),
             grpc.StatusCode.NOT_FOUND,
             "has no revision 99",
         ),
         (
-            lambda m, ref: m.RollbackResource(md.RollbackResourceRequest(ref=ref)),
+            lambda m, ref: m.resources.RollbackResource(md.RollbackResourceRequest(ref=ref)),
             grpc.StatusCode.INVALID_ARGUMENT,
             "revision is required",
         ),
         (
-            lambda m, ref: m.DiffRevisions(md.DiffRevisionsRequest(ref=ref, from_revision=1)),
+            lambda m, ref: m.resources.DiffRevisions(
+                md.DiffRevisionsRequest(ref=ref, from_revision=1)
+            ),
             grpc.StatusCode.INVALID_ARGUMENT,
             "to_revision is required",
         ),
         (
-            lambda m, _ref: m.GetRevision(md.GetRevisionRequest(ref=md.ResourceRef())),
+            lambda m, _ref: m.resources.GetRevision(md.GetRevisionRequest(ref=md.ResourceRef())),
             grpc.StatusCode.INVALID_ARGUMENT,
             "ref.type is required",
         ),
         (
-            lambda m, _ref: m.ListRevisions(
+            lambda m, _ref: m.resources.ListRevisions(
                 md.ListRevisionsRequest(
                     ref=md.ResourceRef(agent_id="nobody-here", type=md.RESOURCE_TYPE_MEMORY_MD)
                 )
@@ -217,7 +227,7 @@ async def test_a_rollback_sets_back_a_value_changed_since_and_keeps_the_order(
     ],
 )
 async def test_bad_resource_requests(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
     versioned: md.Conversation,
     call: object,
     status: grpc.StatusCode,

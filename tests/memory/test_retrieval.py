@@ -28,12 +28,12 @@ from tests.memory.test_resources import cli
 EMBEDDING_TIMEOUT = 120.0
 
 
-async def embedded(memory: md.MemoryServiceStub) -> md.GetEmbeddingStatusResponse:
+async def embedded(memory: md.Stubs) -> md.GetEmbeddingStatusResponse:
     """Wait until the background embedder has caught up with everything written so far."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + EMBEDDING_TIMEOUT
     while True:
-        status = await memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+        status = await memory.admin.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
         if status.pending_messages == 0 and status.pending_memories == 0:
             return status
         assert loop.time() < deadline, f"embedding did not catch up: {status}"
@@ -41,7 +41,7 @@ async def embedded(memory: md.MemoryServiceStub) -> md.GetEmbeddingStatusRespons
 
 
 @pytest.fixture(scope="module")
-async def story(memory: md.MemoryServiceStub) -> md.Conversation:
+async def story(memory: md.Stubs) -> md.Conversation:
     """The fixture's conversation, appended and embedded; client ids are the indexes."""
     conversation = md.Conversation(
         agent_id="retrieval", channel="telegram", chat_id=f"story-{uuid.uuid4().hex[:8]}"
@@ -52,12 +52,12 @@ async def story(memory: md.MemoryServiceStub) -> md.Conversation:
 
 
 async def ranked(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
     conversation: md.Conversation,
     query: str,
     mode: md.SearchMode.ValueType = md.SEARCH_MODE_UNSPECIFIED,
 ) -> list[md.HistoryHit]:
-    response = await memory.SearchHistory(
+    response = await memory.conversations.SearchHistory(
         md.SearchHistoryRequest(query=query, conversation=conversation, limit=10, mode=mode)
     )
     return list(response.hits)
@@ -73,9 +73,9 @@ def rank_of(hits: list[md.HistoryHit], answer: int) -> int | None:
 
 @pytest.mark.parametrize("question", fixture.QUESTIONS, ids=lambda q: q.query)
 async def test_hybrid_ranks_each_answer_where_the_fixture_says(
-    memory: md.MemoryServiceStub, story: md.Conversation, question: fixture.Question
+    memory: md.Stubs, story: md.Conversation, question: fixture.Question
 ) -> None:
-    response = await memory.SearchHistory(
+    response = await memory.conversations.SearchHistory(
         md.SearchHistoryRequest(query=question.query, conversation=story, limit=10)
     )
     hits = list(response.hits)
@@ -90,7 +90,7 @@ async def test_hybrid_ranks_each_answer_where_the_fixture_says(
 
 @pytest.mark.parametrize("question", fixture.QUESTIONS, ids=lambda q: q.query)
 async def test_lexical_ranks_what_words_find_and_misses_what_they_cannot(
-    memory: md.MemoryServiceStub, story: md.Conversation, question: fixture.Question
+    memory: md.Stubs, story: md.Conversation, question: fixture.Question
 ) -> None:
     hits = await ranked(memory, story, question.query, md.SEARCH_MODE_LEXICAL)
     place = rank_of(hits, question.answer)
@@ -103,7 +103,7 @@ async def test_lexical_ranks_what_words_find_and_misses_what_they_cannot(
 
 
 async def test_a_question_as_typed_finds_its_answer_though_most_of_its_words_are_missing(
-    memory: md.MemoryServiceStub, story: md.Conversation
+    memory: md.Stubs, story: md.Conversation
 ) -> None:
     # "When", "did", "go", "the" are in no message; before ranked words, nothing was found.
     hits = await ranked(
@@ -114,9 +114,7 @@ async def test_a_question_as_typed_finds_its_answer_though_most_of_its_words_are
     assert "**pottery**" in hits[0].snippet
 
 
-async def test_hits_holding_every_word_come_first(
-    memory: md.MemoryServiceStub, story: md.Conversation
-) -> None:
+async def test_hits_holding_every_word_come_first(memory: md.Stubs, story: md.Conversation) -> None:
     # "balcony" is in messages 0 and 17, "tomato" only in 17: the one holding both is first,
     # then the one holding one of them.
     hits = await ranked(memory, story, "tomato balcony", md.SEARCH_MODE_LEXICAL)
@@ -125,9 +123,7 @@ async def test_hits_holding_every_word_come_first(
     assert hits[0].scores.bm25 < 0
 
 
-async def test_the_sender_is_searchable(
-    memory: md.MemoryServiceStub, story: md.Conversation
-) -> None:
+async def test_the_sender_is_searchable(memory: md.Stubs, story: md.Conversation) -> None:
     hits = await ranked(memory, story, "Tom", md.SEARCH_MODE_LEXICAL)
     tom = {str(i) for i, (sender, _) in enumerate(fixture.MESSAGES) if sender == fixture.TOM}
     assert {hit.message.client_message_id for hit in hits} <= tom
@@ -135,7 +131,7 @@ async def test_the_sender_is_searchable(
 
 
 async def test_semantic_finds_a_paraphrase_and_says_how(
-    memory: md.MemoryServiceStub, story: md.Conversation
+    memory: md.Stubs, story: md.Conversation
 ) -> None:
     hits = await ranked(memory, story, "what food does she like", md.SEARCH_MODE_SEMANTIC)
     place = rank_of(hits, 3)
@@ -152,7 +148,7 @@ async def test_semantic_finds_a_paraphrase_and_says_how(
 
 
 async def test_hybrid_hits_say_every_way_they_matched(
-    memory: md.MemoryServiceStub, story: md.Conversation
+    memory: md.Stubs, story: md.Conversation
 ) -> None:
     hits = await ranked(memory, story, "Berlin marathon")
     first = hits[0]
@@ -164,11 +160,9 @@ async def test_hybrid_hits_say_every_way_they_matched(
     assert fused == sorted(fused, reverse=True)
 
 
-async def test_an_unknown_mode_is_refused(
-    memory: md.MemoryServiceStub, story: md.Conversation
-) -> None:
+async def test_an_unknown_mode_is_refused(memory: md.Stubs, story: md.Conversation) -> None:
     error = await rpc_error(
-        memory.SearchHistory(
+        memory.conversations.SearchHistory(
             md.SearchHistoryRequest(
                 query="sushi",
                 conversation=story,
@@ -180,18 +174,16 @@ async def test_an_unknown_mode_is_refused(
     assert error.details() == "mode has unknown value 99"
 
 
-async def test_recall_finds_a_row_by_meaning(
-    memory: md.MemoryServiceStub, story: md.Conversation
-) -> None:
+async def test_recall_finds_a_row_by_meaning(memory: md.Stubs, story: md.Conversation) -> None:
     # The agent's memory_recall("what food does she like") found nothing while the user's own
     # words were "I love sushi".
-    await memory.StoreMemory(
+    await memory.memory.StoreMemory(
         md.StoreMemoryRequest(
             conversation=story, key="favourite_dish", value="salmon nigiri and sushi"
         )
     )
     await embedded(memory)
-    response = await memory.Recall(
+    response = await memory.memory.Recall(
         md.RecallRequest(
             conversation=story,
             query="what food does she like",
@@ -204,7 +196,7 @@ async def test_recall_finds_a_row_by_meaning(
     assert rows[0].memory.key == "favourite_dish"
     assert md.MATCH_KIND_SEMANTIC in rows[0].matches
     assert "3" in [hit.message.message.client_message_id for hit in messages[:2]]
-    lexical = await memory.Recall(
+    lexical = await memory.memory.Recall(
         md.RecallRequest(
             conversation=story,
             query="what food does she like",
@@ -215,7 +207,7 @@ async def test_recall_finds_a_row_by_meaning(
     assert not lexical.hits
 
 
-async def test_status_reports_the_embedded_model(memory: md.MemoryServiceStub) -> None:
+async def test_status_reports_the_embedded_model(memory: md.Stubs) -> None:
     status = await embedded(memory)
     assert status.enabled
     assert status.provider == "embedded"
@@ -240,7 +232,7 @@ def thread_priorities(pid: int) -> list[int]:
 
 @pytest.mark.skipif(sys.platform != "linux", reason="per-thread priorities are Linux's")
 async def test_the_background_embedder_runs_at_the_lowest_priority_and_searches_do_not(
-    server: ServerProcess, memory: md.MemoryServiceStub, story: md.Conversation
+    server: ServerProcess, memory: md.Stubs, story: md.Conversation
 ) -> None:
     await embedded(memory)
     await ranked(memory, story, "when is the dentist", md.SEARCH_MODE_SEMANTIC)
@@ -307,12 +299,12 @@ FLOOR = EMBEDDED_CALIBRATION.meaning_floor or 0.0
 
 @pytest.mark.parametrize("query", OFF_TOPIC)
 async def test_a_query_about_nothing_the_scope_holds_finds_nothing(
-    memory: md.MemoryServiceStub, story: md.Conversation, query: str
+    memory: md.Stubs, story: md.Conversation, query: str
 ) -> None:
     """Every message has some similarity to any query; below the relevance floor a message
     found by meaning alone is no answer. The answer says how many it left out."""
     for mode in (md.SEARCH_MODE_HYBRID, md.SEARCH_MODE_SEMANTIC):
-        response = await memory.SearchHistory(
+        response = await memory.conversations.SearchHistory(
             md.SearchHistoryRequest(query=query, conversation=story, limit=10, mode=mode)
         )
         assert list(response.hits) == [], (query, mode)
@@ -321,33 +313,33 @@ async def test_a_query_about_nothing_the_scope_holds_finds_nothing(
 
 @pytest.mark.parametrize("query", ["%", "???", "what is it?"])
 async def test_a_query_that_means_nothing_is_not_searched(
-    memory: md.MemoryServiceStub, story: md.Conversation, query: str
+    memory: md.Stubs, story: md.Conversation, query: str
 ) -> None:
     """Punctuation and function words alone mean nothing: neither their words nor their
     vector (about equally near every text) are compared."""
     for mode in (md.SEARCH_MODE_HYBRID, md.SEARCH_MODE_SEMANTIC, md.SEARCH_MODE_LEXICAL):
-        response = await memory.SearchHistory(
+        response = await memory.conversations.SearchHistory(
             md.SearchHistoryRequest(query=query, conversation=story, limit=10, mode=mode)
         )
         assert (list(response.hits), response.below_floor) == ([], 0), (query, mode)
 
 
 async def test_a_message_has_the_same_vector_embedded_alone_or_among_others(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     """The int8 model scales a call's activations by the whole call: a text's vector must come
     from a call of its own, or it depends on what it was embedded with."""
     said = "I finally finished the blue glaze on my pottery vase"
     alone = md.Conversation(agent_id="retrieval", channel="t", chat_id=f"a-{uuid.uuid4().hex[:8]}")
     among = md.Conversation(agent_id="retrieval", channel="t", chat_id=f"b-{uuid.uuid4().hex[:8]}")
-    await memory.AppendMessages(
+    await memory.conversations.AppendMessages(
         md.AppendMessagesRequest(
             conversation=alone, messages=[md.NewMessage(role=md.ROLE_USER, content=said)]
         )
     )
     await embedded(memory)
     others = [f"{'a much longer message about something else entirely ' * n}" for n in range(1, 12)]
-    await memory.AppendMessages(
+    await memory.conversations.AppendMessages(
         md.AppendMessagesRequest(
             conversation=among,
             messages=[md.NewMessage(role=md.ROLE_USER, content=said)]
@@ -357,7 +349,7 @@ async def test_a_message_has_the_same_vector_embedded_alone_or_among_others(
     await embedded(memory)
     similarity = {}
     for name, conversation in (("alone", alone), ("among", among)):
-        response = await memory.SearchHistory(
+        response = await memory.conversations.SearchHistory(
             md.SearchHistoryRequest(
                 query="ceramics", conversation=conversation, mode=md.SEARCH_MODE_SEMANTIC
             )
@@ -370,7 +362,7 @@ async def test_a_message_has_the_same_vector_embedded_alone_or_among_others(
 
 
 async def test_recall_finds_nothing_about_nothing_and_what_it_holds_by_meaning(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     conversation = md.Conversation(
         agent_id="retrieval", owner_id=f"o-{uuid.uuid4().hex[:8]}", channel="t", chat_id="rows"
@@ -381,13 +373,13 @@ async def test_recall_finds_nothing_about_nothing_and_what_it_holds_by_meaning(
         ("city", "Lives in Porto", md.CATEGORY_IDENTITY),
         ("hobby", "Plays the cello", md.CATEGORY_INTEREST),
     ):
-        await memory.StoreMemory(
+        await memory.memory.StoreMemory(
             md.StoreMemoryRequest(owner=owner, key=key, value=value, category=category)
         )
     await embedded(memory)
 
     async def recall(query: str) -> md.RecallResponse:
-        answer: md.RecallResponse = await memory.Recall(
+        answer: md.RecallResponse = await memory.memory.Recall(
             md.RecallRequest(conversation=conversation, query=query, scope=md.RECALL_SCOPE_ALL)
         )
         return answer
@@ -409,7 +401,7 @@ async def test_recall_finds_nothing_about_nothing_and_what_it_holds_by_meaning(
 
 
 async def test_a_neighbour_of_a_word_match_stays_below_the_floor(
-    memory: md.MemoryServiceStub, story: md.Conversation
+    memory: md.Stubs, story: md.Conversation
 ) -> None:
     """Conversation context: the reply next to a matching message is kept though its own
     similarity is low (the floor cuts what was found by meaning alone)."""

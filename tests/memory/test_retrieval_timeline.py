@@ -36,22 +36,22 @@ def _said(
 
 
 @pytest.fixture(scope="module")
-async def chats(memory: md.MemoryServiceStub) -> tuple[md.Conversation, str]:
+async def chats(memory: md.Stubs) -> tuple[md.Conversation, str]:
     """Ana and Ben's chat and Chen and Dana's, under an agent of their own; the agent's id."""
     agent = f"{AGENT}-{uuid.uuid4().hex[:8]}"
     ours = md.Conversation(agent_id=agent, owner_id="ana", channel="telegram", chat_id="ana-ben")
     theirs = md.Conversation(
         agent_id=agent, owner_id="chen", channel="telegram", chat_id="chen-dana"
     )
-    await memory.AppendMessages(_said(ours, fixture.TIMELINE, fixture.ANA))
-    await memory.AppendMessages(_said(theirs, fixture.OTHER_TIMELINE, fixture.CHEN))
+    await memory.conversations.AppendMessages(_said(ours, fixture.TIMELINE, fixture.ANA))
+    await memory.conversations.AppendMessages(_said(theirs, fixture.OTHER_TIMELINE, fixture.CHEN))
     await embedded(memory)
     return ours, agent
 
 
 @pytest.mark.parametrize("question", fixture.TIMELINE_QUESTIONS, ids=lambda q: q.query)
 async def test_each_answer_is_ranked_where_the_timeline_says(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
     chats: tuple[md.Conversation, str],
     question: fixture.TimelineQuestion,
 ) -> None:
@@ -61,7 +61,7 @@ async def test_each_answer_is_ranked_where_the_timeline_says(
         request.agent.agent_id = agent
     else:
         request.conversation.CopyFrom(ours)
-    hits = (await memory.SearchHistory(request)).hits
+    hits = (await memory.conversations.SearchHistory(request)).hits
     shown = [f"{hit.message.conversation.chat_id}: {hit.message.content}" for hit in hits]
     places = [
         place

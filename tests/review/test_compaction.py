@@ -39,24 +39,26 @@ class Compacting:
 
     def __init__(self, server: ServerProcess, channel: Any, model: FakeModel) -> None:
         self.server = server
-        self.memory = md.MemoryServiceStub(channel)
-        self.compaction = md.CompactionServiceStub(channel)
+        self.memory = md.Stubs(channel)
+        self.compaction = md.Stubs(channel)
         self.model = model
 
     async def compose(
         self, conversation: md.Conversation, **fields: Any
     ) -> md.ComposeContextResponse:
         fields.setdefault("context_window", WINDOW)
-        return await self.compaction.ComposeContext(
+        return await self.compaction.context.ComposeContext(
             md.ComposeContextRequest(conversation=conversation, **fields)
         )
 
     async def compact(self, conversation: md.Conversation, **fields: Any) -> md.CompactResponse:
         fields.setdefault("context_window", WINDOW)
-        return await self.compaction.Compact(md.CompactRequest(conversation=conversation, **fields))
+        return await self.compaction.context.Compact(
+            md.CompactRequest(conversation=conversation, **fields)
+        )
 
     async def state(self, conversation: md.Conversation) -> md.GetCompactionStateResponse:
-        return await self.compaction.GetCompactionState(
+        return await self.compaction.context.GetCompactionState(
             md.GetCompactionStateRequest(conversation=conversation)
         )
 
@@ -146,7 +148,7 @@ async def test_compose_context_orders_blocks_then_messages_with_their_tokens(
 ) -> None:
     conversation = fresh_conversation()
     owner = owner_of(conversation)
-    await compacting.memory.StoreMemory(
+    await compacting.memory.memory.StoreMemory(
         md.StoreMemoryRequest(
             owner=owner,
             category=md.CATEGORY_PREFERENCE,
@@ -155,11 +157,11 @@ async def test_compose_context_orders_blocks_then_messages_with_their_tokens(
         )
     )
     for key, value in (("deploys", "Deploys go out on Tuesdays"), ("style", "Answers briefly")):
-        await compacting.memory.StoreMemory(  # agent-scope rows that MEMORY.md renders
+        await compacting.memory.memory.StoreMemory(  # agent-scope rows that MEMORY.md renders
             md.StoreMemoryRequest(owner=owner, category=md.CATEGORY_CONTEXT, key=key, value=value)
         )
     for key, value in (("launch", "Launch the beta in May"), ("hiring", "Hire two engineers")):
-        await compacting.memory.StoreMemory(  # agent-scope rows no prompt file renders
+        await compacting.memory.memory.StoreMemory(  # agent-scope rows no prompt file renders
             md.StoreMemoryRequest(
                 owner=owner,
                 category=md.CATEGORY_GOAL,
@@ -178,7 +180,7 @@ async def test_compose_context_orders_blocks_then_messages_with_their_tokens(
         md.NewMessage(role=md.ROLE_USER, sender="ada", content="Where were we?"),
         md.NewMessage(role=md.ROLE_ASSISTANT, sender="bot", content="On the Q3 plan."),
     )
-    await compacting.memory.ReviewNow(md.ReviewNowRequest(conversation=conversation))
+    await compacting.memory.reviews.ReviewNow(md.ReviewNowRequest(conversation=conversation))
 
     composed = await compacting.compose(conversation)
 
@@ -191,7 +193,7 @@ async def test_compose_context_orders_blocks_then_messages_with_their_tokens(
         md.CONTEXT_PART_KIND_MESSAGE,
     ]
     memory_block, working, entries, system, user, assistant = composed.parts
-    prompt = await compacting.memory.GetPromptContext(
+    prompt = await compacting.memory.context.GetPromptContext(
         md.GetPromptContextRequest(agent_id=owner.agent_id, owner_id=owner.owner_id)
     )
     assert memory_block.content == prompt.context_block
@@ -212,7 +214,7 @@ async def test_compose_context_orders_blocks_then_messages_with_their_tokens(
         assert part.tokens == count_tokens(part.content)
     assert composed.total_tokens == sum(part.tokens for part in composed.parts)
     assert composed.limit_tokens == int(0.85 * WINDOW)
-    described = await compacting.memory.GetConversation(
+    described = await compacting.memory.conversations.GetConversation(
         md.GetConversationRequest(conversation=conversation)
     )
     assert composed.history_version == described.history_version
@@ -231,7 +233,7 @@ async def test_compose_context_of_a_conversation_where_nothing_was_said_is_its_m
     """An assistant's first call, before anything was said: the memory block alone (it was
     NOT_FOUND before), and a conversation still unknown afterwards (composing writes nothing)."""
     conversation = fresh_conversation()
-    await compacting.memory.StoreMemory(
+    await compacting.memory.memory.StoreMemory(
         md.StoreMemoryRequest(
             owner=owner_of(conversation),
             category=md.CATEGORY_IDENTITY,
@@ -246,7 +248,9 @@ async def test_compose_context_of_a_conversation_where_nothing_was_said_is_its_m
     guest = await compacting.compose(conversation, trust=md.TRUST_GUEST)
     assert list(guest.parts) == []  # a guest never receives the memory block
     missing = await rpc_error(
-        compacting.memory.GetConversation(md.GetConversationRequest(conversation=conversation))
+        compacting.memory.conversations.GetConversation(
+            md.GetConversationRequest(conversation=conversation)
+        )
     )
     assert missing.code() == grpc.StatusCode.NOT_FOUND
 
@@ -266,7 +270,7 @@ async def test_compose_context_leaves_the_oldest_out_but_never_out_of_history(
     shown = [part.content for part in composed.parts]
     assert shown == texts[-17:]  # the newest that fit, oldest first
     assert (composed.omitted_messages, composed.omitted_tokens) == (8, 800)
-    listed = await compacting.memory.ListMessages(
+    listed = await compacting.memory.conversations.ListMessages(
         md.ListMessagesRequest(conversation=conversation, page_size=100)
     )
     assert [m.content for m in listed.messages] == texts
@@ -431,27 +435,29 @@ async def test_preflight_compacts_on_the_recorded_peak_and_the_peak_is_reset(
         conversation,
         *(md.NewMessage(role=md.ROLE_USER, sender="ada", content=words(300)) for _ in range(4)),
     )
-    cold = await compacting.compaction.Preflight(
+    cold = await compacting.compaction.context.Preflight(
         md.PreflightRequest(conversation=conversation, context_window=WINDOW)
     )
     assert cold.outcome == md.COMPACTION_OUTCOME_SKIPPED
     assert cold.reason == "no prompt tokens recorded yet: CommitTurn reports the first measurement"
     # A turn measured at 1,600 of 4,000: under its own trigger (3,400), so nothing runs after it.
-    await compacting.memory.CommitTurn(
+    await compacting.memory.conversations.CommitTurn(
         md.CommitTurnRequest(
             conversation=conversation,
             messages=turn("and then?"),
             usage=md.TurnUsage(peak_prompt_tokens=1600, context_window=4000),
         )
     )
-    under = await compacting.compaction.Preflight(md.PreflightRequest(conversation=conversation))
+    under = await compacting.compaction.context.Preflight(
+        md.PreflightRequest(conversation=conversation)
+    )
     assert under.outcome == md.COMPACTION_OUTCOME_SKIPPED
     assert under.reason == (
         "the last peak of 1,600 prompt tokens is under the trigger of 3,400, and the composed "
         "context leaves no message out"
     )
     # Against a 1,800-token window the same peak reaches the trigger (1,530).
-    hot = await compacting.compaction.Preflight(
+    hot = await compacting.compaction.context.Preflight(
         md.PreflightRequest(conversation=conversation, context_window=1800)
     )
     assert (hot.outcome, hot.notice) == (md.COMPACTION_OUTCOME_COMPACTED, PREFLIGHT_NOTICE)
@@ -459,7 +465,7 @@ async def test_preflight_compacts_on_the_recorded_peak_and_the_peak_is_reset(
     assert hot.tokens_after < hot.tokens_before
     state = await compacting.state(conversation)
     assert state.peak_prompt_tokens == 0
-    reset = await compacting.compaction.Preflight(
+    reset = await compacting.compaction.context.Preflight(
         md.PreflightRequest(conversation=conversation, context_window=1800)
     )
     assert reset.outcome == md.COMPACTION_OUTCOME_SKIPPED
@@ -482,20 +488,20 @@ async def test_messages_the_composed_context_leaves_out_trigger_compaction(
         assert (composed.omitted_messages, composed.total_tokens) == (4, 1600)
 
     # Preflight compacts before any peak is reported.
-    flight = await compacting.compaction.Preflight(
+    flight = await compacting.compaction.context.Preflight(
         md.PreflightRequest(conversation=before_turn, context_window=WINDOW)
     )
     assert flight.outcome == md.COMPACTION_OUTCOME_COMPACTED, flight.reason
     assert compaction_requests(compacting.model)
     state = await compacting.state(before_turn)
-    listed = await compacting.memory.ListMessages(
+    listed = await compacting.memory.conversations.ListMessages(
         md.ListMessagesRequest(conversation=before_turn, all_history=True, page_size=100)
     )
     assert state.checkpoint.first_message_id == listed.messages[0].id
     assert (await compacting.compose(before_turn)).omitted_messages == 0
 
     # After a turn whose peak is under the trigger, the check after delivery compacts.
-    await compacting.memory.CommitTurn(
+    await compacting.memory.conversations.CommitTurn(
         md.CommitTurnRequest(
             conversation=after_turn,
             messages=[md.NewMessage(role=md.ROLE_ASSISTANT, sender="bot", content="ok")],
@@ -521,7 +527,7 @@ async def test_commit_turn_compacts_in_the_background_without_waiting(
                 conversation,
                 *filler(6, 300),
             )
-            committed = await compacting.memory.CommitTurn(
+            committed = await compacting.memory.conversations.CommitTurn(
                 md.CommitTurnRequest(
                     conversation=conversation,
                     messages=[md.NewMessage(role=md.ROLE_ASSISTANT, sender="bot", content="ok")],
@@ -557,7 +563,7 @@ async def test_a_failure_backs_off_automatic_compaction_but_not_compact(
                 conversation,
                 *filler(4, 300),
             )
-            await compacting.memory.CommitTurn(
+            await compacting.memory.conversations.CommitTurn(
                 md.CommitTurnRequest(
                     conversation=conversation,
                     messages=turn("next"),
@@ -566,14 +572,14 @@ async def test_a_failure_backs_off_automatic_compaction_but_not_compact(
             )
             request = md.PreflightRequest(conversation=conversation, context_window=110)
             model.fail(500)
-            failed = await compacting.compaction.Preflight(request)
+            failed = await compacting.compaction.context.Preflight(request)
             assert failed.outcome == md.COMPACTION_OUTCOME_FAILED
             assert failed.reason == "Compaction failed: fake-0: HTTP 500"
             state = await compacting.state(conversation)
             waits = state.backoff_until.ToDatetime(tzinfo=dt.UTC) - dt.datetime.now(dt.UTC)
             assert dt.timedelta(seconds=0.5) < waits <= dt.timedelta(seconds=2)
             assert state.last_error == "fake-0: HTTP 500"
-            waiting = await compacting.compaction.Preflight(request)
+            waiting = await compacting.compaction.context.Preflight(request)
             assert waiting.outcome == md.COMPACTION_OUTCOME_SKIPPED
             assert waiting.reason.startswith(
                 "a compaction failed; automatic compaction waits until "
@@ -582,7 +588,7 @@ async def test_a_failure_backs_off_automatic_compaction_but_not_compact(
             async def retried(
                 compacting: Compacting = compacting, request: md.PreflightRequest = request
             ) -> bool:
-                done = await compacting.compaction.Preflight(request)
+                done = await compacting.compaction.context.Preflight(request)
                 return done.outcome == md.COMPACTION_OUTCOME_COMPACTED
 
             await eventually(retried, within=5)
@@ -631,7 +637,7 @@ async def test_three_compactions_keep_one_chain_within_budget(
             assert state.checkpoint.revision == 3
 
             # Every message is still there: listed across all history, and found by search.
-            listed = await compacting.memory.ListMessages(
+            listed = await compacting.memory.conversations.ListMessages(
                 md.ListMessagesRequest(conversation=conversation, all_history=True, page_size=100)
             )
             assert [m.id for m in listed.messages if m.kind != "checkpoint_summary"] == stored
@@ -640,7 +646,7 @@ async def test_three_compactions_keep_one_chain_within_budget(
                 "second summary",
                 "third summary",
             ]
-            found = await compacting.memory.SearchHistory(
+            found = await compacting.memory.conversations.SearchHistory(
                 md.SearchHistoryRequest(conversation=conversation, query=WORDS[0])
             )
             assert found.hits
@@ -675,11 +681,11 @@ async def test_a_preference_only_in_the_compacted_part_reaches_user_md(
             compacted = await compacting.compact(conversation)
             assert compacted.outcome == md.COMPACTION_OUTCOME_COMPACTED
             owner = owner_of(conversation)
-            prompt = await compacting.memory.GetPromptContext(
+            prompt = await compacting.memory.context.GetPromptContext(
                 md.GetPromptContextRequest(agent_id=owner.agent_id, owner_id=owner.owner_id)
             )
             assert "Drinks green tea" in prompt.user_md
-            review = await compacting.memory.GetReviewState(
+            review = await compacting.memory.reviews.GetReviewState(
                 md.GetReviewStateRequest(conversation=conversation)
             )
             assert review.unread_messages == 0
@@ -716,31 +722,31 @@ async def test_without_a_provider_compose_works_and_compaction_says_how_to_confi
 ) -> None:
     server = start_server(tmp_path / "home").start()
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
-        compaction = md.CompactionServiceStub(channel)
+        memory = md.Stubs(channel)
+        compaction = md.Stubs(channel)
         conversation = fresh_conversation()
         await append(
             memory, conversation, md.NewMessage(role=md.ROLE_USER, sender="ada", content="hi")
         )
-        composed = await compaction.ComposeContext(
+        composed = await compaction.context.ComposeContext(
             md.ComposeContextRequest(conversation=conversation, context_window=WINDOW)
         )
         assert [part.content for part in composed.parts] == ["hi"]
         for call in (
-            compaction.Preflight(md.PreflightRequest(conversation=conversation)),
-            compaction.Compact(md.CompactRequest(conversation=conversation)),
+            compaction.context.Preflight(md.PreflightRequest(conversation=conversation)),
+            compaction.context.Compact(md.CompactRequest(conversation=conversation)),
         ):
             error = await rpc_error(call)
             assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
             assert error.details() == no_provider("compaction")
         missing = await rpc_error(
-            compaction.ComposeContext(md.ComposeContextRequest(conversation=conversation))
+            compaction.context.ComposeContext(md.ComposeContextRequest(conversation=conversation))
         )
         assert missing.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert missing.details().startswith("context_window is required")
         # Where nothing was said yet, there is nothing to fit: the memory alone, no window.
         owner = md.OwnerScope(agent_id=conversation.agent_id, owner_id="ada-new")
-        await memory.StoreMemory(
+        await memory.memory.StoreMemory(
             md.StoreMemoryRequest(
                 owner=owner, key="diet", value="Is vegetarian", category=md.CATEGORY_PREFERENCE
             )
@@ -748,7 +754,9 @@ async def test_without_a_provider_compose_works_and_compaction_says_how_to_confi
         untouched = md.Conversation(
             agent_id=conversation.agent_id, owner_id="ada-new", channel="cli", chat_id="new"
         )
-        first = await compaction.ComposeContext(md.ComposeContextRequest(conversation=untouched))
+        first = await compaction.context.ComposeContext(
+            md.ComposeContextRequest(conversation=untouched)
+        )
         assert ["Is vegetarian" in part.content for part in first.parts] == [True]
         assert (first.limit_tokens, first.context_window) == (0, 0)
         assert first.total_tokens == first.parts[0].tokens
@@ -801,7 +809,7 @@ async def test_messages_stored_before_token_counts_are_counted_at_start_up(
     texts = ["Hello there.", words(12, "river"), "Ünïcödé and emoji 🚆 count too."]
     async with md.connect(server.address) as channel:
         await append(
-            md.MemoryServiceStub(channel),
+            md.Stubs(channel),
             conversation,
             *(md.NewMessage(role=md.ROLE_USER, sender="ada", content=text) for text in texts),
         )
@@ -813,7 +821,7 @@ async def test_messages_stored_before_token_counts_are_counted_at_start_up(
     restarted = start_server(home).start()
     assert restarted.events(Event.TOKENS_COUNTED)[0]["messages"] == 3
     async with md.connect(restarted.address) as channel:
-        composed = await md.CompactionServiceStub(channel).ComposeContext(
+        composed = await md.Stubs(channel).context.ComposeContext(
             md.ComposeContextRequest(conversation=conversation, context_window=WINDOW)
         )
     assert [(p.content, p.tokens) for p in composed.parts] == [(t, count_tokens(t)) for t in texts]
@@ -830,11 +838,11 @@ async def test_the_window_cap_bounds_the_composed_messages_too(
         conversation = fresh_conversation()
         texts = [f"message {n}" for n in range(6)]
         await append(
-            md.MemoryServiceStub(channel),
+            md.Stubs(channel),
             conversation,
             *(md.NewMessage(role=md.ROLE_USER, sender="ada", content=text) for text in texts),
         )
-        composed = await md.CompactionServiceStub(channel).ComposeContext(
+        composed = await md.Stubs(channel).context.ComposeContext(
             md.ComposeContextRequest(conversation=conversation, context_window=WINDOW)
         )
     assert [part.content for part in composed.parts] == texts[-3:]
@@ -858,24 +866,24 @@ async def test_a_failed_catch_up_review_leaves_the_messages_queued_and_compactio
                 md.NewMessage(role=md.ROLE_USER, sender="ada", content="I moved to Porto."),
                 *filler(4, 300),
             )
-            before = await compacting.memory.GetConversation(
+            before = await compacting.memory.conversations.GetConversation(
                 md.GetConversationRequest(conversation=conversation)
             )
             compacted = await compacting.compact(conversation)
             assert compacted.outcome == md.COMPACTION_OUTCOME_COMPACTED
-            review = await compacting.memory.GetReviewState(
+            review = await compacting.memory.reviews.GetReviewState(
                 md.GetReviewStateRequest(conversation=conversation)
             )
             assert review.last_review_status == md.REVIEW_STATUS_FAILED
             assert review.unread_messages == 1  # still queued: the cursor is not the window
-            after = await compacting.memory.GetConversation(
+            after = await compacting.memory.conversations.GetConversation(
                 md.GetConversationRequest(conversation=conversation)
             )
             assert (after.working_memory, after.description) == (
                 before.working_memory,
                 before.description,
             )
-            listed = await compacting.memory.ListMemories(
+            listed = await compacting.memory.memory.ListMemories(
                 md.ListMemoriesRequest(owner=owner_of(conversation))
             )
             assert list(listed.memories) == []  # compaction writes no long-term memory
@@ -887,7 +895,7 @@ async def test_a_kept_composition_is_never_stale(compacting: Compacting) -> None
     await append(compacting.memory, conversation, *filler(2, 40))
     first = await compacting.compose(conversation)
     assert await compacting.compose(conversation) == first  # nothing changed: the same answer
-    await compacting.memory.StoreMemory(
+    await compacting.memory.memory.StoreMemory(
         md.StoreMemoryRequest(owner=owner, category=md.CATEGORY_CONTEXT, key="k", value="v1")
     )
     stored = await compacting.compose(conversation)
@@ -898,7 +906,7 @@ async def test_a_kept_composition_is_never_stale(compacting: Compacting) -> None
     assert md.CONTEXT_PART_KIND_RECENT_ENTRIES not in kinds(stored)
     guest = await compacting.compose(conversation, trust=md.TRUST_GUEST)
     assert kinds(guest) == [md.CONTEXT_PART_KIND_MESSAGE] * 2
-    await compacting.memory.UpdateMemory(
+    await compacting.memory.memory.UpdateMemory(
         md.UpdateMemoryRequest(owner=owner, scope_type=md.SCOPE_TYPE_AGENT, key="k", value="v2")
     )
     updated = (await compacting.compose(conversation)).parts[0].content

@@ -38,14 +38,14 @@ def ops(*operations: dict[str, object]) -> str:
 async def rows(
     reviewing: Reviewing, conversation: md.Conversation, archived: int = md.ARCHIVED_FILTER_ACTIVE
 ) -> list[md.Memory]:
-    listed = await reviewing.memory.ListMemories(
+    listed = await reviewing.memory.memory.ListMemories(
         md.ListMemoriesRequest(owner=owner_of(conversation), archived=archived)
     )
     return [item.memory for item in listed.memories]
 
 
 async def state(reviewing: Reviewing, conversation: md.Conversation) -> md.GetReviewStateResponse:
-    return await reviewing.memory.GetReviewState(
+    return await reviewing.memory.reviews.GetReviewState(
         md.GetReviewStateRequest(conversation=conversation)
     )
 
@@ -78,7 +78,7 @@ async def test_an_add_lands_at_owner_scope_with_provenance_and_renders(
         "provider": "fake-0",
         "source_message_ids": [message_id],
     }
-    prompt = await reviewing.memory.GetPromptContext(
+    prompt = await reviewing.memory.context.GetPromptContext(
         md.GetPromptContextRequest(agent_id=conversation.agent_id)
     )
     assert prompt.user_md == "## Preferences\n- Is vegetarian"
@@ -87,7 +87,7 @@ async def test_an_add_lands_at_owner_scope_with_provenance_and_renders(
     assert after.last_review_status == OK
     assert not after.pending_input
     assert after.last_run.model_calls == 1
-    revisions = await reviewing.memory.ListRevisions(
+    revisions = await reviewing.memory.resources.ListRevisions(
         md.ListRevisionsRequest(
             ref=md.ResourceRef(agent_id=conversation.agent_id, type=md.RESOURCE_TYPE_USER_MD)
         )
@@ -213,7 +213,7 @@ async def test_tool_calls_replace_archive_and_conversation_texts(
         reviewing.memory, conversation, "city", "Lives in Lisbon", md.CATEGORY_IDENTITY
     )
     job = await store(reviewing.memory, conversation, "job", "Works at Acme", md.CATEGORY_IDENTITY)
-    await reviewing.memory.CommitTurn(
+    await reviewing.memory.conversations.CommitTurn(
         md.CommitTurnRequest(
             conversation=conversation,
             messages=turn("I moved to Porto and quit Acme"),
@@ -231,7 +231,9 @@ async def test_tool_calls_replace_archive_and_conversation_texts(
     result = await review_now(reviewing.memory, conversation)
     assert (result.ops_replaced, result.ops_archived, result.ops_skipped) == (1, 1, 0)
     replaced = (
-        await reviewing.memory.GetMemory(md.GetMemoryRequest(conversation=conversation, id=city.id))
+        await reviewing.memory.memory.GetMemory(
+            md.GetMemoryRequest(conversation=conversation, id=city.id)
+        )
     ).memory
     assert (replaced.value, replaced.scope_type, replaced.category) == (
         "Lives in Porto",
@@ -240,14 +242,16 @@ async def test_tool_calls_replace_archive_and_conversation_texts(
     )
     assert json.loads(replaced.provenance.details)["review_run_id"] == result.review_run_id
     archived = (
-        await reviewing.memory.GetMemory(md.GetMemoryRequest(conversation=conversation, id=job.id))
+        await reviewing.memory.memory.GetMemory(
+            md.GetMemoryRequest(conversation=conversation, id=job.id)
+        )
     ).memory
     assert (archived.archived, archived.archived_by, archived.archive_reason) == (
         True,
         "memory_reviewer",
         "quit",
     )
-    described = await reviewing.memory.GetConversation(
+    described = await reviewing.memory.conversations.GetConversation(
         md.GetConversationRequest(conversation=conversation)
     )
     assert described.working_memory == "Helping with the move"
@@ -258,7 +262,7 @@ async def test_tool_calls_replace_archive_and_conversation_texts(
     await commit(reviewing.memory, conversation, *turn("more"))
     model.reply(tool_calls=[ToolCall("session_description_update", {"text": "word " * 30})])
     await review_now(reviewing.memory, conversation)
-    described = await reviewing.memory.GetConversation(
+    described = await reviewing.memory.conversations.GetConversation(
         md.GetConversationRequest(conversation=conversation)
     )
     assert len(described.description) == 80
@@ -274,7 +278,7 @@ async def test_invalid_operations_are_skipped_and_counted(
     )
     theirs = await store(reviewing.memory, other, "k", "Bob's fact", md.CATEGORY_IDENTITY)
     gone = await store(reviewing.memory, conversation, "old", "Old fact", md.CATEGORY_IDENTITY)
-    await reviewing.memory.ArchiveMemory(
+    await reviewing.memory.memory.ArchiveMemory(
         md.ArchiveMemoryRequest(conversation=conversation, id=gone.id)
     )
     await commit(reviewing.memory, conversation, *turn("stuff"))
@@ -298,7 +302,9 @@ async def test_invalid_operations_are_skipped_and_counted(
     result = await review_now(reviewing.memory, conversation)
     assert (result.ops_added, result.ops_skipped) == (1, 7)
     bob = (
-        await reviewing.memory.GetMemory(md.GetMemoryRequest(conversation=other, id=theirs.id))
+        await reviewing.memory.memory.GetMemory(
+            md.GetMemoryRequest(conversation=other, id=theirs.id)
+        )
     ).memory
     assert (bob.value, bob.archived) == ("Bob's fact", False)
 
@@ -333,39 +339,47 @@ async def test_the_scheduler_reviews_in_the_background_and_commit_turn_does_not_
     model.default = Reply(content="Nothing to save.", delay_seconds=1.0)
     server = start_server(tmp_path / "home", config=review_config(model)).start()
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         conversation = fresh_conversation()
         committed = await commit(memory, conversation, *turn("hello"))
         # The review is not on the caller's path: CommitTurn is answered before the model is
         # (it takes a second), with the review pending and no run recorded yet.
         assert committed.review_pending
-        before = await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
+        before = await memory.reviews.GetReviewState(
+            md.GetReviewStateRequest(conversation=conversation)
+        )
         assert before.pending_input
         assert not before.HasField("last_run")
 
         async def reviewed() -> bool:
-            current = await memory.GetReviewState(
+            current = await memory.reviews.GetReviewState(
                 md.GetReviewStateRequest(conversation=conversation)
             )
             return current.last_review_status == md.REVIEW_STATUS_NOTHING_TO_SAVE
 
         await eventually(reviewed)
-        first = await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
+        first = await memory.reviews.GetReviewState(
+            md.GetReviewStateRequest(conversation=conversation)
+        )
         # Within the interval (24 h) a new turn waits: pending, not claimed, not reviewed again.
         await commit(memory, conversation, *turn("again"))
         await after_a_scheduler_pass(memory)
-        current = await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
+        current = await memory.reviews.GetReviewState(
+            md.GetReviewStateRequest(conversation=conversation)
+        )
         assert current.pending_input
         assert not current.review_running
         assert current.last_run.id == first.last_run.id
 
 
 async def test_no_provider_means_failed_precondition(
-    memory: md.MemoryServiceStub, server: ServerProcess
+    memory: md.Stubs, server: ServerProcess
 ) -> None:
     conversation = fresh_conversation()
     await commit(memory, conversation, *turn("hello"))
-    error = await rpc_error(memory.ReviewNow(md.ReviewNowRequest(conversation=conversation)))
+    error = await rpc_error(
+        memory.reviews.ReviewNow(md.ReviewNowRequest(conversation=conversation))
+    )
     assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "no model provider is configured" in (error.details() or "")
     assert "memoryd setup" in (error.details() or "")
@@ -377,22 +391,24 @@ async def test_bad_turn_and_review_requests(reviewing: Reviewing) -> None:
     unknown = fresh_conversation()
     for call, status, message in (
         (
-            reviewing.memory.GetReviewState(md.GetReviewStateRequest(conversation=unknown)),
+            reviewing.memory.reviews.GetReviewState(md.GetReviewStateRequest(conversation=unknown)),
             grpc.StatusCode.NOT_FOUND,
             "has no record",
         ),
         (
-            reviewing.memory.ReviewNow(md.ReviewNowRequest(conversation=unknown)),
+            reviewing.memory.reviews.ReviewNow(md.ReviewNowRequest(conversation=unknown)),
             grpc.StatusCode.NOT_FOUND,
             "has no record",
         ),
         (
-            reviewing.memory.CommitTurn(md.CommitTurnRequest(conversation=unknown, trust=7)),
+            reviewing.memory.conversations.CommitTurn(
+                md.CommitTurnRequest(conversation=unknown, trust=7)
+            ),
             grpc.StatusCode.INVALID_ARGUMENT,
             "trust has unknown value 7",
         ),
         (
-            reviewing.memory.CommitTurn(
+            reviewing.memory.conversations.CommitTurn(
                 md.CommitTurnRequest(
                     conversation=unknown,
                     messages=turn("hi"),
@@ -403,12 +419,12 @@ async def test_bad_turn_and_review_requests(reviewing: Reviewing) -> None:
             "usage.peak_prompt_tokens must not be negative",
         ),
         (
-            reviewing.memory.CommitTurn(md.CommitTurnRequest(messages=turn("hi"))),
+            reviewing.memory.conversations.CommitTurn(md.CommitTurnRequest(messages=turn("hi"))),
             grpc.StatusCode.INVALID_ARGUMENT,
             "conversation is required",
         ),
         (
-            reviewing.memory.ListMemorySources(md.ListMemorySourcesRequest(status="gone")),
+            reviewing.memory.memory.ListMemorySources(md.ListMemorySourcesRequest(status="gone")),
             grpc.StatusCode.INVALID_ARGUMENT,
             "status must be one of active, paused, deleted",
         ),
@@ -418,6 +434,8 @@ async def test_bad_turn_and_review_requests(reviewing: Reviewing) -> None:
         assert message in (error.details() or "")
     # Nothing was stored by the refused turns.
     missing = await rpc_error(
-        reviewing.memory.GetConversation(md.GetConversationRequest(conversation=unknown))
+        reviewing.memory.conversations.GetConversation(
+            md.GetConversationRequest(conversation=unknown)
+        )
     )
     assert missing.code() == grpc.StatusCode.NOT_FOUND

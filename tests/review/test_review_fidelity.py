@@ -42,14 +42,12 @@ def add(value: str, category: str = "context", target: str = "memory") -> dict[s
     return {"action": "add", "target": target, "category": category, "value": value}
 
 
-async def state(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
-) -> md.GetReviewStateResponse:
-    return await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
+async def state(memory: md.Stubs, conversation: md.Conversation) -> md.GetReviewStateResponse:
+    return await memory.reviews.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
 
 
-async def values(memory: md.MemoryServiceStub, conversation: md.Conversation) -> list[str]:
-    listed = await memory.ListMemories(
+async def values(memory: md.Stubs, conversation: md.Conversation) -> list[str]:
+    listed = await memory.memory.ListMemories(
         md.ListMemoriesRequest(owner=owner_of(conversation), page_size=100)
     )
     return sorted(item.memory.value for item in listed.memories)
@@ -97,7 +95,9 @@ async def test_operations_over_the_cap_are_deferred_and_reviewed_again(
     assert after.last_reviewed_message_id == 0  # the cursor stayed before the message
     assert (after.unread_messages, after.backlog, after.pending_input) == (1, True, True)
     assert after.last_run.ops_deferred == 2
-    described = await memory.GetConversation(md.GetConversationRequest(conversation=conversation))
+    described = await memory.conversations.GetConversation(
+        md.GetConversationRequest(conversation=conversation)
+    )
     assert (described.working_memory, described.description) == ("talking about facts", "Facts")
     # The same message is read again; what was applied is not applied twice.
     model.reply(answer)
@@ -152,7 +152,7 @@ async def test_a_fact_over_the_limit_made_of_sentences_becomes_several(
     assert len(long) > 200
     model.reply(ops(add(long, "goal", "user")))
     result = await review_now(memory, conversation)
-    runs = await memory.ListReviewRuns(md.ListReviewRunsRequest(conversation=conversation))
+    runs = await memory.reviews.ListReviewRuns(md.ListReviewRunsRequest(conversation=conversation))
     assert list(runs.runs[0].skipped_operations) == []
     assert (result.ops_added, result.ops_skipped) == (2, 0)
     assert await values(memory, conversation) == sorted([f"{first} {second}", third])
@@ -179,7 +179,7 @@ async def test_a_fact_over_the_limit_is_shortened_by_one_more_call(
     assert json.dumps(LONG_SENTENCE) in asked["messages"][1]["content"]
     assert "at most 200 characters" in asked["messages"][0]["content"]
     assert asked["max_tokens"] == 4096
-    runs = await memory.ListReviewRuns(md.ListReviewRunsRequest(conversation=conversation))
+    runs = await memory.reviews.ListReviewRuns(md.ListReviewRunsRequest(conversation=conversation))
     assert runs.runs[0].model_calls == 2
     assert over_limit(measured.server) == {"split": 0, "shortened": 1, "refused": 0}
 
@@ -198,7 +198,7 @@ async def test_a_fact_that_does_not_fit_is_refused_and_kept_with_the_run(
     result = await review_now(memory, conversation)
     assert (result.status, result.ops_added, result.ops_skipped) == (OK, 0, 1)
     assert await values(memory, conversation) == []
-    runs = await memory.ListReviewRuns(md.ListReviewRunsRequest(conversation=conversation))
+    runs = await memory.reviews.ListReviewRuns(md.ListReviewRunsRequest(conversation=conversation))
     (refused,) = runs.runs[0].skipped_operations
     assert refused.reason == (
         f"add: the value is {len(LONG_SENTENCE)} characters, over the limit of 200, and was "
@@ -243,7 +243,7 @@ async def test_a_message_over_the_budget_is_reviewed_whole_in_parts(
         config = review_config(model, enabled=False)
         server = start_server(tmp_path / "home", config=config).start()
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             conversation = fresh_conversation()
             sent = await commit(memory, conversation, *turn(said))
             message_id = sent.results[0].id
@@ -270,7 +270,7 @@ async def test_openhermits_max_tool_calls_defers_what_is_over_it(
     config = review_config(model, enabled=False, max_tool_calls=2)
     server = start_server(tmp_path / "home", config=config).start()
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         conversation = fresh_conversation()
         await commit(memory, conversation, *turn("three facts"))
         answer = ops(*(add(f"Fact {i}") for i in range(3)))
@@ -289,7 +289,7 @@ async def test_the_review_call_is_bounded_and_a_cut_answer_fails_saying_so(
     config = review_config(model, enabled=False, review_max_output_tokens=300)
     server = start_server(tmp_path / "home", config=config).start()
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         conversation = fresh_conversation()
         await commit(memory, conversation, *turn("I live in Lisbon"))
         # A whole answer, but the provider says it stopped at max_tokens: a cut tool call
@@ -342,7 +342,7 @@ async def test_a_backlog_is_reviewed_at_once_not_after_the_interval(
     config = review_config(model, review_interval_hours=24, scheduler_tick_seconds=60.0)
     server = start_server(tmp_path / "home", config=config).start()
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         conversation = fresh_conversation()
         sent = await commit(memory, conversation, *turn(*(f"note {i}" for i in range(95))))
         last = sent.results[-1].id
@@ -361,7 +361,7 @@ async def test_appended_user_messages_are_reviewed_in_the_background(
 ) -> None:
     server = start_server(tmp_path / "home", config=review_config(model)).start()
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         quiet = fresh_conversation()
         await append(memory, quiet, assistant("only the assistant spoke"))
         conversation = fresh_conversation()
@@ -391,7 +391,7 @@ async def test_a_review_changes_only_rows_its_prompt_listed(
     shown = await store(memory, conversation, "tea", "Prefers tea", md.CATEGORY_PREFERENCE)
     note = await store(memory, conversation, "note", "A conversation note")
     job_row = (
-        await memory.StoreMemory(
+        await memory.memory.StoreMemory(
             md.StoreMemoryRequest(
                 owner=owner,
                 job_id="digest",
@@ -402,7 +402,7 @@ async def test_a_review_changes_only_rows_its_prompt_listed(
             )
         )
     ).memory
-    finished = await memory.FinishJobRun(
+    finished = await memory.memory.FinishJobRun(
         md.FinishJobRunRequest(
             owner=owner,
             job_id="digest",
@@ -435,7 +435,7 @@ async def test_a_review_changes_only_rows_its_prompt_listed(
         f"archive: row {note.id} was not in the memory shown to the review"
     )
     for row_id in unseen:
-        row = (await memory.GetMemory(md.GetMemoryRequest(owner=owner, id=row_id))).memory
+        row = (await memory.memory.GetMemory(md.GetMemoryRequest(owner=owner, id=row_id))).memory
         assert (row.value != "hijacked", row.archived) == (True, False)
 
 
@@ -445,7 +445,7 @@ async def test_the_memory_listing_keeps_to_its_token_budget_newest_first(
     config = review_config(model, enabled=False, review_memory_token_budget=120)
     server = start_server(tmp_path / "home", config=config).start()
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         conversation = fresh_conversation()
         stored = [
             await store(
@@ -482,7 +482,7 @@ async def test_a_fractional_interval_reviews_once_per_interval_and_the_scheduler
     config += '\n[memoryd.metrics]\nlisten = "127.0.0.1:0"\n'
     server = start_server(tmp_path / "home", config=config).start()
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         conversation = fresh_conversation()
         await commit(memory, conversation, *turn("first"))
         await eventually(lambda: _reviews(memory, conversation, 1))
@@ -510,7 +510,7 @@ async def test_a_fractional_interval_reviews_once_per_interval_and_the_scheduler
         assert waiting.last_run.id == second.last_run.id
 
 
-async def _reviews(memory: md.MemoryServiceStub, conversation: md.Conversation, count: int) -> bool:
+async def _reviews(memory: md.Stubs, conversation: md.Conversation, count: int) -> bool:
     current = await state(memory, conversation)
     return (
         current.HasField("last_run") and current.last_run.id >= count and not current.pending_input
@@ -521,18 +521,18 @@ async def _reviews(memory: md.MemoryServiceStub, conversation: md.Conversation, 
 
 
 async def test_a_restored_row_reappears_in_a_full_section_at_once(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     conversation = fresh_conversation()
     old = await store(memory, conversation, "g0", "Learn Greek", md.CATEGORY_GOAL)
-    await memory.ArchiveMemory(md.ArchiveMemoryRequest(conversation=conversation, id=old.id))
+    await memory.memory.ArchiveMemory(md.ArchiveMemoryRequest(conversation=conversation, id=old.id))
     for i in range(1, 6):  # Goals keeps 5 rows, the most recently updated
         await store(memory, conversation, f"g{i}", f"Goal number {i}", md.CATEGORY_GOAL)
-    restored = await memory.RestoreMemory(
+    restored = await memory.memory.RestoreMemory(
         md.RestoreMemoryRequest(conversation=conversation, id=old.id)
     )
     assert restored.memory.updated_at.ToDatetime() > old.updated_at.ToDatetime()
-    prompt = await memory.GetPromptContext(
+    prompt = await memory.context.GetPromptContext(
         md.GetPromptContextRequest(agent_id=conversation.agent_id)
     )
     assert "- Learn Greek" in prompt.user_md
@@ -569,7 +569,7 @@ async def test_a_guest_is_reviewed_with_a_guest_admission(
         f"replace: row {context.id} was written by an operator; a guest may not change it",
         f"archive: row {rule.id} was written by an operator; a guest may not change it",
     ]
-    listed = await memory.ListMemories(md.ListMemoriesRequest(owner=owner_of(conversation)))
+    listed = await memory.memory.ListMemories(md.ListMemoriesRequest(owner=owner_of(conversation)))
     added = next(item.memory for item in listed.memories if item.memory.value == "Is vegetarian")
     assert added.trust == md.TRUST_GUEST
     # A guest's turn cannot carry a message that claims an operator's trust.
@@ -585,18 +585,18 @@ async def test_a_guest_is_reviewed_with_a_guest_admission(
     assert "messages[0].trust is operator in a guest's turn" in (error.details() or "")
 
 
-async def test_new_and_purge_are_operator_commands(memory: md.MemoryServiceStub) -> None:
+async def test_new_and_purge_are_operator_commands(memory: md.Stubs) -> None:
     conversation = fresh_conversation()
     await append(memory, conversation, user("hello"))
     for call, command in (
         (
-            memory.ClearConversation(
+            memory.conversations.ClearConversation(
                 md.ClearConversationRequest(conversation=conversation, trust=md.TRUST_GUEST)
             ),
             "/new",
         ),
         (
-            memory.PurgeConversation(
+            memory.conversations.PurgeConversation(
                 md.PurgeConversationRequest(conversation=conversation, trust=md.TRUST_GUEST)
             ),
             "purging a conversation",
@@ -605,34 +605,38 @@ async def test_new_and_purge_are_operator_commands(memory: md.MemoryServiceStub)
         error = await rpc_error(call)
         assert error.code() == grpc.StatusCode.PERMISSION_DENIED
         assert error.details() == f"{command} is an operator's command; a guest may not run it"
-    described = await memory.GetConversation(md.GetConversationRequest(conversation=conversation))
+    described = await memory.conversations.GetConversation(
+        md.GetConversationRequest(conversation=conversation)
+    )
     assert (described.message_count, described.window_start_id) == (1, 0)
-    cleared = await memory.ClearConversation(md.ClearConversationRequest(conversation=conversation))
+    cleared = await memory.conversations.ClearConversation(
+        md.ClearConversationRequest(conversation=conversation)
+    )
     assert cleared.notice == "Started a fresh session. Long-term memory is preserved."
-    purged = await memory.PurgeConversation(
+    purged = await memory.conversations.PurgeConversation(
         md.PurgeConversationRequest(conversation=conversation, trust=md.TRUST_OPERATOR)
     )
     assert purged.messages_deleted == 1
 
 
 async def test_a_job_run_finishes_and_a_paused_job_is_not_recalled(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     conversation = fresh_conversation()
     owner = owner_of(conversation)
     job = {"owner": owner, "job_id": "nightly"}
-    await memory.StoreMemory(
+    await memory.memory.StoreMemory(
         md.StoreMemoryRequest(**job, key="seen", value="Saw 4 invoices", run_id="run-1")
     )
 
     async def job_recall(query: str) -> list[str]:
-        found = await memory.Recall(
+        found = await memory.memory.Recall(
             md.RecallRequest(conversation=conversation, job_id="nightly", query=query)
         )
         return [hit.memory.value for hit in found.hits]
 
     async def job_status() -> str:
-        listed = await memory.ListMemorySources(md.ListMemorySourcesRequest(owner=owner))
+        listed = await memory.memory.ListMemorySources(md.ListMemorySourcesRequest(owner=owner))
         return next(s.status for s in listed.sources if s.id == "job:nightly")
 
     assert await job_status() == "active"
@@ -642,7 +646,7 @@ async def test_a_job_run_finishes_and_a_paused_job_is_not_recalled(
         outcome=md.JOB_RUN_OUTCOME_SUCCEEDED,
         summary="Filed 4 invoices",
     )
-    done = await memory.FinishJobRun(finish)
+    done = await memory.memory.FinishJobRun(finish)
     assert done.status == "succeeded"
     assert done.finished_at.ToDatetime() >= done.started_at.ToDatetime()
     assert (done.summary.key, done.summary.category, done.summary.scope_id) == (
@@ -650,34 +654,38 @@ async def test_a_job_run_finishes_and_a_paused_job_is_not_recalled(
         md.CATEGORY_JOB_RUN_SUMMARY,
         "job:nightly",
     )
-    assert (await memory.FinishJobRun(finish)).summary.id == done.summary.id  # a retry is a no-op
+    assert (
+        await memory.memory.FinishJobRun(finish)
+    ).summary.id == done.summary.id  # a retry is a no-op
     changed = md.FinishJobRunRequest(**job, run_id="run-1", outcome=md.JOB_RUN_OUTCOME_FAILED)
     assert (
-        await rpc_error(memory.FinishJobRun(changed))
+        await rpc_error(memory.memory.FinishJobRun(changed))
     ).code() == grpc.StatusCode.FAILED_PRECONDITION
     # A run that never wrote is recorded when it finishes.
-    failed = await memory.FinishJobRun(
+    failed = await memory.memory.FinishJobRun(
         md.FinishJobRunRequest(**job, run_id="run-2", outcome=md.JOB_RUN_OUTCOME_FAILED)
     )
     assert (failed.status, failed.HasField("summary")) == ("failed", False)
     assert sorted(await job_recall("invoices")) == ["Filed 4 invoices", "Saw 4 invoices"]
 
-    paused = await memory.SetJobStatus(md.SetJobStatusRequest(**job, status=md.JOB_STATUS_PAUSED))
+    paused = await memory.memory.SetJobStatus(
+        md.SetJobStatusRequest(**job, status=md.JOB_STATUS_PAUSED)
+    )
     assert paused.source.status == "paused"
     assert await job_status() == "paused"
     assert await job_recall("invoices") == []
     for call in (
-        memory.StoreMemory(md.StoreMemoryRequest(**job, key="more", value="x")),
-        memory.FinishJobRun(
+        memory.memory.StoreMemory(md.StoreMemoryRequest(**job, key="more", value="x")),
+        memory.memory.FinishJobRun(
             md.FinishJobRunRequest(**job, run_id="run-3", outcome=md.JOB_RUN_OUTCOME_SUCCEEDED)
         ),
     ):
         error = await rpc_error(call)
         assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert "job 'nightly' is paused" in (error.details() or "")
-    await memory.SetJobStatus(md.SetJobStatusRequest(**job, status=md.JOB_STATUS_ACTIVE))
+    await memory.memory.SetJobStatus(md.SetJobStatusRequest(**job, status=md.JOB_STATUS_ACTIVE))
     assert len(await job_recall("invoices")) == 2
-    await memory.SetJobStatus(md.SetJobStatusRequest(**job, status=md.JOB_STATUS_DELETED))
+    await memory.memory.SetJobStatus(md.SetJobStatusRequest(**job, status=md.JOB_STATUS_DELETED))
     assert await job_recall("invoices") == []
     for request, code in (
         (
@@ -694,7 +702,7 @@ async def test_a_job_run_finishes_and_a_paused_job_is_not_recalled(
             grpc.StatusCode.INVALID_ARGUMENT,
         ),
     ):
-        assert (await rpc_error(memory.SetJobStatus(request))).code() == code, request
+        assert (await rpc_error(memory.memory.SetJobStatus(request))).code() == code, request
     for request in (
         md.FinishJobRunRequest(**job, run_id="r", outcome=md.JOB_RUN_OUTCOME_UNSPECIFIED),
         md.FinishJobRunRequest(**job, outcome=md.JOB_RUN_OUTCOME_FAILED),
@@ -703,5 +711,5 @@ async def test_a_job_run_finishes_and_a_paused_job_is_not_recalled(
         ),
     ):
         assert (
-            await rpc_error(memory.FinishJobRun(request))
+            await rpc_error(memory.memory.FinishJobRun(request))
         ).code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -40,17 +40,21 @@ async def test_the_fallback_answers_when_the_primary_times_out(
         config = review_config(primary, fallback, timeout=1.0, enabled=False)
         server = start_server(tmp_path / "home", config=config).start()
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             conversation = fresh_conversation()
             await commit(memory, conversation, *turn("I'm training for a marathon"))
-            response = await memory.ReviewNow(md.ReviewNowRequest(conversation=conversation))
+            response = await memory.reviews.ReviewNow(
+                md.ReviewNowRequest(conversation=conversation)
+            )
             (result,) = response.reviews
             assert (result.status, result.provider, result.ops_added) == (
                 md.REVIEW_STATUS_OK,
                 "fake-1",
                 1,
             )
-            state = await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
+            state = await memory.reviews.GetReviewState(
+                md.GetReviewStateRequest(conversation=conversation)
+            )
             assert state.last_run.model_calls == 2
             assert state.last_run.provider == "fake-1"
             # The log lines are written by the log thread a moment after the calls.
@@ -75,11 +79,11 @@ async def review_interrupted_then_restarted(
     with FakeModel(default=Reply(content=ADD, delay_seconds=30)) as model:
         server = start_server(home, config=review_config(model)).start()
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             await commit(memory, conversation, *turn("I'm training for a marathon"))
 
             async def running() -> bool:
-                state = await memory.GetReviewState(
+                state = await memory.reviews.GetReviewState(
                     md.GetReviewStateRequest(conversation=conversation)
                 )
                 return state.review_running
@@ -105,26 +109,26 @@ async def test_an_interrupted_review_runs_again_after_restart_without_duplicates
             if crash:  # the dead server's claim is cleared at start-up, not waited out
                 assert restarted.events(Event.REVIEW_CLAIMS_CLEARED)[0]["claims"] == 1
             async with md.connect(restarted.address) as channel:
-                memory = md.MemoryServiceStub(channel)
+                memory = md.Stubs(channel)
 
                 request = md.GetReviewStateRequest(conversation=conversation)
 
                 async def reviewed(
-                    memory: md.MemoryServiceStub = memory,
+                    memory: md.Stubs = memory,
                     request: md.GetReviewStateRequest = request,
                 ) -> bool:
-                    state = await memory.GetReviewState(request)
+                    state = await memory.reviews.GetReviewState(request)
                     return state.last_review_status == md.REVIEW_STATUS_OK
 
                 await eventually(reviewed)
-                listed = await memory.ListMemories(
+                listed = await memory.memory.ListMemories(
                     md.ListMemoriesRequest(owner=owner_of(conversation))
                 )
                 assert [item.memory.value for item in listed.memories] == ["Run a marathon"]
                 # Nothing new: no second review.
-                first = await memory.GetReviewState(request)
+                first = await memory.reviews.GetReviewState(request)
                 await after_a_scheduler_pass(memory)
-                again = await memory.GetReviewState(request)
+                again = await memory.reviews.GetReviewState(request)
                 assert not again.review_running
                 assert again.last_run.id == first.last_run.id
                 assert len(model.requests) == 2  # the first review and the witness's
@@ -139,7 +143,7 @@ async def test_many_due_conversations_are_reviewed_with_bounded_concurrency(
         config = review_config(model, review_concurrency=3)
         server = start_server(tmp_path / "home", config=config).start()
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             conversations = [fresh_conversation() for _ in range(200)]
             await asyncio.gather(
                 *(commit(memory, c, *turn(f"note {i}")) for i, c in enumerate(conversations))
@@ -148,7 +152,7 @@ async def test_many_due_conversations_are_reviewed_with_bounded_concurrency(
             async def all_reviewed() -> bool:
                 states = await asyncio.gather(
                     *(
-                        memory.GetReviewState(md.GetReviewStateRequest(conversation=c))
+                        memory.reviews.GetReviewState(md.GetReviewStateRequest(conversation=c))
                         for c in conversations
                     )
                 )
@@ -163,7 +167,7 @@ async def test_the_review_command(start_server: type[ServerProcess], tmp_path: P
     with FakeModel(default=Reply(content=ADD)) as model:
         server = start_server(tmp_path / "home", config=review_config(model, enabled=False)).start()
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             first = md.Conversation(channel="telegram", chat_id="42", thread_scope="a:b")
             second = md.Conversation(channel="slack", chat_id="7")
             for conversation in (first, second):
@@ -211,24 +215,28 @@ async def test_a_failed_review_backs_off_before_the_scheduler_retries(
         config = review_config(model, review_failure_backoff_ms=1500)
         server = start_server(tmp_path / "home", config=config).start()
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             conversation = fresh_conversation()
             request = md.GetReviewStateRequest(conversation=conversation)
             await commit(memory, conversation, *turn("I'm training for a marathon"))
 
             async def failed() -> bool:
-                return (await memory.GetReviewState(request)).failure_count == 1
+                return (await memory.reviews.GetReviewState(request)).failure_count == 1
 
             await eventually(failed)
-            failed_at = (await memory.GetReviewState(request)).last_review_failed_at.ToDatetime()
+            failed_at = (
+                await memory.reviews.GetReviewState(request)
+            ).last_review_failed_at.ToDatetime()
 
             async def recovered() -> bool:
                 return (
-                    await memory.GetReviewState(request)
+                    await memory.reviews.GetReviewState(request)
                 ).last_review_status == md.REVIEW_STATUS_OK
 
             await eventually(recovered)
-            retried = (await memory.GetReviewState(request)).last_run.started_at.ToDatetime()
+            retried = (
+                await memory.reviews.GetReviewState(request)
+            ).last_run.started_at.ToDatetime()
             assert retried - failed_at >= dt.timedelta(milliseconds=1500)  # the server's record
             assert len(model.requests) == 2
 
@@ -240,7 +248,7 @@ async def test_turn_interval_triggers_a_review_before_the_interval(
         config = review_config(model, turn_interval=2)
         server = start_server(tmp_path / "home", config=config).start()
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             conversation = fresh_conversation()
             await commit(memory, conversation, *turn("one"))  # never reviewed: due at once
             request = md.GetReviewStateRequest(conversation=conversation)
@@ -248,7 +256,7 @@ async def test_turn_interval_triggers_a_review_before_the_interval(
             async def first_review_recorded() -> bool:
                 # Recorded, not only asked: a review that records after "two" is committed
                 # leaves input behind (a backlog), which is reviewed again at once.
-                state = await memory.GetReviewState(request)
+                state = await memory.reviews.GetReviewState(request)
                 return state.last_run.id == 1 and not state.review_running
 
             await eventually(first_review_recorded)
@@ -256,7 +264,7 @@ async def test_turn_interval_triggers_a_review_before_the_interval(
             await commit(memory, conversation, *turn("two"))
             await after_a_scheduler_pass(memory)
             # One turn since: the 24 h interval holds (the second request is the witness's).
-            waiting = await memory.GetReviewState(request)
+            waiting = await memory.reviews.GetReviewState(request)
             assert waiting.pending_input
             assert not waiting.review_running
             assert waiting.last_run.id == 1
@@ -271,12 +279,12 @@ async def test_one_review_per_conversation_at_a_time(
         config = review_config(model, enabled=False)
         server = start_server(tmp_path / "home", config=config).start()
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             conversation = fresh_conversation()
             await commit(memory, conversation, *turn("hello"))
             request = md.ReviewNowRequest(conversation=conversation)
             first, second = await asyncio.gather(
-                memory.ReviewNow(request), memory.ReviewNow(request)
+                memory.reviews.ReviewNow(request), memory.reviews.ReviewNow(request)
             )
         statuses = sorted(r.reviews[0].status for r in (first, second))
         assert statuses == [md.REVIEW_STATUS_NOTHING_TO_SAVE, md.REVIEW_STATUS_SKIPPED]
@@ -294,16 +302,18 @@ async def test_idle_timeout_triggers_a_review_before_the_interval(
         config = review_config(model, idle_timeout_minutes=0.02)  # 1.2 s
         server = start_server(tmp_path / "home", config=config).start()
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             conversation = fresh_conversation()
             await commit(memory, conversation, *turn("one"))
             await eventually(lambda: len(model.requests) == 1)
             await commit(memory, conversation, *turn("two"))
-            listed = await memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
+            listed = await memory.conversations.ListMessages(
+                md.ListMessagesRequest(conversation=conversation)
+            )
             said = listed.messages[-1]
 
             async def second_run() -> md.ReviewRun | None:
-                state = await memory.GetReviewState(
+                state = await memory.reviews.GetReviewState(
                     md.GetReviewStateRequest(conversation=conversation)
                 )
                 # The model's request comes before the run's record: wait for the record.

@@ -27,9 +27,9 @@ from tests.review_helpers import (
 NOTHING = Reply(content=json.dumps({"operations": []}))
 
 
-async def runs(memory: md.MemoryServiceStub, conversation: md.Conversation) -> int:
+async def runs(memory: md.Stubs, conversation: md.Conversation) -> int:
     """How many reviews of the conversation have run (its latest run's id changes)."""
-    state = await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
+    state = await memory.reviews.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
     return state.last_run.id if state.HasField("last_run") else 0
 
 
@@ -57,7 +57,7 @@ async def test_every_fifth_turn_and_every_twentieth_passive_message_is_reviewed(
     with FakeModel(default=NOTHING) as model:
         server = start_server(tmp_path / "home", config=review_config(model)).start()
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             talk = fresh_conversation()
             await commit(memory, talk, *turn("hello"))
             await eventually(lambda: runs(memory, talk))
@@ -70,28 +70,28 @@ async def test_every_fifth_turn_and_every_twentieth_passive_message_is_reviewed(
             await eventually(lambda: until_after(memory, talk, first))
 
             group = fresh_conversation()
-            await memory.AppendMessages(
+            await memory.conversations.AppendMessages(
                 md.AppendMessagesRequest(conversation=group, messages=turn("hi all"))
             )
             await eventually(lambda: runs(memory, group))
             first = await runs(memory, group)
             for n in range(19):
-                await memory.AppendMessages(
+                await memory.conversations.AppendMessages(
                     md.AppendMessagesRequest(conversation=group, messages=turn(f"said {n}"))
                 )
             await after_a_scheduler_pass(memory)
             assert await runs(memory, group) == first
-            await memory.AppendMessages(
+            await memory.conversations.AppendMessages(
                 md.AppendMessagesRequest(conversation=group, messages=turn("said 19"))
             )
             await eventually(lambda: until_after(memory, group, first))
-            state = await memory.GetReviewState(md.GetReviewStateRequest(conversation=group))
+            state = await memory.reviews.GetReviewState(
+                md.GetReviewStateRequest(conversation=group)
+            )
             assert state.unread_messages == 0
 
 
-async def until_after(
-    memory: md.MemoryServiceStub, conversation: md.Conversation, run: int
-) -> bool:
+async def until_after(memory: md.Stubs, conversation: md.Conversation, run: int) -> bool:
     return await runs(memory, conversation) > run
 
 
@@ -103,7 +103,7 @@ async def test_an_interval_of_zero_leaves_the_turn_trigger(
         config = review_config(model, review_interval_hours=0)
         server = start_server(tmp_path / "home", config=config).start()
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             talk = fresh_conversation()
             for n in range(5):
                 await commit(memory, talk, *turn(f"turn {n}"))
@@ -117,7 +117,7 @@ async def test_enabled_false_stops_background_review_and_leaves_review_now(
         config = review_config(model, enabled=False, turn_interval=1, scheduler_tick_seconds=0.05)
         server = start_server(tmp_path / "home", config=config).start()
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             conversation = fresh_conversation()
             for n in range(3):
                 await commit(memory, conversation, *turn(f"turn {n}"))
@@ -146,11 +146,13 @@ async def test_reviews_use_the_model_setting(
         config = review_config(primary, other, enabled=False, model=choice)
         server = start_server(tmp_path / "home", config=config).start()
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             conversation = fresh_conversation()
             await commit(memory, conversation, *turn("I like tea"))
             await review_now(memory, conversation)
-            state = await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
+            state = await memory.reviews.GetReviewState(
+                md.GetReviewStateRequest(conversation=conversation)
+            )
     models = (primary, other)
     (request,) = models[answered_by].requests
     assert request["model"] == model_sent

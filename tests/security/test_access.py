@@ -189,7 +189,7 @@ def guarded(
     server.stop()
 
 
-async def seed(memory: md.MemoryServiceStub, agent: str, token: str, guest: str | None) -> Target:
+async def seed(memory: md.Stubs, agent: str, token: str, guest: str | None) -> Target:
     """Messages, a note (written by `guest` when given), an identity (USER.md revision 1), a
     directive and a scheduled job of one owner of `agent`."""
     owner = "victim" if agent == "other" else "ada"
@@ -201,12 +201,12 @@ async def seed(memory: md.MemoryServiceStub, agent: str, token: str, guest: str 
         messages=[md.user("ada", text), md.assistant("assistant", "noted")],
         usage=md.TurnUsage(peak_prompt_tokens=100, context_window=100_000),
     )
-    await memory.CommitTurn(turn, metadata=auth)
-    note = await memory.StoreMemory(
+    await memory.conversations.CommitTurn(turn, metadata=auth)
+    note = await memory.memory.StoreMemory(
         md.StoreMemoryRequest(conversation=chat, key="note", value=f"{text} as a note"),
         metadata=bearer(guest) if guest else auth,
     )
-    operator_note = await memory.StoreMemory(
+    operator_note = await memory.memory.StoreMemory(
         md.StoreMemoryRequest(conversation=chat, key="operator", value=f"{text} as a fact"),
         metadata=auth,
     )
@@ -215,11 +215,11 @@ async def seed(memory: md.MemoryServiceStub, agent: str, token: str, guest: str 
         (md.CATEGORY_IDENTITY, f"{text}: identity"),
         (md.CATEGORY_DIRECTIVE, f"{text}: rule"),
     ):
-        await memory.StoreMemory(
+        await memory.memory.StoreMemory(
             md.StoreMemoryRequest(owner=owner_scope, category=category, key="k", value=value),
             metadata=auth,
         )
-    await memory.StoreMemory(
+    await memory.memory.StoreMemory(
         md.StoreMemoryRequest(
             owner=owner_scope, job_id="job1", run_id="run-0", key="j", value=text
         ),
@@ -228,7 +228,7 @@ async def seed(memory: md.MemoryServiceStub, agent: str, token: str, guest: str 
     throwaway = md.Conversation(
         agent_id=agent, owner_id="throwaway", channel="telegram", chat_id="t"
     )
-    await memory.AppendMessages(
+    await memory.conversations.AppendMessages(
         md.AppendMessagesRequest(conversation=throwaway, messages=[md.user("ada", text)]),
         metadata=auth,
     )
@@ -246,9 +246,9 @@ async def seed(memory: md.MemoryServiceStub, agent: str, token: str, guest: str 
 @pytest.fixture(scope="module")
 async def world(
     guarded: ServerProcess,
-) -> AsyncIterator[tuple[md.MemoryServiceStub, Target, Target]]:
+) -> AsyncIterator[tuple[md.Stubs, Target, Target]]:
     async with grpc.aio.insecure_channel(guarded.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         other = await seed(memory, "other", ADMIN, None)
         main = await seed(memory, "main", MAIN, MAIN_GUEST)
         yield memory, other, main
@@ -416,9 +416,9 @@ async def call(
     return Outcome(grpc.StatusCode.OK, "", answers)
 
 
-async def export_of(memory: md.MemoryServiceStub, agent: str) -> list[str]:
+async def export_of(memory: md.Stubs, agent: str) -> list[str]:
     lines: list[str] = []
-    async for chunk in memory.ExportData(
+    async for chunk in memory.admin.ExportData(
         md.ExportDataRequest(agent_id=agent), metadata=bearer(ADMIN)
     ):
         lines.extend(chunk.lines)
@@ -430,7 +430,7 @@ async def export_of(memory: md.MemoryServiceStub, agent: str) -> list[str]:
 )
 async def test_the_red_team_matrix(
     guarded: ServerProcess,
-    world: tuple[md.MemoryServiceStub, Target, Target],
+    world: tuple[md.Stubs, Target, Target],
     method: MethodDescriptor,
 ) -> None:
     memory, other, main = world
@@ -477,23 +477,23 @@ async def test_the_red_team_matrix(
 
 
 async def test_an_owners_recall_is_held_to_the_tokens_agents(
-    guarded: ServerProcess, world: tuple[md.MemoryServiceStub, Target, Target]
+    guarded: ServerProcess, world: tuple[md.Stubs, Target, Target]
 ) -> None:
     """Recall by owner (no conversation) names its agent in the owner: main's tokens may not
     read other's rows that way, and a guest-capped token is refused whichever agent."""
     _, other, main = world
     async with md.connect(guarded.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         for token, target in ((MAIN, other), (MAIN_ADMIN, other), (MAIN_GUEST, main)):
             error = await rpc_error(
-                memory.Recall(
+                memory.memory.Recall(
                     md.RecallRequest(owner=target.owner_scope, query=SECRET),
                     metadata=bearer(token),
                 )
             )
             assert error.code() == grpc.StatusCode.PERMISSION_DENIED, (token, error.details())
             assert SECRET not in (error.details() or "")
-        found = await memory.Recall(
+        found = await memory.memory.Recall(
             md.RecallRequest(owner=other.owner_scope, query=SECRET), metadata=bearer(ADMIN)
         )
         assert found.hits

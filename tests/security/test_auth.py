@@ -128,7 +128,7 @@ async def channel(guarded: ServerProcess) -> AsyncIterator[grpc.aio.Channel]:
 
 
 async def test_refusals_say_why(channel: grpc.aio.Channel, guarded: ServerProcess) -> None:
-    memory = md.MemoryServiceStub(channel)
+    memory = md.Stubs(channel)
     chat = md.Conversation(channel="telegram", chat_id="auth")
     request = md.AppendMessagesRequest(conversation=chat, messages=[md.user("ada", "hi")])
     cases = [
@@ -150,10 +150,10 @@ async def test_refusals_say_why(channel: grpc.aio.Channel, guarded: ServerProces
     for token, sent, expected in cases:
         metadata = (("authorization", f"Bearer {token}"),) if token else None
         with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await memory.AppendMessages(sent, metadata=metadata)
+            await memory.conversations.AppendMessages(sent, metadata=metadata)
         assert expected in (caught.value.details() or ""), caught.value.details()
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await memory.ExportData(
+        await memory.admin.ExportData(
             md.ExportDataRequest(), metadata=(("authorization", f"Bearer {MAIN_GUEST}"),)
         ).read()
     assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
@@ -165,15 +165,15 @@ async def test_refusals_say_why(channel: grpc.aio.Channel, guarded: ServerProces
 async def test_an_admin_of_one_agent_can_not_export_or_import_every_agent(
     channel: grpc.aio.Channel,
 ) -> None:
-    memory = md.MemoryServiceStub(channel)
+    memory = md.Stubs(channel)
     main_admin = (("authorization", f"Bearer {MAIN_ADMIN}"),)
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await memory.ExportData(md.ExportDataRequest(), metadata=main_admin).read()
+        await memory.admin.ExportData(md.ExportDataRequest(), metadata=main_admin).read()
     assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
     assert "ExportData of every agent (an empty agent_id): it needs a token for every agent" in (
         caught.value.details() or ""
     )
-    own = memory.ExportData(md.ExportDataRequest(agent_id="main"), metadata=main_admin)
+    own = memory.admin.ExportData(md.ExportDataRequest(agent_id="main"), metadata=main_admin)
     first = await own.read()
     assert first.lines[0].startswith('{"format":"memoryd-export"')
     own.cancel()
@@ -182,7 +182,7 @@ async def test_an_admin_of_one_agent_can_not_export_or_import_every_agent(
         yield md.ImportDataRequest(lines=['{"format": "memoryd-export", "version": 1}'])
 
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await memory.ImportData(lines(), metadata=main_admin)
+        await memory.admin.ImportData(lines(), metadata=main_admin)
     assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
     assert "ImportData of any agent's records (an empty agent_id): it needs a token for" in (
         caught.value.details() or ""
@@ -190,18 +190,20 @@ async def test_an_admin_of_one_agent_can_not_export_or_import_every_agent(
 
 
 async def test_an_unset_trust_becomes_the_tokens_ceiling(channel: grpc.aio.Channel) -> None:
-    memory = md.MemoryServiceStub(channel)
+    memory = md.Stubs(channel)
     chat = md.Conversation(channel="telegram", chat_id="ceiling")
     guest = (("authorization", f"Bearer {MAIN_GUEST}"),)
-    await memory.AppendMessages(
+    await memory.conversations.AppendMessages(
         md.AppendMessagesRequest(conversation=chat, messages=[md.user("ada", "from a group")]),
         metadata=guest,
     )
-    listed = await memory.ListMessages(md.ListMessagesRequest(conversation=chat), metadata=guest)
+    listed = await memory.conversations.ListMessages(
+        md.ListMessagesRequest(conversation=chat), metadata=guest
+    )
     assert [m.trust for m in listed.messages] == [md.TRUST_GUEST]
     # A guest cannot write an operator directive, whatever it sends.
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await memory.StoreMemory(
+        await memory.memory.StoreMemory(
             md.StoreMemoryRequest(
                 conversation=chat, category=md.CATEGORY_DIRECTIVE, key="k", value="Obey me"
             ),
@@ -213,7 +215,7 @@ async def test_an_unset_trust_becomes_the_tokens_ceiling(channel: grpc.aio.Chann
 async def test_a_token_from_the_environment_and_the_stream_items_are_checked(
     channel: grpc.aio.Channel,
 ) -> None:
-    memory = md.MemoryServiceStub(channel)
+    memory = md.Stubs(channel)
     token = (("authorization", f"Bearer {ENV_TOKEN}"),)
 
     async def batches() -> AsyncIterator[md.IngestMessagesRequest]:
@@ -229,9 +231,9 @@ async def test_a_token_from_the_environment_and_the_stream_items_are_checked(
         yield md.IngestMessagesRequest(messages=[other])
 
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await memory.IngestMessages(batches(), metadata=token)
+        await memory.conversations.IngestMessages(batches(), metadata=token)
     assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
-    listed = await memory.ListMessages(
+    listed = await memory.conversations.ListMessages(
         md.ListMessagesRequest(conversation=md.Conversation(channel="telegram", chat_id="env")),
         metadata=token,
     )
@@ -246,10 +248,10 @@ async def test_health_and_reflection_stay_open(channel: grpc.aio.Channel) -> Non
 async def test_the_log_names_tokens_by_fingerprint_only(
     guarded: ServerProcess, channel: grpc.aio.Channel
 ) -> None:
-    memory = md.MemoryServiceStub(channel)
+    memory = md.Stubs(channel)
     for token in (ADMIN, MAIN_GUEST, OTHER, ENV_TOKEN):
         with contextlib.suppress(grpc.aio.AioRpcError):
-            await memory.ListResources(
+            await memory.resources.ListResources(
                 md.ListResourcesRequest(), metadata=(("authorization", f"Bearer {token}"),)
             )
 

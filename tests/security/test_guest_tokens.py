@@ -36,8 +36,8 @@ AS_GUEST = (("authorization", f"Bearer {GUEST}"),)
 
 class Served:
     def __init__(self, channel: grpc.aio.Channel, model: FakeModel) -> None:
-        self.memory = md.MemoryServiceStub(channel)
-        self.compaction = md.CompactionServiceStub(channel)
+        self.memory = md.Stubs(channel)
+        self.compaction = md.Stubs(channel)
         self.model = model
 
 
@@ -78,21 +78,23 @@ async def denied(call: object) -> str:
 async def test_a_guest_can_not_roll_back_the_operators_prompt_file(served: Served) -> None:
     scope = owner()
     memory = served.memory
-    rule = await memory.StoreMemory(
+    rule = await memory.memory.StoreMemory(
         md.StoreMemoryRequest(
             owner=scope, category=md.CATEGORY_DIRECTIVE, key="r", value="Never share the plans"
         ),
         metadata=AS_ADMIN,
     )
-    await memory.ArchiveMemory(
+    await memory.memory.ArchiveMemory(
         md.ArchiveMemoryRequest(owner=scope, id=rule.memory.id), metadata=AS_ADMIN
     )
     ref = md.ResourceRef(type=md.RESOURCE_TYPE_MEMORY_MD, scope_id=scope.owner_id)
     details = await denied(
-        memory.RollbackResource(md.RollbackResourceRequest(ref=ref, revision=1), metadata=AS_GUEST)
+        memory.resources.RollbackResource(
+            md.RollbackResourceRequest(ref=ref, revision=1), metadata=AS_GUEST
+        )
     )
     assert "RollbackResource is not open to a token capped at guest trust" in details
-    prompt = await memory.GetPromptContext(
+    prompt = await memory.context.GetPromptContext(
         md.GetPromptContextRequest(owner_id=scope.owner_id), metadata=AS_ADMIN
     )
     assert "Never share the plans" not in prompt.memory_md
@@ -102,7 +104,7 @@ async def test_a_guests_figures_never_trigger_a_compaction(served: Served) -> No
     chat = md.Conversation(owner_id="figures", channel="telegram", chat_id=uuid.uuid4().hex)
     words = " ".join(["trip"] * 200)
     served.model.requests.clear()
-    await served.memory.CommitTurn(
+    await served.memory.conversations.CommitTurn(
         md.CommitTurnRequest(
             conversation=chat,
             messages=[md.user("ada", words) for _ in range(4)],
@@ -110,7 +112,7 @@ async def test_a_guests_figures_never_trigger_a_compaction(served: Served) -> No
         ),
         metadata=AS_ADMIN,
     )
-    await served.memory.CommitTurn(
+    await served.memory.conversations.CommitTurn(
         md.CommitTurnRequest(
             conversation=chat,
             messages=[md.user("eve", "from the group")],
@@ -118,35 +120,37 @@ async def test_a_guests_figures_never_trigger_a_compaction(served: Served) -> No
         ),
         metadata=AS_GUEST,
     )
-    preflight = await served.compaction.Preflight(
+    preflight = await served.compaction.context.Preflight(
         md.PreflightRequest(conversation=chat, context_window=400), metadata=AS_GUEST
     )
     assert preflight.outcome == md.COMPACTION_OUTCOME_SKIPPED, preflight
     assert preflight.trigger_tokens == 85_000  # the operator's reported window, not the guest's
-    state = await served.compaction.GetCompactionState(
+    state = await served.compaction.context.GetCompactionState(
         md.GetCompactionStateRequest(conversation=chat), metadata=AS_ADMIN
     )
     assert state.peak_prompt_tokens == 500
     assert state.context_window == 100_000
     assert not state.HasField("checkpoint")
     assert not [r for r in served.model.requests if "summar" in str(r).lower()]
-    await denied(served.compaction.Compact(md.CompactRequest(conversation=chat), metadata=AS_GUEST))
+    await denied(
+        served.compaction.context.Compact(md.CompactRequest(conversation=chat), metadata=AS_GUEST)
+    )
 
 
 async def test_a_guest_can_not_touch_the_operators_scheduled_jobs(served: Served) -> None:
     scope = owner()
-    await served.memory.StoreMemory(
+    await served.memory.memory.StoreMemory(
         md.StoreMemoryRequest(owner=scope, job_id="digest", run_id="r1", key="k", value="v"),
         metadata=AS_ADMIN,
     )
     await denied(
-        served.memory.SetJobStatus(
+        served.memory.memory.SetJobStatus(
             md.SetJobStatusRequest(owner=scope, job_id="digest", status=md.JOB_STATUS_DELETED),
             metadata=AS_GUEST,
         )
     )
     await denied(
-        served.memory.FinishJobRun(
+        served.memory.memory.FinishJobRun(
             md.FinishJobRunRequest(
                 owner=scope,
                 job_id="digest",
@@ -157,11 +161,11 @@ async def test_a_guest_can_not_touch_the_operators_scheduled_jobs(served: Served
             metadata=AS_GUEST,
         )
     )
-    sources = await served.memory.ListMemorySources(
+    sources = await served.memory.memory.ListMemorySources(
         md.ListMemorySourcesRequest(owner=scope, source_type="scheduled_job"), metadata=AS_ADMIN
     )
     assert [source.status for source in sources.sources] == ["active"]
-    summaries = await served.memory.ListMemories(
+    summaries = await served.memory.memory.ListMemories(
         md.ListMemoriesRequest(
             owner=scope, job_id="digest", categories=[md.CATEGORY_JOB_RUN_SUMMARY]
         ),
@@ -174,7 +178,7 @@ async def test_a_guest_reads_nothing_that_the_prompt_withholds_from_it(served: S
     memory = served.memory
     scope = owner()
     chat = md.Conversation(owner_id=scope.owner_id, channel="telegram", chat_id="group")
-    await memory.AppendMessages(
+    await memory.conversations.AppendMessages(
         md.AppendMessagesRequest(conversation=chat, messages=[md.user("ada", "plans for Lisbon")]),
         metadata=AS_ADMIN,
     )
@@ -195,31 +199,33 @@ async def test_a_guest_reads_nothing_that_the_prompt_withholds_from_it(served: S
         ),
         "operator note": md.StoreMemoryRequest(conversation=chat, key="o", value="Lisbon hotel"),
     }.items():
-        rows[name] = (await memory.StoreMemory(request, metadata=AS_ADMIN)).memory.id
-    note = await memory.StoreMemory(
+        rows[name] = (await memory.memory.StoreMemory(request, metadata=AS_ADMIN)).memory.id
+    note = await memory.memory.StoreMemory(
         md.StoreMemoryRequest(conversation=chat, key="g", value="Lisbon was mentioned"),
         metadata=AS_GUEST,
     )
     assert note.memory.trust == md.TRUST_GUEST
     # The prompt withholds the memory block.
-    prompt = await memory.GetPromptContext(
+    prompt = await memory.context.GetPromptContext(
         md.GetPromptContextRequest(owner_id=scope.owner_id), metadata=AS_GUEST
     )
     assert prompt.withheld
     assert (prompt.user_md, prompt.memory_md) == ("", "")
     # Rows: only the conversation's notes, never a row that renders into a prompt file.
-    listed = await memory.ListMemories(md.ListMemoriesRequest(conversation=chat), metadata=AS_GUEST)
+    listed = await memory.memory.ListMemories(
+        md.ListMemoriesRequest(conversation=chat), metadata=AS_GUEST
+    )
     assert sorted(item.memory.id for item in listed.memories) == sorted(
         [rows["operator note"], note.memory.id]
     )
-    await denied(memory.ListMemories(md.ListMemoriesRequest(owner=scope), metadata=AS_GUEST))
+    await denied(memory.memory.ListMemories(md.ListMemoriesRequest(owner=scope), metadata=AS_GUEST))
     for name in ("directive", "identity", "context"):
         with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await memory.GetMemory(
+            await memory.memory.GetMemory(
                 md.GetMemoryRequest(conversation=chat, id=rows[name]), metadata=AS_GUEST
             )
         assert caught.value.code() == grpc.StatusCode.NOT_FOUND, name
-    recalled = await memory.Recall(
+    recalled = await memory.memory.Recall(
         md.RecallRequest(
             conversation=chat,
             query="Lisbon",
@@ -233,52 +239,52 @@ async def test_a_guest_reads_nothing_that_the_prompt_withholds_from_it(served: S
     assert any(hit.HasField("message") for hit in recalled.hits)  # the conversation's words
     for scope_value in (md.RECALL_SCOPE_OWNER, md.RECALL_SCOPE_ALL):
         await denied(
-            memory.Recall(
+            memory.memory.Recall(
                 md.RecallRequest(conversation=chat, query="Lisbon", scope=scope_value),
                 metadata=AS_GUEST,
             )
         )
     # An adapter without the cap, recalling for a guest speaker, gets the same view.
-    for_guest = await memory.Recall(
+    for_guest = await memory.memory.Recall(
         md.RecallRequest(conversation=chat, query="Lisbon", trust=md.TRUST_GUEST),
         metadata=AS_ADMIN,
     )
     assert {hit.memory.id for hit in for_guest.hits} == {rows["operator note"], note.memory.id}
     # History: one conversation, never an owner's or the agent's.
-    hits = await memory.SearchHistory(
+    hits = await memory.conversations.SearchHistory(
         md.SearchHistoryRequest(query="Lisbon", conversation=chat), metadata=AS_GUEST
     )
     assert [hit.message.content for hit in hits.hits] == ["plans for Lisbon"]
     await denied(
-        memory.SearchHistory(
+        memory.conversations.SearchHistory(
             md.SearchHistoryRequest(query="Lisbon", owner=scope), metadata=AS_GUEST
         )
     )
     await denied(
-        memory.SearchHistory(
+        memory.conversations.SearchHistory(
             md.SearchHistoryRequest(query="Lisbon", agent=md.AgentScope()), metadata=AS_GUEST
         )
     )
     # Prompt files and their revisions.
     ref = md.ResourceRef(type=md.RESOURCE_TYPE_USER_MD, scope_id=scope.owner_id)
     for call in (
-        memory.ListResources(md.ListResourcesRequest(), metadata=AS_GUEST),
-        memory.ListRevisions(md.ListRevisionsRequest(ref=ref), metadata=AS_GUEST),
-        memory.GetRevision(md.GetRevisionRequest(ref=ref), metadata=AS_GUEST),
-        memory.DiffRevisions(
+        memory.resources.ListResources(md.ListResourcesRequest(), metadata=AS_GUEST),
+        memory.resources.ListRevisions(md.ListRevisionsRequest(ref=ref), metadata=AS_GUEST),
+        memory.resources.GetRevision(md.GetRevisionRequest(ref=ref), metadata=AS_GUEST),
+        memory.resources.DiffRevisions(
             md.DiffRevisionsRequest(ref=ref, from_revision=1, to_revision=1), metadata=AS_GUEST
         ),
     ):
         await denied(call)
     # Changes: only what a guest wrote.
     details = await denied(
-        memory.UpdateMemory(
+        memory.memory.UpdateMemory(
             md.UpdateMemoryRequest(conversation=chat, id=rows["operator note"], value="mine now"),
             metadata=AS_GUEST,
         )
     )
     assert "an operator wrote it" in details
-    changed = await memory.UpdateMemory(
+    changed = await memory.memory.UpdateMemory(
         md.UpdateMemoryRequest(conversation=chat, id=note.memory.id, value="Lisbon, twice"),
         metadata=AS_GUEST,
     )

@@ -60,15 +60,15 @@ ACCEPTED_METADATA = [
 
 @pytest.mark.parametrize(("metadata", "reason"), HOSTILE_METADATA)
 async def test_hostile_message_metadata_is_refused_precisely(
-    memory: md.MemoryServiceStub, conversation: md.Conversation, metadata: str, reason: str
+    memory: md.Stubs, conversation: md.Conversation, metadata: str, reason: str
 ) -> None:
     for call in (
-        memory.AppendMessages(
+        memory.conversations.AppendMessages(
             md.AppendMessagesRequest(
                 conversation=conversation, messages=[user("hi", metadata=metadata)]
             )
         ),
-        memory.CommitTurn(
+        memory.conversations.CommitTurn(
             md.CommitTurnRequest(
                 conversation=conversation, messages=[user("hi", metadata=metadata)]
             )
@@ -80,19 +80,19 @@ async def test_hostile_message_metadata_is_refused_precisely(
             f"messages[0].metadata {reason}",
         )
     error = await rpc_error(
-        memory.GetConversation(md.GetConversationRequest(conversation=conversation))
+        memory.conversations.GetConversation(md.GetConversationRequest(conversation=conversation))
     )
     assert error.code() == grpc.StatusCode.NOT_FOUND  # nothing was written
 
 
 @pytest.mark.parametrize(("metadata", "reason"), HOSTILE_METADATA)
 async def test_hostile_memory_metadata_is_refused_precisely(
-    memory: md.MemoryServiceStub, metadata: str, reason: str
+    memory: md.Stubs, metadata: str, reason: str
 ) -> None:
     chat = fresh_conversation()
     stored = await store(memory, chat, "k", "kept", md.CATEGORY_IDENTITY)
     for call in (
-        memory.StoreMemory(
+        memory.memory.StoreMemory(
             md.StoreMemoryRequest(
                 conversation=chat,
                 category=md.CATEGORY_IDENTITY,
@@ -101,7 +101,7 @@ async def test_hostile_memory_metadata_is_refused_precisely(
                 metadata=metadata,
             )
         ),
-        memory.UpdateMemory(
+        memory.memory.UpdateMemory(
             md.UpdateMemoryRequest(conversation=chat, id=stored.id, metadata=metadata)
         ),
     ):
@@ -110,21 +110,23 @@ async def test_hostile_memory_metadata_is_refused_precisely(
             grpc.StatusCode.INVALID_ARGUMENT,
             f"metadata {reason}",
         )
-    row = await memory.GetMemory(md.GetMemoryRequest(conversation=chat, id=stored.id))
+    row = await memory.memory.GetMemory(md.GetMemoryRequest(conversation=chat, id=stored.id))
     assert (row.memory.value, row.memory.metadata) == ("kept", "{}")
 
 
 @pytest.mark.parametrize("metadata", ACCEPTED_METADATA)
 async def test_unusual_but_valid_metadata_round_trips(
-    memory: md.MemoryServiceStub, conversation: md.Conversation, metadata: str
+    memory: md.Stubs, conversation: md.Conversation, metadata: str
 ) -> None:
     await append(memory, conversation, user("hi", metadata=metadata))
-    listed = await memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
+    listed = await memory.conversations.ListMessages(
+        md.ListMessagesRequest(conversation=conversation)
+    )
     assert [m.metadata for m in listed.messages] == [metadata]
     chat = fresh_conversation()
     row = await store(memory, chat, "k", "v", md.CATEGORY_GOAL, metadata=metadata)
     assert json.loads(row.metadata) == json.loads(metadata)
-    updated = await memory.UpdateMemory(
+    updated = await memory.memory.UpdateMemory(
         md.UpdateMemoryRequest(conversation=chat, id=row.id, metadata='{"z":1}')
     )
     assert json.loads(updated.memory.metadata) == json.loads(metadata) | {"z": 1}
@@ -153,24 +155,30 @@ NOT_ISSUED = (
 
 @pytest.mark.parametrize(("token", "message"), FORGED_TOKENS)
 async def test_forged_page_tokens_are_refused_before_they_are_read(
-    memory: md.MemoryServiceStub, conversation: md.Conversation, token: str, message: str
+    memory: md.Stubs, conversation: md.Conversation, token: str, message: str
 ) -> None:
     expected = NOT_ISSUED if message == "not-issued" else message
     for call in (
-        memory.ListMessages(md.ListMessagesRequest(conversation=conversation, page_token=token)),
-        memory.ListMemories(md.ListMemoriesRequest(owner=owner_of(conversation), page_token=token)),
+        memory.conversations.ListMessages(
+            md.ListMessagesRequest(conversation=conversation, page_token=token)
+        ),
+        memory.memory.ListMemories(
+            md.ListMemoriesRequest(owner=owner_of(conversation), page_token=token)
+        ),
     ):
         error = await rpc_error(call)
         assert (error.code(), error.details()) == (grpc.StatusCode.INVALID_ARGUMENT, expected)
 
 
 async def test_a_token_of_one_listing_is_refused_by_another(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     await append(memory, conversation, user("a"), user("b"))
-    page = await memory.ListMessages(md.ListMessagesRequest(conversation=conversation, page_size=1))
+    page = await memory.conversations.ListMessages(
+        md.ListMessagesRequest(conversation=conversation, page_size=1)
+    )
     error = await rpc_error(
-        memory.ListMemories(
+        memory.memory.ListMemories(
             md.ListMemoriesRequest(owner=owner_of(conversation), page_token=page.next_page_token)
         )
     )
@@ -183,23 +191,25 @@ async def test_tokens_outlive_a_restart_and_never_cross_databases(
     chat = md.Conversation(channel="t", chat_id="1")
     server = start_server(tmp_path / "one").start()
     async with md.connect(server.address) as channel:
-        stub = md.MemoryServiceStub(channel)
+        stub = md.Stubs(channel)
         await append(stub, chat, user("a"), user("b"), user("c"))
-        first = await stub.ListMessages(md.ListMessagesRequest(conversation=chat, page_size=1))
+        first = await stub.conversations.ListMessages(
+            md.ListMessagesRequest(conversation=chat, page_size=1)
+        )
     assert server.stop() == 0
     restarted = start_server(tmp_path / "one").start()
     other = start_server(tmp_path / "two").start()
     async with md.connect(restarted.address) as channel:
-        stub = md.MemoryServiceStub(channel)
-        second = await stub.ListMessages(
+        stub = md.Stubs(channel)
+        second = await stub.conversations.ListMessages(
             md.ListMessagesRequest(conversation=chat, page_size=1, page_token=first.next_page_token)
         )
         assert [m.content for m in second.messages] == ["b"]
     async with md.connect(other.address) as channel:
-        stub = md.MemoryServiceStub(channel)
+        stub = md.Stubs(channel)
         await append(stub, chat, user("a"), user("b"), user("c"))
         error = await rpc_error(
-            stub.ListMessages(
+            stub.conversations.ListMessages(
                 md.ListMessagesRequest(
                     conversation=chat, page_size=1, page_token=first.next_page_token
                 )
@@ -209,10 +219,10 @@ async def test_tokens_outlive_a_restart_and_never_cross_databases(
 
 
 async def test_a_first_turn_with_only_blank_text_records_the_turn(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     # A first turn that was only an image: no text to store, but the turn and its usage count.
-    response = await memory.CommitTurn(
+    response = await memory.conversations.CommitTurn(
         md.CommitTurnRequest(
             conversation=conversation,
             messages=[user("  \n ")],
@@ -221,8 +231,10 @@ async def test_a_first_turn_with_only_blank_text_records_the_turn(
     )
     assert [r.outcome for r in response.results] == [md.APPEND_OUTCOME_SKIPPED_BLANK]
     assert response.review_pending is False
-    described = await memory.GetConversation(md.GetConversationRequest(conversation=conversation))
+    described = await memory.conversations.GetConversation(
+        md.GetConversationRequest(conversation=conversation)
+    )
     assert (described.message_count, described.completed_turns) == (0, 1)
     assert (described.peak_prompt_tokens, described.context_window) == (1200, 8000)
-    state = await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
+    state = await memory.reviews.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
     assert state.pending_input is False

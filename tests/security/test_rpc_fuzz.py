@@ -30,11 +30,13 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Target, g
 
 
 def victim_state(channel: grpc.Channel) -> tuple[list[tuple[int, str, bool]], list[str]]:
-    stub = md.MemoryServiceStub(channel)
-    rows = stub.ListMemories(
+    stub = md.Stubs(channel)
+    rows = stub.memory.ListMemories(
         md.ListMemoriesRequest(conversation=VICTIM, archived=md.ARCHIVED_FILTER_ALL, page_size=1000)
     )
-    messages = stub.ListMessages(md.ListMessagesRequest(conversation=VICTIM, all_history=True))
+    messages = stub.conversations.ListMessages(
+        md.ListMessagesRequest(conversation=VICTIM, all_history=True)
+    )
     return (
         [(item.memory.id, item.memory.value, item.memory.archived) for item in rows.memories],
         [message.content for message in messages.messages],
@@ -43,18 +45,18 @@ def victim_state(channel: grpc.Channel) -> tuple[list[tuple[int, str, bool]], li
 
 def seed_victim(channel: grpc.Channel) -> tuple[list[tuple[int, str, bool]], list[str]]:
     """Rows of an owner the fuzzer never names; returns their state, which must not change."""
-    stub = md.MemoryServiceStub(channel)
-    stub.AppendMessages(
+    stub = md.Stubs(channel)
+    stub.conversations.AppendMessages(
         md.AppendMessagesRequest(
             conversation=VICTIM,
             messages=[md.NewMessage(role=md.ROLE_USER, content=f"secret {n}") for n in range(5)],
         )
     )
     for category, key in ((md.CATEGORY_IDENTITY, "name"), (md.CATEGORY_DIRECTIVE, "rule")):
-        stub.StoreMemory(
+        stub.memory.StoreMemory(
             md.StoreMemoryRequest(conversation=VICTIM, category=category, key=key, value="mine")
         )
-    stub.StoreMemory(md.StoreMemoryRequest(conversation=VICTIM, key="note", value="mine"))
+    stub.memory.StoreMemory(md.StoreMemoryRequest(conversation=VICTIM, key="note", value="mine"))
     return victim_state(channel)
 
 

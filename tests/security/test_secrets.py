@@ -135,12 +135,12 @@ def test_a_password_in_the_connection_string_reaches_no_output(
     ).start()
     try:
         with md.connect_sync(server.address) as channel:
-            info = md.MemoryServiceStub(channel).GetServerInfo(md.GetServerInfoRequest())
+            info = md.Stubs(channel).admin.GetServerInfo(md.GetServerInfoRequest())
         assert PASSWORD not in info.settings_json
         storage = json.loads(info.settings_json)["memoryd"]["storage"]
         assert storage["dsn"].endswith(f"password={MASK}")
         http = str(server.events("serving")[-1]["http"])
-        answer = _post(http, "/memoryd.v1.MemoryService/GetServerInfo", {})
+        answer = _post(http, "/memoryd.v2.AdminService/GetServerInfo", {})
         assert PASSWORD not in answer
         assert MASK in answer
         # The console's settings page reads the same call through its session.
@@ -154,7 +154,7 @@ def test_a_password_in_the_connection_string_reaches_no_output(
             csrf = json.loads(response.read())["csrf"]
         console = _post(
             http,
-            "/memoryd.v1.MemoryService/GetServerInfo",
+            "/memoryd.v2.AdminService/GetServerInfo",
             {},
             cookie=cookie,
             **{"x-memoryd-csrf": csrf},
@@ -274,7 +274,7 @@ def test_a_password_file_connects_and_reaches_no_output(postgres_base: str, tmp_
     ).start()
     try:
         with md.connect_sync(server.address) as channel:
-            info = md.MemoryServiceStub(channel).GetServerInfo(md.GetServerInfoRequest())
+            info = md.Stubs(channel).admin.GetServerInfo(md.GetServerInfoRequest())
         assert PASSWORD not in info.settings_json
         assert json.loads(info.settings_json)["memoryd"]["storage"]["password_file"] == str(secret)
     finally:

@@ -80,7 +80,7 @@ def credentials(pki: dict[str, Pair | Path], client: str | None) -> grpc.Channel
 async def health_of(address: str, creds: grpc.ChannelCredentials | None) -> grpc.StatusCode:
     async with md.connect(address, credentials=creds, timeout=5) as channel:
         try:
-            await md.MemoryServiceStub(channel).ListMessages(
+            await md.Stubs(channel).conversations.ListMessages(
                 md.ListMessagesRequest(conversation=md.Conversation(channel="t", chat_id="c"))
             )
         except grpc.aio.AioRpcError as error:
@@ -107,7 +107,7 @@ def test_grpcurl_over_tls(
         timeout=30,
     )
     assert listed.returncode == 0, listed.stderr
-    assert "memoryd.v1.MemoryService" in listed.stdout.splitlines()
+    assert "memoryd.v2.ConversationService" in listed.stdout.splitlines()
     plain = subprocess.run(
         [grpcurl, "-plaintext", tls_server.address, "list"],
         capture_output=True,
@@ -230,14 +230,14 @@ def test_the_health_port_answers_probes_without_tls_or_a_token_and_serves_nothin
     assert health != server.address
     serving = memoryd("health", "--address", health)
     assert (serving.returncode, serving.stdout) == (0, "SERVING\n"), serving.stderr
-    named = memoryd("health", "--address", health, "--service", "memoryd.v1.MemoryService")
+    named = memoryd("health", "--address", health, "--service", "memoryd.v2.AdminService")
     assert (named.returncode, named.stdout) == (0, "SERVING\n"), named.stderr
     # No reflection, no memoryd service: the plaintext port carries no data and no token.
     listed = run([grpcurl, "-plaintext", health, "list"])
     assert listed.returncode != 0
     assert "server does not support the reflection API" in listed.stderr, listed.stderr
     with grpc.insecure_channel(health) as channel, pytest.raises(grpc.RpcError) as refused:
-        md.MemoryServiceStub(channel).ListMessages(
+        md.Stubs(channel).conversations.ListMessages(
             md.ListMessagesRequest(conversation=md.Conversation(channel="t", chat_id="c")),
             timeout=10,
         )

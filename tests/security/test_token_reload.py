@@ -59,9 +59,9 @@ def reloads(server: ServerProcess, count: int, event: str = Event.TOKENS_RELOADE
 async def answers(channel: grpc.aio.Channel, token: str) -> grpc.StatusCode:
     """The status GetConversation answers with `token` (OK or NOT_FOUND: the token was taken;
     UNAUTHENTICATED: it was not)."""
-    memory = md.MemoryServiceStub(channel)
+    memory = md.Stubs(channel)
     try:
-        await memory.GetConversation(
+        await memory.conversations.GetConversation(
             md.GetConversationRequest(conversation=md.Conversation(channel="t", chat_id="x")),
             metadata=(("authorization", f"Bearer {token}"),),
         )
@@ -178,11 +178,13 @@ async def test_a_withdrawn_token_ends_the_streams_it_opened(
         return (("authorization", f"Bearer {token}"),)
 
     async with grpc.aio.insecure_channel(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
-        ingest = asyncio.ensure_future(memory.IngestMessages(batches(), metadata=bearer(WITHDRAWN)))
+        memory = md.Stubs(channel)
+        ingest = asyncio.ensure_future(
+            memory.conversations.IngestMessages(batches(), metadata=bearer(WITHDRAWN))
+        )
 
         async def stored() -> list[str]:
-            listed = await memory.ListMessages(
+            listed = await memory.conversations.ListMessages(
                 md.ListMessagesRequest(conversation=chat), metadata=bearer(KEPT)
             )
             return [message.content for message in listed.messages]

@@ -33,13 +33,13 @@ async def test_a_write_not_safe_to_repeat_gets_its_headers_before_it_runs(
     server = start_server(tmp_path / "home", config=review_config(model, enabled=False)).start()
     conversation = md.Conversation(channel="t", chat_id="headers")
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         await append(memory, conversation, user("I moved to Lisbon last spring."))
         model.reply('{"operations": []}', delay_seconds=3)
         # Called as a stream, so that the headers reach the test as they come (a unary call
         # hands them over with the answer).
         review = channel.unary_stream(
-            "/memoryd.v1.MemoryService/ReviewNow",
+            "/memoryd.v2.ReviewService/ReviewNow",
             request_serializer=md.ReviewNowRequest.SerializeToString,
             response_deserializer=md.ReviewNowResponse.FromString,
         )(md.ReviewNowRequest(conversation=conversation))

@@ -14,6 +14,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import memoryd_client as md
+from memoryd.api import contract
 from memoryd.log_events import Event
 from memoryd.storage.migrations import bundled_migrations
 from memoryd.testing.server_process import ServerProcess
@@ -40,22 +41,30 @@ async def test_restart_with_the_same_home_keeps_everything(
     conversation = md.Conversation(channel="telegram", chat_id="persist")
     first = start_server(home).start()
     async with md.connect(first.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         await append(memory, conversation, user("before the clear", client_message_id="a"))
-        await memory.ClearConversation(md.ClearConversationRequest(conversation=conversation))
+        await memory.conversations.ClearConversation(
+            md.ClearConversationRequest(conversation=conversation)
+        )
         await append(memory, conversation, user("after the clear lighthouse"))
-        before = await memory.GetConversation(md.GetConversationRequest(conversation=conversation))
+        before = await memory.conversations.GetConversation(
+            md.GetConversationRequest(conversation=conversation)
+        )
     assert first.stop() == 0
 
     second = start_server(home).start()
     assert second.events(Event.MIGRATED) == []  # nothing left to migrate
     async with md.connect(second.address) as channel:
-        memory = md.MemoryServiceStub(channel)
-        after = await memory.GetConversation(md.GetConversationRequest(conversation=conversation))
+        memory = md.Stubs(channel)
+        after = await memory.conversations.GetConversation(
+            md.GetConversationRequest(conversation=conversation)
+        )
         assert after == before
-        window = await memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
+        window = await memory.conversations.ListMessages(
+            md.ListMessagesRequest(conversation=conversation)
+        )
         assert [m.content for m in window.messages] == ["after the clear lighthouse"]
-        history = await memory.ListMessages(
+        history = await memory.conversations.ListMessages(
             md.ListMessagesRequest(conversation=conversation, all_history=True)
         )
         assert [m.content for m in history.messages] == [
@@ -64,7 +73,7 @@ async def test_restart_with_the_same_home_keeps_everything(
         ]
         retry = await append(memory, conversation, user("before the clear", client_message_id="a"))
         assert retry.results[0].outcome == md.APPEND_OUTCOME_DUPLICATE
-        hits = await memory.SearchHistory(
+        hits = await memory.conversations.SearchHistory(
             md.SearchHistoryRequest(
                 query="lighthouse", conversation=conversation, mode=md.SEARCH_MODE_LEXICAL
             )
@@ -84,7 +93,7 @@ async def test_stopping_under_load_loses_no_acknowledged_write(
     busy = asyncio.Event()
 
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
 
         async def writer(task: int) -> None:
             for index in range(1000):
@@ -115,7 +124,7 @@ async def test_stopping_under_load_loses_no_acknowledged_write(
 
     restarted = start_server(home).start()
     async with md.connect(restarted.address) as channel:
-        state = await md.MemoryServiceStub(channel).GetConversation(
+        state = await md.Stubs(channel).conversations.GetConversation(
             md.GetConversationRequest(conversation=conversation)
         )
         assert state.message_count == len(stored) >= len(acknowledged)
@@ -139,11 +148,13 @@ async def test_signals_repeated_until_exit_still_exit_zero(
     async with grpc.aio.insecure_channel(server.address) as channel:
         # A call in flight holds the drain open: a signal repeated then is surely seen while
         # stopping (two signals sent before the process runs merge into one).
-        memory = md.MemoryServiceStub(channel)
-        ingest = asyncio.ensure_future(memory.IngestMessages(batches()))
+        memory = md.Stubs(channel)
+        ingest = asyncio.ensure_future(memory.conversations.IngestMessages(batches()))
 
         async def in_flight() -> bool:  # its first batch stored: the call is the server's
-            listed = await memory.ListMessages(md.ListMessagesRequest(conversation=chat))
+            listed = await memory.conversations.ListMessages(
+                md.ListMessagesRequest(conversation=chat)
+            )
             return len(listed.messages) == 1
 
         await eventually(in_flight)
@@ -163,7 +174,7 @@ async def test_signals_repeated_until_exit_still_exit_zero(
 
 async def test_health_and_reflection(server: ServerProcess, channel: grpc.aio.Channel) -> None:
     health = health_pb2_grpc.HealthStub(channel)
-    for service in ("", "memoryd.v1.MemoryService", "memoryd.v1.CompactionService"):
+    for service in ("", *contract.service_names()):
         response = await health.Check(health_pb2.HealthCheckRequest(service=service))
         assert response.status == health_pb2.HealthCheckResponse.SERVING
     with pytest.raises(grpc.aio.AioRpcError) as caught:
@@ -222,7 +233,7 @@ async def test_environment_overrides_the_config_file(
         env={"MEMORYD_HISTORY_MAX_MESSAGES_PER_CALL": "2"},
     ).start()
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         conversation = md.Conversation(channel="telegram", chat_id="env")
         await append(memory, conversation, user("a"), user("b"))
         with pytest.raises(grpc.aio.AioRpcError) as caught:
@@ -241,7 +252,7 @@ async def test_full_synchronous_mode_is_applied(
     server.start()
     async with md.connect(server.address) as channel:
         response = await append(
-            md.MemoryServiceStub(channel), md.Conversation(channel="t", chat_id="1"), user("x")
+            md.Stubs(channel), md.Conversation(channel="t", chat_id="1"), user("x")
         )
         assert response.results[0].outcome == md.APPEND_OUTCOME_STORED
     database = sqlite3.connect(tmp_path / "home" / "memory.db")
@@ -255,16 +266,16 @@ async def test_one_structured_log_line_per_rpc(
     server = start_server(tmp_path / "home").start()
     conversation = md.Conversation(channel="telegram", chat_id="logs")
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         await append(memory, conversation, user("logged"))
         with pytest.raises(grpc.aio.AioRpcError):
-            await memory.ListMessages(md.ListMessagesRequest())
+            await memory.conversations.ListMessages(md.ListMessagesRequest())
         await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
     assert server.stop() == 0
     lines = server.events(Event.RPC)  # every line parsed as JSON
     assert [(line["method"], line["status"]) for line in lines] == [
-        ("/memoryd.v1.MemoryService/AppendMessages", "OK"),
-        ("/memoryd.v1.MemoryService/ListMessages", "INVALID_ARGUMENT"),
+        ("/memoryd.v2.ConversationService/AppendMessages", "OK"),
+        ("/memoryd.v2.ConversationService/ListMessages", "INVALID_ARGUMENT"),
     ]  # health checks are logged at debug level only
     for line in lines:
         assert line["level"] == "info"
@@ -280,7 +291,7 @@ async def test_health_turns_not_serving_when_stopping(
     server = start_server(tmp_path / "home").start()
     async with md.connect(server.address) as channel:
         watch = health_pb2_grpc.HealthStub(channel).Watch(
-            health_pb2.HealthCheckRequest(service="memoryd.v1.MemoryService")
+            health_pb2.HealthCheckRequest(service="memoryd.v2.ConversationService")
         )
         first = await watch.read()
         assert first.status == health_pb2.HealthCheckResponse.SERVING

@@ -47,7 +47,7 @@ async def test_hashed_identifiers_keep_ids_out_of_the_log(
         config += '\n[memoryd.server]\nlog_identifiers = "hashed"\n'
         server = start_server(tmp_path / "home", config=config).start()
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             await commit(memory, chat, *turn("I live in Lisbon"))
             model.reply('{"operations": []}')
             await review_now(memory, chat)

@@ -88,7 +88,7 @@ async def test_a_backup_under_write_load_restores_healthy_with_every_earlier_wri
     # The restored directory serves.
     restarted = start_server(restored_home).start()
     async with md.connect(restarted.address) as channel:
-        listed = await md.MemoryServiceStub(channel).ListMessages(
+        listed = await md.Stubs(channel).conversations.ListMessages(
             md.ListMessagesRequest(conversation=md.Conversation(channel="load", chat_id="c0"))
         )
         assert listed.messages
@@ -159,8 +159,8 @@ async def test_a_purge_names_the_replaced_databases_that_may_hold_the_owner(
     chat = md.Conversation(owner_id="victim", channel="telegram", chat_id="c")
     server = start_server(home).start()
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
-        await memory.AppendMessages(
+        memory = md.Stubs(channel)
+        await memory.conversations.AppendMessages(
             md.AppendMessagesRequest(conversation=chat, messages=[md.user("v", marker)])
         )
     backup = tmp_path / "copy.db"
@@ -174,9 +174,7 @@ async def test_a_purge_names_the_replaced_databases_that_may_hold_the_owner(
 
     server = start_server(home).start()
     async with md.connect(server.address) as channel:
-        receipt = await md.MemoryServiceStub(channel).PurgeOwner(
-            md.PurgeOwnerRequest(owner_id="victim")
-        )
+        receipt = await md.Stubs(channel).admin.PurgeOwner(md.PurgeOwnerRequest(owner_id="victim"))
     assert receipt.wal_truncated
     assert list(receipt.residual_files) == sorted([*replaced, "memory/notes.txt"])
     report = json.loads(memoryd("check", "--home", str(home), "--json").stdout)

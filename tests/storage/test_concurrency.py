@@ -28,7 +28,7 @@ async def test_concurrent_appends_lose_and_duplicate_nothing(
     acknowledged: dict[str, list[tuple[int, str]]] = {c.chat_id: [] for c in conversations}
 
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
 
         async def writer(task: int) -> None:
             conversation = conversations[task % CONVERSATIONS]
@@ -49,7 +49,7 @@ async def test_concurrent_appends_lose_and_duplicate_nothing(
             stored: list[tuple[int, str]] = []
             token = ""
             while True:
-                page = await memory.ListMessages(
+                page = await memory.conversations.ListMessages(
                     md.ListMessagesRequest(
                         conversation=conversation, page_size=1000, page_token=token
                     )
@@ -71,7 +71,7 @@ async def test_concurrent_appends_lose_and_duplicate_nothing(
 
 
 async def test_the_same_client_id_from_many_callers_is_stored_once(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     responses = await asyncio.gather(
         *(
@@ -83,12 +83,14 @@ async def test_the_same_client_id_from_many_callers_is_stored_once(
     assert outcomes.count(md.APPEND_OUTCOME_STORED) == 1
     assert outcomes.count(md.APPEND_OUTCOME_DUPLICATE) == 39
     assert len({r.results[0].id for r in responses}) == 1
-    listed = await memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
+    listed = await memory.conversations.ListMessages(
+        md.ListMessagesRequest(conversation=conversation)
+    )
     assert len(listed.messages) == 1
 
 
 async def test_reads_during_writes_never_see_partial_calls(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     stop = asyncio.Event()
 
@@ -99,7 +101,7 @@ async def test_reads_during_writes_never_see_partial_calls(
 
     async def read() -> None:
         while not stop.is_set():
-            listed = await memory.ListMessages(
+            listed = await memory.conversations.ListMessages(
                 md.ListMessagesRequest(conversation=conversation, page_size=1000)
             )
             # A call's five messages are committed together: never a partial batch.

@@ -36,7 +36,7 @@ async def test_sqlite_migrates_into_postgres_and_exports_back_byte_for_byte(
             tmp_path / "source", config=review_config(model, enabled=False) + REALTIME, env=SQLITE
         ).start()
         async with md.connect(source.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             await fill(memory, model)
             await compacted(memory, model, channel)
     before = tmp_path / "before.jsonl"

@@ -179,13 +179,13 @@ async def test_a_purge_is_followed_by_a_vacuum(
     server = start_server(tmp_path / "home", env=on_postgres(dsn)).start()
     conversation = md.Conversation(channel="t", chat_id="secret")
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         await append(
             memory, md.Conversation(channel="t", chat_id="kept"), user("the weather is fine")
         )
         await append(memory, conversation, user("my passport number is X1234567, zebrafoo"))
         assert _files_holding(dsn, b"zebrafoo")  # the probe finds the words before
-        purged = await memory.PurgeConversation(
+        purged = await memory.conversations.PurgeConversation(
             md.PurgeConversationRequest(conversation=conversation)
         )
     # On PostgreSQL the receipt's wal_truncated says the scrub after the erasure ran: VACUUM,
@@ -246,7 +246,7 @@ async def test_postgres_going_away_answers_unavailable_then_recovers_without_a_r
     server = start_server(tmp_path / "home", env=on_postgres(dsn)).start()
     conversation = md.Conversation(channel="t", chat_id="outage")
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         before = await append(memory, conversation, user("before the outage"))
 
         own_postgres.pause()
@@ -255,7 +255,9 @@ async def test_postgres_going_away_answers_unavailable_then_recovers_without_a_r
         assert "PostgreSQL" in (write.details() or "")
         assert "nothing was written" in (write.details() or "")
         read = await rpc_error(
-            memory.SearchHistory(md.SearchHistoryRequest(query="outage", conversation=conversation))
+            memory.conversations.SearchHistory(
+                md.SearchHistoryRequest(query="outage", conversation=conversation)
+            )
         )
         assert read.code() == grpc.StatusCode.UNAVAILABLE
         # Long enough for the background embedder to look for work and fail too.
@@ -263,13 +265,13 @@ async def test_postgres_going_away_answers_unavailable_then_recovers_without_a_r
 
         own_postgres.resume()
         after = await _retried(lambda: append(memory, conversation, user("after the outage")))
-        listed = await memory.ListMessages(
+        listed = await memory.conversations.ListMessages(
             md.ListMessagesRequest(conversation=conversation, all_history=True)
         )
         # The embedder carried on: the message written after the outage gets its vector.
         deadline = time.monotonic() + 60
         while True:
-            status = await memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+            status = await memory.admin.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
             if status.pending_messages == 0 and status.embedded_messages == 2:
                 break
             assert time.monotonic() < deadline, status
@@ -293,10 +295,10 @@ async def test_every_read_answers_once_postgresql_is_back_though_it_left_while_t
     conversation = md.Conversation(channel="t", chat_id="idle-readers")
     calls = 24  # the pool has 4 connections ([memoryd.storage] pool_size)
 
-    async def burst(memory: md.MemoryServiceStub) -> list[int]:
+    async def burst(memory: md.Stubs) -> list[int]:
         answers = await asyncio.gather(
             *(
-                memory.SearchHistory(
+                memory.conversations.SearchHistory(
                     md.SearchHistoryRequest(query="idle", conversation=conversation), timeout=15
                 )
                 for _ in range(calls)
@@ -306,7 +308,7 @@ async def test_every_read_answers_once_postgresql_is_back_though_it_left_while_t
 
     # A bare channel: the generated client would retry an UNAVAILABLE read and hide it.
     async with grpc.aio.insecure_channel(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         await append(memory, conversation, user("an idle reader"))
         assert await burst(memory) == [1] * calls  # every reader connection opened
         own_postgres.pause()
@@ -337,7 +339,7 @@ async def test_an_outage_is_one_warning_and_one_line_when_it_ends_never_a_crash(
         server = start_server(tmp_path / "home", config=config, env=on_postgres(dsn)).start()
         conversation = md.Conversation(channel="t", chat_id="outage-review")
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             await commit(memory, conversation, *turn("a fact for a review"))
             await asyncio.to_thread(asked.wait, 30)  # the review is at the model
             own_postgres.pause()
@@ -356,7 +358,7 @@ async def test_an_outage_is_one_warning_and_one_line_when_it_ends_never_a_crash(
 
             async def reviewed() -> bool:
                 state = await _retried(
-                    lambda: memory.GetReviewState(
+                    lambda: memory.reviews.GetReviewState(
                         md.GetReviewStateRequest(conversation=conversation)
                     )
                 )
@@ -393,10 +395,10 @@ async def test_a_compaction_after_a_turn_that_meets_an_outage_is_no_traceback(
         conversation = md.Conversation(channel="t", chat_id="outage-compaction")
         hot = md.TurnUsage(peak_prompt_tokens=1650, context_window=WINDOW)
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             await append(memory, conversation, *(user(words(160, WORDS[n])) for n in range(14)))
             ok = md.NewMessage(role=md.ROLE_ASSISTANT, sender="bot", content="ok")
-            await memory.CommitTurn(
+            await memory.conversations.CommitTurn(
                 md.CommitTurnRequest(conversation=conversation, messages=[ok], usage=hot)
             )
             await asyncio.to_thread(asked.wait, 30)  # the compaction is at the model
@@ -406,7 +408,7 @@ async def test_a_compaction_after_a_turn_that_meets_an_outage_is_no_traceback(
             assert failed["work"] == ["compaction_store"]
             own_postgres.resume()
             await _retried(
-                lambda: memory.CommitTurn(
+                lambda: memory.conversations.CommitTurn(
                     md.CommitTurnRequest(conversation=conversation, messages=[ok], usage=hot)
                 )
             )
@@ -429,7 +431,7 @@ async def test_a_file_whose_write_met_an_outage_converges_when_postgresql_is_bac
     conversation = md.Conversation(agent_id="healing", channel="t", chat_id="outage-files")
     file = home / "memory" / "healing" / "USER.md"
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         row = await store(
             memory,
             conversation,
@@ -441,7 +443,7 @@ async def test_a_file_whose_write_met_an_outage_converges_when_postgresql_is_bac
         assert "Prefers tea" in file.read_text(encoding="utf-8")
         with prompt_files_lock(home):
             update = asyncio.ensure_future(
-                memory.UpdateMemory(
+                memory.memory.UpdateMemory(
                     md.UpdateMemoryRequest(
                         conversation=conversation, id=row.id, value="Prefers coffee"
                     )
@@ -469,7 +471,7 @@ async def test_a_file_whose_write_met_an_outage_converges_when_postgresql_is_bac
         with contextlib.suppress(grpc.aio.AioRpcError):
             await update
         answer = await _retried(
-            lambda: memory.GetPromptContext(
+            lambda: memory.context.GetPromptContext(
                 md.GetPromptContextRequest(agent_id="healing", owner_id=conversation.owner_id)
             )
         )
@@ -489,12 +491,12 @@ async def test_two_memoryd_processes_serve_one_database_as_replicas(
     assert second.events(Event.MIGRATED) == []  # the first migrated it
     conversation = md.Conversation(channel="telegram", chat_id="replicas")
     async with md.connect(first.address) as one, md.connect(second.address) as other:
-        stubs = (md.MemoryServiceStub(one), md.MemoryServiceStub(other))
+        stubs = (md.Stubs(one), md.Stubs(other))
         ids = []
         for number in range(40):
             written = await append(stubs[number % 2], conversation, user(f"message {number}"))
             ids.append(written.results[0].id)
-            window = await stubs[(number + 1) % 2].ListMessages(
+            window = await stubs[(number + 1) % 2].conversations.ListMessages(
                 md.ListMessagesRequest(conversation=conversation, page_size=1)
             )
             assert window.messages[-1].content == f"message {number}"
@@ -508,7 +510,7 @@ async def test_two_memoryd_processes_serve_one_database_as_replicas(
             md.CATEGORY_PREFERENCE,
             scope_type=md.SCOPE_TYPE_OWNER,
         )
-        await stubs[1].UpdateMemory(
+        await stubs[1].memory.UpdateMemory(
             md.UpdateMemoryRequest(conversation=conversation, id=row.id, value="Prefers coffee")
         )
     assert ids == sorted(ids)

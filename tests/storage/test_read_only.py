@@ -74,9 +74,9 @@ async def test_a_read_only_server_refuses_every_write_and_keeps_every_read(
     home = tmp_path / "home"
     writable = start_server(home).start()
     async with md.connect(writable.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         await append(memory, CHAT, user("I love sushi"))
-        await memory.StoreMemory(
+        await memory.memory.StoreMemory(
             md.StoreMemoryRequest(category=md.CATEGORY_PREFERENCE, key="food", value="sushi")
         )
     assert writable.stop() == 0
@@ -95,18 +95,18 @@ async def test_a_read_only_server_refuses_every_write_and_keeps_every_read(
             code, details = ended
             assert code == grpc.StatusCode.FAILED_PRECONDITION, (path, details)
             assert details == READ_ONLY, path
-        memory = md.MemoryServiceStub(channel)
-        listed = await memory.ListMessages(md.ListMessagesRequest(conversation=CHAT))
+        memory = md.Stubs(channel)
+        listed = await memory.conversations.ListMessages(md.ListMessagesRequest(conversation=CHAT))
         assert [m.content for m in listed.messages] == ["I love sushi"]
-        found = await memory.SearchHistory(
+        found = await memory.conversations.SearchHistory(
             md.SearchHistoryRequest(query="sushi", conversation=CHAT)
         )
         assert [hit.message.content for hit in found.hits] == ["I love sushi"]
-        rows = await memory.ListMemories(md.ListMemoriesRequest())
+        rows = await memory.memory.ListMemories(md.ListMemoriesRequest())
         assert [item.memory.value for item in rows.memories] == ["sushi"]
-        context = await memory.GetPromptContext(md.GetPromptContextRequest())
+        context = await memory.context.GetPromptContext(md.GetPromptContextRequest())
         assert "sushi" in context.context_block
-        composed = await md.CompactionServiceStub(channel).ComposeContext(
+        composed = await md.Stubs(channel).context.ComposeContext(
             md.ComposeContextRequest(conversation=CHAT, context_window=8000)
         )
         assert any("I love sushi" in part.content for part in composed.parts)

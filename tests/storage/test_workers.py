@@ -45,7 +45,7 @@ WORKERS = 2
 
 
 async def preference(
-    memory: md.MemoryServiceStub, conversation: md.Conversation, key: str, value: str
+    memory: md.Stubs, conversation: md.Conversation, key: str, value: str
 ) -> md.Memory:
     """An owner-scope preference, rendered into the owner's USER.md."""
     return await store(
@@ -79,10 +79,10 @@ async def test_every_worker_serves_the_same_store(
         assert len(probes) == WORKERS
     conversation = md.Conversation(channel="telegram", chat_id="shared")
     async with channels_to_each_worker(server.address, WORKERS) as (first, second):
-        await append(md.MemoryServiceStub(first), conversation, user("written by worker 0"))
-        await append(md.MemoryServiceStub(second), conversation, user("written by worker 1"))
+        await append(md.Stubs(first), conversation, user("written by worker 0"))
+        await append(md.Stubs(second), conversation, user("written by worker 1"))
         for channel in (first, second):
-            window = await md.MemoryServiceStub(channel).ListMessages(
+            window = await md.Stubs(channel).conversations.ListMessages(
                 md.ListMessagesRequest(conversation=conversation)
             )
             assert [m.content for m in window.messages] == [
@@ -110,9 +110,7 @@ async def test_another_server_on_the_same_port_is_refused(
     assert supervised.wait_exit() != 0
     assert "address already in use" in supervised.output
     async with md.connect(server.address) as channel:  # the first is untouched
-        await append(
-            md.MemoryServiceStub(channel), md.Conversation(channel="t", chat_id="c"), user("hi")
-        )
+        await append(md.Stubs(channel), md.Conversation(channel="t", chat_id="c"), user("hi"))
 
 
 def test_only_the_supervisors_workers_get_into_its_data_directory(
@@ -143,7 +141,7 @@ async def test_a_killed_worker_is_started_again_and_nothing_acknowledged_is_lost
         async with md.connect(
             server.address, options=[("grpc.memoryd_test_connection", number)]
         ) as channel:
-            memory = md.MemoryServiceStub(channel)
+            memory = md.Stubs(channel)
             sent = 0
             while not stop.is_set():
                 text = f"appender {number} message {sent}"
@@ -173,7 +171,7 @@ async def test_a_killed_worker_is_started_again_and_nothing_acknowledged_is_lost
     async with md.connect(server.address) as channel:
         token = ""
         while True:
-            page = await md.MemoryServiceStub(channel).ListMessages(
+            page = await md.Stubs(channel).conversations.ListMessages(
                 md.ListMessagesRequest(
                     conversation=conversation, page_size=1000, all_history=True, page_token=token
                 )
@@ -229,12 +227,12 @@ async def test_sigterm_drains_every_worker(
             calls = []
             for index, channel in enumerate(channels):
                 conversation = md.Conversation(channel="telegram", chat_id=f"drain-{index}")
-                await md.MemoryServiceStub(channel).AppendMessages(
+                await md.Stubs(channel).conversations.AppendMessages(
                     md.AppendMessagesRequest(conversation=conversation, messages=filler(12, 150))
                 )
                 calls.append(
                     asyncio.ensure_future(
-                        md.CompactionServiceStub(channel).Compact(
+                        md.Stubs(channel).context.Compact(
                             md.CompactRequest(conversation=conversation, context_window=WINDOW)
                         )
                     )
@@ -274,7 +272,7 @@ async def test_a_rolling_restart_under_load_shows_no_error_to_the_generated_clie
     acknowledged: dict[str, set[str]] = {}
 
     async def caller(channel: grpc.aio.Channel, name: str, *, bare: bool) -> None:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         conversation = md.Conversation(channel="telegram", chat_id=name)
         stored = acknowledged.setdefault(name, set())
         number = 0
@@ -286,7 +284,7 @@ async def test_a_rolling_restart_under_load_shows_no_error_to_the_generated_clie
                     memory, conversation, user(f"lighthouse {number}", client_message_id=key)
                 )
                 stored.add(key)
-                await memory.SearchHistory(
+                await memory.conversations.SearchHistory(
                     md.SearchHistoryRequest(
                         conversation=conversation, query="lighthouse", mode=md.SEARCH_MODE_LEXICAL
                     )
@@ -340,11 +338,11 @@ async def test_a_rolling_restart_under_load_shows_no_error_to_the_generated_clie
     assert statuses == {"OK"}, statuses
     # Each keyed append is stored once, whatever the retries.
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         for name, stored in acknowledged.items():
             if not name.startswith(tuple(f"c{index}-" for index in range(CLIENT_CHANNELS))):
                 continue
-            state = await memory.GetConversation(
+            state = await memory.conversations.GetConversation(
                 md.GetConversationRequest(
                     conversation=md.Conversation(channel="telegram", chat_id=name)
                 )
@@ -387,8 +385,8 @@ async def test_a_write_acknowledged_by_one_worker_is_read_at_once_through_the_ot
     conversation = md.Conversation(channel="telegram", chat_id="coherence")
     stale: list[tuple[int, str]] = []
     async with channels_to_each_worker(server.address, WORKERS) as channels:
-        memories = [md.MemoryServiceStub(channel) for channel in channels]
-        composers = [md.CompactionServiceStub(channel) for channel in channels]
+        memories = [md.Stubs(channel) for channel in channels]
+        composers = [md.Stubs(channel) for channel in channels]
         row = await preference(memories[0], conversation, "drink", "Prefers tea 0")
         started = time.monotonic()
         for number in range(ROUNDS):
@@ -397,38 +395,38 @@ async def test_a_write_acknowledged_by_one_worker_is_read_at_once_through_the_ot
             text = f"round {number}"
             if kind == 0:
                 await append(memories[writer], conversation, user(text))
-                window = await memories[reader].ListMessages(
+                window = await memories[reader].conversations.ListMessages(
                     md.ListMessagesRequest(conversation=conversation, page_size=1)
                 )
                 seen = window.messages[-1].content
             elif kind == 1:
-                await memories[writer].UpdateMemory(
+                await memories[writer].memory.UpdateMemory(
                     md.UpdateMemoryRequest(conversation=conversation, id=row.id, value=text)
                 )
-                prompt = await memories[reader].GetPromptContext(
+                prompt = await memories[reader].context.GetPromptContext(
                     md.GetPromptContextRequest(
                         agent_id=conversation.agent_id, owner_id=conversation.owner_id
                     )
                 )
                 seen = text if f"- {text}" in prompt.user_md.splitlines() else prompt.user_md
             elif kind == 2:
-                await memories[writer].UpdateMemory(
+                await memories[writer].memory.UpdateMemory(
                     md.UpdateMemoryRequest(conversation=conversation, id=row.id, value=text)
                 )
-                got = await memories[reader].GetMemory(
+                got = await memories[reader].memory.GetMemory(
                     md.GetMemoryRequest(conversation=conversation, id=row.id)
                 )
                 seen = got.memory.value
             elif kind == 3:
                 await append(memories[writer], conversation, user(text))
-                composed = await composers[reader].ComposeContext(
+                composed = await composers[reader].context.ComposeContext(
                     md.ComposeContextRequest(conversation=conversation, context_window=4_000)
                 )
                 seen = composed.parts[-1].content
             else:
                 text = f"round {number} marker{number}"
                 await append(memories[writer], conversation, user(text))
-                found = await memories[reader].SearchHistory(
+                found = await memories[reader].conversations.SearchHistory(
                     md.SearchHistoryRequest(
                         conversation=conversation,
                         query=f"marker{number}",
@@ -452,7 +450,7 @@ async def test_prompt_files_end_as_the_newest_revision_whichever_worker_wrote_la
     server = start_server(home, workers=WORKERS).start()
     conversation = md.Conversation(agent_id="files", channel="telegram", chat_id="files")
     async with channels_to_each_worker(server.address, WORKERS) as channels:
-        memories = [md.MemoryServiceStub(channel) for channel in channels]
+        memories = [md.Stubs(channel) for channel in channels]
         rows = [
             await preference(
                 memories[index], conversation, f"from worker {index}", f"Worker {index} wrote 0"
@@ -462,7 +460,7 @@ async def test_prompt_files_end_as_the_newest_revision_whichever_worker_wrote_la
 
         async def rewrite(index: int) -> None:
             for number in range(1, 150):
-                await memories[index].UpdateMemory(
+                await memories[index].memory.UpdateMemory(
                     md.UpdateMemoryRequest(
                         conversation=conversation,
                         id=rows[index].id,
@@ -472,7 +470,7 @@ async def test_prompt_files_end_as_the_newest_revision_whichever_worker_wrote_la
 
         await asyncio.gather(*(rewrite(index) for index in range(WORKERS)))
         answers = [
-            await memory.GetPromptContext(
+            await memory.context.GetPromptContext(
                 md.GetPromptContextRequest(
                     agent_id=conversation.agent_id, owner_id=conversation.owner_id
                 )
@@ -497,19 +495,19 @@ async def test_a_file_a_killed_worker_left_unwritten_is_rewritten_when_it_starts
     conversation = md.Conversation(agent_id="healing", channel="telegram", chat_id="heal")
     file = home / "memory" / "healing" / "USER.md"
     async with channels_to_each_worker(server.address, WORKERS) as (first, second):
-        memory, other = md.MemoryServiceStub(first), md.MemoryServiceStub(second)
+        memory, other = md.Stubs(first), md.Stubs(second)
         row = await preference(memory, conversation, "drink", "Prefers tea")
         assert "Prefers tea" in file.read_text(encoding="utf-8")
 
         async def user_md() -> str:
-            answer = await other.GetPromptContext(
+            answer = await other.context.GetPromptContext(
                 md.GetPromptContextRequest(agent_id="healing", owner_id=conversation.owner_id)
             )
             return answer.user_md
 
         with prompt_files_lock(home):
             update = asyncio.ensure_future(
-                memory.UpdateMemory(
+                memory.memory.UpdateMemory(
                     md.UpdateMemoryRequest(
                         conversation=conversation, id=row.id, value="Prefers coffee"
                     )
@@ -540,15 +538,15 @@ async def test_a_late_write_of_an_older_revision_never_replaces_a_newer_file(
     server = start_server(home, workers=WORKERS).start()
     conversation = md.Conversation(agent_id="late", channel="telegram", chat_id="late")
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         row = await preference(memory, conversation, "drink", "Prefers tea")
-        older = await memory.GetPromptContext(
+        older = await memory.context.GetPromptContext(
             md.GetPromptContextRequest(agent_id="late", owner_id=conversation.owner_id)
         )
-        await memory.UpdateMemory(
+        await memory.memory.UpdateMemory(
             md.UpdateMemoryRequest(conversation=conversation, id=row.id, value="Prefers coffee")
         )
-        newest = await memory.GetPromptContext(
+        newest = await memory.context.GetPromptContext(
             md.GetPromptContextRequest(agent_id="late", owner_id=conversation.owner_id)
         )
     assert older.user_md != newest.user_md
@@ -604,7 +602,7 @@ async def test_a_transcript_resumes_on_the_other_worker_after_its_worker_is_kill
             while True:
                 yield await sent.get()
 
-        call = md.MemoryServiceStub(first).StreamTranscript(send())
+        call = md.Stubs(first).conversations.StreamTranscript(send())
         await sent.put(opening)
         assert (await call.read()).committed_seq == 0
         for seq in (1, 2, 3):
@@ -625,12 +623,12 @@ async def test_a_transcript_resumes_on_the_other_worker_after_its_worker_is_kill
                 yield request
 
         answers = [
-            answer async for answer in md.MemoryServiceStub(second).StreamTranscript(replay())
+            answer async for answer in md.Stubs(second).conversations.StreamTranscript(replay())
         ]
         assert (answers[0].committed_seq, answers[0].resumed) == (3, True)
         assert answers[-1].totals.duplicates == 1
         assert answers[-1].totals.finals_stored == 1
-        stored = await md.MemoryServiceStub(second).ListMessages(
+        stored = await md.Stubs(second).conversations.ListMessages(
             md.ListMessagesRequest(
                 conversation=md.Conversation(channel="realtime", chat_id="local:kitchen"),
                 all_history=True,
@@ -654,12 +652,12 @@ async def test_one_compaction_of_a_conversation_at_a_time_across_workers(
         server = start_server(tmp_path / "home", workers=WORKERS, config=config).start()
         conversation = md.Conversation(channel="telegram", chat_id="compact-once")
         async with channels_to_each_worker(server.address, WORKERS) as channels:
-            await md.MemoryServiceStub(channels[0]).AppendMessages(
+            await md.Stubs(channels[0]).conversations.AppendMessages(
                 md.AppendMessagesRequest(conversation=conversation, messages=filler(12, 150))
             )
             answers = await asyncio.gather(
                 *(
-                    md.CompactionServiceStub(channel).Compact(
+                    md.Stubs(channel).context.Compact(
                         md.CompactRequest(conversation=conversation, context_window=WINDOW)
                     )
                     for channel in channels

@@ -63,7 +63,7 @@ def server(start_server: type[ServerProcess], tmp_path: Path) -> ServerProcess:
 async def test_a_briefly_held_lock_is_retried_and_the_write_commits(server: ServerProcess) -> None:
     conversation = md.Conversation(channel="telegram", chat_id="retry")
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         with write_lock(server.home / "memory.db") as release:
             appending = asyncio.create_task(
                 append(memory, conversation, user("survives a held lock"))
@@ -73,7 +73,9 @@ async def test_a_briefly_held_lock_is_retried_and_the_write_commits(server: Serv
             release.set()
             response = await appending
         assert response.results[0].outcome == md.APPEND_OUTCOME_STORED
-        listed = await memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
+        listed = await memory.conversations.ListMessages(
+            md.ListMessagesRequest(conversation=conversation)
+        )
         assert [m.content for m in listed.messages] == ["survives a held lock"]
     retries = server.events(Event.WRITE_RETRY)
     assert retries
@@ -86,7 +88,7 @@ async def test_a_lock_held_past_every_attempt_is_unavailable_and_nothing_is_writ
 ) -> None:
     conversation = md.Conversation(channel="telegram", chat_id="give-up")
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         with write_lock(server.home / "memory.db"):  # held until every attempt failed
             results = await asyncio.gather(
                 *(append(memory, conversation, user(f"m{i}")) for i in range(5)),
@@ -98,7 +100,7 @@ async def test_a_lock_held_past_every_attempt_is_unavailable_and_nothing_is_writ
             assert result.details() == (
                 "the database is busy (BusyError); nothing was written, retry later"
             )
-        listed = await memory.ListMessages(
+        listed = await memory.conversations.ListMessages(
             md.ListMessagesRequest(conversation=conversation, all_history=True)
         )
         assert list(listed.messages) == []

@@ -48,8 +48,8 @@ async def test_activity_counts_what_happened_by_hour_and_day_in_each_scope(
     server = start_server(tmp_path / "home", config=review_config(model, enabled=False)).start()
     ada, ada2 = conversation("ada", "a1"), conversation("ada", "a2")
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
-        compaction = md.CompactionServiceStub(channel)
+        memory = md.Stubs(channel)
+        compaction = md.Stubs(channel)
         await commit(memory, ada, *turn("I'm vegetarian", "and I live in Lisbon"))
         await commit(memory, ada2, *turn("hello"))
         await commit(memory, conversation("bob", "b1"), *turn("hi"))
@@ -57,7 +57,7 @@ async def test_activity_counts_what_happened_by_hour_and_day_in_each_scope(
         # Three days ago, by the time it carries.
         past = dt.datetime.now(UTC).replace(minute=30, second=0, microsecond=0)
         past -= dt.timedelta(days=3)
-        await memory.AppendMessages(
+        await memory.conversations.AppendMessages(
             md.AppendMessagesRequest(
                 conversation=ada2,
                 messages=[md.user("ada", "an old message", created_at=stamp(past))],
@@ -87,7 +87,7 @@ async def test_activity_counts_what_happened_by_hour_and_day_in_each_scope(
         model.fail(401)
         failed = await review_now(memory, ada2)
         assert failed.status == md.REVIEW_STATUS_FAILED
-        await memory.AppendMessages(
+        await memory.conversations.AppendMessages(
             md.AppendMessagesRequest(
                 conversation=ada, messages=[md.user("ada", " ".join(["trip"] * 300))] * 4
             )
@@ -95,11 +95,13 @@ async def test_activity_counts_what_happened_by_hour_and_day_in_each_scope(
         model.reply("Nothing to save.")
         await review_now(memory, ada)
         model.reply("The user planned a trip.")
-        done = await compaction.Compact(md.CompactRequest(conversation=ada, context_window=1200))
+        done = await compaction.context.Compact(
+            md.CompactRequest(conversation=ada, context_window=1200)
+        )
         assert done.outcome == md.COMPACTION_OUTCOME_COMPACTED, done.message
 
         # One conversation, by the hour: 48 buckets, the last one now's.
-        hourly = await memory.GetActivity(
+        hourly = await memory.overview.GetActivity(
             md.GetActivityRequest(conversation=ada, bucket=md.ACTIVITY_BUCKET_HOUR)
         )
         assert hourly.bucket == md.ACTIVITY_BUCKET_HOUR
@@ -118,7 +120,7 @@ async def test_activity_counts_what_happened_by_hour_and_day_in_each_scope(
         assert sum(point.counts.messages for point in hourly.points[-2:]) == 6
 
         # The owner, by the day (the default): 30 days, the old message three days back.
-        daily = await memory.GetActivity(
+        daily = await memory.overview.GetActivity(
             md.GetActivityRequest(owner=md.OwnerScope(agent_id="main", owner_id="ada"))
         )
         assert (daily.bucket, len(daily.points)) == (md.ACTIVITY_BUCKET_DAY, 30)
@@ -136,16 +138,16 @@ async def test_activity_counts_what_happened_by_hour_and_day_in_each_scope(
             "model_tokens": 460,
             "model_errors": 1,
         }
-        agent = await memory.GetActivity(
+        agent = await memory.overview.GetActivity(
             md.GetActivityRequest(agent=md.AgentScope(agent_id="main"))
         )
         assert totals(agent)["messages"] == 9
-        everyone = await memory.GetActivity(md.GetActivityRequest())
+        everyone = await memory.overview.GetActivity(md.GetActivityRequest())
         assert totals(everyone)["messages"] == 10
 
         # A range of its own: only the old message's day.
         day = dt.datetime.combine(past.date(), dt.time(), UTC)
-        ranged = await memory.GetActivity(
+        ranged = await memory.overview.GetActivity(
             md.GetActivityRequest(
                 conversation=ada2,
                 start_time=stamp(day + dt.timedelta(hours=5)),
@@ -159,12 +161,12 @@ async def test_activity_counts_what_happened_by_hour_and_day_in_each_scope(
 
         # A purged conversation takes its activity with it; its agent's counts keep it, as
         # numbers that name no one.
-        await memory.PurgeConversation(md.PurgeConversationRequest(conversation=ada2))
-        agent = await memory.GetActivity(
+        await memory.conversations.PurgeConversation(md.PurgeConversationRequest(conversation=ada2))
+        agent = await memory.overview.GetActivity(
             md.GetActivityRequest(agent=md.AgentScope(agent_id="main"))
         )
         assert totals(agent)["messages"] == 9
-        after = await memory.GetActivity(
+        after = await memory.overview.GetActivity(
             md.GetActivityRequest(owner=md.OwnerScope(agent_id="main", owner_id="ada"))
         )
         assert totals(after) == {
@@ -211,12 +213,12 @@ async def test_activity_refuses_what_it_cannot_answer(
         ),
     }
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         for name, request in bad.items():
-            error = await rpc_error(memory.GetActivity(request))
+            error = await rpc_error(memory.overview.GetActivity(request))
             assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, (name, error.details())
         # The longest range allowed, empty.
-        longest = await memory.GetActivity(
+        longest = await memory.overview.GetActivity(
             md.GetActivityRequest(
                 bucket=md.ACTIVITY_BUCKET_HOUR,
                 start_time=stamp(now - dt.timedelta(days=89)),
@@ -232,7 +234,7 @@ async def test_a_runs_applied_operations_show_each_row_before_and_after(
     server = start_server(tmp_path / "home", config=review_config(model, enabled=False)).start()
     chat = conversation("ada", "ops")
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         await commit(memory, chat, *turn("I live in Lisbon and drink tea"))
         model.reply(
             ops(
@@ -251,7 +253,7 @@ async def test_a_runs_applied_operations_show_each_row_before_and_after(
             )
         )
         first = await review_now(memory, chat)
-        listed = await memory.ListMemories(
+        listed = await memory.memory.ListMemories(
             md.ListMemoriesRequest(owner=md.OwnerScope(owner_id="ada"))
         )
         rows = {item.memory.value: item.memory.id for item in listed.memories}
@@ -268,7 +270,9 @@ async def test_a_runs_applied_operations_show_each_row_before_and_after(
         second = await review_now(memory, chat)
         assert (second.ops_replaced, second.ops_archived, second.ops_skipped) == (1, 1, 1)
 
-        runs = (await memory.ListReviewRuns(md.ListReviewRunsRequest(conversation=chat))).runs
+        runs = (
+            await memory.reviews.ListReviewRuns(md.ListReviewRunsRequest(conversation=chat))
+        ).runs
         by_id = {run.id: run for run in runs}
         applied = [
             (op.index, op.action, op.memory_id, op.value_before, op.value_after)
@@ -282,12 +286,14 @@ async def test_a_runs_applied_operations_show_each_row_before_and_after(
             (op.action, op.memory_id, op.value_before, op.value_after)
             for op in by_id[first.review_run_id].applied_operations
         ] == [("add", city, "", "Lives in Lisbon"), ("add", tea, "", "Drinks tea")]
-        state = await memory.GetReviewState(md.GetReviewStateRequest(conversation=chat))
+        state = await memory.reviews.GetReviewState(md.GetReviewStateRequest(conversation=chat))
         assert len(state.last_run.applied_operations) == 2
 
         # A row deleted takes its operations (and the values they quote) with it.
-        await memory.DeleteMemory(md.DeleteMemoryRequest(conversation=chat, id=city))
-        runs = (await memory.ListReviewRuns(md.ListReviewRunsRequest(conversation=chat))).runs
+        await memory.memory.DeleteMemory(md.DeleteMemoryRequest(conversation=chat, id=city))
+        runs = (
+            await memory.reviews.ListReviewRuns(md.ListReviewRunsRequest(conversation=chat))
+        ).runs
         kept = [(op.action, op.memory_id) for run in runs for op in run.applied_operations]
         assert sorted(kept) == [("add", tea), ("archive", tea)]
         assert "Lisbon" not in str(runs)

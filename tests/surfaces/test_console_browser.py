@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 import memoryd_client as md
+from memoryd.api import contract
 from memoryd.testing.configs import embedding_config, review_config
 from memoryd.testing.fake_embeddings import FakeEmbeddings
 from memoryd.testing.fake_model import FakeModel
@@ -187,10 +188,14 @@ def chromium(folder: Path, *flags: str) -> WebDriver:
     return webdriver.Chrome(options=options, service=service)
 
 
+# Each RPC's memoryd.v2 path, by name.
+V2 = {method.name: contract.path(method) for method in contract.methods()}
+
+
 def rpc(address: str, method: str, body: dict[str, Any], **headers: str) -> tuple[int, Any]:
     """A Connect call with urllib: (HTTP status, the JSON answer)."""
     request = urllib.request.Request(
-        f"http://{address}/memoryd.v1.MemoryService/{method}",
+        f"http://{address}{V2[method]}",
         data=json.dumps(body).encode(),
         headers={"content-type": "application/json", **headers},
         method="POST",
@@ -206,8 +211,8 @@ def seed(server: ServerProcess, model: FakeModel) -> dict[str, int]:
     """A conversation with hostile and large messages, a review that added a fact and skipped
     an operation, and an owner row to archive."""
     with md.connect_sync(server.address, token=ADMIN) as channel:
-        memory = md.MemoryServiceStub(channel)
-        memory.CommitTurn(
+        memory = md.Stubs(channel)
+        memory.conversations.CommitTurn(
             md.CommitTurnRequest(
                 conversation=CONVERSATION,
                 messages=[
@@ -232,8 +237,8 @@ def seed(server: ServerProcess, model: FakeModel) -> dict[str, int]:
                 }
             )
         )
-        memory.ReviewNow(md.ReviewNowRequest(conversation=CONVERSATION))
-        stored = memory.StoreMemory(
+        memory.reviews.ReviewNow(md.ReviewNowRequest(conversation=CONVERSATION))
+        stored = memory.memory.StoreMemory(
             md.StoreMemoryRequest(
                 owner=md.OwnerScope(agent_id="main", owner_id="ada"),
                 key="coffee",
@@ -306,7 +311,7 @@ def test_a_request_without_the_csrf_token_is_refused(console: Console) -> None:
     # From the page itself, a fetch without the header is refused as well.
     status = console.browser.execute_async_script(
         "const done = arguments[arguments.length - 1];"
-        "fetch('/memoryd.v1.MemoryService/ArchiveMemory', {method: 'POST', credentials:"
+        "fetch('/memoryd.v2.MemoryService/ArchiveMemory', {method: 'POST', credentials:"
         " 'same-origin', headers: {'content-type': 'application/json'}, body: JSON.stringify("
         f"{{owner: {{agentId: 'main', ownerId: 'ada'}}, id: {console.row}}})"  # type: ignore[attr-defined]
         "}).then((r) => done(r.status));"
@@ -373,7 +378,7 @@ def test_the_review_settings_are_saved_to_the_config_file(console: Console) -> N
     assert "null" not in console.browser.find_element(By.CSS_SELECTOR, "form.settings").text
     console.screenshot("settings")
     with md.connect_sync(console.server.address, token=ADMIN) as channel:
-        info = md.MemoryServiceStub(channel).GetServerInfo(md.GetServerInfoRequest())
+        info = md.Stubs(channel).admin.GetServerInfo(md.GetServerInfoRequest())
     assert info.review_triggers.review_interval_hours == 12
     assert "review_interval_hours = 12\n" in Path(info.config_path).read_text(encoding="utf-8")
 
@@ -429,7 +434,7 @@ def test_user_md_is_rolled_back_through_the_diff_view(console: Console) -> None:
     notice = console.wait("p.notice", "Memory rows put back")
     assert notice.text.startswith("Rolled back user_md to the content of revision")
     with md.connect_sync(console.server.address, token=ADMIN) as channel:
-        context = md.MemoryServiceStub(channel).GetPromptContext(
+        context = md.Stubs(channel).context.GetPromptContext(
             md.GetPromptContextRequest(agent_id="main", owner_id="ada")
         )
     assert "Takes coffee black" not in context.user_md
@@ -612,7 +617,7 @@ def test_the_context_view_shows_what_the_model_will_see_and_follows_new_messages
 ) -> None:
     talk = md.Conversation(agent_id="main", owner_id="ada", channel="telegram", chat_id="ctx")
     with md.connect_sync(console.server.address, token=ADMIN) as channel:
-        md.MemoryServiceStub(channel).AppendMessages(
+        md.Stubs(channel).conversations.AppendMessages(
             md.AppendMessagesRequest(
                 conversation=talk,
                 messages=[
@@ -653,7 +658,7 @@ def test_the_context_view_shows_what_the_model_will_see_and_follows_new_messages
     console.screenshot("context")
     # A message stored elsewhere shows within one refresh.
     with md.connect_sync(console.server.address, token=ADMIN) as channel:
-        md.MemoryServiceStub(channel).AppendMessages(
+        md.Stubs(channel).conversations.AppendMessages(
             md.AppendMessagesRequest(
                 conversation=talk,
                 messages=[
@@ -676,8 +681,8 @@ GRACE = md.Conversation(agent_id="main", owner_id="grace", channel="discord", ch
 def test_an_owners_rows_are_filtered_searched_added_and_deleted(console: Console) -> None:
     owner = md.OwnerScope(agent_id="main", owner_id="grace")
     with md.connect_sync(console.server.address, token=ADMIN) as channel:
-        memory = md.MemoryServiceStub(channel)
-        memory.AppendMessages(
+        memory = md.Stubs(channel)
+        memory.conversations.AppendMessages(
             md.AppendMessagesRequest(conversation=GRACE, messages=[md.user("grace", "hello")])
         )
         for key, value, category in (
@@ -685,7 +690,7 @@ def test_an_owners_rows_are_filtered_searched_added_and_deleted(console: Console
             ("tea", "Drinks rooibos tea in the evening", md.CATEGORY_PREFERENCE),
             ("kite", "Flies kites on the beach", md.CATEGORY_INTEREST),
         ):
-            memory.StoreMemory(
+            memory.memory.StoreMemory(
                 md.StoreMemoryRequest(owner=owner, key=key, value=value, category=category)
             )
     console.sign_in(ADMIN)
@@ -726,7 +731,7 @@ def test_an_owners_rows_are_filtered_searched_added_and_deleted(console: Console
     console.confirm()
     console.wait("#status", "Deleted row #")
     with md.connect_sync(console.server.address, token=ADMIN) as channel:
-        listed = md.MemoryServiceStub(channel).ListMemories(
+        listed = md.Stubs(channel).memory.ListMemories(
             md.ListMemoriesRequest(owner=owner, archived=md.ARCHIVED_FILTER_ALL)
         )
     values = {item.memory.value for item in listed.memories}
@@ -770,7 +775,7 @@ def test_review_now_then_erase_a_conversation_and_an_owner(console: Console) -> 
     # The owner erased from its page: the receipt counts its rows.
     grace = md.OwnerScope(agent_id="main", owner_id="grace")
     with md.connect_sync(console.server.address, token=ADMIN) as channel:
-        rows = md.MemoryServiceStub(channel).ListMemories(
+        rows = md.Stubs(channel).memory.ListMemories(
             md.ListMemoriesRequest(owner=grace, archived=md.ARCHIVED_FILTER_ALL)
         )
     assert rows.memories
@@ -783,7 +788,7 @@ def test_review_now_then_erase_a_conversation_and_an_owner(console: Console) -> 
     receipt = console.wait("section.receipt", "memories removed")
     assert f"memories removed\n{len(rows.memories)}" in receipt.text
     with md.connect_sync(console.server.address, token=ADMIN) as channel:
-        left = md.MemoryServiceStub(channel).ListMemories(
+        left = md.Stubs(channel).memory.ListMemories(
             md.ListMemoriesRequest(owner=grace, archived=md.ARCHIVED_FILTER_ALL)
         )
     assert list(left.memories) == []
@@ -807,7 +812,7 @@ def test_compact_now_and_a_new_session_from_the_conversation_page(console: Conso
     console.wait("#status", "New session started.")
     console.loaded()
     with md.connect_sync(console.server.address, token=ADMIN) as channel:
-        found = md.MemoryServiceStub(channel).GetConversation(
+        found = md.Stubs(channel).conversations.GetConversation(
             md.GetConversationRequest(conversation=CONVERSATION)
         )
     assert found.window_message_count == 0
@@ -820,7 +825,7 @@ ATTACKER = "rebind.attacker.example"
 ATTACK_PAGE = b"""<!doctype html><title>cute cats</title><p>cats</p>"""
 STEAL = """
 const done = arguments[arguments.length - 1];
-fetch('/memoryd.v1.MemoryService/SearchHistory', {
+fetch('/memoryd.v2.ConversationService/SearchHistory', {
   method: 'POST', headers: {'content-type': 'application/json'},
   body: JSON.stringify({owner: {ownerId: 'ada'}, query: 'vault code'}),
 }).then(async (r) => done({status: r.status, text: await r.text()}))
@@ -861,7 +866,7 @@ def test_a_page_that_rebinds_its_name_to_memoryd_reads_nothing(tmp_path: Path) -
             server = ServerProcess(tmp_path / "home", config=config).start()
             try:
                 with md.connect_sync(server.address) as channel:
-                    md.MemoryServiceStub(channel).AppendMessages(
+                    md.Stubs(channel).conversations.AppendMessages(
                         md.AppendMessagesRequest(
                             conversation=md.Conversation(
                                 owner_id="ada", channel="telegram", chat_id="v"
@@ -910,7 +915,7 @@ def test_the_overview_follows_a_bulk_loads_embedding(tmp_path: Path) -> None:
         try:
             endpoint.hold("loaded")
             with md.connect_sync(server.address, token=ADMIN) as channel:
-                md.MemoryServiceStub(channel).AppendMessages(
+                md.Stubs(channel).conversations.AppendMessages(
                     md.AppendMessagesRequest(
                         conversation=CONVERSATION,
                         messages=[

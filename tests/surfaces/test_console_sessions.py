@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 from collections.abc import Iterator
+from importlib import resources
 
 import pytest
 
+from memoryd.api import contract
 from memoryd.console.sessions import MAX_SESSIONS_PER_TOKEN, SessionStore
 from memoryd.testing.server_process import ServerProcess
 
@@ -108,3 +111,17 @@ def test_a_tokens_least_recently_used_session_goes_first() -> None:
     store.close(first)
     assert store.find(first) is None
     assert len(store) == 3
+
+
+def test_the_consoles_service_table_is_the_contracts() -> None:
+    """console.js calls each RPC at its memoryd.v2 service: its table is the contract's."""
+    script = (resources.files("memoryd.console") / "assets" / "console.js").read_text()
+    table = script.split("const SERVICE_OF = {", 1)[1].split("};", 1)[0]
+    found = {
+        method: service
+        for service, methods in re.findall(r'byName\("([\w.]+)", ([^)]*)\)', table)
+        for method in re.findall(r'"(\w+)"', methods)
+    }
+    assert found == {
+        method.name: method.containing_service.full_name for method in contract.methods()
+    }

@@ -28,10 +28,10 @@ def status_of(error: grpc.aio.AioRpcError) -> Status:
     return Status.FromString(raw)
 
 
-CASES: list[tuple[str, Callable[[md.MemoryServiceStub, md.Conversation], Awaitable[Any]], Any]] = [
+CASES: list[tuple[str, Callable[[md.Stubs, md.Conversation], Awaitable[Any]], Any]] = [
     (
         "a value over its limit",
-        lambda memory, _chat: memory.StoreMemory(
+        lambda memory, _chat: memory.memory.StoreMemory(
             md.StoreMemoryRequest(
                 owner=md.OwnerScope(owner_id="ada"),
                 category=md.CATEGORY_GOAL,
@@ -43,12 +43,12 @@ CASES: list[tuple[str, Callable[[md.MemoryServiceStub, md.Conversation], Awaitab
     ),
     (
         "a missing conversation",
-        lambda memory, _chat: memory.AppendMessages(md.AppendMessagesRequest()),
+        lambda memory, _chat: memory.conversations.AppendMessages(md.AppendMessagesRequest()),
         (grpc.StatusCode.INVALID_ARGUMENT, "REQUIRED", "conversation"),
     ),
     (
         "a message's content over its limit",
-        lambda memory, chat: memory.AppendMessages(
+        lambda memory, chat: memory.conversations.AppendMessages(
             md.AppendMessagesRequest(
                 conversation=chat,
                 messages=[
@@ -61,42 +61,42 @@ CASES: list[tuple[str, Callable[[md.MemoryServiceStub, md.Conversation], Awaitab
     ),
     (
         "a forged page token",
-        lambda memory, chat: memory.ListMessages(
+        lambda memory, chat: memory.conversations.ListMessages(
             md.ListMessagesRequest(conversation=chat, page_token="forged.token")
         ),
         (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_PAGE_TOKEN", "page_token"),
     ),
     (
         "an enum number the contract does not define",
-        lambda memory, _chat: memory.StoreMemory(
+        lambda memory, _chat: memory.memory.StoreMemory(
             md.StoreMemoryRequest(owner=md.OwnerScope(owner_id="ada"), category=42, key="k")
         ),
         (grpc.StatusCode.INVALID_ARGUMENT, "UNKNOWN_ENUM_VALUE", "category"),
     ),
     (
         "an identifier with a control character",
-        lambda memory, _chat: memory.ListMessages(
+        lambda memory, _chat: memory.conversations.ListMessages(
             md.ListMessagesRequest(conversation=md.Conversation(channel="tg", chat_id="a\x07b"))
         ),
         (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_IDENTIFIER", "conversation.chat_id"),
     ),
     (
         "a guest's /new",
-        lambda memory, chat: memory.ClearConversation(
+        lambda memory, chat: memory.conversations.ClearConversation(
             md.ClearConversationRequest(conversation=chat, trust=md.TRUST_GUEST)
         ),
         (grpc.StatusCode.PERMISSION_DENIED, "OPERATOR_ONLY", ""),
     ),
     (
         "a row that does not exist",
-        lambda memory, _chat: memory.GetMemory(
+        lambda memory, _chat: memory.memory.GetMemory(
             md.GetMemoryRequest(owner=md.OwnerScope(owner_id="ada"), id=987_654_321)
         ),
         (grpc.StatusCode.NOT_FOUND, "NOT_FOUND", ""),
     ),
     (
         "a review without a model provider",
-        lambda memory, chat: memory.ReviewNow(md.ReviewNowRequest(conversation=chat)),
+        lambda memory, chat: memory.reviews.ReviewNow(md.ReviewNowRequest(conversation=chat)),
         (grpc.StatusCode.FAILED_PRECONDITION, "NO_MODEL_PROVIDER", ""),
     ),
 ]
@@ -106,9 +106,9 @@ CASES: list[tuple[str, Callable[[md.MemoryServiceStub, md.Conversation], Awaitab
     ("call", "expected"), [(c, e) for _, c, e in CASES], ids=[n for n, _, _ in CASES]
 )
 async def test_a_refusal_carries_its_reason_and_field(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
     conversation: md.Conversation,
-    call: Callable[[md.MemoryServiceStub, md.Conversation], Awaitable[Any]],
+    call: Callable[[md.Stubs, md.Conversation], Awaitable[Any]],
     expected: tuple[grpc.StatusCode, str, str],
 ) -> None:
     code, reason, field = expected
@@ -139,7 +139,9 @@ async def test_a_refusal_carries_its_reason_and_field(
 async def test_an_error_grpc_raises_itself_has_no_details() -> None:
     # Nothing listens there: UNAVAILABLE is grpc's own status, with no details of memoryd's.
     async with grpc.aio.insecure_channel("127.0.0.1:1") as nowhere:
-        stub = md.MemoryServiceStub(nowhere)
-        error = await refusal(stub.ListMemorySources(md.ListMemorySourcesRequest(), timeout=2))
+        stub = md.Stubs(nowhere)
+        error = await refusal(
+            stub.memory.ListMemorySources(md.ListMemorySourcesRequest(), timeout=2)
+        )
     assert error.code() is grpc.StatusCode.UNAVAILABLE
     assert md.error_details(error) is None

@@ -17,11 +17,11 @@ PADDED = " " + HUGE  # whitespace and length both wrong: the length is what gets
 CHAT = md.Conversation(channel="t", chat_id="errors")
 MAX_DETAILS = 300
 
-Call = Callable[[md.MemoryServiceStub], Any]
+Call = Callable[[md.Stubs], Any]
 CASES: list[tuple[str, Call, str]] = [
     (
         "padded-chat-id",
-        lambda s: s.AppendMessages(
+        lambda s: s.conversations.AppendMessages(
             md.AppendMessagesRequest(
                 conversation=md.Conversation(channel="t", chat_id=PADDED), messages=[user("hi")]
             )
@@ -30,7 +30,7 @@ CASES: list[tuple[str, Call, str]] = [
     ),
     (
         "channel-with-colon",
-        lambda s: s.AppendMessages(
+        lambda s: s.conversations.AppendMessages(
             md.AppendMessagesRequest(
                 conversation=md.Conversation(channel=":" + "c" * 200, chat_id="1"),
                 messages=[user("hi")],
@@ -40,7 +40,7 @@ CASES: list[tuple[str, Call, str]] = [
     ),
     (
         "huge-kind",
-        lambda s: s.AppendMessages(
+        lambda s: s.conversations.AppendMessages(
             md.AppendMessagesRequest(conversation=CHAT, messages=[user("hi", kind="K" * 10_000)])
         ),
         "messages[0].kind must be lowercase letters, digits and '_', starting with a letter, at "
@@ -48,7 +48,7 @@ CASES: list[tuple[str, Call, str]] = [
     ),
     (
         "huge-kind-filter",
-        lambda s: s.SearchHistory(
+        lambda s: s.conversations.SearchHistory(
             md.SearchHistoryRequest(query="x", conversation=CHAT, kinds=[HUGE])
         ),
         "kinds[0] must be lowercase letters, digits and '_', starting with a letter, at most 64 "
@@ -56,21 +56,21 @@ CASES: list[tuple[str, Call, str]] = [
     ),
     (
         "huge-source-status",
-        lambda s: s.ListMemorySources(md.ListMemorySourcesRequest(status=HUGE)),
+        lambda s: s.memory.ListMemorySources(md.ListMemorySourcesRequest(status=HUGE)),
         "status must be one of active, paused, deleted; got '"
         + "x" * 64
         + "'... (1,000,000 characters)",
     ),
     (
         "huge-source-type",
-        lambda s: s.ListMemorySources(md.ListMemorySourcesRequest(source_type=PADDED)),
+        lambda s: s.memory.ListMemorySources(md.ListMemorySourcesRequest(source_type=PADDED)),
         "source_type must be one of conversation, api, scheduled_job, memory_reviewer; got ' "
         + "x" * 63
         + "'... (1,000,001 characters)",
     ),
     (
         "padded-key",
-        lambda s: s.StoreMemory(
+        lambda s: s.memory.StoreMemory(
             md.StoreMemoryRequest(
                 conversation=CHAT, category=md.CATEGORY_GOAL, key=PADDED, value="v"
             )
@@ -79,32 +79,34 @@ CASES: list[tuple[str, Call, str]] = [
     ),
     (
         "padded-archived-by",
-        lambda s: s.ArchiveMemory(md.ArchiveMemoryRequest(id=1, archived_by=PADDED)),
+        lambda s: s.memory.ArchiveMemory(md.ArchiveMemoryRequest(id=1, archived_by=PADDED)),
         "archived_by is 1000001 characters long; the limit is 256",
     ),
     (
         "padded-job-id",
-        lambda s: s.Recall(md.RecallRequest(conversation=CHAT, query="x", job_id=PADDED)),
+        lambda s: s.memory.Recall(md.RecallRequest(conversation=CHAT, query="x", job_id=PADDED)),
         "job_id is 1000001 characters long; the limit is 256",
     ),
     (
         "huge-page-token",
-        lambda s: s.ListMessages(md.ListMessagesRequest(conversation=CHAT, page_token=HUGE)),
+        lambda s: s.conversations.ListMessages(
+            md.ListMessagesRequest(conversation=CHAT, page_token=HUGE)
+        ),
         "page_token is malformed",
     ),
     (
         "padded-resource-scope",
-        lambda s: s.ListResources(md.ListResourcesRequest(scope_id=PADDED)),
+        lambda s: s.resources.ListResources(md.ListResourcesRequest(scope_id=PADDED)),
         "scope_id is 1000001 characters long; the limit is 256",
     ),
     (
         "padded-review-owner",
-        lambda s: s.ReviewNow(md.ReviewNowRequest(owner_id=PADDED)),
+        lambda s: s.reviews.ReviewNow(md.ReviewNowRequest(owner_id=PADDED)),
         "owner_id is 1000001 characters long; the limit is 256",
     ),
     (
         "huge-prompt-owner",
-        lambda s: s.GetPromptContext(md.GetPromptContextRequest(owner_id=HUGE)),
+        lambda s: s.context.GetPromptContext(md.GetPromptContextRequest(owner_id=HUGE)),
         "request.owner_id is 1000000 characters long; the limit is 256",
     ),
 ]
@@ -112,7 +114,7 @@ CASES: list[tuple[str, Call, str]] = [
 
 @pytest.mark.parametrize(("call", "message"), [pytest.param(c, m, id=i) for i, c, m in CASES])
 async def test_a_huge_value_is_refused_with_a_short_precise_message(
-    memory: md.MemoryServiceStub, call: Call, message: str
+    memory: md.Stubs, call: Call, message: str
 ) -> None:
     error = await rpc_error(call(memory))
     assert (error.code(), error.details()) == (grpc.StatusCode.INVALID_ARGUMENT, message)
@@ -120,11 +122,11 @@ async def test_a_huge_value_is_refused_with_a_short_precise_message(
 
 
 async def test_a_missing_row_named_by_a_long_key_is_described_briefly(
-    memory: md.MemoryServiceStub,
+    memory: md.Stubs,
 ) -> None:
     owner = md.OwnerScope(agent_id="a" * 256, owner_id="o" * 256)
     error = await rpc_error(
-        memory.GetMemory(
+        memory.memory.GetMemory(
             md.GetMemoryRequest(owner=owner, scope_type=md.SCOPE_TYPE_OWNER, key="k" * 256)
         )
     )

@@ -201,16 +201,18 @@ BAD_APPENDS = [
 
 @pytest.mark.parametrize(("request_", "message"), BAD_APPENDS)
 async def test_bad_appends_are_refused_precisely(
-    memory: md.MemoryServiceStub, request_: md.AppendMessagesRequest, message: str
+    memory: md.Stubs, request_: md.AppendMessagesRequest, message: str
 ) -> None:
-    error = await rpc_error(memory.AppendMessages(request_))
+    error = await rpc_error(memory.conversations.AppendMessages(request_))
     assert (error.code(), error.details()) == (grpc.StatusCode.INVALID_ARGUMENT, message)
 
 
-async def test_refused_appends_wrote_nothing(memory: md.MemoryServiceStub) -> None:
+async def test_refused_appends_wrote_nothing(memory: md.Stubs) -> None:
     # Runs after the table above (same module): none of those calls created the conversation.
     error = await rpc_error(
-        memory.GetConversation(md.GetConversationRequest(conversation=_conversation()))
+        memory.conversations.GetConversation(
+            md.GetConversationRequest(conversation=_conversation())
+        )
     )
     assert error.code() == grpc.StatusCode.NOT_FOUND
 
@@ -251,17 +253,17 @@ async def test_refused_appends_wrote_nothing(memory: md.MemoryServiceStub) -> No
     ],
 )
 async def test_bad_list_requests(
-    memory: md.MemoryServiceStub, request_: md.ListMessagesRequest, message: str
+    memory: md.Stubs, request_: md.ListMessagesRequest, message: str
 ) -> None:
-    error = await rpc_error(memory.ListMessages(request_))
+    error = await rpc_error(memory.conversations.ListMessages(request_))
     assert (error.code(), error.details()) == (grpc.StatusCode.INVALID_ARGUMENT, message)
 
 
 async def test_a_token_cannot_be_used_on_another_conversation(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     await append(memory, conversation, *(user(f"m{i}") for i in range(3)))
-    first = await memory.ListMessages(
+    first = await memory.conversations.ListMessages(
         md.ListMessagesRequest(conversation=conversation, page_size=1)
     )
     other = md.Conversation(channel=conversation.channel, chat_id=conversation.chat_id + "x")
@@ -274,7 +276,7 @@ async def test_a_token_cannot_be_used_on_another_conversation(
             conversation=conversation, page_token=first.next_page_token, kinds=["voice_turn"]
         ),
     ):
-        error = await rpc_error(memory.ListMessages(request_))
+        error = await rpc_error(memory.conversations.ListMessages(request_))
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert error.details() == (
             "page_token was issued for a different conversation, kind filter or history mode"
@@ -317,9 +319,9 @@ async def test_a_token_cannot_be_used_on_another_conversation(
     ],
 )
 async def test_bad_searches(
-    memory: md.MemoryServiceStub, request_: md.SearchHistoryRequest, message: str
+    memory: md.Stubs, request_: md.SearchHistoryRequest, message: str
 ) -> None:
-    error = await rpc_error(memory.SearchHistory(request_))
+    error = await rpc_error(memory.conversations.SearchHistory(request_))
     assert (error.code(), error.details()) == (grpc.StatusCode.INVALID_ARGUMENT, message)
 
 
@@ -327,7 +329,7 @@ async def test_bytes_that_are_not_a_valid_request_get_invalid_argument(
     channel: grpc.aio.Channel,
 ) -> None:
     raw = channel.unary_unary(
-        "/memoryd.v1.MemoryService/AppendMessages",
+        "/memoryd.v2.ConversationService/AppendMessages",
         request_serializer=lambda payload: payload,
         response_deserializer=lambda payload: payload,
     )
@@ -340,9 +342,9 @@ async def test_bytes_that_are_not_a_valid_request_get_invalid_argument(
         assert error.details().startswith("the request is not a valid protobuf message")
 
 
-async def test_unknown_conversation_is_not_found(memory: md.MemoryServiceStub) -> None:
+async def test_unknown_conversation_is_not_found(memory: md.Stubs) -> None:
     error = await rpc_error(
-        memory.GetConversation(
+        memory.conversations.GetConversation(
             md.GetConversationRequest(conversation=md.Conversation(channel="x", chat_id="nobody"))
         )
     )
@@ -351,7 +353,7 @@ async def test_unknown_conversation_is_not_found(memory: md.MemoryServiceStub) -
 
 
 async def test_requests_over_the_size_limit_are_refused(
-    memory: md.MemoryServiceStub, conversation: md.Conversation
+    memory: md.Stubs, conversation: md.Conversation
 ) -> None:
     # 15 messages of 256 KiB fit the default 4 MiB request limit, and so does the echoed answer.
     response = await append(memory, conversation, *[user("y" * 256 * 1024) for _ in range(15)])
@@ -360,7 +362,9 @@ async def test_requests_over_the_size_limit_are_refused(
         append(memory, conversation, *[user("z" * 256 * 1024) for _ in range(17)])
     )
     assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    listed = await memory.ListMessages(md.ListMessagesRequest(conversation=conversation))
+    listed = await memory.conversations.ListMessages(
+        md.ListMessagesRequest(conversation=conversation)
+    )
     assert len(listed.messages) == 15
 
 
@@ -374,12 +378,14 @@ async def test_an_unexpected_failure_is_internal_with_a_reference_and_no_interna
     server = start_server(tmp_path / "home").start()
     owner = md.OwnerScope(agent_id="main", owner_id="default")
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
-        await memory.ListMemorySources(md.ListMemorySourcesRequest(owner=owner))
+        memory = md.Stubs(channel)
+        await memory.memory.ListMemorySources(md.ListMemorySourcesRequest(owner=owner))
         database = apsw.Connection(str(server.home / "memory.db"))
         database.execute("DROP TABLE memory_sources")
         database.close()
-        error = await rpc_error(memory.ListMemorySources(md.ListMemorySourcesRequest(owner=owner)))
+        error = await rpc_error(
+            memory.memory.ListMemorySources(md.ListMemorySourcesRequest(owner=owner))
+        )
     assert error.code() == grpc.StatusCode.INTERNAL
     found = re.fullmatch(
         r"internal error \(reference ([0-9a-f]{8})\); the server log has the details",
@@ -388,5 +394,5 @@ async def test_an_unexpected_failure_is_internal_with_a_reference_and_no_interna
     assert found is not None, error.details()
     logged = server.wait_for_event(Event.RPC_ERROR)
     assert logged["ref"] == found.group(1)
-    assert logged["method"] == "/memoryd.v1.MemoryService/ListMemorySources"
+    assert logged["method"] == "/memoryd.v2.MemoryService/ListMemorySources"
     assert "memory_sources" in logged["exception"]  # the details stay in the log

@@ -53,14 +53,11 @@ def test_the_check_notices_edited_missing_and_extra_files(tmp_path: Path) -> Non
 def test_public_surface() -> None:
     """Every message, enum, enum value and stub of the contract, and the conveniences: nothing
     more, nothing less (the generated part is read from the descriptors, not listed by hand)."""
-    from memoryd_client.v1 import (  # noqa: PLC0415
-        compaction_service_pb2,
-        memory_service_pb2,
-        records_pb2,
-    )
+    from memoryd.api import contract  # noqa: PLC0415
+    from memoryd_client.v2 import records_pb2  # noqa: PLC0415
 
     expected = set()
-    for module in (records_pb2, memory_service_pb2, compaction_service_pb2):
+    for module in (records_pb2, *(service.messages for service in contract.SERVICES)):
         expected |= set(module.DESCRIPTOR.message_types_by_name)
         for enum in module.DESCRIPTOR.enum_types_by_name.values():
             expected |= {enum.name, *(value.name for value in enum.values)}
@@ -70,6 +67,8 @@ def test_public_surface() -> None:
         "DEFAULT_TIMEOUT_SECONDS",
         "ConversationClient",
         "SyncConversationClient",
+        "Stubs",
+        "SyncStubs",
         "Transcript",
         "TranscriptError",
         "ErrorDetails",
@@ -83,26 +82,37 @@ def test_public_surface() -> None:
     }
     assert len(memoryd_client.__all__) == len(set(memoryd_client.__all__))
     assert set(memoryd_client.__all__) == expected | conveniences
-    assert {"AppendMessagesRequest", "ROLE_USER", "MemoryServiceStub", "ExportDataRequest"} <= (
-        expected
-    )
+    assert {
+        "AppendMessagesRequest",
+        "ROLE_USER",
+        "ConversationServiceStub",
+        "AdminServiceStub",
+        "ExportDataRequest",
+    } <= expected
     for name in memoryd_client.__all__:
         assert hasattr(memoryd_client, name), name
 
 
 def test_writes_are_retried_only_on_a_cancel_before_the_headers() -> None:
     retried = memoryd_client.idempotent_methods()
+    assert ("memoryd.v2.ConversationService", "ListMessages") in retried
+    assert ("memoryd.v2.ContextService", "ComposeContext") in retried
+    # memoryd.v1's paths, still served, are retried alike.
     assert ("memoryd.v1.MemoryService", "ListMessages") in retried
     assert ("memoryd.v1.CompactionService", "ComposeContext") in retried
-    for write in ("AppendMessages", "CommitTurn", "StoreMemory", "StreamTranscript", "ImportData"):
+    for write in ("AppendMessages", "CommitTurn", "StreamTranscript"):
+        assert ("memoryd.v2.ConversationService", write) not in retried
         assert ("memoryd.v1.MemoryService", write) not in retried
+    assert ("memoryd.v2.MemoryService", "StoreMemory") not in retried
+    assert ("memoryd.v2.AdminService", "ImportData") not in retried
     config = json.loads(memoryd_client.service_config())
-    codes = {
-        name["method"]: entry["retryPolicy"]["retryableStatusCodes"]
+    by_path = {
+        (name["service"], name["method"]): entry["retryPolicy"]["retryableStatusCodes"]
         for entry in config["methodConfig"]
         for name in entry["name"]
     }
-    assert sum(code == ["UNAVAILABLE", "CANCELLED"] for code in codes.values()) == len(retried)
+    assert sum(code == ["UNAVAILABLE", "CANCELLED"] for code in by_path.values()) == len(retried)
+    codes = {method: code for (_, method), code in by_path.items()}
     assert codes["ListMessages"] == ["UNAVAILABLE", "CANCELLED"]
     # Every other unary call only on a CANCELLED before the server's headers: one that never
     # ran (the server sends them before it runs such a call: memoryd.api.commitment).
@@ -121,14 +131,16 @@ def test_an_append_is_retried_only_when_every_message_has_a_client_message_id() 
     assert keyed_append(APPEND_METHOD, request("a", "b"))
     assert not keyed_append(APPEND_METHOD, request("a", ""))
     assert not keyed_append(APPEND_METHOD, request())
-    assert not keyed_append("/memoryd.v1.MemoryService/CommitTurn", request("a"))
+    assert not keyed_append("/memoryd.v2.ConversationService/CommitTurn", request("a"))
     assert not keyed_append(APPEND_METHOD, request("a").SerializeToString())  # raw bytes: unread
 
 
 def test_wire_names_are_the_proto_package() -> None:
-    # The Python modules were moved to memoryd_client.v1; the wire contract stays memoryd.v1.
-    descriptor = memoryd_client.MemoryServiceStub.__module__
-    assert descriptor == "memoryd_client.v1.memory_service_pb2_grpc"
-    assert memoryd_client.Conversation.DESCRIPTOR.full_name == "memoryd.v1.Conversation"
-    service = memoryd_client.AppendMessagesRequest.DESCRIPTOR.file.services_by_name["MemoryService"]
-    assert service.full_name == "memoryd.v1.MemoryService"
+    # The Python modules live in memoryd_client.v2; the wire contract stays memoryd.v2.
+    descriptor = memoryd_client.ConversationServiceStub.__module__
+    assert descriptor == "memoryd_client.v2.conversation_service_pb2_grpc"
+    assert memoryd_client.Conversation.DESCRIPTOR.full_name == "memoryd.v2.Conversation"
+    file = memoryd_client.AppendMessagesRequest.DESCRIPTOR.file
+    assert file.services_by_name["ConversationService"].full_name == (
+        "memoryd.v2.ConversationService"
+    )

@@ -24,14 +24,16 @@ def grpcurl_run(grpcurl: str, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     ("symbol", "first_line"),
     [
+        ("memoryd.v2.ConversationService", "memoryd.v2.ConversationService is a service:"),
+        ("memoryd.v2.ContextService", "memoryd.v2.ContextService is a service:"),
         ("memoryd.v1.MemoryService", "memoryd.v1.MemoryService is a service:"),
         ("memoryd.v1.CompactionService", "memoryd.v1.CompactionService is a service:"),
         (
-            "memoryd.v1.MemoryService.SearchHistory",
-            "memoryd.v1.MemoryService.SearchHistory is a method:",
+            "memoryd.v2.ConversationService.SearchHistory",
+            "memoryd.v2.ConversationService.SearchHistory is a method:",
         ),
-        ("memoryd.v1.Conversation", "memoryd.v1.Conversation is a message:"),
-        ("memoryd.v1.Role", "memoryd.v1.Role is an enum:"),
+        ("memoryd.v2.Conversation", "memoryd.v2.Conversation is a message:"),
+        ("memoryd.v2.Role", "memoryd.v2.Role is an enum:"),
         ("grpc.health.v1.Health", "grpc.health.v1.Health is a service:"),
     ],
 )
@@ -42,9 +44,9 @@ def test_describe(grpcurl: str, server: ServerProcess, symbol: str, first_line: 
 
 
 def test_unknown_symbols_are_reported(grpcurl: str, server: ServerProcess) -> None:
-    result = grpcurl_run(grpcurl, server.address, "describe", "memoryd.v1.MemoryService.Nope")
+    result = grpcurl_run(grpcurl, server.address, "describe", "memoryd.v2.MemoryService.Nope")
     assert result.returncode != 0
-    assert "Symbol not found: memoryd.v1.MemoryService.Nope" in result.stderr
+    assert "Symbol not found: memoryd.v2.MemoryService.Nope" in result.stderr
 
 
 def test_errors_reach_grpcurl_with_their_status(grpcurl: str, server: ServerProcess) -> None:
@@ -53,7 +55,7 @@ def test_errors_reach_grpcurl_with_their_status(grpcurl: str, server: ServerProc
         "-d",
         '{"conversation": {"channel": "telegram"}}',
         server.address,
-        "memoryd.v1.MemoryService/GetConversation",
+        "memoryd.v2.ConversationService/GetConversation",
     )
     assert result.returncode != 0
     assert "Code: InvalidArgument" in result.stderr
@@ -83,7 +85,7 @@ async def test_both_reflection_versions_list_and_describe(
         requests = [
             reflection_pb2.ServerReflectionRequest(list_services=""),
             reflection_pb2.ServerReflectionRequest(
-                file_containing_symbol="memoryd.v1.MemoryService.ExportData"
+                file_containing_symbol="memoryd.v2.AdminService.ExportData"
             ),
             reflection_pb2.ServerReflectionRequest(
                 file_containing_symbol=f"{version}.ServerReflection"
@@ -92,6 +94,8 @@ async def test_both_reflection_versions_list_and_describe(
         listed, method, service = [answer async for answer in info(iter(requests))]
     names = {entry.name for entry in listed.list_services_response.service}
     assert names >= {
+        "memoryd.v2.ConversationService",
+        "memoryd.v2.AdminService",
         "memoryd.v1.MemoryService",
         "memoryd.v1.CompactionService",
         "grpc.health.v1.Health",
@@ -101,7 +105,7 @@ async def test_both_reflection_versions_list_and_describe(
         descriptor_pb2.FileDescriptorProto.FromString(raw)
         for raw in method.file_descriptor_response.file_descriptor_proto
         if descriptor_pb2.FileDescriptorProto.FromString(raw).name
-        == "memoryd/v1/memory_service.proto"
+        == "memoryd/v2/admin_service.proto"
     ]
     assert "ExportData" in [m.name for m in found.service[0].method]
     files = [
@@ -133,12 +137,12 @@ def test_grpcurl_uses_reflection_v1(
 
 def test_describe_shows_the_protos_comments(grpcurl: str, server: ServerProcess) -> None:
     """Reflection serves the descriptors with their source info, so tools show the comments."""
-    message = grpcurl_run(grpcurl, server.address, "describe", "memoryd.v1.StoreMemoryRequest")
+    message = grpcurl_run(grpcurl, server.address, "describe", "memoryd.v2.StoreMemoryRequest")
     assert message.returncode == 0, message.stderr
     text = message.stdout
     assert "// StoreMemoryRequest is one memory_store (or memory_add) call." in text
     assert "// The trust of the writer. Unset means operator." in text
-    method = grpcurl_run(grpcurl, server.address, "describe", "memoryd.v1.MemoryService.GetMemory")
+    method = grpcurl_run(grpcurl, server.address, "describe", "memoryd.v2.MemoryService.GetMemory")
     assert method.returncode == 0, method.stderr
     assert "// GetMemory returns one row of the caller, by id or by scope and key." in method.stdout
     # Files outside memoryd (health) are served as before.

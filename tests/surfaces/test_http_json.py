@@ -24,6 +24,7 @@ from google.rpc.error_details_pb2 import ErrorInfo
 from hypothesis import HealthCheck, given, settings
 
 import memoryd_client as md
+from memoryd.api import contract
 from memoryd.api.connect_http import HTTP_STATUS
 from memoryd.api.status import STATUS
 from memoryd.testing.configs import embedding_config
@@ -45,8 +46,8 @@ token = "{OTHER}"
 role = "adapter"
 agents = ["other"]
 """
-MEMORY = "/memoryd.v1.MemoryService/"
-COMPACTION = "/memoryd.v1.CompactionService/"
+# Each RPC's memoryd.v2 path, by name.
+V2 = {method.name: contract.path(method) for method in contract.methods()}
 FUZZ_EXAMPLES_PER_RPC = 12
 
 
@@ -106,45 +107,45 @@ def test_each_rpc_group_with_curl(served: ServerProcess) -> None:
     # History.
     status, appended = curl(
         address,
-        MEMORY + "AppendMessages",
+        V2["AppendMessages"],
         {"conversation": chat, "messages": [{"role": "ROLE_USER", "content": "東京 🍣 at nine"}]},
     )
     assert status == 200
     assert appended["results"][0]["outcome"] == "APPEND_OUTCOME_STORED"
-    status, listed = curl(address, MEMORY + "ListMessages", {"conversation": chat})
+    status, listed = curl(address, V2["ListMessages"], {"conversation": chat})
     assert [m["content"] for m in listed["messages"]] == ["東京 🍣 at nine"]
     status, found = curl(
-        address, MEMORY + "SearchHistory", {"conversation": chat, "query": "東京", "mode": 1}
+        address, V2["SearchHistory"], {"conversation": chat, "query": "東京", "mode": 1}
     )
     assert status == 200
     assert found["hits"][0]["message"]["content"] == "東京 🍣 at nine"
     # Memories.
     status, stored = curl(
         address,
-        MEMORY + "StoreMemory",
+        V2["StoreMemory"],
         {"conversation": chat, "category": "CATEGORY_PREFERENCE", "key": "tea", "value": "Green"},
     )
     assert status == 200
     assert stored["created"]
     status, recalled = curl(
         address,
-        MEMORY + "Recall",
+        V2["Recall"],
         {"conversation": chat, "key": "tea", "scope": "RECALL_SCOPE_OWNER"},
     )
     assert [hit["memory"]["value"] for hit in recalled["hits"]] == ["Green"]
     # Prompt files and resources.
-    status, prompt = curl(address, MEMORY + "GetPromptContext", {"ownerId": "ada"})
+    status, prompt = curl(address, V2["GetPromptContext"], {"ownerId": "ada"})
     assert "Green" in prompt["userMd"]
-    status, resources = curl(address, MEMORY + "ListResources", {"agentId": "main"})
+    status, resources = curl(address, V2["ListResources"], {"agentId": "main"})
     assert status == 200
     assert resources["resources"]
     # Compaction and review.
     status, composed = curl(
-        address, COMPACTION + "ComposeContext", {"conversation": chat, "contextWindow": "8000"}
+        address, V2["ComposeContext"], {"conversation": chat, "contextWindow": "8000"}
     )
     assert status == 200
     assert composed["parts"][-1]["content"] == "東京 🍣 at nine"
-    status, review = curl(address, MEMORY + "GetReviewState", {"conversation": chat})
+    status, review = curl(address, V2["GetReviewState"], {"conversation": chat})
     assert status == 200
     assert int(review.get("unreviewedMessages", 1)) >= 1
 
@@ -153,7 +154,7 @@ def test_refusals_carry_their_http_status_and_details(served: ServerProcess) -> 
     address = http_address(served)
     status, refused = curl(
         address,
-        MEMORY + "AppendMessages",
+        V2["AppendMessages"],
         {"conversation": {"chatId": "1"}, "messages": [{"role": "ROLE_USER", "content": "x"}]},
     )
     assert status == 400
@@ -162,17 +163,17 @@ def test_refusals_carry_their_http_status_and_details(served: ServerProcess) -> 
     info = ErrorInfo.FromString(base64.b64decode(refused["details"][0]["value"] + "=="))
     assert refused["details"][0]["type"] == "google.rpc.ErrorInfo"
     assert info.reason == "REQUIRED"
-    status, refused = curl(address, MEMORY + "GetMemory", {"id": "987654"})
+    status, refused = curl(address, V2["GetMemory"], {"id": "987654"})
     assert (status, refused["code"]) == (404, "not_found")
-    status, refused = curl(address, MEMORY + "AppendMessages", {"conversation": 7})
+    status, refused = curl(address, V2["AppendMessages"], {"conversation": 7})
     assert (status, refused["code"]) == (400, "invalid_argument")
     assert "AppendMessagesRequest" in refused["message"]
-    status, refused = curl(address, MEMORY + "AppendMessages", {"unknownField": 1})
+    status, refused = curl(address, V2["AppendMessages"], {"unknownField": 1})
     assert (status, refused["code"]) == (400, "invalid_argument")
-    status, refused = curl(address, MEMORY + "StreamTranscript", {})
+    status, refused = curl(address, V2["StreamTranscript"], {})
     assert status == 404
     assert "gRPC only" in refused["message"]
-    status, refused = curl(address, MEMORY + "ListMessages", {}, "Connect-Timeout-Ms: soon")
+    status, refused = curl(address, V2["ListMessages"], {}, "Connect-Timeout-Ms: soon")
     assert (status, refused["code"]) == (400, "invalid_argument")
 
 
@@ -181,7 +182,7 @@ def test_a_request_over_the_size_limit_is_refused_before_it_is_read_whole(
 ) -> None:
     connection = http.client.HTTPConnection(http_address(served), timeout=60)
     body = b'{"query": "' + b"a" * (5 * 1024 * 1024) + b'"}'
-    connection.request("POST", MEMORY + "SearchHistory", body, {"Content-Type": "application/json"})
+    connection.request("POST", V2["SearchHistory"], body, {"Content-Type": "application/json"})
     answer = connection.getresponse()
     assert answer.status == 429
     assert json.loads(answer.read())["code"] == "resource_exhausted"
@@ -202,12 +203,12 @@ def test_binary_protobuf_too(served: ServerProcess) -> None:
 
     message = md.NewMessage(role=md.ROLE_USER, content="a zero\u200bwidth space and 東京")
     call(
-        MEMORY + "AppendMessages",
+        V2["AppendMessages"],
         md.AppendMessagesRequest(conversation=key, messages=[message]),
         md.AppendMessagesResponse,
     )
     listed = call(
-        MEMORY + "ListMessages", md.ListMessagesRequest(conversation=key), md.ListMessagesResponse
+        V2["ListMessages"], md.ListMessagesRequest(conversation=key), md.ListMessagesResponse
     )
     assert [m.content for m in listed.messages] == ["a zero\u200bwidth space and 東京"]
 
@@ -215,17 +216,15 @@ def test_binary_protobuf_too(served: ServerProcess) -> None:
 def test_tokens_over_http(guarded: ServerProcess) -> None:
     address = http_address(guarded)
     owner = {"agentId": "main", "ownerId": "ada"}
-    status, refused = curl(address, MEMORY + "GetPromptContext", owner)
+    status, refused = curl(address, V2["GetPromptContext"], owner)
     assert (status, refused["code"]) == (401, "unauthenticated")
-    status, refused = curl(
-        address, MEMORY + "GetPromptContext", owner, f"Authorization: Bearer {OTHER}"
-    )
+    status, refused = curl(address, V2["GetPromptContext"], owner, f"Authorization: Bearer {OTHER}")
     assert (status, refused["code"]) == (403, "permission_denied")
     status, refused = curl(
-        address, MEMORY + "GetPromptContext", owner, "Authorization: Bearer forged-token-0123456789"
+        address, V2["GetPromptContext"], owner, "Authorization: Bearer forged-token-0123456789"
     )
     assert (status, refused["code"]) == (401, "unauthenticated")
-    status, _ = curl(address, MEMORY + "GetPromptContext", owner, f"Authorization: Bearer {ADMIN}")
+    status, _ = curl(address, V2["GetPromptContext"], owner, f"Authorization: Bearer {ADMIN}")
     assert status == 200
 
 
@@ -235,7 +234,7 @@ def test_cors_only_for_the_configured_origins(served: ServerProcess) -> None:
         connection = http.client.HTTPConnection(address, timeout=60)
         connection.request(
             "OPTIONS",
-            MEMORY + "ListMessages",
+            V2["ListMessages"],
             headers={"Origin": origin, "Access-Control-Request-Method": "POST"},
         )
         answer = connection.getresponse()
@@ -349,14 +348,14 @@ def test_search_hits_carry_their_scores_and_nothing_found_says_so(served: Server
     chat = {"channel": "curl", "chatId": uuid.uuid4().hex[:8], "ownerId": "ada"}
     curl(
         address,
-        MEMORY + "AppendMessages",
+        V2["AppendMessages"],
         {"conversation": chat, "messages": [{"role": "ROLE_USER", "content": "I adore jazz"}]},
     )
     deadline = time.monotonic() + 120
-    while curl(address, MEMORY + "GetEmbeddingStatus", {})[1].get("pendingMessages"):
+    while curl(address, V2["GetEmbeddingStatus"], {})[1].get("pendingMessages"):
         assert time.monotonic() < deadline
         time.sleep(0.1)
-    status, found = curl(address, MEMORY + "SearchHistory", {"conversation": chat, "query": "jazz"})
+    status, found = curl(address, V2["SearchHistory"], {"conversation": chat, "query": "jazz"})
     assert status == 200
     hit = found["hits"][0]
     assert "MATCH_KIND_WORD" in hit["matches"]
@@ -365,20 +364,18 @@ def test_search_hits_carry_their_scores_and_nothing_found_says_so(served: Server
     assert hit["scores"]["relevance"] >= 0.5
     assert hit["scores"]["coverage"] == 1
     status, nothing = curl(
-        address, MEMORY + "SearchHistory", {"conversation": chat, "query": "quantum chromodynamics"}
+        address, V2["SearchHistory"], {"conversation": chat, "query": "quantum chromodynamics"}
     )
     assert status == 200
     assert nothing.get("hits", []) == []
     assert nothing["belowFloor"] == 1
     # Words that mean nothing find nothing, over HTTP as over gRPC.
     for query in ("is the", "I", "of"):
-        status, found = curl(
-            address, MEMORY + "SearchHistory", {"conversation": chat, "query": query}
-        )
+        status, found = curl(address, V2["SearchHistory"], {"conversation": chat, "query": query})
         assert (status, found.get("hits", [])) == (200, []), query
     status, facts = curl(
         address,
-        MEMORY + "Recall",
+        V2["Recall"],
         {"conversation": chat, "query": "What is the capital of Mongolia?"},
     )
     assert (status, facts.get("hits", [])) == (200, [])
@@ -396,13 +393,11 @@ def test_search_and_recall_say_what_meaning_could_not_see_yet(tmp_path: Path) ->
 
             def said(*texts: str) -> None:
                 messages = [{"role": "ROLE_USER", "content": text} for text in texts]
-                curl(
-                    address, MEMORY + "AppendMessages", {"conversation": chat, "messages": messages}
-                )
+                curl(address, V2["AppendMessages"], {"conversation": chat, "messages": messages})
 
             said("I adore jazz")
             for _ in range(1200):  # asked every 50 ms: a minute at most
-                if not curl(address, MEMORY + "GetEmbeddingStatus", {})[1].get("pendingMessages"):
+                if not curl(address, V2["GetEmbeddingStatus"], {})[1].get("pendingMessages"):
                     break
                 time.sleep(0.05)
             else:
@@ -410,7 +405,7 @@ def test_search_and_recall_say_what_meaning_could_not_see_yet(tmp_path: Path) ->
             endpoint.hold("saxophone")
             said("jazz saxophone lessons", "more saxophone")
             status, found = curl(
-                address, MEMORY + "SearchHistory", {"conversation": chat, "query": "jazz"}
+                address, V2["SearchHistory"], {"conversation": chat, "query": "jazz"}
             )
             assert status == 200
             contents = {hit["message"]["content"] for hit in found["hits"]}
@@ -418,14 +413,14 @@ def test_search_and_recall_say_what_meaning_could_not_see_yet(tmp_path: Path) ->
             assert found["unembedded"] == 2
             status, recalled = curl(
                 address,
-                MEMORY + "Recall",
+                V2["Recall"],
                 {"conversation": chat, "query": "jazz", "source": "RECALL_SOURCE_HISTORY"},
             )
             assert (status, recalled["unembedded"]) == (200, 2)
             endpoint.fail(503, times=1_000_000)
             status, refused = curl(
                 address,
-                MEMORY + "SearchHistory",
+                V2["SearchHistory"],
                 {"conversation": chat, "query": "a new query", "mode": "SEARCH_MODE_SEMANTIC"},
             )
             assert status == 503

@@ -22,6 +22,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import memoryd_client as md
+from memoryd.api import contract
 from memoryd.log_events import Event
 from memoryd.testing.server_process import ServerProcess
 from memoryd.web.hosts import HostPolicy, host_of
@@ -29,7 +30,8 @@ from memoryd.web.listener import ConnectionBudget, HttpLimits, HttpListener
 from memoryd.web.throttle import RepeatFilter, Throttle
 from tests.helpers import raw_exchange
 
-MEMORY = "/memoryd.v1.MemoryService/"
+# Each RPC's memoryd.v2 path, by name.
+V2 = {method.name: contract.path(method) for method in contract.methods()}
 EOF_WAIT_SECONDS = 60.0
 
 
@@ -97,9 +99,9 @@ def test_a_rebound_name_reaches_no_handler_and_changes_nothing(served: ServerPro
     chat = {"channel": "web", "chatId": "1", "ownerId": owner}
     rebound = f"rebind.attacker.example:{port}"
     for path, body in (
-        (MEMORY + "AppendMessages", {"conversation": chat, "messages": [{"content": "hi"}]}),
-        (MEMORY + "SearchHistory", {"owner": {"ownerId": owner}, "query": "hi"}),
-        (MEMORY + "PurgeOwner", {"ownerId": owner}),
+        (V2["AppendMessages"], {"conversation": chat, "messages": [{"content": "hi"}]}),
+        (V2["SearchHistory"], {"owner": {"ownerId": owner}, "query": "hi"}),
+        (V2["PurgeOwner"], {"ownerId": owner}),
         ("/console/session", {"token": ""}),
     ):
         status, text = request(address, "POST", path, body, host=rebound)
@@ -110,7 +112,7 @@ def test_a_rebound_name_reaches_no_handler_and_changes_nothing(served: ServerPro
         assert request(address, "GET", path, host=rebound)[0] == 421, path
     # Nothing was stored by the refused append.
     with md.connect_sync(served.address) as channel:
-        listed = md.MemoryServiceStub(channel).ListMessages(
+        listed = md.Stubs(channel).conversations.ListMessages(
             md.ListMessagesRequest(
                 conversation=md.Conversation(channel="web", chat_id="1", owner_id=owner)
             )
@@ -131,10 +133,10 @@ def test_the_listeners_own_names_and_the_allowed_ones_are_answered(served: Serve
         "proxy.example",
         "a.b.proxy.example:443",
     ):
-        status, text = request(address, "POST", MEMORY + "GetServerInfo", {}, host=host)
+        status, text = request(address, "POST", V2["GetServerInfo"], {}, host=host)
         assert status == 200, (host, text)
     for host in ("memory.example.com.evil", "evilproxy.example", "127.0.0.2", "", "[::2]:80"):
-        assert request(address, "POST", MEMORY + "GetServerInfo", {}, host=host)[0] == 421, host
+        assert request(address, "POST", V2["GetServerInfo"], {}, host=host)[0] == 421, host
 
 
 def test_a_request_without_a_host_is_refused(served: ServerProcess) -> None:
@@ -151,7 +153,7 @@ def test_the_metrics_own_port_checks_names_too(served: ServerProcess) -> None:
 
 def test_browser_requests_of_other_origins_are_refused(served: ServerProcess) -> None:
     address = http_address(served)
-    call = MEMORY + "GetServerInfo"
+    call = V2["GetServerInfo"]
     for origin in ("http://evil.example", "null", f"https://{address}", "http://127.0.0.1:1"):
         status, text = request(address, "POST", call, {}, headers={"Origin": origin})
         assert status == 403, (origin, text)
@@ -197,7 +199,7 @@ def test_connections_that_do_not_finish_their_request_are_closed(
     server = server_with(tmp_path_factory, QUICK)
     try:
         address = http_address(server)
-        head = f"POST {MEMORY}GetServerInfo HTTP/1.1\r\nHost: {address}\r\n"
+        head = f"POST {V2['GetServerInfo']} HTTP/1.1\r\nHost: {address}\r\n"
         # Nothing at all, half a request line, headers without their end, a body cut short:
         # each is closed, with 408 where a request had begun.
         assert raw_exchange(address, b"", wait=EOF_WAIT_SECONDS) == b""
@@ -214,7 +216,7 @@ def test_connections_that_do_not_finish_their_request_are_closed(
         )
         assert timed_out(address, cut.encode())
         with md.connect_sync(server.address) as channel:
-            listed = md.MemoryServiceStub(channel).ListMessages(
+            listed = md.Stubs(channel).conversations.ListMessages(
                 md.ListMessagesRequest(conversation=md.Conversation(channel="cut", chat_id="1"))
             )
         assert list(listed.messages) == []
@@ -229,7 +231,7 @@ def test_connections_that_do_not_finish_their_request_are_closed(
             assert sock.recv(100).startswith(b"HTTP/1.1 408 ")
         # A kept-alive connection idle after an answer is closed too; a whole request is
         # answered as ever.
-        keep = f"POST {MEMORY}GetServerInfo HTTP/1.1\r\nHost: {address}\r\n"
+        keep = f"POST {V2['GetServerInfo']} HTTP/1.1\r\nHost: {address}\r\n"
         keep += "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
         answer = raw_exchange(address, keep.encode(), wait=EOF_WAIT_SECONDS)
         assert answer.startswith(b"HTTP/1.1 200 ")
@@ -260,7 +262,7 @@ def test_at_the_cap_new_connections_wait_until_one_closes(
         held = [socket.create_connection((host, int(port))) for _ in range(3)]
         waiting = socket.create_connection((host, int(port)), timeout=EOF_WAIT_SECONDS)
         waiting.sendall(
-            f"POST {MEMORY}GetServerInfo HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n"
+            f"POST {V2['GetServerInfo']} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n"
             "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}".encode()
         )
         server.wait_for_event(Event.HTTP_CONNECTIONS_CAPPED)
@@ -300,7 +302,7 @@ def test_held_connections_under_a_low_file_limit_leave_grpc_serving(
                 health_pb2.HealthCheckRequest(), timeout=30
             )
             assert health.status == health_pb2.HealthCheckResponse.SERVING
-            stored = md.MemoryServiceStub(channel).AppendMessages(
+            stored = md.Stubs(channel).conversations.AppendMessages(
                 md.AppendMessagesRequest(
                     conversation=md.Conversation(channel="fd", chat_id="1"),
                     messages=[md.NewMessage(role=md.ROLE_USER, content="still here")],

@@ -155,7 +155,7 @@ async def test_every_tool_over_stdio(server: ServerProcess, chat: str) -> None:
     owner = f"ada-{uuid.uuid4().hex[:6]}"
     channel_name, chat_id = chat.split(":")
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         conversation = md.Conversation(channel=channel_name, chat_id=chat_id, owner_id=owner)
         await append(memory, conversation, user("I booked the dentist for Friday at nine"))
     async with over_stdio(
@@ -508,7 +508,7 @@ async def test_the_model_writes_at_guest_trust_over_http_and_results_say_trust(
     channel_name, chat_id = chat.split(":")
     conversation = md.Conversation(channel=channel_name, chat_id=chat_id, owner_id=owner)
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         await append(memory, conversation, user("I am allergic to peanuts"))
         await append(
             memory,
@@ -520,7 +520,7 @@ async def test_the_model_writes_at_guest_trust_over_http_and_results_say_trust(
                 trust=md.TRUST_GUEST,
             ),
         )
-        operator_row = await memory.StoreMemory(
+        operator_row = await memory.memory.StoreMemory(
             md.StoreMemoryRequest(
                 owner=md.OwnerScope(owner_id=owner),
                 category=md.CATEGORY_PREFERENCE,
@@ -547,7 +547,7 @@ async def test_the_model_writes_at_guest_trust_over_http_and_results_say_trust(
             assert "PERMISSION_DENIED" in await refused(client, "forget", key="coffee")
             assert (await call(client, "forget", key="nuts"))["forgotten"]["archived"]
     async with md.connect(server.address) as channel:
-        row = await md.MemoryServiceStub(channel).GetMemory(
+        row = await md.Stubs(channel).memory.GetMemory(
             md.GetMemoryRequest(owner=md.OwnerScope(owner_id=owner), id=operator_row.memory.id)
         )
         assert not row.memory.archived
@@ -702,10 +702,10 @@ async def test_answers_say_what_meaning_could_not_see_yet(
 async def embedded(address: str) -> None:
     """Wait until the server has embedded everything written so far."""
     async with md.connect(address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         with anyio.fail_after(120):
             while True:
-                status = await memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+                status = await memory.admin.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
                 if status.pending_messages + status.pending_memories == 0:
                     return
                 await anyio.sleep(0.1)

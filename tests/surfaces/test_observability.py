@@ -88,28 +88,30 @@ async def test_metrics_count_known_calls(
     )
     metrics_address = listening(server, "metrics")
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
-        compaction = md.CompactionServiceStub(channel)
+        memory = md.Stubs(channel)
+        compaction = md.Stubs(channel)
         for index in range(3):
             await append(memory, conversation, user(f"message {index}"))
         with pytest.raises(grpc.aio.AioRpcError) as refused:
-            await memory.AppendMessages(
+            await memory.conversations.AppendMessages(
                 md.AppendMessagesRequest(messages=[user("no conversation")])
             )
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        await memory.CommitTurn(
+        await memory.conversations.CommitTurn(
             md.CommitTurnRequest(conversation=conversation, messages=turn("I am Ada"))
         )
 
         async def reviewed() -> bool:
-            state = await memory.GetReviewState(md.GetReviewStateRequest(conversation=conversation))
+            state = await memory.reviews.GetReviewState(
+                md.GetReviewStateRequest(conversation=conversation)
+            )
             return state.HasField("last_run")
 
         await eventually(reviewed)
         prompt = md.GetPromptContextRequest(agent_id="main", owner_id=owner)
         for _ in range(2):
-            await memory.GetPromptContext(prompt)
-        compacted = await compaction.Compact(
+            await memory.context.GetPromptContext(prompt)
+        compacted = await compaction.context.Compact(
             md.CompactRequest(conversation=conversation, context_window=2000)
         )
         assert compacted.outcome in (
@@ -123,7 +125,7 @@ async def test_metrics_count_known_calls(
             while (request := await requests.get()) is not None:
                 yield request
 
-        stream = memory.StreamTranscript(sent())
+        stream = memory.conversations.StreamTranscript(sent())
         await requests.put(
             md.StreamTranscriptRequest(
                 open=md.TranscriptOpen(device_id="dev-1", session_id="s-1", owner_id=owner)
@@ -138,14 +140,14 @@ async def test_metrics_count_known_calls(
 
     assert status == 200
     found = Samples(body)
-    append_path = "/memoryd.v1.MemoryService/AppendMessages"
+    append_path = "/memoryd.v2.ConversationService/AppendMessages"
     assert found.value("memoryd_rpc_calls_total", method=append_path, code="OK") == 3
     assert found.value("memoryd_rpc_calls_total", method=append_path, code="INVALID_ARGUMENT") == 1
     assert found.value("memoryd_rpc_duration_seconds_count", method=append_path) == 4
     assert (
         found.value(
             "memoryd_rpc_calls_total",
-            method="/memoryd.v1.MemoryService/CommitTurn",
+            method="/memoryd.v2.ConversationService/CommitTurn",
             transport="grpc",
         )
         == 1
@@ -188,9 +190,9 @@ async def test_embeddings_are_counted_and_their_queue_drains(
     server = start_server(tmp_path / "home", config=LISTENERS).start()
     conversation = md.Conversation(agent_id="main", owner_id="ada", channel="cli", chat_id="1")
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         await append(memory, conversation, *(user(f"fact number {n}") for n in range(5)))
-        await memory.SearchHistory(
+        await memory.conversations.SearchHistory(
             md.SearchHistoryRequest(
                 conversation=conversation, query="fact", mode=md.SEARCH_MODE_SEMANTIC
             )
@@ -231,7 +233,7 @@ def test_metrics_port_serves_only_metrics_and_only_get(
     server = start_server(tmp_path / "home", config=LISTENERS).start()
     address = listening(server, "metrics")
     with pytest.raises(urllib.error.HTTPError) as missing:
-        urllib.request.urlopen(f"http://{address}/memoryd.v1.MemoryService/GetConversation")
+        urllib.request.urlopen(f"http://{address}/memoryd.v2.ConversationService/GetConversation")
     assert missing.value.code == 404
     posted = urllib.request.Request(f"http://{address}/metrics", data=b"", method="POST")
     with pytest.raises(urllib.error.HTTPError) as refused:
@@ -369,8 +371,8 @@ async def test_span_tree_of_a_turn_that_triggers_a_review(
     conversation = md.Conversation(agent_id="main", owner_id=owner, channel="cli", chat_id="1")
     secret_text = f"my secret is {uuid.uuid4().hex}"
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
-        await memory.CommitTurn(
+        memory = md.Stubs(channel)
+        await memory.conversations.CommitTurn(
             md.CommitTurnRequest(conversation=conversation, messages=turn(secret_text)),
             metadata=(("traceparent", f"00-{trace_id}-{caller_span}-01"),),
         )
@@ -383,7 +385,7 @@ async def test_span_tree_of_a_turn_that_triggers_a_review(
 
         await eventually(review_exported, within=30)
         compact_parent = secrets.token_hex(8)
-        await md.CompactionServiceStub(channel).Compact(
+        await md.Stubs(channel).context.Compact(
             md.CompactRequest(conversation=conversation, context_window=2000),
             metadata=(("traceparent", f"00-{trace_id}-{compact_parent}-01"),),
         )
@@ -394,12 +396,12 @@ async def test_span_tree_of_a_turn_that_triggers_a_review(
         await eventually(compaction_exported, within=30)
 
     spans = {span.span_id: span for span in received.spans if span.trace_id.hex() == trace_id}
-    (commit,) = [s for s in spans.values() if s.name == "memoryd.v1.MemoryService/CommitTurn"]
+    (commit,) = [s for s in spans.values() if s.name == "memoryd.v2.ConversationService/CommitTurn"]
     assert commit.parent_span_id.hex() == caller_span
     assert commit.kind == trace_pb2.Span.SPAN_KIND_SERVER
     assert attributes(commit.attributes) == {
         "rpc.system": "grpc",
-        "rpc.service": "memoryd.v1.MemoryService",
+        "rpc.service": "memoryd.v2.ConversationService",
         "rpc.method": "CommitTurn",
         "rpc.grpc.status_code": 0,
     }
@@ -431,7 +433,7 @@ async def test_span_tree_of_a_turn_that_triggers_a_review(
     assert any(name.startswith("memoryd.write review_apply") for name in review_writes)
     assert chat.start_time_unix_nano >= review.start_time_unix_nano
     assert chat.end_time_unix_nano <= review.end_time_unix_nano
-    (compact,) = [s for s in spans.values() if s.name == "memoryd.v1.CompactionService/Compact"]
+    (compact,) = [s for s in spans.values() if s.name == "memoryd.v2.ContextService/Compact"]
     assert compact.parent_span_id.hex() == compact_parent
     (compaction,) = children(compact)
     assert compaction.name == "memoryd.compaction"
@@ -460,20 +462,20 @@ async def test_untraced_calls_start_traces_of_their_own(
     ).start()
     conversation = md.Conversation(agent_id="main", owner_id="ada", channel="cli", chat_id="1")
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         await append(memory, conversation, user("hello"))
         with pytest.raises(grpc.aio.AioRpcError):
-            await memory.GetMemory(
+            await memory.memory.GetMemory(
                 md.GetMemoryRequest(owner=md.OwnerScope(agent_id="main", owner_id="ada"), id=42)
             )
 
     def exported() -> bool:
-        return bool(received.named("memoryd.v1.MemoryService/GetMemory"))
+        return bool(received.named("memoryd.v2.MemoryService/GetMemory"))
 
     await eventually(exported, within=30)
-    (appended,) = received.named("memoryd.v1.MemoryService/AppendMessages")
+    (appended,) = received.named("memoryd.v2.ConversationService/AppendMessages")
     assert appended.parent_span_id == b""
-    (missing,) = received.named("memoryd.v1.MemoryService/GetMemory")
+    (missing,) = received.named("memoryd.v2.MemoryService/GetMemory")
     said = attributes(missing.attributes)
     assert said["rpc.grpc.status_code"] == grpc.StatusCode.NOT_FOUND.value[0]
     assert said["gen_ai.operation.name"] == "search_memory"
@@ -505,27 +507,27 @@ async def test_sampling_follows_the_caller_and_the_ratio(
     conversation = md.Conversation(agent_id="main", owner_id="ada", channel="cli", chat_id="1")
     sampled, unsampled, over_http = (secrets.token_hex(16) for _ in range(3))
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         for _ in range(20):  # at ratio 0 no new trace is ever recorded
             await append(memory, conversation, user("hello"))
-        await memory.AppendMessages(
+        await memory.conversations.AppendMessages(
             md.AppendMessagesRequest(conversation=conversation, messages=[user("not sampled")]),
             metadata=(("traceparent", f"00-{unsampled}-{secrets.token_hex(8)}-00"),),
         )
         for garbage in ("00-zz-yy-01", "", f"00-{'0' * 32}-{'0' * 16}-01", "x" * 5000):
             # A malformed traceparent is no trace, and forces no recording.
-            await memory.AppendMessages(
+            await memory.conversations.AppendMessages(
                 md.AppendMessagesRequest(conversation=conversation, messages=[user("garbage")]),
                 metadata=(("traceparent", garbage),),
             )
-        await memory.AppendMessages(
+        await memory.conversations.AppendMessages(
             md.AppendMessagesRequest(conversation=conversation, messages=[user("sampled")]),
             metadata=(("traceparent", f"00-{sampled}-{secrets.token_hex(8)}-01"),),
         )
 
     http_parent = secrets.token_hex(8)
     request = urllib.request.Request(
-        f"http://{listening(server, 'http')}/memoryd.v1.MemoryService/GetConversation",
+        f"http://{listening(server, 'http')}/memoryd.v2.ConversationService/GetConversation",
         data=json.dumps(
             {"conversation": {"agentId": "main", "ownerId": "ada", "channel": "cli", "chatId": "1"}}
         ).encode(),
@@ -548,7 +550,7 @@ async def test_sampling_follows_the_caller_and_the_ratio(
     assert attributes(http_span.attributes)["rpc.system"] == "connect_rpc"
     received.spans = [span for span in received.spans if span.trace_id.hex() == sampled]
     names = sorted(span.name for span in received.spans)
-    assert names[0] == "memoryd.v1.MemoryService/AppendMessages"
+    assert names[0] == "memoryd.v2.ConversationService/AppendMessages"
     assert any(name.startswith("memoryd.write") for name in names)
 
 
@@ -593,11 +595,13 @@ async def test_a_failed_review_is_counted_with_its_model_call(
         server = start_server(tmp_path / "home", config=config).start()
         conversation = md.Conversation(agent_id="main", owner_id="ada", channel="cli", chat_id="9")
         async with md.connect(server.address) as channel:
-            memory = md.MemoryServiceStub(channel)
-            await memory.CommitTurn(
+            memory = md.Stubs(channel)
+            await memory.conversations.CommitTurn(
                 md.CommitTurnRequest(conversation=conversation, messages=turn("I am Ada"))
             )
-            reviewed = await memory.ReviewNow(md.ReviewNowRequest(conversation=conversation))
+            reviewed = await memory.reviews.ReviewNow(
+                md.ReviewNowRequest(conversation=conversation)
+            )
         assert reviewed.reviews[0].status == md.REVIEW_STATUS_FAILED
         found = Samples((await asyncio.to_thread(scrape, listening(server, "metrics")))[1])
     assert found.value("memoryd_review_runs_total", status="failed") == 1

@@ -27,12 +27,12 @@ async def test_the_overview_counts_agents_owners_and_conversations_and_pages_the
 ) -> None:
     server = start_server(tmp_path / "home", config=review_config(model, enabled=False)).start()
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         for owner, chats in (("ada", ("a1", "a2")), ("bob", ("b1",)), ("cy", ("c1",))):
             for chat in chats:
                 await commit(memory, conversation(owner, chat), *turn(f"hello from {owner}"))
         await commit(memory, conversation("zed", "z1", agent="other"), *turn("elsewhere"))
-        await memory.StoreMemory(
+        await memory.memory.StoreMemory(
             md.StoreMemoryRequest(
                 owner=md.OwnerScope(agent_id="main", owner_id="dora"),
                 key="tea",
@@ -40,7 +40,7 @@ async def test_the_overview_counts_agents_owners_and_conversations_and_pages_the
                 category=md.CATEGORY_PREFERENCE,
             )
         )
-        info = await memory.GetServerInfo(md.GetServerInfoRequest())
+        info = await memory.admin.GetServerInfo(md.GetServerInfoRequest())
         assert [(a.agent_id, a.owners, a.conversations) for a in info.agents] == [
             ("main", 3, 4),
             ("other", 1, 1),
@@ -51,10 +51,10 @@ async def test_the_overview_counts_agents_owners_and_conversations_and_pages_the
         settings = json.loads(info.settings_json)
         assert settings["memoryd"]["providers"][0]["model"] == "fake-model-0"
 
-        first = await memory.ListOwners(md.ListOwnersRequest(agent_id="main", page_size=2))
+        first = await memory.overview.ListOwners(md.ListOwnersRequest(agent_id="main", page_size=2))
         assert [o.owner_id for o in first.owners] == ["ada", "bob"]
         assert (first.owners[0].conversations, first.owners[0].active_memories) == (2, 0)
-        second = await memory.ListOwners(
+        second = await memory.overview.ListOwners(
             md.ListOwnersRequest(agent_id="main", page_size=2, page_token=first.next_page_token)
         )
         assert [(o.owner_id, o.conversations, o.active_memories) for o in second.owners] == [
@@ -67,14 +67,14 @@ async def test_the_overview_counts_agents_owners_and_conversations_and_pages_the
         # A message by id, for its owner only.
         first_id = (
             (
-                await memory.ListMessages(
+                await memory.conversations.ListMessages(
                     md.ListMessagesRequest(conversation=conversation("ada", "a1"))
                 )
             )
             .messages[0]
             .id
         )
-        found = await memory.GetMessage(
+        found = await memory.conversations.GetMessage(
             md.GetMessageRequest(owner=md.OwnerScope(owner_id="ada"), id=first_id)
         )
         assert (found.message.content, found.message.conversation.chat_id) == (
@@ -96,10 +96,10 @@ async def test_the_overview_counts_agents_owners_and_conversations_and_pages_the
             ),
         ):
             with pytest.raises(grpc.aio.AioRpcError) as error:
-                await memory.GetMessage(request)
+                await memory.conversations.GetMessage(request)
             assert error.value.code() == code
 
-        listed = await memory.ListConversations(
+        listed = await memory.conversations.ListConversations(
             md.ListConversationsRequest(owner=md.OwnerScope(agent_id="main", owner_id="ada"))
         )
         assert [c.conversation.chat_id for c in listed.conversations] == ["a1", "a2"]
@@ -107,16 +107,16 @@ async def test_the_overview_counts_agents_owners_and_conversations_and_pages_the
 
         # A token of one listing is refused by another, or for another agent.
         for refused in (
-            memory.ListOwners(
+            memory.overview.ListOwners(
                 md.ListOwnersRequest(agent_id="other", page_token=first.next_page_token)
             ),
-            memory.ListConversations(
+            memory.conversations.ListConversations(
                 md.ListConversationsRequest(
                     owner=md.OwnerScope(owner_id="ada"), page_token=first.next_page_token
                 )
             ),
-            memory.ListOwners(md.ListOwnersRequest(page_size=501)),
-            memory.ListOwners(md.ListOwnersRequest(agent_id="x" * 300)),
+            memory.overview.ListOwners(md.ListOwnersRequest(page_size=501)),
+            memory.overview.ListOwners(md.ListOwnersRequest(agent_id="x" * 300)),
         ):
             with pytest.raises(grpc.aio.AioRpcError) as error:
                 await refused
@@ -129,7 +129,7 @@ async def test_review_runs_are_listed_newest_first_in_pages_and_failures_reach_t
     server = start_server(tmp_path / "home", config=review_config(model, enabled=False)).start()
     chat = conversation("ada", "r1")
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         for index in range(3):
             await commit(memory, chat, *turn(f"fact number {index}"))
             model.reply(
@@ -142,7 +142,7 @@ async def test_review_runs_are_listed_newest_first_in_pages_and_failures_reach_t
         model.fail(500)
         await review_now(memory, chat)
 
-        first = await memory.ListReviewRuns(
+        first = await memory.reviews.ListReviewRuns(
             md.ListReviewRunsRequest(conversation=chat, page_size=3)
         )
         assert [run.id for run in first.runs] == [4, 3, 2]
@@ -150,21 +150,21 @@ async def test_review_runs_are_listed_newest_first_in_pages_and_failures_reach_t
         assert first.runs[1].skipped_operations[0].reason == (
             "archive: row 1001 was not in the memory shown to the review"
         )
-        rest = await memory.ListReviewRuns(
+        rest = await memory.reviews.ListReviewRuns(
             md.ListReviewRunsRequest(
                 conversation=chat, page_size=3, page_token=first.next_page_token
             )
         )
         assert ([run.id for run in rest.runs], rest.next_page_token) == ([1], "")
 
-        info = await memory.GetServerInfo(md.GetServerInfoRequest())
+        info = await memory.admin.GetServerInfo(md.GetServerInfoRequest())
         assert info.review_failures_24h == 1
         (failure,) = info.recent_failures
         assert (failure.conversation.chat_id, failure.run.id) == ("r1", 4)
         assert failure.run.error
 
         with pytest.raises(grpc.aio.AioRpcError) as error:
-            await memory.ListReviewRuns(
+            await memory.reviews.ListReviewRuns(
                 md.ListReviewRunsRequest(
                     conversation=conversation("bob", "r1"), page_token=first.next_page_token
                 )
@@ -185,13 +185,13 @@ async def test_review_settings_are_saved_with_the_file_s_comments_and_applied_at
     server = start_server(tmp_path / "home", config=config).start()
     chat = conversation("ada", "s1")
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
-        info = await memory.GetServerInfo(md.GetServerInfoRequest())
+        memory = md.Stubs(channel)
+        info = await memory.admin.GetServerInfo(md.GetServerInfoRequest())
         assert (info.background_review, info.review_triggers.turn_interval) == (False, 0)
         path = Path(info.config_path)
         await commit(memory, chat, *turn("I moved to Porto"))
         model.reply(json.dumps({"operations": []}))
-        saved = await memory.UpdateReviewSettings(
+        saved = await memory.admin.UpdateReviewSettings(
             md.UpdateReviewSettingsRequest(
                 triggers=md.ReviewTriggers(enabled=True, review_interval_hours=1.5, turn_interval=1)
             )
@@ -204,7 +204,7 @@ async def test_review_settings_are_saved_with_the_file_s_comments_and_applied_at
         assert "scheduler_tick_seconds" in text  # the other settings are kept
         # Applied at once: the pending turn is now due, and the background review runs it.
         await eventually(lambda: _reviewed(memory, chat))
-        info = await memory.GetServerInfo(md.GetServerInfoRequest())
+        info = await memory.admin.GetServerInfo(md.GetServerInfoRequest())
         assert info.background_review
         assert info.review_triggers.review_interval_hours == 1.5
         assert json.loads(info.settings_json)["memoryd"]["memory"]["turn_interval"] == 1
@@ -218,23 +218,23 @@ async def test_review_settings_are_saved_with_the_file_s_comments_and_applied_at
             md.UpdateReviewSettingsRequest(triggers=md.ReviewTriggers(idle_timeout_minutes=1e9)),
         ):
             with pytest.raises(grpc.aio.AioRpcError) as error:
-                await memory.UpdateReviewSettings(bad)
+                await memory.admin.UpdateReviewSettings(bad)
             assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         # A file marked read-only is not replaced: refused, and the server runs as before.
         read_only(path)
         with pytest.raises(grpc.aio.AioRpcError) as error:
-            await memory.UpdateReviewSettings(
+            await memory.admin.UpdateReviewSettings(
                 md.UpdateReviewSettingsRequest(triggers=md.ReviewTriggers(enabled=False))
             )
         assert error.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert "cannot be written" in (error.value.details() or "")
         assert file_text(path) == text
-        info = await memory.GetServerInfo(md.GetServerInfoRequest())
+        info = await memory.admin.GetServerInfo(md.GetServerInfoRequest())
         assert info.review_triggers.enabled
 
 
-async def _reviewed(memory: md.MemoryServiceStub, chat: md.Conversation) -> bool:
-    state = await memory.GetReviewState(md.GetReviewStateRequest(conversation=chat))
+async def _reviewed(memory: md.Stubs, chat: md.Conversation) -> bool:
+    state = await memory.reviews.GetReviewState(md.GetReviewStateRequest(conversation=chat))
     return state.HasField("last_run")
 
 
@@ -253,7 +253,7 @@ async def test_a_review_s_prompt_and_answer_are_kept_when_asked_and_erased_with_
     server = start_server(tmp_path / "home", config=config).start()
     chat = conversation("ada", "x1")
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         await commit(memory, chat, *turn("My sister is called Inês"))
         answer = json.dumps({"operations": [{"action": "archive", "id": 4242, "reason": "x"}]})
         model.reply(answer)
@@ -262,15 +262,17 @@ async def test_a_review_s_prompt_and_answer_are_kept_when_asked_and_erased_with_
         model.garbage()
         await review_now(memory, chat)
 
-        runs = (await memory.ListReviewRuns(md.ListReviewRunsRequest(conversation=chat))).runs
+        runs = (
+            await memory.reviews.ListReviewRuns(md.ListReviewRunsRequest(conversation=chat))
+        ).runs
         assert [(run.id, run.exchange_kept) for run in runs] == [(2, True), (1, True)]
-        kept = await memory.GetReviewExchange(
+        kept = await memory.reviews.GetReviewExchange(
             md.GetReviewExchangeRequest(conversation=chat, run_id=1)
         )
         assert [m.role for m in kept.prompt] == ["system", "user"]
         assert "My sister is called Inês" in kept.prompt[1].content
         assert kept.answer == answer
-        failed = await memory.GetReviewExchange(
+        failed = await memory.reviews.GetReviewExchange(
             md.GetReviewExchangeRequest(conversation=chat, run_id=2)
         )
         assert "this one fails" in failed.prompt[1].content
@@ -285,7 +287,7 @@ async def test_a_review_s_prompt_and_answer_are_kept_when_asked_and_erased_with_
             (md.GetReviewExchangeRequest(conversation=chat), grpc.StatusCode.INVALID_ARGUMENT),
         ):
             with pytest.raises(grpc.aio.AioRpcError) as error:
-                await memory.GetReviewExchange(request)
+                await memory.reviews.GetReviewExchange(request)
             assert error.value.code() == code
 
         # Purging a conversation erases its runs' exchanges with them (ON DELETE CASCADE).
@@ -293,21 +295,25 @@ async def test_a_review_s_prompt_and_answer_are_kept_when_asked_and_erased_with_
         await commit(memory, other, *turn("another chat"))
         model.reply(json.dumps({"operations": []}))
         other_run = (await review_now(memory, other)).review_run_id
-        kept_before = await memory.GetReviewExchange(
+        kept_before = await memory.reviews.GetReviewExchange(
             md.GetReviewExchangeRequest(conversation=other, run_id=other_run)
         )
         assert "another chat" in kept_before.prompt[1].content
-        await memory.PurgeConversation(md.PurgeConversationRequest(conversation=other))
+        await memory.conversations.PurgeConversation(
+            md.PurgeConversationRequest(conversation=other)
+        )
         with pytest.raises(grpc.aio.AioRpcError) as error:
-            await memory.GetReviewExchange(
+            await memory.reviews.GetReviewExchange(
                 md.GetReviewExchangeRequest(conversation=other, run_id=other_run)
             )
         assert error.value.code() == grpc.StatusCode.NOT_FOUND
 
-        receipt = await memory.PurgeOwner(md.PurgeOwnerRequest(owner_id="ada"))
+        receipt = await memory.admin.PurgeOwner(md.PurgeOwnerRequest(owner_id="ada"))
         assert {row.table: row.rows for row in receipt.erased}["review_exchanges"] == 2
         with pytest.raises(grpc.aio.AioRpcError) as error:
-            await memory.GetReviewExchange(md.GetReviewExchangeRequest(conversation=chat, run_id=1))
+            await memory.reviews.GetReviewExchange(
+                md.GetReviewExchangeRequest(conversation=chat, run_id=1)
+            )
         assert error.value.code() == grpc.StatusCode.NOT_FOUND
 
 
@@ -317,14 +323,16 @@ async def test_exchanges_are_not_kept_by_default(
     server = start_server(tmp_path / "home", config=review_config(model, enabled=False)).start()
     chat = conversation("ada", "d1")
     async with md.connect(server.address) as channel:
-        memory = md.MemoryServiceStub(channel)
+        memory = md.Stubs(channel)
         await commit(memory, chat, *turn("a fact"))
         model.reply(json.dumps({"operations": []}))
         await review_now(memory, chat)
-        (run,) = (await memory.ListReviewRuns(md.ListReviewRunsRequest(conversation=chat))).runs
+        (run,) = (
+            await memory.reviews.ListReviewRuns(md.ListReviewRunsRequest(conversation=chat))
+        ).runs
         assert not run.exchange_kept
         with pytest.raises(grpc.aio.AioRpcError) as error:
-            await memory.GetReviewExchange(
+            await memory.reviews.GetReviewExchange(
                 md.GetReviewExchangeRequest(conversation=chat, run_id=run.id)
             )
         assert error.value.code() == grpc.StatusCode.NOT_FOUND

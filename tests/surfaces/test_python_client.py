@@ -15,7 +15,7 @@ import pytest
 
 import memoryd_client as md
 from memoryd.testing.server_process import ServerProcess
-from memoryd_client.v1 import memory_service_pb2_grpc
+from memoryd_client.v2 import conversation_service_pb2_grpc
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ async def test_a_transcript_cut_mid_stream_resumes_without_loss_or_duplicate(
         await session.final(4, md.SPEAKER_ASSISTANT, "rain 雨")
         assert (session.committed, session.reconnects, session.resumed) == (4, 1, True)
         await session.end()
-    listed = await md.MemoryServiceStub(voice).ListMessages(
+    listed = await md.Stubs(voice).conversations.ListMessages(
         md.ListMessagesRequest(
             conversation=md.Conversation(
                 owner_id="py", channel="realtime", chat_id=f"local:{device}"
@@ -117,7 +117,7 @@ async def test_a_transcript_cut_mid_stream_resumes_without_loss_or_duplicate(
     ]
 
 
-class Scripted(memory_service_pb2_grpc.MemoryServiceServicer):
+class Scripted(conversation_service_pb2_grpc.ConversationServiceServicer):
     """A peer that answers ListMessages and AppendMessages UNAVAILABLE `failures` times, then
     OK; GetConversation slowly; and records the metadata of every call."""
 
@@ -148,7 +148,7 @@ class Scripted(memory_service_pb2_grpc.MemoryServiceServicer):
 async def scripted() -> AsyncIterator[tuple[Scripted, str]]:
     peer = Scripted(failures=2)
     server = grpc.aio.server()
-    memory_service_pb2_grpc.add_MemoryServiceServicer_to_server(peer, server)
+    conversation_service_pb2_grpc.add_ConversationServiceServicer_to_server(peer, server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     yield peer, f"127.0.0.1:{port}"
@@ -160,10 +160,10 @@ async def test_idempotent_calls_are_retried_writes_never_and_the_token_is_sent(
 ) -> None:
     peer, address = scripted
     async with md.connect(address, token="s3cret") as channel:
-        memory = md.MemoryServiceStub(channel)
-        await memory.ListMessages(md.ListMessagesRequest())
+        memory = md.Stubs(channel)
+        await memory.conversations.ListMessages(md.ListMessagesRequest())
         with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await memory.AppendMessages(md.AppendMessagesRequest())
+            await memory.conversations.AppendMessages(md.AppendMessagesRequest())
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
     assert peer.calls == {"ListMessages": 3, "AppendMessages": 1}
     assert {entry.get("authorization") for entry in peer.metadata} == {"Bearer s3cret"}
@@ -176,10 +176,10 @@ async def test_the_sync_channel_retries_idempotent_calls_and_sends_the_token(
 
     def calls() -> grpc.RpcError:
         with md.connect_sync(address, token="s3cret") as channel:
-            memory = md.MemoryServiceStub(channel)
-            memory.ListMessages(md.ListMessagesRequest())
+            memory = md.Stubs(channel)
+            memory.conversations.ListMessages(md.ListMessagesRequest())
             with pytest.raises(grpc.RpcError) as caught:
-                memory.AppendMessages(md.AppendMessagesRequest())
+                memory.conversations.AppendMessages(md.AppendMessagesRequest())
             return caught.value
 
     refused = await asyncio.to_thread(calls)  # the scripted peer runs on this event loop
@@ -194,10 +194,10 @@ async def test_unary_calls_get_the_default_deadline(scripted: tuple[Scripted, st
     _, address = scripted
     async with md.connect(address, timeout=0.3) as channel:
         with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await md.MemoryServiceStub(channel).GetConversation(md.GetConversationRequest())
+            await md.Stubs(channel).conversations.GetConversation(md.GetConversationRequest())
         assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         # A deadline the caller sets wins.
-        answered = await md.MemoryServiceStub(channel).GetConversation(
+        answered = await md.Stubs(channel).conversations.GetConversation(
             md.GetConversationRequest(), timeout=5
         )
         assert answered == md.GetConversationResponse()
@@ -212,7 +212,7 @@ async def test_sync_unary_calls_get_the_default_deadline(scripted: tuple[Scripte
             md.connect_sync(address, timeout=0.3) as channel,
             pytest.raises(grpc.RpcError) as caught,
         ):
-            md.MemoryServiceStub(channel).GetConversation(md.GetConversationRequest())
+            md.Stubs(channel).conversations.GetConversation(md.GetConversationRequest())
         return caught.value
 
     late = await asyncio.to_thread(call)

@@ -1,4 +1,4 @@
-"""Python client for memoryd: the generated memoryd.v1 messages and stubs, and the conveniences
+"""Python client for memoryd: the generated memoryd.v2 messages and stubs, and the conveniences
 every adapter needs around them.
 
     import memoryd_client as md
@@ -8,12 +8,15 @@ every adapter needs around them.
         await chat.append(md.user("ada", "hello"))
 
 `connect` sends the bearer token, gives unary calls a default deadline and retries the calls the
-contract marks idempotent; `ConversationClient` fills in a conversation's key; `connect_sync` and
+contract marks idempotent; `Stubs` holds every service's stub on a channel (`stubs.conversations`,
+`stubs.memory`, `stubs.context`, `stubs.resources`, `stubs.reviews`, `stubs.overview`,
+`stubs.admin`; `SyncStubs` on a blocking channel); `ConversationClient` fills in a conversation's key; `connect_sync` and
 `SyncConversationClient` are the same without asyncio, for scripts and notebooks; `Transcript` is a
 realtime transcript stream that resumes after a cut; `error_details` reads a refusal's reason
-and field. Every message, enum and stub of memoryd.v1
-is importable from here by name (memoryd_client._surface, generated from the descriptors); the
-generated modules live in memoryd_client.v1 (regenerate with `make protos`).
+and field. Every message, enum and stub of memoryd.v2 is importable from here by name
+(memoryd_client._surface, generated from the descriptors); the generated modules live in
+memoryd_client.v2, and memoryd.v1's (still served) in memoryd_client.v1 (regenerate with `make
+protos`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from memoryd_client.client import (
 )
 from memoryd_client.client import Conversation as ConversationClient
 from memoryd_client.errors import ErrorDetails, error_details
+from memoryd_client.stubs import Stubs, SyncStubs
 from memoryd_client.sync import SyncConversation as SyncConversationClient
 from memoryd_client.sync import connect_sync
 from memoryd_client.transcript import Transcript, TranscriptError
@@ -41,7 +45,9 @@ __all__ += [
     "DEFAULT_TIMEOUT_SECONDS",
     "ConversationClient",
     "ErrorDetails",
+    "Stubs",
     "SyncConversationClient",
+    "SyncStubs",
     "Transcript",
     "TranscriptError",
     "assistant",

@@ -22,11 +22,21 @@ import grpc
 from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import FileDescriptor
 
-from memoryd_client.v1 import compaction_service_pb2 as compaction_pb
-from memoryd_client.v1 import compaction_service_pb2_grpc as compaction_grpc
-from memoryd_client.v1 import memory_service_pb2 as memory_pb
-from memoryd_client.v1 import memory_service_pb2_grpc as memory_grpc
-from memoryd_client.v1 import records_pb2 as records_pb
+from memoryd_client.stubs import Stubs
+from memoryd_client.v1 import compaction_service_pb2 as v1_compaction_pb
+from memoryd_client.v1 import memory_service_pb2 as v1_memory_pb
+from memoryd_client.v2 import (
+    admin_service_pb2,
+    context_service_pb2,
+    memory_service_pb2,
+    overview_service_pb2,
+    resource_service_pb2,
+    review_service_pb2,
+)
+from memoryd_client.v2 import context_service_pb2 as context_pb
+from memoryd_client.v2 import conversation_service_pb2 as conversation_pb
+from memoryd_client.v2 import memory_service_pb2 as memory_pb
+from memoryd_client.v2 import records_pb2 as records_pb
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 DEFAULT_TIMEOUT_SECONDS = 30.0
@@ -42,7 +52,21 @@ RETRYABLE_CODES = ("UNAVAILABLE", "CANCELLED")
 # not safe to repeat, and gRPC never tries a call again once its headers came (gRFC A6), so such
 # a call is one the server never ran.
 NOT_STARTED_CODES = ("CANCELLED",)
-APPEND_METHOD = "/memoryd.v1.MemoryService/AppendMessages"
+APPEND_METHOD = "/memoryd.v2.ConversationService/AppendMessages"
+# memoryd.v1's path of it, still served (a memoryd.v1 stub on this channel is retried the same way).
+APPEND_METHODS = (APPEND_METHOD, "/memoryd.v1.MemoryService/AppendMessages")
+# Every service's file: memoryd.v2's, then memoryd.v1's.
+_FILES: tuple[FileDescriptor, ...] = (
+    conversation_pb.DESCRIPTOR,
+    memory_service_pb2.DESCRIPTOR,
+    context_service_pb2.DESCRIPTOR,
+    resource_service_pb2.DESCRIPTOR,
+    review_service_pb2.DESCRIPTOR,
+    overview_service_pb2.DESCRIPTOR,
+    admin_service_pb2.DESCRIPTOR,
+    v1_memory_pb.DESCRIPTOR,
+    v1_compaction_pb.DESCRIPTOR,
+)
 _IDEMPOTENT = (
     descriptor_pb2.MethodOptions.NO_SIDE_EFFECTS,
     descriptor_pb2.MethodOptions.IDEMPOTENT,
@@ -52,8 +76,7 @@ _IDEMPOTENT = (
 def _unary_methods() -> list[tuple[str, str, bool]]:
     """(service, method, whether the contract marks it idempotent) of every unary call."""
     found = []
-    files: Sequence[FileDescriptor] = (memory_pb.DESCRIPTOR, compaction_pb.DESCRIPTOR)
-    for file in files:
+    for file in _FILES:
         for service in file.services_by_name.values():
             for method in service.methods:
                 if method.client_streaming or method.server_streaming:
@@ -145,8 +168,10 @@ def keyed_append(method: str, request: Any) -> bool:
     client_message_id, so the server stores each once. A request sent as raw bytes is not read,
     so it is never retried."""
     return (
-        method == APPEND_METHOD
-        and isinstance(request, memory_pb.AppendMessagesRequest)
+        method in APPEND_METHODS
+        and isinstance(
+            request, (conversation_pb.AppendMessagesRequest, v1_memory_pb.AppendMessagesRequest)
+        )
         and bool(request.messages)
         and all(message.client_message_id for message in request.messages)
     )
@@ -240,17 +265,21 @@ class _Requests:
     def __init__(self, key: records_pb.Conversation) -> None:
         self.key = key
 
-    def _append(self, messages: Sequence[memory_pb.NewMessage]) -> memory_pb.AppendMessagesRequest:
-        return memory_pb.AppendMessagesRequest(conversation=self.key, messages=messages)
+    def _append(
+        self, messages: Sequence[conversation_pb.NewMessage]
+    ) -> conversation_pb.AppendMessagesRequest:
+        return conversation_pb.AppendMessagesRequest(conversation=self.key, messages=messages)
 
-    def _commit_turn(self, messages: Sequence[memory_pb.NewMessage]) -> memory_pb.CommitTurnRequest:
-        return memory_pb.CommitTurnRequest(conversation=self.key, messages=messages)
+    def _commit_turn(
+        self, messages: Sequence[conversation_pb.NewMessage]
+    ) -> conversation_pb.CommitTurnRequest:
+        return conversation_pb.CommitTurnRequest(conversation=self.key, messages=messages)
 
-    def _list(self, page_size: int) -> memory_pb.ListMessagesRequest:
-        return memory_pb.ListMessagesRequest(conversation=self.key, page_size=page_size)
+    def _list(self, page_size: int) -> conversation_pb.ListMessagesRequest:
+        return conversation_pb.ListMessagesRequest(conversation=self.key, page_size=page_size)
 
-    def _search(self, query: str) -> memory_pb.SearchHistoryRequest:
-        return memory_pb.SearchHistoryRequest(conversation=self.key, query=query)
+    def _search(self, query: str) -> conversation_pb.SearchHistoryRequest:
+        return conversation_pb.SearchHistoryRequest(conversation=self.key, query=query)
 
     def _store(
         self, category: records_pb.Category.ValueType, value: str, key: str, fields: Any
@@ -264,13 +293,13 @@ class _Requests:
     ) -> memory_pb.RecallRequest:
         return memory_pb.RecallRequest(conversation=self.key, query=query, scope=scope, **fields)
 
-    def _compose(self, context_window: int) -> compaction_pb.ComposeContextRequest:
-        return compaction_pb.ComposeContextRequest(
+    def _compose(self, context_window: int) -> context_pb.ComposeContextRequest:
+        return context_pb.ComposeContextRequest(
             conversation=self.key, context_window=context_window
         )
 
-    def _prompt_context(self) -> memory_pb.GetPromptContextRequest:
-        return memory_pb.GetPromptContextRequest(
+    def _prompt_context(self) -> context_pb.GetPromptContextRequest:
+        return context_pb.GetPromptContextRequest(
             agent_id=self.key.agent_id, owner_id=self.key.owner_id
         )
 
@@ -280,34 +309,37 @@ class Conversation(_Requests):
 
     def __init__(self, channel: grpc.aio.Channel, key: records_pb.Conversation) -> None:
         super().__init__(key)
-        self.memory = memory_grpc.MemoryServiceStub(channel)
-        self.compaction = compaction_grpc.CompactionServiceStub(channel)
+        self.stubs = Stubs(channel)
 
-    async def append(self, *messages: memory_pb.NewMessage) -> memory_pb.AppendMessagesResponse:
+    async def append(
+        self, *messages: conversation_pb.NewMessage
+    ) -> conversation_pb.AppendMessagesResponse:
         """Store messages (all valid ones, or none)."""
-        response: memory_pb.AppendMessagesResponse = await self.memory.AppendMessages(
-            self._append(messages)
+        response: conversation_pb.AppendMessagesResponse = (
+            await self.stubs.conversations.AppendMessages(self._append(messages))
         )
         return response
 
-    async def commit_turn(self, *messages: memory_pb.NewMessage) -> memory_pb.CommitTurnResponse:
+    async def commit_turn(
+        self, *messages: conversation_pb.NewMessage
+    ) -> conversation_pb.CommitTurnResponse:
         """Store one turn's messages and mark the conversation for review."""
-        response: memory_pb.CommitTurnResponse = await self.memory.CommitTurn(
+        response: conversation_pb.CommitTurnResponse = await self.stubs.conversations.CommitTurn(
             self._commit_turn(messages)
         )
         return response
 
-    async def list(self, page_size: int = 50) -> memory_pb.ListMessagesResponse:
+    async def list(self, page_size: int = 50) -> conversation_pb.ListMessagesResponse:
         """The newest page of the current window, oldest first."""
-        response: memory_pb.ListMessagesResponse = await self.memory.ListMessages(
-            self._list(page_size)
+        response: conversation_pb.ListMessagesResponse = (
+            await self.stubs.conversations.ListMessages(self._list(page_size))
         )
         return response
 
-    async def search(self, query: str) -> memory_pb.SearchHistoryResponse:
+    async def search(self, query: str) -> conversation_pb.SearchHistoryResponse:
         """Messages of this conversation matching `query` (plain words, never syntax)."""
-        response: memory_pb.SearchHistoryResponse = await self.memory.SearchHistory(
-            self._search(query)
+        response: conversation_pb.SearchHistoryResponse = (
+            await self.stubs.conversations.SearchHistory(self._search(query))
         )
         return response
 
@@ -315,7 +347,7 @@ class Conversation(_Requests):
         self, category: records_pb.Category.ValueType, value: str, key: str = "", **fields: Any
     ) -> memory_pb.StoreMemoryResponse:
         """Keep a fact learnt in this conversation."""
-        response: memory_pb.StoreMemoryResponse = await self.memory.StoreMemory(
+        response: memory_pb.StoreMemoryResponse = await self.stubs.memory.StoreMemory(
             self._store(category, value, key, fields)
         )
         return response
@@ -327,33 +359,35 @@ class Conversation(_Requests):
         **fields: Any,
     ) -> memory_pb.RecallResponse:
         """What is known that matches `query`."""
-        response: memory_pb.RecallResponse = await self.memory.Recall(
+        response: memory_pb.RecallResponse = await self.stubs.memory.Recall(
             self._recall(query, scope, fields)
         )
         return response
 
-    async def compose(self, context_window: int) -> compaction_pb.ComposeContextResponse:
+    async def compose(self, context_window: int) -> context_pb.ComposeContextResponse:
         """The context of the next model call, for a model of `context_window` tokens."""
-        response: compaction_pb.ComposeContextResponse = await self.compaction.ComposeContext(
+        response: context_pb.ComposeContextResponse = await self.stubs.context.ComposeContext(
             self._compose(context_window)
         )
         return response
 
-    async def prompt_context(self) -> memory_pb.GetPromptContextResponse:
+    async def prompt_context(self) -> context_pb.GetPromptContextResponse:
         """The owner's USER.md and MEMORY.md."""
-        response: memory_pb.GetPromptContextResponse = await self.memory.GetPromptContext(
+        response: context_pb.GetPromptContextResponse = await self.stubs.context.GetPromptContext(
             self._prompt_context()
         )
         return response
 
 
-def user(sender: str, content: str, **fields: Any) -> memory_pb.NewMessage:
+def user(sender: str, content: str, **fields: Any) -> conversation_pb.NewMessage:
     """A user message from `sender`."""
-    return memory_pb.NewMessage(role=records_pb.ROLE_USER, sender=sender, content=content, **fields)
+    return conversation_pb.NewMessage(
+        role=records_pb.ROLE_USER, sender=sender, content=content, **fields
+    )
 
 
-def assistant(sender: str, content: str, **fields: Any) -> memory_pb.NewMessage:
+def assistant(sender: str, content: str, **fields: Any) -> conversation_pb.NewMessage:
     """An assistant message from `sender`."""
-    return memory_pb.NewMessage(
+    return conversation_pb.NewMessage(
         role=records_pb.ROLE_ASSISTANT, sender=sender, content=content, **fields
     )

@@ -31,11 +31,11 @@ from memoryd_client.client import (
     retry_delay,
     service_config,
 )
-from memoryd_client.v1 import compaction_service_pb2 as compaction_pb
-from memoryd_client.v1 import compaction_service_pb2_grpc as compaction_grpc
-from memoryd_client.v1 import memory_service_pb2 as memory_pb
-from memoryd_client.v1 import memory_service_pb2_grpc as memory_grpc
-from memoryd_client.v1 import records_pb2 as records_pb
+from memoryd_client.stubs import SyncStubs
+from memoryd_client.v2 import context_service_pb2 as context_pb
+from memoryd_client.v2 import conversation_service_pb2 as conversation_pb
+from memoryd_client.v2 import memory_service_pb2 as memory_pb
+from memoryd_client.v2 import records_pb2 as records_pb
 
 
 class _Defaults(
@@ -156,36 +156,45 @@ class SyncConversation(_Requests):
 
     def __init__(self, channel: grpc.Channel, key: records_pb.Conversation) -> None:
         super().__init__(key)
-        self.memory = memory_grpc.MemoryServiceStub(channel)
-        self.compaction = compaction_grpc.CompactionServiceStub(channel)
+        self.stubs = SyncStubs(channel)
 
-    def append(self, *messages: memory_pb.NewMessage) -> memory_pb.AppendMessagesResponse:
+    def append(
+        self, *messages: conversation_pb.NewMessage
+    ) -> conversation_pb.AppendMessagesResponse:
         """Store messages (all valid ones, or none)."""
-        response: memory_pb.AppendMessagesResponse = self.memory.AppendMessages(
+        response: conversation_pb.AppendMessagesResponse = self.stubs.conversations.AppendMessages(
             self._append(messages)
         )
         return response
 
-    def commit_turn(self, *messages: memory_pb.NewMessage) -> memory_pb.CommitTurnResponse:
+    def commit_turn(
+        self, *messages: conversation_pb.NewMessage
+    ) -> conversation_pb.CommitTurnResponse:
         """Store one turn's messages and mark the conversation for review."""
-        response: memory_pb.CommitTurnResponse = self.memory.CommitTurn(self._commit_turn(messages))
+        response: conversation_pb.CommitTurnResponse = self.stubs.conversations.CommitTurn(
+            self._commit_turn(messages)
+        )
         return response
 
-    def list(self, page_size: int = 50) -> memory_pb.ListMessagesResponse:
+    def list(self, page_size: int = 50) -> conversation_pb.ListMessagesResponse:
         """The newest page of the current window, oldest first."""
-        response: memory_pb.ListMessagesResponse = self.memory.ListMessages(self._list(page_size))
+        response: conversation_pb.ListMessagesResponse = self.stubs.conversations.ListMessages(
+            self._list(page_size)
+        )
         return response
 
-    def search(self, query: str) -> memory_pb.SearchHistoryResponse:
+    def search(self, query: str) -> conversation_pb.SearchHistoryResponse:
         """Messages of this conversation matching `query` (plain words, never syntax)."""
-        response: memory_pb.SearchHistoryResponse = self.memory.SearchHistory(self._search(query))
+        response: conversation_pb.SearchHistoryResponse = self.stubs.conversations.SearchHistory(
+            self._search(query)
+        )
         return response
 
     def store(
         self, category: records_pb.Category.ValueType, value: str, key: str = "", **fields: Any
     ) -> memory_pb.StoreMemoryResponse:
         """Keep a fact learnt in this conversation."""
-        response: memory_pb.StoreMemoryResponse = self.memory.StoreMemory(
+        response: memory_pb.StoreMemoryResponse = self.stubs.memory.StoreMemory(
             self._store(category, value, key, fields)
         )
         return response
@@ -197,19 +206,21 @@ class SyncConversation(_Requests):
         **fields: Any,
     ) -> memory_pb.RecallResponse:
         """What is known that matches `query`."""
-        response: memory_pb.RecallResponse = self.memory.Recall(self._recall(query, scope, fields))
+        response: memory_pb.RecallResponse = self.stubs.memory.Recall(
+            self._recall(query, scope, fields)
+        )
         return response
 
-    def compose(self, context_window: int) -> compaction_pb.ComposeContextResponse:
+    def compose(self, context_window: int) -> context_pb.ComposeContextResponse:
         """The context of the next model call, for a model of `context_window` tokens."""
-        response: compaction_pb.ComposeContextResponse = self.compaction.ComposeContext(
+        response: context_pb.ComposeContextResponse = self.stubs.context.ComposeContext(
             self._compose(context_window)
         )
         return response
 
-    def prompt_context(self) -> memory_pb.GetPromptContextResponse:
+    def prompt_context(self) -> context_pb.GetPromptContextResponse:
         """The owner's USER.md and MEMORY.md."""
-        response: memory_pb.GetPromptContextResponse = self.memory.GetPromptContext(
+        response: context_pb.GetPromptContextResponse = self.stubs.context.GetPromptContext(
             self._prompt_context()
         )
         return response

@@ -18,8 +18,8 @@ from typing import Any
 
 import grpc
 
-from memoryd_client.v1 import memory_service_pb2 as pb
-from memoryd_client.v1 import memory_service_pb2_grpc as memory_grpc
+from memoryd_client.v2 import conversation_service_pb2 as conversation_pb
+from memoryd_client.v2 import conversation_service_pb2_grpc as conversation_grpc
 
 MAX_RECONNECTS = 5
 _RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
@@ -33,12 +33,12 @@ class TranscriptError(Exception):
 class Transcript:
     """One realtime transcript session; not safe for concurrent use."""
 
-    def __init__(self, channel: grpc.aio.Channel, opening: pb.TranscriptOpen) -> None:
-        self._stub = memory_grpc.MemoryServiceStub(channel)
+    def __init__(self, channel: grpc.aio.Channel, opening: conversation_pb.TranscriptOpen) -> None:
+        self._stub = conversation_grpc.ConversationServiceStub(channel)
         self._opening = opening
         self._requests: asyncio.Queue[Any] = asyncio.Queue()
         self._call: Any = None
-        self._pending: list[pb.TranscriptSegment] = []
+        self._pending: list[conversation_pb.TranscriptSegment] = []
         self.committed = 0
         self.resumed = False
         self.persisted = False
@@ -47,7 +47,7 @@ class Transcript:
     @classmethod
     @contextlib.asynccontextmanager
     async def open(
-        cls, channel: grpc.aio.Channel, opening: pb.TranscriptOpen
+        cls, channel: grpc.aio.Channel, opening: conversation_pb.TranscriptOpen
     ) -> AsyncIterator[Transcript]:
         """Open (or resume) the session; it is cut (not ended) when the block is left."""
         transcript = cls(channel, opening)
@@ -61,14 +61,14 @@ class Transcript:
         self.cut()
         requests: asyncio.Queue[Any] = asyncio.Queue()
 
-        async def send() -> AsyncIterator[pb.StreamTranscriptRequest]:
+        async def send() -> AsyncIterator[conversation_pb.StreamTranscriptRequest]:
             while (request := await requests.get()) is not _END:
                 yield request
 
         call = self._stub.StreamTranscript(send())
-        requests.put_nowait(pb.StreamTranscriptRequest(open=self._opening))
+        requests.put_nowait(conversation_pb.StreamTranscriptRequest(open=self._opening))
         first = await call.read()
-        if not isinstance(first, pb.StreamTranscriptResponse):
+        if not isinstance(first, conversation_pb.StreamTranscriptResponse):
             raise TranscriptError("the transcript stream ended before its first answer")
         self._requests, self._call = requests, call
         self.resumed, self.persisted = first.resumed, first.persisted
@@ -78,22 +78,26 @@ class Transcript:
         self.committed = max(self.committed, seq)
         self._pending = [segment for segment in self._pending if segment.seq > self.committed]
 
-    def partial(self, seq: int, speaker: pb.Speaker.ValueType, text: str) -> None:
+    def partial(self, seq: int, speaker: conversation_pb.Speaker.ValueType, text: str) -> None:
         """Send a partial segment (never stored; lost, harmlessly, when the stream is cut)."""
-        segment = pb.TranscriptSegment(seq=seq, speaker=speaker, partial=True, text=text)
-        self._requests.put_nowait(pb.StreamTranscriptRequest(segment=segment))
+        segment = conversation_pb.TranscriptSegment(
+            seq=seq, speaker=speaker, partial=True, text=text
+        )
+        self._requests.put_nowait(conversation_pb.StreamTranscriptRequest(segment=segment))
 
-    async def final(self, seq: int, speaker: pb.Speaker.ValueType, text: str) -> None:
+    async def final(self, seq: int, speaker: conversation_pb.Speaker.ValueType, text: str) -> None:
         """Send a final; return once the server acknowledged it. A cut stream is reopened and
         every unacknowledged final sent again."""
-        self._pending.append(pb.TranscriptSegment(seq=seq, speaker=speaker, text=text))
+        self._pending.append(conversation_pb.TranscriptSegment(seq=seq, speaker=speaker, text=text))
         await self._flush()
 
-    def send_without_waiting(self, seq: int, speaker: pb.Speaker.ValueType, text: str) -> None:
+    def send_without_waiting(
+        self, seq: int, speaker: conversation_pb.Speaker.ValueType, text: str
+    ) -> None:
         """Send a final without waiting for its acknowledgement (tests: a cut before the ack)."""
-        segment = pb.TranscriptSegment(seq=seq, speaker=speaker, text=text)
+        segment = conversation_pb.TranscriptSegment(seq=seq, speaker=speaker, text=text)
         self._pending.append(segment)
-        self._requests.put_nowait(pb.StreamTranscriptRequest(segment=segment))
+        self._requests.put_nowait(conversation_pb.StreamTranscriptRequest(segment=segment))
 
     async def _flush(self) -> None:
         for attempt in range(MAX_RECONNECTS + 1):
@@ -123,7 +127,7 @@ class Transcript:
     async def _send_pending(self) -> None:
         while self._pending:
             segment = self._pending[0]
-            self._requests.put_nowait(pb.StreamTranscriptRequest(segment=segment))
+            self._requests.put_nowait(conversation_pb.StreamTranscriptRequest(segment=segment))
             ack = await self._call.read()
             if ack is grpc.aio.EOF:
                 raise grpc.aio.AioRpcError(
@@ -144,14 +148,16 @@ class Transcript:
             self._call.cancel()
             self._requests.put_nowait(_END)
 
-    async def end(self) -> pb.TranscriptTotals:
+    async def end(self) -> conversation_pb.TranscriptTotals:
         """Close the session cleanly; its totals (of the last stream)."""
         await self._flush()
-        self._requests.put_nowait(pb.StreamTranscriptRequest(end=pb.TranscriptEnd()))
+        self._requests.put_nowait(
+            conversation_pb.StreamTranscriptRequest(end=conversation_pb.TranscriptEnd())
+        )
         last = await self._call.read()
         self._requests.put_nowait(_END)
         self._call = None
         if last is grpc.aio.EOF:
             raise TranscriptError("the transcript stream ended before its totals")
-        totals: pb.TranscriptTotals = last.totals
+        totals: conversation_pb.TranscriptTotals = last.totals
         return totals

@@ -60,7 +60,7 @@ def _purge_owner(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
         if sys.stdin.readline().strip().lower() not in ("y", "yes"):
             talk.write("nothing was erased\n")
             return EXIT_FAILED
-    response = stubs.memory.PurgeOwner(
+    response = stubs.api.admin.PurgeOwner(
         md.PurgeOwnerRequest(agent_id=args.agent, owner_id=args.owner)
     )
     if not json_answered(args, out, response):
@@ -79,7 +79,7 @@ def _compact(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
     conversation = conversation_of(args)
     if conversation is None:
         return EXIT_USAGE
-    response = stubs.compaction.Compact(
+    response = stubs.api.context.Compact(
         md.CompactRequest(conversation=conversation, context_window=args.window)
     )
     if not json_answered(args, out, response):
@@ -93,7 +93,7 @@ def _context(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
     conversation = conversation_of(args)
     if conversation is None:
         return EXIT_USAGE
-    response = stubs.compaction.ComposeContext(
+    response = stubs.api.context.ComposeContext(
         md.ComposeContextRequest(
             conversation=conversation,
             context_window=args.window,

@@ -90,7 +90,7 @@ def _memory_list(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
     )
     if args.scope:
         request.scope_type = md.ScopeType.Value(f"SCOPE_TYPE_{args.scope.upper()}")
-    response = stubs.memory.ListMemories(request)
+    response = stubs.api.memory.ListMemories(request)
     if not json_answered(args, out, response):
         for item in response.memories:
             out.write(_describe(item.memory) + "\n")
@@ -100,14 +100,14 @@ def _memory_list(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _memory_show(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
-    response = stubs.memory.GetMemory(md.GetMemoryRequest(owner=owner_scope(args), id=args.id))
+    response = stubs.api.memory.GetMemory(md.GetMemoryRequest(owner=owner_scope(args), id=args.id))
     if not json_answered(args, out, response):
         out.write(_describe(response.memory) + "\n")
     return 0
 
 
 def _memory_forget(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
-    response = stubs.memory.ArchiveMemory(
+    response = stubs.api.memory.ArchiveMemory(
         md.ArchiveMemoryRequest(owner=owner_scope(args), id=args.id, reason=args.reason)
     )
     if not json_answered(args, out, response):
@@ -116,7 +116,7 @@ def _memory_forget(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _memory_restore(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
-    response = stubs.memory.RestoreMemory(
+    response = stubs.api.memory.RestoreMemory(
         md.RestoreMemoryRequest(owner=owner_scope(args), id=args.id)
     )
     if not json_answered(args, out, response):
@@ -133,7 +133,7 @@ def _memory_review(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
         request.conversation.CopyFrom(conversation)
         request.ClearField("agent_id")
         request.ClearField("owner_id")
-    response = stubs.memory.ReviewNow(request)
+    response = stubs.api.reviews.ReviewNow(request)
     if args.json:
         reviews = json_format.MessageToDict(response, preserving_proto_field_name=True)
         document = {"checked": len(response.reviews), "reviews": reviews.get("reviews", [])}

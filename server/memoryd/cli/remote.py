@@ -40,8 +40,8 @@ MAX_RECEIVE_BYTES = 64 * 1024 * 1024
 class Stubs:
     """The services a command may call, over one channel."""
 
-    memory: md.MemoryServiceStub
-    compaction: md.CompactionServiceStub
+    # memoryd.v2's services.
+    api: md.SyncStubs
     # grpc.health.v1.Health/Check (the generated HealthStub is untyped).
     health_check: grpc.UnaryUnaryMultiCallable[
         health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse
@@ -86,8 +86,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO = sys.stdo
         address, token=token or None, timeout=None, credentials=tls, options=options
     ) as channel:
         stubs = Stubs(
-            md.MemoryServiceStub(channel),
-            md.CompactionServiceStub(channel),
+            md.SyncStubs(channel),
             channel.unary_unary(
                 "/grpc.health.v1.Health/Check",
                 request_serializer=health_pb2.HealthCheckRequest.SerializeToString,

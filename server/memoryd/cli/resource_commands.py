@@ -56,7 +56,7 @@ def _resource_list(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
     response = md.ListResourcesResponse()
     token = ""
     while True:  # every page: an agent with many owners has many resources
-        page = stubs.memory.ListResources(
+        page = stubs.api.resources.ListResources(
             md.ListResourcesRequest(agent_id=args.agent, page_token=token)
         )
         response.resources.extend(page.resources)
@@ -75,7 +75,7 @@ def _resource_list(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
 
 def _resource_history(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
     request = md.ListRevisionsRequest(ref=_ref(args), page_size=args.limit)
-    response = stubs.memory.ListRevisions(request)
+    response = stubs.api.resources.ListRevisions(request)
     if not json_answered(args, out, response):
         for revision in response.revisions:
             created = revision.created_at.ToJsonString()
@@ -87,7 +87,7 @@ def _resource_history(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> in
 
 
 def _resource_show(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
-    response = stubs.memory.GetRevision(
+    response = stubs.api.resources.GetRevision(
         md.GetRevisionRequest(ref=_ref(args), revision=args.revision)
     )
     if not json_answered(args, out, response):
@@ -96,7 +96,7 @@ def _resource_show(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _resource_diff(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
-    response = stubs.memory.DiffRevisions(
+    response = stubs.api.resources.DiffRevisions(
         md.DiffRevisionsRequest(ref=_ref(args), from_revision=args.older, to_revision=args.newer)
     )
     if not json_answered(args, out, response):
@@ -112,8 +112,8 @@ def _resource_rollback(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> i
     ask = not args.yes and sys.stdin.isatty()
     talk = sys.stderr if args.json else out
     if ask or not args.json:
-        current = stubs.memory.GetRevision(md.GetRevisionRequest(ref=ref))
-        preview = stubs.memory.DiffRevisions(
+        current = stubs.api.resources.GetRevision(md.GetRevisionRequest(ref=ref))
+        preview = stubs.api.resources.DiffRevisions(
             md.DiffRevisionsRequest(
                 ref=ref, from_revision=current.revision.revision, to_revision=args.revision
             )
@@ -126,7 +126,7 @@ def _resource_rollback(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> i
         if answer.strip().lower() not in ("y", "yes"):
             talk.write("rollback cancelled\n")
             return EXIT_FAILED
-    response = stubs.memory.RollbackResource(
+    response = stubs.api.resources.RollbackResource(
         md.RollbackResourceRequest(ref=ref, revision=args.revision)
     )
     if not json_answered(args, out, response):

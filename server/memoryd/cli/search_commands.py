@@ -73,7 +73,7 @@ def _search(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
         request.owner.CopyFrom(md.OwnerScope(agent_id=args.agent, owner_id=args.owner))
     else:
         request.agent.CopyFrom(md.AgentScope(agent_id=args.agent))
-    response = stubs.memory.SearchHistory(request)
+    response = stubs.api.conversations.SearchHistory(request)
     if args.json:
         document = json_format.MessageToDict(response, preserving_proto_field_name=True)
         out.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
@@ -98,7 +98,7 @@ def _search(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
 def _status(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
     if args.watch:
         return _watch(stubs, args, out)
-    response = stubs.memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+    response = stubs.api.admin.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
     if args.json:
         document = json_format.MessageToDict(
             response, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
@@ -133,7 +133,7 @@ def _watch(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
     started = time.monotonic()
     first: tuple[float, int, int] | None = None
     while True:
-        status = stubs.memory.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+        status = stubs.api.admin.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
         now = time.monotonic()
         if not status.enabled:
             out.write('embeddings are off (memoryd.search.embeddings = "off")\n')
@@ -180,7 +180,7 @@ def _progress_line(report: dict[str, Any]) -> str:
 
 
 def _reindex(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
-    response = stubs.memory.ReindexEmbeddings(md.ReindexEmbeddingsRequest())
+    response = stubs.api.admin.ReindexEmbeddings(md.ReindexEmbeddingsRequest())
     if args.json:
         document = json_format.MessageToDict(
             response, preserving_proto_field_name=True, always_print_fields_with_no_presence=True

@@ -34,7 +34,7 @@ PLAIN_EVERY_SECONDS = 5.0
 class Stubs(Protocol):
     """The services these commands call (remote.Stubs)."""
 
-    memory: md.MemoryServiceStub
+    api: md.SyncStubs
 
 
 def add_commands(commands: Any, common: Any) -> None:
@@ -128,7 +128,7 @@ def export_command(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
     finished = False
     try:
         with _destination(args.file, out) as target:
-            for chunk in stubs.memory.ExportData(request):
+            for chunk in stubs.api.admin.ExportData(request):
                 if not records and chunk.total_records:
                     progress.total(chunk.total_records)
                 for line in chunk.lines:
@@ -165,7 +165,7 @@ def import_command(stubs: Stubs, args: argparse.Namespace, out: TextIO) -> int:
     finished = False
     try:
         with source:
-            response = stubs.memory.ImportData(
+            response = stubs.api.admin.ImportData(
                 _chunks(source, progress, as_reviewed=args.as_reviewed, agent_id=args.agent)
             )
         finished = True

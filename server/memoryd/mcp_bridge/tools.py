@@ -160,8 +160,7 @@ class MemoryTools:
     """The tools, over one channel to memoryd."""
 
     def __init__(self, channel: grpc.aio.Channel, defaults: Defaults) -> None:
-        self._memory = md.MemoryServiceStub(channel)
-        self._compaction = md.CompactionServiceStub(channel)
+        self._api = md.Stubs(channel)
         self.defaults = defaults
 
     # --- what is known ----------------------------------------------------------------------------
@@ -222,7 +221,7 @@ class MemoryTools:
             request.conversation.CopyFrom(self._conversation(conversation, owner))
         else:
             request.owner.CopyFrom(self._owner(owner))
-        answer = await _called(self._memory.StoreMemory(request))
+        answer = await _called(self._api.memory.StoreMemory(request))
         return {"remembered": _memory(answer.memory), "created": answer.created}
 
     async def note(
@@ -251,7 +250,7 @@ class MemoryTools:
         """Keep a note for this conversation only (a booking number, today's plan): recall
         finds it in this conversation; it is not part of the user's profile."""
         answer = await _called(
-            self._memory.StoreMemory(
+            self._api.memory.StoreMemory(
                 md.StoreMemoryRequest(
                     conversation=self._conversation(conversation, owner),
                     scope_type=md.SCOPE_TYPE_CONVERSATION,
@@ -282,7 +281,7 @@ class MemoryTools:
         meaning, best first, each hit with its relevance (0 to 1) and how it matched. No hits
         means nothing known matches: say so rather than guess."""
         answer = await _called(
-            self._memory.Recall(
+            self._api.memory.Recall(
                 md.RecallRequest(
                     conversation=self._conversation(conversation, owner),
                     query=query,
@@ -312,7 +311,7 @@ class MemoryTools:
         request = md.ListMemoriesRequest(owner=self._owner(owner), page_size=limit)
         if category is not None:
             request.categories.append(CATEGORIES[category])
-        answer = await _called(self._memory.ListMemories(request))
+        answer = await _called(self._api.memory.ListMemories(request))
         return {
             "memories": [_memory(item.memory) for item in answer.memories],
             "more": bool(answer.next_page_token),
@@ -337,7 +336,7 @@ class MemoryTools:
         if not id:
             id = await self._id_of(scope, key)
         answer = await _called(
-            self._memory.ArchiveMemory(
+            self._api.memory.ArchiveMemory(
                 md.ArchiveMemoryRequest(
                     owner=scope,
                     id=id,
@@ -352,7 +351,7 @@ class MemoryTools:
         """List the memory sources the owner's memory is read from (conversations, scheduled
         jobs), with their state."""
         answer = await _called(
-            self._memory.ListMemorySources(
+            self._api.memory.ListMemorySources(
                 md.ListMemorySourcesRequest(owner=self._owner(owner), page_size=100)
             )
         )
@@ -405,7 +404,7 @@ class MemoryTools:
                 content=said.text,
                 client_message_id=said.id,
             )
-        answer = await _called(self._memory.CommitTurn(request))
+        answer = await _called(self._api.conversations.CommitTurn(request))
         return {
             "recorded": [
                 {
@@ -442,7 +441,7 @@ class MemoryTools:
             request.owner.CopyFrom(self._owner(owner))
         else:
             request.conversation.CopyFrom(self._conversation(conversation, owner))
-        answer = await _called(self._memory.SearchHistory(request))
+        answer = await _called(self._api.conversations.SearchHistory(request))
         hits = [_said(hit) for hit in answer.hits]
         return {"hits": hits} | _left_out(answer.below_floor) | _unseen(answer.unembedded)
 
@@ -464,7 +463,7 @@ class MemoryTools:
         files, recalled facts, checkpoint summaries and the recent messages, within the
         model's window (the memory alone in a conversation where nothing was said yet)."""
         answer = await _called(
-            self._compaction.ComposeContext(
+            self._api.context.ComposeContext(
                 md.ComposeContextRequest(
                     conversation=self._conversation(conversation, owner),
                     context_window=context_window or self.defaults.context_window,
@@ -493,7 +492,7 @@ class MemoryTools:
     async def prompt_files(self) -> md.GetPromptContextResponse:
         """USER.md and MEMORY.md of the configured agent and owner, as rendered."""
         answer: md.GetPromptContextResponse = await _called(
-            self._memory.GetPromptContext(
+            self._api.context.GetPromptContext(
                 md.GetPromptContextRequest(
                     agent_id=self.defaults.agent_id, owner_id=self.defaults.owner_id
                 )
@@ -539,7 +538,7 @@ class MemoryTools:
     async def _id_of(self, scope: md.OwnerScope, key: str) -> int:
         """The id of the owner's active row of `key` (in any scope)."""
         listed = await _called(
-            self._memory.ListMemories(
+            self._api.memory.ListMemories(
                 md.ListMemoriesRequest(owner=scope, key_prefix=key, page_size=MAX_LIMIT)
             )
         )

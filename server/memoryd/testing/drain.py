@@ -14,7 +14,6 @@ import asyncio
 import collections
 import dataclasses
 import signal
-from typing import Any
 
 import grpc
 
@@ -42,11 +41,10 @@ def _channel(address: str, index: int, *, bare: bool) -> grpc.aio.Channel:
     return md.connect(address, options=[option])
 
 
-async def _write(memory: Any, conversation: md.Conversation, number: int) -> None:
-    """A StoreMemory or a ClearConversation; `memory`: a MemoryServiceStub on an aio channel
-    (typed for blocking calls by its stubs)."""
+async def _write(api: md.Stubs, conversation: md.Conversation, number: int) -> None:
+    """A StoreMemory or a ClearConversation."""
     if number % 2:
-        await memory.StoreMemory(
+        await api.memory.StoreMemory(
             md.StoreMemoryRequest(
                 conversation=conversation,
                 key=f"k{number}",
@@ -56,7 +54,7 @@ async def _write(memory: Any, conversation: md.Conversation, number: int) -> Non
             timeout=10,
         )
     else:
-        await memory.ClearConversation(
+        await api.conversations.ClearConversation(
             md.ClearConversationRequest(conversation=conversation), timeout=10
         )
 
@@ -69,13 +67,13 @@ async def stop_under_load(server: ServerProcess, stop: signal.Signals, *, bare: 
     running = True
 
     async def caller(channel: grpc.aio.Channel, name: str) -> None:
-        memory = md.MemoryServiceStub(channel)
+        api = md.Stubs(channel)
         conversation = md.Conversation(channel="drain", chat_id=name)
         number = 0
         while running:
             number += 1
             try:
-                await _write(memory, conversation, number)
+                await _write(api, conversation, number)
             except grpc.aio.AioRpcError as error:
                 seen[error.code().name] += 1
                 await asyncio.sleep(0.05)

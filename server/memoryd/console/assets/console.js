@@ -4,8 +4,20 @@
 // never as markup.
 "use strict";
 
-const MEMORY = "memoryd.v1.MemoryService";
-const COMPACTION = "memoryd.v1.CompactionService";
+function byName(service, ...methods) {
+  return Object.fromEntries(methods.map((method) => [method, service]));
+}
+// Each RPC's memoryd.v2 service (memoryd.api.contract; tests/surfaces/test_console_sessions.py
+// holds this table to it).
+const SERVICE_OF = {
+  ...byName("memoryd.v2.ConversationService", "AppendMessages", "CommitTurn", "IngestMessages", "StreamTranscript", "ListMessages", "GetMessage", "SearchHistory", "GetConversation", "ListConversations", "ClearConversation", "PurgeConversation"),
+  ...byName("memoryd.v2.MemoryService", "StoreMemory", "GetMemory", "ListMemories", "UpdateMemory", "ArchiveMemory", "RestoreMemory", "DeleteMemory", "Recall", "ListMemorySources", "SetJobStatus", "FinishJobRun"),
+  ...byName("memoryd.v2.ContextService", "GetPromptContext", "ComposeContext", "Preflight", "Compact", "GetCompactionState"),
+  ...byName("memoryd.v2.ResourceService", "ListResources", "ListRevisions", "GetRevision", "DiffRevisions", "RollbackResource"),
+  ...byName("memoryd.v2.ReviewService", "ReviewNow", "GetReviewState", "ListReviewRuns", "GetReviewExchange"),
+  ...byName("memoryd.v2.OverviewService", "ListOwners", "GetActivity"),
+  ...byName("memoryd.v2.AdminService", "GetServerInfo", "UpdateReviewSettings", "GetEmbeddingStatus", "ReindexEmbeddings", "ExportData", "ImportData", "PurgeOwner"),
+};
 const state = { session: null };
 const main = () => document.getElementById("main");
 
@@ -134,8 +146,8 @@ class ApiError extends Error {
   }
 }
 
-async function call(method, request, service = MEMORY) {
-  const response = await fetch(`/${service}/${method}`, {
+async function call(method, request) {
+  const response = await fetch(`/${SERVICE_OF[method]}/${method}`, {
     method: "POST",
     credentials: "same-origin",
     headers: { "content-type": "application/json", "x-memoryd-csrf": state.session.csrf },
@@ -727,7 +739,7 @@ function conversationPage(agent, owner, channel, chat, thread) {
       const [found, review, compaction] = await Promise.all([
         call("GetConversation", { conversation }),
         call("GetReviewState", { conversation }).catch(() => ({})),
-        call("GetCompactionState", { conversation }, COMPACTION).catch(() => ({})),
+        call("GetCompactionState", { conversation }).catch(() => ({})),
       ]);
       const checkpoint = compaction.checkpoint;
       const outcome = h("div", {});
@@ -751,7 +763,7 @@ function conversationPage(agent, owner, channel, chat, thread) {
         h(
           "p",
           {},
-          h("button", { type: "button", onclick: () => operatorAction(`Compact ${channel}:${chat} now?`, "Compacted.", "Compact", { conversation }, COMPACTION) }, "Compact now"),
+          h("button", { type: "button", onclick: () => operatorAction(`Compact ${channel}:${chat} now?`, "Compacted.", "Compact", { conversation }) }, "Compact now"),
           " ",
           h("button", { type: "button", class: "danger", onclick: () => operatorAction(`Start a new session of ${channel}:${chat} (/new)? The history is kept.`, "New session started.", "ClearConversation", { conversation }) }, "New session (/new)"),
           " ",
@@ -799,10 +811,10 @@ function conversationPage(agent, owner, channel, chat, thread) {
 
 // An action after a confirmation; `done` is said once it is committed (a text of its own, so
 // that one action's word is never taken for the next one's).
-async function operatorAction(question, done, method, request, service = MEMORY) {
+async function operatorAction(question, done, method, request) {
   if (!(await confirmed(question))) return;
   try {
-    await call(method, request, service);
+    await call(method, request);
     say(done);
     render();
   } catch (error) {
@@ -1228,8 +1240,8 @@ function contextPage(agent, owner, channel, chat, thread) {
   const read = async () => {
     const request = { conversation, trust: trust.value, contextWindow: Number(windowTokens.value) || 0, recallTokens: Number(recall.value) || 0 };
     const [composed, compaction] = await Promise.all([
-      call("ComposeContext", request, COMPACTION),
-      call("GetCompactionState", { conversation }, COMPACTION),
+      call("ComposeContext", request),
+      call("GetCompactionState", { conversation }),
     ]);
     const key = JSON.stringify([request, composed, compaction]);
     stamp.textContent = `Read ${when(new Date().toISOString())}; read again every 5 s while this page is shown.`;
