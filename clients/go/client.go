@@ -16,7 +16,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 
-	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v1"
+	pbv1 "github.com/memoryd/memoryd/clients/go/gen/memoryd/v1"
+	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v2"
 )
 
 // DefaultTimeout is the deadline of a unary call whose context has none.
@@ -34,11 +35,24 @@ type Options struct {
 	DialOptions []grpc.DialOption
 }
 
-// Client is a connection to memoryd and its two services.
+// Client is a connection to memoryd and the clients of its memoryd.v2 services, each named after
+// what it holds.
 type Client struct {
-	conn       *grpc.ClientConn
-	Memory     pb.MemoryServiceClient
-	Compaction pb.CompactionServiceClient
+	conn *grpc.ClientConn
+	// Conversations: what was said (append, list, search, clear, purge).
+	Conversations pb.ConversationServiceClient
+	// Memory: what is known (store, recall, update, archive, jobs).
+	Memory pb.MemoryServiceClient
+	// Context: what the next model call gets (compose, compact, the prompt files).
+	Context pb.ContextServiceClient
+	// Resources: the prompt files' revisions.
+	Resources pb.ResourceServiceClient
+	// Reviews: the background reviewer.
+	Reviews pb.ReviewServiceClient
+	// Overview: owners and activity.
+	Overview pb.OverviewServiceClient
+	// Admin: the operator's calls (a token with role admin).
+	Admin pb.AdminServiceClient
 }
 
 // NewClient makes a client of memoryd at target ("host:port", or any gRPC target such as
@@ -64,9 +78,14 @@ func NewClient(target string, options Options) (*Client, error) {
 		return nil, fmt.Errorf("memoryd: cannot make a client of %s: %w", target, err)
 	}
 	return &Client{
-		conn:       conn,
-		Memory:     pb.NewMemoryServiceClient(conn),
-		Compaction: pb.NewCompactionServiceClient(conn),
+		conn:          conn,
+		Conversations: pb.NewConversationServiceClient(conn),
+		Memory:        pb.NewMemoryServiceClient(conn),
+		Context:       pb.NewContextServiceClient(conn),
+		Resources:     pb.NewResourceServiceClient(conn),
+		Reviews:       pb.NewReviewServiceClient(conn),
+		Overview:      pb.NewOverviewServiceClient(conn),
+		Admin:         pb.NewAdminServiceClient(conn),
 	}, nil
 }
 
@@ -98,13 +117,32 @@ const RetryAttempts = 4
 // IsKeyedAppend says whether a call is an AppendMessages that is safe to send again: every
 // message carries a client_message_id, so the server stores each once (and answers
 // APPEND_OUTCOME_DUPLICATE).
+// memoryd.v1's path (still served) is read the same way.
 func IsKeyedAppend(method string, req any) bool {
-	request, ok := req.(*pb.AppendMessagesRequest)
-	if !ok || method != pb.MemoryService_AppendMessages_FullMethodName || len(request.Messages) == 0 {
+	var keys []string
+	switch request := req.(type) {
+	case *pb.AppendMessagesRequest:
+		if method != pb.ConversationService_AppendMessages_FullMethodName {
+			return false
+		}
+		for _, message := range request.Messages {
+			keys = append(keys, message.ClientMessageId)
+		}
+	case *pbv1.AppendMessagesRequest:
+		if method != pbv1.MemoryService_AppendMessages_FullMethodName {
+			return false
+		}
+		for _, message := range request.Messages {
+			keys = append(keys, message.ClientMessageId)
+		}
+	default:
 		return false
 	}
-	for _, message := range request.Messages {
-		if message.ClientMessageId == "" {
+	if len(keys) == 0 {
+		return false
+	}
+	for _, key := range keys {
+		if key == "" {
 			return false
 		}
 	}
@@ -153,7 +191,12 @@ func streamDefaults(token string) grpc.StreamClientInterceptor {
 func ServiceConfig() string {
 	var idempotent, others []map[string]string
 	for _, file := range []protoreflect.FileDescriptor{
-		pb.File_memoryd_v1_memory_service_proto, pb.File_memoryd_v1_compaction_service_proto,
+		pb.File_memoryd_v2_conversation_service_proto, pb.File_memoryd_v2_memory_service_proto,
+		pb.File_memoryd_v2_context_service_proto, pb.File_memoryd_v2_resource_service_proto,
+		pb.File_memoryd_v2_review_service_proto, pb.File_memoryd_v2_overview_service_proto,
+		pb.File_memoryd_v2_admin_service_proto,
+		// memoryd.v1, still served: its stubs on this connection are retried alike.
+		pbv1.File_memoryd_v1_memory_service_proto, pbv1.File_memoryd_v1_compaction_service_proto,
 	} {
 		services := file.Services()
 		for i := 0; i < services.Len(); i++ {

@@ -3,7 +3,7 @@ package memoryd
 import (
 	"context"
 
-	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v1"
+	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v2"
 )
 
 // Key names a conversation; empty AgentID, OwnerID and ThreadScope take the server's defaults
@@ -43,22 +43,22 @@ func (c *Client) Conversation(key Key) *ConversationClient {
 
 // Append stores messages (all valid ones, or none).
 func (cv *ConversationClient) Append(ctx context.Context, messages ...*pb.NewMessage) (*pb.AppendMessagesResponse, error) {
-	return cv.client.Memory.AppendMessages(ctx, &pb.AppendMessagesRequest{Conversation: cv.Key, Messages: messages})
+	return cv.client.Conversations.AppendMessages(ctx, &pb.AppendMessagesRequest{Conversation: cv.Key, Messages: messages})
 }
 
 // CommitTurn stores one turn's messages and marks the conversation for review.
 func (cv *ConversationClient) CommitTurn(ctx context.Context, messages ...*pb.NewMessage) (*pb.CommitTurnResponse, error) {
-	return cv.client.Memory.CommitTurn(ctx, &pb.CommitTurnRequest{Conversation: cv.Key, Messages: messages})
+	return cv.client.Conversations.CommitTurn(ctx, &pb.CommitTurnRequest{Conversation: cv.Key, Messages: messages})
 }
 
 // List returns the newest page of the current window (oldest first).
 func (cv *ConversationClient) List(ctx context.Context, pageSize int32) (*pb.ListMessagesResponse, error) {
-	return cv.client.Memory.ListMessages(ctx, &pb.ListMessagesRequest{Conversation: cv.Key, PageSize: pageSize})
+	return cv.client.Conversations.ListMessages(ctx, &pb.ListMessagesRequest{Conversation: cv.Key, PageSize: pageSize})
 }
 
 // Search finds messages of this conversation.
 func (cv *ConversationClient) Search(ctx context.Context, query string) (*pb.SearchHistoryResponse, error) {
-	return cv.client.Memory.SearchHistory(ctx, &pb.SearchHistoryRequest{Scope: &pb.SearchHistoryRequest_Conversation{Conversation: cv.Key}, Query: query})
+	return cv.client.Conversations.SearchHistory(ctx, &pb.SearchHistoryRequest{Scope: &pb.SearchHistoryRequest_Conversation{Conversation: cv.Key}, Query: query})
 }
 
 // Store keeps a fact learnt in this conversation.
@@ -75,10 +75,10 @@ func (cv *ConversationClient) Recall(ctx context.Context, query string, scope pb
 
 // Compose returns the context of the next model call for a model of this window (tokens).
 func (cv *ConversationClient) Compose(ctx context.Context, contextWindow int64) (*pb.ComposeContextResponse, error) {
-	return cv.client.Compaction.ComposeContext(ctx, &pb.ComposeContextRequest{Conversation: cv.Key, ContextWindow: contextWindow})
+	return cv.client.Context.ComposeContext(ctx, &pb.ComposeContextRequest{Conversation: cv.Key, ContextWindow: contextWindow})
 }
 
 // PromptContext returns the owner's USER.md and MEMORY.md.
 func (cv *ConversationClient) PromptContext(ctx context.Context) (*pb.GetPromptContextResponse, error) {
-	return cv.client.Memory.GetPromptContext(ctx, &pb.GetPromptContextRequest{AgentId: cv.Key.AgentId, OwnerId: cv.Key.OwnerId})
+	return cv.client.Context.GetPromptContext(ctx, &pb.GetPromptContextRequest{AgentId: cv.Key.AgentId, OwnerId: cv.Key.OwnerId})
 }

@@ -1,6 +1,7 @@
 // Package memoryd is the Go client of memoryd, the long-term memory of conversational agents.
 //
-// The generated stubs live in package memorydv1 (gen/memoryd/v1); this package adds what every
+// The generated stubs live in package memorydv2 (gen/memoryd/v2; memoryd.v1, still served, in
+// gen/memoryd/v1); this package adds what every
 // adapter needs around them: NewClient with a bearer token and a default deadline, retries of
 // the idempotent calls through the gRPC service config, a ConversationClient helper, and a
 // transcript stream that resumes after a reconnect and replays what was not acknowledged.

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	memoryd "github.com/memoryd/memoryd/clients/go"
-	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v1"
+	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v2"
 )
 
 // A channel adapter's turn: append what the user said, compose the next model call's context,
@@ -41,7 +41,7 @@ func ExampleClient_errors() {
 		log.Fatal(err)
 	}
 	defer client.Close()
-	_, err = client.Memory.AppendMessages(context.Background(), &pb.AppendMessagesRequest{})
+	_, err = client.Conversations.AppendMessages(context.Background(), &pb.AppendMessagesRequest{})
 	if status.Code(err) == codes.InvalidArgument {
 		for _, detail := range status.Convert(err).Details() {
 			if info, ok := detail.(*errdetails.ErrorInfo); ok {

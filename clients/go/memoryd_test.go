@@ -17,7 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v1"
+	pbv1 "github.com/memoryd/memoryd/clients/go/gen/memoryd/v1"
+	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v2"
 )
 
 // The server under test: $MEMORYD_ADDRESS when given (it must store transcripts), otherwise a
@@ -167,7 +168,7 @@ func TestStoreRecallAndThePromptContext(t *testing.T) {
 
 func TestErrorsCarryTheStatusAndTheServersMessage(t *testing.T) {
 	client := connect(t)
-	_, err := client.Memory.AppendMessages(context.Background(), &pb.AppendMessagesRequest{
+	_, err := client.Conversations.AppendMessages(context.Background(), &pb.AppendMessagesRequest{
 		Conversation: &pb.Conversation{ChatId: "x"},
 		Messages:     []*pb.NewMessage{User("ada", "hi")},
 	})
@@ -222,7 +223,7 @@ func TestServiceConfigRetriesWritesOnlyOnACancelBeforeTheHeaders(t *testing.T) {
 
 func TestAnAppendIsRetriedOnlyWhenEveryMessageHasAClientMessageID(t *testing.T) {
 	keyed := &pb.NewMessage{Content: "hi", ClientMessageId: "m-1"}
-	method := pb.MemoryService_AppendMessages_FullMethodName
+	method := pb.ConversationService_AppendMessages_FullMethodName
 	cases := []struct {
 		method string
 		req    any
@@ -231,7 +232,10 @@ func TestAnAppendIsRetriedOnlyWhenEveryMessageHasAClientMessageID(t *testing.T) 
 		{method, &pb.AppendMessagesRequest{Messages: []*pb.NewMessage{keyed, {Content: "b", ClientMessageId: "m-2"}}}, true},
 		{method, &pb.AppendMessagesRequest{Messages: []*pb.NewMessage{keyed, {Content: "no key"}}}, false},
 		{method, &pb.AppendMessagesRequest{}, false},
-		{pb.MemoryService_CommitTurn_FullMethodName, &pb.CommitTurnRequest{Messages: []*pb.NewMessage{keyed}}, false},
+		{pb.ConversationService_CommitTurn_FullMethodName, &pb.CommitTurnRequest{Messages: []*pb.NewMessage{keyed}}, false},
+		// memoryd.v1's path, still served, is read the same way; a v2 request on it is not.
+		{pbv1.MemoryService_AppendMessages_FullMethodName, &pbv1.AppendMessagesRequest{Messages: []*pbv1.NewMessage{{Content: "a", ClientMessageId: "m-3"}}}, true},
+		{pbv1.MemoryService_AppendMessages_FullMethodName, &pb.AppendMessagesRequest{Messages: []*pb.NewMessage{keyed}}, false},
 	}
 	for i, c := range cases {
 		if got := IsKeyedAppend(c.method, c.req); got != c.want {
@@ -277,7 +281,7 @@ func TestATranscriptCutMidStreamResumesWithoutLossOrDuplicate(t *testing.T) {
 	if _, err := session.End(ctx); err != nil {
 		t.Fatal(err)
 	}
-	listed, err := client.Memory.ListMessages(ctx, &pb.ListMessagesRequest{
+	listed, err := client.Conversations.ListMessages(ctx, &pb.ListMessagesRequest{
 		Conversation: &pb.Conversation{OwnerId: "go-tests", Channel: "realtime", ChatId: "local:" + device},
 		PageSize:     100,
 	})

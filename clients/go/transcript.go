@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v1"
+	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v2"
 )
 
 // MaxReconnects bounds the reconnects of one call of a Transcript.
@@ -22,7 +22,7 @@ const MaxReconnects = 5
 type Transcript struct {
 	client    *Client
 	open      *pb.TranscriptOpen
-	stream    pb.MemoryService_StreamTranscriptClient
+	stream    pb.ConversationService_StreamTranscriptClient
 	cancel    context.CancelFunc
 	pending   []*pb.TranscriptSegment
 	committed int64
@@ -57,7 +57,7 @@ func (t *Transcript) connect() error {
 		t.cancel()
 	}
 	streamCtx, cancel := context.WithCancel(context.Background())
-	stream, err := t.client.Memory.StreamTranscript(streamCtx)
+	stream, err := t.client.Conversations.StreamTranscript(streamCtx)
 	if err == nil {
 		err = stream.Send(&pb.StreamTranscriptRequest{Kind: &pb.StreamTranscriptRequest_Open{Open: t.open}})
 	}

@@ -4,8 +4,10 @@
  * The generated service descriptors (src/gen, protoc-gen-es v2) are served over connect-node's
  * gRPC transport. Around them, what every adapter needs: `createTransport()` with a bearer
  * token, a default deadline, TLS (a custom CA, and a client certificate for mutual TLS) and
- * retries of the calls the contract marks idempotent; `new Memoryd(transport)`, or
- * `connect(baseUrl, options)` for both at once; a `ConversationClient` helper; and a
+ * retries of the calls the contract marks idempotent; `new Memoryd(transport)` (a client of
+ * each memoryd.v2 service: `conversations`, `memory`, `context`, `resources`, `reviews`,
+ * `overview`, `admin`), or `connect(baseUrl, options)` for both at once; a
+ * `ConversationClient` helper; and a
  * `Transcript` stream that resumes after a reconnect and replays what was not acknowledged.
  * Errors are connect's `ConnectError`: `code` is the gRPC status, `rawMessage` the server's
  * message, and `errorDetails(error)` the reason and the field at fault.
@@ -28,18 +30,27 @@ import {
 } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 
-import { CompactionService } from "./gen/memoryd/v1/compaction_service_pb.js";
+import { AdminService } from "./gen/memoryd/v2/admin_service_pb.js";
+import { ContextService } from "./gen/memoryd/v2/context_service_pb.js";
 import {
-  MemoryService,
-  RecallScope,
+  ConversationService,
   type CommitTurnResponse,
   type NewMessageSchema,
-} from "./gen/memoryd/v1/memory_service_pb.js";
-import { Role, type ConversationSchema } from "./gen/memoryd/v1/records_pb.js";
+} from "./gen/memoryd/v2/conversation_service_pb.js";
+import { MemoryService, RecallScope } from "./gen/memoryd/v2/memory_service_pb.js";
+import { OverviewService } from "./gen/memoryd/v2/overview_service_pb.js";
+import { Role, type ConversationSchema } from "./gen/memoryd/v2/records_pb.js";
+import { ResourceService } from "./gen/memoryd/v2/resource_service_pb.js";
+import { ReviewService } from "./gen/memoryd/v2/review_service_pb.js";
 
-export * from "./gen/memoryd/v1/compaction_service_pb.js";
-export * from "./gen/memoryd/v1/memory_service_pb.js";
-export * from "./gen/memoryd/v1/records_pb.js";
+export * from "./gen/memoryd/v2/admin_service_pb.js";
+export * from "./gen/memoryd/v2/context_service_pb.js";
+export * from "./gen/memoryd/v2/conversation_service_pb.js";
+export * from "./gen/memoryd/v2/memory_service_pb.js";
+export * from "./gen/memoryd/v2/overview_service_pb.js";
+export * from "./gen/memoryd/v2/records_pb.js";
+export * from "./gen/memoryd/v2/resource_service_pb.js";
+export * from "./gen/memoryd/v2/review_service_pb.js";
 export { Code, ConnectError } from "@connectrpc/connect";
 export { Transcript, type TranscriptOpenInit } from "./transcript.js";
 
@@ -91,10 +102,14 @@ function bearer(token: string): Interceptor {
   };
 }
 
+/** The services whose AppendMessages is read by isKeyedAppend: memoryd.v2's, and memoryd.v1's
+ * (still served). */
+const APPEND_SERVICES = new Set(["memoryd.v2.ConversationService", "memoryd.v1.MemoryService"]);
+
 /** Whether a call is an AppendMessages that is safe to send again: every message carries a
  * client_message_id, so the server stores each once (and answers APPEND_OUTCOME_DUPLICATE). */
 export function isKeyedAppend(method: DescMethod, message: unknown): boolean {
-  if (method.name !== "AppendMessages" || method.parent.typeName !== "memoryd.v1.MemoryService") {
+  if (method.name !== "AppendMessages" || !APPEND_SERVICES.has(method.parent.typeName)) {
     return false;
   }
   const messages = (message as { messages?: { clientMessageId?: string }[] }).messages ?? [];
@@ -146,14 +161,31 @@ export function createTransport(baseUrl: string, options: Options = {}): Transpo
   });
 }
 
-/** memoryd's two services over one transport. */
+/** memoryd's services (memoryd.v2) over one transport, each named after what it holds. */
 export class Memoryd {
+  /** What was said: append, list, search, clear, purge. */
+  readonly conversations: Client<typeof ConversationService>;
+  /** What is known: store, recall, update, archive, jobs. */
   readonly memory: Client<typeof MemoryService>;
-  readonly compaction: Client<typeof CompactionService>;
+  /** What the next model call gets: compose, compact, the prompt files. */
+  readonly context: Client<typeof ContextService>;
+  /** The prompt files' revisions. */
+  readonly resources: Client<typeof ResourceService>;
+  /** The background reviewer. */
+  readonly reviews: Client<typeof ReviewService>;
+  /** Owners and activity. */
+  readonly overview: Client<typeof OverviewService>;
+  /** The operator's calls (a token with role admin). */
+  readonly admin: Client<typeof AdminService>;
 
   constructor(transport: Transport) {
+    this.conversations = createClient(ConversationService, transport);
     this.memory = createClient(MemoryService, transport);
-    this.compaction = createClient(CompactionService, transport);
+    this.context = createClient(ContextService, transport);
+    this.resources = createClient(ResourceService, transport);
+    this.reviews = createClient(ReviewService, transport);
+    this.overview = createClient(OverviewService, transport);
+    this.admin = createClient(AdminService, transport);
   }
 
   /** One conversation's calls, with its key filled in. */
@@ -163,7 +195,7 @@ export class Memoryd {
 
   /** Open (or resume) a realtime transcript session. */
   openTranscript(open: TranscriptOpenInit): Promise<Transcript> {
-    return Transcript.open(this.memory, open);
+    return Transcript.open(this.conversations, open);
   }
 }
 
@@ -227,22 +259,22 @@ export class ConversationClient {
 
   /** Store messages (all valid ones, or none). */
   append(...messages: NewMessageInit[]) {
-    return this.client.memory.appendMessages({ conversation: this.key, messages });
+    return this.client.conversations.appendMessages({ conversation: this.key, messages });
   }
 
   /** Store one turn's messages and mark the conversation for review. */
   commitTurn(...messages: NewMessageInit[]): Promise<CommitTurnResponse> {
-    return this.client.memory.commitTurn({ conversation: this.key, messages });
+    return this.client.conversations.commitTurn({ conversation: this.key, messages });
   }
 
   /** The newest page of the current window, oldest first. */
   list(pageSize = 50) {
-    return this.client.memory.listMessages({ conversation: this.key, pageSize });
+    return this.client.conversations.listMessages({ conversation: this.key, pageSize });
   }
 
   /** Messages of this conversation matching `query` (plain words, never syntax). */
   search(query: string) {
-    return this.client.memory.searchHistory({
+    return this.client.conversations.searchHistory({
       query,
       scope: { case: "conversation", value: this.key },
     });
@@ -263,7 +295,7 @@ export class ConversationClient {
 
   /** The context of the next model call, for a model of `contextWindow` tokens. */
   compose(contextWindow: bigint | number) {
-    return this.client.compaction.composeContext({
+    return this.client.context.composeContext({
       conversation: this.key,
       contextWindow: BigInt(contextWindow),
     });
@@ -271,7 +303,7 @@ export class ConversationClient {
 
   /** The owner's USER.md and MEMORY.md. */
   promptContext() {
-    return this.client.memory.getPromptContext({
+    return this.client.context.getPromptContext({
       agentId: this.key.agentId ?? "",
       ownerId: this.key.ownerId ?? "",
     });

@@ -9,13 +9,13 @@ import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { createWritableIterable, type WritableIterable } from "@connectrpc/connect/protocol";
 
 import {
-  type MemoryService,
+  type ConversationService,
   type Speaker,
   type StreamTranscriptRequestSchema,
   type StreamTranscriptResponse,
   type TranscriptOpenSchema,
   type TranscriptTotals,
-} from "./gen/memoryd/v1/memory_service_pb.js";
+} from "./gen/memoryd/v2/conversation_service_pb.js";
 
 export type TranscriptOpenInit = MessageInitShape<typeof TranscriptOpenSchema>;
 type Request = MessageInitShape<typeof StreamTranscriptRequestSchema>;
@@ -46,12 +46,15 @@ export class Transcript {
   reconnects = 0;
 
   private constructor(
-    private readonly memory: Client<typeof MemoryService>,
+    private readonly conversations: Client<typeof ConversationService>,
     private readonly opening: TranscriptOpenInit,
   ) {}
 
-  static async open(memory: Client<typeof MemoryService>, open: TranscriptOpenInit): Promise<Transcript> {
-    const transcript = new Transcript(memory, open);
+  static async open(
+    conversations: Client<typeof ConversationService>,
+    open: TranscriptOpenInit,
+  ): Promise<Transcript> {
+    const transcript = new Transcript(conversations, open);
     await transcript.connect();
     return transcript;
   }
@@ -65,7 +68,7 @@ export class Transcript {
     this.stream?.abort.abort();
     const requests = createWritableIterable<Request>();
     const abort = new AbortController();
-    const answers = this.memory.streamTranscript(requests, { signal: abort.signal, timeoutMs: 0 });
+    const answers = this.conversations.streamTranscript(requests, { signal: abort.signal, timeoutMs: 0 });
     const responses = answers[Symbol.asyncIterator]();
     send(requests, { kind: { case: "open", value: this.opening } });
     const first = await responses.next();

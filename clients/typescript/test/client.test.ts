@@ -6,6 +6,7 @@ import {
   Category,
   Code,
   ConnectError,
+  ConversationService,
   MemoryService,
   RecallScope,
   Speaker,
@@ -69,7 +70,7 @@ test("store, recall, the prompt context and the composed context", async () => {
 
 test("an error is a ConnectError with the status and the server's message", async () => {
   await assert.rejects(
-    memoryd.memory.appendMessages({ conversation: { chatId: "x" }, messages: [user("ada", "hi")] }),
+    memoryd.conversations.appendMessages({ conversation: { chatId: "x" }, messages: [user("ada", "hi")] }),
     (error: unknown) => {
       assert.ok(error instanceof ConnectError);
       assert.equal(error.code, Code.InvalidArgument);
@@ -80,16 +81,16 @@ test("an error is a ConnectError with the status and the server's message", asyn
 });
 
 test("only the calls the contract marks idempotent are retried", () => {
-  const methods = MemoryService.method;
+  const methods = ConversationService.method;
   assert.ok(isIdempotent(methods.listMessages));
-  assert.ok(isIdempotent(methods.recall));
+  assert.ok(isIdempotent(MemoryService.method.recall));
   assert.ok(!isIdempotent(methods.appendMessages));
   assert.ok(!isIdempotent(methods.commitTurn));
   assert.ok(!isIdempotent(methods.streamTranscript));
 });
 
 test("an append is retried only when every message carries a client_message_id", () => {
-  const methods = MemoryService.method;
+  const methods = ConversationService.method;
   const keyed = { clientMessageId: "m-1", content: "hi" };
   assert.ok(isKeyedAppend(methods.appendMessages, { messages: [keyed, { ...keyed, clientMessageId: "m-2" }] }));
   assert.ok(!isKeyedAppend(methods.appendMessages, { messages: [keyed, { content: "no key" }] }));
@@ -117,7 +118,7 @@ test("a transcript cut mid-stream resumes without loss or duplicate", async () =
   assert.equal(session.committed, 4n);
   assert.ok(session.reconnects >= 1);
   await session.end();
-  const listed = await memoryd.memory.listMessages({
+  const listed = await memoryd.conversations.listMessages({
     conversation: { ownerId: "ts-tests", channel: "realtime", chatId: `local:${device}` },
     pageSize: 100,
   });
@@ -128,7 +129,7 @@ test("a transcript cut mid-stream resumes without loss or duplicate", async () =
 });
 
 test("a refusal carries its reason and field, readable with errorDetails", async () => {
-  const failure = await memoryd.memory
+  const failure = await memoryd.conversations
     .appendMessages({ conversation: { chatId: "x" }, messages: [user("ada", "hi")] })
     .then(
       () => undefined,
@@ -161,7 +162,7 @@ test("TLS with a custom CA, and mutual TLS with a client certificate", async () 
     // handshake: the stream is reset, which node reports as CANCELED).
     const anonymous = connect(`https://${secured.address}`, { tls: { ca: tls.ca }, timeoutMs: 5000 });
     await assert.rejects(
-      anonymous.memory.listMessages({ conversation: { channel: "telegram", chatId: "x" } }),
+      anonymous.conversations.listMessages({ conversation: { channel: "telegram", chatId: "x" } }),
       (error: unknown) => [Code.Unavailable, Code.Canceled].includes(ConnectError.from(error).code),
     );
     // A CA that did not sign the server's certificate: the client refuses the server.
@@ -170,7 +171,7 @@ test("TLS with a custom CA, and mutual TLS with a client certificate", async () 
       timeoutMs: 5000,
     });
     await assert.rejects(
-      stranger.memory.listMessages({ conversation: { channel: "telegram", chatId: "x" } }),
+      stranger.conversations.listMessages({ conversation: { channel: "telegram", chatId: "x" } }),
       /unable to verify the first certificate/,
     );
     // TLS options need an https:// URL.

@@ -22,7 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	memoryd "github.com/memoryd/memoryd/clients/go"
-	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v1"
+	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v2"
 )
 
 func main() {

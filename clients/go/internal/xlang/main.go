@@ -11,7 +11,7 @@ import (
 	"os"
 
 	memoryd "github.com/memoryd/memoryd/clients/go"
-	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v1"
+	pb "github.com/memoryd/memoryd/clients/go/gen/memoryd/v2"
 )
 
 func main() {
