@@ -287,8 +287,10 @@ REQUESTS: dict[str, Builder] = {
     "PurgeConversation": lambda t: md.PurgeConversationRequest(conversation=t.throwaway),
     "PurgeOwner": lambda t: md.PurgeOwnerRequest(agent_id=t.agent, owner_id="throwaway"),
     "GetConversation": lambda t: md.GetConversationRequest(conversation=t.conversation),
+    # A key of its own each time: the row a guest writes, an operator's call then replaces,
+    # and the next version's round must not meet an operator's row.
     "StoreMemory": lambda t: md.StoreMemoryRequest(
-        conversation=t.conversation, key="eve", value="stored"
+        conversation=t.conversation, key=f"eve-{uuid.uuid4().hex[:8]}", value="stored"
     ),
     "GetMemory": lambda t: md.GetMemoryRequest(conversation=t.conversation, id=t.note_id),
     "ListMemories": lambda t: md.ListMemoriesRequest(
