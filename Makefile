@@ -5,7 +5,7 @@
 #                (the server's pytest suite on SQLite; on PostgreSQL, the tests that exercise
 #                storage, checked to call every storage function PostgreSQL runs; then the Go
 #                and TypeScript clients' own suites, against a memoryd on each backend)
-#   make check   the inner loop (under a minute): lint, types, buf lint, the shared-server tests
+#   make check   the inner loop (under a minute, Python only): lint, types, the shared-server tests
 #   make timings `make check` and `make test`, each timed from start to end
 #   make test-environment  the SQLite suite under `nice -n 5` and another PYTHONHASHSEED
 #   make protos  regenerate the Python, Go and TypeScript clients from protos/
@@ -35,9 +35,9 @@ PY_SOURCES := server scripts tests bench clients/python/memoryd_client clients/p
 # off (PYTHONDONTWRITEBYTECODE): otherwise every test session rewrites every test module's asserts
 # again, and every server a test starts compiles memoryd from source (seconds each time).
 PYTEST_ENV := env -u PYTHONDONTWRITEBYTECODE PATH="$(TOOLS)/bin:$$PATH"
-# Both cores (pytest-xdist), a test module to a worker: a module's fixtures (a server shared by
+# Every core (pytest-xdist), a test module to a worker: a module's fixtures (a server shared by
 # its tests, a fuzzed server whose last test counts its calls) stay in one process.
-PARALLEL := -n 2 --dist loadfile
+PARALLEL := -n auto --dist loadfile
 
 .PHONY: serve test check grpcurl timings test-environment fmt install tools browser lint typecheck buf-lint buf-breaking baseline protos pytest dist image image-tools image-test image-test-if-changed \
 	pytest-postgres \
@@ -50,9 +50,10 @@ serve: install
 test: install tools browser lint typecheck buf-lint buf-breaking pytest pytest-postgres client-tests \
 	client-tests-postgres
 
-# The inner loop (under a minute): lint, types, the contract's lint, and the tests that use the
-# one shared server (those that start their own server or a subprocess are marked slow).
-check: install tools lint typecheck buf-lint
+# The inner loop (under a minute): lint, types, and the tests that use the one shared server
+# (those that start their own server or a subprocess are marked slow). It needs Python alone:
+# no Go, Node.js, buf or grpcurl (the contract's lint and the tools' tests are `make test`'s).
+check: install lint typecheck
 	$(PYTEST_ENV) $(BIN)/pytest -q -m "not slow" $(PARALLEL)
 
 # The README's two timings, each from start to end (run it on a quiet machine).
