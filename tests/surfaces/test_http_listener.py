@@ -211,7 +211,8 @@ def test_connections_that_do_not_finish_their_request_are_closed(
         valid = json.dumps(
             {"conversation": {"channel": "cut", "chatId": "1"}, "messages": [{"content": "x"}]}
         )
-        cut = f"POST {V2['AppendMessages']} HTTP/1.1\r\nHost: {address}\r\n" + (
+        cut = (
+            f"POST {V2['AppendMessages']} HTTP/1.1\r\nHost: {address}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(valid) + 10}\r\n\r\n{valid}"
         )
         assert timed_out(address, cut.encode())

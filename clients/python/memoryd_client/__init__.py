@@ -8,15 +8,15 @@ every adapter needs around them.
         await chat.append(md.user("ada", "hello"))
 
 `connect` sends the bearer token, gives unary calls a default deadline and retries the calls the
-contract marks idempotent; `Stubs` holds every service's stub on a channel (`stubs.conversations`,
-`stubs.memory`, `stubs.context`, `stubs.resources`, `stubs.reviews`, `stubs.overview`,
-`stubs.admin`; `SyncStubs` on a blocking channel); `ConversationClient` fills in a conversation's key; `connect_sync` and
-`SyncConversationClient` are the same without asyncio, for scripts and notebooks; `Transcript` is a
-realtime transcript stream that resumes after a cut; `error_details` reads a refusal's reason
-and field. Every message, enum and stub of memoryd.v2 is importable from here by name
-(memoryd_client._surface, generated from the descriptors); the generated modules live in
-memoryd_client.v2, and memoryd.v1's (still served) in memoryd_client.v1 (regenerate with `make
-protos`).
+contract marks idempotent; `Stubs` holds every service's stub on a channel
+(`stubs.conversations`, `stubs.memory`, `stubs.context`, `stubs.resources`, `stubs.reviews`,
+`stubs.overview`, `stubs.admin`; `SyncStubs` on a blocking channel); `ConversationClient` fills
+in a conversation's key; `connect_sync` and `SyncConversationClient` are the same without
+asyncio, for scripts and notebooks; `Transcript` is a realtime transcript stream that resumes
+after a cut; `error_details` reads a refusal's reason and field. Every message, enum and stub
+of memoryd.v2 is importable from here by name (memoryd_client._surface, generated from the
+descriptors); the generated modules live in memoryd_client.v2, and memoryd.v1's (still served)
+in memoryd_client.v1 (regenerate with `make protos`).
 """
 
 from __future__ import annotations
