@@ -189,12 +189,12 @@ class Caller:
         security += ["-cacert", str(self.ca)] if self.ca else ["-plaintext"]
         token = ["-H", f"authorization: Bearer {self.token}"] if self.token else []
         return [tool, *security, *token, "-d", json.dumps(body), address,
-                f"memoryd.v1.{method}"]  # fmt: skip
+                f"memoryd.v2.{method}"]  # fmt: skip
 
     def append(self, address: str, text: str = "") -> None:
         self.call(
             address,
-            "MemoryService/AppendMessages",
+            "ConversationService/AppendMessages",
             {
                 "conversation": CONVERSATION,
                 "messages": [{"sender": "ada", "role": "ROLE_USER", "content": text or TEXT}],
@@ -204,7 +204,7 @@ class Caller:
     def search(self, address: str) -> list[str]:
         answer = self.call(
             address,
-            "MemoryService/SearchHistory",
+            "ConversationService/SearchHistory",
             {"query": "checklist", "conversation": CONVERSATION},
         )
         hits = answer.get("hits", [])
@@ -363,7 +363,7 @@ def rpc_count(name: str, method: str) -> int:
     return sum(
         1
         for line in _json_lines(logs(name))
-        if json.loads(line).get("method") == f"/memoryd.v1.MemoryService/{method}"
+        if json.loads(line).get("method") == f"/memoryd.v2.ConversationService/{method}"
     )
 
 
@@ -422,14 +422,14 @@ def replicas(folder: Path) -> None:
         raise Failed(f"the balancer's six searches reached the replicas {before} -> {after}")
     step(f"replicas: six searches through {balancer} found it, on both replicas ({after})")
     anonymous = subprocess.run(
-        Caller(ca=ca).command(balancer, "MemoryService/SearchHistory",
+        Caller(ca=ca).command(balancer, "ConversationService/SearchHistory",
                               {"query": "checklist", "conversation": CONVERSATION}),
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if anonymous.returncode == 0 or "Unauthenticated" not in anonymous.stderr:
         raise Failed(f"a call without a token: {anonymous.returncode} {anonymous.stderr}")
     plain = subprocess.run(
-        Caller().command(balancer, "MemoryService/SearchHistory", {}, seconds=3),
+        Caller().command(balancer, "ConversationService/SearchHistory", {}, seconds=3),
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if plain.returncode == 0 or "Failed to dial target host" not in plain.stderr:
@@ -465,6 +465,20 @@ def postgres_tls() -> None:
     step(f"replicas: {encrypted} connections of memoryd to PostgreSQL, all TLS; plaintext refused")
 
 
+def _once_balanced(bot: Caller, balancer: str, seconds: float = 60.0) -> list[str]:
+    """The search through the balancer, once it routes again: replicas that were stopped are
+    healthy to podman before HAProxy's own checks take them back (a few seconds), and until
+    then it closes the connection."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return bot.search(balancer)
+        except Failed as failure:
+            if "Failed to dial target host" not in str(failure) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
+
+
 def backup_and_restore(
     folder: Path, env: dict[str, str], override: Path, bot: Caller, balancer: str
 ) -> None:
@@ -493,7 +507,7 @@ def backup_and_restore(
     compose("start", "memoryd-1", "memoryd-2", env=env, files=files)
     for service in ("memoryd-1", "memoryd-2"):
         healthy(container(service), seconds=180)
-    found = bot.search(balancer)
+    found = _once_balanced(bot, balancer)
     if found != [TEXT]:
         raise Failed(f"after the restore, the search found {found}")
     step(f"backup and restore: pg_dump ({dump.stat().st_size:,} bytes), pg_restore; the message "
