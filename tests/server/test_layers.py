@@ -250,6 +250,47 @@ def test_the_database_check_sees_sql_and_openers(tmp_path: Path) -> None:
     ]
 
 
+# Storage stores: who may change what (a guest, a paused job, a job's run summary) is decided
+# above it (memoryd.services.memory_changes and the use cases), so it imports none of the
+# domain's checks and refuses nothing for a caller's rights.
+def _decisions(path: Path) -> list[str]:
+    """The rules of the domain a module applies: `check_*` imported from memoryd.domain, and
+    PermissionDenied raised."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("memoryd.domain"):
+            found += [
+                f"{path.name}:{node.lineno} imports {alias.name}"
+                for alias in node.names
+                if alias.name.startswith("check_")
+            ]
+        if isinstance(node, ast.ImportFrom) and node.module == "memoryd.errors":
+            found += [
+                f"{path.name}:{node.lineno} imports {alias.name}"
+                for alias in node.names
+                if alias.name == "PermissionDenied"
+            ]
+    return found
+
+
+def test_storage_decides_no_callers_rights() -> None:
+    assert [
+        use for path in sorted((PACKAGE / "storage").rglob("*.py")) for use in _decisions(path)
+    ] == []
+
+
+def test_the_decision_check_sees_a_rule(tmp_path: Path) -> None:
+    module = tmp_path / "probe.py"
+    module.write_text(
+        "from memoryd.domain.memories import MemoryRecord, check_guest_may_change\n"
+        "from memoryd.errors import NotFound, PermissionDenied\n"
+    )
+    assert _decisions(module) == [
+        "probe.py:1 imports check_guest_may_change",
+        "probe.py:2 imports PermissionDenied",
+    ]
+
+
 def test_the_import_check_sees_a_forbidden_import(tmp_path: Path) -> None:
     # The check itself must be able to fail: both import forms are seen, relative ones are not.
     module = tmp_path / "probe.py"

@@ -32,6 +32,7 @@ from memoryd.domain.memory_queries import Locator, SourceRow
 from memoryd.domain.memory_sources import source_info
 from memoryd.domain.messages import Trust
 from memoryd.domain.timestamps import utc_now
+from memoryd.services import memory_changes
 from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.storage import jobs, memory_reads, memory_writes
 from memoryd.storage.transaction import Transaction
@@ -111,7 +112,7 @@ def _finish(connection: Transaction, job: _Finish) -> FinishedRun:
     job_id = job.job_id
     now = utc_now()
     # register_source refuses a paused or deleted job, and records a job that never wrote.
-    memory_writes.register_source(connection, owner, source_info(caller), now, job_id=job_id)
+    memory_changes.register_source(connection, owner, source_info(caller), now, job_id=job_id)
     run = jobs.start_run(connection, owner, job_id, job.run_id, now)
     key = summary_key(job.run_id)
     if check_finish(run, job.outcome, job.summary):
@@ -138,5 +139,5 @@ def _finish(connection: Transaction, job: _Finish) -> FinishedRun:
             source_message_id=0,
         )
     )
-    stored = memory_writes.upsert(connection, fact, source_info(caller), now, job_id=job_id)
+    stored = memory_changes.upsert(connection, fact, source_info(caller), now, job_id=job_id)
     return FinishedRun(run, stored.record)

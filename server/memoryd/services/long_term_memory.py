@@ -38,6 +38,7 @@ from memoryd.domain.paging import PageTokens, TokenKind, page_size, request_fing
 from memoryd.domain.resources import MutationSource
 from memoryd.domain.timestamps import to_text, utc_now
 from memoryd.errors import InvalidArgument, NotFound
+from memoryd.services import memory_changes
 from memoryd.services.coherence import Coherence
 from memoryd.services.prompt_files import CommittedRender, PromptFiles
 from memoryd.services.read_through import ReadThroughCache
@@ -147,7 +148,7 @@ class LongTermMemory:
             value = check_value(request.value)
 
             def replace(connection: Transaction, now: dt.datetime) -> Change:
-                stored = writes.set_value(
+                stored = memory_changes.set_value(
                     connection,
                     caller.owner,
                     Locator(id=request.id),
@@ -167,7 +168,9 @@ class LongTermMemory:
         fact = admit_new(request)
 
         def upsert(connection: Transaction, now: dt.datetime) -> Change:
-            stored = writes.upsert(connection, fact, source_info(caller), now, job_id=caller.job_id)
+            stored = memory_changes.upsert(
+                connection, fact, source_info(caller), now, job_id=caller.job_id
+            )
             if caller.job_id is not None and request.run_id:
                 jobs.start_run(connection, caller.owner, caller.job_id, request.run_id, now)
             return Change(stored.record, stored.before, MutationSource.MEMORY_STORE, caller.owner)
@@ -188,7 +191,7 @@ class LongTermMemory:
         new_value = check_value(value) if value.strip() else None
 
         def update(connection: Transaction, now: dt.datetime) -> Change:
-            stored = writes.set_value(
+            stored = memory_changes.set_value(
                 connection,
                 owner,
                 locator,
@@ -208,7 +211,7 @@ class LongTermMemory:
         """Forget a row (archived, kept)."""
 
         def archive(connection: Transaction, now: dt.datetime) -> Change:
-            stored = writes.archive(
+            stored = memory_changes.archive(
                 connection,
                 owner,
                 memory_id,
@@ -226,7 +229,7 @@ class LongTermMemory:
         """Un-archive a row of the caller; the prompt files are re-rendered."""
 
         def restore(connection: Transaction, now: dt.datetime) -> Change:
-            stored = writes.restore(connection, owner, memory_id, trust=trust, now=now)
+            stored = memory_changes.restore(connection, owner, memory_id, trust=trust, now=now)
             return Change(stored.record, stored.before, MutationSource.MEMORY_RESTORE, owner)
 
         committed = await self._submit(restore)
@@ -236,7 +239,7 @@ class LongTermMemory:
         """Erase a row; returns its id, 0 when there was none (idempotent)."""
 
         def delete(connection: Transaction, _now: dt.datetime) -> Change:
-            before = writes.delete(connection, owner, locator, trust=trust)
+            before = memory_changes.delete(connection, owner, locator, trust=trust)
             return Change(None, before, MutationSource.MEMORY_DELETE, owner)
 
         committed = await self._submit(delete)

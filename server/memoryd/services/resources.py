@@ -27,6 +27,7 @@ from memoryd.domain.resources import (
 from memoryd.domain.timestamps import utc_now
 from memoryd.domain.tokens import count_tokens
 from memoryd.errors import InvalidArgument, NotFound, Reason
+from memoryd.services import memory_changes
 from memoryd.services.prompt_files import (
     CommittedRender,
     PromptFiles,
@@ -245,7 +246,7 @@ class ResourceService:
         )
         reason = f"rollback of {PROMPT_FILE_NAMES[key.resource_type]} to revision {wanted.revision}"
         for memory_id in plan.archive:
-            memory_writes.archive(
+            memory_changes.archive(
                 connection,
                 owner,
                 memory_id,
@@ -255,9 +256,9 @@ class ResourceService:
                 now=now,
             )
         for memory_id in plan.restore:
-            memory_writes.restore(connection, owner, memory_id, trust=Trust.OPERATOR, now=now)
+            memory_changes.restore(connection, owner, memory_id, trust=Trust.OPERATOR, now=now)
         for memory_id, value in plan.revert:
-            memory_writes.set_value(
+            memory_changes.set_value(
                 connection,
                 owner,
                 Locator(id=memory_id),

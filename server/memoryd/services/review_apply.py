@@ -33,6 +33,7 @@ from memoryd.domain.review_runs import (
 from memoryd.domain.timestamps import utc_now
 from memoryd.errors import FailedPrecondition, MemorydError
 from memoryd.log_events import Event
+from memoryd.services import memory_changes
 from memoryd.services.prompt_files import CommittedRender, PromptFiles
 from memoryd.storage import memory_writes, review_run_store, review_store
 from memoryd.storage.sql import savepoint
@@ -327,9 +328,9 @@ def _apply_one(applying: _Applying, admitted: admission.Admitted) -> MemoryRecor
             trust=trust,
             provenance=applying.provenance,
         )
-        return memory_writes.upsert(connection, fact, reviewer_source(owner), now).record
+        return memory_changes.upsert(connection, fact, reviewer_source(owner), now).record
     if isinstance(admitted, admission.Replace):
-        stored = memory_writes.set_value(
+        stored = memory_changes.set_value(
             connection,
             owner,
             Locator(id=admitted.id),
@@ -341,7 +342,7 @@ def _apply_one(applying: _Applying, admitted: admission.Admitted) -> MemoryRecor
         memory_writes.set_provenance(connection, admitted.id, applying.provenance)
         return stored.record
     if isinstance(admitted, admission.Archive):
-        return memory_writes.archive(
+        return memory_changes.archive(
             connection,
             owner,
             admitted.id,

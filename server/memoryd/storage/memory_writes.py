@@ -1,8 +1,9 @@
 """Writes of memory rows, run by the writer inside its transaction.
 
-Every function checks, before changing anything, that the row belongs to the caller's agent and
-owner (another owner's row is NOT_FOUND, exactly like a missing one) and that the caller may
-change it; a refused write changes nothing. Each returns the row as committed.
+Reads find a row of the caller's agent and owner only (another owner's row is NOT_FOUND, exactly
+like a missing one). Writes store what they are given: whether the caller may change a row is
+decided above storage, on the row as read in the same transaction
+(memoryd.services.memory_changes). Each returns the row as committed.
 """
 
 from __future__ import annotations
@@ -11,15 +12,12 @@ import dataclasses
 import datetime as dt
 
 from memoryd.domain.conversation import ConversationKey, OwnerKey, owner_scope_token
-from memoryd.domain.jobs import check_writable
 from memoryd.domain.memories import (
     Category,
     MemoryRecord,
     NewFact,
     Provenance,
     ScopeType,
-    check_editable,
-    check_guest_may_change,
     merge_metadata,
 )
 from memoryd.domain.memory_queries import Locator
@@ -30,8 +28,7 @@ from memoryd.domain.memory_sources import (
 )
 from memoryd.domain.messages import Trust
 from memoryd.domain.timestamps import to_text
-from memoryd.errors import FailedPrecondition, InvalidArgument, NotFound
-from memoryd.storage import jobs
+from memoryd.errors import InvalidArgument, NotFound
 from memoryd.storage.memory_rows import (
     MEMORY_COLUMNS,
     OWNER_MATCH,
@@ -105,15 +102,11 @@ def upsert(
     source: SourceInfo,
     now: dt.datetime,
     *,
+    before: MemoryRecord | None,
     job_id: str | None = None,
 ) -> Stored:
-    """Store `fact` by key: a new row, or the existing one updated in place (un-archived)."""
-    locator = Locator(scope_type=fact.scope_type, scope_id=fact.scope_id, key=fact.key)
-    before = find(connection, fact.owner, locator)
-    if before is not None:
-        check_editable(before)
-        check_guest_may_change(before, fact.trust, "replace")
-    _check_source_message(connection, fact.owner, fact.provenance.source_message_id)
+    """Store `fact` by key: a new row, or the existing one (`before`, as read in this
+    transaction) updated in place, un-archived."""
     register_source(connection, fact.owner, source, now, job_id=job_id)
     provenance = fact.provenance
     stamp = to_text(now)
@@ -151,29 +144,15 @@ def upsert(
 
 def set_value(
     connection: Transaction,
-    owner: OwnerKey,
-    locator: Locator,
+    before: MemoryRecord,
     *,
     value: str | None,
     metadata_json: str | None,
     trust: Trust,
     now: dt.datetime,
-    category: Category | None = None,
 ) -> Stored:
-    """Replace the value and/or merge metadata of an existing, active row of the caller.
-
-    `category`, when given, must be the row's: replacing a value never changes what it is.
-    """
-    before = require(connection, owner, locator)
-    if category is not None and category is not before.category:
-        raise InvalidArgument(
-            f"memory {before.id} is {before.category.value}; replacing its value cannot make "
-            f"it {category.value}"
-        )
-    check_editable(before)
-    check_guest_may_change(before, trust, "replace")
-    if before.archived:
-        raise FailedPrecondition(f"memory {before.id} is archived; restore it first")
+    """Replace the value (None keeps it) and merge metadata into a row, as read in this
+    transaction (`before`)."""
     found = rows(
         connection,
         "UPDATE memories SET value = ?, metadata_json = ?, trust = ?, updated_at = ? "
@@ -191,50 +170,31 @@ def set_value(
 
 def archive(
     connection: Transaction,
-    owner: OwnerKey,
-    memory_id: int,
+    before: MemoryRecord,
     *,
     reason: str | None,
     archived_by: str,
-    trust: Trust,
     now: dt.datetime,
 ) -> Stored:
-    """Forget a row: archived, kept. Archiving an archived row changes nothing."""
-    before = require(connection, owner, Locator(id=memory_id))
-    check_guest_may_change(before, trust, "archive")
-    if before.archived:
-        return Stored(before, before)
+    """Archive an active row (kept, no longer shown or recalled)."""
     found = rows(
         connection,
         "UPDATE memories SET archived_at = ?, archived_by = ?, archive_reason = ? "
         f"WHERE id = ? RETURNING {RETURNED_COLUMNS}",
-        (to_text(now), archived_by, reason, memory_id),
+        (to_text(now), archived_by, reason, before.id),
     )
     return Stored(memory_from_row(found[0]), before)
 
 
-def restore(
-    connection: Transaction,
-    owner: OwnerKey,
-    memory_id: int,
-    *,
-    trust: Trust,
-    now: dt.datetime,
-) -> Stored:
-    """Un-archive a row of the caller (Fermix skips this ownership check; memoryd does not).
-
-    Restoring counts as an update: updated_at moves to `now`, so in a full prompt-file section
-    (which keeps the most recently updated rows) the fact reappears at once.
-    """
-    before = require(connection, owner, Locator(id=memory_id))
-    check_guest_may_change(before, trust, "restore")
-    if not before.archived:
-        return Stored(before, before)
+def restore(connection: Transaction, before: MemoryRecord, *, now: dt.datetime) -> Stored:
+    """Un-archive a row. It counts as an update: updated_at moves to `now`, so in a full
+    prompt-file section (which keeps the most recently updated rows) the fact reappears at
+    once."""
     found = rows(
         connection,
         "UPDATE memories SET archived_at = NULL, archived_by = NULL, archive_reason = NULL, "
         f"updated_at = ? WHERE id = ? RETURNING {RETURNED_COLUMNS}",
-        (to_text(now), memory_id),
+        (to_text(now), before.id),
     )
     return Stored(memory_from_row(found[0]), before)
 
@@ -270,16 +230,9 @@ def has_active_value(  # noqa: PLR0917 - a row's identity is these five values
     return bool(found)
 
 
-def delete(
-    connection: Transaction, owner: OwnerKey, locator: Locator, *, trust: Trust
-) -> MemoryRecord | None:
-    """Erase a row of the caller and its index entries; None when there was none."""
-    before = find(connection, owner, locator)
-    if before is None:
-        return None
-    check_guest_may_change(before, trust, "delete")
+def delete(connection: Transaction, before: MemoryRecord) -> None:
+    """Erase a row and its index entries."""
     connection.execute("DELETE FROM memories WHERE id = ?", (before.id,))
-    return before
 
 
 def delete_conversation_scope(connection: Transaction, key: ConversationKey) -> list[MemoryRecord]:
@@ -320,12 +273,7 @@ def register_source(
     *,
     job_id: str | None = None,
 ) -> None:
-    """Record the memory source (and for a job, the job) rows are written through. A paused
-    or deleted job writes nothing (FAILED_PRECONDITION)."""
-    if job_id is not None:
-        status = jobs.source_status(connection, owner, job_id)
-        if status is not None:
-            check_writable(job_id, status)
+    """Record the memory source (and for a job, the job) rows are written through."""
     stamp = to_text(now)
     connection.execute(
         "INSERT INTO memory_sources (agent_id, owner_id, id, source_type, name, description, "
@@ -370,15 +318,11 @@ def set_provenance(connection: Transaction, memory_id: int, provenance: Provenan
     )
 
 
-def _check_source_message(connection: Transaction, owner: OwnerKey, message_id: int | None) -> None:
-    if message_id is None:
-        return
+def message_belongs(connection: Transaction, owner: OwnerKey, message_id: int) -> bool:
+    """Whether `message_id` is a stored message of this agent and owner."""
     found = rows(
         connection,
         "SELECT 1 FROM messages WHERE id = ? AND agent_id = ? AND owner_id = ?",
         (message_id, owner.agent_id, owner.owner_id),
     )
-    if not found:
-        raise InvalidArgument(
-            f"source_message_id {message_id} is not a stored message of this agent and owner"
-        )
+    return bool(found)
