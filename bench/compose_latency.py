@@ -79,7 +79,7 @@ def compose_from_python(address: str, calls: int) -> list[float]:
     request = md.ComposeContextRequest(conversation=CONVERSATION, context_window=WINDOW)
     spent: list[float] = []
     with grpc.insecure_channel(address) as channel:
-        compose = md.Stubs(channel).context.ComposeContext
+        compose = md.SyncStubs(channel).context.ComposeContext
         for _ in range(calls):
             began = time.perf_counter()
             compose(request)
@@ -93,7 +93,7 @@ def python_client(address: str, calls: int) -> tuple[list[float], list[float]]:
     health_ms: list[float] = []
     request = md.ComposeContextRequest(conversation=CONVERSATION, context_window=WINDOW)
     with grpc.insecure_channel(address) as channel:
-        compose = md.Stubs(channel).context.ComposeContext
+        compose = md.SyncStubs(channel).context.ComposeContext
         health = health_pb2_grpc.HealthStub(channel).Check
         for _ in range(calls):
             began = time.perf_counter()
@@ -121,9 +121,9 @@ def main() -> int:
         server = ServerProcess(home, env=places.env(args.backend, home)).start()
         try:
             with grpc.insecure_channel(server.address) as channel:
-                memory = md.Stubs(channel)
+                memory = md.SyncStubs(channel)
                 stored = load(memory, args.messages, rng)
-                composed = md.Stubs(channel).context.ComposeContext(
+                composed = md.SyncStubs(channel).context.ComposeContext(
                     md.ComposeContextRequest(conversation=CONVERSATION, context_window=WINDOW)
                 )
             request = {

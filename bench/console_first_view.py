@@ -104,7 +104,7 @@ def main() -> int:
             chat = max(built["chats"], key=lambda c: c.chat_id)  # type: ignore[attr-defined]
             owner = md.OwnerScope(agent_id=chat.agent_id, owner_id=chat.owner_id)
             with md.connect_sync(server.address) as channel:
-                memory = md.Stubs(channel)
+                memory = md.SyncStubs(channel)
                 for index in range(5):  # rendered prompt files, and revisions to list
                     memory.memory.StoreMemory(
                         md.StoreMemoryRequest(

@@ -124,7 +124,7 @@ def main() -> int:
         server = ServerProcess(Path(scratch) / "home").start()
         try:
             with grpc.insecure_channel(server.address) as channel:
-                memory = md.Stubs(channel)
+                memory = md.SyncStubs(channel)
                 live = Live(memory, corpus, args)
                 found: dict[str, object] = {"benchmark": "embedding_freshness"}
                 found["live alone"] = figures(live.run(None, args.seconds))

@@ -59,7 +59,7 @@ def load(address: str, corpus: real_chat.Corpus, total: int, scope: str) -> floa
     agent); returns the seconds it took."""
     began = time.perf_counter()
     with grpc.insecure_channel(address) as channel:
-        memory = md.Stubs(channel)
+        memory = md.SyncStubs(channel)
         turns = list(corpus.texts(total))
         for start in range(0, total, real_chat.PER_CALL):
             chat = "big" if scope == "conversation" else f"c{start // AGENT_CONVERSATION}"
@@ -182,7 +182,7 @@ def main() -> int:
         }
         try:
             with grpc.insecure_channel(server.address) as channel:
-                memory = md.Stubs(channel)
+                memory = md.SyncStubs(channel)
                 status = memory.admin.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
                 if status.pending_messages:
                     sys.exit(f"{status.pending_messages} messages have no vector")

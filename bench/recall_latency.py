@@ -270,7 +270,7 @@ def main() -> int:
         server = ServerProcess(home, env=places.env(args.backend, home)).start()
         try:
             with grpc.insecure_channel(server.address) as channel:
-                memory = md.Stubs(channel)
+                memory = md.SyncStubs(channel)
                 owners = rng.sample(built["owners"], RENDERED_OWNERS)
                 for owner in owners:
                     memory.memory.StoreMemory(

@@ -652,7 +652,7 @@ def run_server(
         server = ServerProcess(home, config=config, env=places.env(backend, home)).start()
         try:
             with grpc.insecure_channel(server.address) as channel:
-                memory = md.Stubs(channel)
+                memory = md.SyncStubs(channel)
                 results["load"] = load(memory, loaded, home, log)
                 answers = ask_all(memory, loaded, plan, log)
             results["server_rss_mb"] = peak_rss_mb(server.process.pid)

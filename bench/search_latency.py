@@ -149,7 +149,7 @@ def main() -> int:
         ).start()
         try:
             with grpc.insecure_channel(server.address) as channel:
-                memory = md.Stubs(channel)
+                memory = md.SyncStubs(channel)
                 started = time.perf_counter()
                 chats = load(memory, chat_text, args.messages, rng)
                 load_seconds = time.perf_counter() - started

@@ -112,8 +112,8 @@ def seed(server: ServerProcess, model: FakeModel) -> md.Conversation:
     now = dt.datetime.now(dt.UTC).replace(minute=0, second=0, microsecond=0)
     first = now - dt.timedelta(days=DAYS)
     with md.connect_sync(server.address) as channel:
-        memory = md.Stubs(channel)
-        compaction = md.Stubs(channel)
+        memory = md.SyncStubs(channel)
+        compaction = md.SyncStubs(channel)
         chats = {}
         history = []
         for (agent, owner), conversations in OWNERS.items():

@@ -52,7 +52,7 @@ def fill(address: str, owner: str, chat: str) -> md.Conversation:
     """Messages naming `chat` in their words and in their chat id, a row learnt in the chat."""
     conversation = md.Conversation(owner_id=owner, channel="telegram", chat_id=chat)
     with md.connect_sync(address) as channel:
-        memory = md.Stubs(channel)
+        memory = md.SyncStubs(channel)
         memory.conversations.AppendMessages(
             md.AppendMessagesRequest(
                 conversation=conversation,
@@ -94,7 +94,7 @@ def test_a_purge_leaves_no_value_in_postgres_statistics(
         for owner in (victim, keeper):
             assert statistics_holding(dsn, f"{owner}chat") > 0
         with md.connect_sync(server.address) as channel:
-            memory = md.Stubs(channel)
+            memory = md.SyncStubs(channel)
             for owner in (victim, keeper):
                 if first == "owner":
                     receipt = memory.admin.PurgeOwner(md.PurgeOwnerRequest(owner_id=owner))
@@ -124,7 +124,7 @@ def test_sqlite_sampled_keys_of_an_erased_owner_are_dropped(tmp_path: Path) -> N
         database.close()
         assert f"{victim}chat".encode() in samples
         with md.connect_sync(server.address) as channel:
-            receipt = md.Stubs(channel).admin.PurgeOwner(md.PurgeOwnerRequest(owner_id=victim))
+            receipt = md.SyncStubs(channel).admin.PurgeOwner(md.PurgeOwnerRequest(owner_id=victim))
         assert receipt.statistics_rebuilt
         assert receipt.wal_truncated
         for name in ("memory.db", "memory.db-wal"):
@@ -141,7 +141,7 @@ def test_a_purged_conversation_leaves_no_source_and_no_chat_id(tmp_path: Path) -
         conversation = md.Conversation(owner_id="ada", channel="telegram", chat_id=chat)
         owner = md.OwnerScope(owner_id="ada")
         with md.connect_sync(server.address) as channel:
-            memory = md.Stubs(channel)
+            memory = md.SyncStubs(channel)
             memory.conversations.AppendMessages(
                 md.AppendMessagesRequest(
                     conversation=conversation,

@@ -319,7 +319,7 @@ async def test_cleared_messages_stay_searchable(
 def sync_memory(server: ServerProcess) -> Iterator[md.Stubs]:
     """A blocking stub (Hypothesis drives synchronous tests)."""
     with grpc.insecure_channel(server.address) as opened:
-        yield md.Stubs(opened)
+        yield md.SyncStubs(opened)
 
 
 @pytest.fixture(scope="module")

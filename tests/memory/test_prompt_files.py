@@ -301,7 +301,7 @@ SECTION_TITLES = {
 @pytest.fixture(scope="module")
 def sync_stub(server: ServerProcess) -> Iterator[md.Stubs]:
     with grpc.insecure_channel(server.address) as channel:
-        yield md.Stubs(channel)
+        yield md.SyncStubs(channel)
 
 
 @settings(

@@ -375,7 +375,7 @@ async def test_openhermit_limit_two_of_five_returns_two(memory: md.Stubs) -> Non
 @pytest.fixture(scope="module")
 def sync_stub(server: ServerProcess) -> Iterator[md.Stubs]:
     with grpc.insecure_channel(server.address) as channel:
-        yield md.Stubs(channel)
+        yield md.SyncStubs(channel)
 
 
 @pytest.fixture(scope="module")

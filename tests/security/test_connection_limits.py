@@ -91,7 +91,7 @@ def _await_close(sock: socket.socket) -> None:
 
 
 def _append(channel: grpc.Channel, text: str, *, wait: bool = False) -> None:
-    stored = md.Stubs(channel).conversations.AppendMessages(
+    stored = md.SyncStubs(channel).conversations.AppendMessages(
         md.AppendMessagesRequest(
             conversation=md.Conversation(channel="limits", chat_id="1"),
             messages=[md.NewMessage(role=md.ROLE_USER, content=text)],

@@ -30,7 +30,7 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Target, g
 
 
 def victim_state(channel: grpc.Channel) -> tuple[list[tuple[int, str, bool]], list[str]]:
-    stub = md.Stubs(channel)
+    stub = md.SyncStubs(channel)
     rows = stub.memory.ListMemories(
         md.ListMemoriesRequest(conversation=VICTIM, archived=md.ARCHIVED_FILTER_ALL, page_size=1000)
     )
@@ -45,7 +45,7 @@ def victim_state(channel: grpc.Channel) -> tuple[list[tuple[int, str, bool]], li
 
 def seed_victim(channel: grpc.Channel) -> tuple[list[tuple[int, str, bool]], list[str]]:
     """Rows of an owner the fuzzer never names; returns their state, which must not change."""
-    stub = md.Stubs(channel)
+    stub = md.SyncStubs(channel)
     stub.conversations.AppendMessages(
         md.AppendMessagesRequest(
             conversation=VICTIM,

@@ -135,7 +135,7 @@ def test_a_password_in_the_connection_string_reaches_no_output(
     ).start()
     try:
         with md.connect_sync(server.address) as channel:
-            info = md.Stubs(channel).admin.GetServerInfo(md.GetServerInfoRequest())
+            info = md.SyncStubs(channel).admin.GetServerInfo(md.GetServerInfoRequest())
         assert PASSWORD not in info.settings_json
         storage = json.loads(info.settings_json)["memoryd"]["storage"]
         assert storage["dsn"].endswith(f"password={MASK}")
@@ -274,7 +274,7 @@ def test_a_password_file_connects_and_reaches_no_output(postgres_base: str, tmp_
     ).start()
     try:
         with md.connect_sync(server.address) as channel:
-            info = md.Stubs(channel).admin.GetServerInfo(md.GetServerInfoRequest())
+            info = md.SyncStubs(channel).admin.GetServerInfo(md.GetServerInfoRequest())
         assert PASSWORD not in info.settings_json
         assert json.loads(info.settings_json)["memoryd"]["storage"]["password_file"] == str(secret)
     finally:

@@ -64,13 +64,13 @@ def talk(server: ServerProcess, token: str, agent: str, device: str) -> list[int
         md.StreamTranscriptRequest(end=md.TranscriptEnd()),
     ]
     with md.connect_sync(server.address, token=token) as channel:
-        answers = md.Stubs(channel).conversations.StreamTranscript(iter(requests), timeout=30)
+        answers = md.SyncStubs(channel).conversations.StreamTranscript(iter(requests), timeout=30)
         return [answer.committed_seq for answer in answers]
 
 
 def said(server: ServerProcess, agent: str, device: str) -> list[str]:
     with md.connect_sync(server.address, token=ALL) as channel:
-        listed = md.Stubs(channel).conversations.ListMessages(
+        listed = md.SyncStubs(channel).conversations.ListMessages(
             md.ListMessagesRequest(
                 conversation=md.Conversation(
                     agent_id=agent, channel="realtime", chat_id=f"local:{device}"
@@ -101,7 +101,7 @@ def test_a_transcript_stream_of_another_agent_is_refused(
 
 def export_lines(server: ServerProcess, agent: str) -> list[str]:
     with md.connect_sync(server.address, token=ALL) as channel:
-        chunks = md.Stubs(channel).admin.ExportData(
+        chunks = md.SyncStubs(channel).admin.ExportData(
             md.ExportDataRequest(agent_id=agent), timeout=60
         )
         return [line for chunk in chunks for line in chunk.lines]
@@ -119,7 +119,7 @@ def import_lines(
         for start in range(0, len(lines), 2)
     ]
     with md.connect_sync(server.address, token=token) as channel:
-        answer: md.ImportDataResponse = md.Stubs(channel).admin.ImportData(
+        answer: md.ImportDataResponse = md.SyncStubs(channel).admin.ImportData(
             iter(requests), timeout=60
         )
         return answer

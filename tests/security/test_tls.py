@@ -237,7 +237,7 @@ def test_the_health_port_answers_probes_without_tls_or_a_token_and_serves_nothin
     assert listed.returncode != 0
     assert "server does not support the reflection API" in listed.stderr, listed.stderr
     with grpc.insecure_channel(health) as channel, pytest.raises(grpc.RpcError) as refused:
-        md.Stubs(channel).conversations.ListMessages(
+        md.SyncStubs(channel).conversations.ListMessages(
             md.ListMessagesRequest(conversation=md.Conversation(channel="t", chat_id="c")),
             timeout=10,
         )

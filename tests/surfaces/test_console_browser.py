@@ -211,7 +211,7 @@ def seed(server: ServerProcess, model: FakeModel) -> dict[str, int]:
     """A conversation with hostile and large messages, a review that added a fact and skipped
     an operation, and an owner row to archive."""
     with md.connect_sync(server.address, token=ADMIN) as channel:
-        memory = md.Stubs(channel)
+        memory = md.SyncStubs(channel)
         memory.conversations.CommitTurn(
             md.CommitTurnRequest(
                 conversation=CONVERSATION,
@@ -378,7 +378,7 @@ def test_the_review_settings_are_saved_to_the_config_file(console: Console) -> N
     assert "null" not in console.browser.find_element(By.CSS_SELECTOR, "form.settings").text
     console.screenshot("settings")
     with md.connect_sync(console.server.address, token=ADMIN) as channel:
-        info = md.Stubs(channel).admin.GetServerInfo(md.GetServerInfoRequest())
+        info = md.SyncStubs(channel).admin.GetServerInfo(md.GetServerInfoRequest())
     assert info.review_triggers.review_interval_hours == 12
     assert "review_interval_hours = 12\n" in Path(info.config_path).read_text(encoding="utf-8")
 
@@ -434,7 +434,7 @@ def test_user_md_is_rolled_back_through_the_diff_view(console: Console) -> None:
     notice = console.wait("p.notice", "Memory rows put back")
     assert notice.text.startswith("Rolled back user_md to the content of revision")
     with md.connect_sync(console.server.address, token=ADMIN) as channel:
-        context = md.Stubs(channel).context.GetPromptContext(
+        context = md.SyncStubs(channel).context.GetPromptContext(
             md.GetPromptContextRequest(agent_id="main", owner_id="ada")
         )
     assert "Takes coffee black" not in context.user_md
@@ -617,7 +617,7 @@ def test_the_context_view_shows_what_the_model_will_see_and_follows_new_messages
 ) -> None:
     talk = md.Conversation(agent_id="main", owner_id="ada", channel="telegram", chat_id="ctx")
     with md.connect_sync(console.server.address, token=ADMIN) as channel:
-        md.Stubs(channel).conversations.AppendMessages(
+        md.SyncStubs(channel).conversations.AppendMessages(
             md.AppendMessagesRequest(
                 conversation=talk,
                 messages=[
@@ -658,7 +658,7 @@ def test_the_context_view_shows_what_the_model_will_see_and_follows_new_messages
     console.screenshot("context")
     # A message stored elsewhere shows within one refresh.
     with md.connect_sync(console.server.address, token=ADMIN) as channel:
-        md.Stubs(channel).conversations.AppendMessages(
+        md.SyncStubs(channel).conversations.AppendMessages(
             md.AppendMessagesRequest(
                 conversation=talk,
                 messages=[
@@ -681,7 +681,7 @@ GRACE = md.Conversation(agent_id="main", owner_id="grace", channel="discord", ch
 def test_an_owners_rows_are_filtered_searched_added_and_deleted(console: Console) -> None:
     owner = md.OwnerScope(agent_id="main", owner_id="grace")
     with md.connect_sync(console.server.address, token=ADMIN) as channel:
-        memory = md.Stubs(channel)
+        memory = md.SyncStubs(channel)
         memory.conversations.AppendMessages(
             md.AppendMessagesRequest(conversation=GRACE, messages=[md.user("grace", "hello")])
         )
@@ -731,7 +731,7 @@ def test_an_owners_rows_are_filtered_searched_added_and_deleted(console: Console
     console.confirm()
     console.wait("#status", "Deleted row #")
     with md.connect_sync(console.server.address, token=ADMIN) as channel:
-        listed = md.Stubs(channel).memory.ListMemories(
+        listed = md.SyncStubs(channel).memory.ListMemories(
             md.ListMemoriesRequest(owner=owner, archived=md.ARCHIVED_FILTER_ALL)
         )
     values = {item.memory.value for item in listed.memories}
@@ -775,7 +775,7 @@ def test_review_now_then_erase_a_conversation_and_an_owner(console: Console) -> 
     # The owner erased from its page: the receipt counts its rows.
     grace = md.OwnerScope(agent_id="main", owner_id="grace")
     with md.connect_sync(console.server.address, token=ADMIN) as channel:
-        rows = md.Stubs(channel).memory.ListMemories(
+        rows = md.SyncStubs(channel).memory.ListMemories(
             md.ListMemoriesRequest(owner=grace, archived=md.ARCHIVED_FILTER_ALL)
         )
     assert rows.memories
@@ -788,7 +788,7 @@ def test_review_now_then_erase_a_conversation_and_an_owner(console: Console) -> 
     receipt = console.wait("section.receipt", "memories removed")
     assert f"memories removed\n{len(rows.memories)}" in receipt.text
     with md.connect_sync(console.server.address, token=ADMIN) as channel:
-        left = md.Stubs(channel).memory.ListMemories(
+        left = md.SyncStubs(channel).memory.ListMemories(
             md.ListMemoriesRequest(owner=grace, archived=md.ARCHIVED_FILTER_ALL)
         )
     assert list(left.memories) == []
@@ -812,7 +812,7 @@ def test_compact_now_and_a_new_session_from_the_conversation_page(console: Conso
     console.wait("#status", "New session started.")
     console.loaded()
     with md.connect_sync(console.server.address, token=ADMIN) as channel:
-        found = md.Stubs(channel).conversations.GetConversation(
+        found = md.SyncStubs(channel).conversations.GetConversation(
             md.GetConversationRequest(conversation=CONVERSATION)
         )
     assert found.window_message_count == 0
@@ -866,7 +866,7 @@ def test_a_page_that_rebinds_its_name_to_memoryd_reads_nothing(tmp_path: Path) -
             server = ServerProcess(tmp_path / "home", config=config).start()
             try:
                 with md.connect_sync(server.address) as channel:
-                    md.Stubs(channel).conversations.AppendMessages(
+                    md.SyncStubs(channel).conversations.AppendMessages(
                         md.AppendMessagesRequest(
                             conversation=md.Conversation(
                                 owner_id="ada", channel="telegram", chat_id="v"
@@ -915,7 +915,7 @@ def test_the_overview_follows_a_bulk_loads_embedding(tmp_path: Path) -> None:
         try:
             endpoint.hold("loaded")
             with md.connect_sync(server.address, token=ADMIN) as channel:
-                md.Stubs(channel).conversations.AppendMessages(
+                md.SyncStubs(channel).conversations.AppendMessages(
                     md.AppendMessagesRequest(
                         conversation=CONVERSATION,
                         messages=[

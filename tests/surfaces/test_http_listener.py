@@ -112,7 +112,7 @@ def test_a_rebound_name_reaches_no_handler_and_changes_nothing(served: ServerPro
         assert request(address, "GET", path, host=rebound)[0] == 421, path
     # Nothing was stored by the refused append.
     with md.connect_sync(served.address) as channel:
-        listed = md.Stubs(channel).conversations.ListMessages(
+        listed = md.SyncStubs(channel).conversations.ListMessages(
             md.ListMessagesRequest(
                 conversation=md.Conversation(channel="web", chat_id="1", owner_id=owner)
             )
@@ -217,7 +217,7 @@ def test_connections_that_do_not_finish_their_request_are_closed(
         )
         assert timed_out(address, cut.encode())
         with md.connect_sync(server.address) as channel:
-            listed = md.Stubs(channel).conversations.ListMessages(
+            listed = md.SyncStubs(channel).conversations.ListMessages(
                 md.ListMessagesRequest(conversation=md.Conversation(channel="cut", chat_id="1"))
             )
         assert list(listed.messages) == []
@@ -303,7 +303,7 @@ def test_held_connections_under_a_low_file_limit_leave_grpc_serving(
                 health_pb2.HealthCheckRequest(), timeout=30
             )
             assert health.status == health_pb2.HealthCheckResponse.SERVING
-            stored = md.Stubs(channel).conversations.AppendMessages(
+            stored = md.SyncStubs(channel).conversations.AppendMessages(
                 md.AppendMessagesRequest(
                     conversation=md.Conversation(channel="fd", chat_id="1"),
                     messages=[md.NewMessage(role=md.ROLE_USER, content="still here")],

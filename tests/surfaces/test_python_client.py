@@ -176,7 +176,7 @@ async def test_the_sync_channel_retries_idempotent_calls_and_sends_the_token(
 
     def calls() -> grpc.RpcError:
         with md.connect_sync(address, token="s3cret") as channel:
-            memory = md.Stubs(channel)
+            memory = md.SyncStubs(channel)
             memory.conversations.ListMessages(md.ListMessagesRequest())
             with pytest.raises(grpc.RpcError) as caught:
                 memory.conversations.AppendMessages(md.AppendMessagesRequest())
@@ -212,7 +212,7 @@ async def test_sync_unary_calls_get_the_default_deadline(scripted: tuple[Scripte
             md.connect_sync(address, timeout=0.3) as channel,
             pytest.raises(grpc.RpcError) as caught,
         ):
-            md.Stubs(channel).conversations.GetConversation(md.GetConversationRequest())
+            md.SyncStubs(channel).conversations.GetConversation(md.GetConversationRequest())
         return caught.value
 
     late = await asyncio.to_thread(call)
