@@ -32,7 +32,8 @@ from memoryd.api.reflection import (
     add_v1_servicer_to_server,
     register_v1_descriptors,
 )
-from memoryd.api.status import RpcLog, add_service, add_services, log_rpc_with_logging
+from memoryd.api.registration import add_service, add_services
+from memoryd.api.status import RpcLog, log_rpc_with_logging
 from memoryd.config import ServerSettings, Settings, check_exposure, check_private_settings
 from memoryd.config.reloading import Running
 from memoryd.errors import StartupError

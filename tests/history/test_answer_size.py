@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 import memoryd_client as md
-from memoryd.api.status import _readable
+from memoryd.api.registration import _readable
 from memoryd.domain.answers import MAX_ANSWER_BYTES
 from memoryd.errors import ResourceExhausted
 from tests.helpers import fresh_conversation, owner_of, rpc_error, store, user

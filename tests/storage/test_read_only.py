@@ -14,7 +14,7 @@ import pytest
 import memoryd_client as md
 from memoryd.api import contract
 from memoryd.api.access import declarations
-from memoryd.api.status import READ_ONLY
+from memoryd.api.registration import READ_ONLY
 from memoryd.log_events import Event
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, client_stream, user
