@@ -19,9 +19,7 @@ from memoryd.api.history_convert import (
     search_scope_in,
     sent_messages_in,
 )
-from memoryd.api.review_convert import (
-    turn_usage_in,
-)
+from memoryd.api.review_convert import turn_usage_in
 from memoryd.api.transcript_convert import ack_out, transcript_events
 from memoryd.domain.answers import fitting, hit_bytes
 from memoryd.domain.conversation import owner_key

@@ -122,7 +122,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO) -> int:
 async def _serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     try:
         from memoryd.mcp_bridge import app  # noqa: PLC0415 - only this command needs mcp
-        from memoryd.mcp_bridge.tools import Defaults  # noqa: PLC0415
+        from memoryd.mcp_bridge.vocabulary import Defaults  # noqa: PLC0415
     except ImportError as error:
         raise StartupError(
             f"needs the mcp package: pip install 'memoryd[mcp]' ({error})"

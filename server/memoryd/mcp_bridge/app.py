@@ -34,7 +34,9 @@ from mcp.server.transport_security import TransportSecuritySettings
 import memoryd_client as md
 from memoryd import __version__
 from memoryd.mcp_bridge.arguments import StrictTool
-from memoryd.mcp_bridge.tools import SCOPE_MODEL, Defaults, MemoryTools
+from memoryd.mcp_bridge.conversation_tools import ConversationTools
+from memoryd.mcp_bridge.tools import MemoryTools
+from memoryd.mcp_bridge.vocabulary import SCOPE_MODEL, Defaults
 from memoryd.web.hosts import HostGuard, HostPolicy
 from memoryd.web.listener import ConnectionBudget, HttpLimits, HttpListener
 
@@ -60,14 +62,16 @@ class Served:
     """An MCP server and what it watches."""
 
     server: MCPServer
-    tools: MemoryTools
+    memory: MemoryTools
+    conversations: ConversationTools
     bus: InMemorySubscriptionBus
     files: dict[str, str]  # resource URI -> which field of GetPromptContextResponse
 
 
 def build(channel: grpc.aio.Channel, defaults: Defaults) -> Served:
     """The MCP server over `channel` to memoryd."""
-    tools = MemoryTools(channel, defaults)
+    memory = MemoryTools(channel, defaults)
+    conversations = ConversationTools(channel, defaults)
     bus = InMemorySubscriptionBus()
     reads = mcp_types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
     writes = mcp_types.ToolAnnotations(
@@ -77,15 +81,15 @@ def build(channel: grpc.aio.Channel, defaults: Defaults) -> Served:
     registered: list[Tool] = [
         StrictTool.of(function, annotations=hints, demanded=defaults.demanded(scopes))
         for function, hints, scopes in (
-            (tools.record_turn, writes, both),
-            (tools.remember, writes, ("owner",)),
-            (tools.note, writes, both),
-            (tools.recall, reads, both),
-            (tools.search_history, reads, ("owner",)),
-            (tools.list_memories, reads, ("owner",)),
-            (tools.forget, writes, ("owner",)),
-            (tools.compose_context, reads, both),
-            (tools.memory_sources_list, reads, ("owner",)),
+            (conversations.record_turn, writes, both),
+            (memory.remember, writes, ("owner",)),
+            (memory.note, writes, both),
+            (memory.recall, reads, both),
+            (conversations.search_history, reads, ("owner",)),
+            (memory.list_memories, reads, ("owner",)),
+            (memory.forget, writes, ("owner",)),
+            (conversations.compose_context, reads, both),
+            (memory.memory_sources_list, reads, ("owner",)),
         )
     ]
     server: MCPServer = MCPServer(
@@ -109,7 +113,7 @@ def build(channel: grpc.aio.Channel, defaults: Defaults) -> Served:
             description=f"{uri.rsplit('/', 1)[1]} of agent {defaults.agent_id or 'main'}, owner "
             f"{defaults.owner_id}, as memoryd renders it into the system prompt",
             mime_type="text/markdown",
-        )(_prompt_file(tools, field))
+        )(_prompt_file(conversations, field))
     if defaults.conversation:
         server.resource(
             "memoryd://context",
@@ -117,18 +121,18 @@ def build(channel: grpc.aio.Channel, defaults: Defaults) -> Served:
             description=f"The composed context of conversation {defaults.conversation}: what "
             "the next model call would be given",
             mime_type="application/json",
-        )(_context(tools))
-    return Served(server=server, tools=tools, bus=bus, files=files)
+        )(_context(conversations))
+    return Served(server=server, memory=memory, conversations=conversations, bus=bus, files=files)
 
 
-def _prompt_file(tools: MemoryTools, field: str) -> Callable[[], Awaitable[str]]:
+def _prompt_file(tools: ConversationTools, field: str) -> Callable[[], Awaitable[str]]:
     async def read() -> str:
         return str(getattr(await _prompt_files(tools), field))
 
     return read
 
 
-def _context(tools: MemoryTools) -> Callable[[], Awaitable[str]]:
+def _context(tools: ConversationTools) -> Callable[[], Awaitable[str]]:
     async def read() -> str:
         try:
             return json.dumps(await tools.compose_context(), ensure_ascii=False)
@@ -138,7 +142,7 @@ def _context(tools: MemoryTools) -> Callable[[], Awaitable[str]]:
     return read
 
 
-async def _prompt_files(tools: MemoryTools) -> md.GetPromptContextResponse:
+async def _prompt_files(tools: ConversationTools) -> md.GetPromptContextResponse:
     try:
         return await tools.prompt_files()
     except ToolError as error:
@@ -151,7 +155,7 @@ async def watch(served: Served, seconds: float) -> None:
     seen: dict[str, str] | None = None
     while True:
         with contextlib.suppress(ResourceError):
-            answer = await _prompt_files(served.tools)
+            answer = await _prompt_files(served.conversations)
             now = {uri: str(getattr(answer, field)) for uri, field in served.files.items()}
             if seen is not None:
                 for uri, text in now.items():
