@@ -63,6 +63,13 @@ def ghz_binary() -> str:
     return found
 
 
+def proto_of(call: str) -> str:
+    """The proto file of a memoryd.v2 call ("memoryd.v2.ContextService/ComposeContext"): each
+    service has a file of its own, named after it."""
+    service = call.partition("/")[0].rpartition(".")[2]
+    return f"memoryd/v2/{service.removesuffix('Service').lower()}_service.proto"
+
+
 def ghz_command(
     address: str,
     *,
@@ -85,7 +92,7 @@ def ghz_command(
         "--import-paths",
         str(ROOT / "protos"),
         "--proto",
-        "memoryd/v1/memory_service.proto",
+        proto_of(call),
         "--concurrency",
         str(concurrency),
         "--connections",
