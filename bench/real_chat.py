@@ -133,7 +133,7 @@ def _vectors(texts: list[str], cache: Path) -> dict[str, Floats]:
     """Each text's vector by the embedded model, from `cache` where it holds it."""
     import asyncio  # noqa: PLC0415
 
-    from memoryd.config.settings import SearchSettings  # noqa: PLC0415
+    from memoryd.config.memory_settings import SearchSettings  # noqa: PLC0415
     from memoryd.llm.embeddings import EmbeddedModel, _model_package  # noqa: PLC0415
 
     known: dict[str, Floats] = {}

@@ -9,7 +9,7 @@ hand-written page, so the prose around it stays the author's:
                            protos' own comments (from the descriptor set built with source info)
                            `routes`: each memoryd.v1 RPC and the memoryd.v2 RPC that answers it
     docs/configuration.md  `settings`: every [memoryd.*] setting, its type, default and the
-                           comment above its field in memoryd/config/settings.py
+                           comment above its field in its section's module (memoryd/config/)
     docs/security.md       `access`: who may call each RPC, from its service's and its own
                            declarations ((memoryd.v2.service_access), (memoryd.v2.access))
     ARCHITECTURE.md        `contract`: the services and their RPCs, counted, from the descriptors
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import inspect
 import io
 import sys
 import tokenize
@@ -37,7 +38,6 @@ from google.protobuf import descriptor_pb2
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_ROOT = ROOT / "server" / "memoryd"
 DESCRIPTOR_SET = ROOT / "clients/python/memoryd_client/descriptor_set.binpb"
-SETTINGS_SOURCE = ROOT / "server/memoryd/config/settings.py"
 PACKAGE = "memoryd.v2"
 
 # Field numbers of descriptor.proto, as source-code-info paths name them.
@@ -235,7 +235,10 @@ def settings_reference() -> str:
     """One table per section: key, type, default, environment variable, and the field's comment."""
     from memoryd.config import SECTIONS, ProviderSettings  # noqa: PLC0415
 
-    comments = _field_comments(SETTINGS_SOURCE.read_text(encoding="utf-8"))
+    sources = {Path(inspect.getfile(cls)) for cls in (*SECTIONS.values(), ProviderSettings)}
+    comments: dict[tuple[str, str], str] = {}
+    for source in sorted(sources):
+        comments |= _field_comments(source.read_text(encoding="utf-8"))
     tables: list[tuple[str, type[Any], str | None]] = [
         (f"[memoryd.{name}]", cls, f"MEMORYD_{name.upper()}_") for name, cls in SECTIONS.items()
     ]
@@ -253,7 +256,8 @@ def settings_reference() -> str:
             comment = _cell(comments.get((cls.__name__, field.name), ""))
             if not comment:
                 sys.exit(
-                    f"{cls.__name__}.{field.name} has no comment above it in {SETTINGS_SOURCE}"
+                    f"{cls.__name__}.{field.name} has no comment above it in "
+                    f"{inspect.getfile(cls)}"
                 )
             cells = [f"`{field.name}`", _type_text(hints[field.name]), _default_text(field)]
             if prefix:

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 from memoryd.cli import remote
 from memoryd.config import cli_token
-from memoryd.config.settings import is_host_name
+from memoryd.config.section import is_host_name
 from memoryd.errors import StartupError
 
 COMMANDS = ("mcp",)

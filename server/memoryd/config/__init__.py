@@ -1,6 +1,7 @@
 """Typed, frozen settings, loaded once at start-up.
 
-settings   the sections' dataclasses and their rules (start here for what can be set)
+settings   every section together (start here for what can be set); serving_settings and
+           memory_settings hold the sections' dataclasses and their rules, section what they share
 document   the one reader of the config file
 loading    defaults, then the file, the environment and flags, typed and checked
 tokens     [memoryd.auth]: bearer tokens, kept only as digests
@@ -15,28 +16,24 @@ from memoryd.config.loading import (
     load_settings,
     setting_origins,
 )
-from memoryd.config.settings import (
-    DEFAULT_HOME,
-    KIB,
-    MAX_MESSAGE_BYTES,
-    MIB,
-    SECTIONS,
-    UNBOUNDED,
+from memoryd.config.memory_settings import (
     CompactionSettings,
     HistorySettings,
-    HttpSettings,
-    MetricsSettings,
     ProviderSettings,
     RealtimeSettings,
     ReviewSettings,
     SearchSettings,
-    ServerSettings,
-    Settings,
-    StorageSettings,
-    TracingSettings,
-    embedding_provider,
     review_providers,
 )
+from memoryd.config.section import DEFAULT_HOME, KIB, MAX_MESSAGE_BYTES, MIB, UNBOUNDED
+from memoryd.config.serving_settings import (
+    HttpSettings,
+    MetricsSettings,
+    ServerSettings,
+    StorageSettings,
+    TracingSettings,
+)
+from memoryd.config.settings import SECTIONS, Settings, embedding_provider
 from memoryd.config.tokens import (
     ANY_AGENT,
     MIN_TOKEN_CHARS,

@@ -18,19 +18,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memoryd.config.document import Document, read_document
+from memoryd.config.memory_settings import ProviderSettings, SearchSettings
 from memoryd.config.secrets import holds_secret, mask_url
-from memoryd.config.settings import (
-    DEFAULT_HOME,
-    SECTIONS,
-    UNBOUNDED,
-    ZERO_ALLOWED,
-    ProviderSettings,
-    SearchSettings,
-    Section,
-    Settings,
-    StorageSettings,
-    check_listen,
-)
+from memoryd.config.section import DEFAULT_HOME, UNBOUNDED, ZERO_ALLOWED, Section, check_listen
+from memoryd.config.serving_settings import StorageSettings
+from memoryd.config.settings import SECTIONS, Settings
 from memoryd.config.tokens import auth_settings
 from memoryd.errors import StartupError
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer
 
-    from memoryd.config.settings import TracingSettings
+    from memoryd.config.serving_settings import TracingSettings
 
 _NULL: AbstractContextManager[None] = contextlib.nullcontext()
 # Statuses that are the server's fault (OpenTelemetry's rule for gRPC server spans).

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 import apsw
 
 from memoryd.config.secret_files import read_secret_file
-from memoryd.config.settings import StorageSettings
+from memoryd.config.serving_settings import StorageSettings
 from memoryd.data_directory import DATABASE_FILE
 from memoryd.errors import StartupError
 from memoryd.storage import scrub
