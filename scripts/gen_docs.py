@@ -256,8 +256,7 @@ def settings_reference() -> str:
             comment = _cell(comments.get((cls.__name__, field.name), ""))
             if not comment:
                 sys.exit(
-                    f"{cls.__name__}.{field.name} has no comment above it in "
-                    f"{inspect.getfile(cls)}"
+                    f"{cls.__name__}.{field.name} has no comment above it in {inspect.getfile(cls)}"
                 )
             cells = [f"`{field.name}`", _type_text(hints[field.name]), _default_text(field)]
             if prefix:

@@ -11,7 +11,7 @@ import pytest
 import memoryd_client as md
 from memoryd.domain.conversation import AgentKey, ConversationKey, OwnerKey
 from memoryd.storage import search_reads as reads
-from memoryd.storage import vector_store
+from memoryd.storage import vector_reads
 from memoryd.storage.search_reads import INDEX_FIRST, SCAN_LIMIT
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, user
@@ -178,13 +178,13 @@ async def test_messages_without_a_vector_are_counted_alike_whatever_waits_in_all
         limit = 5
         assert bob < limit < first_of_bob  # walked by id, the first `limit` hold none of bob's
         for name, scope in scopes.items():
-            condition, params = vector_store._scope_condition(scope)
+            condition, params = vector_reads._scope_condition(scope)
             (truth,) = connection.execute(
                 f"SELECT count(*) FROM messages AS m WHERE {condition}", params
             ).fetchone()
-            monkeypatch.setattr(vector_store, "UNEMBEDDED_COUNT_LIMIT", total)
-            assert vector_store.unembedded_messages(connection, scope, None) == truth, name
-            monkeypatch.setattr(vector_store, "UNEMBEDDED_COUNT_LIMIT", limit)
-            assert vector_store.unembedded_messages(connection, scope, None) == min(truth, limit)
+            monkeypatch.setattr(vector_reads, "UNEMBEDDED_COUNT_LIMIT", total)
+            assert vector_reads.unembedded_messages(connection, scope, None) == truth, name
+            monkeypatch.setattr(vector_reads, "UNEMBEDDED_COUNT_LIMIT", limit)
+            assert vector_reads.unembedded_messages(connection, scope, None) == min(truth, limit)
     finally:
         connection.close()

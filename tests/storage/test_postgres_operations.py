@@ -29,7 +29,7 @@ import memoryd_client as md
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.vectors import quantise, to_blob
 from memoryd.log_events import Event
-from memoryd.storage import vector_store
+from memoryd.storage import vector_reads, vector_store
 from memoryd.storage.migrations import POSTGRES_PACKAGE, bundled_migrations
 from memoryd.storage.postgres.database import PostgresDatabase
 from memoryd.storage.postgres.settings import PostgresSettings
@@ -599,7 +599,7 @@ def test_a_large_scope_is_searched_through_the_models_hnsw_index(
             )
             connection.execute("ANALYZE messages, message_vectors")
         with database.transaction() as connection:
-            found = vector_store.indexed_nearest(connection, model, chat, vectors[41].tolist(), 5)
+            found = vector_reads.indexed_nearest(connection, model, chat, vectors[41].tolist(), 5)
             connection.execute("SELECT pg_stat_force_next_flush()")
         assert found[0][0] == 42  # message 42 holds vector 41: itself, the nearest
         assert found[0][1] == pytest.approx(1.0, abs=0.01)

@@ -35,6 +35,7 @@ from memoryd.log_events import Event
 from memoryd.observability import metrics, tracing
 from memoryd.services.outages import Outage
 from memoryd.services.waiting import wait_at_most
+from memoryd.storage import vector_reads
 from memoryd.storage import vector_store as store
 from memoryd.storage.background_lock import BackgroundLock
 from memoryd.storage.database import Changes
@@ -62,7 +63,7 @@ class EmbeddingStatus:
     provider: str
     model: str
     dimension: int
-    counts: store.VectorCounts | None
+    counts: vector_reads.VectorCounts | None
     last_error: str
 
 
@@ -197,9 +198,11 @@ class EmbeddingService:
             )
         embedder = self.embedder
 
-        def read(connection: Transaction) -> tuple[store.EmbeddingModel | None, store.VectorCounts]:
+        def read(
+            connection: Transaction,
+        ) -> tuple[store.EmbeddingModel | None, vector_reads.VectorCounts]:
             model = store.find_model(connection, embedder.provider, embedder.model)
-            return model, store.counts(connection, model)
+            return model, vector_reads.counts(connection, model)
 
         model, counts = await self._readers.read(read)
         return EmbeddingStatus(
@@ -440,5 +443,5 @@ class EmbeddingService:
 
 def _everything(connection: Transaction) -> tuple[int, int]:
     """Everything waits already when no vector was ever made."""
-    counts = store.counts(connection, None)
+    counts = vector_reads.counts(connection, None)
     return counts.pending_messages, counts.pending_memories

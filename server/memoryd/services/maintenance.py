@@ -32,7 +32,7 @@ from memoryd.storage import (
     resource_store,
     scrub,
     server_keys,
-    vector_store,
+    vector_reads,
 )
 from memoryd.storage.database import DatabaseLocation
 from memoryd.storage.migrations import (
@@ -141,7 +141,7 @@ def _check_vectors(connection: Transaction, report: CheckReport) -> None:
             "embedded_memories": counts.embedded_memories,
             "waiting_memories": counts.pending_memories,
         }
-        for provider, model, dimension, counts in vector_store.model_progress(connection)
+        for provider, model, dimension, counts in vector_reads.model_progress(connection)
     ]
     if report.embedding_models:
         newest = report.embedding_models[0]
@@ -151,7 +151,7 @@ def _check_vectors(connection: Transaction, report: CheckReport) -> None:
                 f"{waiting:,} message(s) and row(s) wait for a vector of {newest['model']} "
                 "(the server embeds them in the background; searches find them by words meanwhile)"
             )
-    orphans = vector_store.orphaned_vectors(connection)
+    orphans = vector_reads.orphaned_vectors(connection)
     if orphans:
         report.problems.append(f"{orphans} vector(s) of messages or memory rows that are gone")
 

@@ -55,7 +55,7 @@ from memoryd.services.word_search import (
     word_order,
 )
 from memoryd.storage import search_reads as reads
-from memoryd.storage import vector_store
+from memoryd.storage import vector_reads, vector_store
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
 
@@ -119,8 +119,8 @@ class QueryVectors:
         model = None if blind else self.embedding.model
         model_id = None if model is None else model.id
         if isinstance(scope, Visible):
-            return vector_store.unembedded_memories(connection, scope, model_id)
-        return vector_store.unembedded_messages(connection, scope, model_id)
+            return vector_reads.unembedded_memories(connection, scope, model_id)
+        return vector_reads.unembedded_messages(connection, scope, model_id)
 
     def judge(
         self,

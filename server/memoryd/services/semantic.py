@@ -38,6 +38,7 @@ from memoryd.domain.vectors import (
     smallest,
 )
 from memoryd.observability import metrics
+from memoryd.storage import vector_reads
 from memoryd.storage import vector_store as store
 from memoryd.storage.sql import Row
 from memoryd.storage.transaction import Transaction
@@ -161,7 +162,7 @@ class VectorCache:
                 entry = None
             if entry is not None:
                 return _nearest(entry, query, depth)
-        return store.indexed_nearest(connection, model, scope, query.tolist(), depth)
+        return vector_reads.indexed_nearest(connection, model, scope, query.tolist(), depth)
 
     def similarities(
         self,
@@ -182,7 +183,7 @@ class VectorCache:
                 values = _similarities(entry, places, query)
                 return dict(zip(held.tolist(), values.tolist(), strict=True))
         ids, scales, components = _arrays(
-            store.message_vectors(connection, model.id, wanted.tolist()), model.dimension
+            vector_reads.message_vectors(connection, model.id, wanted.tolist()), model.dimension
         )
         if not len(ids):
             return {}
@@ -196,9 +197,11 @@ class VectorCache:
         entry = self._entries.pop(key, None)
         metrics.cache_lookup("vectors", hit=entry is not None)
         if entry is not None:
-            newest = store.newest_seq(connection)
+            newest = vector_reads.newest_seq(connection)
             if newest > entry.last_seq:
-                for chunk in store.scope_vectors(connection, scope, model.id, entry.last_seq):
+                for chunk in vector_reads.scope_vectors(
+                    connection, scope, model.id, entry.last_seq
+                ):
                     ids, scales, components = _arrays(chunk, model.dimension)
                     if len(entry.positions(ids)[0]):
                         entry = None  # vectors made again (a reindex): load the scope afresh
@@ -210,7 +213,7 @@ class VectorCache:
                     entry.last_seq = newest
         if entry is None:
             self._check_size(connection, model, scope)
-            newest = store.newest_seq(connection)
+            newest = vector_reads.newest_seq(connection)
             entry = _Scope(
                 last_seq=newest,
                 size=0,
@@ -219,7 +222,7 @@ class VectorCache:
                 components=np.zeros((0, model.dimension), dtype=np.int8),
                 words=np.zeros(((model.dimension + 63) // 64, 0), dtype=np.uint64),
             )
-            for chunk in store.scope_vectors(connection, scope, model.id, 0):
+            for chunk in vector_reads.scope_vectors(connection, scope, model.id, 0):
                 entry.append(*_arrays(chunk, model.dimension))
         if entry.nbytes <= self._budget:
             self._entries[key] = entry
@@ -247,7 +250,7 @@ class VectorCache:
         if known is not None and now - known[0] < TOO_LARGE_SECONDS:
             raise ScopeTooLargeError(known[1])
         fits = self._budget // vector_bytes(model.dimension)
-        if store.scope_vector_count(connection, scope, model.id, fits + 1) <= fits:
+        if vector_reads.scope_vector_count(connection, scope, model.id, fits + 1) <= fits:
             self._too_large.pop(key, None)
             return
         reason = (
@@ -275,7 +278,7 @@ def nearest_memories(
     """(row id, cosine similarity) of the caller's `depth` nearest memory rows, best first; and
     the similarity of every row the caller may see that has a vector. An owner's rows are few:
     read and compared on every call."""
-    found = store.visible_memory_vectors(connection, visible, model.id)
+    found = vector_reads.visible_memory_vectors(connection, visible, model.id)
     ids, scales, components = _arrays(found.rows, model.dimension)
     if not len(ids):
         return [], {}

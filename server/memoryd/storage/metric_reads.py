@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from memoryd.storage import vector_store
+from memoryd.storage import vector_reads, vector_store
 from memoryd.storage.sql import one, postgres
 from memoryd.storage.transaction import Transaction
 
@@ -33,8 +33,8 @@ def levels(
     pending_messages = pending_memories = 0
     embedding, model = queue
     if embedding:
-        pending_messages = vector_store.pending_messages(connection, model)
-        pending_memories = vector_store.pending_memories(
+        pending_messages = vector_reads.pending_messages(connection, model)
+        pending_memories = vector_reads.pending_memories(
             connection, -1 if model is None else model.id
         )
     size = None
