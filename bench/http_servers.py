@@ -136,11 +136,8 @@ async def serve(variant: str, port: int, sibling_port: int) -> None:
             writer.close()
             break
     else:
-        from memoryd.web.listener import (  # noqa: PLC0415
-            ConnectionBudget,
-            HttpLimits,
-            HttpListener,
-        )
+        from memoryd.web.budget import ConnectionBudget, HttpLimits  # noqa: PLC0415
+        from memoryd.web.listener import HttpListener  # noqa: PLC0415
 
         await HttpListener.start(
             app,

@@ -25,8 +25,9 @@ import memoryd_client as md
 from memoryd.api import contract
 from memoryd.log_events import Event
 from memoryd.testing.server_process import ServerProcess
+from memoryd.web.budget import ConnectionBudget, HttpLimits
 from memoryd.web.hosts import HostPolicy, host_of
-from memoryd.web.listener import ConnectionBudget, HttpLimits, HttpListener
+from memoryd.web.listener import HttpListener
 from memoryd.web.throttle import RepeatFilter, Throttle
 from tests.helpers import raw_exchange
 

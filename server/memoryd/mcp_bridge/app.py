@@ -37,8 +37,9 @@ from memoryd.mcp_bridge.arguments import StrictTool
 from memoryd.mcp_bridge.conversation_tools import ConversationTools
 from memoryd.mcp_bridge.tools import MemoryTools
 from memoryd.mcp_bridge.vocabulary import SCOPE_MODEL, Defaults
+from memoryd.web.budget import ConnectionBudget, HttpLimits
 from memoryd.web.hosts import HostGuard, HostPolicy
-from memoryd.web.listener import ConnectionBudget, HttpLimits, HttpListener
+from memoryd.web.listener import HttpListener
 
 INSTRUCTIONS = (
     "Long-term memory of this agent's users. "

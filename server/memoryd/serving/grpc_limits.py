@@ -7,7 +7,7 @@ clients wait until their deadline. So every gRPC listener gets, from gRPC itself
 - **a cap** on open connections (`grpc.max_allowed_incoming_connections`): beyond it, a new
   connection is closed at once, and the client retries. The main port's cap comes from the
   open-file limit (raised to the hard limit first): of what is left after a reserve, HTTP has
-  half (memoryd.web.listener.ConnectionBudget), the health port a small fixed share, the main
+  half (memoryd.web.budget.ConnectionBudget), the health port a small fixed share, the main
   port the rest. The health port has its own cap, so a flood there never reaches the main port.
 - **a handshake deadline** (`grpc.server_handshake_timeout_ms`): TLS done and HTTP/2 opened
   within it, or the connection is closed. A connection that sends nothing holds its place for
@@ -26,12 +26,7 @@ import logging
 from memoryd.config import ServerSettings
 from memoryd.errors import StartupError
 from memoryd.log_events import Event
-from memoryd.web.listener import (
-    MIN_CONNECTIONS,
-    RESERVED_DESCRIPTORS,
-    half_the_room,
-    open_file_limit,
-)
+from memoryd.web.budget import MIN_CONNECTIONS, RESERVED_DESCRIPTORS, half_the_room, open_file_limit
 
 log = logging.getLogger("memoryd.server")
 

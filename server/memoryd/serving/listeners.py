@@ -26,8 +26,9 @@ from memoryd.log_events import Event
 from memoryd.runtime import Runtime
 from memoryd.serving import levels
 from memoryd.serving.metrics_endpoint import MetricsApp
+from memoryd.web.budget import ConnectionBudget, HttpLimits
 from memoryd.web.hosts import HostGuard, HostPolicy
-from memoryd.web.listener import ConnectionBudget, HttpLimits, HttpListener
+from memoryd.web.listener import HttpListener
 
 log = logging.getLogger("memoryd.server")
 
