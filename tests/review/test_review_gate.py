@@ -17,7 +17,7 @@ from memoryd.domain.review_gate import Thresholds, gate
 from memoryd.domain.review_prompt import is_review_input
 from memoryd.domain.review_runs import ReviewState
 from memoryd.domain.timestamps import to_text
-from memoryd.storage import history_writes, review_store
+from memoryd.storage import history_writes, review_input, review_store
 from memoryd.storage.migrations import bundled_migrations, migrate
 
 NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
@@ -134,5 +134,5 @@ def test_the_review_input_rule_and_its_sql_agree(role: str, spoken: object, gues
         "VALUES (?, ?, ?, ?, ?, 'ada', ?, 'chat_message', 'hello', ?, 'operator', ?)",
         (*KEY.as_row(), role, text, to_text(NOW)),
     )
-    read = review_store.reviewable_after(CONNECTION, KEY, 0, 10)
+    read = review_input.reviewable_after(CONNECTION, KEY, 0, 10)
     assert bool(read) == is_review_input(Role(role), text)

@@ -35,7 +35,7 @@ from memoryd.services.coherence import Coherence
 from memoryd.services.window_cache import CachedWindow, WindowCache
 from memoryd.storage import history_reads as reads
 from memoryd.storage import history_writes as writes
-from memoryd.storage import review_store
+from memoryd.storage import review_input, review_store
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Batch, Writer
@@ -61,7 +61,7 @@ def store_appends(
         results[index] = dataclasses.replace(result, review_input=read, passed_over=passed)
         if read and not passed:
             inputs.append((request.key, request.now, read))
-    review_store.mark_input(connection, inputs)
+    review_input.mark_input(connection, inputs)
     return results
 
 

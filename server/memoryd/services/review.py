@@ -62,7 +62,13 @@ from memoryd.services.review_apply import (
     apply_answer,
     record_failure,
 )
-from memoryd.storage import history_reads, memory_reads, review_run_store, review_store
+from memoryd.storage import (
+    history_reads,
+    memory_reads,
+    review_input,
+    review_run_store,
+    review_store,
+)
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Writer
@@ -247,7 +253,7 @@ class Reviewer:
 
             def unread(connection: Transaction) -> bool:
                 if through_id is None:
-                    return review_store.has_input_after(
+                    return review_input.has_input_after(
                         connection, key, review_store.cursor(connection, key)
                     )
                 return review_store.unread_through(connection, key, through_id)
@@ -273,7 +279,7 @@ class Reviewer:
 
         def read(connection: Transaction) -> int:
             cursor = review_store.cursor(connection, key)
-            return review_store.unread_count(connection, key, cursor)
+            return review_input.unread_count(connection, key, cursor)
 
         return await self._readers.read(read)
 
@@ -288,7 +294,7 @@ class Reviewer:
             return ReviewDescription(
                 state=state,
                 last_run=review_run_store.last_run(connection, key),
-                unread=review_store.unread_count(connection, key, state.cursor),
+                unread=review_input.unread_count(connection, key, state.cursor),
             )
 
         described = await self._readers.read(read)
@@ -506,25 +512,25 @@ def _gate_input(
         return None
     state = review_store.state(connection, key)
     cursor = state.cursor if state is not None else 0
-    return state, review_store.has_input_after(connection, key, cursor)
+    return state, review_input.has_input_after(connection, key, cursor)
 
 
 def _snapshot(connection: Transaction, key: ConversationKey, limit: int) -> _Snapshot:
     state = review_store.state(connection, key)
     cursor = state.cursor if state is not None else 0
-    working_memory, description = review_store.conversation_texts(connection, key)
+    working_memory, description = review_input.conversation_texts(connection, key)
     return _Snapshot(
         part=state.part if state is not None else ReadPart(),
-        messages=review_store.reviewable_after(connection, key, cursor, limit),
+        messages=review_input.reviewable_after(connection, key, cursor, limit),
         records=memory_reads.render_input(connection, OwnerKey(key.agent_id, key.owner_id)),
         working_memory=working_memory,
         description=description,
-        session_start_id=review_store.session_start(connection, key),
+        session_start_id=review_input.session_start(connection, key),
     )
 
 
 def _settle(connection: Transaction, key: ConversationKey) -> None:
-    if not review_store.has_input_after(connection, key, review_store.cursor(connection, key)):
+    if not review_input.has_input_after(connection, key, review_store.cursor(connection, key)):
         review_store.clear_pending(connection, key)
 
 

@@ -35,7 +35,7 @@ from memoryd.errors import FailedPrecondition, MemorydError
 from memoryd.log_events import Event
 from memoryd.services import memory_changes
 from memoryd.services.prompt_files import CommittedRender, PromptFiles
-from memoryd.storage import memory_writes, review_run_store, review_store
+from memoryd.storage import memory_writes, review_input, review_run_store, review_store
 from memoryd.storage.sql import savepoint
 from memoryd.storage.transaction import Transaction
 
@@ -126,7 +126,7 @@ def apply_answer(
         guest=job.packed.guest,
         ended_session=(
             job.session_start_id
-            if review_store.session_start(connection, key) != job.session_start_id
+            if review_input.session_start(connection, key) != job.session_start_id
             else None
         ),
     )
@@ -152,7 +152,7 @@ def apply_answer(
         part = job.packed.part or ReadPart()
     # Only whether input is left (one row read): counting the backlog here would rescan it
     # in every batch. ReviewNow and GetReviewState count it on demand.
-    more = review_store.has_input_after(connection, key, cursor)
+    more = review_input.has_input_after(connection, key, cursor)
     review_store.record_success(
         connection, key, status=status, cursor=cursor, more_pending=more, now=now, part=part
     )
@@ -354,7 +354,7 @@ def _apply_one(applying: _Applying, admitted: admission.Admitted) -> MemoryRecor
     working = isinstance(admitted, admission.SetWorkingMemory)
     if applying.ended_session is not None:
         # The session it read has ended: its texts are kept with that session.
-        if not review_store.set_ended_session_text(
+        if not review_input.set_ended_session_text(
             connection,
             applying.key,
             applying.ended_session,
@@ -367,7 +367,7 @@ def _apply_one(applying: _Applying, admitted: admission.Admitted) -> MemoryRecor
                 "session"
             )
         return None
-    store = review_store.set_working_memory if working else review_store.set_description
+    store = review_input.set_working_memory if working else review_input.set_description
     store(connection, applying.key, admitted.text)
     return None
 
