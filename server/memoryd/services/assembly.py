@@ -31,13 +31,14 @@ from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.services.outages import Outage
 from memoryd.services.overview import Overview, ServerFacts
 from memoryd.services.prompt_files import PromptFiles
+from memoryd.services.query_vectors import QueryVectors
 from memoryd.services.recall import RecallService
 from memoryd.services.recalled_context import RecalledContext
 from memoryd.services.resources import ResourceService
 from memoryd.services.review import Reviewer
 from memoryd.services.review_scheduler import ReviewScheduler
 from memoryd.services.review_tuning import ReviewTuning
-from memoryd.services.search import HistorySearch, QueryVectors
+from memoryd.services.search import HistorySearch
 from memoryd.services.semantic import VectorCache
 from memoryd.services.sessions import Sessions
 from memoryd.services.transcripts import TranscriptService

@@ -42,7 +42,8 @@ from memoryd.domain.relevance import Evidence
 from memoryd.domain.search_query import SearchPlan, plan_search
 from memoryd.errors import InvalidArgument, PermissionDenied
 from memoryd.services.evidence import Judge, query_terms
-from memoryd.services.search import HistorySearch, QueryNotEmbeddedError
+from memoryd.services.query_vectors import QueryNotEmbeddedError
+from memoryd.services.search import HistorySearch
 from memoryd.services.semantic import nearest_memories
 from memoryd.storage import memory_reads as reads
 from memoryd.storage.readers import ReaderPool

@@ -18,9 +18,7 @@ about nothing the scope holds finds nothing.
 from __future__ import annotations
 
 import asyncio
-import collections
 import dataclasses
-import threading
 from collections.abc import Callable
 
 from memoryd.domain.conversation import ConversationKey, HistoryScope
@@ -34,16 +32,18 @@ from memoryd.domain.fusion import (
     fuse_above_floor,
 )
 from memoryd.domain.history import SearchHit
-from memoryd.domain.memory_queries import Visible
 from memoryd.domain.messages import Trust, check_kinds
 from memoryd.domain.relevance import Evidence, QueryTerms
 from memoryd.domain.search_query import SearchPlan, plan_search
-from memoryd.domain.vectors import Floats
-from memoryd.errors import FailedPrecondition, InvalidArgument, PermissionDenied, Unavailable
-from memoryd.llm.embeddings import EmbeddingUnavailableError
-from memoryd.services.embedding import EmbeddingService
-from memoryd.services.evidence import Judge, Relevance, TermCounts, query_terms
-from memoryd.services.semantic import ScopeTooLargeError, VectorCache
+from memoryd.errors import FailedPrecondition, InvalidArgument, PermissionDenied
+from memoryd.services.evidence import Judge, TermCounts, query_terms
+from memoryd.services.query_vectors import (
+    EMBEDDINGS_OFF,
+    Meaning,
+    QueryNotEmbeddedError,
+    QueryVectors,
+)
+from memoryd.services.semantic import ScopeTooLargeError
 from memoryd.services.word_search import (
     WordRanking,
     WordSearch,
@@ -55,24 +55,11 @@ from memoryd.services.word_search import (
     word_order,
 )
 from memoryd.storage import search_reads as reads
-from memoryd.storage import vector_reads, vector_store
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
 
 DEFAULT_SEARCH_LIMIT = 10
 MAX_SEARCH_LIMIT = 100
-# Query vectors kept, so that an agent asking the same thing again pays no model call.
-QUERY_VECTORS = 1024
-EMBEDDINGS_OFF = (
-    'semantic search needs embeddings, and they are off (memoryd.search.embeddings = "off")'
-)
-
-Meaning = tuple[vector_store.EmbeddingModel, Floats]
-
-
-class QueryNotEmbeddedError(Exception):
-    """The embedding provider could not embed the query: a hybrid search ranks by words alone,
-    and counts every message of its scope as unseen by meaning."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -83,94 +70,6 @@ class Found:
     hits: list[SearchHit]
     below_floor: int = 0
     unembedded: int = 0
-
-
-class QueryVectors:
-    """The query side of semantic search: the model's vector of a query, remembered, and how a
-    hit's relevance is judged (the floor every hit is held to)."""
-
-    def __init__(
-        self, embedding: EmbeddingService, cache: VectorCache, relevance: Relevance
-    ) -> None:
-        self.embedding = embedding
-        self.cache = cache
-        self.relevance = relevance
-        self._recent: collections.OrderedDict[tuple[int, str], Floats] = collections.OrderedDict()
-        self._lock = threading.Lock()
-
-    @property
-    def enabled(self) -> bool:
-        """Whether embeddings are on."""
-        return self.embedding.enabled
-
-    def unembedded(
-        self,
-        connection: Transaction,
-        mode: SearchMode,
-        scope: HistoryScope | Visible,
-        *,
-        blind: bool = False,
-    ) -> int:
-        """How many of the scope's messages (or, for a Visible, the rows the caller may see) a
-        search in `mode` would compare by meaning and could not (no vector so far; every one
-        when `blind`: the query had no vector): 0 for words only, or with embeddings off."""
-        if mode is SearchMode.LEXICAL or not self.enabled:
-            return 0
-        model = None if blind else self.embedding.model
-        model_id = None if model is None else model.id
-        if isinstance(scope, Visible):
-            return vector_reads.unembedded_memories(connection, scope, model_id)
-        return vector_reads.unembedded_messages(connection, scope, model_id)
-
-    def judge(
-        self,
-        terms: QueryTerms,
-        similarities: dict[int, float] | None,
-    ) -> Judge:
-        """A judge of one search's candidates, for a query of `terms`."""
-        return Judge(terms, similarities, self.relevance.calibration, floor=self.relevance.floor)
-
-    def could_mean(self, mode: SearchMode, scope: HistoryScope) -> bool:
-        """Whether `mode` may use meaning in `scope` now: embeddings on, vectors exist, and the
-        scope not known to be too large for the vector cache (semantic mode is always tried:
-        meaning() and the cache refuse it, saying why)."""
-        if mode is SearchMode.SEMANTIC:
-            return True
-        model = self.embedding.model
-        return self.enabled and model is not None and not self.cache.known_too_large(model, scope)
-
-    async def meaning(self, query: str, mode: SearchMode) -> Meaning | None:
-        """The model and the query's vector when `mode` uses meaning and vectors exist. When
-        the provider cannot embed the query: UNAVAILABLE in semantic mode, else
-        QueryNotEmbeddedError."""
-        if mode is SearchMode.LEXICAL:
-            return None
-        if not self.enabled:
-            if mode is SearchMode.SEMANTIC:
-                raise FailedPrecondition(EMBEDDINGS_OFF)
-            return None
-        model = self.embedding.model
-        if model is None:
-            return None
-        key = (model.id, query)
-        with self._lock:
-            cached = self._recent.get(key)
-            if cached is not None:
-                self._recent.move_to_end(key)
-                return model, cached
-        try:
-            found = await self.embedding.query_vector(query)
-        except EmbeddingUnavailableError as error:
-            if mode is SearchMode.SEMANTIC:
-                raise Unavailable(f"the query could not be embedded: {error}") from error
-            raise QueryNotEmbeddedError(str(error)) from error
-        if found is None:
-            return None
-        with self._lock:
-            self._recent[key] = found[1]
-            while len(self._recent) > QUERY_VECTORS:
-                self._recent.popitem(last=False)
-        return found
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
