@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import json
 import math
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
@@ -368,3 +369,19 @@ class CompactionDescription:
     window_start_id: int
     backoff_until: dt.datetime | None
     last_error: str
+
+
+def covers(message: WindowMessage) -> tuple[int, int]:
+    """The first and last message ids a checkpoint summary covers (its metadata's)."""
+    details = json.loads(message.metadata_json or "{}")
+    return int(details.get("first_message_id", 0)), int(details.get("last_message_id", 0))
+
+
+def covered_from(previous: WindowMessage | None) -> int:
+    """Where the messages a new summary covers start: the previous checkpoint's first, if any."""
+    return covers(previous)[0] if previous is not None else 0
+
+
+def window_tokens(*groups: list[WindowMessage] | tuple[WindowMessage, ...]) -> int:
+    """The tokens of every message of these groups."""
+    return sum(message.tokens for group in groups for message in group)

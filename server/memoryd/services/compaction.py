@@ -17,14 +17,10 @@ long-term memory, and never renumbers or deletes a message.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import dataclasses
 import datetime as dt
-import json
 import logging
-import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 from memoryd import log_names
 from memoryd.config import CompactionSettings
@@ -39,15 +35,17 @@ from memoryd.domain.compaction import (
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.messages import Trust, require_operator
 from memoryd.domain.model_calls import no_provider
-from memoryd.domain.timestamps import to_text, utc_now
+from memoryd.domain.timestamps import utc_now
 from memoryd.domain.tokens import count_tokens
 from memoryd.domain.turns import TurnUsage
 from memoryd.errors import FailedPrecondition, InvalidArgument, Reason, Unavailable
 from memoryd.llm.chain import ModelUnavailableError, ProviderChain
 from memoryd.log_events import Event
 from memoryd.observability import metrics, tracing
+from memoryd.services.compaction_claim import claimed
 from memoryd.services.context_composer import (
     ContextComposer,
+    compaction_snapshot,
     conversation_record,
     session_checkpoint,
 )
@@ -61,20 +59,6 @@ from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Writer
 
 log = logging.getLogger("memoryd.compaction")
-# A compaction's claim (one at a time per conversation, across processes): renewed this often
-# while it runs, taken over when this old (its process died), looked at this often by a
-# compaction that waits for it.
-CLAIM_RENEW_SECONDS = 5.0
-CLAIM_STALE_SECONDS = 20.0
-CLAIM_POLL_SECONDS = 0.1
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class _Snapshot:
-    record: store.CompactionRow
-    protected: list[rules.WindowMessage]
-    candidates: list[rules.WindowMessage]
-    checkpoint: rules.WindowMessage | None
 
 
 class Compactor:
@@ -197,7 +181,7 @@ class Compactor:
         lock = self._locks.setdefault(key, asyncio.Lock())
         with tracing.span("memoryd.compaction", {"memoryd.compaction.window": window}) as span:
             try:
-                async with lock, self._claimed(key):
+                async with lock, claimed(self._writer, key, self._now):
                     result = await self._compact_locked(key, window)
             except Exception:
                 metrics.COMPACTIONS.labels("error").inc()
@@ -219,52 +203,12 @@ class Compactor:
             metrics.COMPACTION_TOKENS.labels("after").observe(result.tokens_after)
         return result
 
-    @contextlib.asynccontextmanager
-    async def _claimed(self, key: ConversationKey) -> AsyncIterator[None]:
-        """The conversation's compaction claim in the database: one compaction at a time
-        across every process that shares the store (this process's own wait on the lock
-        above). A claim held elsewhere is waited for; its holder renews it every
-        CLAIM_RENEW_SECONDS, so a dead holder's goes stale within CLAIM_STALE_SECONDS."""
-        token = secrets.token_hex(8)
-        while True:
-            now = self._now()
-
-            def claim(transaction: Transaction, now: dt.datetime = now) -> bool:
-                stale = now - dt.timedelta(seconds=CLAIM_STALE_SECONDS)
-                return store.claim(
-                    transaction, key, token, now=to_text(now), stale_before=to_text(stale)
-                )
-
-            if await self._writer.run("compaction_claim", claim):
-                break
-            await asyncio.sleep(CLAIM_POLL_SECONDS)
-        renewing = asyncio.create_task(self._renew(key, token))
-        try:
-            yield
-        finally:
-            renewing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewing
-            await self._writer.run(
-                "compaction_release", lambda transaction: store.release(transaction, key, token)
-            )
-
-    async def _renew(self, key: ConversationKey, token: str) -> None:
-        while True:
-            await asyncio.sleep(CLAIM_RENEW_SECONDS)
-            now = to_text(self._now())
-
-            def renew(transaction: Transaction, now: str = now) -> None:
-                store.renew(transaction, key, token, now=now)
-
-            await self._writer.run("compaction_renew", renew)
-
     async def _compact_locked(self, key: ConversationKey, window: int) -> CompactResult:
-        snapshot = await self._readers.read(lambda connection: _snapshot(connection, key))
+        snapshot = await self._readers.read(lambda connection: compaction_snapshot(connection, key))
         budget = rules.budget(window)
         selection = rules.select(snapshot.protected, snapshot.candidates, budget)
         previous = snapshot.checkpoint
-        before = _tokens(snapshot.protected, snapshot.candidates) + (
+        before = rules.window_tokens(snapshot.protected, snapshot.candidates) + (
             previous.tokens if previous else 0
         )
         if not selection.summarized:
@@ -306,7 +250,7 @@ class Compactor:
                 tokens_before=before,
                 tokens_after=before,
             )
-        first = _covered_from(previous) or selection.summarized[0].id
+        first = rules.covered_from(previous) or selection.summarized[0].id
         first_kept_id = selection.kept[0].id if selection.kept else boundary + 1
         now = self._now()
         stored = await self._writer.run(
@@ -329,7 +273,7 @@ class Compactor:
                 tokens_before=before,
                 tokens_after=before,
             )
-        after = _tokens(selection.protected, selection.kept) + count_tokens(summary)
+        after = rules.window_tokens(selection.protected, selection.kept) + count_tokens(summary)
         log.info(
             "compacted %s: %d -> %d tokens",
             log_names.conversation(key),
@@ -387,7 +331,7 @@ class Compactor:
             message = session_checkpoint(connection, record)
             if message is None:
                 return record, None
-            first, last = _covers(message)
+            first, last = rules.covers(message)
             info = CheckpointInfo(
                 message=message,
                 first_message_id=first,
@@ -448,28 +392,3 @@ class Compactor:
 
 class _EmptySummaryError(Exception):
     """The model answered, with nothing."""
-
-
-def _snapshot(connection: Transaction, key: ConversationKey) -> _Snapshot:
-    record = conversation_record(connection, key)
-    protected = store.protected(connection, key, record.session_start_id)
-    after = max(record.window_start_id, protected[-1].id if protected else 0)
-    return _Snapshot(
-        record=record,
-        protected=protected,
-        candidates=store.window(connection, key, after),
-        checkpoint=session_checkpoint(connection, record),
-    )
-
-
-def _covers(message: rules.WindowMessage) -> tuple[int, int]:
-    details = json.loads(message.metadata_json or "{}")
-    return int(details.get("first_message_id", 0)), int(details.get("last_message_id", 0))
-
-
-def _covered_from(previous: rules.WindowMessage | None) -> int:
-    return _covers(previous)[0] if previous is not None else 0
-
-
-def _tokens(*groups: list[rules.WindowMessage] | tuple[rules.WindowMessage, ...]) -> int:
-    return sum(message.tokens for group in groups for message in group)

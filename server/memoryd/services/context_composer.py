@@ -283,3 +283,27 @@ def _checkpoint_block(checkpoint: rules.WindowMessage | None) -> rules.Part | No
         return None
     text = rules.checkpoint_text(checkpoint.content)
     return rules.Part(rules.PartKind.CHECKPOINT_SUMMARY, checkpoint.role, text, _count_block(text))
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionSnapshot:
+    """What a compaction reads of its conversation in one transaction."""
+
+    record: store.CompactionRow
+    protected: list[rules.WindowMessage]
+    candidates: list[rules.WindowMessage]
+    checkpoint: rules.WindowMessage | None
+
+
+def compaction_snapshot(connection: Transaction, key: ConversationKey) -> CompactionSnapshot:
+    """The conversation's record, its protected messages, the candidates after them and the
+    session's checkpoint, read together."""
+    record = conversation_record(connection, key)
+    protected = store.protected(connection, key, record.session_start_id)
+    after = max(record.window_start_id, protected[-1].id if protected else 0)
+    return CompactionSnapshot(
+        record=record,
+        protected=protected,
+        candidates=store.window(connection, key, after),
+        checkpoint=session_checkpoint(connection, record),
+    )
