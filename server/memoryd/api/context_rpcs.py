@@ -8,7 +8,7 @@ from memoryd.api import convert
 from memoryd.api.context import Context
 from memoryd.domain.conversation import owner_key
 from memoryd.domain.prompt_files import MEMORY_MD, USER_MD, PromptFile, context_block
-from memoryd.services.prompt_files import FileState
+from memoryd.services.prompt_state import FileState
 from memoryd.services.use_cases import Services
 from memoryd_client.v2 import context_service_pb2 as context_pb
 from memoryd_client.v2 import context_service_pb2_grpc as context_grpc

@@ -41,7 +41,8 @@ from memoryd.domain.timestamps import to_text, utc_now
 from memoryd.log_events import Event
 from memoryd.services.history import HistoryService
 from memoryd.services.long_term_memory import LongTermMemory
-from memoryd.services.prompt_files import CommittedRender, PromptFiles
+from memoryd.services.prompt_files import PromptFiles
+from memoryd.services.prompt_state import CommittedRender
 from memoryd.services.semantic import VectorCache
 from memoryd.storage import database, history_writes, memory_writes, scrub
 from memoryd.storage.database import DatabaseLocation

@@ -40,7 +40,8 @@ from memoryd.domain.timestamps import to_text, utc_now
 from memoryd.errors import InvalidArgument, NotFound
 from memoryd.services import memory_changes
 from memoryd.services.coherence import Coherence
-from memoryd.services.prompt_files import CommittedRender, PromptFiles
+from memoryd.services.prompt_files import PromptFiles
+from memoryd.services.prompt_state import CommittedRender
 from memoryd.services.read_through import ReadThroughCache
 from memoryd.storage import jobs
 from memoryd.storage import memory_reads as reads

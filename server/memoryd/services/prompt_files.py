@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import datetime as dt
 import fcntl
 import functools
@@ -33,12 +32,10 @@ from pathlib import Path
 from memoryd.data_directory import PROMPT_FILES_LOCK
 from memoryd.domain import prompt_files as render_rules
 from memoryd.domain.conversation import OwnerKey
-from memoryd.domain.memories import MemoryRecord
 from memoryd.domain.messages import Trust
-from memoryd.domain.prompt_files import PROMPT_FILES, PromptFile
+from memoryd.domain.prompt_files import PROMPT_FILES
 from memoryd.domain.resources import (
     MutationSource,
-    ResourceKey,
     ResourceType,
     Revision,
     prompt_file_path,
@@ -47,6 +44,15 @@ from memoryd.domain.tokens import count_tokens
 from memoryd.errors import MemorydError
 from memoryd.log_events import Event
 from memoryd.services.coherence import Coherence
+from memoryd.services.prompt_state import (
+    CommittedRender,
+    FileState,
+    PromptState,
+    ResyncReport,
+    load_state,
+    resource_key,
+    rows_shown,
+)
 from memoryd.services.read_through import ReadThroughCache
 from memoryd.storage import memory_reads, resource_store
 from memoryd.storage.database import OpenedDatabase
@@ -59,39 +65,6 @@ TEMP_SUFFIX = ".tmp"
 # (plus one write).
 HEAL_SECONDS = 1.0
 PROMPT_TYPES = (ResourceType.USER_MD, ResourceType.MEMORY_MD)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class FileState:
-    """One prompt file as the prompt sees it: text, tokens, revision."""
-
-    text: str
-    tokens: int
-    revision: int
-    # The memory rows the text renders, in order (the revision's `rendered` provenance).
-    memory_ids: tuple[int, ...] = ()
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class PromptState:
-    """Both prompt files of one owner."""
-
-    user_md: FileState
-    memory_md: FileState
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class CommittedRender:
-    """What a write transaction rendered: the files' state and the revisions it committed."""
-
-    owner: OwnerKey
-    state: PromptState
-    revisions: tuple[tuple[str, Revision], ...]  # (relative path, revision) of changed files
-
-
-def resource_key(owner: OwnerKey, resource_type: ResourceType) -> ResourceKey:
-    """The resource of one owner's prompt file."""
-    return ResourceKey(owner.agent_id, resource_type, owner.owner_id)
 
 
 class PromptFiles:
@@ -334,7 +307,7 @@ class PromptFiles:
         if cached is not None:
             return cached
         token = self.cache.begin()
-        loaded = await self._readers.read(lambda connection: _load_state(connection, owner))
+        loaded = await self._readers.read(lambda connection: load_state(connection, owner))
         self.cache.fill(owner, loaded, token)
         return loaded
 
@@ -399,62 +372,5 @@ class PromptFiles:
         return True
 
 
-@dataclasses.dataclass(slots=True)
-class ResyncReport:
-    """What the start-up resync did."""
-
-    rewritten: int = 0
-    moved: int = 0
-    failed: int = 0
-
-
 def _current_content(connection: Transaction, *, relative: str) -> str | None:
     return resource_store.current_content(connection, relative)
-
-
-def _load_state(connection: Transaction, owner: OwnerKey) -> PromptState:
-    files = {file.resource_type: _file_state(connection, owner, file) for file in PROMPT_FILES}
-    return PromptState(files[ResourceType.USER_MD], files[ResourceType.MEMORY_MD])
-
-
-def _file_state(connection: Transaction, owner: OwnerKey, file: PromptFile) -> FileState:
-    found = resource_store.current(connection, resource_key(owner, file.resource_type))
-    if found is None:
-        return FileState("", 0, 0)
-    return FileState(
-        found.content, count_tokens(found.content), found.revision, rendered_ids(found)
-    )
-
-
-def rows_shown(
-    rendered: render_rules.RenderedFile, records: list[MemoryRecord]
-) -> list[MemoryRecord]:
-    """The rows a rendered file shows, in its order."""
-    by_id = {record.id: record for record in records}
-    return [by_id[memory_id] for memory_id in rendered.memory_ids]
-
-
-def rendered_values(revision: Revision) -> dict[int, str] | None:
-    """What each row a revision renders said then, from its provenance (None when it does not
-    say: a revision written before values were recorded)."""
-    try:
-        listed = json.loads(revision.provenance_json).get("values")
-    except (ValueError, AttributeError):
-        return None
-    if not isinstance(listed, dict):
-        return None
-    return {
-        int(key): value for key, value in listed.items() if key.isdigit() and isinstance(value, str)
-    }
-
-
-def rendered_ids(revision: Revision) -> tuple[int, ...]:
-    """The rows a revision renders, from its provenance (none when it does not say: a revision
-    written before rows were recorded)."""
-    try:
-        listed = json.loads(revision.provenance_json).get("rendered")
-    except (ValueError, AttributeError):
-        return ()
-    if not isinstance(listed, list):
-        return ()
-    return tuple(item for item in listed if isinstance(item, int))

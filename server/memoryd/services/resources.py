@@ -28,12 +28,8 @@ from memoryd.domain.timestamps import utc_now
 from memoryd.domain.tokens import count_tokens
 from memoryd.errors import InvalidArgument, NotFound, Reason
 from memoryd.services import memory_changes
-from memoryd.services.prompt_files import (
-    CommittedRender,
-    PromptFiles,
-    rendered_ids,
-    rendered_values,
-)
+from memoryd.services.prompt_files import PromptFiles
+from memoryd.services.prompt_state import CommittedRender, rendered_ids, rendered_values
 from memoryd.services.read_through import ReadThroughCache
 from memoryd.storage import memory_reads, memory_writes
 from memoryd.storage import resource_store as store

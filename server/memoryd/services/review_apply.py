@@ -34,7 +34,8 @@ from memoryd.domain.timestamps import utc_now
 from memoryd.errors import FailedPrecondition, MemorydError
 from memoryd.log_events import Event
 from memoryd.services import memory_changes
-from memoryd.services.prompt_files import CommittedRender, PromptFiles
+from memoryd.services.prompt_files import PromptFiles
+from memoryd.services.prompt_state import CommittedRender
 from memoryd.storage import memory_writes, review_input, review_run_store, review_store
 from memoryd.storage.sql import savepoint
 from memoryd.storage.transaction import Transaction
