@@ -306,9 +306,9 @@ def scrub_erased(settings: DatabaseLocation) -> scrub.Scrubbed:
     the word indexes rebuilt (not when a reader's snapshot kept it from removing every erased
     row)."""
     if isinstance(settings, PostgresSettings):
-        from memoryd.storage.postgres import database as postgres  # noqa: PLC0415
+        from memoryd.storage.postgres import scrubbing  # noqa: PLC0415
 
-        return postgres.vacuum(settings)
+        return scrubbing.vacuum(settings)
     no_wait = dataclasses.replace(settings, busy_timeout_ms=0)
     connection = open_connection(no_wait, writer_policy(no_wait))
     try:
