@@ -54,6 +54,7 @@ from memoryd.services.word_search import (
     snippets_filled,
     word_order,
 )
+from memoryd.storage import hit_reads
 from memoryd.storage import search_reads as reads
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
@@ -292,7 +293,7 @@ def fused(
     ranks them, when `nearest` is empty."""
     semantic = nearest
     if kinds and nearest:  # the vectors know no kinds: keep the nearest of the asked kinds only
-        wanted = reads.messages_by_ids(connection, scope, [item for item, _ in nearest], kinds)
+        wanted = hit_reads.messages_by_ids(connection, scope, [item for item, _ in nearest], kinds)
         semantic = [entry for entry in nearest if entry[0] in wanted]
     if not semantic:
         hits = hits_of(connection, scope, words, word_order(words), kinds=kinds, limit=3 * limit)
@@ -300,10 +301,10 @@ def fused(
         return Found(kept[:limit], cut)
     context = dict(words.neighbours)
     context.update(
-        reads.neighbours(connection, [item for item, _ in semantic if item not in context])
+        hit_reads.neighbours(connection, [item for item, _ in semantic if item not in context])
     )
     ranked = sorted({item for item, _ in words.ranked} | {item for item, _ in semantic})
-    said = reads.said(connection, ranked)
+    said = hit_reads.said(connection, ranked)
     around = sorted(
         {near for item in ranked for near in context.get(item, ()) if near is not None}
         - set(ranked)
@@ -314,7 +315,7 @@ def fused(
     def evidence(item: int) -> Evidence:
         found = said.get(item)
         if found is None:  # a neighbour, read when the floor or the answer needs it
-            found = reads.said(connection, [item]).get(item)
+            found = hit_reads.said(connection, [item]).get(item)
             if found is None:  # erased since it was ranked: nothing to hold
                 return judge.judge(item, "")
             said[item] = found

@@ -14,6 +14,7 @@ from memoryd.domain.messages import StoredMessage
 from memoryd.domain.search_query import SearchPlan
 from memoryd.domain.snippets import substring_snippet, word_snippet
 from memoryd.services.evidence import TermCounts
+from memoryd.storage import hit_reads
 from memoryd.storage import search_reads as reads
 from memoryd.storage import terms as stored
 from memoryd.storage.transaction import Transaction
@@ -141,7 +142,7 @@ def rank_lexical(
         )
         substrings = {hit.message.id: hit.message for hit in found}
         ranked += [(item, 0.0) for item in substrings]
-    context = reads.neighbours(connection, [item for item, _ in ranked]) if neighbours else {}
+    context = hit_reads.neighbours(connection, [item for item, _ in ranked]) if neighbours else {}
     return WordRanking(ranked, substrings, context, way.counted)
 
 
@@ -207,7 +208,9 @@ def first_found(
     for start in range(0, len(ids), limit):
         chunk = ids[start : start + limit]
         found.update(
-            reads.messages_by_ids(connection, scope, [i for i in chunk if i not in found], kinds)
+            hit_reads.messages_by_ids(
+                connection, scope, [i for i in chunk if i not in found], kinds
+            )
         )
         usable += sum(1 for item in chunk if item in found)
         if usable >= limit:

@@ -20,13 +20,10 @@ from memoryd.domain.conversation import (
     OwnerKey,
     scope_token,
 )
-from memoryd.domain.fusion import Said
 from memoryd.domain.history import (
     SearchHit,
 )
-from memoryd.domain.messages import StoredMessage
 from memoryd.domain.search_query import SearchPlan, like_pattern
-from memoryd.domain.timestamps import from_text
 from memoryd.storage.connection import FOLD_FUNCTION
 from memoryd.storage.message_rows import (
     MESSAGE_COLUMNS,
@@ -34,7 +31,6 @@ from memoryd.storage.message_rows import (
 )
 from memoryd.storage.postgres import words
 from memoryd.storage.sql import (
-    KEY_COLUMNS,
     KEY_MATCH,
     Row,
     add_kinds,
@@ -138,7 +134,7 @@ def _in_scope(
             )
         ]
         params: list[Any] = [item for item, _ in chunk]
-        _add_scope(sql, params, scope)
+        add_scope(sql, params, scope)
         add_kinds(sql, params, kinds)
         inside = {int(row[0]) for row in rows(connection, " ".join(sql), params)}
         found += [entry for entry in chunk if entry[0] in inside]
@@ -170,7 +166,7 @@ def _word_query(
                 f"FROM messages AS m, {search.table} WHERE m.words @@ {words.QUERY}"
             )
         ]
-        _add_scope(sql, params, scope)
+        add_scope(sql, params, scope)
         add_kinds(sql, params, kinds)
         _add_excluded(sql, params, exclude_ids)
         sql.append("ORDER BY score, m.id DESC LIMIT ?")
@@ -187,7 +183,7 @@ def _word_query(
         )
     ]
     params = [match]
-    _add_scope(sql, params, scope)
+    add_scope(sql, params, scope)
     add_kinds(sql, params, kinds)
     _add_excluded(sql, params, exclude_ids)
     sql.append("ORDER BY score, m.id DESC LIMIT ?")
@@ -214,7 +210,7 @@ def held_in_scope(
                 )
             ]
             params = [f'{{content sender}} : ({expression}) AND scope : "{scope_token(scope)}"']
-        _add_scope(sql, params, scope)
+        add_scope(sql, params, scope)
         sql.append("LIMIT 1")
         found.append(bool(rows(connection, " ".join(sql), params)))
     return found
@@ -269,7 +265,7 @@ def search_substrings(
         condition, param = contains("m.content", word)
         sql.append(f"AND {condition}")
         params.append(param)
-    _add_scope(sql, params, scope)
+    add_scope(sql, params, scope)
     add_kinds(sql, params, kinds)
     _add_excluded(sql, params, exclude_ids)
     sql.append(f"{order} LIMIT ?")
@@ -279,73 +275,6 @@ def search_substrings(
         SearchHit(message_from_row(row, names), snippet=None, rank=0.0, word_match=False)
         for row in rows(connection, " ".join(sql), params)
     ]
-
-
-def messages_by_ids(
-    connection: Transaction,
-    scope: HistoryScope,
-    message_ids: Sequence[int],
-    kinds: tuple[str, ...],
-) -> dict[int, StoredMessage]:
-    """The messages of the scope (and kinds) among these ids, by id. Looked up by id only: left
-    to itself, SQLite's planner (which has no statistics) reads an agent's whole index instead
-    of 50 rows by id (140 ms in an agent of 1,000,000 messages)."""
-    if not message_ids:
-        return {}
-    sql = [
-        (
-            f"SELECT {MESSAGE_COLUMNS} FROM messages AS m NOT INDEXED "
-            f"WHERE m.id IN ({placeholders(len(message_ids))})"
-        )
-    ]
-    params: list[Any] = list(message_ids)
-    _add_scope(sql, params, scope)
-    add_kinds(sql, params, kinds)
-    names: dict[Row, ConversationKey] = {}
-    found = (message_from_row(row, names) for row in rows(connection, " ".join(sql), params))
-    return {message.id: message for message in found}
-
-
-# The start of a ranked message read to judge it (memoryd.domain.relevance: a longer message
-# holds more words than it takes to judge it).
-SAID_CHARS = 4000
-
-
-def said(connection: Transaction, message_ids: Sequence[int]) -> dict[int, Said]:
-    """Who said each message and when, the start of what it said, and its conversation: what
-    a ranked message is judged and weighed by. Looked up by id only (as messages_by_ids)."""
-    if not message_ids:
-        return {}
-    sql = [
-        (
-            f"SELECT m.id, m.sender, m.created_at, substr(m.content, 1, {SAID_CHARS}), "
-            f"{', '.join(f'm.{column}' for column in KEY_COLUMNS)} FROM messages AS m NOT INDEXED "
-            f"WHERE m.id IN ({placeholders(len(message_ids))})"
-        )
-    ]
-    params: list[Any] = list(message_ids)
-    return {
-        int(row[0]): Said(str(row[1]), from_text(str(row[2])), str(row[3]), tuple(row[4:]))
-        for row in rows(connection, " ".join(sql), params)
-    }
-
-
-def neighbours(
-    connection: Transaction, message_ids: Sequence[int]
-) -> dict[int, tuple[int | None, int | None]]:
-    """The message before and the one after each message, in its own conversation."""
-    if not message_ids:
-        return {}
-    same = " AND ".join(f"n.{column} = m.{column}" for column in KEY_COLUMNS)
-    before = f"SELECT max(n.id) FROM messages AS n WHERE {same} AND n.id < m.id"
-    after = f"SELECT min(n.id) FROM messages AS n WHERE {same} AND n.id > m.id"
-    found = rows(
-        connection,
-        f"SELECT m.id, ({before}), ({after}) "
-        f"FROM messages AS m WHERE m.id IN ({placeholders(len(message_ids))})",
-        list(message_ids),
-    )
-    return {int(row[0]): (row[1], row[2]) for row in found}
 
 
 def large_scope_reads(connection: Transaction, matches: float) -> tuple[bool, bool]:
@@ -372,7 +301,7 @@ def scope_is_small(connection: Transaction, scope: HistoryScope) -> bool:
             return known[1]
     sql = ["SELECT count(*) FROM (SELECT 1 FROM messages AS m WHERE true"]
     params: list[Any] = []
-    _add_scope(sql, params, scope)
+    add_scope(sql, params, scope)
     sql.append("LIMIT ?)")
     params.append(SCAN_LIMIT + 1)
     small = int(one(connection, " ".join(sql), params)[0]) <= SCAN_LIMIT
@@ -388,7 +317,8 @@ def scope_is_small(connection: Transaction, scope: HistoryScope) -> bool:
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def _add_scope(sql: list[str], params: list[Any], scope: HistoryScope) -> None:
+def add_scope(sql: list[str], params: list[Any], scope: HistoryScope) -> None:
+    """Hold a statement to the scope: its conversation, owner or agent."""
     if isinstance(scope, ConversationKey):
         sql.append(f"AND {KEY_MATCH}")
         params.extend(scope.as_row())
