@@ -8,7 +8,7 @@ import pytest
 
 from memoryd.domain.export_shapes import SHAPES, Kind
 from memoryd.storage.migrations import bundled_migrations, migrate
-from memoryd.storage.transfer_store import _RESOURCE_KEY, _TABLES
+from memoryd.storage.transfer_store import RESOURCE_KEY, TABLES
 
 
 @pytest.fixture(scope="module")
@@ -22,12 +22,12 @@ def schema() -> apsw.Connection:
 def test_an_export_shape_names_every_column_of_its_table(
     schema: apsw.Connection, kind: Kind
 ) -> None:
-    table = _TABLES[kind].table
+    table = TABLES[kind].table
     columns = {row[1] for row in schema.execute(f"PRAGMA table_xinfo({table})")}
     shape = SHAPES[kind]
     named = [*shape.columns, *shape.derived, *shape.kept_out]
     if kind is Kind.RESOURCE_REVISION:  # its resource's key is read from the resource
-        named = [column for column in named if column not in _RESOURCE_KEY]
+        named = [column for column in named if column not in RESOURCE_KEY]
     assert len(named) == len(set(named)), f"{kind.value}: a column named twice"
     assert set(named) == columns, (
         f"{kind.value}: not in the shape {sorted(columns - set(named))}, "

@@ -46,6 +46,7 @@ from memoryd.services.history import HistoryService
 from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.storage import database, resource_store, review_store
+from memoryd.storage import transfer_imports as imports
 from memoryd.storage import transfer_store as store
 from memoryd.storage.database import DatabaseLocation, OpenedDatabase
 from memoryd.storage.readers import ReaderPool
@@ -144,8 +145,8 @@ class _StoreJob:
     file_states: frozenset[ConversationKey]
 
 
-def _store_chunk(connection: Transaction, job: _StoreJob) -> store.Stored:
-    done = store.store(connection, job.records)
+def _store_chunk(connection: Transaction, job: _StoreJob) -> imports.Stored:
+    done = imports.store(connection, job.records)
     if job.as_reviewed:
         for key, messages in done.messages.items():
             if key in job.file_states:
@@ -237,7 +238,7 @@ class TransferService:
         """Store every chunk of lines in turn (the first line is the header)."""
         report = ImportReport()
         reading = _Reading()
-        in_flight: asyncio.Future[store.Stored] | None = None
+        in_flight: asyncio.Future[imports.Stored] | None = None
         touched: set[ResourceKey] = set()
         try:
             async for chunk in chunks:
@@ -271,7 +272,7 @@ class TransferService:
         finally:
             if in_flight is not None:  # the stream failed: the chunk in flight still commits
                 done = await asyncio.gather(in_flight, return_exceptions=True)
-                if isinstance(done[0], store.Stored):
+                if isinstance(done[0], imports.Stored):
                     _count(done[0], report, touched)
             if reading.version < VERSION:  # what was stored is brought to this version's shape
                 await self._writer.run("import_split_checkpoints", store.split_old_checkpoints)
@@ -279,7 +280,7 @@ class TransferService:
                 await self._write_prompt_files(touched)
         return report
 
-    def _forget(self, stored: store.Stored) -> None:
+    def _forget(self, stored: imports.Stored) -> None:
         """After a commit: the caches drop what the import changed."""
         for key in stored.conversations:
             self._history.cache.invalidate(key)
@@ -329,7 +330,7 @@ def _chunks(connection: Transaction, chosen: Selection) -> Iterator[ExportChunk]
     yield ExportChunk(lines, total)
 
 
-def _count(stored: store.Stored, report: ImportReport, touched: set[ResourceKey]) -> None:
+def _count(stored: imports.Stored, report: ImportReport, touched: set[ResourceKey]) -> None:
     report.stored.update(stored.stored)
     report.present.update(stored.present)
     report.stored_as_reviewed += stored.passed_over
