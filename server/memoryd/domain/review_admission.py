@@ -26,7 +26,16 @@ from memoryd.domain.memories import (
 )
 from memoryd.domain.messages import Trust
 from memoryd.domain.quoting import clipped
-from memoryd.domain.review_answer import Operation, ReviewAction, category_of, id_of, value_of
+from memoryd.domain.review_answer import (
+    Answer,
+    Operation,
+    ReviewAction,
+    category_of,
+    id_of,
+    value_of,
+)
+from memoryd.domain.review_prompt import PackedInput
+from memoryd.domain.review_runs import AnswerKind, ReviewStatus, SkippedOperation
 
 MAX_DESCRIPTION_CHARS = 80
 MAX_WORKING_MEMORY_CHARS = 4000
@@ -216,3 +225,29 @@ def session_description(written: str, first_user_message: str | None) -> str:
     if written:
         return written
     return normalise_description(first_user_message) if first_user_message else ""
+
+
+def refused(
+    operation: Operation,
+    index: int,
+    refusal: Skipped,
+    packed: PackedInput,
+) -> SkippedOperation:
+    """The record of an operation admission refused: for an add or replace, with the value it
+    would have written and the message it came from (the one it names, or the batch's only
+    one)."""
+    value = operation.fields.get("value")
+    facts = (ReviewAction.ADD, ReviewAction.REPLACE)
+    if operation.action not in facts or not isinstance(value, str):
+        return SkippedOperation(index, operation.action, refusal.reason)
+    named = id_of(operation.fields.get("message_id"))
+    sole = packed.message_ids[0] if len(packed.message_ids) == 1 else 0
+    source = named if named in packed.message_ids else sole
+    return SkippedOperation(index, operation.action, refusal.reason, value.strip(), source)
+
+
+def status_of(answer: Answer) -> ReviewStatus:
+    """What a review that applied `answer` ended with."""
+    if answer.kind is AnswerKind.PROSE:
+        return ReviewStatus.NOTHING_TO_SAVE_PROSE
+    return ReviewStatus.OK if answer.operations else ReviewStatus.NOTHING_TO_SAVE

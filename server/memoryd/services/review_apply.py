@@ -22,7 +22,6 @@ from memoryd.domain.model_calls import Attempt
 from memoryd.domain.resources import MutationSource
 from memoryd.domain.review_runs import (
     MAX_REFUSED_VALUE_CHARS,
-    AnswerKind,
     AppliedOperation,
     Exchange,
     ReadPart,
@@ -103,7 +102,7 @@ def apply_answer(
         return Applied(claim_lost=True)
     now = utc_now()
     owner = OwnerKey(key.agent_id, key.owner_id)
-    status = _status(job.answer)
+    status = admission.status_of(job.answer)
     run_id = review_run_store.start_run(
         connection,
         key,
@@ -139,7 +138,7 @@ def apply_answer(
             continue
         admitted = admission.admit(operation, shown, index, guest=job.packed.guest)
         if isinstance(admitted, admission.Skipped):
-            applying.skip(_refused(operation, index, admitted, job.packed), run_id)
+            applying.skip(admission.refused(operation, index, admitted, job.packed), run_id)
             continue
         before = shown.get(operation.named_id) if operation.named_id else None
         changed = applying.apply(admitted, index, operation.action, run_id, before)
@@ -197,25 +196,6 @@ def apply_answer(
         render=render,
         more=more,
     )
-
-
-def _refused(
-    operation: answers.Operation,
-    index: int,
-    refusal: admission.Skipped,
-    packed: prompts.PackedInput,
-) -> SkippedOperation:
-    """The record of an operation admission refused: for an add or replace, with the value it
-    would have written and the message it came from (the one it names, or the batch's only
-    one)."""
-    value = operation.fields.get("value")
-    facts = (answers.ReviewAction.ADD, answers.ReviewAction.REPLACE)
-    if operation.action not in facts or not isinstance(value, str):
-        return SkippedOperation(index, operation.action, refusal.reason)
-    named = answers.id_of(operation.fields.get("message_id"))
-    sole = packed.message_ids[0] if len(packed.message_ids) == 1 else 0
-    source = named if named in packed.message_ids else sole
-    return SkippedOperation(index, operation.action, refusal.reason, value.strip(), source)
 
 
 @dataclasses.dataclass(slots=True, kw_only=True)
@@ -371,12 +351,6 @@ def _apply_one(applying: _Applying, admitted: admission.Admitted) -> MemoryRecor
     store = review_input.set_working_memory if working else review_input.set_description
     store(connection, applying.key, admitted.text)
     return None
-
-
-def _status(answer: answers.Answer) -> ReviewStatus:
-    if answer.kind is AnswerKind.PROSE:
-        return ReviewStatus.NOTHING_TO_SAVE_PROSE
-    return ReviewStatus.OK if answer.operations else ReviewStatus.NOTHING_TO_SAVE
 
 
 def _shown_rows(
