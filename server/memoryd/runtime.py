@@ -29,7 +29,8 @@ from memoryd.storage.background_lock import BackgroundLock, background_lock
 from memoryd.storage.database import Changes, OpenedDatabase
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.write_queue import WriteQueue
-from memoryd.storage.writer import Writer, WriterSettings
+from memoryd.storage.write_terms import WriterSettings
+from memoryd.storage.writer import Writer
 
 log = logging.getLogger("memoryd.runtime")
 

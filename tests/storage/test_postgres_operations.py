@@ -33,7 +33,7 @@ from memoryd.storage import vector_reads, vector_store
 from memoryd.storage.migrations import POSTGRES_PACKAGE, bundled_migrations
 from memoryd.storage.postgres.database import PostgresDatabase
 from memoryd.storage.postgres.settings import PostgresSettings
-from memoryd.storage.writer import WriterSettings
+from memoryd.storage.write_terms import WriterSettings
 from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.postgres import TemporaryPostgres, database_dsn
 from memoryd.testing.server_process import ServerProcess

@@ -28,7 +28,7 @@ from memoryd.log_events import Event
 from memoryd.services.coherence import Coherence
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.storage import database as databases
-from memoryd.storage.writer import WriterSettings
+from memoryd.storage.write_terms import WriterSettings
 from memoryd.testing import postgres
 from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.server_process import ServerProcess

@@ -14,7 +14,8 @@ from memoryd.errors import Unavailable
 from memoryd.log_events import Event
 from memoryd.storage.connection import ConnectionSettings, open_connection, writer_policy
 from memoryd.storage.transaction import Transaction
-from memoryd.storage.writer import Batch, Writer, WriterSettings
+from memoryd.storage.write_terms import Batch, WriterSettings
+from memoryd.storage.writer import Writer
 
 
 def _insert_all(connection: Transaction, values: list[str]) -> list[int]:

@@ -64,11 +64,11 @@ class Coherence:
         self._caches.extend(caches)
 
     def advance(self, transaction: Transaction) -> int:
-        """The writer's group advances the clock (memoryd.storage.writer.CommitClock)."""
+        """The writer's group advances the clock (memoryd.storage.write_terms.CommitClock)."""
         return store_clock.advance(transaction)
 
     def committed(self, version: int, publish: Callable[[], None]) -> None:
-        """After a commit, in the writer thread (memoryd.storage.writer.CommitClock): the
+        """After a commit, in the writer thread (memoryd.storage.write_terms.CommitClock): the
         group's hooks put what it committed into the caches, unless a later version is known
         already (a read absorbed it), when what they put could be older than what a read that
         checked that version must see: the caches then take nothing from them."""

@@ -38,7 +38,8 @@ from memoryd.storage import history_writes as writes
 from memoryd.storage import review_input, review_store
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
-from memoryd.storage.writer import Batch, Writer
+from memoryd.storage.write_terms import Batch
+from memoryd.storage.writer import Writer
 
 CLEAR_NOTICE = "Started a fresh session. Long-term memory is preserved."
 

@@ -41,7 +41,8 @@ from memoryd.storage.migrations import bundled_migrations, migrate, schema_versi
 from memoryd.storage.postgres.settings import PostgresSettings
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
-from memoryd.storage.writer import Writer, WriterSettings
+from memoryd.storage.write_terms import WriterSettings
+from memoryd.storage.writer import Writer
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager

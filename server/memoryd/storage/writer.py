@@ -34,13 +34,20 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 from memoryd.errors import Unavailable
 from memoryd.log_events import Event
 from memoryd.observability import metrics, tracing
 from memoryd.storage.errors import TRANSIENT_ERRORS, unavailable
 from memoryd.storage.transaction import Transaction
+from memoryd.storage.write_terms import (
+    Batch,
+    CommitClock,
+    WriterConnection,
+    WriterSettings,
+    WriterStats,
+)
 
 T = TypeVar("T")
 P = TypeVar("P")
@@ -49,67 +56,8 @@ log = logging.getLogger("memoryd.storage.writer")
 _STOP = object()
 
 
-class WriterConnection(Transaction, Protocol):
-    """The writer's connection: a Transaction that knows whether one is open, and closes."""
-
-    @property
-    def in_transaction(self) -> bool:
-        """Whether a transaction is open."""
-        ...
-
-    def close(self) -> None:
-        """Close the connection."""
-        ...
-
-
-class CommitClock(Protocol):
-    """What the writer tells of each commit, where several processes share the store
-    (memoryd.services.coherence): the group's version, taken in its transaction, and, after the
-    commit, the version with the group's after-commit hooks to run."""
-
-    def advance(self, transaction: Transaction) -> int:
-        """The version this group commits (inside its transaction, before COMMIT)."""
-        ...
-
-    def committed(self, version: int, publish: Callable[[], None]) -> None:
-        """The group committed as `version`: run `publish` (its hooks), in commit order."""
-        ...
-
-
 class _Isolate(Exception):
     """An unguarded batch failed: roll the group back and run it again with savepoints."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class WriterSettings:
-    """How the writer groups and retries."""
-
-    max_rows: int
-    max_wait_seconds: float
-    attempts: int
-    retry_delay_seconds: float
-
-
-@dataclasses.dataclass(slots=True, kw_only=True)
-class WriterStats:
-    """Counters, for logs and benchmarks."""
-
-    groups: int = 0
-    jobs: int = 0
-    rows: int = 0
-    retries: int = 0
-    failed_groups: int = 0
-    # Groups committed: counted after each COMMIT, before anyone is answered.
-    commits: int = 0
-
-
-@dataclasses.dataclass(frozen=True, slots=True, eq=False)
-class Batch(Generic[P, T]):
-    """A set-based kind of write: `run(transaction, payloads)` returns one result per payload,
-    in order, in fewer statements than one call per payload would take."""
-
-    name: str
-    run: Callable[[Transaction, list[P]], list[T]]
 
 
 def _each(transaction: Transaction, works: list[Callable[[Transaction], Any]]) -> list[Any]:

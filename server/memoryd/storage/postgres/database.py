@@ -34,7 +34,8 @@ from memoryd.storage.postgres.transaction import PostgresTransaction
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.sql import write_transaction
 from memoryd.storage.transaction import Transaction
-from memoryd.storage.writer import Writer, WriterSettings
+from memoryd.storage.write_terms import WriterSettings
+from memoryd.storage.writer import Writer
 
 # Several memoryd processes may serve one database (a supervisor's workers, replicas on other
 # machines). Their writers' groups take this lock in their transactions, one group at a time
