@@ -45,7 +45,7 @@ from memoryd.serving.grpc_limits import GrpcLimits, ListenerLimits
 from memoryd.serving.health_port import start_health_port
 from memoryd.serving.listeners import start_http
 from memoryd.serving.token_reloads import SettingsPipe, reload_on_hangup
-from memoryd.supervisor import WorkerRole
+from memoryd.serving.worker_role import WorkerRole
 
 log = logging.getLogger("memoryd.server")
 

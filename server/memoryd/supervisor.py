@@ -30,13 +30,10 @@ database (memoryd.storage.background_lock, the claims).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
-import errno
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -50,6 +47,7 @@ from memoryd.errors import StartupError
 from memoryd.log_events import Event
 from memoryd.runtime import prepare
 from memoryd.serving import token_reloads
+from memoryd.serving.binding import HeldPort, hold_port
 
 log = logging.getLogger("memoryd.supervisor")
 
@@ -60,55 +58,8 @@ READY_TIMEOUT_SECONDS = 60.0
 EARLY_DEATH_SECONDS = 10.0
 EARLY_DEATHS = 3
 POLL_SECONDS = 0.2
-PR_SET_PDEATHSIG = 1  # prctl(2)
 # Beyond the grace period, how long the workers get to commit what is queued and close.
 CLOSE_MARGIN_SECONDS = 15.0
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class WorkerRole:
-    """What a worker process was given by its supervisor
-    (`--worker-of INDEX:LOCK_FD:READY_FD:SETTINGS_FD`): its index, the data directory's lock,
-    the pipe it reports ready on, and the pipe it reads its settings' snapshots from
-    (memoryd.serving.token_reloads.SettingsPipe)."""
-
-    index: int
-    lock_fd: int
-    ready_fd: int
-    settings_fd: int
-
-    @classmethod
-    def parse(cls, text: str) -> WorkerRole:
-        """From the hidden command-line value; StartupError when it is not one."""
-        try:
-            index, lock_fd, ready_fd, settings_fd = (int(part) for part in text.split(":"))
-        except ValueError:
-            raise StartupError(
-                "--worker-of is given by `memoryd serve --workers N` to its own workers"
-            ) from None
-        return cls(index, lock_fd, ready_fd, settings_fd)
-
-    @property
-    def health_name(self) -> str:
-        """The health service name only this worker reports SERVING for: a health check of it
-        says which worker a connection reached."""
-        return f"memoryd.worker.{self.index}"
-
-    def stop_with_supervisor(self) -> None:
-        """Have the kernel send this process SIGTERM when its supervisor dies (Linux), so that
-        no worker outlives it holding the port and the data directory."""
-        parent = os.getppid()
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent:  # it died before the request was in place
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    def report_ready(self) -> None:
-        """Tell the supervisor this worker serves (once)."""
-        with contextlib.suppress(OSError):
-            os.write(self.ready_fd, b"ready\n")
-            os.close(self.ready_fd)
 
 
 @dataclasses.dataclass(slots=True)
@@ -137,7 +88,7 @@ def supervise(running: Running, argv: Sequence[str]) -> int:
         reload.set()
     lock_fd = prepare(settings, running.env)
     try:
-        held = _hold_port(settings.server.listen)
+        held = hold_port(settings.server.listen)
         try:
             return _Supervisor(running, argv, held, lock_fd, stop=stop, reload=reload).run()
         finally:
@@ -147,68 +98,12 @@ def supervise(running: Running, argv: Sequence[str]) -> int:
         os.close(lock_fd)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _HeldPort:
-    sockets: list[socket.socket]
-    host: str
-    port: int
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-
-def _hold_port(listen: str) -> _HeldPort:
-    """Refuse an address something listens on; then bind it with SO_REUSEPORT (never listening)
-    for the workers to share. Port 0 is chosen here, once, for every worker."""
-    host, _, port_text = listen.rpartition(":")
-    bare = host.strip("[]") or "0.0.0.0"  # noqa: S104 - the operator's own address
-    port = int(port_text)
-    try:
-        found = socket.getaddrinfo(bare, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as error:
-        raise StartupError(f"cannot listen on {listen}: {error.strerror}") from None
-    addresses = list(dict.fromkeys((family, str(address[0])) for family, *_, address in found))
-    held: list[socket.socket] = []
-    try:
-        for family, address in addresses:
-            # Anything bound there without SO_REUSEPORT, or listening (another memoryd, another
-            # supervisor's workers), makes this bind fail: the address is taken.
-            with socket.socket(family, socket.SOCK_STREAM) as probe:
-                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                _bind(probe, family, address, port, listen)
-                port = probe.getsockname()[1]
-            sock = socket.socket(family, socket.SOCK_STREAM)
-            held.append(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            _bind(sock, family, address, port, listen)
-    except BaseException:
-        for sock in held:
-            sock.close()
-        raise
-    return _HeldPort(held, host, port)
-
-
-def _bind(sock: socket.socket, family: int, address: str, port: int, listen: str) -> None:
-    if family == socket.AF_INET6:
-        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-    try:
-        sock.bind((address, port))
-    except OSError as error:
-        if error.errno == errno.EADDRINUSE:
-            raise StartupError(
-                f"cannot listen on {listen}: address already in use (another memoryd or another "
-                "program listens there; choose another address with --listen HOST:PORT)"
-            ) from None
-        raise StartupError(f"cannot listen on {listen}: {error.strerror}") from None
-
-
 class _Supervisor:
     def __init__(
         self,
         running: Running,
         argv: Sequence[str],
-        held: _HeldPort,
+        held: HeldPort,
         lock_fd: int,
         *,
         stop: threading.Event,

@@ -156,7 +156,8 @@ def _client_command(args: argparse.Namespace, env: Mapping[str, str], out: TextI
 def _serve(args: argparse.Namespace) -> int:
     from memoryd.server import serve  # noqa: PLC0415 - grpc loads only for the server
     from memoryd.serving.token_reloads import SettingsPipe  # noqa: PLC0415
-    from memoryd.supervisor import WorkerRole, supervise  # noqa: PLC0415
+    from memoryd.serving.worker_role import WorkerRole  # noqa: PLC0415
+    from memoryd.supervisor import supervise  # noqa: PLC0415
 
     env = os.environ
     try:
