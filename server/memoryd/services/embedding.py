@@ -32,7 +32,8 @@ from memoryd.domain.vectors import Floats, quantise, to_blob
 from memoryd.errors import FailedPrecondition, Unavailable
 from memoryd.llm.embeddings import Embedder, EmbeddingUnavailableError
 from memoryd.log_events import Event
-from memoryd.observability import metrics, tracing
+from memoryd.observability import metrics
+from memoryd.services import embedded
 from memoryd.services.outages import Outage
 from memoryd.services.waiting import wait_at_most
 from memoryd.storage import vector_reads
@@ -53,38 +54,6 @@ MAX_BACKOFF_SECONDS = 60.0
 MODEL_LOOKUP_SECONDS = 1.0
 # How often a process that shares the store tries for the lock of the one that embeds.
 LEAD_SECONDS = 2.0
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class EmbeddingStatus:
-    """What GetEmbeddingStatus answers."""
-
-    enabled: bool
-    provider: str
-    model: str
-    dimension: int
-    counts: vector_reads.VectorCounts | None
-    last_error: str
-
-
-def message_text(message: store.MessageText) -> str:
-    """What a message's vector is made of: who said it and what, then the end of the message
-    before it, which is what an answer is about ("A sunset" after "What did you paint?"). On
-    LoCoMo's conversations 1-5, recall@10 of the meaning alone: 57 without the context, 58 with
-    it first, 62 with it after the message; fused, 73 without it and 75 with it."""
-    said = _said(message.sender, message.content)
-    if message.previous_content is None:
-        return said
-    return f"{said}\n{_said(message.previous_sender or '', message.previous_content)}"
-
-
-def _said(sender: str, content: str) -> str:
-    return f"{sender}: {content}" if sender.strip() else content
-
-
-def memory_text(key: str, value: str) -> str:
-    """What a memory row's vector is made of: its key in words, and its value."""
-    return f"{key.replace('_', ' ')}: {value}"
 
 
 class EmbeddingService:
@@ -190,10 +159,10 @@ class EmbeddingService:
         since = self._behind_since
         return 0.0 if since is None else time.monotonic() - since
 
-    async def status(self) -> EmbeddingStatus:
+    async def status(self) -> embedded.EmbeddingStatus:
         """The provider, the model, and how much is embedded and waiting."""
         if self.embedder is None:
-            return EmbeddingStatus(
+            return embedded.EmbeddingStatus(
                 enabled=False, provider="", model="", dimension=0, counts=None, last_error=""
             )
         embedder = self.embedder
@@ -205,7 +174,7 @@ class EmbeddingService:
             return model, vector_reads.counts(connection, model)
 
         model, counts = await self._readers.read(read)
-        return EmbeddingStatus(
+        return embedded.EmbeddingStatus(
             enabled=True,
             provider=self.embedder.provider,
             model=self.embedder.model,
@@ -221,7 +190,11 @@ class EmbeddingService:
                 'embeddings are off (memoryd.search.embeddings = "off"): nothing to reindex'
             )
         if self.model is None:
-            return await self._readers.read(_everything)
+            # No vector was ever made: everything waits already.
+            found = await self._readers.read(
+                lambda connection: vector_reads.counts(connection, None)
+            )
+            return found.pending_messages, found.pending_memories
         model_id = self.model.id
         queued = await self._writer.run(
             "reindex", lambda transaction: store.restart(transaction, model_id)
@@ -245,7 +218,7 @@ class EmbeddingService:
             )
         if self.model is None:
             return None
-        vectors = await self._embed(self.embedder, [text], "query")
+        vectors = await embedded.embed(self.embedder, [text], "query")
         if vectors.shape[1] != self.model.dimension:
             return None
         return self.model, vectors[0]
@@ -360,8 +333,8 @@ class EmbeddingService:
         backlog (oldest first: the cursor moves past it)."""
         embedder = self._provider()
         started = time.perf_counter()
-        found = await self._embed(
-            embedder, [message_text(message) for message in messages], "message"
+        found = await embedded.embed(
+            embedder, [embedded.message_text(message) for message in messages], "message"
         )
         model = await self._model_for(found.shape[1])
         quantised = quantise(found)
@@ -394,8 +367,8 @@ class EmbeddingService:
 
     async def _embed_memories(self, memories: list[store.MemoryText]) -> None:
         embedder = self._provider()
-        found = await self._embed(
-            embedder, [memory_text(text.key, text.value) for text in memories], "memory"
+        found = await embedded.embed(
+            embedder, [embedded.memory_text(text.key, text.value) for text in memories], "memory"
         )
         model = await self._model_for(found.shape[1])
         quantised = quantise(found)
@@ -409,24 +382,6 @@ class EmbeddingService:
             rows=len(vectors),
         )
 
-    @staticmethod
-    async def _embed(embedder: Embedder, texts: list[str], kind: str) -> Floats:
-        """`texts`' vectors (a query's, or stored texts' of `kind`), counted in the metrics and
-        with tracing on an `embeddings` span."""
-        attributes = {
-            "gen_ai.operation.name": "embeddings",
-            "gen_ai.provider.name": embedder.provider,
-            "gen_ai.request.model": embedder.model,
-            "memoryd.embedding.kind": kind,
-            "memoryd.embedding.texts": len(texts),
-        }
-        with tracing.span(f"embeddings {embedder.model}", attributes):
-            started = time.perf_counter()
-            found = await embedder.embed(texts, queries=kind == "query")
-        metrics.EMBEDDING_SECONDS.labels(kind).observe(time.perf_counter() - started)
-        metrics.EMBEDDED.labels(kind).inc(len(texts))
-        return found
-
     async def _model_for(self, dimension: int) -> store.EmbeddingModel:
         """The current model's row for vectors of `dimension` (made when new)."""
         if self.model is not None and dimension == self.model.dimension:
@@ -439,9 +394,3 @@ class EmbeddingService:
             ),
         )
         return self.model
-
-
-def _everything(connection: Transaction) -> tuple[int, int]:
-    """Everything waits already when no vector was ever made."""
-    counts = vector_reads.counts(connection, None)
-    return counts.pending_messages, counts.pending_memories
