@@ -291,6 +291,19 @@ def test_the_decision_check_sees_a_rule(tmp_path: Path) -> None:
     ]
 
 
+# A module that says what it holds stays readable in one sitting.
+MAX_MODULE_LINES = 400
+
+
+def test_no_module_is_longer_than_its_share() -> None:
+    long = {
+        str(path.relative_to(PACKAGE)): lines
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}, f"split these modules by what they hold: {long}"
+
+
 def test_the_import_check_sees_a_forbidden_import(tmp_path: Path) -> None:
     # The check itself must be able to fail: both import forms are seen, relative ones are not.
     module = tmp_path / "probe.py"

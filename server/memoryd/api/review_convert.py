@@ -14,7 +14,7 @@ from memoryd.domain.conversation import ConversationKey, check_identifier
 from memoryd.domain.review_runs import ReviewResult, ReviewSelection, StoredRun
 from memoryd.domain.turns import TurnUsage
 from memoryd.errors import InvalidArgument, Reason
-from memoryd.services.review import ReviewDescription
+from memoryd.services.review_reads import ReviewDescription
 from memoryd.services.review_tuning import Triggers
 from memoryd_client.v2 import admin_service_pb2 as admin_pb
 from memoryd_client.v2 import conversation_service_pb2 as conversation_pb

@@ -18,9 +18,7 @@ deferred, never dropped. The model may change only the rows its prompt listed.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import datetime as dt
-import json
 import logging
 import secrets
 import time
@@ -28,31 +26,26 @@ from typing import TYPE_CHECKING, Any
 
 from memoryd import log_names
 from memoryd.config import ReviewSettings
-from memoryd.domain import model_calls, review_fit
+from memoryd.domain import model_calls
 from memoryd.domain import review_answer as answers
 from memoryd.domain import review_prompt as prompts
 from memoryd.domain.conversation import ConversationKey, OwnerKey
-from memoryd.domain.memories import (
-    MemoryRecord,
-)
 from memoryd.domain.model_calls import Attempt, no_provider
 from memoryd.domain.review_gate import Thresholds, gate
 from memoryd.domain.review_runs import (
-    SKIP_TEXT,
     Exchange,
-    ReadPart,
     ReviewResult,
     ReviewState,
     ReviewStatus,
     SkipReason,
-    StoredRun,
 )
 from memoryd.domain.timestamps import utc_now
-from memoryd.domain.tokens import count_tokens, load
+from memoryd.domain.tokens import count_tokens
 from memoryd.errors import FailedPrecondition, NotFound, Reason
-from memoryd.llm.chain import Completion, ModelUnavailableError, ProviderChain
+from memoryd.llm.chain import ModelUnavailableError, ProviderChain
 from memoryd.log_events import Event
 from memoryd.observability import metrics, tracing
+from memoryd.services import review_model, review_reads, review_reports
 from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.services.review_apply import (
@@ -63,10 +56,7 @@ from memoryd.services.review_apply import (
     record_failure,
 )
 from memoryd.storage import (
-    history_reads,
-    memory_reads,
     review_input,
-    review_run_store,
     review_store,
 )
 from memoryd.storage.readers import ReaderPool
@@ -80,26 +70,6 @@ log = logging.getLogger("memoryd.review")
 
 
 NO_PROVIDER = no_provider("review")
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class ReviewDescription:
-    """GetReviewState: the state, the latest run, and the backlog of unread messages."""
-
-    state: ReviewState
-    last_run: StoredRun | None
-    unread: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class _Snapshot:
-    messages: list[prompts.InputMessage]
-    records: list[MemoryRecord]
-    working_memory: str
-    description: str
-    session_start_id: int
-    # How far the reviews have read into a long message after the cursor.
-    part: ReadPart
 
 
 class Reviewer:
@@ -179,7 +149,7 @@ class Reviewer:
             "memoryd.review", {"memoryd.review.forced": forced}, parent=origin
         ) as span:
             result = await self._review(key, forced=forced)
-            tracing.annotate(span, _span_attributes(result))
+            tracing.annotate(span, review_reports.span_attributes(result))
         if result.status is not ReviewStatus.SKIPPED:
             metrics.REVIEWS.labels(result.status.value).inc()
             for outcome, count in (
@@ -195,22 +165,24 @@ class Reviewer:
 
     async def _review(self, key: ConversationKey, *, forced: bool) -> ReviewResult:
         now = utc_now()
-        found = await self._readers.read(lambda connection: _gate_input(connection, key))
+        found = await self._readers.read(
+            lambda connection: review_reads.gate_input(connection, key)
+        )
         if found is None:
-            return _skipped(key, SkipReason.NO_RECORD)
+            return review_reports.skipped(key, SkipReason.NO_RECORD)
         state, has_new = found
         if not forced:
             skip = self._gated(state, now)
             if skip is not None:
-                return _skipped(key, skip)
+                return review_reports.skipped(key, skip)
         if not has_new:
             if state is not None and state.pending_input:
                 # Nothing left to read (its messages were reviewed by a forced run, say): the
                 # scheduler must stop picking the conversation up.
                 await self._writer.run(
-                    "review_settle", lambda transaction: _settle(transaction, key)
+                    "review_settle", lambda transaction: review_reads.settle(transaction, key)
                 )
-            return _skipped(key, SkipReason.NO_NEW_INPUT)
+            return review_reports.skipped(key, SkipReason.NO_NEW_INPUT)
         token = secrets.token_hex(8)
         stale_before = now - self.stale_after
         claimed = await self._writer.run(
@@ -220,7 +192,7 @@ class Reviewer:
             ),
         )
         if not claimed:
-            return _skipped(key, SkipReason.CONCURRENT_RUN)
+            return review_reports.skipped(key, SkipReason.CONCURRENT_RUN)
         try:
             return await self._claimed_review(key, token, now)
         except BaseException:
@@ -276,28 +248,13 @@ class Reviewer:
 
     async def unread(self, key: ConversationKey) -> int:
         """The backlog: reviewable messages after the cursor."""
+        return await self._readers.read(lambda connection: review_reads.unread(connection, key))
 
-        def read(connection: Transaction) -> int:
-            cursor = review_store.cursor(connection, key)
-            return review_input.unread_count(connection, key, cursor)
-
-        return await self._readers.read(read)
-
-    async def state(self, key: ConversationKey) -> ReviewDescription:
+    async def state(self, key: ConversationKey) -> review_reads.ReviewDescription:
         """A conversation's review state, backlog and latest run; NOT_FOUND without a record."""
-
-        def read(connection: Transaction) -> ReviewDescription | None:
-            found = _gate_input(connection, key)
-            if found is None:
-                return None
-            state = found[0] or ReviewState()
-            return ReviewDescription(
-                state=state,
-                last_run=review_run_store.last_run(connection, key),
-                unread=review_input.unread_count(connection, key, state.cursor),
-            )
-
-        described = await self._readers.read(read)
+        described = await self._readers.read(
+            lambda connection: review_reads.described(connection, key)
+        )
         if described is None:
             raise NotFound(f"conversation {key.describe()} has no record")
         return described
@@ -311,7 +268,9 @@ class Reviewer:
     ) -> ReviewResult:
         # Read after the claim: a review that finished in between has moved the cursor.
         snapshot = await self._readers.read(
-            lambda connection: _snapshot(connection, key, self.settings.review_max_messages)
+            lambda connection: review_reads.snapshot(
+                connection, key, self.settings.review_max_messages
+            )
         )
         begin = time.perf_counter()
         prompt_state = await self._prompts.state(OwnerKey(key.agent_id, key.owner_id))
@@ -319,12 +278,12 @@ class Reviewer:
             snapshot.messages,
             self.settings.review_input_token_budget,
             count_tokens,
-            _cut,
+            review_model.cut,
             snapshot.part,
         )
         if not packed.message_ids:
             await self._release(key, token)
-            return _skipped(key, SkipReason.NO_NEW_INPUT)
+            return review_reports.skipped(key, SkipReason.NO_NEW_INPUT)
         listing = prompts.memory_section(
             snapshot.records,
             (len(prompt_state.user_md.text), len(prompt_state.memory_md.text)),
@@ -347,9 +306,13 @@ class Reviewer:
                 max_tokens=self.settings.review_max_output_tokens,
                 on_attempt=attempts.append,
             )
-            answered = _answered(completion)
-            answer = await self._fitted(
-                _read(completion, self.settings.review_max_output_tokens), session, attempts
+            answered = review_model.answered(completion)
+            answer = await review_model.fitted(
+                self._chain,
+                review_model.read_answer(completion, self.settings.review_max_output_tokens),
+                session,
+                attempts,
+                self.settings.review_max_output_tokens,
             )
         except (ModelUnavailableError, answers.ReviewOutputError) as error:
             reason = str(error)
@@ -365,19 +328,7 @@ class Reviewer:
             await self._writer.run(
                 "review_fail", lambda transaction: record_failure(transaction, failed)
             )
-            log.warning(
-                "review of %s failed: %s",
-                log_names.conversation(key),
-                reason,
-                extra={
-                    "event": Event.REVIEW_FAILED,
-                    "session_id": log_names.name(session),
-                    "error": reason,
-                },
-            )
-            return ReviewResult(
-                key=key, status=ReviewStatus.FAILED, reason=reason, tokens_in=packed.tokens
-            )
+            return review_reports.failed(key, session, reason, packed.tokens)
         begin = time.perf_counter()
         job = ApplyJob(
             key=key,
@@ -399,74 +350,15 @@ class Reviewer:
         )
         own_ms = build_ms + (time.perf_counter() - begin) * 1000
         if applied.claim_lost or applied.record is None:
-            return _skipped(key, SkipReason.CLAIM_TAKEN_OVER)
-        record = applied.record
-        log.info(
-            "reviewed %s: %s",
-            log_names.conversation(key),
-            record.status,
-            extra={
-                "event": Event.REVIEW,
-                "session_id": log_names.name(session),
-                "status": record.status,
-                "added": record.added,
-                "replaced": record.replaced,
-                "archived": record.archived,
-                "skipped": record.skipped,
-                "deferred": record.deferred,
-                "more": applied.more,
-                "tokens_in": record.tokens_in,
-                "provider": completion.provider,
-                "own_ms": round(own_ms, 3),
-            },
+            return review_reports.skipped(key, SkipReason.CLAIM_TAKEN_OVER)
+        return review_reports.reviewed(
+            key,
+            session,
+            record=applied.record,
+            applied=applied,
+            completion=completion,
+            own_ms=own_ms,
         )
-        return ReviewResult(
-            key=key,
-            status=record.status,
-            added=record.added,
-            replaced=record.replaced,
-            archived=record.archived,
-            skipped_ops=record.skipped,
-            tokens_in=record.tokens_in,
-            run_id=applied.run_id,
-            provider=completion.provider,
-            model=completion.model,
-            own_ms=round(own_ms, 3),
-            deferred_ops=record.deferred,
-        )
-
-    async def _fitted(
-        self, answer: answers.Answer, session: str, attempts: list[Attempt]
-    ) -> answers.Answer:
-        """The answer with its values over the limit split into sentences, or shortened by one
-        more call to the model (memoryd.domain.review_fit); what neither fits is left for
-        admission to refuse, and the run records it. A model that does not answer fails the
-        review, so that its messages are read again."""
-        fitted = review_fit.fit(answer)
-        answer, shortened = fitted.answer, 0
-        if fitted.long:
-            values = [answer.operations[at].fields["value"].strip() for at in fitted.long]
-            completion = await self._chain.complete(
-                review_fit.shorten_prompt(values),
-                agent=prompts.REVIEWER_AGENT,
-                session_id=session,
-                max_tokens=self.settings.review_max_output_tokens,
-                on_attempt=attempts.append,
-            )
-            found = (
-                None if completion.cut else review_fit.read_shortened(completion.text, len(values))
-            )
-            if found is not None:
-                answer = review_fit.with_shortened(answer, fitted.long, found)
-                shortened = len(fitted.long) - sum(map(review_fit.is_long, answer.operations))
-        for outcome, count in (
-            ("split", fitted.split),
-            ("shortened", shortened),
-            ("refused", len(fitted.long) - shortened),
-        ):
-            if count:
-                metrics.REVIEW_VALUES_OVER_LIMIT.labels(outcome).inc(count)
-        return answer
 
     async def _release(self, key: ConversationKey, token: str) -> None:
         await self._writer.run(
@@ -486,86 +378,3 @@ class Reviewer:
             self._memory.rows.invalidate(memory_id)
         if applied.render is not None:
             self._prompts.publish(applied.render)
-
-
-def _read(completion: Completion, max_tokens: int) -> answers.Answer:
-    """The answer's operations; ReviewOutputError when it is broken, or was cut at max_tokens
-    (a cut list of tool calls may parse, and still miss what came after)."""
-    if completion.cut:
-        raise answers.ReviewOutputError(
-            f"the answer was cut at {max_tokens} tokens (memoryd.memory.review_max_output_tokens): "
-            "the messages stay for the next review"
-        )
-    return answers.parse_answer(
-        completion.text, [(call.name, call.arguments) for call in completion.tool_calls]
-    )
-
-
-def _skipped(key: ConversationKey, reason: SkipReason) -> ReviewResult:
-    return ReviewResult(key=key, status=ReviewStatus.SKIPPED, reason=SKIP_TEXT[reason], skip=reason)
-
-
-def _gate_input(
-    connection: Transaction, key: ConversationKey
-) -> tuple[ReviewState | None, bool] | None:
-    if history_reads.window_state(connection, key) is None:
-        return None
-    state = review_store.state(connection, key)
-    cursor = state.cursor if state is not None else 0
-    return state, review_input.has_input_after(connection, key, cursor)
-
-
-def _snapshot(connection: Transaction, key: ConversationKey, limit: int) -> _Snapshot:
-    state = review_store.state(connection, key)
-    cursor = state.cursor if state is not None else 0
-    working_memory, description = review_input.conversation_texts(connection, key)
-    return _Snapshot(
-        part=state.part if state is not None else ReadPart(),
-        messages=review_input.reviewable_after(connection, key, cursor, limit),
-        records=memory_reads.render_input(connection, OwnerKey(key.agent_id, key.owner_id)),
-        working_memory=working_memory,
-        description=description,
-        session_start_id=review_input.session_start(connection, key),
-    )
-
-
-def _settle(connection: Transaction, key: ConversationKey) -> None:
-    if not review_input.has_input_after(connection, key, review_store.cursor(connection, key)):
-        review_store.clear_pending(connection, key)
-
-
-def _cut(line: str, budget: int) -> str:
-    """The longest prefix of `line` within `budget` tokens, ending on a whole character."""
-    tokens = load().encode_ordinary(line)[:budget]
-    text = load().decode(tokens, errors="ignore")
-    return text.rstrip("\ufffd")
-
-
-def _span_attributes(result: ReviewResult) -> dict[str, str | int]:
-    """What a review's span says of it (counts and names, never what was saved)."""
-    attributes: dict[str, str | int] = {"memoryd.review.status": result.status.value}
-    if result.skip is not None:
-        attributes["memoryd.review.skip"] = result.skip.value
-    if result.status is not ReviewStatus.SKIPPED:
-        attributes |= {
-            "memoryd.review.added": result.added,
-            "memoryd.review.replaced": result.replaced,
-            "memoryd.review.archived": result.archived,
-            "memoryd.review.skipped_operations": result.skipped_ops,
-            "memoryd.review.input_tokens": result.tokens_in,
-        }
-    if result.provider:
-        attributes |= {
-            "gen_ai.provider.name": result.provider,
-            "gen_ai.request.model": result.model,
-        }
-    return attributes
-
-
-def _answered(completion: Completion) -> str:
-    """A model's answer as it came: its text, then its tool calls (name and arguments)."""
-    calls = [
-        json.dumps({"tool": call.name, "arguments": call.arguments}, ensure_ascii=False)
-        for call in completion.tool_calls
-    ]
-    return "\n".join([completion.text, *calls]) if calls else completion.text
