@@ -27,7 +27,7 @@ import numpy as np
 
 from memoryd.domain.search_query import MAX_QUERY_CHARS, MAX_QUERY_WORDS
 from memoryd.domain.vectors import Floats, quantise, to_blob
-from memoryd.services.embedding import message_text
+from memoryd.services.embedded import message_text
 from memoryd.storage import vector_store
 from memoryd.storage.sql import rows, write_transaction
 from memoryd.storage.transaction import Transaction

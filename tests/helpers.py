@@ -7,12 +7,16 @@ import contextlib
 import dataclasses
 import fcntl
 import io
+import json
 import os
+import shutil
 import socket
+import subprocess
 import sys
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -187,3 +191,24 @@ def prompt_files_lock(home: Path) -> Iterator[None]:
         yield
     finally:
         os.close(descriptor)
+
+
+def curl(address: str, path: str, body: Any, *headers: str) -> tuple[int, dict[str, Any]]:
+    """POST `body` as JSON with the real curl; (HTTP status, the JSON answer)."""
+    command = [
+        shutil.which("curl") or "curl",
+        "-sS",
+        "-o",
+        "-",
+        "-w",
+        "\n%{http_code}",
+        "-H",
+        "Content-Type: application/json",
+        *(item for header in headers for item in ("-H", header)),
+        "--data-binary",
+        json.dumps(body),
+        f"http://{address}{path}",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=True, timeout=60)
+    text, _, status = result.stdout.rpartition("\n")
+    return int(status), json.loads(text) if text else {}

@@ -19,6 +19,7 @@ from memoryd.api import contract
 from memoryd.testing.server_process import ServerProcess
 from memoryd_client.v1 import access_pb2 as v1_access_pb2
 from memoryd_client.v2 import access_pb2 as v2_access_pb2
+from tests.helpers import curl
 
 HTTP_ON = '[memoryd.http]\nlisten = "127.0.0.1:0"\n'
 CURRENT = {method.name: method for method in contract.methods()}
@@ -164,25 +165,6 @@ def _status_line(stderr: str) -> str:
     return "\n".join(line for line in lines if line.startswith(("Code:", "Message:")))
 
 
-def _curl(address: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    command = [
-        shutil.which("curl") or "curl",
-        "-sS",
-        "-o",
-        "-",
-        "-w",
-        "\n%{http_code}",
-        "-H",
-        "Content-Type: application/json",
-        "--data-binary",
-        json.dumps(body),
-        f"http://{address}{path}",
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, check=True, timeout=60)
-    text, _, status = result.stdout.rpartition("\n")
-    return int(status), json.loads(text) if text else {}
-
-
 def _comparable(answer: dict[str, Any]) -> dict[str, Any]:
     """An answer without what differs from call to call (times, ids, versions)."""
     volatile = ("At", "Time", "Id", "Version", "version", "_at", "Token", "Ms", "Seconds", "Uptime")
@@ -200,8 +182,8 @@ def test_every_unary_rpc_answers_alike_on_both_versions_over_http(served: Server
         if not _unary(legacy) or name in ("ReindexEmbeddings", "PurgeConversation"):
             continue
         body = _request_json(name, chat)
-        new_status, new = _curl(address, _path(CURRENT[name]), body)
-        old_status, old = _curl(address, _path(legacy), body)
+        new_status, new = curl(address, _path(CURRENT[name]), body)
+        old_status, old = curl(address, _path(legacy), body)
         assert new_status not in (404, 501), name
         assert "unimplemented" not in json.dumps(new), name
         assert (old_status, _comparable(old)) == (new_status, _comparable(new)), name
@@ -296,7 +278,7 @@ def test_reflection_describes_both_versions(grpcurl: str, served: ServerProcess)
 def test_metrics_count_each_version_under_its_service(served: ServerProcess) -> None:
     address = str(served.events("serving")[-1]["http"])
     for path in (_path(CURRENT["GetConversation"]), _path(LEGACY["GetConversation"])):
-        _curl(address, path, {"conversation": {"channel": "v2", "chatId": "metrics"}})
+        curl(address, path, {"conversation": {"channel": "v2", "chatId": "metrics"}})
     result = subprocess.run(
         [shutil.which("curl") or "curl", "-sS", f"http://{address}/metrics"],
         capture_output=True,

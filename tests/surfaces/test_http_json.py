@@ -8,9 +8,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-import shutil
 import socket
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -30,6 +28,7 @@ from memoryd.api.status import STATUS
 from memoryd.testing.configs import embedding_config
 from memoryd.testing.fake_embeddings import FakeEmbeddings
 from memoryd.testing.server_process import ServerProcess
+from tests.helpers import curl
 from tests.rpc_fuzz import METHODS, RPCS, Case, Target, cases
 
 HTTP_ON = '[memoryd.http]\nlisten = "127.0.0.1:0"\ncors_origins = "https://console.example"\n'
@@ -53,27 +52,6 @@ FUZZ_EXAMPLES_PER_RPC = 12
 
 def http_address(server: ServerProcess) -> str:
     return str(server.events("serving")[-1]["http"])
-
-
-def curl(address: str, path: str, body: Any, *headers: str) -> tuple[int, dict[str, Any]]:
-    """POST `body` as JSON with the real curl; (HTTP status, the JSON answer)."""
-    command = [
-        shutil.which("curl") or "curl",
-        "-sS",
-        "-o",
-        "-",
-        "-w",
-        "\n%{http_code}",
-        "-H",
-        "Content-Type: application/json",
-        *(item for header in headers for item in ("-H", header)),
-        "--data-binary",
-        json.dumps(body),
-        f"http://{address}{path}",
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, check=True, timeout=60)
-    text, _, status = result.stdout.rpartition("\n")
-    return int(status), json.loads(text) if text else {}
 
 
 @pytest.fixture(scope="module")
