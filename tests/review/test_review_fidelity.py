@@ -313,7 +313,10 @@ async def test_an_interval_of_zero_warns_once_that_the_other_triggers_still_revi
 ) -> None:
     config = review_config(model, review_interval_hours=0)
     server = start_server(tmp_path / "home", config=config, workers=2).start()
-    server.wait_for_event(Event.SERVING)
+    # Logged by the first worker as it starts (its log is written by a thread of its own, so it
+    # may follow the supervisor's `serving`); stopped, every line of both workers is in.
+    server.wait_for_event(Event.REVIEW_INTERVAL_ONLY_OFF)
+    assert server.stop() == 0, server.output
     warned = server.events(Event.REVIEW_INTERVAL_ONLY_OFF)
     assert len(warned) == 1
     assert "memoryd.memory.enabled = false" in warned[0]["msg"]
