@@ -2,7 +2,7 @@
 grpc.reflection.v1 and v1alpha.
 
 grpcio-reflection asks the protobuf descriptor pool for the file containing a symbol, and the
-pool does not index methods: `grpcurl describe memoryd.v1.MemoryService.AppendMessages` and
+pool does not index methods: `grpcurl describe memoryd.v2.ConversationService.AppendMessages` and
 load tools that look a method up (ghz) fail with "Symbol not found". This pool answers a method
 name with its service's file and passes everything else to the default pool.
 
