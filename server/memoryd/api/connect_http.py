@@ -2,8 +2,8 @@
 calls, as an ASGI application (`ConnectApp`) that `memoryd.http_listener` serves.
 
 A call is `POST /memoryd.v2.ConversationService/AppendMessages` with `Content-Type:
-application/json` and the request in protobuf's JSON mapping; the answer is 200 with the response, or an error:
-the HTTP status of its code (the Connect protocol's table, `HTTP_STATUS`) and a JSON body
+application/json` and the request in protobuf's JSON mapping; the answer is 200 with the
+response, or an error: the HTTP status of its code (the Connect protocol's table, `HTTP_STATUS`) and a JSON body
 `{"code": "invalid_argument", "message": ..., "details": [{"type": "google.rpc.ErrorInfo",
 "value": <base64>}]}`. `curl` and Connect's clients (connect-web, connect-go, connect-python)
 speak it.
