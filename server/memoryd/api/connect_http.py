@@ -3,12 +3,12 @@ calls, as an ASGI application (`ConnectApp`) that `memoryd.http_listener` serves
 
 A call is `POST /memoryd.v2.ConversationService/AppendMessages` with `Content-Type:
 application/json` and the request in protobuf's JSON mapping; the answer is 200 with the
-response, or an error: the HTTP status of its code (the Connect protocol's table, `HTTP_STATUS`) and a JSON body
-`{"code": "invalid_argument", "message": ..., "details": [{"type": "google.rpc.ErrorInfo",
-"value": <base64>}]}`. `curl` and Connect's clients (connect-web, connect-go, connect-python)
-speak it.
+response, or an error: the HTTP status of its code (the Connect protocol's table,
+`HTTP_STATUS`) and a JSON body `{"code": "invalid_argument", "message": ..., "details":
+[{"type": "google.rpc.ErrorInfo", "value": <base64>}]}`. `curl` and Connect's clients
+(connect-web, connect-go, connect-python) speak it.
 
-The handlers are the very ones gRPC calls (memoryd.api.status wraps them once): the same
+The handlers are the very ones gRPC calls (memoryd.api.registration wraps them once): the same
 authentication (`Authorization: Bearer`), the same access rules, bounds, status mapping and RPC
 log. `HttpContext` is this transport's servicer context: the request's headers as metadata,
 and `abort` ending the call with its status. Streaming RPCs stay gRPC-only (404 here, saying
