@@ -208,7 +208,7 @@ class ConnectApp:
         try:
             request = _decode(procedure.request, kind, body)
         except (json_format.ParseError, DecodeError, ValueError, UnicodeDecodeError) as error:
-            # In gRPC's words for the same bytes (memoryd.api.status).
+            # In gRPC's words for the same bytes (memoryd.api.registration).
             message = (
                 f"the request is not a valid protobuf message: {error}"
                 if kind == PROTO

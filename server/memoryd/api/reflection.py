@@ -134,7 +134,7 @@ def register_v1_descriptors(pool: descriptor_pool.DescriptorPool | None = None) 
 
 def add_v1_servicer_to_server(servicer: Any, server: Any) -> None:
     """Register the v1alpha reflection servicer as grpc.reflection.v1.ServerReflection too (the
-    shape of a generated add_*_to_server, so memoryd.api.status can wrap it)."""
+    shape of a generated add_*_to_server, so memoryd.api.registration can wrap it)."""
     handler = grpc.stream_stream_rpc_method_handler(
         servicer.ServerReflectionInfo,
         request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
