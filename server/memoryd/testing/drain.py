@@ -24,6 +24,9 @@ from memoryd.testing.server_process import ServerProcess
 CHANNELS = 6
 CALLERS_PER_CHANNEL = 8
 CALLS_BEFORE_THE_STOP = 300
+# Each call's deadline: well past the server's grace period (10 s by default), so that how a call
+# ends during a stop is the server's doing, never the client's clock on a loaded machine.
+CALL_DEADLINE_SECONDS = 40.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -51,11 +54,11 @@ async def _write(api: md.Stubs, conversation: md.Conversation, number: int) -> N
                 value="v",
                 category=md.CATEGORY_PREFERENCE,
             ),
-            timeout=10,
+            timeout=CALL_DEADLINE_SECONDS,
         )
     else:
         await api.conversations.ClearConversation(
-            md.ClearConversationRequest(conversation=conversation), timeout=10
+            md.ClearConversationRequest(conversation=conversation), timeout=CALL_DEADLINE_SECONDS
         )
 
 
