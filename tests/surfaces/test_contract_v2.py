@@ -7,12 +7,12 @@ import json
 import shutil
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
 import pytest
-from google.protobuf import descriptor_pb2
+from google.protobuf import descriptor_pb2, descriptor_pool
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, MethodDescriptor
 
 from memoryd.api import contract
@@ -115,13 +115,38 @@ def test_v2_messages_are_v1_field_for_field(name: str) -> None:
                 ), type_name
 
 
-def test_a_changed_field_is_caught() -> None:
-    """The comparison can fail: a field renumbered in a copy differs."""
-    shape = _shape(CURRENT["AppendMessages"].input_type)
-    changed = type(shape)()
-    changed.CopyFrom(shape)
-    changed.field[0].number += 100
-    assert changed != shape
+def _copied(message: Descriptor, change: Callable[[descriptor_pb2.DescriptorProto], None]) -> Any:
+    """`message` copied into a pool of its own (as memoryd.v1 is beside memoryd.v2), after
+    `change` to its descriptor."""
+    file = descriptor_pb2.FileDescriptorProto(
+        name="probe.proto", package="memoryd.v1", syntax="proto3"
+    )
+    copy = file.message_type.add()
+    message.CopyToProto(copy)
+    change(copy)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return pool.FindMessageTypeByName(f"memoryd.v1.{message.name}")
+
+
+def test_the_comparison_tells_a_copy_from_a_changed_copy() -> None:
+    """The comparison can fail: a copy in another package compares equal, and a copy with a
+    field renumbered, renamed or retyped does not."""
+    message = CURRENT["ListOwners"].input_type
+
+    def renumbered(proto: descriptor_pb2.DescriptorProto) -> None:
+        proto.field[1].number += 100
+
+    def renamed(proto: descriptor_pb2.DescriptorProto) -> None:
+        proto.field[0].name = "agent"
+        proto.field[0].json_name = "agent"
+
+    def retyped(proto: descriptor_pb2.DescriptorProto) -> None:
+        proto.field[1].type = descriptor_pb2.FieldDescriptorProto.TYPE_INT64
+
+    assert _shape(_copied(message, lambda _proto: None)) == _shape(message)
+    for change in (renumbered, renamed, retyped):
+        assert _shape(_copied(message, change)) != _shape(message), change.__name__
 
 
 # --- both versions through the real server --------------------------------------------------------

@@ -27,8 +27,6 @@ from memoryd_client.v1 import compaction_service_pb2 as v1_compaction_pb
 from memoryd_client.v1 import memory_service_pb2 as v1_memory_pb
 from memoryd_client.v2 import (
     admin_service_pb2,
-    context_service_pb2,
-    memory_service_pb2,
     overview_service_pb2,
     resource_service_pb2,
     review_service_pb2,
@@ -58,8 +56,8 @@ APPEND_METHODS = (APPEND_METHOD, "/memoryd.v1.MemoryService/AppendMessages")
 # Every service's file: memoryd.v2's, then memoryd.v1's.
 _FILES: tuple[FileDescriptor, ...] = (
     conversation_pb.DESCRIPTOR,
-    memory_service_pb2.DESCRIPTOR,
-    context_service_pb2.DESCRIPTOR,
+    memory_pb.DESCRIPTOR,
+    context_pb.DESCRIPTOR,
     resource_service_pb2.DESCRIPTOR,
     review_service_pb2.DESCRIPTOR,
     overview_service_pb2.DESCRIPTOR,
