@@ -212,8 +212,7 @@ async def _serve(
     )
     # Every RPC's declared access, read (and checked) whether tokens are configured or not. With
     # tokens, memoryd's own services are guarded by it; health and reflection stay open.
-    routes = contract.routes()
-    access = declarations(contract.methods(), routes)
+    access = contract.routed(declarations(contract.methods()))
     guard = Authorizer(settings.auth.tokens, access) if settings.auth.tokens else None
     if running is not None:
         if worker is not None:
@@ -228,8 +227,8 @@ async def _serve(
         rpc_log,
         guard,
         refused=writing,
-        commits=committed_first(contract.methods(), routes),
-        routes=routes,
+        commits=contract.routed(committed_first(contract.methods())),
+        routes=contract.routes(),
     )
     for register, servicer in (
         (health_pb2_grpc.add_HealthServicer_to_server, health_servicer),

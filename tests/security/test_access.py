@@ -69,7 +69,7 @@ agents = ["main"]
 # memoryd.v2's RPCs, then memoryd.v1's (routed to them): the matrix runs through both.
 CURRENT: list[MethodDescriptor] = list(contract.methods())
 METHODS: list[MethodDescriptor] = [*CURRENT, *contract.legacy_methods()]
-ACCESS = declarations(CURRENT, contract.routes())
+ACCESS = contract.routed(declarations(CURRENT))
 ADMITTED_NOT = (
     grpc.StatusCode.UNAUTHENTICATED,
     grpc.StatusCode.PERMISSION_DENIED,

@@ -21,9 +21,7 @@ from tests.helpers import append, client_stream, user
 
 CHAT = md.Conversation(channel="telegram", chat_id="read-only")
 WRITING = sorted(
-    path
-    for path, item in declarations(contract.methods(), contract.routes()).items()
-    if item.writes
+    path for path, item in contract.routed(declarations(contract.methods())).items() if item.writes
 )
 
 

@@ -20,6 +20,7 @@ from memoryd.testing.server_process import ServerProcess
 from memoryd_client.v1 import access_pb2 as v1_access_pb2
 from memoryd_client.v2 import access_pb2 as v2_access_pb2
 from tests.helpers import curl
+from tests.review_helpers import eventually
 
 HTTP_ON = '[memoryd.http]\nlisten = "127.0.0.1:0"\n'
 CURRENT = {method.name: method for method in contract.methods()}
@@ -316,9 +317,10 @@ def test_metrics_count_each_version_under_its_service(served: ServerProcess) -> 
     assert any('service="memoryd.v2.ConversationService"' in line for line in lines), lines
 
 
-def test_a_v1_call_is_logged_under_its_own_path(served: ServerProcess) -> None:
+async def test_a_v1_call_is_logged_under_its_own_path(served: ServerProcess) -> None:
     with grpc.insecure_channel(served.address) as channel:
         for method in (CURRENT["ListOwners"], LEGACY["ListOwners"]):
             channel.unary_unary(_path(method))(b"", timeout=30)
-    logged = {event["method"] for event in served.events("rpc")}
-    assert {_path(CURRENT["ListOwners"]), _path(LEGACY["ListOwners"])} <= logged
+    wanted = {_path(CURRENT["ListOwners"]), _path(LEGACY["ListOwners"])}
+    # The server's log is written by a thread of its own: wait for the lines.
+    await eventually(lambda: wanted <= {event["method"] for event in served.events("rpc")})

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from google.protobuf.descriptor import MethodDescriptor
@@ -151,15 +151,10 @@ def declared(method: MethodDescriptor) -> Declared:
     return found
 
 
-def declarations(
-    methods: Iterable[MethodDescriptor], routes: Mapping[str, str] | None = None
-) -> dict[str, Declared]:
-    """Every RPC's declared access, by its path; a routed path (memoryd.v1's) has the access of
-    the path it is routed to."""
-    found = {f"/{m.containing_service.full_name}/{m.name}": declared(m) for m in methods}
-    for legacy, current in (routes or {}).items():
-        found[legacy] = found[current]
-    return found
+def declarations(methods: Iterable[MethodDescriptor]) -> dict[str, Declared]:
+    """Every RPC's declared access, by its path (memoryd.api.contract.routed gives memoryd.v1's
+    paths theirs)."""
+    return {f"/{m.containing_service.full_name}/{m.name}": declared(m) for m in methods}
 
 
 def markdown_table(access: Iterable[Declared]) -> str:

@@ -19,7 +19,7 @@ client_message_id (the server stores each once). The headers cost one more frame
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from google.protobuf import descriptor_pb2
@@ -43,12 +43,9 @@ def _unkeyed_append(request: Any) -> bool:
     return not request.messages or not all(m.client_message_id for m in request.messages)
 
 
-def committed_first(
-    methods: Iterable[MethodDescriptor], routes: Mapping[str, str] | None = None
-) -> dict[str, Commits]:
+def committed_first(methods: Iterable[MethodDescriptor]) -> dict[str, Commits]:
     """Every unary call of these methods that is not safe to repeat, by path, with the test of
-    the requests that are not; a routed path (memoryd.v1's) is held to the rule of the path it
-    is routed to."""
+    the requests that are not (memoryd.api.contract.routed gives memoryd.v1's paths theirs)."""
     found: dict[str, Commits] = {}
     for method in methods:
         if method.client_streaming or method.server_streaming:
@@ -58,7 +55,4 @@ def committed_first(
             continue
         path = f"/{method.containing_service.full_name}/{method.name}"
         found[path] = _unkeyed_append if path == APPEND_METHOD else _always
-    for legacy, current in (routes or {}).items():
-        if current in found:
-            found[legacy] = found[current]
     return found

@@ -13,9 +13,9 @@ calls are logged and counted under their own path, so operators see v1 traffic f
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 
@@ -45,6 +45,8 @@ from memoryd_client.v2 import (
     review_service_pb2,
     review_service_pb2_grpc,
 )
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -111,6 +113,16 @@ def routes() -> dict[str, str]:
     """Each memoryd.v1 path -> the memoryd.v2 path that answers it (the RPC of the same name)."""
     current = {method.name: path(method) for method in methods()}
     return {path(method): current[method.name] for method in legacy_methods()}
+
+
+def routed(by_path: Mapping[str, T]) -> dict[str, T]:
+    """`by_path` (keyed by memoryd.v2 paths) with each memoryd.v1 path given the value of the
+    path it is routed to: what v1 is held to is v2's, decided once."""
+    found = dict(by_path)
+    for legacy, current in routes().items():
+        if current in by_path:
+            found[legacy] = by_path[current]
+    return found
 
 
 def service_names() -> tuple[str, ...]:

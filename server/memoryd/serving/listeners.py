@@ -148,12 +148,8 @@ def _connect_app(settings: Settings, handlers: Mapping[str, Any]) -> ConnectApp:
     """Every unary RPC of memoryd.v2 and memoryd.v1 as a Connect procedure, over its wrapped
     handler; a memoryd.v1 path reads its request as the memoryd.v2 message it is routed to."""
     procedures = {}
-    current = {contract.path(method): method for method in contract.methods()}
-    routes = contract.routes()
-    for path, method in (
-        *current.items(),
-        *((legacy, current[routed]) for legacy, routed in routes.items()),
-    ):
+    methods = contract.routed({contract.path(method): method for method in contract.methods()})
+    for path, method in methods.items():
         if not (method.client_streaming or method.server_streaming):
             procedures[path] = Procedure(
                 handlers[path].unary_unary, message_factory.GetMessageClass(method.input_type)
