@@ -13,8 +13,7 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
-import apsw
-
+from memoryd.storage.connection import SqliteConnection
 from memoryd.storage.migrations import bundled_migrations, migrate
 from memoryd.storage.postgres.database import PostgresDatabase
 from memoryd.storage.postgres.settings import PostgresSettings
@@ -69,7 +68,7 @@ class Backends:
                 database.close()
             return
         home.mkdir(parents=True, exist_ok=True)
-        connection = apsw.Connection(str(home / "memory.db"))
+        connection = SqliteConnection(str(home / "memory.db"))
         connection.execute("PRAGMA journal_mode = WAL").fetchall()
         connection.execute("PRAGMA synchronous = NORMAL")
         migrate(connection, bundled_migrations())
@@ -88,7 +87,7 @@ class Backends:
             with psycopg.connect(self._dsn[home], autocommit=True) as connection:
                 connection.execute("VACUUM ANALYZE")
             return
-        connection = apsw.Connection(str(home / "memory.db"))
+        connection = SqliteConnection(str(home / "memory.db"))
         connection.execute("PRAGMA optimize")
         connection.close()
 

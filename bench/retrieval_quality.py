@@ -49,7 +49,6 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-import apsw
 import backends
 import datasets
 import grpc
@@ -58,6 +57,7 @@ from real_chat import asked
 
 import memoryd_client as md
 from memoryd.domain.time_expressions import asked_span
+from memoryd.storage.connection import SqliteConnection
 from memoryd.testing.server_process import ServerProcess
 
 KS = (1, 5, 10, 25, 50)
@@ -233,7 +233,7 @@ def summarise(
 
 def plain_fts5(loaded: Loaded) -> list[list[str]]:
     """The baseline: FTS5 over the same turns, the question's words OR-ed, ranked by bm25."""
-    connection = apsw.Connection(":memory:")
+    connection = SqliteConnection(":memory:")
     connection.execute(
         "CREATE VIRTUAL TABLE t USING fts5(content, sample UNINDEXED, dia UNINDEXED, "
         "tokenize = 'porter unicode61 remove_diacritics 2')"

@@ -150,7 +150,6 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ("--messages", "2000", "--memories", "200", "--loads", "1"),
     ),
     Benchmark("auth_overhead", "auth_overhead.py", (), ("--rounds", "200")),
-    Benchmark("dialect_choice", "dialect_choice.py", (), ("--samples", "1")),
     Benchmark("erasure_cost", "erasure_cost.py", (), ("--messages", "2000", "--owners", "4")),
     Benchmark(
         "erasure_under_exports",

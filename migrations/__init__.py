@@ -1,1 +1,2 @@
-"""The numbered SQL migrations, shipped inside the memoryd package as memoryd.migrations."""
+"""The numbered SQL migrations, one line for both engines, shipped inside the memoryd package as
+memoryd.migrations (memoryd.storage.migrations reads them)."""

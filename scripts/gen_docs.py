@@ -348,11 +348,10 @@ def units_table() -> str:
 
 def tables_table() -> str:
     """The tables after every SQLite migration: primary key, unique keys, indexes."""
-    import apsw  # noqa: PLC0415
-
+    from memoryd.storage.connection import SqliteConnection  # noqa: PLC0415
     from memoryd.storage.migrations import bundled_migrations, migrate  # noqa: PLC0415
 
-    connection = apsw.Connection(":memory:")
+    connection = SqliteConnection(":memory:")
     migrate(connection, bundled_migrations())
     rows = list(connection.execute("SELECT name, sql FROM sqlite_schema WHERE type = 'table'"))
     virtual = {name for name, sql in rows if "VIRTUAL TABLE" in sql}

@@ -31,9 +31,12 @@ NOT_ON_POSTGRES: dict[str, str] = {
     "memoryd.storage.maintenance:_remove": "the leftovers of SQLite's backup copy",
     "memoryd.storage.maintenance:snapshot": "SQLite's file copied for a check (PostgreSQL's "
     "check reads a REPEATABLE READ snapshot)",
-    "memoryd.storage.memory_reads:_fts_query": "FTS5's query of memory rows",
+    "memoryd.storage.sqlite_engine:": "SQLite's engine (PostgreSQL's: storage.postgres.engine)",
+    "memoryd.storage.fts5_words:": "SQLite's word index, FTS5 (PostgreSQL's: a tsvector column)",
     "memoryd.storage.search_reads:_in_scope": "FTS5's index-first read of a large scope",
-    "memoryd.storage.terms:_vocabulary": "FTS5's vocabulary (PostgreSQL: its statistics)",
+    "memoryd.storage.postgres.words:TsvectorWords.best_messages": (
+        "the index-first read of a scoped index (FTS5's); PostgreSQL's is never asked"
+    ),
     "memoryd.storage.scrub:truncate_wal": "SQLite's WAL, truncated after an erasure",
     "memoryd.storage.write_queue:": "SQLite's workers' writers queue on an flock",
     "memoryd.storage.writer:Writer.queue_writes": "SQLite's workers' writers queue on an flock",

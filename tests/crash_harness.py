@@ -35,13 +35,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import apsw
 import grpc
 import psycopg
 
 import memoryd_client as md
 from memoryd.log_events import Event
 from memoryd.storage import database, maintenance
+from memoryd.storage.connection import SqliteConnection
 from memoryd.storage.postgres.settings import PostgresSettings
 from memoryd.testing import postgres
 from memoryd.testing.fake_model import FakeModel, Reply
@@ -544,7 +544,7 @@ def check_database(home: Path) -> None:
             assert maintenance.problems(connection) == []
         return
     path = home / "memory.db"
-    connection = apsw.Connection(str(path))
+    connection = SqliteConnection(str(path))
     try:
         assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         for index in ("messages_fts", "messages_trigram", "memories_fts"):

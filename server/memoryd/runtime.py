@@ -24,9 +24,10 @@ from memoryd.services.coherence import Coherence
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.services.use_cases import Services
 from memoryd.storage import database as databases
-from memoryd.storage import server_keys
+from memoryd.storage import location, server_keys
 from memoryd.storage.background_lock import BackgroundLock, background_lock
 from memoryd.storage.database import Changes, OpenedDatabase
+from memoryd.storage.engine import engine_for
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.write_queue import WriteQueue
 from memoryd.storage.write_terms import WriterSettings
@@ -50,6 +51,8 @@ class Runtime:
     schema_version: int
     # Where the database is: SQLite's file, or PostgreSQL's server and database.
     database: str
+    # The store's files in the data directory, the database then its WAL (none: a server's).
+    files: tuple[Path, ...]
     # Decides which process embeds, when the store may be shared (a worker's, PostgreSQL's);
     # None for a server alone on its SQLite database (memoryd.storage.background_lock).
     background: BackgroundLock | None
@@ -96,9 +99,10 @@ class Runtime:
     ) -> Runtime:
         """Recover what the last stop left (unless a supervisor did), then assemble the use
         cases on the database."""
-        postgres = settings.storage.backend == "postgres"
+        engine = engine_for(database.settings)
+        # A server's store is read through a pool of connections; a file through reader threads.
         readers = database.readers(
-            settings.storage.pool_size if postgres else settings.server.reader_threads
+            settings.storage.pool_size if engine.remote else settings.server.reader_threads
         )
         page_tokens = PageTokens(server_keys.page_token_key(database.autocommit))
         hashed_names = settings.server.log_identifiers == "hashed"
@@ -122,10 +126,11 @@ class Runtime:
         changes = database.changes()
         # Other processes may write to this store: a supervisor's workers (this is one), or
         # any memoryd over the same PostgreSQL (memoryd.services.coherence).
-        shared = postgres or not recover
+        shared = engine.replicas or not recover
         coherence = Coherence(shared=shared, changes=changes, readers=readers)
-        # PostgreSQL's writers queue on a lock of their own.
-        write_queue = WriteQueue(settings.home) if shared and not postgres else None
+        # The workers sharing a file queue in the data directory (a server's writers queue on a
+        # lock of their own).
+        write_queue = WriteQueue(settings.home) if shared and engine.one_file else None
         if shared:
             writer.follow(coherence)
         if write_queue is not None:
@@ -158,6 +163,7 @@ class Runtime:
             changes=changes,
             schema_version=database.schema_version,
             database=databases.describe(database.settings),
+            files=engine.files(database.settings),
             background=background_lock(database.settings) if shared else None,
             write_queue=write_queue,
             _lock_fd=lock_fd,
@@ -207,7 +213,7 @@ def prepare(settings: Settings, env: Mapping[str, str]) -> int:
 
 def _open_database(settings: Settings, env: Mapping[str, str]) -> OpenedDatabase:
     database = databases.open_database(
-        databases.store_settings(settings.storage, settings.home, env)
+        location.store_settings(settings.storage, settings.home, env)
     )
     if database.applied:
         log.info(

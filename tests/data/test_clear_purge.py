@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import apsw
 import grpc
 
 import memoryd_client as md
+from memoryd.storage.connection import SqliteConnection
 from memoryd.testing.server_process import ServerProcess
 from tests.backends import on_postgres, postgres_rows
 from tests.helpers import append, fresh_conversation, owner_of, rpc_error, store, user
@@ -149,7 +149,7 @@ async def test_purge_erases_rows_and_index_entries(
         )
         assert leftovers == [(0,)]
         return
-    database = apsw.Connection(str(server.home / "memory.db"))
+    database = SqliteConnection(str(server.home / "memory.db"))
     database.set_busy_timeout(5000)
     try:
         for table in ("messages_fts", "messages_trigram"):

@@ -10,11 +10,11 @@ import json
 import uuid
 from pathlib import Path
 
-import apsw
 import psycopg
 import pytest
 
 import memoryd_client as md
+from memoryd.storage.connection import SqliteConnection
 from memoryd.testing.postgres import database_dsn
 from memoryd.testing.server_process import ServerProcess
 from tests.backends import heap_tuples, on_postgres, postgres_rows
@@ -117,7 +117,7 @@ def test_sqlite_sampled_keys_of_an_erased_owner_are_dropped(tmp_path: Path) -> N
         victim = f"v{uuid.uuid4().hex[:10]}"
         fill(server.address, victim, f"{victim}chat")
         fill(server.address, "keeper", "keeperchat")
-        database = apsw.Connection(str(server.home / "memory.db"))
+        database = SqliteConnection(str(server.home / "memory.db"))
         database.set_busy_timeout(10_000)
         database.execute("ANALYZE")  # as `memoryd restore` does (PRAGMA optimize)
         samples = b"".join(row[0] for row in database.execute("SELECT sample FROM sqlite_stat4"))

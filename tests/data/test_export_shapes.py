@@ -7,13 +7,14 @@ import apsw
 import pytest
 
 from memoryd.domain.export_shapes import SHAPES, Kind
+from memoryd.storage.connection import SqliteConnection
 from memoryd.storage.migrations import bundled_migrations, migrate
 from memoryd.storage.transfer_store import RESOURCE_KEY, TABLES
 
 
 @pytest.fixture(scope="module")
 def schema() -> apsw.Connection:
-    connection = apsw.Connection(":memory:")
+    connection = SqliteConnection(":memory:")
     migrate(connection, bundled_migrations())
     return connection
 

@@ -15,6 +15,7 @@ import grpc
 import pytest
 
 import memoryd_client as md
+from memoryd.storage.connection import SqliteConnection
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
 from tests.backends import on_postgres
@@ -36,7 +37,7 @@ def every_file(home: Path) -> bytes:
 def vectors_of(home: Path, owner: str) -> int:
     """The owner's message and memory-row vectors in the database, and any vector whose message
     or row is gone (there must be none)."""
-    connection = apsw.Connection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
+    connection = SqliteConnection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
     try:
         (count,) = connection.execute(
             "SELECT (SELECT count(*) FROM message_vectors AS v LEFT JOIN messages AS m "

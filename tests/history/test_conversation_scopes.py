@@ -10,6 +10,7 @@ import grpc
 import pytest
 
 import memoryd_client as md
+from memoryd.storage.connection import SqliteConnection
 from memoryd.storage.migrations import bundled_migrations, migrate
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import fresh_conversation, owner_of, rpc_error, store
@@ -95,7 +96,7 @@ OLD_ROWS = [
 
 def old_database(path: Path) -> apsw.Connection:
     """A version-4 database holding rows written with the old, ambiguous scope ids."""
-    connection = apsw.Connection(str(path))
+    connection = SqliteConnection(str(path))
     migrations = bundled_migrations()
     migrate(connection, migrations[:4])
     with connection:

@@ -12,6 +12,7 @@ import memoryd_client as md
 from memoryd.domain.conversation import AgentKey, ConversationKey, OwnerKey
 from memoryd.storage import search_reads as reads
 from memoryd.storage import vector_reads
+from memoryd.storage.connection import SqliteConnection
 from memoryd.storage.search_reads import INDEX_FIRST, SCAN_LIMIT
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, user
@@ -123,7 +124,7 @@ async def test_ranking_in_the_index_first_finds_exactly_what_the_join_finds(
     )
     scopes = READ_SCOPES
     expressions = ['"filler"', '"filler" OR "zebrafishy"', '"number" OR "note"', '"nothing"']
-    connection = apsw.Connection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
+    connection = SqliteConnection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
     try:
         (filler,) = connection.execute(
             "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'filler'"
@@ -166,7 +167,7 @@ async def test_messages_without_a_vector_are_counted_alike_whatever_waits_in_all
         md.SearchHistoryRequest(query="filler", conversation=BIG)
     )
     scopes = READ_SCOPES
-    connection = apsw.Connection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
+    connection = SqliteConnection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
     try:
         (total,) = connection.execute("SELECT count(*) FROM messages").fetchone()
         (bob,) = connection.execute(

@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import apsw
 import grpc
 import pytest
 
@@ -21,6 +20,7 @@ from memoryd.domain.compaction import PREFLIGHT_NOTICE
 from memoryd.domain.tokens import count_tokens
 from memoryd.log_events import Event
 from memoryd.services.review import no_provider
+from memoryd.storage.connection import SqliteConnection
 from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, fresh_conversation, owner_of, rpc_error
@@ -814,7 +814,7 @@ async def test_messages_stored_before_token_counts_are_counted_at_start_up(
             *(md.NewMessage(role=md.ROLE_USER, sender="ada", content=text) for text in texts),
         )
     server.stop()
-    database = apsw.Connection(str(home / "memory.db"))
+    database = SqliteConnection(str(home / "memory.db"))
     database.execute("UPDATE messages SET token_count = NULL")  # as before migration 0007
     database.close()
 

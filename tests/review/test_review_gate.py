@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-import apsw
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +17,7 @@ from memoryd.domain.review_prompt import is_review_input
 from memoryd.domain.review_runs import ReviewState
 from memoryd.domain.timestamps import to_text
 from memoryd.storage import history_writes, review_input, review_store
+from memoryd.storage.connection import SqliteConnection
 from memoryd.storage.migrations import bundled_migrations, migrate
 
 NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
@@ -28,7 +28,7 @@ cutoffs = st.sampled_from([NOW - dt.timedelta(minutes=m) for m in (5, 10, 60)])
 counts = st.integers(min_value=0, max_value=25)
 limits = st.sampled_from([None, 1, 5, 20])
 
-CONNECTION = apsw.Connection(":memory:")
+CONNECTION = SqliteConnection(":memory:")
 migrate(CONNECTION, bundled_migrations())
 history_writes.ensure_conversation(CONNECTION, KEY, NOW)
 

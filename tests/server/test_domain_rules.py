@@ -36,6 +36,7 @@ from memoryd.domain.search_query import MAX_QUERY_WORDS, is_real_term, plan_sear
 from memoryd.domain.timestamps import to_text
 from memoryd.domain.tokens import count_tokens
 from memoryd.errors import InvalidArgument
+from memoryd.storage.connection import SqliteConnection
 
 # Text as people and attackers type it: FTS5 syntax, quotes, wildcards, other scripts, emoji.
 HOSTILE = st.text(
@@ -51,7 +52,7 @@ NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 @pytest.fixture(scope="module")
 def fts() -> apsw.Connection:
     """An FTS5 table tokenized like messages_fts."""
-    connection = apsw.Connection(":memory:")
+    connection = SqliteConnection(":memory:")
     connection.execute(
         "CREATE VIRTUAL TABLE t USING fts5(content, "
         "tokenize = 'porter unicode61 remove_diacritics 2')"

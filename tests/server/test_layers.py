@@ -1,6 +1,7 @@
 """The shape of the code, kept by tests: every unit of server/memoryd stands on a floor and
 imports only from floors below it, some layers keep third-party libraries out, only storage knows
-the database, every RPC of the contract has a handler, and every enum table covers its protobuf
+the database, no code outside the storage engines asks which engine it is, every RPC of the
+contract has a handler, and every enum table covers its protobuf
 enum and its domain enum."""
 
 from __future__ import annotations
@@ -288,6 +289,83 @@ def test_the_decision_check_sees_a_rule(tmp_path: Path) -> None:
     assert _decisions(module) == [
         "probe.py:1 imports check_guest_may_change",
         "probe.py:2 imports PermissionDenied",
+    ]
+
+
+# One database seam: which engine a store runs on is decided once (memoryd.storage.engine), and
+# what differs is the engines' to say. Outside the engine's modules, and the configuration that
+# names a backend, no code asks which engine it is: no comparison with a backend's name, no
+# isinstance of a backend's settings, no import of PostgreSQL's modules but its settings.
+ENGINE_MODULES = (
+    "storage/engine.py",
+    "storage/location.py",
+    "storage/sqlite_engine.py",
+    "storage/fts5_words.py",
+    "storage/postgres/",
+    "config/",
+    "testing/",
+)
+BACKEND_NAMES = frozenset({"sqlite", "postgres", "postgresql"})
+BACKEND_SETTINGS = frozenset({"ConnectionSettings", "PostgresSettings"})
+
+
+def _backend_branches(path: Path, name: str) -> list[str]:
+    """Where a module asks which engine it runs on (see ENGINE_MODULES)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(
+                isinstance(operand, ast.Constant) and str(operand.value).lower() in BACKEND_NAMES
+                for operand in operands
+            ):
+                found.append(f"{name}:{node.lineno} compares with a backend's name")
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "isinstance"
+            and len(node.args) == 2
+            and {sub.id for sub in ast.walk(node.args[1]) if isinstance(sub, ast.Name)}
+            & BACKEND_SETTINGS
+        ):
+            found.append(f"{name}:{node.lineno} asks whose settings these are")
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+            "memoryd.storage.postgres"
+        ):
+            names = {alias.name for alias in node.names}
+            if node.module != "memoryd.storage.postgres.settings" and not (
+                node.module == "memoryd.storage.postgres" and names == {"settings"}
+            ):
+                found.append(f"{name}:{node.lineno} imports {node.module}")
+    return found
+
+
+def test_no_code_outside_the_engines_asks_which_engine_it_is() -> None:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = path.relative_to(PACKAGE).as_posix()
+        if not name.startswith(ENGINE_MODULES):
+            found += _backend_branches(path, name)
+    assert found == []
+
+
+def test_the_engine_check_sees_each_kind_of_branch(tmp_path: Path) -> None:
+    module = tmp_path / "probe.py"
+    module.write_text(
+        "from memoryd.storage.postgres import words\n"
+        "from memoryd.storage.postgres.settings import PostgresSettings\n"
+        "if settings.storage.backend == 'postgres':\n"
+        "    pass\n"
+        "if isinstance(location, PostgresSettings):\n"
+        "    pass\n"
+        "if engine.name != 'sqlite':\n"
+        "    pass\n"
+    )
+    assert _backend_branches(module, "probe.py") == [
+        "probe.py:1 imports memoryd.storage.postgres",
+        "probe.py:3 compares with a backend's name",
+        "probe.py:5 asks whose settings these are",
+        "probe.py:7 compares with a backend's name",
     ]
 
 

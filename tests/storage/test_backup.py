@@ -15,6 +15,7 @@ import apsw
 import pytest
 
 import memoryd_client as md
+from memoryd.storage.connection import SqliteConnection
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import Ran, run_memoryd
 
@@ -31,7 +32,7 @@ def memoryd(*args: str) -> Ran:
 
 
 def stored_ids(home: Path) -> set[int]:
-    connection = apsw.Connection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
+    connection = SqliteConnection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
     try:
         return {row[0] for row in connection.execute("SELECT id FROM messages")}
     finally:
@@ -137,7 +138,7 @@ async def test_check_finds_an_edited_prompt_file_and_orphaned_rows(
 
     user_md = home / "memory" / "main" / "USER.md"
     user_md.write_text("edited by hand\n", encoding="utf-8")
-    connection = apsw.Connection(str(home / "memory.db"))
+    connection = SqliteConnection(str(home / "memory.db"))
     connection.execute("PRAGMA foreign_keys = OFF")
     connection.execute(
         "INSERT INTO memory_review_state (agent_id, owner_id, channel, chat_id, thread_scope) "

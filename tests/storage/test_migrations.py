@@ -10,7 +10,17 @@ import pytest
 
 from memoryd.errors import StartupError
 from memoryd.log_events import Event
-from memoryd.storage.migrations import Migration, bundled_migrations, check_sequence, migrate
+from memoryd.storage import checkpoint_split
+from memoryd.storage.connection import SqliteConnection
+from memoryd.storage.migrations import (
+    Migration,
+    bundled_migrations,
+    check_sequence,
+    latest_version,
+    migrate,
+    migration_line,
+)
+from memoryd.storage.sqlite_engine import SQLITE
 from memoryd.testing.server_process import ServerProcess
 
 
@@ -21,7 +31,7 @@ def test_bundled_migrations_are_numbered_from_one() -> None:
 
 
 def test_empty_to_latest_then_rerun_is_a_no_op(tmp_path: Path) -> None:
-    connection = apsw.Connection(str(tmp_path / "m.db"))
+    connection = SqliteConnection(str(tmp_path / "m.db"))
     migrations = bundled_migrations()
     assert migrate(connection, migrations) == [m.version for m in migrations]
     tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_schema")}
@@ -35,7 +45,7 @@ def test_empty_to_latest_then_rerun_is_a_no_op(tmp_path: Path) -> None:
 
 
 def test_a_failing_migration_leaves_no_trace(tmp_path: Path) -> None:
-    connection = apsw.Connection(str(tmp_path / "m.db"))
+    connection = SqliteConnection(str(tmp_path / "m.db"))
     good = Migration(1, "good", "CREATE TABLE a (x INTEGER) STRICT;")
     bad = Migration(2, "bad", "CREATE TABLE b (x INTEGER) STRICT; INSERT INTO nowhere VALUES (1);")
     with pytest.raises(apsw.SQLError):
@@ -117,7 +127,7 @@ async def test_an_edited_migration_is_refused(
 
 def test_a_version_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
     """A database written before long-term memory keeps its messages and gains the new tables."""
-    connection = apsw.Connection(str(tmp_path / "memory.db"))
+    connection = SqliteConnection(str(tmp_path / "memory.db"))
     first, *rest = bundled_migrations()
     assert migrate(connection, [first]) == [1]
     connection.execute(
@@ -150,7 +160,7 @@ def test_a_version_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
 def test_0009_splits_a_shared_checkpoint_resource_by_owner(tmp_path: Path) -> None:
     """Two owners in one chat shared a checkpoint resource; each gets its own, revision
     numbers kept, a rollback following the revision it went back to, an orphan dropped."""
-    connection = apsw.Connection(str(tmp_path / "m.db"))
+    connection = SqliteConnection(str(tmp_path / "m.db"))
     migrations = bundled_migrations()
     migrate(connection, migrations[:8])
     stamp = "2026-11-30T10:00:00.000000Z"
@@ -212,7 +222,7 @@ def test_0019_counts_the_activity_stored_before_it(tmp_path: Path) -> None:
     """Messages, a compaction, review runs and their model calls stored before activity was
     kept are counted by conversation and by agent; what comes after is counted by the
     triggers, on top."""
-    connection = apsw.Connection(str(tmp_path / "m.db"))
+    connection = SqliteConnection(str(tmp_path / "m.db"))
     migrations = bundled_migrations()
     migrate(connection, migrations[:18])
     key = ("main", "ada", "telegram", "c", "root")
@@ -271,3 +281,54 @@ def test_0019_counts_the_activity_stored_before_it(tmp_path: Path) -> None:
     assert next(iter(connection.execute(by_agent)))[1] == 3
     assert next(iter(connection.execute(by_conversation)))[1] == 3
     connection.close()
+
+
+def test_both_engines_migrate_along_one_line_to_the_same_version() -> None:
+    sqlite, postgres = bundled_migrations("sqlite"), bundled_migrations("postgres")
+    latest = latest_version()
+    assert [m.version for m in sqlite] == list(range(1, latest + 1))
+    # PostgreSQL came after SQLite's 0014: its first file makes all that SQLite's 1-14 made.
+    assert [m.version for m in postgres] == list(range(14, latest + 1))
+    assert (postgres[0].name, sqlite[13].name) == ("schema", "ended_sessions")
+    assert [m.name for m in postgres[1:]] == [m.name for m in sqlite[14:]]
+
+
+def test_a_line_takes_shared_files_and_each_engines_own() -> None:
+    files = {
+        "0001_start.sqlite.sql": "a",
+        "0002_start.postgres.sql": "b",
+        "0002_more.sqlite.sql": "c",
+        "0003_index.sql": "d",
+    }
+    assert [(m.version, m.sql) for m in migration_line(files, "sqlite")] == [
+        (1, "a"),
+        (2, "c"),
+        (3, "d"),
+    ]
+    assert [(m.version, m.sql) for m in migration_line(files, "postgres")] == [(2, "b"), (3, "d")]
+
+
+@pytest.mark.parametrize(
+    ("files", "refusal"),
+    [
+        ({"0001_a.sql": "", "0003_c.sql": ""}, r"expected 0002, found 0003"),
+        ({"0001_a.sql": "", "0001_a.postgres.sql": ""}, r"0001 has a file for both engines"),
+        (
+            {"0001_a.postgres.sql": "", "0002_b.sqlite.sql": "", "0003_c.sql": ""},
+            r"expected 0002, found 0003_c\.sql",
+        ),
+        ({"0001_a.sql": "", "0002_b.sqlite.sql": ""}, r"end before 0002"),
+        ({"1_a.sql": ""}, r"is not named NNNN_name"),
+    ],
+)
+def test_a_line_with_a_gap_or_a_double_is_refused(files: dict[str, str], refusal: str) -> None:
+    with pytest.raises(StartupError, match=refusal):
+        migration_line(files, "postgres")
+
+
+def test_an_import_splits_checkpoints_with_migration_0009s_own_statements() -> None:
+    migration = bundled_migrations()[8]
+    assert migration.name == "checkpoints_per_owner"
+    written = migration.sql[migration.sql.index("CREATE TEMP TABLE") :]
+    # The same statements, but for line breaks.
+    assert "".join(checkpoint_split.statements(SQLITE).split()) == "".join(written.split())

@@ -30,7 +30,7 @@ from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.vectors import quantise, to_blob
 from memoryd.log_events import Event
 from memoryd.storage import vector_reads, vector_store
-from memoryd.storage.migrations import POSTGRES_PACKAGE, bundled_migrations
+from memoryd.storage.migrations import bundled_migrations, latest_version
 from memoryd.storage.postgres.database import PostgresDatabase
 from memoryd.storage.postgres.settings import PostgresSettings
 from memoryd.storage.write_terms import WriterSettings
@@ -536,20 +536,20 @@ def test_postgres_migrations_run_once_and_refuse_an_edited_or_newer_schema(
     dsn = database_dsn(postgres_base, tmp_path / "db")
     home = tmp_path / "home"
     first = start_server(home, env=on_postgres(dsn)).start()
-    bundled = [migration.version for migration in bundled_migrations(POSTGRES_PACKAGE)]
+    bundled = [migration.version for migration in bundled_migrations("postgres")]
     assert first.wait_for_event("migrated")["versions"] == bundled
     first.stop()
     again = start_server(home, env=on_postgres(dsn)).start()
     assert again.events("migrated") == []
     again.stop()
 
-    sql(dsn, "UPDATE schema_migrations SET checksum = 'edited' WHERE version = 1")
+    sql(dsn, "UPDATE schema_migrations SET checksum = 'edited' WHERE version = 14")
     edited = start_server(home, env=on_postgres(dsn))
     assert edited.wait_exit() != 0
-    assert "migration 0001_schema.sql was changed after it was applied" in edited.output
+    assert "migration 0014_schema.sql was changed after it was applied" in edited.output
 
-    real = bundled_migrations(POSTGRES_PACKAGE)[0].checksum
-    sql(dsn, f"UPDATE schema_migrations SET checksum = '{real}' WHERE version = 1")
+    real = bundled_migrations("postgres")[0].checksum
+    sql(dsn, f"UPDATE schema_migrations SET checksum = '{real}' WHERE version = 14")
     sql(
         dsn,
         "INSERT INTO schema_migrations (version, name, checksum, applied_at) "
@@ -560,6 +560,49 @@ def test_postgres_migrations_run_once_and_refuse_an_edited_or_newer_schema(
     assert f"has schema version 99, newer than this memoryd supports ({bundled[-1]})" in (
         newer.output
     )
+
+
+def test_a_database_numbered_by_postgresqls_own_line_moves_to_the_one_line(
+    start_server: type[ServerProcess], tmp_path: Path, postgres_base: str
+) -> None:
+    dsn = database_dsn(postgres_base, tmp_path / "db")
+    home = tmp_path / "home"
+    start_server(home, env=on_postgres(dsn)).start().stop()
+    line = sql(dsn, "SELECT version, name, checksum FROM schema_migrations ORDER BY version")
+    assert [row[0] for row in line] == list(range(14, latest_version() + 1))
+    # As a memoryd of before the one line left it: PostgreSQL's files numbered from 1.
+    sql(dsn, "UPDATE schema_migrations SET version = version - 13")
+    assert sql(dsn, "SELECT min(version), max(version) FROM schema_migrations") == [
+        (1, latest_version() - 13)
+    ]
+    again = start_server(home, env=on_postgres(dsn)).start()
+    assert again.events("migrated") == []  # nothing ran twice
+    assert again.events(Event.SERVING)[0]["schema_version"] == latest_version()
+    again.stop()
+    assert sql(dsn, "SELECT version, name, checksum FROM schema_migrations ORDER BY version") == (
+        line
+    )
+    checked = run_memoryd("check", "--home", str(home), env=on_postgres(dsn))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert f"schema {latest_version()}," in checked.stdout
+
+
+def test_check_names_erasures_waiting_for_postgresqls_vacuum(
+    start_server: type[ServerProcess], tmp_path: Path, postgres_base: str
+) -> None:
+    dsn = database_dsn(postgres_base, tmp_path / "db")
+    home = tmp_path / "home"
+    start_server(home, env=on_postgres(dsn)).start().stop()
+    # As an erasure leaves it while an export's snapshot keeps the VACUUM from its rows.
+    sql(
+        dsn,
+        "INSERT INTO pending_scrubs (erased_at, what) "
+        "VALUES ('2026-12-06T10:00:00.000Z', 'an owner')",
+    )
+    checked = run_memoryd("check", "--home", str(home), env=on_postgres(dsn))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "1 erasure(s) since 2026-12-06T10:00:00.000Z wait for a VACUUM" in checked.stdout
+    assert "-wal" not in checked.stdout  # SQLite's note is not PostgreSQL's
 
 
 def test_a_large_scope_is_searched_through_the_models_hnsw_index(

@@ -16,6 +16,7 @@ from memoryd.api import contract
 from memoryd.api.access import declarations
 from memoryd.api.registration import READ_ONLY
 from memoryd.log_events import Event
+from memoryd.storage.connection import SqliteConnection
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, client_stream, user
 
@@ -26,7 +27,7 @@ WRITING = sorted(
 
 
 def counts(home: Path) -> tuple[int, ...]:
-    connection = apsw.Connection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
+    connection = SqliteConnection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
     try:
         return tuple(
             connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0]

@@ -13,7 +13,8 @@ import apsw
 import psycopg
 import pytest
 
-from memoryd.storage.migrations import POSTGRES_PACKAGE, bundled_migrations, migrate
+from memoryd.storage.connection import SqliteConnection
+from memoryd.storage.migrations import bundled_migrations, migrate
 from memoryd.storage.postgres.transaction import PostgresTransaction
 from memoryd.testing.postgres import database_dsn
 
@@ -197,10 +198,10 @@ def migrated(
 ) -> Iterator[tuple[apsw.Connection, psycopg.Connection[Any]]]:
     """A SQLite and a PostgreSQL database, each after all of its backend's migrations."""
     folder = tmp_path_factory.mktemp("parity")
-    sqlite = apsw.Connection(str(folder / "memoryd.db"))
+    sqlite = SqliteConnection(str(folder / "memoryd.db"))
     migrate(sqlite, bundled_migrations())
     postgres = psycopg.connect(database_dsn(postgres_base, folder), autocommit=True)
-    migrate(PostgresTransaction(postgres), bundled_migrations(POSTGRES_PACKAGE))
+    migrate(PostgresTransaction(postgres), bundled_migrations("postgres"))
     try:
         yield sqlite, postgres
     finally:

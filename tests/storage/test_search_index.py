@@ -11,6 +11,7 @@ import pytest
 
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.messages import NewMessage, Role, Trust
+from memoryd.storage.connection import SqliteConnection
 from memoryd.storage.history_writes import AppendRequest, append_batch, purge_conversation
 from memoryd.storage.migrations import bundled_migrations, migrate
 
@@ -20,7 +21,7 @@ NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 @pytest.fixture
 def database(tmp_path: Path) -> Iterator[apsw.Connection]:
     """A migrated database, as the writer's connection sees it."""
-    connection = apsw.Connection(str(tmp_path / "memory.db"))
+    connection = SqliteConnection(str(tmp_path / "memory.db"))
     connection.execute("PRAGMA foreign_keys = ON")
     migrate(connection, bundled_migrations())
     yield connection

@@ -28,6 +28,7 @@ from memoryd.log_events import Event
 from memoryd.services.coherence import Coherence
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.storage import database as databases
+from memoryd.storage import location
 from memoryd.storage.write_terms import WriterSettings
 from memoryd.testing import postgres
 from memoryd.testing.fake_model import FakeModel, Reply
@@ -556,7 +557,7 @@ async def test_a_late_write_of_an_older_revision_never_replaces_a_newer_file(
     environment = {**os.environ, **postgres.environment_for(home)}
     settings = load_settings(environment, home=str(home))
     database = databases.open_database(
-        databases.store_settings(settings.storage, settings.home, environment)
+        location.store_settings(settings.storage, settings.home, environment)
     )
     readers = database.readers(1)
     writer = database.writer(

@@ -12,12 +12,12 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import apsw
 import grpc
 import pytest
 
 import memoryd_client as md
 from memoryd.log_events import Event
+from memoryd.storage.connection import SqliteConnection
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, user
 
@@ -37,7 +37,7 @@ def write_lock(database: Path) -> Iterator[threading.Event]:
     taken, release = threading.Event(), threading.Event()
 
     def hold() -> None:
-        connection = apsw.Connection(str(database))
+        connection = SqliteConnection(str(database))
         connection.execute("BEGIN IMMEDIATE")
         taken.set()
         release.wait(60)

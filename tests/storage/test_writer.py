@@ -7,12 +7,16 @@ import logging
 from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 
-import apsw
 import pytest
 
 from memoryd.errors import Unavailable
 from memoryd.log_events import Event
-from memoryd.storage.connection import ConnectionSettings, open_connection, writer_policy
+from memoryd.storage.connection import (
+    ConnectionSettings,
+    SqliteConnection,
+    open_connection,
+    writer_policy,
+)
 from memoryd.storage.transaction import Transaction
 from memoryd.storage.write_terms import Batch, WriterSettings
 from memoryd.storage.writer import Writer
@@ -70,7 +74,7 @@ async def writer(settings: ConnectionSettings) -> AsyncIterator[Writer]:
 
 
 def stored(settings: ConnectionSettings) -> list[str]:
-    connection = apsw.Connection(str(settings.path))
+    connection = SqliteConnection(str(settings.path))
     try:
         return [row[0] for row in connection.execute("SELECT value FROM items ORDER BY id")]
     finally:
@@ -156,7 +160,7 @@ async def test_a_held_lock_is_retried(settings: ConnectionSettings) -> None:
     handler = _Retried(asyncio.get_running_loop(), retried)
     logger = logging.getLogger("memoryd.storage.writer")
     logger.addHandler(handler)
-    other = apsw.Connection(str(settings.path))
+    other = SqliteConnection(str(settings.path))
     try:
         other.execute("BEGIN IMMEDIATE")
         pending = asyncio.ensure_future(writer.submit(INSERT, "after the lock"))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import apsw
 import grpc
 import pytest
 from google.protobuf import timestamp_pb2
@@ -15,6 +14,7 @@ import memoryd_client as md
 from memoryd import errors
 from memoryd.api.status import STATUS, status_of
 from memoryd.log_events import Event
+from memoryd.storage.connection import SqliteConnection
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, rpc_error, user
 
@@ -380,7 +380,7 @@ async def test_an_unexpected_failure_is_internal_with_a_reference_and_no_interna
     async with md.connect(server.address) as channel:
         memory = md.Stubs(channel)
         await memory.memory.ListMemorySources(md.ListMemorySourcesRequest(owner=owner))
-        database = apsw.Connection(str(server.home / "memory.db"))
+        database = SqliteConnection(str(server.home / "memory.db"))
         database.execute("DROP TABLE memory_sources")
         database.close()
         error = await rpc_error(

@@ -24,8 +24,8 @@ from memoryd.cli.transfer_commands import Progress
 from memoryd.config import data_storage
 from memoryd.errors import MemorydError, StartupError
 from memoryd.services import maintenance
-from memoryd.storage import database as databases
-from memoryd.storage.database import DatabaseLocation
+from memoryd.storage import location
+from memoryd.storage.location import DatabaseLocation
 from memoryd.storage.postgres.settings import PostgresSettings
 
 
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO = sys.stdo
     os.umask(0o077)  # a backup holds everything the server holds
     try:
         home, storage = data_storage(env, home=args.home, config_path=args.config)
-        where = _Where(home, databases.store_settings(storage, home, env), env)
+        where = _Where(home, location.store_settings(storage, home, env), env)
         if args.command != "restore":  # a restore may make it
             _check_home(home)
         command = _COMMANDS.get(args.command, _check)

@@ -1,7 +1,7 @@
 """What a review ("dreaming") reads and is shown: its input and its prompt.
 
 input    user messages after the cursor (a user message not marked spoken: is_review_input,
-         the rule storage.review_input.REVIEWABLE applies in SQL), oldest first, at most
+         the rule storage.review_input.reviewable applies in SQL), oldest first, at most
          review_max_messages, packed as `message_id=<id>: <content>` lines into
          review_input_token_budget tokens; one batch holds messages of one trust only (a
          guest's messages are reviewed apart)
@@ -328,7 +328,7 @@ def prompt(
 
 def is_review_input(role: Role, metadata_json: str) -> bool:
     """Whether a review reads the message: a user message (of any trust) that was not spoken.
-    The same rule as storage.review_input.REVIEWABLE."""
+    The same rule as storage.review_input.reviewable."""
     if role is not Role.USER:
         return False
     try:

@@ -46,6 +46,8 @@ from memoryd.services.transfer import TransferService
 from memoryd.services.turns import TurnService
 from memoryd.services.use_cases import Services
 from memoryd.storage.database import Changes, OpenedDatabase
+from memoryd.storage.engine import engine_for
+from memoryd.storage.location import DatabaseLocation
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.writer import Writer
 
@@ -190,7 +192,10 @@ def services(
         compactor=compactor,
         recalled=RecalledContext(composer, search, recall),
         overview=Overview(
-            readers, page_tokens, embedding, server_facts(settings, env, reviewer, scheduler)
+            readers,
+            page_tokens,
+            embedding,
+            server_facts(settings, env, reviewer, scheduler, database.settings),
         ),
         tuning=ReviewTuning(
             reviewer,
@@ -203,11 +208,15 @@ def services(
 
 
 def server_facts(
-    settings: Settings, env: Mapping[str, str], reviewer: Reviewer, scheduler: ReviewScheduler
+    settings: Settings,
+    env: Mapping[str, str],
+    reviewer: Reviewer,
+    scheduler: ReviewScheduler,
+    location: DatabaseLocation,
 ) -> Callable[[], ServerFacts]:
     """What GetServerInfo says of the server itself: fixed at start, but for the review's
     settings (UpdateReviewSettings retunes them)."""
-    sqlite = settings.storage.backend == "sqlite"
+    files = engine_for(location).files(location)
     started = utc_now()
 
     def facts() -> ServerFacts:
@@ -216,7 +225,7 @@ def server_facts(
             version=__version__,
             backend=settings.storage.backend,
             started_at=started,
-            database_path=settings.database_path if sqlite else None,
+            database_path=files[0] if files else None,
             settings_json=json.dumps(effective(current, env), indent=2),
             background_review=scheduler.enabled,
         )

@@ -45,7 +45,7 @@ from memoryd.services.prompt_files import PromptFiles
 from memoryd.services.prompt_state import CommittedRender
 from memoryd.services.semantic import VectorCache
 from memoryd.storage import database, history_writes, memory_writes, scrub
-from memoryd.storage.database import DatabaseLocation
+from memoryd.storage.location import DatabaseLocation
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Writer

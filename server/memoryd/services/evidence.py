@@ -23,6 +23,7 @@ from memoryd.domain.relevance import (
 from memoryd.domain.search_query import SearchPlan, substring_term
 from memoryd.domain.time_expressions import asked_time
 from memoryd.storage import terms as stored
+from memoryd.storage.engine import WordTable
 from memoryd.storage.transaction import Transaction
 
 # A term in more rows than this of the whole index is taken as held by any scope (looking it up
@@ -48,7 +49,7 @@ class TermCounts:
     holding: Mapping[str, float]
 
     @classmethod
-    def read(cls, connection: Transaction, table: stored.Table, plan: SearchPlan) -> TermCounts:
+    def read(cls, connection: Transaction, table: WordTable, plan: SearchPlan) -> TermCounts:
         """The counts of the plan's terms in `table`."""
         rows, holding = stored.counts(connection, table, list(plan.terms))
         return cls(rows, dict(zip(plan.terms, holding, strict=True)))
@@ -56,7 +57,7 @@ class TermCounts:
 
 def query_terms(
     connection: Transaction,
-    table: stored.Table,
+    table: WordTable,
     plan: SearchPlan,
     held: Callable[[list[str]], list[bool]],
     counted: TermCounts | None = None,

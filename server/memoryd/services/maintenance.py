@@ -34,20 +34,14 @@ from memoryd.storage import (
     server_keys,
     vector_reads,
 )
-from memoryd.storage.database import DatabaseLocation
-from memoryd.storage.migrations import (
-    POSTGRES_PACKAGE,
-    SQLITE_PACKAGE,
-    bundled_migrations,
-    schema_version,
-)
+from memoryd.storage.engine import engine_for, engine_of
+from memoryd.storage.location import DatabaseLocation
+from memoryd.storage.migrations import latest_version, schema_version
 from memoryd.storage.postgres.settings import PostgresSettings
-from memoryd.storage.sql import postgres
 from memoryd.storage.transaction import Transaction
 
 DATABASE = data_directory.DATABASE_FILE
-# SQLite's migrations that brought a part of the schema (an older file may lack it; PostgreSQL's
-# first migration has all of them, and its versions count differently).
+# The migrations that brought a part of the schema (an older database may lack it).
 PENDING_SCRUBS_VERSION = 10  # the migration that records erasures waiting for the WAL
 VECTORS_VERSION = 12  # the migration that adds vectors
 
@@ -77,7 +71,7 @@ class CheckReport:
 
 def backup(home: Path, target: Path, store: DatabaseLocation) -> int:
     """An online backup of the data directory's database to `target`; its size in bytes."""
-    _refuse_on_postgres(store, "backup")
+    _refuse_without_file(store, "backup")
     database = _database(home)
     if target.resolve() == database.resolve():
         raise InvalidArgument("the backup must not be written over the database itself")
@@ -121,10 +115,9 @@ def log_names(home: Path, identifiers: list[str], store: DatabaseLocation) -> di
     return {identifier: hashed(identifier, key) for identifier in identifiers}
 
 
-def _has(connection: Transaction, sqlite_version: int) -> bool:
-    """Whether the database has what SQLite's migration `sqlite_version` brought: always on
-    PostgreSQL, whose schema starts where SQLite's migrations end."""
-    return postgres(connection) or schema_version(connection) >= sqlite_version
+def _has(connection: Transaction, version: int) -> bool:
+    """Whether the database has what migration `version` brought."""
+    return schema_version(connection) >= version
 
 
 def _check_vectors(connection: Transaction, report: CheckReport) -> None:
@@ -160,20 +153,11 @@ def _check_erasures(connection: Transaction, report: CheckReport) -> None:
     if not _has(connection, PENDING_SCRUBS_VERSION):
         return
     report.erasures_waiting = scrub.pending(connection)
-    if report.erasures_waiting and postgres(connection):
-        since = report.erasures_waiting[0][0]
+    if report.erasures_waiting:
         report.notes.append(
-            f"{len(report.erasures_waiting)} erasure(s) since {since} wait for a VACUUM: until "
-            "transactions on an older snapshot (an open export) end, PostgreSQL keeps the erased "
-            "rows as dead tuples; the server retries, and vacuums at its next start"
-        )
-    elif report.erasures_waiting:
-        since = report.erasures_waiting[0][0]
-        report.notes.append(
-            f"{len(report.erasures_waiting)} erasure(s) since {since} wait for the WAL to be "
-            "truncated: until readers on an older snapshot (an open export) let go, the erased "
-            f"text may still be in {DATABASE}-wal; the server retries, and truncates at its "
-            "next start"
+            engine_of(connection).erasure_wait(
+                len(report.erasures_waiting), report.erasures_waiting[0][0], DATABASE
+            )
         )
 
 
@@ -191,7 +175,7 @@ def restore(home: Path, source: Path, store: DatabaseLocation) -> Path | None:
     """Replace the data directory's database with the backup at `source`, after checking it.
     Refused while a server holds the directory. Returns where the replaced database was kept
     (None when there was none)."""
-    _refuse_on_postgres(store, "restore")
+    _refuse_without_file(store, "restore")
     if not source.is_file():
         raise InvalidArgument(f"{source} is not a file")
     with _home_locked(home):
@@ -223,7 +207,7 @@ def restore(home: Path, source: Path, store: DatabaseLocation) -> Path | None:
 def _check_database(connection: Transaction, report: CheckReport) -> None:
     report.problems += maintenance.problems(connection)
     report.schema_version = schema_version(connection)
-    known = len(bundled_migrations(POSTGRES_PACKAGE if postgres(connection) else SQLITE_PACKAGE))
+    known = latest_version()
     if report.schema_version > known:
         report.problems.append(
             f"schema version {report.schema_version} is newer than this memoryd knows ({known})"
@@ -240,7 +224,7 @@ def _check_prompt_files(connection: Transaction, home: Path, report: CheckReport
     store from other data directories: a file of an earlier revision, or none, is then what
     this directory's last own write left, a note and not a problem; a file that is no revision
     at all (edited by hand, cut short) is a problem everywhere."""
-    replicas = postgres(connection)
+    replicas = engine_of(connection).replicas
     for owner in maintenance.prompt_file_owners(connection):
         agent_id, owner_id = owner.agent_id, owner.owner_id
         records = memory_reads.render_input(connection, owner)
@@ -296,10 +280,10 @@ def migrate(
     """Copy the data directory's SQLite database into the empty PostgreSQL at `target`, as an
     export imported there, then ANALYZE it. The directory is locked meanwhile (no server may
     write to what is being copied); the SQLite database stays as it was."""
-    if isinstance(source, PostgresSettings):
+    if not engine_for(source).one_file:
         raise FailedPrecondition(
-            f"this memoryd keeps its data in {source.target} already; `memoryd migrate` moves a "
-            "data directory's SQLite database to PostgreSQL"
+            f"this memoryd keeps its data in {databases.describe(source)} already; `memoryd "
+            "migrate` moves a data directory's SQLite database to PostgreSQL"
         )
     _database(home)
     with _home_locked(home, "migrating"):
@@ -312,13 +296,14 @@ def migrate(
             opened.close()
 
 
-def _refuse_on_postgres(store: DatabaseLocation, command: str) -> None:
-    if isinstance(store, PostgresSettings):
+def _refuse_without_file(store: DatabaseLocation, command: str) -> None:
+    if not engine_for(store).one_file:
         raise FailedPrecondition(
             f"memoryd {command} copies SQLite's database file; this memoryd keeps its data in "
-            f"{store.target}: back it up with pg_dump and restore with pg_restore (or use "
-            "PostgreSQL's continuous archiving for point-in-time recovery); `memoryd export` "
-            "writes a portable copy of everything, which `memoryd import` reads on either backend"
+            f"{databases.describe(store)}: back it up with pg_dump and restore with pg_restore "
+            "(or use PostgreSQL's continuous archiving for point-in-time recovery); `memoryd "
+            "export` writes a portable copy of everything, which `memoryd import` reads on either "
+            "backend"
         )
 
 
@@ -326,7 +311,7 @@ def _refuse_on_postgres(store: DatabaseLocation, command: str) -> None:
 def _snapshot(home: Path, store: DatabaseLocation) -> Iterator[Transaction]:
     """One consistent view of the database: a private copy of SQLite's file, or a REPEATABLE
     READ transaction on PostgreSQL. What cannot be read raises maintenance.Unreadable."""
-    if not isinstance(store, PostgresSettings):
+    if engine_for(store).one_file:
         with maintenance.snapshot(_database(home)) as connection:
             yield connection
         return
@@ -336,7 +321,7 @@ def _snapshot(home: Path, store: DatabaseLocation) -> Iterator[Transaction]:
     except (MemorydError, maintenance.Unreadable):
         raise
     except Exception as error:  # psycopg's: the server cannot be reached, or a read failed
-        raise maintenance.Unreadable(f"{store.target}: {error}") from error
+        raise maintenance.Unreadable(f"{databases.describe(store)}: {error}") from error
 
 
 def _database(home: Path) -> Path:

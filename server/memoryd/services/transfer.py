@@ -48,7 +48,8 @@ from memoryd.services.prompt_files import PromptFiles
 from memoryd.storage import database, resource_store, review_store
 from memoryd.storage import transfer_imports as imports
 from memoryd.storage import transfer_store as store
-from memoryd.storage.database import DatabaseLocation, OpenedDatabase
+from memoryd.storage.database import OpenedDatabase
+from memoryd.storage.location import DatabaseLocation
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
 from memoryd.storage.writer import Writer

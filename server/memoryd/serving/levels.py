@@ -20,10 +20,10 @@ async def refresh(runtime: Runtime) -> None:
     metrics.WRITER_QUEUE.set(runtime.writer.queued)
     metrics.TRANSCRIPT_STREAMS.set(runtime.services.transcripts.open_streams)
     metrics.EMBEDDING_LAG.set(runtime.services.embedding.lag_seconds)
-    if runtime.settings.storage.backend == "sqlite":
-        database = runtime.settings.database_path
-        metrics.DATABASE_BYTES.set(_size(database))
-        metrics.WAL_BYTES.set(_size(database.with_name(database.name + "-wal")))
+    for gauge, path in zip(
+        (metrics.DATABASE_BYTES, metrics.WAL_BYTES), runtime.files, strict=False
+    ):
+        gauge.set(_size(path))
     queue = runtime.services.embedding.queue_position
     try:
         found = await runtime.readers.read(

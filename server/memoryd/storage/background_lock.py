@@ -7,28 +7,22 @@ try again every few seconds, so when it dies (its lock goes with it) another tak
 
 On SQLite, an flock on a file in the data directory (released by the kernel when the process
 dies). On PostgreSQL, a session advisory lock on a connection of its own (released by the
-server when the connection ends). Work whose every item is claimed in the database (reviews)
-needs no such lock.
+server when the connection ends: memoryd.storage.postgres.advisory_lock). Work whose every
+item is claimed in the database (reviews) needs no such lock.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from memoryd.data_directory import BACKGROUND_LOCK_FILE
-from memoryd.storage.connection import ConnectionSettings
-from memoryd.storage.errors import TRANSIENT_ERRORS
-from memoryd.storage.postgres.settings import PostgresSettings
+from memoryd.storage.engine import engine_for
 
 if TYPE_CHECKING:
-    from memoryd.storage.postgres.transaction import PostgresTransaction
-
-# PostgreSQL's advisory lock key: "memoryd" and 2.
-ADVISORY_KEY = 0x6D656D6F72796402
+    from memoryd.storage.location import DatabaseLocation
 
 
 class BackgroundLock(Protocol):
@@ -68,50 +62,6 @@ class FileLock:
             self._fd = None
 
 
-class AdvisoryLock:
-    """A session advisory lock on a PostgreSQL connection of its own. Asked again while held, it
-    checks that the connection (and so the lock) is still there."""
-
-    def __init__(self, settings: PostgresSettings) -> None:
-        self._settings = settings
-        self._connection: PostgresTransaction | None = None
-
-    def try_take(self) -> bool:
-        from memoryd.storage.postgres import database as postgres  # noqa: PLC0415
-
-        if self._connection is not None:
-            try:
-                self._connection.execute("SELECT 1").fetchall()
-            except TRANSIENT_ERRORS:
-                self.release()  # the connection went, and the lock with it
-            else:
-                return True
-        try:
-            connection = postgres.connect(self._settings)
-        except TRANSIENT_ERRORS:
-            return False  # PostgreSQL is away: the next attempt tries again
-        try:
-            taken = connection.execute(
-                "SELECT pg_try_advisory_lock(?)", (ADVISORY_KEY,)
-            ).fetchall()[0][0]
-        except TRANSIENT_ERRORS:
-            taken = False
-        if not taken:
-            with contextlib.suppress(*TRANSIENT_ERRORS):
-                connection.close()
-            return False
-        self._connection = connection
-        return True
-
-    def release(self) -> None:
-        if self._connection is not None:
-            with contextlib.suppress(*TRANSIENT_ERRORS):
-                self._connection.close()
-            self._connection = None
-
-
-def background_lock(settings: ConnectionSettings | PostgresSettings) -> BackgroundLock:
-    """The lock for the store `settings` name."""
-    if isinstance(settings, PostgresSettings):
-        return AdvisoryLock(settings)
-    return FileLock(settings.path.parent)
+def background_lock(settings: DatabaseLocation) -> BackgroundLock:
+    """The lock for the store `settings` name (its engine's)."""
+    return engine_for(settings).background_lock(settings)

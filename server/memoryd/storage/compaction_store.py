@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import json
 
 from memoryd.domain.compaction import COMPACTOR, MESSAGE_OVERHEAD_BYTES, WindowMessage
@@ -17,6 +18,7 @@ from memoryd.domain.resources import MutationSource, checkpoint_resource
 from memoryd.domain.timestamps import from_text, to_text
 from memoryd.domain.tokens import count_tokens
 from memoryd.storage import history_writes, resource_store
+from memoryd.storage.engine import Engine, engine_of
 from memoryd.storage.sql import CONVERSATION_MATCH, KEY_MATCH, Columns, Row, one, rows
 from memoryd.storage.transaction import Transaction
 
@@ -38,12 +40,19 @@ _CONVERSATION = Columns(
 _MESSAGE = Columns(
     "m", ("id", "role", "kind", "sender", "content", "metadata_json", "token_count", "created_at")
 )
-# A message's size in an answer, counted by SQLite (compose_context sums it for every message).
-_ANSWER_BYTES = (
-    "length(CAST(m.content AS BLOB)) + length(CAST(m.metadata_json AS BLOB)) + "
-    f"length(CAST(m.sender AS BLOB)) + length(CAST(m.kind AS BLOB)) + {MESSAGE_OVERHEAD_BYTES}"
-)
-_SELECT = f"SELECT {_MESSAGE.select}, {_ANSWER_BYTES} AS answer_bytes"
+
+
+@functools.cache
+def _select(engine: Engine) -> str:
+    """The _MESSAGE columns, then a message's size in an answer, counted by the database
+    (compose_context sums it for every message)."""
+    size = " + ".join(
+        engine.octet_length(f"m.{column}")
+        for column in ("content", "metadata_json", "sender", "kind")
+    )
+    return f"SELECT {_MESSAGE.select}, {size} + {MESSAGE_OVERHEAD_BYTES} AS answer_bytes"
+
+
 _ROLES = {role.value: role for role in Role}
 # Messages read per query while walking a window newest first.
 _CHUNK = 256
@@ -100,7 +109,7 @@ def protected(
     """The session's leading system messages (before its first message of another role)."""
     params = key.as_row()
     sql = (
-        f"{_SELECT} FROM messages AS m WHERE {_WINDOW} AND m.id > ? "
+        f"{_select(engine_of(connection))} FROM messages AS m WHERE {_WINDOW} AND m.id > ? "
         "AND m.role = 'system' AND m.id < coalesce((SELECT min(m.id) FROM messages AS m "
         f"WHERE {KEY_MATCH} AND m.id > ? AND m.role != 'system'), 9223372036854775807) "
         "ORDER BY m.id"
@@ -113,7 +122,8 @@ def protected(
 
 def window(connection: Transaction, key: ConversationKey, after_id: int) -> list[WindowMessage]:
     """Every message of the window after `after_id`, oldest first (checkpoints aside)."""
-    sql = f"{_SELECT} FROM messages AS m WHERE {_WINDOW} AND m.id > ? ORDER BY m.id"
+    select = _select(engine_of(connection))
+    sql = f"{select} FROM messages AS m WHERE {_WINDOW} AND m.id > ? ORDER BY m.id"
     return [_message(row) for row in rows(connection, sql, (*key.as_row(), after_id))]
 
 
@@ -135,7 +145,8 @@ def newest_within(
     while True:
         chunk = rows(
             connection,
-            f"{_SELECT} FROM messages AS m WHERE {_WINDOW} AND m.id > ? AND m.id < ? "
+            f"{_select(engine_of(connection))} FROM messages AS m "
+            f"WHERE {_WINDOW} AND m.id > ? AND m.id < ? "
             "ORDER BY m.id DESC LIMIT ?",
             (*key.as_row(), after_id, before, _CHUNK),
         )
@@ -158,7 +169,11 @@ def newest_within(
 
 def message(connection: Transaction, message_id: int) -> WindowMessage | None:
     """One message by id."""
-    found = rows(connection, f"{_SELECT} FROM messages AS m WHERE m.id = ?", (message_id,))
+    found = rows(
+        connection,
+        f"{_select(engine_of(connection))} FROM messages AS m WHERE m.id = ?",
+        (message_id,),
+    )
     return _message(found[0]) if found else None
 
 
@@ -209,7 +224,8 @@ def store_checkpoint(
     )
     stored = appended.stored[0]
     connection.execute(
-        "UPDATE conversations SET window_start_id = max(window_start_id, ?), checkpoint_id = ?, "
+        "UPDATE conversations SET window_start_id = "
+        f"{engine_of(connection).greatest('window_start_id', '?')}, checkpoint_id = ?, "
         "window_started_at = ?, peak_prompt_tokens = NULL, compaction_failed_at = NULL, "
         f"compaction_error = NULL WHERE {CONVERSATION_MATCH}",
         (first_kept_id - 1, stored.id, to_text(now), *key.as_row()),
@@ -275,7 +291,7 @@ def set_token_counts(connection: Transaction, counts: list[tuple[int, int]]) -> 
 
 
 def _message(row: Row) -> WindowMessage:
-    """A WindowMessage from `_SELECT` (the _MESSAGE columns, then answer_bytes)."""
+    """A WindowMessage from `_select` (the _MESSAGE columns, then answer_bytes)."""
     message_id, role, kind, sender, content, metadata_json, tokens, created_at = row[:8]
     return WindowMessage(
         id=message_id,

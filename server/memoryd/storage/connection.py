@@ -13,7 +13,20 @@ from typing import Literal
 
 import apsw
 
+from memoryd.storage.sqlite_engine import SQLITE, SqliteEngine
+
 Policy = Callable[[apsw.Connection], None]
+
+
+class SqliteConnection(apsw.Connection):
+    """An apsw connection that knows its engine: storage's Transaction on SQLite."""
+
+    engine: SqliteEngine = SQLITE
+
+    def begin_write(self) -> None:
+        """IMMEDIATE takes the write lock at once: a second writer waits here (its busy
+        timeout) rather than failing at its first write."""
+        self.execute("BEGIN IMMEDIATE")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -113,14 +126,14 @@ def reader_policy(settings: ConnectionSettings) -> list[Policy]:
 
 def open_connection(
     settings: ConnectionSettings, policy: list[Policy], *, read_only: bool = False
-) -> apsw.Connection:
+) -> SqliteConnection:
     """Open the database with `policy` applied, read-only or read-write (creating it)."""
     flags = (
         apsw.SQLITE_OPEN_READONLY
         if read_only
         else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     )
-    connection = apsw.Connection(str(settings.path), flags=flags)
+    connection = SqliteConnection(str(settings.path), flags=flags)
     try:
         for apply in policy:
             apply(connection)

@@ -9,36 +9,32 @@ The other functions open short-lived connections of their own, away from the wri
 reader pool: a read snapshot that an export streams from for as long as it runs, and a WAL
 truncation that must not wait behind a busy timeout.
 
-Each function takes the settings of either backend (`DatabaseLocation`) and goes to PostgreSQL's
-counterpart (memoryd.storage.postgres.database) for PostgreSQL's settings; the driver is
-imported only then.
+Each function takes the settings of either backend (`DatabaseLocation`) and goes to its engine
+(memoryd.storage.engine.engine_for); PostgreSQL's driver is imported only when it is used.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator, Mapping
-from pathlib import Path
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol
 
 import apsw
 
-from memoryd.config.secret_files import read_secret_file
-from memoryd.config.serving_settings import StorageSettings
-from memoryd.data_directory import DATABASE_FILE
 from memoryd.errors import StartupError
 from memoryd.storage import scrub
 from memoryd.storage.changes import DatabaseChanges
 from memoryd.storage.connection import (
     ConnectionSettings,
+    SqliteConnection,
     open_connection,
     reader_policy,
     writer_policy,
 )
-from memoryd.storage.errors import translate_read_errors
+from memoryd.storage.engine import engine_for
+from memoryd.storage.location import DatabaseLocation
 from memoryd.storage.migrations import bundled_migrations, migrate, schema_version
-from memoryd.storage.postgres.settings import PostgresSettings
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
 from memoryd.storage.write_terms import WriterSettings
@@ -46,9 +42,6 @@ from memoryd.storage.writer import Writer
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
-
-# Where the database is: SQLite's file and policy, or PostgreSQL's connection string and policy.
-DatabaseLocation = ConnectionSettings | PostgresSettings
 
 
 class Changes(Protocol):
@@ -140,7 +133,7 @@ class Database:
     settings: ConnectionSettings
     applied: list[int]
     schema_version: int
-    _connection: apsw.Connection | None
+    _connection: SqliteConnection | None
     # SQLite has no vector index: vectors are compared in memory only.
     vector_index = False
 
@@ -207,96 +200,28 @@ class Database:
             self._connection.close()
             self._connection = None
 
-    def _owned(self) -> apsw.Connection:
+    def _owned(self) -> SqliteConnection:
         if self._connection is None:
             raise RuntimeError("the writer owns the database connection now")
         return self._connection
 
 
-def store_settings(
-    storage: StorageSettings, home: Path, env: Mapping[str, str]
-) -> DatabaseLocation:
-    """Where the configured database is: SQLite's file in the data directory, or PostgreSQL's
-    connection string (from dsn, or the variable dsn_env names)."""
-    if storage.backend == "postgres":
-        dsn = storage.dsn or env.get(storage.dsn_env, "")
-        if not dsn:
-            raise StartupError(
-                f"memoryd.storage.dsn_env names {storage.dsn_env}, which is not set (or empty); "
-                "set it to PostgreSQL's connection string"
-            )
-        if storage.password_file:
-            dsn = with_password(
-                dsn, read_secret_file(storage.password_file, "memoryd.storage.password_file")
-            )
-        return PostgresSettings(
-            dsn=dsn, pool_size=storage.pool_size, statement_timeout_ms=storage.statement_timeout_ms
-        )
-    return ConnectionSettings(
-        path=home / DATABASE_FILE,
-        busy_timeout_ms=storage.busy_timeout_ms,
-        synchronous=storage.synchronous,
-        secure_delete=storage.secure_delete,
-    )
-
-
-def with_password(dsn: str, password: str) -> str:
-    """The connection string with this password (in place of any it had), in libpq's keyword
-    form; StartupError when libpq cannot read the string."""
-    from psycopg import conninfo  # noqa: PLC0415 - PostgreSQL's driver, only when it is used
-
-    try:
-        return conninfo.make_conninfo(dsn, password=password)
-    except Exception:  # noqa: BLE001 - psycopg's ProgrammingError: its message quotes the string
-        raise StartupError(
-            "memoryd.storage.dsn (or the variable dsn_env names) cannot be read as a "
-            "connection string"
-        ) from None
-
-
 def describe(settings: DatabaseLocation) -> str:
     """Where the database is, for messages and logs: SQLite's file, or PostgreSQL's server and
     database (never its password)."""
-    if isinstance(settings, PostgresSettings):
-        return settings.target
-    return str(settings.path)
+    return engine_for(settings).describe(settings)
 
 
 def open_database(settings: DatabaseLocation) -> OpenedDatabase:
     """Open and migrate the database of either backend; StartupError when it cannot be."""
-    if isinstance(settings, PostgresSettings):
-        try:
-            from memoryd.storage.postgres import database as postgres  # noqa: PLC0415
-        except ImportError as error:
-            raise StartupError(
-                'memoryd.storage.backend = "postgres" needs the PostgreSQL driver: '
-                "pip install 'memoryd[postgres]' (psycopg 3)"
-            ) from error
-        return postgres.PostgresDatabase.open(settings)
-    return Database.open(settings)
+    return engine_for(settings).open(settings)
 
 
-@contextlib.contextmanager
-def read_snapshot(settings: DatabaseLocation) -> Iterator[Transaction]:
+def read_snapshot(settings: DatabaseLocation) -> AbstractContextManager[Transaction]:
     """A read-only connection of its own, in one read transaction for as long as the block runs:
     every read in it sees the same committed state (an export's), and the reader pool is not
     held meanwhile."""
-    if isinstance(settings, PostgresSettings):
-        from memoryd.storage.postgres import database as postgres  # noqa: PLC0415
-
-        with postgres.read_snapshot(settings) as transaction:
-            yield transaction
-        return
-    connection = open_connection(settings, reader_policy(settings), read_only=True)
-    try:
-        with translate_read_errors():
-            connection.execute("BEGIN")
-            try:
-                yield connection
-            finally:
-                connection.execute("COMMIT")
-    finally:
-        connection.close()
+    return engine_for(settings).read_snapshot(settings)
 
 
 def scrub_erased(settings: DatabaseLocation) -> scrub.Scrubbed:
@@ -306,13 +231,4 @@ def scrub_erased(settings: DatabaseLocation) -> scrub.Scrubbed:
     transaction. On PostgreSQL, a VACUUM of the erased tables, their statistics rebuilt and
     the word indexes rebuilt (not when a reader's snapshot kept it from removing every erased
     row)."""
-    if isinstance(settings, PostgresSettings):
-        from memoryd.storage.postgres import scrubbing  # noqa: PLC0415
-
-        return scrubbing.vacuum(settings)
-    no_wait = dataclasses.replace(settings, busy_timeout_ms=0)
-    connection = open_connection(no_wait, writer_policy(no_wait))
-    try:
-        return scrub.Scrubbed(wal_truncated=scrub.truncate_wal(connection), statistics_rebuilt=True)
-    finally:
-        connection.close()
+    return engine_for(settings).scrub_erased(settings)

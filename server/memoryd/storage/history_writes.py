@@ -2,14 +2,15 @@
 
 Appends are set-based: one call stores the messages of every append in a write group with a
 fixed handful of statements (a duplicate check, one counter bump, one conversation upsert, one
-insert), whatever the number of messages. Rows travel as a single JSON array read with
-json_each, so each statement has one text and stays in SQLite's prepared-statement cache.
+insert), whatever the number of messages. Rows travel as a single JSON array read as a table
+(Engine.json_rows), so each statement has one text and stays in the prepared-statement cache.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import json
 from collections.abc import Sequence
 
@@ -17,6 +18,7 @@ from memoryd.domain.conversation import ConversationKey, search_scope_tokens
 from memoryd.domain.history import AppendedMessage, AppendOutcome, AppendResult, WindowState
 from memoryd.domain.messages import NewMessage, StoredMessage
 from memoryd.domain.timestamps import from_text, to_text
+from memoryd.storage.engine import Engine, engine_of
 from memoryd.storage.history_reads import described
 from memoryd.storage.message_rows import (
     MESSAGE_COLUMNS,
@@ -26,40 +28,61 @@ from memoryd.storage.message_rows import (
 from memoryd.storage.sql import CONVERSATION_MATCH, KEY_MATCH, Row, one, rows
 from memoryd.storage.transaction import Transaction
 
-# json_each rows are arrays; `->>` reads element N as an SQL value (text on PostgreSQL, hence the
-# CAST of the integers).
-_INSERT_MESSAGES = (
-    "INSERT INTO messages (agent_id, owner_id, channel, chat_id, thread_scope, sender, role, kind, "
-    "content, metadata_json, trust, client_message_id, created_at, token_count) "
-    "SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, "
-    "j.value ->> 5, j.value ->> 6, j.value ->> 7, j.value ->> 8, j.value ->> 9, j.value ->> 10, "
-    "j.value ->> 11, j.value ->> 12, CAST(j.value ->> 13 AS BIGINT) FROM json_each(?) AS j "
-    "ORDER BY j.key"
-)
-# `WHERE true` keeps SQLite from reading ON CONFLICT as a join constraint.
-_NEW_CONVERSATIONS = (
-    "INSERT INTO conversations (agent_id, owner_id, channel, chat_id, thread_scope, "
-    "search_scope, history_version, created_at) "
-    "SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, "
-    "j.value ->> 5, CAST(? AS BIGINT), ? FROM json_each(?) AS j WHERE true "
-)
-_CREATE_CONVERSATIONS = _NEW_CONVERSATIONS + "ON CONFLICT DO NOTHING"
-_UPSERT_CONVERSATIONS = (
-    _NEW_CONVERSATIONS + "ON CONFLICT (agent_id, owner_id, channel, chat_id, thread_scope) "
-    "DO UPDATE SET history_version = excluded.history_version"
-)
-_EXISTING_BY_CLIENT_ID = (
-    f"SELECT {MESSAGE_COLUMNS} FROM json_each(?) AS j JOIN messages AS m "
-    "ON m.agent_id = j.value ->> 0 AND m.owner_id = j.value ->> 1 AND m.channel = j.value ->> 2 "
-    "AND m.chat_id = j.value ->> 3 AND m.thread_scope = j.value ->> 4 "
-    "AND m.client_message_id = j.value ->> 5 AND m.client_message_id IS NOT NULL"
-)
-_VERSIONS = (
-    "SELECT c.agent_id, c.owner_id, c.channel, c.chat_id, c.thread_scope, c.history_version "
-    "FROM json_each(?) AS j JOIN conversations AS c "
-    "ON (c.agent_id, c.owner_id, c.channel, c.chat_id, c.thread_scope) = "
-    "(j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4)"
-)
+# The statements of an append, per engine (built once each). The rows of the JSON array are
+# arrays; `->>` reads element N as an SQL value (text on PostgreSQL, hence the CAST of the
+# integers).
+
+
+@functools.cache
+def _insert_messages_sql(engine: Engine) -> str:
+    return (
+        "INSERT INTO messages (agent_id, owner_id, channel, chat_id, thread_scope, sender, role, "
+        "kind, content, metadata_json, trust, client_message_id, created_at, token_count) "
+        "SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, "
+        "j.value ->> 5, j.value ->> 6, j.value ->> 7, j.value ->> 8, j.value ->> 9, "
+        "j.value ->> 10, j.value ->> 11, j.value ->> 12, CAST(j.value ->> 13 AS BIGINT) "
+        f"FROM {engine.json_rows('?', 'j')} ORDER BY j.key"
+    )
+
+
+@functools.cache
+def _new_conversations_sql(engine: Engine, *, upsert: bool) -> str:
+    """`upsert`: an existing conversation takes the new history version; otherwise it stays.
+    `WHERE true` keeps SQLite from reading ON CONFLICT as a join constraint."""
+    conflict = (
+        "ON CONFLICT (agent_id, owner_id, channel, chat_id, thread_scope) "
+        "DO UPDATE SET history_version = excluded.history_version"
+        if upsert
+        else "ON CONFLICT DO NOTHING"
+    )
+    return (
+        "INSERT INTO conversations (agent_id, owner_id, channel, chat_id, thread_scope, "
+        "search_scope, history_version, created_at) "
+        "SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, "
+        f"j.value ->> 5, CAST(? AS BIGINT), ? FROM {engine.json_rows('?', 'j')} WHERE true "
+        + conflict
+    )
+
+
+@functools.cache
+def _existing_by_client_id_sql(engine: Engine) -> str:
+    return (
+        f"SELECT {MESSAGE_COLUMNS} FROM {engine.json_rows('?', 'j')} JOIN messages AS m "
+        "ON m.agent_id = j.value ->> 0 AND m.owner_id = j.value ->> 1 "
+        "AND m.channel = j.value ->> 2 AND m.chat_id = j.value ->> 3 "
+        "AND m.thread_scope = j.value ->> 4 "
+        "AND m.client_message_id = j.value ->> 5 AND m.client_message_id IS NOT NULL"
+    )
+
+
+@functools.cache
+def _versions_sql(engine: Engine) -> str:
+    return (
+        "SELECT c.agent_id, c.owner_id, c.channel, c.chat_id, c.thread_scope, c.history_version "
+        f"FROM {engine.json_rows('?', 'j')} JOIN conversations AS c "
+        "ON (c.agent_id, c.owner_id, c.channel, c.chat_id, c.thread_scope) = "
+        "(j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4)"
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -140,11 +163,12 @@ def clear_window(connection: Transaction, key: ConversationKey, now: dt.datetime
     session's working memory and description are kept (ended_sessions), the new one has none."""
     ensure_conversation(connection, key, now)
     newest = one(connection, f"SELECT max(m.id) FROM messages AS m WHERE {KEY_MATCH}", key.as_row())
+    greatest = engine_of(connection).greatest
     _end_session(connection, key, newest[0] or 0, now)
     row = one(
         connection,
-        "UPDATE conversations SET window_start_id = max(window_start_id, ?), "
-        "session_start_id = max(session_start_id, ?), window_started_at = ?, "
+        f"UPDATE conversations SET window_start_id = {greatest('window_start_id', '?')}, "
+        f"session_start_id = {greatest('session_start_id', '?')}, window_started_at = ?, "
         "working_memory = '', description = '', "
         f"history_version = ? WHERE {CONVERSATION_MATCH} "
         "RETURNING window_start_id, window_started_at, history_version",
@@ -219,7 +243,11 @@ def _existing_by_client_id(
     }
     if not wanted:
         return {}
-    found = rows(connection, _EXISTING_BY_CLIENT_ID, (json.dumps([[*k, c] for k, c in wanted]),))
+    found = rows(
+        connection,
+        _existing_by_client_id_sql(engine_of(connection)),
+        (json.dumps([[*k, c] for k, c in wanted]),),
+    )
     shared = dict(keys)
     stored = (message_from_row(row, shared) for row in found)
     return {(message.key.as_row(), message.client_message_id or ""): message for message in stored}
@@ -234,9 +262,14 @@ def _upsert_conversations(
     """Create conversations that do not exist; set the version of all when one is given."""
     payload = json.dumps([[*key.as_row(), search_scope_tokens(key)] for key in keys])
     if version is None:
-        connection.execute(_CREATE_CONVERSATIONS, (0, to_text(now), payload))
+        connection.execute(
+            _new_conversations_sql(engine_of(connection), upsert=False), (0, to_text(now), payload)
+        )
     else:
-        connection.execute(_UPSERT_CONVERSATIONS, (version, to_text(now), payload))
+        connection.execute(
+            _new_conversations_sql(engine_of(connection), upsert=True),
+            (version, to_text(now), payload),
+        )
 
 
 def _insert_messages(
@@ -260,7 +293,7 @@ def _insert_messages(
         ],
         ensure_ascii=False,
     )
-    connection.execute(_INSERT_MESSAGES, (payload,))
+    connection.execute(_insert_messages_sql(engine_of(connection)), (payload,))
     # One INSERT ... SELECT ... ORDER BY inserts its rows in that order, and AUTOINCREMENT gives
     # each the next id: the ids are the consecutive run ending at last_insert_rowid().
     count = connection.changes()
@@ -285,5 +318,7 @@ def _insert_messages(
 
 
 def _current_versions(connection: Transaction, keys: list[Row]) -> dict[Row, int]:
-    found = rows(connection, _VERSIONS, (json.dumps([list(row) for row in keys]),))
+    found = rows(
+        connection, _versions_sql(engine_of(connection)), (json.dumps([list(row) for row in keys]),)
+    )
     return {tuple(row[:5]): int(row[5]) for row in found}

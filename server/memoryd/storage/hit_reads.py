@@ -14,6 +14,7 @@ from memoryd.domain.conversation import (
 from memoryd.domain.fusion import Said
 from memoryd.domain.messages import StoredMessage
 from memoryd.domain.timestamps import from_text
+from memoryd.storage.engine import engine_of
 from memoryd.storage.message_rows import (
     MESSAGE_COLUMNS,
     message_from_row,
@@ -42,7 +43,7 @@ def messages_by_ids(
         return {}
     sql = [
         (
-            f"SELECT {MESSAGE_COLUMNS} FROM messages AS m NOT INDEXED "
+            f"SELECT {MESSAGE_COLUMNS} FROM messages AS m{engine_of(connection).not_indexed} "
             f"WHERE m.id IN ({placeholders(len(message_ids))})"
         )
     ]
@@ -67,7 +68,8 @@ def said(connection: Transaction, message_ids: Sequence[int]) -> dict[int, Said]
     sql = [
         (
             f"SELECT m.id, m.sender, m.created_at, substr(m.content, 1, {SAID_CHARS}), "
-            f"{', '.join(f'm.{column}' for column in KEY_COLUMNS)} FROM messages AS m NOT INDEXED "
+            f"{', '.join(f'm.{column}' for column in KEY_COLUMNS)} "
+            f"FROM messages AS m{engine_of(connection).not_indexed} "
             f"WHERE m.id IN ({placeholders(len(message_ids))})"
         )
     ]

@@ -17,8 +17,9 @@ from pathlib import Path
 import apsw
 
 from memoryd.domain.conversation import OwnerKey
-from memoryd.storage.scrub import FTS_INDEXES
-from memoryd.storage.sql import postgres, rows
+from memoryd.storage.connection import SqliteConnection
+from memoryd.storage.engine import engine_of
+from memoryd.storage.sql import rows
 from memoryd.storage.transaction import Transaction
 
 
@@ -51,80 +52,8 @@ class Unreadable(Exception):
 
 
 def problems(connection: Transaction) -> list[str]:
-    """What is wrong with a database: SQLite's integrity check, every word index's own check,
-    and rows that refer to rows that are not there. Empty when it is healthy. On PostgreSQL:
-    indexes left invalid, constraints not validated, and orphaned rows."""
-    if postgres(connection):
-        return _postgres_problems(connection)
-    found = [
-        f"integrity: {row[0]}"
-        for row in rows(connection, "PRAGMA integrity_check")
-        if row[0] != "ok"
-    ]
-    for index in FTS_INDEXES:
-        try:
-            connection.execute(f"INSERT INTO {index} ({index}) VALUES ('integrity-check')")
-        except apsw.Error as error:
-            found.append(f"word index {index}: {error}")
-    for table, rowid, parent, _ in rows(connection, "PRAGMA foreign_key_check"):
-        found.append(f"orphaned row: {table} rowid {rowid} refers to a missing {parent} row")
-    return found
-
-
-# Rows whose parent is gone, on PostgreSQL: (what, the query counting them). Foreign keys forbid
-# them; a constraint dropped or disabled by hand (session_replication_role) would let them in.
-_ORPHANS = (
-    (
-        "messages of no conversation",
-        (
-            "SELECT count(*) FROM messages AS m WHERE NOT EXISTS (SELECT 1 FROM conversations AS c "
-            "WHERE (c.agent_id, c.owner_id, c.channel, c.chat_id, c.thread_scope) = "
-            "(m.agent_id, m.owner_id, m.channel, m.chat_id, m.thread_scope))"
-        ),
-    ),
-    (
-        "memory rows citing a message that is gone",
-        (
-            "SELECT count(*) FROM memories AS r WHERE r.source_message_id IS NOT NULL "
-            "AND NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.id = r.source_message_id)"
-        ),
-    ),
-    (
-        "revisions of no resource",
-        (
-            "SELECT count(*) FROM resource_revisions AS v WHERE NOT EXISTS "
-            "(SELECT 1 FROM resources AS s WHERE s.id = v.resource_id)"
-        ),
-    ),
-)
-
-
-def _postgres_problems(connection: Transaction) -> list[str]:
-    found = [
-        f"index {name} is not valid (a CREATE INDEX or REINDEX that failed): REINDEX INDEX {name}"
-        for (name,) in rows(
-            connection,
-            "SELECT c.relname FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid "
-            "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = current_schema() AND NOT (i.indisvalid AND i.indisready) "
-            "ORDER BY 1",
-        )
-    ]
-    found += [
-        f"constraint {name} of {table} is not validated: rows may break it"
-        for name, table in rows(
-            connection,
-            "SELECT con.conname, cls.relname FROM pg_constraint AS con "
-            "JOIN pg_class AS cls ON cls.oid = con.conrelid "
-            "JOIN pg_namespace AS n ON n.oid = con.connamespace "
-            "WHERE n.nspname = current_schema() AND NOT con.convalidated ORDER BY 1",
-        )
-    ]
-    for what, sql in _ORPHANS:
-        count = int(rows(connection, sql)[0][0])
-        if count:
-            found.append(f"orphaned rows: {count} {what}")
-    return found
+    """What is wrong with a database, by its engine's checks: empty when it is healthy."""
+    return engine_of(connection).problems(connection)
 
 
 def counts(connection: Transaction) -> tuple[int, int]:
@@ -154,7 +83,7 @@ def snapshot(database: Path) -> Iterator[Transaction]:
     copy = database.with_name(f".check-{secrets.token_hex(4)}.db")
     try:
         backup(database, copy)
-        connection = apsw.Connection(str(copy))
+        connection = SqliteConnection(str(copy))
     except apsw.Error as error:
         _remove(copy)
         raise Unreadable(str(error)) from error

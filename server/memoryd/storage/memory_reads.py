@@ -15,14 +15,14 @@ from memoryd.domain.jobs import JobStatus
 from memoryd.domain.memories import MemoryRecord
 from memoryd.domain.memory_queries import ListFilter, RankedMemory, SourceRow, Visible
 from memoryd.domain.memory_sources import SourceInfo, SourceType
+from memoryd.storage.engine import engine_of
 from memoryd.storage.memory_rows import (
     MEMORY,
     MEMORY_COLUMNS,
     OWNER_MATCH,
     memory_from_row,
 )
-from memoryd.storage.postgres import words as pg_words
-from memoryd.storage.sql import Row, postgres, rows
+from memoryd.storage.sql import Row, rows
 from memoryd.storage.substrings import contains
 from memoryd.storage.transaction import Transaction
 
@@ -70,18 +70,18 @@ def search_words(
     *,
     exclude_ids: Sequence[int] = (),
 ) -> list[RankedMemory]:
-    """Whole-word matches over category, key and value: bm25, then newest, then id."""
-    if postgres(connection):
-        search = pg_words.ranked(connection, "memories", expression)
-        sql = [
-            (
-                f"SELECT {MEMORY_COLUMNS}, {search.score('r.words')} AS score FROM memories AS r, "
-                f"{search.table} WHERE r.words @@ {pg_words.QUERY} AND {OWNER_MATCH}"
-            )
-        ]
-        params: list[Any] = [*search.params, visible.owner.agent_id, visible.owner.owner_id]
-    else:
-        sql, params = _fts_query(visible, expression)
+    """Whole-word matches over category, key and value: the word index's score (bm25 on
+    SQLite), then newest, then id."""
+    match = engine_of(connection).words.match_memories(
+        connection, expression, owner_scope_token(visible.owner)
+    )
+    sql = [
+        (
+            f"SELECT {MEMORY_COLUMNS}, {match.score} AS score FROM {match.tables} "
+            f"WHERE {match.condition} AND {OWNER_MATCH}"
+        )
+    ]
+    params: list[Any] = [*match.params, visible.owner.agent_id, visible.owner.owner_id]
     _add_visible(sql, params, visible)
     if exclude_ids:
         sql.append(f"AND r.id NOT IN ({_placeholders(len(exclude_ids))})")
@@ -99,21 +99,6 @@ def held_in_view(
 ) -> list[bool]:
     """Whether any row the caller may see holds each expression (a quoted phrase)."""
     return [bool(search_words(connection, visible, expression, 1)) for expression in expressions]
-
-
-def _fts_query(visible: Visible, expression: str) -> tuple[list[str], list[Any]]:
-    match = (
-        f"{{category key value}} : ({expression}) AND "
-        f'search_scope : "{owner_scope_token(visible.owner)}"'
-    )
-    sql = [
-        (
-            f"SELECT {MEMORY_COLUMNS}, bm25(memories_fts, 1.0, 1.0, 1.0, 0.0) AS score "
-            "FROM memories_fts JOIN memories AS r ON r.id = memories_fts.rowid "
-            f"WHERE memories_fts MATCH ? AND {OWNER_MATCH}"
-        )
-    ]
-    return sql, [match, visible.owner.agent_id, visible.owner.owner_id]
 
 
 def by_ids(connection: Transaction, memory_ids: Sequence[int]) -> dict[int, MemoryRecord]:
@@ -144,11 +129,12 @@ def search_substrings(
     LIKE, so no character of the query acts as a wildcard. The scan is bounded by the owner's
     rows (an index range).
     """
+    engine = engine_of(connection)
     terms: list[str] = []
     params: list[Any] = []
     for word in words:
-        in_key, key_param = contains("r.key", word)
-        in_value, value_param = contains("r.value", word)
+        in_key, key_param = contains(engine, "r.key", word)
+        in_value, value_param = contains(engine, "r.value", word)
         terms.append(f"CASE WHEN {in_key} OR {in_value} THEN 1 ELSE 0 END")
         params.extend((key_param, value_param))
     matches = " + ".join(terms)
@@ -299,7 +285,8 @@ def recent_agent_entries(
         connection,
         f"SELECT r.key, r.value FROM memories AS r WHERE {OWNER_MATCH} AND r.scope_type = 'agent' "
         "AND r.archived_at IS NULL "
-        "AND r.id NOT IN (SELECT CAST(value AS BIGINT) FROM json_each(?)) "
+        "AND r.id NOT IN (SELECT CAST(j.value AS BIGINT) FROM "
+        f"{engine_of(connection).json_values('?', 'j')}) "
         "ORDER BY r.updated_at DESC, r.id DESC LIMIT ?",
         (owner.agent_id, owner.owner_id, json.dumps(skipped), limit),
     )

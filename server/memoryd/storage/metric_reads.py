@@ -7,7 +7,8 @@ from __future__ import annotations
 import dataclasses
 
 from memoryd.storage import vector_reads, vector_store
-from memoryd.storage.sql import one, postgres
+from memoryd.storage.engine import engine_of
+from memoryd.storage.sql import one
 from memoryd.storage.transaction import Transaction
 
 
@@ -37,7 +38,5 @@ def levels(
         pending_memories = vector_reads.pending_memories(
             connection, -1 if model is None else model.id
         )
-    size = None
-    if postgres(connection):
-        size = int(one(connection, "SELECT pg_database_size(current_database())")[0])
+    size = engine_of(connection).database_bytes(connection)
     return Levels(backlog, pending_messages, pending_memories, size)

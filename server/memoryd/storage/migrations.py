@@ -1,12 +1,20 @@
-"""Schema migrations: numbered plain SQL files, forward only, applied at start-up.
+"""Schema migrations: one numbered line of plain SQL files for both engines, forward only,
+applied at start-up.
 
-`migrations/NNNN_name.sql` files ship inside the package as `memoryd.migrations` (SQLite's) and
-`memoryd.migrations.postgres` (PostgreSQL's, numbered on their own). Each pending file runs in
-one transaction together with its row in schema_migrations, so a crash leaves either the old
-schema or the new one; on PostgreSQL, an advisory lock held by that transaction makes a second
-server starting at the same moment wait, then find the migration recorded. Re-running is a
-no-op. A database that has a version this code does not know (newer code wrote it) or whose
-applied file has changed since is refused.
+The files ship inside the package as `memoryd.migrations`. `NNNN_name.sql` is a migration both
+engines run; where they differ, version NNNN has one file per engine instead,
+`NNNN_name.sqlite.sql` and `NNNN_name.postgres.sql`. An engine's line may begin later than 1:
+PostgreSQL's begins at 0014 (`0014_schema.postgres.sql` makes everything SQLite's 0001-0014
+made, as PostgreSQL came after them), and from there every version has a file for it.
+
+Each pending file runs in one transaction together with its row in schema_migrations, so a
+crash leaves either the old schema or the new one; the engine's migration lock, held by that
+transaction, makes a second server starting at the same moment wait, then find the migration
+recorded. Re-running is a no-op. A database that has a version this code does not know (newer
+code wrote it) or whose applied file has changed since is refused.
+
+Before the line was one, PostgreSQL numbered its own files from 1: such a database's records
+move, once, to the line's numbers (`_one_line`), their files and checksums unchanged.
 """
 
 from __future__ import annotations
@@ -19,15 +27,13 @@ from collections.abc import Iterable
 
 from memoryd.domain.timestamps import to_text, utc_now
 from memoryd.errors import StartupError
-from memoryd.storage.sql import postgres, write_transaction
+from memoryd.storage.engine import engine_of
+from memoryd.storage.sql import one, write_transaction
 from memoryd.storage.transaction import Transaction
 
-SQLITE_PACKAGE = "memoryd.migrations"
-POSTGRES_PACKAGE = "memoryd.migrations.postgres"
-# pg_advisory_xact_lock's key while a migration runs: "memoryd" in ASCII, as an integer.
-MIGRATION_LOCK = 0x6D656D6F727964
-
-FILE_PATTERN = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
+PACKAGE = "memoryd.migrations"
+# NNNN_name.sql (both engines) or NNNN_name.<engine>.sql (one engine's).
+FILE_PATTERN = re.compile(r"(\d{4})_([a-z0-9_]+)(?:\.([a-z]+))?\.sql")
 BOOKKEEPING = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
     version    INTEGER PRIMARY KEY,
@@ -52,34 +58,63 @@ class Migration:
         return hashlib.sha256(self.sql.encode("utf-8")).hexdigest()
 
 
-def bundled_migrations(package: str = SQLITE_PACKAGE) -> list[Migration]:
-    """The migrations of one backend shipped with this version of memoryd, in order."""
-    folder = importlib.resources.files(package)
-    found = []
-    for entry in folder.iterdir():
-        match = FILE_PATTERN.fullmatch(entry.name)
-        if match:
-            found.append(
-                Migration(int(match.group(1)), match.group(2), entry.read_text(encoding="utf-8"))
-            )
-    return check_sequence(found)
+def bundled_migrations(engine: str = "sqlite") -> list[Migration]:
+    """The migrations `engine` (an Engine's name) runs, shipped with this version of memoryd, in
+    order: from its first file to the line's last, with no gap."""
+    files = {
+        entry.name: entry.read_text(encoding="utf-8")
+        for entry in importlib.resources.files(PACKAGE).iterdir()
+        if entry.name.endswith(".sql")
+    }
+    return migration_line(files, engine)
 
 
-def migration_sql(version: int) -> str:
-    """The text of one bundled migration (some are written to be run again on data an import
-    brought in the old shape)."""
-    return bundled_migrations()[version - 1].sql
+def migration_line(files: dict[str, str], engine: str) -> list[Migration]:
+    """The migrations `engine` runs of these files (by name, with their text): each version's
+    shared file or the engine's own; the line numbered 1..n, and the engine's part of it from
+    its first file to n."""
+    line: set[int] = set()
+    shared: dict[int, Migration] = {}
+    own: dict[int, Migration] = {}
+    for file_name, text in files.items():
+        match = FILE_PATTERN.fullmatch(file_name)
+        if not match:
+            raise StartupError(f"{file_name} is not named NNNN_name.sql or NNNN_name.<engine>.sql")
+        version, name, only = int(match.group(1)), match.group(2), match.group(3)
+        line.add(version)
+        if only is None:
+            shared[version] = Migration(version, name, text)
+        elif only == engine:
+            own[version] = Migration(version, name, text)
+    both = sorted(shared.keys() & own.keys())
+    if both:
+        raise StartupError(
+            f"migration {both[0]:04d} has a file for both engines and one for {engine} alone"
+        )
+    check_sequence(Migration(version, "", "") for version in line)
+    mine = {**shared, **own}
+    return check_sequence(mine.values(), start=min(mine, default=1), end=max(line, default=0))
 
 
-def check_sequence(migrations: Iterable[Migration]) -> list[Migration]:
-    """Migrations must be numbered 1, 2, 3, ... with no gap or repeat."""
+def latest_version() -> int:
+    """The last version of the line: what a database is migrated to, on either engine."""
+    return bundled_migrations()[-1].version
+
+
+def check_sequence(
+    migrations: Iterable[Migration], *, start: int = 1, end: int | None = None
+) -> list[Migration]:
+    """Migrations must be numbered start, start + 1, ... (up to `end`, when given) with no gap
+    or repeat."""
     ordered = sorted(migrations, key=lambda migration: migration.version)
-    for expected, migration in enumerate(ordered, start=1):
+    for expected, migration in enumerate(ordered, start=start):
         if migration.version != expected:
             raise StartupError(
-                f"migrations are not numbered 1..n: expected {expected:04d}, "
+                f"migrations are not numbered {start}..n: expected {expected:04d}, "
                 f"found {migration.version:04d}_{migration.name}.sql"
             )
+    if end is not None and (ordered[-1].version if ordered else start - 1) != end:
+        raise StartupError(f"the migrations end before {end:04d}, the line's last")
     return ordered
 
 
@@ -90,6 +125,8 @@ def migrate(
     `migrations`; returns the versions applied."""
     name = name or str(getattr(connection, "filename", "the database"))
     _bookkeeping(connection)
+    if migrations:
+        _one_line(connection, migrations[0].version)
     applied = {
         version: (name, checksum)
         for version, name, checksum in connection.execute(
@@ -101,12 +138,12 @@ def migrate(
     if newer:
         raise StartupError(
             f"database {name} has schema version {newer[-1]}, newer than this "
-            f"memoryd supports ({len(known)}); upgrade memoryd or use another --home"
+            f"memoryd supports ({max(known, default=0)}); upgrade memoryd or use another --home"
         )
-    for version, (name, checksum) in sorted(applied.items()):
+    for version, (file_name, checksum) in sorted(applied.items()):
         if known[version].checksum != checksum:
             raise StartupError(
-                f"migration {version:04d}_{name}.sql was changed after it was applied to "
+                f"migration {version:04d}_{file_name}.sql was changed after it was applied to "
                 f"{name}; write a new migration instead of editing an old one"
             )
 
@@ -114,11 +151,9 @@ def migrate(
     for migration in migrations:
         if migration.version in applied:
             continue
-        # BEGIN IMMEDIATE: if two servers start at once, the second waits and then finds the
-        # migration recorded.
+        # If two servers start at once, the second waits and then finds the migration recorded.
         with write_transaction(connection):
-            if postgres(connection):
-                connection.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
+            engine_of(connection).lock_migrations(connection)
             recorded = connection.execute(
                 "SELECT 1 FROM schema_migrations WHERE version = ?", (migration.version,)
             ).fetchall()
@@ -136,11 +171,24 @@ def migrate(
 
 def schema_version(connection: Transaction) -> int:
     """The highest applied migration, 0 for a new database."""
-    if not postgres(connection):  # PostgreSQL's is made by migrate, before any read
-        _bookkeeping(connection)
+    if not engine_of(connection).has_table(connection, "schema_migrations"):
+        return 0
     row = connection.execute("SELECT max(version) FROM schema_migrations").fetchall()[0]
     return int(row[0] or 0)
 
 
+def _one_line(connection: Transaction, first: int) -> None:
+    """An engine whose files begin at `first` numbered them from 1 before the line was one: a
+    database it migrated then records 1, 2, ... for first, first + 1, ...; those records move
+    to the line's numbers (the files, and so their checksums, are the same)."""
+    if first == 1:
+        return
+    with write_transaction(connection):
+        engine_of(connection).lock_migrations(connection)
+        lowest = one(connection, "SELECT min(version) FROM schema_migrations")[0]
+        if lowest is not None and lowest < first:
+            connection.execute("UPDATE schema_migrations SET version = version + ?", (first - 1,))
+
+
 def _bookkeeping(connection: Transaction) -> None:
-    connection.execute(BOOKKEEPING + ("" if postgres(connection) else " STRICT"))
+    connection.execute(BOOKKEEPING + engine_of(connection).bookkeeping_options)

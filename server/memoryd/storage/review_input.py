@@ -11,46 +11,25 @@ import json
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.review_prompt import InputMessage
 from memoryd.domain.timestamps import to_text
-from memoryd.storage.sql import CONVERSATION_MATCH, KEY_MATCH, postgres, rows
+from memoryd.storage.engine import engine_of
+from memoryd.storage.sql import CONVERSATION_MATCH, KEY_MATCH, rows
 from memoryd.storage.transaction import Transaction
-
-# The messages a review reads: user messages that were not spoken. A guest's (by its trust or
-# its metadata) are read too, in batches of their own with a guest's admission.
-REVIEWABLE = (
-    "m.role = 'user' AND coalesce(json_extract(m.metadata_json, '$.spoken'), 0) NOT IN (1, 'true')"
-)
-
-
-GUEST = (
-    "(m.trust = 'guest' "
-    "OR coalesce(json_extract(m.metadata_json, '$.guest'), 0) IN (1, 'true') "
-    "OR coalesce(json_extract(m.metadata_json, '$.trust'), '') = 'guest')"
-)
-
-
-# The same on PostgreSQL: a JSON true, the number 1 or the string "true" (what SQLite's
-# json_extract compares equal to 1 or 'true').
-_TRUE = "('1', 'true', '\"true\"')"
-
-
-_METADATA = "CAST(m.metadata_json AS jsonb)"
-
-
-REVIEWABLE_POSTGRES = f"m.role = 'user' AND NOT coalesce({_METADATA} -> 'spoken' IN {_TRUE}, false)"
-
-
-GUEST_POSTGRES = (
-    f"(m.trust = 'guest' OR coalesce({_METADATA} -> 'guest' IN {_TRUE}, false) "
-    f"OR coalesce({_METADATA} ->> 'trust', '') = 'guest')"
-)
 
 
 def reviewable(connection: Transaction) -> str:
-    return REVIEWABLE_POSTGRES if postgres(connection) else REVIEWABLE
+    """The messages a review reads: user messages that were not spoken. A guest's (by its trust
+    or its metadata) are read too, in batches of their own with a guest's admission."""
+    engine = engine_of(connection)
+    return f"m.role = 'user' AND NOT {engine.json_true('m.metadata_json', 'spoken')}"
 
 
 def guest_condition(connection: Transaction) -> str:
-    return GUEST_POSTGRES if postgres(connection) else GUEST
+    """Whether a message (alias m) is a guest's: by its trust, or by its metadata."""
+    engine = engine_of(connection)
+    return (
+        f"(m.trust = 'guest' OR {engine.json_true('m.metadata_json', 'guest')} "
+        f"OR coalesce({engine.json_text('m.metadata_json', 'trust')}, '') = 'guest')"
+    )
 
 
 def reviewable_after(
@@ -95,7 +74,8 @@ def mark_input(
         "INSERT INTO memory_review_state (agent_id, owner_id, channel, chat_id, thread_scope, "
         "pending_input, last_input_at, passive_since_review) SELECT j.value ->> 0, "
         "j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, 1, j.value ->> 5, "
-        "CAST(j.value ->> 6 AS BIGINT) FROM json_each(?) AS j WHERE true ORDER BY j.key "
+        f"CAST(j.value ->> 6 AS BIGINT) FROM {engine_of(connection).json_rows('?', 'j')} "
+        "WHERE true ORDER BY j.key "
         "ON CONFLICT (agent_id, owner_id, channel, chat_id, thread_scope) DO UPDATE SET "
         "pending_input = 1, last_input_at = excluded.last_input_at, "
         "passive_since_review = memory_review_state.passive_since_review "

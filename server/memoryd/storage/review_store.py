@@ -20,6 +20,7 @@ from memoryd.domain.review_runs import (
 )
 from memoryd.domain.timestamps import from_text, to_text
 from memoryd.domain.turns import TurnUsage
+from memoryd.storage.engine import engine_of
 from memoryd.storage.review_input import reviewable
 from memoryd.storage.review_run_store import stored_status
 from memoryd.storage.sql import CONVERSATION_MATCH, KEY_MATCH, Columns, Row, rows
@@ -110,7 +111,7 @@ def mark_turn(
     _ensure(connection, key)
     connection.execute(
         "UPDATE memory_review_state SET turns_since_review = turns_since_review + 1, "
-        "pending_input = max(pending_input, ?), "
+        f"pending_input = {engine_of(connection).greatest('pending_input', '?')}, "
         "last_input_at = CASE WHEN ? = 1 THEN ? ELSE last_input_at END "
         f"WHERE {CONVERSATION_MATCH}",
         (int(new_input), int(new_input), to_text(now), *key.as_row()),
@@ -140,7 +141,8 @@ def pass_over(connection: Transaction, key: ConversationKey, ids: Sequence[int])
         connection,
         f"SELECT 1 FROM messages AS m WHERE {KEY_MATCH} AND m.id > ? AND m.id <= ? "
         f"AND {reviewable(connection)} "
-        "AND m.id NOT IN (SELECT CAST(value AS BIGINT) FROM json_each(?)) LIMIT 1",
+        "AND m.id NOT IN (SELECT CAST(j.value AS BIGINT) FROM "
+        f"{engine_of(connection).json_values('?', 'j')}) LIMIT 1",
         (*key.as_row(), cursor(connection, key), last_id, json.dumps(list(ids))),
     )
     if others:
@@ -148,7 +150,8 @@ def pass_over(connection: Transaction, key: ConversationKey, ids: Sequence[int])
     _ensure(connection, key)
     connection.execute(
         "UPDATE memory_review_state SET last_reviewed_message_id = "
-        f"max(coalesce(last_reviewed_message_id, 0), ?) WHERE {CONVERSATION_MATCH}",
+        f"{engine_of(connection).greatest('coalesce(last_reviewed_message_id, 0)', '?')} "
+        f"WHERE {CONVERSATION_MATCH}",
         (last_id, *key.as_row()),
     )
     return True
@@ -231,7 +234,9 @@ def record_success(
         )
     connection.execute(
         "UPDATE memory_review_state SET "
-        "last_reviewed_message_id = max(last_reviewed_message_id, ?), last_reviewed_at = ?, "
+        "last_reviewed_message_id = "
+        f"{engine_of(connection).greatest('last_reviewed_message_id', '?')}, "
+        "last_reviewed_at = ?, "
         "last_review_completed_at = ?, last_review_status = ?, "
         "failure_count = 0, last_error = NULL, pending_input = ?, backlog = ?, "
         "turns_since_review = 0, passive_since_review = 0, "

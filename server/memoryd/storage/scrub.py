@@ -20,10 +20,10 @@ import apsw
 
 from memoryd.domain.conversation import ConversationKey, OwnerKey
 from memoryd.domain.resources import checkpoint_owner_prefix, checkpoint_resource
-from memoryd.storage.sql import postgres, rows
+from memoryd.storage.engine import engine_of
+from memoryd.storage.sql import rows
 from memoryd.storage.transaction import Transaction
 
-FTS_INDEXES = ("messages_fts", "messages_trigram", "memories_fts")
 # The revisions of an owner's prompt files but their current ones (two parameters), and of those
 # the ones whose provenance says they rendered any of the rows in a JSON array (one more), or
 # that say nothing of what they rendered.
@@ -33,17 +33,6 @@ _RENDERING_REVISIONS = (
     "AND s.resource_type IN ('user_md', 'memory_md')) "
     "AND v.revision <> (SELECT s.current_revision FROM resources AS s "
     "WHERE s.id = v.resource_id) "
-)
-_RENDERED = (
-    "AND (json_type(v.provenance_json, '$.rendered') IS NOT 'array' OR EXISTS "
-    "(SELECT 1 FROM json_each(v.provenance_json, '$.rendered') AS r "
-    "WHERE r.value IN (SELECT value FROM json_each(?))))"
-)
-_RENDERED_POSTGRES = (
-    "AND (jsonb_typeof(CAST(v.provenance_json AS jsonb) -> 'rendered') IS DISTINCT FROM 'array' "
-    "OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(CAST(v.provenance_json AS jsonb) "
-    "-> 'rendered') AS r (value) WHERE r.value IN "
-    "(SELECT jsonb_array_elements_text(CAST(? AS jsonb)))))"
 )
 _OWNER = "agent_id = ? AND owner_id = ?"
 # The checkpoint resources of one owner: their scope ids start with the owner.
@@ -195,26 +184,24 @@ def delete_rendering_revisions(
     each revision's provenance records (`rendered`), except each file's current revision (which
     the caller re-rendered without them). A revision written before memoryd recorded what it
     rendered is taken to quote them. Returns how many were removed."""
+    engine = engine_of(connection)
+    provenance = "v.provenance_json"
+    rendered = (
+        f"AND ({engine.json_kind(provenance, 'rendered')} IS DISTINCT FROM 'array' OR EXISTS "
+        f"(SELECT 1 FROM {engine.json_values(provenance, 'r', 'rendered')} "
+        f"WHERE r.value IN (SELECT e.value FROM {engine.json_values('?', 'e')})))"
+    )
     connection.execute(
-        _RENDERING_REVISIONS + (_RENDERED_POSTGRES if postgres(connection) else _RENDERED),
+        _RENDERING_REVISIONS + rendered,
         (owner.agent_id, owner.owner_id, json.dumps(memory_ids)),
     )
     return connection.changes()
 
 
 def optimize_indexes(connection: Transaction) -> None:
-    """Merge every word index into one segment, dropping deleted entries from the file, and
-    drop the planner's sampled keys, which may quote erased rows (sqlite_stat4: sqlite_stat1
-    keeps counts only, and the planner does without samples until the next ANALYZE). On
-    PostgreSQL the erased rows' index entries and statistics go after the commit, with the
-    VACUUM, the ANALYZE and the rebuild of the word indexes
-    (memoryd.storage.postgres.database.vacuum)."""
-    if postgres(connection):
-        return
-    for index in FTS_INDEXES:
-        connection.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")
-    if rows(connection, "SELECT 1 FROM sqlite_schema WHERE name = 'sqlite_stat4'"):
-        connection.execute("DELETE FROM sqlite_stat4")
+    """In an erasure's transaction, drop what the indexes and the planner's samples keep of the
+    erased rows (memoryd.storage.engine.Engine.forget_erased)."""
+    engine_of(connection).forget_erased(connection)
 
 
 def truncate_wal(connection: Transaction) -> bool:

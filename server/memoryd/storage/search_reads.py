@@ -23,28 +23,22 @@ from memoryd.domain.conversation import (
 from memoryd.domain.history import (
     SearchHit,
 )
-from memoryd.domain.search_query import SearchPlan, like_pattern
-from memoryd.storage.connection import FOLD_FUNCTION
+from memoryd.domain.search_query import SearchPlan
+from memoryd.storage.engine import engine_of
 from memoryd.storage.message_rows import (
     MESSAGE_COLUMNS,
     message_from_row,
 )
-from memoryd.storage.postgres import words
 from memoryd.storage.sql import (
     KEY_MATCH,
     Row,
     add_kinds,
     one,
     placeholders,
-    postgres,
     rows,
 )
 from memoryd.storage.substrings import contains
 from memoryd.storage.transaction import Transaction
-
-# The sender's weight in bm25, against 1.0 for the content (tuned on LoCoMo conversations 1-5).
-SENDER_WEIGHT = 1.0
-
 
 # Words in at most this many messages of the whole index are searched without the scope's token
 # in a large scope (see services.word_search.WordSearch).
@@ -79,7 +73,8 @@ def rank_words(
 ) -> list[tuple[int, float]]:
     """Whole-word matches of `expression` (already quoted) in the content or the sender, best
     bm25 first, then newest, as (message id, bm25): no message read (a search shows few of
-    them; messages_by_ids reads those). The sender counts for SENDER_WEIGHT of the content.
+    them; messages_by_ids reads those). The sender weighs as the word index says
+    (memoryd.storage.fts5_words.SENDER_WEIGHT).
 
     With `narrow` the word index itself is narrowed to the scope by its token (cheap for a
     scope of a few thousand messages); without, only the join is (cheaper for a large scope and
@@ -91,14 +86,9 @@ def rank_words(
     joining every match (bm25 is the same in both, and ties go newest first in both).
     Otherwise the join answers."""
     excluded = set(exclude_ids)
-    if index_first:  # SQLite only (large_scope_reads)
-        best = rows(
-            connection,
-            f"SELECT rowid, bm25(messages_fts, 1.0, {SENDER_WEIGHT}, 0.0) AS score "
-            "FROM messages_fts WHERE messages_fts MATCH ? ORDER BY score, rowid DESC LIMIT ?",
-            (f"{{content sender}} : ({expression})", INDEX_FIRST),
-        )
-        candidates = [(int(row[0]), float(row[1])) for row in best if row[0] not in excluded]
+    if index_first:  # a scoped index only (large_scope_reads)
+        best = engine_of(connection).words.best_messages(connection, expression, INDEX_FIRST)
+        candidates = [entry for entry in best if entry[0] not in excluded]
         found = _in_scope(connection, scope, candidates, kinds, limit)
         if len(found) >= limit or len(best) < INDEX_FIRST:
             return found
@@ -129,7 +119,7 @@ def _in_scope(
         chunk = ranked[start : start + IN_SCOPE_CHUNK]
         sql = [
             (
-                "SELECT m.id FROM messages AS m NOT INDEXED "
+                f"SELECT m.id FROM messages AS m{engine_of(connection).not_indexed} "
                 f"WHERE m.id IN ({placeholders(len(chunk))})"
             )
         ]
@@ -154,35 +144,12 @@ def _word_query(
     exclude_ids: Iterable[int],
     narrow: bool,
 ) -> tuple[str, list[Any]]:
-    """The SQL of rank_words: `columns`, then the bm25 score (on PostgreSQL
-    its stand-in, which reads each phrase's idf first: memoryd.storage.postgres.words)."""
-    params: list[Any]
-    if postgres(connection):
-        search = words.ranked(connection, "messages", expression)
-        params = list(search.params)
-        sql = [
-            (
-                f"SELECT {columns}, {search.score('m.words')} AS score "
-                f"FROM messages AS m, {search.table} WHERE m.words @@ {words.QUERY}"
-            )
-        ]
-        add_scope(sql, params, scope)
-        add_kinds(sql, params, kinds)
-        _add_excluded(sql, params, exclude_ids)
-        sql.append("ORDER BY score, m.id DESC LIMIT ?")
-        params.append(limit)
-        return " ".join(sql), params
-    match = f"{{content sender}} : ({expression})"
-    if narrow:
-        match += f' AND scope : "{scope_token(scope)}"'
-    sql = [
-        (
-            f"SELECT {columns}, bm25(messages_fts, 1.0, {SENDER_WEIGHT}, 0.0) AS score "
-            "FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid "
-            "WHERE messages_fts MATCH ?"
-        )
-    ]
-    params = [match]
+    """The SQL of rank_words: `columns`, then the word index's score (bm25 on SQLite)."""
+    match = engine_of(connection).words.match_messages(
+        connection, expression, scope_token(scope) if narrow else None
+    )
+    sql = [f"SELECT {columns}, {match.score} AS score FROM {match.tables} WHERE {match.condition}"]
+    params = list(match.params)
     add_scope(sql, params, scope)
     add_kinds(sql, params, kinds)
     _add_excluded(sql, params, exclude_ids)
@@ -196,20 +163,12 @@ def held_in_scope(
 ) -> list[bool]:
     """Whether any message of the scope holds each expression (a quoted phrase): one lookup a
     phrase, which stops at the first message."""
+    words = engine_of(connection).words
     found = []
     for expression in expressions:
-        if postgres(connection):
-            table, phrases = words.query_table(expression)
-            sql = [f"SELECT 1 FROM messages AS m, {table} WHERE m.words @@ {words.QUERY}"]
-            params: list[Any] = list(phrases)
-        else:
-            sql = [
-                (
-                    "SELECT 1 FROM messages_fts JOIN messages AS m ON m.id = messages_fts.rowid "
-                    "WHERE messages_fts MATCH ?"
-                )
-            ]
-            params = [f'{{content sender}} : ({expression}) AND scope : "{scope_token(scope)}"']
+        match = words.match_messages(connection, expression, scope_token(scope), scored=False)
+        sql = [f"SELECT 1 FROM {match.tables} WHERE {match.condition}"]
+        params = list(match.params)
         add_scope(sql, params, scope)
         sql.append("LIMIT 1")
         found.append(bool(rows(connection, " ".join(sql), params)))
@@ -235,40 +194,29 @@ def search_substrings(
     scope, stopping at the limit. Left to itself, SQLite's planner prefers the scope's index and
     runs the whole trigram search again for every message of the scope.
     """
-    params: list[Any] = []
-    if postgres(connection):
-        # pg_trgm's index of the folded content answers LIKE '%piece%' where the planner finds
-        # it pays. A backslash is LIKE's escape character: doubled, it is itself.
+    engine = engine_of(connection)
+    indexed = engine.match_substrings(
+        plan.trigram_pieces,
+        lambda: scope_is_small(connection, scope) if small is None else small,
+    )
+    if indexed is None:  # scanned: every word is checked on the content
         sql = [f"SELECT {MESSAGE_COLUMNS} FROM messages AS m WHERE true"]
-        for piece in plan.trigram_pieces:
-            sql.append(f"AND {FOLD_FUNCTION}(m.content) LIKE {FOLD_FUNCTION}(?)")
-            params.append(like_pattern(piece.replace("\\", "\\\\")))
-        order = "ORDER BY m.id DESC"
-        exact_words = plan.exact_words
-    elif plan.trigram_pieces and not (
-        scope_is_small(connection, scope) if small is None else small
-    ):
-        # LIKE '%piece%' without ESCAPE: an ESCAPE clause would keep FTS5 from using the index.
-        sql = [
-            f"SELECT {MESSAGE_COLUMNS} FROM messages_trigram AS t "
-            "CROSS JOIN messages AS m ON m.id = t.rowid WHERE "
-            + " AND ".join("t.content LIKE ?" for _ in plan.trigram_pieces)
-        ]
-        params.extend(like_pattern(piece) for piece in plan.trigram_pieces)
-        order = "ORDER BY t.rowid DESC"
-        exact_words = plan.exact_words
-    else:
-        sql = [f"SELECT {MESSAGE_COLUMNS} FROM messages AS m WHERE true"]
-        order = "ORDER BY m.id DESC"
+        params: list[Any] = []
+        order = "m.id DESC"
         exact_words = plan.words
+    else:
+        sql = [f"SELECT {MESSAGE_COLUMNS} FROM {indexed.tables} WHERE {indexed.condition}"]
+        params = list(indexed.params)
+        order = indexed.order
+        exact_words = plan.exact_words
     for word in exact_words:
-        condition, param = contains("m.content", word)
+        condition, param = contains(engine, "m.content", word)
         sql.append(f"AND {condition}")
         params.append(param)
     add_scope(sql, params, scope)
     add_kinds(sql, params, kinds)
     _add_excluded(sql, params, exclude_ids)
-    sql.append(f"{order} LIMIT ?")
+    sql.append(f"ORDER BY {order} LIMIT ?")
     params.append(limit)
     names: dict[Row, ConversationKey] = {}
     return [
@@ -282,7 +230,7 @@ def large_scope_reads(connection: Transaction, matches: float) -> tuple[bool, bo
     the whole index hold (storage.terms.counts): (narrow the word index by the scope's token,
     rank in the index first). Both are SQLite's: PostgreSQL's index holds no scope token and
     its planner chooses the order of a search itself."""
-    if postgres(connection):
+    if not engine_of(connection).words.scoped:
         return False, False
     return matches > RARE_WORDS, matches > INDEX_FIRST
 
@@ -293,8 +241,8 @@ def scope_is_small(connection: Transaction, scope: HistoryScope) -> bool:
     visits up to SCAN_LIMIT rows (a millisecond in a large scope); SQLite's costs microseconds.
     A scope crossing the line meanwhile is only read one way longer."""
     key = (str(getattr(connection, "database", "")), scope)
-    on_postgres = postgres(connection)
-    if on_postgres:
+    remember = engine_of(connection).remote
+    if remember:
         with _SCOPES_LOCK:
             known = _SCOPES.get(key)
         if known is not None and time.monotonic() - known[0] < SCOPE_SECONDS:
@@ -305,7 +253,7 @@ def scope_is_small(connection: Transaction, scope: HistoryScope) -> bool:
     sql.append("LIMIT ?)")
     params.append(SCAN_LIMIT + 1)
     small = int(one(connection, " ".join(sql), params)[0]) <= SCAN_LIMIT
-    if on_postgres:
+    if remember:
         with _SCOPES_LOCK:
             _SCOPES[key] = (time.monotonic(), small)
             _SCOPES.move_to_end(key)

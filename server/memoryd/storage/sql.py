@@ -10,19 +10,11 @@ from typing import Any
 from memoryd.storage.transaction import Transaction
 
 Row = tuple[Any, ...]
-# The `dialect` of a PostgreSQL Transaction (an apsw connection has none: SQLite is the default).
-POSTGRES = "postgres"
 KEY_COLUMNS = ("agent_id", "owner_id", "channel", "chat_id", "thread_scope")
 # A message alias `m` restricted to one conversation (five parameters, in KEY_COLUMNS order).
 KEY_MATCH = " AND ".join(f"m.{column} = ?" for column in KEY_COLUMNS)
 # The conversations row of one conversation (five parameters).
 CONVERSATION_MATCH = "(agent_id, owner_id, channel, chat_id, thread_scope) = (?, ?, ?, ?, ?)"
-
-
-def postgres(connection: Transaction) -> bool:
-    """Whether statements run on PostgreSQL: where the engines differ in meaning, not only in
-    spelling (memoryd.storage.postgres.dialect rewrites that), storage picks a text by this."""
-    return getattr(connection, "dialect", None) == POSTGRES
 
 
 def rows(connection: Transaction, sql: str, params: Sequence[Any] = ()) -> list[Row]:
@@ -62,9 +54,9 @@ class Columns:
 @contextmanager
 def write_transaction(connection: Transaction) -> Iterator[Transaction]:
     """One write transaction on a connection outside any: committed when the block ends,
-    rolled back when it raises. IMMEDIATE takes SQLite's write lock at once, so a second
-    writer waits here rather than failing later (PostgreSQL's BEGIN: its row locks do that)."""
-    connection.execute("BEGIN IMMEDIATE")
+    rolled back when it raises. It takes the write order at once (Transaction.begin_write), so
+    a second writer waits here rather than failing later."""
+    connection.begin_write()
     try:
         yield connection
     except BaseException:

@@ -9,13 +9,14 @@ emoji) through lower(), which is native and several times cheaper per row.
 from __future__ import annotations
 
 from memoryd.storage.connection import FOLD_FUNCTION
+from memoryd.storage.engine import Engine
 
 
-def contains(column: str, word: str) -> tuple[str, str]:
+def contains(engine: Engine, column: str, word: str) -> tuple[str, str]:
     """An SQL condition "`column` contains `word`, ignoring case", and its one parameter."""
     if needs_unicode_folding(word):
-        return f"instr({FOLD_FUNCTION}({column}), ?) > 0", word.casefold()
-    return f"instr(lower({column}), lower(?)) > 0", word
+        return f"{engine.position(f'{FOLD_FUNCTION}({column})', '?')} > 0", word.casefold()
+    return f"{engine.position(f'lower({column})', 'lower(?)')} > 0", word
 
 
 def needs_unicode_folding(word: str) -> bool:

@@ -4,30 +4,23 @@ hit's words are judged by (memoryd.domain.relevance).
 Texts are split into words as the word index splits them on SQLite: FTS5's porter tokenizer
 (unicode61, diacritics removed), run on an in-memory connection of the calling thread's own, so
 that both backends judge a hit by the same words (a message of 100 characters takes about 3 us,
-one of 4,000 about 30). How rare a term is comes from the backend's own index: FTS5's
-vocabulary (an fts5vocab table of each connection, a lookup of 0.15 ms) on SQLite, the planner's
-statistics on PostgreSQL (memoryd.storage.postgres.words.rows_holding).
+one of 4,000 about 30). How rare a term is comes from the engine's own word index
+(memoryd.storage.engine.WordIndex.counts).
 """
 
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Sequence
-from typing import Literal
 
 import apsw
 
-from memoryd.storage.postgres import words as pg_words
-from memoryd.storage.sql import one, postgres, rows
+from memoryd.storage.engine import WordTable as Table
+from memoryd.storage.engine import engine_of
 from memoryd.storage.transaction import Transaction
 
-Table = Literal["messages", "memories"]
 TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])
 _local = threading.local()
-# The vocabulary tables each connection has made already.
-_VOCABULARIES: weakref.WeakKeyDictionary[object, set[str]] = weakref.WeakKeyDictionary()
-_VOCABULARIES_LOCK = threading.Lock()
 
 
 def _tokenizer() -> apsw.FTS5Tokenizer:
@@ -90,39 +83,8 @@ def counts(
     connection: Transaction, table: Table, terms: Sequence[str]
 ) -> tuple[float, list[float]]:
     """The rows of `table`, and how many hold each term (unquoted; for a term of several words,
-    the rarest word's count): FTS5's vocabulary on SQLite, the planner's statistics on
-    PostgreSQL (memoryd.storage.postgres.words.rows_holding)."""
+    the rarest word's count), from the engine's word index: FTS5's vocabulary on SQLite, the
+    planner's statistics on PostgreSQL."""
     if not terms:
         return 0.0, []
-    if postgres(connection):
-        return pg_words.rows_holding(connection, table, list(terms))
-    vocabulary = _vocabulary(connection, table)
-    split = [phrase_words(term) for term in terms]
-    wanted = sorted({word for words in split for word in words})
-    found: dict[str, int] = {}
-    if wanted:
-        marks = ", ".join("?" * len(wanted))
-        found = {
-            str(term): int(doc)
-            for term, doc in rows(
-                connection, f"SELECT term, doc FROM {vocabulary} WHERE term IN ({marks})", wanted
-            )
-        }
-    # The rows of the table: ids only grow, so the largest is the count but for erasures.
-    total = float(one(connection, f"SELECT coalesce(max(id), 0) FROM {table}")[0])
-    return total, [float(min((found.get(word, 0) for word in words), default=0)) for words in split]
-
-
-def _vocabulary(connection: Transaction, table: Table) -> str:
-    """The connection's fts5vocab table of `table`'s word index (made on first use: a virtual
-    table of the connection's temporary schema, which reads the index and stores nothing)."""
-    name = f"temp.memoryd_{table}_vocabulary"
-    with _VOCABULARIES_LOCK:
-        known = name in _VOCABULARIES.get(connection, ())
-    if not known:
-        connection.execute(
-            f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING fts5vocab(main, {table}_fts, row)"
-        )
-        with _VOCABULARIES_LOCK:
-            _VOCABULARIES.setdefault(connection, set()).add(name)
-    return name
+    return engine_of(connection).words.counts(connection, table, terms)

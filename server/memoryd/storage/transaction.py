@@ -3,14 +3,18 @@
 The writer lends its connection inside a write transaction, a reader inside a read
 transaction. Services pass the handle on to storage's repository functions and never use it
 themselves: no SQL is written outside `storage/` (`tests/server/test_layers.py` keeps it so), so the
-methods below are the ones those repository functions need. An apsw connection satisfies the
-Protocol as it is; PostgreSQL's (memoryd.storage.postgres.transaction) has the same methods.
+methods below are the ones those repository functions need. SQLite's is an apsw connection
+that knows its engine (memoryd.storage.connection.SqliteConnection); PostgreSQL's
+(memoryd.storage.postgres.transaction) has the same methods.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from memoryd.storage.engine import Engine
 
 
 class Cursor(Protocol):
@@ -27,6 +31,16 @@ class Cursor(Protocol):
 
 class Transaction(Protocol):
     """An open transaction: statements run in it and commit, or roll back, with it."""
+
+    @property
+    def engine(self) -> Engine:
+        """The backend's SQL and abilities (memoryd.storage.engine)."""
+        ...
+
+    def begin_write(self) -> None:
+        """Open a write transaction that takes the write order at once: a second writer waits
+        here rather than failing later (SQLite's BEGIN IMMEDIATE; PostgreSQL's ordered BEGIN)."""
+        ...
 
     def execute(self, statements: str, bindings: Any = None, /) -> Cursor:
         """Run statements with their parameters; the cursor yields the rows."""

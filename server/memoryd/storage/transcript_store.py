@@ -8,6 +8,7 @@ import json
 
 from memoryd.domain.timestamps import to_text
 from memoryd.domain.transcripts import Session
+from memoryd.storage.engine import engine_of
 from memoryd.storage.sql import rows
 from memoryd.storage.transaction import Transaction
 
@@ -35,14 +36,16 @@ def advance(connection: Transaction, moves: list[tuple[Session, int, dt.datetime
     payload = json.dumps(
         [[*_params(session), seq, to_text(now)] for session, seq, now in moves], ensure_ascii=False
     )
+    engine = engine_of(connection)
     connection.execute(
         "INSERT INTO transcript_sessions (agent_id, owner_id, device_id, session_id, "
         "committed_seq, created_at, updated_at) "
         "SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, "
         "CAST(j.value ->> 4 AS BIGINT), "
-        "j.value ->> 5, j.value ->> 5 FROM json_each(?) AS j WHERE true ORDER BY j.key "
+        f"j.value ->> 5, j.value ->> 5 FROM {engine.json_rows('?', 'j')} WHERE true ORDER BY j.key "
         "ON CONFLICT (agent_id, owner_id, device_id, session_id) DO UPDATE SET "
-        "committed_seq = max(transcript_sessions.committed_seq, excluded.committed_seq), "
+        "committed_seq = "
+        f"{engine.greatest('transcript_sessions.committed_seq', 'excluded.committed_seq')}, "
         "updated_at = excluded.updated_at",
         (payload,),
     )

@@ -17,8 +17,9 @@ from memoryd.domain.resources import ResourceKey, ResourceType
 from memoryd.domain.review_prompt import is_review_input
 from memoryd.domain.transfer import Record, Value, conversation_of
 from memoryd.errors import FailedPrecondition, InvalidArgument
+from memoryd.storage.engine import engine_of
 from memoryd.storage.errors import CONSTRAINT_ERRORS, broken_check, constraint_violated
-from memoryd.storage.sql import postgres, rows, savepoint
+from memoryd.storage.sql import rows, savepoint
 from memoryd.storage.transaction import Transaction
 from memoryd.storage.transfer_store import RESOURCE_KEY, TABLES, select_list
 
@@ -51,28 +52,16 @@ def store(connection: Transaction, records: Sequence[Record]) -> Stored:
         while end < len(records) and records[end].kind is kind:
             end += 1
         _store_run(connection, kind, records[start:end], done)
-        table = TABLES[kind].table
-        if postgres(connection) and _column_types(connection).get((table, "id")) == "bigint":
-            _advance_ids(connection, table)
+        engine_of(connection).after_import(connection, TABLES[kind].table)
         start = end
     if done.stored[Kind.CONVERSATION]:
         # Versions are never reused: the counter stays above every imported conversation's.
+        newest = "(SELECT coalesce(max(history_version), 0) FROM conversations)"
         connection.execute(
-            "UPDATE counters SET value = max(value, "
-            "(SELECT coalesce(max(history_version), 0) FROM conversations)) "
+            f"UPDATE counters SET value = {engine_of(connection).greatest('value', newest)} "
             "WHERE name = 'history_version'"
         )
     return done
-
-
-def _advance_ids(connection: Transaction, table: str) -> None:
-    """PostgreSQL's id sequence of `table` past every id an import stored, never back (SQLite's
-    AUTOINCREMENT does this by itself), so that the next row gets an id never used."""
-    sequence = f"pg_get_serial_sequence('{table}', 'id')"
-    connection.execute(
-        f"SELECT setval({sequence}, GREATEST((SELECT coalesce(max(id), 0) FROM {table}), "
-        f"coalesce(pg_sequence_last_value(CAST({sequence} AS regclass)), 0), 1))"
-    )
 
 
 def _store_run(
@@ -144,7 +133,7 @@ def _existing(
     found = rows(
         connection,
         f"SELECT {select_list(kind)} FROM {TABLES[kind].source} WHERE ({targets}) IN "
-        f"(SELECT {picks} FROM json_each(?) AS j)",
+        f"(SELECT {picks} FROM {engine_of(connection).json_rows('?', 'j')})",
         (wanted,),
     )
     return {_identity(kind, row): tuple(row) for row in found}
@@ -174,18 +163,16 @@ def _insert(connection: Transaction, kind: Kind, records: Sequence[Record]) -> N
     )
     connection.execute(
         f"INSERT INTO {TABLES[kind].table} ({', '.join(columns)}) "
-        f"SELECT {', '.join(picks)} FROM json_each(?) AS j ORDER BY j.key",
+        f"SELECT {', '.join(picks)} FROM {engine_of(connection).json_rows('?', 'j')} "
+        "ORDER BY j.key",
         (payload,),
     )
 
 
 def _pick(connection: Transaction, table: str, column: str, index: int) -> str:
-    """Element `index` of a JSON array row, as a value of `table`.`column`: SQLite's `->>` gives
-    it its JSON type; PostgreSQL's gives text, cast here to the column's type."""
-    if not postgres(connection):
-        return f"j.value ->> {index}"
-    kind = _column_types(connection).get((table, column), "text")
-    return f"j.value ->> {index}" if kind == "text" else f"CAST(j.value ->> {index} AS {kind})"
+    """Element `index` of a JSON array row, as a value of `table`.`column`."""
+    engine = engine_of(connection)
+    return engine.json_pick(engine.column_types(connection).get((table, column), "text"), index)
 
 
 def _check_integers(connection: Transaction, kind: Kind, records: Sequence[Record]) -> None:
@@ -211,26 +198,11 @@ def _check_integers(connection: Transaction, kind: Kind, records: Sequence[Recor
 
 # The column types (as _column_types names them) that hold integers.
 _INTEGER_TYPES = frozenset({"integer", "bigint", "smallint"})
-# Each engine's column types, read once (True: PostgreSQL's).
-_TYPES: dict[bool, dict[tuple[str, str], str]] = {}
 
 
 def _column_types(connection: Transaction) -> dict[tuple[str, str], str]:
-    """The type of every column of memoryd's tables, by (table, column): PostgreSQL's
-    data_type, or SQLite's declared type in lower case. Read once per engine: the schema is
-    the migrations'."""
-    on_postgres = postgres(connection)
-    if on_postgres not in _TYPES:
-        found = rows(
-            connection,
-            "SELECT table_name, column_name, data_type FROM information_schema.columns "
-            "WHERE table_schema = current_schema()"
-            if on_postgres
-            else "SELECT t.name, c.name, lower(c.type) FROM sqlite_schema AS t, "
-            "pragma_table_info(t.name) AS c WHERE t.type = 'table'",
-        )
-        _TYPES[on_postgres] = {(str(row[0]), str(row[1])): str(row[2]) for row in found}
-    return _TYPES[on_postgres]
+    """The type of every column of memoryd's tables, by (table, column)."""
+    return engine_of(connection).column_types(connection)
 
 
 def _remember(kind: Kind, records: Sequence[Record], done: Stored) -> None:

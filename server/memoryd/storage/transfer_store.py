@@ -18,8 +18,9 @@ from memoryd.domain.export_shapes import SHAPES, Kind
 from memoryd.domain.resources import checkpoint_owner_prefix
 from memoryd.domain.transfer import Selection
 from memoryd.errors import FailedPrecondition
+from memoryd.storage import checkpoint_split
+from memoryd.storage.engine import engine_of
 from memoryd.storage.errors import CONSTRAINT_ERRORS
-from memoryd.storage.migrations import migration_sql
 from memoryd.storage.sql import Row, rows, savepoint
 from memoryd.storage.transaction import Transaction
 
@@ -36,7 +37,6 @@ _OLD_CHECKPOINTS = (
     "SELECT 1 FROM resources WHERE resource_type = 'checkpoint' "
     "AND length(scope_id) - length(replace(scope_id, ':', '')) = 2 LIMIT 1"
 )
-SPLIT_MIGRATION = 9
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -155,14 +155,14 @@ def held(connection: Transaction) -> dict[str, int]:
 
 
 def split_old_checkpoints(connection: Transaction) -> bool:
-    """Split checkpoint resources of the version 1 format by owner, with migration 0009's own
-    statements (in the caller's transaction); whether there were any. FAILED_PRECONDITION when
-    a split revision would land on a stored one of the same number."""
+    """Split checkpoint resources of the version 1 format by owner, as migration 0009 did
+    (memoryd.storage.checkpoint_split, in the caller's transaction); whether there were any.
+    FAILED_PRECONDITION when a split revision would land on a stored one of the same number."""
     if not rows(connection, _OLD_CHECKPOINTS):
         return False
     try:
         with savepoint(connection, "checkpoint_split"):
-            connection.execute(migration_sql(SPLIT_MIGRATION))
+            connection.execute(checkpoint_split.statements(engine_of(connection)))
     except CONSTRAINT_ERRORS:
         raise FailedPrecondition(
             "the version 1 export's checkpoints, once split by owner, collide with stored "

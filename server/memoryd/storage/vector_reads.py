@@ -11,6 +11,7 @@ from typing import Any
 
 from memoryd.domain.conversation import AgentKey, ConversationKey, HistoryScope, OwnerKey
 from memoryd.domain.memory_queries import Visible
+from memoryd.storage.engine import engine_of
 from memoryd.storage.memory_reads import visible_conditions
 from memoryd.storage.sql import KEY_COLUMNS, KEY_MATCH, Row, one, rows
 from memoryd.storage.transaction import Transaction
@@ -138,7 +139,7 @@ def scope_vectors(
     else:
         sql = (
             "SELECT v.seq, v.message_id, v.scale, v.vector FROM message_vectors AS v "
-            "CROSS JOIN messages AS m ON m.id = v.message_id "
+            f"{engine_of(connection).join_in_order} messages AS m ON m.id = v.message_id "
             f"WHERE v.model_id = ? AND v.seq > ? AND {condition} ORDER BY v.seq"
         )
         cursor = connection.execute(sql, (model_id, after_seq, *params))

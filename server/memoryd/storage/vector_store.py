@@ -19,7 +19,8 @@ from typing import Any
 
 from memoryd.domain.embedding_queue import ARRIVALS, live_arrivals
 from memoryd.domain.timestamps import to_text, utc_now
-from memoryd.storage.sql import KEY_COLUMNS, Row, one, postgres, rows
+from memoryd.storage.engine import engine_of
+from memoryd.storage.sql import KEY_COLUMNS, Row, one, rows
 from memoryd.storage.transaction import Transaction
 
 # The end of the previous message a message's vector is made with, in characters.
@@ -29,27 +30,11 @@ CONTEXT_CHARS = 300
 LOAD_CHUNK = 8192
 
 # The vector of a message that still exists (parameters: model, scale, vector, message).
-_VECTOR_OF_MESSAGE = (
-    "INSERT INTO message_vectors (message_id, model_id, scale, vector) "
-    "SELECT m.id, ?, ?, ? FROM messages AS m WHERE m.id = ? "
-)
-# SQLite's REPLACE deletes the old row and inserts a new one: a new seq (AUTOINCREMENT).
-_STORE_MESSAGE_VECTOR = _VECTOR_OF_MESSAGE.replace("INSERT", "INSERT OR REPLACE", 1)
-_STORE_MESSAGE_VECTOR_POSTGRES = (
-    _VECTOR_OF_MESSAGE + "ON CONFLICT (message_id, model_id) DO UPDATE SET "
-    "seq = nextval(pg_get_serial_sequence('message_vectors', 'seq')), "
-    "scale = excluded.scale, vector = excluded.vector"
-)
+_VECTOR_OF_MESSAGE = "SELECT m.id, ?, ?, ? FROM messages AS m WHERE m.id = ?"
 # The vector of a memory row whose key and value are still the ones embedded (parameters:
 # model, scale, vector, row, key, value).
 _VECTOR_OF_MEMORY = (
-    "INSERT INTO memory_vectors (memory_id, model_id, scale, vector) "
-    "SELECT r.id, ?, ?, ? FROM memories AS r WHERE r.id = ? AND r.key = ? AND r.value = ? "
-)
-_STORE_MEMORY_VECTOR = _VECTOR_OF_MEMORY.replace("INSERT", "INSERT OR REPLACE", 1)
-_STORE_MEMORY_VECTOR_POSTGRES = (
-    _VECTOR_OF_MEMORY + "ON CONFLICT (memory_id, model_id) DO UPDATE SET "
-    "scale = excluded.scale, vector = excluded.vector"
+    "SELECT r.id, ?, ?, ? FROM memories AS r WHERE r.id = ? AND r.key = ? AND r.value = ?"
 )
 
 
@@ -114,14 +99,7 @@ def model_row(connection: Transaction, provider: str, model: str, dimension: int
             (provider, model, dimension),
         )
     )
-    if postgres(connection):
-        # The model's id and dimension are integers of our own row: safe to spell out, and
-        # spelled out they let the planner match a search to this partial index.
-        connection.execute(
-            f"CREATE INDEX IF NOT EXISTS {index_name(found.id)} ON message_vectors "
-            f"USING hnsw ({embedding_expression(found, 'message_vectors')} halfvec_cosine_ops) "
-            f"WHERE model_id = {found.id}"
-        )
+    engine_of(connection).index_vectors(connection, found)
     return found
 
 
@@ -186,7 +164,8 @@ def sort_arrivals(
         [(model_id, item) for item in live],
     )
     connection.execute(
-        "UPDATE embedding_models SET arrived_through = max(arrived_through, ?) WHERE id = ?",
+        "UPDATE embedding_models SET arrived_through = "
+        f"{engine_of(connection).greatest('arrived_through', '?')} WHERE id = ?",
         (through, model_id),
     )
 
@@ -275,7 +254,9 @@ def store_message_vectors(
     live queue's, embedded out of order). A replaced vector gets a new seq, so that caches
     loading what is newer than theirs see it."""
     connection.executemany(
-        _STORE_MESSAGE_VECTOR_POSTGRES if postgres(connection) else _STORE_MESSAGE_VECTOR,
+        engine_of(connection).replace_vector(
+            "message_vectors", "message_id, model_id, scale, vector", _VECTOR_OF_MESSAGE
+        ),
         [(model_id, scale, blob, message_id) for message_id, scale, blob in vectors],
     )
     connection.executemany(
@@ -284,7 +265,8 @@ def store_message_vectors(
     )
     if cursor is not None:
         connection.execute(
-            "UPDATE embedding_models SET message_cursor = max(message_cursor, ?) WHERE id = ?",
+            "UPDATE embedding_models SET message_cursor = "
+            f"{engine_of(connection).greatest('message_cursor', '?')} WHERE id = ?",
             (cursor, model_id),
         )
     return len(vectors)
@@ -297,7 +279,9 @@ def store_memory_vectors(
 ) -> int:
     """Store the vectors of rows whose key and value are still the ones embedded."""
     connection.executemany(
-        _STORE_MEMORY_VECTOR_POSTGRES if postgres(connection) else _STORE_MEMORY_VECTOR,
+        engine_of(connection).replace_vector(
+            "memory_vectors", "memory_id, model_id, scale, vector", _VECTOR_OF_MEMORY
+        ),
         [(model_id, scale, blob, text.id, text.key, text.value) for text, scale, blob in vectors],
     )
     return len(vectors)

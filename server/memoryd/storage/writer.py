@@ -261,7 +261,7 @@ class Writer:
         """The group's transaction, committed, or rolled back here when it raises (before the
         lock passes to another process's writer); its version on the clock (0 without one)."""
         try:
-            self._connection.execute("BEGIN IMMEDIATE")
+            self._connection.begin_write()
             for run in runs:
                 self._run_batch(run, guarded=guarded)
             version = self._clock.advance(self._connection) if self._clock else 0

@@ -28,7 +28,8 @@ from memoryd.config.secrets import mask_quoted
 from memoryd.errors import StartupError
 from memoryd.storage.errors import translate_read_errors
 from memoryd.storage.maintenance import Unreadable
-from memoryd.storage.migrations import POSTGRES_PACKAGE, bundled_migrations, migrate, schema_version
+from memoryd.storage.migrations import bundled_migrations, migrate, schema_version
+from memoryd.storage.postgres.engine import POSTGRES
 from memoryd.storage.postgres.settings import PostgresSettings
 from memoryd.storage.postgres.transaction import PostgresTransaction
 from memoryd.storage.readers import ReaderPool
@@ -99,7 +100,7 @@ class PostgresDatabase:
             _check_version(connection, settings)
             connection.execute("SELECT pg_advisory_lock(?)", (MIGRATION_LOCK,)).fetchall()
             try:
-                applied = migrate(connection, bundled_migrations(POSTGRES_PACKAGE), settings.target)
+                applied = migrate(connection, bundled_migrations(POSTGRES.name), settings.target)
             finally:
                 connection.execute("SELECT pg_advisory_unlock(?)", (MIGRATION_LOCK,)).fetchall()
             current = schema_version(connection)

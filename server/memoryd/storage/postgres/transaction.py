@@ -2,8 +2,8 @@
 has, on one psycopg connection in autocommit mode (storage opens and ends its transactions with
 BEGIN and COMMIT, as on SQLite).
 
-Statements are rewritten into PostgreSQL's spelling (memoryd.storage.postgres.dialect); values
-are passed as SQLite would take them: a bool is an integer, as SQLite stores it. Text holding
+Statements' parameter markers are psycopg's (memoryd.storage.postgres.paramstyle); values are
+passed as SQLite would take them: a bool is an integer, as SQLite stores it. Text holding
 U+0000 is refused with INVALID_ARGUMENT: PostgreSQL's text cannot hold it.
 """
 
@@ -17,8 +17,8 @@ import psycopg
 from psycopg.adapt import Loader
 
 from memoryd.errors import InvalidArgument, Unavailable
-from memoryd.storage.postgres.dialect import translate
-from memoryd.storage.sql import POSTGRES
+from memoryd.storage.postgres.engine import POSTGRES, PostgresEngine
+from memoryd.storage.postgres.paramstyle import format_style
 
 
 class _Numeric(Loader):
@@ -81,7 +81,7 @@ class PostgresTransaction:
     transaction cannot survive its connection; the caller's attempt already failed).
     """
 
-    dialect = POSTGRES
+    engine: PostgresEngine = POSTGRES
 
     def __init__(
         self,
@@ -89,7 +89,7 @@ class PostgresTransaction:
         reopen: Callable[[], PostgresTransaction] | None = None,
         ordered_by: int | None = None,
     ) -> None:
-        """`ordered_by`: an advisory lock every write transaction (`BEGIN IMMEDIATE`) takes
+        """`ordered_by`: an advisory lock every write transaction (`begin_write`) takes
         first, so that the writers of every process commit one after another."""
         connection.adapters.register_loader("numeric", _Numeric)
         self.connection = connection
@@ -113,19 +113,30 @@ class PostgresTransaction:
 
     def execute(self, statements: str, bindings: Any = None, /) -> Cursor:
         """Run a statement (or, without parameters, several separated by `;`)."""
-        if not self.usable and self._reopen is not None and statements.startswith("BEGIN"):
-            self.connection = self._reopen().connection
-        if self._ordered_by is not None and statements == "BEGIN IMMEDIATE":
-            return self._begin_ordered(self._ordered_by)
+        if statements.startswith("BEGIN"):
+            self._reopen_if_broken()
         if self._xid is not None and statements == "COMMIT":
             return self._commit_known()
-        sql = translate(statements, parameters=bindings is not None)
+        sql = format_style(statements, parameters=bindings is not None)
         try:
             cursor = self.connection.execute(sql, _bindings(bindings))
         except psycopg.errors.UntranslatableCharacter:  # U+0000 inside a JSON parameter
             raise InvalidArgument(NUL_REFUSED) from None
         self._changes = max(cursor.rowcount, 0)
         return Cursor(cursor)
+
+    def begin_write(self) -> None:
+        """BEGIN; on an ordered connection (every process's writer), wait for the write order
+        lock first: PostgreSQL's row locks do the rest of what SQLite's write lock did."""
+        if self._ordered_by is None:
+            self.execute("BEGIN")
+        else:
+            self._reopen_if_broken()
+            self._begin_ordered(self._ordered_by)
+
+    def _reopen_if_broken(self) -> None:
+        if not self.usable and self._reopen is not None:
+            self.connection = self._reopen().connection
 
     def _begin_ordered(self, lock: int) -> Cursor:
         """BEGIN, wait for the write order lock, and note the transaction's id (for
@@ -179,7 +190,7 @@ class PostgresTransaction:
         """Run one statement once per set of parameters."""
         cursor = self.connection.cursor()
         batches = [_bindings(bindings) for bindings in sequenceofbindings]
-        cursor.executemany(translate(statements), batches)
+        cursor.executemany(format_style(statements), batches)
         self._changes = max(cursor.rowcount, 0)
         return Cursor(cursor)
 

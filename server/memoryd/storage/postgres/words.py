@@ -37,6 +37,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from memoryd.storage.engine import WordMatch, WordTable
 from memoryd.storage.sql import rows
 from memoryd.storage.transaction import Transaction
 
@@ -277,3 +278,51 @@ def _phrases(expression: str) -> list[str]:
 
 def _joiner(expression: str) -> str:
     return " || " if " OR " in _PHRASE.sub("", expression) else " && "
+
+
+class TsvectorWords:
+    """The WordIndex of PostgreSQL: the `words` tsvector column of messages and memory rows,
+    with a GIN index; ranked as the module docstring says. Its rows hold no scope token: the
+    statement's own conditions narrow a search, as the planner chooses."""
+
+    scoped = False
+
+    def match_messages(
+        self,
+        connection: Transaction,
+        expression: str,
+        scope_token: str | None,
+        *,
+        scored: bool = True,
+    ) -> WordMatch:
+        if not scored:  # no idf to read
+            table, phrases = query_table(expression)
+            return WordMatch(f"messages AS m, {table}", f"m.words @@ {QUERY}", "0", phrases)
+        search = ranked(connection, "messages", expression)
+        return WordMatch(
+            f"messages AS m, {search.table}",
+            f"m.words @@ {QUERY}",
+            search.score("m.words"),
+            list(search.params),
+        )
+
+    def match_memories(
+        self, connection: Transaction, expression: str, scope_token: str
+    ) -> WordMatch:
+        search = ranked(connection, "memories", expression)
+        return WordMatch(
+            f"memories AS r, {search.table}",
+            f"r.words @@ {QUERY}",
+            search.score("r.words"),
+            list(search.params),
+        )
+
+    def best_messages(
+        self, connection: Transaction, expression: str, limit: int
+    ) -> list[tuple[int, float]]:
+        return []  # not scoped: a search always joins its scope
+
+    def counts(
+        self, connection: Transaction, table: WordTable, terms: Sequence[str]
+    ) -> tuple[float, list[float]]:
+        return rows_holding(connection, table, list(terms))

@@ -1,1 +1,0 @@
-"""PostgreSQL's numbered SQL migrations, shipped as memoryd.migrations.postgres."""

@@ -1,0 +1,114 @@
+"""SQLite's word index: FTS5 tables beside messages (content, sender and the scope tokens) and
+memory rows (category, key, value and the owner's token), kept by the schema's triggers, ranked
+by bm25.
+
+Each row holds its scopes' tokens, so a search of a small scope narrows the index itself; a
+large scope's search can read the index's own best matches first and check them against the
+scope (memoryd.storage.search_reads.rank_words). How rare a term is comes from FTS5's
+vocabulary: an fts5vocab table of each connection, a lookup of 0.15 ms.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Sequence
+
+from memoryd.storage.engine import WordMatch, WordTable
+from memoryd.storage.sql import one, rows
+from memoryd.storage.terms import phrase_words
+from memoryd.storage.transaction import Transaction
+
+# The sender's weight in bm25, against 1.0 for the content (tuned on LoCoMo conversations 1-5).
+SENDER_WEIGHT = 1.0
+MESSAGE_SCORE = f"bm25(messages_fts, 1.0, {SENDER_WEIGHT}, 0.0)"
+MEMORY_SCORE = "bm25(memories_fts, 1.0, 1.0, 1.0, 0.0)"
+# The word indexes (and the trigram index of substrings, an FTS5 table too).
+INDEXES = ("messages_fts", "messages_trigram", "memories_fts")
+# The vocabulary tables each connection has made already.
+_VOCABULARIES: weakref.WeakKeyDictionary[object, set[str]] = weakref.WeakKeyDictionary()
+_VOCABULARIES_LOCK = threading.Lock()
+
+
+class Fts5Words:
+    """The WordIndex of SQLite (module docstring)."""
+
+    scoped = True
+
+    def match_messages(
+        self,
+        connection: Transaction,
+        expression: str,
+        scope_token: str | None,
+        *,
+        scored: bool = True,
+    ) -> WordMatch:
+        match = f"{{content sender}} : ({expression})"
+        if scope_token is not None:
+            match += f' AND scope : "{scope_token}"'
+        return WordMatch(
+            "messages_fts JOIN messages AS m ON m.id = messages_fts.rowid",
+            "messages_fts MATCH ?",
+            MESSAGE_SCORE,
+            [match],
+        )
+
+    def match_memories(
+        self, connection: Transaction, expression: str, scope_token: str
+    ) -> WordMatch:
+        return WordMatch(
+            "memories_fts JOIN memories AS r ON r.id = memories_fts.rowid",
+            "memories_fts MATCH ?",
+            MEMORY_SCORE,
+            [f'{{category key value}} : ({expression}) AND search_scope : "{scope_token}"'],
+        )
+
+    def best_messages(
+        self, connection: Transaction, expression: str, limit: int
+    ) -> list[tuple[int, float]]:
+        best = rows(
+            connection,
+            f"SELECT rowid, {MESSAGE_SCORE} AS score FROM messages_fts "
+            "WHERE messages_fts MATCH ? ORDER BY score, rowid DESC LIMIT ?",
+            (f"{{content sender}} : ({expression})", limit),
+        )
+        return [(int(row[0]), float(row[1])) for row in best]
+
+    def counts(
+        self, connection: Transaction, table: WordTable, terms: Sequence[str]
+    ) -> tuple[float, list[float]]:
+        """FTS5's vocabulary: a term of several words counts as its rarest word."""
+        vocabulary = _vocabulary(connection, table)
+        split = [phrase_words(term) for term in terms]
+        wanted = sorted({word for words in split for word in words})
+        found: dict[str, int] = {}
+        if wanted:
+            marks = ", ".join("?" * len(wanted))
+            found = {
+                str(term): int(doc)
+                for term, doc in rows(
+                    connection,
+                    f"SELECT term, doc FROM {vocabulary} WHERE term IN ({marks})",
+                    wanted,
+                )
+            }
+        # The rows of the table: ids only grow, so the largest is the count but for erasures.
+        total = float(one(connection, f"SELECT coalesce(max(id), 0) FROM {table}")[0])
+        return total, [
+            float(min((found.get(word, 0) for word in words), default=0)) for words in split
+        ]
+
+
+def _vocabulary(connection: Transaction, table: WordTable) -> str:
+    """The connection's fts5vocab table of `table`'s word index (made on first use: a virtual
+    table of the connection's temporary schema, which reads the index and stores nothing)."""
+    name = f"temp.memoryd_{table}_vocabulary"
+    with _VOCABULARIES_LOCK:
+        known = name in _VOCABULARIES.get(connection, ())
+    if not known:
+        connection.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING fts5vocab(main, {table}_fts, row)"
+        )
+        with _VOCABULARIES_LOCK:
+            _VOCABULARIES.setdefault(connection, set()).add(name)
+    return name
