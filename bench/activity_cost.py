@@ -27,7 +27,7 @@ import backends
 from memoryd.domain.conversation import ConversationKey
 from memoryd.domain.messages import NewMessage, Role, Trust
 from memoryd.storage import history_writes
-from memoryd.storage.sql import postgres, write_transaction
+from memoryd.storage.sql import write_transaction
 from memoryd.storage.transaction import Transaction
 
 TRIGGERS = {
@@ -89,7 +89,7 @@ def main() -> int:
                 places.migrated(backend, homes["uncounted"]) as uncounted,
             ):
                 with write_transaction(uncounted):
-                    for trigger in TRIGGERS["postgres" if postgres(uncounted) else "sqlite"]:
+                    for trigger in TRIGGERS[backend]:
                         uncounted.execute(f"DROP TRIGGER {trigger}")
                 seen: dict[str, list[float]] = {"counted": [], "uncounted": []}
                 for round_number in range(args.rounds):

@@ -87,9 +87,9 @@ class Backends:
             with psycopg.connect(self._dsn[home], autocommit=True) as connection:
                 connection.execute("VACUUM ANALYZE")
             return
-        connection = SqliteConnection(str(home / "memory.db"))
-        connection.execute("PRAGMA optimize")
-        connection.close()
+        sqlite = SqliteConnection(str(home / "memory.db"))
+        sqlite.execute("PRAGMA optimize")
+        sqlite.close()
 
     def size_mb(self, home: Path) -> float:
         """The database's size on disk, in MB."""

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import backends
 import corpus
@@ -39,7 +40,7 @@ WINDOW = 128_000
 CONVERSATION = md.Conversation(agent_id="bench", channel="telegram", chat_id="compose")
 
 
-def load(memory: md.Stubs, messages: int, rng: random.Random) -> int:
+def load(memory: md.SyncStubs, messages: int, rng: random.Random) -> int:
     """The conversation and its memory rows; returns the number of messages stored."""
     owner = md.OwnerScope(agent_id=CONVERSATION.agent_id)
     rows = [
@@ -94,7 +95,8 @@ def python_client(address: str, calls: int) -> tuple[list[float], list[float]]:
     request = md.ComposeContextRequest(conversation=CONVERSATION, context_window=WINDOW)
     with grpc.insecure_channel(address) as channel:
         compose = md.SyncStubs(channel).context.ComposeContext
-        health = health_pb2_grpc.HealthStub(channel).Check
+        checker: Any = health_pb2_grpc.HealthStub(channel)  # its methods are set per instance
+        health = checker.Check
         for _ in range(calls):
             began = time.perf_counter()
             compose(request)

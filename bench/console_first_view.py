@@ -101,7 +101,7 @@ def main() -> int:
         server = ServerProcess(home, config=CONFIG, env=places.env(args.backend, home)).start()
         try:
             http = str(server.events("serving")[-1]["http"])
-            chat = max(built["chats"], key=lambda c: c.chat_id)  # type: ignore[attr-defined]
+            chat = max(built["chats"], key=lambda c: c.chat_id)
             owner = md.OwnerScope(agent_id=chat.agent_id, owner_id=chat.owner_id)
             with md.connect_sync(server.address) as channel:
                 memory = md.SyncStubs(channel)

@@ -42,7 +42,7 @@ class Live:
     """Chats appending at a chat's pace, each message timed until its vector exists."""
 
     def __init__(
-        self, memory: md.Stubs, corpus: real_chat.Corpus, args: argparse.Namespace
+        self, memory: md.SyncStubs, corpus: real_chat.Corpus, args: argparse.Namespace
     ) -> None:
         self.memory = memory
         self.turns = corpus.texts(1_000_000, offset=3_000)
@@ -93,7 +93,7 @@ def figures(latencies: list[float]) -> dict[str, object]:
     }
 
 
-def bulk_load(memory: md.Stubs, corpus: real_chat.Corpus, done: threading.Event) -> None:
+def bulk_load(memory: md.SyncStubs, corpus: real_chat.Corpus, done: threading.Event) -> None:
     """LoCoMo's turns into one conversation, 100 a call, then the embedder's catching up."""
     chat = md.Conversation(agent_id="bench", owner_id="import", channel="import", chat_id="bulk")
     turns = list(corpus.texts(len(corpus.turns)))
@@ -133,7 +133,12 @@ def main() -> int:
                 loader = threading.Thread(target=bulk_load, args=(memory, corpus, done))
                 began = time.perf_counter()
                 loader.start()
-                watcher = threading.Thread(target=lambda: (done.wait(), loading.clear()))
+
+                def watch() -> None:
+                    done.wait()
+                    loading.clear()
+
+                watcher = threading.Thread(target=watch)
                 watcher.start()
                 during = live.run(loading, 0.0)
                 seconds = time.perf_counter() - began

@@ -41,7 +41,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 VARIANTS = ("uvicorn", "uvicorn+limit", "hypercorn", "memoryd")
 TIMEOUT = 10.0
@@ -109,13 +109,18 @@ async def serve(variant: str, port: int, sibling_port: int) -> None:
     if variant.startswith("uvicorn"):
         import uvicorn  # noqa: PLC0415
 
-        extra = {"limit_concurrency": (LIMIT - 64) // 2} if variant == "uvicorn+limit" else {}
-        config = uvicorn.Config(
-            app, http="h11", lifespan="off", log_level="warning", timeout_keep_alive=30, **extra
+        limit = (LIMIT - 64) // 2 if variant == "uvicorn+limit" else None
+        settings = uvicorn.Config(
+            app,
+            http="h11",
+            lifespan="off",
+            log_level="warning",
+            timeout_keep_alive=30,
+            limit_concurrency=limit,
         )
-        server = uvicorn.Server(config)
-        config.load()
-        server.lifespan = config.lifespan_class(config)
+        server = uvicorn.Server(settings)
+        settings.load()
+        server.lifespan = settings.lifespan_class(settings)
         await server.startup(sockets=[bound(port)])
     elif variant == "hypercorn":
         from hypercorn.asyncio import serve as hypercorn_serve  # noqa: PLC0415
@@ -126,7 +131,8 @@ async def serve(variant: str, port: int, sibling_port: int) -> None:
         config.read_timeout = int(TIMEOUT)
         config.keep_alive_timeout = 30
         config.loglevel = "WARNING"
-        asyncio.get_running_loop().create_task(hypercorn_serve(app, config))
+        served = cast("Any", app)  # an ASGI app; hypercorn's types name its scopes precisely
+        asyncio.get_running_loop().create_task(hypercorn_serve(served, config))
         while True:  # it binds in its task: ready once it accepts
             try:
                 _reader, writer = await asyncio.open_connection("127.0.0.1", port)

@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import backends
 import grpc
@@ -76,10 +77,10 @@ def load(address: str, corpus: real_chat.Corpus, total: int, scope: str) -> floa
 
 
 def measure(
-    memory: md.Stubs,
+    memory: md.SyncStubs,
     planned: dict[str, list[str]],
     warm_up: list[str],
-    scope: dict[str, object],
+    scope: dict[str, Any],
 ) -> dict[str, object]:
     """p50, p99 and mean by mode, and the mean hits; a mode the server refuses for this scope
     (semantic search of a scope too large for the vector cache) is reported as refused."""
@@ -164,7 +165,7 @@ def main() -> int:
             if args.home is not None:
                 loaded.touch()
         server = ServerProcess(home, env=env).start()
-        request_scope: dict[str, object] = (
+        request_scope: dict[str, Any] = (
             {"conversation": md.Conversation(agent_id=AGENT, channel="t", chat_id="big")}
             if args.scope == "conversation"
             else {"agent": md.AgentScope(agent_id=AGENT)}

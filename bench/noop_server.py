@@ -57,11 +57,14 @@ class CannedContext(context_grpc.ContextServiceServicer):
 async def main(listen: str, compose_answer: bytes | None) -> None:
     reuse = int(os.environ.get("NOOP_REUSEPORT", "0"))
     server = grpc.aio.server(options=[("grpc.so_reuseport", reuse)])
-    conversation_grpc.add_ConversationServiceServicer_to_server(NoopConversations(), server)
+    # Each answers the one RPC the benchmark calls (the bases' other methods are UNIMPLEMENTED).
+    conversations = NoopConversations()  # type: ignore[abstract]
+    conversation_grpc.add_ConversationServiceServicer_to_server(conversations, server)
     names = [conversation_pb.DESCRIPTOR.services_by_name["ConversationService"].full_name]
     if compose_answer is not None:
         answer = context_pb.ComposeContextResponse.FromString(compose_answer)
-        context_grpc.add_ContextServiceServicer_to_server(CannedContext(answer), server)
+        canned = CannedContext(answer)  # type: ignore[abstract]
+        context_grpc.add_ContextServiceServicer_to_server(canned, server)
         names.append(context_pb.DESCRIPTOR.services_by_name["ContextService"].full_name)
     reflection.enable_server_reflection(
         [*names, reflection.SERVICE_NAME], server, pool=cast("Any", MethodAwarePool())

@@ -131,7 +131,10 @@ def main() -> int:
 
     collector = CountingCollector()
     receiver = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(collector, receiver)
+    # opentelemetry-proto's generated gRPC module has no types.
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        collector, receiver
+    )
     port = receiver.add_insecure_port("127.0.0.1:0")
     receiver.start()
     tracing = f'[memoryd.tracing]\nenabled = true\notlp_endpoint = "http://127.0.0.1:{port}"\n'

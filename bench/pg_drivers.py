@@ -112,6 +112,7 @@ class Psycopg(Driver):
                 (conversation, sender, content),
             )
             row = await cursor.fetchone()
+            assert row is not None  # RETURNING of the row just inserted
             await connection.execute(
                 "UPDATE conversations SET messages = messages + 1 WHERE id = %s", (conversation,)
             )
@@ -365,7 +366,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     import pgserver  # noqa: PLC0415 - the throwaway server, optional for memoryd
 
     folder = tempfile.mkdtemp(prefix="memoryd-pg-drivers-")
-    server = pgserver.get_server(folder, cleanup_mode="stop")
+    server = pgserver.get_server(folder, cleanup_mode="stop")  # type: ignore[attr-defined]
     uri = server.get_uri()
     drivers: list[Driver] = [Psycopg(), PsycopgThreads(), Asyncpg()]
     for driver in drivers:

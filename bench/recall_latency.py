@@ -30,7 +30,9 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import backends
 import corpus
@@ -69,7 +71,7 @@ def build(
     rng: random.Random,
     *,
     spread_days: int = 0,
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """Create and fill the database with (messages, memories) in one transaction; returns what
     the queries need. With `spread_days`, the messages' times run evenly over that many days up
     to now (otherwise they all carry STAMP)."""
@@ -86,7 +88,7 @@ def fill(
     rng: random.Random,
     *,
     spread_days: int = 0,
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """Fill a migrated database in one transaction; returns what the queries need."""
     now = dt.datetime.now(dt.UTC)
     step = dt.timedelta(days=spread_days) / max(messages, 1)
@@ -108,7 +110,7 @@ def fill(
         [(*chat.as_row(), search_scope_tokens(chat), STAMP) for chat in chats],
     )
 
-    def message_rows():
+    def message_rows() -> Iterator[tuple[Any, ...]]:
         for index in range(messages):
             chat = rng.choice(chats)
             text = corpus.message_text(rng, words)
@@ -140,7 +142,7 @@ def fill(
     for chat in chats:
         chats_of[OwnerKey(chat.agent_id, chat.owner_id)].append(chat)
 
-    def memory_rows():
+    def memory_rows() -> Iterator[tuple[Any, ...]]:
         for number in range(memories):
             owner = owners[number % len(owners)]
             category = rng.choice(CATEGORIES)
@@ -176,7 +178,9 @@ def fill(
     return {"chats": chats, "owners": owners, "texts": texts + values}
 
 
-def recall_requests(rng: random.Random, chats: list, texts: list[str], count: int) -> list:
+def recall_requests(
+    rng: random.Random, chats: list[ConversationKey], texts: list[str], count: int
+) -> list[Any]:
     """(kind, request) pairs."""
     content = set(corpus.vocabulary().content_words())
     made = []
@@ -221,7 +225,7 @@ def recall_requests(rng: random.Random, chats: list, texts: list[str], count: in
 
 
 def ghz_latency(
-    address: str, call: str, data: list[dict[str, str]], total: int
+    address: str, call: str, data: list[dict[str, Any]], total: int
 ) -> dict[str, float]:
     """Latency of `call`, one at a time on one connection, from ghz (a Go client: its own cost
     per call is far below the Python client's). ghz finds the method by server reflection and
@@ -300,7 +304,7 @@ def main() -> int:
                     memory.context.GetPromptContext(request)
                 # Baseline: the round trip of grpc's health check on the same channel, which does
                 # no work, interleaved with the measured calls.
-                health = health_pb2_grpc.HealthStub(channel)
+                health: Any = health_pb2_grpc.HealthStub(channel)  # methods set per instance
                 prompt_ms: list[float] = []
                 health_ms: list[float] = []
                 for _ in range(5):

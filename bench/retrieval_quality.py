@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import re
 import statistics
@@ -105,7 +106,9 @@ class Hit:
     figures: dict[str, object] = dataclasses.field(default_factory=dict, compare=False)
 
 
-def figures_of(scores: md.HitScores, matches: Iterable[int]) -> dict[str, object]:
+def figures_of(
+    scores: md.HitScores, matches: Iterable[md.MatchKind.ValueType]
+) -> dict[str, object]:
     """A hit's figures as --dump writes them."""
     return {
         "bm25": round(scores.bm25, 4),
@@ -142,7 +145,7 @@ def conversation_of(dataset: Dataset, sample: str) -> md.Conversation:
     )
 
 
-def append_all(memory: md.Stubs, dataset: Dataset) -> float:
+def append_all(memory: md.SyncStubs, dataset: Dataset) -> float:
     """Append every turn of the set; returns the seconds it took."""
     started = time.perf_counter()
     for sample, turns in dataset.conversations.items():
@@ -160,7 +163,7 @@ def append_all(memory: md.Stubs, dataset: Dataset) -> float:
     return time.perf_counter() - started
 
 
-def store_facts(memory: md.Stubs, dataset: Dataset) -> dict[int, str]:
+def store_facts(memory: md.SyncStubs, dataset: Dataset) -> dict[int, str]:
     """Store the set's facts as owner facts; returns each row's id with the turn it came from
     (a fact stored twice keeps its first turn)."""
     turns: dict[int, str] = {}
@@ -183,7 +186,7 @@ def fact_turns_of(home: Path) -> dict[int, str]:
     return {int(key): value for key, value in found.items()}
 
 
-def wait_for_embeddings(memory: md.Stubs, timeout: float = 7200.0) -> float:
+def wait_for_embeddings(memory: md.SyncStubs, timeout: float = 7200.0) -> float:
     """Wait until the server has embedded every message and row; returns the seconds waited."""
     started = time.perf_counter()
     while time.perf_counter() - started < timeout:
@@ -253,16 +256,16 @@ def plain_fts5(loaded: Loaded) -> list[list[str]]:
             "SELECT dia FROM t WHERE t MATCH ? AND sample = ? ORDER BY bm25(t) LIMIT ?",
             (expression, question.sample, max(KS)),
         ).fetchall()
-        rankings.append([row[0] for row in found])
+        rankings.append([str(row[0]) for row in found])
     return rankings
 
 
 def search(
-    memory: md.Stubs,
+    memory: md.SyncStubs,
     loaded: Loaded,
     text: str,
     sample: str,
-    mode: int,
+    mode: md.SearchMode.ValueType,
     *,
     scope: str = "conversation",
     limit: int = max(KS),
@@ -289,11 +292,11 @@ def search(
 
 
 def recall(
-    memory: md.Stubs,
+    memory: md.SyncStubs,
     loaded: Loaded,
     text: str,
     sample: str,
-    mode: int,
+    mode: md.SearchMode.ValueType,
     *,
     limit: int = max(KS),
 ) -> list[Hit]:
@@ -377,7 +380,9 @@ class Answers:
                 mine.setdefault(name, []).extend(values)  # type: ignore[arg-type]
 
 
-def ask_all(memory: md.Stubs, loaded: Loaded, plan: Plan, log: Callable[[str], None]) -> Answers:
+def ask_all(
+    memory: md.SyncStubs, loaded: Loaded, plan: Plan, log: Callable[[str], None]
+) -> Answers:
     """Every question of the plan, asked of a loaded server."""
     answers = Answers(questions=loaded.questions)
     for scope in plan.scopes:
@@ -386,8 +391,14 @@ def ask_all(memory: md.Stubs, loaded: Loaded, plan: Plan, log: Callable[[str], N
             latencies: list[float] = []
             answers.searched[f"{name}{suffix}"] = [
                 timed(
-                    lambda q=question, mode=MODES[name], within=scope: search(
-                        memory, loaded, q.text, q.sample, mode, scope=within
+                    functools.partial(
+                        search,
+                        memory,
+                        loaded,
+                        question.text,
+                        question.sample,
+                        MODES[name],
+                        scope=scope,
                     ),
                     latencies,
                 )
@@ -402,8 +413,13 @@ def ask_all(memory: md.Stubs, loaded: Loaded, plan: Plan, log: Callable[[str], N
         latencies = []
         answers.recalled = [
             timed(
-                lambda q=question: recall(
-                    memory, loaded, q.text, q.sample, md.SEARCH_MODE_UNSPECIFIED
+                functools.partial(
+                    recall,
+                    memory,
+                    loaded,
+                    question.text,
+                    question.sample,
+                    md.SEARCH_MODE_UNSPECIFIED,
                 ),
                 latencies,
             )
@@ -600,7 +616,7 @@ class Plan:
 
 
 def load(
-    memory: md.Stubs, loaded: Loaded, home: Path, log: Callable[[str], None]
+    memory: md.SyncStubs, loaded: Loaded, home: Path, log: Callable[[str], None]
 ) -> dict[str, object]:
     """Load the set (unless the kept data directory holds it), then wait for the vectors."""
     marker = home / "retrieval-quality-loaded"

@@ -472,12 +472,11 @@ def print_tables(results: dict[str, Any]) -> None:
     print("|---|---|---|")
     for backend in BACKENDS:
         name = f"retrieval_quality.{backend}"
-        _row(
-            f"retrieval quality on {backend}",
-            r,
-            (name,),
-            lambda name=name, backend=backend: print_quality(r[name], backend),
-        )
+
+        def show(name: str = name, backend: str = backend) -> None:
+            print_quality(r[name], backend)
+
+        _row(f"retrieval quality on {backend}", r, (name,), show)
     ran = [name for name, found in r.items() if not ({"failed", "skipped"} & found.keys())]
     print(f"\nran: {len(ran)} of {len(r)}; failed: {', '.join(failures(r)) or 'none'}")
 

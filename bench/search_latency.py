@@ -59,7 +59,7 @@ def conversations(rng: random.Random) -> list[md.Conversation]:
 
 
 def load(
-    memory: md.Stubs, chat_text: real_chat.Corpus, total: int, rng: random.Random
+    memory: md.SyncStubs, chat_text: real_chat.Corpus, total: int, rng: random.Random
 ) -> list[md.Conversation]:
     """Append `total` turns, 100 a call, each call into a conversation drawn at random."""
     chats = conversations(rng)
@@ -85,7 +85,7 @@ WORD = re.compile(r"[^\W\d_]{4,}")
 
 
 def queries(
-    rng: random.Random, chats: list, chat_text: real_chat.Corpus, count: int
+    rng: random.Random, chats: list[md.Conversation], chat_text: real_chat.Corpus, count: int
 ) -> list[tuple[str, str, md.SearchHistoryRequest]]:
     """(kind, scope, request) triples."""
     made = []

@@ -59,6 +59,7 @@ async def stream(
             )
         )
         ack = await call.read()
+        assert isinstance(ack, md.StreamTranscriptResponse), ack  # not the stream's end
         assert ack.committed_seq == seq
         latencies.append((time.perf_counter() - sent) * 1000)
         await asyncio.sleep(max(0.0, start + seq * interval - time.perf_counter()))

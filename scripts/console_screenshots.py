@@ -146,8 +146,8 @@ def seed(server: ServerProcess, model: FakeModel) -> md.Conversation:
             )
         )
         for chat, key in chats.items():
-            said = OWNERS[(key.agent_id, key.owner_id)]
-            lines = next(lines for _, name, lines in said if name == chat)
+            talks = OWNERS[(key.agent_id, key.owner_id)]
+            lines = next(lines for _, name, lines in talks if name == chat)
             memory.conversations.AppendMessages(
                 md.AppendMessagesRequest(
                     conversation=key, messages=[md.user(key.owner_id, line) for line in lines[:3]]
@@ -215,7 +215,7 @@ def seed(server: ServerProcess, model: FakeModel) -> md.Conversation:
             )
         )
         memory.reviews.ReviewNow(md.ReviewNowRequest(conversation=ada))
-        for chat, reply in (
+        for chat, answer in (
             (
                 "bruno-dm",
                 ops(
@@ -262,7 +262,7 @@ def seed(server: ServerProcess, model: FakeModel) -> md.Conversation:
                 ),
             ),
         ):
-            model.reply(reply)
+            model.reply(answer)
             memory.reviews.ReviewNow(md.ReviewNowRequest(conversation=chats[chat]))
         model.fail(401)
         memory.reviews.ReviewNow(md.ReviewNowRequest(conversation=chats["team-planning"]))

@@ -363,7 +363,8 @@ def tables_table() -> str:
             continue
         info = list(connection.execute(f"PRAGMA table_info({name})"))
         key = ", ".join(row[1] for row in sorted(info, key=lambda row: row[5]) if row[5])
-        unique, others = [], []
+        unique: list[str] = []
+        others: list[str] = []
         for _, index, is_unique, origin, _ in connection.execute(f"PRAGMA index_list({name})"):
             columns = ", ".join(row[2] for row in connection.execute(f"PRAGMA index_info({index})"))
             if origin == "pk":

@@ -44,10 +44,10 @@ from memoryd.storage import database, maintenance
 from memoryd.storage.connection import SqliteConnection
 from memoryd.storage.postgres.settings import PostgresSettings
 from memoryd.testing import postgres
+from memoryd.testing.configs import review_config
 from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.server_process import ServerProcess
 from tests.backends import on_postgres
-from tests.review_helpers import review_config
 
 AGENT = "crash"
 CLIENT_CORE_FAILURE = "Internal error from Core"
@@ -330,7 +330,7 @@ class CrashHarness:
         )
         try:
             first = await asyncio.wait_for(call.read(), CALL_TIMEOUT)
-            if first is grpc.aio.EOF:
+            if not isinstance(first, md.StreamTranscriptResponse):  # the stream ended
                 return
             seq = first.committed_seq
             while not stop.is_set():
@@ -343,7 +343,7 @@ class CrashHarness:
                     )
                 )
                 ack = await asyncio.wait_for(call.read(), CALL_TIMEOUT)
-                if ack is grpc.aio.EOF:
+                if not isinstance(ack, md.StreamTranscriptResponse):  # the stream ended
                     return
                 assert ack.committed_seq == seq
                 self.ledger.spoken[device][seq] = text
@@ -444,9 +444,9 @@ class CrashHarness:
             by_key = collections.Counter(m.client_message_id for m in stored)
             assert all(count == 1 for key, count in by_key.items() if key), by_key.most_common(3)
             contents = collections.Counter(m.content for m in stored)
-            found = {m.client_message_id: (m.id, m.content) for m in stored}
+            by_id = {m.client_message_id: (m.id, m.content) for m in stored}
             for key, (message_id, text) in acked.items():
-                assert found.get(key) == (message_id, text), (owner, chat, key)
+                assert by_id.get(key) == (message_id, text), (owner, chat, key)
                 assert contents[text] == 1, (owner, chat, text)
             if (owner, chat) in self.ledger.windows:
                 described = await stub.conversations.GetConversation(
@@ -456,14 +456,14 @@ class CrashHarness:
         for device, finals in self.ledger.spoken.items():
             realtime = md.Conversation(agent_id="", channel="realtime", chat_id=f"local:{device}")
             stored = await all_messages(stub, realtime)
-            found = collections.Counter(m.content for m in stored)
+            spoken = collections.Counter(m.content for m in stored)
             for text in finals.values():
-                assert found[text] == 1, (device, text)
+                assert spoken[text] == 1, (device, text)
         for (owner, chat), imported in self.ledger.ingested.items():
             stored = await all_messages(stub, conversation(owner, chat))
-            found = collections.Counter((m.client_message_id, m.content) for m in stored)
+            pairs = collections.Counter((m.client_message_id, m.content) for m in stored)
             for key, text in imported.items():
-                assert found[key, text] == 1, (owner, chat, key)
+                assert pairs[key, text] == 1, (owner, chat, key)
         for owner in OWNERS:
             await self._verify_memories(stub, owner)
 

@@ -14,12 +14,13 @@ import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2_grpc
 
 import memoryd_client as md
 from memoryd.cli.main import main
@@ -27,13 +28,13 @@ from memoryd.data_directory import PROMPT_FILES_LOCK
 from memoryd.testing import postgres
 
 
-def user(content: str, **fields: object) -> md.NewMessage:
+def user(content: str, **fields: Any) -> md.NewMessage:
     """A user message."""
     fields.setdefault("sender", "ada")
     return md.NewMessage(role=md.ROLE_USER, content=content, **fields)
 
 
-def assistant(content: str, **fields: object) -> md.NewMessage:
+def assistant(content: str, **fields: Any) -> md.NewMessage:
     """An assistant message."""
     fields.setdefault("sender", "assistant")
     return md.NewMessage(role=md.ROLE_ASSISTANT, content=content, **fields)
@@ -62,7 +63,7 @@ async def append(
     )
 
 
-async def rpc_error(call: object) -> grpc.aio.AioRpcError:
+async def rpc_error(call: Awaitable[Any]) -> grpc.aio.AioRpcError:
     """Await a call that must fail, and return its error."""
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await call
@@ -87,8 +88,8 @@ async def store(
     conversation: md.Conversation,
     key: str,
     value: str,
-    category: int = md.CATEGORY_UNSPECIFIED,
-    **fields: object,
+    category: md.Category.ValueType = md.CATEGORY_UNSPECIFIED,
+    **fields: Any,
 ) -> md.Memory:
     """StoreMemory from a conversation; returns the stored row."""
     response = await memory.memory.StoreMemory(
@@ -119,15 +120,15 @@ def client_stream(
     with grpc.insecure_channel(address) as channel:
         try:
             if server_streaming:
-                rpc = channel.stream_stream(path)(
-                    iter(requests), metadata=metadata, timeout=timeout
+                streaming: grpc.StreamStreamMultiCallable[bytes, bytes] = channel.stream_stream(
+                    path
                 )
+                rpc = streaming(iter(requests), metadata=metadata, timeout=timeout)
                 answer = next(iter(rpc), b"")
                 rpc.cancel()
             else:
-                answer = channel.stream_unary(path)(
-                    iter(requests), metadata=metadata, timeout=timeout
-                )
+                unary: grpc.StreamUnaryMultiCallable[bytes, bytes] = channel.stream_unary(path)
+                answer = unary(iter(requests), metadata=metadata, timeout=timeout)
         except grpc.RpcError as error:
             return error.code(), error.details() or "", b""
     return grpc.StatusCode.OK, "", answer
@@ -212,3 +213,16 @@ def curl(address: str, path: str, body: Any, *headers: str) -> tuple[int, dict[s
     result = subprocess.run(command, capture_output=True, text=True, check=True, timeout=60)
     text, _, status = result.stdout.rpartition("\n")
     return int(status), json.loads(text) if text else {}
+
+
+def health_stub(channel: grpc.Channel | grpc.aio.Channel) -> Any:
+    """grpc.health.v1's stub on a channel. grpcio-health-checking's stub sets its methods on
+    each instance, so its type names none of them: typed Any here, once."""
+    return health_pb2_grpc.HealthStub(channel)
+
+
+async def acked(call: Any) -> md.StreamTranscriptResponse:
+    """A transcript stream's next answer; the test fails when the stream ended instead."""
+    answer = await call.read()
+    assert isinstance(answer, md.StreamTranscriptResponse), answer
+    return answer

@@ -10,6 +10,7 @@ import inspect
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -48,7 +49,9 @@ async def reviewing(
         yield Reviewing(server, channel)
 
 
-def turn(*texts: str, trust: int = md.TRUST_UNSPECIFIED, **fields: object) -> list[md.NewMessage]:
+def turn(
+    *texts: str, trust: md.Trust.ValueType = md.TRUST_UNSPECIFIED, **fields: Any
+) -> list[md.NewMessage]:
     """User messages of one turn."""
     return [
         md.NewMessage(role=md.ROLE_USER, sender="ada", content=text, trust=trust, **fields)
@@ -60,7 +63,7 @@ async def commit(
     memory: md.Stubs,
     conversation: md.Conversation,
     *messages: md.NewMessage,
-    trust: int = md.TRUST_UNSPECIFIED,
+    trust: md.Trust.ValueType = md.TRUST_UNSPECIFIED,
     echo: bool = False,
 ) -> md.CommitTurnResponse:
     """CommitTurn with these messages (the stored rows echoed when `echo`)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 import grpc
 from google.protobuf import descriptor, message_factory
@@ -142,12 +142,18 @@ def _tame(field: descriptor.FieldDescriptor) -> st.SearchStrategy[Any]:
     if kind == field.TYPE_STRING:
         return PLAUSIBLE
     if kind == field.TYPE_ENUM:
-        return st.sampled_from([value.number for value in field.enum_type.values])
+        return st.sampled_from(_numbers(field))
     if kind in INT_RANGES:
         return st.integers(0, 60)
     if kind in (field.TYPE_DOUBLE, field.TYPE_FLOAT):
         return st.floats(0, 1)
     return SIMPLE[kind]
+
+
+def _numbers(field: descriptor.FieldDescriptor) -> list[int]:
+    """The numbers an enum field declares."""
+    assert field.enum_type is not None, field.full_name
+    return [value.number for value in field.enum_type.values]
 
 
 def _scalar(field: descriptor.FieldDescriptor) -> st.SearchStrategy[Any]:
@@ -159,8 +165,7 @@ def _scalar(field: descriptor.FieldDescriptor) -> st.SearchStrategy[Any]:
             else ANY_STRING
         )
     if kind == field.TYPE_ENUM:
-        declared = [value.number for value in field.enum_type.values]
-        return st.one_of(st.sampled_from(declared), st.integers(-3, 40))
+        return st.one_of(st.sampled_from(_numbers(field)), st.integers(-3, 40))
     if kind in INT_RANGES:
         low, high = INT_RANGES[kind]
         edges = st.sampled_from([value for value in (0, 1, -1, low, high) if low <= value <= high])
@@ -200,6 +205,7 @@ def requests(
         if field.type == field.TYPE_MESSAGE:
             if depth >= 3:
                 continue
+            assert field.message_type is not None, field.full_name
             for _ in range(count):
                 value = draw(requests(field.message_type, depth + 1, tame))
                 target = getattr(message, field.name)
@@ -257,7 +263,7 @@ class Target:
         try:
             answer = self._raw[method](payload, timeout=self.timeout)
         except grpc.RpcError as error:
-            failed: grpc.Call = error
+            failed = cast("grpc.Call", error)  # a blocking call's error is its Call
             described = md.error_details(error) is not None
         else:
             self.statuses["OK"] = self.statuses.get("OK", 0) + 1
@@ -282,7 +288,7 @@ class Target:
         try:
             self._raw[method](payload, timeout=self.timeout)
         except grpc.RpcError as error:
-            failed: grpc.Call = error
+            failed = cast("grpc.Call", error)  # a blocking call's error is its Call
             return failed.code(), failed.details() or ""
         return None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.storage
 MESSAGES = 40
 
 
-def sql(dsn: str, statement: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+def sql(dsn: str, statement: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
     with psycopg.connect(dsn, autocommit=True) as connection:
         cursor = connection.execute(statement, params)
         return cursor.fetchall() if cursor.description else []
@@ -96,6 +97,7 @@ def test_a_purge_leaves_no_value_in_postgres_statistics(
         with md.connect_sync(server.address) as channel:
             memory = md.SyncStubs(channel)
             for owner in (victim, keeper):
+                receipt: md.PurgeOwnerResponse | md.PurgeConversationResponse
                 if first == "owner":
                     receipt = memory.admin.PurgeOwner(md.PurgeOwnerRequest(owner_id=owner))
                 else:

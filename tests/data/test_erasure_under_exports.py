@@ -69,7 +69,9 @@ async def test_a_purge_under_stalled_exports_never_stalls_the_writer(
         await fill(memory, "keeper", f"kept {filler}")
         exports = [memory.admin.ExportData(md.ExportDataRequest()) for _ in range(2)]
         for export in exports:
-            assert (await export.read()).lines  # open, then never read again
+            first = await export.read()  # open, then never read again
+            assert isinstance(first, md.ExportDataResponse), first
+            assert first.lines
         other = md.Conversation(agent_id="bystander", channel="telegram", chat_id="b")
         appended = 0
         purging = True

@@ -18,18 +18,20 @@ import sys
 import termios
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 from google.protobuf import timestamp_pb2
 
 import memoryd_client as md
+from memoryd.testing.configs import review_config
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import Ran, append, rpc_error, user
 from tests.memory.test_resources import cli
 from tests.memory.test_retrieval import embedded
-from tests.review_helpers import commit, review_config, review_now, turn
+from tests.review_helpers import commit, review_now, turn
 
 # Exercises storage: make test runs it on PostgreSQL too.
 pytestmark = pytest.mark.storage
@@ -39,7 +41,7 @@ REALTIME = "\n[memoryd.realtime]\npersist_transcripts = true\n"
 QUIET = review_config(enabled=False) + REALTIME  # no provider, reviewer idle
 
 
-def ops(*operations: dict[str, object]) -> str:
+def ops(*operations: dict[str, Any]) -> str:
     return json.dumps({"operations": list(operations)})
 
 
@@ -150,7 +152,7 @@ async def fill(memory: md.Stubs, model: FakeModel) -> None:
     await transcript(memory, "ada")
 
 
-async def compacted(memory: md.Stubs, model: FakeModel, channel: object) -> None:
+async def compacted(memory: md.Stubs, model: FakeModel, channel: grpc.aio.Channel) -> None:
     """A conversation with a checkpoint (a moved window and a checkpoint resource)."""
     long = owner_conversation("ada", "long-chat")
     words = " ".join(["trip"] * 300)
@@ -353,14 +355,14 @@ async def test_a_terminal_shows_a_progress_bar_with_rate_and_eta(
     assert "records/s" in shown
 
 
-def header(**fields: object) -> str:
+def header(**fields: Any) -> str:
     document = {"format": "memoryd-export", "version": 2, "agent_id": "", "owner_id": ""}
     document.update(fields)
     return json.dumps(document)
 
 
-def conversation_line(chat: str, **fields: object) -> str:
-    record: dict[str, object] = {
+def conversation_line(chat: str, **fields: Any) -> str:
+    record: dict[str, Any] = {
         "record": "conversation",
         "agent_id": "main",
         "owner_id": "eve",
@@ -385,8 +387,8 @@ def conversation_line(chat: str, **fields: object) -> str:
     return json.dumps(record, ensure_ascii=False)
 
 
-def message_line(message_id: int, chat: str, **fields: object) -> str:
-    record: dict[str, object] = {
+def message_line(message_id: int, chat: str, **fields: Any) -> str:
+    record: dict[str, Any] = {
         "record": "message",
         "id": message_id,
         "agent_id": "main",
@@ -598,7 +600,7 @@ def resource_line(scope: str, path: str, resource_type: str = "user_md") -> str:
 
 
 def revision_line(
-    scope: str, revision: int, content: str, provenance: object, **fields: object
+    scope: str, revision: int, content: str, provenance: object, **fields: Any
 ) -> str:
     record = {
         "record": "resource_revision",

@@ -16,12 +16,13 @@ import pytest
 
 import memoryd_client as md
 from memoryd.storage.connection import SqliteConnection
+from memoryd.storage.sql import one
+from memoryd.testing.configs import review_config
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
 from tests.backends import on_postgres
 from tests.memory.test_resources import cli, terminal_cli
 from tests.memory.test_retrieval import embedded
-from tests.review_helpers import review_config
 
 # Exercises storage: make test runs it on PostgreSQL too.
 pytestmark = pytest.mark.storage
@@ -39,13 +40,14 @@ def vectors_of(home: Path, owner: str) -> int:
     or row is gone (there must be none)."""
     connection = SqliteConnection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
     try:
-        (count,) = connection.execute(
+        (count,) = one(
+            connection,
             "SELECT (SELECT count(*) FROM message_vectors AS v LEFT JOIN messages AS m "
             "ON m.id = v.message_id WHERE m.id IS NULL OR m.owner_id = ?) + "
             "(SELECT count(*) FROM memory_vectors AS v LEFT JOIN memories AS r "
             "ON r.id = v.memory_id WHERE r.id IS NULL OR r.owner_id = ?)",
             (owner, owner),
-        ).fetchone()
+        )
     finally:
         connection.close()
     return int(count)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import apsw
 import grpc
 import pytest
 
@@ -94,7 +93,7 @@ OLD_ROWS = [
 ]
 
 
-def old_database(path: Path) -> apsw.Connection:
+def old_database(path: Path) -> SqliteConnection:
     """A version-4 database holding rows written with the old, ambiguous scope ids."""
     connection = SqliteConnection(str(path))
     migrations = bundled_migrations()

@@ -6,6 +6,7 @@ import unicodedata
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -281,7 +282,7 @@ async def test_scopes_isolate_conversations_owners_and_agents(
     ]:
         await append(memory, conversation, user(text))
 
-    async def found(**scope: object) -> set[str]:
+    async def found(**scope: Any) -> set[str]:
         hits_word = await search(memory, word, **scope)
         hits_part = await search(memory, word[1:-1], **scope)
         assert {h.message.content for h in hits_word} == {h.message.content for h in hits_part}
@@ -316,14 +317,14 @@ async def test_cleared_messages_stay_searchable(
 
 
 @pytest.fixture(scope="module")
-def sync_memory(server: ServerProcess) -> Iterator[md.Stubs]:
+def sync_memory(server: ServerProcess) -> Iterator[md.SyncStubs]:
     """A blocking stub (Hypothesis drives synchronous tests)."""
     with grpc.insecure_channel(server.address) as opened:
         yield md.SyncStubs(opened)
 
 
 @pytest.fixture(scope="module")
-def sync_corpus(sync_memory: md.Stubs) -> md.Conversation:
+def sync_corpus(sync_memory: md.SyncStubs) -> md.Conversation:
     """A conversation with CORPUS, for the properties."""
     conversation = md.Conversation(channel="telegram", chat_id=f"prop-{uuid.uuid4().hex[:8]}")
     sync_memory.conversations.AppendMessages(
@@ -340,7 +341,7 @@ def sync_corpus(sync_memory: md.Stubs) -> md.Conversation:
 )
 @given(query=st.text(max_size=80))
 def test_any_text_is_a_valid_query(
-    sync_memory: md.Stubs, sync_corpus: md.Conversation, query: str
+    sync_memory: md.SyncStubs, sync_corpus: md.Conversation, query: str
 ) -> None:
     response = sync_memory.conversations.SearchHistory(
         md.SearchHistoryRequest(query=query, conversation=sync_corpus, limit=5)
@@ -355,7 +356,7 @@ def test_any_text_is_a_valid_query(
     max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(text=st.text(min_size=1, max_size=200).filter(lambda value: value.strip() != ""))
-def test_any_text_round_trips_and_finds_itself(sync_memory: md.Stubs, text: str) -> None:
+def test_any_text_round_trips_and_finds_itself(sync_memory: md.SyncStubs, text: str) -> None:
     conversation = md.Conversation(channel="prop", chat_id=uuid.uuid4().hex)
     request = md.AppendMessagesRequest(conversation=conversation, messages=[user(text)])
     if on_postgres() and "\x00" in text:  # PostgreSQL's text cannot hold U+0000

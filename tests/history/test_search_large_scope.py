@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
 
 import memoryd_client as md
-from memoryd.domain.conversation import AgentKey, ConversationKey, OwnerKey
+from memoryd.domain.conversation import AgentKey, ConversationKey, HistoryScope, OwnerKey
 from memoryd.storage import search_reads as reads
 from memoryd.storage import vector_reads
 from memoryd.storage.connection import SqliteConnection
 from memoryd.storage.search_reads import INDEX_FIRST, SCAN_LIMIT
+from memoryd.storage.sql import one
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, user
 
@@ -50,7 +52,7 @@ async def memory(home: Path) -> AsyncIterator[md.Stubs]:
     assert server.stop() == 0
 
 
-async def substrings(memory: md.Stubs, query: str, **scope: object) -> list[str]:
+async def substrings(memory: md.Stubs, query: str, **scope: Any) -> list[str]:
     """Contents found; partial words (no whole-word match) must come from the substring stage."""
     response = await memory.conversations.SearchHistory(
         md.SearchHistoryRequest(query=query, mode=md.SEARCH_MODE_LEXICAL, **scope)
@@ -105,7 +107,7 @@ async def test_no_match_in_a_large_scope_is_quick_and_empty(
 
 
 # The scopes the tests that read the SQLite file directly ask about.
-READ_SCOPES = {
+READ_SCOPES: dict[str, HistoryScope] = {
     "conversation": ConversationKey("big", "ada", "telegram", "1", "root"),
     "agent": AgentKey("big"),
     "bob: appended last, few of the index's best": OwnerKey("big", "bob"),
@@ -126,9 +128,9 @@ async def test_ranking_in_the_index_first_finds_exactly_what_the_join_finds(
     expressions = ['"filler"', '"filler" OR "zebrafishy"', '"number" OR "note"', '"nothing"']
     connection = SqliteConnection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
     try:
-        (filler,) = connection.execute(
-            "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'filler'"
-        ).fetchone()
+        (filler,) = one(
+            connection, "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'filler'"
+        )
         assert filler > INDEX_FIRST  # the index's best do not hold every match
         bob = reads.rank_words(
             connection, scopes["bob: appended last, few of the index's best"], '"filler"', (), 10
@@ -169,20 +171,20 @@ async def test_messages_without_a_vector_are_counted_alike_whatever_waits_in_all
     scopes = READ_SCOPES
     connection = SqliteConnection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
     try:
-        (total,) = connection.execute("SELECT count(*) FROM messages").fetchone()
-        (bob,) = connection.execute(
-            "SELECT count(*) FROM messages WHERE agent_id = 'big' AND owner_id = 'bob'"
-        ).fetchone()
-        (first_of_bob,) = connection.execute(
-            "SELECT min(id) FROM messages WHERE agent_id = 'big' AND owner_id = 'bob'"
-        ).fetchone()
+        (total,) = one(connection, "SELECT count(*) FROM messages")
+        (bob,) = one(
+            connection, "SELECT count(*) FROM messages WHERE agent_id = 'big' AND owner_id = 'bob'"
+        )
+        (first_of_bob,) = one(
+            connection, "SELECT min(id) FROM messages WHERE agent_id = 'big' AND owner_id = 'bob'"
+        )
         limit = 5
         assert bob < limit < first_of_bob  # walked by id, the first `limit` hold none of bob's
         for name, scope in scopes.items():
             condition, params = vector_reads._scope_condition(scope)
-            (truth,) = connection.execute(
-                f"SELECT count(*) FROM messages AS m WHERE {condition}", params
-            ).fetchone()
+            (truth,) = one(
+                connection, f"SELECT count(*) FROM messages AS m WHERE {condition}", params
+            )
             monkeypatch.setattr(vector_reads, "UNEMBEDDED_COUNT_LIMIT", total)
             assert vector_reads.unembedded_messages(connection, scope, None) == truth, name
             monkeypatch.setattr(vector_reads, "UNEMBEDDED_COUNT_LIMIT", limit)

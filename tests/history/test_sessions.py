@@ -7,15 +7,18 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
+import grpc
 import pytest
 
 import memoryd_client as md
+from memoryd.testing.configs import review_config
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, fresh_conversation
 from tests.memory.test_resources import cli
-from tests.review_helpers import Reviewing, commit, eventually, review_config, review_now, turn
+from tests.review_helpers import Reviewing, commit, eventually, review_now, turn
 
 # Exercises storage: make test runs it on PostgreSQL too.
 pytestmark = pytest.mark.storage
@@ -40,7 +43,9 @@ async def conversation_of(
     )
 
 
-async def composed(channel: object, conversation: md.Conversation) -> md.ComposeContextResponse:
+async def composed(
+    channel: grpc.aio.Channel, conversation: md.Conversation
+) -> md.ComposeContextResponse:
     return await md.Stubs(channel).context.ComposeContext(
         md.ComposeContextRequest(conversation=conversation, context_window=8000)
     )
@@ -145,9 +150,9 @@ async def test_a_review_that_ends_after_new_leaves_the_new_session_alone(
     assert state.unread_messages == 0
 
 
-def quiet_reviewer(model: FakeModel, **memory: object) -> str:
+def quiet_reviewer(model: FakeModel, **memory: Any) -> str:
     """Background review on, but no trigger fires during a test: only /new's review runs."""
-    settings: dict[str, object] = {
+    settings: dict[str, Any] = {
         "turn_interval": 0,
         "idle_timeout_minutes": 0,
         "passive_turn_interval": 0,

@@ -16,9 +16,10 @@ import pytest
 
 import memoryd_client as md
 from memoryd.log_events import Event
+from memoryd.testing.configs import review_config
 from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.server_process import ServerProcess
-from tests.review_helpers import review_config
+from tests.helpers import acked
 
 # Exercises storage: make test runs it on PostgreSQL too.
 pytestmark = pytest.mark.storage
@@ -34,7 +35,7 @@ def opening(device: str, session: str = "s-1", **fields: Any) -> md.StreamTransc
 
 
 def segment(
-    seq: int, text: str, speaker: int = USER, *, partial: bool = False
+    seq: int, text: str, speaker: md.Speaker.ValueType = USER, *, partial: bool = False
 ) -> md.StreamTranscriptRequest:
     return md.StreamTranscriptRequest(
         segment=md.TranscriptSegment(seq=seq, speaker=speaker, partial=partial, text=text)
@@ -161,10 +162,10 @@ async def test_a_cut_stream_resumes_after_a_restart_without_loss_or_duplicates(
 
         call = stub.conversations.StreamTranscript(send())
         await sent.put(opening(dev, "resumable"))
-        assert (await call.read()).committed_seq == 0
+        assert (await acked(call)).committed_seq == 0
         for seq in (1, 2, 3):
             await sent.put(segment(seq, f"utterance {seq}"))
-            assert (await call.read()).committed_seq == seq
+            assert (await acked(call)).committed_seq == seq
         await sent.put(segment(4, "never finished", partial=True))
         call.cancel()  # the client goes away mid-utterance
     server.stop()
@@ -196,9 +197,9 @@ async def test_an_idle_stream_ends_at_shutdown_with_a_status_that_says_reconnect
 
         call = stub.conversations.StreamTranscript(send())
         await sent.put(opening(dev, "idle"))
-        assert (await call.read()).committed_seq == 0
+        assert (await acked(call)).committed_seq == 0
         await sent.put(segment(1, "said before the shutdown"))
-        assert (await call.read()).committed_seq == 1
+        assert (await acked(call)).committed_seq == 1
         began = asyncio.get_running_loop().time()
         stopping = asyncio.ensure_future(asyncio.to_thread(server.stop))
         with pytest.raises(grpc.aio.AioRpcError) as ended:
@@ -302,7 +303,7 @@ async def test_bad_input_ends_the_stream_precisely_and_keeps_what_was_acknowledg
         "lower seq": [opening(dev), segment(1, "kept"), segment(2, "kept too"), segment(1, "x")],
         "final twice": [opening(dev), segment(1, "kept"), segment(1, "again")],
         "no speaker": [opening(dev), segment(1, "who?", md.SPEAKER_UNSPECIFIED)],
-        "unknown speaker": [opening(dev), segment(1, "who?", 7)],
+        "unknown speaker": [opening(dev), segment(1, "who?", md.Speaker.ValueType(7))],
         "oversized": [opening(dev), segment(1, "kept"), segment(2, "x" * 65537)],
         "seq zero": [opening(dev), segment(0, "zero")],
         "blank device": [opening("")],
@@ -333,7 +334,7 @@ async def test_one_agent_can_not_take_every_stream_slot(
             # Open, and keep open: the stream holds its slot until it ends.
             stream = stub.conversations.StreamTranscript()
             await stream.write(opening(device(), agent_id="hog"))
-            assert (await stream.read()).committed_seq == 0
+            assert (await acked(stream)).committed_seq == 0
             held.append(stream)
         # Refused at its opening: nothing more is written to it, since a write racing the
         # refusal fails in the client ("Internal error from Core") before the status is read.

@@ -5,6 +5,7 @@ a contradiction or a forged token is refused with the field named."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import grpc
 import pytest
@@ -79,7 +80,7 @@ async def test_sources_carry_their_type_and_state_as_enums(memory: md.Stubs) -> 
     ],
 )
 async def test_contradicting_or_unknown_filters_are_refused(
-    memory: md.Stubs, fields: dict[str, object], field: str, message: str
+    memory: md.Stubs, fields: dict[str, Any], field: str, message: str
 ) -> None:
     error = await refusal(
         memory.memory.ListMemorySources(md.ListMemorySourcesRequest(owner=fresh_owner(), **fields))

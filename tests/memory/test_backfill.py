@@ -22,7 +22,7 @@ NOTHING = json.dumps({"operations": []})
 
 
 def old(
-    conversation: md.Conversation, count: int, role: int = md.ROLE_USER
+    conversation: md.Conversation, count: int, role: md.Role.ValueType = md.ROLE_USER
 ) -> list[md.IngestedMessage]:
     return [
         md.IngestedMessage(

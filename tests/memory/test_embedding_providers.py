@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -53,7 +55,7 @@ TEXTS = ("zebra crossing downtown", "violin lessons on monday", "quarterly repor
 
 
 @pytest.fixture
-def endpoint() -> FakeEmbeddings:
+def endpoint() -> Iterator[FakeEmbeddings]:
     with FakeEmbeddings() as fake:
         yield fake
 
@@ -129,14 +131,16 @@ async def test_answers_count_what_has_no_vector_yet_until_the_embedder_reaches_i
     )
     owner = md.OwnerScope(agent_id="bot", owner_id="ada")
 
-    async def unembedded(mode: int, query: str = "violin lessons", **scope: object) -> int:
+    async def unembedded(
+        mode: md.SearchMode.ValueType, query: str = "violin lessons", **scope: Any
+    ) -> int:
         request = md.SearchHistoryRequest(query=query, mode=mode, **scope)
         answer = await memory.conversations.SearchHistory(request)
         if mode != md.SEARCH_MODE_SEMANTIC:  # the words find it whatever the vectors
             assert TEXTS[1] in [hit.message.content for hit in answer.hits]
         return int(answer.unembedded)
 
-    async def recalled(mode: int, query: str = "violin lessons") -> int:
+    async def recalled(mode: md.SearchMode.ValueType, query: str = "violin lessons") -> int:
         answer = await memory.memory.Recall(
             md.RecallRequest(
                 conversation=conversation,
@@ -214,7 +218,7 @@ async def test_answers_count_what_has_no_vector_yet_until_the_embedder_reaches_i
                 )
             )
             assert error.code() == grpc.StatusCode.UNAVAILABLE
-            assert error.details().startswith("the query could not be embedded: provider")
+            assert (error.details() or "").startswith("the query could not be embedded: provider")
             endpoint.recover()
             watched = await asyncio.to_thread(
                 run_memoryd, "embeddings", "--watch", "--interval", "0.1", *address

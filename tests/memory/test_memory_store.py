@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable
+from typing import Any
 
 import grpc
 import pytest
@@ -19,7 +21,9 @@ USER_BUCKET = [
 
 
 @pytest.mark.parametrize("category", USER_BUCKET)
-async def test_user_categories_are_stored_at_owner_scope(memory: md.Stubs, category: int) -> None:
+async def test_user_categories_are_stored_at_owner_scope(
+    memory: md.Stubs, category: md.Category.ValueType
+) -> None:
     conversation = fresh_conversation(owner_id="ada")
     row = await store(memory, conversation, "k", "  a fact  ", category)
     assert (row.scope_type, row.scope_id) == (md.SCOPE_TYPE_OWNER, "ada")
@@ -29,7 +33,9 @@ async def test_user_categories_are_stored_at_owner_scope(memory: md.Stubs, categ
 
 
 @pytest.mark.parametrize("category", [md.CATEGORY_CONTEXT, md.CATEGORY_DIRECTIVE])
-async def test_work_categories_are_stored_at_agent_scope(memory: md.Stubs, category: int) -> None:
+async def test_work_categories_are_stored_at_agent_scope(
+    memory: md.Stubs, category: md.Category.ValueType
+) -> None:
     conversation = fresh_conversation()
     row = await store(memory, conversation, "k", "v", category)
     assert (row.scope_type, row.scope_id) == (md.SCOPE_TYPE_AGENT, conversation.agent_id)
@@ -165,7 +171,7 @@ REFUSALS = [
 
 @pytest.mark.parametrize(("fields", "status", "message"), REFUSALS)
 async def test_refusals_are_precise_and_write_nothing(
-    memory: md.Stubs, fields: dict[str, object], status: grpc.StatusCode, message: str
+    memory: md.Stubs, fields: dict[str, Any], status: grpc.StatusCode, message: str
 ) -> None:
     conversation = fresh_conversation()
     error = await rpc_error(
@@ -186,8 +192,8 @@ async def test_refusals_are_precise_and_write_nothing(
 async def test_a_guest_can_never_replace_a_directive(memory: md.Stubs) -> None:
     conversation = fresh_conversation()
     rule = await store(memory, conversation, "email", "Show a draft first", md.CATEGORY_DIRECTIVE)
-    guest = {"trust": md.TRUST_GUEST}
-    attempts = [
+    guest: dict[str, Any] = {"trust": md.TRUST_GUEST}
+    attempts: list[Awaitable[Any]] = [
         memory.memory.StoreMemory(
             md.StoreMemoryRequest(conversation=conversation, id=rule.id, value="x", **guest)
         ),

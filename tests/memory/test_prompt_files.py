@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 from urllib.parse import quote
 
 import grpc
@@ -29,7 +30,7 @@ def files_of(server: ServerProcess, conversation: md.Conversation) -> Path:
 
 
 async def context(
-    memory: md.Stubs, conversation: md.Conversation, trust: int = md.TRUST_OPERATOR
+    memory: md.Stubs, conversation: md.Conversation, trust: md.Trust.ValueType = md.TRUST_OPERATOR
 ) -> md.GetPromptContextResponse:
     return await memory.context.GetPromptContext(
         md.GetPromptContextRequest(
@@ -299,7 +300,7 @@ SECTION_TITLES = {
 
 
 @pytest.fixture(scope="module")
-def sync_stub(server: ServerProcess) -> Iterator[md.Stubs]:
+def sync_stub(server: ServerProcess) -> Iterator[md.SyncStubs]:
     with grpc.insecure_channel(server.address) as channel:
         yield md.SyncStubs(channel)
 
@@ -313,7 +314,7 @@ def sync_stub(server: ServerProcess) -> Iterator[md.Stubs]:
     category=st.sampled_from([md.CATEGORY_IDENTITY, md.CATEGORY_GOAL, md.CATEGORY_DIRECTIVE]),
 )
 def test_any_text_is_stored_or_refused_and_never_breaks_the_files(
-    sync_stub: md.Stubs, key: str, value: str, category: int
+    sync_stub: md.SyncStubs, key: str, value: str, category: md.Category.ValueType
 ) -> None:
     conversation = fresh_conversation()
     try:
@@ -326,7 +327,7 @@ def test_any_text_is_stored_or_refused_and_never_breaks_the_files(
             )
         )
     except grpc.RpcError as error:
-        refused: grpc.Call = error
+        refused = cast("grpc.Call", error)  # a blocking call's error is its Call
         code = refused.code()
         assert code == grpc.StatusCode.INVALID_ARGUMENT, refused.details()
         return

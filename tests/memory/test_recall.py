@@ -4,6 +4,7 @@ the partial-word fallback and OpenHermit's search examples."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -17,7 +18,7 @@ from tests.history.test_search import CORPUS, HOSTILE, MEANINGLESS
 
 
 async def recall(
-    memory: md.Stubs, conversation: md.Conversation, **fields: object
+    memory: md.Stubs, conversation: md.Conversation, **fields: Any
 ) -> list[md.RecallHit]:
     """Recall by words (tests/memory/test_retrieval.py tests recall by meaning)."""
     fields.setdefault("mode", md.SEARCH_MODE_LEXICAL)
@@ -206,7 +207,7 @@ async def test_inside_a_job_only_the_jobs_rows_are_readable(memory: md.Stubs) ->
     ],
 )
 async def test_bad_recalls_are_invalid_arguments(
-    memory: md.Stubs, fields: dict[str, object], message: str
+    memory: md.Stubs, fields: dict[str, Any], message: str
 ) -> None:
     error = await rpc_error(
         memory.memory.Recall(md.RecallRequest(conversation=fresh_conversation(), **fields))
@@ -237,7 +238,7 @@ async def test_an_owner_recalls_without_a_conversation(memory: md.Stubs) -> None
     await append(memory, other_chat, user("we talked about papaya"))
     owner = owner_of(conversation)
 
-    async def by_owner(**fields: object) -> list[str]:
+    async def by_owner(**fields: Any) -> list[str]:
         request = md.RecallRequest(owner=owner, query="papaya", mode=md.SEARCH_MODE_LEXICAL)
         for name, value in fields.items():
             setattr(request, name, value)
@@ -275,7 +276,7 @@ async def test_an_owner_recalls_without_a_conversation(memory: md.Stubs) -> None
 )
 async def test_an_owners_recall_refuses_what_needs_a_conversation(
     memory: md.Stubs,
-    fields: dict[str, object],
+    fields: dict[str, Any],
     code: grpc.StatusCode,
     message: str | None,
 ) -> None:
@@ -373,13 +374,13 @@ async def test_openhermit_limit_two_of_five_returns_two(memory: md.Stubs) -> Non
 
 
 @pytest.fixture(scope="module")
-def sync_stub(server: ServerProcess) -> Iterator[md.Stubs]:
+def sync_stub(server: ServerProcess) -> Iterator[md.SyncStubs]:
     with grpc.insecure_channel(server.address) as channel:
         yield md.SyncStubs(channel)
 
 
 @pytest.fixture(scope="module")
-def sync_noted(sync_stub: md.Stubs) -> md.Conversation:
+def sync_noted(sync_stub: md.SyncStubs) -> md.Conversation:
     conversation = fresh_conversation()
     for index, text in enumerate(CORPUS):
         sync_stub.memory.StoreMemory(
@@ -394,7 +395,7 @@ def sync_noted(sync_stub: md.Stubs) -> md.Conversation:
 )
 @given(query=st.text(max_size=80))
 def test_any_text_is_a_valid_recall(
-    sync_stub: md.Stubs, sync_noted: md.Conversation, query: str
+    sync_stub: md.SyncStubs, sync_noted: md.Conversation, query: str
 ) -> None:
     response = sync_stub.memory.Recall(
         md.RecallRequest(

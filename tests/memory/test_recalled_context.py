@@ -7,6 +7,7 @@ newest user message is about them; by default nothing changes.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import grpc
 import pytest
@@ -65,7 +66,7 @@ async def moved_on(memory: md.Stubs) -> md.Conversation:
 
 
 async def compose(
-    memory_channel: md.Stubs, conversation: md.Conversation, **fields: object
+    memory_channel: md.Stubs, conversation: md.Conversation, **fields: Any
 ) -> md.ComposeContextResponse:
     return await memory_channel.context.ComposeContext(
         md.ComposeContextRequest(conversation=conversation, context_window=WINDOW, **fields)

@@ -49,7 +49,7 @@ async def held(memory: md.Stubs) -> md.Conversation:
 
 
 async def searched(
-    memory: md.Stubs, conversation: md.Conversation, query: str, mode: int
+    memory: md.Stubs, conversation: md.Conversation, query: str, mode: md.SearchMode.ValueType
 ) -> md.SearchHistoryResponse:
     answer: md.SearchHistoryResponse = await memory.conversations.SearchHistory(
         md.SearchHistoryRequest(query=query, conversation=conversation, limit=20, mode=mode)
@@ -58,7 +58,10 @@ async def searched(
 
 
 async def recalled(
-    memory: md.Stubs, conversation: md.Conversation, query: str, mode: int = 0
+    memory: md.Stubs,
+    conversation: md.Conversation,
+    query: str,
+    mode: md.SearchMode.ValueType = md.SEARCH_MODE_UNSPECIFIED,
 ) -> md.RecallResponse:
     answer: md.RecallResponse = await memory.memory.Recall(
         md.RecallRequest(
@@ -141,7 +144,7 @@ async def test_every_hit_says_how_relevant_it_is_and_how_it_matched(
                 assert hit.scores.relevance >= FLOOR, (query, mode)
                 assert list(hit.matches), (query, mode)
     for query, _ in fixture.FACT_FOUND:
-        for hit in (await recalled(memory, held, query)).hits:
-            assert hit.scores.relevance >= FLOOR, query
+        for fact in (await recalled(memory, held, query)).hits:
+            assert fact.scores.relevance >= FLOOR, query
             assert 0 <= hit.scores.coverage <= 1, query
             assert list(hit.matches), query

@@ -6,6 +6,7 @@ shape, and word snippets. The words come from the word index's own tokenizer
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -24,12 +25,12 @@ from memoryd.domain.time_expressions import asked_span
 from memoryd.storage.terms import phrase_words, text_spans, text_words
 
 
-def terms(*words: str, weights: tuple[float, ...] = (), **fields: object) -> QueryTerms:
+def terms(*words: str, weights: tuple[float, ...] = (), **fields: Any) -> QueryTerms:
     return QueryTerms(
         words=tuple(phrase_words(word) for word in words),
         weights=weights or (1.0,) * len(words),
         folded=tuple(word.casefold() for word in words),
-        **fields,  # type: ignore[arg-type]
+        **fields,
     )
 
 

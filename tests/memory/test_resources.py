@@ -8,6 +8,8 @@ import pty
 import re
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import grpc
 import pytest
@@ -229,7 +231,7 @@ async def test_a_rollback_sets_back_a_value_changed_since_and_keeps_the_order(
 async def test_bad_resource_requests(
     memory: md.Stubs,
     versioned: md.Conversation,
-    call: object,
+    call: Callable[[md.Stubs, md.ResourceRef], Awaitable[Any]],
     status: grpc.StatusCode,
     message: str,
 ) -> None:

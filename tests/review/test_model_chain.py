@@ -6,7 +6,7 @@ import pytest
 
 from memoryd.config import ProviderSettings
 from memoryd.domain.model_calls import Attempt
-from memoryd.llm.chain import ModelUnavailableError, ProviderChain
+from memoryd.llm.chain import Completion, ModelUnavailableError, ProviderChain
 from memoryd.testing.fake_model import FakeModel, ToolCall
 
 
@@ -16,7 +16,7 @@ def provider(name: str, model: FakeModel, timeout: float = 5.0) -> ProviderSetti
     )
 
 
-async def call(chain: ProviderChain, attempts: list[Attempt] | None = None) -> object:
+async def call(chain: ProviderChain, attempts: list[Attempt] | None = None) -> Completion:
     return await chain.complete(
         [{"role": "user", "content": "hi"}],
         agent="memory_reviewer",

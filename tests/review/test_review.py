@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -12,6 +13,7 @@ import pytest
 import memoryd_client as md
 from memoryd.domain import review_prompt as prompts
 from memoryd.log_events import Event
+from memoryd.testing.configs import review_config
 from memoryd.testing.fake_model import FakeModel, Reply, ToolCall
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import fresh_conversation, owner_of, rpc_error, store
@@ -20,7 +22,6 @@ from tests.review_helpers import (
     after_a_scheduler_pass,
     commit,
     eventually,
-    review_config,
     review_now,
     turn,
 )
@@ -31,12 +32,14 @@ pytestmark = pytest.mark.storage
 OK = md.REVIEW_STATUS_OK
 
 
-def ops(*operations: dict[str, object]) -> str:
+def ops(*operations: dict[str, Any]) -> str:
     return json.dumps({"operations": list(operations)})
 
 
 async def rows(
-    reviewing: Reviewing, conversation: md.Conversation, archived: int = md.ARCHIVED_FILTER_ACTIVE
+    reviewing: Reviewing,
+    conversation: md.Conversation,
+    archived: md.ArchivedFilter.ValueType = md.ARCHIVED_FILTER_ACTIVE,
 ) -> list[md.Memory]:
     listed = await reviewing.memory.memory.ListMemories(
         md.ListMemoriesRequest(owner=owner_of(conversation), archived=archived)
@@ -402,7 +405,7 @@ async def test_bad_turn_and_review_requests(reviewing: Reviewing) -> None:
         ),
         (
             reviewing.memory.conversations.CommitTurn(
-                md.CommitTurnRequest(conversation=unknown, trust=7)
+                md.CommitTurnRequest(conversation=unknown, trust=md.Trust.ValueType(7))
             ),
             grpc.StatusCode.INVALID_ARGUMENT,
             "trust has unknown value 7",

@@ -7,6 +7,7 @@ import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -14,6 +15,7 @@ import pytest
 import memoryd_client as md
 from memoryd.domain.tokens import count_tokens
 from memoryd.log_events import Event
+from memoryd.testing.configs import review_config
 from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, assistant, fresh_conversation, owner_of, rpc_error, store, user
@@ -22,7 +24,6 @@ from tests.review_helpers import (
     after_a_scheduler_pass,
     commit,
     eventually,
-    review_config,
     review_now,
     turn,
 )
@@ -34,11 +35,11 @@ pytestmark = pytest.mark.storage
 OK = md.REVIEW_STATUS_OK
 
 
-def ops(*operations: dict[str, object]) -> str:
+def ops(*operations: dict[str, Any]) -> str:
     return json.dumps({"operations": list(operations)})
 
 
-def add(value: str, category: str = "context", target: str = "memory") -> dict[str, object]:
+def add(value: str, category: str = "context", target: str = "memory") -> dict[str, Any]:
     return {"action": "add", "target": target, "category": category, "value": value}
 
 
@@ -232,8 +233,8 @@ async def test_a_message_over_the_budget_is_reviewed_whole_in_parts(
     assert count_tokens(said) > 20_000
     parts: list[str] = []
 
-    def answer(request: dict[str, object]) -> Reply:
-        prompt = request["messages"][1]["content"]  # type: ignore[index]
+    def answer(request: dict[str, Any]) -> Reply:
+        prompt = request["messages"][1]["content"]
         parts.append(prompt.split("New user messages (oldest first):\n", 1)[1])
         if "Ingrid" in prompt:
             return Reply(content=ops(add("Has a sister called Ingrid", "identity", "user")))
@@ -627,7 +628,7 @@ async def test_a_job_run_finishes_and_a_paused_job_is_not_recalled(
 ) -> None:
     conversation = fresh_conversation()
     owner = owner_of(conversation)
-    job = {"owner": owner, "job_id": "nightly"}
+    job: dict[str, Any] = {"owner": owner, "job_id": "nightly"}
     await memory.memory.StoreMemory(
         md.StoreMemoryRequest(**job, key="seen", value="Saw 4 invoices", run_id="run-1")
     )
@@ -706,7 +707,7 @@ async def test_a_job_run_finishes_and_a_paused_job_is_not_recalled(
         ),
     ):
         assert (await rpc_error(memory.memory.SetJobStatus(request))).code() == code, request
-    for request in (
+    for finishing in (
         md.FinishJobRunRequest(**job, run_id="r", outcome=md.JOB_RUN_OUTCOME_UNSPECIFIED),
         md.FinishJobRunRequest(**job, outcome=md.JOB_RUN_OUTCOME_FAILED),
         md.FinishJobRunRequest(
@@ -714,5 +715,5 @@ async def test_a_job_run_finishes_and_a_paused_job_is_not_recalled(
         ),
     ):
         assert (
-            await rpc_error(memory.memory.FinishJobRun(request))
+            await rpc_error(memory.memory.FinishJobRun(finishing))
         ).code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -112,7 +113,9 @@ def test_the_gate_and_the_schedulers_query_agree(  # noqa: PLR0917 - one per sta
     assert (KEY in due) == (gate(state, at) is None)
 
 
-SPOKEN = st.sampled_from([True, False, 1, 0, 1.0, 2, "true", "True", "1", "yes", None, [], {}])
+SPOKEN: st.SearchStrategy[object] = st.sampled_from(
+    [True, False, 1, 0, 1.0, 2, "true", "True", "1", "yes", None, [], {}]
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -123,7 +126,7 @@ SPOKEN = st.sampled_from([True, False, 1, 0, 1.0, 2, "true", "True", "1", "yes",
 )
 def test_the_review_input_rule_and_its_sql_agree(role: str, spoken: object, guest: bool) -> None:
     """is_review_input (Python, for appends) and REVIEWABLE (SQL, for the reviewer's reads)."""
-    metadata: dict[str, object] = {} if spoken == "absent" else {"spoken": spoken}
+    metadata: dict[str, Any] = {} if spoken == "absent" else {"spoken": spoken}
     if guest:
         metadata["guest"] = True
     text = json.dumps(metadata)

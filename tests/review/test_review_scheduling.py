@@ -14,10 +14,11 @@ import pytest
 
 import memoryd_client as md
 from memoryd.log_events import Event
+from memoryd.testing.configs import review_config
 from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import fresh_conversation, owner_of
-from tests.review_helpers import after_a_scheduler_pass, commit, eventually, review_config, turn
+from tests.review_helpers import after_a_scheduler_pass, commit, eventually, turn
 
 # Exercises storage: make test runs it on PostgreSQL too.
 pytestmark = pytest.mark.storage

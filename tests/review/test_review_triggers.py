@@ -12,17 +12,11 @@ import pytest
 import memoryd_client as md
 from memoryd.config import load_settings
 from memoryd.errors import StartupError
+from memoryd.testing.configs import review_config
 from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import fresh_conversation
-from tests.review_helpers import (
-    after_a_scheduler_pass,
-    commit,
-    eventually,
-    review_config,
-    review_now,
-    turn,
-)
+from tests.review_helpers import after_a_scheduler_pass, commit, eventually, review_now, turn
 
 NOTHING = Reply(content=json.dumps({"operations": []}))
 

@@ -19,14 +19,14 @@ import pytest
 from google.protobuf import message_factory
 from google.protobuf.descriptor import Descriptor, MethodDescriptor
 from google.protobuf.message import Message
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 import memoryd_client as md
 from memoryd.api import contract
 from memoryd.config import check_exposure, load_settings, token_digest
 from memoryd.errors import StartupError
 from memoryd.testing.server_process import ServerProcess
-from tests.helpers import Ran, run_memoryd
+from tests.helpers import Ran, health_stub, run_memoryd
 from tests.memory.test_resources import cli
 from tests.review_helpers import eventually
 
@@ -85,8 +85,9 @@ def path_of(method: MethodDescriptor) -> str:
     return f"/{method.containing_service.full_name}/{method.name}"
 
 
-def request_class(method: MethodDescriptor) -> Any:
-    return message_factory.GetMessageClass(method.input_type)
+def request_class(method: MethodDescriptor) -> type[Message]:
+    made: type[Message] = message_factory.GetMessageClass(method.input_type)
+    return made
 
 
 def trust_path(descriptor: Descriptor, seen: frozenset[str] = frozenset()) -> list[Any] | None:
@@ -175,6 +176,7 @@ async def test_an_admin_of_one_agent_can_not_export_or_import_every_agent(
     )
     own = memory.admin.ExportData(md.ExportDataRequest(agent_id="main"), metadata=main_admin)
     first = await own.read()
+    assert isinstance(first, md.ExportDataResponse), first
     assert first.lines[0].startswith('{"format":"memoryd-export"')
     own.cancel()
 
@@ -241,7 +243,7 @@ async def test_a_token_from_the_environment_and_the_stream_items_are_checked(
 
 
 async def test_health_and_reflection_stay_open(channel: grpc.aio.Channel) -> None:
-    health = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+    health = await health_stub(channel).Check(health_pb2.HealthCheckRequest())
     assert health.status == health_pb2.HealthCheckResponse.SERVING
 
 

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 import memoryd_client as md
 from memoryd.log_events import Event
 from memoryd.testing.server_process import ServerProcess
+from tests.helpers import health_stub
 from tests.server.test_first_hour import free_address
 
 TOKEN = "connection-limits-token-0123456789"
@@ -105,10 +106,10 @@ def _append(channel: grpc.Channel, text: str, *, wait: bool = False) -> None:
 
 def _serving(address: str) -> bool:
     with grpc.insecure_channel(address) as channel:
-        answer = health_pb2_grpc.HealthStub(channel).Check(
+        answer = health_stub(channel).Check(
             health_pb2.HealthCheckRequest(), timeout=30, wait_for_ready=True
         )
-    return answer.status == health_pb2.HealthCheckResponse.SERVING
+    return bool(answer.status == health_pb2.HealthCheckResponse.SERVING)
 
 
 def test_idle_connections_to_either_port_leave_token_holders_served(

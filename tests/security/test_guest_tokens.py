@@ -12,9 +12,9 @@ import grpc
 import pytest
 
 import memoryd_client as md
+from memoryd.testing.configs import review_config
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
-from tests.review_helpers import review_config
 
 ADMIN = "guest-test-admin-token-012345"
 GUEST = "guest-test-guest-token-012345"

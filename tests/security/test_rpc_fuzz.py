@@ -9,12 +9,13 @@ from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 from hypothesis import HealthCheck, given, settings
 
 import memoryd_client as md
 from memoryd.testing.server_process import ServerProcess
 from tests.backends import on_postgres
+from tests.helpers import health_stub
 from tests.rpc_fuzz import METHODS, VICTIM, Case, Target, cases
 
 EXAMPLES_PER_RPC = 60
@@ -92,7 +93,7 @@ def test_the_server_still_serves_after_the_fuzzing(
 ) -> None:
     target, channel = fuzzed
     assert target.calls >= len(METHODS) * EXAMPLES_PER_RPC // 2
-    health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+    health = health_stub(channel).Check(health_pb2.HealthCheckRequest())
     assert health.status == health_pb2.HealthCheckResponse.SERVING
     assert set(target.statuses) >= {"OK", "INVALID_ARGUMENT"}
     if not on_postgres():  # SQLite's file is still there (PostgreSQL's is not the server's own)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -70,7 +71,8 @@ def tiny_locomo(folder: Path) -> Path:
 
 
 @pytest.mark.parametrize("benchmark", run_all.BENCHMARKS, ids=lambda item: item.name)
-def test_every_benchmark_runs_with_tiny_sizes(benchmark: object, tmp_path: Path) -> None:
+def test_every_benchmark_runs_with_tiny_sizes(benchmark: Any, tmp_path: Path) -> None:
+    """`benchmark` is one of run_all's, a module loaded from its file."""
     locomo = str(tiny_locomo(tmp_path))
     command = benchmark.command(quick=True, locomo=locomo)
     result = subprocess.run(

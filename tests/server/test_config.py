@@ -160,7 +160,7 @@ def test_a_missing_explicit_config_file_is_refused(tmp_path: Path) -> None:
 def test_settings_are_frozen(tmp_path: Path) -> None:
     settings = load_settings({"MEMORYD_HOME": str(tmp_path)})
     with pytest.raises(AttributeError):
-        settings.server.listen = "x"
+        settings.server.listen = "x"  # type: ignore[misc]  # what the test shows refused
 
 
 def test_a_message_must_fit_one_answer(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import inspect
 import tomllib
+from typing import Any, cast
 
 from packaging.requirements import Requirement
 
@@ -39,7 +40,7 @@ def test_the_uvicorn_internals_the_listener_uses_are_there() -> None:
     parameters = inspect.signature(H11Protocol.__init__).parameters
     for name in ("config", "server_state", "app_state", "_loop"):
         assert name in parameters, name
-    config = uvicorn.Config(app=None, http="h11", lifespan="off")
+    config = uvicorn.Config(app=cast("Any", None), http="h11", lifespan="off")  # never served
     config.load()
     assert config.http_protocol_class is H11Protocol
     assert hasattr(config, "encoded_headers")

@@ -66,7 +66,7 @@ def test_the_schema_check_catches_a_misspelt_field() -> None:
 
 def workloads() -> list[tuple[str, dict[str, Any], str]]:
     """(file name, pod template, the ConfigMap's memoryd.toml) of each workload."""
-    found = []
+    found: list[tuple[str, dict[str, Any], str]] = []
     for path in MANIFESTS:
         docs = documents(path)
         config = next(d for d in docs if d["kind"] == "ConfigMap")["data"]["memoryd.toml"]

@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
+from scripts import gen_docs
 from tests.conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import gen_docs
 
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 PAGES = [

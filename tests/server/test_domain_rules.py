@@ -8,6 +8,7 @@ import datetime as dt
 import itertools
 import json
 import string
+from typing import Any
 
 import apsw
 import pytest
@@ -42,7 +43,7 @@ from memoryd.storage.connection import SqliteConnection
 HOSTILE = st.text(
     alphabet=st.one_of(
         st.sampled_from(list("\"*:^()-+{}[]%_\\'NEAR AND OR NOT ")),
-        st.characters(codec="utf-8", exclude_categories=("Cs",)),
+        st.characters(codec="utf-8", exclude_categories=["Cs"]),
     ),
     max_size=80,
 )
@@ -278,7 +279,7 @@ FIELDS = st.dictionaries(
     guest=st.booleans(),
 )
 def test_admission_never_raises_and_changes_only_shown_rows(
-    action: str, fields: dict[str, object], guest: bool
+    action: str, fields: dict[str, Any], guest: bool
 ) -> None:
     shown = {1: _record(1), 2: None, 3: _record(3, trust=Trust.GUEST)}
     admitted = admission.admit(answers.Operation(action, fields), shown, 0, guest=guest)
@@ -315,7 +316,7 @@ def test_a_fact_key_reads_as_the_fact() -> None:
 def test_admission_says_why_an_operation_is_skipped() -> None:
     shown = {1: _record(1)}
 
-    def reason(action: str, guest: bool = False, **fields: object) -> str:
+    def reason(action: str, guest: bool = False, **fields: Any) -> str:
         admitted = admission.admit(answers.Operation(action, dict(fields)), shown, 0, guest=guest)
         assert isinstance(admitted, admission.Skipped)
         return admitted.reason
@@ -335,7 +336,7 @@ def test_admission_says_why_an_operation_is_skipped() -> None:
 # --- prompt files ----------------------------------------------------------------------------
 
 VALUES = st.text(
-    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=250
+    alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=250
 )
 
 

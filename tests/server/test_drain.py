@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 import memoryd_client as md
+from memoryd.testing.configs import review_config
 from memoryd.testing.drain import stop_under_load
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import append, user
-from tests.review_helpers import review_config
 
 # Exercises storage: make test runs it on PostgreSQL too.
 pytestmark = pytest.mark.storage

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 import memoryd_client as md
 from memoryd.api import contract
 from memoryd.log_events import Event
 from memoryd.storage.migrations import bundled_migrations
 from memoryd.testing.server_process import ServerProcess
-from tests.helpers import append, user
+from tests.helpers import append, health_stub, user
 from tests.review_helpers import eventually
 
 
@@ -173,7 +173,7 @@ async def test_signals_repeated_until_exit_still_exit_zero(
 
 
 async def test_health_and_reflection(server: ServerProcess, channel: grpc.aio.Channel) -> None:
-    health = health_pb2_grpc.HealthStub(channel)
+    health = health_stub(channel)
     for service in ("", *contract.service_names()):
         response = await health.Check(health_pb2.HealthCheckRequest(service=service))
         assert response.status == health_pb2.HealthCheckResponse.SERVING
@@ -270,7 +270,7 @@ async def test_one_structured_log_line_per_rpc(
         await append(memory, conversation, user("logged"))
         with pytest.raises(grpc.aio.AioRpcError):
             await memory.conversations.ListMessages(md.ListMessagesRequest())
-        await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+        await health_stub(channel).Check(health_pb2.HealthCheckRequest())
     assert server.stop() == 0
     lines = server.events(Event.RPC)  # every line parsed as JSON
     assert [(line["method"], line["status"]) for line in lines] == [
@@ -290,7 +290,7 @@ async def test_health_turns_not_serving_when_stopping(
 ) -> None:
     server = start_server(tmp_path / "home").start()
     async with md.connect(server.address) as channel:
-        watch = health_pb2_grpc.HealthStub(channel).Watch(
+        watch = health_stub(channel).Watch(
             health_pb2.HealthCheckRequest(service="memoryd.v2.ConversationService")
         )
         first = await watch.read()

@@ -13,9 +13,10 @@ import pytest
 
 import memoryd_client as md
 from memoryd.log_events import Event
+from memoryd.testing.configs import review_config
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
-from tests.review_helpers import commit, review_config, review_now, turn
+from tests.review_helpers import commit, review_now, turn
 
 # Exercises storage: make test runs it on PostgreSQL too.
 pytestmark = pytest.mark.storage

@@ -4,14 +4,11 @@ pin and the CHANGELOG, and a check that can tell when one disagrees."""
 from __future__ import annotations
 
 import shutil
-import sys
 import tomllib
 from pathlib import Path
 
+from scripts import set_version
 from tests.conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import set_version
 
 
 def test_every_manifest_carries_the_one_version() -> None:

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 import memoryd_client as md
+from memoryd.testing.configs import review_config
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.postgres import database_dsn
 from memoryd.testing.server_process import ServerProcess
-from tests.data.test_export_import import QUIET, REALTIME, compacted, fill, review_config, run_cli
+from tests.data.test_export_import import QUIET, REALTIME, compacted, fill, run_cli
 from tests.helpers import run_memoryd
 
 # Exercises storage: make test runs it on PostgreSQL too.

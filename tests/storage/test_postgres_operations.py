@@ -34,13 +34,14 @@ from memoryd.storage.migrations import bundled_migrations, latest_version
 from memoryd.storage.postgres.database import PostgresDatabase
 from memoryd.storage.postgres.settings import PostgresSettings
 from memoryd.storage.write_terms import WriterSettings
+from memoryd.testing.configs import review_config
 from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.postgres import TemporaryPostgres, database_dsn
 from memoryd.testing.server_process import ServerProcess
 from tests.backends import heap_tuples
 from tests.helpers import append, prompt_files_lock, rpc_error, run_memoryd, store, user
 from tests.review.test_compaction import SUMMARY, WINDOW, WORDS, words
-from tests.review_helpers import commit, eventually, review_config, turn
+from tests.review_helpers import commit, eventually, turn
 
 # Exercises storage: make test runs it on PostgreSQL too.
 pytestmark = pytest.mark.storage
@@ -53,7 +54,7 @@ def on_postgres(dsn: str) -> dict[str, str]:
     return {"MEMORYD_STORAGE_BACKEND": "postgres", "MEMORYD_STORAGE_DSN": dsn}
 
 
-def sql(dsn: str, statement: str) -> list[tuple[object, ...]]:
+def sql(dsn: str, statement: str) -> list[tuple[Any, ...]]:
     with psycopg.connect(dsn, autocommit=True) as connection:
         cursor = connection.execute(statement)
         return cursor.fetchall() if cursor.description else []
@@ -325,7 +326,7 @@ async def test_an_outage_is_one_warning_and_one_line_when_it_ends_never_a_crash(
     answering = threading.Event()
     asked = threading.Event()
 
-    def answer(request: dict[str, object]) -> Reply:
+    def answer(request: dict[str, Any]) -> Reply:
         asked.set()
         answering.wait(60)
         return Reply(content="Nothing to save.")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import cast
 
 import apsw
 import grpc
@@ -30,7 +31,7 @@ def counts(home: Path) -> tuple[int, ...]:
     connection = SqliteConnection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
     try:
         return tuple(
-            connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            cast("int", connection.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0])
             for table in ("messages", "memories", "resource_revisions", "conversations")
         )
     finally:
@@ -49,10 +50,12 @@ async def empty_call(
         return None if code == grpc.StatusCode.OK else (code, details)
     try:
         if server_streaming:
-            async for _ in channel.unary_stream(path)(b"", timeout=15):
+            streamed: grpc.aio.UnaryStreamMultiCallable[bytes, bytes] = channel.unary_stream(path)
+            async for _ in streamed(b"", timeout=15):
                 pass
         else:
-            await channel.unary_unary(path)(b"", timeout=15)
+            unary: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(path)
+            await unary(b"", timeout=15)
     except grpc.aio.AioRpcError as error:
         return error.code(), error.details() or ""
     return None

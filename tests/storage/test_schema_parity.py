@@ -184,7 +184,7 @@ def _indexes(sqlite: Schema, postgres: Schema) -> set[str]:
         if mine == theirs:
             continue
         if mine is None or theirs is None:
-            table, columns, _ = mine or theirs
+            table, columns, _ = mine or theirs or ("", (), False)
             side = "SQLite" if theirs is None else "PostgreSQL"
             found.add(f"index {name} on {table} ({', '.join(columns)}) on {side} only")
         else:

@@ -217,9 +217,9 @@ def differences(sqlite: Rules, postgres: Rules) -> set[str]:
                 f"CHECK on {table} ({', '.join(read)}): {mine} on SQLite, {theirs} on PostgreSQL"
             )
     for column in sqlite.defaults.keys() | postgres.defaults.keys():
-        mine, theirs = sqlite.defaults.get(column), postgres.defaults.get(column)
-        if mine != theirs:
-            found.add(f"default of {'.'.join(column)}: {mine} on SQLite, {theirs} on PostgreSQL")
+        default, other = sqlite.defaults.get(column), postgres.defaults.get(column)
+        if default != other:
+            found.add(f"default of {'.'.join(column)}: {default} on SQLite, {other} on PostgreSQL")
     return found
 
 

@@ -6,7 +6,6 @@ import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
 
-import apsw
 import pytest
 
 from memoryd.domain.conversation import ConversationKey
@@ -19,7 +18,7 @@ NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 @pytest.fixture
-def database(tmp_path: Path) -> Iterator[apsw.Connection]:
+def database(tmp_path: Path) -> Iterator[SqliteConnection]:
     """A migrated database, as the writer's connection sees it."""
     connection = SqliteConnection(str(tmp_path / "memory.db"))
     connection.execute("PRAGMA foreign_keys = ON")
@@ -46,27 +45,27 @@ def message(content: str, client_id: str | None = None) -> NewMessage:
     )
 
 
-def word_hits(connection: apsw.Connection, word: str) -> list[int]:
+def word_hits(connection: SqliteConnection, word: str) -> list[int]:
     found = connection.execute(
         "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rowid", (word,)
     )
     return [row[0] for row in found]
 
 
-def substring_hits(connection: apsw.Connection, piece: str) -> list[int]:
+def substring_hits(connection: SqliteConnection, piece: str) -> list[int]:
     found = connection.execute(
         "SELECT rowid FROM messages_trigram WHERE content LIKE ? ORDER BY rowid", (f"%{piece}%",)
     )
     return [row[0] for row in found]
 
 
-def check_integrity(connection: apsw.Connection) -> None:
+def check_integrity(connection: SqliteConnection) -> None:
     for table in ("messages_fts", "messages_trigram"):
         connection.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('integrity-check', 1)")
 
 
 def test_a_batch_of_appends_is_indexed_with_ids_in_request_order(
-    database: apsw.Connection,
+    database: SqliteConnection,
 ) -> None:
     requests = [
         AppendRequest(key("a"), (message("walrus one"), None, message("walrus two")), NOW),
@@ -84,14 +83,16 @@ def test_a_batch_of_appends_is_indexed_with_ids_in_request_order(
     ids = [m.id for m in stored[:3]]
     assert ids == sorted(ids)
     assert stored[3].id == stored[2].id  # the duplicate in the same batch is the first row
-    rows = dict(database.execute("SELECT id, content FROM messages").fetchall())
+    rows = {
+        int(row[0]): str(row[1]) for row in database.execute("SELECT id, content FROM messages")
+    }
     assert all(rows[m.id] == m.content for m in stored)
     assert word_hits(database, "walrus") == ids
     assert substring_hits(database, "alru") == ids
     check_integrity(database)
 
 
-def test_purge_and_edits_keep_the_indexes_exact(database: apsw.Connection) -> None:
+def test_purge_and_edits_keep_the_indexes_exact(database: SqliteConnection) -> None:
     with database:
         (kept,), (_gone,) = (
             result.stored

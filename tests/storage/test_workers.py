@@ -18,7 +18,7 @@ from typing import Any
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 import memoryd_client as md
 from memoryd.config import load_settings
@@ -31,12 +31,13 @@ from memoryd.storage import database as databases
 from memoryd.storage import location
 from memoryd.storage.write_terms import WriterSettings
 from memoryd.testing import postgres
+from memoryd.testing.configs import review_config
 from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.server_process import ServerProcess
 from memoryd.testing.workers import channels_to_each_worker, children
-from tests.helpers import append, prompt_files_lock, store, user
+from tests.helpers import acked, append, health_stub, prompt_files_lock, store, user
 from tests.review.test_compaction import WINDOW, compaction_requests, filler, summaries_or_nothing
-from tests.review_helpers import eventually, review_config
+from tests.review_helpers import eventually
 from tests.server.test_first_hour import free_address
 
 # Exercises storage: make test runs it on PostgreSQL too.
@@ -90,9 +91,7 @@ async def test_every_worker_serves_the_same_store(
                 "written by worker 0",
                 "written by worker 1",
             ]
-            health = await health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest()
-            )
+            health = await health_stub(channel).Check(health_pb2.HealthCheckRequest())
             assert health.status == health_pb2.HealthCheckResponse.SERVING
     worker_lines = server.events(Event.WORKER_SERVING)
     assert sorted(r["worker"] for r in worker_lines) == list(range(WORKERS))
@@ -605,10 +604,10 @@ async def test_a_transcript_resumes_on_the_other_worker_after_its_worker_is_kill
 
         call = md.Stubs(first).conversations.StreamTranscript(send())
         await sent.put(opening)
-        assert (await call.read()).committed_seq == 0
+        assert (await acked(call)).committed_seq == 0
         for seq in (1, 2, 3):
             await sent.put(final(seq))
-            assert (await call.read()).committed_seq == seq
+            assert (await acked(call)).committed_seq == seq
         os.kill(pids[0], signal.SIGKILL)
         with pytest.raises(grpc.aio.AioRpcError) as cut:
             await call.read()

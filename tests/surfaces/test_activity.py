@@ -7,16 +7,18 @@ import datetime as dt
 import itertools
 import json
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 from google.protobuf import timestamp_pb2
 
 import memoryd_client as md
+from memoryd.testing.configs import review_config
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import rpc_error
-from tests.review_helpers import commit, review_config, review_now, turn
+from tests.review_helpers import commit, review_now, turn
 
 # Exercises storage: make test runs it on PostgreSQL too.
 pytestmark = [pytest.mark.slow, pytest.mark.storage]
@@ -28,7 +30,7 @@ def conversation(owner: str, chat: str, agent: str = "main") -> md.Conversation:
     return md.Conversation(agent_id=agent, owner_id=owner, channel="telegram", chat_id=chat)
 
 
-def ops(*operations: dict[str, object]) -> str:
+def ops(*operations: dict[str, Any]) -> str:
     return json.dumps({"operations": list(operations)})
 
 

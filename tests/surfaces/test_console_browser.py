@@ -97,6 +97,8 @@ class Console:
         self.browser = browser
         self.shots = shots
         self.http = str(server.events("serving")[-1]["http"])
+        # The id of the seeded memory row the tests archive and restore.
+        self.row = 0
 
     def open(self, route: str = "/") -> None:
         """Load the page afresh at `route` (a URL differing only by its fragment would not
@@ -117,7 +119,9 @@ class Console:
         wait = WebDriverWait(
             self.browser, timeout, ignored_exceptions=(StaleElementReferenceException,)
         )
-        return wait.until(found)  # type: ignore[no-any-return]
+        element = wait.until(found)
+        assert isinstance(element, WebElement)  # `found` returns an element once it is truthy
+        return element
 
     def loaded(self) -> None:
         """Every section of the page has been filled (no "Loading…" left)."""
@@ -185,7 +189,8 @@ def chromium(folder: Path, *flags: str) -> WebDriver:
     ):
         options.add_argument(flag)
     service = webdriver.ChromeService(executable_path=str(CHROMEDRIVER))
-    return webdriver.Chrome(options=options, service=service)
+    browser: WebDriver = webdriver.Chrome(options=options, service=service)
+    return browser
 
 
 # Each RPC's memoryd.v2 path, by name.
@@ -260,7 +265,7 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
             browser = chromium(folder)
             try:
                 found = Console(server, browser, folder)
-                found.row = seeded["row"]  # type: ignore[attr-defined]
+                found.row = seeded["row"]
                 found.model = model  # type: ignore[attr-defined]
                 yield found
             finally:
@@ -313,7 +318,7 @@ def test_a_request_without_the_csrf_token_is_refused(console: Console) -> None:
         "const done = arguments[arguments.length - 1];"
         "fetch('/memoryd.v2.MemoryService/ArchiveMemory', {method: 'POST', credentials:"
         " 'same-origin', headers: {'content-type': 'application/json'}, body: JSON.stringify("
-        f"{{owner: {{agentId: 'main', ownerId: 'ada'}}, id: {console.row}}})"  # type: ignore[attr-defined]
+        f"{{owner: {{agentId: 'main', ownerId: 'ada'}}, id: {console.row}}})"
         "}).then((r) => done(r.status));"
     )
     assert status == 403
@@ -340,13 +345,8 @@ def test_the_overview_shows_the_server_agents_and_settings(console: Console) -> 
     text = console.browser.find_element(By.ID, "main").text
     assert "Review backlog" in text
     assert "sqlite" in text or "postgres" in text
-    assert (
-        console.wait("table a", "main")
-        .get_attribute(
-            "href",
-        )
-        .endswith("#/agent/main")
-    )
+    link = console.wait("table a", "main").get_attribute("href") or ""
+    assert link.endswith("#/agent/main")
     console.accessible("overview")
     console.screenshot("overview")
     console.open("/settings")
@@ -395,13 +395,13 @@ def test_an_agent_lists_its_owners(console: Console) -> None:
 def test_an_owner_row_is_archived_and_restored(console: Console) -> None:
     console.sign_in(ADMIN)
     console.open("/owner/main/ada")
-    row = f"#memory-{console.row}"  # type: ignore[attr-defined]
-    console.wait(f"{row} button.danger", "Archive").click()
+    selector = f"#memory-{console.row}"
+    console.wait(f"{selector} button.danger", "Archive").click()
     console.confirm()
-    console.wait(f"{row} .badge", "archived")
-    console.wait(f"{row} button", "Restore").click()
+    console.wait(f"{selector} .badge", "archived")
+    console.wait(f"{selector} button", "Restore").click()
     console.confirm()
-    console.wait(f"{row} td", "active")
+    console.wait(f"{selector} td", "active")
     row = console.wait("tr", "Lives in Lisbon")
     console.loaded()
     console.screenshot("owner")
@@ -562,7 +562,7 @@ def test_a_conversation_is_searched(console: Console) -> None:
     assert "word" in hit
     # Every hit says how relevant it is, and what that is made of.
     relevance = console.wait("#search-results [data-relevance]")
-    assert float(relevance.get_attribute("data-relevance")) >= 0.5
+    assert float(relevance.get_attribute("data-relevance") or "nan") >= 0.5
     assert "words held 1.00" in hit
     # A question about nothing held: nothing, and the answer says what was too weak.
     query = console.wait("#search-query")
@@ -639,9 +639,8 @@ def test_the_context_view_shows_what_the_model_will_see_and_follows_new_messages
         row.get_attribute("data-kind"): row.text
         for row in console.browser.find_elements(By.CSS_SELECTOR, "#context-view tr[data-kind]")
     }
-    assert "Lisbon" in console.wait("ol.parts", "Memory (USER.md, MEMORY.md)").get_attribute(
-        "textContent"
-    )
+    parts = console.wait("ol.parts", "Memory (USER.md, MEMORY.md)")
+    assert "Lisbon" in (parts.get_attribute("textContent") or "")
     assert blocks["CONTEXT_PART_KIND_MESSAGE"].startswith("Window messages 12 ")
     # A 400-token window holds fewer: the oldest are left out, and listed.
     field = console.wait("#context-window")
@@ -670,7 +669,9 @@ def test_the_context_view_shows_what_the_model_will_see_and_follows_new_messages
     WebDriverWait(console.browser, 15, ignored_exceptions=(StaleElementReferenceException,)).until(
         lambda browser: (
             "sailing on Sunday"
-            in browser.find_element(By.CSS_SELECTOR, "ol.parts").get_attribute("textContent")
+            in (
+                browser.find_element(By.CSS_SELECTOR, "ol.parts").get_attribute("textContent") or ""
+            )
         )
     )
 
@@ -711,7 +712,8 @@ def test_an_owners_rows_are_filtered_searched_added_and_deleted(console: Console
     console.wait("form[aria-label='Filter the rows'] button").click()
     console.wait("#rows caption", "best matches")
     assert "Flies kites" in console.browser.find_element(By.ID, "rows").text
-    assert float(console.wait("#rows [data-relevance]").get_attribute("data-relevance")) >= 0.5
+    relevance = console.wait("#rows [data-relevance]").get_attribute("data-relevance")
+    assert float(relevance or "nan") >= 0.5
     assert "rooibos" not in console.browser.find_element(By.ID, "rows").text
     console.accessible("owner rows found")
     # A fact added without a key gets one read off the fact.

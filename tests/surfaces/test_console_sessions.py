@@ -8,6 +8,7 @@ import json
 import re
 from collections.abc import Iterator
 from importlib import resources
+from typing import Any
 
 import pytest
 
@@ -55,7 +56,7 @@ class Console:
         assert response.status == 200
         return str(response.headers["set-cookie"]).split(";")[0], answer["csrf"]
 
-    def described(self, cookie: str, csrf: str = "") -> dict[str, object] | None:
+    def described(self, cookie: str, csrf: str = "") -> dict[str, Any] | None:
         """GET /console/session with the cookie (and the CSRF token): the session, or None."""
         headers = {"cookie": cookie} | ({"x-memoryd-csrf": csrf} if csrf else {})
         self._connection.request("GET", "/console/session", headers=headers)

@@ -110,9 +110,10 @@ def test_v2_messages_are_v1_field_for_field(name: str) -> None:
         assert set(olds) == set(news), name
         for type_name, item in olds.items():
             assert _shape(item) == _shape(news[type_name]), type_name
-            if isinstance(item, Descriptor):
+            counterpart = news[type_name]
+            if isinstance(item, Descriptor) and isinstance(counterpart, Descriptor):
                 assert _guest_ignored(item, v1_access_pb2.guest_ignored) == _guest_ignored(
-                    news[type_name], v2_access_pb2.guest_ignored
+                    counterpart, v2_access_pb2.guest_ignored
                 ), type_name
 
 
@@ -320,7 +321,8 @@ def test_metrics_count_each_version_under_its_service(served: ServerProcess) -> 
 async def test_a_v1_call_is_logged_under_its_own_path(served: ServerProcess) -> None:
     with grpc.insecure_channel(served.address) as channel:
         for method in (CURRENT["ListOwners"], LEGACY["ListOwners"]):
-            channel.unary_unary(_path(method))(b"", timeout=30)
+            unary: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(_path(method))
+            unary(b"", timeout=30)
     wanted = {_path(CURRENT["ListOwners"]), _path(LEGACY["ListOwners"])}
     # The server's log is written by a thread of its own: wait for the lines.
     await eventually(lambda: wanted <= {event["method"] for event in served.events("rpc")})

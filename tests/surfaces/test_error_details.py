@@ -69,7 +69,9 @@ CASES: list[tuple[str, Callable[[md.Stubs, md.Conversation], Awaitable[Any]], An
     (
         "an enum number the contract does not define",
         lambda memory, _chat: memory.memory.StoreMemory(
-            md.StoreMemoryRequest(owner=md.OwnerScope(owner_id="ada"), category=42, key="k")
+            md.StoreMemoryRequest(
+                owner=md.OwnerScope(owner_id="ada"), category=md.Category.ValueType(42), key="k"
+            )
         ),
         (grpc.StatusCode.INVALID_ARGUMENT, "UNKNOWN_ENUM_VALUE", "category"),
     ),

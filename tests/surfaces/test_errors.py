@@ -101,7 +101,8 @@ BAD_APPENDS = [
     ),
     pytest.param(
         md.AppendMessagesRequest(
-            conversation=_conversation(), messages=[md.NewMessage(role=9, content="x")]
+            conversation=_conversation(),
+            messages=[md.NewMessage(role=md.Role.ValueType(9), content="x")],
         ),
         "messages[0].role has unknown value 9",
         id="unknown-role",
@@ -339,7 +340,7 @@ async def test_bytes_that_are_not_a_valid_request_get_invalid_argument(
     for payload in (invalid_utf8, truncated):
         error = await rpc_error(raw(payload))
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert error.details().startswith("the request is not a valid protobuf message")
+        assert (error.details() or "").startswith("the request is not a valid protobuf message")
 
 
 async def test_unknown_conversation_is_not_found(memory: md.Stubs) -> None:

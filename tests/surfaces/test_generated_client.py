@@ -25,11 +25,8 @@ def test_generated_code_is_up_to_date() -> None:
 
 
 def test_the_check_notices_edited_missing_and_extra_files(tmp_path: Path) -> None:
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import gen_protos  # noqa: PLC0415 - a script, imported for its functions
-    finally:
-        sys.path.pop(0)
+    from scripts import gen_protos  # noqa: PLC0415 - a script, imported for its functions
+
     committed = ROOT / "clients" / "python" / "memoryd_client"
     copy = tmp_path / "memoryd_client"
     for package in gen_protos.PACKAGES:

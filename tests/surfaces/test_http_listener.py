@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 import memoryd_client as md
 from memoryd.api import contract
@@ -29,7 +29,7 @@ from memoryd.web.budget import ConnectionBudget, HttpLimits
 from memoryd.web.hosts import HostPolicy, host_of
 from memoryd.web.listener import HttpListener
 from memoryd.web.throttle import RepeatFilter, Throttle
-from tests.helpers import raw_exchange
+from tests.helpers import health_stub, raw_exchange
 
 # Each RPC's memoryd.v2 path, by name.
 V2 = {method.name: contract.path(method) for method in contract.methods()}
@@ -300,9 +300,7 @@ def test_held_connections_under_a_low_file_limit_leave_grpc_serving(
         held = [socket.create_connection((host, int(port))) for _ in range(1100)]
         server.wait_for_event(Event.HTTP_CONNECTIONS_CAPPED)
         with grpc.insecure_channel(server.address) as channel:
-            health = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(), timeout=30
-            )
+            health = health_stub(channel).Check(health_pb2.HealthCheckRequest(), timeout=30)
             assert health.status == health_pb2.HealthCheckResponse.SERVING
             stored = md.SyncStubs(channel).conversations.AppendMessages(
                 md.AppendMessagesRequest(

@@ -24,11 +24,12 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 
 import memoryd_client as md
 from memoryd.observability import metrics
+from memoryd.testing.configs import review_config
 from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.server_process import ServerProcess
 from tests.backends import on_postgres
 from tests.helpers import append, user
-from tests.review_helpers import eventually, review_config, turn
+from tests.review_helpers import eventually, turn
 from tests.scraping import Samples, listening, scrape
 
 ADMIN = "metrics-admin-token-0123456789abcdef"
@@ -342,7 +343,10 @@ def attributes(pairs: Any) -> dict[str, Any]:
 def collector() -> Iterator[tuple[Collector, int]]:
     received = Collector()
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(received, server)
+    # opentelemetry-proto's generated gRPC module has no types.
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        received, server
+    )
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     yield received, port

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 
 import memoryd_client as md
+from memoryd.testing.configs import review_config
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
-from tests.review_helpers import commit, eventually, review_config, review_now, turn
+from tests.review_helpers import commit, eventually, review_now, turn
 
 # Exercises storage: make test runs it on PostgreSQL too.
 pytestmark = [pytest.mark.slow, pytest.mark.storage]
@@ -175,7 +177,7 @@ async def test_review_runs_are_listed_newest_first_in_pages_and_failures_reach_t
 async def test_review_settings_are_saved_with_the_file_s_comments_and_applied_at_once(
     start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
 ) -> None:
-    off = {
+    off: dict[str, Any] = {
         "review_interval_hours": 0,
         "turn_interval": 0,
         "idle_timeout_minutes": 0,
