@@ -5,8 +5,8 @@
 
 The ceiling: a freshly migrated database (the schema keeps both full-text indexes), the
 conversations created, then the messages inserted straight through the driver (APSW, or
-psycopg), one set-based INSERT (json_each) per transaction of `--batch` rows, their tokens
-counted as memoryd counts them: what the database itself does with this schema on this
+psycopg), one set-based INSERT (a JSON array read as rows) per transaction of `--batch` rows,
+their tokens counted as memoryd counts them: what the database itself does with this schema on this
 machine, nothing else.
 memoryd: a real server, the same messages (bench/corpus.py's vocabulary, 3-40 words, in 200
 conversations) sent with IngestMessages in batches of `--batch` by `--streams` concurrent
@@ -32,6 +32,7 @@ import corpus
 import memoryd_client as md
 from memoryd.domain.conversation import conversation_key, search_scope_tokens
 from memoryd.domain.tokens import count_tokens
+from memoryd.storage.engine import engine_of
 from memoryd.storage.sql import write_transaction
 from memoryd.storage.transaction import Transaction
 from memoryd.testing.server_process import ServerProcess
@@ -68,13 +69,15 @@ def raw_rate(connection: Transaction, items: list[tuple[str, str]], batch: int) 
             [chat, text, STAMP, count_tokens(text)] for chat, text in items[start : start + batch]
         ]
         with write_transaction(connection):
-            # One set-based statement per batch (json_each), the fastest way into this schema.
+            # One set-based statement per batch (a JSON array read as rows), the fastest way
+            # into this schema.
             connection.execute(
                 "INSERT INTO messages (agent_id, owner_id, channel, chat_id, thread_scope, sender, "
                 "role, kind, content, metadata_json, trust, created_at, token_count) "
                 "SELECT 'main', 'default', 'bench', j.value ->> 0, 'root', 'ada', 'user', "
                 "'chat_message', j.value ->> 1, '{}', 'operator', j.value ->> 2, "
-                "CAST(j.value ->> 3 AS BIGINT) FROM json_each(?) AS j ORDER BY j.key",
+                "CAST(j.value ->> 3 AS BIGINT) "
+                f"FROM {engine_of(connection).json_rows('?', 'j')} ORDER BY j.key",
                 (json.dumps(rows, ensure_ascii=False),),
             )
     return len(items) / (time.perf_counter() - began)

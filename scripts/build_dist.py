@@ -35,6 +35,9 @@ def build(out: Path) -> list[Path]:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     for folder, kinds in PYTHON_PACKAGES:
+        # setuptools keeps build/ between builds: a file since removed from the tree (a renamed
+        # migration) would still be in the wheel.
+        shutil.rmtree(folder / "build", ignore_errors=True)
         subprocess.run(
             [sys.executable, "-m", "build", "--no-isolation", *kinds, "--outdir", str(out), "."],
             cwd=folder,
