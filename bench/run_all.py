@@ -104,6 +104,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     *_each_backend(
         "ingest_throughput", "ingest_throughput.py", (), ("--messages", "2000", "--batch", "200")
     ),
+    *_each_backend("activity_cost", "activity_cost.py", (), ("--messages", "200", "--rounds", "1")),
     Benchmark("review_throughput", "review_throughput.py", (), ("--conversations", "20")),
     Benchmark(
         "transcript_latency",

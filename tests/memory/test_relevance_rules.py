@@ -176,3 +176,12 @@ def test_a_long_message_is_cut_around_its_terms() -> None:
     # The window holding the most terms wins.
     both = "alpha " + "x " * 30 + "beta gamma " + "y " * 30
     assert "**beta** **gamma**" in (snippet(both, "beta", "gamma", "alpha") or "")
+
+
+def test_a_phrase_longer_than_a_snippet_opens_the_window_unmarked() -> None:
+    # Found by the round-trip property test: a message searched for as a whole, its one phrase
+    # of 20 words longer than the 16 a snippet holds.
+    text = "intro " + " ".join(f"w{n}" for n in range(20)) + " outro"
+    phrase = " ".join(f"w{n}" for n in range(20))
+    found = word_snippet(text, text_spans(text), [phrase_words(phrase)])
+    assert found == ELLIPSIS + " ".join(f"w{n}" for n in range(16)) + ELLIPSIS

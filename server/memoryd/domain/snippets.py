@@ -70,10 +70,11 @@ def _instances(spans: Sequence[Span], phrases: Sequence[tuple[str, ...]]) -> lis
 
 def _window(held: list[tuple[int, int]], words: int, width: int) -> tuple[int, int]:
     """The first and last word of the `width` words holding the most of `held` (the earliest
-    of the best), the phrases centred in it."""
+    of the best), the phrases centred in it. When no phrase fits in `width` words (a query of
+    more words than a snippet holds), the window opens on the first phrase's first word."""
     if words <= width:
         return 0, words - 1
-    best, chosen = -1, (0, width - 1)
+    best, chosen = 0, None
     for begin, _ in held:
         inside = [(b, f) for b, f in held if begin <= b and f < begin + width]
         if len(inside) <= best:
@@ -81,6 +82,9 @@ def _window(held: list[tuple[int, int]], words: int, width: int) -> tuple[int, i
         best = len(inside)
         span_end = max(f for _, f in inside)
         start = max(0, min(begin - (width - (span_end - begin + 1)) // 2, words - width))
+        chosen = (start, start + width - 1)
+    if chosen is None:
+        start = min(held[0][0], words - width)
         chosen = (start, start + width - 1)
     return chosen
 

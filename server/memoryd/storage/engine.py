@@ -40,7 +40,8 @@ class WordMatch:
     """The rows of a table holding a word expression, as pieces of one statement: `tables` for
     its FROM list (the table under the alias asked for, joined with what the index needs),
     `condition` for its WHERE clause, `score` for its select list (lower is better, as bm25's)
-    and `params`, the parameters of those three in that order."""
+    and `params`, the parameters of `tables` then of `condition` (a score takes none, so a
+    statement of SELECT score ... FROM tables WHERE condition binds them in order)."""
 
     tables: str
     condition: str

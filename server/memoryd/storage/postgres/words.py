@@ -298,24 +298,12 @@ class TsvectorWords:
         if not scored:  # no idf to read
             table, phrases = query_table(expression)
             return WordMatch(f"messages AS m, {table}", f"m.words @@ {QUERY}", "0", phrases)
-        search = ranked(connection, "messages", expression)
-        return WordMatch(
-            f"messages AS m, {search.table}",
-            f"m.words @@ {QUERY}",
-            search.score("m.words"),
-            list(search.params),
-        )
+        return _ranked_match(connection, "messages", "m", expression)
 
     def match_memories(
         self, connection: Transaction, expression: str, scope_token: str
     ) -> WordMatch:
-        search = ranked(connection, "memories", expression)
-        return WordMatch(
-            f"memories AS r, {search.table}",
-            f"r.words @@ {QUERY}",
-            search.score("r.words"),
-            list(search.params),
-        )
+        return _ranked_match(connection, "memories", "r", expression)
 
     def best_messages(
         self, connection: Transaction, expression: str, limit: int
@@ -326,3 +314,16 @@ class TsvectorWords:
         self, connection: Transaction, table: WordTable, terms: Sequence[str]
     ) -> tuple[float, list[float]]:
         return rows_holding(connection, table, list(terms))
+
+
+def _ranked_match(
+    connection: Transaction, table: WordTable, alias: str, expression: str
+) -> WordMatch:
+    """The rows of `table` (under `alias`) holding the expression, with their ranked score."""
+    search = ranked(connection, table, expression)
+    return WordMatch(
+        f"{table} AS {alias}, {search.table}",
+        f"{alias}.words @@ {QUERY}",
+        search.score(f"{alias}.words"),
+        list(search.params),
+    )
