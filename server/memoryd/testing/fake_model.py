@@ -29,6 +29,9 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
+# How often the server thread looks for a stop: the most stop() waits.
+POLL_SECONDS = 0.02
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ToolCall:
@@ -87,7 +90,11 @@ class FakeModel:
         self._lock = threading.Lock()
         self._server = _QuietServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # serve_forever's poll interval is how long stop() waits for it (0.5 s by default,
+        # paid at the end of every test that uses a fake).
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": POLL_SECONDS}, daemon=True
+        )
 
     @property
     def base_url(self) -> str:
