@@ -125,14 +125,10 @@ def migrate(
     `migrations`; returns the versions applied."""
     name = name or str(getattr(connection, "filename", "the database"))
     _bookkeeping(connection)
-    if migrations:
+    applied = _applied(connection)
+    if migrations and applied and min(applied) < migrations[0].version:
         _one_line(connection, migrations[0].version)
-    applied = {
-        version: (name, checksum)
-        for version, name, checksum in connection.execute(
-            "SELECT version, name, checksum FROM schema_migrations"
-        )
-    }
+        applied = _applied(connection)
     known = {migration.version: migration for migration in migrations}
     newer = sorted(set(applied) - set(known))
     if newer:
@@ -177,12 +173,21 @@ def schema_version(connection: Transaction) -> int:
     return int(row[0] or 0)
 
 
+def _applied(connection: Transaction) -> dict[int, tuple[str, str]]:
+    """The migrations recorded: (name, checksum) by version."""
+    return {
+        version: (name, checksum)
+        for version, name, checksum in connection.execute(
+            "SELECT version, name, checksum FROM schema_migrations"
+        )
+    }
+
+
 def _one_line(connection: Transaction, first: int) -> None:
     """An engine whose files begin at `first` numbered them from 1 before the line was one: a
     database it migrated then records 1, 2, ... for first, first + 1, ...; those records move
-    to the line's numbers (the files, and so their checksums, are the same)."""
-    if first == 1:
-        return
+    to the line's numbers (the files, and so their checksums, are the same). Read again under
+    the migration lock: a server starting at the same moment may have moved them first."""
     with write_transaction(connection):
         engine_of(connection).lock_migrations(connection)
         lowest = one(connection, "SELECT min(version) FROM schema_migrations")[0]
