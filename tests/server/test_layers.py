@@ -1,6 +1,7 @@
 """The shape of the code, kept by tests: every unit of server/memoryd stands on a floor and
 imports only from floors below it, some layers keep third-party libraries out, only storage knows
-the database, no code outside the storage engines asks which engine it is, every RPC of the
+the database, no code outside the storage engines asks which engine it is (nor loads
+PostgreSQL's driver on SQLite), every RPC of the
 contract has a handler, and every enum table covers its protobuf
 enum and its domain enum."""
 
@@ -8,8 +9,12 @@ from __future__ import annotations
 
 import ast
 import inspect
+import os
 import re
 import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -367,6 +372,64 @@ def test_the_engine_check_sees_each_kind_of_branch(tmp_path: Path) -> None:
         "probe.py:5 asks whose settings these are",
         "probe.py:7 compares with a backend's name",
     ]
+
+
+# The tables an engine's driver extends when it loads (memoryd.storage.errors.recognise): a name
+# imported from there is the table as it was at that import, without the driver's failures.
+EXTENDED_TABLES = {"TRANSIENT", "TRANSIENT_ERRORS", "CONSTRAINT_ERRORS"}
+
+
+def _tables_imported_by_name(path: Path, name: str) -> list[str]:
+    return [
+        f"{name}:{node.lineno} imports {alias.name}"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and node.module == "memoryd.storage.errors"
+        for alias in node.names
+        if alias.name in EXTENDED_TABLES
+    ]
+
+
+def test_the_tables_of_transient_failures_are_read_when_a_failure_is_caught() -> None:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        found += _tables_imported_by_name(path, path.relative_to(PACKAGE).as_posix())
+    assert found == []
+
+
+def test_the_table_check_sees_a_table_imported_by_name(tmp_path: Path) -> None:
+    module = tmp_path / "probe.py"
+    module.write_text("from memoryd.storage.errors import TRANSIENT_ERRORS, unavailable\n")
+    assert _tables_imported_by_name(module, "probe.py") == ["probe.py:1 imports TRANSIENT_ERRORS"]
+
+
+@pytest.mark.slow
+def test_a_store_on_sqlite_never_loads_postgresqls_driver(tmp_path: Path) -> None:
+    """What `memoryd serve` imports and opens, on SQLite: the driver's import was a tenth of a
+    second of every start."""
+    program = textwrap.dedent(
+        """
+        import asyncio, sys
+        import memoryd.cli.main, memoryd.server
+        from memoryd.config.loading import load_settings
+        from memoryd.runtime import Runtime
+
+        async def opened_and_closed():
+            runtime = Runtime.open(load_settings({}, home=sys.argv[1]), {})
+            await runtime.close()
+
+        asyncio.run(opened_and_closed())
+        print(sorted(name for name in sys.modules if name.startswith("psycopg")))
+        """
+    )
+    result = subprocess.run(  # noqa: S603 - this interpreter, running the program above
+        [sys.executable, "-c", program, str(tmp_path / "home")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        env={name: value for name, value in os.environ.items() if not name.startswith("MEMORYD_")},
+    )
+    assert result.stdout == "[]\n"
 
 
 # A module that says what it holds stays readable in one sitting.

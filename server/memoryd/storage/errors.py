@@ -1,7 +1,8 @@
 """Where the database's errors become memoryd's: only storage sees apsw and psycopg exceptions.
 
-One table says which of SQLite's and PostgreSQL's failures are transient (the same call may
-succeed later) and what each means to a caller; reads and writes both answer those with
+One table says which of SQLite's failures are transient (the same call may succeed later) and
+what each means to a caller; PostgreSQL's driver adds its own when it loads
+(memoryd.storage.postgres.errors); reads and writes both answer those with
 Unavailable. The writer (memoryd.storage.writer) retries them before giving up; a read gives up
 at once. Anything else is a defect and stays as it is: the api layer turns it into INTERNAL
 without showing its text.
@@ -11,45 +12,39 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import apsw
 
 from memoryd.errors import Unavailable
 
-# SQLite's transient failures, and what each means.
+# The transient failures of the engines in use, and what each means: SQLite's, and another
+# engine's once its driver is loaded (`recognise`). Read where a failure is caught, as
+# `errors.TRANSIENT_ERRORS`: a name imported from here would not see an engine's added later.
 TRANSIENT: dict[type[Exception], str] = {
     apsw.BusyError: "the database is busy",
     apsw.LockedError: "the database is locked",
     apsw.IOError: "the disk failed (I/O error)",
     apsw.FullError: "the disk is full",
 }
+TRANSIENT_ERRORS = tuple(TRANSIENT)
 # A value the database refused: a constraint (a unique key, a foreign key, a check) or, on
 # PostgreSQL, a value its column's type cannot hold (SQLite's STRICT tables count that as a
 # constraint).
 CONSTRAINT_ERRORS: tuple[type[Exception], ...] = (apsw.ConstraintError,)
 
-try:  # PostgreSQL's, when its driver is installed (the "postgres" extra)
-    import psycopg
-    from psycopg import errors as pg
-except ImportError:  # pragma: no cover - the extra is part of every test environment
-    pass
-else:
-    TRANSIENT.update(
-        {
-            pg.SerializationFailure: "the database is busy (a conflicting transaction)",
-            pg.DeadlockDetected: "the database is busy (a deadlock was broken)",
-            pg.LockNotAvailable: "the database is locked",
-            pg.QueryCanceled: "the database cancelled the statement (statement_timeout)",
-            pg.DiskFull: "the database's disk is full",
-            pg.AdminShutdown: "PostgreSQL is shutting down",
-            pg.CannotConnectNow: "PostgreSQL is starting up",
-            psycopg.OperationalError: "PostgreSQL is unreachable",
-            psycopg.InterfaceError: "the connection to PostgreSQL was lost",
-        }
-    )
-    CONSTRAINT_ERRORS += (psycopg.errors.IntegrityError, psycopg.errors.DataError)
-TRANSIENT_ERRORS = tuple(TRANSIENT)
+
+def recognise(
+    transient: Mapping[type[Exception], str], constraint: tuple[type[Exception], ...]
+) -> None:
+    """Add an engine's driver's failures to the tables: its module calls this when it loads, so
+    SQLite's servers never import PostgreSQL's driver (a tenth of a second at every start)."""
+    global TRANSIENT_ERRORS, CONSTRAINT_ERRORS  # noqa: PLW0603 - extended once, by an engine
+    TRANSIENT.update(transient)
+    TRANSIENT_ERRORS = tuple(TRANSIENT)
+    CONSTRAINT_ERRORS = tuple(dict.fromkeys((*CONSTRAINT_ERRORS, *constraint)))
+
+
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -97,5 +92,5 @@ def translate_read_errors() -> Iterator[None]:
     """A read that fails transiently answers Unavailable."""
     try:
         yield
-    except TRANSIENT_ERRORS as error:
+    except TRANSIENT_ERRORS as error:  # read now: the engines' failures known by then
         raise unavailable(error, doing="nothing was read") from error

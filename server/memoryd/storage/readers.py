@@ -17,7 +17,8 @@ from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 from memoryd.errors import Unavailable
-from memoryd.storage.errors import TRANSIENT_ERRORS, translate_read_errors
+from memoryd.storage import errors as database_errors
+from memoryd.storage.errors import translate_read_errors
 from memoryd.storage.transaction import Transaction
 
 T = TypeVar("T")
@@ -73,7 +74,7 @@ class ReaderPool:
             reused = idle is not None and self._usable(idle)
             try:
                 return self._read_on(self._connection(), run)
-            except TRANSIENT_ERRORS:
+            except database_errors.TRANSIENT_ERRORS:
                 connection = getattr(self._local, "connection", None)
                 if not reused or connection is None or self._usable(connection):
                     raise  # a new connection failed, or one that still works: storage is away

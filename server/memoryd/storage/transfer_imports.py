@@ -17,8 +17,9 @@ from memoryd.domain.resources import ResourceKey, ResourceType
 from memoryd.domain.review_prompt import is_review_input
 from memoryd.domain.transfer import Record, Value, conversation_of
 from memoryd.errors import FailedPrecondition, InvalidArgument
+from memoryd.storage import errors as database_errors
 from memoryd.storage.engine import engine_of
-from memoryd.storage.errors import CONSTRAINT_ERRORS, broken_check, constraint_violated
+from memoryd.storage.errors import broken_check, constraint_violated
 from memoryd.storage.sql import rows, savepoint
 from memoryd.storage.transaction import Transaction
 from memoryd.storage.transfer_store import RESOURCE_KEY, TABLES, select_list
@@ -97,12 +98,12 @@ def _store_run(
     try:
         with savepoint(connection, "records"):
             _insert(connection, kind, new)
-    except CONSTRAINT_ERRORS:
+    except database_errors.CONSTRAINT_ERRORS:
         for record in new:
             try:
                 with savepoint(connection, "record"):
                     _insert(connection, kind, [record])
-            except CONSTRAINT_ERRORS as error:
+            except database_errors.CONSTRAINT_ERRORS as error:
                 raise _refusal(record, error) from None
         raise  # pragma: no cover - the rows fail together but never one by one
     done.stored[kind] += len(new)

@@ -19,8 +19,8 @@ from memoryd.domain.resources import checkpoint_owner_prefix
 from memoryd.domain.transfer import Selection
 from memoryd.errors import FailedPrecondition
 from memoryd.storage import checkpoint_split
+from memoryd.storage import errors as database_errors
 from memoryd.storage.engine import engine_of
-from memoryd.storage.errors import CONSTRAINT_ERRORS
 from memoryd.storage.sql import Row, rows, savepoint
 from memoryd.storage.transaction import Transaction
 
@@ -163,7 +163,7 @@ def split_old_checkpoints(connection: Transaction) -> bool:
     try:
         with savepoint(connection, "checkpoint_split"):
             connection.execute(checkpoint_split.statements(engine_of(connection)))
-    except CONSTRAINT_ERRORS:
+    except database_errors.CONSTRAINT_ERRORS:
         raise FailedPrecondition(
             "the version 1 export's checkpoints, once split by owner, collide with stored "
             "checkpoint revisions; import it into an empty data directory"

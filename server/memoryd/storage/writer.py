@@ -39,7 +39,8 @@ from typing import Any, Generic, TypeVar
 from memoryd.errors import Unavailable
 from memoryd.log_events import Event
 from memoryd.observability import metrics, tracing
-from memoryd.storage.errors import TRANSIENT_ERRORS, unavailable
+from memoryd.storage import errors as database_errors
+from memoryd.storage.errors import unavailable
 from memoryd.storage.transaction import Transaction
 from memoryd.storage.write_terms import (
     Batch,
@@ -222,7 +223,7 @@ class Writer:
             except _Isolate:
                 self._rollback()
                 guarded = True
-            except TRANSIENT_ERRORS as error:
+            except database_errors.TRANSIENT_ERRORS as error:
                 self._rollback()
                 if attempt == self._settings.attempts:
                     self._give_up(group, attempt, error)
@@ -292,7 +293,7 @@ class Writer:
         if not guarded:
             try:
                 results = jobs[0].batch.run(self._connection, [job.payload for job in jobs])
-            except TRANSIENT_ERRORS:
+            except database_errors.TRANSIENT_ERRORS:
                 raise
             except Exception as error:
                 raise _Isolate from error
@@ -301,7 +302,7 @@ class Writer:
         self._connection.execute("SAVEPOINT batch")
         try:
             results = jobs[0].batch.run(self._connection, [job.payload for job in jobs])
-        except TRANSIENT_ERRORS:
+        except database_errors.TRANSIENT_ERRORS:
             raise
         except Exception as error:  # noqa: BLE001 - retried job by job below, to find the culprit
             self._connection.execute("ROLLBACK TO batch; RELEASE batch")

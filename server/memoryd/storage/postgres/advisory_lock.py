@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 
-from memoryd.storage.errors import TRANSIENT_ERRORS
+from memoryd.storage import errors as database_errors
 from memoryd.storage.postgres import database as postgres
 from memoryd.storage.postgres.settings import PostgresSettings
 from memoryd.storage.postgres.transaction import PostgresTransaction
@@ -26,22 +26,22 @@ class AdvisoryLock:
         if self._connection is not None:
             try:
                 self._connection.execute("SELECT 1").fetchall()
-            except TRANSIENT_ERRORS:
+            except database_errors.TRANSIENT_ERRORS:
                 self.release()  # the connection went, and the lock with it
             else:
                 return True
         try:
             connection = postgres.connect(self._settings)
-        except TRANSIENT_ERRORS:
+        except database_errors.TRANSIENT_ERRORS:
             return False  # PostgreSQL is away: the next attempt tries again
         try:
             taken = connection.execute(
                 "SELECT pg_try_advisory_lock(?)", (ADVISORY_KEY,)
             ).fetchall()[0][0]
-        except TRANSIENT_ERRORS:
+        except database_errors.TRANSIENT_ERRORS:
             taken = False
         if not taken:
-            with contextlib.suppress(*TRANSIENT_ERRORS):
+            with contextlib.suppress(*database_errors.TRANSIENT_ERRORS):
                 connection.close()
             return False
         self._connection = connection
@@ -49,6 +49,6 @@ class AdvisoryLock:
 
     def release(self) -> None:
         if self._connection is not None:
-            with contextlib.suppress(*TRANSIENT_ERRORS):
+            with contextlib.suppress(*database_errors.TRANSIENT_ERRORS):
                 self._connection.close()
             self._connection = None

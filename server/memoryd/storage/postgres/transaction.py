@@ -17,6 +17,7 @@ import psycopg
 from psycopg.adapt import Loader
 
 from memoryd.errors import InvalidArgument, Unavailable
+from memoryd.storage.postgres import errors as _driver_errors  # noqa: F401 - storage learns them
 from memoryd.storage.postgres.engine import POSTGRES, PostgresEngine
 from memoryd.storage.postgres.paramstyle import format_style
 
