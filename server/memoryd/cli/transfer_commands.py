@@ -20,11 +20,12 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol, TextIO, cast
-
-from tqdm import tqdm
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, cast
 
 import memoryd_client as md
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 CHUNK_LINES = 2000
 CHUNK_CHARS = 1024 * 1024
@@ -74,6 +75,8 @@ class Progress:
         self._stream = stream
         self._bar: tqdm[Any] | None = None
         if stream.isatty():
+            from tqdm import tqdm  # noqa: PLC0415 - only on a terminal: every command imports this
+
             self._bar = tqdm(unit=" records", unit_scale=True, desc=what, file=stream)
         self._done = 0
         self._total = 0
