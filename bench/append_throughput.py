@@ -1,7 +1,7 @@
 """(a) AppendMessages throughput, one message per call, 32 concurrent callers, against a baseline.
 
     python bench/append_throughput.py [--seconds 10] [--rounds 3] [--concurrency 32]
-                                      [--backend sqlite] [--backend postgres]
+                                      [--warm-up 2] [--backend sqlite] [--backend postgres]
 
 The baseline is a do-nothing grpc.aio server on the same contract (bench/noop_server.py). Load
 comes from ghz (a Go gRPC load generator, far cheaper per call than a Python client, so the
@@ -156,6 +156,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument(
+        "--warm-up", type=float, default=2.0, help="seconds of load on each server, not measured"
+    )
+    parser.add_argument(
         "--backend", action="append", choices=backends.CHOICES, help="default: sqlite"
     )
     args = parser.parse_args()
@@ -182,10 +185,12 @@ def main() -> int:
         try:
             # Warm-up (not measured): connections, caches, the first FTS segments.
             for name, server in servers.items():
-                warm_up = summary(run_ghz(server.address, seconds=2, concurrency=args.concurrency))
+                warm_up = summary(
+                    run_ghz(server.address, seconds=args.warm_up, concurrency=args.concurrency)
+                )
                 acknowledged[name] += int(warm_up["ok"])
                 cancelled[name] += int(warm_up["errors"])
-            run_ghz(noop_address, seconds=2, concurrency=args.concurrency)
+            run_ghz(noop_address, seconds=args.warm_up, concurrency=args.concurrency)
             for _ in range(args.rounds):
                 runs["baseline"].append(
                     summary(

@@ -1,7 +1,7 @@
 """(c) Recall and GetPromptContext latency over 1M messages and 100k memory rows.
 
     python bench/recall_latency.py [--messages 1000000] [--memories 100000] [--queries 2000]
-                                   [--backend postgres]
+                                   [--owners 300] [--calls 3000] [--backend postgres]
 
 The corpus (bench/corpus.py's vocabulary) is bulk-loaded into a freshly migrated database with
 SQL in one transaction: through the RPCs it would take many minutes, and the load is not what
@@ -9,7 +9,7 @@ is measured. The schema's own triggers (SQLite) and generated columns (PostgreSQ
 index; PostgreSQL's tables are then analyzed, as autovacuum would. 3,000 conversations belong
 to 1,765 (agent, owner) pairs (owners drawn from 2,000, two agents); each pair has about 57
 memory rows across the six categories, notes and scopes. Then a real server opens the
-database; 300 owners get one StoreMemory each, so their prompt files are rendered and
+database; 300 owners (`--owners`) get one StoreMemory each, so their prompt files are rendered and
 versioned by the server itself.
 
 Recall queries are what a tool call sends: one mid-frequency word, two words, a partial word or
@@ -260,6 +260,12 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--memories", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=2000)
+    parser.add_argument(
+        "--owners", type=int, default=RENDERED_OWNERS, help="owners whose prompt is rendered"
+    )
+    parser.add_argument(
+        "--calls", type=int, default=3000, help="GetPromptContext and health calls through ghz"
+    )
     parser.add_argument("--backend", default="sqlite", choices=backends.CHOICES)
     args = parser.parse_args()
     rng = random.Random(2027)
@@ -275,7 +281,7 @@ def main() -> int:
         try:
             with grpc.insecure_channel(server.address) as channel:
                 memory = md.SyncStubs(channel)
-                owners = rng.sample(built["owners"], RENDERED_OWNERS)
+                owners = rng.sample(built["owners"], args.owners)
                 for owner in owners:
                     memory.memory.StoreMemory(
                         md.StoreMemoryRequest(
@@ -320,9 +326,11 @@ def main() -> int:
                     server.address,
                     "memoryd.v2.ContextService.GetPromptContext",
                     owner_data,
-                    3000,
+                    args.calls,
                 )
-                ghz_health = ghz_latency(server.address, "grpc.health.v1.Health.Check", [{}], 3000)
+                ghz_health = ghz_latency(
+                    server.address, "grpc.health.v1.Health.Check", [{}], args.calls
+                )
         finally:
             code = server.stop()
         events = server.events("rpc")[mark:]

@@ -80,7 +80,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "append_throughput",
         "append_throughput.py",
         ("--rounds", "5", *BOTH),
-        ("--seconds", "1", "--rounds", "1", "--concurrency", "4", *BOTH),
+        ("--seconds", "0.5", "--rounds", "1", "--concurrency", "4", "--warm-up", "0.5", *BOTH),
     ),
     *_each_backend(
         "search_latency",
@@ -93,7 +93,18 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "recall_latency",
         "recall_latency.py",
         (),
-        ("--messages", "3000", "--memories", "300", "--queries", "50"),
+        (
+            "--messages",
+            "3000",
+            "--memories",
+            "300",
+            "--queries",
+            "50",
+            "--owners",
+            "20",
+            "--calls",
+            "200",
+        ),
     ),
     *_each_backend(
         "compose_latency",
@@ -132,7 +143,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "worker_throughput",
         "worker_throughput.py",
         BOTH,
-        ("--seconds", "1", "--rounds", "1", "--workers", "2", *BOTH),
+        ("--seconds", "0.5", "--rounds", "1", "--workers", "2", "--warm-up", "0.5", *BOTH),
     ),
     Benchmark("http_json", "http_json.py", (), ("--calls", "50")),
     Benchmark(

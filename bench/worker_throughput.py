@@ -1,7 +1,7 @@
 """`memoryd serve --workers N`: AppendMessages throughput, latency under load, and coherence.
 
     python bench/worker_throughput.py [--seconds 10] [--rounds 3] [--workers 1 --workers 2]
-                                      [--backend sqlite] [--backend postgres]
+                                      [--warm-up 2] [--backend sqlite] [--backend postgres]
 
 For each worker count and backend, in one run:
 
@@ -207,6 +207,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, action="append", help="default: 1 and 2")
     parser.add_argument(
+        "--warm-up", type=float, default=2.0, help="seconds of load on each server, not measured"
+    )
+    parser.add_argument(
         "--backend", action="append", choices=backends.CHOICES, help="default: sqlite"
     )
     args = parser.parse_args()
@@ -233,10 +236,10 @@ def main() -> int:
             extra: dict[str, dict[str, Any]] = {backend: {} for backend in servers}
             try:
                 for name, server in servers.items():  # warm-up, not measured
-                    warm = measured(server.address, server_pids(server), 2)
+                    warm = measured(server.address, server_pids(server), args.warm_up)
                     acknowledged[name] += int(warm["ok"])
                     cancelled[name] += int(warm["errors"])
-                measured(noop_address, noop_pids, 2)
+                measured(noop_address, noop_pids, args.warm_up)
                 for _ in range(args.rounds):
                     runs["baseline"].append(measured(noop_address, noop_pids, args.seconds))
                     for name, server in servers.items():
