@@ -6,6 +6,10 @@ and a check run while a server is serving; a restore and a migration refuse to w
 the directory. `migrate --to postgres --dsn DSN` copies the SQLite database into an empty
 PostgreSQL (as an export imported there), with progress.
 `check` exits 0 when the data is healthy and 1 when it is not; `--json` prints the report.
+
+The services they run (memoryd.services.maintenance) are imported when one of them runs, not when
+the command line is read: every `memoryd` command reads it, and they were a tenth of a second of
+each.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ from memoryd.cli.remote import EXIT_FAILED
 from memoryd.cli.transfer_commands import Progress
 from memoryd.config import data_storage
 from memoryd.errors import MemorydError, StartupError
-from memoryd.services import maintenance
 from memoryd.storage import location
 from memoryd.storage.location import DatabaseLocation
 from memoryd.storage.postgres.settings import PostgresSettings
@@ -91,6 +94,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str], out: TextIO = sys.stdo
 
 
 def _backup(args: argparse.Namespace, out: TextIO, where: _Where) -> int:
+    from memoryd.services import maintenance  # noqa: PLC0415 - see the docstring
+
     size = maintenance.backup(where.home, Path(args.path), where.store)
     return _say(
         args,
@@ -101,6 +106,8 @@ def _backup(args: argparse.Namespace, out: TextIO, where: _Where) -> int:
 
 
 def _restore(args: argparse.Namespace, out: TextIO, where: _Where) -> int:
+    from memoryd.services import maintenance  # noqa: PLC0415 - see the docstring
+
     kept = maintenance.restore(where.home, Path(args.path), where.store)
     kept_as = (
         f"; the replaced database is kept as {kept} (it may hold data erased later: "
@@ -117,6 +124,8 @@ def _restore(args: argparse.Namespace, out: TextIO, where: _Where) -> int:
 
 
 def _discard_replaced(args: argparse.Namespace, out: TextIO, where: _Where) -> int:
+    from memoryd.services import maintenance  # noqa: PLC0415 - see the docstring
+
     removed = maintenance.discard_replaced(where.home)
     return _say(
         args,
@@ -128,11 +137,15 @@ def _discard_replaced(args: argparse.Namespace, out: TextIO, where: _Where) -> i
 
 
 def _log_name(args: argparse.Namespace, out: TextIO, where: _Where) -> int:
+    from memoryd.services import maintenance  # noqa: PLC0415 - see the docstring
+
     named = maintenance.log_names(where.home, args.ids, where.store)
     return _say(args, out, named, "\n".join(f"{n}  {i}" for i, n in named.items()))
 
 
 def _migrate(args: argparse.Namespace, out: TextIO, where: _Where) -> int:
+    from memoryd.services import maintenance  # noqa: PLC0415 - see the docstring
+
     home = where.home
     dsn = args.dsn or where.env.get(args.dsn_env, "")
     if not dsn:
@@ -177,6 +190,8 @@ def _check_home(home: Path) -> None:
 
 
 def _check(args: argparse.Namespace, out: TextIO, where: _Where) -> int:
+    from memoryd.services import maintenance  # noqa: PLC0415 - see the docstring
+
     home = where.home
     report = maintenance.check(home, where.store)
     if args.json:
