@@ -421,7 +421,7 @@ def test_a_store_on_sqlite_never_loads_postgresqls_driver(tmp_path: Path) -> Non
         print(sorted(name for name in sys.modules if name.startswith("psycopg")))
         """
     )
-    result = subprocess.run(  # noqa: S603 - this interpreter, running the program above
+    result = subprocess.run(
         [sys.executable, "-c", program, str(tmp_path / "home")],
         capture_output=True,
         text=True,
