@@ -4,6 +4,7 @@ Nothing here decides policy."""
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 
 from memoryd.api.convert import conversation_out, set_timestamp
 from memoryd.api.enum_tables import COMPACTION_OUTCOME, CONTEXT_PART_KIND, ROLE
@@ -22,16 +23,28 @@ from memoryd.services.context_composer import ComposedContext
 from memoryd_client.v2 import context_service_pb2 as context_pb
 
 
-def context_out(
-    key: ConversationKey, composed: ComposedContext
-) -> context_pb.ComposeContextResponse:
-    """ComposeContext's answer. The last answer of each conversation is kept by its stamp (equal
-    stamps, equal answers); a message's part is serialized once and kept (a stored message
-    never changes), so a new answer of hundreds of messages is mostly joined, not built."""
-    return _ANSWERS.answer(key, composed)
+class ContextAnswers:
+    """ComposeContext's answers, for one store: the last answer of each conversation is kept by
+    its stamp (equal stamps, equal answers); a message's part is serialized once and kept (a
+    stored message never changes, and its id is never used again), so a new answer of hundreds
+    of messages is mostly joined, not built. Kept by the service that answers (one per store:
+    message ids and conversations are a store's own). Used on the event loop only."""
+
+    def __init__(self) -> None:
+        self._parts = _SerializedParts(capacity=50_000)
+        self._answers = _Answers(capacity=256, build=self._build)
+
+    def answer(
+        self, key: ConversationKey, composed: ComposedContext
+    ) -> context_pb.ComposeContextResponse:
+        """ComposeContext's answer for `composed`."""
+        return self._answers.answer(key, composed)
+
+    def _build(self, composed: ComposedContext) -> context_pb.ComposeContextResponse:
+        return _build(composed, self._parts)
 
 
-def _build(composed: ComposedContext) -> context_pb.ComposeContextResponse:
+def _build(composed: ComposedContext, parts: _SerializedParts) -> context_pb.ComposeContextResponse:
     composition = composed.composition
     head = context_pb.ComposeContextResponse(
         parts=[
@@ -51,13 +64,13 @@ def _build(composed: ComposedContext) -> context_pb.ComposeContextResponse:
         omitted_tokens=composition.omitted_tokens,
         memory_withheld=composed.memory_withheld,
     )
-    messages = b"".join(_PARTS.of(message) for message in composition.messages)
+    messages = b"".join(parts.of(message) for message in composition.messages)
     return context_pb.ComposeContextResponse.FromString(head.SerializeToString() + messages)
 
 
 class _SerializedParts:
     """The ContextPart of each message recently composed, serialized as a `parts` field entry,
-    by message id. Used on the event loop only."""
+    by message id."""
 
     def __init__(self, capacity: int) -> None:
         self._capacity = capacity
@@ -87,11 +100,16 @@ class _SerializedParts:
 
 
 class _Answers:
-    """The last ComposeContext answer of each conversation, by stamp. Used on the event loop
-    only; an answer handed to gRPC is never changed afterwards."""
+    """The last ComposeContext answer of each conversation, by stamp; an answer handed to gRPC
+    is never changed afterwards."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(
+        self,
+        capacity: int,
+        build: Callable[[ComposedContext], context_pb.ComposeContextResponse],
+    ) -> None:
         self._capacity = capacity
+        self._build = build
         self._entries: collections.OrderedDict[
             ConversationKey, tuple[object, context_pb.ComposeContextResponse]
         ] = collections.OrderedDict()
@@ -104,7 +122,7 @@ class _Answers:
         if found is not None and found[0] == composed.stamp:
             self._entries.move_to_end(key)
             return found[1]
-        response = _build(composed)
+        response = self._build(composed)
         self._entries[key] = (composed.stamp, response)
         self._entries.move_to_end(key)
         if len(self._entries) > self._capacity:
@@ -124,8 +142,6 @@ def _varint(value: int) -> bytes:
 # ComposeContextResponse.parts is field 1, length-delimited: tag (1 << 3) | 2.
 _PARTS_TAG = bytes([(context_pb.ComposeContextResponse.PARTS_FIELD_NUMBER << 3) | 2])
 _MESSAGE_KIND = CONTEXT_PART_KIND.number(PartKind.MESSAGE)
-_PARTS = _SerializedParts(capacity=50_000)
-_ANSWERS = _Answers(capacity=256)
 
 
 def preflight_out(result: PreflightResult) -> context_pb.PreflightResponse:

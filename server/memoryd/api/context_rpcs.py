@@ -21,6 +21,7 @@ class ContextServicer(context_grpc.ContextServiceServicer):
         self._compactor = services.compactor
         self._prompts = services.prompts
         self._recalled = services.recalled
+        self._answers = cc.ContextAnswers()
 
     async def GetPromptContext(
         self, request: context_pb.GetPromptContextRequest, context: Context
@@ -48,7 +49,7 @@ class ContextServicer(context_grpc.ContextServiceServicer):
         composed = await self._recalled.compose(
             key, trust, request.context_window, request.recall_tokens
         )
-        return cc.context_out(key, composed)
+        return self._answers.answer(key, composed)
 
     async def Preflight(
         self, request: context_pb.PreflightRequest, context: Context
