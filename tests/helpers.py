@@ -16,7 +16,7 @@ import sys
 import uuid
 from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 import pytest
@@ -132,6 +132,14 @@ def client_stream(
         except grpc.RpcError as error:
             return error.code(), error.details() or "", b""
     return grpc.StatusCode.OK, "", answer
+
+
+class Serving(Protocol):
+    """A memoryd answering at an address: a server in a subprocess (ServerProcess) or the
+    services in this process (tests/in_process.py's ServedInProcess)."""
+
+    @property
+    def address(self) -> str: ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -18,8 +18,8 @@ import pytest
 import memoryd_client as md
 from memoryd.testing.configs import review_config
 from memoryd.testing.fake_model import FakeModel
-from memoryd.testing.server_process import ServerProcess
-from tests.helpers import fresh_conversation
+from tests.helpers import Serving, fresh_conversation
+from tests.in_process import ServedInProcess
 
 
 @pytest.fixture
@@ -32,21 +32,23 @@ def model() -> Iterator[FakeModel]:
 class Reviewing:
     """A started server and its stub."""
 
-    def __init__(self, server: ServerProcess, channel: grpc.aio.Channel) -> None:
+    def __init__(self, server: Serving, channel: grpc.aio.Channel) -> None:
         self.server = server
         self.channel = channel
         self.memory = md.Stubs(channel)
 
 
 @pytest.fixture
-async def reviewing(
-    start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
-) -> AsyncIterator[Reviewing]:
-    """A server whose background reviewer is off (enabled = false): tests run reviews with
-    ReviewNow."""
-    server = start_server(tmp_path / "home", config=review_config(model, enabled=False)).start()
-    async with md.connect(server.address) as channel:
-        yield Reviewing(server, channel)
+async def reviewing(tmp_path: Path, model: FakeModel) -> AsyncIterator[Reviewing]:
+    """memoryd's services in this process (tests/in_process.py), configured with no background
+    review (enabled = false): tests run reviews with ReviewNow."""
+    server = ServedInProcess(tmp_path / "home", config=review_config(model, enabled=False))
+    server.start()
+    try:
+        async with md.connect(server.address) as channel:
+            yield Reviewing(server, channel)
+    finally:
+        server.stop()
 
 
 def turn(

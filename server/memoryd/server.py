@@ -13,7 +13,7 @@ import signal
 import ssl
 from collections.abc import Mapping
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import grpc
 from google.protobuf import descriptor_pool
@@ -157,6 +157,31 @@ def _request_stop(stop: asyncio.Event) -> None:
     stop.set()
 
 
+def add_memoryd_services(
+    server: grpc.aio.Server, settings: Settings, runtime: Runtime, rpc_log: RpcLog
+) -> tuple[dict[str, grpc.RpcMethodHandler[Any, Any]], Authorizer | None]:
+    """memoryd's own services, both versions' paths, on `server`, over the runtime's use cases:
+    every handler wrapped (logged, counted; guarded when tokens are configured; a write refused
+    on a read-only server). Returns the wrapped handlers by path (HTTP/JSON serves them) and the
+    guard (None without tokens), whose tokens a reload replaces."""
+    # Every RPC's declared access, read (and checked) whether tokens are configured or not. With
+    # tokens, memoryd's own services are guarded by it; health and reflection stay open.
+    access = contract.routed(declarations(contract.methods()))
+    guard = Authorizer(settings.auth.tokens, access) if settings.auth.tokens else None
+    read_only = settings.server.read_only
+    writing = frozenset(path for path, item in access.items() if item.writes and read_only)
+    handlers = add_services(
+        server,
+        ((service.register, service.servicer(runtime.services)) for service in contract.SERVICES),
+        rpc_log,
+        guard,
+        refused=writing,
+        commits=contract.routed(committed_first(contract.methods())),
+        routes=contract.routes(),
+    )
+    return handlers, guard
+
+
 def _grpc_server(server: ServerSettings, limits: GrpcLimits, *, shared: bool) -> grpc.aio.Server:
     """The main port's gRPC server, under its connection cap and deadlines; `shared` when a
     supervisor's workers listen on its port together."""
@@ -210,26 +235,12 @@ async def _serve(
         # Duck-typed: it forwards everything but method lookups to the default pool.
         pool=cast("descriptor_pool.DescriptorPool", MethodAwarePool()),
     )
-    # Every RPC's declared access, read (and checked) whether tokens are configured or not. With
-    # tokens, memoryd's own services are guarded by it; health and reflection stay open.
-    access = contract.routed(declarations(contract.methods()))
-    guard = Authorizer(settings.auth.tokens, access) if settings.auth.tokens else None
+    handlers, guard = add_memoryd_services(server, settings, runtime, rpc_log)
     if running is not None:
         if worker is not None:
             SettingsPipe(worker.settings_fd).follow(running, guard)
         else:
             reload_on_hangup(running, guard)
-    read_only = settings.server.read_only
-    writing = frozenset(path for path, item in access.items() if item.writes and read_only)
-    handlers = add_services(
-        server,
-        ((service.register, service.servicer(runtime.services)) for service in contract.SERVICES),
-        rpc_log,
-        guard,
-        refused=writing,
-        commits=contract.routed(committed_first(contract.methods())),
-        routes=contract.routes(),
-    )
     for register, servicer in (
         (health_pb2_grpc.add_HealthServicer_to_server, health_servicer),
         (reflection_pb2_grpc.add_ServerReflectionServicer_to_server, reflection_servicer),

@@ -28,7 +28,7 @@ import memoryd_client as md
 from memoryd.testing.configs import review_config
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
-from tests.helpers import Ran, append, rpc_error, user
+from tests.helpers import Ran, Serving, append, rpc_error, user
 from tests.memory.test_resources import cli
 from tests.memory.test_retrieval import embedded
 from tests.review_helpers import commit, review_now, turn
@@ -171,7 +171,7 @@ async def compacted(memory: md.Stubs, model: FakeModel, channel: grpc.aio.Channe
     assert done.outcome == md.COMPACTION_OUTCOME_COMPACTED, done.message
 
 
-def run_cli(server: ServerProcess, *args: str, stdin: str = "") -> Ran:
+def run_cli(server: Serving, *args: str, stdin: str = "") -> Ran:
     done = cli(server, *args, stdin=stdin)
     assert done.returncode == 0, done.stderr
     return done

@@ -16,12 +16,12 @@ import pytest
 
 import memoryd_client as md
 from memoryd.testing.server_process import ServerProcess
-from tests.helpers import Ran, fresh_conversation, rpc_error, run_memoryd, store
+from tests.helpers import Ran, Serving, fresh_conversation, rpc_error, run_memoryd, store
 
 LABEL = r"user_md @ revision {n} \(\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{{3}}Z\)"
 
 
-def cli(server: ServerProcess, *args: str, stdin: str = "") -> Ran:
+def cli(server: Serving, *args: str, stdin: str = "") -> Ran:
     """A CLI command against `server`, in this process."""
     return run_memoryd(*args, "--address", server.address, stdin=stdin)
 

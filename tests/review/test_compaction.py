@@ -24,7 +24,8 @@ from memoryd.storage.connection import SqliteConnection
 from memoryd.testing.configs import review_config
 from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.server_process import ServerProcess
-from tests.helpers import append, fresh_conversation, owner_of, rpc_error
+from tests.helpers import Serving, append, fresh_conversation, owner_of, rpc_error
+from tests.in_process import ServedInProcess
 from tests.memory.test_resources import cli
 from tests.review_helpers import eventually, turn
 
@@ -38,7 +39,7 @@ WINDOW = 2000  # budget 1000, kept messages up to 500 tokens, limit 1700
 class Compacting:
     """A started server (review off in the background), its stubs and its fake model."""
 
-    def __init__(self, server: ServerProcess, channel: Any, model: FakeModel) -> None:
+    def __init__(self, server: Serving, channel: Any, model: FakeModel) -> None:
         self.server = server
         self.memory = md.Stubs(channel)
         self.compaction = md.Stubs(channel)
@@ -80,12 +81,16 @@ async def start(
 
 
 @pytest.fixture
-async def compacting(
-    start_server: type[ServerProcess], tmp_path: Path
-) -> AsyncIterator[Compacting]:
+async def compacting(tmp_path: Path) -> AsyncIterator[Compacting]:
+    """memoryd's services in this process (tests/in_process.py), with a model that summarizes."""
     with FakeModel(responder=summaries_or_nothing) as model:
-        async for started in start(start_server, tmp_path / "home", model):
-            yield started
+        config = review_config(model, enabled=False)
+        server = ServedInProcess(tmp_path / "home", config=config).start()
+        try:
+            async with md.connect(server.address) as channel:
+                yield Compacting(server, channel, model)
+        finally:
+            server.stop()
 
 
 # Words that are one token each, with or without a leading space.
@@ -714,6 +719,7 @@ async def test_an_endpoint_that_refuses_reasoning_effort_still_compacts(
             refused, plain = model.requests[-2:]
             assert refused["reasoning_effort"] == "medium"
             assert "reasoning_effort" not in plain
+            assert isinstance(compacting.server, ServerProcess)
             (logged,) = compacting.server.events(Event.MODEL_PARAMETER_REFUSED)
             assert logged["parameters"] == ["reasoning_effort"]
 
@@ -923,3 +929,29 @@ async def test_a_kept_composition_is_never_stale(compacting: Compacting) -> None
     other = fresh_conversation()
     await append(compacting.memory, other, md.NewMessage(role=md.ROLE_USER, content="elsewhere"))
     assert [p.content for p in (await compacting.compose(other)).parts] == ["elsewhere"]
+
+
+async def test_two_stores_in_one_process_answer_each_with_its_own_messages(
+    tmp_path: Path,
+) -> None:
+    """Message ids are a store's own: two memoryds in one process (the services behind each,
+    tests/in_process.py) never answer ComposeContext with each other's messages, though their
+    first messages have the same id and their conversations the same name."""
+    conversation = fresh_conversation()
+    answers = []
+    servers = [ServedInProcess(tmp_path / name).start() for name in ("one", "two")]
+    try:
+        for server, text in zip(
+            servers, ("Book the 9:40 train.", "Water the plants."), strict=True
+        ):
+            async with md.connect(server.address) as channel:
+                stubs = md.Stubs(channel)
+                await append(stubs, conversation, md.NewMessage(role=md.ROLE_USER, content=text))
+                composed = await stubs.context.ComposeContext(
+                    md.ComposeContextRequest(conversation=conversation, context_window=WINDOW)
+                )
+                answers.append([(part.message_id, part.content) for part in composed.parts])
+    finally:
+        for server in servers:
+            server.stop()
+    assert answers == [[(1, "Book the 9:40 train.")], [(1, "Water the plants.")]]

@@ -1,4 +1,5 @@
-"""The background reviewer, through the real server, the fake model server and real SQLite."""
+"""The reviewer through memoryd's gRPC services (in this process: tests/in_process.py; a server of
+its own for the background scheduler), the fake model server and a real database."""
 
 from __future__ import annotations
 

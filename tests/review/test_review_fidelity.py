@@ -18,7 +18,17 @@ from memoryd.log_events import Event
 from memoryd.testing.configs import review_config
 from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.server_process import ServerProcess
-from tests.helpers import append, assistant, fresh_conversation, owner_of, rpc_error, store, user
+from tests.helpers import (
+    Serving,
+    append,
+    assistant,
+    fresh_conversation,
+    owner_of,
+    rpc_error,
+    store,
+    user,
+)
+from tests.in_process import ServedInProcess
 from tests.review_helpers import (
     Reviewing,
     after_a_scheduler_pass,
@@ -55,14 +65,15 @@ async def values(memory: md.Stubs, conversation: md.Conversation) -> list[str]:
 
 
 @pytest.fixture
-async def capped(
-    start_server: type[ServerProcess], tmp_path: Path, model: FakeModel
-) -> AsyncIterator[Reviewing]:
-    """ReviewNow only (interval 0), with review_max_operations = 3."""
+async def capped(tmp_path: Path, model: FakeModel) -> AsyncIterator[Reviewing]:
+    """ReviewNow only, with review_max_operations = 3 (the services in this process)."""
     config = review_config(model, enabled=False, review_max_operations=3)
-    server = start_server(tmp_path / "home", config=config).start()
-    async with md.connect(server.address) as channel:
-        yield Reviewing(server, channel)
+    server = ServedInProcess(tmp_path / "home", config=config).start()
+    try:
+        async with md.connect(server.address) as channel:
+            yield Reviewing(server, channel)
+    finally:
+        server.stop()
 
 
 # --- facts must not be lost ---------------------------------------------------------------------
@@ -122,7 +133,8 @@ async def measured(
         yield Reviewing(server, channel)
 
 
-def over_limit(server: ServerProcess) -> dict[str, float]:
+def over_limit(server: Serving) -> dict[str, float]:
+    assert isinstance(server, ServerProcess)  # `measured`'s: its metrics are scraped
     status, text = scrape(listening(server, "metrics"))
     assert status == 200, text
     samples = Samples(text)
