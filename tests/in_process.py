@@ -5,8 +5,9 @@ test's and, when the suite runs on PostgreSQL, a database of its own there.
 Two ways in, neither with a subprocess (whose start is about 1.2 s of CPU, most of it imports):
 - `use_cases`: the runtime itself; the test calls the use cases with the domain's values.
 - `ServedInProcess`: the same runtime behind memoryd's own gRPC services (every RPC of both
-  versions, wrapped as a server wraps them: memoryd.server.add_memoryd_services) on a free
-  loopback port, served by a thread of its own; the test calls it with the generated clients.
+  versions, wrapped as a server wraps them: memoryd.server.add_memoryd_services, on a gRPC
+  server with a server's options: memoryd.server.grpc_server) on a free loopback port, served
+  by a thread of its own; the test calls it with the generated clients.
 
 What a server adds around them (TLS, tokens, health and reflection, HTTP/JSON, signals, the
 background reviewer and embedder, its log lines and metrics) stays tested through the subprocess
@@ -21,13 +22,12 @@ import threading
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
-import grpc
-
 from memoryd.api.status import log_rpc_with_logging
 from memoryd.config import Settings
 from memoryd.config.loading import load_settings
 from memoryd.runtime import Runtime
-from memoryd.server import add_memoryd_services
+from memoryd.server import add_memoryd_services, grpc_server
+from memoryd.serving.grpc_limits import ListenerLimits
 from memoryd.testing import postgres
 
 START_TIMEOUT = 60.0
@@ -95,7 +95,8 @@ class ServedInProcess:
         settings, environment = _settings(self.home, self._config, self._env)
         runtime = Runtime.open(settings, environment)
         try:
-            server = grpc.aio.server()
+            limits = ListenerLimits.for_process(settings.server)
+            server = grpc_server(settings.server, limits.main, shared=False)
             add_memoryd_services(server, settings, runtime, log_rpc_with_logging)
             port = server.add_insecure_port("127.0.0.1:0")
             await server.start()

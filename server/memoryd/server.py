@@ -182,7 +182,7 @@ def add_memoryd_services(
     return handlers, guard
 
 
-def _grpc_server(server: ServerSettings, limits: GrpcLimits, *, shared: bool) -> grpc.aio.Server:
+def grpc_server(server: ServerSettings, limits: GrpcLimits, *, shared: bool) -> grpc.aio.Server:
     """The main port's gRPC server, under its connection cap and deadlines; `shared` when a
     supervisor's workers listen on its port together."""
     return grpc.aio.server(
@@ -227,7 +227,7 @@ async def _serve(
 ) -> None:
     limits = ListenerLimits.for_process(settings.server)
     limits.log()
-    server = _grpc_server(settings.server, limits.main, shared=worker is not None)
+    server = grpc_server(settings.server, limits.main, shared=worker is not None)
     health_servicer = health.aio.HealthServicer()
     register_v1_descriptors()
     reflection_servicer = CommentedReflection(

@@ -20,6 +20,7 @@ from memoryd.testing.configs import review_config
 from memoryd.testing.fake_model import FakeModel, Reply
 from memoryd.testing.server_process import ServerProcess
 from tests.helpers import acked
+from tests.in_process import ServedInProcess
 
 # Exercises storage: make test runs it on PostgreSQL too.
 pytestmark = pytest.mark.storage
@@ -71,10 +72,14 @@ async def history(stub: md.Stubs, conversation: md.Conversation) -> list[md.Mess
 
 
 @pytest.fixture
-async def persisting(start_server: type[ServerProcess], tmp_path: Path) -> AsyncIterator[md.Stubs]:
-    server = start_server(tmp_path / "home", config=PERSIST).start()
-    async with md.connect(server.address) as channel:
-        yield md.Stubs(channel)
+async def persisting(tmp_path: Path) -> AsyncIterator[md.Stubs]:
+    """memoryd's services in this process (tests/in_process.py), keeping transcripts."""
+    server = ServedInProcess(tmp_path / "home", config=PERSIST).start()
+    try:
+        async with md.connect(server.address) as channel:
+            yield md.Stubs(channel)
+    finally:
+        server.stop()
 
 
 async def test_partials_are_never_stored_and_each_final_is_acknowledged_once_committed(
@@ -216,9 +221,7 @@ async def test_an_idle_stream_ends_at_shutdown_with_a_status_that_says_reconnect
     assert [m.content for m in stored] == ["said before the shutdown"]
 
 
-async def test_voice_turns_feed_the_reviewer_and_reach_user_md(
-    start_server: type[ServerProcess], tmp_path: Path
-) -> None:
+async def test_voice_turns_feed_the_reviewer_and_reach_user_md(tmp_path: Path) -> None:
     def answer(request: dict[str, Any]) -> Reply:
         prompt = request["messages"][1]["content"]
         assert "Sure, noted." not in prompt  # assistant text is never shown to the reviewer
@@ -232,26 +235,29 @@ async def test_voice_turns_feed_the_reviewer_and_reach_user_md(
 
     with FakeModel(responder=answer) as model:
         config = review_config(model, enabled=False) + PERSIST
-        server = start_server(tmp_path / "home", config=config).start()
-        async with md.connect(server.address) as channel:
-            stub = md.Stubs(channel)
-            dev = device()
-            await exchange(
-                stub,
-                [
-                    opening(dev),
-                    segment(1, "I'm vegetarian."),
-                    segment(2, "Sure, noted.", ASSISTANT),
-                    END,
-                ],
-            )
-            state = await stub.reviews.GetReviewState(
-                md.GetReviewStateRequest(conversation=realtime(dev))
-            )
-            assert state.pending_input
-            assert state.unread_messages == 1
-            await stub.reviews.ReviewNow(md.ReviewNowRequest(conversation=realtime(dev)))
-            prompt = await stub.context.GetPromptContext(md.GetPromptContextRequest())
+        server = ServedInProcess(tmp_path / "home", config=config).start()
+        try:
+            async with md.connect(server.address) as channel:
+                stub = md.Stubs(channel)
+                dev = device()
+                await exchange(
+                    stub,
+                    [
+                        opening(dev),
+                        segment(1, "I'm vegetarian."),
+                        segment(2, "Sure, noted.", ASSISTANT),
+                        END,
+                    ],
+                )
+                state = await stub.reviews.GetReviewState(
+                    md.GetReviewStateRequest(conversation=realtime(dev))
+                )
+                assert state.pending_input
+                assert state.unread_messages == 1
+                await stub.reviews.ReviewNow(md.ReviewNowRequest(conversation=realtime(dev)))
+                prompt = await stub.context.GetPromptContext(md.GetPromptContextRequest())
+        finally:
+            server.stop()
         assert "- Is vegetarian" in prompt.user_md
         assert len(model.requests) == 1
 
