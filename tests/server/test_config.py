@@ -89,6 +89,7 @@ def test_unbounded_history(tmp_path: Path, value: str) -> None:
     [
         ("[memoryd.server]\nlisten = 5\n", {}, "memoryd.server.listen must be a string, got 5"),
         ("[memoryd.server]\nlisten = 'a:b'\n", {}, "memoryd.server.listen must be HOST:PORT"),
+        ("[memoryd.server]\nlisten = 'a:¹'\n", {}, "memoryd.server.listen must be HOST:PORT"),
         ("[memoryd.server]\nreader_threads = 0\n", {}, "reader_threads must be positive, got 0"),
         ("[memoryd.storage]\nbusy_timeout_ms = -1\n", {}, "busy_timeout_ms must not be negative"),
         ("[memoryd.storage]\nsecure_delete = 1\n", {}, "secure_delete must be true or false"),

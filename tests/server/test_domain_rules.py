@@ -12,7 +12,7 @@ from typing import Any
 
 import apsw
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from memoryd.domain import compaction, review_fit
@@ -20,6 +20,7 @@ from memoryd.domain import review_admission as admission
 from memoryd.domain import review_answer as answers
 from memoryd.domain import review_prompt as prompts
 from memoryd.domain.conversation import check_identifier
+from memoryd.domain.digits import is_number
 from memoryd.domain.memories import (
     MAX_VALUE_CHARS,
     Category,
@@ -278,6 +279,7 @@ FIELDS = st.dictionaries(
     fields=FIELDS,
     guest=st.booleans(),
 )
+@example(action="replace", fields={"id": "¹"}, guest=False)  # a digit to isdigit(), not int()
 def test_admission_never_raises_and_changes_only_shown_rows(
     action: str, fields: dict[str, Any], guest: bool
 ) -> None:
@@ -498,3 +500,19 @@ def test_the_shortening_answer_is_read_strictly(
     answer: str, count: int, read: list[str] | None
 ) -> None:
     assert review_fit.read_shortened(answer, count) == read
+
+
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [
+        ("12", True),
+        ("0", True),
+        ("¹", False),
+        ("②", False),
+        ("٣", False),
+        ("", False),
+        ("1 ", False),
+    ],
+)
+def test_a_number_is_ascii_digits(text: str, number: bool) -> None:
+    assert is_number(text) is number

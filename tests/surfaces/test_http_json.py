@@ -153,6 +153,10 @@ def test_refusals_carry_their_http_status_and_details(served: ServerProcess) -> 
     assert "gRPC only" in refused["message"]
     status, refused = curl(address, V2["ListMessages"], {}, "Connect-Timeout-Ms: soon")
     assert (status, refused["code"]) == (400, "invalid_argument")
+    # "¹" as its one Latin-1 byte: a digit to str.isdigit(), not to int().
+    status, refused = curl(address, V2["ListMessages"], {}, "Connect-Timeout-Ms: \udcb9")
+    assert (status, refused["code"]) == (400, "invalid_argument")
+    assert refused["message"].startswith("Connect-Timeout-Ms must be at most 10 digits"), refused
 
 
 def test_a_request_over_the_size_limit_is_refused_before_it_is_read_whole(

@@ -30,6 +30,7 @@ from google.protobuf.message import DecodeError, Message
 from google.rpc import status_pb2
 
 from memoryd.api import error_details
+from memoryd.domain.digits import is_number
 from memoryd.web.body import Disconnected, read_body
 
 Scope = MutableMapping[str, Any]
@@ -258,7 +259,7 @@ def _decode(kind_of: type[Message], content_type: str, body: bytes) -> Message:
 def _timeout(header: str | None) -> float | None:
     if header is None:
         return None
-    if not header.isdigit() or len(header) > 10:
+    if not is_number(header) or len(header) > 10:
         raise ValueError(f"Connect-Timeout-Ms must be at most 10 digits, got {header[:20]!r}")
     return int(header) / 1000
 

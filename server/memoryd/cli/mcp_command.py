@@ -23,6 +23,7 @@ from typing import Any, TextIO
 from memoryd.cli import remote
 from memoryd.config import cli_token
 from memoryd.config.section import is_host_name
+from memoryd.domain.digits import is_number
 from memoryd.errors import StartupError
 
 COMMANDS = ("mcp",)
@@ -226,6 +227,6 @@ def desktop_config(args: argparse.Namespace, env: Mapping[str, str]) -> dict[str
 
 def _listen_address(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
-    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+    if not host or not is_number(port) or not 0 <= int(port) <= 65535:
         raise StartupError(f"--listen must be HOST:PORT, got {text!r}")
     return host.strip("[]"), int(port)

@@ -8,6 +8,7 @@ import ipaddress
 import re
 from typing import Any
 
+from memoryd.domain.digits import is_number
 from memoryd.errors import StartupError
 
 KIB = 1024
@@ -68,7 +69,7 @@ def is_host_name(text: str) -> bool:
 def check_listen(value: str, label: str) -> str:
     """HOST:PORT, or StartupError naming `label`."""
     host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
+    if not sep or not host or not is_number(port) or int(port) > 65535:
         raise StartupError(
             f"{label} must be HOST:PORT (for example 127.0.0.1:50051), got {value!r}"
         )

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from memoryd.domain.digits import is_number
 from memoryd.domain.memories import (
     MAX_VALUE_CHARS,
     Category,
@@ -164,6 +165,6 @@ def id_of(value: object) -> int:
         return 0
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and is_number(value.strip()):
         return int(value.strip())
     return 0

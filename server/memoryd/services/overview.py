@@ -14,6 +14,7 @@ from pathlib import Path
 from memoryd.domain import activity as activity_rules
 from memoryd.domain.answers import page_of, text_bytes
 from memoryd.domain.conversation import ConversationKey, HistoryScope, OwnerKey
+from memoryd.domain.digits import is_number
 from memoryd.domain.messages import StoredMessage
 from memoryd.domain.paging import PageTokens, TokenKind, page_size, request_fingerprint
 from memoryd.domain.review_runs import Exchange, StoredRun
@@ -231,7 +232,7 @@ class Overview:
         before = None
         if page_token:
             position = self._tokens.position(TokenKind.REVIEW_RUNS, page_token, bound_to)
-            before = int(position[0]) if position and position[0].isdigit() else 0
+            before = int(position[0]) if position and is_number(position[0]) else 0
         found = await self._readers.read(
             lambda connection: review_run_store.runs(
                 connection, key, before_id=before, limit=size + 1

@@ -9,6 +9,7 @@ import json
 
 from memoryd.domain import prompt_files as render_rules
 from memoryd.domain.conversation import OwnerKey
+from memoryd.domain.digits import is_number
 from memoryd.domain.memories import MemoryRecord
 from memoryd.domain.prompt_files import PROMPT_FILES, PromptFile
 from memoryd.domain.resources import ResourceKey, ResourceType, Revision
@@ -91,7 +92,9 @@ def rendered_values(revision: Revision) -> dict[int, str] | None:
     if not isinstance(listed, dict):
         return None
     return {
-        int(key): value for key, value in listed.items() if key.isdigit() and isinstance(value, str)
+        int(key): value
+        for key, value in listed.items()
+        if is_number(key) and isinstance(value, str)
     }
 
 
