@@ -49,10 +49,9 @@ async def use_cases(
 
 
 class ServedInProcess:
-    """memoryd's gRPC services over an in-process runtime (`use_cases`'), on 127.0.0.1, in a
-    thread with its own event loop: a test may block on it (a blocking client, a CLI command
-    in a subprocess) without stopping it. `start()` returns once it serves; `stop()` closes the
-    runtime, with everything it committed."""
+    """memoryd's gRPC services over a runtime opened as `use_cases` opens it, on 127.0.0.1, in
+    a thread with its own event loop: a test may block (a blocking client, a CLI command)
+    without stopping it."""
 
     def __init__(
         self, home: Path, *, config: str | None = None, env: Mapping[str, str] | None = None
@@ -68,6 +67,7 @@ class ServedInProcess:
         self._thread = threading.Thread(target=self._run, name=f"memoryd {home}", daemon=True)
 
     def start(self) -> ServedInProcess:
+        """Returns once it serves at `address`; raises what stopped its start."""
         self._thread.start()
         if not self._ready.wait(START_TIMEOUT):
             raise TimeoutError(f"the in-process memoryd on {self.home} did not start")
@@ -76,9 +76,13 @@ class ServedInProcess:
         return self
 
     def stop(self) -> None:
+        """Stop serving and close the runtime, with everything it committed; raises what went
+        wrong in its thread."""
         if self._loop is not None and self._stop is not None and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(START_TIMEOUT)
+        if self._thread.is_alive():
+            raise TimeoutError(f"the in-process memoryd on {self.home} did not stop")
         if self._failed is not None:
             raise self._failed
 
