@@ -1,0 +1,129 @@
+"""Agent frameworks that speak MCP natively, connected to `memoryd mcp`: the OpenAI Agents SDK's
+own `Runner` runs the example agent (clients/python/examples/openai_agents_mcp.py) against a real
+memoryd, the model being a local chat-completions server with scripted answers. What the model
+does through the tools lands in memoryd, and one user's agent never reaches another's facts."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import uuid
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from agents import Runner, set_tracing_disabled
+from openai import AsyncOpenAI
+
+import memoryd_client as md
+from memoryd.testing.fake_model import FakeModel, ToolCall
+from memoryd.testing.server_process import ServerProcess
+
+# On both backends: the tools read and write memory rows.
+pytestmark = pytest.mark.storage
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "clients" / "python" / "examples"
+
+
+def _example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "openai_agents_mcp", EXAMPLE / "openai_agents_mcp.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+example = _example()
+
+
+@pytest.fixture(autouse=True)
+def no_tracing() -> None:
+    """The SDK sends its traces to OpenAI unless told not to: nothing leaves loopback."""
+    set_tracing_disabled(True)
+
+
+async def run(server: ServerProcess, model: FakeModel, owner: str, text: str) -> str:
+    """One turn of the example's agent for `owner`, through the SDK's Runner."""
+    client = AsyncOpenAI(base_url=model.base_url, api_key="unused")
+    async with example.memory_server(server.address, owner) as memory:
+        agent = example.assistant(memory, example.chat_model(client, "fake-model"))
+        result = await Runner.run(agent, text)
+    return str(result.final_output)
+
+
+def tool_result(request: dict[str, Any]) -> dict[str, Any]:
+    """The structured answer of the last tool call, as the SDK gave it back to the model."""
+    answered = [message for message in request["messages"] if message["role"] == "tool"]
+    content = answered[-1]["content"]
+    return dict(json.loads(content if isinstance(content, str) else content[0]["text"]))
+
+
+async def test_an_agent_remembers_through_memoryd_and_recalls_it_in_a_later_run(
+    server: ServerProcess,
+) -> None:
+    owner = f"ada-{uuid.uuid4().hex[:8]}"
+    with FakeModel() as model:
+        model.reply(
+            tool_calls=[
+                ToolCall(
+                    name="remember",
+                    arguments={"fact": "Is vegetarian", "category": "preference", "key": "diet"},
+                )
+            ]
+        )
+        model.reply("Noted.")
+        assert await run(server, model, owner, "I'm vegetarian, by the way.") == "Noted."
+        tools = {tool["function"]["name"] for tool in model.requests[0]["tools"]}
+        assert {"remember", "recall", "note", "search_history", "compose_context"} <= tools
+        assert "I'm vegetarian" in json.dumps(model.requests[0]["messages"])
+
+        # A later run (a new MCP session) recalls it, and the model sees the fact.
+        model.reply(tool_calls=[ToolCall(name="recall", arguments={"query": "diet"})])
+        model.reply("You are vegetarian.")
+        assert await run(server, model, owner, "What do I eat?") == "You are vegetarian."
+        recalled = tool_result(model.requests[-1])
+        assert [hit["value"] for hit in recalled["hits"]] == ["Is vegetarian"]
+
+    async with md.connect(server.address) as channel:
+        listed = await md.Stubs(channel).memory.ListMemories(
+            md.ListMemoriesRequest(owner=md.OwnerScope(owner_id=owner))
+        )
+    assert [(row.memory.key, row.memory.value) for row in listed.memories] == [
+        ("diet", "Is vegetarian")
+    ]
+
+
+async def test_one_users_agent_never_reaches_another_users_facts(server: ServerProcess) -> None:
+    ada, ben = (f"{name}-{uuid.uuid4().hex[:8]}" for name in ("ada", "ben"))
+    with FakeModel() as model:
+        model.reply(
+            tool_calls=[
+                ToolCall(
+                    name="remember",
+                    arguments={"fact": "Lives in Porto", "category": "identity", "key": "city"},
+                )
+            ]
+        )
+        model.reply("Noted.")
+        await run(server, model, ada, "I live in Porto.")
+        # Ben's agent asks for everything, and for Ada by name: it is pinned to Ben.
+        model.reply(tool_calls=[ToolCall(name="recall", arguments={"query": "Porto"})])
+        model.reply("I don't know.")
+        await run(server, model, ben, "Where does Ada live?")
+        assert tool_result(model.requests[-1])["hits"] == []
+        model.reply(
+            tool_calls=[ToolCall(name="recall", arguments={"query": "Porto", "owner": ada})]
+        )
+        model.reply("I cannot see that.")
+        await run(server, model, ben, "Where does Ada live?")
+        answered = [m for m in model.requests[-1]["messages"] if m["role"] == "tool"][-1]
+        # Refused by memoryd (the owner is pinned); the SDK tells the model the tool failed.
+        assert "hits" not in answered["content"]
+        assert "error" in answered["content"]
+        assert "Porto" not in json.dumps(answered)
