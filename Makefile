@@ -34,7 +34,10 @@ PY_SOURCES := server scripts tests bench clients/python/memoryd_client clients/p
 # Tests run with the tools on PATH and bytecode caching on, even where the environment turns it
 # off (PYTHONDONTWRITEBYTECODE): otherwise every test session rewrites every test module's asserts
 # again, and every server a test starts compiles memoryd from source (seconds each time).
-PYTEST_ENV := env -u PYTHONDONTWRITEBYTECODE PATH="$(TOOLS)/bin:$$PATH"
+# gRPC's fork handlers off in the test processes: a test process that serves memoryd's services
+# in a thread (tests/in_process.py) and starts a program with fork() (pgserver's pg_ctl, run as
+# its own user) once had the child crash between fork and exec, restarting gRPC's poller there.
+PYTEST_ENV := env -u PYTHONDONTWRITEBYTECODE GRPC_ENABLE_FORK_SUPPORT=false PATH="$(TOOLS)/bin:$$PATH"
 # Every core (pytest-xdist), a test module to a worker: a module's fixtures (a server shared by
 # its tests, a fuzzed server whose last test counts its calls) stay in one process.
 PARALLEL := -n auto --dist loadfile

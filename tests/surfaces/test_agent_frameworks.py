@@ -21,8 +21,8 @@ import memoryd_client as md
 from memoryd.testing.fake_model import FakeModel, ToolCall
 from memoryd.testing.server_process import ServerProcess
 
-# On both backends: the tools read and write memory rows.
-pytestmark = pytest.mark.storage
+# On both backends: the tools read and write memory rows. Slow: the SDK starts `memoryd mcp`.
+pytestmark = [pytest.mark.slow, pytest.mark.storage]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "clients" / "python" / "examples"
 
