@@ -146,9 +146,19 @@ def _ignore_late_signals(loop: asyncio.AbstractEventLoop) -> None:
     process exits (an operator's second ^C, a supervisor's stop after its own SIGTERM, a
     reload) would then kill a server that had drained cleanly, and lose the last log lines with
     it."""
+    # Ignored first, then forgotten by the loop: the loop's own removal puts the default action
+    # back, and a signal in the moment before it was ignored again killed the process (a test
+    # sending SIGTERM every millisecond through a stop met that moment in one full run).
+    handlers = getattr(loop, "_signal_handlers", None)  # asyncio's Unix loop keeps them there
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.remove_signal_handler(signum)
         signal.signal(signum, signal.SIG_IGN)
+        if isinstance(handlers, dict):
+            handlers.pop(signum, None)
+        else:  # pragma: no cover - another loop: its removal, then ignored again
+            loop.remove_signal_handler(signum)
+            signal.signal(signum, signal.SIG_IGN)
+    if isinstance(handlers, dict) and not handlers:
+        signal.set_wakeup_fd(-1)  # as the loop's removal of its last handler does
 
 
 def _request_stop(stop: asyncio.Event) -> None:
