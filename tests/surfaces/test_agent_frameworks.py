@@ -72,20 +72,19 @@ def tool_result(request: dict[str, Any]) -> dict[str, Any]:
     return dict(json.loads(tool_text(request)))
 
 
+def calls_remember_then_says(model: FakeModel, fact: str, category: str, key: str) -> None:
+    """The model's next turn: it calls `remember` with the fact, then answers "Noted."."""
+    arguments = {"fact": fact, "category": category, "key": key}
+    model.reply(tool_calls=[ToolCall(name="remember", arguments=arguments)])
+    model.reply("Noted.")
+
+
 async def test_an_agent_remembers_through_memoryd_and_recalls_it_in_a_later_run(
     server: ServerProcess,
 ) -> None:
     owner = f"ada-{uuid.uuid4().hex[:8]}"
     with FakeModel() as model:
-        model.reply(
-            tool_calls=[
-                ToolCall(
-                    name="remember",
-                    arguments={"fact": "Is vegetarian", "category": "preference", "key": "diet"},
-                )
-            ]
-        )
-        model.reply("Noted.")
+        calls_remember_then_says(model, "Is vegetarian", "preference", "diet")
         assert await run(server, model, owner, "I'm vegetarian, by the way.") == "Noted."
         tools = {tool["function"]["name"] for tool in model.requests[0]["tools"]}
         assert {"remember", "recall", "note", "search_history", "compose_context"} <= tools
@@ -110,15 +109,7 @@ async def test_an_agent_remembers_through_memoryd_and_recalls_it_in_a_later_run(
 async def test_one_users_agent_never_reaches_another_users_facts(server: ServerProcess) -> None:
     ada, ben = (f"{name}-{uuid.uuid4().hex[:8]}" for name in ("ada", "ben"))
     with FakeModel() as model:
-        model.reply(
-            tool_calls=[
-                ToolCall(
-                    name="remember",
-                    arguments={"fact": "Lives in Porto", "category": "identity", "key": "city"},
-                )
-            ]
-        )
-        model.reply("Noted.")
+        calls_remember_then_says(model, "Lives in Porto", "identity", "city")
         await run(server, model, ada, "I live in Porto.")
         # Ben's agent asks for everything, and for Ada by name: it is pinned to Ben.
         model.reply(tool_calls=[ToolCall(name="recall", arguments={"query": "Porto"})])
