@@ -295,6 +295,7 @@ async def test_invalid_operations_are_skipped_and_counted(
             {"action": "replace", "id": theirs.id, "value": "hijacked"},
             {"action": "archive", "id": theirs.id},
             {"action": "archive", "id": gone.id},
+            {"action": "replace", "id": "\u00b9", "value": "a superscript is not an id"},
             {
                 "action": "add",
                 "target": "memory",
@@ -304,7 +305,8 @@ async def test_invalid_operations_are_skipped_and_counted(
         )
     )
     result = await review_now(reviewing.memory, conversation)
-    assert (result.ops_added, result.ops_skipped) == (1, 7)
+    assert result.status == OK
+    assert (result.ops_added, result.ops_skipped) == (1, 8)
     bob = (
         await reviewing.memory.memory.GetMemory(
             md.GetMemoryRequest(conversation=other, id=theirs.id)

@@ -168,6 +168,13 @@ def test_a_stopped_server_and_a_wrong_token_end_every_remote_command_with_one_li
         assert "UNAUTHENTICATED" in line, (args, line)
 
 
+@pytest.mark.parametrize("listen", ["nowhere", "127.0.0.1:70000", "127.0.0.1:\u00b9"])
+def test_a_bad_mcp_listen_address_ends_with_one_line(listen: str) -> None:
+    """ "¹" is a digit to str.isdigit() and not to int(): it ended in a traceback."""
+    line = one_line_failure(memoryd("mcp", "--listen", listen, "--address", free_address()))
+    assert line == f"memoryd mcp: --listen must be HOST:PORT, got {listen!r}"
+
+
 def test_review_help_says_unset_flags_review_every_agent() -> None:
     shown = memoryd("memory", "review", "--help")
     assert shown.returncode == 0
