@@ -4,7 +4,6 @@ Nothing here decides policy."""
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable
 
 from memoryd.api.convert import conversation_out, set_timestamp
 from memoryd.api.enum_tables import COMPACTION_OUTCOME, CONTEXT_PART_KIND, ROLE
@@ -22,6 +21,9 @@ from memoryd.domain.timestamps import from_text
 from memoryd.services.context_composer import ComposedContext
 from memoryd_client.v2 import context_service_pb2 as context_pb
 
+# The conversations whose last ComposeContext answer is kept.
+ANSWERS_KEPT = 256
+
 
 class ContextAnswers:
     """ComposeContext's answers, for one store: the last answer of each conversation is kept by
@@ -32,16 +34,26 @@ class ContextAnswers:
 
     def __init__(self) -> None:
         self._parts = _SerializedParts(capacity=50_000)
-        self._answers = _Answers(capacity=256, build=self._build)
+        # The last answer of each conversation, with its stamp; an answer handed to gRPC is
+        # never changed afterwards.
+        self._answers: collections.OrderedDict[
+            ConversationKey, tuple[object, context_pb.ComposeContextResponse]
+        ] = collections.OrderedDict()
 
     def answer(
         self, key: ConversationKey, composed: ComposedContext
     ) -> context_pb.ComposeContextResponse:
-        """ComposeContext's answer for `composed`."""
-        return self._answers.answer(key, composed)
-
-    def _build(self, composed: ComposedContext) -> context_pb.ComposeContextResponse:
-        return _build(composed, self._parts)
+        """ComposeContext's answer for `composed`, built once per stamp."""
+        found = self._answers.get(key)
+        if found is not None and found[0] == composed.stamp:
+            self._answers.move_to_end(key)
+            return found[1]
+        response = _build(composed, self._parts)
+        self._answers[key] = (composed.stamp, response)
+        self._answers.move_to_end(key)
+        if len(self._answers) > ANSWERS_KEPT:
+            self._answers.popitem(last=False)
+        return response
 
 
 def _build(composed: ComposedContext, parts: _SerializedParts) -> context_pb.ComposeContextResponse:
@@ -97,37 +109,6 @@ class _SerializedParts:
         if len(self._entries) > self._capacity:
             self._entries.popitem(last=False)
         return entry
-
-
-class _Answers:
-    """The last ComposeContext answer of each conversation, by stamp; an answer handed to gRPC
-    is never changed afterwards."""
-
-    def __init__(
-        self,
-        capacity: int,
-        build: Callable[[ComposedContext], context_pb.ComposeContextResponse],
-    ) -> None:
-        self._capacity = capacity
-        self._build = build
-        self._entries: collections.OrderedDict[
-            ConversationKey, tuple[object, context_pb.ComposeContextResponse]
-        ] = collections.OrderedDict()
-
-    def answer(
-        self, key: ConversationKey, composed: ComposedContext
-    ) -> context_pb.ComposeContextResponse:
-        """The answer for `composed`, built once per stamp."""
-        found = self._entries.get(key)
-        if found is not None and found[0] == composed.stamp:
-            self._entries.move_to_end(key)
-            return found[1]
-        response = self._build(composed)
-        self._entries[key] = (composed.stamp, response)
-        self._entries.move_to_end(key)
-        if len(self._entries) > self._capacity:
-            self._entries.popitem(last=False)
-        return response
 
 
 def _varint(value: int) -> bytes:
