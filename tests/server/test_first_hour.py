@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from memoryd.cli import data_commands, data_runs
 from memoryd.cli.remote import with_port
 from memoryd.log_events import Event
 from memoryd.testing.server_process import ServerProcess
@@ -166,6 +167,10 @@ def test_a_stopped_server_and_a_wrong_token_end_every_remote_command_with_one_li
         )
         line = one_line_failure(result)
         assert "UNAUTHENTICATED" in line, (args, line)
+
+
+def test_every_data_command_the_command_line_sends_on_has_what_it_runs() -> None:
+    assert {*data_runs.RUNS, "check"} == data_commands.COMMANDS
 
 
 @pytest.mark.parametrize("listen", ["nowhere", "127.0.0.1:70000", "127.0.0.1:\u00b9"])
