@@ -95,8 +95,8 @@ def test_every_rpc_declares_its_access_and_reads_are_marked_as_such() -> None:
             assert not access.writes, method.name
         elif not access.writes:  # a read that is not marked: only a stream may be
             assert method.server_streaming, method.name
-    assert len(CURRENT) == 45
-    assert len(ACCESS) == len(METHODS) == 90
+    assert len(CURRENT) == 46  # 45 served by memoryd.v1 too, and PurgeMessages
+    assert len(ACCESS) == len(METHODS) == 91
 
 
 def test_memoryd_v1_declares_what_its_routed_paths_are_held_to() -> None:
@@ -289,6 +289,7 @@ REQUESTS: dict[str, Builder] = {
     "SearchHistory": lambda t: md.SearchHistoryRequest(query="said", conversation=t.conversation),
     "ClearConversation": lambda t: md.ClearConversationRequest(conversation=t.throwaway),
     "PurgeConversation": lambda t: md.PurgeConversationRequest(conversation=t.throwaway),
+    "PurgeMessages": lambda t: md.PurgeMessagesRequest(conversation=t.throwaway, message_ids=[1]),
     "PurgeOwner": lambda t: md.PurgeOwnerRequest(agent_id=t.agent, owner_id="throwaway"),
     "GetConversation": lambda t: md.GetConversationRequest(conversation=t.conversation),
     # A key of its own each time: the row a guest writes, an operator's call then replaces,

@@ -31,8 +31,9 @@ LEGACY = {method.name: method for method in contract.legacy_methods()}
 
 
 def test_every_v1_rpc_is_placed_in_one_v2_service() -> None:
-    assert len(CURRENT) == len(list(contract.methods())) == 45, "an RPC name is in two services"
-    assert set(LEGACY) <= set(CURRENT)
+    assert len(CURRENT) == len(list(contract.methods())) == 46, "an RPC name is in two services"
+    # memoryd.v1 serves every RPC but those added after it froze.
+    assert set(CURRENT) - set(LEGACY) == {"PurgeMessages"}
     routes = contract.routes()
     assert len(routes) == len(LEGACY) == 45
     for legacy, current in routes.items():

@@ -210,6 +210,49 @@ def test_tokens_over_http(guarded: ServerProcess) -> None:
     assert status == 200
 
 
+def test_purge_messages_over_http_keeps_grpc_s_scoping_and_refusals(
+    guarded: ServerProcess,
+) -> None:
+    address = http_address(guarded)
+    admin = f"Authorization: Bearer {ADMIN}"
+    chat = {"channel": "curl", "chatId": uuid.uuid4().hex[:8], "ownerId": "ada"}
+    said = [{"role": "ROLE_USER", "content": text} for text in ("keep this", "take this back")]
+    status, appended = curl(
+        address, V2["AppendMessages"], {"conversation": chat, "messages": said}, admin
+    )
+    assert status == 200
+    first, second = (int(result["id"]) for result in appended["results"])
+    # Another agent's token, a guest, a forged token: refused as over gRPC, nothing erased.
+    for body, header, expected in (
+        (
+            {"conversation": chat, "messageIds": [second]},
+            f"Authorization: Bearer {OTHER}",
+            (403, "permission_denied"),
+        ),
+        (
+            {"conversation": chat, "messageIds": [second], "trust": "TRUST_GUEST"},
+            admin,
+            (403, "permission_denied"),
+        ),
+        (
+            {"conversation": chat, "messageIds": [second]},
+            "Authorization: Bearer forged-token-0123456789",
+            (401, "unauthenticated"),
+        ),
+        ({"conversation": chat, "messageIds": []}, admin, (400, "invalid_argument")),
+        ({"conversation": chat, "messageIds": ["0"]}, admin, (400, "invalid_argument")),
+    ):
+        status, refused = curl(address, V2["PurgeMessages"], body, header)
+        assert (status, refused["code"]) == expected, refused
+    status, purged = curl(
+        address, V2["PurgeMessages"], {"conversation": chat, "messageIds": [second]}, admin
+    )
+    assert status == 200, purged
+    assert [int(i) for i in purged["purgedMessageIds"]] == [second]
+    status, listed = curl(address, V2["ListMessages"], {"conversation": chat}, admin)
+    assert [int(m["id"]) for m in listed["messages"]] == [first]
+
+
 def test_cors_only_for_the_configured_origins(served: ServerProcess) -> None:
     address = http_address(served)
     for origin, allowed in (("https://console.example", True), ("https://evil.example", False)):

@@ -1,6 +1,6 @@
 """The RPCs of memoryd.v2.ConversationService: AppendMessages, CommitTurn, IngestMessages,
 StreamTranscript, ListMessages, GetMessage, SearchHistory, GetConversation, ListConversations,
-ClearConversation, PurgeConversation."""
+ClearConversation, PurgeConversation, PurgeMessages."""
 
 from __future__ import annotations
 
@@ -194,6 +194,21 @@ class ConversationServicer(conversation_grpc.ConversationServiceServicer):
             messages_deleted=purged.messages_deleted,
             conversation_deleted=purged.conversation_deleted,
             memories_deleted=purged.memories_deleted,
+            wal_truncated=purged.wal_truncated,
+            statistics_rebuilt=purged.statistics_rebuilt,
+            residual_files=purged.residual_files,
+        )
+
+    async def PurgeMessages(
+        self, request: conversation_pb.PurgeMessagesRequest, context: Context
+    ) -> conversation_pb.PurgeMessagesResponse:
+        key = convert.required_conversation(request)
+        purged = await self._erasure.purge_messages(
+            key, list(request.message_ids), convert.trust_in(request.trust)
+        )
+        return conversation_pb.PurgeMessagesResponse(
+            purged_message_ids=purged.message_ids,
+            history_version=purged.history_version,
             wal_truncated=purged.wal_truncated,
             statistics_rebuilt=purged.statistics_rebuilt,
             residual_files=purged.residual_files,

@@ -41,6 +41,7 @@ def required_conversation(
     | conversation_pb.AppendMessagesRequest
     | conversation_pb.ClearConversationRequest
     | conversation_pb.PurgeConversationRequest
+    | conversation_pb.PurgeMessagesRequest
     | conversation_pb.GetConversationRequest
     | conversation_pb.CommitTurnRequest
     | review_pb.GetReviewStateRequest

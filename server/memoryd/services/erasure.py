@@ -1,5 +1,6 @@
 """Erasure: PurgeConversation removes a conversation's messages and the memory rows scoped to it;
-PurgeOwner removes everything of one owner of one agent.
+PurgeMessages removes messages of a conversation's window by id; PurgeOwner removes everything
+of one owner of one agent.
 
 Everything goes in one write transaction: the message rows (the triggers remove their index
 entries), the conversation's record, the rows of its conversation scope (notes, conversation
@@ -30,11 +31,13 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 from memoryd.data_directory import residual_files
 from memoryd.domain.conversation import ConversationKey, OwnerKey
 from memoryd.domain.memories import PromptTarget
+from memoryd.domain.message_erasure import check_erasable, check_purged_ids
 from memoryd.domain.messages import Trust, require_operator
 from memoryd.domain.resources import MutationSource
 from memoryd.domain.timestamps import to_text, utc_now
@@ -69,6 +72,23 @@ class PurgeResult:
     wal_truncated: bool = False
     statistics_rebuilt: bool = False
     residual_files: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MessagesPurged:
+    """What PurgeMessages erased, and how far the scrub after it went."""
+
+    message_ids: tuple[int, ...]
+    history_version: int
+    wal_truncated: bool = False
+    statistics_rebuilt: bool = False
+    residual_files: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _MessagesErased:
+    key: ConversationKey
+    erased: history_writes.ErasedMessages
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -130,6 +150,28 @@ class ErasureService:
         scrubbed = await self.scrub_wal()
         return dataclasses.replace(
             purged.result,
+            wal_truncated=scrubbed.wal_truncated,
+            statistics_rebuilt=scrubbed.statistics_rebuilt,
+            residual_files=tuple(residual_files(self._home, wal_truncated=scrubbed.wal_truncated)),
+        )
+
+    async def purge_messages(
+        self, key: ConversationKey, message_ids: Sequence[int], trust: Trust
+    ) -> MessagesPurged:
+        """Erase messages of the conversation's window by id (ids it does not hold are
+        ignored); one before the window, or a checkpoint summary, refuses the call. Operators
+        only."""
+        require_operator(trust, "purging messages")
+        ids = check_purged_ids(message_ids)
+        done = await self._writer.run(
+            "purge_messages",
+            lambda transaction: self._purge_messages(transaction, key, ids),
+            after_commit=self._publish_messages,
+        )
+        scrubbed = await self.scrub_wal()
+        return MessagesPurged(
+            done.erased.ids,
+            done.erased.history_version,
             wal_truncated=scrubbed.wal_truncated,
             statistics_rebuilt=scrubbed.statistics_rebuilt,
             residual_files=tuple(residual_files(self._home, wal_truncated=scrubbed.wal_truncated)),
@@ -238,6 +280,28 @@ class ErasureService:
         result = PurgeResult(deleted, conversation_deleted, len(erased))
         changed = (*(record.id for record in erased), *renamed)
         return _Purged(key, result, changed, render)
+
+    def _purge_messages(
+        self, connection: Transaction, key: ConversationKey, ids: tuple[int, ...]
+    ) -> _MessagesErased:
+        named = history_writes.named_messages(connection, key, ids)
+        check_erasable(named.found, named.window_start_id)
+        if not named.found:
+            return _MessagesErased(
+                key, history_writes.ErasedMessages((), named.history_version, ())
+            )
+        erased = history_writes.purge_messages(connection, key, [i for i, _ in named.found])
+        scrub.optimize_indexes(connection)
+        scrub.record_pending(connection, "messages of a conversation", to_text(utc_now()))
+        return _MessagesErased(key, erased)
+
+    def _publish_messages(self, done: _MessagesErased) -> None:
+        if not done.erased.ids:
+            return
+        self._history.cache.invalidate(done.key)
+        for memory_id in done.erased.memory_ids:
+            self._memory.rows.invalidate(memory_id)
+        self._vectors.clear()  # no copy of an erased vector stays in memory
 
     def _publish_owner(self, erased: scrub.OwnerErased) -> None:
         for key in erased.conversations:

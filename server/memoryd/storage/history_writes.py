@@ -25,7 +25,7 @@ from memoryd.storage.message_rows import (
     message_from_row,
     window_state_from_row,
 )
-from memoryd.storage.sql import CONVERSATION_MATCH, KEY_MATCH, Row, one, rows
+from memoryd.storage.sql import CONVERSATION_MATCH, KEY_MATCH, Row, one, placeholders, rows
 from memoryd.storage.transaction import Transaction
 
 # The statements of an append, per engine (built once each). The rows of the JSON array are
@@ -221,6 +221,73 @@ def purge_conversation(connection: Transaction, key: ConversationKey) -> tuple[i
     deleted = connection.changes()
     connection.execute(f"DELETE FROM conversations WHERE {CONVERSATION_MATCH}", key.as_row())
     return deleted, connection.changes() > 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NamedMessages:
+    """The messages of a conversation among the ids asked for, where its window starts and its
+    history version (0 and 0 when it has no record)."""
+
+    window_start_id: int
+    history_version: int
+    # (id, kind) of each id the conversation holds, ascending.
+    found: tuple[tuple[int, str], ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ErasedMessages:
+    """What purge_messages removed."""
+
+    ids: tuple[int, ...]
+    history_version: int
+    # Memory rows that cited an erased message (their link is gone: ON DELETE SET NULL).
+    memory_ids: tuple[int, ...]
+
+
+def named_messages(
+    connection: Transaction, key: ConversationKey, message_ids: Sequence[int]
+) -> NamedMessages:
+    """Which of these ids are messages of the conversation, and its window's start."""
+    window = rows(
+        connection,
+        f"SELECT window_start_id, history_version FROM conversations WHERE {CONVERSATION_MATCH}",
+        key.as_row(),
+    )
+    found = rows(
+        connection,
+        f"SELECT m.id, m.kind FROM messages AS m WHERE {KEY_MATCH} "
+        f"AND m.id IN ({placeholders(len(message_ids))}) ORDER BY m.id",
+        (*key.as_row(), *message_ids),
+    )
+    start, version = (int(window[0][0]), int(window[0][1])) if window else (0, 0)
+    return NamedMessages(start, version, tuple((int(r[0]), str(r[1])) for r in found))
+
+
+def purge_messages(
+    connection: Transaction, key: ConversationKey, message_ids: Sequence[int]
+) -> ErasedMessages:
+    """Delete these messages of the conversation (the triggers and foreign keys take their
+    index entries and vectors, and unlink memory rows citing them), the kept review exchanges
+    of the conversation from the first of them on, and move the history version."""
+    ids = tuple(sorted(set(message_ids)))
+    listed = placeholders(len(ids))
+    citing = rows(connection, f"SELECT id FROM memories WHERE source_message_id IN ({listed})", ids)
+    connection.execute(
+        f"DELETE FROM messages AS m WHERE {KEY_MATCH} AND m.id IN ({listed})",
+        (*key.as_row(), *ids),
+    )
+    connection.execute(
+        "DELETE FROM review_exchanges WHERE run_id IN (SELECT id FROM review_runs "
+        f"WHERE {CONVERSATION_MATCH} AND max_message_id >= ?)",
+        (*key.as_row(), ids[0]),
+    )
+    version = one(
+        connection,
+        f"UPDATE conversations SET history_version = ? WHERE {CONVERSATION_MATCH} "
+        "RETURNING history_version",
+        (next_history_version(connection), *key.as_row()),
+    )
+    return ErasedMessages(ids, int(version[0]), tuple(int(row[0]) for row in citing))
 
 
 def next_history_version(connection: Transaction) -> int:

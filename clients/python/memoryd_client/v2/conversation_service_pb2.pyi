@@ -955,6 +955,82 @@ class PurgeConversationResponse(_message.Message):
 Global___PurgeConversationResponse: _TypeAlias = PurgeConversationResponse  # noqa: Y015
 
 @_typing.final
+class PurgeMessagesRequest(_message.Message):
+    """PurgeMessagesRequest names the messages to erase."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    MESSAGE_IDS_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
+    trust: _records_pb2.Trust.ValueType
+    """The trust of the caller. Unset means operator. A guest gets PERMISSION_DENIED."""
+    @_builtins.property
+    def conversation(self) -> _records_pb2.Conversation:
+        """The conversation. channel and chat_id are required."""
+
+    @_builtins.property
+    def message_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The ids of the messages to erase: at least one, at most 100, each positive."""
+
+    def __init__(
+        self,
+        *,
+        conversation: _records_pb2.Conversation | None = ...,
+        message_ids: _abc.Iterable[_builtins.int] | None = ...,
+        trust: _records_pb2.Trust.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "message_ids", b"message_ids", "trust", b"trust"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PurgeMessagesRequest: _TypeAlias = PurgeMessagesRequest  # noqa: Y015
+
+@_typing.final
+class PurgeMessagesResponse(_message.Message):
+    """PurgeMessagesResponse reports what was erased."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PURGED_MESSAGE_IDS_FIELD_NUMBER: _builtins.int
+    HISTORY_VERSION_FIELD_NUMBER: _builtins.int
+    WAL_TRUNCATED_FIELD_NUMBER: _builtins.int
+    RESIDUAL_FILES_FIELD_NUMBER: _builtins.int
+    STATISTICS_REBUILT_FIELD_NUMBER: _builtins.int
+    history_version: _builtins.int
+    """The conversation's history version after the call (unchanged when nothing was erased)."""
+    wal_truncated: _builtins.bool
+    """As in PurgeConversationResponse."""
+    statistics_rebuilt: _builtins.bool
+    """As in PurgeConversationResponse."""
+    @_builtins.property
+    def purged_message_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The ids this call erased, ascending (ids the conversation did not hold are not among them)."""
+
+    @_builtins.property
+    def residual_files(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """As in PurgeConversationResponse."""
+
+    def __init__(
+        self,
+        *,
+        purged_message_ids: _abc.Iterable[_builtins.int] | None = ...,
+        history_version: _builtins.int = ...,
+        wal_truncated: _builtins.bool = ...,
+        residual_files: _abc.Iterable[_builtins.str] | None = ...,
+        statistics_rebuilt: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["history_version", b"history_version", "purged_message_ids", b"purged_message_ids", "residual_files", b"residual_files", "statistics_rebuilt", b"statistics_rebuilt", "wal_truncated", b"wal_truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PurgeMessagesResponse: _TypeAlias = PurgeMessagesResponse  # noqa: Y015
+
+@_typing.final
 class GetConversationRequest(_message.Message):
     """GetConversationRequest names a conversation."""
 

@@ -94,6 +94,11 @@ class ConversationServiceStub:
                 request_serializer=memoryd_dot_v2_dot_conversation__service__pb2.PurgeConversationRequest.SerializeToString,
                 response_deserializer=memoryd_dot_v2_dot_conversation__service__pb2.PurgeConversationResponse.FromString,
                 _registered_method=True)
+        self.PurgeMessages = channel.unary_unary(
+                '/memoryd.v2.ConversationService/PurgeMessages',
+                request_serializer=memoryd_dot_v2_dot_conversation__service__pb2.PurgeMessagesRequest.SerializeToString,
+                response_deserializer=memoryd_dot_v2_dot_conversation__service__pb2.PurgeMessagesResponse.FromString,
+                _registered_method=True)
 
 
 class ConversationServiceServicer:
@@ -228,6 +233,22 @@ class ConversationServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PurgeMessages(self, request, context):
+        """PurgeMessages erases messages of a conversation's current window, named by id: each row
+        with its search index entries and vectors, and the kept review exchanges of the
+        conversation from the first of them on (they may quote it). Memory rows learnt from one keep
+        their content and lose only their link to it, as in PurgeConversation; the history version
+        moves, so a compaction that read them starts again. It is how a client takes back what it
+        appended (an agent framework's "pop the last item", a user's "forget what I just said").
+        Ids the conversation no longer holds are ignored, so a retry erases nothing more; a message
+        before the window (compacted or after /new: a checkpoint or an ended session may quote it)
+        or a checkpoint summary is refused with FAILED_PRECONDITION, and nothing is erased;
+        PurgeConversation erases those. A guest gets PERMISSION_DENIED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ConversationServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -285,6 +306,11 @@ def add_ConversationServiceServicer_to_server(servicer, server):
                     servicer.PurgeConversation,
                     request_deserializer=memoryd_dot_v2_dot_conversation__service__pb2.PurgeConversationRequest.FromString,
                     response_serializer=memoryd_dot_v2_dot_conversation__service__pb2.PurgeConversationResponse.SerializeToString,
+            ),
+            'PurgeMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.PurgeMessages,
+                    request_deserializer=memoryd_dot_v2_dot_conversation__service__pb2.PurgeMessagesRequest.FromString,
+                    response_serializer=memoryd_dot_v2_dot_conversation__service__pb2.PurgeMessagesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -589,6 +615,33 @@ class ConversationService:
             '/memoryd.v2.ConversationService/PurgeConversation',
             memoryd_dot_v2_dot_conversation__service__pb2.PurgeConversationRequest.SerializeToString,
             memoryd_dot_v2_dot_conversation__service__pb2.PurgeConversationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PurgeMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memoryd.v2.ConversationService/PurgeMessages',
+            memoryd_dot_v2_dot_conversation__service__pb2.PurgeMessagesRequest.SerializeToString,
+            memoryd_dot_v2_dot_conversation__service__pb2.PurgeMessagesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -116,6 +116,18 @@ class ConversationServiceStub:
     content can be found afterwards. Purging an unknown conversation removes nothing and
     succeeds. A guest gets PERMISSION_DENIED.
     """
+    PurgeMessages: _grpc.UnaryUnaryMultiCallable[_conversation_service_pb2.PurgeMessagesRequest, _conversation_service_pb2.PurgeMessagesResponse]
+    """PurgeMessages erases messages of a conversation's current window, named by id: each row
+    with its search index entries and vectors, and the kept review exchanges of the
+    conversation from the first of them on (they may quote it). Memory rows learnt from one keep
+    their content and lose only their link to it, as in PurgeConversation; the history version
+    moves, so a compaction that read them starts again. It is how a client takes back what it
+    appended (an agent framework's "pop the last item", a user's "forget what I just said").
+    Ids the conversation no longer holds are ignored, so a retry erases nothing more; a message
+    before the window (compacted or after /new: a checkpoint or an ended session may quote it)
+    or a checkpoint summary is refused with FAILED_PRECONDITION, and nothing is erased;
+    PurgeConversation erases those. A guest gets PERMISSION_DENIED.
+    """
 
 @_typing.type_check_only
 class ConversationServiceAsyncStub(ConversationServiceStub):
@@ -204,6 +216,18 @@ class ConversationServiceAsyncStub(ConversationServiceStub):
     belong to the owner) and lose only their link to the erased message. Nothing of the
     content can be found afterwards. Purging an unknown conversation removes nothing and
     succeeds. A guest gets PERMISSION_DENIED.
+    """
+    PurgeMessages: _aio.UnaryUnaryMultiCallable[_conversation_service_pb2.PurgeMessagesRequest, _conversation_service_pb2.PurgeMessagesResponse]  # type: ignore[assignment]
+    """PurgeMessages erases messages of a conversation's current window, named by id: each row
+    with its search index entries and vectors, and the kept review exchanges of the
+    conversation from the first of them on (they may quote it). Memory rows learnt from one keep
+    their content and lose only their link to it, as in PurgeConversation; the history version
+    moves, so a compaction that read them starts again. It is how a client takes back what it
+    appended (an agent framework's "pop the last item", a user's "forget what I just said").
+    Ids the conversation no longer holds are ignored, so a retry erases nothing more; a message
+    before the window (compacted or after /new: a checkpoint or an ended session may quote it)
+    or a checkpoint summary is refused with FAILED_PRECONDITION, and nothing is erased;
+    PurgeConversation erases those. A guest gets PERMISSION_DENIED.
     """
 
 class ConversationServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -356,6 +380,24 @@ class ConversationServiceServicer(metaclass=_abc_1.ABCMeta):
         belong to the owner) and lose only their link to the erased message. Nothing of the
         content can be found afterwards. Purging an unknown conversation removes nothing and
         succeeds. A guest gets PERMISSION_DENIED.
+        """
+
+    @_abc_1.abstractmethod
+    def PurgeMessages(
+        self,
+        request: _conversation_service_pb2.PurgeMessagesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_conversation_service_pb2.PurgeMessagesResponse, _abc.Awaitable[_conversation_service_pb2.PurgeMessagesResponse]]:
+        """PurgeMessages erases messages of a conversation's current window, named by id: each row
+        with its search index entries and vectors, and the kept review exchanges of the
+        conversation from the first of them on (they may quote it). Memory rows learnt from one keep
+        their content and lose only their link to it, as in PurgeConversation; the history version
+        moves, so a compaction that read them starts again. It is how a client takes back what it
+        appended (an agent framework's "pop the last item", a user's "forget what I just said").
+        Ids the conversation no longer holds are ignored, so a retry erases nothing more; a message
+        before the window (compacted or after /new: a checkpoint or an ended session may quote it)
+        or a checkpoint summary is refused with FAILED_PRECONDITION, and nothing is erased;
+        PurgeConversation erases those. A guest gets PERMISSION_DENIED.
         """
 
 def add_ConversationServiceServicer_to_server(servicer: ConversationServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -10,7 +10,7 @@ function byName(service, ...methods) {
 // Each RPC's memoryd.v2 service (memoryd.api.contract; tests/surfaces/test_console_sessions.py
 // holds this table to it).
 const SERVICE_OF = {
-  ...byName("memoryd.v2.ConversationService", "AppendMessages", "CommitTurn", "IngestMessages", "StreamTranscript", "ListMessages", "GetMessage", "SearchHistory", "GetConversation", "ListConversations", "ClearConversation", "PurgeConversation"),
+  ...byName("memoryd.v2.ConversationService", "AppendMessages", "CommitTurn", "IngestMessages", "StreamTranscript", "ListMessages", "GetMessage", "SearchHistory", "GetConversation", "ListConversations", "ClearConversation", "PurgeConversation", "PurgeMessages"),
   ...byName("memoryd.v2.MemoryService", "StoreMemory", "GetMemory", "ListMemories", "UpdateMemory", "ArchiveMemory", "RestoreMemory", "DeleteMemory", "Recall", "ListMemorySources", "SetJobStatus", "FinishJobRun"),
   ...byName("memoryd.v2.ContextService", "GetPromptContext", "ComposeContext", "Preflight", "Compact", "GetCompactionState"),
   ...byName("memoryd.v2.ResourceService", "ListResources", "ListRevisions", "GetRevision", "DiffRevisions", "RollbackResource"),

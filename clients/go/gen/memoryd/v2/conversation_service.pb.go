@@ -1891,6 +1891,152 @@ func (x *PurgeConversationResponse) GetStatisticsRebuilt() bool {
 	return false
 }
 
+// PurgeMessagesRequest names the messages to erase.
+type PurgeMessagesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The conversation. channel and chat_id are required.
+	Conversation *Conversation `protobuf:"bytes,1,opt,name=conversation,proto3" json:"conversation,omitempty"`
+	// The ids of the messages to erase: at least one, at most 100, each positive.
+	MessageIds []int64 `protobuf:"varint,2,rep,packed,name=message_ids,json=messageIds,proto3" json:"message_ids,omitempty"`
+	// The trust of the caller. Unset means operator. A guest gets PERMISSION_DENIED.
+	Trust         Trust `protobuf:"varint,3,opt,name=trust,proto3,enum=memoryd.v2.Trust" json:"trust,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeMessagesRequest) Reset() {
+	*x = PurgeMessagesRequest{}
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeMessagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeMessagesRequest) ProtoMessage() {}
+
+func (x *PurgeMessagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeMessagesRequest.ProtoReflect.Descriptor instead.
+func (*PurgeMessagesRequest) Descriptor() ([]byte, []int) {
+	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PurgeMessagesRequest) GetConversation() *Conversation {
+	if x != nil {
+		return x.Conversation
+	}
+	return nil
+}
+
+func (x *PurgeMessagesRequest) GetMessageIds() []int64 {
+	if x != nil {
+		return x.MessageIds
+	}
+	return nil
+}
+
+func (x *PurgeMessagesRequest) GetTrust() Trust {
+	if x != nil {
+		return x.Trust
+	}
+	return Trust_TRUST_UNSPECIFIED
+}
+
+// PurgeMessagesResponse reports what was erased.
+type PurgeMessagesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ids this call erased, ascending (ids the conversation did not hold are not among them).
+	PurgedMessageIds []int64 `protobuf:"varint,1,rep,packed,name=purged_message_ids,json=purgedMessageIds,proto3" json:"purged_message_ids,omitempty"`
+	// The conversation's history version after the call (unchanged when nothing was erased).
+	HistoryVersion int64 `protobuf:"varint,2,opt,name=history_version,json=historyVersion,proto3" json:"history_version,omitempty"`
+	// As in PurgeConversationResponse.
+	WalTruncated bool `protobuf:"varint,3,opt,name=wal_truncated,json=walTruncated,proto3" json:"wal_truncated,omitempty"`
+	// As in PurgeConversationResponse.
+	ResidualFiles []string `protobuf:"bytes,4,rep,name=residual_files,json=residualFiles,proto3" json:"residual_files,omitempty"`
+	// As in PurgeConversationResponse.
+	StatisticsRebuilt bool `protobuf:"varint,5,opt,name=statistics_rebuilt,json=statisticsRebuilt,proto3" json:"statistics_rebuilt,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *PurgeMessagesResponse) Reset() {
+	*x = PurgeMessagesResponse{}
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeMessagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeMessagesResponse) ProtoMessage() {}
+
+func (x *PurgeMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeMessagesResponse.ProtoReflect.Descriptor instead.
+func (*PurgeMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PurgeMessagesResponse) GetPurgedMessageIds() []int64 {
+	if x != nil {
+		return x.PurgedMessageIds
+	}
+	return nil
+}
+
+func (x *PurgeMessagesResponse) GetHistoryVersion() int64 {
+	if x != nil {
+		return x.HistoryVersion
+	}
+	return 0
+}
+
+func (x *PurgeMessagesResponse) GetWalTruncated() bool {
+	if x != nil {
+		return x.WalTruncated
+	}
+	return false
+}
+
+func (x *PurgeMessagesResponse) GetResidualFiles() []string {
+	if x != nil {
+		return x.ResidualFiles
+	}
+	return nil
+}
+
+func (x *PurgeMessagesResponse) GetStatisticsRebuilt() bool {
+	if x != nil {
+		return x.StatisticsRebuilt
+	}
+	return false
+}
+
 // GetConversationRequest names a conversation.
 type GetConversationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1902,7 +2048,7 @@ type GetConversationRequest struct {
 
 func (x *GetConversationRequest) Reset() {
 	*x = GetConversationRequest{}
-	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[22]
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1914,7 +2060,7 @@ func (x *GetConversationRequest) String() string {
 func (*GetConversationRequest) ProtoMessage() {}
 
 func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[22]
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1927,7 +2073,7 @@ func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConversationRequest.ProtoReflect.Descriptor instead.
 func (*GetConversationRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{22}
+	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetConversationRequest) GetConversation() *Conversation {
@@ -1980,7 +2126,7 @@ type GetConversationResponse struct {
 
 func (x *GetConversationResponse) Reset() {
 	*x = GetConversationResponse{}
-	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[23]
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1992,7 +2138,7 @@ func (x *GetConversationResponse) String() string {
 func (*GetConversationResponse) ProtoMessage() {}
 
 func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[23]
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2005,7 +2151,7 @@ func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConversationResponse.ProtoReflect.Descriptor instead.
 func (*GetConversationResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{23}
+	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetConversationResponse) GetConversation() *Conversation {
@@ -2132,7 +2278,7 @@ type EndedSession struct {
 
 func (x *EndedSession) Reset() {
 	*x = EndedSession{}
-	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[24]
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2144,7 +2290,7 @@ func (x *EndedSession) String() string {
 func (*EndedSession) ProtoMessage() {}
 
 func (x *EndedSession) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[24]
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2157,7 +2303,7 @@ func (x *EndedSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndedSession.ProtoReflect.Descriptor instead.
 func (*EndedSession) Descriptor() ([]byte, []int) {
-	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{24}
+	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *EndedSession) GetStartedAfterId() int64 {
@@ -2208,7 +2354,7 @@ type TurnUsage struct {
 
 func (x *TurnUsage) Reset() {
 	*x = TurnUsage{}
-	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[25]
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2220,7 +2366,7 @@ func (x *TurnUsage) String() string {
 func (*TurnUsage) ProtoMessage() {}
 
 func (x *TurnUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[25]
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2233,7 +2379,7 @@ func (x *TurnUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnUsage.ProtoReflect.Descriptor instead.
 func (*TurnUsage) Descriptor() ([]byte, []int) {
-	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{25}
+	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TurnUsage) GetPeakPromptTokens() int64 {
@@ -2272,7 +2418,7 @@ type CommitTurnRequest struct {
 
 func (x *CommitTurnRequest) Reset() {
 	*x = CommitTurnRequest{}
-	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[26]
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2284,7 +2430,7 @@ func (x *CommitTurnRequest) String() string {
 func (*CommitTurnRequest) ProtoMessage() {}
 
 func (x *CommitTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[26]
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2297,7 +2443,7 @@ func (x *CommitTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitTurnRequest.ProtoReflect.Descriptor instead.
 func (*CommitTurnRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{26}
+	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CommitTurnRequest) GetConversation() *Conversation {
@@ -2353,7 +2499,7 @@ type CommitTurnResponse struct {
 
 func (x *CommitTurnResponse) Reset() {
 	*x = CommitTurnResponse{}
-	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[27]
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2365,7 +2511,7 @@ func (x *CommitTurnResponse) String() string {
 func (*CommitTurnResponse) ProtoMessage() {}
 
 func (x *CommitTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[27]
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2378,7 +2524,7 @@ func (x *CommitTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitTurnResponse.ProtoReflect.Descriptor instead.
 func (*CommitTurnResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{27}
+	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CommitTurnResponse) GetResults() []*AppendResult {
@@ -2424,7 +2570,7 @@ type ListConversationsRequest struct {
 
 func (x *ListConversationsRequest) Reset() {
 	*x = ListConversationsRequest{}
-	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[28]
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2436,7 +2582,7 @@ func (x *ListConversationsRequest) String() string {
 func (*ListConversationsRequest) ProtoMessage() {}
 
 func (x *ListConversationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[28]
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2449,7 +2595,7 @@ func (x *ListConversationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConversationsRequest.ProtoReflect.Descriptor instead.
 func (*ListConversationsRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{28}
+	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListConversationsRequest) GetOwner() *OwnerScope {
@@ -2488,7 +2634,7 @@ type ConversationSummary struct {
 
 func (x *ConversationSummary) Reset() {
 	*x = ConversationSummary{}
-	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[29]
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2500,7 +2646,7 @@ func (x *ConversationSummary) String() string {
 func (*ConversationSummary) ProtoMessage() {}
 
 func (x *ConversationSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[29]
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2513,7 +2659,7 @@ func (x *ConversationSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConversationSummary.ProtoReflect.Descriptor instead.
 func (*ConversationSummary) Descriptor() ([]byte, []int) {
-	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{29}
+	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ConversationSummary) GetConversation() *Conversation {
@@ -2550,7 +2696,7 @@ type ListConversationsResponse struct {
 
 func (x *ListConversationsResponse) Reset() {
 	*x = ListConversationsResponse{}
-	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[30]
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2562,7 +2708,7 @@ func (x *ListConversationsResponse) String() string {
 func (*ListConversationsResponse) ProtoMessage() {}
 
 func (x *ListConversationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[30]
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2575,7 +2721,7 @@ func (x *ListConversationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConversationsResponse.ProtoReflect.Descriptor instead.
 func (*ListConversationsResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{30}
+	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListConversationsResponse) GetConversations() []*ConversationSummary {
@@ -2605,7 +2751,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[31]
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2617,7 +2763,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[31]
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2630,7 +2776,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{31}
+	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetMessageRequest) GetOwner() *OwnerScope {
@@ -2658,7 +2804,7 @@ type GetMessageResponse struct {
 
 func (x *GetMessageResponse) Reset() {
 	*x = GetMessageResponse{}
-	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[32]
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2670,7 +2816,7 @@ func (x *GetMessageResponse) String() string {
 func (*GetMessageResponse) ProtoMessage() {}
 
 func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[32]
+	mi := &file_memoryd_v2_conversation_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2683,7 +2829,7 @@ func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageResponse.ProtoReflect.Descriptor instead.
 func (*GetMessageResponse) Descriptor() ([]byte, []int) {
-	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{32}
+	return file_memoryd_v2_conversation_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetMessageResponse) GetMessage() *Message {
@@ -2830,7 +2976,18 @@ const file_memoryd_v2_conversation_service_proto_rawDesc = "" +
 	"\x10memories_deleted\x18\x03 \x01(\x03R\x0fmemoriesDeleted\x12#\n" +
 	"\rwal_truncated\x18\x04 \x01(\bR\fwalTruncated\x12%\n" +
 	"\x0eresidual_files\x18\x05 \x03(\tR\rresidualFiles\x12-\n" +
-	"\x12statistics_rebuilt\x18\x06 \x01(\bR\x11statisticsRebuilt\"V\n" +
+	"\x12statistics_rebuilt\x18\x06 \x01(\bR\x11statisticsRebuilt\"\x9e\x01\n" +
+	"\x14PurgeMessagesRequest\x12<\n" +
+	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v2.ConversationR\fconversation\x12\x1f\n" +
+	"\vmessage_ids\x18\x02 \x03(\x03R\n" +
+	"messageIds\x12'\n" +
+	"\x05trust\x18\x03 \x01(\x0e2\x11.memoryd.v2.TrustR\x05trust\"\xe9\x01\n" +
+	"\x15PurgeMessagesResponse\x12,\n" +
+	"\x12purged_message_ids\x18\x01 \x03(\x03R\x10purgedMessageIds\x12'\n" +
+	"\x0fhistory_version\x18\x02 \x01(\x03R\x0ehistoryVersion\x12#\n" +
+	"\rwal_truncated\x18\x03 \x01(\bR\fwalTruncated\x12%\n" +
+	"\x0eresidual_files\x18\x04 \x03(\tR\rresidualFiles\x12-\n" +
+	"\x12statistics_rebuilt\x18\x05 \x01(\bR\x11statisticsRebuilt\"V\n" +
 	"\x16GetConversationRequest\x12<\n" +
 	"\fconversation\x18\x01 \x01(\v2\x18.memoryd.v2.ConversationR\fconversation\"\x85\x06\n" +
 	"\x17GetConversationResponse\x12<\n" +
@@ -2896,7 +3053,7 @@ const file_memoryd_v2_conversation_service_proto_rawDesc = "" +
 	"\aSpeaker\x12\x17\n" +
 	"\x13SPEAKER_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fSPEAKER_USER\x10\x01\x12\x15\n" +
-	"\x11SPEAKER_ASSISTANT\x10\x022\xfb\b\n" +
+	"\x11SPEAKER_ASSISTANT\x10\x022\xde\t\n" +
 	"\x13ConversationService\x12c\n" +
 	"\x0eAppendMessages\x12!.memoryd.v2.AppendMessagesRequest\x1a\".memoryd.v2.AppendMessagesResponse\"\n" +
 	"\x9a\xf4\x18\x06\x10\x01\x18\x01 \x01\x12W\n" +
@@ -2913,7 +3070,8 @@ const file_memoryd_v2_conversation_service_proto_rawDesc = "" +
 	"\x0fGetConversation\x12\".memoryd.v2.GetConversationRequest\x1a#.memoryd.v2.GetConversationResponse\"\v\x9a\xf4\x18\x04\x18\x01 \x01\x90\x02\x01\x12k\n" +
 	"\x11ListConversations\x12$.memoryd.v2.ListConversationsRequest\x1a%.memoryd.v2.ListConversationsResponse\"\t\x9a\xf4\x18\x02 \x02\x90\x02\x01\x12j\n" +
 	"\x11ClearConversation\x12$.memoryd.v2.ClearConversationRequest\x1a%.memoryd.v2.ClearConversationResponse\"\b\x9a\xf4\x18\x04\x10\x01 \x01\x12m\n" +
-	"\x11PurgeConversation\x12$.memoryd.v2.PurgeConversationRequest\x1a%.memoryd.v2.PurgeConversationResponse\"\v\x9a\xf4\x18\x04\x10\x01 \x01\x90\x02\x02\x1a\x06\x92\xf4\x18\x02\b\x01B\xb3\x01\n" +
+	"\x11PurgeConversation\x12$.memoryd.v2.PurgeConversationRequest\x1a%.memoryd.v2.PurgeConversationResponse\"\v\x9a\xf4\x18\x04\x10\x01 \x01\x90\x02\x02\x12a\n" +
+	"\rPurgeMessages\x12 .memoryd.v2.PurgeMessagesRequest\x1a!.memoryd.v2.PurgeMessagesResponse\"\v\x9a\xf4\x18\x04\x10\x01 \x01\x90\x02\x02\x1a\x06\x92\xf4\x18\x02\b\x01B\xb3\x01\n" +
 	"\x0ecom.memoryd.v2B\x18ConversationServiceProtoP\x01Z>github.com/memoryd/memoryd/clients/go/gen/memoryd/v2;memorydv2\xa2\x02\x03MXX\xaa\x02\n" +
 	"Memoryd.V2\xca\x02\n" +
 	"Memoryd\\V2\xe2\x02\x16Memoryd\\V2\\GPBMetadata\xea\x02\vMemoryd::V2b\x06proto3"
@@ -2931,7 +3089,7 @@ func file_memoryd_v2_conversation_service_proto_rawDescGZIP() []byte {
 }
 
 var file_memoryd_v2_conversation_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_memoryd_v2_conversation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_memoryd_v2_conversation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_memoryd_v2_conversation_service_proto_goTypes = []any{
 	(AppendOutcome)(0),                // 0: memoryd.v2.AppendOutcome
 	(Speaker)(0),                      // 1: memoryd.v2.Speaker
@@ -2957,106 +3115,112 @@ var file_memoryd_v2_conversation_service_proto_goTypes = []any{
 	(*ClearConversationResponse)(nil), // 21: memoryd.v2.ClearConversationResponse
 	(*PurgeConversationRequest)(nil),  // 22: memoryd.v2.PurgeConversationRequest
 	(*PurgeConversationResponse)(nil), // 23: memoryd.v2.PurgeConversationResponse
-	(*GetConversationRequest)(nil),    // 24: memoryd.v2.GetConversationRequest
-	(*GetConversationResponse)(nil),   // 25: memoryd.v2.GetConversationResponse
-	(*EndedSession)(nil),              // 26: memoryd.v2.EndedSession
-	(*TurnUsage)(nil),                 // 27: memoryd.v2.TurnUsage
-	(*CommitTurnRequest)(nil),         // 28: memoryd.v2.CommitTurnRequest
-	(*CommitTurnResponse)(nil),        // 29: memoryd.v2.CommitTurnResponse
-	(*ListConversationsRequest)(nil),  // 30: memoryd.v2.ListConversationsRequest
-	(*ConversationSummary)(nil),       // 31: memoryd.v2.ConversationSummary
-	(*ListConversationsResponse)(nil), // 32: memoryd.v2.ListConversationsResponse
-	(*GetMessageRequest)(nil),         // 33: memoryd.v2.GetMessageRequest
-	(*GetMessageResponse)(nil),        // 34: memoryd.v2.GetMessageResponse
-	(Role)(0),                         // 35: memoryd.v2.Role
-	(*timestamppb.Timestamp)(nil),     // 36: google.protobuf.Timestamp
-	(Trust)(0),                        // 37: memoryd.v2.Trust
-	(*Conversation)(nil),              // 38: memoryd.v2.Conversation
-	(*Message)(nil),                   // 39: memoryd.v2.Message
-	(*OwnerScope)(nil),                // 40: memoryd.v2.OwnerScope
-	(*AgentScope)(nil),                // 41: memoryd.v2.AgentScope
-	(SearchMode)(0),                   // 42: memoryd.v2.SearchMode
-	(*HistoryHit)(nil),                // 43: memoryd.v2.HistoryHit
+	(*PurgeMessagesRequest)(nil),      // 24: memoryd.v2.PurgeMessagesRequest
+	(*PurgeMessagesResponse)(nil),     // 25: memoryd.v2.PurgeMessagesResponse
+	(*GetConversationRequest)(nil),    // 26: memoryd.v2.GetConversationRequest
+	(*GetConversationResponse)(nil),   // 27: memoryd.v2.GetConversationResponse
+	(*EndedSession)(nil),              // 28: memoryd.v2.EndedSession
+	(*TurnUsage)(nil),                 // 29: memoryd.v2.TurnUsage
+	(*CommitTurnRequest)(nil),         // 30: memoryd.v2.CommitTurnRequest
+	(*CommitTurnResponse)(nil),        // 31: memoryd.v2.CommitTurnResponse
+	(*ListConversationsRequest)(nil),  // 32: memoryd.v2.ListConversationsRequest
+	(*ConversationSummary)(nil),       // 33: memoryd.v2.ConversationSummary
+	(*ListConversationsResponse)(nil), // 34: memoryd.v2.ListConversationsResponse
+	(*GetMessageRequest)(nil),         // 35: memoryd.v2.GetMessageRequest
+	(*GetMessageResponse)(nil),        // 36: memoryd.v2.GetMessageResponse
+	(Role)(0),                         // 37: memoryd.v2.Role
+	(*timestamppb.Timestamp)(nil),     // 38: google.protobuf.Timestamp
+	(Trust)(0),                        // 39: memoryd.v2.Trust
+	(*Conversation)(nil),              // 40: memoryd.v2.Conversation
+	(*Message)(nil),                   // 41: memoryd.v2.Message
+	(*OwnerScope)(nil),                // 42: memoryd.v2.OwnerScope
+	(*AgentScope)(nil),                // 43: memoryd.v2.AgentScope
+	(SearchMode)(0),                   // 44: memoryd.v2.SearchMode
+	(*HistoryHit)(nil),                // 45: memoryd.v2.HistoryHit
 }
 var file_memoryd_v2_conversation_service_proto_depIdxs = []int32{
-	35, // 0: memoryd.v2.NewMessage.role:type_name -> memoryd.v2.Role
-	36, // 1: memoryd.v2.NewMessage.created_at:type_name -> google.protobuf.Timestamp
-	37, // 2: memoryd.v2.NewMessage.trust:type_name -> memoryd.v2.Trust
-	38, // 3: memoryd.v2.AppendMessagesRequest.conversation:type_name -> memoryd.v2.Conversation
+	37, // 0: memoryd.v2.NewMessage.role:type_name -> memoryd.v2.Role
+	38, // 1: memoryd.v2.NewMessage.created_at:type_name -> google.protobuf.Timestamp
+	39, // 2: memoryd.v2.NewMessage.trust:type_name -> memoryd.v2.Trust
+	40, // 3: memoryd.v2.AppendMessagesRequest.conversation:type_name -> memoryd.v2.Conversation
 	2,  // 4: memoryd.v2.AppendMessagesRequest.messages:type_name -> memoryd.v2.NewMessage
 	0,  // 5: memoryd.v2.AppendResult.outcome:type_name -> memoryd.v2.AppendOutcome
-	39, // 6: memoryd.v2.AppendResult.message:type_name -> memoryd.v2.Message
-	36, // 7: memoryd.v2.AppendResult.created_at:type_name -> google.protobuf.Timestamp
+	41, // 6: memoryd.v2.AppendResult.message:type_name -> memoryd.v2.Message
+	38, // 7: memoryd.v2.AppendResult.created_at:type_name -> google.protobuf.Timestamp
 	4,  // 8: memoryd.v2.AppendMessagesResponse.results:type_name -> memoryd.v2.AppendResult
-	38, // 9: memoryd.v2.IngestedMessage.conversation:type_name -> memoryd.v2.Conversation
+	40, // 9: memoryd.v2.IngestedMessage.conversation:type_name -> memoryd.v2.Conversation
 	2,  // 10: memoryd.v2.IngestedMessage.message:type_name -> memoryd.v2.NewMessage
 	6,  // 11: memoryd.v2.IngestMessagesRequest.messages:type_name -> memoryd.v2.IngestedMessage
 	8,  // 12: memoryd.v2.IngestMessagesResponse.rejections:type_name -> memoryd.v2.IngestRejection
-	37, // 13: memoryd.v2.TranscriptOpen.trust:type_name -> memoryd.v2.Trust
+	39, // 13: memoryd.v2.TranscriptOpen.trust:type_name -> memoryd.v2.Trust
 	1,  // 14: memoryd.v2.TranscriptSegment.speaker:type_name -> memoryd.v2.Speaker
-	27, // 15: memoryd.v2.TranscriptSegment.usage:type_name -> memoryd.v2.TurnUsage
+	29, // 15: memoryd.v2.TranscriptSegment.usage:type_name -> memoryd.v2.TurnUsage
 	10, // 16: memoryd.v2.StreamTranscriptRequest.open:type_name -> memoryd.v2.TranscriptOpen
 	11, // 17: memoryd.v2.StreamTranscriptRequest.segment:type_name -> memoryd.v2.TranscriptSegment
 	12, // 18: memoryd.v2.StreamTranscriptRequest.end:type_name -> memoryd.v2.TranscriptEnd
-	38, // 19: memoryd.v2.StreamTranscriptResponse.conversation:type_name -> memoryd.v2.Conversation
+	40, // 19: memoryd.v2.StreamTranscriptResponse.conversation:type_name -> memoryd.v2.Conversation
 	14, // 20: memoryd.v2.StreamTranscriptResponse.totals:type_name -> memoryd.v2.TranscriptTotals
-	38, // 21: memoryd.v2.ListMessagesRequest.conversation:type_name -> memoryd.v2.Conversation
-	39, // 22: memoryd.v2.ListMessagesResponse.messages:type_name -> memoryd.v2.Message
-	38, // 23: memoryd.v2.SearchHistoryRequest.conversation:type_name -> memoryd.v2.Conversation
-	40, // 24: memoryd.v2.SearchHistoryRequest.owner:type_name -> memoryd.v2.OwnerScope
-	41, // 25: memoryd.v2.SearchHistoryRequest.agent:type_name -> memoryd.v2.AgentScope
-	37, // 26: memoryd.v2.SearchHistoryRequest.trust:type_name -> memoryd.v2.Trust
-	42, // 27: memoryd.v2.SearchHistoryRequest.mode:type_name -> memoryd.v2.SearchMode
-	43, // 28: memoryd.v2.SearchHistoryResponse.hits:type_name -> memoryd.v2.HistoryHit
-	38, // 29: memoryd.v2.ClearConversationRequest.conversation:type_name -> memoryd.v2.Conversation
-	37, // 30: memoryd.v2.ClearConversationRequest.trust:type_name -> memoryd.v2.Trust
-	38, // 31: memoryd.v2.PurgeConversationRequest.conversation:type_name -> memoryd.v2.Conversation
-	37, // 32: memoryd.v2.PurgeConversationRequest.trust:type_name -> memoryd.v2.Trust
-	38, // 33: memoryd.v2.GetConversationRequest.conversation:type_name -> memoryd.v2.Conversation
-	38, // 34: memoryd.v2.GetConversationResponse.conversation:type_name -> memoryd.v2.Conversation
-	36, // 35: memoryd.v2.GetConversationResponse.first_message_at:type_name -> google.protobuf.Timestamp
-	36, // 36: memoryd.v2.GetConversationResponse.last_message_at:type_name -> google.protobuf.Timestamp
-	36, // 37: memoryd.v2.GetConversationResponse.window_started_at:type_name -> google.protobuf.Timestamp
-	26, // 38: memoryd.v2.GetConversationResponse.previous_session:type_name -> memoryd.v2.EndedSession
-	36, // 39: memoryd.v2.EndedSession.ended_at:type_name -> google.protobuf.Timestamp
-	38, // 40: memoryd.v2.CommitTurnRequest.conversation:type_name -> memoryd.v2.Conversation
-	37, // 41: memoryd.v2.CommitTurnRequest.trust:type_name -> memoryd.v2.Trust
-	2,  // 42: memoryd.v2.CommitTurnRequest.messages:type_name -> memoryd.v2.NewMessage
-	27, // 43: memoryd.v2.CommitTurnRequest.usage:type_name -> memoryd.v2.TurnUsage
-	4,  // 44: memoryd.v2.CommitTurnResponse.results:type_name -> memoryd.v2.AppendResult
-	40, // 45: memoryd.v2.ListConversationsRequest.owner:type_name -> memoryd.v2.OwnerScope
-	38, // 46: memoryd.v2.ConversationSummary.conversation:type_name -> memoryd.v2.Conversation
-	36, // 47: memoryd.v2.ConversationSummary.created_at:type_name -> google.protobuf.Timestamp
-	31, // 48: memoryd.v2.ListConversationsResponse.conversations:type_name -> memoryd.v2.ConversationSummary
-	40, // 49: memoryd.v2.GetMessageRequest.owner:type_name -> memoryd.v2.OwnerScope
-	39, // 50: memoryd.v2.GetMessageResponse.message:type_name -> memoryd.v2.Message
-	3,  // 51: memoryd.v2.ConversationService.AppendMessages:input_type -> memoryd.v2.AppendMessagesRequest
-	28, // 52: memoryd.v2.ConversationService.CommitTurn:input_type -> memoryd.v2.CommitTurnRequest
-	7,  // 53: memoryd.v2.ConversationService.IngestMessages:input_type -> memoryd.v2.IngestMessagesRequest
-	13, // 54: memoryd.v2.ConversationService.StreamTranscript:input_type -> memoryd.v2.StreamTranscriptRequest
-	16, // 55: memoryd.v2.ConversationService.ListMessages:input_type -> memoryd.v2.ListMessagesRequest
-	33, // 56: memoryd.v2.ConversationService.GetMessage:input_type -> memoryd.v2.GetMessageRequest
-	18, // 57: memoryd.v2.ConversationService.SearchHistory:input_type -> memoryd.v2.SearchHistoryRequest
-	24, // 58: memoryd.v2.ConversationService.GetConversation:input_type -> memoryd.v2.GetConversationRequest
-	30, // 59: memoryd.v2.ConversationService.ListConversations:input_type -> memoryd.v2.ListConversationsRequest
-	20, // 60: memoryd.v2.ConversationService.ClearConversation:input_type -> memoryd.v2.ClearConversationRequest
-	22, // 61: memoryd.v2.ConversationService.PurgeConversation:input_type -> memoryd.v2.PurgeConversationRequest
-	5,  // 62: memoryd.v2.ConversationService.AppendMessages:output_type -> memoryd.v2.AppendMessagesResponse
-	29, // 63: memoryd.v2.ConversationService.CommitTurn:output_type -> memoryd.v2.CommitTurnResponse
-	9,  // 64: memoryd.v2.ConversationService.IngestMessages:output_type -> memoryd.v2.IngestMessagesResponse
-	15, // 65: memoryd.v2.ConversationService.StreamTranscript:output_type -> memoryd.v2.StreamTranscriptResponse
-	17, // 66: memoryd.v2.ConversationService.ListMessages:output_type -> memoryd.v2.ListMessagesResponse
-	34, // 67: memoryd.v2.ConversationService.GetMessage:output_type -> memoryd.v2.GetMessageResponse
-	19, // 68: memoryd.v2.ConversationService.SearchHistory:output_type -> memoryd.v2.SearchHistoryResponse
-	25, // 69: memoryd.v2.ConversationService.GetConversation:output_type -> memoryd.v2.GetConversationResponse
-	32, // 70: memoryd.v2.ConversationService.ListConversations:output_type -> memoryd.v2.ListConversationsResponse
-	21, // 71: memoryd.v2.ConversationService.ClearConversation:output_type -> memoryd.v2.ClearConversationResponse
-	23, // 72: memoryd.v2.ConversationService.PurgeConversation:output_type -> memoryd.v2.PurgeConversationResponse
-	62, // [62:73] is the sub-list for method output_type
-	51, // [51:62] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	40, // 21: memoryd.v2.ListMessagesRequest.conversation:type_name -> memoryd.v2.Conversation
+	41, // 22: memoryd.v2.ListMessagesResponse.messages:type_name -> memoryd.v2.Message
+	40, // 23: memoryd.v2.SearchHistoryRequest.conversation:type_name -> memoryd.v2.Conversation
+	42, // 24: memoryd.v2.SearchHistoryRequest.owner:type_name -> memoryd.v2.OwnerScope
+	43, // 25: memoryd.v2.SearchHistoryRequest.agent:type_name -> memoryd.v2.AgentScope
+	39, // 26: memoryd.v2.SearchHistoryRequest.trust:type_name -> memoryd.v2.Trust
+	44, // 27: memoryd.v2.SearchHistoryRequest.mode:type_name -> memoryd.v2.SearchMode
+	45, // 28: memoryd.v2.SearchHistoryResponse.hits:type_name -> memoryd.v2.HistoryHit
+	40, // 29: memoryd.v2.ClearConversationRequest.conversation:type_name -> memoryd.v2.Conversation
+	39, // 30: memoryd.v2.ClearConversationRequest.trust:type_name -> memoryd.v2.Trust
+	40, // 31: memoryd.v2.PurgeConversationRequest.conversation:type_name -> memoryd.v2.Conversation
+	39, // 32: memoryd.v2.PurgeConversationRequest.trust:type_name -> memoryd.v2.Trust
+	40, // 33: memoryd.v2.PurgeMessagesRequest.conversation:type_name -> memoryd.v2.Conversation
+	39, // 34: memoryd.v2.PurgeMessagesRequest.trust:type_name -> memoryd.v2.Trust
+	40, // 35: memoryd.v2.GetConversationRequest.conversation:type_name -> memoryd.v2.Conversation
+	40, // 36: memoryd.v2.GetConversationResponse.conversation:type_name -> memoryd.v2.Conversation
+	38, // 37: memoryd.v2.GetConversationResponse.first_message_at:type_name -> google.protobuf.Timestamp
+	38, // 38: memoryd.v2.GetConversationResponse.last_message_at:type_name -> google.protobuf.Timestamp
+	38, // 39: memoryd.v2.GetConversationResponse.window_started_at:type_name -> google.protobuf.Timestamp
+	28, // 40: memoryd.v2.GetConversationResponse.previous_session:type_name -> memoryd.v2.EndedSession
+	38, // 41: memoryd.v2.EndedSession.ended_at:type_name -> google.protobuf.Timestamp
+	40, // 42: memoryd.v2.CommitTurnRequest.conversation:type_name -> memoryd.v2.Conversation
+	39, // 43: memoryd.v2.CommitTurnRequest.trust:type_name -> memoryd.v2.Trust
+	2,  // 44: memoryd.v2.CommitTurnRequest.messages:type_name -> memoryd.v2.NewMessage
+	29, // 45: memoryd.v2.CommitTurnRequest.usage:type_name -> memoryd.v2.TurnUsage
+	4,  // 46: memoryd.v2.CommitTurnResponse.results:type_name -> memoryd.v2.AppendResult
+	42, // 47: memoryd.v2.ListConversationsRequest.owner:type_name -> memoryd.v2.OwnerScope
+	40, // 48: memoryd.v2.ConversationSummary.conversation:type_name -> memoryd.v2.Conversation
+	38, // 49: memoryd.v2.ConversationSummary.created_at:type_name -> google.protobuf.Timestamp
+	33, // 50: memoryd.v2.ListConversationsResponse.conversations:type_name -> memoryd.v2.ConversationSummary
+	42, // 51: memoryd.v2.GetMessageRequest.owner:type_name -> memoryd.v2.OwnerScope
+	41, // 52: memoryd.v2.GetMessageResponse.message:type_name -> memoryd.v2.Message
+	3,  // 53: memoryd.v2.ConversationService.AppendMessages:input_type -> memoryd.v2.AppendMessagesRequest
+	30, // 54: memoryd.v2.ConversationService.CommitTurn:input_type -> memoryd.v2.CommitTurnRequest
+	7,  // 55: memoryd.v2.ConversationService.IngestMessages:input_type -> memoryd.v2.IngestMessagesRequest
+	13, // 56: memoryd.v2.ConversationService.StreamTranscript:input_type -> memoryd.v2.StreamTranscriptRequest
+	16, // 57: memoryd.v2.ConversationService.ListMessages:input_type -> memoryd.v2.ListMessagesRequest
+	35, // 58: memoryd.v2.ConversationService.GetMessage:input_type -> memoryd.v2.GetMessageRequest
+	18, // 59: memoryd.v2.ConversationService.SearchHistory:input_type -> memoryd.v2.SearchHistoryRequest
+	26, // 60: memoryd.v2.ConversationService.GetConversation:input_type -> memoryd.v2.GetConversationRequest
+	32, // 61: memoryd.v2.ConversationService.ListConversations:input_type -> memoryd.v2.ListConversationsRequest
+	20, // 62: memoryd.v2.ConversationService.ClearConversation:input_type -> memoryd.v2.ClearConversationRequest
+	22, // 63: memoryd.v2.ConversationService.PurgeConversation:input_type -> memoryd.v2.PurgeConversationRequest
+	24, // 64: memoryd.v2.ConversationService.PurgeMessages:input_type -> memoryd.v2.PurgeMessagesRequest
+	5,  // 65: memoryd.v2.ConversationService.AppendMessages:output_type -> memoryd.v2.AppendMessagesResponse
+	31, // 66: memoryd.v2.ConversationService.CommitTurn:output_type -> memoryd.v2.CommitTurnResponse
+	9,  // 67: memoryd.v2.ConversationService.IngestMessages:output_type -> memoryd.v2.IngestMessagesResponse
+	15, // 68: memoryd.v2.ConversationService.StreamTranscript:output_type -> memoryd.v2.StreamTranscriptResponse
+	17, // 69: memoryd.v2.ConversationService.ListMessages:output_type -> memoryd.v2.ListMessagesResponse
+	36, // 70: memoryd.v2.ConversationService.GetMessage:output_type -> memoryd.v2.GetMessageResponse
+	19, // 71: memoryd.v2.ConversationService.SearchHistory:output_type -> memoryd.v2.SearchHistoryResponse
+	27, // 72: memoryd.v2.ConversationService.GetConversation:output_type -> memoryd.v2.GetConversationResponse
+	34, // 73: memoryd.v2.ConversationService.ListConversations:output_type -> memoryd.v2.ListConversationsResponse
+	21, // 74: memoryd.v2.ConversationService.ClearConversation:output_type -> memoryd.v2.ClearConversationResponse
+	23, // 75: memoryd.v2.ConversationService.PurgeConversation:output_type -> memoryd.v2.PurgeConversationResponse
+	25, // 76: memoryd.v2.ConversationService.PurgeMessages:output_type -> memoryd.v2.PurgeMessagesResponse
+	65, // [65:77] is the sub-list for method output_type
+	53, // [53:65] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_memoryd_v2_conversation_service_proto_init() }
@@ -3082,7 +3246,7 @@ func file_memoryd_v2_conversation_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memoryd_v2_conversation_service_proto_rawDesc), len(file_memoryd_v2_conversation_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,7 @@ const (
 	ConversationService_ListConversations_FullMethodName = "/memoryd.v2.ConversationService/ListConversations"
 	ConversationService_ClearConversation_FullMethodName = "/memoryd.v2.ConversationService/ClearConversation"
 	ConversationService_PurgeConversation_FullMethodName = "/memoryd.v2.ConversationService/PurgeConversation"
+	ConversationService_PurgeMessages_FullMethodName     = "/memoryd.v2.ConversationService/PurgeMessages"
 )
 
 // ConversationServiceClient is the client API for ConversationService service.
@@ -111,6 +112,17 @@ type ConversationServiceClient interface {
 	// content can be found afterwards. Purging an unknown conversation removes nothing and
 	// succeeds. A guest gets PERMISSION_DENIED.
 	PurgeConversation(ctx context.Context, in *PurgeConversationRequest, opts ...grpc.CallOption) (*PurgeConversationResponse, error)
+	// PurgeMessages erases messages of a conversation's current window, named by id: each row
+	// with its search index entries and vectors, and the kept review exchanges of the
+	// conversation from the first of them on (they may quote it). Memory rows learnt from one keep
+	// their content and lose only their link to it, as in PurgeConversation; the history version
+	// moves, so a compaction that read them starts again. It is how a client takes back what it
+	// appended (an agent framework's "pop the last item", a user's "forget what I just said").
+	// Ids the conversation no longer holds are ignored, so a retry erases nothing more; a message
+	// before the window (compacted or after /new: a checkpoint or an ended session may quote it)
+	// or a checkpoint summary is refused with FAILED_PRECONDITION, and nothing is erased;
+	// PurgeConversation erases those. A guest gets PERMISSION_DENIED.
+	PurgeMessages(ctx context.Context, in *PurgeMessagesRequest, opts ...grpc.CallOption) (*PurgeMessagesResponse, error)
 }
 
 type conversationServiceClient struct {
@@ -237,6 +249,16 @@ func (c *conversationServiceClient) PurgeConversation(ctx context.Context, in *P
 	return out, nil
 }
 
+func (c *conversationServiceClient) PurgeMessages(ctx context.Context, in *PurgeMessagesRequest, opts ...grpc.CallOption) (*PurgeMessagesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PurgeMessagesResponse)
+	err := c.cc.Invoke(ctx, ConversationService_PurgeMessages_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ConversationServiceServer is the server API for ConversationService service.
 // All implementations must embed UnimplementedConversationServiceServer
 // for forward compatibility.
@@ -316,6 +338,17 @@ type ConversationServiceServer interface {
 	// content can be found afterwards. Purging an unknown conversation removes nothing and
 	// succeeds. A guest gets PERMISSION_DENIED.
 	PurgeConversation(context.Context, *PurgeConversationRequest) (*PurgeConversationResponse, error)
+	// PurgeMessages erases messages of a conversation's current window, named by id: each row
+	// with its search index entries and vectors, and the kept review exchanges of the
+	// conversation from the first of them on (they may quote it). Memory rows learnt from one keep
+	// their content and lose only their link to it, as in PurgeConversation; the history version
+	// moves, so a compaction that read them starts again. It is how a client takes back what it
+	// appended (an agent framework's "pop the last item", a user's "forget what I just said").
+	// Ids the conversation no longer holds are ignored, so a retry erases nothing more; a message
+	// before the window (compacted or after /new: a checkpoint or an ended session may quote it)
+	// or a checkpoint summary is refused with FAILED_PRECONDITION, and nothing is erased;
+	// PurgeConversation erases those. A guest gets PERMISSION_DENIED.
+	PurgeMessages(context.Context, *PurgeMessagesRequest) (*PurgeMessagesResponse, error)
 	mustEmbedUnimplementedConversationServiceServer()
 }
 
@@ -358,6 +391,9 @@ func (UnimplementedConversationServiceServer) ClearConversation(context.Context,
 }
 func (UnimplementedConversationServiceServer) PurgeConversation(context.Context, *PurgeConversationRequest) (*PurgeConversationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PurgeConversation not implemented")
+}
+func (UnimplementedConversationServiceServer) PurgeMessages(context.Context, *PurgeMessagesRequest) (*PurgeMessagesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PurgeMessages not implemented")
 }
 func (UnimplementedConversationServiceServer) mustEmbedUnimplementedConversationServiceServer() {}
 func (UnimplementedConversationServiceServer) testEmbeddedByValue()                             {}
@@ -556,6 +592,24 @@ func _ConversationService_PurgeConversation_Handler(srv interface{}, ctx context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ConversationService_PurgeMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PurgeMessagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConversationServiceServer).PurgeMessages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConversationService_PurgeMessages_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConversationServiceServer).PurgeMessages(ctx, req.(*PurgeMessagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ConversationService_ServiceDesc is the grpc.ServiceDesc for ConversationService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -598,6 +652,10 @@ var ConversationService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PurgeConversation",
 			Handler:    _ConversationService_PurgeConversation_Handler,
+		},
+		{
+			MethodName: "PurgeMessages",
+			Handler:    _ConversationService_PurgeMessages_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
