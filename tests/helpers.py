@@ -6,6 +6,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import fcntl
+import importlib.util
 import io
 import json
 import os
@@ -16,6 +17,7 @@ import sys
 import uuid
 from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Protocol
 
 import grpc
@@ -234,3 +236,17 @@ async def acked(call: Any) -> md.StreamTranscriptResponse:
     answer = await call.read()
     assert isinstance(answer, md.StreamTranscriptResponse), answer
     return answer
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "clients" / "python" / "examples"
+
+
+def load_example(name: str) -> ModuleType:
+    """One of the Python client's examples (clients/python/examples/NAME.py), imported."""
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module

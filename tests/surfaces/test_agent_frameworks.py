@@ -5,12 +5,8 @@ does through the tools lands in memoryd, and one user's agent never reaches anot
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import uuid
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -20,26 +16,12 @@ from openai import AsyncOpenAI
 import memoryd_client as md
 from memoryd.testing.fake_model import FakeModel, ToolCall
 from memoryd.testing.server_process import ServerProcess
+from tests.helpers import load_example
 
 # On both backends: the tools read and write memory rows. Slow: the SDK starts `memoryd mcp`.
 pytestmark = [pytest.mark.slow, pytest.mark.storage]
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "clients" / "python" / "examples"
-
-
-def _example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "openai_agents_mcp", EXAMPLE / "openai_agents_mcp.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-example = _example()
+example = load_example("openai_agents_mcp")
 
 
 @pytest.fixture(autouse=True)
