@@ -29,12 +29,12 @@ import memoryd_client as md
 from memoryd.mcp_bridge.answers import key_of as mcp_key_of
 from memoryd.testing.fake_model import FakeModel, ToolCall
 from memoryd.testing.server_process import ServerProcess
+from memoryd_client.integrations._kept import MemorydRefused, split_text
 from memoryd_client.integrations.openai_agents import (
     MemorydSession,
     key_of,
-    split_text,
 )
-from tests.helpers import load_example, rpc_error
+from tests.helpers import load_example
 
 # On both backends: sessions are conversations, tools write memory rows.
 pytestmark = pytest.mark.storage
@@ -230,10 +230,12 @@ async def test_a_refused_add_stores_none_of_its_batch(channel: grpc.aio.Channel)
     session = a_session(channel)
     await session.add_items([{"role": "user", "content": "before"}])
     huge = "x" * (300 * 1024)
-    error = await rpc_error(
-        session.add_items([{"role": "user", "content": "lost"}, {"role": "user", "content": huge}])
-    )
-    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(MemorydRefused) as refused:
+        await session.add_items(
+            [{"role": "user", "content": "lost"}, {"role": "user", "content": huge}]
+        )
+    assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "messages[1].content" in str(refused.value)
     assert await contents_of(session) == ["before"]
 
 

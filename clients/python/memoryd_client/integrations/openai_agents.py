@@ -33,10 +33,8 @@ hands to the model.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
-from collections.abc import Sequence
 from typing import Any, Literal, cast
 
 import grpc
@@ -46,16 +44,19 @@ from agents.memory import SessionSettings
 from agents.memory.session_settings import resolve_session_limit
 
 import memoryd_client as md
+from memoryd_client.integrations._kept import (
+    MemorydRefused,
+    batches,
+    called,
+    kept_item,
+    kept_metadata,
+    split_text,
+    window,
+)
 
 CHANNEL = "openai-agents"
 # The metadata member that holds the item.
 METADATA_KEY = "openai_agents"
-# The most messages memoryd takes in one AppendMessages (its max_messages_per_call default) and
-# returns in one ListMessages page.
-APPEND_BATCH = 100
-PAGE_SIZE = 1000
-# Where an item's text may be: the members the SDK's items put text in.
-_TEXT_MEMBERS = frozenset({"content", "text", "output", "arguments", "refusal"})
 _ROLES = {
     "user": md.ROLE_USER,
     "assistant": md.ROLE_ASSISTANT,
@@ -70,8 +71,6 @@ _ROLE_NAMES = {
 }
 # Tries of pop_item when another caller erases the newest message first.
 _POP_TRIES = 5
-
-Path = list[str | int]
 
 
 class MemorydSession:
@@ -96,48 +95,21 @@ class MemorydSession:
         self.conversation = conversation or md.Conversation(
             agent_id=agent_id, owner_id=owner_id, channel=CHANNEL, chat_id=session_id
         )
-        self._stubs = md.Stubs(channel)
-        self._channel = channel
-        self._user_trust = user_trust
+        self.user_trust = user_trust
+        self.stubs = md.Stubs(channel)
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The window's items, oldest first; with a limit, the newest `limit` of them."""
         limit = resolve_session_limit(limit, self.session_settings)
-        if limit is not None and limit <= 0:
-            return []
-        pages: list[Sequence[md.Message]] = []
-        wanted = limit
-        token = ""
-        while True:
-            page = await self._stubs.conversations.ListMessages(
-                md.ListMessagesRequest(
-                    conversation=self.conversation,
-                    page_size=min(wanted or PAGE_SIZE, PAGE_SIZE),
-                    page_token=token,
-                )
-            )
-            pages.append(page.messages)
-            if wanted is not None:
-                wanted -= len(page.messages)
-                if wanted <= 0:
-                    break
-            if not page.next_page_token:
-                break
-            token = page.next_page_token
-        # Pages come newest first, each oldest first.
-        messages = [message for page in reversed(pages) for message in page]
-        if limit is not None:
-            messages = messages[-limit:]
-        return [item_of(message) for message in messages]
+        return [item_of(m) for m in await window(self.stubs, self.conversation, limit)]
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append the items, in order; answered once memoryd has committed them (each batch
         of 100 at once)."""
-        messages = [self._message_of(item) for item in items]
-        for start in range(0, len(messages), APPEND_BATCH):
-            await self._stubs.conversations.AppendMessages(
-                md.AppendMessagesRequest(
-                    conversation=self.conversation, messages=messages[start : start + APPEND_BATCH]
+        for batch in batches([self._message_of(item) for item in items]):
+            await called(
+                self.stubs.conversations.AppendMessages(
+                    md.AppendMessagesRequest(conversation=self.conversation, messages=batch)
                 )
             )
 
@@ -145,30 +117,35 @@ class MemorydSession:
         """Erase the newest item of the window and return it; None when the window is empty.
         The message is erased from memoryd (PurgeMessages), not only from the session."""
         for _ in range(_POP_TRIES):
-            page = await self._stubs.conversations.ListMessages(
-                md.ListMessagesRequest(conversation=self.conversation, page_size=1)
-            )
-            if not page.messages:
+            newest = await window(self.stubs, self.conversation, 1)
+            if not newest:
                 return None
-            newest = page.messages[-1]
-            purged = await self._stubs.conversations.PurgeMessages(
-                md.PurgeMessagesRequest(conversation=self.conversation, message_ids=[newest.id])
+            purged = await called(
+                self.stubs.conversations.PurgeMessages(
+                    md.PurgeMessagesRequest(
+                        conversation=self.conversation, message_ids=[newest[0].id]
+                    )
+                )
             )
-            if newest.id in purged.purged_message_ids:
-                return item_of(newest)
+            if newest[0].id in purged.purged_message_ids:
+                return item_of(newest[0])
         raise RuntimeError(f"the newest item of session {self.session_id!r} kept changing")
 
     async def clear_session(self) -> None:
         """/new: a fresh, empty window. The items stay in memoryd's history (searchable, and
         reviewed first); purge_session erases them."""
-        await self._stubs.conversations.ClearConversation(
-            md.ClearConversationRequest(conversation=self.conversation)
+        await called(
+            self.stubs.conversations.ClearConversation(
+                md.ClearConversationRequest(conversation=self.conversation)
+            )
         )
 
     async def purge_session(self) -> None:
         """Erase the conversation: every item, and the notes kept for it."""
-        await self._stubs.conversations.PurgeConversation(
-            md.PurgeConversationRequest(conversation=self.conversation)
+        await called(
+            self.stubs.conversations.PurgeConversation(
+                md.PurgeConversationRequest(conversation=self.conversation)
+            )
         )
 
     def _message_of(self, item: TResponseInputItem) -> md.NewMessage:
@@ -191,59 +168,18 @@ class MemorydSession:
             role=role,
             kind=kind,
             content=text,
-            metadata=json.dumps({METADATA_KEY: shape}, ensure_ascii=False, separators=(",", ":")),
-            trust=self._user_trust if role == md.ROLE_USER else md.TRUST_UNSPECIFIED,
+            metadata=kept_metadata(METADATA_KEY, shape),
+            trust=self.user_trust if role == md.ROLE_USER else md.TRUST_UNSPECIFIED,
         )
-
-
-def split_text(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The item's text (its longest text member) and the item without it, saying where it was.
-    An item with no text is named by its type, so that no message is blank."""
-    found: tuple[str, Path] | None = None
-    for text, path in _text_members(item, []):
-        if text.strip() and (found is None or len(text) > len(found[0])):
-            found = (text, path)
-    if found is None:
-        return f"[{item.get('type') or item.get('role') or 'item'}]", {"item": item}
-    shape = copy.deepcopy(item)
-    _set(shape, found[1], None)
-    return found[0], {"item": shape, "text_at": found[1]}
 
 
 def item_of(message: md.Message) -> TResponseInputItem:
     """The item a message holds: the one added, or a message item of its role and text."""
-    try:
-        kept = json.loads(message.metadata or "{}").get(METADATA_KEY)
-    except (ValueError, AttributeError):
-        kept = None
-    if isinstance(kept, dict) and isinstance(kept.get("item"), dict):
-        item = kept["item"]
-        if isinstance(kept.get("text_at"), list):
-            _set(item, kept["text_at"], message.content)
-        return cast("TResponseInputItem", item)  # an item as the SDK added it
-    plain = {"role": _ROLE_NAMES.get(message.role, "user"), "content": message.content}
-    return cast("TResponseInputItem", plain)
-
-
-def _text_members(value: Any, path: Path) -> list[tuple[str, Path]]:
-    found: list[tuple[str, Path]] = []
-    if isinstance(value, dict):
-        for key, member in value.items():
-            if isinstance(member, str) and key in _TEXT_MEMBERS:
-                found.append((member, [*path, key]))
-            else:
-                found += _text_members(member, [*path, key])
-    elif isinstance(value, list):
-        for index, member in enumerate(value):
-            found += _text_members(member, [*path, index])
-    return found
-
-
-def _set(item: Any, path: Path, value: Any) -> None:
-    target = item
-    for step in path[:-1]:
-        target = target[step]
-    target[path[-1]] = value
+    item = kept_item(message, METADATA_KEY) or {
+        "role": _ROLE_NAMES.get(message.role, "user"),
+        "content": message.content,
+    }
+    return cast("TResponseInputItem", item)
 
 
 def _kind_of(item_type: str) -> str:
@@ -265,10 +201,6 @@ _CATEGORIES: dict[str, md.Category.ValueType] = {
 }
 
 
-class MemorydRefused(Exception):
-    """memoryd refused a tool's call: its status and message, which the SDK gives the model."""
-
-
 def key_of(category: str, fact: str) -> str:
     """A key for a fact remembered without one: the same fact, the same key (as `memoryd mcp`
     makes them)."""
@@ -279,9 +211,9 @@ def memory_tools(session: MemorydSession, *, trust: md.Trust.ValueType | None = 
     """`remember` and `recall` over the long-term memory of the session's owner, learnt in its
     conversation. The owner is the application's choice: no argument of the model names one.
     Writes carry `trust` (default: the session's user trust)."""
-    stubs = md.Stubs(session._channel)
+    stubs = session.stubs
     conversation = session.conversation
-    writes = session._user_trust if trust is None else trust
+    writes = session.user_trust if trust is None else trust
 
     @function_tool(failure_error_function=refusal_for_the_model)
     async def remember(fact: str, category: Category, key: str = "") -> str:
@@ -295,7 +227,7 @@ def memory_tools(session: MemorydSession, *, trust: md.Trust.ValueType | None = 
             key: A short stable name, e.g. "diet": remembering the same key again replaces
                 the fact. Empty: a key made from the fact.
         """
-        stored = await _called(
+        stored = await called(
             stubs.memory.StoreMemory(
                 md.StoreMemoryRequest(
                     conversation=conversation,
@@ -320,7 +252,7 @@ def memory_tools(session: MemorydSession, *, trust: md.Trust.ValueType | None = 
             query: What to look for, in the user's words.
             limit: How many hits at most (1 to 100).
         """
-        found = await _called(
+        found = await called(
             stubs.memory.Recall(
                 md.RecallRequest(
                     conversation=conversation,
@@ -353,12 +285,3 @@ def refusal_for_the_model(context: RunContextWrapper[Any], error: Exception) -> 
     if isinstance(error, MemorydRefused):
         return str(error)
     return default_tool_error_function(context, error)
-
-
-async def _called(call: Any) -> Any:
-    try:
-        return await call
-    except grpc.aio.AioRpcError as error:
-        code = error.code()
-        name = code.name if code is not None else "UNKNOWN"
-        raise MemorydRefused(f"memoryd refused ({name}): {error.details()}") from None
