@@ -250,3 +250,8 @@ def load_example(name: str) -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def sent_text(request: dict[str, Any]) -> str:
+    """Everything a chat-completions request sent the model, as text."""
+    return json.dumps(request["messages"], ensure_ascii=False)

@@ -34,7 +34,7 @@ from memoryd_client.integrations.openai_agents import (
     MemorydSession,
     key_of,
 )
-from tests.helpers import load_example
+from tests.helpers import load_example, sent_text
 
 # On both backends: sessions are conversations, tools write memory rows.
 pytestmark = pytest.mark.storage
@@ -67,11 +67,6 @@ def agent_for(session: MemorydSession, model: FakeModel) -> Agent:
     chat_model = OpenAIChatCompletionsModel(model="fake-model", openai_client=client)
     agent: Agent = example.assistant(session, chat_model)
     return agent
-
-
-def sent_texts(request: dict[str, Any]) -> str:
-    """Everything the model was sent, as text."""
-    return json.dumps(request["messages"], ensure_ascii=False)
 
 
 def a_session(channel: grpc.aio.Channel, owner: str = "", **fields: Any) -> MemorydSession:
@@ -123,7 +118,7 @@ async def test_a_run_s_items_are_the_conversation_and_the_next_run_is_sent_them(
     model.reply("You are vegetarian.")
     second = await Runner.run(agent, "What do I eat?", session=session)
     assert second.final_output == "You are vegetarian."
-    sent = sent_texts(model.requests[-1])
+    sent = sent_text(model.requests[-1])
     for text in ("I'm vegetarian, by the way.", "Is vegetarian", "Noted.", "What do I eat?"):
         assert text in sent
     assert len(await session.get_items()) == 6
@@ -281,7 +276,7 @@ async def test_users_and_sessions_are_kept_apart(
     model.reply("I don't know.")
     await Runner.run(agent_for(ben, model), "Where does Ada live?", session=ben)
     last = model.requests[-1]
-    assert "I live in Porto." not in sent_texts(last)  # Ada's turn is not Ben's history
+    assert "I live in Porto." not in sent_text(last)  # Ada's turn is not Ben's history
     answered = [m for m in last["messages"] if m["role"] == "tool"][-1]["content"]
     assert json.loads(answered) == {"hits": []}
     assert (await contents_of(ben))[:1] == ["Where does Ada live?"]
