@@ -6,6 +6,8 @@
 - `memoryd_client.integrations.langchain` (`[langchain]`): LangChain's chat message history.
 - `memoryd_client.integrations.langgraph` (`[langgraph]`): LangGraph's long-term store, its
   namespaces memoryd's owners.
+- `memoryd_client.integrations.llama_index` (`[llama-index]`): a memory block of LlamaIndex's
+  `Memory`.
 
 Each module imports its framework, which is an extra of this package, never a requirement:
 `import memoryd_client` loads none of them.
