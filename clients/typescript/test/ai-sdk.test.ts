@@ -1,0 +1,204 @@
+/**
+ * The Vercel AI SDK's middleware over memoryd (`@memoryd/client/ai-sdk`), through the SDK's own
+ * generateText and streamText with wrapLanguageModel, against a real memoryd; the model is the
+ * SDK's OpenAI-compatible provider on a local chat-completions server with scripted answers.
+ */
+
+import assert from "node:assert/strict";
+import { createServer, type IncomingMessage, type Server as HttpServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { after, before, test } from "node:test";
+
+import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
+import { generateText, streamText, wrapLanguageModel } from "ai";
+
+import { rememberingModel } from "../examples/ai-sdk.js";
+import { memorydMiddleware } from "../src/ai-sdk.js";
+import { Category, Code, ConnectError, Role, ScopeType, connect, Memoryd, Trust } from "../src/index.js";
+import { startServer, unique, type Server } from "./server.js";
+
+/** A chat-completions server: each request is kept, each answer is the next scripted text
+ * (streamed as server-sent events when the request asks for a stream). */
+class FakeModel {
+  readonly requests: { messages: { role: string; content: unknown }[] }[] = [];
+  private readonly replies: string[] = [];
+  private readonly http: HttpServer;
+
+  constructor() {
+    this.http = createServer((request, response) => {
+      void this.answer(request).then(([status, type, body]) => {
+        response.writeHead(status, { "content-type": type });
+        response.end(body);
+      });
+    });
+  }
+
+  async start(): Promise<string> {
+    await new Promise<void>((resolve) => this.http.listen(0, "127.0.0.1", resolve));
+    return `http://127.0.0.1:${(this.http.address() as AddressInfo).port}/v1`;
+  }
+
+  stop(): Promise<void> {
+    return new Promise((resolve) => this.http.close(() => resolve()));
+  }
+
+  reply(text: string): void {
+    this.replies.push(text);
+  }
+
+  /** Everything the model was last sent, as text. */
+  lastSent(): string {
+    return JSON.stringify(this.requests[this.requests.length - 1]?.messages ?? []);
+  }
+
+  private async answer(request: IncomingMessage): Promise<[number, string, string]> {
+    let raw = "";
+    for await (const chunk of request) raw += String(chunk);
+    const body = JSON.parse(raw) as { messages: { role: string; content: unknown }[]; stream?: boolean };
+    this.requests.push(body);
+    const text = this.replies.shift();
+    if (text === undefined) return [500, "application/json", '{"error":{"message":"no reply scripted"}}'];
+    const usage = { prompt_tokens: 321, completion_tokens: 5, total_tokens: 326 };
+    if (!body.stream) {
+      const message = { role: "assistant", content: text };
+      const completion = { id: "c1", object: "chat.completion", created: 1, model: "fake", usage,
+        choices: [{ index: 0, message, finish_reason: "stop" }] };
+      return [200, "application/json", JSON.stringify(completion)];
+    }
+    const chunks: object[] = [...(text.match(/.{1,4}/gsu) ?? [])].map((piece) => ({
+      id: "c1", object: "chat.completion.chunk", created: 1, model: "fake",
+      choices: [{ index: 0, delta: { content: piece }, finish_reason: null }],
+    }));
+    chunks.push({ id: "c1", object: "chat.completion.chunk", created: 1, model: "fake",
+      choices: [{ index: 0, delta: {}, finish_reason: "stop" }], usage });
+    const events = chunks.map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`).join("");
+    return [200, "text/event-stream", `${events}data: [DONE]\n\n`];
+  }
+}
+
+let server: Server;
+let memoryd: Memoryd;
+let fake: FakeModel;
+let baseURL: string;
+
+before(async () => {
+  server = await startServer();
+  memoryd = connect(server.address);
+  fake = new FakeModel();
+  baseURL = await fake.start();
+});
+
+after(async () => {
+  await fake.stop();
+  await server.stop();
+});
+
+/** The example's model for one user's conversation, on the fake. */
+function modelFor(ownerId: string, chatId: string, history: "app" | "memoryd" = "app") {
+  const provider = createOpenAICompatible({ name: "fake", baseURL, apiKey: "unused", includeUsage: true });
+  const conversation = { agentId: "ai-sdk", ownerId, channel: "web", chatId };
+  return rememberingModel(memoryd, provider.chatModel("fake-model"), conversation, {
+    contextWindow: 8000,
+    history,
+  });
+}
+
+async function remember(ownerId: string, key: string, value: string, category: Category) {
+  await memoryd.memory.storeMemory({
+    caller: { case: "owner", value: { agentId: "ai-sdk", ownerId } },
+    category,
+    scopeType: ScopeType.OWNER,
+    key,
+    value,
+  });
+}
+
+async function stored(ownerId: string, chatId: string) {
+  const listed = await memoryd.conversations.listMessages({
+    conversation: { agentId: "ai-sdk", ownerId, channel: "web", chatId },
+  });
+  return listed.messages.map((message) => [message.role, message.sender, message.content]);
+}
+
+test("each call gets memoryd's context and each turn is recorded", async () => {
+  const ada = unique("ada");
+  await remember(ada, "diet", "Is vegetarian", Category.PREFERENCE);
+  await remember(ada, "locker", "Locker code 4417", Category.FACT);
+  fake.reply("Your locker is 4417.");
+  const first = await generateText({
+    model: modelFor(ada, "c1"),
+    system: "You are a helpful assistant.",
+    prompt: "What is my locker code?",
+  });
+  assert.equal(first.text, "Your locker is 4417.");
+  const sent = fake.lastSent();
+  assert.match(sent, /Is vegetarian/); // the memory-context block (USER.md)
+  assert.match(sent, /Locker code 4417/); // a fact that matches the question
+  // The application's system message stays first.
+  assert.equal(fake.requests[fake.requests.length - 1]?.messages[0]?.content, "You are a helpful assistant.");
+  assert.deepEqual(await stored(ada, "c1"), [
+    [Role.USER, ada, "What is my locker code?"],
+    [Role.ASSISTANT, "assistant", "Your locker is 4417."],
+  ]);
+  const state = await memoryd.conversations.getConversation({
+    conversation: { agentId: "ai-sdk", ownerId: ada, channel: "web", chatId: "c1" },
+  });
+  assert.equal(state.messageCount, 2n);
+
+  // Another user of the same agent: none of Ada's memory.
+  fake.reply("I don't know.");
+  await generateText({ model: modelFor(unique("ben"), "c1"), prompt: "What is my locker code?" });
+  assert.doesNotMatch(fake.lastSent(), /4417|vegetarian/);
+});
+
+test("with memoryd's history the application sends only the new message", async () => {
+  const ada = unique("ada");
+  fake.reply("Nice to meet you, Ada.");
+  await generateText({ model: modelFor(ada, "h", "memoryd"), prompt: "I am Ada, I live in Porto." });
+  fake.reply("In Porto.");
+  await generateText({ model: modelFor(ada, "h", "memoryd"), prompt: "Where do I live?" });
+  const messages = fake.requests[fake.requests.length - 1]?.messages ?? [];
+  const said = messages.filter((m) => m.role !== "system").map((m) => JSON.stringify(m.content));
+  assert.equal(said.length, 3);
+  assert.match(said[0] ?? "", /I am Ada, I live in Porto\./);
+  assert.match(said[1] ?? "", /Nice to meet you, Ada\./);
+  assert.match(said[2] ?? "", /Where do I live\?/);
+});
+
+test("a streamed answer is recorded whole once the stream ends", async () => {
+  const ada = unique("ada");
+  fake.reply("Streaming, piece by piece — 東京 🍣.");
+  const result = streamText({ model: modelFor(ada, "s"), prompt: "Tell me in pieces." });
+  let text = "";
+  for await (const piece of result.textStream) text += piece;
+  assert.equal(text, "Streaming, piece by piece — 東京 🍣.");
+  assert.deepEqual(await stored(ada, "s"), [
+    [Role.USER, ada, "Tell me in pieces."],
+    [Role.ASSISTANT, "assistant", "Streaming, piece by piece — 東京 🍣."],
+  ]);
+});
+
+test("a failed call records nothing, and a refusal of memoryd says why", async () => {
+  const ada = unique("ada");
+  // No reply scripted: the model answers 500, and the SDK gives up after its retries.
+  await assert.rejects(
+    generateText({ model: modelFor(ada, "f"), prompt: "Anyone there?", maxRetries: 1 }),
+  );
+  assert.deepEqual(await stored(ada, "f"), []);
+
+  const guest = wrapLanguageModel({
+    model: createOpenAICompatible({ name: "fake", baseURL, apiKey: "unused" }).chatModel("m"),
+    middleware: memorydMiddleware({
+      memoryd,
+      conversation: { agentId: "ai-sdk", ownerId: " ada", channel: "web", chatId: "x" },
+      contextWindow: 8000,
+      userTrust: Trust.GUEST,
+    }),
+  });
+  const refused = await generateText({ model: guest, prompt: "hello", maxRetries: 0 }).catch(
+    (error: unknown) => error,
+  );
+  const cause = ConnectError.from(refused instanceof Error && refused.cause ? refused.cause : refused);
+  assert.equal(cause.code, Code.InvalidArgument);
+  assert.match(cause.rawMessage, /owner_id/);
+});
