@@ -140,6 +140,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         locomo=True,
     ),
     Benchmark(
+        "framework_overhead",
+        "framework_overhead.py",
+        (),
+        ("--turns", "4", "--rounds", "1"),
+        locomo=True,
+    ),
+    Benchmark(
         "worker_throughput",
         "worker_throughput.py",
         BOTH,
@@ -453,6 +460,16 @@ def print_tables(results: dict[str, Any]) -> None:
             f"(the load embedded at {loaded['per_second']} messages/s) | p99 within 2 s |"
         )
 
+    def frameworks() -> None:
+        found = r["framework_overhead"]
+        for name, arm in found["arms"].items():
+            print(
+                f"| a turn through {name}, {arm['turns']} turns of real chat | p50 "
+                f"{arm['integration_p50_ms']} ms against {arm['direct_p50_ms']} ms direct: "
+                f"**+{arm['added_p50_ms']} ms** (p99 {arm['integration_p99_ms']} against "
+                f"{arm['direct_p99_ms']} ms) | at most 1 ms more at p50 |"
+            )
+
     _row("AppendMessages", r, ("append_throughput",), append)
     _row("SearchHistory", r, ("search_latency.sqlite",), search)
     _row("Recall", r, ("recall_latency.sqlite",), recall)
@@ -463,6 +480,7 @@ def print_tables(results: dict[str, Any]) -> None:
     _row("memoryd import / export", r, ("transfer_throughput",), transfer)
     _row("SearchHistory by mode", r, ("hybrid_latency",), hybrid)
     _row("embedding freshness", r, ("embedding_freshness",), freshness)
+    _row("agent frameworks", r, ("framework_overhead",), frameworks)
     print("\n| measure | SQLite | PostgreSQL | PostgreSQL against SQLite |")
     print("|---|---|---|---|")
     _row(

@@ -108,3 +108,41 @@ async def test_one_users_agent_never_reaches_another_users_facts(server: ServerP
         assert "hits" not in answered
         assert "error" in answered.lower()
         assert "Porto" not in answered
+
+
+# --- Pydantic AI -------------------------------------------------------------------------------
+
+pydantic_example = load_example("pydantic_ai_mcp")
+
+
+async def run_pydantic(server: ServerProcess, model: FakeModel, owner: str, text: str) -> str:
+    """One turn of the Pydantic AI example's agent for `owner` (a new MCP session each time)."""
+    agent = pydantic_example.assistant(
+        pydantic_example.memory_toolset(server.address, owner),
+        pydantic_example.chat_model(model.base_url, "fake-model", "unused"),
+    )
+    async with agent:
+        result = await agent.run(text)
+    return str(result.output)
+
+
+async def test_a_pydantic_ai_agent_remembers_and_recalls_through_memoryd_mcp(
+    server: ServerProcess,
+) -> None:
+    owner = f"ada-{uuid.uuid4().hex[:8]}"
+    with FakeModel() as model:
+        calls_remember_then_says(model, "Is vegetarian", "preference", "diet")
+        assert await run_pydantic(server, model, owner, "I'm vegetarian.") == "Noted."
+        tools = {tool["function"]["name"] for tool in model.requests[0]["tools"]}
+        assert {"remember", "recall", "note", "search_history", "compose_context"} <= tools
+        model.reply(tool_calls=[ToolCall(name="recall", arguments={"query": "diet"})])
+        model.reply("You are vegetarian.")
+        assert await run_pydantic(server, model, owner, "What do I eat?") == "You are vegetarian."
+        assert [hit["value"] for hit in tool_result(model.requests[-1])["hits"]] == [
+            "Is vegetarian"
+        ]
+        # Another user's agent, pinned to them, finds nothing of it.
+        model.reply(tool_calls=[ToolCall(name="recall", arguments={"query": "diet"})])
+        model.reply("I don't know.")
+        await run_pydantic(server, model, f"ben-{uuid.uuid4().hex[:8]}", "What do I eat?")
+        assert tool_result(model.requests[-1])["hits"] == []

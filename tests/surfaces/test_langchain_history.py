@@ -104,6 +104,9 @@ async def test_a_chain_s_turns_are_the_conversation_and_the_next_turn_is_sent_th
         (md.ROLE_USER, "chat_message", ada, "What do I eat?"),
         (md.ROLE_ASSISTANT, "chat_message", "assistant", "You are vegetarian."),
     ]
+    # A message of text alone keeps nothing more; the model's answer keeps its metadata.
+    assert messages[0].metadata == "{}"
+    assert '"response_metadata"' in messages[1].metadata
 
 
 async def test_the_async_chain_on_the_async_channel(

@@ -19,9 +19,15 @@ from langgraph.store.base import BaseStore, InvalidNamespaceError
 from langgraph.store.memory import InMemoryStore
 
 import memoryd_client as md
+from memoryd.domain import search_query as server_query
 from memoryd.testing.fake_model import FakeModel
 from memoryd.testing.server_process import ServerProcess
-from memoryd_client.integrations._kept import MemorydRefused
+from memoryd_client.integrations._kept import (
+    MAX_QUERY_CHARS,
+    MAX_QUERY_WORDS,
+    MemorydRefused,
+    search_query,
+)
 from memoryd_client.integrations.langgraph import MemorydStore, searched_text
 from tests.helpers import load_example, sent_text
 from tests.memory.test_retrieval import embedded
@@ -248,6 +254,35 @@ async def test_a_query_finds_by_meaning_and_words_within_one_owner_only(
     assert [i.key for i in store.search(("ada",), filter={"data": "Vegetarian secret"})] == [
         "hidden"
     ]
+
+
+async def test_a_long_query_is_searched_by_its_last_words(
+    blocking: grpc.Channel, channel: grpc.aio.Channel
+) -> None:
+    store = MemorydStore(channel=blocking, agent_id=agent())
+    store.put(("ada", "memories"), "boat", {"data": "Owns a sailing boat called Ariel"})
+    await embedded(md.Stubs(channel))
+    # More distinct words than memoryd searches at once (it refuses such a query).
+    rambling = " ".join(f"aside{number}" for number in range(60)) + " "
+    asked = rambling + "where is my sailing boat moored?"
+    # As a query of its own, memoryd refuses it; the store searches its last words instead.
+    with pytest.raises(grpc.RpcError, match="words; the limit is 32"):
+        md.SyncStubs(blocking).memory.Recall(
+            md.RecallRequest(
+                owner=md.OwnerScope(agent_id=store.agent_id, owner_id="ada"),
+                query=asked,
+                scope=md.RECALL_SCOPE_OWNER,
+            )
+        )
+    assert isinstance(store.search(("ada",), query=asked), list)
+    query = search_query(rambling + "where is my sailing boat moored?")
+    assert len(query.split()) == MAX_QUERY_WORDS
+    assert query.endswith("where is my sailing boat moored?")
+    # The client's limits are the server's.
+    assert (server_query.MAX_QUERY_WORDS, server_query.MAX_QUERY_CHARS) == (
+        MAX_QUERY_WORDS,
+        MAX_QUERY_CHARS,
+    )
 
 
 async def test_what_memoryd_cannot_hold_is_refused_with_its_reason(

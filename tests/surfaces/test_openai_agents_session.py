@@ -111,6 +111,8 @@ async def test_a_run_s_items_are_the_conversation_and_the_next_run_is_sent_them(
     ]
     # The texts are the content: what review, search and ComposeContext read.
     assert stored[0].content == "I'm vegetarian, by the way."
+    assert stored[0].metadata == "{}"  # a plain item is its role and text
+    assert '"call_id"' in stored[1].metadata
     assert json.loads(stored[1].content) == arguments
     assert stored[3].content == "Noted."
     assert json.loads(stored[2].content)["remembered"] == {"key": "diet", "value": "Is vegetarian"}

@@ -93,7 +93,7 @@ export function memorydMiddleware(options: MemorydMiddlewareOptions): LanguageMo
         said && recallLimit > 0
           ? options.memoryd.memory.recall({
               conversation: options.conversation,
-              query: said,
+              query: searchQuery(said),
               scope: RecallScope.ALL,
               source: RecallSource.MEMORIES,
               limit: recallLimit,
@@ -185,6 +185,21 @@ async function record(
         ? undefined
         : { peakPromptTokens: BigInt(prompted), contextWindow: BigInt(options.contextWindow) },
   });
+}
+
+/** memoryd's limits of a search query: distinct words, characters. */
+const MAX_QUERY_WORDS = 32;
+const MAX_QUERY_CHARS = 1024;
+
+/** A user's message as a memoryd search query: its last 32 distinct words (a long message ends
+ * with what it asks more often than it starts with it), at most 1,024 characters. */
+export function searchQuery(text: string): string {
+  const kept: string[] = [];
+  for (const word of text.split(/\s+/u).filter(Boolean).reverse()) {
+    if (!kept.includes(word)) kept.push(word);
+    if (kept.length === MAX_QUERY_WORDS) break;
+  }
+  return kept.reverse().join(" ").slice(-MAX_QUERY_CHARS).trim();
 }
 
 /** The user's new message: the last message's text when it is the user's (a step that goes on

@@ -13,7 +13,7 @@ import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { generateText, streamText, wrapLanguageModel } from "ai";
 
 import { rememberingModel } from "../examples/ai-sdk.js";
-import { memorydMiddleware } from "../src/ai-sdk.js";
+import { memorydMiddleware, searchQuery } from "../src/ai-sdk.js";
 import { Category, Code, ConnectError, Role, ScopeType, connect, Memoryd, Trust } from "../src/index.js";
 import { startServer, unique, type Server } from "./server.js";
 
@@ -149,6 +149,24 @@ test("each call gets memoryd's context and each turn is recorded", async () => {
   fake.reply("I don't know.");
   await generateText({ model: modelFor(unique("ben"), "c1"), prompt: "What is my locker code?" });
   assert.doesNotMatch(fake.lastSent(), /4417|vegetarian/);
+});
+
+test("a long message is searched by its last words, within memoryd's limits", async () => {
+  const ada = unique("ada");
+  await remember(ada, "boat", "Owns a sailing boat called Ariel", Category.FACT);
+  // More distinct words than memoryd searches at once (it refuses such a query).
+  const asides = Array.from({ length: 60 }, (_, number) => `aside${number}`).join(" ");
+  const long = `${asides} where is my sailing boat moored?`;
+  assert.equal(searchQuery(long).split(" ").length, 32);
+  // As a query of its own, memoryd refuses it; the middleware searches its last words instead.
+  await assert.rejects(
+    memoryd.memory.recall({ conversation: { ownerId: ada, channel: "web", chatId: "long" }, query: long }),
+    /words; the limit is 32/,
+  );
+  fake.reply("In the marina.");
+  const answered = await generateText({ model: modelFor(ada, "long"), prompt: long });
+  assert.equal(answered.text, "In the marina.");
+  assert.equal((await stored(ada, "long")).length, 2);
 });
 
 test("with memoryd's history the application sends only the new message", async () => {

@@ -18,6 +18,9 @@ import memoryd_client as md
 # returns in one ListMessages page.
 APPEND_BATCH = 100
 PAGE_SIZE = 1000
+# memoryd's limits of a search query (memoryd.domain.search_query): distinct words, characters.
+MAX_QUERY_WORDS = 32
+MAX_QUERY_CHARS = 1024
 # Where an object's text may be: the members the frameworks put text in.
 TEXT_MEMBERS = frozenset({"content", "text", "output", "arguments", "refusal"})
 
@@ -57,6 +60,19 @@ def called_sync(call: Callable[[], T]) -> T:
         return call()
     except grpc.RpcError as error:
         raise refused(error) from None
+
+
+def search_query(text: str) -> str:
+    """A user's message as a memoryd search query: its last 32 distinct words (a long message
+    ends with what it asks, more often than it starts with it), at most 1,024 characters."""
+    kept: list[str] = []
+    for word in reversed(text.split()):
+        if word not in kept:
+            kept.append(word)
+            if len(kept) == MAX_QUERY_WORDS:
+                break
+    query = " ".join(reversed(kept))
+    return query[-MAX_QUERY_CHARS:].strip()
 
 
 def split_text(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -15,7 +15,7 @@ message one memoryd message, committed before `add_messages` returns:
   `langchain_tool_call`), which the review does not read;
 - the message itself (`message_to_dict`), its longest text taken out, is the metadata
   (`langchain`), so `messages` gives back each message as it was added (ids, tool calls,
-  additional kwargs, content blocks);
+  additional kwargs, content blocks); a message of text alone needs none;
 - `messages` is the conversation's window, oldest first; `clear` is `/new`: a fresh window, the
   earlier messages kept in history (searchable, and reviewed first); `purge` erases them all.
 
@@ -38,8 +38,10 @@ from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     ChatMessage,
+    FunctionMessage,
     HumanMessage,
     SystemMessage,
+    ToolMessage,
     message_to_dict,
     messages_from_dict,
 )
@@ -68,6 +70,17 @@ _ROLES = {
     "developer": md.ROLE_SYSTEM,
     "tool": md.ROLE_TOOL,
     "function": md.ROLE_TOOL,
+}
+
+
+# The message classes message_to_dict names by their type.
+_KINDS: dict[str, type[BaseMessage]] = {
+    "human": HumanMessage,
+    "ai": AIMessage,
+    "system": SystemMessage,
+    "tool": ToolMessage,
+    "chat": ChatMessage,
+    "function": FunctionMessage,
 }
 
 
@@ -197,20 +210,42 @@ class MemorydChatMessageHistory(BaseChatMessageHistory):
         elif isinstance(message, AIMessage) and message.tool_calls and not message.text.strip():
             kind = "langchain_tool_call"
         text, shape = split_text(kept)
+        plain = _is_plain(message) and shape.get("text_at") == ["data", "content"]
         return md.NewMessage(
             sender=sender[:256],
             role=role,
             kind=kind,
             content=text,
-            metadata=kept_metadata(METADATA_KEY, shape),
+            metadata="" if plain else kept_metadata(METADATA_KEY, shape),
             trust=self.user_trust if role == md.ROLE_USER else md.TRUST_UNSPECIFIED,
         )
+
+
+def _is_plain(message: BaseMessage) -> bool:
+    """A human, AI or system message of text and nothing else reads back from its role and text
+    alone (message_of): nothing to keep."""
+    if type(message) not in (HumanMessage, AIMessage, SystemMessage):
+        return False
+    if not isinstance(message.content, str) or message.name or message.id:
+        return False
+    if message.additional_kwargs or message.response_metadata:
+        return False
+    return not (
+        isinstance(message, AIMessage)
+        and (message.tool_calls or message.invalid_tool_calls or message.usage_metadata)
+    )
 
 
 def message_of(message: md.Message) -> BaseMessage:
     """The LangChain message a memoryd message holds, or one of its role and text."""
     kept: dict[str, Any] | None = kept_item(message, METADATA_KEY)
     if kept is not None:
+        made = _KINDS.get(str(kept.get("type")))
+        data = kept.get("data")
+        if made is not None and isinstance(data, dict):
+            # message_to_dict wrote it from a message that was valid: built again without
+            # validating it twice (half the cost of messages_from_dict, paid per message read).
+            return made.model_construct(**data)
         return messages_from_dict([kept])[0]
     if message.role == md.ROLE_USER:
         return HumanMessage(content=message.content)

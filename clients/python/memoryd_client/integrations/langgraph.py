@@ -57,7 +57,7 @@ from langgraph.store.base import (
 )
 
 import memoryd_client as md
-from memoryd_client.integrations._kept import MemorydRefused, called, called_sync
+from memoryd_client.integrations._kept import MemorydRefused, called, called_sync, search_query
 
 # The start of every item's row key, and the metadata member that holds the item.
 KEY_PREFIX = "lg:"
@@ -196,7 +196,7 @@ class MemorydStore(BaseStore):
                 "Recall",
                 md.RecallRequest(
                     owner=owner,
-                    query=op.query,
+                    query=search_query(op.query),
                     scope=md.RECALL_SCOPE_OWNER,
                     source=md.RECALL_SOURCE_MEMORIES,
                     limit=min(MAX_RECALL, op.offset + op.limit),

@@ -40,6 +40,7 @@ from memoryd_client.integrations._kept import (
     batches,
     called_sync,
     kept_metadata,
+    search_query,
     split_text,
 )
 
@@ -114,7 +115,7 @@ class MemorydMemoryBlock(BaseMemoryBlock[str]):
         if query.strip():
             recall = md.RecallRequest(
                 owner=self.owner,
-                query=query,
+                query=search_query(query),
                 scope=md.RECALL_SCOPE_ALL,
                 source=md.RECALL_SOURCE_MEMORIES,
                 limit=self.recall_limit,

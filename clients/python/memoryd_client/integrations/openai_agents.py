@@ -69,6 +69,8 @@ _ROLE_NAMES = {
     md.ROLE_SYSTEM: "system",
     md.ROLE_TOOL: "assistant",
 }
+# The roles a plain message item reads back as (developer is stored as system).
+_PLAIN_ROLES = frozenset({"user", "assistant", "system"})
 # Tries of pop_item when another caller erases the newest message first.
 _POP_TRIES = 5
 
@@ -163,12 +165,18 @@ class MemorydSession:
             kind = _kind_of(item_type)
             sender = str(raw.get("name") or ("tool" if role == md.ROLE_TOOL else "assistant"))
         text, shape = split_text(raw)
+        # A plain message item ({"role", "content"}) is its role and text: nothing to keep.
+        plain = (
+            set(raw) == {"role", "content"}
+            and role_name in _PLAIN_ROLES
+            and shape.get("text_at") == ["content"]
+        )
         return md.NewMessage(
             sender=sender[:256],
             role=role,
             kind=kind,
             content=text,
-            metadata=kept_metadata(METADATA_KEY, shape),
+            metadata="" if plain else kept_metadata(METADATA_KEY, shape),
             trust=self.user_trust if role == md.ROLE_USER else md.TRUST_UNSPECIFIED,
         )
 
