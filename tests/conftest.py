@@ -158,6 +158,13 @@ async def channel(server: ServerProcess) -> AsyncIterator[grpc.aio.Channel]:
         yield opened
 
 
+@pytest.fixture
+def blocking(server: ServerProcess) -> Iterator[grpc.Channel]:
+    """A blocking channel to the shared server (for frameworks whose methods are synchronous)."""
+    with md.connect_sync(server.address) as opened:
+        yield opened
+
+
 @pytest.fixture(scope="session")
 def memory(channel: grpc.aio.Channel) -> md.Stubs:
     """The MemoryService stub on the shared server."""

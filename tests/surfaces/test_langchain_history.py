@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import grpc
@@ -26,31 +25,12 @@ from langchain_openai import ChatOpenAI
 
 import memoryd_client as md
 from memoryd.testing.fake_model import FakeModel
-from memoryd.testing.server_process import ServerProcess
 from memoryd_client.integrations._kept import MemorydRefused
 from memoryd_client.integrations.langchain import MemorydChatMessageHistory
 from tests.helpers import load_example, sent_text
 
 # On both backends: histories are conversations.
 pytestmark = pytest.mark.storage
-
-
-@pytest.fixture
-def blocking(server: ServerProcess) -> Iterator[grpc.Channel]:
-    with md.connect_sync(server.address) as opened:
-        yield opened
-
-
-@pytest.fixture
-async def channel(server: ServerProcess) -> AsyncIterator[grpc.aio.Channel]:
-    async with md.connect(server.address) as opened:
-        yield opened
-
-
-@pytest.fixture
-def model() -> Iterator[FakeModel]:
-    with FakeModel() as fake:
-        yield fake
 
 
 def owner() -> str:

@@ -7,7 +7,6 @@ answers as LangGraph's own InMemoryStore does."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import grpc
@@ -21,7 +20,6 @@ from langgraph.store.memory import InMemoryStore
 import memoryd_client as md
 from memoryd.domain import search_query as server_query
 from memoryd.testing.fake_model import FakeModel
-from memoryd.testing.server_process import ServerProcess
 from memoryd_client.integrations._kept import (
     MAX_QUERY_CHARS,
     MAX_QUERY_WORDS,
@@ -34,24 +32,6 @@ from tests.memory.test_retrieval import embedded
 
 # On both backends: items are memory rows.
 pytestmark = pytest.mark.storage
-
-
-@pytest.fixture
-def blocking(server: ServerProcess) -> Iterator[grpc.Channel]:
-    with md.connect_sync(server.address) as opened:
-        yield opened
-
-
-@pytest.fixture
-async def channel(server: ServerProcess) -> AsyncIterator[grpc.aio.Channel]:
-    async with md.connect(server.address) as opened:
-        yield opened
-
-
-@pytest.fixture
-def model() -> Iterator[FakeModel]:
-    with FakeModel() as fake:
-        yield fake
 
 
 def agent() -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -26,7 +25,6 @@ from openai import OpenAI
 
 import memoryd_client as md
 from memoryd.testing.fake_model import FakeModel
-from memoryd.testing.server_process import ServerProcess
 from memoryd_client.integrations._kept import MemorydRefused
 from memoryd_client.integrations.llama_index import MemorydMemoryBlock
 from tests.helpers import load_example
@@ -65,18 +63,6 @@ class ChatCompletions(CustomLLM):
         **kwargs: Any,
     ) -> CompletionResponseGen:
         raise NotImplementedError
-
-
-@pytest.fixture
-def blocking(server: ServerProcess) -> Iterator[grpc.Channel]:
-    with md.connect_sync(server.address) as opened:
-        yield opened
-
-
-@pytest.fixture
-def model() -> Iterator[FakeModel]:
-    with FakeModel() as fake:
-        yield fake
 
 
 def prompt_of(model: FakeModel) -> str:

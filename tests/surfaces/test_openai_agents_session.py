@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import grpc
@@ -28,7 +27,6 @@ from openai import AsyncOpenAI
 import memoryd_client as md
 from memoryd.mcp_bridge.answers import key_of as mcp_key_of
 from memoryd.testing.fake_model import FakeModel, ToolCall
-from memoryd.testing.server_process import ServerProcess
 from memoryd_client.integrations._kept import MemorydRefused, split_text
 from memoryd_client.integrations.openai_agents import (
     MemorydSession,
@@ -44,18 +42,6 @@ pytestmark = pytest.mark.storage
 def no_tracing() -> None:
     """The SDK sends its traces to OpenAI unless told not to: nothing leaves loopback."""
     set_tracing_disabled(True)
-
-
-@pytest.fixture
-async def channel(server: ServerProcess) -> AsyncIterator[grpc.aio.Channel]:
-    async with md.connect(server.address) as opened:
-        yield opened
-
-
-@pytest.fixture
-def model() -> Iterator[FakeModel]:
-    with FakeModel() as fake:
-        yield fake
 
 
 example = load_example("openai_agents_session")
