@@ -5,6 +5,7 @@
  */
 
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { after, before, test } from "node:test";
 
 import { InMemoryStore, type BaseStore } from "@langchain/langgraph-checkpoint";
@@ -175,4 +176,26 @@ test("an item's searched text is its index or its longest text", () => {
   assert.equal(searchedText(value), "a much longer text a much longer text a much longer text");
   assert.equal(searchedText(value, ["data"]), "short");
   assert.equal(searchedText({ data: "x".repeat(500) }), "x".repeat(200));
+});
+
+test("the Python client's store and this one read each other's items", async () => {
+  const agentId = unique("lgxl");
+  const ours = new MemorydStore(memoryd, { agentId });
+  await ours.put(["ada", "memories", "work"], "team", { data: "Billing team — 東京", rank: 5 });
+  const script = [
+    "import json, sys",
+    "import memoryd_client as md",
+    "from memoryd_client.integrations.langgraph import MemorydStore",
+    `with md.connect_sync(${JSON.stringify(server.address)}) as channel:`,
+    `    store = MemorydStore(channel=channel, agent_id=${JSON.stringify(agentId)})`,
+    "    item = store.get(('ada', 'memories', 'work'), 'team')",
+    "    store.put(('ada', 'memories'), 'diet', {'data': 'Is vegetarian', 'from': 'python'})",
+    "    print(json.dumps(item.value, ensure_ascii=False))",
+  ].join("\n");
+  const python = process.env.MEMORYD_PYTHON ?? "python3";
+  const printed = execFileSync(python, ["-c", script], { encoding: "utf8" });
+  assert.deepEqual(JSON.parse(printed), { data: "Billing team — 東京", rank: 5 });
+  const fromPython = await ours.get(["ada", "memories"], "diet");
+  assert.deepEqual(fromPython?.value, { data: "Is vegetarian", from: "python" });
+  assert.deepEqual(await ours.listNamespaces({ prefix: ["ada"] }), [["ada", "memories"], ["ada", "memories", "work"]]);
 });
