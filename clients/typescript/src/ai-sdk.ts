@@ -120,7 +120,15 @@ export function memorydMiddleware(options: MemorydMiddlewareOptions): LanguageMo
         const earlier: LanguageModelV3Message[] = composed.parts
           .filter((part) => part.kind === ContextPartKind.MESSAGE && part.content.trim())
           .map((part) => asMessage(part.role, part.content));
-        rest = [...earlier, ...rest.slice(lastUserIndex(rest))];
+        rest = rest.slice(lastUserIndex(rest));
+        // A step after tool results: the turn's user message was recorded by the step before
+        // (memoryd's window ends with it), and the application sends it too.
+        const first = rest[0];
+        const last = earlier[earlier.length - 1];
+        if (first?.role === "user" && last?.role === "user" && textOfMessage(last) === textOfMessage(first)) {
+          earlier.pop();
+        }
+        rest = [...earlier, ...rest];
       }
       return { ...params, prompt: [...head, ...blocks, ...rest] };
     },
@@ -208,6 +216,14 @@ function newUserText(prompt: LanguageModelV3Prompt): string {
   const last = prompt[prompt.length - 1];
   if (!last || last.role !== "user") return "";
   return last.content
+    .flatMap((part) => (part.type === "text" ? [part.text] : []))
+    .join("\n")
+    .trim();
+}
+
+function textOfMessage(message: LanguageModelV3Message): string {
+  if (message.role === "system") return message.content;
+  return message.content
     .flatMap((part) => (part.type === "text" ? [part.text] : []))
     .join("\n")
     .trim();

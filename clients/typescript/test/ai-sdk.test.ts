@@ -11,6 +11,8 @@ import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { generateText, streamText, wrapLanguageModel } from "ai";
 
 import { rememberingModel } from "../examples/ai-sdk.js";
+import type { LanguageModelV3, LanguageModelV3Prompt } from "@ai-sdk/provider";
+
 import { memorydMiddleware, searchQuery } from "../src/ai-sdk.js";
 import { Category, Code, ConnectError, Role, ScopeType, connect, Memoryd, Trust } from "../src/index.js";
 import { FakeModel } from "./fake-model.js";
@@ -32,6 +34,11 @@ after(async () => {
   await fake.stop();
   await server.stop();
 });
+
+/** A model to hand transformParams (it is not called). */
+function fakeModelOf(): LanguageModelV3 {
+  return createOpenAICompatible({ name: "fake", baseURL, apiKey: "unused" }).chatModel("m");
+}
 
 /** The example's model for one user's conversation, on the fake. */
 function modelFor(ownerId: string, chatId: string, history: "app" | "memoryd" = "app") {
@@ -121,6 +128,27 @@ test("with memoryd's history the application sends only the new message", async 
   assert.match(said[0] ?? "", /I am Ada, I live in Porto\./);
   assert.match(said[1] ?? "", /Nice to meet you, Ada\./);
   assert.match(said[2] ?? "", /Where do I live\?/);
+});
+
+test("a step after tool results is not sent the turn's user message twice", async () => {
+  const ada = unique("ada");
+  const conversation = { agentId: "ai-sdk", ownerId: ada, channel: "web", chatId: "tools" };
+  const middleware = memorydMiddleware({ memoryd, conversation, contextWindow: 8000, history: "memoryd" });
+  // The first step called a tool and said nothing: its user message is recorded alone.
+  await memoryd.conversations.commitTurn({
+    conversation,
+    messages: [{ role: Role.USER, sender: ada, content: "Book a table for two." }],
+  });
+  const transform = middleware.transformParams;
+  assert.ok(transform);
+  const prompt: LanguageModelV3Prompt = [
+    { role: "user", content: [{ type: "text", text: "Book a table for two." }] },
+    { role: "assistant", content: [{ type: "tool-call", toolCallId: "c1", toolName: "book", input: "{}" }] },
+    { role: "tool", content: [{ type: "tool-result", toolCallId: "c1", toolName: "book", output: { type: "text", value: "booked" } }] },
+  ];
+  const sent = await transform({ type: "generate", params: { prompt }, model: fakeModelOf() });
+  const users = sent.prompt.filter((message) => message.role === "user");
+  assert.equal(users.length, 1);
 });
 
 test("a streamed answer is recorded whole once the stream ends", async () => {
