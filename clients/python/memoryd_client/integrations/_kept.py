@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -109,9 +109,44 @@ def kept_item(message: md.Message, member: str) -> dict[str, Any] | None:
     return item
 
 
-async def window(
-    stubs: md.Stubs, conversation: md.Conversation, limit: int | None = None
-) -> list[md.Message]:
+# An RPC a plan asks for: the stub's service, the method, the request. A plan (a generator of
+# calls, sent each answer, a refusal thrown into it) is written once and run by a blocking or an
+# asyncio driver.
+Call = tuple[str, str, Any]
+Plan = Generator[Call, Any, T]
+
+
+def run_plan_sync(plan: Plan[T], stubs: md.SyncStubs) -> T:
+    """A plan's calls on a blocking channel; its result."""
+    try:
+        call = next(plan)
+        while True:
+            try:
+                answer = called_sync(_bound(stubs, call))
+            except MemorydRefused as refusal:
+                call = plan.throw(refusal)
+            else:
+                call = plan.send(answer)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+async def run_plan(plan: Plan[T], stubs: md.Stubs) -> T:
+    """A plan's calls on an asyncio channel; its result."""
+    try:
+        call = next(plan)
+        while True:
+            try:
+                answer = await called(_bound(stubs, call)())
+            except MemorydRefused as refusal:
+                call = plan.throw(refusal)
+            else:
+                call = plan.send(answer)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+def window_plan(conversation: md.Conversation, limit: int | None = None) -> Plan[list[md.Message]]:
     """The conversation's window, oldest first; with a limit, its newest `limit` messages."""
     if limit is not None and limit <= 0:
         return []
@@ -119,39 +154,15 @@ async def window(
     wanted = limit
     token = ""
     while True:
-        page = await called(
-            stubs.conversations.ListMessages(
-                md.ListMessagesRequest(
-                    conversation=conversation,
-                    page_size=min(wanted or PAGE_SIZE, PAGE_SIZE),
-                    page_token=token,
-                )
-            )
+        page = yield (
+            "conversations",
+            "ListMessages",
+            md.ListMessagesRequest(
+                conversation=conversation,
+                page_size=min(wanted or PAGE_SIZE, PAGE_SIZE),
+                page_token=token,
+            ),
         )
-        pages.append(page.messages)
-        token = page.next_page_token
-        if wanted is not None:
-            wanted -= len(page.messages)
-        if not token or (wanted is not None and wanted <= 0):
-            return _oldest_first(pages, limit)
-
-
-def window_sync(
-    stubs: md.SyncStubs, conversation: md.Conversation, limit: int | None = None
-) -> list[md.Message]:
-    """window, on a blocking channel."""
-    if limit is not None and limit <= 0:
-        return []
-    pages: list[Sequence[md.Message]] = []
-    wanted = limit
-    token = ""
-    while True:
-        request = md.ListMessagesRequest(
-            conversation=conversation,
-            page_size=min(wanted or PAGE_SIZE, PAGE_SIZE),
-            page_token=token,
-        )
-        page = called_sync(functools.partial(stubs.conversations.ListMessages, request))
         pages.append(page.messages)
         token = page.next_page_token
         if wanted is not None:
@@ -163,6 +174,11 @@ def window_sync(
 def batches(messages: Sequence[md.NewMessage]) -> list[Sequence[md.NewMessage]]:
     """Messages in AppendMessages' batches."""
     return [messages[i : i + APPEND_BATCH] for i in range(0, len(messages), APPEND_BATCH)]
+
+
+def _bound(stubs: md.Stubs | md.SyncStubs, call: Call) -> Any:
+    service, method, request = call
+    return functools.partial(getattr(getattr(stubs, service), method), request)
 
 
 def _oldest_first(pages: list[Sequence[md.Message]], limit: int | None) -> list[md.Message]:

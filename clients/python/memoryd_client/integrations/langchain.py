@@ -53,9 +53,10 @@ from memoryd_client.integrations._kept import (
     called_sync,
     kept_item,
     kept_metadata,
+    run_plan,
+    run_plan_sync,
     split_text,
-    window,
-    window_sync,
+    window_plan,
 )
 
 CHANNEL = "langchain"
@@ -118,7 +119,9 @@ class MemorydChatMessageHistory(BaseChatMessageHistory):
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]  # a property, as documented
         """The window's messages, oldest first."""
-        return [message_of(m) for m in window_sync(self._blocking(), self.conversation)]
+        return [
+            message_of(m) for m in run_plan_sync(window_plan(self.conversation), self._blocking())
+        ]
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append the messages, in order, answered once memoryd has committed them (each batch
@@ -133,13 +136,13 @@ class MemorydChatMessageHistory(BaseChatMessageHistory):
         reviewed first). purge erases them."""
         stubs = self._blocking()
         request = md.ClearConversationRequest(conversation=self.conversation)
-        called_sync(lambda: stubs.conversations.ClearConversation(request))
+        called_sync(functools.partial(stubs.conversations.ClearConversation, request))
 
     def purge(self) -> None:
         """Erase the conversation: every message, and the notes kept for it."""
         stubs = self._blocking()
         request = md.PurgeConversationRequest(conversation=self.conversation)
-        called_sync(lambda: stubs.conversations.PurgeConversation(request))
+        called_sync(functools.partial(stubs.conversations.PurgeConversation, request))
 
     # --- async -------------------------------------------------------------------------------
 
@@ -147,7 +150,7 @@ class MemorydChatMessageHistory(BaseChatMessageHistory):
         """The window's messages, oldest first."""
         if self._async is None:
             return await super().aget_messages()
-        return [message_of(m) for m in await window(self._async, self.conversation)]
+        return [message_of(m) for m in await run_plan(window_plan(self.conversation), self._async)]
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         """add_messages, on the async channel."""

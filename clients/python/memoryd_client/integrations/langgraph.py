@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import functools
 import json
 from collections.abc import Generator, Iterable, Mapping
 from typing import Any
@@ -57,7 +56,13 @@ from langgraph.store.base import (
 )
 
 import memoryd_client as md
-from memoryd_client.integrations._kept import MemorydRefused, called, called_sync, search_query
+from memoryd_client.integrations._kept import (
+    Call,
+    MemorydRefused,
+    run_plan,
+    run_plan_sync,
+    search_query,
+)
 
 # The start of every item's row key, and the metadata member that holds the item.
 KEY_PREFIX = "lg:"
@@ -68,8 +73,7 @@ MAX_RECALL = 100
 PAGE_SIZE = 1000
 OWNERS_PAGE_SIZE = 500
 
-# An RPC a plan asks for: the service's stub name, the method and its request.
-Call = tuple[str, str, Any]
+# A plan of one operation's RPCs, run by memoryd_client.integrations._kept's drivers.
 Plan = Generator[Call, Any, Result]
 
 
@@ -109,13 +113,13 @@ class MemorydStore(BaseStore):
                 "(memoryd_client.connect_sync), or call the async ones (aget, aput, ...)"
             )
         stubs = self._sync
-        return [_run_sync(self._plan(op), stubs) for op in ops]
+        return [run_plan_sync(self._plan(op), stubs) for op in ops]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Each operation in order, on the async channel (or the blocking one in a thread)."""
         if self._async is None:
             return await asyncio.to_thread(self.batch, list(ops))
-        return [await _run_async(self._plan(op), self._async) for op in ops]
+        return [await run_plan(self._plan(op), self._async) for op in ops]
 
     # --- the operations, as plans of RPCs ----------------------------------------------------
 
@@ -436,39 +440,6 @@ def _at(value: Any, path: list[str]) -> Any:
 
 def _json(labels: list[str]) -> str:
     return json.dumps(labels, ensure_ascii=False, separators=(",", ":"))
-
-
-def _stub(stubs: md.Stubs | md.SyncStubs, call: Call) -> Any:
-    service, method, request = call
-    return functools.partial(getattr(getattr(stubs, service), method), request)
-
-
-def _run_sync(plan: Plan, stubs: md.SyncStubs) -> Result:
-    try:
-        call = next(plan)
-        while True:
-            try:
-                answer = called_sync(_stub(stubs, call))
-            except MemorydRefused as refusal:
-                call = plan.throw(refusal)
-            else:
-                call = plan.send(answer)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-
-
-async def _run_async(plan: Plan, stubs: md.Stubs) -> Result:
-    try:
-        call = next(plan)
-        while True:
-            try:
-                answer = await called(_stub(stubs, call)())
-            except MemorydRefused as refusal:
-                call = plan.throw(refusal)
-            else:
-                call = plan.send(answer)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
 
 
 # Item is part of what the module answers (get's result).

@@ -50,8 +50,9 @@ from memoryd_client.integrations._kept import (
     called,
     kept_item,
     kept_metadata,
+    run_plan,
     split_text,
-    window,
+    window_plan,
 )
 
 CHANNEL = "openai-agents"
@@ -103,7 +104,9 @@ class MemorydSession:
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The window's items, oldest first; with a limit, the newest `limit` of them."""
         limit = resolve_session_limit(limit, self.session_settings)
-        return [item_of(m) for m in await window(self.stubs, self.conversation, limit)]
+        return [
+            item_of(m) for m in await run_plan(window_plan(self.conversation, limit), self.stubs)
+        ]
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append the items, in order; answered once memoryd has committed them (each batch
@@ -119,7 +122,7 @@ class MemorydSession:
         """Erase the newest item of the window and return it; None when the window is empty.
         The message is erased from memoryd (PurgeMessages), not only from the session."""
         for _ in range(_POP_TRIES):
-            newest = await window(self.stubs, self.conversation, 1)
+            newest = await run_plan(window_plan(self.conversation, 1), self.stubs)
             if not newest:
                 return None
             purged = await called(
