@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { generateText, streamText, wrapLanguageModel } from "ai";
@@ -14,44 +14,29 @@ import { rememberingModel } from "../examples/ai-sdk.js";
 import type { LanguageModelV3, LanguageModelV3Prompt } from "@ai-sdk/provider";
 
 import { memorydMiddleware, searchQuery } from "../src/ai-sdk.js";
-import { Category, Code, ConnectError, Role, ScopeType, connect, Memoryd, Trust } from "../src/index.js";
-import { FakeModel } from "./fake-model.js";
-import { startServer, unique, type Server } from "./server.js";
+import { Category, Code, ConnectError, Role, ScopeType, Trust } from "../src/index.js";
+import { serverAndModel } from "./fake-model.js";
+import { unique } from "./server.js";
 
-let server: Server;
-let memoryd: Memoryd;
-let fake: FakeModel;
-let baseURL: string;
-
-before(async () => {
-  server = await startServer();
-  memoryd = connect(server.address);
-  fake = new FakeModel();
-  baseURL = await fake.start();
-});
-
-after(async () => {
-  await fake.stop();
-  await server.stop();
-});
+const rig = serverAndModel();
 
 /** A model to hand transformParams (it is not called). */
 function fakeModelOf(): LanguageModelV3 {
-  return createOpenAICompatible({ name: "fake", baseURL, apiKey: "unused" }).chatModel("m");
+  return createOpenAICompatible({ name: "fake", baseURL: rig.baseURL, apiKey: "unused" }).chatModel("m");
 }
 
 /** The example's model for one user's conversation, on the fake. */
 function modelFor(ownerId: string, chatId: string, history: "app" | "memoryd" = "app") {
-  const provider = createOpenAICompatible({ name: "fake", baseURL, apiKey: "unused", includeUsage: true });
+  const provider = createOpenAICompatible({ name: "fake", baseURL: rig.baseURL, apiKey: "unused", includeUsage: true });
   const conversation = { agentId: "ai-sdk", ownerId, channel: "web", chatId };
-  return rememberingModel(memoryd, provider.chatModel("fake-model"), conversation, {
+  return rememberingModel(rig.memoryd, provider.chatModel("fake-model"), conversation, {
     contextWindow: 8000,
     history,
   });
 }
 
 async function remember(ownerId: string, key: string, value: string, category: Category) {
-  await memoryd.memory.storeMemory({
+  await rig.memoryd.memory.storeMemory({
     caller: { case: "owner", value: { agentId: "ai-sdk", ownerId } },
     category,
     scopeType: ScopeType.OWNER,
@@ -61,7 +46,7 @@ async function remember(ownerId: string, key: string, value: string, category: C
 }
 
 async function stored(ownerId: string, chatId: string) {
-  const listed = await memoryd.conversations.listMessages({
+  const listed = await rig.memoryd.conversations.listMessages({
     conversation: { agentId: "ai-sdk", ownerId, channel: "web", chatId },
   });
   return listed.messages.map((message) => [message.role, message.sender, message.content]);
@@ -71,31 +56,31 @@ test("each call gets memoryd's context and each turn is recorded", async () => {
   const ada = unique("ada");
   await remember(ada, "diet", "Is vegetarian", Category.PREFERENCE);
   await remember(ada, "locker", "Locker code 4417", Category.FACT);
-  fake.reply("Your locker is 4417.");
+  rig.fake.reply("Your locker is 4417.");
   const first = await generateText({
     model: modelFor(ada, "c1"),
     system: "You are a helpful assistant.",
     prompt: "What is my locker code?",
   });
   assert.equal(first.text, "Your locker is 4417.");
-  const sent = fake.lastSent();
+  const sent = rig.fake.lastSent();
   assert.match(sent, /Is vegetarian/); // the memory-context block (USER.md)
   assert.match(sent, /Locker code 4417/); // a fact that matches the question
   // The application's system message stays first.
-  assert.equal(fake.requests[fake.requests.length - 1]?.messages[0]?.content, "You are a helpful assistant.");
+  assert.equal(rig.fake.requests[rig.fake.requests.length - 1]?.messages[0]?.content, "You are a helpful assistant.");
   assert.deepEqual(await stored(ada, "c1"), [
     [Role.USER, ada, "What is my locker code?"],
     [Role.ASSISTANT, "assistant", "Your locker is 4417."],
   ]);
-  const state = await memoryd.conversations.getConversation({
+  const state = await rig.memoryd.conversations.getConversation({
     conversation: { agentId: "ai-sdk", ownerId: ada, channel: "web", chatId: "c1" },
   });
   assert.equal(state.messageCount, 2n);
 
   // Another user of the same agent: none of Ada's memory.
-  fake.reply("I don't know.");
+  rig.fake.reply("I don't know.");
   await generateText({ model: modelFor(unique("ben"), "c1"), prompt: "What is my locker code?" });
-  assert.doesNotMatch(fake.lastSent(), /4417|vegetarian/);
+  assert.doesNotMatch(rig.fake.lastSent(), /4417|vegetarian/);
 });
 
 test("a long message is searched by its last words, within memoryd's limits", async () => {
@@ -107,10 +92,10 @@ test("a long message is searched by its last words, within memoryd's limits", as
   assert.equal(searchQuery(long).split(" ").length, 32);
   // As a query of its own, memoryd refuses it; the middleware searches its last words instead.
   await assert.rejects(
-    memoryd.memory.recall({ conversation: { ownerId: ada, channel: "web", chatId: "long" }, query: long }),
+    rig.memoryd.memory.recall({ conversation: { ownerId: ada, channel: "web", chatId: "long" }, query: long }),
     /words; the limit is 32/,
   );
-  fake.reply("In the marina.");
+  rig.fake.reply("In the marina.");
   const answered = await generateText({ model: modelFor(ada, "long"), prompt: long });
   assert.equal(answered.text, "In the marina.");
   assert.equal((await stored(ada, "long")).length, 2);
@@ -118,11 +103,11 @@ test("a long message is searched by its last words, within memoryd's limits", as
 
 test("with memoryd's history the application sends only the new message", async () => {
   const ada = unique("ada");
-  fake.reply("Nice to meet you, Ada.");
+  rig.fake.reply("Nice to meet you, Ada.");
   await generateText({ model: modelFor(ada, "h", "memoryd"), prompt: "I am Ada, I live in Porto." });
-  fake.reply("In Porto.");
+  rig.fake.reply("In Porto.");
   await generateText({ model: modelFor(ada, "h", "memoryd"), prompt: "Where do I live?" });
-  const messages = fake.requests[fake.requests.length - 1]?.messages ?? [];
+  const messages = rig.fake.requests[rig.fake.requests.length - 1]?.messages ?? [];
   const said = messages.filter((m) => m.role !== "system").map((m) => JSON.stringify(m.content));
   assert.equal(said.length, 3);
   assert.match(said[0] ?? "", /I am Ada, I live in Porto\./);
@@ -133,9 +118,9 @@ test("with memoryd's history the application sends only the new message", async 
 test("a step after tool results is not sent the turn's user message twice", async () => {
   const ada = unique("ada");
   const conversation = { agentId: "ai-sdk", ownerId: ada, channel: "web", chatId: "tools" };
-  const middleware = memorydMiddleware({ memoryd, conversation, contextWindow: 8000, history: "memoryd" });
+  const middleware = memorydMiddleware({ memoryd: rig.memoryd, conversation, contextWindow: 8000, history: "memoryd" });
   // The first step called a tool and said nothing: its user message is recorded alone.
-  await memoryd.conversations.commitTurn({
+  await rig.memoryd.conversations.commitTurn({
     conversation,
     messages: [{ role: Role.USER, sender: ada, content: "Book a table for two." }],
   });
@@ -153,7 +138,7 @@ test("a step after tool results is not sent the turn's user message twice", asyn
 
 test("a streamed answer is recorded whole once the stream ends", async () => {
   const ada = unique("ada");
-  fake.reply("Streaming, piece by piece — 東京 🍣.");
+  rig.fake.reply("Streaming, piece by piece — 東京 🍣.");
   const result = streamText({ model: modelFor(ada, "s"), prompt: "Tell me in pieces." });
   let text = "";
   for await (const piece of result.textStream) text += piece;
@@ -173,9 +158,9 @@ test("a failed call records nothing, and a refusal of memoryd says why", async (
   assert.deepEqual(await stored(ada, "f"), []);
 
   const guest = wrapLanguageModel({
-    model: createOpenAICompatible({ name: "fake", baseURL, apiKey: "unused" }).chatModel("m"),
+    model: createOpenAICompatible({ name: "fake", baseURL: rig.baseURL, apiKey: "unused" }).chatModel("m"),
     middleware: memorydMiddleware({
-      memoryd,
+      memoryd: rig.memoryd,
       conversation: { agentId: "ai-sdk", ownerId: " ada", channel: "web", chatId: "x" },
       contextWindow: 8000,
       userTrust: Trust.GUEST,

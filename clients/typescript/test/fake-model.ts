@@ -2,6 +2,10 @@
 
 import { createServer, type IncomingMessage, type Server as HttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
+import { after, before } from "node:test";
+
+import { connect, type Memoryd } from "../src/index.js";
+import { startServer, type Server } from "./server.js";
 
 /** A chat-completions server: each request is kept, each answer is the next scripted text
  * (streamed as server-sent events when the request asks for a stream). */
@@ -61,3 +65,29 @@ export class FakeModel {
     return [200, "text/event-stream", `${events}data: [DONE]\n\n`];
   }
 }
+
+/** What a framework test talks to: memoryd (its server and client) and the fake model. */
+export interface Rig {
+  server: Server;
+  memoryd: Memoryd;
+  fake: FakeModel;
+  /** The fake model's OpenAI-compatible base URL. */
+  baseURL: string;
+}
+
+/** A Rig for the test file: started before its tests, stopped after them. */
+export function serverAndModel(): Rig {
+  const rig = {} as Rig;
+  before(async () => {
+    rig.server = await startServer();
+    rig.memoryd = connect(rig.server.address);
+    rig.fake = new FakeModel();
+    rig.baseURL = await rig.fake.start();
+  });
+  after(async () => {
+    await rig.fake.stop();
+    await rig.server.stop();
+  });
+  return rig;
+}
+

@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 
 import { InMemoryStore, type BaseStore } from "@langchain/langgraph-checkpoint";
 import {
@@ -17,32 +17,16 @@ import {
 } from "@langchain/langgraph";
 import { ChatOpenAI } from "@langchain/openai";
 
-import { connect, Memoryd } from "../src/index.js";
 import { MemorydStore, searchedText } from "../src/langgraph.js";
-import { FakeModel } from "./fake-model.js";
-import { startServer, unique, type Server } from "./server.js";
+import { serverAndModel } from "./fake-model.js";
+import { unique } from "./server.js";
 
-let server: Server;
-let memoryd: Memoryd;
-let fake: FakeModel;
-let baseURL: string;
-
-before(async () => {
-  server = await startServer();
-  memoryd = connect(server.address);
-  fake = new FakeModel();
-  baseURL = await fake.start();
-});
-
-after(async () => {
-  await fake.stop();
-  await server.stop();
-});
+const rig = serverAndModel();
 
 /** LangGraph's long-term memory pattern: a node reads what the store knows of the user, keeps
  * what the user asks it to remember, and calls the model with it. */
 function memoryGraph(store: BaseStore) {
-  const model = new ChatOpenAI({ model: "fake-model", apiKey: "unused", configuration: { baseURL } });
+  const model = new ChatOpenAI({ model: "fake-model", apiKey: "unused", configuration: { baseURL: rig.baseURL } });
   async function callModel(state: typeof MessagesAnnotation.State, config: LangGraphRunnableConfig) {
     const namespace = [String(config.configurable?.userId), "memories"];
     const last = state.messages[state.messages.length - 1];
@@ -66,7 +50,7 @@ function memoryGraph(store: BaseStore) {
 
 async function embedded(): Promise<void> {
   for (let i = 0; i < 200; i++) {
-    const status = await memoryd.admin.getEmbeddingStatus({});
+    const status = await rig.memoryd.admin.getEmbeddingStatus({});
     if (status.pendingMessages === 0n && status.pendingMemories === 0n) return;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
@@ -75,27 +59,27 @@ async function embedded(): Promise<void> {
 
 test("a graph remembers a user across threads and never for another", async () => {
   const agentId = unique("lgjs");
-  const graph = memoryGraph(new MemorydStore(memoryd, { agentId }));
-  fake.reply("I'll remember.");
+  const graph = memoryGraph(new MemorydStore(rig.memoryd, { agentId }));
+  rig.fake.reply("I'll remember.");
   await graph.invoke(
     { messages: [{ role: "user", content: "Remember: is vegetarian and cooks Sichuan dishes" }] },
     { configurable: { userId: "ada", thread_id: unique("t") } },
   );
   await embedded();
-  fake.reply("You are vegetarian.");
+  rig.fake.reply("You are vegetarian.");
   await graph.invoke(
     { messages: [{ role: "user", content: "Am I vegetarian?" }] },
     { configurable: { userId: "ada", thread_id: unique("t") } },
   );
-  assert.match(fake.lastSent(), /is vegetarian and cooks Sichuan dishes/);
-  fake.reply("I don't know.");
+  assert.match(rig.fake.lastSent(), /is vegetarian and cooks Sichuan dishes/);
+  rig.fake.reply("I don't know.");
   await graph.invoke(
     { messages: [{ role: "user", content: "Am I vegetarian?" }] },
     { configurable: { userId: "ben", thread_id: unique("t") } },
   );
-  assert.match(fake.lastSent(), /What you know of the user: nothing/);
+  assert.match(rig.fake.lastSent(), /What you know of the user: nothing/);
   // The item is Ada's memory row, keyed as the Python client keys it.
-  const rows = await memoryd.memory.listMemories({
+  const rows = await rig.memoryd.memory.listMemories({
     caller: { case: "owner", value: { agentId, ownerId: "ada" } },
   });
   assert.equal(rows.memories.length, 1);
@@ -117,7 +101,7 @@ function keyed(items: { namespace: string[]; key: string; value: unknown }[]): s
 }
 
 test("every method answers as LangGraph's InMemoryStore", async () => {
-  const ours = new MemorydStore(memoryd, { agentId: unique("lgjs") });
+  const ours = new MemorydStore(rig.memoryd, { agentId: unique("lgjs") });
   const theirs = new InMemoryStore();
   await fill(ours);
   await fill(theirs);
@@ -167,7 +151,7 @@ test("every method answers as LangGraph's InMemoryStore", async () => {
   await ours.delete(["ada", "memories"], "diet");
   await theirs.delete(["ada", "memories"], "diet");
   assert.deepEqual(keyed(await ours.search(["ada"])), keyed(await theirs.search(["ada"])));
-  const second = new MemorydStore(memoryd, { agentId: ours.agentId, ownerAt: 1 });
+  const second = new MemorydStore(rig.memoryd, { agentId: ours.agentId, ownerAt: 1 });
   await assert.rejects(second.put(["memories"], "k", { data: "x" }), /names no owner/);
 });
 
@@ -180,13 +164,13 @@ test("an item's searched text is its index or its longest text", () => {
 
 test("the Python client's store and this one read each other's items", async () => {
   const agentId = unique("lgxl");
-  const ours = new MemorydStore(memoryd, { agentId });
+  const ours = new MemorydStore(rig.memoryd, { agentId });
   await ours.put(["ada", "memories", "work"], "team", { data: "Billing team — 東京", rank: 5 });
   const script = [
     "import json, sys",
     "import memoryd_client as md",
     "from memoryd_client.integrations.langgraph import MemorydStore",
-    `with md.connect_sync(${JSON.stringify(server.address)}) as channel:`,
+    `with md.connect_sync(${JSON.stringify(rig.server.address)}) as channel:`,
     `    store = MemorydStore(channel=channel, agent_id=${JSON.stringify(agentId)})`,
     "    item = store.get(('ada', 'memories', 'work'), 'team')",
     "    store.put(('ada', 'memories'), 'diet', {'data': 'Is vegetarian', 'from': 'python'})",
