@@ -7,8 +7,9 @@ settings are read and the database opens, one SIGHUP (an operator's reload, a su
 signal to its process group) killed it, and systemd counts a death by SIGHUP as a clean exit, so
 the shipped unit did not restart it. `hold()`, the first thing `memoryd` does, makes an early
 SIGHUP a note instead; whoever takes SIGHUP over then asks `held()` whether one came, and a
-server applies it as if it had come a moment later. Nothing here imports more than `signal`: it
-runs before the rest of memoryd is imported.
+server applies it as if it had come a moment later. Nothing here imports more than `signal` and
+memoryd.signal_flags: it runs before the rest of memoryd is imported. The note is a
+`signal_flags.Flag`, which takes no lock: a storm of SIGHUP nests one handler in another.
 
 What comes before any code of memoryd runs (the interpreter's own start) cannot be held by it:
 a supervisor starts its workers with SIGHUP blocked (`blocked()`), which they inherit, so that
@@ -19,11 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import threading
 from collections.abc import Iterator
 from types import FrameType
 
-_came = threading.Event()
+from memoryd.signal_flags import Flag
+
+_came = Flag()
 
 
 def hold() -> None:
@@ -46,9 +48,7 @@ def blocked() -> Iterator[None]:
 
 def held() -> bool:
     """Whether a SIGHUP came while it was held (and forget it)."""
-    came = _came.is_set()
-    _came.clear()
-    return came
+    return _came.take()
 
 
 def _note(_signum: int, _frame: FrameType | None) -> None:

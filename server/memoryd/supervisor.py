@@ -36,7 +36,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Sequence
 
@@ -48,6 +47,7 @@ from memoryd.log_events import Event
 from memoryd.runtime import prepare
 from memoryd.serving import token_reloads
 from memoryd.serving.binding import HeldPort, hold_port
+from memoryd.signal_flags import Flag, Wakeup
 
 log = logging.getLogger("memoryd.supervisor")
 
@@ -79,23 +79,30 @@ def supervise(running: Running, argv: Sequence[str]) -> int:
     settings = running.settings
     check_exposure(settings)
     check_private_settings(settings)
-    stop = threading.Event()
-    reload = threading.Event()
+    # Flags, not threading.Event: a handler runs inside the main thread (memoryd.signal_flags).
+    wakeup = Wakeup()
+    stop = wakeup.flag()
+    reload = wakeup.flag()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     signal.signal(signal.SIGHUP, lambda *_: reload.set())
     if hangups.held():  # one came while it started: its workers get the file's tokens at once
         reload.set()
-    lock_fd = prepare(settings, running.env)
     try:
-        held = hold_port(settings.server.listen)
+        lock_fd = prepare(settings, running.env)
         try:
-            return _Supervisor(running, argv, held, lock_fd, stop=stop, reload=reload).run()
+            held = hold_port(settings.server.listen)
+            try:
+                return _Supervisor(
+                    running, argv, held, lock_fd, wakeup=wakeup, stop=stop, reload=reload
+                ).run()
+            finally:
+                for sock in held.sockets:
+                    sock.close()
         finally:
-            for sock in held.sockets:
-                sock.close()
+            os.close(lock_fd)
     finally:
-        os.close(lock_fd)
+        wakeup.close()
 
 
 class _Supervisor:
@@ -106,14 +113,16 @@ class _Supervisor:
         held: HeldPort,
         lock_fd: int,
         *,
-        stop: threading.Event,
-        reload: threading.Event,
+        wakeup: Wakeup,
+        stop: Flag,
+        reload: Flag,
     ) -> None:
         self._running = running
         self._settings = running.settings
         self._argv = list(argv)
         self._held = held
         self._lock_fd = lock_fd
+        self._wakeup = wakeup
         self._stop = stop
         self._reload = reload
         self._workers: dict[int, _Worker] = {}
@@ -140,9 +149,11 @@ class _Supervisor:
             },
         )
         failed = False
-        while not self._stop.wait(POLL_SECONDS):
-            if self._reload.is_set():
-                self._reload.clear()
+        while True:
+            self._wakeup.wait(POLL_SECONDS)
+            if self._stop.is_set():
+                break
+            if self._reload.take():
                 self._reload_tokens()
             failed = not self._replace_dead()
             if failed:
@@ -227,8 +238,7 @@ class _Supervisor:
                             extra={"event": Event.WORKER_FAILED, "worker": index},
                         )
                         return False
-                    if self._reload.is_set():  # a reload does not wait for a (re)start
-                        self._reload.clear()
+                    if self._reload.take():  # a reload does not wait for a (re)start
                         self._reload_tokens()
                     if self._stop.is_set() or time.monotonic() > deadline:
                         if not self._stop.is_set():

@@ -282,3 +282,33 @@ async def test_a_sighup_never_stops_a_worker(
     await asyncio.to_thread(reloads, server, 1)
     assert server.events(Event.WORKER_EXITED) == []
     assert server.stop() == 0, server.output
+
+
+async def test_a_storm_of_sighup_reloads_every_process_and_stops_none(
+    start_server: type[ServerProcess], tmp_path: Path
+) -> None:
+    # The supervisor's flags were threading.Events: a SIGHUP while its main thread held one's
+    # lock (lowering it after a reload) made that thread wait on itself for ever.
+    server = start_server(
+        tmp_path / "home", config=tokens(KEPT, WITHDRAWN), workers=WORKERS
+    ).start()
+    pids = [server.process.pid, *server.events(Event.SERVING)[-1]["pids"]]
+
+    def storm() -> None:
+        for _ in range(3_000):
+            for pid in pids:
+                os.kill(pid, signal.SIGHUP)
+
+    await asyncio.to_thread(storm)
+    rewrite(server, tokens(KEPT))
+    server.process.send_signal(signal.SIGHUP)
+    async with channels_to_each_worker(server.address, WORKERS) as channels:
+        for channel in channels:
+
+            async def refused(channel: grpc.aio.Channel = channel) -> bool:
+                return await answers(channel, WITHDRAWN) is grpc.StatusCode.UNAUTHENTICATED
+
+            await eventually(refused, within=60)
+            assert await answers(channel, KEPT) is grpc.StatusCode.OK
+    assert server.events(Event.WORKER_EXITED) == []
+    assert server.stop() == 0, server.output

@@ -29,7 +29,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "server" / "memoryd"
 FLOORS = {
     "errors": 0,
     "log_events": 0,
-    "hangups": 0,  # SIGHUP held before anything else is imported (the command's first line)
+    "signal_flags": 0,  # what a signal handler may touch: no lock
+    "hangups": 1,  # SIGHUP held before anything else is imported (the command's first line)
     "domain": 1,
     "testing": 1,  # helpers for tests that start servers; no unit of the server imports them
     "log_names": 2,
