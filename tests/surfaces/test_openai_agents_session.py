@@ -199,6 +199,18 @@ async def test_what_memoryd_or_an_adapter_put_in_the_conversation_reads_as_messa
                 md.user("ada", "said on Telegram"),
                 md.assistant("assistant", "answered there"),
                 md.NewMessage(role=md.ROLE_USER, sender="ada", content="x", metadata='{"a": [1]}'),
+                # Shapes under the session's member that no session wrote: a path to nowhere.
+                *(
+                    md.NewMessage(
+                        role=md.ROLE_USER,
+                        sender="ada",
+                        content=f"odd {index}",
+                        metadata=json.dumps({"openai_agents": {"item": item, "text_at": path}}),
+                    )
+                    for index, (item, path) in enumerate(
+                        [({"a": 1}, ["a", "b", "c"]), ({"a": []}, ["a", 3]), ({}, []), ({}, [{}])]
+                    )
+                ),
             ],
         )
     )
@@ -206,6 +218,7 @@ async def test_what_memoryd_or_an_adapter_put_in_the_conversation_reads_as_messa
         {"role": "user", "content": "said on Telegram"},
         {"role": "assistant", "content": "answered there"},
         {"role": "user", "content": "x"},
+        *({"role": "user", "content": f"odd {index}"} for index in range(4)),
     ]
 
 

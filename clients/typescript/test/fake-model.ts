@@ -7,11 +7,17 @@ import { after, before } from "node:test";
 import { connect, type Memoryd } from "../src/index.js";
 import { startServer, type Server } from "./server.js";
 
-/** A chat-completions server: each request is kept, each answer is the next scripted text
- * (streamed as server-sent events when the request asks for a stream). */
+/** A tool call a scripted answer makes: the tool's name and its arguments. */
+export interface ToolCall {
+  name: string;
+  arguments: Record<string, unknown>;
+}
+
+/** A chat-completions server: each request is kept, each answer is the next scripted text or
+ * tool calls (streamed as server-sent events when the request asks for a stream). */
 export class FakeModel {
   readonly requests: { messages: { role: string; content: unknown }[] }[] = [];
-  private readonly replies: string[] = [];
+  private readonly replies: (string | ToolCall[])[] = [];
   private readonly http: HttpServer;
 
   constructor() {
@@ -36,6 +42,11 @@ export class FakeModel {
     this.replies.push(text);
   }
 
+  /** The next answer calls these tools. */
+  callTools(...calls: ToolCall[]): void {
+    this.replies.push(calls);
+  }
+
   /** Everything the model was last sent, as text. */
   lastSent(): string {
     return JSON.stringify(this.requests[this.requests.length - 1]?.messages ?? []);
@@ -46,21 +57,31 @@ export class FakeModel {
     for await (const chunk of request) raw += String(chunk);
     const body = JSON.parse(raw) as { messages: { role: string; content: unknown }[]; stream?: boolean };
     this.requests.push(body);
-    const text = this.replies.shift();
-    if (text === undefined) return [500, "application/json", '{"error":{"message":"no reply scripted"}}'];
+    const reply = this.replies.shift();
+    if (reply === undefined) return [500, "application/json", '{"error":{"message":"no reply scripted"}}'];
     const usage = { prompt_tokens: 321, completion_tokens: 5, total_tokens: 326 };
+    const calls = typeof reply === "string" ? undefined : reply.map((call, index) => ({
+      index, id: `call_${this.requests.length}_${index}`, type: "function",
+      function: { name: call.name, arguments: JSON.stringify(call.arguments) },
+    }));
+    const finish = calls ? "tool_calls" : "stop";
     if (!body.stream) {
-      const message = { role: "assistant", content: text };
+      const message = calls
+        ? { role: "assistant", content: null, tool_calls: calls.map(({ id, type, function: f }) => ({ id, type, function: f })) }
+        : { role: "assistant", content: reply };
       const completion = { id: "c1", object: "chat.completion", created: 1, model: "fake", usage,
-        choices: [{ index: 0, message, finish_reason: "stop" }] };
+        choices: [{ index: 0, message, finish_reason: finish }] };
       return [200, "application/json", JSON.stringify(completion)];
     }
-    const chunks: object[] = [...(text.match(/.{1,4}/gsu) ?? [])].map((piece) => ({
+    const deltas: object[] = calls
+      ? [{ tool_calls: calls }]
+      : [...((reply as string).match(/.{1,4}/gsu) ?? [])].map((piece) => ({ content: piece }));
+    const chunks: object[] = deltas.map((delta) => ({
       id: "c1", object: "chat.completion.chunk", created: 1, model: "fake",
-      choices: [{ index: 0, delta: { content: piece }, finish_reason: null }],
+      choices: [{ index: 0, delta, finish_reason: null }],
     }));
     chunks.push({ id: "c1", object: "chat.completion.chunk", created: 1, model: "fake",
-      choices: [{ index: 0, delta: {}, finish_reason: "stop" }], usage });
+      choices: [{ index: 0, delta: {}, finish_reason: finish }], usage });
     const events = chunks.map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`).join("");
     return [200, "text/event-stream", `${events}data: [DONE]\n\n`];
   }

@@ -104,8 +104,8 @@ def kept_item(message: md.Message, member: str) -> dict[str, Any] | None:
     if not isinstance(kept, dict) or not isinstance(kept.get("item"), dict):
         return None
     item: dict[str, Any] = kept["item"]
-    if isinstance(kept.get("text_at"), list):
-        _set(item, kept["text_at"], message.content)
+    if isinstance(kept.get("text_at"), list) and not _set(item, kept["text_at"], message.content):
+        return None  # a path that leads nowhere: not a shape an integration wrote
     return item
 
 
@@ -201,8 +201,18 @@ def _text_members(value: Any, path: Path) -> list[tuple[str, Path]]:
     return found
 
 
-def _set(item: Any, path: Path, value: Any) -> None:
-    target = item
-    for step in path[:-1]:
-        target = target[step]
-    target[path[-1]] = value
+def _set(item: Any, path: Path, value: Any) -> bool:
+    """Set the member at `path`; False when the path leads to no object or array member."""
+    try:
+        target = item
+        for step in path[:-1]:
+            target = target[step]
+        if isinstance(target, dict) and isinstance(path[-1], str):
+            target[path[-1]] = value
+            return True
+        if isinstance(target, list) and isinstance(path[-1], int):
+            target[path[-1]] = value
+            return True
+    except (LookupError, TypeError):
+        pass
+    return False
