@@ -151,6 +151,12 @@ async def test_every_method_answers_as_langchain_s_in_memory_history(
     assert ours.messages == theirs.messages
     assert await ours.aget_messages() == await theirs.aget_messages()
     assert str(ours) == str(theirs)
+    # Each read's messages are its own (decoded once, each read given copies): changing one
+    # changes no later read.
+    handed = ours.messages
+    assert handed[0] is not ours.messages[0]
+    handed[0].content = "changed"
+    assert ours.messages == theirs.messages
     ours.clear()
     theirs.clear()
     assert ours.messages == theirs.messages == []

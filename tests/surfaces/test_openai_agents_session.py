@@ -162,6 +162,13 @@ async def test_every_session_method_answers_as_the_sdk_s_own_sqlite_session(
     assert len(await both("get_items")) == 9
     for limit in (1, 2, 9, 50, 0):
         await both("get_items", limit)
+    # What a read hands out is the caller's, nested members too: changing it changes no later
+    # read (the session decodes each message once and keeps it for the next read).
+    handed: list[Any] = await session.get_items()
+    nested = next(item for item in handed if isinstance(item.get("content"), list))
+    nested["content"][0]["text"] = "changed"
+    handed[0]["role"] = "changed"
+    await both("get_items")
     assert (await both("pop_item"))["content"] == "   "
     assert (await both("pop_item"))["type"] == "reasoning"
     await both("get_items")

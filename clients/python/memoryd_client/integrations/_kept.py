@@ -8,7 +8,7 @@ import copy
 import functools
 import json
 from collections.abc import Awaitable, Callable, Generator, Sequence
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import grpc
 
@@ -26,6 +26,7 @@ TEXT_MEMBERS = frozenset({"content", "text", "output", "arguments", "refusal"})
 
 Path = list[str | int]
 T = TypeVar("T")
+K = TypeVar("K")
 
 
 class MemorydRefused(ValueError):
@@ -97,8 +98,11 @@ def kept_metadata(member: str, shape: dict[str, Any]) -> str:
 def kept_item(message: md.Message, member: str) -> dict[str, Any] | None:
     """The object a message keeps under `member`, its text put back; None when it keeps none
     (a message another adapter or memoryd wrote)."""
+    metadata = message.metadata
+    if f'"{member}"' not in metadata:  # no JSON to read (most messages keep nothing)
+        return None
     try:
-        kept = json.loads(message.metadata or "{}").get(member)
+        kept = json.loads(metadata).get(member)
     except (ValueError, AttributeError):
         return None
     if not isinstance(kept, dict) or not isinstance(kept.get("item"), dict):
@@ -107,6 +111,36 @@ def kept_item(message: md.Message, member: str) -> dict[str, Any] | None:
     if isinstance(kept.get("text_at"), list) and not _set(item, kept["text_at"], message.content):
         return None  # a path that leads nowhere: not a shape an integration wrote
     return item
+
+
+class Reread(Generic[K, T]):
+    """A window's messages decoded, reusing what the last read decoded. A session's window is
+    read whole every turn, and all of it but the newest turn was read the turn before. A
+    message decodes to what its role, content and metadata say, so one whose three are those of
+    a message decoded before decodes to that again. What the last read of the whole window
+    decoded is kept, and what reads of its newest part decoded since: a message erased or out
+    of the window leaves with the next whole read. What is handed out is the caller's to
+    change: `fresh` makes each read's own copy."""
+
+    def __init__(self, decode: Callable[[md.Message], K], fresh: Callable[[K], T]) -> None:
+        self._decode = decode
+        self._fresh = fresh
+        self._known: dict[tuple[int, str, str], K] = {}
+
+    def __call__(self, messages: Sequence[md.Message], *, whole: bool = True) -> list[T]:
+        """The messages decoded; `whole`: they are the whole window."""
+        known = self._known
+        kept: dict[tuple[int, str, str], K] = {} if whole else known
+        decoded: list[T] = []
+        for message in messages:
+            key = (message.role, message.content, message.metadata)
+            value = known.get(key)
+            if value is None:
+                value = self._decode(message)
+            kept[key] = value
+            decoded.append(self._fresh(value))
+        self._known = kept
+        return decoded
 
 
 # An RPC a plan asks for: the stub's service, the method, the request. A plan (a generator of

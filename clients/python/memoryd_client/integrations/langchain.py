@@ -48,6 +48,7 @@ from langchain_core.messages import (
 
 import memoryd_client as md
 from memoryd_client.integrations._kept import (
+    Reread,
     batches,
     called,
     called_sync,
@@ -113,15 +114,19 @@ class MemorydChatMessageHistory(BaseChatMessageHistory):
         self.user_trust = user_trust
         self._sync = md.SyncStubs(channel) if channel is not None else None
         self._async = md.Stubs(async_channel) if async_channel is not None else None
+        # Each read's messages are its own objects; what they hold (additional_kwargs,
+        # tool_calls) is shared with the next read's, as InMemoryChatMessageHistory shares its
+        # whole messages.
+        self._reread: Reread[BaseMessage, BaseMessage] = Reread(
+            message_of, lambda message: message.model_copy()
+        )
 
     # --- blocking ----------------------------------------------------------------------------
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]  # a property, as documented
         """The window's messages, oldest first."""
-        return [
-            message_of(m) for m in run_plan_sync(window_plan(self.conversation), self._blocking())
-        ]
+        return self._reread(run_plan_sync(window_plan(self.conversation), self._blocking()))
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append the messages, in order, answered once memoryd has committed them (each batch
@@ -150,7 +155,7 @@ class MemorydChatMessageHistory(BaseChatMessageHistory):
         """The window's messages, oldest first."""
         if self._async is None:
             return await super().aget_messages()
-        return [message_of(m) for m in await run_plan(window_plan(self.conversation), self._async)]
+        return self._reread(await run_plan(window_plan(self.conversation), self._async))
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         """add_messages, on the async channel."""

@@ -46,6 +46,7 @@ from agents.memory.session_settings import resolve_session_limit
 import memoryd_client as md
 from memoryd_client.integrations._kept import (
     MemorydRefused,
+    Reread,
     batches,
     called,
     kept_item,
@@ -100,13 +101,17 @@ class MemorydSession:
         )
         self.user_trust = user_trust
         self.stubs = md.Stubs(channel)
+        # Each read's items are its own, nested members too (as SQLiteSession's): an item is
+        # decoded once, then given as new objects from its JSON text.
+        self._reread: Reread[str, TResponseInputItem] = Reread(
+            lambda message: json.dumps(item_of(message), ensure_ascii=False), json.loads
+        )
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The window's items, oldest first; with a limit, the newest `limit` of them."""
         limit = resolve_session_limit(limit, self.session_settings)
-        return [
-            item_of(m) for m in await run_plan(window_plan(self.conversation, limit), self.stubs)
-        ]
+        window = await run_plan(window_plan(self.conversation, limit), self.stubs)
+        return self._reread(window, whole=limit is None)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append the items, in order; answered once memoryd has committed them (each batch
