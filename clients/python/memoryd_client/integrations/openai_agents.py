@@ -101,11 +101,9 @@ class MemorydSession:
         )
         self.user_trust = user_trust
         self.stubs = md.Stubs(channel)
-        # Each read's items are its own, nested members too (as SQLiteSession's): an item is
-        # decoded once, then given as new objects from its JSON text.
-        self._reread: Reread[str, TResponseInputItem] = Reread(
-            lambda message: json.dumps(item_of(message), ensure_ascii=False), json.loads
-        )
+        # Each read's items are its own, nested members too (as SQLiteSession's): a message is
+        # decoded once, then each read is given new objects (_Held).
+        self._reread: Reread[_Held, TResponseInputItem] = Reread(_held, _fresh)
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The window's items, oldest first; with a limit, the newest `limit` of them."""
@@ -196,6 +194,27 @@ def item_of(message: md.Message) -> TResponseInputItem:
         "content": message.content,
     }
     return cast("TResponseInputItem", item)
+
+
+# What a session holds of a message it decoded: a plain item's role and text, or the kept
+# item's JSON text.
+_Held = tuple[str, str] | str
+_DECODER = json.JSONDecoder()
+
+
+def _held(message: md.Message) -> _Held:
+    item = kept_item(message, METADATA_KEY)
+    if item is None:
+        return (_ROLE_NAMES.get(message.role, "user"), message.content)
+    return json.dumps(item, ensure_ascii=False)
+
+
+def _fresh(held: _Held) -> TResponseInputItem:
+    """New objects of an item (JSON's own decoder, without json.loads' checks of a text that
+    json.dumps wrote)."""
+    if isinstance(held, tuple):
+        return cast("TResponseInputItem", {"role": held[0], "content": held[1]})
+    return cast("TResponseInputItem", _DECODER.raw_decode(held)[0])
 
 
 def _kind_of(item_type: str) -> str:
