@@ -1,12 +1,15 @@
 """Agent frameworks that speak MCP natively, connected to `memoryd mcp`: the OpenAI Agents SDK's
 own `Runner` runs the example agent (clients/python/examples/openai_agents_mcp.py) against a real
-memoryd, the model being a local chat-completions server with scripted answers. What the model
+memoryd, the model being a local chat-completions server with scripted answers; Pydantic AI's
+agent, and the Claude Agent SDK's (its own program, speaking Anthropic's Messages protocol to the
+same fake), likewise. What the model
 does through the tools lands in memoryd, and one user's agent never reaches another's facts."""
 
 from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -146,3 +149,87 @@ async def test_a_pydantic_ai_agent_remembers_and_recalls_through_memoryd_mcp(
         model.reply("I don't know.")
         await run_pydantic(server, model, f"ben-{uuid.uuid4().hex[:8]}", "What do I eat?")
         assert tool_result(model.requests[-1])["hits"] == []
+
+
+# --- The Claude Agent SDK ----------------------------------------------------------------------
+
+claude_example = load_example("claude_agent_sdk_mcp")
+
+
+async def run_claude(
+    server: ServerProcess, model: FakeModel, home: Path, owner: str, text: str
+) -> str:
+    """One turn of the Claude Agent SDK example's agent for `owner`: the SDK's own agent
+    program, speaking Anthropic's Messages protocol to the fake, starts `memoryd mcp`."""
+    env = {
+        "ANTHROPIC_BASE_URL": model.anthropic_base_url,
+        "ANTHROPIC_API_KEY": "unused",
+        # Its own home (its settings and sessions), and nothing beyond loopback.
+        "HOME": str(home),
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_AUTOUPDATER": "1",
+    }
+    options = claude_example.memory_options(
+        server.address, owner, env=env, model="claude-sonnet-4-5"
+    )
+    return str(await claude_example.ask(options, text))
+
+
+def claude_tool_result(request: dict[str, Any]) -> str:
+    """What the last tool call answered, as the agent gave it back to the model."""
+    for message in reversed(request["messages"]):
+        for block in message["content"] if isinstance(message["content"], list) else []:
+            if block.get("type") == "tool_result":
+                content = block["content"]
+                if isinstance(content, str):
+                    return content
+                return "".join(str(part.get("text", "")) for part in content)
+    return ""
+
+
+async def test_a_claude_agent_remembers_and_recalls_through_memoryd_mcp(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    ada, ben = (f"{name}-{uuid.uuid4().hex[:8]}" for name in ("ada", "ben"))
+    arguments = {"fact": "Is vegetarian", "category": "preference", "key": "diet"}
+    with FakeModel() as model:
+        model.reply(tool_calls=[ToolCall(name="mcp__memoryd__remember", arguments=arguments)])
+        model.reply("Noted.")
+        assert await run_claude(server, model, tmp_path, ada, "I'm vegetarian.") == "Noted."
+        tools = {tool["name"] for tool in model.requests[0]["tools"]}
+        assert {"mcp__memoryd__remember", "mcp__memoryd__recall"} <= tools
+        # memoryd's tools only: none of the agent's own (a shell, file edits).
+        assert sorted(name for name in tools if not name.startswith("mcp__memoryd__")) == []
+        assert '"created":true' in claude_tool_result(model.requests[-1])
+
+        # A later run (a new agent, a new MCP session) recalls it.
+        model.reply(tool_calls=[ToolCall(name="mcp__memoryd__recall", arguments={"query": "diet"})])
+        model.reply("You are vegetarian.")
+        assert await run_claude(server, model, tmp_path, ada, "What do I eat?") == (
+            "You are vegetarian."
+        )
+        # The agent's program appends its own notes to a tool's result: the JSON comes first.
+        recalled, _ = json.JSONDecoder().raw_decode(claude_tool_result(model.requests[-1]))
+        assert [hit["value"] for hit in recalled["hits"]] == ["Is vegetarian"]
+
+        # Ben's agent, asking for Ada by name, is pinned to Ben.
+        model.reply(
+            tool_calls=[
+                ToolCall(name="mcp__memoryd__recall", arguments={"query": "diet", "owner": ada})
+            ]
+        )
+        model.reply("I cannot see that.")
+        await run_claude(server, model, tmp_path, ben, "What does Ada eat?")
+        answered = claude_tool_result(model.requests[-1])
+        assert f"serves the owner '{ben}' only" in answered
+        assert "vegetarian" not in answered.lower()
+        assert "hits" not in answered
+
+    async with md.connect(server.address) as channel:
+        listed = await md.Stubs(channel).memory.ListMemories(
+            md.ListMemoriesRequest(owner=md.OwnerScope(owner_id=ada))
+        )
+    assert [(row.memory.key, row.memory.value) for row in listed.memories] == [
+        ("diet", "Is vegetarian")
+    ]

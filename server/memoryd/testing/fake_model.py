@@ -1,4 +1,6 @@
-"""A real local HTTP server that speaks the OpenAI chat-completions protocol with scripted replies.
+"""A real local HTTP server that speaks the OpenAI chat-completions protocol with scripted replies
+(and Anthropic's Messages protocol with the same replies, for clients that speak only that one:
+the Claude Agent SDK's agent, at `anthropic_base_url`).
 
     with FakeModel() as model:                 # listens on 127.0.0.1, a free port
         model.reply("Nothing to save.")
@@ -102,6 +104,12 @@ class FakeModel:
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}/v1"
 
+    @property
+    def anthropic_base_url(self) -> str:
+        """The base URL of Anthropic's Messages API (ANTHROPIC_BASE_URL): /v1/messages."""
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
     def reply(
         self,
         content: str | None = None,
@@ -188,7 +196,12 @@ class FakeModel:
                     request = json.loads(self.rfile.read(length) or b"{}")
                 except ValueError:
                     request = {}
-                if not self.path.rstrip("/").endswith("/chat/completions"):
+                path = self.path.split("?", 1)[0].rstrip("/")
+                if path.endswith("/v1/messages/count_tokens"):
+                    self._send(200, b'{"input_tokens": 100}')
+                    return
+                messages = path.endswith("/v1/messages")
+                if not (messages or path.endswith("/chat/completions")):
                     self._send(404, b'{"error": {"message": "not found"}}')
                     return
                 refused = sorted(model.refuse & set(request))
@@ -203,7 +216,10 @@ class FakeModel:
                 try:
                     if reply.delay_seconds:
                         time.sleep(reply.delay_seconds)
-                    self._answer(request, reply)
+                    if messages and reply.status == 200 and reply.raw_body is None:
+                        self._answer_messages(request, reply)
+                    else:
+                        self._answer(request, reply)
                 finally:
                     model._leave()
 
@@ -216,10 +232,19 @@ class FakeModel:
                 else:
                     self._send(200, json.dumps(_completion(request, reply)).encode())
 
-            def _send(self, status: int, body: bytes) -> None:
+            def _answer_messages(self, request: dict[str, Any], reply: Reply) -> None:
+                message = _message(request, reply)
+                if not request.get("stream"):
+                    self._send(200, json.dumps(message).encode())
+                    return
+                self._send(200, _message_events(message), "text/event-stream")
+
+            def _send(
+                self, status: int, body: bytes, content_type: str = "application/json"
+            ) -> None:
                 try:
                     self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Type", content_type)
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
                     self.wfile.write(body)
@@ -270,3 +295,62 @@ def _finish_reason(request: dict[str, Any], reply: Reply) -> str:
     if isinstance(cap, int) and reply.completion_tokens > cap:
         return "length"
     return "tool_calls" if reply.tool_calls else "stop"
+
+
+def _message(request: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    """A reply as Anthropic's Messages API gives it: text and tool_use blocks."""
+    blocks: list[dict[str, Any]] = []
+    if reply.content:
+        blocks.append({"type": "text", "text": reply.content})
+    for call in reply.tool_calls:
+        arguments = (
+            json.loads(call.arguments) if isinstance(call.arguments, str) else call.arguments
+        )
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": f"toolu_{uuid.uuid4().hex[:16]}",
+                "name": call.name,
+                "input": arguments,
+            }
+        )
+    return {
+        "id": f"msg_{uuid.uuid4().hex[:12]}",
+        "type": "message",
+        "role": "assistant",
+        "model": request.get("model", "fake"),
+        "content": blocks,
+        "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": reply.prompt_tokens, "output_tokens": reply.completion_tokens},
+    }
+
+
+def _message_events(message: dict[str, Any]) -> bytes:
+    """The Messages API's stream of a message: its start, each block whole, its end."""
+    head = {**message, "content": [], "stop_reason": None}
+    events: list[tuple[str, dict[str, Any]]] = [("message_start", {"message": head})]
+    for index, block in enumerate(message["content"]):
+        start: dict[str, Any]
+        if block["type"] == "text":
+            start = {"type": "text", "text": ""}
+            delta = {"type": "text_delta", "text": block["text"]}
+        else:
+            start = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        events += [
+            ("content_block_start", {"index": index, "content_block": start}),
+            ("content_block_delta", {"index": index, "delta": delta}),
+            ("content_block_stop", {"index": index}),
+        ]
+    stop = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    events += [
+        (
+            "message_delta",
+            {"delta": stop, "usage": {"output_tokens": message["usage"]["output_tokens"]}},
+        ),
+        ("message_stop", {}),
+    ]
+    return "".join(
+        f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n" for name, data in events
+    ).encode()
