@@ -117,20 +117,20 @@ class Reread(Generic[K, T]):
     """A window's messages decoded, reusing what the last read decoded. A session's window is
     read whole every turn, and all of it but the newest turn was read the turn before. A
     message decodes to what its role, content and metadata say, so one whose three are those of
-    a message decoded before decodes to that again. What the last read of the whole window
-    decoded is kept, and what reads of its newest part decoded since: a message erased or out
-    of the window leaves with the next whole read. What is handed out is the caller's to
-    change: `fresh` makes each read's own copy."""
+    a message decoded before decodes to that again. Only what the last read decoded is kept
+    (as much as the window, or the part of it read): a message erased or out of the window
+    leaves with the next read. What is handed out is the caller's to change: `fresh` makes each
+    read's own copy."""
 
     def __init__(self, decode: Callable[[md.Message], K], fresh: Callable[[K], T]) -> None:
         self._decode = decode
         self._fresh = fresh
         self._known: dict[tuple[int, str, str], K] = {}
 
-    def __call__(self, messages: Sequence[md.Message], *, whole: bool = True) -> list[T]:
-        """The messages decoded; `whole`: they are the whole window."""
+    def __call__(self, messages: Sequence[md.Message]) -> list[T]:
+        """The messages decoded, each a copy of its own."""
         known = self._known
-        kept: dict[tuple[int, str, str], K] = {} if whole else known
+        kept: dict[tuple[int, str, str], K] = {}
         decoded: list[T] = []
         for message in messages:
             key = (message.role, message.content, message.metadata)

@@ -108,8 +108,7 @@ class MemorydSession:
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The window's items, oldest first; with a limit, the newest `limit` of them."""
         limit = resolve_session_limit(limit, self.session_settings)
-        window = await run_plan(window_plan(self.conversation, limit), self.stubs)
-        return self._reread(window, whole=limit is None)
+        return self._reread(await run_plan(window_plan(self.conversation, limit), self.stubs))
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append the items, in order; answered once memoryd has committed them (each batch
