@@ -51,11 +51,11 @@ export const METADATA_KEY = "openai_agents_js";
 /** Tries of popItem when another caller erases the newest message first. */
 const POP_TRIES = 5;
 
-const ROLES: Record<string, Role> = {
-  user: Role.USER,
-  assistant: Role.ASSISTANT,
-  system: Role.SYSTEM,
-};
+const ROLES = new Map<unknown, Role>([
+  ["user", Role.USER],
+  ["assistant", Role.ASSISTANT],
+  ["system", Role.SYSTEM],
+]);
 const ROLE_NAMES = new Map<Role, "user" | "assistant" | "system">([
   [Role.USER, "user"],
   [Role.ASSISTANT, "assistant"],
@@ -143,7 +143,7 @@ export class MemorydSession implements Session {
   private messageOf(item: AgentInputItem): NewMessageInit {
     const raw = item as Record<string, unknown>;
     const roleName = typeof raw.role === "string" ? raw.role : undefined;
-    let role = roleName === undefined ? undefined : ROLES[roleName];
+    let role = ROLES.get(roleName);
     let kind = "chat_message";
     let sender: string;
     if (role !== undefined) {
@@ -197,14 +197,14 @@ function kindOf(type: string): string {
 
 // --- the memory tools ----------------------------------------------------------------------------
 
-const CATEGORIES: Record<string, Category> = {
-  identity: Category.IDENTITY,
-  preference: Category.PREFERENCE,
-  interest: Category.INTEREST,
-  goal: Category.GOAL,
-  context: Category.CONTEXT,
-  directive: Category.DIRECTIVE,
-};
+const CATEGORIES = new Map<unknown, Category>([
+  ["identity", Category.IDENTITY],
+  ["preference", Category.PREFERENCE],
+  ["interest", Category.INTEREST],
+  ["goal", Category.GOAL],
+  ["context", Category.CONTEXT],
+  ["directive", Category.DIRECTIVE],
+]);
 
 /** A key for a fact remembered without one: the same fact, the same key (as `memoryd mcp` and
  * the Python client make them). */
@@ -234,7 +234,7 @@ export function memoryTools(session: MemorydSession, options: MemoryToolsOptions
         fact: { type: "string", description: 'The fact, as it should read in the prompt, e.g. "Is vegetarian".' },
         category: {
           type: "string",
-          enum: Object.keys(CATEGORIES),
+          enum: [...CATEGORIES.keys()],
           description:
             "About the user: identity, preference, interest, goal. About their work: context; " +
             "directive, a standing rule for you (only the operator sets one).",
@@ -252,12 +252,13 @@ export function memoryTools(session: MemorydSession, options: MemoryToolsOptions
     strict: true,
     async execute(input) {
       const { fact, category, key } = input as { fact: unknown; category: unknown; key: unknown };
-      if (typeof fact !== "string" || typeof category !== "string" || !(category in CATEGORIES)) {
-        throw new Error(`remember needs a fact and one of the categories ${Object.keys(CATEGORIES).join(", ")}`);
+      const chosen = CATEGORIES.get(category);
+      if (typeof fact !== "string" || typeof category !== "string" || chosen === undefined) {
+        throw new Error(`remember needs a fact and one of the categories ${[...CATEGORIES.keys()].join(", ")}`);
       }
       const stored = await memoryd.memory.storeMemory({
         caller: { case: "conversation", value: conversation },
-        category: CATEGORIES[category],
+        category: chosen,
         key: typeof key === "string" && key ? key : keyOf(category, fact),
         value: fact,
         trust,

@@ -197,6 +197,35 @@ test("what memoryd or another adapter put in the conversation reads as message i
   ]);
 });
 
+test("an item of a role no message has, or named like an object's own member, is kept as it came", async () => {
+  const session = aSession();
+  const odd = [
+    { type: "message", role: "constructor", content: "x" },
+    { type: "message", role: "__proto__", content: "y" },
+    { type: "toString", content: "z" },
+  ] as unknown as AgentInputItem[];
+  await session.addItems(odd);
+  assert.deepEqual(await session.getItems(), odd);
+  assert.deepEqual(
+    (await stored(session)).map((message) => [message.role, message.kind]),
+    [
+      [Role.ASSISTANT, "openai_message"],
+      [Role.ASSISTANT, "openai_message"],
+      [Role.ASSISTANT, "openai_tostring"],
+    ],
+  );
+  // A category the tool does not name reaches the model as the tool's error, nothing stored.
+  const other = aSession();
+  rig.fake.callTools({ name: "remember", arguments: { fact: "x", category: "constructor", key: null } });
+  rig.fake.reply("Sorry.");
+  await run(agentFor(other), "Remember x.", { session: other });
+  assert.match(toolResult(), /one of the categories identity, preference/u);
+  const rows = await rig.memoryd.memory.listMemories({
+    caller: { case: "owner", value: { agentId: "agents-js", ownerId: other.conversation.ownerId ?? "" } },
+  });
+  assert.deepEqual(rows.memories, []);
+});
+
 test("a refused add stores none of its batch, and the error says why", async () => {
   const session = aSession();
   await assert.rejects(
