@@ -147,6 +147,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         locomo=True,
     ),
     Benchmark(
+        "commit_headers_cost",
+        "commit_headers_cost.py",
+        (),
+        ("--seconds", "0.5", "--rounds", "1", "--concurrency", "4"),
+    ),
+    Benchmark(
         "ai_sdk_overhead",
         "ai_sdk_overhead.py",
         (),
@@ -498,6 +504,17 @@ def print_tables(results: dict[str, Any]) -> None:
         )
 
     _row("the AI SDK's middleware", r, ("ai_sdk_overhead",), ai_sdk)
+
+    def headers() -> None:
+        found = r["commit_headers_cost"]
+        print(
+            "| the headers an unkeyed append is committed with, before it runs | at least "
+            f"{found['headers_cpu_us_per_call_at_least']} µs of CPU a call "
+            f"({found['arms']['unkeyed']['rps_median']} appends/s against "
+            f"{found['arms']['keyed']['rps_median']} keyed) | none (issue 57) |"
+        )
+
+    _row("committed headers", r, ("commit_headers_cost",), headers)
     print("\n| measure | SQLite | PostgreSQL | PostgreSQL against SQLite |")
     print("|---|---|---|---|")
     _row(

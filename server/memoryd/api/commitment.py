@@ -13,8 +13,10 @@ again.
 
 Calls safe to repeat go without: those the contract marks idempotent (idempotency_level
 NO_SIDE_EFFECTS or IDEMPOTENT), and an AppendMessages whose every message carries a
-client_message_id (the server stores each once). The headers cost one more frame per call
-(about 25 microseconds), which the hot path's keyed appends never pay.
+client_message_id (the server stores each once). The headers cost one more frame per call,
+which keyed appends never pay: at least 110 to 150 microseconds of the server's CPU a call, and
+a sixth of the appends per second, measured under 32 appending callers
+(bench/commit_headers_cost.py).
 """
 
 from __future__ import annotations
