@@ -25,20 +25,13 @@ from append_throughput import DATA, cpu_seconds, run_ghz, summary
 
 from memoryd.testing.server_process import ServerProcess
 
-KEYED = json.dumps(
-    {
-        "conversation": {"channel": "bench", "chat_id": "worker-{{.WorkerID}}"},
-        "messages": [
-            {
-                "sender": "ada",
-                "role": "ROLE_USER",
-                "client_message_id": "{{.WorkerID}}-{{.RequestNumber}}-{{.UUID}}",
-                "content": "message {{.RequestNumber}}: please move the dentist appointment to "
-                "Friday and remind me about the deploy checklist",
-            }
-        ],
-    }
-)
+
+def keyed(data: str) -> str:
+    """The same append with a client_message_id on every message (ghz makes each unique)."""
+    request = json.loads(data)
+    for message in request["messages"]:
+        message["client_message_id"] = "{{.WorkerID}}-{{.RequestNumber}}-{{.UUID}}"
+    return json.dumps(request)
 
 
 def main() -> int:
@@ -49,7 +42,7 @@ def main() -> int:
     parser.add_argument("--embeddings", choices=("on", "off"), default="off")
     args = parser.parse_args()
     config = '[memoryd.search]\nembeddings = "off"\n' if args.embeddings == "off" else ""
-    arms = {"unkeyed": DATA, "keyed": KEYED}
+    arms = {"unkeyed": DATA, "keyed": keyed(DATA)}
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in arms}
     with tempfile.TemporaryDirectory() as scratch:
         server = ServerProcess(Path(scratch) / "home", config=config).start()
