@@ -151,12 +151,14 @@ async def test_a_review_that_ends_after_new_leaves_the_new_session_alone(
 
 
 def quiet_reviewer(model: FakeModel, **memory: Any) -> str:
-    """Background review on, but no trigger fires during a test: only /new's review runs."""
+    """Background review on with every trigger off: only /new's review runs. The interval
+    trigger is off too: it fires at once for a conversation never reviewed, so a scheduler pass
+    that came after the append reviewed it before /new did."""
     settings: dict[str, Any] = {
+        "review_interval_hours": 0,
         "turn_interval": 0,
         "idle_timeout_minutes": 0,
         "passive_turn_interval": 0,
-        "scheduler_tick_seconds": 600.0,
     }
     settings.update(memory)
     return review_config(model, **settings)
@@ -171,7 +173,7 @@ async def test_new_reviews_the_ending_session_first(
         async with md.connect(server.address) as channel:
             memory = md.Stubs(channel)
             conversation = fresh_conversation()
-            # Appended, not a turn: nothing nudges the scheduler, whose next look is far off.
+            # Appended, not a turn, and every trigger off: the scheduler reviews nothing.
             await append(memory, conversation, *turn("My sister Ines turns 30; she loves ceramics"))
             assert model.requests == []
             await new_session(memory, conversation)
