@@ -1,8 +1,9 @@
 """Baselines: a grpc.aio server that does nothing but answer.
 
-It serves the same memoryd.v2 contract: AppendMessages with an empty response, and, given a
-file, ComposeContext with that serialized answer, without looking at the request: the cost of
-gRPC itself in Python on this machine (and of moving that answer). Server reflection is on, for
+It serves the same memoryd.v2 contract: AppendMessages with an empty response, StreamTranscript
+acknowledging each segment's seq as it is read (nothing stored), and, given a file,
+ComposeContext with that serialized answer, without looking at the request: the cost of gRPC
+itself in Python on this machine (and of moving that answer). Server reflection is on, for
 ghz.
 
     python bench/noop_server.py 127.0.0.1:0 [COMPOSE_ANSWER_FILE]   # prints the bound address
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -30,7 +32,8 @@ from memoryd_client.v2 import conversation_service_pb2_grpc as conversation_grpc
 
 
 class NoopConversations(conversation_grpc.ConversationServiceServicer):
-    """AppendMessages answers at once; nothing is validated or stored."""
+    """AppendMessages answers at once, StreamTranscript acknowledges each segment as it is read;
+    nothing is validated or stored."""
 
     async def AppendMessages(  # noqa: N802 - the generated name
         self,
@@ -38,6 +41,15 @@ class NoopConversations(conversation_grpc.ConversationServiceServicer):
         context: Any,  # noqa: ARG002
     ) -> conversation_pb.AppendMessagesResponse:
         return conversation_pb.AppendMessagesResponse()
+
+    async def StreamTranscript(  # noqa: N802 - the generated name
+        self,
+        request_iterator: AsyncIterator[conversation_pb.StreamTranscriptRequest],
+        context: Any,  # noqa: ARG002
+    ) -> AsyncIterator[conversation_pb.StreamTranscriptResponse]:
+        """One answer a request, as memoryd's: the open's, each segment's seq, the end's."""
+        async for request in request_iterator:
+            yield conversation_pb.StreamTranscriptResponse(committed_seq=request.segment.seq)
 
 
 class CannedContext(context_grpc.ContextServiceServicer):

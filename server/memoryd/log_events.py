@@ -64,6 +64,7 @@ class Event(enum.StrEnum):
     WRITE_RETRY = "write_retry"
     WRITE_ROLLBACK_FAILED = "write_rollback_failed"
     WAL_TRUNCATED = "wal_truncated"
+    WAL_CHECKPOINT_FAILED = "wal_checkpoint_failed"
     STATISTICS_NOT_SCRUBBED = "statistics_not_scrubbed"
     CHECKPOINTS_SPLIT = "checkpoints_split"
     CHECKPOINTS_NOT_SPLIT = "checkpoints_not_split"

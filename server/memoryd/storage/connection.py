@@ -114,6 +114,12 @@ def writer_policy(settings: ConnectionSettings) -> list[Policy]:
     ]
 
 
+def checkpoint_policy(settings: ConnectionSettings) -> list[Policy]:
+    """The policy of the connection that checkpoints the WAL (memoryd.storage.checkpoints): its
+    synchronous level decides how the checkpoint syncs the file."""
+    return [synchronous(settings.synchronous)]
+
+
 def reader_policy(settings: ConnectionSettings) -> list[Policy]:
     """The policy of read-only connections."""
     return [

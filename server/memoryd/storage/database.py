@@ -25,9 +25,11 @@ import apsw
 from memoryd.errors import StartupError
 from memoryd.storage import scrub
 from memoryd.storage.changes import DatabaseChanges
+from memoryd.storage.checkpoints import Checkpointer
 from memoryd.storage.connection import (
     ConnectionSettings,
     SqliteConnection,
+    checkpoint_policy,
     open_connection,
     reader_policy,
     writer_policy,
@@ -165,10 +167,16 @@ class Database:
             yield connection
 
     def writer(self, settings: WriterSettings) -> Writer:
-        """Hand the connection to the one writer (not started yet); the database is its now."""
+        """Hand the connection to the one writer (not started yet); the database is its now.
+        Its WAL is checkpointed by a thread of its own (memoryd.storage.checkpoints), never in
+        a commit."""
         connection = self._owned()
         self._connection = None
-        return Writer(connection, settings)
+        location = self.settings
+        checkpointer = Checkpointer(lambda: open_connection(location, checkpoint_policy(location)))
+        checkpointer.watch(connection)
+        checkpointer.start()
+        return Writer(connection, settings, closed=checkpointer.close)
 
     def side_writer(self, settings: WriterSettings) -> Writer | None:  # noqa: ARG002
         """None: a second SQLite writer would only wait for the first's write lock."""

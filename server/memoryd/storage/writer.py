@@ -82,9 +82,16 @@ class Writer:
     """Owns the read-write connection; see the module docstring."""
 
     def __init__(
-        self, connection: WriterConnection, settings: WriterSettings, *, name: str = "main"
+        self,
+        connection: WriterConnection,
+        settings: WriterSettings,
+        *,
+        name: str = "main",
+        closed: Callable[[], None] | None = None,
     ) -> None:
         self._connection = connection
+        # Called once the connection is closed: what served it stops (SQLite's checkpointer).
+        self._closed = closed
         self._settings = settings
         self._metrics = _WriterMetrics(name)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -172,6 +179,8 @@ class Writer:
         if self._thread.is_alive():
             await asyncio.to_thread(self._thread.join)
         self._connection.close()
+        if self._closed is not None:
+            await asyncio.to_thread(self._closed)
 
     # --- the writer thread -------------------------------------------------------------------
 
