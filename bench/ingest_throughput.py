@@ -1,7 +1,7 @@
 """(f) IngestMessages messages/s against the raw batched-insert rate into the same schema.
 
     python bench/ingest_throughput.py [--messages 100000] [--batch 1000] [--streams 2]
-                                      [--backend postgres]
+                                      [--backend postgres] [--embeddings on|off]
 
 The ceiling: a freshly migrated database (the schema keeps both full-text indexes), the
 conversations created, then the messages inserted straight through the driver (APSW, or
@@ -136,6 +136,7 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--streams", type=int, default=2)
     parser.add_argument("--backend", default="sqlite", choices=backends.CHOICES)
+    parser.add_argument("--embeddings", choices=("on", "off"), default="on")
     args = parser.parse_args()
     items = messages(args.messages, random.Random(2029))
     with (
@@ -146,7 +147,8 @@ def main() -> int:
         with places.migrated(args.backend, folder / "raw") as connection:
             raw = raw_rate(connection, items, args.batch)
         home = folder / "home"
-        server = ServerProcess(home, env=places.env(args.backend, home)).start()
+        config = '[memoryd.search]\nembeddings = "off"\n' if args.embeddings == "off" else ""
+        server = ServerProcess(home, config=config, env=places.env(args.backend, home)).start()
         try:
             ingested, stored = asyncio.run(
                 ingest_rate(server.address, items, args.batch, args.streams)
@@ -160,6 +162,7 @@ def main() -> int:
         "messages": args.messages,
         "batch": args.batch,
         "streams": args.streams,
+        "embeddings": args.embeddings,
         "raw_messages_per_second": round(raw),
         "ingest_messages_per_second": round(ingested),
         "ratio": round(ingested / raw, 3),
