@@ -4,7 +4,7 @@ SQLite checkpoints the WAL (copies its pages into the database file, then syncs 
 connection whose commit took the WAL past its mark (1,000 pages), inside that commit: on the
 writer's thread, so every caller of that group, and every job queued behind it, waited for
 megabytes to be copied and synced. Under 50 transcript streams (1,000 finals a second) that was
-one group in a few hundred; without it the writer's p99 group time fell from 7.2 to 3.3 ms
+one group in a few hundred; without it the writer's p99 group time fell from 7.2 to 2.9 ms
 (bench/transcript_latency.py, embeddings off).
 
 Here the writer's connection only notes the WAL's size after each commit (a WAL hook, which
@@ -54,10 +54,10 @@ class Checkpointer:
         self._due = threading.Event()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="memoryd-checkpoint", daemon=True)
-        # Checkpoints the thread ran, and the last one's (WAL frames, frames copied); those
-        # commits ran past the limit.
+        # Checkpoints the thread ran, and the last one's (WAL frames, frames copied).
         self.checkpoints = 0
         self.last: tuple[int, int] = (0, 0)
+        # Checkpoints run in a commit that took the WAL past the limit.
         self.in_commits = 0
 
     def watch(self, connection: apsw.Connection) -> None:
@@ -102,8 +102,8 @@ class Checkpointer:
                     self.last = connection.wal_checkpoint("main", apsw.SQLITE_CHECKPOINT_PASSIVE)
                     self.checkpoints += 1
                 except apsw.BusyError:
-                    # Another connection's checkpoint (an erasure's truncation) is running: it
-                    # copies the same pages.
+                    # Another checkpoint is running (a commit's past the limit, an erasure's
+                    # truncation): it copies the same pages.
                     log.debug("WAL checkpoint skipped: another one is running")
                 except apsw.Error as error:
                     log.warning(
