@@ -25,6 +25,7 @@ from memoryd.services.embedding import EmbeddingService
 from memoryd.services.erasure import ErasureService
 from memoryd.services.evidence import Relevance
 from memoryd.services.history import HistoryService
+from memoryd.services.import_activity import ImportActivity
 from memoryd.services.ingest import IngestService
 from memoryd.services.jobs import JobService
 from memoryd.services.long_term_memory import LongTermMemory
@@ -107,8 +108,15 @@ def services(
     embedder = build_embedder(settings, env)
     # One a process: the background workers' storage failures, one warning an outage.
     outage = Outage()
+    imports = ImportActivity()
     embedding = EmbeddingService(
-        embedder, vectors_writer, readers, changes, settings.search.embedding_batch, outage=outage
+        embedder,
+        vectors_writer,
+        readers,
+        changes,
+        settings.search.embedding_batch,
+        outage=outage,
+        imports=imports,
     )
     query_vectors = QueryVectors(
         embedding,
@@ -168,7 +176,7 @@ def services(
             connection_settings=database.settings,
             vectors=query_vectors.cache,
         ),
-        ingest=IngestService(history),
+        ingest=IngestService(history, imports),
         sessions=Sessions(history, reviewer, settings.compaction.review_catch_up_seconds),
         jobs=JobService(writer, memory),
         reviewer=reviewer,
@@ -182,6 +190,7 @@ def services(
             on_input=scheduler.nudge,
         ),
         transfer=TransferService(
+            imports=imports,
             writer=writer,
             readers=readers,
             connection_settings=database.settings,

@@ -5,14 +5,13 @@ next. Each step first sorts what arrived since the last into the live queue (the
 conversation that brought a few: a chat) or the backlog (memoryd.domain.embedding_queue); then
 embeds the live queue first, then memory rows without a vector of the model, then the backlog (a
 bulk load, an import, a reindex: messages after the model's cursor, oldest first), which so uses
-what the live chats leave. A chat appending during a bulk load of
-LoCoMo's 5,882 turns got its vectors 172 to 180 s later when every message waited its turn;
-bench/embedding_freshness.py measures it now.
+what the live chats leave. A chat appending during a bulk load of LoCoMo's 5,882 turns got its
+vectors 172 to 180 s later when every message waited its turn (bench/embedding_freshness.py).
+While an import writes it waits, and the import's vectors follow (services.import_activity).
 When nothing waits it sleeps, looking every POLL_SECONDS at the database's commit count
 (memoryd.storage.changes, a few microseconds) and for work only once the count moved: any write
-of any use case wakes it, with no hook in each of them. A failing provider is
-retried with a growing pause (up to a minute), and its reason is kept for GetEmbeddingStatus;
-searches meanwhile find what has no vector by its words.
+of any use case wakes it, with no hook in each of them. A failing provider is retried with a
+growing pause (up to a minute), its reason kept for GetEmbeddingStatus; words find meanwhile.
 
 The model row (provider, model, dimension) is made with the first vector. A changed model gets a
 row of its own, with its cursor at 0: everything is embedded again in the background, and until
@@ -34,6 +33,7 @@ from memoryd.llm.embeddings import Embedder, EmbeddingUnavailableError
 from memoryd.log_events import Event
 from memoryd.observability import metrics
 from memoryd.services import embedded
+from memoryd.services.import_activity import ImportActivity
 from memoryd.services.outages import Outage
 from memoryd.services.waiting import wait_at_most
 from memoryd.storage import vector_reads
@@ -68,8 +68,10 @@ class EmbeddingService:
         batch: int,
         *,
         outage: Outage,
+        imports: ImportActivity,
     ) -> None:
         self.embedder = embedder
+        self._imports = imports
         self._writer = writer
         self._readers = readers
         self._changes = changes
@@ -234,7 +236,7 @@ class EmbeddingService:
         backoff = 0.0
         while True:
             try:
-                worked = await self._step()
+                worked = await self.step()
             except (EmbeddingUnavailableError, Unavailable) as error:
                 # The provider, or the database (PostgreSQL gone for a while): the task waits
                 # and tries again rather than end, which would stop embedding until a restart.
@@ -271,9 +273,11 @@ class EmbeddingService:
             if now is None or now != seen:
                 return
 
-    async def _step(self) -> bool:
-        """Embed one batch; False when nothing waits."""
+    async def step(self) -> bool:
+        """Embed one batch; False when nothing waits, or while an import writes (it waits)."""
         embedder = self._provider()
+        if self._imports.writing:
+            return False
 
         def read(
             connection: Transaction,

@@ -7,6 +7,7 @@ batch is read and checked while one is committed, never further ahead: a slow da
 the sender (HTTP/2 flow control), and memory stays bounded by two batches. Duplicate
 client_message_ids are skipped as AppendMessages skips them, so a cut-off import can be sent
 again. A batch may be stored as already reviewed (a backfill that should cost no model calls).
+While a stream writes, the background embedder waits (memoryd.services.import_activity).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from memoryd.domain.history import AppendOutcome, AppendResult
 from memoryd.domain.messages import NewMessage, SentMessage
 from memoryd.errors import InvalidArgument
 from memoryd.services.history import HistoryService
+from memoryd.services.import_activity import ImportActivity
 
 MAX_BATCH_MESSAGES = 1000
 MAX_REJECTIONS_REPORTED = 100
@@ -76,16 +78,22 @@ class IngestReport:
 class IngestService:
     """Imports over the history use cases."""
 
-    def __init__(self, history: HistoryService) -> None:
+    def __init__(self, history: HistoryService, activity: ImportActivity) -> None:
         self._history = history
+        self._activity = activity
 
     async def ingest(self, batches: AsyncIterator[IngestBatch]) -> IngestReport:
         """Store every batch in turn; returns the counts. While one batch is being committed,
         the next is read and checked (never more than one ahead), so order is kept."""
+        with self._activity.importing():
+            return await self._ingest(batches)
+
+    async def _ingest(self, batches: AsyncIterator[IngestBatch]) -> IngestReport:
         report = IngestReport()
         in_flight: asyncio.Future[list[AppendResult]] | None = None
         try:
             async for batch in batches:
+                self._activity.batch()
                 items = batch.items
                 if len(items) > MAX_BATCH_MESSAGES:
                     raise InvalidArgument(

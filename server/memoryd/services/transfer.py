@@ -43,6 +43,7 @@ from memoryd.domain.transfer import (
 )
 from memoryd.errors import FailedPrecondition, InvalidArgument, ResourceExhausted, Unavailable
 from memoryd.services.history import HistoryService
+from memoryd.services.import_activity import ImportActivity
 from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.storage import database, resource_store, review_store
@@ -172,7 +173,9 @@ class TransferService:
         history: HistoryService,
         memory: LongTermMemory,
         prompts: PromptFiles,
+        imports: ImportActivity,
     ) -> None:
+        self._activity = imports
         self._writer = writer
         self._readers = readers
         self._connection_settings = connection_settings
@@ -236,13 +239,19 @@ class TransferService:
     # --- import ----------------------------------------------------------------------------------
 
     async def import_lines(self, chunks: AsyncIterator[ImportChunk]) -> ImportReport:
-        """Store every chunk of lines in turn (the first line is the header)."""
+        """Store every chunk of lines in turn (the first line is the header). The background
+        embedder waits meanwhile (memoryd.services.import_activity)."""
+        with self._activity.importing():
+            return await self._import_lines(chunks)
+
+    async def _import_lines(self, chunks: AsyncIterator[ImportChunk]) -> ImportReport:
         report = ImportReport()
         reading = _Reading()
         in_flight: asyncio.Future[imports.Stored] | None = None
         touched: set[ResourceKey] = set()
         try:
             async for chunk in chunks:
+                self._activity.batch()
                 reading.hold_to(chunk)
                 lines = chunk.lines
                 if len(lines) > MAX_IMPORT_CHUNK_LINES:
