@@ -2,6 +2,7 @@
 
     python bench/recall_latency.py [--messages 1000000] [--memories 100000] [--queries 2000]
                                    [--owners 300] [--calls 3000] [--backend postgres]
+                                   [--embeddings on|off]
 
 The corpus (bench/corpus.py's vocabulary) is bulk-loaded into a freshly migrated database with
 SQL in one transaction: through the RPCs it would take many minutes, and the load is not what
@@ -267,6 +268,7 @@ def main() -> int:
         "--calls", type=int, default=3000, help="GetPromptContext and health calls through ghz"
     )
     parser.add_argument("--backend", default="sqlite", choices=backends.CHOICES)
+    parser.add_argument("--embeddings", choices=("on", "off"), default="on")
     args = parser.parse_args()
     rng = random.Random(2027)
     with (
@@ -277,7 +279,8 @@ def main() -> int:
         started = time.perf_counter()
         built = build(places, args.backend, home, (args.messages, args.memories), rng)
         build_seconds = time.perf_counter() - started
-        server = ServerProcess(home, env=places.env(args.backend, home)).start()
+        config = '[memoryd.search]\nembeddings = "off"\n' if args.embeddings == "off" else ""
+        server = ServerProcess(home, config=config, env=places.env(args.backend, home)).start()
         try:
             with grpc.insecure_channel(server.address) as channel:
                 memory = md.SyncStubs(channel)
