@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import backends
+import server_config
 
 from memoryd.testing.server_process import ServerProcess
 
@@ -175,7 +176,7 @@ def main() -> int:
             servers[f"memoryd{suffix}"] = ServerProcess(home, env=places.env(backend, home)).start()
             servers[f"embeddings_off{suffix}"] = ServerProcess(
                 off,
-                config='[memoryd.search]\nembeddings = "off"\n',
+                config=server_config.EMBEDDINGS_OFF,
                 env=places.env(backend, off),
             ).start()
         noop, noop_address = start_noop()

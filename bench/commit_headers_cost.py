@@ -21,6 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import server_config
 from append_throughput import DATA, cpu_seconds, run_ghz, summary
 
 from memoryd.testing.server_process import ServerProcess
@@ -39,9 +40,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--embeddings", choices=("on", "off"), default="off")
+    server_config.add_embeddings_option(parser, default="off")
     args = parser.parse_args()
-    config = '[memoryd.search]\nembeddings = "off"\n' if args.embeddings == "off" else ""
+    config = server_config.embeddings(args.embeddings)
     arms = {"unkeyed": DATA, "keyed": keyed(DATA)}
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in arms}
     with tempfile.TemporaryDirectory() as scratch:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import backends
 import corpus
+import server_config
 
 import memoryd_client as md
 from memoryd.domain.conversation import conversation_key, search_scope_tokens
@@ -136,7 +137,7 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--streams", type=int, default=2)
     parser.add_argument("--backend", default="sqlite", choices=backends.CHOICES)
-    parser.add_argument("--embeddings", choices=("on", "off"), default="on")
+    server_config.add_embeddings_option(parser)
     args = parser.parse_args()
     items = messages(args.messages, random.Random(2029))
     with (
@@ -147,7 +148,7 @@ def main() -> int:
         with places.migrated(args.backend, folder / "raw") as connection:
             raw = raw_rate(connection, items, args.batch)
         home = folder / "home"
-        config = '[memoryd.search]\nembeddings = "off"\n' if args.embeddings == "off" else ""
+        config = server_config.embeddings(args.embeddings)
         server = ServerProcess(home, config=config, env=places.env(args.backend, home)).start()
         try:
             ingested, stored = asyncio.run(

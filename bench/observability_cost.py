@@ -42,10 +42,10 @@ from typing import Any
 import grpc
 from append_throughput import cpu_seconds, run_ghz, summary
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from server_config import EMBEDDINGS_OFF
 
 from memoryd.testing.server_process import ServerProcess
 
-EMBEDDINGS_OFF = '[memoryd.search]\nembeddings = "off"\n'
 METRICS_PORT = '[memoryd.metrics]\nlisten = "127.0.0.1:0"\n'
 
 

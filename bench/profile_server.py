@@ -40,6 +40,7 @@ from typing import Any
 
 import backends
 import ingest_throughput
+import server_config
 import transcript_latency
 from append_throughput import ghz_command, run_ghz, summary
 
@@ -121,7 +122,7 @@ class Load:
 
 def config_for(load: str, embeddings: str) -> str:
     """The server's config for `load`."""
-    config = '[memoryd.search]\nembeddings = "off"\n' if embeddings == "off" else ""
+    config = server_config.embeddings(embeddings)
     if load == "transcript":
         config += "[memoryd.realtime]\npersist_transcripts = true\n"
     return config
@@ -131,7 +132,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--load", choices=("append", "transcript", "ingest"), default="append")
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--embeddings", choices=("on", "off"), default="on")
+    server_config.add_embeddings_option(parser)
     parser.add_argument("--backend", default="sqlite", choices=backends.CHOICES)
     parser.add_argument("--flame", type=Path, help="also write py-spy's flame graph (SVG) here")
     args = parser.parse_args()

@@ -38,6 +38,7 @@ from typing import Any
 import backends
 import corpus
 import grpc
+import server_config
 from append_throughput import ghz_binary, summary
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from search_latency import percentile
@@ -268,7 +269,7 @@ def main() -> int:
         "--calls", type=int, default=3000, help="GetPromptContext and health calls through ghz"
     )
     parser.add_argument("--backend", default="sqlite", choices=backends.CHOICES)
-    parser.add_argument("--embeddings", choices=("on", "off"), default="on")
+    server_config.add_embeddings_option(parser)
     args = parser.parse_args()
     rng = random.Random(2027)
     with (
@@ -279,7 +280,7 @@ def main() -> int:
         started = time.perf_counter()
         built = build(places, args.backend, home, (args.messages, args.memories), rng)
         build_seconds = time.perf_counter() - started
-        config = '[memoryd.search]\nembeddings = "off"\n' if args.embeddings == "off" else ""
+        config = server_config.embeddings(args.embeddings)
         server = ServerProcess(home, config=config, env=places.env(args.backend, home)).start()
         try:
             with grpc.insecure_channel(server.address) as channel:

@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import corpus
+import server_config
 from append_throughput import start_noop
 from ingest_throughput import peak_rss_mb
 from search_latency import percentile
@@ -111,14 +112,13 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=1000.0)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--embeddings", choices=("on", "off"), default="on")
+    server_config.add_embeddings_option(parser)
     args = parser.parse_args()
     rounds: dict[str, list[dict[str, float]]] = {"memoryd": [], "noop": []}
     finals = 0
     with tempfile.TemporaryDirectory() as scratch:
         config = "[memoryd.realtime]\npersist_transcripts = true\n"
-        if args.embeddings == "off":
-            config += '[memoryd.search]\nembeddings = "off"\n'
+        config += server_config.embeddings(args.embeddings)
         server = ServerProcess(Path(scratch) / "home", config=config).start()
         noop, noop_address = start_noop()
         try:

@@ -39,6 +39,7 @@ from typing import Any
 
 import append_throughput as appends
 import backends
+from server_config import EMBEDDINGS_OFF
 
 import memoryd_client as md
 from memoryd.testing.server_process import ServerProcess
@@ -53,7 +54,6 @@ SEARCH = json.dumps(
     }
 )
 PROMPT = json.dumps({"agent_id": "bench", "owner_id": "ada"})
-EMBEDDINGS_OFF = '[memoryd.search]\nembeddings = "off"\n'
 
 
 def start_noop(processes: int) -> tuple[list[subprocess.Popen[str]], str]:

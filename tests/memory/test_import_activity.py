@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from memoryd.domain.conversation import conversation_key
-from memoryd.domain.messages import Role, SentMessage
 from memoryd.services.import_activity import QUIET_SECONDS, ImportActivity
 from memoryd.services.ingest import IngestBatch, IngestItem
 from memoryd.testing.configs import embedding_config
 from memoryd.testing.fake_embeddings import FakeEmbeddings
 from tests.in_process import use_cases
+from tests.memory.test_backfill import said
 from tests.review_helpers import eventually
 
 # Exercises storage: make test runs it on PostgreSQL too.
@@ -33,24 +33,7 @@ def endpoint() -> Iterator[FakeEmbeddings]:
 
 
 def batch(*texts: str) -> IngestBatch:
-    return IngestBatch(
-        [
-            IngestItem(
-                KEY,
-                SentMessage(
-                    sender="ada",
-                    role=Role.USER,
-                    kind="chat_message",
-                    content=text,
-                    metadata_json="{}",
-                    client_message_id=None,
-                    created_at=None,
-                    trust=None,
-                ),
-            )
-            for text in texts
-        ]
-    )
+    return IngestBatch([IngestItem(KEY, said(text)) for text in texts])
 
 
 async def test_the_embedder_waits_while_an_import_writes_and_embeds_it_after(

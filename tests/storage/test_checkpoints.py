@@ -117,6 +117,7 @@ async def test_the_writer_of_a_database_has_its_wal_checkpointed_while_it_writes
         connection.execute("CREATE TABLE blobs (id INTEGER PRIMARY KEY, body BLOB NOT NULL)")
     writer = database.writer(WriterSettings(512, 0.0, 3, 0.05))
     writer.start()
+    assert [t for t in threading.enumerate() if t.name == "memoryd-checkpoint"]
     try:
         before = settings.path.stat().st_size
 
