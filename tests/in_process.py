@@ -64,6 +64,8 @@ class ServedInProcess:
         self._failed: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
+        # The runtime it serves, once started (its use cases live on the server's thread).
+        self.runtime: Runtime | None = None
         self._thread = threading.Thread(target=self._run, name=f"memoryd {home}", daemon=True)
 
     def start(self) -> ServedInProcess:
@@ -97,7 +99,7 @@ class ServedInProcess:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         settings, environment = _settings(self.home, self._config, self._env)
-        runtime = Runtime.open(settings, environment)
+        runtime = self.runtime = Runtime.open(settings, environment)
         try:
             limits = ListenerLimits.for_process(settings.server)
             server = grpc_server(settings.server, limits.main, shared=False)

@@ -188,6 +188,7 @@ def add_memoryd_services(
         refused=writing,
         commits=contract.routed(committed_first(contract.methods())),
         routes=contract.routes(),
+        called=runtime.services.callers.called,
     )
     return handlers, guard
 

@@ -9,7 +9,9 @@
 - with tokens configured, authenticates the caller and admits its request (memoryd.api.auth),
   every message of a client stream included;
 - on a read-only server, refuses the calls that write (FAILED_PRECONDITION);
-- reports one line per RPC to the RPC log, the metrics and its span (memoryd.api.status).
+- reports one line per RPC to the RPC log, the metrics and its span (memoryd.api.status);
+- marks each call, and each message of a client stream, with `called` (the background embedder
+  yields while calls come: memoryd.services.pacing).
 
 Wrapping at registration rather than in a grpc.aio server interceptor matters for speed: an
 interceptor runs as an extra coroutine per call and rebuilds the handler each time, which cost
@@ -88,6 +90,7 @@ def add_services(
     refused: frozenset[str] = frozenset(),
     commits: Mapping[str, Commits] | None = None,
     routes: Mapping[str, str] | None = None,
+    called: Callable[[], None] = lambda: None,
 ) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
     """Register each servicer with its generated `register` function, every handler wrapped;
     with a `guard`, every call is authenticated and its request admitted first; a method in
@@ -116,6 +119,7 @@ def add_services(
             guard,
             refused=path in refused,
             commits=(commits or {}).get(path),
+            called=called,
         )
     every: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
     for service, wrapped in by_service.items():
@@ -150,11 +154,15 @@ def _check_request(request: Any) -> None:
         raise InvalidArgument(f"the request is not a valid protobuf message: {request.reason}")
 
 
-async def _checked(requests: AsyncIterator[Any], admit: Admission | None) -> AsyncIterator[Any]:
+async def _checked(
+    requests: AsyncIterator[Any], admit: Admission | None, called: Callable[[], None]
+) -> AsyncIterator[Any]:
     """A client stream whose messages are refused, in order, when one cannot be parsed (or, with
-    tokens, is not admitted: each later message as part of what the first one opened)."""
+    tokens, is not admitted: each later message as part of what the first one opened); each
+    message marked with `called`."""
     opened: frozenset[str] | None = None
     async for request in requests:
+        called()
         _check_request(request)
         if admit is not None:
             agents = admit(request, opened)
@@ -207,6 +215,7 @@ def _wrap_handler(
     *,
     refused: bool,
     commits: Commits | None,
+    called: Callable[[], None],
 ) -> grpc.RpcMethodHandler[Any, Any]:
     replaced: Any = handler
     unary_request = not handler.request_streaming
@@ -223,6 +232,7 @@ def _wrap_handler(
                 unary_request=unary_request,
                 refused=refused,
                 commits=commits,
+                called=called,
             )
             replaced = replaced._replace(**{kind: wrapped})
     replaced = replaced._replace(request_deserializer=_tolerant(handler.request_deserializer))
@@ -240,6 +250,7 @@ def _wrap(
     unary_request: bool,
     refused: bool,
     commits: Commits | None = None,
+    called: Callable[[], None],
 ) -> Any:
     """The same bookkeeping around a coroutine handler or an async-generator handler."""
     counted = MethodMetrics(method)
@@ -249,7 +260,7 @@ def _wrap(
         unary request's checks (a stream's are applied to each message as it is read)."""
         admit = _admission(guard, method, call, context, refused=refused)
         if not unary_request:
-            return _checked(request, admit)
+            return _checked(request, admit, called)
         _check_request(request)
         if admit is not None:
             admit(request)
@@ -258,6 +269,7 @@ def _wrap(
     if inspect.isasyncgenfunction(behavior):
 
         async def stream(request: Any, context: Context) -> AsyncIterator[Any]:
+            called()
             call = CallRecord(method, level, rpc_log, counted, context)
             try:
                 request = admitted(request, call, context)
@@ -273,6 +285,7 @@ def _wrap(
         return stream
 
     async def unary(request: Any, context: Context) -> Any:
+        called()
         call = CallRecord(method, level, rpc_log, counted, context)
         try:
             request = admitted(request, call, context)

@@ -17,7 +17,7 @@ from memoryd.domain.relevance import UNCALIBRATED, Calibration
 from memoryd.domain.timestamps import utc_now
 from memoryd.domain.turns import TurnUsage
 from memoryd.llm.chain import ProviderChain
-from memoryd.llm.embeddings import Embedder, build_embedder
+from memoryd.llm.embeddings import EmbeddedModel, Embedder, build_embedder
 from memoryd.services.coherence import Coherence
 from memoryd.services.compaction import Compactor
 from memoryd.services.context_composer import ContextComposer
@@ -31,6 +31,7 @@ from memoryd.services.jobs import JobService
 from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.services.outages import Outage
 from memoryd.services.overview import Overview, ServerFacts
+from memoryd.services.pacing import CallerActivity, Pacing
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.services.query_vectors import QueryVectors
 from memoryd.services.recall import RecallService
@@ -109,14 +110,16 @@ def services(
     # One a process: the background workers' storage failures, one warning an outage.
     outage = Outage()
     imports = ImportActivity()
+    callers = CallerActivity()
+    # The embedded model's steps, while calls come: a text for each of its threads.
+    paced = settings.search.embedding_threads if isinstance(embedder, EmbeddedModel) else None
     embedding = EmbeddingService(
         embedder,
         vectors_writer,
         readers,
         changes,
-        settings.search.embedding_batch,
+        pacing=Pacing(imports, callers, batch=settings.search.embedding_batch, small=paced),
         outage=outage,
-        imports=imports,
     )
     query_vectors = QueryVectors(
         embedding,
@@ -159,6 +162,7 @@ def services(
         compactor.after_turn(key, usage)
 
     return Services(
+        callers=callers,
         history=history,
         search=search,
         embedding=embedding,

@@ -1,13 +1,12 @@
 """The background embedder: every message and memory row gets a vector, and no write waits for it.
 
 One task reads what waits, embeds a batch, and commits the vectors through the writer; then the
-next. Each step first sorts what arrived since the last into the live queue (the messages of a
-conversation that brought a few: a chat) or the backlog (memoryd.domain.embedding_queue); then
-embeds the live queue first, then memory rows without a vector of the model, then the backlog (a
-bulk load, an import, a reindex: messages after the model's cursor, oldest first), which so uses
-what the live chats leave. A chat appending during a bulk load of LoCoMo's 5,882 turns got its
+next, as the callers leave it room (memoryd.services.pacing). Each step first sorts what arrived
+since the last into the live queue (a conversation that brought a few: a chat) or the backlog
+(memoryd.domain.embedding_queue); then embeds the live queue, then memory rows without a vector
+of the model, then the backlog (a bulk load, an import, a reindex: messages after the model's
+cursor, oldest first). A chat appending during a bulk load of LoCoMo's 5,882 turns got its
 vectors 172 to 180 s later when every message waited its turn (bench/embedding_freshness.py).
-While an import writes it waits, and the import's vectors follow (services.import_activity).
 When nothing waits it sleeps, looking every POLL_SECONDS at the database's commit count
 (memoryd.storage.changes, a few microseconds) and for work only once the count moved: any write
 of any use case wakes it, with no hook in each of them. A failing provider is retried with a
@@ -33,8 +32,8 @@ from memoryd.llm.embeddings import Embedder, EmbeddingUnavailableError
 from memoryd.log_events import Event
 from memoryd.observability import metrics
 from memoryd.services import embedded
-from memoryd.services.import_activity import ImportActivity
 from memoryd.services.outages import Outage
+from memoryd.services.pacing import Pacing
 from memoryd.services.waiting import wait_at_most
 from memoryd.storage import vector_reads
 from memoryd.storage import vector_store as store
@@ -65,17 +64,15 @@ class EmbeddingService:
         writer: Writer,
         readers: ReaderPool,
         changes: Changes,
-        batch: int,
         *,
+        pacing: Pacing,
         outage: Outage,
-        imports: ImportActivity,
     ) -> None:
         self.embedder = embedder
-        self._imports = imports
+        self._pacing = pacing
         self._writer = writer
         self._readers = readers
         self._changes = changes
-        self._batch = batch
         self.model: store.EmbeddingModel | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -235,6 +232,7 @@ class EmbeddingService:
     async def _run(self) -> None:
         backoff = 0.0
         while True:
+            started = time.monotonic()
             try:
                 worked = await self.step()
             except (EmbeddingUnavailableError, Unavailable) as error:
@@ -257,7 +255,9 @@ class EmbeddingService:
             backoff = 0.0
             self.outage.answered()
             self._last_error = ""
-            if not worked:
+            if worked:
+                await self._pacing.rest(time.monotonic() - started)
+            else:
                 await self._idle()
 
     async def _idle(self) -> None:
@@ -274,9 +274,11 @@ class EmbeddingService:
                 return
 
     async def step(self) -> bool:
-        """Embed one batch; False when nothing waits, or while an import writes (it waits)."""
+        """Embed one batch (its size by the pacing); False when nothing waits, or while an
+        import writes (it waits)."""
         embedder = self._provider()
-        if self._imports.writing:
+        batch = self._pacing.batch()
+        if batch == 0:
             return False
 
         def read(
@@ -301,17 +303,15 @@ class EmbeddingService:
 
         def waiting(connection: Transaction) -> tuple[list[store.MessageText], bool]:
             if model is None:  # before the first vector: the live arrivals, not sorted yet
-                live = store.messages_by_id(connection, live_ids[: self._batch])
+                live = store.messages_by_id(connection, live_ids[:batch])
             else:
-                live = store.live_messages(connection, model, self._batch)
+                live = store.live_messages(connection, model, batch)
             if live:
                 return live, True
-            return store.waiting_messages(connection, model, self._batch), False
+            return store.waiting_messages(connection, model, batch), False
 
         messages, live = await self._readers.read(waiting)
         if messages and live:
-            if self._behind_since is None:
-                self._behind_since = time.monotonic()
             await self._embed_messages(messages, live=True)
             return True
         # Rows remembered come before the backlog of messages: a fact stored during a bulk
@@ -319,14 +319,12 @@ class EmbeddingService:
         # row waits, and the first vector makes the row.)
         model_id = 0 if self.model is None else self.model.id
         memories = await self._readers.read(
-            lambda connection: store.waiting_memories(connection, model_id, self._batch)
+            lambda connection: store.waiting_memories(connection, model_id, batch)
         )
         if memories:
             await self._embed_memories(memories)
             return True
         if messages:
-            if self._behind_since is None:
-                self._behind_since = time.monotonic()
             await self._embed_messages(messages, live=False)
             return True
         self._behind_since = None
@@ -336,6 +334,8 @@ class EmbeddingService:
         """Embed and store a batch of the live queue (out of order: the cursor stays) or of the
         backlog (oldest first: the cursor moves past it)."""
         embedder = self._provider()
+        if self._behind_since is None:
+            self._behind_since = time.monotonic()
         started = time.perf_counter()
         found = await embedded.embed(
             embedder, [embedded.message_text(message) for message in messages], "message"

@@ -13,6 +13,7 @@ from memoryd.services.ingest import IngestService
 from memoryd.services.jobs import JobService
 from memoryd.services.long_term_memory import LongTermMemory
 from memoryd.services.overview import Overview
+from memoryd.services.pacing import CallerActivity
 from memoryd.services.prompt_files import PromptFiles
 from memoryd.services.recall import RecallService
 from memoryd.services.recalled_context import RecalledContext
@@ -31,6 +32,7 @@ from memoryd.services.turns import TurnService
 class Services:
     """The use cases, built once by Runtime.open; the servicers are assembled from this."""
 
+    callers: CallerActivity  # marked by every call (the background embedder yields to them)
     history: HistoryService
     search: HistorySearch
     embedding: EmbeddingService
