@@ -162,9 +162,10 @@ async def test_ranking_in_the_index_first_finds_exactly_what_the_join_finds(
 async def test_messages_without_a_vector_are_counted_alike_whatever_waits_in_all(
     memory: md.Stubs, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Before the first vector every message waits. With fewer waiting in all than the limit,
-    the waiting are walked by id; with more, each scope's own are counted: a scope whose
-    messages come after the limit's worth of others is counted all the same, up to the limit."""
+    """Before the first vector every message waits. With fewer waiting in all than the walk's
+    limit, the waiting are walked by id; with more, each scope's own are counted: a scope whose
+    messages come after the walk's worth of others is counted all the same, up to the count's
+    limit."""
     await memory.conversations.SearchHistory(
         md.SearchHistoryRequest(query="filler", conversation=BIG)
     )
@@ -186,7 +187,10 @@ async def test_messages_without_a_vector_are_counted_alike_whatever_waits_in_all
                 connection, f"SELECT count(*) FROM messages AS m WHERE {condition}", params
             )
             monkeypatch.setattr(vector_reads, "UNEMBEDDED_COUNT_LIMIT", total)
-            assert vector_reads.unembedded_messages(connection, scope, None) == truth, name
+            for walk in (total, limit):  # every waiting message walked; the scope's own counted
+                monkeypatch.setattr(vector_reads, "UNEMBEDDED_WALK_LIMIT", walk)
+                found = vector_reads.unembedded_messages(connection, scope, None)
+                assert found == truth, (name, walk)
             monkeypatch.setattr(vector_reads, "UNEMBEDDED_COUNT_LIMIT", limit)
             assert vector_reads.unembedded_messages(connection, scope, None) == min(truth, limit)
     finally:

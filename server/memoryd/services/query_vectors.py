@@ -4,6 +4,7 @@ meaning at all (embeddings on, vectors made)."""
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import threading
 
@@ -47,6 +48,7 @@ class QueryVectors:
         self.relevance = relevance
         self._recent: collections.OrderedDict[tuple[int, str], Floats] = collections.OrderedDict()
         self._lock = threading.Lock()
+        self._flights: dict[tuple[int, str], asyncio.Future[Meaning | None]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -71,6 +73,14 @@ class QueryVectors:
         if isinstance(scope, Visible):
             return vector_reads.unembedded_memories(connection, scope, model_id)
         return vector_reads.unembedded_messages(connection, scope, model_id)
+
+    def _landed(self, key: tuple[int, str], flight: asyncio.Future[Meaning | None]) -> None:
+        """A query's model call ended: later searches make or find it anew; a failure that no
+        search waited for any more is read here, not reported as never retrieved."""
+        if self._flights.get(key) is flight:
+            del self._flights[key]
+        if not flight.cancelled():
+            flight.exception()
 
     def judge(
         self,
@@ -108,8 +118,14 @@ class QueryVectors:
             if cached is not None:
                 self._recent.move_to_end(key)
                 return model, cached
+        # Searches asking the same at once (Recall's two sources) share one model call.
+        flight = self._flights.get(key)
+        if flight is None:
+            flight = asyncio.ensure_future(self.embedding.query_vector(query))
+            self._flights[key] = flight
+            flight.add_done_callback(lambda done: self._landed(key, done))
         try:
-            found = await self.embedding.query_vector(query)
+            found = await asyncio.shield(flight)
         except EmbeddingUnavailableError as error:
             if mode is SearchMode.SEMANTIC:
                 raise Unavailable(f"the query could not be embedded: {error}") from error

@@ -13,6 +13,7 @@ scheduled job only the job's own rows are readable and history is refused.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 from memoryd.domain.conversation import HistoryScope
@@ -38,7 +39,7 @@ from memoryd.domain.recall import (
     fallback_words,
     interleave,
 )
-from memoryd.domain.relevance import Evidence
+from memoryd.domain.relevance import Evidence, QueryTerms
 from memoryd.domain.search_query import SearchPlan, plan_search
 from memoryd.errors import InvalidArgument, PermissionDenied
 from memoryd.services.evidence import Judge, query_terms
@@ -56,6 +57,11 @@ class RecallHit:
 
     memory: RankedMemory | None = None
     message: SearchHit | None = None
+
+
+# What one source gives a recall: its hits, how many the floor left out, how many its meaning
+# could not see yet.
+_Part = tuple[list[RecallHit], int, int]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -104,35 +110,51 @@ class RecallService:
                 )
         if request.trust is Trust.GUEST and request.scope is not RecallScope.CURRENT:
             raise PermissionDenied(GUEST_RECALLS_ONE_CONVERSATION)
-        memories: list[RecallHit] = []
-        messages: list[RecallHit] = []
-        cut = unembedded = 0
-        if request.source in (RecallSource.MEMORIES, RecallSource.ALL):
-            visible = recall_visibility(caller, request.scope, request.trust)
-            found, cut, unembedded = await self._recall_memories(
-                visible, request.query, request.key, limit, request.mode
-            )
-            memories = [RecallHit(memory=hit) for hit in found]
-        if request.source in (RecallSource.HISTORY, RecallSource.ALL) and request.query.strip():
-            scope: HistoryScope = caller.owner
-            if request.scope is RecallScope.CURRENT:
-                if caller.conversation is None:
-                    raise InvalidArgument(
-                        "recalling this conversation's history needs a conversation"
-                    )
-                scope = caller.conversation
-            said = await self._history.search(
-                scope,
-                request.query,
-                kinds=[],
-                requested_limit=limit,
-                trust=request.trust,
-                mode=request.mode,
-            )
-            messages = [RecallHit(message=hit) for hit in said.hits]
-            cut += said.below_floor
-            unembedded += said.unembedded
+        wants_history = request.source in (RecallSource.HISTORY, RecallSource.ALL)
+        scope = self._history_scope(request) if wants_history and request.query.strip() else None
+        # With source=all the two run side by side (the query's vector is made once for both).
+        memories_part, history_part = await asyncio.gather(
+            self._memories(request, limit)
+            if request.source in (RecallSource.MEMORIES, RecallSource.ALL)
+            else _nothing(),
+            _nothing() if scope is None else self._messages(request, scope, limit),
+            return_exceptions=True,
+        )
+        if isinstance(memories_part, BaseException):
+            raise memories_part
+        if isinstance(history_part, BaseException):
+            raise history_part
+        memories, cut, unembedded = memories_part
+        messages, cut_history, unembedded_history = history_part
+        cut, unembedded = cut + cut_history, unembedded + unembedded_history
         return Recalled(interleave(memories, messages, limit), cut, unembedded)
+
+    def _history_scope(self, request: RecallRequest) -> HistoryScope:
+        """The history a query searches: the caller's conversation, or the owner's."""
+        caller = request.caller
+        if request.scope is not RecallScope.CURRENT:
+            return caller.owner
+        if caller.conversation is None:
+            raise InvalidArgument("recalling this conversation's history needs a conversation")
+        return caller.conversation
+
+    async def _memories(self, request: RecallRequest, limit: int) -> _Part:
+        visible = recall_visibility(request.caller, request.scope, request.trust)
+        found, cut, unembedded = await self._recall_memories(
+            visible, request.query, request.key, limit, request.mode
+        )
+        return [RecallHit(memory=hit) for hit in found], cut, unembedded
+
+    async def _messages(self, request: RecallRequest, scope: HistoryScope, limit: int) -> _Part:
+        said = await self._history.search(
+            scope,
+            request.query,
+            kinds=[],
+            requested_limit=limit,
+            trust=request.trust,
+            mode=request.mode,
+        )
+        return [RecallHit(message=hit) for hit in said.hits], said.below_floor, said.unembedded
 
     async def _recall_memories(
         self, visible: Visible, query: str, key: str, limit: int, mode: SearchMode
@@ -143,39 +165,7 @@ class RecallService:
             plan = plan_search(query)
             if plan.is_empty:  # nothing in it carries meaning: nothing matches
                 return [], 0, 0
-            words = fallback_words(query)
-            vectors = self._history.vectors
-            blind = False
-            try:
-                meaning = await vectors.meaning(query, mode)
-            except QueryNotEmbeddedError:
-                meaning, blind = None, True
-            depth = max(limit, FUSION_DEPTH)
-
-            def search(connection: Transaction) -> tuple[list[RankedMemory], int, int]:
-                unembedded = vectors.unembedded(connection, mode, visible, blind=blind)
-                if meaning is None and mode is SearchMode.SEMANTIC:
-                    return [], 0, unembedded
-                hits: list[RankedMemory] = []
-                if mode is not SearchMode.SEMANTIC:
-                    hits = lexical_memories(connection, visible, plan, words, depth)
-                nearest: list[tuple[int, float]] = []
-                similarities: dict[int, float] | None = None
-                if meaning is not None:
-                    nearest, similarities = nearest_memories(
-                        connection, meaning[0], visible, meaning[1], depth
-                    )
-                terms = query_terms(
-                    connection,
-                    "memories",
-                    plan,
-                    lambda phrases: reads.held_in_view(connection, visible, phrases),
-                )
-                judge = vectors.judge(terms, similarities)
-                found, cut = fused_memories(connection, hits, nearest, limit, judge)
-                return found, cut, unembedded
-
-            return await self._readers.read(search)
+            return await self._memories_found(visible, query, plan, limit, mode)
         if key.strip():
             wanted = key.strip()
             found = await self._readers.read(
@@ -188,6 +178,58 @@ class RecallService:
                 )
             )
         return [RankedMemory(record, 0.0, word_match=False) for record in found], 0, 0
+
+    async def _memories_found(
+        self, visible: Visible, query: str, plan: SearchPlan, limit: int, mode: SearchMode
+    ) -> tuple[list[RankedMemory], int, int]:
+        """A query's rows: the query's vector made on one side while a reader finds the words
+        beside it (two cores), then the rows nearest in meaning, fused, held to the floor."""
+        vectors = self._history.vectors
+        words = fallback_words(query)
+        depth = max(limit, FUSION_DEPTH)
+        meaning_call = asyncio.ensure_future(vectors.meaning(query, mode))
+
+        def lexical(connection: Transaction) -> tuple[list[RankedMemory], QueryTerms]:
+            hits: list[RankedMemory] = []
+            if mode is not SearchMode.SEMANTIC:
+                hits = lexical_memories(connection, visible, plan, words, depth)
+            terms = query_terms(
+                connection,
+                "memories",
+                plan,
+                lambda phrases: reads.held_in_view(connection, visible, phrases),
+            )
+            return hits, terms
+
+        blind = False
+        try:
+            hits, terms = await self._readers.read(lexical)
+            try:
+                meaning = await meaning_call
+            except QueryNotEmbeddedError:
+                meaning, blind = None, True
+        finally:
+            meaning_call.cancel()
+
+        def fuse_them(connection: Transaction) -> tuple[list[RankedMemory], int, int]:
+            unembedded = vectors.unembedded(connection, mode, visible, blind=blind)
+            if meaning is None and mode is SearchMode.SEMANTIC:
+                return [], 0, unembedded
+            nearest: list[tuple[int, float]] = []
+            similarities: dict[int, float] | None = None
+            if meaning is not None:
+                nearest, similarities = nearest_memories(
+                    connection, meaning[0], visible, meaning[1], depth
+                )
+            judge = vectors.judge(terms, similarities)
+            found, cut = fused_memories(connection, hits, nearest, limit, judge)
+            return found, cut, unembedded
+
+        return await self._readers.read(fuse_them)
+
+
+async def _nothing() -> _Part:
+    return [], 0, 0
 
 
 def recall_visibility(caller: Caller, scope: RecallScope, trust: Trust) -> Visible:

@@ -28,6 +28,10 @@ from memoryd.storage.vector_store import (
 
 # The most messages without a vector a search counts (a bulk load's backlog can be large).
 UNEMBEDDED_COUNT_LIMIT = 100_000
+# Up to this many messages waiting in all, a search counts its scope's among them; beyond, it
+# counts its scope's own. Walking a backlog of 100,000 by id cost every history search about
+# 40 ms while a million bulk-loaded messages waited (bench/recall_latency.py).
+UNEMBEDDED_WALK_LIMIT = 1_000
 # An HNSW search's candidate list (pgvector's default: 40), and how many index entries a search
 # with a scope reads at most before it answers with what it found.
 HNSW_EF_SEARCH = 100
@@ -163,9 +167,9 @@ def scope_vector_count(
 
 def unembedded_messages(connection: Transaction, scope: HistoryScope, model_id: int | None) -> int:
     """How many of the scope's messages have no vector of the model yet (module docstring), or
-    every one before its first vector (model_id None); UNEMBEDDED_COUNT_LIMIT at most. When few
-    wait in all (in steady state none), they are walked by id, not the scope, which may hold a
-    million; during a larger backlog the scope's own are counted."""
+    every one before its first vector (model_id None); UNEMBEDDED_COUNT_LIMIT at most. When at
+    most UNEMBEDDED_WALK_LIMIT wait in all (in steady state none), they are walked by id, not
+    the scope, which may hold a million; during a larger backlog the scope's own are counted."""
     condition, params = _scope_condition(scope)
     model = find_model_by_id(connection, model_id) if model_id is not None else None
     after = waiting_after(model)
@@ -176,9 +180,9 @@ def unembedded_messages(connection: Transaction, scope: HistoryScope, model_id: 
         connection,
         f"SELECT count(*), coalesce(sum(CASE WHEN {condition} THEN 1 ELSE 0 END), 0) "
         f"FROM ({waiting}) AS m",
-        (*params, *after, UNEMBEDDED_COUNT_LIMIT + 1),
+        (*params, *after, UNEMBEDDED_WALK_LIMIT + 1),
     )
-    if walked <= UNEMBEDDED_COUNT_LIMIT:
+    if walked <= UNEMBEDDED_WALK_LIMIT:
         return int(found)
     (count,) = one(
         connection,
