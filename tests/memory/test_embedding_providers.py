@@ -21,7 +21,7 @@ from memoryd.testing.configs import embedding_config
 from memoryd.testing.fake_embeddings import FakeEmbeddings
 from memoryd.testing.server_process import ServerProcess
 from tests.backends import on_postgres
-from tests.helpers import append, rpc_error, run_memoryd, user
+from tests.helpers import append, rpc_error, run_memoryd, store, user
 
 # Exercises storage: make test runs it on PostgreSQL too.
 pytestmark = pytest.mark.storage
@@ -475,5 +475,35 @@ async def test_a_chat_is_embedded_before_a_bulk_load_and_its_facts_too(
             assert status.embedded_messages == 301
             sent = [text for request in endpoint.requests for text in request["input"]]
             assert sum(text.startswith("ada: the espresso machine") for text in sent) == 1
+    finally:
+        assert server.stop() == 0, server.output
+
+
+async def test_a_recall_of_both_sources_makes_the_querys_vector_once(
+    tmp_path: Path, endpoint: FakeEmbeddings, conversation: md.Conversation
+) -> None:
+    """Recall with source=all searches the rows and the history side by side; both compare the
+    query's one vector."""
+    server = ServerProcess(tmp_path / "home", config=embedding_config(endpoint)).start()
+    try:
+        async with md.connect(server.address) as channel:
+            memory = md.Stubs(channel)
+            await append(memory, conversation, *(user(text) for text in TEXTS))
+            await store(memory, conversation, "lesson_day", "violin lessons are on monday")
+            await caught_up(memory, least=3)
+            response = await memory.memory.Recall(
+                md.RecallRequest(
+                    conversation=conversation,
+                    query="violin monday",
+                    source=md.RECALL_SOURCE_ALL,
+                    mode=md.SEARCH_MODE_HYBRID,
+                )
+            )
+            sources = {hit.source for hit in response.hits}
+            assert sources == {md.RECALL_SOURCE_MEMORIES, md.RECALL_SOURCE_HISTORY}
+            asked = [
+                request for request in endpoint.requests if request["input"] == ["violin monday"]
+            ]
+            assert len(asked) == 1
     finally:
         assert server.stop() == 0, server.output
