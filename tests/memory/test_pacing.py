@@ -87,7 +87,7 @@ def test_an_endpoints_model_is_not_paced_by_calls_and_an_import_stops_every_step
         assert Pacing(imports, callers, batch=64, small=2).batch() == 0
 
 
-async def test_the_rest_after_a_step_is_taken_only_while_calls_come(
+async def test_the_rest_after_a_step_is_its_model_calls_time_and_only_while_calls_come(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     slept: list[float] = []
@@ -95,18 +95,39 @@ async def test_the_rest_after_a_step_is_taken_only_while_calls_come(
     async def sleep(seconds: float) -> None:
         slept.append(seconds)
 
-    monkeypatch.setattr(asyncio, "sleep", sleep)
     clock = Clock()
     callers = CallerActivity(clock)
-    paced = Pacing(ImportActivity(clock), callers, batch=64, small=2)
-    await paced.rest(0.01)
-    assert slept == []
+    paced = Pacing(ImportActivity(clock), callers, batch=64, small=2, clock=clock)
+
+    async def model_call() -> str:
+        clock.now += 0.01  # what the model took
+        return "vectors"
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    assert paced.batch() == 64
+    assert await paced.timed(model_call()) == "vectors"
+    await paced.rest()
+    assert slept == []  # no caller: no rest
+    assert paced.batch() == 64
+    await paced.timed(model_call())
+    busy(callers)  # calls came during a full batch
+    await paced.rest()
+    assert slept == []  # not three times a full batch: the next step is a small one
+    assert paced.batch() == 2
+    await paced.timed(model_call())
+    clock.now += 5.0  # the step's reads and writes, waiting for the database
     busy(callers)
-    await paced.rest(0.01)
-    assert slept == [pytest.approx(0.01 * REST_FACTOR)]
-    unpaced = Pacing(ImportActivity(clock), callers, batch=64, small=None)
-    await unpaced.rest(0.01)
-    assert len(slept) == 1
+    await paced.timed(model_call())
+    await paced.rest()
+    assert slept == [pytest.approx(0.02 * REST_FACTOR)]
+    assert paced.batch() == 2
+    await paced.rest()  # no model call in that step
+    assert slept[1:] == [0.0]
+    unpaced = Pacing(ImportActivity(clock), callers, batch=64, small=None, clock=clock)
+    assert unpaced.batch() == 64
+    await unpaced.timed(model_call())
+    await unpaced.rest()
+    assert len(slept) == 2
 
 
 async def test_the_embedded_model_takes_a_text_a_thread_while_calls_come(tmp_path: Path) -> None:

@@ -232,7 +232,6 @@ class EmbeddingService:
     async def _run(self) -> None:
         backoff = 0.0
         while True:
-            started = time.monotonic()
             try:
                 worked = await self.step()
             except (EmbeddingUnavailableError, Unavailable) as error:
@@ -256,7 +255,7 @@ class EmbeddingService:
             self.outage.answered()
             self._last_error = ""
             if worked:
-                await self._pacing.rest(time.monotonic() - started)
+                await self._pacing.rest()
             else:
                 await self._idle()
 
@@ -337,8 +336,8 @@ class EmbeddingService:
         if self._behind_since is None:
             self._behind_since = time.monotonic()
         started = time.perf_counter()
-        found = await embedded.embed(
-            embedder, [embedded.message_text(message) for message in messages], "message"
+        found = await self._pacing.timed(
+            embedded.embed(embedder, [embedded.message_text(m) for m in messages], "message")
         )
         model = await self._model_for(found.shape[1])
         quantised = quantise(found)
@@ -371,9 +370,8 @@ class EmbeddingService:
 
     async def _embed_memories(self, memories: list[store.MemoryText]) -> None:
         embedder = self._provider()
-        found = await embedded.embed(
-            embedder, [embedded.memory_text(text.key, text.value) for text in memories], "memory"
-        )
+        texts = [embedded.memory_text(text.key, text.value) for text in memories]
+        found = await self._pacing.timed(embedded.embed(embedder, texts, "memory"))
         model = await self._model_for(found.shape[1])
         quantised = quantise(found)
         vectors = [

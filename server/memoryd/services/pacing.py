@@ -9,9 +9,10 @@ itself by what the callers do:
 
 - while an import writes, it takes nothing (memoryd.services.import_activity);
 - while calls come at BUSY_CALLS a second or more, it takes small steps, a text for each of
-  its threads, and rests after each REST_FACTOR times as long as the step took, so that it has
-  at most 1 / (1 + REST_FACTOR) of the time while callers wait; the vectors fall behind a busy
-  server and catch up when it is quieter (words find the messages meanwhile);
+  its threads, and rests after each REST_FACTOR times as long as the step's model calls took
+  (not its reads and writes, which wait for the database rather than use a core), so that the
+  model has at most 1 / (1 + REST_FACTOR) of the time while callers wait; the vectors fall
+  behind a busy server and catch up when it is quieter (words find the messages meanwhile);
 - below that rate (a console's or a monitor's polls, a few chats), it takes its full batch, back
   to back: there a call meets an embedding step now and then, where a backlog that never
   shrinks would hold back every search by meaning.
@@ -25,9 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from memoryd.services.import_activity import ImportActivity
+
+T = TypeVar("T")
 
 # Calls in the last second from which the server counts as busy.
 BUSY_CALLS = 50
@@ -80,7 +84,13 @@ class Pacing:
     """The embedder's next step's size, and its rest after a step (see the module docstring)."""
 
     def __init__(
-        self, imports: ImportActivity, callers: CallerActivity, *, batch: int, small: int | None
+        self,
+        imports: ImportActivity,
+        callers: CallerActivity,
+        *,
+        batch: int,
+        small: int | None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`batch`: the embedder's full batch; `small`: its step while callers are being
         answered (None: it is not paced by them)."""
@@ -88,16 +98,31 @@ class Pacing:
         self._callers = callers
         self._batch = batch
         self._small = None if small is None else max(1, min(batch, small))
+        self._clock = clock
+        self._worked = 0.0  # seconds of model calls in the current step
+        self._small_step = False  # whether the current step is a small one
 
     def batch(self) -> int:
         """How many texts the next step may embed: 0 while an import writes."""
+        self._small_step = False
         if self._imports.writing:
             return 0
         if self._small is not None and self._callers.busy:
+            self._small_step = True
             return self._small
         return self._batch
 
-    async def rest(self, step_seconds: float) -> None:
-        """After a step that took `step_seconds`: rest while callers are being answered."""
-        if self._small is not None and self._callers.busy:
-            await asyncio.sleep(step_seconds * REST_FACTOR)
+    async def timed(self, call: Awaitable[T]) -> T:
+        """A model call of the embedder's, its time counted for the rest after the step."""
+        started = self._clock()
+        try:
+            return await call
+        finally:
+            self._worked += self._clock() - started
+
+    async def rest(self) -> None:
+        """After a small step: rest while callers are being answered (see the module
+        docstring). A full batch begun while none were is not followed by a rest as long."""
+        worked, self._worked = self._worked, 0.0
+        if self._small_step and self._callers.busy:
+            await asyncio.sleep(worked * REST_FACTOR)
