@@ -24,7 +24,7 @@ from memoryd import __version__
 from memoryd.api import contract
 from memoryd.api.access import declarations
 from memoryd.api.auth import Authorizer
-from memoryd.api.commitment import committed_first
+from memoryd.api.commitment import Commitments, committed_first
 from memoryd.api.reflection import (
     V1_SERVICE_NAME,
     CommentedReflection,
@@ -168,12 +168,17 @@ def _request_stop(stop: asyncio.Event) -> None:
 
 
 def add_memoryd_services(
-    server: grpc.aio.Server, settings: Settings, runtime: Runtime, rpc_log: RpcLog
+    server: grpc.aio.Server,
+    settings: Settings,
+    runtime: Runtime,
+    rpc_log: RpcLog,
+    commitments: Commitments | None = None,
 ) -> tuple[dict[str, grpc.RpcMethodHandler[Any, Any]], Authorizer | None]:
     """memoryd's own services, both versions' paths, on `server`, over the runtime's use cases:
     every handler wrapped (logged, counted; guarded when tokens are configured; a write refused
-    on a read-only server). Returns the wrapped handlers by path (HTTP/JSON serves them) and the
-    guard (None without tokens), whose tokens a reload replaces."""
+    on a read-only server; the headers of a write not safe to repeat sent by `commitments`
+    before a stop could cut it). Returns the wrapped handlers by path (HTTP/JSON serves them)
+    and the guard (None without tokens), whose tokens a reload replaces."""
     # Every RPC's declared access, read (and checked) whether tokens are configured or not. With
     # tokens, memoryd's own services are guarded by it; health and reflection stay open.
     access = contract.routed(declarations(contract.methods()))
@@ -189,6 +194,7 @@ def add_memoryd_services(
         commits=contract.routed(committed_first(contract.methods())),
         routes=contract.routes(),
         called=runtime.services.callers.called,
+        commitments=commitments,
     )
     return handlers, guard
 
@@ -246,7 +252,8 @@ async def _serve(
         # Duck-typed: it forwards everything but method lookups to the default pool.
         pool=cast("descriptor_pool.DescriptorPool", MethodAwarePool()),
     )
-    handlers, guard = add_memoryd_services(server, settings, runtime, rpc_log)
+    commitments = Commitments()
+    handlers, guard = add_memoryd_services(server, settings, runtime, rpc_log, commitments)
     if running is not None:
         if worker is not None:
             SettingsPipe(worker.settings_fd).follow(running, guard)
@@ -315,6 +322,9 @@ async def _serve(
         await stop.wait()
     finally:
         healing.cancel()
+        # Before anything a client could see as the stop: gRPC's shutdown cancels what it has
+        # not started, and a write it cuts must have its headers (memoryd.api.commitment).
+        await commitments.drain()
         log.info(
             "stopping: refusing new calls, %.1fs for calls in flight",
             settings.server.grace_period_seconds,

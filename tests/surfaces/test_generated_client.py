@@ -112,7 +112,7 @@ def test_writes_are_retried_only_on_a_cancel_before_the_headers() -> None:
     codes = {method: code for (_, method), code in by_path.items()}
     assert codes["ListMessages"] == ["UNAVAILABLE", "CANCELLED"]
     # Every other unary call only on a CANCELLED before the server's headers: one that never
-    # ran (the server sends them before it runs such a call: memoryd.api.commitment).
+    # ran (the server sends them before a stop could cut such a call: memoryd.api.commitment).
     for write in ("AppendMessages", "CommitTurn", "StoreMemory", "ClearConversation"):
         assert codes[write] == ["CANCELLED"], write
     assert "StreamTranscript" not in codes

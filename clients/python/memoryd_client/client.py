@@ -7,7 +7,8 @@ did not ask for (a server that stops cancels the calls it had not started yet: g
 An AppendMessages whose every message carries a client_message_id is retried the same way (the
 server skips what it stored, and says so: APPEND_OUTCOME_DUPLICATE). Every other write is tried
 again only on a CANCELLED that came before the server's response headers: memoryd sends those
-before it runs such a write, so the call never ran (the server's memoryd.api.commitment).
+before a stop could cut such a write, so the call never ran (the server's
+memoryd.api.commitment).
 """
 
 from __future__ import annotations
@@ -46,9 +47,9 @@ RETRY_MAX_DELAY_SECONDS = 1.0
 # caller asked for (its own cancel or deadline) ends the call as always.
 RETRYABLE_CODES = ("UNAVAILABLE", "CANCELLED")
 # The one status after which any call is tried again, whatever it writes: a CANCELLED that
-# came before the server's response headers. memoryd sends those before it runs a call that is
-# not safe to repeat, and gRPC never tries a call again once its headers came (gRFC A6), so such
-# a call is one the server never ran.
+# came before the server's response headers. memoryd sends those before a stop could cut a call
+# that is not safe to repeat, and gRPC never tries a call again once its headers came (gRFC A6),
+# so such a call is one the server never ran.
 NOT_STARTED_CODES = ("CANCELLED",)
 APPEND_METHOD = "/memoryd.v2.ConversationService/AppendMessages"
 # memoryd.v1's path of it, still served (a memoryd.v1 stub on this channel is retried the same way).

@@ -30,7 +30,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from memoryd.api.auth import Authorizer
-from memoryd.api.commitment import Commits
+from memoryd.api.commitment import Commitments, Commits
 from memoryd.api.context import Context
 from memoryd.api.status import (
     QUIET_PREFIXES,
@@ -91,15 +91,18 @@ def add_services(
     commits: Mapping[str, Commits] | None = None,
     routes: Mapping[str, str] | None = None,
     called: Callable[[], None] = lambda: None,
+    commitments: Commitments | None = None,
 ) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
     """Register each servicer with its generated `register` function, every handler wrapped;
     with a `guard`, every call is authenticated and its request admitted first; a method in
     `refused` (the writing ones of a read-only server) then answers FAILED_PRECONDITION. A
-    request that `commits` says is not safe to repeat gets its response headers before it runs
-    (memoryd.api.commitment). Each path of `routes` (memoryd.v1's) is served by the handler of
-    the path it names, wrapped under its own path: logged, counted and guarded as itself.
-    Returns the wrapped handlers by path (`/package.Service/Method`), for other transports."""
+    request that `commits` says is not safe to repeat runs through `commitments`, which send
+    its response headers before a stop could cut it (memoryd.api.commitment). Each path of
+    `routes` (memoryd.v1's) is served by the handler of the path it names, wrapped under its
+    own path: logged, counted and guarded as itself. Returns the wrapped handlers by path
+    (`/package.Service/Method`), for other transports."""
     registrar = _Registrar()
+    committed = commitments or Commitments()
     for register, servicer in registrations:
         register(servicer, registrar)
     raw = {
@@ -120,6 +123,7 @@ def add_services(
             refused=path in refused,
             commits=(commits or {}).get(path),
             called=called,
+            commitments=committed,
         )
     every: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
     for service, wrapped in by_service.items():
@@ -216,6 +220,7 @@ def _wrap_handler(
     refused: bool,
     commits: Commits | None,
     called: Callable[[], None],
+    commitments: Commitments,
 ) -> grpc.RpcMethodHandler[Any, Any]:
     replaced: Any = handler
     unary_request = not handler.request_streaming
@@ -233,6 +238,7 @@ def _wrap_handler(
                 refused=refused,
                 commits=commits,
                 called=called,
+                commitments=commitments,
             )
             replaced = replaced._replace(**{kind: wrapped})
     replaced = replaced._replace(request_deserializer=_tolerant(handler.request_deserializer))
@@ -251,6 +257,7 @@ def _wrap(
     refused: bool,
     commits: Commits | None = None,
     called: Callable[[], None],
+    commitments: Commitments,
 ) -> Any:
     """The same bookkeeping around a coroutine handler or an async-generator handler."""
     counted = MethodMetrics(method)
@@ -290,8 +297,11 @@ def _wrap(
         try:
             request = admitted(request, call, context)
             if commits is not None and commits(request):
-                await context.send_initial_metadata(())
-            return _readable(await behavior(request, context))
+                checked = request
+                response = await commitments.run(context, lambda: behavior(checked, context))
+            else:
+                response = await behavior(request, context)
+            return _readable(response)
         except (grpc.aio.AbortError, grpc.aio.UsageError):
             raise
         except Exception as error:  # noqa: BLE001 - the one place any error becomes a status
