@@ -39,7 +39,7 @@ async def test_a_running_write_not_safe_to_repeat_gets_its_headers_when_the_serv
     async with md.connect(server.address) as channel:
         memory = md.Stubs(channel)
         await append(memory, conversation, user("I moved to Lisbon last spring."))
-        model.reply('{"operations": []}', delay_seconds=4)
+        model.reply('{"operations": []}', delay_seconds=6)
         # Called as a stream, so that the headers reach the test as they come (a unary call
         # hands them over with the answer).
         review = channel.unary_stream(
@@ -49,7 +49,7 @@ async def test_a_running_write_not_safe_to_repeat_gets_its_headers_when_the_serv
         )(md.ReviewNowRequest(conversation=conversation))
         await eventually(lambda: len(model.requests) == 1)  # the call runs
         server.process.send_signal(signal.SIGTERM)
-        await asyncio.wait_for(review.initial_metadata(), 3.0)
+        await asyncio.wait_for(review.initial_metadata(), 5.0)
         assert not review.done()  # the model still holds the answer
         (answer,) = [response async for response in review]
         assert len(answer.reviews) == 1
