@@ -297,8 +297,7 @@ def _wrap(
         try:
             request = admitted(request, call, context)
             if commits is not None and commits(request):
-                checked = request
-                response = await commitments.run(context, lambda: behavior(checked, context))
+                response = await commitments.run(context, lambda: behavior(request, context))
             else:
                 response = await behavior(request, context)
             return _readable(response)

@@ -103,7 +103,8 @@ class Pacing:
         self._small_step = False  # whether the current step is a small one
 
     def batch(self) -> int:
-        """How many texts the next step may embed: 0 while an import writes."""
+        """How many texts the next step may embed (0 while an import writes); a small step is
+        remembered for the rest after it."""
         self._small_step = False
         if self._imports.writing:
             return 0

@@ -43,7 +43,7 @@ from memoryd.domain.relevance import Evidence, QueryTerms
 from memoryd.domain.search_query import SearchPlan, plan_search
 from memoryd.errors import InvalidArgument, PermissionDenied
 from memoryd.services.evidence import Judge, query_terms
-from memoryd.services.query_vectors import QueryNotEmbeddedError
+from memoryd.services.query_vectors import Meaning, QueryNotEmbeddedError
 from memoryd.services.search import HistorySearch
 from memoryd.services.semantic import nearest_memories
 from memoryd.storage import memory_reads as reads
@@ -110,20 +110,27 @@ class RecallService:
                 )
         if request.trust is Trust.GUEST and request.scope is not RecallScope.CURRENT:
             raise PermissionDenied(GUEST_RECALLS_ONE_CONVERSATION)
+        wants_memories = request.source in (RecallSource.MEMORIES, RecallSource.ALL)
         wants_history = request.source in (RecallSource.HISTORY, RecallSource.ALL)
         scope = self._history_scope(request) if wants_history and request.query.strip() else None
-        # With source=all the two run side by side (the query's vector is made once for both).
-        memories_part, history_part = await asyncio.gather(
-            self._memories(request, limit)
-            if request.source in (RecallSource.MEMORIES, RecallSource.ALL)
-            else _nothing(),
-            _nothing() if scope is None else self._messages(request, scope, limit),
-            return_exceptions=True,
-        )
-        if isinstance(memories_part, BaseException):
-            raise memories_part
-        if isinstance(history_part, BaseException):
-            raise history_part
+        memories_part: _Part = ([], 0, 0)
+        history_part: _Part = ([], 0, 0)
+        if wants_memories and scope is not None:
+            # Side by side (the query's vector is made once for both); the rows' failure first.
+            found_memories, found_history = await asyncio.gather(
+                self._memories(request, limit),
+                self._messages(request, scope, limit),
+                return_exceptions=True,
+            )
+            if isinstance(found_memories, BaseException):
+                raise found_memories
+            if isinstance(found_history, BaseException):
+                raise found_history
+            memories_part, history_part = found_memories, found_history
+        elif wants_memories:
+            memories_part = await self._memories(request, limit)
+        elif scope is not None:
+            history_part = await self._messages(request, scope, limit)
         memories, cut, unembedded = memories_part
         messages, cut_history, unembedded_history = history_part
         cut, unembedded = cut + cut_history, unembedded + unembedded_history
@@ -187,7 +194,13 @@ class RecallService:
         vectors = self._history.vectors
         words = fallback_words(query)
         depth = max(limit, FUSION_DEPTH)
-        meaning_call = asyncio.ensure_future(vectors.meaning(query, mode))
+        meaning: Meaning | None = None
+        meaning_call: asyncio.Task[Meaning | None] | None = None
+        if mode is SearchMode.LEXICAL or not vectors.enabled:
+            # No vector to make: None, or semantic mode refused, before anything is read.
+            meaning = await vectors.meaning(query, mode)
+        else:
+            meaning_call = asyncio.ensure_future(vectors.meaning(query, mode))
 
         def lexical(connection: Transaction) -> tuple[list[RankedMemory], QueryTerms]:
             hits: list[RankedMemory] = []
@@ -204,12 +217,14 @@ class RecallService:
         blind = False
         try:
             hits, terms = await self._readers.read(lexical)
-            try:
-                meaning = await meaning_call
-            except QueryNotEmbeddedError:
-                meaning, blind = None, True
+            if meaning_call is not None:
+                try:
+                    meaning = await meaning_call
+                except QueryNotEmbeddedError:
+                    blind = True
         finally:
-            meaning_call.cancel()
+            if meaning_call is not None:
+                meaning_call.cancel()
 
         def fuse_them(connection: Transaction) -> tuple[list[RankedMemory], int, int]:
             unembedded = vectors.unembedded(connection, mode, visible, blind=blind)
@@ -226,10 +241,6 @@ class RecallService:
             return found, cut, unembedded
 
         return await self._readers.read(fuse_them)
-
-
-async def _nothing() -> _Part:
-    return [], 0, 0
 
 
 def recall_visibility(caller: Caller, scope: RecallScope, trust: Trust) -> Visible:
