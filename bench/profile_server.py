@@ -3,7 +3,7 @@ the interpreter lock, under one benchmark's load.
 
     python bench/profile_server.py [--load append|transcript|ingest] [--seconds 10]
                                    [--embeddings on|off] [--backend sqlite]
-                                   [--flame docs/profiles/append.svg]
+                                   [--flame docs/profiles/append.svg] [--stacks FILE]
 
 Loads: `append`, ghz's load of append_throughput.py (32 callers, one message a call, counted by
 ghz's OK answers); `transcript`, transcript_latency.py's (50 streams, 1,000 finals/s in total,
@@ -135,6 +135,7 @@ def main() -> int:
     server_config.add_embeddings_option(parser)
     parser.add_argument("--backend", default="sqlite", choices=backends.CHOICES)
     parser.add_argument("--flame", type=Path, help="also write py-spy's flame graph (SVG) here")
+    parser.add_argument("--stacks", type=Path, help="also keep py-spy's collapsed stacks here")
     args = parser.parse_args()
     py_spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
     if py_spy is None:
@@ -178,6 +179,8 @@ def main() -> int:
                 again.finish()
         finally:
             server.stop()
+        if args.stacks:
+            shutil.copyfile(raw, args.stacks)
         names, own, whole = read_profile(raw)
     print(json.dumps(report(args, calls, spent, (before, after), (names, own, whole)), indent=2))
     return 0
