@@ -25,7 +25,6 @@ import dataclasses
 import logging
 import time
 
-from memoryd.domain.embedding_queue import ARRIVALS, live_arrivals
 from memoryd.domain.vectors import Floats, quantise, to_blob
 from memoryd.errors import FailedPrecondition, Unavailable
 from memoryd.llm.embeddings import Embedder, EmbeddingUnavailableError
@@ -280,29 +279,29 @@ class EmbeddingService:
         if batch == 0:
             return False
 
-        def read(
-            connection: Transaction,
-        ) -> tuple[store.EmbeddingModel | None, list[tuple[int, tuple[object, ...]]]]:
+        def read(connection: Transaction) -> tuple[store.EmbeddingModel | None, int]:
             # The model's row is read again each time: another process (a worker, a replica)
             # may have moved its cursor back (ReindexEmbeddings) or made it.
             model = store.find_model(connection, embedder.provider, embedder.model)
-            return model, store.arrivals(connection, model, ARRIVALS)
+            return model, store.arrivals_count(connection, model)
 
         self.model, arrived = await self._readers.read(read)
-        live_ids = live_arrivals(arrived)
         if self.model is not None and arrived:
-            model_id, through = self.model.id, arrived[-1][0]
-            await self._writer.run(
+            sorting = self.model
+            through = await self._writer.run(
                 "sort arrivals",
-                lambda transaction: store.sort_arrivals(transaction, model_id, live_ids, through),
-                rows=max(1, len(live_ids)),
+                lambda transaction: store.sort_arrivals(transaction, sorting),
+                rows=arrived,
             )
-            self.model = dataclasses.replace(self.model, arrived_through=through)
+            if through is not None:
+                self.model = dataclasses.replace(self.model, arrived_through=through)
         model = self.model
 
         def waiting(connection: Transaction) -> tuple[list[store.MessageText], bool]:
             if model is None:  # before the first vector: the live arrivals, not sorted yet
-                live = store.messages_by_id(connection, live_ids[:batch])
+                live = store.messages_by_id(
+                    connection, store.live_arrivals(connection, None)[:batch]
+                )
             else:
                 live = store.live_messages(connection, model, batch)
             if live:

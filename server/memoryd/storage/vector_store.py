@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from memoryd.domain.embedding_queue import ARRIVALS, live_arrivals
+from memoryd.domain.embedding_queue import ARRIVALS, LIVE_BACKLOG
 from memoryd.domain.timestamps import to_text, utc_now
 from memoryd.storage.engine import engine_of
 from memoryd.storage.sql import KEY_COLUMNS, Row, one, rows
@@ -135,39 +135,77 @@ def waiting_messages(
     )
 
 
-def arrivals(
-    connection: Transaction, model: EmbeddingModel | None, limit: int
-) -> list[tuple[int, tuple[Any, ...]]]:
-    """(id, conversation) of the messages not sorted into the queues yet, oldest first: after
-    the model's arrived_through and its cursor (every message before its first vector)
-    (reader)."""
-    after = 0 if model is None else max(model.arrived_through, model.message_cursor)
-    return [
-        (int(row[0]), tuple(row[1:]))
-        for row in rows(
+def _arrived(after: int, limit: int) -> tuple[str, tuple[int, int]]:
+    """The next `limit` messages after `after`, oldest first: a SELECT of their ids and
+    conversations, and its parameters."""
+    keys = ", ".join(f"m.{column}" for column in KEY_COLUMNS)
+    return (
+        f"SELECT m.id, {keys} FROM messages AS m WHERE m.id > ? ORDER BY m.id LIMIT ?",
+        (after, limit),
+    )
+
+
+def _live_of(after: int, limit: int) -> tuple[str, tuple[int, ...]]:
+    """Of the next `limit` arrivals after `after`, the ids of the live ones (a conversation that
+    brought at most LIVE_BACKLOG of them: memoryd.domain.embedding_queue), oldest first: a
+    SELECT and its parameters. The counting is the database's: a step over a bulk load's
+    10,000 arrivals holds no Python lock for it."""
+    arrived, params = _arrived(after, limit)
+    keys = ", ".join(KEY_COLUMNS)
+    of_each = ", ".join(f"a.{column}" for column in KEY_COLUMNS)
+    sql = (
+        f"WITH arrived AS ({arrived}) SELECT a.id FROM arrived AS a WHERE ({of_each}) IN "
+        f"(SELECT {keys} FROM arrived GROUP BY {keys} HAVING count(*) <= ?) ORDER BY a.id"
+    )
+    return sql, (*params, LIVE_BACKLOG)
+
+
+def arrived_after(model: EmbeddingModel | None) -> int:
+    """Where the messages not sorted into the queues yet begin: after the model's
+    arrived_through and its cursor (every message, before the model's first vector)."""
+    return 0 if model is None else max(model.arrived_through, model.message_cursor)
+
+
+def arrivals_count(connection: Transaction, model: EmbeddingModel | None) -> int:
+    """How many messages wait to be sorted into the queues, up to ARRIVALS (reader)."""
+    return int(
+        one(
             connection,
-            f"SELECT m.id, {', '.join(f'm.{column}' for column in KEY_COLUMNS)} "
-            "FROM messages AS m WHERE m.id > ? ORDER BY m.id LIMIT ?",
-            (after, limit),
-        )
-    ]
+            "SELECT count(*) FROM (SELECT 1 FROM messages AS m WHERE m.id > ? LIMIT ?) AS arrived",
+            (arrived_after(model), ARRIVALS),
+        )[0]
+    )
 
 
-def sort_arrivals(
-    connection: Transaction, model_id: int, live: Sequence[int], through: int
-) -> None:
-    """Put the `live` of the arrivals up to `through` in the live queue; the rest stay in the
-    backlog."""
-    connection.executemany(
-        "INSERT INTO embedding_live (model_id, message_id) SELECT ?, m.id FROM messages AS m "
-        "WHERE m.id = ? ON CONFLICT (model_id, message_id) DO NOTHING",
-        [(model_id, item) for item in live],
+def live_arrivals(connection: Transaction, model: EmbeddingModel | None) -> list[int]:
+    """The ids of the live ones of the next ARRIVALS arrivals, oldest first (reader): before the
+    model's first vector they are not stored, and each step sorts them again."""
+    sql, params = _live_of(arrived_after(model), ARRIVALS)
+    return [int(row[0]) for row in rows(connection, sql, params)]
+
+
+def sort_arrivals(connection: Transaction, model: EmbeddingModel) -> int | None:
+    """Sort the next ARRIVALS arrivals after those `model` had sorted: the live ones into the
+    live queue, the rest left in the backlog; the model's arrived_through moved past them. The
+    last id sorted (None: nothing had arrived)."""
+    after = arrived_after(model)
+    arrived, params = _arrived(after, ARRIVALS)
+    through = one(connection, f"SELECT max(id) FROM ({arrived}) AS arrived", params)[0]
+    if through is None:
+        return None
+    live, live_params = _live_of(after, ARRIVALS)
+    connection.execute(
+        f"INSERT INTO embedding_live (model_id, message_id) SELECT ?, live.id FROM ({live}) "
+        # WHERE: SQLite would read the ON of the upsert as the join's.
+        "AS live WHERE true ON CONFLICT (model_id, message_id) DO NOTHING",
+        (model.id, *live_params),
     )
     connection.execute(
         "UPDATE embedding_models SET arrived_through = "
         f"{engine_of(connection).greatest('arrived_through', '?')} WHERE id = ?",
-        (through, model_id),
+        (int(through), model.id),
     )
+    return int(through)
 
 
 _LIVE = (
@@ -200,7 +238,7 @@ def live_count(connection: Transaction, model: EmbeddingModel | None) -> int:
     """How many messages the live queue holds (reader). Before the model's first vector, the
     arrivals are sorted as the embedder sorts them, but not stored."""
     if model is None:
-        return len(live_arrivals(arrivals(connection, None, ARRIVALS)))
+        return len(live_arrivals(connection, None))
     return int(
         one(
             connection,
