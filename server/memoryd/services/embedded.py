@@ -1,6 +1,6 @@
 """What is embedded, each embedding call, and what is reported of it: a message's text (with the
 end of the message before it) and a memory row's, the provider's call (counted in the metrics
-and traced), and GetEmbeddingStatus's answer."""
+and traced), and GetEmbeddingStatus's answer, read."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from memoryd.llm.embeddings import Embedder
 from memoryd.observability import metrics, tracing
 from memoryd.storage import vector_reads
 from memoryd.storage import vector_store as store
+from memoryd.storage.readers import ReaderPool
+from memoryd.storage.transaction import Transaction
 
 
 def message_text(message: store.MessageText) -> str:
@@ -62,3 +64,30 @@ class EmbeddingStatus:
     dimension: int
     counts: vector_reads.VectorCounts | None
     last_error: str
+
+
+async def status(
+    embedder: Embedder | None, readers: ReaderPool, last_error: str
+) -> EmbeddingStatus:
+    """GetEmbeddingStatus's answer: the provider, the model, and how much is embedded and
+    waiting (read now), with the embedder's last failure."""
+    if embedder is None:
+        return EmbeddingStatus(
+            enabled=False, provider="", model="", dimension=0, counts=None, last_error=""
+        )
+
+    def read(
+        connection: Transaction,
+    ) -> tuple[store.EmbeddingModel | None, vector_reads.VectorCounts]:
+        model = store.find_model(connection, embedder.provider, embedder.model)
+        return model, vector_reads.counts(connection, model)
+
+    model, counts = await readers.read(read)
+    return EmbeddingStatus(
+        enabled=True,
+        provider=embedder.provider,
+        model=embedder.model,
+        dimension=0 if model is None else model.dimension,
+        counts=counts,
+        last_error=last_error,
+    )

@@ -159,27 +159,7 @@ class EmbeddingService:
 
     async def status(self) -> embedded.EmbeddingStatus:
         """The provider, the model, and how much is embedded and waiting."""
-        if self.embedder is None:
-            return embedded.EmbeddingStatus(
-                enabled=False, provider="", model="", dimension=0, counts=None, last_error=""
-            )
-        embedder = self.embedder
-
-        def read(
-            connection: Transaction,
-        ) -> tuple[store.EmbeddingModel | None, vector_reads.VectorCounts]:
-            model = store.find_model(connection, embedder.provider, embedder.model)
-            return model, vector_reads.counts(connection, model)
-
-        model, counts = await self._readers.read(read)
-        return embedded.EmbeddingStatus(
-            enabled=True,
-            provider=self.embedder.provider,
-            model=self.embedder.model,
-            dimension=0 if model is None else model.dimension,
-            counts=counts,
-            last_error=self._last_error,
-        )
+        return await embedded.status(self.embedder, self._readers, self._last_error)
 
     async def reindex(self) -> tuple[int, int]:
         """Queue every message and row again for the current model."""
