@@ -141,7 +141,7 @@ class Paths(grpc.GenericRpcHandler):
     server keeps one pending request per registered method and passes all of them to
     `asyncio.wait` for every call it accepts, so each call paid for every method served (about
     95, with memoryd.v1's paths, health and reflection). Without them it waits on one request.
-    On AppendMessages that was 30 to 80 µs of CPU a call (bench/append_throughput.py)."""
+    On AppendMessages that was 50 to 110 µs of CPU a call (bench/append_throughput.py)."""
 
     def __init__(self, handlers: Mapping[str, grpc.RpcMethodHandler[Any, Any]]) -> None:
         self._handlers = dict(handlers)
