@@ -187,7 +187,8 @@ func streamDefaults(token string) grpc.StreamClientInterceptor {
 // message has a client_message_id are retried likewise (IsKeyedAppend). Every other unary call is
 // retried only on a CANCELLED that came before the server's response headers: memoryd sends those
 // before a stop could cut a call that is not safe to repeat, and gRPC never retries a call whose
-// headers came, so such a call never ran. A write that may have committed is for the caller to send again.
+// headers came, so such a call never ran. A write that may have committed is for the caller to
+// send again.
 func ServiceConfig() string {
 	var idempotent, others []map[string]string
 	for _, file := range []protoreflect.FileDescriptor{

@@ -189,8 +189,12 @@ def sort_arrivals(connection: Transaction, model: EmbeddingModel) -> int | None:
     live queue, the rest left in the backlog; the model's arrived_through moved past them. The
     last id sorted (None: nothing had arrived)."""
     after = arrived_after(model)
-    arrived, params = _arrived(after, ARRIVALS)
-    through = one(connection, f"SELECT max(id) FROM ({arrived}) AS arrived", params)[0]
+    through = one(
+        connection,
+        "SELECT max(id) FROM (SELECT m.id FROM messages AS m WHERE m.id > ? ORDER BY m.id "
+        "LIMIT ?) AS arrived",
+        (after, ARRIVALS),
+    )[0]
     if through is None:
         return None
     live, live_params = _live_of(after, ARRIVALS)
