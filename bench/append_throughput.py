@@ -12,7 +12,15 @@ same machine noise; the medians are compared.
 Two memoryd servers take part: one with the default settings, whose background embedder makes a
 vector of every appended message while the appends go on, and one with embeddings off, as
 memoryd was before semantic search: writes must be acknowledged as fast with the embedder as
-without it (the embedder only reads, then commits a batch of vectors now and then).
+without it (the embedder only reads, then commits a batch of vectors now and then). Each memoryd
+is stopped (SIGSTOP) while another server is measured: otherwise the embedder, quiet while its
+server is called but with every appended message still to embed, works through that backlog at
+full speed during the other servers' rounds, and takes their cores and caches.
+
+A second baseline, the floor (bench/floor_server.py), stores each message in memoryd's own
+schema through one writer thread and does nothing else: what it spends beyond the do-nothing
+server is the price of Python, a thread and SQLite's indexes; what memoryd spends beyond it is
+memoryd's own code. It takes part in the same rounds.
 
 With `--backend postgres` (repeatable, with `--backend sqlite`), a memoryd on a throwaway
 PostgreSQL takes part as well (bench/backends.py), in the same rounds: its ratio to the
@@ -26,6 +34,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -142,13 +151,39 @@ def cpu_seconds(pid: int) -> float:
 
 def start_noop() -> tuple[subprocess.Popen[str], str]:
     """The baseline server; returns the process and its address."""
+    return start_script("noop_server.py", "127.0.0.1:0")
+
+
+def start_script(script: str, *arguments: str) -> tuple[subprocess.Popen[str], str]:
+    """A baseline server of bench/ that prints its address; returns the process and it."""
     process = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "noop_server.py"), "127.0.0.1:0"],
+        [sys.executable, str(ROOT / "bench" / script), *arguments],
         stdout=subprocess.PIPE,
         text=True,
     )
     assert process.stdout is not None
     return process, process.stdout.readline().strip()
+
+
+def alone(measured_pid: int | None, memoryds: list[int]) -> None:
+    """Only the memoryd about to be measured runs (None: a baseline's round, none runs); every
+    other stops (SIGSTOP) until its own round."""
+    for pid in memoryds:
+        os.kill(pid, signal.SIGCONT if pid == measured_pid else signal.SIGSTOP)
+
+
+def resume(memoryds: list[int]) -> None:
+    """Every memoryd runs again (before it is stopped for good)."""
+    for pid in memoryds:
+        os.kill(pid, signal.SIGCONT)
+
+
+def measured(pid: int, address: str, concurrency: int, seconds: float) -> dict[str, float]:
+    """One timed ghz run against a server, with the server's CPU time per acknowledged call."""
+    cpu_before = cpu_seconds(pid)
+    run = summary(run_ghz(address, seconds=seconds, concurrency=concurrency))
+    run["cpu_us_per_call"] = (cpu_seconds(pid) - cpu_before) / max(run["ok"], 1) * 1e6
+    return run
 
 
 def main() -> int:
@@ -180,9 +215,12 @@ def main() -> int:
                 env=places.env(backend, off),
             ).start()
         noop, noop_address = start_noop()
+        floor, floor_address = start_script("floor_server.py", str(Path(scratch) / "floor"))
+        baselines = {"baseline": (noop, noop_address), "floor": (floor, floor_address)}
         acknowledged = dict.fromkeys(servers, 0)
         cancelled = dict.fromkeys(servers, 0)
-        runs: dict[str, list[dict[str, float]]] = {name: [] for name in ("baseline", *servers)}
+        runs: dict[str, list[dict[str, float]]] = {name: [] for name in (*baselines, *servers)}
+        pids = [server.process.pid for server in servers.values()]
         try:
             # Warm-up (not measured): connections, caches, the first FTS segments.
             for name, server in servers.items():
@@ -191,28 +229,27 @@ def main() -> int:
                 )
                 acknowledged[name] += int(warm_up["ok"])
                 cancelled[name] += int(warm_up["errors"])
-            run_ghz(noop_address, seconds=args.warm_up, concurrency=args.concurrency)
+            for _, address in baselines.values():
+                run_ghz(address, seconds=args.warm_up, concurrency=args.concurrency)
             for _ in range(args.rounds):
-                cpu_before = cpu_seconds(noop.pid)
-                baseline = summary(
-                    run_ghz(noop_address, seconds=args.seconds, concurrency=args.concurrency)
-                )
-                used = cpu_seconds(noop.pid) - cpu_before
-                baseline["cpu_us_per_call"] = used / max(baseline["ok"], 1) * 1e6
-                runs["baseline"].append(baseline)
-                for name, server in servers.items():
-                    cpu_before = cpu_seconds(server.process.pid)
-                    run = summary(
-                        run_ghz(server.address, seconds=args.seconds, concurrency=args.concurrency)
+                for name, (process, address) in baselines.items():
+                    alone(None, pids)
+                    runs[name].append(
+                        measured(process.pid, address, args.concurrency, args.seconds)
                     )
-                    used = cpu_seconds(server.process.pid) - cpu_before
-                    run["cpu_us_per_call"] = used / max(run["ok"], 1) * 1e6
+                for name, server in servers.items():
+                    alone(server.process.pid, pids)
+                    run = measured(
+                        server.process.pid, server.address, args.concurrency, args.seconds
+                    )
                     acknowledged[name] += int(run["ok"])
                     cancelled[name] += int(run["errors"])
                     runs[name].append(run)
         finally:
-            noop.terminate()
-            noop.wait()
+            resume(pids)
+            for process, _ in baselines.values():
+                process.terminate()
+                process.wait()
             codes = {name: server.stop() for name, server in servers.items()}
         if any(codes.values()):
             sys.exit(f"memoryd exited with {codes}")
@@ -233,6 +270,15 @@ def main() -> int:
         "baseline_p50_ms": round(median("baseline", "p50_ms"), 2),
         "baseline_cpu_us_per_call": round(median("baseline", "cpu_us_per_call")),
         "target": "ratio at least 0.6 in every run; CPU a call at most 2x the baseline's",
+        "floor": {
+            "rps": [round(run["rps"]) for run in runs["floor"]],
+            "ratio_of_medians": round(median("floor", "rps") / median("baseline", "rps"), 3),
+            "p50_ms": round(median("floor", "p50_ms"), 2),
+            "cpu_us_per_call": round(median("floor", "cpu_us_per_call")),
+            "cpu_of_baseline": round(
+                median("floor", "cpu_us_per_call") / median("baseline", "cpu_us_per_call"), 2
+            ),
+        },
     }
     for name in servers:
         # ghz cancels the calls in flight when a timed round ends: those may have committed
@@ -248,6 +294,10 @@ def main() -> int:
             "cpu_us_per_call": round(median(name, "cpu_us_per_call")),
             "cpu_of_baseline": round(
                 median(name, "cpu_us_per_call") / median("baseline", "cpu_us_per_call"), 2
+            ),
+            "ratio_to_floor": round(median(name, "rps") / median("floor", "rps"), 3),
+            "cpu_of_floor": round(
+                median(name, "cpu_us_per_call") / median("floor", "cpu_us_per_call"), 2
             ),
             "errors": cancelled[name],
             "acknowledged": acknowledged[name],
