@@ -43,6 +43,11 @@ from memoryd.storage import vector_store as store
 from memoryd.storage.sql import Row
 from memoryd.storage.transaction import Transaction
 
+# What a cached scope costs beside its arrays: the object, its arrays' headers, its key (1,076
+# bytes by tracemalloc for a scope with no vector). Counted so that scopes with few vectors or
+# none take their share of the budget too: counted as nothing, every scope ever searched stayed.
+SCOPE_BYTES = 1_100
+
 
 # Bytes a cached vector takes: its id, scale, int8 components and sign words.
 def vector_bytes(dimension: int) -> int:
@@ -79,7 +84,7 @@ class _Scope:
 
     @property
     def nbytes(self) -> int:
-        return int(
+        return SCOPE_BYTES + int(
             self.ids.nbytes
             + self.scales.nbytes
             + self.components.nbytes
@@ -132,6 +137,9 @@ class VectorCache:
         self._entries: collections.OrderedDict[tuple[int, HistoryScope], _Scope] = (
             collections.OrderedDict()
         )
+        # The bytes of the scopes held, kept as they come and go (a scope held is never changed:
+        # it is taken out to be brought up to date), so that no search sums them all.
+        self._held = 0
         self._lock = threading.Lock()
         # Scopes whose vectors would not fit, and when that was found.
         self._too_large: dict[tuple[int, HistoryScope], tuple[float, str]] = {}
@@ -140,7 +148,13 @@ class VectorCache:
         """Forget every scope (after an erasure, so that nothing of it stays in memory)."""
         with self._lock:
             self._entries.clear()
+            self._held = 0
             self._too_large.clear()
+
+    def held(self) -> tuple[int, int]:
+        """The scopes held, and the bytes they count against the budget."""
+        with self._lock:
+            return len(self._entries), self._held
 
     def nearest(
         self,
@@ -197,6 +211,7 @@ class VectorCache:
         entry = self._entries.pop(key, None)
         metrics.cache_lookup("vectors", hit=entry is not None)
         if entry is not None:
+            self._held -= entry.nbytes
             newest = vector_reads.newest_seq(connection)
             if newest > entry.last_seq:
                 for chunk in vector_reads.scope_vectors(
@@ -226,6 +241,7 @@ class VectorCache:
                 entry.append(*_arrays(chunk, model.dimension))
         if entry.nbytes <= self._budget:
             self._entries[key] = entry
+            self._held += entry.nbytes
             self._shrink()
         return entry
 
@@ -262,10 +278,9 @@ class VectorCache:
         raise ScopeTooLargeError(reason)
 
     def _shrink(self) -> None:
-        total = sum(entry.nbytes for entry in self._entries.values())
-        while total > self._budget and len(self._entries) > 1:
+        while self._held > self._budget and len(self._entries) > 1:
             _, dropped = self._entries.popitem(last=False)
-            total -= dropped.nbytes
+            self._held -= dropped.nbytes
 
 
 def nearest_memories(

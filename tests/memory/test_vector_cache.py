@@ -1,0 +1,90 @@
+"""The vector cache (memoryd.services.semantic.VectorCache) holds the scopes searched by meaning
+within its budget, each counted with what it costs beside its vectors: scopes with no vector
+yet (a backlog's) leave like the others, and a scope that left is read again when searched."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memoryd.domain.conversation import ConversationKey, conversation_key
+from memoryd.domain.fusion import SearchMode
+from memoryd.runtime import Runtime
+from memoryd.services.semantic import SCOPE_BYTES
+from memoryd.testing.configs import embedding_config
+from memoryd.testing.fake_embeddings import FakeEmbeddings
+from tests.in_process import use_cases
+from tests.memory.test_backfill import said
+
+# Exercises storage: make test runs it on PostgreSQL too.
+pytestmark = pytest.mark.storage
+
+BUDGET_MB = 0.01
+BUDGET = int(BUDGET_MB * (1 << 20))
+CHATS = 30
+
+
+@pytest.fixture
+def endpoint() -> Iterator[FakeEmbeddings]:
+    with FakeEmbeddings() as fake:
+        yield fake
+
+
+def chat(number: int) -> ConversationKey:
+    return conversation_key(
+        agent_id="main", owner_id="ada", channel="cache", chat_id=f"c{number}", thread_scope=""
+    )
+
+
+async def meaning(runtime: Runtime, key: ConversationKey, query: str) -> list[str]:
+    """A search of one chat by meaning alone: the texts found."""
+    found = await runtime.services.search.search(
+        key, query, kinds=[], requested_limit=3, mode=SearchMode.SEMANTIC
+    )
+    return [hit.message.content for hit in found.hits]
+
+
+async def test_scopes_without_vectors_count_against_the_budget_and_leave(
+    tmp_path: Path, endpoint: FakeEmbeddings
+) -> None:
+    config = embedding_config(endpoint, vector_cache_mb=BUDGET_MB)
+    async with use_cases(tmp_path / "home", config=config) as runtime:
+        embedding, cache = runtime.services.embedding, runtime.services.search.vectors.cache
+        await runtime.services.history.append(chat(0), [said("the violin case")])
+        while await embedding.step():  # the model's row, and chat 0's vector
+            pass
+        for number in range(1, CHATS):  # messages the embedder has not reached yet
+            await runtime.services.history.append(chat(number), [said(f"violin {number}")])
+        for number in range(1, CHATS):
+            assert await meaning(runtime, chat(number), "violin") == []
+            scopes, held = cache.held()
+            assert held <= BUDGET
+            assert scopes <= BUDGET // SCOPE_BYTES
+        assert cache.held()[0] == BUDGET // SCOPE_BYTES
+
+        # Chat 0's scope left long ago; searched again, it is read again.
+        assert await meaning(runtime, chat(0), "violin") == ["the violin case"]
+        while await embedding.step():
+            pass
+        assert await meaning(runtime, chat(CHATS - 1), "violin") == [f"violin {CHATS - 1}"]
+
+
+async def test_a_scope_brought_up_to_date_is_counted_once(
+    tmp_path: Path, endpoint: FakeEmbeddings
+) -> None:
+    async with use_cases(tmp_path / "home", config=embedding_config(endpoint)) as runtime:
+        embedding, cache = runtime.services.embedding, runtime.services.search.vectors.cache
+        for round_ in range(3):
+            await runtime.services.history.append(chat(0), [said(f"violin {round_}")])
+            while await embedding.step():
+                pass
+            found = await meaning(runtime, chat(0), "violin")
+            assert len(found) == round_ + 1
+            scopes, held = cache.held()
+            assert scopes == 1
+            # One scope: what it costs beside its vectors, and arrays of at least that many.
+            assert SCOPE_BYTES < held < SCOPE_BYTES + 64 * 1024
+        cache.clear()
+        assert cache.held() == (0, 0)
