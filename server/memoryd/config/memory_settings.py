@@ -172,7 +172,8 @@ class SearchSettings(Section):
     # Threads the background embedder runs the embedded model on, at the lowest CPU priority
     # (they use what calls leave). A search's query embeds on a thread of its own.
     embedding_threads: int = 2
-    # Vectors of recently searched scopes kept in memory, in MiB (least recently used dropped).
+    # Vectors of recently searched scopes kept in memory, in MiB (least recently used dropped;
+    # each scope also counts about 1 KiB of its own).
     # A scope with more vectors than fit is searched by its words (semantic: refused, saying so).
     vector_cache_mb: float = 256.0
     # The similarity (0 to 1) at which a row or message holding none of the query's words is
