@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import random
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,11 +28,11 @@ import numpy as np
 
 from memoryd.domain.search_query import MAX_QUERY_CHARS, MAX_QUERY_WORDS
 from memoryd.domain.vectors import Floats, quantise, to_blob
-from memoryd.services.embedded import message_text
+from memoryd.services.embedded import memory_text, message_text
 from memoryd.storage import vector_store
 from memoryd.storage.sql import rows, write_transaction
 from memoryd.storage.transaction import Transaction
-from memoryd.storage.vector_store import CONTEXT_CHARS, MessageText
+from memoryd.storage.vector_store import CONTEXT_CHARS, MemoryText, MessageText
 
 # Messages stored a call, as an adapter's backfill would.
 PER_CALL = 100
@@ -66,6 +67,64 @@ class Corpus:
         """`count` turns in order from `offset`, starting again at the first after the last."""
         for place in range(offset, offset + count):
             yield self.turns[place % len(self.turns)]
+
+
+class ChatTexts:
+    """LoCoMo's turns dealt to many conversations: each goes on in LoCoMo's order from a start
+    of its own, so that a turn follows the turn before it, as in a chat, and the texts the
+    embedder makes of them (a turn, then the end of the one before) repeat across conversations:
+    few enough to embed once (at most twice the turns)."""
+
+    def __init__(self, corpus: Corpus, rng: random.Random) -> None:
+        self._turns = corpus.turns
+        self._rng = rng
+        self._next: dict[int, int] = {}
+
+    def next(self, conversation: int) -> tuple[str, str]:
+        """The next turn (sender, text) of `conversation`."""
+        at = self._next.get(conversation)
+        if at is None:
+            at = self._rng.randrange(len(self._turns))
+        self._next[conversation] = at + 1
+        return self._turns[at % len(self._turns)]
+
+    def turn(self, place: int) -> tuple[str, str]:
+        """LoCoMo's turn at `place` (from the first again after the last)."""
+        return self._turns[place % len(self._turns)]
+
+
+def embed_memories(connection: Transaction, cache: Path) -> dict[str, float]:
+    """Give every memory row the embedded model's vector of what the server embeds for it
+    (memoryd.services.embedded.memory_text), as embed_stored does for messages."""
+    import memoryd_model_bge_small as embedded  # noqa: PLC0415
+
+    found = [
+        MemoryText(int(item), str(key), str(value))
+        for item, key, value in rows(connection, "SELECT id, key, value FROM memories ORDER BY id")
+    ]
+    texts = [memory_text(row.key, row.value) for row in found]
+    began = time.perf_counter()
+    vectors = _vectors(sorted(set(texts)), cache)
+    embedded_seconds = time.perf_counter() - began
+    for start in range(0, len(found), WRITE_CHUNK):
+        chunk = range(start, min(start + WRITE_CHUNK, len(found)))
+        stored = quantise(np.stack([vectors[texts[row]] for row in chunk]))
+        with write_transaction(connection) as transaction:
+            model = vector_store.model_row(
+                transaction, "embedded", str(embedded.NAME), int(embedded.DIMENSION)
+            )
+            vector_store.store_memory_vectors(
+                transaction,
+                model.id,
+                [
+                    (found[row], float(stored.scales[at]), to_blob(stored.components[at]))
+                    for at, row in enumerate(chunk)
+                ],
+            )
+    return {
+        "memory_embedding_seconds": round(embedded_seconds, 1),
+        "distinct_memory_texts": len(set(texts)),
+    }
 
 
 def embed_stored(connection: Transaction, cache: Path) -> dict[str, float]:

@@ -2,7 +2,7 @@
 
     python bench/recall_latency.py [--messages 1000000] [--memories 100000] [--queries 2000]
                                    [--owners 300] [--calls 3000] [--backend postgres]
-                                   [--embeddings on|off]
+                                   [--embeddings on|off] [--locomo PATH [--cache FILE]]
 
 The corpus (bench/corpus.py's vocabulary) is bulk-loaded into a freshly migrated database with
 SQL in one transaction: through the RPCs it would take many minutes, and the load is not what
@@ -12,6 +12,13 @@ to 1,765 (agent, owner) pairs (owners drawn from 2,000, two agents); each pair h
 memory rows across the six categories, notes and scopes. Then a real server opens the
 database; 300 owners (`--owners`) get one StoreMemory each, so their prompt files are rendered and
 versioned by the server itself.
+
+With `--locomo` the messages are LoCoMo's turns instead (bench/real_chat.py: each conversation
+goes on in LoCoMo's order from a start of its own), the memory rows hold its turns as values, the
+queries are its questions as typed, and every message and row has its vector before the server
+starts (real vectors of the embedded model, each distinct text embedded once and kept in
+--cache): Recall once the vectors have caught up, where the generated corpus measures it while
+a million messages wait for theirs (the embedder at work beside the queries).
 
 Recall queries are what a tool call sends: one mid-frequency word, two words, a partial word or
 non-English text; scope current / owner / all; source memories (60%), history (20%) or all
@@ -38,9 +45,11 @@ from typing import Any
 import backends
 import corpus
 import grpc
+import real_chat
 import server_config
 from append_throughput import ghz_binary, summary
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from hybrid_latency import DEFAULT_CACHE
 from search_latency import percentile
 
 import memoryd_client as md
@@ -73,12 +82,13 @@ def build(
     rng: random.Random,
     *,
     spread_days: int = 0,
+    chat_texts: real_chat.ChatTexts | None = None,
 ) -> dict[str, Any]:
     """Create and fill the database with (messages, memories) in one transaction; returns what
     the queries need. With `spread_days`, the messages' times run evenly over that many days up
-    to now (otherwise they all carry STAMP)."""
+    to now (otherwise they all carry STAMP); with `chat_texts`, the texts are LoCoMo's."""
     with places.migrated(backend, home) as connection, write_transaction(connection):
-        built = fill(connection, *sizes, rng, spread_days=spread_days)
+        built = fill(connection, *sizes, rng, spread_days=spread_days, chat_texts=chat_texts)
     places.settle(home)
     return built
 
@@ -90,6 +100,7 @@ def fill(
     rng: random.Random,
     *,
     spread_days: int = 0,
+    chat_texts: real_chat.ChatTexts | None = None,
 ) -> dict[str, Any]:
     """Fill a migrated database in one transaction; returns what the queries need."""
     now = dt.datetime.now(dt.UTC)
@@ -114,8 +125,11 @@ def fill(
 
     def message_rows() -> Iterator[tuple[Any, ...]]:
         for index in range(messages):
-            chat = rng.choice(chats)
-            text = corpus.message_text(rng, words)
+            number = rng.randrange(len(chats))
+            chat = chats[number]
+            sender, text = "x", corpus.message_text(rng, words)
+            if chat_texts is not None:
+                sender, text = chat_texts.next(number)
             if len(texts) < 20000:
                 texts.append(text)
             role = rng.choice(("user", "assistant"))
@@ -124,7 +138,7 @@ def fill(
             tokens = count_tokens(text)
             yield (
                 *chat.as_row(),
-                "x",
+                sender,
                 role,
                 "chat_message",
                 text,
@@ -155,13 +169,20 @@ def fill(
             else:
                 scope, scope_id = ScopeType.OWNER, owner.owner_id
             value = corpus.message_text(rng, words)[:200]
+            key = f"{category.value}-{number}"
+            if chat_texts is not None:
+                # Keys and values of few kinds (an owner's n-th row of each of 8 kinds), so that
+                # the texts embedded are few; every owner's are unique by the row's place.
+                place = number // len(owners)
+                key = f"{category.value}-{place}"
+                value = chat_texts.turn(place * 101 + number % 8)[1][:200]
             yield (
                 owner.agent_id,
                 owner.owner_id,
                 scope.value,
                 scope_id,
                 category.value,
-                f"{category.value}-{number}",
+                key,
                 value,
                 prompt_target(category, scope).value,
                 "operator",
@@ -181,16 +202,22 @@ def fill(
 
 
 def recall_requests(
-    rng: random.Random, chats: list[ConversationKey], texts: list[str], count: int
+    rng: random.Random,
+    chats: list[ConversationKey],
+    texts: list[str],
+    count: int,
+    questions: list[str] | None = None,
 ) -> list[Any]:
-    """(kind, request) pairs."""
+    """(kind, request) pairs; with `questions`, each query is one of them as typed."""
     content = set(corpus.vocabulary().content_words())
     made = []
     for _ in range(count):
         roll = rng.random()
         words = [w.strip(".?!").lower() for w in rng.choice(texts).split()]
         words = [w for w in words if w in content]
-        if roll < 0.5 and words:
+        if questions is not None:
+            kind, query = "question", real_chat.asked(rng.choice(questions))
+        elif roll < 0.5 and words:
             kind, query = "one word", rng.choice(words)
         elif roll < 0.75 and len(words) >= 2:
             kind, query = "two words", " ".join(rng.sample(words, 2))
@@ -224,6 +251,17 @@ def recall_requests(
             (kind, md.RecallSource.Name(source).removeprefix("RECALL_SOURCE_").lower(), request)
         )
     return made
+
+
+def caught_up(memory: md.SyncStubs) -> None:
+    """Once nothing waits for a vector (at most a minute)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        status = memory.admin.GetEmbeddingStatus(md.GetEmbeddingStatusRequest())
+        if status.pending_messages + status.pending_memories == 0:
+            return
+        time.sleep(0.2)
+    sys.exit(f"vectors still waiting after a minute: {status}")
 
 
 def ghz_latency(
@@ -269,17 +307,33 @@ def main() -> int:
         "--calls", type=int, default=3000, help="GetPromptContext and health calls through ghz"
     )
     parser.add_argument("--backend", default="sqlite", choices=backends.CHOICES)
+    parser.add_argument("--locomo", type=Path, help="LoCoMo's locomo10.json: its text, embedded")
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="the vectors' cache")
     server_config.add_embeddings_option(parser)
     args = parser.parse_args()
     rng = random.Random(2027)
+    chat = None if args.locomo is None else real_chat.Corpus.read(args.locomo)
     with (
         tempfile.TemporaryDirectory() as scratch,
         backends.started([args.backend], Path(scratch)) as places,
     ):
         home = Path(scratch) / "home"
         started = time.perf_counter()
-        built = build(places, args.backend, home, (args.messages, args.memories), rng)
+        built = build(
+            places,
+            args.backend,
+            home,
+            (args.messages, args.memories),
+            rng,
+            chat_texts=None if chat is None else real_chat.ChatTexts(chat, rng),
+        )
         build_seconds = time.perf_counter() - started
+        embedded: dict[str, float] = {}
+        if chat is not None:
+            with places.migrated(args.backend, home) as connection:
+                embedded = real_chat.embed_stored(connection, args.cache)
+                embedded.update(real_chat.embed_memories(connection, args.cache))
+            places.settle(home)
         config = server_config.embeddings(args.embeddings)
         server = ServerProcess(home, config=config, env=places.env(args.backend, home)).start()
         try:
@@ -295,9 +349,17 @@ def main() -> int:
                             value="Prefers short answers",
                         )
                     )
-                planned = recall_requests(rng, built["chats"], built["texts"], args.queries)
+                planned = recall_requests(
+                    rng,
+                    built["chats"],
+                    built["texts"],
+                    args.queries,
+                    None if chat is None else chat.questions,
+                )
                 for _, _, request in planned[:200]:
                     memory.memory.Recall(request)
+                if chat is not None:  # the rows StoreMemory wrote get their vectors first
+                    caught_up(memory)
                 mark = len(server.events("rpc"))
                 client: dict[str, list[float]] = defaultdict(list)
                 for kind, source, request in planned:
@@ -349,7 +411,9 @@ def main() -> int:
         "messages": args.messages,
         "memories": args.memories,
         "queries": len(planned),
+        "corpus": "generated" if chat is None else "LoCoMo's, every message and row embedded",
         "build_seconds": round(build_seconds, 1),
+        **embedded,
         "database_mb": round(database_mb, 1),
         "recall_client_ms": {
             key: {
