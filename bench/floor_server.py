@@ -21,13 +21,12 @@ import queue
 import sys
 import threading
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import backends
 import grpc
-from grpc_reflection.v1alpha import reflection
+from noop_server import serve
 
-from memoryd.api.reflection import MethodAwarePool
 from memoryd.domain.conversation import (
     DEFAULT_THREAD_SCOPE,
     ConversationKey,
@@ -126,13 +125,7 @@ async def main(home: Path, listen: str) -> None:
         servicer = StoringConversations(jobs)  # type: ignore[abstract]
         conversation_grpc.add_ConversationServiceServicer_to_server(servicer, server)
         names = [conversation_pb.DESCRIPTOR.services_by_name["ConversationService"].full_name]
-        reflection.enable_server_reflection(
-            [*names, reflection.SERVICE_NAME], server, pool=cast("Any", MethodAwarePool())
-        )
-        port = server.add_insecure_port(listen)
-        await server.start()
-        print(f"{listen.rpartition(':')[0]}:{port}", flush=True)
-        await server.wait_for_termination()
+        await serve(server, names, listen)
 
 
 if __name__ == "__main__":

@@ -78,6 +78,11 @@ async def main(listen: str, compose_answer: bytes | None) -> None:
         canned = CannedContext(answer)  # type: ignore[abstract]
         context_grpc.add_ContextServiceServicer_to_server(canned, server)
         names.append(context_pb.DESCRIPTOR.services_by_name["ContextService"].full_name)
+    await serve(server, names, listen)
+
+
+async def serve(server: grpc.aio.Server, names: list[str], listen: str) -> None:
+    """Serve `names` and reflection on `listen` until stopped; print the address bound first."""
     reflection.enable_server_reflection(
         [*names, reflection.SERVICE_NAME], server, pool=cast("Any", MethodAwarePool())
     )
