@@ -1,13 +1,14 @@
 """Words' counts of rows kept between searches (memoryd.storage.fts5_words.KeptCounts): a count
 holds until its table has grown by COUNT_GROWTH of the rows it had, never once it is smaller;
 and through a real database (SQLite: PostgreSQL's counts are its statistics'), a search after a
-write counts again."""
+write or an erasure counts again."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from memoryd.domain.conversation import conversation_key
+from memoryd.domain.messages import Trust
 from memoryd.storage.fts5_words import COUNT_GROWTH, KeptCounts
 from memoryd.storage.terms import counts
 from tests.in_process import use_cases
@@ -60,3 +61,24 @@ async def test_a_search_after_a_write_counts_again(tmp_path: Path) -> None:
         assert await counted() == (2.0, [1.0, 1.0])  # kept
         await history.append(chat, [said("violin lessons")])
         assert await counted() == (3.0, [2.0, 1.0])
+
+
+async def test_an_erasure_counts_again(tmp_path: Path) -> None:
+    chat = conversation_key(
+        agent_id="main", owner_id="ada", channel="counts", chat_id="c", thread_scope=""
+    )
+    async with use_cases(tmp_path / "home") as runtime:
+
+        async def counted() -> tuple[float, list[float]]:
+            return await runtime.readers.read(
+                lambda connection: counts(connection, "messages", ["violin", "cello"])
+            )
+
+        appended = await runtime.services.history.append(
+            chat, [said("the violin case"), said("violin lessons"), said("a cello")]
+        )
+        assert await counted() == (3.0, [2.0, 1.0])
+        first = appended.stored[0].id
+        await runtime.services.erasure.purge_messages(chat, [first], Trust.OPERATOR)
+        # The newest row stays, so the table's rows read the same: the count is read again.
+        assert await counted() == (3.0, [1.0, 1.0])

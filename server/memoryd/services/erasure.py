@@ -48,6 +48,7 @@ from memoryd.services.prompt_files import PromptFiles
 from memoryd.services.prompt_state import CommittedRender
 from memoryd.services.semantic import VectorCache
 from memoryd.storage import database, history_writes, memory_writes, scrub
+from memoryd.storage.fts5_words import forget_counts
 from memoryd.storage.location import DatabaseLocation
 from memoryd.storage.readers import ReaderPool
 from memoryd.storage.transaction import Transaction
@@ -301,7 +302,7 @@ class ErasureService:
         self._history.cache.invalidate(done.key)
         for memory_id in done.erased.memory_ids:
             self._memory.rows.invalidate(memory_id)
-        self._vectors.clear()  # no copy of an erased vector stays in memory
+        self._forget_copies()
 
     def _publish_owner(self, erased: scrub.OwnerErased) -> None:
         for key in erased.conversations:
@@ -309,7 +310,12 @@ class ErasureService:
         for memory_id in erased.memory_ids:
             self._memory.rows.invalidate(memory_id)
         self._prompts.cache.invalidate(erased.owner)
+        self._forget_copies()
+
+    def _forget_copies(self) -> None:
+        """No copy of an erased vector, nor a count of erased rows' words, stays in memory."""
         self._vectors.clear()
+        forget_counts()
 
     async def _remove_file(self, relative: str) -> int:
         return int(await asyncio.to_thread(self._prompts.remove_committed, relative))
@@ -320,7 +326,7 @@ class ErasureService:
             self._memory.rows.invalidate(memory_id)
         if purged.render is not None:
             self._prompts.publish(purged.render)
-        self._vectors.clear()  # no copy of an erased vector stays in memory
+        self._forget_copies()
 
 
 def _purge_owner(connection: Transaction, owner: OwnerKey) -> scrub.OwnerErased:

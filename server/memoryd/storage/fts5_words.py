@@ -8,7 +8,7 @@ scope (memoryd.storage.search_reads.rank_words). How rare a term is comes from F
 vocabulary: an fts5vocab table of each connection, which counts a word's rows by reading its
 whole list of them: 0.15 ms for a rare word, 2.6 ms for "what" in a million messages of LoCoMo.
 So a word's count is kept between searches until its table has grown by COUNT_GROWTH (or is
-smaller than when counted): a weight moves little with it.
+smaller than when counted, or rows were erased): a weight moves little with it.
 """
 
 from __future__ import annotations
@@ -65,6 +65,11 @@ class KeptCounts:
                     found[word] = count
         return found
 
+    def clear(self) -> None:
+        """Forget every count."""
+        with self._lock:
+            self._counts.clear()
+
     def keep(self, place: tuple[str, str], rows_now: int, counts: dict[str, int]) -> None:
         """Counts just read, at `rows_now` rows of the table."""
         with self._lock:
@@ -76,6 +81,12 @@ class KeptCounts:
 
 
 _KEPT = KeptCounts()
+
+
+def forget_counts() -> None:
+    """Forget the counts kept (after an erasure: no count of erased rows' words stays, though a
+    table whose newest row stays keeps its number of rows)."""
+    _KEPT.clear()
 
 
 class Fts5Words:
