@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from memoryd.domain.conversation import conversation_key
 from memoryd.domain.messages import Trust
 from memoryd.storage.fts5_words import COUNT_GROWTH, KeptCounts
@@ -44,6 +46,7 @@ def test_the_least_recently_asked_leave_first() -> None:
     assert kept.held(PLACE, 100, ["a", "b", "c"]) == {"a": 1, "c": 3}
 
 
+@pytest.mark.sqlite_only("the counts kept are SQLite's; PostgreSQL reads its statistics")
 async def test_a_search_after_a_write_counts_again(tmp_path: Path) -> None:
     chat = conversation_key(
         agent_id="main", owner_id="ada", channel="counts", chat_id="c", thread_scope=""
@@ -63,6 +66,7 @@ async def test_a_search_after_a_write_counts_again(tmp_path: Path) -> None:
         assert await counted() == (3.0, [2.0, 1.0])
 
 
+@pytest.mark.sqlite_only("the counts kept are SQLite's; PostgreSQL reads its statistics")
 async def test_an_erasure_counts_again(tmp_path: Path) -> None:
     chat = conversation_key(
         agent_id="main", owner_id="ada", channel="counts", chat_id="c", thread_scope=""
