@@ -38,8 +38,9 @@ from memoryd.storage.transaction import Transaction
 from memoryd_client.v2 import conversation_service_pb2 as conversation_pb
 from memoryd_client.v2 import conversation_service_pb2_grpc as conversation_grpc
 
-# One message waiting for the writer: its row's values, and the call's future and loop.
-Job = tuple[tuple[str, ...], str, int, "asyncio.Future[None]", asyncio.AbstractEventLoop]
+# One message waiting for the writer: its conversation, sender, content and tokens, and the
+# call's future and loop.
+Job = tuple[tuple[str, ...], str, str, int, "asyncio.Future[None]", asyncio.AbstractEventLoop]
 
 INSERT_CONVERSATION = (
     "INSERT INTO conversations (agent_id, owner_id, channel, chat_id, thread_scope, "
@@ -64,18 +65,18 @@ def write(connection: Transaction, jobs: queue.SimpleQueue[Job]) -> None:
                 break
         now = to_text(dt.datetime.now(dt.UTC))
         connection.execute("BEGIN IMMEDIATE")
-        keys = {key for key, _, _, _, _ in group}
+        keys = {key for key, *_ in group}
         connection.executemany(
             INSERT_CONVERSATION,
             [(*key, search_scope_tokens(ConversationKey(*key)), now) for key in keys],
         )
         connection.executemany(
             INSERT_MESSAGE,
-            [(*key, key[1], content, now, tokens) for key, content, tokens, _, _ in group],
+            [(*key, sender, content, now, tokens) for key, sender, content, tokens, _, _ in group],
         )
         connection.execute("COMMIT")
         by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
-        for _, _, _, future, loop in group:
+        for *_, future, loop in group:
             by_loop.setdefault(loop, []).append(future)
         for loop, futures in by_loop.items():
             loop.call_soon_threadsafe(_answer, futures)
@@ -111,7 +112,8 @@ class StoringConversations(conversation_grpc.ConversationServiceServicer):
         for message in request.messages:
             future: asyncio.Future[None] = loop.create_future()
             futures.append(future)
-            self._jobs.put((key, message.content, count_tokens(message.content), future, loop))
+            tokens = count_tokens(message.content)
+            self._jobs.put((key, message.sender, message.content, tokens, future, loop))
         for future in futures:
             await future
         return conversation_pb.AppendMessagesResponse()
