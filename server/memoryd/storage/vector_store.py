@@ -135,12 +135,12 @@ def waiting_messages(
     )
 
 
-def _arrived(after: int, limit: int) -> tuple[str, tuple[int, int]]:
-    """The next `limit` messages after `after`, oldest first: a SELECT of their ids and
-    conversations, and its parameters."""
-    keys = ", ".join(f"m.{column}" for column in KEY_COLUMNS)
+def _arrived(after: int, limit: int, *, conversations: bool = False) -> tuple[str, tuple[int, int]]:
+    """The next `limit` messages after `after`, oldest first: a SELECT of their ids (and with
+    `conversations`, their conversations' keys), and its parameters."""
+    keys = "".join(f", m.{column}" for column in KEY_COLUMNS) if conversations else ""
     return (
-        f"SELECT m.id, {keys} FROM messages AS m WHERE m.id > ? ORDER BY m.id LIMIT ?",
+        f"SELECT m.id{keys} FROM messages AS m WHERE m.id > ? ORDER BY m.id LIMIT ?",
         (after, limit),
     )
 
@@ -150,7 +150,7 @@ def _live_of(after: int, limit: int) -> tuple[str, tuple[int, ...]]:
     brought at most LIVE_BACKLOG of them: memoryd.domain.embedding_queue), oldest first: a
     SELECT and its parameters. The counting is the database's: a step over a bulk load's
     10,000 arrivals holds no Python lock for it."""
-    arrived, params = _arrived(after, limit)
+    arrived, params = _arrived(after, limit, conversations=True)
     keys = ", ".join(KEY_COLUMNS)
     of_each = ", ".join(f"a.{column}" for column in KEY_COLUMNS)
     sql = (
@@ -168,13 +168,8 @@ def arrived_after(model: EmbeddingModel | None) -> int:
 
 def arrivals_count(connection: Transaction, model: EmbeddingModel | None) -> int:
     """How many messages wait to be sorted into the queues, up to ARRIVALS (reader)."""
-    return int(
-        one(
-            connection,
-            "SELECT count(*) FROM (SELECT 1 FROM messages AS m WHERE m.id > ? LIMIT ?) AS arrived",
-            (arrived_after(model), ARRIVALS),
-        )[0]
-    )
+    arrived, params = _arrived(arrived_after(model), ARRIVALS)
+    return int(one(connection, f"SELECT count(*) FROM ({arrived}) AS arrived", params)[0])
 
 
 def live_arrivals(connection: Transaction, model: EmbeddingModel | None) -> list[int]:
@@ -189,12 +184,8 @@ def sort_arrivals(connection: Transaction, model: EmbeddingModel) -> int | None:
     live queue, the rest left in the backlog; the model's arrived_through moved past them. The
     last id sorted (None: nothing had arrived)."""
     after = arrived_after(model)
-    through = one(
-        connection,
-        "SELECT max(id) FROM (SELECT m.id FROM messages AS m WHERE m.id > ? ORDER BY m.id "
-        "LIMIT ?) AS arrived",
-        (after, ARRIVALS),
-    )[0]
+    arrived, params = _arrived(after, ARRIVALS)
+    through = one(connection, f"SELECT max(id) FROM ({arrived}) AS arrived", params)[0]
     if through is None:
         return None
     live, live_params = _live_of(after, ARRIVALS)
