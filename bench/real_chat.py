@@ -20,8 +20,9 @@ import dataclasses
 import hashlib
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import datasets
 import numpy as np
@@ -38,6 +39,8 @@ from memoryd.storage.vector_store import CONTEXT_CHARS, MemoryText, MessageText
 PER_CALL = 100
 # Vectors written a transaction.
 WRITE_CHUNK = 5_000
+
+T = TypeVar("T")
 
 
 def asked(text: str) -> str:
@@ -96,34 +99,17 @@ class ChatTexts:
 def embed_memories(connection: Transaction, cache: Path) -> dict[str, float]:
     """Give every memory row the embedded model's vector of what the server embeds for it
     (memoryd.services.embedded.memory_text), as embed_stored does for messages."""
-    import memoryd_model_bge_small as embedded  # noqa: PLC0415
-
-    found = [
-        MemoryText(int(item), str(key), str(value))
+    texts = {
+        MemoryText(int(item), str(key), str(value)): memory_text(str(key), str(value))
         for item, key, value in rows(connection, "SELECT id, key, value FROM memories ORDER BY id")
-    ]
-    texts = [memory_text(row.key, row.value) for row in found]
+    }
     began = time.perf_counter()
-    vectors = _vectors(sorted(set(texts)), cache)
+    vectors = _vectors(sorted(set(texts.values())), cache)
     embedded_seconds = time.perf_counter() - began
-    for start in range(0, len(found), WRITE_CHUNK):
-        chunk = range(start, min(start + WRITE_CHUNK, len(found)))
-        stored = quantise(np.stack([vectors[texts[row]] for row in chunk]))
-        with write_transaction(connection) as transaction:
-            model = vector_store.model_row(
-                transaction, "embedded", str(embedded.NAME), int(embedded.DIMENSION)
-            )
-            vector_store.store_memory_vectors(
-                transaction,
-                model.id,
-                [
-                    (found[row], float(stored.scales[at]), to_blob(stored.components[at]))
-                    for at, row in enumerate(chunk)
-                ],
-            )
+    _write(connection, texts, vectors, vector_store.store_memory_vectors)
     return {
         "memory_embedding_seconds": round(embedded_seconds, 1),
-        "distinct_memory_texts": len(set(texts)),
+        "distinct_memory_texts": len(set(texts.values())),
     }
 
 
@@ -133,35 +119,51 @@ def embed_stored(connection: Transaction, cache: Path) -> dict[str, float]:
     for it, through memoryd's own storage functions, as its background embedder would (the
     model's cursor past every message). Distinct texts are embedded once, and kept in `cache`
     (an .npz file) for the next run. Returns the seconds spent embedding and writing."""
-    import memoryd_model_bge_small as embedded  # noqa: PLC0415
-
     texts = _texts_embedded(connection)
     began = time.perf_counter()
     vectors = _vectors(sorted(set(texts.values())), cache)
     embedded_seconds = time.perf_counter() - began
     began = time.perf_counter()
-    ids = sorted(texts)
-    for start in range(0, len(ids), WRITE_CHUNK):
-        chunk = ids[start : start + WRITE_CHUNK]
+
+    def store(
+        transaction: Transaction, model_id: int, stored: list[tuple[int, float, bytes]]
+    ) -> int:
+        return vector_store.store_message_vectors(transaction, model_id, stored, stored[-1][0])
+
+    _write(connection, texts, vectors, store)  # in the order of ids: the cursor follows
+    return {
+        "embedding_seconds": round(embedded_seconds, 1),
+        "distinct_texts": len(set(texts.values())),
+        "vector_write_seconds": round(time.perf_counter() - began, 1),
+    }
+
+
+def _write(
+    connection: Transaction,
+    texts: dict[T, str],
+    vectors: dict[str, Floats],
+    store: Callable[[Transaction, int, list[tuple[T, float, bytes]]], object],
+) -> None:
+    """Each item's vector (of its text), WRITE_CHUNK a transaction, in the items' order, through
+    `store` (a vector_store function, given the embedded model's row)."""
+    import memoryd_model_bge_small as embedded  # noqa: PLC0415
+
+    items = list(texts)
+    for start in range(0, len(items), WRITE_CHUNK):
+        chunk = items[start : start + WRITE_CHUNK]
         stored = quantise(np.stack([vectors[texts[item]] for item in chunk]))
         with write_transaction(connection) as transaction:
             model = vector_store.model_row(
                 transaction, "embedded", str(embedded.NAME), int(embedded.DIMENSION)
             )
-            vector_store.store_message_vectors(
+            store(
                 transaction,
                 model.id,
                 [
                     (item, float(stored.scales[row]), to_blob(stored.components[row]))
                     for row, item in enumerate(chunk)
                 ],
-                chunk[-1],
             )
-    return {
-        "embedding_seconds": round(embedded_seconds, 1),
-        "distinct_texts": len(set(texts.values())),
-        "vector_write_seconds": round(time.perf_counter() - began, 1),
-    }
 
 
 def _texts_embedded(connection: Transaction) -> dict[int, str]:
