@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +51,6 @@ async def semantic(memory: md.Stubs, conversation: md.Conversation, query: str) 
 
 
 TEXTS = ("zebra crossing downtown", "violin lessons on monday", "quarterly report deadline")
-
-
-@pytest.fixture
-def endpoint() -> Iterator[FakeEmbeddings]:
-    with FakeEmbeddings() as fake:
-        yield fake
 
 
 async def test_an_endpoint_makes_the_vectors_and_searches_compare_them(

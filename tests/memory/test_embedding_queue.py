@@ -5,7 +5,6 @@ the backlog, and a look takes at most ARRIVALS."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,12 +20,6 @@ from tests.memory.test_backfill import said
 
 # Exercises storage: make test runs it on PostgreSQL too.
 pytestmark = pytest.mark.storage
-
-
-@pytest.fixture
-def endpoint() -> Iterator[FakeEmbeddings]:
-    with FakeEmbeddings() as fake:
-        yield fake
 
 
 def chat(name: str) -> ConversationKey:

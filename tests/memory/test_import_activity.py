@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,12 +24,6 @@ pytestmark = pytest.mark.storage
 KEY = conversation_key(
     agent_id="main", owner_id="ada", channel="import", chat_id="archive", thread_scope=""
 )
-
-
-@pytest.fixture
-def endpoint() -> Iterator[FakeEmbeddings]:
-    with FakeEmbeddings() as fake:
-        yield fake
 
 
 def batch(*texts: str) -> IngestBatch:

@@ -4,7 +4,6 @@ yet (a backlog's) leave like the others, and a scope that left is read again whe
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,12 +23,6 @@ pytestmark = pytest.mark.storage
 BUDGET_MB = 0.01
 BUDGET = int(BUDGET_MB * (1 << 20))
 CHATS = 30
-
-
-@pytest.fixture
-def endpoint() -> Iterator[FakeEmbeddings]:
-    with FakeEmbeddings() as fake:
-        yield fake
 
 
 def chat(number: int) -> ConversationKey:
