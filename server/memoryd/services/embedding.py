@@ -318,6 +318,7 @@ class EmbeddingService:
         found = await self._pacing.timed(
             embedded.embed(embedder, [embedded.message_text(m) for m in messages], "message")
         )
+        self._answered()
         model = await self._model_for(found.shape[1])
         quantised = quantise(found)
         vectors = [
@@ -351,6 +352,7 @@ class EmbeddingService:
         embedder = self._provider()
         texts = [embedded.memory_text(text.key, text.value) for text in memories]
         found = await self._pacing.timed(embedded.embed(embedder, texts, "memory"))
+        self._answered()
         model = await self._model_for(found.shape[1])
         quantised = quantise(found)
         vectors = [
@@ -362,6 +364,12 @@ class EmbeddingService:
             lambda transaction: store.store_memory_vectors(transaction, model.id, vectors),
             rows=len(vectors),
         )
+
+    def _answered(self) -> None:
+        """The provider answered: its last failure is over. Said before the vectors commit, so
+        that no status reads them beside a failure already over (the task's own clearing comes
+        after the commit, when a status may have read it)."""
+        self._last_error = ""
 
     async def _model_for(self, dimension: int) -> store.EmbeddingModel:
         """The current model's row for vectors of `dimension` (made when new)."""
