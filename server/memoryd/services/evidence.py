@@ -54,6 +54,16 @@ class TermCounts:
         rows, holding = stored.counts(connection, table, list(plan.terms))
         return cls(rows, dict(zip(plan.terms, holding, strict=True)))
 
+    def of_words(self) -> dict[str, float]:
+        """The counts of the terms that are one word each, by that word as the index holds
+        it (what a word search's score is given: engine.WordIndex)."""
+        found = {}
+        for term, count in self.holding.items():
+            words = stored.phrase_words(term)
+            if len(words) == 1:
+                found[words[0]] = count
+        return found
+
 
 def query_terms(
     connection: Transaction,

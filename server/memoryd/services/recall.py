@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Mapping
 
 from memoryd.domain.conversation import HistoryScope
 from memoryd.domain.fusion import (
@@ -42,7 +43,7 @@ from memoryd.domain.recall import (
 from memoryd.domain.relevance import Evidence, QueryTerms
 from memoryd.domain.search_query import SearchPlan, plan_search
 from memoryd.errors import InvalidArgument, PermissionDenied
-from memoryd.services.evidence import Judge, query_terms
+from memoryd.services.evidence import Judge, TermCounts, query_terms
 from memoryd.services.query_vectors import Meaning, QueryNotEmbeddedError
 from memoryd.services.search import HistorySearch
 from memoryd.services.semantic import nearest_memories
@@ -203,14 +204,18 @@ class RecallService:
             meaning_call = asyncio.ensure_future(vectors.meaning(query, mode))
 
         def lexical(connection: Transaction) -> tuple[list[RankedMemory], QueryTerms]:
+            counted = TermCounts.read(connection, "memories", plan)
             hits: list[RankedMemory] = []
             if mode is not SearchMode.SEMANTIC:
-                hits = lexical_memories(connection, visible, plan, words, depth)
+                hits = lexical_memories(
+                    connection, visible, plan, words, depth, counted=counted.of_words()
+                )
             terms = query_terms(
                 connection,
                 "memories",
                 plan,
                 lambda phrases: reads.held_in_view(connection, visible, phrases),
+                counted,
             )
             return hits, terms
 
@@ -269,11 +274,15 @@ def lexical_memories(
     plan: SearchPlan,
     words: tuple[str, ...],
     limit: int,
+    *,
+    counted: Mapping[str, float] | None = None,
 ) -> list[RankedMemory]:
-    """Rows with every word, then any word (each by bm25), then substring matches."""
+    """Rows with every word, then any word (each by bm25; with `counted`, the rows of the
+    index holding each word as the search read them: memoryd.storage.fts5_scores), then
+    substring matches."""
     hits: list[RankedMemory] = []
     if plan.word_expression is not None:
-        hits = reads.search_words(connection, visible, plan.word_expression, limit)
+        hits = reads.search_words(connection, visible, plan.word_expression, limit, counted=counted)
     if plan.any_word_expression is not None and len(hits) < limit:
         hits += reads.search_words(
             connection,
@@ -281,6 +290,7 @@ def lexical_memories(
             plan.any_word_expression,
             limit - len(hits),
             exclude_ids=[hit.record.id for hit in hits],
+            counted=counted,
         )
     if len(hits) < limit and words:
         hits += reads.search_substrings(

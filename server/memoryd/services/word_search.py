@@ -115,6 +115,8 @@ def rank_lexical(
     substring matches (a scan of a large scope) only up to `limit`; the neighbours of every
     ranked message when asked."""
     plan = way.plan
+    # A small scope's few matches are scored with the counts read already.
+    counted = way.counted.of_words() if way.small else None
     ranked: list[tuple[int, float]] = []
     for expression in way.stages:
         if len(ranked) >= depth:
@@ -128,6 +130,7 @@ def rank_lexical(
             exclude_ids=[item for item, _ in ranked],
             narrow=way.narrow,
             index_first=way.index_first,
+            counted=counted,
         )
     substrings: dict[int, StoredMessage] = {}
     if len(ranked) < min(depth, limit):

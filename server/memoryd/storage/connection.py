@@ -13,6 +13,7 @@ from typing import Literal
 
 import apsw
 
+from memoryd.storage import fts5_scores
 from memoryd.storage.sqlite_engine import SQLITE, SqliteEngine
 
 Policy = Callable[[apsw.Connection], None]
@@ -101,6 +102,12 @@ def _fold(*values: object) -> str | None:
     return value.casefold() if isinstance(value, str) else None
 
 
+def word_scores(connection: apsw.Connection) -> None:
+    """`memoryd_bm25`: bm25 of a small scope's word search, with the counts the search read
+    (memoryd.storage.fts5_scores)."""
+    fts5_scores.register(connection)
+
+
 def writer_policy(settings: ConnectionSettings) -> list[Policy]:
     """The policy of the one connection that writes."""
     return [
@@ -111,6 +118,7 @@ def writer_policy(settings: ConnectionSettings) -> list[Policy]:
         secure_delete(enabled=settings.secure_delete),
         no_double_quoted_strings,
         unicode_case_folding,
+        word_scores,
     ]
 
 
@@ -127,6 +135,7 @@ def reader_policy(settings: ConnectionSettings) -> list[Policy]:
         foreign_keys,
         no_double_quoted_strings,
         unicode_case_folding,
+        word_scores,
     ]
 
 

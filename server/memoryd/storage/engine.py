@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -40,13 +40,15 @@ class WordMatch:
     """The rows of a table holding a word expression, as pieces of one statement: `tables` for
     its FROM list (the table under the alias asked for, joined with what the index needs),
     `condition` for its WHERE clause, `score` for its select list (lower is better, as bm25's)
-    and `params`, the parameters of `tables` then of `condition` (a score takes none, so a
-    statement of SELECT score ... FROM tables WHERE condition binds them in order)."""
+    with its `score_params`, and `params`, the parameters of `tables` then of `condition`: a
+    statement of SELECT score ... FROM tables WHERE condition binds `score_params`, then
+    `params`."""
 
     tables: str
     condition: str
     score: str
     params: list[Any]
+    score_params: list[Any] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -77,16 +79,26 @@ class WordIndex(Protocol):
         scope_token: str | None,
         *,
         scored: bool = True,
+        counted: Mapping[str, float] | None = None,
     ) -> WordMatch:
         """Messages (alias m) holding the expression, scored (unless only whether any does
         matters); narrowed by `scope_token` in the index when given and the index is
-        `scoped`."""
+        `scoped`. `counted`: the rows of the index holding each of its words, as the search
+        read them, given when the scope is small (SQLite scores its few rows with them rather
+        than counting each word's rows again)."""
         ...
 
     def match_memories(
-        self, connection: Transaction, expression: str, scope_token: str
+        self,
+        connection: Transaction,
+        expression: str,
+        scope_token: str,
+        *,
+        scored: bool = True,
+        counted: Mapping[str, float] | None = None,
     ) -> WordMatch:
-        """Memory rows (alias r) holding the expression, scored."""
+        """Memory rows (alias r) of the owner of `scope_token` holding the expression, scored
+        unless only whether any does matters (with `counted`, as match_messages)."""
         ...
 
     def best_messages(

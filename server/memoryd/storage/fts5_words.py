@@ -16,8 +16,9 @@ from __future__ import annotations
 import collections
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from memoryd.storage import fts5_scores
 from memoryd.storage.engine import WordMatch, WordTable
 from memoryd.storage.sql import one, rows
 from memoryd.storage.terms import phrase_words
@@ -25,8 +26,10 @@ from memoryd.storage.transaction import Transaction
 
 # The sender's weight in bm25, against 1.0 for the content (tuned on LoCoMo conversations 1-5).
 SENDER_WEIGHT = 1.0
-MESSAGE_SCORE = f"bm25(messages_fts, 1.0, {SENDER_WEIGHT}, 0.0)"
-MEMORY_SCORE = "bm25(memories_fts, 1.0, 1.0, 1.0, 0.0)"
+# bm25's weights of each index's columns: content, sender, scope; category, key, value, scope.
+MESSAGE_WEIGHTS = ("messages_fts", f"1.0, {SENDER_WEIGHT}, 0.0")
+MEMORY_WEIGHTS = ("memories_fts", "1.0, 1.0, 1.0, 0.0")
+MESSAGE_SCORE = f"bm25({MESSAGE_WEIGHTS[0]}, {MESSAGE_WEIGHTS[1]})"
 # The word indexes (and the trigram index of substrings, an FTS5 table too).
 INDEXES = ("messages_fts", "messages_trigram", "memories_fts")
 # The vocabulary tables each connection has made already.
@@ -101,25 +104,34 @@ class Fts5Words:
         scope_token: str | None,
         *,
         scored: bool = True,
+        counted: Mapping[str, float] | None = None,
     ) -> WordMatch:
         match = f"{{content sender}} : ({expression})"
         if scope_token is not None:
             match += f' AND scope : "{scope_token}"'
-        return WordMatch(
+        return _match(
             "messages_fts JOIN messages AS m ON m.id = messages_fts.rowid",
             "messages_fts MATCH ?",
-            MESSAGE_SCORE,
-            [match],
+            match,
+            MESSAGE_WEIGHTS if scored else None,
+            counted if scope_token is not None else None,
         )
 
     def match_memories(
-        self, connection: Transaction, expression: str, scope_token: str
+        self,
+        connection: Transaction,
+        expression: str,
+        scope_token: str,
+        *,
+        scored: bool = True,
+        counted: Mapping[str, float] | None = None,
     ) -> WordMatch:
-        return WordMatch(
+        return _match(
             "memories_fts JOIN memories AS r ON r.id = memories_fts.rowid",
             "memories_fts MATCH ?",
-            MEMORY_SCORE,
-            [f'{{category key value}} : ({expression}) AND search_scope : "{scope_token}"'],
+            f'{{category key value}} : ({expression}) AND search_scope : "{scope_token}"',
+            MEMORY_WEIGHTS if scored else None,
+            counted,
         )
 
     def best_messages(
@@ -164,6 +176,24 @@ class Fts5Words:
         return float(total), [
             float(min((found.get(word, 0) for word in words), default=0)) for words in split
         ]
+
+
+def _match(
+    tables: str,
+    condition: str,
+    match: str,
+    weights: tuple[str, str] | None,
+    counted: Mapping[str, float] | None,
+) -> WordMatch:
+    """A match scored by bm25 with `weights` (index, columns' weights): with the counts the
+    search read when given (memoryd.storage.fts5_scores), else FTS5's own; 0 when unscored."""
+    if weights is None:
+        return WordMatch(tables, condition, "0", [match])
+    index, columns = weights
+    if counted is None:
+        return WordMatch(tables, condition, f"bm25({index}, {columns})", [match])
+    score = f"{fts5_scores.FUNCTION}({index}, ?, {columns})"
+    return WordMatch(tables, condition, score, [match], [fts5_scores.encoded(counted)])
 
 
 def _vocabulary(connection: Transaction, table: WordTable) -> str:

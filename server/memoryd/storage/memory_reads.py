@@ -7,7 +7,7 @@ only narrows the candidates.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memoryd.domain.conversation import OwnerKey, owner_scope_token
@@ -69,11 +69,13 @@ def search_words(
     limit: int,
     *,
     exclude_ids: Sequence[int] = (),
+    counted: Mapping[str, float] | None = None,
 ) -> list[RankedMemory]:
     """Whole-word matches over category, key and value: the word index's score (bm25 on
-    SQLite), then newest, then id."""
+    SQLite; with `counted`, the rows of the index holding each word as the search read them,
+    scored with those: engine.WordIndex), then newest, then id."""
     match = engine_of(connection).words.match_memories(
-        connection, expression, owner_scope_token(visible.owner)
+        connection, expression, owner_scope_token(visible.owner), counted=counted
     )
     sql = [
         (
@@ -81,7 +83,12 @@ def search_words(
             f"WHERE {match.condition} AND {OWNER_MATCH}"
         )
     ]
-    params: list[Any] = [*match.params, visible.owner.agent_id, visible.owner.owner_id]
+    params: list[Any] = [
+        *match.score_params,
+        *match.params,
+        visible.owner.agent_id,
+        visible.owner.owner_id,
+    ]
     _add_visible(sql, params, visible)
     if exclude_ids:
         sql.append(f"AND r.id NOT IN ({_placeholders(len(exclude_ids))})")
@@ -97,8 +104,19 @@ def search_words(
 def held_in_view(
     connection: Transaction, visible: Visible, expressions: Sequence[str]
 ) -> list[bool]:
-    """Whether any row the caller may see holds each expression (a quoted phrase)."""
-    return [bool(search_words(connection, visible, expression, 1)) for expression in expressions]
+    """Whether any row the caller may see holds each expression (a quoted phrase): one lookup
+    an expression, unscored, which stops at the first row."""
+    words = engine_of(connection).words
+    token = owner_scope_token(visible.owner)
+    found = []
+    for expression in expressions:
+        match = words.match_memories(connection, expression, token, scored=False)
+        sql = [f"SELECT 1 FROM {match.tables} WHERE {match.condition} AND {OWNER_MATCH}"]
+        params: list[Any] = [*match.params, visible.owner.agent_id, visible.owner.owner_id]
+        _add_visible(sql, params, visible)
+        sql.append("LIMIT 1")
+        found.append(bool(rows(connection, " ".join(sql), params)))
+    return found
 
 
 def by_ids(connection: Transaction, memory_ids: Sequence[int]) -> dict[int, MemoryRecord]:

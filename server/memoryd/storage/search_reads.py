@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from memoryd.domain.conversation import (
@@ -70,6 +70,7 @@ def rank_words(
     exclude_ids: Iterable[int] = (),
     narrow: bool = True,
     index_first: bool = False,
+    counted: Mapping[str, float] | None = None,
 ) -> list[tuple[int, float]]:
     """Whole-word matches of `expression` (already quoted) in the content or the sender, best
     bm25 first, then newest, as (message id, bm25): no message read (a search shows few of
@@ -84,7 +85,11 @@ def rank_words(
     read without the join first, then checked against the scope: when `limit` of them are in
     it, or the index had no more, they are exactly the scope's best, at half the cost of
     joining every match (bm25 is the same in both, and ties go newest first in both).
-    Otherwise the join answers."""
+    Otherwise the join answers.
+
+    `counted` (the rows of the whole index holding each word, as the search read them), for a
+    small scope narrowed in the index: its few matches are scored with them (engine.WordIndex).
+    """
     excluded = set(exclude_ids)
     if index_first:  # a scoped index only (large_scope_reads)
         best = engine_of(connection).words.best_messages(connection, expression, INDEX_FIRST)
@@ -101,6 +106,7 @@ def rank_words(
         limit=limit,
         exclude_ids=excluded,
         narrow=narrow,
+        counted=counted,
     )
     return [(int(row[0]), float(row[1])) for row in rows(connection, sql, params)]
 
@@ -143,13 +149,14 @@ def _word_query(
     limit: int,
     exclude_ids: Iterable[int],
     narrow: bool,
+    counted: Mapping[str, float] | None,
 ) -> tuple[str, list[Any]]:
     """The SQL of rank_words: `columns`, then the word index's score (bm25 on SQLite)."""
     match = engine_of(connection).words.match_messages(
-        connection, expression, scope_token(scope) if narrow else None
+        connection, expression, scope_token(scope) if narrow else None, counted=counted
     )
     sql = [f"SELECT {columns}, {match.score} AS score FROM {match.tables} WHERE {match.condition}"]
-    params = list(match.params)
+    params = [*match.score_params, *match.params]
     add_scope(sql, params, scope)
     add_kinds(sql, params, kinds)
     _add_excluded(sql, params, exclude_ids)

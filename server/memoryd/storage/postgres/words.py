@@ -34,7 +34,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memoryd.storage.engine import WordMatch, WordTable
@@ -294,15 +294,23 @@ class TsvectorWords:
         scope_token: str | None,
         *,
         scored: bool = True,
+        counted: Mapping[str, float] | None = None,
     ) -> WordMatch:
-        if not scored:  # no idf to read
-            table, phrases = query_table(expression)
-            return WordMatch(f"messages AS m, {table}", f"m.words @@ {QUERY}", "0", phrases)
+        if not scored:
+            return _unscored_match("messages", "m", expression)
         return _ranked_match(connection, "messages", "m", expression)
 
     def match_memories(
-        self, connection: Transaction, expression: str, scope_token: str
+        self,
+        connection: Transaction,
+        expression: str,
+        scope_token: str,
+        *,
+        scored: bool = True,
+        counted: Mapping[str, float] | None = None,
     ) -> WordMatch:
+        if not scored:
+            return _unscored_match("memories", "r", expression)
         return _ranked_match(connection, "memories", "r", expression)
 
     def best_messages(
@@ -314,6 +322,14 @@ class TsvectorWords:
         self, connection: Transaction, table: WordTable, terms: Sequence[str]
     ) -> tuple[float, list[float]]:
         return rows_holding(connection, table, list(terms))
+
+
+def _unscored_match(table: WordTable, alias: str, expression: str) -> WordMatch:
+    """The rows of `table` (under `alias`) holding the expression, unscored: no idf to read."""
+    phrases_table, phrases = query_table(expression)
+    return WordMatch(
+        f"{table} AS {alias}, {phrases_table}", f"{alias}.words @@ {QUERY}", "0", phrases
+    )
 
 
 def _ranked_match(
