@@ -140,6 +140,7 @@ class Judge:
         )
         self._calibration = calibration
         self.floor = floor
+        self._absence = terms.absence  # the same for every candidate
         self._judged: dict[int, Evidence] = {}
 
     def judge(
@@ -159,7 +160,7 @@ class Judge:
         coverage = self.terms.coverage(words, text, at)
         similarity = None if self.similarities is None else self.similarities.get(item)
         calibration = self._calibration
-        absence = self.terms.absence
+        absence = self._absence
         # Filler, unless it holds every term asked for (a search for "thanks" or "👍").
         phatic = coverage < 1.0 and is_phatic(text)
         found = Evidence(

@@ -266,7 +266,12 @@ class VectorCache:
         if known is not None and now - known[0] < TOO_LARGE_SECONDS:
             raise ScopeTooLargeError(known[1])
         fits = self._budget // vector_bytes(model.dimension)
-        if vector_reads.scope_vector_count(connection, scope, model.id, fits + 1) <= fits:
+        # No more messages than fit, no more vectors: counted on the scope's index alone (0.03
+        # ms for a conversation of 330 messages, against 0.55 to count their vectors).
+        if (
+            vector_reads.scope_message_count(connection, scope, fits + 1) <= fits
+            or vector_reads.scope_vector_count(connection, scope, model.id, fits + 1) <= fits
+        ):
             self._too_large.pop(key, None)
             return
         reason = (

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from typing import cast
 
 import apsw
 
@@ -76,7 +77,8 @@ def _words(text: str, reason: int) -> tuple[str, ...]:
         include_offsets=False,
         include_colocated=False,
     )
-    return tuple(str(word) for word in found)
+    # Each a str, without offsets or colocated tokens (no conversion: 1.3 us of 2.9 a text).
+    return cast("tuple[str, ...]", tuple(found))
 
 
 def counts(
