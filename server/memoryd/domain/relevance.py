@@ -120,15 +120,20 @@ class QueryTerms:
         if total <= 0:
             return 0.0
         present = set(text_words)
-        folded_text = text.casefold() if text else ""
+        folded_text = None  # folded when a term is looked for inside words (most are not)
         held = 0.0
         for words, weight, folded in zip(self.words, self.weights, self.folded, strict=True):
-            if words and _holds(text_words, present, words):
+            if words and (
+                words[0] in present if len(words) == 1 else _holds(text_words, present, words)
+            ):
                 held += weight
-            elif folded and folded in folded_text:
-                # Inside a longer word; a term the index has no word for (an emoji) is only
-                # ever held so.
-                held += PARTIAL * weight if words else weight
+            elif folded:
+                if folded_text is None:
+                    folded_text = text.casefold()
+                if folded in folded_text:
+                    # Inside a longer word; a term the index has no word for (an emoji) is
+                    # only ever held so.
+                    held += PARTIAL * weight if words else weight
         if at is not None and self.span is not None:
             spans = spoken_spans(text, at)
             held += self.span_weight * max(
