@@ -205,11 +205,6 @@ class RecallService:
 
         def lexical(connection: Transaction) -> tuple[list[RankedMemory], QueryTerms]:
             counted = TermCounts.read(connection, "memories", plan)
-            hits: list[RankedMemory] = []
-            if mode is not SearchMode.SEMANTIC:
-                hits = lexical_memories(
-                    connection, visible, plan, words, depth, counted=counted.of_words()
-                )
             terms = query_terms(
                 connection,
                 "memories",
@@ -217,6 +212,18 @@ class RecallService:
                 lambda phrases: reads.held_in_view(connection, visible, phrases),
                 counted,
             )
+            hits: list[RankedMemory] = []
+            if mode is not SearchMode.SEMANTIC:
+                hits = lexical_memories(
+                    connection,
+                    visible,
+                    plan,
+                    words,
+                    depth,
+                    counted=counted.of_words(),
+                    # A term no row holds: no row holds every word.
+                    every_word=not any(terms.absent),
+                )
             return hits, terms
 
         blind = False
@@ -276,12 +283,13 @@ def lexical_memories(
     limit: int,
     *,
     counted: Mapping[str, float] | None = None,
+    every_word: bool = True,
 ) -> list[RankedMemory]:
-    """Rows with every word, then any word (each by bm25; with `counted`, the rows of the
-    index holding each word as the search read them: memoryd.storage.fts5_scores), then
-    substring matches."""
+    """Rows with every word (unless the caller knows none has: `every_word` False), then any
+    word (each by bm25; with `counted`, the rows of the index holding each word as the search
+    read them: memoryd.storage.fts5_scores), then substring matches."""
     hits: list[RankedMemory] = []
-    if plan.word_expression is not None:
+    if plan.word_expression is not None and every_word:
         hits = reads.search_words(connection, visible, plan.word_expression, limit, counted=counted)
     if plan.any_word_expression is not None and len(hits) < limit:
         hits += reads.search_words(
