@@ -4,11 +4,13 @@ by bm25.
 
 Each row holds its scopes' tokens, so a search of a small scope narrows the index itself; a
 large scope's search can read the index's own best matches first and check them against the
-scope (memoryd.storage.search_reads.rank_words). How rare a term is comes from FTS5's
-vocabulary: an fts5vocab table of each connection, which counts a word's rows by reading its
-whole list of them: 0.15 ms for a rare word, 2.6 ms for "what" in a million messages of LoCoMo.
-So a word's count is kept between searches until its table has grown by COUNT_GROWTH (or is
-smaller than when counted, or rows were erased): a weight moves little with it.
+scope (memoryd.storage.search_reads.rank_words), and a small scope's few matches are scored by
+bm25 with the counts the search read (memoryd.storage.fts5_scores). How rare a term is comes
+from FTS5's vocabulary: an fts5vocab table of each connection, which counts a word's rows by
+reading its whole list of them: 0.15 ms for a rare word, 2.6 ms for "what" in a million
+messages of LoCoMo. So a word's count is kept between searches until its table has grown by
+COUNT_GROWTH (or is smaller than when counted, or rows were erased): a weight moves little with
+it.
 """
 
 from __future__ import annotations
