@@ -224,25 +224,8 @@ class HistorySearch:
     ) -> tuple[Meaning, list[tuple[int, float]]] | None:
         """The query's meaning and (message id, similarity) of the scope's `depth` nearest to
         it; None when there is no meaning to compare (no vector of the model yet, or a scope
-        too large for the cache in hybrid mode). The scope's vectors are read into the cache
-        while the query's vector is made (a scope no search asked before: 2.4 ms for a
-        conversation of a million LoCoMo messages, the query's vector 2.7)."""
-        known = self.vectors.embedding.model
-        warming = None
-        if self.vectors.enabled and known is not None:
-            warming = asyncio.ensure_future(
-                self._readers.read(
-                    lambda connection: self.vectors.cache.warm(connection, known, scope)
-                )
-            )
-        try:
-            meaning = await self.vectors.meaning(query, mode)
-        except BaseException:
-            if warming is not None and not warming.cancel() and not warming.cancelled():
-                warming.exception()  # done already: the search's own failure is the one raised
-            raise
-        if warming is not None:
-            await warming
+        too large for the cache in hybrid mode)."""
+        meaning = await self.vectors.meaning(query, mode)
         if meaning is None:
             return None
         model, vector = meaning

@@ -17,7 +17,6 @@ copy of its vector is still cached.
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
 import threading
 import time
@@ -178,14 +177,6 @@ class VectorCache:
             if entry is not None:
                 return _nearest(entry, query, depth)
         return vector_reads.indexed_nearest(connection, model, scope, query.tolist(), depth)
-
-    def warm(
-        self, connection: Transaction, model: store.EmbeddingModel, scope: HistoryScope
-    ) -> None:
-        """Bring the scope's vectors into memory, up to date (a search does it while the
-        query's vector is made); a scope too large for the budget is left to nearest()."""
-        with self._lock, contextlib.suppress(ScopeTooLargeError):
-            self._current(connection, model, scope)
 
     def similarities(
         self,
