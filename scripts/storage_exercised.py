@@ -33,6 +33,7 @@ NOT_ON_POSTGRES: dict[str, str] = {
     "check reads a REPEATABLE READ snapshot)",
     "memoryd.storage.sqlite_engine:": "SQLite's engine (PostgreSQL's: storage.postgres.engine)",
     "memoryd.storage.fts5_words:": "SQLite's word index, FTS5 (PostgreSQL's: a tsvector column)",
+    "memoryd.storage.fts5_scores:": "FTS5's bm25 with the counts a search read (SQLite's)",
     "memoryd.storage.search_reads:_in_scope": "FTS5's index-first read of a large scope",
     "memoryd.storage.postgres.words:TsvectorWords.best_messages": (
         "the index-first read of a scoped index (FTS5's); PostgreSQL's is never asked"

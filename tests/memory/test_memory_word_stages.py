@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from memoryd.domain.conversation import conversation_key, owner_key
+from memoryd.domain.conversation import OwnerKey, conversation_key, owner_key
 from memoryd.domain.memories import Caller, Category, ScopeType, StoreRequest
 from memoryd.domain.messages import Trust
 from memoryd.domain.recall import RecallScope
@@ -24,6 +24,24 @@ RARE = ["cello", "harp", "oboe", "bassoon"]
 OTHER_OWNER = ["tuba", "banjo"]
 
 
+def owner_note(owner: OwnerKey, key: str, value: str) -> StoreRequest:
+    """StoreMemory of an owner's preference, as the owner's operator stores it."""
+    return StoreRequest(
+        caller=Caller(owner),
+        trust=Trust.OPERATOR,
+        category=Category.PREFERENCE,
+        key=key,
+        value=value,
+        id=0,
+        scope_type=ScopeType.OWNER,
+        metadata_json="",
+        confidence=0.0,
+        session_id="",
+        run_id="",
+        source_message_id=0,
+    )
+
+
 async def test_a_term_no_visible_row_holds_means_no_row_holds_every_word(tmp_path: Path) -> None:
     rng = random.Random(4)
     ada = owner_key(agent_id="main", owner_id="ada")
@@ -37,22 +55,8 @@ async def test_a_term_no_visible_row_holds_means_no_row_holds_every_word(tmp_pat
     async with use_cases(tmp_path / "home") as runtime:
         for owner, words in ((ada, COMMON + RARE), (bob, COMMON + OTHER_OWNER)):
             for number in range(40):
-                await runtime.services.memory.store(
-                    StoreRequest(
-                        caller=Caller(owner),
-                        trust=Trust.OPERATOR,
-                        category=Category.PREFERENCE,
-                        key=f"note_{number}",
-                        value=" ".join(rng.sample(words, k=rng.randint(1, 3))),
-                        id=0,
-                        scope_type=ScopeType.OWNER,
-                        metadata_json="",
-                        confidence=0.0,
-                        session_id="",
-                        run_id="",
-                        source_message_id=0,
-                    )
-                )
+                value = " ".join(rng.sample(words, k=rng.randint(1, 3)))
+                await runtime.services.memory.store(owner_note(owner, f"note_{number}", value))
         visible = recall_visibility(Caller(ada, chat), RecallScope.OWNER, Trust.OPERATOR)
 
         def check(connection: Transaction) -> tuple[int, int]:

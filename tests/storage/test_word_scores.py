@@ -17,8 +17,6 @@ from memoryd.domain.conversation import (
     owner_scope_token,
     scope_token,
 )
-from memoryd.domain.memories import Caller, Category, ScopeType, StoreRequest
-from memoryd.domain.messages import Trust
 from memoryd.domain.search_query import plan_search
 from memoryd.storage import fts5_scores, search_reads
 from memoryd.storage.fts5_words import MEMORY_WEIGHTS, MESSAGE_WEIGHTS
@@ -27,6 +25,7 @@ from memoryd.storage.terms import counts, phrase_words
 from memoryd.storage.transaction import Transaction
 from tests.in_process import use_cases
 from tests.memory.test_backfill import said
+from tests.memory.test_memory_word_stages import owner_note
 
 pytestmark = pytest.mark.sqlite_only("memoryd_bm25 is an FTS5 function: SQLite's")
 
@@ -173,25 +172,9 @@ async def test_a_phrase_or_a_word_not_given_is_counted_as_bm25_counts_it(tmp_pat
 async def test_an_owners_memory_rows_score_as_bm25_scores_them(tmp_path: Path) -> None:
     rng = random.Random(5)
     async with use_cases(tmp_path / "home") as runtime:
-        chat = _chat("a")
         owner = owner_key(agent_id="main", owner_id="ada")
         for number, value in enumerate(_sentences(rng, 40)):
-            await runtime.services.memory.store(
-                StoreRequest(
-                    caller=Caller(owner, chat),
-                    trust=Trust.OPERATOR,
-                    category=Category.PREFERENCE,
-                    key=f"note_{number}",
-                    value=value,
-                    id=0,
-                    scope_type=ScopeType.OWNER,
-                    metadata_json="",
-                    confidence=0.0,
-                    session_id="",
-                    run_id="",
-                    source_message_id=0,
-                )
-            )
+            await runtime.services.memory.store(owner_note(owner, f"note_{number}", value))
         token = owner_scope_token(owner)
         index, weights = MEMORY_WEIGHTS
 
