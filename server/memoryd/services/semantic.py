@@ -38,7 +38,7 @@ from memoryd.domain.vectors import (
     smallest,
 )
 from memoryd.observability import metrics
-from memoryd.storage import vector_reads
+from memoryd.storage import search_reads, vector_reads
 from memoryd.storage import vector_store as store
 from memoryd.storage.sql import Row
 from memoryd.storage.transaction import Transaction
@@ -269,7 +269,7 @@ class VectorCache:
         # No more messages than fit, no more vectors: counted on the scope's index alone (0.03
         # ms for a conversation of 330 messages, against 0.55 to count their vectors).
         if (
-            vector_reads.scope_message_count(connection, scope, fits + 1) <= fits
+            search_reads.scope_message_count(connection, scope, fits + 1) <= fits
             or vector_reads.scope_vector_count(connection, scope, model.id, fits + 1) <= fits
         ):
             self._too_large.pop(key, None)

@@ -254,12 +254,7 @@ def scope_is_small(connection: Transaction, scope: HistoryScope) -> bool:
             known = _SCOPES.get(key)
         if known is not None and time.monotonic() - known[0] < SCOPE_SECONDS:
             return known[1]
-    sql = ["SELECT count(*) FROM (SELECT 1 FROM messages AS m WHERE true"]
-    params: list[Any] = []
-    add_scope(sql, params, scope)
-    sql.append("LIMIT ?)")
-    params.append(SCAN_LIMIT + 1)
-    small = int(one(connection, " ".join(sql), params)[0]) <= SCAN_LIMIT
+    small = scope_message_count(connection, scope, SCAN_LIMIT + 1) <= SCAN_LIMIT
     if remember:
         with _SCOPES_LOCK:
             _SCOPES[key] = (time.monotonic(), small)
@@ -267,6 +262,16 @@ def scope_is_small(connection: Transaction, scope: HistoryScope) -> bool:
             while len(_SCOPES) > SCOPES_REMEMBERED:
                 _SCOPES.popitem(last=False)
     return small
+
+
+def scope_message_count(connection: Transaction, scope: HistoryScope, stop_at: int) -> int:
+    """How many messages the scope holds, counting up to `stop_at` (its index alone)."""
+    sql = ["SELECT count(*) FROM (SELECT 1 FROM messages AS m WHERE true"]
+    params: list[Any] = []
+    add_scope(sql, params, scope)
+    sql.append("LIMIT ?)")
+    params.append(stop_at)
+    return int(one(connection, " ".join(sql), params)[0])
 
 
 # --- helpers ----------------------------------------------------------------------------------

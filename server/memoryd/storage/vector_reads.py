@@ -151,18 +151,6 @@ def scope_vectors(
         yield chunk
 
 
-def scope_message_count(connection: Transaction, scope: HistoryScope, stop_at: int) -> int:
-    """How many messages the scope holds, counting up to `stop_at`: its index alone, no
-    vector read."""
-    condition, params = _scope_condition(scope)
-    (count,) = one(
-        connection,
-        f"SELECT count(*) FROM (SELECT 1 FROM messages AS m WHERE {condition} LIMIT ?)",
-        (*params, stop_at),
-    )
-    return int(count)
-
-
 def scope_vector_count(
     connection: Transaction, scope: HistoryScope, model_id: int, stop_at: int
 ) -> int:
