@@ -13,8 +13,8 @@ from memoryd.domain.memories import Caller, Category, ScopeType, StoreRequest
 from memoryd.domain.messages import Trust
 from memoryd.domain.recall import RecallScope
 from memoryd.domain.search_query import plan_search
-from memoryd.services.evidence import TermCounts, query_terms
-from memoryd.services.recall import lexical_memories, recall_visibility
+from memoryd.services.evidence import TermCounts
+from memoryd.services.recall import lexical_memories, memory_terms, recall_visibility
 from memoryd.storage import memory_reads as reads
 from memoryd.storage.transaction import Transaction
 from tests.in_process import use_cases
@@ -64,13 +64,7 @@ async def test_a_term_no_visible_row_holds_means_no_row_holds_every_word(tmp_pat
             for query in queries:
                 plan = plan_search(query)
                 counted = TermCounts.read(connection, "memories", plan)
-                terms = query_terms(
-                    connection,
-                    "memories",
-                    plan,
-                    lambda phrases: reads.held_in_view(connection, visible, phrases),
-                    counted,
-                )
+                terms = memory_terms(connection, visible, plan, counted)
                 assert plan.word_expression is not None
                 every = reads.search_words(connection, visible, plan.word_expression, 50)
                 every_word_found += bool(every)

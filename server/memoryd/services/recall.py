@@ -205,13 +205,7 @@ class RecallService:
 
         def lexical(connection: Transaction) -> tuple[list[RankedMemory], QueryTerms]:
             counted = TermCounts.read(connection, "memories", plan)
-            terms = query_terms(
-                connection,
-                "memories",
-                plan,
-                lambda phrases: reads.held_in_view(connection, visible, phrases),
-                counted,
-            )
+            terms = memory_terms(connection, visible, plan, counted)
             hits: list[RankedMemory] = []
             if mode is not SearchMode.SEMANTIC:
                 hits = lexical_memories(
@@ -273,6 +267,20 @@ def recall_visibility(caller: Caller, scope: RecallScope, trust: Trust) -> Visib
         scopes = ()
     # A paused or deleted source (a scheduled job) is never recalled.
     return Visible(owner, scopes, active_sources=True)
+
+
+def memory_terms(
+    connection: Transaction, visible: Visible, plan: SearchPlan, counted: TermCounts
+) -> QueryTerms:
+    """The query's terms, weighed in the rows' word index, and which of them the rows the
+    caller may see hold (as search.message_terms for messages)."""
+    return query_terms(
+        connection,
+        "memories",
+        plan,
+        lambda phrases: reads.held_in_view(connection, visible, phrases),
+        counted,
+    )
 
 
 def lexical_memories(
