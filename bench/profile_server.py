@@ -1,14 +1,18 @@
 """Where a write path's CPU goes: each thread's CPU per call, and a py-spy profile of what holds
 the interpreter lock, under one benchmark's load.
 
-    python bench/profile_server.py [--load append|transcript|ingest] [--seconds 10]
+    python bench/profile_server.py [--load append|transcript|ingest|recall] [--seconds 10]
                                    [--embeddings on|off] [--backend sqlite]
                                    [--flame docs/profiles/append.svg] [--stacks FILE]
+                                   [--messages N --memories N [--locomo PATH [--cache FILE]]]
 
 Loads: `append`, ghz's load of append_throughput.py (32 callers, one message a call, counted by
 ghz's OK answers); `transcript`, transcript_latency.py's (50 streams, 1,000 finals/s in total,
 persistence on, counted by acknowledged finals); `ingest`, ingest_throughput.py's (2 streams of
-batches of 1,000 messages, counted by stored messages, repeated until the time is up).
+batches of 1,000 messages, counted by stored messages, repeated until the time is up);
+`recall`, recall_latency.py's (one caller, one Recall after another, counted by answers) over
+the home it builds of `--messages` and `--memories` (with `--locomo`, LoCoMo's text and
+questions, every message and row with its vector before the server starts).
 
 CPU is read from /proc for every thread of the server before and after the load, and named by
 the thread names py-spy reports (memoryd names its threads: memoryd-writer, memoryd-embed_0,
@@ -39,11 +43,16 @@ from pathlib import Path
 from typing import Any
 
 import backends
+import grpc
 import ingest_throughput
+import real_chat
+import recall_latency
 import server_config
 import transcript_latency
 from append_throughput import ghz_command, run_ghz, summary
+from hybrid_latency import DEFAULT_CACHE
 
+import memoryd_client as md
 from memoryd.testing.server_process import ServerProcess
 
 SAMPLE_RATE = 100
@@ -75,8 +84,11 @@ class Load:
     """One benchmark's load on a server for a while; `finish` waits for it and counts its
     calls."""
 
-    def __init__(self, kind: str, address: str, seconds: float, round_: int) -> None:
+    def __init__(
+        self, kind: str, address: str, seconds: float, round_: int, recalls: list[Any]
+    ) -> None:
         self.kind = kind
+        self._recalls = recalls
         self._calls = 0
         self._failure: BaseException | None = None
         self._ghz: subprocess.Popen[str] | None = None
@@ -101,6 +113,9 @@ class Load:
                 )
                 self._calls = len(latencies)
                 return
+            if self.kind == "recall":
+                self._calls = recall_for(address, self._recalls, seconds, round_)
+                return
             items = ingest_throughput.messages(INGEST_MESSAGES, random.Random(round_))
             until = time.monotonic() + seconds
             while time.monotonic() < until:
@@ -120,6 +135,65 @@ class Load:
         return self._calls
 
 
+def recall_for(address: str, requests: list[Any], seconds: float, round_: int) -> int:
+    """Recall, one call after another until the time is up, from the `round_`th request on;
+    the calls made."""
+    calls = 0
+    until = time.monotonic() + seconds
+    with grpc.insecure_channel(address) as channel:
+        memory = md.SyncStubs(channel)
+        while time.monotonic() < until:
+            memory.memory.Recall(requests[(round_ * 7919 + calls) % len(requests)])
+            calls += 1
+    return calls
+
+
+def built_for_recall(
+    places: backends.Backends, backend: str, home: Path, args: argparse.Namespace
+) -> tuple[list[Any], list[Any], bool]:
+    """recall_latency.py's database, filled before the server opens it: its Recall requests,
+    the owners whose prompt the server is to render, and whether it holds LoCoMo's text."""
+    rng = random.Random(2027)
+    chat = None if args.locomo is None else real_chat.Corpus.read(args.locomo)
+    built = recall_latency.build(
+        places,
+        backend,
+        home,
+        (args.messages, args.memories),
+        rng,
+        chat_texts=None if chat is None else real_chat.ChatTexts(chat, rng),
+    )
+    if chat is not None:
+        with places.migrated(backend, home) as connection:
+            real_chat.embed_stored(connection, args.cache)
+            real_chat.embed_memories(connection, args.cache)
+        places.settle(home)
+    owners = rng.sample(built["owners"], min(recall_latency.RENDERED_OWNERS, len(built["owners"])))
+    questions = None if chat is None else chat.questions
+    planned = recall_latency.recall_requests(rng, built["chats"], built["texts"], 2000, questions)
+    return [request for _, _, request in planned], owners, chat is not None
+
+
+def warm_for_recall(address: str, requests: list[Any], owners: list[Any], caught_up: bool) -> None:
+    """As recall_latency.py before it measures: the owners' rows stored through the server,
+    200 calls made, and (`caught_up`) every vector written."""
+    with grpc.insecure_channel(address) as channel:
+        memory = md.SyncStubs(channel)
+        for owner in owners:
+            memory.memory.StoreMemory(
+                md.StoreMemoryRequest(
+                    owner=md.OwnerScope(agent_id=owner.agent_id, owner_id=owner.owner_id),
+                    category=md.CATEGORY_PREFERENCE,
+                    key="bench",
+                    value="Prefers short answers",
+                )
+            )
+        for request in requests[:200]:
+            memory.memory.Recall(request)
+        if caught_up:
+            recall_latency.caught_up(memory)
+
+
 def config_for(load: str, embeddings: str) -> str:
     """The server's config for `load`."""
     config = server_config.embeddings(embeddings)
@@ -130,12 +204,18 @@ def config_for(load: str, embeddings: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--load", choices=("append", "transcript", "ingest"), default="append")
+    parser.add_argument(
+        "--load", choices=("append", "transcript", "ingest", "recall"), default="append"
+    )
     parser.add_argument("--seconds", type=float, default=10.0)
     server_config.add_embeddings_option(parser)
     parser.add_argument("--backend", default="sqlite", choices=backends.CHOICES)
     parser.add_argument("--flame", type=Path, help="also write py-spy's flame graph (SVG) here")
     parser.add_argument("--stacks", type=Path, help="also keep py-spy's collapsed stacks here")
+    parser.add_argument("--messages", type=int, default=1_000_000, help="recall: the messages")
+    parser.add_argument("--memories", type=int, default=100_000, help="recall: the rows")
+    parser.add_argument("--locomo", type=Path, help="recall: LoCoMo's locomo10.json, embedded")
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="recall: the vectors")
     args = parser.parse_args()
     py_spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
     if py_spy is None:
@@ -145,6 +225,11 @@ def main() -> int:
         backends.started([args.backend], Path(scratch)) as places,
     ):
         home = Path(scratch) / "home"
+        recalls: list[Any] = []
+        owners: list[Any] = []
+        embedded = False
+        if args.load == "recall":
+            recalls, owners, embedded = built_for_recall(places, args.backend, home, args)
         server = ServerProcess(
             home, config=config_for(args.load, args.embeddings), env=places.env(args.backend, home)
         ).start()
@@ -153,11 +238,15 @@ def main() -> int:
             pid = server.process.pid
             if args.load == "append":
                 run_ghz(server.address, seconds=3, concurrency=32)  # warm-up
+            elif args.load == "recall":
+                warm_for_recall(
+                    server.address, recalls, owners, embedded and args.embeddings == "on"
+                )
             else:
-                Load(args.load, server.address, 3, 0).finish()
+                Load(args.load, server.address, 3, 0, recalls).finish()
             before = thread_cpu(pid)
             began = time.perf_counter()
-            load = Load(args.load, server.address, args.seconds, 1)
+            load = Load(args.load, server.address, args.seconds, 1, recalls)
             time.sleep(0.2)
             record = [py_spy, "record", "-p", str(pid), "--gil", "--threads", "-r"]
             record += [str(SAMPLE_RATE), "-d", str(int(args.seconds - 1))]
@@ -168,7 +257,7 @@ def main() -> int:
             if args.flame:
                 # A second sampling of the same load for the picture (py-spy writes one format
                 # a run); the figures come from the first.
-                again = Load(args.load, server.address, args.seconds, 2)
+                again = Load(args.load, server.address, args.seconds, 2, recalls)
                 time.sleep(0.2)
                 args.flame.parent.mkdir(parents=True, exist_ok=True)
                 subprocess.run(
