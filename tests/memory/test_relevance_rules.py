@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from memoryd.domain.relevance import (
     CALIBRATION,
+    PHATIC_MAX_WORDS,
     UNCALIBRATED,
     Calibration,
     QueryTerms,
@@ -103,6 +104,14 @@ def test_phatic_turns(text: str) -> None:
 )
 def test_turns_that_say_something(text: str) -> None:
     assert not is_phatic(text)
+
+
+def test_filler_counts_every_word_up_to_the_limit() -> None:
+    """At most PHATIC_MAX_WORDS words, each filler; a content word anywhere says something."""
+    assert is_phatic("ok " * PHATIC_MAX_WORDS)
+    assert not is_phatic("ok " * (PHATIC_MAX_WORDS + 1))
+    assert not is_phatic("ok " * (PHATIC_MAX_WORDS - 1) + "espresso")
+    assert is_phatic("!!! 😂 ...")  # no word at all
 
 
 # --- the calibration -------------------------------------------------------------------------

@@ -170,12 +170,15 @@ def is_phatic(text: str) -> bool:
     punctuation say nothing either)."""
     if len(text) > PHATIC_MAX_CHARS:
         return False
-    words = _WORDS.findall(text.casefold())
-    if len(words) > PHATIC_MAX_WORDS:
-        return False
-    return all(
-        word in PHATIC_WORDS or word in STOP_WORDS or word in CONTRACTION_PARTS for word in words
-    )
+    # Word by word, ending at the first that says something (most turns' first or second):
+    # half the time of splitting the whole turn first, for every candidate a search judges.
+    for count, found in enumerate(_WORDS.finditer(text.casefold()), start=1):
+        word = found.group()
+        if count > PHATIC_MAX_WORDS or not (
+            word in PHATIC_WORDS or word in STOP_WORDS or word in CONTRACTION_PARTS
+        ):
+            return False
+    return True
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
