@@ -157,6 +157,13 @@ async def test_answers_count_what_has_no_vector_yet_until_the_embedder_reaches_i
             assert await unembedded(md.SEARCH_MODE_LEXICAL, conversation=conversation) == 0
             endpoint.recover()
             await caught_up(memory, least=4)
+            # A row with its vector: counted only when the query has none.
+            await memory.memory.StoreMemory(
+                md.StoreMemoryRequest(
+                    owner=owner, key="practice", value="practises daily", category=md.CATEGORY_GOAL
+                )
+            )
+            await caught_up(memory, least=4)
             # The embedder is stuck on what mentions the teacher; queries are embedded.
             endpoint.hold("teacher")
             await append(memory, conversation, user("violin lessons with the new teacher"))
@@ -202,7 +209,7 @@ async def test_answers_count_what_has_no_vector_yet_until_the_embedder_reaches_i
             new = "violin lessons again"
             assert await unembedded(md.SEARCH_MODE_HYBRID, new, conversation=conversation) == 4
             assert await unembedded(md.SEARCH_MODE_HYBRID, conversation=conversation) == 1
-            assert await recalled(md.SEARCH_MODE_HYBRID, new) == 6 + 1
+            assert await recalled(md.SEARCH_MODE_HYBRID, new) == 6 + 2
             error = await rpc_error(
                 memory.conversations.SearchHistory(
                     md.SearchHistoryRequest(
@@ -218,7 +225,7 @@ async def test_answers_count_what_has_no_vector_yet_until_the_embedder_reaches_i
             )
             assert watched.returncode == 0, watched.stderr
             assert watched.stdout.splitlines()[-1].startswith(
-                "0 waiting (0 live, 0 in the backlog), 7 embedded"
+                "0 waiting (0 live, 0 in the backlog), 8 embedded"
             )
             await caught_up(memory, least=6)
             assert await unembedded(md.SEARCH_MODE_HYBRID, owner=owner) == 0
