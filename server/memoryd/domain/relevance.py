@@ -211,13 +211,12 @@ class Calibration:
     def relevance(self, coverage: float, similarity: float | None, absence: float = 0.0) -> float:
         """The relevance of a hit holding `coverage` of the query, `similarity` near it, for a
         query `absence` of whose terms its scope never holds."""
-        words = _logistic(SLOPE * (coverage - self.words_floor))
         if similarity is None or coverage >= 1.0:
             # A hit holding every term of the query matches, however far its vector is (a
             # symbol, a name, a code the model reads as noise).
-            return words
+            return _logistic(SLOPE * (coverage - self.words_floor))
         if self.meaning_floor is None:
-            return max(0.5, words)
+            return max(0.5, _logistic(SLOPE * (coverage - self.words_floor)))
         return _logistic(
             SLOPE
             * (
