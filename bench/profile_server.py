@@ -136,8 +136,8 @@ class Load:
 
 
 def recall_for(address: str, requests: list[Any], seconds: float, round_: int) -> int:
-    """Recall, one call after another until the time is up, from the `round_`th request on;
-    the calls made."""
+    """Recall, one call after another until the time is up, through the requests from a place
+    of each round's own; the calls made."""
     calls = 0
     until = time.monotonic() + seconds
     with grpc.insecure_channel(address) as channel:

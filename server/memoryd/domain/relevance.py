@@ -211,21 +211,22 @@ class Calibration:
     def relevance(self, coverage: float, similarity: float | None, absence: float = 0.0) -> float:
         """The relevance of a hit holding `coverage` of the query, `similarity` near it, for a
         query `absence` of whose terms its scope never holds."""
+        if similarity is not None and coverage < 1.0 and self.meaning_floor is not None:
+            return _logistic(
+                SLOPE
+                * (
+                    similarity
+                    + self.coverage_share * coverage
+                    - self.absence_cost * absence
+                    - self.meaning_floor
+                )
+            )
+        words = _logistic(SLOPE * (coverage - self.words_floor))
         if similarity is None or coverage >= 1.0:
             # A hit holding every term of the query matches, however far its vector is (a
             # symbol, a name, a code the model reads as noise).
-            return _logistic(SLOPE * (coverage - self.words_floor))
-        if self.meaning_floor is None:
-            return max(0.5, _logistic(SLOPE * (coverage - self.words_floor)))
-        return _logistic(
-            SLOPE
-            * (
-                similarity
-                + self.coverage_share * coverage
-                - self.absence_cost * absence
-                - self.meaning_floor
-            )
-        )
+            return words
+        return max(0.5, words)  # a model whose similarities were never measured
 
 
 # How fast relevance rises through the floor: 0.1 of similarity above it is 0.95.
