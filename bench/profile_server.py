@@ -179,15 +179,7 @@ def warm_for_recall(address: str, requests: list[Any], owners: list[Any], caught
     200 calls made, and (`caught_up`) every vector written."""
     with grpc.insecure_channel(address) as channel:
         memory = md.SyncStubs(channel)
-        for owner in owners:
-            memory.memory.StoreMemory(
-                md.StoreMemoryRequest(
-                    owner=md.OwnerScope(agent_id=owner.agent_id, owner_id=owner.owner_id),
-                    category=md.CATEGORY_PREFERENCE,
-                    key="bench",
-                    value="Prefers short answers",
-                )
-            )
+        recall_latency.rendered(memory, owners)
         for request in requests[:200]:
             memory.memory.Recall(request)
         if caught_up:

@@ -253,6 +253,20 @@ def recall_requests(
     return made
 
 
+def rendered(memory: md.SyncStubs, owners: list[OwnerKey]) -> None:
+    """One StoreMemory for each owner, so that the server renders and versions its prompt
+    files itself."""
+    for owner in owners:
+        memory.memory.StoreMemory(
+            md.StoreMemoryRequest(
+                owner=md.OwnerScope(agent_id=owner.agent_id, owner_id=owner.owner_id),
+                category=md.CATEGORY_PREFERENCE,
+                key="bench",
+                value="Prefers short answers",
+            )
+        )
+
+
 def caught_up(memory: md.SyncStubs) -> None:
     """Once nothing waits for a vector (at most a minute)."""
     deadline = time.monotonic() + 60
@@ -340,15 +354,7 @@ def main() -> int:
             with grpc.insecure_channel(server.address) as channel:
                 memory = md.SyncStubs(channel)
                 owners = rng.sample(built["owners"], args.owners)
-                for owner in owners:
-                    memory.memory.StoreMemory(
-                        md.StoreMemoryRequest(
-                            owner=md.OwnerScope(agent_id=owner.agent_id, owner_id=owner.owner_id),
-                            category=md.CATEGORY_PREFERENCE,
-                            key="bench",
-                            value="Prefers short answers",
-                        )
-                    )
+                rendered(memory, owners)
                 planned = recall_requests(
                     rng,
                     built["chats"],
