@@ -4,14 +4,20 @@ yet (a backlog's) leave like the others, and a scope that left is read again whe
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from memoryd.domain.conversation import ConversationKey, conversation_key
+from memoryd.domain.conversation import ConversationKey, HistoryScope, conversation_key
 from memoryd.domain.fusion import SearchMode
 from memoryd.runtime import Runtime
 from memoryd.services.semantic import SCOPE_BYTES
+from memoryd.storage import vector_reads
+from memoryd.storage.sql import Row
+from memoryd.storage.transaction import Transaction
 from memoryd.testing.configs import embedding_config
 from memoryd.testing.fake_embeddings import FakeEmbeddings
 from tests.in_process import use_cases
@@ -23,6 +29,8 @@ pytestmark = pytest.mark.storage
 BUDGET_MB = 0.01
 BUDGET = int(BUDGET_MB * (1 << 20))
 CHATS = 30
+# The longest a test waits for a search or a read it started (never reached when it passes).
+TIMEOUT = 30.0
 
 
 def chat(number: int) -> ConversationKey:
@@ -84,3 +92,76 @@ async def test_a_scope_brought_up_to_date_is_counted_once(
             assert SCOPE_BYTES < first <= held < first + 100
         cache.clear()
         assert cache.held() == (0, 0)
+
+
+class PausedLoad:
+    """The real reading of one scope's vectors (vector_reads.scope_vectors), held at its start
+    until released: what another search does meanwhile can be seen."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, scope: ConversationKey) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+        read = vector_reads.scope_vectors
+
+        def paused(
+            connection: Transaction, searched: HistoryScope, model_id: int, after_seq: int
+        ) -> Iterator[list[Row]]:
+            if searched == scope:
+                self.started.set()
+                assert self.release.wait(TIMEOUT)
+            yield from read(connection, searched, model_id, after_seq)
+
+        monkeypatch.setattr(vector_reads, "scope_vectors", paused)
+
+    async def begun(self) -> None:
+        assert await asyncio.to_thread(self.started.wait, TIMEOUT)
+
+
+async def embedded_chats(runtime: Runtime, count: int) -> None:
+    """Chats 0 to count - 1, one message each, every one with its vector."""
+    for number in range(count):
+        await runtime.services.history.append(chat(number), [said(f"violin {number}")])
+    while await runtime.services.embedding.step():
+        pass
+
+
+async def test_a_scope_read_from_the_database_holds_up_no_search_of_another(
+    tmp_path: Path, endpoint: FakeEmbeddings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scope is read outside the cache's lock: while one search waits on its scope's read,
+    a search of another scope is answered."""
+    async with use_cases(tmp_path / "home", config=embedding_config(endpoint)) as runtime:
+        await embedded_chats(runtime, 2)
+        load = PausedLoad(monkeypatch, chat(0))
+        first = asyncio.ensure_future(meaning(runtime, chat(0), "violin"))
+        try:
+            await load.begun()
+            other = await asyncio.wait_for(meaning(runtime, chat(1), "violin"), TIMEOUT)
+            assert other == ["violin 1"]
+        finally:
+            load.release.set()
+        assert await first == ["violin 0"]
+        assert runtime.services.search.vectors.cache.held()[0] == 2
+
+
+async def test_a_scope_read_while_the_cache_is_cleared_is_not_kept(
+    tmp_path: Path, endpoint: FakeEmbeddings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An erasure clears the cache (on the writer's thread, after its commit): the clear does
+    not wait for a scope being read; that scope answers its search and is not held after it
+    (its vectors may hold what was erased)."""
+    async with use_cases(tmp_path / "home", config=embedding_config(endpoint)) as runtime:
+        await embedded_chats(runtime, 1)
+        cache = runtime.services.search.vectors.cache
+        load = PausedLoad(monkeypatch, chat(0))
+        first = asyncio.ensure_future(meaning(runtime, chat(0), "violin"))
+        try:
+            await load.begun()
+            cache.clear()
+        finally:
+            load.release.set()
+        assert await first == ["violin 0"]
+        assert cache.held() == (0, 0)
+        # Read again by the next search, and held then.
+        assert await meaning(runtime, chat(0), "violin") == ["violin 0"]
+        assert cache.held()[0] == 1

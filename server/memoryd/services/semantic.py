@@ -140,16 +140,22 @@ class VectorCache:
         # The bytes of the scopes held, kept as they come and go (a scope held is never changed:
         # it is taken out to be brought up to date), so that no search sums them all.
         self._held = 0
+        # Held only to take a scope out, put it back or read it: a scope is read from the
+        # database and brought up to date outside it, so that searches of other scopes go on.
         self._lock = threading.Lock()
         # Scopes whose vectors would not fit, and when that was found.
         self._too_large: dict[tuple[int, HistoryScope], tuple[float, str]] = {}
+        # Counts the clears: a scope read before one is not put back after it.
+        self._generation = 0
 
     def clear(self) -> None:
-        """Forget every scope (after an erasure, so that nothing of it stays in memory)."""
+        """Forget every scope (after an erasure, so that nothing of it stays in memory),
+        including those being read now."""
         with self._lock:
             self._entries.clear()
             self._held = 0
             self._too_large.clear()
+            self._generation += 1
 
     def held(self) -> tuple[int, int]:
         """The scopes held, and the bytes they count against the budget."""
@@ -167,16 +173,22 @@ class VectorCache:
         """(message id, cosine similarity) of the scope's `depth` nearest messages, best first:
         exact from memory, or approximate through the database's index for a scope too large
         for the budget (ScopeTooLargeError without one)."""
-        with self._lock:
-            try:
-                entry = self._current(connection, model, scope)
-            except ScopeTooLargeError:
-                if not self._indexed:
-                    raise
-                entry = None
+        key = (model.id, scope)
+        with self._lock:  # taken out: this search alone brings it up to date
+            entry = self._entries.pop(key, None)
+            metrics.cache_lookup("vectors", hit=entry is not None)
             if entry is not None:
-                return _nearest(entry, query, depth)
-        return vector_reads.indexed_nearest(connection, model, scope, query.tolist(), depth)
+                self._held -= entry.nbytes
+            generation = self._generation
+        try:
+            entry = self._current(connection, model, scope, entry)
+        except ScopeTooLargeError:
+            if not self._indexed:
+                raise
+            return vector_reads.indexed_nearest(connection, model, scope, query.tolist(), depth)
+        found = _nearest(entry, query, depth)
+        self._put_back(key, entry, generation)
+        return found
 
     def similarities(
         self,
@@ -205,13 +217,15 @@ class VectorCache:
         return dict(zip(ids.tolist(), values.tolist(), strict=True))
 
     def _current(
-        self, connection: Transaction, model: store.EmbeddingModel, scope: HistoryScope
+        self,
+        connection: Transaction,
+        model: store.EmbeddingModel,
+        scope: HistoryScope,
+        entry: _Scope | None,
     ) -> _Scope:
-        key = (model.id, scope)
-        entry = self._entries.pop(key, None)
-        metrics.cache_lookup("vectors", hit=entry is not None)
+        """The scope's vectors up to date: `entry` (taken out of the cache) with the vectors
+        written since, or all of them read afresh. Outside the lock."""
         if entry is not None:
-            self._held -= entry.nbytes
             newest = vector_reads.newest_seq(connection)
             if newest > entry.last_seq:
                 for chunk in vector_reads.scope_vectors(
@@ -239,11 +253,22 @@ class VectorCache:
             )
             for chunk in vector_reads.scope_vectors(connection, scope, model.id, 0):
                 entry.append(*_arrays(chunk, model.dimension))
-        if entry.nbytes <= self._budget:
+        return entry
+
+    def _put_back(self, key: tuple[int, HistoryScope], entry: _Scope, generation: int) -> None:
+        """Hold a scope brought up to date, within the budget: not when the cache was cleared
+        since it was taken out (an erasure), and only the newer of two searches' copies."""
+        with self._lock:
+            if generation != self._generation or entry.nbytes > self._budget:
+                return
+            other = self._entries.pop(key, None)
+            if other is not None:  # another search of the scope put its copy back meanwhile
+                self._held -= other.nbytes
+                if other.last_seq > entry.last_seq:
+                    entry = other
             self._entries[key] = entry
             self._held += entry.nbytes
             self._shrink()
-        return entry
 
     def known_too_large(self, model: store.EmbeddingModel, scope: HistoryScope) -> bool:
         """Whether the scope was found too large for the budget within TOO_LARGE_SECONDS (a
@@ -262,7 +287,8 @@ class VectorCache:
         reading them; the verdict is kept for TOO_LARGE_SECONDS."""
         key = (model.id, scope)
         now = time.monotonic()
-        known = self._too_large.get(key)
+        with self._lock:
+            known = self._too_large.get(key)
         if known is not None and now - known[0] < TOO_LARGE_SECONDS:
             raise ScopeTooLargeError(known[1])
         fits = self._budget // vector_bytes(model.dimension)
@@ -272,14 +298,16 @@ class VectorCache:
             search_reads.scope_message_count(connection, scope, fits + 1) <= fits
             or vector_reads.scope_vector_count(connection, scope, model.id, fits + 1) <= fits
         ):
-            self._too_large.pop(key, None)
+            with self._lock:
+                self._too_large.pop(key, None)
             return
         reason = (
             f"this scope has more than {fits:,} vectors, more than memoryd.search.vector_cache_mb "
             f"({self._budget_mb:g} MiB) holds: search it by words (mode lexical), "
             "narrow the scope, or raise vector_cache_mb"
         )
-        self._too_large[key] = (now, reason)
+        with self._lock:
+            self._too_large[key] = (now, reason)
         raise ScopeTooLargeError(reason)
 
     def _shrink(self) -> None:
