@@ -145,7 +145,10 @@ class VectorCache:
         self._lock = threading.Lock()
         # Scopes whose vectors would not fit, and when that was found.
         self._too_large: dict[tuple[int, HistoryScope], tuple[float, str]] = {}
-        # Counts the clears: a scope read before one is not put back after it.
+        # Counts the clears: a scope read before one is not put back after it. nearest() notes
+        # it before its read transaction's first statement (the snapshot begins there, on both
+        # engines), and an erasure clears after its commit: so a scope read from a snapshot
+        # older than an erasure is never put back, and no copy of an erased vector stays.
         self._generation = 0
 
     def clear(self) -> None:
@@ -172,7 +175,8 @@ class VectorCache:
     ) -> list[tuple[int, float]]:
         """(message id, cosine similarity) of the scope's `depth` nearest messages, best first:
         exact from memory, or approximate through the database's index for a scope too large
-        for the budget (ScopeTooLargeError without one)."""
+        for the budget (ScopeTooLargeError without one). Called first in its read transaction
+        (see `_generation`)."""
         key = (model.id, scope)
         with self._lock:  # taken out: this search alone brings it up to date
             entry = self._entries.pop(key, None)
