@@ -13,6 +13,7 @@ import pytest
 
 from memoryd.domain.conversation import ConversationKey, HistoryScope, conversation_key
 from memoryd.domain.fusion import SearchMode
+from memoryd.domain.messages import Trust
 from memoryd.runtime import Runtime
 from memoryd.services.semantic import SCOPE_BYTES
 from memoryd.storage import vector_reads
@@ -144,24 +145,25 @@ async def test_a_scope_read_from_the_database_holds_up_no_search_of_another(
         assert runtime.services.search.vectors.cache.held()[0] == 2
 
 
-async def test_a_scope_read_while_the_cache_is_cleared_is_not_kept(
+async def test_a_scope_read_across_an_erasure_is_not_kept(
     tmp_path: Path, endpoint: FakeEmbeddings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An erasure clears the cache (on the writer's thread, after its commit): the clear does
-    not wait for a scope being read; that scope answers its search and is not held after it
-    (its vectors may hold what was erased)."""
+    """An erasure clears the cache on the writer's thread after its commit: it does not wait
+    for a scope being read from the snapshot before it, and that copy (which holds the erased
+    vectors) is not held after its search, which finds nothing erased."""
     async with use_cases(tmp_path / "home", config=embedding_config(endpoint)) as runtime:
-        await embedded_chats(runtime, 1)
+        await embedded_chats(runtime, 2)
         cache = runtime.services.search.vectors.cache
         load = PausedLoad(monkeypatch, chat(0))
         first = asyncio.ensure_future(meaning(runtime, chat(0), "violin"))
         try:
             await load.begun()
-            cache.clear()
+            purged = runtime.services.erasure.purge_conversation(chat(0), Trust.OPERATOR)
+            assert (await asyncio.wait_for(purged, TIMEOUT)).messages_deleted == 1
         finally:
             load.release.set()
-        assert await first == ["violin 0"]
+        assert await first == []
         assert cache.held() == (0, 0)
-        # Read again by the next search, and held then.
-        assert await meaning(runtime, chat(0), "violin") == ["violin 0"]
+        # The cache holds what is searched after the erasure.
+        assert await meaning(runtime, chat(1), "violin") == ["violin 1"]
         assert cache.held()[0] == 1
