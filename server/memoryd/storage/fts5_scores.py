@@ -8,11 +8,11 @@ messages of LoCoMo's chats, ranking a conversation's matches for a question took
 where finding the same rows unscored takes 1.7 ms (2.0 with this function). The search has
 the counts already (storage.terms.counts, kept between searches), so it passes them in:
 `memoryd_bm25(<index>, <counts>, <column weights>...)`, where <counts> is `encoded(...)`'s text
-of word and count lines. A phrase of one word takes its
-count from there; any other phrase (several words, or a word not passed) is counted as bm25
-counts it. The score is bm25's, computed as FTS5 computes it (k1 1.2, b 0.75, the row's tokens
-over the index's average, each phrase's instances times its column's weight), to the last bit
-for weights that are whole numbers, as memoryd's are: the same order, the same scores.
+of word and count lines. A phrase of one word takes its count from there; any other phrase
+(several words, or a word not passed) is counted as bm25 counts it. The score is bm25's,
+computed as FTS5 computes it (k1 1.2, b 0.75, the row's tokens over the index's average, each
+phrase's instances times its column's weight), to the last bit for weights that are whole
+numbers, as memoryd's are: the same order, the same scores.
 
 Each matching row costs a call into Python: about 1.8 us a row against bm25's 0.7, so it is
 for few rows, a small scope's. A search of a large scope, or of the whole index, uses bm25().
